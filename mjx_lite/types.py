@@ -1,0 +1,780 @@
+"""Model, Option, Statistic, Contact and Data pytrees, and MuJoCo's enumerations.
+
+Names and shapes are MuJoCo's (mjModel / mjData), with two layout changes: rotation matrices are
+`(..., 3, 3)` rather than `(..., 9)`, and Jacobian-like arrays (`ten_J`, `actuator_moment`, `efc_J`) are
+dense. The static/traced rule (see `_struct.py`): integer and boolean tables, sizes and names are static
+host numpy; every float is a traced `jax.Array`, so models can be batched (`vmap`) and differentiated
+with respect to their physical parameters without recompiling.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import jax
+import numpy as np
+
+from mjx_lite._struct import pytree_dataclass, static_field
+
+# ----------------------------------------------------------------------------------------------------------
+# Enumerations (values identical to MuJoCo's mjt* enums)
+
+
+class JointType(enum.IntEnum):
+    FREE = 0
+    BALL = 1
+    SLIDE = 2
+    HINGE = 3
+
+    def qpos_width(self) -> int:
+        return (7, 4, 1, 1)[self]
+
+    def dof_width(self) -> int:
+        return (6, 3, 1, 1)[self]
+
+
+class GeomType(enum.IntEnum):
+    PLANE = 0
+    HFIELD = 1
+    SPHERE = 2
+    CAPSULE = 3
+    ELLIPSOID = 4
+    CYLINDER = 5
+    BOX = 6
+    MESH = 7
+    SDF = 8
+
+
+class TrnType(enum.IntEnum):
+    JOINT = 0
+    JOINTINPARENT = 1
+    SLIDERCRANK = 2
+    TENDON = 3
+    SITE = 4
+    BODY = 5
+
+
+class DynType(enum.IntEnum):
+    NONE = 0
+    INTEGRATOR = 1
+    FILTER = 2
+    FILTEREXACT = 3
+    MUSCLE = 4
+    DCMOTOR = 5
+    PID = 6
+    USER = 7
+
+
+class GainType(enum.IntEnum):
+    FIXED = 0
+    AFFINE = 1
+    MUSCLE = 2
+    DCMOTOR = 3
+    SO3 = 4
+    PID = 5
+    USER = 6
+
+
+class BiasType(enum.IntEnum):
+    NONE = 0
+    AFFINE = 1
+    MUSCLE = 2
+    DCMOTOR = 3
+    SO3 = 4
+    USER = 5
+
+
+class ObjType(enum.IntEnum):
+    UNKNOWN = 0
+    BODY = 1
+    XBODY = 2
+    JOINT = 3
+    DOF = 4
+    GEOM = 5
+    SITE = 6
+    CAMERA = 7
+    LIGHT = 8
+    FLEX = 9
+    MESH = 10
+    SKIN = 11
+    HFIELD = 12
+    TEXTURE = 13
+    MATERIAL = 14
+    PAIR = 15
+    EXCLUDE = 16
+    EQUALITY = 17
+    TENDON = 18
+    ACTUATOR = 19
+    SENSOR = 20
+    NUMERIC = 21
+    TEXT = 22
+    TUPLE = 23
+    KEY = 24
+    PLUGIN = 25
+
+
+class SensorType(enum.IntEnum):
+    TOUCH = 0
+    ACCELEROMETER = 1
+    VELOCIMETER = 2
+    GYRO = 3
+    FORCE = 4
+    TORQUE = 5
+    MAGNETOMETER = 6
+    RANGEFINDER = 7
+    CAMPROJECTION = 8
+    JOINTPOS = 9
+    JOINTVEL = 10
+    TENDONPOS = 11
+    TENDONVEL = 12
+    ACTUATORPOS = 13
+    ACTUATORVEL = 14
+    ACTUATORFRC = 15
+    JOINTACTFRC = 16
+    TENDONACTFRC = 17
+    BALLQUAT = 18
+    BALLANGVEL = 19
+    JOINTLIMITPOS = 20
+    JOINTLIMITVEL = 21
+    JOINTLIMITFRC = 22
+    TENDONLIMITPOS = 23
+    TENDONLIMITVEL = 24
+    TENDONLIMITFRC = 25
+    FRAMEPOS = 26
+    FRAMEQUAT = 27
+    FRAMEXAXIS = 28
+    FRAMEYAXIS = 29
+    FRAMEZAXIS = 30
+    FRAMELINVEL = 31
+    FRAMEANGVEL = 32
+    FRAMELINACC = 33
+    FRAMEANGACC = 34
+    SUBTREECOM = 35
+    SUBTREELINVEL = 36
+    SUBTREEANGMOM = 37
+    INSIDESITE = 38
+    GEOMDIST = 39
+    GEOMNORMAL = 40
+    GEOMFROMTO = 41
+    CONTACT = 42
+    E_POTENTIAL = 43
+    E_KINETIC = 44
+    CLOCK = 45
+    TACTILE = 46
+    PLUGIN = 47
+    USER = 48
+
+
+class Stage(enum.IntEnum):
+    NONE = 0
+    POS = 1
+    VEL = 2
+    ACC = 3
+
+
+class DataType(enum.IntEnum):
+    REAL = 0
+    POSITIVE = 1
+    AXIS = 2
+    QUATERNION = 3
+
+
+class EqType(enum.IntEnum):
+    CONNECT = 0
+    WELD = 1
+    JOINT = 2
+    TENDON = 3
+    FLEX = 4
+    FLEXVERT = 5
+    FLEXSTRAIN = 6
+    DISTANCE = 7
+
+
+class WrapType(enum.IntEnum):
+    NONE = 0
+    JOINT = 1
+    PULLEY = 2
+    SITE = 3
+    SPHERE = 4
+    CYLINDER = 5
+
+
+class IntegratorType(enum.IntEnum):
+    EULER = 0
+    RK4 = 1
+    IMPLICIT = 2
+    IMPLICITFAST = 3
+
+
+class ConeType(enum.IntEnum):
+    PYRAMIDAL = 0
+    ELLIPTIC = 1
+
+
+class SolverType(enum.IntEnum):
+    PGS = 0
+    CG = 1
+    NEWTON = 2
+
+
+class ConstraintType(enum.IntEnum):
+    EQUALITY = 0
+    FRICTION_DOF = 1
+    FRICTION_TENDON = 2
+    LIMIT_JOINT = 3
+    LIMIT_TENDON = 4
+    CONTACT_FRICTIONLESS = 5
+    CONTACT_PYRAMIDAL = 6
+    CONTACT_ELLIPTIC = 7
+
+
+class ConstraintState(enum.IntEnum):
+    SATISFIED = 0
+    QUADRATIC = 1
+    LINEARNEG = 2
+    LINEARPOS = 3
+    CONE = 4
+
+
+class DisableBit(enum.IntFlag):
+    CONSTRAINT = 1
+    EQUALITY = 2
+    FRICTIONLOSS = 4
+    LIMIT = 8
+    CONTACT = 16
+    SPRING = 32
+    DAMPER = 64
+    GRAVITY = 128
+    CLAMPCTRL = 256
+    WARMSTART = 512
+    FILTERPARENT = 1024
+    ACTUATION = 2048
+    REFSAFE = 4096
+    SENSOR = 8192
+    MIDPHASE = 16384
+    EULERDAMP = 32768
+    AUTORESET = 65536
+    NATIVECCD = 131072
+    ISLAND = 262144
+    MULTICCD = 524288
+
+
+class EnableBit(enum.IntFlag):
+    OVERRIDE = 1
+    ENERGY = 2
+    FWDINV = 4
+    INVDISCRETE = 8
+    SLEEP = 16
+    DIAGEXACT = 32
+
+
+class Warning(enum.IntEnum):  # noqa: A001 - MuJoCo's name (mjtWarning)
+    INERTIA = 0
+    CONTACTFULL = 1
+    CNSTRFULL = 2
+    BADQPOS = 3
+    BADQVEL = 4
+    BADQACC = 5
+    BADCTRL = 6
+
+
+NWARNING = 7
+
+# MuJoCo's numerical constants.
+MINVAL = 1e-15
+MINMU = 1e-5
+MINIMP = 0.0001
+MAXIMP = 0.9999
+NREF = 2
+NIMP = 5
+NEQDATA = 12
+NDYN = 10
+NGAIN = 10
+NBIAS = 10
+NFLUID = 12
+
+# ----------------------------------------------------------------------------------------------------------
+# Model
+
+
+@pytree_dataclass
+class Option:
+    """Physics options (mjOption). Floats are traced; integer settings are static."""
+
+    timestep: jax.Array  # ()
+    impratio: jax.Array  # ()
+    tolerance: jax.Array  # ()
+    ls_tolerance: jax.Array  # ()
+    noslip_tolerance: jax.Array  # ()
+    ccd_tolerance: jax.Array  # ()
+    gravity: jax.Array  # (3,)
+    wind: jax.Array  # (3,)
+    magnetic: jax.Array  # (3,)
+    density: jax.Array  # ()
+    viscosity: jax.Array  # ()
+    o_margin: jax.Array  # ()
+    o_solref: jax.Array  # (2,)
+    o_solimp: jax.Array  # (5,)
+    o_friction: jax.Array  # (5,)
+    integrator: int = static_field()
+    cone: int = static_field()
+    jacobian: int = static_field()
+    solver: int = static_field()
+    iterations: int = static_field()
+    ls_iterations: int = static_field()
+    noslip_iterations: int = static_field()
+    ccd_iterations: int = static_field()
+    disableflags: int = static_field()
+    enableflags: int = static_field()
+    disableactuator: int = static_field()
+
+
+@pytree_dataclass
+class Statistic:
+    """Model statistics (mjStatistic)."""
+
+    meaninertia: jax.Array  # ()
+    meanmass: jax.Array  # ()
+    meansize: jax.Array  # ()
+    extent: jax.Array  # ()
+    center: jax.Array  # (3,)
+
+
+# Size fields of Model, in order.
+SIZE_FIELDS = (
+    "nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nmeshvert",
+    "nmeshface", "nhfield", "nhfielddata", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "nmocap",
+    "nkey", "npair", "nexclude", "ntree", "nM",
+)  # fmt: skip
+
+
+@pytree_dataclass
+class Model:
+    """A compiled model (mjModel). Build with `mjx_lite.load_mjcf` / `load_mjcf_string`.
+
+    Shapes are given in the comments; `n*` are the static sizes. Rotation matrices are not stored (MuJoCo's
+    quaternion fields are). Arrays marked `static_field` are host numpy, every other array is traced.
+    """
+
+    # sizes
+    nq: int = static_field()
+    nv: int = static_field()
+    nu: int = static_field()
+    na: int = static_field()
+    nbody: int = static_field()
+    njnt: int = static_field()
+    ngeom: int = static_field()
+    nsite: int = static_field()
+    ncam: int = static_field()
+    nlight: int = static_field()
+    nmesh: int = static_field()
+    nmeshvert: int = static_field()
+    nmeshface: int = static_field()
+    nhfield: int = static_field()
+    nhfielddata: int = static_field()
+    ntendon: int = static_field()
+    nwrap: int = static_field()
+    neq: int = static_field()
+    nsensor: int = static_field()
+    nsensordata: int = static_field()
+    nmocap: int = static_field()
+    nkey: int = static_field()
+    npair: int = static_field()
+    nexclude: int = static_field()
+    ntree: int = static_field()
+    nM: int = static_field()  # noqa: N815 - MuJoCo's name
+    # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
+    nconmax: int = static_field(0)
+    njmax: int = static_field(0)
+    # options and statistics
+    opt: Option
+    stat: Statistic
+    # names: object type name ("body", "joint", ...) -> tuple of names (empty string where unnamed)
+    names: dict = static_field()
+
+    # ---- arrays (generated from mjModel; MuJoCo names) ----
+    # actuator
+    actuator_acc0: jax.Array  # (nu,)
+    actuator_actadr: np.ndarray = static_field()  # (nu,) int32
+    actuator_actearly: np.ndarray = static_field()  # (nu,) bool
+    actuator_actlimited: np.ndarray = static_field()  # (nu,) bool
+    actuator_actnum: np.ndarray = static_field()  # (nu,) int32
+    actuator_actrange: jax.Array  # (nu, 2)
+    actuator_armature: jax.Array  # (nu,)
+    actuator_biasprm: jax.Array  # (nu, 10)
+    actuator_biastype: np.ndarray = static_field()  # (nu,) int32
+    actuator_cranklength: jax.Array  # (nu,)
+    actuator_ctrladr: np.ndarray = static_field()  # (nu,) int32
+    actuator_ctrllimited: np.ndarray = static_field()  # (nu,) bool
+    actuator_ctrlnum: np.ndarray = static_field()  # (nu,) int32
+    actuator_ctrlrange: jax.Array  # (nu, 2)
+    actuator_ctrlspec: np.ndarray = static_field()  # (nu,) int32
+    actuator_damping: jax.Array  # (nu,)
+    actuator_dampingpoly: jax.Array  # (nu, 2)
+    actuator_delay: jax.Array  # (nu,)
+    actuator_dynprm: jax.Array  # (nu, 10)
+    actuator_dyntype: np.ndarray = static_field()  # (nu,) int32
+    actuator_forcelimited: np.ndarray = static_field()  # (nu,) bool
+    actuator_forcerange: jax.Array  # (nu, 2)
+    actuator_gainprm: jax.Array  # (nu, 10)
+    actuator_gaintype: np.ndarray = static_field()  # (nu,) int32
+    actuator_gear: jax.Array  # (nu, 6)
+    actuator_group: np.ndarray = static_field()  # (nu,) int32
+    actuator_history: np.ndarray = static_field()  # (nu, 2) int32
+    actuator_historyadr: np.ndarray = static_field()  # (nu,) int32
+    actuator_length0: jax.Array  # (nu,)
+    actuator_lengthrange: jax.Array  # (nu, 2)
+    actuator_outadr: np.ndarray = static_field()  # (nu,) int32
+    actuator_outnum: np.ndarray = static_field()  # (nu,) int32
+    actuator_trnid: np.ndarray = static_field()  # (nu, 2) int32
+    actuator_trntype: np.ndarray = static_field()  # (nu,) int32
+    # body
+    body_conaffinity: np.ndarray = static_field()  # (nbody,) int32
+    body_contype: np.ndarray = static_field()  # (nbody,) int32
+    body_dofadr: np.ndarray = static_field()  # (nbody,) int32
+    body_dofnum: np.ndarray = static_field()  # (nbody,) int32
+    body_geomadr: np.ndarray = static_field()  # (nbody,) int32
+    body_geomnum: np.ndarray = static_field()  # (nbody,) int32
+    body_gravcomp: jax.Array  # (nbody,)
+    body_inertia: jax.Array  # (nbody, 3)
+    body_invweight0: jax.Array  # (nbody, 2)
+    body_ipos: jax.Array  # (nbody, 3)
+    body_iquat: jax.Array  # (nbody, 4)
+    body_jntadr: np.ndarray = static_field()  # (nbody,) int32
+    body_jntnum: np.ndarray = static_field()  # (nbody,) int32
+    body_margin: jax.Array  # (nbody,)
+    body_mass: jax.Array  # (nbody,)
+    body_mocapid: np.ndarray = static_field()  # (nbody,) int32
+    body_parentid: np.ndarray = static_field()  # (nbody,) int32
+    body_pos: jax.Array  # (nbody, 3)
+    body_quat: jax.Array  # (nbody, 4)
+    body_rootid: np.ndarray = static_field()  # (nbody,) int32
+    body_sameframe: np.ndarray = static_field()  # (nbody,) uint8
+    body_simple: np.ndarray = static_field()  # (nbody,) uint8
+    body_subtreemass: jax.Array  # (nbody,)
+    body_treeid: np.ndarray = static_field()  # (nbody,) int32
+    body_weldid: np.ndarray = static_field()  # (nbody,) int32
+    # cam
+    cam_bodyid: np.ndarray = static_field()  # (ncam,) int32
+    cam_fovy: jax.Array  # (ncam,)
+    cam_mat0: jax.Array  # (ncam, 9)
+    cam_mode: np.ndarray = static_field()  # (ncam,) int32
+    cam_pos: jax.Array  # (ncam, 3)
+    cam_pos0: jax.Array  # (ncam, 3)
+    cam_poscom0: jax.Array  # (ncam, 3)
+    cam_quat: jax.Array  # (ncam, 4)
+    cam_targetbodyid: np.ndarray = static_field()  # (ncam,) int32
+    # dof
+    dof_M0: jax.Array  # (nv,)
+    dof_Madr: np.ndarray = static_field()  # (nv,) int32
+    dof_armature: jax.Array  # (nv,)
+    dof_bodyid: np.ndarray = static_field()  # (nv,) int32
+    dof_damping: jax.Array  # (nv,)
+    dof_dampingpoly: jax.Array  # (nv, 2)
+    dof_frictionloss: jax.Array  # (nv,)
+    dof_invweight0: jax.Array  # (nv,)
+    dof_jntid: np.ndarray = static_field()  # (nv,) int32
+    dof_length: jax.Array  # (nv,)
+    dof_parentid: np.ndarray = static_field()  # (nv,) int32
+    dof_simplenum: np.ndarray = static_field()  # (nv,) int32
+    dof_solimp: jax.Array  # (nv, 5)
+    dof_solref: jax.Array  # (nv, 2)
+    dof_treeid: np.ndarray = static_field()  # (nv,) int32
+    # eq
+    eq_active0: np.ndarray = static_field()  # (neq,) bool
+    eq_data: jax.Array  # (neq, 12)
+    eq_obj1id: np.ndarray = static_field()  # (neq,) int32
+    eq_obj2id: np.ndarray = static_field()  # (neq,) int32
+    eq_objtype: np.ndarray = static_field()  # (neq,) int32
+    eq_solimp: jax.Array  # (neq, 5)
+    eq_solref: jax.Array  # (neq, 2)
+    eq_type: np.ndarray = static_field()  # (neq,) int32
+    # exclude
+    exclude_signature: np.ndarray = static_field()  # (nexclude,) int32
+    # geom
+    geom_aabb: jax.Array  # (ngeom, 6)
+    geom_adhesion: jax.Array  # (ngeom,)
+    geom_bodyid: np.ndarray = static_field()  # (ngeom,) int32
+    geom_conaffinity: np.ndarray = static_field()  # (ngeom,) int32
+    geom_condim: np.ndarray = static_field()  # (ngeom,) int32
+    geom_contype: np.ndarray = static_field()  # (ngeom,) int32
+    geom_dataid: np.ndarray = static_field()  # (ngeom,) int32
+    geom_fluid: jax.Array  # (ngeom, 12)
+    geom_friction: jax.Array  # (ngeom, 3)
+    geom_gap: jax.Array  # (ngeom,)
+    geom_group: np.ndarray = static_field()  # (ngeom,) int32
+    geom_margin: jax.Array  # (ngeom,)
+    geom_pos: jax.Array  # (ngeom, 3)
+    geom_priority: np.ndarray = static_field()  # (ngeom,) int32
+    geom_quat: jax.Array  # (ngeom, 4)
+    geom_rbound: jax.Array  # (ngeom,)
+    geom_sameframe: np.ndarray = static_field()  # (ngeom,) uint8
+    geom_size: jax.Array  # (ngeom, 3)
+    geom_solimp: jax.Array  # (ngeom, 5)
+    geom_solmix: jax.Array  # (ngeom,)
+    geom_solref: jax.Array  # (ngeom, 2)
+    geom_surfacevel: jax.Array  # (ngeom, 6)
+    geom_type: np.ndarray = static_field()  # (ngeom,) int32
+    # hfield
+    hfield_adr: np.ndarray = static_field()  # (nhfield,) int32
+    hfield_data: jax.Array  # (nhfielddata,)
+    hfield_ncol: np.ndarray = static_field()  # (nhfield,) int32
+    hfield_nrow: np.ndarray = static_field()  # (nhfield,) int32
+    hfield_size: jax.Array  # (nhfield, 4)
+    # jnt
+    jnt_actfrclimited: np.ndarray = static_field()  # (njnt,) bool
+    jnt_actfrcrange: jax.Array  # (njnt, 2)
+    jnt_actgravcomp: np.ndarray = static_field()  # (njnt,) bool
+    jnt_actuatorid: np.ndarray = static_field()  # (njnt,) int32
+    jnt_axis: jax.Array  # (njnt, 3)
+    jnt_bodyid: np.ndarray = static_field()  # (njnt,) int32
+    jnt_dofadr: np.ndarray = static_field()  # (njnt,) int32
+    jnt_group: np.ndarray = static_field()  # (njnt,) int32
+    jnt_limited: np.ndarray = static_field()  # (njnt,) bool
+    jnt_margin: jax.Array  # (njnt,)
+    jnt_pos: jax.Array  # (njnt, 3)
+    jnt_qposadr: np.ndarray = static_field()  # (njnt,) int32
+    jnt_range: jax.Array  # (njnt, 2)
+    jnt_solimp: jax.Array  # (njnt, 5)
+    jnt_solref: jax.Array  # (njnt, 2)
+    jnt_springyield: jax.Array  # (njnt,)
+    jnt_stiffness: jax.Array  # (njnt,)
+    jnt_stiffnesspoly: jax.Array  # (njnt, 2)
+    jnt_type: np.ndarray = static_field()  # (njnt,) int32
+    # key
+    key_act: jax.Array  # (nkey, na)
+    key_ctrl: jax.Array  # (nkey, nu)
+    key_mpos: jax.Array  # (nkey, nmocap*3)
+    key_mquat: jax.Array  # (nkey, nmocap*4)
+    key_qpos: jax.Array  # (nkey, nq)
+    key_qvel: jax.Array  # (nkey, nv)
+    key_time: jax.Array  # (nkey,)
+    # light
+    light_bodyid: np.ndarray = static_field()  # (nlight,) int32
+    light_dir: jax.Array  # (nlight, 3)
+    light_dir0: jax.Array  # (nlight, 3)
+    light_mode: np.ndarray = static_field()  # (nlight,) int32
+    light_pos: jax.Array  # (nlight, 3)
+    light_pos0: jax.Array  # (nlight, 3)
+    light_poscom0: jax.Array  # (nlight, 3)
+    light_targetbodyid: np.ndarray = static_field()  # (nlight,) int32
+    light_type: np.ndarray = static_field()  # (nlight,) int32
+    # mesh
+    mesh_face: np.ndarray = static_field()  # (nmeshface, 3) int32
+    mesh_faceadr: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_facenum: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_pos: jax.Array  # (nmesh, 3)
+    mesh_quat: jax.Array  # (nmesh, 4)
+    mesh_scale: jax.Array  # (nmesh, 3)
+    mesh_vert: jax.Array  # (nmeshvert, 3)
+    mesh_vertadr: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_vertnum: np.ndarray = static_field()  # (nmesh,) int32
+    # pair
+    pair_adhesion: jax.Array  # (npair,)
+    pair_dim: np.ndarray = static_field()  # (npair,) int32
+    pair_friction: jax.Array  # (npair, 5)
+    pair_gap: jax.Array  # (npair,)
+    pair_geom1: np.ndarray = static_field()  # (npair,) int32
+    pair_geom2: np.ndarray = static_field()  # (npair,) int32
+    pair_margin: jax.Array  # (npair,)
+    pair_signature: np.ndarray = static_field()  # (npair,) int32
+    pair_solimp: jax.Array  # (npair, 5)
+    pair_solref: jax.Array  # (npair, 2)
+    pair_solreffriction: jax.Array  # (npair, 2)
+    # sensor
+    sensor_adr: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_cutoff: jax.Array  # (nsensor,)
+    sensor_datatype: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_delay: jax.Array  # (nsensor,)
+    sensor_dim: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_history: np.ndarray = static_field()  # (nsensor, 2) int32
+    sensor_historyadr: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_interval: jax.Array  # (nsensor, 2)
+    sensor_intprm: np.ndarray = static_field()  # (nsensor, 3) int32
+    sensor_needstage: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_noise: jax.Array  # (nsensor,)
+    sensor_objid: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_objtype: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_refid: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_reftype: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_type: np.ndarray = static_field()  # (nsensor,) int32
+    # site
+    site_bodyid: np.ndarray = static_field()  # (nsite,) int32
+    site_dataid: np.ndarray = static_field()  # (nsite,) int32
+    site_group: np.ndarray = static_field()  # (nsite,) int32
+    site_pos: jax.Array  # (nsite, 3)
+    site_quat: jax.Array  # (nsite, 4)
+    site_sameframe: np.ndarray = static_field()  # (nsite,) uint8
+    site_size: jax.Array  # (nsite, 3)
+    site_type: np.ndarray = static_field()  # (nsite,) int32
+    # tendon
+    tendon_actfrclimited: np.ndarray = static_field()  # (ntendon,) bool
+    tendon_actfrcrange: jax.Array  # (ntendon, 2)
+    tendon_actuatorid: np.ndarray = static_field()  # (ntendon,) int32
+    tendon_adr: np.ndarray = static_field()  # (ntendon,) int32
+    tendon_armature: jax.Array  # (ntendon,)
+    tendon_damping: jax.Array  # (ntendon,)
+    tendon_dampingpoly: jax.Array  # (ntendon, 2)
+    tendon_frictionloss: jax.Array  # (ntendon,)
+    tendon_group: np.ndarray = static_field()  # (ntendon,) int32
+    tendon_invweight0: jax.Array  # (ntendon,)
+    tendon_length0: jax.Array  # (ntendon,)
+    tendon_lengthspring: jax.Array  # (ntendon, 2)
+    tendon_limited: np.ndarray = static_field()  # (ntendon,) bool
+    tendon_margin: jax.Array  # (ntendon,)
+    tendon_num: np.ndarray = static_field()  # (ntendon,) int32
+    tendon_range: jax.Array  # (ntendon, 2)
+    tendon_solimp_fri: jax.Array  # (ntendon, 5)
+    tendon_solimp_lim: jax.Array  # (ntendon, 5)
+    tendon_solref_fri: jax.Array  # (ntendon, 2)
+    tendon_solref_lim: jax.Array  # (ntendon, 2)
+    tendon_springyield: jax.Array  # (ntendon,)
+    tendon_stiffness: jax.Array  # (ntendon,)
+    tendon_stiffnesspoly: jax.Array  # (ntendon, 2)
+    tendon_treeid: np.ndarray = static_field()  # (ntendon, 2) int32
+    tendon_treenum: np.ndarray = static_field()  # (ntendon,) int32
+    tendon_type: np.ndarray = static_field()  # (ntendon,) int32
+    tendon_width: jax.Array  # (ntendon,)
+    # tree
+    tree_bodyadr: np.ndarray = static_field()  # (ntree,) int32
+    tree_bodynum: np.ndarray = static_field()  # (ntree,) int32
+    tree_dofadr: np.ndarray = static_field()  # (ntree,) int32
+    tree_dofnum: np.ndarray = static_field()  # (ntree,) int32
+    # wrap
+    wrap_objid: np.ndarray = static_field()  # (nwrap,) int32
+    wrap_prm: jax.Array  # (nwrap,)
+    wrap_type: np.ndarray = static_field()  # (nwrap,) int32
+    # qpos0
+    qpos0: jax.Array  # (nq,)
+    # qpos
+    qpos_spring: jax.Array  # (nq,)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Data
+
+
+@pytree_dataclass
+class Contact:
+    """Padded contact arrays (mjContact), `ncon = m.nconmax` rows; `active` marks the real ones."""
+
+    dist: jax.Array  # (ncon,) signed distance
+    pos: jax.Array  # (ncon, 3) contact point (midpoint)
+    frame: jax.Array  # (ncon, 3, 3) rows: normal (geom1 -> geom2), two tangents
+    includemargin: jax.Array  # (ncon,) margin - gap
+    friction: jax.Array  # (ncon, 5)
+    solref: jax.Array  # (ncon, 2)
+    solreffriction: jax.Array  # (ncon, 2)
+    solimp: jax.Array  # (ncon, 5)
+    dim: jax.Array  # (ncon,) int32 condim
+    geom: jax.Array  # (ncon, 2) int32 geom ids
+    efc_address: jax.Array  # (ncon,) int32 first efc row (-1 when inactive)
+    active: jax.Array  # (ncon,) bool: dist < margin and the pair exists
+
+
+@pytree_dataclass
+class Data:
+    """Simulation state and results (mjData). All fields are traced arrays; shapes in comments.
+
+    `efc_*` arrays are padded to `m.njmax` rows and `contact` to `m.nconmax`; `efc_mask`/`contact.active`
+    mark the live rows, `nefc`/`ncon` count them. `warning_number` counts MuJoCo's warnings per environment
+    (index by `types.Warning`): contact or constraint overflow, bad qpos/qvel/qacc (divergence, which also
+    resets the state as mj_step does), bad ctrl.
+    """
+
+    # state
+    time: jax.Array  # ()
+    qpos: jax.Array  # (nq,)
+    qvel: jax.Array  # (nv,)
+    act: jax.Array  # (na,)
+    qacc_warmstart: jax.Array  # (nv,)
+    # control
+    ctrl: jax.Array  # (nu,)
+    qfrc_applied: jax.Array  # (nv,)
+    xfrc_applied: jax.Array  # (nbody, 6)
+    eq_active: jax.Array  # (neq,) bool
+    mocap_pos: jax.Array  # (nmocap, 3)
+    mocap_quat: jax.Array  # (nmocap, 4)
+    # dynamics
+    qacc: jax.Array  # (nv,)
+    act_dot: jax.Array  # (na,)
+    # diagnostics
+    warning_number: jax.Array  # (NWARNING,) int32
+    solver_niter: jax.Array  # () int32
+    solver_improvement: jax.Array  # ()
+    solver_gradient: jax.Array  # ()
+    solver_fwdinv: jax.Array  # (2,)
+    energy: jax.Array  # (2,) potential, kinetic
+    # position dependent
+    xpos: jax.Array  # (nbody, 3)
+    xquat: jax.Array  # (nbody, 4)
+    xmat: jax.Array  # (nbody, 3, 3)
+    xipos: jax.Array  # (nbody, 3)
+    ximat: jax.Array  # (nbody, 3, 3)
+    xanchor: jax.Array  # (njnt, 3)
+    xaxis: jax.Array  # (njnt, 3)
+    geom_xpos: jax.Array  # (ngeom, 3)
+    geom_xmat: jax.Array  # (ngeom, 3, 3)
+    site_xpos: jax.Array  # (nsite, 3)
+    site_xmat: jax.Array  # (nsite, 3, 3)
+    cam_xpos: jax.Array  # (ncam, 3)
+    cam_xmat: jax.Array  # (ncam, 3, 3)
+    subtree_com: jax.Array  # (nbody, 3)
+    cdof: jax.Array  # (nv, 6)
+    cinert: jax.Array  # (nbody, 10)
+    crb: jax.Array  # (nbody, 10)
+    ten_wrapadr: jax.Array  # (ntendon,) int32
+    ten_wrapnum: jax.Array  # (ntendon,) int32
+    ten_J: jax.Array  # (ntendon, nv) dense
+    ten_length: jax.Array  # (ntendon,)
+    wrap_obj: jax.Array  # (nwrap, 2) int32
+    wrap_xpos: jax.Array  # (nwrap, 6)
+    actuator_length: jax.Array  # (nu,)
+    actuator_moment: jax.Array  # (nu, nv) dense
+    qM: jax.Array  # (nv, nv) dense joint-space inertia  # noqa: N815
+    qLD: jax.Array  # (nv, nv) factor of qM (layout: see pipeline/inertia.py)  # noqa: N815
+    qLDiagInv: jax.Array  # (nv,)  # noqa: N815
+    # collisions and constraints (padded)
+    ncon: jax.Array  # () int32
+    contact: Contact
+    nefc: jax.Array  # () int32
+    efc_type: jax.Array  # (njmax,) int32 ConstraintType
+    efc_id: jax.Array  # (njmax,) int32
+    efc_mask: jax.Array  # (njmax,) bool
+    efc_J: jax.Array  # (njmax, nv)
+    efc_pos: jax.Array  # (njmax,)
+    efc_margin: jax.Array  # (njmax,)
+    efc_frictionloss: jax.Array  # (njmax,)
+    efc_diagApprox: jax.Array  # (njmax,)  # noqa: N815
+    efc_KBIP: jax.Array  # (njmax, 4)  # noqa: N815
+    efc_D: jax.Array  # (njmax,)  # noqa: N815
+    efc_R: jax.Array  # (njmax,)  # noqa: N815
+    efc_vel: jax.Array  # (njmax,)
+    efc_aref: jax.Array  # (njmax,)
+    efc_b: jax.Array  # (njmax,)
+    efc_force: jax.Array  # (njmax,)
+    efc_state: jax.Array  # (njmax,) int32 ConstraintState
+    # velocity dependent
+    actuator_velocity: jax.Array  # (nu,)
+    cvel: jax.Array  # (nbody, 6)
+    cdof_dot: jax.Array  # (nv, 6)
+    qfrc_bias: jax.Array  # (nv,)
+    qfrc_spring: jax.Array  # (nv,)
+    qfrc_damper: jax.Array  # (nv,)
+    qfrc_gravcomp: jax.Array  # (nv,)
+    qfrc_fluid: jax.Array  # (nv,)
+    qfrc_passive: jax.Array  # (nv,)
+    ten_velocity: jax.Array  # (ntendon,)
+    subtree_linvel: jax.Array  # (nbody, 3)
+    subtree_angmom: jax.Array  # (nbody, 3)
+    # acceleration / force dependent
+    actuator_force: jax.Array  # (nu,)
+    qfrc_actuator: jax.Array  # (nv,)
+    qfrc_smooth: jax.Array  # (nv,)
+    qacc_smooth: jax.Array  # (nv,)
+    qfrc_constraint: jax.Array  # (nv,)
+    qfrc_inverse: jax.Array  # (nv,)
+    cacc: jax.Array  # (nbody, 6)
+    cfrc_int: jax.Array  # (nbody, 6)
+    cfrc_ext: jax.Array  # (nbody, 6)
+    sensordata: jax.Array  # (nsensordata,)
