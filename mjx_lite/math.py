@@ -1,0 +1,195 @@
+"""Quaternions, rotations, spatial algebra and NaN-safe norms (JAX).
+
+Conventions are MuJoCo's: quaternions are (w, x, y, z); spatial vectors are (angular, linear) 6-vectors in
+the "com-based" frame (world orientation, origin at the subtree root's centre of mass); `cinert` is the
+10-vector (I_xx, I_yy, I_zz, I_xy, I_xz, I_yz, m*c_x, m*c_y, m*c_z, m).
+All functions broadcast over leading batch dimensions unless stated.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+
+
+def safe_norm(x: jax.Array, axis: int = -1, keepdims: bool = False, eps: float = 0.0) -> jax.Array:
+    """Euclidean norm with a finite (zero) gradient at x = 0."""
+    sq = jp.sum(x * x, axis=axis, keepdims=True)
+    is_zero = sq <= eps * eps
+    safe_sq = jp.where(is_zero, jp.ones_like(sq), sq)
+    n = jp.where(is_zero, jp.zeros_like(sq), jp.sqrt(safe_sq))
+    return n if keepdims else jp.squeeze(n, axis=axis)
+
+
+def safe_normalize(x: jax.Array, axis: int = -1, eps: float = 1e-15) -> tuple[jax.Array, jax.Array]:
+    """(x / |x|, |x|); returns x unchanged (and norm 0) where |x| <= eps, with finite gradients."""
+    n = safe_norm(x, axis=axis, keepdims=True)
+    small = n <= eps
+    y = x / jp.where(small, jp.ones_like(n), n)
+    return y, jp.squeeze(n, axis=axis)
+
+
+def safe_div(a: jax.Array, b: jax.Array, eps: float = 1e-15) -> jax.Array:
+    """a / b with b replaced by sign(b)*eps where |b| < eps (finite values and gradients)."""
+    small = jp.abs(b) < eps
+    return a / jp.where(small, jp.where(b < 0, -eps, eps), b)
+
+
+# ---- quaternions ------------------------------------------------------------------------------------------
+
+
+def quat_mul(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Hamilton product a * b, (..., 4)."""
+    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    return jp.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        axis=-1,
+    )
+
+
+def quat_conj(q: jax.Array) -> jax.Array:
+    return q * jp.array([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
+
+
+def quat_normalize(q: jax.Array) -> jax.Array:
+    """Unit quaternion; the identity where |q| is ~0 (as mju_normalize4)."""
+    n = safe_norm(q, keepdims=True)
+    small = n < 1e-15
+    ident = jp.zeros_like(q).at[..., 0].set(1.0)
+    return jp.where(small, ident, q / jp.where(small, jp.ones_like(n), n))
+
+
+def quat_to_mat(q: jax.Array) -> jax.Array:
+    """Rotation matrix of a unit quaternion, (..., 4) -> (..., 3, 3)."""
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    ww, xx, yy, zz = w * w, x * x, y * y, z * z
+    wx, wy, wz, xy, xz, yz = w * x, w * y, w * z, x * y, x * z, y * z
+    r0 = jp.stack([ww + xx - yy - zz, 2 * (xy - wz), 2 * (xz + wy)], axis=-1)
+    r1 = jp.stack([2 * (xy + wz), ww - xx + yy - zz, 2 * (yz - wx)], axis=-1)
+    r2 = jp.stack([2 * (xz - wy), 2 * (yz + wx), ww - xx - yy + zz], axis=-1)
+    return jp.stack([r0, r1, r2], axis=-2)
+
+
+def rotate(v: jax.Array, q: jax.Array) -> jax.Array:
+    """Rotate vector v (..., 3) by unit quaternion q (..., 4)."""
+    u = q[..., 1:]
+    w = q[..., :1]
+    t = 2.0 * jp.cross(u, v)
+    return v + w * t + jp.cross(u, t)
+
+
+def axis_angle_to_quat(axis: jax.Array, angle: jax.Array) -> jax.Array:
+    """Quaternion of a rotation by `angle` about unit `axis` (..., 3), (...) -> (..., 4)."""
+    half = 0.5 * angle
+    return jp.concatenate([jp.cos(half)[..., None], axis * jp.sin(half)[..., None]], axis=-1)
+
+
+def quat_integrate(q: jax.Array, omega: jax.Array, dt: jax.Array) -> jax.Array:
+    """Integrate unit quaternion q by local angular velocity omega over dt (as mju_quatIntegrate)."""
+    axis, angle = safe_normalize(omega)
+    dq = axis_angle_to_quat(axis, angle * dt)
+    return quat_normalize(quat_mul(q, dq))
+
+
+def quat_sub(a: jax.Array, b: jax.Array) -> jax.Array:
+    """3-vector v such that a = b * exp(v) (local frame of b), as mju_subQuat."""
+    dq = quat_mul(quat_conj(b), a)
+    # shortest path
+    dq = jp.where(dq[..., :1] < 0, -dq, dq)
+    axis, sin_half = safe_normalize(dq[..., 1:])
+    angle = 2.0 * jp.arctan2(sin_half, dq[..., 0])
+    return axis * angle[..., None]
+
+
+def quat_to_axis_angle(q: jax.Array) -> tuple[jax.Array, jax.Array]:
+    axis, s = safe_normalize(q[..., 1:])
+    angle = 2.0 * jp.arctan2(s, q[..., 0])
+    return axis, angle
+
+
+def mat_to_quat(mat: jax.Array) -> jax.Array:
+    """Unit quaternion (w >= 0 branch choice as mju_mat2Quat) of a rotation matrix (..., 3, 3)."""
+    m = mat
+    tr = m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2]
+
+    def branch_w():
+        s = jp.sqrt(jp.maximum(tr + 1.0, 1e-30)) * 2.0
+        return jp.stack(
+            [0.25 * s, (m[..., 2, 1] - m[..., 1, 2]) / s, (m[..., 0, 2] - m[..., 2, 0]) / s,
+             (m[..., 1, 0] - m[..., 0, 1]) / s], axis=-1)  # fmt: skip
+
+    def branch_x():
+        s = jp.sqrt(jp.maximum(1.0 + m[..., 0, 0] - m[..., 1, 1] - m[..., 2, 2], 1e-30)) * 2.0
+        return jp.stack(
+            [(m[..., 2, 1] - m[..., 1, 2]) / s, 0.25 * s, (m[..., 0, 1] + m[..., 1, 0]) / s,
+             (m[..., 0, 2] + m[..., 2, 0]) / s], axis=-1)  # fmt: skip
+
+    def branch_y():
+        s = jp.sqrt(jp.maximum(1.0 + m[..., 1, 1] - m[..., 0, 0] - m[..., 2, 2], 1e-30)) * 2.0
+        return jp.stack(
+            [(m[..., 0, 2] - m[..., 2, 0]) / s, (m[..., 0, 1] + m[..., 1, 0]) / s, 0.25 * s,
+             (m[..., 1, 2] + m[..., 2, 1]) / s], axis=-1)  # fmt: skip
+
+    def branch_z():
+        s = jp.sqrt(jp.maximum(1.0 + m[..., 2, 2] - m[..., 0, 0] - m[..., 1, 1], 1e-30)) * 2.0
+        return jp.stack(
+            [(m[..., 1, 0] - m[..., 0, 1]) / s, (m[..., 0, 2] + m[..., 2, 0]) / s,
+             (m[..., 1, 2] + m[..., 2, 1]) / s, 0.25 * s], axis=-1)  # fmt: skip
+
+    qw, qx, qy, qz = branch_w(), branch_x(), branch_y(), branch_z()
+    use_w = (tr > 0)[..., None]
+    use_x = ((m[..., 0, 0] > m[..., 1, 1]) & (m[..., 0, 0] > m[..., 2, 2]))[..., None]
+    use_y = (m[..., 1, 1] > m[..., 2, 2])[..., None]
+    q = jp.where(use_w, qw, jp.where(use_x, qx, jp.where(use_y, qy, qz)))
+    return quat_normalize(q)
+
+
+# ---- spatial algebra (motion/force 6-vectors: [angular, linear]) ------------------------------------------
+
+
+def motion_cross(v: jax.Array, u: jax.Array) -> jax.Array:
+    """Motion cross product v x u (mju_crossMotion), (..., 6)."""
+    w, vl = v[..., :3], v[..., 3:]
+    uw, ul = u[..., :3], u[..., 3:]
+    return jp.concatenate([jp.cross(w, uw), jp.cross(w, ul) + jp.cross(vl, uw)], axis=-1)
+
+
+def force_cross(v: jax.Array, f: jax.Array) -> jax.Array:
+    """Force cross product v x* f (mju_crossForce), (..., 6)."""
+    w, vl = v[..., :3], v[..., 3:]
+    ft, ff = f[..., :3], f[..., 3:]
+    return jp.concatenate([jp.cross(w, ft) + jp.cross(vl, ff), jp.cross(w, ff)], axis=-1)
+
+
+def inert_mul(cinert: jax.Array, v: jax.Array) -> jax.Array:
+    """Spatial inertia (10-vector, com-based) times motion vector -> force vector (mju_mulInertVec)."""
+    i = cinert
+    w, lin = v[..., :3], v[..., 3:]
+    mc = i[..., 6:9]
+    mass = i[..., 9:10]
+    ixx, iyy, izz, ixy, ixz, iyz = (i[..., k] for k in range(6))
+    iw = jp.stack(
+        [ixx * w[..., 0] + ixy * w[..., 1] + ixz * w[..., 2],
+         ixy * w[..., 0] + iyy * w[..., 1] + iyz * w[..., 2],
+         ixz * w[..., 0] + iyz * w[..., 1] + izz * w[..., 2]], axis=-1)  # fmt: skip
+    torque = iw + jp.cross(mc, lin)
+    force = mass * lin - jp.cross(mc, w)
+    return jp.concatenate([torque, force], axis=-1)
+
+
+def transform_motion(vel: jax.Array, offset: jax.Array) -> jax.Array:
+    """Shift the reference point of a motion vector by `offset` (new = old_point + offset)."""
+    w, lin = vel[..., :3], vel[..., 3:]
+    return jp.concatenate([w, lin - jp.cross(offset, w)], axis=-1)
+
+
+def transform_force(frc: jax.Array, offset: jax.Array) -> jax.Array:
+    """Shift the reference point of a force vector by `offset`."""
+    t, f = frc[..., :3], frc[..., 3:]
+    return jp.concatenate([t - jp.cross(offset, f), f], axis=-1)

@@ -1,0 +1,74 @@
+"""The spec tree: what the parser hands to the compiler.
+
+`parse.py` turns MJCF XML into a tree of `Element`s with includes expanded, `frame`s folded into their
+children's poses, default classes applied (the modeling guide's CSS-like rules: element attributes override
+the active class, which inherits from its parent class, which falls back to MuJoCo's built-in defaults), and
+every value typed per the schema. The compiler (`compile.py` and its helpers) reads only this tree.
+
+Schema format (`schema.py`, `schema_actuation.py`): for each element tag, a dict attribute -> `Attr`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Attr:
+    """Type of one MJCF attribute.
+
+    kind:  'real' | 'int' | 'string' | 'keyword' | 'bool' ('true'/'false') | 'auto_bool' ('false'/'true'/'auto')
+    count: number of values for 'real'/'int' (1 -> a Python scalar, n -> np.ndarray of shape (n,));
+           -1 = any length (np.ndarray), (lo, hi) = a length between lo and hi
+    default: MuJoCo's built-in default (already typed), or None where the attribute is unset by default
+    keywords: allowed values for 'keyword'
+    """
+
+    kind: str
+    count: Any = 1
+    default: Any = None
+    keywords: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass
+class Element:
+    """One MJCF element after parsing.
+
+    attrs:    every attribute the schema lists for `tag`, typed; defaults (class chain, then built-in) applied
+    explicit: names of attributes set in the XML or by a default class (not just MuJoCo's built-in default);
+              needed where MuJoCo distinguishes "unset" (e.g. autolimits, fromto vs pos, inertial)
+    file, line: source location, for error messages
+    """
+
+    tag: str
+    attrs: dict[str, Any]
+    children: list[Element]
+    file: str
+    line: int
+    explicit: set[str] = dataclasses.field(default_factory=set)
+
+    def find(self, tag: str) -> list[Element]:
+        """Direct children with this tag."""
+        return [c for c in self.children if c.tag == tag]
+
+    def where(self) -> str:
+        """'file:line <tag>' for error messages."""
+        return f"{self.file}:{self.line} <{self.tag}>"
+
+
+class MJCFError(ValueError):
+    """Malformed or invalid MJCF: the message names the file, line, element and attribute."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 element: str | None = None, attribute: str | None = None):  # fmt: skip
+        self.file, self.line, self.element, self.attribute = file, line, element, attribute
+        where = ""
+        if file is not None:
+            where = f"{file}:{line}: " if line is not None else f"{file}: "
+        ctx = []
+        if element is not None:
+            ctx.append(f"element <{element}>")
+        if attribute is not None:
+            ctx.append(f"attribute '{attribute}'")
+        super().__init__(where + (", ".join(ctx) + ": " if ctx else "") + message)
