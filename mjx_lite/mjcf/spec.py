@@ -47,6 +47,15 @@ class Element:
     file: str
     line: int
     explicit: set[str] = dataclasses.field(default_factory=set)
+    defaults: list[Element] = dataclasses.field(default_factory=list)
+
+    # Actuators are the one exception to "defaults already applied": MuJoCo keeps ONE actuator default per
+    # class, which every actuator element in a <default> (general, motor, position, velocity, intvelocity,
+    # damper, cylinder, muscle, adhesion) writes with its shortcut semantics (e.g. <position kp=...> sets
+    # gainprm/biasprm). So for actuator elements the parser leaves `attrs` holding only what the element
+    # itself writes (typed, no defaults) and puts in `defaults` the actuator elements of the applicable
+    # default classes, outermost class first (each likewise holding only its written attributes);
+    # `mjcf/actuation.py` resolves them in that order.
 
     def find(self, tag: str) -> list[Element]:
         """Direct children with this tag."""
