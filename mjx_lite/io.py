@@ -33,6 +33,10 @@ def build_model(
     Contact and constraint capacities (`nconmax`, `njmax`) are derived here from the static tables.
     """
     fields = {f.name: f for f in dataclasses.fields(Model)}
+    if "mesh_hullvert" not in arrays and "mesh_vert" in arrays:  # hull tables not given (e.g. from mujoco)
+        from mjx_lite.mjcf.mesh import hull_tables
+
+        arrays = {**arrays, **hull_tables(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"])}
     kw: dict[str, Any] = {}
     for name, f in fields.items():
         if name in ("opt", "stat", "names", "nconmax", "njmax"):
@@ -89,6 +93,9 @@ def make_data(m: Model) -> Data:
         return jp.zeros(shape, dtype=dtype)
 
     nc, nj = m.nconmax, m.njmax
+    from mjx_lite.pipeline import inertia  # qM/qLD layout: dense (nv, nv) or tree-sparse (nM,), see inertia.py
+
+    qm_shape = inertia.qm_shape(m)
     contact = Contact(
         dist=z(nc), pos=z(nc, 3), frame=z(nc, 3, 3), includemargin=z(nc), friction=z(nc, 5),
         solref=z(nc, 2), solreffriction=z(nc, 2), solimp=z(nc, 5), dim=z(nc, dtype=i), geom=z(nc, 2, dtype=i),
@@ -113,7 +120,7 @@ def make_data(m: Model) -> Data:
         crb=z(m.nbody, 10), ten_wrapadr=z(m.ntendon, dtype=i), ten_wrapnum=z(m.ntendon, dtype=i),
         ten_J=z(m.ntendon, m.nv), ten_length=z(m.ntendon), wrap_obj=z(m.nwrap, 2, dtype=i),
         wrap_xpos=z(m.nwrap, 6), actuator_length=z(m.nu), actuator_moment=z(m.nu, m.nv),
-        qM=z(m.nv, m.nv), qLD=z(m.nv, m.nv), qLDiagInv=z(m.nv),
+        qM=z(*qm_shape), qLD=z(*qm_shape), qLDiagInv=z(m.nv),
         ncon=z(dtype=i), contact=contact, nefc=z(dtype=i), efc_type=z(nj, dtype=i), efc_id=z(nj, dtype=i),
         efc_mask=z(nj, dtype=bool), efc_J=z(nj, m.nv), efc_pos=z(nj), efc_margin=z(nj),
         efc_frictionloss=z(nj), efc_diagApprox=z(nj), efc_KBIP=z(nj, 4), efc_D=z(nj), efc_R=z(nj),

@@ -563,6 +563,17 @@ class Model:
     mesh_face: np.ndarray = static_field()  # (nmeshface, 3) int32
     mesh_faceadr: np.ndarray = static_field()  # (nmesh,) int32
     mesh_facenum: np.ndarray = static_field()  # (nmesh,) int32
+    # convex hulls (mjcf/mesh.py): local vertex ids (add mesh_vertadr) of each mesh's hull vertices, outward
+    # counter-clockwise hull triangles and undirected hull edges; positions come from the traced mesh_vert
+    mesh_hulledge: np.ndarray = static_field()  # (nhulledge, 2) int32
+    mesh_hulledgeadr: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_hulledgenum: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_hullface: np.ndarray = static_field()  # (nhullface, 3) int32
+    mesh_hullfaceadr: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_hullfacenum: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_hullvert: np.ndarray = static_field()  # (nhullvert,) int32
+    mesh_hullvertadr: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_hullvertnum: np.ndarray = static_field()  # (nmesh,) int32
     mesh_pos: jax.Array  # (nmesh, 3)
     mesh_quat: jax.Array  # (nmesh, 4)
     mesh_scale: jax.Array  # (nmesh, 3)
@@ -731,8 +742,8 @@ class Data:
     wrap_xpos: jax.Array  # (nwrap, 6)
     actuator_length: jax.Array  # (nu,)
     actuator_moment: jax.Array  # (nu, nv) dense
-    qM: jax.Array  # (nv, nv) dense joint-space inertia  # noqa: N815
-    qLD: jax.Array  # (nv, nv) factor of qM (layout: see pipeline/inertia.py)  # noqa: N815
+    qM: jax.Array  # (nv, nv) dense, or (nM,) tree-sparse when nv > inertia.SPARSE_NV (pipeline/inertia.py)  # noqa: N815
+    qLD: jax.Array  # same layout as qM: L'DL factor of qM (see pipeline/inertia.py; use solve_m)  # noqa: N815
     qLDiagInv: jax.Array  # (nv,)  # noqa: N815
     # collisions and constraints (padded)
     ncon: jax.Array  # () int32

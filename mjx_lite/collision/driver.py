@@ -1,0 +1,355 @@
+"""Collision driver: the static pair table, broadphase, narrow-phase dispatch and Data.contact (mj_collision).
+
+Static part (host numpy, memoised per model, built only from static Model fields so nothing retraces):
+  * candidate geom pairs from the body pairs: contype/conaffinity, same weld body, parent-child of weld bodies
+    unless the parent is the world (and unless `filterparent` is disabled), `exclude_signature`; explicit
+    `pair_*` entries replace the dynamic pair of the same two geoms. geom1/geom2 are ordered as MuJoCo does:
+    geom1 < geom2 for dynamic pairs (pair order for explicit ones), swapped so that type1 <= type2.
+  * pairs are grouped by (type1, type2, mesh/hfield ids, explicit or not); each group runs one collider,
+    written for one pair and `vmap`ped over the group, emitting a fixed number of contacts per pair.
+Run-time part: a bounding-sphere test with margin (geom_rbound, as mj_collideGeoms) masks the pairs, the
+colliders' rows with dist > margin + gap are masked, and contact parameters are mixed (priority, solmix, max
+friction, max condim, or the explicit pair's own), `opt.o_*` under the override flag. As in MuJoCo 4, geom
+margins (inflation) and gaps (extra detection buffer) of the two geoms add up; a contact is detected when
+dist <= margin + gap and `includemargin = margin` (rows with dist > includemargin make no constraint).
+
+Contacts are written into `Data.contact`, padded to `m.nconmax = contact_capacity(m)` rows: each group owns
+a fixed block of rows; `contact.active` marks real contacts, `d.ncon` counts them. Inactive rows hold finite
+placeholder values (dist = NOCONTACT, identity frame).
+
+Broadphase: a group of dynamic pairs with more than `BROADPHASE_MIN_PAIRS` candidates (e.g. hundreds of free
+spheres) does not run its collider on every candidate: the bounding-sphere overlap of all candidates is
+computed (cheap) and the `capacity` most overlapping ones (`jax.lax.top_k`) go to the narrow phase, where
+capacity = min(n, max(BROADPHASE_MIN_PAIRS, BROADPHASE_PER_GEOM * number of geoms in the group)). When more
+candidates overlap than fit, `d.warning_number[Warning.CONTACTFULL]` is incremented (nothing is dropped
+silently); the least-overlapping candidates are the ones left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import types
+from mjx_lite._struct import static_hash
+from mjx_lite.collision import convex, primitive
+from mjx_lite.collision.frame import make_frame
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
+from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
+
+BROADPHASE_MIN_PAIRS = 256
+BROADPHASE_PER_GEOM = 4
+
+_PLANE, _HFIELD, _MESH, _SDF = GeomType.PLANE, GeomType.HFIELD, GeomType.MESH, GeomType.SDF
+
+# (type1, type2) -> (collider, contacts per pair); type1 <= type2. Missing pairs use convex.general.
+_ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
+    (GeomType.PLANE, GeomType.SPHERE): (primitive.plane_sphere, 1),
+    (GeomType.PLANE, GeomType.CAPSULE): (primitive.plane_capsule, 2),
+    (GeomType.PLANE, GeomType.ELLIPSOID): (primitive.plane_ellipsoid, 1),
+    (GeomType.PLANE, GeomType.CYLINDER): (primitive.plane_cylinder, 4),
+    (GeomType.PLANE, GeomType.BOX): (primitive.plane_box, 4),
+    (GeomType.PLANE, GeomType.MESH): (convex.plane_mesh, convex.PLANE_MESH_NCON),
+    (GeomType.SPHERE, GeomType.SPHERE): (primitive.sphere_sphere, 1),
+    (GeomType.SPHERE, GeomType.CAPSULE): (primitive.sphere_capsule, 1),
+    (GeomType.SPHERE, GeomType.CYLINDER): (primitive.sphere_cylinder, 1),
+    (GeomType.SPHERE, GeomType.BOX): (primitive.sphere_box, 1),
+    (GeomType.CAPSULE, GeomType.CAPSULE): (primitive.capsule_capsule, 2),
+    (GeomType.CAPSULE, GeomType.BOX): (primitive.capsule_box, 2),
+    (GeomType.BOX, GeomType.BOX): (primitive.box_box, 8),
+}
+
+
+def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
+    """(collider, contacts per pair) for an ordered type pair (type1 <= type2); None: no collision (MuJoCo)."""
+    if type1 == _PLANE and type2 in (_PLANE, _HFIELD):
+        return None
+    if type1 == _HFIELD and type2 == _HFIELD:
+        return None
+    if _SDF in (type1, type2):
+        raise NotImplementedError("collision: SDF geoms are not supported")
+    if (type1, type2) in _ANALYTIC:
+        return _ANALYTIC[(type1, type2)]
+    if type1 == _HFIELD:
+        from mjx_lite.collision import hfield
+
+        return hfield.collider_for(type2)
+    return convex.general, convex.GENERAL_NCON
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """Pairs of one (type1, type2) that share a collider. Arrays are static host numpy, shape (n,)."""
+
+    type1: int
+    type2: int
+    data1: int  # mesh/hfield id of geom1 (-1 otherwise); part of the grouping key
+    data2: int
+    geom1: np.ndarray
+    geom2: np.ndarray
+    pair: np.ndarray  # explicit pair id, or -1 for dynamic pairs
+    ncon: int  # contacts per pair
+    capacity: int  # narrow-phase slots (= n unless the broadphase trims the group)
+    collider: Callable = dataclasses.field(compare=False, repr=False)
+
+    @property
+    def nrows(self) -> int:
+        return self.capacity * self.ncon
+
+
+@dataclasses.dataclass(frozen=True)
+class PairTable:
+    groups: tuple[Group, ...]
+    nconmax: int
+
+
+_TABLE_CACHE: dict[int, PairTable] = {}
+
+
+def _key(m: Model) -> int:
+    return static_hash(
+        (m.ngeom, m.nbody, m.geom_type, m.geom_bodyid, m.geom_contype, m.geom_conaffinity, m.geom_dataid,
+         m.body_weldid, m.body_parentid, m.exclude_signature, m.pair_geom1, m.pair_geom2,
+         m.opt.disableflags, m.opt.enableflags)
+    )  # fmt: skip
+
+
+def pair_table(m: Model) -> PairTable:
+    """The static pair table of `m` (memoised on its static fields)."""
+    k = _key(m)
+    if k not in _TABLE_CACHE:
+        _TABLE_CACHE[k] = _build_table(m)
+    return _TABLE_CACHE[k]
+
+
+def contact_capacity(m: Model) -> int:
+    """Static number of contact rows (Data.contact is padded to this)."""
+    return pair_table(m).nconmax
+
+
+def dynamic_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate geom pairs of the dynamic (contype/conaffinity) mechanism, geom1 < geom2, before type ordering."""
+    n = m.ngeom
+    if n < 2:
+        return np.zeros(0, np.int32), np.zeros(0, np.int32)
+    g1, g2 = np.triu_indices(n, 1)
+    ct, ca = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
+    keep = ((ct[g1] & ca[g2]) != 0) | ((ct[g2] & ca[g1]) != 0)
+    b1, b2 = np.asarray(m.geom_bodyid)[g1], np.asarray(m.geom_bodyid)[g2]
+    weld = np.asarray(m.body_weldid)
+    parent = np.asarray(m.body_parentid)
+    w1, w2 = weld[b1], weld[b2]
+    keep &= w1 != w2
+    if not m.opt.disableflags & DisableBit.FILTERPARENT:
+        wp1, wp2 = weld[parent[w1]], weld[parent[w2]]
+        keep &= ~((w1 != 0) & (w2 != 0) & ((w1 == wp2) | (w2 == wp1)))
+    if m.nexclude:
+        sig = (np.minimum(b1, b2).astype(np.int64) << 16) + np.maximum(b1, b2)
+        keep &= ~np.isin(sig, np.asarray(m.exclude_signature, np.int64))
+    if m.npair:
+        p1, p2 = np.asarray(m.pair_geom1, np.int64), np.asarray(m.pair_geom2, np.int64)
+        psig = np.concatenate([p1 * n + p2, p2 * n + p1])
+        keep &= ~np.isin(g1.astype(np.int64) * n + g2, psig)
+    return g1[keep].astype(np.int32), g2[keep].astype(np.int32)
+
+
+def _build_table(m: Model) -> PairTable:
+    if m.opt.disableflags & (DisableBit.CONTACT | DisableBit.CONSTRAINT):
+        return PairTable((), 0)
+    gtype = np.asarray(m.geom_type)
+    dataid = np.asarray(m.geom_dataid)
+    d1, d2 = dynamic_pairs(m)
+    rows = [(a, b, -1) for a, b in zip(d1.tolist(), d2.tolist())]
+    rows += [(int(a), int(b), i) for i, (a, b) in enumerate(zip(m.pair_geom1, m.pair_geom2))]
+    buckets: dict[tuple, list] = {}
+    for a, b, p in rows:
+        if gtype[a] > gtype[b]:
+            a, b = b, a
+        t1, t2 = int(gtype[a]), int(gtype[b])
+        fn = collider_for(t1, t2)
+        if fn is None:
+            continue
+        key = (t1, t2, int(dataid[a]) if t1 in (_MESH, _HFIELD) else -1,
+               int(dataid[b]) if t2 in (_MESH, _HFIELD) else -1, p >= 0)  # fmt: skip
+        buckets.setdefault(key, []).append((a, b, p))
+    groups = []
+    for key in sorted(buckets):
+        t1, t2, da, db, explicit = key
+        arr = np.asarray(buckets[key], np.int32)
+        fn, ncon = collider_for(t1, t2)
+        n = len(arr)
+        cap = n
+        if not explicit and n > BROADPHASE_MIN_PAIRS:
+            nuniq = len(np.unique(arr[:, :2]))
+            cap = min(n, max(BROADPHASE_MIN_PAIRS, BROADPHASE_PER_GEOM * nuniq))
+        for a in (arr[:, 0], arr[:, 1], arr[:, 2]):
+            a.setflags(write=False)
+        groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), ncon, cap, fn))
+    return PairTable(tuple(groups), int(sum(g.nrows for g in groups)))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# contact parameters
+
+
+def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray):
+    """Dynamic-pair parameters (mj_contactParam) for static geom id arrays (n,). Returns jax arrays."""
+    f = m.geom_friction
+    p1, p2 = np.asarray(m.geom_priority)[g1], np.asarray(m.geom_priority)[g2]
+    c1, c2 = np.asarray(m.geom_condim)[g1], np.asarray(m.geom_condim)[g2]
+    hi1 = p1 > p2  # geom1 has priority
+    hi2 = p2 > p1
+    same = ~(hi1 | hi2)
+    condim = np.where(same, np.maximum(c1, c2), np.where(hi1, c1, c2)).astype(np.int32)
+    s1, s2 = m.geom_solmix[g1], m.geom_solmix[g2]
+    minval = types.MINVAL
+    big1, big2 = s1 >= minval, s2 >= minval
+    mix = jp.where(
+        big1 & big2,
+        s1 / jp.where(big1 & big2, s1 + s2, 1.0),
+        jp.where(~big1 & ~big2, 0.5, jp.where(~big1, 0.0, 1.0)),
+    )
+    mix = jp.where(hi1, 1.0, jp.where(hi2, 0.0, mix))
+    r1, r2 = m.geom_solref[g1], m.geom_solref[g2]
+    both_std = (r1[:, :1] > 0) & (r2[:, :1] > 0)
+    mixed = mix[:, None] * r1 + (1 - mix[:, None]) * r2
+    solref = jp.where(both_std | ~same[:, None], mixed, jp.minimum(r1, r2))
+    solimp = mix[:, None] * m.geom_solimp[g1] + (1 - mix[:, None]) * m.geom_solimp[g2]
+    fr = jp.where(
+        same[:, None], jp.maximum(f[g1], f[g2]), jp.where(hi1[:, None], f[g1], f[g2])
+    )
+    friction = jp.stack([fr[:, 0], fr[:, 0], fr[:, 1], fr[:, 2], fr[:, 2]], axis=-1)
+    # MuJoCo >= 4: margins (geometric inflation) and gaps (extra detection buffer) of the two geoms add up
+    margin = m.geom_margin[g1] + m.geom_margin[g2]
+    gap = m.geom_gap[g1] + m.geom_gap[g2]
+    solreffriction = jp.zeros_like(solref)
+    return condim, margin, gap, friction, solref, solreffriction, solimp
+
+
+def _pair_params(m: Model, pid: np.ndarray):
+    condim = np.asarray(m.pair_dim)[pid].astype(np.int32)
+    return (condim, m.pair_margin[pid], m.pair_gap[pid], m.pair_friction[pid], m.pair_solref[pid],
+            m.pair_solreffriction[pid], m.pair_solimp[pid])  # fmt: skip
+
+
+def _params(m: Model, g: Group):
+    if g.pair[0] >= 0:
+        condim, margin, gap, friction, solref, solreffriction, solimp = _pair_params(m, g.pair)
+    else:
+        condim, margin, gap, friction, solref, solreffriction, solimp = _mix_params(m, g.geom1, g.geom2)
+    if m.opt.enableflags & EnableBit.OVERRIDE:
+        n = len(g.geom1)
+        margin = jp.broadcast_to(m.opt.o_margin, (n,))
+        solref = jp.broadcast_to(m.opt.o_solref, (n, 2))
+        solimp = jp.broadcast_to(m.opt.o_solimp, (n, 5))
+        friction = jp.broadcast_to(m.opt.o_friction, (n, 5))
+    friction = jp.maximum(friction, types.MINMU)
+    return condim, margin, gap, friction, solref, solreffriction, solimp
+
+
+# ---------------------------------------------------------------------------------------------------------
+# run time
+
+
+def _geom_info(m: Model, d: types.Data, gids, dataid: int, gtype: int) -> GeomInfo:
+    vert = None
+    if gtype == _MESH:
+        adr, num = int(m.mesh_vertadr[dataid]), int(m.mesh_vertnum[dataid])
+        v = m.mesh_vert[adr : adr + num]
+        vert = jp.broadcast_to(v, (gids.shape[0],) + v.shape)
+    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert)
+
+
+def _run_group(m: Model, d: types.Data, g: Group):
+    """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
+    condim, includemargin, gap, friction, solref, solreffriction, solimp = _params(m, g)
+    margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint
+    g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
+    pos1, pos2 = d.geom_xpos[g1], d.geom_xpos[g2]
+    rb1, rb2 = m.geom_rbound[g1], m.geom_rbound[g2]
+    center = jp.sum((pos1 - pos2) ** 2, axis=-1)
+    bound = rb1 + rb2 + margin
+    has_rb = (rb1 > 0) & (rb2 > 0)
+    # squared-distance test avoids a sqrt (NaN-free gradient)
+    near = ~has_rb | (center <= jp.where(bound > 0, bound, 0.0) ** 2)
+    overflow = jp.zeros((), bool)
+    condim = jp.asarray(condim)
+    if g.capacity < len(g.geom1):
+        score = jp.where(near, bound - jp.sqrt(jp.maximum(center, 1e-30)), -jp.inf)
+        _, idx = jax.lax.top_k(jax.lax.stop_gradient(score), g.capacity)
+        overflow = jp.sum(near) > g.capacity
+        g1, g2, near = g1[idx], g2[idx], near[idx]
+        condim, margin, includemargin, friction = condim[idx], margin[idx], includemargin[idx], friction[idx]
+        solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
+    info1 = _geom_info(m, d, g1, g.data1, g.type1)
+    info2 = _geom_info(m, d, g2, g.data2, g.type2)
+    c: Contacts = jax.vmap(g.collider)(info1, info2, margin)
+    k = g.ncon
+    active = near[:, None] & (c.dist <= margin[:, None])
+    dtype = d.geom_xpos.dtype
+    dist = jp.where(active, c.dist, NOCONTACT).astype(dtype)
+    frame = make_frame(c.normal, c.tangent)
+    eye = jp.broadcast_to(jp.eye(3, dtype=dtype), frame.shape)
+    frame = jp.where(active[..., None, None], frame, eye)
+    pos = jp.where(active[..., None], c.pos, 0.0)
+
+    def rep(x):  # per-pair -> per-row
+        return jp.repeat(x, k, axis=0)
+
+    n = g1.shape[0] * k
+    fields = dict(
+        dist=dist.reshape(n),
+        pos=pos.reshape(n, 3).astype(dtype),
+        frame=frame.reshape(n, 3, 3).astype(dtype),
+        includemargin=rep(includemargin).astype(dtype),
+        friction=rep(friction).astype(dtype),
+        solref=rep(solref).astype(dtype),
+        solreffriction=rep(solreffriction).astype(dtype),
+        solimp=rep(solimp).astype(dtype),
+        dim=rep(condim).astype(jp.int32),
+        geom=rep(jp.stack([g1, g2], axis=-1)).astype(jp.int32),
+        efc_address=jp.full((n,), -1, jp.int32),
+        active=active.reshape(n),
+    )
+    return fields, overflow
+
+
+def collision(m: Model, d: types.Data) -> types.Data:
+    """Collision detection (mj_collision): fills `d.contact` (padded to m.nconmax) and `d.ncon`."""
+    table = pair_table(m)
+    if not table.groups:
+        return d.replace(ncon=jp.zeros((), jp.int32))
+    parts = []
+    overflow = jp.zeros((), bool)
+    for g in table.groups:
+        f, o = _run_group(m, d, g)
+        parts.append(f)
+        overflow = overflow | o
+    fields = {k: jp.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
+    contact = types.Contact(**fields)
+    ncon = jp.sum(contact.active).astype(jp.int32)
+    warn = d.warning_number.at[types.Warning.CONTACTFULL].add(overflow.astype(jp.int32))
+    return d.replace(contact=contact, ncon=ncon, warning_number=warn)
+
+
+def active_contacts(m: Model, d: types.Data) -> dict[str, np.ndarray]:
+    """Host numpy arrays of the active contacts of an unbatched Data (geom (n,2), dist, pos, frame, ...)."""
+    c = d.contact
+    act = np.asarray(c.active, bool)
+    out = {
+        "geom": np.asarray(c.geom)[act],
+        "dist": np.asarray(c.dist)[act],
+        "pos": np.asarray(c.pos)[act],
+        "frame": np.asarray(c.frame)[act],
+        "friction": np.asarray(c.friction)[act],
+        "dim": np.asarray(c.dim)[act],
+        "includemargin": np.asarray(c.includemargin)[act],
+        "solref": np.asarray(c.solref)[act],
+        "solreffriction": np.asarray(c.solreffriction)[act],
+        "solimp": np.asarray(c.solimp)[act],
+    }
+    return out

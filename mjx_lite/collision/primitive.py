@@ -1,0 +1,325 @@
+"""Analytic colliders for primitive geoms (plane, sphere, capsule, ellipsoid, cylinder, box).
+
+Each collider handles ONE pair, `f(g1: GeomInfo, g2: GeomInfo, margin: ()) -> Contacts` with a fixed number of
+rows (the driver vmaps it over a group); type(g1) <= type(g2) as in MuJoCo's collision table. Rows that are
+not contacts carry dist = NOCONTACT; the driver also masks rows with dist > margin. The contact sets follow
+MuJoCo's colliders (counts, midpoint positions, normals from geom1 to geom2, capsule-axis tangents for
+plane-capsule). Geometry follows MuJoCo's computation chapter; see the tests for the oracle comparison.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
+from mjx_lite.math import safe_div, safe_norm, safe_normalize
+from mjx_lite.types import MINVAL
+
+
+def _contacts(dist, pos, normal, tangent=None, valid=None) -> Contacts:
+    dist, pos, normal = jp.atleast_1d(dist), jp.atleast_2d(pos), jp.atleast_2d(normal)
+    if tangent is None:
+        tangent = jp.zeros_like(normal)
+    if valid is not None:
+        dist = jp.where(valid, dist, NOCONTACT)
+    return Contacts(dist, pos, normal, jp.atleast_2d(tangent))
+
+
+def _stack(cs: list[Contacts]) -> Contacts:
+    return Contacts(*(jp.concatenate([getattr(c, f) for c in cs], axis=0) for f in Contacts._fields))
+
+
+def _compact(c: Contacts, valid: jax.Array, k: int) -> Contacts:
+    """The first `k` valid rows of `c` (in order), padded with invalid rows: fixed-shape compaction."""
+    rank = jp.cumsum(valid) - 1
+    sel = (valid[None, :] & (rank[None, :] == jp.arange(k)[:, None])).astype(c.pos.dtype)  # (k, n)
+    ok = jp.any(sel > 0, axis=1)
+    dist = jp.where(ok, sel @ jp.where(valid, c.dist, 0.0), NOCONTACT)
+    return Contacts(dist, sel @ c.pos, sel @ c.normal, sel @ c.tangent)
+
+
+def _unit_or(v, fallback):
+    """normalize(v), or `fallback` where |v| < MINVAL (NaN-free)."""
+    n = safe_norm(v, keepdims=True)
+    small = n < MINVAL
+    return jp.where(small, fallback, v / jp.where(small, 1.0, n))
+
+
+# ---- plane ------------------------------------------------------------------------------------------------
+
+
+def _plane_sphere_raw(ppos, pnormal, spos, r):
+    cdist = jp.dot(spos - ppos, pnormal)
+    dist = cdist - r
+    pos = spos - pnormal * (r + 0.5 * dist)
+    return dist, pos
+
+
+def plane_sphere(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    n = g1.mat[:, 2]
+    dist, pos = _plane_sphere_raw(g1.pos, n, g2.pos, g2.size[0])
+    return _contacts(dist, pos, n)
+
+
+def plane_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Two sphere-plane contacts at the capsule's segment ends; tangent hint = capsule axis."""
+    n = g1.mat[:, 2]
+    axis = g2.mat[:, 2]
+    seg = axis * g2.size[1]
+    cs = []
+    for s in (1.0, -1.0):
+        dist, pos = _plane_sphere_raw(g1.pos, n, g2.pos + s * seg, g2.size[0])
+        cs.append(_contacts(dist, pos, n, axis))
+    return _stack(cs)
+
+
+def plane_ellipsoid(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """One contact at the ellipsoid's support point in direction -normal."""
+    n = g1.mat[:, 2]
+    local = g2.mat.T @ (-n)
+    s = g2.size
+    sd = s * local
+    p_local = s * sd / jp.maximum(safe_norm(sd), MINVAL)
+    sup = g2.pos + g2.mat @ p_local
+    dist = jp.dot(sup - g1.pos, n)
+    return _contacts(dist, sup - 0.5 * dist * n, n)
+
+
+def plane_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Up to 4 contacts: nearest rim point of the near cap, same rim point of the far cap, and two points
+    at +-120 degrees on the near cap (mjc_PlaneCylinder)."""
+    n = g1.mat[:, 2]
+    axis = g2.mat[:, 2]
+    r, h = g2.size[0], g2.size[1]
+    prjaxis = jp.dot(n, axis)
+    flip = prjaxis > 0
+    axis = jp.where(flip, -axis, axis)
+    prjaxis = jp.where(flip, -prjaxis, prjaxis)
+    dist0 = jp.dot(g2.pos - g1.pos, n)
+    vec = axis * prjaxis - n
+    lsq = jp.dot(vec, vec)
+    ok = lsq >= MINVAL * MINVAL
+    vec = jp.where(ok, vec * r / jp.sqrt(jp.where(ok, lsq, 1.0)), g2.mat[:, 0] * r)
+    prjvec = jp.dot(vec, n)
+    axis = axis * h
+    prjaxis = prjaxis * h
+    d1 = dist0 + prjaxis + prjvec
+    d2 = dist0 - prjaxis + prjvec
+    d3 = dist0 + prjaxis - 0.5 * prjvec
+    first = d1 <= margin
+    vec1, _ = safe_normalize(jp.cross(vec, axis))
+    vec1 = vec1 * r * jp.sqrt(3.0) / 2
+    p1 = g2.pos + vec + axis - 0.5 * d1 * n
+    p2 = g2.pos + vec - axis - 0.5 * d2 * n
+    p3 = g2.pos + vec1 + axis - 0.5 * vec - 0.5 * d3 * n
+    p4 = g2.pos - vec1 + axis - 0.5 * vec - 0.5 * d3 * n
+    dist = jp.stack([d1, d2, d3, d3])
+    valid = jp.stack([first, first & (d2 <= margin), first & (d3 <= margin), first & (d3 <= margin)])
+    return _contacts(dist, jp.stack([p1, p2, p3, p4]), jp.broadcast_to(n, (4, 3)), valid=valid)
+
+
+_CORNERS = jp.array([[(-1.0, 1.0)[i & 1], (-1.0, 1.0)[(i >> 1) & 1], (-1.0, 1.0)[(i >> 2) & 1]] for i in range(8)])
+
+
+def plane_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """The first 4 corners (MuJoCo's corner order) below the box centre's level within margin of the plane."""
+    n = g1.mat[:, 2]
+    dist0 = jp.dot(g2.pos - g1.pos, n)
+    corners = (_CORNERS.astype(g2.pos.dtype) * g2.size) @ g2.mat.T  # (8, 3) world offsets
+    ldist = corners @ n
+    dist = dist0 + ldist
+    valid = (dist <= margin) & (ldist <= 0)
+    pos = g2.pos + corners - 0.5 * dist[:, None] * n
+    c = _contacts(dist, pos, jp.broadcast_to(n, (8, 3)))
+    return _compact(c, valid, 4)
+
+
+# ---- spheres and capsules -----------------------------------------------------------------------------------
+
+
+def _sphere_sphere_raw(p1, r1, p2, r2, z1, z2):
+    """(dist, pos, normal) of two spheres; coincident centres use cross(z1, z2), else (1, 0, 0)."""
+    dif = p2 - p1
+    cdist = safe_norm(dif)
+    dist = cdist - r1 - r2
+    ex = jp.zeros_like(p1).at[0].set(1.0)
+    alt = _unit_or(jp.cross(z1, z2), ex)
+    normal = _unit_or(dif, alt)
+    pos = p1 + normal * (r1 + 0.5 * dist)
+    return dist, pos, normal
+
+
+def sphere_sphere(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    return _contacts(*_sphere_sphere_raw(g1.pos, g1.size[0], g2.pos, g2.size[0], g1.mat[:, 2], g2.mat[:, 2]))
+
+
+def sphere_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    axis = g2.mat[:, 2]
+    x = jp.clip(jp.dot(axis, g1.pos - g2.pos), -g2.size[1], g2.size[1])
+    p = g2.pos + axis * x
+    return _contacts(*_sphere_sphere_raw(g1.pos, g1.size[0], p, g2.size[0], g1.mat[:, 2], axis))
+
+
+def sphere_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Side (sphere-sphere with the axis point), cap (plane-sphere) or rim (sphere-point) contact."""
+    r, h = g2.size[0], g2.size[1]
+    axis = g2.mat[:, 2]
+    vec = g1.pos - g2.pos
+    x = jp.dot(axis, vec)
+    a_proj = axis * x
+    p_proj = vec - a_proj
+    pps = jp.dot(p_proj, p_proj)
+    side = jp.abs(x) < h
+    cap = pps < r * r
+    both = side & cap
+    cap_first = (h - jp.abs(x)) < (r - jp.sqrt(jp.maximum(pps, 0.0)))
+    side = side & ~(both & cap_first)
+    cap = cap & ~(both & ~cap_first)
+    z1 = g1.mat[:, 2]
+    # side
+    ds, ps, ns = _sphere_sphere_raw(g1.pos, g1.size[0], a_proj + g2.pos, r, z1, axis)
+    # cap
+    capn = jp.where(x > 0, axis, -axis)
+    pos_cap = g2.pos + capn * h
+    dc, pc = _plane_sphere_raw(pos_cap, capn, g1.pos, g1.size[0])
+    nc = -capn
+    # rim
+    rim = g2.pos + p_proj * r / jp.sqrt(jp.where(pps > 0, pps, 1.0)) + axis * jp.where(x > 0, h, -h)
+    dr, pr, nr = _sphere_sphere_raw(g1.pos, g1.size[0], rim, 0.0, z1, axis)
+    dist = jp.where(side, ds, jp.where(cap, dc, dr))
+    pos = jp.where(side, ps, jp.where(cap, pc, pr))
+    normal = jp.where(side, ns, jp.where(cap, nc, nr))
+    return _contacts(dist, pos, normal)
+
+
+def _segments_closest(pos1, axis1, pos2, axis2):
+    """Clamped parameters (x1, x2) in [-1, 1] of the nearest points pos1 + x1*axis1, pos2 + x2*axis2 of two
+    non-parallel segments (MuJoCo's capsule-capsule clamping order)."""
+    dif = pos1 - pos2
+    ma = jp.dot(axis1, axis1)
+    mb = -jp.dot(axis1, axis2)
+    mc = jp.dot(axis2, axis2)
+    u = -jp.dot(axis1, dif)
+    v = jp.dot(axis2, dif)
+    det = ma * mc - mb * mb
+    x1 = safe_div(mc * u - mb * v, det)
+    x2 = safe_div(ma * v - mb * u, det)
+    mc_s = jp.where(mc > 0, mc, 1.0)
+    ma_s = jp.where(ma > 0, ma, 1.0)
+    x2 = jp.where(x1 > 1, (v - mb) / mc_s, jp.where(x1 < -1, (v + mb) / mc_s, x2))
+    x1 = jp.clip(x1, -1, 1)
+    x1 = jp.where(x2 > 1, jp.clip((u - mb) / ma_s, -1, 1), jp.where(x2 < -1, jp.clip((u + mb) / ma_s, -1, 1), x1))
+    x2 = jp.clip(x2, -1, 1)
+    return x1, x2, det
+
+
+def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Nearest points of the segments; exactly parallel axes give up to 2 contacts (segment ends)."""
+    r1, r2 = g1.size[0], g2.size[0]
+    z1, z2 = g1.mat[:, 2], g2.mat[:, 2]
+    axis1, axis2 = z1 * g1.size[1], z2 * g2.size[1]
+    x1, x2, det = _segments_closest(g1.pos, axis1, g2.pos, axis2)
+    general = _contacts(*_sphere_sphere_raw(g1.pos + axis1 * x1, r1, g2.pos + axis2 * x2, r2, z1, z2))
+    # parallel axes: segment ends of capsule 1, then of capsule 2, keep the first two within margin
+    dif = g1.pos - g2.pos
+    ma, mb, mc = jp.dot(axis1, axis1), -jp.dot(axis1, axis2), jp.dot(axis2, axis2)
+    u, v = -jp.dot(axis1, dif), jp.dot(axis2, dif)
+    mc_s, ma_s = jp.where(mc > 0, mc, 1.0), jp.where(ma > 0, ma, 1.0)
+    cands = []
+    for s in (1.0, -1.0):
+        xb = jp.clip((v - s * mb) / mc_s, -1, 1)
+        cands.append(_sphere_sphere_raw(g1.pos + s * axis1, r1, g2.pos + axis2 * xb, r2, z1, z2))
+    for s in (1.0, -1.0):
+        xa = jp.clip((u - s * mb) / ma_s, -1, 1)
+        cands.append(_sphere_sphere_raw(g1.pos + axis1 * xa, r1, g2.pos + s * axis2, r2, z1, z2))
+    par = Contacts(
+        jp.stack([c[0] for c in cands]), jp.stack([c[1] for c in cands]), jp.stack([c[2] for c in cands]),
+        jp.zeros((4, 3), g1.pos.dtype),
+    )
+    ok = par.dist <= margin
+    n12 = ok[0].astype(jp.int32) + ok[1].astype(jp.int32)
+    keep = jp.stack([ok[0], ok[1], ok[2] & (n12 < 2), ok[3] & (n12 + ok[2].astype(jp.int32) < 2)])
+    par = _compact(par, keep, 2)
+    gen2 = _stack([general, _contacts(NOCONTACT, g1.pos, z1)])
+    is_par = jp.abs(det) < MINVAL
+    return Contacts(*(jp.where(is_par, p, q) for p, q in zip(par, gen2)))
+
+
+# ---- boxes --------------------------------------------------------------------------------------------------
+
+
+def _sphere_box_raw(p1, r1, p2, mat2, size2):
+    center = mat2.T @ (p1 - p2)
+    clamped = jp.clip(center, -size2, size2)
+    tmp = clamped - center
+    d = safe_norm(tmp)
+    inside = d <= MINVAL
+    # outside: nearest surface point
+    t = tmp / jp.where(inside, 1.0, d)
+    deepest = center + t * r1
+    pos_out = 0.5 * (clamped + deepest)
+    n_out = mat2 @ t
+    # inside: the nearest face
+    faces = jp.stack([jp.abs(-size2[0] - center[0]), jp.abs(size2[0] - center[0]),
+                      jp.abs(-size2[1] - center[1]), jp.abs(size2[1] - center[1]),
+                      jp.abs(-size2[2] - center[2]), jp.abs(size2[2] - center[2])])  # fmt: skip
+    k = jp.argmin(faces)
+    closest = faces[k]
+    nearest = jax.nn.one_hot(k // 2, 3, dtype=p1.dtype) * jp.where(k % 2 == 1, -1.0, 1.0)
+    pos_in = center + nearest * (r1 - closest) / 2
+    n_in = mat2 @ nearest
+    dist = jp.where(inside, -closest, d) - r1
+    pos = p2 + mat2 @ jp.where(inside, pos_in, pos_out)
+    normal = jp.where(inside, n_in, n_out)
+    return dist, pos, normal
+
+
+def sphere_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    return _contacts(*_sphere_box_raw(g1.pos, g1.size[0], g2.pos, g2.mat, g2.size))
+
+
+_EDGES = [(j, i) for j in range(3) for i in range(8) if not i & (1 << j)]  # (axis, corner) of the 12 edges
+
+
+def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Deepest contact: sphere-box at the capsule segment point nearest to the box (segment ends vs faces,
+    segment vs the 12 edges). Second contact: sphere-box at the other segment end (within margin).
+    MuJoCo's second-contact heuristic (which clamps that point to the part above the box) is not reproduced."""
+    pos = g2.mat.T @ (g1.pos - g2.pos)
+    axis = g2.mat.T @ g1.mat[:, 2]
+    half = axis * g1.size[1]
+    s = g2.size
+    best_d = jp.full((), jp.inf, pos.dtype)
+    best_x = jp.zeros((), pos.dtype)
+    for e in (-1.0, 1.0):
+        p = pos + e * half
+        q = jp.clip(p, -s, s)
+        dd = jp.sum((p - q) ** 2)
+        better = dd < best_d
+        best_d, best_x = jp.where(better, dd, best_d), jp.where(better, e, best_x)
+    dt = pos.dtype
+    for j, i in _EDGES:
+        c = jp.array([(-1.0, 1.0)[i & 1], (-1.0, 1.0)[(i >> 1) & 1], (-1.0, 1.0)[(i >> 2) & 1]], dt) * s
+        c = c.at[j].set(0.0)
+        eaxis = jax.nn.one_hot(j, 3, dtype=dt) * s[j]
+        xb, xc, det = _segments_closest(c, eaxis, pos, half)
+        ok = jp.abs(det) >= MINVAL
+        dd = jp.sum((c + eaxis * xb - pos - half * xc) ** 2)
+        better = ok & (dd < best_d - MINVAL)
+        best_d, best_x = jp.where(better, dd, best_d), jp.where(better, xc, best_x)
+    r1 = g1.size[0]
+    p_best = g1.pos + g1.mat[:, 2] * g1.size[1] * best_x
+    c1 = _contacts(*_sphere_box_raw(p_best, r1, g2.pos, g2.mat, g2.size))
+    other = jp.where(best_x > 0, -1.0, 1.0)
+    p_other = g1.pos + g1.mat[:, 2] * g1.size[1] * other
+    d2, pos2, n2 = _sphere_box_raw(p_other, r1, g2.pos, g2.mat, g2.size)
+    is_end = jp.abs(best_x) == 1.0
+    c2 = _contacts(d2, pos2, n2, valid=is_end)
+    return _stack([c1, c2])
+
+
+def box_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    from mjx_lite.collision import boxbox
+
+    return boxbox.box_box(g1, g2, margin)

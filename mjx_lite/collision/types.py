@@ -1,0 +1,39 @@
+"""Small containers shared by the colliders."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+
+
+class GeomInfo(NamedTuple):
+    """One geom's world pose and shape, as a collider sees it (one pair; the driver vmaps over a group).
+
+    pos: (3,) world position; mat: (3, 3) world rotation (columns are the geom's axes); size: (3,).
+    vert: (nvert, 3) convex-hull vertices in the geom frame for meshes, else None.
+    """
+
+    pos: jax.Array
+    mat: jax.Array
+    size: jax.Array
+    vert: jax.Array | None = None
+
+
+class Contacts(NamedTuple):
+    """A fixed number `k` of candidate contacts of one geom pair.
+
+    dist: (k,) signed distance; rows that are not contacts hold `NOCONTACT` (large, finite);
+    pos: (k, 3) contact point (midpoint between the two surfaces);
+    normal: (k, 3) unit normal pointing from geom1 to geom2;
+    tangent: (k, 3) first tangent hint, or zeros (then the frame is MuJoCo's default, see frame.make_frame).
+    """
+
+    dist: jax.Array
+    pos: jax.Array
+    normal: jax.Array
+    tangent: jax.Array
+
+
+# dist of candidate rows that are not contacts (finite, so gradients and arithmetic stay NaN-free)
+NOCONTACT = 1e6

@@ -1,0 +1,590 @@
+"""Compiler pass for <actuator>: general actuators, the shortcuts, their class defaults, transmissions.
+
+Default resolution (MuJoCo 4.0, modeling guide "Actuator shortcuts"): every class holds ONE actuator default,
+written with `general` or a shortcut. The parser hands us, in `Element.defaults`, the actuator elements of the
+applicable classes (outermost first); they and the actuator itself are applied in order to a running state:
+  - mechanical attributes (ctrlrange, gear, group, ...) are taken from any of them as written;
+  - `general` sets only the attributes it writes (and inherits raw dyn/gain/bias parameters from anything);
+  - a shortcut resets dyn/gain/bias parameters and the activation layout to its documented table, and takes
+    its own parameters (kp, kv, area, ...) from the nearest earlier element written with the same shortcut or
+    with `general` of the shortcut's gain type (reading the raw parameters as the shortcut's), else from its
+    documented defaults. (MuJoCo searches per class; we search per element, identical unless one class writes
+    several actuator elements.)
+Derived constants (acc0, length0, dampratio -> kv, muscle lengthrange) are computed by `finalize_sections`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.mjcf.tendon import autolimits, children, error, register, resolve_limited
+from mjx_lite.types import BiasType, DynType, GainType, JointType, TrnType
+
+SHORTCUTS = ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion")
+UNSUPPORTED = ("orientation", "pid", "dcmotor", "plugin")
+_GAIN_OF = {"motor": GainType.FIXED, "position": GainType.FIXED, "velocity": GainType.FIXED,
+            "intvelocity": GainType.FIXED, "damper": GainType.AFFINE, "cylinder": GainType.FIXED,
+            "muscle": GainType.MUSCLE, "adhesion": GainType.FIXED}  # fmt: skip
+_CTRLSPEC_OF = {"position": 1, "velocity": 2, "intvelocity": 2, "cylinder": 32}
+_INPUT_KEYWORDS = {"": 0, "pos": 1, "vel": 2, "pressure": 32}
+_DYN = {"none": DynType.NONE, "integrator": DynType.INTEGRATOR, "filter": DynType.FILTER,
+        "filterexact": DynType.FILTEREXACT, "muscle": DynType.MUSCLE, "user": DynType.USER}  # fmt: skip
+_GAIN = {"fixed": GainType.FIXED, "affine": GainType.AFFINE, "muscle": GainType.MUSCLE, "user": GainType.USER}
+_BIAS = {"none": BiasType.NONE, "affine": BiasType.AFFINE, "muscle": BiasType.MUSCLE, "user": BiasType.USER}
+_UNSUPPORTED_TYPES = ("pid", "dcmotor", "so3")
+_MUSCLE_DEFAULTS = dict(timeconst=(0.01, 0.04), tausmooth=0.0, range=(0.75, 1.05), force=-1.0, scale=200.0,
+                        lmin=0.5, lmax=1.6, vmax=1.5, fpmax=1.3, fvmax=1.2)  # fmt: skip
+_MUSCLE_KEYS = ("force", "scale", "lmin", "lmax", "vmax", "fpmax", "fvmax")
+_TARGETS = ("joint", "jointinparent", "tendon", "cranksite", "site", "body")
+
+# attributes copied from any element as written (mechanical / bookkeeping)
+_MECHANICAL = ("group", "ctrllimited", "forcelimited", "actlimited", "ctrlrange", "forcerange", "actrange",
+               "lengthrange", "cranklength", "armature", "delay", "nsample", "interp", "user", "actearly",
+               "velrange", "ffrange")  # fmt: skip
+
+
+def _builtin() -> dict[str, Any]:
+    """MuJoCo's built-in actuator default (a `general`)."""
+    return dict(
+        kind="general", dyntype=DynType.NONE, gaintype=GainType.FIXED, biastype=BiasType.NONE,
+        dynprm=_prm(1.0), gainprm=_prm(1.0), biasprm=_prm(0.0), actdim=-1, actearly=False,
+        ctrllimited="auto", forcelimited="auto", actlimited="auto", ctrlrange=np.zeros(2), forcerange=np.zeros(2),
+        actrange=np.zeros(2), lengthrange=np.zeros(2), gear=np.array([1.0, 0, 0, 0, 0, 0]), damping=np.zeros(3),
+        armature=0.0, cranklength=0.0, group=0, nsample=0, interp="zoh", delay=0.0, inheritrange=0.0, ctrlspec=0,
+        user=None, velrange=np.zeros(2), ffrange=np.zeros(2), explicit_ctrlrange=False, explicit_actrange=False,
+    )  # fmt: skip
+
+
+def _prm(first: float) -> np.ndarray:
+    p = np.zeros(10)
+    p[0] = first
+    return p
+
+
+def _written(el: Element, name: str) -> bool:
+    return el.attrs.get(name) is not None
+
+
+def _overwrite(el: Element, name: str, target: np.ndarray) -> np.ndarray:
+    """Non-exact vector reading: the written values replace the leading entries of `target`."""
+    v = np.atleast_1d(np.asarray(el.attrs[name], np.float64))
+    if v.size > target.size:
+        raise error(el, f"at most {target.size} values allowed, got {v.size}", name)
+    out = np.array(target, np.float64, copy=True)
+    out[: v.size] = v
+    return out
+
+
+def _keyword(el: Element, name: str, table: dict) -> Any:
+    v = el.attrs[name]
+    if v not in table:
+        if v in _UNSUPPORTED_TYPES:
+            raise error(el, f"{name} '{v}' is not supported by mjx_lite", name)
+        raise error(el, f"invalid keyword '{v}' (expected one of {', '.join(table)})", name)
+    return table[v]
+
+
+def _source(kind: str, levels: list[dict]) -> dict | None:
+    """Nearest earlier state a shortcut of `kind` inherits its parameters from."""
+    for st in reversed(levels):
+        if st["kind"] == kind or (st["kind"] == "general" and st["gaintype"] == _GAIN_OF[kind]):
+            return st
+    return None
+
+
+def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
+    """Apply one actuator element (a default or the actuator itself) to the running state."""
+    tag = el.tag
+    if tag in UNSUPPORTED:
+        raise error(el, f"<{tag}> actuators are not supported by mjx_lite")
+    if tag != "general" and tag not in SHORTCUTS:
+        raise error(el, f"unknown actuator type <{tag}>")
+    st = copy.deepcopy(state)
+    st["kind"] = tag
+    for k in _MECHANICAL:
+        if _written(el, k):
+            v = el.attrs[k]
+            st[k] = np.array(v, np.float64) if isinstance(v, np.ndarray) and k != "user" else v
+    if _written(el, "ctrlrange"):
+        st["explicit_ctrlrange"] = True
+    if _written(el, "actrange"):
+        st["explicit_actrange"] = True
+    if _written(el, "gear"):
+        st["gear"] = _overwrite(el, "gear", np.array([1.0, 0, 0, 0, 0, 0]))
+    if _written(el, "damping"):
+        st["damping"] = _overwrite(el, "damping", np.zeros(3))
+    for k in ("ctrllimited", "forcelimited", "actlimited"):
+        if isinstance(st[k], (bool, np.bool_)):
+            st[k] = "true" if st[k] else "false"
+
+    if tag == "general":
+        gaintype0 = st["gaintype"]
+        if _written(el, "dyntype"):
+            st["dyntype"] = _keyword(el, "dyntype", _DYN)
+        if _written(el, "gaintype"):
+            st["gaintype"] = _keyword(el, "gaintype", _GAIN)
+        if _written(el, "biastype"):
+            st["biastype"] = _keyword(el, "biastype", _BIAS)
+        for k in ("dynprm", "gainprm", "biasprm"):
+            if _written(el, k):
+                st[k] = _overwrite(el, k, st[k])
+        if _written(el, "actdim"):
+            st["actdim"] = int(el.attrs["actdim"])
+        if _written(el, "inheritrange"):
+            st["inheritrange"] = float(el.attrs["inheritrange"])
+        if st["gaintype"] != gaintype0:
+            st["ctrlspec"] = 0  # an inherited input signature is discarded when the gaintype changes
+        if _written(el, "input"):
+            key = str(el.attrs["input"]).strip()
+            if key not in _INPUT_KEYWORDS:
+                raise error(el, f"input '{key}' is not supported by mjx_lite (supported: pos, vel, pressure)", "input")
+            if key and st["gaintype"] not in (GainType.FIXED, GainType.AFFINE):
+                raise error(el, "input declarations need gaintype fixed or affine", "input")
+            st["ctrlspec"] = _INPUT_KEYWORDS[key]
+        return st
+
+    src = _source(tag, levels)
+    f = {k: float(el.attrs[k]) for k in el.attrs if k in _SCALARS and el.attrs[k] is not None}
+    st["actdim"] = -1
+    st["ctrlspec"] = _CTRLSPEC_OF.get(tag, 0)
+    if tag not in ("position", "intvelocity"):
+        st["inheritrange"] = 0.0
+    if tag == "motor":
+        st.update(dyntype=DynType.NONE, gaintype=GainType.FIXED, biastype=BiasType.NONE,
+                  dynprm=_prm(1.0), gainprm=_prm(1.0), biasprm=_prm(0.0))  # fmt: skip
+    elif tag in ("position", "intvelocity"):
+        kp = src["gainprm"][0] if src else 1.0
+        b2 = src["biasprm"][2] if src else 0.0
+        tc = src["dynprm"][0] if src is not None and src["dyntype"] == DynType.FILTEREXACT else 0.0
+        inherit = src["inheritrange"] if src else 0.0
+        kp = f.get("kp", kp)
+        if "kv" in f and "dampratio" in f:
+            raise error(el, "kv and dampratio cannot both be defined", "dampratio")
+        if "kp" in f and f["kp"] < 0:
+            raise error(el, "kp cannot be negative", "kp")
+        if "kv" in f:
+            if f["kv"] < 0:
+                raise error(el, "kv cannot be negative", "kv")
+            b2 = -f["kv"]
+        if "dampratio" in f:
+            if f["dampratio"] < 0:
+                raise error(el, "dampratio cannot be negative", "dampratio")
+            b2 = f["dampratio"]
+        if "timeconst" in f:
+            if f["timeconst"] < 0:
+                raise error(el, "timeconst cannot be negative", "timeconst")
+            tc = f["timeconst"]
+        inherit = f.get("inheritrange", inherit)
+        gain, bias = _prm(kp), _prm(0.0)
+        bias[1], bias[2] = -kp, b2
+        dyn = _prm(tc if tc > 0 else 1.0)
+        dyntype = DynType.FILTEREXACT if tc > 0 else DynType.NONE
+        if tag == "intvelocity":
+            dyntype = DynType.INTEGRATOR
+        st.update(dyntype=dyntype, gaintype=GainType.FIXED, biastype=BiasType.AFFINE, dynprm=dyn, gainprm=gain,
+                  biasprm=bias, inheritrange=inherit)  # fmt: skip
+    elif tag == "velocity":
+        kv = f.get("kv", src["gainprm"][0] if src else 1.0)
+        bias = _prm(0.0)
+        bias[2] = -kv
+        st.update(dyntype=DynType.NONE, gaintype=GainType.FIXED, biastype=BiasType.AFFINE, dynprm=_prm(1.0),
+                  gainprm=_prm(kv), biasprm=bias)  # fmt: skip
+    elif tag == "damper":
+        kv = f.get("kv", -src["gainprm"][2] if src else 0.0)
+        if kv < 0:
+            raise error(el, "damping coefficient cannot be negative", "kv")
+        gain = _prm(0.0)
+        gain[2] = -kv
+        st.update(dyntype=DynType.NONE, gaintype=GainType.AFFINE, biastype=BiasType.NONE, dynprm=_prm(1.0),
+                  gainprm=gain, biasprm=_prm(0.0), ctrllimited="true")  # fmt: skip
+    elif tag == "cylinder":
+        tc = src["dynprm"][0] if src else 1.0
+        area = src["gainprm"][0] if src else 1.0
+        bias = np.array(src["biasprm"][:3]) if src else np.zeros(3)
+        tc = f.get("timeconst", tc)
+        area = f.get("area", area)
+        if _written(el, "bias"):
+            bias = _overwrite(el, "bias", bias)
+        if "diameter" in f and f["diameter"] >= 0:
+            area = np.pi / 4 * f["diameter"] ** 2
+        b = _prm(0.0)
+        b[:3] = bias
+        st.update(dyntype=DynType.FILTER, gaintype=GainType.FIXED, biastype=BiasType.AFFINE, dynprm=_prm(tc),
+                  gainprm=_prm(area), biasprm=b)  # fmt: skip
+    elif tag == "muscle":
+        if src is not None:
+            p = dict(timeconst=tuple(src["dynprm"][0:2]), tausmooth=src["dynprm"][2], range=tuple(src["gainprm"][0:2]),
+                     **{k: src["gainprm"][2 + i] for i, k in enumerate(_MUSCLE_KEYS)})  # fmt: skip
+        else:
+            p = dict(_MUSCLE_DEFAULTS)
+        if _written(el, "timeconst"):
+            p["timeconst"] = tuple(_overwrite(el, "timeconst", np.array(p["timeconst"])))
+        if _written(el, "range"):
+            p["range"] = tuple(_overwrite(el, "range", np.array(p["range"])))
+        for k in ("tausmooth",) + _MUSCLE_KEYS:
+            if k in f:
+                p[k] = f[k]
+        if p["tausmooth"] < 0:
+            raise error(el, "muscle tausmooth cannot be negative", "tausmooth")
+        dyn = _prm(0.0)
+        dyn[0:3] = (*p["timeconst"], p["tausmooth"])
+        gain = _prm(0.0)
+        gain[0:9] = (*p["range"], *(p[k] for k in _MUSCLE_KEYS))
+        st.update(dyntype=DynType.MUSCLE, gaintype=GainType.MUSCLE, biastype=BiasType.MUSCLE, dynprm=dyn,
+                  gainprm=gain, biasprm=gain.copy())  # fmt: skip
+    elif tag == "adhesion":
+        gain = f.get("gain", src["gainprm"][0] if src else 1.0)
+        if gain < 0:
+            raise error(el, "adhesion gain cannot be negative", "gain")
+        st.update(dyntype=DynType.NONE, gaintype=GainType.FIXED, biastype=BiasType.NONE, dynprm=_prm(1.0),
+                  gainprm=_prm(gain), biasprm=_prm(0.0), ctrllimited="true")  # fmt: skip
+    return st
+
+
+_SCALARS = ("kp", "kv", "dampratio", "timeconst", "inheritrange", "area", "diameter", "tausmooth", "force", "scale",
+            "lmin", "lmax", "vmax", "fpmax", "fvmax", "gain")  # fmt: skip
+
+
+def resolve(el: Element) -> dict[str, Any]:
+    """The fully resolved attributes of one actuator element (defaults chain applied)."""
+    levels = [_builtin()]
+    for d in el.defaults:
+        levels.append(_apply(d, levels[-1], levels))
+    return _apply(el, levels[-1], levels)
+
+
+# ---------------------------------------------------------------------------------------------------- compile
+
+
+def compile_actuator(root: Element, ctx: CompileContext) -> None:
+    """Actuators -> ctx.arrays (actuator_*, jnt_actuatorid, tendon_actuatorid), ctx.sizes (nu, na)."""
+    acts = children(root, "actuator")
+    register(ctx, "actuator", acts)
+    ctx.lengthrange_opts = lengthrange_options(root)  # type: ignore[attr-defined]
+    nu = len(acts)
+    al = autolimits(ctx)
+    jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
+    jnt_limited = np.asarray(ctx.arrays.get("jnt_limited", np.zeros(0, bool)))
+    jnt_range = np.asarray(ctx.arrays.get("jnt_range", np.zeros((0, 2))))
+    ten_limited = np.asarray(ctx.arrays.get("tendon_limited", np.zeros(0, bool)))
+    ten_range = np.asarray(ctx.arrays.get("tendon_range", np.zeros((0, 2))))
+    njnt = jnt_type.size
+    ntendon = ten_limited.size
+
+    out: dict[str, list] = {k: [] for k in _FIELDS}
+    actadr = 0
+    jnt_act = -np.ones(njnt, np.int32)
+    ten_act = -np.ones(ntendon, np.int32)
+    for i, el in enumerate(acts):
+        st = resolve(el)
+        # ---- transmission (only from the actuator element itself)
+        targets = [t for t in _TARGETS if el.attrs.get(t) is not None]
+        if len(targets) != 1:
+            raise error(el, "exactly one transmission target (joint, jointinparent, tendon, cranksite, site, body) "
+                        f"is required, got {len(targets) or 'none'}")  # fmt: skip
+        tgt = targets[0]
+        name = el.attrs[tgt]
+        trnid = [-1, -1]
+        if tgt in ("joint", "jointinparent"):
+            trntype = TrnType.JOINT if tgt == "joint" else TrnType.JOINTINPARENT
+            trnid[0] = ctx.id_of("joint", name, el, tgt)
+        elif tgt == "tendon":
+            trntype = TrnType.TENDON
+            trnid[0] = ctx.id_of("tendon", name, el, tgt)
+        elif tgt == "cranksite":
+            trntype = TrnType.SLIDERCRANK
+            trnid[0] = ctx.id_of("site", name, el, tgt)
+            if el.attrs.get("slidersite") is None:
+                raise error(el, "slider-crank transmission requires slidersite", "slidersite")
+            trnid[1] = ctx.id_of("site", el.attrs["slidersite"], el, "slidersite")
+            if not st["cranklength"] > 0:
+                raise error(el, "slider-crank transmission requires a positive cranklength", "cranklength")
+        elif tgt == "site":
+            trntype = TrnType.SITE
+            trnid[0] = ctx.id_of("site", name, el, tgt)
+            if el.attrs.get("refsite") is not None:
+                trnid[1] = ctx.id_of("site", el.attrs["refsite"], el, "refsite")
+        else:
+            trntype = TrnType.BODY
+            trnid[0] = ctx.id_of("body", name, el, tgt)
+        if tgt != "cranksite" and (el.attrs.get("slidersite") is not None or _written(el, "cranklength")):
+            raise error(el, "cranklength and slidersite can only be used in slidercrank transmission",
+                        "slidersite" if el.attrs.get("slidersite") is not None else "cranklength")  # fmt: skip
+        if tgt != "site" and el.attrs.get("refsite") is not None:
+            raise error(el, "refsite can only be used with site transmission", "refsite")
+
+        # ---- activation
+        dyntype = int(st["dyntype"])
+        actdim = int(st["actdim"])
+        if actdim < 0:
+            actnum = int(dyntype != DynType.NONE)
+        else:
+            actnum = actdim
+            if actnum > 1 and dyntype != DynType.USER:
+                raise error(el, "actdim > 1 is only allowed for dyntype 'user'", "actdim")
+            if actnum == 0 and dyntype != DynType.NONE:
+                raise error(el, "actdim 0 is only allowed for dyntype 'none'", "actdim")
+        # ---- limits
+        ctrllimited = _limited(st, "ctrllimited", "ctrlrange", al, el)
+        forcelimited = _limited(st, "forcelimited", "forcerange", al, el)
+        actlimited = _limited(st, "actlimited", "actrange", al, el)
+        ctrlrange, actrange = np.array(st["ctrlrange"], float), np.array(st["actrange"], float)
+        inherit = float(st["inheritrange"])
+        position_like = st["biastype"] == BiasType.AFFINE and (
+            st["gaintype"] == GainType.FIXED and st["gainprm"][0] == -st["biasprm"][1]
+        )
+        if inherit > 0 and position_like:
+            intvel = dyntype == DynType.INTEGRATOR
+            if (st["explicit_actrange"] if intvel else st["explicit_ctrlrange"]) and np.any(
+                actrange if intvel else ctrlrange
+            ):
+                raise error(el, f"{'actrange' if intvel else 'ctrlrange'} and inheritrange cannot both be defined",
+                            "inheritrange")  # fmt: skip
+            if trntype in (TrnType.JOINT, TrnType.JOINTINPARENT):
+                j = trnid[0]
+                if jnt_type[j] not in (JointType.HINGE, JointType.SLIDE):
+                    raise error(el, "inheritrange can only be used with hinge and slide joints", "inheritrange")
+                if not jnt_limited[j]:
+                    raise error(el, "inheritrange requires a limited target joint", "inheritrange")
+                rng = jnt_range[j]
+            elif trntype == TrnType.TENDON:
+                if not ten_limited[trnid[0]]:
+                    raise error(el, "inheritrange requires a limited target tendon", "inheritrange")
+                rng = ten_range[trnid[0]]
+            else:
+                raise error(el, "inheritrange can only be used with joint and tendon transmissions", "inheritrange")
+            mid, half = 0.5 * (rng[0] + rng[1]), 0.5 * (rng[1] - rng[0]) * inherit
+            if intvel:
+                actrange, actlimited = np.array([mid - half, mid + half]), True
+            else:
+                ctrlrange, ctrllimited = np.array([mid - half, mid + half]), True
+        forcerange = np.array(st["forcerange"], float)
+        if ctrllimited and not ctrlrange[0] < ctrlrange[1]:
+            raise error(el, "invalid control range for actuator", "ctrlrange")
+        if forcelimited and not forcerange[0] <= forcerange[1]:
+            raise error(el, "invalid force range for actuator", "forcerange")
+        if actlimited and not actrange[0] <= actrange[1]:
+            raise error(el, "invalid activation range for actuator", "actrange")
+        if el.tag in ("damper", "adhesion") and (ctrlrange[0] < 0 or ctrlrange[1] < 0):
+            raise error(el, f"{el.tag} control range cannot be negative", "ctrlrange")
+        if st["gaintype"] == GainType.MUSCLE or st["dyntype"] == DynType.MUSCLE:
+            _check_muscle(st, el)
+        lengthrange = np.array(st["lengthrange"], float)
+        if int(st["nsample"]) != 0 or float(st["delay"]) != 0:
+            raise error(el, "actuator delays / control history (nsample, delay) are not supported by mjx_lite",
+                        "nsample" if int(st["nsample"]) else "delay")  # fmt: skip
+        interp = st["interp"]
+        if interp not in ("zoh", "linear", "cubic"):
+            raise error(el, f"invalid keyword '{interp}' (expected zoh, linear or cubic)", "interp")
+
+        # ---- armature / damping bookkeeping (jnt_actuatorid / tendon_actuatorid)
+        armature = float(st["armature"])
+        damping = np.array(st["damping"], float)
+        if armature < 0:
+            raise error(el, "armature cannot be negative", "armature")
+        if armature > 0 or np.any(damping != 0):
+            if trntype in (TrnType.JOINT, TrnType.JOINTINPARENT):
+                jnt_act[trnid[0]] = i if jnt_act[trnid[0]] == -1 else -2
+            elif trntype == TrnType.TENDON:
+                ten_act[trnid[0]] = i if ten_act[trnid[0]] == -1 else -2
+            else:
+                raise error(el, "actuator armature and damping need a joint or tendon transmission",
+                            "armature" if armature > 0 else "damping")  # fmt: skip
+
+        out["actuator_trntype"].append(trntype)
+        out["actuator_dyntype"].append(dyntype)
+        out["actuator_gaintype"].append(int(st["gaintype"]))
+        out["actuator_biastype"].append(int(st["biastype"]))
+        out["actuator_trnid"].append(trnid)
+        out["actuator_actadr"].append(actadr if actnum else -1)
+        out["actuator_actnum"].append(actnum)
+        actadr += actnum
+        out["actuator_group"].append(int(st["group"]))
+        out["actuator_ctrllimited"].append(ctrllimited)
+        out["actuator_forcelimited"].append(forcelimited)
+        out["actuator_actlimited"].append(actlimited)
+        out["actuator_actearly"].append(bool(st["actearly"]))
+        out["actuator_dynprm"].append(st["dynprm"])
+        out["actuator_gainprm"].append(st["gainprm"])
+        out["actuator_biasprm"].append(st["biasprm"])
+        out["actuator_ctrlrange"].append(ctrlrange)
+        out["actuator_forcerange"].append(forcerange)
+        out["actuator_actrange"].append(actrange)
+        out["actuator_gear"].append(st["gear"])
+        out["actuator_cranklength"].append(float(st["cranklength"]))
+        out["actuator_lengthrange"].append(lengthrange)
+        out["actuator_armature"].append(armature)
+        out["actuator_damping"].append(damping[0])
+        out["actuator_dampingpoly"].append(damping[1:])
+        out["actuator_delay"].append(0.0)
+        out["actuator_history"].append([0, 0])
+        out["actuator_historyadr"].append(-1)
+        out["actuator_ctrladr"].append(i)
+        out["actuator_ctrlnum"].append(1)
+        out["actuator_ctrlspec"].append(int(st["ctrlspec"]))
+        out["actuator_outadr"].append(i)
+        out["actuator_outnum"].append(1)
+        out["actuator_acc0"].append(0.0)
+        out["actuator_length0"].append(0.0)
+
+    shapes = {"actuator_trnid": (2,), "actuator_dynprm": (10,), "actuator_gainprm": (10,), "actuator_biasprm": (10,),
+              "actuator_ctrlrange": (2,), "actuator_forcerange": (2,), "actuator_actrange": (2,),
+              "actuator_gear": (6,), "actuator_lengthrange": (2,), "actuator_dampingpoly": (2,),
+              "actuator_history": (2,)}  # fmt: skip
+    for k, dtype in _FIELDS.items():
+        ctx.arrays[k] = np.array(out[k], dtype=dtype).reshape((nu,) + shapes.get(k, ()))
+    ctx.arrays["jnt_actuatorid"] = jnt_act
+    if "tendon_actuatorid" in ctx.arrays or ntendon:
+        ctx.arrays["tendon_actuatorid"] = ten_act
+    ctx.sizes["nu"] = nu
+    ctx.sizes["na"] = actadr
+
+
+def _limited(st: dict, flag: str, rng: str, al: bool, el: Element) -> bool:
+    proxy = Element(el.tag, {flag: st[flag], rng: st[rng]}, [], el.file, el.line)
+    return resolve_limited(proxy, flag, rng, al, "actuator")
+
+
+def _check_muscle(st: dict, el: Element) -> None:
+    g = st["gainprm"]
+    if not g[0] < g[1]:
+        raise error(el, "range[0]<range[1] required in muscle", "range")
+    if not (g[4] < 1 < g[5]) or g[4] < 0:
+        raise error(el, "lmin<1<lmax required in muscle", "lmin")
+    if not g[6] > 0:
+        raise error(el, "positive vmax required in muscle", "vmax")
+    if g[7] < 0:
+        raise error(el, "non-negative fpmax required in muscle", "fpmax")
+    if not g[8] > 0:
+        raise error(el, "positive fvmax required in muscle", "fvmax")
+
+
+_FIELDS = {
+    "actuator_trntype": np.int32, "actuator_dyntype": np.int32, "actuator_gaintype": np.int32,
+    "actuator_biastype": np.int32, "actuator_trnid": np.int32, "actuator_actadr": np.int32,
+    "actuator_actnum": np.int32, "actuator_group": np.int32, "actuator_ctrllimited": bool,
+    "actuator_forcelimited": bool, "actuator_actlimited": bool, "actuator_actearly": bool,
+    "actuator_dynprm": np.float64, "actuator_gainprm": np.float64, "actuator_biasprm": np.float64,
+    "actuator_ctrlrange": np.float64, "actuator_forcerange": np.float64, "actuator_actrange": np.float64,
+    "actuator_gear": np.float64, "actuator_cranklength": np.float64, "actuator_lengthrange": np.float64,
+    "actuator_armature": np.float64, "actuator_damping": np.float64, "actuator_dampingpoly": np.float64,
+    "actuator_delay": np.float64, "actuator_history": np.int32, "actuator_historyadr": np.int32,
+    "actuator_ctrladr": np.int32, "actuator_ctrlnum": np.int32, "actuator_ctrlspec": np.int32,
+    "actuator_outadr": np.int32, "actuator_outnum": np.int32, "actuator_acc0": np.float64,
+    "actuator_length0": np.float64,
+}  # fmt: skip
+
+
+compile_actuation = compile_actuator  # the name compile.py looks up (module "actuation")
+
+
+# ---------------------------------------------------------------------------------------------------- qpos0 constants
+
+_LENGTHRANGE_DEFAULTS = dict(mode="muscle", useexisting=True, uselimit=False, accel=20.0, maxforce=0.0, timeconst=1.0,
+                             timestep=0.01, inttotal=10.0, interval=2.0, tolrange=0.05)  # fmt: skip
+
+
+def lengthrange_options(root: Element) -> dict[str, Any]:
+    """Typed <compiler><lengthrange> settings (MuJoCo's defaults where absent)."""
+    opts = dict(_LENGTHRANGE_DEFAULTS)
+    for comp in root.find("compiler"):
+        for lr in comp.find("lengthrange"):
+            for k, v in lr.attrs.items():
+                if v is None or k not in opts:
+                    continue
+                if k in ("useexisting", "uselimit") and not isinstance(v, (bool, np.bool_)):
+                    v = str(v) == "true"
+                opts[k] = v
+    if opts["mode"] not in ("none", "muscle", "muscleuser", "all"):
+        raise MJCFError(f"invalid lengthrange mode '{opts['mode']}'")
+    return opts
+
+
+def finalize_sections(ctx: CompileContext, st) -> None:
+    """qpos0-dependent section constants (hook called by derived.set_const with its ConstState `st`).
+
+    tendon_length0, tendon_invweight0 (J M^-1 J'), tendon_lengthspring (-1 -> length0), actuator_length0,
+    actuator_acc0 (|M^-1 moment|), position-like gains with biasprm[2] > 0 read as a damping ratio
+    (kv = dampratio * 2 sqrt(kp m), m = 1 / (J M^-1 J')), muscle lengthrange (mj_setLengthRange).
+    """
+    A, S = ctx.arrays, ctx.sizes
+    nv, nt, nu = int(S["nv"]), int(S.get("ntendon", 0)), int(S.get("nu", 0))
+    minv = np.asarray(st.minv, np.float64)
+    if nt:
+        from mjx_lite.pipeline import tendon as ptendon
+
+        d = st.run(ptendon.tendon)
+        tj = np.asarray(d.ten_J, np.float64).reshape(nt, nv)
+        length0 = np.asarray(d.ten_length, np.float64).copy()
+        A["tendon_length0"] = length0
+        A["tendon_invweight0"] = np.einsum("ti,ij,tj->t", tj, minv, tj) if nv else np.zeros(nt)
+        ls = np.array(A["tendon_lengthspring"], np.float64)
+        unset = (ls[:, 0] == -1) & (ls[:, 1] == -1)
+        ls[unset] = length0[unset, None]
+        A["tendon_lengthspring"] = ls
+    if not nu:
+        return
+    try:
+        from mjx_lite.pipeline import transmission
+    except ImportError:
+        raise NotImplementedError(
+            "actuator_length0 / actuator_acc0 need mjx_lite.pipeline.transmission, which does not exist yet"
+        ) from None
+    d = st.run(transmission.transmission)
+    mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
+    length = np.asarray(d.actuator_length, np.float64).copy()
+    A["actuator_length0"] = length
+    minv_mom = mom @ minv if nv else np.zeros((nu, 0))
+    A["actuator_acc0"] = np.linalg.norm(minv_mom, axis=1)
+    gain = np.asarray(A["actuator_gainprm"], np.float64)
+    bias = np.array(A["actuator_biasprm"], np.float64)
+    for i in range(nu):
+        if (A["actuator_gaintype"][i] == GainType.FIXED and A["actuator_biastype"][i] == BiasType.AFFINE
+                and gain[i, 0] == -bias[i, 1] and bias[i, 2] > 0):  # fmt: skip
+            w = float(minv_mom[i] @ mom[i]) if nv else 0.0
+            mass = 1.0 / w if w > 0 else 0.0
+            bias[i, 2] = -bias[i, 2] * 2.0 * np.sqrt(gain[i, 0] * mass)
+    A["actuator_biasprm"] = bias
+    _lengthrange(ctx, st)
+
+
+def _lengthrange(ctx: CompileContext, st) -> None:
+    """MuJoCo's mj_setLengthRange: limits of the target when `uselimit`, else the documented simulation."""
+    A = ctx.arrays
+    opts = getattr(ctx, "lengthrange_opts", None) or dict(_LENGTHRANGE_DEFAULTS)
+    mode = opts["mode"]
+    if mode == "none":
+        return
+    lr = np.array(A["actuator_lengthrange"], np.float64)
+    for i in range(len(lr)):
+        gt, bt = int(A["actuator_gaintype"][i]), int(A["actuator_biastype"][i])
+        muscle = gt == GainType.MUSCLE or bt == BiasType.MUSCLE
+        user = gt == GainType.USER or bt == BiasType.USER
+        if not (mode == "all" or muscle or (mode == "muscleuser" and user)):
+            continue
+        if opts["useexisting"] and lr[i, 0] < lr[i, 1]:
+            continue
+        trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
+        gear = float(A["actuator_gear"][i, 0])
+        if opts["uselimit"]:
+            rng = None
+            if trn in (TrnType.JOINT, TrnType.JOINTINPARENT) and A["jnt_limited"][obj]:
+                rng = np.asarray(A["jnt_range"][obj], np.float64)
+            elif trn == TrnType.TENDON and A["tendon_limited"][obj]:
+                rng = np.asarray(A["tendon_range"][obj], np.float64)
+            if rng is not None:
+                v = gear * rng
+                lr[i] = (min(v), max(v))
+                continue
+        el = ctx.elements["actuator"][i]
+        raise NotImplementedError(
+            f"{el.where() if el is not None else f'actuator {i}'}: actuator lengthrange needs MuJoCo's simulation-"
+            "based computation (mj_setLengthRange), which mjx_lite does not implement yet; give `lengthrange` "
+            "explicitly or set <compiler><lengthrange uselimit=\"true\"/> with a limited joint/tendon"
+        )
+    A["actuator_lengthrange"] = lr

@@ -1,0 +1,1305 @@
+"""Compile the spec tree (`parse.py`'s output) into a `Model` matching MuJoCo's mjModel field by field.
+
+Passes (see `context.py`): options and compiler settings, assets (meshes, hfields), the kinematic tree
+(bodies, joints/dofs, geoms, sites, cameras, lights, inertia), the sections owned by the per-section modules
+(tendons, equality, actuators, sensors, contact pairs/excludes), keyframes, then the constants that need
+kinematics at qpos0 (`derived.py`), then `io.build_model`.
+
+Tree order is MuJoCo's: bodies depth-first in XML order, each body's joints/geoms/sites/cameras/lights
+contiguous and in XML order. Everything here is host numpy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import math
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+from mjx_lite import io, types
+from mjx_lite.mjcf import inertia as inr
+from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf.spec import Element, MJCFError
+
+MINVAL = inr.MINVAL
+EPS = inr.EPS
+_GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
+_JOINT_TYPES = ("free", "ball", "slide", "hinge")
+_CAM_MODES = ("fixed", "track", "trackcom", "targetbody", "targetbodycom")
+_LIGHT_TYPES = ("spot", "directional", "point", "image")
+_INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast")
+_CONES = ("pyramidal", "elliptic")
+_JACOBIANS = ("dense", "sparse", "auto")
+_SOLVERS = ("PGS", "CG", "Newton")
+_DISABLE_BITS = (
+    "constraint", "equality", "frictionloss", "limit", "contact", "spring", "damper", "gravity", "clampctrl",
+    "warmstart", "filterparent", "actuation", "refsafe", "sensor", "midphase", "eulerdamp", "autoreset",
+    "nativeccd", "island", "multiccd",
+)  # fmt: skip
+_ENABLE_BITS = ("override", "energy", "fwdinv", "invdiscrete", "sleep", "diagexact", "ipc", "speculative")
+# object type -> size field (for Model.names)
+NAME_TYPES = {"body": "nbody", "joint": "njnt", "geom": "ngeom", "site": "nsite", "camera": "ncam",
+              "light": "nlight", "mesh": "nmesh", "hfield": "nhfield", "pair": "npair", "exclude": "nexclude",
+              "equality": "neq", "tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "key": "nkey"}  # fmt: skip
+# the per-section modules and the array prefixes they own
+SECTIONS = {
+    "tendon": ("tendon_", "wrap_"),
+    "equality": ("eq_",),
+    "actuation": ("actuator_",),
+    "sensor": ("sensor_",),
+    "contact": ("pair_", "exclude_"),
+}
+SECTION_SIZES = ("nu", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "npair", "nexclude")
+# sameframe codes
+SF_NONE, SF_BODY, SF_INERTIA, SF_BODYROT, SF_INERTIAROT = 0, 1, 2, 3, 4
+
+
+def _err(el: Element, msg: str, attribute: str | None = None) -> MJCFError:
+    return MJCFError(msg, el.file, el.line, el.tag, attribute)
+
+
+def _get(el: Element, name: str, default: Any = None) -> Any:
+    v = el.attrs.get(name, default)
+    return default if v is None else v
+
+
+def _vec(el: Element, name: str, n: int, default) -> np.ndarray:
+    """Attribute as a float array of length n (missing trailing values from `default`)."""
+    v = el.attrs.get(name)
+    out = np.array(default, dtype=float).reshape(-1)[:n].copy()
+    if out.size < n:
+        out = np.concatenate([out, np.zeros(n - out.size)])
+    if v is None:
+        return out
+    v = np.atleast_1d(np.asarray(v, dtype=float))
+    out[: min(n, v.size)] = v[:n]
+    return out
+
+
+def _keyword(el: Element, name: str, options: tuple, default: str) -> int:
+    v = _get(el, name, default)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    for i, o in enumerate(options):
+        if str(v).lower() == o.lower():
+            return i
+    raise _err(el, f"invalid value '{v}' (expected one of {', '.join(options)})", name)
+
+
+def _quat(el: Element, name: str = "quat") -> np.ndarray:
+    q = _vec(el, name, 4, (1, 0, 0, 0))
+    n = np.linalg.norm(q)
+    if n < MINVAL:
+        raise _err(el, "quaternion is zero", name)
+    return q / n
+
+
+def _bool_auto(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v).lower() if v is not None else "auto"
+
+
+def _children(el: Element, tags: tuple[str, ...]) -> list[Element]:
+    """Children with these tags, looking through <frame> containers (the parser folds frame poses)."""
+    out = []
+    for c in el.children:
+        if c.tag == "frame":
+            out.extend(_children(c, tags))
+        elif c.tag in tags:
+            out.append(c)
+    return out
+
+
+def _sections(root: Element, tag: str) -> list[Element]:
+    return [c for c in root.children if c.tag == tag]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# compiler settings, options, statistic
+
+
+def compiler_settings(root: Element) -> dict[str, Any]:
+    """Typed <compiler> settings (several <compiler> elements are merged, later ones win)."""
+    out: dict[str, Any] = {
+        "angle": "degree", "eulerseq": "xyz", "autolimits": True, "inertiafromgeom": "auto", "boundmass": 0.0,
+        "boundinertia": 0.0, "balanceinertia": False, "settotalmass": -1.0, "meshdir": None, "texturedir": None,
+        "assetdir": None, "fitaabb": False, "discardvisual": False, "inertiagrouprange": (0, 5),
+        "alignfree": False, "fusestatic": False, "strippath": False,
+    }  # fmt: skip
+    for c in _sections(root, "compiler"):
+        for k, v in c.attrs.items():
+            if v is None:
+                continue
+            if k in ("fusestatic",) and v:
+                raise _err(c, "fusestatic is not supported", k)
+            if k == "alignfree" and v:
+                raise _err(c, "alignfree='true' is not supported", k)
+            out[k] = v
+    out["inertiafromgeom"] = _bool_auto(out["inertiafromgeom"])
+    out["degree"] = str(out["angle"]).lower() == "degree"
+    out["inertiagrouprange"] = tuple(int(x) for x in np.asarray(out["inertiagrouprange"]).reshape(-1)[:2])
+    return out
+
+
+def option_settings(root: Element) -> dict[str, Any]:
+    """mjOption fields from <option> and <option><flag>."""
+    opt: dict[str, Any] = {
+        "timestep": 0.002, "impratio": 1.0, "tolerance": 1e-8, "ls_tolerance": 0.01, "noslip_tolerance": 1e-6,
+        "ccd_tolerance": 1e-6, "gravity": np.array([0, 0, -9.81]), "wind": np.zeros(3),
+        "magnetic": np.array([0, -0.5, 0]), "density": 0.0, "viscosity": 0.0, "o_margin": 0.0,
+        "o_solref": np.array([0.02, 1.0]), "o_solimp": np.array([0.9, 0.95, 0.001, 0.5, 2.0]),
+        "o_friction": np.array([1, 1, 0.005, 0.0001, 0.0001]), "integrator": 0, "cone": 0, "jacobian": 2,
+        "solver": 2, "iterations": 100, "ls_iterations": 50, "noslip_iterations": 0, "ccd_iterations": 35,
+        "disableflags": 0, "enableflags": 0, "disableactuator": 0,
+    }  # fmt: skip
+    sizes = {"gravity": 3, "wind": 3, "magnetic": 3, "o_solref": 2, "o_solimp": 5, "o_friction": 5}
+    for c in _sections(root, "option"):
+        for k, v in c.attrs.items():
+            if v is None or k not in opt and k != "actuatorgroupdisable":
+                continue
+            if k in sizes:
+                opt[k] = _vec(c, k, sizes[k], opt[k])
+            elif k == "integrator":
+                opt[k] = _keyword(c, k, _INTEGRATORS, "Euler")
+            elif k == "cone":
+                opt[k] = _keyword(c, k, _CONES, "pyramidal")
+            elif k == "jacobian":
+                opt[k] = _keyword(c, k, _JACOBIANS, "auto")
+            elif k == "solver":
+                opt[k] = _keyword(c, k, _SOLVERS, "Newton")
+            elif k in ("iterations", "ls_iterations", "noslip_iterations", "ccd_iterations"):
+                opt[k] = int(v)
+            elif k in opt:
+                opt[k] = float(v)
+        groups = c.attrs.get("actuatorgroupdisable")
+        if groups is not None:
+            bits = 0
+            for g in np.atleast_1d(np.asarray(groups, int)):
+                if not 0 <= g <= 30:
+                    raise _err(c, "actuator group must be between 0 and 30", "actuatorgroupdisable")
+                bits |= 1 << int(g)
+            opt["disableactuator"] = bits
+        for f in c.find("flag"):
+            for k, v in f.attrs.items():
+                if v is None:
+                    continue
+                on = str(v).lower() == "enable"
+                if k in _DISABLE_BITS:
+                    bit = 1 << _DISABLE_BITS.index(k)
+                    opt["disableflags"] = (opt["disableflags"] & ~bit) | (0 if on else bit)
+                elif k in _ENABLE_BITS:
+                    bit = 1 << _ENABLE_BITS.index(k)
+                    opt["enableflags"] = (opt["enableflags"] & ~bit) | (bit if on else 0)
+    return opt
+
+
+def statistic_overrides(root: Element) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for c in _sections(root, "statistic"):
+        for k in ("meaninertia", "meanmass", "meansize", "extent"):
+            if c.attrs.get(k) is not None:
+                out[k] = float(c.attrs[k])
+        if c.attrs.get("center") is not None:
+            out["center"] = _vec(c, "center", 3, (0, 0, 0))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# names
+
+
+def register(ctx: CompileContext, objtype: str, el: Element, index: int) -> str:
+    """Record element `el` as object `index` of `objtype`; raise on a repeated name. Returns the name."""
+    ctx.elements.setdefault(objtype, []).append(el)
+    ids = ctx.ids.setdefault(objtype, {})
+    name = _get(el, "name", "") or ""
+    if name:
+        if name in ids:
+            raise _err(el, f"repeated name '{name}' in {objtype}", "name")
+        ids[name] = index
+    return name
+
+
+# ----------------------------------------------------------------------------------------------------------
+# assets
+
+
+def _compile_assets(root: Element, ctx: CompileContext) -> None:
+    """Meshes and hfields (mesh.py / hfield.py); materials and textures only for name checks."""
+    ctx.ids.setdefault("mesh", {})
+    ctx.ids.setdefault("hfield", {})
+    ctx.ids.setdefault("material", {})
+    ctx.ids.setdefault("texture", {})
+    assets = [c for a in _sections(root, "asset") for c in a.children]
+    for el in assets:
+        if el.tag in ("material", "texture"):
+            name = _get(el, "name", "") or ""
+            if not name and el.tag == "texture" and _get(el, "file"):
+                name = os.path.splitext(os.path.basename(_get(el, "file")))[0]
+            if name:
+                ctx.ids[el.tag][name] = len(ctx.ids[el.tag])
+    meshes = [el for el in assets if el.tag == "mesh"]
+    hfields = [el for el in assets if el.tag == "hfield"]
+    ctx.sizes.update(nmesh=0, nmeshvert=0, nmeshface=0, nhfield=0, nhfielddata=0)
+    _empty(ctx, ("mesh_",), {"nmesh": 0, "nmeshvert": 0, "nmeshface": 0})
+    _empty(ctx, ("hfield_",), {"nhfield": 0, "nhfielddata": 0})
+    if meshes:
+        from mjx_lite.mjcf import mesh as mesh_mod
+
+        meshdir = ctx.compiler.get("meshdir") or ctx.compiler.get("assetdir") or ""
+        loaded = []
+        for el in meshes:
+            asset = mesh_mod.load_mesh(el, getattr(ctx, "model_dir", None) or "", meshdir,
+                                       getattr(ctx, "assets", None), bool(ctx.compiler.get("strippath")))  # fmt: skip
+            if not asset.name:
+                raise _err(el, "empty name in mesh", "name")
+            if asset.name in ctx.ids["mesh"]:
+                raise _err(el, f"repeated name '{asset.name}' in mesh", "name")
+            ctx.ids["mesh"][asset.name] = len(loaded)
+            ctx.elements.setdefault("mesh", []).append(el)
+            loaded.append(asset)
+        arrays, sizes = mesh_mod.mesh_arrays(loaded)
+        ctx.arrays.update(arrays)
+        ctx.sizes.update(sizes)
+        ctx.mesh_assets = loaded  # type: ignore[attr-defined]
+    if hfields:
+        try:
+            hf_mod = importlib.import_module("mjx_lite.mjcf.hfield")
+        except ImportError:
+            raise _err(hfields[0], "hfield assets are not supported yet (mjx_lite/mjcf/hfield.py missing)") from None
+        hf_mod.compile_hfields(root, ctx)
+
+
+def asset_path(ctx: CompileContext, file: str, kind: str = "mesh") -> str:
+    """Resolve an asset file name: meshdir/texturedir, then assetdir, relative to the main model's directory."""
+    sub = ctx.compiler.get("meshdir" if kind in ("mesh", "hfield") else "texturedir")
+    if sub is None:
+        sub = ctx.compiler.get("assetdir")
+    path = os.path.join(sub, file) if sub else file
+    base = getattr(ctx, "model_dir", None)
+    if base and not os.path.isabs(path):
+        path = os.path.join(base, path)
+    return path
+
+
+# ----------------------------------------------------------------------------------------------------------
+# kinematic tree
+
+
+@dataclasses.dataclass
+class _Body:
+    el: Element
+    parent: int
+    pos: np.ndarray
+    quat: np.ndarray
+    joints: list
+    geoms: list
+    sites: list
+    cams: list
+    lights: list
+    inertial: Element | None
+    mass: float = 0.0
+    inertia: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
+    ipos: np.ndarray | None = None
+    iquat: np.ndarray | None = None
+
+
+def _collect_bodies(root: Element, ctx: CompileContext) -> list[_Body]:
+    """Bodies in MuJoCo order (world first, then depth-first in XML order)."""
+    worlds = _sections(root, "worldbody")
+    wel = worlds[0] if worlds else Element("worldbody", {}, [], ctx.file, 0)
+    world_children = [c for w in worlds for c in w.children]
+    wel = Element(wel.tag, dict(wel.attrs), world_children, wel.file, wel.line)
+    bodies: list[_Body] = []
+
+    def visit(el: Element, parent: int) -> None:
+        bid = len(bodies)
+        is_world = bid == 0
+        joints = _children(el, ("joint", "freejoint"))
+        if is_world and joints:
+            raise _err(joints[0], "joint found in world body")
+        inertials = _children(el, ("inertial",))
+        if len(inertials) > 1:
+            raise _err(inertials[1], "repeated <inertial> in body")
+        b = _Body(
+            el=el, parent=parent,
+            pos=np.zeros(3) if is_world else _vec(el, "pos", 3, (0, 0, 0)),
+            quat=np.array([1.0, 0, 0, 0]) if is_world else _quat(el),
+            joints=joints, geoms=_children(el, ("geom",)), sites=_children(el, ("site",)),
+            cams=_children(el, ("camera",)), lights=_children(el, ("light",)),
+            inertial=None if is_world or not inertials else inertials[0],
+        )  # fmt: skip
+        bodies.append(b)
+        if not is_world:
+            register(ctx, "body", el, bid)
+        for c in _children(el, ("body",)):
+            visit(c, bid)
+
+    ctx.ids["body"] = {"world": 0}
+    ctx.elements["body"] = [wel]
+    visit(wel, -1)
+    return bodies
+
+
+def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
+    """Compiled values of one <joint>/<freejoint> (mjCJoint::Compile)."""
+    free_el = el.tag == "freejoint"
+    jtype = 0 if free_el else _keyword(el, "type", _JOINT_TYPES, "hinge")
+    if free_el and _bool_auto(_get(el, "align", "auto")) == "true":
+        raise _err(el, "free joint alignment (align='true') is not supported", "align")
+
+    def g(name, default):  # a <freejoint> takes MuJoCo's built-in joint defaults for everything else
+        return default if free_el else _get(el, name, default)
+
+    degree = ctx.compiler["degree"]
+    autolimits = bool(ctx.compiler["autolimits"])
+    rng = np.array([0.0, 0.0]) if free_el else _vec(el, "range", 2, (0, 0))
+    afr = np.array([0.0, 0.0]) if free_el else _vec(el, "actuatorfrcrange", 2, (0, 0))
+
+    def resolve_limited(flag: str, r: np.ndarray, attr: str) -> bool:
+        flag = _bool_auto(flag)
+        if flag == "auto":
+            if not autolimits and not (r[0] == 0 and r[1] == 0):
+                raise _err(el, f"joint has `{attr}range` but not `{attr}limited`; set the autolimits='true' "
+                               f"compiler option, specify `{attr}limited` explicitly, or remove the range",
+                           attr + "range")  # fmt: skip
+            return bool(r[0] < r[1])
+        return flag == "true"
+
+    if jtype == 0:
+        limited = False
+        if not free_el and _bool_auto(_get(el, "limited", "auto")) == "true":
+            raise _err(el, "limits should not be defined in free joint", "limited")
+    else:
+        limited = resolve_limited(g("limited", "auto"), rng, "")
+    if limited:
+        if rng[0] >= rng[1] and jtype != 1:
+            raise _err(el, "range[0] should be smaller than range[1] in joint", "range")
+        if rng[0] and jtype == 1:
+            raise _err(el, "range[0] should be 0 in ball joint", "range")
+        if degree and jtype in (1, 3):
+            rng = rng * (math.pi / 180.0)
+    if jtype in (0, 1):
+        actfrclimited = False
+    else:
+        actfrclimited = resolve_limited(g("actuatorfrclimited", "auto"), afr, "actuatorfrc")
+        if actfrclimited and afr[0] >= afr[1]:
+            raise _err(el, "actfrcrange[0] should be smaller than actfrcrange[1] in joint", "actuatorfrcrange")
+    if jtype in (0, 1):
+        axis = np.array([0.0, 0.0, 1.0])
+    else:
+        axis, n = inr.normalize(_vec(el, "axis", 3, (0, 0, 1)))
+        if n < EPS:
+            raise _err(el, "axis too small in joint", "axis")
+    pos = np.zeros(3) if jtype == 0 else _vec(el, "pos", 3, (0, 0, 0))
+    ref = float(g("ref", 0.0))
+    springref = float(g("springref", 0.0))
+    springyield = float(g("springyield", 0.0))
+    if degree and jtype == 3:
+        ref *= math.pi / 180.0
+        springref *= math.pi / 180.0
+    if degree and jtype in (1, 3):
+        springyield *= math.pi / 180.0
+    stiff = np.zeros(3) if free_el else _vec(el, "stiffness", 3, (0, 0, 0))
+    damp = np.zeros(3) if free_el else _vec(el, "damping", 3, (0, 0, 0))
+    sd = np.zeros(2) if free_el else _vec(el, "springdamper", 2, (0, 0))
+    if (sd[0] or sd[1]) and (sd[0] <= 0 or sd[1] <= 0):
+        raise _err(el, "when defined, springdamper values must be positive in joint", "springdamper")
+    solref = (0.02, 1.0)
+    solimp = (0.9, 0.95, 0.001, 0.5, 2.0)
+    armature = float(g("armature", 0.0))
+    frictionloss = float(g("frictionloss", 0.0))
+    if armature < 0 or frictionloss < 0:
+        raise _err(el, "armature and frictionloss must be non-negative", "armature" if armature < 0 else "frictionloss")
+    return dict(
+        type=jtype, group=int(_get(el, "group", 0)), limited=limited, actfrclimited=actfrclimited,
+        actgravcomp=bool(g("actuatorgravcomp", False)), pos=pos, axis=axis, range=rng, actfrcrange=afr,
+        ref=ref, springref=springref, springyield=springyield, stiffness=stiff[0], stiffnesspoly=stiff[1:3],
+        damping=damp[0], dampingpoly=damp[1:3], springdamper=sd,
+        solref=np.array(solref) if free_el else _vec(el, "solreflimit", 2, solref),
+        solimp=np.array(solimp) if free_el else _vec(el, "solimplimit", 5, solimp),
+        solreffriction=np.array(solref) if free_el else _vec(el, "solreffriction", 2, solref),
+        solimpfriction=np.array(solimp) if free_el else _vec(el, "solimpfriction", 5, solimp),
+        margin=float(g("margin", 0.0)), armature=armature, frictionloss=frictionloss,
+    )  # fmt: skip
+
+
+def _fromto(el: Element, gtype: int, size: np.ndarray, pos: np.ndarray, what: str):
+    """Apply `fromto` (capsule/cylinder/box/ellipsoid): returns (size, pos, quat)."""
+    ft = np.asarray(el.attrs["fromto"], float)
+    if gtype not in (3, 4, 5, 6):
+        raise _err(el, f"fromto requires capsule, cylinder, box or ellipsoid in {what}", "fromto")
+    if np.any(pos != 0):
+        raise _err(el, f"both pos and fromto defined in {what}", "fromto")
+    vec, n = inr.normalize(ft[0:3] - ft[3:6])
+    size = size.copy()
+    size[1] = n / 2
+    if size[1] < EPS:
+        raise _err(el, f"fromto points too close in {what}", "fromto")
+    if gtype in (4, 6):
+        size[2] = size[1]
+        size[1] = size[0]
+    return size, (ft[0:3] + ft[3:6]) / 2, inr.z2quat(vec)
+
+
+def _check_size(el: Element, gtype: int, size: np.ndarray, what: str) -> None:
+    if gtype == 0:
+        if size[2] <= 0:
+            raise _err(el, "plane size(3) must be positive", "size")
+        return
+    for i in range(inr.GEOM_NSIZE[gtype] if gtype < len(inr.GEOM_NSIZE) else 0):
+        if not size[i] > 0:
+            raise _err(el, f"size {i} must be positive in {what} (a {_GEOM_TYPES[gtype]} needs "
+                           f"{inr.GEOM_NSIZE[gtype]} positive size values)", "size")  # fmt: skip
+
+
+def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid: int, infer: bool):
+    """Compiled values of one <geom> (mjCGeom::Compile)."""
+    gtype = _keyword(el, "type", _GEOM_TYPES, "sphere")
+    if gtype == 8:
+        raise _err(el, "sdf geoms are not supported", "type")
+    condim = int(_get(el, "condim", 3))
+    if condim not in (1, 3, 4, 6):
+        raise _err(el, "invalid condim in geom (must be 1, 3, 4 or 6)", "condim")
+    size = _vec(el, "size", 3, (0, 0, 0))
+    pos = _vec(el, "pos", 3, (0, 0, 0))
+    quat = _quat(el)
+    mesh_id = hfield_id = -1
+    meshname = _get(el, "mesh")
+    hfname = _get(el, "hfield")
+    if gtype == 7 and not meshname:
+        raise _err(el, "mesh geom must have a mesh attribute", "mesh")
+    if gtype == 1 and not hfname:
+        raise _err(el, "hfield geom must have an hfield attribute", "hfield")
+    if meshname:
+        mesh_id = ctx.id_of("mesh", meshname, el, "mesh")
+    if hfname:
+        if gtype != 1:
+            raise _err(el, "hfield attribute requires type='hfield'", "hfield")
+        hfield_id = ctx.id_of("hfield", hfname, el, "hfield")
+    mat = _get(el, "material")
+    if mat and mat not in ctx.ids.get("material", {}):
+        raise _err(el, f"unknown material '{mat}'", "material")
+    if gtype == 0 and weldid != 0:
+        raise _err(el, "plane only allowed in static bodies", "type")
+    shell = bool(_get(el, "shellinertia", False))
+    if el.attrs.get("fromto") is not None:
+        if mesh_id >= 0:
+            raise _err(el, "fromto cannot be used with mesh geom", "fromto")
+        size, pos, quat = _fromto(el, gtype, size, pos, "geom")
+    mesh = None
+    if mesh_id >= 0:
+        from mjx_lite.mjcf import mesh as mesh_mod
+
+        mesh = ctx.mesh_assets[mesh_id]  # type: ignore[attr-defined]
+        if gtype != 7:
+            size, offset = mesh_mod.fit_geom(mesh, gtype, float(_get(el, "fitscale", 1.0)),
+                                             bool(ctx.compiler.get("fitaabb")))  # fmt: skip
+            pos, quat = mesh_mod.mesh_geom_frame(pos, quat, mesh, offset)
+            mesh_id = -1
+            mesh = None
+        else:
+            if shell:
+                raise _err(el, "for mesh geoms, inertia should be specified in the mesh asset", "shellinertia")
+            pos, quat = mesh_mod.mesh_geom_frame(pos, quat, mesh)
+    _check_size(el, gtype, size, "geom")
+    if gtype == 1:
+        hs = np.asarray(ctx.arrays["hfield_size"][hfield_id], float)
+        size = np.array([hs[0], hs[1], 0.25 * hs[2] + 0.5 * hs[3]])
+        aamm = np.array([-hs[0], -hs[1], -hs[3], hs[0], hs[1], hs[2]])
+        rbound = math.sqrt(hs[0] ** 2 + hs[1] ** 2 + max(hs[2] ** 2, hs[3] ** 2))
+    elif gtype == 7:
+        aamm = np.asarray(mesh.aamm, float)
+        size = np.maximum(np.abs(aamm[:3]), np.abs(aamm[3:]))
+        rbound = float(np.linalg.norm(size))
+    else:
+        rbound = _rbound(gtype, size)
+        aamm = _aamm(gtype, size)
+    aabb = np.concatenate([(aamm[3:] + aamm[:3]) / 2, (aamm[3:] - aamm[:3]) / 2])
+    # mass and inertia
+    mass = 0.0
+    ginertia = np.zeros(3)
+    if infer:
+        density = float(_get(el, "density", 1000.0))
+        gmass = el.attrs.get("mass")
+        volume = float(mesh.volume) if gtype == 7 else inr.geom_volume(gtype, size, shell)
+        if gmass is not None:
+            gmass = float(gmass)
+            if gmass == 0:
+                mass, density = 0.0, 0.0
+            elif volume > EPS:
+                mass = gmass
+                density = gmass / volume
+                ginertia = _geom_inertia(gtype, size, mass, shell, mesh)
+            if gmass < 0:
+                raise _err(el, "mass, inertia or density are negative in geom", "mass")
+        elif density != 0:
+            mass = density * volume
+            ginertia = _geom_inertia(gtype, size, mass, shell, mesh)
+        if mass < 0 or np.any(ginertia < 0) or density < 0:
+            raise _err(el, "mass, inertia or density are negative in geom", "density")
+    fluid = np.zeros(12)
+    if _keyword(el, "fluidshape", ("none", "ellipsoid"), "none") == 1:
+        fluid = inr.fluid_coefs(gtype, size, 1.0, _vec(el, "fluidcoef", 5, (0.5, 0.25, 1.5, 1.0, 1.0)))
+    return dict(
+        type=gtype, contype=int(_get(el, "contype", 1)), conaffinity=int(_get(el, "conaffinity", 1)),
+        condim=condim, group=int(_get(el, "group", 0)), priority=int(_get(el, "priority", 0)),
+        dataid=mesh_id if gtype == 7 else hfield_id, size=size, pos=pos, quat=quat, aabb=aabb, rbound=rbound,
+        friction=_vec(el, "friction", 3, (1, 0.005, 0.0001)), solmix=float(_get(el, "solmix", 1.0)),
+        solref=_vec(el, "solref", 2, (0.02, 1.0)), solimp=_vec(el, "solimp", 5, (0.9, 0.95, 0.001, 0.5, 2.0)),
+        margin=float(_get(el, "margin", 0.0)), gap=float(_get(el, "gap", 0.0)), fluid=fluid,
+        surfacevel=_vec(el, "surfacevel", 6, (0,) * 6), adhesion=float(_get(el, "adhesion", 0.0)),
+        mass=mass, inertia=ginertia,
+    )  # fmt: skip
+
+
+def _geom_inertia(gtype, size, mass, shell, mesh):
+    if gtype == 7:
+        return inr.box_inertia(mesh.boxsz, mass)
+    return inr.geom_inertia(gtype, size, mass, shell)
+
+
+def _rbound(gtype: int, s: np.ndarray) -> float:
+    if gtype == 2:
+        return float(s[0])
+    if gtype == 3:
+        return float(s[0] + s[1])
+    if gtype == 5:
+        return math.sqrt(s[0] ** 2 + s[1] ** 2)
+    if gtype == 4:
+        return float(max(s[0], s[1], s[2]))
+    if gtype == 6:
+        return math.sqrt(s[0] ** 2 + s[1] ** 2 + s[2] ** 2)
+    return 0.0
+
+
+def _aamm(gtype: int, s: np.ndarray) -> np.ndarray:
+    if gtype == 2:
+        h = np.full(3, s[0])
+    elif gtype == 3:
+        h = np.array([s[0], s[0], s[0] + s[1]])
+    elif gtype == 5:
+        h = np.array([s[0], s[0], s[1]])
+    elif gtype == 0:
+        big = 1e10  # mjMAXVAL
+        return np.array([-big, -big, -big, big, big, 0.0])
+    else:
+        h = np.asarray(s[:3], float)
+    return np.concatenate([-h, h])
+
+
+def _site_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
+    stype = _keyword(el, "type", _GEOM_TYPES, "sphere")
+    if stype in (0, 1, 7, 8):
+        raise _err(el, "meshes, hfields and planes not allowed in site", "type")
+    mat = _get(el, "material")
+    if mat and mat not in ctx.ids.get("material", {}):
+        raise _err(el, f"unknown material '{mat}'", "material")
+    size = _vec(el, "size", 3, (0.005, 0.005, 0.005))
+    pos = _vec(el, "pos", 3, (0, 0, 0))
+    quat = _quat(el)
+    if el.attrs.get("fromto") is not None:
+        size, pos, quat = _fromto(el, stype, size, pos, "site")
+    _check_size(el, stype, size, "site")
+    return dict(type=stype, group=int(_get(el, "group", 0)), size=size, pos=pos, quat=quat)
+
+
+def _sameframe(pos, quat, ipos=None, iquat=None) -> int:
+    def null_vec(v):
+        return bool(np.all(np.abs(v) < 1e-6))
+
+    def same_quat(a, b):
+        return bool(np.all(np.abs(a - b) < 1e-6) or np.all(np.abs(a + b) < 1e-6))
+
+    unit = np.array([1.0, 0, 0, 0])
+    if null_vec(pos) and same_quat(quat, unit):
+        return SF_BODY
+    if same_quat(quat, unit):
+        return SF_BODYROT
+    if ipos is None:
+        return SF_NONE
+    if bool(np.all(np.abs(pos - ipos) < 1e-6)) and same_quat(quat, iquat):
+        return SF_INERTIA
+    if same_quat(quat, iquat):
+        return SF_INERTIAROT
+    return SF_NONE
+
+
+def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ctx: CompileContext) -> None:
+    """Inertial frame, mass and principal inertia of body `b` (mjCBody::Compile)."""
+    cmp = ctx.compiler
+    ifg = cmp["inertiafromgeom"]
+    lo, hi = cmp["inertiagrouprange"]
+    if b.inertial is not None:
+        iel = b.inertial
+        if iel.attrs.get("pos") is None:
+            raise _err(iel, "inertial requires pos", "pos")
+        if iel.attrs.get("mass") is None:
+            raise _err(iel, "inertial requires mass", "mass")
+        b.ipos = _vec(iel, "pos", 3, (0, 0, 0))
+        b.iquat = _quat(iel)
+        b.mass = float(iel.attrs["mass"])
+        full = iel.attrs.get("fullinertia")
+        diag = iel.attrs.get("diaginertia")
+        if full is not None:
+            if "quat" in iel.explicit or any(a in iel.explicit for a in ("axisangle", "xyaxes", "zaxis", "euler")):
+                raise _err(iel, "fullinertia and inertial orientation cannot both be specified", "fullinertia")
+            if diag is not None:
+                raise _err(iel, "fullinertia and diagonal inertia cannot both be specified", "fullinertia")
+            res = inr.principal_inertia(np.asarray(full, float))
+            if res is None:
+                raise _err(iel, "inertia must have positive eigenvalues", "fullinertia")
+            b.inertia, b.iquat = res
+        elif diag is not None:
+            b.inertia = np.asarray(diag, float).copy()
+        else:
+            b.inertia = np.zeros(3)
+    if bid > 0 and (ifg == "true" or (b.ipos is None and ifg == "auto")):
+        sel = [g for g in geoms if lo <= g["group"] <= hi]
+        if len(sel) == 1:
+            g = sel[0]
+            b.ipos, b.iquat, b.mass, b.inertia = g["pos"].copy(), g["quat"].copy(), g["mass"], g["inertia"].copy()
+        elif len(sel) > 1:
+            mass = sum(g["mass"] for g in sel)
+            if mass < EPS:
+                raise _err(b.el, "body mass is too small, cannot compute center of mass")
+            mass, com, res = inr.combine_inertia(
+                [g["mass"] for g in sel], [g["pos"] for g in sel], [g["quat"] for g in sel], [g["inertia"] for g in sel]
+            )
+            if res is None:
+                raise _err(b.el, "inertia of the geoms has a negative eigenvalue")
+            b.mass, b.ipos = mass, com
+            b.inertia, b.iquat = res
+    if b.ipos is None:  # no inertial information: MuJoCo copies the body frame
+        b.ipos, b.iquat = b.pos.copy(), b.quat.copy()
+    if bid > 0:
+        b.mass = max(b.mass, float(cmp["boundmass"]))
+        b.inertia = np.maximum(b.inertia, float(cmp["boundinertia"]))
+        where = b.inertial if b.inertial is not None else b.el
+        if b.mass < 0 or np.any(b.inertia < 0):
+            raise _err(where, "mass and inertia cannot be negative", "mass" if b.mass < 0 else "diaginertia")
+        i = b.inertia
+        if i[0] + i[1] < i[2] or i[0] + i[2] < i[1] or i[1] + i[2] < i[0]:
+            if cmp["balanceinertia"]:
+                b.inertia = np.full(3, i.sum() / 3.0)
+            else:
+                raise _err(where, "inertia must satisfy A + B >= C; use 'balanceinertia' to fix", "diaginertia")
+
+
+def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
+    bodies = _collect_bodies(root, ctx)
+    nbody = len(bodies)
+    A: dict[str, Any] = {}
+    # per-object accumulators
+    jnt, geo, sit, cam, lgt = [], [], [], [], []
+    body_jntadr, body_jntnum, body_dofadr, body_dofnum = [], [], [], []
+    body_geomadr, body_geomnum = [], []
+    weldid = np.zeros(nbody, np.int32)
+    rootid = np.zeros(nbody, np.int32)
+    mocapid = np.full(nbody, -1, np.int32)
+    nmocap = 0
+    dof_bodyid, dof_jntid, dof_parentid = [], [], []
+    lastdof = np.full(nbody, -1)
+    for bid, b in enumerate(bodies):
+        par = b.parent
+        weldid[bid] = 0 if bid == 0 else (bid if b.joints else weldid[par])
+        rootid[bid] = bid if bid == 0 or par == 0 else rootid[par]
+        if bid > 0 and bool(_get(b.el, "mocap", False)):
+            if b.joints or par != 0:
+                raise _err(b.el, f"mocap body '{_get(b.el, 'name', '')}' is not a fixed child of world", "mocap")
+            mocapid[bid] = nmocap
+            nmocap += 1
+        # joints
+        jvals = [_joint_values(el, ctx) for el in b.joints]
+        nfree = sum(j["type"] == 0 for j in jvals)
+        if nfree > 1 or (nfree == 1 and len(jvals) > 1):
+            raise _err(b.el, "free joint can only appear by itself")
+        if nfree and par != 0:
+            raise _err(b.joints[0], "free joint can only be used on top level")
+        hasball = False
+        for j in jvals:
+            if j["type"] in (1, 3) and hasball:
+                raise _err(b.el, "ball followed by rotation in body")
+            hasball |= j["type"] == 1
+        ndof = sum(types.JointType(j["type"]).dof_width() for j in jvals)
+        if ndof > 6:
+            raise _err(b.el, "more than 6 dofs in body")
+        body_jntadr.append(len(jnt) if jvals else -1)
+        body_jntnum.append(len(jvals))
+        body_dofadr.append(len(dof_bodyid) if ndof else -1)
+        body_dofnum.append(ndof)
+        last = lastdof[par] if par >= 0 else -1
+        for el, j in zip(b.joints, jvals):
+            jid = len(jnt)
+            register(ctx, "joint", el, jid)
+            j["bodyid"] = bid
+            j["dofadr"] = len(dof_bodyid)
+            jnt.append(j)
+            for _ in range(types.JointType(j["type"]).dof_width()):
+                dof_parentid.append(last)
+                last = len(dof_bodyid)
+                dof_bodyid.append(bid)
+                dof_jntid.append(jid)
+        lastdof[bid] = last
+        # geoms
+        infer_ok = bid > 0 and (b.inertial is None or ctx.compiler["inertiafromgeom"] == "true")
+        lo, hi = ctx.compiler["inertiagrouprange"]
+        gvals = []
+        for el in b.geoms:
+            grp = int(_get(el, "group", 0))
+            gvals.append(_geom_values(el, ctx, b, bid, int(weldid[bid]), infer_ok and lo <= grp <= hi))
+        _body_inertia(b, bid, gvals, b.geoms, ctx)
+        body_geomadr.append(len(geo) if gvals else -1)
+        body_geomnum.append(len(gvals))
+        for el, g in zip(b.geoms, gvals):
+            register(ctx, "geom", el, len(geo))
+            g["bodyid"] = bid
+            geo.append(g)
+        for el in b.sites:
+            s = _site_values(el, ctx)
+            s["bodyid"] = bid
+            register(ctx, "site", el, len(sit))
+            sit.append(s)
+        for el in b.cams:
+            register(ctx, "camera", el, len(cam))
+            cam.append((bid, el))
+        for el in b.lights:
+            register(ctx, "light", el, len(lgt))
+            lgt.append((bid, el))
+    _check_mass_inertia(bodies)
+
+    # ---- bodies
+    A["body_parentid"] = np.array([max(b.parent, 0) for b in bodies], np.int32)
+    A["body_rootid"] = rootid
+    A["body_weldid"] = weldid
+    A["body_mocapid"] = mocapid
+    A["body_jntnum"] = np.array(body_jntnum, np.int32)
+    A["body_jntadr"] = np.array(body_jntadr, np.int32)
+    A["body_dofnum"] = np.array(body_dofnum, np.int32)
+    A["body_dofadr"] = np.array(body_dofadr, np.int32)
+    A["body_geomnum"] = np.array(body_geomnum, np.int32)
+    A["body_geomadr"] = np.array(body_geomadr, np.int32)
+    A["body_pos"] = np.array([b.pos for b in bodies]).reshape(nbody, 3)
+    A["body_quat"] = np.array([b.quat for b in bodies]).reshape(nbody, 4)
+    A["body_ipos"] = np.array([b.ipos for b in bodies]).reshape(nbody, 3)
+    A["body_iquat"] = np.array([b.iquat for b in bodies]).reshape(nbody, 4)
+    A["body_mass"] = np.array([b.mass for b in bodies], float)
+    A["body_inertia"] = np.array([b.inertia for b in bodies]).reshape(nbody, 3)
+    A["body_gravcomp"] = np.array([0.0] + [float(_get(b.el, "gravcomp", 0.0)) for b in bodies[1:]])
+    ct = np.zeros(nbody, np.int32)
+    ca = np.zeros(nbody, np.int32)
+    mg = np.zeros(nbody)
+    for g in geo:
+        ct[g["bodyid"]] |= g["contype"]
+        ca[g["bodyid"]] |= g["conaffinity"]
+        mg[g["bodyid"]] = max(mg[g["bodyid"]], g["margin"])
+    A["body_contype"], A["body_conaffinity"], A["body_margin"] = ct, ca, mg
+    sameframe = np.array([_sameframe(b.ipos, b.iquat) for b in bodies], np.uint8)
+    sameframe[0] = SF_BODY
+    A["body_sameframe"] = sameframe
+
+    # ---- joints and dofs
+    njnt, nv = len(jnt), len(dof_bodyid)
+    qposadr, nq = [], 0
+    for j in jnt:
+        qposadr.append(nq)
+        nq += types.JointType(j["type"]).qpos_width()
+    qpos0 = np.zeros(nq)
+    qpos_spring = np.zeros(nq)
+    for j, adr in zip(jnt, qposadr):
+        t = j["type"]
+        if t == 0:
+            b = bodies[j["bodyid"]]
+            qpos0[adr : adr + 3] = b.pos
+            qpos0[adr + 3 : adr + 7] = b.quat
+            qpos_spring[adr : adr + 7] = qpos0[adr : adr + 7]
+        elif t == 1:
+            qpos0[adr : adr + 4] = qpos_spring[adr : adr + 4] = (1, 0, 0, 0)
+        else:
+            qpos0[adr] = j["ref"]
+            qpos_spring[adr] = j["springref"]
+    A["qpos0"], A["qpos_spring"] = qpos0, qpos_spring
+
+    def jarr(key, shape, dtype=float):
+        return np.array([j[key] for j in jnt], dtype).reshape((njnt,) + shape)
+
+    A["jnt_type"] = jarr("type", (), np.int32)
+    A["jnt_qposadr"] = np.array(qposadr, np.int32)
+    A["jnt_dofadr"] = jarr("dofadr", (), np.int32)
+    A["jnt_bodyid"] = jarr("bodyid", (), np.int32)
+    A["jnt_group"] = jarr("group", (), np.int32)
+    A["jnt_limited"] = jarr("limited", (), bool)
+    A["jnt_actfrclimited"] = jarr("actfrclimited", (), bool)
+    A["jnt_actgravcomp"] = jarr("actgravcomp", (), bool)
+    A["jnt_pos"] = jarr("pos", (3,))
+    A["jnt_axis"] = jarr("axis", (3,))
+    A["jnt_stiffness"] = jarr("stiffness", ())
+    A["jnt_stiffnesspoly"] = jarr("stiffnesspoly", (2,))
+    A["jnt_springyield"] = jarr("springyield", ())
+    A["jnt_range"] = jarr("range", (2,))
+    A["jnt_actfrcrange"] = jarr("actfrcrange", (2,))
+    A["jnt_solref"] = jarr("solref", (2,))
+    A["jnt_solimp"] = jarr("solimp", (5,))
+    A["jnt_margin"] = jarr("margin", ())
+    A["jnt_actuatorid"] = np.full(njnt, -1, np.int32)
+    dj = np.array(dof_jntid, np.int32)
+
+    def darr(key, shape):
+        return np.array([jnt[i][key] for i in dj], float).reshape((nv,) + shape)
+
+    A["dof_bodyid"] = np.array(dof_bodyid, np.int32)
+    A["dof_jntid"] = dj
+    A["dof_parentid"] = np.array(dof_parentid, np.int32)
+    A["dof_solref"] = darr("solreffriction", (2,))
+    A["dof_solimp"] = darr("solimpfriction", (5,))
+    A["dof_frictionloss"] = darr("frictionloss", ())
+    A["dof_armature"] = darr("armature", ())
+    A["dof_damping"] = darr("damping", ())
+    A["dof_dampingpoly"] = darr("dampingpoly", (2,))
+    ctx.joint_springdamper = np.array([j["springdamper"] for j in jnt]).reshape(njnt, 2)  # type: ignore[attr-defined]
+
+    # ---- simple bodies (CopyTree)
+    simple = np.zeros(nbody, np.uint8)
+    dofnum = A["body_dofnum"]
+    for bid, b in enumerate(bodies):
+        p = max(b.parent, 0)
+        simple[bid] = sameframe[bid] == SF_BODY and (
+            rootid[bid] == bid or (A["body_parentid"][p] == 0 and dofnum[p] == 0)
+        )
+        if bid > 0 and p > 0:
+            simple[p] = 0
+        rot = False
+        for j in (jnt[k] for k in range(body_jntadr[bid], body_jntadr[bid] + body_jntnum[bid])):
+            aligned = int(np.sum(np.abs(j["axis"]) > EPS)) == 1
+            if rot or np.any(np.abs(j["pos"]) >= 1e-6) or (j["type"] in (2, 3) and not aligned):
+                simple[bid] = 0
+            rot |= j["type"] in (1, 3)
+        if simple[bid] and dofnum[bid]:
+            slides = all(jnt[k]["type"] == 2 for k in range(body_jntadr[bid], body_jntadr[bid] + body_jntnum[bid]))
+            simple[bid] = 2 if slides else 1
+    A["body_simple"] = simple
+
+    # ---- trees, mass matrix addresses
+    dpar = A["dof_parentid"]
+    dof_treeid = np.zeros(nv, np.int32)
+    ntree = 0
+    for i in range(nv):
+        if dpar[i] == -1:
+            ntree += 1
+        dof_treeid[i] = ntree - 1
+    A["dof_treeid"] = dof_treeid
+    body_treeid = np.full(nbody, -1, np.int32)
+    for i in range(nbody):
+        w = weldid[i]
+        if dofnum[w]:
+            body_treeid[i] = dof_treeid[A["body_dofadr"][w]]
+    A["body_treeid"] = body_treeid
+    tree_bodyadr = np.zeros(ntree, np.int32)
+    tree_bodynum = np.zeros(ntree, np.int32)
+    cur = -1
+    for i in range(1, nbody):
+        t = body_treeid[i]
+        if t != -1:
+            if t > cur:
+                cur += 1
+                tree_bodyadr[cur] = i
+            tree_bodynum[cur] += 1
+    tree_dofadr = np.zeros(ntree, np.int32)
+    tree_dofnum = np.zeros(ntree, np.int32)
+    cur = -1
+    for i in range(nv):
+        if dof_treeid[i] > cur:
+            cur += 1
+            tree_dofadr[cur] = i
+        tree_dofnum[cur] += 1
+    A.update(tree_bodyadr=tree_bodyadr, tree_bodynum=tree_bodynum, tree_dofadr=tree_dofadr, tree_dofnum=tree_dofnum)
+    madr = np.zeros(nv, np.int32)
+    nM = 0
+    for i in range(nv):
+        madr[i] = nM
+        j = i
+        while j >= 0:
+            nM += 1
+            j = dpar[j]
+    A["dof_Madr"] = madr
+
+    # ---- geoms
+    ngeom = len(geo)
+
+    def garr(key, shape, dtype=float):
+        return np.array([g[key] for g in geo], dtype).reshape((ngeom,) + shape)
+
+    for key, shape, dt in (("type", (), np.int32), ("contype", (), np.int32), ("conaffinity", (), np.int32),
+                           ("condim", (), np.int32), ("bodyid", (), np.int32), ("dataid", (), np.int32),
+                           ("group", (), np.int32), ("priority", (), np.int32), ("size", (3,), float),
+                           ("aabb", (6,), float), ("pos", (3,), float), ("quat", (4,), float),
+                           ("friction", (3,), float), ("solmix", (), float), ("solref", (2,), float),
+                           ("solimp", (5,), float), ("margin", (), float), ("gap", (), float),
+                           ("fluid", (12,), float), ("rbound", (), float), ("surfacevel", (6,), float),
+                           ("adhesion", (), float)):  # fmt: skip
+        A["geom_" + key] = garr(key, shape, dt)
+    A["geom_sameframe"] = np.array(
+        [_sameframe(g["pos"], g["quat"], bodies[g["bodyid"]].ipos, bodies[g["bodyid"]].iquat) for g in geo], np.uint8
+    ).reshape(ngeom)
+
+    # ---- sites
+    nsite = len(sit)
+    A["site_type"] = np.array([s["type"] for s in sit], np.int32).reshape(nsite)
+    A["site_bodyid"] = np.array([s["bodyid"] for s in sit], np.int32).reshape(nsite)
+    A["site_dataid"] = np.full(nsite, -1, np.int32)
+    A["site_group"] = np.array([s["group"] for s in sit], np.int32).reshape(nsite)
+    A["site_size"] = np.array([s["size"] for s in sit], float).reshape(nsite, 3)
+    A["site_pos"] = np.array([s["pos"] for s in sit], float).reshape(nsite, 3)
+    A["site_quat"] = np.array([s["quat"] for s in sit], float).reshape(nsite, 4)
+    A["site_sameframe"] = np.array(
+        [_sameframe(s["pos"], s["quat"], bodies[s["bodyid"]].ipos, bodies[s["bodyid"]].iquat) for s in sit], np.uint8
+    ).reshape(nsite)
+
+    # ---- cameras and lights
+    _compile_cameras(cam, ctx, A)
+    _compile_lights(lgt, ctx, A)
+
+    ctx.arrays.update(A)
+    ctx.sizes.update(nq=nq, nv=nv, nbody=nbody, njnt=njnt, ngeom=ngeom, nsite=nsite, ncam=len(cam),
+                     nlight=len(lgt), nmocap=nmocap, ntree=ntree, nM=nM)  # fmt: skip
+    return bodies
+
+
+def _check_mass_inertia(bodies: list[_Body]) -> None:
+    """Moving bodies need mass and inertia >= mjMINVAL (themselves or through a static descendant)."""
+    children: dict[int, list[int]] = {}
+    for i, b in enumerate(bodies):
+        if i > 0:
+            children.setdefault(b.parent, []).append(i)
+
+    def ok(i: int) -> bool:
+        b = bodies[i]
+        if b.mass >= MINVAL and np.all(b.inertia >= MINVAL):
+            return True
+        return any(ok(c) for c in children.get(i, []) if not bodies[c].joints)
+
+    for i, b in enumerate(bodies[1:], start=1):
+        if b.joints and not ok(i):
+            raise _err(b.el, "mass and inertia of moving bodies must be larger than mjMINVAL "
+                             f"(body '{_get(b.el, 'name', '') or i}')")  # fmt: skip
+
+
+def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
+    n = len(cams)
+    bodyid, mode, target, pos, quat, fovy = [], [], [], [], [], []
+    for bid, el in cams:
+        bodyid.append(bid)
+        m = _keyword(el, "mode", _CAM_MODES, "fixed")
+        mode.append(m)
+        tname = _get(el, "target")
+        if tname:
+            target.append(ctx.id_of("body", tname, el, "target"))
+        else:
+            if m in (3, 4):
+                raise _err(el, "camera mode requires a target body", "target")
+            target.append(-1)
+        pos.append(_vec(el, "pos", 3, (0, 0, 0)))
+        quat.append(_quat(el))
+        fv = float(_get(el, "fovy", 45.0))
+        ss = _vec(el, "sensorsize", 2, (0, 0))
+        if ss[0] > 0 and ss[1] > 0:
+            res = _vec(el, "resolution", 2, (1, 1))
+            density = res[1] / ss[1]
+            focal = _get(el, "focalpixel", (0, 0))[1] / density + _vec(el, "focal", 2, (0, 0))[1]
+            fv = math.atan2(ss[1] / 2, focal) * 360.0 / math.pi
+        if fv >= 180:
+            raise _err(el, "fovy too large in camera", "fovy")
+        fovy.append(fv)
+    A["cam_bodyid"] = np.array(bodyid, np.int32).reshape(n)
+    A["cam_mode"] = np.array(mode, np.int32).reshape(n)
+    A["cam_targetbodyid"] = np.array(target, np.int32).reshape(n)
+    A["cam_pos"] = np.array(pos, float).reshape(n, 3)
+    A["cam_quat"] = np.array(quat, float).reshape(n, 4)
+    A["cam_fovy"] = np.array(fovy, float).reshape(n)
+    for k, s in (("cam_pos0", (3,)), ("cam_poscom0", (3,)), ("cam_mat0", (9,))):
+        A[k] = np.zeros((n,) + s)
+
+
+def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
+    n = len(lights)
+    bodyid, mode, target, ltype, pos, ldir = [], [], [], [], [], []
+    for bid, el in lights:
+        bodyid.append(bid)
+        m = _keyword(el, "mode", _CAM_MODES, "fixed")
+        mode.append(m)
+        tname = _get(el, "target")
+        if tname:
+            target.append(ctx.id_of("body", tname, el, "target"))
+        else:
+            if m in (3, 4):
+                raise _err(el, "light mode requires a target body", "target")
+            target.append(-1)
+        t = _keyword(el, "type", _LIGHT_TYPES, "spot")
+        if bool(_get(el, "directional", False)):
+            t = 1
+        ltype.append(t)
+        pos.append(_vec(el, "pos", 3, (0, 0, 0)))
+        d, nrm = inr.normalize(_vec(el, "dir", 3, (0, 0, -1)))
+        if nrm < EPS:
+            raise _err(el, "zero direction in light", "dir")
+        ldir.append(d)
+        tex = _get(el, "texture")
+        if tex and tex not in ctx.ids.get("texture", {}):
+            raise _err(el, f"unknown texture '{tex}'", "texture")
+    A["light_bodyid"] = np.array(bodyid, np.int32).reshape(n)
+    A["light_mode"] = np.array(mode, np.int32).reshape(n)
+    A["light_targetbodyid"] = np.array(target, np.int32).reshape(n)
+    A["light_type"] = np.array(ltype, np.int32).reshape(n)
+    A["light_pos"] = np.array(pos, float).reshape(n, 3)
+    A["light_dir"] = np.array(ldir, float).reshape(n, 3)
+    for k in ("light_pos0", "light_poscom0", "light_dir0"):
+        A[k] = np.zeros((n, 3))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# sections owned by other modules; empty arrays for the missing ones
+
+
+def _field_shapes() -> dict[str, tuple[tuple[str, ...], str]]:
+    """Model array field -> (shape symbols, dtype word) parsed from the comments of `types.Model`."""
+    src = inspect.getsource(types.Model)
+    out = {}
+    for m in re.finditer(r"^[ \t]+(\w+): [^#\n]*#[ \t]*\(([^)]*)\)[ \t]*(\w+)?", src, re.M):
+        dims = tuple(d.strip() for d in m.group(2).split(",") if d.strip())
+        out[m.group(1)] = (dims, m.group(3) or "float")
+    return out
+
+
+_SHAPES = _field_shapes()
+
+
+def _empty(ctx: CompileContext, prefixes: tuple[str, ...], sizes: dict[str, int]) -> None:
+    """Fill missing fields with these prefixes with correctly shaped (empty or default) arrays."""
+    for name, (dims, dt) in _SHAPES.items():
+        if not name.startswith(prefixes) or name in ctx.arrays:
+            continue
+        shape = []
+        for d in dims:
+            if d.isdigit():
+                shape.append(int(d))
+            elif "*" in d:
+                a, b = d.split("*")
+                shape.append(int(b) * int(ctx.sizes.get(a, sizes.get(a, 0))))
+            else:
+                shape.append(int(ctx.sizes.get(d, sizes.get(d, 0))))
+        dtype = {"int32": np.int32, "bool": bool, "uint8": np.uint8}.get(dt, float)
+        ctx.arrays[name] = np.zeros(shape, dtype)
+
+
+def _compile_sections(root: Element, ctx: CompileContext) -> list[str]:
+    """Run compile_<section>(root, ctx) of the per-section modules that exist; returns the missing ones."""
+    missing = []
+    for section in SECTIONS:
+        try:
+            mod = importlib.import_module(f"mjx_lite.mjcf.{section}")
+        except ImportError:
+            mod = None
+        fn = getattr(mod, f"compile_{section}", None) if mod is not None else None
+        if fn is None:
+            missing.append(section)
+            # TODO(sections): remove once mjcf/{section}.py exists; refuse models that use the section
+            _refuse_section(root, section)
+        else:
+            fn(root, ctx)
+    for k in SECTION_SIZES:
+        ctx.sizes.setdefault(k, 0)
+    for prefixes in SECTIONS.values():
+        _empty(ctx, prefixes, {})
+    # ids registered by the sections (for names); fall back to the element lists
+    return missing
+
+
+_SECTION_TAGS = {"tendon": ("tendon",), "equality": ("equality",), "actuation": ("actuator",),
+                 "sensor": ("sensor",), "contact": ("contact",)}  # fmt: skip
+
+
+def _refuse_section(root: Element, section: str) -> None:
+    for tag in _SECTION_TAGS[section]:
+        for el in _sections(root, tag):
+            if el.children:
+                raise _err(el.children[0], f"<{tag}> is not supported yet (mjx_lite/mjcf/{section}.py missing)")
+
+
+def _finalize_simple(ctx: CompileContext) -> None:
+    """Demote bodies touched by tendons with armature; dof_simplenum (FinalizeSimple)."""
+    A = ctx.arrays
+    simple = A["body_simple"]
+    tarm = np.asarray(A.get("tendon_armature", np.zeros(0)), float)
+    for i in range(len(tarm)):
+        if tarm[i] == 0:
+            continue
+        adr, num = int(A["tendon_adr"][i]), int(A["tendon_num"][i])
+        for j in range(adr, adr + num):
+            t, obj = int(A["wrap_type"][j]), int(A["wrap_objid"][j])
+            if t == 3:
+                simple[A["site_bodyid"][obj]] = 0
+            elif t in (4, 5):
+                simple[A["geom_bodyid"][obj]] = 0
+    nv = ctx.sizes["nv"]
+    sn = np.zeros(nv, np.int32)
+    count = 0
+    for i in range(nv - 1, -1, -1):
+        count = count + 1 if simple[A["dof_bodyid"][i]] else 0
+        sn[i] = count
+    A["dof_simplenum"] = sn
+
+
+# ----------------------------------------------------------------------------------------------------------
+# keyframes
+
+
+def _compile_keys(root: Element, ctx: CompileContext) -> None:
+    A, S = ctx.arrays, ctx.sizes
+    nq, nv, na, nu, nmocap = S["nq"], S["nv"], S["na"], S["nu"], S["nmocap"]
+    keys = [k for s in _sections(root, "keyframe") for k in s.children if k.tag == "key"]
+    nkey_size = max([int(_get(s, "nkey", 0)) for s in _sections(root, "size")] + [0])
+    mocap_bodies = np.argsort(np.where(A["body_mocapid"] >= 0, A["body_mocapid"], 1 << 30))[:nmocap]
+    mpos0 = A["body_pos"][mocap_bodies].reshape(-1)
+    mquat0 = A["body_quat"][mocap_bodies].reshape(-1)
+    rows = {k: [] for k in ("time", "qpos", "qvel", "act", "ctrl", "mpos", "mquat")}
+    ctx.ids["key"] = {}
+    ctx.elements["key"] = []
+    for i, k in enumerate(keys):
+        register(ctx, "key", k, i)
+
+        def take(name, n, default, k=k):
+            v = k.attrs.get(name)
+            if v is None:
+                return np.array(default, float).copy()
+            v = np.atleast_1d(np.asarray(v, float))
+            if v.size != n:
+                raise _err(k, f"keyframe has invalid {name} size, got {v.size}, should be {n}", name)
+            return v.copy()
+
+        rows["time"].append(float(_get(k, "time", 0.0)))
+        rows["qpos"].append(take("qpos", nq, A["qpos0"]))
+        rows["qvel"].append(take("qvel", nv, np.zeros(nv)))
+        rows["act"].append(take("act", na, np.zeros(na)))
+        rows["ctrl"].append(take("ctrl", nu, np.zeros(nu)))
+        rows["mpos"].append(take("mpos", 3 * nmocap, mpos0))
+        rows["mquat"].append(take("mquat", 4 * nmocap, mquat0))
+    for _ in range(len(keys), nkey_size):
+        for name, v in (("time", 0.0), ("qpos", A["qpos0"]), ("qvel", np.zeros(nv)), ("act", np.zeros(na)),
+                        ("ctrl", np.zeros(nu)), ("mpos", mpos0), ("mquat", mquat0)):  # fmt: skip
+            rows[name].append(np.array(v, float).copy() if name != "time" else v)
+        ctx.elements["key"].append(None)  # type: ignore[arg-type]
+    nkey = len(rows["time"])
+    for row in rows["qpos"]:
+        for j in range(S["njnt"]):
+            t = A["jnt_type"][j]
+            if t in (0, 1):
+                a = A["jnt_qposadr"][j] + (3 if t == 0 else 0)
+                n = np.linalg.norm(row[a : a + 4])
+                row[a : a + 4] = row[a : a + 4] / n if n > MINVAL else (1, 0, 0, 0)
+    for row in rows["mquat"]:
+        for j in range(nmocap):
+            n = np.linalg.norm(row[4 * j : 4 * j + 4])
+            row[4 * j : 4 * j + 4] = row[4 * j : 4 * j + 4] / n if n > MINVAL else (1, 0, 0, 0)
+    A["key_time"] = np.array(rows["time"], float).reshape(nkey)
+    for name, n in (("qpos", nq), ("qvel", nv), ("act", na), ("ctrl", nu), ("mpos", 3 * nmocap),
+                    ("mquat", 4 * nmocap)):  # fmt: skip
+        A["key_" + name] = np.array(rows[name], float).reshape(nkey, n)
+    S["nkey"] = nkey
+
+
+# ----------------------------------------------------------------------------------------------------------
+# driver
+
+
+def _names(ctx: CompileContext) -> dict[str, tuple[str, ...]]:
+    out = {}
+    for objtype, size in NAME_TYPES.items():
+        n = int(ctx.sizes.get(size, 0))
+        names = [""] * n
+        if objtype == "body" and n:
+            names[0] = "world"
+        for name, i in ctx.ids.get(objtype, {}).items():
+            if 0 <= i < n and name:
+                names[i] = name
+        out[objtype] = tuple(names)
+    return out
+
+
+def compile_model(root: Element, *, model_dir: str | None = None, assets: dict | None = None) -> types.Model:
+    """Compile a parsed MJCF tree (root <mujoco> Element) into a `Model`.
+
+    model_dir: directory of the main model file (mesh/hfield/texture paths are relative to it)
+    assets:    optional {file name: bytes} used instead of the file system for asset files
+    """
+    from mjx_lite.mjcf import derived
+
+    ctx = CompileContext(compiler=compiler_settings(root), option=option_settings(root), file=root.file)
+    ctx.model_dir = model_dir  # type: ignore[attr-defined]
+    ctx.assets = dict(assets or {})  # type: ignore[attr-defined]
+    if ctx.compiler["discardvisual"]:
+        _discard_visual(root)
+    _compile_assets(root, ctx)
+    _compile_tree(root, ctx)
+    ctx.pending_sections = _compile_sections(root, ctx)  # type: ignore[attr-defined]
+    _finalize_simple(ctx)
+    _compile_keys(root, ctx)
+    if ctx.compiler["settotalmass"] > 0:
+        set_total_mass(ctx, float(ctx.compiler["settotalmass"]))
+    stat = derived.set_const(ctx)
+    stat.update(statistic_overrides(root))
+    _empty(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})  # anything still missing
+    sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
+    return io.build_model(ctx.arrays, sizes, ctx.option, stat, _names(ctx))
+
+
+def set_total_mass(ctx: CompileContext, total: float) -> None:
+    """Scale body masses and inertias so that the moving mass totals `total` (mj_setTotalmass)."""
+    mass = ctx.arrays["body_mass"]
+    tot = float(mass[1:].sum())
+    if tot < MINVAL:
+        raise MJCFError("settotalmass: model has no mass to scale", ctx.file)
+    scale = total / tot
+    ctx.arrays["body_mass"] = mass * scale
+    ctx.arrays["body_inertia"] = ctx.arrays["body_inertia"] * scale
+
+
+def _discard_visual(root: Element) -> None:
+    """compiler/discardvisual: drop geoms with contype = conaffinity = 0 (purely visual)."""
+
+    def prune(el: Element) -> None:
+        keep = []
+        for c in el.children:
+            if c.tag == "geom" and int(_get(c, "contype", 1)) == 0 and int(_get(c, "conaffinity", 1)) == 0:
+                continue
+            prune(c)
+            keep.append(c)
+        el.children[:] = keep
+
+    for w in _sections(root, "worldbody"):
+        prune(w)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# public entry points
+
+
+def load_mjcf(path: str, assets: dict | None = None) -> types.Model:
+    """Load and compile an MJCF file. Asset files are resolved relative to the file's directory."""
+    from mjx_lite.mjcf import parse
+
+    root = parse.parse_file(path, assets)
+    return compile_model(root, model_dir=os.path.dirname(os.path.abspath(os.fspath(path))), assets=assets)
+
+
+def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: str | None = None) -> types.Model:
+    """Compile MJCF text; `assets` maps file names (meshes, includes, ...) to bytes."""
+    from mjx_lite.mjcf import parse
+
+    root = parse.parse_string(xml, assets, model_dir)
+    return compile_model(root, model_dir=model_dir, assets=assets)

@@ -1,0 +1,415 @@
+"""Compile-time constants that need kinematics at qpos0 (MuJoCo's mj_setConst), and model statistics.
+
+`set_const(ctx)` evaluates the model at qpos0 and fills, in numpy:
+  dof_M0, body_invweight0, dof_invweight0, body_subtreemass, cam_pos0/poscom0/mat0, light_pos0/poscom0/dir0,
+  jnt_actuatorid, tendon_actuatorid, dof_length, the springdamper joints' stiffness and damping,
+  and returns the statistics (meaninertia, meanmass, meansize, extent, center).
+
+At qpos0 every joint sits at its reference (hinge/slide displacement 0, ball identity, free = body pose), so
+the kinematics are the compiled body_pos/body_quat chain; `ConstState` evaluates them (and the com-frame dof
+motions, the joint-space inertia and its inverse) in numpy float64. This is deliberate: running the JAX
+pipeline eagerly costs one XLA compilation per primitive (hundreds per model, tens of seconds on a loaded
+machine), far beyond a compile-time budget of well under a second; the test-suite checks this state against
+`pipeline.kinematics` / `com_pos` / `crb`.
+
+Section constants (tendon_length0/invweight0, actuator_length0/acc0, dampratio gains, springlength,
+lengthrange) go through the hook `actuation.finalize_sections(ctx, state)`; `state.run(stage)` applies a JAX
+pipeline stage (jitted once) to a Data holding the qpos0 kinematics, `state.minv` is M^-1 (numpy).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import jax
+import jax.numpy as jp
+import numpy as np
+import scipy.linalg
+
+from mjx_lite import io, types
+from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf.inertia import MINVAL, quat_mul, quat_to_mat
+
+# fields filled here (placeholders are written before a provisional Model is built)
+_DERIVED = {
+    "dof_M0": ("nv",), "dof_invweight0": ("nv",), "dof_length": ("nv",), "body_invweight0": ("nbody", 2),
+    "body_subtreemass": ("nbody",), "cam_pos0": ("ncam", 3), "cam_poscom0": ("ncam", 3), "cam_mat0": ("ncam", 9),
+    "light_pos0": ("nlight", 3), "light_poscom0": ("nlight", 3), "light_dir0": ("nlight", 3),
+}  # fmt: skip
+DEFAULT_STAT = {"meaninertia": 1.0, "meanmass": 1.0, "meansize": 0.2, "extent": 2.0, "center": np.zeros(3)}
+
+
+def _placeholders(ctx: CompileContext) -> None:
+    for name, dims in _DERIVED.items():
+        if name not in ctx.arrays:
+            ctx.arrays[name] = np.zeros(tuple(int(ctx.sizes.get(d, 0)) for d in dims))
+
+
+class ConstState:
+    """The model at qpos0, in numpy float64 (MuJoCo's names, rotation matrices (…, 3, 3)).
+
+    xpos, xquat, xmat, xipos, ximat (nbody, …); xanchor, xaxis (njnt, 3); geom_xpos/xmat, site_xpos/xmat;
+    subtree_com (nbody, 3); cdof (nv, 6) [angular, linear] about subtree_com[rootid]; body_dof_mask (nbody, nv);
+    mfull (nv, nv) joint-space inertia with armature; minv = mfull^-1.
+    `m` / `d`: a provisional Model (float64) and a Data holding these kinematics, built on first use;
+    `run(stage)` applies a pipeline stage f(m, d) -> d to `d` (jitted, float64) and returns the new Data.
+    """
+
+    def __init__(self, ctx: CompileContext):
+        self.ctx = ctx
+        A, S = ctx.arrays, ctx.sizes
+        nbody, njnt, nv = S["nbody"], S["njnt"], S["nv"]
+        par = A["body_parentid"]
+        xpos = np.zeros((nbody, 3))
+        xquat = np.zeros((nbody, 4))
+        xquat[0] = (1, 0, 0, 0)
+        xmat = np.zeros((nbody, 3, 3))
+        xmat[0] = np.eye(3)
+        for i in range(1, nbody):
+            p = par[i]
+            q = quat_mul(xquat[p], A["body_quat"][i])
+            q /= np.linalg.norm(q)
+            xquat[i] = q
+            xmat[i] = quat_to_mat(q)
+            xpos[i] = xpos[p] + xmat[p] @ A["body_pos"][i]
+        self.xpos, self.xquat, self.xmat = xpos, xquat, xmat
+        self.xipos, self.ximat = self._local(np.arange(nbody), A["body_ipos"], A["body_iquat"])
+        self.geom_xpos, self.geom_xmat = self._local(A["geom_bodyid"], A["geom_pos"], A["geom_quat"])
+        self.site_xpos, self.site_xmat = self._local(A["site_bodyid"], A["site_pos"], A["site_quat"])
+        jb = A["jnt_bodyid"]
+        self.xanchor = xpos[jb] + np.einsum("nij,nj->ni", xmat[jb], A["jnt_pos"]).reshape(njnt, 3)
+        self.xaxis = np.einsum("nij,nj->ni", xmat[jb], A["jnt_axis"]).reshape(njnt, 3)
+        free = A["jnt_type"] == 0
+        self.xanchor[free] = xpos[jb[free]]
+        self.xaxis[free] = A["jnt_axis"][free]
+        # subtree centres of mass
+        mass = np.asarray(A["body_mass"], float)
+        msum = mass.copy()
+        wsum = self.xipos * mass[:, None]
+        for i in range(nbody - 1, 0, -1):
+            msum[par[i]] += msum[i]
+            wsum[par[i]] += wsum[i]
+        small = msum < MINVAL
+        self.subtree_com = np.where(small[:, None], self.xipos, wsum / np.where(small, 1.0, msum)[:, None])
+        # dof motions in the com frame of each tree (mj_comPos)
+        root = A["body_rootid"]
+        cdof = np.zeros((nv, 6))
+        for j in range(njnt):
+            t, adr, b = A["jnt_type"][j], A["jnt_dofadr"][j], jb[j]
+            com = self.subtree_com[root[b]]
+            if t == 0:
+                for k in range(3):
+                    cdof[adr + k, 3 + k] = 1.0
+                axes, adr = xmat[b].T, adr + 3
+            elif t == 1:
+                axes = xmat[b].T
+            elif t == 2:
+                cdof[adr, 3:] = self.xaxis[j]
+                continue
+            else:
+                axes = self.xaxis[j][None]
+            for k, ax in enumerate(axes):
+                cdof[adr + k, :3] = ax
+                cdof[adr + k, 3:] = np.cross(ax, com - self.xanchor[j])
+        self.cdof = cdof
+        mask = np.zeros((nbody, nv), bool)
+        for i in range(1, nbody):
+            mask[i] = mask[par[i]]
+            n = A["body_dofnum"][i]
+            if n:
+                a = A["body_dofadr"][i]
+                mask[i, a : a + n] = True
+        self.body_dof_mask = mask
+        # joint-space inertia: sum over bodies of the com Jacobians' kinetic energy, plus armature
+        mfull = np.zeros((nv, nv))
+        inertia = np.asarray(A["body_inertia"], float)
+        for i in range(1, nbody):
+            if not mask[i].any() or mass[i] == 0 and not inertia[i].any():
+                continue
+            jp_, jr = self.point_jac(self.xipos[i], i)
+            iw = self.ximat[i] @ np.diag(inertia[i]) @ self.ximat[i].T
+            mfull += mass[i] * jp_.T @ jp_ + jr.T @ iw @ jr
+        mfull[np.diag_indices(nv)] += np.asarray(A["dof_armature"], float)
+        self.mfull = mfull
+        if nv:
+            minv = scipy.linalg.cho_solve(scipy.linalg.cho_factor(mfull), np.eye(nv))
+            self.minv = 0.5 * (minv + minv.T)
+        else:
+            self.minv = np.zeros((0, 0))
+        self._m = None
+        self._d = None
+
+    def _local(self, body, pos, quat):
+        body = np.asarray(body, int)
+        n = len(body)
+        p = self.xpos[body] + np.einsum("nij,nj->ni", self.xmat[body], np.asarray(pos, float).reshape(n, 3))
+        mats = np.array([quat_to_mat(q) for q in np.asarray(quat, float).reshape(n, 4)]).reshape(n, 3, 3)
+        return p.reshape(n, 3), np.einsum("nij,njk->nik", self.xmat[body], mats).reshape(n, 3, 3)
+
+    def point_jac(self, point: np.ndarray, body: int) -> tuple[np.ndarray, np.ndarray]:
+        """(jacp (3, nv), jacr (3, nv)) of a world point attached to `body` (mj_jac)."""
+        mask = self.body_dof_mask[body]
+        off = np.asarray(point) - self.subtree_com[self.ctx.arrays["body_rootid"][body]]
+        ang, lin = self.cdof[:, :3], self.cdof[:, 3:]
+        return ((lin + np.cross(ang, off)) * mask[:, None]).T, (ang * mask[:, None]).T
+
+    @property
+    def m(self) -> types.Model:
+        if self._m is None:
+            from mjx_lite.mjcf.compile import _empty, _names
+
+            ctx = self.ctx
+            _empty(ctx, tuple(f for f in _all_fields()), {})
+            sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
+            with jax.enable_x64(True):
+                self._m = io.build_model(ctx.arrays, sizes, ctx.option, DEFAULT_STAT, _names(ctx))
+        return self._m
+
+    @property
+    def d(self) -> types.Data:
+        if self._d is None:
+            m = self.m
+            with jax.enable_x64(True):
+                shapes = jax.eval_shape(io.make_data, m)
+                d = jax.tree_util.tree_map(lambda s: np.zeros(s.shape, s.dtype), shapes)
+                A = self.ctx.arrays
+                mocap = np.argsort(np.where(A["body_mocapid"] >= 0, A["body_mocapid"], 1 << 30))[: m.nmocap]
+                d = d.replace(
+                    qpos=np.asarray(A["qpos0"], float), xpos=self.xpos, xquat=self.xquat, xmat=self.xmat,
+                    xipos=self.xipos, ximat=self.ximat, xanchor=self.xanchor, xaxis=self.xaxis,
+                    geom_xpos=self.geom_xpos, geom_xmat=self.geom_xmat, site_xpos=self.site_xpos,
+                    site_xmat=self.site_xmat, subtree_com=self.subtree_com, cdof=self.cdof,
+                    mocap_pos=A["body_pos"][mocap].reshape(-1, 3), mocap_quat=A["body_quat"][mocap].reshape(-1, 4),
+                    eq_active=np.asarray(A["eq_active0"], bool),
+                )  # fmt: skip
+                self._d = jax.tree_util.tree_map(jp.asarray, d)
+        return self._d
+
+    def run(self, stage):
+        """Apply a pipeline stage f(m, d) -> d to the qpos0 Data (one jit compilation), return the new Data."""
+        m, d = self.m, self.d
+        with jax.enable_x64(True):
+            self._d = jax.jit(stage)(m, d)
+        return self._d
+
+
+def _all_fields() -> tuple[str, ...]:
+    import dataclasses
+
+    return tuple(f.name for f in dataclasses.fields(types.Model))
+
+
+def set_const(ctx: CompileContext) -> dict:
+    """Fill the qpos0-dependent constants into ctx.arrays; return the model statistics."""
+    _placeholders(ctx)
+    A, S = ctx.arrays, ctx.sizes
+    nbody, nv, njnt = S["nbody"], S["nv"], S["njnt"]
+    # subtree mass (setFixed)
+    sub = np.array(A["body_mass"], float).copy()
+    par = A["body_parentid"]
+    for i in range(nbody - 1, 0, -1):
+        sub[par[i]] += sub[i]
+    A["body_subtreemass"] = sub
+    _actuator_ids(ctx)
+
+    st = ConstState(ctx)
+    mfull = st.mfull
+    xpos, xmat, xipos, subtree_com = st.xpos, st.xmat, st.xipos, st.subtree_com
+
+    # dof_M0: diagonal of the joint-space inertia (armature included), i.e. cdof' crb cdof + armature
+    A["dof_M0"] = np.diag(mfull).copy() if nv else np.zeros(0)
+
+    # cameras and lights (as if fixed to their body)
+    for kind, n in (("cam", S["ncam"]), ("light", S["nlight"])):
+        if not n:
+            continue
+        body = A[f"{kind}_bodyid"]
+        target = A[f"{kind}_targetbodyid"]
+        p = xpos[body] + np.einsum("nij,nj->ni", xmat[body], A[f"{kind}_pos"])
+        A[f"{kind}_pos0"] = p - xpos[body]
+        A[f"{kind}_poscom0"] = p - subtree_com[np.where(target >= 0, target, body)]
+        if kind == "cam":
+            A["cam_mat0"] = np.stack([xmat[b] @ quat_to_mat(q) for b, q in zip(body, A["cam_quat"])]).reshape(n, 9)
+        else:
+            A["light_dir0"] = np.einsum("nij,nj->ni", xmat[body], A["light_dir"])
+
+    # body_invweight0
+    minv = st.minv
+    inv_b = np.zeros((nbody, 2))
+    for i in range(1, nbody):
+        if A["body_weldid"][i] == 0:
+            continue
+        if A["body_simple"][i] == 2:
+            inv_b[i] = (1.0 / max(MINVAL, A["body_mass"][i]), 0.0)
+            continue
+        if nv:
+            jp_, jr = st.point_jac(xipos[i], i)
+            j = np.concatenate([jp_, jr])
+            a = j @ minv @ j.T
+            inv_b[i] = (np.trace(a[:3, :3]) / 3, np.trace(a[3:, 3:]) / 3)
+    A["body_invweight0"] = inv_b
+
+    # dof_invweight0
+    inv_d = np.zeros(nv)
+    for jn in range(njnt):
+        t, adr, b = A["jnt_type"][jn], A["jnt_dofadr"][jn], A["jnt_bodyid"][jn]
+        if A["body_simple"][b] == 2:
+            inv_d[adr] = 1.0 / max(MINVAL, A["body_mass"][b])
+        elif t == 0:
+            blk = minv[adr : adr + 6, adr : adr + 6]
+            inv_d[adr : adr + 3] = np.trace(blk[:3, :3]) / 3
+            inv_d[adr + 3 : adr + 6] = np.trace(blk[3:, 3:]) / 3
+        elif t == 1:
+            inv_d[adr : adr + 3] = np.trace(minv[adr : adr + 3, adr : adr + 3]) / 3
+        else:
+            inv_d[adr] = minv[adr, adr]
+    A["dof_invweight0"] = inv_d
+
+    # sections: tendons and actuators
+    _section_constants(ctx, st)
+
+    stat = _statistics(ctx, st, mfull)
+    _auto_spring_damper(ctx)
+    return stat
+
+
+def _actuator_ids(ctx: CompileContext) -> None:
+    """jnt_actuatorid / tendon_actuatorid: the one actuator with damping or armature on it (-2 if several)."""
+    A, S = ctx.arrays, ctx.sizes
+    jid = np.full(S["njnt"], -1, np.int32)
+    tid = np.full(S.get("ntendon", 0), -1, np.int32)
+    nu = S.get("nu", 0)
+    for i in range(nu):
+        damp = float(np.asarray(A.get("actuator_damping", np.zeros(nu)))[i])
+        poly = np.asarray(A.get("actuator_dampingpoly", np.zeros((nu, 2))))[i]
+        arm = float(np.asarray(A.get("actuator_armature", np.zeros(nu)))[i])
+        if damp == 0 and not np.any(poly) and arm == 0:
+            continue
+        trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i][0])
+        tgt = jid if trn in (0, 1) else tid if trn == 3 else None
+        if tgt is not None:
+            tgt[obj] = i if tgt[obj] == -1 else -2
+    A["jnt_actuatorid"] = jid
+    A["tendon_actuatorid"] = tid
+
+
+def _section_constants(ctx: CompileContext, st: ConstState) -> None:
+    A, S = ctx.arrays, ctx.sizes
+    try:
+        act = importlib.import_module("mjx_lite.mjcf.actuation")
+    except ImportError:
+        act = None
+    hook = getattr(act, "finalize_sections", None) if act is not None else None
+    if hook is not None:
+        hook(ctx, st)
+        return
+    nv, ntendon, nu = S["nv"], S.get("ntendon", 0), S.get("nu", 0)
+    if ntendon:
+        from mjx_lite.pipeline import tendon
+
+        d = st.run(tendon.tendon)
+        tj = np.asarray(d.ten_J)
+        A["tendon_length0"] = np.asarray(d.ten_length, float).copy()
+        A["tendon_invweight0"] = np.einsum("ti,ij,tj->t", tj, st.minv, tj) if nv else np.zeros(ntendon)
+    if nu:
+        try:
+            from mjx_lite.pipeline import transmission
+        except ImportError:  # TODO(forces): remove once pipeline/transmission.py exists
+            return
+        d = st.run(transmission.transmission)
+        mom = np.asarray(d.actuator_moment)
+        A["actuator_length0"] = np.asarray(d.actuator_length, float).copy()
+        A["actuator_acc0"] = np.linalg.norm(mom @ st.minv, axis=1) if nv else np.zeros(nu)
+        _dampratio(ctx, mom)
+
+
+def _dampratio(ctx: CompileContext, moment: np.ndarray) -> None:
+    """Position-like actuators with biasprm[2] > 0: interpret it as a damping ratio (set0)."""
+    A = ctx.arrays
+    gain = np.asarray(A["actuator_gainprm"], float)
+    bias = np.array(A["actuator_biasprm"], float)
+    m0 = A["dof_M0"]
+    for i in range(len(gain)):
+        if gain[i, 0] != -bias[i, 1] or bias[i, 2] <= 0:
+            continue
+        trn2 = moment[i] ** 2
+        use = trn2 > MINVAL
+        mass = float(np.sum(m0[use] / trn2[use]))
+        bias[i, 2] = -bias[i, 2] * 2 * np.sqrt(gain[i, 0] * mass)
+    A["actuator_biasprm"] = bias
+
+
+def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
+    """meaninertia, meanmass, meansize, extent, center (setStat); also dof_length."""
+    A, S = ctx.arrays, ctx.sizes
+    nbody, nv, ngeom = S["nbody"], S["nv"], S["ngeom"]
+    stat = {k: (np.array(v) if k == "center" else v) for k, v in DEFAULT_STAT.items()}
+    xpos, xipos, xanchor = st.xpos, st.xipos, st.xanchor
+    gpos, spos = st.geom_xpos, st.site_xpos
+    pts = [xpos[1:], xipos[1:], xanchor, spos]
+    lo = np.full(3, 1e10)
+    hi = np.full(3, -1e10)
+    for p in pts:
+        if len(p):
+            lo = np.minimum(lo, p.min(0))
+            hi = np.maximum(hi, p.max(0))
+    rb = np.asarray(A["geom_rbound"], float)
+    gt, gs = A["geom_type"], np.asarray(A["geom_size"], float)
+    for i in range(ngeom):
+        r = 0.0
+        if rb[i] > 0:
+            r = rb[i]
+        elif gt[i] == 0:
+            r = max(gs[i, 0], gs[i, 1]) * 0.1 if (gs[i, 0] or gs[i, 1]) else 0.01
+        elif gt[i] == 1:
+            r = float(np.max(A["hfield_size"][A["geom_dataid"][i]])) * 0.1
+        lo = np.minimum(lo, gpos[i] - r)
+        hi = np.maximum(hi, gpos[i] + r)
+    stat["center"] = (lo + hi) / 2
+    if hi[0] > lo[0]:
+        stat["extent"] = max(1e-5, float(np.max(hi - lo)))
+    body = np.zeros(nbody)
+    for j in range(S["njnt"]):
+        b = A["jnt_bodyid"][j]
+        body[b] = max(body[b], float(np.linalg.norm(xipos[b] - xanchor[j])))
+        p = A["body_parentid"][b]
+        body[p] = max(body[p], float(np.linalg.norm(xipos[p] - xanchor[j])))
+    body[0] = 0
+    gb = A["geom_bodyid"]
+    for i in range(ngeom):
+        b = gb[i]
+        if b > 0 and rb[i] > 0:
+            body[b] = max(body[b], rb[i] + float(np.linalg.norm(xipos[b] - gpos[i])))
+    if nbody > 1:
+        body[1:] = np.maximum(body[1:], 1e-5)
+        stat["meansize"] = float(body[1:].sum() / (nbody - 1))
+    length = np.ones(nv)
+    for i in range(nv):
+        j = A["dof_jntid"][i]
+        t = A["jnt_type"][j]
+        if t in (1, 3) or (t == 0 and i - A["jnt_dofadr"][j] >= 3):
+            length[i] = body[A["dof_bodyid"][i]]
+    A["dof_length"] = length
+    stat["extent"] = max(stat["extent"], 2 * stat["meansize"])
+    if nbody > 1:
+        stat["meanmass"] = float(np.sum(A["body_mass"][1:]) / (nbody - 1))
+    if nv:
+        stat["meaninertia"] = float(np.trace(mfull) / nv)
+    return stat
+
+
+def _auto_spring_damper(ctx: CompileContext) -> None:
+    """Joints with springdamper = (timeconst, dampratio): stiffness and damping from dof_invweight0."""
+    A = ctx.arrays
+    sd = getattr(ctx, "joint_springdamper", None)
+    if sd is None:
+        return
+    for n in range(len(sd)):
+        tc, dr = sd[n]
+        if tc <= 0 or dr <= 0:
+            continue
+        adr = A["jnt_dofadr"][n]
+        ndim = types.JointType(int(A["jnt_type"][n])).dof_width()
+        inertia = ndim / max(MINVAL, float(np.sum(A["dof_invweight0"][adr : adr + ndim])))
+        A["jnt_stiffness"][n] = inertia / max(MINVAL, tc * tc * dr * dr)
+        A["dof_damping"][adr : adr + ndim] = 2 * inertia / max(MINVAL, tc)

@@ -1,0 +1,320 @@
+"""Host-side (numpy) geometry helpers of the compiler: quaternions, geom volume and inertia, principal axes.
+
+Everything here runs once at compile time on float64 numpy values; nothing is traced. The conventions are
+MuJoCo's: quaternions are (w, x, y, z); a diagonal inertia is given in the frame whose orientation is `quat`;
+"full" inertias are stored as (Ixx, Iyy, Izz, Ixy, Ixz, Iyz).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MINVAL = 1e-15
+EPS = 1e-6  # MuJoCo's mjEPS (compiler checks)
+_EIG_EPS = MINVAL * 1000
+
+# number of size parameters each geom type needs (plane, hfield, sphere, capsule, ellipsoid, cylinder, box, mesh)
+GEOM_NSIZE = (3, 0, 1, 2, 3, 2, 3, 0, 0)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# quaternions (numpy, (4,))
+
+
+def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton product a * b."""
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+    ])  # fmt: skip
+
+
+def quat_to_mat(q: np.ndarray) -> np.ndarray:
+    """Rotation matrix (3, 3) of a unit quaternion."""
+    w, x, y, z = q
+    return np.array([
+        [w * w + x * x - y * y - z * z, 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), w * w - x * x + y * y - z * z, 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), w * w - x * x - y * y + z * z],
+    ])  # fmt: skip
+
+
+def rot_vec(v: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Rotate vector v by quaternion q."""
+    return quat_to_mat(q) @ np.asarray(v, float)
+
+
+def normalize(v: np.ndarray) -> tuple[np.ndarray, float]:
+    """(v / |v|, |v|); v unchanged when |v| < MINVAL (as mjuu_normvec)."""
+    v = np.asarray(v, float)
+    n = float(np.sqrt(np.dot(v, v)))
+    if n < MINVAL:
+        return v.copy(), n
+    return v / n, n
+
+
+def z2quat(vec: np.ndarray) -> np.ndarray:
+    """Quaternion rotating the z axis onto the (unit) direction `vec` (mjuu_z2quat)."""
+    vec = np.asarray(vec, float)
+    axis = np.cross([0.0, 0.0, 1.0], vec)
+    axis, s = normalize(axis)
+    if s < 1e-10:
+        axis = np.array([1.0, 0.0, 0.0])
+    ang = math.atan2(s, vec[2])
+    return np.concatenate([[math.cos(ang / 2)], axis * math.sin(ang / 2)])
+
+
+def frame_accum(pos: np.ndarray, quat: np.ndarray, cpos: np.ndarray, cquat: np.ndarray):
+    """Pose of a child frame (cpos, cquat) given in the frame (pos, quat): returns the composed pose."""
+    return np.asarray(pos, float) + rot_vec(cpos, quat), quat_mul(np.asarray(quat, float), np.asarray(cquat, float))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# principal axes
+
+
+def eig3(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition of a symmetric 3x3 matrix by quaternion Jacobi rotations.
+
+    Returns (eigval (3,) in decreasing order, quat (4,)) with mat = R diag(eigval) R^T, R = quat_to_mat(quat).
+    Follows MuJoCo's procedure (rotation order, sorting by 90-degree rotations) so that the principal frame
+    matches the one MuJoCo reports, not just an equivalent one.
+    """
+    mat = np.asarray(mat, float)
+    quat = np.array([1.0, 0.0, 0.0, 0.0])
+    eigval = np.diag(mat).copy()
+    for _ in range(500):
+        r = quat_to_mat(quat)
+        d = r.T @ mat @ r
+        eigval = np.array([d[0, 0], d[1, 1], d[2, 2]])
+        a01, a02, a12 = abs(d[0, 1]), abs(d[0, 2]), abs(d[1, 2])
+        if a01 > a02 and a01 > a12:
+            rk, ck, rotk = 0, 1, 2
+        elif a02 > a12:
+            rk, ck, rotk = 0, 2, 1
+        else:
+            rk, ck, rotk = 1, 2, 0
+        if abs(d[rk, ck]) < _EIG_EPS:
+            break
+        tau = (d[ck, ck] - d[rk, rk]) / (2 * d[rk, ck])
+        t = 1.0 / (tau + math.sqrt(1 + tau * tau)) if tau >= 0 else -1.0 / (-tau + math.sqrt(1 + tau * tau))
+        c = 1.0 / math.sqrt(1 + t * t)
+        if c > 1.0 - _EIG_EPS:
+            break
+        s = math.sqrt(0.5 - 0.5 * c)
+        comp = -s if tau >= 0 else s
+        if rotk == 1:
+            comp = -comp
+        rq = np.zeros(4)
+        rq[rotk + 1] = comp
+        rq[0] = math.sqrt(1.0 - comp * comp)
+        rq /= np.linalg.norm(rq)
+        quat = quat_mul(quat, rq)
+        quat /= np.linalg.norm(quat)
+    for j in range(3):
+        j1 = j % 2
+        if eigval[j1] + _EIG_EPS < eigval[j1 + 1]:
+            eigval[j1], eigval[j1 + 1] = eigval[j1 + 1], eigval[j1]
+            rq = np.zeros(4)
+            rq[0] = 0.707106781186548
+            rq[(j1 + 2) % 3 + 1] = rq[0]
+            quat = quat_mul(quat, rq)
+            quat /= np.linalg.norm(quat)
+    return eigval, quat
+
+
+def full_to_mat(full: np.ndarray) -> np.ndarray:
+    """(Ixx, Iyy, Izz, Ixy, Ixz, Iyz) -> symmetric (3, 3)."""
+    xx, yy, zz, xy, xz, yz = np.asarray(full, float)
+    return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+
+
+def principal_inertia(full: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Principal moments and frame quaternion of a full inertia; None if an eigenvalue is negative."""
+    eigval, quat = eig3(full_to_mat(full))
+    if np.any(eigval < 0):
+        return None
+    return eigval, quat
+
+
+def global_inertia(inertia: np.ndarray, quat: np.ndarray) -> np.ndarray:
+    """Diagonal inertia in frame `quat` -> full inertia (6,) in the parent frame."""
+    r = quat_to_mat(quat)
+    m = r @ np.diag(inertia) @ r.T
+    return np.array([m[0, 0], m[1, 1], m[2, 2], m[0, 1], m[0, 2], m[1, 2]])
+
+
+def offcenter_inertia(mass: float, d: np.ndarray) -> np.ndarray:
+    """Parallel-axis term (6,) of a point mass at offset d."""
+    x, y, z = d
+    return mass * np.array([y * y + z * z, x * x + z * z, x * x + y * y, -x * y, -x * z, -y * z])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# geom volume and inertia (primitive shapes; meshes come from mesh.py)
+
+
+def geom_volume(gtype: int, size: np.ndarray, shell: bool) -> float:
+    """Volume (or surface area when `shell`) of a primitive geom (MuJoCo's size conventions)."""
+    s = size
+    if gtype == 2:  # sphere
+        r = s[0]
+        return 4 * math.pi * r * r if shell else 4 * math.pi * r**3 / 3
+    if gtype == 3:  # capsule
+        r, h = s[0], 2 * s[1]
+        return 4 * math.pi * r * r + 2 * math.pi * r * h if shell else math.pi * (r * r * h + 4 * r**3 / 3)
+    if gtype == 5:  # cylinder
+        r, h = s[0], 2 * s[1]
+        return 2 * math.pi * r * r + 2 * math.pi * r * h if shell else math.pi * r * r * h
+    if gtype == 4:  # ellipsoid
+        if shell:  # Thomsen's approximation of the surface area
+            p = 1.6075
+            t = (s[0] * s[1]) ** p + (s[1] * s[2]) ** p + (s[2] * s[0]) ** p
+            return 4 * math.pi * (t / 3) ** (1 / p)
+        return 4 * math.pi * s[0] * s[1] * s[2] / 3
+    if gtype in (1, 6):  # hfield, box
+        if shell:
+            return 8 * (s[0] * s[1] + s[1] * s[2] + s[2] * s[0])
+        return 8 * s[0] * s[1] * s[2]
+    return 0.0
+
+
+def geom_inertia(gtype: int, size: np.ndarray, mass: float, shell: bool) -> np.ndarray:
+    """Diagonal inertia (3,) about the geom centre, in the geom frame, of a primitive of the given mass."""
+    s = size
+    if gtype == 2:  # sphere
+        return np.full(3, (2 / 3 if shell else 2 / 5) * mass * s[0] * s[0])
+    if gtype == 3:  # capsule
+        r, hh = s[0], s[1]
+        h = 2 * hh
+        if not shell:
+            ms = mass * 4 * r / (4 * r + 3 * h)
+            mc = mass - ms
+            ixy = mc * (3 * r * r + h * h) / 12 + 2 * ms * r * r / 5 + ms * h * (3 * r + 2 * h) / 8
+            iz = mc * r * r / 2 + 2 * ms * r * r / 5
+            return np.array([ixy, ixy, iz])
+        a_s, a_c = 4 * math.pi * r * r, 2 * math.pi * r * h
+        ms = mass * a_s / (a_s + a_c)
+        mc = mass - ms
+        com, pos = r / 2, hh + r / 2
+        ixy = mc * (6 * r * r + h * h) / 12 + 2 * ms * r * r / 3 + ms * (pos * pos - com * com)
+        iz = mc * r * r + 2 * ms * r * r / 3
+        return np.array([ixy, ixy, iz])
+    if gtype == 5:  # cylinder
+        r, hh = s[0], s[1]
+        h = 2 * hh
+        if not shell:
+            ixy = mass * (3 * r * r + h * h) / 12
+            return np.array([ixy, ixy, mass * r * r / 2])
+        a_d, a_c = math.pi * r * r, 2 * math.pi * r * h
+        md = mass * a_d / (2 * a_d + a_c)
+        mc = mass - 2 * md
+        ixy = mc * (6 * r * r + h * h) / 12 + 2 * (md * r * r / 4 + md * hh * hh)
+        iz = mc * r * r + 2 * md * r * r / 2
+        return np.array([ixy, ixy, iz])
+    if gtype == 4:  # ellipsoid
+        a2, b2, c2 = s[0] ** 2, s[1] ** 2, s[2] ** 2
+        if not shell:
+            return mass * np.array([b2 + c2, a2 + c2, a2 + b2]) / 5
+        eps = 1e-6
+        va = 4 * math.pi * s[0] * s[1] * s[2] / 3
+        ae, be, ce = s[0] + eps, s[1] + eps, s[2] + eps
+        vb = 4 * math.pi * ae * be * ce / 3
+        rho = mass / (vb - va)
+        ia = va * rho * np.array([b2 + c2, a2 + c2, a2 + b2]) / 5
+        ib = vb * rho * np.array([be * be + ce * ce, ae * ae + ce * ce, ae * ae + be * be]) / 5
+        return ib - ia
+    if gtype in (1, 6):  # hfield, box
+        a2, b2, c2 = s[0] ** 2, s[1] ** 2, s[2] ** 2
+        if not shell:
+            return mass * np.array([b2 + c2, a2 + c2, a2 + b2]) / 3
+        lx, ly, lz = 2 * s[0], 2 * s[1], 2 * s[2]
+        a0, a1, a2_ = lx * ly, ly * lz, lz * lx
+        tot = 2 * (a0 + a1 + a2_)
+        m0, m1, m2 = mass * a0 / tot, mass * a1 / tot, mass * a2_ / tot
+        ix = m0 * ly * ly / 12 + m1 * (ly * ly + lz * lz) / 12 + m2 * lz * lz / 12
+        iy = m0 * lx * lx / 12 + m1 * lz * lz / 12 + m2 * (lx * lx + lz * lz) / 12
+        iz = m0 * (lx * lx + ly * ly) / 12 + m1 * ly * ly / 12 + m2 * lx * lx / 12
+        return 2 * np.array([m0 * c2 + m2 * b2 + ix, m0 * c2 + m1 * a2 + iy, m1 * a2 + m2 * b2 + iz])
+    return np.zeros(3)
+
+
+def box_inertia(boxsz: np.ndarray, mass: float) -> np.ndarray:
+    """Inertia of a mesh from its equivalent inertia box half-sizes (MuJoCo's mesh geom convention)."""
+    b = np.asarray(boxsz, float)
+    return mass * np.array([b[1] ** 2 + b[2] ** 2, b[0] ** 2 + b[2] ** 2, b[0] ** 2 + b[1] ** 2]) / 3
+
+
+def combine_inertia(masses, poss, quats, inertias):
+    """Total mass, centre of mass and principal frame of rigidly attached parts.
+
+    Returns (mass, com (3,), quat (4,), inertia (3,)); None for the frame when the full inertia has a
+    negative eigenvalue.
+    """
+    masses = np.asarray(masses, float)
+    mass = float(masses.sum())
+    com = (masses[:, None] * np.asarray(poss, float)).sum(0) / mass
+    full = np.zeros(6)
+    for m, p, q, i in zip(masses, poss, quats, inertias):
+        full += global_inertia(i, q) + offcenter_inertia(m, np.asarray(p, float) - com)
+    res = principal_inertia(full)
+    return mass, com, res
+
+
+# ----------------------------------------------------------------------------------------------------------
+# fluid model: added-mass coefficients of the equivalent ellipsoid
+
+_KRONROD_W = (0.01146766, 0.03154605, 0.05239501, 0.07032663, 0.08450236, 0.09517529, 0.10221647, 0.10474107,
+              0.10221647, 0.09517529, 0.08450236, 0.07032663, 0.05239501, 0.03154605, 0.01146766)  # fmt: skip
+
+
+def _kronrod_nodes():
+    """K15 nodes (8 digits, as MuJoCo tabulates them) mapped to [0, inf) by l = x^3 / (1 - x)^2, and dl/dx."""
+    xs = np.array([0.00427231, 0.02544604, 0.06756779, 0.12923441, 0.20695638, 0.29707742, 0.39610752, 0.5,
+                   0.60389248, 0.70292258, 0.79304362, 0.87076559, 0.93243221, 0.97455396, 0.99572769])  # fmt: skip
+    lam = xs**3 / (1 - xs) ** 2
+    dl = (3 * xs**2 * (1 - xs) + 2 * xs**3) / (1 - xs) ** 3
+    return lam, dl
+
+
+_KL, _KD = _kronrod_nodes()
+
+
+def _added_mass_kappa(dx: float, dy: float, dz: float) -> float:
+    """Integral of dx dy dz / sqrt((dx^2+l)^3 (dy^2+l) (dz^2+l)) over l in [0, inf), by 15-point quadrature."""
+    ix, iy, iz = 1.0 / (dx * dx), 1.0 / (dy * dy), 1.0 / (dz * dz)
+    scale = (dx**3 * dy * dz) ** 0.4
+    lam = scale * _KL
+    denom = (1 + lam * ix) * np.sqrt((1 + lam * ix) * (1 + lam * iy) * (1 + lam * iz))
+    kappa = float(np.sum(scale * _KD / denom * np.asarray(_KRONROD_W)))
+    return kappa * ix
+
+
+def fluid_coefs(gtype: int, size: np.ndarray, interaction: float, coefs: np.ndarray) -> np.ndarray:
+    """geom_fluid (12,): [interaction, 5 coefficients, virtual mass (3), virtual inertia (3)]."""
+    s = size
+    if gtype == 2:
+        dx = dy = dz = s[0]
+    elif gtype == 3:
+        dx, dy, dz = s[0], s[0], s[1] + s[0]
+    elif gtype == 5:
+        dx, dy, dz = s[0], s[0], s[1]
+    else:
+        dx, dy, dz = s[0], s[1], s[2]
+    vol = 4.0 / 3.0 * math.pi * dx * dy * dz
+    kx = _added_mass_kappa(dx, dy, dz)
+    ky = _added_mass_kappa(dy, dz, dx)
+    kz = _added_mass_kappa(dz, dx, dy)
+
+    def fac(a, b, ka, kb):
+        return (a * a - b * b) ** 2 * abs(kb - ka) / max(EPS, abs(2 * (a * a - b * b) + (a * a + b * b) * (ka - kb)))
+
+    vm = [vol * k / max(EPS, 2 - k) for k in (kx, ky, kz)]
+    vi = [vol * fac(dy, dz, ky, kz) / 5, vol * fac(dz, dx, kz, kx) / 5, vol * fac(dx, dy, kx, ky) / 5]
+    return np.array([interaction, *np.asarray(coefs, float)[:5], *vm, *vi])

@@ -1,0 +1,812 @@
+"""Mesh assets of the MJCF compiler: STL/OBJ/MSH loading, MuJoCo's mesh processing, convex hulls, mass properties.
+
+API (host numpy; nothing here is traced):
+
+    asset = load_mesh(elem, model_dir, meshdir, assets)     # one <mesh> Element -> MeshAsset
+    arrays, sizes = mesh_arrays([asset0, asset1, ...])      # mesh_* arrays and nmesh/nmeshvert/nmeshface
+    size, rbound, aabb = mesh_geom_size(asset)              # geom_size/geom_rbound/geom_aabb of a type="mesh" geom
+    pos, quat = mesh_geom_frame(geom_pos, geom_quat, asset) # geom frame of a mesh geom (mesh offset applied)
+    mass, com, inertia, quat = mesh_geom_inertia(asset, density=..., mass=..., shellinertia=False)
+    size, offset = fit_geom(asset, gtype, fitscale, fitaabb)  # primitive geom fitted to a mesh (geom mesh="..")
+
+`MeshAsset` holds the processed mesh exactly as MuJoCo keeps it: vertices in the mesh's inertial (principal)
+frame, `pos`/`quat` = that frame relative to the file frame (after refpos/refquat/scale), the volume (or surface
+area for inertia="shell"), the principal "unit-density" inertia and the convex hull (scipy.spatial.ConvexHull,
+which is qhull with MuJoCo's "Qt" option; `maxhullvert` maps to qhull's TA option as in MuJoCo).
+
+Processing follows MuJoCo 4.0 (mjCMesh):
+  - STL (binary; ASCII accepted too, which MuJoCo itself rejects) has its repeated vertices merged (exact float
+    equality, first occurrence kept, -0 == +0); OBJ, MSH and inline `vertex` keep their vertices as given.
+  - OBJ: only the first group/object with faces is used (tinyobjloader's first shape), polygons are triangulated
+    like tinyobjloader (quads across the shorter diagonal, larger polygons by its ear clipping, in float32);
+    texture coordinates, normals and materials are ignored.
+  - a negative scale determinant flips the winding of file faces; a mesh without faces gets its hull's faces.
+  - vertices are float32 (as MuJoCo reads them), processed in float64: refpos/refquat, scale, face-area centroid,
+    volume and centre of mass ("legacy": |pyramid volumes|, "exact": signed, "convex": over the hull faces,
+    "shell": surface area), inertia, principal axes by MuJoCo's Jacobi iteration (same quaternion, not just an
+    equivalent one), then the vertices are moved into that frame.
+
+Model's hull tables (see `mesh_arrays`): for mesh i, its hull vertices are the local vertex ids
+`mesh_hullvert[mesh_hullvertadr[i] : + mesh_hullvertnum[i]]` (positions: `mesh_vert[mesh_vertadr[i] + id]`, traced
+through `mesh_vert`); hull triangles (outward, counter-clockwise, local vertex ids) are
+`mesh_hullface[mesh_hullfaceadr[i] : + mesh_hullfacenum[i]]`, and the hull's undirected edges (local vertex ids,
+each once) are `mesh_hulledge[mesh_hulledgeadr[i] : + mesh_hulledgenum[i]]`. A mesh whose hull cannot be built
+(flat or degenerate) has num = 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import struct
+from typing import Any, Mapping
+
+import numpy as np
+
+from mjx_lite.mjcf.spec import Element, MJCFError
+
+MINVAL = 1e-15  # mjMINVAL
+MJEPS = 1e-14  # mjEPS
+_EIG_EPS = 1e-12  # kEigEPS of MuJoCo's eig3 (eigenvalue sorting)
+_EIG_REL = 8 * np.finfo(float).eps  # Jacobi stops at off-diagonals below this times max|A|
+INERTIA_TYPES = ("legacy", "convex", "exact", "shell")
+# geom type codes (mjtGeom)
+GEOM_PLANE, GEOM_HFIELD, GEOM_SPHERE, GEOM_CAPSULE, GEOM_ELLIPSOID, GEOM_CYLINDER, GEOM_BOX, GEOM_MESH = range(8)
+
+
+@dataclasses.dataclass
+class MeshAsset:
+    """A processed mesh.
+
+    name:     mesh name (file name without directory and extension when the element has none)
+    vert:     (nvert, 3) float64 vertices in the mesh frame (centre of mass at 0, principal axes)
+    face:     (nface, 3) int32 triangles (vertex ids)
+    scale:    (3,) the scale attribute
+    pos:      (3,) mesh frame origin (centre of mass) in the file frame (after refpos/refquat and scale)
+    quat:     (4,) mesh frame orientation relative to the file frame
+    inertia_type: 'legacy' | 'convex' | 'exact' | 'shell'
+    volume:   volume, or surface area for inertia_type 'shell' (MuJoCo's GetVolumeRef)
+    inertia:  (3,) principal inertia per unit density (decreasing), about the centre of mass
+    boxsz:    (3,) half-sizes of the box with the same volume-normalised inertia (MuJoCo's boxsz)
+    aamm:     (6,) (xmin, ymin, zmin, xmax, ymax, zmax) of the vertices in the mesh frame
+    hull_vert: (nh,) int32 vertex ids of the convex hull (empty if it could not be built)
+    hull_face: (nhf, 3) int32 outward hull triangles (vertex ids)
+    hull_edge: (nhe, 2) int32 undirected hull edges (vertex ids, smaller first)
+    """
+
+    name: str
+    vert: np.ndarray
+    face: np.ndarray
+    scale: np.ndarray
+    pos: np.ndarray
+    quat: np.ndarray
+    inertia_type: str
+    volume: float
+    inertia: np.ndarray
+    boxsz: np.ndarray
+    aamm: np.ndarray
+    hull_vert: np.ndarray
+    hull_face: np.ndarray
+    hull_edge: np.ndarray
+
+
+# ----------------------------------------------------------------------------------------------------------
+# small MuJoCo-faithful numerics (double precision, same operation order where it matters)
+
+
+def _normvec(v: list[float]) -> float:
+    """mjuu_normvec: normalise in place unless |v| < mjEPS or already within mjEPS of 1; return the norm."""
+    nrm = sum(x * x for x in v)
+    if nrm < MJEPS:
+        return 0.0
+    nrm = math.sqrt(nrm)
+    if abs(nrm - 1) > MJEPS:
+        for i in range(len(v)):
+            v[i] /= nrm
+    return nrm
+
+
+def _quat2mat(q) -> list[float]:
+    """mjuu_quat2mat: row-major 3x3."""
+    if q[0] == 1 and q[1] == 0 and q[2] == 0 and q[3] == 0:
+        return [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    q00, q01, q02, q03 = q[0] * q[0], q[0] * q[1], q[0] * q[2], q[0] * q[3]
+    q11, q12, q13 = q[1] * q[1], q[1] * q[2], q[1] * q[3]
+    q22, q23, q33 = q[2] * q[2], q[2] * q[3], q[3] * q[3]
+    return [
+        q00 + q11 - q22 - q33, 2 * (q12 - q03), 2 * (q13 + q02),
+        2 * (q12 + q03), q00 - q11 + q22 - q33, 2 * (q23 - q01),
+        2 * (q13 - q02), 2 * (q23 + q01), q00 - q11 - q22 + q33,
+    ]  # fmt: skip
+
+
+def _mulquat(a, b) -> list[float]:
+    tmp = [
+        a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3],
+        a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
+        a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1],
+        a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0],
+    ]
+    _normvec(tmp)
+    return tmp
+
+
+def _mulmat(a, b) -> list[float]:
+    return [a[3 * i] * b[j] + a[3 * i + 1] * b[3 + j] + a[3 * i + 2] * b[6 + j] for i in range(3) for j in range(3)]
+
+
+def eig3(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """MuJoCo's eigen-decomposition of a symmetric 3x3 matrix (quaternion Jacobi iteration).
+
+    Returns (eigval (3,) decreasing, quat (4,)) with mat = R diag(eigval) R^T, R = rotation of quat. The same
+    iteration and sorting rotations as MuJoCo, so that the principal frame is MuJoCo's, not just an equivalent one.
+    """
+    m = [float(x) for x in np.asarray(mat, float).reshape(9)]
+    quat = [1.0, 0.0, 0.0, 0.0]
+    eigval = [m[0], m[4], m[8]]
+    scale = max(abs(x) for x in m)
+    tol = _EIG_REL * scale
+    for _ in range(500):
+        ev = _quat2mat(quat)
+        evt = [ev[0], ev[3], ev[6], ev[1], ev[4], ev[7], ev[2], ev[5], ev[8]]
+        d = _mulmat(_mulmat(evt, m), ev)
+        eigval = [d[0], d[4], d[8]]
+        if abs(d[1]) > abs(d[2]) and abs(d[1]) > abs(d[5]):
+            rk, ck, rotk = 0, 1, 2
+        elif abs(d[2]) > abs(d[5]):
+            rk, ck, rotk = 0, 2, 1
+        else:
+            rk, ck, rotk = 1, 2, 0
+        off = d[3 * rk + ck]
+        if abs(off) <= tol:
+            break
+        tau = (d[4 * ck] - d[4 * rk]) / (2 * off)
+        if tau >= 0:
+            t = 1.0 / (tau + math.sqrt(1 + tau * tau))
+        else:
+            t = -1.0 / (-tau + math.sqrt(1 + tau * tau))
+        c = 1.0 / math.sqrt(1 + t * t)
+        # rotation by the half angle, sin(theta/2) computed stably from sin(theta) = t*c
+        tmp = [0.0, 0.0, 0.0, 0.0]
+        tmp[rotk + 1] = -(t * c) / math.sqrt(2 * (1 + c))
+        if rotk == 1:
+            tmp[rotk + 1] = -tmp[rotk + 1]
+        tmp[0] = math.sqrt(1.0 - tmp[rotk + 1] * tmp[rotk + 1])
+        _normvec(tmp)
+        quat = _mulquat(quat, tmp)
+        _normvec(quat)
+    for j in range(3):
+        j1 = j % 2
+        if eigval[j1] + _EIG_EPS * scale < eigval[j1 + 1]:
+            eigval[j1], eigval[j1 + 1] = eigval[j1 + 1], eigval[j1]
+            tmp = [0.707106781186548, 0.0, 0.0, 0.0]
+            tmp[(j1 + 2) % 3 + 1] = tmp[0]
+            quat = _mulquat(quat, tmp)
+            _normvec(quat)
+    return np.array(eigval), np.array(quat)
+
+
+def _quat_to_mat(q) -> np.ndarray:
+    return np.array(_quat2mat([float(x) for x in q])).reshape(3, 3)
+
+
+def _quat_mul(a, b) -> np.ndarray:
+    return np.array(_mulquat([float(x) for x in a], [float(x) for x in b]))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# file readers: return (vert (n, 3) float32, face (m, 3) int or None)
+
+
+def _err(elem: Element | None, msg: str, attribute: str | None = None) -> MJCFError:
+    if elem is None:
+        return MJCFError(msg)
+    return MJCFError(msg, elem.file, elem.line, elem.tag, attribute)
+
+
+def read_stl(data: bytes, righthand: bool = True, name: str = "", elem: Element | None = None):
+    """STL (binary, or ASCII) -> (vert float32 (3*nface, 3) with repeats, face (nface, 3)), windings flipped if
+    `righthand` is False. Repeated vertices are merged later by `merge_vertices`."""
+    nface = struct.unpack_from("<i", data, 80)[0] if len(data) >= 84 else -1
+    if len(data) >= 84 and 1 <= nface and nface * 50 == len(data) - 84:
+        rec = np.frombuffer(data, dtype=np.uint8, offset=84).reshape(nface, 50)
+        vert = np.ascontiguousarray(rec[:, 12:48]).view("<f4").reshape(nface * 3, 3).astype(np.float32)
+    elif data.lstrip()[:5].lower() == b"solid":
+        toks = data.decode("ascii", errors="replace").split()
+        vals = [toks[i + 1 : i + 4] for i, t in enumerate(toks) if t.lower() == "vertex"]
+        if not vals or len(vals) % 3:
+            raise _err(elem, f"could not parse ASCII STL file '{name}'")
+        vert = np.array(vals, dtype=np.float64).astype(np.float32)
+        nface = len(vals) // 3
+    else:
+        raise _err(elem, f"STL file '{name}' is neither a valid binary STL nor an ASCII STL")
+    if not np.all(np.isfinite(vert)):
+        raise _err(elem, f"vertex coordinate in STL file '{name}' is not finite")
+    if np.any(np.abs(vert) > 2.0**30):
+        raise _err(elem, f"vertex in STL file '{name}' exceeds maximum bounds")
+    face = np.arange(3 * nface, dtype=np.int64).reshape(nface, 3)
+    if not righthand:
+        face = face[:, [0, 2, 1]]
+    return vert, face
+
+
+def merge_vertices(vert: np.ndarray, face: np.ndarray | None):
+    """Merge exactly repeated (float32) vertices, keeping first occurrences in order (MuJoCo's ProcessVertices)."""
+    key = np.ascontiguousarray(vert.astype(np.float32) + np.float32(0.0))  # -0 -> +0
+    _, first, inverse = np.unique(key.view(np.dtype((np.void, 12))).reshape(-1), return_index=True,
+                                  return_inverse=True)  # fmt: skip
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    newid = rank[inverse.reshape(-1)]
+    vert = vert[np.sort(first)]
+    if face is not None:
+        face = newid[face]
+    return vert, face
+
+
+def _pnpoly(vx, vy, tx, ty) -> bool:
+    c = False
+    j = 2
+    for i in range(3):
+        if (vy[i] > ty) != (vy[j] > ty):
+            if tx < (vx[j] - vx[i]) * (ty - vy[i]) / (vy[j] - vy[i]) + vx[i]:
+                c = not c
+        j = i
+    return c
+
+
+def _triangulate(poly: list[int], v: np.ndarray) -> list[tuple[int, int, int]]:
+    """Triangulate one OBJ polygon like tinyobjloader (float32 arithmetic)."""
+    f32 = np.float32
+    n = len(poly)
+    if n < 3:
+        return []
+    if n == 3:
+        return [tuple(poly)]
+    if n == 4:
+        p0, p1, p2, p3 = (v[i] for i in poly)
+        e02, e13 = p2 - p0, p3 - p1
+        sqr02 = f32(f32(e02[0] * e02[0] + e02[1] * e02[1]) + e02[2] * e02[2])
+        sqr13 = f32(f32(e13[0] * e13[0] + e13[1] * e13[1]) + e13[2] * e13[2])
+        if sqr02 < sqr13:
+            return [(poly[0], poly[1], poly[2]), (poly[0], poly[2], poly[3])]
+        return [(poly[0], poly[1], poly[3]), (poly[1], poly[2], poly[3])]
+    # choose the two axes of the projection plane from the first corner
+    axes = [1, 2]
+    eps = np.finfo(np.float32).eps
+    for k in range(n):
+        a, b, c = v[poly[k % n]], v[poly[(k + 1) % n]], v[poly[(k + 2) % n]]
+        e0, e1 = b - a, c - b
+        cx = abs(f32(e0[1] * e1[2]) - f32(e0[2] * e1[1]))
+        cy = abs(f32(e0[2] * e1[0]) - f32(e0[0] * e1[2]))
+        cz = abs(f32(e0[0] * e1[1]) - f32(e0[1] * e1[0]))
+        if cx > eps or cy > eps or cz > eps:
+            if not (cx > cy and cx > cz):
+                axes[0] = 0
+                if cz > cx and cz > cy:
+                    axes[1] = 1
+            break
+    tris = []
+    remaining = list(poly)
+    guess = 0
+    iters = n
+    prev = n
+    while len(remaining) > 3 and iters > 0:
+        npoly = len(remaining)
+        if guess >= npoly:
+            guess -= npoly
+        if prev != npoly:
+            prev = npoly
+            iters = npoly
+        else:
+            iters -= 1
+        ind = [remaining[(guess + k) % npoly] for k in range(3)]
+        vx = [v[i][axes[0]] for i in ind]
+        vy = [v[i][axes[1]] for i in ind]
+        e0x, e0y = vx[1] - vx[0], vy[1] - vy[0]
+        e1x, e1y = vx[2] - vx[1], vy[2] - vy[1]
+        cross = f32(e0x * e1y) - f32(e0y * e1x)
+        area = (f32(vx[0] * vy[1]) - f32(vy[0] * vx[1])) * f32(0.5)
+        if f32(cross * area) < 0:
+            guess += 1
+            continue
+        overlap = False
+        for other in range(3, npoly):
+            o = remaining[(guess + other) % npoly]
+            if _pnpoly(vx, vy, v[o][axes[0]], v[o][axes[1]]):
+                overlap = True
+                break
+        if overlap:
+            guess += 1
+            continue
+        tris.append(tuple(ind))
+        del remaining[(guess + 1) % npoly]
+    if len(remaining) == 3:
+        tris.append(tuple(remaining))
+    return tris
+
+
+def read_obj(data: bytes, righthand: bool = True, name: str = "", elem: Element | None = None):
+    """OBJ -> (vert float32 (n, 3), face (m, 3) or None): the faces of the first group/object that has faces."""
+    verts: list[list[float]] = []
+    polys: list[list[int]] = []
+    done = False  # first shape closed
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        tok = line.split()
+        if not tok or tok[0].startswith("#"):
+            continue
+        key = tok[0]
+        if key == "v":
+            try:
+                xyz = [float(t) for t in tok[1:4]]
+            except ValueError as e:
+                raise _err(elem, f"could not parse vertex '{line.strip()}' in OBJ file '{name}'") from e
+            xyz += [0.0] * (3 - len(xyz))
+            verts.append(xyz)
+        elif key == "f" and not done:
+            poly = []
+            for t in tok[1:]:
+                s = t.split("/")[0]
+                try:
+                    i = int(s)
+                except ValueError as e:
+                    raise _err(elem, f"could not parse face '{line.strip()}' in OBJ file '{name}'") from e
+                poly.append(i - 1 if i > 0 else len(verts) + i)
+            polys.append(poly)
+        elif key in ("o", "g") and polys:
+            done = True
+    vert = np.array(verts, dtype=np.float64).reshape(-1, 3).astype(np.float32)
+    if not np.all(np.isfinite(vert)):
+        raise _err(elem, f"vertex coordinate in OBJ file '{name}' is not finite")
+    if not polys:
+        return vert, None
+    tris = []
+    for p in polys:
+        if any(i < 0 or i >= len(vert) for i in p):
+            raise _err(elem, f"face index out of range in OBJ file '{name}'")
+        tris += _triangulate(p, vert)
+    face = np.array(tris, dtype=np.int64).reshape(-1, 3)
+    if not righthand:
+        face = face[:, [0, 2, 1]]
+    return vert, face
+
+
+def read_msh(data: bytes, righthand: bool = True, name: str = "", elem: Element | None = None):
+    """MuJoCo's legacy binary MSH format -> (vert float32, face or None)."""
+    if len(data) < 16:
+        raise _err(elem, f"missing header in MSH file '{name}'")
+    nv, nn, nt, nf = struct.unpack_from("<4i", data, 0)
+    if nv < 4 or nf < 0 or nn < 0 or nt < 0 or (nn > 0 and nn != nv) or (nt > 0 and nt != nv):
+        raise _err(elem, f"invalid sizes in MSH file '{name}'")
+    if len(data) != 16 + 12 * nv + 12 * nn + 8 * nt + 12 * nf:
+        raise _err(elem, f"unexpected file size in MSH file '{name}'")
+    vert = np.frombuffer(data, "<f4", 3 * nv, 16).reshape(nv, 3).astype(np.float32)
+    face = None
+    if nf:
+        off = 16 + 12 * nv + 12 * nn + 8 * nt
+        face = np.frombuffer(data, "<i4", 3 * nf, off).reshape(nf, 3).astype(np.int64)
+        if not righthand:
+            face = face[:, [0, 2, 1]]
+    return vert, face
+
+
+# ----------------------------------------------------------------------------------------------------------
+# convex hull
+
+
+def convex_hull(vert: np.ndarray, maxhullvert: int = -1):
+    """Convex hull -> (hull_vert (nh,), hull_face (nhf, 3) outward, hull_edge (nhe, 2)), int32 vertex ids.
+
+    Repeated points map to their first occurrence. Returns empty arrays if qhull fails (flat/degenerate input).
+    """
+    empty = (np.zeros(0, np.int32), np.zeros((0, 3), np.int32), np.zeros((0, 2), np.int32))
+    from scipy.spatial import ConvexHull, QhullError
+
+    vert = np.asarray(vert, np.float64)
+    if len(vert) < 4:
+        return empty
+    _, first, inverse = np.unique(vert, axis=0, return_index=True, return_inverse=True)
+    upts = vert[first]
+    opts = "Qt" if maxhullvert < 0 else f"Qt TA{maxhullvert - 4}"
+    try:
+        hull = ConvexHull(upts, qhull_options=opts)
+    except (QhullError, ValueError):
+        return empty
+    del inverse
+    simp = np.asarray(hull.simplices, np.int64)
+    a, b, c = upts[simp[:, 0]], upts[simp[:, 1]], upts[simp[:, 2]]
+    flip = np.einsum("ij,ij->i", np.cross(b - a, c - a), hull.equations[:, :3]) < 0
+    simp[flip] = simp[flip][:, [0, 2, 1]]
+    face = first[simp].astype(np.int32)
+    hv = np.unique(face.reshape(-1)).astype(np.int32)
+    e = np.sort(np.concatenate([face[:, [0, 1]], face[:, [1, 2]], face[:, [2, 0]]]), axis=1)
+    edge = np.unique(e, axis=0).astype(np.int32)
+    return hv, face, edge
+
+
+def hull_tables(mesh_vert: np.ndarray, mesh_vertadr: np.ndarray, mesh_vertnum: np.ndarray) -> dict[str, np.ndarray]:
+    """Hull index tables (see the module docstring) computed from compiled mesh arrays (no maxhullvert)."""
+    hulls = []
+    for adr, num in zip(np.asarray(mesh_vertadr), np.asarray(mesh_vertnum)):
+        hulls.append(convex_hull(np.asarray(mesh_vert, np.float64)[int(adr) : int(adr) + int(num)]))
+    return _pack_hulls(hulls)
+
+
+def _pack_hulls(hulls) -> dict[str, np.ndarray]:
+    out = {}
+    for k, name, width in ((0, "vert", None), (1, "face", 3), (2, "edge", 2)):
+        parts = [h[k] for h in hulls]
+        num = np.array([len(p) for p in parts], np.int32)
+        out[f"mesh_hull{name}adr"] = (np.cumsum(num) - num).astype(np.int32)
+        out[f"mesh_hull{name}num"] = num
+        shape = (0,) if width is None else (0, width)
+        out[f"mesh_hull{name}"] = np.concatenate(parts).astype(np.int32) if parts else np.zeros(shape, np.int32)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------
+# processing
+
+
+def _triangles(v: np.ndarray, f: np.ndarray):
+    """Per-face (area, unit normal (zeros where degenerate), center) as in MuJoCo's triangle()."""
+    v1, v2, v3 = v[f[:, 0]], v[f[:, 1]], v[f[:, 2]]
+    center = (v1 + v2 + v3) / 3
+    nrm = np.cross(v2 - v1, v3 - v1)
+    ln = np.sqrt(np.einsum("ij,ij->i", nrm, nrm))
+    ok = ln >= MINVAL
+    normal = np.where(ok[:, None], nrm / np.where(ok, ln, 1.0)[:, None], 0.0)
+    area = np.where(ok, 0.5 * ln, 0.0)
+    return area, normal, center
+
+
+def process_mesh(
+    vert: np.ndarray,
+    face: np.ndarray | None,
+    *,
+    name: str = "",
+    scale=(1.0, 1.0, 1.0),
+    refpos=(0.0, 0.0, 0.0),
+    refquat=(1.0, 0.0, 0.0, 0.0),
+    inertia: str = "legacy",
+    maxhullvert: int = -1,
+    elem: Element | None = None,
+) -> MeshAsset:
+    """MuJoCo's mesh processing (mjCMesh::Process) of raw float32 vertices and triangles."""
+    if inertia not in INERTIA_TYPES:
+        raise _err(elem, f"unknown mesh inertia type '{inertia}'", "inertia")
+    if maxhullvert != -1 and maxhullvert < 4:
+        raise _err(elem, "maxhullvert must be larger than 3", "maxhullvert")
+    vert = np.asarray(vert, np.float32).astype(np.float64).reshape(-1, 3)
+    if len(vert) < 4:
+        raise _err(elem, "at least 4 vertices required")
+    if not np.all(np.isfinite(vert)):
+        raise _err(elem, "vertex coordinate is not finite")
+    if face is not None:
+        face = np.asarray(face, np.int64).reshape(-1, 3)
+        if len(face) == 0:
+            face = None
+        elif face.min() < 0 or face.max() >= len(vert):
+            raise _err(elem, "face index does not exist in the vertex array", "face")
+
+    # inconsistent orientation: a directed edge used twice (only an error for inertia="exact")
+    if face is not None and inertia == "exact":
+        area0, _, _ = _triangles(vert, face)
+        good = face[area0 > math.sqrt(MINVAL)]
+        he = np.concatenate([good[:, [0, 1]], good[:, [1, 2]], good[:, [2, 0]]])
+        u, cnt = np.unique(he, axis=0, return_counts=True)
+        if np.any(cnt > 1):
+            a, b = u[np.argmax(cnt > 1)]
+            raise _err(elem, f"faces of mesh '{name}' have inconsistent orientation. Please check the faces "
+                       f"containing the vertices {a + 1} and {b + 1}.")  # fmt: skip
+
+    # convex hull (of the untransformed vertices, as MuJoCo builds its graph before scaling)
+    hull_vert, hull_face, hull_edge = convex_hull(vert, maxhullvert)
+    if face is None:
+        if len(hull_face) == 0:
+            raise _err(elem, f"mesh '{name}' has no faces and its convex hull could not be computed")
+        face = hull_face.astype(np.int64)
+
+    # refpos, refquat, scale
+    refpos = np.asarray(refpos, float)
+    refquat = [float(x) for x in refquat]
+    scale = np.asarray(scale, float)
+    if np.any(refpos != 0):
+        vert = vert - refpos
+    if refquat != [1.0, 0.0, 0.0, 0.0]:
+        q = list(refquat)
+        _normvec(q)
+        vert = vert @ _quat_to_mat(q)  # R^T v for each row
+    if np.any(scale != 1):
+        vert = vert * scale
+
+    # centroid of faces
+    area, normal, center = _triangles(vert, face)
+    total_area = area.sum()
+    if total_area < MINVAL:
+        raise _err(elem, f"mesh surface area is too small: {name}")
+    facecen = (area[:, None] * center).sum(0) / total_area
+
+    # volume (or area) and centre of mass
+    if inertia == "shell":
+        surf = total_area
+        com = (area[:, None] * (center * 0.75 + facecen * 0.25)).sum(0) / surf
+    else:
+        if inertia == "convex":
+            if len(hull_face) == 0:
+                raise _err(elem, f"convex hull of mesh '{name}' could not be computed")
+            area, normal, center = _triangles(vert, hull_face.astype(np.int64))
+        vol = np.einsum("ij,ij->i", center - facecen, normal) * area / 3
+        if inertia == "legacy":
+            vol = np.abs(vol)
+        total = vol.sum()
+        com = (vol[:, None] * (center * 0.75 + facecen * 0.25)).sum(0)
+        if total >= MINVAL:
+            com = com / total
+        else:
+            if total < 0:
+                raise _err(elem, f"mesh volume is negative (misoriented triangles): {name}")
+            raise _err(elem, f"mesh volume is too small: {name} . Try setting inertia to shell")
+
+    # inertia about the centre of mass
+    fi = hull_face.astype(np.int64) if inertia == "convex" else face
+    vc = vert - com
+    d, e, f = vc[fi[:, 0]], vc[fi[:, 1]], vc[fi[:, 2]]
+    a2, _, cen2 = _triangles(vc, fi)
+    nrm2 = _triangles(vc, fi)[1]
+    if inertia == "shell":
+        w = a2
+        cdiv = 12.0
+    else:
+        w = np.einsum("ij,ij->i", cen2, nrm2) * a2 / 3
+        if inertia == "legacy":
+            w = np.abs(w)
+        cdiv = 20.0
+    total_volume = float(w.sum())
+    kk = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
+    p = []
+    for k0, k1 in kk:
+        s = (2 * (d[:, k0] * d[:, k1] + e[:, k0] * e[:, k1] + f[:, k0] * f[:, k1])
+             + d[:, k0] * e[:, k1] + d[:, k1] * e[:, k0] + d[:, k0] * f[:, k1] + d[:, k1] * f[:, k0]
+             + e[:, k0] * f[:, k1] + e[:, k1] * f[:, k0])  # fmt: skip
+        p.append(float((w / cdiv * s).sum()))
+    full = np.array([
+        [p[1] + p[2], -p[3], -p[4]],
+        [-p[3], p[0] + p[2], -p[5]],
+        [-p[4], -p[5], p[0] + p[1]],
+    ])  # fmt: skip
+    eigval, quat = eig3(full)
+    if eigval[2] <= 0:
+        raise _err(elem, f"eigenvalue of mesh inertia must be positive: {name}")
+    rtol, atol = 1e-6, 1e-9
+    e0, e1, e2 = eigval
+    if (e0 + e1 < e2 * (1 - rtol) - atol or e0 + e2 < e1 * (1 - rtol) - atol
+            or e1 + e2 < e0 * (1 - rtol) - atol):  # fmt: skip
+        raise _err(elem, f"eigenvalues of mesh inertia violate A + B >= C: {name}")
+    volume = total_volume
+    boxsz = 0.5 * np.sqrt(6 * np.array([e1 + e2 - e0, e0 + e2 - e1, e0 + e1 - e2]) / volume)
+
+    # move into the principal frame
+    r = _quat_to_mat(quat)
+    vert = (vert - com) @ r  # R^T (v - com)
+    aamm = np.concatenate([vert.min(0), vert.max(0)])
+    return MeshAsset(
+        name=name, vert=vert, face=face.astype(np.int32), scale=scale.copy(), pos=com, quat=quat,
+        inertia_type=inertia, volume=volume, inertia=eigval, boxsz=boxsz, aamm=aamm,
+        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------------------
+# element -> asset
+
+
+def _attr(elem, key, default=None):
+    attrs = elem.attrs if isinstance(elem, Element) else elem
+    v = attrs.get(key, default)
+    return default if v is None else v
+
+
+def _numbers(v, dtype) -> np.ndarray:
+    if isinstance(v, str):
+        v = v.split()
+    return np.asarray(v, dtype=dtype).reshape(-1)
+
+
+def read_asset_file(file: str, model_dir: str, subdir: str, assets: Mapping[str, bytes] | None,
+                    strippath: bool = False, elem: Element | None = None) -> bytes:  # fmt: skip
+    """Bytes of an asset file: from `assets` (by 'subdir/file', 'file' or the base name), else from disk
+    (subdir and file relative to model_dir unless absolute)."""
+    if strippath:
+        file = os.path.basename(file.replace("\\", "/"))
+    path = file if os.path.isabs(file) else os.path.join(subdir or "", file)
+    if assets:
+        for key in (path, os.path.normpath(path), file, os.path.basename(file)):
+            if key in assets:
+                data = assets[key]
+                return data.encode() if isinstance(data, str) else bytes(data)
+    full = path if os.path.isabs(path) else os.path.join(model_dir or "", path)
+    try:
+        with open(full, "rb") as fh:
+            return fh.read()
+    except OSError as e:
+        raise _err(elem, f"could not open file '{full}': {e.strerror}", "file") from None
+
+
+def _content_type(file: str, ct: str | None, elem) -> str:
+    if ct:
+        t = ct.split(";")[0].strip()
+        if t in ("model/stl", "model/obj", "model/vnd.mujoco.msh"):
+            return t
+        raise _err(elem, f"unsupported mesh content type '{ct}'", "content_type")
+    ext = os.path.splitext(file)[1].lower()
+    table = {".stl": "model/stl", ".obj": "model/obj", ".msh": "model/vnd.mujoco.msh"}
+    if ext not in table:
+        raise _err(elem, f"unknown or unsupported mesh file: '{file}'", "file")
+    return table[ext]
+
+
+def load_mesh(
+    elem: Element | Mapping[str, Any],
+    model_dir: str = "",
+    meshdir: str = "",
+    assets: Mapping[str, bytes] | None = None,
+    strippath: bool = False,
+) -> MeshAsset:
+    """Load and process one <mesh> element (attributes typed by the parser, defaults applied).
+
+    model_dir: directory of the model file (relative meshdir/file are resolved from it)
+    meshdir:   <compiler meshdir> (or assetdir)
+    assets:    optional {name: bytes} (like MuJoCo's VFS / from_xml_string assets)
+    """
+    e = elem if isinstance(elem, Element) else None
+    file = _attr(elem, "file", "") or ""
+    name = _attr(elem, "name", "") or ""
+    if not name and file:
+        name = os.path.splitext(os.path.basename(file.replace("\\", "/")))[0]
+    if _attr(elem, "builtin", "") not in ("", "none"):
+        raise _err(e, "builtin meshes are not supported", "builtin")
+    if _attr(elem, "plugin", None):
+        raise _err(e, "mesh plugins (SDF) are not supported", "plugin")
+    scale = _numbers(_attr(elem, "scale", (1.0, 1.0, 1.0)), float)
+    righthand = scale[0] * scale[1] * scale[2] > 0
+    uvert = _attr(elem, "vertex", None)
+    uface = _attr(elem, "face", None)
+    uvert = None if uvert is None or len(_numbers(uvert, float)) == 0 else _numbers(uvert, np.float64)
+    uface = None if uface is None or len(_numbers(uface, np.int64)) == 0 else _numbers(uface, np.int64)
+    if uvert is not None and len(uvert) % 3:
+        raise _err(e, "vertex data must be a multiple of 3", "vertex")
+    if uface is not None and len(uface) % 3:
+        raise _err(e, "face data must be a multiple of 3", "face")
+    if file:
+        ctype = _content_type(file, _attr(elem, "content_type", ""), e)
+        data = read_asset_file(file, model_dir, meshdir, assets, strippath, e)
+        reader = {"model/stl": read_stl, "model/obj": read_obj, "model/vnd.mujoco.msh": read_msh}[ctype]
+        vert, face = reader(data, righthand, file, e)
+        if ctype == "model/stl":
+            vert, face = merge_vertices(vert, face)
+        if uvert is not None:
+            raise _err(e, "repeated vertex specification", "vertex")
+        if face is not None and uface is not None:
+            raise _err(e, "repeated face specification", "face")
+        if face is None and uface is not None:
+            face = uface.reshape(-1, 3)
+    else:
+        if uvert is None:
+            raise _err(e, "no vertices")
+        vert = uvert.astype(np.float32).reshape(-1, 3)
+        face = None if uface is None else uface.reshape(-1, 3)
+    return process_mesh(
+        vert, face, name=name, scale=scale,
+        refpos=_numbers(_attr(elem, "refpos", (0.0, 0.0, 0.0)), float),
+        refquat=_numbers(_attr(elem, "refquat", (1.0, 0.0, 0.0, 0.0)), float),
+        inertia=str(_attr(elem, "inertia", "legacy")), maxhullvert=int(_attr(elem, "maxhullvert", -1)), elem=e,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Model arrays and geom helpers
+
+
+def mesh_arrays(meshes: list[MeshAsset]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """mjModel mesh arrays (mesh_vertadr/vertnum/faceadr/facenum/vert/face/pos/quat/scale + hull tables) and
+    sizes (nmesh, nmeshvert, nmeshface). mesh_vert is rounded to float32 as MuJoCo stores it."""
+    nv = np.array([len(m.vert) for m in meshes], np.int32)
+    nf = np.array([len(m.face) for m in meshes], np.int32)
+    arrays = {
+        "mesh_vertadr": (np.cumsum(nv) - nv).astype(np.int32),
+        "mesh_vertnum": nv,
+        "mesh_faceadr": (np.cumsum(nf) - nf).astype(np.int32),
+        "mesh_facenum": nf,
+        "mesh_vert": (np.concatenate([m.vert for m in meshes]) if meshes else np.zeros((0, 3)))
+        .astype(np.float32).astype(np.float64),
+        "mesh_face": np.concatenate([m.face for m in meshes]).astype(np.int32) if meshes else np.zeros((0, 3), np.int32),
+        "mesh_pos": np.array([m.pos for m in meshes], float).reshape(-1, 3),
+        "mesh_quat": np.array([m.quat for m in meshes], float).reshape(-1, 4),
+        "mesh_scale": np.array([m.scale for m in meshes], float).reshape(-1, 3),
+    }  # fmt: skip
+    arrays.update(_pack_hulls([(m.hull_vert, m.hull_face, m.hull_edge) for m in meshes]))
+    sizes = {"nmesh": len(meshes), "nmeshvert": int(nv.sum()), "nmeshface": int(nf.sum())}
+    return arrays, sizes
+
+
+def mesh_geom_size(mesh: MeshAsset) -> tuple[np.ndarray, float, np.ndarray]:
+    """(geom_size (3,), geom_rbound, geom_aabb (6,) = centre, half-size) of a type="mesh" geom, in its frame."""
+    aamm = mesh.aamm
+    size = np.maximum(np.abs(aamm[:3]), np.abs(aamm[3:]))
+    rbound = float(np.sqrt(np.sum(size * size)))
+    aabb = np.concatenate([(aamm[3:] + aamm[:3]) / 2, (aamm[3:] - aamm[:3]) / 2])
+    return size, rbound, aabb
+
+
+def mesh_geom_frame(pos, quat, mesh: MeshAsset, offset=None) -> tuple[np.ndarray, np.ndarray]:
+    """Frame of a geom that uses `mesh`: the geom's own (pos, quat) composed with the mesh frame
+    (mesh.pos + offset, mesh.quat); `offset` is the aabb-centre offset returned by `fit_geom` with fitaabb."""
+    mpos = mesh.pos if offset is None else mesh.pos + np.asarray(offset, float)
+    quat = np.asarray(quat, float)
+    gpos = np.asarray(pos, float) + _quat_to_mat(quat) @ mpos
+    return gpos, _quat_mul(quat, mesh.quat)
+
+
+def mesh_geom_inertia(mesh: MeshAsset, density: float | None = None, mass: float | None = None,
+                      shellinertia: bool = False):  # fmt: skip
+    """Mass properties of a type="mesh" geom, in the geom frame (= mesh frame).
+
+    Returns (mass, com (3,) = 0, inertia (3,) principal, quat (4,) = identity). `mass` (if given) overrides
+    `density`. The inertia is that of the mesh's equivalent inertia box (as MuJoCo computes it). MuJoCo rejects geom shellinertia for meshes (use the mesh's inertia="shell").
+    """
+    if shellinertia:
+        raise MJCFError("for mesh geoms, inertia should be specified in the mesh asset")
+    if mass is not None and mass >= 0:
+        density = mass / mesh.volume
+    if density is None:
+        density = 1000.0
+    m = density * mesh.volume
+    b2 = mesh.boxsz * mesh.boxsz  # MuJoCo goes through the equivalent inertia box
+    inertia = m * np.array([b2[1] + b2[2], b2[0] + b2[2], b2[0] + b2[1]]) / 3
+    return m, np.zeros(3), inertia, np.array([1.0, 0.0, 0.0, 0.0])
+
+
+def fit_geom(mesh: MeshAsset, gtype: int, fitscale: float = 1.0, fitaabb: bool = False):
+    """Size of a primitive geom fitted to a mesh (geom with mesh="..." and a primitive type).
+
+    Returns (size (3,), offset (3,)): pass offset to `mesh_geom_frame` (non-zero only with fitaabb)."""
+    size = np.zeros(3)
+    offset = np.zeros(3)
+    if not fitaabb:
+        b = mesh.boxsz
+        if gtype == GEOM_SPHERE:
+            size[0] = (b[0] + b[1] + b[2]) / 3
+        elif gtype == GEOM_CAPSULE:
+            size[0] = (b[0] + b[1]) / 2
+            size[1] = max(0.0, b[2] - size[0] / 2)
+        elif gtype == GEOM_CYLINDER:
+            size[0] = (b[0] + b[1]) / 2
+            size[1] = b[2]
+        elif gtype in (GEOM_ELLIPSOID, GEOM_BOX):
+            size[:] = b
+        else:
+            raise MJCFError(f"invalid geom type in fitting mesh {mesh.name}")
+    else:
+        aamm = mesh.aamm
+        cen = (aamm[:3] + aamm[3:]) / 2
+        offset = cen.copy()
+        v = mesh.vert
+        if gtype == GEOM_SPHERE:
+            size[0] = np.sqrt(((v - cen) ** 2).sum(1)).max()
+        elif gtype in (GEOM_CAPSULE, GEOM_CYLINDER):
+            dxy = np.sqrt((v[:, 0] - cen[0]) ** 2 + (v[:, 1] - cen[1]) ** 2)
+            dz = np.abs(v[:, 2] - cen[2])
+            size[0] = dxy.max()
+            size[1] = dz.max()
+            if gtype == GEOM_CAPSULE:
+                with np.errstate(invalid="ignore"):
+                    h = size[0] * np.sin(np.arccos(dxy / size[0]))
+                size[1] = max(0.0, float(np.max(dz - h)))
+        elif gtype in (GEOM_ELLIPSOID, GEOM_BOX):
+            size[:] = aamm[3:] - cen
+        else:
+            raise MJCFError(f"invalid fittype in mesh {mesh.name}")
+    return size * fitscale, offset

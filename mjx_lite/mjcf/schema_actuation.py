@@ -1,0 +1,39 @@
+"""Schema refinements for the sections compiled by tendon.py, equality.py, actuation.py, sensor.py and contact.py.
+
+`schema.py` (the parser's) already lists the tendon, equality, actuator, sensor and contact elements; this
+`SCHEMA` (same format: tag or "parent/tag" -> {attribute: Attr}) is merged over it and adds what it lacks.
+Keyword-like attributes (sensor `data`, `reduce`, `objtype`, actuator `interp`, ...) stay strings there and
+are validated by the section modules, which raise `MJCFError` naming the element, attribute and line.
+(No import of schema.py here: schema.py imports this module at its end.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mjx_lite.mjcf.spec import Attr
+
+_S = Attr("string", 1, None)
+_SENS_COMMON = {
+    "name": _S,
+    "noise": Attr("real", 1, 0.0),
+    "cutoff": Attr("real", 1, 0.0),
+    "user": Attr("real", -1, None),
+    "delay": Attr("real", 1, 0.0),
+    "interp": _S,
+    "interval": Attr("real", (1, 2), np.zeros(2)),
+    "nsample": Attr("int", 1, 0),
+}
+
+SCHEMA: dict[str, dict[str, Attr]] = {
+    # sensors missing from schema.py
+    "camprojection": {**_SENS_COMMON, "site": _S, "camera": _S},
+    "sensor/user": {
+        **_SENS_COMMON,
+        "objtype": _S,
+        "objname": _S,
+        "datatype": Attr("keyword", 1, "real", ("real", "positive", "axis", "quaternion")),
+        "needstage": Attr("keyword", 1, "acc", ("pos", "vel", "acc")),
+        "dim": Attr("int", 1, None),
+    },
+}

@@ -1,0 +1,254 @@
+"""Compiler pass for <sensor>: every non-rendering MuJoCo 4.0 sensor (mjModel sensor_*, nsensordata).
+
+Not supported (MJCFError naming the element): tactile, plugin, camera rangefinders (rendering-like), and
+sensor history buffers (nsample > 0 / delay > 0).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf.spec import Element
+from mjx_lite.mjcf.tendon import attr, children, error, register, vec
+from mjx_lite.types import DataType, JointType, ObjType, SensorType, Stage
+
+R, P, A, Q = DataType.REAL, DataType.POSITIVE, DataType.AXIS, DataType.QUATERNION
+POS, VEL, ACC = Stage.POS, Stage.VEL, Stage.ACC
+
+# tag -> (type, datatype, needstage, dim, object attribute kind)
+_TABLE = {
+    "touch": (SensorType.TOUCH, P, ACC, 1, "site"),
+    "accelerometer": (SensorType.ACCELEROMETER, R, ACC, 3, "site"),
+    "velocimeter": (SensorType.VELOCIMETER, R, VEL, 3, "site"),
+    "gyro": (SensorType.GYRO, R, VEL, 3, "site"),
+    "force": (SensorType.FORCE, R, ACC, 3, "site"),
+    "torque": (SensorType.TORQUE, R, ACC, 3, "site"),
+    "magnetometer": (SensorType.MAGNETOMETER, R, POS, 3, "site"),
+    "rangefinder": (SensorType.RANGEFINDER, R, POS, None, "site"),
+    "camprojection": (SensorType.CAMPROJECTION, R, POS, 2, "site"),
+    "jointpos": (SensorType.JOINTPOS, R, POS, 1, "joint"),
+    "jointvel": (SensorType.JOINTVEL, R, VEL, 1, "joint"),
+    "tendonpos": (SensorType.TENDONPOS, R, POS, 1, "tendon"),
+    "tendonvel": (SensorType.TENDONVEL, R, VEL, 1, "tendon"),
+    "actuatorpos": (SensorType.ACTUATORPOS, R, POS, 1, "actuator"),
+    "actuatorvel": (SensorType.ACTUATORVEL, R, VEL, 1, "actuator"),
+    "actuatorfrc": (SensorType.ACTUATORFRC, R, ACC, 1, "actuator"),
+    "jointactuatorfrc": (SensorType.JOINTACTFRC, R, ACC, 1, "joint"),
+    "tendonactuatorfrc": (SensorType.TENDONACTFRC, R, ACC, 1, "tendon"),
+    "ballquat": (SensorType.BALLQUAT, Q, POS, 4, "joint"),
+    "ballangvel": (SensorType.BALLANGVEL, R, VEL, 3, "joint"),
+    "jointlimitpos": (SensorType.JOINTLIMITPOS, R, POS, 1, "joint"),
+    "jointlimitvel": (SensorType.JOINTLIMITVEL, R, VEL, 1, "joint"),
+    "jointlimitfrc": (SensorType.JOINTLIMITFRC, R, ACC, 1, "joint"),
+    "tendonlimitpos": (SensorType.TENDONLIMITPOS, R, POS, 1, "tendon"),
+    "tendonlimitvel": (SensorType.TENDONLIMITVEL, R, VEL, 1, "tendon"),
+    "tendonlimitfrc": (SensorType.TENDONLIMITFRC, R, ACC, 1, "tendon"),
+    "framepos": (SensorType.FRAMEPOS, R, POS, 3, "frame"),
+    "framequat": (SensorType.FRAMEQUAT, Q, POS, 4, "frame"),
+    "framexaxis": (SensorType.FRAMEXAXIS, A, POS, 3, "frame"),
+    "frameyaxis": (SensorType.FRAMEYAXIS, A, POS, 3, "frame"),
+    "framezaxis": (SensorType.FRAMEZAXIS, A, POS, 3, "frame"),
+    "framelinvel": (SensorType.FRAMELINVEL, R, VEL, 3, "frame"),
+    "frameangvel": (SensorType.FRAMEANGVEL, R, VEL, 3, "frame"),
+    "framelinacc": (SensorType.FRAMELINACC, R, ACC, 3, "frame_noref"),
+    "frameangacc": (SensorType.FRAMEANGACC, R, ACC, 3, "frame_noref"),
+    "subtreecom": (SensorType.SUBTREECOM, R, POS, 3, "body"),
+    "subtreelinvel": (SensorType.SUBTREELINVEL, R, VEL, 3, "body"),
+    "subtreeangmom": (SensorType.SUBTREEANGMOM, R, VEL, 3, "body"),
+    "insidesite": (SensorType.INSIDESITE, P, POS, 1, "inside"),
+    "distance": (SensorType.GEOMDIST, R, POS, 1, "geompair"),
+    "normal": (SensorType.GEOMNORMAL, A, POS, 3, "geompair"),
+    "fromto": (SensorType.GEOMFROMTO, R, POS, 6, "geompair"),
+    "contact": (SensorType.CONTACT, R, None, None, "contact"),
+    "e_potential": (SensorType.E_POTENTIAL, R, POS, 1, None),
+    "e_kinetic": (SensorType.E_KINETIC, R, POS, 1, None),
+    "clock": (SensorType.CLOCK, R, POS, 1, None),
+    "user": (SensorType.USER, None, None, None, "user"),
+}
+UNSUPPORTED = ("tactile", "plugin")
+
+_OBJTYPE = {"body": ObjType.BODY, "xbody": ObjType.XBODY, "geom": ObjType.GEOM, "site": ObjType.SITE,
+            "camera": ObjType.CAMERA}  # fmt: skip
+_OBJ_KEY = {ObjType.BODY: "body", ObjType.XBODY: "body", ObjType.GEOM: "geom", ObjType.SITE: "site",
+            ObjType.CAMERA: "camera", ObjType.JOINT: "joint", ObjType.TENDON: "tendon",
+            ObjType.ACTUATOR: "actuator"}  # fmt: skip
+# user sensors may reference any named object type
+_USER_OBJTYPE = {**_OBJTYPE, "joint": ObjType.JOINT, "tendon": ObjType.TENDON, "actuator": ObjType.ACTUATOR}
+_RANGEFINDER_DATA = (("dist", 1), ("dir", 3), ("origin", 3), ("point", 3), ("normal", 3), ("depth", 1))
+_CONTACT_DATA = (("found", 1), ("force", 3), ("torque", 3), ("dist", 1), ("pos", 3), ("normal", 3), ("tangent", 3),
+                 ("linvel", 3), ("angvel", 3))  # fmt: skip
+_REDUCE = {"none": 0, "mindist": 1, "maxforce": 2, "netforce": 3}
+_DATATYPE = {"real": R, "positive": P, "axis": A, "quaternion": Q}
+_STAGE = {"pos": POS, "vel": VEL, "acc": ACC}
+
+
+def _words(el: Element, name: str, default: str) -> list[str]:
+    v = el.attrs.get(name)
+    if v is None:
+        return default.split()
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [str(x) for x in v]
+    return str(v).split()
+
+
+def _bits(el: Element, name: str, table, default: str) -> tuple[int, int]:
+    """Bit mask and total size of a canonical-order keyword list (rangefinder/contact `data`)."""
+    words = _words(el, name, default)
+    keys = [k for k, _ in table]
+    mask, size, last = 0, 0, -1
+    for w in words:
+        if w not in keys:
+            raise error(el, f"invalid keyword '{w}' (expected {', '.join(keys)})", name)
+        k = keys.index(w)
+        if k <= last:
+            raise error(el, f"data attributes must be in order: {', '.join(keys)}", name)
+        last = k
+        mask |= 1 << k
+        size += table[k][1]
+    return mask, size
+
+
+def _obj(ctx: CompileContext, el: Element, kind: str, name_attr: str) -> int:
+    name = attr(el, name_attr)
+    if name is None:
+        raise error(el, "missing required attribute", name_attr)
+    return ctx.id_of(kind, name, el, name_attr)
+
+
+def _frame_obj(ctx, el, type_attr, name_attr, required=True) -> tuple[int, int]:
+    t, n = attr(el, type_attr), attr(el, name_attr)
+    if t is None and n is None and not required:
+        return ObjType.UNKNOWN, -1
+    if t is None or n is None:
+        raise error(el, f"{type_attr} and {name_attr} must be given together", type_attr if t is None else name_attr)
+    if t not in _OBJTYPE:
+        raise error(el, f"invalid keyword '{t}' (expected {', '.join(_OBJTYPE)})", type_attr)
+    ot = _OBJTYPE[t]
+    return ot, ctx.id_of(_OBJ_KEY[ot], n, el, name_attr)
+
+
+def compile_sensor(root: Element, ctx: CompileContext) -> None:
+    """Sensors -> ctx.arrays (sensor_*), ctx.sizes (nsensor, nsensordata)."""
+    sensors = children(root, "sensor")
+    register(ctx, "sensor", sensors)
+    n = len(sensors)
+    cols = {k: np.zeros(n, np.int32) for k in ("sensor_type", "sensor_datatype", "sensor_needstage", "sensor_objtype",
+                                               "sensor_objid", "sensor_reftype", "sensor_refid", "sensor_dim",
+                                               "sensor_adr", "sensor_historyadr")}  # fmt: skip
+    intprm = np.zeros((n, 3), np.int32)
+    history = np.zeros((n, 2), np.int32)
+    noise, cutoff, delay = np.zeros(n), np.zeros(n), np.zeros(n)
+    interval = np.zeros((n, 2))
+    jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
+    adr = 0
+    for i, s in enumerate(sensors):
+        if s.tag in UNSUPPORTED:
+            raise error(s, f"<{s.tag}> sensors are not supported by mjx_lite")
+        if s.tag not in _TABLE:
+            raise error(s, f"unknown sensor type <{s.tag}>")
+        stype, dtype, stage, dim, kind = _TABLE[s.tag]
+        objtype, objid, reftype, refid = ObjType.UNKNOWN, -1, ObjType.UNKNOWN, -1
+        if kind in ("site", "joint", "tendon", "actuator", "body"):
+            objtype = {"site": ObjType.SITE, "joint": ObjType.JOINT, "tendon": ObjType.TENDON,
+                       "actuator": ObjType.ACTUATOR, "body": ObjType.BODY}[kind]  # fmt: skip
+            if s.tag == "rangefinder" and attr(s, "camera") is not None:
+                raise error(s, "camera rangefinders are not supported by mjx_lite", "camera")
+            objid = _obj(ctx, s, kind, kind)
+        if s.tag == "rangefinder":
+            mask, dim = _bits(s, "data", _RANGEFINDER_DATA, "dist")
+            intprm[i, 0] = mask
+        elif s.tag == "camprojection":
+            reftype, refid = ObjType.CAMERA, _obj(ctx, s, "camera", "camera")
+        elif s.tag in ("ballquat", "ballangvel") and jnt_type[objid] != JointType.BALL:
+            raise error(s, "joint must be a ball joint", "joint")
+        elif s.tag in ("jointpos", "jointvel", "jointlimitpos", "jointlimitvel", "jointlimitfrc",
+                       "jointactuatorfrc") and jnt_type[objid] not in (JointType.HINGE, JointType.SLIDE):  # fmt: skip
+            raise error(s, "joint must be a slide or hinge joint", "joint")
+        if kind in ("frame", "frame_noref"):
+            objtype, objid = _frame_obj(ctx, s, "objtype", "objname")
+            if kind == "frame":
+                reftype, refid = _frame_obj(ctx, s, "reftype", "refname", required=False)
+        elif kind == "inside":
+            objtype, objid = _frame_obj(ctx, s, "objtype", "objname")
+            reftype, refid = ObjType.SITE, _obj(ctx, s, "site", "site")
+        elif kind == "geompair":
+            objtype, objid = _one_of(ctx, s, (("geom1", ObjType.GEOM, "geom"), ("body1", ObjType.BODY, "body")), True)
+            reftype, refid = _one_of(ctx, s, (("geom2", ObjType.GEOM, "geom"), ("body2", ObjType.BODY, "body")), True)
+        elif kind == "contact":
+            objtype, objid = _one_of(ctx, s, (("geom1", ObjType.GEOM, "geom"), ("body1", ObjType.BODY, "body"),
+                                              ("subtree1", ObjType.XBODY, "body"), ("site", ObjType.SITE, "site")),
+                                     False)  # fmt: skip
+            reftype, refid = _one_of(ctx, s, (("geom2", ObjType.GEOM, "geom"), ("body2", ObjType.BODY, "body"),
+                                              ("subtree2", ObjType.XBODY, "body")), False)  # fmt: skip
+            if objtype == ObjType.SITE and reftype != ObjType.UNKNOWN:
+                raise error(s, "a contact sensor with a site cannot have a second object", "site")
+            mask, size = _bits(s, "data", _CONTACT_DATA, "found")
+            red = attr(s, "reduce", "none")
+            if red not in _REDUCE:
+                raise error(s, f"invalid keyword '{red}' (expected {', '.join(_REDUCE)})", "reduce")
+            num = int(attr(s, "num", 1))
+            if num <= 0:
+                raise error(s, "num must be positive", "num")
+            intprm[i] = (mask, _REDUCE[red], num)
+            dim = num * size
+            stage = ACC if mask & 0b110 else VEL if mask & (0b11 << 7) else POS
+        elif kind == "user":
+            dt = attr(s, "datatype", "real")
+            st = attr(s, "needstage", "acc")
+            if dt not in _DATATYPE:
+                raise error(s, f"invalid keyword '{dt}'", "datatype")
+            if st not in _STAGE:
+                raise error(s, f"invalid keyword '{st}'", "needstage")
+            dtype, stage = _DATATYPE[dt], _STAGE[st]
+            dim = attr(s, "dim")
+            if dim is None or int(dim) <= 0:
+                raise error(s, "user sensors need a positive dim", "dim")
+            dim = int(dim)
+            t, nm = attr(s, "objtype"), attr(s, "objname")
+            if t is not None or nm is not None:
+                if t is None or nm is None:
+                    raise error(s, "objtype and objname must be given together", "objtype")
+                if t not in _USER_OBJTYPE:
+                    raise error(s, f"objtype '{t}' is not supported by mjx_lite", "objtype")
+                objtype = _USER_OBJTYPE[t]
+                objid = ctx.id_of(_OBJ_KEY[objtype], nm, s, "objname")
+        if int(attr(s, "nsample", 0)) != 0 or float(attr(s, "delay", 0.0)) != 0:
+            raise error(s, "sensor delays / history (nsample, delay) are not supported by mjx_lite",
+                        "nsample" if int(attr(s, "nsample", 0)) else "delay")  # fmt: skip
+        c = float(attr(s, "cutoff", 0.0))
+        if c < 0:
+            raise error(s, "negative cutoff", "cutoff")
+        nz = float(attr(s, "noise", 0.0))
+        if nz < 0:
+            raise error(s, "negative noise", "noise")
+        cols["sensor_type"][i] = stype
+        cols["sensor_datatype"][i] = dtype
+        cols["sensor_needstage"][i] = stage
+        cols["sensor_objtype"][i] = objtype
+        cols["sensor_objid"][i] = objid
+        cols["sensor_reftype"][i] = reftype
+        cols["sensor_refid"][i] = refid
+        cols["sensor_dim"][i] = dim
+        cols["sensor_adr"][i] = adr
+        cols["sensor_historyadr"][i] = -1
+        adr += dim
+        noise[i], cutoff[i] = nz, c
+        interval[i] = vec(s, "interval", 2, (0.0, 0.0))
+    ctx.arrays.update(cols)
+    ctx.arrays.update(sensor_intprm=intprm, sensor_history=history, sensor_noise=noise, sensor_cutoff=cutoff,
+                      sensor_delay=delay, sensor_interval=interval)  # fmt: skip
+    ctx.sizes["nsensor"] = n
+    ctx.sizes["nsensordata"] = adr
+
+
+def _one_of(ctx, s: Element, options, required: bool) -> tuple[int, int]:
+    given = [(a, t, k) for a, t, k in options if attr(s, a) is not None]
+    if len(given) > 1:
+        raise error(s, f"at most one of {', '.join(a for a, _, _ in options)} can be specified", given[1][0])
+    if not given:
+        if required:
+            raise error(s, f"one of {', '.join(a for a, _, _ in options)} must be specified")
+        return ObjType.UNKNOWN, -1
+    a, t, k = given[0]
+    return t, _obj(ctx, s, k, a)

@@ -1,0 +1,184 @@
+"""Joint-space inertia: composite rigid bodies (mj_crb), L'DL factorisation (mj_factorM), solves and products.
+
+Layouts (chosen statically from the model size, see `is_sparse`; use full_m / solve_m / mul_m, which hide it):
+  dense  (nv <= SPARSE_NV): qM (nv, nv) full symmetric; qLD (nv, nv) with D on the diagonal and L in the strict
+         lower triangle (L[i, j] != 0 only for dof ancestors j of i); qLDiagInv (nv,).
+  sparse (nv >  SPARSE_NV): qM, qLD (nM,) tree-structured rows: row i holds (i, i), (i, parent(i)),
+         (i, parent(parent(i))), ... at support.tables(m).madr[i] onwards (MuJoCo's classic dof_Madr layout);
+         qLD holds D at the diagonal addresses and L elsewhere; qLDiagInv (nv,).
+The factorisation is MuJoCo's M = L' D L (L unit lower triangular, eliminated from the leaves of the dof tree
+up), scheduled by dof-tree depth: all dofs of one depth are eliminated at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import math
+from mjx_lite.pipeline import support
+from mjx_lite.types import MINVAL, Data, Model
+
+SPARSE_NV = 60  # models with more dofs use the tree-structured (sparse) layout
+_HI = jax.lax.Precision.HIGHEST
+
+
+def is_sparse(m: Model) -> bool:
+    """Static choice of the qM / qLD layout."""
+    return m.nv > SPARSE_NV
+
+
+def qm_shape(m: Model) -> tuple:
+    """Shape of Data.qM and Data.qLD for this model."""
+    if is_sparse(m):
+        return (int(support.tables(m).m_rows.size),)
+    return (m.nv, m.nv)
+
+
+def crb(m: Model, d: Data) -> Data:
+    """Composite rigid-body inertias crb (nbody, 10) and the joint-space inertia qM (+ armature) (mj_crb)."""
+    t = support.tables(m)
+    crb_ = support.subtree_sum(m, d.cinert, include_world=False)
+    if m.nv == 0:
+        return d.replace(crb=crb_, qM=jp.zeros(qm_shape(m), d.cinert.dtype))
+    buf = math.inert_mul(crb_[np.asarray(m.dof_bodyid)], d.cdof)  # (nv, 6)
+    vals = jp.sum(buf[t.m_rows] * d.cdof[t.m_cols], axis=-1)  # (nM,)
+    vals = vals.at[t.madr].add(m.dof_armature)
+    if is_sparse(m):
+        qm = vals
+    else:
+        qm = jp.zeros((m.nv, m.nv), vals.dtype).at[t.m_cols, t.m_rows].set(vals).at[t.m_rows, t.m_cols].set(vals)
+    return d.replace(crb=crb_, qM=qm)
+
+
+# ---- factorisation ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _SparseLevel:
+    diag: np.ndarray  # (nK,) diagonal addresses of the level's dofs
+    tgt: np.ndarray  # (nT,) address of M(i, j) updated
+    src1: np.ndarray  # (nT,) address of M(k, i)
+    src2: np.ndarray  # (nT,) address of M(k, j)
+    tdiag: np.ndarray  # (nT,) address of M(k, k)
+    off: np.ndarray  # (nO,) addresses of the strict-lower entries M(k, i) of the level's rows
+    odiag: np.ndarray  # (nO,) M(k, k) address for each
+    orow: np.ndarray  # (nO,) k
+    ocol: np.ndarray  # (nO,) i
+
+
+def _sparse_plan(m: Model) -> tuple:
+    t = support.tables(m)
+    madr = t.madr
+    rowlen = np.bincount(t.m_rows, minlength=m.nv)
+    levels = []
+    for dofs in t.dof_levels:
+        tgt, src1, src2, tdiag, off, odiag, orow, ocol = ([] for _ in range(8))
+        for k in dofs:
+            row = t.m_cols[madr[k] : madr[k] + rowlen[k]]  # k, parent(k), ...
+            for p in range(1, row.size):
+                i = row[p]
+                off.append(madr[k] + p)
+                odiag.append(madr[k])
+                orow.append(k)
+                ocol.append(i)
+                for q in range(p, row.size):
+                    tgt.append(madr[i] + (q - p))
+                    src1.append(madr[k] + p)
+                    src2.append(madr[k] + q)
+                    tdiag.append(madr[k])
+        a = lambda x: np.asarray(x, np.int64)  # noqa: E731
+        levels.append(_SparseLevel(a(madr[dofs]), a(tgt), a(src1), a(src2), a(tdiag), a(off), a(odiag), a(orow),
+                                   a(ocol)))  # fmt: skip
+    return tuple(levels)
+
+
+def factor_m(m: Model, d: Data) -> Data:
+    """qLD, qLDiagInv: M = L' D L factorisation of qM (mj_factorM); D below MINVAL is clamped as MuJoCo."""
+    t = support.tables(m)
+    if m.nv == 0:
+        return d.replace(qLD=d.qM, qLDiagInv=jp.zeros((0,), d.qM.dtype))
+    if is_sparse(m):
+        a = d.qM
+        for lv in reversed(support.memo(m, "inertia_sparse", _sparse_plan)):
+            dk = a[lv.diag]
+            a = a.at[lv.diag].set(jp.where(dk < MINVAL, MINVAL, dk))
+            if lv.tgt.size:
+                a = a.at[lv.tgt].add(-a[lv.src1] * a[lv.src2] / a[lv.tdiag])
+                a = a.at[lv.off].set(a[lv.off] / a[lv.odiag])
+        diag = a[t.madr]
+        return d.replace(qLD=a, qLDiagInv=1.0 / diag)
+    a = d.qM
+    qld = jp.zeros_like(a)
+    for dofs in reversed(t.dof_levels):
+        dk = a[dofs, dofs]
+        dk = jp.where(dk < MINVAL, MINVAL, dk)
+        anc = t.dof_anc[dofs]  # (nK, nv)
+        r = jp.where(jp.asarray(anc), a[dofs], 0.0)
+        lk = r / dk[:, None]
+        if anc.any():
+            a = a - jp.matmul(r.T, lk, precision=_HI)
+        qld = qld.at[dofs].set(lk).at[dofs, dofs].set(dk)
+    diag = jp.diagonal(qld)
+    return d.replace(qLD=qld, qLDiagInv=1.0 / diag)
+
+
+# ---- solves and products ------------------------------------------------------------------------------------
+
+
+def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
+    """M^-1 x using the factorisation in d (mj_solveM). x: (nv,) or (nv, k)."""
+    t = support.tables(m)
+    if m.nv == 0:
+        return x
+    inv = d.qLDiagInv.reshape((m.nv,) + (1,) * (x.ndim - 1))
+    if is_sparse(m):
+        plan = support.memo(m, "inertia_sparse", _sparse_plan)
+        qld = d.qLD
+        exp = (slice(None),) + (None,) * (x.ndim - 1)
+        for lv in reversed(plan):  # x <- inv(L') x
+            if lv.off.size:
+                x = x.at[lv.ocol].add(-qld[lv.off][exp] * x[lv.orow])
+        x = x * inv
+        for lv in plan:  # x <- inv(L) x
+            if lv.off.size:
+                x = x.at[lv.orow].add(-qld[lv.off][exp] * x[lv.ocol])
+        return x
+    qld = d.qLD
+    lrows = [(dofs, jp.where(jp.asarray(t.dof_anc[dofs]), qld[dofs], 0.0)) for dofs in t.dof_levels]
+    for dofs, lk in reversed(lrows):
+        if t.dof_anc[dofs].any():
+            x = x - jp.tensordot(lk, x[dofs], axes=(0, 0), precision=_HI)
+    x = x * inv
+    for dofs, lk in lrows:
+        if t.dof_anc[dofs].any():
+            x = x.at[dofs].add(-jp.tensordot(lk, x, axes=(1, 0), precision=_HI))
+    return x
+
+
+def mul_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
+    """M x (mj_mulM). x: (nv,) or (nv, k)."""
+    if m.nv == 0:
+        return x
+    if not is_sparse(m):
+        return jp.tensordot(d.qM, x, axes=(1, 0), precision=_HI)
+    t = support.tables(m)
+    exp = (slice(None),) + (None,) * (x.ndim - 1)
+    off = t.m_rows != t.m_cols
+    y = d.qM[t.madr][exp] * x
+    vals = d.qM[off][exp]
+    r, c = t.m_rows[off], t.m_cols[off]
+    y = y.at[r].add(vals * x[c])
+    y = y.at[c].add(vals * x[r])
+    return y
+
+
+def full_m(m: Model, d: Data) -> jax.Array:
+    """Dense (nv, nv) joint-space inertia (mj_fullM)."""
+    if not is_sparse(m):
+        return d.qM
+    t = support.tables(m)
+    return jp.zeros((m.nv, m.nv), d.qM.dtype).at[t.m_cols, t.m_rows].set(d.qM).at[t.m_rows, t.m_cols].set(d.qM)

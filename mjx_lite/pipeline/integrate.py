@@ -1,0 +1,287 @@
+"""Time integration (mj_Euler, mj_RungeKutta, mj_implicit), mj_integratePos and the divergence checks.
+
+All integrators take Data on which `forward` has run and return the advanced state (qpos, qvel, act, time,
+qacc_warmstart); the other fields keep the values of the last forward evaluation, as in MuJoCo.
+
+- `euler`: semi-implicit Euler. Joint damping is integrated implicitly, (M + h D) qacc = qfrc_smooth +
+  qfrc_constraint, unless the eulerdamp or damper disable flag is set (mj_EulerSkip).
+- `implicit`: m.opt.integrator IMPLICIT: (M - h qDeriv) qacc = qfrc with the full qDeriv =
+  d(qfrc_passive + qfrc_actuator - qfrc_bias)/d(qvel) (LU solve); IMPLICITFAST: qDeriv without the RNE
+  term, symmetrised from its lower triangle as MuJoCo does (Cholesky solve). qDeriv is the exact Jacobian of
+  our own force computation (forward-mode autodiff over the velocity and actuation stages), so it includes
+  dof/tendon damping, affine actuator gain/bias velocity terms and fluid forces (which MuJoCo's analytic
+  mjd_passive_vel also includes). Differences from MuJoCo's analytic derivative: muscle and dcmotor
+  velocity dependence is included here (MuJoCo omits it), tendon-armature bias is not differentiated there.
+- `rk4`: MuJoCo's 4-stage tableau on (qpos, qvel, act), stages evaluated without sensors or energy.
+
+Divergence (mj_checkPos / mj_checkVel / mj_checkAcc): a value is bad when it is NaN or |x| > 1e10
+(mju_isBad). A bad environment is reset to the model's reset state (mj_resetData: qpos0, zero velocity,
+act, ctrl, applied forces, time; mocap at the model's body pose) with `jp.where`, so other environments
+of a vmapped batch are untouched, and `warning_number[BADQPOS|BADQVEL|BADQACC]` is incremented (counters
+are kept across the reset, unlike MuJoCo which clears them). With the autoreset disable flag only the
+counter is incremented. Deviation: after a bad qacc MuJoCo resets, runs mj_forward and integrates one step
+from the reset state; here the step returns the reset state itself (time 0), one step earlier.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import jax.scipy.linalg as jsl
+import numpy as np
+
+from mjx_lite import io
+from mjx_lite.math import quat_mul, quat_normalize, safe_norm
+from mjx_lite.types import Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
+
+MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
+
+
+# ---- positions ---------------------------------------------------------------------------------------------
+
+
+def _quat_integrate(q: jax.Array, omega: jax.Array, h: jax.Array) -> jax.Array:
+    """mju_quatIntegrate: normalise q, then q * exp(h * omega / 2) with omega in the local frame.
+
+    Written with sinc so it is exact and differentiable at omega = 0.
+    """
+    q = quat_normalize(q)
+    angle = safe_norm(omega) * h
+    half = 0.5 * angle
+    # sin(half) * omega / |omega| = omega * h/2 * sinc(half / pi)
+    vec = omega * (0.5 * h * jp.sinc(half / jp.pi))[..., None]
+    dq = jp.concatenate([jp.cos(half)[..., None], vec], axis=-1)
+    return quat_mul(q, dq)
+
+
+def integrate_pos(m: Model, qpos: jax.Array, qvel: jax.Array, h: jax.Array) -> jax.Array:
+    """qpos advanced by velocity qvel over time h (mj_integratePos): quaternions on the sphere.
+
+    Vectorised by joint type with static index tables.
+    """
+    jtype = np.asarray(m.jnt_type)
+    qadr = np.asarray(m.jnt_qposadr)
+    vadr = np.asarray(m.jnt_dofadr)
+    out = qpos
+    # hinge and slide: qpos += h * qvel
+    lin = np.nonzero((jtype == JointType.HINGE) | (jtype == JointType.SLIDE))[0]
+    if lin.size:
+        out = out.at[qadr[lin]].add(h * qvel[vadr[lin]])
+    # free: translation
+    free = np.nonzero(jtype == JointType.FREE)[0]
+    if free.size:
+        pi = qadr[free][:, None] + np.arange(3)
+        vi = vadr[free][:, None] + np.arange(3)
+        out = out.at[pi].add(h * qvel[vi])
+    # ball and the rotation of free: quaternion integration
+    quat_q = np.concatenate([qadr[jtype == JointType.BALL], qadr[free] + 3]).astype(int)
+    quat_v = np.concatenate([vadr[jtype == JointType.BALL], vadr[free] + 3]).astype(int)
+    if quat_q.size:
+        pi = quat_q[:, None] + np.arange(4)
+        vi = quat_v[:, None] + np.arange(3)
+        out = out.at[pi].set(_quat_integrate(qpos[pi], qvel[vi], h))
+    return out
+
+
+# ---- activations -------------------------------------------------------------------------------------------
+
+
+def _actuator_disabled(m: Model) -> np.ndarray:
+    """Static (nu,) mask of actuators whose group is disabled (opt.disableactuator bitmask)."""
+    group = np.asarray(m.actuator_group)
+    ok = (group >= 0) & (group < 31)
+    bits = np.where(ok, np.left_shift(1, np.clip(group, 0, 30)), 0)
+    return ok & ((m.opt.disableactuator & bits) != 0)
+
+
+def _act_tables(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Static (na,) actuator index of each activation slot, and whether it is a filterexact slot."""
+    owner = np.zeros(m.na, int)
+    for i in range(m.nu):
+        adr, num = int(m.actuator_actadr[i]), int(m.actuator_actnum[i])
+        if adr >= 0:
+            owner[adr : adr + num] = i
+    exact = np.asarray(m.actuator_dyntype)[owner] == DynType.FILTEREXACT if m.na else np.zeros(0, bool)
+    return owner, exact
+
+
+def next_act(m: Model, act: jax.Array, act_dot: jax.Array) -> jax.Array:
+    """Activations after one timestep (nextActivation): Euler or exact filter, then actrange clamping."""
+    if m.na == 0:
+        return act
+    owner, exact = _act_tables(m)
+    h = m.opt.timestep
+    act_dot = jp.where(jp.asarray(_actuator_disabled(m)[owner]), 0.0, act_dot)
+    if exact.any():
+        tau = jp.maximum(1e-15, m.actuator_dynprm[owner, 0])
+        step = jp.where(jp.asarray(exact), act_dot * tau * (1.0 - jp.exp(-h / tau)), act_dot * h)
+    else:
+        step = act_dot * h
+    new = act + step
+    limited = np.asarray(m.actuator_actlimited, bool)[owner]
+    if limited.any():
+        rng = m.actuator_actrange[owner]
+        new = jp.where(jp.asarray(limited), jp.clip(new, rng[:, 0], rng[:, 1]), new)
+    return new
+
+
+def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.Array | None = None) -> Data:
+    """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h."""
+    h = m.opt.timestep
+    act = d.act
+    if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
+        act = next_act(m, d.act, act_dot)
+    new_qvel = d.qvel + h * qacc
+    qpos = integrate_pos(m, d.qpos, new_qvel if qvel is None else qvel, h)
+    return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc)
+
+
+# ---- integrators -------------------------------------------------------------------------------------------
+
+
+def _concrete_all_zero(x: jax.Array) -> bool:
+    """True only when x is a concrete (untraced) array of zeros: lets closed-over models skip work."""
+    if isinstance(x, jax.core.Tracer):
+        return False
+    return not bool(np.any(np.asarray(x) > 0))
+
+
+def _full_m(m: Model, d: Data) -> jax.Array:
+    from mjx_lite.pipeline import inertia  # noqa: PLC0415 - imported when traced (parallel development)
+
+    return inertia.full_m(m, d)
+
+
+def euler(m: Model, d: Data) -> Data:
+    """Semi-implicit Euler (mj_Euler), implicit in joint damping unless eulerdamp/damper are disabled."""
+    flags = m.opt.disableflags
+    damp = m.nv > 0 and not (flags & DisableBit.EULERDAMP) and not (flags & DisableBit.DAMPER)
+    if damp and _concrete_all_zero(m.dof_damping):
+        damp = False
+    if not damp:
+        return _advance(m, d, d.act_dot, d.qacc)
+    h = m.opt.timestep
+    qh = _full_m(m, d) + jp.diag(h * m.dof_damping)
+    qfrc = d.qfrc_smooth + d.qfrc_constraint
+    qacc = jsl.cho_solve(jsl.cho_factor(qh, lower=True), qfrc)
+    return _advance(m, d, d.act_dot, qacc)
+
+
+def qderiv(m: Model, d: Data, bias: bool) -> jax.Array:
+    """d(qfrc_passive + qfrc_actuator [- qfrc_bias])/d(qvel), dense (nv, nv) (mjd_smooth_vel)."""
+    from mjx_lite.pipeline import forward  # noqa: PLC0415 - forward imports this module
+
+    def smooth_vel_force(qvel: jax.Array) -> jax.Array:
+        dd = d.replace(qvel=qvel)
+        dd = forward._stage("pipeline.actuation", "fwd_velocity_extras")(m, dd)
+        dd = forward._stage("pipeline.velocity", "com_vel")(m, dd)
+        dd = forward._stage("pipeline.passive", "passive")(m, dd)
+        dd = forward.fwd_actuation(m, dd)
+        f = dd.qfrc_passive + dd.qfrc_actuator
+        if bias:
+            f = f - forward._stage("pipeline.rne", "rne")(m, dd).qfrc_bias
+        return f
+
+    return jax.jacfwd(smooth_vel_force)(d.qvel)
+
+
+def implicit(m: Model, d: Data) -> Data:
+    """Implicit-in-velocity integration (mj_implicit) for IMPLICIT and IMPLICITFAST."""
+    if m.nv == 0:
+        return _advance(m, d, d.act_dot, d.qacc)
+    h = m.opt.timestep
+    qfrc = d.qfrc_smooth + d.qfrc_constraint
+    if m.opt.integrator == IntegratorType.IMPLICIT:
+        qlu = _full_m(m, d) - h * qderiv(m, d, bias=True)
+        qacc = jp.linalg.solve(qlu, qfrc)
+    elif m.opt.integrator == IntegratorType.IMPLICITFAST:
+        der = qderiv(m, d, bias=False)
+        low = jp.tril(der)
+        sym = low + jp.tril(der, -1).T
+        qacc = jsl.cho_solve(jsl.cho_factor(_full_m(m, d) - h * sym, lower=True), qfrc)
+    else:
+        raise ValueError("implicit: integrator must be IMPLICIT or IMPLICITFAST")
+    return _advance(m, d, d.act_dot, qacc)
+
+
+# RK4 Butcher tableau (MuJoCo's RK4_A / RK4_B); C = row sums of A.
+_RK4_A = ((0.5,), (0.0, 0.5), (0.0, 0.0, 1.0))
+_RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+
+
+def rk4(m: Model, d: Data) -> Data:
+    """Classic 4th-order Runge-Kutta on (qpos, qvel, act) (mj_RungeKutta, N=4).
+
+    `d` must hold forward's results for the current state (stage 1). Stages 2-4 run forward without
+    sensors; the returned Data holds the last stage's derived quantities, as MuJoCo's does.
+    """
+    from mjx_lite.pipeline import forward  # noqa: PLC0415 - forward imports this module
+
+    h = m.opt.timestep
+    qpos0, qvel0, act0, time0 = d.qpos, d.qvel, d.act, d.time
+    vel = [qvel0]  # X[j].qvel
+    acc = [d.qacc]  # F[j].qacc
+    adot = [d.act_dot]  # F[j].act_dot
+    for i, row in enumerate(_RK4_A):
+        dv = sum(a * v for a, v in zip(row, vel))
+        da = sum(a * f for a, f in zip(row, acc))
+        dact = sum(a * f for a, f in zip(row, adot))
+        qpos = integrate_pos(m, qpos0, dv, h)
+        di = d.replace(qpos=qpos, qvel=qvel0 + h * da, act=act0 + h * dact, time=time0 + sum(row) * h)
+        d = forward.forward_skip(m, di, sensors=False)
+        vel.append(d.qvel)
+        acc.append(d.qacc)
+        adot.append(d.act_dot)
+        del i
+    dv = sum(b * v for b, v in zip(_RK4_B, vel))
+    da = sum(b * f for b, f in zip(_RK4_B, acc))
+    dact = sum(b * f for b, f in zip(_RK4_B, adot))
+    d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)
+    return _advance(m, d, dact, da, dv)
+
+
+# ---- divergence checks ------------------------------------------------------------------------------------
+
+
+def _is_bad(x: jax.Array) -> jax.Array:
+    """mju_isBad over a vector: any NaN or |x| > 1e10, () bool."""
+    if x.size == 0:
+        return jp.zeros((), bool)
+    return jp.any(jp.isnan(x) | (jp.abs(x) > MAXVAL))
+
+
+def reset_data(m: Model, d: Data) -> Data:
+    """mj_resetData for the state of `d` (dtypes kept), keeping d's warning counters."""
+    r = io.make_data(m)
+    r = jax.tree.map(lambda a, b: jp.asarray(a, dtype=b.dtype), r, d)
+    return r.replace(warning_number=d.warning_number)
+
+
+def reset_where(m: Model, d: Data, bad: jax.Array, warning: int) -> Data:
+    """Count `warning` where `bad`, and (unless autoreset is disabled) reset d there, elementwise."""
+    wn = d.warning_number.at[warning].add(bad.astype(d.warning_number.dtype))
+    if not (m.opt.disableflags & DisableBit.AUTORESET):
+        r = reset_data(m, d)
+        d = jax.tree.map(lambda a, b: jp.where(bad, a, b), r, d)
+    return d.replace(warning_number=wn)
+
+
+def check_pos(m: Model, d: Data) -> Data:
+    """mj_checkPos: reset the environment if qpos diverged."""
+    return reset_where(m, d, _is_bad(d.qpos), Warning.BADQPOS)
+
+
+def check_vel(m: Model, d: Data) -> Data:
+    """mj_checkVel: reset the environment if qvel diverged."""
+    return reset_where(m, d, _is_bad(d.qvel), Warning.BADQVEL)
+
+
+def bad_acc(m: Model, d: Data) -> jax.Array:
+    """mj_checkAcc's condition: qacc diverged, () bool (the reset is applied after integration)."""
+    del m
+    return _is_bad(d.qacc)
+
+
+def check_acc(m: Model, d: Data) -> Data:
+    """mj_checkAcc without the re-run of forward: reset the environment if qacc diverged."""
+    return reset_where(m, d, bad_acc(m, d), Warning.BADQACC)

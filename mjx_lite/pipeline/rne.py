@@ -1,0 +1,90 @@
+"""Recursive Newton-Euler: bias forces (mj_rne with flg_acc=0) and the post-constraint pass (mj_rnePostConstraint).
+
+rne(m, d): qfrc_bias (nv,) = C(qpos, qvel) + gravity (gravity honours DisableBit.GRAVITY).
+rne_postconstraint(m, d, cfrc_constraint=None): cacc (nbody, 6), cfrc_int (nbody, 6), cfrc_ext (nbody, 6).
+
+cfrc_ext = xfrc_applied (mapped to the com frame) + constraint wrenches. Constraint (contact, connect and weld)
+wrenches are the hook for the constraint stage: pass them as `cfrc_constraint` (nbody, 6), com-based
+[torque, force] as MuJoCo accumulates them (support.wrench_to_cfrc converts world wrenches at points); when not
+given, `mjx_lite.pipeline.constraint.cfrc_ext_constraint(m, d) -> (nbody, 6)` is used if that module defines
+it, else no constraint wrench is added.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import math
+from mjx_lite.pipeline import support
+from mjx_lite.types import Data, DisableBit, Model
+
+
+def _world_acc(m: Model, dtype) -> jax.Array:
+    """(6,) world acceleration: [0, 0, 0, -gravity] unless gravity is disabled."""
+    if m.opt.disableflags & DisableBit.GRAVITY:
+        return jp.zeros(6, dtype)
+    return jp.concatenate([jp.zeros(3, dtype), -jp.asarray(m.opt.gravity, dtype)])
+
+
+def _body_sum(m: Model, x: jax.Array) -> jax.Array:
+    """(nv, 6) per-dof terms summed per body -> (nbody, 6)."""
+    return jax.ops.segment_sum(x, np.asarray(m.dof_bodyid), num_segments=m.nbody)
+
+
+def _body_forces(d: Data, cacc: jax.Array) -> jax.Array:
+    """cinert * cacc + cvel x* (cinert * cvel), (nbody, 6)."""
+    f = math.inert_mul(d.cinert, cacc)
+    return f + math.force_cross(d.cvel, math.inert_mul(d.cinert, d.cvel))
+
+
+def rne(m: Model, d: Data) -> Data:
+    """qfrc_bias: Coriolis, centrifugal and gravitational forces (mj_rne, flg_acc=0). Needs com_vel."""
+    dtype = d.cinert.dtype
+    if m.nv == 0:
+        return d.replace(qfrc_bias=jp.zeros((0,), dtype))
+    local = _body_sum(m, d.cdof_dot * d.qvel[:, None]).at[0].set(_world_acc(m, dtype))
+    cacc = support.forward_accumulate(m, local)
+    cfrc = _body_forces(d, cacc).at[0].set(0.0)
+    cfrc = support.subtree_sum(m, cfrc, include_world=False)
+    qfrc_bias = jp.sum(d.cdof * cfrc[np.asarray(m.dof_bodyid)], axis=-1)
+    return d.replace(qfrc_bias=qfrc_bias)
+
+
+def xfrc_to_cfrc(m: Model, d: Data) -> jax.Array:
+    """xfrc_applied (nbody, 6) [force, torque] at xipos -> com-based [torque, force] (nbody, 6)."""
+    force, torque = d.xfrc_applied[:, :3], d.xfrc_applied[:, 3:]
+    com = d.subtree_com[np.asarray(m.body_rootid)]
+    torque = torque - jp.cross(com - d.xipos, force)
+    return jp.concatenate([torque, force], axis=-1).at[0].set(0.0)
+
+
+def _constraint_hook(m: Model, d: Data):
+    try:
+        from mjx_lite.pipeline import constraint
+    except ImportError:
+        return None
+    fn = getattr(constraint, "cfrc_ext_constraint", None)
+    return None if fn is None else fn(m, d)
+
+
+def rne_postconstraint(m: Model, d: Data, cfrc_constraint: jax.Array | None = None) -> Data:
+    """cacc, cfrc_int, cfrc_ext with the final qacc (mj_rnePostConstraint). Needs com_vel and qacc.
+
+    cfrc_constraint: optional (nbody, 6) com-based constraint wrenches (contacts, connect, weld); see the module
+    docstring for the default.
+    """
+    dtype = d.cinert.dtype
+    cfrc_ext = xfrc_to_cfrc(m, d)
+    extra = cfrc_constraint if cfrc_constraint is not None else _constraint_hook(m, d)
+    if extra is not None:
+        cfrc_ext = cfrc_ext + extra
+    if m.nv:
+        local = _body_sum(m, d.cdof_dot * d.qvel[:, None] + d.cdof * d.qacc[:, None])
+    else:
+        local = jp.zeros((m.nbody, 6), dtype)
+    cacc = support.forward_accumulate(m, local.at[0].set(_world_acc(m, dtype)))
+    cfrc_int = (_body_forces(d, cacc) - cfrc_ext).at[0].set(0.0)
+    cfrc_int = support.subtree_sum(m, cfrc_int, include_world=True)
+    return d.replace(cacc=cacc, cfrc_int=cfrc_int, cfrc_ext=cfrc_ext)

@@ -1,0 +1,273 @@
+"""Tree tables and tree-walking helpers shared by the smooth-dynamics stages; Jacobians (mj_jac, mj_jacDot).
+
+Static tables (host numpy, built once per model topology at trace time and memoised):
+  `tables(m)` -> `TreeTables` with body/dof depth levels, ancestor masks and the sparse inertia layout.
+
+Level-scheduled tree sweeps (Python loop over tree depth, vector ops over the bodies of one level; the traced
+graph grows with the depth of the tree, not with the number of bodies):
+  `forward_accumulate(m, x)`: x[i] += x[parent(i)] from the root down (prefix sums along the tree).
+  `subtree_sum(m, x, include_world)`: x[i] = sum of x over the subtree of i (leaves up).
+
+Jacobians (MuJoCo's conventions; `body_id` may be a Python int or a traced int32 scalar):
+  `jac(m, d, point (3,), body_id) -> (jacp (3, nv), jacr (3, nv))`                  as mj_jac
+  `jac_dot(m, d, point (3,), body_id) -> (jacp_dot (3, nv), jacr_dot (3, nv))`      as mj_jacDot
+  `jac_batch(m, d, points (n, 3), body_ids (n,)) -> (jacp (n, 3, nv), jacr (n, 3, nv))`
+  `jac_dot_batch(...)` likewise.
+  `body_dof_mask(m) -> (nbody, nv) bool` (static): dofs that move body i (its own and all ancestors').
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.math import motion_cross
+from mjx_lite.types import JointType, Model
+
+# ---- static tables ------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeTables:
+    """Static (numpy) tree tables of one model topology. Shapes in comments."""
+
+    body_depth: np.ndarray  # (nbody,) world = 0
+    body_levels: tuple  # tuple over depth 1..D of (bodies (nB,), parents (nB,)) int arrays
+    body_dof_mask: np.ndarray  # (nbody, nv) bool: dof j moves body i (j in the dof chain of i)
+    dof_depth: np.ndarray  # (nv,) depth in the dof tree (roots = 0)
+    dof_levels: tuple  # tuple over dof depth 0..Dd of dof index arrays
+    dof_anc: np.ndarray  # (nv, nv) bool: [i, j] = j is a strict ancestor of i in the dof tree
+    # sparse (tree-structured) layout of qM / qLD: row i holds (i, i), (i, parent(i)), (i, parent(parent(i)))...
+    madr: np.ndarray  # (nv,) address of the diagonal entry of row i
+    m_rows: np.ndarray  # (nM,) row index i of each stored entry
+    m_cols: np.ndarray  # (nM,) column index j (ancestor-or-self of i) of each stored entry
+    # per-dof kinematic description (for cdof)
+    dof_kind: np.ndarray  # (nv,) 0 hinge, 1 slide, 2 ball/free rotation, 3 free translation
+    dof_axis: np.ndarray  # (nv,) axis index 0..2 for ball/free dofs, 0 otherwise
+    dof_group_prev: np.ndarray  # (nv, P) dofs of the same body preceding dof's velocity group (-1 padded)
+
+
+_CACHE: dict = {}
+
+
+def _key(m: Model) -> tuple:
+    arrs = (m.body_parentid, m.body_jntadr, m.body_jntnum, m.body_dofadr, m.body_dofnum, m.jnt_type,
+            m.jnt_qposadr, m.jnt_dofadr, m.jnt_bodyid, m.dof_parentid, m.dof_bodyid, m.dof_jntid, m.body_mocapid)
+    return (m.nbody, m.nv, m.njnt) + tuple(np.asarray(a).tobytes() for a in arrs)  # fmt: skip
+
+
+def tables(m: Model) -> TreeTables:
+    """The static tree tables of `m` (memoised by topology)."""
+    key = _key(m)
+    t = _CACHE.get(key)
+    if t is None:
+        t = _build_tables(m)
+        if len(_CACHE) > 256:
+            _CACHE.clear()
+        _CACHE[key] = t
+    return t
+
+
+def _build_tables(m: Model) -> TreeTables:
+    nbody, nv = m.nbody, m.nv
+    parent = np.asarray(m.body_parentid, np.int64)
+    depth = np.zeros(nbody, np.int64)
+    for i in range(1, nbody):  # MuJoCo orders bodies so that parent < child
+        depth[i] = depth[parent[i]] + 1
+    levels = tuple(
+        (np.nonzero(depth == k)[0], parent[depth == k]) for k in range(1, int(depth.max(initial=0)) + 1)
+    )
+
+    dof_parent = np.asarray(m.dof_parentid, np.int64)
+    dof_body = np.asarray(m.dof_bodyid, np.int64)
+    ddepth = np.zeros(nv, np.int64)
+    anc = np.zeros((nv, nv), bool)
+    for i in range(nv):
+        p = dof_parent[i]
+        if p >= 0:
+            ddepth[i] = ddepth[p] + 1
+            anc[i] = anc[p]
+            anc[i, p] = True
+    dof_levels = tuple(np.nonzero(ddepth == k)[0] for k in range(int(ddepth.max(initial=-1)) + 1))
+
+    body_dof_mask = np.zeros((nbody, nv), bool)
+    dofadr = np.asarray(m.body_dofadr)
+    dofnum = np.asarray(m.body_dofnum)
+    for i in range(1, nbody):
+        body_dof_mask[i] = body_dof_mask[parent[i]]
+        body_dof_mask[i, dofadr[i] : dofadr[i] + dofnum[i]] = True
+
+    # sparse layout: row i = [i, parent(i), parent(parent(i)), ...]
+    rows, cols, madr = [], [], np.zeros(nv, np.int64)
+    for i in range(nv):
+        madr[i] = len(rows)
+        j = i
+        while j >= 0:
+            rows.append(i)
+            cols.append(j)
+            j = dof_parent[j]
+
+    # dof kinds and velocity groups (mj_comVel: free translation, then rotation groups; ball one group)
+    jtype = np.asarray(m.jnt_type)
+    jdofadr = np.asarray(m.jnt_dofadr)
+    dof_jnt = np.asarray(m.dof_jntid, np.int64)
+    kind = np.zeros(nv, np.int64)
+    axis = np.zeros(nv, np.int64)
+    group_start = np.arange(nv)
+    for i in range(nv):
+        jt = jtype[dof_jnt[i]]
+        k = i - jdofadr[dof_jnt[i]]
+        if jt == JointType.HINGE:
+            kind[i] = 0
+        elif jt == JointType.SLIDE:
+            kind[i] = 1
+        elif jt == JointType.BALL:
+            kind[i], axis[i], group_start[i] = 2, k, jdofadr[dof_jnt[i]]
+        else:  # free
+            if k < 3:
+                kind[i], axis[i], group_start[i] = 3, k, jdofadr[dof_jnt[i]]
+            else:
+                kind[i], axis[i], group_start[i] = 2, k - 3, jdofadr[dof_jnt[i]] + 3
+    prev = [list(range(dofadr[dof_body[i]], group_start[i])) for i in range(nv)]
+    width = max([len(p) for p in prev] + [1])
+    group_prev = np.full((nv, width), -1, np.int64)
+    for i, p in enumerate(prev):
+        group_prev[i, : len(p)] = p
+
+    return TreeTables(
+        body_depth=depth, body_levels=levels, body_dof_mask=body_dof_mask, dof_depth=ddepth,
+        dof_levels=dof_levels, dof_anc=anc, madr=madr, m_rows=np.asarray(rows, np.int64),
+        m_cols=np.asarray(cols, np.int64), dof_kind=kind, dof_axis=axis, dof_group_prev=group_prev,
+    )  # fmt: skip
+
+
+_MEMO: dict = {}
+
+
+def memo(m: Model, name: str, build) -> Any:
+    """Memoise a static (host) plan `build(m)` per model topology under `name` (for other stages' tables)."""
+    key = (name,) + _key(m)
+    v = _MEMO.get(key)
+    if v is None:
+        v = build(m)
+        if len(_MEMO) > 1024:
+            _MEMO.clear()
+        _MEMO[key] = v
+    return v
+
+
+def body_dof_mask(m: Model) -> np.ndarray:
+    """(nbody, nv) static bool: True where dof j moves body i (dofs of i and of all its ancestors)."""
+    return tables(m).body_dof_mask
+
+
+# ---- level-scheduled tree sweeps -----------------------------------------------------------------------------
+
+
+def forward_accumulate(m: Model, x: jax.Array) -> jax.Array:
+    """Root-to-leaf prefix sums: returns y with y[0] = x[0], y[i] = y[parent(i)] + x[i]. x: (nbody, ...)."""
+    for bodies, parents in tables(m).body_levels:
+        x = x.at[bodies].add(x[parents])
+    return x
+
+
+def subtree_sum(m: Model, x: jax.Array, include_world: bool = True) -> jax.Array:
+    """Leaf-to-root sums: y[i] = sum of x[k] over the subtree of i. x: (nbody, ...).
+
+    With include_world=False, children of the world do not add into body 0 (as mj_crb / mj_rne).
+    """
+    for bodies, parents in reversed(tables(m).body_levels):
+        if not include_world:
+            keep = parents > 0
+            bodies, parents = bodies[keep], parents[keep]
+            if bodies.size == 0:
+                continue
+        x = x.at[parents].add(x[bodies])
+    return x
+
+
+# ---- Jacobians ----------------------------------------------------------------------------------------------
+
+
+def _root_com(m: Model, d: Any, body_id) -> jax.Array:
+    rootid = np.asarray(m.body_rootid)
+    if isinstance(body_id, (int, np.integer)):
+        return d.subtree_com[int(rootid[int(body_id)])]
+    return d.subtree_com[jp.asarray(rootid)[body_id]]
+
+
+def _mask(m: Model, body_id, dtype) -> jax.Array:
+    mask = tables(m).body_dof_mask
+    if isinstance(body_id, (int, np.integer)):
+        return jp.asarray(mask[int(body_id)], dtype)
+    return jp.asarray(mask, dtype)[body_id]
+
+
+def jac(m: Model, d: Any, point: jax.Array, body_id) -> tuple[jax.Array, jax.Array]:
+    """Translational and rotational Jacobians of a world point attached to `body_id` (mj_jac).
+
+    point: (3,) world position; body_id: int or traced int scalar. Needs kinematics + com_pos (cdof,
+    subtree_com). Returns jacp (3, nv), jacr (3, nv).
+    """
+    cdof = d.cdof
+    mask = _mask(m, body_id, cdof.dtype)
+    offset = point - _root_com(m, d, body_id)
+    ang, lin = cdof[:, :3], cdof[:, 3:]
+    jacr = (ang * mask[:, None]).T
+    jacp = ((lin + jp.cross(ang, offset)) * mask[:, None]).T
+    return jacp, jacr
+
+
+def jac_dot(m: Model, d: Any, point: jax.Array, body_id) -> tuple[jax.Array, jax.Array]:
+    """Time derivative of `jac` (mj_jacDot). Needs kinematics, com_pos and com_vel. Returns (3, nv) x 2."""
+    t = tables(m)
+    cdof, cdof_dot = d.cdof, d.cdof_dot
+    mask = _mask(m, body_id, cdof.dtype)
+    com = _root_com(m, d, body_id)
+    offset = point - com
+    if isinstance(body_id, (int, np.integer)):
+        cvel = d.cvel[int(body_id)]
+    else:
+        cvel = d.cvel[body_id]
+    pvel_lin = cvel[3:] - jp.cross(offset, cvel[:3])
+    # ball and free-rotation dofs: cdof_dot recomputed with the velocity of the dof's own body
+    is_quat = t.dof_kind == 2
+    if np.any(is_quat):
+        own = motion_cross(d.cvel[np.asarray(m.dof_bodyid)], cdof)
+        cdof_dot = jp.where(jp.asarray(is_quat)[:, None], own, cdof_dot)
+    ang_dot, lin_dot = cdof_dot[:, :3], cdof_dot[:, 3:]
+    jacr = (ang_dot * mask[:, None]).T
+    jacp = ((lin_dot + jp.cross(ang_dot, offset) + jp.cross(cdof[:, :3], pvel_lin)) * mask[:, None]).T
+    return jacp, jacr
+
+
+def jac_batch(m: Model, d: Any, points: jax.Array, body_ids) -> tuple[jax.Array, jax.Array]:
+    """`jac` for many points: points (n, 3), body_ids (n,) int (numpy or traced) -> (n, 3, nv) x 2."""
+    body_ids = jp.asarray(body_ids, jp.int32)
+    return jax.vmap(lambda p, b: jac(m, d, p, b))(points, body_ids)
+
+
+def jac_dot_batch(m: Model, d: Any, points: jax.Array, body_ids) -> tuple[jax.Array, jax.Array]:
+    """`jac_dot` for many points: points (n, 3), body_ids (n,) -> (n, 3, nv) x 2."""
+    body_ids = jp.asarray(body_ids, jp.int32)
+    return jax.vmap(lambda p, b: jac_dot(m, d, p, b))(points, body_ids)
+
+
+def wrench_to_cfrc(m: Model, d: Any, body_ids, points: jax.Array, torque_force: jax.Array) -> jax.Array:
+    """Accumulate world-frame wrenches into a com-based (nbody, 6) `cfrc_ext`-like array.
+
+    body_ids: (n,) int (numpy or traced); points: (n, 3) application points; torque_force: (n, 6) world-oriented
+    [torque, force] about `points`. Returns (nbody, 6) [torque about subtree_com of the body's root, force];
+    entries for body 0 are dropped (as MuJoCo skips the world body). Used for contact and equality forces in
+    rne_postconstraint.
+    """
+    body_ids = jp.asarray(body_ids, jp.int32)
+    com = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)[body_ids]]
+    torque = torque_force[:, :3] - jp.cross(com - points, torque_force[:, 3:])
+    w = jp.concatenate([torque, torque_force[:, 3:]], axis=-1)
+    w = jp.where((body_ids > 0)[:, None], w, 0.0)
+    return jax.ops.segment_sum(w, body_ids, num_segments=m.nbody)

@@ -1,0 +1,262 @@
+"""The constraint problem shared by the solvers, and the primal cost with its derivatives.
+
+MuJoCo's constraint model (computation chapter, "Constraint model" / "Constraint solver"): given the
+unconstrained acceleration `a0 = qacc_smooth`, constraint Jacobian `J (nefc, nv)`, reference acceleration
+`aref`, regulariser `R` (and `D = 1/R`), the primal problem is
+
+    min_a  0.5 (a - a0)' M (a - a0) + s(J a - aref)
+
+where `s` is a sum over constraints of convex, piecewise-quadratic (or conic) costs:
+  equality:              0.5 D jar^2
+  friction loss (Huber): 0.5 D jar^2 for |jar| < R f, f |jar| - 0.5 R f^2 beyond
+  inequality (limits, frictionless and pyramidal contact rows): 0.5 D jar^2 where jar < 0, 0 otherwise
+  elliptic contact (rows n, t1..): in U = (mu jar_n, f1 jar_t1, ...), N = U_0, T = |U_t|:
+      top zone (N >= mu T): 0;  bottom zone (mu N + T <= 0): 0.5 sum D jar^2;
+      middle zone: 0.5 Dm (N - mu T)^2 with Dm = D_n / (mu^2 (1 + mu^2))
+The constraint force is `efc_force = -ds/djar` and `qfrc_constraint = J' efc_force`.
+
+The row layout is static (`Layout`): each row's kind, and the elliptic cones grouped by dimension.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.types import ConstraintState
+
+# row kinds
+EQUALITY = 0
+FRICTION = 1
+INEQUALITY = 2
+CONE = 3  # rows of elliptic contacts (handled per cone)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Layout:
+    """Static row structure of the padded constraint arrays.
+
+    kind:  (nefc,) int, one of EQUALITY, FRICTION, INEQUALITY, CONE
+    cones: tuple of (k, dim) int arrays: row indices of the k elliptic contacts of dimension dim
+           (first row normal, then tangential rows), one array per dim present
+    """
+
+    kind: np.ndarray
+    cones: tuple[np.ndarray, ...] = ()
+
+    @property
+    def nefc(self) -> int:
+        return int(self.kind.shape[0])
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Problem:
+    """Traced data of one constraint problem (shapes for nefc rows, nv dofs).
+
+    J: (nefc, nv); D, R, aref, frictionloss: (nefc,); mask: (nefc,) bool (padding rows are False);
+    cone_mu: tuple of (k,) regularised cone friction mu = friction[0] / sqrt(impratio), one per cone group;
+    cone_friction: tuple of (k, dim-1) friction coefficients of the tangential rows.
+    qacc_smooth, qfrc_smooth: (nv,); M: (nv, nv) dense mass matrix; Minv_mul: not stored (see solvers).
+    """
+
+    J: jax.Array
+    D: jax.Array
+    R: jax.Array
+    aref: jax.Array
+    frictionloss: jax.Array
+    mask: jax.Array
+    cone_mu: tuple
+    cone_friction: tuple
+    qacc_smooth: jax.Array
+    M: jax.Array
+
+
+def _cone_eval(jar, D, mu, fric):
+    """Elliptic cone cost terms for k contacts of one dimension.
+
+    jar: (k, dim); D: (k, dim); mu: (k,); fric: (k, dim-1).
+    Returns cost (k,), force (k, dim), hessian (k, dim, dim) (constraint space), state (k,) int.
+    """
+    dt = jar.dtype
+    scale = jp.concatenate([mu[:, None], fric], axis=1)  # (k, dim)
+    U = jar * scale
+    N = U[:, 0]
+    Ut = U[:, 1:]
+    T2 = jp.sum(Ut * Ut, axis=1)
+    T_pos = T2 > 0
+    T = jp.sqrt(jp.where(T_pos, T2, 1.0))
+    T = jp.where(T_pos, T, 0.0)
+    top = (N >= mu * T) | (~T_pos & (N >= 0))
+    bottom = ~top & ((mu * N + T <= 0) | (~T_pos & (N < 0)))
+    middle = ~top & ~bottom
+
+    # bottom zone: all rows quadratic
+    cost_b = 0.5 * jp.sum(D * jar * jar, axis=1)
+    force_b = -D * jar
+    hess_b = jax.vmap(jp.diag)(D)
+
+    # middle zone
+    Dm = D[:, 0] / (mu * mu * (1.0 + mu * mu))
+    g = N - mu * T
+    Tsafe = jp.where(T_pos, T, 1.0)
+    e = Ut / Tsafe[:, None]  # unit tangent in U space
+    grad_g = jp.concatenate([jp.ones_like(N)[:, None], -mu[:, None] * e], axis=1)  # dg/dU
+    cost_m = 0.5 * Dm * g * g
+    force_m = -(Dm * g)[:, None] * grad_g * scale
+    dim1 = Ut.shape[1]
+    eye = jp.eye(dim1, dtype=dt)
+    hess_gt = -(mu / Tsafe)[:, None, None] * (eye[None] - e[:, :, None] * e[:, None, :])  # d2g/dUt2
+    hess_g = jp.zeros(jar.shape + (jar.shape[1],), dt).at[:, 1:, 1:].set(hess_gt)
+    hess_U = Dm[:, None, None] * (grad_g[:, :, None] * grad_g[:, None, :] + g[:, None, None] * hess_g)
+    hess_m = scale[:, :, None] * hess_U * scale[:, None, :]
+
+    zero = jp.zeros_like
+    cost = jp.where(bottom, cost_b, jp.where(middle, cost_m, zero(cost_b)))
+    force = jp.where(bottom[:, None], force_b, jp.where(middle[:, None], force_m, zero(force_b)))
+    hess = jp.where(bottom[:, None, None], hess_b, jp.where(middle[:, None, None], hess_m, zero(hess_b)))
+    state = jp.where(
+        bottom, int(ConstraintState.QUADRATIC), jp.where(middle, int(ConstraintState.CONE), 0)
+    ).astype(jp.int32)
+    return cost, force, hess, state
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class ConstraintEval:
+    """s(jar) and its derivatives. cost: (); force: (nefc,) = -ds/djar; hdiag: (nefc,) diagonal Hessian of
+    the scalar rows (0 on cone rows); cone_hess: tuple of (k, dim, dim); state: (nefc,) ConstraintState."""
+
+    cost: jax.Array
+    force: jax.Array
+    hdiag: jax.Array
+    cone_hess: tuple
+    state: jax.Array
+
+
+def eval_constraints(layout: Layout, p: Problem, jar: jax.Array) -> ConstraintEval:
+    """Evaluate the constraint cost s at `jar = J a - aref` (nefc,)."""
+    kind = jp.asarray(layout.kind)
+    D, R, fl, mask = p.D, p.R, p.frictionloss, p.mask
+    Q, LINNEG, LINPOS = (int(ConstraintState.QUADRATIC), int(ConstraintState.LINEARNEG),
+                         int(ConstraintState.LINEARPOS))  # fmt: skip
+    quad_cost = 0.5 * D * jar * jar
+    # friction loss (Huber)
+    Rf = R * fl
+    lin_pos = jar >= Rf
+    lin_neg = jar <= -Rf
+    fr_cost = jp.where(lin_pos, fl * jar - 0.5 * Rf * fl, jp.where(lin_neg, -fl * jar - 0.5 * Rf * fl, quad_cost))
+    fr_force = jp.where(lin_pos, -fl, jp.where(lin_neg, fl, -D * jar))
+    fr_h = jp.where(lin_pos | lin_neg, 0.0, D)
+    fr_state = jp.where(lin_pos, LINPOS, jp.where(lin_neg, LINNEG, Q))
+    # inequality
+    act = jar < 0
+    iq_cost = jp.where(act, quad_cost, 0.0)
+    iq_force = jp.where(act, -D * jar, 0.0)
+    iq_h = jp.where(act, D, 0.0)
+    iq_state = jp.where(act, Q, int(ConstraintState.SATISFIED))
+
+    is_eq, is_fr, is_iq = kind == EQUALITY, kind == FRICTION, kind == INEQUALITY
+    cost_r = jp.where(is_eq, quad_cost, jp.where(is_fr, fr_cost, jp.where(is_iq, iq_cost, 0.0)))
+    force = jp.where(is_eq, -D * jar, jp.where(is_fr, fr_force, jp.where(is_iq, iq_force, 0.0)))
+    hdiag = jp.where(is_eq, D, jp.where(is_fr, fr_h, jp.where(is_iq, iq_h, 0.0)))
+    state = jp.where(is_eq, Q, jp.where(is_fr, fr_state, jp.where(is_iq, iq_state, 0))).astype(jp.int32)
+    cost_r = jp.where(mask, cost_r, 0.0)
+    force = jp.where(mask, force, 0.0)
+    hdiag = jp.where(mask, hdiag, 0.0)
+    cost = jp.sum(cost_r)
+
+    cone_hess = []
+    for rows, mu, fric in zip(layout.cones, p.cone_mu, p.cone_friction):
+        rows_j = jp.asarray(rows)
+        cmask = mask[rows_j[:, 0]]
+        c_cost, c_force, c_hess, c_state = _cone_eval(jar[rows_j], D[rows_j], mu, fric)
+        c_cost = jp.where(cmask, c_cost, 0.0)
+        c_force = jp.where(cmask[:, None], c_force, 0.0)
+        c_hess = jp.where(cmask[:, None, None], c_hess, 0.0)
+        cost = cost + jp.sum(c_cost)
+        force = force.at[rows_j].set(c_force)
+        state = state.at[rows_j].set(jp.broadcast_to(c_state[:, None], rows.shape))
+        cone_hess.append(c_hess)
+    state = jp.where(mask, state, 0)
+    return ConstraintEval(cost=cost, force=force, hdiag=hdiag, cone_hess=tuple(cone_hess), state=state)
+
+
+def constraint_hessian(layout: Layout, p: Problem, ev: ConstraintEval) -> jax.Array:
+    """J' H_s J (nv, nv): the constraint part of the primal Hessian."""
+    H = (p.J * ev.hdiag[:, None]).T @ p.J
+    for rows, ch in zip(layout.cones, ev.cone_hess):
+        Jc = p.J[jp.asarray(rows)]  # (k, dim, nv)
+        H = H + jp.einsum("kin,kij,kjm->nm", Jc, ch, Jc)
+    return H
+
+
+def hess_quadform(layout: Layout, ev: ConstraintEval, v: jax.Array) -> jax.Array:
+    """v' H_s v for a constraint-space vector v (nefc,)."""
+    q = jp.sum(ev.hdiag * v * v)
+    for rows, ch in zip(layout.cones, ev.cone_hess):
+        vc = v[jp.asarray(rows)]
+        q = q + jp.einsum("ki,kij,kj->", vc, ch, vc)
+    return q
+
+
+def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
+    """(total cost, ConstraintEval, jar, Ma = M (qacc - qacc_smooth))."""
+    jar = p.J @ qacc - p.aref
+    ev = eval_constraints(layout, p, jar)
+    da = qacc - p.qacc_smooth
+    Ma = p.M @ da
+    return 0.5 * jp.dot(da, Ma) + ev.cost, ev, jar, Ma
+
+
+def line_search(layout: Layout, p: Problem, qacc, search, Ma, iterations: int, gtol_factor, scale):
+    """Exact 1-D minimisation of the convex cost along `search` (safeguarded Newton with bracketing).
+
+    A fixed number of iterations; once |f'(alpha)| < gtol_factor * |search| / scale (gtol_factor = tolerance *
+    ls_tolerance, the derivative analogue of the solver's own gradient test) the remaining ones are no-ops.
+    Returns alpha (0 if the direction is not a descent direction).
+    """
+    dt = qacc.dtype
+    Js = p.J @ search
+    Ms = p.M @ search
+    sMs = jp.dot(search, Ms)
+    jar0 = p.J @ qacc - p.aref
+    g0 = jp.dot(search, Ma)
+
+    def derivs(alpha):
+        ev = eval_constraints(layout, p, jar0 + alpha * Js)
+        d1 = g0 + alpha * sMs - jp.dot(Js, ev.force)
+        d2 = sMs + hess_quadform(layout, ev, Js)
+        return d1, d2
+
+    snorm = jp.sqrt(jp.maximum(jp.dot(search, search), 0.0))
+    tol = gtol_factor * snorm / scale
+    d1_0, d2_0 = derivs(jp.zeros((), dt))
+    descent = d1_0 < 0
+    alpha0 = jp.where(descent, -d1_0 / jp.where(d2_0 > 0, d2_0, 1.0), 0.0)
+    inf = jp.asarray(jp.inf, dt)
+
+    def body(carry, _):
+        alpha, lo, hi, done = carry
+        d1, d2 = derivs(alpha)
+        conv = jp.abs(d1) < tol
+        lo_n = jp.where(d1 < 0, alpha, lo)
+        hi_n = jp.where(d1 >= 0, alpha, hi)
+        newton = alpha - d1 / jp.where(d2 > 0, d2, 1.0)
+        ok = (newton > lo_n) & (newton < hi_n) & (d2 > 0)
+        fallback = jp.where(jp.isinf(hi_n), 2.0 * jp.maximum(lo_n, alpha) + 1e-12, 0.5 * (lo_n + hi_n))
+        nxt = jp.where(ok, newton, fallback)
+        stop = done | conv
+        return (
+            jp.where(stop, alpha, nxt),
+            jp.where(stop, lo, lo_n),
+            jp.where(stop, hi, hi_n),
+            stop,
+        ), None
+
+    init = (alpha0, jp.zeros((), dt), inf, ~descent)
+    (alpha, _, _, _), _ = jax.lax.scan(body, init, None, length=iterations)
+    return jp.where(descent, alpha, 0.0)

@@ -1,0 +1,319 @@
+"""Oracle tests of mjx_lite.collision against MuJoCo C (mj_forward contacts)."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+from mjx_lite.collision import driver  # noqa: E402
+from mjx_lite.types import Warning as W  # noqa: E402
+from tests.oracle import model_from_mujoco  # noqa: E402
+
+ATOL_ANALYTIC = 1e-6  # analytic colliders: same formulas as MuJoCo, float64 round-off
+ATOL_CONVEX = 1e-4  # iterative general convex path (MuJoCo's own GJK/EPA tolerance is 1e-6 + iterations)
+MARGIN = 0.01
+
+SIZES = {
+    "sphere": "0.1",
+    "capsule": "0.08 0.15",
+    "ellipsoid": "0.1 0.13 0.17",
+    "cylinder": "0.09 0.14",
+    "box": "0.1 0.13 0.16",
+}
+
+
+def _xml(t1, t2, margin=MARGIN):
+    g1 = (
+        f'<geom name="g1" type="plane" size="3 3 .1" margin="{margin}"/>'
+        if t1 == "plane"
+        else f'<body name="b1"><freejoint/><geom name="g1" type="{t1}" size="{SIZES[t1]}" margin="{margin}"/></body>'
+    )
+    return f"""<mujoco><option gravity="0 0 0"><flag multiccd="disable"/></option><worldbody>{g1}
+      <body name="b2"><freejoint/><geom name="g2" type="{t2}" size="{SIZES[t2]}" margin="{margin}"/></body>
+      </worldbody></mujoco>"""
+
+
+def _random_quat(rng):
+    q = rng.normal(size=4)
+    return q / np.linalg.norm(q)
+
+
+def _mj_mindist(mjm, mjd):
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_collision(mjm, mjd)
+    return min((c.dist for c in mjd.contact[: mjd.ncon]), default=np.inf) if mjd.ncon else np.inf
+
+
+def _poses(mjm, rng, n, targets):
+    """Random relative poses with MuJoCo's deepest contact at `targets` (bisection along a random ray)."""
+    mjd = mujoco.MjData(mjm)
+    plane = mjm.geom_type[0] == mujoco.mjtGeom.mjGEOM_PLANE
+    out = []
+    for i in range(n):
+        target = targets[i % len(targets)]
+        q1, q2 = _random_quat(rng), _random_quat(rng)
+        u = rng.normal(size=3)
+        u /= np.linalg.norm(u)
+        if plane:
+            u = np.array([0.3 * u[0], 0.3 * u[1], 1.0])
+
+        def setq(t):
+            if plane:
+                mjd.qpos[:] = np.concatenate([t * u, q2])
+            else:
+                mjd.qpos[:] = np.concatenate([np.zeros(3), q1, t * u, q2])
+
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            setq(mid)
+            if _mj_mindist(mjm, mjd) < target:
+                lo = mid
+            else:
+                hi = mid
+        setq(lo)
+        _mj_mindist(mjm, mjd)
+        out.append((mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
+    return out
+
+
+def _mj_contacts(mjm, qpos):
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = qpos
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_collision(mjm, mjd)
+    c = mjd.contact[: mjd.ncon]
+    return {
+        "geom": np.array(c.geom).reshape(-1, 2), "dist": np.array(c.dist), "pos": np.array(c.pos).reshape(-1, 3),
+        "frame": np.array(c.frame).reshape(-1, 3, 3), "friction": np.array(c.friction).reshape(-1, 5),
+        "dim": np.array(c.dim), "includemargin": np.array(c.includemargin),
+        "solref": np.array(c.solref).reshape(-1, 2), "solimp": np.array(c.solimp).reshape(-1, 5),
+    }  # fmt: skip
+
+
+def _match(ours, theirs, atol, check_count=True, check_frame=True, deepest_only=False):
+    """Order-independent comparison of two contact sets (host dicts)."""
+    if deepest_only:
+        assert len(ours["dist"]) >= 1 and len(theirs["dist"]) >= 1, (ours["dist"], theirs["dist"])
+        a, b = np.argmin(ours["dist"]), np.argmin(theirs["dist"])
+        np.testing.assert_allclose(ours["dist"][a], theirs["dist"][b], atol=atol)
+        np.testing.assert_allclose(ours["frame"][a][0], theirs["frame"][b][0], atol=atol * 10)
+        np.testing.assert_array_equal(ours["geom"][a], theirs["geom"][b])
+        return
+    if check_count:
+        assert len(ours["dist"]) == len(theirs["dist"]), (ours["dist"], theirs["dist"])
+    used = set()
+    for j in range(len(theirs["dist"])):
+        cost = [
+            np.inf if i in used else np.linalg.norm(ours["pos"][i] - theirs["pos"][j])
+            + abs(ours["dist"][i] - theirs["dist"][j])
+            for i in range(len(ours["dist"]))
+        ]
+        i = int(np.argmin(cost))
+        used.add(i)
+        np.testing.assert_allclose(ours["dist"][i], theirs["dist"][j], atol=atol)
+        np.testing.assert_allclose(ours["pos"][i], theirs["pos"][j], atol=atol)
+        np.testing.assert_array_equal(ours["geom"][i], theirs["geom"][j])
+        np.testing.assert_allclose(ours["frame"][i][0], theirs["frame"][j][0], atol=atol)
+        if check_frame:
+            np.testing.assert_allclose(ours["frame"][i], theirs["frame"][j], atol=atol)
+        for k in ("friction", "includemargin", "solref", "solimp"):
+            np.testing.assert_allclose(ours[k][i], theirs[k][j], atol=1e-12)
+        assert ours["dim"][i] == theirs["dim"][j]
+
+
+_COLLIDE = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
+
+
+def _ours_batched(m, poses):
+    d0 = mjl.make_data(m)
+    xpos = jp.asarray(np.stack([p[1] for p in poses]))
+    xmat = jp.asarray(np.stack([p[2] for p in poses]))
+    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat)
+    return _COLLIDE(m, d)
+
+
+def _unbatch(d, i):
+    return jax.tree_util.tree_map(lambda x: x[i], d)
+
+
+TARGETS = (-0.04, -1e-3, 0.5 * MARGIN)  # deep, touching, separated within margin
+
+# (type1, type2): (atol, compare all contacts and their count, check the full frame)
+ANALYTIC = {
+    ("plane", "sphere"): True,
+    ("plane", "capsule"): True,
+    ("plane", "ellipsoid"): True,
+    ("plane", "cylinder"): True,
+    ("plane", "box"): True,
+    ("sphere", "sphere"): True,
+    ("sphere", "capsule"): True,
+    ("sphere", "cylinder"): True,
+    ("sphere", "box"): True,
+    ("capsule", "capsule"): True,
+    ("capsule", "box"): False,  # deepest contact only: MuJoCo's second-point heuristic is not reproduced
+}
+
+
+@pytest.mark.parametrize("pair", list(ANALYTIC), ids=lambda p: "-".join(p))
+def test_analytic_pairs(pair):
+    full = ANALYTIC[pair]
+    mjm = mujoco.MjModel.from_xml_string(_xml(*pair))
+    m = model_from_mujoco(mjm)
+    rng = np.random.default_rng(0)
+    poses = _poses(mjm, rng, 24, TARGETS)
+    d = _ours_batched(m, poses)
+    for i, (qpos, _, _) in enumerate(poses):
+        ours = mjl.active_contacts(m, _unbatch(d, i))
+        theirs = _mj_contacts(mjm, qpos)
+        assert len(theirs["dist"]) > 0
+        _match(ours, theirs, ATOL_ANALYTIC, deepest_only=not full)
+
+
+def test_capsule_capsule_parallel_two_contacts():
+    mjm = mujoco.MjModel.from_xml_string(_xml("capsule", "capsule"))
+    m = model_from_mujoco(mjm)
+    qpos = np.array([0, 0, 0, 1, 0, 0, 0, 0.05, 0.02, 0.155, 1, 0, 0, 0], float)
+    # rotate both capsules the same way: parallel axes
+    q = np.array([0.9, 0.3, 0.2, 0.1]) / np.linalg.norm([0.9, 0.3, 0.2, 0.1])
+    qpos[3:7] = qpos[10:14] = q
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = qpos
+    mujoco.mj_kinematics(mjm, mjd)
+    poses = [(qpos, mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3))]
+    ours = mjl.active_contacts(m, _unbatch(_ours_batched(m, poses), 0))
+    theirs = _mj_contacts(mjm, qpos)
+    assert len(theirs["dist"]) == 2
+    _match(ours, theirs, ATOL_ANALYTIC)
+
+
+def test_pair_filters_and_params():
+    """contype/conaffinity, parent-child, weld, exclude, explicit pair, priority and solmix mixing."""
+    xml = """<mujoco><worldbody>
+      <geom name="floor" type="plane" size="3 3 .1" friction="0.5 0.01 0.001" solmix="2" priority="0"/>
+      <body name="a" pos="0 0 0.09"><freejoint/>
+        <geom name="a1" type="sphere" size=".1" condim="4" solref="0.03 1.1" friction="0.7 0.02 0.0001"/>
+        <geom name="a2" type="box" size=".05 .05 .05" pos=".25 0 0" contype="2" conaffinity="2"/>
+        <body name="c" pos="0 0 .15"><joint type="hinge"/><geom name="c1" type="sphere" size=".1"/></body>
+      </body>
+      <body name="b" pos=".5 0 0.09"><freejoint/>
+        <geom name="b1" type="capsule" size=".1 .1" euler="0 90 0" priority="1" condim="1" solmix="0.1"/>
+        <geom name="b2" type="sphere" size=".1" pos="-.2 0 0" solref="-100 -10" margin="0.02" gap="0.005"/>
+      </body>
+      <body name="e" pos="-.5 0 0.09"><freejoint/><geom name="e1" type="sphere" size=".1" solmix="0"/></body>
+      </worldbody>
+      <contact><exclude body1="a" body2="e"/>
+        <pair geom1="c1" geom2="a1" condim="6" friction="1 1 .1 .01 .01" margin="0.3" gap="0.1"/></contact>
+    </mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    m = model_from_mujoco(mjm)
+    poses = [(mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3))]
+    ours = mjl.active_contacts(m, _unbatch(_ours_batched(m, poses), 0))
+    theirs = _mj_contacts(mjm, mjd.qpos)
+    assert len(theirs["dist"]) >= 4
+    _match(ours, theirs, ATOL_ANALYTIC)
+
+
+def test_override_flag():
+    xml = _xml("plane", "sphere").replace('multiccd="disable"', 'override="enable"')
+    xml = xml.replace("<option", '<option o_margin="0.05" o_solref="0.05 2" o_friction="0.3 0.3 0.01 0.001 0.001"')
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = [0, 0, 0.14, 1, 0, 0, 0]
+    mujoco.mj_kinematics(mjm, mjd)
+    poses = [(mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3))]
+    ours = mjl.active_contacts(m, _unbatch(_ours_batched(m, poses), 0))
+    theirs = _mj_contacts(mjm, mjd.qpos)
+    assert len(theirs["dist"]) == 1
+    _match(ours, theirs, ATOL_ANALYTIC)
+
+
+def test_static_table_no_retrace():
+    mjm = mujoco.MjModel.from_xml_string(_xml("sphere", "box"))
+    m = model_from_mujoco(mjm)
+    traces = []
+
+    @jax.jit
+    def f(m, d):
+        traces.append(1)
+        return driver.collision(m, d).contact.dist
+
+    d = mjl.make_data(m)
+    f(m, d)
+    m2 = m.replace(geom_size=m.geom_size * 1.1, geom_margin=m.geom_margin + 0.1, geom_friction=m.geom_friction * 2)
+    f(m2, d)
+    assert len(traces) == 1
+
+
+@pytest.mark.parametrize("pair", [("plane", "box"), ("sphere", "capsule"), ("plane", "cylinder"), ("sphere", "box")])
+def test_grad_finite(pair):
+    mjm = mujoco.MjModel.from_xml_string(_xml(*pair))
+    m = model_from_mujoco(mjm)
+    poses = _poses(mjm, np.random.default_rng(1), 1, (-0.01,))
+    d0 = mjl.make_data(m).replace(geom_xpos=jp.asarray(poses[0][1]), geom_xmat=jp.asarray(poses[0][2]))
+
+    def loss(xpos, xmat):
+        c = driver.collision(m, d0.replace(geom_xpos=xpos, geom_xmat=xmat)).contact
+        return jp.sum(jp.where(c.active, c.dist, 0.0)) + jp.sum(jp.where(c.active[:, None], c.pos, 0.0))
+
+    gp, gm = jax.grad(loss, argnums=(0, 1))(d0.geom_xpos, d0.geom_xmat)
+    assert np.all(np.isfinite(gp)) and np.all(np.isfinite(gm))
+    assert np.any(gp != 0)
+
+
+def test_many_spheres_broadphase_vmap():
+    n = 220
+    rng = np.random.default_rng(3)
+    bodies = "".join(
+        f'<body pos="{x} {y} {z}"><freejoint/><geom type="{"sphere" if i % 2 else "box"}" size="0.05 0.05 0.05"/></body>'
+        for i, (x, y, z) in enumerate(rng.uniform([-1, -1, 0.0], [1, 1, 1.0], size=(n, 3)).round(3))
+    )
+    xml = f'<mujoco><worldbody><geom type="plane" size="3 3 .1"/>{bodies}</worldbody></mujoco>'
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = model_from_mujoco(mjm)
+    table = driver.pair_table(m)
+    trimmed = [g for g in table.groups if g.capacity < len(g.geom1)]
+    assert trimmed, "the sphere-sphere group should go through the broadphase"
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_collision(mjm, mjd)
+    poses = [(mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3))] * 2
+    d = _ours_batched(m, poses)
+    assert d.contact.dist.shape == (2, m.nconmax)
+    ours = mjl.active_contacts(m, _unbatch(d, 0))
+    theirs = _mj_contacts(mjm, mjd.qpos)
+    assert int(d.warning_number[0, W.CONTACTFULL]) == 0
+    # sphere/plane/box-sphere pairs are analytic; box-box deepest contacts are compared by the box-box test
+    keep_t = np.array([mjm.geom_type[g].tolist() != [6, 6] for g in theirs["geom"]], bool)
+    keep_o = np.array([mjm.geom_type[g].tolist() != [6, 6] for g in ours["geom"]], bool)
+    _match({k: v[keep_o] for k, v in ours.items()}, {k: v[keep_t] for k, v in theirs.items()}, ATOL_ANALYTIC)
+
+
+def test_broadphase_overflow_warns():
+    n = 40
+    bodies = "".join(f'<body pos="0 0 {0.01 * i}"><freejoint/><geom type="sphere" size="0.1"/></body>' for i in range(n))
+    mjm = mujoco.MjModel.from_xml_string(f"<mujoco><worldbody>{bodies}</worldbody></mujoco>")
+    old = driver.BROADPHASE_MIN_PAIRS
+    driver.BROADPHASE_MIN_PAIRS = 100
+    driver._TABLE_CACHE.clear()
+    try:
+        m = model_from_mujoco(mjm)
+        mjd = mujoco.MjData(mjm)
+        mujoco.mj_kinematics(mjm, mjd)
+        d = mjl.make_data(m).replace(
+            geom_xpos=jp.asarray(mjd.geom_xpos), geom_xmat=jp.asarray(mjd.geom_xmat.reshape(-1, 3, 3))
+        )
+        d = jax.jit(driver.collision)(m, d)
+        assert int(d.warning_number[W.CONTACTFULL]) == 1
+        assert int(d.ncon) == driver.pair_table(m).groups[0].capacity
+    finally:
+        driver.BROADPHASE_MIN_PAIRS = old
+        driver._TABLE_CACHE.clear()

@@ -1,0 +1,353 @@
+"""forward / step against MuJoCo (float64, constraints disabled), and the JAX properties of step:
+vmap == loop, jit == no-jit, bitwise reruns, gradients vs finite differences, no retrace on float changes,
+per-environment divergence reset."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import dataclasses  # noqa: E402
+import importlib  # noqa: E402
+import importlib.util  # noqa: E402
+import os  # noqa: E402
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import mjx_lite  # noqa: E402
+from mjx_lite import io, types  # noqa: E402
+from mjx_lite.pipeline import forward as fwd  # noqa: E402
+from tests import oracle  # noqa: E402
+from tests.test_sensor import data_from_mujoco, random_state, without_unsupported  # noqa: E402
+
+STAGES = ("kinematics", "tendon", "inertia", "velocity", "rne", "passive", "actuation", "transmission")
+pytestmark = pytest.mark.skipif(
+    any(importlib.util.find_spec(f"mjx_lite.pipeline.{s}") is None for s in STAGES),
+    reason="needs every smooth-dynamics stage",
+)
+
+FWD_RTOL = 1e-7  # float64 forward pass vs MuJoCo: round-off amplified by cond(M) and long chains
+FWD_ATOL = 1e-7  # relative to the field's scale: atol = FWD_ATOL * max(1, max|field|)
+TRAJ_RTOL = 1e-6  # 200 steps: round-off grows with the (mildly chaotic) dynamics
+
+# fields not compared: layouts that are ours (factor), constraint rows/contacts (disabled), solver stats
+SKIP_FIELDS = {"qLD", "qLDiagInv", "contact", "ncon", "nefc", "solver_niter", "solver_improvement",
+               "solver_gradient", "solver_fwdinv", "qfrc_inverse", "ten_wrapadr", "ten_wrapnum", "wrap_obj",
+               "wrap_xpos", "cacc", "cfrc_int", "cfrc_ext", "warning_number"}  # fmt: skip
+
+
+def _compile(path: str, integrator: int | None = None) -> mujoco.MjModel:
+    spec = without_unsupported(mujoco.MjSpec.from_file(path))
+    spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    spec.option.enableflags |= mujoco.mjtEnableBit.mjENBL_ENERGY
+    if integrator is not None:
+        spec.option.integrator = integrator
+    return spec.compile()
+
+
+MODELS = {
+    "pendula": os.path.join(oracle.MJX_TEST_DATA, "pendula.xml"),
+    "humanoid": os.path.join(oracle.MJX_TEST_DATA, "humanoid", "humanoid.xml"),
+    "sensor": os.path.join(oracle.MJX_TEST_DATA, "sensor", "sensor.xml"),
+    "tendon": os.path.join(oracle.MJX_TEST_DATA, "tendon", "pulley_site_wrap.xml"),
+    "cheetah": os.path.join(oracle.DM_SUITE, "cheetah.xml"),
+    "fish": os.path.join(oracle.DM_SUITE, "fish.xml"),
+    "quadruped": os.path.join(oracle.DM_SUITE, "quadruped.xml"),
+    "finger": os.path.join(oracle.DM_SUITE, "finger.xml"),
+}
+FAST = ("pendula", "sensor", "cheetah", "finger")
+
+_CACHE: dict = {}
+
+
+def _case(name: str, integrator: int | None = None):
+    key = (name, integrator)
+    if key not in _CACHE:
+        mjm = _compile(MODELS[name], integrator)
+        m = oracle.model_from_mujoco(mjm)
+        _CACHE[key] = (mjm, m, jax.jit(mjx_lite.forward) if hasattr(mjx_lite, "forward") else jax.jit(fwd.forward))
+    return _CACHE[key]
+
+
+def _state(m, mjm, mjd):
+    """Our Data holding only MuJoCo's input state (qpos, qvel, act, ctrl, applied forces, time, mocap)."""
+    d = io.make_data(m)
+    return d.replace(
+        qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel), act=jp.array(mjd.act), ctrl=jp.array(mjd.ctrl),
+        qfrc_applied=jp.array(mjd.qfrc_applied), xfrc_applied=jp.array(mjd.xfrc_applied), time=jp.array(mjd.time),
+        mocap_pos=jp.array(mjd.mocap_pos), mocap_quat=jp.array(mjd.mocap_quat),
+    )  # fmt: skip
+
+
+def _compare(name, got, want, fields=None):
+    for f in dataclasses.fields(types.Data):
+        if f.name in SKIP_FIELDS or f.name.startswith("efc_") or (fields and f.name not in fields):
+            continue
+        a, b = np.asarray(getattr(got, f.name)), np.asarray(getattr(want, f.name))
+        scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
+        np.testing.assert_allclose(a, b, rtol=FWD_RTOL, atol=FWD_ATOL * scale, err_msg=f"{name}: {f.name}")
+
+
+def _params(names):
+    return [pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in names]
+
+
+@pytest.mark.parametrize("name", _params(sorted(MODELS)))
+def test_forward_matches_mujoco(name):
+    mjm, m, forward = _case(name)
+    for seed in range(2):
+        mjd = mujoco.MjData(mjm)
+        random_state(mjm, mjd, np.random.default_rng(seed))
+        d = forward(m, _state(m, mjm, mjd))
+        mujoco.mj_forward(mjm, mjd)
+        _compare(name, d, data_from_mujoco(m, mjm, mjd))
+
+
+@pytest.mark.parametrize("name", _params(["sensor", "humanoid"]))
+def test_rne_postconstraint_fields(name):
+    """cacc / cfrc_int / cfrc_ext after forward match mj_rnePostConstraint (they feed force sensors)."""
+    mjm, m, forward = _case(name)
+    mjd = mujoco.MjData(mjm)
+    random_state(mjm, mjd, np.random.default_rng(5))
+    d = forward(m, _state(m, mjm, mjd))
+    rne = importlib.import_module("mjx_lite.pipeline.rne")
+    d = jax.jit(rne.rne_postconstraint)(m, d)
+    mujoco.mj_forward(mjm, mjd)
+    mujoco.mj_rnePostConstraint(mjm, mjd)
+    want = data_from_mujoco(m, mjm, mjd)
+    for f in ("cacc", "cfrc_int", "cfrc_ext"):
+        b = np.asarray(getattr(want, f))
+        np.testing.assert_allclose(np.asarray(getattr(d, f)), b, rtol=FWD_RTOL, atol=FWD_ATOL * max(1, np.abs(b).max()))
+
+
+INTEGRATORS = {
+    "euler": mujoco.mjtIntegrator.mjINT_EULER,
+    "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+    "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
+    "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+}
+
+
+def _rollout_fn(nstep):
+    def rollout(m, d):
+        def body(d, _):
+            d = mjx_lite.step(m, d)
+            return d, (d.qpos, d.qvel, d.act)
+
+        return jax.lax.scan(body, d, None, length=nstep)
+
+    return jax.jit(rollout)
+
+
+@pytest.mark.parametrize("integrator", sorted(INTEGRATORS))
+@pytest.mark.parametrize("name", _params(["cheetah", "pendula", "humanoid", "fish"]))
+def test_trajectory_matches_mujoco(name, integrator):
+    nstep = 200
+    mjm, m, _ = _case(name, INTEGRATORS[integrator])
+    mjd = mujoco.MjData(mjm)
+    random_state(mjm, mjd, np.random.default_rng(0))
+    mjd.xfrc_applied[:] = 0.0
+    mjd.qvel[:] *= 0.3
+    d0 = _state(m, mjm, mjd)
+    _, (qpos, qvel, act) = _rollout_fn(nstep)(m, d0)
+    for t in range(nstep):
+        mujoco.mj_step(mjm, mjd)
+        if (t + 1) % 50 == 0:
+            for f, got in (("qpos", qpos), ("qvel", qvel), ("act", act)):
+                want = getattr(mjd, f)
+                scale = max(1.0, float(np.abs(want).max()) if want.size else 1.0)
+                np.testing.assert_allclose(
+                    np.asarray(got[t]), want, rtol=TRAJ_RTOL, atol=TRAJ_RTOL * scale, err_msg=f"{f} at step {t + 1}"
+                )
+
+
+# ---- JAX properties ------------------------------------------------------------------------------------
+
+SMALL_XML = """
+<mujoco>
+  <option timestep="0.01"><flag constraint="disable" energy="enable"/></option>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <joint name="j0" type="hinge" axis="0 1 0" damping="0.2"/>
+      <geom type="capsule" size=".05 .2" pos="0 0 -.2" mass="1"/>
+      <body name="b" pos="0 0 -.4">
+        <joint name="j1" type="ball" damping="0.1"/>
+        <geom type="capsule" size=".05 .2" pos="0 0 -.2" mass="0.5"/>
+        <site name="tip" pos="0 0 -.4"/>
+      </body>
+    </body>
+    <body name="free" pos="1 0 0"><freejoint/><geom type="box" size=".1 .1 .1" mass="2"/></body>
+  </worldbody>
+  <actuator><motor joint="j0" gear="2"/></actuator>
+  <sensor><framepos objtype="site" objname="tip"/><accelerometer site="tip"/></sensor>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="module")
+def small():
+    mjm = mujoco.MjModel.from_xml_string(SMALL_XML)
+    m = oracle.model_from_mujoco(mjm)
+    d = io.make_data(m)
+    rng = np.random.default_rng(0)
+    d = d.replace(qvel=jp.asarray(rng.normal(size=m.nv)), ctrl=jp.asarray([0.3]))
+    return mjm, m, d, jax.jit(mjx_lite.step)
+
+
+def test_step_matches_mj_step(small):
+    mjm, m, d, step = small
+    mjd = mujoco.MjData(mjm)
+    mjd.qvel[:] = np.asarray(d.qvel)
+    mjd.ctrl[:] = np.asarray(d.ctrl)
+    for _ in range(5):
+        d = step(m, d)
+        mujoco.mj_step(mjm, mjd)
+    # Data after step holds forward's results of the state before the last integration, as mjData does
+    _compare(
+        "small",
+        d,
+        data_from_mujoco(m, mjm, mjd),
+        fields={"qpos", "qvel", "time", "qacc", "xpos", "sensordata", "energy"},
+    )
+
+
+def test_step1_step2_equals_step(small):
+    mjm, m, d, step = small
+    a = step(m, d)
+    b = jax.jit(mjx_lite.step2)(m, jax.jit(mjx_lite.step1)(m, d))
+    for f in ("qpos", "qvel", "act", "time", "sensordata"):
+        np.testing.assert_allclose(np.asarray(getattr(b, f)), np.asarray(getattr(a, f)), rtol=1e-12, atol=1e-12)
+
+
+def test_vmap_equals_loop(small):
+    mjm, m, d, step = small
+    batch = 3
+    qvel = jp.asarray(np.random.default_rng(1).normal(size=(batch, m.nv)))
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d).replace(qvel=qvel)
+    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, db)
+    for i in range(batch):
+        one = step(m, d.replace(qvel=qvel[i]))
+        for f in ("qpos", "qvel", "qacc", "sensordata"):
+            np.testing.assert_allclose(
+                np.asarray(getattr(out, f)[i]), np.asarray(getattr(one, f)), rtol=1e-12, atol=1e-12
+            )
+
+
+def test_jit_equals_nojit(small):
+    mjm, m, d, step = small
+    a = step(m, d)
+    with jax.disable_jit():
+        b = mjx_lite.step(m, d)
+    for f in ("qpos", "qvel", "qacc", "sensordata", "energy"):
+        np.testing.assert_allclose(np.asarray(getattr(b, f)), np.asarray(getattr(a, f)), rtol=1e-12, atol=1e-12)
+
+
+def test_bitwise_reruns(small):
+    mjm, m, d, step = small
+    rollout = _rollout_fn(20)
+    a = rollout(m, d)
+    b = rollout(m, d)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_no_retrace_on_float_change(small):
+    mjm, m, d, _ = small
+    traces = []
+
+    @jax.jit
+    def f(m, d):
+        traces.append(1)
+        return mjx_lite.step(m, d)
+
+    f(m, d)
+    f(m.replace(dof_damping=m.dof_damping * 2.0, body_mass=m.body_mass * 1.5), d)
+    f(m.replace(opt=m.opt.replace(timestep=jp.asarray(0.002), gravity=m.opt.gravity * 0.5)), d)
+    assert len(traces) == 1
+
+
+def _loss_fn(nstep):
+    def loss(qvel0, mass_scale, damping, m, d):
+        m = m.replace(body_mass=m.body_mass.at[2].multiply(mass_scale), dof_damping=damping)
+        d = d.replace(qvel=qvel0)
+
+        def body(d, _):
+            return mjx_lite.step(m, d), None
+
+        d, _ = jax.lax.scan(body, d, None, length=nstep)
+        return jp.sum(d.qpos**2) + jp.sum(d.qvel**2) + jp.sum(d.sensordata**2)
+
+    return loss
+
+
+def test_grad_matches_finite_differences(small):
+    mjm, m, d, _ = small
+    loss = jax.jit(_loss_fn(100))
+    args = (d.qvel, jp.asarray(1.0), m.dof_damping, m, d)
+    g_qvel, g_mass, g_damp = jax.jit(jax.grad(_loss_fn(100), argnums=(0, 1, 2)))(*args)
+    for g in (g_qvel, g_mass, g_damp):
+        assert np.all(np.isfinite(np.asarray(g)))
+    eps = 1e-6
+    # qvel: a few directions
+    for j in (0, 3, m.nv - 1):
+        e = jp.zeros(m.nv).at[j].set(eps)
+        fd = (loss(d.qvel + e, *args[1:]) - loss(d.qvel - e, *args[1:])) / (2 * eps)
+        np.testing.assert_allclose(float(g_qvel[j]), float(fd), rtol=1e-5, atol=1e-7)
+    fd = (loss(d.qvel, jp.asarray(1.0 + eps), *args[2:]) - loss(d.qvel, jp.asarray(1.0 - eps), *args[2:])) / (2 * eps)
+    np.testing.assert_allclose(float(g_mass), float(fd), rtol=1e-5, atol=1e-7)
+    e = jp.zeros(m.nv).at[0].set(eps)
+    fd = (
+        loss(d.qvel, jp.asarray(1.0), m.dof_damping + e, m, d) - loss(d.qvel, jp.asarray(1.0), m.dof_damping - e, m, d)
+    ) / (2 * eps)
+    np.testing.assert_allclose(float(g_damp[0]), float(fd), rtol=1e-5, atol=1e-7)
+
+
+def test_divergence_resets_only_that_environment(small):
+    mjm, m, d, _ = small
+    batch = 3
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
+    # env 1 gets an enormous applied force: its qacc diverges during the step
+    qfrc = jp.zeros((batch, m.nv)).at[1, 0].set(1e13)
+    db = db.replace(qfrc_applied=qfrc, time=jp.full(batch, 2.0))
+    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, db)
+    single = jax.jit(mjx_lite.step)(m, d.replace(time=jp.asarray(2.0)))
+    wn = np.asarray(out.warning_number)
+    assert wn[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
+    np.testing.assert_array_equal(np.asarray(out.qpos[1]), mjm.qpos0)
+    np.testing.assert_array_equal(np.asarray(out.qvel[1]), 0.0)
+    assert float(out.time[1]) == 0.0
+    for i in (0, 2):
+        np.testing.assert_allclose(np.asarray(out.qpos[i]), np.asarray(single.qpos), rtol=1e-12, atol=1e-12)
+        assert float(out.time[i]) == pytest.approx(2.0 + mjm.opt.timestep)
+    # a NaN state is reset before the forward pass
+    bad = db.replace(qfrc_applied=jp.zeros((batch, m.nv)), qvel=db.qvel.at[2, 1].set(jp.nan))
+    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, bad)
+    assert np.asarray(out.warning_number)[:, types.Warning.BADQVEL].tolist() == [0, 0, 1]
+    assert np.all(np.isfinite(np.asarray(out.qpos)))
+
+
+def test_constraints_without_solver_raise():
+    mjm = mujoco.MjModel.from_xml_string(
+        "<mujoco><worldbody><body><joint range='-1 1' limited='true'/><geom size='.1'/></body></worldbody></mujoco>"
+    )
+    m = oracle.model_from_mujoco(mjm)
+    if fwd._solver() is not None:
+        pytest.skip("constraint solver present")
+    with pytest.raises(NotImplementedError, match="constraint"):
+        fwd.forward(m, io.make_data(m))
+
+
+@pytest.mark.skipif(not hasattr(mjx_lite, "load_mjcf"), reason="needs the MJCF compiler")
+@pytest.mark.parametrize("name", _params(["cheetah", "pendula"]))
+def test_forward_via_load_mjcf(name):
+    """The same comparison with our MJCF compiler's Model (flags set on our Model as on MuJoCo's)."""
+    mjm, _, _ = _case(name)
+    m = mjx_lite.load_mjcf(MODELS[name])
+    m = m.replace(opt=m.opt.replace(disableflags=int(mjm.opt.disableflags), enableflags=int(mjm.opt.enableflags)))
+    mjd = mujoco.MjData(mjm)
+    random_state(mjm, mjd, np.random.default_rng(0))
+    d = jax.jit(mjx_lite.forward)(m, _state(m, mjm, mjd))
+    mujoco.mj_forward(mjm, mjd)
+    _compare(name, d, data_from_mujoco(m, mjm, mjd))

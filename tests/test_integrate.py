@@ -1,0 +1,213 @@
+"""Integrators against MuJoCo (float64): mj_integratePos, activation integration, mj_Euler (with and without
+implicit damping), mj_implicit (implicit / implicitfast), and the per-environment divergence reset."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import copy  # noqa: E402
+import importlib.util  # noqa: E402
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from mjx_lite import io, types  # noqa: E402
+from mjx_lite.pipeline import integrate  # noqa: E402
+from tests import oracle  # noqa: E402
+from tests.test_sensor import data_from_mujoco, random_state  # noqa: E402
+
+RTOL = 1e-10  # float64 round-off of one step
+ATOL = 1e-10
+SOLVE_RTOL = 1e-9  # dense Cholesky/LU vs MuJoCo's sparse LDL: round-off amplified by cond(M)
+
+XML = """
+<mujoco>
+  <option timestep="0.01"><flag constraint="disable"/></option>
+  <worldbody>
+    <body name="f" pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size=".1 .2 .3" mass="2"/>
+      <body pos=".3 0 0">
+        <joint name="ball" type="ball" damping=".3"/>
+        <geom type="capsule" size=".05 .2" pos=".2 0 0" quat="1 0 1 0"/>
+        <body pos=".4 0 0">
+          <joint name="hinge" type="hinge" axis="0 1 0" damping=".7"/>
+          <geom type="sphere" size=".1" pos=".1 0 0"/>
+          <body pos=".2 0 0">
+            <joint name="slide" type="slide" axis="1 0 0" damping="2"/>
+            <geom type="sphere" size=".05"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t" damping="0.4"><joint joint="hinge" coef="1"/><joint joint="slide" coef="-.3"/></fixed>
+  </tendon>
+  <actuator>
+    <general joint="hinge" dyntype="filterexact" dynprm="0.05" gainprm="2" actlimited="true" actrange="-.4 .4"/>
+    <general joint="slide" dyntype="filter" dynprm="0.2" gainprm="1.5"/>
+    <general joint="hinge" dyntype="integrator" gainprm="1" actlimited="true" actrange="-.2 .3"/>
+    <velocity joint="slide" kv="3"/>
+    <position joint="hinge" kp="5" kv="0.5"/>
+    <general tendon="t" gaintype="affine" gainprm="1 0 0.8" biastype="affine" biasprm="0 -1 -0.6"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def _models():
+    out = {"chain": mujoco.MjModel.from_xml_string(XML)}
+    for name in ("cartpole.xml", "quadruped.xml"):
+        spec = mujoco.MjSpec.from_file(f"{oracle.DM_SUITE}/{name}")
+        spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+        out[name.split("/")[-1][:-4]] = spec.compile()
+    return out
+
+
+MODELS = _models()
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def case(request):
+    mjm = MODELS[request.param]
+    return request.param, mjm, oracle.model_from_mujoco(mjm)
+
+
+def _forwarded(mjm, seed):
+    mjd = mujoco.MjData(mjm)
+    random_state(mjm, mjd, np.random.default_rng(seed))
+    mjd.act[:] = np.random.default_rng(seed + 100).uniform(-1, 1, mjm.na)  # some outside actrange
+    mujoco.mj_forward(mjm, mjd)
+    return mjd
+
+
+def _assert_state(name, got, mjd):
+    for f in ("qpos", "qvel", "act", "time", "qacc_warmstart"):
+        np.testing.assert_allclose(
+            np.asarray(getattr(got, f)), getattr(mjd, f), rtol=RTOL, atol=ATOL, err_msg=f"{name}.{f}"
+        )
+
+
+def test_integrate_pos(case):
+    name, mjm, m = case
+    rng = np.random.default_rng(0)
+    qpos = np.array(mjm.qpos0)
+    mujoco.mj_integratePos(mjm, qpos, rng.normal(size=mjm.nv), 1.0)
+    qvel = rng.normal(size=mjm.nv) * 3
+    fn = jax.jit(integrate.integrate_pos, static_argnums=())
+    for h in (0.01, 0.7):
+        want = qpos.copy()
+        mujoco.mj_integratePos(mjm, want, qvel, h)
+        got = fn(m, jp.asarray(qpos), jp.asarray(qvel), jp.asarray(h))
+        np.testing.assert_allclose(np.asarray(got), want, rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+def test_integrate_pos_zero_velocity_gradient():
+    """d qpos_next / d qvel is finite and correct at qvel = 0 (the sinc form of the quaternion exponential)."""
+    mjm = MODELS["chain"]
+    m = oracle.model_from_mujoco(mjm)
+    qpos = jp.asarray(mjm.qpos0)
+    h = 0.1
+    jac = jax.jacfwd(lambda v: integrate.integrate_pos(m, qpos, v, jp.asarray(h)))(jp.zeros(mjm.nv))
+    eps = 1e-6
+    fd = np.zeros((mjm.nq, mjm.nv))
+    for j in range(mjm.nv):
+        e = np.zeros(mjm.nv)
+        e[j] = eps
+        plus, minus = np.array(mjm.qpos0), np.array(mjm.qpos0)
+        mujoco.mj_integratePos(mjm, plus, e, h)
+        mujoco.mj_integratePos(mjm, minus, -e, h)
+        fd[:, j] = (plus - minus) / (2 * eps)
+    np.testing.assert_allclose(np.asarray(jac), fd, atol=1e-8)  # central differences: O(eps^2) truncation
+
+
+@pytest.mark.parametrize("eulerdamp", [True, False])
+def test_euler_matches_mujoco(case, eulerdamp):
+    name, mjm, m = case
+    if not eulerdamp:
+        mjm = copy.copy(MODELS[name])
+        mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_EULERDAMP
+        m = oracle.model_from_mujoco(mjm)
+    fn = jax.jit(integrate.euler)
+    for seed in range(2):
+        mjd = _forwarded(mjm, seed)
+        d = data_from_mujoco(m, mjm, mjd)
+        got = fn(m, d)
+        mujoco.mj_Euler(mjm, mjd)
+        _assert_state(name, got, mjd)
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(f"mjx_lite.pipeline.{s}") is None for s in ("passive", "actuation", "rne")),
+    reason="needs the passive, actuation and rne stages",
+)
+@pytest.mark.parametrize("integrator", ["implicit", "implicitfast"])
+def test_implicit_matches_mujoco(integrator):
+    mjm = copy.copy(MODELS["chain"])
+    mjm.opt.integrator = getattr(mujoco.mjtIntegrator, f"mjINT_{integrator.upper()}")
+    m = oracle.model_from_mujoco(mjm)
+    fn = jax.jit(integrate.implicit)
+    for seed in range(2):
+        mjd = _forwarded(mjm, seed)
+        d = data_from_mujoco(m, mjm, mjd)
+        got = fn(m, d)
+        mujoco.mj_implicit(mjm, mjd)
+        for f in ("qpos", "qvel", "act", "time"):
+            np.testing.assert_allclose(
+                np.asarray(getattr(got, f)), getattr(mjd, f), rtol=SOLVE_RTOL, atol=SOLVE_RTOL, err_msg=f
+            )
+
+
+# ---- divergence --------------------------------------------------------------------------------------------
+
+
+def test_check_resets_only_bad_environments():
+    mjm = MODELS["chain"]
+    m = oracle.model_from_mujoco(mjm)
+    d0 = io.make_data(m)
+    rng = np.random.default_rng(0)
+    batch = 4
+    qpos = np.tile(np.asarray(mjm.qpos0), (batch, 1)) + 0.01 * rng.normal(size=(batch, mjm.nq))
+    qvel = rng.normal(size=(batch, mjm.nv))
+    qpos[1, 2] = np.nan  # env 1: bad qpos
+    qvel[2, 0] = 2e10  # env 2: bad qvel
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d0)
+    db = db.replace(qpos=jp.asarray(qpos), qvel=jp.asarray(qvel), time=jp.full(batch, 1.5))
+
+    @jax.jit
+    @jax.vmap
+    def check(d):
+        return integrate.check_vel(m, integrate.check_pos(m, d))
+
+    out = check(db)
+    wn = np.asarray(out.warning_number)
+    assert wn[:, types.Warning.BADQPOS].tolist() == [0, 1, 0, 0]
+    assert wn[:, types.Warning.BADQVEL].tolist() == [0, 0, 1, 0]
+    for i in (1, 2):
+        np.testing.assert_array_equal(np.asarray(out.qpos[i]), mjm.qpos0)
+        np.testing.assert_array_equal(np.asarray(out.qvel[i]), 0.0)
+        assert float(out.time[i]) == 0.0
+    for i in (0, 3):
+        np.testing.assert_array_equal(np.asarray(out.qpos[i]), qpos[i])
+        np.testing.assert_array_equal(np.asarray(out.qvel[i]), qvel[i])
+        assert float(out.time[i]) == 1.5
+
+
+def test_mujoco_bad_threshold():
+    """Our divergence rule agrees with mju_isBad on the boundary values."""
+    for x in (1e10, 1.0000001e10, -1.0000001e10, np.nan, np.inf, -np.inf, 0.0):
+        assert bool(integrate._is_bad(jp.asarray([x]))) == bool(mujoco.mju_isBad(x)), x
+
+
+def test_autoreset_disabled_only_counts():
+    mjm = MODELS["chain"]
+    m = oracle.model_from_mujoco(mjm)
+    m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | types.DisableBit.AUTORESET))
+    d = io.make_data(m)
+    d = d.replace(qpos=d.qpos.at[0].set(jp.nan))
+    out = integrate.check_pos(m, d)
+    assert int(out.warning_number[types.Warning.BADQPOS]) == 1
+    assert np.isnan(np.asarray(out.qpos[0]))

@@ -1,0 +1,290 @@
+"""Sensors against MuJoCo (float64), on Data filled from MuJoCo's MjData (independent of our other stages)
+and, when the pipeline stages exist, end to end through mjx_lite.forward."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import dataclasses  # noqa: E402
+import os  # noqa: E402
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from mjx_lite import io, types  # noqa: E402
+from mjx_lite.pipeline import sensor  # noqa: E402
+from tests import oracle  # noqa: E402
+
+RTOL = 1e-9  # float64 round-off through a handful of products
+ATOL = 1e-9
+
+UNSUPPORTED = {
+    mujoco.mjtSensor.mjSENS_TOUCH, mujoco.mjtSensor.mjSENS_RANGEFINDER, mujoco.mjtSensor.mjSENS_CAMPROJECTION,
+    mujoco.mjtSensor.mjSENS_CONTACT, mujoco.mjtSensor.mjSENS_TACTILE, mujoco.mjtSensor.mjSENS_GEOMDIST,
+    mujoco.mjtSensor.mjSENS_GEOMNORMAL, mujoco.mjtSensor.mjSENS_GEOMFROMTO,
+}  # fmt: skip
+
+# A model of our own covering what sensor.xml lacks: reference frames of every object type, insidesite on
+# every site shape, energy, tendon actuator force, limit sensors, positive-datatype cutoff.
+EXTRA_XML = """
+<mujoco>
+  <option><flag energy="enable" constraint="disable"/></option>
+  <worldbody>
+    <site name="w_sphere" type="sphere" size="0.6" pos="0.2 0 0.9"/>
+    <site name="w_capsule" type="capsule" size="0.3 0.4" pos="0 0.3 1"/>
+    <site name="w_ellipsoid" type="ellipsoid" size="0.3 0.5 0.7" pos="0.1 0 1"/>
+    <site name="w_cylinder" type="cylinder" size="0.5 0.3" pos="0 0 1.1"/>
+    <site name="w_box" type="box" size="0.4 0.5 0.6" pos="0.1 0.1 1"/>
+    <body name="a" pos="0 0 1" quat="0.9 0.1 0.3 0.2">
+      <joint name="ja" type="ball" stiffness="3" damping=".1"/>
+      <geom name="ga" type="capsule" size=".1 .3" pos=".1 0 0" quat="1 0 1 0" mass="2"/>
+      <site name="sa" pos=".2 .1 0" quat="0.7 0.7 0 0"/>
+      <camera name="ca" pos="0 .1 .2" xyaxes="0 -1 0 0 0 1"/>
+      <body name="b" pos=".3 0 0">
+        <joint name="jb" type="hinge" axis="0 1 1" stiffness="2" range="-1 1" limited="true" springref=".2"/>
+        <geom name="gb" type="box" size=".1 .2 .05" pos="0 .1 0"/>
+        <site name="sb" pos="0 .2 .1"/>
+        <body name="c" pos="0 .3 0">
+          <joint name="jc" type="slide" axis="1 0 0" stiffness="5"/>
+          <geom name="gc" type="sphere" size=".1" pos=".05 0 0"/>
+          <site name="sc" pos=".1 0 0"/>
+        </body>
+      </body>
+    </body>
+    <body name="f" pos="1 0 0">
+      <freejoint name="jf"/>
+      <geom type="ellipsoid" size=".1 .2 .3"/>
+      <site name="sf" pos="0 .1 0"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t0" stiffness="4" springlength="0.1 0.2" limited="true" range="-1 1">
+      <joint joint="jb" coef="1"/><joint joint="jc" coef="-.5"/>
+    </fixed>
+  </tendon>
+  <actuator>
+    <motor name="m0" tendon="t0" gear="2"/>
+    <motor name="m1" tendon="t0" gear="-1"/>
+    <position name="m2" joint="jc" kp="10"/>
+  </actuator>
+  <sensor>
+    <framepos objtype="xbody" objname="b" reftype="camera" refname="ca"/>
+    <framepos objtype="body" objname="c" reftype="geom" refname="ga"/>
+    <framepos objtype="geom" objname="gb" reftype="site" refname="sf"/>
+    <framepos objtype="camera" objname="ca" reftype="body" refname="f"/>
+    <framexaxis objtype="body" objname="b" reftype="xbody" refname="c"/>
+    <frameyaxis objtype="geom" objname="gc"/>
+    <framezaxis objtype="camera" objname="ca" reftype="site" refname="sb"/>
+    <framequat objtype="body" objname="a" reftype="site" refname="sc"/>
+    <framequat objtype="geom" objname="gb" reftype="camera" refname="ca"/>
+    <framequat objtype="camera" objname="ca"/>
+    <framelinvel objtype="body" objname="c" reftype="xbody" refname="f"/>
+    <frameangvel objtype="geom" objname="gb" reftype="camera" refname="ca"/>
+    <framelinvel objtype="xbody" objname="f"/>
+    <framelinacc objtype="body" objname="c"/>
+    <frameangacc objtype="geom" objname="gb"/>
+    <framelinacc objtype="xbody" objname="f"/>
+    <subtreecom body="a"/>
+    <subtreelinvel body="a"/>
+    <subtreeangmom body="f"/>
+    <accelerometer site="sc"/>
+    <velocimeter site="sf"/>
+    <gyro site="sb" cutoff="0.5"/>
+    <magnetometer site="sa"/>
+    <force site="sb"/>
+    <torque site="sc"/>
+    <force site="sf"/>
+    <torque site="sf"/>
+    <jointpos joint="jb" cutoff="0.1"/>
+    <ballquat joint="ja"/>
+    <ballangvel joint="ja"/>
+    <tendonpos tendon="t0"/>
+    <tendonvel tendon="t0"/>
+    <actuatorpos actuator="m0"/>
+    <actuatorvel actuator="m1"/>
+    <actuatorfrc actuator="m2"/>
+    <jointactuatorfrc joint="jc"/>
+    <tendonactuatorfrc tendon="t0"/>
+    <jointlimitpos joint="jb"/>
+    <jointlimitvel joint="jb"/>
+    <jointlimitfrc joint="jb"/>
+    <tendonlimitpos tendon="t0"/>
+    <tendonlimitvel tendon="t0"/>
+    <tendonlimitfrc tendon="t0"/>
+    <e_potential/>
+    <e_kinetic cutoff="0.05"/>
+    <clock/>
+    <insidesite objtype="site" objname="sb" site="w_sphere"/>
+    <insidesite objtype="body" objname="b" site="w_capsule"/>
+    <insidesite objtype="xbody" objname="c" site="w_ellipsoid"/>
+    <insidesite objtype="geom" objname="ga" site="w_cylinder"/>
+    <insidesite objtype="camera" objname="ca" site="w_box"/>
+    <insidesite objtype="site" objname="sf" site="w_box"/>
+  </sensor>
+</mujoco>
+"""
+
+
+# ---- helpers ------------------------------------------------------------------------------------------------
+
+
+def data_from_mujoco(m: types.Model, mjm: mujoco.MjModel, mjd: mujoco.MjData) -> types.Data:
+    """Our Data with every field MuJoCo also has copied from `mjd` (dense layouts where ours are dense).
+
+    qLD/qLDiagInv (factor layout is ours), contacts and constraint rows are left at make_data's values.
+    """
+    d = io.make_data(m)
+    skip = {"qLD", "qLDiagInv", "contact", "ncon", "nefc"}
+    kw = {}
+    for f in dataclasses.fields(types.Data):
+        name = f.name
+        if name in skip or name.startswith("efc_"):
+            continue
+        ours = getattr(d, name)
+        if name == "qM" and ours.ndim == 2:
+            full = np.zeros((mjm.nv, mjm.nv))
+            mujoco.mj_fullM(mjm, mjd, full)
+            val = full
+        elif name == "qM":
+            continue  # sparse layout: ours differs from MuJoCo's
+        elif name == "actuator_moment":
+            val = np.zeros((mjm.nu, mjm.nv))
+            mujoco.mju_sparse2dense(val, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
+        elif name == "ten_J":
+            val = np.zeros((mjm.ntendon, mjm.nv))
+            if mjm.ntendon:
+                mujoco.mju_sparse2dense(val, mjd.ten_J, mjm.ten_J_rownnz, mjm.ten_J_rowadr, mjm.ten_J_colind)
+        elif name == "warning_number":
+            val = np.array([w.number for w in mjd.warning])
+        elif name == "solver_niter":
+            val = np.asarray(mjd.solver_niter)[0]
+        elif hasattr(mjd, name):
+            val = np.asarray(getattr(mjd, name))
+        else:
+            continue
+        # copy: jp.asarray may alias host memory, and MuJoCo mutates mjd in place later
+        kw[name] = jp.asarray(np.array(val, dtype=ours.dtype).reshape(ours.shape))
+    return d.replace(**kw)
+
+
+def without_unsupported(spec: mujoco.MjSpec) -> mujoco.MjSpec:
+    for s in list(spec.sensors):
+        if s.type in UNSUPPORTED:
+            spec.delete(s)
+    return spec
+
+
+def random_state(mjm: mujoco.MjModel, mjd: mujoco.MjData, rng: np.random.Generator) -> None:
+    """Perturb qpos around qpos0 (quaternions stay unit), random qvel/ctrl/act/xfrc_applied."""
+    mjd.qpos[:] = mjm.qpos0
+    mujoco.mj_integratePos(mjm, mjd.qpos, rng.normal(size=mjm.nv) * 0.3, 1.0)
+    mjd.qvel[:] = rng.normal(size=mjm.nv)
+    mjd.ctrl[:] = rng.normal(size=mjm.nu)
+    mjd.act[:] = rng.uniform(0.0, 1.0, size=mjm.na)
+    mjd.xfrc_applied[1:] = rng.normal(size=(mjm.nbody - 1, 6))
+    mjd.time = rng.uniform(0.0, 3.0)
+
+
+def sensor_models():
+    s = without_unsupported(mujoco.MjSpec.from_file(os.path.join(oracle.MJX_TEST_DATA, "sensor", "sensor.xml")))
+    s.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+    m1 = s.compile()
+    m2 = mujoco.MjModel.from_xml_string(EXTRA_XML)
+    return {"mjx_sensor": m1, "extra": m2}
+
+
+MODELS = sensor_models()
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def case(request):
+    mjm = MODELS[request.param]
+    m = oracle.model_from_mujoco(mjm)
+    fns = {
+        stage: jax.jit(lambda m, d, s=stage: sensor._compute_stage(m, d, s))
+        for stage in (types.Stage.POS, types.Stage.VEL, types.Stage.ACC)
+    }
+    return request.param, mjm, m, fns
+
+
+# ---- tests -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sensors_match_mujoco(case, seed):
+    """sensordata after mj_forward == our sensors computed from MuJoCo's intermediate Data, per stage."""
+    name, mjm, m, fns = case
+    mjd = mujoco.MjData(mjm)
+    random_state(mjm, mjd, np.random.default_rng(seed))
+    mujoco.mj_forward(mjm, mjd)
+    mujoco.mj_rnePostConstraint(mjm, mjd)
+    mujoco.mj_subtreeVel(mjm, mjd)
+    d = data_from_mujoco(m, mjm, mjd).replace(sensordata=jp.zeros(mjm.nsensordata))
+    for stage in (types.Stage.POS, types.Stage.VEL, types.Stage.ACC):
+        d = fns[stage](m, d)
+    got = np.asarray(d.sensordata)
+    for i in range(mjm.nsensor):
+        adr, dim = mjm.sensor_adr[i], mjm.sensor_dim[i]
+        np.testing.assert_allclose(
+            got[adr : adr + dim], mjd.sensordata[adr : adr + dim], rtol=RTOL, atol=ATOL,
+            err_msg=f"{name}: sensor {i} type {mujoco.mjtSensor(mjm.sensor_type[i]).name}",
+        )  # fmt: skip
+
+
+def test_cutoff_is_active(case):
+    """The cutoff branch really clips something in these states (otherwise the test above proves little)."""
+    name, mjm, m, fns = case
+    clipped = 0
+    for seed in range(2):
+        mjd = mujoco.MjData(mjm)
+        random_state(mjm, mjd, np.random.default_rng(seed))
+        mujoco.mj_forward(mjm, mjd)
+        for i in np.nonzero(mjm.sensor_cutoff > 0)[0]:
+            adr, dim = mjm.sensor_adr[i], mjm.sensor_dim[i]
+            clipped += int(np.any(np.isclose(np.abs(mjd.sensordata[adr : adr + dim]), mjm.sensor_cutoff[i])))
+    assert clipped > 0, name
+
+
+def test_energy_matches_mujoco():
+    mjm = MODELS["extra"]
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    random_state(mjm, mjd, np.random.default_rng(3))
+    mujoco.mj_forward(mjm, mjd)
+    d = data_from_mujoco(m, mjm, mjd)
+    np.testing.assert_allclose(float(sensor.energy_pos(m, d)), mjd.energy[0], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(float(sensor.energy_vel(m, d)), mjd.energy[1], rtol=RTOL, atol=ATOL)
+
+
+def test_insidesite_has_both_outcomes():
+    """At least one insidesite sensor reads 1 and one reads 0 over a few states (a meaningful comparison)."""
+    mjm = MODELS["extra"]
+    ids = np.nonzero(mjm.sensor_type == mujoco.mjtSensor.mjSENS_INSIDESITE)[0]
+    seen = set()
+    for seed in range(4):
+        mjd = mujoco.MjData(mjm)
+        random_state(mjm, mjd, np.random.default_rng(seed))
+        mujoco.mj_forward(mjm, mjd)
+        seen |= {float(mjd.sensordata[mjm.sensor_adr[i]]) for i in ids}
+    assert seen == {0.0, 1.0}
+
+
+def test_disabled_sensors_leave_sensordata():
+    mjm = MODELS["extra"]
+    m = oracle.model_from_mujoco(mjm)
+    m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | types.DisableBit.SENSOR))
+    d = io.make_data(m).replace(sensordata=jp.full(mjm.nsensordata, 7.0))
+    for fn in (sensor.sensor_pos, sensor.sensor_vel, sensor.sensor_acc):
+        d = fn(m, d)
+    np.testing.assert_array_equal(np.asarray(d.sensordata), 7.0)
+
+
+def test_unsupported_sensor_raises():
+    xml = """<mujoco><worldbody><body><joint/><geom size=".1"/><site name="s"/></body></worldbody>
+             <sensor><touch site="s"/></sensor></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = oracle.model_from_mujoco(mjm)
+    with pytest.raises(NotImplementedError, match="touch"):
+        sensor.sensor_acc(m, io.make_data(m))

@@ -1,0 +1,146 @@
+"""Oracle tests of the constraint solvers on MuJoCo's own constraint problems.
+
+For each model state, MuJoCo (run to convergence: many iterations, tiny tolerance) provides the problem
+(J, D, R, aref, frictionloss, cones, M, qacc_smooth) and its solution; our Newton, CG and PGS solve the same
+problem and must reach the same unique optimum (efc_force, qacc).
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from mjx_lite.solver import common, pgs, primal  # noqa: E402
+
+# The optimum is unique (M > 0, R > 0), so converged solvers agree whatever path they took.
+# Newton solves with Cholesky: agreement to round-off amplified by conditioning (relative to max |value|).
+NEWTON_TOL = 1e-6
+# CG and PGS stop when the cost stops decreasing in floating point; a cost resolved to eps resolves its
+# minimiser only to ~sqrt(eps) ~ 1e-8 relative, amplified by conditioning: 1e-5 relative.
+FIRST_ORDER_TOL = 1e-5
+
+_XML = """
+<mujoco>
+  <option cone="{cone}" impratio="{impratio}" jacobian="dense" iterations="{iters}" ls_iterations="60"
+          tolerance="1e-15" solver="{solver}"/>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body pos="0 0 .095">
+      <freejoint/>
+      <geom type="box" size=".1 .1 .1" condim="{condim}" friction="0.8 0.02 0.001"/>
+    </body>
+    <body pos=".5 0 .5">
+      <joint name="h1" type="hinge" axis="0 1 0" range="-10 10" frictionloss="0.3" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
+      <body pos=".3 0 0">
+        <joint name="h2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+    <body name="b3" pos="-.5 0 .5">
+      <freejoint/>
+      <geom type="sphere" size=".1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="b3" anchor="0 0 .2"/>
+    <joint joint1="h1" joint2="h2" polycoef="0 1 0 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+KIND = {
+    int(mujoco.mjtConstraint.mjCNSTR_EQUALITY): common.EQUALITY,
+    int(mujoco.mjtConstraint.mjCNSTR_FRICTION_DOF): common.FRICTION,
+    int(mujoco.mjtConstraint.mjCNSTR_FRICTION_TENDON): common.FRICTION,
+    int(mujoco.mjtConstraint.mjCNSTR_LIMIT_JOINT): common.INEQUALITY,
+    int(mujoco.mjtConstraint.mjCNSTR_LIMIT_TENDON): common.INEQUALITY,
+    int(mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS): common.INEQUALITY,
+    int(mujoco.mjtConstraint.mjCNSTR_CONTACT_PYRAMIDAL): common.INEQUALITY,
+    int(mujoco.mjtConstraint.mjCNSTR_CONTACT_ELLIPTIC): common.CONE,
+}
+
+
+def mujoco_problem(cone, condim, solver, seed, impratio=1.0, iters=2000):
+    m = mujoco.MjModel.from_xml_string(
+        _XML.format(cone=cone, condim=condim, solver=solver, impratio=impratio, iters=iters)
+    )
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(seed)
+    # tilt and sink the box into the floor, random velocities, push the limited hinge past its limit
+    d.qpos[2] = 0.095 - 0.01 * rng.random()
+    q = rng.normal(size=4) * 0.05
+    q[0] = 1
+    d.qpos[3:7] = q / np.linalg.norm(q)
+    d.qpos[7] = 0.2 + 0.05 * rng.random()
+    d.qvel[:] = rng.normal(size=m.nv) * 0.5
+    mujoco.mj_forward(m, d)
+    nefc, nv = d.nefc, m.nv
+    kind = np.array([KIND[int(t)] for t in d.efc_type[:nefc]], np.int64)
+    groups: dict[int, list] = {}
+    fric_groups: dict[int, list] = {}
+    mu_groups: dict[int, list] = {}
+    for c in range(d.ncon):
+        con = d.contact[c]
+        if kind[con.efc_address] != common.CONE:
+            continue
+        groups.setdefault(con.dim, []).append(np.arange(con.efc_address, con.efc_address + con.dim))
+        fric_groups.setdefault(con.dim, []).append(con.friction[: con.dim - 1])
+        mu_groups.setdefault(con.dim, []).append(con.mu)
+    dims = sorted(groups)
+    layout = common.Layout(kind=kind, cones=tuple(np.array(groups[k]) for k in dims))
+    M = np.zeros((nv, nv))
+    mujoco.mj_fullM(m, d, M)
+    prob = common.Problem(
+        J=jp.asarray(d.efc_J[: nefc * nv].reshape(nefc, nv)),
+        D=jp.asarray(d.efc_D[:nefc]),
+        R=jp.asarray(d.efc_R[:nefc]),
+        aref=jp.asarray(d.efc_aref[:nefc]),
+        frictionloss=jp.asarray(d.efc_frictionloss[:nefc]),
+        mask=jp.ones(nefc, bool),
+        cone_mu=tuple(jp.asarray(np.array(mu_groups[k])) for k in dims),
+        cone_friction=tuple(jp.asarray(np.array(fric_groups[k])) for k in dims),
+        qacc_smooth=jp.asarray(d.qacc_smooth),
+        M=jp.asarray(M),
+    )
+    return m, d, layout, prob
+
+
+def _close(ours, theirs, atol):
+    scale = max(1.0, float(np.max(np.abs(theirs))))
+    np.testing.assert_allclose(ours, theirs, atol=atol * scale, rtol=0)
+
+
+CASES = [("pyramidal", 1), ("pyramidal", 3), ("pyramidal", 4), ("pyramidal", 6),
+         ("elliptic", 1), ("elliptic", 3), ("elliptic", 4), ("elliptic", 6)]  # fmt: skip
+
+
+@pytest.mark.parametrize("cone,condim", CASES)
+@pytest.mark.parametrize("solver", ["Newton", "CG", "PGS"])
+def test_solver_matches_mujoco(cone, condim, solver):
+    impratio = 2.0 if cone == "elliptic" else 1.0
+    for seed in range(2):
+        # reference: MuJoCo's Newton run to convergence (the optimum is unique, whichever solver reaches it)
+        m, d, layout, prob = mujoco_problem(cone, condim, "Newton", seed, impratio=impratio, iters=200)
+        assert d.nefc > 0 and d.ncon > 0
+        minv = lambda x, M=prob.M: jp.linalg.solve(M, x)  # noqa: E731
+        qacc0 = prob.qacc_smooth
+        mi = float(m.stat.meaninertia)
+        if solver == "Newton":
+            qacc, ev, *_ = primal.solve_newton(layout, prob, qacc0, iterations=100, ls_iterations=50,
+                                               tolerance=1e-14, ls_tolerance=1e-3, meaninertia=mi)  # fmt: skip
+            force = ev.force
+        elif solver == "CG":
+            qacc, ev, *_ = primal.solve_cg(layout, prob, qacc0, iterations=2000, ls_iterations=50,
+                                           tolerance=1e-16, ls_tolerance=1e-3, meaninertia=mi, minv=minv)  # fmt: skip
+            force = ev.force
+        else:
+            force, qacc, *_ = pgs.solve_pgs(layout, prob, jp.zeros(d.nefc), iterations=3000, tolerance=1e-18,
+                                            meaninertia=mi, minv=minv)  # fmt: skip
+        tol = NEWTON_TOL if solver == "Newton" else FIRST_ORDER_TOL
+        _close(np.asarray(force), d.efc_force[: d.nefc], tol)
+        _close(np.asarray(qacc), d.qacc, tol)
