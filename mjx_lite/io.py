@@ -19,6 +19,11 @@ def _float_dtype():
     return jp.float64 if jax.config.jax_enable_x64 else jp.float32
 
 
+def _to_device(a) -> jax.Array:
+    """Host float array -> device array of the float dtype (device_put: no per-shape XLA compilation)."""
+    return jax.device_put(np.asarray(np.asarray(a, dtype=np.float64), dtype=_float_dtype()))
+
+
 def build_model(
     arrays: Mapping[str, np.ndarray],
     sizes: Mapping[str, int],
@@ -39,7 +44,7 @@ def build_model(
         arrays = {**arrays, **hull_tables(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"])}
     kw: dict[str, Any] = {}
     for name, f in fields.items():
-        if name in ("opt", "stat", "names", "nconmax", "njmax"):
+        if name in ("opt", "stat", "names", "nconmax", "njmax", "dof_frictional", "tendon_frictional"):
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -51,15 +56,18 @@ def build_model(
             kw[name] = np.array(a, dtype=bool if a.dtype == bool else np.int32 if a.dtype.kind in "iu" else a.dtype)
             kw[name].setflags(write=False)
         else:
-            kw[name] = jp.asarray(np.asarray(a, dtype=np.float64), dtype=_float_dtype())
+            kw[name] = _to_device(a)
     o = {}
     for f in dataclasses.fields(Option):
         v = opt[f.name]
-        o[f.name] = int(v) if f.name in _OPTION_STATIC else jp.asarray(np.asarray(v, np.float64), _float_dtype())
+        o[f.name] = int(v) if f.name in _OPTION_STATIC else _to_device(v)
     kw["opt"] = Option(**o)
-    kw["stat"] = Statistic(**{k: jp.asarray(np.asarray(stat[k], np.float64), _float_dtype()) for k in
+    kw["stat"] = Statistic(**{k: _to_device(stat[k]) for k in
                               ("meaninertia", "meanmass", "meansize", "extent", "center")})
     kw["names"] = {k: tuple(v) for k, v in names.items()}
+    for flag, src in (("dof_frictional", "dof_frictionloss"), ("tendon_frictional", "tendon_frictionloss")):
+        kw[flag] = np.asarray(arrays[src], np.float64) > 0
+        kw[flag].setflags(write=False)
     m = Model(nconmax=0, njmax=0, **kw)
     nconmax, njmax = _capacities(m)
     return m.replace(nconmax=nconmax, njmax=njmax)
@@ -123,7 +131,7 @@ def make_data(m: Model) -> Data:
         qM=z(*qm_shape), qLD=z(*qm_shape), qLDiagInv=z(m.nv),
         ncon=z(dtype=i), contact=contact, nefc=z(dtype=i), efc_type=z(nj, dtype=i), efc_id=z(nj, dtype=i),
         efc_mask=z(nj, dtype=bool), efc_J=z(nj, m.nv), efc_pos=z(nj), efc_margin=z(nj),
-        efc_frictionloss=z(nj), efc_diagApprox=z(nj), efc_KBIP=z(nj, 4), efc_D=z(nj), efc_R=z(nj),
+        efc_frictionloss=z(nj), efc_diagA=z(nj), efc_KBIP=z(nj, 4), efc_D=z(nj), efc_R=z(nj),
         efc_vel=z(nj), efc_aref=z(nj), efc_b=z(nj), efc_force=z(nj), efc_state=z(nj, dtype=i),
         actuator_velocity=z(m.nu), cvel=z(m.nbody, 6), cdof_dot=z(m.nv, 6), qfrc_bias=z(m.nv),
         qfrc_spring=z(m.nv), qfrc_damper=z(m.nv), qfrc_gravcomp=z(m.nv), qfrc_fluid=z(m.nv),

@@ -386,6 +386,10 @@ class Model:
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
+    # static structure derived from compile-time floats: dofs / tendons that get a friction-loss constraint row
+    # (compiled frictionloss > 0; the value itself stays traced, so it can be randomised but not switched on)
+    dof_frictional: np.ndarray = static_field(None)  # (nv,) bool
+    tendon_frictional: np.ndarray = static_field(None)  # (ntendon,) bool
     # options and statistics
     opt: Option
     stat: Statistic
@@ -756,7 +760,7 @@ class Data:
     efc_pos: jax.Array  # (njmax,)
     efc_margin: jax.Array  # (njmax,)
     efc_frictionloss: jax.Array  # (njmax,)
-    efc_diagApprox: jax.Array  # (njmax,)  # noqa: N815
+    efc_diagA: jax.Array  # (njmax,)  # noqa: N815
     efc_KBIP: jax.Array  # (njmax, 4)  # noqa: N815
     efc_D: jax.Array  # (njmax,)  # noqa: N815
     efc_R: jax.Array  # (njmax,)  # noqa: N815

@@ -156,7 +156,8 @@ ANALYTIC = {
     ("sphere", "cylinder"): True,
     ("sphere", "box"): True,
     ("capsule", "capsule"): True,
-    ("capsule", "box"): False,  # deepest contact only: MuJoCo's second-point heuristic is not reproduced
+    ("capsule", "box"): False,
+    ("box", "box"): True,  # deepest contact only: MuJoCo's second-point heuristic is not reproduced
 }
 
 
@@ -175,21 +176,73 @@ def test_analytic_pairs(pair):
         _match(ours, theirs, ATOL_ANALYTIC, deepest_only=not full)
 
 
-def test_capsule_capsule_parallel_two_contacts():
+CONVEX = [
+    ("sphere", "ellipsoid"), ("capsule", "ellipsoid"), ("capsule", "cylinder"), ("ellipsoid", "ellipsoid"),
+    ("ellipsoid", "cylinder"), ("ellipsoid", "box"), ("cylinder", "cylinder"), ("cylinder", "box"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("pair", CONVEX, ids=lambda p: "-".join(p))
+def test_general_convex_pairs(pair):
+    mjm = mujoco.MjModel.from_xml_string(_xml(*pair))
+    m = model_from_mujoco(mjm)
+    poses = _poses(mjm, np.random.default_rng(2), 12, TARGETS)
+    d = _ours_batched(m, poses)
+    for i, (qpos, _, _) in enumerate(poses):
+        ours = mjl.active_contacts(m, _unbatch(d, i))
+        theirs = _mj_contacts(mjm, qpos)
+        assert len(theirs["dist"]) == 1
+        _match(ours, theirs, ATOL_CONVEX, check_frame=False)
+
+
+def test_capsule_capsule_parallel():
+    """Exactly parallel capsules: contacts at the ends of the overlap (up to 2)."""
     mjm = mujoco.MjModel.from_xml_string(_xml("capsule", "capsule"))
     m = model_from_mujoco(mjm)
-    qpos = np.array([0, 0, 0, 1, 0, 0, 0, 0.05, 0.02, 0.155, 1, 0, 0, 0], float)
-    # rotate both capsules the same way: parallel axes
-    q = np.array([0.9, 0.3, 0.2, 0.1]) / np.linalg.norm([0.9, 0.3, 0.2, 0.1])
-    qpos[3:7] = qpos[10:14] = q
+    rng = np.random.default_rng(5)
     mjd = mujoco.MjData(mjm)
-    mjd.qpos[:] = qpos
-    mujoco.mj_kinematics(mjm, mjd)
-    poses = [(qpos, mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3))]
-    ours = mjl.active_contacts(m, _unbatch(_ours_batched(m, poses), 0))
-    theirs = _mj_contacts(mjm, qpos)
-    assert len(theirs["dist"]) == 2
-    _match(ours, theirs, ATOL_ANALYTIC)
+    poses, counts = [], []
+    for _ in range(12):
+        q = _random_quat(rng)
+        axis = np.zeros(3)
+        mujoco.mju_rotVecQuat(axis, np.array([0, 0, 1.0]), q)
+        perp = np.cross(axis, rng.normal(size=3))
+        perp /= np.linalg.norm(perp)
+        off = perp * rng.uniform(0.12, 0.17) + axis * rng.uniform(-0.35, 0.35)
+        mjd.qpos[:] = np.concatenate([np.zeros(3), q, off, q])
+        mujoco.mj_kinematics(mjm, mjd)
+        poses.append((mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
+    d = _ours_batched(m, poses)
+    for i, (qpos, _, _) in enumerate(poses):
+        theirs = _mj_contacts(mjm, qpos)
+        counts.append(len(theirs["dist"]))
+        _match(mjl.active_contacts(m, _unbatch(d, i)), theirs, ATOL_ANALYTIC)
+    assert 2 in counts
+
+
+def test_box_box_face_manifold():
+    """Resting box on box (random yaw, small tilt): clipped face manifolds reduced to 4 contacts as MuJoCo."""
+    mjm = mujoco.MjModel.from_xml_string(_xml("box", "box"))
+    m = model_from_mujoco(mjm)
+    rng = np.random.default_rng(7)
+    mjd = mujoco.MjData(mjm)
+    poses = []
+    for i in range(12):
+        yaw = rng.uniform(-np.pi, np.pi)
+        tilt = rng.normal(size=2) * (0.0 if i % 3 == 0 else 0.02)
+        q2 = np.zeros(4)
+        mujoco.mju_euler2Quat(q2, np.array([tilt[0], tilt[1], yaw]), "xyz")
+        z = 0.32 - rng.uniform(0.0, 0.01)
+        mjd.qpos[:] = np.concatenate([np.zeros(3), [1, 0, 0, 0], [rng.uniform(-0.05, 0.05), 0.02, z], q2])
+        mujoco.mj_kinematics(mjm, mjd)
+        poses.append((mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
+    d = _ours_batched(m, poses)
+    counts = []
+    for i, (qpos, _, _) in enumerate(poses):
+        theirs = _mj_contacts(mjm, qpos)
+        counts.append(len(theirs["dist"]))
+        _match(mjl.active_contacts(m, _unbatch(d, i)), theirs, ATOL_ANALYTIC)
+    assert max(counts) >= 4
 
 
 def test_pair_filters_and_params():

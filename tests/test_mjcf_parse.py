@@ -189,7 +189,7 @@ def test_schema_attribute_names_match_mujoco():
             key = sc.DEFAULT_CHILDREN.get(tag)
         else:
             key = sc.key_of(parent, tag)
-        if key not in sc.SCHEMA or path[1] in ("deformable", "extension") or "flexcomp" in path:
+        if key not in sc.SCHEMA or {"deformable", "extension", "flexcomp"} & set(path):
             continue
         if key == "sensor/user":  # owned by schema_actuation.py
             continue
@@ -287,7 +287,7 @@ def test_builtin_defaults_match_mujoco():
     ten = section(root, "tendon").children[0].attrs
     np.testing.assert_allclose(ten["solreflimit"], m.tendon_solref_lim[0])
     np.testing.assert_allclose(ten["solimpfriction"], m.tendon_solimp_fri[0])
-    np.testing.assert_allclose(ten["springlength"], m.tendon_lengthspring[0])
+    np.testing.assert_allclose(ten["springlength"], [-1, -1])  # "unset": the compiler uses the qpos0 length
     eq = section(root, "equality").children[0].attrs
     np.testing.assert_allclose(eq["solref"], m.eq_solref[0])
     np.testing.assert_allclose(eq["polycoef"], m.eq_data[0][:5])
@@ -322,7 +322,7 @@ def test_default_classes_match_mujoco():
       <geom condim="1" friction="0.3" euler="0 0 90"/>
       <joint range="-1 1" solreflimit="0.05"/>
       <default class="b">
-        <geom contype="2" size="0.3" type="box"/>
+        <geom contype="2" size="0.3 0.2 0.1" type="box"/>
         <joint stiffness="3"/>
       </default>
     </default>
@@ -362,9 +362,11 @@ def test_default_class_errors():
     assert "'x'" in str(e) and e.attribute == "childclass"
     e = err('<mujoco><default><default class="a"/><default class="a"/></default></mujoco>')
     assert "repeated" in str(e) and e.attribute == "class"
+    e = err('<mujoco><default class="x"><geom size=".3"/></default></mujoco>')
+    assert "cannot be renamed" in str(e) and e.element == "default" and e.attribute == "class"
     e = err('<mujoco><default><geom name="x"/></default></mujoco>')
     assert e.element == "geom" and e.attribute == "name" and "unknown attribute" in str(e)
-    e = err('<mujoco><default><body/></default></mujoco>')
+    e = err("<mujoco><default><body/></default></mujoco>")
     assert e.element == "body"
 
 
@@ -476,12 +478,40 @@ def test_frames_match_mujoco():
     root, m = both(xml)
     compare_with_mujoco(root, m)
     _, o = tree_lists(root)
-    cap = o["geom"][2]
+    (cap,) = [g for g in o["geom"] if g.attrs["type"] == "capsule"]
     assert cap.attrs["type"] == "capsule" and "fromto" in cap.explicit
     # fromto transformed by the frame: the capsule centre and axis match MuJoCo's
     ft = cap.attrs["fromto"]
-    np.testing.assert_allclose(0.5 * (ft[:3] + ft[3:]), m.geom_pos[2], atol=ATOL)
+    np.testing.assert_allclose(0.5 * (ft[:3] + ft[3:]), m.geom_pos[o["geom"].index(cap)], atol=ATOL)
     assert all(c.tag != "frame" for b in tree_lists(root)[0] for c in b.children)
+
+
+def test_replicate_matches_mujoco():
+    xml = """
+<mujoco>
+  <worldbody>
+    <frame pos="0 0 1" euler="0 0 20">
+      <replicate count="3" offset="1 0 0.5" euler="0 0 30" sep="-">
+        <body name="b" pos="0 1 0"><joint name="j"/><geom name="g" size=".1"/>
+          <replicate count="11" offset="0 0 .1"><site name="s" pos="1 0 0"/></replicate>
+        </body>
+      </replicate>
+    </frame>
+    <replicate count="2" offset="1 0 0" sep="A">
+      <replicate count="3" offset="0 1 0" euler="10 0 0" sep="B">
+        <frame pos="0 0 1"><body name="c"><geom size=".1"/></body></frame>
+      </replicate>
+    </replicate>
+  </worldbody>
+</mujoco>"""
+    root, m = both(xml)
+    compare_with_mujoco(root, m)
+    bodies, o = tree_lists(root)
+    assert [b.attrs.get("name") for b in bodies[1:]] == [m.body(i).name for i in range(1, m.nbody)]
+    assert [s.attrs["name"] for s in o["site"]] == [m.site(i).name for i in range(m.nsite)]
+    assert [j.attrs["name"] for j in o["joint"]] == ["j-0", "j-1", "j-2"]
+    e = err('<mujoco><worldbody>\n<replicate offset="1 0 0"><geom size="1"/></replicate></worldbody></mujoco>')
+    assert (e.element, e.attribute, e.line) == ("replicate", "count", 2)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -495,7 +525,9 @@ def test_include_files(tmp_path):
         '<mujoco model="m">\n<include file="sub/parts.xml"/>\n<worldbody>\n<include file="sub/body.xml"/>\n'
         "</worldbody>\n</mujoco>\n"
     )
-    (sub / "parts.xml").write_text('<mujoco><default><geom rgba="0 0 1 1"/></default><include file="opt.xml"/></mujoco>')
+    (sub / "parts.xml").write_text(
+        '<mujoco><default><geom rgba="0 0 1 1"/></default><include file="opt.xml"/></mujoco>'
+    )
     (sub / "opt.xml").write_text('<mujoco><option timestep="0.005"/></mujoco>')
     (sub / "body.xml").write_text('<mujoco>\n\n<body name="b"><geom size=".1"/></body></mujoco>')
     root = parse_file(str(tmp_path / "main.xml"))
@@ -520,7 +552,7 @@ def test_missing_include(tmp_path):
     with pytest.raises(MJCFError) as e:
         parse_file(str(tmp_path / "main.xml"))
     assert e.value.file == str(tmp_path / "main.xml") and e.value.line == 3 and e.value.element == "include"
-    assert "nothere.xml" in str(e.value) and f"main.xml:3" in str(e.value)
+    assert "nothere.xml" in str(e.value) and "main.xml:3" in str(e.value)
 
 
 def test_recursive_include():
@@ -554,6 +586,7 @@ def test_malformed_xml_reports_line():
         ("<sensor>\n<rangefinder/></sensor>", "rangefinder", "site", "one of"),
         ("<sensor>\n<contact data='found bogus'/></sensor>", "contact", "data", "invalid keyword 'bogus'"),
         ('<compiler eulerseq="xyw"/>\n<worldbody/>', "compiler", "eulerseq", "eulerseq"),
+        ('<compiler coordinate="global"/>\n<worldbody/>', "compiler", "coordinate", "invalid keyword 'global'"),
     ],
 )
 def test_attribute_errors(body, element, attribute, words):
@@ -584,7 +617,6 @@ def test_unknown_element(body, element):
     [
         ("<worldbody>\n<flexcomp/></worldbody>", "flexcomp"),
         ("<worldbody>\n<body><composite/></body></worldbody>", "composite"),
-        ("<worldbody>\n<replicate count='2'/></worldbody>", "replicate"),
         ("<worldbody>\n<body><attach model='x'/></body></worldbody>", "attach"),
         ("<worldbody>\n<plugin plugin='x'/></worldbody>", "plugin"),
         ("<extension>\n</extension>", "extension"),
@@ -595,7 +627,6 @@ def test_unknown_element(body, element):
         ("<actuator>\n<pid/></actuator>", "pid"),
         ("<equality>\n<flex/></equality>", "flex"),
         ("<asset>\n<model/></asset>", "model"),
-        ("<compiler coordinate='global'/>\n", "global"),
     ],
 )
 def test_unsupported_features(body, feature):

@@ -28,6 +28,7 @@ silently); the least-overlapping candidates are the ones left out.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable
 
 import jax
@@ -36,7 +37,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_hash
-from mjx_lite.collision import convex, primitive
+from mjx_lite.collision import boxbox, convex, primitive
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
@@ -60,7 +61,7 @@ _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
     (GeomType.SPHERE, GeomType.BOX): (primitive.sphere_box, 1),
     (GeomType.CAPSULE, GeomType.CAPSULE): (primitive.capsule_capsule, 2),
     (GeomType.CAPSULE, GeomType.BOX): (primitive.capsule_box, 2),
-    (GeomType.BOX, GeomType.BOX): (primitive.box_box, 8),
+    (GeomType.BOX, GeomType.BOX): (boxbox.box_box, boxbox.MAXCON),
 }
 
 
@@ -78,7 +79,7 @@ def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
         from mjx_lite.collision import hfield
 
         return hfield.collider_for(type2)
-    return convex.general, convex.GENERAL_NCON
+    return functools.partial(convex.general, t1=type1, t2=type2), convex.GENERAL_NCON
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
+from mjx_lite.collision.segment import segments_closest as _segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.math import safe_div, safe_norm, safe_normalize
 from mjx_lite.types import MINVAL
@@ -193,54 +194,28 @@ def sphere_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return _contacts(dist, pos, normal)
 
 
-def _segments_closest(pos1, axis1, pos2, axis2):
-    """Clamped parameters (x1, x2) in [-1, 1] of the nearest points pos1 + x1*axis1, pos2 + x2*axis2 of two
-    non-parallel segments (MuJoCo's capsule-capsule clamping order)."""
-    dif = pos1 - pos2
-    ma = jp.dot(axis1, axis1)
-    mb = -jp.dot(axis1, axis2)
-    mc = jp.dot(axis2, axis2)
-    u = -jp.dot(axis1, dif)
-    v = jp.dot(axis2, dif)
-    det = ma * mc - mb * mb
-    x1 = safe_div(mc * u - mb * v, det)
-    x2 = safe_div(ma * v - mb * u, det)
-    mc_s = jp.where(mc > 0, mc, 1.0)
-    ma_s = jp.where(ma > 0, ma, 1.0)
-    x2 = jp.where(x1 > 1, (v - mb) / mc_s, jp.where(x1 < -1, (v + mb) / mc_s, x2))
-    x1 = jp.clip(x1, -1, 1)
-    x1 = jp.where(x2 > 1, jp.clip((u - mb) / ma_s, -1, 1), jp.where(x2 < -1, jp.clip((u + mb) / ma_s, -1, 1), x1))
-    x2 = jp.clip(x2, -1, 1)
-    return x1, x2, det
-
-
 def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    """Nearest points of the segments; exactly parallel axes give up to 2 contacts (segment ends)."""
+    """Nearest points of the segments; exactly parallel axes give 2 contacts (ends of the overlap)."""
     r1, r2 = g1.size[0], g2.size[0]
     z1, z2 = g1.mat[:, 2], g2.mat[:, 2]
     axis1, axis2 = z1 * g1.size[1], z2 * g2.size[1]
     x1, x2, det = _segments_closest(g1.pos, axis1, g2.pos, axis2)
     general = _contacts(*_sphere_sphere_raw(g1.pos + axis1 * x1, r1, g2.pos + axis2 * x2, r2, z1, z2))
-    # parallel axes: segment ends of capsule 1, then of capsule 2, keep the first two within margin
+    # parallel axes: two contacts at the ends of the overlap of the segments (MuJoCo 4); without overlap both
+    # collapse onto the nearest pair of segment ends
     dif = g1.pos - g2.pos
     ma, mb, mc = jp.dot(axis1, axis1), -jp.dot(axis1, axis2), jp.dot(axis2, axis2)
     u, v = -jp.dot(axis1, dif), jp.dot(axis2, dif)
     mc_s, ma_s = jp.where(mc > 0, mc, 1.0), jp.where(ma > 0, ma, 1.0)
+    xa, xb = (u - mb) / ma_s, (u + mb) / ma_s  # segment-1 parameters of segment 2's ends
     cands = []
-    for s in (1.0, -1.0):
-        xb = jp.clip((v - s * mb) / mc_s, -1, 1)
-        cands.append(_sphere_sphere_raw(g1.pos + s * axis1, r1, g2.pos + axis2 * xb, r2, z1, z2))
-    for s in (1.0, -1.0):
-        xa = jp.clip((u - s * mb) / ma_s, -1, 1)
-        cands.append(_sphere_sphere_raw(g1.pos + axis1 * xa, r1, g2.pos + s * axis2, r2, z1, z2))
+    for x1 in (jp.clip(jp.minimum(xa, xb), -1, 1), jp.clip(jp.maximum(xa, xb), -1, 1)):
+        x2 = jp.clip((v - mb * x1) / mc_s, -1, 1)
+        cands.append(_sphere_sphere_raw(g1.pos + axis1 * x1, r1, g2.pos + axis2 * x2, r2, z1, z2))
     par = Contacts(
         jp.stack([c[0] for c in cands]), jp.stack([c[1] for c in cands]), jp.stack([c[2] for c in cands]),
-        jp.zeros((4, 3), g1.pos.dtype),
+        jp.zeros((2, 3), g1.pos.dtype),
     )
-    ok = par.dist <= margin
-    n12 = ok[0].astype(jp.int32) + ok[1].astype(jp.int32)
-    keep = jp.stack([ok[0], ok[1], ok[2] & (n12 < 2), ok[3] & (n12 + ok[2].astype(jp.int32) < 2)])
-    par = _compact(par, keep, 2)
     gen2 = _stack([general, _contacts(NOCONTACT, g1.pos, z1)])
     is_par = jp.abs(det) < MINVAL
     return Contacts(*(jp.where(is_par, p, q) for p, q in zip(par, gen2)))
@@ -319,7 +294,3 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return _stack([c1, c2])
 
 
-def box_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    from mjx_lite.collision import boxbox
-
-    return boxbox.box_box(g1, g2, margin)

@@ -645,6 +645,8 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
         b.ipos = _vec(iel, "pos", 3, (0, 0, 0))
         b.iquat = _quat(iel)
         b.mass = float(iel.attrs["mass"])
+        if b.mass < 0:
+            raise _err(iel, "mass cannot be negative", "mass")
         full = iel.attrs.get("fullinertia")
         diag = iel.attrs.get("diaginertia")
         if full is not None:
@@ -708,7 +710,8 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     lastdof = np.full(nbody, -1)
     for bid, b in enumerate(bodies):
         par = b.parent
-        weldid[bid] = 0 if bid == 0 else (bid if b.joints else weldid[par])
+        is_mocap = bid > 0 and bool(_get(b.el, "mocap", False))
+        weldid[bid] = 0 if bid == 0 else (bid if b.joints or is_mocap else weldid[par])
         rootid[bid] = bid if bid == 0 or par == 0 else rootid[par]
         if bid > 0 and bool(_get(b.el, "mocap", False)):
             if b.joints or par != 0:
@@ -798,7 +801,7 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     for g in geo:
         ct[g["bodyid"]] |= g["contype"]
         ca[g["bodyid"]] |= g["conaffinity"]
-        mg[g["bodyid"]] = max(mg[g["bodyid"]], g["margin"])
+        mg[g["bodyid"]] = max(mg[g["bodyid"]], g["margin"] + g["gap"])  # MuJoCo 4.0: margin + gap
     A["body_contype"], A["body_conaffinity"], A["body_margin"] = ct, ca, mg
     sameframe = np.array([_sameframe(b.ipos, b.iquat) for b in bodies], np.uint8)
     sameframe[0] = SF_BODY

@@ -1,6 +1,7 @@
 """Height-field assets of the MJCF compiler (MuJoCo 4.0's mjCHField), host numpy.
 
 API:
+    compile_hfields(root, ctx)                              # compiler pass: every <asset><hfield> into ctx
     asset = load_hfield(elem, model_dir, meshdir, assets)   # one <hfield> Element -> HFieldAsset
     arrays, sizes = hfield_arrays([asset0, ...])            # hfield_size/nrow/ncol/adr/data, nhfield/nhfielddata
     size, rbound, aabb = hfield_geom_size(asset)            # geom_size/geom_rbound/geom_aabb of a type="hfield" geom
@@ -11,9 +12,9 @@ Sources of elevation data, as in MuJoCo:
   - any other file: MuJoCo's binary format (int32 nrow, int32 ncol, then nrow*ncol float32);
   - inline `elevation` with `nrow`/`ncol` (row-major as written);
   - `nrow`/`ncol` alone: zeros (to be filled at run time).
-The first row of the image/elevation is the last row of hfield_data (MuJoCo flips rows: row 0 of the data is at
--y). Data from a file or `elevation` is then normalised to [0, 1] by (x - min) / (max - min) (only shifted when
-max - min is tiny), in float32.
+The first row of a PNG image or of `elevation` is the last row of hfield_data (MuJoCo flips them: row 0 of the
+data is at -y); the binary format is stored as is. Data from a file or `elevation` is then normalised to [0, 1]
+by (x - min) / (max - min) (only shifted when max - min is tiny), in float32.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import dataclasses
 import os
 import struct
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -203,7 +205,7 @@ def load_hfield(
                 raise _err(elem, f"non-positive hfield dimensions in file '{file}'", "file")
             if len(raw) != 8 + 4 * nrow * ncol:
                 raise _err(elem, f"unexpected file size in file '{file}'", "file")
-            data = np.frombuffer(raw, "<f4", nrow * ncol, 8).reshape(nrow, ncol)[::-1].reshape(-1).astype(np.float32)
+            data = np.frombuffer(raw, "<f4", nrow * ncol, 8).astype(np.float32)  # not flipped (as MuJoCo)
         data = _normalise(data)
     elif elev is not None:
         if nrow < 1 or ncol < 1:
@@ -246,6 +248,32 @@ def hfield_geom_size(hfield: HFieldAsset) -> tuple[np.ndarray, float, np.ndarray
     """(geom_size (3,), geom_rbound, geom_aabb (6,)) of a type="hfield" geom, as MuJoCo fills them."""
     sx, sy, sz, base = hfield.size
     size = np.array([sx, sy, 0.25 * sz + 0.5 * base])
-    rbound = float(np.sqrt(sx * sx + sy * sy + sz * sz))
+    rbound = float(np.sqrt(sx * sx + sy * sy + max(sz, base) ** 2))
     aabb = np.array([0.0, 0.0, (sz - base) / 2, sx, sy, (sz + base) / 2])
     return size, rbound, aabb
+
+
+def compile_hfields(root: Element, ctx) -> None:
+    """Compiler pass: load every <asset><hfield> of `root` into `ctx` (a CompileContext).
+
+    Fills ctx.ids['hfield'], ctx.elements['hfield'], ctx.arrays (hfield_*), ctx.sizes (nhfield, nhfielddata) and
+    ctx.hfield_assets (list of HFieldAsset). File names resolve against <compiler meshdir> (else assetdir).
+    """
+    els = [c for a in root.children if a.tag == "asset" for c in a.children if c.tag == "hfield"]
+    meshdir = ctx.compiler.get("meshdir") or ctx.compiler.get("assetdir") or ""
+    ids = ctx.ids.setdefault("hfield", {})
+    loaded = []
+    for el in els:
+        h = load_hfield(el, getattr(ctx, "model_dir", None) or "", meshdir, getattr(ctx, "assets", None),
+                        bool(ctx.compiler.get("strippath")))  # fmt: skip
+        if not h.name:
+            raise _err(el, "empty name in height field", "name")
+        if h.name in ids:
+            raise _err(el, f"repeated name '{h.name}' in hfield", "name")
+        ids[h.name] = len(loaded)
+        ctx.elements.setdefault("hfield", []).append(el)
+        loaded.append(h)
+    arrays, sizes = hfield_arrays(loaded)
+    ctx.arrays.update(arrays)
+    ctx.sizes.update(sizes)
+    ctx.hfield_assets = loaded

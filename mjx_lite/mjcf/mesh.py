@@ -40,7 +40,8 @@ import dataclasses
 import math
 import os
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -450,16 +451,27 @@ def _pack_hulls(hulls) -> dict[str, np.ndarray]:
 # processing
 
 
+def _seqsum(x: np.ndarray) -> np.ndarray:
+    """Left-to-right sum over axis 0 (the order of MuJoCo's accumulation loops, so round-off matches)."""
+    return np.add.accumulate(x, axis=0)[-1] if len(x) else np.zeros(x.shape[1:])
+
+
 def _triangles(v: np.ndarray, f: np.ndarray):
-    """Per-face (area, unit normal (zeros where degenerate), center) as in MuJoCo's triangle()."""
+    """Per-face (area, unit normal (unnormalised where degenerate, with area 0), center) as MuJoCo's triangle()."""
     v1, v2, v3 = v[f[:, 0]], v[f[:, 1]], v[f[:, 2]]
     center = (v1 + v2 + v3) / 3
-    nrm = np.cross(v2 - v1, v3 - v1)
-    ln = np.sqrt(np.einsum("ij,ij->i", nrm, nrm))
+    b, c = v2 - v1, v3 - v1
+    nrm = np.stack([b[:, 1] * c[:, 2] - b[:, 2] * c[:, 1], b[:, 2] * c[:, 0] - b[:, 0] * c[:, 2],
+                    b[:, 0] * c[:, 1] - b[:, 1] * c[:, 0]], axis=1)  # fmt: skip
+    ln = np.sqrt(nrm[:, 0] * nrm[:, 0] + nrm[:, 1] * nrm[:, 1] + nrm[:, 2] * nrm[:, 2])
     ok = ln >= MINVAL
-    normal = np.where(ok[:, None], nrm / np.where(ok, ln, 1.0)[:, None], 0.0)
+    normal = np.where(ok[:, None], nrm / np.where(ok, ln, 1.0)[:, None], nrm)
     area = np.where(ok, 0.5 * ln, 0.0)
     return area, normal, center
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a[:, 0] * b[:, 0] + a[:, 1] * b[:, 1] + a[:, 2] * b[:, 2]
 
 
 def process_mesh(
@@ -524,54 +536,54 @@ def process_mesh(
 
     # centroid of faces
     area, normal, center = _triangles(vert, face)
-    total_area = area.sum()
+    total_area = float(_seqsum(area))
     if total_area < MINVAL:
         raise _err(elem, f"mesh surface area is too small: {name}")
-    facecen = (area[:, None] * center).sum(0) / total_area
+    facecen = _seqsum(area[:, None] * center) / total_area
 
     # volume (or area) and centre of mass
     if inertia == "shell":
-        surf = total_area
-        com = (area[:, None] * (center * 0.75 + facecen * 0.25)).sum(0) / surf
+        w = area
     else:
         if inertia == "convex":
             if len(hull_face) == 0:
                 raise _err(elem, f"convex hull of mesh '{name}' could not be computed")
             area, normal, center = _triangles(vert, hull_face.astype(np.int64))
-        vol = np.einsum("ij,ij->i", center - facecen, normal) * area / 3
+        w = _dot(center - facecen, normal) * area / 3
         if inertia == "legacy":
-            vol = np.abs(vol)
-        total = vol.sum()
-        com = (vol[:, None] * (center * 0.75 + facecen * 0.25)).sum(0)
-        if total >= MINVAL:
-            com = com / total
-        else:
-            if total < 0:
-                raise _err(elem, f"mesh volume is negative (misoriented triangles): {name}")
-            raise _err(elem, f"mesh volume is too small: {name} . Try setting inertia to shell")
+            w = np.abs(w)
+    total = float(_seqsum(w))
+    com = _seqsum(w[:, None] * (center * 3.0 / 4.0 + facecen / 4.0))
+    if total >= MINVAL:
+        com = com / total
+    elif inertia == "shell":
+        raise _err(elem, f"mesh surface area is too small: {name}")
+    elif total < 0:
+        raise _err(elem, f"mesh volume is negative (misoriented triangles): {name}")
+    else:
+        raise _err(elem, f"mesh volume is too small: {name} . Try setting inertia to shell")
 
     # inertia about the centre of mass
     fi = hull_face.astype(np.int64) if inertia == "convex" else face
     vc = vert - com
     d, e, f = vc[fi[:, 0]], vc[fi[:, 1]], vc[fi[:, 2]]
-    a2, _, cen2 = _triangles(vc, fi)
-    nrm2 = _triangles(vc, fi)[1]
+    a2, nrm2, cen2 = _triangles(vc, fi)
     if inertia == "shell":
         w = a2
         cdiv = 12.0
     else:
-        w = np.einsum("ij,ij->i", cen2, nrm2) * a2 / 3
+        w = _dot(cen2, nrm2) * a2 / 3
         if inertia == "legacy":
             w = np.abs(w)
         cdiv = 20.0
-    total_volume = float(w.sum())
+    total_volume = float(_seqsum(w))
     kk = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
     p = []
     for k0, k1 in kk:
         s = (2 * (d[:, k0] * d[:, k1] + e[:, k0] * e[:, k1] + f[:, k0] * f[:, k1])
              + d[:, k0] * e[:, k1] + d[:, k1] * e[:, k0] + d[:, k0] * f[:, k1] + d[:, k1] * f[:, k0]
              + e[:, k0] * f[:, k1] + e[:, k1] * f[:, k0])  # fmt: skip
-        p.append(float((w / cdiv * s).sum()))
+        p.append(float(_seqsum(w / cdiv * s)))
     full = np.array([
         [p[1] + p[2], -p[3], -p[4]],
         [-p[3], p[0] + p[2], -p[5]],
@@ -720,9 +732,8 @@ def mesh_arrays(meshes: list[MeshAsset]) -> tuple[dict[str, np.ndarray], dict[st
         "mesh_vertnum": nv,
         "mesh_faceadr": (np.cumsum(nf) - nf).astype(np.int32),
         "mesh_facenum": nf,
-        "mesh_vert": (np.concatenate([m.vert for m in meshes]) if meshes else np.zeros((0, 3)))
-        .astype(np.float32).astype(np.float64),
-        "mesh_face": np.concatenate([m.face for m in meshes]).astype(np.int32) if meshes else np.zeros((0, 3), np.int32),
+        "mesh_vert": np.concatenate([m.vert for m in meshes] + [np.zeros((0, 3))]).astype(np.float32).astype(float),
+        "mesh_face": np.concatenate([m.face for m in meshes] + [np.zeros((0, 3), np.int32)]).astype(np.int32),
         "mesh_pos": np.array([m.pos for m in meshes], float).reshape(-1, 3),
         "mesh_quat": np.array([m.quat for m in meshes], float).reshape(-1, 4),
         "mesh_scale": np.array([m.scale for m in meshes], float).reshape(-1, 3),
@@ -743,8 +754,9 @@ def mesh_geom_size(mesh: MeshAsset) -> tuple[np.ndarray, float, np.ndarray]:
 
 def mesh_geom_frame(pos, quat, mesh: MeshAsset, offset=None) -> tuple[np.ndarray, np.ndarray]:
     """Frame of a geom that uses `mesh`: the geom's own (pos, quat) composed with the mesh frame
-    (mesh.pos + offset, mesh.quat); `offset` is the aabb-centre offset returned by `fit_geom` with fitaabb."""
-    mpos = mesh.pos if offset is None else mesh.pos + np.asarray(offset, float)
+    (mesh.pos, mesh.quat), shifted by `offset` (in the mesh frame: the aabb centre returned by `fit_geom` with
+    fitaabb)."""
+    mpos = mesh.pos if offset is None else mesh.pos + _quat_to_mat(mesh.quat) @ np.asarray(offset, float)
     quat = np.asarray(quat, float)
     gpos = np.asarray(pos, float) + _quat_to_mat(quat) @ mpos
     return gpos, _quat_mul(quat, mesh.quat)
@@ -755,7 +767,8 @@ def mesh_geom_inertia(mesh: MeshAsset, density: float | None = None, mass: float
     """Mass properties of a type="mesh" geom, in the geom frame (= mesh frame).
 
     Returns (mass, com (3,) = 0, inertia (3,) principal, quat (4,) = identity). `mass` (if given) overrides
-    `density`. The inertia is that of the mesh's equivalent inertia box (as MuJoCo computes it). MuJoCo rejects geom shellinertia for meshes (use the mesh's inertia="shell").
+    `density`. The inertia is that of the mesh's equivalent inertia box (as MuJoCo computes it). MuJoCo
+    rejects geom shellinertia for meshes (use the mesh's inertia="shell").
     """
     if shellinertia:
         raise MJCFError("for mesh geoms, inertia should be specified in the mesh asset")
@@ -789,24 +802,20 @@ def fit_geom(mesh: MeshAsset, gtype: int, fitscale: float = 1.0, fitaabb: bool =
             size[:] = b
         else:
             raise MJCFError(f"invalid geom type in fitting mesh {mesh.name}")
-    else:
+    else:  # MuJoCo 4.0: fit the axis-aligned bounding box (in the mesh frame)
         aamm = mesh.aamm
-        cen = (aamm[:3] + aamm[3:]) / 2
-        offset = cen.copy()
-        v = mesh.vert
+        offset = (aamm[:3] + aamm[3:]) / 2
+        half = aamm[3:] - offset
         if gtype == GEOM_SPHERE:
-            size[0] = np.sqrt(((v - cen) ** 2).sum(1)).max()
-        elif gtype in (GEOM_CAPSULE, GEOM_CYLINDER):
-            dxy = np.sqrt((v[:, 0] - cen[0]) ** 2 + (v[:, 1] - cen[1]) ** 2)
-            dz = np.abs(v[:, 2] - cen[2])
-            size[0] = dxy.max()
-            size[1] = dz.max()
-            if gtype == GEOM_CAPSULE:
-                with np.errstate(invalid="ignore"):
-                    h = size[0] * np.sin(np.arccos(dxy / size[0]))
-                size[1] = max(0.0, float(np.max(dz - h)))
+            size[0] = half.max()
+        elif gtype == GEOM_CAPSULE:
+            size[0] = max(half[0], half[1])
+            size[1] = max(0.0, half[2] - size[0])
+        elif gtype == GEOM_CYLINDER:
+            size[0] = max(half[0], half[1])
+            size[1] = half[2]
         elif gtype in (GEOM_ELLIPSOID, GEOM_BOX):
-            size[:] = aamm[3:] - cen
+            size[:] = half
         else:
             raise MJCFError(f"invalid fittype in mesh {mesh.name}")
     return size * fitscale, offset

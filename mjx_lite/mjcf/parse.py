@@ -18,6 +18,10 @@ The tree handed to the compiler (see `spec.py`):
   - Default classes are applied (except for actuators, see `spec.Element.defaults`); `explicit` lists what the
     XML element or one of its classes wrote.  The <default> section is kept as written (typed, no inheritance)
     for reference.
+  - <replicate> is expanded (copies posed like nested frames, names suffixed as MuJoCo does).
+  - Skins (<asset><skin>, visual only) and <visual>/<custom> are kept aside for reference; the compiler ignores them.
+  - Values are typed per `schema.py`. Default arrays (built-in or from a class) are shared, read-only numpy
+    arrays: copy before modifying in place.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ from mjx_lite.mjcf.spec import Attr, Element, MJCFError
 # structure
 
 _NI = "not supported by mjx_lite"
-_BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body", "frame"}
-_BODY_UNSUPPORTED = {"plugin", "composite", "flexcomp", "attach", "replicate", "skin", "flex"}
+_BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body", "frame", "replicate"}
+_BODY_UNSUPPORTED = {"plugin", "composite", "flexcomp", "attach", "skin", "flex"}
 CHILDREN: dict[str, set[str]] = {
     "mujoco": {"compiler", "option", "size", "statistic", "visual", "default", "asset", "worldbody", "contact",
                "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
@@ -47,6 +51,7 @@ CHILDREN: dict[str, set[str]] = {
     "worldbody": _BODY_CHILDREN - {"inertial", "joint", "freejoint"},
     "body": _BODY_CHILDREN,
     "frame": _BODY_CHILDREN - {"inertial"},
+    "replicate": _BODY_CHILDREN - {"inertial"},
     "asset": {"mesh", "hfield", "texture", "material", "skin"},
     "material": {"layer"},
     "skin": {"bone"},
@@ -66,6 +71,7 @@ UNSUPPORTED: dict[str, set[str]] = {
     "worldbody": _BODY_UNSUPPORTED,
     "body": _BODY_UNSUPPORTED,
     "frame": _BODY_UNSUPPORTED,
+    "replicate": _BODY_UNSUPPORTED,
     "asset": {"model"},
     "mesh": {"plugin"},
     "geom": {"plugin"},
@@ -91,12 +97,12 @@ class _Raw:
 # ---------------------------------------------------------------------------------------------------------
 # loading and includes
 
-_XML_PARSER = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False, huge_tree=True)
-
 
 def _read_xml(data: bytes, file: str) -> etree._Element:
+    # a fresh parser per document: lxml parsers must not be shared between threads
+    parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False, huge_tree=True)
     try:
-        root = etree.fromstring(data, _XML_PARSER)
+        root = etree.fromstring(data, parser)
     except etree.XMLSyntaxError as e:
         line = e.lineno if e.lineno is not None else (e.position[0] if e.position else None)
         raise MJCFError(f"malformed XML: {e.msg}", file, line) from None
@@ -245,12 +251,13 @@ def _written(raw: _Raw, key: str, inherited: dict | None = None, required: bool 
                 continue
             raise _bad("unknown attribute", raw, name)
         out[name] = _convert(text, a, raw, name, None if inherited is None else inherited.get(name), pad)
-        words = sc.WORDS.get((key, name))
-        if words is not None:
-            for wd in text.split():
-                if wd not in words:
-                    raise _bad(f"invalid keyword '{wd}' (expected words of {', '.join(words)})", raw, name)
-    if required:
+        if key in _WORD_KEYS:
+            words = sc.WORDS.get((key, name))
+            if words is not None:
+                for wd in text.split():
+                    if wd not in words:
+                        raise _bad(f"invalid keyword '{wd}' (expected words of {', '.join(words)})", raw, name)
+    if required and key in _CHECKED_KEYS:
         for name in sc.REQUIRED.get(key, ()):
             if name not in out:
                 raise _bad("required attribute missing", raw, name)
@@ -366,6 +373,8 @@ class _Class:
 
 
 _BUILTIN: dict[str, dict] = {k: {n: a.default for n, a in sch.items()} for k, sch in sc.SCHEMA.items()}
+_WORD_KEYS = {k for k, _ in sc.WORDS}
+_CHECKED_KEYS = set(sc.REQUIRED) | set(sc.ONE_OF) | set(sc.ONE_OF_2)
 
 
 class _Defaults:
@@ -383,10 +392,8 @@ class _Defaults:
             if extra:
                 raise _bad("unknown attribute", sec, sorted(extra)[0])
             if cls != "main":
-                # a named class at top level: child of main
-                self.elements.append(self._add(sec, main))
-            else:
-                self.elements.append(self._fill(sec, main))
+                raise _bad(f"top-level default class 'main' cannot be renamed ('{cls}')", sec, "class")
+            self.elements.append(self._fill(sec, main))
 
     def _add(self, raw: _Raw, parent: _Class) -> Element:
         name = raw.attrib.get("class")
@@ -453,6 +460,7 @@ class _Builder:
         self.defaults = defaults
         self.degree = degree
         self.eulerseq = eulerseq
+        self._class_attrs: dict[tuple[str, str], tuple[dict, set]] = {}  # (class, key) -> (attrs, explicit)
 
     # -- generic element ----------------------------------------------------------------------------------
     def element(self, raw: _Raw, parent: str, childclass: str | None, frame=None) -> Element:
@@ -468,16 +476,16 @@ class _Builder:
                 cls = self.defaults.get(cname, raw, "class")
             else:
                 cls = self.defaults.classes[childclass or "main"]
-            attrs = dict(_BUILTIN[key])
-            over = cls.values[dtag]
-            if over:
+            cached = self._class_attrs.get((cls.name, key))
+            if cached is None:
+                base = dict(_BUILTIN[key])
                 schema = sc.SCHEMA[key]
-                for n, v in over.items():
+                for n, v in cls.values[dtag].items():
                     if n in schema:
-                        attrs[n] = v
-                explicit = {n for n in cls.explicit[dtag] if n in schema}
-            else:
-                explicit = set()
+                        base[n] = v
+                cached = self._class_attrs[(cls.name, key)] = (base, {n for n in cls.explicit[dtag] if n in schema})
+            attrs = dict(cached[0])
+            explicit = set(cached[1])
             w = _written(raw, key, attrs)
         else:
             w = _written(raw, key)
@@ -549,6 +557,8 @@ class _Builder:
                 if frame is not None:
                     fr = (frame[0] + _qrot(frame[1], fr[0]), _qmul(frame[1], fr[1]))
                 self.tree(k, out, cc, fr)
+            elif tag == "replicate":
+                self.replicate(k, key, out, childclass, frame)
             elif tag == "body":
                 b = self.element(k, key, childclass, frame)
                 cc = b.attrs.get("childclass") or childclass
@@ -563,6 +573,34 @@ class _Builder:
                         raise NotImplementedError(f"{c.file}:{c.line}: <{c.tag}> (in <{tag}>) is {_NI}")
                     raise MJCFError(f"unknown element (in <{tag}>)", c.file, c.line, c.tag)
                 out.children.append(self.element(k, key, childclass, frame))
+
+    def replicate(self, raw: _Raw, parent: str, out: Element, childclass: str | None, frame):
+        """<replicate count offset euler sep>: `count` copies of the children, copy i posed by the i-th power of
+        (offset, euler) (in the enclosing frame), names suffixed with sep + i (zero-padded to len(str(count)))."""
+        r = self.element(raw, parent, childclass, None)
+        count = r.attrs["count"]
+        if count < 1:
+            raise _bad("count must be positive", raw, "count")
+        off = np.asarray(r.attrs["offset"], dtype=float)
+        rq = orientation_to_quat("euler", r.attrs["euler"], self.degree, self.eulerseq, raw)
+        digits = len(str(count))
+        pos, quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
+        for i in range(count):
+            fr = (pos, quat) if frame is None else (frame[0] + _qrot(frame[1], pos), _qmul(frame[1], quat))
+            n0 = len(out.children)
+            self.tree(raw, out, childclass, fr)
+            suffix = r.attrs["sep"] + str(i).zfill(digits)
+            for el in out.children[n0:]:
+                _rename(el, suffix)
+            pos = pos + _qrot(quat, off)
+            quat = _qmul(quat, rq)
+
+
+def _rename(el: Element, suffix: str):
+    if el.attrs.get("name"):
+        el.attrs["name"] = el.attrs["name"] + suffix
+    for c in el.children:
+        _rename(c, suffix)
 
 
 def _apply_frame(el: Element, frame):
@@ -637,9 +675,6 @@ def _build(root: _Raw) -> Element:
     if len(seq) != 3 or any(ch not in "xyzXYZ" for ch in seq):
         raw = by_tag["compiler"][-1]
         raise _bad(f"eulerseq must be 3 characters of xyzXYZ, got '{seq}'", raw, "eulerseq")
-    if comp.attrs["coordinate"] == "global":
-        raw = by_tag["compiler"][-1]
-        raise NotImplementedError(f"{raw.file}:{raw.line}: <compiler coordinate='global'> is {_NI}")
 
     defaults = _Defaults(by_tag.get("default", []))
     b = _Builder(defaults, comp.attrs["angle"] == "degree", seq)

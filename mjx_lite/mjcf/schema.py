@@ -100,7 +100,7 @@ _COMPILER = {
     "boundinertia": R(0),
     "boundmass": R(0),
     "conflict": K("warning", "warning", "merge", "error"),
-    "coordinate": K("local", "local", "global"),
+    "coordinate": K("local", "local"),  # MuJoCo 4.0 rejects "global"
     "discardvisual": B(False),
     "eulerseq": S("xyz"),
     "fitaabb": B(False),
@@ -693,6 +693,7 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "worldbody": {},
     "body": _BODY,
     "frame": _FRAME,
+    "replicate": {"count": I(None), "offset": R(ZERO3, 3), "euler": R(ZERO3, 3), "sep": S("")},
     "inertial": _INERTIAL,
     "joint": _JOINT,
     "freejoint": _FREEJOINT,
@@ -745,6 +746,16 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "tuple/element": _TUPLE_ELEMENT,
 }
 
+_REFINED: dict[str, dict[str, Attr]] = {}
+try:  # refined schemas of the "sections" module win
+    from mjx_lite.mjcf import schema_actuation as _sa  # type: ignore[attr-defined]
+except ModuleNotFoundError as _e:  # pragma: no cover - optional module
+    if _e.name != "mjx_lite.mjcf.schema_actuation":
+        raise
+else:
+    _REFINED = dict(getattr(_sa, "SCHEMA", {}))
+    SCHEMA.update(_REFINED)
+
 # string attributes holding a space-separated list of keywords: (schema key, attribute) -> allowed words
 WORDS = {
     ("camera", "output"): ("rgb", "depth", "distance", "normal", "segmentation"),
@@ -754,6 +765,7 @@ WORDS = {
 
 # attributes MuJoCo requires (MJCFError "required attribute missing" when absent; not checked in <default>)
 REQUIRED: dict[str, tuple[str, ...]] = {
+    "replicate": ("count",),
     "inertial": ("pos", "mass"),
     "hfield": ("size",),
     "exclude": ("body1", "body2"),
@@ -810,7 +822,8 @@ _DEFAULT_BASE = {
 }  # fmt: skip
 DEFAULT_CHILDREN: dict[str, str] = {}
 for _t, (_base, _excl) in _DEFAULT_BASE.items():
-    SCHEMA["default/" + _t] = {k: v for k, v in SCHEMA[_base].items() if k not in _NOT_IN_DEFAULT + _excl}
+    if "default/" + _t not in _REFINED:
+        SCHEMA["default/" + _t] = {k: v for k, v in SCHEMA[_base].items() if k not in _NOT_IN_DEFAULT + _excl}
     DEFAULT_CHILDREN[_t] = "default/" + _t
 # element schema key -> the <default> child tag whose values it takes
 DEFAULT_FOR = {
@@ -833,14 +846,6 @@ DEFAULT_FOR = {
 
 # parent/tag keys (see module docstring)
 _QUALIFIED = {k for k in SCHEMA if "/" in k}
-
-try:  # refined schemas of the "sections" module win
-    from mjx_lite.mjcf import schema_actuation as _sa  # type: ignore[attr-defined]
-
-    SCHEMA.update(getattr(_sa, "SCHEMA", {}))
-    _QUALIFIED = {k for k in SCHEMA if "/" in k}
-except ImportError:  # pragma: no cover - optional module
-    pass
 
 
 def key_of(parent: str, tag: str) -> str:

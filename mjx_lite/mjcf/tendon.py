@@ -67,7 +67,7 @@ def resolve_limited(el: Element, flag_attr: str, range_attr: str, autolimits: bo
     if np.any(rng != 0):
         raise error(
             el,
-            f"{entity} has `{range_attr}` but not `{flag_attr}`: set the autolimits=\"true\" compiler option, "
+            f'{entity} has `{range_attr}` but not `{flag_attr}`: set the autolimits="true" compiler option, '
             f"specify `{flag_attr}` explicitly, or remove `{range_attr}`",
             range_attr,
         )
@@ -208,15 +208,24 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
                     div = attr(c, "divisor")
                     if div is None or div <= 0:
                         raise error(c, "pulley divisor must be positive", "divisor")
-                    if k == 0 or k + 1 >= len(path) or path[k + 1].tag != "site":
+                    if k + 1 >= len(path) or path[k + 1].tag != "site":
                         raise error(c, "a pulley must be followed by a site")
                     wtype.append(WrapType.PULLEY)
                     wobj.append(-1)
                     wprm.append(float(div))
                 else:
                     raise error(c, f"<{c.tag}> is not allowed in a spatial tendon")
-            if path[0].tag != "site" or path[-1].tag != "site":
-                raise error(t, "spatial tendon path must start and end with a site")
+            # every pulley-delimited branch must start and end with a site (a leading pulley is allowed)
+            branch: list[Element] = []
+            for k, c in enumerate(path + [None]):
+                if c is None or c.tag == "pulley":
+                    if branch and (branch[0].tag != "site" or branch[-1].tag != "site" or len(branch) < 2):
+                        raise error(branch[0], "each branch of a spatial tendon must start and end with a site")
+                    if not branch and 0 < k < len(path):
+                        raise error(c, "empty branch between pulleys")
+                    branch = []
+                else:
+                    branch.append(c)
         trees.discard(-1)
         tree_list = sorted(trees)
         a["tendon_adr"].append(adr)

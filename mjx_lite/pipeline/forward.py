@@ -5,7 +5,7 @@ chapter, "simulation pipeline"):
 
     fwd_position:     kinematics, com_pos, tendon, crb, factor_m, [collision, make_constraint], transmission
     sensor_pos, energy (potential)
-    fwd_velocity:     ten_velocity/actuator_velocity, com_vel, passive, rne
+    fwd_velocity:     ten_velocity/actuator_velocity, com_vel, passive, [reference_constraint], rne
     sensor_vel, energy (kinetic)
     fwd_actuation:    act_dot, actuator_force, qfrc_actuator
     fwd_acceleration: qfrc_smooth, qacc_smooth
@@ -13,7 +13,8 @@ chapter, "simulation pipeline"):
     sensor_acc
 
 Hooks. Collision (`mjx_lite.collision.driver.collision`), constraint assembly
-(`mjx_lite.pipeline.constraint.make_constraint`) and the constraint solver (`mjx_lite.solver.solve(m, d)`,
+(`mjx_lite.pipeline.constraint.make_constraint`, and `reference_constraint` in the velocity stage if the module
+defines it) and the constraint solver (`mjx_lite.solver.solve(m, d)`,
 which sets qacc, qfrc_constraint, efc_force, solver_niter) are called when their modules exist and the
 constraint disable flag is off. If the model has constraints to enforce (limits, equalities, contacts) with
 the flag on but the solver is not available, tracing raises NotImplementedError rather than silently
@@ -106,6 +107,10 @@ def fwd_velocity(m: Model, d: Data) -> Data:
     d = _stage("pipeline.actuation", "fwd_velocity_extras")(m, d)
     d = _stage("pipeline.velocity", "com_vel")(m, d)
     d = _stage("pipeline.passive", "passive")(m, d)
+    if _constraints_on(m) and m.njmax > 0:
+        reference = _hook("pipeline.constraint", "reference_constraint")
+        if reference is not None:  # efc_vel, efc_aref (mj_referenceConstraint), when computed apart
+            d = reference(m, d)
     d = _stage("pipeline.rne", "rne")(m, d)
     return d
 

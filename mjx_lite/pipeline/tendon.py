@@ -154,9 +154,12 @@ def _wrap_circle(d, sd, has_side, rad):
     return wlen, jp.concatenate([p0, p1])
 
 
+_INSIDE_TOL = 1e-6
+
+
 def _wrap_inside(d, rad):
     """2D inside wrap (side site inside the circle). Returns (wlen (0 wrap, -1 none), pnt (4,))."""
-    maxiter, zinit, tol = 20, 1 - 1e-7, 1e-6
+    maxiter, zinit, tol = 20, 1 - 1e-7, _INSIDE_TOL
     d0, d1 = d[:2], d[2:]
     len0 = mjm.safe_norm(d0)
     len1 = mjm.safe_norm(d1)
@@ -252,10 +255,9 @@ def wrap(x0, x1, xpos, xmat, rad, is_sphere, side, has_side):
     dvec = jp.stack([jp.dot(p0, a0), jp.dot(p0, a1), jp.dot(p1, a0), jp.dot(p1, a1)])
     s = xmat.T @ (side - xpos)
     sd = jp.stack([jp.dot(s, a0), jp.dot(s, a1)])
-    sdn = mjm.safe_norm(sd)
-    outside = sdn >= rad
-    sd = jp.where(outside, sd / jp.where(sdn > 0, sdn, 1.0) * rad, 0.0)
-    inside = has_side & ~outside
+    sd, _ = _normalize_mj(sd)
+    sd = sd * rad
+    inside = has_side & (mjm.safe_norm(s) < rad)
 
     wl_c, pnt_c = _wrap_circle(dvec, sd, has_side, rad)
     wl_i, pnt_i = _wrap_inside(dvec, rad)

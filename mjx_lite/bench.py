@@ -1,0 +1,203 @@
+"""Throughput benchmark: mjx_lite beside MJX and MuJoCo C, in one process, on the same machine.
+
+    python -m mjx_lite.bench --model PATH --batch N --steps T [--disable constraint] [--dtype float32]
+
+Reports, for `jit(vmap(scan(step)))` over `batch` environments and `steps` steps: JIT (trace + compile)
+time, steps/s (batch * steps / wall time of a warm run), and the bytes of one environment's Data. If the
+`mujoco` package is importable (it is a test dependency, imported lazily here and nowhere in the runtime
+package), the same model and settings are also run with MJX (`mujoco.mjx`) and with MuJoCo C: a
+single-threaded `mj_step` loop, and `mujoco.rollout` over all cores. Absolute numbers depend on the
+machine; compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+_FLAGS = {
+    "constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "contact": 16, "spring": 32, "damper": 64,
+    "gravity": 128, "clampctrl": 256, "warmstart": 512, "actuation": 2048, "sensor": 8192, "eulerdamp": 32768,
+}  # fmt: skip
+
+
+def _disable_bits(names: list[str]) -> int:
+    bits = 0
+    for n in names:
+        if n not in _FLAGS:
+            raise SystemExit(f"unknown disable flag {n!r}; known: {sorted(_FLAGS)}")
+        bits |= _FLAGS[n]
+    return bits
+
+
+def _block(tree: Any) -> None:
+    jax.tree.map(lambda x: x.block_until_ready() if hasattr(x, "block_until_ready") else x, tree)
+
+
+def _initial_batch(make_data, m, batch: int, nv: int, seed: int = 0):
+    """`batch` copies of make_data(m) with small random qvel (same for every engine)."""
+    d = make_data(m)
+    qvel = 0.01 * np.random.default_rng(seed).standard_normal((batch, nv))
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + jp.shape(x)), d)
+    return db.replace(qvel=jp.asarray(qvel, dtype=d.qvel.dtype)), qvel
+
+
+def _time_rollout(step_fn, m, db, steps: int, repeats: int) -> dict:
+    """JIT time and best-of-`repeats` wall time of jit(vmap(scan(step)))."""
+
+    def rollout(m, d):
+        def body(d, _):
+            return step_fn(m, d), None
+
+        d, _ = jax.lax.scan(body, d, None, length=steps)
+        return d
+
+    fn = jax.jit(jax.vmap(rollout, in_axes=(None, 0)))
+    t0 = time.perf_counter()
+    compiled = fn.lower(m, db).compile()
+    jit_s = time.perf_counter() - t0
+    out = compiled(m, db)
+    _block(out)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = compiled(m, db)
+        _block(out)
+        best = min(best, time.perf_counter() - t0)
+    batch = jax.tree.leaves(db)[0].shape[0]
+    finite = bool(np.all(np.isfinite(np.asarray(out.qpos))))
+    return {"jit_s": jit_s, "run_s": best, "steps_per_s": batch * steps / best, "finite": finite}
+
+
+def _data_bytes(d) -> int:
+    return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(d)))
+
+
+def bench_mjx_lite(path: str, batch: int, steps: int, disable: int, repeats: int, source: str) -> dict:
+    import mjx_lite  # noqa: PLC0415
+
+    if source == "mjcf":
+        m = mjx_lite.load_mjcf(path)
+    else:  # build from MuJoCo's compiled arrays (test helper), for models our compiler cannot read yet
+        import mujoco  # noqa: PLC0415
+
+        from tests import oracle  # noqa: PLC0415
+
+        m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(path))
+    m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
+    db, _ = _initial_batch(mjx_lite.make_data, m, batch, m.nv)
+    res = _time_rollout(mjx_lite.step, m, db, steps, repeats)
+    res["data_bytes_per_env"] = _data_bytes(mjx_lite.make_data(m))
+    res["nv"] = m.nv
+    return res
+
+
+def bench_mjx(path: str, batch: int, steps: int, disable: int, repeats: int) -> dict:
+    import mujoco  # noqa: PLC0415
+    from mujoco import mjx  # noqa: PLC0415
+
+    mjm = mujoco.MjModel.from_xml_path(path)
+    mjm.opt.disableflags |= disable
+    m = mjx.put_model(mjm)
+    db, _ = _initial_batch(lambda m: mjx.make_data(m), m, batch, mjm.nv)
+    res = _time_rollout(mjx.step, m, db, steps, repeats)
+    res["data_bytes_per_env"] = _data_bytes(mjx.make_data(m))
+    return res
+
+
+def bench_mujoco_c(path: str, batch: int, steps: int, disable: int) -> dict:
+    import mujoco  # noqa: PLC0415
+
+    mjm = mujoco.MjModel.from_xml_path(path)
+    mjm.opt.disableflags |= disable
+    mjd = mujoco.MjData(mjm)
+    qvel = 0.01 * np.random.default_rng(0).standard_normal((batch, mjm.nv))
+    # single thread: one environment, `steps` steps
+    mjd.qvel[:] = qvel[0]
+    n = max(steps, 1000)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        mujoco.mj_step(mjm, mjd)
+    single = n / (time.perf_counter() - t0)
+    res = {"single_thread_steps_per_s": single}
+    try:
+        from mujoco import rollout  # noqa: PLC0415
+
+        nthread = os.cpu_count() or 1
+        datas = [mujoco.MjData(mjm) for _ in range(nthread)]
+        spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        init = np.zeros((batch, mujoco.mj_stateSize(mjm, spec)))
+        for i in range(batch):
+            mujoco.mj_resetData(mjm, mjd)
+            mjd.qvel[:] = qvel[i]
+            mujoco.mj_getState(mjm, mjd, init[i], spec)
+        rollout.rollout(mjm, datas, init, nstep=2)  # warm-up
+        t0 = time.perf_counter()
+        rollout.rollout(mjm, datas, init, nstep=steps)
+        res["rollout_steps_per_s"] = batch * steps / (time.perf_counter() - t0)
+        res["rollout_threads"] = nthread
+    except Exception as e:  # noqa: BLE001 - report, do not fail the benchmark
+        res["rollout_error"] = f"{type(e).__name__}: {e}"
+    return res
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="MJCF file")
+    p.add_argument("--batch", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--disable", nargs="*", default=["constraint"], help="MuJoCo disable flags for every engine")
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--source", choices=["mjcf", "mujoco"], default="mjcf", help="our compiler, or MuJoCo's arrays")
+    p.add_argument("--skip", nargs="*", default=[], choices=["mjx", "c"], help="engines to skip")
+    a = p.parse_args(argv)
+    if a.dtype == "float64":
+        jax.config.update("jax_enable_x64", True)
+    disable = _disable_bits(a.disable)
+    print(f"model {a.model}  batch {a.batch}  steps {a.steps}  dtype {a.dtype}  disable {a.disable}")
+    print(f"jax {jax.__version__}  backend {jax.default_backend()}  devices {jax.devices()}")
+    results: dict = {}
+    try:
+        results["mjx_lite"] = bench_mjx_lite(a.model, a.batch, a.steps, disable, a.repeats, a.source)
+    except Exception as e:  # noqa: BLE001
+        results["mjx_lite"] = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        import mujoco  # noqa: F401, PLC0415
+
+        have_mujoco = True
+    except ImportError:
+        have_mujoco = False
+    if have_mujoco and "mjx" not in a.skip:
+        try:
+            results["mjx"] = bench_mjx(a.model, a.batch, a.steps, disable, a.repeats)
+        except Exception as e:  # noqa: BLE001
+            results["mjx"] = {"error": f"{type(e).__name__}: {e}"}
+    if have_mujoco and "c" not in a.skip:
+        results["mujoco_c"] = bench_mujoco_c(a.model, a.batch, a.steps, disable)
+    for name, r in results.items():
+        print(f"{name:9s} " + "  ".join(f"{k}={_fmt(v)}" for k, v in r.items()))
+    ours = results.get("mjx_lite", {}).get("steps_per_s")
+    if ours:
+        for name, key in (("mjx", "steps_per_s"), ("mujoco_c", "single_thread_steps_per_s"),
+                          ("mujoco_c", "rollout_steps_per_s")):  # fmt: skip
+            other = results.get(name, {}).get(key)
+            if other:
+                print(f"ratio mjx_lite / {name}.{key} = {ours / other:.3g}")
+    return results
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+if __name__ == "__main__":
+    main()

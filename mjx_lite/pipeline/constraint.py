@@ -1,0 +1,605 @@
+"""Constraint rows (mj_makeConstraint + mj_makeImpedance): equality, friction loss, limits and contacts.
+
+The rows live in fixed, padded arrays (`m.njmax = efc_capacity(m, m.nconmax)`), laid out statically:
+
+    equality (connect 3, weld 6, joint 1, tendon 1 rows each) | friction loss (dofs, then tendons, that were
+    compiled with frictionloss > 0) | limits (slide/hinge joints: 2 rows, lower and upper; ball joints: 1;
+    tendons: 2) | contacts (one block per contact slot of the collision driver: pyramidal 2(dim-1) rows, or 1
+    when dim = 1; elliptic dim rows)
+
+A row is live (`efc_mask`) when its constraint is active: an enabled equality, a limit or contact within its
+margin. Dead rows have zero Jacobian, zero force and R = 1 (D = 1), so they never affect the solution.
+
+Impedance, stiffness and damping follow the computation chapter ("Solver parameters"): imp = d(r) from
+solimp (dmin, dmax, width, midpoint, power) at r = |pos - margin| (the norm of the whole block for connect
+and weld); K = 1/(dmax^2 tc^2 dr^2) and B = 2/(dmax tc) for solref = (tc, dr) > 0 (tc >= 2 timestep unless
+refsafe is disabled), K = -solref[0]/dmax^2 and B = -solref[1]/dmax for the direct (negative) form;
+R = (1 - imp)/imp * diagA with diagA from the invweight0 constants; aref = -B vel - K imp (pos - margin), where
+connect and weld rows also subtract the Jacobian-derivative term Jdot qvel (as MuJoCo 4 does).
+Contact friction rows: elliptic cones scale R and diagA of friction row i by (f_0/f_i)^2 / impratio and use
+pos = 0, K = 0 (and solreffriction when given); pyramidal edges J_n +- f_i J_i use diagA = diag_n 2 f_0^2 (1 + f_0^2) / impratio
+(as measured on MuJoCo 4.0). The regularised cone coefficient is mu = f_0 / sqrt(impratio).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import math
+from mjx_lite._struct import static_hash
+from mjx_lite.pipeline import support
+from mjx_lite.solver import common as solver_common
+from mjx_lite.types import (
+    MAXIMP,
+    MINIMP,
+    MINVAL,
+    ConeType,
+    ConstraintType,
+    Data,
+    DisableBit,
+    EqType,
+    JointType,
+    Model,
+    ObjType,
+)
+
+# ---------------------------------------------------------------------------------------------------------
+# static plan
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Plan:
+    """Static row layout. Every `*_adr` is the first row of its block; ids are static numpy arrays."""
+
+    nefc: int
+    layout: solver_common.Layout
+    connect: np.ndarray
+    weld: np.ndarray
+    joint_eq: np.ndarray
+    tendon_eq: np.ndarray
+    fric_dof: np.ndarray
+    fric_ten: np.ndarray
+    lim_jnt: np.ndarray
+    lim_ball: np.ndarray
+    lim_ten: np.ndarray
+    con_dim: np.ndarray  # (nconmax,) static condim of each contact slot (an upper bound when trimmed)
+    con_rows: np.ndarray  # (nconmax,) rows of each slot
+    con_adr: np.ndarray  # (nconmax,) first row of each slot
+    adr: dict  # block name -> first row
+    elliptic: bool
+
+
+_PLANS: dict[int, Plan] = {}
+
+
+def _flag(m: Model, bit) -> bool:
+    return bool(m.opt.disableflags & bit)
+
+
+def _slot_condim(m: Model, nconmax: int) -> np.ndarray:
+    """Static condim of each contact slot, following the collision driver's row layout."""
+    from mjx_lite.collision import driver
+
+    if nconmax == 0:
+        return np.zeros(0, np.int64)
+    out = []
+    prio = np.asarray(m.geom_priority)
+    cd = np.asarray(m.geom_condim)
+    for g in driver.pair_table(m).groups:
+        if g.pair[0] >= 0:
+            dims = np.asarray(m.pair_dim)[g.pair]
+        else:
+            p1, p2 = prio[g.geom1], prio[g.geom2]
+            c1, c2 = cd[g.geom1], cd[g.geom2]
+            dims = np.where(p1 == p2, np.maximum(c1, c2), np.where(p1 > p2, c1, c2))
+        if g.capacity < len(g.geom1):
+            dims = np.full(g.capacity, dims.max())
+        out.append(np.repeat(dims, g.ncon))
+    dims = np.concatenate(out).astype(np.int64)
+    assert dims.shape[0] == nconmax, (dims.shape, nconmax)
+    return dims
+
+
+def plan(m: Model, nconmax: int | None = None) -> Plan:
+    """The static row plan of `m` (memoised on the static fields it depends on)."""
+    nconmax = m.nconmax if nconmax is None else nconmax
+    key = static_hash((m.neq, m.eq_type, m.eq_objtype, m.jnt_type, m.jnt_limited, m.tendon_limited,
+                       m.dof_frictional, m.tendon_frictional, m.opt.disableflags, m.opt.cone, nconmax,
+                       m.geom_condim, m.geom_priority, m.pair_dim, m.geom_type, m.geom_contype,
+                       m.geom_conaffinity, m.body_weldid, m.exclude_signature))  # fmt: skip
+    if key not in _PLANS:
+        _PLANS[key] = _build_plan(m, nconmax)
+    return _PLANS[key]
+
+
+def _build_plan(m: Model, nconmax: int) -> Plan:
+    off = _flag(m, DisableBit.CONSTRAINT)
+    eq_on = not off and not _flag(m, DisableBit.EQUALITY)
+    fr_on = not off and not _flag(m, DisableBit.FRICTIONLOSS)
+    lim_on = not off and not _flag(m, DisableBit.LIMIT)
+    con_on = not off and not _flag(m, DisableBit.CONTACT)
+    eq_type = np.asarray(m.eq_type)
+    empty = np.zeros(0, np.int64)
+
+    def eqs(t):
+        return np.nonzero(eq_type == t)[0] if eq_on else empty
+
+    for t in np.unique(eq_type):
+        if t not in (EqType.CONNECT, EqType.WELD, EqType.JOINT, EqType.TENDON):
+            raise NotImplementedError(f"equality constraint type {EqType(t).name} is not supported")
+    connect, weld, joint_eq, tendon_eq = eqs(EqType.CONNECT), eqs(EqType.WELD), eqs(EqType.JOINT), eqs(EqType.TENDON)
+    fric_dof = np.nonzero(np.asarray(m.dof_frictional))[0] if fr_on else empty
+    fric_ten = np.nonzero(np.asarray(m.tendon_frictional))[0] if fr_on else empty
+    jt = np.asarray(m.jnt_type)
+    lim = np.asarray(m.jnt_limited, bool) if lim_on else np.zeros(m.njnt, bool)
+    lim_jnt = np.nonzero(lim & ((jt == JointType.SLIDE) | (jt == JointType.HINGE)))[0]
+    lim_ball = np.nonzero(lim & (jt == JointType.BALL))[0]
+    lim_ten = np.nonzero(np.asarray(m.tendon_limited, bool))[0] if lim_on else empty
+    elliptic = m.opt.cone == ConeType.ELLIPTIC
+    con_dim = _slot_condim(m, nconmax) if con_on else np.zeros(0, np.int64)
+    if elliptic:
+        con_rows = con_dim.copy()
+    else:
+        con_rows = np.where(con_dim == 1, 1, 2 * (con_dim - 1))
+
+    sizes = [("connect", 3 * len(connect)), ("weld", 6 * len(weld)), ("joint_eq", len(joint_eq)),
+             ("tendon_eq", len(tendon_eq)), ("fric_dof", len(fric_dof)), ("fric_ten", len(fric_ten)),
+             ("lim_jnt", 2 * len(lim_jnt)), ("lim_ball", len(lim_ball)), ("lim_ten", 2 * len(lim_ten)),
+             ("contact", int(con_rows.sum()))]  # fmt: skip
+    adr, row = {}, 0
+    for name, n in sizes:
+        adr[name] = row
+        row += n
+    nefc = row
+    con_adr = adr["contact"] + np.concatenate([[0], np.cumsum(con_rows)[:-1]]).astype(np.int64)
+    con_adr = con_adr[: len(con_rows)]
+
+    kind = np.full(nefc, solver_common.INEQUALITY, np.int64)
+    kind[: adr["fric_dof"]] = solver_common.EQUALITY
+    kind[adr["fric_dof"] : adr["lim_jnt"]] = solver_common.FRICTION
+    cones = []
+    if elliptic and len(con_dim):
+        for dim in sorted(set(con_dim.tolist()) - {1}):
+            slots = np.nonzero(con_dim == dim)[0]
+            rows = con_adr[slots, None] + np.arange(dim)[None, :]
+            kind[rows.reshape(-1)] = solver_common.CONE
+            cones.append(rows)
+    layout = solver_common.Layout(kind=kind, cones=tuple(cones))
+    return Plan(nefc=nefc, layout=layout, connect=connect, weld=weld, joint_eq=joint_eq, tendon_eq=tendon_eq,
+                fric_dof=fric_dof, fric_ten=fric_ten, lim_jnt=lim_jnt, lim_ball=lim_ball, lim_ten=lim_ten,
+                con_dim=con_dim, con_rows=con_rows, con_adr=con_adr, adr=adr, elliptic=elliptic)  # fmt: skip
+
+
+def efc_capacity(m: Model, nconmax: int) -> int:
+    """Static number of constraint rows (Data.efc_* are padded to this)."""
+    return plan(m, nconmax).nefc
+
+
+# ---------------------------------------------------------------------------------------------------------
+# rows
+
+
+@dataclasses.dataclass
+class _Rows:
+    """Rows of one block (n rows): everything make_impedance needs."""
+
+    J: jax.Array  # (n, nv)
+    pos: jax.Array  # (n,)
+    margin: jax.Array  # (n,)
+    frictionloss: jax.Array  # (n,)
+    diag: jax.Array  # (n,) diagA
+    solref: jax.Array  # (n, 2)
+    solimp: jax.Array  # (n, 5)
+    imp_r: jax.Array  # (n,) the distance the impedance is evaluated at
+    bias: jax.Array  # (n,) Jdot qvel term subtracted from aref
+    active: jax.Array  # (n,) bool
+    type: np.ndarray | jax.Array  # (n,)
+    id: np.ndarray | jax.Array  # (n,)
+    k_zero: np.ndarray | jax.Array  # (n,) bool: stiffness term off (elliptic friction rows)
+    r_scale: jax.Array  # (n,) multiplies R and diagA (elliptic friction rows); 1 otherwise
+    imp_from: np.ndarray | None = None  # rows whose impedance/R comes from another row (block-local index)
+
+
+def _rep(x, k):
+    return jp.repeat(x, k, axis=0)
+
+
+def _bodies_points(m: Model, d: Data, eq_ids: np.ndarray, which: int, local: jax.Array):
+    """World points and body ids of the equality objects (body + local offset, or site)."""
+    objtype = np.asarray(m.eq_objtype)[eq_ids]
+    objid = np.asarray(m.eq_obj1id if which == 1 else m.eq_obj2id)[eq_ids]
+    is_site = objtype == ObjType.SITE
+    site_body = np.asarray(m.site_bodyid)
+    body = np.where(is_site, site_body[np.maximum(objid, 0)], np.maximum(objid, 0))
+    body_pt = d.xpos[body] + jp.einsum("nij,nj->ni", d.xmat[body], local)
+    if np.any(is_site):
+        site_pt = d.site_xpos[np.maximum(objid, 0)]
+        pt = jp.where(jp.asarray(is_site)[:, None], site_pt, body_pt)
+    else:
+        pt = body_pt
+    return body, pt, is_site
+
+
+def _connect_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
+    data = m.eq_data[ids]
+    b1, p1, _ = _bodies_points(m, d, ids, 1, data[:, 0:3])
+    b2, p2, _ = _bodies_points(m, d, ids, 2, data[:, 3:6])
+    jp1, _ = support.jac_batch(m, d, p1, b1)
+    jp2, _ = support.jac_batch(m, d, p2, b2)
+    J = (jp1 - jp2).reshape(-1, m.nv)
+    jd1, _ = support.jac_dot_batch(m, d, p1, b1)
+    jd2, _ = support.jac_dot_batch(m, d, p2, b2)
+    bias = ((jd1 - jd2) @ d.qvel).reshape(-1)
+    pos = (p1 - p2).reshape(-1)
+    r = math.safe_norm(p1 - p2)
+    iw = m.body_invweight0
+    diag = _rep(iw[b1, 0] + iw[b2, 0], 3)
+    n = len(ids)
+    return _Rows(J=J, pos=pos, margin=jp.zeros_like(pos), frictionloss=jp.zeros_like(pos), diag=diag,
+                 solref=_rep(m.eq_solref[ids], 3), solimp=_rep(m.eq_solimp[ids], 3), imp_r=_rep(r, 3), bias=bias,
+                 active=_rep(d.eq_active[ids], 3), type=np.full(3 * n, ConstraintType.EQUALITY),
+                 id=np.repeat(ids, 3), k_zero=np.zeros(3 * n, bool), r_scale=jp.ones_like(pos))  # fmt: skip
+
+
+def _quat_of(m: Model, d: Data, body, objid, is_site):
+    q = d.xquat[body]
+    if np.any(is_site):
+        sq = math.mat_to_quat(d.site_xmat[np.maximum(objid, 0)])
+        q = jp.where(jp.asarray(is_site)[:, None], sq, q)
+    return q
+
+
+def _weld_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
+    data = m.eq_data[ids]
+    # eq_data: [0:3] anchor on body2, [3:6] the same point in body1's frame, [6:10] relative quat, [10] torquescale
+    b1, p1, s1 = _bodies_points(m, d, ids, 1, data[:, 3:6])
+    b2, p2, s2 = _bodies_points(m, d, ids, 2, data[:, 0:3])
+    o1 = np.asarray(m.eq_obj1id)[ids]
+    o2 = np.asarray(m.eq_obj2id)[ids]
+    q1 = _quat_of(m, d, b1, o1, s1)
+    q2 = _quat_of(m, d, b2, o2, s2)
+    ts = data[:, 10]
+    jp1, jr1 = support.jac_batch(m, d, p1, b1)
+    jp2, jr2 = support.jac_batch(m, d, p2, b2)
+    jd1, jrd1 = support.jac_dot_batch(m, d, p1, b1)
+    jd2, jrd2 = support.jac_dot_batch(m, d, p2, b2)
+    # rotation error e = ts * imag(q2^-1 q1 rq); de/dt = 0.5 ts (p_w I - [p_v]x) R2' (w1 - w2)
+    p = math.quat_mul(math.quat_conj(q2), math.quat_mul(q1, data[:, 6:10]))
+    e = p[:, 1:] * ts[:, None]
+    pw, pv = p[:, 0], p[:, 1:]
+    eye = jp.eye(3, dtype=p.dtype)
+    # [pv]x as a matrix ([pv]x v = pv x v): column i is pv x e_i
+    pvx = jp.swapaxes(jp.cross(pv[:, None, :], eye[None, :, :]), 1, 2)
+    R2 = d.xmat[b2]
+    if np.any(s2):
+        R2 = jp.where(jp.asarray(s2)[:, None, None], d.site_xmat[np.maximum(o2, 0)], R2)
+    T = 0.5 * ts[:, None, None] * jp.einsum("nij,nkj->nik", pw[:, None, None] * eye - pvx, R2)
+    Jr = jp.einsum("nij,njv->niv", T, jr1 - jr2)
+    Jt = jp1 - jp2
+    J = jp.concatenate([Jt, Jr], axis=1).reshape(-1, m.nv)
+    bias_t = (jd1 - jd2) @ d.qvel
+    # bias = d2e/dt2 along the zero-acceleration path: with w = R2'(w1 - w2) (w_i world angular velocities),
+    # dp/dt = 0.5 [0, w] p, so d2p/dt2 = 0.5 [0, dw/dt] p - 0.25 |w|^2 p, dw/dt = R2'(dw1 - dw2 - w2 x (w1 - w2))
+    w1, w2 = jr1 @ d.qvel, jr2 @ d.qvel
+    wrel = w1 - w2
+    w = jp.einsum("nji,nj->ni", R2, wrel)
+    wdot = jp.einsum("nji,nj->ni", R2, (jrd1 - jrd2) @ d.qvel - jp.cross(w2, wrel))
+    bias_r = ts[:, None] * (0.5 * (pw[:, None] * wdot + jp.cross(wdot, pv))
+                            - 0.25 * jp.sum(w * w, axis=1, keepdims=True) * pv)  # fmt: skip
+    bias = jp.concatenate([bias_t, bias_r], axis=1).reshape(-1)
+    posv = jp.concatenate([p1 - p2, e], axis=1)
+    r = math.safe_norm(posv)
+    iw = m.body_invweight0
+    diag = jp.concatenate([jp.broadcast_to((iw[b1, 0] + iw[b2, 0])[:, None], (len(ids), 3)),
+                           jp.broadcast_to((iw[b1, 1] + iw[b2, 1])[:, None], (len(ids), 3))], axis=1)  # fmt: skip
+    n = len(ids)
+    pos = posv.reshape(-1)
+    return _Rows(J=J, pos=pos, margin=jp.zeros_like(pos), frictionloss=jp.zeros_like(pos), diag=diag.reshape(-1),
+                 solref=_rep(m.eq_solref[ids], 6), solimp=_rep(m.eq_solimp[ids], 6), imp_r=_rep(r, 6), bias=bias,
+                 active=_rep(d.eq_active[ids], 6), type=np.full(6 * n, ConstraintType.EQUALITY),
+                 id=np.repeat(ids, 6), k_zero=np.zeros(6 * n, bool), r_scale=jp.ones_like(pos))  # fmt: skip
+
+
+def _poly_rows(m: Model, d: Data, ids: np.ndarray, tendon: bool) -> _Rows:
+    o1 = np.asarray(m.eq_obj1id)[ids]
+    o2 = np.asarray(m.eq_obj2id)[ids]
+    has2 = o2 >= 0
+    o2c = np.maximum(o2, 0)
+    c = m.eq_data[ids, 0:5]
+    nv = m.nv
+    if tendon:
+        x1, x2 = d.ten_length[o1], d.ten_length[o2c]
+        r1, r2 = m.tendon_length0[o1], m.tendon_length0[o2c]
+        J1, J2 = d.ten_J[o1], d.ten_J[o2c]
+        w1, w2 = m.tendon_invweight0[o1], m.tendon_invweight0[o2c]
+    else:
+        qadr = np.asarray(m.jnt_qposadr)
+        dadr = np.asarray(m.jnt_dofadr)
+        x1, x2 = d.qpos[qadr[o1]], d.qpos[qadr[o2c]]
+        r1, r2 = m.qpos0[qadr[o1]], m.qpos0[qadr[o2c]]
+        eye = jp.eye(nv, dtype=d.qpos.dtype)
+        J1, J2 = eye[dadr[o1]], eye[dadr[o2c]]
+        w1, w2 = m.dof_invweight0[dadr[o1]], m.dof_invweight0[dadr[o2c]]
+    has2j = jp.asarray(has2)
+    dif = jp.where(has2j, x2 - r2, 0.0)
+    poly = c[:, 0] + dif * (c[:, 1] + dif * (c[:, 2] + dif * (c[:, 3] + dif * c[:, 4])))
+    dpoly = c[:, 1] + dif * (2 * c[:, 2] + dif * (3 * c[:, 3] + dif * 4 * c[:, 4]))
+    pos = x1 - r1 - jp.where(has2j, poly, c[:, 0])
+    J = J1 - jp.where(has2j[:, None], dpoly[:, None] * J2, 0.0)
+    diag = w1 + jp.where(has2j, w2, 0.0)
+    n = len(ids)
+    return _Rows(J=J, pos=pos, margin=jp.zeros_like(pos), frictionloss=jp.zeros_like(pos), diag=diag,
+                 solref=m.eq_solref[ids], solimp=m.eq_solimp[ids], imp_r=jp.abs(pos), bias=jp.zeros_like(pos),
+                 active=d.eq_active[ids], type=np.full(n, ConstraintType.EQUALITY), id=ids,
+                 k_zero=np.zeros(n, bool), r_scale=jp.ones_like(pos))  # fmt: skip
+
+
+def _friction_rows(m: Model, d: Data, dofs: np.ndarray, tendons: np.ndarray) -> list[_Rows]:
+    out = []
+    dt = d.qpos.dtype
+    if len(dofs):
+        n = len(dofs)
+        J = jp.eye(m.nv, dtype=dt)[dofs]
+        z = jp.zeros(n, dt)
+        out.append(_Rows(J=J, pos=z, margin=z, frictionloss=m.dof_frictionloss[dofs], diag=m.dof_invweight0[dofs],
+                         solref=m.dof_solref[dofs], solimp=m.dof_solimp[dofs], imp_r=z, bias=z,
+                         active=jp.ones(n, bool), type=np.full(n, ConstraintType.FRICTION_DOF), id=dofs,
+                         k_zero=np.ones(n, bool), r_scale=jp.ones(n, dt)))  # fmt: skip
+    if len(tendons):
+        n = len(tendons)
+        z = jp.zeros(n, dt)
+        out.append(_Rows(J=d.ten_J[tendons], pos=z, margin=z, frictionloss=m.tendon_frictionloss[tendons],
+                         diag=m.tendon_invweight0[tendons], solref=m.tendon_solref_fri[tendons],
+                         solimp=m.tendon_solimp_fri[tendons], imp_r=z, bias=z, active=jp.ones(n, bool),
+                         type=np.full(n, ConstraintType.FRICTION_TENDON), id=tendons, k_zero=np.ones(n, bool),
+                         r_scale=jp.ones(n, dt)))  # fmt: skip
+    return out
+
+
+def _two_sided(x, rng, Jrow, margin, diag, solref, solimp, ctype, ids) -> _Rows:
+    """Lower and upper limit rows, interleaved per object: (x - lo, +J), (hi - x, -J)."""
+    n = x.shape[0]
+    dist = jp.stack([x - rng[:, 0], rng[:, 1] - x], axis=1).reshape(-1)
+    J = jp.stack([Jrow, -Jrow], axis=1).reshape(2 * n, -1)
+    mg = _rep(margin, 2)
+    return _Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist), diag=_rep(diag, 2),
+                 solref=_rep(solref, 2), solimp=_rep(solimp, 2), imp_r=jp.abs(dist - mg), bias=jp.zeros_like(dist),
+                 active=dist < mg, type=np.full(2 * n, ctype), id=np.repeat(ids, 2), k_zero=np.zeros(2 * n, bool),
+                 r_scale=jp.ones_like(dist))  # fmt: skip
+
+
+def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
+    out = []
+    dt = d.qpos.dtype
+    qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
+    if len(p.lim_jnt):
+        j = p.lim_jnt
+        out.append(_two_sided(d.qpos[qadr[j]], m.jnt_range[j], jp.eye(m.nv, dtype=dt)[dadr[j]], m.jnt_margin[j],
+                              m.dof_invweight0[dadr[j]], m.jnt_solref[j], m.jnt_solimp[j],
+                              ConstraintType.LIMIT_JOINT, j))  # fmt: skip
+    if len(p.lim_ball):
+        j = p.lim_ball
+        n = len(j)
+        q = d.qpos[qadr[j][:, None] + np.arange(4)[None, :]]
+        axis, angle = math.quat_to_axis_angle(math.quat_normalize(q))
+        # shortest rotation: angle in [0, pi]
+        flip = angle > jp.pi
+        angle = jp.where(flip, 2 * jp.pi - angle, angle)
+        axis = jp.where(flip[:, None], -axis, axis)
+        rmax = jp.maximum(m.jnt_range[j, 0], m.jnt_range[j, 1])
+        dist = rmax - angle
+        J = jp.zeros((n, m.nv), dt)
+        J = J.at[jp.arange(n)[:, None], dadr[j][:, None] + np.arange(3)[None, :]].set(-axis)
+        mg = m.jnt_margin[j]
+        out.append(_Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist),
+                         diag=m.dof_invweight0[dadr[j]], solref=m.jnt_solref[j], solimp=m.jnt_solimp[j],
+                         imp_r=jp.abs(dist - mg), bias=jp.zeros_like(dist), active=dist < mg,
+                         type=np.full(n, ConstraintType.LIMIT_JOINT), id=j, k_zero=np.zeros(n, bool),
+                         r_scale=jp.ones_like(dist)))  # fmt: skip
+    if len(p.lim_ten):
+        t = p.lim_ten
+        out.append(_two_sided(d.ten_length[t], m.tendon_range[t], d.ten_J[t], m.tendon_margin[t],
+                              m.tendon_invweight0[t], m.tendon_solref_lim[t], m.tendon_solimp_lim[t],
+                              ConstraintType.LIMIT_TENDON, t))  # fmt: skip
+    return out
+
+
+def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
+    """One _Rows per static contact dimension present."""
+    out = []
+    con = d.contact
+    dt = d.qpos.dtype
+    impratio = m.opt.impratio
+    gbody = jp.asarray(np.asarray(m.geom_bodyid), jp.int32)
+    for dim in sorted(set(p.con_dim.tolist())):
+        slots = np.nonzero(p.con_dim == dim)[0]
+        k = len(slots)
+        g = con.geom[slots]
+        b1, b2 = gbody[g[:, 0]], gbody[g[:, 1]]
+        pt = con.pos[slots]
+        frame = con.frame[slots]
+        jp1, jr1 = support.jac_batch(m, d, pt, b1)
+        jp2, jr2 = support.jac_batch(m, d, pt, b2)
+        Jt = jp.einsum("kij,kjv->kiv", frame, jp2 - jp1)
+        Jr = jp.einsum("kij,kjv->kiv", frame, jr2 - jr1)
+        Jf = jp.concatenate([Jt, Jr], axis=1)[:, :dim]  # (k, dim, nv) in the contact frame
+        fr = con.friction[slots]  # (k, 5)
+        live = con.active[slots] & (con.dist[slots] < con.includemargin[slots])
+        # rows beyond a slot's actual condim (broadphase-trimmed groups) are dead
+        adim = con.dim[slots]
+        dist = con.dist[slots]
+        mg = con.includemargin[slots]
+        iw = m.body_invweight0
+        diag_n = iw[b1, 0] + iw[b2, 0]
+        solref = con.solref[slots]
+        solimp = con.solimp[slots]
+        sfr = con.solreffriction[slots]
+        mu = fr[:, 0] / jp.sqrt(impratio)
+        if dim == 1:
+            J = Jf[:, 0]
+            ctype = ConstraintType.CONTACT_FRICTIONLESS
+            out.append(_Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros(k, dt), diag=diag_n, solref=solref,
+                             solimp=solimp, imp_r=jp.abs(dist - mg), bias=jp.zeros(k, dt), active=live,
+                             type=np.full(k, ctype), id=slots, k_zero=np.zeros(k, bool),
+                             r_scale=jp.ones(k, dt)))  # fmt: skip
+            continue
+        if p.elliptic:
+            n = dim
+            J = Jf.reshape(k * n, m.nv)
+            f0 = fr[:, :1]
+            fi = fr[:, : n - 1]
+            scale = jp.concatenate([jp.ones((k, 1), dt), (f0 / fi) ** 2 / impratio], axis=1)
+            row_live = live[:, None] & (jp.arange(n)[None, :] < adim[:, None])
+            pos = jp.concatenate([dist[:, None], jp.zeros((k, n - 1), dt)], axis=1)
+            margin = jp.concatenate([mg[:, None], jp.zeros((k, n - 1), dt)], axis=1)
+            use_fr = jp.any(sfr != 0, axis=1)
+            sref = jp.where(use_fr[:, None], sfr, solref)
+            solref_rows = jp.concatenate([solref[:, None, :], jp.broadcast_to(sref[:, None, :], (k, n - 1, 2))],
+                                         axis=1)  # fmt: skip
+            k_zero = np.zeros((k, n), bool)
+            k_zero[:, 1:] = True
+            ctype = ConstraintType.CONTACT_ELLIPTIC
+        else:
+            n = 2 * (dim - 1)
+            fi = fr[:, : dim - 1]  # (k, dim-1)
+            Jn = Jf[:, :1]
+            Jd = Jf[:, 1:] * fi[:, :, None]
+            J = jp.stack([Jn + Jd, Jn - Jd], axis=2).reshape(k * n, m.nv)
+            f0sq = fr[:, 0] * fr[:, 0]
+            scale = jp.broadcast_to((2.0 * f0sq * (1.0 + f0sq) / impratio)[:, None], (k, n))
+            row_live = live[:, None] & (jp.arange(n)[None, :] < 2 * (adim[:, None] - 1))
+            pos = jp.broadcast_to(dist[:, None], (k, n))
+            margin = jp.broadcast_to(mg[:, None], (k, n))
+            solref_rows = jp.broadcast_to(solref[:, None, :], (k, n, 2))
+            k_zero = np.zeros((k, n), bool)
+            ctype = ConstraintType.CONTACT_PYRAMIDAL
+        out.append(_Rows(J=J, pos=pos.reshape(-1), margin=margin.reshape(-1), frictionloss=jp.zeros(k * n, dt),
+                         diag=_rep(diag_n, n), solref=solref_rows.reshape(-1, 2), solimp=_rep(solimp, n),
+                         imp_r=_rep(jp.abs(dist - mg), n), bias=jp.zeros(k * n, dt), active=row_live.reshape(-1),
+                         type=np.full(k * n, ctype), id=np.repeat(slots, n), k_zero=k_zero.reshape(-1),
+                         r_scale=scale.reshape(-1)))  # fmt: skip
+    return out
+
+
+def _impedance(solimp, r):
+    """d(r) of the computation chapter; solimp (n, 5), r = |pos - margin| (n,)."""
+    dmin = jp.clip(solimp[:, 0], MINIMP, MAXIMP)
+    dmax = jp.clip(solimp[:, 1], MINIMP, MAXIMP)
+    width = jp.maximum(solimp[:, 2], 0.0)
+    mid = jp.clip(solimp[:, 3], MINIMP, MAXIMP)
+    power = jp.maximum(solimp[:, 4], 1.0)
+    x = r / jp.where(width > MINVAL, width, 1.0)
+    x = jp.where(width > MINVAL, jp.minimum(x, 1.0), 1.0)
+    x_safe_lo = jp.maximum(x, 0.0)
+    a = 1.0 / mid ** (power - 1.0)
+    b = 1.0 / (1.0 - mid) ** (power - 1.0)
+    y_lo = a * x_safe_lo**power
+    y_hi = 1.0 - b * jp.maximum(1.0 - x, 0.0) ** power
+    y = jp.where(x <= mid, y_lo, y_hi)
+    y = jp.where(x >= 1.0, 1.0, y)
+    return dmin + y * (dmax - dmin), dmax
+
+
+def make_constraint(m: Model, d: Data) -> Data:
+    """Fill the padded efc_* arrays (mj_makeConstraint, mj_makeImpedance, mj_projectConstraint-free parts)."""
+    p = plan(m)
+    if p.nefc == 0:
+        return d.replace(nefc=jp.zeros((), jp.int32))
+    blocks: list[_Rows] = []
+    if len(p.connect):
+        blocks.append(_connect_rows(m, d, p.connect))
+    if len(p.weld):
+        blocks.append(_weld_rows(m, d, p.weld))
+    if len(p.joint_eq):
+        blocks.append(_poly_rows(m, d, p.joint_eq, tendon=False))
+    if len(p.tendon_eq):
+        blocks.append(_poly_rows(m, d, p.tendon_eq, tendon=True))
+    blocks += _friction_rows(m, d, p.fric_dof, p.fric_ten)
+    blocks += _limit_rows(m, d, p)
+    if len(p.con_dim):
+        con_blocks = _contact_rows(m, d, p)
+    else:
+        con_blocks = []
+
+    def cat(name, blocks):
+        return jp.concatenate([jp.asarray(getattr(b, name)) for b in blocks], axis=0)
+
+    # contact blocks are grouped by dim; scatter them to their slots' static rows
+    rows_order = []
+    if con_blocks:
+        for dim in sorted(set(p.con_dim.tolist())):
+            slots = np.nonzero(p.con_dim == dim)[0]
+            rows_order.append((p.con_adr[slots][:, None] + np.arange(p.con_rows[slots][0])[None, :]).reshape(-1))
+    pre = p.adr["contact"]
+    allb = blocks + con_blocks
+    fields = {}
+    for name in ("J", "pos", "margin", "frictionloss", "diag", "solref", "solimp", "imp_r", "bias", "active",
+                 "type", "id", "k_zero", "r_scale"):  # fmt: skip
+        x = cat(name, allb)
+        if con_blocks:
+            perm = np.concatenate([np.arange(pre)] + rows_order)
+            inv = np.empty_like(perm)
+            inv[perm] = np.arange(perm.shape[0])
+            x = x[inv]
+        fields[name] = x
+    f = fields
+    dt = d.qpos.dtype
+    imp, dmax = _impedance(f["solimp"], f["imp_r"])
+    solref = f["solref"]
+    if not (m.opt.disableflags & DisableBit.REFSAFE):
+        tc = jp.maximum(solref[:, 0], 2.0 * m.opt.timestep)
+    else:
+        tc = solref[:, 0]
+    direct = solref[:, 0] <= 0
+    tc_safe = jp.where(direct, 1.0, tc)
+    dr = solref[:, 1]
+    K = jp.where(direct, -solref[:, 0] / (dmax * dmax), 1.0 / (dmax * dmax * tc_safe * tc_safe * dr * dr))
+    B = jp.where(direct, -solref[:, 1] / dmax, 2.0 / (dmax * tc_safe))
+    K = jp.where(jp.asarray(f["k_zero"]), 0.0, K)
+    diag = f["diag"] * f["r_scale"]
+    R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
+    active = jp.asarray(f["active"])
+    J = jp.where(active[:, None], f["J"], 0.0)
+    vel = J @ d.qvel
+    pos = f["pos"]
+    aref = -B * vel - K * imp * (pos - f["margin"]) - f["bias"]
+    R = jp.where(active, R, 1.0)
+    aref = jp.where(active, aref, 0.0)
+    KBIP = jp.stack([K, B, imp, jp.zeros_like(K)], axis=1)
+    return d.replace(
+        nefc=jp.sum(active).astype(jp.int32),
+        efc_type=jp.asarray(f["type"], jp.int32),
+        efc_id=jp.asarray(f["id"], jp.int32),
+        efc_mask=active,
+        efc_J=J.astype(dt),
+        efc_pos=jp.where(active, pos, 0.0),
+        efc_margin=jp.where(active, f["margin"], 0.0),
+        efc_frictionloss=jp.where(active, f["frictionloss"], 0.0),
+        efc_diagA=jp.where(active, diag, 0.0),
+        efc_KBIP=jp.where(active[:, None], KBIP, 0.0),
+        efc_D=1.0 / R,
+        efc_R=R,
+        efc_vel=vel,
+        efc_aref=aref,
+    )
+
+
+def problem(m: Model, d: Data, M: jax.Array) -> solver_common.Problem:
+    """The solver's view of the rows made by make_constraint (M: dense mass matrix)."""
+    p = plan(m)
+    mus, frics = [], []
+    for dim in sorted(set(p.con_dim.tolist()) - {1}) if p.elliptic else []:
+        slots = np.nonzero(p.con_dim == dim)[0]
+        fr = d.contact.friction[slots]
+        adim = d.contact.dim[slots]
+        fi = fr[:, : dim - 1]
+        fi = jp.where(jp.arange(dim - 1)[None, :] < (adim[:, None] - 1), fi, 0.0)
+        mus.append(fr[:, 0] / jp.sqrt(m.opt.impratio))
+        frics.append(fi)
+    return solver_common.Problem(J=d.efc_J, D=d.efc_D, R=d.efc_R, aref=d.efc_aref, frictionloss=d.efc_frictionloss,
+                                 mask=d.efc_mask, cone_mu=tuple(mus), cone_friction=tuple(frics),
+                                 qacc_smooth=d.qacc_smooth, M=M)  # fmt: skip

@@ -1,0 +1,109 @@
+"""Oracle tests of the constraint rows (make_constraint) and of the full constraint solve against MuJoCo."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from scipy.optimize import linear_sum_assignment  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+from mjx_lite.collision import driver  # noqa: E402
+from mjx_lite.pipeline import constraint, kinematics, tendon, velocity  # noqa: E402
+from tests import oracle  # noqa: E402
+
+# Row quantities are closed-form functions of the state: float64 round-off.
+ROW_ATOL = 1e-8
+
+EQ_XML = """<mujoco><option jacobian="dense" cone="{cone}" impratio="{impratio}"/>
+<worldbody>
+<geom type="plane" size="5 5 .1"/>
+<body name="a" pos="0 0 1"><freejoint/><geom type="box" size=".1 .2 .3" contype="0" conaffinity="0"/>
+ <site name="sa" pos=".1 0 0"/></body>
+<body name="b" pos="1 0 1"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/>
+ <site name="sb" pos="0 .1 0"/></body>
+<body name="c" pos="0 1 1"><joint name="j1" type="hinge" axis="1 0 0" range="-5 5" frictionloss=".2"/>
+  <joint name="j2" type="slide" axis="0 1 0" range="-.01 .01" margin=".02"/>
+  <geom type="sphere" size=".1" contype="0" conaffinity="0"/>
+  <site name="s1" pos="0 0 .1"/></body>
+<body name="e" pos="0 2 1"><joint name="bj" type="ball" range="0 5"/>
+  <geom type="capsule" fromto="0 0 0 0 0 .3" size=".05" contype="0" conaffinity="0"/><site name="s2" pos="0 0 .3"/></body>
+<body name="f" pos="2 0 .2"><freejoint/><geom type="box" size=".1 .1 .1" condim="{condim}" friction="0.7 0.005 0.0001"
+  solimp="0.8 0.95 0.2 0.4 3" solref="0.03 0.9"/></body>
+<body name="g" pos="2 2 .2"><freejoint/><geom type="sphere" size=".1" condim="{condim}" solref="-1000 -10"/></body>
+</worldbody>
+<tendon><spatial name="t1" limited="true" range="0 .9" frictionloss=".1"><site site="s1"/><site site="s2"/></spatial></tendon>
+<equality>
+<connect body1="a" body2="b" anchor=".2 .1 0" solref="0.04 1" solimp="0.5 0.95 1.0 0.5 2"/>
+<connect site1="sa" site2="sb"/>
+<weld body1="a" body2="b" torquescale="2" solimp="0.5 0.95 1.0 0.5 2" anchor="0.1 0.2 0.3"/>
+<weld body1="a" torquescale="1"/>
+<joint joint1="j1" joint2="j2" polycoef="0.1 0.5 0.2 0 0"/>
+<joint joint1="j2" polycoef="0 0 0 0 0"/>
+<tendon tendon1="t1" polycoef="1.2 0 0 0 0"/>
+</equality></mujoco>"""
+
+
+def _state(mjm, seed):
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(seed)
+    mjd.qpos[:] = mjm.qpos0 + rng.normal(size=mjm.nq) * 0.1
+    mjd.qpos[mjm.jnt_qposadr[5] + 2] = 0.08 + 0.02 * rng.random()  # box f sinks into the floor
+    mjd.qpos[mjm.jnt_qposadr[6] + 2] = 0.09 + 0.02 * rng.random()  # sphere g touches
+    mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.3
+    mujoco.mj_normalizeQuat(mjm, mjd.qpos)
+    mujoco.mj_forward(mjm, mjd)
+    return mjd
+
+
+def _ours(m, mjd):
+    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel))
+    return _rows(m, d)
+
+
+@jax.jit
+def _rows(m, d):
+    d = kinematics.kinematics(m, d)
+    d = kinematics.com_pos(m, d)
+    d = tendon.tendon(m, d)
+    d = velocity.com_vel(m, d)
+    d = driver.collision(m, d)
+    return constraint.make_constraint(m, d)
+
+
+def _match(mjd, mjm, d):
+    """Pair our live rows with MuJoCo's (same type; closest J, pos, vel)."""
+    n = mjd.nefc
+    live = np.nonzero(np.asarray(d.efc_mask))[0]
+    assert len(live) == n, (len(live), n)
+    Jm = mjd.efc_J[: n * mjm.nv].reshape(n, mjm.nv)
+    Jo = np.asarray(d.efc_J)[live]
+    tm, to = mjd.efc_type[:n], np.asarray(d.efc_type)[live]
+    sig_m = np.concatenate([Jm, mjd.efc_pos[:n, None]], 1)
+    sig_o = np.concatenate([Jo, np.asarray(d.efc_pos)[live, None]], 1)
+    cost = np.linalg.norm(sig_m[:, None] - sig_o[None], axis=-1) + 1e6 * (tm[:, None] != to[None])
+    r, c = linear_sum_assignment(cost)
+    return r, live[c]
+
+
+@pytest.mark.parametrize("cone,condim", [("pyramidal", 1), ("pyramidal", 3), ("pyramidal", 4),
+                                         ("elliptic", 3), ("elliptic", 6)])  # fmt: skip
+def test_rows_match_mujoco(cone, condim):
+    mjm = mujoco.MjModel.from_xml_string(EQ_XML.format(cone=cone, condim=condim, impratio=2.0))
+    m = oracle.model_from_mujoco(mjm)
+    for seed in range(3):
+        mjd = _state(mjm, seed)
+        d = _ours(m, mjd)
+        rm, ro = _match(mjd, mjm, d)
+        nv = mjm.nv
+        Jm = mjd.efc_J[: mjd.nefc * nv].reshape(mjd.nefc, nv)
+        np.testing.assert_allclose(np.asarray(d.efc_J)[ro], Jm[rm], atol=ROW_ATOL)
+        for ours, theirs in [("efc_pos", "efc_pos"), ("efc_margin", "efc_margin"), ("efc_diagA", "efc_diagA"),
+                             ("efc_R", "efc_R"), ("efc_aref", "efc_aref"), ("efc_frictionloss", "efc_frictionloss"),
+                             ("efc_vel", "efc_vel")]:  # fmt: skip
+            np.testing.assert_allclose(np.asarray(getattr(d, ours))[ro], getattr(mjd, theirs)[rm], atol=ROW_ATOL,
+                                       rtol=1e-7, err_msg=ours)  # fmt: skip
+        np.testing.assert_allclose(np.asarray(d.efc_KBIP)[ro, :3], mjd.efc_KBIP[rm, :3], rtol=1e-7, atol=ROW_ATOL)

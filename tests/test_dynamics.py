@@ -1,0 +1,426 @@
+"""Oracle tests of the smooth dynamics (kinematics, com_pos, crb/factor/solve, com_vel, subtree_vel, rne, jac)."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import os  # noqa: E402
+import time  # noqa: E402
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from mjx_lite import io, math  # noqa: E402
+from mjx_lite.pipeline import inertia, kinematics, rne, support, velocity  # noqa: E402
+from mjx_lite.types import DisableBit  # noqa: E402
+from tests import oracle  # noqa: E402
+
+RTOL = 1e-9  # float64 round-off, relative to the field's magnitude
+ATOL = 1e-10  # float64 round-off, absolute floor (fields of order 1)
+F32_TOL = 2e-4  # float32 run vs the float64 oracle, relative to the field's magnitude
+
+POS_FIELDS = ("xpos", "xquat", "xmat", "xipos", "ximat", "xanchor", "xaxis", "geom_xpos", "geom_xmat", "site_xpos",
+              "site_xmat", "cam_xpos", "cam_xmat", "subtree_com", "cinert", "cdof", "crb")  # fmt: skip
+VEL_FIELDS = ("cvel", "cdof_dot", "subtree_linvel", "subtree_angmom", "qfrc_bias")
+ACC_FIELDS = ("cacc", "cfrc_int", "cfrc_ext")
+
+DEFAULT_MODELS = ("humanoid/humanoid.xml", "pendula.xml", "sensor/model.xml", "cheetah.xml", "manipulator.xml")
+
+
+def _path(name: str) -> str:
+    for p in oracle.reference_models():
+        if p.endswith(os.sep + name):
+            return p
+    raise FileNotFoundError(name)
+
+
+def _loadable(p: str) -> bool:
+    try:
+        mujoco.MjModel.from_xml_path(p)
+        return True
+    except Exception:  # noqa: BLE001 - models MuJoCo itself rejects
+        return False
+
+
+ALL_MODELS = [p for p in oracle.reference_models() if _loadable(p)]
+
+
+def random_state(mjm: mujoco.MjModel, seed: int = 0):
+    """Joint-type aware random qpos (unnormalised quaternions on purpose), qvel, qacc, mocap, xfrc."""
+    rng = np.random.default_rng(seed)
+    qpos = mjm.qpos0.copy()
+    for j in range(mjm.njnt):
+        a, t = mjm.jnt_qposadr[j], mjm.jnt_type[j]
+        if t == mujoco.mjtJoint.mjJNT_FREE:
+            qpos[a : a + 3] = rng.normal(size=3)
+            qpos[a + 3 : a + 7] = rng.normal(size=4) * 1.3
+        elif t == mujoco.mjtJoint.mjJNT_BALL:
+            qpos[a : a + 4] = rng.normal(size=4) * 0.7
+        else:
+            qpos[a] = rng.normal()
+    return dict(
+        qpos=qpos, qvel=rng.normal(size=mjm.nv), qacc=rng.normal(size=mjm.nv),
+        mocap_pos=rng.normal(size=(mjm.nmocap, 3)), mocap_quat=rng.normal(size=(mjm.nmocap, 4)),
+        xfrc_applied=rng.normal(size=(mjm.nbody, 6)),
+    )  # fmt: skip
+
+
+def mujoco_smooth(mjm: mujoco.MjModel, state: dict) -> dict:
+    """MuJoCo's results for the fields under test."""
+    mjd = mujoco.MjData(mjm)
+    for k, v in state.items():
+        getattr(mjd, k)[:] = v
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_comPos(mjm, mjd)
+    mujoco.mj_camlight(mjm, mjd)
+    mujoco.mj_crb(mjm, mjd)
+    mujoco.mj_factorM(mjm, mjd)
+    mujoco.mj_comVel(mjm, mjd)
+    mujoco.mj_subtreeVel(mjm, mjd)
+    bias = np.zeros(mjm.nv)
+    mujoco.mj_rne(mjm, mjd, 0, bias)
+    mjd.qacc[:] = state["qacc"]
+    mujoco.mj_rnePostConstraint(mjm, mjd)
+    out = {f: np.array(getattr(mjd, f)) for f in POS_FIELDS + VEL_FIELDS + ACC_FIELDS if f != "qfrc_bias"}
+    out["qfrc_bias"] = bias
+    full = np.zeros((mjm.nv, mjm.nv))
+    mujoco.mj_fullM(mjm, mjd, full)
+    out["full_m"] = full
+    out["mjd"] = mjd
+    return out
+
+
+def our_data(m, state: dict):
+    d = io.make_data(m)
+    return d.replace(**{k: jp.asarray(v, d.qpos.dtype) for k, v in state.items()})
+
+
+def smooth(m, d):
+    """Our pipeline for the fields under test."""
+    d = kinematics.kinematics(m, d)
+    d = kinematics.com_pos(m, d)
+    d = inertia.crb(m, d)
+    d = inertia.factor_m(m, d)
+    d = velocity.com_vel(m, d)
+    d = velocity.subtree_vel(m, d)
+    d = rne.rne(m, d)
+    d = rne.rne_postconstraint(m, d)
+    return d
+
+
+_smooth_jit = jax.jit(smooth)
+
+
+def assert_close(name, ours, ref, rtol=RTOL, atol=ATOL):
+    ours = np.asarray(ours, np.float64)
+    ref = np.asarray(ref, np.float64).reshape(ours.shape)
+    if ref.size == 0:
+        return
+    scale = max(1.0, float(np.abs(ref).max()))
+    err = float(np.abs(ours - ref).max())
+    assert err <= atol + rtol * scale, f"{name}: max error {err:.3e} (scale {scale:.3e})"
+
+
+def check_against_mujoco(path: str, seed: int = 0, fn=_smooth_jit):
+    mjm = mujoco.MjModel.from_xml_path(path)
+    m = oracle.model_from_mujoco(mjm)
+    state = random_state(mjm, seed)
+    ref = mujoco_smooth(mjm, state)
+    d = fn(m, our_data(m, state))
+    for f in POS_FIELDS + VEL_FIELDS + ACC_FIELDS:
+        assert_close(f, getattr(d, f), ref[f])
+    assert_close("full_m", inertia.full_m(m, d), ref["full_m"])
+    # qpos and mocap_quat are not modified (MuJoCo 4 normalises where used)
+    np.testing.assert_array_equal(np.asarray(d.qpos), state["qpos"])
+    rng = np.random.default_rng(seed + 1)
+    if mjm.nv:
+        mjd = ref["mjd"]
+        x = rng.normal(size=(3, mjm.nv))
+        y = np.zeros_like(x)
+        mujoco.mj_solveM(mjm, mjd, y, x)
+        assert_close("solve_m (nv, k)", inertia.solve_m(m, d, jp.asarray(x.T)), y.T)
+        assert_close("solve_m (nv,)", inertia.solve_m(m, d, jp.asarray(x[0])), y[0])
+        mx = np.zeros(mjm.nv)
+        mujoco.mj_mulM(mjm, mjd, mx, x[0])
+        assert_close("mul_m", inertia.mul_m(m, d, jp.asarray(x[0])), mx)
+        assert_close("mul_m (nv, k)", inertia.mul_m(m, d, jp.asarray(x.T)), ref["full_m"] @ x.T)
+        # Jacobians at random points of every body, traced (batched) and static body ids
+        pts = rng.normal(size=(mjm.nbody, 3))
+        jp_b, jr_b = support.jac_batch(m, d, jp.asarray(pts), np.arange(mjm.nbody))
+        jdp_b, jdr_b = support.jac_dot_batch(m, d, jp.asarray(pts), np.arange(mjm.nbody))
+        for b in range(mjm.nbody):
+            jacp, jacr = np.zeros((3, mjm.nv)), np.zeros((3, mjm.nv))
+            mujoco.mj_jac(mjm, mjd, jacp, jacr, pts[b], b)
+            assert_close(f"jacp body {b}", jp_b[b], jacp)
+            assert_close(f"jacr body {b}", jr_b[b], jacr)
+            mujoco.mj_jacDot(mjm, mjd, jacp, jacr, pts[b], b)
+            assert_close(f"jacp_dot body {b}", jdp_b[b], jacp)
+            assert_close(f"jacr_dot body {b}", jdr_b[b], jacr)
+        b = mjm.nbody - 1
+        jacp, jacr = np.zeros((3, mjm.nv)), np.zeros((3, mjm.nv))
+        mujoco.mj_jac(mjm, mjd, jacp, jacr, pts[b], b)
+        sp, sr = support.jac(m, d, jp.asarray(pts[b]), b)
+        assert_close("jacp static id", sp, jacp)
+        assert_close("jacr static id", sr, jacr)
+    return m, d
+
+
+@pytest.mark.parametrize("name", DEFAULT_MODELS)
+def test_oracle_default(name):
+    check_against_mujoco(_path(name))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ALL_MODELS, ids=[os.path.relpath(p, oracle.SITE_PACKAGES) for p in ALL_MODELS])
+def test_oracle_all_models(path):
+    check_against_mujoco(path, seed=3)
+
+
+@pytest.fixture
+def force_sparse(monkeypatch):
+    monkeypatch.setattr(inertia, "SPARSE_NV", 0)
+
+
+@pytest.mark.parametrize("name", ("pendula.xml", "humanoid/humanoid.xml"))
+def test_oracle_sparse_layout(name, force_sparse):
+    """The tree-sparse qM / qLD path (forced on small models) against MuJoCo."""
+    m, d = check_against_mujoco(_path(name), seed=5, fn=jax.jit(smooth))
+    assert inertia.is_sparse(m) and d.qM.ndim == 1 and d.qM.shape == (m.nM,)
+
+
+def test_gravity_disabled():
+    mjm = mujoco.MjModel.from_xml_path(_path("pendula.xml"))
+    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_GRAVITY
+    m = oracle.model_from_mujoco(mjm)
+    assert m.opt.disableflags & DisableBit.GRAVITY
+    state = random_state(mjm, 7)
+    ref = mujoco_smooth(mjm, state)
+    d = _smooth_jit(m, our_data(m, state))
+    for f in ("qfrc_bias", "cacc", "cfrc_int"):
+        assert_close(f, getattr(d, f), ref[f])
+
+
+def test_contact_wrench_hook():
+    """cfrc_ext with contact forces, assembled by support.wrench_to_cfrc and passed to rne_postconstraint."""
+    mjm = mujoco.MjModel.from_xml_path(_path("humanoid/humanoid.xml"))
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    for _ in range(20):
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon > 0
+    mujoco.mj_rnePostConstraint(mjm, mjd)
+    ref_ext, ref_int = np.array(mjd.cfrc_ext), np.array(mjd.cfrc_int)
+    bodies, points, wrenches = [], [], []
+    for i in range(mjd.ncon):
+        con = mjd.contact[i]
+        lfrc = np.zeros(6)
+        mujoco.mj_contactForce(mjm, mjd, i, lfrc)
+        frame = con.frame.reshape(3, 3)
+        w = np.concatenate([frame.T @ lfrc[3:], frame.T @ lfrc[:3]])
+        for b, sign in ((mjm.geom_bodyid[con.geom[0]], -1.0), (mjm.geom_bodyid[con.geom[1]], 1.0)):
+            bodies.append(b)
+            points.append(con.pos)
+            wrenches.append(sign * w)
+    m = oracle.model_from_mujoco(mjm)
+    state = {k: np.array(getattr(mjd, k)) for k in ("qpos", "qvel", "qacc", "xfrc_applied")}
+    d = our_data(m, state)
+    d = velocity.com_vel(m, kinematics.com_pos(m, kinematics.kinematics(m, d)))
+    cfrc = support.wrench_to_cfrc(m, d, np.array(bodies), jp.asarray(np.array(points)), jp.asarray(np.array(wrenches)))
+    d = rne.rne_postconstraint(m, d, cfrc_constraint=cfrc)
+    assert np.abs(ref_ext).max() > 1.0  # contact forces are present
+    assert_close("cfrc_ext", d.cfrc_ext, ref_ext)
+    assert_close("cfrc_int", d.cfrc_int, ref_int)
+
+
+# ---- transformations: jit, vmap, grad, float32 -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def humanoid():
+    mjm = mujoco.MjModel.from_xml_path(_path("humanoid/humanoid.xml"))
+    return mjm, oracle.model_from_mujoco(mjm)
+
+
+def _outputs(d):
+    return {f: getattr(d, f) for f in POS_FIELDS + VEL_FIELDS + ACC_FIELDS + ("qM", "qLD", "qLDiagInv")}
+
+
+def test_jit_equals_nojit():
+    mjm = mujoco.MjModel.from_xml_path(_path("pendula.xml"))
+    m = oracle.model_from_mujoco(mjm)
+    d = our_data(m, random_state(mjm, 2))
+    a, b = _outputs(smooth(m, d)), _outputs(_smooth_jit(m, d))
+    for k in a:
+        np.testing.assert_allclose(np.asarray(a[k]), np.asarray(b[k]), rtol=1e-12, atol=1e-12, err_msg=k)
+
+
+def test_vmap_equals_loop(humanoid):
+    mjm, m = humanoid
+    states = [random_state(mjm, s) for s in range(3)]
+    ds = [our_data(m, s) for s in states]
+    batch = jax.tree.map(lambda *x: jp.stack(x), *ds)
+    out = jax.jit(jax.vmap(smooth, in_axes=(None, 0)))(m, batch)
+    for i, d in enumerate(ds):
+        one = _outputs(_smooth_jit(m, d))
+        for k, v in one.items():
+            np.testing.assert_allclose(np.asarray(getattr(out, k)[i]), np.asarray(v), rtol=1e-12, atol=1e-12,
+                                       err_msg=k)  # fmt: skip
+
+
+def test_vmap_over_model_params(humanoid):
+    """Domain randomisation: a batch of body masses, one compiled function."""
+    mjm, m = humanoid
+    state = random_state(mjm, 4)
+    d = our_data(m, state)
+    scales = jp.asarray([0.5, 1.0, 2.0])
+    ms = jax.vmap(lambda s: m.replace(body_mass=m.body_mass * s))(scales)
+    out = jax.jit(jax.vmap(smooth, in_axes=(0, None)))(ms, d)
+    ref = _smooth_jit(m, d)
+    np.testing.assert_allclose(np.asarray(out.qfrc_bias[1]), np.asarray(ref.qfrc_bias), rtol=1e-12, atol=1e-12)
+
+
+def test_no_retrace_on_float_change(humanoid):
+    mjm, m = humanoid
+    d = our_data(m, random_state(mjm, 1))
+    traces = []
+
+    @jax.jit
+    def f(m, d):
+        traces.append(1)
+        return rne.rne(m, velocity.com_vel(m, kinematics.com_pos(m, kinematics.kinematics(m, d)))).qfrc_bias
+
+    f(m, d)
+    f(m.replace(body_mass=m.body_mass * 1.1, opt=m.opt.replace(gravity=m.opt.gravity * 0.5)), d)
+    assert len(traces) == 1
+
+
+def test_grad_finite_and_matches_fd(humanoid):
+    mjm, m = humanoid
+    d0 = our_data(m, random_state(mjm, 6))
+
+    def loss(qpos, qvel, mass):
+        d = smooth(m.replace(body_mass=mass), d0.replace(qpos=qpos, qvel=qvel))
+        x = inertia.solve_m(m, d, d.qfrc_bias)
+        return jp.sum(x**2) + jp.sum(d.xpos**2) + jp.sum(d.cfrc_int**2) * 1e-3 + jp.sum(d.subtree_angmom**2)
+
+    f = jax.jit(loss)
+    g = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(d0.qpos, d0.qvel, m.body_mass)
+    for gi in g:
+        assert np.all(np.isfinite(np.asarray(gi)))
+    rng = np.random.default_rng(0)
+    for arg, gi in enumerate(g):
+        args = [d0.qpos, d0.qvel, m.body_mass]
+        v = jp.asarray(rng.normal(size=args[arg].shape))
+        if arg == 0:  # keep the free joint's quaternion direction tangent-ish: perturb hinge dofs only
+            v = v.at[:7].set(0.0)
+        eps = 1e-6
+        plus = list(args)
+        minus = list(args)
+        plus[arg] = args[arg] + eps * v
+        minus[arg] = args[arg] - eps * v
+        fd = (f(*plus) - f(*minus)) / (2 * eps)
+        an = jp.sum(gi * v)
+        assert abs(float(fd - an)) <= 1e-5 * max(1.0, abs(float(an))), (arg, float(fd), float(an))
+
+
+def test_grad_at_zero_velocity_and_identity(humanoid):
+    """Gradients stay finite at qpos0 / zero qvel (norms of zero vectors, identity quaternions)."""
+    mjm, m = humanoid
+    d0 = io.make_data(m)
+
+    def loss(qpos, qvel):
+        d = smooth(m, d0.replace(qpos=qpos, qvel=qvel))
+        return jp.sum(d.qfrc_bias) + jp.sum(d.cam_xmat) + jp.sum(d.subtree_linvel)
+
+    g = jax.jit(jax.grad(loss, argnums=(0, 1)))(d0.qpos, d0.qvel)
+    for gi in g:
+        assert np.all(np.isfinite(np.asarray(gi)))
+
+
+def test_float32(humanoid):
+    mjm, m = humanoid
+    state = random_state(mjm, 8)
+    ref = mujoco_smooth(mjm, state)
+    to32 = lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x  # noqa: E731
+    m32 = jax.tree.map(to32, m)
+    d32 = jax.tree.map(to32, our_data(m, state))
+    d = jax.jit(smooth)(m32, d32)
+    for f in POS_FIELDS + VEL_FIELDS + ACC_FIELDS:
+        assert getattr(d, f).dtype == jp.float32, f
+        assert_close(f, getattr(d, f), ref[f], rtol=F32_TOL, atol=F32_TOL)
+    assert d.qLD.dtype == jp.float32
+    x = inertia.solve_m(m32, d, jp.ones(m.nv, jp.float32))
+    assert x.dtype == jp.float32
+    assert_close("solve_m f32", inertia.mul_m(m32, d, x), np.ones(m.nv), rtol=F32_TOL, atol=F32_TOL)
+
+
+# ---- graph size and compile time --------------------------------------------------------------------------
+
+
+def _count_eqns(jaxpr) -> int:
+    n = 0
+    for eqn in jaxpr.eqns:
+        n += 1
+        for p in eqn.params.values():
+            sub = getattr(p, "jaxpr", None)
+            if sub is not None:
+                n += _count_eqns(getattr(sub, "jaxpr", sub))
+    return n
+
+
+@pytest.mark.parametrize("sparse_nv", (0, 10_000), ids=("sparse", "dense"))
+def test_graph_does_not_grow_with_bodies(sparse_nv, monkeypatch):
+    monkeypatch.setattr(inertia, "SPARSE_NV", sparse_nv)
+    counts = []
+    for name in ("humanoid/01_humanoids.xml", "humanoid/04_humanoids.xml"):
+        m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(_path(name)))
+        d = io.make_data(m)
+        counts.append(_count_eqns(jax.make_jaxpr(smooth)(m, d).jaxpr))
+    assert counts[0] == counts[1], counts
+
+
+def test_compile_time_report(humanoid, capsys):
+    """Measures (does not assert) jit compile time of kinematics+com_pos+crb+factor+com_vel+rne for the humanoid."""
+    _, m = humanoid
+    d = io.make_data(m)
+
+    def f(m, d):
+        d = kinematics.com_pos(m, kinematics.kinematics(m, d))
+        d = inertia.factor_m(m, inertia.crb(m, d))
+        return rne.rne(m, velocity.com_vel(m, d))
+
+    t0 = time.perf_counter()
+    lowered = jax.jit(f).lower(m, d)
+    t1 = time.perf_counter()
+    lowered.compile()
+    t2 = time.perf_counter()
+    with capsys.disabled():
+        print(f"\n[humanoid] trace+lower {t1 - t0:.2f}s, XLA compile {t2 - t1:.2f}s")
+    assert t2 > t0
+
+
+def test_math_matches_mju():
+    """math.py's spatial helpers used here agree with MuJoCo's mju_* functions."""
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        a, b = rng.normal(size=4), rng.normal(size=4)
+        a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+        r4, r9, r3, r6 = np.zeros(4), np.zeros(9), np.zeros(3), np.zeros(6)
+        mujoco.mju_mulQuat(r4, a, b)
+        assert_close("quat_mul", math.quat_mul(a, b), r4)
+        mujoco.mju_quat2Mat(r9, a)
+        assert_close("quat_to_mat", math.quat_to_mat(a), r9.reshape(3, 3))
+        v = rng.normal(size=3)
+        mujoco.mju_rotVecQuat(r3, v, a)
+        assert_close("rotate", math.rotate(v, a), r3)
+        axis, ang = v / np.linalg.norm(v), rng.normal() * 3
+        mujoco.mju_axisAngle2Quat(r4, axis, ang)
+        assert_close("axis_angle_to_quat", math.axis_angle_to_quat(axis, ang), r4)
+        vec, newp, oldp = rng.normal(size=6), rng.normal(size=3), rng.normal(size=3)
+        mujoco.mju_transformSpatial(r6, vec, 0, newp, oldp, np.eye(3).ravel())
+        assert_close("transform_motion", math.transform_motion(vec, newp - oldp), r6)
+        mujoco.mju_transformSpatial(r6, vec, 1, newp, oldp, np.eye(3).ravel())
+        assert_close("transform_force", math.transform_force(vec, newp - oldp), r6)
