@@ -193,3 +193,108 @@ def transform_force(frc: jax.Array, offset: jax.Array) -> jax.Array:
     """Shift the reference point of a force vector by `offset`."""
     t, f = frc[..., :3], frc[..., 3:]
     return jp.concatenate([t - jp.cross(offset, f), f], axis=-1)
+
+
+# ---- compact forms (one einsum each: small traced graphs, fast compiles) -----------------------------------
+# Same results as the elementwise versions above up to float round-off; used by the tree sweeps in pipeline/.
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def _np_tensors():
+    import numpy as np
+
+    eps = np.zeros((3, 3, 3))
+    eps[0, 1, 2] = eps[1, 2, 0] = eps[2, 0, 1] = 1.0
+    eps[0, 2, 1] = eps[2, 1, 0] = eps[1, 0, 2] = -1.0
+    # Hamilton product: (a*b)_i = sum_jk QMUL[i, j, k] a_j b_k
+    qmul = np.zeros((4, 4, 4))
+    for i, j, k, s in [(0, 0, 0, 1), (0, 1, 1, -1), (0, 2, 2, -1), (0, 3, 3, -1),
+                       (1, 0, 1, 1), (1, 1, 0, 1), (1, 2, 3, 1), (1, 3, 2, -1),
+                       (2, 0, 2, 1), (2, 1, 3, -1), (2, 2, 0, 1), (2, 3, 1, 1),
+                       (3, 0, 3, 1), (3, 1, 2, 1), (3, 2, 1, -1), (3, 3, 0, 1)]:  # fmt: skip
+        qmul[i, j, k] = s
+    # rotation matrix: R_ij = sum_kl QMAT[i, j, k, l] q_k q_l (unit q)
+    qmat = np.zeros((3, 3, 4, 4))
+    w, x, y, z = 0, 1, 2, 3
+    for (i, j), terms in {
+        (0, 0): [(w, w, 1), (x, x, 1), (y, y, -1), (z, z, -1)],
+        (1, 1): [(w, w, 1), (x, x, -1), (y, y, 1), (z, z, -1)],
+        (2, 2): [(w, w, 1), (x, x, -1), (y, y, -1), (z, z, 1)],
+        (0, 1): [(x, y, 2), (w, z, -2)], (1, 0): [(x, y, 2), (w, z, 2)],
+        (0, 2): [(x, z, 2), (w, y, 2)], (2, 0): [(x, z, 2), (w, y, -2)],
+        (1, 2): [(y, z, 2), (w, x, -2)], (2, 1): [(y, z, 2), (w, x, 2)],
+    }.items():  # fmt: skip
+        for k, l, s in terms:
+            qmat[i, j, k, l] = s
+    return eps, qmul, qmat
+
+
+_EPS, _QMUL, _QMAT = _np_tensors()
+
+
+def cross_c(a: jax.Array, b: jax.Array) -> jax.Array:
+    """a x b, (..., 3) (one einsum)."""
+    return jp.einsum("ijk,...j,...k->...i", jp.asarray(_EPS, a.dtype), a, b, precision=_HIGHEST)
+
+
+def quat_mul_c(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Hamilton product a * b, (..., 4) (one einsum)."""
+    return jp.einsum("ijk,...j,...k->...i", jp.asarray(_QMUL, a.dtype), a, b, precision=_HIGHEST)
+
+
+def quat_to_mat_c(q: jax.Array) -> jax.Array:
+    """Rotation matrix (..., 3, 3) of a unit quaternion (..., 4) (one einsum)."""
+    return jp.einsum("ijkl,...k,...l->...ij", jp.asarray(_QMAT, q.dtype), q, q, precision=_HIGHEST)
+
+
+def rotate_c(v: jax.Array, q: jax.Array) -> jax.Array:
+    """Rotate v (..., 3) by unit quaternion q (..., 4)."""
+    return jp.einsum("ijkl,...k,...l,...j->...i", jp.asarray(_QMAT, q.dtype), q, q, v, precision=_HIGHEST)
+
+
+def _spatial_tensors():
+    import numpy as np
+
+    eps = _EPS
+    # motion cross v x u: [w x uw, w x ul + vl x uw]
+    mc = np.zeros((6, 6, 6))
+    mc[:3, :3, :3] = eps
+    mc[3:, :3, 3:] = eps
+    mc[3:, 3:, :3] = eps
+    # force cross v x* f: [w x ft + vl x ff, w x ff]
+    fc = np.zeros((6, 6, 6))
+    fc[:3, :3, :3] = eps
+    fc[:3, 3:, 3:] = eps
+    fc[3:, :3, 3:] = eps
+    # inertia (10-vector) times motion: res_i = sum_jk INERT[i, j, k] cinert_j v_k
+    it = np.zeros((6, 10, 6))
+    sym = [[0, 3, 4], [3, 1, 5], [4, 5, 2]]
+    for r in range(3):
+        for c in range(3):
+            it[r, sym[r][c], c] = 1.0  # I w
+    for i in range(3):
+        for j in range(3):
+            for k in range(3):
+                it[i, 6 + j, 3 + k] += eps[i, j, k]  # mc x lin
+                it[3 + i, 6 + j, k] -= eps[i, j, k]  # - mc x w
+        it[3 + i, 9, 3 + i] = 1.0  # m lin
+    return mc, fc, it
+
+
+_MCROSS, _FCROSS, _INERT = _spatial_tensors()
+
+
+def motion_cross_c(v: jax.Array, u: jax.Array) -> jax.Array:
+    """Motion cross product v x u (mju_crossMotion), (..., 6) (one einsum)."""
+    return jp.einsum("ijk,...j,...k->...i", jp.asarray(_MCROSS, v.dtype), v, u, precision=_HIGHEST)
+
+
+def force_cross_c(v: jax.Array, f: jax.Array) -> jax.Array:
+    """Force cross product v x* f (mju_crossForce), (..., 6) (one einsum)."""
+    return jp.einsum("ijk,...j,...k->...i", jp.asarray(_FCROSS, v.dtype), v, f, precision=_HIGHEST)
+
+
+def inert_mul_c(cinert: jax.Array, v: jax.Array) -> jax.Array:
+    """Spatial inertia (10-vector) times motion vector (mju_mulInertVec), (..., 6) (one einsum)."""
+    return jp.einsum("ijk,...j,...k->...i", jp.asarray(_INERT, v.dtype), cinert, v, precision=_HIGHEST)

@@ -178,7 +178,7 @@ def _epa(sup, w, wa, tol):
         verts2 = verts.at[new].set(p)
         vera2 = vera.at[new].set(a)
         # faces seen from p
-        vis = fvalid & (jp.sum(n * (p - verts[faces[:, 0]]), axis=-1) > 0)
+        vis = fvalid & (jp.sum(n * (p - verts[faces[:, 0]]), axis=-1) > tol)
         vis = vis | (jp.arange(nf) == f)
         e0 = faces.reshape(-1)  # edge k of face i: (faces[i,k], faces[i,(k+1)%3])
         e1 = jp.roll(faces, -1, axis=1).reshape(-1)
@@ -230,6 +230,7 @@ def _collide(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo):
     """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2)."""
     dt = g1.pos.dtype
     tol = jp.asarray(1e-10 if dt == jp.float64 else 1e-5, dt)
+    epa_tol = jp.asarray(1e-9 if dt == jp.float64 else 1e-5, dt)
 
     def sup(d):
         return _support(t1, g1, d), _support(t2, g2, -d)
@@ -244,7 +245,7 @@ def _collide(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo):
     b_sep = a_sep - v
     # penetrating: EPA (run on a valid tetrahedron in every case; its result is selected only when inside)
     safe_w = jp.where(inside, w, jp.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [-1.0, -1.0, -1.0]], dt))
-    depth, n_pen, a_pen, b_pen = _epa(sup, safe_w, wa, tol)
+    depth, n_pen, a_pen, b_pen = _epa(sup, safe_w, wa, epa_tol)
     dist = jp.where(inside, -depth, vn)
     normal = jp.where(inside, n_pen, n_sep)
     a = jp.where(inside, a_pen, a_sep)

@@ -149,7 +149,7 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
         return st
 
     src = _source(tag, levels)
-    f = {k: float(el.attrs[k]) for k in el.attrs if k in _SCALARS and el.attrs[k] is not None}
+    f = {k: float(v) for k, v in el.attrs.items() if k in _SCALARS and v is not None and np.ndim(v) == 0}
     st["actdim"] = -1
     st["ctrlspec"] = _CTRLSPEC_OF.get(tag, 0)
     if tag not in ("position", "intvelocity"):
@@ -615,7 +615,6 @@ def _lengthrange(ctx: CompileContext, st) -> None:
         if opts["useexisting"] and lr[i, 0] < lr[i, 1]:
             continue
         trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
-        gear = float(A["actuator_gear"][i, 0])
         if opts["uselimit"]:
             rng = None
             if trn in (TrnType.JOINT, TrnType.JOINTINPARENT) and A["jnt_limited"][obj]:
@@ -623,8 +622,7 @@ def _lengthrange(ctx: CompileContext, st) -> None:
             elif trn == TrnType.TENDON and A["tendon_limited"][obj]:
                 rng = np.asarray(A["tendon_range"][obj], np.float64)
             if rng is not None:
-                v = gear * rng
-                lr[i] = (min(v), max(v))
+                lr[i] = rng  # MuJoCo copies the target's range as is (gear not applied)
                 continue
         el = ctx.elements["actuator"][i]
         raise NotImplementedError(

@@ -663,7 +663,7 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
         else:
             b.inertia = np.zeros(3)
     if bid > 0 and (ifg == "true" or (b.ipos is None and ifg == "auto")):
-        sel = [g for g in geoms if lo <= g["group"] <= hi]
+        sel = [g for g in geoms if lo <= g["group"] <= hi and g["mass"] > 0]  # MuJoCo 4.0 skips massless geoms
         if len(sel) == 1:
             g = sel[0]
             b.ipos, b.iquat, b.mass, b.inertia = g["pos"].copy(), g["quat"].copy(), g["mass"], g["inertia"].copy()
@@ -1004,8 +1004,6 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
         if tname:
             target.append(ctx.id_of("body", tname, el, "target"))
         else:
-            if m in (3, 4):
-                raise _err(el, "camera mode requires a target body", "target")
             target.append(-1)
         pos.append(_vec(el, "pos", 3, (0, 0, 0)))
         quat.append(_quat(el))
@@ -1040,8 +1038,6 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
         if tname:
             target.append(ctx.id_of("body", tname, el, "target"))
         else:
-            if m in (3, 4):
-                raise _err(el, "light mode requires a target body", "target")
             target.append(-1)
         t = _keyword(el, "type", _LIGHT_TYPES, "spot")
         if bool(_get(el, "directional", False)):

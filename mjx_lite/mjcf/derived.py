@@ -24,7 +24,6 @@ import importlib
 import jax
 import jax.numpy as jp
 import numpy as np
-import scipy.linalg
 
 from mjx_lite import io, types
 from mjx_lite.mjcf.context import CompileContext
@@ -131,11 +130,8 @@ class ConstState:
             mfull += mass[i] * jp_.T @ jp_ + jr.T @ iw @ jr
         mfull[np.diag_indices(nv)] += np.asarray(A["dof_armature"], float)
         self.mfull = mfull
-        if nv:
-            minv = scipy.linalg.cho_solve(scipy.linalg.cho_factor(mfull), np.eye(nv))
-            self.minv = 0.5 * (minv + minv.T)
-        else:
-            self.minv = np.zeros((0, 0))
+        self.lmat, self.dinv = _factor_ld(mfull)
+        self.minv = solve_ld(self.lmat, self.dinv, np.eye(nv))
         self._m = None
         self._d = None
 
@@ -193,6 +189,35 @@ class ConstState:
         return self._d
 
 
+def _factor_ld(mfull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """MuJoCo's factorisation M = L' D L (unit lower L, eliminated from the last dof up: no fill-in on a tree);
+    pivots below mjMINVAL are clamped to mjMINVAL as mj_factorM does for (near-)singular inertia.
+    Returns (L (nv, nv), 1/D (nv,))."""
+    n = len(mfull)
+    a = mfull.copy()
+    lmat = np.eye(n)
+    dinv = np.zeros(n)
+    for k in range(n - 1, -1, -1):
+        dk = max(a[k, k], MINVAL)
+        dinv[k] = 1.0 / dk
+        row = a[k, :k] / dk
+        a[:k, :k] -= np.outer(row, a[k, :k])
+        lmat[k, :k] = row
+    return lmat, dinv
+
+
+def solve_ld(lmat: np.ndarray, dinv: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """M^-1 x from the factors, in mj_solveLD's order (inv(L'), inv(D), inv(L)); x (nv,) or (nv, k)."""
+    x = np.array(x, float)
+    n = len(dinv)
+    for i in range(n - 1, 0, -1):
+        x[:i] -= np.multiply.outer(lmat[i, :i], x[i])
+    x *= dinv.reshape((n,) + (1,) * (x.ndim - 1))
+    for i in range(1, n):
+        x[i] -= lmat[i, :i] @ x[:i]
+    return x
+
+
 def _all_fields() -> tuple[str, ...]:
     import dataclasses
 
@@ -213,11 +238,13 @@ def set_const(ctx: CompileContext) -> dict:
     _actuator_ids(ctx)
 
     st = ConstState(ctx)
+    m0 = np.diag(st.mfull).copy()  # dof_M0: cdof' crb cdof + armature (no tendon armature, as mj_setM0)
+    _tendon_armature(ctx, st)
     mfull = st.mfull
     xpos, xmat, xipos, subtree_com = st.xpos, st.xmat, st.xipos, st.subtree_com
 
     # dof_M0: diagonal of the joint-space inertia (armature included), i.e. cdof' crb cdof + armature
-    A["dof_M0"] = np.diag(mfull).copy() if nv else np.zeros(0)
+    A["dof_M0"] = m0
 
     # cameras and lights (as if fixed to their body)
     for kind, n in (("cam", S["ncam"]), ("light", S["nlight"])):
@@ -245,7 +272,7 @@ def set_const(ctx: CompileContext) -> dict:
         if nv:
             jp_, jr = st.point_jac(xipos[i], i)
             j = np.concatenate([jp_, jr])
-            a = j @ minv @ j.T
+            a = j @ solve_ld(st.lmat, st.dinv, j.T)
             inv_b[i] = (np.trace(a[:3, :3]) / 3, np.trace(a[3:, 3:]) / 3)
     A["body_invweight0"] = inv_b
 
@@ -271,6 +298,20 @@ def set_const(ctx: CompileContext) -> dict:
     stat = _statistics(ctx, st, mfull)
     _auto_spring_damper(ctx)
     return stat
+
+
+def _tendon_armature(ctx: CompileContext, st: ConstState) -> None:
+    """Tendon armature adds J' a J to the joint-space inertia (MuJoCo 4.0 mj_makeM); refactor if present."""
+    arm = np.asarray(ctx.arrays.get("tendon_armature", np.zeros(0)), float)
+    if not np.any(arm) or not ctx.sizes["nv"]:
+        return
+    from mjx_lite.pipeline import tendon
+
+    d = st.run(tendon.tendon)
+    tj = np.asarray(d.ten_J, float).reshape(len(arm), -1)
+    st.mfull = st.mfull + tj.T @ (arm[:, None] * tj)
+    st.lmat, st.dinv = _factor_ld(st.mfull)
+    st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
 
 
 def _actuator_ids(ctx: CompileContext) -> None:

@@ -760,7 +760,7 @@ else:
 WORDS = {
     ("camera", "output"): ("rgb", "depth", "distance", "normal", "segmentation"),
     ("rangefinder", "data"): ("dist", "dir", "origin", "point", "normal", "depth"),
-    ("sensor/contact", "data"): ("found", "force", "torque", "dist", "pos", "normal", "tangent"),
+    ("sensor/contact", "data"): ("found", "force", "torque", "dist", "pos", "normal", "tangent", "linvel", "angvel"),
 }
 
 # attributes MuJoCo requires (MJCFError "required attribute missing" when absent; not checked in <default>)

@@ -235,6 +235,12 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         adr += dim
         noise[i], cutoff[i] = nz, c
         interval[i] = vec(s, "interval", 2, (0.0, 0.0))
+        if interval[i, 0] < 0:
+            raise error(s, "negative interval", "interval")
+        if interval[i, 1] > 0:
+            raise error(s, "positive phase", "interval")
+        if interval[i, 0] > 0 and interval[i, 1] <= -interval[i, 0]:
+            raise error(s, "phase must be greater than -period", "interval")
     ctx.arrays.update(cols)
     ctx.arrays.update(sensor_intprm=intprm, sensor_history=history, sensor_noise=noise, sensor_cutoff=cutoff,
                       sensor_delay=delay, sensor_interval=interval)  # fmt: skip

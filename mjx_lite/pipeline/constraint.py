@@ -510,6 +510,12 @@ def make_constraint(m: Model, d: Data) -> Data:
     if p.nefc == 0:
         return d.replace(nefc=jp.zeros((), jp.int32))
     blocks: list[_Rows] = []
+    if len(p.connect) or len(p.weld):
+        # the Jdot qvel term of connect/weld rows needs cvel/cdof_dot, which the pipeline computes only later
+        # (fwd_velocity): compute them here from the current qvel (make_constraint runs in fwd_position)
+        from mjx_lite.pipeline import velocity
+
+        d = velocity.com_vel(m, d)
     if len(p.connect):
         blocks.append(_connect_rows(m, d, p.connect))
     if len(p.weld):

@@ -44,7 +44,7 @@ def crb(m: Model, d: Data) -> Data:
     crb_ = support.subtree_sum(m, d.cinert, include_world=False)
     if m.nv == 0:
         return d.replace(crb=crb_, qM=jp.zeros(qm_shape(m), d.cinert.dtype))
-    buf = math.inert_mul(crb_[np.asarray(m.dof_bodyid)], d.cdof)  # (nv, 6)
+    buf = math.inert_mul_c(crb_[np.asarray(m.dof_bodyid)], d.cdof)  # (nv, 6)
     vals = jp.sum(buf[t.m_rows] * d.cdof[t.m_cols], axis=-1)  # (nM,)
     vals = vals.at[t.madr].add(m.dof_armature)
     if is_sparse(m):

@@ -4,15 +4,18 @@ All integrators take Data on which `forward` has run and return the advanced sta
 qacc_warmstart); the other fields keep the values of the last forward evaluation, as in MuJoCo.
 
 - `euler`: semi-implicit Euler. Joint damping is integrated implicitly, (M + h D) qacc = qfrc_smooth +
-  qfrc_constraint, unless the eulerdamp or damper disable flag is set (mj_EulerSkip).
+  qfrc_constraint with D the diagonal damping derivative (`euler_damping`: dof damping, dampingpoly and
+  joint-actuator damping), unless the eulerdamp or damper disable flag is set (mj_EulerSkip).
 - `implicit`: m.opt.integrator IMPLICIT: (M - h qDeriv) qacc = qfrc with the full qDeriv =
   d(qfrc_passive + qfrc_actuator - qfrc_bias)/d(qvel) (LU solve); IMPLICITFAST: qDeriv without the RNE
-  term, symmetrised from its lower triangle as MuJoCo does (Cholesky solve). qDeriv is the exact Jacobian of
-  our own force computation (forward-mode autodiff over the velocity and actuation stages), so it includes
-  dof/tendon damping, affine actuator gain/bias velocity terms and fluid forces (which MuJoCo's analytic
-  mjd_passive_vel also includes). Differences from MuJoCo's analytic derivative: muscle and dcmotor
-  velocity dependence is included here (MuJoCo omits it), tendon-armature bias is not differentiated there.
-- `rk4`: MuJoCo's 4-stage tableau on (qpos, qvel, act), stages evaluated without sensors or energy.
+  term, symmetrised from its lower triangle as MuJoCo does (Cholesky solve), then standalone free bodies
+  re-solved with their full 6x6 block including the gyroscopic derivative (MuJoCo 4's mjd_freeMhat).
+  qDeriv is the exact Jacobian of our own force computation (forward-mode autodiff over the velocity and
+  actuation stages), so it includes dof/tendon damping (with dampingpoly), affine actuator gain/bias velocity
+  terms and fluid forces (which MuJoCo's analytic mjd_passive_vel also includes). Possible differences from
+  MuJoCo's analytic derivative: muscle/dcmotor velocity dependence, and the tendon-armature bias term.
+- `rk4`: MuJoCo's 4-stage tableau on (qpos, qvel, act), stages evaluated without sensors or energy; the
+  rotation of ball/free joints gets the 4th-order Lie-group correction h/12 (w1 x w4) of MuJoCo 4.
 
 Divergence (mj_checkPos / mj_checkVel / mj_checkAcc): a value is bad when it is NaN or |x| > 1e10
 (mju_isBad). A bad environment is reset to the model's reset state (mj_resetData: qpos0, zero velocity,
@@ -139,11 +142,12 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
 # ---- integrators -------------------------------------------------------------------------------------------
 
 
-def _concrete_all_zero(x: jax.Array) -> bool:
-    """True only when x is a concrete (untraced) array of zeros: lets closed-over models skip work."""
-    if isinstance(x, jax.core.Tracer):
-        return False
-    return not bool(np.any(np.asarray(x) > 0))
+def _concrete_all_zero(*xs: jax.Array) -> bool:
+    """True only when every x is a concrete (untraced) array of zeros: lets closed-over models skip work."""
+    for x in xs:
+        if isinstance(x, jax.core.Tracer) or np.any(np.asarray(x) != 0):
+            return False
+    return True
 
 
 def _full_m(m: Model, d: Data) -> jax.Array:
@@ -152,41 +156,81 @@ def _full_m(m: Model, d: Data) -> jax.Array:
     return inertia.full_m(m, d)
 
 
+def euler_damping(m: Model, d: Data) -> jax.Array:
+    """Diagonal (nv,) of d(damping force)/d(qvel) used by Euler's implicit damping (mj_EulerSkip).
+
+    Per dof: b + 2 p1 |v| + 3 p2 v^2 for the damping force b v + p1 v|v| + p2 v^3, with b and (p1, p2) the dof's
+    damping and dampingpoly plus those of the actuator attached to its joint (jnt_actuatorid). Tendon damping
+    is not included (as in MuJoCo).
+    """
+    b, poly = m.dof_damping, m.dof_dampingpoly
+    aid = np.asarray(m.jnt_actuatorid)[np.asarray(m.dof_jntid)] if m.nv else np.zeros(0, int)
+    has = aid >= 0
+    if has.any():
+        a = np.where(has, aid, 0)
+        b = b + jp.where(jp.asarray(has), m.actuator_damping[a], 0.0)
+        poly = poly + jp.where(jp.asarray(has)[:, None], m.actuator_dampingpoly[a], 0.0)
+    v = d.qvel
+    return b + 2.0 * poly[:, 0] * jp.abs(v) + 3.0 * poly[:, 1] * v * v
+
+
 def euler(m: Model, d: Data) -> Data:
     """Semi-implicit Euler (mj_Euler), implicit in joint damping unless eulerdamp/damper are disabled."""
     flags = m.opt.disableflags
     damp = m.nv > 0 and not (flags & DisableBit.EULERDAMP) and not (flags & DisableBit.DAMPER)
-    if damp and _concrete_all_zero(m.dof_damping):
+    if damp and _concrete_all_zero(m.dof_damping, m.dof_dampingpoly) and not np.any(np.asarray(m.jnt_actuatorid) >= 0):
         damp = False
     if not damp:
         return _advance(m, d, d.act_dot, d.qacc)
     h = m.opt.timestep
-    qh = _full_m(m, d) + jp.diag(h * m.dof_damping)
+    qh = _full_m(m, d) + jp.diag(h * euler_damping(m, d))
     qfrc = d.qfrc_smooth + d.qfrc_constraint
     qacc = jsl.cho_solve(jsl.cho_factor(qh, lower=True), qfrc)
     return _advance(m, d, d.act_dot, qacc)
 
 
-def qderiv(m: Model, d: Data, bias: bool) -> jax.Array:
-    """d(qfrc_passive + qfrc_actuator [- qfrc_bias])/d(qvel), dense (nv, nv) (mjd_smooth_vel)."""
+def _smooth_vel_force(m: Model, d: Data, bias: bool):
+    """qvel -> qfrc_passive + qfrc_actuator [- qfrc_bias] at fixed positions (for autodiff)."""
     from mjx_lite.pipeline import forward  # noqa: PLC0415 - forward imports this module
 
-    def smooth_vel_force(qvel: jax.Array) -> jax.Array:
+    def f(qvel: jax.Array) -> jax.Array:
         dd = d.replace(qvel=qvel)
         dd = forward._stage("pipeline.actuation", "fwd_velocity_extras")(m, dd)
         dd = forward._stage("pipeline.velocity", "com_vel")(m, dd)
         dd = forward._stage("pipeline.passive", "passive")(m, dd)
         dd = forward.fwd_actuation(m, dd)
-        f = dd.qfrc_passive + dd.qfrc_actuator
+        out = dd.qfrc_passive + dd.qfrc_actuator
         if bias:
-            f = f - forward._stage("pipeline.rne", "rne")(m, dd).qfrc_bias
-        return f
+            out = out - forward._stage("pipeline.rne", "rne")(m, dd).qfrc_bias
+        return out
 
-    return jax.jacfwd(smooth_vel_force)(d.qvel)
+    return f
+
+
+def qderiv(m: Model, d: Data, bias: bool) -> jax.Array:
+    """d(qfrc_passive + qfrc_actuator [- qfrc_bias])/d(qvel), dense (nv, nv) (mjd_smooth_vel)."""
+    return jax.jacfwd(_smooth_vel_force(m, d, bias))(d.qvel)
+
+
+def _standalone_free_dofs(m: Model) -> np.ndarray:
+    """Static (k, 6) dofs of free joints whose body has no children (mj_isFreeBody)."""
+    jtype = np.asarray(m.jnt_type)
+    parent = np.asarray(m.body_parentid)
+    out = []
+    for j in np.nonzero(jtype == JointType.FREE)[0]:
+        body = int(m.jnt_bodyid[j])
+        if not np.any(parent[1:] == body):
+            out.append(int(m.jnt_dofadr[j]) + np.arange(6))
+    return np.asarray(out, int).reshape(-1, 6)
 
 
 def implicit(m: Model, d: Data) -> Data:
-    """Implicit-in-velocity integration (mj_implicit) for IMPLICIT and IMPLICITFAST."""
+    """Implicit-in-velocity integration (mj_implicit) for IMPLICIT and IMPLICITFAST.
+
+    IMPLICITFAST, as MuJoCo 4: the global solve uses the symmetrised qDeriv without the bias derivative; then
+    each standalone free body (free joint, no children) is re-solved with its 6x6 block of M - h (qDeriv -
+    d qfrc_bias/d qvel), which adds the gyroscopic term (mjd_freeMhat).
+    """
     if m.nv == 0:
         return _advance(m, d, d.act_dot, d.qacc)
     h = m.opt.timestep
@@ -196,12 +240,33 @@ def implicit(m: Model, d: Data) -> Data:
         qacc = jp.linalg.solve(qlu, qfrc)
     elif m.opt.integrator == IntegratorType.IMPLICITFAST:
         der = qderiv(m, d, bias=False)
-        low = jp.tril(der)
-        sym = low + jp.tril(der, -1).T
-        qacc = jsl.cho_solve(jsl.cho_factor(_full_m(m, d) - h * sym, lower=True), qfrc)
+        sym = jp.tril(der) + jp.tril(der, -1).T
+        mass = _full_m(m, d)
+        qacc = jsl.cho_solve(jsl.cho_factor(mass - h * sym, lower=True), qfrc)
+        free = _standalone_free_dofs(m)
+        if free.size:
+            flat = free.reshape(-1)
+            force = _smooth_vel_force(m, d, bias=True)
+
+            def block_force(v: jax.Array) -> jax.Array:
+                return force(d.qvel.at[flat].set(v))[flat]
+
+            full = jax.jacfwd(block_force)(d.qvel[flat])  # (6k, 6k): blocks of qDeriv - d bias/d qvel
+            k = free.shape[0]
+            blocks = full.reshape(k, 6, k, 6)[np.arange(k), :, np.arange(k), :]  # (k, 6, 6)
+            a = mass[free[:, :, None], free[:, None, :]] - h * blocks
+            qacc = qacc.at[free].set(jp.linalg.solve(a, qfrc[free][..., None])[..., 0])
     else:
         raise ValueError("implicit: integrator must be IMPLICIT or IMPLICITFAST")
     return _advance(m, d, d.act_dot, qacc)
+
+
+def _rotation_dofs(m: Model) -> np.ndarray:
+    """Static (k, 3) dof indices of the local angular velocities of ball and free joints."""
+    jtype = np.asarray(m.jnt_type)
+    vadr = np.asarray(m.jnt_dofadr)
+    start = np.concatenate([vadr[jtype == JointType.BALL], vadr[jtype == JointType.FREE] + 3]).astype(int)
+    return start[:, None] + np.arange(3) if start.size else np.zeros((0, 3), int)
 
 
 # RK4 Butcher tableau (MuJoCo's RK4_A / RK4_B); C = row sums of A.
@@ -234,6 +299,10 @@ def rk4(m: Model, d: Data) -> Data:
         adot.append(d.act_dot)
         del i
     dv = sum(b * v for b, v in zip(_RK4_B, vel))
+    rot = _rotation_dofs(m)
+    if rot.size:  # Lie-group (Munthe-Kaas) correction of the rotation: + h/12 * w1 x w4, as MuJoCo 4 does
+        w1, w4 = vel[0][rot], vel[3][rot]
+        dv = dv.at[rot].add((h / 12.0) * jp.cross(w1, w4))
     da = sum(b * f for b, f in zip(_RK4_B, acc))
     dact = sum(b * f for b, f in zip(_RK4_B, adot))
     d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)

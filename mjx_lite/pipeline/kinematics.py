@@ -28,54 +28,33 @@ from mjx_lite.types import MINVAL, Data, JointType, Model
 
 
 @dataclasses.dataclass(frozen=True)
-class _Slot:
-    sub: np.ndarray  # (n,) indices into the level's body list
-    jnt: np.ndarray  # (n,) joint ids
-    qadr: np.ndarray  # (n,) qpos addresses
-    types: frozenset  # joint types present
-
-
-@dataclasses.dataclass(frozen=True)
-class _Level:
-    bodies: np.ndarray  # (nB,)
-    parents: np.ndarray  # (nB,)
-    mocap_sub: np.ndarray  # indices into bodies of mocap bodies
-    mocap_id: np.ndarray  # their mocap ids
-    free_sub: np.ndarray  # indices into bodies of bodies with a (single) free joint
+class _Plan:
+    slots: tuple  # per joint slot s: (bodies having > s regular joints, their s-th joint ids)
+    reg_jnt: np.ndarray  # regular (hinge, slide, ball) joint ids
+    free_body: np.ndarray  # bodies whose single joint is free
     free_jnt: np.ndarray
-    free_qadr: np.ndarray
-    slots: tuple  # tuple of _Slot (regular joints: hinge, slide, ball)
+    levels: tuple  # per depth: (bodies, parents, is_free (nB,) bool or None)
 
 
-def _plan(m: Model) -> tuple:
+def _plan(m: Model) -> _Plan:
     t = support.tables(m)
     jntadr = np.asarray(m.body_jntadr)
     jntnum = np.asarray(m.body_jntnum)
     jtype = np.asarray(m.jnt_type)
-    qposadr = np.asarray(m.jnt_qposadr)
-    mocapid = np.asarray(m.body_mocapid)
-    levels = []
-    for bodies, parents in t.body_levels:
-        is_free = np.array([jntnum[b] == 1 and jtype[jntadr[b]] == JointType.FREE for b in bodies], bool)
-        if bodies.size and np.any([jtype[j] == JointType.FREE for b in bodies[~is_free]
-                                   for j in range(jntadr[b], jntadr[b] + jntnum[b])]):  # fmt: skip
-            raise ValueError("a free joint must be the only joint of its body")
-        is_mocap = mocapid[bodies] >= 0
-        free_sub = np.nonzero(is_free)[0]
-        slots = []
-        reg = ~is_free
-        for s in range(int(jntnum[bodies[reg]].max(initial=0))):
-            sub = np.nonzero(reg & (jntnum[bodies] > s))[0]
-            jnt = jntadr[bodies[sub]] + s
-            slots.append(_Slot(sub, jnt, qposadr[jnt], frozenset(int(x) for x in jtype[jnt])))
-        levels.append(
-            _Level(
-                bodies=bodies, parents=parents, mocap_sub=np.nonzero(is_mocap)[0],
-                mocap_id=mocapid[bodies[is_mocap]], free_sub=free_sub, free_jnt=jntadr[bodies[free_sub]],
-                free_qadr=qposadr[jntadr[bodies[free_sub]]], slots=tuple(slots),
-            )  # fmt: skip
-        )
-    return tuple(levels)
+    nb = m.nbody
+    is_free = np.array([jntnum[b] == 1 and jtype[jntadr[b]] == JointType.FREE for b in range(nb)], bool)
+    reg_body = ~is_free
+    for b in np.nonzero(reg_body)[0]:
+        if np.any(jtype[jntadr[b] : jntadr[b] + jntnum[b]] == JointType.FREE):
+            raise ValueError(f"body {b}: a free joint must be the only joint of its body")
+    slots = []
+    for s in range(int(jntnum[reg_body].max(initial=0))):
+        bodies = np.nonzero(reg_body & (jntnum > s))[0]
+        slots.append((bodies, jntadr[bodies] + s))
+    reg_jnt = np.nonzero(jtype != JointType.FREE)[0]
+    free_body = np.nonzero(is_free)[0]
+    levels = tuple((b, p, is_free[b] if is_free[b].any() else None) for b, p in t.body_levels)
+    return _Plan(tuple(slots), reg_jnt, free_body, jntadr[free_body], levels)
 
 
 # ---- kinematics ---------------------------------------------------------------------------------------------
@@ -85,77 +64,96 @@ def _mat_vec(mat: jax.Array, v: jax.Array) -> jax.Array:
     return jp.einsum("...ij,...j->...i", mat, v)
 
 
+def _compose(p1, q1, p2, q2):
+    """Rigid transform composition (p1, q1) o (p2, q2)."""
+    return p1 + math.rotate_c(p2, q1), math.quat_mul_c(q1, q2)
+
+
 def _local_to_global(xpos, xquat, xmat, body, pos, quat):
     """World frame of objects given in their body's frame (mj_local2Global)."""
     gpos = xpos[body] + _mat_vec(xmat[body], pos)
-    gmat = math.quat_to_mat(math.quat_mul(xquat[body], quat))
+    gmat = math.quat_to_mat_c(math.quat_mul_c(xquat[body], quat))
     return gpos, gmat
 
 
+def _joint_transforms(m: Model, d: Data, jnt: np.ndarray):
+    """Transforms (pos (n, 3), quat (n, 4)) of regular joints, in the frame that precedes each joint."""
+    jtype = np.asarray(m.jnt_type)[jnt]
+    qadr = np.asarray(m.jnt_qposadr)[jnt]
+    dtype = d.qpos.dtype
+    axis, jpos = m.jnt_axis[jnt], m.jnt_pos[jnt]
+    dq = d.qpos[qadr] - m.qpos0[qadr]
+    quat = jp.zeros((jnt.size, 4), dtype).at[:, 0].set(1.0)
+    if np.any(jtype == JointType.HINGE):
+        quat = jp.where(jp.asarray(jtype == JointType.HINGE)[:, None], math.axis_angle_to_quat(axis, dq), quat)
+    if np.any(jtype == JointType.BALL):
+        ball = math.quat_normalize(d.qpos[np.minimum(qadr[:, None] + np.arange(4), m.nq - 1)])
+        quat = jp.where(jp.asarray(jtype == JointType.BALL)[:, None], ball, quat)
+    pos = jpos - math.rotate_c(jpos, quat)  # rotation about the joint anchor
+    if np.any(jtype == JointType.SLIDE):
+        pos = jp.where(jp.asarray(jtype == JointType.SLIDE)[:, None], axis * dq[:, None], pos)
+    return pos, quat
+
+
 def _body_frames(m: Model, d: Data):
-    """xpos, xquat, xmat (nbody, ...) and xanchor, xaxis (njnt, 3), level by level."""
+    """xpos, xquat, xmat (nbody, ...) and xanchor, xaxis (njnt, 3).
+
+    Each body's transform relative to its parent (body offset, then its joints in order) does not depend on the
+    parent's pose, so it is computed for all bodies at once; only the composition with the parent runs level by
+    level.
+    """
+    plan = support.memo(m, "kinematics", _plan)
     dtype = d.qpos.dtype
     nb = m.nbody
+    # body offsets (model or mocap)
+    lpos, lquat = m.body_pos, m.body_quat
+    if m.nmocap:
+        mb = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
+        mid = np.asarray(m.body_mocapid)[mb]
+        lpos = lpos.at[mb].set(d.mocap_pos[mid])
+        lquat = lquat.at[mb].set(math.quat_normalize(d.mocap_quat[mid]))
+    # regular joints: accumulate per body, slot by slot; remember the frame before each joint
+    pre_pos = jp.zeros((m.njnt, 3), dtype)
+    pre_quat = jp.zeros((m.njnt, 4), dtype)
+    if plan.reg_jnt.size:
+        jpos_all, jquat_all = _joint_transforms(m, d, plan.reg_jnt)
+        slot_of = np.full(m.njnt, -1)
+        slot_of[plan.reg_jnt] = np.arange(plan.reg_jnt.size)
+        for bodies, jnt in plan.slots:
+            pre_pos = pre_pos.at[jnt].set(lpos[bodies])
+            pre_quat = pre_quat.at[jnt].set(lquat[bodies])
+            p, q = _compose(lpos[bodies], lquat[bodies], jpos_all[slot_of[jnt]], jquat_all[slot_of[jnt]])
+            lpos = lpos.at[bodies].set(p)
+            lquat = lquat.at[bodies].set(q)
+    # free joints: world pose straight from qpos
+    if plan.free_body.size:
+        fq = d.qpos[np.asarray(m.jnt_qposadr)[plan.free_jnt][:, None] + np.arange(7)]
+        lpos = lpos.at[plan.free_body].set(fq[:, :3])
+        lquat = lquat.at[plan.free_body].set(fq[:, 3:])
+    # compose with parents, level by level
     xpos = jp.zeros((nb, 3), dtype)
     xquat = jp.zeros((nb, 4), dtype).at[:, 0].set(1.0)
-    xmat = jp.broadcast_to(jp.eye(3, dtype=dtype), (nb, 3, 3))
+    for bodies, parents, is_free in plan.levels:
+        p, q = _compose(xpos[parents], xquat[parents], lpos[bodies], lquat[bodies])
+        if is_free is not None:
+            f = jp.asarray(is_free)[:, None]
+            p = jp.where(f, lpos[bodies], p)
+            q = jp.where(f, lquat[bodies], q)
+        xpos = xpos.at[bodies].set(p)
+        xquat = xquat.at[bodies].set(math.quat_normalize(q))
+    xmat = math.quat_to_mat_c(xquat)
+    # joint anchors and axes in the world frame
     xanchor = jp.zeros((m.njnt, 3), dtype)
     xaxis = jp.zeros((m.njnt, 3), dtype)
-    qpos, qpos0 = d.qpos, m.qpos0
-    for lv in support.memo(m, "kinematics", _plan):
-        b = lv.bodies
-        lpos = m.body_pos[b]
-        lquat = m.body_quat[b]
-        if lv.mocap_sub.size:
-            lpos = lpos.at[lv.mocap_sub].set(d.mocap_pos[lv.mocap_id])
-            lquat = lquat.at[lv.mocap_sub].set(math.quat_normalize(d.mocap_quat[lv.mocap_id]))
-        pos = xpos[lv.parents] + _mat_vec(xmat[lv.parents], lpos)
-        quat = math.quat_mul(xquat[lv.parents], lquat)
-        for s in lv.slots:
-            p, q = pos[s.sub], quat[s.sub]
-            jaxis, jpos = m.jnt_axis[s.jnt], m.jnt_pos[s.jnt]
-            axis = math.rotate(jaxis, q)
-            anchor = math.rotate(jpos, q) + p
-            new_p, new_q = p, q
-            rot_types = s.types & {JointType.HINGE, JointType.BALL}
-            if JointType.SLIDE in s.types:
-                is_slide = jp.asarray(np.asarray(m.jnt_type)[s.jnt] == JointType.SLIDE)[:, None]
-                dq = (qpos[s.qadr] - qpos0[s.qadr])[:, None]
-                new_p = jp.where(is_slide, p + axis * dq, p)
-            if rot_types:
-                qloc = None
-                if JointType.HINGE in s.types:
-                    qloc = math.axis_angle_to_quat(jaxis, qpos[s.qadr] - qpos0[s.qadr])
-                if JointType.BALL in s.types:
-                    idx = np.minimum(s.qadr[:, None] + np.arange(4), m.nq - 1)
-                    ball = math.quat_normalize(qpos[idx])
-                    if qloc is None:
-                        qloc = ball
-                    else:
-                        is_ball = jp.asarray(np.asarray(m.jnt_type)[s.jnt] == JointType.BALL)[:, None]
-                        qloc = jp.where(is_ball, ball, qloc)
-                rq = math.quat_mul(q, qloc)
-                rp = anchor - math.rotate(jpos, rq)
-                if JointType.SLIDE in s.types:
-                    is_rot = ~is_slide
-                    new_q = jp.where(is_rot, rq, q)
-                    new_p = jp.where(is_rot, rp, new_p)
-                else:
-                    new_p, new_q = rp, rq
-            pos = pos.at[s.sub].set(new_p)
-            quat = quat.at[s.sub].set(new_q)
-            xanchor = xanchor.at[s.jnt].set(anchor)
-            xaxis = xaxis.at[s.jnt].set(axis)
-        if lv.free_sub.size:
-            fq = qpos[lv.free_qadr[:, None] + np.arange(7)]
-            pos = pos.at[lv.free_sub].set(fq[:, :3])
-            quat = quat.at[lv.free_sub].set(fq[:, 3:])
-            xanchor = xanchor.at[lv.free_jnt].set(fq[:, :3])
-            xaxis = xaxis.at[lv.free_jnt].set(jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dtype), (lv.free_jnt.size, 3)))
-        quat = math.quat_normalize(quat)
-        xpos = xpos.at[b].set(pos)
-        xquat = xquat.at[b].set(quat)
-        xmat = xmat.at[b].set(math.quat_to_mat(quat))
+    if plan.reg_jnt.size:
+        j = plan.reg_jnt
+        parent = np.asarray(m.body_parentid)[np.asarray(m.jnt_bodyid)[j]]
+        wp, wq = _compose(xpos[parent], xquat[parent], pre_pos[j], pre_quat[j])
+        xaxis = xaxis.at[j].set(math.rotate_c(m.jnt_axis[j], wq))
+        xanchor = xanchor.at[j].set(wp + math.rotate_c(m.jnt_pos[j], wq))
+    if plan.free_body.size:
+        xanchor = xanchor.at[plan.free_jnt].set(lpos[plan.free_body])
+        xaxis = xaxis.at[plan.free_jnt].set(jp.asarray([0.0, 0.0, 1.0], dtype))
     return xpos, xquat, xmat, xanchor, xaxis
 
 
@@ -192,8 +190,8 @@ def _cameras(m: Model, xpos, xquat, xmat, subtree_com_fn):
         look = xpos[tgt] if com is None else jp.where(jp.asarray(mode == 3)[:, None], xpos[tgt], com[tgt])
         z, _ = math.safe_normalize(pos - look)
         up = jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dtype), z.shape)
-        x, _ = math.safe_normalize(jp.cross(up, z))
-        y, _ = math.safe_normalize(jp.cross(z, x))
+        x, _ = math.safe_normalize(math.cross_c(up, z))
+        y, _ = math.safe_normalize(math.cross_c(z, x))
         amat = jp.stack([x, y, z], axis=-1)  # columns
         mat = jp.where(jp.asarray(aim)[:, None, None], amat, mat)
     return pos, mat
@@ -250,6 +248,6 @@ def com_pos(m: Model, d: Data) -> Data:
     off = subtree_com[rootid[dof_body]] - d.xanchor[dof_jnt]
     rotational = jp.asarray((kind == 0) | (kind == 2))[:, None]
     ang = jp.where(rotational, axis, 0.0)
-    lin = jp.where(rotational, jp.cross(axis, off), axis)
+    lin = jp.where(rotational, math.cross_c(axis, off), axis)
     cdof = jp.concatenate([ang, lin], axis=-1)
     return d.replace(subtree_com=subtree_com, cinert=cinert, cdof=cdof)

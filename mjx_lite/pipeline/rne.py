@@ -35,8 +35,8 @@ def _body_sum(m: Model, x: jax.Array) -> jax.Array:
 
 def _body_forces(d: Data, cacc: jax.Array) -> jax.Array:
     """cinert * cacc + cvel x* (cinert * cvel), (nbody, 6)."""
-    f = math.inert_mul(d.cinert, cacc)
-    return f + math.force_cross(d.cvel, math.inert_mul(d.cinert, d.cvel))
+    f = math.inert_mul_c(d.cinert, cacc)
+    return f + math.force_cross_c(d.cvel, math.inert_mul_c(d.cinert, d.cvel))
 
 
 def rne(m: Model, d: Data) -> Data:
@@ -56,7 +56,7 @@ def xfrc_to_cfrc(m: Model, d: Data) -> jax.Array:
     """xfrc_applied (nbody, 6) [force, torque] at xipos -> com-based [torque, force] (nbody, 6)."""
     force, torque = d.xfrc_applied[:, :3], d.xfrc_applied[:, 3:]
     com = d.subtree_com[np.asarray(m.body_rootid)]
-    torque = torque - jp.cross(com - d.xipos, force)
+    torque = torque - math.cross_c(com - d.xipos, force)
     return jp.concatenate([torque, force], axis=-1).at[0].set(0.0)
 
 

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.math import motion_cross
+from mjx_lite.math import cross_c, motion_cross_c
 from mjx_lite.types import JointType, Model
 
 # ---- static tables ------------------------------------------------------------------------------------------
@@ -165,13 +165,50 @@ def body_dof_mask(m: Model) -> np.ndarray:
     return tables(m).body_dof_mask
 
 
+# ---- static-index gathers and scatters ----------------------------------------------------------------------
+# x[idx] / x.at[idx].set(v) with host (numpy) indices known to be in bounds: one primitive each, without the
+# negative-index normalisation jnp indexing adds (keeps traced graphs and compile times small).
+
+_PIB = jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS
+
+
+def take(x: jax.Array, idx) -> jax.Array:
+    """x[idx] along axis 0 for a static non-negative int array idx: shape idx.shape + x.shape[1:]."""
+    idx = np.asarray(idx, np.int32)
+    dnums = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(idx.ndim, idx.ndim + x.ndim - 1)), collapsed_slice_dims=(0,), start_index_map=(0,)
+    )
+    return jax.lax.gather(x, jp.asarray(idx[..., None]), dnums, slice_sizes=(1,) + tuple(x.shape[1:]), mode=_PIB)
+
+
+def _scatter(fn, x, idx, v, unique):
+    idx = np.asarray(idx, np.int32)
+    v = jp.broadcast_to(jp.asarray(v, x.dtype), idx.shape + tuple(x.shape[1:]))
+    dnums = jax.lax.ScatterDimensionNumbers(
+        update_window_dims=tuple(range(idx.ndim, idx.ndim + x.ndim - 1)), inserted_window_dims=(0,),
+        scatter_dims_to_operand_dims=(0,),
+    )  # fmt: skip
+    return fn(x, jp.asarray(idx[..., None]), v, dnums, unique_indices=unique, mode=_PIB)
+
+
+def put(x: jax.Array, idx, v) -> jax.Array:
+    """x.at[idx].set(v) along axis 0 for static, non-negative, unique indices."""
+    return _scatter(jax.lax.scatter, x, idx, v, True)
+
+
+def put_add(x: jax.Array, idx, v) -> jax.Array:
+    """x.at[idx].add(v) along axis 0 for static non-negative indices (duplicates accumulate)."""
+    unique = np.unique(np.asarray(idx)).size == np.asarray(idx).size
+    return _scatter(jax.lax.scatter_add, x, idx, v, unique)
+
+
 # ---- level-scheduled tree sweeps -----------------------------------------------------------------------------
 
 
 def forward_accumulate(m: Model, x: jax.Array) -> jax.Array:
     """Root-to-leaf prefix sums: returns y with y[0] = x[0], y[i] = y[parent(i)] + x[i]. x: (nbody, ...)."""
     for bodies, parents in tables(m).body_levels:
-        x = x.at[bodies].add(x[parents])
+        x = put_add(x, bodies, take(x, parents))
     return x
 
 
@@ -186,7 +223,7 @@ def subtree_sum(m: Model, x: jax.Array, include_world: bool = True) -> jax.Array
             bodies, parents = bodies[keep], parents[keep]
             if bodies.size == 0:
                 continue
-        x = x.at[parents].add(x[bodies])
+        x = put_add(x, parents, take(x, bodies))
     return x
 
 
@@ -218,7 +255,7 @@ def jac(m: Model, d: Any, point: jax.Array, body_id) -> tuple[jax.Array, jax.Arr
     offset = point - _root_com(m, d, body_id)
     ang, lin = cdof[:, :3], cdof[:, 3:]
     jacr = (ang * mask[:, None]).T
-    jacp = ((lin + jp.cross(ang, offset)) * mask[:, None]).T
+    jacp = ((lin + cross_c(ang, offset)) * mask[:, None]).T
     return jacp, jacr
 
 
@@ -233,15 +270,15 @@ def jac_dot(m: Model, d: Any, point: jax.Array, body_id) -> tuple[jax.Array, jax
         cvel = d.cvel[int(body_id)]
     else:
         cvel = d.cvel[body_id]
-    pvel_lin = cvel[3:] - jp.cross(offset, cvel[:3])
+    pvel_lin = cvel[3:] - cross_c(offset, cvel[:3])
     # ball and free-rotation dofs: cdof_dot recomputed with the velocity of the dof's own body
     is_quat = t.dof_kind == 2
     if np.any(is_quat):
-        own = motion_cross(d.cvel[np.asarray(m.dof_bodyid)], cdof)
+        own = motion_cross_c(d.cvel[np.asarray(m.dof_bodyid)], cdof)
         cdof_dot = jp.where(jp.asarray(is_quat)[:, None], own, cdof_dot)
     ang_dot, lin_dot = cdof_dot[:, :3], cdof_dot[:, 3:]
     jacr = (ang_dot * mask[:, None]).T
-    jacp = ((lin_dot + jp.cross(ang_dot, offset) + jp.cross(cdof[:, :3], pvel_lin)) * mask[:, None]).T
+    jacp = ((lin_dot + cross_c(ang_dot, offset) + cross_c(cdof[:, :3], pvel_lin)) * mask[:, None]).T
     return jacp, jacr
 
 
@@ -267,7 +304,7 @@ def wrench_to_cfrc(m: Model, d: Any, body_ids, points: jax.Array, torque_force: 
     """
     body_ids = jp.asarray(body_ids, jp.int32)
     com = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)[body_ids]]
-    torque = torque_force[:, :3] - jp.cross(com - points, torque_force[:, 3:])
+    torque = torque_force[:, :3] - cross_c(com - points, torque_force[:, 3:])
     w = jp.concatenate([torque, torque_force[:, 3:]], axis=-1)
     w = jp.where((body_ids > 0)[:, None], w, 0.0)
     return jax.ops.segment_sum(w, body_ids, num_segments=m.nbody)

@@ -155,6 +155,7 @@ def _wrap_circle(d, sd, has_side, rad):
 
 
 _INSIDE_TOL = 1e-6
+_EXTRA = 0
 
 
 def _wrap_inside(d, rad):
@@ -216,6 +217,10 @@ def _wrap_inside(d, rad):
         done = done | pos
         converged = converged | (step & (jp.abs(f) <= tol))
     use_default = use_default | ~converged
+    for _ in range(_EXTRA):
+        df = A / dsqrt(1 - z * z * A * A) + B / dsqrt(1 - z * z * B * B) - 2 / dsqrt(1 - z * z)
+        z = z - f / jp.where(df > -MINVAL, -1.0, df)
+        f = fun(z)
 
     ccw = d0[0] * d1[1] - d0[1] * d1[0] > 0
     vec = jp.where(ccw, d0, d1)
