@@ -164,6 +164,7 @@ SHORTCUTS = """
   <motor joint="ball" gear="0 0 1"/>
   <motor jointinparent="ball" gear="1 0 0"/>
   <motor joint="slide" damping="1 2 3" gear="3"/>
+  <muscle tendon="t0"/><muscle joint="hinge" gear="-2"/>
 </actuator>
 """
 
@@ -213,7 +214,8 @@ ALL_DEFAULTS = """<default><equality solref="0.03 1.5"/>
 @pytest.fixture(scope="module")
 def all_sections():
     """One model with every section (few models = few compilations of the qpos0 pipeline)."""
-    xml = model(TENDONS + EQUALITY + SHORTCUTS + SENSORS + CONTACT, defaults=ALL_DEFAULTS)
+    compiler = '<compiler autolimits="true"><lengthrange uselimit="true"/></compiler>'
+    xml = model(TENDONS + EQUALITY + SHORTCUTS + SENSORS + CONTACT, compiler=compiler, defaults=ALL_DEFAULTS)
     mj = mujoco.MjModel.from_xml_string(xml)
     return _ours_string(xml), mj
 
@@ -245,6 +247,7 @@ def _concerns(line: str, prefixes) -> bool:
     return head.startswith(prefixes) or any(head in _SIZE_OF.get(p, ()) for p in prefixes)
 
 
+@pytest.mark.slow
 def test_tendon_defaults_and_autolimits_off():
     defaults = '<default><tendon stiffness="5" range="0 2" limited="true"/><default class="c"><tendon damping="1"/>' \
                "</default></default>"  # fmt: skip
@@ -294,6 +297,7 @@ def test_actuator_defaults():
     check_string(xml)
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(strict=False, reason="pipeline qM lacks tendon armature and actuator armature (MuJoCo adds them "
                    "to qM, so tendon_invweight0/actuator_acc0 differ); owner: pipeline/inertia.py crb")  # fmt: skip
 def test_armature_enters_qpos0_constants():
@@ -303,6 +307,7 @@ def test_armature_enters_qpos0_constants():
     check_string(model(body))
 
 
+@pytest.mark.slow
 def test_actuator_site_and_slidercrank_transmissions():
     body = """<actuator><general site="s2" gear="1 0 0 0 0 1"/><position site="s4" refsite="s0" kp="2"
               gear="0 1 0 0 0 0"/><motor cranksite="s3" slidersite="s1" cranklength="0.5"/>
@@ -310,12 +315,7 @@ def test_actuator_site_and_slidercrank_transmissions():
     check_string(model(body))
 
 
-def test_muscle_lengthrange_uselimit():
-    acts = '<actuator><muscle tendon="t"/><muscle joint="hinge" gear="-2"/></actuator>'
-    compiler = '<compiler autolimits="true"><lengthrange uselimit="true"/></compiler>'
-    check_string(model(ACT_TENDON + acts, compiler=compiler))
-
-
+@pytest.mark.slow
 def test_muscle_lengthrange_simulation_not_silently_guessed():
     """Unlimited target: MuJoCo simulates (mj_setLengthRange); we must not invent a range."""
     with pytest.raises(NotImplementedError, match="lengthrange"):
@@ -370,7 +370,7 @@ def test_autolimits_false_requires_limited():
 # ---------------------------------------------------------------------------------------------- reference models
 
 _SECTION_TAGS = ("<tendon", "<equality", "<actuator", "<sensor", "<contact")
-_BIG = ("dog.xml", "humanoid_CMU.xml", "humanoids.xml", "shadow_hand", "barkour")
+_QUICK = ("tendon/fixed.xml", "sensor/sensor.xml")
 
 
 def _reference_with_sections():
@@ -380,7 +380,8 @@ def _reference_with_sections():
             text = fh.read()
         if not any(t in text for t in _SECTION_TAGS):
             continue
-        marks = [pytest.mark.slow] if any(b in f for b in _BIG) else []
+        # each model costs a fresh compilation of the qpos0 pipeline: only two small ones run by default
+        marks = [] if any(f.endswith(q) for q in _QUICK) else [pytest.mark.slow]
         out.append(pytest.param(f, id=os.path.relpath(f, os.path.dirname(os.path.dirname(f))), marks=marks))
     return out
 

@@ -149,8 +149,27 @@ def _face_geometry(verts, faces):
     return n, dist, ok
 
 
+def _witness(nrm, depth, tri, tria):
+    """Witness points (on geom1, geom2) of the origin's projection onto a polytope face."""
+    p = nrm * depth
+    v0, v1 = tri[1] - tri[0], tri[2] - tri[0]
+    v2 = p - tri[0]
+    d00, d01, d11 = jp.dot(v0, v0), jp.dot(v0, v1), jp.dot(v1, v1)
+    d20, d21 = jp.dot(v2, v0), jp.dot(v2, v1)
+    den = d00 * d11 - d01 * d01
+    den = jp.where(jp.abs(den) > 1e-30, den, 1.0)
+    lv = (d11 * d20 - d01 * d21) / den
+    lw = (d00 * d21 - d01 * d20) / den
+    lam = jp.stack([1 - lv - lw, lv, lw])
+    wit_a = lam @ tria
+    return wit_a, wit_a - lam @ tri
+
+
 def _epa(sup, w, wa, tol):
-    """EPA from an enclosing tetrahedron: (depth, normal (3,), witness a (3,), witness b (3,))."""
+    """EPA from an enclosing tetrahedron: (depth, normal (3,), witness a (3,), witness b (3,)).
+
+    The nearest face's distance is a lower bound of the depth that must not decrease; an iteration that
+    would decrease it (rounding on sliver faces) ends the expansion and the last sound answer is kept."""
     dt = w.dtype
     nv = 4 + EPA_ITERATIONS
     nf = 4 + 2 * EPA_ITERATIONS
@@ -164,13 +183,19 @@ def _epa(sup, w, wa, tol):
     tet = jp.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], jp.int32)
     faces = jp.zeros((nf, 3), jp.int32).at[:4].set(tet)
     fvalid = jp.arange(nf) < 4
+    zero3 = jp.zeros(3, dt)
+    result = (jp.asarray(-jp.inf, dt), zero3, zero3, zero3)
 
     def body(carry, it):
-        verts, vera, faces, fvalid, done = carry
+        verts, vera, faces, fvalid, done, result = carry
         n, dist, ok = _face_geometry(verts, faces)
         live = fvalid & ok
         f = jp.argmin(jp.where(live, dist, jp.inf))
         nrm, fd = n[f], dist[f]
+        sound = fd >= result[0] - tol
+        take = ~done & sound
+        wit_a, wit_b = _witness(nrm, fd, verts[faces[f]], vera[faces[f]])
+        result = tuple(jp.where(take, x, y) for x, y in zip((fd, nrm, wit_a, wit_b), result))
         a, b = sup(nrm)
         p = a - b
         converged = jp.dot(p, nrm) - fd <= tol
@@ -196,34 +221,21 @@ def _epa(sup, w, wa, tol):
         faces2 = jp.where(got[:, None], newf, faces)
         fvalid2 = fvalid2 | got
         overflow = jp.sum(horizon) > jp.sum(free)
-        stop = done | converged | overflow
+        stop = done | ~sound | converged | overflow
         out = (
             jp.where(stop, verts, verts2), jp.where(stop, vera, vera2), jp.where(stop, faces, faces2),
-            jp.where(stop, fvalid, fvalid2), stop,
+            jp.where(stop, fvalid, fvalid2), stop, result,
         )  # fmt: skip
         return out, None
 
-    carry = (verts, vera, faces, fvalid, jp.zeros((), bool))
-    (verts, vera, faces, fvalid, _), _ = jax.lax.scan(body, carry, jp.arange(EPA_ITERATIONS))
+    carry = (verts, vera, faces, fvalid, jp.zeros((), bool), result)
+    (verts, vera, faces, fvalid, done, result), _ = jax.lax.scan(body, carry, jp.arange(EPA_ITERATIONS))
+    # the final polytope (if the loop ran out of iterations while sound)
     n, dist, ok = _face_geometry(verts, faces)
     f = jp.argmin(jp.where(fvalid & ok, dist, jp.inf))
-    nrm, depth = n[f], dist[f]
-    tri = verts[faces[f]]
-    tria = vera[faces[f]]
-    # barycentric coordinates of the origin's projection on the face
-    p = nrm * depth
-    v0, v1 = tri[1] - tri[0], tri[2] - tri[0]
-    v2 = p - tri[0]
-    d00, d01, d11 = jp.dot(v0, v0), jp.dot(v0, v1), jp.dot(v1, v1)
-    d20, d21 = jp.dot(v2, v0), jp.dot(v2, v1)
-    den = d00 * d11 - d01 * d01
-    den = jp.where(jp.abs(den) > 1e-30, den, 1.0)
-    lv = (d11 * d20 - d01 * d21) / den
-    lw = (d00 * d21 - d01 * d20) / den
-    lam = jp.stack([1 - lv - lw, lv, lw])
-    wit_a = lam @ tria
-    wit_b = wit_a - lam @ tri
-    return depth, nrm, wit_a, wit_b
+    final = (dist[f], n[f]) + _witness(n[f], dist[f], verts[faces[f]], vera[faces[f]])
+    use_final = ~done & (dist[f] >= result[0] - tol)
+    return tuple(jp.where(use_final, x, y) for x, y in zip(final, result))
 
 
 def _collide(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo):

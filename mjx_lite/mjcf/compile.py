@@ -758,6 +758,10 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
             grp = int(_get(el, "group", 0))
             gvals.append(_geom_values(el, ctx, b, bid, int(weldid[bid]), infer_ok and lo <= grp <= hi))
         _body_inertia(b, bid, gvals, b.geoms, ctx)
+        if ctx.compiler["discardvisual"]:  # visual geoms still count for inertia, then they are dropped
+            keep = [i for i, g in enumerate(gvals) if g["contype"] or g["conaffinity"]]
+            b.geoms = [b.geoms[i] for i in keep]
+            gvals = [gvals[i] for i in keep]
         body_geomadr.append(len(geo) if gvals else -1)
         body_geomnum.append(len(gvals))
         for el, g in zip(b.geoms, gvals):
@@ -1241,8 +1245,6 @@ def compile_model(root: Element, *, model_dir: str | None = None, assets: dict |
     ctx = CompileContext(compiler=compiler_settings(root), option=option_settings(root), file=root.file)
     ctx.model_dir = model_dir  # type: ignore[attr-defined]
     ctx.assets = dict(assets or {})  # type: ignore[attr-defined]
-    if ctx.compiler["discardvisual"]:
-        _discard_visual(root)
     _compile_assets(root, ctx)
     _compile_tree(root, ctx)
     ctx.pending_sections = _compile_sections(root, ctx)  # type: ignore[attr-defined]
@@ -1266,22 +1268,6 @@ def set_total_mass(ctx: CompileContext, total: float) -> None:
     scale = total / tot
     ctx.arrays["body_mass"] = mass * scale
     ctx.arrays["body_inertia"] = ctx.arrays["body_inertia"] * scale
-
-
-def _discard_visual(root: Element) -> None:
-    """compiler/discardvisual: drop geoms with contype = conaffinity = 0 (purely visual)."""
-
-    def prune(el: Element) -> None:
-        keep = []
-        for c in el.children:
-            if c.tag == "geom" and int(_get(c, "contype", 1)) == 0 and int(_get(c, "conaffinity", 1)) == 0:
-                continue
-            prune(c)
-            keep.append(c)
-        el.children[:] = keep
-
-    for w in _sections(root, "worldbody"):
-        prune(w)
 
 
 # ----------------------------------------------------------------------------------------------------------

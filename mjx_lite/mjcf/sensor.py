@@ -192,7 +192,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
                 raise error(s, "num must be positive", "num")
             intprm[i] = (mask, _REDUCE[red], num)
             dim = num * size
-            stage = ACC if mask & 0b110 else VEL if mask & (0b11 << 7) else POS
+            needs_force = mask & 0b110 or red in ("maxforce", "netforce")
+            stage = ACC if needs_force else VEL if mask & (0b11 << 7) else POS
         elif kind == "user":
             dt = attr(s, "datatype", "real")
             st = attr(s, "needstage", "acc")

@@ -155,7 +155,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
     wprm: list[float] = []
     for t in tendons:
         adr = len(wtype)
-        trees: set[int] = set()
+        trees: dict[int, None] = {}  # ordered set: trees in order of first appearance along the path
         has_geom = False
         if t.tag == "fixed":
             path = [c for c in t.children if c.tag == "joint"]
@@ -172,7 +172,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
                 wtype.append(WrapType.JOINT)
                 wobj.append(jid)
                 wprm.append(float(coef))
-                trees.add(int(treeid_body[jnt_bodyid[jid]]))
+                trees[int(treeid_body[jnt_bodyid[jid]])] = None
         else:
             path = t.children
             if len(path) < 2:
@@ -183,7 +183,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
                     wtype.append(WrapType.SITE)
                     wobj.append(sid)
                     wprm.append(0.0)
-                    trees.add(int(treeid_body[site_bodyid[sid]]))
+                    trees[int(treeid_body[site_bodyid[sid]])] = None
                 elif c.tag == "geom":
                     gid = ctx.id_of("geom", attr(c, "geom", ""), c, "geom")
                     gt = int(geom_type[gid])
@@ -198,7 +198,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
                     wtype.append(wt)
                     wobj.append(gid)
                     wprm.append(float(sidesite))
-                    trees.add(int(treeid_body[geom_bodyid[gid]]))
+                    trees[int(treeid_body[geom_bodyid[gid]])] = None
                     has_geom = True
                     prev_ok = k > 0 and path[k - 1].tag == "site"
                     next_ok = k + 1 < len(path) and path[k + 1].tag == "site"
@@ -226,8 +226,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
                     branch = []
                 else:
                     branch.append(c)
-        trees.discard(-1)
-        tree_list = sorted(trees)
+        tree_list = [t for t in trees if t >= 0]
         a["tendon_adr"].append(adr)
         a["tendon_num"].append(len(wtype) - adr)
         a["tendon_type"].append(0 if t.tag == "fixed" else 1)

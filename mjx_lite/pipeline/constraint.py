@@ -214,7 +214,8 @@ def _bodies_points(m: Model, d: Data, eq_ids: np.ndarray, which: int, local: jax
     objid = np.asarray(m.eq_obj1id if which == 1 else m.eq_obj2id)[eq_ids]
     is_site = objtype == ObjType.SITE
     site_body = np.asarray(m.site_bodyid)
-    body = np.where(is_site, site_body[np.maximum(objid, 0)], np.maximum(objid, 0))
+    site_of = site_body[np.where(is_site, objid, 0)] if np.any(is_site) else np.zeros_like(objid)
+    body = np.where(is_site, site_of, np.maximum(objid, 0))
     body_pt = d.xpos[body] + jp.einsum("nij,nj->ni", d.xmat[body], local)
     if np.any(is_site):
         site_pt = d.site_xpos[np.maximum(objid, 0)]
@@ -253,7 +254,8 @@ def _quat_of(m: Model, d: Data, body, objid, is_site):
     return q
 
 
-def _weld_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
+def _weld_geometry(m: Model, d: Data, ids: np.ndarray) -> dict:
+    """Anchors, bodies, relative quaternion p and the rotational map T (de/dt = T (w1 - w2)) of weld rows."""
     data = m.eq_data[ids]
     # eq_data: [0:3] anchor on body2, [3:6] the same point in body1's frame, [6:10] relative quat, [10] torquescale
     b1, p1, s1 = _bodies_points(m, d, ids, 1, data[:, 3:6])
@@ -263,13 +265,8 @@ def _weld_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
     q1 = _quat_of(m, d, b1, o1, s1)
     q2 = _quat_of(m, d, b2, o2, s2)
     ts = data[:, 10]
-    jp1, jr1 = support.jac_batch(m, d, p1, b1)
-    jp2, jr2 = support.jac_batch(m, d, p2, b2)
-    jd1, jrd1 = support.jac_dot_batch(m, d, p1, b1)
-    jd2, jrd2 = support.jac_dot_batch(m, d, p2, b2)
     # rotation error e = ts * imag(q2^-1 q1 rq); de/dt = 0.5 ts (p_w I - [p_v]x) R2' (w1 - w2)
     p = math.quat_mul(math.quat_conj(q2), math.quat_mul(q1, data[:, 6:10]))
-    e = p[:, 1:] * ts[:, None]
     pw, pv = p[:, 0], p[:, 1:]
     eye = jp.eye(3, dtype=p.dtype)
     # [pv]x as a matrix ([pv]x v = pv x v): column i is pv x e_i
@@ -278,6 +275,18 @@ def _weld_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
     if np.any(s2):
         R2 = jp.where(jp.asarray(s2)[:, None, None], d.site_xmat[np.maximum(o2, 0)], R2)
     T = 0.5 * ts[:, None, None] * jp.einsum("nij,nkj->nik", pw[:, None, None] * eye - pvx, R2)
+    return dict(b1=b1, b2=b2, p1=p1, p2=p2, p=p, ts=ts, R2=R2, T=T)
+
+
+def _weld_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
+    g = _weld_geometry(m, d, ids)
+    b1, b2, p1, p2, p, ts, R2, T = (g[k] for k in ("b1", "b2", "p1", "p2", "p", "ts", "R2", "T"))
+    pw, pv = p[:, 0], p[:, 1:]
+    e = pv * ts[:, None]
+    jp1, jr1 = support.jac_batch(m, d, p1, b1)
+    jp2, jr2 = support.jac_batch(m, d, p2, b2)
+    jd1, jrd1 = support.jac_dot_batch(m, d, p1, b1)
+    jd2, jrd2 = support.jac_dot_batch(m, d, p2, b2)
     Jr = jp.einsum("nij,njv->niv", T, jr1 - jr2)
     Jt = jp1 - jp2
     J = jp.concatenate([Jt, Jr], axis=1).reshape(-1, m.nv)
@@ -548,9 +557,10 @@ def make_constraint(m: Model, d: Data) -> Data:
         x = cat(name, allb)
         if con_blocks:
             perm = np.concatenate([np.arange(pre)] + rows_order)
-            inv = np.empty_like(perm)
-            inv[perm] = np.arange(perm.shape[0])
-            x = x[inv]
+            if not np.array_equal(perm, np.arange(perm.shape[0])):  # several contact dims: slot order
+                inv = np.empty_like(perm)
+                inv[perm] = np.arange(perm.shape[0])
+                x = x[inv]
         fields[name] = x
     f = fields
     dt = d.qpos.dtype

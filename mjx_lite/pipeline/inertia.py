@@ -22,6 +22,8 @@ from mjx_lite import math
 from mjx_lite.pipeline import support
 from mjx_lite.types import MINVAL, Data, Model
 
+take, put = support.take, support.put
+
 SPARSE_NV = 60  # models with more dofs use the tree-structured (sparse) layout
 _HI = jax.lax.Precision.HIGHEST
 
@@ -44,9 +46,9 @@ def crb(m: Model, d: Data) -> Data:
     crb_ = support.subtree_sum(m, d.cinert, include_world=False)
     if m.nv == 0:
         return d.replace(crb=crb_, qM=jp.zeros(qm_shape(m), d.cinert.dtype))
-    buf = math.inert_mul_c(crb_[np.asarray(m.dof_bodyid)], d.cdof)  # (nv, 6)
-    vals = jp.sum(buf[t.m_rows] * d.cdof[t.m_cols], axis=-1)  # (nM,)
-    vals = vals.at[t.madr].add(m.dof_armature)
+    buf = math.inert_mul_c(take(crb_, np.asarray(m.dof_bodyid)), d.cdof)  # (nv, 6)
+    vals = jp.sum(take(buf, t.m_rows) * take(d.cdof, t.m_cols), axis=-1)  # (nM,)
+    vals = support.put_add(vals, t.madr, m.dof_armature)
     if is_sparse(m):
         qm = vals
     else:
@@ -104,12 +106,12 @@ def factor_m(m: Model, d: Data) -> Data:
     if is_sparse(m):
         a = d.qM
         for lv in reversed(support.memo(m, "inertia_sparse", _sparse_plan)):
-            dk = a[lv.diag]
-            a = a.at[lv.diag].set(jp.where(dk < MINVAL, MINVAL, dk))
+            dk = take(a, lv.diag)
+            a = put(a, lv.diag, jp.where(dk < MINVAL, MINVAL, dk))
             if lv.tgt.size:
-                a = a.at[lv.tgt].add(-a[lv.src1] * a[lv.src2] / a[lv.tdiag])
-                a = a.at[lv.off].set(a[lv.off] / a[lv.odiag])
-        diag = a[t.madr]
+                a = support.put_add(a, lv.tgt, -take(a, lv.src1) * take(a, lv.src2) / take(a, lv.tdiag))
+                a = put(a, lv.off, take(a, lv.off) / take(a, lv.odiag))
+        diag = take(a, t.madr)
         return d.replace(qLD=a, qLDiagInv=1.0 / diag)
     a = d.qM
     qld = jp.zeros_like(a)
@@ -141,11 +143,11 @@ def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
         exp = (slice(None),) + (None,) * (x.ndim - 1)
         for lv in reversed(plan):  # x <- inv(L') x
             if lv.off.size:
-                x = x.at[lv.ocol].add(-qld[lv.off][exp] * x[lv.orow])
+                x = support.put_add(x, lv.ocol, -take(qld, lv.off)[exp] * take(x, lv.orow))
         x = x * inv
         for lv in plan:  # x <- inv(L) x
             if lv.off.size:
-                x = x.at[lv.orow].add(-qld[lv.off][exp] * x[lv.ocol])
+                x = support.put_add(x, lv.orow, -take(qld, lv.off)[exp] * take(x, lv.ocol))
         return x
     qld = d.qLD
     lrows = [(dofs, jp.where(jp.asarray(t.dof_anc[dofs]), qld[dofs], 0.0)) for dofs in t.dof_levels]
@@ -168,11 +170,11 @@ def mul_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
     t = support.tables(m)
     exp = (slice(None),) + (None,) * (x.ndim - 1)
     off = t.m_rows != t.m_cols
-    y = d.qM[t.madr][exp] * x
-    vals = d.qM[off][exp]
+    y = take(d.qM, t.madr)[exp] * x
+    vals = take(d.qM, np.nonzero(off)[0])[exp]
     r, c = t.m_rows[off], t.m_cols[off]
-    y = y.at[r].add(vals * x[c])
-    y = y.at[c].add(vals * x[r])
+    y = support.put_add(y, r, vals * take(x, c))
+    y = support.put_add(y, c, vals * take(x, r))
     return y
 
 

@@ -61,38 +61,40 @@ def _plan(m: Model) -> _Plan:
 
 
 def _mat_vec(mat: jax.Array, v: jax.Array) -> jax.Array:
-    return jp.einsum("...ij,...j->...i", mat, v)
+    return jp.einsum("...ij,...j->...i", mat, v, precision=jax.lax.Precision.HIGHEST)
 
 
-def _compose(p1, q1, p2, q2):
-    """Rigid transform composition (p1, q1) o (p2, q2)."""
-    return p1 + math.rotate_c(p2, q1), math.quat_mul_c(q1, q2)
+def _compose(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Rigid transform composition a o b of poses (..., 7) = [pos, quat]."""
+    return jp.concatenate([a[..., :3] + math.rotate_c(b[..., :3], a[..., 3:]), math.quat_mul_c(a[..., 3:], b[..., 3:])],
+                          axis=-1)  # fmt: skip
 
 
 def _local_to_global(xpos, xquat, xmat, body, pos, quat):
     """World frame of objects given in their body's frame (mj_local2Global)."""
-    gpos = xpos[body] + _mat_vec(xmat[body], pos)
-    gmat = math.quat_to_mat_c(math.quat_mul_c(xquat[body], quat))
+    gpos = support.take(xpos, body) + _mat_vec(support.take(xmat, body), pos)
+    gmat = math.quat_to_mat_c(math.quat_mul_c(support.take(xquat, body), quat))
     return gpos, gmat
 
 
-def _joint_transforms(m: Model, d: Data, jnt: np.ndarray):
-    """Transforms (pos (n, 3), quat (n, 4)) of regular joints, in the frame that precedes each joint."""
+def _joint_transforms(m: Model, d: Data, jnt: np.ndarray) -> jax.Array:
+    """Poses (n, 7) of regular joints, in the frame that precedes each joint."""
+    take = support.take
     jtype = np.asarray(m.jnt_type)[jnt]
     qadr = np.asarray(m.jnt_qposadr)[jnt]
     dtype = d.qpos.dtype
-    axis, jpos = m.jnt_axis[jnt], m.jnt_pos[jnt]
-    dq = d.qpos[qadr] - m.qpos0[qadr]
+    axis, jpos = take(m.jnt_axis, jnt), take(m.jnt_pos, jnt)
+    dq = take(d.qpos, qadr) - take(m.qpos0, qadr)
     quat = jp.zeros((jnt.size, 4), dtype).at[:, 0].set(1.0)
     if np.any(jtype == JointType.HINGE):
         quat = jp.where(jp.asarray(jtype == JointType.HINGE)[:, None], math.axis_angle_to_quat(axis, dq), quat)
     if np.any(jtype == JointType.BALL):
-        ball = math.quat_normalize(d.qpos[np.minimum(qadr[:, None] + np.arange(4), m.nq - 1)])
+        ball = math.quat_normalize(take(d.qpos, np.minimum(qadr[:, None] + np.arange(4), m.nq - 1)))
         quat = jp.where(jp.asarray(jtype == JointType.BALL)[:, None], ball, quat)
     pos = jpos - math.rotate_c(jpos, quat)  # rotation about the joint anchor
     if np.any(jtype == JointType.SLIDE):
         pos = jp.where(jp.asarray(jtype == JointType.SLIDE)[:, None], axis * dq[:, None], pos)
-    return pos, quat
+    return jp.concatenate([pos, quat], axis=-1)
 
 
 def _body_frames(m: Model, d: Data):
@@ -102,45 +104,51 @@ def _body_frames(m: Model, d: Data):
     parent's pose, so it is computed for all bodies at once; only the composition with the parent runs level by
     level.
     """
+    take, put = support.take, support.put
     plan = support.memo(m, "kinematics", _plan)
     dtype = d.qpos.dtype
     nb = m.nbody
-    # body offsets (model or mocap)
-    lpos, lquat = m.body_pos, m.body_quat
+    # body offsets (model or mocap), poses [pos, quat] relative to the parent
+    local = jp.concatenate([m.body_pos, m.body_quat], axis=-1)
     if m.nmocap:
         mb = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
         mid = np.asarray(m.body_mocapid)[mb]
-        lpos = lpos.at[mb].set(d.mocap_pos[mid])
-        lquat = lquat.at[mb].set(math.quat_normalize(d.mocap_quat[mid]))
+        mocap = jp.concatenate([take(d.mocap_pos, mid), math.quat_normalize(take(d.mocap_quat, mid))], axis=-1)
+        local = put(local, mb, mocap)
     # regular joints: accumulate per body, slot by slot; remember the frame before each joint
-    pre_pos = jp.zeros((m.njnt, 3), dtype)
-    pre_quat = jp.zeros((m.njnt, 4), dtype)
+    pre = jp.zeros((m.njnt, 7), dtype)
     if plan.reg_jnt.size:
-        jpos_all, jquat_all = _joint_transforms(m, d, plan.reg_jnt)
+        jposes = _joint_transforms(m, d, plan.reg_jnt)
         slot_of = np.full(m.njnt, -1)
         slot_of[plan.reg_jnt] = np.arange(plan.reg_jnt.size)
         for bodies, jnt in plan.slots:
-            pre_pos = pre_pos.at[jnt].set(lpos[bodies])
-            pre_quat = pre_quat.at[jnt].set(lquat[bodies])
-            p, q = _compose(lpos[bodies], lquat[bodies], jpos_all[slot_of[jnt]], jquat_all[slot_of[jnt]])
-            lpos = lpos.at[bodies].set(p)
-            lquat = lquat.at[bodies].set(q)
+            cur = take(local, bodies)
+            pre = put(pre, jnt, cur)
+            local = put(local, bodies, _compose(cur, take(jposes, slot_of[jnt])))
     # free joints: world pose straight from qpos
     if plan.free_body.size:
-        fq = d.qpos[np.asarray(m.jnt_qposadr)[plan.free_jnt][:, None] + np.arange(7)]
-        lpos = lpos.at[plan.free_body].set(fq[:, :3])
-        lquat = lquat.at[plan.free_body].set(fq[:, 3:])
+        fq = take(d.qpos, np.asarray(m.jnt_qposadr)[plan.free_jnt][:, None] + np.arange(7))
+        local = put(local, plan.free_body, fq)
     # compose with parents, level by level
-    xpos = jp.zeros((nb, 3), dtype)
-    xquat = jp.zeros((nb, 4), dtype).at[:, 0].set(1.0)
-    for bodies, parents, is_free in plan.levels:
-        p, q = _compose(xpos[parents], xquat[parents], lpos[bodies], lquat[bodies])
-        if is_free is not None:
-            f = jp.asarray(is_free)[:, None]
-            p = jp.where(f, lpos[bodies], p)
-            q = jp.where(f, lquat[bodies], q)
-        xpos = xpos.at[bodies].set(p)
-        xquat = xquat.at[bodies].set(math.quat_normalize(q))
+    reparent = plan.free_body.size and np.any(np.asarray(m.body_parentid)[plan.free_body] > 0)
+    is_free = np.zeros(nb, bool)
+    is_free[plan.free_body] = True
+
+    def step(parent, child):
+        g = _compose(parent, child)
+        return jp.concatenate([g[:, :3], math.quat_normalize(g[:, 3:])], axis=-1)
+
+    if reparent:  # a free joint below another body: its pose is a world pose
+        local = jp.concatenate([local, jp.asarray(is_free, dtype)[:, None]], axis=-1)
+
+        def step(parent, child):  # noqa: F811
+            g = _compose(parent, child[:, :7])
+            g = jp.where(child[:, 7:] > 0, child[:, :7], g)
+            return jp.concatenate([g[:, :3], math.quat_normalize(g[:, 3:]), child[:, 7:]], axis=-1)
+
+    world = jp.concatenate([jp.zeros((1, 3), dtype), jp.ones((1, 1), dtype), jp.zeros((1, 3 + reparent), dtype)], 1)
+    x = support.level_scan(m, support.put(local, np.array([0]), world), step)[:, :7]
+    xpos, xquat = x[:, :3], x[:, 3:]
     xmat = math.quat_to_mat_c(xquat)
     # joint anchors and axes in the world frame
     xanchor = jp.zeros((m.njnt, 3), dtype)
@@ -148,12 +156,12 @@ def _body_frames(m: Model, d: Data):
     if plan.reg_jnt.size:
         j = plan.reg_jnt
         parent = np.asarray(m.body_parentid)[np.asarray(m.jnt_bodyid)[j]]
-        wp, wq = _compose(xpos[parent], xquat[parent], pre_pos[j], pre_quat[j])
-        xaxis = xaxis.at[j].set(math.rotate_c(m.jnt_axis[j], wq))
-        xanchor = xanchor.at[j].set(wp + math.rotate_c(m.jnt_pos[j], wq))
+        w = _compose(take(x, parent), take(pre, j))
+        xaxis = put(xaxis, j, math.rotate_c(take(m.jnt_axis, j), w[:, 3:]))
+        xanchor = put(xanchor, j, w[:, :3] + math.rotate_c(take(m.jnt_pos, j), w[:, 3:]))
     if plan.free_body.size:
-        xanchor = xanchor.at[plan.free_jnt].set(lpos[plan.free_body])
-        xaxis = xaxis.at[plan.free_jnt].set(jp.asarray([0.0, 0.0, 1.0], dtype))
+        xanchor = put(xanchor, plan.free_jnt, take(local, plan.free_body)[:, :3])
+        xaxis = put(xaxis, plan.free_jnt, jp.asarray([0.0, 0.0, 1.0], dtype))
     return xpos, xquat, xmat, xanchor, xaxis
 
 
@@ -180,14 +188,16 @@ def _cameras(m: Model, xpos, xquat, xmat, subtree_com_fn):
     track = (mode == 1) | (mode == 2)
     if np.any(track):
         mat0 = jp.reshape(m.cam_mat0, (m.ncam, 3, 3))
-        base = xpos[body] if com is None else jp.where(jp.asarray(mode == 1)[:, None], xpos[body], com[body])
+        xb = support.take(xpos, body)
+        base = xb if com is None else jp.where(jp.asarray(mode == 1)[:, None], xb, support.take(com, body))
         off = jp.where(jp.asarray(mode == 1)[:, None], m.cam_pos0, m.cam_poscom0)
         pos = jp.where(jp.asarray(track)[:, None], base + off, pos)
         mat = jp.where(jp.asarray(track)[:, None, None], mat0, mat)
     aim = ((mode == 3) | (mode == 4)) & (target >= 0)
     if np.any(aim):
         tgt = np.maximum(target, 0)
-        look = xpos[tgt] if com is None else jp.where(jp.asarray(mode == 3)[:, None], xpos[tgt], com[tgt])
+        xt = support.take(xpos, tgt)
+        look = xt if com is None else jp.where(jp.asarray(mode == 3)[:, None], xt, support.take(com, tgt))
         z, _ = math.safe_normalize(pos - look)
         up = jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dtype), z.shape)
         x, _ = math.safe_normalize(math.cross_c(up, z))
@@ -218,7 +228,7 @@ def kinematics(m: Model, d: Data) -> Data:
 
 def _inert_com(inertia, ximat, offset, mass):
     """Spatial inertia 10-vectors about a com point (mju_inertCom): (..., 3), (..., 3, 3), (..., 3), (...)."""
-    rot = jp.einsum("...ij,...j,...kj->...ik", ximat, inertia, ximat)
+    rot = jp.einsum("...ij,...j,...kj->...ik", ximat, inertia, ximat, precision=jax.lax.Precision.HIGHEST)
     dd = jp.sum(offset * offset, axis=-1)
     eye = jp.eye(3, dtype=offset.dtype)
     full = rot + mass[..., None, None] * (dd[..., None, None] * eye - offset[..., :, None] * offset[..., None, :])
@@ -232,20 +242,21 @@ def com_pos(m: Model, d: Data) -> Data:
     t = support.tables(m)
     subtree_com = _subtree_com(m, d.xipos)
     rootid = np.asarray(m.body_rootid)
-    offset = d.xipos - subtree_com[rootid]
+    offset = d.xipos - support.take(subtree_com, rootid)
     cinert = _inert_com(m.body_inertia, d.ximat, offset, m.body_mass)
-    cinert = cinert.at[0].set(0.0)
+    cinert = support.put(cinert, np.array([0]), 0.0)
     if m.nv == 0:
         return d.replace(subtree_com=subtree_com, cinert=cinert, cdof=jp.zeros((0, 6), d.xpos.dtype))
     dof_body = np.asarray(m.dof_bodyid)
     dof_jnt = np.asarray(m.dof_jntid)
     # per-dof axis: joint axis (hinge, slide), body-frame axis (ball, free rotation), world axis (free translation)
-    body_axis = d.xmat[dof_body][np.arange(m.nv), :, t.dof_axis]  # column dof_axis of the body's xmat
+    cols = jp.swapaxes(d.xmat, 1, 2).reshape(m.nbody * 3, 3)
+    body_axis = support.take(cols, dof_body * 3 + t.dof_axis)  # column dof_axis of the body's xmat
     world_axis = jp.asarray(np.eye(3)[t.dof_axis], d.xpos.dtype)
     kind = t.dof_kind
-    axis = jp.where(jp.asarray(kind <= 1)[:, None], d.xaxis[dof_jnt], jp.where(jp.asarray(kind == 2)[:, None], body_axis,
-                                                                              world_axis))  # fmt: skip
-    off = subtree_com[rootid[dof_body]] - d.xanchor[dof_jnt]
+    jaxis = support.take(d.xaxis, dof_jnt)
+    axis = jp.where(jp.asarray(kind <= 1)[:, None], jaxis, jp.where(jp.asarray(kind == 2)[:, None], body_axis, world_axis))
+    off = support.take(subtree_com, rootid[dof_body]) - support.take(d.xanchor, dof_jnt)
     rotational = jp.asarray((kind == 0) | (kind == 2))[:, None]
     ang = jp.where(rotational, axis, 0.0)
     lin = jp.where(rotational, math.cross_c(axis, off), axis)

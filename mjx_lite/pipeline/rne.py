@@ -20,6 +20,8 @@ from mjx_lite import math
 from mjx_lite.pipeline import support
 from mjx_lite.types import Data, DisableBit, Model
 
+_WORLD = np.array([0])
+
 
 def _world_acc(m: Model, dtype) -> jax.Array:
     """(6,) world acceleration: [0, 0, 0, -gravity] unless gravity is disabled."""
@@ -44,20 +46,20 @@ def rne(m: Model, d: Data) -> Data:
     dtype = d.cinert.dtype
     if m.nv == 0:
         return d.replace(qfrc_bias=jp.zeros((0,), dtype))
-    local = _body_sum(m, d.cdof_dot * d.qvel[:, None]).at[0].set(_world_acc(m, dtype))
+    local = support.put(_body_sum(m, d.cdof_dot * d.qvel[:, None]), _WORLD, _world_acc(m, dtype)[None])
     cacc = support.forward_accumulate(m, local)
-    cfrc = _body_forces(d, cacc).at[0].set(0.0)
+    cfrc = support.put(_body_forces(d, cacc), _WORLD, 0.0)
     cfrc = support.subtree_sum(m, cfrc, include_world=False)
-    qfrc_bias = jp.sum(d.cdof * cfrc[np.asarray(m.dof_bodyid)], axis=-1)
+    qfrc_bias = jp.sum(d.cdof * support.take(cfrc, np.asarray(m.dof_bodyid)), axis=-1)
     return d.replace(qfrc_bias=qfrc_bias)
 
 
 def xfrc_to_cfrc(m: Model, d: Data) -> jax.Array:
     """xfrc_applied (nbody, 6) [force, torque] at xipos -> com-based [torque, force] (nbody, 6)."""
     force, torque = d.xfrc_applied[:, :3], d.xfrc_applied[:, 3:]
-    com = d.subtree_com[np.asarray(m.body_rootid)]
+    com = support.take(d.subtree_com, np.asarray(m.body_rootid))
     torque = torque - math.cross_c(com - d.xipos, force)
-    return jp.concatenate([torque, force], axis=-1).at[0].set(0.0)
+    return support.put(jp.concatenate([torque, force], axis=-1), _WORLD, 0.0)
 
 
 def _constraint_hook(m: Model, d: Data):
@@ -84,7 +86,7 @@ def rne_postconstraint(m: Model, d: Data, cfrc_constraint: jax.Array | None = No
         local = _body_sum(m, d.cdof_dot * d.qvel[:, None] + d.cdof * d.qacc[:, None])
     else:
         local = jp.zeros((m.nbody, 6), dtype)
-    cacc = support.forward_accumulate(m, local.at[0].set(_world_acc(m, dtype)))
-    cfrc_int = (_body_forces(d, cacc) - cfrc_ext).at[0].set(0.0)
+    cacc = support.forward_accumulate(m, support.put(local, _WORLD, _world_acc(m, dtype)[None]))
+    cfrc_int = support.put(_body_forces(d, cacc) - cfrc_ext, _WORLD, 0.0)
     cfrc_int = support.subtree_sum(m, cfrc_int, include_world=True)
     return d.replace(cacc=cacc, cfrc_int=cfrc_int, cfrc_ext=cfrc_ext)

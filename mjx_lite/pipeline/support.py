@@ -49,6 +49,11 @@ class TreeTables:
     dof_kind: np.ndarray  # (nv,) 0 hinge, 1 slide, 2 ball/free rotation, 3 free translation
     dof_axis: np.ndarray  # (nv,) axis index 0..2 for ball/free dofs, 0 otherwise
     dof_group_prev: np.ndarray  # (nv, P) dofs of the same body preceding dof's velocity group (-1 padded)
+    # level-ordered layout: bodies sorted by depth (world first); level k occupies order[start_k:end_k]
+    order: np.ndarray  # (nbody,) bodies in level order
+    inv_order: np.ndarray  # (nbody,) position of body i in `order`
+    level_bounds: tuple  # ((start, end) per depth 0..D)
+    level_parent: tuple  # per depth 1..D: parent positions within the previous level (nB,)
 
 
 _CACHE: dict = {}
@@ -138,7 +143,17 @@ def _build_tables(m: Model) -> TreeTables:
     for i, p in enumerate(prev):
         group_prev[i, : len(p)] = p
 
+    order = np.concatenate([[0]] + [b for b, _ in levels]).astype(np.int64)
+    inv_order = np.empty(nbody, np.int64)
+    inv_order[order] = np.arange(nbody)
+    bounds, start = [(0, 1)], 1
+    for b, _ in levels:
+        bounds.append((start, start + b.size))
+        start += b.size
+    level_parent = tuple(inv_order[p] - bounds[k][0] for k, (_, p) in enumerate(levels))
+
     return TreeTables(
+        order=order, inv_order=inv_order, level_bounds=tuple(bounds), level_parent=level_parent,
         body_depth=depth, body_levels=levels, body_dof_mask=body_dof_mask, dof_depth=ddepth,
         dof_levels=dof_levels, dof_anc=anc, madr=madr, m_rows=np.asarray(rows, np.int64),
         m_cols=np.asarray(cols, np.int64), dof_kind=kind, dof_axis=axis, dof_group_prev=group_prev,
@@ -205,11 +220,23 @@ def put_add(x: jax.Array, idx, v) -> jax.Array:
 # ---- level-scheduled tree sweeps -----------------------------------------------------------------------------
 
 
+def level_scan(m: Model, x: jax.Array, fn) -> jax.Array:
+    """Root-to-leaf sweep: y[0] = x[0], y[i] = fn(y[parent(i)], x[i]) (vectorised per level). x: (nbody, ...).
+
+    Works in the level-ordered layout (each level's parents are the previous level), so every level costs one
+    small gather and no scatter.
+    """
+    t = tables(m)
+    xs = take(x, t.order)
+    out = [xs[0:1]]
+    for (s, e), parent in zip(t.level_bounds[1:], t.level_parent):
+        out.append(fn(take(out[-1], parent), xs[s:e]))
+    return take(jp.concatenate(out, axis=0), t.inv_order)
+
+
 def forward_accumulate(m: Model, x: jax.Array) -> jax.Array:
     """Root-to-leaf prefix sums: returns y with y[0] = x[0], y[i] = y[parent(i)] + x[i]. x: (nbody, ...)."""
-    for bodies, parents in tables(m).body_levels:
-        x = put_add(x, bodies, take(x, parents))
-    return x
+    return level_scan(m, x, lambda p, v: p + v)
 
 
 def subtree_sum(m: Model, x: jax.Array, include_world: bool = True) -> jax.Array:
@@ -217,14 +244,19 @@ def subtree_sum(m: Model, x: jax.Array, include_world: bool = True) -> jax.Array
 
     With include_world=False, children of the world do not add into body 0 (as mj_crb / mj_rne).
     """
-    for bodies, parents in reversed(tables(m).body_levels):
-        if not include_world:
-            keep = parents > 0
-            bodies, parents = bodies[keep], parents[keep]
-            if bodies.size == 0:
-                continue
-        x = put_add(x, parents, take(x, bodies))
-    return x
+    t = tables(m)
+    xs = take(x, t.order)
+    nlev = len(t.level_bounds)
+    out = [None] * nlev
+    s, e = t.level_bounds[-1]
+    out[-1] = xs[s:e]
+    for k in range(nlev - 2, -1, -1):
+        s, e = t.level_bounds[k]
+        cur = xs[s:e]
+        if k > 0 or include_world:
+            cur = cur + jax.ops.segment_sum(out[k + 1], t.level_parent[k], num_segments=e - s)
+        out[k] = cur
+    return take(jp.concatenate(out, axis=0), t.inv_order)
 
 
 # ---- Jacobians ----------------------------------------------------------------------------------------------

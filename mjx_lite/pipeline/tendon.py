@@ -154,13 +154,9 @@ def _wrap_circle(d, sd, has_side, rad):
     return wlen, jp.concatenate([p0, p1])
 
 
-_INSIDE_TOL = 1e-6
-_EXTRA = 0
-
-
 def _wrap_inside(d, rad):
     """2D inside wrap (side site inside the circle). Returns (wlen (0 wrap, -1 none), pnt (4,))."""
-    maxiter, zinit, tol = 20, 1 - 1e-7, _INSIDE_TOL
+    maxiter, zinit, tol = 20, 1 - 1e-7, 1e-6
     d0, d1 = d[:2], d[2:]
     len0 = mjm.safe_norm(d0)
     len1 = mjm.safe_norm(d1)
@@ -195,6 +191,7 @@ def _wrap_inside(d, rad):
     use_default = use_default | (f > 0)
     done = use_default  # stop iterating
     converged = jp.abs(f) <= tol
+    nsteps = jp.zeros((), jp.int32)
 
     def dsqrt(x):
         return jp.maximum(MINVAL, _sqrt0(x))
@@ -209,6 +206,7 @@ def _wrap_inside(d, rad):
         use_default = use_default | fail
         done = done | fail
         step = active & ~fail
+        nsteps = nsteps + step.astype(jp.int32)
         z = jp.where(step, z1, z)
         f1 = fun(z)
         f = jp.where(step, f1, f)
@@ -216,11 +214,7 @@ def _wrap_inside(d, rad):
         use_default = use_default | pos
         done = done | pos
         converged = converged | (step & (jp.abs(f) <= tol))
-    use_default = use_default | ~converged
-    for _ in range(_EXTRA):
-        df = A / dsqrt(1 - z * z * A * A) + B / dsqrt(1 - z * z * B * B) - 2 / dsqrt(1 - z * z)
-        z = z - f / jp.where(df > -MINVAL, -1.0, df)
-        f = fun(z)
+    use_default = use_default | (nsteps >= maxiter)
 
     ccw = d0[0] * d1[1] - d0[1] * d1[0] > 0
     vec = jp.where(ccw, d0, d1)

@@ -28,7 +28,7 @@ def com_vel(m: Model, d: Data) -> Data:
     parent = np.asarray(m.body_parentid)[dof_body]
     padded = jp.concatenate([vdof, jp.zeros((1, 6), dtype)], axis=0)
     prev = np.where(t.dof_group_prev < 0, m.nv, t.dof_group_prev)
-    vel = cvel[parent] + jp.sum(padded[prev], axis=1)
+    vel = support.take(cvel, parent) + jp.sum(support.take(padded, prev), axis=1)
     cdof_dot = math.motion_cross_c(vel, d.cdof)
     cdof_dot = jp.where(jp.asarray(t.dof_kind == 3)[:, None], 0.0, cdof_dot)  # free translation: 0
     return d.replace(cvel=cvel, cdof_dot=cdof_dot)
@@ -40,7 +40,7 @@ def subtree_vel(m: Model, d: Data) -> Data:
     parent = np.asarray(m.body_parentid)
     mass = m.body_mass
     # body velocity at its com (mj_objectVelocity, world orientation)
-    offset = d.xipos - d.subtree_com[rootid]
+    offset = d.xipos - support.take(d.subtree_com, rootid)
     ang = d.cvel[:, :3]
     lin = d.cvel[:, 3:] - math.cross_c(offset, ang)
     # subtree linear velocity
@@ -51,10 +51,10 @@ def subtree_vel(m: Model, d: Data) -> Data:
     angmom = jp.einsum("bij,bj->bi", d.ximat, local)
     # momentum of body i about its own subtree com
     own = mass[:, None] * math.cross_c(d.xipos - d.subtree_com, lin - linvel)
-    own = own.at[0].set(0.0)
+    own = support.put(own, np.array([0]), 0.0)
     # momentum of child subtree i about its parent's subtree com, added to the parent
-    dx = d.subtree_com - d.subtree_com[parent]
-    dv = (linvel - linvel[parent]) * m.body_subtreemass[:, None]
-    transfer = math.cross_c(dx, dv).at[0].set(0.0)
+    dx = d.subtree_com - support.take(d.subtree_com, parent)
+    dv = (linvel - support.take(linvel, parent)) * m.body_subtreemass[:, None]
+    transfer = support.put(math.cross_c(dx, dv), np.array([0]), 0.0)
     base = angmom + own + jax.ops.segment_sum(transfer, parent, num_segments=m.nbody)
     return d.replace(subtree_linvel=linvel, subtree_angmom=support.subtree_sum(m, base))

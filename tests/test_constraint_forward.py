@@ -1,0 +1,294 @@
+"""End-to-end oracle tests of forward dynamics with constraints (collision -> make_constraint -> solve) against
+mj_forward, trajectories against mj_step, gradients through contact rollouts, and the solver's JAX properties.
+
+The constraint problem has a unique optimum (M > 0, R > 0), so every solver must reach MuJoCo's Newton
+solution (run to convergence): qacc, qfrc_constraint, efc_force (matched row by row, order independent).
+
+When the smooth-force stages (passive, actuation, transmission: another engineer's) are not there yet, the
+forward pass is the same recipe with qfrc_passive / qfrc_actuator taken from MuJoCo (`_forward_partial`); models
+used in rollouts have no passive forces and no actuators, so the partial pipeline is then exact.
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import copy  # noqa: E402
+import importlib.util  # noqa: E402
+import os  # noqa: E402
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+from mjx_lite.collision import driver  # noqa: E402
+from mjx_lite.pipeline import constraint, inertia, integrate, kinematics, rne, tendon, velocity  # noqa: E402
+from mjx_lite.pipeline import forward as fwd  # noqa: E402
+from tests import oracle  # noqa: E402
+from tests.test_constraint import _match  # noqa: E402
+
+FULL = all(importlib.util.find_spec(f"mjx_lite.pipeline.{s}") is not None
+           for s in ("passive", "actuation", "transmission"))  # fmt: skip
+
+# Newton converges quadratically: both sides are at the optimum to round-off amplified by conditioning
+# (relative to the field's scale max(1, max|x|)).
+NEWTON_TOL = 1e-7
+# CG and PGS are first order: a cost resolved to eps resolves its minimiser to ~sqrt(eps), amplified by
+# conditioning (same bound as tests/test_solver.py).
+FIRST_ORDER_TOL = 1e-5
+# Trajectories: per-step differences of 1e-12 grow through contact events; a few steps stay tight.
+TRAJ_TOL = 1e-8
+# Central finite differences in float64 with step 1e-6: truncation O(h^2) plus round-off O(eps/h).
+FD_RTOL = 1e-5
+
+
+# ---------------------------------------------------------------------------------------------------------
+# pipeline
+
+
+def _forward_partial(m, d):
+    """mj_forward's recipe without sensors, keeping d.qfrc_passive and d.qfrc_actuator as given."""
+    d = kinematics.kinematics(m, d)
+    d = kinematics.com_pos(m, d)
+    d = tendon.tendon(m, d)
+    d = inertia.crb(m, d)
+    d = inertia.factor_m(m, d)
+    d = driver.collision(m, d)
+    d = constraint.make_constraint(m, d)
+    d = velocity.com_vel(m, d)
+    d = rne.rne(m, d)
+    d = fwd.fwd_acceleration(m, d)
+    return fwd.fwd_constraint(m, d)
+
+
+def _forward_impl(m, d):
+    return fwd.forward(m, d) if FULL else _forward_partial(m, d)
+
+
+forward = jax.jit(_forward_impl)
+
+
+def _step_impl(m, d):
+    if FULL:
+        return fwd.step(m, d)
+    return integrate.euler(m, _forward_partial(m, d))
+
+
+def rollout(m, d, n):
+    """n steps; returns the stacked qpos (n, nq) and the final Data."""
+
+    def body(d, _):
+        d = _step_impl(m, d)
+        return d, d.qpos
+
+    d, qpos = jax.lax.scan(body, d, None, length=n)
+    return qpos, d
+
+
+# ---------------------------------------------------------------------------------------------------------
+# models
+
+SMALL_XML = """
+<mujoco>
+  <option cone="{cone}" solver="{solver}" impratio="{impratio}" jacobian="dense" iterations="{iters}"
+          ls_iterations="50" tolerance="{tol}"/>
+  <default><geom contype="2" conaffinity="1"/></default>
+  <worldbody>
+    <geom type="plane" size="5 5 .1" condim="1" contype="1" conaffinity="2"/>
+    <body pos="0 0 .1"><freejoint/><geom type="box" size=".1 .1 .1" condim="1"/></body>
+    <body pos=".5 0 .1"><freejoint/><geom type="sphere" size=".1" condim="3" friction="0.8 0.02 0.001"/></body>
+    <body pos="1 0 .1"><freejoint/>
+      <geom type="capsule" fromto="-.1 0 0 .1 0 0" size=".1" condim="4" friction="0.6 0.02 0.001"/></body>
+    <body pos="1.5 0 .1"><freejoint/>
+      <geom type="box" size=".1 .1 .1" condim="6" friction="0.7 0.01 0.002" solref="0.03 0.8"/></body>
+    <body pos="0 1 .5">
+      <joint name="h1" type="hinge" axis="0 1 0" range="-.2 .2" frictionloss="0.3"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
+      <body pos=".3 0 0">
+        <joint name="h2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+    <body name="b3" pos="-.5 1 .5"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/></body>
+    <body name="b4" pos="-1 1 .5"><freejoint/><geom type="box" size=".1 .05 .05" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="b3" anchor="0 0 .2"/>
+    <weld body1="b4" solref="0.05 1"/>
+    <joint joint1="h1" joint2="h2" polycoef="0 .5 0 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+
+def _small(solver, cone, tol=1e-10, iters=100):
+    impratio = 1.5 if cone == "elliptic" else 1.0
+    return mujoco.MjModel.from_xml_string(SMALL_XML.format(solver=solver, cone=cone, impratio=impratio, tol=tol,
+                                                           iters=iters))  # fmt: skip
+
+
+def _small_state(mjm, mjd, rng):
+    """Bodies 1-4 sunk into the floor and tilted, random velocities, hinge past its limit."""
+    mjd.qpos[:] = mjm.qpos0
+    mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.3
+    for b in range(1, 5):
+        adr = mjm.jnt_qposadr[mjm.body_jntadr[b]]
+        mjd.qpos[adr + 2] = 0.1 - 0.005 - 0.01 * rng.random()
+        q = np.r_[1.0, rng.normal(size=3) * 0.03]
+        mjd.qpos[adr + 3 : adr + 7] = q / np.linalg.norm(q)
+    h1 = mjm.jnt_qposadr[mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, "h1")]
+    mjd.qpos[h1] = 0.21 + 0.02 * rng.random()
+    for name in ("b3", "b4"):
+        b = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, name)
+        adr = mjm.jnt_qposadr[mjm.body_jntadr[b]]
+        mjd.qpos[adr : adr + 3] += rng.normal(size=3) * 0.02
+
+
+def _reference_state(mjm, mjd, rng):
+    """qpos near qpos0 (roots lowered so feet touch the floor), random velocities."""
+    mjd.qpos[:] = mjm.qpos0
+    mujoco.mj_integratePos(mjm, mjd.qpos, rng.normal(size=mjm.nv) * 0.1, 1.0)
+    mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.5
+
+
+def _spec(path):
+    from tests.test_sensor import without_unsupported
+
+    spec = without_unsupported(mujoco.MjSpec.from_file(path))
+    spec.option.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
+    return spec
+
+
+def _humanoid(solver="Newton", cone="pyramidal", passive=True):
+    spec = _spec(os.path.join(oracle.MJX_TEST_DATA, "humanoid", "humanoid.xml"))
+    spec.option.solver = getattr(mujoco.mjtSolver, f"mjSOL_{solver.upper()}")
+    spec.option.cone = getattr(mujoco.mjtCone, f"mjCONE_{cone.upper()}")
+    if not passive:  # rollouts on the partial pipeline: no joint damping / springs, no actuators
+        for j in spec.joints:
+            j.damping = np.zeros_like(j.damping) if np.ndim(j.damping) else 0.0
+            j.stiffness = np.zeros_like(j.stiffness) if np.ndim(j.stiffness) else 0.0
+        for a in list(spec.actuators):
+            spec.delete(a)
+    return spec
+
+
+REFERENCE = {
+    "humanoid": lambda: _humanoid().compile(),
+    "constraints": lambda: _spec(os.path.join(oracle.MJX_TEST_DATA, "constraints.xml")).compile(),
+    "pendula": lambda: _spec(os.path.join(oracle.MJX_TEST_DATA, "pendula.xml")).compile(),
+    "walker": lambda: _spec(os.path.join(oracle.DM_SUITE, "walker.xml")).compile(),
+    "humanoid_elliptic_cg": lambda: _humanoid("CG", "elliptic").compile(),
+}
+
+
+def _converged_newton(mjm):
+    """A copy of mjm whose solver is Newton run to convergence (the unique optimum)."""
+    ref = copy.copy(mjm)
+    ref.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    ref.opt.iterations = 200
+    ref.opt.tolerance = 1e-12
+    ref.opt.ls_iterations = 50
+    return ref
+
+
+def _our_opts(mjm):
+    """First-order solvers get enough iterations and a tiny tolerance to reach the optimum."""
+    if mjm.opt.solver == mujoco.mjtSolver.mjSOL_NEWTON:
+        return dict(iterations=100)
+    return dict(iterations=1000 if mjm.opt.solver == mujoco.mjtSolver.mjSOL_CG else 600)
+
+
+def _tol(mjm):
+    return NEWTON_TOL if mjm.opt.solver == mujoco.mjtSolver.mjSOL_NEWTON else FIRST_ORDER_TOL
+
+
+def _data(m, mjm, mjd):
+    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), ctrl=jp.asarray(mjd.ctrl),
+                                 act=jp.asarray(mjd.act), qfrc_applied=jp.asarray(mjd.qfrc_applied),
+                                 xfrc_applied=jp.asarray(mjd.xfrc_applied))  # fmt: skip
+    if not FULL:
+        d = d.replace(qfrc_passive=jp.asarray(mjd.qfrc_passive), qfrc_actuator=jp.asarray(mjd.qfrc_actuator))
+    return d
+
+
+def _close(ours, theirs, tol, msg=""):
+    theirs = np.asarray(theirs)
+    scale = max(1.0, float(np.max(np.abs(theirs)))) if theirs.size else 1.0
+    np.testing.assert_allclose(np.asarray(ours), theirs, atol=tol * scale, rtol=0, err_msg=msg)
+
+
+def check_forward(mjm, m, state_fn, seeds=(0, 1), min_nefc=1):
+    """Our forward (solver of m) vs MuJoCo's converged Newton at random states from state_fn."""
+    ref = _converged_newton(mjm)
+    tol = _tol(mjm)
+    for seed in seeds:
+        mjd = mujoco.MjData(ref)
+        state_fn(ref, mjd, np.random.default_rng(seed))
+        mujoco.mj_forward(ref, mjd)
+        assert mjd.nefc >= min_nefc and mjd.solver_niter[0] < ref.opt.iterations
+        d = forward(m, _data(m, ref, mjd))
+        assert int(d.nefc) == mjd.nefc
+        assert int(d.ncon) == mjd.ncon
+        _close(d.qacc, mjd.qacc, tol, "qacc")
+        _close(d.qfrc_constraint, mjd.qfrc_constraint, tol, "qfrc_constraint")
+        rm, ro = _match(mjd, ref, d)
+        _close(np.asarray(d.efc_force)[ro], mjd.efc_force[rm], tol, "efc_force")
+        dead = ~np.asarray(d.efc_mask)
+        assert np.all(np.asarray(d.efc_force)[dead] == 0), "padded rows carry force"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# forward vs mj_forward
+
+DEFAULT_MATRIX = [("Newton", "pyramidal"), ("Newton", "elliptic"), ("CG", "pyramidal"), ("PGS", "elliptic")]
+SLOW_MATRIX = [("CG", "elliptic"), ("PGS", "pyramidal")]
+
+
+@pytest.mark.parametrize(
+    "solver,cone", DEFAULT_MATRIX + [pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_MATRIX]
+)
+def test_small_model_forward(solver, cone):
+    """Box/sphere/capsule/box with condim 1, 3, 4, 6 on a plane, limit, frictionloss, connect, weld, joint eq."""
+    mjm = _small(solver, cone)
+    m = oracle.model_from_mujoco(mjm)
+    m = m.replace(opt=m.opt.replace(**_our_opts(mjm)))
+    check_forward(mjm, m, _small_state, min_nefc=20)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["humanoid", "constraints"]
+    + [pytest.param(n, marks=pytest.mark.slow) for n in ("pendula", "walker", "humanoid_elliptic_cg")],
+)
+def test_reference_model_forward(name):
+    mjm = REFERENCE[name]()
+    m = oracle.model_from_mujoco(mjm)
+    m = m.replace(opt=m.opt.replace(**_our_opts(mjm)))
+    check_forward(mjm, m, _reference_state, min_nefc=0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# inverse dynamics
+
+
+@pytest.fixture(scope="module")
+def small_newton():
+    mjm = _small("Newton", "pyramidal")
+    m = oracle.model_from_mujoco(mjm)
+    return mjm, m
+
+
+def test_padded_rows_inert(small_newton):
+    """Dead rows (inactive contacts/limits) have zero J, force and aref, and R = 1: they change nothing."""
+    mjm, m = small_newton
+    mjd = mujoco.MjData(mjm)
+    _small_state(mjm, mjd, np.random.default_rng(3))
+    d = forward(m, _data(m, mjm, mjd))
+    dead = ~np.asarray(d.efc_mask)
+    assert dead.any()
+    for name in ("efc_J", "efc_force", "efc_aref", "efc_pos"):
+        assert np.all(np.asarray(getattr(d, name))[dead] == 0), name
+    assert np.all(np.asarray(d.efc_R)[dead] == 1)
