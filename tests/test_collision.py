@@ -1,5 +1,7 @@
 """Oracle tests of mjx_lite.collision against MuJoCo C (mj_forward contacts)."""
 
+import os
+
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -356,20 +358,66 @@ def test_static_table_no_retrace():
     assert len(traces) == 1
 
 
-@pytest.mark.parametrize("pair", [("plane", "box"), ("sphere", "capsule"), ("plane", "cylinder"), ("sphere", "box")])
-def test_grad_finite(pair):
-    mjm = mujoco.MjModel.from_xml_string(_xml(*pair))
+def _cluster_model():
+    """Two geoms of every convex type (and a plane) piled up so that every pair type collides."""
+    rng = np.random.default_rng(4)
+    bodies = []
+    for k in range(2):
+        for t in ("sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh"):
+            x, y, z = rng.uniform(-0.04, 0.04, 3) + [0, 0, 0.08]
+            bodies.append(f'<body pos="{x:.3f} {y:.3f} {z:.3f}" euler="{k * 30 + 10} {k * 20 + 5} 7"><freejoint/>'
+                          f'{_geom(f"{t}{k}", t, MARGIN)}</body>')  # fmt: skip
+    xml = f"""<mujoco><option><flag multiccd="disable"/></option><asset><mesh name="poly" vertex="{_MESH_VERTS}"/>
+      </asset><worldbody><geom type="plane" size="3 3 .1"/>{"".join(bodies)}</worldbody></mujoco>"""
+    return mujoco.MjModel.from_xml_string(xml)
+
+
+def test_grad_finite_every_pair_type():
+    mjm = _cluster_model()
     m = model_from_mujoco(mjm)
-    poses = _poses(mjm, np.random.default_rng(1), 1, (-0.01,))
-    d0 = mjl.make_data(m).replace(geom_xpos=jp.asarray(poses[0][1]), geom_xmat=jp.asarray(poses[0][2]))
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_kinematics(mjm, mjd)
+    d0 = mjl.make_data(m).replace(
+        geom_xpos=jp.asarray(mjd.geom_xpos), geom_xmat=jp.asarray(mjd.geom_xmat.reshape(-1, 3, 3))
+    )
+    table = driver.pair_table(m)
+    offsets = np.cumsum([0] + [g.nrows for g in table.groups])
 
-    def loss(xpos, xmat):
+    def per_group(xpos, xmat):
         c = driver.collision(m, d0.replace(geom_xpos=xpos, geom_xmat=xmat)).contact
-        return jp.sum(jp.where(c.active, c.dist, 0.0)) + jp.sum(jp.where(c.active[:, None], c.pos, 0.0))
+        val = jp.where(c.active, c.dist + 0.1 * jp.sum(c.pos, axis=-1) + 0.1 * c.frame[:, 0, 0], 0.0)
+        return jp.stack([jp.sum(val[a:b]) for a, b in zip(offsets[:-1], offsets[1:])])
 
-    gp, gm = jax.grad(loss, argnums=(0, 1))(d0.geom_xpos, d0.geom_xmat)
-    assert np.all(np.isfinite(gp)) and np.all(np.isfinite(gm))
-    assert np.any(gp != 0)
+    active = np.asarray(jax.jit(driver.collision)(m, d0).contact.active)
+    jac_p, jac_m = jax.jit(jax.jacrev(per_group, argnums=(0, 1)))(d0.geom_xpos, d0.geom_xmat)
+    assert np.all(np.isfinite(jac_p)) and np.all(np.isfinite(jac_m))
+    types = set()
+    for k, g in enumerate(table.groups):
+        if active[offsets[k] : offsets[k + 1]].any():
+            types.add((g.type1, g.type2))
+            assert np.any(jac_p[k] != 0), (g.type1, g.type2)
+    assert len(types) >= 25, sorted(types)  # (nearly) every pair type is exercised
+
+
+def test_float32():
+    mjm = _cluster_model()
+    m = model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_kinematics(mjm, mjd)
+    d = mjl.make_data(m).replace(
+        geom_xpos=jp.asarray(mjd.geom_xpos), geom_xmat=jp.asarray(mjd.geom_xmat.reshape(-1, 3, 3))
+    )
+
+    def f32(x):
+        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
+
+    m32, d32 = jax.tree_util.tree_map(f32, m), jax.tree_util.tree_map(f32, d)
+    c64 = jax.jit(driver.collision)(m, d).contact
+    c32 = jax.jit(driver.collision)(m32, d32).contact
+    assert c32.dist.dtype == jp.float32 and c32.frame.dtype == jp.float32
+    both = np.asarray(c64.active) & np.asarray(c32.active)
+    assert both.sum() >= 0.9 * np.asarray(c64.active).sum()
+    np.testing.assert_allclose(np.asarray(c32.dist)[both], np.asarray(c64.dist)[both], atol=1e-3)
 
 
 def test_many_spheres_broadphase_vmap():
@@ -420,3 +468,57 @@ def test_broadphase_overflow_warns():
     finally:
         driver.BROADPHASE_MIN_PAIRS = old
         driver._TABLE_CACHE.clear()
+
+
+_EXACT_TYPES = {
+    tuple(int(getattr(mujoco.mjtGeom, f"mjGEOM_{t.upper()}")) for t in p) for p, full in ANALYTIC.items() if full
+}
+REFERENCE = ["humanoid/humanoid.xml", "convex.xml", "suite/cheetah.xml", "suite/walker.xml", "suite/stacker.xml",
+             "suite/humanoid_CMU.xml", "suite/manipulator.xml", "suite/finger.xml", "suite/ball_in_cup.xml"]  # fmt: skip
+REFERENCE_FAST = {"humanoid/humanoid.xml"}
+
+
+def _reference_path(name):
+    from tests.oracle import DM_SUITE, MJX_TEST_DATA
+
+    return os.path.join(DM_SUITE, name[len("suite/") :]) if name.startswith("suite/") else os.path.join(MJX_TEST_DATA, name)
+
+
+@pytest.mark.parametrize(
+    "name", [n if n in REFERENCE_FAST else pytest.param(n, marks=pytest.mark.slow) for n in REFERENCE]
+)
+def test_reference_models(name):
+    """Random states of reference models: the same geom pairs collide; analytic pairs match contact by contact,
+    general convex pairs by their deepest contact."""
+    mjm = mujoco.MjModel.from_xml_path(_reference_path(name))
+    # our general convex path is MuJoCo's GJK/EPA single contact; multi-point (multiccd) manifolds are not built
+    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MULTICCD
+    m = model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(11)
+    poses = []
+    for _ in range(4):
+        mjd.qpos[:] = mjm.qpos0 + rng.normal(size=mjm.nq) * 0.3
+        mujoco.mj_normalizeQuat(mjm, mjd.qpos)
+        mujoco.mj_kinematics(mjm, mjd)
+        poses.append((mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
+    d = _ours_batched(m, poses)
+    total = 0
+    for i, (qpos, _, _) in enumerate(poses):
+        ours = mjl.active_contacts(m, _unbatch(d, i))
+        theirs = _mj_contacts(mjm, qpos)
+        assert int(d.warning_number[i, W.CONTACTFULL]) == 0
+        total += len(theirs["dist"])
+        pairs_o = {tuple(g) for g in ours["geom"].tolist()}
+        pairs_t = {tuple(g) for g in theirs["geom"].tolist()}
+        assert pairs_o == pairs_t
+        for pr in pairs_t:
+            so = {k: v[np.all(ours["geom"] == pr, axis=1)] for k, v in ours.items()}
+            st = {k: v[np.all(theirs["geom"] == pr, axis=1)] for k, v in theirs.items()}
+            if tuple(int(t) for t in mjm.geom_type[list(pr)]) in _EXACT_TYPES:
+                _match(so, st, ATOL_ANALYTIC)
+            else:
+                a, b = np.argmin(so["dist"]), np.argmin(st["dist"])
+                np.testing.assert_allclose(so["dist"][a], st["dist"][b], atol=ATOL_CONVEX)
+                np.testing.assert_allclose(so["frame"][a][0], st["frame"][b][0], atol=ATOL_CONVEX_NORMAL)
+    assert total > 0

@@ -14,6 +14,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import copy  # noqa: E402
+import functools  # noqa: E402
 import importlib.util  # noqa: E402
 import os  # noqa: E402
 
@@ -23,6 +24,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
+from mjx_lite import solver as solvers  # noqa: E402
 from mjx_lite.collision import driver  # noqa: E402
 from mjx_lite.pipeline import constraint, inertia, integrate, kinematics, rne, tendon, velocity  # noqa: E402
 from mjx_lite.pipeline import forward as fwd  # noqa: E402
@@ -42,6 +44,9 @@ FIRST_ORDER_TOL = 1e-5
 TRAJ_TOL = 1e-8
 # Central finite differences in float64 with step 1e-6: truncation O(h^2) plus round-off O(eps/h).
 FD_RTOL = 1e-5
+# Implicit vs unrolled gradients at a Newton optimum converged to tolerance 1e-10 (quadratic convergence:
+# the unrolled derivative converges with the iterates).
+IMPLICIT_TOL = 1e-6
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -198,7 +203,8 @@ def _our_opts(mjm):
     """First-order solvers get enough iterations and a tiny tolerance to reach the optimum."""
     if mjm.opt.solver == mujoco.mjtSolver.mjSOL_NEWTON:
         return dict(iterations=100)
-    return dict(iterations=1000 if mjm.opt.solver == mujoco.mjtSolver.mjSOL_CG else 600)
+    iters = 1000 if mjm.opt.solver == mujoco.mjtSolver.mjSOL_CG else 4000
+    return dict(iterations=iters, tolerance=jp.asarray(1e-15))
 
 
 def _tol(mjm):
@@ -243,8 +249,8 @@ def check_forward(mjm, m, state_fn, seeds=(0, 1), min_nefc=1):
 # ---------------------------------------------------------------------------------------------------------
 # forward vs mj_forward
 
-DEFAULT_MATRIX = [("Newton", "pyramidal"), ("Newton", "elliptic"), ("CG", "pyramidal"), ("PGS", "elliptic")]
-SLOW_MATRIX = [("CG", "elliptic"), ("PGS", "pyramidal")]
+DEFAULT_MATRIX = [("Newton", "pyramidal"), ("PGS", "elliptic")]
+SLOW_MATRIX = [("Newton", "elliptic"), ("CG", "pyramidal"), ("CG", "elliptic"), ("PGS", "pyramidal")]
 
 
 @pytest.mark.parametrize(
@@ -292,3 +298,162 @@ def test_padded_rows_inert(small_newton):
     for name in ("efc_J", "efc_force", "efc_aref", "efc_pos"):
         assert np.all(np.asarray(getattr(d, name))[dead] == 0), name
     assert np.all(np.asarray(d.efc_R)[dead] == 1)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# trajectories
+
+BOX_XML = """
+<mujoco>
+  <option timestep="0.002" solver="{solver}" cone="{cone}" jacobian="dense" iterations="100" tolerance="1e-10"/>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body pos="0 0 .13"><freejoint/><geom type="box" size=".1 .1 .1" condim="{condim}"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _rollout(m, d, n):
+    return rollout(m, d, n)
+
+
+def _mj_rollout(mjm, mjd, n):
+    out = []
+    for _ in range(n):
+        mujoco.mj_step(mjm, mjd)
+        out.append(mjd.qpos.copy())
+    return np.array(out)
+
+
+def test_box_on_plane_trajectory():
+    """A tilted, spinning box dropped on the plane: mj_step for the first steps, then at rest for 1000 steps."""
+    mjm = mujoco.MjModel.from_xml_string(BOX_XML.format(solver="Newton", cone="pyramidal", condim=3))
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[3:7] = np.array([1.0, 0.05, -0.03, 0.02]) / np.linalg.norm([1.0, 0.05, -0.03, 0.02])
+    mjd.qvel[:] = [0.2, -0.1, 0.0, 0.5, 0.3, -1.0]
+    d0 = _data(m, mjm, mjd)
+    n_cmp = 60  # the box lands at step ~50: contact onset included
+    theirs = _mj_rollout(mjm, _copy_data(mjm, mjd), n_cmp)
+    qpos, _ = _rollout(m, d0, n_cmp)
+    _close(qpos, theirs, TRAJ_TOL, "qpos")
+    qpos, d = _rollout(m, d0, 1000)
+    z = np.asarray(qpos)[:, 2]
+    assert np.all(np.isfinite(np.asarray(qpos)))
+    assert z.min() > 0.1 - 0.01, "box sank through the floor"
+    np.testing.assert_allclose(z[-1], 0.1, atol=2e-3)  # resting, with the soft contact's small penetration
+    assert np.abs(np.asarray(d.qvel)).max() < 1e-3, "box not at rest"
+    assert int(d.ncon) == 4
+
+
+def _copy_data(mjm, mjd):
+    out = mujoco.MjData(mjm)
+    out.qpos[:] = mjd.qpos
+    out.qvel[:] = mjd.qvel
+    return out
+
+
+@pytest.mark.parametrize("n_steps", [10, pytest.param(1000, marks=pytest.mark.slow)])
+def test_humanoid_falling(n_steps):
+    """The humanoid dropped from its initial pose: mj_step for 10 steps; 1000 steps stay finite, above ground."""
+    spec = _humanoid(passive=FULL)
+    mjm = spec.compile()
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(0)
+    mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.1
+    d0 = _data(m, mjm, mjd)
+    if n_steps <= 10:
+        theirs = _mj_rollout(mjm, _copy_data(mjm, mjd), n_steps)
+        qpos, _ = _rollout(m, d0, n_steps)
+        _close(qpos, theirs, TRAJ_TOL, "qpos")
+        return
+    qpos, d = _rollout(m, d0, n_steps)
+    assert np.all(np.isfinite(np.asarray(qpos)))
+    xpos = np.asarray(d.xpos)[1:]
+    assert xpos[:, 2].min() > 0.0, "a body sank below the floor"
+    assert int(d.ncon) > 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# gradients
+
+
+def _final_loss(m, d0, n):
+    def loss(qvel0):
+        qpos, _ = rollout(m, d0.replace(qvel=qvel0), n)
+        return jp.sum(qpos[-1, :3] * jp.array([1.0, 0.5, 2.0], qpos.dtype))
+
+    return loss
+
+
+GRAD_MATRIX = [("Newton", "pyramidal")]
+GRAD_SLOW = [("Newton", "elliptic"), ("CG", "pyramidal"), ("CG", "elliptic"), ("PGS", "pyramidal"),
+             ("PGS", "elliptic")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "solver,cone", GRAD_MATRIX + [pytest.param(*c, marks=pytest.mark.slow) for c in GRAD_SLOW]
+)
+def test_grad_through_contact_rollout_finite(solver, cone):
+    """jax.grad through 50 steps of a box sliding and tumbling on the plane (contacts all along)."""
+    mjm = mujoco.MjModel.from_xml_string(BOX_XML.format(solver=solver, cone=cone, condim=3))
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[2] = 0.0995
+    d0 = _data(m, mjm, mjd)
+    g = jax.jit(jax.grad(_final_loss(m, d0, 50)))(jp.array([1.0, 0.3, 0.0, 0.5, -0.4, 2.0]))
+    assert np.all(np.isfinite(np.asarray(g))) and np.any(np.asarray(g) != 0)
+
+
+SOFT_XML = """
+<mujoco>
+  <option timestep="0.005" solver="Newton" cone="elliptic" jacobian="dense" iterations="50" tolerance="1e-14"/>
+  <worldbody>
+    <geom type="plane" size="5 5 .1" condim="1" solref="0.05 0.5"/>
+    <body pos="0 0 .098"><freejoint/><geom type="sphere" size=".1" condim="1" solref="0.05 0.5"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("implicit", [False, True])
+def test_grad_matches_finite_differences_soft_contact(implicit):
+    """A sphere bouncing in a soft frictionless contact (active throughout): grad == central differences, both
+    through the unrolled solver iterations and with implicit differentiation at the optimum."""
+    mjm = mujoco.MjModel.from_xml_string(SOFT_XML)
+    m = oracle.model_from_mujoco(mjm)
+    d0 = _data(m, mjm, mujoco.MjData(mjm))
+    loss = _final_loss(m, d0, 30)
+    v0 = jp.array([0.3, -0.2, 0.05, 0.0, 0.0, 0.0])
+    with solvers.implicit_gradients(implicit):
+        g = np.asarray(jax.jit(jax.grad(loss))(v0))
+    lj = jax.jit(loss)
+    h = 1e-6
+    fd = np.array([(lj(v0.at[i].add(h)) - lj(v0.at[i].add(-h))) / (2 * h) for i in range(3)])
+    np.testing.assert_allclose(g[:3], fd, rtol=FD_RTOL, atol=FD_RTOL)
+
+
+@pytest.mark.parametrize("cone", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
+def test_implicit_gradient_matches_unrolled(cone):
+    """d qacc / d qfrc_applied with contacts and friction: implicit (one Hessian solve) == unrolled Newton."""
+    mjm = mujoco.MjModel.from_xml_string(BOX_XML.format(solver="Newton", cone=cone, condim=4))
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[2] = 0.0995
+    mjd.qpos[3:7] = np.array([1.0, 0.02, -0.01, 0.0]) / np.linalg.norm([1.0, 0.02, -0.01, 0.0])
+    mjd.qvel[:] = [0.3, -0.2, 0.0, 0.1, 0.2, 0.5]
+    d0 = _data(m, mjm, mjd)
+    w = jp.arange(1.0, 7.0)
+
+    def loss(f):
+        return jp.dot(_forward_impl(m, d0.replace(qfrc_applied=f)).qacc, w)
+
+    f0 = jp.array([1.0, 0.5, -2.0, 0.1, 0.0, 0.2])
+    g_unroll = np.asarray(jax.jit(jax.grad(loss))(f0))
+    with solvers.implicit_gradients():
+        g_impl = np.asarray(jax.jit(jax.grad(loss))(f0))
+    assert np.all(np.isfinite(g_impl))
+    _close(g_impl, g_unroll, IMPLICIT_TOL, "d qacc / d qfrc_applied")

@@ -52,6 +52,7 @@ XML = """
     <general joint="hinge" dyntype="integrator" gainprm="1" actlimited="true" actrange="-.2 .3"/>
     <velocity joint="slide" kv="3"/>
     <position joint="hinge" kp="5" kv="0.5"/>
+    <motor joint="slide" damping="0.6"/>
     <general tendon="t" gaintype="affine" gainprm="1 0 0.8" biastype="affine" biasprm="0 -1 -0.6"/>
   </actuator>
 </mujoco>
@@ -59,7 +60,9 @@ XML = """
 
 
 def _models():
-    out = {"chain": mujoco.MjModel.from_xml_string(XML)}
+    chain = mujoco.MjModel.from_xml_string(XML)
+    chain.dof_dampingpoly[6:] = [[0.3, 0.2], [0.1, 0.4], [0.5, 0.05], [0.2, 0.1], [0.4, 0.3]]  # no XML attribute in 4.0
+    out = {"chain": chain}
     for name in ("cartpole.xml", "quadruped.xml"):
         spec = mujoco.MjSpec.from_file(f"{oracle.DM_SUITE}/{name}")
         spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT

@@ -514,6 +514,7 @@ def finalize_sections(ctx: CompileContext, st) -> None:
     """
     A, S = ctx.arrays, ctx.sizes
     nv, nt, nu = int(S["nv"]), int(S.get("ntendon", 0)), int(S.get("nu", 0))
+    _actuator_armature(ctx, st)
     minv = np.asarray(st.minv, np.float64)
     if nt:
         from mjx_lite.pipeline import tendon as ptendon
@@ -525,7 +526,7 @@ def finalize_sections(ctx: CompileContext, st) -> None:
         A["tendon_invweight0"] = np.einsum("ti,ij,tj->t", tj, minv, tj) if nv else np.zeros(nt)
         ls = np.array(A["tendon_lengthspring"], np.float64)
         unset = (ls[:, 0] == -1) & (ls[:, 1] == -1)
-        ls[unset] = length0[unset, None]
+        ls[unset] = _spring_lengths(ctx, st, length0)[unset, None]
         A["tendon_lengthspring"] = ls
     if not nu:
         return
@@ -552,6 +553,42 @@ def finalize_sections(ctx: CompileContext, st) -> None:
             bias[i, 2] = -bias[i, 2] * 2.0 * np.sqrt(gain[i, 0] * mass)
     A["actuator_biasprm"] = bias
     _lengthrange(ctx, st)
+
+
+def _actuator_armature(ctx: CompileContext, st) -> None:
+    """Add actuator armature (reflected through gear^2) to the qpos0 inertia `st.mfull`/`st.minv`, as MuJoCo's qM.
+
+    Joint transmissions: armature * gear[0]^2 on the (hinge/slide) dof; tendon transmissions:
+    armature * gear[0]^2 * J' J. Skipped when the ConstState says it already holds it
+    (`st.actuator_armature_included`).
+    """
+    A, S = ctx.arrays, ctx.sizes
+    arm = np.asarray(A.get("actuator_armature", np.zeros(0)), np.float64)
+    nv = int(S["nv"])
+    if not np.any(arm) or not nv or getattr(st, "actuator_armature_included", False):
+        return
+    add = np.zeros((nv, nv))
+    tj = None
+    for i in np.nonzero(arm)[0]:
+        trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
+        g2 = float(A["actuator_gear"][i, 0]) ** 2
+        if trn in (TrnType.JOINT, TrnType.JOINTINPARENT):
+            if int(A["jnt_type"][obj]) not in (JointType.HINGE, JointType.SLIDE):
+                el = ctx.elements["actuator"][i]
+                raise error(el, "actuator armature on ball and free joints is not supported by mjx_lite", "armature")
+            da = int(A["jnt_dofadr"][obj])
+            add[da, da] += arm[i] * g2
+        elif trn == TrnType.TENDON:
+            if tj is None:
+                from mjx_lite.pipeline import tendon as ptendon
+
+                tj = np.asarray(st.run(ptendon.tendon).ten_J, np.float64).reshape(-1, nv)
+            add += arm[i] * g2 * np.outer(tj[obj], tj[obj])
+    mfull = np.asarray(st.mfull, np.float64) + add
+    st.mfull = mfull
+    st.minv = np.linalg.inv(mfull)
+    st.minv = 0.5 * (st.minv + st.minv.T)
+    st.actuator_armature_included = True
 
 
 def _transmission0(ctx: CompileContext, st) -> tuple[np.ndarray, np.ndarray]:
@@ -624,10 +661,129 @@ def _lengthrange(ctx: CompileContext, st) -> None:
             if rng is not None:
                 lr[i] = rng  # MuJoCo copies the target's range as is (gear not applied)
                 continue
-        el = ctx.elements["actuator"][i]
-        raise NotImplementedError(
-            f"{el.where() if el is not None else f'actuator {i}'}: actuator lengthrange needs MuJoCo's simulation-"
-            "based computation (mj_setLengthRange), which mjx_lite does not implement yet; give `lengthrange` "
-            'explicitly or set <compiler><lengthrange uselimit="true"/> with a limited joint/tendon'
-        )
+        lr[i] = _simulate_lengthrange(ctx, i, opts)
     A["actuator_lengthrange"] = lr
+
+
+def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray:
+    """MuJoCo's documented length-range procedure (mj_setLengthRange) with our pipeline, for actuator i.
+
+    Contacts, passive forces, gravity, frictionloss and actuation are disabled (joint/tendon limits and
+    equalities stay on); from qpos0, for each side (min, max) the model is stepped for `inttotal` seconds at
+    `timestep`, each step first damping qvel by exp(-dt / max(0.01, timeconst)) and then applying
+    qfrc_applied = +-accel * moment / |M^-1 moment| (capped at `maxforce`); the actuator lengths of the steps
+    ending in the last `interval` seconds give the side's extreme, and their spread must be within
+    `tolrange` of the range.
+    """
+    el = ctx.elements["actuator"][i]
+    where = el.where() if el is not None else f"actuator {i}"
+    try:
+        import importlib
+
+        import jax
+        import jax.numpy as jp
+
+        from mjx_lite import io
+        from mjx_lite.pipeline import forward, inertia
+        from mjx_lite.types import DisableBit
+
+        importlib.import_module("mjx_lite.pipeline.transmission")
+    except ImportError as e:
+        raise NotImplementedError(
+            f"{where}: the actuator lengthrange simulation (mj_setLengthRange) needs the pipeline module "
+            f"{e.name}, which does not exist yet; give `lengthrange` explicitly or use "
+            '<compiler><lengthrange uselimit="true"/> with a limited joint or tendon'
+        ) from None
+    dt = float(opts["timestep"]) if float(opts["timestep"]) > 0 else float(np.asarray(ctx.option["timestep"]))
+    inttotal, interval = float(opts["inttotal"]), float(opts["interval"])
+    # MuJoCo's loop: while time < inttotal: step; the time after each step decides what is recorded
+    times = []
+    t = 0.0
+    while t < inttotal:
+        t += dt
+        times.append(t)
+    record = np.array(times) > inttotal - interval
+    flags = (DisableBit.FRICTIONLOSS | DisableBit.CONTACT | DisableBit.SPRING | DisableBit.DAMPER
+             | DisableBit.GRAVITY | DisableBit.ACTUATION)  # fmt: skip
+    decay = float(np.exp(-dt / max(0.01, float(opts["timeconst"]))))
+    accel, maxforce = float(opts["accel"]), float(opts["maxforce"])
+    with jax.enable_x64(True):
+        m = _current_model(ctx)
+        m = m.replace(opt=m.opt.replace(disableflags=int(flags), timestep=jp.asarray(dt, m.opt.timestep.dtype)))
+        d0 = io.make_data(m)
+
+        def one(d, side):
+            d = d.replace(qvel=d.qvel * decay)
+            d = forward.step1(m, d)
+            moment = d.actuator_moment[i]
+            nrm = jp.linalg.norm(inertia.solve_m(m, d, moment))
+            f = moment * (2.0 * side - 1.0) * accel / jp.maximum(1e-15, nrm)
+            if maxforce > 0:
+                fn = jp.linalg.norm(f)
+                f = jp.where(fn > maxforce, f * maxforce / jp.maximum(1e-15, fn), f)
+            length = d.actuator_length[i]
+            d = forward.step2(m, d.replace(qfrc_applied=f))
+            return d, (length, d.time)
+
+        @jax.jit
+        def run(side):
+            return jax.lax.scan(lambda d, _: one(d, side), d0, None, length=len(times))[1]
+
+        out = [run(jp.asarray(float(side))) for side in (0, 1)]
+    res = np.zeros(2)
+    spread = np.zeros(2)
+    for side, (lengths, tim) in enumerate(out):
+        lengths, tim = np.asarray(lengths), np.asarray(tim)
+        if np.any(tim == 0):
+            raise _lr_error(el, where, "unstable lengthrange simulation")
+        sel = lengths[record]
+        res[side] = sel.min() if side == 0 else sel.max()
+        spread[side] = sel.max() - sel.min()
+    dif = res[1] - res[0]
+    if dif <= 0:
+        raise _lr_error(el, where, f"invalid lengthrange ({res[0]:g}, {res[1]:g})")
+    if np.any(spread > float(opts["tolrange"]) * dif):
+        raise _lr_error(el, where, "lengthrange computation did not converge")
+    return res
+
+
+def _current_model(ctx: CompileContext):
+    """A float64 Model from everything compiled so far (the qpos0 constants of the sections included)."""
+    import dataclasses
+
+    from mjx_lite import io, types
+    from mjx_lite.mjcf.compile import _empty, _names
+    from mjx_lite.mjcf.derived import DEFAULT_STAT
+
+    _empty(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})
+    sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
+    return io.build_model(ctx.arrays, sizes, ctx.option, DEFAULT_STAT, _names(ctx))
+
+
+def _spring_lengths(ctx: CompileContext, st, length0: np.ndarray) -> np.ndarray:
+    """Tendon lengths at qpos_spring (MuJoCo's setSpring); length0 when qpos_spring == qpos0."""
+    qs = ctx.arrays.get("qpos_spring")
+    if qs is None or np.array_equal(np.asarray(qs), np.asarray(ctx.arrays["qpos0"])):
+        return length0
+    import jax
+    import jax.numpy as jp
+
+    from mjx_lite.pipeline import kinematics
+    from mjx_lite.pipeline import tendon as ptendon
+
+    def at_spring(m, d):
+        d = kinematics.kinematics(m, d)
+        d = kinematics.com_pos(m, d)
+        return ptendon.tendon(m, d)
+
+    with jax.enable_x64(True):
+        d = st.d.replace(qpos=jp.asarray(np.asarray(qs, np.float64)))
+        d = jax.jit(at_spring)(st.m, d)
+    return np.asarray(d.ten_length, np.float64)
+
+
+def _lr_error(el, where: str, msg: str) -> MJCFError:
+    if el is None:
+        return MJCFError(f"{where}: {msg}")
+    name = el.attrs.get("name")
+    return error(el, f"actuator{' ' + repr(name) if name else ''}: {msg}", "lengthrange")

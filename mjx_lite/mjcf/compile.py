@@ -276,18 +276,6 @@ def _compile_assets(root: Element, ctx: CompileContext) -> None:
         hf_mod.compile_hfields(root, ctx)
 
 
-def asset_path(ctx: CompileContext, file: str, kind: str = "mesh") -> str:
-    """Resolve an asset file name: meshdir/texturedir, then assetdir, relative to the main model's directory."""
-    sub = ctx.compiler.get("meshdir" if kind in ("mesh", "hfield") else "texturedir")
-    if sub is None:
-        sub = ctx.compiler.get("assetdir")
-    path = os.path.join(sub, file) if sub else file
-    base = getattr(ctx, "model_dir", None)
-    if base and not os.path.isabs(path):
-        path = os.path.join(base, path)
-    return path
-
-
 # ----------------------------------------------------------------------------------------------------------
 # kinematic tree
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib
 
 import jax
-import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import io, types
@@ -178,7 +177,7 @@ class ConstState:
                     mocap_pos=A["body_pos"][mocap].reshape(-1, 3), mocap_quat=A["body_quat"][mocap].reshape(-1, 4),
                     eq_active=np.asarray(A["eq_active0"], bool),
                 )  # fmt: skip
-                self._d = jax.tree_util.tree_map(jp.asarray, d)
+                self._d = jax.device_put(d)  # (jp.asarray would compile a conversion per shape)
         return self._d
 
     def run(self, stage):
@@ -260,20 +259,23 @@ def set_const(ctx: CompileContext) -> dict:
         else:
             A["light_dir0"] = np.einsum("nij,nj->ni", xmat[body], A["light_dir"])
 
-    # body_invweight0
+    # body_invweight0: A = J M^-1 J' at each body's com (one batched solve, mj_solveM's order per column)
     minv = st.minv
     inv_b = np.zeros((nbody, 2))
+    general = []
     for i in range(1, nbody):
         if A["body_weldid"][i] == 0:
             continue
         if A["body_simple"][i] == 2:
             inv_b[i] = (1.0 / max(MINVAL, A["body_mass"][i]), 0.0)
-            continue
-        if nv:
-            jp_, jr = st.point_jac(xipos[i], i)
-            j = np.concatenate([jp_, jr])
-            a = j @ solve_ld(st.lmat, st.dinv, j.T)
-            inv_b[i] = (np.trace(a[:3, :3]) / 3, np.trace(a[3:, 3:]) / 3)
+        elif nv:
+            general.append(i)
+    if general:
+        jacs = np.stack([np.concatenate(st.point_jac(xipos[i], i)) for i in general])  # (n, 6, nv)
+        sol = solve_ld(st.lmat, st.dinv, jacs.transpose(2, 0, 1).reshape(nv, -1)).reshape(nv, len(general), 6)
+        a = np.einsum("nrv,vnc->nrc", jacs, sol)
+        inv_b[general, 0] = np.trace(a[:, :3, :3], axis1=1, axis2=2) / 3
+        inv_b[general, 1] = np.trace(a[:, 3:, 3:], axis1=1, axis2=2) / 3
     A["body_invweight0"] = inv_b
 
     # dof_invweight0

@@ -17,8 +17,9 @@ refsafe is disabled), K = -solref[0]/dmax^2 and B = -solref[1]/dmax for the dire
 R = (1 - imp)/imp * diagA with diagA from the invweight0 constants; aref = -B vel - K imp (pos - margin), where
 connect and weld rows also subtract the Jacobian-derivative term Jdot qvel (as MuJoCo 4 does).
 Contact friction rows: elliptic cones scale R and diagA of friction row i by (f_0/f_i)^2 / impratio and use
-pos = 0, K = 0 (and solreffriction when given); pyramidal edges J_n +- f_i J_i use diagA = diag_n 2 f_0^2 (1 + f_0^2) / impratio
-(as measured on MuJoCo 4.0). The regularised cone coefficient is mu = f_0 / sqrt(impratio).
+pos = 0, K = 0 (and solreffriction when given); pyramidal edges J_n +- f_i J_i use
+diagA = diag_n 2 f_0^2 (1 + f_0^2) / impratio (as measured on MuJoCo 4.0). The regularised cone coefficient is
+mu = f_0 / sqrt(impratio).
 """
 
 from __future__ import annotations
@@ -447,7 +448,6 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         solref = con.solref[slots]
         solimp = con.solimp[slots]
         sfr = con.solreffriction[slots]
-        mu = fr[:, 0] / jp.sqrt(impratio)
         if dim == 1:
             J = Jf[:, 0]
             ctype = ConstraintType.CONTACT_FRICTIONLESS
@@ -619,3 +619,10 @@ def problem(m: Model, d: Data, M: jax.Array) -> solver_common.Problem:
     return solver_common.Problem(J=d.efc_J, D=d.efc_D, R=d.efc_R, aref=d.efc_aref, frictionloss=d.efc_frictionloss,
                                  mask=d.efc_mask, cone_mu=tuple(mus), cone_friction=tuple(frics),
                                  qacc_smooth=d.qacc_smooth, M=M)  # fmt: skip
+
+
+def cfrc_ext_constraint(m: Model, d: Data) -> jax.Array:
+    """(nbody, 6) com-based wrenches of contact and connect/weld forces: the hook of rne.rne_postconstraint."""
+    from mjx_lite.pipeline import inverse
+
+    return inverse.cfrc_ext_constraint(m, d)

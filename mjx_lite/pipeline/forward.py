@@ -191,6 +191,8 @@ def forward_skip(m: Model, d: Data, sensors: bool = True) -> Data:
     d = fwd_constraint(m, d)
     if sensors:
         d = sensor.sensor_acc(m, d)
+    if _enabled(m, EnableBit.FWDINV):  # solver_fwdinv (mj_compareFwdInv); added by the constraints engineer
+        d = _stage("pipeline.inverse", "compare_fwd_inv")(m, d)
     return d
 
 

@@ -114,16 +114,18 @@ def factor_m(m: Model, d: Data) -> Data:
         diag = take(a, t.madr)
         return d.replace(qLD=a, qLDiagInv=1.0 / diag)
     a = d.qM
+    nv = m.nv
     qld = jp.zeros_like(a)
     for dofs in reversed(t.dof_levels):
-        dk = a[dofs, dofs]
+        dk = take(a.reshape(nv * nv), dofs * (nv + 1))
         dk = jp.where(dk < MINVAL, MINVAL, dk)
         anc = t.dof_anc[dofs]  # (nK, nv)
-        r = jp.where(jp.asarray(anc), a[dofs], 0.0)
+        r = jp.where(jp.asarray(anc), take(a, dofs), 0.0)
         lk = r / dk[:, None]
         if anc.any():
             a = a - jp.matmul(r.T, lk, precision=_HI)
-        qld = qld.at[dofs].set(lk).at[dofs, dofs].set(dk)
+        onehot = np.eye(nv)[dofs]
+        qld = put(qld, dofs, lk + jp.asarray(onehot, a.dtype) * dk[:, None])
     diag = jp.diagonal(qld)
     return d.replace(qLD=qld, qLDiagInv=1.0 / diag)
 
@@ -150,14 +152,14 @@ def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
                 x = support.put_add(x, lv.orow, -take(qld, lv.off)[exp] * take(x, lv.ocol))
         return x
     qld = d.qLD
-    lrows = [(dofs, jp.where(jp.asarray(t.dof_anc[dofs]), qld[dofs], 0.0)) for dofs in t.dof_levels]
+    lrows = [(dofs, jp.where(jp.asarray(t.dof_anc[dofs]), take(qld, dofs), 0.0)) for dofs in t.dof_levels]
     for dofs, lk in reversed(lrows):
         if t.dof_anc[dofs].any():
-            x = x - jp.tensordot(lk, x[dofs], axes=(0, 0), precision=_HI)
+            x = x - jp.tensordot(lk, take(x, dofs), axes=(0, 0), precision=_HI)
     x = x * inv
     for dofs, lk in lrows:
         if t.dof_anc[dofs].any():
-            x = x.at[dofs].add(-jp.tensordot(lk, x, axes=(1, 0), precision=_HI))
+            x = support.put_add(x, dofs, -jp.tensordot(lk, x, axes=(1, 0), precision=_HI))
     return x
 
 

@@ -255,7 +255,8 @@ def com_pos(m: Model, d: Data) -> Data:
     world_axis = jp.asarray(np.eye(3)[t.dof_axis], d.xpos.dtype)
     kind = t.dof_kind
     jaxis = support.take(d.xaxis, dof_jnt)
-    axis = jp.where(jp.asarray(kind <= 1)[:, None], jaxis, jp.where(jp.asarray(kind == 2)[:, None], body_axis, world_axis))
+    axis = jp.where(jp.asarray(kind == 2)[:, None], body_axis, world_axis)
+    axis = jp.where(jp.asarray(kind <= 1)[:, None], jaxis, axis)
     off = support.take(subtree_com, rootid[dof_body]) - support.take(d.xanchor, dof_jnt)
     rotational = jp.asarray((kind == 0) | (kind == 2))[:, None]
     ang = jp.where(rotational, axis, 0.0)

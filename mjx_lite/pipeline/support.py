@@ -60,8 +60,21 @@ _CACHE: dict = {}
 
 
 def _key(m: Model) -> tuple:
-    arrs = (m.body_parentid, m.body_jntadr, m.body_jntnum, m.body_dofadr, m.body_dofnum, m.jnt_type,
-            m.jnt_qposadr, m.jnt_dofadr, m.jnt_bodyid, m.dof_parentid, m.dof_bodyid, m.dof_jntid, m.body_mocapid)
+    arrs = (
+        m.body_parentid,
+        m.body_jntadr,
+        m.body_jntnum,
+        m.body_dofadr,
+        m.body_dofnum,
+        m.jnt_type,
+        m.jnt_qposadr,
+        m.jnt_dofadr,
+        m.jnt_bodyid,
+        m.dof_parentid,
+        m.dof_bodyid,
+        m.dof_jntid,
+        m.body_mocapid,
+    )
     return (m.nbody, m.nv, m.njnt) + tuple(np.asarray(a).tobytes() for a in arrs)  # fmt: skip
 
 
@@ -83,9 +96,7 @@ def _build_tables(m: Model) -> TreeTables:
     depth = np.zeros(nbody, np.int64)
     for i in range(1, nbody):  # MuJoCo orders bodies so that parent < child
         depth[i] = depth[parent[i]] + 1
-    levels = tuple(
-        (np.nonzero(depth == k)[0], parent[depth == k]) for k in range(1, int(depth.max(initial=0)) + 1)
-    )
+    levels = tuple((np.nonzero(depth == k)[0], parent[depth == k]) for k in range(1, int(depth.max(initial=0)) + 1))
 
     dof_parent = np.asarray(m.dof_parentid, np.int64)
     dof_body = np.asarray(m.dof_bodyid, np.int64)

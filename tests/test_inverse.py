@@ -1,0 +1,177 @@
+"""Inverse dynamics (mj_inverse), fwdinv, contact forces (mj_contactForce) and constraint wrenches in cfrc_ext
+(mj_rnePostConstraint) against MuJoCo, float64."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from scipy.optimize import linear_sum_assignment  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+from mjx_lite.collision import driver  # noqa: E402
+from mjx_lite.pipeline import constraint, inertia, inverse, kinematics, rne, tendon, velocity  # noqa: E402
+from mjx_lite.pipeline import forward as fwd  # noqa: E402
+from mjx_lite.types import EnableBit  # noqa: E402
+from tests import oracle  # noqa: E402
+from tests.test_constraint import _match  # noqa: E402
+from tests.test_constraint_forward import FULL, NEWTON_TOL, _close, _data, _small, _small_state, forward  # noqa: E402
+
+# inverse dynamics is closed form: float64 round-off amplified by M's conditioning (relative to scale)
+INV_TOL = 1e-9
+
+
+def _posvel_impl(m, d):
+    """Position and velocity stages (mj_invPosition + mj_invVelocity); partial pipeline: passive from d."""
+    if FULL:
+        return fwd.fwd_velocity(m, fwd.fwd_position(m, d))
+    d = kinematics.kinematics(m, d)
+    d = kinematics.com_pos(m, d)
+    d = tendon.tendon(m, d)
+    d = inertia.crb(m, d)
+    d = inertia.factor_m(m, d)
+    d = driver.collision(m, d)
+    d = constraint.make_constraint(m, d)
+    d = velocity.com_vel(m, d)
+    return rne.rne(m, d)
+
+
+@jax.jit
+def _inverse(m, d):
+    return inverse.inverse_acc(m, _posvel_impl(m, d), sensors=False)
+
+
+@jax.jit
+def _fwdinv(m, d):
+    return inverse.compare_fwd_inv(m, d)
+
+
+@jax.jit
+def _post(m, d):
+    return rne.rne_postconstraint(m, d), inverse.contact_force(m, d)
+
+
+@pytest.fixture(scope="module")
+def small():
+    mjm = _small("Newton", "pyramidal")
+    mjm.dof_damping[-1] = 0.3  # a damped dof for invdiscrete (Euler's implicit damping)
+    return mjm, oracle.model_from_mujoco(mjm)
+
+
+def _state(mjm, seed):
+    rng = np.random.default_rng(seed)
+    mjd = mujoco.MjData(mjm)
+    _small_state(mjm, mjd, rng)
+    mjd.qfrc_applied[:] = rng.normal(size=mjm.nv)
+    mjd.xfrc_applied[1:] = rng.normal(size=(mjm.nbody - 1, 6))
+    return mjd, rng
+
+
+def test_inverse_of_forward_recovers_applied_forces(small):
+    """At the forward solution, qfrc_inverse = qfrc_applied + J'xfrc_applied (+ qfrc_actuator)."""
+    mjm, m = small
+    for seed in range(2):
+        mjd, _ = _state(mjm, seed)
+        mujoco.mj_forward(mjm, mjd)
+        d = forward(m, _data(m, mjm, mjd))
+        assert int(d.nefc) > 20
+        di = _inverse(m, d)
+        expect = np.asarray(d.qfrc_applied + d.qfrc_actuator + fwd.xfrc_accumulate(m, d))
+        _close(di.qfrc_inverse, expect, NEWTON_TOL, "qfrc_inverse")
+        _close(di.qfrc_constraint, d.qfrc_constraint, NEWTON_TOL, "qfrc_constraint")
+        np.testing.assert_array_equal(np.asarray(di.qacc), np.asarray(d.qacc))  # qacc is not modified
+
+
+@pytest.mark.parametrize("invdiscrete", [False, True])
+def test_inverse_matches_mujoco(small, invdiscrete):
+    """mj_inverse at an arbitrary qacc: qfrc_inverse, qfrc_constraint, efc_force (rows matched)."""
+    mjm, m = small
+    if invdiscrete:
+        mjm.opt.enableflags |= mujoco.mjtEnableBit.mjENBL_INVDISCRETE
+        m = m.replace(opt=m.opt.replace(enableflags=m.opt.enableflags | EnableBit.INVDISCRETE))
+    try:
+        for seed in range(2):
+            mjd, rng = _state(mjm, seed)
+            mujoco.mj_forward(mjm, mjd)
+            mjd.qacc[:] = rng.normal(size=mjm.nv) * 3
+            qacc = mjd.qacc.copy()
+            mujoco.mj_inverse(mjm, mjd)
+            d = _data(m, mjm, mjd).replace(qacc=jp.asarray(qacc))
+            di = _inverse(m, d)
+            assert int(di.nefc) == mjd.nefc > 20
+            _close(di.qfrc_inverse, mjd.qfrc_inverse, INV_TOL, "qfrc_inverse")
+            _close(di.qfrc_constraint, mjd.qfrc_constraint, INV_TOL, "qfrc_constraint")
+            rm, ro = _match(mjd, mjm, di)
+            _close(np.asarray(di.efc_force)[ro], mjd.efc_force[rm], INV_TOL, "efc_force")
+            np.testing.assert_array_equal(np.asarray(di.efc_state)[ro], mjd.efc_state[rm])
+    finally:
+        mjm.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_INVDISCRETE)
+
+
+def test_fwdinv(small):
+    """solver_fwdinv after forward: both norms vanish at the optimum (as in MuJoCo), and qfrc_inverse matches."""
+    mjm, m = small
+    mjm.opt.enableflags |= mujoco.mjtEnableBit.mjENBL_FWDINV
+    try:
+        mjd, _ = _state(mjm, 5)
+        mujoco.mj_forward(mjm, mjd)
+        d = forward(m, _data(m, mjm, mjd))
+        d = _fwdinv(m, d)
+        scale = max(1.0, float(np.abs(mjd.qfrc_constraint).max()))
+        fi = np.asarray(d.solver_fwdinv)
+        assert np.all(fi < NEWTON_TOL * scale), fi
+        assert np.all(mjd.solver_fwdinv < NEWTON_TOL * scale), mjd.solver_fwdinv
+    finally:
+        mjm.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_FWDINV)
+
+
+def _contact_match(mjd, d):
+    """Our active contact slots matched to MuJoCo's contacts (same geoms, nearest position)."""
+    con = d.contact
+    act = np.nonzero(np.asarray(con.active) & (np.asarray(con.dist) < np.asarray(con.includemargin)))[0]
+    assert len(act) == mjd.ncon
+    geom = np.asarray(d.contact.geom)[act]
+    pos = np.asarray(d.contact.pos)[act]
+    cost = np.zeros((mjd.ncon, len(act)))
+    for i in range(mjd.ncon):
+        c = mjd.contact[i]
+        same = np.all(np.sort(geom, 1) == np.sort(c.geom), axis=1)
+        cost[i] = np.linalg.norm(pos - c.pos, axis=1) + 1e6 * ~same
+    r, k = linear_sum_assignment(cost)
+    return r, act[k]
+
+
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
+def test_contact_force_and_cfrc_ext(cone):
+    """mj_contactForce per contact, and cfrc_ext (contacts, connect, weld) from mj_rnePostConstraint."""
+    mjm = _small("Newton", cone)
+    m = oracle.model_from_mujoco(mjm)
+    mjd, _ = _state(mjm, 7)
+    mujoco.mj_forward(mjm, mjd)
+    mujoco.mj_rnePostConstraint(mjm, mjd)
+    d = forward(m, _data(m, mjm, mjd))
+    d2, cf = _post(m, d)
+    rm, ro = _contact_match(mjd, d)
+    scale = max(1.0, float(np.abs(mjd.efc_force[: mjd.nefc]).max()))
+    for i, k in zip(rm, ro):
+        theirs = np.zeros(6)
+        mujoco.mj_contactForce(mjm, mjd, i, theirs)
+        _close(np.asarray(cf)[k], theirs, NEWTON_TOL * scale, f"contact {i}")
+    _close(d2.cfrc_ext, mjd.cfrc_ext, NEWTON_TOL * scale, "cfrc_ext")
+
+
+@pytest.mark.skipif(not FULL, reason="needs the passive/actuation/transmission stages")
+def test_public_inverse_matches_mujoco(small):
+    """mjl.inverse (whole pipeline incl. sensors) against mj_inverse."""
+    mjm, m = small
+    mjd, rng = _state(mjm, 11)
+    mujoco.mj_forward(mjm, mjd)
+    mjd.qacc[:] = rng.normal(size=mjm.nv)
+    qacc = mjd.qacc.copy()
+    mujoco.mj_inverse(mjm, mjd)
+    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), qacc=jp.asarray(qacc))
+    di = jax.jit(mjl.inverse)(m, d)
+    _close(di.qfrc_inverse, mjd.qfrc_inverse, INV_TOL, "qfrc_inverse")
