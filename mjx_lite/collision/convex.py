@@ -1,7 +1,8 @@
 """General convex collisions: GJK (distance) and EPA (penetration) on support functions, fixed iterations.
 
 `general` serves every pair without an analytic collider (ellipsoid, cylinder, mesh against each other and
-against spheres, capsules and boxes), so no convex pair is refused. Spheres and capsules enter as their core
+against spheres, capsules and boxes), so no convex pair is refused. The geom types are traced per pair, so all
+general pairs of a model form one group: GJK/EPA is compiled once per model, not once per type pair. Spheres and capsules enter as their core
 (point, segment) plus a radius, which makes those pairs exact up to the iteration tolerance. Meshes use
 their vertices (the support of the vertex set is that of its convex hull).
 
@@ -58,14 +59,31 @@ def _support_local(gtype: int, size, vert, d):
     raise NotImplementedError(f"convex collider: geom type {gtype}")
 
 
-def _radius(gtype: int, size):
-    if gtype in (GeomType.SPHERE, GeomType.CAPSULE):
-        return size[0]
-    return jp.zeros((), size.dtype)
+def _radius(gtype, size):
+    """Core radius: sphere and capsule radius, else 0. `gtype` may be static or traced."""
+    if isinstance(gtype, int):
+        if gtype in (GeomType.SPHERE, GeomType.CAPSULE):
+            return size[0]
+        return jp.zeros((), size.dtype)
+    return jp.where((gtype == GeomType.SPHERE) | (gtype == GeomType.CAPSULE), size[0], 0.0)
 
 
-def _support(gtype: int, g: GeomInfo, d):
-    return g.pos + g.mat @ _support_local(gtype, g.size, g.vert, g.mat.T @ d)
+_CONVEX_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX)
+
+
+def _support(gtype, g: GeomInfo, d):
+    """World support point (core shape) of geom g in direction d; `gtype` static int or traced (any type)."""
+    local = g.mat.T @ d
+    if isinstance(gtype, int):
+        p = _support_local(gtype, g.size, g.vert, local)
+    else:
+        cands = [_support_local(t, g.size, None, local) for t in _CONVEX_TYPES]
+        types = list(_CONVEX_TYPES)
+        if g.vert is not None:
+            cands.append(_support_local(GeomType.MESH, g.size, g.vert, local))
+            types.append(GeomType.MESH)
+        p = jp.select([gtype == t for t in types], cands, cands[0])
+    return g.pos + g.mat @ p
 
 
 # ---- GJK ----------------------------------------------------------------------------------------------------
@@ -238,7 +256,7 @@ def _epa(sup, w, wa, tol):
     return tuple(jp.where(use_final, x, y) for x, y in zip(final, result))
 
 
-def _collide(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo):
+def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo):
     """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2)."""
     dt = g1.pos.dtype
     tol = jp.asarray(1e-10 if dt == jp.float64 else 1e-5, dt)
@@ -269,9 +287,10 @@ def _collide(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo):
     return dist, 0.5 * (a + b), normal
 
 
-def general(g1: GeomInfo, g2: GeomInfo, margin, t1: int, t2: int) -> Contacts:
-    """One contact from GJK/EPA (geom types t1 <= t2 are static, bound by the driver)."""
-    dist, pos, normal = _collide(t1, t2, g1, g2)
+def general(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """One contact from GJK/EPA. The geom types are traced (GeomInfo.gtype), so one compiled collider serves
+    every general pair type of a model."""
+    dist, pos, normal = _collide(g1.gtype, g2.gtype, g1, g2)
     return Contacts(dist[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype))
 
 

@@ -28,8 +28,7 @@ silently); the least-overlapping candidates are the ones left out.
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jp
@@ -43,6 +42,7 @@ from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 BROADPHASE_MIN_PAIRS = 256
+GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
 BROADPHASE_PER_GEOM = 4
 
 _PLANE, _HFIELD, _MESH, _SDF = GeomType.PLANE, GeomType.HFIELD, GeomType.MESH, GeomType.SDF
@@ -79,7 +79,7 @@ def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
         from mjx_lite.collision import hfield
 
         return hfield.collider_for(type2)
-    return functools.partial(convex.general, t1=type1, t2=type2), convex.GENERAL_NCON
+    return convex.general, convex.GENERAL_NCON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +88,7 @@ class Group:
 
     type1: int
     type2: int
-    data1: int  # mesh/hfield id of geom1 (-1 otherwise); part of the grouping key
+    data1: int  # hfield id of geom1 (-1 otherwise); part of the grouping key
     data2: int
     geom1: np.ndarray
     geom2: np.ndarray
@@ -174,14 +174,16 @@ def _build_table(m: Model) -> PairTable:
         fn = collider_for(t1, t2)
         if fn is None:
             continue
-        key = (t1, t2, int(dataid[a]) if t1 in (_MESH, _HFIELD) else -1,
-               int(dataid[b]) if t2 in (_MESH, _HFIELD) else -1, p >= 0)  # fmt: skip
+        if fn[0] is convex.general:  # one group (one compiled GJK/EPA) for every general convex pair type
+            t1 = t2 = GENERAL
+        # meshes of different sizes share a group (vertices are padded); height fields are grouped per field
+        key = (t1, t2, int(dataid[a]) if t1 == _HFIELD else -1, int(dataid[b]) if t2 == _HFIELD else -1, p >= 0)
         buckets.setdefault(key, []).append((a, b, p))
     groups = []
     for key in sorted(buckets):
         t1, t2, da, db, explicit = key
         arr = np.asarray(buckets[key], np.int32)
-        fn, ncon = collider_for(t1, t2)
+        fn, ncon = (convex.general, convex.GENERAL_NCON) if t1 == GENERAL else collider_for(t1, t2)
         n = len(arr)
         cap = n
         if not explicit and n > BROADPHASE_MIN_PAIRS:
@@ -220,9 +222,7 @@ def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray):
     mixed = mix[:, None] * r1 + (1 - mix[:, None]) * r2
     solref = jp.where(both_std | ~same[:, None], mixed, jp.minimum(r1, r2))
     solimp = mix[:, None] * m.geom_solimp[g1] + (1 - mix[:, None]) * m.geom_solimp[g2]
-    fr = jp.where(
-        same[:, None], jp.maximum(f[g1], f[g2]), jp.where(hi1[:, None], f[g1], f[g2])
-    )
+    fr = jp.where(same[:, None], jp.maximum(f[g1], f[g2]), jp.where(hi1[:, None], f[g1], f[g2]))
     friction = jp.stack([fr[:, 0], fr[:, 0], fr[:, 1], fr[:, 2], fr[:, 2]], axis=-1)
     # MuJoCo >= 4: margins (geometric inflation) and gaps (extra detection buffer) of the two geoms add up
     margin = m.geom_margin[g1] + m.geom_margin[g2]
@@ -256,13 +256,23 @@ def _params(m: Model, g: Group):
 # run time
 
 
-def _geom_info(m: Model, d: types.Data, gids, dataid: int, gtype: int) -> GeomInfo:
-    vert = None
-    if gtype == _MESH:
-        adr, num = int(m.mesh_vertadr[dataid]), int(m.mesh_vertnum[dataid])
-        v = m.mesh_vert[adr : adr + num]
-        vert = jp.broadcast_to(v, (gids.shape[0],) + v.shape)
-    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert)
+def _mesh_vertices(m: Model) -> tuple[jax.Array, int]:
+    """(nmesh, maxvert, 3) mesh vertices, each mesh padded by repeating its first vertex (same support)."""
+    num = np.asarray(m.mesh_vertnum)
+    nmax = int(num.max())
+    idx = np.asarray(m.mesh_vertadr)[:, None] + np.minimum(np.arange(nmax)[None, :], num[:, None] - 1)
+    idx = np.where(np.arange(nmax)[None, :] < num[:, None], idx, np.asarray(m.mesh_vertadr)[:, None])
+    return m.mesh_vert[idx], nmax
+
+
+def _geom_info(m: Model, d: types.Data, gids, gtype: int) -> GeomInfo:
+    vert, gt = None, None
+    if gtype == _MESH or (gtype == GENERAL and m.nmesh):
+        table, _ = _mesh_vertices(m)
+        vert = table[jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)]
+    if gtype == GENERAL:
+        gt = jp.asarray(m.geom_type)[gids]
+    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt)
 
 
 def _run_group(m: Model, d: types.Data, g: Group):
@@ -286,8 +296,8 @@ def _run_group(m: Model, d: types.Data, g: Group):
         g1, g2, near = g1[idx], g2[idx], near[idx]
         condim, margin, includemargin, friction = condim[idx], margin[idx], includemargin[idx], friction[idx]
         solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
-    info1 = _geom_info(m, d, g1, g.data1, g.type1)
-    info2 = _geom_info(m, d, g2, g.data2, g.type2)
+    info1 = _geom_info(m, d, g1, g.type1)
+    info2 = _geom_info(m, d, g2, g.type2)
     c: Contacts = jax.vmap(g.collider)(info1, info2, margin)
     k = g.ncon
     active = near[:, None] & (c.dist <= margin[:, None])

@@ -14,7 +14,7 @@ import jax.numpy as jp
 
 from mjx_lite.collision.segment import segments_closest as _segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import safe_div, safe_norm, safe_normalize
+from mjx_lite.math import safe_norm, safe_normalize
 from mjx_lite.types import MINVAL
 
 
@@ -213,7 +213,9 @@ def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
         x2 = jp.clip((v - mb * x1) / mc_s, -1, 1)
         cands.append(_sphere_sphere_raw(g1.pos + axis1 * x1, r1, g2.pos + axis2 * x2, r2, z1, z2))
     par = Contacts(
-        jp.stack([c[0] for c in cands]), jp.stack([c[1] for c in cands]), jp.stack([c[2] for c in cands]),
+        jp.stack([c[0] for c in cands]),
+        jp.stack([c[1] for c in cands]),
+        jp.stack([c[2] for c in cands]),
         jp.zeros((2, 3), g1.pos.dtype),
     )
     gen2 = _stack([general, _contacts(NOCONTACT, g1.pos, z1)])
@@ -292,5 +294,3 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     is_end = jp.abs(best_x) == 1.0
     c2 = _contacts(d2, pos2, n2, valid=is_end)
     return _stack([c1, c2])
-
-

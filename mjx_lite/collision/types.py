@@ -11,13 +11,15 @@ class GeomInfo(NamedTuple):
     """One geom's world pose and shape, as a collider sees it (one pair; the driver vmaps over a group).
 
     pos: (3,) world position; mat: (3, 3) world rotation (columns are the geom's axes); size: (3,).
-    vert: (nvert, 3) convex-hull vertices in the geom frame for meshes, else None.
+    vert: (nvert, 3) mesh vertices in the geom frame (padded by repetition), or None.
+    gtype: () int geom type, given to the general convex collider (which serves several types), else None.
     """
 
     pos: jax.Array
     mat: jax.Array
     size: jax.Array
     vert: jax.Array | None = None
+    gtype: jax.Array | None = None
 
 
 class Contacts(NamedTuple):

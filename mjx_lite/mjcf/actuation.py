@@ -530,16 +530,11 @@ def finalize_sections(ctx: CompileContext, st) -> None:
         A["tendon_lengthspring"] = ls
     if not nu:
         return
-    try:
-        from mjx_lite.pipeline import transmission
-    except ImportError:
-        transmission = None
-    if transmission is not None:
-        d = st.run(transmission.transmission)
-        mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
-        length = np.asarray(d.actuator_length, np.float64).copy()
-    else:  # TODO(forces): drop this host fallback once pipeline/transmission.py exists
-        length, mom = _transmission0(ctx, st)
+    from mjx_lite.pipeline import transmission
+
+    d = st.run(transmission.transmission)
+    mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
+    length = np.asarray(d.actuator_length, np.float64).copy()
     A["actuator_length0"] = length
     minv_mom = mom @ minv if nv else np.zeros((nu, 0))
     A["actuator_acc0"] = np.linalg.norm(minv_mom, axis=1)
@@ -589,50 +584,6 @@ def _actuator_armature(ctx: CompileContext, st) -> None:
     st.minv = np.linalg.inv(mfull)
     st.minv = 0.5 * (st.minv + st.minv.T)
     st.actuator_armature_included = True
-
-
-def _transmission0(ctx: CompileContext, st) -> tuple[np.ndarray, np.ndarray]:
-    """Actuator length and moment at qpos0 for joint/tendon/body transmissions (host numpy), used only while
-    pipeline/transmission.py does not exist; site and slider-crank transmissions need the pipeline."""
-    A, S = ctx.arrays, ctx.sizes
-    nu, nv = int(S["nu"]), int(S["nv"])
-    length, mom = np.zeros(nu), np.zeros((nu, nv))
-    ten = None
-    for i in range(nu):
-        trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
-        gear = np.asarray(A["actuator_gear"][i], np.float64)
-        if trn in (TrnType.JOINT, TrnType.JOINTINPARENT):
-            jt, qa, da = int(A["jnt_type"][obj]), int(A["jnt_qposadr"][obj]), int(A["jnt_dofadr"][obj])
-            if jt in (JointType.HINGE, JointType.SLIDE):
-                length[i] = gear[0] * float(A["qpos0"][qa])
-                mom[i, da] = gear[0]
-            elif jt == JointType.BALL:
-                mom[i, da : da + 3] = gear[:3]
-            else:
-                mom[i, da : da + 3] = gear[:3]
-                rot = gear[3:6]
-                if trn == TrnType.JOINTINPARENT:
-                    from mjx_lite.mjcf.equality import quat_conj, quat_rot
-
-                    rot = quat_rot(quat_conj(np.asarray(A["qpos0"][qa + 3 : qa + 7], np.float64)), rot)
-                mom[i, da + 3 : da + 6] = rot
-        elif trn == TrnType.TENDON:
-            if ten is None:
-                from mjx_lite.pipeline import tendon as ptendon
-
-                d = st.run(ptendon.tendon)
-                ten = (np.asarray(d.ten_length, np.float64), np.asarray(d.ten_J, np.float64))
-            length[i] = gear[0] * ten[0][obj]
-            mom[i] = gear[0] * ten[1][obj]
-        elif trn == TrnType.BODY:
-            pass  # adhesion: no contacts at qpos0 in mj_setConst, zero moment
-        else:
-            el = ctx.elements["actuator"][i]
-            raise NotImplementedError(
-                f"{el.where()}: actuator_length0/acc0 of site and slider-crank transmissions need "
-                "mjx_lite.pipeline.transmission, which does not exist yet"
-            )
-    return length, mom
 
 
 def _lengthrange(ctx: CompileContext, st) -> None:

@@ -50,6 +50,7 @@ from mjx_lite.mjcf.spec import Element, MJCFError
 MINVAL = 1e-15  # mjMINVAL
 MJEPS = 1e-14  # mjEPS
 _EIG_EPS = 1e-12  # kEigEPS of MuJoCo's eig3 (eigenvalue sorting)
+_ISOTROPIC_RTOL = 1e-7  # principal moments equal to this relative spread: keep the mesh frame
 _EIG_REL = 8 * np.finfo(float).eps  # Jacobi stops at off-diagonals below this times max|A|
 INERTIA_TYPES = ("legacy", "convex", "exact", "shell")
 # geom type codes (mjtGeom)
@@ -590,6 +591,10 @@ def process_mesh(
         [-p[4], -p[5], p[0] + p[1]],
     ])  # fmt: skip
     eigval, quat = eig3(full)
+    if eigval[0] - eigval[2] <= _ISOTROPIC_RTOL * eigval[0]:
+        # isotropic inertia (e.g. a regular dodecahedron): every frame is principal; like MuJoCo, keep the
+        # mesh's own orientation rather than one picked by round-off in the off-diagonal terms
+        quat = np.array([1.0, 0.0, 0.0, 0.0])
     if eigval[2] <= 0:
         raise _err(elem, f"eigenvalue of mesh inertia must be positive: {name}")
     rtol, atol = 1e-6, 1e-9

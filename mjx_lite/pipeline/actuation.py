@@ -12,7 +12,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.pipeline import muscle
-from mjx_lite.pipeline.passive import gravcomp_dof_mask, gravcomp_force
+from mjx_lite.pipeline.passive import gravcomp_dof_mask
 from mjx_lite.types import MINVAL, BiasType, Data, DisableBit, DynType, GainType, Model, TrnType
 
 _DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
@@ -73,7 +73,10 @@ def next_activation(m: Model, d: Data, act: jax.Array, act_dot: jax.Array) -> ja
 
 
 def actuation(m: Model, d: Data) -> Data:
-    """Actuator forces (mj_fwdActuation): act_dot (na,), actuator_force (nu,), qfrc_actuator (nv,)."""
+    """Actuator forces (mj_fwdActuation): act_dot (na,), actuator_force (nu,), qfrc_actuator (nv,).
+
+    Reads actuator_length/moment/velocity (transmission, fwd_velocity_extras) and qfrc_gravcomp (passive).
+    """
     _check(m)
     dtype = d.qpos.dtype
     nu, nv = m.nu, m.nv
@@ -150,10 +153,10 @@ def actuation(m: Model, d: Data) -> Data:
 
     qfrc = force @ d.actuator_moment
 
-    # gravity compensation routed to actuators
+    # gravity compensation (qfrc_gravcomp, from `passive`) routed to actuators
     actgc = gravcomp_dof_mask(m, True)
     if actgc.any() and not flags & DisableBit.GRAVITY:
-        qfrc = qfrc + gravcomp_force(m, d) * jp.asarray(actgc, dtype)
+        qfrc = qfrc + d.qfrc_gravcomp * jp.asarray(actgc, dtype)
 
     # joint-level actuator force limits (first dof of each joint, as MuJoCo's clampVec)
     jlim = np.nonzero(np.asarray(m.jnt_actfrclimited, bool))[0]

@@ -3,10 +3,15 @@
 Static tables (host numpy, built once per model topology at trace time and memoised):
   `tables(m)` -> `TreeTables` with body/dof depth levels, ancestor masks and the sparse inertia layout.
 
-Level-scheduled tree sweeps (Python loop over tree depth, vector ops over the bodies of one level; the traced
-graph grows with the depth of the tree, not with the number of bodies):
-  `forward_accumulate(m, x)`: x[i] += x[parent(i)] from the root down (prefix sums along the tree).
-  `subtree_sum(m, x, include_world)`: x[i] = sum of x over the subtree of i (leaves up).
+Level-scheduled tree sweeps (Python loop over tree depth, vector ops over the bodies of one level, in a
+level-ordered layout so that each level costs one small gather or segment_sum; the traced graph grows with the
+depth of the tree, not with the number of bodies):
+  `level_scan(m, x, fn)`: y[i] = fn(y[parent(i)], x[i]) from the root down (generic forward sweep).
+  `forward_accumulate(m, x)`: y[i] = y[parent(i)] + x[i] (prefix sums along the tree).
+  `subtree_sum(m, x, include_world)`: y[i] = sum of x over the subtree of i (leaves up).
+  `memo(m, name, build)`: memoise a static plan per model topology.
+Static-index helpers (one primitive each, no negative-index normalisation): `take`, `put`, `put_add`.
+Wrenches: `wrench_to_cfrc(m, d, body_ids, points, torque_force)` -> (nbody, 6) com-based (for cfrc_ext).
 
 Jacobians (MuJoCo's conventions; `body_id` may be a Python int or a traced int32 scalar):
   `jac(m, d, point (3,), body_id) -> (jacp (3, nv), jacr (3, nv))`                  as mj_jac

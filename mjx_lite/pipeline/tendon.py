@@ -173,15 +173,17 @@ def _wrap_inside(d, rad):
 
     sl0 = jp.where(len0 < MINVAL, 1.0, len0)
     sl1 = jp.where(len1 < MINVAL, 1.0, len1)
-    A = rad / sl0
-    B = rad / sl1
+    A = jp.where(nowrap, 0.5, rad / sl0)  # sanitised where no wrap (keeps gradients finite)
+    B = jp.where(nowrap, 0.5, rad / sl1)
     cosg = (len0 * len0 + len1 * len1 - dd) / (2 * sl0 * sl1)
     nowrap = nowrap | (cosg < -1 + MINVAL)
     use_default = cosg > 1 - MINVAL
     G = jp.arccos(jp.clip(cosg, -1 + MINVAL, 1 - MINVAL))
 
-    def asin(x):
-        return jp.arcsin(jp.clip(x, -1.0, 1.0))
+    def asin(x):  # mju_asin (clamped), finite gradient at |x| >= 1
+        x = jp.clip(x, -1.0, 1.0)
+        ok = jp.abs(x) < 1
+        return jp.where(ok, jp.arcsin(jp.where(ok, x, 0.0)), jp.sign(x) * jp.pi / 2)
 
     def fun(z):
         return asin(A * z) + asin(B * z) - 2 * asin(z) + G
