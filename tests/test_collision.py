@@ -381,6 +381,30 @@ def test_static_table_no_retrace():
     assert len(traces) == 1
 
 
+def test_grad_finite_small():
+    """Gradients of contact distances w.r.t. geom poses through an analytic and the general collider."""
+    mjm = mujoco.MjModel.from_xml_string(_xml("box", "ellipsoid"))
+    m = model_from_mujoco(mjm)
+    poses = _poses(mjm, np.random.default_rng(1), 1, (-0.01,))
+    d0 = mjl.make_data(m).replace(geom_xpos=jp.asarray(poses[0][1]), geom_xmat=jp.asarray(poses[0][2]))
+
+    def loss(xpos, xmat):
+        c = driver.collision(m, d0.replace(geom_xpos=xpos, geom_xmat=xmat)).contact
+        return jp.sum(jp.where(c.active, c.dist, 0.0)) + jp.sum(jp.where(c.active[:, None], c.pos, 0.0))
+
+    gp, gm = jax.jit(jax.grad(loss, argnums=(0, 1)))(d0.geom_xpos, d0.geom_xmat)
+    assert np.all(np.isfinite(gp)) and np.all(np.isfinite(gm))
+    assert np.any(gp != 0)
+    # first order: d dist / d pos(geom2) = normal, d dist / d pos(geom1) = -normal
+    c = driver.collision(m, d0).contact
+    k = int(np.argmax(np.asarray(c.active)))
+    g = np.asarray(c.geom)[k]
+    grad = jax.grad(lambda x: driver.collision(m, d0.replace(geom_xpos=x)).contact.dist[k])(d0.geom_xpos)
+    n = np.asarray(c.frame)[k, 0]
+    np.testing.assert_allclose(np.asarray(grad)[g[1]], n, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(grad)[g[0]], -n, atol=1e-5)
+
+
 def _cluster_model():
     """Two geoms of every convex type (and a plane) piled up so that every pair type collides."""
     rng = np.random.default_rng(4)
@@ -395,6 +419,7 @@ def _cluster_model():
     return mujoco.MjModel.from_xml_string(xml)
 
 
+@pytest.mark.slow
 def test_grad_finite_every_pair_type():
     mjm = _cluster_model()
     m = model_from_mujoco(mjm)
@@ -423,6 +448,7 @@ def test_grad_finite_every_pair_type():
     assert len(types) >= 25, sorted(types)  # (nearly) every pair type is exercised
 
 
+@pytest.mark.slow
 def test_float32():
     mjm = _cluster_model()
     m = model_from_mujoco(mjm)

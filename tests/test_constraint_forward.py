@@ -168,24 +168,29 @@ def _spec(path):
 
 
 def _humanoid(solver="Newton", cone="pyramidal", passive=True):
+    """The mjx test humanoid (MjModel). passive=False: no joint damping/springs and no actuators (rollouts on
+    the partial pipeline, which has no passive or actuator forces)."""
     spec = _spec(os.path.join(oracle.MJX_TEST_DATA, "humanoid", "humanoid.xml"))
     spec.option.solver = getattr(mujoco.mjtSolver, f"mjSOL_{solver.upper()}")
     spec.option.cone = getattr(mujoco.mjtCone, f"mjCONE_{cone.upper()}")
-    if not passive:  # rollouts on the partial pipeline: no joint damping / springs, no actuators
-        for j in spec.joints:
-            j.damping = np.zeros_like(j.damping) if np.ndim(j.damping) else 0.0
-            j.stiffness = np.zeros_like(j.stiffness) if np.ndim(j.stiffness) else 0.0
+    # the file asks for 1 iteration / 4 line-search steps: results would depend on each solver's exact path
+    spec.option.iterations, spec.option.ls_iterations, spec.option.tolerance = 100, 50, 1e-10
+    if not passive:
         for a in list(spec.actuators):
             spec.delete(a)
-    return spec
+    mjm = spec.compile()
+    if not passive:
+        mjm.dof_damping[:] = 0.0
+        mjm.jnt_stiffness[:] = 0.0
+    return mjm
 
 
 REFERENCE = {
-    "humanoid": lambda: _humanoid().compile(),
-    "constraints": lambda: _spec(os.path.join(oracle.MJX_TEST_DATA, "constraints.xml")).compile(),
+    "humanoid": lambda: _humanoid(),
+    "finger": lambda: _spec(os.path.join(oracle.DM_SUITE, "finger.xml")).compile(),
     "pendula": lambda: _spec(os.path.join(oracle.MJX_TEST_DATA, "pendula.xml")).compile(),
     "walker": lambda: _spec(os.path.join(oracle.DM_SUITE, "walker.xml")).compile(),
-    "humanoid_elliptic_cg": lambda: _humanoid("CG", "elliptic").compile(),
+    "humanoid_elliptic_cg": lambda: _humanoid("CG", "elliptic"),
 }
 
 
@@ -266,7 +271,7 @@ def test_small_model_forward(solver, cone):
 
 @pytest.mark.parametrize(
     "name",
-    ["humanoid", "constraints"]
+    ["humanoid", "finger"]
     + [pytest.param(n, marks=pytest.mark.slow) for n in ("pendula", "walker", "humanoid_elliptic_cg")],
 )
 def test_reference_model_forward(name):
@@ -358,8 +363,7 @@ def _copy_data(mjm, mjd):
 @pytest.mark.parametrize("n_steps", [10, pytest.param(1000, marks=pytest.mark.slow)])
 def test_humanoid_falling(n_steps):
     """The humanoid dropped from its initial pose: mj_step for 10 steps; 1000 steps stay finite, above ground."""
-    spec = _humanoid(passive=FULL)
-    mjm = spec.compile()
+    mjm = _humanoid(passive=FULL)
     m = oracle.model_from_mujoco(mjm)
     mjd = mujoco.MjData(mjm)
     rng = np.random.default_rng(0)

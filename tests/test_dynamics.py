@@ -126,7 +126,10 @@ def assert_close(name, ours, ref, rtol=RTOL, atol=ATOL):
 
 def check_against_mujoco(path: str, seed: int = 0, fn=_smooth_jit):
     mjm = mujoco.MjModel.from_xml_path(path)
-    m = oracle.model_from_mujoco(mjm)
+    try:
+        m = oracle.model_from_mujoco(mjm)
+    except NotImplementedError as e:  # another stage (e.g. hfield collision) cannot size this model yet
+        pytest.skip(f"Model not buildable yet: {e}")
     state = random_state(mjm, seed)
     ref = mujoco_smooth(mjm, state)
     d = fn(m, our_data(m, state))

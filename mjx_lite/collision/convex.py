@@ -2,9 +2,9 @@
 
 `general` serves every pair without an analytic collider (ellipsoid, cylinder, mesh against each other and
 against spheres, capsules and boxes), so no convex pair is refused. The geom types are traced per pair, so all
-general pairs of a model form one group: GJK/EPA is compiled once per model, not once per type pair. Spheres and capsules enter as their core
-(point, segment) plus a radius, which makes those pairs exact up to the iteration tolerance. Meshes use
-their vertices (the support of the vertex set is that of its convex hull).
+general pairs of a model form one group: GJK/EPA is compiled once per model, not once per type pair.
+Spheres and capsules enter as their core (point, segment) plus a radius, which makes those pairs exact up to
+the iteration tolerance. Meshes use their vertices (the support of the vertex set is that of its hull).
 
 Algorithm (one pair, fixed shapes, no data-dependent Python control flow):
   GJK: simplex of <= 4 Minkowski-difference points w = a - b (a on geom1, b on geom2); each iteration adds

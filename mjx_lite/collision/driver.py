@@ -13,9 +13,11 @@ friction, max condim, or the explicit pair's own), `opt.o_*` under the override 
 margins (inflation) and gaps (extra detection buffer) of the two geoms add up; a contact is detected when
 dist <= margin + gap and `includemargin = margin` (rows with dist > includemargin make no constraint).
 
-Contacts are written into `Data.contact`, padded to `m.nconmax = contact_capacity(m)` rows: each group owns
-a fixed block of rows; `contact.active` marks real contacts, `d.ncon` counts them. Inactive rows hold finite
-placeholder values (dist = NOCONTACT, identity frame).
+Contacts are written into `Data.contact`, padded to `m.nconmax = contact_capacity(m)` rows. Row layout
+(static): the groups of `pair_table(m).groups` in order, group k owning `capacity * ncon` consecutive rows,
+pair-major (the `ncon` rows of one pair are adjacent). `contact.active` marks real contacts (detected:
+dist <= margin + gap), `d.ncon` counts them; rows with dist > includemargin are contacts without constraint,
+as in MuJoCo. Inactive rows hold finite placeholder values (dist = NOCONTACT, identity frame, pos 0).
 
 Broadphase: a group of dynamic pairs with more than `BROADPHASE_MIN_PAIRS` candidates (e.g. hundreds of free
 spheres) does not run its collider on every candidate: the bounding-sphere overlap of all candidates is

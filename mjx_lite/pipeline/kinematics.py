@@ -15,6 +15,7 @@ body of the level at once), so the traced graph grows with depth and joints-per-
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jp
@@ -70,10 +71,27 @@ def _compose(a: jax.Array, b: jax.Array) -> jax.Array:
                           axis=-1)  # fmt: skip
 
 
-def _local_to_global(xpos, xquat, xmat, body, pos, quat):
-    """World frame of objects given in their body's frame (mj_local2Global)."""
-    gpos = support.take(xpos, body) + _mat_vec(support.take(xmat, body), pos)
-    gmat = math.quat_to_mat_c(math.quat_mul_c(support.take(xquat, body), quat))
+def _local_to_global(xpos, xquat, xmat, body, pos, quat, sameframe=None, xipos=None, ximat=None):
+    """World frame of objects given in their body's frame (mj_local2Global).
+
+    sameframe (static mjtSameFrame codes, optional): 1 body frame, 2 inertial frame, 3 body orientation,
+    4 inertial orientation; MuJoCo then copies those frames (ignoring round-off-sized local offsets).
+    """
+    take = support.take
+    xb, mb = take(xpos, body), take(xmat, body)
+    gpos = xb + _mat_vec(mb, pos)
+    gmat = math.quat_to_mat_c(math.quat_mul_c(take(xquat, body), quat))
+    if sameframe is None:
+        return gpos, gmat
+    sf = np.asarray(sameframe)
+    if np.any(sf == 1):
+        gpos = jp.where(jp.asarray(sf == 1)[:, None], xb, gpos)
+    if np.any((sf == 1) | (sf == 3)):
+        gmat = jp.where(jp.asarray((sf == 1) | (sf == 3))[:, None, None], mb, gmat)
+    if np.any(sf == 2):
+        gpos = jp.where(jp.asarray(sf == 2)[:, None], take(xipos, body), gpos)
+    if np.any((sf == 2) | (sf == 4)):
+        gmat = jp.where(jp.asarray((sf == 2) | (sf == 4))[:, None, None], take(ximat, body), gmat)
     return gpos, gmat
 
 
@@ -210,11 +228,15 @@ def _cameras(m: Model, xpos, xquat, xmat, subtree_com_fn):
 def kinematics(m: Model, d: Data) -> Data:
     """Forward kinematics (mj_kinematics + mj_camlight cameras). See the module docstring for outputs."""
     xpos, xquat, xmat, xanchor, xaxis = _body_frames(m, d)
-    xipos, ximat = _local_to_global(xpos, xquat, xmat, np.arange(m.nbody), m.body_ipos, m.body_iquat)
-    gb = np.asarray(m.geom_bodyid)
-    geom_xpos, geom_xmat = _local_to_global(xpos, xquat, xmat, gb, m.geom_pos, m.geom_quat)
-    sb = np.asarray(m.site_bodyid)
-    site_xpos, site_xmat = _local_to_global(xpos, xquat, xmat, sb, m.site_pos, m.site_quat)
+    l2g = functools.partial(_local_to_global, xpos, xquat, xmat)
+    xipos, ximat = l2g(np.arange(m.nbody), m.body_ipos, m.body_iquat, m.body_sameframe)
+    xipos, ximat = (
+        support.put(xipos, np.array([0]), 0.0),
+        support.put(ximat, np.array([0]), jp.eye(3, dtype=xpos.dtype)),
+    )
+    gb, sb = np.asarray(m.geom_bodyid), np.asarray(m.site_bodyid)
+    geom_xpos, geom_xmat = l2g(gb, m.geom_pos, m.geom_quat, m.geom_sameframe, xipos, ximat)
+    site_xpos, site_xmat = l2g(sb, m.site_pos, m.site_quat, m.site_sameframe, xipos, ximat)
     cam_xpos, cam_xmat = _cameras(m, xpos, xquat, xmat, lambda: _subtree_com(m, xipos))
     return d.replace(
         xpos=xpos, xquat=xquat, xmat=xmat, xipos=xipos, ximat=ximat, xanchor=xanchor, xaxis=xaxis,

@@ -198,7 +198,8 @@ def _wrap_inside(d, rad):
     def dsqrt(x):
         return jp.maximum(MINVAL, _sqrt0(x))
 
-    for _ in range(maxiter):
+    def body(_, carry):
+        z, f, use_default, done, converged, nsteps = carry
         active = ~done & ~converged
         df = A / dsqrt(1 - z * z * A * A) + B / dsqrt(1 - z * z * B * B) - 2 / dsqrt(1 - z * z)
         bad_df = df > -MINVAL
@@ -210,12 +211,17 @@ def _wrap_inside(d, rad):
         step = active & ~fail
         nsteps = nsteps + step.astype(jp.int32)
         z = jp.where(step, z1, z)
-        f1 = fun(z)
-        f = jp.where(step, f1, f)
+        f = jp.where(step, fun(z), f)
         pos = step & (f > tol)
         use_default = use_default | pos
         done = done | pos
         converged = converged | (step & (jp.abs(f) <= tol))
+        return z, f, use_default, done, converged, nsteps
+
+    # fixed trip count (reverse-differentiable); finished iterations are no-ops
+    z, f, use_default, done, converged, nsteps = jax.lax.fori_loop(
+        0, maxiter, body, (z, f, use_default, done, converged, nsteps)
+    )
     use_default = use_default | (nsteps >= maxiter)
 
     ccw = d0[0] * d1[1] - d0[1] * d1[0] > 0

@@ -78,8 +78,10 @@ def _body_moment(m: Model, d: Data, body: int) -> jax.Array:
         rows = con.efc_address[:, None] + k[None, :]
         valid = incl[:, None] & (k[None, :] < nrow[:, None])
         rows = jp.where(valid, rows, nj)
-        efc_w = jp.zeros((nj,), dtype).at[rows.reshape(-1)].add(
-            jp.broadcast_to(w[:, None], rows.shape).reshape(-1), mode="drop"
+        efc_w = (
+            jp.zeros((nj,), dtype)
+            .at[rows.reshape(-1)]
+            .add(jp.broadcast_to(w[:, None], rows.shape).reshape(-1), mode="drop")
         )
         moment = efc_w @ d.efc_J
 
