@@ -398,9 +398,7 @@ GRAD_SLOW = [("Newton", "elliptic"), ("CG", "pyramidal"), ("CG", "elliptic"), ("
              ("PGS", "elliptic")]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    "solver,cone", GRAD_MATRIX + [pytest.param(*c, marks=pytest.mark.slow) for c in GRAD_SLOW]
-)
+@pytest.mark.parametrize("solver,cone", GRAD_MATRIX + [pytest.param(*c, marks=pytest.mark.slow) for c in GRAD_SLOW])
 def test_grad_through_contact_rollout_finite(solver, cone):
     """jax.grad through 50 steps of a box sliding and tumbling on the plane (contacts all along)."""
     mjm = mujoco.MjModel.from_xml_string(BOX_XML.format(solver=solver, cone=cone, condim=3))

@@ -517,3 +517,21 @@ def test_body_transmission_with_contacts(cone, condim):
     out = jax.jit(transmission.transmission)(m, d.replace(contact=con, efc_J=jp.asarray(efc_j)))
     np.testing.assert_allclose(out.actuator_moment, _dense(mjm, mjd, "moment"), atol=ATOL)
     np.testing.assert_allclose(out.actuator_length, mjd.actuator_length, atol=ATOL)
+
+
+def test_with_our_kinematics():
+    """The force stages on top of our own kinematics / com / velocity stages (no MuJoCo upstream fields)."""
+    from mjx_lite.pipeline import kinematics, velocity
+
+    mjm = mujoco.MjModel.from_xml_string(WRAP_XML)
+    mjd = mujoco.MjData(mjm)
+    _random_state(mjm, mjd, np.random.default_rng(7))
+    m = oracle.model_from_mujoco(mjm)
+    d = io.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), ctrl=jp.asarray(mjd.ctrl))
+
+    @jax.jit
+    def run(m, d):
+        d = kinematics.com_pos(m, kinematics.kinematics(m, d))
+        return _stages(m, velocity.com_vel(m, d))
+
+    _compare(mjm, mjd, run(m, d))

@@ -175,3 +175,44 @@ def test_public_inverse_matches_mujoco(small):
     d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), qacc=jp.asarray(qacc))
     di = jax.jit(mjl.inverse)(m, d)
     _close(di.qfrc_inverse, mjd.qfrc_inverse, INV_TOL, "qfrc_inverse")
+
+
+SENSOR_XML = """
+<mujoco>
+  <option jacobian="dense" iterations="100" tolerance="1e-10" cone="{cone}"/>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body name="box" pos="0 0 .099">
+      <freejoint/><geom type="box" size=".1 .1 .1" friction="0.8 0.02 0.001" condim="4"/>
+      <site name="s" pos=".02 .03 .05"/>
+      <body name="arm" pos="0 0 .2">
+        <joint name="h" type="hinge" axis="0 1 0" range="-.3 .3"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" contype="0" conaffinity="0"/>
+        <site name="tip" pos=".3 0 0"/>
+      </body>
+    </body>
+    <body name="ball" pos=".6 0 .5"><freejoint/><geom type="sphere" size=".05" contype="0" conaffinity="0"/>
+      <site name="b"/></body>
+  </worldbody>
+  <equality><connect site1="tip" site2="b"/></equality>
+  <sensor>
+    <accelerometer site="s"/><force site="s"/><torque site="s"/>
+    <force site="tip"/><torque site="tip"/><accelerometer site="b"/>
+  </sensor>
+</mujoco>
+"""
+
+
+@pytest.mark.skipif(not FULL, reason="needs the passive/actuation/transmission stages")
+@pytest.mark.parametrize("cone", ["pyramidal"])
+def test_force_sensors_with_contacts_and_connect(cone):
+    """accelerometer, force and torque sensors see contact and connect forces through cfrc_ext (as MuJoCo)."""
+    mjm = mujoco.MjModel.from_xml_string(SENSOR_XML.format(cone=cone))
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(2)
+    mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.3
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon == 4 and mjd.nefc > 3
+    d = forward(m, _data(m, mjm, mjd))
+    _close(d.sensordata, mjd.sensordata, NEWTON_TOL, "sensordata")

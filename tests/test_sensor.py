@@ -176,10 +176,10 @@ def without_unsupported(spec: mujoco.MjSpec) -> mujoco.MjSpec:
     return spec
 
 
-def random_state(mjm: mujoco.MjModel, mjd: mujoco.MjData, rng: np.random.Generator) -> None:
+def random_state(mjm: mujoco.MjModel, mjd: mujoco.MjData, rng: np.random.Generator, qpos_scale: float = 0.3) -> None:
     """Perturb qpos around qpos0 (quaternions stay unit), random qvel/ctrl/act/xfrc_applied."""
     mjd.qpos[:] = mjm.qpos0
-    mujoco.mj_integratePos(mjm, mjd.qpos, rng.normal(size=mjm.nv) * 0.3, 1.0)
+    mujoco.mj_integratePos(mjm, mjd.qpos, rng.normal(size=mjm.nv) * qpos_scale, 1.0)
     mjd.qvel[:] = rng.normal(size=mjm.nv)
     mjd.ctrl[:] = rng.normal(size=mjm.nu)
     mjd.act[:] = rng.uniform(0.0, 1.0, size=mjm.na)

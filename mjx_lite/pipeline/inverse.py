@@ -193,8 +193,13 @@ def _equality_wrenches(m: Model, d: Data, p) -> jax.Array:
         b1, p1, _ = constraint._bodies_points(m, d, ids, 1, data[:, 0:3])
         b2, p2, _ = constraint._bodies_points(m, d, ids, 2, data[:, 3:6])
         z = jp.zeros_like(f)
-        out = out + support.wrench_to_cfrc(m, d, np.concatenate([b1, b2]), jp.concatenate([p1, p2]),
-                                           jp.concatenate([jp.concatenate([z, f], 1), jp.concatenate([z, -f], 1)]))
+        out = out + support.wrench_to_cfrc(
+            m,
+            d,
+            np.concatenate([b1, b2]),
+            jp.concatenate([p1, p2]),
+            jp.concatenate([jp.concatenate([z, f], 1), jp.concatenate([z, -f], 1)]),
+        )
     if len(p.weld):
         ids = p.weld
         n = len(ids)
