@@ -44,7 +44,7 @@ def build_model(
         arrays = {**arrays, **hull_tables(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"])}
     kw: dict[str, Any] = {}
     for name, f in fields.items():
-        if name in ("opt", "stat", "names", "nconmax", "njmax", "dof_frictional", "tendon_frictional"):
+        if name in ("opt", "stat", "names", "nconmax", "njmax", "dof_frictional", "tendon_frictional", "tendon_armed"):
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -68,6 +68,12 @@ def build_model(
     for flag, src in (("dof_frictional", "dof_frictionloss"), ("tendon_frictional", "tendon_frictionloss")):
         kw[flag] = np.asarray(arrays[src], np.float64) > 0
         kw[flag].setflags(write=False)
+    armed = np.asarray(arrays["tendon_armature"], np.float64) > 0
+    trn = np.asarray(arrays["actuator_trntype"])
+    for i in np.nonzero((trn == types.TrnType.TENDON) & (np.asarray(arrays["actuator_armature"]) > 0))[0]:
+        armed[int(np.asarray(arrays["actuator_trnid"])[i, 0])] = True
+    armed.setflags(write=False)
+    kw["tendon_armed"] = armed
     m = Model(nconmax=0, njmax=0, **kw)
     nconmax, njmax = _capacities(m)
     return m.replace(nconmax=nconmax, njmax=njmax)

@@ -390,6 +390,8 @@ class Model:
     # (compiled frictionloss > 0; the value itself stays traced, so it can be randomised but not switched on)
     dof_frictional: np.ndarray = static_field(None)  # (nv,) bool
     tendon_frictional: np.ndarray = static_field(None)  # (ntendon,) bool
+    # tendons whose compiled armature (own, or of actuators acting through them) is > 0: they add J' a J to qM
+    tendon_armed: np.ndarray = static_field(None)  # (ntendon,) bool
     # options and statistics
     opt: Option
     stat: Statistic

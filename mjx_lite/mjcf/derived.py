@@ -237,8 +237,16 @@ def set_const(ctx: CompileContext) -> dict:
     _actuator_ids(ctx)
 
     st = ConstState(ctx)
-    m0 = np.diag(st.mfull).copy()  # dof_M0: cdof' crb cdof + armature (no tendon armature, as mj_setM0)
+    # dof_M0: cdof' crb cdof + dof armature + joint-actuator armature (MuJoCo 4.0: no tendon armature)
+    m0 = np.diag(st.mfull).copy() + _joint_actuator_armature(ctx)
     _tendon_armature(ctx, st)
+    # actuator armature (joint: gear^2 a on the dof; tendon: gear^2 a J'J) is part of M for the invweights
+    act = _actuation_module()
+    if act is not None and hasattr(act, "_actuator_armature"):
+        act._actuator_armature(ctx, st)
+        if getattr(st, "actuator_armature_included", False):
+            st.lmat, st.dinv = _factor_ld(st.mfull)
+            st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
     mfull = st.mfull
     xpos, xmat, xipos, subtree_com = st.xpos, st.xmat, st.xipos, st.subtree_com
 
@@ -300,6 +308,25 @@ def set_const(ctx: CompileContext) -> dict:
     stat = _statistics(ctx, st, mfull)
     _auto_spring_damper(ctx)
     return stat
+
+
+def _actuation_module():
+    try:
+        return importlib.import_module("mjx_lite.mjcf.actuation")
+    except ImportError:
+        return None
+
+
+def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
+    """(nv,) gear^2 * armature of actuators with a slide/hinge joint transmission, on their dof."""
+    A, nv = ctx.arrays, ctx.sizes["nv"]
+    out = np.zeros(nv)
+    arm = np.asarray(A.get("actuator_armature", np.zeros(0)), float)
+    for i in np.nonzero(arm)[0]:
+        trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
+        if trn in (0, 1) and int(A["jnt_type"][obj]) in (2, 3):  # joint/jointinparent on slide/hinge
+            out[int(A["jnt_dofadr"][obj])] += arm[i] * float(A["actuator_gear"][i, 0]) ** 2
+    return out
 
 
 def _tendon_armature(ctx: CompileContext, st: ConstState) -> None:

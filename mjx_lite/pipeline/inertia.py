@@ -20,7 +20,7 @@ import numpy as np
 
 from mjx_lite import math
 from mjx_lite.pipeline import support
-from mjx_lite.types import MINVAL, Data, Model
+from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType
 
 take, put = support.take, support.put
 
@@ -49,11 +49,46 @@ def crb(m: Model, d: Data) -> Data:
     buf = math.inert_mul_c(take(crb_, np.asarray(m.dof_bodyid)), d.cdof)  # (nv, 6)
     vals = jp.sum(take(buf, t.m_rows) * take(d.cdof, t.m_cols), axis=-1)  # (nM,)
     vals = support.put_add(vals, t.madr, m.dof_armature)
+    # actuator armature (MuJoCo 4): gear^2 * armature on the dof of a slide/hinge joint transmission
+    jdof, jgain = _joint_actuator_armature(m)
+    if jdof.size:
+        vals = support.put_add(vals, t.madr[jdof], jgain)
+    tendon_armed = np.asarray(m.tendon_armed) if m.tendon_armed is not None else np.zeros(m.ntendon, bool)
     if is_sparse(m):
+        if np.any(tendon_armed):
+            raise NotImplementedError(
+                "tendon armature (tendon_armature or armature of a tendon actuator) with the sparse inertia layout "
+                f"(nv > {SPARSE_NV}) is not supported: it couples dofs outside the kinematic tree"
+            )
         qm = vals
     else:
         qm = jp.zeros((m.nv, m.nv), vals.dtype).at[t.m_cols, t.m_rows].set(vals).at[t.m_rows, t.m_cols].set(vals)
+        if np.any(tendon_armed):
+            # tendon armature: J' diag(a) J, a = tendon_armature + sum over tendon actuators of gear^2 armature
+            a = m.tendon_armature
+            trn = np.asarray(m.actuator_trntype)
+            act = np.nonzero(trn == TrnType.TENDON)[0]
+            if act.size:
+                ten = np.asarray(m.actuator_trnid)[act, 0]
+                gain = m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act]
+                a = a.at[ten].add(gain)
+            J = d.ten_J
+            qm = qm + (J.T * a[None, :]) @ J
     return d.replace(crb=crb_, qM=qm)
+
+
+def _joint_actuator_armature(m: Model) -> tuple[np.ndarray, jax.Array]:
+    """(dof ids (k,), gear^2 * armature (k,)) of actuators with a slide/hinge joint transmission."""
+    trn = np.asarray(m.actuator_trntype)
+    sel = np.nonzero((trn == TrnType.JOINT) | (trn == TrnType.JOINTINPARENT))[0]
+    if sel.size == 0:
+        return np.zeros(0, np.int64), jp.zeros(0)
+    jnt = np.asarray(m.actuator_trnid)[sel, 0]
+    jt = np.asarray(m.jnt_type)[jnt]
+    keep = (jt == JointType.SLIDE) | (jt == JointType.HINGE)
+    sel, jnt = sel[keep], jnt[keep]
+    dof = np.asarray(m.jnt_dofadr)[jnt]
+    return dof, m.actuator_gear[sel, 0] ** 2 * m.actuator_armature[sel]
 
 
 # ---- factorisation ------------------------------------------------------------------------------------------

@@ -5,54 +5,50 @@ Fixed tendons are linear in qpos. Spatial tendons are chains of sites with optio
 set of candidate points per tendon, masked by whether wrapping happens, so all shapes are static; the output
 `wrap_obj`/`wrap_xpos` are filled in MuJoCo's order and padded with zeros.
 
+Compile time does not grow with the number of tendons or wrap elements: a static plan (`_plan`, host numpy,
+memoised per model structure) splits the tendons into element *kinds*, each evaluated by one vectorised
+computation over all of its instances:
+  fixed-tendon terms   (joint coef) -> one gather of qpos, one segment_sum, one static scatter into ten_J;
+  straight segments    (site -> site, and the unwrapped fallback of geom segments) -> batched norms;
+  geom-wrap segments   (site -> sphere/cylinder -> site, side site or not) -> one `jax.vmap(wrap)`, whose
+                       inside-wrap Newton solve is a `fori_loop` with a static trip count;
+  pulleys              -> a static per-segment divisor index.
+Point Jacobians come from one `support.jac_batch` call over all segment end/tangent points; per-segment rows are
+summed into tendons with `segment_sum`; the wrap path is one gather from a static candidate-point table, a
+cumsum of the traced presence mask (tangent points exist only when wrapping happens) and one scatter.
+
 All static decisions come from the integer tables (`wrap_type`, `wrap_objid`, `tendon_adr`, `tendon_num`);
-the side-site id (`wrap_prm` of a geom wrap) and pulley divisors are read from the traced `wrap_prm`.
+the side-site id (`wrap_prm` of a geom wrap) and pulley divisors are read from the traced `wrap_prm`, so
+"side site or not" is a traced per-instance flag of the geom-wrap kind, not a separate kind.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
+from mjx_lite.pipeline import support
 from mjx_lite.types import MINVAL, Data, Model, WrapType
 
 # ----------------------------------------------------------------------------------------------------------
-# Jacobian helpers (vectorised over points; see `point_jac`)
+# Jacobian helpers (vectorised over points; thin wrappers on pipeline.support, kept for the force stages)
 
 
 def body_dof_mask(m: Model) -> np.ndarray:
-    """Static (nbody, nv) bool: dof i moves body b (dof i's body is b or an ancestor of b)."""
-    parent = np.asarray(m.body_parentid)
-    anc = np.zeros((m.nbody, m.nbody), bool)
-    for b in range(m.nbody):
-        a = b
-        while True:
-            anc[b, a] = True
-            if a == 0:
-                break
-            a = parent[a]
-    if m.nv == 0:
-        return np.zeros((m.nbody, 0), bool)
-    return anc[:, np.asarray(m.dof_bodyid)]
+    """Static (nbody, nv) bool: dof i moves body b (dof i's body is b or an ancestor of b). See support."""
+    return support.body_dof_mask(m)
 
 
 def point_jac(m: Model, d: Data, points: jax.Array, bodies: np.ndarray) -> tuple[jax.Array, jax.Array]:
     """Translational and rotational Jacobians of world points attached to bodies (as mj_jac).
 
-    points: (k, 3) traced; bodies: (k,) static int. Returns (jacp, jacr), each (k, 3, nv).
+    points: (k, 3) traced; bodies: (k,) int. Returns (jacp, jacr), each (k, 3, nv) (`support.jac_batch`).
     """
-    bodies = np.asarray(bodies, np.int32)
-    mask = jp.asarray(body_dof_mask(m)[bodies], points.dtype)  # (k, nv)
-    root = np.asarray(m.body_rootid)[bodies]
-    offset = points - d.subtree_com[root]  # (k, 3)
-    cang = d.cdof[:, :3]  # (nv, 3)
-    clin = d.cdof[:, 3:]
-    jp_ = clin[None] + jp.cross(cang[None], offset[:, None, :])  # (k, nv, 3)
-    jacp = jp.swapaxes(jp_ * mask[..., None], 1, 2)
-    jacr = jp.swapaxes(jp.broadcast_to(cang[None], jp_.shape) * mask[..., None], 1, 2)
-    return jacp, jacr
+    return support.jac_batch(m, d, points, np.asarray(bodies, np.int32))
 
 
 def apply_ft(
@@ -65,7 +61,7 @@ def apply_ft(
     if m.nv == 0 or len(bodies) == 0:
         return jp.zeros((m.nv,), d.qpos.dtype)
     bodies = np.asarray(bodies, np.int32)
-    mask = jp.asarray(body_dof_mask(m)[bodies], force.dtype)  # (k, nv)
+    mask = jp.asarray(support.body_dof_mask(m)[bodies], force.dtype)  # (k, nv)
     root = np.asarray(m.body_rootid)[bodies]
     offset = points - d.subtree_com[root]
     spatial = jp.concatenate([torque + jp.cross(offset, force), force], axis=-1)  # (k, 6) about subtree com
@@ -291,18 +287,53 @@ def wrap(x0, x1, xpos, xmat, rad, is_sphere, side, has_side):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# static tendon tables
+# static plan (host numpy, memoised per model structure)
 
 
-def _spatial_layout(m: Model):
-    """Parse spatial tendons into segments and candidate wrap points (host numpy, static)."""
-    wtype = np.asarray(m.wrap_type)
-    wobj = np.asarray(m.wrap_objid)
-    segs = []  # dict per segment
-    points = []  # candidate path points in MuJoCo order: (tendon, kind, seg or wrap index)
+@dataclasses.dataclass(frozen=True)
+class TendonPlan:
+    """Static index tables of the tendon stage (numpy): n_f fixed-tendon joint terms, n_s spatial segments
+    (site0 -> [geom ->] site1; the first n_g have a wrap geom), n_p candidate wrap-path points."""
+
+    # fixed tendons, one entry per joint term
+    f_ten: np.ndarray  # (n_f,) tendon id (sorted)
+    f_wrap: np.ndarray  # (n_f,) wrap id: coef = wrap_prm[f_wrap]
+    f_qadr: np.ndarray  # (n_f,) qpos address of the joint
+    f_flat: np.ndarray  # (n_f,) flat index tendon * nv + dof into ten_J
+    # spatial segments, geom-wrap segments first
+    n_g: int
+    s_ten: np.ndarray  # (n_s,) tendon id
+    s_site: np.ndarray  # (2, n_s) end sites
+    s_body: np.ndarray  # (2, n_s) bodies of the end sites
+    s_pulley: np.ndarray  # (n_s,) wrap id of the pulley dividing the segment, -1 for none
+    g_geom: np.ndarray  # (n_g,) wrap geom id
+    g_body: np.ndarray  # (n_g,) its body
+    g_sphere: np.ndarray  # (n_g,) bool: sphere (else cylinder)
+    g_wrap: np.ndarray  # (n_g,) wrap id of the geom element (its wrap_prm is the side-site id, -1 none)
+    # candidate wrap-path points, in MuJoCo's order
+    p_src: np.ndarray  # (n_p,) row of [x0 (n_s); x1 (n_s); t0 (n_g); t1 (n_g); zero (pulley)]
+    p_obj: np.ndarray  # (n_p,) int32: -1 site, -2 pulley, geom id for tangent points
+    p_cond: np.ndarray  # (n_p,) 0: always present; k + 1: present iff geom segment k wraps
+    p_ten: np.ndarray  # (n_p,) tendon id
+
+
+def _plan_key(m: Model) -> tuple:
+    arrs = (m.tendon_adr, m.tendon_num, m.wrap_type, m.wrap_objid, m.site_bodyid, m.geom_bodyid)
+    return ("tendon_plan", m.ntendon, m.nwrap) + tuple(np.asarray(a).tobytes() for a in arrs)
+
+
+def _build_plan(m: Model) -> TendonPlan:
+    wtype, wobj = np.asarray(m.wrap_type), np.asarray(m.wrap_objid)
+    f_ten, f_wrap = [], []
+    segs = []  # (tendon, site0, site1, pulley wrap id, geom id or -1, geom wrap id, sphere)
+    points = []  # (tendon, kind, segment or wrap index)
     for t in range(m.ntendon):
         adr, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
-        if num == 0 or wtype[adr] == WrapType.JOINT:
+        if num == 0:
+            continue
+        if wtype[adr] == WrapType.JOINT:
+            f_ten += [t] * num
+            f_wrap += list(range(adr, adr + num))
             continue
         pulley = -1
         j = 0
@@ -314,23 +345,61 @@ def _spatial_layout(m: Model):
                     points.append((t, "pulley", adr + j))
                 j += 1
                 continue
-            seg = dict(tendon=t, site0=int(wobj[adr + j]), pulley=pulley, geom=-1, sidewrap=-1, sphere=True)
+            k = len(segs)
             if t1 in (WrapType.SPHERE, WrapType.CYLINDER):
-                seg.update(geom=int(wobj[adr + j + 1]), sidewrap=adr + j + 1, sphere=t1 == WrapType.SPHERE)
-                seg["site1"] = int(wobj[adr + j + 2])
+                segs.append((t, wobj[adr + j], wobj[adr + j + 2], pulley, wobj[adr + j + 1], adr + j + 1,
+                             t1 == WrapType.SPHERE))  # fmt: skip
+                points += [(t, "site0", k), (t, "tan0", k), (t, "tan1", k)]
                 j += 2
             else:
-                seg["site1"] = int(wobj[adr + j + 1])
+                segs.append((t, wobj[adr + j], wobj[adr + j + 1], pulley, -1, -1, True))
+                points.append((t, "site0", k))
                 j += 1
-            k = len(segs)
-            segs.append(seg)
-            points.append((t, "site0", k))
-            if seg["geom"] >= 0:
-                points.append((t, "tan0", k))
-                points.append((t, "tan1", k))
             if j == num - 1 or wtype[adr + j + 1] == WrapType.PULLEY:
                 points.append((t, "site1", k))
-    return segs, points
+
+    # geom-wrap segments first: pos[k] = position of segment k in the plan
+    order = [k for k, s in enumerate(segs) if s[4] >= 0] + [k for k, s in enumerate(segs) if s[4] < 0]
+    pos = np.empty(len(segs), np.int64)
+    pos[order] = np.arange(len(segs))
+    n_s, n_g = len(segs), sum(s[4] >= 0 for s in segs)
+    seg = [segs[k] for k in order]
+
+    def col(i, dt=np.int64):
+        return np.array([s[i] for s in seg], dt).reshape(len(seg))
+
+    site_body, geom_body = np.asarray(m.site_bodyid), np.asarray(m.geom_bodyid)
+    s_site = np.stack([col(1), col(2)]) if n_s else np.zeros((2, 0), np.int64)
+    g_geom = col(4)[:n_g]
+    src = {"site0": lambda k: pos[k], "site1": lambda k: n_s + pos[k], "tan0": lambda k: 2 * n_s + pos[k],
+           "tan1": lambda k: 2 * n_s + n_g + pos[k], "pulley": lambda k: 2 * n_s + 2 * n_g}  # fmt: skip
+
+    def obj(kind, k):
+        return -2 if kind == "pulley" else (int(segs[k][4]) if kind in ("tan0", "tan1") else -1)
+
+    f_wrap = np.array(f_wrap, np.int64)
+    jnt = wobj[f_wrap]
+    return TendonPlan(
+        f_ten=np.array(f_ten, np.int64), f_wrap=f_wrap, f_qadr=np.asarray(m.jnt_qposadr)[jnt].astype(np.int64),
+        f_flat=np.array(f_ten, np.int64) * m.nv + np.asarray(m.jnt_dofadr)[jnt].astype(np.int64),
+        n_g=int(n_g), s_ten=col(0), s_site=s_site, s_body=site_body[s_site], s_pulley=col(3),
+        g_geom=g_geom, g_body=geom_body[g_geom], g_sphere=col(6, bool)[:n_g], g_wrap=col(5)[:n_g],
+        p_src=np.array([src[kind](k) for _, kind, k in points], np.int64),
+        p_obj=np.array([obj(kind, k) for _, kind, k in points], np.int32),
+        p_cond=np.array([pos[k] + 1 if kind in ("tan0", "tan1") else 0 for _, kind, k in points], np.int64),
+        p_ten=np.array([t for t, _, _ in points], np.int64),
+    )  # fmt: skip
+
+
+def plan(m: Model) -> TendonPlan:
+    """The static tendon plan of `m` (memoised per model structure)."""
+    return support.memo(m, _plan_key(m), _build_plan)
+
+
+def _seg_rows(pa, pb, ja, jb, differ):
+    """Jacobian rows d|pb - pa| / dq of straight pieces: (k, 3) points, (k, 3, nv) Jacobians, (k,) static mask."""
+    u, _ = mjm.safe_normalize(pb - pa)
+    return jp.einsum("sk,skv->sv", u, jb - ja) * jp.asarray(differ, pa.dtype)[:, None]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -343,123 +412,89 @@ def tendon(m: Model, d: Data) -> Data:
     Outputs: ten_length (ntendon,), ten_J (ntendon, nv), ten_wrapadr/ten_wrapnum (ntendon,) int32,
     wrap_obj (nwrap, 2) int32 and wrap_xpos (nwrap, 6): the first sum(ten_wrapnum) path points (in MuJoCo's
     flat layout of 2*nwrap points) with object ids (-1 site, -2 pulley, geom id for tangent points).
+    The traced graph depends on which element kinds occur, not on how many tendons or wraps there are.
     """
     dtype = d.qpos.dtype
     nt, nv = m.ntendon, m.nv
     if nt == 0:
         return d
-    wtype = np.asarray(m.wrap_type)
-    wobj = np.asarray(m.wrap_objid)
+    P = plan(m)
+    npts_cap = 2 * m.nwrap
     length = jp.zeros((nt,), dtype)
     J = jp.zeros((nt, nv), dtype)
 
-    # fixed tendons
-    fixed_w = [
-        w
-        for t in range(nt)
-        if m.tendon_num[t] > 0 and wtype[m.tendon_adr[t]] == WrapType.JOINT
-        for w in range(m.tendon_adr[t], m.tendon_adr[t] + m.tendon_num[t])
-    ]
-    if fixed_w:
-        fw = np.array(fixed_w)
-        ften = np.searchsorted(np.asarray(m.tendon_adr), fw, side="right") - 1
-        jnt = wobj[fw]
-        coef = m.wrap_prm[fw]
-        length = length.at[ften].add(coef * d.qpos[np.asarray(m.jnt_qposadr)[jnt]])
-        J = J.at[ften, np.asarray(m.jnt_dofadr)[jnt]].add(coef)
+    # fixed tendons: length = sum coef * qpos, ten_J = static scatter of the coefficients
+    if P.f_ten.size:
+        coef = support.take(m.wrap_prm, P.f_wrap).astype(dtype)
+        length = jax.ops.segment_sum(coef * support.take(d.qpos, P.f_qadr), P.f_ten, nt, indices_are_sorted=True)
+        if nv:
+            J = support.put_add(jp.zeros((nt * nv,), dtype), P.f_flat, coef).reshape(nt, nv)
 
-    segs, pts = _spatial_layout(m)
-    npts_cap = 2 * m.nwrap
-    wrap_obj = jp.zeros((npts_cap,), jp.int32)
-    wrap_xpos = jp.zeros((npts_cap, 3), dtype)
-    wrapnum = jp.zeros((nt,), jp.int32)
+    n_s, n_g = P.s_ten.size, P.n_g
+    if n_s == 0:
+        z = jp.zeros((nt,), jp.int32)
+        return d.replace(
+            ten_length=length, ten_J=J, ten_wrapadr=z, ten_wrapnum=z,
+            wrap_obj=jp.zeros((m.nwrap, 2), jp.int32), wrap_xpos=jp.zeros((m.nwrap, 6), dtype),
+        )  # fmt: skip
 
-    if segs:
-        site_body = np.asarray(m.site_bodyid)
-        geom_body = np.asarray(m.geom_bodyid)
-        s0 = np.array([s["site0"] for s in segs])
-        s1 = np.array([s["site1"] for s in segs])
-        g = np.array([max(s["geom"], 0) for s in segs])
-        has_geom = np.array([s["geom"] >= 0 for s in segs])
-        sphere = np.array([s["sphere"] for s in segs])
-        ten = np.array([s["tendon"] for s in segs])
-        x0 = d.site_xpos[s0]
-        x1 = d.site_xpos[s1]
-        divisor = jp.ones((len(segs),), dtype)
-        pul = np.array([s["pulley"] for s in segs])
-        if (pul >= 0).any():
-            divisor = jp.where(jp.asarray(pul >= 0), m.wrap_prm[np.maximum(pul, 0)], divisor)
+    # spatial segments: straight pieces for all, one vmapped wrap over the geom-wrap segments
+    x = support.take(d.site_xpos, P.s_site)  # (2, n_s, 3)
+    x0, x1 = x[0], x[1]
+    b0, b1 = P.s_body
+    seglen = mjm.safe_norm(x1 - x0)
+    if n_g:
+        gx0, gx1 = x0[:n_g], x1[:n_g]
+        sideid = jp.round(support.take(m.wrap_prm, P.g_wrap)).astype(jp.int32)
+        side = d.site_xpos[jp.clip(sideid, 0, m.nsite - 1)]
+        gsize = support.take(m.geom_size, P.g_geom)[:, 0]
+        wlen, t0, t1 = jax.vmap(wrap)(
+            gx0, gx1, support.take(d.geom_xpos, P.g_geom), support.take(d.geom_xmat, P.g_geom), gsize,
+            jp.asarray(P.g_sphere), side, sideid >= 0,
+        )  # fmt: skip
+        wrapped = wlen >= 0
+        dw = mjm.safe_norm(t0 - gx0) + jp.maximum(wlen, 0.0) + mjm.safe_norm(gx1 - t1)
+        seglen = jp.concatenate([jp.where(wrapped, dw, seglen[:n_g]), seglen[n_g:]])
+    divisor = None
+    if (P.s_pulley >= 0).any():
+        pdiv = support.take(m.wrap_prm, np.maximum(P.s_pulley, 0)).astype(dtype)
+        divisor = jp.where(jp.asarray(P.s_pulley >= 0), pdiv, 1.0)
+        seglen = seglen / divisor
+    length = length + jax.ops.segment_sum(seglen, P.s_ten, nt)
 
-        if has_geom.any():
-            sidew = np.array([max(s["sidewrap"], 0) for s in segs])
-            sideid = jp.round(m.wrap_prm[sidew]).astype(jp.int32)
-            has_side = (sideid >= 0) & jp.asarray(has_geom)
-            side = d.site_xpos[jp.clip(sideid, 0, max(m.nsite - 1, 0))] if m.nsite else x0
-            wlen, t0, t1 = jax.vmap(wrap)(
-                x0, x1, d.geom_xpos[g], d.geom_xmat[g], m.geom_size[g, 0], jp.asarray(sphere), side, has_side
+    # Jacobians: one batched point-Jacobian call over all end and tangent points
+    if nv:
+        pts = jp.concatenate([x0, x1] + ([t0, t1] if n_g else []))
+        bodies = np.concatenate([b0, b1] + ([P.g_body, P.g_body] if n_g else []))
+        jacp, _ = support.jac_batch(m, d, pts, bodies)
+        jx0, jx1 = jacp[:n_s], jacp[n_s : 2 * n_s]
+        rows = _seg_rows(x0, x1, jx0, jx1, b0 != b1)
+        if n_g:
+            jt0, jt1 = jacp[2 * n_s : 2 * n_s + n_g], jacp[2 * n_s + n_g :]
+            gb0, gb1 = b0[:n_g], b1[:n_g]
+            row_w = _seg_rows(gx0, t0, jx0[:n_g], jt0, gb0 != P.g_body) + _seg_rows(
+                t1, gx1, jt1, jx1[:n_g], P.g_body != gb1
             )
-            wrapped = (wlen >= 0) & jp.asarray(has_geom)
-        else:
-            wlen = jp.full((len(segs),), -1.0, dtype)
-            t0, t1 = x0, x1
-            wrapped = jp.zeros((len(segs),), bool)
+            rows = jp.concatenate([jp.where(wrapped[:, None], row_w, rows[:n_g]), rows[n_g:]])
+        if divisor is not None:
+            rows = rows / divisor[:, None]
+        J = J + jax.ops.segment_sum(rows, P.s_ten, nt)
 
-        # lengths
-        d01 = mjm.safe_norm(x1 - x0)
-        dw = mjm.safe_norm(t0 - x0) + jp.maximum(wlen, 0.0) + mjm.safe_norm(x1 - t1)
-        seglen = jp.where(wrapped, dw, d01) / divisor
-        length = length + jax.ops.segment_sum(seglen, ten, num_segments=nt)
-
-        # Jacobians: straight (x0 -> x1) or wrapped (x0 -> t0, t1 -> x1)
-        b0 = site_body[s0]
-        b1 = site_body[s1]
-        bg = geom_body[g]
-        pts_all = jp.concatenate([x0, x1, t0, t1])
-        bod_all = np.concatenate([b0, b1, bg, bg])
-        jacp, _ = point_jac(m, d, pts_all, bod_all)
-        n = len(segs)
-        jx0, jx1, jt0, jt1 = jacp[:n], jacp[n : 2 * n], jacp[2 * n : 3 * n], jacp[3 * n :]
-
-        def seg_row(pa, pb, ja, jb, differ):
-            u, _ = mjm.safe_normalize(pb - pa)
-            row = jp.einsum("sk,skv->sv", u, jb - ja)
-            return row * jp.asarray(differ, dtype)[:, None]
-
-        row_s = seg_row(x0, x1, jx0, jx1, b0 != b1)
-        row_w = seg_row(x0, t0, jx0, jt0, b0 != bg) + seg_row(t1, x1, jt1, jx1, bg != b1)
-        rows = jp.where(wrapped[:, None], row_w, row_s) / divisor[:, None]
-        J = J + jax.ops.segment_sum(rows, ten, num_segments=nt)
-
-    # wrap path points (fixed layout, traced presence)
-    if pts:
-        pos_list, obj_list, pres_list, ten_list = [], [], [], []
-        for t, kind, k in pts:
-            ten_list.append(t)
-            if kind == "pulley":
-                pos_list.append(jp.zeros((3,), dtype))
-                obj_list.append(jp.asarray(-2, jp.int32))
-                pres_list.append(jp.asarray(True))
-            elif kind == "site0":
-                pos_list.append(x0[k])
-                obj_list.append(jp.asarray(-1, jp.int32))
-                pres_list.append(jp.asarray(True))
-            elif kind == "site1":
-                pos_list.append(x1[k])
-                obj_list.append(jp.asarray(-1, jp.int32))
-                pres_list.append(jp.asarray(True))
-            else:
-                pos_list.append(t0[k] if kind == "tan0" else t1[k])
-                obj_list.append(jp.asarray(segs[k]["geom"], jp.int32))
-                pres_list.append(wrapped[k])
-        ppos = jp.stack(pos_list)
-        pobj = jp.stack(obj_list)
-        pres = jp.stack(pres_list)
-        pten = np.array(ten_list)
-        slot = jp.cumsum(pres.astype(jp.int32)) - 1
-        slot = jp.where(pres, slot, npts_cap)  # absent -> dropped
+    # wrap path: one gather from the candidate table, compaction of the present points by a cumsum + scatter
+    ppos = support.take(jp.concatenate([x0, x1] + ([t0, t1] if n_g else []) + [jp.zeros((1, 3), dtype)]), P.p_src)
+    wrap_xpos = jp.zeros((npts_cap, 3), dtype)
+    wrap_obj = jp.zeros((npts_cap,), jp.int32)
+    if n_g:
+        pres = support.take(jp.concatenate([jp.ones((1,), jp.int32), wrapped.astype(jp.int32)]), P.p_cond)
+        slot = jp.where(pres > 0, jp.cumsum(pres) - 1, npts_cap)  # absent -> dropped
         wrap_xpos = wrap_xpos.at[slot].set(ppos, mode="drop")
-        wrap_obj = wrap_obj.at[slot].set(pobj, mode="drop")
-        wrapnum = jax.ops.segment_sum(pres.astype(jp.int32), pten, num_segments=nt)
+        wrap_obj = wrap_obj.at[slot].set(jp.asarray(P.p_obj), mode="drop")
+        wrapnum = jax.ops.segment_sum(pres, P.p_ten, nt)
+    else:  # every candidate point is present: static layout
+        n_p = P.p_src.size
+        wrap_xpos = support.put(wrap_xpos, np.arange(n_p), ppos)
+        wrap_obj = jp.asarray(np.concatenate([P.p_obj, np.zeros(npts_cap - n_p, np.int32)]))
+        wrapnum = jp.asarray(np.bincount(P.p_ten, minlength=nt).astype(np.int32))
     wrapadr = jp.cumsum(wrapnum) - wrapnum
 
     return d.replace(

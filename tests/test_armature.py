@@ -1,0 +1,36 @@
+"""Armature of tendons and actuators (MuJoCo 4.0): in qM at run time, in dof_M0 and the invweights at compile time."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+from mjx_lite.pipeline import inertia, kinematics, tendon  # noqa: E402
+
+TOL = 1e-12  # closed-form float64 arithmetic
+
+XML = """<mujoco><worldbody><body><joint name="j0" axis="0 1 0"/><geom size=".1" pos=".3 0 0"/>
+<body pos=".3 0 0"><joint name="j1" axis="0 1 0"/><geom size=".1" pos=".3 0 0"/></body></body></worldbody>
+<tendon><fixed name="t" armature="0.5"><joint joint="j0" coef="1"/><joint joint="j1" coef="2"/></fixed></tendon>
+<actuator><motor joint="j0" gear="3" armature="0.1"/><motor tendon="t" gear="2" armature="0.2"/></actuator>
+</mujoco>"""
+
+
+def test_armature_in_mass_matrix_and_constants():
+    mjm = mujoco.MjModel.from_xml_string(XML)
+    m = mjl.load_mjcf_string(XML)
+    for name in ("dof_M0", "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0"):
+        np.testing.assert_allclose(np.asarray(getattr(m, name)), getattr(mjm, name), atol=TOL, err_msg=name)
+    mjd = mujoco.MjData(mjm)
+    for qpos in ([0.3, -0.5], [1.0, 0.2]):
+        mjd.qpos[:] = qpos
+        mujoco.mj_forward(mjm, mjd)
+        full = np.zeros((2, 2))
+        mujoco.mj_fullM(mjm, mjd, full)
+        d = mjl.make_data(m).replace(qpos=jp.asarray(qpos))
+        d = inertia.crb(m, tendon.tendon(m, kinematics.com_pos(m, kinematics.kinematics(m, d))))
+        np.testing.assert_allclose(np.asarray(inertia.full_m(m, d)), full, atol=TOL)
