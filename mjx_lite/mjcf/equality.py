@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf.inertia import quat_mul, rot_vec
 from mjx_lite.mjcf.spec import Element
 from mjx_lite.mjcf.tendon import attr, children, error, register, vec
 from mjx_lite.types import NEQDATA, EqType, ObjType
@@ -28,24 +29,13 @@ _DEFAULT_DATA = np.array([0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0], np.float64)
 # ------------------------------------------------------------------------------------------ numpy frame algebra
 
 
-def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return np.array([
-        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-    ])  # fmt: skip
-
-
 def quat_conj(q: np.ndarray) -> np.ndarray:
     return np.array([q[0], -q[1], -q[2], -q[3]])
 
 
 def quat_rot(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Rotate v by unit quaternion q."""
-    return quat_mul(quat_mul(q, np.array([0.0, *v])), quat_conj(q))[1:]
+    return rot_vec(v, q)
 
 
 def body_frames0(ctx: CompileContext) -> tuple[np.ndarray, np.ndarray]:
