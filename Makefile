@@ -5,9 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-PYTEST_ARGS ?=
+# CI runs the default selection; `make test PYTEST_ARGS="-m ''"` (or `make test-all`) also runs the slow cases
+PYTEST_ARGS ?= -m "not slow"
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-all lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +24,11 @@ run: $(VENV)/.installed
 	$(PY) -m mjx_lite.run
 
 test: $(VENV)/.installed-test
-	$(VENV)/bin/ruff check mjx_lite tests benchmarks
-	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo 'no tests collected'; exit 0; fi; exit $$rc
+	$(VENV)/bin/ruff check mjx_lite tests
+	$(PY) -m pytest -q -n 2 --durations=15 $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo 'no tests collected'; exit 0; fi; exit $$rc
+
+test-all: $(VENV)/.installed-test
+	$(MAKE) test PYTEST_ARGS="-m ''"
 
 bench: $(VENV)/.installed-test
 	$(PY) -m mjx_lite.bench
