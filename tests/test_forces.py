@@ -7,6 +7,7 @@ stages are tested in isolation; every output field is compared against MuJoCo 4.
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 
@@ -465,6 +466,40 @@ def test_unsupported_features_raise():
     m = oracle.model_from_mujoco(mjm)
     with pytest.raises(NotImplementedError, match="dyntype"):
         actuation.actuation(m, io.make_data(m))
+
+
+def _repeated_tendons_model(n):
+    """WRAP_XML with its tendon block (sphere/cylinder wraps with and without side sites, pulleys, a fixed
+    tendon) repeated n times and no actuators."""
+    start, end = WRAP_XML.index("<tendon>") + len("<tendon>"), WRAP_XML.index("</tendon>")
+    block = re.sub(r' name="[^"]*"', "", WRAP_XML[start:end])
+    xml = WRAP_XML[:start] + block * n + WRAP_XML[end:]
+    xml = re.sub(r"<actuator>.*</actuator>", "", xml, flags=re.S)
+    return mujoco.MjModel.from_xml_string(xml)
+
+
+def test_tendon_graph_does_not_grow_with_tendon_count():
+    """The traced graph of `tendon` depends on the wrap-element kinds present, not on how many tendons or wrap
+    elements there are (compile-time scaling; nothing about time is asserted). The 8-copy model is also checked
+    against MuJoCo, so the static grouping is exercised with many instances per kind."""
+    sizes = {}
+    for n in (2, 8):
+        mjm = _repeated_tendons_model(n)
+        m = oracle.model_from_mujoco(mjm)
+        sizes[n] = len(jax.make_jaxpr(tendon.tendon)(m, io.make_data(m)).jaxpr.eqns)
+    assert mjm.ntendon == 8 * 4
+    assert sizes[2] == sizes[8], sizes
+    mjd = mujoco.MjData(mjm)
+    _random_state(mjm, mjd, np.random.default_rng(11))
+    out = jax.jit(tendon.tendon)(m, _our_data(m, mjd))
+    np.testing.assert_allclose(out.ten_length, mjd.ten_length, atol=ATOL, rtol=RTOL)
+    np.testing.assert_allclose(out.ten_J, _dense(mjm, mjd, "ten_J"), atol=ATOL, rtol=RTOL)
+    np.testing.assert_array_equal(out.ten_wrapadr, mjd.ten_wrapadr)
+    np.testing.assert_array_equal(out.ten_wrapnum, mjd.ten_wrapnum)
+    nw = int(mjd.ten_wrapnum.sum())
+    np.testing.assert_array_equal(np.asarray(out.wrap_obj).ravel()[:nw], mjd.wrap_obj.ravel()[:nw])
+    np.testing.assert_allclose(np.asarray(out.wrap_xpos).reshape(-1, 3)[:nw], mjd.wrap_xpos.reshape(-1, 3)[:nw],
+                               atol=ATOL)  # fmt: skip
 
 
 ADHESION_XML = """

