@@ -122,8 +122,8 @@ def _wrap_circle(d, sd, has_side, rad):
     s1 = _sqrt0(sqlen1 - sqrad)
     l0 = jp.where(sqlen0 < MINVAL, 1.0, sqlen0)
     l1 = jp.where(sqlen1 < MINVAL, 1.0, sqlen1)
-    sols, goods = [], []
-    for sgn in (1.0, -1.0):
+
+    def candidate(sgn):  # the two tangent-point solutions, traced once and vmapped over sgn = +1, -1
         a0 = jp.stack([(d0[0] * sqrad + sgn * rad * d0[1] * s0) / l0, (d0[1] * sqrad - sgn * rad * d0[0] * s0) / l0])
         a1 = jp.stack([(d1[0] * sqrad - sgn * rad * d1[1] * s1) / l1, (d1[1] * sqrad + sgn * rad * d1[0] * s1) / l1])
         mid, _ = _normalize_mj(a0 + a1)
@@ -131,11 +131,12 @@ def _wrap_circle(d, sd, has_side, rad):
         diff = a0 - a1
         good = jp.where(has_side, good_side, -jp.dot(diff, diff))
         good = jp.where(_is_intersect(d0, a0, d1, a1), -10000.0, good)
-        sols.append((a0, a1))
-        goods.append(good)
+        return a0, a1, good
+
+    a0s, a1s, goods = jax.vmap(candidate)(jp.array([1.0, -1.0], d.dtype))
     pick0 = goods[0] > goods[1]
-    p0 = jp.where(pick0, sols[0][0], sols[1][0])
-    p1 = jp.where(pick0, sols[0][1], sols[1][1])
+    p0 = jp.where(pick0, a0s[0], a0s[1])
+    p1 = jp.where(pick0, a1s[0], a1s[1])
     nowrap = nowrap | _is_intersect(d0, p0, d1, p1)
 
     # arc length (length_circle)
