@@ -38,7 +38,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_hash
-from mjx_lite.collision import boxbox, convex, primitive
+from mjx_lite.collision import boxbox, convex, hfield, primitive
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
@@ -78,8 +78,6 @@ def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
     if (type1, type2) in _ANALYTIC:
         return _ANALYTIC[(type1, type2)]
     if type1 == _HFIELD:
-        from mjx_lite.collision import hfield
-
         return hfield.collider_for(type2)
     return convex.general, convex.GENERAL_NCON
 
@@ -186,6 +184,8 @@ def _build_table(m: Model) -> PairTable:
         t1, t2, da, db, explicit = key
         arr = np.asarray(buckets[key], np.int32)
         fn, ncon = (convex.general, convex.GENERAL_NCON) if t1 == GENERAL else collider_for(t1, t2)
+        if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
+            fn = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
         n = len(arr)
         cap = n
         if not explicit and n > BROADPHASE_MIN_PAIRS:
@@ -300,7 +300,11 @@ def _run_group(m: Model, d: types.Data, g: Group):
         solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
     info1 = _geom_info(m, d, g1, g.type1)
     info2 = _geom_info(m, d, g2, g.type2)
-    c: Contacts = jax.vmap(g.collider)(info1, info2, margin)
+    if g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
+        c, hf_over = g.collider(m, info1, info2, margin)
+        overflow = overflow | jp.any(hf_over & near)
+    else:
+        c: Contacts = jax.vmap(g.collider)(info1, info2, margin)
     k = g.ncon
     active = near[:, None] & (c.dist <= margin[:, None])
     dtype = d.geom_xpos.dtype

@@ -1,10 +1,160 @@
-"""Height-field collisions (not implemented yet: models with colliding height fields are refused, in words)."""
+"""Height-field collisions: a convex geom against the triangular prisms of a height field (mjc_ConvexHField).
+
+As in MuJoCo, a height field is a grid of cells, each split into two triangles extruded down to the base
+(z = -base); geom2 (sphere, capsule, ellipsoid, cylinder, box, mesh) is collided with every prism under its
+bounding box with the general GJK/EPA of `convex.py`, which gives the true signed distance to each prism
+(MuJoCo 4 does the same: contacts within margin carry their real distance). Grid conventions: vertex (r, c)
+is at x = c*dx - sx, y = r*dy - sy, z = hfield_data[r*ncol + c] * sz with dx = 2 sx/(ncol-1),
+dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r+1,c), (r,c), (r+1,c+1)} and {(r,c), (r+1,c+1), (r,c+1)}
+(the diagonal from (r, c) to (r+1, c+1), MuJoCo's triangulation).
+
+Static sizes (fixed shapes):
+  * window: each pair tests a window of `wr x wc` cells (2 prisms each) anchored at the cell under the
+    lower corner of geom2's bounding box (in the height-field frame, enlarged by the margin). The window
+    size is static per group, derived at table-build time from the concrete model (`window_size`): the
+    largest geom_rbound of the group's geoms plus margins, over the cell size, plus one; capped by the grid
+    and by `MAX_WINDOW`. If the model's floats are not concrete at build time (table first built under a
+    trace), `DEFAULT_WINDOW` is used. When geom2's box needs more cells than the window holds (a geom grown
+    by domain randomisation, or the cap), the collider reports overflow and the driver increments
+    `d.warning_number[Warning.CONTACTFULL]`: nothing is dropped silently.
+  * contacts: the `HFIELD_NCON` deepest prism contacts are kept (MuJoCo keeps up to mjMAXCONPAIR = 50 per
+    pair, one per colliding prism; the deepest agree, the shallow extra ones of neighbouring prisms are the
+    ones left out here).
+Differences from MuJoCo: normals come from GJK/EPA as they are (MuJoCo's mjc_fixNormal post-processing,
+which replaces the normal of ellipsoid and cylinder contacts by the geom's own surface normal, is not
+applied; for spheres and capsules the two agree); the window is a static superset of MuJoCo's sub-grid.
+"""
 
 from __future__ import annotations
 
+import math
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.collision import convex
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
+from mjx_lite.types import GeomType
+
+HFIELD_NCON = 4  # contacts kept per (hfield, geom) pair: the deepest prisms
+MAX_WINDOW = 16  # cap on window cells per axis (up to 2 * 16 * 16 prisms per pair)
+DEFAULT_WINDOW = 6  # window cells per axis when the model's floats are not concrete at table-build time
+
+_COLLIDE_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX,
+                  GeomType.MESH)  # fmt: skip
+
+
+def _placeholder(g1, g2, margin):  # replaced per group by `group_collider`
+    raise RuntimeError("height-field collider used without its group (see hfield.group_collider)")
+
 
 def collider_for(type2: int):
-    raise NotImplementedError(
-        "collision: height-field collisions are not implemented yet (set contype/conaffinity of the hfield geom "
-        "to 0, or exclude its pairs, to simulate the rest of the model)"
-    )
+    """(collider placeholder, contacts per pair) for (hfield, type2); the driver binds the real one per group."""
+    if type2 not in _COLLIDE_TYPES:
+        raise NotImplementedError(f"collision: height field against geom type {GeomType(type2).name}")
+    return _placeholder, HFIELD_NCON
+
+
+def _concrete(x) -> np.ndarray | None:
+    if isinstance(x, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(x)
+    except Exception:  # noqa: BLE001 - anything not convertible counts as not concrete
+        return None
+
+
+def window_size(m, hid: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[int, int]:
+    """Static (rows, cols) of cells tested per pair for hfield `hid` against the geoms `geom2` (host ints)."""
+    nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
+    size = _concrete(m.hfield_size)
+    vals = [_concrete(x) for x in (m.geom_rbound, m.geom_margin, m.geom_gap)]
+    if size is None or any(v is None for v in vals):
+        wr = wc = DEFAULT_WINDOW
+    else:
+        rb, mg, gp = vals
+        reach = float(np.max(rb[geom2] + mg[geom1] + mg[geom2] + gp[geom1] + gp[geom2]))
+        dx = 2 * float(size[hid, 0]) / (ncol - 1)
+        dy = 2 * float(size[hid, 1]) / (nrow - 1)
+        wc = math.ceil(2 * reach / dx) + 1
+        wr = math.ceil(2 * reach / dy) + 1
+    wr = max(1, min(wr, MAX_WINDOW, nrow - 1))
+    wc = max(1, min(wc, MAX_WINDOW, ncol - 1))
+    return wr, wc
+
+
+def _aabb_half(t2: int, g: GeomInfo) -> jax.Array:
+    """Half extents (3,) of the box around geom2 in its (local-to-hfield) pose, from support points."""
+    r = convex._radius(t2, g.size)
+    eye = jp.eye(3, dtype=g.pos.dtype)
+    hi = jax.vmap(lambda e: convex._support(t2, g, e))(eye)
+    lo = jax.vmap(lambda e: convex._support(t2, g, -e))(eye)
+    return 0.5 * (jp.diagonal(hi) - jp.diagonal(lo)) + r, 0.5 * (jp.diagonal(hi) + jp.diagonal(lo))
+
+
+def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray):
+    """The collider of one (hfield `hid`, type2) group: f(m, info1, info2, margin) -> (Contacts, overflow).
+
+    Vectorised over the pairs of the group (info fields (n, ...), margin (n,)); Contacts fields (n, HFIELD_NCON, ...),
+    overflow (n,) bool."""
+    nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
+    adr = int(m.hfield_adr[hid])
+    wr, wc = window_size(m, hid, geom1, geom2)
+    # prism corner offsets (row, col) of the two triangles of a cell, in MuJoCo's vertex order
+    tri = np.array([[[1, 0], [0, 0], [1, 1]], [[0, 0], [1, 1], [0, 1]]], np.int32)  # (2, 3, 2)
+    cell_r, cell_c = np.meshgrid(np.arange(wr), np.arange(wc), indexing="ij")
+    cell = np.stack([cell_r.reshape(-1), cell_c.reshape(-1)], -1)  # (ncell, 2)
+    corner = (cell[:, None, None, :] + tri[None]).reshape(-1, 3, 2)  # (nprism, 3, 2) offsets from window origin
+    k = HFIELD_NCON
+
+    def one(elev, hsize, g1: GeomInfo, g2: GeomInfo, margin):
+        dt = g2.pos.dtype
+        sx, sy, sz, base = hsize[0], hsize[1], hsize[2], hsize[3]
+        # geom2 in the hfield frame
+        pos = g1.mat.T @ (g2.pos - g1.pos)
+        mat = g1.mat.T @ g2.mat
+        loc = GeomInfo(pos, mat, g2.size, g2.vert, None)
+        half, center = _aabb_half(type2, loc)
+        lo, hi = center - half - margin, center + half + margin
+        dx = 2 * sx / (ncol - 1)
+        dy = 2 * sy / (nrow - 1)
+        # window origin: the cell under the lower corner, clipped so the window stays inside the grid
+        c0f = jp.floor((lo[0] + sx) / dx)
+        r0f = jp.floor((lo[1] + sy) / dy)
+        c0 = jp.clip(c0f, 0, ncol - 1 - wc).astype(jp.int32)
+        r0 = jp.clip(r0f, 0, nrow - 1 - wr).astype(jp.int32)
+        # cells needed beyond the window -> overflow
+        c1 = jp.minimum(jp.ceil((hi[0] + sx) / dx), ncol - 1)
+        r1 = jp.minimum(jp.ceil((hi[1] + sy) / dy), nrow - 1)
+        inside = (lo[0] <= sx) & (hi[0] >= -sx) & (lo[1] <= sy) & (hi[1] >= -sy) & (lo[2] <= sz) & (hi[2] >= -base)
+        overflow = inside & ((c1 > c0 + wc) | (r1 > r0 + wr))
+        rc = jax.lax.stop_gradient(jp.stack([r0, c0]))
+        idx = rc[None, None, :] + jp.asarray(corner)  # (nprism, 3, 2)
+        z = elev[idx[..., 0], idx[..., 1]] * sz
+        x = idx[..., 1].astype(dt) * dx - sx
+        y = idx[..., 0].astype(dt) * dy - sy
+        top = jp.stack([x, y, z], -1)  # (nprism, 3, 3)
+        bottom = jp.stack([x, y, jp.broadcast_to(-base, z.shape).astype(dt)], -1)
+        verts = jp.concatenate([bottom, top], axis=1)  # (nprism, 6, 3)
+
+        def prism(v):
+            eye = jp.eye(3, dtype=dt)
+            p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None)
+            return convex._collide(GeomType.MESH, type2, p_info, loc)
+
+        dist, cpos, normal = jax.vmap(prism)(verts)
+        dist = jp.where(inside, dist, NOCONTACT)
+        neg, best = jax.lax.top_k(-dist, k)
+        d = -neg
+        cpos = g1.pos + cpos[best] @ g1.mat.T
+        normal = normal[best] @ g1.mat.T
+        d = jp.where(d <= margin, d, NOCONTACT)
+        return Contacts(d, cpos, normal, jp.zeros((k, 3), dt)), overflow
+
+    def collide(m, info1: GeomInfo, info2: GeomInfo, margin):
+        elev = m.hfield_data[adr : adr + nrow * ncol].reshape(nrow, ncol)
+        hsize = m.hfield_size[hid]
+        return jax.vmap(one, in_axes=(None, None, 0, 0, 0))(elev, hsize, info1, info2, margin)
+
+    return collide
