@@ -17,7 +17,6 @@ ATOL_DIST = 1e-4  # GJK/EPA on the prisms (iterative, as the general convex path
 ATOL_NORMAL = 2e-2  # normals of iterative EPA on flat faces/edges (MuJoCo's tolerance 1e-6 + iteration caps)
 MARGIN = 0.02  # per geom; the pair's detection distance is the sum of both geoms' margins
 PAIR_MARGIN = 2 * MARGIN
-TOUCH = 2e-3  # configurations this close to the detection boundary are excluded from the set test
 
 GEOMS = {  # name: geom element (body-relative)
     "sphere": '<geom name="sphere" type="sphere" size="0.09"',
@@ -81,8 +80,8 @@ def _poses(mjm, rng, n, targets):
                 lo, hi = -0.5, 2.0
                 for _ in range(50):
                     mid = 0.5 * (lo + hi)
-                    lo, hi = (mid, hi) if dist_at(mid) <= PAIR_MARGIN + TOUCH else (lo, mid)
-                dist_at(hi)
+                    lo, hi = (mid, hi) if dist_at(mid) <= PAIR_MARGIN else (lo, mid)
+                dist_at(hi + 0.01)  # raises the distance by >= 0.01 * (surface normal z) beyond detection
             else:
                 lo, hi = -0.5, 2.0  # low z: deep, high z: separated
                 for _ in range(50):
