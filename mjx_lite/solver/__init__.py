@@ -4,12 +4,17 @@
 efc_force, efc_state and the solver diagnostics. Warm start: MuJoCo's rule, start from qacc_warmstart when its
 cost is lower than that of qacc_smooth (unless the warmstart flag is disabled).
 
-Gradients. By default `jax.grad` goes through the solver's fixed iterations (`lax.scan`; converged iterations
-are no-ops). `implicit_gradients()` (a context manager read at trace time) switches to implicit
-differentiation at the optimum instead: qacc* satisfies g(qacc*, problem) = M (qacc* - qacc_smooth) - J' f = 0,
-so the backward pass is one linear solve with the Newton Hessian H = M + J' H_s J (a Cholesky factorisation)
-and a vector-Jacobian product of g with respect to the problem data: exact at the optimum, independent of the
-iterations taken, and cheaper than unrolling. efc_force is then the force law evaluated at qacc*.
+Gradients, two modes (chosen at trace time with the `gradients(mode)` context manager):
+  "implicit" (default): the solver loops stop at convergence (`lax.while_loop` bounded by opt.iterations /
+      opt.ls_iterations, so the cost is that of the iterations actually needed), and reverse-mode
+      differentiation does not go through them: qacc* satisfies g(qacc*, problem) = M (qacc* - qacc_smooth)
+      - J' f = 0, so the backward pass is one linear solve with the Newton Hessian H = M + J' H_s J (Cholesky)
+      and a vector-Jacobian product of g with respect to the problem data: exact at the optimum, independent
+      of the path the iterations took. efc_force is the force law evaluated at qacc*. (Forward-mode jvp is not
+      available in this mode: use "unrolled".)
+  "unrolled": the loops run their full static iteration counts in `lax.scan` (converged iterations are
+      no-ops) and `jax.grad` / `jax.jvp` go through every iteration. Slower: every step pays for
+      opt.iterations x opt.ls_iterations evaluations.
 """
 
 from __future__ import annotations
@@ -23,18 +28,26 @@ import jax.scipy.linalg as jsl
 from mjx_lite.solver import common, pgs, primal
 from mjx_lite.types import Data, DisableBit, Model, SolverType
 
-_IMPLICIT = [False]
+_MODE = ["implicit"]
+MODES = ("implicit", "unrolled")
 
 
 @contextlib.contextmanager
-def implicit_gradients(enabled: bool = True):
-    """Within this context, solvers traced by `solve` are differentiated implicitly (see module docstring)."""
-    old = _IMPLICIT[0]
-    _IMPLICIT[0] = enabled
+def gradients(mode: str):
+    """Within this context, `solve` is traced in gradient mode `mode` ("implicit" or "unrolled", see above)."""
+    if mode not in MODES:
+        raise ValueError(f"gradient mode must be one of {MODES}, not {mode!r}")
+    old = _MODE[0]
+    _MODE[0] = mode
     try:
         yield
     finally:
-        _IMPLICIT[0] = old
+        _MODE[0] = old
+
+
+def implicit_gradients(enabled: bool = True):
+    """`gradients("implicit")` if enabled else `gradients("unrolled")`."""
+    return gradients("implicit" if enabled else "unrolled")
 
 
 def _optimality(layout, prob, qacc):
@@ -93,9 +106,11 @@ def solve(m: Model, d: Data) -> Data:
     if opt.solver != SolverType.PGS:
         consts.update(ls_tolerance=opt.ls_tolerance)
 
+    implicit = _MODE[0] == "implicit"
+
     def run(prob, qacc0, consts, minv):
         """(qacc, (force, niter, improvement, gradient)) with the model's solver."""
-        kw = {**iters, **consts}
+        kw = {**iters, **consts, "early_exit": implicit}
         if opt.solver == SolverType.PGS:
             force0 = jp.zeros_like(prob.D)
             force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, **kw)
@@ -108,7 +123,7 @@ def solve(m: Model, d: Data) -> Data:
             force = ev.force
         return qacc, (force, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype))
 
-    if _IMPLICIT[0]:
+    if implicit:
         # no closure over traced values inside custom_vjp: M^-1 from the problem's own dense M
         def run_closed(prob, qacc0, consts):
             chol = jsl.cho_factor(prob.M, lower=True)

@@ -28,6 +28,30 @@ import numpy as np
 
 from mjx_lite.types import ConstraintState
 
+
+def iterate(body, init: dict, length: int, early_exit: bool) -> dict:
+    """Apply `body(carry) -> carry` up to `length` times; `carry["done"]` stops it.
+
+    early_exit=False: `lax.scan` with a static trip count (reverse-differentiable; iterations after `done` are
+    no-ops because `body` itself keeps the carry when done). early_exit=True: a `lax.while_loop` bounded by
+    `length` that stops at `done` (fast; for forward evaluation, or under implicit differentiation).
+    """
+    if length == 0:
+        return init
+    if early_exit:
+        def cond(c):
+            return (~c["done"]) & (c["_it"] < length)
+
+        def wbody(c):
+            return {**body(c), "_it": c["_it"] + 1}
+
+        out = jax.lax.while_loop(cond, wbody, {**init, "_it": jp.zeros((), jp.int32)})
+        out.pop("_it")
+        return out
+    out, _ = jax.lax.scan(lambda c, _: (body(c), None), init, None, length=length)
+    return out
+
+
 # row kinds
 EQUALITY = 0
 FRICTION = 1
@@ -212,11 +236,12 @@ def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
     return 0.5 * jp.dot(da, Ma) + ev.cost, ev, jar, Ma
 
 
-def line_search(layout: Layout, p: Problem, qacc, search, Ma, iterations: int, gtol_factor, scale):
+def line_search(layout: Layout, p: Problem, qacc, search, Ma, iterations: int, gtol_factor, scale,
+                early_exit: bool = False):  # fmt: skip
     """Exact 1-D minimisation of the convex cost along `search` (safeguarded Newton with bracketing).
 
-    A fixed number of iterations; once |f'(alpha)| < gtol_factor * |search| / scale (gtol_factor = tolerance *
-    ls_tolerance, the derivative analogue of the solver's own gradient test) the remaining ones are no-ops.
+    At most `iterations` steps; once |f'(alpha)| < gtol_factor * |search| / scale (gtol_factor = tolerance *
+    ls_tolerance, the derivative analogue of the solver's own gradient test) it stops (see `iterate`).
     Returns alpha (0 if the direction is not a descent direction).
     """
     dt = qacc.dtype
@@ -239,8 +264,8 @@ def line_search(layout: Layout, p: Problem, qacc, search, Ma, iterations: int, g
     alpha0 = jp.where(descent, -d1_0 / jp.where(d2_0 > 0, d2_0, 1.0), 0.0)
     inf = jp.asarray(jp.inf, dt)
 
-    def body(carry, _):
-        alpha, lo, hi, done = carry
+    def body(c):
+        alpha, lo, hi, done = c["alpha"], c["lo"], c["hi"], c["done"]
         d1, d2 = derivs(alpha)
         conv = jp.abs(d1) < tol
         lo_n = jp.where(d1 < 0, alpha, lo)
@@ -250,13 +275,9 @@ def line_search(layout: Layout, p: Problem, qacc, search, Ma, iterations: int, g
         fallback = jp.where(jp.isinf(hi_n), 2.0 * jp.maximum(lo_n, alpha) + 1e-12, 0.5 * (lo_n + hi_n))
         nxt = jp.where(ok, newton, fallback)
         stop = done | conv
-        return (
-            jp.where(stop, alpha, nxt),
-            jp.where(stop, lo, lo_n),
-            jp.where(stop, hi, hi_n),
-            stop,
-        ), None
+        return {"alpha": jp.where(stop, alpha, nxt), "lo": jp.where(stop, lo, lo_n),
+                "hi": jp.where(stop, hi, hi_n), "done": stop}  # fmt: skip
 
-    init = (alpha0, jp.zeros((), dt), inf, ~descent)
-    (alpha, _, _, _), _ = jax.lax.scan(body, init, None, length=iterations)
-    return jp.where(descent, alpha, 0.0)
+    init = {"alpha": alpha0, "lo": jp.zeros((), dt), "hi": inf, "done": ~descent}
+    out = iterate(body, init, iterations, early_exit)
+    return jp.where(descent, out["alpha"], 0.0)

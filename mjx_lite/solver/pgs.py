@@ -37,7 +37,8 @@ def _proj_soc(y):
     return jp.where(inside, y, jp.where(polar, jp.zeros_like(y), edge))
 
 
-def solve_pgs(layout: Layout, p: Problem, force0, *, iterations: int, tolerance, meaninertia, minv):
+def solve_pgs(layout: Layout, p: Problem, force0, *, iterations: int, tolerance, meaninertia, minv,
+              early_exit: bool = False):
     """Returns (efc_force (nefc,), qacc (nv,), niter, improvement)."""
     nv = p.M.shape[0]
     scale = 1.0 / (meaninertia * max(1, nv))
@@ -91,19 +92,21 @@ def solve_pgs(layout: Layout, p: Problem, force0, *, iterations: int, tolerance,
             f = jax.lax.fori_loop(0, rows.shape[0], one, f)
         return f
 
-    def sweep(carry, _):
-        f, cost, done, niter = carry
+    def sweep(c):
+        f, cost, done = c["f"], c["cost"], c["done"]
         f_new = jax.lax.fori_loop(0, scalar_rows.shape[0], scalar_update, f) if scalar_rows.size else f
         f_new = cone_updates(f_new)
         cost_new = dual_cost(f_new)
         improvement = scale * (cost - cost_new)
         conv = improvement < tolerance
-        return (jp.where(done, f, f_new), jp.where(done, cost, cost_new), done | conv,
-                niter + jp.where(done, 0, 1)), jp.where(done, 0.0, improvement)  # fmt: skip
+        return {"f": jp.where(done, f, f_new), "cost": jp.where(done, cost, cost_new), "done": done | conv,
+                "niter": c["niter"] + jp.where(done, 0, 1),
+                "improvement": jp.where(done, c["improvement"], improvement)}  # fmt: skip
 
     f0 = jp.where(mask, force0, 0.0)
-    init = (f0, dual_cost(f0), jp.zeros((), bool), jp.zeros((), jp.int32))
-    (f, _, _, niter), impr = jax.lax.scan(sweep, init, None, length=iterations)
+    init = {"f": f0, "cost": dual_cost(f0), "done": jp.zeros((), bool), "niter": jp.zeros((), jp.int32),
+            "improvement": jp.zeros((), f0.dtype)}  # fmt: skip
+    out = common.iterate(sweep, init, iterations, early_exit)
+    f = out["f"]
     qacc = p.qacc_smooth + MinvJT @ f
-    last = jp.maximum(niter - 1, 0)
-    return f, qacc, niter, impr[last] if iterations else 0.0
+    return f, qacc, out["niter"], out["improvement"]
