@@ -71,7 +71,7 @@ def _poses(mjm, rng, n, targets):
             adr = mjm.jnt_qposadr[mjm.body(f"b_{name}").jntadr[0]]
             gid = mjm.geom(name).id
 
-            def dist_at(z, adr=adr, xy=xy, q=q, gid=gid):
+            def dist_at(z, adr=adr, xy=xy, q=q, gid=gid, qpos=qpos):
                 qpos[adr : adr + 7] = np.concatenate([xy, [z], q])
                 mjd.qpos[:] = qpos
                 return _mj_deepest(mjm, mjd, gid)
@@ -116,12 +116,13 @@ def setup():
     xpos = jp.asarray(np.stack([p["xpos"] for p in poses]))
     xmat = jp.asarray(np.stack([p["xmat"] for p in poses]))
     d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat)
-    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
-    return mjm, m, d0, poses, out
+    collide = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
+    out = collide(m, d)
+    return mjm, m, d0, poses, out, (collide, d)
 
 
 def test_table_and_window(setup):
-    mjm, m, _, _, _ = setup
+    mjm, m, _, _, _, _ = setup
     groups = [g for g in driver.pair_table(m).groups if g.type1 == mujoco.mjtGeom.mjGEOM_HFIELD]
     assert {int(g.type2) for g in groups} == {2, 3, 6}  # sphere, capsule, box: one group each
     for g in groups:
@@ -134,7 +135,7 @@ def test_table_and_window(setup):
 
 @pytest.mark.parametrize("name", list(GEOMS))
 def test_deepest_contact_matches_mujoco(setup, name):
-    mjm, m, _, poses, out = setup
+    mjm, m, _, poses, out, _ = setup
     gid = mjm.geom(name).id
     checked = 0
     for i, p in enumerate(poses):
@@ -158,7 +159,7 @@ def test_deepest_contact_matches_mujoco(setup, name):
 
 
 def test_gradient_of_deepest_distance_is_finite(setup):
-    mjm, m, d0, poses, _ = setup
+    mjm, m, d0, poses, _, _ = setup
     p = poses[0]
     d = d0.replace(geom_xpos=jp.asarray(p["xpos"]), geom_xmat=jp.asarray(p["xmat"]))
     gids = [mjm.geom(n).id for n in GEOMS]
@@ -177,17 +178,17 @@ def test_gradient_of_deepest_distance_is_finite(setup):
 
 
 def test_overflow_flag_when_geom_outgrows_window(setup):
-    """A geom grown after the table was built needs more cells than its window: CONTACTFULL is counted."""
-    mjm, m, d0, poses, _ = setup
+    """A geom grown after the table was built needs more cells than its window: CONTACTFULL is counted.
+
+    (Same shapes as the setup batch: changing model floats reuses the compiled function, no retrace.)"""
+    mjm, m, _, _, _, (collide, d) = setup
     gid = mjm.geom("sphere").id
     big = m.replace(geom_size=m.geom_size.at[gid, 0].set(0.6), geom_rbound=m.geom_rbound.at[gid].set(0.6))
-    d = d0.replace(geom_xpos=jp.asarray(poses[0]["xpos"]).at[gid].set(jp.array([0.0, 0.0, 0.5])),
-                   geom_xmat=jp.asarray(poses[0]["xmat"]))  # fmt: skip
-    collide = jax.jit(driver.collision)
-    out = collide(big, d)
-    assert int(out.warning_number[mjl.types.Warning.CONTACTFULL]) == 1
-    out = collide(m, d)
-    assert int(out.warning_number[mjl.types.Warning.CONTACTFULL]) == 0
+    d = d.replace(geom_xpos=d.geom_xpos.at[:, gid].set(jp.array([0.0, 0.0, 0.5])))
+    full = np.asarray(collide(big, d).warning_number[:, mjl.types.Warning.CONTACTFULL])
+    np.testing.assert_array_equal(full, 1)
+    full = np.asarray(collide(m, d).warning_number[:, mjl.types.Warning.CONTACTFULL])
+    np.testing.assert_array_equal(full, 0)
 
 
 def _ref(name):

@@ -395,7 +395,7 @@ FEATURES = {
     "joint_params": """
 <mujoco>
   <worldbody>
-    <body><joint type="hinge" stiffness="3 1 2" damping="2 .5 .1" springyield="10" armature=".1"
+    <body><joint type="hinge" stiffness="3 1 2" damping="2 .5 .1" armature=".1"
                  frictionloss=".2" solreflimit=".05 1" solimplimit=".8 .9 .01 .4 3" solreffriction=".04 2"
                  solimpfriction=".7 .8 .002 .6 2" margin=".01" actuatorfrcrange="-1 1" actuatorgravcomp="true"
                  group="2" range="-10 10"/>
@@ -554,3 +554,16 @@ def test_qpos0_state_matches_pipeline():
         np.testing.assert_allclose(getattr(st, name), np.asarray(getattr(d, name)), rtol=RTOL, atol=ATOL, err_msg=name)
     np.testing.assert_allclose(st.mfull, np.asarray(inertia.full_m(m, d)), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(st.minv @ st.mfull, np.eye(m.nv), atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '<body><joint type="hinge" springyield="10"/><geom size=".1"/></body>',
+        '<body><joint name="j" type="hinge"/><geom size=".1"/></body></worldbody>'
+        '<tendon><fixed springyield="1"><joint joint="j" coef="1"/></fixed></tendon><worldbody>',
+    ],
+)
+def test_plastic_springs_are_refused_at_load_time(body):
+    with pytest.raises(NotImplementedError, match="springyield"):
+        mjx_lite.load_mjcf_string(f"<mujoco><worldbody>{body}</worldbody></mujoco>")

@@ -389,6 +389,9 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     ref = float(g("ref", 0.0))
     springref = float(g("springref", 0.0))
     springyield = float(g("springyield", 0.0))
+    if springyield > 0:
+        # plastic springs change the spring rest position at run time; the pipeline does not model that
+        raise NotImplementedError(str(_err(el, "springyield > 0 (plastic springs) is not supported", "springyield")))
     if degree and jtype == 3:
         ref *= math.pi / 180.0
         springref *= math.pi / 180.0
