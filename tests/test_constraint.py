@@ -89,8 +89,9 @@ def _match(mjd, mjm, d):
     return r, live[c]
 
 
-@pytest.mark.parametrize("cone,condim", [("pyramidal", 1), ("pyramidal", 3), ("pyramidal", 4),
-                                         ("elliptic", 3), ("elliptic", 6)])  # fmt: skip
+@pytest.mark.parametrize("cone,condim", [pytest.param("pyramidal", 1, marks=pytest.mark.slow), ("pyramidal", 3),
+                                         pytest.param("pyramidal", 4, marks=pytest.mark.slow),
+                                         pytest.param("elliptic", 3, marks=pytest.mark.slow), ("elliptic", 6)])  # fmt: skip
 def test_rows_match_mujoco(cone, condim):
     mjm = mujoco.MjModel.from_xml_string(EQ_XML.format(cone=cone, condim=condim, impratio=2.0))
     m = oracle.model_from_mujoco(mjm)

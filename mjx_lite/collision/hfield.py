@@ -20,9 +20,10 @@ Static sizes (fixed shapes):
   * contacts: the `HFIELD_NCON` deepest prism contacts are kept (MuJoCo keeps up to mjMAXCONPAIR = 50 per
     pair, one per colliding prism; the deepest agree, the shallow extra ones of neighbouring prisms are the
     ones left out here).
-Differences from MuJoCo: normals come from GJK/EPA as they are (MuJoCo's mjc_fixNormal post-processing,
-which replaces the normal of ellipsoid and cylinder contacts by the geom's own surface normal, is not
-applied; for spheres and capsules the two agree); the window is a static superset of MuJoCo's sub-grid.
+Normals: from GJK/EPA, then MuJoCo's mjc_fixNormal for cylinders (the radial direction near the round wall).
+Differences from MuJoCo: the ellipsoid normal fix (an iterative projection onto the ellipsoid) is not applied,
+so ellipsoid normals are EPA's (distances agree); for spheres and capsules the fix does not change the normal.
+The window is a static superset of MuJoCo's sub-grid.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 
 from mjx_lite.collision import convex
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
+from mjx_lite.math import safe_norm
 from mjx_lite.types import GeomType
 
 HFIELD_NCON = 4  # contacts kept per (hfield, geom) pair: the deepest prisms
@@ -93,6 +95,20 @@ def _aabb_half(t2: int, g: GeomInfo) -> jax.Array:
     return 0.5 * (jp.diagonal(hi) - jp.diagonal(lo)) + r, 0.5 * (jp.diagonal(hi) + jp.diagonal(lo))
 
 
+def _cylinder_normal(g: GeomInfo, pos, normal):
+    """MuJoCo's normal fix for a cylinder (geom2): near the round wall, the negated radial direction at `pos`.
+
+    Kept as is within 5% of the caps' height or unless 4x closer to the round wall than to the flat one."""
+    p = g.mat.T @ (pos - g.pos)
+    radius, half = g.size[0], g.size[1]
+    rxy = safe_norm(p[:2])
+    d_flat = jp.abs(half - jp.abs(p[2]))
+    d_round = jp.abs(radius - rxy)
+    use = (jp.abs(p[2]) <= 0.95 * half) & (d_flat >= 0.25 * d_round) & (rxy > 1e-15)
+    radial = jp.stack([p[0], p[1], jp.zeros_like(p[0])]) / jp.where(rxy > 1e-15, rxy, 1.0)
+    return jp.where(use, -(g.mat @ radial), normal)
+
+
 def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray):
     """The collider of one (hfield `hid`, type2) group: f(m, info1, info2, margin) -> (Contacts, overflow).
 
@@ -144,6 +160,8 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
             return convex._collide(GeomType.MESH, type2, p_info, loc)
 
         dist, cpos, normal = jax.vmap(prism)(verts)
+        if type2 == GeomType.CYLINDER:
+            normal = jax.vmap(lambda q, n: _cylinder_normal(loc, q, n))(cpos, normal)
         dist = jp.where(inside, dist, NOCONTACT)
         neg, best = jax.lax.top_k(-dist, k)
         d = -neg
