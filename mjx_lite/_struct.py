@@ -30,7 +30,7 @@ def static_field(default: Any = dataclasses.MISSING, **kwargs) -> Any:
     return dataclasses.field(default=default, metadata=metadata, **kwargs)
 
 
-def _digest(value: Any, h: "hashlib._Hash") -> None:
+def _digest(value: Any, h: hashlib._Hash) -> None:
     if isinstance(value, np.ndarray):
         h.update(b"nd")
         h.update(str(value.dtype).encode())
@@ -140,7 +140,7 @@ def pytree_dataclass(cls):
             object.__setattr__(obj, "_static_cache", self.__dict__["_static_cache"])
         return obj
 
-    def __repr__(self):
+    def __repr__(self):  # noqa: N807
         parts = []
         for n in leaf_names + static_names:
             v = getattr(self, n)

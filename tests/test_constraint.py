@@ -30,12 +30,14 @@ EQ_XML = """<mujoco><option jacobian="dense" cone="{cone}" impratio="{impratio}"
   <geom type="sphere" size=".1" contype="0" conaffinity="0"/>
   <site name="s1" pos="0 0 .1"/></body>
 <body name="e" pos="0 2 1"><joint name="bj" type="ball" range="0 5"/>
-  <geom type="capsule" fromto="0 0 0 0 0 .3" size=".05" contype="0" conaffinity="0"/><site name="s2" pos="0 0 .3"/></body>
+  <geom type="capsule" fromto="0 0 0 0 0 .3" size=".05" contype="0" conaffinity="0"/>
+  <site name="s2" pos="0 0 .3"/></body>
 <body name="f" pos="2 0 .2"><freejoint/><geom type="box" size=".1 .1 .1" condim="{condim}" friction="0.7 0.005 0.0001"
   solimp="0.8 0.95 0.2 0.4 3" solref="0.03 0.9"/></body>
 <body name="g" pos="2 2 .2"><freejoint/><geom type="sphere" size=".1" condim="{condim}" solref="-1000 -10"/></body>
 </worldbody>
-<tendon><spatial name="t1" limited="true" range="0 .9" frictionloss=".1"><site site="s1"/><site site="s2"/></spatial></tendon>
+<tendon><spatial name="t1" limited="true" range="0 .9" frictionloss=".1">
+  <site site="s1"/><site site="s2"/></spatial></tendon>
 <equality>
 <connect body1="a" body2="b" anchor=".2 .1 0" solref="0.04 1" solimp="0.5 0.95 1.0 0.5 2"/>
 <connect site1="sa" site2="sb"/>
@@ -89,9 +91,12 @@ def _match(mjd, mjm, d):
     return r, live[c]
 
 
-@pytest.mark.parametrize("cone,condim", [pytest.param("pyramidal", 1, marks=pytest.mark.slow), ("pyramidal", 3),
-                                         pytest.param("pyramidal", 4, marks=pytest.mark.slow),
-                                         pytest.param("elliptic", 3, marks=pytest.mark.slow), ("elliptic", 6)])  # fmt: skip
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("cone,condim", [pytest.param("pyramidal", 1, marks=_SLOW), ("pyramidal", 3),
+                                         pytest.param("pyramidal", 4, marks=_SLOW),
+                                         pytest.param("elliptic", 3, marks=_SLOW), ("elliptic", 6)])  # fmt: skip
 def test_rows_match_mujoco(cone, condim):
     mjm = mujoco.MjModel.from_xml_string(EQ_XML.format(cone=cone, condim=condim, impratio=2.0))
     m = oracle.model_from_mujoco(mjm)

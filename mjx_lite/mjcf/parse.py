@@ -455,6 +455,11 @@ class _Defaults:
 # the builder
 
 
+# Attributes an element cannot write itself but still takes from its default class (MuJoCo keeps one tendon
+# default for spatial and fixed tendons: <default><tendon width=...> sets tendon_width of fixed tendons too).
+_DEFAULT_ONLY = {"fixed": ("width", "material", "rgba")}
+
+
 class _Builder:
     def __init__(self, defaults: _Defaults, degree: bool, eulerseq: str):
         self.defaults = defaults
@@ -480,8 +485,9 @@ class _Builder:
             if cached is None:
                 base = dict(_BUILTIN[key])
                 schema = sc.SCHEMA[key]
+                inherit = _DEFAULT_ONLY.get(key, ())
                 for n, v in cls.values[dtag].items():
-                    if n in schema:
+                    if n in schema or n in inherit:
                         base[n] = v
                 cached = self._class_attrs[(cls.name, key)] = (base, {n for n in cls.explicit[dtag] if n in schema})
             attrs = dict(cached[0])

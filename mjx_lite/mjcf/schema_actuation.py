@@ -28,35 +28,7 @@ _SENS_COMMON = {
 _R1 = Attr("real", 1, 0.0)
 _SOLREF = np.array([0.02, 1.0])
 _SOLIMP = np.array([0.9, 0.95, 0.001, 0.5, 2.0])
-# <fixed> as in schema.py plus the visual attributes: MuJoCo's XML schema rejects them on <fixed>, but a
-# <default><tendon width=...> still applies to fixed tendons (tendon_width of every tendon)
-_FIXED = {
-    "name": _S,
-    "class": _S,
-    "group": Attr("int", 1, 0),
-    "limited": Attr("auto_bool", 1, "auto"),
-    "actuatorfrclimited": Attr("auto_bool", 1, "auto"),
-    "range": Attr("real", 2, np.zeros(2)),
-    "actuatorfrcrange": Attr("real", 2, np.zeros(2)),
-    "solreflimit": Attr("real", (1, 2), _SOLREF),
-    "solimplimit": Attr("real", (1, 5), _SOLIMP),
-    "solreffriction": Attr("real", (1, 2), _SOLREF),
-    "solimpfriction": Attr("real", (1, 5), _SOLIMP),
-    "frictionloss": _R1,
-    "springlength": Attr("real", (1, 2), np.array([-1.0, -1.0])),
-    "margin": _R1,
-    "stiffness": Attr("real", (1, 3), np.zeros(3)),
-    "damping": Attr("real", (1, 3), np.zeros(3)),
-    "armature": _R1,
-    "user": Attr("real", -1, None),
-    "springyield": _R1,
-    "width": Attr("real", 1, 0.003),
-    "material": _S,
-    "rgba": Attr("real", 4, np.array([0.5, 0.5, 0.5, 1.0])),
-}
-
 SCHEMA: dict[str, dict[str, Attr]] = {
-    "fixed": _FIXED,
     # sensors missing from schema.py
     "camprojection": {**_SENS_COMMON, "site": _S, "camera": _S},
     "sensor/user": {

@@ -256,7 +256,8 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         a["tendon_damping"].append(damp[0])
         a["tendon_dampingpoly"].append(damp[1:])
         if float(attr(t, "springyield", 0.0)) > 0:
-            raise NotImplementedError(str(error(t, "springyield > 0 (plastic springs) is not supported", "springyield")))
+            msg = "springyield > 0 (plastic springs) is not supported"
+            raise NotImplementedError(str(error(t, msg, "springyield")))
         a["tendon_springyield"].append(float(attr(t, "springyield", 0.0)))
         arm = float(attr(t, "armature", 0.0))
         if arm < 0:
