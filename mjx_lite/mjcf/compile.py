@@ -269,10 +269,7 @@ def _compile_assets(root: Element, ctx: CompileContext) -> None:
         ctx.sizes.update(sizes)
         ctx.mesh_assets = loaded  # type: ignore[attr-defined]
     if hfields:
-        try:
-            hf_mod = importlib.import_module("mjx_lite.mjcf.hfield")
-        except ImportError:
-            raise _err(hfields[0], "hfield assets are not supported yet (mjx_lite/mjcf/hfield.py missing)") from None
+        hf_mod = importlib.import_module("mjx_lite.mjcf.hfield")
         hf_mod.compile_hfields(root, ctx)
 
 
@@ -1095,34 +1092,14 @@ def _compile_sections(root: Element, ctx: CompileContext) -> list[str]:
     """Run compile_<section>(root, ctx) of the per-section modules that exist; returns the missing ones."""
     missing = []
     for section in SECTIONS:
-        try:
-            mod = importlib.import_module(f"mjx_lite.mjcf.{section}")
-        except ImportError:
-            mod = None
-        fn = getattr(mod, f"compile_{section}", None) if mod is not None else None
-        if fn is None:
-            missing.append(section)
-            # TODO(sections): remove once mjcf/{section}.py exists; refuse models that use the section
-            _refuse_section(root, section)
-        else:
-            fn(root, ctx)
+        mod = importlib.import_module(f"mjx_lite.mjcf.{section}")
+        getattr(mod, f"compile_{section}")(root, ctx)
     for k in SECTION_SIZES:
         ctx.sizes.setdefault(k, 0)
     for prefixes in SECTIONS.values():
         _empty(ctx, prefixes, {})
     # ids registered by the sections (for names); fall back to the element lists
     return missing
-
-
-_SECTION_TAGS = {"tendon": ("tendon",), "equality": ("equality",), "actuation": ("actuator",),
-                 "sensor": ("sensor",), "contact": ("contact",)}  # fmt: skip
-
-
-def _refuse_section(root: Element, section: str) -> None:
-    for tag in _SECTION_TAGS[section]:
-        for el in _sections(root, tag):
-            if el.children:
-                raise _err(el.children[0], f"<{tag}> is not supported yet (mjx_lite/mjcf/{section}.py missing)")
 
 
 def _finalize_simple(ctx: CompileContext) -> None:

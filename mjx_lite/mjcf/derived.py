@@ -19,8 +19,6 @@ pipeline stage (jitted once) to a Data holding the qpos0 kinematics, `state.minv
 
 from __future__ import annotations
 
-import importlib
-
 import jax
 import numpy as np
 
@@ -241,12 +239,12 @@ def set_const(ctx: CompileContext) -> dict:
     m0 = np.diag(st.mfull).copy() + _joint_actuator_armature(ctx)
     _tendon_armature(ctx, st)
     # actuator armature (joint: gear^2 a on the dof; tendon: gear^2 a J'J) is part of M for the invweights
-    act = _actuation_module()
-    if act is not None and hasattr(act, "_actuator_armature"):
-        act._actuator_armature(ctx, st)
-        if getattr(st, "actuator_armature_included", False):
-            st.lmat, st.dinv = _factor_ld(st.mfull)
-            st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
+    from mjx_lite.mjcf import actuation
+
+    actuation._actuator_armature(ctx, st)
+    if getattr(st, "actuator_armature_included", False):
+        st.lmat, st.dinv = _factor_ld(st.mfull)
+        st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
     mfull = st.mfull
     xpos, xmat, xipos, subtree_com = st.xpos, st.xmat, st.xipos, st.subtree_com
 
@@ -310,13 +308,6 @@ def set_const(ctx: CompileContext) -> dict:
     return stat
 
 
-def _actuation_module():
-    try:
-        return importlib.import_module("mjx_lite.mjcf.actuation")
-    except ImportError:
-        return None
-
-
 def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
     """(nv,) gear^2 * armature of actuators with a slide/hinge joint transmission, on their dof."""
     A, nv = ctx.arrays, ctx.sizes["nv"]
@@ -364,33 +355,10 @@ def _actuator_ids(ctx: CompileContext) -> None:
 
 
 def _section_constants(ctx: CompileContext, st: ConstState) -> None:
-    A, S = ctx.arrays, ctx.sizes
-    try:
-        act = importlib.import_module("mjx_lite.mjcf.actuation")
-    except ImportError:
-        act = None
-    hook = getattr(act, "finalize_sections", None) if act is not None else None
-    if hook is not None:
-        hook(ctx, st)
-        return
-    nv, ntendon, nu = S["nv"], S.get("ntendon", 0), S.get("nu", 0)
-    if ntendon:
-        from mjx_lite.pipeline import tendon
+    """qpos0 constants of tendons and actuators (length0, invweight0, acc0, lengthrange, ...): mjcf/actuation.py."""
+    from mjx_lite.mjcf import actuation
 
-        d = st.run(tendon.tendon)
-        tj = np.asarray(d.ten_J)
-        A["tendon_length0"] = np.asarray(d.ten_length, float).copy()
-        A["tendon_invweight0"] = np.einsum("ti,ij,tj->t", tj, st.minv, tj) if nv else np.zeros(ntendon)
-    if nu:
-        try:
-            from mjx_lite.pipeline import transmission
-        except ImportError:  # TODO(forces): remove once pipeline/transmission.py exists
-            return
-        d = st.run(transmission.transmission)
-        mom = np.asarray(d.actuator_moment)
-        A["actuator_length0"] = np.asarray(d.actuator_length, float).copy()
-        A["actuator_acc0"] = np.linalg.norm(mom @ st.minv, axis=1) if nv else np.zeros(nu)
-        _dampratio(ctx, mom)
+    actuation.finalize_sections(ctx, st)
 
 
 def _dampratio(ctx: CompileContext, moment: np.ndarray) -> None:
