@@ -17,6 +17,7 @@ import pytest  # noqa: E402
 
 from mjx_lite.mjcf import hfield as H  # noqa: E402, N812
 from mjx_lite.mjcf import mesh as M  # noqa: E402, N812
+from mjx_lite.mjcf.inertia import quat_mul  # noqa: E402
 from mjx_lite.mjcf.spec import Element, MJCFError  # noqa: E402
 from tests import oracle  # noqa: E402
 
@@ -99,7 +100,7 @@ def _check_mesh(a: M.MeshAsset, m: mujoco.MjModel, same_order: bool = True):
     mass, com, inertia, quat = M.mesh_geom_inertia(a, density=1000.0)
     np.testing.assert_allclose(mass, m.body_mass[1], rtol=MASS_RTOL)
     np.testing.assert_allclose(m.body_ipos[1], a.pos, rtol=0, atol=POS_RTOL * extent)
-    ours = _tensor(inertia, M._quat_mul(a.quat, quat))
+    ours = _tensor(inertia, quat_mul(a.quat, quat))
     theirs = _tensor(m.body_inertia[1], m.body_iquat[1])
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=INERTIA_RTOL * np.abs(m.body_inertia[1]).max())
 
@@ -334,7 +335,7 @@ def test_mesh_geom_frame_and_mass():
     data = _stl_binary(TETRA_V, TETRA_F)
     m = _mj_mesh_model('file="t.stl"', {"t.stl": data}, 'type="mesh" mass="2.5" pos="0.1 0.2 0.3" euler="10 20 30"')
     a = M.load_mesh(_elem("mesh", file="t.stl"), assets={"t.stl": data})
-    euler_q = M._quat_mul(M._quat_mul([np.cos(np.radians(5)), np.sin(np.radians(5)), 0, 0],
+    euler_q = quat_mul(quat_mul([np.cos(np.radians(5)), np.sin(np.radians(5)), 0, 0],
                                       [np.cos(np.radians(10)), 0, np.sin(np.radians(10)), 0]),
                           [np.cos(np.radians(15)), 0, 0, np.sin(np.radians(15))])  # fmt: skip
     pos, quat = M.mesh_geom_frame([0.1, 0.2, 0.3], euler_q, a)

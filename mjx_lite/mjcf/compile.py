@@ -985,18 +985,21 @@ def _check_mass_inertia(bodies: list[_Body]) -> None:
                              f"(body '{_get(b.el, 'name', '') or i}')")  # fmt: skip
 
 
+def _mode_target(el: Element, ctx: CompileContext) -> tuple[int, int]:
+    """Tracking mode and target body id (-1: none) of a camera or light."""
+    tname = _get(el, "target")
+    tid = ctx.id_of("body", tname, el, "target") if tname else -1
+    return _keyword(el, "mode", _CAM_MODES, "fixed"), tid
+
+
 def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
     n = len(cams)
     bodyid, mode, target, pos, quat, fovy = [], [], [], [], [], []
     for bid, el in cams:
         bodyid.append(bid)
-        m = _keyword(el, "mode", _CAM_MODES, "fixed")
+        m, tid = _mode_target(el, ctx)
         mode.append(m)
-        tname = _get(el, "target")
-        if tname:
-            target.append(ctx.id_of("body", tname, el, "target"))
-        else:
-            target.append(-1)
+        target.append(tid)
         pos.append(_vec(el, "pos", 3, (0, 0, 0)))
         quat.append(_quat(el))
         fv = float(_get(el, "fovy", 45.0))
@@ -1024,13 +1027,9 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
     bodyid, mode, target, ltype, pos, ldir = [], [], [], [], [], []
     for bid, el in lights:
         bodyid.append(bid)
-        m = _keyword(el, "mode", _CAM_MODES, "fixed")
+        m, tid = _mode_target(el, ctx)
         mode.append(m)
-        tname = _get(el, "target")
-        if tname:
-            target.append(ctx.id_of("body", tname, el, "target"))
-        else:
-            target.append(-1)
+        target.append(tid)
         t = _keyword(el, "type", _LIGHT_TYPES, "spot")
         if bool(_get(el, "directional", False)):
             t = 1

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from mjx_lite.mjcf.inertia import quat_mul
 from mjx_lite.mjcf.spec import Element, MJCFError
 
 MINVAL = 1e-15  # mjMINVAL
@@ -191,10 +192,6 @@ def eig3(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _quat_to_mat(q) -> np.ndarray:
     return np.array(_quat2mat([float(x) for x in q])).reshape(3, 3)
-
-
-def _quat_mul(a, b) -> np.ndarray:
-    return np.array(_mulquat([float(x) for x in a], [float(x) for x in b]))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -764,7 +761,7 @@ def mesh_geom_frame(pos, quat, mesh: MeshAsset, offset=None) -> tuple[np.ndarray
     mpos = mesh.pos if offset is None else mesh.pos + _quat_to_mat(mesh.quat) @ np.asarray(offset, float)
     quat = np.asarray(quat, float)
     gpos = np.asarray(pos, float) + _quat_to_mat(quat) @ mpos
-    return gpos, _quat_mul(quat, mesh.quat)
+    return gpos, quat_mul(np.asarray(quat, float), np.asarray(mesh.quat, float))
 
 
 def mesh_geom_inertia(mesh: MeshAsset, density: float | None = None, mass: float | None = None,

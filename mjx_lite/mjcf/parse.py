@@ -33,6 +33,7 @@ import numpy as np
 from lxml import etree
 
 from mjx_lite.mjcf import schema as sc
+from mjx_lite.mjcf.inertia import quat_mul
 from mjx_lite.mjcf.spec import Attr, Element, MJCFError
 
 # ---------------------------------------------------------------------------------------------------------
@@ -273,17 +274,6 @@ def _written(raw: _Raw, key: str, inherited: dict | None = None, required: bool 
 # rotations (host numpy; w, x, y, z)
 
 
-def _qmul(a, b):
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return np.array([
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ])  # fmt: skip
-
-
 def _qrot(q, v):
     """Rotate vector v by unit quaternion q."""
     w, x, y, z = q
@@ -338,7 +328,7 @@ def orientation_to_quat(kind: str, v, degree: bool, eulerseq: str, raw: _Raw) ->
             r = np.zeros(4)
             r[0] = math.cos(half)
             r[1 + "xyz".index(ch.lower())] = math.sin(half)
-            q = _qmul(q, r) if ch.islower() else _qmul(r, q)
+            q = quat_mul(q, r) if ch.islower() else quat_mul(r, q)
         return q / np.linalg.norm(q)
     if kind == "xyaxes":
         x = _normalize(v[:3], "x axis", raw, kind)
@@ -561,7 +551,7 @@ class _Builder:
                     self.defaults.get(cc, k, "childclass")
                 fr = (np.asarray(f.attrs["pos"], dtype=float), np.asarray(f.attrs["quat"], dtype=float))
                 if frame is not None:
-                    fr = (frame[0] + _qrot(frame[1], fr[0]), _qmul(frame[1], fr[1]))
+                    fr = (frame[0] + _qrot(frame[1], fr[0]), quat_mul(frame[1], fr[1]))
                 self.tree(k, out, cc, fr)
             elif tag == "replicate":
                 self.replicate(k, key, out, childclass, frame)
@@ -592,14 +582,14 @@ class _Builder:
         digits = len(str(count))
         pos, quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
         for i in range(count):
-            fr = (pos, quat) if frame is None else (frame[0] + _qrot(frame[1], pos), _qmul(frame[1], quat))
+            fr = (pos, quat) if frame is None else (frame[0] + _qrot(frame[1], pos), quat_mul(frame[1], quat))
             n0 = len(out.children)
             self.tree(raw, out, childclass, fr)
             suffix = r.attrs["sep"] + str(i).zfill(digits)
             for el in out.children[n0:]:
                 _rename(el, suffix)
             pos = pos + _qrot(quat, off)
-            quat = _qmul(quat, rq)
+            quat = quat_mul(quat, rq)
 
 
 def _rename(el: Element, suffix: str):
@@ -625,7 +615,7 @@ def _apply_frame(el: Element, frame):
         el.explicit.add("dir")
         return
     if "quat" in a and a["quat"] is not None:
-        a["quat"] = _qmul(fquat, np.asarray(a["quat"], dtype=float))
+        a["quat"] = quat_mul(fquat, np.asarray(a["quat"], dtype=float))
         el.explicit.add("quat")
     ft = a.get("fromto")
     if ft is not None:
