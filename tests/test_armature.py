@@ -34,3 +34,33 @@ def test_armature_in_mass_matrix_and_constants():
         d = mjl.make_data(m).replace(qpos=jp.asarray(qpos))
         d = inertia.crb(m, tendon.tendon(m, kinematics.com_pos(m, kinematics.kinematics(m, d))))
         np.testing.assert_allclose(np.asarray(inertia.full_m(m, d)), full, atol=TOL)
+
+
+# a tendon coupling dofs on different branches (j1, j2) with armature on the tendon and on a tendon actuator
+BRANCHED = """<mujoco><option><flag constraint="disable"/></option><worldbody>
+<body><joint name="j0" axis="0 1 0"/><geom size=".1" pos=".3 0 0"/>
+<body pos=".3 0 0"><joint name="j1" axis="0 1 0"/><geom size=".1" pos=".3 0 0"/></body>
+<body pos="0 .3 0"><joint name="j2" axis="1 0 0"/><geom size=".1" pos="0 .3 0"/></body></body></worldbody>
+<tendon><fixed name="t" armature="0.5"><joint joint="j1" coef="1"/><joint joint="j2" coef="2"/></fixed></tendon>
+<actuator><motor tendon="t" gear="2" armature="0.2"/></actuator>
+</mujoco>"""
+
+
+def test_tendon_armature_across_branches_keeps_tree_sparsity():
+    """MuJoCo adds J' a J to qM only on the dof-tree entries: the j1-j2 coupling is dropped, at run time and in
+    the compile-time constants."""
+    mjm = mujoco.MjModel.from_xml_string(BRANCHED)
+    m = mjl.load_mjcf_string(BRANCHED)
+    for name in ("dof_M0", "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0"):
+        np.testing.assert_allclose(np.asarray(getattr(m, name)), getattr(mjm, name), atol=TOL, err_msg=name)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = [0.3, -0.5, 0.7]
+    mjd.qvel[:] = [1.0, -2.0, 0.5]
+    mjd.ctrl[:] = [0.3]
+    mujoco.mj_forward(mjm, mjd)
+    full = np.zeros((3, 3))
+    mujoco.mj_fullM(mjm, mjd, full)
+    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), ctrl=jp.asarray(mjd.ctrl))
+    d = mjl.forward(m, d)
+    np.testing.assert_allclose(np.asarray(mjl.full_m(m, d)), full, atol=TOL)
+    np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, atol=TOL, rtol=TOL)

@@ -554,6 +554,27 @@ def test_body_transmission_with_contacts(cone, condim):
     np.testing.assert_allclose(out.actuator_length, mjd.actuator_length, atol=ATOL)
 
 
+def test_body_transmission_end_to_end():
+    """Adhesion through our own collision and constraint rows (contact.efc_address set by make_constraint)."""
+    import mjx_lite as mjl  # noqa: PLC0415
+
+    xml = ADHESION_XML.format(cone="pyramidal", condim=3)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:7] = [0, 0, 0.08, 0.99, 0.08, 0.05, 0]
+    mjd.qpos[3:7] /= np.linalg.norm(mjd.qpos[3:7])
+    mjd.qpos[9] = 0.13  # the ball hovers within the floor's margin
+    mjd.ctrl[:] = [0.7, 0.4]
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon > 1 and np.all(mjd.contact.efc_address >= 0)
+    m = mjl.load_mjcf_string(xml)
+    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), ctrl=jp.asarray(mjd.ctrl))
+    out = jax.jit(mjl.forward)(m, d)
+    assert int(np.sum(np.asarray(out.contact.efc_address) >= 0)) == int(np.sum(mjd.contact.efc_address >= 0))
+    np.testing.assert_allclose(out.actuator_moment, _dense(mjm, mjd, "moment"), atol=ATOL)
+    np.testing.assert_allclose(out.qfrc_actuator, mjd.qfrc_actuator, atol=ATOL)
+
+
 def test_with_our_kinematics():
     """The force stages on top of our own kinematics / com / velocity stages (no MuJoCo upstream fields)."""
     from mjx_lite.pipeline import kinematics, velocity

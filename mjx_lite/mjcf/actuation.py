@@ -554,8 +554,8 @@ def _actuator_armature(ctx: CompileContext, st) -> None:
     """Add actuator armature (reflected through gear^2) to the qpos0 inertia `st.mfull`/`st.minv`, as MuJoCo's qM.
 
     Joint transmissions: armature * gear[0]^2 on the (hinge/slide) dof; tendon transmissions:
-    armature * gear[0]^2 * J' J. Skipped when the ConstState says it already holds it
-    (`st.actuator_armature_included`).
+    armature * gear[0]^2 * J' J on the dof-tree entries (as MuJoCo's qM). Skipped when the ConstState says it
+    already holds it (`st.actuator_armature_included`).
     """
     A, S = ctx.arrays, ctx.sizes
     arm = np.asarray(A.get("actuator_armature", np.zeros(0)), np.float64)
@@ -579,7 +579,9 @@ def _actuator_armature(ctx: CompileContext, st) -> None:
 
                 tj = np.asarray(st.run(ptendon.tendon).ten_J, np.float64).reshape(-1, nv)
             add += arm[i] * g2 * np.outer(tj[obj], tj[obj])
-    mfull = np.asarray(st.mfull, np.float64) + add
+    from mjx_lite.mjcf.derived import dof_tree_mask  # noqa: PLC0415 - derived imports this module
+
+    mfull = np.asarray(st.mfull, np.float64) + np.where(dof_tree_mask(ctx), add, 0.0)
     st.mfull = mfull
     st.minv = np.linalg.inv(mfull)
     st.minv = 0.5 * (st.minv + st.minv.T)

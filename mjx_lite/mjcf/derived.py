@@ -124,7 +124,9 @@ class ConstState:
                 continue
             jp_, jr = self.point_jac(self.xipos[i], i)
             iw = self.ximat[i] @ np.diag(inertia[i]) @ self.ximat[i].T
-            mfull += mass[i] * jp_.T @ jp_ + jr.T @ iw @ jr
+            dofs = np.ix_(mask[i], mask[i])  # only the body's dofs are nonzero (keeps large scenes O(nv))
+            jp_, jr = jp_[:, mask[i]], jr[:, mask[i]]
+            mfull[dofs] += mass[i] * jp_.T @ jp_ + jr.T @ iw @ jr
         mfull[np.diag_indices(nv)] += np.asarray(A["dof_armature"], float)
         self.mfull = mfull
         self.lmat, self.dinv = _factor_ld(mfull)
@@ -198,7 +200,8 @@ def _factor_ld(mfull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         dk = max(a[k, k], MINVAL)
         dinv[k] = 1.0 / dk
         row = a[k, :k] / dk
-        a[:k, :k] -= np.outer(row, a[k, :k])
+        nz = np.nonzero(row)[0]  # tree sparsity: only ancestors' entries change
+        a[np.ix_(nz, nz)] -= np.outer(row[nz], a[k, nz])
         lmat[k, :k] = row
     return lmat, dinv
 
@@ -208,10 +211,12 @@ def solve_ld(lmat: np.ndarray, dinv: np.ndarray, x: np.ndarray) -> np.ndarray:
     x = np.array(x, float)
     n = len(dinv)
     for i in range(n - 1, 0, -1):
-        x[:i] -= np.multiply.outer(lmat[i, :i], x[i])
+        nz = np.nonzero(lmat[i, :i])[0]  # tree sparsity (large scenes)
+        x[nz] -= np.multiply.outer(lmat[i, nz], x[i])
     x *= dinv.reshape((n,) + (1,) * (x.ndim - 1))
     for i in range(1, n):
-        x[i] -= lmat[i, :i] @ x[:i]
+        nz = np.nonzero(lmat[i, :i])[0]
+        x[i] -= lmat[i, nz] @ x[nz]
     return x
 
 
@@ -320,8 +325,22 @@ def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
     return out
 
 
+def dof_tree_mask(ctx: CompileContext) -> np.ndarray:
+    """(nv, nv) bool: entries of the joint-space inertia inside the dof-tree sparsity (i == j, or one of them an
+    ancestor of the other). MuJoCo adds armature coupling terms (J' a J of tendons) only there."""
+    parent = np.asarray(ctx.arrays["dof_parentid"], int)
+    nv = parent.size
+    mask = np.eye(nv, dtype=bool)
+    for i in range(nv):
+        j = parent[i]
+        while j >= 0:
+            mask[i, j] = mask[j, i] = True
+            j = parent[j]
+    return mask
+
+
 def _tendon_armature(ctx: CompileContext, st: ConstState) -> None:
-    """Tendon armature adds J' a J to the joint-space inertia (MuJoCo 4.0 mj_makeM); refactor if present."""
+    """Tendon armature adds J' a J, on the dof-tree entries, to the joint-space inertia (MuJoCo 4.0); refactor."""
     arm = np.asarray(ctx.arrays.get("tendon_armature", np.zeros(0)), float)
     if not np.any(arm) or not ctx.sizes["nv"]:
         return
@@ -329,7 +348,7 @@ def _tendon_armature(ctx: CompileContext, st: ConstState) -> None:
 
     d = st.run(tendon.tendon)
     tj = np.asarray(d.ten_J, float).reshape(len(arm), -1)
-    st.mfull = st.mfull + tj.T @ (arm[:, None] * tj)
+    st.mfull = st.mfull + np.where(dof_tree_mask(ctx), tj.T @ (arm[:, None] * tj), 0.0)
     st.lmat, st.dinv = _factor_ld(st.mfull)
     st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
 

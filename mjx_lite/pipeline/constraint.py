@@ -586,6 +586,10 @@ def make_constraint(m: Model, d: Data) -> Data:
     R = jp.where(active, R, 1.0)
     aref = jp.where(active, aref, 0.0)
     KBIP = jp.stack([K, B, imp, jp.zeros_like(K)], axis=1)
+    if len(p.con_dim):  # contact.efc_address: first row of each contact with rows (-1: none, e.g. in the gap band)
+        con = d.contact
+        live = con.active & (con.dist < con.includemargin)
+        d = d.replace(contact=con.replace(efc_address=jp.where(live, jp.asarray(p.con_adr, jp.int32), -1)))
     return d.replace(
         nefc=jp.sum(active).astype(jp.int32),
         efc_type=jp.asarray(f["type"], jp.int32),

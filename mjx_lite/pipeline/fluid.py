@@ -132,6 +132,14 @@ def fluid(m: Model, d: Data) -> jax.Array:
     dtype = d.qpos.dtype
     if m.nbody < 2 or m.nv == 0:
         return jp.zeros((m.nv,), dtype)
+    on = (m.opt.density > 0) | (m.opt.viscosity > 0)
+    # skipped at run time without a medium (a real branch unless density/viscosity are batched under vmap)
+    return jax.lax.cond(on, _fluid_forces, lambda m, d: jp.zeros((m.nv,), dtype), m, d)
+
+
+def _fluid_forces(m: Model, d: Data) -> jax.Array:
+    """qfrc_fluid (nv,) with a medium: inertia-box bodies plus ellipsoid-model geoms."""
+    dtype = d.qpos.dtype
     bodies = np.arange(1, m.nbody)
     massive = m.body_mass[bodies] >= MINVAL
     gbody_all = np.asarray(m.geom_bodyid)
@@ -142,14 +150,13 @@ def fluid(m: Model, d: Data) -> jax.Array:
         body_ell = jax.ops.segment_max(uses, gbody_all[geoms], num_segments=m.nbody)[bodies] > 0
     else:
         body_ell = jp.zeros((len(bodies),), bool)
-    on = (m.opt.density > 0) | (m.opt.viscosity > 0)
     tq, fr = _box_forces(m, d, bodies)
-    wb = (massive & ~body_ell & on).astype(dtype)[:, None]
+    wb = (massive & ~body_ell).astype(dtype)[:, None]
     qfrc = apply_ft(m, d, fr * wb, tq * wb, d.xipos[bodies], bodies)
     if len(geoms):
         gb = gbody_all[geoms]
         gtq, gfr = _ellipsoid_forces(m, d, geoms, gb)
         full_ell = jp.zeros((m.nbody,), bool).at[bodies].set(body_ell & massive)
-        wg = (full_ell[gb] & on).astype(dtype)[:, None]
+        wg = full_ell[gb].astype(dtype)[:, None]
         qfrc = qfrc + apply_ft(m, d, gfr * wg, gtq * wg, d.geom_xpos[geoms], gb)
     return qfrc

@@ -54,26 +54,22 @@ def crb(m: Model, d: Data) -> Data:
     if jdof.size:
         vals = support.put_add(vals, t.madr[jdof], jgain)
     tendon_armed = np.asarray(m.tendon_armed) if m.tendon_armed is not None else np.zeros(m.ntendon, bool)
+    if np.any(tendon_armed):
+        # tendon armature: (J' diag(a) J) on the tree entries only (MuJoCo keeps qM's dof-tree sparsity and
+        # drops couplings between dofs on different branches); a = tendon_armature + gear^2 armature of the
+        # tendon's actuators
+        a = m.tendon_armature
+        trn = np.asarray(m.actuator_trntype)
+        act = np.nonzero(trn == TrnType.TENDON)[0]
+        if act.size:
+            ten = np.asarray(m.actuator_trnid)[act, 0]
+            a = a.at[ten].add(m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act])
+        J = d.ten_J
+        vals = vals + jp.einsum("t,tk,tk->k", a, J[:, t.m_rows], J[:, t.m_cols])
     if is_sparse(m):
-        if np.any(tendon_armed):
-            raise NotImplementedError(
-                "tendon armature (tendon_armature or armature of a tendon actuator) with the sparse inertia layout "
-                f"(nv > {SPARSE_NV}) is not supported: it couples dofs outside the kinematic tree"
-            )
         qm = vals
     else:
-        qm = jp.zeros((m.nv, m.nv), vals.dtype).at[t.m_cols, t.m_rows].set(vals).at[t.m_rows, t.m_cols].set(vals)
-        if np.any(tendon_armed):
-            # tendon armature: J' diag(a) J, a = tendon_armature + sum over tendon actuators of gear^2 armature
-            a = m.tendon_armature
-            trn = np.asarray(m.actuator_trntype)
-            act = np.nonzero(trn == TrnType.TENDON)[0]
-            if act.size:
-                ten = np.asarray(m.actuator_trnid)[act, 0]
-                gain = m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act]
-                a = a.at[ten].add(gain)
-            J = d.ten_J
-            qm = qm + (J.T * a[None, :]) @ J
+        qm = _to_dense(m, vals, symmetric=True)
     return d.replace(crb=crb_, qM=qm)
 
 
@@ -133,36 +129,73 @@ def _sparse_plan(m: Model) -> tuple:
     return tuple(levels)
 
 
+def _dense_addr(m: Model) -> np.ndarray:
+    """(nM,) flat index into the dense (nv, nv) qM / qLD of each tree-sparse entry (row i, ancestor column j)."""
+    t = support.tables(m)
+    return support.memo(m, "inertia_dense_addr", lambda m: np.asarray(t.m_rows * m.nv + t.m_cols, np.int64))
+
+
+def _dense_gather(m: Model, symmetric: bool) -> np.ndarray:
+    """(nv * nv,) address in a tree-sparse (nM,) vector of each dense entry, nM (an appended zero) off the tree;
+    symmetric: both triangles, else the lower triangle and the diagonal only."""
+
+    def build(m: Model) -> np.ndarray:
+        t = support.tables(m)
+        idx = np.full((m.nv, m.nv), t.m_rows.size, np.int64)
+        idx[t.m_rows, t.m_cols] = np.arange(t.m_rows.size)
+        if symmetric:
+            idx[t.m_cols, t.m_rows] = np.arange(t.m_rows.size)
+        return idx.reshape(-1)
+
+    return support.memo(m, f"inertia_dense_gather_{symmetric}", build)
+
+
+def _to_dense(m: Model, vals: jax.Array, symmetric: bool) -> jax.Array:
+    """Dense (nv, nv) matrix of tree-sparse entries vals (nM,), by one gather (no scatter)."""
+    padded = jp.concatenate([vals, jp.zeros((1,), vals.dtype)])
+    return take(padded, _dense_gather(m, symmetric)).reshape(m.nv, m.nv)
+
+
+def _factor_tree(m: Model, a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """L'DL of tree-sparse entries a (nM,) (support.tables(m).madr layout) -> (factor (nM,), D (nv,)).
+
+    Dofs are eliminated one depth level at a time, leaves first: gathers and scatter-adds over the level's
+    entries only, so the cost follows the tree's sparsity (no dense rank updates).
+    """
+    t = support.tables(m)
+    for lv in reversed(support.memo(m, "inertia_sparse", _sparse_plan)):
+        dk = take(a, lv.diag)
+        a = put(a, lv.diag, jp.where(dk < MINVAL, MINVAL, dk))
+        if lv.tgt.size:
+            a = support.put_add(a, lv.tgt, -take(a, lv.src1) * take(a, lv.src2) / take(a, lv.tdiag))
+            a = put(a, lv.off, take(a, lv.off) / take(a, lv.odiag))
+    return a, take(a, t.madr)
+
+
+def _solve_tree(m: Model, qld: jax.Array, inv: jax.Array, x: jax.Array) -> jax.Array:
+    """x <- (L'DL)^-1 x for a tree-sparse factor qld (nM,) and inv = 1/D (nv,); x (nv,) or (nv, k)."""
+    plan = support.memo(m, "inertia_sparse", _sparse_plan)
+    exp = (slice(None),) + (None,) * (x.ndim - 1)
+    for lv in reversed(plan):  # x <- inv(L') x
+        if lv.off.size:
+            x = support.put_add(x, lv.ocol, -take(qld, lv.off)[exp] * take(x, lv.orow))
+    x = x * inv.reshape((m.nv,) + (1,) * (x.ndim - 1))
+    for lv in plan:  # x <- inv(L) x
+        if lv.off.size:
+            x = support.put_add(x, lv.orow, -take(qld, lv.off)[exp] * take(x, lv.ocol))
+    return x
+
+
 def factor_m(m: Model, d: Data) -> Data:
     """qLD, qLDiagInv: M = L' D L factorisation of qM (mj_factorM); D below MINVAL is clamped as MuJoCo."""
-    t = support.tables(m)
     if m.nv == 0:
         return d.replace(qLD=d.qM, qLDiagInv=jp.zeros((0,), d.qM.dtype))
     if is_sparse(m):
-        a = d.qM
-        for lv in reversed(support.memo(m, "inertia_sparse", _sparse_plan)):
-            dk = take(a, lv.diag)
-            a = put(a, lv.diag, jp.where(dk < MINVAL, MINVAL, dk))
-            if lv.tgt.size:
-                a = support.put_add(a, lv.tgt, -take(a, lv.src1) * take(a, lv.src2) / take(a, lv.tdiag))
-                a = put(a, lv.off, take(a, lv.off) / take(a, lv.odiag))
-        diag = take(a, t.madr)
+        a, diag = _factor_tree(m, d.qM)
         return d.replace(qLD=a, qLDiagInv=1.0 / diag)
-    a = d.qM
-    nv = m.nv
-    qld = jp.zeros_like(a)
-    for dofs in reversed(t.dof_levels):
-        dk = take(a.reshape(nv * nv), dofs * (nv + 1))
-        dk = jp.where(dk < MINVAL, MINVAL, dk)
-        anc = t.dof_anc[dofs]  # (nK, nv)
-        r = jp.where(jp.asarray(anc), take(a, dofs), 0.0)
-        lk = r / dk[:, None]
-        if anc.any():
-            a = a - jp.matmul(r.T, lk, precision=_HI)
-        onehot = np.eye(nv)[dofs]
-        qld = put(qld, dofs, lk + jp.asarray(onehot, a.dtype) * dk[:, None])
-    diag = jp.diagonal(qld)
-    return d.replace(qLD=qld, qLDiagInv=1.0 / diag)
+    # dense layout: tree elimination on the nM tree entries, gathered back into (nv, nv)
+    a, diag = _factor_tree(m, take(d.qM.reshape(m.nv * m.nv), _dense_addr(m)))
+    return d.replace(qLD=_to_dense(m, a, symmetric=False), qLDiagInv=1.0 / diag)
 
 
 # ---- solves and products ------------------------------------------------------------------------------------
@@ -170,32 +203,24 @@ def factor_m(m: Model, d: Data) -> Data:
 
 def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
     """M^-1 x using the factorisation in d (mj_solveM). x: (nv,) or (nv, k)."""
-    t = support.tables(m)
     if m.nv == 0:
         return x
-    inv = d.qLDiagInv.reshape((m.nv,) + (1,) * (x.ndim - 1))
     if is_sparse(m):
-        plan = support.memo(m, "inertia_sparse", _sparse_plan)
-        qld = d.qLD
-        exp = (slice(None),) + (None,) * (x.ndim - 1)
-        for lv in reversed(plan):  # x <- inv(L') x
-            if lv.off.size:
-                x = support.put_add(x, lv.ocol, -take(qld, lv.off)[exp] * take(x, lv.orow))
-        x = x * inv
-        for lv in plan:  # x <- inv(L) x
-            if lv.off.size:
-                x = support.put_add(x, lv.orow, -take(qld, lv.off)[exp] * take(x, lv.ocol))
+        return _solve_tree(m, d.qLD, d.qLDiagInv, x)
+    return _solve_tree(m, take(d.qLD.reshape(m.nv * m.nv), _dense_addr(m)), d.qLDiagInv, x)
+
+
+def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Array:
+    """(M + diag(shift))^-1 x, shift (nv,), by a fresh L'DL factorisation of the shifted qM (mj_factorI + solve).
+
+    Used by Euler's implicit damping (qH = M + h B). Follows the tree sparsity like factor_m.
+    """
+    if m.nv == 0:
         return x
-    qld = d.qLD
-    lrows = [(dofs, jp.where(jp.asarray(t.dof_anc[dofs]), take(qld, dofs), 0.0)) for dofs in t.dof_levels]
-    for dofs, lk in reversed(lrows):
-        if t.dof_anc[dofs].any():
-            x = x - jp.tensordot(lk, take(x, dofs), axes=(0, 0), precision=_HI)
-    x = x * inv
-    for dofs, lk in lrows:
-        if t.dof_anc[dofs].any():
-            x = support.put_add(x, dofs, -jp.tensordot(lk, x, axes=(1, 0), precision=_HI))
-    return x
+    t = support.tables(m)
+    a = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))
+    a, diag = _factor_tree(m, support.put_add(a, t.madr, shift))
+    return _solve_tree(m, a, 1.0 / diag, x)
 
 
 def mul_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
@@ -219,5 +244,4 @@ def full_m(m: Model, d: Data) -> jax.Array:
     """Dense (nv, nv) joint-space inertia (mj_fullM)."""
     if not is_sparse(m):
         return d.qM
-    t = support.tables(m)
-    return jp.zeros((m.nv, m.nv), d.qM.dtype).at[t.m_cols, t.m_rows].set(d.qM).at[t.m_rows, t.m_cols].set(d.qM)
+    return _to_dense(m, d.qM, symmetric=True)

@@ -108,8 +108,14 @@ def gravcomp_force(m: Model, d: Data) -> jax.Array:
     if m.opt.disableflags & DisableBit.GRAVITY or m.nbody < 2:
         return jp.zeros((m.nv,), dtype)
     bodies = np.arange(1, m.nbody)
-    f = -m.opt.gravity[None, :] * (m.body_mass[bodies] * m.body_gravcomp[bodies])[:, None]
-    return apply_ft(m, d, f, jp.zeros_like(f), d.xipos[bodies], bodies)
+
+    def compute(m: Model, d: Data) -> jax.Array:
+        f = -m.opt.gravity[None, :] * (m.body_mass[bodies] * m.body_gravcomp[bodies])[:, None]
+        return apply_ft(m, d, f, jp.zeros_like(f), d.xipos[bodies], bodies)
+
+    # skipped at run time when no body has gravcomp (MuJoCo's ngravcomp == 0)
+    on = jp.any(m.body_gravcomp[bodies] != 0)
+    return jax.lax.cond(on, compute, lambda m, d: jp.zeros((m.nv,), dtype), m, d)
 
 
 def gravcomp_dof_mask(m: Model, actuated: bool) -> np.ndarray:
