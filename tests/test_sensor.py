@@ -20,6 +20,7 @@ from tests import oracle  # noqa: E402
 RTOL = 1e-9  # float64 round-off through a handful of products
 ATOL = 1e-9
 
+# not compared here: unsupported, or needing contacts (touch, contact: tests/test_sensor_contact.py)
 UNSUPPORTED = {
     mujoco.mjtSensor.mjSENS_TOUCH, mujoco.mjtSensor.mjSENS_RANGEFINDER, mujoco.mjtSensor.mjSENS_CAMPROJECTION,
     mujoco.mjtSensor.mjSENS_CONTACT, mujoco.mjtSensor.mjSENS_TACTILE, mujoco.mjtSensor.mjSENS_GEOMDIST,
@@ -283,8 +284,8 @@ def test_disabled_sensors_leave_sensordata():
 
 def test_unsupported_sensor_raises():
     xml = """<mujoco><worldbody><body><joint/><geom size=".1"/><site name="s"/></body></worldbody>
-             <sensor><touch site="s"/></sensor></mujoco>"""
+             <sensor><rangefinder site="s"/></sensor></mujoco>"""
     mjm = mujoco.MjModel.from_xml_string(xml)
     m = oracle.model_from_mujoco(mjm)
-    with pytest.raises(NotImplementedError, match="touch"):
-        sensor.sensor_acc(m, io.make_data(m))
+    with pytest.raises(NotImplementedError, match="rangefinder"):
+        sensor.sensor_pos(m, io.make_data(m))

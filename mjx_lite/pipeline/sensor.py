@@ -6,12 +6,13 @@ applies the cutoff (REAL: clip to +-cutoff; POSITIVE: min(cutoff, x); only where
 not applied (MuJoCo's sensor_noise is informational). With the sensor disable flag, sensordata is left
 unchanged, as in MuJoCo.
 
-Supported: every sensor that needs neither rendering nor contacts: joint/tendon/actuator/ball sensors,
-frame sensors (pos, quat, axes, lin/ang vel with reference frames, lin/ang acc), subtree com/linvel/angmom,
-accelerometer, velocimeter, gyro, magnetometer, force, torque, jointactfrc, tendonactfrc,
-joint/tendon limit pos/vel/frc (read from the constraint rows; zero when there are none), e_potential,
-e_kinetic, clock, insidesite. Touch, contact, tactile, rangefinder, camprojection, geom distance sensors,
-user and plugin sensors, and sensor history/delay buffers raise NotImplementedError at trace time.
+Supported: joint/tendon/actuator/ball sensors, frame sensors (pos, quat, axes, lin/ang vel with reference
+frames, lin/ang acc), subtree com/linvel/angmom, accelerometer, velocimeter, gyro, magnetometer, force, torque,
+jointactfrc, tendonactfrc, joint/tendon limit pos/vel/frc (read from the constraint rows; zero when there are
+none), e_potential, e_kinetic, clock, insidesite, and the contact sensors of `sensor_contact`: touch and contact
+(every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and its
+cutoff is ignored, as in MuJoCo). Tactile, rangefinder, camprojection, geom distance sensors (distance, normal,
+fromto), user and plugin sensors, and sensor history/delay buffers raise NotImplementedError at trace time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.math import quat_conj, quat_mul, quat_normalize, quat_sub
+from mjx_lite.pipeline import sensor_contact
 from mjx_lite.types import (
     ConstraintType,
     Data,
@@ -39,8 +41,6 @@ from mjx_lite.types import (
 S = SensorType
 
 _UNSUPPORTED = {
-    S.TOUCH: "touch sensors need contacts (later issue)",
-    S.CONTACT: "contact sensors need contacts (later issue)",
     S.TACTILE: "tactile sensors need contacts (later issue)",
     S.RANGEFINDER: "rangefinder sensors need ray casting (later issue)",
     S.CAMPROJECTION: "camprojection sensors are not implemented",
@@ -194,34 +194,18 @@ def _efc_lookup(m: Model, d: Data, ctype: int, ids: np.ndarray, values: jax.Arra
 
 def _inside_site(m: Model, d: Data, point: jax.Array, sites: np.ndarray) -> jax.Array:
     """1.0 where `point` (k, 3) is inside the site's shape, else 0.0 (mju_insideGeom), (k,)."""
-    from mjx_lite.types import GeomType  # noqa: PLC0415
-
-    pos, mat = d.site_xpos[sites], d.site_xmat[sites]
-    p = jp.einsum("kji,kj->ki", mat, point - pos)
-    size = m.site_size[sites]
-    stype = np.asarray(m.site_type)[sites]
-    sq = p * p
-    inside_sphere = jp.sum(sq, -1) < size[:, 0] ** 2
-    zc = jp.clip(p[:, 2], -size[:, 1], size[:, 1])
-    inside_capsule = sq[:, 0] + sq[:, 1] + (p[:, 2] - zc) ** 2 < size[:, 0] ** 2
-    safe = jp.where(size > 0, size, 1.0)
-    inside_ellipsoid = jp.sum(sq / (safe * safe), -1) < 1.0
-    inside_cylinder = (sq[:, 0] + sq[:, 1] < size[:, 0] ** 2) & (jp.abs(p[:, 2]) < size[:, 1])
-    inside_box = jp.all(jp.abs(p) < size, axis=-1)
-    res = jp.zeros(p.shape[:1], bool)
-    for t, v in (
-        (GeomType.SPHERE, inside_sphere),
-        (GeomType.CAPSULE, inside_capsule),
-        (GeomType.ELLIPSOID, inside_ellipsoid),
-        (GeomType.CYLINDER, inside_cylinder),
-        (GeomType.BOX, inside_box),
-    ):
-        res = jp.where(jp.asarray(stype == t), v, res)
-    return res.astype(d.qpos.dtype)
+    return sensor_contact.inside_site(m, d, point, sites).astype(d.qpos.dtype)
 
 
 def _group_values(
-    m: Model, d: Data, stype: int, objtype: int, objid: np.ndarray, reftype: int, refid: np.ndarray
+    m: Model,
+    d: Data,
+    stype: int,
+    objtype: int,
+    objid: np.ndarray,
+    reftype: int,
+    refid: np.ndarray,
+    shared: sensor_contact.Shared | None = None,
 ) -> jax.Array:
     """Values (k, dim) of k sensors sharing type, object type and reference type."""
     k = len(objid)
@@ -273,6 +257,8 @@ def _group_values(
         return jp.broadcast_to(energy_pos(m, d), (k, 1))
     if stype == S.E_KINETIC:
         return jp.broadcast_to(energy_vel(m, d), (k, 1))
+    if stype == S.TOUCH:
+        return sensor_contact.touch(m, d, objid, shared)[:, None]
     if stype == S.INSIDESITE:
         pos, _ = object_frame(m, d, objtype, objid)
         return _inside_site(m, d, pos, refid)[:, None]
@@ -347,12 +333,18 @@ def _compute_stage(m: Model, d: Data, stage: int) -> Data:
     adr, dim = np.asarray(m.sensor_adr), np.asarray(m.sensor_dim)
     groups: dict[tuple, list[int]] = {}
     for i in sel:
-        key = (int(stypes[i]), int(objtype[i]), int(reftype[i]), bool(refid[i] >= 0))
+        # contact sensors differ in size and options: one group each
+        own = int(i) if stypes[i] == S.CONTACT else -1
+        key = (int(stypes[i]), int(objtype[i]), int(reftype[i]), bool(refid[i] >= 0), own)
         groups.setdefault(key, []).append(int(i))
     idx, vals = [], []
-    for (t, ot, rt, _), members in groups.items():
+    shared = sensor_contact.Shared(m, d)  # contact forces and order, computed once for all contact sensors
+    for (t, ot, rt, _, own), members in groups.items():
         mem = np.asarray(members)
-        v = _group_values(m, d, t, ot, objid[mem], rt, refid[mem])
+        if t == S.CONTACT:
+            v = sensor_contact.contact_sensor(m, d, own, shared)[None, :]
+        else:
+            v = _group_values(m, d, t, ot, objid[mem], rt, refid[mem], shared)
         v = jp.asarray(v, d.sensordata.dtype).reshape(len(mem), -1)
         ndim = int(dim[mem[0]])
         if v.shape[1] != ndim:
@@ -365,7 +357,8 @@ def _compute_stage(m: Model, d: Data, stage: int) -> Data:
     owner = np.concatenate([np.repeat(np.asarray(g), dim[np.asarray(g)]) for g in groups.values()])
     dtype_el = np.asarray(m.sensor_datatype)[owner]
     cutoff = m.sensor_cutoff[owner]
-    on = cutoff > 0
+    # MuJoCo ignores the cutoff of contact sensors (and uses fromto's as a distance bound instead)
+    on = (cutoff > 0) & jp.asarray(~np.isin(stypes[owner], (S.CONTACT, S.GEOMFROMTO)))
     real = jp.asarray(dtype_el == DataType.REAL)
     positive = jp.asarray(dtype_el == DataType.POSITIVE)
     values = jp.where(on & real, jp.clip(values, -cutoff, cutoff), values)
