@@ -32,7 +32,8 @@ from mjx_lite.math import safe_norm
 from mjx_lite.types import GeomType
 
 GENERAL_NCON = 1
-PLANE_MESH_NCON = 4
+PLANE_MESH_NCON = 3  # support vertex + up to 2 hull neighbours (MuJoCo maxplanemesh)
+_PLANE_MESH_TOL = 0.3  # extra plane-mesh contacts at least this times rbound from the first (tolplanemesh)
 GJK_ITERATIONS = 40
 EPA_ITERATIONS = 40
 
@@ -295,20 +296,241 @@ def general(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
 
 
 def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    """The (up to) 4 deepest mesh vertices within margin of the plane, the support vertex first.
+    """Up to 3 contacts (mjc_PlaneConvex for meshes): the support vertex in direction -normal, then up to 2 of
+    its hull-graph neighbours (vertices sharing a hull triangle with it) that lie strictly within margin of the
+    plane and at least 0.3 * rbound (rbound = |geom_size| for a mesh) from the first contact point.
 
-    MuJoCo adds the support vertex and then its neighbours on the hull graph; with more than 4 candidates the
-    choice of the 3 extra vertices may differ."""
+    MuJoCo takes the neighbours in the order of its qhull graph, which the Model does not hold: where more than 2
+    neighbours qualify we take the lowest vertex ids, so the count always matches but the choice may differ."""
     n = g1.mat[:, 2]
-    world = g2.pos + g2.vert @ g2.mat.T
+    world = g2.pos + g2.vert @ g2.mat.T  # (V, 3)
     dist = (world - g1.pos) @ n
-    k = min(PLANE_MESH_NCON, world.shape[0])
-    neg, idx = jax.lax.top_k(-dist, k)
-    d = -neg
-    pos = world[idx] - 0.5 * d[:, None] * n
-    d = jp.where(d <= margin, d, NOCONTACT)
-    if k < PLANE_MESH_NCON:
-        pad = PLANE_MESH_NCON - k
-        d = jp.concatenate([d, jp.full(pad, NOCONTACT, d.dtype)])
-        pos = jp.concatenate([pos, jp.zeros((pad, 3), pos.dtype)])
+    nv = world.shape[0]
+    k = jp.argmin(dist)
+    onek = jax.nn.one_hot(k, nv, dtype=dist.dtype)
+    d0 = onek @ dist
+    p0 = onek @ world - 0.5 * d0 * n
+    ids = jp.arange(nv)
+    if g2.face is None:
+        nbr = ids != k
+    else:
+        in_tri = jp.any(g2.face == k, axis=1)  # (T,)
+        tri_vert = jp.any(g2.face[:, :, None] == ids[None, None, :], axis=1)  # (T, V)
+        nbr = jp.any(in_tri[:, None] & tri_vert, axis=0) & (ids != k)
+    rbound = safe_norm(g2.size)
+    far = jp.sum((world - p0) ** 2, axis=1) >= (_PLANE_MESH_TOL * rbound) ** 2
+    ok = nbr & (dist < margin) & far
+    rank = jp.cumsum(ok) - 1
+    sel = (ok[None, :] & (rank[None, :] == jp.arange(PLANE_MESH_NCON - 1)[:, None])).astype(dist.dtype)  # (2, V)
+    has = jp.any(sel > 0, axis=1)
+    d_extra = sel @ dist
+    p_extra = sel @ world - 0.5 * d_extra[:, None] * n
+    d = jp.concatenate([d0[None], jp.where(has, d_extra, NOCONTACT)])
+    pos = jp.concatenate([p0[None], p_extra])
     return Contacts(d, pos, jp.broadcast_to(n, (PLANE_MESH_NCON, 3)), jp.zeros((PLANE_MESH_NCON, 3), pos.dtype))
+
+
+# ---- polyhedral pairs (box-mesh, mesh-mesh): face manifolds as MuJoCo 4 with multiccd -----------------------
+
+MULTI_NCON = 4  # contacts per polyhedral pair (MuJoCo reduces larger manifolds to 4)
+_MAXPOLY = 12  # clipped-polygon vertices kept before the reduction to 4 (two quads clip to at most 8)
+_FACE_ALIGNED = 1e-6  # 1 - cos: the contact normal is a face normal (face manifold) / triangles are coplanar
+_QUADS = np.array(list(itertools.combinations(range(_MAXPOLY), 4)), np.int32)  # (495, 4)
+
+# box as a polyhedron: corners (bit i of the corner index -> sign of axis i) and 12 outward triangles
+_BOX_CORNERS = np.array([[(-1.0, 1.0)[(i >> k) & 1] for k in range(3)] for i in range(8)])
+_BOX_TRIS = np.array(
+    [[0, 4, 6], [0, 6, 2], [1, 3, 7], [1, 7, 5], [0, 1, 5], [0, 5, 4],
+     [2, 6, 7], [2, 7, 3], [0, 2, 3], [0, 3, 1], [4, 5, 7], [4, 7, 6]], np.int32,
+)  # fmt: skip
+
+
+def hull_face_table(m) -> np.ndarray:
+    """(nmesh, maxtri, 3) int32 hull triangles of every mesh (local vertex ids), padded by repeating the first."""
+    num = np.maximum(np.asarray(m.mesh_hullfacenum), 1)
+    adr = np.asarray(m.mesh_hullfaceadr)
+    faces = np.asarray(m.mesh_hullface).reshape(-1, 3)
+    if faces.shape[0] == 0:
+        return np.zeros((len(num), 1, 3), np.int32)
+    nmax = int(num.max())
+    idx = adr[:, None] + np.where(np.arange(nmax)[None, :] < num[:, None], np.arange(nmax)[None, :], 0)
+    return faces[np.minimum(idx, faces.shape[0] - 1)].astype(np.int32)
+
+
+def _polyhedron(gtype: int, g: GeomInfo):
+    """World vertices (V, 3) and triangles (T, 3) of a box or a mesh (its convex hull)."""
+    if gtype == GeomType.BOX:
+        local = jp.asarray(_BOX_CORNERS, g.pos.dtype) * g.size
+        tris = jp.asarray(_BOX_TRIS)
+    else:
+        local, tris = g.vert, g.face
+    return g.pos + local @ g.mat.T, tris
+
+
+def _face(w, tris, direction):
+    """The face of a polyhedron whose outward normal is nearest `direction`.
+
+    Returns (alignment (), unit normal (3,), a point of the face (3,), vertex mask (V,))."""
+    a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
+    nt = jp.cross(b - a, c - a)
+    nn = safe_norm(nt, keepdims=True)
+    nt = jp.where(nn > 1e-30, nt / jp.where(nn > 1e-30, nn, 1.0), 0.0)
+    score = nt @ direction
+    t = jp.argmax(score)
+    nbest = nt[t]
+    coplanar = nt @ nbest > 1 - _FACE_ALIGNED
+    member = (tris[:, :, None] == jp.arange(w.shape[0])[None, None, :]) & coplanar[:, None, None]
+    return score[t], nbest, a[t], jp.any(member, axis=(0, 1))
+
+
+def _ordered(w, mask, normal):
+    """Vertex indices of a face (mask) in counter-clockwise order about `normal`, masked ones last; (V,), (V,)."""
+    cnt = jp.maximum(jp.sum(mask), 1)
+    center = jp.sum(jp.where(mask[:, None], w, 0.0), axis=0) / cnt
+    u = w[jp.argmax(mask)] - center
+    u = u - normal * jp.dot(u, normal)
+    u = u / jp.maximum(safe_norm(u), 1e-30)
+    v = jp.cross(normal, u)
+    rel = w - center
+    ang = jp.arctan2(rel @ v, rel @ u)
+    order = jp.argsort(jp.where(mask, ang, jp.inf))
+    return order, mask[order]
+
+
+def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin):
+    """Clip the incident face (vertices wi[imask], plane normal ni) against the reference face (wr[rmask], outward
+    normal nr through r0). Points on the incident face inside the reference prism: incident vertices, reference
+    vertices projected onto the incident plane and edge-edge crossings. Returns (points (K, 3), valid (K,))."""
+    dt = wr.dtype
+    ro, rok = _ordered(wr, rmask, nr)
+    io, iok = _ordered(wi, imask, ni)
+    nrm, nin = jp.sum(rmask), jp.sum(imask)
+    k = jp.arange(wr.shape[0])
+    rnext = ro[jp.where(k + 1 < nrm, k + 1, 0)]
+    ki = jp.arange(wi.shape[0])
+    inext = io[jp.where(ki + 1 < nin, ki + 1, 0)]
+    ra, rb = wr[ro], wr[rnext]  # reference edges (counter-clockwise about nr)
+    ia, ib = wi[io], wi[inext]  # incident edges (counter-clockwise about ni)
+    scale = jp.max(jp.abs(wr[ro] - r0)) + jp.max(jp.abs(wi[io] - r0))
+    tol = 1e-9 * scale
+
+    def inside_ref(p):  # (..., 3) -> inside every reference side plane (counter-clockwise: inside is left)
+        side = jp.einsum("ej,...ej->...e", jp.cross(nr, rb - ra), p[..., None, :] - ra)
+        return jp.all((side >= -tol) | ~rok, axis=-1)
+
+    def inside_inc(p):
+        side = jp.einsum("ej,...ej->...e", jp.cross(ni, ib - ia), p[..., None, :] - ia)
+        return jp.all((side >= -tol) | ~iok, axis=-1)
+
+    # (a) incident vertices
+    pa = wi[io]
+    va = iok & inside_ref(pa)
+    # (b) reference vertices projected along nr onto the incident plane
+    den = jp.dot(ni, nr)
+    den = jp.where(jp.abs(den) > 1e-12, den, 1.0)
+    i0 = wi[io[0]]
+    pb = wr[ro] + nr * ((wr[ro] - i0) @ ni / -den)[:, None]
+    vb = rok & inside_inc(pb)
+    # (c) incident edges crossing reference side planes (both within their segments)
+    ea = ia[:, None, :]
+    eb = ib[:, None, :]
+    pn = jp.cross(nr, rb - ra)[None, :, :]  # (1, R, 3) side-plane normals
+    da = jp.sum(pn * (ea - ra[None]), -1)
+    db = jp.sum(pn * (eb - ra[None]), -1)
+    cross = (da * db < 0) & iok[:, None] & rok[None, :]
+    t = da / jp.where(cross, da - db, 1.0)
+    pc = ea + t[..., None] * (eb - ea)  # (I, R, 3)
+    # the crossing must lie on the reference edge segment (between its end planes)
+    edge = rb - ra
+    s = jp.sum((pc - ra[None]) * edge[None], -1) / jp.maximum(jp.sum(edge * edge, -1), 1e-30)[None]
+    vc = cross & (s >= -1e-9) & (s <= 1 + 1e-9)
+    pts = jp.concatenate([pa, pb, pc.reshape(-1, 3)], axis=0)
+    ok = jp.concatenate([va, vb, vc.reshape(-1)])
+    depth = (pts - r0) @ nr
+    ok = ok & (depth <= margin)
+    # drop near-duplicates (a vertex on an edge is found twice)
+    d2 = jp.sum((pts[:, None, :] - pts[None, :, :]) ** 2, axis=-1)
+    earlier = jp.tril(jp.ones((pts.shape[0],) * 2, bool), -1)
+    dupe = jp.any(earlier & ok[None, :] & (d2 < (1e-9 * scale) ** 2 + 1e-30), axis=1)
+    ok = ok & ~dupe
+    return pts.astype(dt), ok, depth
+
+
+def _reduce4(pts, ok, nr):
+    """At most 4 of the valid points: all of them if <= 4, else the largest-area quadrilateral of the first
+    _MAXPOLY valid points in counter-clockwise order. Returns (idx (4,), valid (4,))."""
+    n = pts.shape[0]
+    cnt = jp.maximum(jp.sum(ok), 1)
+    center = jp.sum(jp.where(ok[:, None], pts, 0.0), axis=0) / cnt
+    rel = pts - center
+    u = rel[jp.argmax(ok)]
+    u = u - nr * jp.dot(u, nr)
+    u = u / jp.maximum(safe_norm(u), 1e-30)
+    v = jp.cross(nr, u)
+    ang = jp.where(ok, jp.arctan2(rel @ v, rel @ u), jp.inf)
+    order = jp.argsort(ang)[: min(_MAXPOLY, n)]
+    if order.shape[0] < _MAXPOLY:
+        order = jp.concatenate([order, jp.full(_MAXPOLY - order.shape[0], order[0])])
+    oko = ok[order] & (jp.arange(_MAXPOLY) < jp.sum(ok))
+    q = pts[order]
+    # area of each candidate quad (vertices in counter-clockwise order), projected on the face plane
+    xy = jp.stack([q @ u, q @ v], -1)[_QUADS]  # (nq, 4, 2)
+    x, y = xy[..., 0], xy[..., 1]
+    area = 0.5 * jp.sum(x * jp.roll(y, -1, axis=-1) - y * jp.roll(x, -1, axis=-1), axis=-1)
+    qok = jp.all(oko[_QUADS], axis=-1)
+    best = jp.asarray(_QUADS)[jp.argmax(jp.where(qok, area, -jp.inf))]
+    many = jp.sum(ok) > 4
+    idx = jp.where(many, order[best], order[:4])
+    valid = jp.where(many, True, oko[:4])
+    return idx, valid
+
+
+def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    dist0, pos0, normal = _collide(t1, t2, g1, g2)
+    w1, tri1 = _polyhedron(t1, g1)
+    w2, tri2 = _polyhedron(t2, g2)
+    a1, n1, p1, m1 = _face(w1, tri1, normal)
+    a2, n2, p2, m2 = _face(w2, tri2, -normal)
+    ref2 = a2 >= a1  # the reference face is the one whose normal is the contact normal (ties: geom2's)
+    face = jp.maximum(a1, a2) > 1 - _FACE_ALIGNED
+    # incident face: the other geom's face most anti-parallel to the reference normal
+    nr = jp.where(ref2, n2, n1)
+    _, ni1, _, mi1 = _face(w1, tri1, -nr)
+    _, ni2, _, mi2 = _face(w2, tri2, -nr)
+    nv = max(w1.shape[0], w2.shape[0])
+
+    def pad(x, fill):  # vertex arrays of the two geoms to a common length (padding rows masked out)
+        extra = nv - x.shape[0]
+        return x if extra == 0 else jp.concatenate([x, jp.broadcast_to(fill, (extra,) + x.shape[1:])])
+
+    w1p, w2p = pad(w1, w1[0]), pad(w2, w2[0])
+    m1p, m2p, mi1p, mi2p = (pad(x, False) for x in (m1, m2, mi1, mi2))
+    wr = jp.where(ref2, w2p, w1p)
+    rmask = jp.where(ref2, m2p, m1p)
+    r0 = jp.where(ref2, p2, p1)
+    wi = jp.where(ref2, w1p, w2p)
+    imask = jp.where(ref2, mi1p, mi2p)
+    ni = jp.where(ref2, ni1, ni2)
+    pts, ok, depth = _manifold(wr, rmask, nr, r0, wi, imask, ni, margin)
+    idx, valid = _reduce4(pts, ok, nr)
+    d = depth[idx]
+    p = pts[idx] - 0.5 * d[:, None] * nr
+    mnormal = jp.where(ref2, -nr, nr)
+    use = face & jp.any(valid)
+    k = MULTI_NCON
+    dt = pos0.dtype
+    single_d = jp.full(k, NOCONTACT, dt).at[0].set(dist0)
+    dist = jp.where(use, jp.where(valid, d, NOCONTACT), single_d)
+    pos = jp.where(use, p, jp.broadcast_to(pos0, (k, 3)))
+    nrm = jp.broadcast_to(jp.where(use, mnormal, normal), (k, 3))
+    return Contacts(dist.astype(dt), pos.astype(dt), nrm.astype(dt), jp.zeros((k, 3), dt))
+
+
+def box_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Box-mesh: the face manifold (up to 4 contacts) when the contact normal is a face normal, else GJK/EPA."""
+    return _polyhedral(GeomType.BOX, GeomType.MESH, g1, g2, margin)
+
+
+def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Mesh-mesh: the face manifold (up to 4 contacts) when the contact normal is a face normal, else GJK/EPA."""
+    return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin)

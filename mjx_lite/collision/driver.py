@@ -20,11 +20,18 @@ dist <= margin + gap), `d.ncon` counts them; rows with dist > includemargin are 
 as in MuJoCo. Inactive rows hold finite placeholder values (dist = NOCONTACT, identity frame, pos 0).
 
 Broadphase: a group of dynamic pairs with more than `BROADPHASE_MIN_PAIRS` candidates (e.g. hundreds of free
-spheres) does not run its collider on every candidate: the bounding-sphere overlap of all candidates is
-computed (cheap) and the `capacity` most overlapping ones (`jax.lax.top_k`) go to the narrow phase, where
-capacity = min(n, max(BROADPHASE_MIN_PAIRS, BROADPHASE_PER_GEOM * number of geoms in the group)). When more
-candidates overlap than fit, `d.warning_number[Warning.CONTACTFULL]` is incremented (nothing is dropped
-silently); the least-overlapping candidates are the ones left out.
+bodies) does not run its collider on every candidate, so the narrow-phase cost grows with the number of geoms,
+not with its square. A cheap bounding test scores every candidate (bounding spheres with margin; for a plane, the
+signed distance of the other geom's centre to the plane against its bounding radius) and the `narrow` most
+overlapping ones (`jax.lax.top_k`) go to the narrow phase, narrow = ceil(BROADPHASE_PAIRS_PER_GEOM * number of
+geoms in the group) (when that is below the number of candidates). Colliders with several contacts per pair
+(box-box 8, plane-box 4, ...) then keep only the ceil(BROADPHASE_CONTACTS_PER_PAIR * narrow) deepest active rows
+of the group: such a group is laid out as `capacity` slots of one row (`ncon = 1`; `collider_ncon` is the
+collider's count). When more candidates overlap than `narrow`, or more rows are active than fit, the least
+overlapping candidates / shallowest rows are left out and `d.warning_number[Warning.CONTACTFULL]` is
+incremented (per environment under vmap): nothing is dropped silently. The capacities are module constants,
+part of the pair table's cache key and read when a model is loaded (its `nconmax`): set them before loading a
+model and keep them while using it.
 """
 
 from __future__ import annotations
@@ -43,9 +50,10 @@ from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
-BROADPHASE_MIN_PAIRS = 256
+BROADPHASE_MIN_PAIRS = 256  # groups with more candidate pairs than this go through the broadphase
+BROADPHASE_PAIRS_PER_GEOM = 2.0  # narrow-phase pairs per geom of a trimmed group
+BROADPHASE_CONTACTS_PER_PAIR = 2.0  # contact rows kept per narrow-phase pair (multi-contact colliders)
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
-BROADPHASE_PER_GEOM = 4
 
 _PLANE, _HFIELD, _MESH, _SDF = GeomType.PLANE, GeomType.HFIELD, GeomType.MESH, GeomType.SDF
 
@@ -64,6 +72,8 @@ _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
     (GeomType.CAPSULE, GeomType.CAPSULE): (primitive.capsule_capsule, 2),
     (GeomType.CAPSULE, GeomType.BOX): (primitive.capsule_box, 2),
     (GeomType.BOX, GeomType.BOX): (boxbox.box_box, boxbox.MAXCON),
+    (GeomType.BOX, GeomType.MESH): (convex.box_mesh, convex.MULTI_NCON),
+    (GeomType.MESH, GeomType.MESH): (convex.mesh_mesh, convex.MULTI_NCON),
 }
 
 
@@ -93,13 +103,27 @@ class Group:
     geom1: np.ndarray
     geom2: np.ndarray
     pair: np.ndarray  # explicit pair id, or -1 for dynamic pairs
-    ncon: int  # contacts per pair
-    capacity: int  # narrow-phase slots (= n unless the broadphase trims the group)
+    ncon: int  # contact rows per slot (= collider_ncon, or 1 when the group's rows are compacted)
+    capacity: int  # output slots (= n unless the broadphase trims the group); rows = capacity * ncon
     collider: Callable = dataclasses.field(compare=False, repr=False)
+    narrow: int = -1  # pairs that go through the narrow phase (= capacity unless compacted; -1: capacity)
+    collider_ncon: int = -1  # contacts the collider emits per pair (-1: ncon)
 
     @property
     def nrows(self) -> int:
         return self.capacity * self.ncon
+
+    @property
+    def npair_narrow(self) -> int:
+        return self.capacity if self.narrow < 0 else self.narrow
+
+    @property
+    def ncon_collider(self) -> int:
+        return self.ncon if self.collider_ncon < 0 else self.collider_ncon
+
+    @property
+    def compacted(self) -> bool:
+        return self.npair_narrow * self.ncon_collider != self.nrows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +139,8 @@ def _key(m: Model) -> int:
     return static_hash(
         (m.ngeom, m.nbody, m.geom_type, m.geom_bodyid, m.geom_contype, m.geom_conaffinity, m.geom_dataid,
          m.body_weldid, m.body_parentid, m.exclude_signature, m.pair_geom1, m.pair_geom2,
-         m.opt.disableflags, m.opt.enableflags)
+         m.opt.disableflags, m.opt.enableflags,
+         (BROADPHASE_MIN_PAIRS, BROADPHASE_PAIRS_PER_GEOM, BROADPHASE_CONTACTS_PER_PAIR))
     )  # fmt: skip
 
 
@@ -174,6 +199,12 @@ def _build_table(m: Model) -> PairTable:
         fn = collider_for(t1, t2)
         if fn is None:
             continue
+        if (
+            fn[1] == convex.MULTI_NCON
+            and fn[0] in (convex.box_mesh, convex.mesh_mesh)
+            and (m.opt.disableflags & DisableBit.MULTICCD)
+        ):  # multiccd disabled: one GJK/EPA contact
+            fn = (convex.general, convex.GENERAL_NCON)
         if fn[0] is convex.general:  # one group (one compiled GJK/EPA) for every general convex pair type
             t1 = t2 = GENERAL
         # meshes of different sizes share a group (vertices are padded); height fields are grouped per field
@@ -187,13 +218,19 @@ def _build_table(m: Model) -> PairTable:
         if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
             fn = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
         n = len(arr)
-        cap = n
+        cap, narrow, k = n, n, ncon
         if not explicit and n > BROADPHASE_MIN_PAIRS:
             nuniq = len(np.unique(arr[:, :2]))
-            cap = min(n, max(BROADPHASE_MIN_PAIRS, BROADPHASE_PER_GEOM * nuniq))
+            narrow = cap = min(n, max(1, int(np.ceil(BROADPHASE_PAIRS_PER_GEOM * nuniq))))
+            rows = int(np.ceil(BROADPHASE_CONTACTS_PER_PAIR * narrow))
+            # keep only the deepest rows of multi-contact colliders (not height fields: own layout); rows < n keeps
+            # `capacity < n` the mark of a trimmed group for the modules that follow this layout
+            if narrow < n and ncon > 1 and t1 != _HFIELD and rows < min(n, narrow * ncon):
+                cap, k = rows, 1
         for a in (arr[:, 0], arr[:, 1], arr[:, 2]):
             a.setflags(write=False)
-        groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), ncon, cap, fn))
+        groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), k, cap, fn,
+                            narrow, ncon))  # fmt: skip
     return PairTable(tuple(groups), int(sum(g.nrows for g in groups)))
 
 
@@ -268,13 +305,14 @@ def _mesh_vertices(m: Model) -> tuple[jax.Array, int]:
 
 
 def _geom_info(m: Model, d: types.Data, gids, gtype: int) -> GeomInfo:
-    vert, gt = None, None
+    vert, gt, face = None, None, None
     if gtype == _MESH or (gtype == GENERAL and m.nmesh):
         table, _ = _mesh_vertices(m)
         vert = table[jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)]
+        face = jp.asarray(convex.hull_face_table(m))[jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)]
     if gtype == GENERAL:
         gt = jp.asarray(m.geom_type)[gids]
-    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt)
+    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face)
 
 
 def _run_group(m: Model, d: types.Data, g: Group):
@@ -284,17 +322,23 @@ def _run_group(m: Model, d: types.Data, g: Group):
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
     pos1, pos2 = d.geom_xpos[g1], d.geom_xpos[g2]
     rb1, rb2 = m.geom_rbound[g1], m.geom_rbound[g2]
-    center = jp.sum((pos1 - pos2) ** 2, axis=-1)
-    bound = rb1 + rb2 + margin
-    has_rb = (rb1 > 0) & (rb2 > 0)
-    # squared-distance test avoids a sqrt (NaN-free gradient)
-    near = ~has_rb | (center <= jp.where(bound > 0, bound, 0.0) ** 2)
+    if g.type1 == _PLANE:  # signed distance of geom2's centre from the plane vs its bounding radius (exact-safe)
+        sdist = jp.sum((pos2 - pos1) * d.geom_xmat[g1][..., 2], axis=-1)
+        near = ~(rb2 > 0) | (sdist <= rb2 + margin)
+        score = rb2 + margin - sdist
+    else:
+        center = jp.sum((pos1 - pos2) ** 2, axis=-1)
+        bound = rb1 + rb2 + margin
+        has_rb = (rb1 > 0) & (rb2 > 0)
+        # squared-distance test avoids a sqrt (NaN-free gradient)
+        near = ~has_rb | (center <= jp.where(bound > 0, bound, 0.0) ** 2)
+        score = bound - jp.sqrt(jp.maximum(center, 1e-30))
     overflow = jp.zeros((), bool)
     condim = jp.asarray(condim)
-    if g.capacity < len(g.geom1):
-        score = jp.where(near, bound - jp.sqrt(jp.maximum(center, 1e-30)), -jp.inf)
-        _, idx = jax.lax.top_k(jax.lax.stop_gradient(score), g.capacity)
-        overflow = jp.sum(near) > g.capacity
+    if g.npair_narrow < len(g.geom1):
+        score = jp.where(near, score, -jp.inf)
+        _, idx = jax.lax.top_k(jax.lax.stop_gradient(score), g.npair_narrow)
+        overflow = jp.sum(near) > g.npair_narrow
         g1, g2, near = g1[idx], g2[idx], near[idx]
         condim, margin, includemargin, friction = condim[idx], margin[idx], includemargin[idx], friction[idx]
         solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
@@ -305,7 +349,7 @@ def _run_group(m: Model, d: types.Data, g: Group):
         overflow = overflow | jp.any(hf_over & near)
     else:
         c: Contacts = jax.vmap(g.collider)(info1, info2, margin)
-    k = g.ncon
+    k = g.ncon_collider
     active = near[:, None] & (c.dist <= margin[:, None])
     dtype = d.geom_xpos.dtype
     dist = jp.where(active, c.dist, NOCONTACT).astype(dtype)
@@ -332,6 +376,11 @@ def _run_group(m: Model, d: types.Data, g: Group):
         efc_address=jp.full((n,), -1, jp.int32),
         active=active.reshape(n),
     )
+    if g.compacted:  # keep the deepest `nrows` active rows of the group
+        act = fields["active"]
+        _, rows = jax.lax.top_k(jax.lax.stop_gradient(jp.where(act, -fields["dist"], -jp.inf)), g.nrows)
+        overflow = overflow | (jp.sum(act) > g.nrows)
+        fields = {key: v[rows] for key, v in fields.items()}
     return fields, overflow
 
 

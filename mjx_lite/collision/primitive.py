@@ -259,38 +259,128 @@ def sphere_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
 _EDGES = [(j, i) for j in range(3) for i in range(8) if not i & (1 << j)]  # (axis, corner) of the 12 edges
 
 
+def _edge_segment(c, j: int, s, pos, half, mc):
+    """Nearest points of box edge c + t*s[j]*e_j and capsule segment pos + x*half, clamped in the order of
+    MuJoCo's capsule-box (edge parameter first). Returns (edge param, segment param, squared distance, edge
+    clamp code (0 low end, 1 interior, 2 high end; a re-clamp that lands inside keeps the earlier code), ok)."""
+    dif = c - pos
+    ma = s[j] * s[j]
+    mb = -s[j] * half[j]
+    u = -s[j] * dif[j]
+    v = jp.dot(half, dif)
+    det = ma * mc - mb * mb
+    ok = jp.abs(det) >= MINVAL
+    idet = 1.0 / jp.where(ok, det, 1.0)
+    ma_s, mc_s = jp.where(ma > 0, ma, 1.0), jp.where(mc > 0, mc, 1.0)
+    x1 = (mc * u - mb * v) * idet
+    x2 = (ma * v - mb * u) * idet
+    s1 = jp.where(x1 > 1, 2, jp.where(x1 < -1, 0, 1))
+    x2 = jp.where(x1 > 1, (v - mb) / mc_s, jp.where(x1 < -1, (v + mb) / mc_s, x2))
+    x1 = jp.clip(x1, -1, 1)
+    hi2, lo2 = x2 > 1, x2 < -1
+    x1r = jp.where(hi2, (u - mb) / ma_s, (u + mb) / ma_s)
+    s1 = jp.where(hi2 | lo2, jp.where(x1r > 1, 2, jp.where(x1r < -1, 0, s1)), s1)
+    x1 = jp.where(hi2 | lo2, jp.clip(x1r, -1, 1), x1)
+    x2 = jp.clip(x2, -1, 1)
+    e = jax.nn.one_hot(j, 3, dtype=pos.dtype) * s[j]
+    dd = jp.sum((dif - half * x2 + e * x1) ** 2)
+    return x1, x2, dd, s1, ok
+
+
+def _pick(v, k):
+    """v[k] for a traced int k (one-hot, gradient-friendly)."""
+    return jp.sum(v * jax.nn.one_hot(k, v.shape[0], dtype=v.dtype))
+
+
 def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    """Deepest contact: sphere-box at the capsule segment point nearest to the box (segment ends vs faces,
-    segment vs the 12 edges). Second contact: sphere-box at the other segment end (within margin).
-    MuJoCo's second-contact heuristic (which clamps that point to the part above the box) is not reproduced."""
-    pos = g2.mat.T @ (g1.pos - g2.pos)
+    """Up to 2 contacts (mjc_CapsuleBox): sphere-box at the point of the capsule segment nearest to the box
+    (segment ends against the faces, segment against the 12 edges), and, where the segment runs along the box
+    (the nearest box feature is a corner, an edge crossed by the segment or a face under a segment end),
+    sphere-box at a second segment point: the farthest one, moving away from the first along the segment,
+    that still lies over the box (bounded by the box's extent along the relevant axes)."""
+    dt = g1.pos.dtype
+    s = g2.size
+    pos = g2.mat.T @ (g1.pos - g2.pos)  # capsule centre in the box frame
     axis = g2.mat.T @ g1.mat[:, 2]
     half = axis * g1.size[1]
-    s = g2.size
-    best_d = jp.full((), jp.inf, pos.dtype)
-    best_x = jp.zeros((), pos.dtype)
-    for e in (-1.0, 1.0):
+    mc = g1.size[1] * g1.size[1]
+    axisdir = (half[0] > 0).astype(jp.int32) + 2 * (half[1] > 0) + 4 * (half[2] > 0)
+    big = jp.full((), jp.inf, dt)
+    best_d, best_x, best_box = big, jp.zeros((), dt), jp.zeros((), dt)
+    cltype, clface, clcorner, cledge = jp.int32(-4), jp.int32(-1), jp.int32(0), jp.int32(0)
+    # the segment ends against the faces (ends outside the slab of at most one axis)
+    for e in (-1, 1):
         p = pos + e * half
-        q = jp.clip(p, -s, s)
-        dd = jp.sum((p - q) ** 2)
-        better = dd < best_d
-        best_d, best_x = jp.where(better, dd, best_d), jp.where(better, e, best_x)
-    dt = pos.dtype
+        out = (p < -s) | (p > s)
+        nout = jp.sum(out)
+        face = jp.where(nout > 0, 2 - jp.argmax(out[::-1]), -1)  # the last clamped axis
+        dd = jp.sum((jp.clip(p, -s, s) - p) ** 2)
+        better = (nout <= 1) & (dd < best_d)
+        best_d = jp.where(better, dd, best_d)
+        best_x = jp.where(better, float(e), best_x)
+        cltype = jp.where(better, -2 + e, cltype)
+        clface = jp.where(better, face, clface)
+    # the segment against the 12 edges
     for j, i in _EDGES:
         c = jp.array([(-1.0, 1.0)[i & 1], (-1.0, 1.0)[(i >> 1) & 1], (-1.0, 1.0)[(i >> 2) & 1]], dt) * s
         c = c.at[j].set(0.0)
-        eaxis = jax.nn.one_hot(j, 3, dtype=dt) * s[j]
-        xb, xc, det = _segments_closest(c, eaxis, pos, half)
-        ok = jp.abs(det) >= MINVAL
-        dd = jp.sum((c + eaxis * xb - pos - half * xc) ** 2)
+        x1, x2, dd, s1, ok = _edge_segment(c, j, s, pos, half, mc)
         better = ok & (dd < best_d - MINVAL)
-        best_d, best_x = jp.where(better, dd, best_d), jp.where(better, xc, best_x)
+        best_d = jp.where(better, dd, best_d)
+        best_x = jp.where(better, x2, best_x)
+        best_box = jp.where(better, x1, best_box)
+        cltype = jp.where(better, s1 * 3, cltype)  # only the edge code s1 matters below
+        clcorner = jp.where(better, i + (1 << j) * (s1 // 2), clcorner)
+        cledge = jp.where(better, j, cledge)
+    ahalf = jp.abs(half)
+
+    def extent(k, scale):  # scale * size[k] / |half[k]|, inf where the segment is perpendicular to axis k
+        h = _pick(ahalf, k)
+        return jp.where(h > 0, scale * _pick(s, k) / jp.where(h > 0, h, 1.0), big)
+
+    # (a) nearest box point is a corner
+    c1 = jp.bitwise_xor(axisdir, clcorner)
+    flip = (c1 == 3) | (c1 == 5) | (c1 == 6)
+    mul = jp.where(flip, -1.0, 1.0)
+    de = jp.where(flip, 1 + best_x, 1 - best_x)
+    dp = jp.where(flip, 1 - best_x, 1 + best_x)
+    cc = jp.where(flip, 7 - c1, c1)
+    ax = jp.where(cc == 1, 0, jp.where(cc == 2, 1, 2))
+    along_edge = _pick(axis, ax) ** 2 > 0.5
+    sp_edge = jp.minimum(de, extent(ax, 2.0)) * mul
+    sp_face = -mul * jp.minimum(dp, jp.minimum(extent((ax + 1) % 3, 2.0), extent((ax + 2) % 3, 2.0)))
+    sec_a = jp.where(along_edge, sp_edge, sp_face)
+    has_a = (cltype >= 0) & (cltype // 3 != 1) & (c1 != 0) & (c1 != 7)
+    # (b) nearest box point is inside an edge
+    cb = jp.bitwise_and(jp.bitwise_xor(axisdir, clcorner), 7 - jp.left_shift(1, cledge))
+    a1, a2 = (cledge + 1) % 3, (cledge + 2) % 3
+    a1 = jp.where(jp.abs(_pick(axis, a1)) > jp.abs(_pick(axis, a2)), a2, a1)
+    a2 = 3 - cledge - a1
+    bit2 = jp.bitwise_and(cb, jp.left_shift(1, a2)) != 0
+    mul_b = jp.where(bit2, 1.0, -1.0)
+    sp = jp.minimum(jp.where(bit2, 1 - best_x, 1 + best_x), extent(a2, 2.0))
+    same = (jp.bitwise_and(axisdir, jp.left_shift(1, cledge)) != 0) == bit2
+    sp = jp.minimum(sp, extent(cledge, jp.where(same, 1 - best_box, 1 + best_box)))
+    sec_b = sp * mul_b
+    has_b = (cltype >= 0) & (cltype // 3 == 1) & ((cb == 1) | (cb == 2) | (cb == 4))
+    # (c) a segment end is nearest to a face: walk back along the segment until leaving the face's slab sides
+    mul_c = jp.where(cltype == -3, 1.0, -1.0)
+    tmp = pos - mul_c * half
+    sp = jp.full((), 2.0, dt)
+    for k in range(3):
+        hk = half[k]
+        hk_s = jp.where(hk != 0, hk, 1.0)
+        for bound in (s[k], -s[k]):
+            e1 = (bound - tmp[k]) / hk_s * mul_c
+            use = (clface != k) & (hk != 0) & (e1 > 0) & (e1 < sp)
+            sp = jp.where(use, e1, sp)
+    sec_c = sp * mul_c
+    has_c = (cltype < 0) & (cltype != -4) & (clface != -1)
+    second = jp.where(has_a, sec_a, jp.where(has_b, sec_b, sec_c))
+    has2 = has_a | has_b | has_c
     r1 = g1.size[0]
-    p_best = g1.pos + g1.mat[:, 2] * g1.size[1] * best_x
-    c1 = _contacts(*_sphere_box_raw(p_best, r1, g2.pos, g2.mat, g2.size))
-    other = jp.where(best_x > 0, -1.0, 1.0)
-    p_other = g1.pos + g1.mat[:, 2] * g1.size[1] * other
-    d2, pos2, n2 = _sphere_box_raw(p_other, r1, g2.pos, g2.mat, g2.size)
-    is_end = jp.abs(best_x) == 1.0
-    c2 = _contacts(d2, pos2, n2, valid=is_end)
-    return _stack([c1, c2])
+    p1 = g2.pos + g2.mat @ (pos + half * best_x)
+    c_1 = _contacts(*_sphere_box_raw(p1, r1, g2.pos, g2.mat, g2.size), valid=cltype != -4)
+    p2 = g2.pos + g2.mat @ (pos + half * (second + best_x))
+    c_2 = _contacts(*_sphere_box_raw(p2, r1, g2.pos, g2.mat, g2.size), valid=has2)
+    return _stack([c_1, c_2])

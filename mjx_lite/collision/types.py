@@ -13,6 +13,7 @@ class GeomInfo(NamedTuple):
     pos: (3,) world position; mat: (3, 3) world rotation (columns are the geom's axes); size: (3,).
     vert: (nvert, 3) mesh vertices in the geom frame (padded by repetition), or None.
     gtype: () int geom type, given to the general convex collider (which serves several types), else None.
+    face: (ntri, 3) int32 hull triangles of a mesh (local vertex ids into `vert`, outward), or None.
     """
 
     pos: jax.Array
@@ -20,6 +21,7 @@ class GeomInfo(NamedTuple):
     size: jax.Array
     vert: jax.Array | None = None
     gtype: jax.Array | None = None
+    face: jax.Array | None = None
 
 
 class Contacts(NamedTuple):
