@@ -143,20 +143,12 @@ def _rollout_fn(nstep):
 
 TRAJ_FAST = {("cheetah", "euler"), ("cheetah", "implicitfast")}
 # humanoid-euler and pendula are left out: MuJoCo itself diverges (BADQACC) on them within 200 steps.
-RK4_XFAIL = pytest.mark.xfail(
-    reason="MuJoCo 4's RK4 treats ball/free rotations as a Lie group; our h/12 w1 x w4 correction leaves a "
-    "~1e-13/step residual that these free-joint chains amplify (see integrate.rk4)",
-    strict=False,
-)
 TRAJ_CASES = [("cheetah", i) for i in sorted(INTEGRATORS)] + [("fish", i) for i in sorted(INTEGRATORS)]
 TRAJ_CASES += [("humanoid", "implicit"), ("humanoid", "implicitfast"), ("humanoid", "rk4")]
 
 
 def _traj_marks(n, i):
-    marks = [] if (n, i) in TRAJ_FAST else [pytest.mark.slow]
-    if (n, i) == ("humanoid", "rk4"):
-        marks.append(RK4_XFAIL)
-    return marks
+    return [] if (n, i) in TRAJ_FAST else [pytest.mark.slow]
 
 
 @pytest.mark.parametrize("name,integrator", [pytest.param(n, i, marks=_traj_marks(n, i)) for n, i in TRAJ_CASES])
@@ -206,6 +198,10 @@ SMALL_XML = """
 """
 
 
+_VSTEP = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))  # shared: one compilation per batch shape
+_STEP1, _STEP2 = jax.jit(mjx_lite.step1), jax.jit(mjx_lite.step2)
+
+
 @pytest.fixture(scope="module")
 def small():
     mjm = mujoco.MjModel.from_xml_string(SMALL_XML)
@@ -236,7 +232,7 @@ def test_step_matches_mj_step(small):
 def test_step1_step2_equals_step(small):
     mjm, m, d, step = small
     a = step(m, d)
-    b = jax.jit(mjx_lite.step2)(m, jax.jit(mjx_lite.step1)(m, d))
+    b = _STEP2(m, _STEP1(m, d))
     for f in ("qpos", "qvel", "act", "time", "sensordata"):
         np.testing.assert_allclose(np.asarray(getattr(b, f)), np.asarray(getattr(a, f)), rtol=1e-12, atol=1e-12)
 
@@ -246,7 +242,7 @@ def test_vmap_equals_loop(small):
     batch = 3
     qvel = jp.asarray(np.random.default_rng(1).normal(size=(batch, m.nv)))
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d).replace(qvel=qvel)
-    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, db)
+    out = _VSTEP(m, db)
     for i in range(batch):
         one = step(m, d.replace(qvel=qvel[i]))
         for f in ("qpos", "qvel", "qacc", "sensordata"):
@@ -324,28 +320,74 @@ def test_grad_matches_finite_differences(small):
     np.testing.assert_allclose(float(g_damp[0]), float(fd), rtol=1e-5, atol=1e-7)
 
 
+def _mujoco_step_from(mjm, d, nstep=1):
+    """MuJoCo's mj_step from our Data's input state (qpos, qvel, ctrl, qfrc_applied, time)."""
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:], mjd.qvel[:], mjd.ctrl[:] = np.asarray(d.qpos), np.asarray(d.qvel), np.asarray(d.ctrl)
+    mjd.qfrc_applied[:], mjd.time = np.asarray(d.qfrc_applied), float(d.time)
+    for _ in range(nstep):
+        mujoco.mj_step(mjm, mjd)
+    return mjd
+
+
+def _assert_stepped_like(got, mjd, err):
+    for f in ("qpos", "qvel", "time"):
+        np.testing.assert_allclose(np.asarray(getattr(got, f)), getattr(mjd, f), rtol=1e-12, atol=1e-12, err_msg=err)
+
+
 def test_divergence_resets_only_that_environment(small):
-    mjm, m, d, _ = small
+    """A bad qacc resets that environment and, as mj_step does, steps it once from the reset state."""
+    mjm, m, d, step = small
     batch = 3
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
     # env 1 gets an enormous applied force: its qacc diverges during the step
     qfrc = jp.zeros((batch, m.nv)).at[1, 0].set(1e13)
-    db = db.replace(qfrc_applied=qfrc, time=jp.full(batch, 2.0))
-    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, db)
-    single = jax.jit(mjx_lite.step)(m, d.replace(time=jp.asarray(2.0)))
+    db = db.replace(qfrc_applied=qfrc, time=jp.broadcast_to(d.time + 2.0, (batch,)))
+    out = _VSTEP(m, db)
+    single = step(m, d.replace(time=d.time + 2.0))
     wn = np.asarray(out.warning_number)
     assert wn[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
-    np.testing.assert_array_equal(np.asarray(out.qpos[1]), mjm.qpos0)
-    np.testing.assert_array_equal(np.asarray(out.qvel[1]), 0.0)
-    assert float(out.time[1]) == 0.0
+    env1 = jax.tree.map(lambda x: x[1], db)
+    want = _mujoco_step_from(mjm, env1)
+    assert want.warning[mujoco.mjtWarning.mjWARN_BADQACC].number == 1
+    assert want.time == pytest.approx(mjm.opt.timestep)  # MuJoCo steps once from the reset state
+    _assert_stepped_like(jax.tree.map(lambda x: x[1], out), want, "vmapped bad env")
+    assert float(out.ctrl[1, 0]) == 0.0 and float(out.qfrc_applied[1, 0]) == 0.0  # inputs were reset
     for i in (0, 2):
         np.testing.assert_allclose(np.asarray(out.qpos[i]), np.asarray(single.qpos), rtol=1e-12, atol=1e-12)
         assert float(out.time[i]) == pytest.approx(2.0 + mjm.opt.timestep)
+    # unbatched (lax.cond path), and step1/step2
+    one = step(m, env1)
+    _assert_stepped_like(one, want, "single bad env")
+    assert int(one.warning_number[types.Warning.BADQACC]) == 1
+    _assert_stepped_like(_STEP2(m, _STEP1(m, env1)), want, "step1/step2")
     # a NaN state is reset before the forward pass
     bad = db.replace(qfrc_applied=jp.zeros((batch, m.nv)), qvel=db.qvel.at[2, 1].set(jp.nan))
-    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, bad)
+    out = _VSTEP(m, bad)
     assert np.asarray(out.warning_number)[:, types.Warning.BADQVEL].tolist() == [0, 0, 1]
     assert np.all(np.isfinite(np.asarray(out.qpos)))
+
+
+@pytest.mark.slow
+def test_divergence_reset_with_batched_model(small):
+    """The reset state's forward pass follows a vmapped (domain-randomised) model."""
+    mjm, m, d, step = small
+    gravity = m.opt.gravity[None] * jp.asarray([[1.0], [1.5]])
+    mb = m.replace(opt=m.opt.replace(gravity=gravity))
+    axes = jax.tree.map(lambda _: None, m)
+    axes = axes.replace(opt=axes.opt.replace(gravity=0))
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (2,) + x.shape), d)
+    db = db.replace(qfrc_applied=jp.zeros((2, m.nv)).at[:, 0].set(1e13))  # both envs diverge
+    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(axes, 0)))(mb, db)
+    assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [1, 1]
+    for i in range(2):
+        mi = m.replace(opt=m.opt.replace(gravity=gravity[i]))
+        one = step(mi, jax.tree.map(lambda x, i=i: x[i], db))
+        for f in ("qpos", "qvel", "time"):
+            np.testing.assert_allclose(
+                np.asarray(getattr(out, f)[i]), np.asarray(getattr(one, f)), rtol=1e-12, atol=1e-12
+            )
+    assert not np.allclose(np.asarray(out.qvel[0]), np.asarray(out.qvel[1]))  # the gravities mattered
 
 
 def test_constraints_without_solver_raise():

@@ -214,3 +214,65 @@ def test_autoreset_disabled_only_counts():
     out = integrate.check_pos(m, d)
     assert int(out.warning_number[types.Warning.BADQPOS]) == 1
     assert np.isnan(np.asarray(out.qpos[0]))
+
+
+# ---- RK4 ---------------------------------------------------------------------------------------------------
+
+RK4_RTOL = 1e-12  # float64: one RK4 step is four forward passes; round-off only (no algorithmic residual)
+
+SPIN_XML = """
+<mujoco>
+  <option timestep="0.05" integrator="RK4"><flag constraint="disable"/></option>
+  <worldbody>
+    <body pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size=".1 .3 .5" mass="2"/>
+      <geom type="sphere" size=".1" pos=".3 .1 0"/>
+    </body>
+    <body pos="1 0 1">
+      <joint type="ball" damping=".1"/>
+      <geom type="box" size=".1 .3 .5" mass="2" pos=".2 0 .1"/>
+      <body pos=".4 0 0">
+        <joint type="ball"/>
+        <geom type="capsule" size=".05 .2" pos=".2 0 0" quat="1 0 1 0"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def _rk4_models():
+    chain = copy.copy(MODELS["chain"])
+    chain.opt.integrator = mujoco.mjtIntegrator.mjINT_RK4
+    return {"chain": chain, "spin": mujoco.MjModel.from_xml_string(SPIN_XML)}
+
+
+RK4_MODELS = _rk4_models()
+
+
+@pytest.fixture(scope="module", params=["chain", pytest.param("spin", marks=pytest.mark.slow)])
+def rk4_case(request):
+    mjm = RK4_MODELS[request.param]
+    return request.param, mjm, oracle.model_from_mujoco(mjm), jax.jit(integrate.rk4)
+
+
+@pytest.mark.skipif(
+    any(importlib.util.find_spec(f"mjx_lite.pipeline.{s}") is None for s in ("passive", "actuation", "rne")),
+    reason="needs the whole smooth pipeline",
+)
+def test_rk4_matches_mujoco(rk4_case):
+    """One RK4 step (mj_RungeKutta) from a forwarded state: ball/free rotations (Lie-group stages), act, time."""
+    name, mjm, m, fn = rk4_case
+    for seed in range(2):
+        mjd = _forwarded(mjm, seed)
+        mjd.qvel[:] *= 4.0  # fast rotations: the Lie-group terms are large
+        mujoco.mj_forward(mjm, mjd)
+        got = fn(m, data_from_mujoco(m, mjm, mjd))
+        mujoco.mj_RungeKutta(mjm, mjd, 4)
+        for f in ("qpos", "qvel", "act", "time", "qacc_warmstart"):
+            want = getattr(mjd, f)
+            atol = RK4_RTOL * max(1.0, np.abs(want).max(initial=0.0))
+            np.testing.assert_allclose(
+                np.asarray(getattr(got, f)), want, rtol=RK4_RTOL, atol=atol, err_msg=f"{name}.{f}"
+            )

@@ -210,7 +210,7 @@ def step(m: Model, d: Data) -> Data:
     d = integrate.check_pos(m, d)
     d = integrate.check_vel(m, d)
     d = forward(m, d)
-    bad_acc = integrate.bad_acc(m, d)
+    d = integrate.check_acc(m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
     if m.opt.integrator == IntegratorType.EULER:
         d2 = integrate.euler(m, d)
     elif m.opt.integrator == IntegratorType.RK4:
@@ -219,7 +219,7 @@ def step(m: Model, d: Data) -> Data:
         d2 = integrate.implicit(m, d)
     else:
         raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
-    return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)
+    return d2
 
 
 def step1(m: Model, d: Data) -> Data:
@@ -247,9 +247,7 @@ def step2(m: Model, d: Data) -> Data:
     d = fwd_acceleration(m, d)
     d = fwd_constraint(m, d)
     d = sensor.sensor_acc(m, d)
-    bad_acc = integrate.bad_acc(m, d)
+    d = integrate.check_acc(m, d)
     if m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
-        d2 = integrate.implicit(m, d)
-    else:
-        d2 = integrate.euler(m, d)
-    return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)
+        return integrate.implicit(m, d)
+    return integrate.euler(m, d)

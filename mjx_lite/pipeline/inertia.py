@@ -203,11 +203,16 @@ def factor_m(m: Model, d: Data) -> Data:
 
 def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
     """M^-1 x using the factorisation in d (mj_solveM). x: (nv,) or (nv, k)."""
+    return solve_factored(m, d.qLD, d.qLDiagInv, x)
+
+
+def solve_factored(m: Model, qLD: jax.Array, qLDiagInv: jax.Array, x: jax.Array) -> jax.Array:  # noqa: N803
+    """M^-1 x from the factor arrays themselves (Data.qLD layout, (nv,) 1/D). x: (nv,) or (nv, k)."""
     if m.nv == 0:
         return x
     if is_sparse(m):
-        return _solve_tree(m, d.qLD, d.qLDiagInv, x)
-    return _solve_tree(m, take(d.qLD.reshape(m.nv * m.nv), _dense_addr(m)), d.qLDiagInv, x)
+        return _solve_tree(m, qLD, qLDiagInv, x)
+    return _solve_tree(m, take(qLD.reshape(m.nv * m.nv), _dense_addr(m)), qLDiagInv, x)
 
 
 def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Array:

@@ -14,16 +14,17 @@ qacc_warmstart); the other fields keep the values of the last forward evaluation
   actuation stages), so it includes dof/tendon damping (with dampingpoly), affine actuator gain/bias velocity
   terms and fluid forces (which MuJoCo's analytic mjd_passive_vel also includes). Possible differences from
   MuJoCo's analytic derivative: muscle/dcmotor velocity dependence, and the tendon-armature bias term.
-- `rk4`: MuJoCo's 4-stage tableau on (qpos, qvel, act), stages evaluated without sensors or energy; the
-  rotation of ball/free joints gets the 4th-order Lie-group correction h/12 (w1 x w4) of MuJoCo 4.
+- `rk4`: MuJoCo's 4-stage tableau on (qpos, qvel, act), stages evaluated without sensors or energy; ball/free
+  rotations are integrated as in MuJoCo 4 (Runge-Kutta-Munthe-Kaas: stage rates mapped through the exact
+  inverse differential of the exponential map, see `rk4`).
 
 Divergence (mj_checkPos / mj_checkVel / mj_checkAcc): a value is bad when it is NaN or |x| > 1e10
 (mju_isBad). A bad environment is reset to the model's reset state (mj_resetData: qpos0, zero velocity,
 act, ctrl, applied forces, time; mocap at the model's body pose) with `jp.where`, so other environments
 of a vmapped batch are untouched, and `warning_number[BADQPOS|BADQVEL|BADQACC]` is incremented (counters
 are kept across the reset, unlike MuJoCo which clears them). With the autoreset disable flag only the
-counter is incremented. Deviation: after a bad qacc MuJoCo resets, runs mj_forward and integrates one step
-from the reset state; here the step returns the reset state itself (time 0), one step earlier.
+counter is incremented. After a bad qacc, as in MuJoCo, `check_acc` resets and runs forward on the reset
+state, and the step then integrates once from there (time = h).
 """
 
 from __future__ import annotations
@@ -182,10 +183,11 @@ def euler(m: Model, d: Data) -> Data:
         damp = False
     if not damp:
         return _advance(m, d, d.act_dot, d.qacc)
-    h = m.opt.timestep
-    qh = _full_m(m, d) + jp.diag(h * euler_damping(m, d))
+    from mjx_lite.pipeline import inertia  # noqa: PLC0415
+
+    # qacc = (M + h B)^-1 qfrc: the diagonal shift keeps qM's tree sparsity (MuJoCo's mj_factorI on qH)
     qfrc = d.qfrc_smooth + d.qfrc_constraint
-    qacc = jsl.cho_solve(jsl.cho_factor(qh, lower=True), qfrc)
+    qacc = inertia.solve_shifted(m, d, m.opt.timestep * euler_damping(m, d), qfrc)
     return _advance(m, d, d.act_dot, qacc)
 
 
@@ -269,40 +271,69 @@ def _rotation_dofs(m: Model) -> np.ndarray:
     return start[:, None] + np.arange(3) if start.size else np.zeros((0, 3), int)
 
 
+def _dexpinv(theta: jax.Array, w: jax.Array) -> jax.Array:
+    """Lie-algebra rate of a body-frame angular velocity w at rotation vector theta, (k, 3).
+
+    For q(t) = q0 exp(theta(t)) with body-frame angular velocity w, theta' = dexp^-1(theta) w
+      = w + 1/2 theta x w + c(|theta|) theta x (theta x w),  c(t) = (1 - (t/2) cot(t/2)) / t^2,
+    closed form of the Bernoulli series. Near 0 (where the closed form cancels) c is its Taylor series
+    1/12 + t^2/720 + t^4/30240 + t^6/1209600, so value and derivatives are exact and NaN-free at theta = 0;
+    the switch is at t^2 = 1e-4 in float64 and 0.1 in float32 (series truncation and cancellation both below
+    the dtype's round-off there).
+    """
+    t2 = jp.sum(theta * theta, axis=-1)
+    small = t2 < (1e-4 if jp.finfo(t2.dtype).eps < 1e-10 else 0.1)
+    t2s = jp.where(small, 1.0, t2)
+    half = 0.5 * jp.sqrt(t2s)
+    exact = (1.0 - half * jp.cos(half) / jp.sin(half)) / t2s
+    series = 1.0 / 12.0 + t2 * (1.0 / 720.0 + t2 * (1.0 / 30240.0 + t2 / 1209600.0))
+    c = jp.where(small, series, exact)
+    tw = jp.cross(theta, w)
+    return w + 0.5 * tw + c[..., None] * jp.cross(theta, tw)
+
+
 # RK4 Butcher tableau (MuJoCo's RK4_A / RK4_B); C = row sums of A.
 _RK4_A = ((0.5,), (0.0, 0.5), (0.0, 0.0, 1.0))
 _RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
 
 
 def rk4(m: Model, d: Data) -> Data:
-    """Classic 4th-order Runge-Kutta on (qpos, qvel, act) (mj_RungeKutta, N=4).
+    """4th-order Runge-Kutta-Munthe-Kaas on (qpos, qvel, act) (mj_RungeKutta, N=4, MuJoCo 4).
 
-    `d` must hold forward's results for the current state (stage 1). Stages 2-4 run forward without
-    sensors; the returned Data holds the last stage's derived quantities, as MuJoCo's does.
+    Stage i evaluates forward (without sensors/energy) at time + c_i h on
+      qpos_i = integrate_pos(qpos0, sum_j a_ij k_j, h),  qvel_i = qvel0 + h sum_j a_ij qacc_j,
+      act_i = act0 + h sum_j a_ij act_dot_j,
+    where the position rates k_j are the stage velocities qvel_j, except for the rotations of ball and free
+    joints where they are Lie-algebra rates k_j = dexp^-1(theta_j) w_j at the stage's rotation vector
+    theta_j = h sum_l a_jl k_l (`_dexpinv`, exact). The step is mj_advance with the b-weighted sums:
+    qvel += h sum b qacc, act by sum b act_dot, qpos = integrate_pos(qpos0, sum b k, h). This makes the
+    orientations 4th-order accurate (MuJoCo 4 changelog: "Runge-Kutta-Munthe-Kaas correction").
+
+    `d` must hold forward's results for the current state (stage 1). The returned Data holds the last stage's
+    derived quantities, as MuJoCo's does.
     """
     from mjx_lite.pipeline import forward  # noqa: PLC0415 - forward imports this module
 
     h = m.opt.timestep
+    rot = _rotation_dofs(m)
     qpos0, qvel0, act0, time0 = d.qpos, d.qvel, d.act, d.time
-    vel = [qvel0]  # X[j].qvel
+    rate = [qvel0]  # k_j: position rates (Lie-algebra rates on the rotation dofs); k_1 = qvel0 (theta = 0)
     acc = [d.qacc]  # F[j].qacc
     adot = [d.act_dot]  # F[j].act_dot
-    for i, row in enumerate(_RK4_A):
-        dv = sum(a * v for a, v in zip(row, vel))
+    for row in _RK4_A:
+        dv = sum(a * k for a, k in zip(row, rate))
         da = sum(a * f for a, f in zip(row, acc))
         dact = sum(a * f for a, f in zip(row, adot))
         qpos = integrate_pos(m, qpos0, dv, h)
         di = d.replace(qpos=qpos, qvel=qvel0 + h * da, act=act0 + h * dact, time=time0 + sum(row) * h)
         d = forward.forward_skip(m, di, sensors=False)
-        vel.append(d.qvel)
+        k = d.qvel
+        if rot.size:
+            k = k.at[rot].set(_dexpinv(h * dv[rot], d.qvel[rot]))
+        rate.append(k)
         acc.append(d.qacc)
         adot.append(d.act_dot)
-        del i
-    dv = sum(b * v for b, v in zip(_RK4_B, vel))
-    rot = _rotation_dofs(m)
-    if rot.size:  # Lie-group (Munthe-Kaas) correction of the rotation: + h/12 * w1 x w4, as MuJoCo 4 does
-        w1, w4 = vel[0][rot], vel[3][rot]
-        dv = dv.at[rot].add((h / 12.0) * jp.cross(w1, w4))
+    dv = sum(b * k for b, k in zip(_RK4_B, rate))
     da = sum(b * f for b, f in zip(_RK4_B, acc))
     dact = sum(b * f for b, f in zip(_RK4_B, adot))
     d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)
@@ -346,11 +377,64 @@ def check_vel(m: Model, d: Data) -> Data:
 
 
 def bad_acc(m: Model, d: Data) -> jax.Array:
-    """mj_checkAcc's condition: qacc diverged, () bool (the reset is applied after integration)."""
+    """mj_checkAcc's condition: qacc diverged, () bool."""
     del m
     return _is_bad(d.qacc)
 
 
+def _reset_forward(m: Model, like: Data) -> Data:
+    """mj_resetData + mj_forward, with the dtypes of `like` (shapes/dtypes only are read from it)."""
+    from mjx_lite.pipeline import forward  # noqa: PLC0415 - forward imports this module
+
+    r = jax.tree.map(lambda a, b: jp.asarray(a, dtype=b.dtype), io.make_data(m), like)
+    return forward.forward(m, r)
+
+
+def _reset_forward_where(m: Model, like: Data, bad: jax.Array) -> Data:
+    """`_reset_forward(m, like)` where `bad`; elsewhere the values are unspecified (zeros): select with `bad`.
+
+    The forward pass of the reset state depends on the model only, so it is computed lazily: under `jit` it
+    runs only when `bad` (lax.cond); under `vmap` (custom batching rule) it runs once for the whole batch, and
+    only when some environment is bad (vmapped over the model's batched leaves when the model is batched).
+    No gradient flows through the reset state (a reset is a discontinuity of the trajectory).
+    """
+    proto = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), like)
+
+    def compute(mm: Model) -> Data:
+        return _reset_forward(mm, proto)
+
+    def skip(mm: Model) -> Data:
+        del mm
+        return jax.tree.map(lambda s: jp.zeros(s.shape, s.dtype), proto)
+
+    @jax.custom_batching.custom_vmap
+    def lazy(flag: jax.Array, mm: Model) -> Data:
+        return jax.lax.cond(flag, compute, skip, mm)
+
+    @lazy.def_vmap
+    def _batched(axis_size: int, in_batched, flag: jax.Array, mm: Model):
+        flag_batched, m_batched = in_batched
+        anybad = jp.any(flag) if flag_batched else flag
+        if any(jax.tree.leaves(m_batched)):
+            axes = jax.tree.map(lambda b: 0 if b else None, m_batched)
+            f_true, f_false = jax.vmap(compute, in_axes=(axes,)), jax.vmap(skip, in_axes=(axes,))
+            out = jax.lax.cond(anybad, f_true, f_false, mm)
+            return out, jax.tree.map(lambda _: True, out)
+        out = jax.lax.cond(anybad, compute, skip, mm)
+        return out, jax.tree.map(lambda _: False, out)
+
+    return lazy(jax.lax.stop_gradient(bad), jax.tree.map(jax.lax.stop_gradient, m))
+
+
 def check_acc(m: Model, d: Data) -> Data:
-    """mj_checkAcc without the re-run of forward: reset the environment if qacc diverged."""
-    return reset_where(m, d, bad_acc(m, d), Warning.BADQACC)
+    """mj_checkAcc: if qacc diverged, count it and reset the environment, then run forward on the reset state.
+
+    As in MuJoCo, the caller then integrates (mj_step/mj_step2): a bad environment is stepped once from the
+    reset state. The warning counters are kept (and incremented) across the reset.
+    """
+    bad = bad_acc(m, d)
+    wn = d.warning_number.at[Warning.BADQACC].add(bad.astype(d.warning_number.dtype))
+    if not (m.opt.disableflags & DisableBit.AUTORESET):
+        r = _reset_forward_where(m, d, bad)
+        d = jax.tree.map(lambda a, b: jp.where(bad, a, b), r, d)
+    return d.replace(warning_number=wn)

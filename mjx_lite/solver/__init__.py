@@ -124,10 +124,14 @@ def solve(m: Model, d: Data) -> Data:
         return qacc, (force, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype))
 
     if implicit:
-        # no closure over traced values inside custom_vjp: M^-1 from the problem's own dense M
+        # no closure over traced values inside custom_vjp: M^-1 from d's L'DL factors, passed in `consts`
+        # (tree-structured: O(nM) per solve, no dense Cholesky of M)
         def run_closed(prob, qacc0, consts):
-            chol = jsl.cho_factor(prob.M, lower=True)
-            return run(prob, qacc0, consts, lambda x: jsl.cho_solve(chol, x))
+            consts = dict(consts)
+            qld, qldinv = consts.pop("qLD"), consts.pop("qLDiagInv")
+            return run(prob, qacc0, consts, lambda x: inertia.solve_factored(m, qld, qldinv, x))
+
+        consts.update(qLD=d.qLD, qLDiagInv=d.qLDiagInv)
 
         qacc, (_, niter, improvement, gradient) = _implicit(layout, run_closed)(prob, qacc0, consts)
         _, ev, _, _ = common.primal_cost(layout, prob, qacc)
