@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 import mjx_lite  # noqa: E402
 from mjx_lite import io, types  # noqa: E402
 from mjx_lite.pipeline import forward as fwd  # noqa: E402
+from mjx_lite.pipeline import integrate  # noqa: E402
 from tests import oracle  # noqa: E402
 from tests.test_sensor import data_from_mujoco, random_state, without_unsupported  # noqa: E402
 
@@ -335,37 +336,56 @@ def _assert_stepped_like(got, mjd, err):
         np.testing.assert_allclose(np.asarray(getattr(got, f)), getattr(mjd, f), rtol=1e-12, atol=1e-12, err_msg=err)
 
 
-def test_divergence_resets_only_that_environment(small):
-    """A bad qacc resets that environment and, as mj_step does, steps it once from the reset state."""
-    mjm, m, d, step = small
-    batch = 3
+def _diverging_batch(m, d, batch=3):
+    """`batch` copies of d at time 2; env 1 gets an enormous applied force: its qacc diverges during the step."""
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
-    # env 1 gets an enormous applied force: its qacc diverges during the step
     qfrc = jp.zeros((batch, m.nv)).at[1, 0].set(1e13)
-    db = db.replace(qfrc_applied=qfrc, time=jp.broadcast_to(d.time + 2.0, (batch,)))
+    return db.replace(qfrc_applied=qfrc, time=jp.broadcast_to(d.time + 2.0, (batch,)))
+
+
+def test_divergence_resets_only_that_environment(small):
+    """Default: a bad qacc resets that environment to its reset state (not stepped), counted; others step on."""
+    mjm, m, d, step = small
+    db = _diverging_batch(m, d)
     out = _VSTEP(m, db)
     single = step(m, d.replace(time=d.time + 2.0))
     wn = np.asarray(out.warning_number)
     assert wn[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
-    env1 = jax.tree.map(lambda x: x[1], db)
+    reset = mjx_lite.make_data(m)
+    for f in ("qpos", "qvel", "time", "ctrl", "qfrc_applied", "act"):
+        np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(reset, f)), err_msg=f)
+    for i in (0, 2):
+        np.testing.assert_allclose(np.asarray(out.qpos[i]), np.asarray(single.qpos), rtol=1e-12, atol=1e-12)
+        assert float(out.time[i]) == pytest.approx(2.0 + mjm.opt.timestep)
+    one = step(m, jax.tree.map(lambda x: x[1], db))  # unbatched
+    assert int(one.warning_number[types.Warning.BADQACC]) == 1
+    np.testing.assert_array_equal(np.asarray(one.qpos), np.asarray(reset.qpos))
+    # a NaN state is reset before the forward pass
+    bad = db.replace(qfrc_applied=jp.zeros((3, m.nv)), qvel=db.qvel.at[2, 1].set(jp.nan))
+    out = _VSTEP(m, bad)
+    assert np.asarray(out.warning_number)[:, types.Warning.BADQVEL].tolist() == [0, 0, 1]
+    assert np.all(np.isfinite(np.asarray(out.qpos)))
+
+
+def test_divergence_exact_reset_matches_mujoco(small):
+    """Under integrate.exact_reset(), as mj_step: the bad environment is reset, forwarded and stepped once."""
+    mjm, m, d, _ = small
+    db = _diverging_batch(m, d)
+    with integrate.exact_reset():  # fresh functions: the setting is read at trace time
+        vstep = jax.jit(jax.vmap(lambda m, d: mjx_lite.step(m, d), in_axes=(None, 0)))
+        out = vstep(m, db)
+        env1 = jax.tree.map(lambda x: x[1], db)
+        one = jax.jit(lambda m, d: mjx_lite.step(m, d))(m, env1)
+        split = jax.jit(lambda m, d: mjx_lite.step2(m, mjx_lite.step1(m, d)))(m, env1)
+    assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
     want = _mujoco_step_from(mjm, env1)
     assert want.warning[mujoco.mjtWarning.mjWARN_BADQACC].number == 1
     assert want.time == pytest.approx(mjm.opt.timestep)  # MuJoCo steps once from the reset state
     _assert_stepped_like(jax.tree.map(lambda x: x[1], out), want, "vmapped bad env")
     assert float(out.ctrl[1, 0]) == 0.0 and float(out.qfrc_applied[1, 0]) == 0.0  # inputs were reset
-    for i in (0, 2):
-        np.testing.assert_allclose(np.asarray(out.qpos[i]), np.asarray(single.qpos), rtol=1e-12, atol=1e-12)
-        assert float(out.time[i]) == pytest.approx(2.0 + mjm.opt.timestep)
-    # unbatched (lax.cond path), and step1/step2
-    one = step(m, env1)
     _assert_stepped_like(one, want, "single bad env")
     assert int(one.warning_number[types.Warning.BADQACC]) == 1
-    _assert_stepped_like(_STEP2(m, _STEP1(m, env1)), want, "step1/step2")
-    # a NaN state is reset before the forward pass
-    bad = db.replace(qfrc_applied=jp.zeros((batch, m.nv)), qvel=db.qvel.at[2, 1].set(jp.nan))
-    out = _VSTEP(m, bad)
-    assert np.asarray(out.warning_number)[:, types.Warning.BADQVEL].tolist() == [0, 0, 1]
-    assert np.all(np.isfinite(np.asarray(out.qpos)))
+    _assert_stepped_like(split, want, "step1/step2")
 
 
 @pytest.mark.slow
@@ -378,11 +398,13 @@ def test_divergence_reset_with_batched_model(small):
     axes = axes.replace(opt=axes.opt.replace(gravity=0))
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (2,) + x.shape), d)
     db = db.replace(qfrc_applied=jp.zeros((2, m.nv)).at[:, 0].set(1e13))  # both envs diverge
-    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(axes, 0)))(mb, db)
+    with integrate.exact_reset():
+        out = jax.jit(jax.vmap(lambda m, d: mjx_lite.step(m, d), in_axes=(axes, 0)))(mb, db)
+        step_exact = jax.jit(lambda m, d: mjx_lite.step(m, d))
+        ones = [step_exact(m.replace(opt=m.opt.replace(gravity=gravity[i])), jax.tree.map(lambda x, i=i: x[i], db))
+                for i in range(2)]  # fmt: skip
     assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [1, 1]
-    for i in range(2):
-        mi = m.replace(opt=m.opt.replace(gravity=gravity[i]))
-        one = step(mi, jax.tree.map(lambda x, i=i: x[i], db))
+    for i, one in enumerate(ones):
         for f in ("qpos", "qvel", "time"):
             np.testing.assert_allclose(
                 np.asarray(getattr(out, f)[i]), np.asarray(getattr(one, f)), rtol=1e-12, atol=1e-12

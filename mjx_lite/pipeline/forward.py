@@ -205,12 +205,16 @@ def step(m: Model, d: Data) -> Data:
     """Advance the simulation by one timestep (mj_step) with the model's integrator.
 
     Divergence (non-finite or |x| > 1e10 in qpos, qvel or qacc) resets the offending environment to the
-    model's reset state (see `integrate.check_pos`), counting it in `warning_number`.
+    model's reset state (see `integrate.check_pos`), counting it in `warning_number`. After a bad qacc the
+    reset state is returned unstepped unless traced under `integrate.exact_reset()` (MuJoCo's behaviour).
     """
     d = integrate.check_pos(m, d)
     d = integrate.check_vel(m, d)
     d = forward(m, d)
-    d = integrate.check_acc(m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
+    exact = integrate.exact_reset_enabled()
+    if exact:
+        d = integrate.check_acc(m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
+    bad_acc = integrate.bad_acc(m, d)
     if m.opt.integrator == IntegratorType.EULER:
         d2 = integrate.euler(m, d)
     elif m.opt.integrator == IntegratorType.RK4:
@@ -219,7 +223,9 @@ def step(m: Model, d: Data) -> Data:
         d2 = integrate.implicit(m, d)
     else:
         raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
-    return d2
+    if exact:
+        return d2
+    return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)  # reset state, not stepped
 
 
 def step1(m: Model, d: Data) -> Data:
@@ -247,7 +253,14 @@ def step2(m: Model, d: Data) -> Data:
     d = fwd_acceleration(m, d)
     d = fwd_constraint(m, d)
     d = sensor.sensor_acc(m, d)
-    d = integrate.check_acc(m, d)
+    exact = integrate.exact_reset_enabled()
+    if exact:
+        d = integrate.check_acc(m, d)
+    bad_acc = integrate.bad_acc(m, d)
     if m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
-        return integrate.implicit(m, d)
-    return integrate.euler(m, d)
+        d2 = integrate.implicit(m, d)
+    else:
+        d2 = integrate.euler(m, d)
+    if exact:
+        return d2
+    return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)
