@@ -418,6 +418,12 @@ def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     return out
 
 
+def _rows_of(coef: jax.Array, jj: jax.Array) -> jax.Array:
+    """(k, r, 6) coefficients x (k, 6, nv) Jacobians -> (k, r, nv) rows, as a broadcast sum over the 6 (a batched
+    small matmul per contact is a slow loop on XLA CPU)."""
+    return sum(coef[:, :, c, None] * jj[:, None, c, :] for c in range(6))
+
+
 def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     """One _Rows per static contact dimension present."""
     out = []
@@ -434,9 +440,13 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         frame = con.frame[slots]
         jp1, jr1 = support.jac_batch(m, d, pt, b1)
         jp2, jr2 = support.jac_batch(m, d, pt, b2)
-        Jt = jp.einsum("kij,kjv->kiv", frame, jp2 - jp1)
-        Jr = jp.einsum("kij,kjv->kiv", frame, jr2 - jr1)
-        Jf = jp.concatenate([Jt, Jr], axis=1)[:, :dim]  # (k, dim, nv) in the contact frame
+        # (k, 6, nv) Jacobian difference [lin; ang], materialised once: every contact row below is a small linear
+        # combination of its 6 rows (the barrier keeps XLA from recomputing it inside each row's fusion)
+        jj = jax.lax.optimization_barrier(jp.concatenate([jp2 - jp1, jr2 - jr1], axis=1))
+        zero3 = jp.zeros_like(frame)
+        frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
+                                axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
+
         fr = con.friction[slots]  # (k, 5)
         live = con.active[slots] & (con.dist[slots] < con.includemargin[slots])
         # rows beyond a slot's actual condim (broadphase-trimmed groups) are dead
@@ -449,7 +459,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         solimp = con.solimp[slots]
         sfr = con.solreffriction[slots]
         if dim == 1:
-            J = Jf[:, 0]
+            J = _rows_of(frame6[:, :1], jj)[:, 0]
             ctype = ConstraintType.CONTACT_FRICTIONLESS
             out.append(_Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros(k, dt), diag=diag_n, solref=solref,
                              solimp=solimp, imp_r=jp.abs(dist - mg), bias=jp.zeros(k, dt), active=live,
@@ -458,7 +468,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             continue
         if p.elliptic:
             n = dim
-            J = Jf.reshape(k * n, m.nv)
+            J = _rows_of(frame6[:, :dim], jj).reshape(k * n, m.nv)
             f0 = fr[:, :1]
             fi = fr[:, : n - 1]
             scale = jp.concatenate([jp.ones((k, 1), dt), (f0 / fi) ** 2 / impratio], axis=1)
@@ -475,9 +485,9 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         else:
             n = 2 * (dim - 1)
             fi = fr[:, : dim - 1]  # (k, dim-1)
-            Jn = Jf[:, :1]
-            Jd = Jf[:, 1:] * fi[:, :, None]
-            J = jp.stack([Jn + Jd, Jn - Jd], axis=2).reshape(k * n, m.nv)
+            cn = frame6[:, :1]  # (k, 1, 6): normal
+            cd = frame6[:, 1:dim] * fi[:, :, None]  # (k, dim-1, 6): mu_i * tangent/spin/roll direction i
+            J = _rows_of(jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, 6), jj).reshape(k * n, m.nv)
             f0sq = fr[:, 0] * fr[:, 0]
             scale = jp.broadcast_to((2.0 * f0sq * (1.0 + f0sq) / impratio)[:, None], (k, n))
             row_live = live[:, None] & (jp.arange(n)[None, :] < 2 * (adim[:, None] - 1))

@@ -43,7 +43,7 @@ def inv_constraint(m: Model, d: Data) -> Data:
     prob = constraint.problem(m, d, inertia.full_m(m, d))
     jar = d.efc_J @ d.qacc - d.efc_aref
     ev = common.eval_constraints(p.layout, prob, jar)
-    return d.replace(efc_force=ev.force, efc_state=ev.state, qfrc_constraint=d.efc_J.T @ ev.force)
+    return d.replace(efc_force=ev.force, efc_state=ev.state, qfrc_constraint=ev.force @ d.efc_J)
 
 
 def discrete_acc(m: Model, d: Data) -> jax.Array:

@@ -53,7 +53,7 @@ def implicit_gradients(enabled: bool = True):
 def _optimality(layout, prob, qacc):
     """g = M (qacc - qacc_smooth) - J' f(J qacc - aref): zero at the optimum."""
     _, ev, _, Ma = common.primal_cost(layout, prob, qacc)
-    return Ma - prob.J.T @ ev.force
+    return Ma - ev.force @ prob.J
 
 
 def _implicit(layout, run):
@@ -145,7 +145,7 @@ def solve(m: Model, d: Data) -> Data:
         efc_force=force,
         efc_state=state,
         efc_b=d.efc_J @ d.qacc_smooth - d.efc_aref,
-        qfrc_constraint=d.efc_J.T @ force,
+        qfrc_constraint=force @ d.efc_J,
         solver_niter=niter.astype(jp.int32),
         solver_improvement=jp.asarray(improvement, qacc.dtype),
         solver_gradient=jp.asarray(gradient, qacc.dtype),

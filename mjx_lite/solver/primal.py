@@ -21,7 +21,7 @@ def _scale(meaninertia, nv):
 
 
 def _gradient(p: Problem, ev: common.ConstraintEval, Ma):
-    return Ma - p.J.T @ ev.force
+    return Ma - ev.force @ p.J
 
 
 def solve_newton(layout: Layout, p: Problem, qacc0, *, iterations: int, ls_iterations: int, tolerance,
