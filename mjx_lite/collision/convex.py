@@ -267,6 +267,9 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo):
         return _support(t1, g1, d), _support(t2, g2, -d)
 
     v0 = g1.pos - g2.pos
+    # a generic tilt of the first direction: axis-aligned directions hit flat caps/faces at their centres, from
+    # which GJK can stall on the boundary (touching) of an overlapping pair (e.g. coaxial cylinders)
+    v0 = v0 + 1e-2 * safe_norm(v0) * jp.array([0.5377, 0.3183, 0.7812], dt)
     v0 = jp.where(jp.sum(v0 * v0) > 1e-20, v0, jp.array([1.0, 0.0, 0.0], dt))
     w, wa, mask, v, lam, inside = _gjk(sup, v0, tol)
     # separated: nearest points
@@ -397,10 +400,13 @@ def _ordered(w, mask, normal):
     return order, mask[order]
 
 
-def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin):
+def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin, inc_poly=True, cdir=None):
     """Clip the incident face (vertices wi[imask], plane normal ni) against the reference face (wr[rmask], outward
     normal nr through r0). Points on the incident face inside the reference prism: incident vertices, reference
-    vertices projected onto the incident plane and edge-edge crossings. Returns (points (K, 3), valid (K,))."""
+    vertices projected onto the incident plane and edge-edge crossings. `inc_poly` False: the incident feature is a
+    segment (its first two masked vertices; no reference vertex lies on it). `cdir` (default nr): the direction of
+    the reference side planes and of the projections. Returns (points (K, 3), valid (K,), depth (K,))."""
+    cdir = nr if cdir is None else cdir
     dt = wr.dtype
     ro, rok = _ordered(wr, rmask, nr)
     io, iok = _ordered(wi, imask, ni)
@@ -415,7 +421,7 @@ def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin):
     tol = 1e-9 * scale
 
     def inside_ref(p):  # (..., 3) -> inside every reference side plane (counter-clockwise: inside is left)
-        side = jp.einsum("ej,...ej->...e", jp.cross(nr, rb - ra), p[..., None, :] - ra)
+        side = jp.einsum("ej,...ej->...e", jp.cross(cdir, rb - ra), p[..., None, :] - ra)
         return jp.all((side >= -tol) | ~rok, axis=-1)
 
     def inside_inc(p):
@@ -426,15 +432,15 @@ def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin):
     pa = wi[io]
     va = iok & inside_ref(pa)
     # (b) reference vertices projected along nr onto the incident plane
-    den = jp.dot(ni, nr)
+    den = jp.dot(ni, cdir)
     den = jp.where(jp.abs(den) > 1e-12, den, 1.0)
     i0 = wi[io[0]]
-    pb = wr[ro] + nr * ((wr[ro] - i0) @ ni / -den)[:, None]
-    vb = rok & inside_inc(pb)
+    pb = wr[ro] + cdir * ((wr[ro] - i0) @ ni / -den)[:, None]
+    vb = rok & inside_inc(pb) & inc_poly
     # (c) incident edges crossing reference side planes (both within their segments)
     ea = ia[:, None, :]
     eb = ib[:, None, :]
-    pn = jp.cross(nr, rb - ra)[None, :, :]  # (1, R, 3) side-plane normals
+    pn = jp.cross(cdir, rb - ra)[None, :, :]  # (1, R, 3) side-plane normals
     da = jp.sum(pn * (ea - ra[None]), -1)
     db = jp.sum(pn * (eb - ra[None]), -1)
     cross = (da * db < 0) & iok[:, None] & rok[None, :]
@@ -534,3 +540,174 @@ def box_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
 def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """Mesh-mesh: the face manifold (up to 4 contacts) when the contact normal is a face normal, else GJK/EPA."""
     return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin)
+
+
+# ---- cylinder pairs (cylinder-box, -cylinder, -mesh; capsule-cylinder): MuJoCo 4 multiccd manifolds --------------
+#
+# MuJoCo 4 approximates a cylinder cap by a regular 16-gon (vertex k at angle 2 pi k / 16 in the geom frame) and its
+# side by the axis-parallel segment through the support point. Probing MuJoCo 4.0 gives the rules reproduced here:
+#   * face-face (cap or box/mesh face of geom1 against a face of geom2, normals within 1 - cos = 0.004): geom1's face
+#     is clipped by the side planes of geom2's face; each clipped point p gets its own depth to geom2's face plane
+#     (along geom2's face normal n2, which gives the contact normal -n2, whichever face the GJK/EPA normal is);
+#   * edge-face (cylinder side or capsule segment against a face, |axis . face normal| < 0.0888): the segment is
+#     clipped by the face's side planes the same way (the face is the reference, whichever geom it belongs to);
+#   * points deeper than the detection margin are dropped; more than 4 are reduced to a largest-area quadrilateral.
+# Otherwise (edges crossing, curved sides, tilts beyond the tolerances) the single GJK/EPA contact is kept.
+
+CYL_NCON = 4
+_CYL_NPOLY = 16  # cap polygon vertices
+_CYL_FACE_COS = 0.996  # face-face: n1 . n2 < -0.996 (MuJoCo 4.0, probed)
+_CYL_EDGE_SIN = 0.0888  # edge-face: |edge . n| < 0.0888 (MuJoCo 4.0, probed)
+_CYL_ANG = 2 * np.pi * np.arange(_CYL_NPOLY) / _CYL_NPOLY
+
+
+def _cyl_cap(g: GeomInfo, u):
+    """The cap of a cylinder facing direction u: world vertices (16, 3), outward normal (3,)."""
+    a = g.mat[:, 2]
+    s = jp.where(jp.dot(a, u) >= 0, 1.0, -1.0).astype(u.dtype)
+    r, h = g.size[0], g.size[1]
+    ang = jp.asarray(_CYL_ANG, u.dtype)
+    local = jp.stack([r * jp.cos(ang), r * jp.sin(ang), jp.broadcast_to(s * h, ang.shape)], axis=-1)
+    return g.pos + local @ g.mat.T, s * a
+
+
+def _cyl_side(g: GeomInfo, u, radius):
+    """Side segment of a cylinder (radius r) or capsule core (radius 0) farthest along u: endpoints (2, 3)."""
+    a = g.mat[:, 2]
+    rad = u - jp.dot(u, a) * a
+    rn = safe_norm(rad)
+    rad = jp.where(rn > 1e-12, rad / jp.where(rn > 1e-12, rn, 1.0), 0.0)
+    h = g.size[1]
+    c = g.pos + radius * rad
+    return jp.stack([c - h * a, c + h * a])
+
+
+def _face_of(gtype: int, g: GeomInfo, u):
+    """A face of geom g facing u: (vertices (K, 3), mask (K,), outward normal (3,), a point of the face (3,))."""
+    if gtype == GeomType.CYLINDER:
+        w, nrm = _cyl_cap(g, u)
+        return w, jp.ones(w.shape[0], bool), nrm, w[0]
+    w, tris = _polyhedron(gtype, g)
+    _, nrm, p0, mask = _face(w, tris, u)
+    return w, mask, nrm, p0
+
+
+def _pad_rows(x, n, fill):
+    extra = n - x.shape[0]
+    return x if extra <= 0 else jp.concatenate([x, jp.broadcast_to(fill, (extra,) + x.shape[1:])])
+
+
+def _reduce_quad(pts, ok, nr):
+    """At most 4 valid points: all if <= 4, else the largest of the quadrilaterals (i, i + n/4, i + n/2, i + 3n/4)
+    over the n valid points in angular order (MuJoCo's polygonQuad is a tie-sensitive local search)."""
+    k = pts.shape[0]
+    cnt = jp.sum(ok)
+    c = jp.sum(jp.where(ok[:, None], pts, 0.0), axis=0) / jp.maximum(cnt, 1)
+    rel = pts - c
+    u = rel[jp.argmax(ok)]
+    u = u - nr * jp.dot(u, nr)
+    u = u / jp.maximum(safe_norm(u), 1e-30)
+    v = jp.cross(nr, u)
+    order = jp.argsort(jp.where(ok, jp.arctan2(rel @ v, rel @ u), jp.inf))
+    i = jp.arange(k)[:, None]
+    step = (jp.arange(4)[None, :] * jp.maximum(cnt, 1) + 2) // 4  # rounded quarter steps
+    sel = order[(i + step) % jp.maximum(cnt, 1)]  # (k, 4)
+    q = rel[sel]
+    xy = jp.stack([q @ u, q @ v], -1)
+    x, y = xy[..., 0], xy[..., 1]
+    area = 0.5 * jp.sum(x * jp.roll(y, -1, axis=-1) - y * jp.roll(x, -1, axis=-1), axis=-1)
+    best = sel[jp.argmax(jp.where(i[:, 0] < cnt, area, -jp.inf))]
+    many = cnt > 4
+    idx = jp.where(many, best, order[:4])
+    valid = jp.where(many, True, ok[order[:4]])
+    return idx, valid
+
+
+def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    dist0, pos0, n = _collide(t1, t2, g1, g2)
+    dt = pos0.dtype
+    k = CYL_NCON
+    # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
+    w2, m2, n2, p2 = _face_of(t2, g2, -n)
+    if t1 == GeomType.CAPSULE:
+        w1, m1, n1, p1 = w2, jp.zeros_like(m2), -n2, p2  # placeholders: a capsule has no face
+        has_face1 = jp.zeros((), bool)
+    else:
+        w1, m1, n1, p1 = _face_of(t1, g1, n)
+        has_face1 = jp.ones((), bool)
+    facing = jp.maximum(jp.dot(n1, n), -jp.dot(n2, n)) > _CYL_FACE_COS  # the contact normal is one of the faces'
+    face_face = has_face1 & (jp.dot(n1, n2) < -_CYL_FACE_COS) & facing
+    # edge of geom1 (cylinder side / capsule core) on geom2's face
+    r1 = g1.size[0]
+    if t1 in (GeomType.CYLINDER, GeomType.CAPSULE):
+        e1 = _cyl_side(g1, -n2, r1 if t1 == GeomType.CYLINDER else jp.zeros((), dt))
+        edge1 = (jp.abs(jp.dot(g1.mat[:, 2], n2)) < _CYL_EDGE_SIN) & (-jp.dot(n2, n) > _CYL_FACE_COS)
+    else:
+        e1, edge1 = jp.zeros((2, 3), dt), jp.zeros((), bool)
+    # edge of geom2 (cylinder side) on geom1's face
+    if t2 == GeomType.CYLINDER:
+        e2 = _cyl_side(g2, -n1, g2.size[0])
+        edge2 = has_face1 & (jp.abs(jp.dot(g2.mat[:, 2], n1)) < _CYL_EDGE_SIN) & (jp.dot(n1, n) > _CYL_FACE_COS)
+    else:
+        e2, edge2 = jp.zeros((2, 3), dt), jp.zeros((), bool)
+    edge1 = edge1 & ~face_face
+    edge2 = edge2 & ~face_face & ~edge1
+    # reference: geom2's face, except for an edge of geom2 on geom1's face
+    nv = max(w1.shape[0], w2.shape[0])
+    w1p, w2p = _pad_rows(w1, nv, w1[0]), _pad_rows(w2, nv, w2[0])
+    m1p, m2p = _pad_rows(m1, nv, False), _pad_rows(m2, nv, False)
+    emask = jp.arange(nv) < 2
+    e1p, e2p = _pad_rows(e1, nv, e1[0]), _pad_rows(e2, nv, e2[0])
+    wr = jp.where(edge2, w1p, w2p)
+    rmask = jp.where(edge2, m1p, m2p)
+    nr = jp.where(edge2, n1, n2)
+    r0 = jp.where(edge2, p1, p2)
+    wi = jp.where(face_face, w1p, jp.where(edge1, e1p, e2p))
+    imask = jp.where(face_face, m1p, emask)
+    pts, ok, depth = _manifold(
+        wr,
+        rmask,
+        nr,
+        r0,
+        wi,
+        imask,
+        jp.where(face_face, n1, -nr),
+        margin + (r1 if t1 == GeomType.CAPSULE else 0.0),
+        inc_poly=face_face,
+        cdir=jp.where(face_face, -n1, nr),
+    )
+    if t1 == GeomType.CAPSULE:  # the capsule's surface lies one radius beyond its core segment
+        rc = jp.where(edge1, r1, 0.0)
+        pts = pts - rc * nr
+        depth = depth - rc
+    ok = ok & (depth <= margin)
+    idx, valid = _reduce_quad(pts, ok, nr)
+    d = depth[idx]
+    p = pts[idx] - 0.5 * d[:, None] * nr
+    mnormal = jp.where(edge2, nr, -nr)
+    use = (face_face | edge1 | edge2) & jp.any(valid)
+    single_d = jp.full(k, NOCONTACT, dt).at[0].set(dist0)
+    dist = jp.where(use, jp.where(valid, d, NOCONTACT), single_d)
+    pos = jp.where(use, p, jp.broadcast_to(pos0, (k, 3)))
+    nrm = jp.broadcast_to(jp.where(use, mnormal, n), (k, 3))
+    return Contacts(dist.astype(dt), pos.astype(dt), nrm.astype(dt), jp.zeros((k, 3), dt))
+
+
+def capsule_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Capsule-cylinder: 2 contacts for a capsule lying on a cap (within 0.0888 rad), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CAPSULE, GeomType.CYLINDER, g1, g2, margin)
+
+
+def cylinder_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Cylinder-cylinder: cap-cap manifold (up to 4), side on cap (2), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CYLINDER, GeomType.CYLINDER, g1, g2, margin)
+
+
+def cylinder_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Cylinder-box: cap-face manifold (up to 4), side on face (2), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CYLINDER, GeomType.BOX, g1, g2, margin)
+
+
+def cylinder_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Cylinder-mesh: cap-face manifold (up to 4), side on face (2), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CYLINDER, GeomType.MESH, g1, g2, margin)

@@ -74,7 +74,13 @@ _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
     (GeomType.BOX, GeomType.BOX): (boxbox.box_box, boxbox.MAXCON),
     (GeomType.BOX, GeomType.MESH): (convex.box_mesh, convex.MULTI_NCON),
     (GeomType.MESH, GeomType.MESH): (convex.mesh_mesh, convex.MULTI_NCON),
+    (GeomType.CAPSULE, GeomType.CYLINDER): (convex.capsule_cylinder, convex.CYL_NCON),
+    (GeomType.CYLINDER, GeomType.CYLINDER): (convex.cylinder_cylinder, convex.CYL_NCON),
+    (GeomType.CYLINDER, GeomType.BOX): (convex.cylinder_box, convex.CYL_NCON),
+    (GeomType.CYLINDER, GeomType.MESH): (convex.cylinder_mesh, convex.CYL_NCON),
 }
+_MULTICCD = (convex.box_mesh, convex.mesh_mesh, convex.capsule_cylinder, convex.cylinder_cylinder, convex.cylinder_box,
+             convex.cylinder_mesh)  # fmt: skip
 
 
 def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
@@ -199,11 +205,7 @@ def _build_table(m: Model) -> PairTable:
         fn = collider_for(t1, t2)
         if fn is None:
             continue
-        if (
-            fn[1] == convex.MULTI_NCON
-            and fn[0] in (convex.box_mesh, convex.mesh_mesh)
-            and (m.opt.disableflags & DisableBit.MULTICCD)
-        ):  # multiccd disabled: one GJK/EPA contact
+        if fn[0] in _MULTICCD and (m.opt.disableflags & DisableBit.MULTICCD):  # multiccd off: one GJK/EPA contact
             fn = (convex.general, convex.GENERAL_NCON)
         if fn[0] is convex.general:  # one group (one compiled GJK/EPA) for every general convex pair type
             t1 = t2 = GENERAL
