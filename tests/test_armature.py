@@ -7,6 +7,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jp  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.pipeline import inertia, kinematics, tendon  # noqa: E402
@@ -46,11 +47,15 @@ BRANCHED = """<mujoco><option><flag constraint="disable"/></option><worldbody>
 </mujoco>"""
 
 
-def test_tendon_armature_across_branches_keeps_tree_sparsity():
+@pytest.mark.parametrize("layout", ["dense", "sparse"])
+def test_tendon_armature_across_branches_keeps_tree_sparsity(layout, monkeypatch):
     """MuJoCo adds J' a J to qM only on the dof-tree entries: the j1-j2 coupling is dropped, at run time and in
-    the compile-time constants."""
+    the compile-time constants; the same with the tree-sparse qM layout (forced here for nv = 3)."""
+    if layout == "sparse":
+        monkeypatch.setattr(inertia, "SPARSE_NV", 0)
     mjm = mujoco.MjModel.from_xml_string(BRANCHED)
     m = mjl.load_mjcf_string(BRANCHED)
+    assert inertia.is_sparse(m) == (layout == "sparse")
     for name in ("dof_M0", "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0"):
         np.testing.assert_allclose(np.asarray(getattr(m, name)), getattr(mjm, name), atol=TOL, err_msg=name)
     mjd = mujoco.MjData(mjm)
