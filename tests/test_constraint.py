@@ -113,3 +113,20 @@ def test_rows_match_mujoco(cone, condim):
             np.testing.assert_allclose(np.asarray(getattr(d, ours))[ro], getattr(mjd, theirs)[rm], atol=ROW_ATOL,
                                        rtol=1e-7, err_msg=ours)  # fmt: skip
         np.testing.assert_allclose(np.asarray(d.efc_KBIP)[ro, :3], mjd.efc_KBIP[rm, :3], rtol=1e-7, atol=ROW_ATOL)
+
+
+@pytest.mark.parametrize("cone,condim", [("pyramidal", 3), pytest.param("elliptic", 6, marks=_SLOW)])
+def test_chain_sparse_contact_rows_match_mujoco(cone, condim, monkeypatch):
+    """Contact rows built from the bodies' dof chains (the large-scene path, forced here) equal MuJoCo's."""
+    monkeypatch.setattr(constraint, "CHAIN_SPARSE_FACTOR", 0)
+    mjm = mujoco.MjModel.from_xml_string(EQ_XML.format(cone=cone, condim=condim, impratio=2.0))
+    m = oracle.model_from_mujoco(mjm)
+    assert constraint._chain_sparse(m)
+    rows = jax.jit(_rows.__wrapped__)  # a fresh trace: the layout choice is read at trace time
+    for seed in range(2):
+        mjd = _state(mjm, seed)
+        d = rows(m, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel)))
+        rm, ro = _match(mjd, mjm, d)
+        Jm = mjd.efc_J[: mjd.nefc * mjm.nv].reshape(mjd.nefc, mjm.nv)
+        np.testing.assert_allclose(np.asarray(d.efc_J)[ro], Jm[rm], atol=ROW_ATOL)
+        np.testing.assert_allclose(np.asarray(d.efc_aref)[ro], mjd.efc_aref[rm], atol=ROW_ATOL, rtol=1e-7)

@@ -418,11 +418,65 @@ def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     return out
 
 
-def _rows_of(coef: jax.Array, jj: jax.Array) -> jax.Array:
-    """(k, r, 6) coefficients x (k, 6, nv) Jacobians -> (k, r, nv) rows, as a broadcast sum over the 6 (a batched
-    small matmul per contact is a slow loop on XLA CPU)."""
-    return sum(coef[:, :, c, None] * jj[:, None, c, :] for c in range(6))
+CHAIN_SPARSE_FACTOR = 4  # build contact rows from the bodies' dof chains when 2 * chain * factor <= nv
 
+
+def _body_chain(m: Model) -> np.ndarray:
+    """Static (nbody, L): the dofs that move each body (its own and its ancestors'), padded with nv."""
+
+    def build(m: Model) -> np.ndarray:
+        mask = support.body_dof_mask(m)
+        width = max(1, int(mask.sum(axis=1).max(initial=0)))
+        out = np.full((m.nbody, width), m.nv, np.int32)
+        for b in range(m.nbody):
+            idx = np.nonzero(mask[b])[0]
+            out[b, : idx.size] = idx
+        return out
+
+    return support.memo(m, "constraint_body_chain", build)
+
+
+def _chain_sparse(m: Model) -> bool:
+    """Static: build contact rows by scattering chain values (large scenes of short chains) or densely."""
+    return 2 * _body_chain(m).shape[1] * CHAIN_SPARSE_FACTOR <= m.nv
+
+
+def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array):
+    """Jacobian difference (body 2 minus body 1) at the contact points pt (k, 3), as [lin; ang] rows.
+
+    Returns rows_of: coef (k, r, 6) -> (k, r, nv), each contact's rows = coef @ J6. Dense: J6 (k, 6, nv) is
+    materialised once and combined by broadcast sums (a batched small matmul per contact is a slow loop on XLA
+    CPU). Chain-sparse (`_chain_sparse`): J6 is evaluated only on the <= 2L dofs that move either body and the
+    rows are scatter-added into zeros, so the work follows the chains, not nv.
+    """
+    if not _chain_sparse(m):
+        jp1, jr1 = support.jac_batch(m, d, pt, b1)
+        jp2, jr2 = support.jac_batch(m, d, pt, b2)
+        # the barrier keeps XLA from recomputing J6 inside each row's fusion
+        jj = jax.lax.optimization_barrier(jp.concatenate([jp2 - jp1, jr2 - jr1], axis=1))
+        return lambda coef: sum(coef[:, :, c, None] * jj[:, None, c, :] for c in range(6))
+    chain = jp.asarray(_body_chain(m))
+    cdof = jp.concatenate([d.cdof, jp.zeros((1, 6), d.cdof.dtype)])  # row nv: padding
+    rootcom = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)]
+
+    def chain_values(b):  # (k, L, 6): [lin; ang] Jacobian columns of body b at its chain dofs
+        c = cdof[chain[b]]
+        ang = c[..., :3]
+        off = jp.broadcast_to((pt - rootcom[b])[:, None, :], ang.shape)
+        return jp.concatenate([c[..., 3:] + math.cross_c(ang, off), ang], axis=-1)
+
+    vals = jp.concatenate([chain_values(b2), -chain_values(b1)], axis=1)  # (k, 2L, 6)
+    idx = jp.concatenate([chain[b2], chain[b1]], axis=1)  # (k, 2L)
+    k = pt.shape[0]
+
+    def rows_of(coef):
+        r = coef.shape[1]
+        v = sum(coef[:, :, None, c] * vals[:, None, :, c] for c in range(6))  # (k, r, 2L)
+        out = jp.zeros((k, r, m.nv + 1), v.dtype)
+        out = out.at[jp.arange(k)[:, None, None], jp.arange(r)[None, :, None], idx[:, None, :]].add(v)
+        return out[..., : m.nv]
+
+    return rows_of
 
 def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     """One _Rows per static contact dimension present."""
@@ -438,11 +492,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         b1, b2 = gbody[g[:, 0]], gbody[g[:, 1]]
         pt = con.pos[slots]
         frame = con.frame[slots]
-        jp1, jr1 = support.jac_batch(m, d, pt, b1)
-        jp2, jr2 = support.jac_batch(m, d, pt, b2)
-        # (k, 6, nv) Jacobian difference [lin; ang], materialised once: every contact row below is a small linear
-        # combination of its 6 rows (the barrier keeps XLA from recomputing it inside each row's fusion)
-        jj = jax.lax.optimization_barrier(jp.concatenate([jp2 - jp1, jr2 - jr1], axis=1))
+        rows_of = _contact_jacobian(m, d, pt, b1, b2)
         zero3 = jp.zeros_like(frame)
         frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
                                 axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
@@ -459,7 +509,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         solimp = con.solimp[slots]
         sfr = con.solreffriction[slots]
         if dim == 1:
-            J = _rows_of(frame6[:, :1], jj)[:, 0]
+            J = rows_of(frame6[:, :1])[:, 0]
             ctype = ConstraintType.CONTACT_FRICTIONLESS
             out.append(_Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros(k, dt), diag=diag_n, solref=solref,
                              solimp=solimp, imp_r=jp.abs(dist - mg), bias=jp.zeros(k, dt), active=live,
@@ -468,7 +518,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             continue
         if p.elliptic:
             n = dim
-            J = _rows_of(frame6[:, :dim], jj).reshape(k * n, m.nv)
+            J = rows_of(frame6[:, :dim]).reshape(k * n, m.nv)
             f0 = fr[:, :1]
             fi = fr[:, : n - 1]
             scale = jp.concatenate([jp.ones((k, 1), dt), (f0 / fi) ** 2 / impratio], axis=1)
@@ -487,7 +537,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             fi = fr[:, : dim - 1]  # (k, dim-1)
             cn = frame6[:, :1]  # (k, 1, 6): normal
             cd = frame6[:, 1:dim] * fi[:, :, None]  # (k, dim-1, 6): mu_i * tangent/spin/roll direction i
-            J = _rows_of(jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, 6), jj).reshape(k * n, m.nv)
+            J = rows_of(jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, 6)).reshape(k * n, m.nv)
             f0sq = fr[:, 0] * fr[:, 0]
             scale = jp.broadcast_to((2.0 * f0sq * (1.0 + f0sq) / impratio)[:, None], (k, n))
             row_live = live[:, None] & (jp.arange(n)[None, :] < 2 * (adim[:, None] - 1))
