@@ -47,59 +47,165 @@ def _poses(mjm, rng, n, tilt, yaws, zrange):
 _COLLIDE = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
 
 
-_MODELS = {}
+def _mj_contacts(mjm, mjd):
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_collision(mjm, mjd)
+    c = mjd.contact[: mjd.ncon]
+    theirs = {"dist": np.array(c.dist), "pos": np.array(c.pos).reshape(-1, 3),
+              "normal": np.array(c.frame).reshape(-1, 9)[:, :3]}  # fmt: skip
+    return mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3), theirs
 
 
-def _model(t1):
-    if t1 not in _MODELS:  # one compiled collision per model, shared by the tests
-        mjm = mujoco.MjModel.from_xml_string(_xml(t1))
-        _MODELS[t1] = (mjm, model_from_mujoco(mjm))
-    return _MODELS[t1]
+def _tilt_poses(mjm, cases, dz=0.0):
+    """Body 2 tilted by `deg` about `axis` after a yaw about z, at (x, y, z + dz): MuJoCo's contacts per case."""
+    mjd = mujoco.MjData(mjm)
+    out = []
+    for axis, deg, yaw, z, xy in cases:
+        axis = np.asarray(axis, float) / np.linalg.norm(axis)
+        qt = np.r_[np.cos(np.radians(deg) / 2), np.sin(np.radians(deg) / 2) * axis]
+        q = np.zeros(4)
+        mujoco.mju_mulQuat(q, qt, np.array([np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)]))
+        mjd.qpos[:] = np.r_[0, 0, 0, 1, 0, 0, 0, xy[0], xy[1], z + dz, q]
+        out.append(_mj_contacts(mjm, mjd))
+    return out
 
 
-def _compare(m, poses, atol, deepest_only=False):
+def _ours(m, poses):
+    """Our active contacts for every pose, from one batched call of the shared compiled collision."""
     d0 = mjl.make_data(m)
     xpos = jp.asarray(np.stack([p[0] for p in poses]))
     xmat = jp.asarray(np.stack([p[1] for p in poses]))
     d = _COLLIDE(m, jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat))
+    return [mjl.active_contacts(m, jax.tree_util.tree_map(lambda x, i=i: x[i], d)) for i in range(len(poses))]
+
+
+_MODELS = {}
+
+
+def _model(t1, margin=0.0):
+    if (t1, margin) not in _MODELS:  # one compiled collision per model, shared by the tests
+        mjm = mujoco.MjModel.from_xml_string(_xml(t1, margin))
+        _MODELS[t1, margin] = (mjm, model_from_mujoco(mjm))
+    return _MODELS[t1, margin]
+
+
+def _match(ours, theirs, atol, i):
+    assert len(ours["dist"]) == len(theirs["dist"]), (i, ours["dist"], theirs["dist"])
+    for j in range(len(theirs["dist"])):
+        cost = np.linalg.norm(ours["pos"] - theirs["pos"][j], axis=1) + abs(ours["dist"] - theirs["dist"][j])
+        k = int(np.argmin(cost))
+        np.testing.assert_allclose(ours["dist"][k], theirs["dist"][j], atol=atol)
+        np.testing.assert_allclose(ours["pos"][k], theirs["pos"][j], atol=atol)
+        np.testing.assert_allclose(ours["frame"][k][0], theirs["normal"][j], atol=atol)
+
+
+# Tilted cubes: (axis, tilt in degrees, yaw in radians, z of body 2, (x, y) of body 2). MuJoCo 4 builds a face-face
+# manifold (up to 4) for faces within 5.13 degrees (n1 . n2 < -0.996), an edge-face pair (2) for an edge within 5.1
+# degrees of a face (|e . n| < 0.0888), else one contact.
+_TILT_CASES = [
+    ((0.025, 0.984, 0.177), 0.5, -2.83, 0.187, (-0.035, 0.043)),
+    ((0.963, -0.095, 0.252), 0.5, 0.73, 0.194, (-0.013, 0.001)),
+    ((0.975, -0.196, -0.109), 0.5, 1.73, 0.199, (0.017, 0.001)),
+    ((-0.211, 0.947, -0.241), 2, -1.77, 0.1902, (0.005, -0.002)),
+    ((-0.92, -0.39, -0.045), 2, 1.81, 0.1972, (0.037, -0.037)),
+    ((0.956, -0.248, -0.158), 2, 2.38, 0.2022, (-0.007, -0.035)),
+    ((0.463, 0.886, -0.035), 4, -1.7, 0.1944, (-0.047, -0.03)),
+    ((0.648, -0.758, -0.078), 4, 1.18, 0.2014, (-0.016, -0.048)),
+    ((0.556, -0.778, 0.292), 4, 1.15, 0.2064, (-0.045, -0.047)),
+    ((0.581, -0.81, 0.075), 6, -1.1, 0.1985, (-0.041, -0.033)),  # beyond 5.13 degrees: edge-face
+    ((-0.303, 0.947, -0.106), 6, -2.24, 0.2055, (0.024, -0.03)),
+    ((-0.826, 0.564, -0.02), 6, -2.84, 0.2105, (0.031, -0.031)),
+    ((1, 0, 0), 45, 0.0, 0.2384, (0.01, 0.02)),  # an edge resting on the face: 2
+    ((1, 0, 0), 45, 0.3, 0.2384, (0.01, 0.02)),  # yawed before the tilt: a corner, 1
+    ((1, 0, 0), 48, 0.0, 0.2384, (0.01, 0.02)),  # edge still parallel, its faces at 3 and 93 degrees: 2
+    ((1, 0, 0), 45, 0.7, 0.2384, (0.1, -0.05)),  # a corner near the face's corner
+]
+
+
+# per model (geom1 type, margin), one letter per case: x = exact (at most 4 points clip, so MuJoCo's set is
+# determined); q = more than 4 clip and MuJoCo keeps 4 by polygonQuad's tie-sensitive local search: count and normal
+# only; - = known difference, not compared: several edges at MuJoCo's EPA vertex qualify and MuJoCo takes the first
+# in its own order (box: x, y, z edges) where we take the one nearest parallel to the face.
+_KINDS = {
+    ("mesh", 0.0): "xqqqxxxxxxxxxxxx",
+    ("box", 0.0): "xqqqxxxxx-xxxxxx",
+    ("mesh", 0.01): "xqqqxqxqxxxxxxxx",
+    ("box", 0.01): "xqqqxqxqx-xxxxxx",
+}
+
+
+@pytest.fixture(scope="module")
+def mesh_batch():
+    """Every mesh-mesh pose of the non-slow tests, collided in one batched call (one compile)."""
+    mjm, m = _model("mesh")
+    groups = {
+        "resting": _poses(mjm, np.random.default_rng(0), 10, 0.0, [0.0, np.pi / 2, np.pi, -np.pi / 2],
+                          (0.185, 0.199)),
+        "deepest": [p for p in _poses(mjm, np.random.default_rng(1), 8, 0.7, [0.3, 1.1, -0.8, 2.5], (0.16, 0.19))
+                    if len(p[2]["dist"])],
+        "tilt": _tilt_poses(mjm, _TILT_CASES),
+    }  # fmt: skip
+    flat = [p for g in groups.values() for p in g]
+    ours = iter(_ours(m, flat))
+    return m, {k: [(next(ours), p[2]) for p in g] for k, g in groups.items()}
+
+
+def test_face_face_resting(mesh_batch):
+    """A cube resting on a cube, faces parallel, edges aligned (yaw a multiple of 90 degrees), random offsets and
+    penetration: the 4 corners of the overlap rectangle, each with its own depth."""
+    m, res = mesh_batch
+    assert driver.pair_table(m).groups[0].ncon == convex.MULTI_NCON
+    for i, (ours, theirs) in enumerate(res["resting"]):
+        assert len(theirs["dist"]) == 4
+        _match(ours, theirs, ATOL_FACE, i)
+
+
+def test_vertex_face_deepest(mesh_batch):
+    """A cube on a corner or an edge (large tilt): the deepest contact matches MuJoCo's."""
+    _, res = mesh_batch
+    assert len(res["deepest"]) >= 4
+    for ours, theirs in res["deepest"]:
+        a, b = np.argmin(ours["dist"]), np.argmin(theirs["dist"])
+        np.testing.assert_allclose(ours["dist"][a], theirs["dist"][b], atol=ATOL_CONVEX)
+        np.testing.assert_allclose(ours["pos"][a], theirs["pos"][b], atol=ATOL_CONVEX)
+
+
+def _check_tilt(results, kinds):
     counts = []
-    for i, (_, _, theirs) in enumerate(poses):
-        ours = mjl.active_contacts(m, jax.tree_util.tree_map(lambda x, i=i: x[i], d))
+    for i, ((ours, theirs), kind) in enumerate(zip(results, kinds, strict=True)):
         counts.append(len(theirs["dist"]))
-        if deepest_only:
-            a, b = np.argmin(ours["dist"]), np.argmin(theirs["dist"])
-            np.testing.assert_allclose(ours["dist"][a], theirs["dist"][b], atol=atol)
-            np.testing.assert_allclose(ours["pos"][a], theirs["pos"][b], atol=atol)
-            continue
-        assert len(ours["dist"]) == len(theirs["dist"]), (i, ours["dist"], theirs["dist"])
-        for j in range(len(theirs["dist"])):
-            cost = np.linalg.norm(ours["pos"] - theirs["pos"][j], axis=1) + abs(ours["dist"] - theirs["dist"][j])
-            k = int(np.argmin(cost))
-            np.testing.assert_allclose(ours["dist"][k], theirs["dist"][j], atol=atol)
-            np.testing.assert_allclose(ours["pos"][k], theirs["pos"][j], atol=atol)
-            np.testing.assert_allclose(ours["frame"][k][0], theirs["normal"][j], atol=atol)
+        if kind == "x":  # a single contact is GJK/EPA's (MuJoCo's EPA on margin-inflated shapes is ~1e-5 off)
+            _match(ours, theirs, ATOL_CONVEX if len(theirs["dist"]) == 1 else ATOL_FACE, i)
+        elif kind == "q":
+            assert len(ours["dist"]) == len(theirs["dist"]) == 4, (i, ours["dist"], theirs["dist"])
+            np.testing.assert_allclose(ours["frame"][:, 0], np.broadcast_to(theirs["normal"][0], (4, 3)),
+                                       atol=ATOL_FACE)  # fmt: skip
     return counts
 
 
-@pytest.mark.parametrize("t1", ["mesh", pytest.param("box", marks=pytest.mark.slow)])
-def test_face_face_resting(t1):
-    """A cube resting on a cube (box or mesh), faces parallel, edges aligned (yaw a multiple of 90 degrees),
-    random offsets and penetration: the 4 corners of the overlap rectangle, each with its own depth."""
-    mjm, m = _model(t1)
-    assert driver.pair_table(m).groups[0].ncon == convex.MULTI_NCON
-    poses = _poses(mjm, np.random.default_rng(0), 10, 0.0, [0.0, np.pi / 2, np.pi, -np.pi / 2], (0.185, 0.199))
-    counts = _compare(m, poses, ATOL_FACE)
-    assert counts == [4] * len(poses)
+def test_tilted_mesh_mesh(mesh_batch):
+    """Mesh cube on mesh cube tilted 0.5 - 6 degrees about random axes (face-face 4, edge-face 2, single 1), and
+    edges resting on the face (2): MuJoCo 4's contact count, depths, points and normals."""
+    _, res = mesh_batch
+    counts = _check_tilt(res["tilt"], _KINDS["mesh", 0.0])
+    assert {1, 2, 4} <= set(counts)  # every kind of manifold is exercised
 
 
-def test_vertex_face_deepest():
-    """A cube on a corner or an edge (large tilt): the deepest contact matches MuJoCo's. (Known difference: where
-    MuJoCo keeps one contact we may add a shallower second vertex of the clipped incident face.)"""
-    mjm, m = _model("mesh")
-    poses = _poses(mjm, np.random.default_rng(1), 8, 0.7, [0.3, 1.1, -0.8, 2.5], (0.16, 0.19))
-    poses = [p for p in poses if len(p[2]["dist"])]
-    assert len(poses) >= 4
-    _compare(m, poses, ATOL_CONVEX, deepest_only=True)
+@pytest.mark.slow
+@pytest.mark.parametrize("t1, margin, dz", [("box", 0.0, 0.0), ("mesh", 0.01, 0.012), ("box", 0.01, 0.012)])
+def test_tilted_more(t1, margin, dz):
+    """Mesh cube on a box (box-mesh), and both pairs within the margin (lifted by 12 mm, margin 10 mm per geom);
+    for the box also the resting cases."""
+    mjm, m = _model(t1, margin)
+    tilt = _tilt_poses(mjm, _TILT_CASES, dz)
+    resting = _poses(mjm, np.random.default_rng(0), 10, 0.0, [0.0, np.pi / 2, np.pi, -np.pi / 2], (0.185, 0.199))
+    ours = _ours(m, tilt + resting)
+    counts = _check_tilt(list(zip(ours, [p[2] for p in tilt])), _KINDS[t1, margin])
+    assert {2, 4} <= set(counts)
+    if margin == 0.0:
+        for i, (o, p) in enumerate(zip(ours[len(tilt) :], resting)):
+            assert len(p[2]["dist"]) == 4
+            _match(o, p[2], ATOL_FACE, i)
 
 
 def test_multiccd_disabled_single_contact():

@@ -337,7 +337,9 @@ def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
 
 MULTI_NCON = 4  # contacts per polyhedral pair (MuJoCo reduces larger manifolds to 4)
 _MAXPOLY = 12  # clipped-polygon vertices kept before the reduction to 4 (two quads clip to at most 8)
-_FACE_ALIGNED = 1e-6  # 1 - cos: the contact normal is a face normal (face manifold) / triangles are coplanar
+_FACE_ALIGNED = 1e-6  # 1 - cos: triangles are coplanar (one polygon face)
+_FACE_COS = 0.996  # face-face manifold: n1 . n2 < -0.996, about 5.13 degrees (MuJoCo 4.0, probed by bisection)
+_EDGE_SIN = 0.0888  # edge-face manifold: |edge . n| < 0.0888, about 5.1 degrees (MuJoCo 4.0, probed)
 _QUADS = np.array(list(itertools.combinations(range(_MAXPOLY), 4)), np.int32)  # (495, 4)
 
 # box as a polyhedron: corners (bit i of the corner index -> sign of axis i) and 12 outward triangles
@@ -491,54 +493,134 @@ def _reduce4(pts, ok, nr):
     return idx, valid
 
 
+def _triangle_normals(w, tris):
+    """Unit outward normals (T, 3) of the triangles and the plane offsets (T,)."""
+    a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
+    nt = jp.cross(b - a, c - a)
+    nn = safe_norm(nt, keepdims=True)
+    nt = jp.where(nn > 1e-30, nt / jp.where(nn > 1e-30, nn, 1.0), 0.0)
+    return nt, jp.sum(nt * a, axis=-1)
+
+
+def _feature(w, tris, nt, off, u, tol):
+    """The feature (vertex, edge or face) of a polyhedron supporting direction u, as MuJoCo's EPA reports it.
+
+    Returns (support mask (V,), dim () in {1, 2, 3}, candidate faces (T,), vertex-in-triangle table (T, V)):
+    the candidate faces are the hull triangles through the feature (all faces at a vertex, both at an edge, the
+    face itself), i.e. the triangles whose plane holds every support vertex and that touch one of them."""
+    nv = w.shape[0]
+    has = jp.any(tris[:, :, None] == jp.arange(nv)[None, None, :], axis=1)  # (T, V)
+    valid = jp.any(has, axis=0)  # hull vertices (padding rows and interior vertices are not)
+    s = jp.where(valid, w @ u, -jp.inf)
+    sup = valid & (s >= jp.max(s) - tol)
+    dim = jp.minimum(jp.sum(sup), 3)
+    on_plane = jp.abs(w @ nt.T - off[None, :]).T <= tol  # (T, V)
+    cand = jp.any(has & sup[None, :], axis=1) & jp.all(on_plane | ~sup[None, :], axis=1)
+    return sup, dim, cand, has
+
+
+def _edges_at(w, nt, has, v, tol):
+    """Hull edges at vertex v: (other end mask (V,), unit directions (V, 3)). Triangulation diagonals of a flat
+    face (both triangles at the edge coplanar) are not edges."""
+    both = has & has[:, v][:, None]  # (T, V): triangles holding v and u
+    ref = nt[jp.argmax(both, axis=0)]  # (V, 3): the normal of one triangle at edge (v, u)
+    bend = jp.any(both & (jp.einsum("tj,vj->tv", nt, ref) < 1 - _FACE_ALIGNED), axis=0)
+    nbr = jp.any(both, axis=0) & bend & (jp.arange(w.shape[0]) != v)
+    e = w - w[v]
+    return nbr, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
+
+
 def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    dist0, pos0, normal = _collide(t1, t2, g1, g2)
+    """Box-mesh / mesh-mesh contacts as MuJoCo 4 with multiccd (probed): from the GJK/EPA normal n, the feature
+    of each geom (support vertex, edge or face along +-n) and the faces through it; then
+      * face-face: a face of geom1 and one of geom2 with n1 . n2 < -0.996: geom1's face clipped by the side planes
+        of geom2's face (along n1), each point with its own depth to geom2's face plane, normal -n2;
+      * else edge-face, for the geom with the lower-dimensional feature (geom1 on ties), an edge at its feature with
+        |edge . n_face| < 0.0888 for a face through the other geom's feature: the edge clipped by that face's side
+        planes, depths to its plane, normal -+ the face normal;
+      * else the single GJK/EPA contact.
+    Points beyond the margin are dropped; more than 4 are reduced to a largest-area quadrilateral.
+    Known differences: MuJoCo's polygonQuad is a tie-sensitive local search, so its choice of 4 among more may differ;
+    where several faces/edges qualify MuJoCo takes the first in its own order (box: x, y, z edges at a corner), we the
+    most (anti-)parallel; MuJoCo's features come from its EPA face, so where two EPA normals nearly tie (deep, edge
+    on a face's rim) its feature may differ; where a clipped edge keeps only its crossing with a side plane MuJoCo
+    reports that point twice (we once)."""
+    dist0, pos0, n = _collide(t1, t2, g1, g2)
+    dt = pos0.dtype
+    k = MULTI_NCON
     w1, tri1 = _polyhedron(t1, g1)
     w2, tri2 = _polyhedron(t2, g2)
-    a1, n1, p1, m1 = _face(w1, tri1, normal)
-    a2, n2, p2, m2 = _face(w2, tri2, -normal)
-    ref2 = a2 >= a1  # the reference face is the one whose normal is the contact normal (ties: geom2's)
-    face = jp.maximum(a1, a2) > 1 - _FACE_ALIGNED
-    # incident face: the other geom's face most anti-parallel to the reference normal
-    nr = jp.where(ref2, n2, n1)
-    _, ni1, _, mi1 = _face(w1, tri1, -nr)
-    _, ni2, _, mi2 = _face(w2, tri2, -nr)
+    scale = jp.maximum(jp.max(jp.abs(w1 - g1.pos)), jp.max(jp.abs(w2 - g2.pos)))
+    tol = 1e-6 * scale
+    nt1, off1 = _triangle_normals(w1, tri1)
+    nt2, off2 = _triangle_normals(w2, tri2)
+    sup1, dim1, cand1, has1 = _feature(w1, tri1, nt1, off1, n, tol)
+    sup2, dim2, cand2, has2 = _feature(w2, tri2, nt2, off2, -n, tol)
+    # face-face: the most anti-parallel pair of faces through the two features
+    dots = nt1 @ nt2.T
+    okff = cand1[:, None] & cand2[None, :] & (dots < -_FACE_COS)
+    ij = jp.argmin(jp.where(okff, dots, jp.inf))
+    fi, fj = ij // dots.shape[1], ij % dots.shape[1]
+    face_face = jp.any(okff)
+    # edge-face: edges at the lower-dimensional feature against the faces through the other one
+    v1, v2 = jp.argmax(sup1), jp.argmax(sup2)
+    nbr1, e1 = _edges_at(w1, nt1, has1, v1, tol)
+    nbr2, e2 = _edges_at(w2, nt2, has2, v2, tol)
+    nbr1 = nbr1 & ((dim1 == 1) | sup1)  # an edge feature: its own edge only
+    nbr2 = nbr2 & ((dim2 == 1) | sup2)
+    c12 = jp.abs(e1 @ nt2.T)  # (V1, T2)
+    ok12 = nbr1[:, None] & cand2[None, :] & (c12 < _EDGE_SIN)
+    c21 = jp.abs(e2 @ nt1.T)  # (V2, T1)
+    ok21 = nbr2[:, None] & cand1[None, :] & (c21 < _EDGE_SIN)
+    try1 = (dim1 < 3) & (dim1 <= dim2)
+    edge1 = ~face_face & try1 & jp.any(ok12)
+    edge2 = ~face_face & ~try1 & (dim2 < 3) & jp.any(ok21)
+    a12 = jp.argmin(jp.where(ok12, c12, jp.inf))
+    u1, f2e = a12 // c12.shape[1], a12 % c12.shape[1]
+    a21 = jp.argmin(jp.where(ok21, c21, jp.inf))
+    u2, f1e = a21 // c21.shape[1], a21 % c21.shape[1]
+    # reference face: geom2's (face-face, edge of geom1) or geom1's (edge of geom2); its polygon is every vertex on
+    # the triangle's plane (a convex hull's plane meets it only there)
+    f1 = jp.where(face_face, fi, f1e)
+    f2 = jp.where(face_face, fj, f2e)
+    n1f, n2f = nt1[f1], nt2[f2]
+    m1 = jp.any(has1, axis=0) & (jp.abs(w1 @ n1f - off1[f1]) <= tol)
+    m2 = jp.any(has2, axis=0) & (jp.abs(w2 @ n2f - off2[f2]) <= tol)
     nv = max(w1.shape[0], w2.shape[0])
-
-    def pad(x, fill):  # vertex arrays of the two geoms to a common length (padding rows masked out)
-        extra = nv - x.shape[0]
-        return x if extra == 0 else jp.concatenate([x, jp.broadcast_to(fill, (extra,) + x.shape[1:])])
-
-    w1p, w2p = pad(w1, w1[0]), pad(w2, w2[0])
-    m1p, m2p, mi1p, mi2p = (pad(x, False) for x in (m1, m2, mi1, mi2))
-    wr = jp.where(ref2, w2p, w1p)
-    rmask = jp.where(ref2, m2p, m1p)
-    r0 = jp.where(ref2, p2, p1)
-    wi = jp.where(ref2, w1p, w2p)
-    imask = jp.where(ref2, mi1p, mi2p)
-    ni = jp.where(ref2, ni1, ni2)
-    pts, ok, depth = _manifold(wr, rmask, nr, r0, wi, imask, ni, margin)
+    w1p, w2p = _pad_rows(w1, nv, w1[0]), _pad_rows(w2, nv, w2[0])
+    m1p, m2p = _pad_rows(m1, nv, False), _pad_rows(m2, nv, False)
+    seg1 = _pad_rows(jp.stack([w1[v1], w1[u1]]), nv, w1[v1])
+    seg2 = _pad_rows(jp.stack([w2[v2], w2[u2]]), nv, w2[v2])
+    emask = jp.arange(nv) < 2
+    wr = jp.where(edge2, w1p, w2p)
+    rmask = jp.where(edge2, m1p, m2p)
+    nr = jp.where(edge2, n1f, n2f)
+    r0 = jp.where(edge2, w1[tri1[f1, 0]], w2[tri2[f2, 0]])
+    wi = jp.where(face_face, w1p, jp.where(edge1, seg1, seg2))
+    imask = jp.where(face_face, m1p, emask)
+    pts, ok, depth = _manifold(
+        wr, rmask, nr, r0, wi, imask, jp.where(face_face, n1f, -nr), margin,
+        inc_poly=face_face, cdir=jp.where(face_face, -n1f, nr),
+    )  # fmt: skip
     idx, valid = _reduce4(pts, ok, nr)
     d = depth[idx]
     p = pts[idx] - 0.5 * d[:, None] * nr
-    mnormal = jp.where(ref2, -nr, nr)
-    use = face & jp.any(valid)
-    k = MULTI_NCON
-    dt = pos0.dtype
+    mnormal = jp.where(edge2, nr, -nr)
+    use = (face_face | edge1 | edge2) & jp.any(valid)
     single_d = jp.full(k, NOCONTACT, dt).at[0].set(dist0)
     dist = jp.where(use, jp.where(valid, d, NOCONTACT), single_d)
     pos = jp.where(use, p, jp.broadcast_to(pos0, (k, 3)))
-    nrm = jp.broadcast_to(jp.where(use, mnormal, normal), (k, 3))
+    nrm = jp.broadcast_to(jp.where(use, mnormal, n), (k, 3))
     return Contacts(dist.astype(dt), pos.astype(dt), nrm.astype(dt), jp.zeros((k, 3), dt))
 
 
 def box_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    """Box-mesh: the face manifold (up to 4 contacts) when the contact normal is a face normal, else GJK/EPA."""
+    """Box-mesh: face-face manifold (up to 4), edge on face (2), else GJK/EPA (see `_polyhedral`)."""
     return _polyhedral(GeomType.BOX, GeomType.MESH, g1, g2, margin)
 
 
 def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    """Mesh-mesh: the face manifold (up to 4 contacts) when the contact normal is a face normal, else GJK/EPA."""
+    """Mesh-mesh: face-face manifold (up to 4), edge on face (2), else GJK/EPA (see `_polyhedral`)."""
     return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin)
 
 
@@ -556,8 +638,8 @@ def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
 
 CYL_NCON = 4
 _CYL_NPOLY = 16  # cap polygon vertices
-_CYL_FACE_COS = 0.996  # face-face: n1 . n2 < -0.996 (MuJoCo 4.0, probed)
-_CYL_EDGE_SIN = 0.0888  # edge-face: |edge . n| < 0.0888 (MuJoCo 4.0, probed)
+_CYL_FACE_COS = _FACE_COS  # face-face: n1 . n2 < -0.996 (MuJoCo 4.0, probed)
+_CYL_EDGE_SIN = _EDGE_SIN  # edge-face: |edge . n| < 0.0888 (MuJoCo 4.0, probed)
 _CYL_ANG = 2 * np.pi * np.arange(_CYL_NPOLY) / _CYL_NPOLY
 
 
