@@ -33,6 +33,8 @@ SETTLED_ANG = 1.0  # rad/s (MuJoCo: 0.4)
 SMALL = dict(nx=4, ny=4, nz=2, solver="Newton", iterations=6, ls=8)  # 32 bodies
 SMALL_CAPACITY = dict(BROADPHASE_MIN_PAIRS=16)  # trim (and compact) the small scene's groups like the big one's
 SETTLE_STEPS = 400  # 2 s of simulated time
+CONVERGED_ITERATIONS = 50  # CG iterations at which the pile's landing matches MuJoCo's (deepest 1.18 vs 1.17 cm)
+DEEPEST_TOL = 3e-3  # deepest transient penetration vs MuJoCo's (chaotic pile: same statistic, not same contact)
 
 
 def pile_xml(nx=11, ny=10, nz=2, damping=0.05, spacing=0.13, seed=0, tilt=10.0, solver="CG", iterations=10, ls=6):
@@ -285,9 +287,19 @@ def test_small_overflow_flagged_per_environment(mj_small):
 
 @pytest.mark.slow
 def test_bundled_drops_without_passing_through():
+    """The landing of the 220-body pile with the solver near convergence (CG, 50 iterations, both engines): with
+    the bundled 10 iterations both engines stop far from the optimum at the impact and sink deeper (MuJoCo
+    2.9 cm, ours 3.7 cm), where the comparison would measure the inexact solver paths, not the physics."""
     mjm = mujoco.MjModel.from_xml_path(BUNDLED)
+    mjm.opt.iterations = CONVERGED_ITERATIONS
     m = mjl.load_mjcf(BUNDLED)
+    m = m.replace(opt=m.opt.replace(iterations=CONVERGED_ITERATIONS))
     steps = 150  # the upper layer has landed on the lower one
+    mjd = mujoco.MjData(mjm)
+    mj_min = np.inf
+    for _ in range(steps):
+        mujoco.mj_step(mjm, mjd)
+        mj_min = min(mj_min, float(mjd.contact.dist[: mjd.ncon].min(initial=np.inf)))
 
     def rollout(m, d):
         def body(d, _):
@@ -303,6 +315,7 @@ def test_bundled_drops_without_passing_through():
     assert int(np.asarray(out.warning_number)[0, W.CONTACTFULL]) == 0
     assert int(np.asarray(out.ncon)[0]) > 300
     assert np.asarray(mindist).min() >= -IMPACT_TOL
+    assert abs(float(np.asarray(mindist).min()) - mj_min) < DEEPEST_TOL  # MuJoCo's deepest transient sinking
     _check_separated(mjm, qpos, IMPACT_TOL)
     # oracle: our contacts at the final state are MuJoCo's
     d = _collide(m, qpos[None])
