@@ -173,6 +173,17 @@ def _unbatch(d, i):
     return jax.tree_util.tree_map(lambda x: x[i], d)
 
 
+def _match_poses(m, mjm, poses, atol) -> list[int]:
+    """Our contacts equal MuJoCo's at every pose (full sets); returns MuJoCo's contact count per pose."""
+    d = _ours_batched(m, poses)
+    counts = []
+    for i, (qpos, _, _) in enumerate(poses):
+        theirs = _mj_contacts(mjm, qpos)
+        counts.append(len(theirs["dist"]))
+        _match(mjl.active_contacts(m, _unbatch(d, i)), theirs, atol)
+    return counts
+
+
 TARGETS = (-0.04, -1e-3, 0.5 * MARGIN)  # deep, touching, separated within margin
 
 # (type1, type2): (atol, compare all contacts and their count, check the full frame)
@@ -335,12 +346,7 @@ def test_capsule_box_along_box():
         off = rot[:, fn] * sign * (size[fn] + 0.08 + rng.uniform(-0.05, 0.01)) + lateral
         qposes.append(np.concatenate([np.zeros(3), _quat_z_to(d / np.linalg.norm(d)), -off, q2]))
     poses = _pose_list(mjm, qposes)
-    d = _ours_batched(m, poses)
-    counts = []
-    for i, (qpos, _, _) in enumerate(poses):
-        theirs = _mj_contacts(mjm, qpos)
-        counts.append(len(theirs["dist"]))
-        _match(mjl.active_contacts(m, _unbatch(d, i)), theirs, ATOL_ANALYTIC)
+    counts = _match_poses(m, mjm, poses, ATOL_ANALYTIC)
     assert counts.count(2) >= 10 and 1 in counts, counts
 
 
@@ -420,12 +426,7 @@ def test_box_box_face_manifold():
         mjd.qpos[:] = np.concatenate([np.zeros(3), [1, 0, 0, 0], [rng.uniform(-0.05, 0.05), 0.02, z], q2])
         mujoco.mj_kinematics(mjm, mjd)
         poses.append((mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
-    d = _ours_batched(m, poses)
-    counts = []
-    for i, (qpos, _, _) in enumerate(poses):
-        theirs = _mj_contacts(mjm, qpos)
-        counts.append(len(theirs["dist"]))
-        _match(mjl.active_contacts(m, _unbatch(d, i)), theirs, ATOL_ANALYTIC)
+    counts = _match_poses(m, mjm, poses, ATOL_ANALYTIC)
     assert max(counts) >= 4
 
 

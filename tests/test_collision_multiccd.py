@@ -27,6 +27,16 @@ def _xml(t1, margin=0.0, flags=""):
       <body><freejoint/><geom type="mesh" mesh="cube" margin="{margin}"/></body></worldbody></mujoco>"""
 
 
+def _mj_reference(mjm, mjd):
+    """MuJoCo's geom poses and contacts (dist, pos, normal) at mjd.qpos: (geom_xpos, geom_xmat, contacts)."""
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_collision(mjm, mjd)
+    c = mjd.contact[: mjd.ncon]
+    theirs = {"dist": np.array(c.dist), "pos": np.array(c.pos).reshape(-1, 3),
+              "normal": np.array(c.frame).reshape(-1, 9)[:, :3]}  # fmt: skip
+    return mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3), theirs
+
+
 def _poses(mjm, rng, n, tilt, yaws, zrange):
     mjd = mujoco.MjData(mjm)
     out = []
@@ -35,12 +45,7 @@ def _poses(mjm, rng, n, tilt, yaws, zrange):
         mujoco.mju_euler2Quat(q, np.array([tilt, rng.uniform(-1, 1) * tilt, rng.choice(yaws)]), "xyz")
         z = rng.uniform(*zrange) + 0.1 * abs(np.sin(tilt))
         mjd.qpos[:] = np.r_[0, 0, 0, 1, 0, 0, 0, rng.uniform(-0.08, 0.08, 2), z, q]
-        mujoco.mj_kinematics(mjm, mjd)
-        mujoco.mj_collision(mjm, mjd)
-        c = mjd.contact[: mjd.ncon]
-        theirs = {"dist": np.array(c.dist), "pos": np.array(c.pos).reshape(-1, 3),
-                  "normal": np.array(c.frame).reshape(-1, 9)[:, :3]}  # fmt: skip
-        out.append((mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3), theirs))
+        out.append(_mj_reference(mjm, mjd))
     return out
 
 
@@ -294,12 +299,7 @@ def cyl_results():
             q = np.zeros(4)
             mujoco.mju_euler2Quat(q, np.radians(eul), "xyz")
             mjd.qpos[:] = np.r_[0, 0, 0, 1, 0, 0, 0, 0.01, 0.02, z, q]
-            mujoco.mj_kinematics(mjm, mjd)
-            mujoco.mj_collision(mjm, mjd)
-            c = mjd.contact[: mjd.ncon]
-            theirs = {"dist": np.array(c.dist), "pos": np.array(c.pos).reshape(-1, 3),
-                      "normal": np.array(c.frame).reshape(-1, 9)[:, :3]}  # fmt: skip
-            poses.append((mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3), theirs))
+            poses.append(_mj_reference(mjm, mjd))
         d0 = mjl.make_data(m)
         xpos = jp.asarray(np.stack([p[0] for p in poses]))
         xmat = jp.asarray(np.stack([p[1] for p in poses]))

@@ -21,6 +21,7 @@ import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import driver  # noqa: E402
 from mjx_lite.pipeline import kinematics  # noqa: E402
 from mjx_lite.types import Warning as W  # noqa: E402, N817
+from tests.test_collision import _mj_contacts, _unbatch  # noqa: E402
 
 BUNDLED = os.path.join(os.path.dirname(mjl.__file__), "models", "pile.xml")
 RADIUS = 0.05  # sphere radius of the scene
@@ -123,18 +124,6 @@ def _check_separated(mjm, qpos: np.ndarray, tol: float) -> None:
     assert dd.min() >= 2 * RADIUS - tol, dd.min()
 
 
-def _mj_contacts(mjm, qpos):
-    mjd = mujoco.MjData(mjm)
-    mjd.qpos[:] = qpos
-    mujoco.mj_kinematics(mjm, mjd)
-    mujoco.mj_collision(mjm, mjd)
-    c = mjd.contact[: mjd.ncon]
-    return {"geom": np.array(c.geom).reshape(-1, 2), "dist": np.array(c.dist), "pos": np.array(c.pos).reshape(-1, 3),
-            "frame": np.array(c.frame).reshape(-1, 3, 3), "friction": np.array(c.friction).reshape(-1, 5),
-            "solref": np.array(c.solref).reshape(-1, 2), "solimp": np.array(c.solimp).reshape(-1, 5),
-            "dim": np.array(c.dim)}  # fmt: skip
-
-
 def _match_contacts(ours: dict, theirs: dict, atol: float) -> None:
     """Order-independent equality of two contact sets: same count, each MuJoCo contact found in ours."""
     assert len(ours["dist"]) == len(theirs["dist"]), (len(ours["dist"]), len(theirs["dist"]))
@@ -162,10 +151,6 @@ def _collide(m, qpos: np.ndarray):
         return driver.collision(m, kinematics.kinematics(m, d))
 
     return jax.jit(jax.vmap(f, in_axes=(None, 0)))(m, jp.asarray(qpos))
-
-
-def _unbatch(d, i):
-    return jax.tree_util.tree_map(lambda x: x[i], d)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -530,6 +530,22 @@ def _edges_at(w, nt, has, v, tol):
     return nbr, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
 
 
+def _manifold_contacts(pts, depth, idx, valid, nr, edge2, feature, dist0, pos0, n, dt) -> Contacts:
+    """Contact rows of a reduced manifold: the kept points idx (k,) of pts (m, 3) / depth (m,), at the midpoint
+    between the surfaces, normal -nr (nr when geom2 supplies the clipped feature, edge2); where no manifold
+    applies (feature False, or no valid point) the single GJK/EPA contact (dist0, pos0, n) in row 0."""
+    k = idx.shape[0]
+    d = depth[idx]
+    p = pts[idx] - 0.5 * d[:, None] * nr
+    mnormal = jp.where(edge2, nr, -nr)
+    use = feature & jp.any(valid)
+    single_d = jp.full(k, NOCONTACT, dt).at[0].set(dist0)
+    dist = jp.where(use, jp.where(valid, d, NOCONTACT), single_d)
+    pos = jp.where(use, p, jp.broadcast_to(pos0, (k, 3)))
+    nrm = jp.broadcast_to(jp.where(use, mnormal, n), (k, 3))
+    return Contacts(dist.astype(dt), pos.astype(dt), nrm.astype(dt), jp.zeros((k, 3), dt))
+
+
 def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """Box-mesh / mesh-mesh contacts as MuJoCo 4 with multiccd (probed): from the GJK/EPA normal n, the feature
     of each geom (support vertex, edge or face along +-n) and the faces through it; then
@@ -547,7 +563,6 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     reports that point twice (we once)."""
     dist0, pos0, n = _collide(t1, t2, g1, g2)
     dt = pos0.dtype
-    k = MULTI_NCON
     w1, tri1 = _polyhedron(t1, g1)
     w2, tri2 = _polyhedron(t2, g2)
     scale = jp.maximum(jp.max(jp.abs(w1 - g1.pos)), jp.max(jp.abs(w2 - g2.pos)))
@@ -603,15 +618,7 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
         inc_poly=face_face, cdir=jp.where(face_face, -n1f, nr),
     )  # fmt: skip
     idx, valid = _reduce4(pts, ok, nr)
-    d = depth[idx]
-    p = pts[idx] - 0.5 * d[:, None] * nr
-    mnormal = jp.where(edge2, nr, -nr)
-    use = (face_face | edge1 | edge2) & jp.any(valid)
-    single_d = jp.full(k, NOCONTACT, dt).at[0].set(dist0)
-    dist = jp.where(use, jp.where(valid, d, NOCONTACT), single_d)
-    pos = jp.where(use, p, jp.broadcast_to(pos0, (k, 3)))
-    nrm = jp.broadcast_to(jp.where(use, mnormal, n), (k, 3))
-    return Contacts(dist.astype(dt), pos.astype(dt), nrm.astype(dt), jp.zeros((k, 3), dt))
+    return _manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 
 def box_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
@@ -708,7 +715,6 @@ def _reduce_quad(pts, ok, nr):
 def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     dist0, pos0, n = _collide(t1, t2, g1, g2)
     dt = pos0.dtype
-    k = CYL_NCON
     # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
     w2, m2, n2, p2 = _face_of(t2, g2, -n)
     if t1 == GeomType.CAPSULE:
@@ -764,15 +770,7 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
         depth = depth - rc
     ok = ok & (depth <= margin)
     idx, valid = _reduce_quad(pts, ok, nr)
-    d = depth[idx]
-    p = pts[idx] - 0.5 * d[:, None] * nr
-    mnormal = jp.where(edge2, nr, -nr)
-    use = (face_face | edge1 | edge2) & jp.any(valid)
-    single_d = jp.full(k, NOCONTACT, dt).at[0].set(dist0)
-    dist = jp.where(use, jp.where(valid, d, NOCONTACT), single_d)
-    pos = jp.where(use, p, jp.broadcast_to(pos0, (k, 3)))
-    nrm = jp.broadcast_to(jp.where(use, mnormal, n), (k, 3))
-    return Contacts(dist.astype(dt), pos.astype(dt), nrm.astype(dt), jp.zeros((k, 3), dt))
+    return _manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 
 def capsule_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
