@@ -567,3 +567,13 @@ def test_qpos0_state_matches_pipeline():
 def test_plastic_springs_are_refused_at_load_time(body):
     with pytest.raises(NotImplementedError, match="springyield"):
         mjx_lite.load_mjcf_string(f"<mujoco><worldbody>{body}</worldbody></mujoco>")
+
+
+def test_libccd_collision_is_refused_at_load_time():
+    """nativeccd="disable" selects libccd's MPR (other contact points, normals and multi-contacts): refused by name,
+    with its line, rather than silently replaced by the native GJK/EPA."""
+    xml = '<mujoco><option>\n<flag nativeccd="disable"/></option><worldbody><geom size=".1"/></worldbody></mujoco>'
+    with pytest.raises(NotImplementedError, match="nativeccd") as e:
+        mjx_lite.load_mjcf_string(xml)
+    assert "<string>:2" in str(e.value)
+    mjx_lite.load_mjcf_string(xml.replace("disable", "enable"))

@@ -218,7 +218,7 @@ def _build_table(m: Model) -> PairTable:
         arr = np.asarray(buckets[key], np.int32)
         fn, ncon = (convex.general, convex.GENERAL_NCON) if t1 == GENERAL else collider_for(t1, t2)
         if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
-            fn = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
+            fn, ncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
         n = len(arr)
         cap, narrow, k = n, n, ncon
         if not explicit and n > BROADPHASE_MIN_PAIRS:

@@ -13,17 +13,16 @@ Static sizes (fixed shapes):
     lower corner of geom2's bounding box (in the height-field frame, enlarged by the margin). The window
     size is static per group, derived at table-build time from the concrete model (`window_size`): the
     largest geom_rbound of the group's geoms plus margins, over the cell size, plus one; capped by the grid
-    and by `MAX_WINDOW`. If the model's floats are not concrete at build time (table first built under a
-    trace), `DEFAULT_WINDOW` is used. When geom2's box needs more cells than the window holds (a geom grown
+    and by `MAX_WINDOW`. If the model's floats are not concrete at build time (table rebuilt under a trace),
+    the last window computed for the same static pair structure is reused (so a flag change does not change
+    the contact slots), else `DEFAULT_WINDOW`. When geom2's box needs more cells than the window holds (a geom grown
     by domain randomisation, or the cap), the collider reports overflow and the driver increments
     `d.warning_number[Warning.CONTACTFULL]`: nothing is dropped silently.
-  * contacts: the `HFIELD_NCON` deepest prism contacts are kept (MuJoCo keeps up to mjMAXCONPAIR = 50 per
-    pair, one per colliding prism; the deepest agree, the shallow extra ones of neighbouring prisms are the
-    ones left out here).
-Normals: from GJK/EPA, then MuJoCo's mjc_fixNormal for cylinders (the radial direction near the round wall).
-Differences from MuJoCo: the ellipsoid normal fix (an iterative projection onto the ellipsoid) is not applied,
-so ellipsoid normals are EPA's (distances agree); for spheres and capsules the fix does not change the normal.
-The window is a static superset of MuJoCo's sub-grid.
+  * contacts: one per colliding prism, as MuJoCo (up to mjMAXCONPAIR = 50 per pair): each pair has
+    min(prisms in the window, 50) contact slots. Beyond 50 colliding prisms MuJoCo keeps the first 50 in its
+    grid order, we the 50 deepest.
+Normals: GJK/EPA's, as MuJoCo 4 with its native CCD (mjc_fixNormal only runs when nativeccd is disabled,
+which is not supported here). The window is a static superset of MuJoCo's sub-grid.
 """
 
 from __future__ import annotations
@@ -34,15 +33,16 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite._struct import static_hash
 from mjx_lite.collision import convex
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import safe_norm
 from mjx_lite.types import GeomType
 
-HFIELD_NCON = 4  # contacts kept per (hfield, geom) pair: the deepest prisms
+MAXCONPAIR = 50  # contacts kept per (hfield, geom) pair at most: one per colliding prism (MuJoCo's mjMAXCONPAIR)
 MAX_WINDOW = 16  # cap on window cells per axis (up to 2 * 16 * 16 prisms per pair)
 DEFAULT_WINDOW = 6  # window cells per axis when the model's floats are not concrete at table-build time
 
+_WINDOW_MEMO: dict[int, tuple[int, int]] = {}  # static pair structure -> last window computed from concrete floats
 _COLLIDE_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX,
                   GeomType.MESH)  # fmt: skip
 
@@ -55,7 +55,7 @@ def collider_for(type2: int):
     """(collider placeholder, contacts per pair) for (hfield, type2); the driver binds the real one per group."""
     if type2 not in _COLLIDE_TYPES:
         raise NotImplementedError(f"collision: height field against geom type {GeomType(type2).name}")
-    return _placeholder, HFIELD_NCON
+    return _placeholder, MAXCONPAIR
 
 
 def _concrete(x) -> np.ndarray | None:
@@ -72,8 +72,13 @@ def window_size(m, hid: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[int,
     nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
     size = _concrete(m.hfield_size)
     vals = [_concrete(x) for x in (m.geom_rbound, m.geom_margin, m.geom_gap)]
+    # the window (and so the group's contact slots) must not change when a table is rebuilt under a trace (e.g.
+    # after a flag change): remember the last concrete answer per static pair structure
+    key = static_hash((m.ngeom, m.geom_type, m.geom_dataid, m.hfield_nrow, m.hfield_ncol, hid, geom1, geom2))
     if size is None or any(v is None for v in vals):
         wr = wc = DEFAULT_WINDOW
+        if key in _WINDOW_MEMO:
+            return _WINDOW_MEMO[key]
     else:
         rb, mg, gp = vals
         reach = float(np.max(rb[geom2] + mg[geom1] + mg[geom2] + gp[geom1] + gp[geom2]))
@@ -83,6 +88,8 @@ def window_size(m, hid: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[int,
         wr = math.ceil(2 * reach / dy) + 1
     wr = max(1, min(wr, MAX_WINDOW, nrow - 1))
     wc = max(1, min(wc, MAX_WINDOW, ncol - 1))
+    if size is not None and all(v is not None for v in vals):
+        _WINDOW_MEMO[key] = (wr, wc)
     return wr, wc
 
 
@@ -95,24 +102,12 @@ def _aabb_half(t2: int, g: GeomInfo) -> jax.Array:
     return 0.5 * (jp.diagonal(hi) - jp.diagonal(lo)) + r, 0.5 * (jp.diagonal(hi) + jp.diagonal(lo))
 
 
-def _cylinder_normal(g: GeomInfo, pos, normal):
-    """MuJoCo's normal fix for a cylinder (geom2): near the round wall, the negated radial direction at `pos`.
-
-    Kept as is within 5% of the caps' height or unless 4x closer to the round wall than to the flat one."""
-    p = g.mat.T @ (pos - g.pos)
-    radius, half = g.size[0], g.size[1]
-    rxy = safe_norm(p[:2])
-    d_flat = jp.abs(half - jp.abs(p[2]))
-    d_round = jp.abs(radius - rxy)
-    use = (jp.abs(p[2]) <= 0.95 * half) & (d_flat >= 0.25 * d_round) & (rxy > 1e-15)
-    radial = jp.stack([p[0], p[1], jp.zeros_like(p[0])]) / jp.where(rxy > 1e-15, rxy, 1.0)
-    return jp.where(use, -(g.mat @ radial), normal)
-
-
 def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray):
-    """The collider of one (hfield `hid`, type2) group: f(m, info1, info2, margin) -> (Contacts, overflow).
+    """The collider of one (hfield `hid`, type2) group and its contacts per pair `ncon`: (f, ncon), with
+    f(m, info1, info2, margin) -> (Contacts, overflow).
 
-    Vectorised over the pairs of the group (info fields (n, ...), margin (n,)); Contacts fields (n, HFIELD_NCON, ...),
+    ncon = min(prisms in the window, MAXCONPAIR): every colliding prism gives its contact, as in MuJoCo.
+    Vectorised over the pairs of the group (info fields (n, ...), margin (n,)); Contacts fields (n, ncon, ...),
     overflow (n,) bool."""
     nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
     adr = int(m.hfield_adr[hid])
@@ -122,7 +117,7 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
     cell_r, cell_c = np.meshgrid(np.arange(wr), np.arange(wc), indexing="ij")
     cell = np.stack([cell_r.reshape(-1), cell_c.reshape(-1)], -1)  # (ncell, 2)
     corner = (cell[:, None, None, :] + tri[None]).reshape(-1, 3, 2)  # (nprism, 3, 2) offsets from window origin
-    k = HFIELD_NCON
+    k = min(corner.shape[0], MAXCONPAIR)
 
     def one(elev, hsize, g1: GeomInfo, g2: GeomInfo, margin):
         dt = g2.pos.dtype
@@ -160,8 +155,6 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
             return convex._collide(GeomType.MESH, type2, p_info, loc)
 
         dist, cpos, normal = jax.vmap(prism)(verts)
-        if type2 == GeomType.CYLINDER:
-            normal = jax.vmap(lambda q, n: _cylinder_normal(loc, q, n))(cpos, normal)
         dist = jp.where(inside, dist, NOCONTACT)
         neg, best = jax.lax.top_k(-dist, k)
         d = -neg
@@ -175,4 +168,4 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
         hsize = m.hfield_size[hid]
         return jax.vmap(one, in_axes=(None, None, 0, 0, 0))(elev, hsize, info1, info2, margin)
 
-    return collide
+    return collide, k

@@ -190,6 +190,9 @@ def option_settings(root: Element) -> dict[str, Any]:
                 if v is None:
                     continue
                 on = str(v).lower() == "enable"
+                if k == "nativeccd" and not on:  # libccd's MPR path (other contacts and normals): not implemented
+                    raise NotImplementedError(str(_err(f, "nativeccd='disable' (libccd MPR collision) is not supported",
+                                                       k)))
                 if k in _DISABLE_BITS:
                     bit = 1 << _DISABLE_BITS.index(k)
                     opt["disableflags"] = (opt["disableflags"] & ~bit) | (0 if on else bit)
