@@ -323,7 +323,7 @@ def test_cylinder_manifold(cyl_results, k):
     for j in range(len(theirs["dist"])):
         np.testing.assert_allclose(ours["frame"][:, 0], np.broadcast_to(theirs["normal"][j], ours["pos"].shape),
                                    atol=ATOL_CONVEX if single else ATOL_FACE)  # fmt: skip
-        if not exact:  # 4 of > 4 points: MuJoCo's polygonQuad local search never beats our largest quadrilateral
+        if not exact:  # 4 of > 4 points: MuJoCo's polygonQuad local search never beats our quadrilateral
             nrm = theirs["normal"][0]
             assert _quad_area(ours["pos"], nrm) >= _quad_area(theirs["pos"], nrm) - ATOL_FACE, (key, eul)
             continue
