@@ -30,6 +30,8 @@ GEOMS = {  # name: geom element (body-relative)
     "sphere": '<geom name="sphere" type="sphere" size="0.09"',
     "box": '<geom name="box" type="box" size="0.08 0.11 0.06"',
     "capsule": '<geom name="capsule" type="capsule" size="0.06 0.12"',
+    # small: at the deep target its centre is inside a prism (the analytic sphere-prism path's inside branch)
+    "pebble": '<geom name="pebble" type="sphere" size="0.02"',
 }
 MORE_GEOMS = {  # the other convex types (slow: one more compiled collider each)
     "ellipsoid": '<geom name="ellipsoid" type="ellipsoid" size="0.07 0.1 0.12"',
@@ -91,13 +93,13 @@ def _poses(mjm, rng, n, targets, geoms=GEOMS):
                 return _mj_deepest(mjm, mjd, gid)
 
             if np.isinf(target):  # just above the detection distance
-                lo, hi = -0.5, 2.0
+                lo, hi = -0.05, 2.0
                 for _ in range(50):
                     mid = 0.5 * (lo + hi)
                     lo, hi = (mid, hi) if dist_at(mid) <= PAIR_MARGIN else (lo, mid)
                 dist_at(hi + 0.01)  # raises the distance by >= 0.01 * (surface normal z) beyond detection
             else:
-                lo, hi = -0.5, 2.0  # low z: deep, high z: separated
+                lo, hi = -0.05, 2.0  # low z: deep (the centre above the terrain base, z = -0.08), high z: separated
                 for _ in range(50):
                     mid = 0.5 * (lo + hi)
                     lo, hi = (lo, mid) if dist_at(mid) > target else (mid, hi)
@@ -176,15 +178,18 @@ def test_contacts_match_mujoco(setup, name):
     gid = mjm.geom(name).id
     counts = [_match_pair(out, i, p, gid, ATOL_NORMAL, msg=f"{name} pose {i}") for i, p in enumerate(poses)]
     assert sum(c > 0 for c in counts) >= 4 and max(counts) >= 3, counts  # several prisms per pair are exercised
+    if name == "pebble":  # its centre goes inside a prism in some pose
+        assert min(p["dist"][p["geom"][:, 1] == gid].min(initial=np.inf) for p in poses) < -mjm.geom(gid).size[0]
 
 
 def test_more_than_four_contacts_per_pair(setup):
     """A round geom between bumps touches more than 4 prisms: all of them are kept (the old cap was 4)."""
     _, _, _, poses, out, _ = setup
     n = np.asarray(out.contact.active) & (np.asarray(out.contact.geom)[..., 0] == 0)
-    per_pair = [max(int(np.sum(n[i] & (np.asarray(out.contact.geom[i])[:, 1] == g))) for g in range(1, 4))
+    gids = range(1, 1 + len(GEOMS))
+    per_pair = [max(int(np.sum(n[i] & (np.asarray(out.contact.geom[i])[:, 1] == g))) for g in gids)
                 for i in range(len(poses))]  # fmt: skip
-    theirs = [max(int(np.sum(p["geom"][:, 1] == g)) for g in range(1, 4)) for p in poses]
+    theirs = [max(int(np.sum(p["geom"][:, 1] == g)) for g in gids) for p in poses]
     assert per_pair == theirs and max(theirs) > 4, (per_pair, theirs)
 
 

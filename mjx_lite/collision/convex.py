@@ -227,17 +227,22 @@ def _epa(sup, w, wa, tol):
         e0 = faces.reshape(-1)  # edge k of face i: (faces[i,k], faces[i,(k+1)%3])
         e1 = jp.roll(faces, -1, axis=1).reshape(-1)
         evis = jp.repeat(vis, 3)
-        twin = (e0[:, None] == e1[None, :]) & (e1[:, None] == e0[None, :]) & evis[None, :]
-        horizon = evis & ~jp.any(twin, axis=1)
+        # horizon: a visible face's edge whose twin (reversed edge) is in no visible face; the visible directed
+        # edges are marked in a (nv, nv) table, O(nv^2 + nf) rather than comparing all edge pairs
+        seen = jp.zeros((nv, nv), jp.int32).at[e0, e1].add(evis.astype(jp.int32))
+        horizon = evis & (seen[e1, e0] == 0)
         fvalid2 = fvalid & ~vis
         free = ~fvalid2
         rank_h = jp.cumsum(horizon) - 1
         rank_f = jp.cumsum(free) - 1
-        assign = free[:, None] & horizon[None, :] & (rank_f[:, None] == rank_h[None, :])  # (nf, 3nf)
-        got = jp.any(assign, axis=1)
-        src = jp.argmax(assign, axis=1)
-        newf = jp.stack([e0[src], e1[src], jp.full(nf, new, jp.int32)], axis=-1)
-        faces2 = jp.where(got[:, None], newf, faces)
+        # the r-th horizon edge fills the r-th free face slot (slot index nf = dropped)
+        slots = jp.arange(nf, dtype=jp.int32)
+        slot_of_rank = jp.full(nf, nf, jp.int32).at[jp.where(free, rank_f, nf)].set(slots, mode="drop")
+        target = jp.where(horizon, slot_of_rank[jp.clip(rank_h, 0, nf - 1)], nf)
+        target = jp.where(rank_h < nf, target, nf)
+        newf = jp.stack([e0, e1, jp.full(3 * nf, new, jp.int32)], axis=-1)
+        faces2 = faces.at[target].set(newf, mode="drop")
+        got = jp.zeros(nf, bool).at[target].set(True, mode="drop")
         fvalid2 = fvalid2 | got
         overflow = jp.sum(horizon) > jp.sum(free)
         stop = done | ~sound | converged | overflow

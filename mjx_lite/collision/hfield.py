@@ -3,7 +3,8 @@
 As in MuJoCo, a height field is a grid of cells, each split into two triangles extruded down to the base
 (z = -base); geom2 (sphere, capsule, ellipsoid, cylinder, box, mesh) is collided with every prism under its
 bounding box with the general GJK/EPA of `convex.py`, which gives the true signed distance to each prism
-(MuJoCo 4 does the same: contacts within margin carry their real distance). Grid conventions: vertex (r, c)
+(MuJoCo 4 does the same: contacts within margin carry their real distance). Spheres take an exact closed-form
+point-prism distance instead (`_point_prism`: the same answer as converged GJK/EPA, ~100x cheaper under vmap). Grid conventions: vertex (r, c)
 is at x = c*dx - sx, y = r*dy - sy, z = hfield_data[r*ncol + c] * sz with dx = 2 sx/(ncol-1),
 dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r+1,c), (r,c), (r+1,c+1)} and {(r,c), (r+1,c+1), (r,c+1)}
 (the diagonal from (r, c) to (r+1, c+1), MuJoCo's triangulation).
@@ -102,6 +103,70 @@ def _aabb_half(t2: int, g: GeomInfo) -> jax.Array:
     return 0.5 * (jp.diagonal(hi) - jp.diagonal(lo)) + r, 0.5 * (jp.diagonal(hi) + jp.diagonal(lo))
 
 
+# the prism's 9 edges (vertex pairs; bottom 0-2, top 3-5) and its 5 faces split into 8 triangles
+_PRISM_EDGES = np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 3], [0, 3], [1, 4], [2, 5]], np.int32)
+_PRISM_TRIS = np.array([[0, 1, 2], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
+                       np.int32)  # fmt: skip
+
+
+def _point_prism(v, p):
+    """Signed distance of point p (3,) to the convex prism v (6, 3) (bottom triangle, then the top one above it):
+    (dist, nearest point on the prism (3,), outward normal at it (3,)). Exact, no iterations.
+
+    Outside: the nearest of the projections onto the 8 face triangles (where inside the triangle) and of the
+    nearest points on the 9 edges; the normal points from it to p. Inside (or on the surface): the face plane
+    nearest to p (the minimum translation, as EPA's answer for a point); dist is minus that depth."""
+    dt = p.dtype
+    # face planes, outward: the bottom, the top, the three vertical sides
+    centre = jp.mean(v, axis=0)
+    tri = v[_PRISM_TRIS]  # (8, 3, 3)
+    n = jp.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])  # (8, 3)
+    nn = jp.sum(n * n, axis=-1)
+    nn_safe = jp.where(nn > 0, nn, 1.0)
+    n_unit = n / jp.sqrt(nn_safe)[:, None]
+    n_unit = jp.where((jp.sum(n_unit * (tri[:, 0] - centre), axis=-1) < 0)[:, None], -n_unit, n_unit)
+    plane = jp.sum(n_unit * (p - tri[:, 0]), axis=-1)  # (8,) signed distance of p to each face plane
+    plane = jp.where(nn > 0, plane, -jp.inf)  # a degenerate (flat) side triangle does not bound the prism
+    # outside: nearest point on the faces (projection inside a triangle) and on the edges
+    q = p - plane[:, None] * n_unit  # (8, 3) projections onto the face planes
+    e1, e2, w = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], q - tri[:, 0]
+    d11, d12, d22 = jp.sum(e1 * e1, -1), jp.sum(e1 * e2, -1), jp.sum(e2 * e2, -1)
+    dw1, dw2 = jp.sum(w * e1, -1), jp.sum(w * e2, -1)
+    den = d11 * d22 - d12 * d12
+    den = jp.where(den > 0, den, 1.0)
+    b1 = (d22 * dw1 - d12 * dw2) / den
+    b2 = (d11 * dw2 - d12 * dw1) / den
+    in_tri = (b1 >= 0) & (b2 >= 0) & (b1 + b2 <= 1) & (nn > 0)
+    a, b = v[_PRISM_EDGES[:, 0]], v[_PRISM_EDGES[:, 1]]  # (9, 3)
+    ab = b - a
+    ll = jp.sum(ab * ab, axis=-1)
+    t = jp.clip(jp.sum((p - a) * ab, axis=-1) / jp.where(ll > 0, ll, 1.0), 0.0, 1.0)
+    qe = a + t[:, None] * ab
+    cand = jp.concatenate([q, qe])  # (17, 3)
+    d2 = jp.sum((p - cand) ** 2, axis=-1)
+    d2 = jp.where(jp.concatenate([in_tri, jp.ones(9, bool)]), d2, jp.inf)
+    i = jp.argmin(d2)
+    q_out = cand[i]
+    diff = p - q_out
+    dist_out = jp.sqrt(jp.maximum(d2[i], jp.finfo(dt).tiny))
+    n_out = diff / dist_out
+    # inside: the nearest face plane
+    f = jp.argmax(plane)
+    depth = plane[f]  # <= 0 inside
+    inside = depth <= 0
+    dist = jp.where(inside, depth, dist_out)
+    normal = jp.where(inside, n_unit[f], n_out)
+    near = jp.where(inside, p - depth * n_unit[f], q_out)
+    return dist, near, normal
+
+
+def _sphere_prism(v, g2: GeomInfo):
+    """(dist, pos, normal) of prism v (6, 3) (geom1) against the sphere g2, as `convex._collide`."""
+    r = g2.size[0]
+    dist, near, normal = _point_prism(v, g2.pos)
+    return dist - r, 0.5 * (near + g2.pos - r * normal), normal
+
+
 def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray):
     """The collider of one (hfield `hid`, type2) group and its contacts per pair `ncon`: (f, ncon), with
     f(m, info1, info2, margin) -> (Contacts, overflow).
@@ -150,6 +215,8 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
         verts = jp.concatenate([bottom, top], axis=1)  # (nprism, 6, 3)
 
         def prism(v):
+            if type2 == GeomType.SPHERE:  # exact point-prism distance (the general GJK/EPA costs ~100x more)
+                return _sphere_prism(v, loc)
             eye = jp.eye(3, dtype=dt)
             p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None)
             return convex._collide(GeomType.MESH, type2, p_info, loc)
