@@ -4,7 +4,8 @@ As in MuJoCo, a height field is a grid of cells, each split into two triangles e
 (z = -base); geom2 (sphere, capsule, ellipsoid, cylinder, box, mesh) is collided with every prism under its
 bounding box with the general GJK/EPA of `convex.py`, which gives the true signed distance to each prism
 (MuJoCo 4 does the same: contacts within margin carry their real distance). Spheres take an exact closed-form
-point-prism distance instead (`_point_prism`: the same answer as converged GJK/EPA, ~100x cheaper under vmap). Grid conventions: vertex (r, c)
+point-prism distance instead (`_point_prism`: the same answer as converged GJK/EPA, ~100x cheaper under vmap).
+Grid conventions: vertex (r, c)
 is at x = c*dx - sx, y = r*dy - sy, z = hfield_data[r*ncol + c] * sz with dx = 2 sx/(ncol-1),
 dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r+1,c), (r,c), (r+1,c+1)} and {(r,c), (r+1,c+1), (r,c+1)}
 (the diagonal from (r, c) to (r+1, c+1), MuJoCo's triangulation).
@@ -103,60 +104,76 @@ def _aabb_half(t2: int, g: GeomInfo) -> jax.Array:
     return 0.5 * (jp.diagonal(hi) - jp.diagonal(lo)) + r, 0.5 * (jp.diagonal(hi) + jp.diagonal(lo))
 
 
-# the prism's 9 edges (vertex pairs; bottom 0-2, top 3-5) and its 5 faces split into 8 triangles
-_PRISM_EDGES = np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 3], [0, 3], [1, 4], [2, 5]], np.int32)
-_PRISM_TRIS = np.array([[0, 1, 2], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
-                       np.int32)  # fmt: skip
+def _clamp_segment(p, a, b):
+    """Nearest point to p on the segment a-b (3,); a degenerate segment gives a."""
+    ab = b - a
+    ll = jp.sum(ab * ab)
+    t = jp.clip(jp.sum((p - a) * ab) / jp.where(ll > 0, ll, 1.0), 0.0, 1.0)
+    return a + t * ab
 
 
 def _point_prism(v, p):
-    """Signed distance of point p (3,) to the convex prism v (6, 3) (bottom triangle, then the top one above it):
-    (dist, nearest point on the prism (3,), outward normal at it (3,)). Exact, no iterations.
+    """Signed distance of point p (3,) to a height-field prism v (6, 3): rows 0-2 the bottom triangle (z = -base),
+    rows 3-5 the top triangle above it (same x, y). Returns (dist, nearest point on the prism (3,), outward normal
+    there (3,)). Exact, no iterations; written with static slices only (gathers are slow under vmap on CPU).
 
-    Outside: the nearest of the projections onto the 8 face triangles (where inside the triangle) and of the
-    nearest points on the 9 edges; the normal points from it to p. Inside (or on the surface): the face plane
-    nearest to p (the minimum translation, as EPA's answer for a point); dist is minus that depth."""
+    Inside (or on the surface): the nearest face plane (the minimum translation, as EPA's answer for a point);
+    dist is minus that depth. Outside: the nearest of the candidate surface points (the projections onto the top,
+    the bottom and the three vertical sides where they fall on the face, and the nearest points on the 9 edges);
+    the normal points from it to p."""
     dt = p.dtype
-    # face planes, outward: the bottom, the top, the three vertical sides
-    centre = jp.mean(v, axis=0)
-    tri = v[_PRISM_TRIS]  # (8, 3, 3)
-    n = jp.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])  # (8, 3)
-    nn = jp.sum(n * n, axis=-1)
-    nn_safe = jp.where(nn > 0, nn, 1.0)
-    n_unit = n / jp.sqrt(nn_safe)[:, None]
-    n_unit = jp.where((jp.sum(n_unit * (tri[:, 0] - centre), axis=-1) < 0)[:, None], -n_unit, n_unit)
-    plane = jp.sum(n_unit * (p - tri[:, 0]), axis=-1)  # (8,) signed distance of p to each face plane
-    plane = jp.where(nn > 0, plane, -jp.inf)  # a degenerate (flat) side triangle does not bound the prism
-    # outside: nearest point on the faces (projection inside a triangle) and on the edges
-    q = p - plane[:, None] * n_unit  # (8, 3) projections onto the face planes
-    e1, e2, w = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0], q - tri[:, 0]
-    d11, d12, d22 = jp.sum(e1 * e1, -1), jp.sum(e1 * e2, -1), jp.sum(e2 * e2, -1)
-    dw1, dw2 = jp.sum(w * e1, -1), jp.sum(w * e2, -1)
-    den = d11 * d22 - d12 * d12
-    den = jp.where(den > 0, den, 1.0)
-    b1 = (d22 * dw1 - d12 * dw2) / den
-    b2 = (d11 * dw2 - d12 * dw1) / den
-    in_tri = (b1 >= 0) & (b2 >= 0) & (b1 + b2 <= 1) & (nn > 0)
-    a, b = v[_PRISM_EDGES[:, 0]], v[_PRISM_EDGES[:, 1]]  # (9, 3)
-    ab = b - a
-    ll = jp.sum(ab * ab, axis=-1)
-    t = jp.clip(jp.sum((p - a) * ab, axis=-1) / jp.where(ll > 0, ll, 1.0), 0.0, 1.0)
-    qe = a + t[:, None] * ab
-    cand = jp.concatenate([q, qe])  # (17, 3)
-    d2 = jp.sum((p - cand) ** 2, axis=-1)
-    d2 = jp.where(jp.concatenate([in_tri, jp.ones(9, bool)]), d2, jp.inf)
-    i = jp.argmin(d2)
-    q_out = cand[i]
-    diff = p - q_out
-    dist_out = jp.sqrt(jp.maximum(d2[i], jp.finfo(dt).tiny))
-    n_out = diff / dist_out
-    # inside: the nearest face plane
-    f = jp.argmax(plane)
-    depth = plane[f]  # <= 0 inside
+    zb = v[0, 2]
+    top = [v[3 + i] for i in range(3)]
+    # orientation of the triangle in the xy plane: sides' outward normals and an upward top normal
+    e = [top[(i + 1) % 3] - top[i] for i in range(3)]
+    area2 = e[0][0] * e[1][1] - e[0][1] * e[1][0]
+    sgn = jp.where(area2 >= 0, 1.0, -1.0).astype(dt)
+    n_side, s_side = [], []
+    for i in range(3):
+        ln = jp.sqrt(e[i][0] ** 2 + e[i][1] ** 2)
+        n = sgn * jp.stack([e[i][1], -e[i][0], jp.zeros((), dt)]) / jp.where(ln > 0, ln, 1.0)
+        n_side.append(n)
+        s_side.append(jp.dot(n, p - top[i]))
+    n_top = sgn * jp.cross(e[0], top[2] - top[0])
+    n_top = n_top / jp.linalg.norm(n_top)  # |n_top| >= the cell area > 0
+    s_top = jp.dot(n_top, p - top[0])
+    s_bot = zb - p[2]
+    n_bot = jp.array([0.0, 0.0, -1.0], dt)
+    # inside: the nearest face plane (running maximum: elementwise ops only, which vectorise well under vmap)
+    depth, n_in = s_bot, n_bot
+    for s, n in zip([s_top] + s_side, [n_top] + n_side):
+        better = s > depth
+        depth, n_in = jp.where(better, s, depth), jp.where(better, n, n_in)
+    # outside: the nearest of the candidate surface points that lie on their face (running minimum)
+    best_d2, q_out = jp.asarray(jp.inf, dt), p
+
+    def consider(q, valid, best_d2, q_out):
+        d2 = jp.sum((p - q) ** 2)
+        better = valid & (d2 < best_d2)
+        return jp.where(better, d2, best_d2), jp.where(better, q, q_out)
+
+    on_top = s_side[0] - s_top * jp.dot(n_side[0], n_top) <= 0
+    for s, n in zip(s_side[1:], n_side[1:]):
+        on_top = on_top & (s - s_top * jp.dot(n, n_top) <= 0)
+    best_d2, q_out = consider(p - s_top * n_top, on_top, best_d2, q_out)
+    on_bot = (s_side[0] <= 0) & (s_side[1] <= 0) & (s_side[2] <= 0)
+    best_d2, q_out = consider(p.at[2].set(zb), on_bot, best_d2, q_out)
+    yes = jp.ones((), bool)
+    for i in range(3):
+        a, b = top[i], top[(i + 1) % 3]
+        ll = e[i][0] ** 2 + e[i][1] ** 2
+        t = ((p[0] - a[0]) * e[i][0] + (p[1] - a[1]) * e[i][1]) / jp.where(ll > 0, ll, 1.0)
+        on_side = (t >= 0) & (t <= 1) & (p[2] >= zb) & (p[2] <= a[2] + t * (b[2] - a[2]))
+        best_d2, q_out = consider(p - s_side[i] * n_side[i], on_side, best_d2, q_out)  # onto the vertical side
+        best_d2, q_out = consider(_clamp_segment(p, a, b), yes, best_d2, q_out)  # top edge
+        best_d2, q_out = consider(_clamp_segment(p, a.at[2].set(zb), b.at[2].set(zb)), yes, best_d2, q_out)
+        best_d2, q_out = consider(a.at[2].set(jp.clip(p[2], zb, a[2])), yes, best_d2, q_out)  # vertical edge
+    d_out = jp.sqrt(jp.maximum(best_d2, jp.finfo(dt).tiny))
+    n_out = (p - q_out) / d_out
     inside = depth <= 0
-    dist = jp.where(inside, depth, dist_out)
-    normal = jp.where(inside, n_unit[f], n_out)
-    near = jp.where(inside, p - depth * n_unit[f], q_out)
+    dist = jp.where(inside, depth, d_out)
+    normal = jp.where(inside, n_in, n_out)
+    near = jp.where(inside, p - depth * n_in, q_out)
     return dist, near, normal
 
 
