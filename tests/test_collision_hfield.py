@@ -151,8 +151,8 @@ def test_table_and_window(setup):
 
 
 def _match_pair(out, i, p, gid, atol_normal, atol_pos=ATOL_POS, msg=""):
-    """Our contacts of (hfield, geom gid) in environment i equal MuJoCo's (pose p), order-independent: the same
-    count (one per colliding prism), and each MuJoCo contact has its own of ours with the same dist, pos and normal.
+    """Our contacts of (hfield, geom gid) in environment i equal MuJoCo's (pose p): the same count (one per
+    colliding prism), each MuJoCo contact has its own of ours with the same dist, pos and normal, in the same order.
     Returns the number of contacts."""
     sel = p["geom"][:, 1] == gid
     act = np.asarray(out.contact.active[i]) & (np.asarray(out.contact.geom[i])[:, 1] == gid)
@@ -160,13 +160,17 @@ def _match_pair(out, i, p, gid, atol_normal, atol_pos=ATOL_POS, msg=""):
     nrm = np.asarray(out.contact.frame[i])[act][:, 0]
     assert len(d) == int(sel.sum()), (msg, d, p["dist"][sel])
     free = np.ones(len(d), bool)
+    order = []
     for dj, pj, nj in zip(p["dist"][sel], p["pos"][sel], p["normal"][sel]):
-        cost = np.where(free, np.linalg.norm(pos - pj, axis=1) + np.abs(d - dj), np.inf)
-        k = int(np.argmin(cost))
+        cost = np.linalg.norm(pos - pj, axis=1) + np.abs(d - dj) + np.linalg.norm(nrm - nj, axis=1)
+        cost = np.where(free, cost, np.inf)
+        k = int(np.flatnonzero(cost <= cost.min() + 1e-9)[0])  # identical contacts (prisms around one vertex): first
         free[k] = False
+        order.append(k)
         np.testing.assert_allclose(d[k], dj, atol=ATOL_DIST, err_msg=msg)
         np.testing.assert_allclose(pos[k], pj, atol=atol_pos, err_msg=msg)
         np.testing.assert_allclose(nrm[k], nj, atol=atol_normal, err_msg=msg)
+    assert order == sorted(order), (msg, order)  # MuJoCo's order: the height field's grid order
     return len(d)
 
 

@@ -20,8 +20,8 @@ Static sizes (fixed shapes):
     by domain randomisation, or the cap), the collider reports overflow and the driver increments
     `d.warning_number[Warning.CONTACTFULL]`: nothing is dropped silently.
   * contacts: one per colliding prism, as MuJoCo (up to mjMAXCONPAIR = 50 per pair): each pair has
-    min(prisms in the window, 50) contact slots. Beyond 50 colliding prisms MuJoCo keeps the first 50 in its
-    grid order, we the 50 deepest.
+    min(prisms in the window, 50) contact slots, in MuJoCo's grid order. Beyond 50 colliding prisms MuJoCo keeps
+    the first 50 in its grid order, we the 50 deepest (in grid order).
 Normals: GJK/EPA's, as MuJoCo 4 with its native CCD (mjc_fixNormal only runs when nativeccd is disabled,
 which is not supported here). The window is a static superset of MuJoCo's sub-grid.
 """
@@ -342,10 +342,13 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
 
         dist, cpos, normal = jax.vmap(prism)(verts)
         dist = jp.where(inside, dist, NOCONTACT)
-        neg, best = jax.lax.top_k(-dist, k)
-        d = -neg
-        cpos = g1.pos + cpos[best] @ g1.mat.T
-        normal = normal[best] @ g1.mat.T
+        if k < dist.shape[0]:  # more prisms than slots: keep the k deepest, in grid order
+            best = jp.sort(jax.lax.top_k(-dist, k)[1])
+            dist, cpos, normal = dist[best], cpos[best], normal[best]
+        # contacts in MuJoCo's grid order (rows, then columns, then the cell's two triangles)
+        d = dist
+        cpos = g1.pos + cpos @ g1.mat.T
+        normal = normal @ g1.mat.T
         d = jp.where(d <= margin, d, NOCONTACT)
         return Contacts(d, cpos, normal, jp.zeros((k, 3), dt)), overflow
 
