@@ -162,9 +162,12 @@ def _match_pair(out, i, p, gid, atol_normal, atol_pos=ATOL_POS, msg=""):
     free = np.ones(len(d), bool)
     order = []
     for dj, pj, nj in zip(p["dist"][sel], p["pos"][sel], p["normal"][sel]):
+        # the first free contact of ours within tolerance (several prisms around one vertex can give the same
+        # contact), else the nearest (whose check below fails)
+        fits = free & (np.abs(d - dj) <= ATOL_DIST) & np.all(np.abs(pos - pj) <= atol_pos, axis=1)
+        fits &= np.all(np.abs(nrm - nj) <= atol_normal, axis=1)
         cost = np.linalg.norm(pos - pj, axis=1) + np.abs(d - dj) + np.linalg.norm(nrm - nj, axis=1)
-        cost = np.where(free, cost, np.inf)
-        k = int(np.flatnonzero(cost <= cost.min() + 1e-9)[0])  # identical contacts (prisms around one vertex): first
+        k = int(np.flatnonzero(fits)[0]) if fits.any() else int(np.argmin(np.where(free, cost, np.inf)))
         free[k] = False
         order.append(k)
         np.testing.assert_allclose(d[k], dj, atol=ATOL_DIST, err_msg=msg)
