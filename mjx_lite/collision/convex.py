@@ -457,6 +457,14 @@ def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin, inc_poly=True, cdir=None
     edge = rb - ra
     s = jp.sum((pc - ra[None]) * edge[None], -1) / jp.maximum(jp.sum(edge * edge, -1), 1e-30)[None]
     vc = cross & (s >= -1e-9) & (s <= 1 + 1e-9)
+    # an incident edge crosses the boundary of the convex reference polygon at most twice (4 counting a crossing
+    # through a reference vertex once per edge at it): keep each incident edge's first 4 crossings, in reference
+    # edge order, so that the duplicate test below compares O(V) points, not O(V^2)
+    nr_edges = pc.shape[1]
+    keep = min(4, nr_edges)
+    _, first = jax.lax.top_k(jp.where(vc, -jp.arange(nr_edges), -nr_edges - 1), keep)  # (I, keep)
+    pc = jp.take_along_axis(pc, first[..., None], axis=1)
+    vc = jp.take_along_axis(vc, first, axis=1)
     pts = jp.concatenate([pa, pb, pc.reshape(-1, 3)], axis=0)
     ok = jp.concatenate([va, vb, vc.reshape(-1)])
     depth = (pts - r0) @ nr
