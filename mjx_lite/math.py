@@ -29,6 +29,11 @@ def safe_normalize(x: jax.Array, axis: int = -1, eps: float = 1e-15) -> tuple[ja
     return y, jp.squeeze(n, axis=axis)
 
 
+def pick(v: jax.Array, k: jax.Array) -> jax.Array:
+    """v[k] for v (n, ...) and a traced int k, as a one-hot product (gradients reach only row k)."""
+    return jp.tensordot(jax.nn.one_hot(k, v.shape[0], dtype=v.dtype), v, axes=1)
+
+
 def safe_div(a: jax.Array, b: jax.Array, eps: float = 1e-15) -> jax.Array:
     """a / b with b replaced by sign(b)*eps where |b| < eps (finite values and gradients)."""
     small = jp.abs(b) < eps

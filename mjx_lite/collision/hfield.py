@@ -36,8 +36,9 @@ import numpy as np
 
 from mjx_lite._struct import static_hash
 from mjx_lite.collision import convex
+from mjx_lite.collision.segment import segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import safe_norm
+from mjx_lite.math import pick, safe_norm
 from mjx_lite.types import GeomType
 
 MAXCONPAIR = 50  # contacts kept per (hfield, geom) pair at most: one per colliding prism (MuJoCo's mjMAXCONPAIR)
@@ -188,30 +189,14 @@ _EDGES = ((0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3), (0, 3), (1, 4), (2, 5)
 
 
 def _segments_nearest(p0, d1, q0, d2):
-    """Nearest points of the segments p0 + s d1 and q0 + t d2 (s, t in [0, 1]; d1, d2 not zero): (on 1, on 2).
-
-    The unconstrained minimiser's s is clamped, t follows from s and is clamped, then s is recomputed from the
-    clamped t (parallel segments: s = 0 first)."""
-    dt = p0.dtype
-    r = p0 - q0
-    a, e, b = jp.dot(d1, d1), jp.dot(d2, d2), jp.dot(d1, d2)
-    c, f = jp.dot(d1, r), jp.dot(d2, r)
-    den = a * e - b * b
-    ok = den > 1e-12 * a * e
-    s = jp.where(ok, jp.clip((b * f - c * e) / jp.where(ok, den, 1.0), 0.0, 1.0), jp.zeros((), dt))
-    t = (b * s + f) / e
-    s = jp.where(t < 0, jp.clip(-c / a, 0.0, 1.0), jp.where(t > 1, jp.clip((b - c) / a, 0.0, 1.0), s))
-    t = jp.clip(t, 0.0, 1.0)
-    return p0 + s * d1, q0 + t * d2
+    """Nearest points of the segments p0 + s d1 and q0 + t d2 (s, t in [0, 1]; d1, d2 not zero): (on 1, on 2),
+    by `segment.segments_closest` (centre/half-axis form)."""
+    x1, x2, _ = segments_closest(p0 + 0.5 * d1, 0.5 * d1, q0 + 0.5 * d2, 0.5 * d2)
+    return p0 + 0.5 * (1 + x1) * d1, q0 + 0.5 * (1 + x2) * d2
 
 
 _E0 = np.array([i for i, _ in _EDGES])
 _E1 = np.array([j for _, j in _EDGES])
-
-
-def _pick(hot, x):
-    """x[argmax(hot)] for a one-hot float vector hot (n,) and x (n, ...): a product, so gradients follow the pick."""
-    return jp.tensordot(hot, x, axes=1)
 
 
 def _segment_prism(v, p0, p1):
@@ -234,11 +219,11 @@ def _segment_prism(v, p0, p1):
     gap = safe_norm(on_seg - on_edge)
     n_edge = (on_seg - on_edge) / jp.maximum(gap, jp.finfo(dt).tiny)[:, None]
     cand_d = jp.concatenate([dist_p, gap])  # (11,)
-    hot = jax.nn.one_hot(jp.argmin(cand_d), 11, dtype=dt)
-    best = hot @ cand_d
-    a_sep = _pick(hot, jp.concatenate([near_p, on_edge]))
-    b_sep = _pick(hot, jp.concatenate([ends, on_seg]))
-    n_sep = _pick(hot, jp.concatenate([n_p, n_edge]))
+    i = jp.argmin(cand_d)
+    best = pick(cand_d, i)
+    a_sep = pick(jp.concatenate([near_p, on_edge]), i)
+    b_sep = pick(jp.concatenate([ends, on_seg]), i)
+    n_sep = pick(jp.concatenate([n_p, n_edge]), i)
     # overlap: least separating-axis depth over the candidate axes, both signs
     top = v[3:]
     n_top = jp.cross(top[1] - top[0], top[2] - top[0])
@@ -257,20 +242,19 @@ def _segment_prism(v, p0, p1):
     h = jp.max(proj, axis=1) - jp.minimum(s0, s1)  # translating the segment along the axis by h separates them
     h = jp.where(valid, h, jp.inf)
     # witnesses for every axis: face axes, the deepest endpoint; edge axes, the nearest points to the support edge
-    b_face = jp.where((s1 < s0)[:, None], p1, p0)
-    a_face = b_face + h[:, None] * axes
-    e_axes = np.r_[5:14, 19:28]
+    f_axes, e_axes = np.r_[0:5, 14:19], np.r_[5:14, 19:28]
+    b_face = jp.where((s1 < s0)[f_axes, None], p1, p0)
+    a_face = b_face + h[f_axes, None] * axes[f_axes]
     attain = jp.minimum(proj[e_axes][:, _E0], proj[e_axes][:, _E1])  # (18, 9): an edge's lower end along the axis
     hot_e = jax.nn.one_hot(jp.argmax(attain, axis=1), 9, dtype=dt)  # (18, 9)
     sa, sb = hot_e @ ea, hot_e @ eb
     b_edge, a_edge = jax.vmap(_segments_nearest, in_axes=(None, None, 0, 0))(p0, d, sa, sb - sa)
-    f_axes = np.r_[0:5, 14:19]
     order = np.argsort(np.r_[f_axes, e_axes])  # back to the axis order
-    a_ax = jp.concatenate([a_face[f_axes], a_edge])[order]
-    b_ax = jp.concatenate([b_face[f_axes], b_edge])[order]
-    hot = jax.nn.one_hot(jp.argmin(h), 28, dtype=dt)
-    depth = hot @ jp.where(valid, h, 0.0)
-    a_pen, b_pen, n_pen = _pick(hot, a_ax), _pick(hot, b_ax), _pick(hot, axes)
+    a_ax = jp.concatenate([a_face, a_edge])[order]
+    b_ax = jp.concatenate([b_face, b_edge])[order]
+    k = jp.argmin(h)
+    depth = pick(jp.where(valid, h, 0.0), k)
+    a_pen, b_pen, n_pen = pick(a_ax, k), pick(b_ax, k), pick(axes, k)
     inside = depth >= 0
     return (jp.where(inside, -depth, best), jp.where(inside, a_pen, a_sep), jp.where(inside, b_pen, b_sep),
             jp.where(inside, n_pen, n_sep))  # fmt: skip
@@ -346,11 +330,8 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
             best = jp.sort(jax.lax.top_k(-dist, k)[1])
             dist, cpos, normal = dist[best], cpos[best], normal[best]
         # contacts in MuJoCo's grid order (rows, then columns, then the cell's two triangles)
-        d = dist
-        cpos = g1.pos + cpos @ g1.mat.T
-        normal = normal @ g1.mat.T
-        d = jp.where(d <= margin, d, NOCONTACT)
-        return Contacts(d, cpos, normal, jp.zeros((k, 3), dt)), overflow
+        d = jp.where(dist <= margin, dist, NOCONTACT)
+        return Contacts(d, g1.pos + cpos @ g1.mat.T, normal @ g1.mat.T, jp.zeros((k, 3), dt)), overflow
 
     def collide(m, info1: GeomInfo, info2: GeomInfo, margin):
         elev = m.hfield_data[adr : adr + nrow * ncol].reshape(nrow, ncol)

@@ -14,7 +14,7 @@ import jax.numpy as jp
 
 from mjx_lite.collision.segment import segments_closest as _segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import safe_norm, safe_normalize
+from mjx_lite.math import pick, safe_norm, safe_normalize
 from mjx_lite.types import MINVAL
 
 
@@ -287,11 +287,6 @@ def _edge_segment(c, j: int, s, pos, half, mc):
     return x1, x2, dd, s1, ok
 
 
-def _pick(v, k):
-    """v[k] for a traced int k (one-hot, gradient-friendly)."""
-    return jp.sum(v * jax.nn.one_hot(k, v.shape[0], dtype=v.dtype))
-
-
 def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """Up to 2 contacts (mjc_CapsuleBox): sphere-box at the point of the capsule segment nearest to the box
     (segment ends against the faces, segment against the 12 edges), and, where the segment runs along the box
@@ -335,8 +330,8 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     ahalf = jp.abs(half)
 
     def extent(k, scale):  # scale * size[k] / |half[k]|, inf where the segment is perpendicular to axis k
-        h = _pick(ahalf, k)
-        return jp.where(h > 0, scale * _pick(s, k) / jp.where(h > 0, h, 1.0), big)
+        h = pick(ahalf, k)
+        return jp.where(h > 0, scale * pick(s, k) / jp.where(h > 0, h, 1.0), big)
 
     # (a) nearest box point is a corner
     c1 = jp.bitwise_xor(axisdir, clcorner)
@@ -346,7 +341,7 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     dp = jp.where(flip, 1 - best_x, 1 + best_x)
     cc = jp.where(flip, 7 - c1, c1)
     ax = jp.where(cc == 1, 0, jp.where(cc == 2, 1, 2))
-    along_edge = _pick(axis, ax) ** 2 > 0.5
+    along_edge = pick(axis, ax) ** 2 > 0.5
     sp_edge = jp.minimum(de, extent(ax, 2.0)) * mul
     sp_face = -mul * jp.minimum(dp, jp.minimum(extent((ax + 1) % 3, 2.0), extent((ax + 2) % 3, 2.0)))
     sec_a = jp.where(along_edge, sp_edge, sp_face)
@@ -354,7 +349,7 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     # (b) nearest box point is inside an edge
     cb = jp.bitwise_and(jp.bitwise_xor(axisdir, clcorner), 7 - jp.left_shift(1, cledge))
     a1, a2 = (cledge + 1) % 3, (cledge + 2) % 3
-    a1 = jp.where(jp.abs(_pick(axis, a1)) > jp.abs(_pick(axis, a2)), a2, a1)
+    a1 = jp.where(jp.abs(pick(axis, a1)) > jp.abs(pick(axis, a2)), a2, a1)
     a2 = 3 - cledge - a1
     bit2 = jp.bitwise_and(cb, jp.left_shift(1, a2)) != 0
     mul_b = jp.where(bit2, 1.0, -1.0)
