@@ -10,7 +10,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver, hfield  # noqa: E402
+from mjx_lite.collision import convex, driver, hfield  # noqa: E402
+from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from tests.oracle import model_from_mujoco, reference_models  # noqa: E402
 
 ATOL_DIST = 1e-4  # GJK/EPA on the prisms (iterative, as the general convex path) vs MuJoCo's GJK/EPA
@@ -228,9 +229,6 @@ def test_closed_form_prism_colliders_match_gjk_epa(gtype):
     `hfield._capsule_prism`); on random prisms (sloped, flat, either triangle orientation) and random poses
     (separated, touching the faces, edges and vertices, core inside) they equal the general GJK/EPA path (itself
     checked against MuJoCo) in dist, pos and normal."""
-    from mjx_lite.collision import convex
-    from mjx_lite.collision.types import GeomInfo
-
     rng = np.random.default_rng(3)
     n = 3000
     tri = np.array([[0.0, 0.0], [0.1, 0.0], [0.0, 0.1]])
