@@ -43,6 +43,11 @@ def build_model(
         from mjx_lite.mjcf.mesh import hull_tables
 
         arrays = {**arrays, **hull_tables(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"])}
+    if "mesh_polyvert" not in arrays and "mesh_vert" in arrays:  # polygon tables not given
+        from mjx_lite.mjcf.mesh import polygon_tables_from_vert
+
+        arrays = {**arrays, **polygon_tables_from_vert(arrays["mesh_vert"], arrays["mesh_vertadr"],
+                                                       arrays["mesh_vertnum"])}  # fmt: skip
     kw: dict[str, Any] = {}
     for name, f in fields.items():
         if name in ("opt", "stat", "names", "nconmax", "njmax", "dof_frictional", "tendon_frictional", "tendon_armed"):

@@ -580,6 +580,14 @@ class Model:
     mesh_hullvert: np.ndarray = static_field()  # (nhullvert,) int32
     mesh_hullvertadr: np.ndarray = static_field()  # (nmesh,) int32
     mesh_hullvertnum: np.ndarray = static_field()  # (nmesh,) int32
+    # hull polygons (mjcf/mesh.hull_polygons): mesh i's polygons are mesh_polyadr[i] : + mesh_polynum[i]; polygon
+    # j's vertex cycle (local ids, counter-clockwise about its outward normal, MuJoCo's start vertex) is
+    # mesh_polyvert[mesh_polyvertadr[j] : + mesh_polyvertnum[j]]
+    mesh_polyadr: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_polynum: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_polyvert: np.ndarray = static_field()  # (npolyvert,) int32
+    mesh_polyvertadr: np.ndarray = static_field()  # (npoly,) int32
+    mesh_polyvertnum: np.ndarray = static_field()  # (npoly,) int32
     mesh_pos: jax.Array  # (nmesh, 3)
     mesh_quat: jax.Array  # (nmesh, 4)
     mesh_scale: jax.Array  # (nmesh, 3)

@@ -68,6 +68,30 @@ def _model_fields() -> list[str]:
 
 
 FIELDS = _model_fields()
+POLY_FIELDS = ("mesh_polyadr", "mesh_polynum", "mesh_polyvert", "mesh_polyvertadr", "mesh_polyvertnum")
+
+
+def mesh_polygons(m, i: int) -> list[tuple[int, ...]]:
+    """Mesh i's polygons as vertex-id cycles (each from its own start vertex), in the model's order."""
+    out = []
+    for j in range(int(m.mesh_polyadr[i]), int(m.mesh_polyadr[i] + m.mesh_polynum[i])):
+        a, n = int(m.mesh_polyvertadr[j]), int(m.mesh_polyvertnum[j])
+        out.append(tuple(int(x) for x in np.asarray(m.mesh_polyvert)[a : a + n]))
+    return out
+
+
+def _compare_polygons(ours, mjm) -> list[str]:
+    """Polygons of every mesh MuJoCo built them for (it skips meshes no collision geom uses): the same vertex cycles
+    with the same start vertices; the order of the polygons is MuJoCo's hash-map order, not compared."""
+    errs = []
+    for i in range(mjm.nmesh):
+        if mjm.mesh_polynum[i] == 0:
+            continue
+        a, b = mesh_polygons(ours, i), mesh_polygons(mjm, i)
+        if sorted(a) != sorted(b):
+            extra, missing = len(set(a) - set(b)), len(set(b) - set(a))
+            errs.append(f"mesh {i} polygons: {extra} of ours not in MuJoCo's, {missing} of MuJoCo's missing")
+    return errs
 
 
 def _quat_rows_close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -112,8 +136,10 @@ def compare_models(ours: types.Model, mjm: mujoco.MjModel, skip_prefixes: tuple[
         want = tuple(mujoco.mj_id2name(mjm, _NAME_OBJ[obj], i) or "" for i in range(getattr(mjm, cnt)))
         if ours.names.get(obj) != want:
             errs.append(f"names[{obj}]: {ours.names.get(obj)} != {want}")
+    if not "mesh_polyvert".startswith(skip_prefixes):
+        errs += _compare_polygons(ours, mjm)
     for name in FIELDS:
-        if name.startswith(skip_prefixes) or not hasattr(mjm, name):
+        if name.startswith(skip_prefixes) or not hasattr(mjm, name) or name in POLY_FIELDS:
             continue
         a = np.asarray(getattr(ours, name))
         b = np.asarray(getattr(mjm, name))

@@ -367,6 +367,57 @@ def hull_face_table(m) -> np.ndarray:
     return faces[np.minimum(idx, faces.shape[0] - 1)].astype(np.int32)
 
 
+# MuJoCo's box faces (+x, -x, +y, -y, +z, -z) as corner ids in its face order (clockwise about the outward normal)
+_BOX_FACE_SIGNS = [
+    [(1, 1, 1), (1, 1, -1), (1, -1, -1), (1, -1, 1)], [(-1, 1, -1), (-1, 1, 1), (-1, -1, 1), (-1, -1, -1)],
+    [(-1, 1, -1), (1, 1, -1), (1, 1, 1), (-1, 1, 1)], [(-1, -1, 1), (1, -1, 1), (1, -1, -1), (-1, -1, -1)],
+    [(-1, 1, 1), (1, 1, 1), (1, -1, 1), (-1, -1, 1)], [(1, 1, -1), (-1, 1, -1), (-1, -1, -1), (1, -1, -1)],
+]
+_BOX_FACES = np.array([[(x > 0) + 2 * (y > 0) + 4 * (z > 0) for x, y, z in f] for f in _BOX_FACE_SIGNS], np.int32)
+
+
+def _box_tri_polygons():
+    """(12, 4) corner ids of each box triangle's face in MuJoCo's order, and (12,) counts (4)."""
+    c = _BOX_CORNERS[_BOX_TRIS]
+    nrm = np.cross(c[:, 1] - c[:, 0], c[:, 2] - c[:, 0])
+    face_n = np.array([[1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]], float)
+    return _BOX_FACES[np.argmax(nrm @ face_n.T, axis=1)], np.full(len(_BOX_TRIS), 4, np.int32)
+
+
+def hull_face_polygons(m) -> tuple[np.ndarray, np.ndarray]:
+    """For each mesh's hull triangles (as `hull_face_table`): the vertex ids of the mesh polygon holding the
+    triangle, in MuJoCo's face order (its polygon reversed, at most MAX_POLYVERT), padded with the first vertex,
+    (nmesh, maxtri, P) int32, and their counts (nmesh, maxtri) int32 (0 where no polygon holds the triangle)."""
+    from mjx_lite.mjcf.mesh import MAX_POLYVERT
+
+    tris = hull_face_table(m)
+    nmesh, ntri = tris.shape[:2]
+    polys = []
+    for i in range(nmesh):
+        adr, num = int(m.mesh_polyadr[i]), int(m.mesh_polynum[i])
+        cyc = []
+        for j in range(adr, adr + num):
+            a, k = int(m.mesh_polyvertadr[j]), int(m.mesh_polyvertnum[j])
+            cyc.append(np.asarray(m.mesh_polyvert)[a : a + k][::-1][:MAX_POLYVERT])
+        polys.append(cyc)
+    width = max([len(c) for cyc in polys for c in cyc] + [3])
+    out = np.zeros((nmesh, ntri, width), np.int32)
+    cnt = np.zeros((nmesh, ntri), np.int32)
+    for i, cyc in enumerate(polys):
+        sets = [set(c.tolist()) for c in cyc]
+        nfaces = max(int(np.asarray(m.mesh_hullfacenum)[i]), 0)
+        for t in range(nfaces):
+            tv = set(tris[i, t].tolist())
+            hold = [j for j, sv in enumerate(sets) if tv <= sv]
+            if not hold:
+                continue
+            c = cyc[min(hold, key=lambda j: len(sets[j]))]
+            out[i, t, : len(c)] = c
+            out[i, t, len(c) :] = c[0]
+            cnt[i, t] = len(c)
+    return out, cnt
+
+
 def _polyhedron(gtype: int, g: GeomInfo):
     """World vertices (V, 3) and triangles (T, 3) of a box or a mesh (its convex hull)."""
     if gtype == GeomType.BOX:
@@ -506,6 +557,112 @@ def _reduce4(pts, ok, nr):
     return idx, valid
 
 
+_HALFSPACE_TOL = 1e-15  # mjMINVAL: a point is inside a clipping plane when its signed distance exceeds -1e-15
+
+
+def _clip_polygon(clip, nclip, poly, npoly, n, size: int):
+    """Sutherland-Hodgman as MuJoCo's polygonClip: the polygon poly (first npoly of (Kp, 3), in order) clipped by
+    the planes through each edge of the clipping face clip (first nclip of (Kc, 3), clockwise about its outward
+    normal n), one edge after the other, in their order. Each polygon edge PQ contributes its crossing with the
+    plane (where exactly one end is inside) and then Q (where Q is inside). Returns the clipped polygon's points in
+    MuJoCo's order (size, 3) and their count (at most size)."""
+    dt = poly.dtype
+    kc = clip.shape[0]
+    buf = _pad_rows(poly, size, poly[0])[:size]
+    idx = jp.arange(size)
+    nxt_c = jp.where(jp.arange(kc) + 1 < nclip, jp.arange(kc) + 1, 0)
+    pn_all = jp.cross(clip[nxt_c] - clip, n)  # (Kc, 3) plane normals (pointing inside)
+    pd_all = jp.sum(pn_all * clip, -1)
+
+    def edge(e, carry):
+        buf, cnt = carry
+        a, pn, pd = clip[e], pn_all[e], pd_all[e]
+        q = buf[jp.where(idx + 1 < cnt, idx + 1, 0)]
+        in1 = (buf - a) @ pn > -_HALFSPACE_TOL
+        in2 = (q - a) @ pn > -_HALFSPACE_TOL
+        live = idx < cnt
+        den = (q - buf) @ pn
+        ok_den = den != 0
+        t = (pd - buf @ pn) / jp.where(ok_den, den, 1.0)
+        cross = live & (in1 != in2) & ok_den & (t >= 0) & (t <= 1)
+        pts = jp.stack([buf + t[:, None] * (q - buf), q], 1).reshape(2 * size, 3)
+        keep = jp.stack([cross, live & in2], 1).reshape(2 * size)
+        slot = jp.where(keep, jp.cumsum(keep) - 1, 2 * size)
+        new = jp.zeros((size, 3), dt).at[slot].set(pts, mode="drop")
+        newcnt = jp.minimum(jp.sum(keep), size).astype(jp.int32)
+        on = e < nclip
+        return jp.where(on, new, buf), jp.where(on, newcnt, cnt)
+
+    return jax.lax.fori_loop(0, kc, edge, (buf, jp.asarray(npoly, jp.int32)))
+
+
+def _compact(pts, ok):
+    """The rows of pts (K, 3) where ok (K,), in order, first; returns (K, 3) and their count."""
+    k = pts.shape[0]
+    slot = jp.where(ok, jp.cumsum(ok) - 1, k)
+    return jp.zeros_like(pts).at[slot].set(pts, mode="drop"), jp.sum(ok)
+
+
+def _polygon_quad(pts, cnt, steps: int):
+    """MuJoCo's polygonQuad: 4 of the cnt points pts (K, 3) of a convex polygon, by its local search. Pointers
+    (a, b, c, d) start at (0, 1, 2, 3); for each a in turn, d advances while the area 0.5 |(c - a) x (d - b)| grows,
+    after each advance c and then b advance while it grows. Run as a state machine of `steps` trials (each one area
+    evaluation); returns the kept indices (4,) in MuJoCo's order."""
+    n = jp.maximum(cnt, 1)
+
+    def nxt(i):
+        return jp.where(i + 1 < n, i + 1, 0)
+
+    def area(q):
+        p = pts[q]
+        return 0.5 * safe_norm(jp.cross(p[2] - p[0], p[3] - p[1]))
+
+    res0 = jp.arange(4)
+
+    def trial(carry, _):
+        a, b, c, d, m, res, phase = carry
+        q = jp.stack([
+            jp.stack([a, b, c, nxt(d)]),  # phase 0: advance d
+            jp.stack([a, b, nxt(c), d]),  # phase 1: advance c
+            jp.stack([a, nxt(b), c, d]),  # phase 2: advance b
+        ])[phase]  # fmt: skip
+        mn = area(q)
+        run = a < cnt
+        better = run & (mn > m)
+        # rejected in phase 0: this a is done (MuJoCo then moves b, c, d off a if they sit on it), next a
+        finish = run & ~better & (phase == 0)
+        b2 = jp.where(finish & (b == a), nxt(b), q[1])
+        c2 = jp.where(finish & (b == a) & (c == b2), nxt(c), q[2])
+        d2 = jp.where(finish & (b == a) & (c == b2) & (d == c2), nxt(d), q[3])
+        b_new = jp.where(better, q[1], jp.where(finish, b2, b))
+        c_new = jp.where(better, q[2], jp.where(finish, c2, c))
+        d_new = jp.where(better, q[3], jp.where(finish, d2, d))
+        phase_new = jp.where(better, jp.where(phase == 0, 1, phase), jp.where(run, (phase + 1) % 3, phase))
+        return (a + finish, b_new, c_new, d_new, jp.where(better, mn, m), jp.where(better, q, res), phase_new), None
+
+    init = (jp.zeros((), jp.int32), jp.ones((), jp.int32), jp.full((), 2, jp.int32), jp.full((), 3, jp.int32),
+            area(res0), res0, jp.zeros((), jp.int32))  # fmt: skip
+    out, _ = jax.lax.scan(trial, init, None, length=steps)
+    return out[5]
+
+
+def _face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin):
+    """MuJoCo's face-face points (more than 4 case): geom2's face polygon (vertex ids poly2, npoly2 of w2) clipped by
+    geom1's face (poly1, npoly1 of w1; outward normal n1), points beyond the margin from geom1's face plane dropped,
+    4 kept by polygonQuad where more remain, else all but exact repeats. Returns (points on geom2's face (4, 3),
+    valid (4,))."""
+    size = poly1.shape[0] + poly2.shape[0] + 1
+    clipped, cnt = _clip_polygon(w1[poly1], npoly1, w2[poly2], npoly2, n1, size)
+    near = (jp.arange(size) < cnt) & ((clipped - w1[poly1[0]]) @ n1 <= margin)
+    pts, cnt = _compact(clipped, near)
+    quad = _polygon_quad(pts, cnt, 6 * size + 8)
+    first = pts[:4]
+    same = jp.all(jp.abs(first[:, None] - first[None]) < _HALFSPACE_TOL, -1) & jp.tril(jp.ones((4, 4), bool), -1)
+    few_ok = (jp.arange(4) < cnt) & ~jp.any(same, axis=1)
+    many = cnt > 4
+    return jp.where(many, pts[quad], first), jp.where(many, True, few_ok)
+
+
 def _triangle_normals(w, tris):
     """Unit outward normals (T, 3) of the triangles and the plane offsets (T,)."""
     a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
@@ -637,7 +794,29 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
         inc_poly=face_face, cdir=jp.where(face_face, -n1f, nr),
     )  # fmt: skip
     idx, valid = _reduce4(pts, ok, nr)
+    pts, depth = pts[idx], depth[idx]
+    idx = jp.arange(idx.shape[0])
+    # more than 4 face-face points: MuJoCo's own 4 (its polygon orders, clipping and local search)
+    fp1, fn1 = _face_polygons(t1, g1, tri1)
+    fp2, fn2 = _face_polygons(t2, g2, tri2)
+    if fp1 is not None and fp2 is not None:
+        x2, ok2 = _face_manifold(w1, w2, fp1[fi], fn1[fi], fp2[fj], fn2[fj], nt1[fi], margin)
+        x1 = x2 - nt1[fi] * ((x2 - w1[fp1[fi, 0]]) @ nt1[fi])[:, None]  # onto geom1's face plane along n1
+        use = face_face & (fn1[fi] > 0) & (fn2[fj] > 0)
+        pts = jp.where(use, x1, pts)
+        depth = jp.where(use, (x1 - w2[tri2[fj, 0]]) @ nt2[fj], depth)
+        valid = jp.where(use, ok2, valid)
     return _manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
+
+
+def _face_polygons(gtype: int, g: GeomInfo, tris):
+    """Per hull triangle, its face polygon in MuJoCo's order: ((T, P) vertex ids, (T,) counts), or (None, None)."""
+    if gtype == GeomType.BOX:
+        p, c = _box_tri_polygons()
+        return jp.asarray(p), jp.asarray(c)
+    if g.facepoly is None:
+        return None, None
+    return g.facepoly, g.facepolynum
 
 
 def box_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:

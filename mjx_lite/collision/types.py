@@ -14,6 +14,8 @@ class GeomInfo(NamedTuple):
     vert: (nvert, 3) mesh vertices in the geom frame (padded by repetition), or None.
     gtype: () int geom type, given to the general convex collider (which serves several types), else None.
     face: (ntri, 3) int32 hull triangles of a mesh (local vertex ids into `vert`, outward), or None.
+    facepoly: (ntri, P) int32, for each hull triangle its polygon's vertex ids in MuJoCo's face order (clockwise
+      about the outward normal), padded with the first; facepolynum: (ntri,) int32 their counts (0: no polygon).
     """
 
     pos: jax.Array
@@ -22,6 +24,8 @@ class GeomInfo(NamedTuple):
     vert: jax.Array | None = None
     gtype: jax.Array | None = None
     face: jax.Array | None = None
+    facepoly: jax.Array | None = None
+    facepolynum: jax.Array | None = None
 
 
 class Contacts(NamedTuple):

@@ -76,6 +76,7 @@ class MeshAsset:
     hull_vert: (nh,) int32 vertex ids of the convex hull (empty if it could not be built)
     hull_face: (nhf, 3) int32 outward hull triangles (vertex ids)
     hull_edge: (nhe, 2) int32 undirected hull edges (vertex ids, smaller first)
+    poly:     MuJoCo's hull polygons (see `hull_polygons`): a list of int32 vertex-id cycles
     """
 
     name: str
@@ -92,6 +93,7 @@ class MeshAsset:
     hull_vert: np.ndarray
     hull_face: np.ndarray
     hull_edge: np.ndarray
+    poly: list = dataclasses.field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -425,12 +427,140 @@ def convex_hull(vert: np.ndarray, maxhullvert: int = -1):
     return hv, face, edge
 
 
+MAX_POLYVERT = 150  # mjMAX_POLYVERT: MuJoCo's multiccd reads at most this many vertices of a polygon
+_POLY_BIN = 0.01  # MuJoCo bins hull triangle normals (azimuth, polar angle) in steps of 0.01 rad into polygons
+
+
+def _polygon_key(a, b, c):
+    """The bin of a triangle's unit normal, or None for a degenerate triangle (MuJoCo's polygon map key)."""
+    n = np.cross(b - a, c - a)
+    ln = math.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    if ln < MINVAL:
+        return None
+    n = n / ln + 0.0
+
+    def cround(x):  # C round(): halves away from zero
+        return math.copysign(math.floor(abs(x) + 0.5), x)
+
+    if abs(n[2]) > 1.0 - 1e-7:
+        return (0.0, cround(math.pi / _POLY_BIN) if n[2] < 0 else 0.0)
+    return (cround(math.atan2(n[1], n[0]) / _POLY_BIN), cround(math.acos(n[2]) / _POLY_BIN))
+
+
+class _Polygon:
+    """Boundary of a group of hull triangles with the same normal bin: directed edges, each tagged with its island
+    (connected patch); a triangle's edge shared with one already in the group cancels both."""
+
+    def __init__(self, a, b, c):
+        self.edges, self.island, self.nisland = [(a, b), (b, c), (c, a)], [0, 0, 0], 1
+
+    def add(self, a, b, c):
+        keep, island = [], -1
+        for e in ((a, b), (b, c), (c, a)):
+            twin = (e[1], e[0])
+            if twin not in self.edges:
+                keep.append(e)
+                continue
+            i = self.edges.index(twin)
+            isl = self.island[i]
+            if island == -1:
+                island = isl
+            elif isl != island:  # the triangle joins two islands: renumber the higher into the lower
+                lo, hi = min(island, isl), max(island, isl)
+                self.island = [lo if x == hi else x - 1 if x > hi else x for x in self.island]
+                self.nisland -= 1
+                island = lo
+            del self.edges[i], self.island[i]
+        if island == -1:
+            island, self.nisland = self.nisland, self.nisland + 1
+        self.edges += keep
+        self.island += [island] * len(keep)
+
+    def cycles(self) -> list[list[int]]:
+        """Each island's boundary walked from its first edge (MuJoCo's vertex order and start vertex)."""
+        e, isl = self.edges, self.island
+        if len(e) == 3:
+            return [[e[0][0], e[1][0], e[2][0]]]
+        out = []
+        for i in range(self.nisland):
+            first = next((j for j in range(len(e)) if isl[j] == i), None)
+            if first is None:
+                continue
+            path = list(e[first])
+            for _ in range(len(e)):
+                # the successor edge is searched from the second stored edge on, as MuJoCo does
+                k = next((k for k in range(1, len(e)) if isl[k] == i and e[k][0] == path[-1]), None)
+                if k is None:
+                    break
+                if e[k][1] == path[0]:
+                    out.append(path)
+                    break
+                path.append(e[k][1])
+        return out
+
+
+def hull_polygons(vert: np.ndarray, maxhullvert: int = -1) -> list[np.ndarray]:
+    """MuJoCo's mesh polygons (mesh_polyvert): the convex hull's triangles merged into planar polygons.
+
+    vert: (n, 3) the mesh's vertices as read (before scale and frame changes, as MuJoCo builds them). qhull ("Qt",
+    scipy's bundled qhull, on the vertices in file order) gives the triangles in its facet order; those whose
+    normals fall in the same 0.01 rad bin are merged, in that order, and each merged patch's boundary is one
+    polygon, counter-clockwise about its outward normal. Returns a list of (k,) int32 vertex-id cycles; empty if
+    qhull fails. The vertex cycles and start vertices are MuJoCo's; the order of the polygons is first-seen (MuJoCo
+    keeps them in a hash map, whose order is not reproduced)."""
+    from scipy.spatial import ConvexHull, QhullError
+
+    vert = np.asarray(vert, np.float64)
+    if len(vert) < 4:
+        return []
+    opts = "Qt" if maxhullvert < 0 else f"Qt Q9 TA{maxhullvert - 4}"
+    try:
+        hull = ConvexHull(vert, qhull_options=opts)
+    except (QhullError, ValueError):
+        return []
+    groups: dict = {}
+    for s, eq in zip(np.asarray(hull.simplices).tolist(), hull.equations):
+        a, b, c = vert[s[0]], vert[s[1]], vert[s[2]]
+        if np.dot(np.cross(b - a, c - a), eq[:3]) < 0:  # qhull's orientation flag: swap the first two
+            s = [s[1], s[0], s[2]]
+        key = _polygon_key(vert[s[0]], vert[s[1]], vert[s[2]])
+        if key is None:
+            continue
+        if key in groups:
+            groups[key].add(*s)
+        else:
+            groups[key] = _Polygon(*s)
+    return [np.asarray(c, np.int32) for g in groups.values() for c in g.cycles() if len(c) >= 3]
+
+
+def polygon_tables(polys: list[list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """mesh_polynum/polyadr (per mesh) and mesh_polyvertadr/polyvertnum/polyvert (per polygon) from each mesh's
+    polygon list."""
+    pnum = np.array([len(p) for p in polys], np.int32)
+    flat = [c for p in polys for c in p]
+    vnum = np.array([len(c) for c in flat], np.int32)
+    return {
+        "mesh_polynum": pnum,
+        "mesh_polyadr": (np.cumsum(pnum) - pnum).astype(np.int32),
+        "mesh_polyvertnum": vnum,
+        "mesh_polyvertadr": (np.cumsum(vnum) - vnum).astype(np.int32),
+        "mesh_polyvert": np.concatenate(flat).astype(np.int32) if flat else np.zeros(0, np.int32),
+    }
+
+
 def hull_tables(mesh_vert: np.ndarray, mesh_vertadr: np.ndarray, mesh_vertnum: np.ndarray) -> dict[str, np.ndarray]:
     """Hull index tables (see the module docstring) computed from compiled mesh arrays (no maxhullvert)."""
     hulls = []
     for adr, num in zip(np.asarray(mesh_vertadr), np.asarray(mesh_vertnum)):
         hulls.append(convex_hull(np.asarray(mesh_vert, np.float64)[int(adr) : int(adr) + int(num)]))
     return _pack_hulls(hulls)
+
+
+def polygon_tables_from_vert(mesh_vert: np.ndarray, mesh_vertadr: np.ndarray, mesh_vertnum: np.ndarray):
+    """Polygon tables (see `polygon_tables`) from compiled mesh vertices (the mesh frame, not the file frame: the
+    polygons are the same, their start vertices may differ from MuJoCo's)."""
+    v = np.asarray(mesh_vert, np.float64)
+    return polygon_tables([hull_polygons(v[int(a) : int(a) + int(n)]) for a, n in zip(mesh_vertadr, mesh_vertnum)])
 
 
 def _pack_hulls(hulls) -> dict[str, np.ndarray]:
@@ -513,6 +643,7 @@ def process_mesh(
                        f"containing the vertices {a + 1} and {b + 1}.")  # fmt: skip
 
     # convex hull (of the untransformed vertices, as MuJoCo builds its graph before scaling)
+    raw = vert
     hull_vert, hull_face, hull_edge = convex_hull(vert, maxhullvert)
     if face is None:
         if len(hull_face) == 0:
@@ -609,7 +740,7 @@ def process_mesh(
     return MeshAsset(
         name=name, vert=vert, face=face.astype(np.int32), scale=scale.copy(), pos=com, quat=quat,
         inertia_type=inertia, volume=volume, inertia=eigval, boxsz=boxsz, aamm=aamm,
-        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge,
+        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge, poly=hull_polygons(raw, maxhullvert),
     )  # fmt: skip
 
 
@@ -741,6 +872,7 @@ def mesh_arrays(meshes: list[MeshAsset]) -> tuple[dict[str, np.ndarray], dict[st
         "mesh_scale": np.array([m.scale for m in meshes], float).reshape(-1, 3),
     }  # fmt: skip
     arrays.update(_pack_hulls([(m.hull_vert, m.hull_face, m.hull_edge) for m in meshes]))
+    arrays.update(polygon_tables([m.poly for m in meshes]))
     sizes = {"nmesh": len(meshes), "nmeshvert": int(nv.sum()), "nmeshface": int(nf.sum())}
     return arrays, sizes
 
