@@ -527,3 +527,26 @@ def test_hfield_arrays_two():
     assert sizes == {"nhfield": 2, "nhfielddata": m.nhfielddata}
     np.testing.assert_array_equal(arrays["hfield_adr"], m.hfield_adr)
     np.testing.assert_array_equal(arrays["hfield_data"], m.hfield_data)
+
+
+@pytest.mark.parametrize("maxhullvert", [-1, 8, 12])
+def test_hull_polygons_match_mujoco(maxhullvert):
+    """mesh_polyvert: the same polygons as MuJoCo's (vertex cycles from the same start vertex; the list order is
+    MuJoCo's hash-map order, not compared), on the reference STL meshes (the dodecahedron's float32 pentagons
+    straddle normal bins and split into 14 polygons), a scaled one, a random point cloud and with maxhullvert."""
+    from mjx_lite.mjcf.compile import load_mjcf_string
+    from tests.test_mjcf_compile import mesh_polygons
+
+    cloud = " ".join(f"{x:.5f}" for x in np.random.default_rng(0).normal(size=120) * 0.1)
+    hv = "" if maxhullvert < 0 else f' maxhullvert="{maxhullvert}"'
+    xml = f"""<mujoco><compiler meshdir="{os.path.join(MJX, "meshes")}"/><asset>
+      <mesh name="d" file="dodecahedron.stl"{hv}/><mesh name="c" vertex="{cloud}"{hv}/>
+      <mesh name="p" file="pyramid.stl"{hv}/><mesh name="t" file="tetrahedron.stl" scale="2 1 1"{hv}/></asset>
+      <worldbody><geom type="mesh" mesh="d"/><geom type="mesh" mesh="c"/><geom type="mesh" mesh="p"/>
+      <geom type="mesh" mesh="t"/></worldbody></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = load_mjcf_string(xml)
+    assert maxhullvert > 0 or mjm.mesh_polynum[0] == 14
+    for i in range(mjm.nmesh):
+        assert mjm.mesh_polynum[i] > 0
+        assert sorted(mesh_polygons(m, i)) == sorted(mesh_polygons(mjm, i)), i
