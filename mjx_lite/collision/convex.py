@@ -262,6 +262,30 @@ def _epa(sup, w, wa, tol):
     return tuple(jp.where(use_final, x, y) for x, y in zip(final, result))
 
 
+def _complete_simplex(sup, w, wa, mask):
+    """A tetrahedron (4, 3) (and its geom1 points (4, 3)) around a GJK segment or triangle that the origin (nearly)
+    lies on, for EPA: the segment gets the support point along a direction perpendicular to it, the triangle the
+    support point along its normal on the origin's side (as MuJoCo starts EPA from a 2- or 3-simplex). Also
+    returns whether the tetrahedron has volume."""
+    dt = w.dtype
+    order = jp.argsort(~mask, stable=True)  # active vertices first
+    p, pa = w[order], wa[order]
+    k = jp.sum(mask)
+    e = p[1] - p[0]
+    axis = jp.eye(3, dtype=dt)[jp.argmin(jp.abs(e))]
+    a2, b2 = sup(jp.cross(e, axis))
+    c = jp.where(k >= 3, p[2], a2 - b2)
+    ca = jp.where(k >= 3, pa[2], a2)
+    nrm = jp.cross(e, c - p[0])
+    side = jp.where(jp.dot(nrm, -p[0]) >= 0, 1.0, -1.0).astype(dt)
+    a3, b3 = sup(side * nrm)
+    tet = jp.stack([p[0], p[1], c, a3 - b3])
+    teta = jp.stack([pa[0], pa[1], ca, a3])
+    vol = jp.abs(jp.dot(jp.cross(tet[1] - tet[0], tet[2] - tet[0]), tet[3] - tet[0]))
+    size = jp.max(jp.abs(tet - tet[0]))
+    return tet, teta, vol > 1e-9 * size**3
+
+
 def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo):
     """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2)."""
     dt = g1.pos.dtype
@@ -282,9 +306,15 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo):
     n_sep = -v / jp.where(vn > 0, vn, 1.0)
     a_sep = lam @ wa
     b_sep = a_sep - v
-    # penetrating: EPA (run on a valid tetrahedron in every case; its result is selected only when inside)
-    safe_w = jp.where(inside, w, jp.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [-1.0, -1.0, -1.0]], dt))
-    depth, n_pen, a_pen, b_pen = _epa(sup, safe_w, wa, epa_tol)
+    # the origin within tol of a GJK segment or triangle: touching or penetrating, which EPA tells from a
+    # tetrahedron completed around it (in float32, tol = 1e-5 stops GJK on such a face inside deep overlaps)
+    tet, teta, tet_ok = _complete_simplex(sup, w, wa, mask)
+    near = ~inside & (vn <= tol) & (jp.sum(mask) >= 2) & tet_ok
+    # penetrating: EPA (run on a valid tetrahedron in every case; its result is selected only when inside or near)
+    dummy = jp.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [-1.0, -1.0, -1.0]], dt)
+    safe_w = jp.where(inside, w, jp.where(near, tet, dummy))
+    depth, n_pen, a_pen, b_pen = _epa(sup, safe_w, jp.where(inside, wa, teta), epa_tol)
+    inside = inside | (near & (depth > 0))
     dist = jp.where(inside, -depth, vn)
     normal = jp.where(inside, n_pen, n_sep)
     a = jp.where(inside, a_pen, a_sep)
@@ -719,24 +749,22 @@ def _manifold_contacts(pts, depth, idx, valid, nr, edge2, feature, dist0, pos0, 
 def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """Box-mesh / mesh-mesh contacts as MuJoCo 4 with multiccd (probed): from the GJK/EPA normal n, the feature
     of each geom (support vertex, edge or face along +-n) and the faces through it; then
-      * face-face: a face of geom1 and one of geom2 with n1 . n2 < -0.996: geom1's face clipped by the side planes
-        of geom2's face (along n1), each point with its own depth to geom2's face plane, normal -n2;
+      * face-face: a face of geom1 and one of geom2 with n1 . n2 < -0.996: geom2's face polygon clipped by the
+        planes through geom1's face edges (Sutherland-Hodgman in MuJoCo's vertex orders: its box corner table, its
+        mesh polygons reversed; `_face_manifold`), points farther than the margin from geom1's face plane dropped,
+        more than 4 reduced to 4 by MuJoCo's polygonQuad local search; each point with its own depth to geom2's face
+        plane (taken on geom1's face, straight along n1), normal -n2;
       * else edge-face, for the geom with the lower-dimensional feature (geom1 on ties), an edge at its feature with
         |edge . n_face| < 0.0888 for a face through the other geom's feature: the edge clipped by that face's side
         planes, depths to its plane, normal -+ the face normal;
       * else the single GJK/EPA contact.
-    Points beyond the margin are dropped; more than 4 are reduced to a largest-area quadrilateral.
-    Known differences: MuJoCo chooses 4 of more points by a local search (polygonQuad: a fixed vertex a and three
-    pointers advanced while the quadrilateral's area 0.5 |(c - a) x (d - b)| grows) over the Sutherland-Hodgman
-    polygon of geom2's face clipped by geom1's edges, in its face vertex order (box: a fixed corner table; mesh: its
-    qhull-derived polygons, reversed), after dropping points beyond the margin. A probe that replays this on
-    MuJoCo's own face tables reproduces its choice in all 16 tested poses, but the result depends on the polygon's
-    start vertex, and the Model holds no MuJoCo polygon order for meshes; we take the global largest-area
-    quadrilateral, whose area is >= MuJoCo's (in those poses up to 26% larger). Where several faces/edges qualify MuJoCo
-    takes the first in its own order (box: x, y, z edges at a corner), we the most (anti-)parallel; MuJoCo's
-    features come from its EPA face, so where two EPA normals nearly tie (deep, edge on a face's rim) its feature
-    may differ; where a clipped edge keeps only its crossing with a side plane MuJoCo reports that point twice (we
-    once)."""
+    A mesh face whose triangle lies in no mesh polygon (no polygon tables) falls back to clipping geom1's face by
+    geom2's side planes and the largest-area quadrilateral of more than 4 points.
+    Known differences: where several faces/edges qualify MuJoCo takes the first in its own order (box: x, y, z edges
+    at a corner; mesh: its polygon list, whose order the compiler does not reproduce, e.g. an STL face whose float32
+    triangles fall into two normal bins is two coplanar polygons), we the most (anti-)parallel; MuJoCo's features
+    come from its EPA face, so where two EPA normals nearly tie (deep, edge on a face's rim) its feature may differ;
+    where a clipped edge keeps only its crossing with a side plane MuJoCo reports that point twice (we once)."""
     dist0, pos0, n = _collide(t1, t2, g1, g2)
     dt = pos0.dtype
     w1, tri1 = _polyhedron(t1, g1)
