@@ -596,7 +596,6 @@ def _clip_polygon(clip, nclip, poly, npoly, n, size: int):
     normal n), one edge after the other, in their order. Each polygon edge PQ contributes its crossing with the
     plane (where exactly one end is inside) and then Q (where Q is inside). Returns the clipped polygon's points in
     MuJoCo's order (size, 3) and their count (at most size)."""
-    dt = poly.dtype
     kc = clip.shape[0]
     buf = _pad_rows(poly, size, poly[0])[:size]
     idx = jp.arange(size)
@@ -617,20 +616,20 @@ def _clip_polygon(clip, nclip, poly, npoly, n, size: int):
         cross = live & (in1 != in2) & ok_den & (t >= 0) & (t <= 1)
         pts = jp.stack([buf + t[:, None] * (q - buf), q], 1).reshape(2 * size, 3)
         keep = jp.stack([cross, live & in2], 1).reshape(2 * size)
-        slot = jp.where(keep, jp.cumsum(keep) - 1, 2 * size)
-        new = jp.zeros((size, 3), dt).at[slot].set(pts, mode="drop")
-        newcnt = jp.minimum(jp.sum(keep), size).astype(jp.int32)
+        new, newcnt = _compact(pts, keep, size)
         on = e < nclip
         return jp.where(on, new, buf), jp.where(on, newcnt, cnt)
 
     return jax.lax.fori_loop(0, kc, edge, (buf, jp.asarray(npoly, jp.int32)))
 
 
-def _compact(pts, ok):
-    """The rows of pts (K, 3) where ok (K,), in order, first; returns (K, 3) and their count."""
-    k = pts.shape[0]
-    slot = jp.where(ok, jp.cumsum(ok) - 1, k)
-    return jp.zeros_like(pts).at[slot].set(pts, mode="drop"), jp.sum(ok)
+def _compact(pts, ok, size: int):
+    """The rows of pts (K, 3) where ok (K,), in order, in the first rows of a (size, 3) array (zeros after them,
+    rows beyond size dropped); returns it and their count (int32). A one-hot product: cheaper than a scatter under
+    vmap on CPU."""
+    rank = jp.cumsum(ok) - 1
+    sel = ok[None, :] & (rank[None, :] == jp.arange(size)[:, None])
+    return sel.astype(pts.dtype) @ pts, jp.minimum(jp.sum(ok), size).astype(jp.int32)
 
 
 def _polygon_quad(pts, cnt, steps: int):
@@ -684,7 +683,7 @@ def _face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin):
     size = poly1.shape[0] + poly2.shape[0] + 1
     clipped, cnt = _clip_polygon(w1[poly1], npoly1, w2[poly2], npoly2, n1, size)
     near = (jp.arange(size) < cnt) & ((clipped - w1[poly1[0]]) @ n1 <= margin)
-    pts, cnt = _compact(clipped, near)
+    pts, cnt = _compact(clipped, near, size)
     quad = _polygon_quad(pts, cnt, 6 * size + 8)
     first = pts[:4]
     same = jp.all(jp.abs(first[:, None] - first[None]) < _HALFSPACE_TOL, -1) & jp.tril(jp.ones((4, 4), bool), -1)
