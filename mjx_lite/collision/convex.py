@@ -89,38 +89,54 @@ def _support(gtype, g: GeomInfo, d):
 
 # ---- GJK ----------------------------------------------------------------------------------------------------
 
-_SUBSETS = [s for k in (1, 2, 3, 4) for s in itertools.combinations(range(4), k)]
+_PAIRS = np.array(list(itertools.combinations(range(4), 2)), np.int32)  # (6, 2)
+_TRIPLES = np.array(list(itertools.combinations(range(4), 3)), np.int32)  # (4, 3)
+# one-hot maps from each subset's barycentric coordinates to the 4 simplex slots, in _SUBSETS order
+_ONEHOT = [np.eye(4)[s] for s in (np.arange(4)[:, None], _PAIRS, _TRIPLES, np.arange(4)[None])]
 
 
 def _nearest_on_simplex(w, mask):
-    """Nearest point to the origin of conv(w[mask]): (point (3,), barycentric (4,), support mask (4,))."""
-    best_d = jp.inf
-    best_v = jp.zeros(3, w.dtype)
-    best_l = jp.zeros(4, w.dtype)
+    """Nearest point to the origin of conv(w[mask]): (point (3,), barycentric (4,), support mask (4,)).
+
+    Every non-empty subset (4 points, 6 segments, 4 triangles, the tetrahedron) is solved in closed form, all
+    subsets of a size at once (segments by projection, triangles and the tetrahedron by signed areas and
+    volumes, which are better conditioned in float32 than the normal equations); the nearest point
+    among those with non-negative barycentric coordinates and a non-degenerate hull wins (the first on ties).
+    """
+    dt = w.dtype
     scale = jp.maximum(jp.max(jp.sum(w * w, axis=-1)), 1e-30)
-    for s in _SUBSETS:
-        idx = np.array(s)
-        ws = w[idx]
-        ok = jp.all(mask[idx])
-        if len(s) == 1:
-            lam = jp.ones(1, w.dtype)
-        else:
-            e = ws[1:] - ws[0]
-            gram = e @ e.T
-            rhs = -(e @ ws[0])
-            det = jp.linalg.det(gram)
-            ok = ok & (det > 1e-12 * scale ** (len(s) - 1))
-            gram = jp.where(ok, gram, jp.eye(len(s) - 1, dtype=w.dtype))
-            mu = jp.linalg.solve(gram, rhs)
-            lam = jp.concatenate([1 - jp.sum(mu, keepdims=True), mu])
-            ok = ok & jp.all(lam >= 0)
-        v = lam @ ws
-        dd = jp.sum(v * v)
-        better = ok & (dd < best_d)
-        best_d = jp.where(better, dd, best_d)
-        best_v = jp.where(better, v, best_v)
-        best_l = jp.where(better, jp.zeros(4, w.dtype).at[idx].set(lam), best_l)
-    return best_v, best_l, best_l > 0
+    # segments
+    a, b = w[_PAIRS[:, 0]], w[_PAIRS[:, 1]]
+    e = b - a
+    g = jp.sum(e * e, -1)
+    ok2 = jp.all(mask[_PAIRS], -1) & (g > 1e-12 * scale)
+    mu = -jp.sum(e * a, -1) / jp.where(ok2, g, 1.0)
+    lam2 = jp.stack([1 - mu, mu], -1)
+    # triangles: barycentric coordinates of the origin's projection onto the plane, from signed areas (the first
+    # vertex's as the remainder, so that they sum to 1 and a valid point lies on the triangle)
+    a, b, c = (w[_TRIPLES[:, k]] for k in range(3))
+    n = jp.cross(b - a, c - a)
+    nn = jp.sum(n * n, -1)  # = det of the edges' Gram matrix
+    ok3 = jp.all(mask[_TRIPLES], -1) & (nn > 1e-12 * scale**2)
+    mu = jp.stack([jp.sum(n * jp.cross(c - a, a), -1), jp.sum(n * jp.cross(a, b - a), -1)], -1)
+    mu = mu / jp.where(ok3, nn, 1.0)[:, None]
+    lam3 = jp.concatenate([1 - jp.sum(mu, -1, keepdims=True), mu], -1)
+    # tetrahedron: barycentric coordinates of the origin from signed volumes
+    a, b, c, d = w
+    vol = jp.dot(b - a, jp.cross(c - a, d - a))  # its square is the det of the edges' Gram matrix
+    ok4 = jp.all(mask) & (vol * vol > 1e-12 * scale**3)
+    sub = jp.stack([-jp.dot(a, jp.cross(c - a, d - a)), -jp.dot(b - a, jp.cross(a, d - a)),
+                    -jp.dot(b - a, jp.cross(c - a, a))]) / jp.where(ok4, vol, 1.0)  # fmt: skip
+    lam4 = jp.concatenate([1 - jp.sum(sub, keepdims=True), sub])[None]
+    lams = [jp.ones((4, 1), dt), lam2, lam3, lam4]
+    oks = [mask, ok2 & jp.all(lam2 >= 0, -1), ok3 & jp.all(lam3 >= 0, -1), (ok4 & jp.all(lam4 >= 0))[None]]
+    lam = jp.concatenate([jp.einsum("sk,skj->sj", l, jp.asarray(h, dt)) for l, h in zip(lams, _ONEHOT)])  # (15, 4)
+    ok = jp.concatenate(oks)
+    v = lam @ w  # (15, 3)
+    k = jp.argmin(jp.where(ok, jp.sum(v * v, -1), jp.inf))
+    found = jp.any(ok)
+    best_l = jp.where(found, lam[k], 0.0)
+    return jp.where(found, v[k], 0.0), best_l, best_l > 0
 
 
 def _gjk(sup, v0, tol):
@@ -461,7 +477,7 @@ def _polyhedron(gtype: int, g: GeomInfo):
 def _face(w, tris, direction):
     """The face of a polyhedron whose outward normal is nearest `direction`.
 
-    Returns (alignment (), unit normal (3,), a point of the face (3,), vertex mask (V,))."""
+    Returns (alignment (), unit normal (3,), a point of the face (3,), vertex mask (V,), triangle index ())."""
     a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
     nt = jp.cross(b - a, c - a)
     nn = safe_norm(nt, keepdims=True)
@@ -471,7 +487,7 @@ def _face(w, tris, direction):
     nbest = nt[t]
     coplanar = nt @ nbest > 1 - _FACE_ALIGNED
     member = (tris[:, :, None] == jp.arange(w.shape[0])[None, None, :]) & coplanar[:, None, None]
-    return score[t], nbest, a[t], jp.any(member, axis=(0, 1))
+    return score[t], nbest, a[t], jp.any(member, axis=(0, 1)), t
 
 
 def _ordered(w, mask, normal):
@@ -632,6 +648,12 @@ def _compact(pts, ok, size: int):
     return sel.astype(pts.dtype) @ pts, jp.minimum(jp.sum(ok), size).astype(jp.int32)
 
 
+# polygonQuad accepts a move only if the area grows by more than rounding: MuJoCo's strict `>` in exact arithmetic.
+# Ties are common (a pointer moved onto its neighbour, parallel chords of a regular polygon); in floating point
+# MuJoCo's own outcome there depends on rounding (fused multiply-adds, summation order), which no other build shares.
+_QUAD_GAIN = 1 + 1e-12
+
+
 def _polygon_quad(pts, cnt, steps: int):
     """MuJoCo's polygonQuad: 4 of the cnt points pts (K, 3) of a convex polygon, by its local search. Pointers
     (a, b, c, d) start at (0, 1, 2, 3); for each a in turn, d advances while the area 0.5 |(c - a) x (d - b)| grows,
@@ -657,16 +679,17 @@ def _polygon_quad(pts, cnt, steps: int):
         ])[phase]  # fmt: skip
         mn = area(q)
         run = a < cnt
-        better = run & (mn > m)
+        better = run & (mn > m * _QUAD_GAIN)
         # rejected in phase 0: this a is done (MuJoCo then moves b, c, d off a if they sit on it), next a
         finish = run & ~better & (phase == 0)
-        b2 = jp.where(finish & (b == a), nxt(b), q[1])
-        c2 = jp.where(finish & (b == a) & (c == b2), nxt(c), q[2])
-        d2 = jp.where(finish & (b == a) & (c == b2) & (d == c2), nxt(d), q[3])
+        b2 = jp.where(b == a, nxt(b), b)
+        c2 = jp.where((b == a) & (c == b2), nxt(c), c)
+        d2 = jp.where((b == a) & (c == b2) & (d == c2), nxt(d), d)
         b_new = jp.where(better, q[1], jp.where(finish, b2, b))
         c_new = jp.where(better, q[2], jp.where(finish, c2, c))
         d_new = jp.where(better, q[3], jp.where(finish, d2, d))
-        phase_new = jp.where(better, jp.where(phase == 0, 1, phase), jp.where(run, (phase + 1) % 3, phase))
+        # better: d -> c, c and b go on; rejected: c -> b, b -> d, d -> the next a's d
+        phase_new = jp.where(better, jp.where(phase == 0, 1, phase), jp.where(phase == 1, 2, 0))
         return (a + finish, b_new, c_new, d_new, jp.where(better, mn, m), jp.where(better, q, res), phase_new), None
 
     init = (jp.zeros((), jp.int32), jp.ones((), jp.int32), jp.full((), 2, jp.int32), jp.full((), 3, jp.int32),
@@ -876,12 +899,13 @@ _CYL_ANG = 2 * np.pi * np.arange(_CYL_NPOLY) / _CYL_NPOLY
 
 
 def _cyl_cap(g: GeomInfo, u):
-    """The cap of a cylinder facing direction u: world vertices (16, 3), outward normal (3,)."""
+    """The cap of a cylinder facing direction u: world vertices (16, 3) in MuJoCo's order (clockwise about the
+    outward normal, from the geom's x axis), outward normal (3,)."""
     a = g.mat[:, 2]
     s = jp.where(jp.dot(a, u) >= 0, 1.0, -1.0).astype(u.dtype)
     r, h = g.size[0], g.size[1]
     ang = jp.asarray(_CYL_ANG, u.dtype)
-    local = jp.stack([r * jp.cos(ang), r * jp.sin(ang), jp.broadcast_to(s * h, ang.shape)], axis=-1)
+    local = jp.stack([r * jp.cos(ang), -s * r * jp.sin(ang), jp.broadcast_to(s * h, ang.shape)], axis=-1)
     return g.pos + local @ g.mat.T, s * a
 
 
@@ -897,13 +921,17 @@ def _cyl_side(g: GeomInfo, u, radius):
 
 
 def _face_of(gtype: int, g: GeomInfo, u):
-    """A face of geom g facing u: (vertices (K, 3), mask (K,), outward normal (3,), a point of the face (3,))."""
+    """A face of geom g facing u: (vertices (K, 3), mask (K,), outward normal (3,), a point of the face (3,),
+    its polygon in MuJoCo's face order (vertex ids (P,), count (); 0 where the mesh has no polygon tables))."""
     if gtype == GeomType.CYLINDER:
         w, nrm = _cyl_cap(g, u)
-        return w, jp.ones(w.shape[0], bool), nrm, w[0]
+        return w, jp.ones(w.shape[0], bool), nrm, w[0], jp.arange(w.shape[0]), jp.asarray(w.shape[0], jp.int32)
     w, tris = _polyhedron(gtype, g)
-    _, nrm, p0, mask = _face(w, tris, u)
-    return w, mask, nrm, p0
+    _, nrm, p0, mask, t = _face(w, tris, u)
+    fp, fn = _face_polygons(gtype, g, tris)
+    if fp is None:
+        return w, mask, nrm, p0, jp.zeros(3, jp.int32), jp.zeros((), jp.int32)
+    return w, mask, nrm, p0, fp[t], fn[t]
 
 
 def _pad_rows(x, n, fill):
@@ -941,12 +969,12 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
     dist0, pos0, n = _collide(t1, t2, g1, g2)
     dt = pos0.dtype
     # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
-    w2, m2, n2, p2 = _face_of(t2, g2, -n)
+    w2, m2, n2, p2, poly2, npoly2 = _face_of(t2, g2, -n)
     if t1 == GeomType.CAPSULE:
         w1, m1, n1, p1 = w2, jp.zeros_like(m2), -n2, p2  # placeholders: a capsule has no face
         has_face1 = jp.zeros((), bool)
     else:
-        w1, m1, n1, p1 = _face_of(t1, g1, n)
+        w1, m1, n1, p1, poly1, npoly1 = _face_of(t1, g1, n)
         has_face1 = jp.ones((), bool)
     facing = jp.maximum(jp.dot(n1, n), -jp.dot(n2, n)) > _CYL_FACE_COS  # the contact normal is one of the faces'
     face_face = has_face1 & (jp.dot(n1, n2) < -_CYL_FACE_COS) & facing
@@ -995,6 +1023,15 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
         depth = depth - rc
     ok = ok & (depth <= margin)
     idx, valid = _reduce_quad(pts, ok, nr)
+    pts, depth = pts[idx], depth[idx]
+    idx = jp.arange(idx.shape[0])
+    if t1 != GeomType.CAPSULE:  # face-face: MuJoCo's own points (as `_polyhedral`), its cap being a 16-gon
+        x2, ok2 = _face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin)
+        x1 = x2 - n1 * ((x2 - w1[poly1[0]]) @ n1)[:, None]  # onto geom1's cap plane along n1
+        use = face_face & (npoly2 > 0)
+        pts = jp.where(use, x1, pts)
+        depth = jp.where(use, (x1 - p2) @ n2, depth)
+        valid = jp.where(use, ok2, valid)
     return _manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 
