@@ -302,6 +302,112 @@ def _complete_simplex(sup, w, wa, mask):
     return tet, teta, vol > 1e-9 * size**3
 
 
+# ---- separating axes (polytope pairs) -------------------------------------------------------------------------
+
+# SAT replaces EPA for box/mesh pairs whose axis test costs at most this many vertex projections per pair,
+# (E1 E2 + T1 + T2) (V1 + V2): e.g. two 20-vertex dodecahedra (32 hull edges each) need 45k
+SAT_BUDGET = 200_000
+_BOX_EDGES = np.array([[0, 1], [0, 2], [0, 4]], np.int32)  # one edge per direction (corner bits x, y, z)
+_PRISM_TRIS = np.array([[0, 2, 1], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
+                       np.int32)  # fmt: skip
+_PRISM_EDGES = np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 3], [0, 3], [1, 4], [2, 5]], np.int32)
+
+
+def _sat_tables(gtype, g: GeomInfo):
+    """A box or mesh as (local vertices (V, 3), triangles (T, 3), edges (E, 2)) for SAT, or None."""
+    if gtype == GeomType.BOX:
+        return jp.asarray(_BOX_CORNERS, g.pos.dtype) * g.size, jp.asarray(_BOX_TRIS), jp.asarray(_BOX_EDGES)
+    if gtype == GeomType.MESH and g.vert is not None and g.face is not None and g.edge is not None:
+        return g.vert, g.face, g.edge
+    return None
+
+
+def _sat_cost(s1, s2) -> int:
+    (v1, t1, e1), (v2, t2, e2) = s1, s2
+    return (e1.shape[0] * e2.shape[0] + t1.shape[0] + t2.shape[0]) * (v1.shape[0] + v2.shape[0])
+
+
+def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
+    """Penetration of two convex polytopes by separating axes: (depth (), normal (3,) from geom1 to geom2, contact
+    point (3,), the midpoint of the two surfaces' deepest points).
+
+    The depth is min over unit directions u of h1(u) + h2(-u) (support functions), attained at a facet normal of
+    the Minkowski difference: an outward face normal of geom1, an inward one of geom2, or +-(edge1 x edge2). Every
+    direction bounds the depth from above, so the minimum over these candidates is exact (EPA's answer without
+    its tolerance). Among equal depths, faces win over edge pairs, and an edge pair counts only where both edges
+    lie on their geom's support plane (so parallel edges elsewhere on the hull cannot be picked)."""
+    dt = g1.pos.dtype
+    # world vertices relative to geom1 (less cancellation in float32)
+    w1 = s1[0] @ g1.mat.T
+    w2 = (g2.pos - g1.pos) + s2[0] @ g2.mat.T
+    scale = jp.maximum(jp.max(jp.abs(w1)), jp.max(jp.abs(w2 - (g2.pos - g1.pos))))
+    big = jp.asarray(1e6, dt) * (1 + scale)
+    eps = jp.asarray(1e-12 if dt == jp.float64 else 1e-6, dt) * scale
+
+    def normals(w, tris):
+        a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
+        n = jp.cross(b - a, c - a)
+        nn = safe_norm(n, axis=-1, keepdims=True)
+        ok = nn[:, 0] > 1e-12 * scale**2
+        n = n / jp.where(ok[:, None], nn, 1.0)
+        out = jp.sum(n * (jp.mean(w, 0) - a), -1) > 0  # pointing inward (padded rows keep the centroid inside)
+        return jp.where(out[:, None], -n, n), ok
+
+    nt1, ok1 = normals(w1, s1[1])
+    nt2, ok2 = normals(w2, s2[1])
+    # face axes: n = outward normal of geom1 / inward normal of geom2
+    p12 = nt1 @ w2.T  # (T1, V2)
+    key1 = jp.max(nt1 @ w1.T, -1) - jp.min(p12, -1)
+    p21 = nt2 @ w1.T  # (T2, V1)
+    key2 = jp.max(nt2 @ w2.T, -1) - jp.min(p21, -1)
+    key1 = jp.where(ok1, key1, big)
+    key2 = jp.where(ok2, key2, big)
+    # edge axes u = e1 x e2, both signs
+    a1, b1 = w1[s1[2][:, 0]], w1[s1[2][:, 1]]
+    a2, b2 = w2[s2[2][:, 0]], w2[s2[2][:, 1]]
+    e1, e2 = b1 - a1, b2 - a2
+    u = jp.cross(e1[:, None, :], e2[None, :, :])  # (E1, E2, 3)
+    uu = jp.sum(u * u, -1)
+    oku = uu > 1e-6 * jp.sum(e1 * e1, -1)[:, None] * jp.sum(e2 * e2, -1)[None, :]
+    u = u * jax.lax.rsqrt(jp.where(oku, uu, 1.0))[..., None]
+    q1 = jp.einsum("ijk,vk->ijv", u, w1)  # (E1, E2, V1)
+    q2 = jp.einsum("ijk,vk->ijv", u, w2)
+    mx1, mn1, mx2, mn2 = jp.max(q1, -1), jp.min(q1, -1), jp.max(q2, -1), jp.min(q2, -1)
+    qa = jp.einsum("ijk,ik->ij", u, a1)  # the edges' own projections
+    qb = jp.einsum("ijk,jk->ij", u, a2)
+    # overlap plus the edges' distances from the support planes (zero when both lie on them)
+    keyp = (mx1 - mn2) + (mx1 - qa) + (qb - mn2) + eps
+    keym = (mx2 - mn1) + (qa - mn1) + (mx2 - qb) + eps
+    keyp = jp.where(oku, keyp, big).reshape(-1)
+    keym = jp.where(oku, keym, big).reshape(-1)
+    keys = jp.concatenate([key1, key2, keyp, keym])
+    k = jp.argmin(keys)
+    nf1, nf2, ne = key1.shape[0], key2.shape[0], keyp.shape[0]
+    # the winner's normal and depth (overlap along it)
+    kf1 = jp.minimum(k, nf1 - 1)
+    kf2 = jp.clip(k - nf1, 0, nf2 - 1)
+    ke = jp.clip(k - nf1 - nf2, 0, 2 * ne - 1)
+    ie, je = (ke % ne) // e2.shape[0], (ke % ne) % e2.shape[0]
+    sgn = jp.where(ke < ne, 1.0, -1.0).astype(dt)
+    n = jp.select([k < nf1, k < nf1 + nf2], [nt1[kf1], -nt2[kf2]], sgn * u[ie, je])
+    h1 = jp.max(w1 @ n)
+    l2 = jp.min(w2 @ n)
+    depth = h1 - l2
+    # contact point: geom2's deepest vertex (geom1's face), geom1's (geom2's face), or the edges' closest points
+    pf1 = w2[jp.argmin(w2 @ n)] + 0.5 * depth * n
+    pf2 = w1[jp.argmax(w1 @ n)] - 0.5 * depth * n
+    d1, d2, r = e1[ie], e2[je], a1[ie] - a2[je]
+    aa, bb, cc = jp.dot(d1, d1), jp.dot(d1, d2), jp.dot(d2, d2)
+    dd, ee = jp.dot(d1, r), jp.dot(d2, r)
+    den = aa * cc - bb * bb
+    den_ok = den > 1e-12 * aa * cc
+    sa = jp.clip(jp.where(den_ok, (bb * ee - cc * dd) / jp.where(den_ok, den, 1.0), 0.5), 0.0, 1.0)
+    sb = jp.clip((bb * sa + ee) / jp.where(cc > 0, cc, 1.0), 0.0, 1.0)
+    pe = 0.5 * (a1[ie] + sa * d1 + a2[je] + sb * d2)
+    pos = jp.select([k < nf1, k < nf1 + nf2], [pf1, pf2], pe)
+    return depth, n, g1.pos + pos
+
+
 def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo):
     """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2)."""
     dt = g1.pos.dtype
@@ -324,6 +430,14 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo):
     b_sep = a_sep - v
     # the origin within tol of a GJK segment or triangle: touching or penetrating, which EPA tells from a
     # tetrahedron completed around it (in float32, tol = 1e-5 stops GJK on such a face inside deep overlaps)
+    s1, s2 = (_sat_tables(t1, g1), _sat_tables(t2, g2)) if isinstance(t1, int) and isinstance(t2, int) else (None,) * 2
+    if s1 is not None and s2 is not None and _sat_cost(s1, s2) <= SAT_BUDGET:
+        # polytopes: penetration by separating axes (exact; cheaper than EPA for small hulls)
+        near = ~inside & (vn <= tol) & (jp.sum(mask) >= 2)
+        depth, n_pen, p_pen = _sat(g1, s1, g2, s2)
+        inside = inside | (near & (depth > 0))
+        dist = jp.where(inside, -depth, vn)
+        return dist, jp.where(inside, p_pen, 0.5 * (a_sep + b_sep)), jp.where(inside, n_pen, n_sep)
     tet, teta, tet_ok = _complete_simplex(sup, w, wa, mask)
     near = ~inside & (vn <= tol) & (jp.sum(mask) >= 2) & tet_ok
     # penetrating: EPA (run on a valid tetrahedron in every case; its result is selected only when inside or near)
@@ -462,6 +576,28 @@ def hull_face_polygons(m) -> tuple[np.ndarray, np.ndarray]:
             out[i, t, len(c) :] = c[0]
             cnt[i, t] = len(c)
     return out, cnt
+
+
+def hull_edge_table(m) -> np.ndarray:
+    """(nmesh, maxedge, 2) int32 hull edges of every mesh (local vertex ids, each once): its polygons' sides, so
+    that triangulation diagonals of flat faces are left out (the hull's triangle edges where it has no polygons),
+    padded by repeating the first."""
+    edges = []
+    for i in range(len(np.asarray(m.mesh_vertnum))):
+        adr, num = int(m.mesh_polyadr[i]), int(m.mesh_polynum[i])
+        found = set()
+        for j in range(adr, adr + num):
+            a, k = int(m.mesh_polyvertadr[j]), int(m.mesh_polyvertnum[j])
+            cyc = np.asarray(m.mesh_polyvert)[a : a + k].tolist()
+            found.update((min(u, v), max(u, v)) for u, v in zip(cyc, cyc[1:] + cyc[:1]))
+        if not found:
+            ea, en = int(m.mesh_hulledgeadr[i]), int(m.mesh_hulledgenum[i])
+            found = {tuple(e) for e in np.asarray(m.mesh_hulledge)[ea : ea + en].tolist()}
+        edges.append(sorted(found) or [(0, 0)])
+    if not edges:
+        return np.zeros((0, 1, 2), np.int32)
+    width = max(len(e) for e in edges)
+    return np.array([e + [e[0]] * (width - len(e)) for e in edges], np.int32).reshape(len(edges), width, 2)
 
 
 def _polyhedron(gtype: int, g: GeomInfo):

@@ -307,7 +307,7 @@ def _mesh_vertices(m: Model) -> tuple[jax.Array, int]:
 
 
 def _geom_info(m: Model, d: types.Data, gids, gtype: int) -> GeomInfo:
-    vert, gt, face, poly, npoly = None, None, None, None, None
+    vert, gt, face, poly, npoly, edge = None, None, None, None, None, None
     if gtype == _MESH or (gtype == GENERAL and m.nmesh):
         table, _ = _mesh_vertices(m)
         vert = table[jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)]
@@ -315,9 +315,10 @@ def _geom_info(m: Model, d: types.Data, gids, gtype: int) -> GeomInfo:
         face = jp.asarray(convex.hull_face_table(m))[mid]
         poly, npoly = convex.hull_face_polygons(m)
         poly, npoly = jp.asarray(poly)[mid], jp.asarray(npoly)[mid]
+        edge = jp.asarray(convex.hull_edge_table(m))[mid]
     if gtype == GENERAL:
         gt = jp.asarray(m.geom_type)[gids]
-    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly)
+    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly, edge)
 
 
 def _run_group(m: Model, d: types.Data, g: Group):
