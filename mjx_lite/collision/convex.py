@@ -304,13 +304,19 @@ def _complete_simplex(sup, w, wa, mask):
 
 # ---- separating axes (polytope pairs) -------------------------------------------------------------------------
 
-# SAT replaces EPA for box/mesh pairs whose axis test costs at most this many vertex projections per pair,
-# (E1 E2 + T1 + T2) (V1 + V2): e.g. two 20-vertex dodecahedra (32 hull edges each) need 45k
+# SAT replaces EPA for box/mesh pairs whose axis test costs at most this many operations per pair,
+# E1 E2 + (T1 + T2) (V1 + V2): e.g. two 20-vertex dodecahedra (30 hull edges, 36 triangles) need 3.8k
 SAT_BUDGET = 200_000
-_BOX_EDGES = np.array([[0, 1], [0, 2], [0, 4]], np.int32)  # one edge per direction (corner bits x, y, z)
-_PRISM_TRIS = np.array([[0, 2, 1], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
-                       np.int32)  # fmt: skip
-_PRISM_EDGES = np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5], [5, 3], [0, 3], [1, 4], [2, 5]], np.int32)
+
+
+def _edge_faces(tris: np.ndarray, edges) -> np.ndarray:
+    """(E, 4) int32: each edge (u, v) of `edges` with the two triangles of `tris` (T, 3) that hold both ends (the
+    first two; a closed hull has exactly two); an edge held by fewer repeats the one it has (or triangle 0)."""
+    out = []
+    for u, v in edges:
+        at = [t for t, tri in enumerate(tris.tolist()) if u in tri and v in tri] or [0]
+        out.append([u, v, at[0], at[1] if len(at) > 1 else at[0]])
+    return np.array(out, np.int32).reshape(-1, 4)
 
 
 def _sat_tables(gtype, g: GeomInfo):
@@ -324,7 +330,7 @@ def _sat_tables(gtype, g: GeomInfo):
 
 def _sat_cost(s1, s2) -> int:
     (v1, t1, e1), (v2, t2, e2) = s1, s2
-    return (e1.shape[0] * e2.shape[0] + t1.shape[0] + t2.shape[0]) * (v1.shape[0] + v2.shape[0])
+    return e1.shape[0] * e2.shape[0] + (t1.shape[0] + t2.shape[0]) * (v1.shape[0] + v2.shape[0])
 
 
 def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
@@ -334,8 +340,9 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     The depth is min over unit directions u of h1(u) + h2(-u) (support functions), attained at a facet normal of
     the Minkowski difference: an outward face normal of geom1, an inward one of geom2, or +-(edge1 x edge2). Every
     direction bounds the depth from above, so the minimum over these candidates is exact (EPA's answer without
-    its tolerance). Among equal depths, faces win over edge pairs, and an edge pair counts only where both edges
-    lie on their geom's support plane (so parallel edges elsewhere on the hull cannot be picked)."""
+    its tolerance). Among equal depths, faces win over edge pairs; an edge pair is a candidate only where it makes
+    a face of the Minkowski difference (a Gauss-map test on the faces at the two edges), so each costs O(1), not a
+    projection of every vertex."""
     dt = g1.pos.dtype
     # world vertices relative to geom1 (less cancellation in float32)
     w1 = s1[0] @ g1.mat.T
@@ -362,34 +369,37 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     key2 = jp.max(nt2 @ w2.T, -1) - jp.min(p21, -1)
     key1 = jp.where(ok1, key1, big)
     key2 = jp.where(ok2, key2, big)
-    # edge axes u = e1 x e2, both signs
-    a1, b1 = w1[s1[2][:, 0]], w1[s1[2][:, 1]]
-    a2, b2 = w2[s2[2][:, 0]], w2[s2[2][:, 1]]
+    # edge axes u = e1 x e2 for the edge pairs that make a face of the Minkowski difference: on the Gauss map, the
+    # arc between geom1's two face normals at its edge crosses the arc between geom2's two (negated). Then the
+    # edges are the support features along u and the overlap is u . (a1 - a2), with u oriented out of geom1
+    ed1, ed2 = s1[2], s2[2]
+    a1, b1 = w1[ed1[:, 0]], w1[ed1[:, 1]]
+    a2, b2 = w2[ed2[:, 0]], w2[ed2[:, 1]]
+    fa, fb = nt1[ed1[:, 2]], nt1[ed1[:, 3]]  # (E1, 3) outward normals of geom1 at its edges
+    fc, fd = -nt2[ed2[:, 2]], -nt2[ed2[:, 3]]  # (E2, 3) negated outward normals of geom2
+    na, nb = jp.cross(fa, fb), jp.cross(fc, fd)
+    arc1 = jp.sum(na * na, -1) > 1e-12  # a triangulation diagonal of a flat face has no arc
+    arc2 = jp.sum(nb * nb, -1) > 1e-12
+    c_a, d_a = fc @ na.T, fd @ na.T  # (E2, E1): geom2's arc ends against geom1's great circle
+    a_b, b_b = nb @ fa.T, nb @ fb.T  # (E2, E1): geom1's arc ends against geom2's great circle
+    mink = ((c_a * d_a < 0) & (a_b * b_b < 0) & (c_a * b_b > 0)).T & arc1[:, None] & arc2[None, :]  # (E1, E2)
     e1, e2 = b1 - a1, b2 - a2
     u = jp.cross(e1[:, None, :], e2[None, :, :])  # (E1, E2, 3)
     uu = jp.sum(u * u, -1)
-    oku = uu > 1e-6 * jp.sum(e1 * e1, -1)[:, None] * jp.sum(e2 * e2, -1)[None, :]
+    oku = mink & (uu > 1e-6 * jp.sum(e1 * e1, -1)[:, None] * jp.sum(e2 * e2, -1)[None, :])
     u = u * jax.lax.rsqrt(jp.where(oku, uu, 1.0))[..., None]
-    q1 = jp.einsum("ijk,vk->ijv", u, w1)  # (E1, E2, V1)
-    q2 = jp.einsum("ijk,vk->ijv", u, w2)
-    mx1, mn1, mx2, mn2 = jp.max(q1, -1), jp.min(q1, -1), jp.max(q2, -1), jp.min(q2, -1)
-    qa = jp.einsum("ijk,ik->ij", u, a1)  # the edges' own projections
-    qb = jp.einsum("ijk,jk->ij", u, a2)
-    # overlap plus the edges' distances from the support planes (zero when both lie on them)
-    keyp = (mx1 - mn2) + (mx1 - qa) + (qb - mn2) + eps
-    keym = (mx2 - mn1) + (qa - mn1) + (mx2 - qb) + eps
-    keyp = jp.where(oku, keyp, big).reshape(-1)
-    keym = jp.where(oku, keym, big).reshape(-1)
-    keys = jp.concatenate([key1, key2, keyp, keym])
+    u = jp.where((jp.sum(u * (fa + fb)[:, None, :], -1) < 0)[..., None], -u, u)
+    keye = jp.sum(u * (a1[:, None, :] - a2[None, :, :]), -1) + eps
+    keye = jp.where(oku, keye, big).reshape(-1)
+    keys = jp.concatenate([key1, key2, keye])
     k = jp.argmin(keys)
-    nf1, nf2, ne = key1.shape[0], key2.shape[0], keyp.shape[0]
+    nf1, nf2, ne = key1.shape[0], key2.shape[0], keye.shape[0]
     # the winner's normal and depth (overlap along it)
     kf1 = jp.minimum(k, nf1 - 1)
     kf2 = jp.clip(k - nf1, 0, nf2 - 1)
-    ke = jp.clip(k - nf1 - nf2, 0, 2 * ne - 1)
-    ie, je = (ke % ne) // e2.shape[0], (ke % ne) % e2.shape[0]
-    sgn = jp.where(ke < ne, 1.0, -1.0).astype(dt)
-    n = jp.select([k < nf1, k < nf1 + nf2], [nt1[kf1], -nt2[kf2]], sgn * u[ie, je])
+    ke = jp.clip(k - nf1 - nf2, 0, ne - 1)
+    ie, je = ke // e2.shape[0], ke % e2.shape[0]
+    n = jp.select([k < nf1, k < nf1 + nf2], [nt1[kf1], -nt2[kf2]], u[ie, je])
     h1 = jp.max(w1 @ n)
     l2 = jp.min(w2 @ n)
     depth = h1 - l2
@@ -513,6 +523,9 @@ _BOX_TRIS = np.array(
     [[0, 4, 6], [0, 6, 2], [1, 3, 7], [1, 7, 5], [0, 1, 5], [0, 5, 4],
      [2, 6, 7], [2, 7, 3], [0, 2, 3], [0, 3, 1], [4, 5, 7], [4, 7, 6]], np.int32,
 )  # fmt: skip
+_BOX_EDGES = _edge_faces(
+    _BOX_TRIS, [(i, i | 1 << k) for k in range(3) for i in range(8) if not i >> k & 1]
+)  # the 12 box edges (corner bits x, y, z) with their two triangles
 
 
 def hull_face_table(m) -> np.ndarray:
@@ -579,9 +592,10 @@ def hull_face_polygons(m) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hull_edge_table(m) -> np.ndarray:
-    """(nmesh, maxedge, 2) int32 hull edges of every mesh (local vertex ids, each once): its polygons' sides, so
-    that triangulation diagonals of flat faces are left out (the hull's triangle edges where it has no polygons),
-    padded by repeating the first."""
+    """(nmesh, maxedge, 4) int32 hull edges of every mesh: local vertex ids (each edge once; its polygons' sides,
+    so that triangulation diagonals of flat faces are left out; the hull's triangle edges where it has no polygons)
+    and the two hull triangles (rows of `hull_face_table`) that meet there; padded by repeating the first."""
+    tris = hull_face_table(m)
     edges = []
     for i in range(len(np.asarray(m.mesh_vertnum))):
         adr, num = int(m.mesh_polyadr[i]), int(m.mesh_polynum[i])
@@ -593,11 +607,12 @@ def hull_edge_table(m) -> np.ndarray:
         if not found:
             ea, en = int(m.mesh_hulledgeadr[i]), int(m.mesh_hulledgenum[i])
             found = {tuple(e) for e in np.asarray(m.mesh_hulledge)[ea : ea + en].tolist()}
-        edges.append(sorted(found) or [(0, 0)])
+        ntri = max(int(np.asarray(m.mesh_hullfacenum)[i]), 1)
+        edges.append(_edge_faces(tris[i, :ntri], sorted(found) or [(0, 0)]).tolist())
     if not edges:
-        return np.zeros((0, 1, 2), np.int32)
+        return np.zeros((0, 1, 4), np.int32)
     width = max(len(e) for e in edges)
-    return np.array([e + [e[0]] * (width - len(e)) for e in edges], np.int32).reshape(len(edges), width, 2)
+    return np.array([e + [e[0]] * (width - len(e)) for e in edges], np.int32).reshape(len(edges), width, 4)
 
 
 def _polyhedron(gtype: int, g: GeomInfo):

@@ -16,8 +16,8 @@ class GeomInfo(NamedTuple):
     face: (ntri, 3) int32 hull triangles of a mesh (local vertex ids into `vert`, outward), or None.
     facepoly: (ntri, P) int32, for each hull triangle its polygon's vertex ids in MuJoCo's face order (clockwise
       about the outward normal), padded with the first; facepolynum: (ntri,) int32 their counts (0: no polygon).
-    edge: (nedge, 2) int32 hull edges of a mesh (local vertex ids; its polygons' sides, each once), padded by
-      repeating the first, or None.
+    edge: (nedge, 4) int32 hull edges of a mesh: its two vertex ids (its polygons' sides, each once) and the two hull
+      triangles (rows of `face`) that meet there, padded by repeating the first, or None.
     """
 
     pos: jax.Array
