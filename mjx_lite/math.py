@@ -12,9 +12,18 @@ import jax
 import jax.numpy as jp
 
 
+def dot3(a: jax.Array, b: jax.Array) -> jax.Array:
+    """a . b over a trailing axis of size 3: (..., 3), (..., 3) -> (...), broadcasting. Written as explicit adds:
+    XLA on CPU reduces a minor axis of 3 of a large batched array 10-30x slower than it fuses these."""
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
 def safe_norm(x: jax.Array, axis: int = -1, keepdims: bool = False, eps: float = 0.0) -> jax.Array:
     """Euclidean norm with a finite (zero) gradient at x = 0."""
-    sq = jp.sum(x * x, axis=axis, keepdims=True)
+    if x.shape[axis] == 3 and axis in (-1, x.ndim - 1):
+        sq = dot3(x, x)[..., None]
+    else:
+        sq = jp.sum(x * x, axis=axis, keepdims=True)
     is_zero = sq <= eps * eps
     safe_sq = jp.where(is_zero, jp.ones_like(sq), sq)
     n = jp.where(is_zero, jp.zeros_like(sq), jp.sqrt(safe_sq))

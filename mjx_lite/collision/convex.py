@@ -28,7 +28,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import safe_norm
+from mjx_lite.math import dot3, safe_norm
 from mjx_lite.types import GeomType
 
 GENERAL_NCON = 1
@@ -104,23 +104,23 @@ def _nearest_on_simplex(w, mask):
     among those with non-negative barycentric coordinates and a non-degenerate hull wins (the first on ties).
     """
     dt = w.dtype
-    scale = jp.maximum(jp.max(jp.sum(w * w, axis=-1)), 1e-30)
+    scale = jp.maximum(jp.max(dot3(w, w)), 1e-30)
     # segments
     a, b = w[_PAIRS[:, 0]], w[_PAIRS[:, 1]]
     e = b - a
-    g = jp.sum(e * e, -1)
-    ok2 = jp.all(mask[_PAIRS], -1) & (g > 1e-12 * scale)
-    mu = -jp.sum(e * a, -1) / jp.where(ok2, g, 1.0)
-    lam2 = jp.stack([1 - mu, mu], -1)
+    g = dot3(e, e)
+    ok2 = mask[_PAIRS[:, 0]] & mask[_PAIRS[:, 1]] & (g > 1e-12 * scale)
+    mu2 = -dot3(e, a) / jp.where(ok2, g, 1.0)
+    lam2 = jp.stack([1 - mu2, mu2], -1)
     # triangles: barycentric coordinates of the origin's projection onto the plane, from signed areas (the first
     # vertex's as the remainder, so that they sum to 1 and a valid point lies on the triangle)
     a, b, c = (w[_TRIPLES[:, k]] for k in range(3))
     n = jp.cross(b - a, c - a)
-    nn = jp.sum(n * n, -1)  # = det of the edges' Gram matrix
-    ok3 = jp.all(mask[_TRIPLES], -1) & (nn > 1e-12 * scale**2)
-    mu = jp.stack([jp.sum(n * jp.cross(c - a, a), -1), jp.sum(n * jp.cross(a, b - a), -1)], -1)
+    nn = dot3(n, n)  # = det of the edges' Gram matrix
+    ok3 = mask[_TRIPLES[:, 0]] & mask[_TRIPLES[:, 1]] & mask[_TRIPLES[:, 2]] & (nn > 1e-12 * scale**2)
+    mu = jp.stack([dot3(n, jp.cross(c - a, a)), dot3(n, jp.cross(a, b - a))], -1)
     mu = mu / jp.where(ok3, nn, 1.0)[:, None]
-    lam3 = jp.concatenate([1 - jp.sum(mu, -1, keepdims=True), mu], -1)
+    lam3 = jp.stack([1 - (mu[:, 0] + mu[:, 1]), mu[:, 0], mu[:, 1]], -1)
     # tetrahedron: barycentric coordinates of the origin from signed volumes
     a, b, c, d = w
     vol = jp.dot(b - a, jp.cross(c - a, d - a))  # its square is the det of the edges' Gram matrix
@@ -129,11 +129,13 @@ def _nearest_on_simplex(w, mask):
                     -jp.dot(b - a, jp.cross(c - a, a))]) / jp.where(ok4, vol, 1.0)  # fmt: skip
     lam4 = jp.concatenate([1 - jp.sum(sub, keepdims=True), sub])[None]
     lams = [jp.ones((4, 1), dt), lam2, lam3, lam4]
-    oks = [mask, ok2 & jp.all(lam2 >= 0, -1), ok3 & jp.all(lam3 >= 0, -1), (ok4 & jp.all(lam4 >= 0))[None]]
-    lam = jp.concatenate([jp.einsum("sk,skj->sj", l, jp.asarray(h, dt)) for l, h in zip(lams, _ONEHOT)])  # (15, 4)
+    oks = [mask, ok2 & (mu2 >= 0) & (mu2 <= 1), ok3 & (lam3[:, 0] >= 0) & (mu[:, 0] >= 0) & (mu[:, 1] >= 0),
+            (ok4 & jp.all(lam4 >= 0))[None]]
+    lam = jp.concatenate([sum(l[:, k, None] * jp.asarray(h[:, k], dt) for k in range(h.shape[1]))
+                           for l, h in zip(lams, _ONEHOT)])  # (15, 4): each subset's weights scattered to its slots
     ok = jp.concatenate(oks)
     v = lam @ w  # (15, 3)
-    k = jp.argmin(jp.where(ok, jp.sum(v * v, -1), jp.inf))
+    k = jp.argmin(jp.where(ok, dot3(v, v), jp.inf))
     found = jp.any(ok)
     best_l = jp.where(found, lam[k], 0.0)
     return jp.where(found, v[k], 0.0), best_l, best_l > 0
@@ -180,7 +182,7 @@ def _face_geometry(verts, faces):
     nn = safe_norm(n, keepdims=True)
     ok = nn[:, 0] > 1e-30
     n = n / jp.where(ok[:, None], nn, 1.0)
-    dist = jp.sum(n * a, axis=-1)
+    dist = dot3(n, a)
     return n, dist, ok
 
 
@@ -238,7 +240,7 @@ def _epa(sup, w, wa, tol):
         verts2 = verts.at[new].set(p)
         vera2 = vera.at[new].set(a)
         # faces seen from p
-        vis = fvalid & (jp.sum(n * (p - verts[faces[:, 0]]), axis=-1) > tol)
+        vis = fvalid & (dot3(n, p - verts[faces[:, 0]]) > tol)
         vis = vis | (jp.arange(nf) == f)
         e0 = faces.reshape(-1)  # edge k of face i: (faces[i,k], faces[i,(k+1)%3])
         e1 = jp.roll(faces, -1, axis=1).reshape(-1)
@@ -357,7 +359,7 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
         nn = safe_norm(n, axis=-1, keepdims=True)
         ok = nn[:, 0] > 1e-12 * scale**2
         n = n / jp.where(ok[:, None], nn, 1.0)
-        out = jp.sum(n * (jp.mean(w, 0) - a), -1) > 0  # pointing inward (padded rows keep the centroid inside)
+        out = dot3(n, jp.mean(w, 0) - a) > 0  # pointing inward (padded rows keep the centroid inside)
         return jp.where(out[:, None], -n, n), ok
 
     nt1, ok1 = normals(w1, s1[1])
@@ -378,18 +380,18 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     fa, fb = nt1[ed1[:, 2]], nt1[ed1[:, 3]]  # (E1, 3) outward normals of geom1 at its edges
     fc, fd = -nt2[ed2[:, 2]], -nt2[ed2[:, 3]]  # (E2, 3) negated outward normals of geom2
     na, nb = jp.cross(fa, fb), jp.cross(fc, fd)
-    arc1 = jp.sum(na * na, -1) > 1e-12  # a triangulation diagonal of a flat face has no arc
-    arc2 = jp.sum(nb * nb, -1) > 1e-12
+    arc1 = dot3(na, na) > 1e-12  # a triangulation diagonal of a flat face has no arc
+    arc2 = dot3(nb, nb) > 1e-12
     c_a, d_a = fc @ na.T, fd @ na.T  # (E2, E1): geom2's arc ends against geom1's great circle
     a_b, b_b = nb @ fa.T, nb @ fb.T  # (E2, E1): geom1's arc ends against geom2's great circle
     mink = ((c_a * d_a < 0) & (a_b * b_b < 0) & (c_a * b_b > 0)).T & arc1[:, None] & arc2[None, :]  # (E1, E2)
     e1, e2 = b1 - a1, b2 - a2
     u = jp.cross(e1[:, None, :], e2[None, :, :])  # (E1, E2, 3)
-    uu = jp.sum(u * u, -1)
-    oku = mink & (uu > 1e-6 * jp.sum(e1 * e1, -1)[:, None] * jp.sum(e2 * e2, -1)[None, :])
+    uu = dot3(u, u)
+    oku = mink & (uu > 1e-6 * dot3(e1, e1)[:, None] * dot3(e2, e2)[None, :])
     u = u * jax.lax.rsqrt(jp.where(oku, uu, 1.0))[..., None]
-    u = jp.where((jp.sum(u * (fa + fb)[:, None, :], -1) < 0)[..., None], -u, u)
-    keye = jp.sum(u * (a1[:, None, :] - a2[None, :, :]), -1) + eps
+    u = jp.where((dot3(u, (fa + fb)[:, None, :]) < 0)[..., None], -u, u)
+    keye = dot3(u, a1[:, None, :] - a2[None, :, :]) + eps
     keye = jp.where(oku, keye, big).reshape(-1)
     keys = jp.concatenate([key1, key2, keye])
     k = jp.argmin(keys)
@@ -496,7 +498,7 @@ def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
         tri_vert = jp.any(g2.face[:, :, None] == ids[None, None, :], axis=1)  # (T, V)
         nbr = jp.any(in_tri[:, None] & tri_vert, axis=0) & (ids != k)
     rbound = safe_norm(g2.size)
-    far = jp.sum((world - p0) ** 2, axis=1) >= (_PLANE_MESH_TOL * rbound) ** 2
+    far = dot3(world - p0, world - p0) >= (_PLANE_MESH_TOL * rbound) ** 2
     ok = nbr & (dist < margin) & far
     rank = jp.cumsum(ok) - 1
     sel = (ok[None, :] & (rank[None, :] == jp.arange(PLANE_MESH_NCON - 1)[:, None])).astype(dist.dtype)  # (2, V)
@@ -676,11 +678,11 @@ def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin, inc_poly=True, cdir=None
     tol = 1e-9 * scale
 
     def inside_ref(p):  # (..., 3) -> inside every reference side plane (counter-clockwise: inside is left)
-        side = jp.einsum("ej,...ej->...e", jp.cross(cdir, rb - ra), p[..., None, :] - ra)
+        side = dot3(jp.cross(cdir, rb - ra), p[..., None, :] - ra)
         return jp.all((side >= -tol) | ~rok, axis=-1)
 
     def inside_inc(p):
-        side = jp.einsum("ej,...ej->...e", jp.cross(ni, ib - ia), p[..., None, :] - ia)
+        side = dot3(jp.cross(ni, ib - ia), p[..., None, :] - ia)
         return jp.all((side >= -tol) | ~iok, axis=-1)
 
     # (a) incident vertices
@@ -696,14 +698,14 @@ def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin, inc_poly=True, cdir=None
     ea = ia[:, None, :]
     eb = ib[:, None, :]
     pn = jp.cross(cdir, rb - ra)[None, :, :]  # (1, R, 3) side-plane normals
-    da = jp.sum(pn * (ea - ra[None]), -1)
-    db = jp.sum(pn * (eb - ra[None]), -1)
+    da = dot3(pn, ea - ra[None])
+    db = dot3(pn, eb - ra[None])
     cross = (da * db < 0) & iok[:, None] & rok[None, :]
     t = da / jp.where(cross, da - db, 1.0)
     pc = ea + t[..., None] * (eb - ea)  # (I, R, 3)
     # the crossing must lie on the reference edge segment (between its end planes)
     edge = rb - ra
-    s = jp.sum((pc - ra[None]) * edge[None], -1) / jp.maximum(jp.sum(edge * edge, -1), 1e-30)[None]
+    s = dot3(pc - ra[None], edge[None]) / jp.maximum(dot3(edge, edge), 1e-30)[None]
     vc = cross & (s >= -1e-9) & (s <= 1 + 1e-9)
     # an incident edge crosses the boundary of the convex reference polygon at most twice (4 counting a crossing
     # through a reference vertex once per edge at it): keep each incident edge's first 4 crossings, in reference
@@ -718,7 +720,8 @@ def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin, inc_poly=True, cdir=None
     depth = (pts - r0) @ nr
     ok = ok & (depth <= margin)
     # drop near-duplicates (a vertex on an edge is found twice)
-    d2 = jp.sum((pts[:, None, :] - pts[None, :, :]) ** 2, axis=-1)
+    dpp = pts[:, None, :] - pts[None, :, :]
+    d2 = dot3(dpp, dpp)
     earlier = jp.tril(jp.ones((pts.shape[0],) * 2, bool), -1)
     dupe = jp.any(earlier & ok[None, :] & (d2 < (1e-9 * scale) ** 2 + 1e-30), axis=1)
     ok = ok & ~dupe
@@ -737,16 +740,16 @@ def _reduce4(pts, ok, nr):
     u = u / jp.maximum(safe_norm(u), 1e-30)
     v = jp.cross(nr, u)
     ang = jp.where(ok, jp.arctan2(rel @ v, rel @ u), jp.inf)
-    order = jp.argsort(ang)[: min(_MAXPOLY, n)]
+    order = jax.lax.top_k(-ang, min(_MAXPOLY, n))[1]  # ascending angle (ties: lower index first)
     if order.shape[0] < _MAXPOLY:
         order = jp.concatenate([order, jp.full(_MAXPOLY - order.shape[0], order[0])])
     oko = ok[order] & (jp.arange(_MAXPOLY) < jp.sum(ok))
     q = pts[order]
     # area of each candidate quad (vertices in counter-clockwise order), projected on the face plane
-    xy = jp.stack([q @ u, q @ v], -1)[_QUADS]  # (nq, 4, 2)
-    x, y = xy[..., 0], xy[..., 1]
-    area = 0.5 * jp.sum(x * jp.roll(y, -1, axis=-1) - y * jp.roll(x, -1, axis=-1), axis=-1)
-    qok = jp.all(oko[_QUADS], axis=-1)
+    x, y = (q @ u)[_QUADS], (q @ v)[_QUADS]  # (nq, 4)
+    area = 0.5 * sum(x[:, i] * y[:, (i + 1) % 4] - y[:, i] * x[:, (i + 1) % 4] for i in range(4))
+    okq = oko[_QUADS]
+    qok = okq[:, 0] & okq[:, 1] & okq[:, 2] & okq[:, 3]
     best = jp.asarray(_QUADS)[jp.argmax(jp.where(qok, area, -jp.inf))]
     many = jp.sum(ok) > 4
     idx = jp.where(many, order[best], order[:4])
@@ -768,7 +771,7 @@ def _clip_polygon(clip, nclip, poly, npoly, n, size: int):
     idx = jp.arange(size)
     nxt_c = jp.where(jp.arange(kc) + 1 < nclip, jp.arange(kc) + 1, 0)
     pn_all = jp.cross(clip[nxt_c] - clip, n)  # (Kc, 3) plane normals (pointing inside)
-    pd_all = jp.sum(pn_all * clip, -1)
+    pd_all = dot3(pn_all, clip)
 
     def edge(e, carry):
         buf, cnt = carry
@@ -872,7 +875,7 @@ def _triangle_normals(w, tris):
     nt = jp.cross(b - a, c - a)
     nn = safe_norm(nt, keepdims=True)
     nt = jp.where(nn > 1e-30, nt / jp.where(nn > 1e-30, nn, 1.0), 0.0)
-    return nt, jp.sum(nt * a, axis=-1)
+    return nt, dot3(nt, a)
 
 
 def _feature(w, tris, nt, off, u, tol):
