@@ -5,7 +5,8 @@ As in MuJoCo, a height field is a grid of cells, each split into two triangles e
 bounding box with the general GJK/EPA of `convex.py`, which gives the true signed distance to each prism
 (MuJoCo 4 does the same: contacts within margin carry their real distance). Spheres and capsules take exact
 closed forms instead (`_point_prism`, `_segment_prism`: the same answer as converged GJK/EPA, ~100x cheaper under
-vmap on CPU). Grid conventions: vertex (r, c) is at x = c*dx - sx, y = r*dy - sy, z = hfield_data[r*ncol + c] * sz
+vmap on CPU), and boxes and small meshes find their penetration by exact separating axes (`convex._sat`) after
+GJK. Grid conventions: vertex (r, c) is at x = c*dx - sx, y = r*dy - sy, z = hfield_data[r*ncol + c] * sz
 with dx = 2 sx/(ncol-1), dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r+1,c), (r,c), (r+1,c+1)} and
 {(r,c), (r+1,c+1), (r,c+1)} (the diagonal from (r, c) to (r+1, c+1), MuJoCo's triangulation).
 
@@ -197,6 +198,11 @@ def _segments_nearest(p0, d1, q0, d2):
 
 _E0 = np.array([i for i, _ in _EDGES])
 _E1 = np.array([j for _, j in _EDGES])
+# the prism as a polytope for separating axes against boxes and meshes: 8 triangles (the two sides' diagonals are
+# not edges) and its 9 edges with the two triangles at each
+_PRISM_TRIS = np.array([[0, 2, 1], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
+                       np.int32)  # fmt: skip
+_PRISM_EDGES = convex._edge_faces(_PRISM_TRIS, _EDGES)
 
 
 def _segment_prism(v, p0, p1):
@@ -291,7 +297,7 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
         # geom2 in the hfield frame
         pos = g1.mat.T @ (g2.pos - g1.pos)
         mat = g1.mat.T @ g2.mat
-        loc = GeomInfo(pos, mat, g2.size, g2.vert, None)
+        loc = GeomInfo(pos, mat, g2.size, g2.vert, None, g2.face, edge=g2.edge)
         half, center = _aabb_half(type2, loc)
         lo, hi = center - half - margin, center + half + margin
         dx = 2 * sx / (ncol - 1)
@@ -321,7 +327,9 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
             if type2 == GeomType.CAPSULE:  # exact segment-prism distance, likewise
                 return _capsule_prism(v, loc)
             eye = jp.eye(3, dtype=dt)
-            p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None)
+            # boxes and small meshes: penetration by separating axes (convex.SAT_BUDGET), others GJK/EPA
+            p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
+                              edge=jp.asarray(_PRISM_EDGES))  # fmt: skip
             return convex._collide(GeomType.MESH, type2, p_info, loc)
 
         dist, cpos, normal = jax.vmap(prism)(verts)
