@@ -981,9 +981,11 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     n1f, n2f = nt1[f1], nt2[f2]
     m1 = jp.any(has1, axis=0) & (jp.abs(w1 @ n1f - off1[f1]) <= tol)
     m2 = jp.any(has2, axis=0) & (jp.abs(w2 @ n2f - off2[f2]) <= tol)
-    nv = max(w1.shape[0], w2.shape[0])
-    w1p, w2p = _pad_rows(w1, nv, w1[0]), _pad_rows(w2, nv, w2[0])
-    m1p, m2p = _pad_rows(m1, nv, False), _pad_rows(m2, nv, False)
+    # the two faces' vertices, compacted to nv rows (a face has at most its polygon's vertices; the clipper is
+    # quadratic in its rows, so it must not see every hull vertex)
+    nv = max(_face_rows(t1, g1, w1.shape[0]), _face_rows(t2, g2, w2.shape[0]), 2)
+    (w1p, c1), (w2p, c2) = _compact(w1, m1, nv), _compact(w2, m2, nv)
+    m1p, m2p = jp.arange(nv) < c1, jp.arange(nv) < c2
     seg1 = _pad_rows(jp.stack([w1[v1], w1[u1]]), nv, w1[v1])
     seg2 = _pad_rows(jp.stack([w2[v2], w2[u2]]), nv, w2[v2])
     emask = jp.arange(nv) < 2
@@ -1011,6 +1013,16 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
         depth = jp.where(use, (x1 - w2[tri2[fj, 0]]) @ nt2[fj], depth)
         valid = jp.where(use, ok2, valid)
     return _manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
+
+
+def _face_rows(gtype: int, g: GeomInfo, nvert: int) -> int:
+    """Static bound on the vertices of one face of a box (4) or mesh (twice its widest polygon, at least 8, at most
+    its vertex count; every vertex where it has no polygon table)."""
+    if gtype == GeomType.BOX:
+        return 4
+    if g.facepoly is not None:
+        return min(nvert, max(2 * g.facepoly.shape[-1], 8))
+    return nvert
 
 
 def _face_polygons(gtype: int, g: GeomInfo, tris):
