@@ -757,3 +757,38 @@ def test_sat_depth_exact():
             np.testing.assert_allclose(float(depth[k]), want, atol=1e-9)
             np.testing.assert_allclose(np.max(w1 @ nk) - np.min(w2 @ nk), want, atol=1e-9)
     assert checked > 100
+
+
+@pytest.mark.parametrize("t1", ["mesh", pytest.param("box", marks=pytest.mark.slow)])
+def test_polytope_distance_grad(t1):
+    """Box-mesh and mesh-mesh distances (separating axes; GJK only within the margin, a while loop whose simplex is
+    rebuilt from live support points): jax.grad w.r.t. geom2's position and rotation equals central differences,
+    separated within the margin and penetrating."""
+    from jax.scipy.linalg import expm
+
+    h = 1e-6
+    mjm = mujoco.MjModel.from_xml_string(_xml(t1, "mesh", margin=0.03))
+    m = model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(7)
+    d0 = mjl.make_data(m)
+
+    def dist(theta, xpos, xmat):
+        skew = jp.array([[0, -theta[5], theta[4]], [theta[5], 0, -theta[3]], [-theta[4], theta[3], 0]])
+        d = d0.replace(geom_xpos=xpos.at[1].add(theta[:3]), geom_xmat=xmat.at[1].set(expm(skew) @ xmat[1]))
+        return driver.collision(m, d).contact.dist[0]
+
+    f, grad = jax.jit(dist), jax.jit(jax.grad(dist))
+    for gap in (0.02, -0.01):  # summed margins 0.06: both make a contact
+        mjd.qpos[:] = np.r_[0, 0, 0, _random_quat(rng), 0, 0, 0, _random_quat(rng)]
+        lo, hi = -0.3, 0.6
+        for _ in range(50):  # geom2's height where MuJoCo's distance is `gap`
+            mjd.qpos[9] = 0.5 * (lo + hi)
+            lo, hi = (lo, mjd.qpos[9]) if _mj_mindist(mjm, mjd) > gap else (mjd.qpos[9], hi)
+        mujoco.mj_kinematics(mjm, mjd)
+        xpos, xmat = jp.asarray(mjd.geom_xpos), jp.asarray(mjd.geom_xmat.reshape(-1, 3, 3))
+        g = np.asarray(grad(jp.zeros(6), xpos, xmat))
+        fd = np.array([(f(h * e, xpos, xmat) - f(-h * e, xpos, xmat)) / (2 * h) for e in np.eye(6)])
+        np.testing.assert_allclose(float(f(jp.zeros(6), xpos, xmat)), gap, atol=1e-6)
+        np.testing.assert_allclose(g, fd, atol=1e-6)
+        assert np.linalg.norm(g[:3]) > 0.5  # d dist / d pos = the normal

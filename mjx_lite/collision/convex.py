@@ -173,6 +173,41 @@ def _gjk(sup, v0, tol):
     return w, wa, mask, v, lam, inside
 
 
+def _gjk_polytopes(sup, v0, tol, skip):
+    """GJK for two polytopes, as `_gjk`, but run only where needed and only until it converges: a `lax.while_loop`
+    bounded by GJK_ITERATIONS whose lanes start finished where `skip` (() bool; under vmap the loop runs while any
+    lane runs). The loop sees the geometry through `lax.stop_gradient` and records each simplex vertex's search
+    direction; the simplex is then rebuilt from live support points along those fixed directions. A polytope's
+    support point is piecewise constant in the direction, so derivatives through the rebuilt simplex are exact
+    (almost everywhere) and none pass through the loop. Returns (w, wa, mask, v, lam, inside) as `_gjk`."""
+    dt = v0.dtype
+    v0 = jax.lax.stop_gradient(v0)
+
+    def sup_fixed(d):
+        return jax.tree_util.tree_map(jax.lax.stop_gradient, sup(d))
+
+    def body(c):
+        w, dirs, mask, v, it, done = c
+        a, b = sup_fixed(-v)
+        p = a - b
+        vv = dot3(v, v)
+        converged = (vv - dot3(v, p) <= tol * tol) | (vv <= tol * tol)
+        slot = jp.argmin(mask)
+        w2, dirs2, m2 = w.at[slot].set(p), dirs.at[slot].set(-v), mask.at[slot].set(True)
+        v2, _, keep = _nearest_on_simplex(w2, m2)
+        stop = converged
+        return (jp.where(stop, w, w2), jp.where(stop, dirs, dirs2), jp.where(stop, mask, keep), jp.where(stop, v, v2),
+                it + 1, stop | (jp.sum(keep) == 4))  # fmt: skip
+
+    init = (jp.zeros((4, 3), dt), jp.zeros((4, 3), dt), jp.zeros(4, bool), v0, jp.zeros((), jp.int32), skip)
+    _, dirs, mask, _, _, _ = jax.lax.while_loop(lambda c: ~c[5] & (c[4] < GJK_ITERATIONS), body, init)
+    dirs = jax.lax.stop_gradient(dirs)
+    wa, wb = jax.vmap(sup)(dirs)  # live support points along the recorded directions
+    w = wa - wb
+    v, lam, _ = _nearest_on_simplex(w, mask)
+    return w, wa, mask, v, lam, jp.sum(mask) == 4
+
+
 # ---- EPA ----------------------------------------------------------------------------------------------------
 
 
@@ -420,8 +455,11 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     return depth, n, g1.pos + pos
 
 
-def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo):
-    """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2)."""
+def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None):
+    """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2). Polytope pairs within SAT_BUDGET take
+    their penetration from separating axes and run GJK only where they are apart by at most `margin` (the detection
+    distance; where it is given): farther apart, dist is the separating axes' lower bound on the distance, beyond
+    the margin, with that axis and a point between the two bodies (no contact either way)."""
     dt = g1.pos.dtype
     tol = jp.asarray(1e-10 if dt == jp.float64 else 1e-5, dt)
     epa_tol = jp.asarray(1e-9 if dt == jp.float64 else 1e-5, dt)
@@ -434,22 +472,27 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo):
     # which GJK can stall on the boundary (touching) of an overlapping pair (e.g. coaxial cylinders)
     v0 = v0 + 1e-2 * safe_norm(v0) * jp.array([0.5377, 0.3183, 0.7812], dt)
     v0 = jp.where(jp.sum(v0 * v0) > 1e-20, v0, jp.array([1.0, 0.0, 0.0], dt))
-    w, wa, mask, v, lam, inside = _gjk(sup, v0, tol)
-    # separated: nearest points
-    vn = safe_norm(v)
-    n_sep = -v / jp.where(vn > 0, vn, 1.0)
-    a_sep = lam @ wa
-    b_sep = a_sep - v
-    # the origin within tol of a GJK segment or triangle: touching or penetrating, which EPA tells from a
-    # tetrahedron completed around it (in float32, tol = 1e-5 stops GJK on such a face inside deep overlaps)
+
+    def separated(w, wa, mask, v, lam, inside):  # nearest points
+        vn = safe_norm(v)
+        return vn, -v / jp.where(vn > 0, vn, 1.0), lam @ wa, lam @ wa - v
+
     s1, s2 = (_sat_tables(t1, g1), _sat_tables(t2, g2)) if isinstance(t1, int) and isinstance(t2, int) else (None,) * 2
     if s1 is not None and s2 is not None and _sat_cost(s1, s2) <= SAT_BUDGET:
-        # polytopes: penetration by separating axes (exact; cheaper than EPA for small hulls)
-        near = ~inside & (vn <= tol) & (jp.sum(mask) >= 2)
+        # polytopes: penetration by separating axes (exact; cheaper than EPA for small hulls); their separation
+        # along the best axis (-depth) bounds the distance from below, so GJK runs only within the margin
         depth, n_pen, p_pen = _sat(g1, s1, g2, s2)
-        inside = inside | (near & (depth > 0))
-        dist = jp.where(inside, -depth, vn)
-        return dist, jp.where(inside, p_pen, 0.5 * (a_sep + b_sep)), jp.where(inside, n_pen, n_sep)
+        apart = depth <= 0
+        skip = ~apart if margin is None else ~apart | (-depth > margin)
+        gjk = _gjk_polytopes(sup, v0, tol, skip)
+        vn, n_sep, a_sep, b_sep = separated(*gjk)
+        use_gjk = ~skip & ~gjk[5]
+        dist = jp.where(use_gjk, vn, -depth)
+        return dist, jp.where(use_gjk, 0.5 * (a_sep + b_sep), p_pen), jp.where(use_gjk, n_sep, n_pen)
+    w, wa, mask, v, lam, inside = _gjk(sup, v0, tol)
+    vn, n_sep, a_sep, b_sep = separated(w, wa, mask, v, lam, inside)
+    # the origin within tol of a GJK segment or triangle: touching or penetrating, which EPA tells from a
+    # tetrahedron completed around it (in float32, tol = 1e-5 stops GJK on such a face inside deep overlaps)
     tet, teta, tet_ok = _complete_simplex(sup, w, wa, mask)
     near = ~inside & (vn <= tol) & (jp.sum(mask) >= 2) & tet_ok
     # penetrating: EPA (run on a valid tetrahedron in every case; its result is selected only when inside or near)
@@ -812,7 +855,8 @@ def _polygon_quad(pts, cnt, steps: int):
     """MuJoCo's polygonQuad: 4 of the cnt points pts (K, 3) of a convex polygon, by its local search. Pointers
     (a, b, c, d) start at (0, 1, 2, 3); for each a in turn, d advances while the area 0.5 |(c - a) x (d - b)| grows,
     after each advance c and then b advance while it grows. Run as a state machine of `steps` trials (each one area
-    evaluation); returns the kept indices (4,) in MuJoCo's order."""
+    evaluation), a `lax.while_loop` that stops when the search ends (it returns indices: no derivative passes
+    through it), and not run at all for cnt <= 4; returns the kept indices (4,) in MuJoCo's order."""
     n = jp.maximum(cnt, 1)
 
     def nxt(i):
@@ -824,8 +868,8 @@ def _polygon_quad(pts, cnt, steps: int):
 
     res0 = jp.arange(4)
 
-    def trial(carry, _):
-        a, b, c, d, m, res, phase = carry
+    def trial(carry):
+        a, b, c, d, m, res, phase, it = carry
         q = jp.stack([
             jp.stack([a, b, c, nxt(d)]),  # phase 0: advance d
             jp.stack([a, b, nxt(c), d]),  # phase 1: advance c
@@ -844,11 +888,14 @@ def _polygon_quad(pts, cnt, steps: int):
         d_new = jp.where(better, q[3], jp.where(finish, d2, d))
         # better: d -> c, c and b go on; rejected: c -> b, b -> d, d -> the next a's d
         phase_new = jp.where(better, jp.where(phase == 0, 1, phase), jp.where(phase == 1, 2, 0))
-        return (a + finish, b_new, c_new, d_new, jp.where(better, mn, m), jp.where(better, q, res), phase_new), None
+        return (a + finish, b_new, c_new, d_new, jp.where(better, mn, m), jp.where(better, q, res), phase_new,
+                it + 1)  # fmt: skip
 
-    init = (jp.zeros((), jp.int32), jp.ones((), jp.int32), jp.full((), 2, jp.int32), jp.full((), 3, jp.int32),
-            area(res0), res0, jp.zeros((), jp.int32))  # fmt: skip
-    out, _ = jax.lax.scan(trial, init, None, length=steps)
+    pts = jax.lax.stop_gradient(pts)
+    a0 = jp.where(cnt > 4, 0, cnt).astype(jp.int32)
+    init = (a0, jp.ones((), jp.int32), jp.full((), 2, jp.int32), jp.full((), 3, jp.int32), area(res0), res0,
+            jp.zeros((), jp.int32), jp.zeros((), jp.int32))  # fmt: skip
+    out = jax.lax.while_loop(lambda c: (c[0] < cnt) & (c[7] < steps), trial, init)
     return out[5]
 
 
@@ -941,7 +988,7 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     triangles fall into two normal bins is two coplanar polygons), we the most (anti-)parallel; MuJoCo's features
     come from its EPA face, so where two EPA normals nearly tie (deep, edge on a face's rim) its feature may differ;
     where a clipped edge keeps only its crossing with a side plane MuJoCo reports that point twice (we once)."""
-    dist0, pos0, n = _collide(t1, t2, g1, g2)
+    dist0, pos0, n = _collide(t1, t2, g1, g2, margin)
     dt = pos0.dtype
     w1, tri1 = _polyhedron(t1, g1)
     w2, tri2 = _polyhedron(t2, g2)
@@ -986,29 +1033,36 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     nv = max(_face_rows(t1, g1, w1.shape[0]), _face_rows(t2, g2, w2.shape[0]), 2)
     (w1p, c1), (w2p, c2) = _compact(w1, m1, nv), _compact(w2, m2, nv)
     m1p, m2p = jp.arange(nv) < c1, jp.arange(nv) < c2
-    seg1 = _pad_rows(jp.stack([w1[v1], w1[u1]]), nv, w1[v1])
-    seg2 = _pad_rows(jp.stack([w2[v2], w2[u2]]), nv, w2[v2])
-    emask = jp.arange(nv) < 2
     wr = jp.where(edge2, w1p, w2p)
     rmask = jp.where(edge2, m1p, m2p)
     nr = jp.where(edge2, n1f, n2f)
     r0 = jp.where(edge2, w1[tri1[f1, 0]], w2[tri2[f2, 0]])
-    wi = jp.where(face_face, w1p, jp.where(edge1, seg1, seg2))
-    imask = jp.where(face_face, m1p, emask)
-    pts, ok, depth = _manifold(
-        wr, rmask, nr, r0, wi, imask, jp.where(face_face, n1f, -nr), margin,
-        inc_poly=face_face, cdir=jp.where(face_face, -n1f, nr),
-    )  # fmt: skip
-    idx, valid = _reduce4(pts, ok, nr)
-    pts, depth = pts[idx], depth[idx]
-    idx = jp.arange(idx.shape[0])
-    # more than 4 face-face points: MuJoCo's own 4 (its polygon orders, clipping and local search)
+    seg = jp.where(edge1, jp.stack([w1[v1], w1[u1]]), jp.stack([w2[v2], w2[u2]]))
     fp1, fn1 = _face_polygons(t1, g1, tri1)
     fp2, fn2 = _face_polygons(t2, g2, tri2)
-    if fp1 is not None and fp2 is not None:
+    polygons = fp1 is not None and fp2 is not None  # every hull triangle in a polygon (driver._geom_info)
+    if polygons:  # face-face comes from the polygons below: the clipper only cuts an edge by a face
+        pts, ok, depth = _manifold(wr, rmask, nr, r0, seg, jp.ones(2, bool), -nr, margin, inc_poly=False, cdir=nr)
+    else:
+        emask = jp.arange(nv) < 2
+        wi = jp.where(face_face, w1p, _pad_rows(seg, nv, seg[0]))
+        imask = jp.where(face_face, m1p, emask)
+        pts, ok, depth = _manifold(
+            wr, rmask, nr, r0, wi, imask, jp.where(face_face, n1f, -nr), margin,
+            inc_poly=face_face, cdir=jp.where(face_face, -n1f, nr),
+        )  # fmt: skip
+    if polygons:  # a segment clipped by a convex face: at most 2 points (the first 4 valid kept)
+        idx = jax.lax.top_k(jp.where(ok, -jp.arange(ok.shape[0]), -ok.shape[0] - 1), MULTI_NCON)[1]
+        valid = ok[idx]
+    else:
+        idx, valid = _reduce4(pts, ok, nr)
+    pts, depth = pts[idx], depth[idx]
+    idx = jp.arange(idx.shape[0])
+    # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
+    if polygons:
         x2, ok2 = _face_manifold(w1, w2, fp1[fi], fn1[fi], fp2[fj], fn2[fj], nt1[fi], margin)
         x1 = x2 - nt1[fi] * ((x2 - w1[fp1[fi, 0]]) @ nt1[fi])[:, None]  # onto geom1's face plane along n1
-        use = face_face & (fn1[fi] > 0) & (fn2[fj] > 0)
+        use = face_face
         pts = jp.where(use, x1, pts)
         depth = jp.where(use, (x1 - w2[tri2[fj, 0]]) @ nt2[fj], depth)
         valid = jp.where(use, ok2, valid)
@@ -1087,17 +1141,22 @@ def _cyl_side(g: GeomInfo, u, radius):
 
 
 def _face_of(gtype: int, g: GeomInfo, u):
-    """A face of geom g facing u: (vertices (K, 3), mask (K,), outward normal (3,), a point of the face (3,),
-    its polygon in MuJoCo's face order (vertex ids (P,), count (); 0 where the mesh has no polygon tables))."""
+    """A face of geom g facing u: (its vertices compacted to a static bound (K, 3) with mask (K,), outward normal
+    (3,), a point of the face (3,), every vertex (V, 3), its polygon in MuJoCo's face order (vertex ids of the (V, 3)
+    array (P,), count (); 0 where the mesh has no polygon tables))."""
     if gtype == GeomType.CYLINDER:
         w, nrm = _cyl_cap(g, u)
-        return w, jp.ones(w.shape[0], bool), nrm, w[0], jp.arange(w.shape[0]), jp.asarray(w.shape[0], jp.int32)
+        ids = jp.arange(w.shape[0])
+        return w, jp.ones(w.shape[0], bool), nrm, w[0], w, ids, jp.asarray(w.shape[0], jp.int32)
     w, tris = _polyhedron(gtype, g)
     _, nrm, p0, mask, t = _face(w, tris, u)
+    rows = _face_rows(gtype, g, w.shape[0])
+    wc, cnt = _compact(w, mask, rows)
+    mc = jp.arange(rows) < cnt
     fp, fn = _face_polygons(gtype, g, tris)
     if fp is None:
-        return w, mask, nrm, p0, jp.zeros(3, jp.int32), jp.zeros((), jp.int32)
-    return w, mask, nrm, p0, fp[t], fn[t]
+        return wc, mc, nrm, p0, w, jp.zeros(3, jp.int32), jp.zeros((), jp.int32)
+    return wc, mc, nrm, p0, w, fp[t], fn[t]
 
 
 def _pad_rows(x, n, fill):
@@ -1135,12 +1194,12 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
     dist0, pos0, n = _collide(t1, t2, g1, g2)
     dt = pos0.dtype
     # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
-    w2, m2, n2, p2, poly2, npoly2 = _face_of(t2, g2, -n)
+    w2, m2, n2, p2, v2, poly2, npoly2 = _face_of(t2, g2, -n)
     if t1 == GeomType.CAPSULE:
         w1, m1, n1, p1 = w2, jp.zeros_like(m2), -n2, p2  # placeholders: a capsule has no face
         has_face1 = jp.zeros((), bool)
     else:
-        w1, m1, n1, p1, poly1, npoly1 = _face_of(t1, g1, n)
+        w1, m1, n1, p1, v1, poly1, npoly1 = _face_of(t1, g1, n)
         has_face1 = jp.ones((), bool)
     facing = jp.maximum(jp.dot(n1, n), -jp.dot(n2, n)) > _CYL_FACE_COS  # the contact normal is one of the faces'
     face_face = has_face1 & (jp.dot(n1, n2) < -_CYL_FACE_COS) & facing
@@ -1192,8 +1251,8 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
     pts, depth = pts[idx], depth[idx]
     idx = jp.arange(idx.shape[0])
     if t1 != GeomType.CAPSULE:  # face-face: MuJoCo's own points (as `_polyhedral`), its cap being a 16-gon
-        x2, ok2 = _face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin)
-        x1 = x2 - n1 * ((x2 - w1[poly1[0]]) @ n1)[:, None]  # onto geom1's cap plane along n1
+        x2, ok2 = _face_manifold(v1, v2, poly1, npoly1, poly2, npoly2, n1, margin)
+        x1 = x2 - n1 * ((x2 - v1[poly1[0]]) @ n1)[:, None]  # onto geom1's cap plane along n1
         use = face_face & (npoly2 > 0)
         pts = jp.where(use, x1, pts)
         depth = jp.where(use, (x1 - p2) @ n2, depth)

@@ -306,7 +306,11 @@ def _mesh_vertices(m: Model) -> tuple[jax.Array, int]:
     return m.mesh_vert[idx], nmax
 
 
-def _geom_info(m: Model, d: types.Data, gids, gtype: int) -> GeomInfo:
+def _geom_info(m: Model, d: types.Data, gids, gtype: int, group_gids: np.ndarray | None = None) -> GeomInfo:
+    """The geoms `gids` (n,) of one group as a vectorised GeomInfo; `group_gids` (numpy) are all the geoms this side
+    of the group may take (None: any geom). Mesh face polygons are given only where every hull triangle of those
+    meshes lies in one (the face-face manifold then follows MuJoCo's polygons; else `convex._polyhedral`'s generic
+    clipper)."""
     vert, gt, face, poly, npoly, edge = None, None, None, None, None, None
     if gtype == _MESH or (gtype == GENERAL and m.nmesh):
         table, _ = _mesh_vertices(m)
@@ -314,7 +318,12 @@ def _geom_info(m: Model, d: types.Data, gids, gtype: int) -> GeomInfo:
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         face = jp.asarray(convex.hull_face_table(m))[mid]
         poly, npoly = convex.hull_face_polygons(m)
-        poly, npoly = jp.asarray(poly)[mid], jp.asarray(npoly)[mid]
+        mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
+        nface = np.maximum(np.asarray(m.mesh_hullfacenum)[mids], 0)
+        if np.all(npoly[mids] > 0, where=np.arange(npoly.shape[1])[None, :] < nface[:, None]):
+            poly, npoly = jp.asarray(poly)[mid], jp.asarray(npoly)[mid]
+        else:
+            poly, npoly = None, None
         edge = jp.asarray(convex.hull_edge_table(m))[mid]
     if gtype == GENERAL:
         gt = jp.asarray(m.geom_type)[gids]
@@ -348,8 +357,8 @@ def _run_group(m: Model, d: types.Data, g: Group):
         g1, g2, near = g1[idx], g2[idx], near[idx]
         condim, margin, includemargin, friction = condim[idx], margin[idx], includemargin[idx], friction[idx]
         solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
-    info1 = _geom_info(m, d, g1, g.type1)
-    info2 = _geom_info(m, d, g2, g.type2)
+    info1 = _geom_info(m, d, g1, g.type1, g.geom1)
+    info2 = _geom_info(m, d, g2, g.type2, g.geom2)
     if g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
         c, hf_over = g.collider(m, info1, info2, margin)
         overflow = overflow | jp.any(hf_over & near)

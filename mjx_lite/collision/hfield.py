@@ -330,7 +330,7 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
             # boxes and small meshes: penetration by separating axes (convex.SAT_BUDGET), others GJK/EPA
             p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
                               edge=jp.asarray(_PRISM_EDGES))  # fmt: skip
-            return convex._collide(GeomType.MESH, type2, p_info, loc)
+            return convex._collide(GeomType.MESH, type2, p_info, loc, margin)
 
         dist, cpos, normal = jax.vmap(prism)(verts)
         dist = jp.where(inside, dist, NOCONTACT)
