@@ -28,7 +28,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import dot3, safe_norm
+from mjx_lite.math import dot3, outer3, safe_norm
 from mjx_lite.types import GeomType
 
 GENERAL_NCON = 1
@@ -382,8 +382,8 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     projection of every vertex."""
     dt = g1.pos.dtype
     # world vertices relative to geom1 (less cancellation in float32)
-    w1 = s1[0] @ g1.mat.T
-    w2 = (g2.pos - g1.pos) + s2[0] @ g2.mat.T
+    w1 = outer3(s1[0], g1.mat)
+    w2 = (g2.pos - g1.pos) + outer3(s2[0], g2.mat)
     scale = jp.maximum(jp.max(jp.abs(w1)), jp.max(jp.abs(w2 - (g2.pos - g1.pos))))
     big = jp.asarray(1e6, dt) * (1 + scale)
     eps = jp.asarray(1e-12 if dt == jp.float64 else 1e-6, dt) * scale
@@ -400,10 +400,8 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     nt1, ok1 = normals(w1, s1[1])
     nt2, ok2 = normals(w2, s2[1])
     # face axes: n = outward normal of geom1 / inward normal of geom2
-    p12 = nt1 @ w2.T  # (T1, V2)
-    key1 = jp.max(nt1 @ w1.T, -1) - jp.min(p12, -1)
-    p21 = nt2 @ w1.T  # (T2, V1)
-    key2 = jp.max(nt2 @ w2.T, -1) - jp.min(p21, -1)
+    key1 = jp.max(outer3(nt1, w1), -1) - jp.min(outer3(nt1, w2), -1)  # (T1,)
+    key2 = jp.max(outer3(nt2, w2), -1) - jp.min(outer3(nt2, w1), -1)  # (T2,)
     key1 = jp.where(ok1, key1, big)
     key2 = jp.where(ok2, key2, big)
     # edge axes u = e1 x e2 for the edge pairs that make a face of the Minkowski difference: on the Gauss map, the
@@ -417,16 +415,19 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     na, nb = jp.cross(fa, fb), jp.cross(fc, fd)
     arc1 = dot3(na, na) > 1e-12  # a triangulation diagonal of a flat face has no arc
     arc2 = dot3(nb, nb) > 1e-12
-    c_a, d_a = fc @ na.T, fd @ na.T  # (E2, E1): geom2's arc ends against geom1's great circle
-    a_b, b_b = nb @ fa.T, nb @ fb.T  # (E2, E1): geom1's arc ends against geom2's great circle
-    mink = ((c_a * d_a < 0) & (a_b * b_b < 0) & (c_a * b_b > 0)).T & arc1[:, None] & arc2[None, :]  # (E1, E2)
+    c_a, d_a = outer3(na, fc), outer3(na, fd)  # (E1, E2): geom2's arc ends against geom1's great circle
+    a_b, b_b = outer3(fa, nb), outer3(fb, nb)  # (E1, E2): geom1's arc ends against geom2's great circle
+    mink = (c_a * d_a < 0) & (a_b * b_b < 0) & (c_a * b_b > 0) & arc1[:, None] & arc2[None, :]  # (E1, E2)
     e1, e2 = b1 - a1, b2 - a2
-    u = jp.cross(e1[:, None, :], e2[None, :, :])  # (E1, E2, 3)
-    uu = dot3(u, u)
+    # per pair u = e1 x e2 and its overlap u . (a1 - a2) / |u|, oriented out of geom1 (u . (fa + fb) > 0), as
+    # (E1, E2) arrays: |u|^2 from the components, the two dot products as triple products ((e1 x e2) . r =
+    # (r x e1) . e2) of all edge pairs at once, never an (E1, E2, 3) array (slow on CPU)
+    uu = sum((e1[:, i, None] * e2[None, :, j] - e1[:, j, None] * e2[None, :, i]) ** 2
+             for i, j in ((1, 2), (2, 0), (0, 1)))  # fmt: skip
     oku = mink & (uu > 1e-6 * dot3(e1, e1)[:, None] * dot3(e2, e2)[None, :])
-    u = u * jax.lax.rsqrt(jp.where(oku, uu, 1.0))[..., None]
-    u = jp.where((dot3(u, (fa + fb)[:, None, :]) < 0)[..., None], -u, u)
-    keye = dot3(u, a1[:, None, :] - a2[None, :, :]) + eps
+    orient = outer3(jp.cross(fa + fb, e1), e2)
+    over = outer3(jp.cross(a1, e1), e2) - outer3(e1, jp.cross(e2, a2))  # (e1 x e2) . (a1 - a2)
+    keye = jp.where(orient < 0, -over, over) * jax.lax.rsqrt(jp.where(oku, uu, 1.0)) + eps
     keye = jp.where(oku, keye, big).reshape(-1)
     keys = jp.concatenate([key1, key2, keye])
     k = jp.argmin(keys)
@@ -436,13 +437,16 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     kf2 = jp.clip(k - nf1, 0, nf2 - 1)
     ke = jp.clip(k - nf1 - nf2, 0, ne - 1)
     ie, je = ke // e2.shape[0], ke % e2.shape[0]
-    n = jp.select([k < nf1, k < nf1 + nf2], [nt1[kf1], -nt2[kf2]], u[ie, je])
-    h1 = jp.max(w1 @ n)
-    l2 = jp.min(w2 @ n)
+    ue = jp.cross(e1[ie], e2[je])
+    ue = ue * jax.lax.rsqrt(jp.maximum(dot3(ue, ue), 1e-30))
+    ue = jp.where(dot3(ue, fa[ie] + fb[ie]) < 0, -ue, ue)
+    n = jp.select([k < nf1, k < nf1 + nf2], [nt1[kf1], -nt2[kf2]], ue)
+    h1 = jp.max(dot3(w1, n))
+    l2 = jp.min(dot3(w2, n))
     depth = h1 - l2
     # contact point: geom2's deepest vertex (geom1's face), geom1's (geom2's face), or the edges' closest points
-    pf1 = w2[jp.argmin(w2 @ n)] + 0.5 * depth * n
-    pf2 = w1[jp.argmax(w1 @ n)] - 0.5 * depth * n
+    pf1 = w2[jp.argmin(dot3(w2, n))] + 0.5 * depth * n
+    pf2 = w1[jp.argmax(dot3(w1, n))] - 0.5 * depth * n
     d1, d2, r = e1[ie], e2[je], a1[ie] - a2[je]
     aa, bb, cc = jp.dot(d1, d1), jp.dot(d1, d2), jp.dot(d2, d2)
     dd, ee = jp.dot(d1, r), jp.dot(d2, r)
@@ -667,7 +671,7 @@ def _polyhedron(gtype: int, g: GeomInfo):
         tris = jp.asarray(_BOX_TRIS)
     else:
         local, tris = g.vert, g.face
-    return g.pos + local @ g.mat.T, tris
+    return g.pos + outer3(local, g.mat), tris
 
 
 def _face(w, tris, direction):
@@ -928,27 +932,33 @@ def _triangle_normals(w, tris):
 def _feature(w, tris, nt, off, u, tol):
     """The feature (vertex, edge or face) of a polyhedron supporting direction u, as MuJoCo's EPA reports it.
 
-    Returns (support mask (V,), dim () in {1, 2, 3}, candidate faces (T,), vertex-in-triangle table (T, V)):
-    the candidate faces are the hull triangles through the feature (all faces at a vertex, both at an edge, the
-    face itself), i.e. the triangles whose plane holds every support vertex and that touch one of them."""
+    Returns (support mask (V,), dim () in {1, 2, 3}, candidate faces (T,), hull vertex mask (V,)): the candidate
+    faces are the hull triangles through the feature (all faces at a vertex, both at an edge, the face itself), i.e.
+    the triangles that touch a support vertex and whose plane holds every support vertex (tested on the first 4 by
+    support value: a plane through 3 support vertices of a face is that face's). O(V + T): no (T, V) tables."""
     nv = w.shape[0]
-    has = jp.any(tris[:, :, None] == jp.arange(nv)[None, None, :], axis=1)  # (T, V)
-    valid = jp.any(has, axis=0)  # hull vertices (padding rows and interior vertices are not)
-    s = jp.where(valid, w @ u, -jp.inf)
+    valid = jp.zeros(nv, bool).at[tris.reshape(-1)].set(True)  # hull vertices (not padding or interior ones)
+    s = jp.where(valid, dot3(w, u), -jp.inf)
     sup = valid & (s >= jp.max(s) - tol)
     dim = jp.minimum(jp.sum(sup), 3)
-    on_plane = jp.abs(w @ nt.T - off[None, :]).T <= tol  # (T, V)
-    cand = jp.any(has & sup[None, :], axis=1) & jp.all(on_plane | ~sup[None, :], axis=1)
-    return sup, dim, cand, has
+    top = jax.lax.top_k(s, min(4, nv))[1]
+    on_plane = jp.abs(outer3(w[top], nt) - off[None, :]) <= tol  # (k, T)
+    cand = jp.any(sup[tris], axis=1) & jp.all(on_plane | ~sup[top][:, None], axis=0)
+    return sup, dim, cand, valid
 
 
-def _edges_at(w, nt, has, v, tol):
+def _edges_at(w, nt, tris, v, tol):
     """Hull edges at vertex v: (other end mask (V,), unit directions (V, 3)). Triangulation diagonals of a flat
-    face (both triangles at the edge coplanar) are not edges."""
-    both = has & has[:, v][:, None]  # (T, V): triangles holding v and u
-    ref = nt[jp.argmax(both, axis=0)]  # (V, 3): the normal of one triangle at edge (v, u)
-    bend = jp.any(both & (jp.einsum("tj,vj->tv", nt, ref) < 1 - _FACE_ALIGNED), axis=0)
-    nbr = jp.any(both, axis=0) & bend & (jp.arange(w.shape[0]) != v)
+    face (both triangles at the edge coplanar) are not edges. Scatters over the triangles' corners, O(V + T)."""
+    nv = w.shape[0]
+    at_v = jp.any(tris == v, axis=1)  # (T,)
+    ends = tris.reshape(-1)  # (3T,) each triangle corner; those of triangles at v other than v are v's neighbours
+    nrm = jp.repeat(nt, 3, axis=0)  # (3T, 3)
+    live = jp.repeat(at_v, 3) & (ends != v)
+    slot = jp.where(live, ends, nv)  # dead corners go to a dropped extra row
+    ref = jp.zeros((nv + 1, 3), w.dtype).at[slot].set(nrm)  # the normal of one triangle at edge (v, u)
+    bent = live & (dot3(nrm, ref[slot]) < 1 - _FACE_ALIGNED)
+    nbr = jp.zeros(nv + 1, bool).at[jp.where(bent, slot, nv)].set(True)[:nv]
     e = w - w[v]
     return nbr, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
 
@@ -999,20 +1009,20 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     sup1, dim1, cand1, has1 = _feature(w1, tri1, nt1, off1, n, tol)
     sup2, dim2, cand2, has2 = _feature(w2, tri2, nt2, off2, -n, tol)
     # face-face: the most anti-parallel pair of faces through the two features
-    dots = nt1 @ nt2.T
+    dots = outer3(nt1, nt2)
     okff = cand1[:, None] & cand2[None, :] & (dots < -_FACE_COS)
     ij = jp.argmin(jp.where(okff, dots, jp.inf))
     fi, fj = ij // dots.shape[1], ij % dots.shape[1]
     face_face = jp.any(okff)
     # edge-face: edges at the lower-dimensional feature against the faces through the other one
     v1, v2 = jp.argmax(sup1), jp.argmax(sup2)
-    nbr1, e1 = _edges_at(w1, nt1, has1, v1, tol)
-    nbr2, e2 = _edges_at(w2, nt2, has2, v2, tol)
+    nbr1, e1 = _edges_at(w1, nt1, tri1, v1, tol)
+    nbr2, e2 = _edges_at(w2, nt2, tri2, v2, tol)
     nbr1 = nbr1 & ((dim1 == 1) | sup1)  # an edge feature: its own edge only
     nbr2 = nbr2 & ((dim2 == 1) | sup2)
-    c12 = jp.abs(e1 @ nt2.T)  # (V1, T2)
+    c12 = jp.abs(outer3(e1, nt2))  # (V1, T2)
     ok12 = nbr1[:, None] & cand2[None, :] & (c12 < _EDGE_SIN)
-    c21 = jp.abs(e2 @ nt1.T)  # (V2, T1)
+    c21 = jp.abs(outer3(e2, nt1))  # (V2, T1)
     ok21 = nbr2[:, None] & cand1[None, :] & (c21 < _EDGE_SIN)
     try1 = (dim1 < 3) & (dim1 <= dim2)
     edge1 = ~face_face & try1 & jp.any(ok12)
@@ -1026,8 +1036,8 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     f1 = jp.where(face_face, fi, f1e)
     f2 = jp.where(face_face, fj, f2e)
     n1f, n2f = nt1[f1], nt2[f2]
-    m1 = jp.any(has1, axis=0) & (jp.abs(w1 @ n1f - off1[f1]) <= tol)
-    m2 = jp.any(has2, axis=0) & (jp.abs(w2 @ n2f - off2[f2]) <= tol)
+    m1 = has1 & (jp.abs(dot3(w1, n1f) - off1[f1]) <= tol)
+    m2 = has2 & (jp.abs(dot3(w2, n2f) - off2[f2]) <= tol)
     # the two faces' vertices, compacted to nv rows (a face has at most its polygon's vertices; the clipper is
     # quadratic in its rows, so it must not see every hull vertex)
     nv = max(_face_rows(t1, g1, w1.shape[0]), _face_rows(t2, g2, w2.shape[0]), 2)
