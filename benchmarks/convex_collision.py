@@ -67,14 +67,15 @@ def _compiled(f, *args):
 
 
 def compare(mjm, m, d, dx, **kw):
-    """(ms, jit s) of one vmap-ed collision call for mjx_lite and for MJX; MJX's is an error text if it refuses."""
+    """(ms, jit s) of one vmap-ed collision call for mjx_lite and for MJX; MJX's is an error text if it refuses the
+    model or fails (e.g. out of memory)."""
     f, jit_ours = _compiled(driver.collision, m, d)
     ours = (timeit(f, m, d, **kw), jit_ours)
     try:
         mx = mjx.put_model(mjm)
         g, jit_mjx = _compiled(mjx.collision, mx, dx)
         return ours, (timeit(g, mx, dx, **kw), jit_mjx)
-    except Exception as e:  # MJX refuses some models
+    except Exception as e:  # MJX refuses some models and runs out of memory on others
         return ours, f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
 
 

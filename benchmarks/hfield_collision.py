@@ -32,7 +32,7 @@ def main():
     (ms, jit_ours), theirs = compare(mjm, m, d, dx)
     line = f"hfield + box + tetrahedron, batch {batch}, float32: mjx_lite {ms:.1f} ms (jit {jit_ours:.1f} s)"
     if isinstance(theirs, str):
-        line += f"   MJX refuses: {theirs}"
+        line += f"   MJX fails: {theirs}"
     else:
         line += f"   MJX {theirs[0]:.1f} ms (jit {theirs[1]:.1f} s)"
     print(line)

@@ -42,7 +42,7 @@ def main():
             (ms, jit_ours), theirs = compare(mjm, *states(mjm, set_qpos, batch), repeat=5, rounds=3)
             line = f"hull {int(mjm.mesh_vertnum[0]):4d} verts {pair:9s}  mjx_lite {ms:8.1f} ms ({jit_ours:.1f} s)"
             if isinstance(theirs, str):
-                line += f"   MJX refuses: {theirs}"
+                line += f"   MJX fails: {theirs}"
             else:
                 line += f"   MJX {theirs[0]:8.1f} ms ({theirs[1]:.1f} s)"
             print(line, flush=True)

@@ -125,7 +125,7 @@ def _poses(mjm, rng, n, targets, geoms=GEOMS):
 TARGETS = (-0.03, -0.005, 0.5 * PAIR_MARGIN, np.inf)  # deep, shallow, within margin, beyond margin
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: not torn down when a worker runs another module in between
 def setup():
     mjm = mujoco.MjModel.from_xml_string(_xml())
     m = model_from_mujoco(mjm)
@@ -139,7 +139,6 @@ def setup():
     return mjm, m, d0, poses, out, (collide, d)
 
 
-@pytest.mark.xdist_group("hfield_setup")
 def test_table_and_window(setup):
     mjm, m, _, _, _, _ = setup
     groups = [g for g in driver.pair_table(m).groups if g.type1 == mujoco.mjtGeom.mjGEOM_HFIELD]
@@ -179,7 +178,6 @@ def _match_pair(out, i, p, gid, atol_normal, atol_pos=ATOL_POS, msg=""):
     return len(d)
 
 
-@pytest.mark.xdist_group("hfield_setup")
 @pytest.mark.parametrize("name", list(GEOMS))
 def test_contacts_match_mujoco(setup, name):
     """Every colliding prism gives one contact, as in MuJoCo: the whole contact set of each (hfield, geom) pair
@@ -192,7 +190,6 @@ def test_contacts_match_mujoco(setup, name):
         assert min(p["dist"][p["geom"][:, 1] == gid].min(initial=np.inf) for p in poses) < -mjm.geom(gid).size[0]
 
 
-@pytest.mark.xdist_group("hfield_setup")
 def test_more_than_four_contacts_per_pair(setup):
     """A round geom between bumps touches more than 4 prisms: all of them are kept (the old cap was 4)."""
     _, _, _, poses, out, _ = setup
@@ -204,7 +201,6 @@ def test_more_than_four_contacts_per_pair(setup):
     assert per_pair == theirs and max(theirs) > 4, (per_pair, theirs)
 
 
-@pytest.mark.xdist_group("hfield_setup")
 def test_gradient_of_deepest_distance_is_finite(setup):
     mjm, m, d0, poses, _, _ = setup
     p = poses[0]
@@ -261,7 +257,6 @@ def test_closed_form_prism_colliders_match_gjk_epa(gtype):
     assert all(np.all(np.isfinite(np.asarray(g))) for g in grad)
 
 
-@pytest.mark.xdist_group("hfield_setup")
 def test_overflow_flag_when_geom_outgrows_window(setup):
     """A geom grown after the table was built needs more cells than its window: CONTACTFULL is counted.
 

@@ -130,7 +130,7 @@ _KINDS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: not torn down when a worker runs another module in between
 def mesh_batch():
     """Every mesh-mesh pose of the non-slow tests, collided in one batched call (one compile)."""
     mjm, m = _model("mesh")
@@ -146,7 +146,6 @@ def mesh_batch():
     return m, {k: [(next(ours), p[2]) for p in g] for k, g in groups.items()}
 
 
-@pytest.mark.xdist_group("mesh_batch")  # one xdist worker computes the shared fixture (make test: --dist loadgroup)
 def test_face_face_resting(mesh_batch):
     """A cube resting on a cube, faces parallel, edges aligned (yaw a multiple of 90 degrees), random offsets and
     penetration: the 4 corners of the overlap rectangle, each with its own depth."""
@@ -157,7 +156,6 @@ def test_face_face_resting(mesh_batch):
         _match(ours, theirs, ATOL_FACE, i)
 
 
-@pytest.mark.xdist_group("mesh_batch")
 def test_vertex_face_deepest(mesh_batch):
     """A cube on a corner or an edge (large tilt): the deepest contact matches MuJoCo's."""
     _, res = mesh_batch
@@ -188,7 +186,6 @@ def _check_tilt(results, kinds):
     return counts
 
 
-@pytest.mark.xdist_group("mesh_batch")
 def test_tilted_mesh_mesh(mesh_batch):
     """Mesh cube on mesh cube tilted 0.5 - 6 degrees about random axes (face-face 4, edge-face 2, single 1), and
     edges resting on the face (2): MuJoCo 4's contact count, depths, points and normals."""
@@ -398,7 +395,7 @@ ATOL_CYL_SIDE = 1e-4  # side segment: MuJoCo takes it through its EPA support po
 _NCAPS = 24  # random cap poses
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: not torn down when a worker runs another module in between
 def cyl_results():
     """Per pose, (our contacts, MuJoCo's) in the cylinder scene: the _CYL_CASES poses, then _NCAPS random cap poses;
     all collided in one batched call (one compile)."""
@@ -417,7 +414,6 @@ def cyl_results():
     return list(zip(_ours(m, poses), [p[2] for p in poses]))
 
 
-@pytest.mark.xdist_group("cylinders")
 @pytest.mark.parametrize("i", range(len(_CYL_CASES)))
 def test_cylinder_manifold(cyl_results, i):
     key, z, eul, kind = _CYL_CASES[i]
@@ -539,7 +535,6 @@ def _cap_poses(mjm, rng, n):
     return out
 
 
-@pytest.mark.xdist_group("cylinders")  # one worker computes the shared fixture
 def test_cylinder_caps_random(cyl_results):
     """Cylinder caps pressed on box, prism and cylinder faces (cylinder-box, cylinder-mesh, cylinder-cylinder) in
     random poses: MuJoCo's count and normal in every pair, and its contact points exactly, except where polygonQuad

@@ -195,9 +195,9 @@ def _gjk_polytopes(sup, v0, tol, skip):
         slot = jp.argmin(mask)
         w2, dirs2, m2 = w.at[slot].set(p), dirs.at[slot].set(-v), mask.at[slot].set(True)
         v2, _, keep = _nearest_on_simplex(w2, m2)
-        stop = converged
-        return (jp.where(stop, w, w2), jp.where(stop, dirs, dirs2), jp.where(stop, mask, keep), jp.where(stop, v, v2),
-                it + 1, stop | (jp.sum(keep) == 4))  # fmt: skip
+        c = converged
+        return (jp.where(c, w, w2), jp.where(c, dirs, dirs2), jp.where(c, mask, keep), jp.where(c, v, v2), it + 1,
+                c | (jp.sum(keep) == 4))  # fmt: skip
 
     init = (jp.zeros((4, 3), dt), jp.zeros((4, 3), dt), jp.zeros(4, bool), v0, jp.zeros((), jp.int32), skip)
     _, dirs, mask, _, _, _ = jax.lax.while_loop(lambda c: ~c[5] & (c[4] < GJK_ITERATIONS), body, init)
@@ -1006,8 +1006,8 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     tol = 1e-6 * scale
     nt1, off1 = _triangle_normals(w1, tri1)
     nt2, off2 = _triangle_normals(w2, tri2)
-    sup1, dim1, cand1, has1 = _feature(w1, tri1, nt1, off1, n, tol)
-    sup2, dim2, cand2, has2 = _feature(w2, tri2, nt2, off2, -n, tol)
+    sup1, dim1, cand1, hull1 = _feature(w1, tri1, nt1, off1, n, tol)
+    sup2, dim2, cand2, hull2 = _feature(w2, tri2, nt2, off2, -n, tol)
     # face-face: the most anti-parallel pair of faces through the two features
     dots = outer3(nt1, nt2)
     okff = cand1[:, None] & cand2[None, :] & (dots < -_FACE_COS)
@@ -1036,8 +1036,8 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     f1 = jp.where(face_face, fi, f1e)
     f2 = jp.where(face_face, fj, f2e)
     n1f, n2f = nt1[f1], nt2[f2]
-    m1 = has1 & (jp.abs(dot3(w1, n1f) - off1[f1]) <= tol)
-    m2 = has2 & (jp.abs(dot3(w2, n2f) - off2[f2]) <= tol)
+    m1 = hull1 & (jp.abs(dot3(w1, n1f) - off1[f1]) <= tol)
+    m2 = hull2 & (jp.abs(dot3(w2, n2f) - off2[f2]) <= tol)
     # the two faces' vertices, compacted to nv rows (a face has at most its polygon's vertices; the clipper is
     # quadratic in its rows, so it must not see every hull vertex)
     nv = max(_face_rows(t1, g1, w1.shape[0]), _face_rows(t2, g2, w2.shape[0]), 2)
@@ -1053,29 +1053,25 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     polygons = fp1 is not None and fp2 is not None  # every hull triangle in a polygon (driver._geom_info)
     if polygons:  # face-face comes from the polygons below: the clipper only cuts an edge by a face
         pts, ok, depth = _manifold(wr, rmask, nr, r0, seg, jp.ones(2, bool), -nr, margin, inc_poly=False, cdir=nr)
-    else:
-        emask = jp.arange(nv) < 2
+        # a segment clipped by a convex face has at most 2 points: the first 4 valid are kept
+        idx = jax.lax.top_k(jp.where(ok, -jp.arange(ok.shape[0]), -ok.shape[0] - 1), MULTI_NCON)[1]
+        valid = ok[idx]
+    else:  # face-face too, with a largest-area quadrilateral of more than 4 points
         wi = jp.where(face_face, w1p, _pad_rows(seg, nv, seg[0]))
-        imask = jp.where(face_face, m1p, emask)
+        imask = jp.where(face_face, m1p, jp.arange(nv) < 2)
         pts, ok, depth = _manifold(
             wr, rmask, nr, r0, wi, imask, jp.where(face_face, n1f, -nr), margin,
             inc_poly=face_face, cdir=jp.where(face_face, -n1f, nr),
         )  # fmt: skip
-    if polygons:  # a segment clipped by a convex face: at most 2 points (the first 4 valid kept)
-        idx = jax.lax.top_k(jp.where(ok, -jp.arange(ok.shape[0]), -ok.shape[0] - 1), MULTI_NCON)[1]
-        valid = ok[idx]
-    else:
         idx, valid = _reduce4(pts, ok, nr)
     pts, depth = pts[idx], depth[idx]
     idx = jp.arange(idx.shape[0])
-    # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
-    if polygons:
+    if polygons:  # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
         x2, ok2 = _face_manifold(w1, w2, fp1[fi], fn1[fi], fp2[fj], fn2[fj], nt1[fi], margin)
         x1 = x2 - nt1[fi] * ((x2 - w1[fp1[fi, 0]]) @ nt1[fi])[:, None]  # onto geom1's face plane along n1
-        use = face_face
-        pts = jp.where(use, x1, pts)
-        depth = jp.where(use, (x1 - w2[tri2[fj, 0]]) @ nt2[fj], depth)
-        valid = jp.where(use, ok2, valid)
+        pts = jp.where(face_face, x1, pts)
+        depth = jp.where(face_face, (x1 - w2[tri2[fj, 0]]) @ nt2[fj], depth)
+        valid = jp.where(face_face, ok2, valid)
     return _manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 
