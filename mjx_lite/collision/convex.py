@@ -141,6 +141,21 @@ def _nearest_on_simplex(w, mask):
     return jp.where(found, v[k], 0.0), best_l, best_l > 0
 
 
+def _gjk_step(sup, w, mask, v, tol):
+    """One GJK iteration from simplex (w (4, 3), mask (4,)) and nearest point v: the support point along -v put in
+    the first free slot, the simplex reduced to the sub-simplex nearest the origin. Returns (converged (), slot (),
+    geom1's support point (3,), the grown simplex (4, 3), its kept mask (4,), new nearest point (3,), its
+    barycentric weights (4,))."""
+    a, b = sup(-v)
+    p = a - b
+    vv = jp.sum(v * v)
+    converged = (vv - jp.dot(v, p) <= tol * tol) | (vv <= tol * tol)
+    slot = jp.argmin(mask)
+    w2 = w.at[slot].set(p)
+    v2, lam2, keep = _nearest_on_simplex(w2, mask.at[slot].set(True))
+    return converged, slot, a, w2, keep, v2, lam2
+
+
 def _gjk(sup, v0, tol):
     """GJK on the Minkowski difference: returns (w, wa, mask, v, lam, inside)."""
     dt = v0.dtype
@@ -151,15 +166,8 @@ def _gjk(sup, v0, tol):
 
     def body(carry, _):
         w, wa, mask, v, lam, done = carry
-        a, b = sup(-v)
-        p = a - b
-        vv = jp.sum(v * v)
-        converged = (vv - jp.dot(v, p) <= tol * tol) | (vv <= tol * tol)
-        slot = jp.argmin(mask)
-        w2 = w.at[slot].set(p)
+        converged, slot, a, w2, keep, v2, lam2 = _gjk_step(sup, w, mask, v, tol)
         wa2 = wa.at[slot].set(a)
-        m2 = mask.at[slot].set(True)
-        v2, lam2, keep = _nearest_on_simplex(w2, m2)
         stop = done | converged
         out = (
             jp.where(stop, w, w2), jp.where(stop, wa, wa2), jp.where(stop, mask, keep),
@@ -186,16 +194,10 @@ def _gjk_polytopes(sup, v0, tol, skip):
     def sup_fixed(d):
         return jax.tree_util.tree_map(jax.lax.stop_gradient, sup(d))
 
-    def body(c):
-        w, dirs, mask, v, it, done = c
-        a, b = sup_fixed(-v)
-        p = a - b
-        vv = dot3(v, v)
-        converged = (vv - dot3(v, p) <= tol * tol) | (vv <= tol * tol)
-        slot = jp.argmin(mask)
-        w2, dirs2, m2 = w.at[slot].set(p), dirs.at[slot].set(-v), mask.at[slot].set(True)
-        v2, _, keep = _nearest_on_simplex(w2, m2)
-        c = converged
+    def body(carry):
+        w, dirs, mask, v, it, _ = carry
+        c, slot, _, w2, keep, v2, _ = _gjk_step(sup_fixed, w, mask, v, tol)
+        dirs2 = dirs.at[slot].set(-v)
         return (jp.where(c, w, w2), jp.where(c, dirs, dirs2), jp.where(c, mask, keep), jp.where(c, v, v2), it + 1,
                 c | (jp.sum(keep) == 4))  # fmt: skip
 
