@@ -679,30 +679,21 @@ def _polyhedron(gtype: int, g: GeomInfo):
 def _face(w, tris, direction):
     """The face of a polyhedron whose outward normal is nearest `direction`.
 
-    Returns (alignment (), unit normal (3,), a point of the face (3,), vertex mask (V,), triangle index ())."""
-    a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
-    nt = jp.cross(b - a, c - a)
-    nn = safe_norm(nt, keepdims=True)
-    nt = jp.where(nn > 1e-30, nt / jp.where(nn > 1e-30, nn, 1.0), 0.0)
-    score = nt @ direction
+    Returns (alignment (), unit normal (3,), a point of the face (3,), vertex mask (V,), triangle index ()): the
+    mask marks the corners of every triangle coplanar with the best one (a scatter over corners, O(T + V))."""
+    nt, _ = _triangle_normals(w, tris)
+    score = dot3(nt, direction)
     t = jp.argmax(score)
     nbest = nt[t]
-    coplanar = nt @ nbest > 1 - _FACE_ALIGNED
-    member = (tris[:, :, None] == jp.arange(w.shape[0])[None, None, :]) & coplanar[:, None, None]
-    return score[t], nbest, a[t], jp.any(member, axis=(0, 1)), t
+    coplanar = dot3(nt, nbest) > 1 - _FACE_ALIGNED
+    nv = w.shape[0]
+    corner = jp.where(jp.repeat(coplanar, 3), tris.reshape(-1), nv)  # corners of coplanar triangles; others dropped
+    return score[t], nbest, w[tris[t, 0]], jp.zeros(nv + 1, bool).at[corner].set(True)[:nv], t
 
 
 def _ordered(w, mask, normal):
     """Vertex indices of a face (mask) in counter-clockwise order about `normal`, masked ones last; (V,), (V,)."""
-    cnt = jp.maximum(jp.sum(mask), 1)
-    center = jp.sum(jp.where(mask[:, None], w, 0.0), axis=0) / cnt
-    u = w[jp.argmax(mask)] - center
-    u = u - normal * jp.dot(u, normal)
-    u = u / jp.maximum(safe_norm(u), 1e-30)
-    v = jp.cross(normal, u)
-    rel = w - center
-    ang = jp.arctan2(rel @ v, rel @ u)
-    order = jp.argsort(jp.where(mask, ang, jp.inf))
+    order = jp.argsort(_angles(w, mask, normal)[3])
     return order, mask[order]
 
 
@@ -777,18 +768,24 @@ def _manifold(wr, rmask, nr, r0, wi, imask, ni, margin, inc_poly=True, cdir=None
     return pts.astype(dt), ok, depth
 
 
-def _reduce4(pts, ok, nr):
-    """At most 4 of the valid points: all of them if <= 4, else the largest-area quadrilateral of the first
-    _MAXPOLY valid points in counter-clockwise order. Returns (idx (4,), valid (4,))."""
-    n = pts.shape[0]
-    cnt = jp.maximum(jp.sum(ok), 1)
-    center = jp.sum(jp.where(ok[:, None], pts, 0.0), axis=0) / cnt
+def _angles(pts, ok, nr):
+    """Angles of the valid points of a planar set about their centroid, in the plane normal to nr (counter-clockwise
+    about nr, from the first valid point; inf where not valid). Returns (pts - centroid (K, 3), in-plane axes u, v
+    (3,), angles (K,))."""
+    center = jp.sum(jp.where(ok[:, None], pts, 0.0), axis=0) / jp.maximum(jp.sum(ok), 1)
     rel = pts - center
     u = rel[jp.argmax(ok)]
     u = u - nr * jp.dot(u, nr)
     u = u / jp.maximum(safe_norm(u), 1e-30)
     v = jp.cross(nr, u)
-    ang = jp.where(ok, jp.arctan2(rel @ v, rel @ u), jp.inf)
+    return rel, u, v, jp.where(ok, jp.arctan2(rel @ v, rel @ u), jp.inf)
+
+
+def _reduce4(pts, ok, nr):
+    """At most 4 of the valid points: all of them if <= 4, else the largest-area quadrilateral of the first
+    _MAXPOLY valid points in counter-clockwise order. Returns (idx (4,), valid (4,))."""
+    n = pts.shape[0]
+    _, u, v, ang = _angles(pts, ok, nr)
     order = jax.lax.top_k(-ang, min(_MAXPOLY, n))[1]  # ascending angle (ties: lower index first)
     if order.shape[0] < _MAXPOLY:
         order = jp.concatenate([order, jp.full(_MAXPOLY - order.shape[0], order[0])])
@@ -1043,8 +1040,7 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     # the two faces' vertices, compacted to nv rows (a face has at most its polygon's vertices; the clipper is
     # quadratic in its rows, so it must not see every hull vertex)
     nv = max(_face_rows(t1, g1, w1.shape[0]), _face_rows(t2, g2, w2.shape[0]), 2)
-    (w1p, c1), (w2p, c2) = _compact(w1, m1, nv), _compact(w2, m2, nv)
-    m1p, m2p = jp.arange(nv) < c1, jp.arange(nv) < c2
+    (w1p, m1p), (w2p, m2p) = _face_vertices(w1, m1, nv), _face_vertices(w2, m2, nv)
     wr = jp.where(edge2, w1p, w2p)
     rmask = jp.where(edge2, m1p, m2p)
     nr = jp.where(edge2, n1f, n2f)
@@ -1085,6 +1081,13 @@ def _face_rows(gtype: int, g: GeomInfo, nvert: int) -> int:
     if g.facepoly is not None:
         return min(nvert, max(2 * g.facepoly.shape[-1], 8))
     return nvert
+
+
+def _face_vertices(w, mask, rows: int):
+    """A face's vertices (mask (V,) of w (V, 3)) compacted to the first rows of a (rows, 3) array, with their mask
+    (rows,)."""
+    wc, cnt = _compact(w, mask, rows)
+    return wc, jp.arange(rows) < cnt
 
 
 def _face_polygons(gtype: int, g: GeomInfo, tris):
@@ -1158,9 +1161,7 @@ def _face_of(gtype: int, g: GeomInfo, u):
         return w, jp.ones(w.shape[0], bool), nrm, w[0], w, ids, jp.asarray(w.shape[0], jp.int32)
     w, tris = _polyhedron(gtype, g)
     _, nrm, p0, mask, t = _face(w, tris, u)
-    rows = _face_rows(gtype, g, w.shape[0])
-    wc, cnt = _compact(w, mask, rows)
-    mc = jp.arange(rows) < cnt
+    wc, mc = _face_vertices(w, mask, _face_rows(gtype, g, w.shape[0]))
     fp, fn = _face_polygons(gtype, g, tris)
     if fp is None:
         return wc, mc, nrm, p0, w, jp.zeros(3, jp.int32), jp.zeros((), jp.int32)
@@ -1177,13 +1178,8 @@ def _reduce_quad(pts, ok, nr):
     over the n valid points in angular order (MuJoCo's polygonQuad is a tie-sensitive local search)."""
     k = pts.shape[0]
     cnt = jp.sum(ok)
-    c = jp.sum(jp.where(ok[:, None], pts, 0.0), axis=0) / jp.maximum(cnt, 1)
-    rel = pts - c
-    u = rel[jp.argmax(ok)]
-    u = u - nr * jp.dot(u, nr)
-    u = u / jp.maximum(safe_norm(u), 1e-30)
-    v = jp.cross(nr, u)
-    order = jp.argsort(jp.where(ok, jp.arctan2(rel @ v, rel @ u), jp.inf))
+    rel, u, v, ang = _angles(pts, ok, nr)
+    order = jp.argsort(ang)
     i = jp.arange(k)[:, None]
     step = (jp.arange(4)[None, :] * jp.maximum(cnt, 1) + 2) // 4  # rounded quarter steps
     sel = order[(i + step) % jp.maximum(cnt, 1)]  # (k, 4)
