@@ -744,8 +744,8 @@ def test_sat_depth_exact():
         i1 = driver._geom_info(m, d, jp.full(n, g1), t1)._replace(pos=jp.zeros((n, 3)), mat=jp.asarray(r1))
         i2 = driver._geom_info(m, d, jp.full(n, g2), t2)._replace(pos=jp.asarray(p2), mat=jp.asarray(r2))
         depth, normal, _ = sat(i1, i2, t1, t2)
-        v1, f1, _ = convex._sat_tables(t1, jax.tree_util.tree_map(lambda x: x[0], i1))
-        v2, f2, _ = convex._sat_tables(t2, jax.tree_util.tree_map(lambda x: x[0], i2))
+        v1, f1, *_ = convex._sat_tables(t1, jax.tree_util.tree_map(lambda x: x[0], i1))
+        v2, f2, *_ = convex._sat_tables(t2, jax.tree_util.tree_map(lambda x: x[0], i2))
         for k in range(n):
             w1 = np.asarray(v1) @ r1[k].T
             w2 = p2[k] + np.asarray(v2) @ r2[k].T

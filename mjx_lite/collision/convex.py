@@ -359,17 +359,19 @@ def _edge_faces(tris: np.ndarray, edges) -> np.ndarray:
 
 
 def _sat_tables(gtype, g: GeomInfo):
-    """A box or mesh as (local vertices (V, 3), triangles (T, 3), edges (E, 2)) for SAT, or None."""
+    """A box or mesh as (local vertices (V, 3), triangles (T, 3), edges (E, 4), one triangle per face plane (F,))
+    for SAT, or None."""
     if gtype == GeomType.BOX:
-        return jp.asarray(_BOX_CORNERS, g.pos.dtype) * g.size, jp.asarray(_BOX_TRIS), jp.asarray(_BOX_EDGES)
+        corners = jp.asarray(_BOX_CORNERS, g.pos.dtype) * g.size
+        return corners, jp.asarray(_BOX_TRIS), jp.asarray(_BOX_EDGES), jp.asarray(_box_planes())
     if gtype == GeomType.MESH and g.vert is not None and g.face is not None and g.edge is not None:
-        return g.vert, g.face, g.edge
+        return g.vert, g.face, g.edge, _face_planes(gtype, g, g.face)
     return None
 
 
 def _sat_cost(s1, s2) -> int:
-    (v1, t1, e1), (v2, t2, e2) = s1, s2
-    return e1.shape[0] * e2.shape[0] + (t1.shape[0] + t2.shape[0]) * (v1.shape[0] + v2.shape[0])
+    (v1, _, e1, f1), (v2, _, e2, f2) = s1, s2
+    return e1.shape[0] * e2.shape[0] + (f1.shape[0] + f2.shape[0]) * (v1.shape[0] + v2.shape[0])
 
 
 def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
@@ -397,15 +399,18 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
         ok = nn[:, 0] > 1e-12 * scale**2
         n = n / jp.where(ok[:, None], nn, 1.0)
         out = dot3(n, jp.mean(w, 0) - a) > 0  # pointing inward (padded rows keep the centroid inside)
-        return jp.where(out[:, None], -n, n), ok
+        return jp.where(out[:, None], -n, n), ok, nn[:, 0]
 
-    nt1, ok1 = normals(w1, s1[1])
-    nt2, ok2 = normals(w2, s2[1])
-    # face axes: n = outward normal of geom1 / inward normal of geom2
-    key1 = jp.max(outer3(nt1, w1), -1) - jp.min(outer3(nt1, w2), -1)  # (T1,)
-    key2 = jp.max(outer3(nt2, w2), -1) - jp.min(outer3(nt2, w1), -1)  # (T2,)
-    key1 = jp.where(ok1, key1, big)
-    key2 = jp.where(ok2, key2, big)
+    nt1, ok1, area1 = normals(w1, s1[1])
+    nt2, ok2, area2 = normals(w2, s2[1])
+    # face axes: n = outward normal of geom1 / inward normal of geom2, one per face plane; a hull's support along
+    # its own face normal is that face's plane offset
+    p1, p2 = _plane_rep(s1[3], area1), _plane_rep(s2[3], area2)
+    pn1, pn2 = nt1[p1], nt2[p2]  # (F1, 3), (F2, 3)
+    key1 = dot3(pn1, w1[s1[1][p1, 0]]) - jp.min(outer3(pn1, w2), -1)  # (F1,)
+    key2 = dot3(pn2, w2[s2[1][p2, 0]]) - jp.min(outer3(pn2, w1), -1)  # (F2,)
+    key1 = jp.where(ok1[p1], key1, big)
+    key2 = jp.where(ok2[p2], key2, big)
     # edge axes u = e1 x e2 for the edge pairs that make a face of the Minkowski difference: on the Gauss map, the
     # arc between geom1's two face normals at its edge crosses the arc between geom2's two (negated). Then the
     # edges are the support features along u and the overlap is u . (a1 - a2), with u oriented out of geom1
@@ -442,7 +447,16 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     ue = jp.cross(e1[ie], e2[je])
     ue = ue * jax.lax.rsqrt(jp.maximum(dot3(ue, ue), 1e-30))
     ue = jp.where(dot3(ue, fa[ie] + fb[ie]) < 0, -ue, ue)
-    n = jp.select([k < nf1, k < nf1 + nf2], [nt1[kf1], -nt2[kf2]], ue)
+    # a winning face plane: the best of its triangles (a polygon of float32 vertices is planar only to rounding,
+    # so its triangles' normals differ slightly; the minimum over all of them is the exact one)
+    def refine(nt, ok, tris, wa, wb):  # candidate normals (K, 3) out of wa: the one of least overlap
+        cand = nt[tris]
+        key = jp.max(outer3(cand, wa), -1) - jp.min(outer3(cand, wb), -1)
+        return cand[jp.argmin(jp.where(ok[tris], key, big))]
+
+    best1 = refine(nt1, ok1, s1[3][kf1], w1, w2)
+    best2 = refine(nt2, ok2, s2[3][kf2], w2, w1)
+    n = jp.select([k < nf1, k < nf1 + nf2], [best1, -best2], ue)
     h1 = jp.max(dot3(w1, n))
     l2 = jp.min(dot3(w2, n))
     depth = h1 - l2
@@ -532,8 +546,8 @@ def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     MuJoCo takes the neighbours in the order of its qhull graph, which the Model does not hold: where more than 2
     neighbours qualify we take the lowest vertex ids, so the count always matches but the choice may differ."""
     n = g1.mat[:, 2]
-    world = g2.pos + g2.vert @ g2.mat.T  # (V, 3)
-    dist = (world - g1.pos) @ n
+    world = g2.pos + outer3(g2.vert, g2.mat)  # (V, 3)
+    dist = dot3(world - g1.pos, n)
     nv = world.shape[0]
     k = jp.argmin(dist)
     onek = jax.nn.one_hot(k, nv, dtype=dist.dtype)
@@ -544,8 +558,8 @@ def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
         nbr = ids != k
     else:
         in_tri = jp.any(g2.face == k, axis=1)  # (T,)
-        tri_vert = jp.any(g2.face[:, :, None] == ids[None, None, :], axis=1)  # (T, V)
-        nbr = jp.any(in_tri[:, None] & tri_vert, axis=0) & (ids != k)
+        corner = jp.where(jp.repeat(in_tri, 3), g2.face.reshape(-1), nv)  # corners of triangles at k; others dropped
+        nbr = jp.zeros(nv + 1, bool).at[corner].set(True)[:nv] & (ids != k)
     rbound = safe_norm(g2.size)
     far = dot3(world - p0, world - p0) >= (_PLANE_MESH_TOL * rbound) ** 2
     ok = nbr & (dist < margin) & far
@@ -608,38 +622,96 @@ def _box_tri_polygons():
     return _BOX_FACES[np.argmax(nrm @ face_n.T, axis=1)], np.full(len(_BOX_TRIS), 4, np.int32)
 
 
-def hull_face_polygons(m) -> tuple[np.ndarray, np.ndarray]:
-    """For each mesh's hull triangles (as `hull_face_table`): the vertex ids of the mesh polygon holding the
-    triangle, in MuJoCo's face order (its polygon reversed, at most MAX_POLYVERT), padded with the first vertex,
-    (nmesh, maxtri, P) int32, and their counts (nmesh, maxtri) int32 (0 where no polygon holds the triangle)."""
+def _mesh_polygons(m) -> list[list[np.ndarray]]:
+    """Each mesh's polygons as vertex-id cycles in MuJoCo's face order (its polygon reversed, at most MAX_POLYVERT)."""
     from mjx_lite.mjcf.mesh import MAX_POLYVERT
 
-    tris = hull_face_table(m)
-    nmesh, ntri = tris.shape[:2]
     polys = []
-    for i in range(nmesh):
+    for i in range(len(np.asarray(m.mesh_vertnum))):
         adr, num = int(m.mesh_polyadr[i]), int(m.mesh_polynum[i])
         cyc = []
         for j in range(adr, adr + num):
             a, k = int(m.mesh_polyvertadr[j]), int(m.mesh_polyvertnum[j])
             cyc.append(np.asarray(m.mesh_polyvert)[a : a + k][::-1][:MAX_POLYVERT])
         polys.append(cyc)
-    width = max([len(c) for cyc in polys for c in cyc] + [3])
-    out = np.zeros((nmesh, ntri, width), np.int32)
-    cnt = np.zeros((nmesh, ntri), np.int32)
+    return polys
+
+
+def _triangle_polygon(m, tris, polys) -> np.ndarray:
+    """(nmesh, maxtri) int32: per hull triangle, the index of the smallest of its mesh's polygons holding it (-1:
+    none, and for padding rows)."""
+    out = np.full(tris.shape[:2], -1, np.int32)
     for i, cyc in enumerate(polys):
         sets = [set(c.tolist()) for c in cyc]
-        nfaces = max(int(np.asarray(m.mesh_hullfacenum)[i]), 0)
-        for t in range(nfaces):
+        for t in range(max(int(np.asarray(m.mesh_hullfacenum)[i]), 0)):
             tv = set(tris[i, t].tolist())
             hold = [j for j, sv in enumerate(sets) if tv <= sv]
-            if not hold:
-                continue
-            c = cyc[min(hold, key=lambda j: len(sets[j]))]
+            if hold:
+                out[i, t] = min(hold, key=lambda j: len(sets[j]))
+    return out
+
+
+def _box_planes() -> np.ndarray:
+    """(6, 2) the two box triangles of each face."""
+    faces = [tuple(f) for f in _box_tri_polygons()[0].tolist()]
+    return np.array([[t for t, f in enumerate(faces) if f == face] for face in dict.fromkeys(faces)], np.int32)
+
+
+def _face_planes(gtype: int, g: GeomInfo, tris):
+    """The triangles (rows of tris) of each face plane of a box or mesh, (F, K) int32 (see `hull_face_planes`)."""
+    if gtype == GeomType.BOX:
+        return jp.asarray(_box_planes())
+    return jp.arange(tris.shape[0])[:, None] if g.faceplane is None else g.faceplane
+
+
+def _plane_rep(planes, area):
+    """One triangle per face plane: of the plane's triangles planes (F, K), the one of largest area (T,) (a
+    sliver's normal is rounding). (F,) int32."""
+    return jp.take_along_axis(planes, jp.argmax(area[planes], axis=1)[:, None], axis=1)[:, 0]
+
+
+def hull_face_polygons(m) -> tuple[np.ndarray, np.ndarray]:
+    """For each mesh's hull triangles (as `hull_face_table`): the vertex ids of the mesh polygon holding the
+    triangle, in MuJoCo's face order (its polygon reversed, at most MAX_POLYVERT), padded with the first vertex,
+    (nmesh, maxtri, P) int32, and their counts (nmesh, maxtri) int32 (0 where no polygon holds the triangle)."""
+    tris = hull_face_table(m)
+    polys = _mesh_polygons(m)
+    which = _triangle_polygon(m, tris, polys)
+    width = max([len(c) for cyc in polys for c in cyc] + [3])
+    out = np.zeros(tris.shape[:2] + (width,), np.int32)
+    cnt = np.zeros(tris.shape[:2], np.int32)
+    for (i, t), j in np.ndenumerate(which):
+        if j >= 0:
+            c = polys[i][j]
             out[i, t, : len(c)] = c
             out[i, t, len(c) :] = c[0]
             cnt[i, t] = len(c)
     return out, cnt
+
+
+def hull_face_planes(m) -> np.ndarray:
+    """(nmesh, maxplane, K) int32: for each mesh, its hull triangles (rows of `hull_face_table`) grouped by face
+    plane: one row per polygon (the triangles it holds) and one per triangle that no polygon holds, each row padded
+    by repeating its first triangle, rows padded by repeating the first row. The separating axes and the manifold's
+    face choices range over planes (one triangle each, the largest: `_plane_rep`) instead of every triangle. From
+    the integer tables only (the vertices are traced)."""
+    tris = hull_face_table(m)
+    which = _triangle_polygon(m, tris, _mesh_polygons(m))
+    planes = []
+    for i in range(tris.shape[0]):
+        rows: dict = {}
+        for t in range(max(int(np.asarray(m.mesh_hullfacenum)[i]), 1)):
+            j = int(which[i, t])
+            rows.setdefault(("t", t) if j < 0 else ("p", j), []).append(t)
+        planes.append(list(rows.values()))
+    nplane = max(len(p) for p in planes) if planes else 1
+    k = max((len(r) for p in planes for r in p), default=1)
+    out = np.zeros((len(planes), nplane, k), np.int32)
+    for i, p in enumerate(planes):
+        for f in range(nplane):
+            r = p[f] if f < len(p) else p[0]
+            out[i, f] = r + [r[0]] * (k - len(r))
+    return out
 
 
 def hull_edge_table(m) -> np.ndarray:
@@ -681,7 +753,7 @@ def _face(w, tris, direction):
 
     Returns (alignment (), unit normal (3,), a point of the face (3,), vertex mask (V,), triangle index ()): the
     mask marks the corners of every triangle coplanar with the best one (a scatter over corners, O(T + V))."""
-    nt, _ = _triangle_normals(w, tris)
+    nt, _, _ = _triangle_normals(w, tris)
     score = dot3(nt, direction)
     t = jp.argmax(score)
     nbest = nt[t]
@@ -920,29 +992,29 @@ def _face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin):
 
 
 def _triangle_normals(w, tris):
-    """Unit outward normals (T, 3) of the triangles and the plane offsets (T,)."""
+    """Unit outward normals (T, 3) of the triangles, the plane offsets (T,) and twice the areas (T,)."""
     a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
     nt = jp.cross(b - a, c - a)
     nn = safe_norm(nt, keepdims=True)
     nt = jp.where(nn > 1e-30, nt / jp.where(nn > 1e-30, nn, 1.0), 0.0)
-    return nt, dot3(nt, a)
+    return nt, dot3(nt, a), nn[:, 0]
 
 
-def _feature(w, tris, nt, off, u, tol):
+def _feature(w, tris, pn, po, u, tol):
     """The feature (vertex, edge or face) of a polyhedron supporting direction u, as MuJoCo's EPA reports it.
 
-    Returns (support mask (V,), dim () in {1, 2, 3}, candidate faces (T,), hull vertex mask (V,)): the candidate
-    faces are the hull triangles through the feature (all faces at a vertex, both at an edge, the face itself), i.e.
-    the triangles that touch a support vertex and whose plane holds every support vertex (tested on the first 4 by
-    support value: a plane through 3 support vertices of a face is that face's). O(V + T): no (T, V) tables."""
+    Returns (support mask (V,), dim () in {1, 2, 3}, candidate face planes (F,), hull vertex mask (V,)): the
+    candidates are the face planes (normals pn (F, 3), offsets po (F,)) through the feature (all faces at a vertex,
+    both at an edge, the face itself), i.e. those that hold every support vertex (tested on the first 4 by support
+    value: a plane through 3 support vertices of a face is that face's). O(V + F): no (F, V) tables."""
     nv = w.shape[0]
     valid = jp.zeros(nv, bool).at[tris.reshape(-1)].set(True)  # hull vertices (not padding or interior ones)
     s = jp.where(valid, dot3(w, u), -jp.inf)
     sup = valid & (s >= jp.max(s) - tol)
     dim = jp.minimum(jp.sum(sup), 3)
     top = jax.lax.top_k(s, min(4, nv))[1]
-    on_plane = jp.abs(outer3(w[top], nt) - off[None, :]) <= tol  # (k, T)
-    cand = jp.any(sup[tris], axis=1) & jp.all(on_plane | ~sup[top][:, None], axis=0)
+    on_plane = jp.abs(outer3(w[top], pn) - po[None, :]) <= tol  # (k, F)
+    cand = jp.all(on_plane | ~sup[top][:, None], axis=0)
     return sup, dim, cand, valid
 
 
@@ -1003,12 +1075,15 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     w2, tri2 = _polyhedron(t2, g2)
     scale = jp.maximum(jp.max(jp.abs(w1 - g1.pos)), jp.max(jp.abs(w2 - g2.pos)))
     tol = 1e-6 * scale
-    nt1, off1 = _triangle_normals(w1, tri1)
-    nt2, off2 = _triangle_normals(w2, tri2)
-    sup1, dim1, cand1, hull1 = _feature(w1, tri1, nt1, off1, n, tol)
-    sup2, dim2, cand2, hull2 = _feature(w2, tri2, nt2, off2, -n, tol)
+    nt1, off1, area1 = _triangle_normals(w1, tri1)
+    nt2, off2, area2 = _triangle_normals(w2, tri2)
+    # faces are chosen among face planes (one triangle each): pl (F,) triangle ids, pn (F, 3) normals, po offsets
+    pl1, pl2 = _plane_rep(_face_planes(t1, g1, tri1), area1), _plane_rep(_face_planes(t2, g2, tri2), area2)
+    pn1, po1, pn2, po2 = nt1[pl1], off1[pl1], nt2[pl2], off2[pl2]
+    sup1, dim1, cand1, hull1 = _feature(w1, tri1, pn1, po1, n, tol)
+    sup2, dim2, cand2, hull2 = _feature(w2, tri2, pn2, po2, -n, tol)
     # face-face: the most anti-parallel pair of faces through the two features
-    dots = outer3(nt1, nt2)
+    dots = outer3(pn1, pn2)
     okff = cand1[:, None] & cand2[None, :] & (dots < -_FACE_COS)
     ij = jp.argmin(jp.where(okff, dots, jp.inf))
     fi, fj = ij // dots.shape[1], ij % dots.shape[1]
@@ -1019,9 +1094,9 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     nbr2, e2 = _edges_at(w2, nt2, tri2, v2, tol)
     nbr1 = nbr1 & ((dim1 == 1) | sup1)  # an edge feature: its own edge only
     nbr2 = nbr2 & ((dim2 == 1) | sup2)
-    c12 = jp.abs(outer3(e1, nt2))  # (V1, T2)
+    c12 = jp.abs(outer3(e1, pn2))  # (V1, F2)
     ok12 = nbr1[:, None] & cand2[None, :] & (c12 < _EDGE_SIN)
-    c21 = jp.abs(outer3(e2, nt1))  # (V2, T1)
+    c21 = jp.abs(outer3(e2, pn1))  # (V2, F1)
     ok21 = nbr2[:, None] & cand1[None, :] & (c21 < _EDGE_SIN)
     try1 = (dim1 < 3) & (dim1 <= dim2)
     edge1 = ~face_face & try1 & jp.any(ok12)
@@ -1031,12 +1106,12 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     a21 = jp.argmin(jp.where(ok21, c21, jp.inf))
     u2, f1e = a21 // c21.shape[1], a21 % c21.shape[1]
     # reference face: geom2's (face-face, edge of geom1) or geom1's (edge of geom2); its polygon is every vertex on
-    # the triangle's plane (a convex hull's plane meets it only there)
+    # the plane (a convex hull's plane meets it only there)
     f1 = jp.where(face_face, fi, f1e)
     f2 = jp.where(face_face, fj, f2e)
-    n1f, n2f = nt1[f1], nt2[f2]
-    m1 = hull1 & (jp.abs(dot3(w1, n1f) - off1[f1]) <= tol)
-    m2 = hull2 & (jp.abs(dot3(w2, n2f) - off2[f2]) <= tol)
+    n1f, n2f = pn1[f1], pn2[f2]
+    m1 = hull1 & (jp.abs(dot3(w1, n1f) - po1[f1]) <= tol)
+    m2 = hull2 & (jp.abs(dot3(w2, n2f) - po2[f2]) <= tol)
     # the two faces' vertices, compacted to nv rows (a face has at most its polygon's vertices; the clipper is
     # quadratic in its rows, so it must not see every hull vertex)
     nv = max(_face_rows(t1, g1, w1.shape[0]), _face_rows(t2, g2, w2.shape[0]), 2)
@@ -1044,7 +1119,7 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     wr = jp.where(edge2, w1p, w2p)
     rmask = jp.where(edge2, m1p, m2p)
     nr = jp.where(edge2, n1f, n2f)
-    r0 = jp.where(edge2, w1[tri1[f1, 0]], w2[tri2[f2, 0]])
+    r0 = jp.where(edge2, w1[tri1[pl1[f1], 0]], w2[tri2[pl2[f2], 0]])
     seg = jp.where(edge1, jp.stack([w1[v1], w1[u1]]), jp.stack([w2[v2], w2[u2]]))
     fp1, fn1 = _face_polygons(t1, g1, tri1)
     fp2, fn2 = _face_polygons(t2, g2, tri2)
@@ -1065,10 +1140,11 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     pts, depth = pts[idx], depth[idx]
     idx = jp.arange(idx.shape[0])
     if polygons:  # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
-        x2, ok2 = _face_manifold(w1, w2, fp1[fi], fn1[fi], fp2[fj], fn2[fj], nt1[fi], margin)
-        x1 = x2 - nt1[fi] * ((x2 - w1[fp1[fi, 0]]) @ nt1[fi])[:, None]  # onto geom1's face plane along n1
+        ti, tj = pl1[fi], pl2[fj]
+        x2, ok2 = _face_manifold(w1, w2, fp1[ti], fn1[ti], fp2[tj], fn2[tj], pn1[fi], margin)
+        x1 = x2 - pn1[fi] * ((x2 - w1[fp1[ti, 0]]) @ pn1[fi])[:, None]  # onto geom1's face plane along n1
         pts = jp.where(face_face, x1, pts)
-        depth = jp.where(face_face, (x1 - w2[tri2[fj, 0]]) @ nt2[fj], depth)
+        depth = jp.where(face_face, (x1 - w2[tri2[tj, 0]]) @ pn2[fj], depth)
         valid = jp.where(face_face, ok2, valid)
     return _manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 

@@ -311,7 +311,7 @@ def _geom_info(m: Model, d: types.Data, gids, gtype: int, group_gids: np.ndarray
     of the group may take (None: any geom). Mesh face polygons are given only where every hull triangle of those
     meshes lies in one (the face-face manifold then follows MuJoCo's polygons; else `convex._polyhedral`'s generic
     clipper)."""
-    vert, gt, face, poly, npoly, edge = None, None, None, None, None, None
+    vert, gt, face, poly, npoly, edge, plane = None, None, None, None, None, None, None
     if gtype == _MESH or (gtype == GENERAL and m.nmesh):
         table, _ = _mesh_vertices(m)
         vert = table[jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)]
@@ -325,9 +325,10 @@ def _geom_info(m: Model, d: types.Data, gids, gtype: int, group_gids: np.ndarray
         else:
             poly, npoly = None, None
         edge = jp.asarray(convex.hull_edge_table(m))[mid]
+        plane = jp.asarray(convex.hull_face_planes(m))[mid]
     if gtype == GENERAL:
         gt = jp.asarray(m.geom_type)[gids]
-    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly, edge)
+    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly, edge, plane)
 
 
 def _run_group(m: Model, d: types.Data, g: Group):

@@ -203,6 +203,7 @@ _E1 = np.array([j for _, j in _EDGES])
 _PRISM_TRIS = np.array([[0, 2, 1], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
                        np.int32)  # fmt: skip
 _PRISM_EDGES = convex._edge_faces(_PRISM_TRIS, _EDGES)
+_PRISM_PLANES = np.array([[0, 0], [1, 1], [2, 3], [4, 5], [6, 7]], np.int32)  # bottom, top, 3 side quads
 
 
 def _segment_prism(v, p0, p1):
@@ -297,7 +298,7 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
         # geom2 in the hfield frame
         pos = g1.mat.T @ (g2.pos - g1.pos)
         mat = g1.mat.T @ g2.mat
-        loc = GeomInfo(pos, mat, g2.size, g2.vert, None, g2.face, edge=g2.edge)
+        loc = GeomInfo(pos, mat, g2.size, g2.vert, None, g2.face, edge=g2.edge, faceplane=g2.faceplane)
         half, center = _aabb_half(type2, loc)
         lo, hi = center - half - margin, center + half + margin
         dx = 2 * sx / (ncol - 1)
@@ -329,7 +330,7 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
             eye = jp.eye(3, dtype=dt)
             # boxes and small meshes: penetration by separating axes (convex.SAT_BUDGET), others GJK/EPA
             p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
-                              edge=jp.asarray(_PRISM_EDGES))  # fmt: skip
+                              edge=jp.asarray(_PRISM_EDGES), faceplane=jp.asarray(_PRISM_PLANES))  # fmt: skip
             return convex._collide(GeomType.MESH, type2, p_info, loc, margin)
 
         dist, cpos, normal = jax.vmap(prism)(verts)

@@ -18,6 +18,8 @@ class GeomInfo(NamedTuple):
       about the outward normal), padded with the first; facepolynum: (ntri,) int32 their counts (0: no polygon).
     edge: (nedge, 4) int32 hull edges of a mesh: its two vertex ids (its polygons' sides, each once) and the two hull
       triangles (rows of `face`) that meet there, padded by repeating the first, or None.
+    faceplane: (nplane,) int32 one hull triangle (row of `face`) per face plane (each polygon's first, every
+      triangle in no polygon), padded by repeating the first, or None (every triangle).
     """
 
     pos: jax.Array
@@ -29,6 +31,7 @@ class GeomInfo(NamedTuple):
     facepoly: jax.Array | None = None
     facepolynum: jax.Array | None = None
     edge: jax.Array | None = None
+    faceplane: jax.Array | None = None
 
 
 class Contacts(NamedTuple):
