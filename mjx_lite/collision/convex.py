@@ -351,10 +351,14 @@ SAT_BUDGET = 200_000
 def _edge_faces(tris: np.ndarray, edges) -> np.ndarray:
     """(E, 4) int32: each edge (u, v) of `edges` with the two triangles of `tris` (T, 3) that hold both ends (the
     first two; a closed hull has exactly two); an edge held by fewer repeats the one it has (or triangle 0)."""
+    at: dict = {}  # each (sorted) vertex pair of a triangle -> the triangles holding it, in order
+    for t, (a, b, c) in enumerate(np.asarray(tris).tolist()):
+        for e in {(min(a, b), max(a, b)), (min(b, c), max(b, c)), (min(a, c), max(a, c))}:
+            at.setdefault(e, []).append(t)
     out = []
     for u, v in edges:
-        at = [t for t, tri in enumerate(tris.tolist()) if u in tri and v in tri] or [0]
-        out.append([u, v, at[0], at[1] if len(at) > 1 else at[0]])
+        held = at.get((min(u, v), max(u, v))) or [0]
+        out.append([u, v, held[0], held[1] if len(held) > 1 else held[0]])
     return np.array(out, np.int32).reshape(-1, 4)
 
 
