@@ -899,12 +899,12 @@ def _clip_polygon(clip, nclip, poly, npoly, n, size: int):
         buf, cnt = carry
         a, pn, pd = clip[e], pn_all[e], pd_all[e]
         q = buf[jp.where(idx + 1 < cnt, idx + 1, 0)]
-        in1 = (buf - a) @ pn > -_HALFSPACE_TOL
-        in2 = (q - a) @ pn > -_HALFSPACE_TOL
+        in1 = dot3(buf - a, pn) > -_HALFSPACE_TOL
+        in2 = dot3(q - a, pn) > -_HALFSPACE_TOL
         live = idx < cnt
-        den = (q - buf) @ pn
+        den = dot3(q - buf, pn)
         ok_den = den != 0
-        t = (pd - buf @ pn) / jp.where(ok_den, den, 1.0)
+        t = (pd - dot3(buf, pn)) / jp.where(ok_den, den, 1.0)
         cross = live & (in1 != in2) & ok_den & (t >= 0) & (t <= 1)
         pts = jp.stack([buf + t[:, None] * (q - buf), q], 1).reshape(2 * size, 3)
         keep = jp.stack([cross, live & in2], 1).reshape(2 * size)
