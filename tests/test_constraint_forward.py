@@ -49,6 +49,8 @@ FD_RTOL = 1e-5
 # Implicit vs unrolled gradients at a Newton optimum converged to tolerance 1e-10 (quadratic convergence:
 # the unrolled derivative converges with the iterates).
 IMPLICIT_TOL = 1e-6
+# The same solver iterations traced as a while_loop (implicit mode) and as a scan (unrolled): round-off only.
+ROUNDOFF_TOL = 1e-10
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -269,6 +271,26 @@ def test_small_model_forward(solver, cone):
     m = oracle.model_from_mujoco(mjm)
     m = m.replace(opt=m.opt.replace(**_our_opts(mjm)))
     check_forward(mjm, m, _small_state, min_nefc=20)
+
+
+def test_pgs_reports_its_dual_forces():
+    """PGS's efc_force is its own dual iterate in both gradient modes, as MuJoCo reports it: the implicit mode's
+    force law re-evaluated at qacc would carry qacc's residual error times D J (1e-5 relative on this model after
+    PGS stops at tolerance 1e-15, where the dual iterate is within 4e-7 of the optimum)."""
+    mjm = _small("PGS", "pyramidal")
+    m = oracle.model_from_mujoco(mjm)
+    m = m.replace(opt=m.opt.replace(iterations=50))  # stopped well before convergence: the two forces differ most
+    mjd = mujoco.MjData(mjm)
+    _small_state(mjm, mjd, np.random.default_rng(1))
+    d = _data(m, mjm, mjd)
+    out = {}
+    for mode in ("unrolled", "implicit"):
+        with solvers.gradients(mode):
+            out[mode] = jax.jit(lambda m, d: _forward_impl(m, d))(m, d)
+    du, di = out["unrolled"], out["implicit"]
+    assert int(di.solver_niter) == int(du.solver_niter) == 50
+    _close(di.efc_force, du.efc_force, ROUNDOFF_TOL, "efc_force")
+    _close(di.qacc, du.qacc, ROUNDOFF_TOL, "qacc")
 
 
 @pytest.mark.parametrize(
