@@ -2,7 +2,9 @@
 batch of random poses, mjx_lite vs MJX in the same process, float32 (or float64 with `64`), and mjx_lite's time
 per pair group. Times are the best of 5 rounds of 10 calls.
 
-python benchmarks/convex_collision.py [BATCH] [64]     (default batch 64; needs the test dependencies)
+python benchmarks/convex_collision.py [BATCH] [64] [ratio=R]     (default batch 64; needs the test dependencies)
+
+ratio=R sets `driver.MESH_SIZE_RATIO` (mesh pairs are grouped by size classes spanning this factor; inf: one class).
 
 `states` and `compare` also serve benchmarks/hull_sizes.py.
 """
@@ -83,6 +85,9 @@ def main():
     if "64" in sys.argv[2:]:
         jax.config.update("jax_enable_x64", True)
     batch = int(sys.argv[1]) if len(sys.argv) > 1 else 64
+    for a in sys.argv[2:]:
+        if a.startswith("ratio="):
+            driver.MESH_SIZE_RATIO = float(a[6:])
     mjm = mujoco.MjModel.from_xml_path(os.path.join(MJX_TEST_DATA, "convex.xml"))
     rng = np.random.default_rng(0)
 
@@ -91,7 +96,9 @@ def main():
 
     m, d, dx = states(mjm, set_qpos, batch)
     (ms_ours, jit_ours), (ms_mjx, jit_mjx) = compare(mjm, m, d, dx)
-    print(f"convex.xml collision, batch {batch}, {jp.zeros(()).dtype}")
+    ngroups = len(driver.pair_table(m).groups)
+    print(f"convex.xml collision, batch {batch}, {jp.zeros(()).dtype}, MESH_SIZE_RATIO {driver.MESH_SIZE_RATIO}: "
+          f"{ngroups} groups")  # fmt: skip
     print(f"mjx_lite {ms_ours:.1f} ms (jit {jit_ours:.1f} s)   MJX {ms_mjx:.1f} ms (jit {jit_mjx:.1f} s)   "
           f"ratio {ms_ours / ms_mjx:.1f}x")  # fmt: skip
     for g in driver.pair_table(m).groups:

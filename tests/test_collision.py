@@ -13,8 +13,9 @@ import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import driver  # noqa: E402
+from mjx_lite.types import GeomType  # noqa: E402
 from mjx_lite.types import Warning as W  # noqa: E402, N817
-from tests.oracle import model_from_mujoco  # noqa: E402
+from tests.oracle import MJX_TEST_DATA, model_from_mujoco  # noqa: E402
 
 ATOL_ANALYTIC = 1e-6  # analytic colliders: same formulas as MuJoCo, float64 round-off
 ATOL_CONVEX = 1e-4  # iterative general convex path (MuJoCo's own GJK/EPA tolerance is 1e-6 + iterations)
@@ -489,6 +490,40 @@ def test_static_table_no_retrace():
     m2 = m.replace(geom_size=m.geom_size * 1.1, geom_margin=m.geom_margin + 0.1, geom_friction=m.geom_friction * 2)
     f(m2, d)
     assert len(traces) == 1
+
+
+def test_mesh_size_classes(monkeypatch):
+    """Mesh pairs are grouped by size class: each group's meshes (each side) are within MESH_SIZE_RATIO of one
+    another and the collider sees tables trimmed to its group's largest mesh; MESH_SIZE_RATIO = inf puts every
+    mesh in one class (one group per type pair). No compilation: the static table and traced shapes only."""
+    m = mjl.load_mjcf(os.path.join(MJX_TEST_DATA, "convex.xml"))
+    size = np.maximum(np.asarray(m.mesh_vertnum), np.asarray(m.mesh_hullfacenum))
+    dataid, gtype = np.asarray(m.geom_dataid), np.asarray(m.geom_type)
+
+    def mesh_groups():
+        out = []
+        for g in driver.pair_table(m).groups:
+            sides = [dataid[gids] for t, gids in ((g.type1, g.geom1), (g.type2, g.geom2)) if t == GeomType.MESH]
+            if sides:
+                out.append((g, sides))
+        return out
+
+    pairs = sum(len(g.geom1) for g, _ in mesh_groups())
+    for g, sides in mesh_groups():
+        for mids in sides:
+            assert size[mids].max() <= driver.MESH_SIZE_RATIO * size[mids].min()
+        side = g.geom2 if g.type2 == GeomType.MESH else g.geom1
+        d = mjl.make_data(m)
+        info = jax.eval_shape(lambda d, side=side: driver._geom_info(m, d, jp.asarray(side), GeomType.MESH, side), d)
+        assert info.vert.shape[1] == np.asarray(m.mesh_vertnum)[dataid[side]].max()
+    assert len(mesh_groups()) == 7  # convex.xml: sizes 4, 6 (tetrahedron, pyramid) and 36 (dodecahedron)
+
+    monkeypatch.setattr(driver, "MESH_SIZE_RATIO", float("inf"))
+    merged = mesh_groups()
+    assert len(merged) == 3 and sum(len(g.geom1) for g, _ in merged) == pairs
+    mesh = GeomType.MESH
+    assert {(g.type1, g.type2) for g, _ in merged} == {(GeomType.PLANE, mesh), (GeomType.BOX, mesh), (mesh, mesh)}
+    assert gtype[merged[0][0].geom1[0]] == GeomType.PLANE
 
 
 def test_grad_finite_small():

@@ -18,8 +18,9 @@ class GeomInfo(NamedTuple):
       about the outward normal), padded with the first; facepolynum: (ntri,) int32 their counts (0: no polygon).
     edge: (nedge, 4) int32 hull edges of a mesh: its two vertex ids (its polygons' sides, each once) and the two hull
       triangles (rows of `face`) that meet there, padded by repeating the first, or None.
-    faceplane: (nplane,) int32 one hull triangle (row of `face`) per face plane (each polygon's first, every
-      triangle in no polygon), padded by repeating the first, or None (every triangle).
+    faceplane: (nplane, K) int32 the hull triangles (rows of `face`) of each face plane: one row per polygon and
+      one per triangle in no polygon, each row padded by repeating its first triangle, rows padded by repeating the
+      first row; or None (every triangle its own plane).
     """
 
     pos: jax.Array
