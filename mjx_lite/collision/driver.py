@@ -53,8 +53,9 @@ from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 # mesh pairs are grouped by size class, classes spanning this factor (`_size_class`): each group compiles its own
-# collider, so fewer classes compile faster and more run faster (float("inf"): one class; convex.xml: 8 groups
-# compile in 27 s and run in 5.3 ms at batch 64, one class: 4 groups, 10 s and 8.7 ms)
+# collider, so fewer classes compile faster and more run faster (float("inf"): one class; convex.xml's collision:
+# 8 groups compile in 27 s and run in 5.3 ms at batch 64, one class: 4 groups, 11 s and 8.5 ms). Set it before the
+# model's first call: the pair table is memoised (its key includes this value).
 MESH_SIZE_RATIO = 4.0
 BROADPHASE_MIN_PAIRS = 256  # groups with more candidate pairs than this go through the broadphase
 BROADPHASE_PAIRS_PER_GEOM = 2.0  # narrow-phase pairs per geom of a trimmed group
