@@ -69,9 +69,13 @@ class ConstState:
             xmat[i] = quat_to_mat(q)
             xpos[i] = xpos[p] + xmat[p] @ A["body_pos"][i]
         self.xpos, self.xquat, self.xmat = xpos, xquat, xmat
-        self.xipos, self.ximat = self._local(np.arange(nbody), A["body_ipos"], A["body_iquat"])
-        self.geom_xpos, self.geom_xmat = self._local(A["geom_bodyid"], A["geom_pos"], A["geom_quat"])
-        self.site_xpos, self.site_xmat = self._local(A["site_bodyid"], A["site_pos"], A["site_quat"])
+        self.xipos, self.ximat = self._local(np.arange(nbody), A["body_ipos"], A["body_iquat"], A.get("body_sameframe"))
+        self.geom_xpos, self.geom_xmat = self._local(
+            A["geom_bodyid"], A["geom_pos"], A["geom_quat"], A.get("geom_sameframe")
+        )
+        self.site_xpos, self.site_xmat = self._local(
+            A["site_bodyid"], A["site_pos"], A["site_quat"], A.get("site_sameframe")
+        )
         jb = A["jnt_bodyid"]
         self.xanchor = xpos[jb] + np.einsum("nij,nj->ni", xmat[jb], A["jnt_pos"]).reshape(njnt, 3)
         self.xaxis = np.einsum("nij,nj->ni", xmat[jb], A["jnt_axis"]).reshape(njnt, 3)
@@ -134,12 +138,26 @@ class ConstState:
         self._m = None
         self._d = None
 
-    def _local(self, body, pos, quat):
+    def _local(self, body, pos, quat, sameframe=None):
+        """World pose of frames (pos, quat) on `body` (mj_local2Global): frames marked as coinciding with the
+        body frame (sameframe 1) or the inertial frame (2) copy that pose, those sharing only its orientation
+        (3: body, 4: inertial) copy the rotation, exactly as MuJoCo's kinematics does."""
         body = np.asarray(body, int)
         n = len(body)
         p = self.xpos[body] + np.einsum("nij,nj->ni", self.xmat[body], np.asarray(pos, float).reshape(n, 3))
         mats = np.array([quat_to_mat(q) for q in np.asarray(quat, float).reshape(n, 4)]).reshape(n, 3, 3)
-        return p.reshape(n, 3), np.einsum("nij,njk->nik", self.xmat[body], mats).reshape(n, 3, 3)
+        p, mat = p.reshape(n, 3), np.einsum("nij,njk->nik", self.xmat[body], mats).reshape(n, 3, 3)
+        if sameframe is not None and n:
+            sf = np.asarray(sameframe).reshape(n)
+            xipos, ximat = getattr(self, "xipos", None), getattr(self, "ximat", None)  # None while computing them
+            for code, src_pos, src_mat in ((1, self.xpos, self.xmat), (2, xipos, ximat), (3, None, self.xmat),
+                                           (4, None, ximat)):  # fmt: skip
+                sel = sf == code
+                if np.any(sel) and src_pos is not None:
+                    p[sel] = src_pos[body[sel]]
+                if np.any(sel) and src_mat is not None:
+                    mat[sel] = src_mat[body[sel]]
+        return p, mat
 
     def point_jac(self, point: np.ndarray, body: int) -> tuple[np.ndarray, np.ndarray]:
         """(jacp (3, nv), jacr (3, nv)) of a world point attached to `body` (mj_jac)."""

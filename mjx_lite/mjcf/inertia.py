@@ -13,7 +13,9 @@ import numpy as np
 
 MINVAL = 1e-15
 EPS = 1e-6  # MuJoCo's mjEPS (compiler checks)
-_EIG_EPS = MINVAL * 1000
+_MJEPS = 1e-14  # mjEPS of mjuu_normvec
+_EIG_REL = 8 * np.finfo(float).eps  # body eig3: Jacobi stops at off-diagonals below this times max|A|
+_EIG_SORT = 1e-12  # body eig3: eigenvalues closer than this times max|A| are not swapped when sorting
 
 # number of size parameters each geom type needs (plane, hfield, sphere, capsule, ellipsoid, cylinder, box, mesh)
 GEOM_NSIZE = (3, 0, 1, 2, 3, 2, 3, 0, 0)
@@ -79,54 +81,101 @@ def frame_accum(pos: np.ndarray, quat: np.ndarray, cpos: np.ndarray, cquat: np.n
 # principal axes
 
 
-def eig3(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigen-decomposition of a symmetric 3x3 matrix by quaternion Jacobi rotations.
+def _normvec(v: list[float]) -> float:
+    """mjuu_normvec: normalise in place unless |v| < mjEPS or already within mjEPS of 1; return the norm."""
+    nrm = sum(x * x for x in v)
+    if nrm < _MJEPS:
+        return 0.0
+    nrm = math.sqrt(nrm)
+    if abs(nrm - 1) > _MJEPS:
+        for i in range(len(v)):
+            v[i] /= nrm
+    return nrm
+
+
+def _quat2mat(q) -> list[float]:
+    """mjuu_quat2mat: row-major 3x3."""
+    if q[0] == 1 and q[1] == 0 and q[2] == 0 and q[3] == 0:
+        return [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    q00, q01, q02, q03 = q[0] * q[0], q[0] * q[1], q[0] * q[2], q[0] * q[3]
+    q11, q12, q13 = q[1] * q[1], q[1] * q[2], q[1] * q[3]
+    q22, q23, q33 = q[2] * q[2], q[2] * q[3], q[3] * q[3]
+    return [
+        q00 + q11 - q22 - q33, 2 * (q12 - q03), 2 * (q13 + q02),
+        2 * (q12 + q03), q00 - q11 + q22 - q33, 2 * (q23 - q01),
+        2 * (q13 - q02), 2 * (q23 + q01), q00 - q11 - q22 + q33,
+    ]  # fmt: skip
+
+
+def _mulquat(a, b) -> list[float]:
+    tmp = [
+        a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3],
+        a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
+        a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1],
+        a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0],
+    ]
+    _normvec(tmp)
+    return tmp
+
+
+def _mulmat(a, b) -> list[float]:
+    return [a[3 * i] * b[j] + a[3 * i + 1] * b[3 + j] + a[3 * i + 2] * b[6 + j] for i in range(3) for j in range(3)]
+
+
+def eig3(mat: np.ndarray, off_rtol: float = _EIG_REL, sort_rtol: float = _EIG_SORT) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition of a symmetric 3x3 matrix by quaternion Jacobi rotations (MuJoCo's eig3).
 
     Returns (eigval (3,) in decreasing order, quat (4,)) with mat = R diag(eigval) R^T, R = quat_to_mat(quat).
-    Follows MuJoCo's procedure (rotation order, sorting by 90-degree rotations) so that the principal frame
-    matches the one MuJoCo reports, not just an equivalent one.
+    Follows MuJoCo's procedure (largest off-diagonal first, half-angle quaternion rotations, sorting by 90-degree
+    rotations, in MuJoCo's operation order) so that the principal frame matches the one MuJoCo reports, not just
+    an equivalent one. The iteration stops when the largest off-diagonal is below off_rtol max|A|; two eigenvalues
+    are swapped when sorting only if they differ by more than sort_rtol max|A|. The defaults are MuJoCo 4.0's for
+    body inertias (fullinertia, and the inertia combined from a body's geoms: every body of the reference models
+    to 2e-13 in the quaternion); meshes use looser ones (mesh.eig3).
     """
-    mat = np.asarray(mat, float)
-    quat = np.array([1.0, 0.0, 0.0, 0.0])
-    eigval = np.diag(mat).copy()
+    m = [float(x) for x in np.asarray(mat, float).reshape(9)]
+    quat = [1.0, 0.0, 0.0, 0.0]
+    eigval = [m[0], m[4], m[8]]
+    scale = max(abs(x) for x in m)
+    tol = off_rtol * scale
     for _ in range(500):
-        r = quat_to_mat(quat)
-        d = r.T @ mat @ r
-        eigval = np.array([d[0, 0], d[1, 1], d[2, 2]])
-        a01, a02, a12 = abs(d[0, 1]), abs(d[0, 2]), abs(d[1, 2])
-        if a01 > a02 and a01 > a12:
+        ev = _quat2mat(quat)
+        evt = [ev[0], ev[3], ev[6], ev[1], ev[4], ev[7], ev[2], ev[5], ev[8]]
+        d = _mulmat(_mulmat(evt, m), ev)
+        eigval = [d[0], d[4], d[8]]
+        if abs(d[1]) > abs(d[2]) and abs(d[1]) > abs(d[5]):
             rk, ck, rotk = 0, 1, 2
-        elif a02 > a12:
+        elif abs(d[2]) > abs(d[5]):
             rk, ck, rotk = 0, 2, 1
         else:
             rk, ck, rotk = 1, 2, 0
-        if abs(d[rk, ck]) < _EIG_EPS:
+        off = d[3 * rk + ck]
+        if abs(off) <= tol:
             break
-        tau = (d[ck, ck] - d[rk, rk]) / (2 * d[rk, ck])
-        t = 1.0 / (tau + math.sqrt(1 + tau * tau)) if tau >= 0 else -1.0 / (-tau + math.sqrt(1 + tau * tau))
+        tau = (d[4 * ck] - d[4 * rk]) / (2 * off)
+        if tau >= 0:
+            t = 1.0 / (tau + math.sqrt(1 + tau * tau))
+        else:
+            t = -1.0 / (-tau + math.sqrt(1 + tau * tau))
         c = 1.0 / math.sqrt(1 + t * t)
-        if c > 1.0 - _EIG_EPS:
-            break
-        s = math.sqrt(0.5 - 0.5 * c)
-        comp = -s if tau >= 0 else s
+        # rotation by the half angle, sin(theta/2) computed stably from sin(theta) = t*c
+        tmp = [0.0, 0.0, 0.0, 0.0]
+        tmp[rotk + 1] = -(t * c) / math.sqrt(2 * (1 + c))
         if rotk == 1:
-            comp = -comp
-        rq = np.zeros(4)
-        rq[rotk + 1] = comp
-        rq[0] = math.sqrt(1.0 - comp * comp)
-        rq /= np.linalg.norm(rq)
-        quat = quat_mul(quat, rq)
-        quat /= np.linalg.norm(quat)
+            tmp[rotk + 1] = -tmp[rotk + 1]
+        tmp[0] = math.sqrt(1.0 - tmp[rotk + 1] * tmp[rotk + 1])
+        _normvec(tmp)
+        quat = _mulquat(quat, tmp)
+        _normvec(quat)
     for j in range(3):
         j1 = j % 2
-        if eigval[j1] + _EIG_EPS < eigval[j1 + 1]:
+        if eigval[j1] + sort_rtol * scale < eigval[j1 + 1]:
             eigval[j1], eigval[j1 + 1] = eigval[j1 + 1], eigval[j1]
-            rq = np.zeros(4)
-            rq[0] = 0.707106781186548
-            rq[(j1 + 2) % 3 + 1] = rq[0]
-            quat = quat_mul(quat, rq)
-            quat /= np.linalg.norm(quat)
-    return eigval, quat
+            tmp = [0.707106781186548, 0.0, 0.0, 0.0]
+            tmp[(j1 + 2) % 3 + 1] = tmp[0]
+            quat = _mulquat(quat, tmp)
+            _normvec(quat)
+    return np.array(eigval), np.array(quat)
 
 
 def full_to_mat(full: np.ndarray) -> np.ndarray:
