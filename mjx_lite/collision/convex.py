@@ -978,16 +978,21 @@ def _polygon_quad(pts, cnt, steps: int):
     return out[5]
 
 
-def _face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin):
-    """MuJoCo's face-face points (more than 4 case): geom2's face polygon (vertex ids poly2, npoly2 of w2) clipped by
-    geom1's face (poly1, npoly1 of w1; outward normal n1), points beyond the margin from geom1's face plane dropped,
-    4 kept by polygonQuad where more remain, else all but exact repeats. Returns (points on geom2's face (4, 3),
-    valid (4,))."""
+def _clipped_face(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin):
+    """geom2's face polygon (vertex ids poly2, npoly2 of w2) clipped by geom1's face (poly1, npoly1 of w1; outward
+    normal n1), its points beyond the margin from geom1's face plane dropped: (points in MuJoCo's order (K, 3), count
+    ()), K = P1 + P2 + 1."""
     size = poly1.shape[0] + poly2.shape[0] + 1
     clipped, cnt = _clip_polygon(w1[poly1], npoly1, w2[poly2], npoly2, n1, size)
     near = (jp.arange(size) < cnt) & ((clipped - w1[poly1[0]]) @ n1 <= margin)
-    pts, cnt = _compact(clipped, near, size)
-    quad = _polygon_quad(pts, cnt, 6 * size + 8)
+    return _compact(clipped, near, size)
+
+
+def _face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin):
+    """MuJoCo's face-face points: the clipped face (`_clipped_face`, same arguments), 4 kept by polygonQuad where more
+    remain, else all but exact repeats. Returns (points on geom2's face (4, 3), valid (4,))."""
+    pts, cnt = _clipped_face(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin)
+    quad = _polygon_quad(pts, cnt, 6 * pts.shape[0] + 8)
     first = pts[:4]
     same = jp.all(jp.abs(first[:, None] - first[None]) < _HALFSPACE_TOL, -1) & jp.tril(jp.ones((4, 4), bool), -1)
     few_ok = (jp.arange(4) < cnt) & ~jp.any(same, axis=1)
