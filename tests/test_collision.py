@@ -615,6 +615,79 @@ def test_float32():
     np.testing.assert_allclose(np.asarray(c32.dist)[both], np.asarray(c64.dist)[both], atol=1e-3)
 
 
+_CURVED_PAIRS = [("ellipsoid", "ellipsoid"), ("sphere", "ellipsoid"), ("capsule", "ellipsoid"),
+                 ("ellipsoid", "cylinder"), ("cylinder", "cylinder"), ("ellipsoid", "box"), ("capsule", "cylinder"),
+                 ("cylinder", "box")]  # fmt: skip
+_CURVED_SIZES = {"ellipsoid": (0.1, 0.15, 0.2), "cylinder": (0.1, 0.15, 0), "sphere": (0.12, 0, 0),
+                 "capsule": (0.08, 0.12, 0), "box": (0.1, 0.12, 0.08)}  # fmt: skip
+
+
+def _ellipsoid_support(pos, mat, size, d):
+    """World support point of an ellipsoid (numpy, float64): pos + R D^2 R^T d / |D R^T d|."""
+    loc = size * (mat.T @ d)
+    return pos + mat @ (size * loc / np.linalg.norm(loc))
+
+
+def test_curved_normals_float32():
+    """GJK/EPA's contact normal of curved shapes, refined by Newton's method on the Minkowski support function
+    (`convex._refine_normal`): in float32 within 1e-4 rad of float64's in 98 % and within 1e-3 in all of 1600 random
+    penetrating and separated poses of 8 pair types (GJK/EPA alone: up to 0.28 rad; 7.5 % of ellipsoid pairs beyond
+    1e-2, 82 % beyond 1e-3), points alike where the witness is unique, and in float64 optimal to round-off on
+    ellipsoid pairs (the two support points differ along the normal). One compile per dtype: the general collider
+    takes traced types."""
+    from scipy.spatial.transform import Rotation
+
+    from mjx_lite.collision import convex
+    from mjx_lite.collision.types import GeomInfo
+
+    n_per = 200
+    rng = np.random.default_rng(0)
+    names = [p for p in _CURVED_PAIRS for _ in range(n_per)]
+    n = len(names)
+    t1 = np.array([getattr(GeomType, a.upper()) for a, _ in names], np.int32)
+    t2 = np.array([getattr(GeomType, b.upper()) for _, b in names], np.int32)
+    s1 = np.array([_CURVED_SIZES[a] for a, _ in names], float)
+    s2 = np.array([_CURVED_SIZES[b] for _, b in names], float)
+    m1 = Rotation.random(n, random_state=1).as_matrix()
+    m2 = Rotation.random(n, random_state=2).as_matrix()
+    u = rng.normal(size=(n, 3))
+    p2 = u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(0.05, 0.35, (n, 1))
+
+    def collide(p1, m1, s1, t1, p2, m2, s2, t2):
+        c = convex.general(GeomInfo(p1, m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2), None)
+        return c.dist[0], c.pos[0], c.normal[0]
+
+    f = jax.jit(jax.vmap(collide))
+    out = {}
+    for dt in (jp.float64, jp.float32):
+        args = [jp.asarray(x, dt) for x in (np.zeros((n, 3)), m1, s1)] + [jp.asarray(t1)]
+        args += [jp.asarray(x, dt) for x in (p2, m2, s2)] + [jp.asarray(t2)]
+        out[dt] = [np.asarray(x, np.float64) for x in f(*args)]
+    (d64, pos64, n64), (d32, pos32, n32) = out[jp.float64], out[jp.float32]
+    clear = np.abs(d64) > 1e-4  # penetrating or separated, not touching
+    assert clear.sum() > 0.9 * n
+    err = np.linalg.norm(n32 - n64, axis=1)
+    for k, pair in enumerate(_CURVED_PAIRS):
+        e = err[k * n_per : (k + 1) * n_per][clear[k * n_per : (k + 1) * n_per]]
+        assert np.mean(e > 1e-4) <= 0.02 and e.max() < 1e-3, (pair, np.sort(e)[-5:])
+    np.testing.assert_allclose(d32[clear], d64[clear], atol=3e-5)
+    perr = np.linalg.norm(pos32 - pos64, axis=1)
+    for k, pair in enumerate(_CURVED_PAIRS):
+        e = perr[k * n_per : (k + 1) * n_per][clear[k * n_per : (k + 1) * n_per]]
+        # an ellipsoid or sphere gives a unique witness point; cylinder sides and caps are lines and faces, along which
+        # the witness (GJK/EPA's) is only as good as their tolerance
+        if {"ellipsoid", "sphere"} & set(pair):
+            assert np.percentile(e, 98) < 1e-6, (pair, np.percentile(e, [50, 98, 100]))
+    # float64, ellipsoid-ellipsoid: the supports along +-n differ along n (optimality), to round-off
+    across = []
+    for i in range(n_per):
+        a = _ellipsoid_support(np.zeros(3), m1[i], s1[i], n64[i])
+        b = _ellipsoid_support(p2[i], m2[i], s2[i], -n64[i])
+        across.append(np.linalg.norm((a - b) - np.dot(a - b, n64[i]) * n64[i]))
+    # all but the deepest pose (0.22 m into 0.1 - 0.2 m ellipsoids, from an EPA normal 0.27 rad off) to round-off
+    assert np.mean(np.array(across) < 1e-12) >= 0.99 and max(across) < 1e-6, np.sort(across)[-3:]
+
+
 def test_many_spheres_broadphase_vmap():
     n = 220
     rng = np.random.default_rng(3)

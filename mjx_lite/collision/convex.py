@@ -87,6 +87,150 @@ def _support(gtype, g: GeomInfo, d):
     return g.pos + g.mat @ p
 
 
+_CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)  # core shapes whose support map has a nonzero derivative
+
+
+def _support_jacobian(gtype, g: GeomInfo, d):
+    """Derivative (3, 3) of the world support point `_support(gtype, g, d)` w.r.t. the direction d (a.e.): the
+    ellipsoid's D^2 (I - s s^T / |s|^2) / |D d| with s = D d, D = diag(size) (its radii of curvature at the support
+    point), the cylinder side's r (I - u u^T) / |d_xy| in the xy plane (u = d_xy / |d_xy|; 0 at the cap's centre),
+    0 for the piecewise constant supports (point, segment, box, mesh). `gtype` static or traced."""
+    dt = d.dtype
+    local = g.mat.T @ d
+
+    def ellipsoid():
+        size = g.size
+        sd = size * local
+        nsd = jp.maximum(safe_norm(sd), 1e-30)
+        q = size * sd  # D^2 d
+        return (jp.diag(size * size) - q[:, None] * q[None, :] / (nsd * nsd)) / nsd
+
+    def cylinder():
+        rxy = safe_norm(local[:2])
+        ok = rxy > 1e-6 * g.size[0]
+        u = local[:2] / jp.where(ok, rxy, 1.0)
+        j2 = g.size[0] / jp.where(ok, rxy, 1.0) * (jp.eye(2, dtype=dt) - u[:, None] * u[None, :])
+        return jp.zeros((3, 3), dt).at[:2, :2].set(jp.where(ok, j2, 0.0))
+
+    if isinstance(gtype, int):
+        jl = ellipsoid() if gtype == GeomType.ELLIPSOID else cylinder() if gtype == GeomType.CYLINDER else None
+        if jl is None:
+            return jp.zeros((3, 3), dt)
+    else:
+        jl = jp.where(gtype == GeomType.ELLIPSOID, ellipsoid(), jp.where(gtype == GeomType.CYLINDER, cylinder(), 0.0))
+    return g.mat @ jl @ g.mat.T
+
+
+_KINK_COS = 1e-3  # a direction this close to a support map's kink (|cos| below it) is taken to lie on it
+
+
+def _unique_support(gtype, g: GeomInfo, d):
+    """Whether geom g's core support point along the unit direction d is unique (not on a face or edge that d is
+    normal to, within _KINK_COS): always for a sphere's centre and an ellipsoid; a capsule's segment where d is not
+    across its axis; a cylinder off its side lines and cap faces; a box off its faces and edges; never taken for a
+    mesh. `gtype` static or traced."""
+    local = g.mat.T @ d
+    big = jp.abs(local) > _KINK_COS
+    kinds = {
+        GeomType.SPHERE: jp.ones((), bool),
+        GeomType.ELLIPSOID: jp.ones((), bool),
+        GeomType.CAPSULE: big[2],
+        GeomType.CYLINDER: big[2] & (big[0] | big[1]),
+        GeomType.BOX: big[0] & big[1] & big[2],
+    }
+    if isinstance(gtype, int):
+        return kinds.get(gtype, jp.zeros((), bool))
+    return jp.select([gtype == t for t in kinds], list(kinds.values()), jp.zeros((), bool))
+
+
+REFINE_ITERATIONS = 6  # Newton steps on the contact normal of curved pairs (`_refine_normal`)
+_REFINE_STEP = 0.25  # longest accepted step (rad)
+
+
+def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
+    """Newton's method on the contact normal of a pair with a curved core shape (ellipsoid, cylinder).
+
+    The core shapes' signed distance is -min_n h(n) over unit n, h(n) = n . (S1(n) - S2(-n)) the support function of
+    their Minkowski difference (for penetrating and separated pairs alike), and GJK/EPA's normal approximates the
+    minimiser. GJK/EPA stop on the value of h, which is flat (quadratic) about a smooth minimum, so their normal is
+    only as good as the square root of their tolerance (float32: up to 1e-1 rad). Each iteration takes the lowest h
+    among these candidates (none: the normal stays):
+      * a Newton step on the sphere, and half of it: the gradient is the support point's part across n (exact to
+        rounding), the Hessian E^T (J1(n) + J2(-n)) E - h I (J the supports' derivatives, `_support_jacobian`; E a
+        basis across n), taken where that is positive definite;
+      * where h has a kink along a circle n . a = 0 (a capsule's or a cylinder's side along its axis a, a box edge
+        along a box axis; the axes are the geoms' frame axes), n projected onto that circle and a Newton step along it;
+      * where h has a corner (a box face, a cylinder cap): n snapped to the nearest frame axis of either geom.
+    A candidate must lower h (the full Newton step: or keep it within rounding); steps are cut to _REFINE_STEP.
+    Returns (normal (3,), h (), support points (3,) of geom1 along n and of geom2 along -n). Fixed iterations,
+    differentiable."""
+    dt = n.dtype
+    axes = jp.concatenate([g1.mat.T, g2.mat.T])  # (6, 3) frame axes (rows)
+
+    def evaluate(n):
+        a, b = _support(t1, g1, n), _support(t2, g2, -n)
+        return a, b, jp.dot(a - b, n)
+
+    def jac(n):
+        return _support_jacobian(t1, g1, n) + _support_jacobian(t2, g2, -n)
+
+    def unit(x):
+        return x / jp.maximum(safe_norm(x), 1e-30)
+
+    def newton2(n, sd, h):
+        axis = jp.eye(3, dtype=dt)[jp.argmin(jp.abs(n))]
+        e1 = unit(jp.cross(n, axis))
+        e2 = jp.cross(n, e1)
+        jd = jac(n)
+        je1, je2 = jd @ e1, jd @ e2
+        h11, h22 = jp.dot(e1, je1) - h, jp.dot(e2, je2) - h
+        h12 = 0.5 * (jp.dot(e1, je2) + jp.dot(e2, je1))
+        det = h11 * h22 - h12 * h12
+        scale = jp.maximum(jp.abs(h11) + jp.abs(h22), 1e-30)
+        ok = (h11 > 0) & (h22 > 0) & (det > 1e-6 * scale * scale)
+        det = jp.where(ok, det, 1.0)
+        g1_, g2_ = jp.dot(e1, sd), jp.dot(e2, sd)
+        d1, d2 = -(h22 * g1_ - h12 * g2_) / det, -(h11 * g2_ - h12 * g1_) / det
+        # the full step and half of it, both cut to _REFINE_STEP (far from the minimum, e.g. after a deep EPA)
+        cut = jp.minimum(1.0, _REFINE_STEP / jp.maximum(safe_norm(jp.stack([d1, d2])), 1e-30))
+        steps = jp.stack([1.0, 0.5]).astype(dt)[:, None] * cut * (d1 * e1 + d2 * e2)
+        return jax.vmap(unit)(n + steps), jp.broadcast_to(ok, (2,))
+
+    def newton_circle(n, a):
+        """n onto the circle n . a = 0, then a Newton step along it."""
+        npl = unit(n - jp.dot(n, a) * a)
+        e = jp.cross(a, npl)
+        sa, sb, hp = evaluate(npl)
+        d1 = jp.dot(e, sa - sb)
+        d2 = jp.dot(e, jac(npl) @ e) - hp
+        ok = d2 > 1e-6 * jp.abs(hp) + 1e-30
+        th = -d1 / jp.where(ok, d2, 1.0)
+        ok = ok & (jp.abs(th) < _REFINE_STEP)
+        return jp.where(ok, unit(npl + th * e), npl), jp.abs(jp.dot(n, a)) < _REFINE_STEP
+
+    def step(carry, _):
+        n, a, b, h = carry
+        n2, ok2 = newton2(n, a - b, h)
+        nc, okc = jax.vmap(newton_circle, in_axes=(None, 0))(n, axes)
+        snap = jp.where(axes @ n >= 0, 1.0, -1.0)[:, None] * axes
+        ns = jp.concatenate([n2, nc, snap])  # (14, 3)
+        ok = jp.concatenate([ok2, okc, snap @ n > jp.cos(_REFINE_STEP)])
+        sa, sb = jax.vmap(lambda m: evaluate(m)[:2])(ns)
+        hs = jp.where(ok, dot3(sa - sb, ns), jp.inf)
+        # h is flat about a smooth minimum: within its rounding the Newton step is preferred and accepted (a strict
+        # decrease would stop short, at sqrt(rounding / curvature) from the minimiser: 4e-4 rad in float32)
+        tol = 8 * jp.finfo(dt).eps * (safe_norm(a) + safe_norm(b))
+        k = jp.argmin(hs)
+        k = jp.where(hs[0] <= hs[k] + tol, 0, k)
+        take = (hs[k] < h) | ((k == 0) & (hs[0] <= h + tol))
+        return (jp.where(take, ns[k], n), jp.where(take, sa[k], a), jp.where(take, sb[k], b),
+                jp.where(take, hs[k], h)), None  # fmt: skip
+
+    carry = (n,) + evaluate(n)
+    (n, a, b, h), _ = jax.lax.scan(step, carry, None, length=REFINE_ITERATIONS)
+    return n, h, a, b
+
+
 # ---- GJK ----------------------------------------------------------------------------------------------------
 
 _PAIRS = np.array(list(itertools.combinations(range(4), 2)), np.int32)  # (6, 2)
@@ -528,6 +672,20 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None):
     normal = jp.where(inside, n_pen, n_sep)
     a = jp.where(inside, a_pen, a_sep)
     b = jp.where(inside, b_pen, b_sep)
+    curved = [t in _CURVED if isinstance(t, int) else (t == _CURVED[0]) | (t == _CURVED[1]) for t in (t1, t2)]
+    if curved[0] is not False or curved[1] is not False:  # statically: some curved shape may be in the pair
+        n_ref, h_ref, a_ref, b_ref = _refine_normal(t1, t2, g1, g2, normal)
+        refined = jp.asarray(curved[0] | curved[1]) & jp.any(n_ref != normal)
+        u1, u2 = _unique_support(t1, g1, n_ref), _unique_support(t2, g2, -n_ref)
+        # witness points: the support point of a shape whose support is unique, the other one h along the normal;
+        # else (e.g. two cylinder sides) GJK/EPA's, moved with the normal about their midpoint
+        mid = 0.5 * (a + b)
+        a_new = jp.where(u1, a_ref, jp.where(u2, b_ref + h_ref * n_ref, mid + 0.5 * h_ref * n_ref))
+        b_new = jp.where(u2, b_ref, a_new - h_ref * n_ref)
+        dist = jp.where(refined, -h_ref, dist)
+        normal = jp.where(refined, n_ref, normal)
+        a = jp.where(refined, a_new, a)
+        b = jp.where(refined, b_new, b)
     r1, r2 = _radius(t1, g1.size), _radius(t2, g2.size)
     dist = dist - r1 - r2
     a = a + normal * r1
