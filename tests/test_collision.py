@@ -654,7 +654,7 @@ def test_curved_normals_float32():
     p2 = u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(0.05, 0.35, (n, 1))
 
     def collide(p1, m1, s1, t1, p2, m2, s2, t2):
-        c = convex.general(GeomInfo(p1, m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2), None)
+        c = convex.general_curved(GeomInfo(p1, m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2), None)
         return c.dist[0], c.pos[0], c.normal[0]
 
     f = jax.jit(jax.vmap(collide))

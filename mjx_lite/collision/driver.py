@@ -63,6 +63,7 @@ BROADPHASE_CONTACTS_PER_PAIR = 2.0  # contact rows kept per narrow-phase pair (m
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
 
 _PLANE, _HFIELD, _MESH, _SDF = GeomType.PLANE, GeomType.HFIELD, GeomType.MESH, GeomType.SDF
+_CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)  # general pairs with one of these are grouped apart
 
 # (type1, type2) -> (collider, contacts per pair); type1 <= type2. Missing pairs use convex.general.
 _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
@@ -236,18 +237,26 @@ def _build_table(m: Model) -> PairTable:
             continue
         if fn[0] in _MULTICCD and (m.opt.disableflags & DisableBit.MULTICCD):  # multiccd off: one GJK/EPA contact
             fn = (convex.general, convex.GENERAL_NCON)
-        if fn[0] is convex.general:  # one group (one compiled GJK/EPA) for every general convex pair type
+        curved = False
+        if fn[0] is convex.general:  # one group (one compiled GJK/EPA) for every general convex pair type with a
+            # curved shape and no mesh (`convex.general_curved`), and one for the others
+            curved = (t1 in _CURVED or t2 in _CURVED) and _MESH not in (t1, t2)
             t1 = t2 = GENERAL
         # height fields are grouped per field; meshes per size class (a group's tables are padded to its largest
         # mesh: a tetrahedron against a pyramid need not pay for a dodecahedron's edges)
         key = (t1, t2, int(dataid[a]) if t1 == _HFIELD else -1, int(dataid[b]) if t2 == _HFIELD else -1, p >= 0,
-               sizes[a], sizes[b])  # fmt: skip
+               sizes[a], sizes[b], curved)  # fmt: skip
         buckets.setdefault(key, []).append((a, b, p))
     groups = []
     for key in sorted(buckets):
-        t1, t2, da, db, explicit, _, _ = key
+        t1, t2, da, db, explicit, _, _, curved = key
         arr = np.asarray(buckets[key], np.int32)
-        fn, ncon = (convex.general, convex.GENERAL_NCON) if t1 == GENERAL else collider_for(t1, t2)
+        if t1 == GENERAL:  # the others: refined where curved if any is
+            any_curved = np.isin(gtype[arr[:, :2]], _CURVED).any()
+            fn = convex.general_curved if curved else convex.general if any_curved else convex.general_plain
+            ncon = convex.GENERAL_NCON
+        else:
+            fn, ncon = collider_for(t1, t2)
         if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
             fn, ncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
         n = len(arr)
