@@ -688,6 +688,43 @@ def test_curved_normals_float32():
     assert np.mean(np.array(across) < 1e-12) >= 0.99 and max(across) < 1e-6, np.sort(across)[-3:]
 
 
+def test_curved_distance_grad():
+    """jax.grad of a curved pair's distance w.r.t. geom2's position (float64, the general collider with traced types:
+    one compile) equals central differences to 1e-7 on 60 random penetrating and separated poses of 6 pair types.
+    Through GJK/EPA alone it was up to 0.1 off (ellipsoid pairs): EPA's normal is only square-root accurate, and
+    its derivative follows the polytope; the Newton refinement converges, so its derivative is the distance's."""
+    from scipy.spatial.transform import Rotation
+
+    from mjx_lite.collision import convex
+    from mjx_lite.collision.types import GeomInfo
+
+    pairs = _CURVED_PAIRS[:6]
+    n_per = 10
+    rng = np.random.default_rng(3)
+    names = [p for p in pairs for _ in range(n_per)]
+    n = len(names)
+    t1 = jp.asarray([getattr(GeomType, a.upper()) for a, _ in names], jp.int32)
+    t2 = jp.asarray([getattr(GeomType, b.upper()) for _, b in names], jp.int32)
+    s1 = jp.asarray([_CURVED_SIZES[a] for a, _ in names])
+    s2 = jp.asarray([_CURVED_SIZES[b] for _, b in names])
+    m1 = jp.asarray(Rotation.random(n, random_state=4).as_matrix())
+    m2 = jp.asarray(Rotation.random(n, random_state=5).as_matrix())
+    u = rng.normal(size=(n, 3))
+    p2 = jp.asarray(u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(0.1, 0.3, (n, 1)))
+
+    def dist(p2, m1, s1, t1, m2, s2, t2):
+        g1, g2 = GeomInfo(jp.zeros(3), m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2)
+        return convex.general_curved(g1, g2, None).dist[0]
+
+    args = (m1, s1, t1, m2, s2, t2)
+    grad = jax.jit(jax.vmap(jax.grad(dist)))(p2, *args)
+    f = jax.jit(jax.vmap(dist))
+    eps = 1e-6
+    fd = np.stack([(f(p2.at[:, i].add(eps), *args) - f(p2.at[:, i].add(-eps), *args)) / (2 * eps) for i in range(3)],
+                  -1)  # fmt: skip
+    np.testing.assert_allclose(np.asarray(grad), fd, atol=1e-7)
+
+
 def test_many_spheres_broadphase_vmap():
     n = 220
     rng = np.random.default_rng(3)
