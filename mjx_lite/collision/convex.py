@@ -2,8 +2,8 @@
 
 `general` serves every pair without an analytic collider (ellipsoid, cylinder, mesh against each other and
 against spheres, capsules and boxes), so no convex pair is refused. The geom types are traced per pair, so all
-general pairs of a model form one group (two: those with a curved shape, `general_curved`, and the others,
-`general_plain`): GJK/EPA is compiled once or twice per model, not once per type pair.
+general pairs of a model form one group (two: those with a curved shape and no mesh, `general_curved`, and the
+others, `general` or `general_plain`): GJK/EPA is compiled once or twice per model, not once per type pair.
 Spheres and capsules enter as their core (point, segment) plus a radius, which makes those pairs exact up to
 the iteration tolerance. Meshes use their vertices (the support of the vertex set is that of its hull).
 
@@ -99,7 +99,7 @@ _CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)  # core shapes whose support m
 
 def _support_jacobian(gtype, g: GeomInfo, d):
     """Derivative (3, 3) of the world support point `_support(gtype, g, d)` w.r.t. the direction d (a.e.): the
-    ellipsoid's D^2 (I - s s^T / |s|^2) / |D d| with s = D d, D = diag(size) (its radii of curvature at the support
+    ellipsoid's D (I - s s^T / |s|^2) D / |s| with s = D d, D = diag(size) (its radii of curvature at the support
     point), the cylinder side's r (I - u u^T) / |d_xy| in the xy plane (u = d_xy / |d_xy|; 0 at the cap's centre),
     0 for the piecewise constant supports (point, segment, box, mesh). `gtype` static or traced."""
     dt = d.dtype
@@ -160,7 +160,7 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
     The core shapes' signed distance is -min_n h(n) over unit n, h(n) = n . (S1(n) - S2(-n)) the support function of
     their Minkowski difference (for penetrating and separated pairs alike), and GJK/EPA's normal approximates the
     minimiser. GJK/EPA stop on the value of h, which is flat (quadratic) about a smooth minimum, so their normal is
-    only as good as the square root of their tolerance (float32: up to 1e-1 rad). Each iteration takes the lowest h
+    only as good as the square root of their tolerance (float32: up to 0.3 rad). Each iteration takes the lowest h
     among these candidates (none: the normal stays):
       * a Newton step on the sphere, and half of it: the gradient is the support point's part across n (exact to
         rounding), the Hessian E^T (J1(n) + J2(-n)) E - h I (J the supports' derivatives, `_support_jacobian`; E a

@@ -5,7 +5,8 @@ Static part (host numpy, memoised per model, built only from static Model fields
     unless the parent is the world (and unless `filterparent` is disabled), `exclude_signature`; explicit
     `pair_*` entries replace the dynamic pair of the same two geoms. geom1/geom2 are ordered as MuJoCo does:
     geom1 < geom2 for dynamic pairs (pair order for explicit ones), swapped so that type1 <= type2.
-  * pairs are grouped by (type1, type2, height field ids, mesh size classes, explicit or not); each group runs
+  * pairs are grouped by (type1, type2, height field ids, mesh size classes, explicit or not; the general convex
+    pairs in two groups: with a curved shape and no mesh, and the others); each group runs
     one collider, written for one pair and `vmap`ped over the group, emitting a fixed number of contacts per pair.
     Mesh tables are padded to the group's largest mesh; size classes (`_size_class`) keep that padding within a
     factor `MESH_SIZE_RATIO` of every mesh in the group.
