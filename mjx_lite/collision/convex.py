@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.collision.segment import segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.math import dot3, outer3, safe_norm
 from mjx_lite.types import GeomType
@@ -148,6 +149,39 @@ def _unique_support(gtype, g: GeomInfo, d):
     if isinstance(gtype, int):
         return kinds.get(gtype, jp.zeros((), bool))
     return jp.select([gtype == t for t in kinds], list(kinds.values()), jp.zeros((), bool))
+
+
+def _support_segment(gtype, g: GeomInfo, d):
+    """Where geom g's core support set along the unit direction d is a segment (d across a capsule's axis, on a
+    cylinder's side line, on a box edge; within _KINK_COS): its centre (3,), half-axis (3,), and whether it is one.
+    `gtype` static or traced."""
+    dt = d.dtype
+    local = g.mat.T @ d
+    small = jp.abs(local) <= _KINK_COS
+    sign = jp.where(local >= 0, 1.0, -1.0).astype(dt)
+    rxy = safe_norm(local[:2])
+    radial = g.size[0] * local[:2] / jp.maximum(rxy, 1e-30)
+    zero = jp.zeros((), dt)
+    # (local centre, local half-axis, is a segment) per type
+    kinds = {
+        GeomType.CAPSULE: (jp.zeros(3, dt), jp.stack([zero, zero, g.size[1]]), small[2]),
+        GeomType.CYLINDER: (jp.stack([radial[0], radial[1], zero]), jp.stack([zero, zero, g.size[1]]),
+                            small[2] & (rxy > _KINK_COS)),  # fmt: skip
+    }
+    k = jp.argmax(small)  # a box edge: exactly one local component across it
+    box_c = jp.where(jp.arange(3) == k, 0.0, sign * g.size)
+    box_h = jp.where(jp.arange(3) == k, g.size, 0.0)
+    kinds[GeomType.BOX] = (box_c, box_h, jp.sum(small) == 1)
+    if isinstance(gtype, int):
+        if gtype not in kinds:
+            return g.pos, jp.zeros(3, dt), jp.zeros((), bool)
+        c, h, ok = kinds[gtype]
+    else:
+        conds = [gtype == t for t in kinds]
+        c = jp.select(conds, [v[0] for v in kinds.values()], jp.zeros(3, dt))
+        h = jp.select(conds, [v[1] for v in kinds.values()], jp.zeros(3, dt))
+        ok = jp.select(conds, [v[2] for v in kinds.values()], jp.zeros((), bool))
+    return g.pos + g.mat @ c, g.mat @ h, ok
 
 
 REFINE_ITERATIONS = 8  # Newton steps on the contact normal of curved pairs (`_refine_normal`)
@@ -698,8 +732,13 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
             refined = refined & ((t1 == _CURVED[0]) | (t1 == _CURVED[1]) | (t2 == _CURVED[0]) | (t2 == _CURVED[1]))
         u1, u2 = _unique_support(t1, g1, n_ref), _unique_support(t2, g2, -n_ref)
         # witness points: the support point of a shape whose support is unique, the other one h along the normal;
-        # else (e.g. two cylinder sides) GJK/EPA's, moved with the normal about their midpoint
-        mid = 0.5 * (a + b)
+        # two crossing segments (capsule, cylinder sides, box edges): their nearest points; else (lines or faces in
+        # contact) GJK/EPA's, moved with the normal about their midpoint
+        c1, h1, seg1 = _support_segment(t1, g1, n_ref)
+        c2, h2, seg2 = _support_segment(t2, g2, -n_ref)
+        x1, x2, det = segments_closest(c1, h1, c2, h2)
+        crossing = seg1 & seg2 & (det > 1e-6 * dot3(h1, h1) * dot3(h2, h2))
+        mid = jp.where(crossing, 0.5 * (c1 + x1 * h1 + c2 + x2 * h2), 0.5 * (a + b))
         a_new = jp.where(u1, a_ref, jp.where(u2, b_ref + h_ref * n_ref, mid + 0.5 * h_ref * n_ref))
         b_new = jp.where(u2, b_ref, a_new - h_ref * n_ref)
         dist = jp.where(refined, -h_ref, dist)
