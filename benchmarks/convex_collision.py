@@ -44,7 +44,8 @@ def timeit(f, *args, repeat=10, rounds=5):
 
 
 def states(mjm, set_qpos, batch):
-    """Kinematics of `batch` poses (set_qpos(qpos) fills one in place): (mjx_lite Model, batched Data, MJX Data)."""
+    """Kinematics of `batch` poses (set_qpos(qpos) fills one in place): (mjx_lite Model, batched Data, MJX Data or
+    the error text where MJX refuses the model)."""
     mjd = mujoco.MjData(mjm)
     xpos, xmat, dxs = [], [], []
     for _ in range(batch):
@@ -53,12 +54,16 @@ def states(mjm, set_qpos, batch):
         mujoco.mj_kinematics(mjm, mjd)
         xpos.append(mjd.geom_xpos.copy())
         xmat.append(mjd.geom_xmat.reshape(-1, 3, 3).copy())
-        dxs.append(mjx.put_data(mjm, mjd))
+        if not isinstance(dxs, str):
+            try:
+                dxs.append(mjx.put_data(mjm, mjd))
+            except Exception as e:  # MJX refuses some geom pairs already here
+                dxs = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
     m = model_from_mujoco(mjm)
     d0 = mjl.make_data(m)
     xpos, xmat = jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat))
     d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat)
-    return m, d, jax.tree_util.tree_map(lambda *x: jp.stack(x), *dxs)
+    return m, d, dxs if isinstance(dxs, str) else jax.tree_util.tree_map(lambda *x: jp.stack(x), *dxs)
 
 
 def _compiled(f, *args):
@@ -73,6 +78,8 @@ def compare(mjm, m, d, dx, **kw):
     model or fails (e.g. out of memory)."""
     f, jit_ours = _compiled(driver.collision, m, d)
     ours = (timeit(f, m, d, **kw), jit_ours)
+    if isinstance(dx, str):  # `states` could not build MJX's Data
+        return ours, dx
     try:
         mx = mjx.put_model(mjm)
         g, jit_mjx = _compiled(mjx.collision, mx, dx)

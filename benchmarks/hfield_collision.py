@@ -2,7 +2,9 @@
 tests/test_collision_hfield.py, at random poses; one vmap-ed collision call per batch, mjx_lite vs MJX in the same
 process (where MJX accepts the model), float32. Best of 5 rounds of 10 calls.
 
-python benchmarks/hfield_collision.py [BATCH]     (default batch 256; needs the test dependencies)
+python benchmarks/hfield_collision.py [BATCH] [curved]     (default batch 256; needs the test dependencies)
+
+`curved`: an ellipsoid and a cylinder instead of the box and the tetrahedron.
 """
 
 import os
@@ -20,7 +22,10 @@ from tests.test_collision_hfield import GEOMS, MORE_GEOMS, _xml
 
 def main():
     batch = int(sys.argv[1]) if len(sys.argv) > 1 else 256
-    mjm = mujoco.MjModel.from_xml_string(_xml({"box": GEOMS["box"], "mesh": MORE_GEOMS["mesh"]}))
+    curved = "curved" in sys.argv[2:]
+    geoms = ({"ellipsoid": MORE_GEOMS["ellipsoid"], "cylinder": MORE_GEOMS["cylinder"]} if curved
+             else {"box": GEOMS["box"], "mesh": MORE_GEOMS["mesh"]})  # fmt: skip
+    mjm = mujoco.MjModel.from_xml_string(_xml(geoms))
     rng = np.random.default_rng(0)
 
     def set_qpos(qpos):
@@ -30,7 +35,7 @@ def main():
 
     m, d, dx = states(mjm, set_qpos, batch)
     (ms, jit_ours), theirs = compare(mjm, m, d, dx)
-    line = f"hfield + box + tetrahedron, batch {batch}, float32: mjx_lite {ms:.1f} ms (jit {jit_ours:.1f} s)"
+    line = f"hfield + {' + '.join(geoms)}, batch {batch}, float32: mjx_lite {ms:.1f} ms (jit {jit_ours:.1f} s)"
     if isinstance(theirs, str):
         line += f"   MJX fails: {theirs}"
     else:

@@ -184,6 +184,16 @@ def _support_segment(gtype, g: GeomInfo, d):
     return g.pos + g.mat @ c, g.mat @ h, ok
 
 
+_REFINE_MESH_MAX = 32  # meshes with at most this many hull triangles + edges give their kinks to the refinement
+
+
+def _small_mesh(gtype, g: GeomInfo) -> bool:
+    """Whether g is (statically) a mesh with hull tables of at most _REFINE_MESH_MAX triangles + edges (a height
+    field's prism: 8 + 9): its faces and edges are candidates of `_refine_normal`."""
+    return (isinstance(gtype, int) and gtype == GeomType.MESH and g.face is not None and g.edge is not None
+            and g.face.shape[0] + g.edge.shape[0] <= _REFINE_MESH_MAX)  # fmt: skip
+
+
 REFINE_ITERATIONS = 8  # Newton steps on the contact normal of curved pairs (`_refine_normal`)
 _REFINE_STEP = 0.25  # longest accepted step (rad)
 
@@ -200,13 +210,25 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
         rounding), the Hessian E^T (J1(n) + J2(-n)) E - h I (J the supports' derivatives, `_support_jacobian`; E a
         basis across n), taken where that is positive definite;
       * where h has a kink along a circle n . a = 0 (a capsule's or a cylinder's side along its axis a, a box edge
-        along a box axis; the axes are the geoms' frame axes), n projected onto that circle and a Newton step along it;
-      * where h has a corner (a box face, a cylinder cap): n snapped to the nearest frame axis of either geom.
+        along a box axis, a small mesh's edge (`_small_mesh`); a: the geoms' frame axes and those edges'
+        directions), n projected onto that circle and a Newton step along it;
+      * where h has a corner (a box face, a cylinder cap, a small mesh's face): n snapped to the nearest frame axis
+        of either geom or to a small mesh's face normal.
     A candidate must lower h (the full Newton steps: or keep it within rounding); steps are cut to _REFINE_STEP.
     Returns (normal (3,), h (), support points (3,) of geom1 along n and of geom2 along -n). Fixed iterations,
     differentiable."""
     dt = n.dtype
-    axes = jp.concatenate([g1.mat.T, g2.mat.T])  # (6, 3) frame axes (rows)
+    axes = [g1.mat.T, g2.mat.T]  # frame axes (rows): kink circles and corners
+    faces = [g1.mat.T, g2.mat.T]
+    for t, g in ((t1, g1), (t2, g2)):
+        if _small_mesh(t, g):  # its face normals (corners) and edge directions (kink circles)
+            w = g.pos + g.vert @ g.mat.T
+            a, b, c = w[g.face[:, 0]], w[g.face[:, 1]], w[g.face[:, 2]]
+            nrm = jp.cross(b - a, c - a)
+            faces.append(nrm / jp.maximum(safe_norm(nrm, keepdims=True), 1e-30))
+            e = w[g.edge[:, 1]] - w[g.edge[:, 0]]
+            axes.append(e / jp.maximum(safe_norm(e, keepdims=True), 1e-30))
+    axes, faces = jp.concatenate(axes), jp.concatenate(faces)
 
     def evaluate(n):
         a, b = _support(t1, g1, n), _support(t2, g2, -n)
@@ -253,8 +275,8 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
         n, a, b, h = carry
         n2, ok2 = newton2(n, a - b, h)
         nc, okc = jax.vmap(newton_circle, in_axes=(None, 0))(n, axes)
-        snap = jp.where(axes @ n >= 0, 1.0, -1.0)[:, None] * axes
-        ns = jp.concatenate([n2, nc, snap])  # (14, 3)
+        snap = jp.where(faces @ n >= 0, 1.0, -1.0)[:, None] * faces
+        ns = jp.concatenate([n2, nc, snap])  # (2 + axes + faces, 3)
         ok = jp.concatenate([ok2, okc, snap @ n > jp.cos(_REFINE_STEP)])
         sa, sb = jax.vmap(lambda m: evaluate(m)[:2])(ns)
         hs = jp.where(ok, dot3(sa - sb, ns), jp.inf)
@@ -262,7 +284,7 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
         # preferred (the full one first) and accepted (a strict decrease would stop short, at sqrt(rounding /
         # curvature) from the minimiser: 2e-4 - 4e-4 rad in float32)
         tol = 8 * jp.finfo(dt).eps * (safe_norm(a) + safe_norm(b))
-        newton = jp.arange(ns.shape[0]) < 8
+        newton = jp.arange(ns.shape[0]) < 2 + axes.shape[0]
         newton = newton.at[1].set(False)  # the half step: only where it lowers h
         near = hs <= jp.min(hs) + tol
         k = jp.argmax(near & newton)
@@ -674,13 +696,15 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
     distance; where it is given): farther apart, dist is the separating axes' lower bound on the distance, beyond
     the margin, with that axis and a point between the two bodies (no contact either way). Others run GJK/EPA, and
     pairs with a curved shape (ellipsoid, cylinder) then refine the normal (`_refine_normal`), after a shorter EPA
-    (EPA_ITERATIONS_CURVED) where the other shape is no mesh (whose faces make kinks that the refinement does not
-    look for). `curved`, for traced types: every pair has a curved shape and no mesh (True), no pair has a curved
-    shape (False), or either (None: EPA_ITERATIONS, refined where curved); static types decide it themselves."""
+    (EPA_ITERATIONS_CURVED) where the other shape is no mesh, or a small one (`_small_mesh`; a larger mesh's faces
+    make kinks that the refinement does not look for). `curved`, for traced types: every pair has a curved shape
+    and no mesh (True), no pair has a curved shape (False), or either (None: EPA_ITERATIONS, refined where curved);
+    static types decide it themselves."""
     dt = g1.pos.dtype
     if isinstance(t1, int) and isinstance(t2, int):
         has_curved = t1 in _CURVED or t2 in _CURVED
-        curved = None if has_curved and GeomType.MESH in (t1, t2) else has_curved
+        big_mesh = any(t == GeomType.MESH and not _small_mesh(t, g) for t, g in ((t1, g1), (t2, g2)))
+        curved = None if has_curved and big_mesh else has_curved
     tol = jp.asarray(1e-10 if dt == jp.float64 else 1e-5, dt)
     epa_tol = jp.asarray(1e-9 if dt == jp.float64 else 1e-5, dt)
 
