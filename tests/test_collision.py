@@ -628,6 +628,26 @@ def _ellipsoid_support(pos, mat, size, d):
     return pos + mat @ (size * loc / np.linalg.norm(loc))
 
 
+def _curved_poses(pairs, n_per, seed, rot_seeds, reach):
+    """n_per random poses of each pair type (names of _CURVED_SIZES): numpy (types1, types2 (n,) int32, sizes1,
+    sizes2 (n, 3), rotations1, rotations2 (n, 3, 3), positions2 (n, 3)), geom1 at the origin, geom2 at a distance
+    drawn from `reach` (lo, hi) in a random direction."""
+    from scipy.spatial.transform import Rotation
+
+    rng = np.random.default_rng(seed)
+    names = [p for p in pairs for _ in range(n_per)]
+    n = len(names)
+    t1 = np.array([getattr(GeomType, a.upper()) for a, _ in names], np.int32)
+    t2 = np.array([getattr(GeomType, b.upper()) for _, b in names], np.int32)
+    s1 = np.array([_CURVED_SIZES[a] for a, _ in names], float)
+    s2 = np.array([_CURVED_SIZES[b] for _, b in names], float)
+    m1 = Rotation.random(n, random_state=rot_seeds[0]).as_matrix()
+    m2 = Rotation.random(n, random_state=rot_seeds[1]).as_matrix()
+    u = rng.normal(size=(n, 3))
+    p2 = u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(*reach, (n, 1))
+    return t1, t2, s1, s2, m1, m2, p2
+
+
 def test_curved_normals_float32():
     """GJK/EPA's contact normal of curved shapes, refined by Newton's method on the Minkowski support function
     (`convex._refine_normal`): in float32 within 1e-4 rad of float64's in 98 % and within 1e-3 in all of 1600 random
@@ -635,23 +655,12 @@ def test_curved_normals_float32():
     1e-2, 82 % beyond 1e-3), points alike where the witness is unique or two sides cross, and in float64 optimal to
     round-off on ellipsoid pairs (the two support points differ along the normal). One compile per dtype: the
     general collider takes traced types."""
-    from scipy.spatial.transform import Rotation
-
     from mjx_lite.collision import convex
     from mjx_lite.collision.types import GeomInfo
 
     n_per = 200
-    rng = np.random.default_rng(0)
-    names = [p for p in _CURVED_PAIRS for _ in range(n_per)]
-    n = len(names)
-    t1 = np.array([getattr(GeomType, a.upper()) for a, _ in names], np.int32)
-    t2 = np.array([getattr(GeomType, b.upper()) for _, b in names], np.int32)
-    s1 = np.array([_CURVED_SIZES[a] for a, _ in names], float)
-    s2 = np.array([_CURVED_SIZES[b] for _, b in names], float)
-    m1 = Rotation.random(n, random_state=1).as_matrix()
-    m2 = Rotation.random(n, random_state=2).as_matrix()
-    u = rng.normal(size=(n, 3))
-    p2 = u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(0.05, 0.35, (n, 1))
+    t1, t2, s1, s2, m1, m2, p2 = _curved_poses(_CURVED_PAIRS, n_per, 0, (1, 2), (0.05, 0.35))
+    n = len(t1)
 
     def collide(p1, m1, s1, t1, p2, m2, s2, t2):
         c = convex.general_curved(GeomInfo(p1, m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2), None)
@@ -695,24 +704,11 @@ def test_curved_distance_grad():
     one compile) equals central differences to 1e-7 on 60 random penetrating and separated poses of 6 pair types.
     Through GJK/EPA alone it was up to 0.1 off (ellipsoid pairs): EPA's normal is only square-root accurate, and
     its derivative follows the polytope; the Newton refinement converges, so its derivative is the distance's."""
-    from scipy.spatial.transform import Rotation
-
     from mjx_lite.collision import convex
     from mjx_lite.collision.types import GeomInfo
 
-    pairs = _CURVED_PAIRS[:6]
-    n_per = 10
-    rng = np.random.default_rng(3)
-    names = [p for p in pairs for _ in range(n_per)]
-    n = len(names)
-    t1 = jp.asarray([getattr(GeomType, a.upper()) for a, _ in names], jp.int32)
-    t2 = jp.asarray([getattr(GeomType, b.upper()) for _, b in names], jp.int32)
-    s1 = jp.asarray([_CURVED_SIZES[a] for a, _ in names])
-    s2 = jp.asarray([_CURVED_SIZES[b] for _, b in names])
-    m1 = jp.asarray(Rotation.random(n, random_state=4).as_matrix())
-    m2 = jp.asarray(Rotation.random(n, random_state=5).as_matrix())
-    u = rng.normal(size=(n, 3))
-    p2 = jp.asarray(u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(0.1, 0.3, (n, 1)))
+    poses = _curved_poses(_CURVED_PAIRS[:6], 10, 3, (4, 5), (0.1, 0.3))
+    t1, t2, s1, s2, m1, m2, p2 = (jp.asarray(x) for x in poses)
 
     def dist(p2, m1, s1, t1, m2, s2, t2):
         g1, g2 = GeomInfo(jp.zeros(3), m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2)
