@@ -33,7 +33,7 @@ import numpy as np
 
 from mjx_lite.collision.segment import segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import dot3, outer3, safe_norm
+from mjx_lite.math import dot3, outer3, safe_norm, safe_normalize
 from mjx_lite.types import GeomType
 
 GENERAL_NCON = 1
@@ -95,7 +95,7 @@ def _support(gtype, g: GeomInfo, d):
     return g.pos + g.mat @ p
 
 
-_CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)  # core shapes whose support map has a nonzero derivative
+CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)  # core shapes whose support map has a nonzero derivative
 
 
 def _support_jacobian(gtype, g: GeomInfo, d):
@@ -132,56 +132,39 @@ def _support_jacobian(gtype, g: GeomInfo, d):
 _KINK_COS = 1e-3  # a direction this close to a support map's kink (|cos| below it) is taken to lie on it
 
 
-def _unique_support(gtype, g: GeomInfo, d):
-    """Whether geom g's core support point along the unit direction d is unique (not on a face or edge that d is
-    normal to, within _KINK_COS): always for a sphere's centre and an ellipsoid; a capsule's segment where d is not
-    across its axis; a cylinder off its side lines and cap faces; a box off its faces and edges; never taken for a
-    mesh. `gtype` static or traced."""
-    local = g.mat.T @ d
-    big = jp.abs(local) > _KINK_COS
-    kinds = {
-        GeomType.SPHERE: jp.ones((), bool),
-        GeomType.ELLIPSOID: jp.ones((), bool),
-        GeomType.CAPSULE: big[2],
-        GeomType.CYLINDER: big[2] & (big[0] | big[1]),
-        GeomType.BOX: big[0] & big[1] & big[2],
-    }
-    if isinstance(gtype, int):
-        return kinds.get(gtype, jp.zeros((), bool))
-    return jp.select([gtype == t for t in kinds], list(kinds.values()), jp.zeros((), bool))
-
-
-def _support_segment(gtype, g: GeomInfo, d):
-    """Where geom g's core support set along the unit direction d is a segment (d across a capsule's axis, on a
-    cylinder's side line, on a box edge; within _KINK_COS): its centre (3,), half-axis (3,), and whether it is one.
+def _support_feature(gtype, g: GeomInfo, d):
+    """The shape of geom g's core support set along the unit direction d (within _KINK_COS of a kink): (unique ():
+    one point, as a sphere's centre and an ellipsoid's always, a capsule's segment where d is not across its axis, a
+    cylinder off its side lines and cap faces, a box off its faces and edges; never taken for a mesh; centre (3,),
+    half-axis (3,) and segment (): a segment, as a capsule's axis across d, a cylinder's side line, a box edge).
     `gtype` static or traced."""
     dt = d.dtype
     local = g.mat.T @ d
-    small = jp.abs(local) <= _KINK_COS
+    big = jp.abs(local) > _KINK_COS
     sign = jp.where(local >= 0, 1.0, -1.0).astype(dt)
     rxy = safe_norm(local[:2])
     radial = g.size[0] * local[:2] / jp.maximum(rxy, 1e-30)
-    zero = jp.zeros((), dt)
-    # (local centre, local half-axis, is a segment) per type
+    zero, yes, no, origin = jp.zeros((), dt), jp.ones((), bool), jp.zeros((), bool), jp.zeros(3, dt)
+    axis = jp.stack([zero, zero, g.size[1]])
+    k = jp.argmax(~big)  # a box edge: exactly one local component across it
+    edge = jp.arange(3) == k
+    # per type: (unique, local centre, local half-axis, segment)
     kinds = {
-        GeomType.CAPSULE: (jp.zeros(3, dt), jp.stack([zero, zero, g.size[1]]), small[2]),
-        GeomType.CYLINDER: (jp.stack([radial[0], radial[1], zero]), jp.stack([zero, zero, g.size[1]]),
-                            small[2] & (rxy > _KINK_COS)),  # fmt: skip
+        GeomType.SPHERE: (yes, origin, origin, no),
+        GeomType.ELLIPSOID: (yes, origin, origin, no),
+        GeomType.CAPSULE: (big[2], origin, axis, ~big[2]),
+        GeomType.CYLINDER: (big[2] & (big[0] | big[1]), jp.stack([radial[0], radial[1], zero]), axis,
+                            ~big[2] & (rxy > _KINK_COS)),  # fmt: skip
+        GeomType.BOX: (jp.all(big), jp.where(edge, 0.0, sign * g.size), jp.where(edge, g.size, 0.0),
+                       jp.sum(~big) == 1),  # fmt: skip
     }
-    k = jp.argmax(small)  # a box edge: exactly one local component across it
-    box_c = jp.where(jp.arange(3) == k, 0.0, sign * g.size)
-    box_h = jp.where(jp.arange(3) == k, g.size, 0.0)
-    kinds[GeomType.BOX] = (box_c, box_h, jp.sum(small) == 1)
+    default = (no, origin, origin, no)  # a mesh
     if isinstance(gtype, int):
-        if gtype not in kinds:
-            return g.pos, jp.zeros(3, dt), jp.zeros((), bool)
-        c, h, ok = kinds[gtype]
+        unique, c, h, seg = kinds.get(gtype, default)
     else:
         conds = [gtype == t for t in kinds]
-        c = jp.select(conds, [v[0] for v in kinds.values()], jp.zeros(3, dt))
-        h = jp.select(conds, [v[1] for v in kinds.values()], jp.zeros(3, dt))
-        ok = jp.select(conds, [v[2] for v in kinds.values()], jp.zeros((), bool))
-    return g.pos + g.mat @ c, g.mat @ h, ok
+        unique, c, h, seg = (jp.select(conds, [v[i] for v in kinds.values()], default[i]) for i in range(4))
+    return unique, g.pos + g.mat @ c, g.mat @ h, seg
 
 
 _REFINE_MESH_MAX = 32  # meshes with at most this many hull triangles + edges give their kinks to the refinement
@@ -225,9 +208,8 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
             w = g.pos + g.vert @ g.mat.T
             a, b, c = w[g.face[:, 0]], w[g.face[:, 1]], w[g.face[:, 2]]
             nrm = jp.cross(b - a, c - a)
-            faces.append(nrm / jp.maximum(safe_norm(nrm, keepdims=True), 1e-30))
-            e = w[g.edge[:, 1]] - w[g.edge[:, 0]]
-            axes.append(e / jp.maximum(safe_norm(e, keepdims=True), 1e-30))
+            faces.append(safe_normalize(nrm)[0])
+            axes.append(safe_normalize(w[g.edge[:, 1]] - w[g.edge[:, 0]])[0])
     axes, faces = jp.concatenate(axes), jp.concatenate(faces)
 
     def evaluate(n):
@@ -238,7 +220,7 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
         return _support_jacobian(t1, g1, n) + _support_jacobian(t2, g2, -n)
 
     def unit(x):
-        return x / jp.maximum(safe_norm(x), 1e-30)
+        return safe_normalize(x)[0]
 
     def newton2(n, sd, h):
         axis = jp.eye(3, dtype=dt)[jp.argmin(jp.abs(n))]
@@ -702,7 +684,7 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
     static types decide it themselves."""
     dt = g1.pos.dtype
     if isinstance(t1, int) and isinstance(t2, int):
-        has_curved = t1 in _CURVED or t2 in _CURVED
+        has_curved = t1 in CURVED or t2 in CURVED
         big_mesh = any(t == GeomType.MESH and not _small_mesh(t, g) for t, g in ((t1, g1), (t2, g2)))
         curved = None if has_curved and big_mesh else has_curved
     tol = jp.asarray(1e-10 if dt == jp.float64 else 1e-5, dt)
@@ -753,13 +735,12 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
         n_ref, h_ref, a_ref, b_ref = _refine_normal(t1, t2, g1, g2, normal)
         refined = jp.any(n_ref != normal)
         if curved is None:
-            refined = refined & ((t1 == _CURVED[0]) | (t1 == _CURVED[1]) | (t2 == _CURVED[0]) | (t2 == _CURVED[1]))
-        u1, u2 = _unique_support(t1, g1, n_ref), _unique_support(t2, g2, -n_ref)
+            refined = refined & ((t1 == CURVED[0]) | (t1 == CURVED[1]) | (t2 == CURVED[0]) | (t2 == CURVED[1]))
         # witness points: the support point of a shape whose support is unique, the other one h along the normal;
         # two crossing segments (capsule, cylinder sides, box edges): their nearest points; else (lines or faces in
         # contact) GJK/EPA's, moved with the normal about their midpoint
-        c1, h1, seg1 = _support_segment(t1, g1, n_ref)
-        c2, h2, seg2 = _support_segment(t2, g2, -n_ref)
+        u1, c1, h1, seg1 = _support_feature(t1, g1, n_ref)
+        u2, c2, h2, seg2 = _support_feature(t2, g2, -n_ref)
         x1, x2, det = segments_closest(c1, h1, c2, h2)
         crossing = seg1 & seg2 & (det > 1e-6 * dot3(h1, h1) * dot3(h2, h2))
         mid = jp.where(crossing, 0.5 * (c1 + x1 * h1 + c2 + x2 * h2), 0.5 * (a + b))

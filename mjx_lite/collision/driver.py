@@ -64,7 +64,6 @@ BROADPHASE_CONTACTS_PER_PAIR = 2.0  # contact rows kept per narrow-phase pair (m
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
 
 _PLANE, _HFIELD, _MESH, _SDF = GeomType.PLANE, GeomType.HFIELD, GeomType.MESH, GeomType.SDF
-_CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)  # general pairs with one of these are grouped apart
 
 # (type1, type2) -> (collider, contacts per pair); type1 <= type2. Missing pairs use convex.general.
 _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
@@ -241,7 +240,7 @@ def _build_table(m: Model) -> PairTable:
         curved = False
         if fn[0] is convex.general:  # one group (one compiled GJK/EPA) for every general convex pair type with a
             # curved shape and no mesh (`convex.general_curved`), and one for the others
-            curved = (t1 in _CURVED or t2 in _CURVED) and _MESH not in (t1, t2)
+            curved = (t1 in convex.CURVED or t2 in convex.CURVED) and _MESH not in (t1, t2)
             t1 = t2 = GENERAL
         # height fields are grouped per field; meshes per size class (a group's tables are padded to its largest
         # mesh: a tetrahedron against a pyramid need not pay for a dodecahedron's edges)
@@ -253,7 +252,7 @@ def _build_table(m: Model) -> PairTable:
         t1, t2, da, db, explicit, _, _, curved = key
         arr = np.asarray(buckets[key], np.int32)
         if t1 == GENERAL:  # the others: refined where curved if any is
-            any_curved = np.isin(gtype[arr[:, :2]], _CURVED).any()
+            any_curved = np.isin(gtype[arr[:, :2]], convex.CURVED).any()
             fn = convex.general_curved if curved else convex.general if any_curved else convex.general_plain
             ncon = convex.GENERAL_NCON
         else:
