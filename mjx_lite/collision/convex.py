@@ -177,6 +177,49 @@ def _small_mesh(gtype, g: GeomInfo) -> bool:
             and g.face.shape[0] + g.edge.shape[0] <= _REFINE_MESH_MAX)  # fmt: skip
 
 
+def _mesh_kinks(gtype, g: GeomInfo):
+    """For a mesh that is not small (`_small_mesh`), static or traced type with hull tables: (is a mesh (), world
+    unit face normals (T, 3), and per edge its unit direction and the unit normals fa, fb of its two faces, stacked
+    (3 E, 3), fa . fb (E,) and whether they make a kink (E,) (not a flat face's triangulation diagonal)), from which
+    `_refine_normal` picks the kinks near its current normal; None otherwise."""
+    if g.face is None or g.edge is None or g.vert is None or _small_mesh(gtype, g):
+        return None
+    if isinstance(gtype, int) and gtype != GeomType.MESH:
+        return None
+    is_mesh = jp.asarray(True) if isinstance(gtype, int) else gtype == GeomType.MESH
+    w = g.vert @ g.mat.T
+    a, b, c = w[g.face[:, 0]], w[g.face[:, 1]], w[g.face[:, 2]]
+    fn = safe_normalize(jp.cross(b - a, c - a))[0]
+    e = safe_normalize(w[g.edge[:, 1]] - w[g.edge[:, 0]])[0]
+    fa, fb = fn[g.edge[:, 2]], fn[g.edge[:, 3]]
+    c12 = dot3(fa, fb)
+    return is_mesh, fn, jp.concatenate([e, fa, fb]), c12, 1 - c12 * c12 > 1e-8
+
+
+_MESH_KINKS = 2  # kink circles per mesh (those of the edges whose Gauss arcs are nearest the normal) per iteration
+
+
+def _near_kinks(kinks, d):
+    """The mesh's kinks nearest the unit direction d along which it supports (`_mesh_kinks`): (the face normal
+    nearest d (3,), with whether it is within _REFINE_STEP (); the directions (K, 3) of the _MESH_KINKS edges whose
+    Gauss arcs (between their faces' normals fa, fb) pass nearest d, with whether d is within _REFINE_STEP of the
+    arc (K,)). d is on an edge's arc where d . e = 0 and d = alpha fa + beta fb with alpha, beta >= 0: as fa and fb
+    are normal to e, d . fa - (fa . fb) d . fb >= 0 and the same with fa, fb swapped."""
+    is_mesh, fn, efab, c12, arc = kinks
+    f = jp.argmax(fn @ d)
+    ne = arc.shape[0]
+    across, p1, p2 = jp.split(efab @ d, 3)  # (E,) each
+    inside = arc & (p1 - c12 * p2 >= -1e-9) & (p2 - c12 * p1 >= -1e-9)
+    score = jp.where(inside, jp.abs(across), jp.inf)
+    idx = []
+    for _ in range(min(_MESH_KINKS, ne)):  # the nearest, one after the other (cheaper than top_k on CPU)
+        idx.append(jp.argmin(score))
+        score = jp.where(jp.arange(ne) == idx[-1], jp.inf, score) if len(idx) < _MESH_KINKS else score
+    idx = jp.stack(idx)
+    ok = is_mesh & inside[idx] & (jp.abs(across[idx]) < jp.sin(_REFINE_STEP))
+    return fn[f], is_mesh & (jp.dot(fn[f], d) > jp.cos(_REFINE_STEP)), efab[idx], ok
+
+
 REFINE_ITERATIONS = 8  # Newton steps on the contact normal of curved pairs (`_refine_normal`)
 _REFINE_STEP = 0.25  # longest accepted step (rad)
 
@@ -193,10 +236,11 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
         rounding), the Hessian E^T (J1(n) + J2(-n)) E - h I (J the supports' derivatives, `_support_jacobian`; E a
         basis across n), taken where that is positive definite;
       * where h has a kink along a circle n . a = 0 (a capsule's or a cylinder's side along its axis a, a box edge
-        along a box axis, a small mesh's edge (`_small_mesh`); a: the geoms' frame axes and those edges'
-        directions), n projected onto that circle and a Newton step along it;
-      * where h has a corner (a box face, a cylinder cap, a small mesh's face): n snapped to the nearest frame axis
-        of either geom or to a small mesh's face normal.
+        along a box axis, a mesh edge; a: the geoms' frame axes, a small mesh's (`_small_mesh`) edge directions, and
+        for a larger mesh the _MESH_KINKS edges whose Gauss arcs pass nearest n in this iteration (`_near_kinks`)),
+        n projected onto that circle and a Newton step along it;
+      * where h has a corner (a box face, a cylinder cap, a mesh face): n snapped to the nearest frame axis of
+        either geom, to a small mesh's face normals, or to a larger mesh's face normal nearest n.
     A candidate must lower h (the full Newton steps: or keep it within rounding); steps are cut to _REFINE_STEP.
     Returns (normal (3,), h (), support points (3,) of geom1 along n and of geom2 along -n). Fixed iterations,
     differentiable."""
@@ -211,6 +255,8 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
             faces.append(safe_normalize(nrm)[0])
             axes.append(safe_normalize(w[g.edge[:, 1]] - w[g.edge[:, 0]])[0])
     axes, faces = jp.concatenate(axes), jp.concatenate(faces)
+    # larger meshes: the kinks nearest the current normal, chosen in each iteration (geom2 supports along -n)
+    meshes = [(sign, k) for sign, k in ((1.0, _mesh_kinks(t1, g1)), (-1.0, _mesh_kinks(t2, g2))) if k is not None]
 
     def evaluate(n):
         a, b = _support(t1, g1, n), _support(t2, g2, -n)
@@ -256,17 +302,26 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
     def step(carry, _):
         n, a, b, h = carry
         n2, ok2 = newton2(n, a - b, h)
-        nc, okc = jax.vmap(newton_circle, in_axes=(None, 0))(n, axes)
         snap = jp.where(faces @ n >= 0, 1.0, -1.0)[:, None] * faces
-        ns = jp.concatenate([n2, nc, snap])  # (2 + axes + faces, 3)
-        ok = jp.concatenate([ok2, okc, snap @ n > jp.cos(_REFINE_STEP)])
+        circles, circles_ok, snaps_ok = [axes], [jp.ones(axes.shape[0], bool)], [snap @ n > jp.cos(_REFINE_STEP)]
+        snaps = [snap]
+        for sign, kinks in meshes:
+            face, face_ok, edges, edges_ok = _near_kinks(kinks, sign * n)
+            circles.append(edges)
+            circles_ok.append(edges_ok)
+            snaps.append(sign * face[None])
+            snaps_ok.append(face_ok[None])
+        circles = jp.concatenate(circles)
+        nc, okc = jax.vmap(newton_circle, in_axes=(None, 0))(n, circles)
+        ns = jp.concatenate([n2, nc] + snaps)  # (2 + circles + snaps, 3)
+        ok = jp.concatenate([ok2, okc & jp.concatenate(circles_ok)] + snaps_ok)
         sa, sb = jax.vmap(lambda m: evaluate(m)[:2])(ns)
         hs = jp.where(ok, dot3(sa - sb, ns), jp.inf)
         # h is flat about a smooth minimum (or along a kink circle): within its rounding the Newton steps are
         # preferred (the full one first) and accepted (a strict decrease would stop short, at sqrt(rounding /
         # curvature) from the minimiser: 2e-4 - 4e-4 rad in float32)
         tol = 8 * jp.finfo(dt).eps * (safe_norm(a) + safe_norm(b))
-        newton = jp.arange(ns.shape[0]) < 2 + axes.shape[0]
+        newton = jp.arange(ns.shape[0]) < 2 + circles.shape[0]
         newton = newton.at[1].set(False)  # the half step: only where it lowers h
         near = hs <= jp.min(hs) + tol
         k = jp.argmax(near & newton)
@@ -678,8 +733,9 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
     distance; where it is given): farther apart, dist is the separating axes' lower bound on the distance, beyond
     the margin, with that axis and a point between the two bodies (no contact either way). Others run GJK/EPA, and
     pairs with a curved shape (ellipsoid, cylinder) then refine the normal (`_refine_normal`), after a shorter EPA
-    (EPA_ITERATIONS_CURVED) where the other shape is no mesh, or a small one (`_small_mesh`; a larger mesh's faces
-    make kinks that the refinement does not look for). `curved`, for traced types: every pair has a curved shape
+    (EPA_ITERATIONS_CURVED) where the other shape is no mesh, or a small one (`_small_mesh`; against a larger mesh
+    the refinement looks only at the kinks near its current normal, and from a deep EPA_ITERATIONS_CURVED normal it
+    can end a few 1e-4 off: EPA_ITERATIONS there). `curved`, for traced types: every pair has a curved shape
     and no mesh (True), no pair has a curved shape (False), or either (None: EPA_ITERATIONS, refined where curved);
     static types decide it themselves."""
     dt = g1.pos.dtype
