@@ -327,7 +327,8 @@ def test_face_manifold_grad_finite():
     np.testing.assert_allclose(np.asarray(gz)[1, 2], n, atol=1e-6)
 
 
-# ---- cylinder pairs: MuJoCo 4 approximates caps by 16-gons (face-face up to 4, side or capsule on a face 2) ----------
+# ---- cylinder and capsule-mesh pairs: MuJoCo 4 approximates caps by 16-gons (face-face up to 4, side or capsule on a
+# face 2) -------------------------------------------------------------------------------------------------------------
 
 _CYL = '<geom type="cylinder" size=".1 .1"/>'
 _BIGCYL = '<geom type="cylinder" size=".3 .1"/>'
@@ -343,6 +344,7 @@ _CYL_PAIRS = {
     "caps_box": ('<geom type="box" size=".1 .08 .06"/>', _CAP_UP),  # random cap poses (test_cylinder_caps_random)
     "caps_prism": ('<geom type="mesh" mesh="prism"/>', _CAP_UP),
     "caps_cyl": ('<geom type="cylinder" size=".09 .04"/>', _CAP_UP),
+    "mesh_cap": ('<geom type="mesh" mesh="cube"/>', '<geom type="capsule" size=".05 .1"/>'),
 }
 _CYL_KEYS = list(_CYL_PAIRS)
 
@@ -388,10 +390,17 @@ _CYL_CASES = [
     ("cyl_cyl", 0.195, (2, 0, 0), "x"),
     ("cyl_cyl", 0.195, (90, 0, 0), "x"),  # lying on a cap
     ("cap_cyl", 0.145, (0, 90, 0), "x"),  # capsule lying on a cap: 2
+    ("cap_cyl", 0.14, (0, 93, 0), "x"),  # tilted: MuJoCo clips the side line of radius r, as a cylinder's
     ("cap_cyl", 0.245, (0, 0, 0), "x"),  # capsule standing: 1
     ("cyl_smallbox", 0.146, (2, 0, 0), "x"),  # box face clipped by the cap
     ("cyl_smallbox", 0.146, (0, 0, 30), "x"),
     ("mesh_cyl", 0.195, (2, 0, 0), "x"),  # the cube's face edges cut the cap polygon
+    ("mesh_cap", 0.145, (0, 90, 0), "x"),  # capsule lying on a mesh face: 2, one at the face's edge
+    ("mesh_cap", 0.14, (0, 93, 0), "x"),  # tilted within the edge tolerance: 2
+    ("mesh_cap", 0.14, (0, 97, 0), "x"),  # beyond it: one GJK/EPA contact
+    ("mesh_cap", 0.145, (30, 90, 0), "x"),  # lying across the face
+    ("mesh_cap", 0.14, (20, 92, 40), "x"),
+    ("mesh_cap", 0.245, (0, 0, 0), "x"),  # standing: 1
 ]
 TIE_RTOL = 1e-12  # polygonQuad ties: equal quadrilateral areas, relative
 ATOL_CYL_SIDE = 1e-4  # side segment: MuJoCo takes it through its EPA support point (off by the EPA tolerance)
@@ -449,6 +458,47 @@ def test_cylinder_manifold(cyl_scene, cyl_results, i):
         c = int(np.argmin(cost))
         np.testing.assert_allclose(ours["dist"][c], theirs["dist"][j], atol=atol)
         np.testing.assert_allclose(ours["pos"][c], theirs["pos"][j], atol=atol)
+
+
+def test_capsule_mesh_random():
+    """A capsule on a mesh face at random yaw, tilt, overhang and depth (MuJoCo 4's multiccd: the line along its axis
+    through its support point clipped by the face, 2 contacts, within 0.0888 rad of lying flat; else one GJK/EPA
+    contact): MuJoCo's contact set, count, distances and points to ATOL_FACE (single contacts: ATOL_CONVEX). Tilts
+    within 1 degree of the 5.1 degree threshold are left out (there the decision follows the last digits of the
+    normal). Where the clipped line keeps only its crossing with a side plane, MuJoCo reports that point twice, we
+    once (as for box and mesh edges, `convex._polyhedral`): 1 of these 32 poses."""
+    mjm = mujoco.MjModel.from_xml_string(
+        f"""<mujoco><option gravity="0 0 0"/><asset><mesh name="cube" vertex="{CUBE}" scale=".1 .1 .1"/></asset>
+        <worldbody><geom type="mesh" mesh="cube"/><body><freejoint/><geom type="capsule" size=".03 .08"/></body>
+        </worldbody></mujoco>"""
+    )
+    m = model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(4)
+    poses, counts = [], []
+    while len(poses) < 32:
+        tilt = rng.uniform(0, 10)
+        if abs(tilt - 5.1) < 1:
+            continue
+        q = np.zeros(4)
+        mujoco.mju_euler2Quat(q, np.radians([0, 90 + tilt, rng.uniform(0, 360)]), "xyz")
+        mjd.qpos[:] = np.r_[rng.uniform(-0.1, 0.1, 2), 0.13 - rng.uniform(0, 0.01), q]
+        poses.append(_mj_reference(mjm, mjd))
+    ours = _ours(m, poses)
+    twice = 0
+    for mine, (_, _, theirs) in zip(ours, poses):
+        _, first = np.unique(np.round(theirs["pos"], 12), axis=0, return_index=True)
+        twice += len(theirs["dist"]) - len(first)
+        theirs = {k: v[np.sort(first)] for k, v in theirs.items()}
+        assert len(mine["dist"]) == len(theirs["dist"]), (mine["dist"], theirs["dist"])
+        counts.append(len(theirs["dist"]))
+        atol = ATOL_CONVEX if len(theirs["dist"]) == 1 else ATOL_FACE
+        for j in range(len(theirs["dist"])):
+            c = int(np.argmin(np.linalg.norm(mine["pos"] - theirs["pos"][j], axis=1)))
+            np.testing.assert_allclose(mine["dist"][c], theirs["dist"][j], atol=atol)
+            np.testing.assert_allclose(mine["pos"][c], theirs["pos"][j], atol=atol)
+            np.testing.assert_allclose(mine["frame"][c][0], theirs["normal"][j], atol=atol)
+    assert counts.count(2) >= 8 and counts.count(1) >= 4 and twice <= 1, (counts, twice)
 
 
 # ---- polygonQuad and random cylinder-cap poses -----------------------------------------------------------------------

@@ -1585,8 +1585,12 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
     # edge of geom1 (cylinder side / capsule core) on geom2's face
     r1 = g1.size[0]
     if t1 in (GeomType.CYLINDER, GeomType.CAPSULE):
-        e1 = _cyl_side(g1, -n2, r1 if t1 == GeomType.CYLINDER else jp.zeros((), dt))
-        edge1 = (jp.abs(jp.dot(g1.mat[:, 2], n2)) < _CYL_EDGE_SIN) & (-jp.dot(n2, n) > _CYL_FACE_COS)
+        axis = g1.mat[:, 2]
+        if t1 == GeomType.CYLINDER:
+            e1 = _cyl_side(g1, -n2, r1)
+        else:  # the line along its axis through its support point along n (MuJoCo 4, probed)
+            e1 = jp.stack([g1.pos - g1.size[1] * axis, g1.pos + g1.size[1] * axis]) + r1 * (n - jp.dot(n, axis) * axis)
+        edge1 = (jp.abs(jp.dot(axis, n2)) < _CYL_EDGE_SIN) & (-jp.dot(n2, n) > _CYL_FACE_COS)
     else:
         e1, edge1 = jp.zeros((2, 3), dt), jp.zeros((), bool)
     # edge of geom2 (cylinder side) on geom1's face
@@ -1617,14 +1621,10 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
         wi,
         imask,
         jp.where(face_face, n1, -nr),
-        margin + (r1 if t1 == GeomType.CAPSULE else 0.0),
+        margin,
         inc_poly=face_face,
         cdir=jp.where(face_face, -n1, nr),
     )
-    if t1 == GeomType.CAPSULE:  # the capsule's surface lies one radius beyond its core segment
-        rc = jp.where(edge1, r1, 0.0)
-        pts = pts - rc * nr
-        depth = depth - rc
     ok = ok & (depth <= margin)
     idx, valid = _reduce_quad(pts, ok, nr)
     pts, depth = pts[idx], depth[idx]
@@ -1642,6 +1642,12 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
 def capsule_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """Capsule-cylinder: 2 contacts for a capsule lying on a cap (within 0.0888 rad), else GJK/EPA."""
     return _cylinder_pair(GeomType.CAPSULE, GeomType.CYLINDER, g1, g2, margin)
+
+
+def capsule_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Capsule-mesh: 2 contacts for a capsule lying on a mesh face (within 0.0888 rad; MuJoCo 4's multiccd edge-face
+    manifold), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin)
 
 
 def cylinder_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:

@@ -83,12 +83,13 @@ _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
     (GeomType.BOX, GeomType.MESH): (convex.box_mesh, convex.MULTI_NCON),
     (GeomType.MESH, GeomType.MESH): (convex.mesh_mesh, convex.MULTI_NCON),
     (GeomType.CAPSULE, GeomType.CYLINDER): (convex.capsule_cylinder, convex.CYL_NCON),
+    (GeomType.CAPSULE, GeomType.MESH): (convex.capsule_mesh, convex.CYL_NCON),
     (GeomType.CYLINDER, GeomType.CYLINDER): (convex.cylinder_cylinder, convex.CYL_NCON),
     (GeomType.CYLINDER, GeomType.BOX): (convex.cylinder_box, convex.CYL_NCON),
     (GeomType.CYLINDER, GeomType.MESH): (convex.cylinder_mesh, convex.CYL_NCON),
 }
-_MULTICCD = (convex.box_mesh, convex.mesh_mesh, convex.capsule_cylinder, convex.cylinder_cylinder, convex.cylinder_box,
-             convex.cylinder_mesh)  # fmt: skip
+_MULTICCD = (convex.box_mesh, convex.mesh_mesh, convex.capsule_cylinder, convex.capsule_mesh, convex.cylinder_cylinder,
+             convex.cylinder_box, convex.cylinder_mesh)  # fmt: skip
 
 
 def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
