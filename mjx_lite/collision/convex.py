@@ -832,6 +832,36 @@ def general_plain(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return general(g1, g2, margin, curved=False)
 
 
+def sphere_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Sphere-mesh: one contact, the sphere's centre p against the mesh's hull (MuJoCo runs GJK/EPA; this is their
+    converged answer). Inside the hull the depth is exact from the face planes (the least deep, O(T)); outside, the
+    nearest face plane's distance bounds the distance from below, so GJK (`_gjk_polytopes`: until it converges, only
+    where that bound is within the detection margin) gives the nearest point."""
+    w, tris = _polyhedron(GeomType.MESH, g2)
+    nt, off, area = _triangle_normals(w, tris)
+    pl = _plane_rep(_face_planes(GeomType.MESH, g2, tris), area)  # one triangle per face plane (not slivers)
+    p, r = g1.pos, g1.size[0]
+    s = nt[pl] @ p - off[pl]  # (F,) signed distances to the face planes
+    f = jp.argmax(s)
+    n_in, s_in = nt[pl][f], s[f]
+    outside = s_in > 0
+
+    def sup(d):
+        return p, _support(GeomType.MESH, g2, -d)
+
+    tol = jp.asarray(1e-10 if p.dtype == jp.float64 else 1e-5, p.dtype)
+    _, _, _, v, _, gjk_in = _gjk_polytopes(sup, p - g2.pos, tol, ~outside | (s_in - r > margin))
+    vn = safe_norm(v)
+    far = outside & ~gjk_in & (vn > s_in)  # GJK ran (or the plane bound is the distance)
+    dist = jp.where(far, vn, s_in)
+    n_out = jp.where(vn > 0, v / jp.where(vn > 0, vn, 1.0), n_in)  # out of the mesh toward p
+    nrm = jp.where(far, n_out, n_in)
+    q = p - dist * nrm  # the mesh's nearest surface point
+    normal = -nrm  # from the sphere into the mesh
+    pos = 0.5 * (p + r * normal + q)
+    return Contacts((dist - r)[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype))
+
+
 def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """Up to 3 contacts (mjc_PlaneConvex for meshes): the support vertex in direction -normal, then up to 2 of
     its hull-graph neighbours (vertices sharing a hull triangle with it) that lie strictly within margin of the

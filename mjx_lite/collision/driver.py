@@ -77,6 +77,7 @@ _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
     (GeomType.SPHERE, GeomType.CAPSULE): (primitive.sphere_capsule, 1),
     (GeomType.SPHERE, GeomType.CYLINDER): (primitive.sphere_cylinder, 1),
     (GeomType.SPHERE, GeomType.BOX): (primitive.sphere_box, 1),
+    (GeomType.SPHERE, GeomType.MESH): (convex.sphere_mesh, 1),
     (GeomType.CAPSULE, GeomType.CAPSULE): (primitive.capsule_capsule, 2),
     (GeomType.CAPSULE, GeomType.BOX): (primitive.capsule_box, 2),
     (GeomType.BOX, GeomType.BOX): (boxbox.box_box, boxbox.MAXCON),
