@@ -935,11 +935,12 @@ def test_sat_depth_exact():
     assert checked > 100
 
 
-@pytest.mark.parametrize("t1", ["mesh", "sphere", pytest.param("box", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("t1", ["mesh", "sphere", "capsule", pytest.param("box", marks=pytest.mark.slow)])
 def test_polytope_distance_grad(t1):
     """Box-mesh and mesh-mesh distances (separating axes; GJK only within the margin, a while loop whose simplex is
-    rebuilt from live support points), and sphere-mesh (face planes; GJK the same way): jax.grad w.r.t. geom2's
-    position and rotation equals central differences, separated within the margin and penetrating."""
+    rebuilt from live support points), sphere-mesh (face planes) and capsule-mesh (separating axes of the core
+    segment), GJK the same way: jax.grad w.r.t. geom2's position and rotation equals central differences, separated
+    within the margin and penetrating."""
     from jax.scipy.linalg import expm
 
     h = 1e-6

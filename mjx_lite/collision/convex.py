@@ -727,6 +727,49 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     return depth, n, g1.pos + pos
 
 
+def _segment_sat(g1: GeomInfo, g2: GeomInfo):
+    """Penetration of a capsule's core segment (geom1) into a mesh's hull (geom2) by separating axes, as `_sat`: (depth
+    (), normal (3,) from geom1 to geom2, the midpoint of the two deepest points (3,)). The candidate axes are the hull's
+    face normals and, for each hull edge whose Gauss arc (between its two faces' normals) crosses the segment's great
+    circle (the normals across its direction d), edge x d: O(F + E)."""
+    axis = g1.mat[:, 2] * g1.size[1]
+    a, b = g1.pos - axis, g1.pos + axis
+    d = b - a
+    w, tris = _polyhedron(GeomType.MESH, g2)
+    nt, off, area = _triangle_normals(w, tris)
+    pl = _plane_rep(_face_planes(GeomType.MESH, g2, tris), area)
+    pn, po = nt[pl], off[pl]
+    scale = jp.max(jp.abs(w - g2.pos)) + safe_norm(d)
+    big = jp.asarray(1e6, d.dtype) * (1 + scale)
+    key_f = jp.where(area[pl] > 0, po - jp.minimum(pn @ a, pn @ b), big)  # (F,) overlap along each face normal
+    edge = g2.edge
+    v0, ev = w[edge[:, 0]], w[edge[:, 1]] - w[edge[:, 0]]
+    fa, fb = nt[edge[:, 2]], nt[edge[:, 3]]
+    arc = dot3(jp.cross(fa, fb), jp.cross(fa, fb)) > 1e-12  # a flat face's triangulation diagonal has none
+    u = jp.cross(ev, d)
+    uu = dot3(u, u)
+    ok = arc & ((fa @ d) * (fb @ d) < 0) & (uu > 1e-12 * dot3(ev, ev) * jp.dot(d, d))
+    u = u * jax.lax.rsqrt(jp.where(ok, uu, 1.0))[:, None]
+    u = jp.where((dot3(u, fa + fb) < 0)[:, None], -u, u)  # out of the hull
+    key_e = jp.where(ok, dot3(u, v0 - a), big)  # (E,) overlap along edge x d (u . a = u . b)
+    keys = jp.concatenate([key_f, key_e])
+    k = jp.argmin(keys)
+    nf = key_f.shape[0]
+    kf, ke = jp.minimum(k, nf - 1), jp.clip(k - nf, 0, key_e.shape[0] - 1)
+    on_face = k < nf
+    un = jp.where(on_face, pn[kf], u[ke])
+    depth = keys[k]
+    # deepest points: the segment's lowest end along the face normal (its middle where both are), or the nearest
+    # points of the segment and the edge
+    ua, ub = jp.dot(un, a), jp.dot(un, b)
+    tie = jp.abs(ua - ub) <= 1e-9 * scale
+    xs = jp.where(tie, 0.5 * (a + b), jp.where(ua < ub, a, b))
+    p_face = xs + 0.5 * depth * un
+    x1, x2, _ = segments_closest(0.5 * (a + b), 0.5 * d, v0[ke] + 0.5 * ev[ke], 0.5 * ev[ke])
+    p_edge = 0.5 * (0.5 * (a + b) + x1 * 0.5 * d + v0[ke] + (x2 + 1) * 0.5 * ev[ke])
+    return depth, -un, jp.where(on_face, p_face, p_edge)
+
+
 def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | None = None):
     """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2). Polytope pairs within SAT_BUDGET take
     their penetration from separating axes and run GJK only where they are apart by at most `margin` (the detection
@@ -759,6 +802,19 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
         vn = safe_norm(v)
         return vn, -v / jp.where(vn > 0, vn, 1.0), lam @ wa, lam @ wa - v
 
+    if (isinstance(t1, int) and t1 == GeomType.CAPSULE and t2 == GeomType.MESH and g2.face is not None
+            and g2.edge is not None):  # fmt: skip
+        # a capsule's core segment into a hull: separating axes (exact), GJK only where apart within the margin
+        r1 = _radius(t1, g1.size)
+        depth, n_pen, p_pen = _segment_sat(g1, g2)
+        apart = depth <= 0
+        skip = ~apart if margin is None else ~apart | (-depth - r1 > margin)
+        gjk = _gjk_polytopes(sup, v0, tol, skip)
+        vn, n_sep, a_sep, b_sep = separated(*gjk)
+        use_gjk = ~skip & ~gjk[5]
+        normal = jp.where(use_gjk, n_sep, n_pen)
+        pos = jp.where(use_gjk, 0.5 * (a_sep + b_sep), p_pen) + 0.5 * r1 * normal
+        return jp.where(use_gjk, vn, -depth) - r1, pos, normal
     s1, s2 = (_sat_tables(t1, g1), _sat_tables(t2, g2)) if isinstance(t1, int) and isinstance(t2, int) else (None,) * 2
     if s1 is not None and s2 is not None and _sat_cost(s1, s2) <= SAT_BUDGET:
         # polytopes: penetration by separating axes (exact; cheaper than EPA for small hulls); their separation
@@ -1600,7 +1656,7 @@ def _reduce_quad(pts, ok, nr):
 
 
 def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    dist0, pos0, n = _collide(t1, t2, g1, g2)
+    dist0, pos0, n = _collide(t1, t2, g1, g2, margin)
     dt = pos0.dtype
     # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
     w2, m2, n2, p2, v2, poly2, npoly2 = _face_of(t2, g2, -n)
@@ -1678,6 +1734,12 @@ def capsule_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """Capsule-mesh: 2 contacts for a capsule lying on a mesh face (within 0.0888 rad; MuJoCo 4's multiccd edge-face
     manifold), else GJK/EPA."""
     return _cylinder_pair(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin)
+
+
+def capsule_mesh_single(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Capsule-mesh with multiccd disabled: the single contact (separating axes, GJK within the margin: `_collide`)."""
+    dist, pos, normal = _collide(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin)
+    return Contacts(dist[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype))
 
 
 def cylinder_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:

@@ -199,6 +199,15 @@ def dynamic_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
     return g1[keep].astype(np.int32), g2[keep].astype(np.int32)
 
 
+def _collider(m: Model, type1: int, type2: int) -> tuple[Callable, int] | None:
+    """`collider_for`, with multiccd disabled (m.opt): one contact instead of a manifold, from GJK/EPA (the general
+    group) or for capsule-mesh its own separating axes."""
+    fn = collider_for(type1, type2)
+    if fn is not None and fn[0] in _MULTICCD and (m.opt.disableflags & DisableBit.MULTICCD):
+        return (convex.capsule_mesh_single, 1) if fn[0] is convex.capsule_mesh else (convex.general, 1)
+    return fn
+
+
 def _size_class(m: Model) -> np.ndarray:
     """(ngeom,) int: for mesh geoms, a size class of its mesh; -1 for other geoms. A mesh's size is the larger of its
     vertex and hull triangle counts; sizes in ascending order are cut into classes wherever a size exceeds
@@ -234,11 +243,9 @@ def _build_table(m: Model) -> PairTable:
         if gtype[a] > gtype[b]:
             a, b = b, a
         t1, t2 = int(gtype[a]), int(gtype[b])
-        fn = collider_for(t1, t2)
+        fn = _collider(m, t1, t2)
         if fn is None:
             continue
-        if fn[0] in _MULTICCD and (m.opt.disableflags & DisableBit.MULTICCD):  # multiccd off: one GJK/EPA contact
-            fn = (convex.general, convex.GENERAL_NCON)
         curved = False
         if fn[0] is convex.general:  # one group (one compiled GJK/EPA) for every general convex pair type with a
             # curved shape and no mesh (`convex.general_curved`), and one for the others
@@ -258,7 +265,7 @@ def _build_table(m: Model) -> PairTable:
             fn = convex.general_curved if curved else convex.general if any_curved else convex.general_plain
             ncon = convex.GENERAL_NCON
         else:
-            fn, ncon = collider_for(t1, t2)
+            fn, ncon = _collider(m, t1, t2)
         if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
             fn, ncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
         n = len(arr)
