@@ -390,7 +390,7 @@ _CYL_CASES = [
     ("cyl_cyl", 0.195, (2, 0, 0), "x"),
     ("cyl_cyl", 0.195, (90, 0, 0), "x"),  # lying on a cap
     ("cap_cyl", 0.145, (0, 90, 0), "x"),  # capsule lying on a cap: 2
-    ("cap_cyl", 0.14, (0, 93, 0), "x"),  # tilted: MuJoCo clips the side line of radius r, as a cylinder's
+    ("cap_cyl", 0.14, (0, 93, 0), "x"),  # tilted: the line through the capsule's support point is clipped
     ("cap_cyl", 0.245, (0, 0, 0), "x"),  # capsule standing: 1
     ("cyl_smallbox", 0.146, (2, 0, 0), "x"),  # box face clipped by the cap
     ("cyl_smallbox", 0.146, (0, 0, 30), "x"),

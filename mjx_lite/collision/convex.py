@@ -771,10 +771,11 @@ def _segment_sat(g1: GeomInfo, g2: GeomInfo):
 
 
 def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | None = None):
-    """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2). Polytope pairs within SAT_BUDGET take
-    their penetration from separating axes and run GJK only where they are apart by at most `margin` (the detection
-    distance; where it is given): farther apart, dist is the separating axes' lower bound on the distance, beyond
-    the margin, with that axis and a point between the two bodies (no contact either way). Others run GJK/EPA, and
+    """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2). Polytope pairs within SAT_BUDGET, and
+    capsule-mesh pairs (the capsule's core segment, `_segment_sat`), take their penetration from separating axes and
+    run GJK only where they are apart by at most `margin` (the detection distance; where it is given): farther apart,
+    dist is the separating axes' lower bound on the distance, beyond the margin, with that axis and a point between
+    the two bodies (no contact either way). Others run GJK/EPA, and
     pairs with a curved shape (ellipsoid, cylinder) then refine the normal (`_refine_normal`), after a shorter EPA
     (EPA_ITERATIONS_CURVED) where the other shape is no mesh, or a small one (`_small_mesh`; against a larger mesh
     the refinement looks only at the kinks near its current normal, and from a deep EPA_ITERATIONS_CURVED normal it
