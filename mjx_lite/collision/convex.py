@@ -1,7 +1,8 @@
 """General convex collisions: GJK (distance) and EPA (penetration) on support functions, fixed iterations.
 
-`general` serves every pair without an analytic collider (ellipsoid, cylinder, mesh against each other and
-against spheres, capsules and boxes), so no convex pair is refused. The geom types are traced per pair, so all
+`general` serves every pair without a collider of its own (`driver.collider_for`): ellipsoids against every geom
+but planes and height fields, and with multiccd disabled box-mesh, mesh-mesh and the cylinder pairs, so no convex
+pair is refused. The geom types are traced per pair, so all
 general pairs of a model form one group (two: those with a curved shape and no mesh, `general_curved`, and the
 others, `general` or `general_plain`): GJK/EPA is compiled once or twice per model, not once per type pair.
 Spheres and capsules enter as their core (point, segment) plus a radius, which makes those pairs exact up to
@@ -188,8 +189,7 @@ def _mesh_kinks(gtype, g: GeomInfo):
         return None
     is_mesh = jp.asarray(True) if isinstance(gtype, int) else gtype == GeomType.MESH
     w = g.vert @ g.mat.T
-    a, b, c = w[g.face[:, 0]], w[g.face[:, 1]], w[g.face[:, 2]]
-    fn = safe_normalize(jp.cross(b - a, c - a))[0]
+    fn = _triangle_normals(w, g.face)[0]
     e = safe_normalize(w[g.edge[:, 1]] - w[g.edge[:, 0]])[0]
     fa, fb = fn[g.edge[:, 2]], fn[g.edge[:, 3]]
     c12 = dot3(fa, fb)
@@ -214,7 +214,7 @@ def _near_kinks(kinks, d):
     idx = []
     for _ in range(min(_MESH_KINKS, ne)):  # the nearest, one after the other (cheaper than top_k on CPU)
         idx.append(jp.argmin(score))
-        score = jp.where(jp.arange(ne) == idx[-1], jp.inf, score) if len(idx) < _MESH_KINKS else score
+        score = jp.where(jp.arange(ne) == idx[-1], jp.inf, score)
     idx = jp.stack(idx)
     ok = is_mesh & inside[idx] & (jp.abs(across[idx]) < jp.sin(_REFINE_STEP))
     return fn[f], is_mesh & (jp.dot(fn[f], d) > jp.cos(_REFINE_STEP)), efab[idx], ok
@@ -250,9 +250,7 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
     for t, g in ((t1, g1), (t2, g2)):
         if _small_mesh(t, g):  # its face normals (corners) and edge directions (kink circles)
             w = g.pos + g.vert @ g.mat.T
-            a, b, c = w[g.face[:, 0]], w[g.face[:, 1]], w[g.face[:, 2]]
-            nrm = jp.cross(b - a, c - a)
-            faces.append(safe_normalize(nrm)[0])
+            faces.append(_triangle_normals(w, g.face)[0])
             axes.append(safe_normalize(w[g.edge[:, 1]] - w[g.edge[:, 0]])[0])
     axes, faces = jp.concatenate(axes), jp.concatenate(faces)
     # larger meshes: the kinks nearest the current normal, chosen in each iteration (geom2 supports along -n)
@@ -727,21 +725,26 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     return depth, n, g1.pos + pos
 
 
-def _segment_sat(g1: GeomInfo, g2: GeomInfo):
-    """Penetration of a capsule's core segment (geom1) into a mesh's hull (geom2) by separating axes, as `_sat`: (depth
-    (), normal (3,) from geom1 to geom2, the midpoint of the two deepest points (3,)). The candidate axes are the hull's
-    face normals and, for each hull edge whose Gauss arc (between its two faces' normals) crosses the segment's great
-    circle (the normals across its direction d), edge x d: O(F + E)."""
-    axis = g1.mat[:, 2] * g1.size[1]
+def _segment_sat(t1: int, g1: GeomInfo, g2: GeomInfo):
+    """Penetration of a sphere's centre or a capsule's core segment (geom1, type t1) into a mesh's hull (geom2) by
+    separating axes, as `_sat`: (depth (), normal (3,) from geom1 to geom2, the midpoint of the two deepest points
+    (3,)). The candidate axes are the hull's face normals and, for a segment, edge x d for each hull edge whose Gauss
+    arc (between its two faces' normals) crosses the segment's great circle (the normals across its direction d):
+    O(F + E)."""
+    half = g1.size[1] if t1 == GeomType.CAPSULE else 0.0
+    axis = g1.mat[:, 2] * half
     a, b = g1.pos - axis, g1.pos + axis
     d = b - a
     w, tris = _polyhedron(GeomType.MESH, g2)
     nt, off, area = _triangle_normals(w, tris)
-    pl = _plane_rep(_face_planes(GeomType.MESH, g2, tris), area)
+    pl = _plane_rep(_face_planes(GeomType.MESH, g2, tris), area)  # one (the largest) triangle per face plane
     pn, po = nt[pl], off[pl]
     scale = jp.max(jp.abs(w - g2.pos)) + safe_norm(d)
     big = jp.asarray(1e6, d.dtype) * (1 + scale)
     key_f = jp.where(area[pl] > 0, po - jp.minimum(pn @ a, pn @ b), big)  # (F,) overlap along each face normal
+    if t1 != GeomType.CAPSULE:  # a point: the least deep face plane
+        f = jp.argmin(key_f)
+        return key_f[f], -pn[f], g1.pos + 0.5 * key_f[f] * pn[f]
     edge = g2.edge
     v0, ev = w[edge[:, 0]], w[edge[:, 1]] - w[edge[:, 0]]
     fa, fb = nt[edge[:, 2]], nt[edge[:, 3]]
@@ -772,16 +775,16 @@ def _segment_sat(g1: GeomInfo, g2: GeomInfo):
 
 def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | None = None):
     """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2). Polytope pairs within SAT_BUDGET, and
-    capsule-mesh pairs (the capsule's core segment, `_segment_sat`), take their penetration from separating axes and
-    run GJK only where they are apart by at most `margin` (the detection distance; where it is given): farther apart,
-    dist is the separating axes' lower bound on the distance, beyond the margin, with that axis and a point between
-    the two bodies (no contact either way). Others run GJK/EPA, and
-    pairs with a curved shape (ellipsoid, cylinder) then refine the normal (`_refine_normal`), after a shorter EPA
+    sphere-mesh and capsule-mesh pairs (the core point or segment, `_segment_sat`), take their penetration from
+    separating axes and run GJK only where they are apart by at most `margin` (the detection distance; where it is
+    given): farther apart, dist is the separating axes' lower bound on the distance, beyond the margin, with that
+    axis and a point between the two bodies (no contact either way). Others run GJK/EPA, and pairs with a curved
+    shape (ellipsoid, cylinder) then refine the normal (`_refine_normal`), after a shorter EPA
     (EPA_ITERATIONS_CURVED) where the other shape is no mesh, or a small one (`_small_mesh`; against a larger mesh
     the refinement looks only at the kinks near its current normal, and from a deep EPA_ITERATIONS_CURVED normal it
-    can end a few 1e-4 off: EPA_ITERATIONS there). `curved`, for traced types: every pair has a curved shape
-    and no mesh (True), no pair has a curved shape (False), or either (None: EPA_ITERATIONS, refined where curved);
-    static types decide it themselves."""
+    can end a few 1e-4 off: EPA_ITERATIONS there). `curved`, for traced types: every pair has a curved shape and no
+    mesh (True), no pair has a curved shape (False), or either (None: EPA_ITERATIONS, refined where curved); static
+    types decide it themselves."""
     dt = g1.pos.dtype
     if isinstance(t1, int) and isinstance(t2, int):
         has_curved = t1 in CURVED or t2 in CURVED
@@ -803,11 +806,17 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
         vn = safe_norm(v)
         return vn, -v / jp.where(vn > 0, vn, 1.0), lam @ wa, lam @ wa - v
 
-    if (isinstance(t1, int) and t1 == GeomType.CAPSULE and t2 == GeomType.MESH and g2.face is not None
-            and g2.edge is not None):  # fmt: skip
-        # a capsule's core segment into a hull: separating axes (exact), GJK only where apart within the margin
-        r1 = _radius(t1, g1.size)
-        depth, n_pen, p_pen = _segment_sat(g1, g2)
+    static = isinstance(t1, int) and isinstance(t2, int)
+    sat = None  # (depth, normal, point) of the cores by separating axes, where they are exact
+    s1, s2 = (_sat_tables(t1, g1), _sat_tables(t2, g2)) if static else (None,) * 2
+    if s1 is not None and s2 is not None and _sat_cost(s1, s2) <= SAT_BUDGET:  # polytopes (cheaper than EPA)
+        sat = _sat(g1, s1, g2, s2)
+    elif static and t1 in (GeomType.SPHERE, GeomType.CAPSULE) and t2 == GeomType.MESH and g2.edge is not None:
+        sat = _segment_sat(t1, g1, g2)  # a sphere's centre or a capsule's segment into a hull
+    if sat is not None:
+        # the separation along the best axis (-depth) bounds the distance from below: GJK only within the margin
+        depth, n_pen, p_pen = sat
+        r1 = _radius(t1, g1.size)  # 0 for polytopes
         apart = depth <= 0
         skip = ~apart if margin is None else ~apart | (-depth - r1 > margin)
         gjk = _gjk_polytopes(sup, v0, tol, skip)
@@ -816,18 +825,6 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
         normal = jp.where(use_gjk, n_sep, n_pen)
         pos = jp.where(use_gjk, 0.5 * (a_sep + b_sep), p_pen) + 0.5 * r1 * normal
         return jp.where(use_gjk, vn, -depth) - r1, pos, normal
-    s1, s2 = (_sat_tables(t1, g1), _sat_tables(t2, g2)) if isinstance(t1, int) and isinstance(t2, int) else (None,) * 2
-    if s1 is not None and s2 is not None and _sat_cost(s1, s2) <= SAT_BUDGET:
-        # polytopes: penetration by separating axes (exact; cheaper than EPA for small hulls); their separation
-        # along the best axis (-depth) bounds the distance from below, so GJK runs only within the margin
-        depth, n_pen, p_pen = _sat(g1, s1, g2, s2)
-        apart = depth <= 0
-        skip = ~apart if margin is None else ~apart | (-depth > margin)
-        gjk = _gjk_polytopes(sup, v0, tol, skip)
-        vn, n_sep, a_sep, b_sep = separated(*gjk)
-        use_gjk = ~skip & ~gjk[5]
-        dist = jp.where(use_gjk, vn, -depth)
-        return dist, jp.where(use_gjk, 0.5 * (a_sep + b_sep), p_pen), jp.where(use_gjk, n_sep, n_pen)
     w, wa, mask, v, lam, inside = _gjk(sup, v0, tol)
     vn, n_sep, a_sep, b_sep = separated(w, wa, mask, v, lam, inside)
     # the origin within tol of a GJK segment or triangle: touching or penetrating, which EPA tells from a
@@ -874,7 +871,11 @@ def general(g1: GeomInfo, g2: GeomInfo, margin, curved: bool | None = None) -> C
     """One contact from GJK/EPA. The geom types are traced (GeomInfo.gtype), so one compiled collider serves
     every general pair type of a model (`curved`: as `_collide`'s; the driver groups the pairs with a curved shape
     and no mesh (`general_curved`) apart from the others (`general`, or `general_plain` where none is curved))."""
-    dist, pos, normal = _collide(g1.gtype, g2.gtype, g1, g2, curved=curved)
+    return _one_contact(*_collide(g1.gtype, g2.gtype, g1, g2, curved=curved))
+
+
+def _one_contact(dist, pos, normal) -> Contacts:
+    """One contact (dist (), pos (3,), normal (3,)) as Contacts of k = 1 (default tangent)."""
     return Contacts(dist[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype))
 
 
@@ -885,38 +886,15 @@ def general_curved(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
 
 
 def general_plain(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    """`general` for pairs without a curved shape (e.g. sphere-mesh, capsule-mesh): EPA alone."""
+    """`general` for pairs without a curved shape (box-mesh and mesh-mesh with multiccd disabled): EPA alone."""
     return general(g1, g2, margin, curved=False)
 
 
 def sphere_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
-    """Sphere-mesh: one contact, the sphere's centre p against the mesh's hull (MuJoCo runs GJK/EPA; this is their
-    converged answer). Inside the hull the depth is exact from the face planes (the least deep, O(T)); outside, the
-    nearest face plane's distance bounds the distance from below, so GJK (`_gjk_polytopes`: until it converges, only
-    where that bound is within the detection margin) gives the nearest point."""
-    w, tris = _polyhedron(GeomType.MESH, g2)
-    nt, off, area = _triangle_normals(w, tris)
-    pl = _plane_rep(_face_planes(GeomType.MESH, g2, tris), area)  # one triangle per face plane (not slivers)
-    p, r = g1.pos, g1.size[0]
-    s = nt[pl] @ p - off[pl]  # (F,) signed distances to the face planes
-    f = jp.argmax(s)
-    n_in, s_in = nt[pl][f], s[f]
-    outside = s_in > 0
-
-    def sup(d):
-        return p, _support(GeomType.MESH, g2, -d)
-
-    tol = jp.asarray(1e-10 if p.dtype == jp.float64 else 1e-5, p.dtype)
-    _, _, _, v, _, gjk_in = _gjk_polytopes(sup, p - g2.pos, tol, ~outside | (s_in - r > margin))
-    vn = safe_norm(v)
-    far = outside & ~gjk_in & (vn > s_in)  # GJK ran (or the plane bound is the distance)
-    dist = jp.where(far, vn, s_in)
-    n_out = jp.where(vn > 0, v / jp.where(vn > 0, vn, 1.0), n_in)  # out of the mesh toward p
-    nrm = jp.where(far, n_out, n_in)
-    q = p - dist * nrm  # the mesh's nearest surface point
-    normal = -nrm  # from the sphere into the mesh
-    pos = 0.5 * (p + r * normal + q)
-    return Contacts((dist - r)[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype))
+    """Sphere-mesh: one contact, the sphere's centre against the mesh's hull (MuJoCo runs GJK/EPA; this is their
+    converged answer): inside the hull the least deep face plane (exact), outside GJK only within the margin
+    (`_collide`, `_segment_sat`)."""
+    return _one_contact(*_collide(GeomType.SPHERE, GeomType.MESH, g1, g2, margin))
 
 
 def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
@@ -1739,8 +1717,7 @@ def capsule_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
 
 def capsule_mesh_single(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """Capsule-mesh with multiccd disabled: the single contact (separating axes, GJK within the margin: `_collide`)."""
-    dist, pos, normal = _collide(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin)
-    return Contacts(dist[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype))
+    return _one_contact(*_collide(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin))
 
 
 def cylinder_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
