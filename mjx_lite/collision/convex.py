@@ -396,6 +396,7 @@ def _gjk_step(sup, w, mask, v, tol):
     p = a - b
     vv = jp.sum(v * v)
     converged = (vv - jp.dot(v, p) <= tol * tol) | (vv <= tol * tol)
+    converged = converged | jp.any(mask & jp.all(w == p, axis=1))  # no progress: p is already in the simplex
     slot = jp.argmin(mask)
     w2 = w.at[slot].set(p)
     v2, lam2, keep = _nearest_on_simplex(w2, mask.at[slot].set(True))
