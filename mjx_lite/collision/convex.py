@@ -64,8 +64,8 @@ def _support_local(gtype: int, size, vert, d):
         return jp.stack([d[0] * scale, d[1] * scale, jp.where(d[2] >= 0, size[1], -size[1])])
     if gtype == GeomType.BOX:
         return jp.where(d >= 0, size, -size)
-    if gtype == GeomType.MESH:
-        return vert[jp.argmax(vert @ d)]
+    if gtype == GeomType.MESH:  # the dot products written out: XLA on CPU runs vert @ d under vmap ~2x slower
+        return vert[jp.argmax(vert[:, 0] * d[0] + vert[:, 1] * d[1] + vert[:, 2] * d[2])]
     raise NotImplementedError(f"convex collider: geom type {gtype}")
 
 
@@ -188,12 +188,12 @@ def _mesh_kinks(gtype, g: GeomInfo):
     if isinstance(gtype, int) and gtype != GeomType.MESH:
         return None
     is_mesh = jp.asarray(True) if isinstance(gtype, int) else gtype == GeomType.MESH
-    w = g.vert @ g.mat.T
+    w = g.vert  # in the geom frame (model data: once under a vmap over states), rotated at the end
     fn = _triangle_normals(w, g.face)[0]
     e = safe_normalize(w[g.edge[:, 1]] - w[g.edge[:, 0]])[0]
     fa, fb = fn[g.edge[:, 2]], fn[g.edge[:, 3]]
     c12 = dot3(fa, fb)
-    return is_mesh, fn, jp.concatenate([e, fa, fb]), c12, 1 - c12 * c12 > 1e-8
+    return is_mesh, outer3(fn, g.mat), outer3(jp.concatenate([e, fa, fb]), g.mat), c12, 1 - c12 * c12 > 1e-8
 
 
 _MESH_KINKS = 2  # kink circles per mesh (those of the edges whose Gauss arcs are nearest the normal) per iteration
@@ -248,10 +248,9 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
     axes = [g1.mat.T, g2.mat.T]  # frame axes (rows): kink circles and corners
     faces = [g1.mat.T, g2.mat.T]
     for t, g in ((t1, g1), (t2, g2)):
-        if _small_mesh(t, g):  # its face normals (corners) and edge directions (kink circles)
-            w = g.pos + g.vert @ g.mat.T
-            faces.append(_triangle_normals(w, g.face)[0])
-            axes.append(safe_normalize(w[g.edge[:, 1]] - w[g.edge[:, 0]])[0])
+        if _small_mesh(t, g):  # its face normals (corners) and edge directions (kink circles), rotated
+            faces.append(outer3(_triangle_normals(g.vert, g.face)[0], g.mat))
+            axes.append(outer3(safe_normalize(g.vert[g.edge[:, 1]] - g.vert[g.edge[:, 0]])[0], g.mat))
     axes, faces = jp.concatenate(axes), jp.concatenate(faces)
     # larger meshes: the kinks nearest the current normal, chosen in each iteration (geom2 supports along -n)
     meshes = [(sign, k) for sign, k in ((1.0, _mesh_kinks(t1, g1)), (-1.0, _mesh_kinks(t2, g2))) if k is not None]
@@ -400,6 +399,9 @@ def _gjk_step(sup, w, mask, v, tol):
     slot = jp.argmin(mask)
     w2 = w.at[slot].set(p)
     v2, lam2, keep = _nearest_on_simplex(w2, mask.at[slot].set(True))
+    # no progress: the nearest point must get strictly nearer (in float32 a pose can add and drop the same support
+    # point for ever, its gap v . (v - p) just above tol^2)
+    converged = converged | (jp.any(mask) & (jp.dot(v2, v2) >= vv))
     return converged, slot, a, w2, keep, v2, lam2
 
 
@@ -643,17 +645,17 @@ def _sat(g1: GeomInfo, s1, g2: GeomInfo, s2):
     big = jp.asarray(1e6, dt) * (1 + scale)
     eps = jp.asarray(1e-12 if dt == jp.float64 else 1e-6, dt) * scale
 
-    def normals(w, tris):
+    def normals(w, tris, mat):  # in the geom frame (model data: once under a vmap over states), then rotated
         a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
         n = jp.cross(b - a, c - a)
         nn = safe_norm(n, axis=-1, keepdims=True)
-        ok = nn[:, 0] > 1e-12 * scale**2
+        ok = nn[:, 0] > 1e-12 * jp.max(jp.abs(w)) ** 2
         n = n / jp.where(ok[:, None], nn, 1.0)
         out = dot3(n, jp.mean(w, 0) - a) > 0  # pointing inward (padded rows keep the centroid inside)
-        return jp.where(out[:, None], -n, n), ok, nn[:, 0]
+        return outer3(jp.where(out[:, None], -n, n), mat), ok, nn[:, 0]
 
-    nt1, ok1, area1 = normals(w1, s1[1])
-    nt2, ok2, area2 = normals(w2, s2[1])
+    nt1, ok1, area1 = normals(s1[0], s1[1], g1.mat)
+    nt2, ok2, area2 = normals(s2[0], s2[1], g2.mat)
     # face axes: n = outward normal of geom1 / inward normal of geom2, one per face plane; a hull's support along
     # its own face normal is that face's plane offset
     p1, p2 = _plane_rep(s1[3], area1), _plane_rep(s2[3], area2)
@@ -731,28 +733,30 @@ def _segment_sat(t1: int, g1: GeomInfo, g2: GeomInfo):
     separating axes, as `_sat`: (depth (), normal (3,) from geom1 to geom2, the midpoint of the two deepest points
     (3,)). The candidate axes are the hull's face normals and, for a segment, edge x d for each hull edge whose Gauss
     arc (between its two faces' normals) crosses the segment's great circle (the normals across its direction d):
-    O(F + E)."""
+    O(F + E). Worked in the mesh's frame, where the faces, edges and arcs are model data (computed once under a vmap
+    over states): per state, a dot product per face and a cross product per edge."""
     half = g1.size[1] if t1 == GeomType.CAPSULE else 0.0
-    axis = g1.mat[:, 2] * half
-    a, b = g1.pos - axis, g1.pos + axis
+    c = g2.mat.T @ (g1.pos - g2.pos)  # the segment in the mesh's frame
+    axis = g2.mat.T @ g1.mat[:, 2] * half
+    a, b = c - axis, c + axis
     d = b - a
-    w, tris = _polyhedron(GeomType.MESH, g2)
+    w, tris = g2.vert, g2.face
     nt, off, area = _triangle_normals(w, tris)
     pl = _plane_rep(_face_planes(GeomType.MESH, g2, tris), area)  # one (the largest) triangle per face plane
     pn, po = nt[pl], off[pl]
-    scale = jp.max(jp.abs(w - g2.pos)) + safe_norm(d)
+    scale = jp.max(jp.abs(w)) + safe_norm(d)
     big = jp.asarray(1e6, d.dtype) * (1 + scale)
-    key_f = jp.where(area[pl] > 0, po - jp.minimum(pn @ a, pn @ b), big)  # (F,) overlap along each face normal
+    key_f = jp.where(area[pl] > 0, po - jp.minimum(dot3(pn, a[None]), dot3(pn, b[None])), big)  # (F,) overlaps
     if t1 != GeomType.CAPSULE:  # a point: the least deep face plane
         f = jp.argmin(key_f)
-        return key_f[f], -pn[f], g1.pos + 0.5 * key_f[f] * pn[f]
+        return key_f[f], -(g2.mat @ pn[f]), g1.pos + 0.5 * key_f[f] * (g2.mat @ pn[f])
     edge = g2.edge
     v0, ev = w[edge[:, 0]], w[edge[:, 1]] - w[edge[:, 0]]
     fa, fb = nt[edge[:, 2]], nt[edge[:, 3]]
     arc = dot3(jp.cross(fa, fb), jp.cross(fa, fb)) > 1e-12  # a flat face's triangulation diagonal has none
     u = jp.cross(ev, d)
     uu = dot3(u, u)
-    ok = arc & ((fa @ d) * (fb @ d) < 0) & (uu > 1e-12 * dot3(ev, ev) * jp.dot(d, d))
+    ok = arc & (dot3(fa, d[None]) * dot3(fb, d[None]) < 0) & (uu > 1e-12 * dot3(ev, ev) * jp.dot(d, d))
     u = u * jax.lax.rsqrt(jp.where(ok, uu, 1.0))[:, None]
     u = jp.where((dot3(u, fa + fb) < 0)[:, None], -u, u)  # out of the hull
     key_e = jp.where(ok, dot3(u, v0 - a), big)  # (E,) overlap along edge x d (u . a = u . b)
@@ -771,7 +775,7 @@ def _segment_sat(t1: int, g1: GeomInfo, g2: GeomInfo):
     p_face = xs + 0.5 * depth * un
     x1, x2, _ = segments_closest(0.5 * (a + b), 0.5 * d, v0[ke] + 0.5 * ev[ke], 0.5 * ev[ke])
     p_edge = 0.5 * (0.5 * (a + b) + x1 * 0.5 * d + v0[ke] + (x2 + 1) * 0.5 * ev[ke])
-    return depth, -un, jp.where(on_face, p_face, p_edge)
+    return depth, -(g2.mat @ un), g2.pos + g2.mat @ jp.where(on_face, p_face, p_edge)
 
 
 def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | None = None):
@@ -1098,22 +1102,35 @@ def hull_edge_table(m) -> np.ndarray:
     return np.array([e + [e[0]] * (width - len(e)) for e in edges], np.int32).reshape(len(edges), width, 4)
 
 
+def _local_polyhedron(gtype: int, g: GeomInfo):
+    """Vertices in the geom frame (V, 3) and triangles (T, 3) of a box or a mesh (its convex hull)."""
+    if gtype == GeomType.BOX:
+        return jp.asarray(_BOX_CORNERS, g.pos.dtype) * g.size, jp.asarray(_BOX_TRIS)
+    return g.vert, g.face
+
+
 def _polyhedron(gtype: int, g: GeomInfo):
     """World vertices (V, 3) and triangles (T, 3) of a box or a mesh (its convex hull)."""
-    if gtype == GeomType.BOX:
-        local = jp.asarray(_BOX_CORNERS, g.pos.dtype) * g.size
-        tris = jp.asarray(_BOX_TRIS)
-    else:
-        local, tris = g.vert, g.face
+    local, tris = _local_polyhedron(gtype, g)
     return g.pos + outer3(local, g.mat), tris
 
 
-def _face(w, tris, direction):
-    """The face of a polyhedron whose outward normal is nearest `direction`.
+def _hull_normals(gtype: int, g: GeomInfo):
+    """`_triangle_normals` of a box's or mesh's world hull, computed in the geom frame and rotated: the frame part
+    depends on the model alone, so under a vmap over states it runs once, not per state (the cross products and
+    norms of every triangle cost more than the rotation). (T, 3), (T,), (T,)."""
+    local, tris = _local_polyhedron(gtype, g)
+    nl, off, area = _triangle_normals(local, tris)
+    nt = outer3(nl, g.mat)
+    return nt, off + dot3(nt, g.pos[None]), area
+
+
+def _face(w, tris, nt, direction):
+    """The face of a polyhedron (vertices w (V, 3), triangles tris (T, 3) with unit normals nt (T, 3)) whose outward
+    normal is nearest `direction`.
 
     Returns (alignment (), unit normal (3,), a point of the face (3,), vertex mask (V,), triangle index ()): the
     mask marks the corners of every triangle coplanar with the best one (a scatter over corners, O(T + V))."""
-    nt, _, _ = _triangle_normals(w, tris)
     score = dot3(nt, direction)
     t = jp.argmax(score)
     nbest = nt[t]
@@ -1440,8 +1457,8 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contact
     w2, tri2 = _polyhedron(t2, g2)
     scale = jp.maximum(jp.max(jp.abs(w1 - g1.pos)), jp.max(jp.abs(w2 - g2.pos)))
     tol = 1e-6 * scale
-    nt1, off1, area1 = _triangle_normals(w1, tri1)
-    nt2, off2, area2 = _triangle_normals(w2, tri2)
+    nt1, off1, area1 = _hull_normals(t1, g1)
+    nt2, off2, area2 = _hull_normals(t2, g2)
     # faces are chosen among face planes (one triangle each): pl (F,) triangle ids, pn (F, 3) normals, po offsets
     pl1, pl2 = _plane_rep(_face_planes(t1, g1, tri1), area1), _plane_rep(_face_planes(t2, g2, tri2), area2)
     pn1, po1, pn2, po2 = nt1[pl1], off1[pl1], nt2[pl2], off2[pl2]
@@ -1601,7 +1618,7 @@ def _face_of(gtype: int, g: GeomInfo, u):
         ids = jp.arange(w.shape[0])
         return w, jp.ones(w.shape[0], bool), nrm, w[0], w, ids, jp.asarray(w.shape[0], jp.int32)
     w, tris = _polyhedron(gtype, g)
-    _, nrm, p0, mask, t = _face(w, tris, u)
+    _, nrm, p0, mask, t = _face(w, tris, _hull_normals(gtype, g)[0], u)
     wc, mc = _face_vertices(w, mask, _face_rows(gtype, g, w.shape[0]))
     fp, fn = _face_polygons(gtype, g, tris)
     if fp is None:
