@@ -695,12 +695,13 @@ def test_curved_mesh_normals_float32():
     and edges the refinement finds near its current normal (`convex._near_kinks`): over 300 random penetrating and
     separated poses each, the float32 normal is within 1e-4 rad of float64's in 98 % of ellipsoid-mesh and
     cylinder-mesh poses (the single contact of the cylinder-mesh collider), within 1e-4 in all ellipsoid-mesh poses
-    and 5e-3 in all cylinder-mesh poses, and the distance within 3e-5. Without the mesh's kinks: 98 %
-    within 8.9e-3 (ellipsoid-mesh) and 2.2e-3 (cylinder-mesh), median 3.7e-5 and 2.8e-6; now 1.2e-5 and 7.7e-5,
-    median 1e-7 and 5e-7."""
+    and 1e-3 in all cylinder-mesh poses, and the distance within 3e-5. Without the mesh's kinks: 98 %
+    within 8.9e-3 (ellipsoid-mesh) and 2.2e-3 (cylinder-mesh), median 3.7e-5 and 2.8e-6; now 1.2e-5 and 6.7e-5,
+    median 1e-7 and 5e-7, maximum 2.7e-5 and 2.0e-4 (2.2e-3 while the refinement also tried the mesh's and the
+    cylinder's radial frame axes, which are no kinks: one such candidate won by rounding)."""
     from mjx_lite.collision import convex
 
-    for (a, b), worst in ((("ellipsoid", "mesh"), 1e-4), (("cylinder", "mesh"), 5e-3)):
+    for (a, b), worst in ((("ellipsoid", "mesh"), 1e-4), (("cylinder", "mesh"), 1e-3)):
         mjm = mujoco.MjModel.from_xml_string(_xml(a, b))
         m = model_from_mujoco(mjm)
         d = mjl.make_data(m)

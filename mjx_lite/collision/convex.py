@@ -206,9 +206,9 @@ def _near_kinks(kinks, d):
     arc (K,)). d is on an edge's arc where d . e = 0 and d = alpha fa + beta fb with alpha, beta >= 0: as fa and fb
     are normal to e, d . fa - (fa . fb) d . fb >= 0 and the same with fa, fb swapped."""
     is_mesh, fn, efab, c12, arc = kinks
-    f = jp.argmax(fn @ d)
+    f = jp.argmax(dot3(fn, d[None]))
     ne = arc.shape[0]
-    across, p1, p2 = jp.split(efab @ d, 3)  # (E,) each
+    across, p1, p2 = jp.split(dot3(efab, d[None]), 3)  # (E,) each
     inside = arc & (p1 - c12 * p2 >= -1e-9) & (p2 - c12 * p1 >= -1e-9)
     score = jp.where(inside, jp.abs(across), jp.inf)
     idx = []
@@ -218,6 +218,19 @@ def _near_kinks(kinks, d):
     idx = jp.stack(idx)
     ok = is_mesh & inside[idx] & (jp.abs(across[idx]) < jp.sin(_REFINE_STEP))
     return fn[f], is_mesh & (jp.dot(fn[f], d) > jp.cos(_REFINE_STEP)), efab[idx], ok
+
+
+def _frame_kinks(gtype) -> tuple[list[int], list[int]]:
+    """The frame axes (ids) along which a geom type's support function has kink circles (n . axis = 0: a box's
+    edges, a capsule's or cylinder's side) and those that are corner normals (a box's faces, a cylinder's caps);
+    every axis for a traced type. Spheres, ellipsoids and meshes have none (a mesh's kinks are its own edges)."""
+    if not isinstance(gtype, int) or gtype == GeomType.BOX:
+        return [0, 1, 2], [0, 1, 2]
+    if gtype == GeomType.CYLINDER:
+        return [2], [2]
+    if gtype == GeomType.CAPSULE:
+        return [2], []
+    return [], []
 
 
 REFINE_ITERATIONS = 8  # Newton steps on the contact normal of curved pairs (`_refine_normal`)
@@ -236,18 +249,20 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
         rounding), the Hessian E^T (J1(n) + J2(-n)) E - h I (J the supports' derivatives, `_support_jacobian`; E a
         basis across n), taken where that is positive definite;
       * where h has a kink along a circle n . a = 0 (a capsule's or a cylinder's side along its axis a, a box edge
-        along a box axis, a mesh edge; a: the geoms' frame axes, a small mesh's (`_small_mesh`) edge directions, and
-        for a larger mesh the _MESH_KINKS edges whose Gauss arcs pass nearest n in this iteration (`_near_kinks`)),
-        n projected onto that circle and a Newton step along it;
-      * where h has a corner (a box face, a cylinder cap, a mesh face): n snapped to the nearest frame axis of
-        either geom, to a small mesh's face normals, or to a larger mesh's face normal nearest n.
+        along a box axis, a mesh edge; a: the geoms' frame axes that are kink axes (`_frame_kinks`), a small mesh's
+        (`_small_mesh`) edge directions, and for a larger mesh the _MESH_KINKS edges whose Gauss arcs pass nearest n
+        in this iteration (`_near_kinks`)), n projected onto that circle and a Newton step along it;
+      * where h has a corner (a box face, a cylinder cap, a mesh face): n snapped to the nearest corner axis of
+        either geom's frame, to a small mesh's face normals, or to a larger mesh's face normal nearest n.
     A candidate must lower h (the full Newton steps: or keep it within rounding); steps are cut to _REFINE_STEP.
     Returns (normal (3,), h (), support points (3,) of geom1 along n and of geom2 along -n). Fixed iterations,
     differentiable."""
     dt = n.dtype
-    axes = [g1.mat.T, g2.mat.T]  # frame axes (rows): kink circles and corners
-    faces = [g1.mat.T, g2.mat.T]
+    axes, faces = [jp.zeros((0, 3), dt)], [jp.zeros((0, 3), dt)]  # kink circles' axes and corners' normals (rows)
     for t, g in ((t1, g1), (t2, g2)):
+        kink_axes, corner_axes = _frame_kinks(t)
+        axes.append(g.mat.T[np.asarray(kink_axes, np.int32)])
+        faces.append(g.mat.T[np.asarray(corner_axes, np.int32)])
         if _small_mesh(t, g):  # its face normals (corners) and edge directions (kink circles), rotated
             faces.append(outer3(_triangle_normals(g.vert, g.face)[0], g.mat))
             axes.append(outer3(safe_normalize(g.vert[g.edge[:, 1]] - g.vert[g.edge[:, 0]])[0], g.mat))
@@ -299,9 +314,9 @@ def _refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
     def step(carry, _):
         n, a, b, h = carry
         n2, ok2 = newton2(n, a - b, h)
-        snap = jp.where(faces @ n >= 0, 1.0, -1.0)[:, None] * faces
-        circles, circles_ok, snaps_ok = [axes], [jp.ones(axes.shape[0], bool)], [snap @ n > jp.cos(_REFINE_STEP)]
-        snaps = [snap]
+        snap = jp.where(dot3(faces, n[None]) >= 0, 1.0, -1.0)[:, None] * faces
+        circles, circles_ok, snaps = [axes], [jp.ones(axes.shape[0], bool)], [snap]
+        snaps_ok = [dot3(snap, n[None]) > jp.cos(_REFINE_STEP)]
         for sign, kinks in meshes:
             face, face_ok, edges, edges_ok = _near_kinks(kinks, sign * n)
             circles.append(edges)
