@@ -816,10 +816,11 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
     def sup(d):
         return _support(t1, g1, d), _support(t2, g2, -d)
 
+    tilt = jp.array([0.5377, 0.3183, 0.7812], dt)
     v0 = g1.pos - g2.pos
     # a generic tilt of the first direction: axis-aligned directions hit flat caps/faces at their centres, from
     # which GJK can stall on the boundary (touching) of an overlapping pair (e.g. coaxial cylinders)
-    v0 = v0 + 1e-2 * safe_norm(v0) * jp.array([0.5377, 0.3183, 0.7812], dt)
+    v0 = v0 + 1e-2 * safe_norm(v0) * tilt
     v0 = jp.where(jp.sum(v0 * v0) > 1e-20, v0, jp.array([1.0, 0.0, 0.0], dt))
 
     def separated(w, wa, mask, v, lam, inside):  # nearest points
@@ -839,7 +840,9 @@ def _collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | Non
         r1 = _radius(t1, g1.size)  # 0 for polytopes
         apart = depth <= 0
         skip = ~apart if margin is None else ~apart | (-depth - r1 > margin)
-        gjk = _gjk_polytopes(sup, v0, tol, skip)
+        # GJK starts along the best separating axis (geom2 towards geom1; tilted as v0): fewer iterations than
+        # from the centres' difference (500-vertex hull, batch 256: at most 10-11 instead of 12-13)
+        gjk = _gjk_polytopes(sup, -n_pen + 1e-2 * tilt, tol, skip)
         vn, n_sep, a_sep, b_sep = separated(*gjk)
         use_gjk = ~skip & ~gjk[5]
         normal = jp.where(use_gjk, n_sep, n_pen)
