@@ -936,6 +936,54 @@ def test_sat_depth_exact():
     assert checked > 100
 
 
+def test_gjk_stops_float32():
+    """GJK's steps (`convex._gjk_step`, as `_gjk_polytopes` runs them where a sphere-mesh or capsule-mesh pair is
+    apart within the margin) on a sphere's centre and a capsule's core segment against a 200-vertex hull, 128 random
+    poses each, float32: every pose stops within 15 of the GJK_ITERATIONS steps (under vmap the early-exit loop runs
+    until its last lane stops), at float64's distance to 2e-6. With the absolute tolerance alone (v . (v - p) <= tol^2,
+    below float32 rounding for some poses) 14 of the sphere's poses never stopped: they added and dropped the same
+    support point until the last step."""
+    from mjx_lite.collision import convex
+    from mjx_lite.collision.types import GeomInfo
+
+    rng = np.random.default_rng(0)
+    n = 128
+    hull = rng.normal(size=(200, 3))
+    hull = hull / np.linalg.norm(hull, axis=1, keepdims=True) * [0.1, 0.08, 0.06]
+    u = rng.normal(size=(n, 3))
+    pos = u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(0.1, 0.16, size=(n, 1))
+    mat = np.stack([_quat_mat(_random_quat(rng)) for _ in range(n)])
+
+    def run(t1, dt):
+        size = jp.asarray([0.02, 0.04, 0.0], dt)
+        mesh = GeomInfo(jp.zeros(3, dt), jp.eye(3, dtype=dt), jp.zeros(3, dt), vert=jp.asarray(hull, dt))
+
+        def one(p, r):
+            g1 = GeomInfo(p, r, size)
+
+            def sup(d):
+                return convex._support(t1, g1, d), convex._support(GeomType.MESH, mesh, -d)
+
+            def body(c, it):
+                w, mask, v, stop, first = c
+                conv, _, _, w2, keep, v2, _ = convex._gjk_step(sup, w, mask, v, jp.asarray(1e-5, dt))
+                hold = stop | conv
+                return (jp.where(hold, w, w2), jp.where(hold, mask, keep), jp.where(hold, v, v2),
+                        hold | (jp.sum(keep) == 4), jp.where(stop, first, it)), None  # fmt: skip
+
+            c0 = (jp.zeros((4, 3), dt), jp.zeros(4, bool), p + jp.asarray([1e-3, 0, 0], dt), jp.zeros((), bool), -1)
+            (_, _, v, stop, first), _ = jax.lax.scan(body, c0, jp.arange(convex.GJK_ITERATIONS))
+            return stop, first, jp.linalg.norm(v)
+
+        return [np.asarray(x) for x in jax.jit(jax.vmap(one))(jp.asarray(pos, dt), jp.asarray(mat, dt))]
+
+    for t1 in (GeomType.SPHERE, GeomType.CAPSULE):
+        stop, first, dist32 = run(t1, jp.float32)
+        _, _, dist64 = run(t1, jp.float64)
+        assert stop.all() and first.max() < 15, (t1, int((~stop).sum()), first.max())
+        np.testing.assert_allclose(dist32, dist64, atol=2e-6)
+
+
 @pytest.mark.parametrize("t1", ["mesh", "sphere", "capsule", pytest.param("box", marks=pytest.mark.slow)])
 def test_polytope_distance_grad(t1):
     """Box-mesh and mesh-mesh distances (separating axes; GJK only within the margin, a while loop whose simplex is
