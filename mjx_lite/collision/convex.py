@@ -764,7 +764,8 @@ def _segment_sat(t1: int, g1: GeomInfo, g2: GeomInfo):
     key_f = jp.where(area[pl] > 0, po - jp.minimum(dot3(pn, a[None]), dot3(pn, b[None])), big)  # (F,) overlaps
     if t1 != GeomType.CAPSULE:  # a point: the least deep face plane
         f = jp.argmin(key_f)
-        return key_f[f], -(g2.mat @ pn[f]), g1.pos + 0.5 * key_f[f] * (g2.mat @ pn[f])
+        nf = g2.mat @ pn[f]
+        return key_f[f], -nf, g1.pos + 0.5 * key_f[f] * nf
     edge = g2.edge
     v0, ev = w[edge[:, 0]], w[edge[:, 1]] - w[edge[:, 0]]
     fa, fb = nt[edge[:, 2]], nt[edge[:, 3]]
@@ -1143,19 +1144,18 @@ def _hull_normals(gtype: int, g: GeomInfo):
     return nt, off + dot3(nt, g.pos[None]), area
 
 
-def _face(w, tris, nt, direction):
-    """The face of a polyhedron (vertices w (V, 3), triangles tris (T, 3) with unit normals nt (T, 3)) whose outward
-    normal is nearest `direction`.
+def _face(w, tris, nl, mat, direction):
+    """The face of a polyhedron (world vertices w (V, 3), triangles tris (T, 3) with unit normals nl (T, 3) in the
+    geom frame, rotation mat (3, 3)) whose outward normal is nearest the world `direction`, chosen in the geom frame
+    (the triangles' normals are model data there: no per-state rotation of every normal).
 
-    Returns (alignment (), unit normal (3,), a point of the face (3,), vertex mask (V,), triangle index ()): the
-    mask marks the corners of every triangle coplanar with the best one (a scatter over corners, O(T + V))."""
-    score = dot3(nt, direction)
-    t = jp.argmax(score)
-    nbest = nt[t]
-    coplanar = dot3(nt, nbest) > 1 - _FACE_ALIGNED
+    Returns (world unit normal (3,), a point of the face (3,), vertex mask (V,), triangle index ()): the mask marks
+    the corners of every triangle coplanar with the best one (a scatter over corners, O(T + V))."""
+    t = jp.argmax(dot3(nl, (mat.T @ direction)[None]))
+    coplanar = dot3(nl, nl[t][None]) > 1 - _FACE_ALIGNED
     nv = w.shape[0]
     corner = jp.where(jp.repeat(coplanar, 3), tris.reshape(-1), nv)  # corners of coplanar triangles; others dropped
-    return score[t], nbest, w[tris[t, 0]], jp.zeros(nv + 1, bool).at[corner].set(True)[:nv], t
+    return mat @ nl[t], w[tris[t, 0]], jp.zeros(nv + 1, bool).at[corner].set(True)[:nv], t
 
 
 def _ordered(w, mask, normal):
@@ -1635,8 +1635,9 @@ def _face_of(gtype: int, g: GeomInfo, u):
         w, nrm = _cyl_cap(g, u)
         ids = jp.arange(w.shape[0])
         return w, jp.ones(w.shape[0], bool), nrm, w[0], w, ids, jp.asarray(w.shape[0], jp.int32)
-    w, tris = _polyhedron(gtype, g)
-    _, nrm, p0, mask, t = _face(w, tris, _hull_normals(gtype, g)[0], u)
+    local, tris = _local_polyhedron(gtype, g)
+    w = g.pos + outer3(local, g.mat)
+    nrm, p0, mask, t = _face(w, tris, _triangle_normals(local, tris)[0], g.mat, u)
     wc, mc = _face_vertices(w, mask, _face_rows(gtype, g, w.shape[0]))
     fp, fn = _face_polygons(gtype, g, tris)
     if fp is None:

@@ -91,6 +91,8 @@ _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
 }
 _MULTICCD = (convex.box_mesh, convex.mesh_mesh, convex.capsule_cylinder, convex.capsule_mesh, convex.cylinder_cylinder,
              convex.cylinder_box, convex.cylinder_mesh)  # fmt: skip
+# with multiccd disabled, a multiccd collider's single contact: its own where it has one, else the general group's
+_SINGLE_CONTACT = {convex.capsule_mesh: (convex.capsule_mesh_single, 1)}
 
 
 def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
@@ -200,11 +202,10 @@ def dynamic_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _collider(m: Model, type1: int, type2: int) -> tuple[Callable, int] | None:
-    """`collider_for`, with multiccd disabled (m.opt): one contact instead of a manifold, from GJK/EPA (the general
-    group) or for capsule-mesh its own separating axes."""
+    """`collider_for`, with multiccd disabled (m.opt): one contact instead of a manifold (`_SINGLE_CONTACT`)."""
     fn = collider_for(type1, type2)
     if fn is not None and fn[0] in _MULTICCD and (m.opt.disableflags & DisableBit.MULTICCD):
-        return (convex.capsule_mesh_single, 1) if fn[0] is convex.capsule_mesh else (convex.general, 1)
+        return _SINGLE_CONTACT.get(fn[0], (convex.general, convex.GENERAL_NCON))
     return fn
 
 
