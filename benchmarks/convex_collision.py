@@ -4,7 +4,8 @@ per pair group. Times are the best of 5 rounds of 10 calls.
 
 python benchmarks/convex_collision.py [BATCH] [64] [ratio=R]     (default batch 64; needs the test dependencies)
 
-ratio=R sets `driver.MESH_SIZE_RATIO` (mesh pairs are grouped by size classes spanning this factor; inf: one class).
+ratio=R sets the model's `Config.mesh_size_ratio` (mesh pairs are grouped by size classes spanning this
+factor; inf: one class).
 
 `states` and `compare` also serve benchmarks/hull_sizes.py.
 """
@@ -92,9 +93,10 @@ def main():
     if "64" in sys.argv[2:]:
         jax.config.update("jax_enable_x64", True)
     batch = int(sys.argv[1]) if len(sys.argv) > 1 else 64
+    ratio = mjl.Config().mesh_size_ratio
     for a in sys.argv[2:]:
         if a.startswith("ratio="):
-            driver.MESH_SIZE_RATIO = float(a[6:])
+            ratio = float(a[6:])
     mjm = mujoco.MjModel.from_xml_path(os.path.join(MJX_TEST_DATA, "convex.xml"))
     rng = np.random.default_rng(0)
 
@@ -102,9 +104,10 @@ def main():
         qpos[:] = mjm.qpos0 + rng.normal(size=mjm.nq) * 0.3
 
     m, d, dx = states(mjm, set_qpos, batch)
+    m = mjl.configure(m, mesh_size_ratio=ratio)
     (ms_ours, jit_ours), (ms_mjx, jit_mjx) = compare(mjm, m, d, dx)
     ngroups = len(driver.pair_table(m).groups)
-    print(f"convex.xml collision, batch {batch}, {jp.zeros(()).dtype}, MESH_SIZE_RATIO {driver.MESH_SIZE_RATIO}: "
+    print(f"convex.xml collision, batch {batch}, {jp.zeros(()).dtype}, mesh_size_ratio {ratio}: "
           f"{ngroups} groups")  # fmt: skip
     print(f"mjx_lite {ms_ours:.1f} ms (jit {jit_ours:.1f} s)   MJX {ms_mjx:.1f} ms (jit {jit_mjx:.1f} s)   "
           f"ratio {ms_ours / ms_mjx:.1f}x")  # fmt: skip

@@ -7,18 +7,25 @@ pytree's auxiliary data; every other field is a leaf (a `jax.Array`, traced unde
 Static values may be numpy arrays. They are compared by content and hashed once, when the object is
 built, so passing a `Model` to a jitted function costs no rehashing and two models with equal static
 tables share one compiled function.
+
+Plans. `static_memo(obj, name, build)` memoises a host-side plan (pair tables, constraint row plans, tree
+tables) on the object's static part: it is built once, from the object's static values only, and kept while
+only traced leaves change (`replace` of floats, `vmap`/`jit` flattening and unflattening the same static
+part). Any change of a static field makes a new static part, so its plans are rebuilt: there is no cache with
+a hand-written key that could leave out a field a plan depends on.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import numpy as np
 
-__all__ = ["pytree_dataclass", "static_field", "static_hash"]
+__all__ = ["pytree_dataclass", "static_field", "static_hash", "static_memo"]
 
 
 def static_field(default: Any = dataclasses.MISSING, **kwargs) -> Any:
@@ -78,11 +85,12 @@ def _equal(a: Any, b: Any) -> bool:
 class _Static:
     """Auxiliary data of a pytree_dataclass: the static values, hashed once."""
 
-    __slots__ = ("values", "_hash")
+    __slots__ = ("values", "_hash", "plans")
 
     def __init__(self, values: tuple):
         self.values = values
         self._hash = static_hash(values)
+        self.plans: dict = {}
 
     def __hash__(self) -> int:
         return self._hash
@@ -98,6 +106,39 @@ class _Static:
         return f"_Static(hash={self._hash:#x})"
 
 
+def _static_part(obj) -> _Static:
+    cached = obj.__dict__.get("_static_cache")
+    if cached is None:
+        cached = _Static(tuple(getattr(obj, n) for n in type(obj)._static_fields))
+        object.__setattr__(obj, "_static_cache", cached)
+    return cached
+
+
+def static_memo(obj, name: str, build: Callable[[Any], Any]) -> Any:
+    """`build(obj)`, computed once per static part of the pytree_dataclass `obj` and memoised under `name`.
+
+    The static part includes those of nested pytree_dataclass fields (e.g. a Model's `opt`: its integer options
+    and flags). `build` must read only static values (host values): the result is shared by every object with
+    the same static part, whatever its traced leaves.
+    """
+    key = (name,) + tuple(_static_part(v) for v in _nodes(obj))
+    plans = _static_part(obj).plans
+    if key not in plans:
+        plans[key] = build(obj)
+    return plans[key]
+
+
+def _nodes(obj) -> list:
+    """The values of `obj`'s traced fields that are pytree_dataclasses themselves (recursively)."""
+    out = []
+    for n in type(obj)._leaf_fields:
+        v = getattr(obj, n)
+        if hasattr(type(v), "_static_fields"):
+            out.append(v)
+            out.extend(_nodes(v))
+    return out
+
+
 def pytree_dataclass(cls):
     """Frozen dataclass + JAX pytree; see the module docstring for the static/traced rule."""
     cls = dataclasses.dataclass(frozen=True, eq=False, repr=False, kw_only=True)(cls)
@@ -107,11 +148,7 @@ def pytree_dataclass(cls):
 
     def flatten_with_keys(obj):
         children = tuple((jax.tree_util.GetAttrKey(n), getattr(obj, n)) for n in leaf_names)
-        cached = obj.__dict__.get("_static_cache")
-        if cached is None:
-            cached = _Static(tuple(getattr(obj, n) for n in static_names))
-            object.__setattr__(obj, "_static_cache", cached)
-        return children, cached
+        return children, _static_part(obj)
 
     def flatten(obj):
         children, aux = flatten_with_keys(obj)
@@ -133,6 +170,9 @@ def pytree_dataclass(cls):
         unknown = set(changes) - set(leaf_names) - set(static_names)
         if unknown:
             raise AttributeError(f"{cls.__name__} has no field(s) {sorted(unknown)}")
+        check = getattr(cls, "_check_replace", None)
+        if check is not None:
+            check(self, changes)
         obj = object.__new__(cls)
         for n in leaf_names + static_names:
             object.__setattr__(obj, n, changes.get(n, getattr(self, n)))
@@ -148,8 +188,24 @@ def pytree_dataclass(cls):
             parts.append(f"{n}={'array' + str(tuple(shape)) if shape is not None else repr(v)}")
         return f"{cls.__name__}(" + ", ".join(parts) + ")"
 
+    def __setattr__(self, name, value):  # noqa: N807
+        hint = {
+            "Model": f"m = m.replace({name}=...)",
+            "Data": f"d = d.replace({name}=...)",
+            "Option": f"m = m.replace(opt=m.opt.replace({name}=...))",
+            "Statistic": f"m = m.replace(stat=m.stat.replace({name}=...))",
+            "Contact": f"d = d.replace(contact=d.contact.replace({name}=...))",
+        }.get(cls.__name__, f"x = x.replace({name}=...)")
+        hint = f"use `{hint}`"
+        raise dataclasses.FrozenInstanceError(f"{cls.__name__} is immutable (a JAX pytree): {hint}")
+
+    def __delattr__(self, name):  # noqa: N807
+        raise dataclasses.FrozenInstanceError(f"{cls.__name__} is immutable: cannot delete {name!r}")
+
     cls.replace = replace
     cls.__repr__ = __repr__
+    cls.__setattr__ = __setattr__
+    cls.__delattr__ = __delattr__
     cls._static_fields = static_names
     cls._leaf_fields = leaf_names
     return cls

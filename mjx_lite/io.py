@@ -11,6 +11,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import types
+from mjx_lite.config import Config
 from mjx_lite.types import NWARNING, Contact, Data, Model, Option, Statistic
 
 _OPTION_STATIC = {f.name for f in dataclasses.fields(Option) if f.metadata.get("static")}
@@ -31,6 +32,7 @@ def build_model(
     opt: Mapping[str, Any],
     stat: Mapping[str, Any],
     names: Mapping[str, tuple],
+    config: Config | None = None,
 ) -> Model:
     """Assemble a `Model` from host arrays named as in mjModel.
 
@@ -50,7 +52,8 @@ def build_model(
                                                        arrays["mesh_vertnum"])}  # fmt: skip
     kw: dict[str, Any] = {}
     for name, f in fields.items():
-        if name in ("opt", "stat", "names", "nconmax", "njmax", "dof_frictional", "tendon_frictional", "tendon_armed"):
+        if name in ("opt", "stat", "names", "nconmax", "njmax", "dof_frictional", "tendon_frictional", "tendon_armed",
+                    "geom_reach0", "hfield_cell0", "config"):
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -80,7 +83,42 @@ def build_model(
         armed[int(np.asarray(arrays["actuator_trnid"])[i, 0])] = True
     armed.setflags(write=False)
     kw["tendon_armed"] = armed
-    m = Model(nconmax=0, njmax=0, **kw)
+    rbound = np.asarray(arrays["geom_rbound"], np.float64)
+    inflate = np.asarray(arrays["geom_margin"], np.float64) + np.asarray(arrays["geom_gap"], np.float64)
+    reach = np.stack([rbound, inflate], axis=-1).reshape(-1, 2)
+    hsize = np.asarray(arrays["hfield_size"], np.float64).reshape(-1, 4)
+    nrow = np.asarray(arrays["hfield_nrow"]).reshape(-1)
+    ncol = np.asarray(arrays["hfield_ncol"]).reshape(-1)
+    cell = np.stack([2 * hsize[:, 0] / np.maximum(ncol - 1, 1), 2 * hsize[:, 1] / np.maximum(nrow - 1, 1)], axis=-1)
+    for name, v in (("geom_reach0", reach), ("hfield_cell0", cell.reshape(-1, 2))):
+        v = np.array(v, np.float64)
+        v.setflags(write=False)
+        kw[name] = v
+    m = Model(nconmax=0, njmax=0, config=Config() if config is None else config, **kw)
+    return _with_capacities(m)
+
+
+def configure(m: Model, config: Config | None = None, **changes) -> Model:
+    """A copy of `m` with configuration `config` (or `m.config` with `changes`), capacities recomputed.
+
+    Example: `m = mjx_lite.configure(m, gradients="unrolled", exact_reset=True)`. See `mjx_lite.Config`.
+    """
+    cfg = m.config if config is None else config
+    if not isinstance(cfg, Config):
+        raise TypeError(f"configure: config must be a mjx_lite.Config, not {type(cfg).__name__}")
+    cfg = cfg.replace(**changes) if changes else cfg
+    return _with_capacities(_replace_static_unchecked(m, config=cfg, nconmax=0, njmax=0))
+
+
+def _replace_static_unchecked(m: Model, **changes) -> Model:
+    """m.replace without Model's config check (configure recomputes the capacities right after)."""
+    obj = object.__new__(Model)
+    for n in Model._leaf_fields + Model._static_fields:
+        object.__setattr__(obj, n, changes.get(n, getattr(m, n)))
+    return obj
+
+
+def _with_capacities(m: Model) -> Model:
     nconmax, njmax = _capacities(m)
     return m.replace(nconmax=nconmax, njmax=njmax)
 

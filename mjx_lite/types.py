@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from mjx_lite._struct import pytree_dataclass, static_field
+from mjx_lite.config import LAYOUT_FIELDS, Config
 
 # ----------------------------------------------------------------------------------------------------------
 # Enumerations (values identical to MuJoCo's mjt* enums)
@@ -392,6 +393,12 @@ class Model:
     tendon_frictional: np.ndarray = static_field(None)  # (ntendon,) bool
     # tendons whose compiled armature (own, or of actuators acting through them) is > 0: they add J' a J to qM
     tendon_armed: np.ndarray = static_field(None)  # (ntendon,) bool
+    # compile-time values of floats that size static windows (height-field prisms tested per pair): per geom
+    # (rbound, margin + gap) and per height field its cell size (dx, dy); host float64, not traced
+    geom_reach0: np.ndarray = static_field(None)  # (ngeom, 2) float64
+    hfield_cell0: np.ndarray = static_field(None)  # (nhfield, 2) float64
+    # trace-time configuration (mjx_lite.config.Config): gradient mode, reset semantics, collision grouping
+    config: Config = static_field(Config())
     # options and statistics
     opt: Option
     stat: Statistic
@@ -673,6 +680,18 @@ class Model:
     qpos0: jax.Array  # (nq,)
     # qpos
     qpos_spring: jax.Array  # (nq,)
+
+    def _check_replace(self, changes: dict) -> None:
+        if "config" in changes:
+            new = changes["config"]
+            if not isinstance(new, Config):
+                raise TypeError(f"Model.config must be a mjx_lite.Config, not {type(new).__name__}")
+            if new.layout() != self.config.layout():
+                changed = [f for f, a, b in zip(LAYOUT_FIELDS, new.layout(), self.config.layout()) if a != b]
+                raise ValueError(
+                    f"Config fields {changed} change the model's contact capacity: use "
+                    "`mjx_lite.configure(m, ...)`, which recomputes it, instead of `m.replace(config=...)`"
+                )
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -483,15 +483,15 @@ def test_static_table_no_retrace():
     assert len(traces) == 1
 
 
-def test_mesh_size_classes(monkeypatch):
-    """Mesh pairs are grouped by size class: each group's meshes (each side) are within MESH_SIZE_RATIO of one
-    another and the collider sees tables trimmed to its group's largest mesh; MESH_SIZE_RATIO = inf puts every
+def test_mesh_size_classes():
+    """Mesh pairs are grouped by size class: each group's meshes (each side) are within Config.mesh_size_ratio of
+    one another and the collider sees tables trimmed to its group's largest mesh; mesh_size_ratio = inf puts every
     mesh in one class (one group per type pair). No compilation: the static table and traced shapes only."""
     m = mjl.load_mjcf(os.path.join(MJX_TEST_DATA, "convex.xml"))
     size = np.maximum(np.asarray(m.mesh_vertnum), np.asarray(m.mesh_hullfacenum))
     dataid, gtype = np.asarray(m.geom_dataid), np.asarray(m.geom_type)
 
-    def mesh_groups():
+    def mesh_groups(m=m):
         out = []
         for g in driver.pair_table(m).groups:
             sides = [dataid[gids] for t, gids in ((g.type1, g.geom1), (g.type2, g.geom2)) if t == GeomType.MESH]
@@ -502,15 +502,14 @@ def test_mesh_size_classes(monkeypatch):
     pairs = sum(len(g.geom1) for g, _ in mesh_groups())
     for g, sides in mesh_groups():
         for mids in sides:
-            assert size[mids].max() <= driver.MESH_SIZE_RATIO * size[mids].min()
+            assert size[mids].max() <= m.config.mesh_size_ratio * size[mids].min()
         side = g.geom2 if g.type2 == GeomType.MESH else g.geom1
         d = mjl.make_data(m)
         info = jax.eval_shape(lambda d, side=side: driver._geom_info(m, d, jp.asarray(side), GeomType.MESH, side), d)
         assert info.vert.shape[1] == np.asarray(m.mesh_vertnum)[dataid[side]].max()
     assert len(mesh_groups()) == 7  # convex.xml: sizes 4, 6 (tetrahedron, pyramid) and 36 (dodecahedron)
 
-    monkeypatch.setattr(driver, "MESH_SIZE_RATIO", float("inf"))
-    merged = mesh_groups()
+    merged = mesh_groups(mjl.configure(m, mesh_size_ratio=float("inf")))
     assert len(merged) == 3 and sum(len(g.geom1) for g, _ in merged) == pairs
     mesh = GeomType.MESH
     assert {(g.type1, g.type2) for g, _ in merged} == {(GeomType.PLANE, mesh), (GeomType.BOX, mesh), (mesh, mesh)}
@@ -785,22 +784,15 @@ def test_broadphase_overflow_warns():
         f'<body pos="0 0 {0.01 * i}"><freejoint/><geom type="sphere" size="0.1"/></body>' for i in range(n)
     )
     mjm = mujoco.MjModel.from_xml_string(f"<mujoco><worldbody>{bodies}</worldbody></mujoco>")
-    old = driver.BROADPHASE_MIN_PAIRS
-    driver.BROADPHASE_MIN_PAIRS = 100
-    driver._TABLE_CACHE.clear()
-    try:
-        m = model_from_mujoco(mjm)
-        mjd = mujoco.MjData(mjm)
-        mujoco.mj_kinematics(mjm, mjd)
-        d = mjl.make_data(m).replace(
-            geom_xpos=jp.asarray(mjd.geom_xpos), geom_xmat=jp.asarray(mjd.geom_xmat.reshape(-1, 3, 3))
-        )
-        d = jax.jit(driver.collision)(m, d)
-        assert int(d.warning_number[W.CONTACTFULL]) == 1
-        assert int(d.ncon) == driver.pair_table(m).groups[0].capacity
-    finally:
-        driver.BROADPHASE_MIN_PAIRS = old
-        driver._TABLE_CACHE.clear()
+    m = mjl.configure(model_from_mujoco(mjm), broadphase_min_pairs=100)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_kinematics(mjm, mjd)
+    d = mjl.make_data(m).replace(
+        geom_xpos=jp.asarray(mjd.geom_xpos), geom_xmat=jp.asarray(mjd.geom_xmat.reshape(-1, 3, 3))
+    )
+    d = jax.jit(driver.collision)(m, d)
+    assert int(d.warning_number[W.CONTACTFULL]) == 1
+    assert int(d.ncon) == driver.pair_table(m).groups[0].capacity
 
 
 _EXACT_TYPES = {

@@ -24,7 +24,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite import solver as solvers  # noqa: E402
 from mjx_lite.collision import driver  # noqa: E402
 from mjx_lite.pipeline import constraint, inertia, integrate, kinematics, rne, tendon, velocity  # noqa: E402
 from mjx_lite.pipeline import forward as fwd  # noqa: E402
@@ -285,8 +284,7 @@ def test_pgs_reports_its_dual_forces():
     d = _data(m, mjm, mjd)
     out = {}
     for mode in ("unrolled", "implicit"):
-        with solvers.gradients(mode):
-            out[mode] = jax.jit(lambda m, d: _forward_impl(m, d))(m, d)
+        out[mode] = jax.jit(lambda m, d: _forward_impl(m, d))(mjl.configure(m, gradients=mode), d)
     du, di = out["unrolled"], out["implicit"]
     assert int(di.solver_niter) == int(du.solver_niter) == 50
     _close(di.efc_force, du.efc_force, ROUNDOFF_TOL, "efc_force")
@@ -458,11 +456,11 @@ def test_grad_matches_finite_differences_soft_contact(implicit):
     through the unrolled solver iterations and with implicit differentiation at the optimum."""
     mjm = mujoco.MjModel.from_xml_string(SOFT_XML)
     m = oracle.model_from_mujoco(mjm)
+    m = mjl.configure(m, gradients="implicit" if implicit else "unrolled")
     d0 = _data(m, mjm, mujoco.MjData(mjm))
     loss = _final_loss(m, d0, 30)
     v0 = jp.array([0.3, -0.2, 0.05, 0.0, 0.0, 0.0])
-    with solvers.implicit_gradients(implicit):
-        g = np.asarray(jax.jit(jax.grad(loss))(v0))
+    g = np.asarray(jax.jit(jax.grad(loss))(v0))
     lj = jax.jit(loss)
     h = 1e-6
     fd = np.array([(lj(v0.at[i].add(h)) - lj(v0.at[i].add(-h))) / (2 * h) for i in range(3)])
@@ -481,12 +479,12 @@ def test_implicit_gradient_matches_unrolled(cone):
     d0 = _data(m, mjm, mjd)
     w = jp.arange(1.0, 7.0)
 
-    def loss(f):
+    def loss(m, f):
         return jp.dot(_forward_impl(m, d0.replace(qfrc_applied=f)).qacc, w)
 
     f0 = jp.array([1.0, 0.5, -2.0, 0.1, 0.0, 0.2])
-    g_unroll = np.asarray(jax.jit(jax.grad(loss))(f0))
-    with solvers.implicit_gradients():
-        g_impl = np.asarray(jax.jit(jax.grad(loss))(f0))
+    grad = jax.jit(jax.grad(loss, argnums=1))  # one function: the configuration is part of the cache key
+    g_unroll = np.asarray(grad(mjl.configure(m, gradients="unrolled"), f0))
+    g_impl = np.asarray(grad(mjl.configure(m, gradients="implicit"), f0))
     assert np.all(np.isfinite(g_impl))
     _close(g_impl, g_unroll, IMPLICIT_TOL, "d qacc / d qfrc_applied")

@@ -20,7 +20,6 @@ import pytest  # noqa: E402
 import mjx_lite  # noqa: E402
 from mjx_lite import io, types  # noqa: E402
 from mjx_lite.pipeline import forward as fwd  # noqa: E402
-from mjx_lite.pipeline import integrate  # noqa: E402
 from tests import oracle  # noqa: E402
 from tests.test_sensor import data_from_mujoco, random_state, without_unsupported  # noqa: E402
 
@@ -388,15 +387,15 @@ def test_divergence_resets_only_that_environment(small):
 
 
 def test_divergence_exact_reset_matches_mujoco(small):
-    """Under integrate.exact_reset(), as mj_step: the bad environment is reset, forwarded and stepped once."""
+    """With Config(exact_reset=True), as mj_step: the bad environment is reset, forwarded and stepped once."""
     mjm, m, d, _ = small
+    m = mjx_lite.configure(m, exact_reset=True)
     db = _diverging_batch(m, d)
-    with integrate.exact_reset():  # fresh functions: the setting is read at trace time
-        vstep = jax.jit(jax.vmap(lambda m, d: mjx_lite.step(m, d), in_axes=(None, 0)))
-        out = vstep(m, db)
-        env1 = jax.tree.map(lambda x: x[1], db)
-        one = jax.jit(lambda m, d: mjx_lite.step(m, d))(m, env1)
-        split = jax.jit(lambda m, d: mjx_lite.step2(m, mjx_lite.step1(m, d)))(m, env1)
+    vstep = jax.jit(jax.vmap(lambda m, d: mjx_lite.step(m, d), in_axes=(None, 0)))
+    out = vstep(m, db)
+    env1 = jax.tree.map(lambda x: x[1], db)
+    one = jax.jit(lambda m, d: mjx_lite.step(m, d))(m, env1)
+    split = jax.jit(lambda m, d: mjx_lite.step2(m, mjx_lite.step1(m, d)))(m, env1)
     assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
     want = _mujoco_step_from(mjm, env1)
     assert want.warning[mujoco.mjtWarning.mjWARN_BADQACC].number == 1
@@ -412,17 +411,17 @@ def test_divergence_exact_reset_matches_mujoco(small):
 def test_divergence_reset_with_batched_model(small):
     """The reset state's forward pass follows a vmapped (domain-randomised) model."""
     mjm, m, d, step = small
+    m = mjx_lite.configure(m, exact_reset=True)
     gravity = m.opt.gravity[None] * jp.asarray([[1.0], [1.5]])
     mb = m.replace(opt=m.opt.replace(gravity=gravity))
     axes = jax.tree.map(lambda _: None, m)
     axes = axes.replace(opt=axes.opt.replace(gravity=0))
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (2,) + x.shape), d)
     db = db.replace(qfrc_applied=jp.zeros((2, m.nv)).at[:, 0].set(1e13))  # both envs diverge
-    with integrate.exact_reset():
-        out = jax.jit(jax.vmap(lambda m, d: mjx_lite.step(m, d), in_axes=(axes, 0)))(mb, db)
-        step_exact = jax.jit(lambda m, d: mjx_lite.step(m, d))
-        ones = [step_exact(m.replace(opt=m.opt.replace(gravity=gravity[i])), jax.tree.map(lambda x, i=i: x[i], db))
-                for i in range(2)]  # fmt: skip
+    out = jax.jit(jax.vmap(lambda m, d: mjx_lite.step(m, d), in_axes=(axes, 0)))(mb, db)
+    step_exact = jax.jit(lambda m, d: mjx_lite.step(m, d))
+    ones = [step_exact(m.replace(opt=m.opt.replace(gravity=gravity[i])), jax.tree.map(lambda x, i=i: x[i], db))
+            for i in range(2)]  # fmt: skip
     assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [1, 1]
     for i, one in enumerate(ones):
         for f in ("qpos", "qvel", "time"):

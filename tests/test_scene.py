@@ -5,7 +5,6 @@ broadphase thresholds lowered so that its groups are trimmed and compacted exact
 the quick tests: settle without interpenetration, overflow flagged per environment, contacts equal MuJoCo's.
 """
 
-import contextlib
 import os
 
 import jax
@@ -32,7 +31,7 @@ ATOL_CONTACT = 1e-6  # analytic colliders (plane/sphere/box), float64 round-off
 SETTLED_LIN = 0.05  # m/s: no body still moving after the settle time (impacts at ~1 m/s; MuJoCo: 0.02)
 SETTLED_ANG = 1.0  # rad/s (MuJoCo: 0.4)
 SMALL = dict(nx=4, ny=4, nz=2, solver="Newton", iterations=6, ls=8)  # 32 bodies
-SMALL_CAPACITY = dict(BROADPHASE_MIN_PAIRS=16)  # trim (and compact) the small scene's groups like the big one's
+SMALL_CAPACITY = dict(broadphase_min_pairs=16)  # trim (and compact) the small scene's groups like the big one's
 SETTLE_STEPS = 400  # 2 s of simulated time
 CONVERGED_ITERATIONS = 50  # CG iterations at which the pile's landing matches MuJoCo's (deepest 1.18 vs 1.17 cm)
 DEEPEST_TOL = 3e-3  # deepest transient penetration vs MuJoCo's (chaotic pile: same statistic, not same contact)
@@ -86,19 +85,6 @@ def pile_xml(nx=11, ny=10, nz=2, damping=0.05, spacing=0.13, seed=0, tilt=10.0, 
   </worldbody>
 </mujoco>
 """
-
-
-@contextlib.contextmanager
-def capacity(**consts):
-    """Temporarily set the driver's broadphase constants (they are part of the pair table's cache key)."""
-    old = {k: getattr(driver, k) for k in consts}
-    for k, v in consts.items():
-        setattr(driver, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(driver, k, v)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -170,7 +156,8 @@ def test_bundled_loads_everywhere():
     npairs = sum(len(g.geom1) for g in groups)
     assert npairs > 20_000
     # narrow phase and contact rows grow with the number of geoms, not with the number of candidate pairs
-    assert all(g.npair_narrow <= max(driver.BROADPHASE_MIN_PAIRS, 2 * driver.BROADPHASE_PAIRS_PER_GEOM * m.ngeom)
+    cfg = m.config
+    assert all(g.npair_narrow <= max(cfg.broadphase_min_pairs, 2 * cfg.broadphase_pairs_per_geom * m.ngeom)
                for g in groups)  # fmt: skip
     assert m.nconmax <= 10 * m.ngeom, m.nconmax
     assert any(g.compacted for g in groups)  # box-box (8 per pair) and plane-box (4) keep their deepest rows
@@ -187,25 +174,24 @@ def test_bundled_loads_everywhere():
 def small():
     xml = pile_xml(**SMALL)
     mjm = mujoco.MjModel.from_xml_string(xml)
-    with capacity(**SMALL_CAPACITY):
-        m = mjl.load_mjcf_string(xml)
-        groups = driver.pair_table(m).groups
-        assert any(g.capacity < len(g.geom1) for g in groups) and any(g.compacted for g in groups)
-        d0 = mjl.make_data(m)
-        # two environments: the scene as built, and the same with a small random push
-        qvel = np.zeros((2, m.nv))
-        qvel[1] = 0.2 * np.random.default_rng(1).standard_normal(m.nv)
-        db = jax.tree.map(lambda x: jp.broadcast_to(x, (2,) + x.shape), d0).replace(qvel=jp.asarray(qvel))
+    m = mjl.load_mjcf_string(xml, config=mjl.Config(**SMALL_CAPACITY))
+    groups = driver.pair_table(m).groups
+    assert any(g.capacity < len(g.geom1) for g in groups) and any(g.compacted for g in groups)
+    d0 = mjl.make_data(m)
+    # two environments: the scene as built, and the same with a small random push
+    qvel = np.zeros((2, m.nv))
+    qvel[1] = 0.2 * np.random.default_rng(1).standard_normal(m.nv)
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (2,) + x.shape), d0).replace(qvel=jp.asarray(qvel))
 
-        def rollout(m, d):
-            def body(d, _):
-                d = mjl.step(m, d)
-                mind = jp.min(jp.where(d.contact.active, d.contact.dist, jp.inf))
-                return d, (d.qpos, mind)
+    def rollout(m, d):
+        def body(d, _):
+            d = mjl.step(m, d)
+            mind = jp.min(jp.where(d.contact.active, d.contact.dist, jp.inf))
+            return d, (d.qpos, mind)
 
-            return jax.lax.scan(body, d, None, length=SETTLE_STEPS)
+        return jax.lax.scan(body, d, None, length=SETTLE_STEPS)
 
-        out, (traj, mindist) = jax.jit(jax.vmap(rollout, in_axes=(None, 0)))(m, db)
+    out, (traj, mindist) = jax.jit(jax.vmap(rollout, in_axes=(None, 0)))(m, db)
     return {"m": m, "mjm": mjm, "out": out, "traj": np.asarray(traj), "mindist": np.asarray(mindist)}
 
 
@@ -243,9 +229,8 @@ def test_small_settles_without_interpenetration(small):
 def test_small_contacts_match_mujoco(mj_small):
     """Contacts of states along MuJoCo's trajectory (trimmed + compacted groups) equal MuJoCo's mj_collision."""
     mjm, states = mj_small
-    with capacity(**SMALL_CAPACITY):
-        m = mjl.load_mjcf_string(pile_xml(**SMALL))
-        d = _collide(m, states)
+    m = mjl.load_mjcf_string(pile_xml(**SMALL), config=mjl.Config(**SMALL_CAPACITY))
+    d = _collide(m, states)
     assert np.all(np.asarray(d.warning_number)[:, W.CONTACTFULL] == 0)
     for i, q in enumerate(states):
         theirs = _mj_contacts(mjm, q)
@@ -258,9 +243,9 @@ def test_small_overflow_flagged_per_environment(mj_small):
     settled = mj_small[1][-1].copy()
     lifted = settled.copy()
     lifted.reshape(-1, 7)[:, 2] += 1.0 + 0.3 * np.arange(lifted.size // 7)  # bodies apart (walls still touch)
-    with capacity(BROADPHASE_MIN_PAIRS=16, BROADPHASE_PAIRS_PER_GEOM=0.25, BROADPHASE_CONTACTS_PER_PAIR=1.0):
-        m = mjl.load_mjcf_string(pile_xml(**SMALL))
-        d = _collide(m, np.stack([settled, lifted]))
+    cfg = mjl.Config(broadphase_min_pairs=16, broadphase_pairs_per_geom=0.25, broadphase_contacts_per_pair=1.0)
+    m = mjl.load_mjcf_string(pile_xml(**SMALL), config=cfg)
+    d = _collide(m, np.stack([settled, lifted]))
     warn = np.asarray(d.warning_number)[:, W.CONTACTFULL]
     assert warn[0] == 1 and warn[1] == 0, warn
     assert int(np.asarray(d.ncon)[1]) < int(np.asarray(d.ncon)[0]) <= m.nconmax

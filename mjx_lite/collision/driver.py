@@ -9,7 +9,7 @@ Static part (host numpy, memoised per model, built only from static Model fields
     pairs in two groups: with a curved shape and no mesh, and the others); each group runs
     one collider, written for one pair and `vmap`ped over the group, emitting a fixed number of contacts per pair.
     Mesh tables are padded to the group's largest mesh; size classes (`_size_class`) keep that padding within a
-    factor `MESH_SIZE_RATIO` of every mesh in the group.
+    factor `m.config.mesh_size_ratio` of every mesh in the group.
 Run-time part: a bounding-sphere test with margin (geom_rbound, as mj_collideGeoms) masks the pairs, the
 colliders' rows with dist > margin + gap are masked, and contact parameters are mixed (priority, solmix, max
 friction, max condim, or the explicit pair's own), `opt.o_*` under the override flag. As in MuJoCo 4, geom
@@ -22,19 +22,18 @@ pair-major (the `ncon` rows of one pair are adjacent). `contact.active` marks re
 dist <= margin + gap), `d.ncon` counts them; rows with dist > includemargin are contacts without constraint,
 as in MuJoCo. Inactive rows hold finite placeholder values (dist = NOCONTACT, identity frame, pos 0).
 
-Broadphase: a group of dynamic pairs with more than `BROADPHASE_MIN_PAIRS` candidates (e.g. hundreds of free
+Broadphase: a group of dynamic pairs with more than `m.config.broadphase_min_pairs` candidates (e.g. hundreds of free
 bodies) does not run its collider on every candidate, so the narrow-phase cost grows with the number of geoms,
 not with its square. A cheap bounding test scores every candidate (bounding spheres with margin; for a plane, the
 signed distance of the other geom's centre to the plane against its bounding radius) and the `narrow` most
-overlapping ones (`jax.lax.top_k`) go to the narrow phase, narrow = ceil(BROADPHASE_PAIRS_PER_GEOM * number of
+overlapping ones (`jax.lax.top_k`) go to the narrow phase, narrow = ceil(broadphase_pairs_per_geom * number of
 geoms in the group) (when that is below the number of candidates). Colliders with several contacts per pair
-(box-box 8, plane-box 4, ...) then keep only the ceil(BROADPHASE_CONTACTS_PER_PAIR * narrow) deepest active rows
+(box-box 8, plane-box 4, ...) then keep only the ceil(broadphase_contacts_per_pair * narrow) deepest active rows
 of the group: such a group is laid out as `capacity` slots of one row (`ncon = 1`; `collider_ncon` is the
 collider's count). When more candidates overlap than `narrow`, or more rows are active than fit, the least
 overlapping candidates / shallowest rows are left out and `d.warning_number[Warning.CONTACTFULL]` is
-incremented (per environment under vmap): nothing is dropped silently. The capacities are module constants,
-part of the pair table's cache key and read when a model is loaded (its `nconmax`): set them before loading a
-model and keep them while using it.
+incremented (per environment under vmap): nothing is dropped silently. The capacities are fields of the model's
+configuration (`mjx_lite.Config`), which decide its `nconmax`: change them with `mjx_lite.configure`.
 """
 
 from __future__ import annotations
@@ -47,20 +46,12 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import types
-from mjx_lite._struct import static_hash
+from mjx_lite._struct import static_memo
 from mjx_lite.collision import boxbox, convex, hfield, primitive
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
-# mesh pairs are grouped by size class, classes spanning this factor (`_size_class`): each group compiles its own
-# collider, so fewer classes compile faster and more run faster (float("inf"): one class; convex.xml's collision:
-# 8 groups compile in 27 s and run in 5.3 ms at batch 64, one class: 4 groups, 11 s and 8.5 ms). Set it before the
-# model's first call: the pair table is memoised (its key includes this value).
-MESH_SIZE_RATIO = 4.0
-BROADPHASE_MIN_PAIRS = 256  # groups with more candidate pairs than this go through the broadphase
-BROADPHASE_PAIRS_PER_GEOM = 2.0  # narrow-phase pairs per geom of a trimmed group
-BROADPHASE_CONTACTS_PER_PAIR = 2.0  # contact rows kept per narrow-phase pair (multi-contact colliders)
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
 
 _PLANE, _HFIELD, _MESH, _SDF = GeomType.PLANE, GeomType.HFIELD, GeomType.MESH, GeomType.SDF
@@ -150,24 +141,9 @@ class PairTable:
     nconmax: int
 
 
-_TABLE_CACHE: dict[int, PairTable] = {}
-
-
-def _key(m: Model) -> int:
-    return static_hash(
-        (m.ngeom, m.nbody, m.geom_type, m.geom_bodyid, m.geom_contype, m.geom_conaffinity, m.geom_dataid,
-         m.body_weldid, m.body_parentid, m.exclude_signature, m.pair_geom1, m.pair_geom2,
-         m.opt.disableflags, m.opt.enableflags,
-         (BROADPHASE_MIN_PAIRS, BROADPHASE_PAIRS_PER_GEOM, BROADPHASE_CONTACTS_PER_PAIR, MESH_SIZE_RATIO))
-    )  # fmt: skip
-
-
 def pair_table(m: Model) -> PairTable:
-    """The static pair table of `m` (memoised on its static fields)."""
-    k = _key(m)
-    if k not in _TABLE_CACHE:
-        _TABLE_CACHE[k] = _build_table(m)
-    return _TABLE_CACHE[k]
+    """The static pair table of `m` (built once per Model static part, see `_struct.static_memo`)."""
+    return static_memo(m, "pair_table", _build_table)
 
 
 def contact_capacity(m: Model) -> int:
@@ -212,9 +188,9 @@ def _collider(m: Model, type1: int, type2: int) -> tuple[Callable, int] | None:
 def _size_class(m: Model) -> np.ndarray:
     """(ngeom,) int: for mesh geoms, a size class of its mesh; -1 for other geoms. A mesh's size is the larger of its
     vertex and hull triangle counts; sizes in ascending order are cut into classes wherever a size exceeds
-    `MESH_SIZE_RATIO` times its class's smallest. Mesh pairs are grouped by class, so a group's padded tables (its
-    largest mesh's) are within that factor of each of its meshes, and the number of classes grows with the log of
-    the ratio of the largest mesh to the smallest, not with the number of meshes."""
+    `m.config.mesh_size_ratio` times its class's smallest. Mesh pairs are grouped by class, so a group's padded tables
+    (its largest mesh's) are within that factor of each of its meshes, and the number of classes grows with the log
+    of the ratio of the largest mesh to the smallest, not with the number of meshes."""
     out = np.full(m.ngeom, -1, np.int64)
     mesh = np.asarray(m.geom_type) == _MESH
     if not (m.nmesh and np.any(mesh)):
@@ -223,7 +199,7 @@ def _size_class(m: Model) -> np.ndarray:
     cls = np.zeros(m.nmesh, np.int64)
     first, k = None, -1
     for i in np.argsort(size, kind="stable"):
-        if first is None or size[i] > MESH_SIZE_RATIO * first:
+        if first is None or size[i] > m.config.mesh_size_ratio * first:
             first, k = size[i], k + 1
         cls[i] = k
     out[mesh] = cls[np.asarray(m.geom_dataid)[mesh]]
@@ -271,10 +247,11 @@ def _build_table(m: Model) -> PairTable:
             fn, ncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
         n = len(arr)
         cap, narrow, k = n, n, ncon
-        if not explicit and n > BROADPHASE_MIN_PAIRS:
+        cfg = m.config
+        if not explicit and n > cfg.broadphase_min_pairs:
             nuniq = len(np.unique(arr[:, :2]))
-            narrow = cap = min(n, max(1, int(np.ceil(BROADPHASE_PAIRS_PER_GEOM * nuniq))))
-            rows = int(np.ceil(BROADPHASE_CONTACTS_PER_PAIR * narrow))
+            narrow = cap = min(n, max(1, int(np.ceil(cfg.broadphase_pairs_per_geom * nuniq))))
+            rows = int(np.ceil(cfg.broadphase_contacts_per_pair * narrow))
             # keep only the deepest rows of multi-contact colliders (not height fields: own layout); rows < n keeps
             # `capacity < n` the mark of a trimmed group for the modules that follow this layout
             if narrow < n and ncon > 1 and t1 != _HFIELD and rows < min(n, narrow * ncon):

@@ -13,12 +13,10 @@ with dx = 2 sx/(ncol-1), dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r
 Static sizes (fixed shapes):
   * window: each pair tests a window of `wr x wc` cells (2 prisms each) anchored at the cell under the
     lower corner of geom2's bounding box (in the height-field frame, enlarged by the margin). The window
-    size is static per group, derived at table-build time from the concrete model (`window_size`): the
-    largest geom_rbound of the group's geoms plus margins, over the cell size, plus one; capped by the grid
-    and by `MAX_WINDOW`. If the model's floats are not concrete at build time (table rebuilt under a trace),
-    the last window computed for the same static pair structure is reused (so a flag change does not change
-    the contact slots), else `DEFAULT_WINDOW`. When geom2's box needs more cells than the window holds (a geom grown
-    by domain randomisation, or the cap), the collider reports overflow and the driver increments
+    size is static per group, derived from the compile-time sizes kept in the model's static part (`window_size`:
+    `m.geom_reach0`, `m.hfield_cell0`): the largest geom_rbound of the group's geoms plus margins, over the cell
+    size, plus one; capped by the grid and by `MAX_WINDOW`. When geom2's box needs more cells than the window holds
+    (a geom grown by domain randomisation, or the cap), the collider reports overflow and the driver increments
     `d.warning_number[Warning.CONTACTFULL]`: nothing is dropped silently.
   * contacts: one per colliding prism, as MuJoCo (up to mjMAXCONPAIR = 50 per pair): each pair has
     min(prisms in the window, 50) contact slots, in MuJoCo's grid order. Beyond 50 colliding prisms MuJoCo keeps
@@ -35,7 +33,6 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite._struct import static_hash
 from mjx_lite.collision import convex
 from mjx_lite.collision.segment import segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
@@ -44,9 +41,7 @@ from mjx_lite.types import GeomType
 
 MAXCONPAIR = 50  # contacts kept per (hfield, geom) pair at most: one per colliding prism (MuJoCo's mjMAXCONPAIR)
 MAX_WINDOW = 16  # cap on window cells per axis (up to 2 * 16 * 16 prisms per pair)
-DEFAULT_WINDOW = 6  # window cells per axis when the model's floats are not concrete at table-build time
 
-_WINDOW_MEMO: dict[int, tuple[int, int]] = {}  # static pair structure -> last window computed from concrete floats
 _COLLIDE_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX,
                   GeomType.MESH)  # fmt: skip
 
@@ -62,38 +57,21 @@ def collider_for(type2: int):
     return _placeholder, MAXCONPAIR
 
 
-def _concrete(x) -> np.ndarray | None:
-    if isinstance(x, jax.core.Tracer):
-        return None
-    try:
-        return np.asarray(x)
-    except Exception:  # noqa: BLE001 - anything not convertible counts as not concrete
-        return None
-
-
 def window_size(m, hid: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[int, int]:
-    """Static (rows, cols) of cells tested per pair for hfield `hid` against the geoms `geom2` (host ints)."""
+    """Static (rows, cols) of cells tested per pair for hfield `hid` against the geoms `geom2` (host ints).
+
+    Sized from the compile-time floats kept in the static part of the model (`m.geom_reach0`: rbound and margin +
+    gap per geom; `m.hfield_cell0`: the cell size), so it depends on the model's static part alone: a geom grown
+    later (e.g. by domain randomisation) can outgrow the window, which is flagged (CONTACTFULL)."""
     nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
-    size = _concrete(m.hfield_size)
-    vals = [_concrete(x) for x in (m.geom_rbound, m.geom_margin, m.geom_gap)]
-    # the window (and so the group's contact slots) must not change when a table is rebuilt under a trace (e.g.
-    # after a flag change): remember the last concrete answer per static pair structure
-    key = static_hash((m.ngeom, m.geom_type, m.geom_dataid, m.hfield_nrow, m.hfield_ncol, hid, geom1, geom2))
-    if size is None or any(v is None for v in vals):
-        wr = wc = DEFAULT_WINDOW
-        if key in _WINDOW_MEMO:
-            return _WINDOW_MEMO[key]
-    else:
-        rb, mg, gp = vals
-        reach = float(np.max(rb[geom2] + mg[geom1] + mg[geom2] + gp[geom1] + gp[geom2]))
-        dx = 2 * float(size[hid, 0]) / (ncol - 1)
-        dy = 2 * float(size[hid, 1]) / (nrow - 1)
-        wc = math.ceil(2 * reach / dx) + 1
-        wr = math.ceil(2 * reach / dy) + 1
+    reach0 = np.asarray(m.geom_reach0, np.float64)
+    g1, g2 = np.asarray(geom1), np.asarray(geom2)
+    reach = float(np.max(reach0[g2, 0] + reach0[g1, 1] + reach0[g2, 1])) if g2.size else 0.0
+    dx, dy = (float(v) for v in np.asarray(m.hfield_cell0, np.float64)[hid])
+    wc = math.ceil(2 * reach / dx) + 1 if dx > 0 else MAX_WINDOW
+    wr = math.ceil(2 * reach / dy) + 1 if dy > 0 else MAX_WINDOW
     wr = max(1, min(wr, MAX_WINDOW, nrow - 1))
     wc = max(1, min(wc, MAX_WINDOW, ncol - 1))
-    if size is not None and all(v is not None for v in vals):
-        _WINDOW_MEMO[key] = (wr, wc)
     return wr, wc
 
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from mjx_lite import io, types
+from mjx_lite import io, models, types
+from mjx_lite.config import Config
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element, MJCFError
@@ -1204,11 +1205,13 @@ def _names(ctx: CompileContext) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def compile_model(root: Element, *, model_dir: str | None = None, assets: dict | None = None) -> types.Model:
+def compile_model(root: Element, *, model_dir: str | None = None, assets: dict | None = None,
+                  config: Config | None = None) -> types.Model:
     """Compile a parsed MJCF tree (root <mujoco> Element) into a `Model`.
 
     model_dir: directory of the main model file (mesh/hfield/texture paths are relative to it)
     assets:    optional {file name: bytes} used instead of the file system for asset files
+    config:    the model's trace-time configuration (`mjx_lite.Config`; default Config())
     """
     from mjx_lite.mjcf import derived
 
@@ -1226,7 +1229,7 @@ def compile_model(root: Element, *, model_dir: str | None = None, assets: dict |
     stat.update(statistic_overrides(root))
     _empty(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})  # anything still missing
     sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
-    return io.build_model(ctx.arrays, sizes, ctx.option, stat, _names(ctx))
+    return io.build_model(ctx.arrays, sizes, ctx.option, stat, _names(ctx), config=config)
 
 
 def set_total_mass(ctx: CompileContext, total: float) -> None:
@@ -1244,17 +1247,24 @@ def set_total_mass(ctx: CompileContext, total: float) -> None:
 # public entry points
 
 
-def load_mjcf(path: str, assets: dict | None = None) -> types.Model:
-    """Load and compile an MJCF file. Asset files are resolved relative to the file's directory."""
+def load_mjcf(path: str | os.PathLike, assets: dict | None = None, config: Config | None = None) -> types.Model:
+    """Load and compile an MJCF file. Asset files are resolved relative to the file's directory.
+
+    `path` may also name a bundled model (`mjx_lite.models.names()`, e.g. "cartpole") when no such file exists.
+    `config`: the model's trace-time configuration (`mjx_lite.Config`).
+    """
     from mjx_lite.mjcf import parse
 
+    path = models.resolve(path)
     root = parse.parse_file(path, assets)
-    return compile_model(root, model_dir=os.path.dirname(os.path.abspath(os.fspath(path))), assets=assets)
+    return compile_model(root, model_dir=os.path.dirname(os.path.abspath(os.fspath(path))), assets=assets,
+                         config=config)  # fmt: skip
 
 
-def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: str | None = None) -> types.Model:
+def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: str | None = None,
+                     config: Config | None = None) -> types.Model:
     """Compile MJCF text; `assets` maps file names (meshes, includes, ...) to bytes."""
     from mjx_lite.mjcf import parse
 
     root = parse.parse_string(xml, assets, model_dir)
-    return compile_model(root, model_dir=model_dir, assets=assets)
+    return compile_model(root, model_dir=model_dir, assets=assets, config=config)

@@ -31,7 +31,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math
-from mjx_lite._struct import static_hash
+from mjx_lite._struct import static_memo
 from mjx_lite.pipeline import support
 from mjx_lite.solver import common as solver_common
 from mjx_lite.types import (
@@ -74,9 +74,6 @@ class Plan:
     elliptic: bool
 
 
-_PLANS: dict[int, Plan] = {}
-
-
 def _flag(m: Model, bit) -> bool:
     return bool(m.opt.disableflags & bit)
 
@@ -106,15 +103,9 @@ def _slot_condim(m: Model, nconmax: int) -> np.ndarray:
 
 
 def plan(m: Model, nconmax: int | None = None) -> Plan:
-    """The static row plan of `m` (memoised on the static fields it depends on)."""
+    """The static row plan of `m` (built once per Model static part; `nconmax` defaults to m.nconmax)."""
     nconmax = m.nconmax if nconmax is None else nconmax
-    key = static_hash((m.neq, m.eq_type, m.eq_objtype, m.jnt_type, m.jnt_limited, m.tendon_limited,
-                       m.dof_frictional, m.tendon_frictional, m.opt.disableflags, m.opt.cone, nconmax,
-                       m.geom_condim, m.geom_priority, m.pair_dim, m.geom_type, m.geom_contype,
-                       m.geom_conaffinity, m.body_weldid, m.exclude_signature))  # fmt: skip
-    if key not in _PLANS:
-        _PLANS[key] = _build_plan(m, nconmax)
-    return _PLANS[key]
+    return static_memo(m, f"constraint_plan_{nconmax}", lambda m: _build_plan(m, nconmax))
 
 
 def _build_plan(m: Model, nconmax: int) -> Plan:

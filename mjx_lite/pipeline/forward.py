@@ -206,12 +206,12 @@ def step(m: Model, d: Data) -> Data:
 
     Divergence (non-finite or |x| > 1e10 in qpos, qvel or qacc) resets the offending environment to the
     model's reset state (see `integrate.check_pos`), counting it in `warning_number`. After a bad qacc the
-    reset state is returned unstepped unless traced under `integrate.exact_reset()` (MuJoCo's behaviour).
+    reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step).
     """
     d = integrate.check_pos(m, d)
     d = integrate.check_vel(m, d)
     d = forward(m, d)
-    exact = integrate.exact_reset_enabled()
+    exact = m.config.exact_reset
     if exact:
         d = integrate.check_acc(m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
     bad_acc = integrate.bad_acc(m, d)
@@ -253,7 +253,7 @@ def step2(m: Model, d: Data) -> Data:
     d = fwd_acceleration(m, d)
     d = fwd_constraint(m, d)
     d = sensor.sensor_acc(m, d)
-    exact = integrate.exact_reset_enabled()
+    exact = m.config.exact_reset
     if exact:
         d = integrate.check_acc(m, d)
     bad_acc = integrate.bad_acc(m, d)

@@ -24,14 +24,12 @@ act, ctrl, applied forces, time; mocap at the model's body pose) with `jp.where`
 of a vmapped batch are untouched, and `warning_number[BADQPOS|BADQVEL|BADQACC]` is incremented (counters
 are kept across the reset, unlike MuJoCo which clears them). With the autoreset disable flag only the
 counter is incremented. After a bad qacc the step returns the reset state itself (time 0). MuJoCo instead runs
-forward on the reset state and integrates once from there (time = h); `exact_reset()` does that too, at the
-price of a second forward pass in the compiled step (about twice the compile time of `step`), which is why it
-is not the default.
+forward on the reset state and integrates once from there (time = h); a model configured with
+`Config(exact_reset=True)` does that too, at the price of a second forward pass in the compiled step (about twice
+the compile time of `step`), which is why it is not the default.
 """
 
 from __future__ import annotations
-
-import contextlib
 
 import jax
 import jax.numpy as jp
@@ -428,26 +426,6 @@ def _reset_forward_where(m: Model, like: Data, bad: jax.Array) -> Data:
         return out, jax.tree.map(lambda _: False, out)
 
     return lazy(jax.lax.stop_gradient(bad), jax.tree.map(jax.lax.stop_gradient, m))
-
-
-_EXACT_RESET = [False]
-
-
-@contextlib.contextmanager
-def exact_reset(enabled: bool = True):
-    """Within this context, `step`/`step2` are traced with MuJoCo's exact divergence recovery (mj_checkAcc then
-    integration): a bad-qacc environment is reset, forwarded and stepped once. The setting is read when the step
-    is traced: jit a fresh function inside the context."""
-    old = _EXACT_RESET[0]
-    _EXACT_RESET[0] = bool(enabled)
-    try:
-        yield
-    finally:
-        _EXACT_RESET[0] = old
-
-
-def exact_reset_enabled() -> bool:
-    return _EXACT_RESET[0]
 
 
 def check_acc(m: Model, d: Data) -> Data:

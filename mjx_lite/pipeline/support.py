@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite._struct import static_memo
 from mjx_lite.math import cross_c, motion_cross_c
 from mjx_lite.types import JointType, Model
 
@@ -61,38 +62,9 @@ class TreeTables:
     level_parent: tuple  # per depth 1..D: parent positions within the previous level (nB,)
 
 
-_CACHE: dict = {}
-
-
-def _key(m: Model) -> tuple:
-    arrs = (
-        m.body_parentid,
-        m.body_jntadr,
-        m.body_jntnum,
-        m.body_dofadr,
-        m.body_dofnum,
-        m.jnt_type,
-        m.jnt_qposadr,
-        m.jnt_dofadr,
-        m.jnt_bodyid,
-        m.dof_parentid,
-        m.dof_bodyid,
-        m.dof_jntid,
-        m.body_mocapid,
-    )
-    return (m.nbody, m.nv, m.njnt) + tuple(np.asarray(a).tobytes() for a in arrs)  # fmt: skip
-
-
 def tables(m: Model) -> TreeTables:
-    """The static tree tables of `m` (memoised by topology)."""
-    key = _key(m)
-    t = _CACHE.get(key)
-    if t is None:
-        t = _build_tables(m)
-        if len(_CACHE) > 256:
-            _CACHE.clear()
-        _CACHE[key] = t
-    return t
+    """The static tree tables of `m` (built once per Model static part, see `_struct.static_memo`)."""
+    return static_memo(m, "tree_tables", _build_tables)
 
 
 def _build_tables(m: Model) -> TreeTables:
@@ -176,19 +148,9 @@ def _build_tables(m: Model) -> TreeTables:
     )  # fmt: skip
 
 
-_MEMO: dict = {}
-
-
 def memo(m: Model, name: str, build) -> Any:
-    """Memoise a static (host) plan `build(m)` per model topology under `name` (for other stages' tables)."""
-    key = (name,) + _key(m)
-    v = _MEMO.get(key)
-    if v is None:
-        v = build(m)
-        if len(_MEMO) > 1024:
-            _MEMO.clear()
-        _MEMO[key] = v
-    return v
+    """A static (host) plan `build(m)` of another stage, built once per Model static part under `name`."""
+    return static_memo(m, name, build)
 
 
 def body_dof_mask(m: Model) -> np.ndarray:

@@ -318,11 +318,6 @@ class TendonPlan:
     p_ten: np.ndarray  # (n_p,) tendon id
 
 
-def _plan_key(m: Model) -> tuple:
-    arrs = (m.tendon_adr, m.tendon_num, m.wrap_type, m.wrap_objid, m.site_bodyid, m.geom_bodyid)
-    return ("tendon_plan", m.ntendon, m.nwrap) + tuple(np.asarray(a).tobytes() for a in arrs)
-
-
 def _build_plan(m: Model) -> TendonPlan:
     wtype, wobj = np.asarray(m.wrap_type), np.asarray(m.wrap_objid)
     f_ten, f_wrap = [], []
@@ -394,7 +389,7 @@ def _build_plan(m: Model) -> TendonPlan:
 
 def plan(m: Model) -> TendonPlan:
     """The static tendon plan of `m` (memoised per model structure)."""
-    return support.memo(m, _plan_key(m), _build_plan)
+    return support.memo(m, "tendon_plan", _build_plan)
 
 
 def _seg_rows(pa, pb, ja, jb, differ):

@@ -4,7 +4,7 @@
 efc_force, efc_state and the solver diagnostics. Warm start: MuJoCo's rule, start from qacc_warmstart when its
 cost is lower than that of qacc_smooth (unless the warmstart flag is disabled).
 
-Gradients, two modes (chosen at trace time with the `gradients(mode)` context manager):
+Gradients, two modes (`m.config.gradients`, see `mjx_lite.Config`; part of the jit cache key):
   "implicit" (default): the solver loops stop at convergence (`lax.while_loop` bounded by opt.iterations /
       opt.ls_iterations, so the cost is that of the iterations actually needed), and reverse-mode
       differentiation does not go through them: qacc* satisfies g(qacc*, problem) = M (qacc* - qacc_smooth)
@@ -19,35 +19,12 @@ Gradients, two modes (chosen at trace time with the `gradients(mode)` context ma
 
 from __future__ import annotations
 
-import contextlib
-
 import jax
 import jax.numpy as jp
 import jax.scipy.linalg as jsl
 
 from mjx_lite.solver import common, pgs, primal
 from mjx_lite.types import Data, DisableBit, Model, SolverType
-
-_MODE = ["implicit"]
-MODES = ("implicit", "unrolled")
-
-
-@contextlib.contextmanager
-def gradients(mode: str):
-    """Within this context, `solve` is traced in gradient mode `mode` ("implicit" or "unrolled", see above)."""
-    if mode not in MODES:
-        raise ValueError(f"gradient mode must be one of {MODES}, not {mode!r}")
-    old = _MODE[0]
-    _MODE[0] = mode
-    try:
-        yield
-    finally:
-        _MODE[0] = old
-
-
-def implicit_gradients(enabled: bool = True):
-    """`gradients("implicit")` if enabled else `gradients("unrolled")`."""
-    return gradients("implicit" if enabled else "unrolled")
 
 
 def _optimality(layout, prob, qacc):
@@ -106,7 +83,7 @@ def solve(m: Model, d: Data) -> Data:
     if opt.solver != SolverType.PGS:
         consts.update(ls_tolerance=opt.ls_tolerance)
 
-    implicit = _MODE[0] == "implicit"
+    implicit = m.config.gradients == "implicit"
 
     def run(prob, qacc0, consts, minv):
         """(qacc, (force, niter, improvement, gradient)) with the model's solver."""

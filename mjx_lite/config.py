@@ -1,0 +1,87 @@
+"""`Config`: the settings that change what gets traced, as a value carried by the Model.
+
+MuJoCo's own options (solver, iterations, integrator, flags) live in `Model.opt` as in mjModel. Everything else
+that changes the traced program (how gradients go through the solver, how a diverged environment is reset,
+collision grouping and capacities) is a field of `Config`, a frozen, hashable dataclass held in the static part of
+the Model (`m.config`). It is therefore part of `jax.jit`'s cache key: a function jitted once and called with two
+models of different configurations traces twice and each call gets its own configuration. There are no global
+switches or context managers.
+
+    m = mjx_lite.load_mjcf(path, config=mjx_lite.Config(gradients="unrolled"))
+    m = mjx_lite.configure(m, exact_reset=True)          # a copy with a changed configuration
+
+`configure` also recomputes what the configuration decides at load time (contact capacity `nconmax`, constraint
+rows `njmax`); `m.replace(config=...)` is allowed only for fields that do not change those sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+__all__ = ["Config", "GRADIENT_MODES", "LAYOUT_FIELDS"]
+
+GRADIENT_MODES = ("implicit", "unrolled")
+
+# fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
+LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
+                 "broadphase_contacts_per_pair")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Trace-time configuration of a Model (see the module docstring). All fields are hashable host values.
+
+    Attributes:
+      gradients: how reverse-mode gradients go through the constraint solver.
+        "implicit" (default): the solver stops at convergence and the backward pass is one linear solve at the
+        optimum (implicit function theorem): exact and cheap; forward-mode (`jax.jvp`, `jax.jacfwd`) is not
+        available through the solver. "unrolled": the solver runs its full `opt.iterations` (converged
+        iterations are no-ops) and every autodiff mode goes through every iteration (slower).
+      exact_reset: MuJoCo's divergence recovery for a bad qacc: the environment is reset, forwarded and stepped
+        once (as mj_step). False (default): the reset state itself is returned (half the compile time of step).
+      mesh_size_ratio: mesh collision pairs are grouped by size classes spanning this factor; each group compiles
+        its own collider: a larger ratio compiles faster, a smaller one runs faster (`inf`: one class).
+      broadphase_min_pairs: a group of dynamic collision pairs with more candidates than this goes through the
+        broadphase (only the most overlapping candidates reach the narrow phase).
+      broadphase_pairs_per_geom: narrow-phase pairs per geom of a trimmed group.
+      broadphase_contacts_per_pair: contact rows kept per narrow-phase pair of multi-contact colliders.
+      sat_budget: box/mesh pairs whose separating-axis test costs more than this (face and edge-pair candidates)
+        use GJK/EPA instead.
+    """
+
+    gradients: str = "implicit"
+    exact_reset: bool = False
+    mesh_size_ratio: float = 4.0
+    broadphase_min_pairs: int = 256
+    broadphase_pairs_per_geom: float = 2.0
+    broadphase_contacts_per_pair: float = 2.0
+    sat_budget: int = 200_000
+
+    def __post_init__(self):
+        if self.gradients not in GRADIENT_MODES:
+            raise ValueError(f"Config.gradients must be one of {GRADIENT_MODES}, not {self.gradients!r}")
+        if not isinstance(self.exact_reset, bool):
+            raise TypeError(f"Config.exact_reset must be a bool, not {self.exact_reset!r}")
+        for name in ("mesh_size_ratio", "broadphase_pairs_per_geom", "broadphase_contacts_per_pair"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v <= 0:
+                raise ValueError(f"Config.{name} must be a positive number, not {v!r}")
+        if self.mesh_size_ratio < 1:
+            raise ValueError(f"Config.mesh_size_ratio must be >= 1, not {self.mesh_size_ratio!r}")
+        for name in ("broadphase_min_pairs", "sat_budget"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"Config.{name} must be a non-negative int, not {v!r}")
+
+    def replace(self, **changes) -> Config:
+        """A copy with `changes` applied (validated)."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            fields = [f.name for f in dataclasses.fields(self)]
+            raise TypeError(f"Config has no field(s) {sorted(unknown)}; fields: {fields}")
+        return dataclasses.replace(self, **changes)
+
+    def layout(self) -> tuple:
+        """The values of the fields that decide Data's capacities (`LAYOUT_FIELDS`)."""
+        return tuple(getattr(self, f) for f in LAYOUT_FIELDS)
