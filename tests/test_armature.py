@@ -1,16 +1,14 @@
 """Armature of tendons and actuators (MuJoCo 4.0): in qM at run time, in dof_M0 and the invweights at compile time."""
 
-import jax
 
-jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-import mjx_lite as mjl  # noqa: E402
-from mjx_lite.pipeline import inertia, kinematics, tendon  # noqa: E402
+import mjx_lite as mjl
+from mjx_lite.pipeline import inertia, kinematics, tendon
 
 TOL = 1e-12  # closed-form float64 arithmetic
 

@@ -1,21 +1,18 @@
 """Oracle tests of the smooth dynamics (kinematics, com_pos, crb/factor/solve, com_vel, subtree_vel, rne, jac)."""
 
+import os
+
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import os  # noqa: E402
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import mjx_lite as mjl  # noqa: E402
-from mjx_lite import io, math  # noqa: E402
-from mjx_lite.pipeline import inertia, kinematics, rne, support, velocity  # noqa: E402
-from mjx_lite.types import DisableBit  # noqa: E402
-from tests import oracle  # noqa: E402
+import mjx_lite as mjl
+from mjx_lite import io, math
+from mjx_lite.pipeline import inertia, kinematics, rne, support, velocity
+from mjx_lite.types import DisableBit
+from tests import oracle
 
 RTOL = 1e-9  # float64 round-off, relative to the field's magnitude
 ATOL = 1e-10  # float64 round-off, absolute floor (fields of order 1)
