@@ -2,8 +2,10 @@
 
     python -m mjx_lite.bench --model PATH --batch N --steps T [--disable constraint] [--dtype float32]
 
-Reports, for `jit(vmap(scan(step)))` over `batch` environments and `steps` steps: JIT (trace + compile)
-time, steps/s (batch * steps / wall time of a warm run), and the bytes of one environment's Data. If the
+Reports, for `jit(vmap(scan(step)))` over `batch` environments and `steps` steps: the time to trace (Python,
+building the jaxpr), to lower and to compile (XLA) separately, steps/s (batch * steps / wall time of a warm
+run), and the bytes of one environment's Data. JAX's persistent compilation cache is turned off here (compile
+times are cold) unless `--cache` is given. If the
 `mujoco` package is importable (it is a test dependency, imported lazily here and nowhere in the runtime
 package), the same model and settings are also run with MJX (`mujoco.mjx`) and with MuJoCo C: a
 single-threaded `mj_step` loop, and `mujoco.rollout` over all cores. Absolute numbers depend on the
@@ -13,6 +15,7 @@ machine; compare ratios within one run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from typing import Any
@@ -62,8 +65,13 @@ def _time_rollout(step_fn, m, db, steps: int, repeats: int) -> dict:
 
     fn = jax.jit(jax.vmap(rollout, in_axes=(None, 0)))
     t0 = time.perf_counter()
-    compiled = fn.lower(m, db).compile()
-    jit_s = time.perf_counter() - t0
+    traced = fn.trace(m, db)
+    t1 = time.perf_counter()
+    lowered = traced.lower()
+    t2 = time.perf_counter()
+    compiled = lowered.compile()
+    t3 = time.perf_counter()
+    jit_s = t3 - t0
     out = compiled(m, db)
     _block(out)
     best = float("inf")
@@ -74,7 +82,8 @@ def _time_rollout(step_fn, m, db, steps: int, repeats: int) -> dict:
         best = min(best, time.perf_counter() - t0)
     batch = jax.tree.leaves(db)[0].shape[0]
     finite = bool(np.all(np.isfinite(np.asarray(out.qpos))))
-    return {"jit_s": jit_s, "run_s": best, "steps_per_s": batch * steps / best, "finite": finite}
+    return {"jit_s": jit_s, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2, "run_s": best,
+            "steps_per_s": batch * steps / best, "finite": finite}  # fmt: skip
 
 
 def _data_bytes(d) -> int:
@@ -149,7 +158,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--disable", nargs="*", default=["constraint"], help="MuJoCo disable flags for every engine")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--skip", nargs="*", default=[], choices=["mjx", "c"], help="engines to skip")
+    p.add_argument("--cache", action="store_true", help="keep JAX's persistent compilation cache on")
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
     a = p.parse_args(argv)
+    if not a.cache:
+        jax.config.update("jax_enable_compilation_cache", False)
     if a.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     disable = _disable_bits(a.disable)
@@ -182,6 +195,9 @@ def main(argv: list[str] | None = None) -> dict:
             other = results.get(name, {}).get(key)
             if other:
                 print(f"ratio mjx_lite / {name}.{key} = {ours / other:.3g}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
     return results
 
 

@@ -1,12 +1,13 @@
 """Joint-space inertia: composite rigid bodies (mj_crb), L'DL factorisation (mj_factorM), solves and products.
 
-Layouts (chosen statically by `m.config.mass_matrix`, "auto": from the model size, see `is_sparse`; use full_m /
-solve_m / mul_m, which hide it):
-  dense  (nv <= SPARSE_NV): qM (nv, nv) full symmetric; qLD (nv, nv) with D on the diagonal and L in the strict
-         lower triangle (L[i, j] != 0 only for dof ancestors j of i); qLDiagInv (nv,).
-  sparse (nv >  SPARSE_NV): qM, qLD (nM,) tree-structured rows: row i holds (i, i), (i, parent(i)),
-         (i, parent(parent(i))), ... at support.tables(m).madr[i] onwards (MuJoCo's classic dof_Madr layout);
-         qLD holds D at the diagonal addresses and L elsewhere; qLDiagInv (nv,).
+Layouts of qM (chosen statically by `m.config.mass_matrix`, "auto": from the model size, see `is_sparse`; use
+full_m / solve_m / mul_m, which hide it):
+  dense  (nv <= SPARSE_NV): qM (nv, nv) full symmetric.
+  sparse (nv >  SPARSE_NV): qM (nM,) tree-structured rows: row i holds (i, i), (i, parent(i)),
+         (i, parent(parent(i))), ... at support.tables(m).madr[i] onwards (MuJoCo's classic dof_Madr layout).
+qLD is always tree-structured (nM,), D at the diagonal addresses and L elsewhere (L[i, j] != 0 only for dof
+ancestors j of i): the factorisation and the solves work on the tree entries in either layout, so a dense copy of
+the factor would only be gathered back; qLDiagInv (nv,).
 The factorisation is MuJoCo's M = L' D L (L unit lower triangular, eliminated from the leaves of the dof tree
 up), scheduled by dof-tree depth: all dofs of one depth are eliminated at once.
 """
@@ -190,13 +191,9 @@ def factor_m(m: Model, d: Data) -> Data:
     MuJoCo.
     """
     if m.nv == 0:
-        return d.replace(qLD=d.qM, qLDiagInv=jp.zeros((0,), d.qM.dtype))
-    if is_sparse(m):
-        a, diag, clamped = _factor_tree(m, d.qM)
-        qld = a
-    else:  # dense layout: tree elimination on the nM tree entries, gathered back into (nv, nv)
-        a, diag, clamped = _factor_tree(m, take(d.qM.reshape(m.nv * m.nv), _dense_addr(m)))
-        qld = _to_dense(m, a, symmetric=False)
+        return d.replace(qLD=jp.zeros((0,), d.qM.dtype), qLDiagInv=jp.zeros((0,), d.qM.dtype))
+    entries = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))
+    qld, diag, clamped = _factor_tree(m, entries)  # tree elimination on the nM entries, either layout
     wn = d.warning_number.at[Warning.INERTIA].add(clamped.astype(d.warning_number.dtype))
     return d.replace(qLD=qld, qLDiagInv=1.0 / diag, warning_number=wn)
 
@@ -210,12 +207,10 @@ def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
 
 
 def solve_factored(m: Model, qLD: jax.Array, qLDiagInv: jax.Array, x: jax.Array) -> jax.Array:  # noqa: N803
-    """M^-1 x from the factor arrays themselves (Data.qLD layout, (nv,) 1/D). x: (nv,) or (nv, k)."""
+    """M^-1 x from the factor arrays themselves (qLD (nM,), qLDiagInv (nv,) = 1/D). x: (nv,) or (nv, k)."""
     if m.nv == 0:
         return x
-    if is_sparse(m):
-        return _solve_tree(m, qLD, qLDiagInv, x)
-    return _solve_tree(m, take(qLD.reshape(m.nv * m.nv), _dense_addr(m)), qLDiagInv, x)
+    return _solve_tree(m, qLD, qLDiagInv, x)
 
 
 def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Array:

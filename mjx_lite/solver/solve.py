@@ -19,6 +19,8 @@ Gradients, two modes (`m.config.gradients`, see `mjx_lite.Config`; part of the j
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jp
 import jax.scipy.linalg as jsl
@@ -28,13 +30,13 @@ from mjx_lite.solver import common, pgs, primal
 from mjx_lite.types import Data, DisableBit, Model, SolverType
 
 
-def _optimality(layout, prob, qacc):
-    """g = M (qacc - qacc_smooth) - J' f(J qacc - aref): zero at the optimum."""
+def _optimality(layout: common.Layout, prob: common.Problem, qacc: jax.Array) -> jax.Array:
+    """(nv,) g = M (qacc - qacc_smooth) - J' f(J qacc - aref): zero at the optimum."""
     _, ev, _, Ma = common.primal_cost(layout, prob, qacc)
     return Ma - ev.force @ prob.J
 
 
-def _implicit(layout, run):
+def _implicit(layout: common.Layout, run: Callable):
     """Wrap run(prob, qacc0, consts) -> (qacc, stats) with the implicit-function VJP at the returned qacc."""
 
     @jax.custom_vjp
