@@ -40,6 +40,71 @@ REFERENCE = {
 DEPTH_RTOL = 0.01  # the issue's criterion: depth within 1 %
 
 
+def every_geom_xml() -> str:
+    """A scene with every geom type: infinite and sized planes, height field, sphere, capsule, ellipsoid,
+    cylinder, box and a non-convex mesh (320 triangles); a checker floor, two cameras, a light."""
+    # a non-convex mesh: a UV sphere whose radius varies with the angles (many triangles: several BVH levels)
+    nu, nv = 16, 10
+    verts = [(0, 0, 1.0), (0, 0, -1.0)]
+    for i in range(1, nv):
+        th = np.pi * i / nv
+        for j in range(nu):
+            ph = 2 * np.pi * j / nu
+            r = 1.0 + 0.25 * np.cos(3 * ph) * np.sin(th)
+            verts.append((r * np.sin(th) * np.cos(ph), r * np.sin(th) * np.sin(ph), np.cos(th)))
+    faces = []
+    ring = lambda i, j: 2 + (i - 1) * nu + (j % nu)
+    for j in range(nu):
+        faces.append((0, ring(1, j), ring(1, j + 1)))
+        faces.append((1, ring(nv - 1, j + 1), ring(nv - 1, j)))
+    for i in range(1, nv - 1):
+        for j in range(nu):
+            a, b, c, d = ring(i, j), ring(i, j + 1), ring(i + 1, j), ring(i + 1, j + 1)
+            faces += [(a, c, d), (a, d, b)]
+    v = " ".join(f"{x:.5f}" for p in verts for x in p)
+    f = " ".join(str(int(x)) for t in faces for x in t)
+    rng = np.random.default_rng(3)
+    elev = " ".join(f"{x:.4f}" for x in rng.uniform(0, 1, 12 * 12))
+    return f"""
+<mujoco model="every geom type">
+  <asset>
+    <texture name="grid" type="2d" builtin="checker" rgb1=".1 .2 .3" rgb2=".2 .3 .4" width="64" height="64"/>
+    <material name="grid" texture="grid" texrepeat="2 2" texuniform="true"/>
+    <mesh name="blob" vertex="{v}" face="{f}" scale=".15 .15 .15"/>
+    <hfield name="terrain" nrow="12" ncol="12" size=".4 .4 .1 .05" elevation="{elev}"/>
+  </asset>
+  <worldbody>
+    <light pos="0 0 3" dir="0 0 -1" diffuse=".6 .6 .6"/>
+    <geom name="floor" type="plane" size="0 0 1" material="grid"/>
+    <geom name="pad" type="plane" size=".3 .2 .1" pos="-.9 .6 .01" rgba=".8 .7 .2 1"/>
+    <geom name="terrain" type="hfield" hfield="terrain" pos=".8 .7 0" rgba=".4 .6 .3 1"/>
+    <body name="a" pos="-.6 -.3 .3"><freejoint/><geom name="sphere" type="sphere" size=".15" rgba=".9 .2 .2 1"/></body>
+    <body name="b" pos="-.2 -.3 .3" euler="30 20 0"><freejoint/>
+      <geom name="capsule" type="capsule" size=".08 .15" rgba=".2 .9 .2 1"/></body>
+    <body name="c" pos=".2 -.3 .3" euler="10 40 0"><freejoint/>
+      <geom name="ellipsoid" type="ellipsoid" size=".2 .1 .12" rgba=".2 .2 .9 1"/></body>
+    <body name="d" pos=".6 -.3 .3" euler="50 0 20"><freejoint/>
+      <geom name="cylinder" type="cylinder" size=".1 .12" rgba=".9 .9 .2 1"/></body>
+    <body name="e" pos="-.3 .3 .3" euler="20 30 40"><freejoint/>
+      <geom name="box" type="box" size=".12 .08 .1" rgba=".9 .2 .9 1"/></body>
+    <body name="f" pos=".2 .3 .3" euler="0 20 60"><freejoint/>
+      <geom name="mesh" type="mesh" mesh="blob" rgba=".2 .9 .9 1"/></body>
+    <camera name="front" pos="0 -2.2 1.4" xyaxes="1 0 0 0 .55 .83"/>
+    <camera name="top" pos="0 0 3" xyaxes="1 0 0 0 1 0" fovy="50"/>
+  </worldbody>
+</mujoco>"""
+
+
+def every_geom_path() -> str:
+    """every_geom_xml() written to a temporary file (MuJoCo and our loader both read it from there)."""
+    import tempfile  # noqa: PLC0415
+
+    path = os.path.join(tempfile.gettempdir(), f"mjx_lite_every_geom_{os.getpid()}.xml")
+    with open(path, "w") as f:
+        f.write(every_geom_xml())
+    return path
+
+
 def scene_option() -> mujoco.MjvOption:
     """MuJoCo's default visualisation less what our renderer does not draw (sites, tendons)."""
     opt = mujoco.MjvOption()

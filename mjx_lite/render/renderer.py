@@ -321,7 +321,7 @@ class Renderer:
         uniform = jp.asarray(np.asarray(vis.geom_texuniform))[g]
         scale = jp.where(uniform[:, None] | (size[:, :2] <= 0), rep, rep / jp.maximum(2.0 * size[:, :2], 1e-9))
         uv = pl[:, :2] * scale
-        cell = (jp.floor(2.0 * uv[:, 0]) + jp.floor(2.0 * uv[:, 1])).astype(jp.int32) % 2
+        cell = (jp.floor(uv[:, 0]) + jp.floor(uv[:, 1])).astype(jp.int32) % 2
         tex = jp.where((cell == 0)[:, None], vis.geom_texrgb[g, 0], vis.geom_texrgb[g, 1])
         return tex * vis.geom_rgba[g, :3]
 
