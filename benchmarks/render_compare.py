@@ -53,7 +53,10 @@ def every_geom_xml() -> str:
             r = 1.0 + 0.25 * np.cos(3 * ph) * np.sin(th)
             verts.append((r * np.sin(th) * np.cos(ph), r * np.sin(th) * np.sin(ph), np.cos(th)))
     faces = []
-    ring = lambda i, j: 2 + (i - 1) * nu + (j % nu)
+
+    def ring(i, j):
+        return 2 + (i - 1) * nu + (j % nu)
+
     for j in range(nu):
         faces.append((0, ring(1, j), ring(1, j + 1)))
         faces.append((1, ring(nv - 1, j + 1), ring(nv - 1, j)))
@@ -128,8 +131,13 @@ def mujoco_images(mjm, mjd, height: int, width: int, camera: int) -> dict:
     return {"rgb": rgb, "depth": depth, "segmentation": seg}
 
 
-def states(path: str, seed: int = 0, noise: float = 0.1):
-    """(our Model, Data), (MjModel, MjData) at the same perturbed qpos, both forwarded."""
+def states(path: str, seed: int = 0, noise: float = 0.1, kinematics: str = "ours"):
+    """(our Model, Data), (MjModel, MjData) at the same perturbed qpos, both forwarded.
+
+    kinematics="ours": our Data comes from our `forward` (contacts off: they do not change what is drawn);
+    "mujoco": our Data takes MuJoCo's poses (xpos, xmat, geom/cam poses, subtree_com), which tests the renderer
+    alone and saves compiling `forward`.
+    """
     m = mjl.load_mjcf(path)
     mjm = mujoco.MjModel.from_xml_path(path)
     mjd = mujoco.MjData(mjm)
@@ -141,12 +149,15 @@ def states(path: str, seed: int = 0, noise: float = 0.1):
     mjd.qpos[:] = qpos
     mujoco.mj_forward(mjm, mjd)
     d = mjl.make_data(m)
-    d = d.replace(qpos=jax.numpy.asarray(qpos, d.qpos.dtype))
-    # positions only: contacts and constraints do not change what is drawn (and would cost compile time)
+    f = d.qpos.dtype
+    d = d.replace(qpos=jax.numpy.asarray(qpos, f))
+    if kinematics == "mujoco":
+        poses = {k: np.asarray(getattr(mjd, k)).reshape(np.shape(getattr(d, k))) for k in
+                 ("xpos", "xmat", "geom_xpos", "geom_xmat", "cam_xpos", "cam_xmat", "subtree_com")}  # fmt: skip
+        return (m, d.replace(**{k: jax.numpy.asarray(v, f) for k, v in poses.items()})), (mjm, mjd)
     mk = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | mjl.DisableBit.CONTACT
-                                     | mjl.DisableBit.CONSTRAINT))
-    d = jax.jit(mjl.forward)(mk, d)
-    return (m, d), (mjm, mjd)
+                                     | mjl.DisableBit.CONSTRAINT))  # fmt: skip
+    return (m, jax.jit(mjl.forward)(mk, d)), (mjm, mjd)
 
 
 def agreement(ours: dict, theirs: dict) -> dict:
@@ -159,9 +170,10 @@ def agreement(ours: dict, theirs: dict) -> dict:
             "surface_pixels": int(both.sum())}
 
 
-def compare(path: str, height: int = 64, width: int = 64, cameras=None, renderer=None, seed: int = 0) -> dict:
+def compare(path: str, height: int = 64, width: int = 64, cameras=None, renderer=None, seed: int = 0,
+            kinematics: str = "ours") -> dict:
     """{camera: agreement dict + images} for the free camera (-1) and every model camera."""
-    (m, d), (mjm, mjd) = states(path, seed)
+    (m, d), (mjm, mjd) = states(path, seed, kinematics=kinematics)
     r = renderer if renderer is not None else render.Renderer(m, height, width, mjcf=path)
     cams = list(range(-1, m.ncam)) if cameras is None else cameras
     out = {}

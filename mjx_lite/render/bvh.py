@@ -208,9 +208,10 @@ def traverse(soups: Soups, lo, hi, vert, o, d, root, tmin, tmax):
 
     Not differentiable (a while_loop); callers stop gradients and recompute the winner's distance.
     """
-    child = jp.asarray(soups.node_child)
-    node_tri = jp.asarray(soups.node_tri)
-    face = jp.asarray(soups.face)
+    child = jp.asarray(soups.node_child, jp.int32)
+    node_tri = jp.asarray(soups.node_tri, jp.int32)
+    face = jp.asarray(soups.face, jp.int32)
+    root = jp.asarray(root, jp.int32)
     inv_d = 1.0 / jp.where(jp.abs(d) < 1e-12, jp.where(d < 0, -1e-12, 1e-12), d)
     S = soups.stack
     t_root = _box_entry(o, inv_d, lo[root], hi[root], tmin)

@@ -20,6 +20,8 @@ builtin checker texture, and a skybox gradient (or black) behind.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jp
 import numpy as np
@@ -223,44 +225,50 @@ class Renderer:
     def _clip(self, m, vis):
         return vis.znear * m.stat.extent, vis.zfar * m.stat.extent
 
-    def _primary(self, m, d, camera, vis):
-        o, dirs, mat = self.rays(m, d, camera, vis)
-        near, far = self._clip(m, vis)
-        t, geom, prim = self.cast(m, d, o, dirs, near, far)
-        return o, dirs, mat, near, far, geom, prim
-
     def depth(self, d, camera=0, *, model=None, visual=None):
         """Depth (H, W) in metres along the optical axis; pixels that see nothing get the far plane
         (`zfar * stat.extent`), as mujoco.Renderer. Differentiable away from silhouettes."""
-        m, vis = self.m if model is None else model, self.visual if visual is None else visual
-        o, dirs, _, near, far, geom, prim = self._primary(m, d, camera, vis)
-        t, _, _ = self.surface(m, d, o, dirs, geom, prim, near, far)
-        return t.reshape(self.height, self.width)
+        return self._call("depth", d, camera, model, visual)
 
     def segmentation(self, d, camera=0, *, model=None, visual=None):
         """(H, W, 2) int32: (geom id, mjOBJ_GEOM = 5) per pixel, (-1, -1) where no geom is seen."""
-        m, vis = self.m if model is None else model, self.visual if visual is None else visual
-        *_, geom, _ = self._primary(m, d, camera, vis)
-        kind = jp.where(geom >= 0, int(ObjType.GEOM), -1).astype(jp.int32)
-        return jp.stack([geom, kind], -1).reshape(self.height, self.width, 2)
+        return self._call("segmentation", d, camera, model, visual)
 
     def rgb(self, d, camera=0, *, model=None, visual=None):
         """(H, W, 3) uint8 colour image."""
-        return self.render(d, camera, model=model, visual=visual)["rgb"]
+        return self._call("rgb", d, camera, model, visual)
 
     def render(self, d, camera=0, *, model=None, visual=None) -> dict:
         """All three images from one cast: {"rgb", "depth", "segmentation"}."""
-        m, vis = self.m if model is None else model, self.visual if visual is None else visual
-        o, dirs, cmat, near, far, geom, prim = self._primary(m, d, camera, vis)
+        return self._call("all", d, camera, model, visual)
+
+    def _call(self, what, d, camera, model, visual):
+        """Run through one jitted function per (renderer, output, camera index); a FreeCamera is traced."""
+        m = self.m if model is None else model
+        vis = self.visual if visual is None else visual
+        if isinstance(camera, FreeCamera):
+            return _jitted(self, what, None, m, vis, d, camera)
+        return _jitted(self, what, self.camera_id(camera), m, vis, d, None)
+
+    def _images(self, what, m, vis, d, camera):
+        o, dirs, cmat = self.rays(m, d, camera, vis)
+        near, far = self._clip(m, vis)
+        _, geom, prim = self.cast(m, d, o, dirs, near, far)
+        H, W = self.height, self.width
+        kind = jp.where(geom >= 0, int(ObjType.GEOM), -1).astype(jp.int32)
+        seg = jp.stack([geom, kind], -1).reshape(H, W, 2)
+        if what == "segmentation":
+            return seg
         t, n, pl = self.surface(m, d, o, dirs, geom, prim, near, far)
+        if what == "depth":
+            return t.reshape(H, W)
         hit = geom >= 0
         p = o + t[:, None] * dirs
         color = self._shade(m, d, vis, geom, p, n, pl, dirs, cmat, hit)
-        rgb = jp.round(jp.clip(color, 0.0, 1.0) * 255.0).astype(jp.uint8)
-        kind = jp.where(hit, int(ObjType.GEOM), -1).astype(jp.int32)
-        H, W = self.height, self.width
-        return {"rgb": rgb.reshape(H, W, 3), "depth": t.reshape(H, W),
-                "segmentation": jp.stack([geom, kind], -1).reshape(H, W, 2)}  # fmt: skip
+        rgb = jp.round(jp.clip(color, 0.0, 1.0) * 255.0).astype(jp.uint8).reshape(H, W, 3)
+        if what == "rgb":
+            return rgb
+        return {"rgb": rgb, "depth": t.reshape(H, W), "segmentation": seg}
 
     # ---- shading ---------------------------------------------------------------------------------------
 
@@ -324,6 +332,11 @@ class Renderer:
         cell = (jp.floor(uv[:, 0]) + jp.floor(uv[:, 1])).astype(jp.int32) % 2
         tex = jp.where((cell == 0)[:, None], vis.geom_texrgb[g, 0], vis.geom_texrgb[g, 1])
         return tex * vis.geom_rgba[g, :3]
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
+def _jitted(r: Renderer, what: str, camera_id, m, vis, d, free):
+    return r._images(what, m, vis, d, free if camera_id is None else camera_id)
 
 
 def _to_local(o, dirs, pos, mat):

@@ -64,7 +64,7 @@ def sphere(o, d, size):
 
 
 def ellipsoid(o, d, size):
-    inv = 1.0 / size
+    inv = 1.0 / jp.where(size > 0, size, 1.0)  # other geom types' sizes reach here under a type switch
     os, ds = o * inv, d * inv
     t0, t1, real = _quadratic(dot3(ds, ds), dot3(os, ds), dot3(os, os) - 1.0)
     t0 = jp.where(real, t0, jp.inf)
