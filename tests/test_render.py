@@ -195,10 +195,10 @@ def test_randomised_colours(cartpole):
     assert np.asarray(frames[1])[seg].mean() > np.asarray(frames[0])[seg].mean() + 20
 
 
-def test_shadows_darken(every_model):
+def test_shadows_darken(every_model, every_path):
     m, d = every_model
-    plain = render.Renderer(m, 24, 32).rgb(d, 1)
-    shaded = render.Renderer(m, 24, 32, shadows=True).rgb(d, 1)
+    plain = render.Renderer(m, 24, 32, mjcf=every_path).rgb(d, 0)
+    shaded = render.Renderer(m, 24, 32, mjcf=every_path, shadows=True).rgb(d, 0)
     assert np.asarray(shaded).astype(int).sum() < np.asarray(plain).astype(int).sum()
 
 
