@@ -40,12 +40,20 @@ def every_path():
     return rc.every_geom_path()
 
 
+@pytest.fixture(scope="module")
+def every_result(every_path):
+    """The every-geom scene by both renderers (camera 0, 48x64, MuJoCo's poses); shared by two tests."""
+    return rc.compare(every_path, 48, 64, cameras=[0], kinematics="mujoco")[0]
+
+
 @pytest.mark.parametrize("name", list(rc.REFERENCE) + ["every_geom"])
-def test_depth_segmentation_vs_mujoco(name, every_path):
-    path = every_path if name == "every_geom" else rc.REFERENCE[name]
-    m = mjl.load_mjcf(path)
-    camera = 0 if m.ncam else -1
-    res = rc.compare(path, 32, 40, cameras=[camera], kinematics="mujoco")[camera]
+def test_depth_segmentation_vs_mujoco(name, request):
+    if name == "every_geom":
+        res = request.getfixturevalue("every_result")
+    else:
+        m = mjl.load_mjcf(rc.REFERENCE[name])
+        camera = 0 if m.ncam else -1
+        res = rc.compare(rc.REFERENCE[name], 32, 40, cameras=[camera], kinematics="mujoco")[camera]
     assert res["surface_pixels"] > 100
     assert res["depth"] >= DEPTH_FRACTION, res["depth"]
     assert res["segmentation"] >= SEGMENTATION_FRACTION, res["segmentation"]
@@ -60,8 +68,8 @@ def test_depth_segmentation_vs_mujoco_all_cameras(name, every_path):
         assert res["segmentation"] >= SEGMENTATION_FRACTION, (camera, res["segmentation"])
 
 
-def test_mean_colour_per_segment(every_path):
-    res = rc.compare(every_path, 48, 64, cameras=[0], kinematics="mujoco")[0]
+def test_mean_colour_per_segment(every_result):
+    res = every_result
     so, st = res["ours"]["segmentation"][..., 0], res["mujoco"]["segmentation"][..., 0]
     compared = 0
     for g in np.unique(st[st >= 0]):
@@ -138,7 +146,9 @@ def test_sphere_depth_is_exact():
     """A sphere straight ahead of a camera: the centre pixel's depth is distance - radius."""
     m = mjl.load_mjcf_string("""<mujoco><worldbody><geom type="sphere" size=".25" pos="0 0 0"/>
         <camera pos="0 0 2" xyaxes="1 0 0 0 1 0"/></worldbody></mujoco>""")
-    d = mjl.forward(m, mjl.make_data(m))
+    eye = jp.eye(3)[None]
+    d = mjl.make_data(m).replace(geom_xpos=jp.zeros((1, 3)), geom_xmat=eye, cam_xpos=jp.asarray([[0.0, 0, 2]]),
+                                 cam_xmat=eye)  # the poses kinematics gives (the renderer alone is tested)
     depth = render.Renderer(m, 9, 9).depth(d, camera=0)
     np.testing.assert_allclose(float(depth[4, 4]), 1.75, rtol=1e-12)
     assert float(depth[0, 0]) == pytest.approx(50 * float(m.stat.extent))  # nothing: the far plane
@@ -157,9 +167,10 @@ def test_batched_equals_single_and_jit(cartpole):
     batch = batch.replace(geom_xpos=batch.geom_xpos.at[1].add(0.05))
     frames = jax.jit(jax.vmap(lambda d: r.rgb(d, 0)))(batch)
     assert frames.shape == (2, 16, 20, 3) and frames.dtype == jp.uint8
-    np.testing.assert_array_equal(np.asarray(frames[0]), np.asarray(r.rgb(d, 0)))
+    single = r.render(d, "fixed")  # camera 0 by name
+    np.testing.assert_array_equal(np.asarray(frames[0]), np.asarray(single["rgb"]))
     assert not np.array_equal(np.asarray(frames[0]), np.asarray(frames[1]))
-    seg = r.segmentation(d, "fixed")  # camera by name
+    seg = single["segmentation"]
     assert seg.shape == (16, 20, 2) and set(np.unique(np.asarray(seg[..., 1]))) <= {-1, int(mjl.ObjType.GEOM)}
 
 
@@ -176,7 +187,7 @@ def test_free_camera_matches_mujoco(cartpole):
 def test_geom_groups_hide(cartpole):
     m, d, *_, r = cartpole
     g = m.names["geom"].index("floor")
-    seen = np.asarray(r.segmentation(d, 0))[..., 0]
+    seen = np.asarray(r.render(d, 0)["segmentation"])[..., 0]
     assert (seen == g).any()
     group = int(m.geom_group[g])
     flags = [1] * 6
@@ -191,21 +202,21 @@ def test_randomised_colours(cartpole):
     rgba = jp.stack([r.visual.geom_rgba.at[:, :3].set(c) for c in (0.2, 0.9)])
     vis = jax.vmap(lambda x: r.visual.replace(geom_rgba=x))(rgba)
     frames = jax.vmap(lambda v: r.rgb(d, 0, visual=v))(vis)
-    seg = np.asarray(r.segmentation(d, 0))[..., 0] >= 0
+    seg = np.asarray(r.render(d, 0)["segmentation"])[..., 0] >= 0
     assert np.asarray(frames[1])[seg].mean() > np.asarray(frames[0])[seg].mean() + 20
 
 
-def test_shadows_darken(every_model, every_path):
-    m, d = every_model
-    plain = render.Renderer(m, 24, 32, mjcf=every_path).rgb(d, 0)
-    shaded = render.Renderer(m, 24, 32, mjcf=every_path, shadows=True).rgb(d, 0)
+def test_shadows_darken(cartpole):
+    m, d, *_, r = cartpole
+    plain = r.render(d, 0)["rgb"]
+    shaded = render.Renderer(m, r.height, r.width, visual=r.visual, shadows=True).render(d, 0)["rgb"]
     assert np.asarray(shaded).astype(int).sum() < np.asarray(plain).astype(int).sum()
 
 
 def test_video_writes_mp4(tmp_path, cartpole):
     *_, r = cartpole
-    frames = np.stack([np.asarray(r.rgb(rc.states(rc.REFERENCE["dm/cartpole"], seed=s, kinematics="mujoco")[0][1],
-                                        0)) for s in range(3)])  # fmt: skip
+    frames = np.stack([np.asarray(r.render(rc.states(rc.REFERENCE["dm/cartpole"], seed=s, kinematics="mujoco")[0][1],
+                                           0)["rgb"]) for s in range(3)])  # fmt: skip
     path = render.video(frames, fps=10, path=tmp_path / "out.mp4")
     assert os.path.getsize(path) > 0
 
