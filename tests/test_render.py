@@ -158,7 +158,7 @@ def test_sphere_depth_is_exact():
 def cartpole():
     path = rc.REFERENCE["dm/cartpole"]
     (m, d), (mjm, mjd) = rc.states(path, kinematics="mujoco")
-    return m, d, mjm, mjd, render.Renderer(m, 16, 20, mjcf=path)
+    return m, d, mjm, mjd, render.Renderer(m, 32, 40, mjcf=path)
 
 
 def test_batched_equals_single_and_jit(cartpole):
@@ -166,12 +166,12 @@ def test_batched_equals_single_and_jit(cartpole):
     batch = jax.tree.map(lambda x: jp.stack([x, x]), d)
     batch = batch.replace(geom_xpos=batch.geom_xpos.at[1].add(0.05))
     frames = jax.jit(jax.vmap(lambda d: r.rgb(d, 0)))(batch)
-    assert frames.shape == (2, 16, 20, 3) and frames.dtype == jp.uint8
+    assert frames.shape == (2, r.height, r.width, 3) and frames.dtype == jp.uint8
     single = r.render(d, "fixed")  # camera 0 by name
     np.testing.assert_array_equal(np.asarray(frames[0]), np.asarray(single["rgb"]))
     assert not np.array_equal(np.asarray(frames[0]), np.asarray(frames[1]))
     seg = single["segmentation"]
-    assert seg.shape == (16, 20, 2) and set(np.unique(np.asarray(seg[..., 1]))) <= {-1, int(mjl.ObjType.GEOM)}
+    assert seg.shape == (r.height, r.width, 2) and set(np.unique(np.asarray(seg[..., 1]))) <= {-1, int(mjl.ObjType.GEOM)}
 
 
 def test_free_camera_matches_mujoco(cartpole):
@@ -180,7 +180,7 @@ def test_free_camera_matches_mujoco(cartpole):
     ours = r.segmentation(d, cam)
     mcam = mujoco.MjvCamera()
     mcam.lookat[:], mcam.distance, mcam.azimuth, mcam.elevation = (0, 0, 1), 3.0, 120.0, -20.0
-    theirs = rc.mujoco_images(mjm, mjd, 16, 20, mcam)["segmentation"]
+    theirs = rc.mujoco_images(mjm, mjd, r.height, r.width, mcam)["segmentation"]
     assert (np.asarray(ours)[..., 0] == theirs[..., 0]).mean() >= SEGMENTATION_FRACTION
 
 
@@ -192,7 +192,7 @@ def test_geom_groups_hide(cartpole):
     group = int(m.geom_group[g])
     flags = [1] * 6
     flags[group] = 0
-    hidden = np.asarray(render.Renderer(m, 16, 20, geomgroup=flags).segmentation(d, 0))[..., 0]
+    hidden = np.asarray(render.Renderer(m, r.height, r.width, geomgroup=flags).segmentation(d, 0))[..., 0]
     assert not (hidden == g).any()
 
 
