@@ -10,6 +10,7 @@ import mujoco
 import numpy as np
 
 from mjx_lite import io, types
+from mjx_lite.mjcf.mesh import hull_tables, polygon_tables_from_vert
 
 _OBJ = {
     "body": mujoco.mjtObj.mjOBJ_BODY, "joint": mujoco.mjtObj.mjOBJ_JOINT, "geom": mujoco.mjtObj.mjOBJ_GEOM,
@@ -58,4 +59,8 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     ]
     if missing:
         raise KeyError(f"model_from_mujoco: no MuJoCo array for {missing}")
+    if "mesh_hullvert" not in arrays:  # MuJoCo keeps no hull tables of ours: build them from its vertices
+        arrays.update(hull_tables(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
+    if "mesh_polyvert" not in arrays:
+        arrays.update(polygon_tables_from_vert(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
     return io.build_model(arrays, sizes, opt, stat, names)

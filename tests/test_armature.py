@@ -48,13 +48,11 @@ BRANCHED = """<mujoco><option><flag constraint="disable"/></option><worldbody>
 
 
 @pytest.mark.parametrize("layout", ["dense", "sparse"])
-def test_tendon_armature_across_branches_keeps_tree_sparsity(layout, monkeypatch):
+def test_tendon_armature_across_branches_keeps_tree_sparsity(layout):
     """MuJoCo adds J' a J to qM only on the dof-tree entries: the j1-j2 coupling is dropped, at run time and in
     the compile-time constants; the same with the tree-sparse qM layout (forced here for nv = 3)."""
-    if layout == "sparse":
-        monkeypatch.setattr(inertia, "SPARSE_NV", 0)
     mjm = mujoco.MjModel.from_xml_string(BRANCHED)
-    m = mjl.load_mjcf_string(BRANCHED)
+    m = mjl.load_mjcf_string(BRANCHED, config=mjl.Config(mass_matrix=layout))
     assert inertia.is_sparse(m) == (layout == "sparse")
     for name in ("dof_M0", "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0"):
         np.testing.assert_allclose(np.asarray(getattr(m, name)), getattr(mjm, name), atol=TOL, err_msg=name)

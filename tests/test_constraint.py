@@ -116,13 +116,12 @@ def test_rows_match_mujoco(cone, condim):
 
 
 @pytest.mark.parametrize("cone,condim", [("pyramidal", 3), pytest.param("elliptic", 6, marks=_SLOW)])
-def test_chain_sparse_contact_rows_match_mujoco(cone, condim, monkeypatch):
+def test_chain_sparse_contact_rows_match_mujoco(cone, condim):
     """Contact rows built from the bodies' dof chains (the large-scene path, forced here) equal MuJoCo's."""
-    monkeypatch.setattr(constraint, "CHAIN_SPARSE_FACTOR", 0)
     mjm = mujoco.MjModel.from_xml_string(EQ_XML.format(cone=cone, condim=condim, impratio=2.0))
-    m = oracle.model_from_mujoco(mjm)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), contact_jacobian="chain")
     assert constraint._chain_sparse(m)
-    rows = jax.jit(_rows.__wrapped__)  # a fresh trace: the layout choice is read at trace time
+    rows = _rows  # the configuration is part of the jit cache key
     for seed in range(2):
         mjd = _state(mjm, seed)
         d = rows(m, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel)))

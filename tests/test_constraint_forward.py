@@ -80,7 +80,7 @@ forward = jax.jit(_forward_impl)
 
 def _step_impl(m, d):
     if FULL:
-        return fwd.step(m, d)
+        return mjl.step(m, d)
     return integrate.euler(m, _forward_partial(m, d))
 
 

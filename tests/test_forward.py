@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 
 import mjx_lite  # noqa: E402
 from mjx_lite import io, types  # noqa: E402
+from mjx_lite.pipeline import contact_force, rne  # noqa: E402
 from mjx_lite.pipeline import forward as fwd  # noqa: E402
 from tests import oracle  # noqa: E402
 from tests.test_sensor import data_from_mujoco, random_state, without_unsupported  # noqa: E402
@@ -114,8 +115,7 @@ def test_rne_postconstraint_fields(name):
     mjd = mujoco.MjData(mjm)
     random_state(mjm, mjd, np.random.default_rng(5))
     d = forward(m, _state(m, mjm, mjd))
-    rne = importlib.import_module("mjx_lite.pipeline.rne")
-    d = jax.jit(rne.rne_postconstraint)(m, d)
+    d = jax.jit(lambda m, d: rne.rne_postconstraint(m, d, contact_force.cfrc_ext_constraint(m, d)))(m, d)
     mujoco.mj_forward(mjm, mjd)
     mujoco.mj_rnePostConstraint(mjm, mjd)
     want = data_from_mujoco(m, mjm, mjd)
@@ -429,17 +429,6 @@ def test_divergence_reset_with_batched_model(small):
                 np.asarray(getattr(out, f)[i]), np.asarray(getattr(one, f)), rtol=1e-12, atol=1e-12
             )
     assert not np.allclose(np.asarray(out.qvel[0]), np.asarray(out.qvel[1]))  # the gravities mattered
-
-
-def test_constraints_without_solver_raise():
-    mjm = mujoco.MjModel.from_xml_string(
-        "<mujoco><worldbody><body><joint range='-1 1' limited='true'/><geom size='.1'/></body></worldbody></mujoco>"
-    )
-    m = oracle.model_from_mujoco(mjm)
-    if fwd._solver() is not None:
-        pytest.skip("constraint solver present")
-    with pytest.raises(NotImplementedError, match="constraint"):
-        fwd.forward(m, io.make_data(m))
 
 
 @pytest.mark.skipif(not hasattr(mjx_lite, "load_mjcf"), reason="needs the MJCF compiler")

@@ -13,7 +13,7 @@ from scipy.optimize import linear_sum_assignment  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import driver  # noqa: E402
-from mjx_lite.pipeline import constraint, inertia, inverse, kinematics, rne, tendon, velocity  # noqa: E402
+from mjx_lite.pipeline import constraint, contact_force, inertia, inverse, kinematics, rne, support, tendon, velocity  # noqa: E402
 from mjx_lite.pipeline import forward as fwd  # noqa: E402
 from mjx_lite.types import EnableBit  # noqa: E402
 from tests import oracle  # noqa: E402
@@ -51,7 +51,7 @@ def _fwdinv(m, d):
 
 @jax.jit
 def _post(m, d):
-    return rne.rne_postconstraint(m, d), inverse.contact_force(m, d)
+    return rne.rne_postconstraint(m, d, contact_force.cfrc_ext_constraint(m, d)), contact_force.contact_force(m, d)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_inverse_of_forward_recovers_applied_forces(small):
         d = forward(m, _data(m, mjm, mjd))
         assert int(d.nefc) > 20
         di = _inverse(m, d)
-        expect = np.asarray(d.qfrc_applied + d.qfrc_actuator + fwd.xfrc_accumulate(m, d))
+        expect = np.asarray(d.qfrc_applied + d.qfrc_actuator + support.xfrc_accumulate(m, d))
         _close(di.qfrc_inverse, expect, NEWTON_TOL, "qfrc_inverse")
         _close(di.qfrc_constraint, d.qfrc_constraint, NEWTON_TOL, "qfrc_constraint")
         np.testing.assert_array_equal(np.asarray(di.qacc), np.asarray(d.qacc))  # qacc is not modified
