@@ -20,7 +20,9 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import models
 from mjx_lite._struct import pytree_dataclass, static_field
+from mjx_lite.mjcf import parse
 
 __all__ = ["Visual", "default_visual", "from_mjcf"]
 
@@ -148,9 +150,6 @@ def from_mjcf(m, source: str | os.PathLike) -> Visual:
 
     Checks that the file describes `m` (same geom and light counts and geom names) and raises otherwise.
     """
-    from mjx_lite import models  # noqa: PLC0415 - host helper; the mjcf parser is not needed at render time
-    from mjx_lite.mjcf import parse  # noqa: PLC0415
-
     s = os.fspath(source)
     if s.lstrip().startswith("<"):
         root = parse.parse_string(s)
