@@ -171,7 +171,8 @@ def test_batched_equals_single_and_jit(cartpole):
     np.testing.assert_array_equal(np.asarray(frames[0]), np.asarray(single["rgb"]))
     assert not np.array_equal(np.asarray(frames[0]), np.asarray(frames[1]))
     seg = single["segmentation"]
-    assert seg.shape == (r.height, r.width, 2) and set(np.unique(np.asarray(seg[..., 1]))) <= {-1, int(mjl.ObjType.GEOM)}
+    assert seg.shape == (r.height, r.width, 2)
+    assert set(np.unique(np.asarray(seg[..., 1]))) <= {-1, int(mjl.ObjType.GEOM)}
 
 
 def test_free_camera_matches_mujoco(cartpole):
