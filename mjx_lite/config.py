@@ -53,6 +53,11 @@ class Config:
       contact_jacobian: how contact rows' Jacobians are built: "dense" (every dof), "chain" (only the dofs that
         move the two bodies, scattered into zeros: large scenes of short chains), or "auto" (default): chain when
         the longest chain is at most nv / 8.
+      efc_jacobian: layout of the constraint Jacobian Data.efc_J: "dense" (njmax, nv); "sparse": fixed-width rows
+        (njmax, w) with column indices efc_J_colind (w = the most dofs one row touches: two bodies' dof chains),
+        kept sparse through the solver (products by gathers and scatter-adds; Newton and the implicit gradient
+        assemble a dense H = M + J'DJ, CG's gradient solves with H matrix-free); or "auto" (default): sparse when
+        nv >= 4 w and the solver is not PGS. PGS needs the dense layout.
     """
 
     gradients: str = "implicit"
@@ -64,6 +69,7 @@ class Config:
     sat_budget: int = 200_000
     mass_matrix: str = "auto"
     contact_jacobian: str = "auto"
+    efc_jacobian: str = "auto"
 
     def __post_init__(self):
         if self.gradients not in GRADIENT_MODES:
@@ -77,7 +83,8 @@ class Config:
         if self.mesh_size_ratio < 1:
             raise ValueError(f"Config.mesh_size_ratio must be >= 1, not {self.mesh_size_ratio!r}")
         for name, choices in (("mass_matrix", ("auto", "dense", "sparse")),
-                              ("contact_jacobian", ("auto", "dense", "chain"))):  # fmt: skip
+                              ("contact_jacobian", ("auto", "dense", "chain")),
+                              ("efc_jacobian", ("auto", "dense", "sparse"))):  # fmt: skip
             if getattr(self, name) not in choices:
                 raise ValueError(f"Config.{name} must be one of {choices}, not {getattr(self, name)!r}")
         for name in ("broadphase_min_pairs", "sat_budget"):

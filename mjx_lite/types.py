@@ -1,10 +1,11 @@
 """Model, Option, Statistic, Contact and Data pytrees, and MuJoCo's enumerations.
 
 Names and shapes are MuJoCo's (mjModel / mjData), with two layout changes: rotation matrices are
-`(..., 3, 3)` rather than `(..., 9)`, and Jacobian-like arrays (`ten_J`, `actuator_moment`, `efc_J`) are
-dense. The static/traced rule (see `_struct.py`): integer and boolean tables, sizes and names are static
-host numpy; every float is a traced `jax.Array`, so models can be batched (`vmap`) and differentiated
-with respect to their physical parameters without recompiling.
+`(..., 3, 3)` rather than `(..., 9)`, and Jacobian-like arrays (`ten_J`, `actuator_moment`) are dense; `efc_J`
+is dense (njmax, nv) or, for large scenes, fixed-width sparse rows (`efc_J_colind`, see `sparse_efc_jacobian`).
+The static/traced rule (see `_struct.py`): integer and boolean tables, sizes and names are static host numpy;
+every float is a traced `jax.Array`, so models can be batched (`vmap`) and differentiated with respect to their
+physical parameters without recompiling.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import enum
 import jax
 import numpy as np
 
-from mjx_lite._struct import pytree_dataclass, shaped, static_field
+from mjx_lite._struct import pytree_dataclass, shaped, static_field, static_memo
 from mjx_lite.config import LAYOUT_FIELDS, Config
 
 # ----------------------------------------------------------------------------------------------------------
@@ -282,6 +283,7 @@ class Warning(enum.IntEnum):  # noqa: A001 - MuJoCo's name (mjtWarning)
 
 NWARNING = 7
 SPARSE_NV = 60  # with Config.mass_matrix="auto", models with more dofs store qM / qLD tree-sparse, (nM,)
+EFC_SPARSE_FACTOR = 4  # Config.efc_jacobian="auto": sparse rows when nv >= factor * row width (see sparse_efc_jacobian)
 
 # MuJoCo's numerical constants.
 MINVAL = 1e-15
@@ -789,7 +791,10 @@ class Data:
     efc_type: jax.Array = shaped("njmax", dtype="int32")  # ConstraintType
     efc_id: jax.Array = shaped("njmax", dtype="int32")
     efc_mask: jax.Array = shaped("njmax", dtype="bool")
-    efc_J: jax.Array = shaped("njmax", "nv")
+    # dense (njmax, nv), or sparse (njmax, w): row i's value k belongs to column efc_J_colind[i, k] (columns may
+    # repeat within a row, values add; padding: value 0 at column 0); efc_J_colind is (njmax, 0) when dense
+    efc_J: jax.Array = shaped("njmax", "efc_ncol")
+    efc_J_colind: jax.Array = shaped("njmax", "efc_w", dtype="int32")
     efc_pos: jax.Array = shaped("njmax")
     efc_margin: jax.Array = shaped("njmax")
     efc_frictionloss: jax.Array = shaped("njmax")
@@ -856,10 +861,79 @@ def qm_shape(m: Model) -> tuple[int, ...]:
     return (m.nM,) if sparse_mass_matrix(m) else (m.nv, m.nv)
 
 
+def body_chain_dofs(m: Model) -> tuple[np.ndarray, ...]:
+    """Static: for each body, the dofs that move it (its own and all its ancestors'), ascending."""
+
+    def build(m):
+        parent, adr, num = (np.asarray(x) for x in (m.body_parentid, m.body_dofadr, m.body_dofnum))
+        out = [np.zeros(0, np.int64)]
+        for b in range(1, m.nbody):  # parents precede children
+            own = np.arange(adr[b], adr[b] + num[b], dtype=np.int64) if num[b] else np.zeros(0, np.int64)
+            out.append(np.sort(np.concatenate([out[parent[b]], own])))
+        return tuple(out[: m.nbody])
+
+    return static_memo(m, "types_body_chain_dofs", build)
+
+
+def tendon_dofs(m: Model) -> tuple[np.ndarray, ...]:
+    """Static: for each tendon, the dofs its Jacobian ten_J can be nonzero on (joint wraps' dofs; for spatial
+    tendons the dofs moving the bodies of its sites and wrapping geoms), ascending."""
+
+    def build(m):
+        chains = body_chain_dofs(m)
+        wtype, wobj = np.asarray(m.wrap_type), np.asarray(m.wrap_objid)
+        out = []
+        for t in range(m.ntendon):
+            a, n = int(np.asarray(m.tendon_adr)[t]), int(np.asarray(m.tendon_num)[t])
+            dofs = [np.zeros(0, np.int64)]
+            for w in range(a, a + n):
+                if wtype[w] == WrapType.JOINT:
+                    dofs.append(np.asarray([np.asarray(m.jnt_dofadr)[wobj[w]]], np.int64))
+                elif wtype[w] == WrapType.SITE:
+                    dofs.append(chains[np.asarray(m.site_bodyid)[wobj[w]]])
+                elif wtype[w] in (WrapType.SPHERE, WrapType.CYLINDER):
+                    dofs.append(chains[np.asarray(m.geom_bodyid)[wobj[w]]])
+            out.append(np.unique(np.concatenate(dofs)).astype(np.int64))
+        return tuple(out)
+
+    return static_memo(m, "types_tendon_dofs", build)
+
+
+def efc_row_width(m: Model) -> int:
+    """Static width of the sparse efc_J rows: the most columns one constraint row needs (contacts, connect and weld:
+    the dof chains of two bodies, 2 x the longest; tendon equalities: two tendons' dofs; at least 1)."""
+
+    def build(m):
+        longest = max((len(c) for c in body_chain_dofs(m)), default=0)
+        tendon = max((len(t) for t in tendon_dofs(m)), default=0)
+        return max(1, 2 * longest, 2 * tendon)
+
+    return static_memo(m, "types_efc_row_width", build)
+
+
+def sparse_efc_jacobian(m: Model) -> bool:
+    """Static layout of efc_J (`m.config.efc_jacobian`): "sparse" / "dense", or "auto": sparse when
+    nv >= EFC_SPARSE_FACTOR * efc_row_width(m) and the solver is not PGS (whose dual matrix J M^-1 J' is dense).
+
+    Raises ValueError for "sparse" with the PGS solver.
+    """
+    mode = m.config.efc_jacobian
+    pgs = int(m.opt.solver) == int(SolverType.PGS)
+    if mode == "sparse" and pgs:
+        raise ValueError(
+            "Config.efc_jacobian='sparse' is not supported by the PGS solver (its dual matrix J M^-1 J' is dense): "
+            "use mjx_lite.configure(m, efc_jacobian='auto') or 'dense', or the CG / Newton solver"
+        )
+    return mode == "sparse" or (mode == "auto" and not pgs and m.nv >= EFC_SPARSE_FACTOR * efc_row_width(m))
+
+
 def sizes(m: Model) -> dict[str, int]:
-    """The named dimensions of `m` used in declared shapes: SIZE_FIELDS, nconmax, njmax, NWARNING."""
+    """The named dimensions of `m` used in declared shapes: SIZE_FIELDS, nconmax, njmax, NWARNING, and the efc_J
+    columns: efc_ncol (nv dense, w sparse) and efc_w (0 dense, w sparse)."""
     out = {k: int(getattr(m, k)) for k in SIZE_FIELDS}
     out.update(nconmax=int(m.nconmax), njmax=int(m.njmax), NWARNING=NWARNING)
+    w = efc_row_width(m) if sparse_efc_jacobian(m) else 0
+    out.update(efc_ncol=w or int(m.nv), efc_w=w)
     return out
 
 

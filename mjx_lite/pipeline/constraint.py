@@ -10,6 +10,13 @@ The rows live in fixed, padded arrays (`m.njmax = efc_capacity(m, m.nconmax)`), 
 A row is live (`efc_mask`) when its constraint is active: an enabled equality, a limit or contact within its
 margin. Dead rows have zero Jacobian, zero force and R = 1 (D = 1), so they never affect the solution.
 
+The Jacobian's layout is static (`types.sparse_efc_jacobian`, `Config.efc_jacobian`): dense efc_J (njmax, nv), or
+sparse rows of fixed width w = `types.efc_row_width(m)`: values efc_J (njmax, w) at columns efc_J_colind (njmax,
+w). Sparse rows are built without ever forming a dense row: contacts from the two bodies' dof chains (columns
+traced, since the bodies of a slot are), joint rows as +-1 at their dof, and the few rows computed densely
+(connect, weld, tendon rows) gathered at their static columns. `j_mul` / `jt_mul` / `efc_j_dense` below work in
+both layouts.
+
 Impedance, stiffness and damping follow the computation chapter ("Solver parameters"): imp = d(r) from
 solimp (dmin, dmax, width, midpoint, power) at r = |pos - margin| (the norm of the whole block for connect
 and weld); K = 1/(dmax^2 tc^2 dr^2) and B = 2/(dmax tc) for solref = (tc, dr) > 0 (tc >= 2 timestep unless
@@ -30,7 +37,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import math
+from mjx_lite import math, types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import driver
 from mjx_lite.pipeline import support, velocity
@@ -73,6 +80,8 @@ class Plan:
     con_adr: np.ndarray  # (nconmax,) first row of each slot
     adr: dict  # block name -> first row
     elliptic: bool
+    sparse: bool  # efc_J layout: fixed-width sparse rows (see the module docstring)
+    width: int  # sparse row width w (0 when dense)
 
 
 def _flag(m: Model, bit) -> bool:
@@ -159,10 +168,22 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
             rows = con_adr[slots, None] + np.arange(dim)[None, :]
             kind[rows.reshape(-1)] = solver_common.CONE
             cones.append(rows)
-    layout = solver_common.Layout(kind=kind, cones=tuple(cones))
+    layout = solver_common.Layout(kind=kind, cones=tuple(cones), mass=_tree_mass(m))
+    sparse = types.sparse_efc_jacobian(m)
     return Plan(nefc=nefc, layout=layout, connect=connect, weld=weld, joint_eq=joint_eq, tendon_eq=tendon_eq,
                 fric_dof=fric_dof, fric_ten=fric_ten, lim_jnt=lim_jnt, lim_ball=lim_ball, lim_ten=lim_ten,
-                con_dim=con_dim, con_rows=con_rows, con_adr=con_adr, adr=adr, elliptic=elliptic)  # fmt: skip
+                con_dim=con_dim, con_rows=con_rows, con_adr=con_adr, adr=adr, elliptic=elliptic, sparse=sparse,
+                width=types.efc_row_width(m) if sparse else 0)  # fmt: skip
+
+
+def _tree_mass(m: Model) -> solver_common.TreeMass | None:
+    """The solver's view of a tree-sparse qM (None when qM is dense)."""
+    if not types.sparse_mass_matrix(m):
+        return None
+    t = support.tables(m)
+    off = np.nonzero(t.m_rows != t.m_cols)[0]
+    return solver_common.TreeMass(nv=m.nv, diag=np.asarray(t.madr, np.int64), off=off, row=t.m_rows[off],
+                                  col=t.m_cols[off])  # fmt: skip
 
 
 def efc_capacity(m: Model, nconmax: int) -> int:
@@ -193,6 +214,31 @@ class _Rows:
     k_zero: np.ndarray | jax.Array  # (n,) bool: stiffness term off (elliptic friction rows)
     r_scale: jax.Array  # (n,) multiplies R and diagA (elliptic friction rows); 1 otherwise
     imp_from: np.ndarray | None = None  # rows whose impedance/R comes from another row (block-local index)
+    cols: np.ndarray | jax.Array | None = None  # (n, wb) columns of sparse rows J (n, wb); None: J is dense (n, nv)
+
+
+def _static_sparse(J: jax.Array, supports: list[np.ndarray]) -> tuple[jax.Array, np.ndarray]:
+    """Sparse rows (values (n, wb), columns (n, wb)) of dense rows J (n, nv) at their static supports (one array
+    of distinct columns per row; padding: value 0 at column 0)."""
+    n = len(supports)
+    wb = max([1] + [len(c) for c in supports])
+    cols = np.zeros((n, wb), np.int64)
+    valid = np.zeros((n, wb), bool)
+    for i, c in enumerate(supports):
+        cols[i, : len(c)] = c
+        valid[i, : len(c)] = True
+    vals = jp.take_along_axis(J, jp.asarray(cols), axis=1)
+    return jp.where(jp.asarray(valid), vals, 0.0), cols
+
+
+def _union(*arrays) -> np.ndarray:
+    return np.unique(np.concatenate([np.zeros(0, np.int64)] + [np.asarray(a, np.int64) for a in arrays]))
+
+
+def _two_bodies_support(m: Model, b1: np.ndarray, b2: np.ndarray, rows: int) -> list[np.ndarray]:
+    """Static supports of `rows` rows per (b1, b2) pair: the dofs moving either body."""
+    chains = types.body_chain_dofs(m)
+    return [u for u in (_union(chains[i], chains[j]) for i, j in zip(b1, b2)) for _ in range(rows)]
 
 
 def _rep(x, k):
@@ -216,13 +262,16 @@ def _bodies_points(m: Model, d: Data, eq_ids: np.ndarray, which: int, local: jax
     return body, pt, is_site
 
 
-def _connect_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
+def _connect_rows(m: Model, d: Data, ids: np.ndarray, sparse: bool) -> _Rows:
     data = m.eq_data[ids]
     b1, p1, _ = _bodies_points(m, d, ids, 1, data[:, 0:3])
     b2, p2, _ = _bodies_points(m, d, ids, 2, data[:, 3:6])
     jp1, _ = support.jac_batch(m, d, p1, b1)
     jp2, _ = support.jac_batch(m, d, p2, b2)
     J = (jp1 - jp2).reshape(-1, m.nv)
+    cols = None
+    if sparse:
+        J, cols = _static_sparse(J, _two_bodies_support(m, b1, b2, 3))
     jd1, _ = support.jac_dot_batch(m, d, p1, b1)
     jd2, _ = support.jac_dot_batch(m, d, p2, b2)
     bias = ((jd1 - jd2) @ d.qvel).reshape(-1)
@@ -234,7 +283,7 @@ def _connect_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
     return _Rows(J=J, pos=pos, margin=jp.zeros_like(pos), frictionloss=jp.zeros_like(pos), diag=diag,
                  solref=_rep(m.eq_solref[ids], 3), solimp=_rep(m.eq_solimp[ids], 3), imp_r=_rep(r, 3), bias=bias,
                  active=_rep(d.eq_active[ids], 3), type=np.full(3 * n, ConstraintType.EQUALITY),
-                 id=np.repeat(ids, 3), k_zero=np.zeros(3 * n, bool), r_scale=jp.ones_like(pos))  # fmt: skip
+                 id=np.repeat(ids, 3), k_zero=np.zeros(3 * n, bool), r_scale=jp.ones_like(pos), cols=cols)  # fmt: skip
 
 
 def _quat_of(m: Model, d: Data, body, objid, is_site):
@@ -269,7 +318,7 @@ def _weld_geometry(m: Model, d: Data, ids: np.ndarray) -> dict:
     return dict(b1=b1, b2=b2, p1=p1, p2=p2, p=p, ts=ts, R2=R2, T=T)
 
 
-def _weld_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
+def _weld_rows(m: Model, d: Data, ids: np.ndarray, sparse: bool) -> _Rows:
     g = _weld_geometry(m, d, ids)
     b1, b2, p1, p2, p, ts, R2, T = (g[k] for k in ("b1", "b2", "p1", "p2", "p", "ts", "R2", "T"))
     pw, pv = p[:, 0], p[:, 1:]
@@ -281,6 +330,9 @@ def _weld_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
     Jr = jp.einsum("nij,njv->niv", T, jr1 - jr2)
     Jt = jp1 - jp2
     J = jp.concatenate([Jt, Jr], axis=1).reshape(-1, m.nv)
+    cols = None
+    if sparse:
+        J, cols = _static_sparse(J, _two_bodies_support(m, b1, b2, 6))
     bias_t = (jd1 - jd2) @ d.qvel
     # bias = d2e/dt2 along the zero-acceleration path: with w = R2'(w1 - w2) (w_i world angular velocities),
     # dp/dt = 0.5 [0, w] p, so d2p/dt2 = 0.5 [0, dw/dt] p - 0.25 |w|^2 p, dw/dt = R2'(dw1 - dw2 - w2 x (w1 - w2))
@@ -301,10 +353,10 @@ def _weld_rows(m: Model, d: Data, ids: np.ndarray) -> _Rows:
     return _Rows(J=J, pos=pos, margin=jp.zeros_like(pos), frictionloss=jp.zeros_like(pos), diag=diag.reshape(-1),
                  solref=_rep(m.eq_solref[ids], 6), solimp=_rep(m.eq_solimp[ids], 6), imp_r=_rep(r, 6), bias=bias,
                  active=_rep(d.eq_active[ids], 6), type=np.full(6 * n, ConstraintType.EQUALITY),
-                 id=np.repeat(ids, 6), k_zero=np.zeros(6 * n, bool), r_scale=jp.ones_like(pos))  # fmt: skip
+                 id=np.repeat(ids, 6), k_zero=np.zeros(6 * n, bool), r_scale=jp.ones_like(pos), cols=cols)  # fmt: skip
 
 
-def _poly_rows(m: Model, d: Data, ids: np.ndarray, tendon: bool) -> _Rows:
+def _poly_rows(m: Model, d: Data, ids: np.ndarray, tendon: bool, sparse: bool) -> _Rows:
     o1 = np.asarray(m.eq_obj1id)[ids]
     o2 = np.asarray(m.eq_obj2id)[ids]
     has2 = o2 >= 0
@@ -321,38 +373,50 @@ def _poly_rows(m: Model, d: Data, ids: np.ndarray, tendon: bool) -> _Rows:
         dadr = np.asarray(m.jnt_dofadr)
         x1, x2 = d.qpos[qadr[o1]], d.qpos[qadr[o2c]]
         r1, r2 = m.qpos0[qadr[o1]], m.qpos0[qadr[o2c]]
-        eye = jp.eye(nv, dtype=d.qpos.dtype)
-        J1, J2 = eye[dadr[o1]], eye[dadr[o2c]]
+        if not sparse:
+            eye = jp.eye(nv, dtype=d.qpos.dtype)
+            J1, J2 = eye[dadr[o1]], eye[dadr[o2c]]
         w1, w2 = m.dof_invweight0[dadr[o1]], m.dof_invweight0[dadr[o2c]]
     has2j = jp.asarray(has2)
     dif = jp.where(has2j, x2 - r2, 0.0)
     poly = c[:, 0] + dif * (c[:, 1] + dif * (c[:, 2] + dif * (c[:, 3] + dif * c[:, 4])))
     dpoly = c[:, 1] + dif * (2 * c[:, 2] + dif * (3 * c[:, 3] + dif * 4 * c[:, 4]))
     pos = x1 - r1 - jp.where(has2j, poly, c[:, 0])
-    J = J1 - jp.where(has2j[:, None], dpoly[:, None] * J2, 0.0)
+    cols = None
+    if sparse and not tendon:  # +1 at the first joint's dof, -dpoly at the second's
+        J = jp.stack([jp.ones_like(dpoly), jp.where(has2j, -dpoly, 0.0)], axis=1)
+        cols = np.stack([dadr[o1], np.where(has2, dadr[o2c], 0)], axis=1).astype(np.int64)
+    else:
+        J = J1 - jp.where(has2j[:, None], dpoly[:, None] * J2, 0.0)
+        if sparse:
+            tdofs = types.tendon_dofs(m)
+            J, cols = _static_sparse(J, [_union(tdofs[a], tdofs[b] if h else []) for a, b, h in zip(o1, o2c, has2)])
     diag = w1 + jp.where(has2j, w2, 0.0)
     n = len(ids)
     return _Rows(J=J, pos=pos, margin=jp.zeros_like(pos), frictionloss=jp.zeros_like(pos), diag=diag,
                  solref=m.eq_solref[ids], solimp=m.eq_solimp[ids], imp_r=jp.abs(pos), bias=jp.zeros_like(pos),
                  active=d.eq_active[ids], type=np.full(n, ConstraintType.EQUALITY), id=ids,
-                 k_zero=np.zeros(n, bool), r_scale=jp.ones_like(pos))  # fmt: skip
+                 k_zero=np.zeros(n, bool), r_scale=jp.ones_like(pos), cols=cols)  # fmt: skip
 
 
-def _friction_rows(m: Model, d: Data, dofs: np.ndarray, tendons: np.ndarray) -> list[_Rows]:
+def _friction_rows(m: Model, d: Data, dofs: np.ndarray, tendons: np.ndarray, sparse: bool) -> list[_Rows]:
     out = []
     dt = d.qpos.dtype
     if len(dofs):
         n = len(dofs)
-        J = jp.eye(m.nv, dtype=dt)[dofs]
+        J, cols = (jp.ones((n, 1), dt), dofs[:, None]) if sparse else (jp.eye(m.nv, dtype=dt)[dofs], None)
         z = jp.zeros(n, dt)
         out.append(_Rows(J=J, pos=z, margin=z, frictionloss=m.dof_frictionloss[dofs], diag=m.dof_invweight0[dofs],
                          solref=m.dof_solref[dofs], solimp=m.dof_solimp[dofs], imp_r=z, bias=z,
                          active=jp.ones(n, bool), type=np.full(n, ConstraintType.FRICTION_DOF), id=dofs,
-                         k_zero=np.ones(n, bool), r_scale=jp.ones(n, dt)))  # fmt: skip
+                         k_zero=np.ones(n, bool), r_scale=jp.ones(n, dt), cols=cols))  # fmt: skip
     if len(tendons):
         n = len(tendons)
         z = jp.zeros(n, dt)
-        out.append(_Rows(J=d.ten_J[tendons], pos=z, margin=z, frictionloss=m.tendon_frictionloss[tendons],
+        J, cols = d.ten_J[tendons], None
+        if sparse:
+            J, cols = _static_sparse(J, [types.tendon_dofs(m)[t] for t in tendons])
+        out.append(_Rows(J=J, cols=cols, pos=z, margin=z, frictionloss=m.tendon_frictionloss[tendons],
                          diag=m.tendon_invweight0[tendons], solref=m.tendon_solref_fri[tendons],
                          solimp=m.tendon_solimp_fri[tendons], imp_r=z, bias=z, active=jp.ones(n, bool),
                          type=np.full(n, ConstraintType.FRICTION_TENDON), id=tendons, k_zero=np.ones(n, bool),
@@ -360,16 +424,18 @@ def _friction_rows(m: Model, d: Data, dofs: np.ndarray, tendons: np.ndarray) -> 
     return out
 
 
-def _two_sided(x, rng, Jrow, margin, diag, solref, solimp, ctype, ids) -> _Rows:
-    """Lower and upper limit rows, interleaved per object: (x - lo, +J), (hi - x, -J)."""
+def _two_sided(x, rng, Jrow, margin, diag, solref, solimp, ctype, ids, cols=None) -> _Rows:
+    """Lower and upper limit rows, interleaved per object: (x - lo, +J), (hi - x, -J); Jrow (n, nv) dense, or
+    sparse values (n, wb) at columns cols (n, wb)."""
     n = x.shape[0]
     dist = jp.stack([x - rng[:, 0], rng[:, 1] - x], axis=1).reshape(-1)
     J = jp.stack([Jrow, -Jrow], axis=1).reshape(2 * n, -1)
+    cols = None if cols is None else np.repeat(cols, 2, axis=0)
     mg = _rep(margin, 2)
     return _Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist), diag=_rep(diag, 2),
                  solref=_rep(solref, 2), solimp=_rep(solimp, 2), imp_r=jp.abs(dist - mg), bias=jp.zeros_like(dist),
                  active=dist < mg, type=np.full(2 * n, ctype), id=np.repeat(ids, 2), k_zero=np.zeros(2 * n, bool),
-                 r_scale=jp.ones_like(dist))  # fmt: skip
+                 r_scale=jp.ones_like(dist), cols=cols)  # fmt: skip
 
 
 def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
@@ -378,9 +444,13 @@ def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
     if len(p.lim_jnt):
         j = p.lim_jnt
-        out.append(_two_sided(d.qpos[qadr[j]], m.jnt_range[j], jp.eye(m.nv, dtype=dt)[dadr[j]], m.jnt_margin[j],
+        if p.sparse:
+            Jrow, cols = jp.ones((len(j), 1), dt), dadr[j][:, None].astype(np.int64)
+        else:
+            Jrow, cols = jp.eye(m.nv, dtype=dt)[dadr[j]], None
+        out.append(_two_sided(d.qpos[qadr[j]], m.jnt_range[j], Jrow, m.jnt_margin[j],
                               m.dof_invweight0[dadr[j]], m.jnt_solref[j], m.jnt_solimp[j],
-                              ConstraintType.LIMIT_JOINT, j))  # fmt: skip
+                              ConstraintType.LIMIT_JOINT, j, cols))  # fmt: skip
     if len(p.lim_ball):
         j = p.lim_ball
         n = len(j)
@@ -392,19 +462,25 @@ def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         axis = jp.where(flip[:, None], -axis, axis)
         rmax = jp.maximum(m.jnt_range[j, 0], m.jnt_range[j, 1])
         dist = rmax - angle
-        J = jp.zeros((n, m.nv), dt)
-        J = J.at[jp.arange(n)[:, None], dadr[j][:, None] + np.arange(3)[None, :]].set(-axis)
+        ball_cols = (dadr[j][:, None] + np.arange(3)[None, :]).astype(np.int64)
+        if p.sparse:
+            J, cols = -axis, ball_cols
+        else:
+            J, cols = jp.zeros((n, m.nv), dt).at[jp.arange(n)[:, None], ball_cols].set(-axis), None
         mg = m.jnt_margin[j]
         out.append(_Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist),
                          diag=m.dof_invweight0[dadr[j]], solref=m.jnt_solref[j], solimp=m.jnt_solimp[j],
                          imp_r=jp.abs(dist - mg), bias=jp.zeros_like(dist), active=dist < mg,
                          type=np.full(n, ConstraintType.LIMIT_JOINT), id=j, k_zero=np.zeros(n, bool),
-                         r_scale=jp.ones_like(dist)))  # fmt: skip
+                         r_scale=jp.ones_like(dist), cols=cols))  # fmt: skip
     if len(p.lim_ten):
         t = p.lim_ten
-        out.append(_two_sided(d.ten_length[t], m.tendon_range[t], d.ten_J[t], m.tendon_margin[t],
+        Jrow, cols = d.ten_J[t], None
+        if p.sparse:
+            Jrow, cols = _static_sparse(Jrow, [types.tendon_dofs(m)[i] for i in t])
+        out.append(_two_sided(d.ten_length[t], m.tendon_range[t], Jrow, m.tendon_margin[t],
                               m.tendon_invweight0[t], m.tendon_solref_lim[t], m.tendon_solimp_lim[t],
-                              ConstraintType.LIMIT_TENDON, t))  # fmt: skip
+                              ConstraintType.LIMIT_TENDON, t, cols))  # fmt: skip
     return out
 
 
@@ -433,15 +509,17 @@ def _chain_sparse(m: Model) -> bool:
     return mode == "chain" or (mode == "auto" and 2 * _body_chain(m).shape[1] * CHAIN_SPARSE_FACTOR <= m.nv)
 
 
-def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array):
+def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array, sparse: bool = False):
     """Jacobian difference (body 2 minus body 1) at the contact points pt (k, 3), as [lin; ang] rows.
 
     Returns rows_of: coef (k, r, 6) -> (k, r, nv), each contact's rows = coef @ J6. Dense: J6 (k, 6, nv) is
     materialised once and combined by broadcast sums (a batched small matmul per contact is a slow loop on XLA
     CPU). Chain-sparse (`_chain_sparse`): J6 is evaluated only on the <= 2L dofs that move either body and the
-    rows are scatter-added into zeros, so the work follows the chains, not nv.
+    rows are scatter-added into zeros, so the work follows the chains, not nv. sparse (the sparse efc_J layout):
+    rows_of returns the chain values themselves, (values (k, r, 2L), columns (k, r, 2L)): body 2's chain then
+    body 1's (a dof moving both appears twice; its values add).
     """
-    if not _chain_sparse(m):
+    if not sparse and not _chain_sparse(m):
         jp1, jr1 = support.jac_batch(m, d, pt, b1)
         jp2, jr2 = support.jac_batch(m, d, pt, b2)
         # the barrier keeps XLA from recomputing J6 inside each row's fusion
@@ -460,6 +538,14 @@ def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.A
     vals = jp.concatenate([chain_values(b2), -chain_values(b1)], axis=1)  # (k, 2L, 6)
     idx = jp.concatenate([chain[b2], chain[b1]], axis=1)  # (k, 2L)
     k = pt.shape[0]
+    if sparse:
+        cols = jp.where(idx == m.nv, 0, idx)  # padding: column 0 (its value is 0)
+
+        def sparse_rows_of(coef):
+            v = sum(coef[:, :, None, c] * vals[:, None, :, c] for c in range(6))  # (k, r, 2L)
+            return v, jp.broadcast_to(cols[:, None, :], v.shape)
+
+        return sparse_rows_of
 
     def rows_of(coef):
         r = coef.shape[1]
@@ -469,6 +555,15 @@ def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.A
         return out[..., : m.nv]
 
     return rows_of
+
+def _sparse_rows(rows_of, coef, n):
+    """(values, columns) of contact rows_of(coef) reshaped to n rows per contact (see _contact_jacobian)."""
+    out = rows_of(coef)
+    if isinstance(out, tuple):
+        v, c = out
+        return v.reshape(-1, v.shape[-1]), c.reshape(-1, c.shape[-1])
+    return out.reshape(-1, out.shape[-1]), None
+
 
 def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     """One _Rows per static contact dimension present."""
@@ -484,7 +579,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         b1, b2 = gbody[g[:, 0]], gbody[g[:, 1]]
         pt = con.pos[slots]
         frame = con.frame[slots]
-        rows_of = _contact_jacobian(m, d, pt, b1, b2)
+        rows_of = _contact_jacobian(m, d, pt, b1, b2, p.sparse)
         zero3 = jp.zeros_like(frame)
         frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
                                 axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
@@ -501,16 +596,16 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         solimp = con.solimp[slots]
         sfr = con.solreffriction[slots]
         if dim == 1:
-            J = rows_of(frame6[:, :1])[:, 0]
+            J, cols = _sparse_rows(rows_of, frame6[:, :1], 1)
             ctype = ConstraintType.CONTACT_FRICTIONLESS
-            out.append(_Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros(k, dt), diag=diag_n, solref=solref,
-                             solimp=solimp, imp_r=jp.abs(dist - mg), bias=jp.zeros(k, dt), active=live,
+            out.append(_Rows(J=J, cols=cols, pos=dist, margin=mg, frictionloss=jp.zeros(k, dt), diag=diag_n,
+                             solref=solref, solimp=solimp, imp_r=jp.abs(dist - mg), bias=jp.zeros(k, dt), active=live,
                              type=np.full(k, ctype), id=slots, k_zero=np.zeros(k, bool),
                              r_scale=jp.ones(k, dt)))  # fmt: skip
             continue
         if p.elliptic:
             n = dim
-            J = rows_of(frame6[:, :dim]).reshape(k * n, m.nv)
+            J, cols = _sparse_rows(rows_of, frame6[:, :dim], n)
             f0 = fr[:, :1]
             fi = fr[:, : n - 1]
             scale = jp.concatenate([jp.ones((k, 1), dt), (f0 / fi) ** 2 / impratio], axis=1)
@@ -529,7 +624,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             fi = fr[:, : dim - 1]  # (k, dim-1)
             cn = frame6[:, :1]  # (k, 1, 6): normal
             cd = frame6[:, 1:dim] * fi[:, :, None]  # (k, dim-1, 6): mu_i * tangent/spin/roll direction i
-            J = rows_of(jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, 6)).reshape(k * n, m.nv)
+            J, cols = _sparse_rows(rows_of, jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, 6), n)
             f0sq = fr[:, 0] * fr[:, 0]
             scale = jp.broadcast_to((2.0 * f0sq * (1.0 + f0sq) / impratio)[:, None], (k, n))
             row_live = live[:, None] & (jp.arange(n)[None, :] < 2 * (adim[:, None] - 1))
@@ -538,8 +633,9 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             solref_rows = jp.broadcast_to(solref[:, None, :], (k, n, 2))
             k_zero = np.zeros((k, n), bool)
             ctype = ConstraintType.CONTACT_PYRAMIDAL
-        out.append(_Rows(J=J, pos=pos.reshape(-1), margin=margin.reshape(-1), frictionloss=jp.zeros(k * n, dt),
-                         diag=_rep(diag_n, n), solref=solref_rows.reshape(-1, 2), solimp=_rep(solimp, n),
+        out.append(_Rows(J=J, cols=cols, pos=pos.reshape(-1), margin=margin.reshape(-1),
+                         frictionloss=jp.zeros(k * n, dt), diag=_rep(diag_n, n), solref=solref_rows.reshape(-1, 2),
+                         solimp=_rep(solimp, n),
                          imp_r=_rep(jp.abs(dist - mg), n), bias=jp.zeros(k * n, dt), active=row_live.reshape(-1),
                          type=np.full(k * n, ctype), id=np.repeat(slots, n), k_zero=k_zero.reshape(-1),
                          r_scale=scale.reshape(-1)))  # fmt: skip
@@ -576,14 +672,14 @@ def make_constraint(m: Model, d: Data) -> Data:
         # (fwd_velocity): compute them here from the current qvel (make_constraint runs in fwd_position)
         d = velocity.com_vel(m, d)
     if len(p.connect):
-        blocks.append(_connect_rows(m, d, p.connect))
+        blocks.append(_connect_rows(m, d, p.connect, p.sparse))
     if len(p.weld):
-        blocks.append(_weld_rows(m, d, p.weld))
+        blocks.append(_weld_rows(m, d, p.weld, p.sparse))
     if len(p.joint_eq):
-        blocks.append(_poly_rows(m, d, p.joint_eq, tendon=False))
+        blocks.append(_poly_rows(m, d, p.joint_eq, tendon=False, sparse=p.sparse))
     if len(p.tendon_eq):
-        blocks.append(_poly_rows(m, d, p.tendon_eq, tendon=True))
-    blocks += _friction_rows(m, d, p.fric_dof, p.fric_ten)
+        blocks.append(_poly_rows(m, d, p.tendon_eq, tendon=True, sparse=p.sparse))
+    blocks += _friction_rows(m, d, p.fric_dof, p.fric_ten, p.sparse)
     blocks += _limit_rows(m, d, p)
     if len(p.con_dim):
         con_blocks = _contact_rows(m, d, p)
@@ -600,10 +696,10 @@ def make_constraint(m: Model, d: Data) -> Data:
             slots = np.nonzero(p.con_dim == dim)[0]
             rows_order.append((p.con_adr[slots][:, None] + np.arange(p.con_rows[slots][0])[None, :]).reshape(-1))
     pre = p.adr["contact"]
-    allb = blocks + con_blocks
+    allb = [_in_layout(m, p, b) for b in blocks + con_blocks]
     fields = {}
-    for name in ("J", "pos", "margin", "frictionloss", "diag", "solref", "solimp", "imp_r", "bias", "active",
-                 "type", "id", "k_zero", "r_scale"):  # fmt: skip
+    for name in ("J", "cols", "pos", "margin", "frictionloss", "diag", "solref", "solimp", "imp_r", "bias",
+                 "active", "type", "id", "k_zero", "r_scale"):  # fmt: skip
         x = cat(name, allb)
         if con_blocks:
             perm = np.concatenate([np.arange(pre)] + rows_order)
@@ -630,7 +726,8 @@ def make_constraint(m: Model, d: Data) -> Data:
     R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
     active = jp.asarray(f["active"])
     J = jp.where(active[:, None], f["J"], 0.0)
-    vel = J @ d.qvel
+    cols = jp.asarray(f["cols"], jp.int32)
+    vel = j_mul(J, cols if p.sparse else None, d.qvel)
     pos = f["pos"]
     aref = -B * vel - K * imp * (pos - f["margin"]) - f["bias"]
     R = jp.where(active, R, 1.0)
@@ -646,6 +743,7 @@ def make_constraint(m: Model, d: Data) -> Data:
         efc_id=jp.asarray(f["id"], jp.int32),
         efc_mask=active,
         efc_J=J.astype(dt),
+        efc_J_colind=cols,
         efc_pos=jp.where(active, pos, 0.0),
         efc_margin=jp.where(active, f["margin"], 0.0),
         efc_frictionloss=jp.where(active, f["frictionloss"], 0.0),
@@ -658,8 +756,43 @@ def make_constraint(m: Model, d: Data) -> Data:
     )
 
 
-def problem(m: Model, d: Data, M: jax.Array) -> solver_common.Problem:
-    """The solver's view of the rows made by make_constraint (M: dense mass matrix)."""
+def _in_layout(m: Model, p: Plan, b: _Rows) -> _Rows:
+    """Block b with J in the model's efc_J layout: dense (n, nv) and cols (n, 0), or sparse values and columns
+    padded to the row width p.width."""
+    n = b.J.shape[0]
+    if not p.sparse:
+        J = b.J if b.cols is None else solver_common.j_dense(b.J, jp.asarray(b.cols), m.nv)
+        return dataclasses.replace(b, J=J, cols=np.zeros((n, 0), np.int32))
+    assert b.cols is not None, "sparse layout: every block of rows must come with its columns"
+    pad = p.width - b.J.shape[1]
+    assert pad >= 0, (b.J.shape, p.width)
+    J = jp.pad(b.J, ((0, 0), (0, pad)))
+    cols = b.cols
+    cols = np.pad(cols, ((0, 0), (0, pad))) if isinstance(cols, np.ndarray) else jp.pad(cols, ((0, 0), (0, pad)))
+    return dataclasses.replace(b, J=J, cols=cols)
+
+
+def j_mul(J: jax.Array, colind: jax.Array | None, x: jax.Array) -> jax.Array:
+    """efc_J x (njmax,) for x (nv,) in either layout (colind None or (njmax, 0): dense)."""
+    if colind is not None and colind.shape[1] == 0:
+        colind = None
+    return solver_common.j_mul(J, colind, x)
+
+
+def jt_mul(m: Model, d: Data, f: jax.Array) -> jax.Array:
+    """efc_J' f (nv,) for f (njmax,) in either layout."""
+    colind = d.efc_J_colind if plan(m).sparse else None
+    return solver_common.jt_mul(d.efc_J, colind, f, m.nv)
+
+
+def efc_j_dense(m: Model, d: Data) -> jax.Array:
+    """The dense (njmax, nv) constraint Jacobian in either layout (sparse rows scattered; a copy)."""
+    colind = d.efc_J_colind if plan(m).sparse else None
+    return solver_common.j_dense(d.efc_J, colind, m.nv)
+
+
+def problem(m: Model, d: Data) -> solver_common.Problem:
+    """The solver's view of the rows made by make_constraint (M: d.qM in its layout, see `Layout.mass`)."""
     p = plan(m)
     mus, frics = [], []
     for dim in sorted(set(p.con_dim.tolist()) - {1}) if p.elliptic else []:
@@ -672,4 +805,5 @@ def problem(m: Model, d: Data, M: jax.Array) -> solver_common.Problem:
         frics.append(fi)
     return solver_common.Problem(J=d.efc_J, D=d.efc_D, R=d.efc_R, aref=d.efc_aref, frictionloss=d.efc_frictionloss,
                                  mask=d.efc_mask, cone_mu=tuple(mus), cone_friction=tuple(frics),
-                                 qacc_smooth=d.qacc_smooth, M=M)  # fmt: skip
+                                 qacc_smooth=d.qacc_smooth, M=d.qM,
+                                 J_colind=d.efc_J_colind if p.sparse else None)  # fmt: skip

@@ -34,10 +34,10 @@ def inv_constraint(m: Model, d: Data) -> Data:
     if not _constraints_live(m):
         return d.replace(qfrc_constraint=jp.zeros_like(d.qacc))
     p = constraint.plan(m)
-    prob = constraint.problem(m, d, inertia.full_m(m, d))
-    jar = d.efc_J @ d.qacc - d.efc_aref
+    prob = constraint.problem(m, d)
+    jar = common.p_j_mul(prob, d.qacc) - d.efc_aref
     ev = common.eval_constraints(p.layout, prob, jar)
-    return d.replace(efc_force=ev.force, efc_state=ev.state, qfrc_constraint=ev.force @ d.efc_J)
+    return d.replace(efc_force=ev.force, efc_state=ev.state, qfrc_constraint=common.p_jt_mul(prob, ev.force))
 
 
 def discrete_acc(m: Model, d: Data) -> jax.Array:

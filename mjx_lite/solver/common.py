@@ -15,12 +15,20 @@ where `s` is a sum over constraints of convex, piecewise-quadratic (or conic) co
       middle zone: 0.5 Dm (N - mu T)^2 with Dm = D_n / (mu^2 (1 + mu^2))
 The constraint force is `efc_force = -ds/djar` and `qfrc_constraint = J' efc_force`.
 
-The row layout is static (`Layout`): each row's kind, and the elliptic cones grouped by dimension.
+The row layout is static (`Layout`): each row's kind, the elliptic cones grouped by dimension, and the layout of
+the mass matrix (dense (nv, nv), or tree-sparse (nM,) as MuJoCo stores it, `TreeMass`).
+
+The Jacobian is dense (nefc, nv), or sparse in fixed-width rows: values J (nefc, w) and column indices
+J_colind (nefc, w) (a column may repeat within a row: the values add; padding is value 0 at column 0). Every use
+goes through `j_mul` (J x: a gather and a row sum), `jt_mul` (J' f: a scatter-add) and, where a dense Hessian is
+wanted, `constraint_hessian` (per-row outer products scatter-added); the rows of one elliptic cone share their
+columns.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import jax
@@ -61,16 +69,54 @@ CONE = 3  # rows of elliptic contacts (handled per cone)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
+class TreeMass:
+    """Static index tables of a tree-sparse mass matrix qM (nM,) (MuJoCo's layout: row i holds M(i, j) for j = i
+    and i's ancestor dofs).
+
+    diag: (nv,) address of M(i, i); off: (no,) addresses of the off-diagonal entries, row/col: (no,) their i and j.
+    """
+
+    nv: int
+    diag: np.ndarray
+    off: np.ndarray
+    row: np.ndarray
+    col: np.ndarray
+
+    @functools.cached_property
+    def dense(self) -> np.ndarray:
+        """(nv * nv,) address in qM of every dense entry (nM, an appended zero, off the tree); built when used."""
+        nm = self.diag.size + self.off.size
+        idx = np.full((self.nv, self.nv), nm, np.int64)
+        idx[np.arange(self.nv), np.arange(self.nv)] = self.diag
+        idx[self.row, self.col] = self.off
+        idx[self.col, self.row] = self.off
+        return idx.reshape(-1)
+
+    def mul(self, qM: jax.Array, x: jax.Array) -> jax.Array:  # noqa: N803
+        """M x, x (nv,)."""
+        vals = qM[self.off]
+        y = qM[self.diag] * x
+        y = y.at[self.row].add(vals * x[self.col])
+        return y.at[self.col].add(vals * x[self.row])
+
+    def full(self, qM: jax.Array) -> jax.Array:  # noqa: N803
+        """Dense (nv, nv) M."""
+        return jp.concatenate([qM, jp.zeros((1,), qM.dtype)])[self.dense].reshape(self.nv, self.nv)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Layout:
     """Static row structure of the padded constraint arrays.
 
     kind:  (nefc,) int, one of EQUALITY, FRICTION, INEQUALITY, CONE
     cones: tuple of (k, dim) int arrays: row indices of the k elliptic contacts of dimension dim
            (first row normal, then tangential rows), one array per dim present
+    mass:  None: Problem.M is the dense (nv, nv) mass matrix; a TreeMass: Problem.M is tree-sparse (nM,)
     """
 
     kind: np.ndarray
     cones: tuple[np.ndarray, ...] = ()
+    mass: TreeMass | None = None
 
     @property
     def nefc(self) -> int:
@@ -82,10 +128,12 @@ class Layout:
 class Problem:
     """Traced data of one constraint problem (shapes for nefc rows, nv dofs).
 
-    J: (nefc, nv); D, R, aref, frictionloss: (nefc,); mask: (nefc,) bool (padding rows are False);
+    J: (nefc, nv) dense, or (nefc, w) values of sparse rows whose columns are J_colind (nefc, w) int (None:
+    dense); D, R, aref, frictionloss: (nefc,); mask: (nefc,) bool (padding rows are False);
     cone_mu: tuple of (k,) regularised cone friction mu = friction[0] / sqrt(impratio), one per cone group;
     cone_friction: tuple of (k, dim-1) friction coefficients of the tangential rows.
-    qacc_smooth, qfrc_smooth: (nv,); M: (nv, nv) dense mass matrix; Minv_mul: not stored (see solvers).
+    qacc_smooth: (nv,); M: (nv, nv) dense mass matrix, or tree-sparse (nM,) when `Layout.mass` is set;
+    M^-1: not stored (see solvers).
     """
 
     J: jax.Array
@@ -98,6 +146,53 @@ class Problem:
     cone_friction: tuple
     qacc_smooth: jax.Array
     M: jax.Array
+    J_colind: jax.Array | None = None
+
+
+def j_mul(J: jax.Array, colind: jax.Array | None, x: jax.Array) -> jax.Array:
+    """J x (nefc,) for x (nv,), J dense (nefc, nv) or sparse values (nefc, w) with colind (nefc, w)."""
+    if colind is None:
+        return J @ x
+    return jp.sum(J * x[colind], axis=1)
+
+
+def jt_mul(J: jax.Array, colind: jax.Array | None, f: jax.Array, nv: int) -> jax.Array:
+    """J' f (nv,) for f (nefc,) (see `j_mul`)."""
+    if colind is None:
+        return f @ J
+    return jp.zeros((nv,), J.dtype).at[colind].add(J * f[:, None])
+
+
+def j_dense(J: jax.Array, colind: jax.Array | None, nv: int) -> jax.Array:
+    """The dense (nefc, nv) Jacobian (see `j_mul`)."""
+    if colind is None:
+        return J
+    n = J.shape[0]
+    return jp.zeros((n, nv), J.dtype).at[jp.arange(n)[:, None], colind].add(J)
+
+
+def nv_of(p: Problem) -> int:
+    return int(p.qacc_smooth.shape[0])
+
+
+def mul_m(layout: Layout, p: Problem, x: jax.Array) -> jax.Array:
+    """M x (nv,)."""
+    return p.M @ x if layout.mass is None else layout.mass.mul(p.M, x)
+
+
+def full_m(layout: Layout, p: Problem) -> jax.Array:
+    """Dense M (nv, nv)."""
+    return p.M if layout.mass is None else layout.mass.full(p.M)
+
+
+def p_j_mul(p: Problem, x: jax.Array) -> jax.Array:
+    """J x (nefc,) of problem p."""
+    return j_mul(p.J, p.J_colind, x)
+
+
+def p_jt_mul(p: Problem, f: jax.Array) -> jax.Array:
+    """J' f (nv,) of problem p."""
+    return jt_mul(p.J, p.J_colind, f, nv_of(p))
 
 
 def _cone_eval(jar: jax.Array, D: jax.Array, mu: jax.Array, fric: jax.Array):
@@ -211,12 +306,32 @@ def eval_constraints(layout: Layout, p: Problem, jar: jax.Array) -> ConstraintEv
 
 
 def constraint_hessian(layout: Layout, p: Problem, ev: ConstraintEval) -> jax.Array:
-    """J' H_s J (nv, nv): the constraint part of the primal Hessian."""
-    H = (p.J * ev.hdiag[:, None]).T @ p.J
+    """J' H_s J (nv, nv): the constraint part of the primal Hessian (dense; sparse rows are scatter-added)."""
+    if p.J_colind is None:
+        H = (p.J * ev.hdiag[:, None]).T @ p.J
+        for rows, ch in zip(layout.cones, ev.cone_hess):
+            Jc = p.J[jp.asarray(rows)]  # (k, dim, nv)
+            H = H + jp.einsum("kin,kij,kjm->nm", Jc, ch, Jc)
+        return H
+    nv, c = nv_of(p), p.J_colind
+    H = jp.zeros((nv, nv), p.J.dtype)
+    H = H.at[c[:, :, None], c[:, None, :]].add(ev.hdiag[:, None, None] * p.J[:, :, None] * p.J[:, None, :])
     for rows, ch in zip(layout.cones, ev.cone_hess):
-        Jc = p.J[jp.asarray(rows)]  # (k, dim, nv)
-        H = H + jp.einsum("kin,kij,kjm->nm", Jc, ch, Jc)
+        rows_j = jp.asarray(rows)
+        Jc = p.J[rows_j]  # (k, dim, w); the rows of one cone share their columns
+        cc = c[rows_j[:, 0]]  # (k, w)
+        H = H.at[cc[:, :, None], cc[:, None, :]].add(jp.einsum("kia,kij,kjb->kab", Jc, ch, Jc))
     return H
+
+
+def hess_mul(layout: Layout, p: Problem, ev: ConstraintEval, v: jax.Array) -> jax.Array:
+    """(M + J' H_s J) v (nv,) without forming the Hessian (the primal Hessian at the evaluation ev)."""
+    Jv = p_j_mul(p, v)
+    w = ev.hdiag * Jv
+    for rows, ch in zip(layout.cones, ev.cone_hess):
+        rows_j = jp.asarray(rows)
+        w = w.at[rows_j].add(jp.einsum("kij,kj->ki", ch, Jv[rows_j]))
+    return mul_m(layout, p, v) + p_jt_mul(p, w)
 
 
 def hess_quadform(layout: Layout, ev: ConstraintEval, v: jax.Array) -> jax.Array:
@@ -231,10 +346,10 @@ def hess_quadform(layout: Layout, ev: ConstraintEval, v: jax.Array) -> jax.Array
 def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
     """For qacc (nv,): (total cost (), ConstraintEval, jar = J qacc - aref (nefc,),
     Ma = M (qacc - qacc_smooth) (nv,))."""
-    jar = p.J @ qacc - p.aref
+    jar = p_j_mul(p, qacc) - p.aref
     ev = eval_constraints(layout, p, jar)
     da = qacc - p.qacc_smooth
-    Ma = p.M @ da
+    Ma = mul_m(layout, p, da)
     return 0.5 * jp.dot(da, Ma) + ev.cost, ev, jar, Ma
 
 
@@ -248,10 +363,10 @@ def line_search(layout: Layout, p: Problem, qacc: jax.Array, search: jax.Array, 
     Returns alpha (0 if the direction is not a descent direction).
     """
     dt = qacc.dtype
-    Js = p.J @ search
-    Ms = p.M @ search
+    Js = p_j_mul(p, search)
+    Ms = mul_m(layout, p, search)
     sMs = jp.dot(search, Ms)
-    jar0 = p.J @ qacc - p.aref
+    jar0 = p_j_mul(p, qacc) - p.aref
     g0 = jp.dot(search, Ma)
 
     def derivs(alpha):

@@ -45,7 +45,9 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
 
     Returns (efc_force (nefc,), qacc (nv,), niter () int, improvement ()).
     """
-    nv = p.M.shape[0]
+    if p.J_colind is not None:
+        raise ValueError("PGS needs the dense constraint Jacobian: Config.efc_jacobian='dense' (or 'auto')")
+    nv = common.nv_of(p)
     scale = 1.0 / (meaninertia * max(1, nv))
     JT = p.J.T
     MinvJT = minv(JT)  # (nv, nefc)

@@ -25,7 +25,7 @@ def _scale(meaninertia: jax.Array, nv: int) -> jax.Array:
 
 def _gradient(p: Problem, ev: common.ConstraintEval, Ma: jax.Array) -> jax.Array:
     """(nv,) gradient of the primal cost: M (qacc - qacc_smooth) - J' force."""
-    return Ma - ev.force @ p.J
+    return Ma - common.p_jt_mul(p, ev.force)
 
 
 def solve_newton(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: int, ls_iterations: int,
@@ -34,7 +34,7 @@ def solve_newton(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: in
 
     Returns (qacc (nv,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
     """  # fmt: skip
-    nv = p.M.shape[0]
+    nv = common.nv_of(p)
     scale = _scale(meaninertia, nv)
     dt = qacc0.dtype
 
@@ -42,7 +42,7 @@ def solve_newton(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: in
         qacc, cost, done = c["qacc"], c["cost"], c["done"]
         _, ev, _, Ma = common.primal_cost(layout, p, qacc)
         grad = _gradient(p, ev, Ma)
-        H = p.M + common.constraint_hessian(layout, p, ev)
+        H = common.full_m(layout, p) + common.constraint_hessian(layout, p, ev)
         L = jax.scipy.linalg.cho_factor(H, lower=True)
         search = -jax.scipy.linalg.cho_solve(L, grad)
         alpha = common.line_search(layout, p, qacc, search, Ma, ls_iterations, tolerance * ls_tolerance, scale,
@@ -74,7 +74,7 @@ def solve_cg(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: int, l
 
     Returns (qacc (nv,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
     """
-    nv = p.M.shape[0]
+    nv = common.nv_of(p)
     scale = _scale(meaninertia, nv)
     dt = qacc0.dtype
     cost0, ev0, _, Ma0 = common.primal_cost(layout, p, qacc0)
@@ -83,7 +83,7 @@ def solve_cg(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: int, l
 
     def body(c):
         qacc, cost, grad, mgrad, search, done = c["qacc"], c["cost"], c["grad"], c["mgrad"], c["search"], c["done"]
-        Ma = p.M @ (qacc - p.qacc_smooth)
+        Ma = common.mul_m(layout, p, qacc - p.qacc_smooth)
         alpha = common.line_search(layout, p, qacc, search, Ma, ls_iterations, tolerance * ls_tolerance, scale,
                                    early_exit)  # fmt: skip
         qacc_new = qacc + alpha * search

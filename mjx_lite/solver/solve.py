@@ -24,6 +24,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jp
 import jax.scipy.linalg as jsl
+import jax.scipy.sparse.linalg as jssl
 
 from mjx_lite.pipeline import constraint, inertia
 from mjx_lite.solver import common, pgs, primal
@@ -33,11 +34,26 @@ from mjx_lite.types import Data, DisableBit, Model, SolverType
 def _optimality(layout: common.Layout, prob: common.Problem, qacc: jax.Array) -> jax.Array:
     """(nv,) g = M (qacc - qacc_smooth) - J' f(J qacc - aref): zero at the optimum."""
     _, ev, _, Ma = common.primal_cost(layout, prob, qacc)
-    return Ma - ev.force @ prob.J
+    return Ma - common.p_jt_mul(prob, ev.force)
 
 
-def _implicit(layout: common.Layout, run: Callable):
-    """Wrap run(prob, qacc0, consts) -> (qacc, stats) with the implicit-function VJP at the returned qacc."""
+def bwd_cg_rtol(dtype) -> float:
+    """Relative residual at which the matrix-free backward solve stops: eps^0.75 of the dtype (1.8e-12 in float64,
+    6.4e-6 in float32): well below the error of the forward solution it differentiates."""
+    return float(jp.finfo(dtype).eps) ** 0.75
+
+
+def bwd_cg_maxiter(nv: int) -> int:
+    """Bound on the matrix-free backward solve's iterations (it stops at bwd_cg_rtol, usually after tens)."""
+    return max(100, 2 * nv)
+
+
+def _implicit(layout: common.Layout, run: Callable, minv_of: Callable | None = None):
+    """Wrap run(prob, qacc0, consts) -> (qacc, stats) with the implicit-function VJP at the returned qacc.
+
+    minv_of(consts) -> (x -> M^-1 x): given, the backward solve with H is matrix-free conjugate gradients
+    preconditioned by M^-1; None: H is formed and Cholesky-factorised.
+    """
 
     @jax.custom_vjp
     def f(prob, qacc0, consts):
@@ -51,8 +67,12 @@ def _implicit(layout: common.Layout, run: Callable):
         prob, qacc, qacc0, consts = res
         abar = cts[0]
         _, ev, _, _ = common.primal_cost(layout, prob, qacc)
-        H = prob.M + common.constraint_hessian(layout, prob, ev)
-        w = jsl.cho_solve(jsl.cho_factor(H, lower=True), abar)
+        if minv_of is None:
+            H = common.full_m(layout, prob) + common.constraint_hessian(layout, prob, ev)
+            w = jsl.cho_solve(jsl.cho_factor(H, lower=True), abar)
+        else:
+            w, _ = jssl.cg(lambda v: common.hess_mul(layout, prob, ev, v), abar, M=minv_of(consts),
+                           tol=bwd_cg_rtol(abar.dtype), maxiter=bwd_cg_maxiter(abar.shape[0]))  # fmt: skip
         _, vjp = jax.vjp(lambda p: _optimality(layout, p, qacc), prob)
         (pbar,) = vjp(-w)
         return pbar, jp.zeros_like(qacc0), jax.tree.map(jp.zeros_like, consts)
@@ -64,8 +84,7 @@ def _implicit(layout: common.Layout, run: Callable):
 def solve(m: Model, d: Data) -> Data:
     """mj_fwdConstraint: constraint forces and the constrained acceleration."""
     plan = constraint.plan(m)
-    M = inertia.full_m(m, d)
-    prob = constraint.problem(m, d, M)
+    prob = constraint.problem(m, d)
     layout = plan.layout
     opt = m.opt
 
@@ -104,14 +123,18 @@ def solve(m: Model, d: Data) -> Data:
     if implicit:
         # no closure over traced values inside custom_vjp: M^-1 from d's L'DL factors, passed in `consts`
         # (tree-structured: O(nM) per solve, no dense Cholesky of M)
+        def minv_of(consts):
+            return lambda x: inertia.solve_factored(m, consts["qLD"], consts["qLDiagInv"], x)
+
         def run_closed(prob, qacc0, consts):
-            consts = dict(consts)
-            qld, qldinv = consts.pop("qLD"), consts.pop("qLDiagInv")
-            return run(prob, qacc0, consts, lambda x: inertia.solve_factored(m, qld, qldinv, x))
+            minv_c = minv_of(consts)
+            consts = {k: v for k, v in consts.items() if k not in ("qLD", "qLDiagInv")}
+            return run(prob, qacc0, consts, minv_c)
 
         consts.update(qLD=d.qLD, qLDiagInv=d.qLDiagInv)
-
-        qacc, (force, niter, improvement, gradient) = _implicit(layout, run_closed)(prob, qacc0, consts)
+        matrix_free = prob.J_colind is not None and opt.solver == SolverType.CG
+        f = _implicit(layout, run_closed, minv_of if matrix_free else None)
+        qacc, (force, niter, improvement, gradient) = f(prob, qacc0, consts)
         _, ev, _, _ = common.primal_cost(layout, prob, qacc)
         # value: the solver's own forces (PGS: its dual iterate, which near a stiff optimum is far more accurate
         # than the force law re-evaluated at qacc, whose error is D J times qacc's; primal solvers: the same
@@ -126,8 +149,8 @@ def solve(m: Model, d: Data) -> Data:
         qacc=qacc,
         efc_force=force,
         efc_state=state,
-        efc_b=d.efc_J @ d.qacc_smooth - d.efc_aref,
-        qfrc_constraint=force @ d.efc_J,
+        efc_b=common.p_j_mul(prob, d.qacc_smooth) - d.efc_aref,
+        qfrc_constraint=common.p_jt_mul(prob, force),
         solver_niter=niter.astype(jp.int32),
         solver_improvement=jp.asarray(improvement, qacc.dtype),
         solver_gradient=jp.asarray(gradient, qacc.dtype),

@@ -1,0 +1,177 @@
+"""The 220-body pile with the sparse and the dense constraint Jacobian (section of docs/benchmarks.md).
+
+    python benchmarks/pile.py [--batch 1 16] [--steps 20] [--layouts sparse dense] [--quick]
+
+One process, float32: for each `Config.efc_jacobian` layout, the bytes of one environment's Data (and its largest
+fields), the time per stage of one step at batch 1 (collision, make_constraint, solve and the whole step, each
+jitted alone from the same state), and steps/s of `jit(vmap(scan(step)))` at each batch, from the same initial
+state (the bundled scene, bodies about to land; `--settle` steps first), with MuJoCo C's single-thread
+`mj_step` over the same steps for reference. Ratios are within this run; say how loaded the machine was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+import mjx_lite as mjl
+from mjx_lite.collision import driver
+from mjx_lite.pipeline import constraint
+from mjx_lite.pipeline import forward as fwd
+from mjx_lite.solver.solve import solve
+
+BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mjx_lite", "models", "pile.xml")
+
+
+def _nbytes(tree) -> int:
+    return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(tree)))
+
+
+def _fields(d) -> list[tuple[int, str]]:
+    out = [(np.asarray(getattr(d, k)).nbytes, k) for k in d.__dataclass_fields__ if k != "contact"]
+    out.append((_nbytes(d.contact), "contact"))
+    return sorted(out, reverse=True)
+
+
+def _best(f, *args, repeats: int = 5) -> float:
+    jax.block_until_ready(f(*args))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def stage_times(m, d) -> dict[str, float]:
+    """Seconds per call of each stage at state d (batch 1), every stage jitted alone and returning only its own
+    outputs (so that no stage pays for copying the whole Data)."""
+    d_pos = jax.jit(fwd.fwd_position)(m, d)
+    d_acc = jax.jit(lambda m, d: fwd.fwd_acceleration(m, fwd.fwd_actuation(m, fwd.fwd_velocity(m, d))))(m, d_pos)
+    d_col = jax.jit(driver.collision)(m, d)
+    f_col = jax.jit(lambda m, d: driver.collision(m, d).contact)
+    f_con = jax.jit(lambda m, d: (lambda o: (o.efc_J, o.efc_J_colind, o.efc_D, o.efc_aref))(
+        constraint.make_constraint(m, d)))  # fmt: skip
+    f_sol = jax.jit(lambda m, d: (lambda o: (o.qacc, o.efc_force))(solve(m, d)))
+    f_step = jax.jit(lambda m, d: mjl.step(m, d).qpos)
+    return {"collision": _best(f_col, m, d), "make_constraint": _best(f_con, m, d_col), "solve": _best(f_sol, m, d_acc),
+            "step": _best(f_step, m, d)}  # fmt: skip
+
+
+def throughput(m, d, batch: int, steps: int, repeats: int = 3) -> tuple[float, float]:
+    """(steps/s, compile seconds) of jit(vmap(scan(step))) over `batch` copies of d."""
+
+    def rollout(m, d):
+        return jax.lax.scan(lambda d, _: (mjl.step(m, d), None), d, None, length=steps)[0]
+
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
+    t0 = time.perf_counter()
+    f = jax.jit(jax.vmap(rollout, in_axes=(None, 0))).lower(m, db).compile()
+    compile_s = time.perf_counter() - t0
+    wall = _best(f, m, db, repeats=repeats)
+    return batch * steps / wall, compile_s
+
+
+def mujoco_c(steps: int, settle: int) -> float:
+    """MuJoCo C single-thread steps/s over the same steps."""
+    import mujoco  # noqa: PLC0415 - a test dependency, only for the reference
+
+    mjm = mujoco.MjModel.from_xml_path(BUNDLED)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(settle):
+        mujoco.mj_step(mjm, mjd)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        mujoco.mj_step(mjm, mjd)
+    return steps / (time.perf_counter() - t0)
+
+
+def run(layouts=("sparse", "dense"), batches=(1, 16), steps: int = 20, settle: int = 0) -> dict:
+    base = mjl.load_mjcf(BUNDLED)
+    res = {"nv": base.nv, "njmax": base.njmax, "nconmax": base.nconmax, "layouts": {}}
+    state = None
+    for layout in layouts:
+        m = mjl.configure(base, efc_jacobian=layout)
+        d = mjl.make_data(m)
+        if state is None:
+            step = jax.jit(mjl.step)
+            for _ in range(settle):
+                d = step(m, d)
+            state = dict(qpos=d.qpos, qvel=d.qvel, qacc_warmstart=d.qacc_warmstart)
+        d = mjl.make_data(m).replace(**state)
+        r = {"data_bytes": _nbytes(d), "largest": _fields(d)[:4], "efc_J": tuple(d.efc_J.shape)}
+        r["stages"] = stage_times(m, d)
+        for b in batches:
+            r[f"batch{b}"] = throughput(m, d, b, steps)
+        res["layouts"][layout] = r
+        print(layout, {k: v for k, v in r.items() if k != "largest"}, flush=True)
+    res["mujoco_c"] = mujoco_c(steps, settle)
+    return res
+
+
+def _markdown(res: dict, cmd: str, batches, steps: int) -> str:
+    lay = res["layouts"]
+    rows = []
+    for name, r in lay.items():
+        st = r["stages"]
+        tp = " | ".join(f"{r[f'batch{b}'][0]:.1f}" for b in batches)
+        rows.append(f"| {name} {r['efc_J']} | {r['data_bytes'] / 1e6:.2f} | {1e3 * st['collision']:.1f} | "
+                    f"{1e3 * st['make_constraint']:.1f} | {1e3 * st['solve']:.1f} | {1e3 * st['step']:.1f} | {tp} | "
+                    f"{r[f'batch{batches[0]}'][1]:.0f} |")  # fmt: skip
+    ratio = ""
+    if "sparse" in lay and "dense" in lay:
+        ratio = ", ".join(f"batch {b}: {lay['sparse'][f'batch{b}'][0] / lay['dense'][f'batch{b}'][0]:.1f}x"
+                          for b in batches)  # fmt: skip
+        smaller = lay["dense"]["data_bytes"] / lay["sparse"]["data_bytes"]
+        ratio = f"Sparse / dense steps/s: {ratio}; Data {smaller:.0f}x smaller."
+    head = " | ".join(f"steps/s batch {b}" for b in batches)
+    largest = "; ".join(f"{n}: " + ", ".join(f"{k} {b / 1e6:.2f} MB" for b, k in r["largest"][:3])
+                        for n, r in lay.items())  # fmt: skip
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return "\n".join([
+        "### Large scene: the 220-body pile, sparse vs dense constraint Jacobian (float32)",
+        "",
+        f"`{cmd}` ({datetime.date.today()}, {platform.machine()} {os.cpu_count()}-core CPU, load average "
+        f"{load:.1f}; nv {res['nv']}, njmax {res['njmax']} rows, nconmax {res['nconmax']}). Stage times: best of "
+        f"5 calls at batch 1, each stage jitted alone; throughput: `jit(vmap(scan(step)))`, {steps} steps from "
+        f"the same state. MuJoCo C, one thread, same steps: {res['mujoco_c']:.0f} steps/s.",
+        "",
+        f"| efc_J layout | Data MB/env | collision ms | make_constraint ms | solve ms | step ms | {head} | "
+        "compile s |",
+        "| --- | --- | --- | --- | --- | --- | " + " | ".join("---" for _ in batches) + " | --- |",
+        *rows,
+        "",
+        ratio + f" Largest Data fields: {largest}.",
+    ])  # fmt: skip
+
+
+def report(quick: bool = False) -> str:
+    batches, steps = ((1,), 5) if quick else ((1, 16), 20)
+    res = run(batches=batches, steps=steps)
+    cmd = "python benchmarks/pile.py" + (" --quick" if quick else "")
+    return _markdown(res, cmd, batches, steps)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, nargs="*", default=[1, 16])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--settle", type=int, default=0, help="steps taken (first layout) before measuring")
+    p.add_argument("--layouts", nargs="*", default=["sparse", "dense"], choices=["sparse", "dense", "auto"])
+    p.add_argument("--quick", action="store_true", help="batch 1, 5 steps")
+    a = p.parse_args()
+    batches, steps = ((1,), 5) if a.quick else (tuple(a.batch), a.steps)
+    res = run(tuple(a.layouts), batches, steps, a.settle)
+    print(_markdown(res, "python benchmarks/pile.py " + " ".join(sys.argv[1:]), batches, steps))
+
+
+if __name__ == "__main__":
+    main()
