@@ -5,35 +5,23 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 import os
 
 import jax
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import mjx_lite  # noqa: E402
-from mjx_lite import types  # noqa: E402
-from mjx_lite.mjcf.spec import MJCFError  # noqa: E402
-from tests import oracle  # noqa: E402
+import mjx_lite
+from mjx_lite import types
+from mjx_lite.mjcf.spec import MJCFError
+from tests import oracle
 
 RTOL = 1e-6  # float64 compile arithmetic, different operation order than MuJoCo's C
 ATOL = 1e-10  # absolute slack for values that are zero up to round-off
 QUAT_TOL = 1e-6  # quaternions (compared up to sign)
 EIG_GAP = 1e-6  # principal moments closer than this (relative) leave the principal axes free
 
-# section module -> (array prefixes, size fields, XML sections) owned by the "sections" engineer
-SECTIONS = {
-    "tendon": (("tendon_", "wrap_"), ("ntendon", "nwrap"), ("tendon",)),
-    "equality": (("eq_",), ("neq",), ("equality",)),
-    "actuation": (("actuator_",), ("nu", "na"), ("actuator",)),
-    "sensor": (("sensor_",), ("nsensor", "nsensordata"), ("sensor",)),
-    "contact": (("pair_", "exclude_"), ("npair", "nexclude"), ("contact",)),
-}
 # MuJoCo stores mesh vertices and height-field data in float32: values computed from them (mesh frames, the
 # boxes of mesh geoms) agree to float32 resolution of the geometry, not to float64 round-off
 F32_FIELDS = ("mesh_vert", "hfield_data", "geom_aabb")
@@ -42,24 +30,8 @@ MESH_COM_FIELDS = ("light_poscom0", "cam_poscom0")
 F32_TOL = 1e-6
 # MuJoCo's Jacobi eigen-solver stops once the rotation angle is below ~1e-6 rad, so principal frames agree to
 # about that much (not to round-off); the inertia tensor is compared relative to its largest entry.
-# fields that depend on actuators: jnt/tendon_actuatorid (damping/armature actuators), key_act/key_ctrl sizes
-SECTION_DEPENDENT = {"actuation": ("jnt_actuatorid", "tendon_actuatorid", "key_act", "key_ctrl")}
 _NAME_OBJ = oracle._OBJ  # object type -> mjtObj
 _NAME_COUNT = oracle._COUNT
-
-
-def pending_sections() -> set[str]:
-    """Sections whose compiler module does not exist yet."""
-    out = set()
-    for sec in SECTIONS:
-        try:
-            mod = importlib.import_module(f"mjx_lite.mjcf.{sec}")
-        except ImportError:
-            out.add(sec)
-            continue
-        if not hasattr(mod, f"compile_{sec}"):
-            out.add(sec)
-    return out
 
 
 def _model_fields() -> list[str]:
@@ -183,20 +155,6 @@ def compare_models(ours: types.Model, mjm: mujoco.MjModel, skip_prefixes: tuple[
     return errs
 
 
-def _skip_prefixes(pending: set[str]) -> tuple[str, ...]:
-    out: list[str] = []
-    for sec in pending:
-        prefixes, sizes, _ = SECTIONS[sec]
-        out += list(prefixes) + list(sizes) + list(SECTION_DEPENDENT.get(sec, ()))
-    return tuple(out)
-
-
-def _uses(path_or_xml: mujoco.MjModel, sec: str) -> bool:
-    m = path_or_xml
-    sizes = SECTIONS[sec][1]
-    return any(getattr(m, s) for s in sizes)
-
-
 # ----------------------------------------------------------------------------------------------------------
 # reference models
 
@@ -241,15 +199,8 @@ def _params():
 @pytest.mark.parametrize("path", _params())
 def test_reference_model(path):
     mjm = mujoco.MjModel.from_xml_path(path)
-    pending = pending_sections()
-    used = [s for s in pending if _uses(mjm, s)]
-    if used:
-        pytest.skip(f"sections pending (mjx_lite/mjcf/{{{','.join(sorted(used))}}}.py not written yet)")
-    try:
-        ours = mjx_lite.load_mjcf(path)
-    except (NotImplementedError, ImportError) as e:  # another stage not written yet (e.g. an hfield collider)
-        pytest.skip(f"pending: {e}")
-    errs = compare_models(ours, mjm, _skip_prefixes(pending))
+    ours = mjx_lite.load_mjcf(path)
+    errs = compare_models(ours, mjm)
     assert not errs, "\n".join(errs)
 
 
@@ -260,7 +211,7 @@ def test_reference_model(path):
 def check_xml(xml: str) -> types.Model:
     mjm = mujoco.MjModel.from_xml_string(xml)
     ours = mjx_lite.load_mjcf_string(xml)
-    errs = compare_models(ours, mjm, _skip_prefixes(pending_sections()))
+    errs = compare_models(ours, mjm)
     assert not errs, "\n".join(errs)
     return ours
 

@@ -18,12 +18,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jax
+import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.mjcf.context import CompileContext
+from mjx_lite import io
+from mjx_lite.mjcf.attrs import autolimits, error, register_all, resolve_limited, section_children
+from mjx_lite.mjcf.context import CompileContext, dof_tree_mask, provisional_model
 from mjx_lite.mjcf.spec import Element, MJCFError
-from mjx_lite.mjcf.tendon import autolimits, children, error, register, resolve_limited
-from mjx_lite.types import BiasType, DynType, GainType, JointType, TrnType
+from mjx_lite.pipeline import forward, inertia, kinematics, transmission
+from mjx_lite.pipeline import tendon as ptendon
+from mjx_lite.types import BiasType, DisableBit, DynType, GainType, JointType, TrnType
 
 SHORTCUTS = ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion")
 UNSUPPORTED = ("orientation", "pid", "dcmotor", "plugin")
@@ -263,9 +268,9 @@ def resolve(el: Element) -> dict[str, Any]:
 
 def compile_actuator(root: Element, ctx: CompileContext) -> None:
     """Actuators -> ctx.arrays (actuator_*, jnt_actuatorid, tendon_actuatorid), ctx.sizes (nu, na)."""
-    acts = children(root, "actuator")
-    register(ctx, "actuator", acts)
-    ctx.lengthrange_opts = lengthrange_options(root)  # type: ignore[attr-defined]
+    acts = section_children(root, "actuator")
+    register_all(ctx, "actuator", acts)
+    ctx.lengthrange_opts = lengthrange_options(root)
     nu = len(acts)
     al = autolimits(ctx)
     jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
@@ -480,9 +485,6 @@ _FIELDS = {
 }  # fmt: skip
 
 
-compile_actuation = compile_actuator  # the name compile.py looks up (module "actuation")
-
-
 # ---------------------------------------------------------------------------------------------------- qpos0 constants
 
 _LENGTHRANGE_DEFAULTS = dict(mode="muscle", useexisting=True, uselimit=False, accel=20.0, maxforce=0.0, timeconst=1.0,
@@ -514,11 +516,9 @@ def finalize_sections(ctx: CompileContext, st) -> None:
     """
     A, S = ctx.arrays, ctx.sizes
     nv, nt, nu = int(S["nv"]), int(S.get("ntendon", 0)), int(S.get("nu", 0))
-    _actuator_armature(ctx, st)
+    actuator_armature(ctx, st)
     minv = np.asarray(st.minv, np.float64)
     if nt:
-        from mjx_lite.pipeline import tendon as ptendon
-
         d = st.run(ptendon.tendon)
         tj = np.asarray(d.ten_J, np.float64).reshape(nt, nv)
         length0 = np.asarray(d.ten_length, np.float64).copy()
@@ -530,8 +530,6 @@ def finalize_sections(ctx: CompileContext, st) -> None:
         A["tendon_lengthspring"] = ls
     if not nu:
         return
-    from mjx_lite.pipeline import transmission
-
     d = st.run(transmission.transmission)
     mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
     length = np.asarray(d.actuator_length, np.float64).copy()
@@ -550,7 +548,7 @@ def finalize_sections(ctx: CompileContext, st) -> None:
     _lengthrange(ctx, st)
 
 
-def _actuator_armature(ctx: CompileContext, st) -> None:
+def actuator_armature(ctx: CompileContext, st) -> None:
     """Add actuator armature (reflected through gear^2) to the qpos0 inertia `st.mfull`/`st.minv`, as MuJoCo's qM.
 
     Joint transmissions: armature * gear[0]^2 on the (hinge/slide) dof; tendon transmissions:
@@ -575,12 +573,8 @@ def _actuator_armature(ctx: CompileContext, st) -> None:
             add[da, da] += arm[i] * g2
         elif trn == TrnType.TENDON:
             if tj is None:
-                from mjx_lite.pipeline import tendon as ptendon
-
                 tj = np.asarray(st.run(ptendon.tendon).ten_J, np.float64).reshape(-1, nv)
             add += arm[i] * g2 * np.outer(tj[obj], tj[obj])
-    from mjx_lite.mjcf.derived import dof_tree_mask  # noqa: PLC0415 - derived imports this module
-
     mfull = np.asarray(st.mfull, np.float64) + np.where(dof_tree_mask(ctx), add, 0.0)
     st.mfull = mfull
     st.minv = np.linalg.inv(mfull)
@@ -591,7 +585,7 @@ def _actuator_armature(ctx: CompileContext, st) -> None:
 def _lengthrange(ctx: CompileContext, st) -> None:
     """MuJoCo's mj_setLengthRange: limits of the target when `uselimit`, else the documented simulation."""
     A = ctx.arrays
-    opts = getattr(ctx, "lengthrange_opts", None) or dict(_LENGTHRANGE_DEFAULTS)
+    opts = ctx.lengthrange_opts or dict(_LENGTHRANGE_DEFAULTS)
     mode = opts["mode"]
     if mode == "none":
         return
@@ -630,23 +624,6 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
     """
     el = ctx.elements["actuator"][i]
     where = el.where() if el is not None else f"actuator {i}"
-    try:
-        import importlib
-
-        import jax
-        import jax.numpy as jp
-
-        from mjx_lite import io
-        from mjx_lite.pipeline import forward, inertia
-        from mjx_lite.types import DisableBit
-
-        importlib.import_module("mjx_lite.pipeline.transmission")
-    except ImportError as e:
-        raise NotImplementedError(
-            f"{where}: the actuator lengthrange simulation (mj_setLengthRange) needs the pipeline module "
-            f"{e.name}, which does not exist yet; give `lengthrange` explicitly or use "
-            '<compiler><lengthrange uselimit="true"/> with a limited joint or tendon'
-        ) from None
     dt = float(opts["timestep"]) if float(opts["timestep"]) > 0 else float(np.asarray(ctx.option["timestep"]))
     inttotal, interval = float(opts["inttotal"]), float(opts["interval"])
     # MuJoCo's loop: while time < inttotal: step; the time after each step decides what is recorded
@@ -661,7 +638,7 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
     decay = float(np.exp(-dt / max(0.01, float(opts["timeconst"]))))
     accel, maxforce = float(opts["accel"]), float(opts["maxforce"])
     with jax.enable_x64(True):
-        m = _current_model(ctx)
+        m = provisional_model(ctx)
         m = m.replace(opt=m.opt.replace(disableflags=int(flags), timestep=jp.asarray(dt, m.opt.timestep.dtype)))
         d0 = io.make_data(m)
 
@@ -700,29 +677,11 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
     return res
 
 
-def _current_model(ctx: CompileContext):
-    """A float64 Model from everything compiled so far (the qpos0 constants of the sections included)."""
-    import dataclasses
-
-    from mjx_lite import io, types
-    from mjx_lite.mjcf.compile import _empty, _names
-    from mjx_lite.mjcf.derived import DEFAULT_STAT
-
-    _empty(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})
-    sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
-    return io.build_model(ctx.arrays, sizes, ctx.option, DEFAULT_STAT, _names(ctx))
-
-
 def _spring_lengths(ctx: CompileContext, st, length0: np.ndarray) -> np.ndarray:
     """Tendon lengths at qpos_spring (MuJoCo's setSpring); length0 when qpos_spring == qpos0."""
     qs = ctx.arrays.get("qpos_spring")
     if qs is None or np.array_equal(np.asarray(qs), np.asarray(ctx.arrays["qpos0"])):
         return length0
-    import jax
-    import jax.numpy as jp
-
-    from mjx_lite.pipeline import kinematics
-    from mjx_lite.pipeline import tendon as ptendon
 
     def at_spring(m, d):
         d = kinematics.kinematics(m, d)

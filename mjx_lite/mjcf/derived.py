@@ -23,8 +23,11 @@ import jax
 import numpy as np
 
 from mjx_lite import io, types
-from mjx_lite.mjcf.context import CompileContext
-from mjx_lite.mjcf.inertia import MINVAL, quat_mul, quat_to_mat
+from mjx_lite.mjcf import actuation
+from mjx_lite.mjcf.context import DEFAULT_STAT, CompileContext, dof_tree_mask, provisional_model
+from mjx_lite.mjcf.inertia import quat_mul, quat_to_mat
+from mjx_lite.pipeline import tendon
+from mjx_lite.types import MINVAL
 
 # fields filled here (placeholders are written before a provisional Model is built)
 _DERIVED = {
@@ -32,7 +35,6 @@ _DERIVED = {
     "body_subtreemass": ("nbody",), "cam_pos0": ("ncam", 3), "cam_poscom0": ("ncam", 3), "cam_mat0": ("ncam", 9),
     "light_pos0": ("nlight", 3), "light_poscom0": ("nlight", 3), "light_dir0": ("nlight", 3),
 }  # fmt: skip
-DEFAULT_STAT = {"meaninertia": 1.0, "meanmass": 1.0, "meansize": 0.2, "extent": 2.0, "center": np.zeros(3)}
 
 
 def _placeholders(ctx: CompileContext) -> None:
@@ -169,13 +171,7 @@ class ConstState:
     @property
     def m(self) -> types.Model:
         if self._m is None:
-            from mjx_lite.mjcf.compile import _empty, _names
-
-            ctx = self.ctx
-            _empty(ctx, tuple(f for f in _all_fields()), {})
-            sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
-            with jax.enable_x64(True):
-                self._m = io.build_model(ctx.arrays, sizes, ctx.option, DEFAULT_STAT, _names(ctx))
+            self._m = provisional_model(self.ctx)
         return self._m
 
     @property
@@ -238,12 +234,6 @@ def solve_ld(lmat: np.ndarray, dinv: np.ndarray, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _all_fields() -> tuple[str, ...]:
-    import dataclasses
-
-    return tuple(f.name for f in dataclasses.fields(types.Model))
-
-
 def set_const(ctx: CompileContext) -> dict:
     """Fill the qpos0-dependent constants into ctx.arrays; return the model statistics."""
     _placeholders(ctx)
@@ -262,9 +252,7 @@ def set_const(ctx: CompileContext) -> dict:
     m0 = np.diag(st.mfull).copy() + _joint_actuator_armature(ctx)
     _tendon_armature(ctx, st)
     # actuator armature (joint: gear^2 a on the dof; tendon: gear^2 a J'J) is part of M for the invweights
-    from mjx_lite.mjcf import actuation
-
-    actuation._actuator_armature(ctx, st)
+    actuation.actuator_armature(ctx, st)
     if getattr(st, "actuator_armature_included", False):
         st.lmat, st.dinv = _factor_ld(st.mfull)
         st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
@@ -343,27 +331,11 @@ def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
     return out
 
 
-def dof_tree_mask(ctx: CompileContext) -> np.ndarray:
-    """(nv, nv) bool: entries of the joint-space inertia inside the dof-tree sparsity (i == j, or one of them an
-    ancestor of the other). MuJoCo adds armature coupling terms (J' a J of tendons) only there."""
-    parent = np.asarray(ctx.arrays["dof_parentid"], int)
-    nv = parent.size
-    mask = np.eye(nv, dtype=bool)
-    for i in range(nv):
-        j = parent[i]
-        while j >= 0:
-            mask[i, j] = mask[j, i] = True
-            j = parent[j]
-    return mask
-
-
 def _tendon_armature(ctx: CompileContext, st: ConstState) -> None:
     """Tendon armature adds J' a J, on the dof-tree entries, to the joint-space inertia (MuJoCo 4.0); refactor."""
     arm = np.asarray(ctx.arrays.get("tendon_armature", np.zeros(0)), float)
     if not np.any(arm) or not ctx.sizes["nv"]:
         return
-    from mjx_lite.pipeline import tendon
-
     d = st.run(tendon.tendon)
     tj = np.asarray(d.ten_J, float).reshape(len(arm), -1)
     st.mfull = st.mfull + np.where(dof_tree_mask(ctx), tj.T @ (arm[:, None] * tj), 0.0)
@@ -393,25 +365,7 @@ def _actuator_ids(ctx: CompileContext) -> None:
 
 def _section_constants(ctx: CompileContext, st: ConstState) -> None:
     """qpos0 constants of tendons and actuators (length0, invweight0, acc0, lengthrange, ...): mjcf/actuation.py."""
-    from mjx_lite.mjcf import actuation
-
     actuation.finalize_sections(ctx, st)
-
-
-def _dampratio(ctx: CompileContext, moment: np.ndarray) -> None:
-    """Position-like actuators with biasprm[2] > 0: interpret it as a damping ratio (set0)."""
-    A = ctx.arrays
-    gain = np.asarray(A["actuator_gainprm"], float)
-    bias = np.array(A["actuator_biasprm"], float)
-    m0 = A["dof_M0"]
-    for i in range(len(gain)):
-        if gain[i, 0] != -bias[i, 1] or bias[i, 2] <= 0:
-            continue
-        trn2 = moment[i] ** 2
-        use = trn2 > MINVAL
-        mass = float(np.sum(m0[use] / trn2[use]))
-        bias[i, 2] = -bias[i, 2] * 2 * np.sqrt(gain[i, 0] * mass)
-    A["actuator_biasprm"] = bias
 
 
 def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
@@ -476,7 +430,7 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
 def _auto_spring_damper(ctx: CompileContext) -> None:
     """Joints with springdamper = (timeconst, dampratio): stiffness and damping from dof_invweight0."""
     A = ctx.arrays
-    sd = getattr(ctx, "joint_springdamper", None)
+    sd = ctx.joint_springdamper
     if sd is None:
         return
     for n in range(len(sd)):

@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-MINVAL = 1e-15
+from mjx_lite.types import MINVAL
+
 EPS = 1e-6  # MuJoCo's mjEPS (compiler checks)
 _MJEPS = 1e-14  # mjEPS of mjuu_normvec
 _EIG_REL = 8 * np.finfo(float).eps  # body eig3: Jacobi stops at off-diagonals below this times max|A|

@@ -44,12 +44,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from scipy.spatial import ConvexHull, QhullError
 
 from mjx_lite.mjcf.inertia import _normvec, _quat2mat, quat_mul
 from mjx_lite.mjcf.inertia import eig3 as _jacobi_eig3
 from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.types import MINVAL
 
-MINVAL = 1e-15  # mjMINVAL
 MJEPS = 1e-14  # mjEPS
 # MuJoCo 4.0's mesh eigen-solver (measured, see eig3): the Jacobi iteration stops once the largest off-diagonal
 # is below _EIG_REL max|A|; two eigenvalues are swapped when sorting only if they differ by more than _EIG_EPS max|A|
@@ -328,8 +329,6 @@ def convex_hull(vert: np.ndarray, maxhullvert: int = -1):
     Repeated points map to their first occurrence. Returns empty arrays if qhull fails (flat/degenerate input).
     """
     empty = (np.zeros(0, np.int32), np.zeros((0, 3), np.int32), np.zeros((0, 2), np.int32))
-    from scipy.spatial import ConvexHull, QhullError
-
     vert = np.asarray(vert, np.float64)
     if len(vert) < 4:
         return empty
@@ -433,8 +432,6 @@ def hull_polygons(vert: np.ndarray, maxhullvert: int = -1) -> list[np.ndarray]:
     polygon, counter-clockwise about its outward normal. Returns a list of (k,) int32 vertex-id cycles; empty if
     qhull fails. The vertex cycles and start vertices are MuJoCo's; the order of the polygons is first-seen (MuJoCo
     keeps them in a hash map, whose order is not reproduced)."""
-    from scipy.spatial import ConvexHull, QhullError
-
     vert = np.asarray(vert, np.float64)
     if len(vert) < 4:
         return []

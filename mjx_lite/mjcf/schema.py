@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite.mjcf import schema_actuation
 from mjx_lite.mjcf.spec import Attr
 
 
@@ -746,15 +747,9 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "tuple/element": _TUPLE_ELEMENT,
 }
 
-_REFINED: dict[str, dict[str, Attr]] = {}
-try:  # refined schemas of the "sections" module win
-    from mjx_lite.mjcf import schema_actuation as _sa  # type: ignore[attr-defined]
-except ModuleNotFoundError as _e:  # pragma: no cover - optional module
-    if _e.name != "mjx_lite.mjcf.schema_actuation":
-        raise
-else:
-    _REFINED = dict(getattr(_sa, "SCHEMA", {}))
-    SCHEMA.update(_REFINED)
+# refined schemas of the section passes win
+_REFINED: dict[str, dict[str, Attr]] = dict(schema_actuation.SCHEMA)
+SCHEMA.update(_REFINED)
 
 # string attributes holding a space-separated list of keywords: (schema key, attribute) -> allowed words
 WORDS = {
