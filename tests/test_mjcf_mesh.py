@@ -559,7 +559,7 @@ def test_hull_polygons_match_mujoco(maxhullvert):
     MuJoCo's hash-map order, not compared), on the reference STL meshes (the dodecahedron's float32 pentagons
     straddle normal bins and split into 14 polygons), a scaled one, a random point cloud and with maxhullvert."""
     from mjx_lite.mjcf.compile import load_mjcf_string
-    from tests.test_mjcf_compile import mesh_polygons
+    from tests.oracle import mesh_polygons
 
     cloud = " ".join(f"{x:.5f}" for x in np.random.default_rng(0).normal(size=120) * 0.1)
     hv = "" if maxhullvert < 0 else f' maxhullvert="{maxhullvert}"'

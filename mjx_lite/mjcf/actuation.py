@@ -23,7 +23,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import io
-from mjx_lite.mjcf.attrs import autolimits, error, register_all, resolve_limited, section_children
+from mjx_lite.mjcf.attrs import autolimits, error, register_all, resolve_limited, section_children, unsupported
 from mjx_lite.mjcf.context import CompileContext, dof_tree_mask, provisional_model
 from mjx_lite.mjcf.spec import Element, MJCFError
 from mjx_lite.pipeline import forward, inertia, kinematics, transmission
@@ -89,7 +89,7 @@ def _keyword(el: Element, name: str, table: dict) -> Any:
     v = el.attrs[name]
     if v not in table:
         if v in _UNSUPPORTED_TYPES:
-            raise error(el, f"{name} '{v}' is not supported by mjx_lite", name)
+            raise unsupported(el, f"{name} '{v}' is not supported by mjx_lite", name)
         raise error(el, f"invalid keyword '{v}' (expected one of {', '.join(table)})", name)
     return table[v]
 
@@ -106,7 +106,7 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
     """Apply one actuator element (a default or the actuator itself) to the running state."""
     tag = el.tag
     if tag in UNSUPPORTED:
-        raise error(el, f"<{tag}> actuators are not supported by mjx_lite")
+        raise unsupported(el, f"<{tag}> actuators are not supported by mjx_lite")
     if tag != "general" and tag not in SHORTCUTS:
         raise error(el, f"unknown actuator type <{tag}>")
     st = copy.deepcopy(state)
@@ -147,7 +147,8 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
         if _written(el, "input"):
             key = str(el.attrs["input"]).strip()
             if key not in _INPUT_KEYWORDS:
-                raise error(el, f"input '{key}' is not supported by mjx_lite (supported: pos, vel, pressure)", "input")
+                msg = f"input '{key}' is not supported by mjx_lite (supported: pos, vel, pressure)"
+                raise unsupported(el, msg, "input")
             if key and st["gaintype"] not in (GainType.FIXED, GainType.AFFINE):
                 raise error(el, "input declarations need gaintype fixed or affine", "input")
             st["ctrlspec"] = _INPUT_KEYWORDS[key]
@@ -381,7 +382,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
             _check_muscle(st, el)
         lengthrange = np.array(st["lengthrange"], float)
         if int(st["nsample"]) != 0 or float(st["delay"]) != 0:
-            raise error(el, "actuator delays / control history (nsample, delay) are not supported by mjx_lite",
+            raise unsupported(el, "actuator delays / control history (nsample, delay) are not supported by mjx_lite",
                         "nsample" if int(st["nsample"]) else "delay")  # fmt: skip
         interp = st["interp"]
         if interp not in ("zoh", "linear", "cubic"):
@@ -427,7 +428,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         out["actuator_damping"].append(damping[0])
         out["actuator_dampingpoly"].append(damping[1:])
         out["actuator_delay"].append(0.0)
-        out["actuator_history"].append([0, 0])
+        out["actuator_history"].append([0, ("zoh", "linear", "cubic").index(interp)])  # (nsample, interp)
         out["actuator_historyadr"].append(-1)
         out["actuator_ctrladr"].append(i)
         out["actuator_ctrlnum"].append(1)
@@ -568,7 +569,8 @@ def actuator_armature(ctx: CompileContext, st) -> None:
         if trn in (TrnType.JOINT, TrnType.JOINTINPARENT):
             if int(A["jnt_type"][obj]) not in (JointType.HINGE, JointType.SLIDE):
                 el = ctx.elements["actuator"][i]
-                raise error(el, "actuator armature on ball and free joints is not supported by mjx_lite", "armature")
+                raise unsupported(el, "actuator armature on ball and free joints is not supported by mjx_lite",
+                                  "armature")
             da = int(A["jnt_dofadr"][obj])
             add[da, da] += arm[i] * g2
         elif trn == TrnType.TENDON:

@@ -13,13 +13,18 @@ from typing import Any
 import numpy as np
 
 from mjx_lite.mjcf.context import CompileContext
-from mjx_lite.mjcf.spec import Element, MJCFError
-from mjx_lite.types import MINVAL
+from mjx_lite.mjcf.inertia import normalize
+from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 
 
 def error(el: Element, message: str, attribute: str | None = None) -> MJCFError:
     """An MJCFError located at `el` (file, line, tag), optionally naming an attribute."""
     return MJCFError(message, el.file, el.line, el.tag, attribute)
+
+
+def unsupported(el: Element, message: str, attribute: str | None = None) -> MJCFUnsupportedError:
+    """An MJCFUnsupportedError (a MuJoCo feature mjx_lite does not implement) located at `el`."""
+    return MJCFUnsupportedError(message, el.file, el.line, el.tag, attribute)
 
 
 def get(el: Element, name: str, default: Any = None) -> Any:
@@ -56,12 +61,9 @@ def keyword(el: Element, name: str, options: tuple[str, ...], default: str) -> i
 
 
 def quat(el: Element, name: str = "quat") -> np.ndarray:
-    """A unit quaternion attribute (w, x, y, z); a zero quaternion is an error."""
-    q = vec(el, name, 4, (1, 0, 0, 0))
-    n = np.linalg.norm(q)
-    if n < MINVAL:
-        raise error(el, "quaternion is zero", name)
-    return q / n
+    """A quaternion attribute (w, x, y, z) normalised as MuJoCo's compiler does (mjuu_normvec: left as written when
+    its squared norm is below mjEPS). (The parser refuses an all-zero quaternion as written, as MuJoCo's reader.)"""
+    return normalize(vec(el, name, 4, (1, 0, 0, 0)))[0]
 
 
 def bool_auto(v) -> str:

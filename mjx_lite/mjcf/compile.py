@@ -16,11 +16,12 @@ import math
 import os
 from typing import Any
 
+import jax
 import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
-from mjx_lite.mjcf import actuation, contact, derived, equality, hfield, parse, sensor, tendon
+from mjx_lite.mjcf import actuation, contact, derived, equality, hfield, parse, sensor, tendon, texture
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
@@ -73,9 +74,9 @@ def compiler_settings(root: Element) -> dict[str, Any]:
             if v is None:
                 continue
             if k in ("fusestatic",) and v:
-                raise at.error(c, "fusestatic is not supported", k)
+                raise at.unsupported(c, "fusestatic is not supported", k)
             if k == "alignfree" and v:
-                raise at.error(c, "alignfree='true' is not supported", k)
+                raise at.unsupported(c, "alignfree='true' is not supported", k)
             out[k] = v
     out["inertiafromgeom"] = at.bool_auto(out["inertiafromgeom"])
     out["degree"] = str(out["angle"]).lower() == "degree"
@@ -128,7 +129,7 @@ def option_settings(root: Element) -> dict[str, Any]:
                 on = str(v).lower() == "enable"
                 if k == "nativeccd" and not on:  # libccd's MPR path (other contacts and normals): not implemented
                     msg = "nativeccd='disable' (libccd MPR collision) is not supported"
-                    raise NotImplementedError(str(at.error(f, msg, k)))
+                    raise at.unsupported(f, msg, k)
                 if k in _DISABLE_BITS:
                     bit = 1 << _DISABLE_BITS.index(k)
                     opt["disableflags"] = (opt["disableflags"] & ~bit) | (0 if on else bit)
@@ -158,19 +159,11 @@ def statistic_overrides(root: Element) -> dict[str, Any]:
 
 
 def _compile_assets(root: Element, ctx: CompileContext) -> None:
-    """Meshes and hfields (mesh.py / hfield.py); materials and textures only for name checks."""
+    """Textures and materials (checked, texture.py), meshes and hfields (mesh.py / hfield.py)."""
     ctx.ids.setdefault("mesh", {})
     ctx.ids.setdefault("hfield", {})
-    ctx.ids.setdefault("material", {})
-    ctx.ids.setdefault("texture", {})
     assets = [c for a in at.sections(root, "asset") for c in a.children]
-    for el in assets:
-        if el.tag in ("material", "texture"):
-            name = at.get(el, "name", "") or ""
-            if not name and el.tag == "texture" and at.get(el, "file"):
-                name = os.path.splitext(os.path.basename(at.get(el, "file")))[0]
-            if name:
-                ctx.ids[el.tag][name] = len(ctx.ids[el.tag])
+    texture.compile_textures_materials(root, ctx)
     meshes = [el for el in assets if el.tag == "mesh"]
     hfields = [el for el in assets if el.tag == "hfield"]
     ctx.sizes.update(nmesh=0, nmeshvert=0, nmeshface=0, nhfield=0, nhfielddata=0)
@@ -230,19 +223,15 @@ def _collect_bodies(root: Element, ctx: CompileContext) -> list[_Body]:
     def visit(el: Element, parent: int) -> None:
         bid = len(bodies)
         is_world = bid == 0
-        joints = at.frame_children(el, ("joint", "freejoint"))
-        if is_world and joints:
-            raise at.error(joints[0], "joint found in world body")
-        inertials = at.frame_children(el, ("inertial",))
-        if len(inertials) > 1:
-            raise at.error(inertials[1], "repeated <inertial> in body")
+        joints = at.frame_children(el, ("joint", "freejoint"))  # none in the world body (the parser's check)
+        inertials = at.frame_children(el, ("inertial",))  # several only through frames: MuJoCo reads the last
         b = _Body(
             el=el, parent=parent,
             pos=np.zeros(3) if is_world else at.vec(el, "pos", 3, (0, 0, 0)),
             quat=np.array([1.0, 0, 0, 0]) if is_world else at.quat(el),
             joints=joints, geoms=at.frame_children(el, ("geom",)), sites=at.frame_children(el, ("site",)),
             cams=at.frame_children(el, ("camera",)), lights=at.frame_children(el, ("light",)),
-            inertial=None if is_world or not inertials else inertials[0],
+            inertial=None if is_world or not inertials else inertials[-1],
         )  # fmt: skip
         bodies.append(b)
         if not is_world:
@@ -261,7 +250,7 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     free_el = el.tag == "freejoint"
     jtype = 0 if free_el else at.keyword(el, "type", _JOINT_TYPES, "hinge")
     if free_el and at.bool_auto(at.get(el, "align", "auto")) == "true":
-        raise at.error(el, "free joint alignment (align='true') is not supported", "align")
+        raise at.unsupported(el, "free joint alignment (align='true') is not supported", "align")
 
     def g(name, default):  # a <freejoint> takes MuJoCo's built-in joint defaults for everything else
         return default if free_el else at.get(el, name, default)
@@ -313,7 +302,7 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     if springyield > 0:
         # plastic springs change the spring rest position at run time; the pipeline does not model that
         msg = "springyield > 0 (plastic springs) is not supported"
-        raise NotImplementedError(str(at.error(el, msg, "springyield")))
+        raise at.unsupported(el, msg, "springyield")
     if degree and jtype == 3:
         ref *= math.pi / 180.0
         springref *= math.pi / 180.0
@@ -326,11 +315,8 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
         raise at.error(el, "when defined, springdamper values must be positive in joint", "springdamper")
     solref = (0.02, 1.0)
     solimp = (0.9, 0.95, 0.001, 0.5, 2.0)
-    armature = float(g("armature", 0.0))
+    armature = float(g("armature", 0.0))  # MuJoCo accepts negative values (no check)
     frictionloss = float(g("frictionloss", 0.0))
-    if armature < 0 or frictionloss < 0:
-        bad = "armature" if armature < 0 else "frictionloss"
-        raise at.error(el, "armature and frictionloss must be non-negative", bad)
     return dict(
         type=jtype, group=int(at.get(el, "group", 0)), limited=limited, actfrclimited=actfrclimited,
         actgravcomp=bool(g("actuatorgravcomp", False)), pos=pos, axis=axis, range=rng, actfrcrange=afr,
@@ -377,7 +363,7 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     """Compiled values of one <geom> (mjCGeom::Compile)."""
     gtype = at.keyword(el, "type", _GEOM_TYPES, "sphere")
     if gtype == 8:
-        raise at.error(el, "sdf geoms are not supported", "type")
+        raise at.unsupported(el, "sdf geoms are not supported", "type")
     condim = int(at.get(el, "condim", 3))
     if condim not in (1, 3, 4, 6):
         raise at.error(el, "invalid condim in geom (must be 1, 3, 4 or 6)", "condim")
@@ -556,9 +542,7 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
             raise at.error(iel, "inertial requires mass", "mass")
         b.ipos = at.vec(iel, "pos", 3, (0, 0, 0))
         b.iquat = at.quat(iel)
-        b.mass = float(iel.attrs["mass"])
-        if b.mass < 0:
-            raise at.error(iel, "mass cannot be negative", "mass")
+        b.mass = float(iel.attrs["mass"])  # a negative mass is raised to boundmass below (MuJoCo's order)
         full = iel.attrs.get("fullinertia")
         diag = iel.attrs.get("diaginertia")
         if full is not None:
@@ -575,7 +559,7 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
         else:
             b.inertia = np.zeros(3)
     if bid > 0 and (ifg == "true" or (b.ipos is None and ifg == "auto")):
-        sel = [g for g in geoms if lo <= g["group"] <= hi and g["mass"] > 0]  # MuJoCo 4.0 skips massless geoms
+        sel = [g for g in geoms if lo <= g["group"] <= hi and g["mass"] > EPS]  # MuJoCo skips tiny masses
         if len(sel) == 1:
             g = sel[0]
             b.ipos, b.iquat, b.mass, b.inertia = g["pos"].copy(), g["quat"].copy(), g["mass"], g["inertia"].copy()
@@ -791,6 +775,8 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
         simple[bid] = sameframe[bid] == SF_BODY and (
             rootid[bid] == bid or (A["body_parentid"][p] == 0 and dofnum[p] == 0)
         )
+        if bid > 0 and at.get(b.el, "simple", "auto") == "false":  # user override
+            simple[bid] = 0
         if bid > 0 and p > 0:
             simple[p] = 0
         rot = False
@@ -819,6 +805,10 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
         if dofnum[w]:
             body_treeid[i] = dof_treeid[A["body_dofadr"][w]]
     A["body_treeid"] = body_treeid
+    for i in range(1, nbody):  # a non-default sleep policy only on the first body of a tree
+        if at.get(bodies[i].el, "sleep", "auto") != "auto" and (body_treeid[i] == -1
+                                                                or body_treeid[i] == body_treeid[i - 1]):
+            raise at.error(bodies[i].el, "sleep policy only allowed for movable root bodies", "sleep")
     tree_bodyadr = np.zeros(ntree, np.int32)
     tree_bodynum = np.zeros(ntree, np.int32)
     cur = -1
@@ -927,14 +917,22 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
         pos.append(at.vec(el, "pos", 3, (0, 0, 0)))
         quat.append(at.quat(el))
         fv = float(at.get(el, "fovy", 45.0))
-        ss = at.vec(el, "sensorsize", 2, (0, 0))
-        if ss[0] > 0 and ss[1] > 0:
-            res = at.vec(el, "resolution", 2, (1, 1))
-            density = res[1] / ss[1]
-            focal = at.get(el, "focalpixel", (0, 0))[1] / density + at.vec(el, "focal", 2, (0, 0))[1]
-            fv = math.atan2(ss[1] / 2, focal) * 360.0 / math.pi
         if fv >= 180:
             raise at.error(el, "fovy too large in camera", "fovy")
+        ss = at.vec(el, "sensorsize", 2, (0, 0))
+        res = at.vec(el, "resolution", 2, (1, 1))
+        intrinsic = any(np.any(at.vec(el, k, 2, (0, 0))) for k in ("focal", "focalpixel", "principal",
+                                                                      "principalpixel"))  # fmt: skip
+        has_sensorsize = ss[0] > 0 and ss[1] > 0
+        if intrinsic and not has_sensorsize:
+            raise at.error(el, "focal/principal require sensorsize in camera", "sensorsize")
+        if has_sensorsize and (res[0] <= 0 or res[1] <= 0):
+            raise at.error(el, "sensorsize requires positive resolution in camera", "resolution")
+        if has_sensorsize:
+            density = res[1] / ss[1]
+            fpix = at.vec(el, "focalpixel", 2, (0, 0))[1]  # pixel values override length values
+            focal = fpix / density if fpix else at.vec(el, "focal", 2, (0, 0))[1]
+            fv = math.atan2(ss[1] / 2, focal) * 360.0 / math.pi
         fovy.append(fv)
     A["cam_bodyid"] = np.array(bodyid, np.int32).reshape(n)
     A["cam_mode"] = np.array(mode, np.int32).reshape(n)
@@ -990,6 +988,28 @@ def _compile_sections(root: Element, ctx: CompileContext) -> None:
         fill_missing(ctx, prefixes, {})
 
 
+_NUSER = {"body": "body", "joint": "jnt", "geom": "geom", "site": "site", "camera": "cam", "tendon": "tendon",
+          "actuator": "actuator", "sensor": "sensor"}  # fmt: skip
+
+
+def _check_user_sizes(root: Element, ctx: CompileContext) -> None:
+    """<size nuser_X="n"> (n >= 0) bounds the user data of every object of that type (MuJoCo: "user has more
+    values than nuser_X")."""
+    size = {k: v for s in at.sections(root, "size") for k, v in s.attrs.items() if k.startswith("nuser_")}
+    for objtype, short in _NUSER.items():
+        n = size.get("nuser_" + short)
+        if n is None or n < 0:
+            continue
+        for el in ctx.elements.get(objtype, []):
+            if el is None:
+                continue
+            user = el.attrs.get("user")
+            for d in reversed(el.defaults):  # actuators: the innermost class's user data, unless written
+                user = d.attrs.get("user") if user is None else user
+            if user is not None and np.size(user) > n:
+                raise at.error(el, f"user has more values than nuser_{short} in {objtype}", "user")
+
+
 def _finalize_simple(ctx: CompileContext) -> None:
     """Demote bodies touched by tendons with armature; dof_simplenum (FinalizeSimple)."""
     A = ctx.arrays
@@ -1032,22 +1052,27 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
     for i, k in enumerate(keys):
         at.register(ctx, "key", k, i)
 
-        def take(name, n, default, k=k):
+        def take(name, n, default, k=k, block=1):
+            """MuJoCo 4: a short array is completed from the default (whole blocks of `block` values: a partial
+            mocap position/quaternion is dropped); a long one is an error."""
+            out = np.array(default, float).copy()
             v = k.attrs.get(name)
             if v is None:
-                return np.array(default, float).copy()
+                return out
             v = np.atleast_1d(np.asarray(v, float))
-            if v.size != n:
-                raise at.error(k, f"keyframe has invalid {name} size, got {v.size}, should be {n}", name)
-            return v.copy()
+            if v.size > n:
+                raise at.error(k, f"keyframe has invalid {name} size, got {v.size}, expected at most {n}", name)
+            m = v.size - v.size % block
+            out[:m] = v[:m]
+            return out
 
         rows["time"].append(float(at.get(k, "time", 0.0)))
         rows["qpos"].append(take("qpos", nq, A["qpos0"]))
         rows["qvel"].append(take("qvel", nv, np.zeros(nv)))
         rows["act"].append(take("act", na, np.zeros(na)))
         rows["ctrl"].append(take("ctrl", nu, np.zeros(nu)))
-        rows["mpos"].append(take("mpos", 3 * nmocap, mpos0))
-        rows["mquat"].append(take("mquat", 4 * nmocap, mquat0))
+        rows["mpos"].append(take("mpos", 3 * nmocap, mpos0, block=3))
+        rows["mquat"].append(take("mquat", 4 * nmocap, mquat0, block=4))
     for _ in range(len(keys), nkey_size):
         for name, v in (("time", 0.0), ("qpos", A["qpos0"]), ("qvel", np.zeros(nv)), ("act", np.zeros(na)),
                         ("ctrl", np.zeros(nu)), ("mpos", mpos0), ("mquat", mquat0)):  # fmt: skip
@@ -1061,10 +1086,9 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
                 a = A["jnt_qposadr"][j] + (3 if t == 0 else 0)
                 n = np.linalg.norm(row[a : a + 4])
                 row[a : a + 4] = row[a : a + 4] / n if n > MINVAL else (1, 0, 0, 0)
-    for row in rows["mquat"]:
+    for row in rows["mquat"]:  # mjuu_normvec: a quaternion of squared norm below mjEPS is left as written
         for j in range(nmocap):
-            n = np.linalg.norm(row[4 * j : 4 * j + 4])
-            row[4 * j : 4 * j + 4] = row[4 * j : 4 * j + 4] / n if n > MINVAL else (1, 0, 0, 0)
+            row[4 * j : 4 * j + 4] = inr.normalize(row[4 * j : 4 * j + 4])[0]
     A["key_time"] = np.array(rows["time"], float).reshape(nkey)
     for name, n in (("qpos", nq), ("qvel", nv), ("act", na), ("ctrl", nu), ("mpos", 3 * nmocap),
                     ("mquat", 4 * nmocap)):  # fmt: skip
@@ -1084,11 +1108,15 @@ def compile_model(root: Element, *, model_dir: str | None = None, assets: dict |
     assets:    optional {file name: bytes} used instead of the file system for asset files
     config:    the model's trace-time configuration (`mjx_lite.Config`; default Config())
     """
+    float32 = not jax.config.jax_enable_x64  # the Model's float dtype (io.build_model)
+    if float32:
+        _check_float32_values(root)
     ctx = CompileContext(compiler=compiler_settings(root), option=option_settings(root), file=root.file,
                          model_dir=model_dir, assets=dict(assets or {}))  # fmt: skip
     _compile_assets(root, ctx)
     _compile_tree(root, ctx)
     _compile_sections(root, ctx)
+    _check_user_sizes(root, ctx)
     _finalize_simple(ctx)
     _compile_keys(root, ctx)
     if ctx.compiler["settotalmass"] > 0:
@@ -1097,16 +1125,56 @@ def compile_model(root: Element, *, model_dir: str | None = None, assets: dict |
     stat.update(statistic_overrides(root))
     fill_missing(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})  # anything still missing
     sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
+    if float32:
+        _check_float32_arrays(ctx, stat)
     return io.build_model(ctx.arrays, sizes, ctx.option, stat, names(ctx), config=config)
+
+
+# A float32 Model (jax_enable_x64 off) cannot hold a finite value beyond float32's range: MuJoCo compiles in
+# float64 and would keep it, a float32 Model would silently hold inf. Refused at load instead (docs/mjcf.md).
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _overflows_f32(v) -> np.ndarray:
+    a = np.asarray(v, dtype=np.float64)
+    return np.isfinite(a) & (np.abs(a) > _F32_MAX) & np.isinf(a.astype(np.float32))
+
+
+def _check_float32_values(root: Element) -> None:
+    """Every real attribute value must fit the float32 Model (MJCFError naming file, line, element, attribute)."""
+    stack = [root]
+    while stack:
+        el = stack.pop()
+        stack.extend(el.children)
+        stack.extend(el.defaults)
+        for name, v in el.attrs.items():
+            if isinstance(v, (bool, str)) or v is None:
+                continue
+            if isinstance(v, (float, np.ndarray)) and np.any(_overflows_f32(v)):
+                bad = np.asarray(v, dtype=np.float64).reshape(-1)[np.argmax(_overflows_f32(v).reshape(-1))]
+                raise at.error(el, f"value {bad:g} does not fit the Model's float32 (|x| <= {_F32_MAX:.4g}); "
+                                   "enable float64 (jax_enable_x64) to load it", name)  # fmt: skip
+
+
+def _check_float32_arrays(ctx: CompileContext, stat: dict) -> None:
+    """Compiled values (e.g. a mass from a huge density) must fit the float32 Model too."""
+    items = list(ctx.arrays.items()) + [("stat." + k, v) for k, v in stat.items()]
+    items += [("opt." + k, v) for k, v in ctx.option.items() if not isinstance(v, (int, np.integer))]
+    for name, v in items:
+        a = np.asarray(v)
+        if a.dtype.kind != "f" or not a.size:
+            continue
+        bad = _overflows_f32(a)
+        if np.any(bad):
+            i = np.unravel_index(int(np.argmax(bad)), a.shape) if a.ndim else ()
+            raise MJCFError(f"compiled field {name}{list(i) if i else ''} = {float(a[i]):g} does not fit the Model's "
+                            "float32; enable float64 (jax_enable_x64) to load this model", ctx.file)  # fmt: skip
 
 
 def set_total_mass(ctx: CompileContext, total: float) -> None:
     """Scale body masses and inertias so that the moving mass totals `total` (mj_setTotalmass)."""
     mass = ctx.arrays["body_mass"]
-    tot = float(mass[1:].sum())
-    if tot < MINVAL:
-        raise MJCFError("settotalmass: model has no mass to scale", ctx.file)
-    scale = total / tot
+    scale = max(MINVAL, total / max(MINVAL, float(mass[1:].sum())))  # mj_setTotalmass: avoids zeros
     ctx.arrays["body_mass"] = mass * scale
     ctx.arrays["body_inertia"] = ctx.arrays["body_inertia"] * scale
 

@@ -380,8 +380,8 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
     hi = np.full(3, -1e10)
     for p in pts:
         if len(p):
-            lo = np.minimum(lo, p.min(0))
-            hi = np.maximum(hi, p.max(0))
+            lo = np.fmin(lo, np.fmin.reduce(p, axis=0))  # NaN-skipping, as MuJoCo's comparisons
+            hi = np.fmax(hi, np.fmax.reduce(p, axis=0))
     rb = np.asarray(A["geom_rbound"], float)
     gt, gs = A["geom_type"], np.asarray(A["geom_size"], float)
     for i in range(ngeom):
@@ -392,8 +392,8 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
             r = max(gs[i, 0], gs[i, 1]) * 0.1 if (gs[i, 0] or gs[i, 1]) else 0.01
         elif gt[i] == 1:
             r = float(np.max(A["hfield_size"][A["geom_dataid"][i]])) * 0.1
-        lo = np.minimum(lo, gpos[i] - r)
-        hi = np.maximum(hi, gpos[i] + r)
+        lo = np.fmin(lo, gpos[i] - r)  # MuJoCo's updateBox: comparisons, a NaN never enters the box
+        hi = np.fmax(hi, gpos[i] + r)
     stat["center"] = (lo + hi) / 2
     if hi[0] > lo[0]:
         stat["extent"] = max(1e-5, float(np.max(hi - lo)))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite.mjcf.attrs import error, get, register_all, section_children, vec
+from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.inertia import quat_mul, rot_vec
 from mjx_lite.mjcf.spec import Element
@@ -136,7 +136,7 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
                 raise error(e, f"polycoef takes at most 5 values, got {np.atleast_1d(poly).size}", "polycoef")
             data[i, 0:5] = vec(e, "polycoef", 5, (0, 1, 0, 0, 0))
         elif e.tag in ("flex", "flexvert", "flexstrain"):
-            raise error(e, "flex equality constraints are not supported by mjx_lite")
+            raise unsupported(e, "flex equality constraints are not supported by mjx_lite")
         elif e.tag == "distance":
             raise error(e, "distance equality constraints were removed in MuJoCo 2.2.2")
         else:

@@ -11,10 +11,8 @@ import math
 
 import numpy as np
 
-from mjx_lite.types import MINVAL
-
-EPS = 1e-6  # MuJoCo's mjEPS (compiler checks)
-_MJEPS = 1e-14  # mjEPS of mjuu_normvec
+EPS = 1e-14  # MuJoCo's mjEPS (user_util.h: "minimum value in various calculations" of the compiler)
+_MJEPS = EPS
 _EIG_REL = 8 * np.finfo(float).eps  # body eig3: Jacobi stops at off-diagonals below this times max|A|
 _EIG_SORT = 1e-12  # body eig3: eigenvalues closer than this times max|A| are not swapped when sorting
 
@@ -54,12 +52,17 @@ def rot_vec(v: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def normalize(v: np.ndarray) -> tuple[np.ndarray, float]:
-    """(v / |v|, |v|); v unchanged when |v| < MINVAL (as mjuu_normvec)."""
-    v = np.asarray(v, float)
-    n = float(np.sqrt(np.dot(v, v)))
-    if n < MINVAL:
-        return v.copy(), n
-    return v / n, n
+    """mjuu_normvec on a copy: (v / |v|, |v|); (v, 0) when |v|^2 < mjEPS; v unchanged when |v| is within mjEPS
+    of 1."""
+    v = np.array(v, float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = float(np.dot(v, v))
+        if sq < EPS:
+            return v, 0.0
+        n = math.sqrt(sq)
+        if abs(n - 1) > EPS:
+            v = v / n
+    return v, n
 
 
 def z2quat(vec: np.ndarray) -> np.ndarray:
@@ -186,24 +189,33 @@ def full_to_mat(full: np.ndarray) -> np.ndarray:
 
 
 def principal_inertia(full: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Principal moments and frame quaternion of a full inertia; None if an eigenvalue is negative."""
+    """Principal moments and frame quaternion of a full inertia (mjuu_fullInertia); None when the smallest
+    eigenvalue is below mjEPS ("inertia must have positive eigenvalues")."""
     eigval, quat = eig3(full_to_mat(full))
-    if np.any(eigval < 0):
+    if not eigval[2] >= EPS:
         return None
     return eigval, quat
 
 
 def global_inertia(inertia: np.ndarray, quat: np.ndarray) -> np.ndarray:
-    """Diagonal inertia in frame `quat` -> full inertia (6,) in the parent frame."""
-    r = quat_to_mat(quat)
-    m = r @ np.diag(inertia) @ r.T
-    return np.array([m[0, 0], m[1, 1], m[2, 2], m[0, 1], m[0, 2], m[1, 2]])
+    """Diagonal inertia in frame `quat` -> full inertia (6,) in the parent frame (mjuu_globalinertia's arithmetic:
+    the principal frame of a sum of such terms depends on its last bits)."""
+    m = _quat2mat([float(x) for x in quat])
+    li = [float(x) for x in inertia]
+    t = [m[0] * li[0], m[3] * li[0], m[6] * li[0], m[1] * li[1], m[4] * li[1], m[7] * li[1],
+         m[2] * li[2], m[5] * li[2], m[8] * li[2]]  # fmt: skip
+    return np.array([
+        m[0] * t[0] + m[1] * t[3] + m[2] * t[6], m[3] * t[1] + m[4] * t[4] + m[5] * t[7],
+        m[6] * t[2] + m[7] * t[5] + m[8] * t[8], m[0] * t[1] + m[1] * t[4] + m[2] * t[7],
+        m[0] * t[2] + m[1] * t[5] + m[2] * t[8], m[3] * t[2] + m[4] * t[5] + m[5] * t[8],
+    ])  # fmt: skip
 
 
 def offcenter_inertia(mass: float, d: np.ndarray) -> np.ndarray:
-    """Parallel-axis term (6,) of a point mass at offset d."""
-    x, y, z = d
-    return mass * np.array([y * y + z * z, x * x + z * z, x * x + y * y, -x * y, -x * z, -y * z])
+    """Parallel-axis term (6,) of a point mass at offset d (mjuu_offcenter)."""
+    x, y, z = (float(v) for v in d)
+    return np.array([mass * (y * y + z * z), mass * (x * x + z * z), mass * (x * x + y * y), -mass * x * y,
+                     -mass * x * z, -mass * y * z])  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -307,13 +319,20 @@ def combine_inertia(masses, poss, quats, inertias):
     Returns (mass, com (3,), quat (4,), inertia (3,)); None for the frame when the full inertia has a
     negative eigenvalue.
     """
-    masses = np.asarray(masses, float)
-    mass = float(masses.sum())
-    com = (masses[:, None] * np.asarray(poss, float)).sum(0) / mass
-    full = np.zeros(6)
+    mass = 0.0
+    acc = [0.0, 0.0, 0.0]
+    for m, p in zip(masses, poss):  # MuJoCo's order of operations (InertiaFromGeom)
+        m = float(m)
+        mass += m
+        for k in range(3):
+            acc[k] += m * float(p[k])
+    com = np.array([a / mass for a in acc])
+    full = [0.0] * 6
     for m, p, q, i in zip(masses, poss, quats, inertias):
-        full += global_inertia(i, q) + offcenter_inertia(m, np.asarray(p, float) - com)
-    res = principal_inertia(full)
+        i0 = global_inertia(i, q)
+        i1 = offcenter_inertia(float(m), [float(p[k]) - com[k] for k in range(3)])
+        full = [full[j] + i0[j] + i1[j] for j in range(6)]
+    res = principal_inertia(np.array(full))
     return mass, com, res
 
 

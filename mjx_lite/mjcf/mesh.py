@@ -48,7 +48,7 @@ from scipy.spatial import ConvexHull, QhullError
 
 from mjx_lite.mjcf.inertia import _normvec, _quat2mat, quat_mul
 from mjx_lite.mjcf.inertia import eig3 as _jacobi_eig3
-from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 from mjx_lite.types import MINVAL
 
 MJEPS = 1e-14  # mjEPS
@@ -124,6 +124,10 @@ def _quat_to_mat(q) -> np.ndarray:
 
 # ----------------------------------------------------------------------------------------------------------
 # file readers: return (vert (n, 3) float32, face (m, 3) int or None)
+
+
+def _where(elem: Element | None) -> tuple:
+    return (None, None, None) if elem is None else (elem.file, elem.line, elem.tag)
 
 
 def _err(elem: Element | None, msg: str, attribute: str | None = None) -> MJCFError:
@@ -535,8 +539,12 @@ def process_mesh(
     inertia: str = "legacy",
     maxhullvert: int = -1,
     elem: Element | None = None,
+    faces_flipped: bool = False,
 ) -> MeshAsset:
-    """MuJoCo's mesh processing (mjCMesh::Process) of raw float32 vertices and triangles."""
+    """MuJoCo's mesh processing (mjCMesh::Process) of raw float32 vertices and triangles.
+
+    With a left-handed `scale` (negative product) MuJoCo reverses the winding of every triangle (those of the file
+    readers already are: `faces_flipped`) and of every hull polygon (first vertex kept)."""
     if inertia not in INERTIA_TYPES:
         raise _err(elem, f"unknown mesh inertia type '{inertia}'", "inertia")
     if maxhullvert != -1 and maxhullvert < 4:
@@ -571,6 +579,14 @@ def process_mesh(
         if len(hull_face) == 0:
             raise _err(elem, f"mesh '{name}' has no faces and its convex hull could not be computed")
         face = hull_face.astype(np.int64)
+        faces_flipped = False
+    righthand = float(np.prod(np.asarray(scale, float))) > 0
+    poly = hull_polygons(raw, maxhullvert)
+    if not righthand:  # correct the winding order for the mirrored (left-handed) vertices
+        hull_face = hull_face[:, [0, 2, 1]]
+        poly = [np.concatenate([p[:1], p[1:][::-1]]) for p in poly]
+        if not faces_flipped:
+            face = face[:, [0, 2, 1]]
 
     # refpos, refquat, scale
     refpos = np.asarray(refpos, float)
@@ -658,7 +674,7 @@ def process_mesh(
     return MeshAsset(
         name=name, vert=vert, face=face.astype(np.int32), scale=scale.copy(), pos=com, quat=quat,
         inertia_type=inertia, volume=volume, inertia=eigval, boxsz=boxsz, aamm=aamm,
-        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge, poly=hull_polygons(raw, maxhullvert),
+        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge, poly=poly,
     )  # fmt: skip
 
 
@@ -730,9 +746,9 @@ def load_mesh(
     if not name and file:
         name = os.path.splitext(os.path.basename(file.replace("\\", "/")))[0]
     if _attr(elem, "builtin", "") not in ("", "none"):
-        raise _err(e, "builtin meshes are not supported", "builtin")
+        raise MJCFUnsupportedError("builtin meshes are not supported", *_where(e), "builtin")
     if _attr(elem, "plugin", None):
-        raise _err(e, "mesh plugins (SDF) are not supported", "plugin")
+        raise MJCFUnsupportedError("mesh plugins (SDF) are not supported", *_where(e), "plugin")
     scale = _numbers(_attr(elem, "scale", (1.0, 1.0, 1.0)), float)
     righthand = scale[0] * scale[1] * scale[2] > 0
     uvert = _attr(elem, "vertex", None)
@@ -748,6 +764,7 @@ def load_mesh(
         data = read_asset_file(file, model_dir, meshdir, assets, strippath, e)
         reader = {"model/stl": read_stl, "model/obj": read_obj, "model/vnd.mujoco.msh": read_msh}[ctype]
         vert, face = reader(data, righthand, file, e)
+        flipped = face is not None
         if ctype == "model/stl":
             vert, face = merge_vertices(vert, face)
         if uvert is not None:
@@ -757,6 +774,7 @@ def load_mesh(
         if face is None and uface is not None:
             face = uface.reshape(-1, 3)
     else:
+        flipped = False
         if uvert is None:
             raise _err(e, "no vertices")
         vert = uvert.astype(np.float32).reshape(-1, 3)
@@ -766,6 +784,7 @@ def load_mesh(
         refpos=_numbers(_attr(elem, "refpos", (0.0, 0.0, 0.0)), float),
         refquat=_numbers(_attr(elem, "refquat", (1.0, 0.0, 0.0, 0.0)), float),
         inertia=str(_attr(elem, "inertia", "legacy")), maxhullvert=int(_attr(elem, "maxhullvert", -1)), elem=e,
+        faces_flipped=flipped,
     )  # fmt: skip
 
 

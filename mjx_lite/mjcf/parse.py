@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import numpy as np
-from lxml import etree
 
 from mjx_lite.mjcf import schema as sc
-from mjx_lite.mjcf.inertia import quat_mul
-from mjx_lite.mjcf.spec import Attr, Element, MJCFError
+from mjx_lite.mjcf import xml
+from mjx_lite.mjcf.inertia import EPS, normalize, quat_mul, z2quat
+from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError
 
 # ---------------------------------------------------------------------------------------------------------
 # structure
@@ -49,10 +50,10 @@ CHILDREN: dict[str, set[str]] = {
     "option": {"flag"},
     "visual": set(sc.VISUAL_CHILDREN),
     "default": set(sc.DEFAULT_CHILDREN) | {"default"},
-    "worldbody": _BODY_CHILDREN - {"inertial", "joint", "freejoint"},
+    "worldbody": _BODY_CHILDREN,  # joints and inertial: MuJoCo's "World body cannot have ..." errors (tree())
     "body": _BODY_CHILDREN,
-    "frame": _BODY_CHILDREN - {"inertial"},
-    "replicate": _BODY_CHILDREN - {"inertial"},
+    "frame": _BODY_CHILDREN,
+    "replicate": _BODY_CHILDREN,
     "asset": {"mesh", "hfield", "texture", "material", "skin"},
     "material": {"layer"},
     "skin": {"bone"},
@@ -80,14 +81,44 @@ UNSUPPORTED: dict[str, set[str]] = {
     "actuator": {"orientation", "pid", "dcmotor", "plugin"},
     "sensor": {"tactile", "user", "plugin"},
 }
+# children that may appear at most once in their parent (MuJoCo's schema: "unique element ... found N times")
+UNIQUE: dict[str, set[str]] = {
+    "compiler": {"lengthrange"},
+    "option": {"flag"},
+    "visual": set(sc.VISUAL_CHILDREN),
+    "default": set(sc.DEFAULT_CHILDREN) | set(sc.ACTUATOR_TAGS) | {"orientation", "pid", "dcmotor"},
+    "body": {"inertial"},
+    "frame": {"inertial"},
+    "replicate": {"inertial"},
+}
 ORIENTED = {"body", "frame", "inertial", "geom", "site", "camera"}
 SECTION_ORDER = ("compiler", "option", "size", "statistic", "visual", "default", "asset", "worldbody", "contact",
                  "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
 ALWAYS = ("compiler", "option", "size", "statistic", "worldbody")
 
 
+def _check_unique(raw) -> None:
+    """MuJoCo's schema: some children may appear at most once per parent element."""
+    unique = UNIQUE.get(raw.tag)
+    if not unique:
+        return
+    seen: dict[str, int] = {}
+    for k in raw.children:
+        if k.tag in unique:
+            seen[k.tag] = seen.get(k.tag, 0) + 1
+    for tag, n in seen.items():
+        if n > 1:
+            raise MJCFError(f"unique element '{tag}' found {n} times", raw.file, raw.line, raw.tag)
+
+
+def _no_children(raw) -> None:
+    if raw.children:
+        c = raw.children[0]
+        raise MJCFError(f"unknown element (in <{raw.tag}>)", c.file, c.line, c.tag)
+
+
 class _Raw:
-    """An XML element after include expansion (plain Python, cheaper than lxml for the later passes)."""
+    """An XML element after include expansion."""
 
     __slots__ = ("tag", "attrib", "children", "file", "line")
 
@@ -96,85 +127,72 @@ class _Raw:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# loading and includes
-
-
-def _read_xml(data: bytes, file: str) -> etree._Element:
-    # a fresh parser per document: lxml parsers must not be shared between threads
-    parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False, huge_tree=True)
-    try:
-        root = etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as e:
-        line = e.lineno if e.lineno is not None else (e.position[0] if e.position else None)
-        raise MJCFError(f"malformed XML: {e.msg}", file, line) from None
-    return root
+# loading and includes (MuJoCo's rules: mjcf/xml.py reads the syntax; includes as in MuJoCo's IncludeXML)
 
 
 class _Loader:
+    """Reads the model file and its includes. An <include file=...> is replaced by the children of the included
+    file's root element (whatever its tag); the file is looked up in `assets`, then relative to the top-level
+    model's directory, then relative to the including file's directory. A file may be included only once (MuJoCo:
+    "already included"), which also rules out recursion; an include must be empty, name a file, and the file must
+    be well-formed with at least one element under its root. Other attributes of <include> are ignored, as in
+    MuJoCo."""
+
     def __init__(self, assets: dict[str, bytes] | None, top_dir: str | None):
         self.assets = assets or {}
         self.top_dir = top_dir
-        self.stack: list[str] = []
+        self.included: set[str] = set()
 
-    def load(self, data: bytes, file: str, directory: str | None) -> _Raw:
-        root = _read_xml(data, file)
+    def load(self, data: bytes | str, file: str, directory: str | None) -> _Raw:
+        root = xml.parse(data, file)
         if root.tag != "mujoco":
-            raise MJCFError("top-level element must be <mujoco>", file, root.sourceline, str(root.tag))
+            raise MJCFError("top-level element must be <mujoco>", file, root.line, root.tag)
         return self._convert(root, file, directory)
 
-    def _convert(self, el, file, directory) -> _Raw:
+    def _convert(self, el: xml.Node, file: str, directory: str | None) -> _Raw:
         kids = []
-        for c in el:
-            tag = c.tag
-            if not isinstance(tag, str):  # comments, entities
-                continue
-            if tag == "include":
+        for c in el.children:
+            if c.tag == "include":
                 kids.extend(self._include(c, file, directory))
             else:
                 kids.append(self._convert(c, file, directory))
-        return _Raw(el.tag, dict(el.attrib), kids, file, el.sourceline)
+        return _Raw(el.tag, el.attrib, kids, file, el.line)
 
-    def _include(self, el, file, directory) -> list[_Raw]:
-        line = el.sourceline
-        extra = set(el.attrib) - {"file"}
-        if extra:
-            raise MJCFError("unknown attribute", file, line, "include", sorted(extra)[0])
-        name = el.get("file")
-        if not name:
-            raise MJCFError("missing file name", file, line, "include", "file")
-        if len(el):
-            raise MJCFError("<include> cannot have children", file, line, "include")
-        data, path, newdir = None, name, directory
+    def _find(self, name: str, directory: str | None) -> tuple[bytes | str | None, str, str | None]:
+        """(content or None, path, its directory) of an included file."""
         if name in self.assets:
-            data = self.assets[name]
-        else:
-            candidates = [name] if os.path.isabs(name) else []
-            for d in (directory, self.top_dir):
-                if d is not None and not os.path.isabs(name):
-                    candidates.append(os.path.join(d, name))
-            for p in candidates:
-                if os.path.isfile(p):
-                    path, newdir = p, os.path.dirname(os.path.abspath(p))
-                    with open(p, "rb") as f:
-                        data = f.read()
-                    break
-            else:
-                base = os.path.basename(name)
-                if base in self.assets:
-                    data = self.assets[base]
+            return self.assets[name], name, directory
+        candidates = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in (self.top_dir, directory)
+                                                        if d is not None]  # fmt: skip
+        for p in candidates:
+            if os.path.isfile(p):
+                with open(p, "rb") as f:
+                    return f.read(), p, os.path.dirname(os.path.abspath(p))
+        base = os.path.basename(name)
+        if base in self.assets:
+            return self.assets[base], base, directory
+        return None, name, directory
+
+    def _include(self, el: xml.Node, file: str, directory: str | None) -> list[_Raw]:
+        line = el.line
+        if el.has_content:
+            raise MJCFError("<include> cannot have children", file, line, "include")
+        name = el.attrib.get("file")
+        if name is None:
+            raise MJCFError("required attribute missing", file, line, "include", "file")
+        data, path, newdir = self._find(name, directory)
         if data is None:
             raise MJCFError(f"included file '{name}' not found", file, line, "include", "file")
-        if isinstance(data, str):
-            data = data.encode()
-        key = os.path.abspath(path) if newdir is not directory else path
-        if key in self.stack:
-            raise MJCFError(f"recursive include of '{name}'", file, line, "include", "file")
-        self.stack.append(key)
-        try:
-            sub = self.load(data, path, newdir)
-        finally:
-            self.stack.pop()
-        return sub.children
+        key = os.path.normpath(os.path.abspath(path)) if os.path.isfile(path) else "asset:" + path
+        if key in self.included:
+            raise MJCFError(f"file '{name}' already included", file, line, "include", "file")
+        self.included.add(key)
+        if not data:
+            raise MJCFError(f"included file '{name}' is empty", file, line, "include", "file")
+        root = xml.parse(data, path)
+        if not root.children:
+            raise MJCFError(f"included file '{name}' has no elements under its root", file, line, "include", "file")
+        return self._convert(root, path, newdir).children
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -185,9 +203,61 @@ def _bad(msg, raw, attr):
     return MJCFError(msg, raw.file, raw.line, raw.tag, attr)
 
 
-def _convert(text: str, a: Attr, raw: _Raw, name: str, inherited=None, pad: bool = True):
+# Numbers are read as MuJoCo reads them (C strtod / strtol in the C locale): tokens separated by ASCII whitespace;
+# reals in decimal or hexadecimal notation, inf/infinity/nan (any case); integers in decimal only, within int32;
+# a finite real that overflows the attribute's C type (double, or float for the attributes MuJoCo stores in
+# single precision, schema.F32) is "too large"; an empty (or all-whitespace) value means the attribute is absent.
+_C_WS = re.compile(r"[ \t\n\v\f\r]+")
+_REAL = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
+    r"|(?i:inf(?:inity)?|nan(?:\([0-9A-Za-z_]*\))?))"
+)
+_INT = re.compile(r"[+-]?[0-9]+")
+_INT32 = (-(2**31), 2**31 - 1)
+_F32_MAX = float(np.finfo(np.float32).max)
+_ABSENT = object()  # an attribute written with no value at all (MuJoCo treats it as not written)
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in _C_WS.split(text) if t]
+
+
+def _real(tok: str, f32: bool, raw: _Raw, name: str) -> float:
+    if _REAL.fullmatch(tok) is None:
+        raise _bad(f"bad format: '{tok}' is not a number", raw, name)
+    low = tok.lstrip("+-").lower()
+    if low.startswith("nan"):
+        return math.nan
+    if low.startswith("0x"):
+        try:
+            v = float.fromhex(tok)
+        except OverflowError:
+            v = math.inf
+    else:
+        v = float(tok)
+    if math.isinf(v) and not low.startswith("inf") or f32 and math.isfinite(v) and _rounds_to_f32_inf(v):
+        raise _bad(f"number is too large: '{tok}' overflows a {'float' if f32 else 'double'}", raw, name)
+    return v
+
+
+def _rounds_to_f32_inf(v: float) -> bool:
+    with np.errstate(over="ignore"):
+        return abs(v) > _F32_MAX and bool(np.isinf(np.float32(v)))
+
+
+def _int(tok: str, raw: _Raw, name: str) -> int:
+    if _INT.fullmatch(tok) is None:
+        raise _bad(f"bad format: '{tok}' is not an integer", raw, name)
+    v = int(tok)
+    if not _INT32[0] <= v <= _INT32[1]:
+        raise _bad(f"number is too large: '{tok}' does not fit a 32-bit integer", raw, name)
+    return v
+
+
+def _convert(text: str, a: Attr, raw: _Raw, name: str, inherited=None, pad: bool = True, key: str = ""):
     """Parse one attribute's text per its Attr; `inherited` (else the built-in default) fills the tail of
-    non-exact vectors when `pad`."""
+    non-exact vectors when `pad`. Returns _ABSENT for a numeric attribute written with no value."""
     kind = a.kind
     if kind == "string":
         return text
@@ -205,15 +275,14 @@ def _convert(text: str, a: Attr, raw: _Raw, name: str, inherited=None, pad: bool
         if text in ("true", "false", "auto"):
             return text
         raise _bad(f"invalid keyword '{text}' (expected false, true or auto)", raw, name)
-    parts = text.split()
-    try:
-        if kind == "real":
-            vals = [float(p) for p in parts]
-        else:
-            vals = [int(p) for p in parts]
-    except ValueError:
-        what = "a number" if kind == "real" else "an integer"
-        raise _bad(f"'{text}' is not {what}", raw, name) from None
+    parts = _tokens(text)
+    if not parts:
+        return _ABSENT
+    if kind == "real":
+        f32 = (key, name) in sc.F32
+        vals = [_real(p, f32, raw, name) for p in parts]
+    else:
+        vals = [_int(p, raw, name) for p in parts]
     n = len(vals)
     count = a.count
     if count == 1:
@@ -248,10 +317,13 @@ def _written(raw: _Raw, key: str, inherited: dict | None = None, required: bool 
     for name, text in raw.attrib.items():
         a = schema.get(name)
         if a is None:
-            if name.startswith("{"):  # namespaced (xml:base, ...)
+            if key == "mujoco" and (name == "xmlns" or ":" in name):  # namespace declarations on the root
                 continue
             raise _bad("unknown attribute", raw, name)
-        out[name] = _convert(text, a, raw, name, None if inherited is None else inherited.get(name), pad)
+        v = _convert(text, a, raw, name, None if inherited is None else inherited.get(name), pad, key)
+        if v is _ABSENT:
+            continue
+        out[name] = v
         if key in _WORD_KEYS:
             words = sc.WORDS.get((key, name))
             if words is not None:
@@ -302,23 +374,24 @@ def _mat2quat(m):
     return q
 
 
-_EPS = 1e-10
-
-
-def _normalize(v, what, raw, attr):
-    n = float(np.linalg.norm(v))
-    if n < _EPS:
-        raise _bad(f"zero-length {what}", raw, attr)
-    return np.asarray(v, dtype=np.float64) / n
+def _unit(v, what, raw, attr) -> np.ndarray:
+    """mjuu_normvec, with MuJoCo's "<what> too small" error when the vector's norm is below mjEPS."""
+    out, n = normalize(np.asarray(v, dtype=np.float64))
+    if n < EPS:
+        raise _bad(f"error '{what} too small' in frame alternative", raw, attr)
+    return out
 
 
 def orientation_to_quat(kind: str, v, degree: bool, eulerseq: str, raw: _Raw) -> np.ndarray:
-    """Unit quaternion of one MJCF orientation specifier (quat | axisangle | euler | xyaxes | zaxis)."""
+    """Quaternion of one MJCF orientation specifier (quat | axisangle | euler | xyaxes | zaxis), as MuJoCo's
+    ResolveOrientation (a `quat` is normalised as the compiler does; an all-zero one is an error)."""
     scale = math.pi / 180.0 if degree else 1.0
     if kind == "quat":
-        return _normalize(v, "quaternion", raw, kind)
+        if not np.any(np.asarray(v)):
+            raise _bad("zero quaternion is not allowed", raw, kind)
+        return normalize(np.asarray(v, dtype=np.float64))[0]
     if kind == "axisangle":
-        axis = _normalize(v[:3], "axis", raw, kind)
+        axis = _unit(v[:3], "axisangle", raw, kind)
         half = 0.5 * v[3] * scale
         return np.concatenate([[math.cos(half)], math.sin(half) * axis])
     if kind == "euler":
@@ -329,21 +402,15 @@ def orientation_to_quat(kind: str, v, degree: bool, eulerseq: str, raw: _Raw) ->
             r[0] = math.cos(half)
             r[1 + "xyz".index(ch.lower())] = math.sin(half)
             q = quat_mul(q, r) if ch.islower() else quat_mul(r, q)
-        return q / np.linalg.norm(q)
+        return normalize(q)[0]
     if kind == "xyaxes":
-        x = _normalize(v[:3], "x axis", raw, kind)
+        x = _unit(v[:3], "xaxis", raw, kind)
         y = np.asarray(v[3:6], dtype=np.float64)
-        y = _normalize(y - x * np.dot(x, y), "y axis (orthogonalised)", raw, kind)
-        z = np.cross(x, y)
+        y = _unit(y - x * np.dot(x, y), "yaxis", raw, kind)
+        z = _unit(np.cross(x, y), "cross(xaxis, yaxis)", raw, kind)
         return _mat2quat(np.stack([x, y, z], axis=1))
     if kind == "zaxis":
-        z = _normalize(v, "z axis", raw, kind)
-        axis = np.array([-z[1], z[0], 0.0])  # cross((0,0,1), z)
-        s = np.linalg.norm(axis)
-        if s < 1e-10:
-            return np.array([1.0, 0, 0, 0]) if z[2] > 0 else np.array([0.0, 1, 0, 0])
-        ang = math.atan2(s, z[2])
-        return np.concatenate([[math.cos(ang / 2)], math.sin(ang / 2) * axis / s])
+        return z2quat(_unit(v, "zaxis", raw, kind))
     raise AssertionError(kind)
 
 
@@ -386,9 +453,12 @@ class _Defaults:
             self.elements.append(self._fill(sec, main))
 
     def _add(self, raw: _Raw, parent: _Class) -> Element:
+        extra = set(raw.attrib) - {"class"}
+        if extra:
+            raise _bad("unknown attribute", raw, sorted(extra)[0])
         name = raw.attrib.get("class")
-        if name is None:
-            raise MJCFError("nested <default> needs a class name", raw.file, raw.line, "default", "class")
+        if not name:
+            raise MJCFError("empty class name", raw.file, raw.line, "default", "class")
         if name in self.classes:
             raise MJCFError(f"repeated default class name '{name}'", raw.file, raw.line, "default", "class")
         c = _Class(name, parent, raw)
@@ -400,11 +470,12 @@ class _Defaults:
         return self._fill(raw, c)
 
     def _fill(self, raw: _Raw, c: _Class) -> Element:
+        """The class's own elements first, then its nested classes (which inherit all of them), as MuJoCo."""
+        _check_unique(raw)
         kids = []
         for k in raw.children:
             tag = k.tag
             if tag == "default":
-                kids.append(self._add(k, c))
                 continue
             key = sc.DEFAULT_CHILDREN.get(tag)
             if key is None:
@@ -432,6 +503,7 @@ class _Defaults:
             elif k.children:
                 raise MJCFError("unknown element", k.children[0].file, k.children[0].line, k.children[0].tag)
             kids.append(Element(tag, dict(w), [], k.file, k.line, set(w)))
+        kids += [self._add(k, c) for k in raw.children if k.tag == "default"]
         return Element("default", {"class": c.name}, kids, raw.file, raw.line, {"class"})
 
     def get(self, name: str, raw: _Raw, attr: str) -> _Class:
@@ -490,7 +562,7 @@ class _Builder:
         if "class" in w and dtag is None:
             self.defaults.get(w["class"], raw, "class")
         if tag == "geom" and w.get("type", attrs.get("type")) == "sdf":
-            raise NotImplementedError(f"{raw.file}:{raw.line}: <geom type='sdf'> is {_NI}")
+            raise MJCFUnsupportedError(f"<geom type='sdf'> is {_NI}", raw.file, raw.line, "geom", "type")
         if tag in ORIENTED:
             orient = [n for n in sc.ORIENT_ATTRS if n in w]
             if len(orient) > 1:
@@ -520,12 +592,13 @@ class _Builder:
         return Element(raw.tag, w, [], raw.file, raw.line, set(w), list(cls.actuators))
 
     def check_children(self, raw: _Raw, key: str):
+        _check_unique(raw)
         allowed = CHILDREN.get(key, ())
         unsupported = UNSUPPORTED.get(key, ())
         for k in raw.children:
             if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
                 if k.tag in unsupported:
-                    raise NotImplementedError(f"{k.file}:{k.line}: <{k.tag}> (in <{raw.tag}>) is {_NI}")
+                    raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_NI}", k.file, k.line, k.tag)
                 raise MJCFError(f"unknown element (in <{raw.tag}>)", k.file, k.line, k.tag)
 
     # -- section with plain children ----------------------------------------------------------------------
@@ -542,9 +615,18 @@ class _Builder:
         """Add the children of body/worldbody/frame `raw` to `out` (frames folded)."""
         key = raw.tag
         self.check_children(raw, key)
+        world = out.tag == "worldbody"
         for k in raw.children:
             tag = k.tag
-            if tag == "frame":
+            if tag in ("joint", "freejoint", "inertial"):
+                if world:
+                    what = "inertia" if tag == "inertial" else "joints"
+                    raise MJCFError(f"World body cannot have {what}", k.file, k.line, tag)
+                if raw.tag == "replicate":
+                    raise MJCFError(f"{tag} cannot be a direct child of replicate", k.file, k.line, tag)
+            if tag == "inertial":  # read into the body as written: a frame's pose does not apply to it
+                out.children.append(self.element(k, key, childclass, None))
+            elif tag == "frame":
                 f = self.element(k, key, childclass, None)
                 cc = f.attrs.get("childclass") or childclass
                 if f.attrs.get("childclass"):
@@ -566,7 +648,7 @@ class _Builder:
                 if k.children:
                     c = k.children[0]
                     if c.tag in UNSUPPORTED.get(tag, ()):
-                        raise NotImplementedError(f"{c.file}:{c.line}: <{c.tag}> (in <{tag}>) is {_NI}")
+                        raise MJCFUnsupportedError(f"<{c.tag}> (in <{tag}>) is {_NI}", c.file, c.line, c.tag)
                     raise MJCFError(f"unknown element (in <{tag}>)", c.file, c.line, c.tag)
                 out.children.append(self.element(k, key, childclass, frame))
 
@@ -643,7 +725,7 @@ def _build(root: _Raw) -> Element:
     for k in root.children:
         if k.tag not in CHILDREN["mujoco"]:
             if k.tag in UNSUPPORTED["mujoco"]:
-                raise NotImplementedError(f"{k.file}:{k.line}: <{k.tag}> is {_NI}")
+                raise MJCFUnsupportedError(f"<{k.tag}> is {_NI}", k.file, k.line, k.tag)
             raise MJCFError("unknown element (in <mujoco>)", k.file, k.line, k.tag)
         by_tag.setdefault(k.tag, []).append(k)
 
@@ -651,9 +733,11 @@ def _build(root: _Raw) -> Element:
     comp = Element("compiler", dict(_BUILTIN["compiler"]), [], root.file, root.line, set())
     lr = None
     for raw in by_tag.get("compiler", []):
+        _check_unique(raw)
         for k in raw.children:
             if k.tag != "lengthrange":
                 raise MJCFError("unknown element (in <compiler>)", k.file, k.line, k.tag)
+            _no_children(k)
         w = _written(raw, "compiler")
         comp.attrs.update(w)
         comp.explicit |= set(w)
@@ -694,7 +778,7 @@ def _build(root: _Raw) -> Element:
             wb = Element("worldbody", {}, [], raws[0].file if raws else root.file, raws[0].line if raws else root.line)
             for raw in raws:
                 if raw.attrib:
-                    raise _bad("unknown attribute", raw, sorted(raw.attrib)[0])
+                    raise _bad("World body cannot have attributes", raw, sorted(raw.attrib)[0])
                 b.tree(raw, wb, None, None)
             sections[tag] = wb
             continue
@@ -702,9 +786,11 @@ def _build(root: _Raw) -> Element:
             opt = Element("option", dict(_BUILTIN["option"]), [], root.file, root.line, set())
             flag = Element("flag", dict(_BUILTIN["option/flag"]), [], root.file, root.line, set())
             for i, raw in enumerate(raws):
+                _check_unique(raw)
                 for k in raw.children:
                     if k.tag != "flag":
                         raise MJCFError("unknown element (in <option>)", k.file, k.line, k.tag)
+                    _no_children(k)
                 e = b.element(raw, "mujoco", None)
                 if i == 0:
                     opt.file, opt.line = raw.file, raw.line
@@ -738,14 +824,50 @@ def _build(root: _Raw) -> Element:
                 merged.children.extend(e.children)
         sections[tag] = merged
     out.children = [sections[t] for t in SECTION_ORDER if t in sections]
+    _reader_checks(out)
     return out
 
 
-def parse_string(xml: str | bytes, assets: dict[str, bytes] | None = None, base_dir: str | None = None) -> Element:
+_MEMORY = re.compile(r"\+?([0-9]+)([KMGTPEkmgtpe]?)")
+
+
+def _reader_checks(root: Element) -> None:
+    """Value checks of MuJoCo's XML reader on <size>, <statistic> and <visual>."""
+    for sec in root.children:
+        if sec.tag == "size":
+            for name in ("nconmax", "njmax", "nstack") + tuple(n for n in sec.attrs if n.startswith("nuser_")):
+                v = sec.attrs.get(name)
+                if v is not None and v < -1:
+                    raise MJCFError(f"{name} must be >= -1", sec.file, sec.line, "size", name)
+            mem = sec.attrs.get("memory")
+            if "memory" in sec.explicit and mem.strip() != "-1":
+                m = _MEMORY.fullmatch(mem.strip())
+                shift = 10 * "KMGTPE".index(m.group(2).upper()) + 10 if m and m.group(2) else 0
+                if m is None or int(m.group(1)) << shift >= 2**64:
+                    raise MJCFError("unsigned integer with an optional suffix {K,M,G,T,P,E} is expected in "
+                                    "attribute 'memory' (or the size specified is too big)", sec.file, sec.line,
+                                    "size", "memory")  # fmt: skip
+        elif sec.tag == "statistic":
+            extent = sec.attrs.get("extent")
+            if extent is not None and not math.isnan(extent) and extent <= 0:
+                raise MJCFError("extent must be strictly positive", sec.file, sec.line, "statistic", "extent")
+        elif sec.tag == "visual":
+            realtime, znear = 1.0, 0.01
+            for c in sec.children:
+                if c.tag == "global":
+                    realtime = c.attrs["realtime"] if c.attrs.get("realtime") is not None else realtime
+                    if realtime <= 0:
+                        raise MJCFError("realtime must be greater than 0", c.file, c.line, "global", "realtime")
+                elif c.tag == "map":
+                    znear = c.attrs["znear"] if c.attrs.get("znear") is not None else znear
+                    if znear <= 0:
+                        raise MJCFError("znear must be strictly positive", c.file, c.line, "map", "znear")
+
+
+def parse_string(text: str | bytes, assets: dict[str, bytes] | None = None, base_dir: str | None = None) -> Element:
     """Parse MJCF text. Includes resolve from `assets` (name -> bytes) first, then relative to `base_dir`."""
-    data = xml.encode() if isinstance(xml, str) else xml
     loader = _Loader(assets, base_dir)
-    root = loader.load(data, "<string>", base_dir)
+    root = loader.load(text, "<string>", base_dir)
     return _build(root)
 
 
@@ -759,6 +881,6 @@ def parse_file(path: str, assets: dict[str, bytes] | None = None) -> Element:
         raise MJCFError(f"cannot read file: {e.strerror}", path) from None
     d = os.path.dirname(os.path.abspath(path))
     loader = _Loader(assets, d)
-    loader.stack.append(os.path.abspath(path))
+    loader.included.add(os.path.normpath(os.path.abspath(path)))
     root = loader.load(data, path, d)
     return _build(root)

@@ -662,7 +662,11 @@ _TEXT = {"name": S(), "data": S()}
 _TUPLE = {"name": S()}
 _TUPLE_ELEMENT = {"objtype": S(), "objname": S(), "prm": R(0)}
 
-# <visual> is kept aside loosely: attributes are checked by name and kept as strings
+# <visual> is kept aside (the compiler ignores it) but typed as MuJoCo reads it (mjVisual: floats and ints)
+_VIS_INT = ("cameraid", "offwidth", "offheight", "shadowsize", "offsamples", "numslices", "numstacks", "numquads",
+            "active")  # fmt: skip
+_VIS_BOOL = ("orthographic", "ellipsoidinertia", "bvactive")
+_VIS_COUNT = {"headlight": 3, "rgba": 4}
 VISUAL_CHILDREN = {
     "global": "azimuth bvactive cameraid elevation ellipsoidinertia fovy glow ipd linewidth offheight offwidth "
     "orthographic realtime",
@@ -676,7 +680,17 @@ VISUAL_CHILDREN = {
     "contactfriction contactgap contactpoint contacttorque crankbroken fog force frustum haze inertia joint "
     "light rangefinder selectpoint slidercrank",
 }
-_VISUAL = {"visual/" + k: {a: S() for a in v.split()} for k, v in VISUAL_CHILDREN.items()}
+
+
+def _visual_attr(child: str, name: str) -> Attr:
+    if child == "global" and name in _VIS_BOOL:
+        return B(None)
+    if name in _VIS_INT and not (child == "rgba" and name == "active"):
+        return I(None)
+    return R(None, _VIS_COUNT.get(child, 1))
+
+
+_VISUAL = {"visual/" + k: {a: _visual_attr(k, a) for a in v.split()} for k, v in VISUAL_CHILDREN.items()}
 
 # ---------------------------------------------------------------------------------------------------------
 
@@ -838,6 +852,22 @@ DEFAULT_FOR = {
     "spatial": "tendon",
     "fixed": "tendon",
 }
+
+# Real attributes MuJoCo reads in single precision (C float; mjsGeom.rgba, mjsMaterial, light colours, camera
+# intrinsics, mesh/skin/hfield data, mjVisual): a finite value beyond float32's range is "number is too large".
+_F32_ATTRS = {
+    "geom": ("rgba",), "site": ("rgba",), "spatial": ("rgba",), "skin": ("rgba", "inflate", "vertex", "texcoord"),
+    "skin/bone": ("bindpos", "bindquat", "vertweight"),
+    "material": ("texrepeat", "emission", "specular", "shininess", "reflectance", "metallic", "roughness", "rgba"),
+    "camera": ("focal", "focalpixel", "principal", "principalpixel", "sensorsize"),
+    "light": ("bulbradius", "intensity", "range", "attenuation", "cutoff", "softness", "exponent", "ambient",
+              "diffuse", "specular"),
+    "mesh": ("vertex", "normal", "texcoord"), "hfield": ("elevation",),
+}  # fmt: skip
+F32: set[tuple[str, str]] = {(k, a) for k, names in _F32_ATTRS.items() for a in names}
+F32 |= {(k, a) for k, sch in SCHEMA.items() if k.startswith("visual/") for a, t in sch.items() if t.kind == "real"}
+F32 |= {("default/" + k, a) for k, a in set(F32) if "default/" + k in SCHEMA}
+F32 |= {("default/tendon", "rgba")}
 
 # parent/tag keys (see module docstring)
 _QUALIFIED = {k for k in SCHEMA if "/" in k}

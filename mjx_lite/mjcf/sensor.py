@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite.mjcf.attrs import error, get, register_all, section_children, vec
+from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
 from mjx_lite.types import DataType, JointType, ObjType, SensorType, Stage
@@ -144,7 +144,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
     adr = 0
     for i, s in enumerate(sensors):
         if s.tag in UNSUPPORTED:
-            raise error(s, f"<{s.tag}> sensors are not supported by mjx_lite")
+            raise unsupported(s, f"<{s.tag}> sensors are not supported by mjx_lite")
         if s.tag not in _TABLE:
             raise error(s, f"unknown sensor type <{s.tag}>")
         stype, dtype, stage, dim, kind = _TABLE[s.tag]
@@ -153,7 +153,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             objtype = {"site": ObjType.SITE, "joint": ObjType.JOINT, "tendon": ObjType.TENDON,
                        "actuator": ObjType.ACTUATOR, "body": ObjType.BODY}[kind]  # fmt: skip
             if s.tag == "rangefinder" and get(s, "camera") is not None:
-                raise error(s, "camera rangefinders are not supported by mjx_lite", "camera")
+                raise unsupported(s, "camera rangefinders are not supported by mjx_lite", "camera")
             objid = _obj(ctx, s, kind, kind)
         if s.tag == "rangefinder":
             mask, dim = _bits(s, "data", _RANGEFINDER_DATA, "dist")
@@ -211,11 +211,11 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
                 if t is None or nm is None:
                     raise error(s, "objtype and objname must be given together", "objtype")
                 if t not in _USER_OBJTYPE:
-                    raise error(s, f"objtype '{t}' is not supported by mjx_lite", "objtype")
+                    raise unsupported(s, f"objtype '{t}' is not supported by mjx_lite", "objtype")
                 objtype = _USER_OBJTYPE[t]
                 objid = ctx.id_of(_OBJ_KEY[objtype], nm, s, "objname")
         if int(get(s, "nsample", 0)) != 0 or float(get(s, "delay", 0.0)) != 0:
-            raise error(s, "sensor delays / history (nsample, delay) are not supported by mjx_lite",
+            raise unsupported(s, "sensor delays / history (nsample, delay) are not supported by mjx_lite",
                         "nsample" if int(get(s, "nsample", 0)) else "delay")  # fmt: skip
         c = float(get(s, "cutoff", 0.0))
         if c < 0:
@@ -233,6 +233,10 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         cols["sensor_dim"][i] = dim
         cols["sensor_adr"][i] = adr
         cols["sensor_historyadr"][i] = -1
+        interp = get(s, "interp", "zoh")
+        if interp not in ("zoh", "linear", "cubic"):
+            raise error(s, f"invalid keyword '{interp}' (expected zoh, linear or cubic)", "interp")
+        history[i] = (0, ("zoh", "linear", "cubic").index(interp))  # (nsample, interp)
         adr += dim
         noise[i], cutoff[i] = nz, c
         interval[i] = vec(s, "interval", 2, (0.0, 0.0))

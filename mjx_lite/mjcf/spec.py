@@ -81,3 +81,9 @@ class MJCFError(ValueError):
         if attribute is not None:
             ctx.append(f"attribute '{attribute}'")
         super().__init__(where + (", ".join(ctx) + ": " if ctx else "") + message)
+
+
+class MJCFUnsupportedError(MJCFError, NotImplementedError):
+    """Valid MJCF that uses a MuJoCo feature mjx_lite does not implement (named in the message, with file, line,
+    element and attribute). The one error type for unsupported features: an `MJCFError` (so `except MJCFError`
+    catches every load failure) and a `NotImplementedError`."""

@@ -8,13 +8,42 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite.mjcf.attrs import autolimits, error, get, register_all, resolve_limited, section_children, vec
+from mjx_lite.mjcf.attrs import (
+    autolimits,
+    error,
+    get,
+    register_all,
+    resolve_limited,
+    section_children,
+    unsupported,
+    vec,
+)
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
 from mjx_lite.types import GeomType, WrapType
 
 _SOLREF = (0.02, 1.0)
 _SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
+
+
+def _check_spatial_path(t: Element, path: list[Element], ids: list[int]) -> None:
+    """MuJoCo's rules for a spatial path (mjCTendon::Compile): no consecutive pulleys and none last; a site needs
+    a neighbour that is not a pulley and is not repeated by the next site; a wrapping geom sits between sites."""
+    n = len(path)
+    tags = [c.tag for c in path]
+    for i, c in enumerate(path):
+        if tags[i] == "pulley":
+            if i > 0 and tags[i - 1] == "pulley":
+                raise error(c, f"consecutive pulleys (pos {i})")
+            if i == n - 1:
+                raise error(c, "path ends with pulley")
+        elif tags[i] == "site":
+            if (i == 0 or tags[i - 1] == "pulley") and (i == n - 1 or tags[i + 1] == "pulley"):
+                raise error(c, f"site {i} needs a neighbor that is not a pulley")
+            if i < n - 1 and tags[i + 1] == "site" and ids[i] == ids[i + 1]:
+                raise error(path[i + 1], f"site {i} is repeated", "site")
+        elif i == 0 or i == n - 1 or tags[i - 1] != "site" or tags[i + 1] != "site":
+            raise error(c, f"geom at pos {i} not bracketed by sites")
 
 
 def body_treeid(ctx: CompileContext) -> np.ndarray:
@@ -55,8 +84,14 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
                     raise error(c, "only <joint> elements are allowed in a fixed tendon")
             if not path:
                 raise error(t, "fixed tendon has no joints")
-            for c in path:
+            seen: set[int] = set()
+            for k, c in enumerate(path):
                 jid = ctx.id_of("joint", get(c, "joint", ""), c, "joint")
+                if jid in seen:
+                    raise error(c, f"joint {k} is repeated", "joint")
+                seen.add(jid)
+                if int(ctx.arrays["jnt_type"][jid]) not in (2, 3):
+                    raise error(c, f"joint '{get(c, 'joint')}' in a fixed tendon must be slide or hinge", "joint")
                 coef = get(c, "coef")
                 if coef is None:
                     raise error(c, "missing required attribute", "coef")
@@ -67,23 +102,28 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         else:
             path = t.children
             if len(path) < 2:
-                raise error(t, "spatial tendon needs at least two sites")
-            for k, c in enumerate(path):
+                raise error(t, "spatial path must contain at least two objects")
+            if not float(get(t, "width", 0.003)) > 0:
+                raise error(t, "tendon must have positive width", "width")
+            ids = []
+            for c in path:
                 if c.tag == "site":
                     sid = ctx.id_of("site", get(c, "site", ""), c, "site")
+                    ids.append(sid)
                     wtype.append(WrapType.SITE)
                     wobj.append(sid)
                     wprm.append(0.0)
                     trees[int(treeid_body[site_bodyid[sid]])] = None
                 elif c.tag == "geom":
                     gid = ctx.id_of("geom", get(c, "geom", ""), c, "geom")
+                    ids.append(gid)
                     gt = int(geom_type[gid])
                     if gt == GeomType.SPHERE:
                         wt = WrapType.SPHERE
                     elif gt == GeomType.CYLINDER:
                         wt = WrapType.CYLINDER
                     else:
-                        raise error(c, "wrapping is only supported for sphere and cylinder geoms", "geom")
+                        raise error(c, "wrapping geom is not sphere or cylinder", "geom")
                     side = get(c, "sidesite")
                     sidesite = ctx.id_of("site", side, c, "sidesite") if side else -1
                     wtype.append(wt)
@@ -91,32 +131,17 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
                     wprm.append(float(sidesite))
                     trees[int(treeid_body[geom_bodyid[gid]])] = None
                     has_geom = True
-                    prev_ok = k > 0 and path[k - 1].tag == "site"
-                    next_ok = k + 1 < len(path) and path[k + 1].tag == "site"
-                    if not (prev_ok and next_ok):
-                        raise error(c, "a wrapping geom must be between two sites")
                 elif c.tag == "pulley":
                     div = get(c, "divisor")
-                    if div is None or div <= 0:
+                    if div is None or not div > 0:
                         raise error(c, "pulley divisor must be positive", "divisor")
-                    if k + 1 >= len(path) or path[k + 1].tag != "site":
-                        raise error(c, "a pulley must be followed by a site")
+                    ids.append(-1)
                     wtype.append(WrapType.PULLEY)
                     wobj.append(-1)
                     wprm.append(float(div))
                 else:
                     raise error(c, f"<{c.tag}> is not allowed in a spatial tendon")
-            # every pulley-delimited branch must start and end with a site (a leading pulley is allowed)
-            branch: list[Element] = []
-            for k, c in enumerate(path + [None]):
-                if c is None or c.tag == "pulley":
-                    if branch and (branch[0].tag != "site" or branch[-1].tag != "site" or len(branch) < 2):
-                        raise error(branch[0], "each branch of a spatial tendon must start and end with a site")
-                    if not branch and 0 < k < len(path):
-                        raise error(c, "empty branch between pulleys")
-                    branch = []
-                else:
-                    branch.append(c)
+            _check_spatial_path(t, path, ids)
         tree_list = [t for t in trees if t >= 0]
         a["tendon_adr"].append(adr)
         a["tendon_num"].append(len(wtype) - adr)
@@ -148,7 +173,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         a["tendon_dampingpoly"].append(damp[1:])
         if float(get(t, "springyield", 0.0)) > 0:
             msg = "springyield > 0 (plastic springs) is not supported"
-            raise NotImplementedError(str(error(t, msg, "springyield")))
+            raise unsupported(t, msg, "springyield")
         a["tendon_springyield"].append(float(get(t, "springyield", 0.0)))
         arm = float(get(t, "armature", 0.0))
         if arm < 0:
@@ -163,6 +188,9 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         if sl[0] > sl[1]:
             raise error(t, "springlength[0] must not exceed springlength[1]", "springlength")
         a["tendon_lengthspring"].append(sl)
+        mat = get(t, "material", "") or ""
+        if mat and mat not in ctx.ids.get("material", {}):
+            raise error(t, f"material '{mat}' not found in tendon", "material")
         a["tendon_width"].append(float(get(t, "width", 0.003)))
         a["tendon_treenum"].append(len(tree_list))
         a["tendon_treeid"].append((tree_list + [-1, -1])[:2])
