@@ -372,9 +372,9 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         forcerange = np.array(st["forcerange"], float)
         if ctrllimited and not ctrlrange[0] < ctrlrange[1]:
             raise error(el, "invalid control range for actuator", "ctrlrange")
-        if forcelimited and not forcerange[0] <= forcerange[1]:
+        if forcelimited and not forcerange[0] < forcerange[1]:
             raise error(el, "invalid force range for actuator", "forcerange")
-        if actlimited and not actrange[0] <= actrange[1]:
+        if actlimited and not actrange[0] < actrange[1]:
             raise error(el, "invalid activation range for actuator", "actrange")
         if el.tag in ("damper", "adhesion") and (ctrlrange[0] < 0 or ctrlrange[1] < 0):
             raise error(el, f"{el.tag} control range cannot be negative", "ctrlrange")
@@ -391,9 +391,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         # ---- armature / damping bookkeeping (jnt_actuatorid / tendon_actuatorid)
         armature = float(st["armature"])
         damping = np.array(st["damping"], float)
-        if armature < 0:
-            raise error(el, "armature cannot be negative", "armature")
-        if armature > 0 or np.any(damping != 0):
+        if armature != 0 or np.any(damping != 0):  # (MuJoCo accepts a negative armature)
             if trntype in (TrnType.JOINT, TrnType.JOINTINPARENT):
                 jnt_act[trnid[0]] = i if jnt_act[trnid[0]] == -1 else -2
             elif trntype == TrnType.TENDON:
@@ -531,9 +529,15 @@ def finalize_sections(ctx: CompileContext, st) -> None:
         A["tendon_lengthspring"] = ls
     if not nu:
         return
-    d = st.run(transmission.transmission)
-    mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
-    length = np.asarray(d.actuator_length, np.float64).copy()
+    if S["njnt"]:
+        d = st.run(transmission.transmission)
+        mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
+        length = np.asarray(d.actuator_length, np.float64).copy()
+    else:  # no joints (pipeline.transmission needs some): nothing moves; a tendon's length is its length0
+        mom = np.zeros((nu, nv))
+        tlen = np.asarray(A.get("tendon_length0", np.zeros(nt)), np.float64)
+        length = np.array([tlen[A["actuator_trnid"][i, 0]] if A["actuator_trntype"][i] == TrnType.TENDON else 0.0
+                           for i in range(nu)])  # fmt: skip
     A["actuator_length0"] = length
     minv_mom = mom @ minv if nv else np.zeros((nu, 0))
     A["actuator_acc0"] = np.linalg.norm(minv_mom, axis=1)

@@ -62,8 +62,11 @@ def keyword(el: Element, name: str, options: tuple[str, ...], default: str) -> i
 
 def quat(el: Element, name: str = "quat") -> np.ndarray:
     """A quaternion attribute (w, x, y, z) normalised as MuJoCo's compiler does (mjuu_normvec: left as written when
-    its squared norm is below mjEPS). (The parser refuses an all-zero quaternion as written, as MuJoCo's reader.)"""
-    return normalize(vec(el, name, 4, (1, 0, 0, 0)))[0]
+    its squared norm is below mjEPS), except the quaternion of an orientation alternative of a body, geom or inertial,
+    which MuJoCo uses as computed (Element.raw_quat). (The parser refuses an all-zero quaternion as written, as MuJoCo's
+    reader does.)"""
+    q = vec(el, name, 4, (1, 0, 0, 0))
+    return q if name == "quat" and el.raw_quat else normalize(q)[0]
 
 
 def bool_auto(v) -> str:

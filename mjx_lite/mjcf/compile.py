@@ -142,10 +142,10 @@ def option_settings(root: Element) -> dict[str, Any]:
 def statistic_overrides(root: Element) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for c in at.sections(root, "statistic"):
-        for k in ("meaninertia", "meanmass", "meansize", "extent"):
-            if c.attrs.get(k) is not None:
+        for k in ("meaninertia", "meanmass", "meansize", "extent"):  # mjuu_defined: NaN = not given
+            if c.attrs.get(k) is not None and not math.isnan(float(c.attrs[k])):
                 out[k] = float(c.attrs[k])
-        if c.attrs.get("center") is not None:
+        if c.attrs.get("center") is not None and not math.isnan(float(np.asarray(c.attrs["center"]).reshape(-1)[0])):
             out["center"] = at.vec(c, "center", 3, (0, 0, 0))
     return out
 
@@ -299,6 +299,8 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     ref = float(g("ref", 0.0))
     springref = float(g("springref", 0.0))
     springyield = float(g("springyield", 0.0))
+    if springyield < 0:
+        raise at.error(el, "springyield cannot be negative in joint", "springyield")
     if springyield > 0:
         # plastic springs change the spring rest position at run time; the pipeline does not model that
         msg = "springyield > 0 (plastic springs) is not supported"
@@ -328,6 +330,12 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
         solimpfriction=np.array(solimp) if free_el else at.vec(el, "solimpfriction", 5, solimp),
         margin=float(g("margin", 0.0)), armature=armature, frictionloss=frictionloss,
     )  # fmt: skip
+
+
+def _has_fromto(el: Element) -> bool:
+    """fromto is in use when written and its first value is a number (MuJoCo's mjuu_defined: NaN = unset)."""
+    ft = el.attrs.get("fromto")
+    return ft is not None and not math.isnan(float(np.asarray(ft).reshape(-1)[0]))
 
 
 def _fromto(el: Element, gtype: int, size: np.ndarray, pos: np.ndarray, what: str):
@@ -384,12 +392,14 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
             raise at.error(el, "hfield attribute requires type='hfield'", "hfield")
         hfield_id = ctx.id_of("hfield", hfname, el, "hfield")
     mat = at.get(el, "material")
+    if not mat and mesh_id >= 0:  # a geom without a material takes its mesh's (MuJoCo: must exist)
+        mat = at.get(ctx.elements["mesh"][mesh_id], "material")
     if mat and mat not in ctx.ids.get("material", {}):
         raise at.error(el, f"unknown material '{mat}'", "material")
     if gtype == 0 and weldid != 0:
         raise at.error(el, "plane only allowed in static bodies", "type")
     shell = bool(at.get(el, "shellinertia", False))
-    if el.attrs.get("fromto") is not None:
+    if _has_fromto(el):
         if mesh_id >= 0:
             raise at.error(el, "fromto cannot be used with mesh geom", "fromto")
         size, pos, quat = _fromto(el, gtype, size, pos, "geom")
@@ -411,7 +421,7 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
         hs = np.asarray(ctx.arrays["hfield_size"][hfield_id], float)
         size = np.array([hs[0], hs[1], 0.25 * hs[2] + 0.5 * hs[3]])
         aamm = np.array([-hs[0], -hs[1], -hs[3], hs[0], hs[1], hs[2]])
-        rbound = math.sqrt(hs[0] ** 2 + hs[1] ** 2 + max(hs[2] ** 2, hs[3] ** 2))
+        rbound = inr.sqrt(hs[0] ** 2 + hs[1] ** 2 + max(hs[2] ** 2, hs[3] ** 2))
     elif gtype == 7:
         aamm = np.asarray(mesh.aamm, float)
         size = np.maximum(np.abs(aamm[:3]), np.abs(aamm[3:]))
@@ -419,6 +429,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     else:
         rbound = _rbound(gtype, size)
         aamm = _aamm(gtype, size)
+    if np.any(np.isnan(size)):
+        raise at.error(el, "nan size in geom", "size")
     aabb = np.concatenate([(aamm[3:] + aamm[:3]) / 2, (aamm[3:] - aamm[:3]) / 2])
     # mass and inertia
     mass = 0.0
@@ -426,6 +438,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     if infer:
         density = float(at.get(el, "density", 1000.0))
         gmass = el.attrs.get("mass")
+        if gmass is not None and math.isnan(float(gmass)):
+            gmass = None  # mjuu_defined: a NaN mass is an unset one
         volume = float(mesh.volume) if gtype == 7 else inr.geom_volume(gtype, size, shell)
         if gmass is not None:
             gmass = float(gmass)
@@ -469,11 +483,11 @@ def _rbound(gtype: int, s: np.ndarray) -> float:
     if gtype == 3:
         return float(s[0] + s[1])
     if gtype == 5:
-        return math.sqrt(s[0] ** 2 + s[1] ** 2)
+        return inr.sqrt(s[0] ** 2 + s[1] ** 2)
     if gtype == 4:
         return float(max(s[0], s[1], s[2]))
     if gtype == 6:
-        return math.sqrt(s[0] ** 2 + s[1] ** 2 + s[2] ** 2)
+        return inr.sqrt(s[0] ** 2 + s[1] ** 2 + s[2] ** 2)
     return 0.0
 
 
@@ -494,7 +508,10 @@ def _aamm(gtype: int, s: np.ndarray) -> np.ndarray:
 
 def _site_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     stype = at.keyword(el, "type", _GEOM_TYPES, "sphere")
-    if stype in (0, 1, 7, 8):
+    meshname = at.get(el, "mesh")
+    if meshname:
+        ctx.id_of("mesh", meshname, el, "mesh")
+    if stype in (0, 1, 7):  # (MuJoCo accepts an sdf site: sites do not collide)
         raise at.error(el, "meshes, hfields and planes not allowed in site", "type")
     mat = at.get(el, "material")
     if mat and mat not in ctx.ids.get("material", {}):
@@ -502,7 +519,7 @@ def _site_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     size = at.vec(el, "size", 3, (0.005, 0.005, 0.005))
     pos = at.vec(el, "pos", 3, (0, 0, 0))
     quat = at.quat(el)
-    if el.attrs.get("fromto") is not None:
+    if _has_fromto(el):
         size, pos, quat = _fromto(el, stype, size, pos, "site")
     _check_size(el, stype, size, "site")
     return dict(type=stype, group=int(at.get(el, "group", 0)), size=size, pos=pos, quat=quat)
@@ -544,6 +561,8 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
         b.iquat = at.quat(iel)
         b.mass = float(iel.attrs["mass"])  # a negative mass is raised to boundmass below (MuJoCo's order)
         full = iel.attrs.get("fullinertia")
+        if full is not None and math.isnan(float(np.asarray(full).reshape(-1)[0])):
+            full = None  # mjuu_defined
         diag = iel.attrs.get("diaginertia")
         if full is not None:
             if "quat" in iel.explicit or any(a in iel.explicit for a in ("axisangle", "xyaxes", "zaxis", "euler")):
@@ -701,7 +720,8 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     for g in geo:
         ct[g["bodyid"]] |= g["contype"]
         ca[g["bodyid"]] |= g["conaffinity"]
-        mg[g["bodyid"]] = max(mg[g["bodyid"]], g["margin"] + g["gap"])  # MuJoCo 4.0: margin + gap
+        inflate = g["margin"] + g["gap"]  # MuJoCo 4.0: margin + gap, mjMAX (a NaN wins)
+        mg[g["bodyid"]] = mg[g["bodyid"]] if mg[g["bodyid"]] > inflate else inflate
     A["body_contype"], A["body_conaffinity"], A["body_margin"] = ct, ca, mg
     sameframe = np.array([_sameframe(b.ipos, b.iquat) for b in bodies], np.uint8)
     sameframe[0] = SF_BODY
@@ -932,7 +952,7 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
             density = res[1] / ss[1]
             fpix = at.vec(el, "focalpixel", 2, (0, 0))[1]  # pixel values override length values
             focal = fpix / density if fpix else at.vec(el, "focal", 2, (0, 0))[1]
-            fv = math.atan2(ss[1] / 2, focal) * 360.0 / math.pi
+            fv = inr.atan2(ss[1] / 2, focal) * 360.0 / math.pi
         fovy.append(fv)
     A["cam_bodyid"] = np.array(bodyid, np.int32).reshape(n)
     A["cam_mode"] = np.array(mode, np.int32).reshape(n)
@@ -964,6 +984,9 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
         tex = at.get(el, "texture")
         if tex and tex not in ctx.ids.get("texture", {}):
             raise at.error(el, f"unknown texture '{tex}'", "texture")
+        softness = float(at.get(el, "softness", 0.2))
+        if softness < 0 or softness > 1:
+            raise at.error(el, "light softness must be in [0, 1]", "softness")
     A["light_bodyid"] = np.array(bodyid, np.int32).reshape(n)
     A["light_mode"] = np.array(mode, np.int32).reshape(n)
     A["light_targetbodyid"] = np.array(target, np.int32).reshape(n)
@@ -1108,6 +1131,11 @@ def compile_model(root: Element, *, model_dir: str | None = None, assets: dict |
     assets:    optional {file name: bytes} used instead of the file system for asset files
     config:    the model's trace-time configuration (`mjx_lite.Config`; default Config())
     """
+    with np.errstate(all="ignore"):  # NaN/inf propagate as in MuJoCo's C arithmetic (nan/inf values are legal)
+        return _compile_model(root, model_dir, assets, config)
+
+
+def _compile_model(root: Element, model_dir: str | None, assets: dict | None, config: Config | None) -> types.Model:
     float32 = not jax.config.jax_enable_x64  # the Model's float dtype (io.build_model)
     if float32:
         _check_float32_values(root)

@@ -43,6 +43,12 @@ def _placeholders(ctx: CompileContext) -> None:
             ctx.arrays[name] = np.zeros(tuple(int(ctx.sizes.get(d, 0)) for d in dims))
 
 
+def _normalize4(q: np.ndarray) -> np.ndarray:
+    """mju_normalize4: unit quaternion, (1, 0, 0, 0) when the norm is below mjMINVAL (e.g. a zero quaternion)."""
+    n = float(np.sqrt(np.dot(q, q)))
+    return q / n if n >= MINVAL else np.array([1.0, 0.0, 0.0, 0.0])
+
+
 class ConstState:
     """The model at qpos0, in numpy float64 (MuJoCo's names, rotation matrices (…, 3, 3)).
 
@@ -65,8 +71,7 @@ class ConstState:
         xmat[0] = np.eye(3)
         for i in range(1, nbody):
             p = par[i]
-            q = quat_mul(xquat[p], A["body_quat"][i])
-            q /= np.linalg.norm(q)
+            q = _normalize4(quat_mul(xquat[p], A["body_quat"][i]))
             xquat[i] = q
             xmat[i] = quat_to_mat(q)
             xpos[i] = xpos[p] + xmat[p] @ A["body_pos"][i]
@@ -256,6 +261,7 @@ def set_const(ctx: CompileContext) -> dict:
     if getattr(st, "actuator_armature_included", False):
         st.lmat, st.dinv = _factor_ld(st.mfull)
         st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
+    _simple_dofs(ctx, st, m0)
     mfull = st.mfull
     xpos, xmat, xipos, subtree_com = st.xpos, st.xmat, st.xipos, st.subtree_com
 
@@ -319,6 +325,23 @@ def set_const(ctx: CompileContext) -> dict:
     return stat
 
 
+def _simple_dofs(ctx: CompileContext, st: ConstState, m0: np.ndarray) -> None:
+    """MuJoCo's qM for the dofs of simple bodies (dof_simplenum > 0) is the fixed diagonal dof_M0 with no coupling
+    (mj_crb); the qpos0 constants that use M^-1 (acc0, invweight0) see that matrix."""
+    simple = np.nonzero(np.asarray(ctx.arrays["dof_simplenum"]) > 0)[0]
+    if not simple.size:
+        return
+    mfull = np.array(st.mfull, float)
+    mfull[simple, :] = 0.0
+    mfull[:, simple] = 0.0
+    mfull[simple, simple] = m0[simple]
+    if np.array_equal(mfull, st.mfull):
+        return
+    st.mfull = mfull
+    st.lmat, st.dinv = _factor_ld(mfull)
+    st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
+
+
 def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
     """(nv,) gear^2 * armature of actuators with a slide/hinge joint transmission, on their dof."""
     A, nv = ctx.arrays, ctx.sizes["nv"]
@@ -368,6 +391,16 @@ def _section_constants(ctx: CompileContext, st: ConstState) -> None:
     actuation.finalize_sections(ctx, st)
 
 
+def _cmax(a, b) -> float:
+    """mjMAX (a NaN in a gives b, in b gives b)."""
+    return float(a if a > b else b)
+
+
+def _mju_max(a, b) -> float:
+    """mju_max: a >= b ? a : b."""
+    return float(a if a >= b else b)
+
+
 def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
     """meaninertia, meanmass, meansize, extent, center (setStat); also dof_length."""
     A, S = ctx.arrays, ctx.sizes
@@ -375,43 +408,56 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
     stat = {k: (np.array(v) if k == "center" else v) for k, v in DEFAULT_STAT.items()}
     xpos, xipos, xanchor = st.xpos, st.xipos, st.xanchor
     gpos, spos = st.geom_xpos, st.site_xpos
-    pts = [xpos[1:], xipos[1:], xanchor, spos]
-    lo = np.full(3, 1e10)
-    hi = np.full(3, -1e10)
-    for p in pts:
-        if len(p):
-            lo = np.fmin(lo, np.fmin.reduce(p, axis=0))  # NaN-skipping, as MuJoCo's comparisons
-            hi = np.fmax(hi, np.fmax.reduce(p, axis=0))
+    # MuJoCo's updateBox, point by point in its order (mjMIN/mjMAX: a NaN point enters the box and the next
+    # point replaces it, so the order matters)
+    lo = [1e10, 1e10, 1e10]
+    hi = [-1e10, -1e10, -1e10]
+
+    def update(p, r=0.0):
+        for k in range(3):
+            v = float(p[k])
+            lo[k] = lo[k] if lo[k] < v - r else v - r
+            hi[k] = hi[k] if hi[k] > v + r else v + r
+
+    for i in range(1, nbody):
+        update(xpos[i])
+        update(xipos[i])
+    for p in list(xanchor) + list(spos):
+        update(p)
     rb = np.asarray(A["geom_rbound"], float)
     gt, gs = A["geom_type"], np.asarray(A["geom_size"], float)
     for i in range(ngeom):
         r = 0.0
         if rb[i] > 0:
-            r = rb[i]
+            r = float(rb[i])
         elif gt[i] == 0:
-            r = max(gs[i, 0], gs[i, 1]) * 0.1 if (gs[i, 0] or gs[i, 1]) else 0.01
+            r = _cmax(gs[i, 0], gs[i, 1]) * 0.1 if (gs[i, 0] or gs[i, 1]) else 0.01
         elif gt[i] == 1:
-            r = float(np.max(A["hfield_size"][A["geom_dataid"][i]])) * 0.1
-        lo = np.fmin(lo, gpos[i] - r)  # MuJoCo's updateBox: comparisons, a NaN never enters the box
-        hi = np.fmax(hi, gpos[i] + r)
-    stat["center"] = (lo + hi) / 2
+            h = A["hfield_size"][A["geom_dataid"][i]]
+            r = _cmax(h[0], _cmax(h[1], _cmax(h[2], h[3]))) * 0.1
+        update(gpos[i], r)
+    stat["center"] = (np.array(lo) + np.array(hi)) / 2
     if hi[0] > lo[0]:
-        stat["extent"] = max(1e-5, float(np.max(hi - lo)))
+        d = [hi[k] - lo[k] for k in range(3)]
+        stat["extent"] = _mju_max(1e-5, _mju_max(d[0], _mju_max(d[1], d[2])))
     body = np.zeros(nbody)
     for j in range(S["njnt"]):
         b = A["jnt_bodyid"][j]
-        body[b] = max(body[b], float(np.linalg.norm(xipos[b] - xanchor[j])))
+        body[b] = _mju_max(body[b], float(np.linalg.norm(xipos[b] - xanchor[j])))
         p = A["body_parentid"][b]
-        body[p] = max(body[p], float(np.linalg.norm(xipos[p] - xanchor[j])))
+        body[p] = _mju_max(body[p], float(np.linalg.norm(xipos[p] - xanchor[j])))
     body[0] = 0
     gb = A["geom_bodyid"]
     for i in range(ngeom):
         b = gb[i]
         if b > 0 and rb[i] > 0:
-            body[b] = max(body[b], rb[i] + float(np.linalg.norm(xipos[b] - gpos[i])))
+            body[b] = _mju_max(body[b], rb[i] + float(np.linalg.norm(xipos[b] - gpos[i])))
     if nbody > 1:
-        body[1:] = np.maximum(body[1:], 1e-5)
-        stat["meansize"] = float(body[1:].sum() / (nbody - 1))
+        meansize = 0.0
+        for i in range(1, nbody):
+            body[i] = _mju_max(body[i], 1e-5)
+            meansize += body[i] / (nbody - 1)
+        stat["meansize"] = meansize
     length = np.ones(nv)
     for i in range(nv):
         j = A["dof_jntid"][i]
@@ -419,7 +465,7 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
         if t in (1, 3) or (t == 0 and i - A["jnt_dofadr"][j] >= 3):
             length[i] = body[A["dof_bodyid"][i]]
     A["dof_length"] = length
-    stat["extent"] = max(stat["extent"], 2 * stat["meansize"])
+    stat["extent"] = _mju_max(stat["extent"], 2 * stat["meansize"])
     if nbody > 1:
         stat["meanmass"] = float(np.sum(A["body_mass"][1:]) / (nbody - 1))
     if nv:

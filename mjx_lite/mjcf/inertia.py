@@ -46,6 +46,28 @@ def quat_to_mat(q: np.ndarray) -> np.ndarray:
     ])  # fmt: skip
 
 
+# C's <math.h> semantics for the compiler's scalar arithmetic: NaN (not a Python ValueError) outside the domain, inf
+# (not OverflowError) on overflow, as MuJoCo computes; numpy's warnings are silenced by compile_model's errstate.
+def sqrt(x: float) -> float:
+    return float(np.sqrt(x))
+
+
+def cos(x: float) -> float:
+    return float(np.cos(x))
+
+
+def sin(x: float) -> float:
+    return float(np.sin(x))
+
+
+def acos(x: float) -> float:
+    return float(np.arccos(x))
+
+
+def atan2(y: float, x: float) -> float:
+    return float(np.arctan2(y, x))
+
+
 def rot_vec(v: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Rotate vector v by quaternion q."""
     return quat_to_mat(q) @ np.asarray(v, float)
@@ -59,7 +81,7 @@ def normalize(v: np.ndarray) -> tuple[np.ndarray, float]:
         sq = float(np.dot(v, v))
         if sq < EPS:
             return v, 0.0
-        n = math.sqrt(sq)
+        n = sqrt(sq)
         if abs(n - 1) > EPS:
             v = v / n
     return v, n
@@ -72,8 +94,8 @@ def z2quat(vec: np.ndarray) -> np.ndarray:
     axis, s = normalize(axis)
     if s < 1e-10:
         axis = np.array([1.0, 0.0, 0.0])
-    ang = math.atan2(s, vec[2])
-    return np.concatenate([[math.cos(ang / 2)], axis * math.sin(ang / 2)])
+    ang = atan2(s, vec[2])
+    return np.concatenate([[cos(ang / 2)], axis * sin(ang / 2)])
 
 
 def frame_accum(pos: np.ndarray, quat: np.ndarray, cpos: np.ndarray, cquat: np.ndarray):
@@ -90,7 +112,7 @@ def _normvec(v: list[float]) -> float:
     nrm = sum(x * x for x in v)
     if nrm < _MJEPS:
         return 0.0
-    nrm = math.sqrt(nrm)
+    nrm = sqrt(nrm)
     if abs(nrm - 1) > _MJEPS:
         for i in range(len(v)):
             v[i] /= nrm
@@ -158,16 +180,16 @@ def eig3(mat: np.ndarray, off_rtol: float = _EIG_REL, sort_rtol: float = _EIG_SO
             break
         tau = (d[4 * ck] - d[4 * rk]) / (2 * off)
         if tau >= 0:
-            t = 1.0 / (tau + math.sqrt(1 + tau * tau))
+            t = 1.0 / (tau + sqrt(1 + tau * tau))
         else:
-            t = -1.0 / (-tau + math.sqrt(1 + tau * tau))
-        c = 1.0 / math.sqrt(1 + t * t)
+            t = -1.0 / (-tau + sqrt(1 + tau * tau))
+        c = 1.0 / sqrt(1 + t * t)
         # rotation by the half angle, sin(theta/2) computed stably from sin(theta) = t*c
         tmp = [0.0, 0.0, 0.0, 0.0]
-        tmp[rotk + 1] = -(t * c) / math.sqrt(2 * (1 + c))
+        tmp[rotk + 1] = -(t * c) / sqrt(2 * (1 + c))
         if rotk == 1:
             tmp[rotk + 1] = -tmp[rotk + 1]
-        tmp[0] = math.sqrt(1.0 - tmp[rotk + 1] * tmp[rotk + 1])
+        tmp[0] = sqrt(1.0 - tmp[rotk + 1] * tmp[rotk + 1])
         _normvec(tmp)
         quat = _mulquat(quat, tmp)
         _normvec(quat)

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
+from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf.inertia import _normvec, _quat2mat, quat_mul
 from mjx_lite.mjcf.inertia import eig3 as _jacobi_eig3
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
@@ -362,7 +363,7 @@ _POLY_BIN = 0.01  # MuJoCo bins hull triangle normals (azimuth, polar angle) in 
 def _polygon_key(a, b, c):
     """The bin of a triangle's unit normal, or None for a degenerate triangle (MuJoCo's polygon map key)."""
     n = np.cross(b - a, c - a)
-    ln = math.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    ln = _m.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
     if ln < MINVAL:
         return None
     n = n / ln + 0.0
@@ -372,7 +373,7 @@ def _polygon_key(a, b, c):
 
     if abs(n[2]) > 1.0 - 1e-7:
         return (0.0, cround(math.pi / _POLY_BIN) if n[2] < 0 else 0.0)
-    return (cround(math.atan2(n[1], n[0]) / _POLY_BIN), cround(math.acos(n[2]) / _POLY_BIN))
+    return (cround(_m.atan2(n[1], n[0]) / _POLY_BIN), cround(_m.acos(n[2]) / _POLY_BIN))
 
 
 class _Polygon:
@@ -564,7 +565,7 @@ def process_mesh(
     # inconsistent orientation: a directed edge used twice (only an error for inertia="exact")
     if face is not None and inertia == "exact":
         area0, _, _ = _triangles(vert, face)
-        good = face[area0 > math.sqrt(MINVAL)]
+        good = face[area0 > _m.sqrt(MINVAL)]
         he = np.concatenate([good[:, [0, 1]], good[:, [1, 2]], good[:, [2, 0]]])
         u, cnt = np.unique(he, axis=0, return_counts=True)
         if np.any(cnt > 1):
@@ -759,6 +760,15 @@ def load_mesh(
         raise _err(e, "vertex data must be a multiple of 3", "vertex")
     if uface is not None and len(uface) % 3:
         raise _err(e, "face data must be a multiple of 3", "face")
+    unormal = _attr(elem, "normal", None)
+    utex = _attr(elem, "texcoord", None)
+    if unormal is not None and len(_numbers(unormal, float)) % 3:
+        raise _err(e, "normal data must be a multiple of 3", "normal")
+    if utex is not None and len(_numbers(utex, float)) % 2:
+        raise _err(e, "texcoord must be a multiple of 2", "texcoord")
+    if (utex is not None and len(_numbers(utex, float)) and not file and uvert is not None
+            and len(_numbers(utex, float)) != 2 * (len(uvert) // 3)):  # fmt: skip
+        raise _err(e, "texcoord must be 2*nv if face texcoord indices are not provided in an OBJ file", "texcoord")
     if file:
         ctype = _content_type(file, _attr(elem, "content_type", ""), e)
         data = read_asset_file(file, model_dir, meshdir, assets, strippath, e)
@@ -773,6 +783,9 @@ def load_mesh(
             raise _err(e, "repeated face specification", "face")
         if face is None and uface is not None:
             face = uface.reshape(-1, 3)
+        ntex = 0 if utex is None else len(_numbers(utex, float))
+        if ntex and ctype != "model/obj" and ntex != 2 * len(vert):
+            raise _err(e, "texcoord must be 2*nv if face texcoord indices are not provided in an OBJ file", "texcoord")
     else:
         flipped = False
         if uvert is None:

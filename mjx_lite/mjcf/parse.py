@@ -32,6 +32,7 @@ import re
 
 import numpy as np
 
+from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf import schema as sc
 from mjx_lite.mjcf import xml
 from mjx_lite.mjcf.inertia import EPS, normalize, quat_mul, z2quat
@@ -92,6 +93,9 @@ UNIQUE: dict[str, set[str]] = {
     "replicate": {"inertial"},
 }
 ORIENTED = {"body", "frame", "inertial", "geom", "site", "camera"}
+# MuJoCo normalises these quaternions before resolving an orientation alternative (not after): the quaternion of an
+# alternative stays as computed (Element.raw_quat; attrs.quat leaves it as is)
+RAW_ALTERNATIVE = {"body", "geom", "inertial"}
 SECTION_ORDER = ("compiler", "option", "size", "statistic", "visual", "default", "asset", "worldbody", "contact",
                  "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
 ALWAYS = ("compiler", "option", "size", "statistic", "worldbody")
@@ -109,6 +113,22 @@ def _check_unique(raw) -> None:
     for tag, n in seen.items():
         if n > 1:
             raise MJCFError(f"unique element '{tag}' found {n} times", raw.file, raw.line, raw.tag)
+
+
+def _schema_only(raw, parent: str) -> None:
+    """Check an element MuJoCo validates but does not read: attribute names and child elements only."""
+    key = sc.key_of(parent, raw.tag)
+    schema = sc.SCHEMA.get(key, {})
+    for name in raw.attrib:
+        if name not in schema:
+            raise _bad("unknown attribute", raw, name)
+    allowed = CHILDREN.get(key, ())
+    for k in raw.children:
+        if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
+            if k.tag in UNSUPPORTED.get(key, ()):
+                raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_NI}", k.file, k.line, k.tag)
+            raise MJCFError(f"unknown element (in <{raw.tag}>)", k.file, k.line, k.tag)
+        _schema_only(k, raw.tag)
 
 
 def _no_children(raw) -> None:
@@ -354,63 +374,69 @@ def _qrot(q, v):
     return v + w * t + np.cross(u, t)
 
 
-def _mat2quat(m):
-    tr = m[0, 0] + m[1, 1] + m[2, 2]
-    if tr > 0:
-        s = math.sqrt(tr + 1.0) * 2
-        q = [0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
-    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
-        s = math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2]) * 2
-        q = [(m[2, 1] - m[1, 2]) / s, 0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s]
-    elif m[1, 1] > m[2, 2]:
-        s = math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2]) * 2
-        q = [(m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s]
+def _frame2quat(x, y, z) -> list[float]:
+    """mjuu_frame2quat: quaternion of the frame with axes x, y, z (the matrix's columns), normalised."""
+    mat = (x, y, z)  # mat[c][r]
+    if mat[0][0] + mat[1][1] + mat[2][2] > 0:
+        q0 = 0.5 * _m.sqrt(1 + mat[0][0] + mat[1][1] + mat[2][2])
+        q = [q0, 0.25 * (mat[1][2] - mat[2][1]) / q0, 0.25 * (mat[2][0] - mat[0][2]) / q0,
+             0.25 * (mat[0][1] - mat[1][0]) / q0]  # fmt: skip
+    elif mat[0][0] > mat[1][1] and mat[0][0] > mat[2][2]:
+        q1 = 0.5 * _m.sqrt(1 + mat[0][0] - mat[1][1] - mat[2][2])
+        q = [0.25 * (mat[1][2] - mat[2][1]) / q1, q1, 0.25 * (mat[1][0] + mat[0][1]) / q1,
+             0.25 * (mat[2][0] + mat[0][2]) / q1]  # fmt: skip
+    elif mat[1][1] > mat[2][2]:
+        q2 = 0.5 * _m.sqrt(1 - mat[0][0] + mat[1][1] - mat[2][2])
+        q = [0.25 * (mat[2][0] - mat[0][2]) / q2, 0.25 * (mat[1][0] + mat[0][1]) / q2, q2,
+             0.25 * (mat[2][1] + mat[1][2]) / q2]  # fmt: skip
     else:
-        s = math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1]) * 2
-        q = [(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s]
-    q = np.array(q)
-    if q[0] < 0:
-        q = -q
+        q3 = 0.5 * _m.sqrt(1 - mat[0][0] - mat[1][1] + mat[2][2])
+        q = [0.25 * (mat[0][1] - mat[1][0]) / q3, 0.25 * (mat[2][0] + mat[0][2]) / q3,
+             0.25 * (mat[2][1] + mat[1][2]) / q3, q3]  # fmt: skip
+    _m._normvec(q)
     return q
 
 
-def _unit(v, what, raw, attr) -> np.ndarray:
-    """mjuu_normvec, with MuJoCo's "<what> too small" error when the vector's norm is below mjEPS."""
-    out, n = normalize(np.asarray(v, dtype=np.float64))
-    if n < EPS:
+def _unit(v, what, raw, attr) -> list[float]:
+    """mjuu_normvec, with MuJoCo's "<what> too small" error when the returned norm is below mjEPS."""
+    out = [float(x) for x in v]
+    if _m._normvec(out) < EPS:
         raise _bad(f"error '{what} too small' in frame alternative", raw, attr)
     return out
 
 
 def orientation_to_quat(kind: str, v, degree: bool, eulerseq: str, raw: _Raw) -> np.ndarray:
-    """Quaternion of one MJCF orientation specifier (quat | axisangle | euler | xyaxes | zaxis), as MuJoCo's
-    ResolveOrientation (a `quat` is normalised as the compiler does; an all-zero one is an error)."""
-    scale = math.pi / 180.0 if degree else 1.0
+    """Quaternion of one MJCF orientation specifier (quat | axisangle | euler | xyaxes | zaxis), computed as MuJoCo's
+    ResolveOrientation does, operation by operation (huge or degenerate values give MuJoCo's answer); a `quat` is
+    normalised as the compiler does and an all-zero one is an error."""
+    v = [float(x) for x in np.asarray(v, dtype=np.float64).reshape(-1)]
     if kind == "quat":
-        if not np.any(np.asarray(v)):
+        if not any(v):
             raise _bad("zero quaternion is not allowed", raw, kind)
-        return normalize(np.asarray(v, dtype=np.float64))[0]
+        return normalize(np.array(v))[0]
     if kind == "axisangle":
+        ang = v[3] / 180.0 * math.pi if degree else v[3]
         axis = _unit(v[:3], "axisangle", raw, kind)
-        half = 0.5 * v[3] * scale
-        return np.concatenate([[math.cos(half)], math.sin(half) * axis])
+        ang2 = ang / 2
+        return np.array([_m.cos(ang2), _m.sin(ang2) * axis[0], _m.sin(ang2) * axis[1], _m.sin(ang2) * axis[2]])
     if kind == "euler":
-        q = np.array([1.0, 0.0, 0.0, 0.0])
+        quat = [1.0, 0.0, 0.0, 0.0]
         for i, ch in enumerate(eulerseq):
-            half = 0.5 * v[i] * scale
-            r = np.zeros(4)
-            r[0] = math.cos(half)
-            r[1 + "xyz".index(ch.lower())] = math.sin(half)
-            q = quat_mul(q, r) if ch.islower() else quat_mul(r, q)
-        return normalize(q)[0]
+            e = v[i] / 180.0 * math.pi if degree else v[i]
+            qrot = [_m.cos(e / 2), 0.0, 0.0, 0.0]
+            qrot[1 + "xyz".index(ch.lower())] = _m.sin(e / 2)
+            quat = _m._mulquat(quat, qrot) if ch.islower() else _m._mulquat(qrot, quat)
+        return np.array(quat)
     if kind == "xyaxes":
         x = _unit(v[:3], "xaxis", raw, kind)
-        y = np.asarray(v[3:6], dtype=np.float64)
-        y = _unit(y - x * np.dot(x, y), "yaxis", raw, kind)
-        z = _unit(np.cross(x, y), "cross(xaxis, yaxis)", raw, kind)
-        return _mat2quat(np.stack([x, y, z], axis=1))
+        y = v[3:6]
+        d = x[0] * y[0] + x[1] * y[1] + x[2] * y[2]
+        y = _unit([y[0] - x[0] * d, y[1] - x[1] * d, y[2] - x[2] * d], "yaxis", raw, kind)
+        z = _unit([x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]],
+                  "cross(xaxis, yaxis)", raw, kind)  # fmt: skip
+        return np.array(_frame2quat(x, y, z))
     if kind == "zaxis":
-        return z2quat(_unit(v, "zaxis", raw, kind))
+        return z2quat(np.array(_unit(v, "zaxis", raw, kind)))
     raise AssertionError(kind)
 
 
@@ -444,7 +470,7 @@ class _Defaults:
         self.classes["main"] = main
         self.elements: list[Element] = []
         for sec in sections:
-            cls = sec.attrib.get("class", "main")
+            cls = sec.attrib.get("class", "main") or "main"  # MuJoCo: an empty name is the main class here
             extra = set(sec.attrib) - {"class"}
             if extra:
                 raise _bad("unknown attribute", sec, sorted(extra)[0])
@@ -481,15 +507,17 @@ class _Defaults:
             if key is None:
                 raise MJCFError("unknown element in <default>", k.file, k.line, tag)
             if tag in sc.ACTUATOR_TAGS:
+                _no_children(k)
                 w = _written(k, key, required=False, pad=False)
                 el = Element(tag, w, [], k.file, k.line, set(w))
                 c.actuators.append(el)
                 kids.append(el)
                 continue
             w = _written(k, key, {**_BUILTIN[key], **c.values[tag]}, required=False)
-            orient = [n for n in sc.ORIENT_ATTRS if n in w]
-            if len(orient) > 1:
-                raise _bad(f"multiple orientation specifiers ({', '.join(orient)})", k, orient[1])
+            present = [n for n in sc.ORIENT_ATTRS if n in k.attrib]  # MuJoCo counts written ones, even empty
+            if len(present) > 1:
+                raise _bad(f"multiple orientation specifiers ({', '.join(present)})", k, present[1])
+            orient = [n for n in present if n in w]
             if orient:
                 c.orient[tag] = (orient[0], w.pop(orient[0]), k)
             for n in sc.ORIENT_ATTRS:
@@ -563,10 +591,12 @@ class _Builder:
             self.defaults.get(w["class"], raw, "class")
         if tag == "geom" and w.get("type", attrs.get("type")) == "sdf":
             raise MJCFUnsupportedError(f"<geom type='sdf'> is {_NI}", raw.file, raw.line, "geom", "type")
+        raw_quat = False
         if tag in ORIENTED:
-            orient = [n for n in sc.ORIENT_ATTRS if n in w]
-            if len(orient) > 1:
-                raise _bad(f"multiple orientation specifiers ({', '.join(orient)})", raw, orient[1])
+            present = [n for n in sc.ORIENT_ATTRS if n in raw.attrib]  # MuJoCo counts written ones, even empty
+            if len(present) > 1:
+                raise _bad(f"multiple orientation specifiers ({', '.join(present)})", raw, present[1])
+            orient = [n for n in present if n in w]
             spec = None
             if orient:
                 spec = (orient[0], w[orient[0]], raw)
@@ -574,13 +604,17 @@ class _Builder:
                 spec = cls.orient[dtag]
             for n in sc.ORIENT_ATTRS:
                 w.pop(n, None)
+            ft = w.get("fromto", attrs.get("fromto"))
+            if tag in ("geom", "site") and ft is not None and not math.isnan(float(np.asarray(ft).reshape(-1)[0])):
+                spec = None  # MuJoCo: fromto decides the orientation; an alternative is not even resolved
             if spec is not None:
                 kind, v, src = spec
                 attrs["quat"] = orientation_to_quat(kind, v, self.degree, self.eulerseq, src)
                 explicit.add("quat")
+                raw_quat = kind != "quat" and tag in RAW_ALTERNATIVE
         attrs.update(w)
         explicit.update(w)
-        el = Element(tag, attrs, [], raw.file, raw.line, explicit)
+        el = Element(tag, attrs, [], raw.file, raw.line, explicit, raw_quat=raw_quat)
         if frame is not None:
             _apply_frame(el, frame)
         return el
@@ -624,14 +658,12 @@ class _Builder:
                     raise MJCFError(f"World body cannot have {what}", k.file, k.line, tag)
                 if raw.tag == "replicate":
                     raise MJCFError(f"{tag} cannot be a direct child of replicate", k.file, k.line, tag)
-            if tag == "inertial":  # read into the body as written: a frame's pose does not apply to it
-                out.children.append(self.element(k, key, childclass, None))
-            elif tag == "frame":
+            if tag == "frame":
                 f = self.element(k, key, childclass, None)
                 cc = f.attrs.get("childclass") or childclass
-                if f.attrs.get("childclass"):
-                    self.defaults.get(cc, k, "childclass")
-                fr = (np.asarray(f.attrs["pos"], dtype=float), np.asarray(f.attrs["quat"], dtype=float))
+                if f.attrs.get("childclass") is not None:
+                    self.defaults.get(f.attrs["childclass"], k, "childclass")
+                fr = (np.asarray(f.attrs["pos"], dtype=float), normalize(np.asarray(f.attrs["quat"], dtype=float))[0])
                 if frame is not None:
                     fr = (frame[0] + _qrot(frame[1], fr[0]), quat_mul(frame[1], fr[1]))
                 self.tree(k, out, cc, fr)
@@ -640,8 +672,8 @@ class _Builder:
             elif tag == "body":
                 b = self.element(k, key, childclass, frame)
                 cc = b.attrs.get("childclass") or childclass
-                if b.attrs.get("childclass"):
-                    self.defaults.get(cc, k, "childclass")
+                if b.attrs.get("childclass") is not None:
+                    self.defaults.get(b.attrs["childclass"], k, "childclass")
                 self.tree(k, b, cc, None)
                 out.children.append(b)
             else:
@@ -697,8 +729,9 @@ def _apply_frame(el: Element, frame):
         el.explicit.add("dir")
         return
     if "quat" in a and a["quat"] is not None:
-        a["quat"] = quat_mul(fquat, np.asarray(a["quat"], dtype=float))
+        a["quat"] = np.array(_m._mulquat(list(fquat), [float(x) for x in a["quat"]]))  # normalises, as MuJoCo's
         el.explicit.add("quat")
+        el.raw_quat = False
     ft = a.get("fromto")
     if ft is not None:
         a["fromto"] = np.concatenate([fpos + _qrot(fquat, ft[:3]), fpos + _qrot(fquat, ft[3:])])
@@ -723,6 +756,9 @@ def _build(root: _Raw) -> Element:
 
     by_tag: dict[str, list[_Raw]] = {}
     for k in root.children:
+        if k.tag in ("body", "frame", "replicate"):  # MuJoCo's schema accepts these here; its reader ignores them
+            _schema_only(k, "worldbody")
+            continue
         if k.tag not in CHILDREN["mujoco"]:
             if k.tag in UNSUPPORTED["mujoco"]:
                 raise MJCFUnsupportedError(f"<{k.tag}> is {_NI}", k.file, k.line, k.tag)

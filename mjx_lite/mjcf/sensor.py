@@ -220,6 +220,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         c = float(get(s, "cutoff", 0.0))
         if c < 0:
             raise error(s, "negative cutoff", "cutoff")
+        if c > 0 and dtype in (A, Q):
+            raise error(s, "cutoff applied to axis or quaternion datatype in sensor", "cutoff")
         nz = float(get(s, "noise", 0.0))
         if nz < 0:
             raise error(s, "negative noise", "noise")

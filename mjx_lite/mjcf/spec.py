@@ -48,6 +48,9 @@ class Element:
     line: int
     explicit: set[str] = dataclasses.field(default_factory=set)
     defaults: list[Element] = dataclasses.field(default_factory=list)
+    # True when `quat` was computed from an orientation alternative of a body, geom or inertial: MuJoCo normalises
+    # those quaternions before resolving the alternative, not after, so the compiler uses it as it is
+    raw_quat: bool = False
 
     # Actuators are the one exception to "defaults already applied": MuJoCo keeps ONE actuator default per
     # class, which every actuator element in a <default> (general, motor, position, velocity, intvelocity,

@@ -155,7 +155,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         a["tendon_range"].append(rng)
         afl = resolve_limited(t, "actuatorfrclimited", "actuatorfrcrange", al, "tendon")
         afr = vec(t, "actuatorfrcrange", 2, (0.0, 0.0))
-        if afl and not afr[0] <= afr[1]:
+        if afl and not afr[0] < afr[1]:
             raise error(t, "invalid actuatorfrcrange", "actuatorfrcrange")
         a["tendon_actfrclimited"].append(afl)
         a["tendon_actfrcrange"].append(afr)
@@ -171,13 +171,15 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         a["tendon_stiffnesspoly"].append(stiff[1:])
         a["tendon_damping"].append(damp[0])
         a["tendon_dampingpoly"].append(damp[1:])
+        if float(get(t, "springyield", 0.0)) < 0:
+            raise error(t, "springyield cannot be negative in tendon", "springyield")
         if float(get(t, "springyield", 0.0)) > 0:
             msg = "springyield > 0 (plastic springs) is not supported"
             raise unsupported(t, msg, "springyield")
         a["tendon_springyield"].append(float(get(t, "springyield", 0.0)))
         arm = float(get(t, "armature", 0.0))
         if arm < 0:
-            raise error(t, "armature cannot be negative", "armature")
+            raise error(t, "tendon armature cannot be negative", "armature")
         if arm > 0 and has_geom:
             raise error(t, "geom wrapping not supported by tendon armature", "armature")
         a["tendon_armature"].append(arm)

@@ -143,8 +143,12 @@ def compile_textures_materials(root: Element, ctx: CompileContext) -> None:
     for i, el in enumerate(textures):
         if not get(el, "name") and get(el, "file"):  # an unnamed texture is named after its file
             el.attrs["name"] = os.path.splitext(os.path.basename(str(get(el, "file")).replace("\\", "/")))[0]
+        if not get(el, "name") and get(el, "type", "cube") != "skybox":  # (one skybox needs no name)
+            raise error(el, "empty name in texture", "name")
         register(ctx, "texture", el, i)
     for i, el in enumerate(materials):
+        if not get(el, "name"):
+            raise error(el, "empty name in material", "name")
         register(ctx, "material", el, i)
     for el in textures:
         check_texture(el, ctx)
