@@ -42,10 +42,13 @@ def test_fuzz_fast(runner, seed):
 # Seeds of the long run (on ALL_BASES) whose cases found bugs, kept as regressions (the bugs themselves, reduced, are
 # plain cases in test_mjcf_faults.py): mesh/texcoord/normal checks, unnamed materials, childclass="", orientation
 # alternatives with huge or repeated values, fromto overriding alternatives, empty orientation attributes, sdf
-# sites, nan sizes, NaN geom masses, sensor cutoff on quaternions, a tendon actuator without joints (crash), and
-# runtime or round-off differences now documented in mjcf_fuzz.compare.
+# sites, nan sizes, NaN geom masses, sensor cutoff on quaternions, a tendon actuator without joints (crash), frame
+# attributes, fixed-tendon armature and simple bodies, empty ReadAttrInt values, muscle shortcut values, the ipc
+# flag, light type/directional, a singular inertia from actuator armature (crash), and runtime or round-off
+# differences now documented in mjcf_fuzz.compare.
 FOUND_BUGS = (100163, 100258, 100749, 101092, 101216, 101234, 101532, 101615, 101705, 101851, 102227, 102750,
-              102866, 102974, 103157, 103580, 103634, 104141, 104229, 104361, 104903)  # fmt: skip
+              102866, 102974, 103157, 103580, 103634, 104141, 104229, 104361, 104903,
+              200487, 201001, 201541, 201804, 202364, 202973, 203288, 203746)  # fmt: skip
 
 
 @pytest.mark.parametrize("seed", FOUND_BUGS)

@@ -162,6 +162,22 @@ CASES: dict[str, str | tuple[str, dict]] = {
     "actuator_negative_armature": W(BODY, tail='<actuator><motor joint="j" armature="-1"/></actuator>'),
     "actuator_interp": W(BODY, tail='<actuator><motor joint="j" interp="cubic"/></actuator>'),
     "sensor_interp": W(BODY, tail='<sensor><jointpos joint="j" interp="linear"/></sensor>'),
+    "frame_unknown_attribute": W('<body><joint/><geom size=".1"/><frame type="hinge" foo="1" pos="1 0 0">'
+                                 '<geom size=".1"/></frame></body>'),
+    "fixed_tendon_armature_not_simple": W('<body><joint name="j" type="slide"/><geom size=".1"/></body>',
+                                          tail='<tendon><fixed armature=".4"><joint joint="j" coef="1"/></fixed>'
+                                          "</tendon>"),
+    "freejoint_empty_group_rejected": W('<body><freejoint group=""/><geom size=".1"/></body>'),
+    "muscle_negative_keeps_default": W(BODY, tail='<actuator><muscle joint="j" vmax="-1" scale="-2" '
+                                       'lengthrange="0 1"/></actuator>'),
+    "muscle_general_negative_vmax_rejected": W(BODY, tail='<actuator><general joint="j" gaintype="muscle" '
+                                               'gainprm="0.75 1.05 -1 200 0.5 1.6 -1.5 1.3 1.2" lengthrange="0 1"/>'
+                                               "</actuator>"),
+    "ipc_flag_rejected": W(G, '<option><flag ipc="enable"/></option>'),
+    "light_type_and_directional_rejected": W('<light type="point" directional="false"/>'),
+    "light_type_from_class": W('<light directional="true"/>', '<default><light type="point"/></default>'),
+    "actuator_armature_singular": W('<body><joint name="j" type="slide"/><geom size=".1"/></body>',
+                                    tail='<actuator><general joint="j" armature="-4.18879"/></actuator>'),
     # rendering assets
     "material_missing_texture_rejected": W(G, '<asset><material name="m" texture="nope"/></asset>'),
     "texture_builtin_width_rejected": W(G, '<asset><texture name="t" type="2d" builtin="checker" width="0" '
@@ -271,6 +287,12 @@ def test_short_keyframes_are_padded():
     m = mjx_lite.load_mjcf_string(CASES["key_short_qpos"])
     np.testing.assert_allclose(np.asarray(m.key_qpos)[0], [1, 0.5, 1, 0, 0, 0])
     np.testing.assert_allclose(np.asarray(m.key_qvel)[0], [2, 0, 0, 0, 0])
+
+
+def test_discrete_integrator_is_unsupported():
+    mujoco.MjModel.from_xml_string(W(G, '<option integrator="discrete"/>'))
+    with pytest.raises(MJCFUnsupportedError, match="discrete"):
+        mjx_lite.load_mjcf_string(W(G, '<option integrator="discrete"/>'))
 
 
 def test_unsupported_features_have_one_error_type():

@@ -25,6 +25,7 @@ import numpy as np
 from mjx_lite import io
 from mjx_lite.mjcf.attrs import autolimits, error, register_all, resolve_limited, section_children, unsupported
 from mjx_lite.mjcf.context import CompileContext, dof_tree_mask, provisional_model
+from mjx_lite.mjcf.inertia import factor_ld, solve_ld
 from mjx_lite.mjcf.spec import Element, MJCFError
 from mjx_lite.pipeline import forward, inertia, kinematics, transmission
 from mjx_lite.pipeline import tendon as ptendon
@@ -228,12 +229,15 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
                      **{k: src["gainprm"][2 + i] for i, k in enumerate(_MUSCLE_KEYS)})  # fmt: skip
         else:
             p = dict(_MUSCLE_DEFAULTS)
-        if _written(el, "timeconst"):
-            p["timeconst"] = tuple(_overwrite(el, "timeconst", np.array(p["timeconst"])))
-        if _written(el, "range"):
-            p["range"] = tuple(_overwrite(el, "range", np.array(p["range"])))
-        for k in ("tausmooth",) + _MUSCLE_KEYS:
-            if k in f:
+        # mjs_setToMuscle: a negative value keeps the current one (tausmooth excepted: an error)
+        for k in ("timeconst", "range"):
+            if _written(el, k):
+                new = _overwrite(el, k, np.array(p[k]))
+                p[k] = tuple(n if n >= 0 else o for n, o in zip(new, p[k]))
+        if "tausmooth" in f:
+            p["tausmooth"] = f["tausmooth"]
+        for k in _MUSCLE_KEYS:
+            if k in f and f[k] >= 0:
                 p[k] = f[k]
         if p["tausmooth"] < 0:
             raise error(el, "muscle tausmooth cannot be negative", "tausmooth")
@@ -378,8 +382,10 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
             raise error(el, "invalid activation range for actuator", "actrange")
         if el.tag in ("damper", "adhesion") and (ctrlrange[0] < 0 or ctrlrange[1] < 0):
             raise error(el, f"{el.tag} control range cannot be negative", "ctrlrange")
-        if st["gaintype"] == GainType.MUSCLE or st["dyntype"] == DynType.MUSCLE:
-            _check_muscle(st, el)
+        if st["gaintype"] == GainType.MUSCLE:
+            _check_muscle(st["gainprm"], el)
+        if st["biastype"] == BiasType.MUSCLE:
+            _check_muscle(st["biasprm"], el)
         lengthrange = np.array(st["lengthrange"], float)
         if int(st["nsample"]) != 0 or float(st["delay"]) != 0:
             raise unsupported(el, "actuator delays / control history (nsample, delay) are not supported by mjx_lite",
@@ -454,18 +460,14 @@ def _limited(st: dict, flag: str, rng: str, al: bool, el: Element) -> bool:
     return resolve_limited(proxy, flag, rng, al, "actuator")
 
 
-def _check_muscle(st: dict, el: Element) -> None:
-    g = st["gainprm"]
-    if not g[0] < g[1]:
+def _check_muscle(g, el: Element) -> None:
+    """MuJoCo's checks of muscle gain or bias parameters (range, force, scale, lmin, lmax, vmax, fpmax, fvmax)."""
+    if g[0] >= g[1]:
         raise error(el, "range[0]<range[1] required in muscle", "range")
-    if not (g[4] < 1 < g[5]) or g[4] < 0:
+    if g[4] >= 1 or g[5] <= 1:
         raise error(el, "lmin<1<lmax required in muscle", "lmin")
-    if not g[6] > 0:
-        raise error(el, "positive vmax required in muscle", "vmax")
-    if g[7] < 0:
-        raise error(el, "non-negative fpmax required in muscle", "fpmax")
-    if not g[8] > 0:
-        raise error(el, "positive fvmax required in muscle", "fvmax")
+    if g[3] <= 0 or g[6] <= 0 or g[7] <= 0 or g[8] <= 0:
+        raise error(el, "positive scale, vmax, fpmax, fvmax required in muscle", "vmax")
 
 
 _FIELDS = {
@@ -583,7 +585,8 @@ def actuator_armature(ctx: CompileContext, st) -> None:
             add += arm[i] * g2 * np.outer(tj[obj], tj[obj])
     mfull = np.asarray(st.mfull, np.float64) + np.where(dof_tree_mask(ctx), add, 0.0)
     st.mfull = mfull
-    st.minv = np.linalg.inv(mfull)
+    st.lmat, st.dinv = factor_ld(mfull)  # MuJoCo's factorisation (pivots clamped to mjMINVAL: no singular error)
+    st.minv = solve_ld(st.lmat, st.dinv, np.eye(nv))
     st.minv = 0.5 * (st.minv + st.minv.T)
     st.actuator_armature_included = True
 

@@ -34,7 +34,7 @@ _GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", 
 _JOINT_TYPES = ("free", "ball", "slide", "hinge")
 _CAM_MODES = ("fixed", "track", "trackcom", "targetbody", "targetbodycom")
 _LIGHT_TYPES = ("spot", "directional", "point", "image")
-_INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast")
+_INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast", "discrete")
 _CONES = ("pyramidal", "elliptic")
 _JACOBIANS = ("dense", "sparse", "auto")
 _SOLVERS = ("PGS", "CG", "Newton")
@@ -104,6 +104,8 @@ def option_settings(root: Element) -> dict[str, Any]:
                 opt[k] = at.vec(c, k, sizes[k], opt[k])
             elif k == "integrator":
                 opt[k] = at.keyword(c, k, _INTEGRATORS, "Euler")
+                if opt[k] == 4:
+                    raise at.unsupported(c, "integrator='discrete' is not supported", k)
             elif k == "cone":
                 opt[k] = at.keyword(c, k, _CONES, "pyramidal")
             elif k == "jacobian":
@@ -136,6 +138,10 @@ def option_settings(root: Element) -> dict[str, Any]:
                 elif k in _ENABLE_BITS:
                     bit = 1 << _ENABLE_BITS.index(k)
                     opt["enableflags"] = (opt["enableflags"] & ~bit) | (bit if on else 0)
+    ipc = 1 << _ENABLE_BITS.index("ipc")
+    if opt["enableflags"] & ipc and opt["integrator"] != _INTEGRATORS.index("discrete"):
+        where = at.sections(root, "option")[-1]
+        raise at.error(where, "flag ipc requires integrator='discrete'", "integrator")
     return opt
 
 
@@ -1044,7 +1050,9 @@ def _finalize_simple(ctx: CompileContext) -> None:
         adr, num = int(A["tendon_adr"][i]), int(A["tendon_num"][i])
         for j in range(adr, adr + num):
             t, obj = int(A["wrap_type"][j]), int(A["wrap_objid"][j])
-            if t == 3:
+            if t == 1:  # joint (fixed tendon)
+                simple[A["jnt_bodyid"][obj]] = 0
+            elif t == 3:
                 simple[A["site_bodyid"][obj]] = 0
             elif t in (4, 5):
                 simple[A["geom_bodyid"][obj]] = 0

@@ -25,7 +25,7 @@ import numpy as np
 from mjx_lite import io, types
 from mjx_lite.mjcf import actuation
 from mjx_lite.mjcf.context import DEFAULT_STAT, CompileContext, dof_tree_mask, provisional_model
-from mjx_lite.mjcf.inertia import quat_mul, quat_to_mat
+from mjx_lite.mjcf.inertia import factor_ld, quat_mul, quat_to_mat, solve_ld
 from mjx_lite.pipeline import tendon
 from mjx_lite.types import MINVAL
 
@@ -140,7 +140,7 @@ class ConstState:
             mfull[dofs] += mass[i] * jp_.T @ jp_ + jr.T @ iw @ jr
         mfull[np.diag_indices(nv)] += np.asarray(A["dof_armature"], float)
         self.mfull = mfull
-        self.lmat, self.dinv = _factor_ld(mfull)
+        self.lmat, self.dinv = factor_ld(mfull)
         self.minv = solve_ld(self.lmat, self.dinv, np.eye(nv))
         self._m = None
         self._d = None
@@ -207,38 +207,6 @@ class ConstState:
         return self._d
 
 
-def _factor_ld(mfull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """MuJoCo's factorisation M = L' D L (unit lower L, eliminated from the last dof up: no fill-in on a tree);
-    pivots below mjMINVAL are clamped to mjMINVAL as mj_factorM does for (near-)singular inertia.
-    Returns (L (nv, nv), 1/D (nv,))."""
-    n = len(mfull)
-    a = mfull.copy()
-    lmat = np.eye(n)
-    dinv = np.zeros(n)
-    for k in range(n - 1, -1, -1):
-        dk = max(a[k, k], MINVAL)
-        dinv[k] = 1.0 / dk
-        row = a[k, :k] / dk
-        nz = np.nonzero(row)[0]  # tree sparsity: only ancestors' entries change
-        a[np.ix_(nz, nz)] -= np.outer(row[nz], a[k, nz])
-        lmat[k, :k] = row
-    return lmat, dinv
-
-
-def solve_ld(lmat: np.ndarray, dinv: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """M^-1 x from the factors, in mj_solveLD's order (inv(L'), inv(D), inv(L)); x (nv,) or (nv, k)."""
-    x = np.array(x, float)
-    n = len(dinv)
-    for i in range(n - 1, 0, -1):
-        nz = np.nonzero(lmat[i, :i])[0]  # tree sparsity (large scenes)
-        x[nz] -= np.multiply.outer(lmat[i, nz], x[i])
-    x *= dinv.reshape((n,) + (1,) * (x.ndim - 1))
-    for i in range(1, n):
-        nz = np.nonzero(lmat[i, :i])[0]
-        x[i] -= lmat[i, nz] @ x[nz]
-    return x
-
-
 def set_const(ctx: CompileContext) -> dict:
     """Fill the qpos0-dependent constants into ctx.arrays; return the model statistics."""
     _placeholders(ctx)
@@ -259,7 +227,7 @@ def set_const(ctx: CompileContext) -> dict:
     # actuator armature (joint: gear^2 a on the dof; tendon: gear^2 a J'J) is part of M for the invweights
     actuation.actuator_armature(ctx, st)
     if getattr(st, "actuator_armature_included", False):
-        st.lmat, st.dinv = _factor_ld(st.mfull)
+        st.lmat, st.dinv = factor_ld(st.mfull)
         st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
     _simple_dofs(ctx, st, m0)
     mfull = st.mfull
@@ -338,7 +306,7 @@ def _simple_dofs(ctx: CompileContext, st: ConstState, m0: np.ndarray) -> None:
     if np.array_equal(mfull, st.mfull):
         return
     st.mfull = mfull
-    st.lmat, st.dinv = _factor_ld(mfull)
+    st.lmat, st.dinv = factor_ld(mfull)
     st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
 
 
@@ -362,7 +330,7 @@ def _tendon_armature(ctx: CompileContext, st: ConstState) -> None:
     d = st.run(tendon.tendon)
     tj = np.asarray(d.ten_J, float).reshape(len(arm), -1)
     st.mfull = st.mfull + np.where(dof_tree_mask(ctx), tj.T @ (arm[:, None] * tj), 0.0)
-    st.lmat, st.dinv = _factor_ld(st.mfull)
+    st.lmat, st.dinv = factor_ld(st.mfull)
     st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
 
 

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from mjx_lite.types import MINVAL
+
 EPS = 1e-14  # MuJoCo's mjEPS (user_util.h: "minimum value in various calculations" of the compiler)
 _MJEPS = EPS
 _EIG_REL = 8 * np.finfo(float).eps  # body eig3: Jacobi stops at off-diagonals below this times max|A|
@@ -409,3 +411,39 @@ def fluid_coefs(gtype: int, size: np.ndarray, interaction: float, coefs: np.ndar
     vm = [vol * k / max(EPS, 2 - k) for k in (kx, ky, kz)]
     vi = [vol * fac(dy, dz, ky, kz) / 5, vol * fac(dz, dx, kz, kx) / 5, vol * fac(dx, dy, kx, ky) / 5]
     return np.array([interaction, *np.asarray(coefs, float)[:5], *vm, *vi])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# joint-space inertia at qpos0 (MuJoCo's LDL factorisation, dense here)
+
+
+def factor_ld(mfull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """MuJoCo's factorisation M = L' D L (unit lower L, eliminated from the last dof up: no fill-in on a tree);
+    pivots below mjMINVAL are clamped to mjMINVAL as mj_factorM does for (near-)singular inertia.
+    Returns (L (nv, nv), 1/D (nv,))."""
+    n = len(mfull)
+    a = mfull.copy()
+    lmat = np.eye(n)
+    dinv = np.zeros(n)
+    for k in range(n - 1, -1, -1):
+        dk = max(a[k, k], MINVAL)
+        dinv[k] = 1.0 / dk
+        row = a[k, :k] / dk
+        nz = np.nonzero(row)[0]  # tree sparsity: only ancestors' entries change
+        a[np.ix_(nz, nz)] -= np.outer(row[nz], a[k, nz])
+        lmat[k, :k] = row
+    return lmat, dinv
+
+
+def solve_ld(lmat: np.ndarray, dinv: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """M^-1 x from the factors, in mj_solveLD's order (inv(L'), inv(D), inv(L)); x (nv,) or (nv, k)."""
+    x = np.array(x, float)
+    n = len(dinv)
+    for i in range(n - 1, 0, -1):
+        nz = np.nonzero(lmat[i, :i])[0]  # tree sparsity (large scenes)
+        x[nz] -= np.multiply.outer(lmat[i, nz], x[i])
+    x *= dinv.reshape((n,) + (1,) * (x.ndim - 1))
+    for i in range(1, n):
+        nz = np.nonzero(lmat[i, :i])[0]
+        x[i] -= lmat[i, nz] @ x[nz]
+    return x

@@ -237,6 +237,10 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _INT32 = (-(2**31), 2**31 - 1)
 _F32_MAX = float(np.finfo(np.float32).max)
 _ABSENT = object()  # an attribute written with no value at all (MuJoCo treats it as not written)
+# the integers MuJoCo's reader reads one by one (ReadAttrInt): an empty value is an error there
+_EMPTY_IS_ERROR = {("size", "nconmax"), ("size", "nstack"), ("size", "njmax"), ("mesh", "maxhullvert"),
+                   ("default/mesh", "maxhullvert"), ("skin", "group"), ("freejoint", "group"), ("numeric", "size"),
+                   ("sensor/contact", "num"), ("sensor/user", "dim")}  # fmt: skip
 
 
 def _tokens(text: str) -> list[str]:
@@ -297,6 +301,8 @@ def _convert(text: str, a: Attr, raw: _Raw, name: str, inherited=None, pad: bool
         raise _bad(f"invalid keyword '{text}' (expected false, true or auto)", raw, name)
     parts = _tokens(text)
     if not parts:
+        if (key, name) in _EMPTY_IS_ERROR:
+            raise _bad("problem reading attribute", raw, name)
         return _ABSENT
     if kind == "real":
         f32 = (key, name) in sc.F32
@@ -339,6 +345,8 @@ def _written(raw: _Raw, key: str, inherited: dict | None = None, required: bool 
         if a is None:
             if key == "mujoco" and (name == "xmlns" or ":" in name):  # namespace declarations on the root
                 continue
+            if key in ("frame", "replicate"):  # MuJoCo does not check the attributes of these; it reads its own
+                continue
             raise _bad("unknown attribute", raw, name)
         v = _convert(text, a, raw, name, None if inherited is None else inherited.get(name), pad, key)
         if v is _ABSENT:
@@ -350,6 +358,8 @@ def _written(raw: _Raw, key: str, inherited: dict | None = None, required: bool 
                 for wd in text.split():
                     if wd not in words:
                         raise _bad(f"invalid keyword '{wd}' (expected words of {', '.join(words)})", raw, name)
+    if key in ("light", "default/light") and "type" in raw.attrib and "directional" in raw.attrib:
+        raise _bad("at most one of 'directional', 'type' can be specified", raw, "directional")
     if required and key in _CHECKED_KEYS:
         for name in sc.REQUIRED.get(key, ()):
             if name not in out:

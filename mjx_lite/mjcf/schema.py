@@ -140,7 +140,7 @@ _OPTION = {
     "density": R(0),
     "gravity": R((0, 0, -9.81), 3),
     "impratio": R(1),
-    "integrator": K("Euler", "Euler", "RK4", "implicit", "implicitfast"),
+    "integrator": K("Euler", "Euler", "RK4", "implicit", "implicitfast", "discrete"),
     "iterations": I(100),
     "jacobian": K("auto", "dense", "sparse", "auto"),
     "ls_iterations": I(50),

@@ -38,6 +38,8 @@ MAX_DEPTH = 500  # TinyXML2's element nesting limit
 _WS = " \t\n\v\f\r"
 _NAME = re.compile(r"[A-Za-z_:\u0080-\U0010ffff][A-Za-z0-9_:.\-\u0080-\U0010ffff]*")
 _WS_RUN = re.compile(r"[ \t\n\v\f\r]*")
+_ATTR = re.compile(r"([A-Za-z_:\u0080-\U0010ffff][A-Za-z0-9_:.\-\u0080-\U0010ffff]*)[ \t\n\v\f\r]*=[ \t\n\v\f\r]*"
+                   r"(\"[^\"]*\"|'[^']*')")
 _ENTITIES = (("quot", '"'), ("amp", "&"), ("apos", "'"), ("lt", "<"), ("gt", ">"))
 
 
@@ -64,7 +66,7 @@ class _Reader:
     def __init__(self, text: str, file: str):
         self.s = text
         self.file = file
-        self._nl = [i for i, c in enumerate(text) if c == "\n"] if "\n" in text else []
+        self._nl = [m.start() for m in re.finditer("\n", text)]
 
     def line(self, pos: int) -> int:
         return bisect.bisect_left(self._nl, pos) + 1
@@ -155,6 +157,14 @@ class _Reader:
             if p >= len(s):
                 self.fail(f"unterminated tag <{tag}>", lt)
             c = s[p]
+            m = _ATTR.match(s, p)  # the common case in one step: name = "value" (checked in detail below if not)
+            if m is not None:
+                name = m.group(1)
+                if name in node.attrib:
+                    self.fail(f"attribute '{name}' of <{tag}> is repeated or unterminated", p)
+                node.attrib[name] = _attribute_value(m.group(2)[1:-1])
+                p = m.end()
+                continue
             m = _NAME.match(s, p)
             if m is not None:
                 name = m.group()
