@@ -27,7 +27,7 @@ from mjx_lite.mjcf.attrs import autolimits, error, register_all, resolve_limited
 from mjx_lite.mjcf.context import CompileContext, dof_tree_mask, provisional_model
 from mjx_lite.mjcf.inertia import factor_ld, solve_ld
 from mjx_lite.mjcf.spec import Element, MJCFError
-from mjx_lite.pipeline import forward, inertia, kinematics, transmission
+from mjx_lite.pipeline import inertia, kinematics, step, transmission
 from mjx_lite.pipeline import tendon as ptendon
 from mjx_lite.types import BiasType, DisableBit, DynType, GainType, JointType, TrnType
 
@@ -653,7 +653,7 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
 
         def one(d, side):
             d = d.replace(qvel=d.qvel * decay)
-            d = forward.step1(m, d)
+            d = step.step1(m, d)
             moment = d.actuator_moment[i]
             nrm = jp.linalg.norm(inertia.solve_m(m, d, moment))
             f = moment * (2.0 * side - 1.0) * accel / jp.maximum(1e-15, nrm)
@@ -661,7 +661,7 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
                 fn = jp.linalg.norm(f)
                 f = jp.where(fn > maxforce, f * maxforce / jp.maximum(1e-15, fn), f)
             length = d.actuator_length[i]
-            d = forward.step2(m, d.replace(qfrc_applied=f))
+            d = step.step2(m, d.replace(qfrc_applied=f))
             return d, (length, d.time)
 
         @jax.jit
