@@ -1226,7 +1226,8 @@ def load_mjcf(path: str | os.PathLike, assets: dict | None = None, config: Confi
     `config`: the model's trace-time configuration (`mjx_lite.Config`).
     """
     path = models.resolve(path)
-    root = parse.parse_file(path, assets)
+    with np.errstate(all="ignore"):  # NaN/inf values are legal MJCF (MuJoCo's C arithmetic propagates them)
+        root = parse.parse_file(path, assets)
     return compile_model(root, model_dir=os.path.dirname(os.path.abspath(os.fspath(path))), assets=assets,
                          config=config)  # fmt: skip
 
@@ -1235,5 +1236,6 @@ def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: st
                      config: Config | None = None) -> types.Model:
     """Compile MJCF text; `assets` maps file names (meshes, includes, ...) to bytes."""
 
-    root = parse.parse_string(xml, assets, model_dir)
+    with np.errstate(all="ignore"):
+        root = parse.parse_string(xml, assets, model_dir)
     return compile_model(root, model_dir=model_dir, assets=assets, config=config)
