@@ -591,28 +591,6 @@ def ill_conditioned(mjm: mujoco.MjModel) -> bool:
     return bool(eig[0] < TINY_INERTIA or eig[-1] > ILL_CONDITIONED * max(eig[0], 1e-300))
 
 
-# A known difference of the runtime (mjx_lite.pipeline.tendon, not the loader): for two consecutive sites of a
-# spatial tendon at the same point MuJoCo's mju_normalize3 takes the direction (1, 0, 0), ours a zero Jacobian, so
-# the tendon's qpos0 constants differ. Reported to the pipeline's owner; skipped here for such models.
-COINCIDENT_SITE_FIELDS = ("tendon_invweight0", "actuator_acc0", "actuator_biasprm", "actuator_lengthrange")
-
-
-def coincident_sites(mjm: mujoco.MjModel) -> bool:
-    """Whether a spatial tendon has two consecutive site wraps at the same point at qpos0."""
-    if not mjm.nwrap:
-        return False
-    d = mujoco.MjData(mjm)
-    mujoco.mj_kinematics(mjm, d)
-    t, obj = np.asarray(mjm.wrap_type), np.asarray(mjm.wrap_objid)
-    for k in range(mjm.ntendon):
-        adr, num = int(mjm.tendon_adr[k]), int(mjm.tendon_num[k])
-        for j in range(adr, adr + num - 1):
-            if t[j] == t[j + 1] == mujoco.mjtWrap.mjWRAP_SITE:
-                if np.linalg.norm(d.site_xpos[obj[j]] - d.site_xpos[obj[j + 1]]) < 1e-15:
-                    return True
-    return False
-
-
 def _hull_faces(m, i: int) -> list[tuple[int, int, int]]:
     """Mesh i's triangles, each rotated to start at its smallest vertex id (orientation kept), sorted."""
     adr, num = int(m.mesh_faceadr[i]), int(m.mesh_facenum[i])
@@ -661,9 +639,8 @@ MESH_FRAME_FIELDS = ("mesh_quat", "mesh_vert", "mesh_pos", "geom_quat", "geom_po
 
 
 def compare(ours, mjm) -> list[str]:
-    """tests.oracle.compare_models, with six documented exceptions: M^-1-derived fields (INVERSE_INERTIA_FIELDS)
-    of ill-conditioned models or models extending beyond FAR; tendon constants of models with coincident tendon
-    sites (COINCIDENT_SITE_FIELDS, a runtime difference); qpos0 constants of models with nan/inf poses
+    """tests.oracle.compare_models, with five documented exceptions: M^-1-derived fields (INVERSE_INERTIA_FIELDS)
+    of ill-conditioned models or models extending beyond FAR; qpos0 constants of models with nan/inf poses
     (QPOS0_FIELDS); the fields that follow from the principal frame of a
     mesh with two equal principal moments (MESH_FRAME_FIELDS: the frame is free about the symmetry axis and MuJoCo's
     choice is round-off); the faces of meshes given without
@@ -674,8 +651,6 @@ def compare(ours, mjm) -> list[str]:
     skip = INVERSE_INERTIA_FIELDS if ill_conditioned(mjm) else ()
     if not float(mjm.stat.extent) < FAR:
         skip = INVERSE_INERTIA_FIELDS
-    if coincident_sites(mjm):
-        skip = skip + COINCIDENT_SITE_FIELDS
     if not all(np.all(np.isfinite(getattr(mjm, f))) for f in POSE_FIELDS):
         skip = skip + QPOS0_FIELDS
     if any(_free_frame(_mesh_moments(mjm, i)) for i in range(mjm.nmesh)):
