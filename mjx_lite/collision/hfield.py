@@ -1,14 +1,14 @@
 """Height-field collisions: a convex geom against the triangular prisms of a height field (mjc_ConvexHField).
 
-As in MuJoCo, a height field is a grid of cells, each split into two triangles extruded down to the base
-(z = -base); geom2 (sphere, capsule, ellipsoid, cylinder, box, mesh) is collided with every prism under its
-bounding box with the general GJK/EPA of `convex.py`, which gives the true signed distance to each prism
-(MuJoCo 4 does the same: contacts within margin carry their real distance). Spheres and capsules take exact
-closed forms instead (`_point_prism`, `_segment_prism`: the same answer as converged GJK/EPA, ~100x cheaper under
-vmap on CPU), and boxes and small meshes find their penetration by exact separating axes (`convex._sat`) after
-GJK. Grid conventions: vertex (r, c) is at x = c*dx - sx, y = r*dy - sy, z = hfield_data[r*ncol + c] * sz
-with dx = 2 sx/(ncol-1), dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r+1,c), (r,c), (r+1,c+1)} and
-{(r,c), (r+1,c+1), (r,c+1)} (the diagonal from (r, c) to (r+1, c+1), MuJoCo's triangulation).
+As in MuJoCo, a height field is a grid of cells, each split into two triangles extruded down to the base (z = -base);
+geom2 (sphere, capsule, ellipsoid, cylinder, box, mesh) is collided with every prism under its bounding box with the
+general convex distance `general.collide` (GJK/EPA), which gives the true signed distance to each prism (MuJoCo 4 does
+the same: contacts within margin carry their real distance). Spheres and capsules take exact closed forms instead
+(`_point_prism`, `_segment_prism`: the same answer as converged GJK/EPA, ~100x cheaper under vmap on CPU), and boxes and
+small meshes find their penetration by exact separating axes (`sat.polytope_sat`, within the model's
+`m.config.sat_budget`) after GJK. Grid conventions: vertex (r, c) is at x = c*dx - sx, y = r*dy - sy, z =
+hfield_data[r*ncol + c] * sz with dx = 2 sx/(ncol-1), dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r+1,c),
+(r,c), (r+1,c+1)} and {(r,c), (r+1,c+1), (r,c+1)} (the diagonal from (r, c) to (r+1, c+1), MuJoCo's triangulation).
 
 Static sizes (fixed shapes):
   * window: each pair tests a window of `wr x wc` cells (2 prisms each) anchored at the cell under the
@@ -33,8 +33,10 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import convex
+from mjx_lite.collision.general import collide
+from mjx_lite.collision.hull import edge_faces
 from mjx_lite.collision.segment import segments_closest
+from mjx_lite.collision.support import radius, support
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.math import pick, safe_norm
 from mjx_lite.types import GeomType
@@ -77,10 +79,10 @@ def window_size(m, hid: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[int,
 
 def _aabb_half(t2: int, g: GeomInfo) -> jax.Array:
     """Half extents (3,) of the box around geom2 in its (local-to-hfield) pose, from support points."""
-    r = convex._radius(t2, g.size)
+    r = radius(t2, g.size)
     eye = jp.eye(3, dtype=g.pos.dtype)
-    hi = jax.vmap(lambda e: convex._support(t2, g, e))(eye)
-    lo = jax.vmap(lambda e: convex._support(t2, g, -e))(eye)
+    hi = jax.vmap(lambda e: support(t2, g, e))(eye)
+    lo = jax.vmap(lambda e: support(t2, g, -e))(eye)
     return 0.5 * (jp.diagonal(hi) - jp.diagonal(lo)) + r, 0.5 * (jp.diagonal(hi) + jp.diagonal(lo))
 
 
@@ -158,7 +160,7 @@ def _point_prism(v, p):
 
 
 def _sphere_prism(v, g2: GeomInfo):
-    """(dist, pos, normal) of prism v (6, 3) (geom1) against the sphere g2, as `convex._collide`."""
+    """(dist, pos, normal) of prism v (6, 3) (geom1) against the sphere g2, as `general.collide`."""
     r = g2.size[0]
     dist, near, normal = _point_prism(v, g2.pos)
     return dist - r, 0.5 * (near + g2.pos - r * normal), normal
@@ -180,7 +182,7 @@ _E1 = np.array([j for _, j in _EDGES])
 # not edges) and its 9 edges with the two triangles at each
 _PRISM_TRIS = np.array([[0, 2, 1], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
                        np.int32)  # fmt: skip
-_PRISM_EDGES = convex._edge_faces(_PRISM_TRIS, _EDGES)
+_PRISM_EDGES = edge_faces(_PRISM_TRIS, _EDGES)
 _PRISM_PLANES = np.array([[0, 0], [1, 1], [2, 3], [4, 5], [6, 7]], np.int32)  # bottom, top, 3 side quads
 
 
@@ -246,7 +248,7 @@ def _segment_prism(v, p0, p1):
 
 
 def _capsule_prism(v, g2: GeomInfo):
-    """(dist, pos, normal) of prism v (6, 3) (geom1) against the capsule g2, as `convex._collide`."""
+    """(dist, pos, normal) of prism v (6, 3) (geom1) against the capsule g2, as `general.collide`."""
     r, half = g2.size[0], g2.size[1]
     axis = g2.mat[:, 2] * half
     dist, near, on_seg, normal = _segment_prism(v, g2.pos - axis, g2.pos + axis)
@@ -263,6 +265,7 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
     nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
     adr = int(m.hfield_adr[hid])
     wr, wc = window_size(m, hid, geom1, geom2)
+    sat_budget = m.config.sat_budget  # static: part of the model's static part, as the group
     # prism corner offsets (row, col) of the two triangles of a cell, in MuJoCo's vertex order
     tri = np.array([[[1, 0], [0, 0], [1, 1]], [[0, 0], [1, 1], [0, 1]]], np.int32)  # (2, 3, 2)
     cell_r, cell_c = np.meshgrid(np.arange(wr), np.arange(wc), indexing="ij")
@@ -306,10 +309,10 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
             if type2 == GeomType.CAPSULE:  # exact segment-prism distance, likewise
                 return _capsule_prism(v, loc)
             eye = jp.eye(3, dtype=dt)
-            # boxes and small meshes: penetration by separating axes (convex.SAT_BUDGET), others GJK/EPA
+            # boxes and small meshes: penetration by separating axes (within sat_budget), others GJK/EPA
             p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
                               edge=jp.asarray(_PRISM_EDGES), faceplane=jp.asarray(_PRISM_PLANES))  # fmt: skip
-            return convex._collide(GeomType.MESH, type2, p_info, loc, margin)
+            return collide(GeomType.MESH, type2, p_info, loc, margin, sat_budget=sat_budget)
 
         dist, cpos, normal = jax.vmap(prism)(verts)
         dist = jp.where(inside, dist, NOCONTACT)
@@ -320,9 +323,9 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
         d = jp.where(dist <= margin, dist, NOCONTACT)
         return Contacts(d, g1.pos + cpos @ g1.mat.T, normal @ g1.mat.T, jp.zeros((k, 3), dt)), overflow
 
-    def collide(m, info1: GeomInfo, info2: GeomInfo, margin):
+    def collide_group(m, info1: GeomInfo, info2: GeomInfo, margin):
         elev = m.hfield_data[adr : adr + nrow * ncol].reshape(nrow, ncol)
         hsize = m.hfield_size[hid]
         return jax.vmap(one, in_axes=(None, None, 0, 0, 0))(elev, hsize, info1, info2, margin)
 
-    return collide, k
+    return collide_group, k

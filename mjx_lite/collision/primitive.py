@@ -1,4 +1,4 @@
-"""Analytic colliders for primitive geoms (plane, sphere, capsule, ellipsoid, cylinder, box).
+"""Analytic colliders for primitive geoms (plane, sphere, capsule, ellipsoid, cylinder, box; a plane and a mesh).
 
 Each collider handles ONE pair, `f(g1: GeomInfo, g2: GeomInfo, margin: ()) -> Contacts` with a fixed number of
 rows (the driver vmaps it over a group); type(g1) <= type(g2) as in MuJoCo's collision table. Rows that are
@@ -12,9 +12,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
+from mjx_lite.collision.hull import BOX_CORNERS
 from mjx_lite.collision.segment import segments_closest as _segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import pick, safe_norm, safe_normalize
+from mjx_lite.math import dot3, outer3, pick, safe_norm, safe_normalize
 from mjx_lite.types import MINVAL
 
 
@@ -120,20 +121,56 @@ def plane_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return _contacts(dist, jp.stack([p1, p2, p3, p4]), jp.broadcast_to(n, (4, 3)), valid=valid)
 
 
-_CORNERS = jp.array([[(-1.0, 1.0)[i & 1], (-1.0, 1.0)[(i >> 1) & 1], (-1.0, 1.0)[(i >> 2) & 1]] for i in range(8)])
-
-
 def plane_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     """The first 4 corners (MuJoCo's corner order) below the box centre's level within margin of the plane."""
     n = g1.mat[:, 2]
     dist0 = jp.dot(g2.pos - g1.pos, n)
-    corners = (_CORNERS.astype(g2.pos.dtype) * g2.size) @ g2.mat.T  # (8, 3) world offsets
+    corners = (jp.asarray(BOX_CORNERS, g2.pos.dtype) * g2.size) @ g2.mat.T  # (8, 3) world offsets
     ldist = corners @ n
     dist = dist0 + ldist
     valid = (dist <= margin) & (ldist <= 0)
     pos = g2.pos + corners - 0.5 * dist[:, None] * n
     c = _contacts(dist, pos, jp.broadcast_to(n, (8, 3)))
     return _compact(c, valid, 4)
+
+
+PLANE_MESH_NCON = 3  # support vertex + up to 2 hull neighbours (MuJoCo maxplanemesh)
+_PLANE_MESH_TOL = 0.3  # extra plane-mesh contacts at least this times rbound from the first (tolplanemesh)
+
+
+def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+    """Up to 3 contacts (mjc_PlaneConvex for meshes): the support vertex in direction -normal, then up to 2 of
+    its hull-graph neighbours (vertices sharing a hull triangle with it) that lie strictly within margin of the
+    plane and at least 0.3 * rbound (rbound = |geom_size| for a mesh) from the first contact point.
+
+    MuJoCo takes the neighbours in the order of its qhull graph, which the Model does not hold: where more than 2
+    neighbours qualify we take the lowest vertex ids, so the count always matches but the choice may differ."""
+    n = g1.mat[:, 2]
+    world = g2.pos + outer3(g2.vert, g2.mat)  # (V, 3)
+    dist = dot3(world - g1.pos, n)
+    nv = world.shape[0]
+    k = jp.argmin(dist)
+    onek = jax.nn.one_hot(k, nv, dtype=dist.dtype)
+    d0 = onek @ dist
+    p0 = onek @ world - 0.5 * d0 * n
+    ids = jp.arange(nv)
+    if g2.face is None:
+        nbr = ids != k
+    else:
+        in_tri = jp.any(g2.face == k, axis=1)  # (T,)
+        corner = jp.where(jp.repeat(in_tri, 3), g2.face.reshape(-1), nv)  # corners of triangles at k; others dropped
+        nbr = jp.zeros(nv + 1, bool).at[corner].set(True)[:nv] & (ids != k)
+    rbound = safe_norm(g2.size)
+    far = dot3(world - p0, world - p0) >= (_PLANE_MESH_TOL * rbound) ** 2
+    ok = nbr & (dist < margin) & far
+    rank = jp.cumsum(ok) - 1
+    sel = (ok[None, :] & (rank[None, :] == jp.arange(PLANE_MESH_NCON - 1)[:, None])).astype(dist.dtype)  # (2, V)
+    has = jp.any(sel > 0, axis=1)
+    d_extra = sel @ dist
+    p_extra = sel @ world - 0.5 * d_extra[:, None] * n
+    d = jp.concatenate([d0[None], jp.where(has, d_extra, NOCONTACT)])
+    pos = jp.concatenate([p0[None], p_extra])
+    return Contacts(d, pos, jp.broadcast_to(n, (PLANE_MESH_NCON, 3)), jp.zeros((PLANE_MESH_NCON, 3), pos.dtype))
 
 
 # ---- spheres and capsules -----------------------------------------------------------------------------------
@@ -317,7 +354,7 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
         clface = jp.where(better, face, clface)
     # the segment against the 12 edges
     for j, i in _EDGES:
-        c = jp.array([(-1.0, 1.0)[i & 1], (-1.0, 1.0)[(i >> 1) & 1], (-1.0, 1.0)[(i >> 2) & 1]], dt) * s
+        c = jp.asarray(BOX_CORNERS[i], dt) * s
         c = c.at[j].set(0.0)
         x1, x2, dd, s1, ok = _edge_segment(c, j, s, pos, half, mc)
         better = ok & (dd < best_d - MINVAL)
