@@ -900,14 +900,16 @@ def _loop_lengths(jaxpr) -> list[tuple[str, int | None]]:
 
 def test_sat_budget_is_the_models_configuration():
     """`m.config.sat_budget` decides per model whether box-mesh pairs (multiccd) find their normal by separating axes
-    or by GJK/EPA: the one jitted collision of this module, called with the default model and with
-    `configure(m, sat_budget=0)`, traces two programs (the latter with GJK's and EPA's fixed-length scans, the former
-    with neither: separating axes, then GJK's early-exit while loop), and both match MuJoCo's deepest contact at the
-    GJK/EPA tolerance. With the old module global (`convex.SAT_BUDGET`) both traces took the separating axes."""
+    or by GJK/EPA: the one jitted collision of this module traces, for the default model, neither of GJK's and EPA's
+    fixed-length scans (separating axes, then GJK's early-exit while loop) and, for `configure(m, sat_budget=0)`,
+    both; the latter still matches MuJoCo's deepest contact at the GJK/EPA tolerance (the default path is compared
+    with MuJoCo by the multiccd tests). With the old module global (`convex.SAT_BUDGET`) both traces took the
+    separating axes. Only the EPA model is compiled."""
     mjm = mujoco.MjModel.from_xml_string(_xml("box", "mesh", flags=""))  # multiccd on: the box-mesh collider
     m = model_from_mujoco(mjm)
     m_epa = mjl.configure(m, sat_budget=0)
     assert driver.pair_table(m).groups[0].collider.keywords == {"sat_budget": m.config.sat_budget}
+    assert driver.pair_table(m_epa).groups[0].collider.keywords == {"sat_budget": 0}
     poses = _poses(mjm, np.random.default_rng(12), 6, TARGETS)
     d = jax.vmap(lambda a, b: mjl.make_data(m).replace(geom_xpos=a, geom_xmat=b))(
         jp.asarray(np.stack([p[1] for p in poses])), jp.asarray(np.stack([p[2] for p in poses])))
@@ -915,11 +917,11 @@ def test_sat_budget_is_the_models_configuration():
     for name, model in (("sat", m), ("epa", m_epa)):
         loops = _loop_lengths(_COLLIDE.trace(model, d).jaxpr.jaxpr)
         fixed[name] = sorted(n for p, n in loops if p == "scan" and n in (gjk.GJK_ITERATIONS, epa.EPA_ITERATIONS))
-        out = _COLLIDE(model, d)
-        for i, (qpos, _, _) in enumerate(poses):
-            _match(mjl.active_contacts(model, _unbatch(out, i)), _mj_contacts(mjm, qpos), ATOL_CONVEX,
-                   deepest_only=True)  # fmt: skip
     assert fixed == {"sat": [], "epa": sorted([gjk.GJK_ITERATIONS, epa.EPA_ITERATIONS])}, fixed
+    out = _COLLIDE(m_epa, d)
+    for i, (qpos, _, _) in enumerate(poses):
+        ours = mjl.active_contacts(m_epa, _unbatch(out, i))
+        _match(ours, _mj_contacts(mjm, qpos), ATOL_CONVEX, deepest_only=True)
 
 
 def test_sat_depth_exact():

@@ -29,7 +29,7 @@ from mjx_lite.collision.polytope import (
     pad_rows,
     triangle_normals,
 )
-from mjx_lite.collision.types import Contacts, GeomInfo
+from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Vec3
 from mjx_lite.math import outer3, safe_norm
 from mjx_lite.types import GeomType
 
@@ -38,7 +38,7 @@ _CYL_NPOLY = 16  # cap polygon vertices
 _CYL_ANG = 2 * np.pi * np.arange(_CYL_NPOLY) / _CYL_NPOLY
 
 
-def _cyl_cap(g: GeomInfo, u):
+def _cyl_cap(g: GeomInfo, u: Vec3) -> tuple[Points, Vec3]:
     """The cap of a cylinder facing direction u: world vertices (16, 3) in MuJoCo's order (clockwise about the
     outward normal, from the geom's x axis), outward normal (3,)."""
     a = g.mat[:, 2]
@@ -49,7 +49,7 @@ def _cyl_cap(g: GeomInfo, u):
     return g.pos + local @ g.mat.T, s * a
 
 
-def _cyl_side(g: GeomInfo, u, radius):
+def _cyl_side(g: GeomInfo, u: Vec3, radius: Scalar) -> Points:
     """Side segment of a cylinder (radius r) or capsule core (radius 0) farthest along u: endpoints (2, 3)."""
     a = g.mat[:, 2]
     rad = u - jp.dot(u, a) * a
@@ -60,7 +60,7 @@ def _cyl_side(g: GeomInfo, u, radius):
     return jp.stack([c - h * a, c + h * a])
 
 
-def face_of(gtype: int, g: GeomInfo, u):
+def face_of(gtype: int, g: GeomInfo, u: Vec3) -> tuple[Points, Mask, Vec3, Vec3, Points, Ids, Scalar]:
     """A face of geom g facing u: (its vertices compacted to a static bound (K, 3) with mask (K,), outward normal
     (3,), a point of the face (3,), every vertex (V, 3), its polygon in MuJoCo's face order (vertex ids of the (V, 3)
     array (P,), count (); 0 where the mesh has no polygon tables))."""
@@ -78,7 +78,9 @@ def face_of(gtype: int, g: GeomInfo, u):
     return wc, mc, nrm, p0, w, fp[t], fn[t]
 
 
-def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+    """CYL_NCON contacts of a cylinder or capsule (geom1, t1) and a cylinder, box or mesh (geom2, t2): the face-face
+    or edge-face manifold of the module docstring, else the single contact of `collide`."""
     dist0, pos0, n = collide(t1, t2, g1, g2, margin, sat_budget=0)  # geom1 a cylinder or capsule: no polytope pair
     dt = pos0.dtype
     # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
@@ -147,27 +149,27 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin) -> Cont
     return manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 
-def capsule_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def capsule_cylinder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Capsule-cylinder: 2 contacts for a capsule lying on a cap (within 0.0888 rad), else GJK/EPA."""
     return _cylinder_pair(GeomType.CAPSULE, GeomType.CYLINDER, g1, g2, margin)
 
 
-def capsule_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def capsule_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Capsule-mesh: 2 contacts for a capsule lying on a mesh face (within 0.0888 rad; MuJoCo 4's multiccd edge-face
     manifold), else GJK/EPA."""
     return _cylinder_pair(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin)
 
 
-def cylinder_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def cylinder_cylinder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Cylinder-cylinder: cap-cap manifold (up to 4), side on cap (2), else GJK/EPA."""
     return _cylinder_pair(GeomType.CYLINDER, GeomType.CYLINDER, g1, g2, margin)
 
 
-def cylinder_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def cylinder_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Cylinder-box: cap-face manifold (up to 4), side on face (2), else GJK/EPA."""
     return _cylinder_pair(GeomType.CYLINDER, GeomType.BOX, g1, g2, margin)
 
 
-def cylinder_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def cylinder_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Cylinder-mesh: cap-face manifold (up to 4), side on face (2), else GJK/EPA."""
     return _cylinder_pair(GeomType.CYLINDER, GeomType.MESH, g1, g2, margin)

@@ -9,7 +9,9 @@ Static part (host numpy, memoised per model, built only from static Model fields
     pairs in two groups: with a curved shape and no mesh, and the others); each group runs
     one collider, written for one pair and `vmap`ped over the group, emitting a fixed number of contacts per pair.
     Mesh tables are padded to the group's largest mesh; size classes (`_size_class`) keep that padding within a
-    factor `m.config.mesh_size_ratio` of every mesh in the group.
+    factor `m.config.mesh_size_ratio` of every mesh in the group. A collider that depends on the configuration is
+    bound to the model's value here (box-mesh and mesh-mesh: `sat_budget=m.config.sat_budget`), so two models of
+    different configurations get different tables and traces (the configuration is part of the static part).
 Run-time part: a bounding-sphere test with margin (geom_rbound, as mj_collideGeoms) masks the pairs, the
 colliders' rows with dist > margin + gap are masked, and contact parameters are mixed (priority, solmix, max
 friction, max condim, or the explicit pair's own), `opt.o_*` under the override flag. As in MuJoCo 4, geom
@@ -273,7 +275,7 @@ def _build_table(m: Model) -> PairTable:
 # contact parameters
 
 
-def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray):
+def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray) -> tuple:
     """Dynamic-pair parameters (mj_contactParam) for static geom id arrays (n,). Returns jax arrays."""
     f = m.geom_friction
     p1, p2 = np.asarray(m.geom_priority)[g1], np.asarray(m.geom_priority)[g2]
@@ -305,13 +307,16 @@ def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray):
     return condim, margin, gap, friction, solref, solreffriction, solimp
 
 
-def _pair_params(m: Model, pid: np.ndarray):
+def _pair_params(m: Model, pid: np.ndarray) -> tuple:
+    """Explicit-pair parameters (as `_mix_params`) of the pair ids pid (n,)."""
     condim = np.asarray(m.pair_dim)[pid].astype(np.int32)
     return (condim, m.pair_margin[pid], m.pair_gap[pid], m.pair_friction[pid], m.pair_solref[pid],
             m.pair_solreffriction[pid], m.pair_solimp[pid])  # fmt: skip
 
 
-def _params(m: Model, g: Group):
+def _params(m: Model, g: Group) -> tuple:
+    """(condim (n,), margin (n,), gap (n,), friction (n, 5), solref (n, 2), solreffriction (n, 2), solimp (n, 5)) of a
+    group's pairs, explicit or mixed, under the override flag."""
     if g.pair[0] >= 0:
         condim, margin, gap, friction, solref, solreffriction, solimp = _pair_params(m, g.pair)
     else:
@@ -350,7 +355,7 @@ def _trim(table: np.ndarray, mids: np.ndarray, axis: int) -> np.ndarray:
     return np.take(table, np.arange(n), axis=axis)
 
 
-def _geom_info(m: Model, d: types.Data, gids, gtype: int, group_gids: np.ndarray | None = None) -> GeomInfo:
+def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids: np.ndarray | None = None) -> GeomInfo:
     """The geoms `gids` (n,) of one group as a vectorised GeomInfo; `group_gids` (numpy) are all the geoms this side
     of the group may take (None: any geom). Mesh face polygons are given only where every hull triangle of those
     meshes lies in one (the face-face manifold then follows MuJoCo's polygons; else `polyhedral`'s generic
@@ -378,7 +383,7 @@ def _geom_info(m: Model, d: types.Data, gids, gtype: int, group_gids: np.ndarray
     return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly, edge, plane)
 
 
-def _run_group(m: Model, d: types.Data, g: Group):
+def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
     """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
     condim, includemargin, gap, friction, solref, solreffriction, solimp = _params(m, g)
     margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint

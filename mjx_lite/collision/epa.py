@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jp
 
 from mjx_lite.collision.polytope import triangle_normals
+from mjx_lite.collision.types import Mask, Points, Scalar, SupportFn, Vec3
 from mjx_lite.math import dot3
 
 EPA_ITERATIONS = 40
@@ -22,7 +23,7 @@ EPA_ITERATIONS = 40
 EPA_ITERATIONS_CURVED = 16
 
 
-def _witness(nrm, depth, tri, tria):
+def _witness(nrm: Vec3, depth: Scalar, tri: Points, tria: Points) -> tuple[Vec3, Vec3]:
     """Witness points (on geom1, geom2) of the origin's projection onto a polytope face."""
     p = nrm * depth
     v0, v1 = tri[1] - tri[0], tri[2] - tri[0]
@@ -38,7 +39,8 @@ def _witness(nrm, depth, tri, tria):
     return wit_a, wit_a - lam @ tri
 
 
-def epa(sup, w, wa, tol, iterations: int = EPA_ITERATIONS):
+def epa(sup: SupportFn, w: Points, wa: Points, tol: Scalar, iterations: int = EPA_ITERATIONS
+        ) -> tuple[Scalar, Vec3, Vec3, Vec3]:
     """EPA from an enclosing tetrahedron: (depth, normal (3,), witness a (3,), witness b (3,)).
 
     The nearest face's distance is a lower bound of the depth that must not decrease; an iteration that
@@ -116,7 +118,7 @@ def epa(sup, w, wa, tol, iterations: int = EPA_ITERATIONS):
     return tuple(jp.where(use_final, x, y) for x, y in zip(final, result))
 
 
-def complete_simplex(sup, w, wa, mask):
+def complete_simplex(sup: SupportFn, w: Points, wa: Points, mask: Mask) -> tuple[Points, Points, Scalar]:
     """A tetrahedron (4, 3) (and its geom1 points (4, 3)) around a GJK segment or triangle that the origin (nearly)
     lies on, for EPA: the segment gets the support point along a direction perpendicular to it, the triangle the
     support point along its normal on the origin's side (as MuJoCo starts EPA from a 2- or 3-simplex). Also

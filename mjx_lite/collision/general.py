@@ -28,26 +28,26 @@ from mjx_lite.collision.refine import refine_normal, small_mesh
 from mjx_lite.collision.sat import polytope_sat, sat_cost, sat_tables, segment_sat
 from mjx_lite.collision.segment import segments_closest
 from mjx_lite.collision.support import CURVED, radius, support, support_feature
-from mjx_lite.collision.types import Contacts, GeomInfo
+from mjx_lite.collision.types import Contacts, Distance, GeomInfo, GType, Scalar, Vec3
 from mjx_lite.math import dot3, safe_norm
 from mjx_lite.types import GeomType
 
 GENERAL_NCON = 1
 
 
-def collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | None = None, *, sat_budget: int):
-    """(dist, pos, normal) of two convex geoms (normal from geom1 to geom2). Polytope pairs (box, mesh; static types)
-    whose separating-axis test costs at most `sat_budget` (`sat_cost`; the model's `m.config.sat_budget`), and
+def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | None = None, curved: bool | None = None,
+            *, sat_budget: int) -> Distance:
+    """(dist (), pos (3,), normal (3,) from geom1 to geom2) of two convex geoms. Polytope pairs (box, mesh; static
+    types) whose separating-axis test costs at most `sat_budget` (`sat_cost`; the model's `m.config.sat_budget`), and
     sphere-mesh and capsule-mesh pairs (the core point or segment, `segment_sat`), take their penetration from
     separating axes and run GJK only where they are apart by at most `margin` (the detection distance; where it is
-    given): farther apart, dist is the separating axes' lower bound on the distance, beyond the margin, with that
-    axis and a point between the two bodies (no contact either way). Others run GJK/EPA, and pairs with a curved
-    shape (ellipsoid, cylinder) then refine the normal (`refine_normal`), after a shorter EPA
-    (EPA_ITERATIONS_CURVED) where the other shape is no mesh, or a small one (`small_mesh`; against a larger mesh
-    the refinement looks only at the kinks near its current normal, and from a deep EPA_ITERATIONS_CURVED normal it
-    can end a few 1e-4 off: EPA_ITERATIONS there). `curved`, for traced types: every pair has a curved shape and no
-    mesh (True), no pair has a curved shape (False), or either (None: EPA_ITERATIONS, refined where curved); static
-    types decide it themselves."""
+    given): farther apart, dist is the separating axes' lower bound on the distance, beyond the margin, with that axis
+    and a point between the two bodies (no contact either way). Others run GJK/EPA, and pairs with a curved shape
+    (ellipsoid, cylinder) then refine the normal (`refine_normal`), after a shorter EPA (EPA_ITERATIONS_CURVED) where
+    the other shape is no mesh, or a small one (`small_mesh`; against a larger mesh the refinement looks only at the
+    kinks near its current normal, and from a deep EPA_ITERATIONS_CURVED normal it can end a few 1e-4 off:
+    EPA_ITERATIONS there). `curved`, for traced types: every pair has a curved shape and no mesh (True), no pair has a
+    curved shape (False), or either (None: EPA_ITERATIONS, refined where curved); static types decide it themselves."""
     dt = g1.pos.dtype
     if isinstance(t1, int) and isinstance(t2, int):
         has_curved = t1 in CURVED or t2 in CURVED
@@ -133,36 +133,36 @@ def collide(t1, t2, g1: GeomInfo, g2: GeomInfo, margin=None, curved: bool | None
     return dist, 0.5 * (a + b), normal
 
 
-def one_contact(dist, pos, normal) -> Contacts:
+def one_contact(dist: Scalar, pos: Vec3, normal: Vec3) -> Contacts:
     """One contact (dist (), pos (3,), normal (3,)) as Contacts of k = 1 (default tangent)."""
     return Contacts(dist[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype))
 
 
-def general(g1: GeomInfo, g2: GeomInfo, margin, curved: bool | None = None) -> Contacts:
+def general(g1: GeomInfo, g2: GeomInfo, margin: Scalar, curved: bool | None = None) -> Contacts:
     """One contact from GJK/EPA. The geom types are traced (GeomInfo.gtype), so one compiled collider serves
     every general pair type of a model (`curved`: as `collide`'s; the driver groups the pairs with a curved shape
     and no mesh (`general_curved`) apart from the others (`general`, or `general_plain` where none is curved))."""
     return one_contact(*collide(g1.gtype, g2.gtype, g1, g2, curved=curved, sat_budget=0))  # traced types: no SAT
 
 
-def general_curved(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def general_curved(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """`general` for pairs that all have a curved shape (ellipsoid, cylinder) and no mesh: shorter EPA, refined
     normal."""
     return general(g1, g2, margin, curved=True)
 
 
-def general_plain(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def general_plain(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """`general` for pairs without a curved shape (box-mesh and mesh-mesh with multiccd disabled): EPA alone."""
     return general(g1, g2, margin, curved=False)
 
 
-def sphere_mesh(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def sphere_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Sphere-mesh: one contact, the sphere's centre against the mesh's hull (MuJoCo runs GJK/EPA; this is their
     converged answer): inside the hull the least deep face plane (exact), outside GJK only within the margin
     (`collide`, `segment_sat`)."""
     return one_contact(*collide(GeomType.SPHERE, GeomType.MESH, g1, g2, margin, sat_budget=0))  # not a polytope pair
 
 
-def capsule_mesh_single(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def capsule_mesh_single(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Capsule-mesh with multiccd disabled: the single contact (separating axes, GJK within the margin: `collide`)."""
     return one_contact(*collide(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin, sat_budget=0))  # not a polytope pair

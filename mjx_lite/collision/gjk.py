@@ -18,16 +18,20 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.collision.types import Mask, Points, Scalar, SupportFn, Values, Vec3
 from mjx_lite.math import dot3
 
 GJK_ITERATIONS = 40
+# GJK's result: (simplex w (4, 3), its geom1 points wa (4, 3), mask (4,), nearest point v (3,), barycentric weights
+# lam (4,), whether the simplex encloses the origin ())
+Simplex = tuple[Points, Points, Mask, Vec3, Values, Scalar]
 _PAIRS = np.array(list(itertools.combinations(range(4), 2)), np.int32)  # (6, 2)
 _TRIPLES = np.array(list(itertools.combinations(range(4), 3)), np.int32)  # (4, 3)
 # one-hot maps from each subset's barycentric coordinates to the 4 simplex slots, in _SUBSETS order
 _ONEHOT = [np.eye(4)[s] for s in (np.arange(4)[:, None], _PAIRS, _TRIPLES, np.arange(4)[None])]
 
 
-def _nearest_on_simplex(w, mask):
+def _nearest_on_simplex(w: Points, mask: Mask) -> tuple[Vec3, Values, Mask]:
     """Nearest point to the origin of conv(w[mask]): (point (3,), barycentric (4,), support mask (4,)).
 
     Every non-empty subset (4 points, 6 segments, 4 triangles, the tetrahedron) is solved in closed form, all
@@ -73,7 +77,8 @@ def _nearest_on_simplex(w, mask):
     return jp.where(found, v[k], 0.0), best_l, best_l > 0
 
 
-def gjk_step(sup, w, mask, v, tol):
+def gjk_step(sup: SupportFn, w: Points, mask: Mask, v: Vec3, tol: Scalar
+             ) -> tuple[Scalar, Scalar, Vec3, Points, Mask, Vec3, Values]:
     """One GJK iteration from simplex (w (4, 3), mask (4,)) and nearest point v: the support point along -v put in
     the first free slot, the simplex reduced to the sub-simplex nearest the origin. Returns (converged (), slot (),
     geom1's support point (3,), the grown simplex (4, 3), its kept mask (4,), new nearest point (3,), its
@@ -92,7 +97,7 @@ def gjk_step(sup, w, mask, v, tol):
     return converged, slot, a, w2, keep, v2, lam2
 
 
-def gjk(sup, v0, tol):
+def gjk(sup: SupportFn, v0: Vec3, tol: Scalar) -> Simplex:
     """GJK on the Minkowski difference: returns (w, wa, mask, v, lam, inside)."""
     dt = v0.dtype
     w = jp.zeros((4, 3), dt)
@@ -117,7 +122,7 @@ def gjk(sup, v0, tol):
     return w, wa, mask, v, lam, inside
 
 
-def gjk_polytopes(sup, v0, tol, skip):
+def gjk_polytopes(sup: SupportFn, v0: Vec3, tol: Scalar, skip: Scalar) -> Simplex:
     """GJK for two polytopes, as `gjk`, but run only where needed and only until it converges: a `lax.while_loop`
     bounded by GJK_ITERATIONS whose lanes start finished where `skip` (() bool; under vmap the loop runs while any
     lane runs). The loop sees the geometry through `lax.stop_gradient` and records each simplex vertex's search

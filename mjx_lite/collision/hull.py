@@ -13,13 +13,17 @@ No JAX here: everything is static (a function of the Model's static part).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
+
+from mjx_lite.types import Model
 
 # mjMAX_POLYVERT (engine_collision_gjk.h): MuJoCo's multiccd reads at most this many vertices of a polygon
 MAX_POLYVERT = 150
 
 
-def edge_faces(tris: np.ndarray, edges) -> np.ndarray:
+def edge_faces(tris: np.ndarray, edges: Iterable[tuple[int, int]]) -> np.ndarray:
     """(E, 4) int32: each edge (u, v) of `edges` with the two triangles of `tris` (T, 3) that hold both ends (the
     first two; a closed hull has exactly two); an edge held by fewer repeats the one it has (or triangle 0)."""
     at: dict = {}  # each (sorted) vertex pair of a triangle -> the triangles holding it, in order
@@ -51,7 +55,7 @@ _BOX_FACE_SIGNS = [
 _BOX_FACES = np.array([[(x > 0) + 2 * (y > 0) + 4 * (z > 0) for x, y, z in f] for f in _BOX_FACE_SIGNS], np.int32)
 
 
-def box_tri_polygons():
+def box_tri_polygons() -> tuple[np.ndarray, np.ndarray]:
     """(12, 4) corner ids of each box triangle's face in MuJoCo's order, and (12,) counts (4)."""
     c = BOX_CORNERS[BOX_TRIS]
     nrm = np.cross(c[:, 1] - c[:, 0], c[:, 2] - c[:, 0])
@@ -65,7 +69,7 @@ def box_planes() -> np.ndarray:
     return np.array([[t for t, f in enumerate(faces) if f == face] for face in dict.fromkeys(faces)], np.int32)
 
 
-def hull_face_table(m) -> np.ndarray:
+def hull_face_table(m: Model) -> np.ndarray:
     """(nmesh, maxtri, 3) int32 hull triangles of every mesh (local vertex ids), padded by repeating the first."""
     num = np.maximum(np.asarray(m.mesh_hullfacenum), 1)
     adr = np.asarray(m.mesh_hullfaceadr)
@@ -77,19 +81,19 @@ def hull_face_table(m) -> np.ndarray:
     return faces[np.minimum(idx, faces.shape[0] - 1)].astype(np.int32)
 
 
-def _polygon_cycles(m, i: int) -> list[np.ndarray]:
+def _polygon_cycles(m: Model, i: int) -> list[np.ndarray]:
     """Mesh i's polygons as vertex-id cycles (mesh_polyvert, in the compiler's order)."""
     adr, num = int(m.mesh_polyadr[i]), int(m.mesh_polynum[i])
     vert, vadr, vnum = np.asarray(m.mesh_polyvert), m.mesh_polyvertadr, m.mesh_polyvertnum
     return [vert[int(vadr[j]) : int(vadr[j]) + int(vnum[j])] for j in range(adr, adr + num)]
 
 
-def _mesh_polygons(m) -> list[list[np.ndarray]]:
+def _mesh_polygons(m: Model) -> list[list[np.ndarray]]:
     """Each mesh's polygons as vertex-id cycles in MuJoCo's face order (its polygon reversed, at most MAX_POLYVERT)."""
     return [[c[::-1][:MAX_POLYVERT] for c in _polygon_cycles(m, i)] for i in range(len(np.asarray(m.mesh_vertnum)))]
 
 
-def _triangle_polygon(m, tris, polys) -> np.ndarray:
+def _triangle_polygon(m: Model, tris: np.ndarray, polys: list[list[np.ndarray]]) -> np.ndarray:
     """(nmesh, maxtri) int32: per hull triangle, the index of the smallest of its mesh's polygons holding it (-1:
     none, and for padding rows)."""
     out = np.full(tris.shape[:2], -1, np.int32)
@@ -103,7 +107,7 @@ def _triangle_polygon(m, tris, polys) -> np.ndarray:
     return out
 
 
-def hull_face_polygons(m) -> tuple[np.ndarray, np.ndarray]:
+def hull_face_polygons(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """For each mesh's hull triangles (as `hull_face_table`): the vertex ids of the mesh polygon holding the
     triangle, in MuJoCo's face order (its polygon reversed, at most MAX_POLYVERT), padded with the first vertex,
     (nmesh, maxtri, P) int32, and their counts (nmesh, maxtri) int32 (0 where no polygon holds the triangle)."""
@@ -122,7 +126,7 @@ def hull_face_polygons(m) -> tuple[np.ndarray, np.ndarray]:
     return out, cnt
 
 
-def hull_face_planes(m) -> np.ndarray:
+def hull_face_planes(m: Model) -> np.ndarray:
     """(nmesh, maxplane, K) int32: for each mesh, its hull triangles (rows of `hull_face_table`) grouped by face
     plane: one row per polygon (the triangles it holds) and one per triangle that no polygon holds, each row padded
     by repeating its first triangle, rows padded by repeating the first row. The separating axes and the manifold's
@@ -147,7 +151,7 @@ def hull_face_planes(m) -> np.ndarray:
     return out
 
 
-def hull_edge_table(m) -> np.ndarray:
+def hull_edge_table(m: Model) -> np.ndarray:
     """(nmesh, maxedge, 4) int32 hull edges of every mesh: local vertex ids (each edge once; its polygons' sides,
     so that triangulation diagonals of flat faces are left out; the hull's triangle edges where it has no polygons)
     and the two hull triangles (rows of `hull_face_table`) that meet there; padded by repeating the first."""

@@ -7,7 +7,7 @@ Used by the face manifolds of `polyhedral.py` (box-mesh, mesh-mesh) and `cylinde
   * `clip_to_face`: the generic clipper of an incident face or segment by a reference face's side planes, with
     `reduce4` / `reduce_quad` (largest-area quadrilaterals) where no polygon tables give MuJoCo's order;
   * `manifold_contacts`: the contact rows, or the single GJK/EPA contact where no manifold applies.
-The tolerances FACE_COS and EDGE_SIN were probed on MuJoCo 4.0 (its own mjFACE_TOL / mjEDGE_TOL are tighter).
+The tolerances FACE_COS and EDGE_SIN were probed on MuJoCo 4.0 (by bisection on tilted faces and edges).
 Shapes: points (K, 3) with masks (K,); normals (3,); polygons as vertex ids (P,) with a count ().
 """
 
@@ -20,7 +20,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.collision.polytope import compact, pad_rows
-from mjx_lite.collision.types import NOCONTACT, Contacts
+from mjx_lite.collision.types import NOCONTACT, Contacts, Ids, Mask, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, safe_norm
 
 FACE_COS = 0.996  # face-face manifold: n1 . n2 < -0.996, about 5.13 degrees (MuJoCo 4.0, probed by bisection)
@@ -29,13 +29,14 @@ _MAXPOLY = 12  # clipped-polygon vertices kept before the reduction to 4 (two qu
 _QUADS = np.array(list(itertools.combinations(range(_MAXPOLY), 4)), np.int32)  # (495, 4)
 
 
-def _ordered(w, mask, normal):
+def _ordered(w: Points, mask: Mask, normal: Vec3) -> tuple[Ids, Mask]:
     """Vertex indices of a face (mask) in counter-clockwise order about `normal`, masked ones last; (V,), (V,)."""
     order = jp.argsort(_angles(w, mask, normal)[3])
     return order, mask[order]
 
 
-def clip_to_face(wr, rmask, nr, r0, wi, imask, ni, margin, inc_poly=True, cdir=None):
+def clip_to_face(wr: Points, rmask: Mask, nr: Vec3, r0: Vec3, wi: Points, imask: Mask, ni: Vec3, margin: Scalar,
+                 inc_poly: bool | Scalar = True, cdir: Vec3 | None = None) -> tuple[Points, Mask, Values]:
     """Clip the incident face (vertices wi[imask], plane normal ni) against the reference face (wr[rmask], outward
     normal nr through r0). Points on the incident face inside the reference prism: incident vertices, reference
     vertices projected onto the incident plane and edge-edge crossings. `inc_poly` False: the incident feature is a
@@ -106,7 +107,7 @@ def clip_to_face(wr, rmask, nr, r0, wi, imask, ni, margin, inc_poly=True, cdir=N
     return pts.astype(dt), ok, depth
 
 
-def _angles(pts, ok, nr):
+def _angles(pts: Points, ok: Mask, nr: Vec3) -> tuple[Points, Vec3, Vec3, Values]:
     """Angles of the valid points of a planar set about their centroid, in the plane normal to nr (counter-clockwise
     about nr, from the first valid point; inf where not valid). Returns (pts - centroid (K, 3), in-plane axes u, v
     (3,), angles (K,))."""
@@ -119,7 +120,7 @@ def _angles(pts, ok, nr):
     return rel, u, v, jp.where(ok, jp.arctan2(rel @ v, rel @ u), jp.inf)
 
 
-def reduce4(pts, ok, nr):
+def reduce4(pts: Points, ok: Mask, nr: Vec3) -> tuple[Ids, Mask]:
     """At most 4 of the valid points: all of them if <= 4, else the largest-area quadrilateral of the first
     _MAXPOLY valid points in counter-clockwise order. Returns (idx (4,), valid (4,))."""
     n = pts.shape[0]
@@ -141,7 +142,7 @@ def reduce4(pts, ok, nr):
     return idx, valid
 
 
-def reduce_quad(pts, ok, nr):
+def reduce_quad(pts: Points, ok: Mask, nr: Vec3) -> tuple[Ids, Mask]:
     """At most 4 valid points: all if <= 4, else the largest of the quadrilaterals (i, i + n/4, i + n/2, i + 3n/4)
     over the n valid points in angular order (MuJoCo's polygonQuad is a tie-sensitive local search)."""
     k = pts.shape[0]
@@ -165,7 +166,8 @@ def reduce_quad(pts, ok, nr):
 _HALFSPACE_TOL = 1e-15  # mjMINVAL: a point is inside a clipping plane when its signed distance exceeds -1e-15
 
 
-def _clip_polygon(clip, nclip, poly, npoly, n, size: int):
+def _clip_polygon(clip: Points, nclip: Scalar, poly: Points, npoly: Scalar, n: Vec3, size: int
+                  ) -> tuple[Points, Scalar]:
     """Sutherland-Hodgman as MuJoCo's polygonClip: the polygon poly (first npoly of (Kp, 3), in order) clipped by
     the planes through each edge of the clipping face clip (first nclip of (Kc, 3), clockwise about its outward
     normal n), one edge after the other, in their order. Each polygon edge PQ contributes its crossing with the
@@ -204,7 +206,7 @@ def _clip_polygon(clip, nclip, poly, npoly, n, size: int):
 QUAD_GAIN = 1 + 1e-12
 
 
-def polygon_quad(pts, cnt, steps: int):
+def polygon_quad(pts: Points, cnt: Scalar, steps: int) -> Ids:
     """MuJoCo's polygonQuad: 4 of the cnt points pts (K, 3) of a convex polygon, by its local search. Pointers
     (a, b, c, d) start at (0, 1, 2, 3); for each a in turn, d advances while the area 0.5 |(c - a) x (d - b)| grows,
     after each advance c and then b advance while it grows. Run as a state machine of `steps` trials (each one area
@@ -252,7 +254,8 @@ def polygon_quad(pts, cnt, steps: int):
     return out[5]
 
 
-def clipped_face(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin):
+def clipped_face(w1: Points, w2: Points, poly1: Ids, npoly1: Scalar, poly2: Ids, npoly2: Scalar, n1: Vec3,
+                 margin: Scalar) -> tuple[Points, Scalar]:
     """geom2's face polygon (vertex ids poly2, npoly2 of w2) clipped by geom1's face (poly1, npoly1 of w1; outward
     normal n1), its points beyond the margin from geom1's face plane dropped: (points in MuJoCo's order (K, 3), count
     ()), K = P1 + P2 + 1."""
@@ -262,7 +265,8 @@ def clipped_face(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin):
     return compact(clipped, near, size)
 
 
-def face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, p2, n2, margin):
+def face_manifold(w1: Points, w2: Points, poly1: Ids, npoly1: Scalar, poly2: Ids, npoly2: Scalar, n1: Vec3, p2: Vec3,
+                  n2: Vec3, margin: Scalar) -> tuple[Points, Values, Mask]:
     """MuJoCo's face-face points: the clipped face (`clipped_face`, same arguments), 4 kept by polygonQuad where more
     remain, else all but exact repeats, moved onto geom1's face plane along n1, each with its depth to geom2's face
     plane (through p2 (3,), outward normal n2 (3,)). Returns (points (4, 3), depth (4,), valid (4,))."""
@@ -277,7 +281,8 @@ def face_manifold(w1, w2, poly1, npoly1, poly2, npoly2, n1, p2, n2, margin):
     return x1, (x1 - p2) @ n2, jp.where(many, True, few_ok)
 
 
-def manifold_contacts(pts, depth, idx, valid, nr, edge2, feature, dist0, pos0, n, dt) -> Contacts:
+def manifold_contacts(pts: Points, depth: Values, idx: Ids, valid: Mask, nr: Vec3, edge2: Scalar, feature: Scalar,
+                      dist0: Scalar, pos0: Vec3, n: Vec3, dt: np.dtype) -> Contacts:
     """Contact rows of a reduced manifold: the kept points idx (k,) of pts (m, 3) / depth (m,), at the midpoint
     between the surfaces, normal -nr (nr when geom2 supplies the clipped feature, edge2); where no manifold
     applies (feature False, or no valid point) the single GJK/EPA contact (dist0, pos0, n) in row 0."""

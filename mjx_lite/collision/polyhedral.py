@@ -2,7 +2,7 @@
 
 From the pair's normal (`general.collide`: separating axes within the model's sat budget, else GJK/EPA), the
 feature (vertex, edge or face) of each geom along it, then a face-face manifold, an edge-face one, or the single
-contact (see `polyhedral`). Clipping and reduction are `manifold.py`'s; faces and polygons `polytope.py`'s.
+contact (see `_polyhedral`). Clipping and reduction are `manifold.py`'s; faces and polygons `polytope.py`'s.
 Both colliders take `sat_budget` (the model's `m.config.sat_budget`), which the driver binds per group.
 Shapes: w (V, 3) world vertices; tris (T, 3); normals (3,); Contacts of MULTI_NCON rows.
 """
@@ -25,14 +25,14 @@ from mjx_lite.collision.polytope import (
     plane_rep,
     polyhedron,
 )
-from mjx_lite.collision.types import Contacts, GeomInfo
+from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, outer3, safe_norm
 from mjx_lite.types import GeomType
 
 MULTI_NCON = 4  # contacts per polyhedral pair (MuJoCo reduces larger manifolds to 4)
 
 
-def _feature(w, tris, pn, po, u, tol):
+def _feature(w: Points, tris: Ids, pn: Points, po: Values, u: Vec3, tol: Scalar) -> tuple[Mask, Scalar, Mask, Mask]:
     """The feature (vertex, edge or face) of a polyhedron supporting direction u, as MuJoCo's EPA reports it.
 
     Returns (support mask (V,), dim () in {1, 2, 3}, candidate face planes (F,), hull vertex mask (V,)): the
@@ -50,7 +50,7 @@ def _feature(w, tris, pn, po, u, tol):
     return sup, dim, cand, valid
 
 
-def _edges_at(w, nt, tris, v, tol):
+def _edges_at(w: Points, nt: Points, tris: Ids, v: Ids, tol: Scalar) -> tuple[Mask, Points]:
     """Hull edges at vertex v: (other end mask (V,), unit directions (V, 3)). Triangulation diagonals of a flat
     face (both triangles at the edge coplanar) are not edges. Scatters over the triangles' corners, O(V + T)."""
     nv = w.shape[0]
@@ -66,10 +66,10 @@ def _edges_at(w, nt, tris, v, tol):
     return nbr, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
 
 
-def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin, sat_budget: int) -> Contacts:
+def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sat_budget: int) -> Contacts:
     """Box-mesh / mesh-mesh contacts as MuJoCo 4 with multiccd (probed): from the pair's normal n (`collide`:
-    separating axes within `sat_budget`, else GJK/EPA), the feature
-    of each geom (support vertex, edge or face along +-n) and the faces through it; then
+    separating axes within `sat_budget`, else GJK/EPA), the feature of each geom (support vertex, edge or face along
+    +-n) and the faces through it; then
       * face-face: a face of geom1 and one of geom2 with n1 . n2 < -0.996: geom2's face polygon clipped by the
         planes through geom1's face edges (Sutherland-Hodgman in MuJoCo's vertex orders: its box corner table, its
         mesh polygons reversed; `face_manifold`), points farther than the margin from geom1's face plane dropped,
@@ -166,13 +166,13 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin, sat_budget
     return manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 
-def box_mesh(g1: GeomInfo, g2: GeomInfo, margin, *, sat_budget: int) -> Contacts:
+def box_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> Contacts:
     """Box-mesh: face-face manifold (up to 4), edge on face (2), else the single contact (see `_polyhedral`).
     `sat_budget`: the model's `m.config.sat_budget` (bound by the driver)."""
     return _polyhedral(GeomType.BOX, GeomType.MESH, g1, g2, margin, sat_budget)
 
 
-def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin, *, sat_budget: int) -> Contacts:
+def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> Contacts:
     """Mesh-mesh: face-face manifold (up to 4), edge on face (2), else the single contact (see `_polyhedral`).
     `sat_budget`: the model's `m.config.sat_budget` (bound by the driver)."""
     return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget)

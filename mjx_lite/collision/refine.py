@@ -16,7 +16,7 @@ import numpy as np
 
 from mjx_lite.collision.polytope import triangle_normals
 from mjx_lite.collision.support import support, support_jacobian
-from mjx_lite.collision.types import GeomInfo
+from mjx_lite.collision.types import GeomInfo, GType, Mask, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, outer3, safe_norm, safe_normalize
 from mjx_lite.types import GeomType
 
@@ -25,14 +25,14 @@ _REFINE_STEP = 0.25  # longest accepted step (rad)
 _REFINE_MESH_MAX = 32  # meshes with at most this many hull triangles + edges give their kinks to the refinement
 
 
-def small_mesh(gtype, g: GeomInfo) -> bool:
+def small_mesh(gtype: GType, g: GeomInfo) -> bool:
     """Whether g is (statically) a mesh with hull tables of at most _REFINE_MESH_MAX triangles + edges (a height
     field's prism: 8 + 9): its faces and edges are candidates of `refine_normal`."""
     return (isinstance(gtype, int) and gtype == GeomType.MESH and g.face is not None and g.edge is not None
             and g.face.shape[0] + g.edge.shape[0] <= _REFINE_MESH_MAX)  # fmt: skip
 
 
-def _mesh_kinks(gtype, g: GeomInfo):
+def _mesh_kinks(gtype: GType, g: GeomInfo) -> tuple[Scalar, Points, Points, Values, Mask] | None:
     """For a mesh that is not small (`small_mesh`), static or traced type with hull tables: (is a mesh (), world
     unit face normals (T, 3), and per edge its unit direction and the unit normals fa, fb of its two faces, stacked
     (3 E, 3), fa . fb (E,) and whether they make a kink (E,) (not a flat face's triangulation diagonal)), from which
@@ -53,7 +53,7 @@ def _mesh_kinks(gtype, g: GeomInfo):
 _MESH_KINKS = 2  # kink circles per mesh (those of the edges whose Gauss arcs are nearest the normal) per iteration
 
 
-def _near_kinks(kinks, d):
+def _near_kinks(kinks: tuple[Scalar, Points, Points, Values, Mask], d: Vec3) -> tuple[Vec3, Scalar, Points, Mask]:
     """The mesh's kinks nearest the unit direction d along which it supports (`_mesh_kinks`): (the face normal
     nearest d (3,), with whether it is within _REFINE_STEP (); the directions (K, 3) of the _MESH_KINKS edges whose
     Gauss arcs (between their faces' normals fa, fb) pass nearest d, with whether d is within _REFINE_STEP of the
@@ -74,7 +74,7 @@ def _near_kinks(kinks, d):
     return fn[f], is_mesh & (jp.dot(fn[f], d) > jp.cos(_REFINE_STEP)), efab[idx], ok
 
 
-def _frame_kinks(gtype) -> tuple[list[int], list[int]]:
+def _frame_kinks(gtype: GType) -> tuple[list[int], list[int]]:
     """The frame axes (ids) along which a geom type's support function has kink circles (n . axis = 0: a box's
     edges, a capsule's or cylinder's side) and those that are corner normals (a box's faces, a cylinder's caps);
     every axis for a traced type. Spheres, ellipsoids and meshes have none (a mesh's kinks are its own edges)."""
@@ -87,7 +87,7 @@ def _frame_kinks(gtype) -> tuple[list[int], list[int]]:
     return [], []
 
 
-def refine_normal(t1, t2, g1: GeomInfo, g2: GeomInfo, n):
+def refine_normal(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, n: Vec3) -> tuple[Vec3, Scalar, Vec3, Vec3]:
     """Newton's method on the contact normal of a pair with a curved core shape (ellipsoid, cylinder).
 
     The core shapes' signed distance is -min_n h(n) over unit n, h(n) = n . (S1(n) - S2(-n)) the support function of

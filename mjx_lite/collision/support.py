@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import jax.numpy as jp
 
-from mjx_lite.collision.types import GeomInfo
+from mjx_lite.collision.types import GeomInfo, GType, Mat3, Points, Scalar, Vec3
 from mjx_lite.math import safe_norm
 from mjx_lite.types import GeomType
 
 
-def _support_local(gtype: int, size, vert, d):
+def _support_local(gtype: int, size: Vec3, vert: Points | None, d: Vec3) -> Vec3:
     """Support point (core shape) of a geom in its own frame for local direction d (3,)."""
     if gtype == GeomType.SPHERE:
         return jp.zeros_like(d)
@@ -38,7 +38,7 @@ def _support_local(gtype: int, size, vert, d):
     raise NotImplementedError(f"convex collider: geom type {gtype}")
 
 
-def radius(gtype, size):
+def radius(gtype: GType, size: Vec3) -> Scalar:
     """Core radius: sphere and capsule radius, else 0. `gtype` may be static or traced."""
     if isinstance(gtype, int):
         if gtype in (GeomType.SPHERE, GeomType.CAPSULE):
@@ -50,7 +50,7 @@ def radius(gtype, size):
 _CONVEX_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX)
 
 
-def support(gtype, g: GeomInfo, d):
+def support(gtype: GType, g: GeomInfo, d: Vec3) -> Vec3:
     """World support point (core shape) of geom g in direction d; `gtype` static int or traced (any type)."""
     local = g.mat.T @ d
     if isinstance(gtype, int):
@@ -68,7 +68,7 @@ def support(gtype, g: GeomInfo, d):
 CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)  # core shapes whose support map has a nonzero derivative
 
 
-def support_jacobian(gtype, g: GeomInfo, d):
+def support_jacobian(gtype: GType, g: GeomInfo, d: Vec3) -> Mat3:
     """Derivative (3, 3) of the world support point `support(gtype, g, d)` w.r.t. the direction d (a.e.): the
     ellipsoid's D (I - s s^T / |s|^2) D / |s| with s = D d, D = diag(size) (its radii of curvature at the support
     point), the cylinder side's r (I - u u^T) / |d_xy| in the xy plane (u = d_xy / |d_xy|; 0 at the cap's centre),
@@ -102,7 +102,7 @@ def support_jacobian(gtype, g: GeomInfo, d):
 _KINK_COS = 1e-3  # a direction this close to a support map's kink (|cos| below it) is taken to lie on it
 
 
-def support_feature(gtype, g: GeomInfo, d):
+def support_feature(gtype: GType, g: GeomInfo, d: Vec3) -> tuple[Scalar, Vec3, Vec3, Scalar]:
     """The shape of geom g's core support set along the unit direction d (within _KINK_COS of a kink): (unique ():
     one point, as a sphere's centre and an ellipsoid's always, a capsule's segment where d is not across its axis, a
     cylinder off its side lines and cap faces, a box off its faces and edges; never taken for a mesh; centre (3,),
