@@ -141,11 +141,12 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar)
     pts, depth = pts[idx], depth[idx]
     idx = jp.arange(idx.shape[0])
     if t1 != GeomType.CAPSULE:  # face-face: MuJoCo's own points (as `polyhedral._polyhedral`), its cap being a 16-gon
-        x1, d1, ok1 = face_manifold(v1, v2, poly1, npoly1, poly2, npoly2, n1, p2, n2, margin)
+        x2, ok2 = face_manifold(v1, v2, poly1, npoly1, poly2, npoly2, n1, margin)
+        x1 = x2 - n1 * ((x2 - v1[poly1[0]]) @ n1)[:, None]  # onto geom1's cap plane along n1
         use = face_face & (npoly2 > 0)
         pts = jp.where(use, x1, pts)
-        depth = jp.where(use, d1, depth)
-        valid = jp.where(use, ok1, valid)
+        depth = jp.where(use, (x1 - p2) @ n2, depth)
+        valid = jp.where(use, ok2, valid)
     return manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 

@@ -265,20 +265,19 @@ def clipped_face(w1: Points, w2: Points, poly1: Ids, npoly1: Scalar, poly2: Ids,
     return compact(clipped, near, size)
 
 
-def face_manifold(w1: Points, w2: Points, poly1: Ids, npoly1: Scalar, poly2: Ids, npoly2: Scalar, n1: Vec3, p2: Vec3,
-                  n2: Vec3, margin: Scalar) -> tuple[Points, Values, Mask]:
+def face_manifold(w1: Points, w2: Points, poly1: Ids, npoly1: Scalar, poly2: Ids, npoly2: Scalar, n1: Vec3,
+                  margin: Scalar) -> tuple[Points, Mask]:
     """MuJoCo's face-face points: the clipped face (`clipped_face`, same arguments), 4 kept by polygonQuad where more
-    remain, else all but exact repeats, moved onto geom1's face plane along n1, each with its depth to geom2's face
-    plane (through p2 (3,), outward normal n2 (3,)). Returns (points (4, 3), depth (4,), valid (4,))."""
+    remain, else all but exact repeats. Returns (points on geom2's face (4, 3), valid (4,)). The callers move them
+    onto geom1's face plane and take their depths to geom2's (in their own expressions: moving those few lines here
+    would reorder the summation of their gradients, 1 ulp off the earlier build's)."""
     pts, cnt = clipped_face(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin)
     quad = polygon_quad(pts, cnt, 6 * pts.shape[0] + 8)
     first = pts[:4]
     same = jp.all(jp.abs(first[:, None] - first[None]) < _HALFSPACE_TOL, -1) & jp.tril(jp.ones((4, 4), bool), -1)
     few_ok = (jp.arange(4) < cnt) & ~jp.any(same, axis=1)
     many = cnt > 4
-    x2 = jp.where(many, pts[quad], first)  # on geom2's face
-    x1 = x2 - n1 * ((x2 - w1[poly1[0]]) @ n1)[:, None]  # onto geom1's face plane along n1
-    return x1, (x1 - p2) @ n2, jp.where(many, True, few_ok)
+    return jp.where(many, pts[quad], first), jp.where(many, True, few_ok)
 
 
 def manifold_contacts(pts: Points, depth: Values, idx: Ids, valid: Mask, nr: Vec3, edge2: Scalar, feature: Scalar,

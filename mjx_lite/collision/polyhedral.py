@@ -158,11 +158,11 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     idx = jp.arange(idx.shape[0])
     if polygons:  # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
         ti, tj = pl1[fi], pl2[fj]
-        x1, d1, ok1 = face_manifold(w1, w2, fp1[ti], fn1[ti], fp2[tj], fn2[tj], pn1[fi], w2[tri2[tj, 0]], pn2[fj],
-                                    margin)  # fmt: skip
+        x2, ok2 = face_manifold(w1, w2, fp1[ti], fn1[ti], fp2[tj], fn2[tj], pn1[fi], margin)
+        x1 = x2 - pn1[fi] * ((x2 - w1[fp1[ti, 0]]) @ pn1[fi])[:, None]  # onto geom1's face plane along n1
         pts = jp.where(face_face, x1, pts)
-        depth = jp.where(face_face, d1, depth)
-        valid = jp.where(face_face, ok1, valid)
+        depth = jp.where(face_face, (x1 - w2[tri2[tj, 0]]) @ pn2[fj], depth)
+        valid = jp.where(face_face, ok2, valid)
     return manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 
