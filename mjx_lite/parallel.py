@@ -1,10 +1,10 @@
 """Many devices and many hosts: a batch of environments sharded over JAX devices with JAX's own SPMD.
 
 Nothing here is a distribution layer of its own: a 1-D `jax.sharding.Mesh` over the devices, `NamedSharding`s that
-split the leading (environment) axis of every array over that mesh, and `jax.jit(jax.vmap(...))` with those
-shardings as `in_shardings` / `out_shardings`. Environments never talk to each other during a step, so XLA runs
-each device's slice of the batch on that device with no communication at all; the same program runs on one CPU, on
-the GPUs of one node and on the hosts of a TPU pod slice.
+split the leading (environment) axis of every array over that mesh, and `jax.jit` of `jax.shard_map(jax.vmap(...))`
+with those shardings. Environments never talk to each other during a step, so each device runs its slice of the
+batch with no communication at all (shard_map keeps even the solver's stop-at-convergence test local to a device);
+the same program runs on one CPU, on the GPUs of one node and on the hosts of a TPU pod slice.
 
     import mjx_lite as mjl
     from mjx_lite import parallel
@@ -262,6 +262,22 @@ def _shardings(mesh: Mesh, model_axis: int | None):
     return (replicated_sharding(mesh) if model_axis is None else b), b
 
 
+def _per_device(fn: Callable, mesh: Mesh, model_axis: int | None) -> Callable:
+    """`fn(m, d)` vmapped over each device's own slice of the batch (shard_map), jitted with matching shardings.
+
+    Why shard_map rather than jit(vmap(fn)) with shardings alone: a `lax.while_loop` under vmap (the solver's
+    stop at convergence, GJK) runs until its *every* lane is done, and with the batch axis partitioned by the
+    compiler that "every" spans all devices: an all-reduce across devices in each iteration, and each device
+    iterating as long as the slowest environment anywhere. Under shard_map each device decides on its own lanes.
+    Per environment the results are the same either way (finished lanes keep their values).
+    """
+    axis = _axis(mesh)
+    m_sh, d_sh = _shardings(mesh, model_axis)
+    local = jax.shard_map(jax.vmap(fn, in_axes=(model_axis, 0)), mesh=mesh,
+                          in_specs=(m_sh.spec, d_sh.spec), out_specs=P(axis), check_vma=False)  # fmt: skip
+    return local, (m_sh, d_sh)
+
+
 def step_fn(
     mesh: Mesh,
     *,
@@ -269,7 +285,8 @@ def step_fn(
     model_axis: int | None = None,
     donate: bool = False,
 ) -> Callable[[Any, Any], Any]:
-    """`jit(vmap(step))` over a batch sharded on `mesh`: `f(m, d) -> d` (a training loop's environment step).
+    """`jit(vmap(step))` over a batch sharded on `mesh`, each device stepping its own slice (`shard_map`):
+    `f(m, d) -> d` (a training loop's environment step).
 
     Args:
       mesh: a 1-D mesh (`make_mesh`).
@@ -281,8 +298,7 @@ def step_fn(
     """
     if model_axis not in (None, 0):
         raise ValueError(f"model_axis must be None (one model) or 0 (a batched model), not {model_axis!r}")
-    m_sh, d_sh = _shardings(mesh, model_axis)
-    f = jax.vmap(step, in_axes=(model_axis, 0))
+    f, (m_sh, d_sh) = _per_device(step, mesh, model_axis)
     return jax.jit(f, in_shardings=(m_sh, d_sh), out_shardings=d_sh, donate_argnums=(1,) if donate else ())
 
 
@@ -295,7 +311,8 @@ def rollout_fn(
     model_axis: int | None = None,
     donate: bool = False,
 ) -> Callable[[Any, Any], tuple[Any, Any]]:
-    """`jit(vmap(scan(step)))` over a batch sharded on `mesh`: `f(m, d) -> (d_final, observations)`.
+    """`jit(vmap(scan(step)))` over a batch sharded on `mesh`, each device rolling out its own slice
+    (`shard_map`): `f(m, d) -> (d_final, observations)`.
 
     Args:
       mesh, step, model_axis, donate: as `step_fn`.
@@ -311,7 +328,6 @@ def rollout_fn(
         raise ValueError(f"model_axis must be None (one model) or 0 (a batched model), not {model_axis!r}")
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, not {steps!r}")
-    m_sh, d_sh = _shardings(mesh, model_axis)
 
     def rollout(m, d):
         def body(d, _):
@@ -320,7 +336,7 @@ def rollout_fn(
 
         return jax.lax.scan(body, d, None, length=steps)
 
-    f = jax.vmap(rollout, in_axes=(model_axis, 0))
+    f, (m_sh, d_sh) = _per_device(rollout, mesh, model_axis)
     return jax.jit(f, in_shardings=(m_sh, d_sh), out_shardings=d_sh, donate_argnums=(1,) if donate else ())
 
 
