@@ -15,8 +15,8 @@ the same program runs on one CPU, on the GPUs of one node and on the hosts of a 
     d0 = mjl.make_data(m)
 
     def init(index):                          # index: (n,) int, the environments this process builds
-        qvel = 0.1 * np.random.default_rng(index[:, None]).standard_normal((len(index), m.nv))  # per-env seeds
-        return parallel.broadcast(d0, len(index)).replace(qvel=qvel)
+        qvel = np.stack([0.1 * np.random.default_rng(int(i)).standard_normal(m.nv) for i in index])
+        return parallel.broadcast(d0, len(index)).replace(qvel=qvel.astype(d0.qvel.dtype))
 
     d = parallel.make_batch(init, 4096, mesh)  # Data with every leaf (4096, ...) sharded over the mesh
     rollout = parallel.rollout_fn(mesh, steps=100, observe=lambda m, d: d.qpos)
