@@ -8,11 +8,13 @@ steps, everything on the CPU when JAX_PLATFORMS=cpu) checks the script itself in
 What it measures, per model (mjx humanoid with contacts, the barkour quadruped of MJX's test data, dm_control's
 cheetah with its 100 solver iterations, mjx_lite's bundled 220-body `pile`), for mjx_lite and for MJX:
   * steps/s of jit(vmap(scan(step))) at batch 1k, 8k, 32k (float32; best of the warm runs; the input Data is
-    donated, as a training loop would), and the largest batch that fits, found by doubling from 64k while the
-    memory predicted from the last run fits and time is left;
-  * compile time (lower + compile of one executable; the 1k ones compiled alone, the others concurrently in threads,
-    so only the 1k compile times are clean), and GPU memory per environment (the executable's own peak from XLA's
-    memory analysis divided by the batch, and the device's peak bytes in use);
+    donated, as a training loop would; a batch whose predicted memory does not fit is skipped and said so), and
+    the largest batch that fits: predicted from the memory per environment of the last run (doubling from 32k
+    would cost a compile per doubling, five to reach 1M) and verified by running it (its half if it fails);
+    MJX on the pile (~1.8 GB per environment, all pairs of 220 bodies) runs one small batch (--slow-batch 16);
+  * compile time (lower + compile of one executable; the two engines' 1k programs compiled side by side, the other
+    batches concurrently in threads: each row says how many compiled at once), and GPU memory per environment (the
+    executable's own peak from XLA's memory analysis divided by the batch, and the device's peak bytes in use);
   * float32 accuracy on the GPU: the first environments of the batch-1k rollout (100 steps) against float64 on the
     CPU (a separate CPU-only process, run concurrently), with JAX's default matmul precision and again with
     jax.default_matmul_precision("highest") (on NVIDIA GPUs the default may use TF32 for float32 matmuls); float32
@@ -167,7 +169,8 @@ class Worker:
         kw.update(model=self.a.model, t=round(time.time(), 2))
         self.out.write(json.dumps(kw) + "\n")
         self.out.flush()
-        print(f"[{self.a.model}] " + json.dumps({k: v for k, v in kw.items() if k != "trace"}), flush=True)
+        print(f"[{self.a.model}] " + json.dumps({k: v for k, v in kw.items() if k not in ("trace", "sample")}),
+              flush=True)  # fmt: skip
 
     def mem(self) -> dict:
         try:
@@ -175,6 +178,22 @@ class Worker:
         except Exception:  # noqa: BLE001 - CPU devices have none
             s = {}
         return {k: s[k] for k in ("bytes_in_use", "peak_bytes_in_use", "bytes_limit") if k in s}
+
+    def limit(self) -> float | None:
+        """Bytes a program may use: 90% of the device's limit; on a CPU device half the host's available memory."""
+        lim = self.mem().get("bytes_limit")
+        if lim:
+            return 0.9 * lim
+        try:
+            with open("/proc/meminfo") as f:
+                kb = next(int(ln.split()[1]) for ln in f if ln.startswith("MemAvailable"))
+            return 0.5 * kb * 1024
+        except (OSError, StopIteration, ValueError):
+            return None
+
+    def fits(self, engine: str, batch: int) -> bool:
+        per_env, limit = self.eng[engine]["per_env"], self.limit()
+        return not (per_env and limit and per_env * batch > limit)
 
     def lower(self, engine: str, batch: int, steps: int, precision: str | None = None):
         jax = self.jax
@@ -210,7 +229,7 @@ class Worker:
                 j["error"] = _err(ex)
                 j["oom"] = _oom(ex)
             j["compile_s"] = time.perf_counter() - t0
-            j["concurrent"] = threads > 1 and len(todo) > 1
+            j["concurrent"] = min(threads, len(todo))  # programs compiled at once
 
         todo = [j for j in jobs if "lowered" in j]
         if threads > 1 and len(todo) > 1:
@@ -242,7 +261,13 @@ class Worker:
             row["exe_peak_bytes"] = int(getattr(ma, "peak_memory_in_bytes", 0) or 0)
             row["exe_bytes"] = int(ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes
                                    - ma.alias_size_in_bytes)  # fmt: skip
-            row["mem_per_env_bytes"] = max(row["exe_peak_bytes"], row["exe_bytes"]) / j["batch"]
+            row["mem_per_env_bytes"] = (row["exe_peak_bytes"] or row["exe_bytes"]) / j["batch"]
+            limit = self.limit()
+            if limit and (row["exe_peak_bytes"] or row["exe_bytes"]) > limit:
+                row["error"] = f"does not fit: needs {(row['exe_peak_bytes'] or row['exe_bytes']) / 2**30:.1f} GiB"
+                row["oom"] = True
+                self.emit(**row)
+                return row
         est = 0.0 if e["rate"] is None else j["batch"] * j["steps"] / e["rate"] * (1 + repeats)
         if est > self.left() - 3:
             row["error"] = f"skipped: time (estimated {est:.0f} s, {self.left():.0f} s left)"
@@ -277,6 +302,7 @@ class Worker:
                 row["timed_runs"] = 0
             row["run_s"] = best
             row["steps_per_s"] = j["batch"] * j["steps"] / best
+            e.setdefault("ok", {})[j["batch"]] = True
             if j.get("purpose", "throughput") in ("throughput", "max_batch") and j.get("precision") is None:
                 e["rate"] = max(e["rate"] or 0.0, row["steps_per_s"])
                 e["per_env"] = row.get("mem_per_env_bytes", e["per_env"])
@@ -309,19 +335,30 @@ class Worker:
     def phases(self, engines: list[str]) -> None:
         a = self.a
         small = a.batches[0]
-        # phase 1: the smallest batch, each engine compiled alone (clean compile times); its first run from the
-        # initial state is also the accuracy sample (a.steps steps)
+        # phase 1: the smallest batch, the engines' programs compiled side by side (one thread each: on a many-core
+        # host nearly their compile times alone); its first run from the initial state is also the accuracy sample
+        first = []
         for e in engines:
             j = {"engine": e, "batch": small, "steps": a.steps, "keep": a.nref, "purpose": "throughput"}
-            if self.slow_mjx(e):
-                j.update(steps=max(2, a.min_steps // 5), keep=0)
-            self.compile([j], 1)
+            if self.slow_mjx(e):  # ~1.8 GB per environment (batch 4 on the CPU): a small batch, 2 steps
+                j.update(batch=min(small, a.slow_batch), steps=2, keep=0)
+            first.append(j)
+        self.compile(first, min(a.threads, len(first)))
+        for j in first:
             self.run(j, a.repeats)
         # phase 2: the other batches and the "highest" precision accuracy run, compiled concurrently
         jobs = []
         for b in a.batches[1:]:
             s = self.steps_for(b, engines)
-            jobs += [{"engine": e, "batch": b, "steps": s} for e in engines if self.feasible(e, b, s, a.repeats)]
+            for e in engines:
+                if self.slow_mjx(e):
+                    continue
+                if not self.fits(e, b):
+                    self.emit(kind="run", engine=e, batch=b, steps=s, precision="default", purpose="throughput",
+                              error=f"skipped: predicted {self.eng[e]['per_env'] * b / 2**30:.0f} GiB does not fit",
+                              oom=True)  # fmt: skip
+                elif self.feasible(e, b, s, a.repeats):
+                    jobs.append({"engine": e, "batch": b, "steps": s})
         jobs += [{"engine": e, "batch": small, "steps": a.steps, "keep": a.nref, "precision": "highest",
                   "purpose": "accuracy"} for e in engines if not self.slow_mjx(e)]  # fmt: skip
         self.compile(jobs, a.threads)
@@ -329,27 +366,33 @@ class Worker:
             self.run(j, a.repeats if j.get("purpose") != "accuracy" else 0)
 
     def largest(self, engines: list[str]) -> None:
-        """Phase 3: the largest batch that fits, by doubling from the largest listed batch."""
+        """Phase 3: the largest batch that fits. Doubling from 32k would cost a compile per step (5 to reach 1M), so
+        the batch is predicted from the memory per environment of the last run (85% of the limit, rounded down to a
+        multiple of 1024 when above it), then verified by running it; if that fails, half of it is tried."""
         a = self.a
         for e in engines:
-            b = a.batches[-1]
-            for _ in range(a.max_doublings):
-                b *= 2
-                per_env, limit = self.eng[e]["per_env"], self.mem().get("bytes_limit")
+            done = [b for b, ok in self.eng[e].setdefault("ok", {}).items() if ok]
+            per_env, limit = self.eng[e]["per_env"], self.limit()
+            if not (per_env and limit and done):
+                self.emit(kind="stop", engine=e, reason="no memory figure to predict from")
+                continue
+            b = int(0.85 * limit / 0.9 / per_env)
+            b = b - b % 1024 if b > 4096 else b
+            b = min(b, a.max_batch)
+            tries = 0
+            while b > max(done) and tries < a.max_tries:
+                tries += 1
                 steps = self.steps_for(b, [e])
-                if per_env and limit and per_env * b > 0.9 * limit:
-                    self.emit(kind="stop", engine=e, batch=b, reason="predicted memory over 90% of the limit",
-                              predicted_bytes=per_env * b, bytes_limit=limit)  # fmt: skip
-                    break
                 if self.left() < 20 or not self.feasible(e, b, steps, 1):
                     self.emit(kind="stop", engine=e, batch=b, reason="time")
                     break
                 j = {"engine": e, "batch": b, "steps": steps, "purpose": "max_batch"}
                 self.compile([j], 1)
                 row = self.run(j, 1)
-                if "steps_per_s" not in row:
-                    self.emit(kind="stop", engine=e, batch=b, reason=row.get("error", "failed"))
+                if "steps_per_s" in row:
                     break
+                self.emit(kind="stop", engine=e, batch=b, reason=row.get("error", "failed")[:200])
+                b //= 2
 
     def main(self) -> None:
         engines = [e for e in self.a.engines if e in self.eng]
@@ -359,7 +402,6 @@ class Worker:
         self.largest(fast)
         if slow:
             self.phases(slow)
-            self.largest(slow)
 
 
 # --------------------------------------------------------------------------------------------- CPU reference
@@ -454,7 +496,8 @@ def orchestrate(a) -> dict:
         env = _env(XLA_PYTHON_CLIENT_MEM_FRACTION=os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.92"))
         args = ["--worker", "--model", model, "--deadline", str(until - 5), "--batches", *map(str, a.batches),
                 "--repeats", str(a.repeats), "--threads", str(a.threads), "--min-steps", str(a.min_steps),
-                "--max-doublings", str(a.max_doublings), *common]  # fmt: skip
+                "--max-tries", str(a.max_tries), "--max-batch", str(a.max_batch), "--slow-batch", str(a.slow_batch),
+                *common]  # fmt: skip
         p = _sub(args, env, os.path.join(a.out, "log_gpu.txt"), until - time.time())
         statuses[model] = _finish(p, until)
         print(f"[gpu_bench] {model}: {statuses[model]} ({time.time() - t_start:.0f} s)", flush=True)
@@ -576,19 +619,36 @@ def markdown(res: dict) -> str:
             def comp(r):
                 if "compile_s" not in r:
                     return "-"
-                return f"{r['compile_s']:.1f} s" + ("*" if r.get("concurrent") else "")
+                n = r.get("concurrent") or 1
+                return f"{r['compile_s']:.1f} s" + (f" ({n})" if n > 1 else "")
 
             ratio = (f"{lite['steps_per_s'] / mjx['steps_per_s']:.2f}x"
                      if "steps_per_s" in lite and "steps_per_s" in mjx else "-")  # fmt: skip
             steps = lite.get("steps", mjx.get("steps", "-"))
             lines.append(f"| {model} | {b} | {steps} | {cell(lite)} | {cell(mjx)} | {ratio} | {comp(lite)} / "
                          f"{comp(mjx)} | {_b(lite.get('mem_per_env_bytes'))} / {_b(mjx.get('mem_per_env_bytes'))} |")
-    lines += ["", "\\* compiled concurrently with other executables (threads): an upper bound of the compile time "
-              "alone. Memory per env: the executable's peak (XLA memory analysis) / batch.", ""]  # fmt: skip
+    lines += ["", "Compile: lower + compile of one program; (n): n programs compiled at once in threads, an upper "
+              "bound of the time alone. Memory per env: the executable's peak (XLA memory analysis) / batch.",
+              ""]  # fmt: skip
+    best = []
+    for model in models:
+        cells = []
+        for e in ENGINES:
+            ok = [r for r in runs if r["model"] == model and r["engine"] == e and "steps_per_s" in r
+                  and r.get("precision") == "default"]  # fmt: skip
+            cells.append(max(ok, key=lambda r: r["steps_per_s"]) if ok else None)
+        if any(cells):
+            lite, mjx = cells
+            ratio = f"{lite['steps_per_s'] / mjx['steps_per_s']:.2f}x" if lite and mjx else "-"
+            best.append(f"| {model} | " + " | ".join(
+                f"{_k(c['steps_per_s'])} (batch {c['batch']})" if c else "-" for c in cells) + f" | {ratio} |")
+    if best:
+        lines += ["Best throughput per engine (any batch, incl. the largest that fits):", "",
+                  "| model | mjx_lite steps/s | MJX steps/s | ratio |", "| --- | --- | --- | --- |", *best, ""]
     stops = [r for r in rows if r.get("kind") == "stop"]
     if stops:
-        lines += ["Largest batch search (doubling): " + "; ".join(
-            f"{r['model']} {r['engine']}: stopped before {r['batch']} ({r['reason'][:60]})" for r in stops), ""]
+        lines += ["Largest batch search: " + "; ".join(
+            f"{r['model']} {r['engine']}: {r.get('batch', '')} {r['reason'][:80]}" for r in stops), ""]
     acc = res.get("accuracy") or []
     if acc:
         lines += ["float32 accuracy after the accuracy rollout: max |qpos| / max |qvel| difference from float64 on the "
@@ -622,11 +682,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--nref", type=int, default=8, help="environments compared with the CPU references")
     p.add_argument("--threads", type=int, default=6, help="concurrent compiles (phase 2)")
-    p.add_argument("--max-doublings", type=int, default=8)
+    p.add_argument("--max-tries", type=int, default=2, help="largest batch: the prediction, then its half")
+    p.add_argument("--max-batch", type=int, default=1 << 22, help="largest batch tried")
+    p.add_argument("--slow-batch", type=int, default=16, help="batch of MJX on the pile (~1.8 GB per environment)")
     p.add_argument("--serial", action="store_true", help="run the CPU references after the GPU work, not alongside")
     p.add_argument("--ref-reserve", type=float, default=0.0, help="with --serial: seconds kept for the references")
     p.add_argument("--dm-suite", default=None, help="folder with dm_control's cheetah.xml and common/")
-    p.add_argument("--tiny", action="store_true", help="batch 4, 5 steps, one doubling, serial (a CPU check)")
+    p.add_argument("--tiny", action="store_true", help="batch 4, 5 steps, largest batch 8, serial (a CPU check)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ref", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -634,7 +696,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--jsonl", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.tiny and not (a.worker or a.ref):
-        a.batches, a.steps, a.min_steps, a.repeats, a.nref, a.threads, a.max_doublings = [4], 5, 2, 1, 2, 1, 1
+        a.batches, a.steps, a.min_steps, a.repeats, a.nref, a.threads = [4], 5, 2, 1, 2, 2
+        a.max_tries, a.max_batch, a.slow_batch = 1, 8, 1
         a.serial = True
         if a.budget == 420.0:
             a.budget = 3600.0
