@@ -219,9 +219,10 @@ def forward_mode(m: Model) -> bool:
     return m.njmax == 0 or m.config.gradients == "unrolled"
 
 
-def jacobian(m: Model, f, argnums: int = 0):
+def jacobian(m: Model, f, argnums: int = 0, has_aux: bool = False):
     """`jax.jacfwd(f)` where `forward_mode(m)`, else `jax.jacrev(f)`: the Jacobian of a function that steps `m`."""
-    return jax.jacfwd(f, argnums=argnums) if forward_mode(m) else jax.jacrev(f, argnums=argnums)
+    jac = jax.jacfwd if forward_mode(m) else jax.jacrev
+    return jac(f, argnums=argnums, has_aux=has_aux)
 
 
 # ---- transition Jacobians ------------------------------------------------------------------------------------

@@ -409,78 +409,88 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, *, entries, fit_starts, iterati
 
     def jacobians(theta, delta):
         def one(d, k):
-            f = lambda z: window_residual(z[:n_theta], z[n_theta:], k)  # noqa: E731
-            z = jp.concatenate([theta, d])
-            r = f(z)
-            J = derivatives.jacobian(m, f)(z)
+            def f(z):
+                r = window_residual(z[:n_theta], z[n_theta:], k)
+                return r, r
+
+            J, r = derivatives.jacobian(m, f, has_aux=True)(jp.concatenate([theta, d]))
             return r, J[:, :n_theta], J[:, n_theta:]
 
         return jax.vmap(one)(delta, ks)
 
-    def normal_eqs(theta, delta, lam):
-        """LM step (dtheta, ddelta) with damping lam, the gradient norm and the reduced Gauss-Newton matrix."""
+    tiny = jp.finfo(dtype).eps
+
+    def linearize(theta, delta):
+        """Residuals and their Jacobians (r (K, R), Jt (K, R, n_theta), Jd (K, R, nx)), non-finite entries zeroed,
+        and whether all were finite."""
         r, Jt, Jd = jacobians(theta, delta)
         finite = jp.all(jp.isfinite(r)) & jp.all(jp.isfinite(Jt)) & jp.all(jp.isfinite(Jd))
-        r = jp.where(jp.isfinite(r), r, 0.0)
-        Jt = jp.where(jp.isfinite(Jt), Jt, 0.0)
-        Jd = jp.where(jp.isfinite(Jd), Jd, 0.0)
+        clean = lambda x: jp.where(jp.isfinite(x), x, 0.0)  # noqa: E731
+        return (clean(r), clean(Jt), clean(Jd)), finite
+
+    def blocks(lin):
+        r, Jt, Jd = lin
         Att = jp.einsum("kri,krj->ij", Jt, Jt)
         gt = jp.einsum("kri,kr->i", Jt, r)
-        if fit_starts:
-            Atd = jp.einsum("kri,krj->kij", Jt, Jd)
-            Add = jp.einsum("kri,krj->kij", Jd, Jd)
-            gd = jp.einsum("kri,kr->ki", Jd, r)
-        tiny = jp.finfo(dtype).eps
+        Atd = jp.einsum("kri,krj->kij", Jt, Jd)
+        Add = jp.einsum("kri,krj->kij", Jd, Jd)
+        gd = jp.einsum("kri,kr->ki", Jd, r)
+        return Att, gt, Atd, Add, gd
 
-        def step(lam):
-            Dt = jp.maximum(jp.diagonal(Att), tiny)
-            if fit_starts:
-                Dd = jp.maximum(jp.diagonal(Add, axis1=1, axis2=2), tiny)
-                Add_l = Add + jax.vmap(jp.diag)(lam * Dd)
-                inv_gd = jp.linalg.solve(Add_l, gd[..., None])[..., 0]
-                inv_Adt = jp.linalg.solve(Add_l, jp.swapaxes(Atd, 1, 2))
-                S = Att - jp.einsum("kij,kjl->il", Atd, inv_Adt)
-                rhs = gt - jp.einsum("kij,kj->i", Atd, inv_gd)
-                dtheta = -jp.linalg.solve(S + jp.diag(lam * Dt), rhs)
-                ddelta = -(inv_gd + jp.einsum("kji,j->ki", inv_Adt, dtheta))
-            else:
-                dtheta = -jp.linalg.solve(Att + jp.diag(lam * Dt), gt)
-                ddelta = jp.zeros_like(delta)
-            return dtheta, ddelta
+    def lm_step(lin, lam):
+        """Levenberg-Marquardt step (dtheta, ddelta) with Marquardt's diagonal damping lam; the window starts are
+        eliminated by a Schur complement (block-diagonal in the windows)."""
+        Att, gt, Atd, Add, gd = blocks(lin)
+        Dt = jp.maximum(jp.diagonal(Att), tiny)
+        if not fit_starts:
+            return -jp.linalg.solve(Att + jp.diag(lam * Dt), gt), jp.zeros((K, nx), dtype)
+        Dd = jp.maximum(jp.diagonal(Add, axis1=1, axis2=2), tiny)
+        Add_l = Add + jax.vmap(jp.diag)(lam * Dd)
+        inv_gd = jp.linalg.solve(Add_l, gd[..., None])[..., 0]
+        inv_Adt = jp.linalg.solve(Add_l, jp.swapaxes(Atd, 1, 2))
+        S = Att - jp.einsum("kij,kjl->il", Atd, inv_Adt)
+        rhs = gt - jp.einsum("kij,kj->i", Atd, inv_gd)
+        dtheta = -jp.linalg.solve(S + jp.diag(lam * Dt), rhs)
+        ddelta = -(inv_gd + jp.einsum("kji,j->ki", inv_Adt, dtheta))
+        return dtheta, ddelta
 
-        # Gauss-Newton matrix of theta with the starts eliminated (for the covariance)
-        if fit_starts:
-            Dd = jp.maximum(jp.diagonal(Add, axis1=1, axis2=2), tiny)
-            reg = jax.vmap(jp.diag)(1e-12 * Dd)
-            S0 = Att - jp.einsum("kij,kjl->il", Atd, jp.linalg.solve(Add + reg, jp.swapaxes(Atd, 1, 2)))
-        else:
-            S0 = Att
-        return step(lam), S0, finite, 0.5 * jp.sum(r * r), r
+    def gn_matrix(lin):
+        """Gauss-Newton matrix of theta with the window starts eliminated (for the covariance)."""
+        Att, _, Atd, Add, _ = blocks(lin)
+        if not fit_starts:
+            return Att
+        Dd = jp.maximum(jp.diagonal(Add, axis1=1, axis2=2), tiny)
+        reg = jax.vmap(jp.diag)(1e-12 * Dd)
+        return Att - jp.einsum("kij,kjl->il", Atd, jp.linalg.solve(Add + reg, jp.swapaxes(Atd, 1, 2)))
 
     def project(theta):
         return jp.clip(theta, lo, hi)
 
     if optimizer is None:
-        # iterations + 1 passes of one compiled body: the last only evaluates the residual and the Gauss-Newton
-        # matrix at the optimum (for the report and the covariance) and does not move
+        # iterations + 1 passes of one compiled body (the rollout is traced once, inside the Jacobian): pass 0
+        # linearises at the initial guess; each pass then evaluates the candidate proposed from the best point so
+        # far and keeps it if it lowers the loss (the Jacobian comes with the evaluation, so an accepted candidate
+        # is already linearised for the next step)
 
-        def iteration(carry, i):
-            theta, delta, lam = carry[:3]
-            (dtheta, ddelta), S, finite, cost, r = normal_eqs(theta, delta, lam)
-            t_new = project(theta + dtheta)
-            d_new = delta + ddelta if fit_starts else delta
-            c_new = loss_fn(t_new, d_new)
-            accept = finite & jp.isfinite(c_new) & (c_new < cost) & (i < iterations)
-            theta = jp.where(accept, t_new, theta)
-            delta = jp.where(accept, d_new, delta)
+        def iteration(carry, _):
+            best, lin_best, cost_best, lam, cand = carry
+            lin, finite = linearize(*cand)
+            cost = 0.5 * jp.sum(lin[0] * lin[0])
+            accept = finite & jp.isfinite(cost) & (cost < cost_best)
+            pick = lambda new, old: jax.tree.map(lambda a, b: jp.where(accept, a, b), new, old)  # noqa: E731
+            best, lin_best = pick(cand, best), pick(lin, lin_best)
+            cost_best = jp.where(accept, cost, cost_best)
             lam = jp.clip(jp.where(accept, lam * _LM_DOWN, lam * _LM_UP), _LM_MIN, _LM_MAX)
-            return (theta, delta, lam, cost, S, r), cost
+            dtheta, ddelta = lm_step(lin_best, lam)
+            cand = (project(best[0] + dtheta), best[1] + ddelta)
+            return (best, lin_best, cost_best, lam, cand), cost_best
 
-        r_shape = jax.eval_shape(lambda: residuals(theta0, delta0)).shape
-        init = (theta0, delta0, jp.asarray(_LM_LAMBDA0, dtype), jp.zeros((), dtype),
-                jp.zeros((n_theta, n_theta), dtype), jp.zeros(r_shape, dtype))  # fmt: skip
-        # curve[i]: the loss at the parameters of pass i (the last pass's is the final loss)
-        (theta, delta, _, cost, S, r), curve = jax.lax.scan(iteration, init, jp.arange(iterations + 1))
+        lin_shape = jax.eval_shape(lambda: linearize(theta0, delta0)[0])
+        lin0 = jax.tree.map(lambda s: jp.zeros(s.shape, s.dtype), lin_shape)
+        init = ((theta0, delta0), lin0, jp.asarray(jp.inf, dtype), jp.asarray(_LM_LAMBDA0 / _LM_DOWN, dtype),
+                (theta0, delta0))  # fmt: skip
+        ((theta, delta), lin, cost, _, _), curve = jax.lax.scan(iteration, init, None, length=iterations + 1)
+        S, r = gn_matrix(lin), lin[0]
     else:
         opt = optimizer.obj
         vg = jax.value_and_grad(loss_fn, argnums=(0, 1))
@@ -499,7 +509,9 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, *, entries, fit_starts, iterati
         # curve[i]: the loss before update i; drop the first (c0, prepended below) and add the final loss
         c0 = loss_fn(theta0, delta0)
         curve = jp.concatenate([curve[1:], loss_fn(theta, delta)[None]]) if iterations else curve
-        (_, _), S, _, cost, r = normal_eqs(theta, delta, jp.asarray(0.0, dtype))
+        lin, _ = linearize(theta, delta)
+        S, r = gn_matrix(lin), lin[0]
+        cost = 0.5 * jp.sum(r * r)
         curve = jp.concatenate([c0[None], curve])
     # covariance of theta at the optimum: sigma^2 S^-1
     n_res = r.size

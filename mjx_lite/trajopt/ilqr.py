@@ -2,11 +2,12 @@
 
 Each iteration linearises the dynamics along the current trajectory with `derivatives.transition` (tangent-space
 states, vmapped over the horizon), expands the running and terminal costs to second order (autodiff through
-`forward`), runs the Riccati backward pass with Levenberg-Marquardt regularisation mu on Q_uu and a one-pass
-active-set treatment of the control bounds (clamped controls get no feedback, Tassa et al. 2014), and a forward
-pass with feedback u = clip(u_nom + alpha k + K dx) for several step sizes alpha at once (vmapped). The best
-trajectory is kept when it lowers the cost; mu shrinks after a success and grows after a failure. The iteration
-count is static (no early exit): converged iterations leave the trajectory unchanged.
+`forward`; the Hessians projected onto positive semi-definite matrices, the gradients exact), runs the Riccati
+backward pass with Levenberg-Marquardt regularisation mu on Q_uu and a one-pass active-set treatment of the
+control bounds (clamped controls get no feedback, Tassa et al. 2014), and a forward pass with feedback
+u = clip(u_nom + alpha k + K dx) for several step sizes alpha at once (vmapped). The best trajectory is kept when
+it lowers the cost; mu shrinks after a success and grows after a failure. The iteration count is static (no early
+exit): converged iterations leave the trajectory unchanged.
 """
 
 from __future__ import annotations
@@ -62,12 +63,27 @@ def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 
     return _ilqr(m, d0, u0, jp.asarray(regularization, u0.dtype), cost, terminal_cost, iterations, alphas)
 
 
-def _hessian_fn(m: Model):
-    """Second derivative of a scalar function of a vector: forward-over-reverse when the model's forward pass
-    supports forward mode, else reverse-over-reverse (the implicit solver gradient is reverse-only)."""
-    if m.njmax == 0 or m.config.gradients == "unrolled":  # forward's solver (not step's smoothing) decides
-        return jax.hessian
-    return lambda f: jax.jacrev(jax.grad(f))
+def _grad_hessian(m: Model, f, z):
+    """(gradient, Hessian) of a scalar function f at z from one trace of f: forward-over-reverse where the model's
+    forward pass supports forward mode, else reverse-over-reverse (the implicit solver gradient is reverse-only)."""
+    g = jax.grad(f)
+
+    def twice(z):
+        gz = g(z)
+        return gz, gz
+
+    forward_ok = m.njmax == 0 or m.config.gradients == "unrolled"  # forward's solver (not step's smoothing) decides
+    H, grad = (jax.jacfwd if forward_ok else jax.jacrev)(twice, has_aux=True)(z)
+    return grad, H
+
+
+def _psd(H: jax.Array) -> jax.Array:
+    """The nearest positive semi-definite matrix (negative eigenvalues clipped to 0) of symmetric H (..., n, n):
+    concave parts of a cost (e.g. 1 - cos near the bottom of a swing) would make Q_uu indefinite; the gradient is
+    kept exact, so steps still descend on the true cost."""
+    H = 0.5 * (H + jp.swapaxes(H, -1, -2))
+    w, v = jp.linalg.eigh(H)
+    return jp.einsum("...ij,...j,...kj->...ik", v, jp.maximum(w, 0.0), v)
 
 
 def _perturb(m: Model, d: Data, dx: jax.Array) -> Data:
@@ -88,7 +104,6 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
     nx = 2 * nv + na
     T = u0.shape[0]
     lo, hi = common.ctrl_bounds(m, dtype)
-    hess = _hessian_fn(m)
     steps = jp.arange(T)
 
     def run(u_nom, traj_nom, k, K, alpha):
@@ -128,11 +143,11 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
                 dd = _perturb(m, d, z[:nx]).replace(ctrl=ut + z[nx:])
                 return cost(_forward.forward(m, dd), ut + z[nx:], t).astype(dtype)
 
-            z0 = jp.zeros((nx + nu,), dtype)
-            g, H = jax.grad(running)(z0), hess(running)(z0)
+            g, H = _grad_hessian(m, running, jp.zeros((nx + nu,), dtype))
             return A, B, g, H
 
         A, B, g, H = jax.vmap(per_step)(steps, u)
+        H = _psd(H)
         if terminal_cost is None:
             Vx, Vxx = jp.zeros((nx,), dtype), jp.zeros((nx, nx), dtype)
         else:
@@ -141,8 +156,8 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
             def terminal(dx):
                 return terminal_cost(_forward.forward(m, _perturb(m, dT, dx))).astype(dtype)
 
-            x0 = jp.zeros((nx,), dtype)
-            Vx, Vxx = jax.grad(terminal)(x0), hess(terminal)(x0)
+            Vx, Vxx = _grad_hessian(m, terminal, jp.zeros((nx,), dtype))
+            Vxx = _psd(Vxx)
         return A, B, g, H, Vx, Vxx
 
     def backward(A, B, g, H, Vx, Vxx, u, mu):
@@ -187,15 +202,17 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
     alpha_arr = jp.asarray(alphas, dtype)
     zeros_k = jp.zeros((T, nu), dtype)
     zeros_K = jp.zeros((T, nu, nx), dtype)
-    # the initial trajectory: the feedback-free forward pass of u0 (its nominal states are not read when K = 0)
+    line_search = jax.vmap(run, in_axes=(None, None, None, None, 0))  # the rollout is traced once, batched
+    # the initial trajectory: the feedback-free forward pass of u0 (nominal states are not read when K = 0), from the
+    # same batched rollout as the line search
     dummy = (jp.zeros((T + 1, m.nq), dtype), jp.zeros((T + 1, nv), dtype), jp.zeros((T + 1, na), dtype))
-    J0, u_init, traj0 = run(u0, dummy, zeros_k, zeros_K, jp.asarray(0.0, dtype))
+    J0, u_init, traj0 = jax.tree.map(lambda x: x[0], line_search(u0, dummy, zeros_k, zeros_K, alpha_arr))
 
     def iteration(carry, _):
         u, traj, J, mu, K_prev = carry
         A, B, g, H, Vx, Vxx = expand(u, traj)
         k, K, good = backward(A, B, g, H, Vx, Vxx, u, mu)
-        totals, us, trajs = jax.vmap(lambda a: run(u, traj, k, K, a))(alpha_arr)
+        totals, us, trajs = line_search(u, traj, k, K, alpha_arr)
         totals = jp.where(jp.isfinite(totals), totals, jp.inf)
         best = jp.argmin(totals)
         accept = good & (totals[best] < J)

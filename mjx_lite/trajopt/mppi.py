@@ -60,31 +60,33 @@ def _mppi(m, d0, u0, rng, std, temperature, cost, terminal_cost, samples, iterat
     sigma = std * half
 
     def total(u):
-        return common.simulate(m, d0, u, cost, terminal_cost)[0]
+        J, _, traj = common.simulate(m, d0, u, cost, terminal_cost)
+        return J, traj
 
-    def iteration(carry, key):
-        u, best_u, best_c = carry
+    # iterations + 1 passes of one compiled body (the batched rollout is traced once); the last pass only evaluates
+    def iteration(carry, xs):
+        u, best = carry
+        key, i = xs
         eps = jax.random.normal(key, (samples,) + u.shape, dtype) * sigma
         eps = eps.at[0].set(0.0)
         cand = jp.clip(u[None] + eps, lo, hi)
-        costs = jax.vmap(total)(cand)
-        costs = jp.where(jp.isfinite(costs), costs, jp.inf)
-        i = jp.argmin(costs)
-        better = costs[i] < best_c
-        best_u = jp.where(better, cand[i], best_u)
-        best_c = jp.where(better, costs[i], best_c)
+        costs, trajs = jax.vmap(total)(cand)
         finite = jp.isfinite(costs)
-        spread = jp.std(jp.where(finite, costs, costs[i]))
-        logits = -(costs - costs[i]) / (temperature * jp.maximum(spread, jp.finfo(dtype).tiny ** 0.5))
+        costs = jp.where(finite, costs, jp.inf)
+        j = jp.argmin(costs)
+        better = costs[j] < best[1]
+        pick = (cand[j], costs[j], jax.tree.map(lambda x: x[j], trajs))
+        best = jax.tree.map(lambda new, old: jp.where(better, new, old), pick, best)
+        spread = jp.std(jp.where(finite, costs, costs[j]))
+        logits = -(costs - costs[j]) / (temperature * jp.maximum(spread, jp.finfo(dtype).tiny ** 0.5))
         w = jax.nn.softmax(jp.where(finite, logits, -jp.inf))
-        u = jp.clip(jp.tensordot(w, cand, axes=1), lo, hi)
-        return (u, best_u, best_c), costs[0]
+        new_u = jp.clip(jp.tensordot(w, cand, axes=1), lo, hi)
+        u = jp.where(i == iterations, u, new_u)
+        return (u, best), costs[0]
 
-    keys = jax.random.split(rng, iterations)
-    init = (u0, u0, jp.asarray(jp.inf, dtype))
-    (u, best_u, best_c), curve = jax.lax.scan(iteration, init, keys)
-    c_last = total(u)
-    best_u = jp.where(c_last < best_c, u, best_u)
-    curve = jp.concatenate([curve, c_last[None]])
-    J, _, traj = common.simulate(m, d0, best_u, cost, terminal_cost)
-    return common.Result(ctrl=best_u, states=traj, cost=J, costs=curve)
+    keys = jax.random.split(rng, iterations + 1)
+    traj0 = jax.eval_shape(lambda: total(u0)[1])
+    best0 = (u0, jp.asarray(jp.inf, dtype), jax.tree.map(lambda s: jp.zeros(s.shape, s.dtype), traj0))
+    (_, (best_u, best_c, best_traj)), curve = jax.lax.scan(iteration, (u0, best0),
+                                                           (keys, jp.arange(iterations + 1)))  # fmt: skip
+    return common.Result(ctrl=best_u, states=best_traj, cost=best_c, costs=curve)

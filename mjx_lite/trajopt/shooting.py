@@ -53,26 +53,28 @@ def _shooting(m, d0, u0, cost, terminal_cost, optimizer, iterations):
     lo, hi = common.ctrl_bounds(m, u0.dtype)
 
     def total(u):
-        return common.simulate(m, d0, u, cost, terminal_cost)[0]
+        J, _, traj = common.simulate(m, d0, u, cost, terminal_cost)
+        return J, traj
 
-    value_and_grad = jax.value_and_grad(total)
+    value_and_grad = jax.value_and_grad(total, has_aux=True)
 
-    def iteration(carry, _):
-        u, state, best_u, best_c = carry
-        c, g = value_and_grad(u)
+    # iterations + 1 passes of one compiled body (the rollout is traced once): pass i evaluates the iterate after i
+    # updates; the last pass only evaluates
+    def iteration(carry, i):
+        u, state, best = carry
+        (c, traj), g = value_and_grad(u)
         g = jp.where(jp.isfinite(g), g, 0.0)
-        better = c < best_c
-        best_u = jp.where(better, u, best_u)
-        best_c = jp.where(better, c, best_c)
-        updates, state = optimizer.update(g, state, u)
-        u = jp.clip(optax.apply_updates(u, updates), lo, hi)
-        return (u, state, best_u, best_c), c
+        better = c < best[1]
+        best = jax.tree.map(lambda new, old: jp.where(better, new, old), (u, c, traj), best)
+        updates, new_state = optimizer.update(g, state, u)
+        new_u = jp.clip(optax.apply_updates(u, updates), lo, hi)
+        last = i == iterations
+        u = jp.where(last, u, new_u)
+        state = jax.tree.map(lambda new, old: jp.where(last, old, new), new_state, state)
+        return (u, state, best), c
 
-    init = (u0, optimizer.init(u0), u0, jp.asarray(jp.inf, u0.dtype))
-    (u, _, best_u, best_c), costs = jax.lax.scan(iteration, init, None, length=iterations)
-    c_last = total(u)
-    better = c_last < best_c
-    best_u = jp.where(better, u, best_u)
-    costs = jp.concatenate([costs, c_last[None]])
-    total_cost, _, traj = common.simulate(m, d0, best_u, cost, terminal_cost)
-    return common.Result(ctrl=best_u, states=traj, cost=total_cost, costs=costs)
+    traj0 = jax.eval_shape(lambda: total(u0)[1])
+    best0 = (u0, jp.asarray(jp.inf, u0.dtype), jax.tree.map(lambda s: jp.zeros(s.shape, s.dtype), traj0))
+    (_, _, (best_u, best_c, best_traj)), costs = jax.lax.scan(iteration, (u0, optimizer.init(u0), best0),
+                                                              jp.arange(iterations + 1))  # fmt: skip
+    return common.Result(ctrl=best_u, states=best_traj, cost=best_c, costs=costs)
