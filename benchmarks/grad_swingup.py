@@ -19,35 +19,16 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jp  # noqa: E402
-import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite import trajopt  # noqa: E402
+from tests.test_trajopt import CARTPOLE_HORIZON, cartpole_cost, cartpole_start, cartpole_terminal, upright  # noqa: E402
 
-HORIZON = 200  # 2 s at the cartpole's 0.01 s
+HORIZON = CARTPOLE_HORIZON
 ADAM = optax.adam(0.05)
-
-
-def cost(d, u, t):
-    return ((1.0 - jp.cos(d.qpos[1])) + 0.5 * d.qpos[0] ** 2 + 0.01 * d.qvel[1] ** 2 + 0.01 * d.qvel[0] ** 2
-            + 0.01 * jp.sum(u**2))  # fmt: skip
-
-
-def terminal(d):
-    return 100.0 * (1.0 - jp.cos(d.qpos[1])) + 10.0 * d.qvel[1] ** 2 + 10.0 * d.qvel[0] ** 2 + 10 * d.qpos[0] ** 2
-
-
-def upright(qpos, qvel) -> bool:
-    return abs(float(np.angle(np.exp(1j * float(qpos[1]))))) < 0.1 and abs(float(qvel[1])) < 0.5
-
-
-def start():
-    m = mjl.load_mjcf("cartpole")
-    d = mjl.make_data(m).replace(qpos=jp.asarray([0.0, jp.pi]))
-    init = jp.asarray(0.2 * np.sin(np.arange(HORIZON) * 0.05)[:, None])  # breaks the symmetry of hanging at rest
-    return m, d, init
+cost, terminal, upright, start = cartpole_cost, cartpole_terminal, upright, cartpole_start
 
 
 _KEY = [jax.random.PRNGKey(0)]

@@ -451,7 +451,7 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, *, entries, fit_starts, iterati
         S = Att - jp.einsum("kij,kjl->il", Atd, inv_Adt)
         rhs = gt - jp.einsum("kij,kj->i", Atd, inv_gd)
         dtheta = -jp.linalg.solve(S + jp.diag(lam * Dt), rhs)
-        ddelta = -(inv_gd + jp.einsum("kji,j->ki", inv_Adt, dtheta))
+        ddelta = -(inv_gd + jp.einsum("kij,j->ki", inv_Adt, dtheta))
         return dtheta, ddelta
 
     def gn_matrix(lin):

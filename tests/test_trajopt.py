@@ -134,39 +134,49 @@ def test_bad_input_gives_clear_errors(pendulum):
 # ---- slow: the bundled tasks ----------------------------------------------------------------------------------
 
 
+CARTPOLE_HORIZON = 200  # 2 s
+
+
 def cartpole_cost(d, u, t):
     up = 1.0 - jp.cos(d.qpos[1])  # the pole points up at hinge = 0
-    return up + 0.1 * d.qpos[0] ** 2 + 0.01 * d.qvel[1] ** 2 + 0.01 * jp.sum(u**2)
+    return up + 0.5 * d.qpos[0] ** 2 + 0.01 * d.qvel[1] ** 2 + 0.01 * d.qvel[0] ** 2 + 0.01 * jp.sum(u**2)
 
 
 def cartpole_terminal(d):
     return 100.0 * (1.0 - jp.cos(d.qpos[1])) + 10.0 * d.qvel[1] ** 2 + 10.0 * d.qvel[0] ** 2 + 10 * d.qpos[0] ** 2
 
 
-def _upright(qpos, qvel):
+def upright(qpos, qvel) -> bool:
+    """|angle| < 0.1 rad (modulo 2 pi) and |angular velocity| < 0.5 rad/s."""
     angle = float(np.angle(np.exp(1j * float(qpos[1]))))
     return abs(angle) < 0.1 and abs(float(qvel[1])) < 0.5
 
 
-@pytest.fixture(scope="module")
-def cartpole():
+def cartpole_start():
+    """The bundled cartpole hanging at rest, and a small sinusoidal initial control (hanging at rest with zero
+    controls is a stationary point of the cost: every gradient there is zero)."""
     m = mjl.load_mjcf("cartpole")
-    return m, mjl.make_data(m).replace(qpos=jp.asarray([0.0, jp.pi]))
+    d = mjl.make_data(m).replace(qpos=jp.asarray([0.0, jp.pi]))
+    init = jp.asarray(0.2 * np.sin(np.arange(CARTPOLE_HORIZON) * 0.05)[:, None])
+    return m, d, init
 
 
 @pytest.mark.slow
-def test_cartpole_swing_up_ilqr(cartpole):
-    m, d = cartpole
-    res = trajopt.ilqr(m, d, cartpole_cost, 250, iterations=40, terminal_cost=cartpole_terminal)
-    assert _upright(res.states.qpos[-1], res.states.qvel[-1]), (res.states.qpos[-1], res.costs[-1])
+def test_cartpole_swing_up_ilqr():
+    """Measured: upright after ~10 iterations (cost 604 -> 306), 30 run."""
+    m, d, init = cartpole_start()
+    res = trajopt.ilqr(m, d, cartpole_cost, CARTPOLE_HORIZON, iterations=30, terminal_cost=cartpole_terminal,
+                       ctrl_init=init)  # fmt: skip
+    assert upright(res.states.qpos[-1], res.states.qvel[-1]), (res.states.qpos[-1], res.costs)
 
 
 @pytest.mark.slow
-def test_cartpole_swing_up_shooting(cartpole):
-    m, d = cartpole
-    res = trajopt.shooting(m, d, cartpole_cost, 250, optax.adam(0.05), iterations=600,
-                           terminal_cost=cartpole_terminal)  # fmt: skip
-    assert _upright(res.states.qpos[-1], res.states.qvel[-1]), (res.states.qpos[-1], res.costs[-1])
+def test_cartpole_swing_up_shooting():
+    """Measured: upright after 500 Adam steps (cost 604 -> 282)."""
+    m, d, init = cartpole_start()
+    res = trajopt.shooting(m, d, cartpole_cost, CARTPOLE_HORIZON, optax.adam(0.05), iterations=500,
+                           terminal_cost=cartpole_terminal, ctrl_init=init)  # fmt: skip
+    assert upright(res.states.qpos[-1], res.states.qvel[-1]), (res.states.qpos[-1], res.costs)
 
 
 @pytest.mark.slow
