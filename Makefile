@@ -1,6 +1,8 @@
 # Two commands do all set-up on a fresh clone:
 #   make run   -> creates .venv, installs mjx_lite, runs a batched rollout of a bundled model
-#   make test  -> also installs the test dependencies (mujoco, mujoco-mjx, dm-control, pytest), runs the tests
+#   make test  -> also installs the test dependencies (mujoco, mujoco-mjx, dm-control, pytest) and, when missing,
+#                 Mesa's EGL (Debian packages, for mujoco.Renderer, the renderer's oracle), runs the tests
+#   make notebooks -> installs the `notebook` extra (jupyter) and opens notebooks/ in JupyterLab
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,7 +10,7 @@ PIP := $(VENV)/bin/pip
 # CI runs the default selection; `make test PYTEST_ARGS="-m ''"` (or `make test-all`) also runs the slow cases
 PYTEST_ARGS ?= -m "not slow"
 
-.PHONY: run test test-all lint bench clean
+.PHONY: run test test-all lint bench clean notebooks gl-deps
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,12 +22,28 @@ $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
 	$(PIP) install -q -e '.[test]'
 	touch $@
 
+$(VENV)/.installed-notebook: $(VENV)/.installed pyproject.toml
+	$(PIP) install -q -e '.[notebook]'
+	touch $@
+
+# mujoco.Renderer (the oracle of tests/test_render.py) renders headless through EGL with Mesa's software driver.
+# Installed only when missing (idempotent, quiet); a failure here fails `make test` rather than skipping tests.
+gl-deps:
+	@if ! ldconfig -p | grep -q 'libEGL_mesa.so.0' || ! ls /usr/lib/*/dri/swrast_dri.so >/dev/null 2>&1; then \
+	  echo 'installing Mesa EGL (libegl1 libegl-mesa0 libgl1-mesa-dri) for mujoco.Renderer'; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    libegl1 libegl-mesa0 libgl1-mesa-dri libgl1 >/dev/null; \
+	fi
+
+notebooks: $(VENV)/.installed-notebook
+	$(VENV)/bin/jupyter lab notebooks/
+
 run: $(VENV)/.installed
 	$(PY) -m mjx_lite.run
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test gl-deps
 	$(VENV)/bin/ruff check mjx_lite tests
-	$(PY) -m pytest -q -n 2 --durations=15 $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo 'no tests collected'; exit 0; fi; exit $$rc
+	MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --durations=15 $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo 'no tests collected'; exit 0; fi; exit $$rc
 
 test-all: $(VENV)/.installed-test
 	$(MAKE) test PYTEST_ARGS="-m ''"

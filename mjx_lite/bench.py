@@ -2,8 +2,10 @@
 
     python -m mjx_lite.bench --model PATH --batch N --steps T [--disable constraint] [--dtype float32]
 
-Reports, for `jit(vmap(scan(step)))` over `batch` environments and `steps` steps: JIT (trace + compile)
-time, steps/s (batch * steps / wall time of a warm run), and the bytes of one environment's Data. If the
+Reports, for `jit(vmap(scan(step)))` over `batch` environments and `steps` steps: the time to trace (Python,
+building the jaxpr), to lower and to compile (XLA) separately, steps/s (batch * steps / wall time of a warm
+run), and the bytes of one environment's Data. JAX's persistent compilation cache is turned off here (compile
+times are cold) unless `--cache` is given. If the
 `mujoco` package is importable (it is a test dependency, imported lazily here and nowhere in the runtime
 package), the same model and settings are also run with MJX (`mujoco.mjx`) and with MuJoCo C: a
 single-threaded `mj_step` loop, and `mujoco.rollout` over all cores. Absolute numbers depend on the
@@ -13,6 +15,7 @@ machine; compare ratios within one run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from typing import Any
@@ -20,6 +23,8 @@ from typing import Any
 import jax
 import jax.numpy as jp
 import numpy as np
+
+import mjx_lite
 
 _FLAGS = {
     "constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "contact": 16, "spring": 32, "damper": 64,
@@ -60,8 +65,13 @@ def _time_rollout(step_fn, m, db, steps: int, repeats: int) -> dict:
 
     fn = jax.jit(jax.vmap(rollout, in_axes=(None, 0)))
     t0 = time.perf_counter()
-    compiled = fn.lower(m, db).compile()
-    jit_s = time.perf_counter() - t0
+    traced = fn.trace(m, db)
+    t1 = time.perf_counter()
+    lowered = traced.lower()
+    t2 = time.perf_counter()
+    compiled = lowered.compile()
+    t3 = time.perf_counter()
+    jit_s = t3 - t0
     out = compiled(m, db)
     _block(out)
     best = float("inf")
@@ -72,24 +82,16 @@ def _time_rollout(step_fn, m, db, steps: int, repeats: int) -> dict:
         best = min(best, time.perf_counter() - t0)
     batch = jax.tree.leaves(db)[0].shape[0]
     finite = bool(np.all(np.isfinite(np.asarray(out.qpos))))
-    return {"jit_s": jit_s, "run_s": best, "steps_per_s": batch * steps / best, "finite": finite}
+    return {"jit_s": jit_s, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2, "run_s": best,
+            "steps_per_s": batch * steps / best, "finite": finite}  # fmt: skip
 
 
 def _data_bytes(d) -> int:
     return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(d)))
 
 
-def bench_mjx_lite(path: str, batch: int, steps: int, disable: int, repeats: int, source: str) -> dict:
-    import mjx_lite  # noqa: PLC0415
-
-    if source == "mjcf":
-        m = mjx_lite.load_mjcf(path)
-    else:  # build from MuJoCo's compiled arrays (test helper), for models our compiler cannot read yet
-        import mujoco  # noqa: PLC0415
-
-        from tests import oracle  # noqa: PLC0415
-
-        m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(path))
+def bench_mjx_lite(path: str, batch: int, steps: int, disable: int, repeats: int) -> dict:
+    m = mjx_lite.load_mjcf(path)
     m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
     db, _ = _initial_batch(mjx_lite.make_data, m, batch, m.nv)
     res = _time_rollout(mjx_lite.step, m, db, steps, repeats)
@@ -155,9 +157,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--disable", nargs="*", default=["constraint"], help="MuJoCo disable flags for every engine")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--source", choices=["mjcf", "mujoco"], default="mjcf", help="our compiler, or MuJoCo's arrays")
     p.add_argument("--skip", nargs="*", default=[], choices=["mjx", "c"], help="engines to skip")
+    p.add_argument("--cache", action="store_true", help="keep JAX's persistent compilation cache on")
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
     a = p.parse_args(argv)
+    if not a.cache:
+        jax.config.update("jax_enable_compilation_cache", False)
     if a.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     disable = _disable_bits(a.disable)
@@ -165,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"jax {jax.__version__}  backend {jax.default_backend()}  devices {jax.devices()}")
     results: dict = {}
     try:
-        results["mjx_lite"] = bench_mjx_lite(a.model, a.batch, a.steps, disable, a.repeats, a.source)
+        results["mjx_lite"] = bench_mjx_lite(a.model, a.batch, a.steps, disable, a.repeats)
     except Exception as e:  # noqa: BLE001
         results["mjx_lite"] = {"error": f"{type(e).__name__}: {e}"}
     try:
@@ -190,6 +195,9 @@ def main(argv: list[str] | None = None) -> dict:
             other = results.get(name, {}).get(key)
             if other:
                 print(f"ratio mjx_lite / {name}.{key} = {ours / other:.3g}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
     return results
 
 

@@ -49,6 +49,11 @@ class Config:
       broadphase_contacts_per_pair: contact rows kept per narrow-phase pair of multi-contact colliders.
       sat_budget: box/mesh pairs whose separating-axis test costs more than this (face and edge-pair candidates)
         use GJK/EPA instead.
+      mass_matrix: layout of qM / qLD: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
+        "auto" (default): sparse when nv > 60.
+      contact_jacobian: how contact rows' Jacobians are built: "dense" (every dof), "chain" (only the dofs that
+        move the two bodies, scattered into zeros: large scenes of short chains), or "auto" (default): chain when
+        the longest chain is at most nv / 8.
       contact_gradients: the reverse-mode derivative of `step` (`mjx_lite.derivatives.step`).
         "exact" (default): the true derivative. "smooth": the value is unchanged, the derivative is the mean of
         the exact derivatives at `contact_smoothing_samples` copies of the state with positions perturbed by
@@ -68,6 +73,8 @@ class Config:
     broadphase_pairs_per_geom: float = 2.0
     broadphase_contacts_per_pair: float = 2.0
     sat_budget: int = 200_000
+    mass_matrix: str = "auto"
+    contact_jacobian: str = "auto"
     contact_gradients: str = "exact"
     contact_smoothing_samples: int = 16
     contact_smoothing_std: float = 0.02
@@ -85,6 +92,10 @@ class Config:
                 raise ValueError(f"Config.{name} must be a positive number, not {v!r}")
         if self.mesh_size_ratio < 1:
             raise ValueError(f"Config.mesh_size_ratio must be >= 1, not {self.mesh_size_ratio!r}")
+        for name, choices in (("mass_matrix", ("auto", "dense", "sparse")),
+                              ("contact_jacobian", ("auto", "dense", "chain"))):  # fmt: skip
+            if getattr(self, name) not in choices:
+                raise ValueError(f"Config.{name} must be one of {choices}, not {getattr(self, name)!r}")
         for name in ("broadphase_min_pairs", "sat_budget"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.pipeline import forward as _forward
+from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.pipeline.integrate import integrate_pos
 from mjx_lite.types import Data, JointType, Model
 
@@ -118,7 +118,7 @@ def step(m: Model, d: Data) -> Data:
     """
     if m.config.contact_gradients == "smooth":
         return smooth_step(m, d)
-    return _forward.step(m, d)
+    return _pipeline.step(m, d)
 
 
 # the inputs of a step that its result depends on (everything else in Data is recomputed by forward)
@@ -162,7 +162,7 @@ def smooth_step(m: Model, d: Data) -> Data:
     x = {k: getattr(d, k) for k in _INPUTS}
 
     def run(model, x, rest):
-        return _forward.step(model, rest.replace(**x))
+        return _pipeline.step(model, rest.replace(**x))
 
     @jax.custom_vjp
     def f(model, x, rest):

@@ -36,6 +36,7 @@ import numpy as np
 import optax
 
 from mjx_lite import derivatives
+from mjx_lite.trajopt.common import StaticArg
 from mjx_lite.types import Data, Model
 
 __all__ = ["Fit", "fit", "simulate_log"]
@@ -316,7 +317,7 @@ def fit(m: Model, logs, params=("body_mass",), *, window: int = 10, iterations: 
     arrays = {k: jp.asarray(v, dtype) for k, v in win.items()}
     w = {k: jp.asarray(v, dtype) for k, v in weights.items()}
     spec = dict(entries=entries, fit_starts=bool(fit_initial_states), iterations=int(iterations),
-                optimizer=None if optimizer is None else _Static(optimizer))  # fmt: skip
+                optimizer=None if optimizer is None else StaticArg(optimizer))  # fmt: skip
     theta, loss, cov_diag, rms = _solve(m, d0, arrays, w, jp.asarray(x0 / scale, dtype), jp.asarray(lo / scale, dtype),
                                         jp.asarray(hi / scale, dtype), jp.asarray(scale, dtype), **spec)  # fmt: skip
     values = np.asarray(theta, np.float64) * scale
@@ -328,19 +329,6 @@ def fit(m: Model, logs, params=("body_mass",), *, window: int = 10, iterations: 
                initial={e.label: float(v) for e, v in zip(entries, x0)},
                std={e.label: float(s) for e, s in zip(entries, std)}, loss=np.asarray(loss, np.float64),
                rms={k: float(v) for k, v in rms.items()}, windows=int(K), residuals=int(count))  # fmt: skip
-
-
-class _Static:
-    """Wrap an object as a static jit argument compared by identity."""
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-    def __eq__(self, other):
-        return isinstance(other, _Static) and other.obj is self.obj
 
 
 def _weights(m: Model, win: dict, noise) -> dict:

@@ -10,17 +10,14 @@ import functools
 import re
 
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from mjx_lite import io  # noqa: E402
-from mjx_lite.pipeline import actuation, passive, tendon, transmission  # noqa: E402
-from tests import oracle  # noqa: E402
+from mjx_lite import io
+from mjx_lite.pipeline import actuation, passive, tendon, transmission
+from tests import oracle
 
 ATOL = 1e-9  # float64 round-off (plus MuJoCo's own sqrt/acos conditioning)
 RTOL = 1e-9
@@ -268,6 +265,22 @@ SMALL_MODELS = {"wrap": WRAP_XML, "transmission": TRN_XML, "actuation": ACT_XML,
 @pytest.mark.parametrize("name", sorted(SMALL_MODELS))
 def test_small_models(name):
     _check_model(mujoco.MjModel.from_xml_string(SMALL_MODELS[name]), nstate=5)
+
+
+def test_medium_given_after_loading():
+    """A model compiled without a medium traces no fluid forces (m.fluid_active False, documented); given one
+    later together with fluid_active=True, its forces are MuJoCo's for the same medium."""
+    xml = FLUID_XML.replace('density="1000" viscosity="0.05" ', "")
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = oracle.model_from_mujoco(mjm)
+    assert not m.fluid_active
+    mjm.opt.density, mjm.opt.viscosity = 1000.0, 0.05
+    m = m.replace(fluid_active=True, opt=m.opt.replace(density=jp.asarray(1000.0), viscosity=jp.asarray(0.05)))
+    mjd = mujoco.MjData(mjm)
+    _random_state(mjm, mjd, np.random.default_rng(2))
+    out = STAGES(m, _our_data(m, mjd))
+    _compare(mjm, mjd, out)
+    assert np.abs(mjd.qfrc_fluid).max() > 1e-3  # the medium acts
 
 
 _D = mujoco.mjtDisableBit

@@ -21,6 +21,7 @@ The row layout is static (`Layout`): each row's kind, and the elliptic cones gro
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jp
@@ -29,7 +30,7 @@ import numpy as np
 from mjx_lite.types import ConstraintState
 
 
-def iterate(body, init: dict, length: int, early_exit: bool) -> dict:
+def iterate(body: Callable[[dict], dict], init: dict, length: int, early_exit: bool) -> dict:
     """Apply `body(carry) -> carry` up to `length` times; `carry["done"]` stops it.
 
     early_exit=False: `lax.scan` with a static trip count (reverse-differentiable; iterations after `done` are
@@ -99,7 +100,7 @@ class Problem:
     M: jax.Array
 
 
-def _cone_eval(jar, D, mu, fric):
+def _cone_eval(jar: jax.Array, D: jax.Array, mu: jax.Array, fric: jax.Array):
     """Elliptic cone cost terms for k contacts of one dimension.
 
     jar: (k, dim); D: (k, dim); mu: (k,); fric: (k, dim-1).
@@ -228,7 +229,8 @@ def hess_quadform(layout: Layout, ev: ConstraintEval, v: jax.Array) -> jax.Array
 
 
 def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
-    """(total cost, ConstraintEval, jar, Ma = M (qacc - qacc_smooth))."""
+    """For qacc (nv,): (total cost (), ConstraintEval, jar = J qacc - aref (nefc,),
+    Ma = M (qacc - qacc_smooth) (nv,))."""
     jar = p.J @ qacc - p.aref
     ev = eval_constraints(layout, p, jar)
     da = qacc - p.qacc_smooth
@@ -236,9 +238,10 @@ def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
     return 0.5 * jp.dot(da, Ma) + ev.cost, ev, jar, Ma
 
 
-def line_search(layout: Layout, p: Problem, qacc, search, Ma, iterations: int, gtol_factor, scale,
-                early_exit: bool = False):  # fmt: skip
-    """Exact 1-D minimisation of the convex cost along `search` (safeguarded Newton with bracketing).
+def line_search(layout: Layout, p: Problem, qacc: jax.Array, search: jax.Array, Ma: jax.Array, iterations: int,
+                gtol_factor: jax.Array, scale: jax.Array, early_exit: bool = False) -> jax.Array:  # fmt: skip
+    """Exact 1-D minimisation of the convex cost from qacc (nv,) along `search` (nv,) (safeguarded Newton with
+    bracketing); Ma (nv,) = M (qacc - qacc_smooth).
 
     At most `iterations` steps; once |f'(alpha)| < gtol_factor * |search| / scale (gtol_factor = tolerance *
     ls_tolerance, the derivative analogue of the solver's own gradient test) it stops (see `iterate`).

@@ -14,6 +14,8 @@ in coordinates where the cone is the standard second-order cone). A static numbe
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jp
 import numpy as np
@@ -24,7 +26,7 @@ from mjx_lite.solver.common import Layout, Problem
 _CONE_INNER = 16
 
 
-def _proj_soc(y):
+def _proj_soc(y: jax.Array) -> jax.Array:
     """Euclidean projection onto {(t, z): |z| <= t}, y: (dim,)."""
     t, z = y[0], y[1:]
     nz2 = jp.sum(z * z)
@@ -37,9 +39,12 @@ def _proj_soc(y):
     return jp.where(inside, y, jp.where(polar, jp.zeros_like(y), edge))
 
 
-def solve_pgs(layout: Layout, p: Problem, force0, *, iterations: int, tolerance, meaninertia, minv,
-              early_exit: bool = False):
-    """Returns (efc_force (nefc,), qacc (nv,), niter, improvement)."""
+def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int, tolerance: jax.Array,
+              meaninertia: jax.Array, minv: Callable[[jax.Array], jax.Array], early_exit: bool = False):
+    """Projected Gauss-Seidel on the dual problem from force0 (nefc,); minv(x): M^-1 x for x (nv,) or (nv, k).
+
+    Returns (efc_force (nefc,), qacc (nv,), niter () int, improvement ()).
+    """
     nv = p.M.shape[0]
     scale = 1.0 / (meaninertia * max(1, nv))
     JT = p.J.T

@@ -9,6 +9,8 @@ loops are `lax.scan`s of static length (reverse-differentiable; converged iterat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jp
 
@@ -16,17 +18,22 @@ from mjx_lite.solver import common
 from mjx_lite.solver.common import Layout, Problem
 
 
-def _scale(meaninertia, nv):
+def _scale(meaninertia: jax.Array, nv: int) -> jax.Array:
+    """() MuJoCo's cost scale 1 / (meaninertia * nv) of the improvement and gradient tests."""
     return 1.0 / (meaninertia * max(1, nv))
 
 
-def _gradient(p: Problem, ev: common.ConstraintEval, Ma):
+def _gradient(p: Problem, ev: common.ConstraintEval, Ma: jax.Array) -> jax.Array:
+    """(nv,) gradient of the primal cost: M (qacc - qacc_smooth) - J' force."""
     return Ma - ev.force @ p.J
 
 
-def solve_newton(layout: Layout, p: Problem, qacc0, *, iterations: int, ls_iterations: int, tolerance,
-                 ls_tolerance, meaninertia, early_exit: bool = False):  # fmt: skip
-    """Newton's method on the primal problem. Returns (qacc, ConstraintEval at qacc, niter, improvement, grad)."""
+def solve_newton(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: int, ls_iterations: int,
+                 tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array, early_exit: bool = False):
+    """Newton's method on the primal problem from qacc0 (nv,).
+
+    Returns (qacc (nv,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
+    """  # fmt: skip
     nv = p.M.shape[0]
     scale = _scale(meaninertia, nv)
     dt = qacc0.dtype
@@ -60,9 +67,13 @@ def solve_newton(layout: Layout, p: Problem, qacc0, *, iterations: int, ls_itera
     return out["qacc"], ev, out["niter"], out["improvement"], out["gradient"]
 
 
-def solve_cg(layout: Layout, p: Problem, qacc0, *, iterations: int, ls_iterations: int, tolerance,
-             ls_tolerance, meaninertia, minv, early_exit: bool = False):  # fmt: skip
-    """Nonlinear CG (Polak-Ribiere-plus, preconditioned by M^-1 via `minv(x)`)."""
+def solve_cg(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: int, ls_iterations: int,
+             tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array,
+             minv: Callable[[jax.Array], jax.Array], early_exit: bool = False):  # fmt: skip
+    """Nonlinear CG (Polak-Ribiere-plus, preconditioned by M^-1 via `minv(x)`, x (nv,)) from qacc0 (nv,).
+
+    Returns (qacc (nv,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
+    """
     nv = p.M.shape[0]
     scale = _scale(meaninertia, nv)
     dt = qacc0.dtype

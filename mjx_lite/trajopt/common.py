@@ -22,7 +22,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import derivatives
-from mjx_lite.pipeline import forward as _forward
+from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.types import Data, IntegratorType, Model
 
 __all__ = ["Result", "Trajectory", "ctrl_bounds", "evaluate", "rollout", "simulate"]
@@ -100,7 +100,7 @@ def check_iterations(iterations, name: str = "iterations") -> int:
 def cost_data(m: Model, d_in: Data, d_next: Data) -> Data:
     """The Data of the forward pass at the state of `d_in` (see the module docstring) given its step `d_next`."""
     if m.opt.integrator == IntegratorType.RK4:
-        return _forward.forward(m, d_in)
+        return _pipeline.forward(m, d_in)
     return d_next.replace(qpos=d_in.qpos, qvel=d_in.qvel, act=d_in.act, time=d_in.time)
 
 
@@ -139,7 +139,7 @@ def simulate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost | None = None,
     d_last, (costs, outs) = jax.lax.scan(body, d0, (ctrl, steps))
     d_final = d_last.replace(ctrl=ctrl[-1])
     need_final = terminal_cost is not None or keep == "data"
-    df = _forward.forward(m, d_final) if need_final else d_final
+    df = _pipeline.forward(m, d_final) if need_final else d_final
     total = jp.sum(costs)
     if terminal_cost is not None:
         total = total + check_scalar(terminal_cost(df), "terminal_cost").astype(dtype)

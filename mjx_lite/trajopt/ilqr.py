@@ -20,7 +20,7 @@ import jax.scipy.linalg as jsl
 import numpy as np
 
 from mjx_lite import derivatives
-from mjx_lite.pipeline import forward as _forward
+from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.trajopt import common
 from mjx_lite.types import Data, Model
 
@@ -124,7 +124,7 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
         d_last, (cs, u, states) = jax.lax.scan(body, d0, (u_nom, k, K, qn, vn, an, steps))
         total = jp.sum(cs)
         if terminal_cost is not None:
-            df = _forward.forward(m, d_last.replace(ctrl=u[-1]))
+            df = _pipeline.forward(m, d_last.replace(ctrl=u[-1]))
             total = total + common.check_scalar(terminal_cost(df), "terminal_cost").astype(dtype)
         last = (d_last.qpos, d_last.qvel, d_last.act, d_last.time, d_last.qacc_warmstart)
         states = jax.tree.map(lambda a, b: jp.concatenate([a, b[None]]), states, last)
@@ -143,7 +143,7 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
 
             def running(z):
                 dd = _perturb(m, d, z[:nx]).replace(ctrl=ut + z[nx:])
-                return cost(_forward.forward(m, dd), ut + z[nx:], t).astype(dtype)
+                return cost(_pipeline.forward(m, dd), ut + z[nx:], t).astype(dtype)
 
             g, H = _grad_hessian(m, running, jp.zeros((nx + nu,), dtype))
             return A, B, g, H
@@ -156,7 +156,7 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
             dT = at(T).replace(ctrl=u[-1])
 
             def terminal(dx):
-                return terminal_cost(_forward.forward(m, _perturb(m, dT, dx))).astype(dtype)
+                return terminal_cost(_pipeline.forward(m, _perturb(m, dT, dx))).astype(dtype)
 
             Vx, Vxx = _grad_hessian(m, terminal, jp.zeros((nx,), dtype))
             Vxx = _psd(Vxx)

@@ -1,0 +1,124 @@
+"""Compile time of gradients through rollouts, mjx_lite beside MJX (section of docs/benchmarks.md).
+
+    python benchmarks/grad_compile.py [--quick] [--only NAME]
+
+For each case, `jax.jit(jax.grad(loss))` where loss(ctrl) runs `steps` steps with `lax.scan` (controls (T, nu)
+as the decision variables, the loss a squared distance of the final state): trace (Python) and XLA compile times
+measured apart, then the run time of the compiled gradient, and whether it is finite. MJX runs the same loss with
+its own step (its solver loop is a while_loop: reverse mode needs `iterations=1`, as a user would do; its
+gradient is then that of a one-iteration solver). float32, cold compiles (no persistent cache).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import jax
+
+jax.config.update("jax_enable_compilation_cache", False)
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+from mujoco import mjx  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+
+SUITE = os.path.join(os.path.dirname(os.path.dirname(mujoco.__file__)), "dm_control", "suite")
+MJX = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data")
+BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mjx_lite", "models")
+
+CASES = {  # name: (path, steps)
+    "cartpole swing-up (bundled, RK4, slider limits), 100 steps": (f"{BUNDLED}/cartpole.xml", 100),
+    "dm_control reacher, 50 steps": (f"{SUITE}/reacher.xml", 50),
+    "mjx humanoid (contacts), 100 steps": (f"{MJX}/humanoid/humanoid.xml", 100),
+}
+QUICK = {"cartpole swing-up (bundled, RK4, slider limits), 10 steps": (f"{BUNDLED}/cartpole.xml", 10)}
+
+
+def _loss_fn(step, m, d0, steps):
+    def loss(ctrl):
+        def body(d, u):
+            d = step(m, d.replace(ctrl=u))
+            return d, None
+
+        d, _ = jax.lax.scan(body, d0, ctrl)
+        return jp.sum(d.qpos**2) + 0.1 * jp.sum(d.qvel**2)
+
+    return loss
+
+
+def _measure(loss, ctrl) -> dict:
+    fn = jax.jit(jax.grad(loss))
+    t0 = time.perf_counter()
+    traced = fn.trace(ctrl)
+    t1 = time.perf_counter()
+    compiled = traced.lower().compile()
+    t2 = time.perf_counter()
+    g = compiled(ctrl)
+    jax.block_until_ready(g)
+    t3 = time.perf_counter()
+    g = compiled(ctrl)
+    jax.block_until_ready(g)
+    t4 = time.perf_counter()
+    return {"trace_s": t1 - t0, "compile_s": t2 - t1, "first_run_s": t3 - t2, "run_s": t4 - t3,
+            "finite": bool(np.all(np.isfinite(np.asarray(g))))}  # fmt: skip
+
+
+def ours(path: str, steps: int) -> dict:
+    m = mjl.load_mjcf(path)
+    d0 = mjl.make_data(m)
+    ctrl = 0.1 * jp.ones((steps, m.nu), d0.qpos.dtype)
+    return _measure(_loss_fn(mjl.step, m, d0, steps), ctrl)
+
+
+def theirs(path: str, steps: int) -> dict:
+    mjm = mujoco.MjModel.from_xml_path(path)
+    mjm.opt.iterations = 1
+    mjm.opt.ls_iterations = 1
+    try:
+        m = mjx.put_model(mjm)
+    except Exception as e:  # noqa: BLE001 - MJX refuses some models
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"}
+    d0 = mjx.make_data(m)
+    ctrl = 0.1 * jp.ones((steps, mjm.nu), jp.float32)
+    try:
+        return _measure(_loss_fn(mjx.step, m, d0, steps), ctrl)
+    except Exception as e:  # noqa: BLE001
+        return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"}
+
+
+def _fmt(r: dict) -> str:
+    if "error" in r:
+        return r["error"]
+    return (f"{r['trace_s']:.1f} + {r['compile_s']:.1f} s (run {r['run_s'] * 1e3:.0f} ms"
+            f"{', NaN' if not r['finite'] else ''})")  # fmt: skip
+
+
+def report(quick: bool = False, only: str | None = None) -> str:
+    rows = []
+    for name, (path, steps) in (QUICK if quick else CASES).items():
+        if only and only not in name:
+            continue
+        a = ours(path, steps)
+        b = theirs(path, steps)
+        rows.append(f"| {name} | {_fmt(a)} | {_fmt(b)} |")
+        print(rows[-1], file=sys.stderr, flush=True)
+    return "\n".join([
+        "### Compile time of rollout gradients (float32)",
+        "",
+        "`python benchmarks/grad_compile.py`: `jax.jit(jax.grad(loss))` of a `lax.scan` rollout over the controls; "
+        "trace (Python) + XLA compile, cold; MJX with `iterations=1` (its solver's while_loop blocks reverse mode "
+        "otherwise).",
+        "",
+        "| case | mjx_lite trace + compile | MJX trace + compile |",
+        "| --- | --- | --- |",
+        *rows,
+    ])
+
+
+if __name__ == "__main__":
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    print(report(quick="--quick" in sys.argv, only=only))

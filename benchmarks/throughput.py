@@ -1,0 +1,95 @@
+"""Throughput and compile time against MJX and MuJoCo C (section of docs/benchmarks.md).
+
+    python benchmarks/throughput.py [--quick]
+
+Runs `python -m mjx_lite.bench` (one process per configuration: jit(vmap(scan(step))), float32, cold compiles)
+on the models of the issue's targets and prints a markdown table: steps/s of mjx_lite, MJX, MuJoCo C (one
+thread) and `mujoco.rollout` (all cores), the ratio to MJX, and trace / XLA compile times of both JAX engines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import mujoco
+
+MJX = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data")
+SUITE = os.path.join(os.path.dirname(os.path.dirname(mujoco.__file__)), "dm_control", "suite")
+BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mjx_lite", "models")
+
+# (label, path, disable flags (None: constraints on), batches, steps)
+CONFIGS = [
+    ("mjx humanoid (off)", f"{MJX}/humanoid/humanoid.xml", ["constraint"], (256, 4096), 100),
+    ("mjx humanoid (on, its own settings)", f"{MJX}/humanoid/humanoid.xml", [], (256, 4096), 100),
+    ("dm_control walker (off)", f"{SUITE}/walker.xml", ["constraint"], (256, 4096), 100),
+    ("dm_control cheetah (off)", f"{SUITE}/cheetah.xml", ["constraint"], (256, 4096), 100),
+    ("dm_control cheetah (on, 100 iterations)", f"{SUITE}/cheetah.xml", [], (256,), 100),
+    ("dm_control quadruped (off)", f"{SUITE}/quadruped.xml", ["constraint"], (256, 4096), 100),
+    ("mjx barkour_v0 (on; height field)", f"{MJX}/barkour_v0/assets/barkour_v0_mjx.xml", [], (256,), 100),
+    ("mjx convex.xml (on; meshes)", f"{MJX}/convex.xml", [], (64,), 50),
+    ("pile.xml, 220 free bodies (on, CG 10)", f"{BUNDLED}/pile.xml", [], (1, 16), 20),
+]
+QUICK = [("mjx humanoid (off)", f"{MJX}/humanoid/humanoid.xml", ["constraint"], (16,), 10)]
+
+
+def run(path: str, disable: list[str], batch: int, steps: int) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    cmd = [sys.executable, "-m", "mjx_lite.bench", "--model", path, "--batch", str(batch), "--steps", str(steps),
+           "--repeats", "3", "--json", out, "--disable", *disable]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-500:]}
+    with open(out) as f:
+        return json.load(f)
+
+
+def _k(x) -> str:
+    if x is None:
+        return "-"
+    return f"{x / 1000:.1f}k" if x >= 1000 else f"{x:.3g}"
+
+
+def _cell(r: dict, key: str) -> float | None:
+    return r.get(key) if isinstance(r, dict) and "error" not in r else None
+
+
+def report(quick: bool = False) -> str:
+    rows = []
+    for label, path, disable, batches, steps in QUICK if quick else CONFIGS:
+        if not os.path.exists(path):
+            rows.append(f"| {label} | - | missing model {path} |||||||")
+            continue
+        for batch in batches:
+            res = run(path, disable, batch, steps)
+            ours, mjx, c = res.get("mjx_lite", {}), res.get("mjx", {}), res.get("mujoco_c", {})
+            o, x = _cell(ours, "steps_per_s"), _cell(mjx, "steps_per_s")
+            ratio = f"{o / x:.2f}x" if o and x else ("MJX: " + str(mjx.get("error", "-"))[:60] if o else "-")
+            comp = (f"{_cell(ours, 'trace_s') or 0:.1f} + {_cell(ours, 'compile_s') or 0:.1f} s / "
+                    f"{_cell(mjx, 'trace_s') or 0:.1f} + {_cell(mjx, 'compile_s') or 0:.1f} s") if o and x else "-"
+            err = ours.get("error", "") if isinstance(ours, dict) else ""
+            rows.append(f"| {label} | {batch} | {_k(o)}{' (' + err[:60] + ')' if err else ''} | {_k(x)} | {ratio} | "
+                        f"{_k(c.get('single_thread_steps_per_s'))} | {_k(c.get('rollout_steps_per_s'))} | {comp} | "
+                        f"{ours.get('data_bytes_per_env', 0) / 1e3:.1f} / {mjx.get('data_bytes_per_env', 0) / 1e3:.1f}"
+                        " |")  # fmt: skip
+    return "\n".join([
+        "### Throughput and compile time (float32)",
+        "",
+        "`python benchmarks/throughput.py` (each row: `python -m mjx_lite.bench --model PATH --batch B --steps T "
+        "[--disable constraint]`, one process per row, cold compiles). steps/s = batch x steps / wall time of a warm "
+        "`jit(vmap(scan(step)))`; compile = trace (Python) + XLA compile, mjx_lite / MJX; Data kB per environment "
+        "mjx_lite / MJX.",
+        "",
+        "| model (constraints) | batch | mjx_lite steps/s | MJX steps/s | ratio | MuJoCo C 1 thread | `mujoco.rollout` "
+        "all cores | compile mjx_lite / MJX | Data kB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+    ])
+
+
+if __name__ == "__main__":
+    print(report(quick="--quick" in sys.argv))

@@ -1,0 +1,217 @@
+"""mjx_lite's command line: `python -m mjx_lite {run,bench,render,check,train} ...` (each has --help).
+
+    python -m mjx_lite run --model cartpole --batch 256 --steps 200      # batched rollout, throughput
+    python -m mjx_lite bench --model PATH --batch 1024                    # beside MJX and MuJoCo C
+    python -m mjx_lite render cartpole -o out.mp4 --steps 300            # record a rollout to a video
+    python -m mjx_lite check PATH                                         # compile, sizes, compare with MuJoCo C
+    python -m mjx_lite train ...                                          # PPO (mjx_lite.rl.train)
+
+MODEL is a path to an MJCF file or the name of a bundled model (`mjx_lite.models.names()`).
+
+Exit codes: 0 success; 1 failure (invalid MJCF, a forward pass that differs from MuJoCo's); 2 a command-line
+error or a model that uses a feature mjx_lite does not support (the message names it).
+
+Imports: the one exception to "no imports in function bodies" in mjx_lite is a subcommand importing a package
+that only it needs when it runs: `train` imports `mjx_lite.rl.train` (another subpackage, which may be absent),
+so that `--help` and the other subcommands work without it. (`check` reaches the optional `mujoco` through
+`mjx_lite.interop`, which imports it at its top when installed.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import jax
+import jax.numpy as jp
+import numpy as np
+from tqdm import tqdm
+
+import mjx_lite
+from mjx_lite import bench, interop, render, run
+from mjx_lite.types import SIZE_FIELDS, GeomType
+
+EXIT_FAILURE = 1
+EXIT_UNSUPPORTED = 2
+# check: float64 forward pass vs MuJoCo C, relative to each field's scale (max(1, max|field|)). Looser than the
+# test suite's 1e-7 because any model may be given, with more ill-conditioned inertia and constraint systems.
+CHECK_TOL = 1e-6
+CHECK_FIELDS = (
+    "xpos", "xquat", "geom_xpos", "site_xpos", "cam_xpos", "subtree_com", "ten_length", "actuator_length",
+    "qfrc_bias", "qfrc_passive", "qfrc_actuator", "qacc_smooth", "ncon", "nefc", "qacc", "sensordata",
+)  # fmt: skip
+
+
+def _load(model: str):
+    """(Model, path) of a path or bundled name; unsupported features exit 2, invalid MJCF exits 1."""
+    try:
+        path = os.fspath(mjx_lite.models.resolve(model))
+    except FileNotFoundError as e:
+        _fail(str(e), EXIT_FAILURE)
+    try:
+        return mjx_lite.load_mjcf(path), path
+    except NotImplementedError as e:
+        _fail(f"unsupported feature: {e}", EXIT_UNSUPPORTED)
+    except ValueError as e:
+        _fail(f"invalid model: {e}", EXIT_FAILURE)
+
+
+def _fail(msg: str, code: int):
+    print(f"mjx_lite: {msg}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+# ---- run / bench: the existing mains -------------------------------------------------------------------
+
+
+def cmd_run(argv: list[str]) -> int:
+    run.main(argv)
+    return 0
+
+
+def cmd_bench(argv: list[str]) -> int:
+    bench.main(argv)
+    return 0
+
+
+# ---- render --------------------------------------------------------------------------------------------
+
+
+def cmd_render(argv: list[str]) -> int:
+    """Record a rollout (zero controls, a small random initial velocity) to a video."""
+    p = argparse.ArgumentParser(prog="python -m mjx_lite render", description=cmd_render.__doc__)
+    p.add_argument("model", help="MJCF path or bundled model name")
+    p.add_argument("-o", "--output", default="out.mp4", help="video file (.mp4 or .gif)")
+    p.add_argument("--steps", type=int, default=300, help="physics steps to simulate")
+    p.add_argument("--fps", type=float, default=30.0, help="frames per second of simulated time")
+    p.add_argument("--height", type=int, default=240)
+    p.add_argument("--width", type=int, default=320)
+    p.add_argument("--camera", default="-1", help="camera index or name (-1: the free camera)")
+    p.add_argument("--shadows", action="store_true", help="cast shadows from the model's lights")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    m, path = _load(a.model)
+    camera = int(a.camera) if a.camera.lstrip("-").isdigit() else a.camera
+    r = render.Renderer(m, a.height, a.width, mjcf=path, shadows=a.shadows)
+    try:
+        r.camera_id(camera)
+    except ValueError as e:
+        _fail(str(e), EXIT_UNSUPPORTED)
+    d = mjx_lite.make_data(m)
+    rng = np.random.default_rng(a.seed)
+    d = d.replace(qvel=jp.asarray(0.1 * rng.standard_normal(m.nv), d.qvel.dtype))
+    dt = float(m.opt.timestep)
+    per_frame = max(1, round(1.0 / (a.fps * dt)))
+    nframes = max(1, a.steps // per_frame)
+
+    @jax.jit
+    def advance(d):
+        d = jax.lax.fori_loop(0, per_frame, lambda _, d: mjx_lite.step(m, d), d)
+        return d
+
+    frames = [np.asarray(r.rgb(mjx_lite.forward(m, d), camera))]
+    for _ in tqdm(range(nframes), desc=f"render {os.path.basename(path)}", unit="frame"):
+        d = advance(d)
+        frames.append(np.asarray(r.rgb(d, camera)))
+    out = render.write_video(a.output, np.stack(frames), fps=1.0 / (per_frame * dt))
+    print(f"wrote {out}: {len(frames)} frames {a.height}x{a.width}, {nframes * per_frame} steps")
+    return 0
+
+
+# ---- check ---------------------------------------------------------------------------------------------
+
+
+def cmd_check(argv: list[str]) -> int:
+    """Compile a model, report its sizes and what mjx_lite does not support, and (with `mujoco` installed)
+    compare one forward pass with MuJoCo C field by field in float64."""
+    p = argparse.ArgumentParser(prog="python -m mjx_lite check", description=cmd_check.__doc__)
+    p.add_argument("model", help="MJCF path or bundled model name")
+    p.add_argument("--no-mujoco", action="store_true", help="skip the comparison with MuJoCo C")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random velocities and controls compared")
+    a = p.parse_args(argv)
+    jax.config.update("jax_enable_x64", True)
+    m, path = _load(a.model)
+    print(f"{path}: compiled")
+    sizes = [f"{k} {getattr(m, k)}" for k in SIZE_FIELDS if getattr(m, k)] + [f"nconmax {m.nconmax}",
+                                                                              f"njmax {m.njmax}"]  # fmt: skip
+    print("sizes: " + ", ".join(sizes))
+    notes = []
+    if np.any(np.asarray(m.geom_type) == GeomType.SDF):
+        notes.append("SDF geoms are not drawn by mjx_lite.render")
+    print("unsupported: " + ("; ".join(notes) if notes else "none (every element compiled)"))
+    if a.no_mujoco:
+        return 0
+    try:
+        mjm = interop.mujoco_model(m, source=path)
+    except ImportError:
+        print("mujoco is not installed: no comparison with MuJoCo C")
+        return 0
+    rng = np.random.default_rng(a.seed)
+    d = mjx_lite.make_data(m)
+    if m.nkey:
+        d = d.replace(qpos=m.key_qpos[0], ctrl=m.key_ctrl[0])
+    scalar = np.isin(np.asarray(m.jnt_type), (mjx_lite.JointType.HINGE, mjx_lite.JointType.SLIDE))
+    adr = np.asarray(m.jnt_qposadr)[scalar]
+    d = d.replace(qpos=d.qpos.at[adr].add(jp.asarray(0.1 * rng.standard_normal(len(adr)))),
+                  qvel=jp.asarray(0.1 * rng.standard_normal(m.nv)),
+                  ctrl=d.ctrl + jp.asarray(0.1 * rng.standard_normal(m.nu)))  # fmt: skip
+    mjd = interop.to_mujoco(m, d, mjm)
+    ours = jax.jit(mjx_lite.forward)(m, d)
+    bad = 0
+    print(f"forward pass vs MuJoCo C (float64, tolerance {CHECK_TOL:g} x field scale):")
+    for f in CHECK_FIELDS:
+        a_ = np.asarray(getattr(ours, f), np.float64)
+        b_ = np.asarray(getattr(mjd, f), np.float64)
+        if a_.size != b_.size:
+            print(f"  {f:16s} skipped (layout differs: {a_.shape} vs {b_.shape})")
+            continue
+        b_ = b_.reshape(a_.shape)
+        err = float(np.abs(a_ - b_).max(initial=0.0))
+        scale = max(1.0, float(np.abs(b_).max(initial=0.0)))
+        ok = err <= CHECK_TOL * scale
+        bad += not ok
+        print(f"  {f:16s} max |diff| {err:.2e}  {'ok' if ok else 'DIFFERS'}")
+    print("result: " + ("agrees with MuJoCo C" if not bad else f"{bad} fields differ from MuJoCo C"))
+    return 0 if not bad else EXIT_FAILURE
+
+
+# ---- train ---------------------------------------------------------------------------------------------
+
+
+def cmd_train(argv: list[str]) -> int:
+    try:
+        from mjx_lite.rl import train  # noqa: PLC0415 - optional subpackage, see the module docstring
+    except ImportError as e:
+        _fail(f"train needs mjx_lite.rl.train, which is not available here ({e})", EXIT_UNSUPPORTED)
+    out = train.main(argv)
+    return out if isinstance(out, int) else 0
+
+
+COMMANDS = {
+    "run": (cmd_run, "batched rollout of a model and its throughput (mjx_lite.run)"),
+    "bench": (cmd_bench, "throughput beside MJX and MuJoCo C (mjx_lite.bench)"),
+    "render": (cmd_render, "record a rollout to a video (mp4/gif)"),
+    "check": (cmd_check, "compile a model, report sizes and support, compare a forward pass with MuJoCo C"),
+    "train": (cmd_train, "train a policy with PPO (mjx_lite.rl.train)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = argparse.ArgumentParser(prog="python -m mjx_lite", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Run `python -m mjx_lite COMMAND --help` for a command's options.")  # fmt: skip
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, helptext) in COMMANDS.items():
+        sub.add_parser(name, help=helptext, add_help=False)
+    if not argv or argv[0] in ("-h", "--help"):
+        p.print_help()
+        return 0 if argv else 2
+    if argv[0] not in COMMANDS:
+        p.parse_args(argv[:1])  # prints the usage error and exits 2
+    return COMMANDS[argv[0]][0](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
