@@ -272,25 +272,27 @@ def _cast(tree, dtype):
 def test_gradients_nan_free_at_onset_rest_and_limits(dtype):
     """A sphere exactly touching the floor at rest (contact onset, zero velocity, free-joint quaternion at zero
     rotation) and a slide joint exactly at its limit: the gradient of a 3-step rollout with respect to the state,
-    the controls and the model's floats is finite (float32 and float64)."""
+    the controls, the masses and the friction coefficients is finite (float32 and float64)."""
     m = _cast(mjl.load_mjcf_string(NAN_XML), dtype)
     d = _cast(mjl.make_data(m), dtype).replace(qpos=jp.asarray([0, 0, 0.1, 1, 0, 0, 0, 0.2], dtype))
 
-    def loss(m, qpos, qvel, ctrl):
+    def loss(mass, friction, qpos, qvel, ctrl):
+        mm = m.replace(body_mass=mass, geom_friction=friction)
+
         def body(d, u):
-            d = mjl.step(m, d.replace(ctrl=u))
+            d = mjl.step(mm, d.replace(ctrl=u))
             return d, jp.sum(d.qpos**2) + jp.sum(d.qvel**2) + jp.sum(d.efc_force**2)
 
         _, out = jax.lax.scan(body, d.replace(qpos=qpos, qvel=qvel), ctrl)
         return jp.sum(out)
 
     ctrl = jp.ones((3, 1), dtype)
-    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(m, d.qpos, d.qvel, ctrl)
-    leaves = jax.tree.leaves(grads)
-    assert all(x.dtype == dtype for x in leaves)
-    bad = [p for p, x in jax.tree_util.tree_leaves_with_path(grads) if not np.all(np.isfinite(np.asarray(x)))]
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4)))(m.body_mass, m.geom_friction, d.qpos, d.qvel, ctrl)
+    assert all(x.dtype == dtype for x in grads)
+    bad = [name for name, x in zip(("mass", "friction", "qpos", "qvel", "ctrl"), grads)
+           if not np.all(np.isfinite(np.asarray(x)))]  # fmt: skip
     assert not bad, f"non-finite gradients: {bad}"
-    assert float(jp.abs(grads[1][2])) > 0  # the contact height matters
+    assert float(jp.abs(grads[2][2])) > 0  # the contact height matters
 
 
 # ---- contact-aware (smoothed) derivative ----------------------------------------------------------------------
@@ -309,16 +311,18 @@ PUSHER = """
 """
 
 
-def _box_after(m, d, ctrl):
+def _box_after(m, mass, d, ctrl):
+    """The box's position after len(ctrl) steps (a function of the body masses and the controls)."""
+
     def body(d, u):
-        return mjl.step(m, d.replace(ctrl=u)), None
+        return mjl.step(m.replace(body_mass=mass), d.replace(ctrl=u)), None
 
     return jax.lax.scan(body, d, ctrl)[0].qpos[1]
 
 
 @pytest.fixture(scope="module")
 def pusher_grad():
-    return jax.jit(jax.value_and_grad(_box_after, argnums=(0, 2)))
+    return jax.jit(jax.value_and_grad(_box_after, argnums=(1, 3)))
 
 
 def test_smoothed_gradient_sees_the_contact_ahead(pusher_grad):
@@ -328,10 +332,10 @@ def test_smoothed_gradient_sees_the_contact_ahead(pusher_grad):
     m = mjl.load_mjcf_string(PUSHER)
     d = mjl.make_data(m)
     ctrl = jp.full((10, 1), 0.5)
-    v_exact, (_, g_exact) = pusher_grad(m, d, ctrl)
+    v_exact, (_, g_exact) = pusher_grad(m, m.body_mass, d, ctrl)
     smooth = mjl.configure(m, contact_gradients="smooth", contact_smoothing_std=0.03, contact_smoothing_dofs=(0,),
                            contact_smoothing_samples=8)  # fmt: skip
-    v_smooth, (_, g_smooth) = pusher_grad(smooth, d, ctrl)
+    v_smooth, (_, g_smooth) = pusher_grad(smooth, m.body_mass, d, ctrl)
     assert float(v_smooth) == float(v_exact)
     assert np.all(np.asarray(g_exact) == 0.0)
     assert np.all(np.isfinite(g_smooth)) and float(g_smooth[0, 0]) > 0
@@ -340,16 +344,16 @@ def test_smoothed_gradient_sees_the_contact_ahead(pusher_grad):
 @pytest.mark.slow
 def test_smoothed_gradient_with_vanishing_noise_is_exact(pusher_grad):
     """In contact (the finger pressing on the box), the smoothed derivative with a vanishing std is the exact one,
-    for the controls and the model's floats (the custom VJP's plumbing)."""
+    for the controls and the masses (the custom VJP's plumbing)."""
     m = mjl.load_mjcf_string(PUSHER)
     touching = mjl.make_data(m).replace(qpos=jp.asarray([0.045, 0.0]), qvel=jp.asarray([0.3, 0.0]))
     ctrl = jp.full((10, 1), 0.5)
     tiny = mjl.configure(m, contact_gradients="smooth", contact_smoothing_std=1e-9, contact_smoothing_samples=2)
-    ve, (gm_e, gu_e) = pusher_grad(m, touching, ctrl)
-    vt, (gm_t, gu_t) = pusher_grad(tiny, touching, ctrl)
+    ve, (gm_e, gu_e) = pusher_grad(m, m.body_mass, touching, ctrl)
+    vt, (gm_t, gu_t) = pusher_grad(tiny, m.body_mass, touching, ctrl)
     assert float(ve) == float(vt) and float(jp.abs(gu_e).max()) > 0
     np.testing.assert_allclose(np.asarray(gu_t), np.asarray(gu_e), rtol=1e-6, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(gm_t.body_mass), np.asarray(gm_e.body_mass), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(gm_t), np.asarray(gm_e), rtol=1e-6, atol=1e-12)
 
 
 def test_contact_gradient_config_is_validated():
