@@ -1,8 +1,8 @@
 """Derivatives of the step as a product: transition Jacobians in MuJoCo's convention, and contact-aware gradients.
 
 `transition(m, d)` returns the Jacobians of one `step` in the layout and tangent-space convention of MuJoCo's
-`mjd_transitionFD`, computed exactly by reverse-mode autodiff through the step (implicit differentiation of the
-constraint solver by default) instead of finite differences:
+`mjd_transitionFD`, computed exactly by autodiff through the step instead of finite differences (forward mode
+where the model allows it, else reverse mode through the implicit differentiation of the constraint solver):
 
     x = (dq, qvel, act): (2 nv + na,)  dq is a tangent-space position (nv,): qpos = integrate_pos(qpos0, dq, 1)
     A = d x_next / d x        (2nv+na, 2nv+na)
@@ -19,8 +19,8 @@ perturbed copies of the input state (first-order randomised smoothing of the dyn
 Suh, Pang and Tedrake 2022; cf. Suh et al. 2022, "Do differentiable simulators give better policy gradients?",
 and Pang et al. 2023 for the smoothing view of contact). Where a contact is about to be made the smoothed
 derivative sees it, so an optimiser is pulled towards making the contact; the exact derivative is zero there.
-Positions are perturbed in the tangent space with standard deviation `contact_smoothing_std` (metres or
-radians), velocities with `contact_smoothing_std / opt.timestep * contact_smoothing_vel` (off by default).
+Positions (the dofs `contact_smoothing_dofs`, default all) are perturbed in the tangent space with standard
+deviation `contact_smoothing_std` (metres or radians). `mjx_lite.step` itself consults the configuration.
 See docs/gradients.md for its cost and when the exact gradient is the better choice.
 """
 
