@@ -192,3 +192,20 @@ def test_friction_from_a_tumbling_box():
     m = mjl.load_mjcf_string(TUMBLE)
     fit = sysid.fit(m, logs, params=("geom_friction", (1, 0)), window=10, iterations=15)
     assert abs(fit.params["geom_friction[1, 0]"] - 0.8) < 1e-3 * 0.8, fit.report()
+
+
+@pytest.mark.slow
+def test_option_field_with_an_optax_optimizer():
+    """An option (gravity, 9.0 in MuJoCo C against our 9.81) fitted by Adam instead of Levenberg-Marquardt."""
+    import optax  # noqa: PLC0415
+
+    mjm = mujoco.MjModel.from_xml_string(PENDULUM)
+    mjm.opt.gravity[2] = -9.0
+    rng = np.random.default_rng(1)
+    logs = [record(mjm, s, 100, qpos0=rng.uniform(-1, 1, 1)) for s in range(2)]
+    m = mjl.load_mjcf_string(PENDULUM)
+    adam = optax.adam(optax.exponential_decay(0.01, transition_steps=100, decay_rate=0.1))
+    fit = sysid.fit(m, logs, params=("opt.gravity", 2), window=10, iterations=300, optimizer=adam)
+    assert abs(fit.params["opt.gravity[2]"] + 9.0) < 0.01, fit.report()
+    assert fit.loss[-1] < 1e-3 * fit.loss[0]
+    assert float(fit.model.opt.gravity[2]) == pytest.approx(fit.params["opt.gravity[2]"])
