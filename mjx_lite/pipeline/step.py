@@ -30,7 +30,13 @@ def step(m: Model, d: Data) -> Data:
     Divergence (non-finite or |x| > 1e10 in qpos, qvel or qacc) resets the offending environment to the
     model's reset state (see `integrate.check_pos_vel`), counting it in `warning_number`. After a bad qacc the
     reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step).
+    With `m.config.contact_gradients == "smooth"` the value is the same and the derivative is randomly smoothed
+    (`mjx_lite.derivatives.smooth_step`).
     """
+    if m.config.contact_gradients != "exact":
+        from mjx_lite import derivatives  # noqa: PLC0415 - the layer above, imported when traced
+
+        return derivatives.smooth_step(m, d)
     check_data(m, d)
     d = integrate.check_pos_vel(m, d)
     d = fwd.forward(m, d)
