@@ -86,6 +86,11 @@ def diverged(before: Data, after: Data) -> jax.Array:
     return _warning_total(after) > _warning_total(before)
 
 
+# jitted per environment object (static, hashed by identity) with the model as a traced argument
+_jit_reset = jax.jit(lambda env, model, rng: env.with_model(model).reset(rng), static_argnums=0)
+_jit_step = jax.jit(lambda env, model, state, action: env.with_model(model).step(state, action), static_argnums=0)
+
+
 class Env(abc.ABC):
     """Base class of environments; subclasses implement `reset` and `step` (see the module docstring).
 
@@ -103,6 +108,7 @@ class Env(abc.ABC):
         self._n_frames = int(n_frames)
         self._dt = float(np.asarray(model.opt.timestep)) * self._n_frames
         self._obs_size: int | None = None
+        self._origin: Env | None = None  # the env a `with_model` copy was made from (the key of the jit caches)
 
     # ---- properties ----------------------------------------------------------------------------------------
     @property
@@ -142,7 +148,19 @@ class Env(abc.ABC):
         """A shallow copy of this environment that simulates `model` (same static structure, other floats)."""
         env = copy.copy(self)
         env._model = model
+        env._origin = self._origin or self
         return env
+
+    def jit_reset(self, rng: jax.Array) -> State:
+        """`reset`, jitted; the model is an argument, so `with_model` copies share the compilation."""
+        return _jit_reset(self._origin or self, self._model, rng)
+
+    def jit_step(self, state: State, action: jax.Array) -> State:
+        """`step`, jitted (shared like `jit_reset`); a float action is cast to the observation dtype first."""
+        action = jp.asarray(action)
+        if jp.issubdtype(action.dtype, jp.floating):
+            action = jp.asarray(action, dtype=state.obs.dtype)
+        return _jit_step(self._origin or self, self._model, state, action)
 
     # ---- the contract ---------------------------------------------------------------------------------------
     @abc.abstractmethod

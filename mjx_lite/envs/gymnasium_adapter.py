@@ -6,14 +6,15 @@
 
     one = envs.to_gymnasium_env(envs.make("cartpole_balance"))            # gymnasium.Env (passes check_env)
 
-Both run the training wrapper (`wrap_for_training`) jitted underneath, so episodes are truncated at
-`episode_length` (environment steps), `action_repeat` applies, and a diverged or NaN-action environment ends its
-episode (`terminated`, with `info["diverged"]` / `info["nan_action"]`). The vector env auto-resets in the same
+The vector env runs the training wrapper (`wrap_for_training`, jitted) underneath; the single env steps the
+jitted `env.jit_step` and applies the same rules on the host. Episodes are truncated at `episode_length`
+(environment steps), `action_repeat` applies, and a diverged or NaN-action environment ends its episode
+(`terminated`, with `info["diverged"]` / `info["nan_action"]`, reward 0). The vector env auto-resets in the same
 step (gymnasium's `AutoresetMode.SAME_STEP`): where an episode ended, the returned observation is the next
 episode's first one and `info["final_obs"]` (masked by `info["_final_obs"]`) holds the last one. The single env
 does not auto-reset: after `terminated or truncated`, call `reset()`. Observations are float32; actions are cast to
-the model's float dtype. Seeds: `reset(seed=s)` draws every environment's key from `s`; `reset()` without a seed
-continues from the last seeded generator.
+the model's float dtype. Seeds: `reset(seed=s)` draws the keys from `s`; `reset()` without a seed continues from
+the last seeded generator.
 """
 
 from __future__ import annotations
@@ -42,15 +43,13 @@ class _Core:
         self.env = env
         self.num_envs = int(num_envs)
         self.train_env = wrap_for_training(env, episode_length=episode_length, action_repeat=action_repeat)
-        self._reset = jax.jit(self.train_env.reset)
-        self._step = jax.jit(self.train_env.step)
         self.state = None
         self.dtype = env.model.opt.timestep.dtype
 
     def reset(self, np_random: np.random.Generator) -> np.ndarray:
         seed = int(np_random.integers(0, 2**31 - 1))
         keys = jax.random.split(jax.random.PRNGKey(seed), self.num_envs)
-        self.state = self._reset(keys)
+        self.state = self.train_env.jit_reset(keys)
         return np.array(self.state.obs, dtype=np.float32)
 
     def step(self, actions) -> dict:
@@ -62,7 +61,7 @@ class _Core:
             a = a.reshape(want) if a.size == np.prod(want) else a
         if a.shape != want:
             raise ValueError(f"actions must have shape {want}, got {np.shape(actions)}")
-        self.state = self._step(self.state, a)
+        self.state = self.train_env.jit_step(self.state, a)
         s = jax.device_get(self.state)
         trunc = np.asarray(s.info["truncation"]) > 0
         done = np.asarray(s.done) > 0
@@ -122,28 +121,56 @@ def to_gymnasium(env: Env, num_envs: int, episode_length: int = 1000, action_rep
 def to_gymnasium_env(env: Env, episode_length: int = 1000, action_repeat: int = 1):
     """A single `gymnasium.Env` view of `env` (no auto-reset: call `reset()` after an episode ends)."""
     gym = _gymnasium()
+    from mjx_lite.envs.base import _warning_total
+
+    if int(episode_length) < 1 or int(action_repeat) < 1:
+        raise ValueError(f"episode_length and action_repeat must be >= 1, got {episode_length}, {action_repeat}")
+    dtype = env.model.opt.timestep.dtype
 
     class MjxLiteEnv(gym.Env):
         metadata = {"render_modes": []}
 
         def __init__(self):
-            self._core = _Core(env, 1, episode_length, action_repeat)
             self.observation_space = gym.spaces.Box(-np.inf, np.inf, (env.observation_size,), np.float32)
             self.action_space = gym.spaces.Box(-1.0, 1.0, (env.action_size,), np.float32)
+            self.env = env
+            self.state = None
 
         def reset(self, *, seed: int | None = None, options: dict | None = None):
             super().reset(seed=seed)
-            return self._core.reset(self.np_random)[0], {}
+            key = jax.random.PRNGKey(int(self.np_random.integers(0, 2**31 - 1)))
+            self.state = env.jit_reset(key)
+            self._steps, self._return = 0, 0.0
+            return np.array(self.state.obs, dtype=np.float32), {}
 
         def step(self, action):
-            r = self._core.step(np.asarray(action)[None])
-            terminated, truncated = bool(r["terminated"][0]), bool(r["truncated"][0])
-            ended = terminated or truncated
-            obs = r["final_obs"][0] if ended else r["obs"][0]  # the wrapper already reset: show the final obs
-            info = {"diverged": bool(r["diverged"][0]), "nan_action": bool(r["nan_action"][0])}
-            if ended:
-                info["episode_return"] = float(r["episode_return"][0])
-                info["episode_length"] = int(r["episode_length"][0])
-            return obs, float(r["reward"][0]), terminated, truncated, info
+            if self.state is None:
+                raise RuntimeError("call reset() before step()")
+            a = np.asarray(action, dtype=dtype)
+            if a.shape != (env.action_size,):
+                raise ValueError(f"action must have shape ({env.action_size},), got {np.shape(action)}")
+            nan = not np.all(np.isfinite(a))
+            if nan:
+                a = np.zeros_like(a)
+            reward, done, diverged = 0.0, False, False
+            for _ in range(int(action_repeat)):
+                before = int(_warning_total(self.state.data))
+                self.state = env.jit_step(self.state, a)
+                diverged = int(_warning_total(self.state.data)) > before
+                reward += float(self.state.reward)
+                done = bool(self.state.done > 0) or diverged
+                if done:
+                    break
+            if nan or diverged:
+                reward = 0.0
+            self._steps += int(action_repeat)
+            self._return += reward
+            terminated = done or nan
+            truncated = not terminated and self._steps >= int(episode_length)
+            info = {"diverged": diverged, "nan_action": nan}
+            if terminated or truncated:
+                info["episode_return"] = self._return
+                info["episode_length"] = self._steps
+            return np.array(self.state.obs, dtype=np.float32), reward, terminated, truncated, info
 
     return MjxLiteEnv()

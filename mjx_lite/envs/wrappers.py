@@ -25,7 +25,8 @@ Domain randomisation: `randomize(model, rng) -> model` (e.g. `envs.scale_randomi
 `num_envs` keys once, when wrapping; the fields it changed get a leading `num_envs` axis in `train_env.model`,
 the others stay shared. Every step vmaps over that batched model, with no retrace: `TrainingEnv` is a pytree
 whose leaves are the model's arrays, so a re-randomised `TrainingEnv` passed to a jitted function reuses its
-compilation.
+compilation. `train_env.jit_reset` / `train_env.jit_step` are jitted versions shared by every TrainingEnv of the same
+environment and settings (compiled once per shape, whichever wrapper instance calls them).
 """
 
 from __future__ import annotations
@@ -166,6 +167,18 @@ class TrainingEnv:
             )
 
     # ---- reset / step ---------------------------------------------------------------------------------------
+    def jit_reset(self, rng: jax.Array) -> State:
+        """`reset`, jitted (one compilation per environment, settings and batch size; see the module docstring)."""
+        return _jit_reset(self, rng)
+
+    def jit_step(self, state: State, action: jax.Array) -> State:
+        """`step`, jitted (shared like `jit_reset`); actions are cast to the observation dtype first (a weakly
+        typed array, e.g. from `jp.full(shape, 0.5)`, would otherwise compile a second time)."""
+        action = jp.asarray(action)
+        if jp.issubdtype(action.dtype, jp.floating):
+            action = jp.asarray(action, dtype=state.obs.dtype)
+        return _jit_step(self, state, action)
+
     def reset(self, rng: jax.Array) -> State:
         """Fresh states for a batch of environments, one PRNG key each: rng (num_envs, 2) -> State (batched)."""
         keys = _raw_keys(rng)
@@ -262,6 +275,10 @@ class TrainingEnv:
             "episode_metrics": episode, "episode_done": done.astype(f), "final_obs": nstate.obs,
         }  # fmt: skip
         return State(data=data, obs=obs, reward=reward, done=done.astype(f), metrics=nstate.metrics, info=info)
+
+
+_jit_reset = jax.jit(lambda train_env, rng: train_env.reset(rng))
+_jit_step = jax.jit(lambda train_env, state, action: train_env.step(state, action))
 
 
 def _path_str(path) -> str:

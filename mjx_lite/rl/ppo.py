@@ -27,6 +27,7 @@ the mean return. Everything random is drawn from `seed`: two runs with the same 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -153,12 +154,150 @@ def make_policy_fn(net: NetworkConfig) -> Callable:
     return make_policy
 
 
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """The static part of the jitted PPO functions (hashable): hyper-parameters and networks."""
+
+    config: PPOConfig
+    network: NetworkConfig
+
+    def optimizer(self) -> optax.GradientTransformation:
+        opt = optax.adam(self.config.learning_rate)
+        if self.config.max_grad_norm is not None:
+            opt = optax.chain(optax.clip_by_global_norm(self.config.max_grad_norm), opt)
+        return opt
+
+    def normalized(self, normalizer: dict, obs: jax.Array) -> jax.Array:
+        return networks.normalize(normalizer, obs) if self.config.normalize_observations else obs
+
+
+def _collect(spec: _Spec, train_env: TrainingEnv, params: dict, state, key: jax.Array):
+    c = spec.config
+    policy_net = spec.network.policy_net
+
+    def one_step(carry, _):
+        s, k = carry
+        k, k_act = jax.random.split(k)
+        out = policy_net.apply({"params": params["policy"]}, spec.normalized(params["normalizer"], s.obs))
+        loc, scale = networks.gaussian_params(out)
+        u = loc + scale * jax.random.normal(k_act, loc.shape, loc.dtype)
+        logp = networks.log_prob(loc, scale, u)
+        ns = train_env.step(s, jp.tanh(u))
+        tr = {
+            "obs": s.obs, "raw_action": u, "logp": logp, "reward": ns.reward, "done": ns.done,
+            "truncation": ns.info["truncation"], "next_obs": ns.obs,
+            "episode_return": ns.info["episode_metrics"]["return"], "episode_done": ns.info["episode_done"],
+        }  # fmt: skip
+        return (ns, k), tr
+
+    def one_unroll(carry, _):
+        s, k = carry
+        k, k_u = jax.random.split(k)
+        (s, _), tr = jax.lax.scan(one_step, (s, k_u), None, length=c.unroll_length)
+        return (s, k), tr
+
+    n_unrolls = c.batch_size * c.num_minibatches // c.num_envs
+    (state, _), data = jax.lax.scan(one_unroll, (state, key), None, length=n_unrolls)
+    # (unrolls, time, envs, ...) -> (unrolls * envs, time, ...)
+    data = jax.tree.map(lambda x: jp.swapaxes(x, 1, 2).reshape((-1, c.unroll_length) + x.shape[3:]), data)
+    return state, data
+
+
+def _loss(spec: _Spec, pv: dict, normalizer: dict, batch: dict, key: jax.Array):
+    c = spec.config
+    obs = spec.normalized(normalizer, batch["obs"])
+    loc, scale = networks.gaussian_params(spec.network.policy_net.apply({"params": pv["policy"]}, obs))
+    value_net = spec.network.value_net
+    values = value_net.apply({"params": pv["value"]}, obs)[..., 0]
+    last = spec.normalized(normalizer, batch["next_obs"][:, -1])
+    bootstrap = value_net.apply({"params": pv["value"]}, last)[..., 0]
+    truncation = batch["truncation"]
+    termination = batch["done"] * (1.0 - truncation)
+    targets, adv = gae(batch["reward"] * c.reward_scaling, values, bootstrap, termination, truncation,
+                       c.discounting, c.gae_lambda)  # fmt: skip
+    if c.normalize_advantage:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ratio = jp.exp(networks.log_prob(loc, scale, batch["raw_action"]) - batch["logp"])
+    surrogate = jp.minimum(ratio * adv, jp.clip(ratio, 1 - c.clipping_epsilon, 1 + c.clipping_epsilon) * adv)
+    policy_loss = -surrogate.mean()
+    value_loss = c.vf_loss_coefficient * 0.5 * jp.mean((targets - values) ** 2)
+    entropy = networks.entropy(loc, scale, key).mean()
+    total = policy_loss + value_loss - c.entropy_cost * entropy
+    return total, {"loss/total": total, "loss/policy": policy_loss, "loss/value": value_loss, "entropy": entropy}
+
+
+@functools.partial(jax.jit, static_argnums=(0,), donate_argnums=(3,))
+def _update(spec: _Spec, train_env: TrainingEnv, ts: TrainingState, state, key: jax.Array):
+    """One PPO update (collect, normalise, SGD epochs); jitted once per (spec, environment, shapes)."""
+    c = spec.config
+    optimizer = spec.optimizer()
+    key, k_roll, k_sgd = jax.random.split(key, 3)
+    state, data = _collect(spec, train_env, ts.params, state, k_roll)
+    normalizer = ts.params["normalizer"]
+    if c.normalize_observations:
+        normalizer = networks.update_normalizer(normalizer, data["obs"])
+    grad_fn = jax.value_and_grad(functools.partial(_loss, spec), has_aux=True)
+    n = data["obs"].shape[0]
+
+    def minibatch(carry, batch):
+        opt_state, pv, k = carry
+        k, k_loss = jax.random.split(k)
+        (_, metrics), grads = grad_fn(pv, normalizer, batch, k_loss)
+        metrics["grad_norm"] = optax.global_norm(grads)
+        updates, opt_state = optimizer.update(grads, opt_state, pv)
+        return (opt_state, optax.apply_updates(pv, updates), k), metrics
+
+    def epoch(carry, _):
+        opt_state, pv, k = carry
+        k, k_perm, k_mb = jax.random.split(k, 3)
+        perm = jax.random.permutation(k_perm, n)
+        shuffled = jax.tree.map(lambda x: x[perm].reshape((c.num_minibatches, -1) + x.shape[1:]), data)
+        (opt_state, pv, _), metrics = jax.lax.scan(minibatch, (opt_state, pv, k_mb), shuffled)
+        return (opt_state, pv, k), metrics
+
+    pv = {"policy": ts.params["policy"], "value": ts.params["value"]}
+    (opt_state, pv, _), metrics = jax.lax.scan(epoch, (ts.opt_state, pv, k_sgd), None,
+                                               length=c.num_updates_per_batch)  # fmt: skip
+    metrics = {k: v.mean() for k, v in metrics.items()}
+    ended = data["episode_done"]
+    metrics["episodes"] = ended.sum()
+    metrics["episode_return_sum"] = (data["episode_return"] * ended).sum()
+    params = {"normalizer": normalizer, **pv}
+    ts = TrainingState(params=params, opt_state=opt_state, env_steps=ts.env_steps + c.env_steps_per_update)
+    return train_env, ts, state, key, metrics
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _evaluate(spec: _Spec, eval_env: TrainingEnv, params: dict, key: jax.Array) -> dict:
+    """Mean return of `num_eval_envs` fresh episodes (the first episode of each environment)."""
+    c = spec.config
+    k_reset, k_act = jax.random.split(key)
+    policy = make_policy_fn(spec.network)(params, deterministic=c.deterministic_eval)
+    s = eval_env.reset(jax.random.split(k_reset, c.num_eval_envs))
+    zeros = jp.zeros((c.num_eval_envs,), s.reward.dtype)
+
+    def body(carry, k):
+        s, ret, length, active = carry
+        a = policy(s.obs) if c.deterministic_eval else policy(s.obs, k)
+        s = eval_env.step(s, a)
+        ret = ret + s.reward * active
+        length = length + c.action_repeat * active
+        return (s, ret, length, active * (1.0 - s.done)), None
+
+    steps = math.ceil(c.episode_length / c.action_repeat)
+    (_, ret, length, _), _ = jax.lax.scan(body, (s, zeros, zeros, jp.ones_like(zeros)),
+                                          jax.random.split(k_act, steps))  # fmt: skip
+    return {"eval/episode_reward": ret.mean(), "eval/episode_reward_std": ret.std(),
+            "eval/episode_length": length.mean()}  # fmt: skip
+
+
 class Trainer:
-    """The jitted pieces of PPO for one environment and configuration (what `train` loops over).
+    """The pieces of PPO for one environment and configuration (what `train` loops over).
 
     `init(seed)` -> (TrainingEnv, TrainingState, env State, key); `update(train_env, ts, env_state, key)` ->
-    the same after one update, plus scalar metrics; `evaluate(params, key)` -> eval metrics. The training env is an
-    argument of `update` (a pytree), so re-randomised models reuse the compilation.
+    the same after one update, plus scalar metrics; `evaluate(params, key)` -> eval metrics. The jitted functions
+    are shared by every Trainer of the same environment object and configuration (no recompilation when `train`
+    is called again), and the training env is an argument (a pytree), so re-randomised models reuse them too.
     """
 
     def __init__(self, env: Env, config: PPOConfig, randomize: Callable | None = None, eval_env: Env | None = None):
@@ -169,16 +308,10 @@ class Trainer:
         self.randomize = randomize
         self.network = NetworkConfig(env.observation_size, env.action_size, c.policy_hidden, c.value_hidden,
                                      c.activation, c.normalize_observations)  # fmt: skip
+        self.spec = _Spec(c, self.network)
         self.make_policy = make_policy_fn(self.network)
         self.eval_env = wrap_for_training(eval_env or env, c.episode_length, c.action_repeat)
-        opt = optax.adam(c.learning_rate)
-        if c.max_grad_norm is not None:
-            opt = optax.chain(optax.clip_by_global_norm(c.max_grad_norm), opt)
-        self.optimizer = opt
-        self.update = jax.jit(self._update, donate_argnums=(2,))
-        self.evaluate = jax.jit(self._evaluate)
 
-    # ---- set-up -------------------------------------------------------------------------------------------
     def init(self, seed: int) -> tuple[TrainingEnv, TrainingState, Any, jax.Array]:
         c = self.config
         key = jax.random.PRNGKey(seed)
@@ -186,130 +319,18 @@ class Trainer:
         train_env = wrap_for_training(self.env, c.episode_length, c.action_repeat, self.randomize,
                                       c.num_envs if self.randomize else None, k_rand)  # fmt: skip
         params = self.network.init(k_net)
-        opt_state = self.optimizer.init({"policy": params["policy"], "value": params["value"]})
-        ts = TrainingState(params=params, opt_state=opt_state, env_steps=jp.zeros((), jp.int64 if
-                           jax.config.jax_enable_x64 else jp.int32))  # fmt: skip
-        env_state = jax.jit(train_env.reset)(jax.random.split(k_env, c.num_envs))
+        opt_state = self.spec.optimizer().init({"policy": params["policy"], "value": params["value"]})
+        steps = jp.zeros((), jp.int64 if jax.config.jax_enable_x64 else jp.int32)
+        ts = TrainingState(params=params, opt_state=opt_state, env_steps=steps)
+        env_state = train_env.jit_reset(jax.random.split(k_env, c.num_envs))
         return train_env, ts, env_state, k_loop
 
-    # ---- one update -----------------------------------------------------------------------------------------
-    def _normalized(self, normalizer: dict, obs: jax.Array) -> jax.Array:
-        return networks.normalize(normalizer, obs) if self.config.normalize_observations else obs
+    def update(self, train_env: TrainingEnv, ts: TrainingState, state, key: jax.Array):
+        """One PPO update: (train_env, ts, env_state, key, metrics)."""
+        return _update(self.spec, train_env, ts, state, key)
 
-    def _collect(self, train_env: TrainingEnv, params: dict, state, key: jax.Array):
-        c = self.config
-        policy_net = self.network.policy_net
-
-        def one_step(carry, _):
-            s, k = carry
-            k, k_act = jax.random.split(k)
-            out = policy_net.apply({"params": params["policy"]}, self._normalized(params["normalizer"], s.obs))
-            loc, scale = networks.gaussian_params(out)
-            u = loc + scale * jax.random.normal(k_act, loc.shape, loc.dtype)
-            logp = networks.log_prob(loc, scale, u)
-            ns = train_env.step(s, jp.tanh(u))
-            tr = {
-                "obs": s.obs, "raw_action": u, "logp": logp, "reward": ns.reward, "done": ns.done,
-                "truncation": ns.info["truncation"], "next_obs": ns.obs,
-                "episode_return": ns.info["episode_metrics"]["return"], "episode_done": ns.info["episode_done"],
-            }  # fmt: skip
-            return (ns, k), tr
-
-        def one_unroll(carry, _):
-            s, k = carry
-            k, k_u = jax.random.split(k)
-            (s, _), tr = jax.lax.scan(one_step, (s, k_u), None, length=c.unroll_length)
-            return (s, k), tr
-
-        n_unrolls = c.batch_size * c.num_minibatches // c.num_envs
-        (state, _), data = jax.lax.scan(one_unroll, (state, key), None, length=n_unrolls)
-        # (unrolls, time, envs, ...) -> (unrolls * envs, time, ...)
-        data = jax.tree.map(lambda x: jp.swapaxes(x, 1, 2).reshape((-1, c.unroll_length) + x.shape[3:]), data)
-        return state, data
-
-    def _loss(self, pv: dict, normalizer: dict, batch: dict, key: jax.Array):
-        c = self.config
-        obs = self._normalized(normalizer, batch["obs"])
-        loc, scale = networks.gaussian_params(self.network.policy_net.apply({"params": pv["policy"]}, obs))
-        value_net = self.network.value_net
-        values = value_net.apply({"params": pv["value"]}, obs)[..., 0]
-        last = self._normalized(normalizer, batch["next_obs"][:, -1])
-        bootstrap = value_net.apply({"params": pv["value"]}, last)[..., 0]
-        truncation = batch["truncation"]
-        termination = batch["done"] * (1.0 - truncation)
-        targets, adv = gae(batch["reward"] * c.reward_scaling, values, bootstrap, termination, truncation,
-                           c.discounting, c.gae_lambda)  # fmt: skip
-        if c.normalize_advantage:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        ratio = jp.exp(networks.log_prob(loc, scale, batch["raw_action"]) - batch["logp"])
-        surrogate = jp.minimum(ratio * adv, jp.clip(ratio, 1 - c.clipping_epsilon, 1 + c.clipping_epsilon) * adv)
-        policy_loss = -surrogate.mean()
-        value_loss = c.vf_loss_coefficient * 0.5 * jp.mean((targets - values) ** 2)
-        entropy = networks.entropy(loc, scale, key).mean()
-        total = policy_loss + value_loss - c.entropy_cost * entropy
-        return total, {"loss/total": total, "loss/policy": policy_loss, "loss/value": value_loss, "entropy": entropy}
-
-    def _update(self, train_env: TrainingEnv, ts: TrainingState, state, key: jax.Array):
-        c = self.config
-        key, k_roll, k_sgd = jax.random.split(key, 3)
-        state, data = self._collect(train_env, ts.params, state, k_roll)
-        normalizer = ts.params["normalizer"]
-        if c.normalize_observations:
-            normalizer = networks.update_normalizer(normalizer, data["obs"])
-        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
-        n = data["obs"].shape[0]
-
-        def minibatch(carry, batch):
-            opt_state, pv, k = carry
-            k, k_loss = jax.random.split(k)
-            (_, metrics), grads = grad_fn(pv, normalizer, batch, k_loss)
-            metrics["grad_norm"] = optax.global_norm(grads)
-            updates, opt_state = self.optimizer.update(grads, opt_state, pv)
-            return (opt_state, optax.apply_updates(pv, updates), k), metrics
-
-        def epoch(carry, _):
-            opt_state, pv, k = carry
-            k, k_perm, k_mb = jax.random.split(k, 3)
-            perm = jax.random.permutation(k_perm, n)
-            shuffled = jax.tree.map(lambda x: x[perm].reshape((c.num_minibatches, -1) + x.shape[1:]), data)
-            (opt_state, pv, _), metrics = jax.lax.scan(minibatch, (opt_state, pv, k_mb), shuffled)
-            return (opt_state, pv, k), metrics
-
-        pv = {"policy": ts.params["policy"], "value": ts.params["value"]}
-        (opt_state, pv, _), metrics = jax.lax.scan(epoch, (ts.opt_state, pv, k_sgd), None,
-                                                   length=c.num_updates_per_batch)  # fmt: skip
-        metrics = {k: v.mean() for k, v in metrics.items()}
-        ended = data["episode_done"]
-        metrics["episodes"] = ended.sum()
-        metrics["episode_return_sum"] = (data["episode_return"] * ended).sum()
-        params = {"normalizer": normalizer, **pv}
-        ts = TrainingState(params=params, opt_state=opt_state, env_steps=ts.env_steps + c.env_steps_per_update)
-        return train_env, ts, state, key, metrics
-
-    # ---- evaluation -----------------------------------------------------------------------------------------
-    def _evaluate(self, params: dict, key: jax.Array) -> dict:
-        c = self.config
-        k_reset, k_act = jax.random.split(key)
-        policy = self.make_policy(params, deterministic=c.deterministic_eval)
-        env = self.eval_env
-        s = env.reset(jax.random.split(k_reset, c.num_eval_envs))
-        f = s.reward.dtype
-        zeros = jp.zeros((c.num_eval_envs,), f)
-
-        def body(carry, k):
-            s, ret, length, active = carry
-            obs = s.obs
-            a = policy(obs) if c.deterministic_eval else policy(obs, k)
-            s = env.step(s, a)
-            ret = ret + s.reward * active
-            length = length + c.action_repeat * active
-            return (s, ret, length, active * (1.0 - s.done)), None
-
-        steps = math.ceil(c.episode_length / c.action_repeat)
-        (_, ret, length, _), _ = jax.lax.scan(body, (s, zeros, zeros, jp.ones_like(zeros)),
-                                              jax.random.split(k_act, steps))  # fmt: skip
-        return {"eval/episode_reward": ret.mean(), "eval/episode_reward_std": ret.std(),
-                "eval/episode_length": length.mean()}  # fmt: skip
+    def evaluate(self, params: dict, key: jax.Array) -> dict:
+        return _evaluate(self.spec, self.eval_env, params, key)
 
 
 def train(
