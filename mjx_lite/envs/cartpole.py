@@ -52,19 +52,22 @@ class CartPole(Env):
         velocity = (1.0 + tolerance(d.qvel[self._thv], margin=5.0)) / 2.0
         return upright * centered * control * velocity, {"upright": upright, "centered": centered}
 
-    def reset(self, rng: jax.Array) -> State:
+    def _initial_qpos_qvel(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
         m = self.model
         k1, k2, k3 = jax.random.split(rng, 3)
         f = self.float_dtype()
-        qpos = m.qpos0
         if self._swing_up:
             x = 0.01 * jax.random.normal(k1, (), f)
             th = jp.pi + 0.01 * jax.random.normal(k2, (), f)
         else:
             x = jax.random.uniform(k1, (), f, -0.1, 0.1)
             th = jax.random.uniform(k2, (), f, -0.034, 0.034)
-        qpos = qpos.at[self._x].set(x).at[self._th].set(th)
-        qvel = 0.01 * jax.random.normal(k3, (m.nv,), f)
+        qpos = m.qpos0.at[self._x].set(x).at[self._th].set(th)
+        return qpos, 0.01 * jax.random.normal(k3, (m.nv,), f)
+
+    def reset(self, rng: jax.Array) -> State:
+        f = self.float_dtype()
+        qpos, qvel = self._initial_qpos_qvel(rng)
         data = self.init_data(qpos=qpos, qvel=qvel)
         zero = jp.zeros((), f)
         return State(data, self._obs(data), zero, zero, metrics={"upright": zero, "centered": zero}, info={})

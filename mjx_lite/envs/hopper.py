@@ -52,12 +52,20 @@ class Hopper(Env):
     def _fallen(self, d: Data) -> jax.Array:
         return (d.xpos[self._torso, 2] < _FALL_HEIGHT) | (jp.abs(d.qpos[self._pitch]) > _FALL_PITCH)
 
-    def reset(self, rng: jax.Array) -> State:
+    def _initial_qpos_qvel(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
         m = self.model
         f = self.float_dtype()
         k1, k2 = jax.random.split(rng)
         qpos = m.qpos0 + jax.random.uniform(k1, (m.nq,), f, -0.005, 0.005)
-        qvel = jax.random.uniform(k2, (m.nv,), f, -0.005, 0.005)
+        return qpos, jax.random.uniform(k2, (m.nv,), f, -0.005, 0.005)
+
+    def _reward(self, d: Data) -> tuple[jax.Array, dict]:
+        terms = self._terms(d)
+        return terms["standing"] * (1.0 + 4.0 * terms["hopping"]) / 5.0, terms
+
+    def reset(self, rng: jax.Array) -> State:
+        f = self.float_dtype()
+        qpos, qvel = self._initial_qpos_qvel(rng)
         data = self.init_data(qpos=qpos, qvel=qvel)
         zero = jp.zeros((), f)
         metrics = {k: jp.zeros((), f) for k in ("standing", "hopping", "height", "speed")}
@@ -65,7 +73,6 @@ class Hopper(Env):
 
     def step(self, state: State, action: jax.Array) -> State:
         data = self.physics_step(state.data, action)
-        terms = self._terms(data)
-        reward = terms["standing"] * (1.0 + 4.0 * terms["hopping"]) / 5.0
+        reward, terms = self._reward(data)
         done = (self._fallen(data) | diverged(state.data, data)).astype(reward.dtype)
         return state.replace(data=data, obs=self._obs(data), reward=reward, done=done, metrics=terms)

@@ -20,7 +20,7 @@ DEFAULTS: dict[str, dict] = {
     "cartpole_swingup": {**_CPU, "num_timesteps": 5_000_000},
     "pendulum_swingup": {**_CPU, "num_timesteps": 5_000_000, "discounting": 0.99},
     "reacher": {**_CPU, "num_timesteps": 5_000_000, "learning_rate": 3e-4},
-    "hopper": {**_CPU, "num_timesteps": 10_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64)},
+    "hopper": {**_CPU, "num_timesteps": 2_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64)},
     "quadruped_run": {**_CPU, "num_timesteps": 20_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
                       "value_hidden": (128, 128)},
     "humanoid_stand": {**_CPU, "num_timesteps": 50_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
