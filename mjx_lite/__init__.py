@@ -1,13 +1,15 @@
 """mjx_lite: MuJoCo's physics in pure JAX (jit, vmap and grad)."""
 
 from mjx_lite import models
+from mjx_lite._cache import compilation_cache_dir, enable_compilation_cache
 from mjx_lite.collision.driver import active_contacts
 from mjx_lite.config import Config
-from mjx_lite.io import configure, make_data
+from mjx_lite.data import make_data, warnings
+from mjx_lite.io import configure
 from mjx_lite.mjcf.compile import load_mjcf, load_mjcf_string
-from mjx_lite.pipeline.forward import forward, step, step1, step2
+from mjx_lite.pipeline.contact_force import contact_force
 from mjx_lite.pipeline.inertia import full_m
-from mjx_lite.pipeline.inverse import contact_force, inverse
+from mjx_lite.pipeline.step import forward, inverse, step, step1, step2
 from mjx_lite.types import (
     ConeType,
     Contact,
@@ -24,6 +26,8 @@ from mjx_lite.types import (
     Statistic,
     Warning,
 )
+
+enable_compilation_cache()
 
 __all__ = [
     "Config",
@@ -42,6 +46,7 @@ __all__ = [
     "Statistic",
     "Warning",
     "active_contacts",
+    "compilation_cache_dir",
     "configure",
     "contact_force",
     "forward",
@@ -54,4 +59,5 @@ __all__ = [
     "step",
     "step1",
     "step2",
+    "warnings",
 ]

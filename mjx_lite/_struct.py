@@ -25,16 +25,33 @@ from typing import Any
 import jax
 import numpy as np
 
-__all__ = ["pytree_dataclass", "static_field", "static_hash", "static_memo"]
+__all__ = ["pytree_dataclass", "shaped", "static_field", "static_hash", "static_memo"]
 
 
-def static_field(default: Any = dataclasses.MISSING, **kwargs) -> Any:
-    """A dataclass field kept out of the traced leaves (host value, part of the jit cache key)."""
+def static_field(default: Any = dataclasses.MISSING, *, shape: tuple | None = None, dtype: str | None = None,
+                 **kwargs) -> Any:
+    """A dataclass field kept out of the traced leaves (host value, part of the jit cache key).
+
+    `shape`/`dtype`: the declared shape (dimension names of size fields, ints, or expressions like "nmocap*3")
+    and dtype ("int32", "bool", "uint8", "float64") of an array field; see `shaped`.
+    """
     metadata = dict(kwargs.pop("metadata", {}) or {})
     metadata["static"] = True
+    if shape is not None:
+        metadata["shape"] = tuple(shape)
+        metadata["dtype"] = dtype
     if default is dataclasses.MISSING:
         return dataclasses.field(metadata=metadata, **kwargs)
     return dataclasses.field(default=default, metadata=metadata, **kwargs)
+
+
+def shaped(*dims, dtype: str = "float") -> Any:
+    """A traced array field with a declared shape: `xpos: jax.Array = shaped("nbody", 3)`.
+
+    `dims` are ints or names resolved against the owner's sizes (`mjx_lite.types.resolve_shape`); `dtype` is
+    "float" (the model's float dtype), "int32" or "bool".
+    """
+    return dataclasses.field(metadata={"shape": tuple(dims), "dtype": dtype})
 
 
 def _digest(value: Any, h: hashlib._Hash) -> None:

@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+import mjx_lite
+
 _FLAGS = {
     "constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "contact": 16, "spring": 32, "damper": 64,
     "gravity": 128, "clampctrl": 256, "warmstart": 512, "actuation": 2048, "sensor": 8192, "eulerdamp": 32768,
@@ -79,17 +81,8 @@ def _data_bytes(d) -> int:
     return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(d)))
 
 
-def bench_mjx_lite(path: str, batch: int, steps: int, disable: int, repeats: int, source: str) -> dict:
-    import mjx_lite  # noqa: PLC0415
-
-    if source == "mjcf":
-        m = mjx_lite.load_mjcf(path)
-    else:  # build from MuJoCo's compiled arrays (test helper), for models our compiler cannot read yet
-        import mujoco  # noqa: PLC0415
-
-        from tests import oracle  # noqa: PLC0415
-
-        m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(path))
+def bench_mjx_lite(path: str, batch: int, steps: int, disable: int, repeats: int) -> dict:
+    m = mjx_lite.load_mjcf(path)
     m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
     db, _ = _initial_batch(mjx_lite.make_data, m, batch, m.nv)
     res = _time_rollout(mjx_lite.step, m, db, steps, repeats)
@@ -155,7 +148,6 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--disable", nargs="*", default=["constraint"], help="MuJoCo disable flags for every engine")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--source", choices=["mjcf", "mujoco"], default="mjcf", help="our compiler, or MuJoCo's arrays")
     p.add_argument("--skip", nargs="*", default=[], choices=["mjx", "c"], help="engines to skip")
     a = p.parse_args(argv)
     if a.dtype == "float64":
@@ -165,7 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"jax {jax.__version__}  backend {jax.default_backend()}  devices {jax.devices()}")
     results: dict = {}
     try:
-        results["mjx_lite"] = bench_mjx_lite(a.model, a.batch, a.steps, disable, a.repeats, a.source)
+        results["mjx_lite"] = bench_mjx_lite(a.model, a.batch, a.steps, disable, a.repeats)
     except Exception as e:  # noqa: BLE001
         results["mjx_lite"] = {"error": f"{type(e).__name__}: {e}"}
     try:

@@ -48,6 +48,11 @@ class Config:
       broadphase_contacts_per_pair: contact rows kept per narrow-phase pair of multi-contact colliders.
       sat_budget: box/mesh pairs whose separating-axis test costs more than this (face and edge-pair candidates)
         use GJK/EPA instead.
+      mass_matrix: layout of qM / qLD: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
+        "auto" (default): sparse when nv > 60.
+      contact_jacobian: how contact rows' Jacobians are built: "dense" (every dof), "chain" (only the dofs that
+        move the two bodies, scattered into zeros: large scenes of short chains), or "auto" (default): chain when
+        the longest chain is at most nv / 8.
     """
 
     gradients: str = "implicit"
@@ -57,6 +62,8 @@ class Config:
     broadphase_pairs_per_geom: float = 2.0
     broadphase_contacts_per_pair: float = 2.0
     sat_budget: int = 200_000
+    mass_matrix: str = "auto"
+    contact_jacobian: str = "auto"
 
     def __post_init__(self):
         if self.gradients not in GRADIENT_MODES:
@@ -69,6 +76,10 @@ class Config:
                 raise ValueError(f"Config.{name} must be a positive number, not {v!r}")
         if self.mesh_size_ratio < 1:
             raise ValueError(f"Config.mesh_size_ratio must be >= 1, not {self.mesh_size_ratio!r}")
+        for name, choices in (("mass_matrix", ("auto", "dense", "sparse")),
+                              ("contact_jacobian", ("auto", "dense", "chain"))):  # fmt: skip
+            if getattr(self, name) not in choices:
+                raise ValueError(f"Config.{name} must be one of {choices}, not {getattr(self, name)!r}")
         for name in ("broadphase_min_pairs", "sat_budget"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jp
+import numpy as np
 
 
 def dot3(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -222,8 +223,6 @@ _HIGHEST = jax.lax.Precision.HIGHEST
 
 
 def _np_tensors():
-    import numpy as np
-
     eps = np.zeros((3, 3, 3))
     eps[0, 1, 2] = eps[1, 2, 0] = eps[2, 0, 1] = 1.0
     eps[0, 2, 1] = eps[2, 1, 0] = eps[1, 0, 2] = -1.0
@@ -274,8 +273,6 @@ def rotate_c(v: jax.Array, q: jax.Array) -> jax.Array:
 
 
 def _spatial_tensors():
-    import numpy as np
-
     eps = _EPS
     # motion cross v x u: [w x uw, w x ul + vl x uw]
     mc = np.zeros((6, 6, 6))

@@ -9,12 +9,13 @@ with respect to their physical parameters without recompiling.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 
 import jax
 import numpy as np
 
-from mjx_lite._struct import pytree_dataclass, static_field
+from mjx_lite._struct import pytree_dataclass, shaped, static_field
 from mjx_lite.config import LAYOUT_FIELDS, Config
 
 # ----------------------------------------------------------------------------------------------------------
@@ -280,6 +281,7 @@ class Warning(enum.IntEnum):  # noqa: A001 - MuJoCo's name (mjtWarning)
 
 
 NWARNING = 7
+SPARSE_NV = 60  # with Config.mass_matrix="auto", models with more dofs store qM / qLD tree-sparse, (nM,)
 
 # MuJoCo's numerical constants.
 MINVAL = 1e-15
@@ -302,21 +304,21 @@ NFLUID = 12
 class Option:
     """Physics options (mjOption). Floats are traced; integer settings are static."""
 
-    timestep: jax.Array  # ()
-    impratio: jax.Array  # ()
-    tolerance: jax.Array  # ()
-    ls_tolerance: jax.Array  # ()
-    noslip_tolerance: jax.Array  # ()
-    ccd_tolerance: jax.Array  # ()
-    gravity: jax.Array  # (3,)
-    wind: jax.Array  # (3,)
-    magnetic: jax.Array  # (3,)
-    density: jax.Array  # ()
-    viscosity: jax.Array  # ()
-    o_margin: jax.Array  # ()
-    o_solref: jax.Array  # (2,)
-    o_solimp: jax.Array  # (5,)
-    o_friction: jax.Array  # (5,)
+    timestep: jax.Array = shaped()
+    impratio: jax.Array = shaped()
+    tolerance: jax.Array = shaped()
+    ls_tolerance: jax.Array = shaped()
+    noslip_tolerance: jax.Array = shaped()
+    ccd_tolerance: jax.Array = shaped()
+    gravity: jax.Array = shaped(3)
+    wind: jax.Array = shaped(3)
+    magnetic: jax.Array = shaped(3)
+    density: jax.Array = shaped()
+    viscosity: jax.Array = shaped()
+    o_margin: jax.Array = shaped()
+    o_solref: jax.Array = shaped(2)
+    o_solimp: jax.Array = shaped(5)
+    o_friction: jax.Array = shaped(5)
     integrator: int = static_field()
     cone: int = static_field()
     jacobian: int = static_field()
@@ -334,11 +336,11 @@ class Option:
 class Statistic:
     """Model statistics (mjStatistic)."""
 
-    meaninertia: jax.Array  # ()
-    meanmass: jax.Array  # ()
-    meansize: jax.Array  # ()
-    extent: jax.Array  # ()
-    center: jax.Array  # (3,)
+    meaninertia: jax.Array = shaped()
+    meanmass: jax.Array = shaped()
+    meansize: jax.Array = shaped()
+    extent: jax.Array = shaped()
+    center: jax.Array = shaped(3)
 
 
 # Size fields of Model, in order.
@@ -353,8 +355,9 @@ SIZE_FIELDS = (
 class Model:
     """A compiled model (mjModel). Build with `mjx_lite.load_mjcf` / `load_mjcf_string`.
 
-    Shapes are given in the comments; `n*` are the static sizes. Rotation matrices are not stored (MuJoCo's
-    quaternion fields are). Arrays marked `static_field` are host numpy, every other array is traced.
+    Shapes are declared with each field (`shaped(...)`, `static_field(shape=...)`: names of the static sizes `n*`;
+    `field_shape`/`resolve_shape` read them). Rotation matrices are not stored (MuJoCo's quaternion fields are).
+    Arrays marked `static_field` are host numpy, every other array is traced.
     """
 
     # sizes
@@ -389,14 +392,14 @@ class Model:
     njmax: int = static_field(0)
     # static structure derived from compile-time floats: dofs / tendons that get a friction-loss constraint row
     # (compiled frictionloss > 0; the value itself stays traced, so it can be randomised but not switched on)
-    dof_frictional: np.ndarray = static_field(None)  # (nv,) bool
-    tendon_frictional: np.ndarray = static_field(None)  # (ntendon,) bool
+    dof_frictional: np.ndarray = static_field(None, shape=("nv",), dtype="bool")
+    tendon_frictional: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
     # tendons whose compiled armature (own, or of actuators acting through them) is > 0: they add J' a J to qM
-    tendon_armed: np.ndarray = static_field(None)  # (ntendon,) bool
+    tendon_armed: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
     # compile-time values of floats that size static windows (height-field prisms tested per pair): per geom
     # (rbound, margin + gap) and per height field its cell size (dx, dy); host float64, not traced
-    geom_reach0: np.ndarray = static_field(None)  # (ngeom, 2) float64
-    hfield_cell0: np.ndarray = static_field(None)  # (nhfield, 2) float64
+    geom_reach0: np.ndarray = static_field(None, shape=("ngeom", 2), dtype="float64")
+    hfield_cell0: np.ndarray = static_field(None, shape=("nhfield", 2), dtype="float64")
     # trace-time configuration (mjx_lite.config.Config): gradient mode, reset semantics, collision grouping
     config: Config = static_field(Config())
     # options and statistics
@@ -407,279 +410,279 @@ class Model:
 
     # ---- arrays (generated from mjModel; MuJoCo names) ----
     # actuator
-    actuator_acc0: jax.Array  # (nu,)
-    actuator_actadr: np.ndarray = static_field()  # (nu,) int32
-    actuator_actearly: np.ndarray = static_field()  # (nu,) bool
-    actuator_actlimited: np.ndarray = static_field()  # (nu,) bool
-    actuator_actnum: np.ndarray = static_field()  # (nu,) int32
-    actuator_actrange: jax.Array  # (nu, 2)
-    actuator_armature: jax.Array  # (nu,)
-    actuator_biasprm: jax.Array  # (nu, 10)
-    actuator_biastype: np.ndarray = static_field()  # (nu,) int32
-    actuator_cranklength: jax.Array  # (nu,)
-    actuator_ctrladr: np.ndarray = static_field()  # (nu,) int32
-    actuator_ctrllimited: np.ndarray = static_field()  # (nu,) bool
-    actuator_ctrlnum: np.ndarray = static_field()  # (nu,) int32
-    actuator_ctrlrange: jax.Array  # (nu, 2)
-    actuator_ctrlspec: np.ndarray = static_field()  # (nu,) int32
-    actuator_damping: jax.Array  # (nu,)
-    actuator_dampingpoly: jax.Array  # (nu, 2)
-    actuator_delay: jax.Array  # (nu,)
-    actuator_dynprm: jax.Array  # (nu, 10)
-    actuator_dyntype: np.ndarray = static_field()  # (nu,) int32
-    actuator_forcelimited: np.ndarray = static_field()  # (nu,) bool
-    actuator_forcerange: jax.Array  # (nu, 2)
-    actuator_gainprm: jax.Array  # (nu, 10)
-    actuator_gaintype: np.ndarray = static_field()  # (nu,) int32
-    actuator_gear: jax.Array  # (nu, 6)
-    actuator_group: np.ndarray = static_field()  # (nu,) int32
-    actuator_history: np.ndarray = static_field()  # (nu, 2) int32
-    actuator_historyadr: np.ndarray = static_field()  # (nu,) int32
-    actuator_length0: jax.Array  # (nu,)
-    actuator_lengthrange: jax.Array  # (nu, 2)
-    actuator_outadr: np.ndarray = static_field()  # (nu,) int32
-    actuator_outnum: np.ndarray = static_field()  # (nu,) int32
-    actuator_trnid: np.ndarray = static_field()  # (nu, 2) int32
-    actuator_trntype: np.ndarray = static_field()  # (nu,) int32
+    actuator_acc0: jax.Array = shaped("nu")
+    actuator_actadr: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_actearly: np.ndarray = static_field(shape=("nu",), dtype="bool")
+    actuator_actlimited: np.ndarray = static_field(shape=("nu",), dtype="bool")
+    actuator_actnum: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_actrange: jax.Array = shaped("nu", 2)
+    actuator_armature: jax.Array = shaped("nu")
+    actuator_biasprm: jax.Array = shaped("nu", 10)
+    actuator_biastype: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_cranklength: jax.Array = shaped("nu")
+    actuator_ctrladr: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_ctrllimited: np.ndarray = static_field(shape=("nu",), dtype="bool")
+    actuator_ctrlnum: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_ctrlrange: jax.Array = shaped("nu", 2)
+    actuator_ctrlspec: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_damping: jax.Array = shaped("nu")
+    actuator_dampingpoly: jax.Array = shaped("nu", 2)
+    actuator_delay: jax.Array = shaped("nu")
+    actuator_dynprm: jax.Array = shaped("nu", 10)
+    actuator_dyntype: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_forcelimited: np.ndarray = static_field(shape=("nu",), dtype="bool")
+    actuator_forcerange: jax.Array = shaped("nu", 2)
+    actuator_gainprm: jax.Array = shaped("nu", 10)
+    actuator_gaintype: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_gear: jax.Array = shaped("nu", 6)
+    actuator_group: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_history: np.ndarray = static_field(shape=("nu", 2), dtype="int32")
+    actuator_historyadr: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_length0: jax.Array = shaped("nu")
+    actuator_lengthrange: jax.Array = shaped("nu", 2)
+    actuator_outadr: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_outnum: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_trnid: np.ndarray = static_field(shape=("nu", 2), dtype="int32")
+    actuator_trntype: np.ndarray = static_field(shape=("nu",), dtype="int32")
     # body
-    body_conaffinity: np.ndarray = static_field()  # (nbody,) int32
-    body_contype: np.ndarray = static_field()  # (nbody,) int32
-    body_dofadr: np.ndarray = static_field()  # (nbody,) int32
-    body_dofnum: np.ndarray = static_field()  # (nbody,) int32
-    body_geomadr: np.ndarray = static_field()  # (nbody,) int32
-    body_geomnum: np.ndarray = static_field()  # (nbody,) int32
-    body_gravcomp: jax.Array  # (nbody,)
-    body_inertia: jax.Array  # (nbody, 3)
-    body_invweight0: jax.Array  # (nbody, 2)
-    body_ipos: jax.Array  # (nbody, 3)
-    body_iquat: jax.Array  # (nbody, 4)
-    body_jntadr: np.ndarray = static_field()  # (nbody,) int32
-    body_jntnum: np.ndarray = static_field()  # (nbody,) int32
-    body_margin: jax.Array  # (nbody,)
-    body_mass: jax.Array  # (nbody,)
-    body_mocapid: np.ndarray = static_field()  # (nbody,) int32
-    body_parentid: np.ndarray = static_field()  # (nbody,) int32
-    body_pos: jax.Array  # (nbody, 3)
-    body_quat: jax.Array  # (nbody, 4)
-    body_rootid: np.ndarray = static_field()  # (nbody,) int32
-    body_sameframe: np.ndarray = static_field()  # (nbody,) uint8
-    body_simple: np.ndarray = static_field()  # (nbody,) uint8
-    body_subtreemass: jax.Array  # (nbody,)
-    body_treeid: np.ndarray = static_field()  # (nbody,) int32
-    body_weldid: np.ndarray = static_field()  # (nbody,) int32
+    body_conaffinity: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_contype: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_dofadr: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_dofnum: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_geomadr: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_geomnum: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_gravcomp: jax.Array = shaped("nbody")
+    body_inertia: jax.Array = shaped("nbody", 3)
+    body_invweight0: jax.Array = shaped("nbody", 2)
+    body_ipos: jax.Array = shaped("nbody", 3)
+    body_iquat: jax.Array = shaped("nbody", 4)
+    body_jntadr: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_jntnum: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_margin: jax.Array = shaped("nbody")
+    body_mass: jax.Array = shaped("nbody")
+    body_mocapid: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_parentid: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_pos: jax.Array = shaped("nbody", 3)
+    body_quat: jax.Array = shaped("nbody", 4)
+    body_rootid: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_sameframe: np.ndarray = static_field(shape=("nbody",), dtype="uint8")
+    body_simple: np.ndarray = static_field(shape=("nbody",), dtype="uint8")
+    body_subtreemass: jax.Array = shaped("nbody")
+    body_treeid: np.ndarray = static_field(shape=("nbody",), dtype="int32")
+    body_weldid: np.ndarray = static_field(shape=("nbody",), dtype="int32")
     # cam
-    cam_bodyid: np.ndarray = static_field()  # (ncam,) int32
-    cam_fovy: jax.Array  # (ncam,)
-    cam_mat0: jax.Array  # (ncam, 9)
-    cam_mode: np.ndarray = static_field()  # (ncam,) int32
-    cam_pos: jax.Array  # (ncam, 3)
-    cam_pos0: jax.Array  # (ncam, 3)
-    cam_poscom0: jax.Array  # (ncam, 3)
-    cam_quat: jax.Array  # (ncam, 4)
-    cam_targetbodyid: np.ndarray = static_field()  # (ncam,) int32
+    cam_bodyid: np.ndarray = static_field(shape=("ncam",), dtype="int32")
+    cam_fovy: jax.Array = shaped("ncam")
+    cam_mat0: jax.Array = shaped("ncam", 9)
+    cam_mode: np.ndarray = static_field(shape=("ncam",), dtype="int32")
+    cam_pos: jax.Array = shaped("ncam", 3)
+    cam_pos0: jax.Array = shaped("ncam", 3)
+    cam_poscom0: jax.Array = shaped("ncam", 3)
+    cam_quat: jax.Array = shaped("ncam", 4)
+    cam_targetbodyid: np.ndarray = static_field(shape=("ncam",), dtype="int32")
     # dof
-    dof_M0: jax.Array  # (nv,)
-    dof_Madr: np.ndarray = static_field()  # (nv,) int32
-    dof_armature: jax.Array  # (nv,)
-    dof_bodyid: np.ndarray = static_field()  # (nv,) int32
-    dof_damping: jax.Array  # (nv,)
-    dof_dampingpoly: jax.Array  # (nv, 2)
-    dof_frictionloss: jax.Array  # (nv,)
-    dof_invweight0: jax.Array  # (nv,)
-    dof_jntid: np.ndarray = static_field()  # (nv,) int32
-    dof_length: jax.Array  # (nv,)
-    dof_parentid: np.ndarray = static_field()  # (nv,) int32
-    dof_simplenum: np.ndarray = static_field()  # (nv,) int32
-    dof_solimp: jax.Array  # (nv, 5)
-    dof_solref: jax.Array  # (nv, 2)
-    dof_treeid: np.ndarray = static_field()  # (nv,) int32
+    dof_M0: jax.Array = shaped("nv")
+    dof_Madr: np.ndarray = static_field(shape=("nv",), dtype="int32")
+    dof_armature: jax.Array = shaped("nv")
+    dof_bodyid: np.ndarray = static_field(shape=("nv",), dtype="int32")
+    dof_damping: jax.Array = shaped("nv")
+    dof_dampingpoly: jax.Array = shaped("nv", 2)
+    dof_frictionloss: jax.Array = shaped("nv")
+    dof_invweight0: jax.Array = shaped("nv")
+    dof_jntid: np.ndarray = static_field(shape=("nv",), dtype="int32")
+    dof_length: jax.Array = shaped("nv")
+    dof_parentid: np.ndarray = static_field(shape=("nv",), dtype="int32")
+    dof_simplenum: np.ndarray = static_field(shape=("nv",), dtype="int32")
+    dof_solimp: jax.Array = shaped("nv", 5)
+    dof_solref: jax.Array = shaped("nv", 2)
+    dof_treeid: np.ndarray = static_field(shape=("nv",), dtype="int32")
     # eq
-    eq_active0: np.ndarray = static_field()  # (neq,) bool
-    eq_data: jax.Array  # (neq, 12)
-    eq_obj1id: np.ndarray = static_field()  # (neq,) int32
-    eq_obj2id: np.ndarray = static_field()  # (neq,) int32
-    eq_objtype: np.ndarray = static_field()  # (neq,) int32
-    eq_solimp: jax.Array  # (neq, 5)
-    eq_solref: jax.Array  # (neq, 2)
-    eq_type: np.ndarray = static_field()  # (neq,) int32
+    eq_active0: np.ndarray = static_field(shape=("neq",), dtype="bool")
+    eq_data: jax.Array = shaped("neq", 12)
+    eq_obj1id: np.ndarray = static_field(shape=("neq",), dtype="int32")
+    eq_obj2id: np.ndarray = static_field(shape=("neq",), dtype="int32")
+    eq_objtype: np.ndarray = static_field(shape=("neq",), dtype="int32")
+    eq_solimp: jax.Array = shaped("neq", 5)
+    eq_solref: jax.Array = shaped("neq", 2)
+    eq_type: np.ndarray = static_field(shape=("neq",), dtype="int32")
     # exclude
-    exclude_signature: np.ndarray = static_field()  # (nexclude,) int32
+    exclude_signature: np.ndarray = static_field(shape=("nexclude",), dtype="int32")
     # geom
-    geom_aabb: jax.Array  # (ngeom, 6)
-    geom_adhesion: jax.Array  # (ngeom,)
-    geom_bodyid: np.ndarray = static_field()  # (ngeom,) int32
-    geom_conaffinity: np.ndarray = static_field()  # (ngeom,) int32
-    geom_condim: np.ndarray = static_field()  # (ngeom,) int32
-    geom_contype: np.ndarray = static_field()  # (ngeom,) int32
-    geom_dataid: np.ndarray = static_field()  # (ngeom,) int32
-    geom_fluid: jax.Array  # (ngeom, 12)
-    geom_friction: jax.Array  # (ngeom, 3)
-    geom_gap: jax.Array  # (ngeom,)
-    geom_group: np.ndarray = static_field()  # (ngeom,) int32
-    geom_margin: jax.Array  # (ngeom,)
-    geom_pos: jax.Array  # (ngeom, 3)
-    geom_priority: np.ndarray = static_field()  # (ngeom,) int32
-    geom_quat: jax.Array  # (ngeom, 4)
-    geom_rbound: jax.Array  # (ngeom,)
-    geom_sameframe: np.ndarray = static_field()  # (ngeom,) uint8
-    geom_size: jax.Array  # (ngeom, 3)
-    geom_solimp: jax.Array  # (ngeom, 5)
-    geom_solmix: jax.Array  # (ngeom,)
-    geom_solref: jax.Array  # (ngeom, 2)
-    geom_surfacevel: jax.Array  # (ngeom, 6)
-    geom_type: np.ndarray = static_field()  # (ngeom,) int32
+    geom_aabb: jax.Array = shaped("ngeom", 6)
+    geom_adhesion: jax.Array = shaped("ngeom")
+    geom_bodyid: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
+    geom_conaffinity: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
+    geom_condim: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
+    geom_contype: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
+    geom_dataid: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
+    geom_fluid: jax.Array = shaped("ngeom", 12)
+    geom_friction: jax.Array = shaped("ngeom", 3)
+    geom_gap: jax.Array = shaped("ngeom")
+    geom_group: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
+    geom_margin: jax.Array = shaped("ngeom")
+    geom_pos: jax.Array = shaped("ngeom", 3)
+    geom_priority: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
+    geom_quat: jax.Array = shaped("ngeom", 4)
+    geom_rbound: jax.Array = shaped("ngeom")
+    geom_sameframe: np.ndarray = static_field(shape=("ngeom",), dtype="uint8")
+    geom_size: jax.Array = shaped("ngeom", 3)
+    geom_solimp: jax.Array = shaped("ngeom", 5)
+    geom_solmix: jax.Array = shaped("ngeom")
+    geom_solref: jax.Array = shaped("ngeom", 2)
+    geom_surfacevel: jax.Array = shaped("ngeom", 6)
+    geom_type: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
     # hfield
-    hfield_adr: np.ndarray = static_field()  # (nhfield,) int32
-    hfield_data: jax.Array  # (nhfielddata,)
-    hfield_ncol: np.ndarray = static_field()  # (nhfield,) int32
-    hfield_nrow: np.ndarray = static_field()  # (nhfield,) int32
-    hfield_size: jax.Array  # (nhfield, 4)
+    hfield_adr: np.ndarray = static_field(shape=("nhfield",), dtype="int32")
+    hfield_data: jax.Array = shaped("nhfielddata")
+    hfield_ncol: np.ndarray = static_field(shape=("nhfield",), dtype="int32")
+    hfield_nrow: np.ndarray = static_field(shape=("nhfield",), dtype="int32")
+    hfield_size: jax.Array = shaped("nhfield", 4)
     # jnt
-    jnt_actfrclimited: np.ndarray = static_field()  # (njnt,) bool
-    jnt_actfrcrange: jax.Array  # (njnt, 2)
-    jnt_actgravcomp: np.ndarray = static_field()  # (njnt,) bool
-    jnt_actuatorid: np.ndarray = static_field()  # (njnt,) int32
-    jnt_axis: jax.Array  # (njnt, 3)
-    jnt_bodyid: np.ndarray = static_field()  # (njnt,) int32
-    jnt_dofadr: np.ndarray = static_field()  # (njnt,) int32
-    jnt_group: np.ndarray = static_field()  # (njnt,) int32
-    jnt_limited: np.ndarray = static_field()  # (njnt,) bool
-    jnt_margin: jax.Array  # (njnt,)
-    jnt_pos: jax.Array  # (njnt, 3)
-    jnt_qposadr: np.ndarray = static_field()  # (njnt,) int32
-    jnt_range: jax.Array  # (njnt, 2)
-    jnt_solimp: jax.Array  # (njnt, 5)
-    jnt_solref: jax.Array  # (njnt, 2)
-    jnt_springyield: jax.Array  # (njnt,)
-    jnt_stiffness: jax.Array  # (njnt,)
-    jnt_stiffnesspoly: jax.Array  # (njnt, 2)
-    jnt_type: np.ndarray = static_field()  # (njnt,) int32
+    jnt_actfrclimited: np.ndarray = static_field(shape=("njnt",), dtype="bool")
+    jnt_actfrcrange: jax.Array = shaped("njnt", 2)
+    jnt_actgravcomp: np.ndarray = static_field(shape=("njnt",), dtype="bool")
+    jnt_actuatorid: np.ndarray = static_field(shape=("njnt",), dtype="int32")
+    jnt_axis: jax.Array = shaped("njnt", 3)
+    jnt_bodyid: np.ndarray = static_field(shape=("njnt",), dtype="int32")
+    jnt_dofadr: np.ndarray = static_field(shape=("njnt",), dtype="int32")
+    jnt_group: np.ndarray = static_field(shape=("njnt",), dtype="int32")
+    jnt_limited: np.ndarray = static_field(shape=("njnt",), dtype="bool")
+    jnt_margin: jax.Array = shaped("njnt")
+    jnt_pos: jax.Array = shaped("njnt", 3)
+    jnt_qposadr: np.ndarray = static_field(shape=("njnt",), dtype="int32")
+    jnt_range: jax.Array = shaped("njnt", 2)
+    jnt_solimp: jax.Array = shaped("njnt", 5)
+    jnt_solref: jax.Array = shaped("njnt", 2)
+    jnt_springyield: jax.Array = shaped("njnt")
+    jnt_stiffness: jax.Array = shaped("njnt")
+    jnt_stiffnesspoly: jax.Array = shaped("njnt", 2)
+    jnt_type: np.ndarray = static_field(shape=("njnt",), dtype="int32")
     # key
-    key_act: jax.Array  # (nkey, na)
-    key_ctrl: jax.Array  # (nkey, nu)
-    key_mpos: jax.Array  # (nkey, nmocap*3)
-    key_mquat: jax.Array  # (nkey, nmocap*4)
-    key_qpos: jax.Array  # (nkey, nq)
-    key_qvel: jax.Array  # (nkey, nv)
-    key_time: jax.Array  # (nkey,)
+    key_act: jax.Array = shaped("nkey", "na")
+    key_ctrl: jax.Array = shaped("nkey", "nu")
+    key_mpos: jax.Array = shaped("nkey", "nmocap*3")
+    key_mquat: jax.Array = shaped("nkey", "nmocap*4")
+    key_qpos: jax.Array = shaped("nkey", "nq")
+    key_qvel: jax.Array = shaped("nkey", "nv")
+    key_time: jax.Array = shaped("nkey")
     # light
-    light_bodyid: np.ndarray = static_field()  # (nlight,) int32
-    light_dir: jax.Array  # (nlight, 3)
-    light_dir0: jax.Array  # (nlight, 3)
-    light_mode: np.ndarray = static_field()  # (nlight,) int32
-    light_pos: jax.Array  # (nlight, 3)
-    light_pos0: jax.Array  # (nlight, 3)
-    light_poscom0: jax.Array  # (nlight, 3)
-    light_targetbodyid: np.ndarray = static_field()  # (nlight,) int32
-    light_type: np.ndarray = static_field()  # (nlight,) int32
+    light_bodyid: np.ndarray = static_field(shape=("nlight",), dtype="int32")
+    light_dir: jax.Array = shaped("nlight", 3)
+    light_dir0: jax.Array = shaped("nlight", 3)
+    light_mode: np.ndarray = static_field(shape=("nlight",), dtype="int32")
+    light_pos: jax.Array = shaped("nlight", 3)
+    light_pos0: jax.Array = shaped("nlight", 3)
+    light_poscom0: jax.Array = shaped("nlight", 3)
+    light_targetbodyid: np.ndarray = static_field(shape=("nlight",), dtype="int32")
+    light_type: np.ndarray = static_field(shape=("nlight",), dtype="int32")
     # mesh
-    mesh_face: np.ndarray = static_field()  # (nmeshface, 3) int32
-    mesh_faceadr: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_facenum: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_face: np.ndarray = static_field(shape=("nmeshface", 3), dtype="int32")
+    mesh_faceadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_facenum: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
     # convex hulls (mjcf/mesh.py): local vertex ids (add mesh_vertadr) of each mesh's hull vertices, outward
     # counter-clockwise hull triangles and undirected hull edges; positions come from the traced mesh_vert
-    mesh_hulledge: np.ndarray = static_field()  # (nhulledge, 2) int32
-    mesh_hulledgeadr: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_hulledgenum: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_hullface: np.ndarray = static_field()  # (nhullface, 3) int32
-    mesh_hullfaceadr: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_hullfacenum: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_hullvert: np.ndarray = static_field()  # (nhullvert,) int32
-    mesh_hullvertadr: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_hullvertnum: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_hulledge: np.ndarray = static_field(shape=("nhulledge", 2), dtype="int32")
+    mesh_hulledgeadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_hulledgenum: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_hullface: np.ndarray = static_field(shape=("nhullface", 3), dtype="int32")
+    mesh_hullfaceadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_hullfacenum: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_hullvert: np.ndarray = static_field(shape=("nhullvert",), dtype="int32")
+    mesh_hullvertadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_hullvertnum: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
     # hull polygons (mjcf/mesh.hull_polygons): mesh i's polygons are mesh_polyadr[i] : + mesh_polynum[i]; polygon
     # j's vertex cycle (local ids, counter-clockwise about its outward normal, MuJoCo's start vertex) is
     # mesh_polyvert[mesh_polyvertadr[j] : + mesh_polyvertnum[j]]
-    mesh_polyadr: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_polynum: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_polyvert: np.ndarray = static_field()  # (npolyvert,) int32
-    mesh_polyvertadr: np.ndarray = static_field()  # (npoly,) int32
-    mesh_polyvertnum: np.ndarray = static_field()  # (npoly,) int32
-    mesh_pos: jax.Array  # (nmesh, 3)
-    mesh_quat: jax.Array  # (nmesh, 4)
-    mesh_scale: jax.Array  # (nmesh, 3)
-    mesh_vert: jax.Array  # (nmeshvert, 3)
-    mesh_vertadr: np.ndarray = static_field()  # (nmesh,) int32
-    mesh_vertnum: np.ndarray = static_field()  # (nmesh,) int32
+    mesh_polyadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_polynum: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_polyvert: np.ndarray = static_field(shape=("npolyvert",), dtype="int32")
+    mesh_polyvertadr: np.ndarray = static_field(shape=("npoly",), dtype="int32")
+    mesh_polyvertnum: np.ndarray = static_field(shape=("npoly",), dtype="int32")
+    mesh_pos: jax.Array = shaped("nmesh", 3)
+    mesh_quat: jax.Array = shaped("nmesh", 4)
+    mesh_scale: jax.Array = shaped("nmesh", 3)
+    mesh_vert: jax.Array = shaped("nmeshvert", 3)
+    mesh_vertadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_vertnum: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
     # pair
-    pair_adhesion: jax.Array  # (npair,)
-    pair_dim: np.ndarray = static_field()  # (npair,) int32
-    pair_friction: jax.Array  # (npair, 5)
-    pair_gap: jax.Array  # (npair,)
-    pair_geom1: np.ndarray = static_field()  # (npair,) int32
-    pair_geom2: np.ndarray = static_field()  # (npair,) int32
-    pair_margin: jax.Array  # (npair,)
-    pair_signature: np.ndarray = static_field()  # (npair,) int32
-    pair_solimp: jax.Array  # (npair, 5)
-    pair_solref: jax.Array  # (npair, 2)
-    pair_solreffriction: jax.Array  # (npair, 2)
+    pair_adhesion: jax.Array = shaped("npair")
+    pair_dim: np.ndarray = static_field(shape=("npair",), dtype="int32")
+    pair_friction: jax.Array = shaped("npair", 5)
+    pair_gap: jax.Array = shaped("npair")
+    pair_geom1: np.ndarray = static_field(shape=("npair",), dtype="int32")
+    pair_geom2: np.ndarray = static_field(shape=("npair",), dtype="int32")
+    pair_margin: jax.Array = shaped("npair")
+    pair_signature: np.ndarray = static_field(shape=("npair",), dtype="int32")
+    pair_solimp: jax.Array = shaped("npair", 5)
+    pair_solref: jax.Array = shaped("npair", 2)
+    pair_solreffriction: jax.Array = shaped("npair", 2)
     # sensor
-    sensor_adr: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_cutoff: jax.Array  # (nsensor,)
-    sensor_datatype: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_delay: jax.Array  # (nsensor,)
-    sensor_dim: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_history: np.ndarray = static_field()  # (nsensor, 2) int32
-    sensor_historyadr: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_interval: jax.Array  # (nsensor, 2)
-    sensor_intprm: np.ndarray = static_field()  # (nsensor, 3) int32
-    sensor_needstage: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_noise: jax.Array  # (nsensor,)
-    sensor_objid: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_objtype: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_refid: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_reftype: np.ndarray = static_field()  # (nsensor,) int32
-    sensor_type: np.ndarray = static_field()  # (nsensor,) int32
+    sensor_adr: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_cutoff: jax.Array = shaped("nsensor")
+    sensor_datatype: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_delay: jax.Array = shaped("nsensor")
+    sensor_dim: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_history: np.ndarray = static_field(shape=("nsensor", 2), dtype="int32")
+    sensor_historyadr: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_interval: jax.Array = shaped("nsensor", 2)
+    sensor_intprm: np.ndarray = static_field(shape=("nsensor", 3), dtype="int32")
+    sensor_needstage: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_noise: jax.Array = shaped("nsensor")
+    sensor_objid: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_objtype: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_refid: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_reftype: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    sensor_type: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
     # site
-    site_bodyid: np.ndarray = static_field()  # (nsite,) int32
-    site_dataid: np.ndarray = static_field()  # (nsite,) int32
-    site_group: np.ndarray = static_field()  # (nsite,) int32
-    site_pos: jax.Array  # (nsite, 3)
-    site_quat: jax.Array  # (nsite, 4)
-    site_sameframe: np.ndarray = static_field()  # (nsite,) uint8
-    site_size: jax.Array  # (nsite, 3)
-    site_type: np.ndarray = static_field()  # (nsite,) int32
+    site_bodyid: np.ndarray = static_field(shape=("nsite",), dtype="int32")
+    site_dataid: np.ndarray = static_field(shape=("nsite",), dtype="int32")
+    site_group: np.ndarray = static_field(shape=("nsite",), dtype="int32")
+    site_pos: jax.Array = shaped("nsite", 3)
+    site_quat: jax.Array = shaped("nsite", 4)
+    site_sameframe: np.ndarray = static_field(shape=("nsite",), dtype="uint8")
+    site_size: jax.Array = shaped("nsite", 3)
+    site_type: np.ndarray = static_field(shape=("nsite",), dtype="int32")
     # tendon
-    tendon_actfrclimited: np.ndarray = static_field()  # (ntendon,) bool
-    tendon_actfrcrange: jax.Array  # (ntendon, 2)
-    tendon_actuatorid: np.ndarray = static_field()  # (ntendon,) int32
-    tendon_adr: np.ndarray = static_field()  # (ntendon,) int32
-    tendon_armature: jax.Array  # (ntendon,)
-    tendon_damping: jax.Array  # (ntendon,)
-    tendon_dampingpoly: jax.Array  # (ntendon, 2)
-    tendon_frictionloss: jax.Array  # (ntendon,)
-    tendon_group: np.ndarray = static_field()  # (ntendon,) int32
-    tendon_invweight0: jax.Array  # (ntendon,)
-    tendon_length0: jax.Array  # (ntendon,)
-    tendon_lengthspring: jax.Array  # (ntendon, 2)
-    tendon_limited: np.ndarray = static_field()  # (ntendon,) bool
-    tendon_margin: jax.Array  # (ntendon,)
-    tendon_num: np.ndarray = static_field()  # (ntendon,) int32
-    tendon_range: jax.Array  # (ntendon, 2)
-    tendon_solimp_fri: jax.Array  # (ntendon, 5)
-    tendon_solimp_lim: jax.Array  # (ntendon, 5)
-    tendon_solref_fri: jax.Array  # (ntendon, 2)
-    tendon_solref_lim: jax.Array  # (ntendon, 2)
-    tendon_springyield: jax.Array  # (ntendon,)
-    tendon_stiffness: jax.Array  # (ntendon,)
-    tendon_stiffnesspoly: jax.Array  # (ntendon, 2)
-    tendon_treeid: np.ndarray = static_field()  # (ntendon, 2) int32
-    tendon_treenum: np.ndarray = static_field()  # (ntendon,) int32
-    tendon_type: np.ndarray = static_field()  # (ntendon,) int32
-    tendon_width: jax.Array  # (ntendon,)
+    tendon_actfrclimited: np.ndarray = static_field(shape=("ntendon",), dtype="bool")
+    tendon_actfrcrange: jax.Array = shaped("ntendon", 2)
+    tendon_actuatorid: np.ndarray = static_field(shape=("ntendon",), dtype="int32")
+    tendon_adr: np.ndarray = static_field(shape=("ntendon",), dtype="int32")
+    tendon_armature: jax.Array = shaped("ntendon")
+    tendon_damping: jax.Array = shaped("ntendon")
+    tendon_dampingpoly: jax.Array = shaped("ntendon", 2)
+    tendon_frictionloss: jax.Array = shaped("ntendon")
+    tendon_group: np.ndarray = static_field(shape=("ntendon",), dtype="int32")
+    tendon_invweight0: jax.Array = shaped("ntendon")
+    tendon_length0: jax.Array = shaped("ntendon")
+    tendon_lengthspring: jax.Array = shaped("ntendon", 2)
+    tendon_limited: np.ndarray = static_field(shape=("ntendon",), dtype="bool")
+    tendon_margin: jax.Array = shaped("ntendon")
+    tendon_num: np.ndarray = static_field(shape=("ntendon",), dtype="int32")
+    tendon_range: jax.Array = shaped("ntendon", 2)
+    tendon_solimp_fri: jax.Array = shaped("ntendon", 5)
+    tendon_solimp_lim: jax.Array = shaped("ntendon", 5)
+    tendon_solref_fri: jax.Array = shaped("ntendon", 2)
+    tendon_solref_lim: jax.Array = shaped("ntendon", 2)
+    tendon_springyield: jax.Array = shaped("ntendon")
+    tendon_stiffness: jax.Array = shaped("ntendon")
+    tendon_stiffnesspoly: jax.Array = shaped("ntendon", 2)
+    tendon_treeid: np.ndarray = static_field(shape=("ntendon", 2), dtype="int32")
+    tendon_treenum: np.ndarray = static_field(shape=("ntendon",), dtype="int32")
+    tendon_type: np.ndarray = static_field(shape=("ntendon",), dtype="int32")
+    tendon_width: jax.Array = shaped("ntendon")
     # tree
-    tree_bodyadr: np.ndarray = static_field()  # (ntree,) int32
-    tree_bodynum: np.ndarray = static_field()  # (ntree,) int32
-    tree_dofadr: np.ndarray = static_field()  # (ntree,) int32
-    tree_dofnum: np.ndarray = static_field()  # (ntree,) int32
+    tree_bodyadr: np.ndarray = static_field(shape=("ntree",), dtype="int32")
+    tree_bodynum: np.ndarray = static_field(shape=("ntree",), dtype="int32")
+    tree_dofadr: np.ndarray = static_field(shape=("ntree",), dtype="int32")
+    tree_dofnum: np.ndarray = static_field(shape=("ntree",), dtype="int32")
     # wrap
-    wrap_objid: np.ndarray = static_field()  # (nwrap,) int32
-    wrap_prm: jax.Array  # (nwrap,)
-    wrap_type: np.ndarray = static_field()  # (nwrap,) int32
+    wrap_objid: np.ndarray = static_field(shape=("nwrap",), dtype="int32")
+    wrap_prm: jax.Array = shaped("nwrap")
+    wrap_type: np.ndarray = static_field(shape=("nwrap",), dtype="int32")
     # qpos0
-    qpos0: jax.Array  # (nq,)
+    qpos0: jax.Array = shaped("nq")
     # qpos
-    qpos_spring: jax.Array  # (nq,)
+    qpos_spring: jax.Array = shaped("nq")
 
     def _check_replace(self, changes: dict) -> None:
         if "config" in changes:
@@ -700,25 +703,25 @@ class Model:
 
 @pytree_dataclass
 class Contact:
-    """Padded contact arrays (mjContact), `ncon = m.nconmax` rows; `active` marks the real ones."""
+    """Padded contact arrays (mjContact), `m.nconmax` rows; `active` marks the real ones."""
 
-    dist: jax.Array  # (ncon,) signed distance
-    pos: jax.Array  # (ncon, 3) contact point (midpoint)
-    frame: jax.Array  # (ncon, 3, 3) rows: normal (geom1 -> geom2), two tangents
-    includemargin: jax.Array  # (ncon,) margin - gap
-    friction: jax.Array  # (ncon, 5)
-    solref: jax.Array  # (ncon, 2)
-    solreffriction: jax.Array  # (ncon, 2)
-    solimp: jax.Array  # (ncon, 5)
-    dim: jax.Array  # (ncon,) int32 condim
-    geom: jax.Array  # (ncon, 2) int32 geom ids
-    efc_address: jax.Array  # (ncon,) int32 first efc row (-1 when inactive)
-    active: jax.Array  # (ncon,) bool: dist < margin and the pair exists
+    dist: jax.Array = shaped("nconmax")  # signed distance
+    pos: jax.Array = shaped("nconmax", 3)  # contact point (midpoint)
+    frame: jax.Array = shaped("nconmax", 3, 3)  # rows: normal (geom1 -> geom2), two tangents
+    includemargin: jax.Array = shaped("nconmax")  # margin - gap
+    friction: jax.Array = shaped("nconmax", 5)
+    solref: jax.Array = shaped("nconmax", 2)
+    solreffriction: jax.Array = shaped("nconmax", 2)
+    solimp: jax.Array = shaped("nconmax", 5)
+    dim: jax.Array = shaped("nconmax", dtype="int32")  # condim
+    geom: jax.Array = shaped("nconmax", 2, dtype="int32")  # geom ids
+    efc_address: jax.Array = shaped("nconmax", dtype="int32")  # first efc row (-1 when inactive)
+    active: jax.Array = shaped("nconmax", dtype="bool")  # dist < margin and the pair exists
 
 
 @pytree_dataclass
 class Data:
-    """Simulation state and results (mjData). All fields are traced arrays; shapes in comments.
+    """Simulation state and results (mjData). All fields are traced arrays with declared shapes (see Model).
 
     `efc_*` arrays are padded to `m.njmax` rows and `contact` to `m.nconmax`; `efc_mask`/`contact.active`
     mark the live rows, `nefc`/`ncon` count them. `warning_number` counts MuJoCo's warnings per environment
@@ -727,98 +730,154 @@ class Data:
     """
 
     # state
-    time: jax.Array  # ()
-    qpos: jax.Array  # (nq,)
-    qvel: jax.Array  # (nv,)
-    act: jax.Array  # (na,)
-    qacc_warmstart: jax.Array  # (nv,)
+    time: jax.Array = shaped()
+    qpos: jax.Array = shaped("nq")
+    qvel: jax.Array = shaped("nv")
+    act: jax.Array = shaped("na")
+    qacc_warmstart: jax.Array = shaped("nv")
     # control
-    ctrl: jax.Array  # (nu,)
-    qfrc_applied: jax.Array  # (nv,)
-    xfrc_applied: jax.Array  # (nbody, 6)
-    eq_active: jax.Array  # (neq,) bool
-    mocap_pos: jax.Array  # (nmocap, 3)
-    mocap_quat: jax.Array  # (nmocap, 4)
+    ctrl: jax.Array = shaped("nu")
+    qfrc_applied: jax.Array = shaped("nv")
+    xfrc_applied: jax.Array = shaped("nbody", 6)
+    eq_active: jax.Array = shaped("neq", dtype="bool")
+    mocap_pos: jax.Array = shaped("nmocap", 3)
+    mocap_quat: jax.Array = shaped("nmocap", 4)
     # dynamics
-    qacc: jax.Array  # (nv,)
-    act_dot: jax.Array  # (na,)
+    qacc: jax.Array = shaped("nv")
+    act_dot: jax.Array = shaped("na")
     # diagnostics
-    warning_number: jax.Array  # (NWARNING,) int32
-    solver_niter: jax.Array  # () int32
-    solver_improvement: jax.Array  # ()
-    solver_gradient: jax.Array  # ()
-    solver_fwdinv: jax.Array  # (2,)
-    energy: jax.Array  # (2,) potential, kinetic
+    warning_number: jax.Array = shaped("NWARNING", dtype="int32")
+    solver_niter: jax.Array = shaped(dtype="int32")
+    solver_improvement: jax.Array = shaped()
+    solver_gradient: jax.Array = shaped()
+    solver_fwdinv: jax.Array = shaped(2)
+    energy: jax.Array = shaped(2)  # potential, kinetic
     # position dependent
-    xpos: jax.Array  # (nbody, 3)
-    xquat: jax.Array  # (nbody, 4)
-    xmat: jax.Array  # (nbody, 3, 3)
-    xipos: jax.Array  # (nbody, 3)
-    ximat: jax.Array  # (nbody, 3, 3)
-    xanchor: jax.Array  # (njnt, 3)
-    xaxis: jax.Array  # (njnt, 3)
-    geom_xpos: jax.Array  # (ngeom, 3)
-    geom_xmat: jax.Array  # (ngeom, 3, 3)
-    site_xpos: jax.Array  # (nsite, 3)
-    site_xmat: jax.Array  # (nsite, 3, 3)
-    cam_xpos: jax.Array  # (ncam, 3)
-    cam_xmat: jax.Array  # (ncam, 3, 3)
-    subtree_com: jax.Array  # (nbody, 3)
-    cdof: jax.Array  # (nv, 6)
-    cinert: jax.Array  # (nbody, 10)
-    crb: jax.Array  # (nbody, 10)
-    ten_wrapadr: jax.Array  # (ntendon,) int32
-    ten_wrapnum: jax.Array  # (ntendon,) int32
-    ten_J: jax.Array  # (ntendon, nv) dense
-    ten_length: jax.Array  # (ntendon,)
-    wrap_obj: jax.Array  # (nwrap, 2) int32
-    wrap_xpos: jax.Array  # (nwrap, 6)
-    actuator_length: jax.Array  # (nu,)
-    actuator_moment: jax.Array  # (nu, nv) dense
-    qM: jax.Array  # (nv, nv) dense, or (nM,) tree-sparse when nv > inertia.SPARSE_NV (pipeline/inertia.py)  # noqa: N815
-    qLD: jax.Array  # same layout as qM: L'DL factor of qM (see pipeline/inertia.py; use solve_m)  # noqa: N815
-    qLDiagInv: jax.Array  # (nv,)  # noqa: N815
+    xpos: jax.Array = shaped("nbody", 3)
+    xquat: jax.Array = shaped("nbody", 4)
+    xmat: jax.Array = shaped("nbody", 3, 3)
+    xipos: jax.Array = shaped("nbody", 3)
+    ximat: jax.Array = shaped("nbody", 3, 3)
+    xanchor: jax.Array = shaped("njnt", 3)
+    xaxis: jax.Array = shaped("njnt", 3)
+    geom_xpos: jax.Array = shaped("ngeom", 3)
+    geom_xmat: jax.Array = shaped("ngeom", 3, 3)
+    site_xpos: jax.Array = shaped("nsite", 3)
+    site_xmat: jax.Array = shaped("nsite", 3, 3)
+    cam_xpos: jax.Array = shaped("ncam", 3)
+    cam_xmat: jax.Array = shaped("ncam", 3, 3)
+    subtree_com: jax.Array = shaped("nbody", 3)
+    cdof: jax.Array = shaped("nv", 6)
+    cinert: jax.Array = shaped("nbody", 10)
+    crb: jax.Array = shaped("nbody", 10)
+    ten_wrapadr: jax.Array = shaped("ntendon", dtype="int32")
+    ten_wrapnum: jax.Array = shaped("ntendon", dtype="int32")
+    ten_J: jax.Array = shaped("ntendon", "nv")  # dense
+    ten_length: jax.Array = shaped("ntendon")
+    wrap_obj: jax.Array = shaped("nwrap", 2, dtype="int32")
+    wrap_xpos: jax.Array = shaped("nwrap", 6)
+    actuator_length: jax.Array = shaped("nu")
+    actuator_moment: jax.Array = shaped("nu", "nv")  # dense
+    # (nv, nv) dense, or (nM,) tree-sparse (`sparse_mass_matrix`, see pipeline/inertia.py): the "qM" dimension
+    qM: jax.Array = shaped("qM")  # noqa: N815
+    qLD: jax.Array = shaped("qM")  # same layout as qM: L'DL factor of qM (see pipeline/inertia.py; use solve_m)  # noqa: N815
+    qLDiagInv: jax.Array = shaped("nv")  # noqa: N815
     # collisions and constraints (padded)
-    ncon: jax.Array  # () int32
+    ncon: jax.Array = shaped(dtype="int32")
     contact: Contact
-    nefc: jax.Array  # () int32
-    efc_type: jax.Array  # (njmax,) int32 ConstraintType
-    efc_id: jax.Array  # (njmax,) int32
-    efc_mask: jax.Array  # (njmax,) bool
-    efc_J: jax.Array  # (njmax, nv)
-    efc_pos: jax.Array  # (njmax,)
-    efc_margin: jax.Array  # (njmax,)
-    efc_frictionloss: jax.Array  # (njmax,)
-    efc_diagA: jax.Array  # (njmax,)  # noqa: N815
-    efc_KBIP: jax.Array  # (njmax, 4)  # noqa: N815
-    efc_D: jax.Array  # (njmax,)  # noqa: N815
-    efc_R: jax.Array  # (njmax,)  # noqa: N815
-    efc_vel: jax.Array  # (njmax,)
-    efc_aref: jax.Array  # (njmax,)
-    efc_b: jax.Array  # (njmax,)
-    efc_force: jax.Array  # (njmax,)
-    efc_state: jax.Array  # (njmax,) int32 ConstraintState
+    nefc: jax.Array = shaped(dtype="int32")
+    efc_type: jax.Array = shaped("njmax", dtype="int32")  # ConstraintType
+    efc_id: jax.Array = shaped("njmax", dtype="int32")
+    efc_mask: jax.Array = shaped("njmax", dtype="bool")
+    efc_J: jax.Array = shaped("njmax", "nv")
+    efc_pos: jax.Array = shaped("njmax")
+    efc_margin: jax.Array = shaped("njmax")
+    efc_frictionloss: jax.Array = shaped("njmax")
+    efc_diagA: jax.Array = shaped("njmax")  # noqa: N815
+    efc_KBIP: jax.Array = shaped("njmax", 4)  # noqa: N815
+    efc_D: jax.Array = shaped("njmax")  # noqa: N815
+    efc_R: jax.Array = shaped("njmax")  # noqa: N815
+    efc_vel: jax.Array = shaped("njmax")
+    efc_aref: jax.Array = shaped("njmax")
+    efc_b: jax.Array = shaped("njmax")
+    efc_force: jax.Array = shaped("njmax")
+    efc_state: jax.Array = shaped("njmax", dtype="int32")  # ConstraintState
     # velocity dependent
-    actuator_velocity: jax.Array  # (nu,)
-    cvel: jax.Array  # (nbody, 6)
-    cdof_dot: jax.Array  # (nv, 6)
-    qfrc_bias: jax.Array  # (nv,)
-    qfrc_spring: jax.Array  # (nv,)
-    qfrc_damper: jax.Array  # (nv,)
-    qfrc_gravcomp: jax.Array  # (nv,)
-    qfrc_fluid: jax.Array  # (nv,)
-    qfrc_passive: jax.Array  # (nv,)
-    ten_velocity: jax.Array  # (ntendon,)
-    subtree_linvel: jax.Array  # (nbody, 3)
-    subtree_angmom: jax.Array  # (nbody, 3)
+    actuator_velocity: jax.Array = shaped("nu")
+    cvel: jax.Array = shaped("nbody", 6)
+    cdof_dot: jax.Array = shaped("nv", 6)
+    qfrc_bias: jax.Array = shaped("nv")
+    qfrc_spring: jax.Array = shaped("nv")
+    qfrc_damper: jax.Array = shaped("nv")
+    qfrc_gravcomp: jax.Array = shaped("nv")
+    qfrc_fluid: jax.Array = shaped("nv")
+    qfrc_passive: jax.Array = shaped("nv")
+    ten_velocity: jax.Array = shaped("ntendon")
+    subtree_linvel: jax.Array = shaped("nbody", 3)
+    subtree_angmom: jax.Array = shaped("nbody", 3)
     # acceleration / force dependent
-    actuator_force: jax.Array  # (nu,)
-    qfrc_actuator: jax.Array  # (nv,)
-    qfrc_smooth: jax.Array  # (nv,)
-    qacc_smooth: jax.Array  # (nv,)
-    qfrc_constraint: jax.Array  # (nv,)
-    qfrc_inverse: jax.Array  # (nv,)
-    cacc: jax.Array  # (nbody, 6)
-    cfrc_int: jax.Array  # (nbody, 6)
-    cfrc_ext: jax.Array  # (nbody, 6)
-    sensordata: jax.Array  # (nsensordata,)
+    actuator_force: jax.Array = shaped("nu")
+    qfrc_actuator: jax.Array = shaped("nv")
+    qfrc_smooth: jax.Array = shaped("nv")
+    qacc_smooth: jax.Array = shaped("nv")
+    qfrc_constraint: jax.Array = shaped("nv")
+    qfrc_inverse: jax.Array = shaped("nv")
+    cacc: jax.Array = shaped("nbody", 6)
+    cfrc_int: jax.Array = shaped("nbody", 6)
+    cfrc_ext: jax.Array = shaped("nbody", 6)
+    sensordata: jax.Array = shaped("nsensordata")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Declared shapes
+
+
+def field_shape(cls: type, name: str) -> tuple[tuple, str | None]:
+    """(declared dims, declared dtype) of field `name` of a pytree class (Model, Data, Contact, Option, ...)."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    if "shape" not in f.metadata:
+        raise KeyError(f"{cls.__name__}.{name} has no declared shape")
+    return f.metadata["shape"], f.metadata.get("dtype")
+
+
+def shaped_fields(cls: type) -> tuple[str, ...]:
+    """Names of the fields of `cls` that declare a shape, in declaration order."""
+    return tuple(f.name for f in dataclasses.fields(cls) if "shape" in f.metadata)
+
+
+def sparse_mass_matrix(m: Model) -> bool:
+    """Static layout of qM / qLD (`m.config.mass_matrix`; "auto": tree-sparse when nv > SPARSE_NV)."""
+    layout = m.config.mass_matrix
+    return layout == "sparse" or (layout == "auto" and m.nv > SPARSE_NV)
+
+
+def qm_shape(m: Model) -> tuple[int, ...]:
+    """Shape of Data.qM and Data.qLD: (nM,) tree-sparse or (nv, nv) dense (see `sparse_mass_matrix`)."""
+    return (m.nM,) if sparse_mass_matrix(m) else (m.nv, m.nv)
+
+
+def sizes(m: Model) -> dict[str, int]:
+    """The named dimensions of `m` used in declared shapes: SIZE_FIELDS, nconmax, njmax, NWARNING."""
+    out = {k: int(getattr(m, k)) for k in SIZE_FIELDS}
+    out.update(nconmax=int(m.nconmax), njmax=int(m.njmax), NWARNING=NWARNING)
+    return out
+
+
+def resolve_shape(m: Model, dims: tuple, extra: dict | None = None) -> tuple[int, ...]:
+    """Concrete shape of declared `dims` for model `m` ("qM" expands to `qm_shape(m)`; names may be products such
+    as "nmocap*3"; `extra` adds named dimensions that are not Model sizes, e.g. hull table lengths)."""
+    env = sizes(m)
+    env.update(extra or {})
+    out: list[int] = []
+    for d in dims:
+        if isinstance(d, int):
+            out.append(d)
+        elif d == "qM":
+            out.extend(qm_shape(m))
+        else:
+            v = 1
+            for factor in d.split("*"):
+                factor = factor.strip()
+                v *= int(factor) if factor.isdigit() else env[factor]
+            out.append(v)
+    return tuple(out)

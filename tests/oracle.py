@@ -1,4 +1,5 @@
-"""Test-only helpers that talk to MuJoCo C (the oracle). The runtime never imports `mujoco`."""
+"""Test-only helpers shared by the test modules: MuJoCo models and states (the oracle), conversions between
+MuJoCo's MjData and our Data, row matching and scaled comparisons. The runtime never imports `mujoco`."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import dataclasses
 import glob
 import os
 
+import jax.numpy as jp
 import mujoco
 import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from mjx_lite import io, types
+from mjx_lite.data import make_data
+from mjx_lite.mjcf.mesh import hull_tables, polygon_tables_from_vert
 
 _OBJ = {
     "body": mujoco.mjtObj.mjOBJ_BODY, "joint": mujoco.mjtObj.mjOBJ_JOINT, "geom": mujoco.mjtObj.mjOBJ_GEOM,
@@ -58,4 +63,174 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     ]
     if missing:
         raise KeyError(f"model_from_mujoco: no MuJoCo array for {missing}")
+    if "mesh_hullvert" not in arrays:  # MuJoCo keeps no hull tables of ours: build them from its vertices
+        arrays.update(hull_tables(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
+    if "mesh_polyvert" not in arrays:
+        arrays.update(polygon_tables_from_vert(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
     return io.build_model(arrays, sizes, opt, stat, names)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# states and comparisons
+
+# sensors not compared by the sensor oracle tests: unsupported, or needing contacts (tests/test_sensor_contact.py)
+UNSUPPORTED_SENSORS = {
+    mujoco.mjtSensor.mjSENS_TOUCH, mujoco.mjtSensor.mjSENS_RANGEFINDER, mujoco.mjtSensor.mjSENS_CAMPROJECTION,
+    mujoco.mjtSensor.mjSENS_CONTACT, mujoco.mjtSensor.mjSENS_TACTILE, mujoco.mjtSensor.mjSENS_GEOMDIST,
+    mujoco.mjtSensor.mjSENS_GEOMNORMAL, mujoco.mjtSensor.mjSENS_GEOMFROMTO,
+}  # fmt: skip
+
+
+def data_from_mujoco(m: types.Model, mjm: mujoco.MjModel, mjd: mujoco.MjData) -> types.Data:
+    """Our Data with every field MuJoCo also has copied from `mjd` (dense layouts where ours are dense).
+
+    qLD/qLDiagInv (factor layout is ours), contacts and constraint rows are left at make_data's values.
+    """
+    d = make_data(m)
+    skip = {"qLD", "qLDiagInv", "contact", "ncon", "nefc"}
+    kw = {}
+    for f in dataclasses.fields(types.Data):
+        name = f.name
+        if name in skip or name.startswith("efc_"):
+            continue
+        ours = getattr(d, name)
+        if name == "qM" and ours.ndim == 2:
+            full = np.zeros((mjm.nv, mjm.nv))
+            mujoco.mj_fullM(mjm, mjd, full)
+            val = full
+        elif name == "qM":
+            continue  # sparse layout: ours differs from MuJoCo's
+        elif name == "actuator_moment":
+            val = np.zeros((mjm.nu, mjm.nv))
+            mujoco.mju_sparse2dense(val, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
+        elif name == "ten_J":
+            val = np.zeros((mjm.ntendon, mjm.nv))
+            if mjm.ntendon:
+                mujoco.mju_sparse2dense(val, mjd.ten_J, mjm.ten_J_rownnz, mjm.ten_J_rowadr, mjm.ten_J_colind)
+        elif name == "warning_number":
+            val = np.array([w.number for w in mjd.warning])
+        elif name == "solver_niter":
+            val = np.asarray(mjd.solver_niter)[0]
+        elif hasattr(mjd, name):
+            val = np.asarray(getattr(mjd, name))
+        else:
+            continue
+        # copy: jp.asarray may alias host memory, and MuJoCo mutates mjd in place later
+        kw[name] = jp.asarray(np.array(val, dtype=ours.dtype).reshape(ours.shape))
+    return d.replace(**kw)
+
+
+def without_unsupported(spec: mujoco.MjSpec) -> mujoco.MjSpec:
+    for s in list(spec.sensors):
+        if s.type in UNSUPPORTED_SENSORS:
+            spec.delete(s)
+    return spec
+
+
+def random_state(mjm: mujoco.MjModel, mjd: mujoco.MjData, rng: np.random.Generator, qpos_scale: float = 0.3) -> None:
+    """Perturb qpos around qpos0 (quaternions stay unit), random qvel/ctrl/act/xfrc_applied."""
+    mjd.qpos[:] = mjm.qpos0
+    mujoco.mj_integratePos(mjm, mjd.qpos, rng.normal(size=mjm.nv) * qpos_scale, 1.0)
+    mjd.qvel[:] = rng.normal(size=mjm.nv)
+    mjd.ctrl[:] = rng.normal(size=mjm.nu)
+    mjd.act[:] = rng.uniform(0.0, 1.0, size=mjm.na)
+    mjd.xfrc_applied[1:] = rng.normal(size=(mjm.nbody - 1, 6))
+    mjd.time = rng.uniform(0.0, 3.0)
+
+
+
+
+def match_rows(mjd, mjm, d):
+    """Pair our live rows with MuJoCo's (same type; closest J, pos, vel)."""
+    n = mjd.nefc
+    live = np.nonzero(np.asarray(d.efc_mask))[0]
+    assert len(live) == n, (len(live), n)
+    Jm = mjd.efc_J[: n * mjm.nv].reshape(n, mjm.nv)
+    Jo = np.asarray(d.efc_J)[live]
+    tm, to = mjd.efc_type[:n], np.asarray(d.efc_type)[live]
+    sig_m = np.concatenate([Jm, mjd.efc_pos[:n, None]], 1)
+    sig_o = np.concatenate([Jo, np.asarray(d.efc_pos)[live, None]], 1)
+    cost = np.linalg.norm(sig_m[:, None] - sig_o[None], axis=-1) + 1e6 * (tm[:, None] != to[None])
+    r, c = linear_sum_assignment(cost)
+    return r, live[c]
+
+
+
+
+SMALL_XML = """
+<mujoco>
+  <option cone="{cone}" solver="{solver}" impratio="{impratio}" jacobian="dense" iterations="{iters}"
+          ls_iterations="50" tolerance="{tol}"/>
+  <default><geom contype="2" conaffinity="1"/></default>
+  <worldbody>
+    <geom type="plane" size="5 5 .1" condim="1" contype="1" conaffinity="2"/>
+    <body pos="0 0 .1"><freejoint/><geom type="box" size=".1 .1 .1" condim="1"/></body>
+    <body pos=".5 0 .1"><freejoint/><geom type="sphere" size=".1" condim="3" friction="0.8 0.02 0.001"/></body>
+    <body pos="1 0 .1"><freejoint/>
+      <geom type="capsule" fromto="-.1 0 0 .1 0 0" size=".1" condim="4" friction="0.6 0.02 0.001"/></body>
+    <body pos="1.5 0 .1"><freejoint/>
+      <geom type="box" size=".1 .1 .1" condim="6" friction="0.7 0.01 0.002" solref="0.03 0.8"/></body>
+    <body pos="0 1 .5">
+      <joint name="h1" type="hinge" axis="0 1 0" range="-.2 .2" frictionloss="0.3"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
+      <body pos=".3 0 0">
+        <joint name="h2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+    <body name="b3" pos="-.5 1 .5"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/></body>
+    <body name="b4" pos="-1 1 .5"><freejoint/><geom type="box" size=".1 .05 .05" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="b3" anchor="0 0 .2"/>
+    <weld body1="b4" solref="0.05 1"/>
+    <joint joint1="h1" joint2="h2" polycoef="0 .5 0 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+
+def small_model(solver, cone, tol=1e-10, iters=100):
+    """MuJoCo's model of SMALL_XML (free bodies on a plane, a limited hinge chain with friction loss, equalities)."""
+    impratio = 1.5 if cone == "elliptic" else 1.0
+    return mujoco.MjModel.from_xml_string(SMALL_XML.format(solver=solver, cone=cone, impratio=impratio, tol=tol,
+                                                           iters=iters))  # fmt: skip
+
+
+
+
+def small_state(mjm, mjd, rng):
+    """Bodies 1-4 sunk into the floor and tilted, random velocities, hinge past its limit."""
+    mjd.qpos[:] = mjm.qpos0
+    mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.3
+    for b in range(1, 5):
+        adr = mjm.jnt_qposadr[mjm.body_jntadr[b]]
+        mjd.qpos[adr + 2] = 0.1 - 0.005 - 0.01 * rng.random()
+        q = np.r_[1.0, rng.normal(size=3) * 0.03]
+        mjd.qpos[adr + 3 : adr + 7] = q / np.linalg.norm(q)
+    h1 = mjm.jnt_qposadr[mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, "h1")]
+    mjd.qpos[h1] = 0.21 + 0.02 * rng.random()
+    for name in ("b3", "b4"):
+        b = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, name)
+        adr = mjm.jnt_qposadr[mjm.body_jntadr[b]]
+        mjd.qpos[adr : adr + 3] += rng.normal(size=3) * 0.02
+
+
+
+
+def data_with_state(m, mjm, mjd):
+    """make_data(m) with MuJoCo's state and inputs (qpos, qvel, ctrl, act, applied forces) copied from mjd."""
+    del mjm
+    return make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), ctrl=jp.asarray(mjd.ctrl),
+                                act=jp.asarray(mjd.act), qfrc_applied=jp.asarray(mjd.qfrc_applied),
+                                xfrc_applied=jp.asarray(mjd.xfrc_applied))  # fmt: skip
+
+
+
+
+def close(ours, theirs, tol, msg=""):
+    """assert_allclose with atol = tol * max(1, max|theirs|) (tolerances relative to the field's scale)."""
+    theirs = np.asarray(theirs)
+    scale = max(1.0, float(np.max(np.abs(theirs)))) if theirs.size else 1.0
+    np.testing.assert_allclose(np.asarray(ours), theirs, atol=tol * scale, rtol=0, err_msg=msg)

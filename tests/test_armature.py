@@ -1,16 +1,14 @@
 """Armature of tendons and actuators (MuJoCo 4.0): in qM at run time, in dof_M0 and the invweights at compile time."""
 
-import jax
 
-jax.config.update("jax_enable_x64", True)
 
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-import mjx_lite as mjl  # noqa: E402
-from mjx_lite.pipeline import inertia, kinematics, tendon  # noqa: E402
+import mjx_lite as mjl
+from mjx_lite.pipeline import inertia, kinematics, tendon
 
 TOL = 1e-12  # closed-form float64 arithmetic
 
@@ -48,13 +46,11 @@ BRANCHED = """<mujoco><option><flag constraint="disable"/></option><worldbody>
 
 
 @pytest.mark.parametrize("layout", ["dense", "sparse"])
-def test_tendon_armature_across_branches_keeps_tree_sparsity(layout, monkeypatch):
+def test_tendon_armature_across_branches_keeps_tree_sparsity(layout):
     """MuJoCo adds J' a J to qM only on the dof-tree entries: the j1-j2 coupling is dropped, at run time and in
     the compile-time constants; the same with the tree-sparse qM layout (forced here for nv = 3)."""
-    if layout == "sparse":
-        monkeypatch.setattr(inertia, "SPARSE_NV", 0)
     mjm = mujoco.MjModel.from_xml_string(BRANCHED)
-    m = mjl.load_mjcf_string(BRANCHED)
+    m = mjl.load_mjcf_string(BRANCHED, config=mjl.Config(mass_matrix=layout))
     assert inertia.is_sparse(m) == (layout == "sparse")
     for name in ("dof_M0", "dof_invweight0", "body_invweight0", "tendon_invweight0", "actuator_acc0"):
         np.testing.assert_allclose(np.asarray(getattr(m, name)), getattr(mjm, name), atol=TOL, err_msg=name)

@@ -1,19 +1,15 @@
 """Oracle tests of the constraint rows (make_constraint) and of the full constraint solve against MuJoCo."""
 
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from scipy.optimize import linear_sum_assignment  # noqa: E402
-
-import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver  # noqa: E402
-from mjx_lite.pipeline import constraint, kinematics, tendon, velocity  # noqa: E402
-from tests import oracle  # noqa: E402
+import mjx_lite as mjl
+from mjx_lite.collision import driver
+from mjx_lite.pipeline import constraint, kinematics, tendon, velocity
+from tests import oracle
 
 # Row quantities are closed-form functions of the state: float64 round-off.
 ROW_ATOL = 1e-8
@@ -76,21 +72,6 @@ def _rows(m, d):
     return constraint.make_constraint(m, d)
 
 
-def _match(mjd, mjm, d):
-    """Pair our live rows with MuJoCo's (same type; closest J, pos, vel)."""
-    n = mjd.nefc
-    live = np.nonzero(np.asarray(d.efc_mask))[0]
-    assert len(live) == n, (len(live), n)
-    Jm = mjd.efc_J[: n * mjm.nv].reshape(n, mjm.nv)
-    Jo = np.asarray(d.efc_J)[live]
-    tm, to = mjd.efc_type[:n], np.asarray(d.efc_type)[live]
-    sig_m = np.concatenate([Jm, mjd.efc_pos[:n, None]], 1)
-    sig_o = np.concatenate([Jo, np.asarray(d.efc_pos)[live, None]], 1)
-    cost = np.linalg.norm(sig_m[:, None] - sig_o[None], axis=-1) + 1e6 * (tm[:, None] != to[None])
-    r, c = linear_sum_assignment(cost)
-    return r, live[c]
-
-
 _SLOW = pytest.mark.slow
 
 
@@ -103,7 +84,7 @@ def test_rows_match_mujoco(cone, condim):
     for seed in range(3):
         mjd = _state(mjm, seed)
         d = _ours(m, mjd)
-        rm, ro = _match(mjd, mjm, d)
+        rm, ro = oracle.match_rows(mjd, mjm, d)
         nv = mjm.nv
         Jm = mjd.efc_J[: mjd.nefc * nv].reshape(mjd.nefc, nv)
         np.testing.assert_allclose(np.asarray(d.efc_J)[ro], Jm[rm], atol=ROW_ATOL)
@@ -116,17 +97,16 @@ def test_rows_match_mujoco(cone, condim):
 
 
 @pytest.mark.parametrize("cone,condim", [("pyramidal", 3), pytest.param("elliptic", 6, marks=_SLOW)])
-def test_chain_sparse_contact_rows_match_mujoco(cone, condim, monkeypatch):
+def test_chain_sparse_contact_rows_match_mujoco(cone, condim):
     """Contact rows built from the bodies' dof chains (the large-scene path, forced here) equal MuJoCo's."""
-    monkeypatch.setattr(constraint, "CHAIN_SPARSE_FACTOR", 0)
     mjm = mujoco.MjModel.from_xml_string(EQ_XML.format(cone=cone, condim=condim, impratio=2.0))
-    m = oracle.model_from_mujoco(mjm)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), contact_jacobian="chain")
     assert constraint._chain_sparse(m)
-    rows = jax.jit(_rows.__wrapped__)  # a fresh trace: the layout choice is read at trace time
+    rows = _rows  # the configuration is part of the jit cache key
     for seed in range(2):
         mjd = _state(mjm, seed)
         d = rows(m, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel)))
-        rm, ro = _match(mjd, mjm, d)
+        rm, ro = oracle.match_rows(mjd, mjm, d)
         Jm = mjd.efc_J[: mjd.nefc * mjm.nv].reshape(mjd.nefc, mjm.nv)
         np.testing.assert_allclose(np.asarray(d.efc_J)[ro], Jm[rm], atol=ROW_ATOL)
         np.testing.assert_allclose(np.asarray(d.efc_aref)[ro], mjd.efc_aref[rm], atol=ROW_ATOL, rtol=1e-7)

@@ -3,35 +3,21 @@ mj_forward, trajectories against mj_step, gradients through contact rollouts, an
 
 The constraint problem has a unique optimum (M > 0, R > 0), so every solver must reach MuJoCo's Newton
 solution (run to convergence): qacc, qfrc_constraint, efc_force (matched row by row, order independent).
-
-When the smooth-force stages (passive, actuation, transmission: another engineer's) are not there yet, the
-forward pass is the same recipe with qfrc_passive / qfrc_actuator taken from MuJoCo (`_forward_partial`); models
-used in rollouts have no passive forces and no actuators, so the partial pipeline is then exact.
 """
 
+import copy
+import functools
+import os
+
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import copy  # noqa: E402
-import functools  # noqa: E402
-import importlib.util  # noqa: E402
-import os  # noqa: E402
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver  # noqa: E402
-from mjx_lite.pipeline import constraint, inertia, integrate, kinematics, rne, tendon, velocity  # noqa: E402
-from mjx_lite.pipeline import forward as fwd  # noqa: E402
-from tests import oracle  # noqa: E402
-from tests.test_constraint import _match  # noqa: E402
-
-FULL = all(importlib.util.find_spec(f"mjx_lite.pipeline.{s}") is not None
-           for s in ("passive", "actuation", "transmission"))  # fmt: skip
+import mjx_lite as mjl
+from mjx_lite.pipeline import forward as fwd
+from tests import oracle
 
 # Newton converges quadratically: both sides are at the optimum to round-off amplified by conditioning
 # (relative to the field's scale max(1, max|x|)).
@@ -56,32 +42,15 @@ ROUNDOFF_TOL = 1e-10
 # pipeline
 
 
-def _forward_partial(m, d):
-    """mj_forward's recipe without sensors, keeping d.qfrc_passive and d.qfrc_actuator as given."""
-    d = kinematics.kinematics(m, d)
-    d = kinematics.com_pos(m, d)
-    d = tendon.tendon(m, d)
-    d = inertia.crb(m, d)
-    d = inertia.factor_m(m, d)
-    d = driver.collision(m, d)
-    d = constraint.make_constraint(m, d)
-    d = velocity.com_vel(m, d)
-    d = rne.rne(m, d)
-    d = fwd.fwd_acceleration(m, d)
-    return fwd.fwd_constraint(m, d)
-
-
 def _forward_impl(m, d):
-    return fwd.forward(m, d) if FULL else _forward_partial(m, d)
+    return fwd.forward(m, d)
 
 
 forward = jax.jit(_forward_impl)
 
 
 def _step_impl(m, d):
-    if FULL:
-        return fwd.step(m, d)
-    return integrate.euler(m, _forward_partial(m, d))
+    return mjl.step(m, d)
 
 
 def rollout(m, d, n):
@@ -98,63 +67,6 @@ def rollout(m, d, n):
 # ---------------------------------------------------------------------------------------------------------
 # models
 
-SMALL_XML = """
-<mujoco>
-  <option cone="{cone}" solver="{solver}" impratio="{impratio}" jacobian="dense" iterations="{iters}"
-          ls_iterations="50" tolerance="{tol}"/>
-  <default><geom contype="2" conaffinity="1"/></default>
-  <worldbody>
-    <geom type="plane" size="5 5 .1" condim="1" contype="1" conaffinity="2"/>
-    <body pos="0 0 .1"><freejoint/><geom type="box" size=".1 .1 .1" condim="1"/></body>
-    <body pos=".5 0 .1"><freejoint/><geom type="sphere" size=".1" condim="3" friction="0.8 0.02 0.001"/></body>
-    <body pos="1 0 .1"><freejoint/>
-      <geom type="capsule" fromto="-.1 0 0 .1 0 0" size=".1" condim="4" friction="0.6 0.02 0.001"/></body>
-    <body pos="1.5 0 .1"><freejoint/>
-      <geom type="box" size=".1 .1 .1" condim="6" friction="0.7 0.01 0.002" solref="0.03 0.8"/></body>
-    <body pos="0 1 .5">
-      <joint name="h1" type="hinge" axis="0 1 0" range="-.2 .2" frictionloss="0.3"/>
-      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
-      <body pos=".3 0 0">
-        <joint name="h2" type="hinge" axis="0 1 0"/>
-        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
-      </body>
-    </body>
-    <body name="b3" pos="-.5 1 .5"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/></body>
-    <body name="b4" pos="-1 1 .5"><freejoint/><geom type="box" size=".1 .05 .05" contype="0" conaffinity="0"/>
-    </body>
-  </worldbody>
-  <equality>
-    <connect body1="b3" anchor="0 0 .2"/>
-    <weld body1="b4" solref="0.05 1"/>
-    <joint joint1="h1" joint2="h2" polycoef="0 .5 0 0 0"/>
-  </equality>
-</mujoco>
-"""
-
-
-def _small(solver, cone, tol=1e-10, iters=100):
-    impratio = 1.5 if cone == "elliptic" else 1.0
-    return mujoco.MjModel.from_xml_string(SMALL_XML.format(solver=solver, cone=cone, impratio=impratio, tol=tol,
-                                                           iters=iters))  # fmt: skip
-
-
-def _small_state(mjm, mjd, rng):
-    """Bodies 1-4 sunk into the floor and tilted, random velocities, hinge past its limit."""
-    mjd.qpos[:] = mjm.qpos0
-    mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.3
-    for b in range(1, 5):
-        adr = mjm.jnt_qposadr[mjm.body_jntadr[b]]
-        mjd.qpos[adr + 2] = 0.1 - 0.005 - 0.01 * rng.random()
-        q = np.r_[1.0, rng.normal(size=3) * 0.03]
-        mjd.qpos[adr + 3 : adr + 7] = q / np.linalg.norm(q)
-    h1 = mjm.jnt_qposadr[mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, "h1")]
-    mjd.qpos[h1] = 0.21 + 0.02 * rng.random()
-    for name in ("b3", "b4"):
-        b = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, name)
-        adr = mjm.jnt_qposadr[mjm.body_jntadr[b]]
-        mjd.qpos[adr : adr + 3] += rng.normal(size=3) * 0.02
-
-
 def _reference_state(mjm, mjd, rng):
     """qpos near qpos0 (roots lowered so feet touch the floor), random velocities."""
     mjd.qpos[:] = mjm.qpos0
@@ -163,9 +75,7 @@ def _reference_state(mjm, mjd, rng):
 
 
 def _spec(path):
-    from tests.test_sensor import without_unsupported
-
-    spec = without_unsupported(mujoco.MjSpec.from_file(path))
+    spec = oracle.without_unsupported(mujoco.MjSpec.from_file(path))
     spec.option.jacobian = mujoco.mjtJacobian.mjJAC_DENSE
     return spec
 
@@ -219,21 +129,6 @@ def _tol(mjm):
     return NEWTON_TOL if mjm.opt.solver == mujoco.mjtSolver.mjSOL_NEWTON else FIRST_ORDER_TOL
 
 
-def _data(m, mjm, mjd):
-    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), ctrl=jp.asarray(mjd.ctrl),
-                                 act=jp.asarray(mjd.act), qfrc_applied=jp.asarray(mjd.qfrc_applied),
-                                 xfrc_applied=jp.asarray(mjd.xfrc_applied))  # fmt: skip
-    if not FULL:
-        d = d.replace(qfrc_passive=jp.asarray(mjd.qfrc_passive), qfrc_actuator=jp.asarray(mjd.qfrc_actuator))
-    return d
-
-
-def _close(ours, theirs, tol, msg=""):
-    theirs = np.asarray(theirs)
-    scale = max(1.0, float(np.max(np.abs(theirs)))) if theirs.size else 1.0
-    np.testing.assert_allclose(np.asarray(ours), theirs, atol=tol * scale, rtol=0, err_msg=msg)
-
-
 def check_forward(mjm, m, state_fn, seeds=(0, 1), min_nefc=1):
     """Our forward (solver of m) vs MuJoCo's converged Newton at random states from state_fn."""
     ref = _converged_newton(mjm)
@@ -243,13 +138,13 @@ def check_forward(mjm, m, state_fn, seeds=(0, 1), min_nefc=1):
         state_fn(ref, mjd, np.random.default_rng(seed))
         mujoco.mj_forward(ref, mjd)
         assert mjd.nefc >= min_nefc and mjd.solver_niter[0] < ref.opt.iterations
-        d = forward(m, _data(m, ref, mjd))
+        d = forward(m, oracle.data_with_state(m, ref, mjd))
         assert int(d.nefc) == mjd.nefc
         assert int(d.ncon) == mjd.ncon
-        _close(d.qacc, mjd.qacc, tol, "qacc")
-        _close(d.qfrc_constraint, mjd.qfrc_constraint, tol, "qfrc_constraint")
-        rm, ro = _match(mjd, ref, d)
-        _close(np.asarray(d.efc_force)[ro], mjd.efc_force[rm], tol, "efc_force")
+        oracle.close(d.qacc, mjd.qacc, tol, "qacc")
+        oracle.close(d.qfrc_constraint, mjd.qfrc_constraint, tol, "qfrc_constraint")
+        rm, ro = oracle.match_rows(mjd, ref, d)
+        oracle.close(np.asarray(d.efc_force)[ro], mjd.efc_force[rm], tol, "efc_force")
         dead = ~np.asarray(d.efc_mask)
         assert np.all(np.asarray(d.efc_force)[dead] == 0), "padded rows carry force"
 
@@ -266,29 +161,29 @@ SLOW_MATRIX = [("Newton", "elliptic"), ("CG", "pyramidal"), ("CG", "elliptic"), 
 )
 def test_small_model_forward(solver, cone):
     """Box/sphere/capsule/box with condim 1, 3, 4, 6 on a plane, limit, frictionloss, connect, weld, joint eq."""
-    mjm = _small(solver, cone)
+    mjm = oracle.small_model(solver, cone)
     m = oracle.model_from_mujoco(mjm)
     m = m.replace(opt=m.opt.replace(**_our_opts(mjm)))
-    check_forward(mjm, m, _small_state, min_nefc=20)
+    check_forward(mjm, m, oracle.small_state, min_nefc=20)
 
 
 def test_pgs_reports_its_dual_forces():
     """PGS's efc_force is its own dual iterate in both gradient modes, as MuJoCo reports it: the implicit mode's
     force law re-evaluated at qacc would carry qacc's residual error times D J (1e-5 relative on this model after
     PGS stops at tolerance 1e-15, where the dual iterate is within 4e-7 of the optimum)."""
-    mjm = _small("PGS", "pyramidal")
+    mjm = oracle.small_model("PGS", "pyramidal")
     m = oracle.model_from_mujoco(mjm)
     m = m.replace(opt=m.opt.replace(iterations=50))  # stopped well before convergence: the two forces differ most
     mjd = mujoco.MjData(mjm)
-    _small_state(mjm, mjd, np.random.default_rng(1))
-    d = _data(m, mjm, mjd)
+    oracle.small_state(mjm, mjd, np.random.default_rng(1))
+    d = oracle.data_with_state(m, mjm, mjd)
     out = {}
     for mode in ("unrolled", "implicit"):
         out[mode] = jax.jit(lambda m, d: _forward_impl(m, d))(mjl.configure(m, gradients=mode), d)
     du, di = out["unrolled"], out["implicit"]
     assert int(di.solver_niter) == int(du.solver_niter) == 50
-    _close(di.efc_force, du.efc_force, ROUNDOFF_TOL, "efc_force")
-    _close(di.qacc, du.qacc, ROUNDOFF_TOL, "qacc")
+    oracle.close(di.efc_force, du.efc_force, ROUNDOFF_TOL, "efc_force")
+    oracle.close(di.qacc, du.qacc, ROUNDOFF_TOL, "qacc")
 
 
 @pytest.mark.parametrize(
@@ -309,7 +204,7 @@ def test_reference_model_forward(name):
 
 @pytest.fixture(scope="module")
 def small_newton():
-    mjm = _small("Newton", "pyramidal")
+    mjm = oracle.small_model("Newton", "pyramidal")
     m = oracle.model_from_mujoco(mjm)
     return mjm, m
 
@@ -318,8 +213,8 @@ def test_padded_rows_inert(small_newton):
     """Dead rows (inactive contacts/limits) have zero J, force and aref, and R = 1: they change nothing."""
     mjm, m = small_newton
     mjd = mujoco.MjData(mjm)
-    _small_state(mjm, mjd, np.random.default_rng(3))
-    d = forward(m, _data(m, mjm, mjd))
+    oracle.small_state(mjm, mjd, np.random.default_rng(3))
+    d = forward(m, oracle.data_with_state(m, mjm, mjd))
     dead = ~np.asarray(d.efc_mask)
     assert dead.any()
     for name in ("efc_J", "efc_force", "efc_aref", "efc_pos"):
@@ -361,11 +256,11 @@ def test_box_on_plane_trajectory():
     mjd = mujoco.MjData(mjm)
     mjd.qpos[3:7] = np.array([1.0, 0.05, -0.03, 0.02]) / np.linalg.norm([1.0, 0.05, -0.03, 0.02])
     mjd.qvel[:] = [0.2, -0.1, 0.0, 0.5, 0.3, -1.0]
-    d0 = _data(m, mjm, mjd)
+    d0 = oracle.data_with_state(m, mjm, mjd)
     n_cmp = 60  # the box lands at step ~50: contact onset included
     theirs = _mj_rollout(mjm, _copy_data(mjm, mjd), n_cmp)
     qpos, _ = _rollout(m, d0, n_cmp)
-    _close(qpos, theirs, TRAJ_TOL, "qpos")
+    oracle.close(qpos, theirs, TRAJ_TOL, "qpos")
     qpos, d = _rollout(m, d0, 1000)
     z = np.asarray(qpos)[:, 2]
     assert np.all(np.isfinite(np.asarray(qpos)))
@@ -385,16 +280,16 @@ def _copy_data(mjm, mjd):
 @pytest.mark.parametrize("n_steps", [10, pytest.param(1000, marks=pytest.mark.slow)])
 def test_humanoid_falling(n_steps):
     """The humanoid dropped from its initial pose: mj_step for 10 steps; 1000 steps stay finite, above ground."""
-    mjm = _humanoid(passive=FULL)
+    mjm = _humanoid()
     m = oracle.model_from_mujoco(mjm)
     mjd = mujoco.MjData(mjm)
     rng = np.random.default_rng(0)
     mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.1
-    d0 = _data(m, mjm, mjd)
+    d0 = oracle.data_with_state(m, mjm, mjd)
     if n_steps <= 10:
         theirs = _mj_rollout(mjm, _copy_data(mjm, mjd), n_steps)
         qpos, _ = _rollout(m, d0, n_steps)
-        _close(qpos, theirs, TRAJ_TOL, "qpos")
+        oracle.close(qpos, theirs, TRAJ_TOL, "qpos")
         return
     qpos, d = _rollout(m, d0, n_steps)
     assert np.all(np.isfinite(np.asarray(qpos)))
@@ -403,7 +298,7 @@ def test_humanoid_falling(n_steps):
         mujoco.mj_step(mjm, ref)
     # only the feet collide in this model (the rest falls through the floor, in MuJoCo too): the 1000-step
     # trajectory follows MuJoCo's, and the colliding geoms stay above the floor
-    _close(d.xpos, ref.xpos, LONG_TRAJ_TOL, "xpos after 1000 steps")
+    oracle.close(d.xpos, ref.xpos, LONG_TRAJ_TOL, "xpos after 1000 steps")
     feet = np.nonzero(mjm.geom_contype[1:])[0] + 1
     geom_z = np.asarray(d.geom_xpos)[feet, 2]
     assert np.all(geom_z > 0.0), "a colliding geom sank below the floor"
@@ -434,7 +329,7 @@ def test_grad_through_contact_rollout_finite(solver, cone):
     m = oracle.model_from_mujoco(mjm)
     mjd = mujoco.MjData(mjm)
     mjd.qpos[2] = 0.0995
-    d0 = _data(m, mjm, mjd)
+    d0 = oracle.data_with_state(m, mjm, mjd)
     g = jax.jit(jax.grad(_final_loss(m, d0, 50)))(jp.array([1.0, 0.3, 0.0, 0.5, -0.4, 2.0]))
     assert np.all(np.isfinite(np.asarray(g))) and np.any(np.asarray(g) != 0)
 
@@ -457,7 +352,7 @@ def test_grad_matches_finite_differences_soft_contact(implicit):
     mjm = mujoco.MjModel.from_xml_string(SOFT_XML)
     m = oracle.model_from_mujoco(mjm)
     m = mjl.configure(m, gradients="implicit" if implicit else "unrolled")
-    d0 = _data(m, mjm, mujoco.MjData(mjm))
+    d0 = oracle.data_with_state(m, mjm, mujoco.MjData(mjm))
     loss = _final_loss(m, d0, 30)
     v0 = jp.array([0.3, -0.2, 0.05, 0.0, 0.0, 0.0])
     g = np.asarray(jax.jit(jax.grad(loss))(v0))
@@ -476,7 +371,7 @@ def test_implicit_gradient_matches_unrolled(cone):
     mjd.qpos[2] = 0.0995
     mjd.qpos[3:7] = np.array([1.0, 0.02, -0.01, 0.0]) / np.linalg.norm([1.0, 0.02, -0.01, 0.0])
     mjd.qvel[:] = [0.3, -0.2, 0.0, 0.1, 0.2, 0.5]
-    d0 = _data(m, mjm, mjd)
+    d0 = oracle.data_with_state(m, mjm, mjd)
     w = jp.arange(1.0, 7.0)
 
     def loss(m, f):
@@ -487,4 +382,4 @@ def test_implicit_gradient_matches_unrolled(cone):
     g_unroll = np.asarray(grad(mjl.configure(m, gradients="unrolled"), f0))
     g_impl = np.asarray(grad(mjl.configure(m, gradients="implicit"), f0))
     assert np.all(np.isfinite(g_impl))
-    _close(g_impl, g_unroll, IMPLICIT_TOL, "d qacc / d qfrc_applied")
+    oracle.close(g_impl, g_unroll, IMPLICIT_TOL, "d qacc / d qfrc_applied")

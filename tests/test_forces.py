@@ -10,17 +10,14 @@ import functools
 import re
 
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from mjx_lite import io  # noqa: E402
-from mjx_lite.pipeline import actuation, passive, tendon, transmission  # noqa: E402
-from tests import oracle  # noqa: E402
+from mjx_lite import io
+from mjx_lite.pipeline import actuation, passive, tendon, transmission
+from tests import oracle
 
 ATOL = 1e-9  # float64 round-off (plus MuJoCo's own sqrt/acos conditioning)
 RTOL = 1e-9

@@ -2,32 +2,20 @@
 vmap == loop, jit == no-jit, bitwise reruns, gradients vs finite differences, no retrace on float changes,
 per-environment divergence reset."""
 
+import copy
+import dataclasses
+import os
+
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import copy  # noqa: E402
-import dataclasses  # noqa: E402
-import importlib  # noqa: E402
-import importlib.util  # noqa: E402
-import os  # noqa: E402
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import mjx_lite  # noqa: E402
-from mjx_lite import io, types  # noqa: E402
-from mjx_lite.pipeline import forward as fwd  # noqa: E402
-from tests import oracle  # noqa: E402
-from tests.test_sensor import data_from_mujoco, random_state, without_unsupported  # noqa: E402
-
-STAGES = ("kinematics", "tendon", "inertia", "velocity", "rne", "passive", "actuation", "transmission")
-pytestmark = pytest.mark.skipif(
-    any(importlib.util.find_spec(f"mjx_lite.pipeline.{s}") is None for s in STAGES),
-    reason="needs every smooth-dynamics stage",
-)
+import mjx_lite
+from mjx_lite import io, types
+from mjx_lite.pipeline import contact_force, rne
+from tests import oracle
 
 FWD_RTOL = 1e-7  # float64 forward pass vs MuJoCo: round-off amplified by cond(M) and long chains
 FWD_ATOL = 1e-7  # relative to the field's scale: atol = FWD_ATOL * max(1, max|field|)
@@ -41,7 +29,7 @@ SKIP_FIELDS = {"qLD", "qLDiagInv", "contact", "ncon", "nefc", "solver_niter", "s
 
 
 def _compile(path: str, integrator: int | None = None) -> mujoco.MjModel:
-    spec = without_unsupported(mujoco.MjSpec.from_file(path))
+    spec = oracle.without_unsupported(mujoco.MjSpec.from_file(path))
     spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     spec.option.enableflags |= mujoco.mjtEnableBit.mjENBL_ENERGY
     if integrator is not None:
@@ -69,7 +57,7 @@ def _case(name: str, integrator: int | None = None):
     if key not in _CACHE:
         mjm = _compile(MODELS[name], integrator)
         m = oracle.model_from_mujoco(mjm)
-        _CACHE[key] = (mjm, m, jax.jit(mjx_lite.forward) if hasattr(mjx_lite, "forward") else jax.jit(fwd.forward))
+        _CACHE[key] = (mjm, m, jax.jit(mjx_lite.forward))
     return _CACHE[key]
 
 
@@ -101,10 +89,10 @@ def test_forward_matches_mujoco(name):
     mjm, m, forward = _case(name)
     for seed in range(2):
         mjd = mujoco.MjData(mjm)
-        random_state(mjm, mjd, np.random.default_rng(seed))
+        oracle.random_state(mjm, mjd, np.random.default_rng(seed))
         d = forward(m, _state(m, mjm, mjd))
         mujoco.mj_forward(mjm, mjd)
-        _compare(name, d, data_from_mujoco(m, mjm, mjd))
+        _compare(name, d, oracle.data_from_mujoco(m, mjm, mjd))
 
 
 @pytest.mark.parametrize("name", _params(["sensor", "humanoid"]))
@@ -112,13 +100,12 @@ def test_rne_postconstraint_fields(name):
     """cacc / cfrc_int / cfrc_ext after forward match mj_rnePostConstraint (they feed force sensors)."""
     mjm, m, forward = _case(name)
     mjd = mujoco.MjData(mjm)
-    random_state(mjm, mjd, np.random.default_rng(5))
+    oracle.random_state(mjm, mjd, np.random.default_rng(5))
     d = forward(m, _state(m, mjm, mjd))
-    rne = importlib.import_module("mjx_lite.pipeline.rne")
-    d = jax.jit(rne.rne_postconstraint)(m, d)
+    d = jax.jit(lambda m, d: rne.rne_postconstraint(m, d, contact_force.cfrc_ext_constraint(m, d)))(m, d)
     mujoco.mj_forward(mjm, mjd)
     mujoco.mj_rnePostConstraint(mjm, mjd)
-    want = data_from_mujoco(m, mjm, mjd)
+    want = oracle.data_from_mujoco(m, mjm, mjd)
     for f in ("cacc", "cfrc_int", "cfrc_ext"):
         b = np.asarray(getattr(want, f))
         np.testing.assert_allclose(np.asarray(getattr(d, f)), b, rtol=FWD_RTOL, atol=FWD_ATOL * max(1, np.abs(b).max()))
@@ -173,7 +160,7 @@ def test_trajectory_matches_mujoco(name, integrator):
     nstep = 200
     mjm, m, _ = _case(name, INTEGRATORS[integrator])
     mjd = mujoco.MjData(mjm)
-    random_state(mjm, mjd, np.random.default_rng(0), qpos_scale=0.05)
+    oracle.random_state(mjm, mjd, np.random.default_rng(0), qpos_scale=0.05)
     mjd.xfrc_applied[:] = 0.0
     mjd.qvel[:] *= 0.3
     mjd.time = 0.0
@@ -244,7 +231,7 @@ def test_step_matches_mj_step(small):
     _compare(
         "small",
         d,
-        data_from_mujoco(m, mjm, mjd),
+        oracle.data_from_mujoco(m, mjm, mjd),
         fields={"qpos", "qvel", "time", "qacc", "xpos", "sensordata", "energy"},
     )
 
@@ -431,17 +418,6 @@ def test_divergence_reset_with_batched_model(small):
     assert not np.allclose(np.asarray(out.qvel[0]), np.asarray(out.qvel[1]))  # the gravities mattered
 
 
-def test_constraints_without_solver_raise():
-    mjm = mujoco.MjModel.from_xml_string(
-        "<mujoco><worldbody><body><joint range='-1 1' limited='true'/><geom size='.1'/></body></worldbody></mujoco>"
-    )
-    m = oracle.model_from_mujoco(mjm)
-    if fwd._solver() is not None:
-        pytest.skip("constraint solver present")
-    with pytest.raises(NotImplementedError, match="constraint"):
-        fwd.forward(m, io.make_data(m))
-
-
 @pytest.mark.skipif(not hasattr(mjx_lite, "load_mjcf"), reason="needs the MJCF compiler")
 @pytest.mark.parametrize("name", _params(["cheetah", "pendula"]))
 def test_forward_via_load_mjcf(name):
@@ -450,7 +426,7 @@ def test_forward_via_load_mjcf(name):
     m = mjx_lite.load_mjcf(MODELS[name])
     m = m.replace(opt=m.opt.replace(disableflags=int(mjm.opt.disableflags), enableflags=int(mjm.opt.enableflags)))
     mjd = mujoco.MjData(mjm)
-    random_state(mjm, mjd, np.random.default_rng(0))
+    oracle.random_state(mjm, mjd, np.random.default_rng(0))
     d = jax.jit(mjx_lite.forward)(m, _state(m, mjm, mjd))
     mujoco.mj_forward(mjm, mjd)
-    _compare(name, d, data_from_mujoco(m, mjm, mjd))
+    _compare(name, d, oracle.data_from_mujoco(m, mjm, mjd))

@@ -1,22 +1,17 @@
 """Integrators against MuJoCo (float64): mj_integratePos, activation integration, mj_Euler (with and without
 implicit damping), mj_implicit (implicit / implicitfast), and the per-environment divergence reset."""
 
+import copy
+
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import copy  # noqa: E402
-import importlib.util  # noqa: E402
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from mjx_lite import io, types  # noqa: E402
-from mjx_lite.pipeline import integrate  # noqa: E402
-from tests import oracle  # noqa: E402
-from tests.test_sensor import data_from_mujoco, random_state  # noqa: E402
+from mjx_lite import io, types
+from mjx_lite.pipeline import integrate
+from tests import oracle
 
 RTOL = 1e-10  # float64 round-off of one step
 ATOL = 1e-10
@@ -81,7 +76,7 @@ def case(request):
 
 def _forwarded(mjm, seed):
     mjd = mujoco.MjData(mjm)
-    random_state(mjm, mjd, np.random.default_rng(seed))
+    oracle.random_state(mjm, mjd, np.random.default_rng(seed))
     mjd.act[:] = np.random.default_rng(seed + 100).uniform(-1, 1, mjm.na)  # some outside actrange
     mujoco.mj_forward(mjm, mjd)
     return mjd
@@ -137,16 +132,12 @@ def test_euler_matches_mujoco(case, eulerdamp):
     fn = jax.jit(integrate.euler)
     for seed in range(2):
         mjd = _forwarded(mjm, seed)
-        d = data_from_mujoco(m, mjm, mjd)
+        d = oracle.data_from_mujoco(m, mjm, mjd)
         got = fn(m, d)
         mujoco.mj_Euler(mjm, mjd)
         _assert_state(name, got, mjd)
 
 
-@pytest.mark.skipif(
-    any(importlib.util.find_spec(f"mjx_lite.pipeline.{s}") is None for s in ("passive", "actuation", "rne")),
-    reason="needs the passive, actuation and rne stages",
-)
 @pytest.mark.parametrize("integrator", ["implicit", "implicitfast"])
 def test_implicit_matches_mujoco(integrator):
     mjm = copy.copy(MODELS["chain"])
@@ -155,7 +146,7 @@ def test_implicit_matches_mujoco(integrator):
     fn = jax.jit(integrate.implicit)
     for seed in range(2):
         mjd = _forwarded(mjm, seed)
-        d = data_from_mujoco(m, mjm, mjd)
+        d = oracle.data_from_mujoco(m, mjm, mjd)
         got = fn(m, d)
         mujoco.mj_implicit(mjm, mjd)
         for f in ("qpos", "qvel", "act", "time"):
@@ -257,10 +248,6 @@ def rk4_case(request):
     return request.param, mjm, oracle.model_from_mujoco(mjm), jax.jit(integrate.rk4)
 
 
-@pytest.mark.skipif(
-    any(importlib.util.find_spec(f"mjx_lite.pipeline.{s}") is None for s in ("passive", "actuation", "rne")),
-    reason="needs the whole smooth pipeline",
-)
 def test_rk4_matches_mujoco(rk4_case):
     """One RK4 step (mj_RungeKutta) from a forwarded state: ball/free rotations (Lie-group stages), act, time."""
     name, mjm, m, fn = rk4_case
@@ -268,7 +255,7 @@ def test_rk4_matches_mujoco(rk4_case):
         mjd = _forwarded(mjm, seed)
         mjd.qvel[:] *= 4.0  # fast rotations: the Lie-group terms are large
         mujoco.mj_forward(mjm, mjd)
-        got = fn(m, data_from_mujoco(m, mjm, mjd))
+        got = fn(m, oracle.data_from_mujoco(m, mjm, mjd))
         mujoco.mj_RungeKutta(mjm, mjd, 4)
         for f in ("qpos", "qvel", "act", "time", "qacc_warmstart"):
             want = getattr(mjd, f)

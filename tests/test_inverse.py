@@ -2,41 +2,31 @@
 (mj_rnePostConstraint) against MuJoCo, float64."""
 
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from scipy.optimize import linear_sum_assignment  # noqa: E402
-
-import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver  # noqa: E402
-from mjx_lite.pipeline import constraint, inertia, inverse, kinematics, rne, tendon, velocity  # noqa: E402
-from mjx_lite.pipeline import forward as fwd  # noqa: E402
-from mjx_lite.types import EnableBit  # noqa: E402
-from tests import oracle  # noqa: E402
-from tests.test_constraint import _match  # noqa: E402
-from tests.test_constraint_forward import FULL, NEWTON_TOL, _close, _data, _small, _small_state, forward  # noqa: E402
+import mjx_lite as mjl
+from mjx_lite.pipeline import contact_force, inverse, rne, support
+from mjx_lite.pipeline import forward as fwd
+from mjx_lite.types import EnableBit
+from tests import oracle
 
 # inverse dynamics is closed form: float64 round-off amplified by M's conditioning (relative to scale)
+# Newton converges quadratically: forward results are at the optimum to round-off amplified by conditioning
+# (relative to the field's scale max(1, max|x|)), as in tests/test_constraint_forward.py
+NEWTON_TOL = 1e-7
 INV_TOL = 1e-9
 
 
 def _posvel_impl(m, d):
     """Position and velocity stages (mj_invPosition + mj_invVelocity); partial pipeline: passive from d."""
-    if FULL:
-        return fwd.fwd_velocity(m, fwd.fwd_position(m, d))
-    d = kinematics.kinematics(m, d)
-    d = kinematics.com_pos(m, d)
-    d = tendon.tendon(m, d)
-    d = inertia.crb(m, d)
-    d = inertia.factor_m(m, d)
-    d = driver.collision(m, d)
-    d = constraint.make_constraint(m, d)
-    d = velocity.com_vel(m, d)
-    return rne.rne(m, d)
+    return fwd.fwd_velocity(m, fwd.fwd_position(m, d))
+
+
+forward = jax.jit(fwd.forward)
 
 
 @jax.jit
@@ -51,12 +41,12 @@ def _fwdinv(m, d):
 
 @jax.jit
 def _post(m, d):
-    return rne.rne_postconstraint(m, d), inverse.contact_force(m, d)
+    return rne.rne_postconstraint(m, d, contact_force.cfrc_ext_constraint(m, d)), contact_force.contact_force(m, d)
 
 
 @pytest.fixture(scope="module")
 def small():
-    mjm = _small("Newton", "pyramidal")
+    mjm = oracle.small_model("Newton", "pyramidal")
     mjm.dof_damping[-1] = 0.3  # a damped dof for invdiscrete (Euler's implicit damping)
     return mjm, oracle.model_from_mujoco(mjm)
 
@@ -64,7 +54,7 @@ def small():
 def _state(mjm, seed):
     rng = np.random.default_rng(seed)
     mjd = mujoco.MjData(mjm)
-    _small_state(mjm, mjd, rng)
+    oracle.small_state(mjm, mjd, rng)
     mjd.qfrc_applied[:] = rng.normal(size=mjm.nv)
     mjd.xfrc_applied[1:] = rng.normal(size=(mjm.nbody - 1, 6))
     return mjd, rng
@@ -76,12 +66,12 @@ def test_inverse_of_forward_recovers_applied_forces(small):
     for seed in range(2):
         mjd, _ = _state(mjm, seed)
         mujoco.mj_forward(mjm, mjd)
-        d = forward(m, _data(m, mjm, mjd))
+        d = forward(m, oracle.data_with_state(m, mjm, mjd))
         assert int(d.nefc) > 20
         di = _inverse(m, d)
-        expect = np.asarray(d.qfrc_applied + d.qfrc_actuator + fwd.xfrc_accumulate(m, d))
-        _close(di.qfrc_inverse, expect, NEWTON_TOL, "qfrc_inverse")
-        _close(di.qfrc_constraint, d.qfrc_constraint, NEWTON_TOL, "qfrc_constraint")
+        expect = np.asarray(d.qfrc_applied + d.qfrc_actuator + support.xfrc_accumulate(m, d))
+        oracle.close(di.qfrc_inverse, expect, NEWTON_TOL, "qfrc_inverse")
+        oracle.close(di.qfrc_constraint, d.qfrc_constraint, NEWTON_TOL, "qfrc_constraint")
         np.testing.assert_array_equal(np.asarray(di.qacc), np.asarray(d.qacc))  # qacc is not modified
 
 
@@ -99,13 +89,13 @@ def test_inverse_matches_mujoco(small, invdiscrete):
             mjd.qacc[:] = rng.normal(size=mjm.nv) * 3
             qacc = mjd.qacc.copy()
             mujoco.mj_inverse(mjm, mjd)
-            d = _data(m, mjm, mjd).replace(qacc=jp.asarray(qacc))
+            d = oracle.data_with_state(m, mjm, mjd).replace(qacc=jp.asarray(qacc))
             di = _inverse(m, d)
             assert int(di.nefc) == mjd.nefc > 20
-            _close(di.qfrc_inverse, mjd.qfrc_inverse, INV_TOL, "qfrc_inverse")
-            _close(di.qfrc_constraint, mjd.qfrc_constraint, INV_TOL, "qfrc_constraint")
-            rm, ro = _match(mjd, mjm, di)
-            _close(np.asarray(di.efc_force)[ro], mjd.efc_force[rm], INV_TOL, "efc_force")
+            oracle.close(di.qfrc_inverse, mjd.qfrc_inverse, INV_TOL, "qfrc_inverse")
+            oracle.close(di.qfrc_constraint, mjd.qfrc_constraint, INV_TOL, "qfrc_constraint")
+            rm, ro = oracle.match_rows(mjd, mjm, di)
+            oracle.close(np.asarray(di.efc_force)[ro], mjd.efc_force[rm], INV_TOL, "efc_force")
             np.testing.assert_array_equal(np.asarray(di.efc_state)[ro], mjd.efc_state[rm])
     finally:
         mjm.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_INVDISCRETE)
@@ -118,7 +108,7 @@ def test_fwdinv(small):
     try:
         mjd, _ = _state(mjm, 5)
         mujoco.mj_forward(mjm, mjd)
-        d = forward(m, _data(m, mjm, mjd))
+        d = forward(m, oracle.data_with_state(m, mjm, mjd))
         d = _fwdinv(m, d)
         scale = max(1.0, float(np.abs(mjd.qfrc_constraint).max()))
         fi = np.asarray(d.solver_fwdinv)
@@ -147,23 +137,22 @@ def _contact_match(mjd, d):
 @pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
 def test_contact_force_and_cfrc_ext(cone):
     """mj_contactForce per contact, and cfrc_ext (contacts, connect, weld) from mj_rnePostConstraint."""
-    mjm = _small("Newton", cone)
+    mjm = oracle.small_model("Newton", cone)
     m = oracle.model_from_mujoco(mjm)
     mjd, _ = _state(mjm, 7)
     mujoco.mj_forward(mjm, mjd)
     mujoco.mj_rnePostConstraint(mjm, mjd)
-    d = forward(m, _data(m, mjm, mjd))
+    d = forward(m, oracle.data_with_state(m, mjm, mjd))
     d2, cf = _post(m, d)
     rm, ro = _contact_match(mjd, d)
     scale = max(1.0, float(np.abs(mjd.efc_force[: mjd.nefc]).max()))
     for i, k in zip(rm, ro):
         theirs = np.zeros(6)
         mujoco.mj_contactForce(mjm, mjd, i, theirs)
-        _close(np.asarray(cf)[k], theirs, NEWTON_TOL * scale, f"contact {i}")
-    _close(d2.cfrc_ext, mjd.cfrc_ext, NEWTON_TOL * scale, "cfrc_ext")
+        oracle.close(np.asarray(cf)[k], theirs, NEWTON_TOL * scale, f"contact {i}")
+    oracle.close(d2.cfrc_ext, mjd.cfrc_ext, NEWTON_TOL * scale, "cfrc_ext")
 
 
-@pytest.mark.skipif(not FULL, reason="needs the passive/actuation/transmission stages")
 def test_public_inverse_matches_mujoco(small):
     """mjl.inverse (whole pipeline incl. sensors) against mj_inverse."""
     mjm, m = small
@@ -174,7 +163,7 @@ def test_public_inverse_matches_mujoco(small):
     mujoco.mj_inverse(mjm, mjd)
     d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), qacc=jp.asarray(qacc))
     di = jax.jit(mjl.inverse)(m, d)
-    _close(di.qfrc_inverse, mjd.qfrc_inverse, INV_TOL, "qfrc_inverse")
+    oracle.close(di.qfrc_inverse, mjd.qfrc_inverse, INV_TOL, "qfrc_inverse")
 
 
 SENSOR_XML = """
@@ -203,7 +192,6 @@ SENSOR_XML = """
 """
 
 
-@pytest.mark.skipif(not FULL, reason="needs the passive/actuation/transmission stages")
 @pytest.mark.parametrize("cone", ["pyramidal"])
 def test_force_sensors_with_contacts_and_connect(cone):
     """accelerometer, force and torque sensors see contact and connect forces through cfrc_ext (as MuJoCo)."""
@@ -214,5 +202,5 @@ def test_force_sensors_with_contacts_and_connect(cone):
     mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.3
     mujoco.mj_forward(mjm, mjd)
     assert mjd.ncon == 4 and mjd.nefc > 3
-    d = forward(m, _data(m, mjm, mjd))
-    _close(d.sensordata, mjd.sensordata, NEWTON_TOL, "sensordata")
+    d = forward(m, oracle.data_with_state(m, mjm, mjd))
+    oracle.close(d.sensordata, mjd.sensordata, NEWTON_TOL, "sensordata")

@@ -1,31 +1,21 @@
 """Sensors against MuJoCo (float64), on Data filled from MuJoCo's MjData (independent of our other stages)
 and, when the pipeline stages exist, end to end through mjx_lite.forward."""
 
+import os
+
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import dataclasses  # noqa: E402
-import os  # noqa: E402
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from mjx_lite import io, types  # noqa: E402
-from mjx_lite.pipeline import sensor  # noqa: E402
-from tests import oracle  # noqa: E402
+from mjx_lite import io, types
+from mjx_lite.pipeline import sensor
+from tests import oracle
 
 RTOL = 1e-9  # float64 round-off through a handful of products
 ATOL = 1e-9
 
-# not compared here: unsupported, or needing contacts (touch, contact: tests/test_sensor_contact.py)
-UNSUPPORTED = {
-    mujoco.mjtSensor.mjSENS_TOUCH, mujoco.mjtSensor.mjSENS_RANGEFINDER, mujoco.mjtSensor.mjSENS_CAMPROJECTION,
-    mujoco.mjtSensor.mjSENS_CONTACT, mujoco.mjtSensor.mjSENS_TACTILE, mujoco.mjtSensor.mjSENS_GEOMDIST,
-    mujoco.mjtSensor.mjSENS_GEOMNORMAL, mujoco.mjtSensor.mjSENS_GEOMFROMTO,
-}  # fmt: skip
 
 # A model of our own covering what sensor.xml lacks: reference frames of every object type, insidesite on
 # every site shape, energy, tendon actuator force, limit sensors, positive-datatype cutoff.
@@ -131,65 +121,8 @@ EXTRA_XML = """
 # ---- helpers ------------------------------------------------------------------------------------------------
 
 
-def data_from_mujoco(m: types.Model, mjm: mujoco.MjModel, mjd: mujoco.MjData) -> types.Data:
-    """Our Data with every field MuJoCo also has copied from `mjd` (dense layouts where ours are dense).
-
-    qLD/qLDiagInv (factor layout is ours), contacts and constraint rows are left at make_data's values.
-    """
-    d = io.make_data(m)
-    skip = {"qLD", "qLDiagInv", "contact", "ncon", "nefc"}
-    kw = {}
-    for f in dataclasses.fields(types.Data):
-        name = f.name
-        if name in skip or name.startswith("efc_"):
-            continue
-        ours = getattr(d, name)
-        if name == "qM" and ours.ndim == 2:
-            full = np.zeros((mjm.nv, mjm.nv))
-            mujoco.mj_fullM(mjm, mjd, full)
-            val = full
-        elif name == "qM":
-            continue  # sparse layout: ours differs from MuJoCo's
-        elif name == "actuator_moment":
-            val = np.zeros((mjm.nu, mjm.nv))
-            mujoco.mju_sparse2dense(val, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
-        elif name == "ten_J":
-            val = np.zeros((mjm.ntendon, mjm.nv))
-            if mjm.ntendon:
-                mujoco.mju_sparse2dense(val, mjd.ten_J, mjm.ten_J_rownnz, mjm.ten_J_rowadr, mjm.ten_J_colind)
-        elif name == "warning_number":
-            val = np.array([w.number for w in mjd.warning])
-        elif name == "solver_niter":
-            val = np.asarray(mjd.solver_niter)[0]
-        elif hasattr(mjd, name):
-            val = np.asarray(getattr(mjd, name))
-        else:
-            continue
-        # copy: jp.asarray may alias host memory, and MuJoCo mutates mjd in place later
-        kw[name] = jp.asarray(np.array(val, dtype=ours.dtype).reshape(ours.shape))
-    return d.replace(**kw)
-
-
-def without_unsupported(spec: mujoco.MjSpec) -> mujoco.MjSpec:
-    for s in list(spec.sensors):
-        if s.type in UNSUPPORTED:
-            spec.delete(s)
-    return spec
-
-
-def random_state(mjm: mujoco.MjModel, mjd: mujoco.MjData, rng: np.random.Generator, qpos_scale: float = 0.3) -> None:
-    """Perturb qpos around qpos0 (quaternions stay unit), random qvel/ctrl/act/xfrc_applied."""
-    mjd.qpos[:] = mjm.qpos0
-    mujoco.mj_integratePos(mjm, mjd.qpos, rng.normal(size=mjm.nv) * qpos_scale, 1.0)
-    mjd.qvel[:] = rng.normal(size=mjm.nv)
-    mjd.ctrl[:] = rng.normal(size=mjm.nu)
-    mjd.act[:] = rng.uniform(0.0, 1.0, size=mjm.na)
-    mjd.xfrc_applied[1:] = rng.normal(size=(mjm.nbody - 1, 6))
-    mjd.time = rng.uniform(0.0, 3.0)
-
-
 def sensor_models():
-    s = without_unsupported(mujoco.MjSpec.from_file(os.path.join(oracle.MJX_TEST_DATA, "sensor", "sensor.xml")))
+    s = oracle.without_unsupported(mujoco.MjSpec.from_file(os.path.join(oracle.MJX_TEST_DATA, "sensor", "sensor.xml")))
     s.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
     m1 = s.compile()
     m2 = mujoco.MjModel.from_xml_string(EXTRA_XML)
@@ -218,11 +151,11 @@ def test_sensors_match_mujoco(case, seed):
     """sensordata after mj_forward == our sensors computed from MuJoCo's intermediate Data, per stage."""
     name, mjm, m, fns = case
     mjd = mujoco.MjData(mjm)
-    random_state(mjm, mjd, np.random.default_rng(seed))
+    oracle.random_state(mjm, mjd, np.random.default_rng(seed))
     mujoco.mj_forward(mjm, mjd)
     mujoco.mj_rnePostConstraint(mjm, mjd)
     mujoco.mj_subtreeVel(mjm, mjd)
-    d = data_from_mujoco(m, mjm, mjd).replace(sensordata=jp.zeros(mjm.nsensordata))
+    d = oracle.data_from_mujoco(m, mjm, mjd).replace(sensordata=jp.zeros(mjm.nsensordata))
     for stage in (types.Stage.POS, types.Stage.VEL, types.Stage.ACC):
         d = fns[stage](m, d)
     got = np.asarray(d.sensordata)
@@ -240,7 +173,7 @@ def test_cutoff_is_active(case):
     clipped = 0
     for seed in range(2):
         mjd = mujoco.MjData(mjm)
-        random_state(mjm, mjd, np.random.default_rng(seed))
+        oracle.random_state(mjm, mjd, np.random.default_rng(seed))
         mujoco.mj_forward(mjm, mjd)
         for i in np.nonzero(mjm.sensor_cutoff > 0)[0]:
             adr, dim = mjm.sensor_adr[i], mjm.sensor_dim[i]
@@ -252,9 +185,9 @@ def test_energy_matches_mujoco():
     mjm = MODELS["extra"]
     m = oracle.model_from_mujoco(mjm)
     mjd = mujoco.MjData(mjm)
-    random_state(mjm, mjd, np.random.default_rng(3))
+    oracle.random_state(mjm, mjd, np.random.default_rng(3))
     mujoco.mj_forward(mjm, mjd)
-    d = data_from_mujoco(m, mjm, mjd)
+    d = oracle.data_from_mujoco(m, mjm, mjd)
     np.testing.assert_allclose(float(sensor.energy_pos(m, d)), mjd.energy[0], rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(float(sensor.energy_vel(m, d)), mjd.energy[1], rtol=RTOL, atol=ATOL)
 
@@ -266,7 +199,7 @@ def test_insidesite_has_both_outcomes():
     seen = set()
     for seed in range(4):
         mjd = mujoco.MjData(mjm)
-        random_state(mjm, mjd, np.random.default_rng(seed))
+        oracle.random_state(mjm, mjd, np.random.default_rng(seed))
         mujoco.mj_forward(mjm, mjd)
         seen |= {float(mjd.sensordata[mjm.sensor_adr[i]]) for i in ids}
     assert seen == {0.0, 1.0}

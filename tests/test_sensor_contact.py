@@ -3,17 +3,14 @@ pyramidal and elliptic cones, condim 1/3/6, every contact-sensor object kind and
 explicit pairs, sensors that match nothing; plus jit+vmap and a finite touch gradient."""
 
 import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-import mjx_lite  # noqa: E402
-from mjx_lite.pipeline import sensor_contact  # noqa: E402
-from mjx_lite.types import GeomType  # noqa: E402
+import mjx_lite
+from mjx_lite.pipeline import sensor_contact
+from mjx_lite.types import GeomType
 
 # The oracle's solver runs to convergence (Newton, tolerance 1e-12): forces agree to the solvers' residual.
 FORCE_ATOL = 1e-6  # N, on forces of O(1..100) N: the two converged solvers' residual

@@ -5,16 +5,12 @@ For each model state, MuJoCo (run to convergence: many iterations, tiny toleranc
 problem and must reach the same unique optimum (efc_force, qacc).
 """
 
-import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from mjx_lite.solver import common, pgs, primal  # noqa: E402
+from mjx_lite.solver import common, pgs, primal
 
 # The optimum is unique (M > 0, R > 0), so converged solvers agree whatever path they took.
 # Newton solves with Cholesky: agreement to round-off amplified by conditioning (relative to max |value|).

@@ -637,7 +637,7 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
         import jax.numpy as jp
 
         from mjx_lite import io
-        from mjx_lite.pipeline import forward, inertia
+        from mjx_lite.pipeline import inertia, step
         from mjx_lite.types import DisableBit
 
         importlib.import_module("mjx_lite.pipeline.transmission")
@@ -667,7 +667,7 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
 
         def one(d, side):
             d = d.replace(qvel=d.qvel * decay)
-            d = forward.step1(m, d)
+            d = step.step1(m, d)
             moment = d.actuator_moment[i]
             nrm = jp.linalg.norm(inertia.solve_m(m, d, moment))
             f = moment * (2.0 * side - 1.0) * accel / jp.maximum(1e-15, nrm)
@@ -675,7 +675,7 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
                 fn = jp.linalg.norm(f)
                 f = jp.where(fn > maxforce, f * maxforce / jp.maximum(1e-15, fn), f)
             length = d.actuator_length[i]
-            d = forward.step2(m, d.replace(qfrc_applied=f))
+            d = step.step2(m, d.replace(qfrc_applied=f))
             return d, (length, d.time)
 
         @jax.jit

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 import math
 import os
-import re
 from typing import Any
 
 import numpy as np
@@ -1060,33 +1058,22 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
 # sections owned by other modules; empty arrays for the missing ones
 
 
-def _field_shapes() -> dict[str, tuple[tuple[str, ...], str]]:
-    """Model array field -> (shape symbols, dtype word) parsed from the comments of `types.Model`."""
-    src = inspect.getsource(types.Model)
-    out = {}
-    for m in re.finditer(r"^[ \t]+(\w+): [^#\n]*#[ \t]*\(([^)]*)\)[ \t]*(\w+)?", src, re.M):
-        dims = tuple(d.strip() for d in m.group(2).split(",") if d.strip())
-        out[m.group(1)] = (dims, m.group(3) or "float")
-    return out
-
-
-_SHAPES = _field_shapes()
-
-
 def _empty(ctx: CompileContext, prefixes: tuple[str, ...], sizes: dict[str, int]) -> None:
-    """Fill missing fields with these prefixes with correctly shaped (empty or default) arrays."""
-    for name, (dims, dt) in _SHAPES.items():
+    """Fill missing Model array fields with these prefixes with zero arrays of their declared shapes (`types`)."""
+    for name in types.shaped_fields(types.Model):
         if not name.startswith(prefixes) or name in ctx.arrays:
             continue
+        dims, dt = types.field_shape(types.Model, name)
         shape = []
         for d in dims:
-            if d.isdigit():
-                shape.append(int(d))
-            elif "*" in d:
-                a, b = d.split("*")
-                shape.append(int(b) * int(ctx.sizes.get(a, sizes.get(a, 0))))
-            else:
-                shape.append(int(ctx.sizes.get(d, sizes.get(d, 0))))
+            if isinstance(d, int):
+                shape.append(d)
+                continue
+            n = 1
+            for factor in d.split("*"):
+                factor = factor.strip()
+                n *= int(factor) if factor.isdigit() else int(ctx.sizes.get(factor, sizes.get(factor, 0)))
+            shape.append(n)
         dtype = {"int32": np.int32, "bool": bool, "uint8": np.uint8}.get(dt, float)
         ctx.arrays[name] = np.zeros(shape, dtype)
 

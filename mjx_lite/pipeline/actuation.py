@@ -13,7 +13,7 @@ import numpy as np
 
 from mjx_lite.pipeline import muscle
 from mjx_lite.pipeline.passive import gravcomp_dof_mask
-from mjx_lite.types import MINVAL, BiasType, Data, DisableBit, DynType, GainType, Model, TrnType
+from mjx_lite.types import MINVAL, BiasType, Data, DisableBit, DynType, GainType, Model, TrnType, Warning
 
 _DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
 _GAIN = (GainType.FIXED, GainType.AFFINE, GainType.MUSCLE)
@@ -85,13 +85,15 @@ def actuation(m: Model, d: Data) -> Data:
         z = jp.zeros((nv,), dtype)
         return d.replace(act_dot=jp.zeros_like(d.act_dot), actuator_force=jp.zeros((nu,), dtype), qfrc_actuator=z)
 
-    # controls: clamp, zero all if any is bad
+    # controls: clamped to ctrlrange; then if any is bad (NaN, inf or |x| > 1e10, mju_isBad) all are taken as zero
+    # and BADCTRL is counted (d.ctrl itself is left as given), as MuJoCo
     ctrl = d.ctrl[np.asarray(m.actuator_ctrladr)]
     if not flags & DisableBit.CLAMPCTRL:
         lim = jp.asarray(np.asarray(m.actuator_ctrllimited, bool))
         ctrl = jp.where(lim, jp.clip(ctrl, m.actuator_ctrlrange[:, 0], m.actuator_ctrlrange[:, 1]), ctrl)
     bad = jp.any(~jp.isfinite(ctrl) | (jp.abs(ctrl) > 1e10))
     ctrl = jp.where(bad, 0.0, ctrl)
+    warning_number = d.warning_number.at[Warning.BADCTRL].add(bad.astype(d.warning_number.dtype))
 
     # activation dynamics
     dyn = np.asarray(m.actuator_dyntype)
@@ -164,4 +166,4 @@ def actuation(m: Model, d: Data) -> Data:
         cols = np.asarray(m.jnt_dofadr)[jlim]
         qfrc = qfrc.at[cols].set(jp.clip(qfrc[cols], m.jnt_actfrcrange[jlim, 0], m.jnt_actfrcrange[jlim, 1]))
 
-    return d.replace(act_dot=act_dot, actuator_force=force, qfrc_actuator=qfrc)
+    return d.replace(act_dot=act_dot, actuator_force=force, qfrc_actuator=qfrc, warning_number=warning_number)

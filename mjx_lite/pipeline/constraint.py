@@ -32,7 +32,8 @@ import numpy as np
 
 from mjx_lite import math
 from mjx_lite._struct import static_memo
-from mjx_lite.pipeline import support
+from mjx_lite.collision import driver
+from mjx_lite.pipeline import support, velocity
 from mjx_lite.solver import common as solver_common
 from mjx_lite.types import (
     MAXIMP,
@@ -80,8 +81,6 @@ def _flag(m: Model, bit) -> bool:
 
 def _slot_condim(m: Model, nconmax: int) -> np.ndarray:
     """Static condim of each contact slot, following the collision driver's row layout."""
-    from mjx_lite.collision import driver
-
     if nconmax == 0:
         return np.zeros(0, np.int64)
     out = []
@@ -409,7 +408,7 @@ def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     return out
 
 
-CHAIN_SPARSE_FACTOR = 4  # build contact rows from the bodies' dof chains when 2 * chain * factor <= nv
+CHAIN_SPARSE_FACTOR = 4  # "auto": build contact rows from the bodies' dof chains when 2 * chain * factor <= nv
 
 
 def _body_chain(m: Model) -> np.ndarray:
@@ -428,8 +427,10 @@ def _body_chain(m: Model) -> np.ndarray:
 
 
 def _chain_sparse(m: Model) -> bool:
-    """Static: build contact rows by scattering chain values (large scenes of short chains) or densely."""
-    return 2 * _body_chain(m).shape[1] * CHAIN_SPARSE_FACTOR <= m.nv
+    """Static (`m.config.contact_jacobian`): build contact rows by scattering chain values (large scenes of short
+    chains) or densely."""
+    mode = m.config.contact_jacobian
+    return mode == "chain" or (mode == "auto" and 2 * _body_chain(m).shape[1] * CHAIN_SPARSE_FACTOR <= m.nv)
 
 
 def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array):
@@ -573,8 +574,6 @@ def make_constraint(m: Model, d: Data) -> Data:
     if len(p.connect) or len(p.weld):
         # the Jdot qvel term of connect/weld rows needs cvel/cdof_dot, which the pipeline computes only later
         # (fwd_velocity): compute them here from the current qvel (make_constraint runs in fwd_position)
-        from mjx_lite.pipeline import velocity
-
         d = velocity.com_vel(m, d)
     if len(p.connect):
         blocks.append(_connect_rows(m, d, p.connect))
@@ -674,10 +673,3 @@ def problem(m: Model, d: Data, M: jax.Array) -> solver_common.Problem:
     return solver_common.Problem(J=d.efc_J, D=d.efc_D, R=d.efc_R, aref=d.efc_aref, frictionloss=d.efc_frictionloss,
                                  mask=d.efc_mask, cone_mu=tuple(mus), cone_friction=tuple(frics),
                                  qacc_smooth=d.qacc_smooth, M=M)  # fmt: skip
-
-
-def cfrc_ext_constraint(m: Model, d: Data) -> jax.Array:
-    """(nbody, 6) com-based wrenches of contact and connect/weld forces: the hook of rne.rne_postconstraint."""
-    from mjx_lite.pipeline import inverse
-
-    return inverse.cfrc_ext_constraint(m, d)

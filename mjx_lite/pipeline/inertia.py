@@ -1,6 +1,7 @@
 """Joint-space inertia: composite rigid bodies (mj_crb), L'DL factorisation (mj_factorM), solves and products.
 
-Layouts (chosen statically from the model size, see `is_sparse`; use full_m / solve_m / mul_m, which hide it):
+Layouts (chosen statically by `m.config.mass_matrix`, "auto": from the model size, see `is_sparse`; use full_m /
+solve_m / mul_m, which hide it):
   dense  (nv <= SPARSE_NV): qM (nv, nv) full symmetric; qLD (nv, nv) with D on the diagonal and L in the strict
          lower triangle (L[i, j] != 0 only for dof ancestors j of i); qLDiagInv (nv,).
   sparse (nv >  SPARSE_NV): qM, qLD (nM,) tree-structured rows: row i holds (i, i), (i, parent(i)),
@@ -20,24 +21,16 @@ import numpy as np
 
 from mjx_lite import math
 from mjx_lite.pipeline import support
-from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType
+from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, Warning, qm_shape, sparse_mass_matrix
 
 take, put = support.take, support.put
 
-SPARSE_NV = 60  # models with more dofs use the tree-structured (sparse) layout
 _HI = jax.lax.Precision.HIGHEST
 
 
 def is_sparse(m: Model) -> bool:
-    """Static choice of the qM / qLD layout."""
-    return m.nv > SPARSE_NV
-
-
-def qm_shape(m: Model) -> tuple:
-    """Shape of Data.qM and Data.qLD for this model."""
-    if is_sparse(m):
-        return (int(support.tables(m).m_rows.size),)
-    return (m.nv, m.nv)
+    """Static choice of the qM / qLD layout (`types.sparse_mass_matrix`)."""
+    return sparse_mass_matrix(m)
 
 
 def crb(m: Model, d: Data) -> Data:
@@ -156,20 +149,23 @@ def _to_dense(m: Model, vals: jax.Array, symmetric: bool) -> jax.Array:
     return take(padded, _dense_gather(m, symmetric)).reshape(m.nv, m.nv)
 
 
-def _factor_tree(m: Model, a: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """L'DL of tree-sparse entries a (nM,) (support.tables(m).madr layout) -> (factor (nM,), D (nv,)).
+def _factor_tree(m: Model, a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """L'DL of tree-sparse entries a (nM,) (support.tables(m).madr layout) -> (factor (nM,), D (nv,), clamped ()).
 
     Dofs are eliminated one depth level at a time, leaves first: gathers and scatter-adds over the level's
-    entries only, so the cost follows the tree's sparsity (no dense rank updates).
+    entries only, so the cost follows the tree's sparsity (no dense rank updates). A pivot below MINVAL is set to
+    MINVAL, as MuJoCo's mj_factorI; `clamped` (bool) tells whether any was.
     """
     t = support.tables(m)
+    clamped = jp.zeros((), bool)
     for lv in reversed(support.memo(m, "inertia_sparse", _sparse_plan)):
         dk = take(a, lv.diag)
+        clamped = clamped | jp.any(dk < MINVAL)
         a = put(a, lv.diag, jp.where(dk < MINVAL, MINVAL, dk))
         if lv.tgt.size:
             a = support.put_add(a, lv.tgt, -take(a, lv.src1) * take(a, lv.src2) / take(a, lv.tdiag))
             a = put(a, lv.off, take(a, lv.off) / take(a, lv.odiag))
-    return a, take(a, t.madr)
+    return a, take(a, t.madr), clamped
 
 
 def _solve_tree(m: Model, qld: jax.Array, inv: jax.Array, x: jax.Array) -> jax.Array:
@@ -187,15 +183,22 @@ def _solve_tree(m: Model, qld: jax.Array, inv: jax.Array, x: jax.Array) -> jax.A
 
 
 def factor_m(m: Model, d: Data) -> Data:
-    """qLD, qLDiagInv: M = L' D L factorisation of qM (mj_factorM); D below MINVAL is clamped as MuJoCo."""
+    """qLD, qLDiagInv: M = L' D L factorisation of qM (mj_factorM).
+
+    A pivot D below MINVAL (a singular or indefinite mass matrix, e.g. after setting masses to zero or negative
+    with `m.replace`) is clamped to MINVAL and counted in warning_number[INERTIA], once per factorisation, as
+    MuJoCo.
+    """
     if m.nv == 0:
         return d.replace(qLD=d.qM, qLDiagInv=jp.zeros((0,), d.qM.dtype))
     if is_sparse(m):
-        a, diag = _factor_tree(m, d.qM)
-        return d.replace(qLD=a, qLDiagInv=1.0 / diag)
-    # dense layout: tree elimination on the nM tree entries, gathered back into (nv, nv)
-    a, diag = _factor_tree(m, take(d.qM.reshape(m.nv * m.nv), _dense_addr(m)))
-    return d.replace(qLD=_to_dense(m, a, symmetric=False), qLDiagInv=1.0 / diag)
+        a, diag, clamped = _factor_tree(m, d.qM)
+        qld = a
+    else:  # dense layout: tree elimination on the nM tree entries, gathered back into (nv, nv)
+        a, diag, clamped = _factor_tree(m, take(d.qM.reshape(m.nv * m.nv), _dense_addr(m)))
+        qld = _to_dense(m, a, symmetric=False)
+    wn = d.warning_number.at[Warning.INERTIA].add(clamped.astype(d.warning_number.dtype))
+    return d.replace(qLD=qld, qLDiagInv=1.0 / diag, warning_number=wn)
 
 
 # ---- solves and products ------------------------------------------------------------------------------------
@@ -224,7 +227,7 @@ def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Arra
         return x
     t = support.tables(m)
     a = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))
-    a, diag = _factor_tree(m, support.put_add(a, t.madr, shift))
+    a, diag, _ = _factor_tree(m, support.put_add(a, t.madr, shift))
     return _solve_tree(m, a, 1.0 / diag, x)
 
 

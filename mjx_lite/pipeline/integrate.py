@@ -36,8 +36,9 @@ import jax.numpy as jp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from mjx_lite import io
+from mjx_lite.data import make_data
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
+from mjx_lite.pipeline import derivative, forward, inertia
 from mjx_lite.types import Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
 
 MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
@@ -153,30 +154,6 @@ def _concrete_all_zero(*xs: jax.Array) -> bool:
     return True
 
 
-def _full_m(m: Model, d: Data) -> jax.Array:
-    from mjx_lite.pipeline import inertia  # noqa: PLC0415 - imported when traced (parallel development)
-
-    return inertia.full_m(m, d)
-
-
-def euler_damping(m: Model, d: Data) -> jax.Array:
-    """Diagonal (nv,) of d(damping force)/d(qvel) used by Euler's implicit damping (mj_EulerSkip).
-
-    Per dof: b + 2 p1 |v| + 3 p2 v^2 for the damping force b v + p1 v|v| + p2 v^3, with b and (p1, p2) the dof's
-    damping and dampingpoly plus those of the actuator attached to its joint (jnt_actuatorid). Tendon damping
-    is not included (as in MuJoCo).
-    """
-    b, poly = m.dof_damping, m.dof_dampingpoly
-    aid = np.asarray(m.jnt_actuatorid)[np.asarray(m.dof_jntid)] if m.nv else np.zeros(0, int)
-    has = aid >= 0
-    if has.any():
-        a = np.where(has, aid, 0)
-        b = b + jp.where(jp.asarray(has), m.actuator_damping[a], 0.0)
-        poly = poly + jp.where(jp.asarray(has)[:, None], m.actuator_dampingpoly[a], 0.0)
-    v = d.qvel
-    return b + 2.0 * poly[:, 0] * jp.abs(v) + 3.0 * poly[:, 1] * v * v
-
-
 def euler(m: Model, d: Data) -> Data:
     """Semi-implicit Euler (mj_Euler), implicit in joint damping unless eulerdamp/damper are disabled."""
     flags = m.opt.disableflags
@@ -185,35 +162,10 @@ def euler(m: Model, d: Data) -> Data:
         damp = False
     if not damp:
         return _advance(m, d, d.act_dot, d.qacc)
-    from mjx_lite.pipeline import inertia  # noqa: PLC0415
-
     # qacc = (M + h B)^-1 qfrc: the diagonal shift keeps qM's tree sparsity (MuJoCo's mj_factorI on qH)
     qfrc = d.qfrc_smooth + d.qfrc_constraint
-    qacc = inertia.solve_shifted(m, d, m.opt.timestep * euler_damping(m, d), qfrc)
+    qacc = inertia.solve_shifted(m, d, m.opt.timestep * derivative.euler_damping(m, d), qfrc)
     return _advance(m, d, d.act_dot, qacc)
-
-
-def _smooth_vel_force(m: Model, d: Data, bias: bool):
-    """qvel -> qfrc_passive + qfrc_actuator [- qfrc_bias] at fixed positions (for autodiff)."""
-    from mjx_lite.pipeline import forward  # noqa: PLC0415 - forward imports this module
-
-    def f(qvel: jax.Array) -> jax.Array:
-        dd = d.replace(qvel=qvel)
-        dd = forward._stage("pipeline.actuation", "fwd_velocity_extras")(m, dd)
-        dd = forward._stage("pipeline.velocity", "com_vel")(m, dd)
-        dd = forward._stage("pipeline.passive", "passive")(m, dd)
-        dd = forward.fwd_actuation(m, dd)
-        out = dd.qfrc_passive + dd.qfrc_actuator
-        if bias:
-            out = out - forward._stage("pipeline.rne", "rne")(m, dd).qfrc_bias
-        return out
-
-    return f
-
-
-def qderiv(m: Model, d: Data, bias: bool) -> jax.Array:
-    """d(qfrc_passive + qfrc_actuator [- qfrc_bias])/d(qvel), dense (nv, nv) (mjd_smooth_vel)."""
-    return jax.jacfwd(_smooth_vel_force(m, d, bias))(d.qvel)
 
 
 def _standalone_free_dofs(m: Model) -> np.ndarray:
@@ -240,17 +192,17 @@ def implicit(m: Model, d: Data) -> Data:
     h = m.opt.timestep
     qfrc = d.qfrc_smooth + d.qfrc_constraint
     if m.opt.integrator == IntegratorType.IMPLICIT:
-        qlu = _full_m(m, d) - h * qderiv(m, d, bias=True)
+        qlu = inertia.full_m(m, d) - h * derivative.qderiv(m, d, bias=True)
         qacc = jp.linalg.solve(qlu, qfrc)
     elif m.opt.integrator == IntegratorType.IMPLICITFAST:
-        der = qderiv(m, d, bias=False)
+        der = derivative.qderiv(m, d, bias=False)
         sym = jp.tril(der) + jp.tril(der, -1).T
-        mass = _full_m(m, d)
+        mass = inertia.full_m(m, d)
         qacc = jsl.cho_solve(jsl.cho_factor(mass - h * sym, lower=True), qfrc)
         free = _standalone_free_dofs(m)
         if free.size:
             flat = free.reshape(-1)
-            force = _smooth_vel_force(m, d, bias=True)
+            force = derivative.smooth_vel_force(m, d, bias=True)
 
             def block_force(v: jax.Array) -> jax.Array:
                 return force(d.qvel.at[flat].set(v))[flat]
@@ -314,7 +266,6 @@ def rk4(m: Model, d: Data) -> Data:
     `d` must hold forward's results for the current state (stage 1). The returned Data holds the last stage's
     derived quantities, as MuJoCo's does.
     """
-    from mjx_lite.pipeline import forward  # noqa: PLC0415 - forward imports this module
 
     h = m.opt.timestep
     rot = _rotation_dofs(m)
@@ -354,7 +305,7 @@ def _is_bad(x: jax.Array) -> jax.Array:
 
 def reset_data(m: Model, d: Data) -> Data:
     """mj_resetData for the state of `d` (dtypes kept), keeping d's warning counters."""
-    r = io.make_data(m)
+    r = make_data(m)
     r = jax.tree.map(lambda a, b: jp.asarray(a, dtype=b.dtype), r, d)
     return r.replace(warning_number=d.warning_number)
 
@@ -386,9 +337,8 @@ def bad_acc(m: Model, d: Data) -> jax.Array:
 
 def _reset_forward(m: Model, like: Data) -> Data:
     """mj_resetData + mj_forward, with the dtypes of `like` (shapes/dtypes only are read from it)."""
-    from mjx_lite.pipeline import forward  # noqa: PLC0415 - forward imports this module
 
-    r = jax.tree.map(lambda a, b: jp.asarray(a, dtype=b.dtype), io.make_data(m), like)
+    r = jax.tree.map(lambda a, b: jp.asarray(a, dtype=b.dtype), make_data(m), like)
     return forward.forward(m, r)
 
 

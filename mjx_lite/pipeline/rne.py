@@ -4,10 +4,9 @@ rne(m, d): qfrc_bias (nv,) = C(qpos, qvel) + gravity (gravity honours DisableBit
 rne_postconstraint(m, d, cfrc_constraint=None): cacc (nbody, 6), cfrc_int (nbody, 6), cfrc_ext (nbody, 6).
 
 cfrc_ext = xfrc_applied (mapped to the com frame) + constraint wrenches. Constraint (contact, connect and weld)
-wrenches are the hook for the constraint stage: pass them as `cfrc_constraint` (nbody, 6), com-based
-[torque, force] as MuJoCo accumulates them (support.wrench_to_cfrc converts world wrenches at points); when not
-given, `mjx_lite.pipeline.constraint.cfrc_ext_constraint(m, d) -> (nbody, 6)` is used if that module defines
-it, else no constraint wrench is added.
+wrenches are passed in as `cfrc_constraint` (nbody, 6), com-based [torque, force] as MuJoCo accumulates them
+(`contact_force.cfrc_ext_constraint(m, d)` computes them; the callers, sensors and inverse dynamics, pass them);
+None adds no constraint wrench.
 """
 
 from __future__ import annotations
@@ -62,26 +61,16 @@ def xfrc_to_cfrc(m: Model, d: Data) -> jax.Array:
     return support.put(jp.concatenate([torque, force], axis=-1), _WORLD, 0.0)
 
 
-def _constraint_hook(m: Model, d: Data):
-    try:
-        from mjx_lite.pipeline import constraint
-    except ImportError:
-        return None
-    fn = getattr(constraint, "cfrc_ext_constraint", None)
-    return None if fn is None else fn(m, d)
-
-
 def rne_postconstraint(m: Model, d: Data, cfrc_constraint: jax.Array | None = None) -> Data:
     """cacc, cfrc_int, cfrc_ext with the final qacc (mj_rnePostConstraint). Needs com_vel and qacc.
 
-    cfrc_constraint: optional (nbody, 6) com-based constraint wrenches (contacts, connect, weld); see the module
-    docstring for the default.
+    cfrc_constraint: optional (nbody, 6) com-based constraint wrenches (contacts, connect, weld), e.g.
+    `contact_force.cfrc_ext_constraint(m, d)`; None: no constraint wrench (see the module docstring).
     """
     dtype = d.cinert.dtype
     cfrc_ext = xfrc_to_cfrc(m, d)
-    extra = cfrc_constraint if cfrc_constraint is not None else _constraint_hook(m, d)
-    if extra is not None:
-        cfrc_ext = cfrc_ext + extra
+    if cfrc_constraint is not None:
+        cfrc_ext = cfrc_ext + cfrc_constraint
     if m.nv:
         local = _body_sum(m, d.cdof_dot * d.qvel[:, None] + d.cdof * d.qacc[:, None])
     else:

@@ -17,14 +17,12 @@ fromto), user and plugin sensors, and sensor history/delay buffers raise NotImpl
 
 from __future__ import annotations
 
-import importlib
-
 import jax
 import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.math import quat_conj, quat_mul, quat_normalize, quat_sub
-from mjx_lite.pipeline import sensor_contact
+from mjx_lite.pipeline import contact_force, inertia, rne, sensor_contact, velocity
 from mjx_lite.types import (
     ConstraintType,
     Data,
@@ -54,13 +52,6 @@ _UNSUPPORTED = {
 # sensors that need rne_postconstraint (cacc, cfrc_int)
 _NEED_RNEPOST = (S.ACCELEROMETER, S.FORCE, S.TORQUE, S.FRAMELINACC, S.FRAMEANGACC)
 _NEED_SUBTREEVEL = (S.SUBTREELINVEL, S.SUBTREEANGMOM)
-
-
-def _stage_fn(module: str, name: str):
-    return getattr(importlib.import_module(f"mjx_lite.pipeline.{module}"), name)
-
-
-# ---- object frames, velocities, accelerations -------------------------------------------------------------
 
 
 def object_body(m: Model, objtype: int, ids: np.ndarray) -> np.ndarray:
@@ -174,7 +165,7 @@ def energy_vel(m: Model, d: Data) -> jax.Array:
     """Kinetic energy 0.5 qvel' M qvel (mj_energyVel), ()."""
     if m.nv == 0:
         return jp.zeros((), d.qvel.dtype)
-    return 0.5 * jp.dot(d.qvel, _stage_fn("inertia", "mul_m")(m, d, d.qvel))
+    return 0.5 * jp.dot(d.qvel, inertia.mul_m(m, d, d.qvel))
 
 
 # ---- constraint-row lookups (limit sensors) -------------------------------------------------------------
@@ -381,12 +372,12 @@ def sensor_pos(m: Model, d: Data) -> Data:
 def sensor_vel(m: Model, d: Data) -> Data:
     """Velocity-dependent sensors (mj_sensorVel); computes subtree_linvel/angmom when needed."""
     if _needs(m, Stage.VEL, _NEED_SUBTREEVEL):
-        d = _stage_fn("velocity", "subtree_vel")(m, d)
+        d = velocity.subtree_vel(m, d)
     return _compute_stage(m, d, Stage.VEL)
 
 
 def sensor_acc(m: Model, d: Data) -> Data:
     """Acceleration/force sensors (mj_sensorAcc); runs rne_postconstraint (cacc, cfrc_*) when needed."""
     if _needs(m, Stage.ACC, _NEED_RNEPOST):
-        d = _stage_fn("rne", "rne_postconstraint")(m, d)
+        d = rne.rne_postconstraint(m, d, contact_force.cfrc_ext_constraint(m, d))
     return _compute_stage(m, d, Stage.ACC)

@@ -1,7 +1,7 @@
 """Sensors that read contacts: touch (mjSENS_TOUCH) and contact (mjSENS_CONTACT), as MuJoCo 4.0 computes them.
 
 Both work on the padded `d.contact` rows (`contact.active` marks MuJoCo's `d->contact[0:ncon]`) with masks, no
-Python loop over contacts; contact forces come from `inverse.contact_force` (mj_contactForce: pyramidal edge
+Python loop over contacts; contact forces come from `contact_force.contact_force` (mj_contactForce: pyramidal edge
 forces are converted to normal and friction forces).
 
 touch(site): the sum of the normal forces of the contacts that involve a geom of the site's body, have a positive
@@ -29,7 +29,9 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.collision import driver
 from mjx_lite.math import safe_norm
+from mjx_lite.pipeline import contact_force
 from mjx_lite.types import MINVAL, Data, GeomType, Model, ObjType
 
 # contact sensor data fields (mjtConDataField) and their sizes
@@ -182,9 +184,7 @@ class Shared:
     def forces(self) -> jax.Array:
         """(nconmax, 6) contact-frame force/torque of every contact (mj_contactForce)."""
         if self._forces is None:
-            from mjx_lite.pipeline import inverse  # noqa: PLC0415 (inverse imports sensor)
-
-            self._forces = inverse.contact_force(self.m, self.d)
+            self._forces = contact_force.contact_force(self.m, self.d)
         return self._forces
 
     @property
@@ -197,8 +197,6 @@ class Shared:
 
 def _slot_layout(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """Static (explicit pair id or -1, index of the row within its pair) of every contact row, (nconmax,)."""
-    from mjx_lite.collision import driver  # noqa: PLC0415
-
     pairs, subs = [], []
     for g in driver.pair_table(m).groups:
         pid = g.pair if g.capacity == len(g.pair) else np.full(g.capacity, -1)

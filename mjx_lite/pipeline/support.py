@@ -318,3 +318,19 @@ def wrench_to_cfrc(m: Model, d: Any, body_ids, points: jax.Array, torque_force: 
     w = jp.concatenate([torque, torque_force[:, 3:]], axis=-1)
     w = jp.where((body_ids > 0)[:, None], w, 0.0)
     return jax.ops.segment_sum(w, body_ids, num_segments=m.nbody)
+
+
+def xfrc_accumulate(m: Model, d) -> jax.Array:
+    """Generalised force of the Cartesian wrenches `xfrc_applied` (mj_xfrcAccumulate), (nv,).
+
+    Each body's (force, torque) acts at its centre of mass `xipos`. In the com-based frame (origin at the
+    subtree root's com) the wrench is (torque + (xipos - com) x force, force); a dof feels the sum of the
+    wrenches of the bodies it moves (the subtree of its body): qfrc[j] = cdof[j] . subtree_sum(wrench)[body(j)].
+    """
+    if m.nv == 0:
+        return jp.zeros((0,), d.qvel.dtype)
+    frc, trq = d.xfrc_applied[:, :3], d.xfrc_applied[:, 3:]
+    offset = d.xipos - d.subtree_com[np.asarray(m.body_rootid)]
+    wrench = jp.concatenate([trq + jp.cross(offset, frc), frc], axis=-1)  # (nbody, 6)
+    wrench = subtree_sum(m, wrench)
+    return jp.sum(d.cdof * wrench[np.asarray(m.dof_bodyid)], axis=-1)

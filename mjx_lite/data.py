@@ -1,0 +1,120 @@
+"""`make_data` (mj_makeData + mj_resetData) and the shape check of Data, both from the declared field shapes.
+
+Every Data (and Contact) field declares its shape in `mjx_lite.types` as names of the Model's static sizes;
+`make_data` builds zeros of those shapes (then the state of mj_resetData: qpos0, mocap poses, active equalities)
+and `check_data` compares a Data with them at trace time, so a wrong-shaped field is an error that names it,
+at no run-time cost. This module depends on `types` only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.types import NWARNING, Contact, Data, Model, Warning, field_shape, resolve_shape, shaped_fields
+
+__all__ = ["WARNING_TEXT", "check_data", "float_dtype", "make_data", "warnings"]
+
+# what each of MuJoCo's warnings (mjtWarning, counted in Data.warning_number) means here
+WARNING_TEXT = {
+    Warning.INERTIA: "mass matrix too close to singular (a pivot below 1e-15 was clamped): check masses/inertias",
+    Warning.CONTACTFULL: "more contacts than the contact capacity (nconmax): the least overlapping were left out",
+    Warning.CNSTRFULL: "more constraint rows than the capacity (njmax): rows were left out",
+    Warning.BADQPOS: "qpos was NaN, inf or huge (|x| > 1e10): the environment was reset",
+    Warning.BADQVEL: "qvel was NaN, inf or huge: the environment was reset",
+    Warning.BADQACC: "qacc was NaN, inf or huge (the simulation diverged): the environment was reset",
+    Warning.BADCTRL: "ctrl was NaN, inf or huge: all controls were taken as zero for that step",
+}
+
+
+def float_dtype():
+    """The float dtype of new arrays: float64 under `jax_enable_x64`, else float32."""
+    return jp.float64 if jax.config.jax_enable_x64 else jp.float32
+
+
+def _dtype(word: str | None, f):
+    return {"int32": jp.int32, "bool": jp.bool_}.get(word, f)
+
+
+def _zeros(m: Model, cls: type, f) -> dict:
+    out = {}
+    for name in shaped_fields(cls):
+        dims, word = field_shape(cls, name)
+        out[name] = jp.zeros(resolve_shape(m, dims), _dtype(word, f))
+    return out
+
+
+def make_data(m: Model) -> Data:
+    """Data at `qpos0`, zero velocity and controls (mj_makeData + mj_resetData).
+
+    Shapes follow the declarations in `mjx_lite.types` (contacts padded to `m.nconmax`, constraint rows to
+    `m.njmax`); floats are float64 under `jax_enable_x64`, else float32.
+    """
+    f = float_dtype()
+    contact = _zeros(m, Contact, f)
+    contact["efc_address"] = jp.full((m.nconmax,), -1, jp.int32)
+    fields = _zeros(m, Data, f)
+    mocap_body = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
+    mocap_body = mocap_body[np.argsort(np.asarray(m.body_mocapid)[mocap_body])]
+    if m.nmocap:
+        fields["mocap_pos"] = jp.asarray(m.body_pos)[mocap_body].astype(f)
+        fields["mocap_quat"] = jp.asarray(m.body_quat)[mocap_body].astype(f)
+    fields.update(
+        qpos=jp.asarray(m.qpos0, f),
+        eq_active=jp.asarray(np.asarray(m.eq_active0, bool)),
+        contact=Contact(**contact),
+    )
+    return Data(**fields)
+
+
+def warnings(d: Data) -> dict[str, int | np.ndarray]:
+    """The warnings counted in `d.warning_number`, by MuJoCo's name: {"BADQACC": 2, ...} (only nonzero ones).
+
+    For a batched Data (leading axes), each value is the array of per-environment counts, for the warnings that
+    any environment raised. `mjx_lite.data.WARNING_TEXT[mjx_lite.Warning[name]]` says what each means.
+    """
+    counts = np.asarray(d.warning_number)
+    if counts.shape[-1:] != (NWARNING,):
+        raise ValueError(f"warning_number has shape {counts.shape}, expected (..., {NWARNING})")
+    out: dict[str, int | np.ndarray] = {}
+    for w in Warning:
+        c = counts[..., int(w)]
+        if np.any(c != 0):
+            out[w.name] = int(c) if c.ndim == 0 else c
+    return out
+
+
+def _kind(dtype) -> str:
+    d = np.dtype(dtype)
+    return "bool" if d == np.bool_ else "int" if d.kind in "iu" else "float" if d.kind == "f" else d.kind
+
+
+def check_data(m: Model, d: Data) -> None:
+    """Raise ValueError naming every field of `d` whose shape or dtype kind differs from its declaration.
+
+    Runs at trace time on the (unbatched) shapes: free at run time. Under `vmap`, `d` is one environment's Data.
+    """
+    if not isinstance(d, Data):
+        raise TypeError(f"expected a mjx_lite Data, got {type(d).__name__}")
+    wrong = []
+    for cls, obj, prefix in ((Data, d, ""), (Contact, d.contact, "contact.")):
+        for name in shaped_fields(cls):
+            dims, word = field_shape(cls, name)
+            want = resolve_shape(m, dims)
+            x = getattr(obj, name)
+            if not hasattr(x, "shape"):
+                x = np.asarray(x)
+            shape, kind = tuple(x.shape), _kind(x.dtype)
+            want_kind = {"int32": "int", "bool": "bool"}.get(word, "float")
+            if shape != want or kind != want_kind:
+                wrong.append(f"{prefix}{name}: got {kind} {shape}, expected {want_kind} {want} {dims}")
+    if wrong:
+        raise ValueError("Data does not match the model (fields of the wrong shape or dtype):\n  " + "\n  ".join(wrong))
+
+
+# Data fields that are not arrays of declared shape (none today): keep the check exhaustive
+assert {f.name for f in dataclasses.fields(Data)} == set(shaped_fields(Data)) | {"contact"}
+assert {f.name for f in dataclasses.fields(Contact)} == set(shaped_fields(Contact))

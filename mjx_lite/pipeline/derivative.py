@@ -1,0 +1,57 @@
+"""Velocity derivatives of the smooth forces (mjd_smooth_vel) and Euler's implicit-damping diagonal.
+
+Used by the implicit integrators (`integrate.implicit`) and by discrete-time inverse dynamics
+(`inverse.discrete_acc`). qDeriv is the exact Jacobian of our own force computation (forward-mode autodiff over
+the velocity and actuation stages), so it contains every velocity-dependent term those stages model.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.pipeline import actuation, passive, rne, velocity
+from mjx_lite.types import Data, Model
+
+__all__ = ["euler_damping", "qderiv", "smooth_vel_force"]
+
+
+def euler_damping(m: Model, d: Data) -> jax.Array:
+    """Diagonal (nv,) of d(damping force)/d(qvel) used by Euler's implicit damping (mj_EulerSkip).
+
+    Per dof: b + 2 p1 |v| + 3 p2 v^2 for the damping force b v + p1 v|v| + p2 v^3, with b and (p1, p2) the dof's
+    damping and dampingpoly plus those of the actuator attached to its joint (jnt_actuatorid). Tendon damping
+    is not included (as in MuJoCo).
+    """
+    b, poly = m.dof_damping, m.dof_dampingpoly
+    aid = np.asarray(m.jnt_actuatorid)[np.asarray(m.dof_jntid)] if m.nv else np.zeros(0, int)
+    has = aid >= 0
+    if has.any():
+        a = np.where(has, aid, 0)
+        b = b + jp.where(jp.asarray(has), m.actuator_damping[a], 0.0)
+        poly = poly + jp.where(jp.asarray(has)[:, None], m.actuator_dampingpoly[a], 0.0)
+    v = d.qvel
+    return b + 2.0 * poly[:, 0] * jp.abs(v) + 3.0 * poly[:, 1] * v * v
+
+
+def smooth_vel_force(m: Model, d: Data, bias: bool):
+    """The map qvel (nv,) -> qfrc_passive + qfrc_actuator [- qfrc_bias] (nv,) at d's positions (for autodiff)."""
+
+    def f(qvel: jax.Array) -> jax.Array:
+        dd = d.replace(qvel=qvel)
+        dd = actuation.fwd_velocity_extras(m, dd)
+        dd = velocity.com_vel(m, dd)
+        dd = passive.passive(m, dd)
+        dd = actuation.actuation(m, dd)
+        out = dd.qfrc_passive + dd.qfrc_actuator
+        if bias:
+            out = out - rne.rne(m, dd).qfrc_bias
+        return out
+
+    return f
+
+
+def qderiv(m: Model, d: Data, bias: bool) -> jax.Array:
+    """d(qfrc_passive + qfrc_actuator [- qfrc_bias])/d(qvel), dense (nv, nv) (mjd_smooth_vel)."""
+    return jax.jacfwd(smooth_vel_force(m, d, bias))(d.qvel)

@@ -1,0 +1,104 @@
+"""The public entry points that run whole pipelines: mj_step, mj_step1, mj_step2 and mj_inverse.
+
+The top of the pipeline layer: `forward` (the stages), `integrate` (the integrators and divergence checks) and
+`inverse` (the acceleration stage of inverse dynamics) are below it.
+
+Every entry point first checks the Data against the model's declared shapes (`mjx_lite.data.check_data`, at
+trace time: free at run time), so a wrong-shaped field is an error that names it.
+"""
+
+from __future__ import annotations
+
+from mjx_lite.data import check_data
+from mjx_lite.pipeline import forward as fwd
+from mjx_lite.pipeline import integrate, sensor
+from mjx_lite.pipeline import inverse as inv
+from mjx_lite.types import Data, IntegratorType, Model
+
+__all__ = ["forward", "inverse", "step", "step1", "step2"]
+
+
+def forward(m: Model, d: Data) -> Data:
+    """Forward dynamics (mj_forward): every derived quantity of the state, qacc and the sensors."""
+    check_data(m, d)
+    return fwd.forward(m, d)
+
+
+def step(m: Model, d: Data) -> Data:
+    """Advance the simulation by one timestep (mj_step) with the model's integrator.
+
+    Divergence (non-finite or |x| > 1e10 in qpos, qvel or qacc) resets the offending environment to the
+    model's reset state (see `integrate.check_pos`), counting it in `warning_number`. After a bad qacc the
+    reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step).
+    """
+    check_data(m, d)
+    d = integrate.check_pos(m, d)
+    d = integrate.check_vel(m, d)
+    d = fwd.forward(m, d)
+    exact = m.config.exact_reset
+    if exact:
+        d = integrate.check_acc(m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
+    bad_acc = integrate.bad_acc(m, d)
+    if m.opt.integrator == IntegratorType.EULER:
+        d2 = integrate.euler(m, d)
+    elif m.opt.integrator == IntegratorType.RK4:
+        d2 = integrate.rk4(m, d)
+    elif m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
+        d2 = integrate.implicit(m, d)
+    else:
+        raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
+    if exact:
+        return d2
+    return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)  # reset state, not stepped
+
+
+def step1(m: Model, d: Data) -> Data:
+    """First half of mj_step (mj_step1): checks, position and velocity stages with their sensors.
+
+    Set `ctrl`, `qfrc_applied` or `xfrc_applied` between `step1` and `step2`.
+    """
+    check_data(m, d)
+    d = integrate.check_pos(m, d)
+    d = integrate.check_vel(m, d)
+    d = fwd.fwd_position(m, d)
+    d = sensor.sensor_pos(m, d)
+    d = fwd.energy_pos(m, d)
+    d = fwd.fwd_velocity(m, d)
+    d = sensor.sensor_vel(m, d)
+    d = fwd.energy_vel(m, d)
+    return d
+
+
+def step2(m: Model, d: Data) -> Data:
+    """Second half of mj_step (mj_step2): actuation, acceleration, constraints, sensors, integration.
+
+    As in MuJoCo, RK4 models are advanced with Euler here (RK4 needs the whole forward pass per stage).
+    """
+    check_data(m, d)
+    d = fwd.fwd_actuation(m, d)
+    d = fwd.fwd_acceleration(m, d)
+    d = fwd.fwd_constraint(m, d)
+    d = sensor.sensor_acc(m, d)
+    exact = m.config.exact_reset
+    if exact:
+        d = integrate.check_acc(m, d)
+    bad_acc = integrate.bad_acc(m, d)
+    if m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
+        d2 = integrate.implicit(m, d)
+    else:
+        d2 = integrate.euler(m, d)
+    if exact:
+        return d2
+    return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)
+
+
+def inverse(m: Model, d: Data) -> Data:
+    """Inverse dynamics (mj_inverse): qfrc_inverse, the constraint forces implied by qacc, and the sensors."""
+    check_data(m, d)
+    d = fwd.fwd_position(m, d)
+    d = sensor.sensor_pos(m, d)
+    d = fwd.energy_pos(m, d)
+    d = fwd.fwd_velocity(m, d)
+    d = sensor.sensor_vel(m, d)
+    d = fwd.energy_vel(m, d)
+    return inv.inverse_acc(m, d, sensors=True)
