@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from mjx_lite.envs.base import Env
+from mjx_lite.envs.base import Env, _warning_total
 from mjx_lite.envs.wrappers import wrap_for_training
 
 __all__ = ["to_gymnasium", "to_gymnasium_env"]
@@ -121,8 +121,6 @@ def to_gymnasium(env: Env, num_envs: int, episode_length: int = 1000, action_rep
 def to_gymnasium_env(env: Env, episode_length: int = 1000, action_repeat: int = 1):
     """A single `gymnasium.Env` view of `env` (no auto-reset: call `reset()` after an episode ends)."""
     gym = _gymnasium()
-    from mjx_lite.envs.base import _warning_total
-
     if int(episode_length) < 1 or int(action_repeat) < 1:
         raise ValueError(f"episode_length and action_repeat must be >= 1, got {episode_length}, {action_repeat}")
     dtype = env.model.opt.timestep.dtype

@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 import optax
+from tqdm.auto import tqdm
 
 from mjx_lite.envs.base import Env
 from mjx_lite.envs.wrappers import TrainingEnv, wrap_for_training
@@ -417,8 +418,6 @@ def train(
 
     bar = None
     if show_progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=n_updates * steps_per_update, unit="step", unit_scale=True, desc=env.name, leave=True)
     try:
         if num_evals > 1:
