@@ -106,7 +106,8 @@ class Env(abc.ABC):
             raise ValueError(f"n_frames must be >= 1, not {n_frames}")
         self._model = model
         self._n_frames = int(n_frames)
-        self._dt = float(np.asarray(model.opt.timestep)) * self._n_frames
+        # the shortest decimal of the stored (float32 or float64) timestep: 0.01, not 0.009999999776
+        self._dt = float(str(np.asarray(model.opt.timestep)[()])) * self._n_frames
         self._obs_size: int | None = None
         self._origin: Env | None = None  # the env a `with_model` copy was made from (the key of the jit caches)
 

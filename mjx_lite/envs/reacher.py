@@ -32,6 +32,7 @@ class Reacher(Env):
         m = self.model
         self._finger = names.site_id(m, "fingertip")
         self._target = names.site_id(m, "target")
+        self._target_body = names.body_id(m, "target")
         self._shoulder = names.qpos_slice(m, "shoulder").start
         self._elbow = names.qpos_slice(m, "elbow").start
 
@@ -55,7 +56,7 @@ class Reacher(Env):
         qpos = qpos.at[self._elbow].set(jax.random.uniform(k2, (), f, lo, hi))
         radius = jax.random.uniform(k3, (), f, 0.05, 0.20)
         angle = jax.random.uniform(k4, (), f, 0.0, 2 * jp.pi)
-        z = mjx_lite.make_data(m).mocap_pos[0, 2]
+        z = m.body_pos[self._target_body, 2]
         target = jp.stack([radius * jp.cos(angle), radius * jp.sin(angle), z])[None]
         data = self.init_data(qpos=qpos, mocap_pos=target)
         zero = jp.zeros((), f)
