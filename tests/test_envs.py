@@ -383,3 +383,21 @@ def test_gymnasium_vector_env(slider):
     np.testing.assert_array_equal(info["nan_action"], [False, True, False, False])
     with pytest.raises(ValueError, match="actions must have shape"):
         vec.step(np.zeros((2, 1), np.float32))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", envs.names())
+def test_task_rolls_out(name):
+    """Random actions for 40 control steps on 4 environments: finite observations, rewards in [0, 1], no divergence."""
+    env = envs.make(name)
+    te = envs.wrap_for_training(env, episode_length=1000)
+    s = te.jit_reset(_keys(0))
+    key = jax.random.PRNGKey(1)
+    diverged = 0.0
+    for _ in range(40):
+        key, k = jax.random.split(key)
+        s = te.jit_step(s, jax.random.uniform(k, (B, env.action_size), minval=-1, maxval=1))
+        assert np.all(np.isfinite(np.asarray(s.obs)))
+        assert np.all((np.asarray(s.reward) >= 0) & (np.asarray(s.reward) <= 1))
+        diverged += float(np.sum(s.info["diverged"]))
+    assert diverged == 0
