@@ -7,6 +7,7 @@ from mjx_lite.config import Config
 from mjx_lite.data import make_data, warnings
 from mjx_lite.io import configure
 from mjx_lite.mjcf.compile import load_mjcf, load_mjcf_string
+from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
 from mjx_lite.pipeline.contact_force import contact_force
 from mjx_lite.pipeline.inertia import full_m
 from mjx_lite.pipeline.step import forward, inverse, step, step1, step2
@@ -39,6 +40,8 @@ __all__ = [
     "GeomType",
     "IntegratorType",
     "JointType",
+    "MJCFError",
+    "MJCFUnsupportedError",
     "Model",
     "ObjType",
     "Option",

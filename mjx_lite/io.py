@@ -46,7 +46,7 @@ def build_model(
     kw: dict[str, Any] = {}
     for name, f in fields.items():
         if name in ("opt", "stat", "names", "nconmax", "njmax", "dof_frictional", "tendon_frictional", "tendon_armed",
-                    "geom_reach0", "hfield_cell0", "config"):
+                    "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active"):
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -87,6 +87,8 @@ def build_model(
         v = np.array(v, np.float64)
         v.setflags(write=False)
         kw[name] = v
+    kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64)))
+    kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)
     m = Model(nconmax=0, njmax=0, config=Config() if config is None else config, **kw)
     return _with_capacities(m)
 

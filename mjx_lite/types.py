@@ -398,6 +398,12 @@ class Model:
     tendon_frictional: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
     # tendons whose compiled armature (own, or of actuators acting through them) is > 0: they add J' a J to qM
     tendon_armed: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
+    # bodies with gravity compensation (MuJoCo's ngravcomp, counted at compile time: as in MuJoCo, a model compiled
+    # without any skips gravcomp even if body_gravcomp is changed later) and whether the model has a fluid medium
+    # (opt.density or opt.viscosity > 0 at compile time: fluid forces are traced only then; set it to True with
+    # m.replace(fluid_active=True) to give a model compiled without a medium one later)
+    ngravcomp: int = static_field(0)
+    fluid_active: bool = static_field(False)
     # compile-time values of floats that size static windows (height-field prisms tested per pair): per geom
     # (rbound, margin + gap) and per height field its cell size (dx, dy); host float64, not traced
     geom_reach0: np.ndarray = static_field(None, shape=("ngeom", 2), dtype="float64")

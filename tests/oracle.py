@@ -11,6 +11,7 @@ import jax.numpy as jp
 import mujoco
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from scipy.spatial.distance import cdist
 
 from mjx_lite import io, types
 from mjx_lite.data import make_data
@@ -68,6 +69,153 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     if "mesh_polyvert" not in arrays:
         arrays.update(polygon_tables_from_vert(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
     return io.build_model(arrays, sizes, opt, stat, names)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# a compiled Model against MuJoCo's mjModel, field by field (the MJCF compiler's oracle; used by
+# test_mjcf_compile.py and the differential fuzzer test_fuzz_mjcf.py)
+
+RTOL = 1e-6  # float64 compile arithmetic, different operation order than MuJoCo's C
+ATOL = 1e-10  # absolute slack for values that are zero up to round-off
+QUAT_TOL = 1e-6  # quaternions (compared up to sign)
+EIG_GAP = 1e-6  # principal moments closer than this (relative) leave the principal axes free
+
+# MuJoCo stores mesh vertices and height-field data in float32: values computed from them (mesh frames, the
+# boxes of mesh geoms) agree to float32 resolution of the geometry, not to float64 round-off
+F32_FIELDS = ("mesh_vert", "hfield_data", "geom_aabb")
+# offsets from a subtree centre of mass, which for mesh bodies inherits the float32 rounding of the mesh data
+MESH_COM_FIELDS = ("light_poscom0", "cam_poscom0")
+F32_TOL = 1e-6
+# MuJoCo's Jacobi eigen-solver stops once the rotation angle is below ~1e-6 rad, so principal frames agree to
+# about that much (not to round-off); the inertia tensor is compared relative to its largest entry.
+_NAME_OBJ = _OBJ  # object type -> mjtObj
+_NAME_COUNT = _COUNT
+
+
+def _model_fields() -> list[str]:
+    skip = {"opt", "stat", "names", "nconmax", "njmax"}
+    return [f.name for f in dataclasses.fields(types.Model) if f.name not in skip and f.name not in types.SIZE_FIELDS]
+
+
+FIELDS = _model_fields()
+POLY_FIELDS = ("mesh_polyadr", "mesh_polynum", "mesh_polyvert", "mesh_polyvertadr", "mesh_polyvertnum")
+
+
+def mesh_polygons(m, i: int) -> list[tuple[int, ...]]:
+    """Mesh i's polygons as vertex-id cycles (each from its own start vertex), in the model's order."""
+    out = []
+    for j in range(int(m.mesh_polyadr[i]), int(m.mesh_polyadr[i] + m.mesh_polynum[i])):
+        a, n = int(m.mesh_polyvertadr[j]), int(m.mesh_polyvertnum[j])
+        out.append(tuple(int(x) for x in np.asarray(m.mesh_polyvert)[a : a + n]))
+    return out
+
+
+def _compare_polygons(ours, mjm) -> list[str]:
+    """Polygons of every mesh MuJoCo built them for (it skips meshes no collision geom uses): the same vertex cycles
+    with the same start vertices; the order of the polygons is MuJoCo's hash-map order, not compared."""
+    errs = []
+    for i in range(mjm.nmesh):
+        if mjm.mesh_polynum[i] == 0:
+            continue
+        a, b = mesh_polygons(ours, i), mesh_polygons(mjm, i)
+        if sorted(a) != sorted(b):
+            extra, missing = len(set(a) - set(b)), len(set(b) - set(a))
+            errs.append(f"mesh {i} polygons: {extra} of ours not in MuJoCo's, {missing} of MuJoCo's missing")
+    return errs
+
+
+def _quat_rows_close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a.reshape(-1, 4)
+    b = b.reshape(-1, 4)
+    nan = np.isnan(a) & np.isnan(b)  # NaN where MuJoCo has NaN (e.g. from a written nan) agrees
+    same = np.all((np.abs(a - b) <= QUAT_TOL) | nan, axis=1)
+    flip = np.all((np.abs(a + b) <= QUAT_TOL) | nan, axis=1)
+    return same | flip
+
+
+def _inertia_tensor(quat: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    out = []
+    for q, i in zip(quat.reshape(-1, 4), diag.reshape(-1, 3)):
+        r = np.zeros(9)
+        mujoco.mju_quat2Mat(r, q)
+        r = r.reshape(3, 3)
+        out.append(r @ np.diag(i) @ r.T)
+    return np.array(out).reshape(-1, 3, 3)
+
+
+def compare_models(ours: types.Model, mjm: mujoco.MjModel, skip_prefixes: tuple[str, ...] = ()) -> list[str]:
+    """Differences between our Model and MuJoCo's (empty list when they match)."""
+    errs = []
+    for k in types.SIZE_FIELDS:
+        if k.startswith(("nmesh",)) or any(k == s for s in skip_prefixes):
+            continue
+        if getattr(ours, k) != getattr(mjm, k):
+            errs.append(f"{k}: {getattr(ours, k)} != {getattr(mjm, k)}")
+    if errs:
+        return errs  # shapes would not line up
+    for f in dataclasses.fields(types.Option):
+        a, b = np.asarray(getattr(ours.opt, f.name)), np.asarray(getattr(mjm.opt, f.name))
+        if not np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
+            errs.append(f"opt.{f.name}: {a} != {b}")
+    for k in ("meaninertia", "meanmass", "meansize", "extent", "center"):
+        if ("stat." + k).startswith(skip_prefixes):
+            continue
+        a, b = np.asarray(getattr(ours.stat, k)), np.asarray(getattr(mjm.stat, k))
+        if not np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
+            errs.append(f"stat.{k}: {a} != {b}")
+    for obj, cnt in _NAME_COUNT.items():
+        if any(obj.startswith(p.rstrip("_")) for p in skip_prefixes):
+            continue
+        want = tuple(mujoco.mj_id2name(mjm, _NAME_OBJ[obj], i) or "" for i in range(getattr(mjm, cnt)))
+        if ours.names.get(obj) != want:
+            errs.append(f"names[{obj}]: {ours.names.get(obj)} != {want}")
+    if not "mesh_polyvert".startswith(skip_prefixes):
+        errs += _compare_polygons(ours, mjm)
+    for name in FIELDS:
+        if name.startswith(skip_prefixes) or not hasattr(mjm, name) or name in POLY_FIELDS:
+            continue
+        a = np.asarray(getattr(ours, name))
+        b = np.asarray(getattr(mjm, name))
+        if a.size != b.size:
+            errs.append(f"{name}: shape {a.shape} != {b.shape}")
+            continue
+        a = a.reshape(b.shape) if a.ndim != b.ndim else a
+        if name == "body_iquat":
+            continue  # compared with body_inertia below
+        if name == "body_inertia":
+            ta = _inertia_tensor(np.asarray(ours.body_iquat), a)
+            tb = _inertia_tensor(mjm.body_iquat, b)
+            if not np.allclose(np.sort(a, 1), np.sort(b, 1), rtol=RTOL, atol=ATOL, equal_nan=True):
+                errs.append(f"body_inertia (principal moments): {a} != {b}")
+            elif not np.allclose(ta, tb, rtol=RTOL, atol=RTOL * max(1.0, np.abs(tb).max(initial=0.0)), equal_nan=True):
+                errs.append("body_inertia (tensor R diag R^T) differs")
+            # principal frames must agree where the moments are distinct
+            gap = np.min(np.abs(np.diff(np.sort(b, 1), axis=1)), axis=1) > EIG_GAP * np.maximum(1, b.max(1))
+            bad = gap & ~_quat_rows_close(np.asarray(ours.body_iquat), mjm.body_iquat)
+            if np.any(bad):
+                errs.append(f"body_iquat rows {np.nonzero(bad)[0].tolist()} differ")
+            continue
+        if b.dtype.kind in "iub":
+            if not np.array_equal(a.astype(np.int64), b.astype(np.int64)):
+                idx = np.argwhere(a.astype(np.int64) != b.astype(np.int64))[:5].tolist()
+                errs.append(f"{name}: integer mismatch at {idx}: ours {a.reshape(-1)[:8]} mj {b.reshape(-1)[:8]}")
+            continue
+        if name.endswith("quat") or name in ("mesh_quat",):
+            if b.size and not np.all(_quat_rows_close(a, b)):
+                errs.append(f"{name}: quaternion mismatch")
+            continue
+        atol = ATOL
+        if name in MESH_COM_FIELDS and mjm.nmesh:
+            atol = F32_TOL * float(mjm.stat.extent)
+        if name in F32_FIELDS:
+            atol = F32_TOL * max(1.0, float(np.abs(b).max(initial=0.0))) if name != "geom_aabb" else F32_TOL
+        if not np.allclose(a, b, rtol=RTOL, atol=atol, equal_nan=True):
+            diff = np.abs(a - b) - RTOL * np.abs(b)
+            i = np.unravel_index(np.argmax(diff), a.shape) if a.ndim else ()
+            errs.append(f"{name}: max mismatch at {i}: ours {a[i]} mj {b[i]}")
+    return errs
+
+
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -150,7 +298,8 @@ def match_rows(mjd, mjm, d):
     tm, to = mjd.efc_type[:n], np.asarray(d.efc_type)[live]
     sig_m = np.concatenate([Jm, mjd.efc_pos[:n, None]], 1)
     sig_o = np.concatenate([Jo, np.asarray(d.efc_pos)[live, None]], 1)
-    cost = np.linalg.norm(sig_m[:, None] - sig_o[None], axis=-1) + 1e6 * (tm[:, None] != to[None])
+    # cdist: (n, n) memory (broadcasting the difference needs n * n * nv: 32 GB on the 220-body pile)
+    cost = cdist(sig_m, sig_o) + 1e6 * (tm[:, None] != to[None])
     r, c = linear_sum_assignment(cost)
     return r, live[c]
 

@@ -267,6 +267,22 @@ def test_small_models(name):
     _check_model(mujoco.MjModel.from_xml_string(SMALL_MODELS[name]), nstate=5)
 
 
+def test_medium_given_after_loading():
+    """A model compiled without a medium traces no fluid forces (m.fluid_active False, documented); given one
+    later together with fluid_active=True, its forces are MuJoCo's for the same medium."""
+    xml = FLUID_XML.replace('density="1000" viscosity="0.05" ', "")
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = oracle.model_from_mujoco(mjm)
+    assert not m.fluid_active
+    mjm.opt.density, mjm.opt.viscosity = 1000.0, 0.05
+    m = m.replace(fluid_active=True, opt=m.opt.replace(density=jp.asarray(1000.0), viscosity=jp.asarray(0.05)))
+    mjd = mujoco.MjData(mjm)
+    _random_state(mjm, mjd, np.random.default_rng(2))
+    out = STAGES(m, _our_data(m, mjd))
+    _compare(mjm, mjd, out)
+    assert np.abs(mjd.qfrc_fluid).max() > 1e-3  # the medium acts
+
+
 _D = mujoco.mjtDisableBit
 
 

@@ -7,19 +7,15 @@ import os
 import struct
 import zlib
 
-import jax
+import mujoco
+import numpy as np
+import pytest
 
-jax.config.update("jax_enable_x64", True)
-
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from mjx_lite.mjcf import hfield as H  # noqa: E402, N812
-from mjx_lite.mjcf import mesh as M  # noqa: E402, N812
-from mjx_lite.mjcf.inertia import quat_mul  # noqa: E402
-from mjx_lite.mjcf.spec import Element, MJCFError  # noqa: E402
-from tests import oracle  # noqa: E402
+from mjx_lite.mjcf import hfield as H  # noqa: N812
+from mjx_lite.mjcf import mesh as M  # noqa: N812
+from mjx_lite.mjcf.inertia import quat_mul
+from mjx_lite.mjcf.spec import Element, MJCFError
+from tests import oracle
 
 # ---- tolerances ----
 F32_RTOL = 2.0**-23  # MuJoCo stores mesh_vert as float32: one ulp relative to the mesh extent
@@ -563,7 +559,7 @@ def test_hull_polygons_match_mujoco(maxhullvert):
     MuJoCo's hash-map order, not compared), on the reference STL meshes (the dodecahedron's float32 pentagons
     straddle normal bins and split into 14 polygons), a scaled one, a random point cloud and with maxhullvert."""
     from mjx_lite.mjcf.compile import load_mjcf_string
-    from tests.test_mjcf_compile import mesh_polygons
+    from tests.oracle import mesh_polygons
 
     cloud = " ".join(f"{x:.5f}" for x in np.random.default_rng(0).normal(size=120) * 0.1)
     hv = "" if maxhullvert < 0 else f' maxhullvert="{maxhullvert}"'

@@ -4,21 +4,17 @@ Every model is compiled by mjx_lite and by MuJoCo 4.0; the section fields (tendo
 sensor_*, pair_*, exclude_*, jnt_actuatorid) and names are compared: integers exactly, floats to RTOL.
 """
 
-import jax
+import dataclasses
+import os
 
-jax.config.update("jax_enable_x64", True)
+import mujoco
+import numpy as np
+import pytest
 
-import dataclasses  # noqa: E402
-import os  # noqa: E402
-
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from mjx_lite.mjcf import compile as mjcf_compile  # noqa: E402
-from mjx_lite.mjcf import parse  # noqa: E402
-from mjx_lite.mjcf.spec import MJCFError  # noqa: E402
-from tests.oracle import reference_models  # noqa: E402
+from mjx_lite.mjcf import compile as mjcf_compile
+from mjx_lite.mjcf import parse
+from mjx_lite.mjcf.spec import MJCFError
+from tests.oracle import reference_models
 
 RTOL = 1e-6  # compile-time constants, float64 (qpos0 quantities go through a different but exact algebra)
 ATOL = 1e-9  # float64 round-off on values that are zero in MuJoCo

@@ -23,6 +23,7 @@ from mjx_lite.pipeline import forward as fwd
 from mjx_lite.solver import common as solver_common
 from mjx_lite.solver import primal
 from tests import oracle
+from tests.test_forces import ADHESION_XML
 from tests.test_scene import BUNDLED, SMALL, SMALL_CAPACITY, pile_xml
 
 # Row quantities are closed-form functions of the state: float64 round-off (as tests/test_constraint.py).
@@ -185,6 +186,25 @@ def test_forward_matches_dense_and_mujoco(solver):
     di = jax.jit(inverse.inv_constraint)(ms, ds)
     oracle.close(di.qfrc_constraint, ds.qfrc_constraint, LAYOUT_TOL, "inverse")
     oracle.close(di.efc_force, ds.efc_force, LAYOUT_TOL, "inverse efc_force")
+
+
+def test_adhesion_reads_sparse_rows():
+    """Adhesion (body transmission) weighs the contacts' efc rows: efc_J' w in the sparse layout, vs MuJoCo."""
+    xml = ADHESION_XML.format(cone="pyramidal", condim=3)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:7] = [0, 0, 0.08, 0.99, 0.08, 0.05, 0]
+    mjd.qpos[3:7] /= np.linalg.norm(mjd.qpos[3:7])
+    mjd.qpos[9] = 0.13  # the ball hovers within the floor's margin (a contact without rows)
+    mjd.ctrl[:] = [0.7, 0.4]
+    mujoco.mj_forward(mjm, mjd)
+    m = mjl.load_mjcf_string(xml, config=mjl.Config(efc_jacobian="sparse"))
+    assert constraint.plan(m).sparse
+    out = forward(m, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), ctrl=jp.asarray(mjd.ctrl)))
+    moment = np.zeros((mjm.nu, mjm.nv))
+    mujoco.mju_sparse2dense(moment, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
+    np.testing.assert_allclose(np.asarray(out.actuator_moment), moment, atol=ROW_ATOL)
+    np.testing.assert_allclose(np.asarray(out.qfrc_actuator), mjd.qfrc_actuator, atol=ROW_ATOL)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -18,12 +18,18 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jax
+import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.mjcf.context import CompileContext
+from mjx_lite import io
+from mjx_lite.mjcf.attrs import autolimits, error, register_all, resolve_limited, section_children, unsupported
+from mjx_lite.mjcf.context import CompileContext, dof_tree_mask, provisional_model
+from mjx_lite.mjcf.inertia import factor_ld, solve_ld
 from mjx_lite.mjcf.spec import Element, MJCFError
-from mjx_lite.mjcf.tendon import autolimits, children, error, register, resolve_limited
-from mjx_lite.types import BiasType, DynType, GainType, JointType, TrnType
+from mjx_lite.pipeline import inertia, kinematics, step, transmission
+from mjx_lite.pipeline import tendon as ptendon
+from mjx_lite.types import BiasType, DisableBit, DynType, GainType, JointType, TrnType
 
 SHORTCUTS = ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion")
 UNSUPPORTED = ("orientation", "pid", "dcmotor", "plugin")
@@ -84,7 +90,7 @@ def _keyword(el: Element, name: str, table: dict) -> Any:
     v = el.attrs[name]
     if v not in table:
         if v in _UNSUPPORTED_TYPES:
-            raise error(el, f"{name} '{v}' is not supported by mjx_lite", name)
+            raise unsupported(el, f"{name} '{v}' is not supported by mjx_lite", name)
         raise error(el, f"invalid keyword '{v}' (expected one of {', '.join(table)})", name)
     return table[v]
 
@@ -101,7 +107,7 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
     """Apply one actuator element (a default or the actuator itself) to the running state."""
     tag = el.tag
     if tag in UNSUPPORTED:
-        raise error(el, f"<{tag}> actuators are not supported by mjx_lite")
+        raise unsupported(el, f"<{tag}> actuators are not supported by mjx_lite")
     if tag != "general" and tag not in SHORTCUTS:
         raise error(el, f"unknown actuator type <{tag}>")
     st = copy.deepcopy(state)
@@ -142,7 +148,8 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
         if _written(el, "input"):
             key = str(el.attrs["input"]).strip()
             if key not in _INPUT_KEYWORDS:
-                raise error(el, f"input '{key}' is not supported by mjx_lite (supported: pos, vel, pressure)", "input")
+                msg = f"input '{key}' is not supported by mjx_lite (supported: pos, vel, pressure)"
+                raise unsupported(el, msg, "input")
             if key and st["gaintype"] not in (GainType.FIXED, GainType.AFFINE):
                 raise error(el, "input declarations need gaintype fixed or affine", "input")
             st["ctrlspec"] = _INPUT_KEYWORDS[key]
@@ -222,12 +229,15 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
                      **{k: src["gainprm"][2 + i] for i, k in enumerate(_MUSCLE_KEYS)})  # fmt: skip
         else:
             p = dict(_MUSCLE_DEFAULTS)
-        if _written(el, "timeconst"):
-            p["timeconst"] = tuple(_overwrite(el, "timeconst", np.array(p["timeconst"])))
-        if _written(el, "range"):
-            p["range"] = tuple(_overwrite(el, "range", np.array(p["range"])))
-        for k in ("tausmooth",) + _MUSCLE_KEYS:
-            if k in f:
+        # mjs_setToMuscle: a negative value keeps the current one (tausmooth excepted: an error)
+        for k in ("timeconst", "range"):
+            if _written(el, k):
+                new = _overwrite(el, k, np.array(p[k]))
+                p[k] = tuple(n if n >= 0 else o for n, o in zip(new, p[k]))
+        if "tausmooth" in f:
+            p["tausmooth"] = f["tausmooth"]
+        for k in _MUSCLE_KEYS:
+            if k in f and f[k] >= 0:
                 p[k] = f[k]
         if p["tausmooth"] < 0:
             raise error(el, "muscle tausmooth cannot be negative", "tausmooth")
@@ -263,9 +273,9 @@ def resolve(el: Element) -> dict[str, Any]:
 
 def compile_actuator(root: Element, ctx: CompileContext) -> None:
     """Actuators -> ctx.arrays (actuator_*, jnt_actuatorid, tendon_actuatorid), ctx.sizes (nu, na)."""
-    acts = children(root, "actuator")
-    register(ctx, "actuator", acts)
-    ctx.lengthrange_opts = lengthrange_options(root)  # type: ignore[attr-defined]
+    acts = section_children(root, "actuator")
+    register_all(ctx, "actuator", acts)
+    ctx.lengthrange_opts = lengthrange_options(root)
     nu = len(acts)
     al = autolimits(ctx)
     jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
@@ -366,17 +376,19 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         forcerange = np.array(st["forcerange"], float)
         if ctrllimited and not ctrlrange[0] < ctrlrange[1]:
             raise error(el, "invalid control range for actuator", "ctrlrange")
-        if forcelimited and not forcerange[0] <= forcerange[1]:
+        if forcelimited and not forcerange[0] < forcerange[1]:
             raise error(el, "invalid force range for actuator", "forcerange")
-        if actlimited and not actrange[0] <= actrange[1]:
+        if actlimited and not actrange[0] < actrange[1]:
             raise error(el, "invalid activation range for actuator", "actrange")
         if el.tag in ("damper", "adhesion") and (ctrlrange[0] < 0 or ctrlrange[1] < 0):
             raise error(el, f"{el.tag} control range cannot be negative", "ctrlrange")
-        if st["gaintype"] == GainType.MUSCLE or st["dyntype"] == DynType.MUSCLE:
-            _check_muscle(st, el)
+        if st["gaintype"] == GainType.MUSCLE:
+            _check_muscle(st["gainprm"], el)
+        if st["biastype"] == BiasType.MUSCLE:
+            _check_muscle(st["biasprm"], el)
         lengthrange = np.array(st["lengthrange"], float)
         if int(st["nsample"]) != 0 or float(st["delay"]) != 0:
-            raise error(el, "actuator delays / control history (nsample, delay) are not supported by mjx_lite",
+            raise unsupported(el, "actuator delays / control history (nsample, delay) are not supported by mjx_lite",
                         "nsample" if int(st["nsample"]) else "delay")  # fmt: skip
         interp = st["interp"]
         if interp not in ("zoh", "linear", "cubic"):
@@ -385,9 +397,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         # ---- armature / damping bookkeeping (jnt_actuatorid / tendon_actuatorid)
         armature = float(st["armature"])
         damping = np.array(st["damping"], float)
-        if armature < 0:
-            raise error(el, "armature cannot be negative", "armature")
-        if armature > 0 or np.any(damping != 0):
+        if armature != 0 or np.any(damping != 0):  # (MuJoCo accepts a negative armature)
             if trntype in (TrnType.JOINT, TrnType.JOINTINPARENT):
                 jnt_act[trnid[0]] = i if jnt_act[trnid[0]] == -1 else -2
             elif trntype == TrnType.TENDON:
@@ -422,7 +432,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         out["actuator_damping"].append(damping[0])
         out["actuator_dampingpoly"].append(damping[1:])
         out["actuator_delay"].append(0.0)
-        out["actuator_history"].append([0, 0])
+        out["actuator_history"].append([0, ("zoh", "linear", "cubic").index(interp)])  # (nsample, interp)
         out["actuator_historyadr"].append(-1)
         out["actuator_ctrladr"].append(i)
         out["actuator_ctrlnum"].append(1)
@@ -450,18 +460,14 @@ def _limited(st: dict, flag: str, rng: str, al: bool, el: Element) -> bool:
     return resolve_limited(proxy, flag, rng, al, "actuator")
 
 
-def _check_muscle(st: dict, el: Element) -> None:
-    g = st["gainprm"]
-    if not g[0] < g[1]:
+def _check_muscle(g, el: Element) -> None:
+    """MuJoCo's checks of muscle gain or bias parameters (range, force, scale, lmin, lmax, vmax, fpmax, fvmax)."""
+    if g[0] >= g[1]:
         raise error(el, "range[0]<range[1] required in muscle", "range")
-    if not (g[4] < 1 < g[5]) or g[4] < 0:
+    if g[4] >= 1 or g[5] <= 1:
         raise error(el, "lmin<1<lmax required in muscle", "lmin")
-    if not g[6] > 0:
-        raise error(el, "positive vmax required in muscle", "vmax")
-    if g[7] < 0:
-        raise error(el, "non-negative fpmax required in muscle", "fpmax")
-    if not g[8] > 0:
-        raise error(el, "positive fvmax required in muscle", "fvmax")
+    if g[3] <= 0 or g[6] <= 0 or g[7] <= 0 or g[8] <= 0:
+        raise error(el, "positive scale, vmax, fpmax, fvmax required in muscle", "vmax")
 
 
 _FIELDS = {
@@ -478,9 +484,6 @@ _FIELDS = {
     "actuator_outadr": np.int32, "actuator_outnum": np.int32, "actuator_acc0": np.float64,
     "actuator_length0": np.float64,
 }  # fmt: skip
-
-
-compile_actuation = compile_actuator  # the name compile.py looks up (module "actuation")
 
 
 # ---------------------------------------------------------------------------------------------------- qpos0 constants
@@ -514,11 +517,9 @@ def finalize_sections(ctx: CompileContext, st) -> None:
     """
     A, S = ctx.arrays, ctx.sizes
     nv, nt, nu = int(S["nv"]), int(S.get("ntendon", 0)), int(S.get("nu", 0))
-    _actuator_armature(ctx, st)
+    actuator_armature(ctx, st)
     minv = np.asarray(st.minv, np.float64)
     if nt:
-        from mjx_lite.pipeline import tendon as ptendon
-
         d = st.run(ptendon.tendon)
         tj = np.asarray(d.ten_J, np.float64).reshape(nt, nv)
         length0 = np.asarray(d.ten_length, np.float64).copy()
@@ -530,11 +531,15 @@ def finalize_sections(ctx: CompileContext, st) -> None:
         A["tendon_lengthspring"] = ls
     if not nu:
         return
-    from mjx_lite.pipeline import transmission
-
-    d = st.run(transmission.transmission)
-    mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
-    length = np.asarray(d.actuator_length, np.float64).copy()
+    if S["njnt"]:
+        d = st.run(transmission.transmission)
+        mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
+        length = np.asarray(d.actuator_length, np.float64).copy()
+    else:  # no joints (pipeline.transmission needs some): nothing moves; a tendon's length is its length0
+        mom = np.zeros((nu, nv))
+        tlen = np.asarray(A.get("tendon_length0", np.zeros(nt)), np.float64)
+        length = np.array([tlen[A["actuator_trnid"][i, 0]] if A["actuator_trntype"][i] == TrnType.TENDON else 0.0
+                           for i in range(nu)])  # fmt: skip
     A["actuator_length0"] = length
     minv_mom = mom @ minv if nv else np.zeros((nu, 0))
     A["actuator_acc0"] = np.linalg.norm(minv_mom, axis=1)
@@ -550,7 +555,7 @@ def finalize_sections(ctx: CompileContext, st) -> None:
     _lengthrange(ctx, st)
 
 
-def _actuator_armature(ctx: CompileContext, st) -> None:
+def actuator_armature(ctx: CompileContext, st) -> None:
     """Add actuator armature (reflected through gear^2) to the qpos0 inertia `st.mfull`/`st.minv`, as MuJoCo's qM.
 
     Joint transmissions: armature * gear[0]^2 on the (hinge/slide) dof; tendon transmissions:
@@ -570,20 +575,18 @@ def _actuator_armature(ctx: CompileContext, st) -> None:
         if trn in (TrnType.JOINT, TrnType.JOINTINPARENT):
             if int(A["jnt_type"][obj]) not in (JointType.HINGE, JointType.SLIDE):
                 el = ctx.elements["actuator"][i]
-                raise error(el, "actuator armature on ball and free joints is not supported by mjx_lite", "armature")
+                raise unsupported(el, "actuator armature on ball and free joints is not supported by mjx_lite",
+                                  "armature")
             da = int(A["jnt_dofadr"][obj])
             add[da, da] += arm[i] * g2
         elif trn == TrnType.TENDON:
             if tj is None:
-                from mjx_lite.pipeline import tendon as ptendon
-
                 tj = np.asarray(st.run(ptendon.tendon).ten_J, np.float64).reshape(-1, nv)
             add += arm[i] * g2 * np.outer(tj[obj], tj[obj])
-    from mjx_lite.mjcf.derived import dof_tree_mask  # noqa: PLC0415 - derived imports this module
-
     mfull = np.asarray(st.mfull, np.float64) + np.where(dof_tree_mask(ctx), add, 0.0)
     st.mfull = mfull
-    st.minv = np.linalg.inv(mfull)
+    st.lmat, st.dinv = factor_ld(mfull)  # MuJoCo's factorisation (pivots clamped to mjMINVAL: no singular error)
+    st.minv = solve_ld(st.lmat, st.dinv, np.eye(nv))
     st.minv = 0.5 * (st.minv + st.minv.T)
     st.actuator_armature_included = True
 
@@ -591,7 +594,7 @@ def _actuator_armature(ctx: CompileContext, st) -> None:
 def _lengthrange(ctx: CompileContext, st) -> None:
     """MuJoCo's mj_setLengthRange: limits of the target when `uselimit`, else the documented simulation."""
     A = ctx.arrays
-    opts = getattr(ctx, "lengthrange_opts", None) or dict(_LENGTHRANGE_DEFAULTS)
+    opts = ctx.lengthrange_opts or dict(_LENGTHRANGE_DEFAULTS)
     mode = opts["mode"]
     if mode == "none":
         return
@@ -630,23 +633,6 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
     """
     el = ctx.elements["actuator"][i]
     where = el.where() if el is not None else f"actuator {i}"
-    try:
-        import importlib
-
-        import jax
-        import jax.numpy as jp
-
-        from mjx_lite import io
-        from mjx_lite.pipeline import inertia, step
-        from mjx_lite.types import DisableBit
-
-        importlib.import_module("mjx_lite.pipeline.transmission")
-    except ImportError as e:
-        raise NotImplementedError(
-            f"{where}: the actuator lengthrange simulation (mj_setLengthRange) needs the pipeline module "
-            f"{e.name}, which does not exist yet; give `lengthrange` explicitly or use "
-            '<compiler><lengthrange uselimit="true"/> with a limited joint or tendon'
-        ) from None
     dt = float(opts["timestep"]) if float(opts["timestep"]) > 0 else float(np.asarray(ctx.option["timestep"]))
     inttotal, interval = float(opts["inttotal"]), float(opts["interval"])
     # MuJoCo's loop: while time < inttotal: step; the time after each step decides what is recorded
@@ -661,7 +647,7 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
     decay = float(np.exp(-dt / max(0.01, float(opts["timeconst"]))))
     accel, maxforce = float(opts["accel"]), float(opts["maxforce"])
     with jax.enable_x64(True):
-        m = _current_model(ctx)
+        m = provisional_model(ctx)
         m = m.replace(opt=m.opt.replace(disableflags=int(flags), timestep=jp.asarray(dt, m.opt.timestep.dtype)))
         d0 = io.make_data(m)
 
@@ -700,29 +686,11 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
     return res
 
 
-def _current_model(ctx: CompileContext):
-    """A float64 Model from everything compiled so far (the qpos0 constants of the sections included)."""
-    import dataclasses
-
-    from mjx_lite import io, types
-    from mjx_lite.mjcf.compile import _empty, _names
-    from mjx_lite.mjcf.derived import DEFAULT_STAT
-
-    _empty(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})
-    sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
-    return io.build_model(ctx.arrays, sizes, ctx.option, DEFAULT_STAT, _names(ctx))
-
-
 def _spring_lengths(ctx: CompileContext, st, length0: np.ndarray) -> np.ndarray:
     """Tendon lengths at qpos_spring (MuJoCo's setSpring); length0 when qpos_spring == qpos0."""
     qs = ctx.arrays.get("qpos_spring")
     if qs is None or np.array_equal(np.asarray(qs), np.asarray(ctx.arrays["qpos0"])):
         return length0
-    import jax
-    import jax.numpy as jp
-
-    from mjx_lite.pipeline import kinematics
-    from mjx_lite.pipeline import tendon as ptendon
 
     def at_spring(m, d):
         d = kinematics.kinematics(m, d)

@@ -12,26 +12,29 @@ contiguous and in XML order. Everything here is host numpy.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import os
 from typing import Any
 
+import jax
 import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
+from mjx_lite.mjcf import actuation, contact, derived, equality, hfield, parse, sensor, tendon, texture
+from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
-from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf import mesh as mesh_mod
+from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.types import MINVAL
 
-MINVAL = inr.MINVAL
 EPS = inr.EPS
 _GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
 _JOINT_TYPES = ("free", "ball", "slide", "hinge")
 _CAM_MODES = ("fixed", "track", "trackcom", "targetbody", "targetbodycom")
 _LIGHT_TYPES = ("spot", "directional", "point", "image")
-_INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast")
+_INTEGRATORS = ("Euler", "RK4", "implicit", "implicitfast", "discrete")
 _CONES = ("pyramidal", "elliptic")
 _JACOBIANS = ("dense", "sparse", "auto")
 _SOLVERS = ("PGS", "CG", "Newton")
@@ -41,82 +44,17 @@ _DISABLE_BITS = (
     "nativeccd", "island", "multiccd",
 )  # fmt: skip
 _ENABLE_BITS = ("override", "energy", "fwdinv", "invdiscrete", "sleep", "diagexact", "ipc", "speculative")
-# object type -> size field (for Model.names)
-NAME_TYPES = {"body": "nbody", "joint": "njnt", "geom": "ngeom", "site": "nsite", "camera": "ncam",
-              "light": "nlight", "mesh": "nmesh", "hfield": "nhfield", "pair": "npair", "exclude": "nexclude",
-              "equality": "neq", "tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "key": "nkey"}  # fmt: skip
-# the per-section modules and the array prefixes they own
-SECTIONS = {
-    "tendon": ("tendon_", "wrap_"),
-    "equality": ("eq_",),
-    "actuation": ("actuator_",),
-    "sensor": ("sensor_",),
-    "contact": ("pair_", "exclude_"),
-}
+# the per-section passes (in order) and the array prefixes they own
+SECTIONS = (
+    (tendon.compile_tendon, ("tendon_", "wrap_")),
+    (equality.compile_equality, ("eq_",)),
+    (actuation.compile_actuator, ("actuator_",)),
+    (sensor.compile_sensor, ("sensor_",)),
+    (contact.compile_contact, ("pair_", "exclude_")),
+)
 SECTION_SIZES = ("nu", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "npair", "nexclude")
 # sameframe codes
 SF_NONE, SF_BODY, SF_INERTIA, SF_BODYROT, SF_INERTIAROT = 0, 1, 2, 3, 4
-
-
-def _err(el: Element, msg: str, attribute: str | None = None) -> MJCFError:
-    return MJCFError(msg, el.file, el.line, el.tag, attribute)
-
-
-def _get(el: Element, name: str, default: Any = None) -> Any:
-    v = el.attrs.get(name, default)
-    return default if v is None else v
-
-
-def _vec(el: Element, name: str, n: int, default) -> np.ndarray:
-    """Attribute as a float array of length n (missing trailing values from `default`)."""
-    v = el.attrs.get(name)
-    out = np.array(default, dtype=float).reshape(-1)[:n].copy()
-    if out.size < n:
-        out = np.concatenate([out, np.zeros(n - out.size)])
-    if v is None:
-        return out
-    v = np.atleast_1d(np.asarray(v, dtype=float))
-    out[: min(n, v.size)] = v[:n]
-    return out
-
-
-def _keyword(el: Element, name: str, options: tuple, default: str) -> int:
-    v = _get(el, name, default)
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    for i, o in enumerate(options):
-        if str(v).lower() == o.lower():
-            return i
-    raise _err(el, f"invalid value '{v}' (expected one of {', '.join(options)})", name)
-
-
-def _quat(el: Element, name: str = "quat") -> np.ndarray:
-    q = _vec(el, name, 4, (1, 0, 0, 0))
-    n = np.linalg.norm(q)
-    if n < MINVAL:
-        raise _err(el, "quaternion is zero", name)
-    return q / n
-
-
-def _bool_auto(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v).lower() if v is not None else "auto"
-
-
-def _children(el: Element, tags: tuple[str, ...]) -> list[Element]:
-    """Children with these tags, looking through <frame> containers (the parser folds frame poses)."""
-    out = []
-    for c in el.children:
-        if c.tag == "frame":
-            out.extend(_children(c, tags))
-        elif c.tag in tags:
-            out.append(c)
-    return out
-
-
-def _sections(root: Element, tag: str) -> list[Element]:
-    return [c for c in root.children if c.tag == tag]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -131,16 +69,16 @@ def compiler_settings(root: Element) -> dict[str, Any]:
         "assetdir": None, "fitaabb": False, "discardvisual": False, "inertiagrouprange": (0, 5),
         "alignfree": False, "fusestatic": False, "strippath": False,
     }  # fmt: skip
-    for c in _sections(root, "compiler"):
+    for c in at.sections(root, "compiler"):
         for k, v in c.attrs.items():
             if v is None:
                 continue
             if k in ("fusestatic",) and v:
-                raise _err(c, "fusestatic is not supported", k)
+                raise at.unsupported(c, "fusestatic is not supported", k)
             if k == "alignfree" and v:
-                raise _err(c, "alignfree='true' is not supported", k)
+                raise at.unsupported(c, "alignfree='true' is not supported", k)
             out[k] = v
-    out["inertiafromgeom"] = _bool_auto(out["inertiafromgeom"])
+    out["inertiafromgeom"] = at.bool_auto(out["inertiafromgeom"])
     out["degree"] = str(out["angle"]).lower() == "degree"
     out["inertiagrouprange"] = tuple(int(x) for x in np.asarray(out["inertiagrouprange"]).reshape(-1)[:2])
     return out
@@ -158,20 +96,22 @@ def option_settings(root: Element) -> dict[str, Any]:
         "disableflags": 0, "enableflags": 0, "disableactuator": 0,
     }  # fmt: skip
     sizes = {"gravity": 3, "wind": 3, "magnetic": 3, "o_solref": 2, "o_solimp": 5, "o_friction": 5}
-    for c in _sections(root, "option"):
+    for c in at.sections(root, "option"):
         for k, v in c.attrs.items():
             if v is None or k not in opt and k != "actuatorgroupdisable":
                 continue
             if k in sizes:
-                opt[k] = _vec(c, k, sizes[k], opt[k])
+                opt[k] = at.vec(c, k, sizes[k], opt[k])
             elif k == "integrator":
-                opt[k] = _keyword(c, k, _INTEGRATORS, "Euler")
+                opt[k] = at.keyword(c, k, _INTEGRATORS, "Euler")
+                if opt[k] == 4:
+                    raise at.unsupported(c, "integrator='discrete' is not supported", k)
             elif k == "cone":
-                opt[k] = _keyword(c, k, _CONES, "pyramidal")
+                opt[k] = at.keyword(c, k, _CONES, "pyramidal")
             elif k == "jacobian":
-                opt[k] = _keyword(c, k, _JACOBIANS, "auto")
+                opt[k] = at.keyword(c, k, _JACOBIANS, "auto")
             elif k == "solver":
-                opt[k] = _keyword(c, k, _SOLVERS, "Newton")
+                opt[k] = at.keyword(c, k, _SOLVERS, "Newton")
             elif k in ("iterations", "ls_iterations", "noslip_iterations", "ccd_iterations"):
                 opt[k] = int(v)
             elif k in opt:
@@ -181,7 +121,7 @@ def option_settings(root: Element) -> dict[str, Any]:
             bits = 0
             for g in np.atleast_1d(np.asarray(groups, int)):
                 if not 0 <= g <= 30:
-                    raise _err(c, "actuator group must be between 0 and 30", "actuatorgroupdisable")
+                    raise at.error(c, "actuator group must be between 0 and 30", "actuatorgroupdisable")
                 bits |= 1 << int(g)
             opt["disableactuator"] = bits
         for f in c.find("flag"):
@@ -190,25 +130,29 @@ def option_settings(root: Element) -> dict[str, Any]:
                     continue
                 on = str(v).lower() == "enable"
                 if k == "nativeccd" and not on:  # libccd's MPR path (other contacts and normals): not implemented
-                    raise NotImplementedError(str(_err(f, "nativeccd='disable' (libccd MPR collision) is not supported",
-                                                       k)))
+                    msg = "nativeccd='disable' (libccd MPR collision) is not supported"
+                    raise at.unsupported(f, msg, k)
                 if k in _DISABLE_BITS:
                     bit = 1 << _DISABLE_BITS.index(k)
                     opt["disableflags"] = (opt["disableflags"] & ~bit) | (0 if on else bit)
                 elif k in _ENABLE_BITS:
                     bit = 1 << _ENABLE_BITS.index(k)
                     opt["enableflags"] = (opt["enableflags"] & ~bit) | (bit if on else 0)
+    ipc = 1 << _ENABLE_BITS.index("ipc")
+    if opt["enableflags"] & ipc and opt["integrator"] != _INTEGRATORS.index("discrete"):
+        where = at.sections(root, "option")[-1]
+        raise at.error(where, "flag ipc requires integrator='discrete'", "integrator")
     return opt
 
 
 def statistic_overrides(root: Element) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for c in _sections(root, "statistic"):
-        for k in ("meaninertia", "meanmass", "meansize", "extent"):
-            if c.attrs.get(k) is not None:
+    for c in at.sections(root, "statistic"):
+        for k in ("meaninertia", "meanmass", "meansize", "extent"):  # mjuu_defined: NaN = not given
+            if c.attrs.get(k) is not None and not math.isnan(float(c.attrs[k])):
                 out[k] = float(c.attrs[k])
-        if c.attrs.get("center") is not None:
-            out["center"] = _vec(c, "center", 3, (0, 0, 0))
+        if c.attrs.get("center") is not None and not math.isnan(float(np.asarray(c.attrs["center"]).reshape(-1)[0])):
+            out["center"] = at.vec(c, "center", 3, (0, 0, 0))
     return out
 
 
@@ -216,63 +160,40 @@ def statistic_overrides(root: Element) -> dict[str, Any]:
 # names
 
 
-def register(ctx: CompileContext, objtype: str, el: Element, index: int) -> str:
-    """Record element `el` as object `index` of `objtype`; raise on a repeated name. Returns the name."""
-    ctx.elements.setdefault(objtype, []).append(el)
-    ids = ctx.ids.setdefault(objtype, {})
-    name = _get(el, "name", "") or ""
-    if name:
-        if name in ids:
-            raise _err(el, f"repeated name '{name}' in {objtype}", "name")
-        ids[name] = index
-    return name
-
-
 # ----------------------------------------------------------------------------------------------------------
 # assets
 
 
 def _compile_assets(root: Element, ctx: CompileContext) -> None:
-    """Meshes and hfields (mesh.py / hfield.py); materials and textures only for name checks."""
+    """Textures and materials (checked, texture.py), meshes and hfields (mesh.py / hfield.py)."""
     ctx.ids.setdefault("mesh", {})
     ctx.ids.setdefault("hfield", {})
-    ctx.ids.setdefault("material", {})
-    ctx.ids.setdefault("texture", {})
-    assets = [c for a in _sections(root, "asset") for c in a.children]
-    for el in assets:
-        if el.tag in ("material", "texture"):
-            name = _get(el, "name", "") or ""
-            if not name and el.tag == "texture" and _get(el, "file"):
-                name = os.path.splitext(os.path.basename(_get(el, "file")))[0]
-            if name:
-                ctx.ids[el.tag][name] = len(ctx.ids[el.tag])
+    assets = [c for a in at.sections(root, "asset") for c in a.children]
+    texture.compile_textures_materials(root, ctx)
     meshes = [el for el in assets if el.tag == "mesh"]
     hfields = [el for el in assets if el.tag == "hfield"]
     ctx.sizes.update(nmesh=0, nmeshvert=0, nmeshface=0, nhfield=0, nhfielddata=0)
-    _empty(ctx, ("mesh_",), {"nmesh": 0, "nmeshvert": 0, "nmeshface": 0})
-    _empty(ctx, ("hfield_",), {"nhfield": 0, "nhfielddata": 0})
+    fill_missing(ctx, ("mesh_",), {"nmesh": 0, "nmeshvert": 0, "nmeshface": 0})
+    fill_missing(ctx, ("hfield_",), {"nhfield": 0, "nhfielddata": 0})
     if meshes:
-        from mjx_lite.mjcf import mesh as mesh_mod
-
         meshdir = ctx.compiler.get("meshdir") or ctx.compiler.get("assetdir") or ""
         loaded = []
         for el in meshes:
-            asset = mesh_mod.load_mesh(el, getattr(ctx, "model_dir", None) or "", meshdir,
-                                       getattr(ctx, "assets", None), bool(ctx.compiler.get("strippath")))  # fmt: skip
+            asset = mesh_mod.load_mesh(el, ctx.model_dir or "", meshdir, ctx.assets,
+                                       bool(ctx.compiler.get("strippath")))  # fmt: skip
             if not asset.name:
-                raise _err(el, "empty name in mesh", "name")
+                raise at.error(el, "empty name in mesh", "name")
             if asset.name in ctx.ids["mesh"]:
-                raise _err(el, f"repeated name '{asset.name}' in mesh", "name")
+                raise at.error(el, f"repeated name '{asset.name}' in mesh", "name")
             ctx.ids["mesh"][asset.name] = len(loaded)
             ctx.elements.setdefault("mesh", []).append(el)
             loaded.append(asset)
         arrays, sizes = mesh_mod.mesh_arrays(loaded)
         ctx.arrays.update(arrays)
         ctx.sizes.update(sizes)
-        ctx.mesh_assets = loaded  # type: ignore[attr-defined]
+        ctx.mesh_assets = loaded
     if hfields:
-        hf_mod = importlib.import_module("mjx_lite.mjcf.hfield")
-        hf_mod.compile_hfields(root, ctx)
+        hfield.compile_hfields(root, ctx)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -299,7 +220,7 @@ class _Body:
 
 def _collect_bodies(root: Element, ctx: CompileContext) -> list[_Body]:
     """Bodies in MuJoCo order (world first, then depth-first in XML order)."""
-    worlds = _sections(root, "worldbody")
+    worlds = at.sections(root, "worldbody")
     wel = worlds[0] if worlds else Element("worldbody", {}, [], ctx.file, 0)
     world_children = [c for w in worlds for c in w.children]
     wel = Element(wel.tag, dict(wel.attrs), world_children, wel.file, wel.line)
@@ -308,24 +229,20 @@ def _collect_bodies(root: Element, ctx: CompileContext) -> list[_Body]:
     def visit(el: Element, parent: int) -> None:
         bid = len(bodies)
         is_world = bid == 0
-        joints = _children(el, ("joint", "freejoint"))
-        if is_world and joints:
-            raise _err(joints[0], "joint found in world body")
-        inertials = _children(el, ("inertial",))
-        if len(inertials) > 1:
-            raise _err(inertials[1], "repeated <inertial> in body")
+        joints = at.frame_children(el, ("joint", "freejoint"))  # none in the world body (the parser's check)
+        inertials = at.frame_children(el, ("inertial",))  # several only through frames: MuJoCo reads the last
         b = _Body(
             el=el, parent=parent,
-            pos=np.zeros(3) if is_world else _vec(el, "pos", 3, (0, 0, 0)),
-            quat=np.array([1.0, 0, 0, 0]) if is_world else _quat(el),
-            joints=joints, geoms=_children(el, ("geom",)), sites=_children(el, ("site",)),
-            cams=_children(el, ("camera",)), lights=_children(el, ("light",)),
-            inertial=None if is_world or not inertials else inertials[0],
+            pos=np.zeros(3) if is_world else at.vec(el, "pos", 3, (0, 0, 0)),
+            quat=np.array([1.0, 0, 0, 0]) if is_world else at.quat(el),
+            joints=joints, geoms=at.frame_children(el, ("geom",)), sites=at.frame_children(el, ("site",)),
+            cams=at.frame_children(el, ("camera",)), lights=at.frame_children(el, ("light",)),
+            inertial=None if is_world or not inertials else inertials[-1],
         )  # fmt: skip
         bodies.append(b)
         if not is_world:
-            register(ctx, "body", el, bid)
-        for c in _children(el, ("body",)):
+            at.register(ctx, "body", el, bid)
+        for c in at.frame_children(el, ("body",)):
             visit(c, bid)
 
     ctx.ids["body"] = {"world": 0}
@@ -337,23 +254,23 @@ def _collect_bodies(root: Element, ctx: CompileContext) -> list[_Body]:
 def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     """Compiled values of one <joint>/<freejoint> (mjCJoint::Compile)."""
     free_el = el.tag == "freejoint"
-    jtype = 0 if free_el else _keyword(el, "type", _JOINT_TYPES, "hinge")
-    if free_el and _bool_auto(_get(el, "align", "auto")) == "true":
-        raise _err(el, "free joint alignment (align='true') is not supported", "align")
+    jtype = 0 if free_el else at.keyword(el, "type", _JOINT_TYPES, "hinge")
+    if free_el and at.bool_auto(at.get(el, "align", "auto")) == "true":
+        raise at.unsupported(el, "free joint alignment (align='true') is not supported", "align")
 
     def g(name, default):  # a <freejoint> takes MuJoCo's built-in joint defaults for everything else
-        return default if free_el else _get(el, name, default)
+        return default if free_el else at.get(el, name, default)
 
     degree = ctx.compiler["degree"]
     autolimits = bool(ctx.compiler["autolimits"])
-    rng = np.array([0.0, 0.0]) if free_el else _vec(el, "range", 2, (0, 0))
-    afr = np.array([0.0, 0.0]) if free_el else _vec(el, "actuatorfrcrange", 2, (0, 0))
+    rng = np.array([0.0, 0.0]) if free_el else at.vec(el, "range", 2, (0, 0))
+    afr = np.array([0.0, 0.0]) if free_el else at.vec(el, "actuatorfrcrange", 2, (0, 0))
 
     def resolve_limited(flag: str, r: np.ndarray, attr: str) -> bool:
-        flag = _bool_auto(flag)
+        flag = at.bool_auto(flag)
         if flag == "auto":
             if not autolimits and not (r[0] == 0 and r[1] == 0):
-                raise _err(el, f"joint has `{attr}range` but not `{attr}limited`; set the autolimits='true' "
+                raise at.error(el, f"joint has `{attr}range` but not `{attr}limited`; set the autolimits='true' "
                                f"compiler option, specify `{attr}limited` explicitly, or remove the range",
                            attr + "range")  # fmt: skip
             return bool(r[0] < r[1])
@@ -361,15 +278,15 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
 
     if jtype == 0:
         limited = False
-        if not free_el and _bool_auto(_get(el, "limited", "auto")) == "true":
-            raise _err(el, "limits should not be defined in free joint", "limited")
+        if not free_el and at.bool_auto(at.get(el, "limited", "auto")) == "true":
+            raise at.error(el, "limits should not be defined in free joint", "limited")
     else:
         limited = resolve_limited(g("limited", "auto"), rng, "")
     if limited:
         if rng[0] >= rng[1] and jtype != 1:
-            raise _err(el, "range[0] should be smaller than range[1] in joint", "range")
+            raise at.error(el, "range[0] should be smaller than range[1] in joint", "range")
         if rng[0] and jtype == 1:
-            raise _err(el, "range[0] should be 0 in ball joint", "range")
+            raise at.error(el, "range[0] should be 0 in ball joint", "range")
         if degree and jtype in (1, 3):
             rng = rng * (math.pi / 180.0)
     if jtype in (0, 1):
@@ -377,61 +294,68 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     else:
         actfrclimited = resolve_limited(g("actuatorfrclimited", "auto"), afr, "actuatorfrc")
         if actfrclimited and afr[0] >= afr[1]:
-            raise _err(el, "actfrcrange[0] should be smaller than actfrcrange[1] in joint", "actuatorfrcrange")
+            raise at.error(el, "actfrcrange[0] should be smaller than actfrcrange[1] in joint", "actuatorfrcrange")
     if jtype in (0, 1):
         axis = np.array([0.0, 0.0, 1.0])
     else:
-        axis, n = inr.normalize(_vec(el, "axis", 3, (0, 0, 1)))
+        axis, n = inr.normalize(at.vec(el, "axis", 3, (0, 0, 1)))
         if n < EPS:
-            raise _err(el, "axis too small in joint", "axis")
-    pos = np.zeros(3) if jtype == 0 else _vec(el, "pos", 3, (0, 0, 0))
+            raise at.error(el, "axis too small in joint", "axis")
+    pos = np.zeros(3) if jtype == 0 else at.vec(el, "pos", 3, (0, 0, 0))
     ref = float(g("ref", 0.0))
     springref = float(g("springref", 0.0))
     springyield = float(g("springyield", 0.0))
+    if springyield < 0:
+        raise at.error(el, "springyield cannot be negative in joint", "springyield")
     if springyield > 0:
         # plastic springs change the spring rest position at run time; the pipeline does not model that
-        raise NotImplementedError(str(_err(el, "springyield > 0 (plastic springs) is not supported", "springyield")))
+        msg = "springyield > 0 (plastic springs) is not supported"
+        raise at.unsupported(el, msg, "springyield")
     if degree and jtype == 3:
         ref *= math.pi / 180.0
         springref *= math.pi / 180.0
     if degree and jtype in (1, 3):
         springyield *= math.pi / 180.0
-    stiff = np.zeros(3) if free_el else _vec(el, "stiffness", 3, (0, 0, 0))
-    damp = np.zeros(3) if free_el else _vec(el, "damping", 3, (0, 0, 0))
-    sd = np.zeros(2) if free_el else _vec(el, "springdamper", 2, (0, 0))
+    stiff = np.zeros(3) if free_el else at.vec(el, "stiffness", 3, (0, 0, 0))
+    damp = np.zeros(3) if free_el else at.vec(el, "damping", 3, (0, 0, 0))
+    sd = np.zeros(2) if free_el else at.vec(el, "springdamper", 2, (0, 0))
     if (sd[0] or sd[1]) and (sd[0] <= 0 or sd[1] <= 0):
-        raise _err(el, "when defined, springdamper values must be positive in joint", "springdamper")
+        raise at.error(el, "when defined, springdamper values must be positive in joint", "springdamper")
     solref = (0.02, 1.0)
     solimp = (0.9, 0.95, 0.001, 0.5, 2.0)
-    armature = float(g("armature", 0.0))
+    armature = float(g("armature", 0.0))  # MuJoCo accepts negative values (no check)
     frictionloss = float(g("frictionloss", 0.0))
-    if armature < 0 or frictionloss < 0:
-        raise _err(el, "armature and frictionloss must be non-negative", "armature" if armature < 0 else "frictionloss")
     return dict(
-        type=jtype, group=int(_get(el, "group", 0)), limited=limited, actfrclimited=actfrclimited,
+        type=jtype, group=int(at.get(el, "group", 0)), limited=limited, actfrclimited=actfrclimited,
         actgravcomp=bool(g("actuatorgravcomp", False)), pos=pos, axis=axis, range=rng, actfrcrange=afr,
         ref=ref, springref=springref, springyield=springyield, stiffness=stiff[0], stiffnesspoly=stiff[1:3],
         damping=damp[0], dampingpoly=damp[1:3], springdamper=sd,
-        solref=np.array(solref) if free_el else _vec(el, "solreflimit", 2, solref),
-        solimp=np.array(solimp) if free_el else _vec(el, "solimplimit", 5, solimp),
-        solreffriction=np.array(solref) if free_el else _vec(el, "solreffriction", 2, solref),
-        solimpfriction=np.array(solimp) if free_el else _vec(el, "solimpfriction", 5, solimp),
+        solref=np.array(solref) if free_el else at.vec(el, "solreflimit", 2, solref),
+        solimp=np.array(solimp) if free_el else at.vec(el, "solimplimit", 5, solimp),
+        solreffriction=np.array(solref) if free_el else at.vec(el, "solreffriction", 2, solref),
+        solimpfriction=np.array(solimp) if free_el else at.vec(el, "solimpfriction", 5, solimp),
         margin=float(g("margin", 0.0)), armature=armature, frictionloss=frictionloss,
     )  # fmt: skip
+
+
+def _has_fromto(el: Element) -> bool:
+    """fromto is in use when written and its first value is a number (MuJoCo's mjuu_defined: NaN = unset)."""
+    ft = el.attrs.get("fromto")
+    return ft is not None and not math.isnan(float(np.asarray(ft).reshape(-1)[0]))
 
 
 def _fromto(el: Element, gtype: int, size: np.ndarray, pos: np.ndarray, what: str):
     """Apply `fromto` (capsule/cylinder/box/ellipsoid): returns (size, pos, quat)."""
     ft = np.asarray(el.attrs["fromto"], float)
     if gtype not in (3, 4, 5, 6):
-        raise _err(el, f"fromto requires capsule, cylinder, box or ellipsoid in {what}", "fromto")
+        raise at.error(el, f"fromto requires capsule, cylinder, box or ellipsoid in {what}", "fromto")
     if np.any(pos != 0):
-        raise _err(el, f"both pos and fromto defined in {what}", "fromto")
+        raise at.error(el, f"both pos and fromto defined in {what}", "fromto")
     vec, n = inr.normalize(ft[0:3] - ft[3:6])
     size = size.copy()
     size[1] = n / 2
     if size[1] < EPS:
-        raise _err(el, f"fromto points too close in {what}", "fromto")
+        raise at.error(el, f"fromto points too close in {what}", "fromto")
     if gtype in (4, 6):
         size[2] = size[1]
         size[1] = size[0]
@@ -441,69 +365,69 @@ def _fromto(el: Element, gtype: int, size: np.ndarray, pos: np.ndarray, what: st
 def _check_size(el: Element, gtype: int, size: np.ndarray, what: str) -> None:
     if gtype == 0:
         if size[2] <= 0:
-            raise _err(el, "plane size(3) must be positive", "size")
+            raise at.error(el, "plane size(3) must be positive", "size")
         return
     for i in range(inr.GEOM_NSIZE[gtype] if gtype < len(inr.GEOM_NSIZE) else 0):
         if not size[i] > 0:
-            raise _err(el, f"size {i} must be positive in {what} (a {_GEOM_TYPES[gtype]} needs "
+            raise at.error(el, f"size {i} must be positive in {what} (a {_GEOM_TYPES[gtype]} needs "
                            f"{inr.GEOM_NSIZE[gtype]} positive size values)", "size")  # fmt: skip
 
 
 def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid: int, infer: bool):
     """Compiled values of one <geom> (mjCGeom::Compile)."""
-    gtype = _keyword(el, "type", _GEOM_TYPES, "sphere")
+    gtype = at.keyword(el, "type", _GEOM_TYPES, "sphere")
     if gtype == 8:
-        raise _err(el, "sdf geoms are not supported", "type")
-    condim = int(_get(el, "condim", 3))
+        raise at.unsupported(el, "sdf geoms are not supported", "type")
+    condim = int(at.get(el, "condim", 3))
     if condim not in (1, 3, 4, 6):
-        raise _err(el, "invalid condim in geom (must be 1, 3, 4 or 6)", "condim")
-    size = _vec(el, "size", 3, (0, 0, 0))
-    pos = _vec(el, "pos", 3, (0, 0, 0))
-    quat = _quat(el)
+        raise at.error(el, "invalid condim in geom (must be 1, 3, 4 or 6)", "condim")
+    size = at.vec(el, "size", 3, (0, 0, 0))
+    pos = at.vec(el, "pos", 3, (0, 0, 0))
+    quat = at.quat(el)
     mesh_id = hfield_id = -1
-    meshname = _get(el, "mesh")
-    hfname = _get(el, "hfield")
+    meshname = at.get(el, "mesh")
+    hfname = at.get(el, "hfield")
     if gtype == 7 and not meshname:
-        raise _err(el, "mesh geom must have a mesh attribute", "mesh")
+        raise at.error(el, "mesh geom must have a mesh attribute", "mesh")
     if gtype == 1 and not hfname:
-        raise _err(el, "hfield geom must have an hfield attribute", "hfield")
+        raise at.error(el, "hfield geom must have an hfield attribute", "hfield")
     if meshname:
         mesh_id = ctx.id_of("mesh", meshname, el, "mesh")
     if hfname:
         if gtype != 1:
-            raise _err(el, "hfield attribute requires type='hfield'", "hfield")
+            raise at.error(el, "hfield attribute requires type='hfield'", "hfield")
         hfield_id = ctx.id_of("hfield", hfname, el, "hfield")
-    mat = _get(el, "material")
+    mat = at.get(el, "material")
+    if not mat and mesh_id >= 0:  # a geom without a material takes its mesh's (MuJoCo: must exist)
+        mat = at.get(ctx.elements["mesh"][mesh_id], "material")
     if mat and mat not in ctx.ids.get("material", {}):
-        raise _err(el, f"unknown material '{mat}'", "material")
+        raise at.error(el, f"unknown material '{mat}'", "material")
     if gtype == 0 and weldid != 0:
-        raise _err(el, "plane only allowed in static bodies", "type")
-    shell = bool(_get(el, "shellinertia", False))
-    if el.attrs.get("fromto") is not None:
+        raise at.error(el, "plane only allowed in static bodies", "type")
+    shell = bool(at.get(el, "shellinertia", False))
+    if _has_fromto(el):
         if mesh_id >= 0:
-            raise _err(el, "fromto cannot be used with mesh geom", "fromto")
+            raise at.error(el, "fromto cannot be used with mesh geom", "fromto")
         size, pos, quat = _fromto(el, gtype, size, pos, "geom")
     mesh = None
     if mesh_id >= 0:
-        from mjx_lite.mjcf import mesh as mesh_mod
-
-        mesh = ctx.mesh_assets[mesh_id]  # type: ignore[attr-defined]
+        mesh = ctx.mesh_assets[mesh_id]
         if gtype != 7:
-            size, offset = mesh_mod.fit_geom(mesh, gtype, float(_get(el, "fitscale", 1.0)),
+            size, offset = mesh_mod.fit_geom(mesh, gtype, float(at.get(el, "fitscale", 1.0)),
                                              bool(ctx.compiler.get("fitaabb")))  # fmt: skip
             pos, quat = mesh_mod.mesh_geom_frame(pos, quat, mesh, offset)
             mesh_id = -1
             mesh = None
         else:
             if shell:
-                raise _err(el, "for mesh geoms, inertia should be specified in the mesh asset", "shellinertia")
+                raise at.error(el, "for mesh geoms, inertia should be specified in the mesh asset", "shellinertia")
             pos, quat = mesh_mod.mesh_geom_frame(pos, quat, mesh)
     _check_size(el, gtype, size, "geom")
     if gtype == 1:
         hs = np.asarray(ctx.arrays["hfield_size"][hfield_id], float)
         size = np.array([hs[0], hs[1], 0.25 * hs[2] + 0.5 * hs[3]])
         aamm = np.array([-hs[0], -hs[1], -hs[3], hs[0], hs[1], hs[2]])
-        rbound = math.sqrt(hs[0] ** 2 + hs[1] ** 2 + max(hs[2] ** 2, hs[3] ** 2))
+        rbound = inr.sqrt(hs[0] ** 2 + hs[1] ** 2 + max(hs[2] ** 2, hs[3] ** 2))
     elif gtype == 7:
         aamm = np.asarray(mesh.aamm, float)
         size = np.maximum(np.abs(aamm[:3]), np.abs(aamm[3:]))
@@ -511,13 +435,17 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     else:
         rbound = _rbound(gtype, size)
         aamm = _aamm(gtype, size)
+    if np.any(np.isnan(size)):
+        raise at.error(el, "nan size in geom", "size")
     aabb = np.concatenate([(aamm[3:] + aamm[:3]) / 2, (aamm[3:] - aamm[:3]) / 2])
     # mass and inertia
     mass = 0.0
     ginertia = np.zeros(3)
     if infer:
-        density = float(_get(el, "density", 1000.0))
+        density = float(at.get(el, "density", 1000.0))
         gmass = el.attrs.get("mass")
+        if gmass is not None and math.isnan(float(gmass)):
+            gmass = None  # mjuu_defined: a NaN mass is an unset one
         volume = float(mesh.volume) if gtype == 7 else inr.geom_volume(gtype, size, shell)
         if gmass is not None:
             gmass = float(gmass)
@@ -528,23 +456,23 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
                 density = gmass / volume
                 ginertia = _geom_inertia(gtype, size, mass, shell, mesh)
             if gmass < 0:
-                raise _err(el, "mass, inertia or density are negative in geom", "mass")
+                raise at.error(el, "mass, inertia or density are negative in geom", "mass")
         elif density != 0:
             mass = density * volume
             ginertia = _geom_inertia(gtype, size, mass, shell, mesh)
         if mass < 0 or np.any(ginertia < 0) or density < 0:
-            raise _err(el, "mass, inertia or density are negative in geom", "density")
+            raise at.error(el, "mass, inertia or density are negative in geom", "density")
     fluid = np.zeros(12)
-    if _keyword(el, "fluidshape", ("none", "ellipsoid"), "none") == 1:
-        fluid = inr.fluid_coefs(gtype, size, 1.0, _vec(el, "fluidcoef", 5, (0.5, 0.25, 1.5, 1.0, 1.0)))
+    if at.keyword(el, "fluidshape", ("none", "ellipsoid"), "none") == 1:
+        fluid = inr.fluid_coefs(gtype, size, 1.0, at.vec(el, "fluidcoef", 5, (0.5, 0.25, 1.5, 1.0, 1.0)))
     return dict(
-        type=gtype, contype=int(_get(el, "contype", 1)), conaffinity=int(_get(el, "conaffinity", 1)),
-        condim=condim, group=int(_get(el, "group", 0)), priority=int(_get(el, "priority", 0)),
+        type=gtype, contype=int(at.get(el, "contype", 1)), conaffinity=int(at.get(el, "conaffinity", 1)),
+        condim=condim, group=int(at.get(el, "group", 0)), priority=int(at.get(el, "priority", 0)),
         dataid=mesh_id if gtype == 7 else hfield_id, size=size, pos=pos, quat=quat, aabb=aabb, rbound=rbound,
-        friction=_vec(el, "friction", 3, (1, 0.005, 0.0001)), solmix=float(_get(el, "solmix", 1.0)),
-        solref=_vec(el, "solref", 2, (0.02, 1.0)), solimp=_vec(el, "solimp", 5, (0.9, 0.95, 0.001, 0.5, 2.0)),
-        margin=float(_get(el, "margin", 0.0)), gap=float(_get(el, "gap", 0.0)), fluid=fluid,
-        surfacevel=_vec(el, "surfacevel", 6, (0,) * 6), adhesion=float(_get(el, "adhesion", 0.0)),
+        friction=at.vec(el, "friction", 3, (1, 0.005, 0.0001)), solmix=float(at.get(el, "solmix", 1.0)),
+        solref=at.vec(el, "solref", 2, (0.02, 1.0)), solimp=at.vec(el, "solimp", 5, (0.9, 0.95, 0.001, 0.5, 2.0)),
+        margin=float(at.get(el, "margin", 0.0)), gap=float(at.get(el, "gap", 0.0)), fluid=fluid,
+        surfacevel=at.vec(el, "surfacevel", 6, (0,) * 6), adhesion=float(at.get(el, "adhesion", 0.0)),
         mass=mass, inertia=ginertia,
     )  # fmt: skip
 
@@ -561,11 +489,11 @@ def _rbound(gtype: int, s: np.ndarray) -> float:
     if gtype == 3:
         return float(s[0] + s[1])
     if gtype == 5:
-        return math.sqrt(s[0] ** 2 + s[1] ** 2)
+        return inr.sqrt(s[0] ** 2 + s[1] ** 2)
     if gtype == 4:
         return float(max(s[0], s[1], s[2]))
     if gtype == 6:
-        return math.sqrt(s[0] ** 2 + s[1] ** 2 + s[2] ** 2)
+        return inr.sqrt(s[0] ** 2 + s[1] ** 2 + s[2] ** 2)
     return 0.0
 
 
@@ -585,19 +513,22 @@ def _aamm(gtype: int, s: np.ndarray) -> np.ndarray:
 
 
 def _site_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
-    stype = _keyword(el, "type", _GEOM_TYPES, "sphere")
-    if stype in (0, 1, 7, 8):
-        raise _err(el, "meshes, hfields and planes not allowed in site", "type")
-    mat = _get(el, "material")
+    stype = at.keyword(el, "type", _GEOM_TYPES, "sphere")
+    meshname = at.get(el, "mesh")
+    if meshname:
+        ctx.id_of("mesh", meshname, el, "mesh")
+    if stype in (0, 1, 7):  # (MuJoCo accepts an sdf site: sites do not collide)
+        raise at.error(el, "meshes, hfields and planes not allowed in site", "type")
+    mat = at.get(el, "material")
     if mat and mat not in ctx.ids.get("material", {}):
-        raise _err(el, f"unknown material '{mat}'", "material")
-    size = _vec(el, "size", 3, (0.005, 0.005, 0.005))
-    pos = _vec(el, "pos", 3, (0, 0, 0))
-    quat = _quat(el)
-    if el.attrs.get("fromto") is not None:
+        raise at.error(el, f"unknown material '{mat}'", "material")
+    size = at.vec(el, "size", 3, (0.005, 0.005, 0.005))
+    pos = at.vec(el, "pos", 3, (0, 0, 0))
+    quat = at.quat(el)
+    if _has_fromto(el):
         size, pos, quat = _fromto(el, stype, size, pos, "site")
     _check_size(el, stype, size, "site")
-    return dict(type=stype, group=int(_get(el, "group", 0)), size=size, pos=pos, quat=quat)
+    return dict(type=stype, group=int(at.get(el, "group", 0)), size=size, pos=pos, quat=quat)
 
 
 def _sameframe(pos, quat, ipos=None, iquat=None) -> int:
@@ -629,43 +560,43 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
     if b.inertial is not None:
         iel = b.inertial
         if iel.attrs.get("pos") is None:
-            raise _err(iel, "inertial requires pos", "pos")
+            raise at.error(iel, "inertial requires pos", "pos")
         if iel.attrs.get("mass") is None:
-            raise _err(iel, "inertial requires mass", "mass")
-        b.ipos = _vec(iel, "pos", 3, (0, 0, 0))
-        b.iquat = _quat(iel)
-        b.mass = float(iel.attrs["mass"])
-        if b.mass < 0:
-            raise _err(iel, "mass cannot be negative", "mass")
+            raise at.error(iel, "inertial requires mass", "mass")
+        b.ipos = at.vec(iel, "pos", 3, (0, 0, 0))
+        b.iquat = at.quat(iel)
+        b.mass = float(iel.attrs["mass"])  # a negative mass is raised to boundmass below (MuJoCo's order)
         full = iel.attrs.get("fullinertia")
+        if full is not None and math.isnan(float(np.asarray(full).reshape(-1)[0])):
+            full = None  # mjuu_defined
         diag = iel.attrs.get("diaginertia")
         if full is not None:
             if "quat" in iel.explicit or any(a in iel.explicit for a in ("axisangle", "xyaxes", "zaxis", "euler")):
-                raise _err(iel, "fullinertia and inertial orientation cannot both be specified", "fullinertia")
+                raise at.error(iel, "fullinertia and inertial orientation cannot both be specified", "fullinertia")
             if diag is not None:
-                raise _err(iel, "fullinertia and diagonal inertia cannot both be specified", "fullinertia")
+                raise at.error(iel, "fullinertia and diagonal inertia cannot both be specified", "fullinertia")
             res = inr.principal_inertia(np.asarray(full, float))
             if res is None:
-                raise _err(iel, "inertia must have positive eigenvalues", "fullinertia")
+                raise at.error(iel, "inertia must have positive eigenvalues", "fullinertia")
             b.inertia, b.iquat = res
         elif diag is not None:
             b.inertia = np.asarray(diag, float).copy()
         else:
             b.inertia = np.zeros(3)
     if bid > 0 and (ifg == "true" or (b.ipos is None and ifg == "auto")):
-        sel = [g for g in geoms if lo <= g["group"] <= hi and g["mass"] > 0]  # MuJoCo 4.0 skips massless geoms
+        sel = [g for g in geoms if lo <= g["group"] <= hi and g["mass"] > EPS]  # MuJoCo skips tiny masses
         if len(sel) == 1:
             g = sel[0]
             b.ipos, b.iquat, b.mass, b.inertia = g["pos"].copy(), g["quat"].copy(), g["mass"], g["inertia"].copy()
         elif len(sel) > 1:
             mass = sum(g["mass"] for g in sel)
             if mass < EPS:
-                raise _err(b.el, "body mass is too small, cannot compute center of mass")
+                raise at.error(b.el, "body mass is too small, cannot compute center of mass")
             mass, com, res = inr.combine_inertia(
                 [g["mass"] for g in sel], [g["pos"] for g in sel], [g["quat"] for g in sel], [g["inertia"] for g in sel]
             )
             if res is None:
-                raise _err(b.el, "inertia of the geoms has a negative eigenvalue")
+                raise at.error(b.el, "inertia of the geoms has a negative eigenvalue")
             b.mass, b.ipos = mass, com
             b.inertia, b.iquat = res
     if b.ipos is None:  # no inertial information: MuJoCo copies the body frame
@@ -675,13 +606,13 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
         b.inertia = np.maximum(b.inertia, float(cmp["boundinertia"]))
         where = b.inertial if b.inertial is not None else b.el
         if b.mass < 0 or np.any(b.inertia < 0):
-            raise _err(where, "mass and inertia cannot be negative", "mass" if b.mass < 0 else "diaginertia")
+            raise at.error(where, "mass and inertia cannot be negative", "mass" if b.mass < 0 else "diaginertia")
         i = b.inertia
         if i[0] + i[1] < i[2] or i[0] + i[2] < i[1] or i[1] + i[2] < i[0]:
             if cmp["balanceinertia"]:
                 b.inertia = np.full(3, i.sum() / 3.0)
             else:
-                raise _err(where, "inertia must satisfy A + B >= C; use 'balanceinertia' to fix", "diaginertia")
+                raise at.error(where, "inertia must satisfy A + B >= C; use 'balanceinertia' to fix", "diaginertia")
 
 
 def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
@@ -700,29 +631,29 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     lastdof = np.full(nbody, -1)
     for bid, b in enumerate(bodies):
         par = b.parent
-        is_mocap = bid > 0 and bool(_get(b.el, "mocap", False))
+        is_mocap = bid > 0 and bool(at.get(b.el, "mocap", False))
         weldid[bid] = 0 if bid == 0 else (bid if b.joints or is_mocap else weldid[par])
         rootid[bid] = bid if bid == 0 or par == 0 else rootid[par]
-        if bid > 0 and bool(_get(b.el, "mocap", False)):
+        if bid > 0 and bool(at.get(b.el, "mocap", False)):
             if b.joints or par != 0:
-                raise _err(b.el, f"mocap body '{_get(b.el, 'name', '')}' is not a fixed child of world", "mocap")
+                raise at.error(b.el, f"mocap body '{at.get(b.el, 'name', '')}' is not a fixed child of world", "mocap")
             mocapid[bid] = nmocap
             nmocap += 1
         # joints
         jvals = [_joint_values(el, ctx) for el in b.joints]
         nfree = sum(j["type"] == 0 for j in jvals)
         if nfree > 1 or (nfree == 1 and len(jvals) > 1):
-            raise _err(b.el, "free joint can only appear by itself")
+            raise at.error(b.el, "free joint can only appear by itself")
         if nfree and par != 0:
-            raise _err(b.joints[0], "free joint can only be used on top level")
+            raise at.error(b.joints[0], "free joint can only be used on top level")
         hasball = False
         for j in jvals:
             if j["type"] in (1, 3) and hasball:
-                raise _err(b.el, "ball followed by rotation in body")
+                raise at.error(b.el, "ball followed by rotation in body")
             hasball |= j["type"] == 1
         ndof = sum(types.JointType(j["type"]).dof_width() for j in jvals)
         if ndof > 6:
-            raise _err(b.el, "more than 6 dofs in body")
+            raise at.error(b.el, "more than 6 dofs in body")
         body_jntadr.append(len(jnt) if jvals else -1)
         body_jntnum.append(len(jvals))
         body_dofadr.append(len(dof_bodyid) if ndof else -1)
@@ -730,7 +661,7 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
         last = lastdof[par] if par >= 0 else -1
         for el, j in zip(b.joints, jvals):
             jid = len(jnt)
-            register(ctx, "joint", el, jid)
+            at.register(ctx, "joint", el, jid)
             j["bodyid"] = bid
             j["dofadr"] = len(dof_bodyid)
             jnt.append(j)
@@ -745,7 +676,7 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
         lo, hi = ctx.compiler["inertiagrouprange"]
         gvals = []
         for el in b.geoms:
-            grp = int(_get(el, "group", 0))
+            grp = int(at.get(el, "group", 0))
             gvals.append(_geom_values(el, ctx, b, bid, int(weldid[bid]), infer_ok and lo <= grp <= hi))
         _body_inertia(b, bid, gvals, b.geoms, ctx)
         if ctx.compiler["discardvisual"]:  # visual geoms still count for inertia, then they are dropped
@@ -755,19 +686,19 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
         body_geomadr.append(len(geo) if gvals else -1)
         body_geomnum.append(len(gvals))
         for el, g in zip(b.geoms, gvals):
-            register(ctx, "geom", el, len(geo))
+            at.register(ctx, "geom", el, len(geo))
             g["bodyid"] = bid
             geo.append(g)
         for el in b.sites:
             s = _site_values(el, ctx)
             s["bodyid"] = bid
-            register(ctx, "site", el, len(sit))
+            at.register(ctx, "site", el, len(sit))
             sit.append(s)
         for el in b.cams:
-            register(ctx, "camera", el, len(cam))
+            at.register(ctx, "camera", el, len(cam))
             cam.append((bid, el))
         for el in b.lights:
-            register(ctx, "light", el, len(lgt))
+            at.register(ctx, "light", el, len(lgt))
             lgt.append((bid, el))
     _check_mass_inertia(bodies)
 
@@ -788,14 +719,15 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     A["body_iquat"] = np.array([b.iquat for b in bodies]).reshape(nbody, 4)
     A["body_mass"] = np.array([b.mass for b in bodies], float)
     A["body_inertia"] = np.array([b.inertia for b in bodies]).reshape(nbody, 3)
-    A["body_gravcomp"] = np.array([0.0] + [float(_get(b.el, "gravcomp", 0.0)) for b in bodies[1:]])
+    A["body_gravcomp"] = np.array([0.0] + [float(at.get(b.el, "gravcomp", 0.0)) for b in bodies[1:]])
     ct = np.zeros(nbody, np.int32)
     ca = np.zeros(nbody, np.int32)
     mg = np.zeros(nbody)
     for g in geo:
         ct[g["bodyid"]] |= g["contype"]
         ca[g["bodyid"]] |= g["conaffinity"]
-        mg[g["bodyid"]] = max(mg[g["bodyid"]], g["margin"] + g["gap"])  # MuJoCo 4.0: margin + gap
+        inflate = g["margin"] + g["gap"]  # MuJoCo 4.0: margin + gap, mjMAX (a NaN wins)
+        mg[g["bodyid"]] = mg[g["bodyid"]] if mg[g["bodyid"]] > inflate else inflate
     A["body_contype"], A["body_conaffinity"], A["body_margin"] = ct, ca, mg
     sameframe = np.array([_sameframe(b.ipos, b.iquat) for b in bodies], np.uint8)
     sameframe[0] = SF_BODY
@@ -859,7 +791,7 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     A["dof_armature"] = darr("armature", ())
     A["dof_damping"] = darr("damping", ())
     A["dof_dampingpoly"] = darr("dampingpoly", (2,))
-    ctx.joint_springdamper = np.array([j["springdamper"] for j in jnt]).reshape(njnt, 2)  # type: ignore[attr-defined]
+    ctx.joint_springdamper = np.array([j["springdamper"] for j in jnt]).reshape(njnt, 2)
 
     # ---- simple bodies (CopyTree)
     simple = np.zeros(nbody, np.uint8)
@@ -869,6 +801,8 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
         simple[bid] = sameframe[bid] == SF_BODY and (
             rootid[bid] == bid or (A["body_parentid"][p] == 0 and dofnum[p] == 0)
         )
+        if bid > 0 and at.get(b.el, "simple", "auto") == "false":  # user override
+            simple[bid] = 0
         if bid > 0 and p > 0:
             simple[p] = 0
         rot = False
@@ -897,6 +831,10 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
         if dofnum[w]:
             body_treeid[i] = dof_treeid[A["body_dofadr"][w]]
     A["body_treeid"] = body_treeid
+    for i in range(1, nbody):  # a non-default sleep policy only on the first body of a tree
+        if at.get(bodies[i].el, "sleep", "auto") != "auto" and (body_treeid[i] == -1
+                                                                or body_treeid[i] == body_treeid[i - 1]):
+            raise at.error(bodies[i].el, "sleep policy only allowed for movable root bodies", "sleep")
     tree_bodyadr = np.zeros(ntree, np.int32)
     tree_bodynum = np.zeros(ntree, np.int32)
     cur = -1
@@ -983,15 +921,15 @@ def _check_mass_inertia(bodies: list[_Body]) -> None:
 
     for i, b in enumerate(bodies[1:], start=1):
         if b.joints and not ok(i):
-            raise _err(b.el, "mass and inertia of moving bodies must be larger than mjMINVAL "
-                             f"(body '{_get(b.el, 'name', '') or i}')")  # fmt: skip
+            raise at.error(b.el, "mass and inertia of moving bodies must be larger than mjMINVAL "
+                             f"(body '{at.get(b.el, 'name', '') or i}')")  # fmt: skip
 
 
 def _mode_target(el: Element, ctx: CompileContext) -> tuple[int, int]:
     """Tracking mode and target body id (-1: none) of a camera or light."""
-    tname = _get(el, "target")
+    tname = at.get(el, "target")
     tid = ctx.id_of("body", tname, el, "target") if tname else -1
-    return _keyword(el, "mode", _CAM_MODES, "fixed"), tid
+    return at.keyword(el, "mode", _CAM_MODES, "fixed"), tid
 
 
 def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
@@ -1002,17 +940,25 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
         m, tid = _mode_target(el, ctx)
         mode.append(m)
         target.append(tid)
-        pos.append(_vec(el, "pos", 3, (0, 0, 0)))
-        quat.append(_quat(el))
-        fv = float(_get(el, "fovy", 45.0))
-        ss = _vec(el, "sensorsize", 2, (0, 0))
-        if ss[0] > 0 and ss[1] > 0:
-            res = _vec(el, "resolution", 2, (1, 1))
-            density = res[1] / ss[1]
-            focal = _get(el, "focalpixel", (0, 0))[1] / density + _vec(el, "focal", 2, (0, 0))[1]
-            fv = math.atan2(ss[1] / 2, focal) * 360.0 / math.pi
+        pos.append(at.vec(el, "pos", 3, (0, 0, 0)))
+        quat.append(at.quat(el))
+        fv = float(at.get(el, "fovy", 45.0))
         if fv >= 180:
-            raise _err(el, "fovy too large in camera", "fovy")
+            raise at.error(el, "fovy too large in camera", "fovy")
+        ss = at.vec(el, "sensorsize", 2, (0, 0))
+        res = at.vec(el, "resolution", 2, (1, 1))
+        intrinsic = any(np.any(at.vec(el, k, 2, (0, 0))) for k in ("focal", "focalpixel", "principal",
+                                                                      "principalpixel"))  # fmt: skip
+        has_sensorsize = ss[0] > 0 and ss[1] > 0
+        if intrinsic and not has_sensorsize:
+            raise at.error(el, "focal/principal require sensorsize in camera", "sensorsize")
+        if has_sensorsize and (res[0] <= 0 or res[1] <= 0):
+            raise at.error(el, "sensorsize requires positive resolution in camera", "resolution")
+        if has_sensorsize:
+            density = res[1] / ss[1]
+            fpix = at.vec(el, "focalpixel", 2, (0, 0))[1]  # pixel values override length values
+            focal = fpix / density if fpix else at.vec(el, "focal", 2, (0, 0))[1]
+            fv = inr.atan2(ss[1] / 2, focal) * 360.0 / math.pi
         fovy.append(fv)
     A["cam_bodyid"] = np.array(bodyid, np.int32).reshape(n)
     A["cam_mode"] = np.array(mode, np.int32).reshape(n)
@@ -1032,18 +978,21 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
         m, tid = _mode_target(el, ctx)
         mode.append(m)
         target.append(tid)
-        t = _keyword(el, "type", _LIGHT_TYPES, "spot")
-        if bool(_get(el, "directional", False)):
+        t = at.keyword(el, "type", _LIGHT_TYPES, "spot")
+        if bool(at.get(el, "directional", False)):
             t = 1
         ltype.append(t)
-        pos.append(_vec(el, "pos", 3, (0, 0, 0)))
-        d, nrm = inr.normalize(_vec(el, "dir", 3, (0, 0, -1)))
+        pos.append(at.vec(el, "pos", 3, (0, 0, 0)))
+        d, nrm = inr.normalize(at.vec(el, "dir", 3, (0, 0, -1)))
         if nrm < EPS:
-            raise _err(el, "zero direction in light", "dir")
+            raise at.error(el, "zero direction in light", "dir")
         ldir.append(d)
-        tex = _get(el, "texture")
+        tex = at.get(el, "texture")
         if tex and tex not in ctx.ids.get("texture", {}):
-            raise _err(el, f"unknown texture '{tex}'", "texture")
+            raise at.error(el, f"unknown texture '{tex}'", "texture")
+        softness = float(at.get(el, "softness", 0.2))
+        if softness < 0 or softness > 1:
+            raise at.error(el, "light softness must be in [0, 1]", "softness")
     A["light_bodyid"] = np.array(bodyid, np.int32).reshape(n)
     A["light_mode"] = np.array(mode, np.int32).reshape(n)
     A["light_targetbodyid"] = np.array(target, np.int32).reshape(n)
@@ -1058,38 +1007,36 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
 # sections owned by other modules; empty arrays for the missing ones
 
 
-def _empty(ctx: CompileContext, prefixes: tuple[str, ...], sizes: dict[str, int]) -> None:
-    """Fill missing Model array fields with these prefixes with zero arrays of their declared shapes (`types`)."""
-    for name in types.shaped_fields(types.Model):
-        if not name.startswith(prefixes) or name in ctx.arrays:
-            continue
-        dims, dt = types.field_shape(types.Model, name)
-        shape = []
-        for d in dims:
-            if isinstance(d, int):
-                shape.append(d)
-                continue
-            n = 1
-            for factor in d.split("*"):
-                factor = factor.strip()
-                n *= int(factor) if factor.isdigit() else int(ctx.sizes.get(factor, sizes.get(factor, 0)))
-            shape.append(n)
-        dtype = {"int32": np.int32, "bool": bool, "uint8": np.uint8}.get(dt, float)
-        ctx.arrays[name] = np.zeros(shape, dtype)
-
-
-def _compile_sections(root: Element, ctx: CompileContext) -> list[str]:
-    """Run compile_<section>(root, ctx) of the per-section modules that exist; returns the missing ones."""
-    missing = []
-    for section in SECTIONS:
-        mod = importlib.import_module(f"mjx_lite.mjcf.{section}")
-        getattr(mod, f"compile_{section}")(root, ctx)
+def _compile_sections(root: Element, ctx: CompileContext) -> None:
+    """Run the per-section passes (tendons, equality, actuators, sensors, contact pairs/excludes)."""
+    for compile_section, _ in SECTIONS:
+        compile_section(root, ctx)
     for k in SECTION_SIZES:
         ctx.sizes.setdefault(k, 0)
-    for prefixes in SECTIONS.values():
-        _empty(ctx, prefixes, {})
-    # ids registered by the sections (for names); fall back to the element lists
-    return missing
+    for _, prefixes in SECTIONS:
+        fill_missing(ctx, prefixes, {})
+
+
+_NUSER = {"body": "body", "joint": "jnt", "geom": "geom", "site": "site", "camera": "cam", "tendon": "tendon",
+          "actuator": "actuator", "sensor": "sensor"}  # fmt: skip
+
+
+def _check_user_sizes(root: Element, ctx: CompileContext) -> None:
+    """<size nuser_X="n"> (n >= 0) bounds the user data of every object of that type (MuJoCo: "user has more
+    values than nuser_X")."""
+    size = {k: v for s in at.sections(root, "size") for k, v in s.attrs.items() if k.startswith("nuser_")}
+    for objtype, short in _NUSER.items():
+        n = size.get("nuser_" + short)
+        if n is None or n < 0:
+            continue
+        for el in ctx.elements.get(objtype, []):
+            if el is None:
+                continue
+            user = el.attrs.get("user")
+            for d in reversed(el.defaults):  # actuators: the innermost class's user data, unless written
+                user = d.attrs.get("user") if user is None else user
+            if user is not None and np.size(user) > n:
+                raise at.error(el, f"user has more values than nuser_{short} in {objtype}", "user")
 
 
 def _finalize_simple(ctx: CompileContext) -> None:
@@ -1103,7 +1050,9 @@ def _finalize_simple(ctx: CompileContext) -> None:
         adr, num = int(A["tendon_adr"][i]), int(A["tendon_num"][i])
         for j in range(adr, adr + num):
             t, obj = int(A["wrap_type"][j]), int(A["wrap_objid"][j])
-            if t == 3:
+            if t == 1:  # joint (fixed tendon)
+                simple[A["jnt_bodyid"][obj]] = 0
+            elif t == 3:
                 simple[A["site_bodyid"][obj]] = 0
             elif t in (4, 5):
                 simple[A["geom_bodyid"][obj]] = 0
@@ -1123,8 +1072,8 @@ def _finalize_simple(ctx: CompileContext) -> None:
 def _compile_keys(root: Element, ctx: CompileContext) -> None:
     A, S = ctx.arrays, ctx.sizes
     nq, nv, na, nu, nmocap = S["nq"], S["nv"], S["na"], S["nu"], S["nmocap"]
-    keys = [k for s in _sections(root, "keyframe") for k in s.children if k.tag == "key"]
-    nkey_size = max([int(_get(s, "nkey", 0)) for s in _sections(root, "size")] + [0])
+    keys = [k for s in at.sections(root, "keyframe") for k in s.children if k.tag == "key"]
+    nkey_size = max([int(at.get(s, "nkey", 0)) for s in at.sections(root, "size")] + [0])
     mocap_bodies = np.argsort(np.where(A["body_mocapid"] >= 0, A["body_mocapid"], 1 << 30))[:nmocap]
     mpos0 = A["body_pos"][mocap_bodies].reshape(-1)
     mquat0 = A["body_quat"][mocap_bodies].reshape(-1)
@@ -1132,24 +1081,29 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
     ctx.ids["key"] = {}
     ctx.elements["key"] = []
     for i, k in enumerate(keys):
-        register(ctx, "key", k, i)
+        at.register(ctx, "key", k, i)
 
-        def take(name, n, default, k=k):
+        def take(name, n, default, k=k, block=1):
+            """MuJoCo 4: a short array is completed from the default (whole blocks of `block` values: a partial
+            mocap position/quaternion is dropped); a long one is an error."""
+            out = np.array(default, float).copy()
             v = k.attrs.get(name)
             if v is None:
-                return np.array(default, float).copy()
+                return out
             v = np.atleast_1d(np.asarray(v, float))
-            if v.size != n:
-                raise _err(k, f"keyframe has invalid {name} size, got {v.size}, should be {n}", name)
-            return v.copy()
+            if v.size > n:
+                raise at.error(k, f"keyframe has invalid {name} size, got {v.size}, expected at most {n}", name)
+            m = v.size - v.size % block
+            out[:m] = v[:m]
+            return out
 
-        rows["time"].append(float(_get(k, "time", 0.0)))
+        rows["time"].append(float(at.get(k, "time", 0.0)))
         rows["qpos"].append(take("qpos", nq, A["qpos0"]))
         rows["qvel"].append(take("qvel", nv, np.zeros(nv)))
         rows["act"].append(take("act", na, np.zeros(na)))
         rows["ctrl"].append(take("ctrl", nu, np.zeros(nu)))
-        rows["mpos"].append(take("mpos", 3 * nmocap, mpos0))
-        rows["mquat"].append(take("mquat", 4 * nmocap, mquat0))
+        rows["mpos"].append(take("mpos", 3 * nmocap, mpos0, block=3))
+        rows["mquat"].append(take("mquat", 4 * nmocap, mquat0, block=4))
     for _ in range(len(keys), nkey_size):
         for name, v in (("time", 0.0), ("qpos", A["qpos0"]), ("qvel", np.zeros(nv)), ("act", np.zeros(na)),
                         ("ctrl", np.zeros(nu)), ("mpos", mpos0), ("mquat", mquat0)):  # fmt: skip
@@ -1163,10 +1117,9 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
                 a = A["jnt_qposadr"][j] + (3 if t == 0 else 0)
                 n = np.linalg.norm(row[a : a + 4])
                 row[a : a + 4] = row[a : a + 4] / n if n > MINVAL else (1, 0, 0, 0)
-    for row in rows["mquat"]:
+    for row in rows["mquat"]:  # mjuu_normvec: a quaternion of squared norm below mjEPS is left as written
         for j in range(nmocap):
-            n = np.linalg.norm(row[4 * j : 4 * j + 4])
-            row[4 * j : 4 * j + 4] = row[4 * j : 4 * j + 4] / n if n > MINVAL else (1, 0, 0, 0)
+            row[4 * j : 4 * j + 4] = inr.normalize(row[4 * j : 4 * j + 4])[0]
     A["key_time"] = np.array(rows["time"], float).reshape(nkey)
     for name, n in (("qpos", nq), ("qvel", nv), ("act", na), ("ctrl", nu), ("mpos", 3 * nmocap),
                     ("mquat", 4 * nmocap)):  # fmt: skip
@@ -1178,20 +1131,6 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
 # driver
 
 
-def _names(ctx: CompileContext) -> dict[str, tuple[str, ...]]:
-    out = {}
-    for objtype, size in NAME_TYPES.items():
-        n = int(ctx.sizes.get(size, 0))
-        names = [""] * n
-        if objtype == "body" and n:
-            names[0] = "world"
-        for name, i in ctx.ids.get(objtype, {}).items():
-            if 0 <= i < n and name:
-                names[i] = name
-        out[objtype] = tuple(names)
-    return out
-
-
 def compile_model(root: Element, *, model_dir: str | None = None, assets: dict | None = None,
                   config: Config | None = None) -> types.Model:
     """Compile a parsed MJCF tree (root <mujoco> Element) into a `Model`.
@@ -1200,32 +1139,78 @@ def compile_model(root: Element, *, model_dir: str | None = None, assets: dict |
     assets:    optional {file name: bytes} used instead of the file system for asset files
     config:    the model's trace-time configuration (`mjx_lite.Config`; default Config())
     """
-    from mjx_lite.mjcf import derived
+    with np.errstate(all="ignore"):  # NaN/inf propagate as in MuJoCo's C arithmetic (nan/inf values are legal)
+        return _compile_model(root, model_dir, assets, config)
 
-    ctx = CompileContext(compiler=compiler_settings(root), option=option_settings(root), file=root.file)
-    ctx.model_dir = model_dir  # type: ignore[attr-defined]
-    ctx.assets = dict(assets or {})  # type: ignore[attr-defined]
+
+def _compile_model(root: Element, model_dir: str | None, assets: dict | None, config: Config | None) -> types.Model:
+    float32 = not jax.config.jax_enable_x64  # the Model's float dtype (io.build_model)
+    if float32:
+        _check_float32_values(root)
+    ctx = CompileContext(compiler=compiler_settings(root), option=option_settings(root), file=root.file,
+                         model_dir=model_dir, assets=dict(assets or {}))  # fmt: skip
     _compile_assets(root, ctx)
     _compile_tree(root, ctx)
-    ctx.pending_sections = _compile_sections(root, ctx)  # type: ignore[attr-defined]
+    _compile_sections(root, ctx)
+    _check_user_sizes(root, ctx)
     _finalize_simple(ctx)
     _compile_keys(root, ctx)
     if ctx.compiler["settotalmass"] > 0:
         set_total_mass(ctx, float(ctx.compiler["settotalmass"]))
     stat = derived.set_const(ctx)
     stat.update(statistic_overrides(root))
-    _empty(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})  # anything still missing
+    fill_missing(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})  # anything still missing
     sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
-    return io.build_model(ctx.arrays, sizes, ctx.option, stat, _names(ctx), config=config)
+    if float32:
+        _check_float32_arrays(ctx, stat)
+    return io.build_model(ctx.arrays, sizes, ctx.option, stat, names(ctx), config=config)
+
+
+# A float32 Model (jax_enable_x64 off) cannot hold a finite value beyond float32's range: MuJoCo compiles in
+# float64 and would keep it, a float32 Model would silently hold inf. Refused at load instead (docs/mjcf.md).
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _overflows_f32(v) -> np.ndarray:
+    a = np.asarray(v, dtype=np.float64)
+    return np.isfinite(a) & (np.abs(a) > _F32_MAX) & np.isinf(a.astype(np.float32))
+
+
+def _check_float32_values(root: Element) -> None:
+    """Every real attribute value must fit the float32 Model (MJCFError naming file, line, element, attribute)."""
+    stack = [root]
+    while stack:
+        el = stack.pop()
+        stack.extend(el.children)
+        stack.extend(el.defaults)
+        for name, v in el.attrs.items():
+            if isinstance(v, (bool, str)) or v is None:
+                continue
+            if isinstance(v, (float, np.ndarray)) and np.any(_overflows_f32(v)):
+                bad = np.asarray(v, dtype=np.float64).reshape(-1)[np.argmax(_overflows_f32(v).reshape(-1))]
+                raise at.error(el, f"value {bad:g} does not fit the Model's float32 (|x| <= {_F32_MAX:.4g}); "
+                                   "enable float64 (jax_enable_x64) to load it", name)  # fmt: skip
+
+
+def _check_float32_arrays(ctx: CompileContext, stat: dict) -> None:
+    """Compiled values (e.g. a mass from a huge density) must fit the float32 Model too."""
+    items = list(ctx.arrays.items()) + [("stat." + k, v) for k, v in stat.items()]
+    items += [("opt." + k, v) for k, v in ctx.option.items() if not isinstance(v, (int, np.integer))]
+    for name, v in items:
+        a = np.asarray(v)
+        if a.dtype.kind != "f" or not a.size:
+            continue
+        bad = _overflows_f32(a)
+        if np.any(bad):
+            i = np.unravel_index(int(np.argmax(bad)), a.shape) if a.ndim else ()
+            raise MJCFError(f"compiled field {name}{list(i) if i else ''} = {float(a[i]):g} does not fit the Model's "
+                            "float32; enable float64 (jax_enable_x64) to load this model", ctx.file)  # fmt: skip
 
 
 def set_total_mass(ctx: CompileContext, total: float) -> None:
     """Scale body masses and inertias so that the moving mass totals `total` (mj_setTotalmass)."""
     mass = ctx.arrays["body_mass"]
-    tot = float(mass[1:].sum())
-    if tot < MINVAL:
-        raise MJCFError("settotalmass: model has no mass to scale", ctx.file)
-    scale = total / tot
+    scale = max(MINVAL, total / max(MINVAL, float(mass[1:].sum())))  # mj_setTotalmass: avoids zeros
     ctx.arrays["body_mass"] = mass * scale
     ctx.arrays["body_inertia"] = ctx.arrays["body_inertia"] * scale
 
@@ -1240,10 +1225,9 @@ def load_mjcf(path: str | os.PathLike, assets: dict | None = None, config: Confi
     `path` may also name a bundled model (`mjx_lite.models.names()`, e.g. "cartpole") when no such file exists.
     `config`: the model's trace-time configuration (`mjx_lite.Config`).
     """
-    from mjx_lite.mjcf import parse
-
     path = models.resolve(path)
-    root = parse.parse_file(path, assets)
+    with np.errstate(all="ignore"):  # NaN/inf values are legal MJCF (MuJoCo's C arithmetic propagates them)
+        root = parse.parse_file(path, assets)
     return compile_model(root, model_dir=os.path.dirname(os.path.abspath(os.fspath(path))), assets=assets,
                          config=config)  # fmt: skip
 
@@ -1251,7 +1235,7 @@ def load_mjcf(path: str | os.PathLike, assets: dict | None = None, config: Confi
 def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: str | None = None,
                      config: Config | None = None) -> types.Model:
     """Compile MJCF text; `assets` maps file names (meshes, includes, ...) to bytes."""
-    from mjx_lite.mjcf import parse
 
-    root = parse.parse_string(xml, assets, model_dir)
+    with np.errstate(all="ignore"):
+        root = parse.parse_string(xml, assets, model_dir)
     return compile_model(root, model_dir=model_dir, assets=assets, config=config)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite.mjcf.attrs import error, get, register_all, section_children, vec
 from mjx_lite.mjcf.context import CompileContext
-from mjx_lite.mjcf.tendon import attr, children, error, register, vec
 
 _SOLREF = (0.02, 1.0)
 _SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
@@ -19,7 +19,7 @@ _FRICTION = (1.0, 1.0, 0.005, 0.0001, 0.0001)
 
 def compile_contact(root, ctx: CompileContext) -> None:
     """Pairs and excludes -> ctx.arrays (pair_*, exclude_signature), ctx.sizes (npair, nexclude)."""
-    els = children(root, "contact")
+    els = section_children(root, "contact")
     for e in els:
         if e.tag not in ("pair", "exclude"):
             raise error(e, f"unknown contact element <{e.tag}>")
@@ -34,17 +34,17 @@ def compile_contact(root, ctx: CompileContext) -> None:
         b1, b2 = int(geom_bodyid[g1]), int(geom_bodyid[g2])
         if b1 > b2:
             g1, g2, b1, b2 = g2, g1, b2, b1
-        condim = int(attr(p, "condim", 3))
+        condim = int(get(p, "condim", 3))
         if condim not in (1, 3, 4, 6):
             raise error(p, f"invalid condim {condim} (expected 1, 3, 4 or 6)", "condim")
         rows.append(dict(
             el=p, geom1=g1, geom2=g2, signature=(b1 << 16) + b2, dim=condim, friction=vec(p, "friction", 5, _FRICTION),
             solref=vec(p, "solref", 2, _SOLREF), solreffriction=vec(p, "solreffriction", 2, (0.0, 0.0)),
-            solimp=vec(p, "solimp", 5, _SOLIMP), margin=float(attr(p, "margin", 0.0)), gap=float(attr(p, "gap", 0.0)),
-            adhesion=float(attr(p, "adhesion", 0.0)),
+            solimp=vec(p, "solimp", 5, _SOLIMP), margin=float(get(p, "margin", 0.0)), gap=float(get(p, "gap", 0.0)),
+            adhesion=float(get(p, "adhesion", 0.0)),
         ))  # fmt: skip
     rows.sort(key=lambda r: r["signature"])  # stable
-    register(ctx, "pair", [r["el"] for r in rows])
+    register_all(ctx, "pair", [r["el"] for r in rows])
     n = len(rows)
 
     def col(key, dtype, shape=()):
@@ -66,13 +66,13 @@ def compile_contact(root, ctx: CompileContext) -> None:
         b1, b2 = min(b1, b2), max(b1, b2)
         ex.append((e, (b1 << 16) + b2))
     ex.sort(key=lambda r: r[1])
-    register(ctx, "exclude", [e for e, _ in ex])
+    register_all(ctx, "exclude", [e for e, _ in ex])
     ctx.arrays["exclude_signature"] = np.array([s for _, s in ex], np.int32)
     ctx.sizes["nexclude"] = len(ex)
 
 
 def _req(el, name: str) -> str:
-    v = attr(el, name)
+    v = get(el, name)
     if v is None:
         raise error(el, "missing required attribute", name)
     return v

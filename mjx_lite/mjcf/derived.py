@@ -23,8 +23,11 @@ import jax
 import numpy as np
 
 from mjx_lite import io, types
-from mjx_lite.mjcf.context import CompileContext
-from mjx_lite.mjcf.inertia import MINVAL, quat_mul, quat_to_mat
+from mjx_lite.mjcf import actuation
+from mjx_lite.mjcf.context import DEFAULT_STAT, CompileContext, dof_tree_mask, provisional_model
+from mjx_lite.mjcf.inertia import factor_ld, quat_mul, quat_to_mat, solve_ld
+from mjx_lite.pipeline import tendon
+from mjx_lite.types import MINVAL
 
 # fields filled here (placeholders are written before a provisional Model is built)
 _DERIVED = {
@@ -32,13 +35,18 @@ _DERIVED = {
     "body_subtreemass": ("nbody",), "cam_pos0": ("ncam", 3), "cam_poscom0": ("ncam", 3), "cam_mat0": ("ncam", 9),
     "light_pos0": ("nlight", 3), "light_poscom0": ("nlight", 3), "light_dir0": ("nlight", 3),
 }  # fmt: skip
-DEFAULT_STAT = {"meaninertia": 1.0, "meanmass": 1.0, "meansize": 0.2, "extent": 2.0, "center": np.zeros(3)}
 
 
 def _placeholders(ctx: CompileContext) -> None:
     for name, dims in _DERIVED.items():
         if name not in ctx.arrays:
             ctx.arrays[name] = np.zeros(tuple(int(ctx.sizes.get(d, 0)) for d in dims))
+
+
+def _normalize4(q: np.ndarray) -> np.ndarray:
+    """mju_normalize4: unit quaternion, (1, 0, 0, 0) when the norm is below mjMINVAL (e.g. a zero quaternion)."""
+    n = float(np.sqrt(np.dot(q, q)))
+    return q / n if n >= MINVAL else np.array([1.0, 0.0, 0.0, 0.0])
 
 
 class ConstState:
@@ -63,8 +71,7 @@ class ConstState:
         xmat[0] = np.eye(3)
         for i in range(1, nbody):
             p = par[i]
-            q = quat_mul(xquat[p], A["body_quat"][i])
-            q /= np.linalg.norm(q)
+            q = _normalize4(quat_mul(xquat[p], A["body_quat"][i]))
             xquat[i] = q
             xmat[i] = quat_to_mat(q)
             xpos[i] = xpos[p] + xmat[p] @ A["body_pos"][i]
@@ -133,7 +140,7 @@ class ConstState:
             mfull[dofs] += mass[i] * jp_.T @ jp_ + jr.T @ iw @ jr
         mfull[np.diag_indices(nv)] += np.asarray(A["dof_armature"], float)
         self.mfull = mfull
-        self.lmat, self.dinv = _factor_ld(mfull)
+        self.lmat, self.dinv = factor_ld(mfull)
         self.minv = solve_ld(self.lmat, self.dinv, np.eye(nv))
         self._m = None
         self._d = None
@@ -169,13 +176,7 @@ class ConstState:
     @property
     def m(self) -> types.Model:
         if self._m is None:
-            from mjx_lite.mjcf.compile import _empty, _names
-
-            ctx = self.ctx
-            _empty(ctx, tuple(f for f in _all_fields()), {})
-            sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
-            with jax.enable_x64(True):
-                self._m = io.build_model(ctx.arrays, sizes, ctx.option, DEFAULT_STAT, _names(ctx))
+            self._m = provisional_model(self.ctx)
         return self._m
 
     @property
@@ -206,44 +207,6 @@ class ConstState:
         return self._d
 
 
-def _factor_ld(mfull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """MuJoCo's factorisation M = L' D L (unit lower L, eliminated from the last dof up: no fill-in on a tree);
-    pivots below mjMINVAL are clamped to mjMINVAL as mj_factorM does for (near-)singular inertia.
-    Returns (L (nv, nv), 1/D (nv,))."""
-    n = len(mfull)
-    a = mfull.copy()
-    lmat = np.eye(n)
-    dinv = np.zeros(n)
-    for k in range(n - 1, -1, -1):
-        dk = max(a[k, k], MINVAL)
-        dinv[k] = 1.0 / dk
-        row = a[k, :k] / dk
-        nz = np.nonzero(row)[0]  # tree sparsity: only ancestors' entries change
-        a[np.ix_(nz, nz)] -= np.outer(row[nz], a[k, nz])
-        lmat[k, :k] = row
-    return lmat, dinv
-
-
-def solve_ld(lmat: np.ndarray, dinv: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """M^-1 x from the factors, in mj_solveLD's order (inv(L'), inv(D), inv(L)); x (nv,) or (nv, k)."""
-    x = np.array(x, float)
-    n = len(dinv)
-    for i in range(n - 1, 0, -1):
-        nz = np.nonzero(lmat[i, :i])[0]  # tree sparsity (large scenes)
-        x[nz] -= np.multiply.outer(lmat[i, nz], x[i])
-    x *= dinv.reshape((n,) + (1,) * (x.ndim - 1))
-    for i in range(1, n):
-        nz = np.nonzero(lmat[i, :i])[0]
-        x[i] -= lmat[i, nz] @ x[nz]
-    return x
-
-
-def _all_fields() -> tuple[str, ...]:
-    import dataclasses
-
-    return tuple(f.name for f in dataclasses.fields(types.Model))
-
-
 def set_const(ctx: CompileContext) -> dict:
     """Fill the qpos0-dependent constants into ctx.arrays; return the model statistics."""
     _placeholders(ctx)
@@ -262,12 +225,11 @@ def set_const(ctx: CompileContext) -> dict:
     m0 = np.diag(st.mfull).copy() + _joint_actuator_armature(ctx)
     _tendon_armature(ctx, st)
     # actuator armature (joint: gear^2 a on the dof; tendon: gear^2 a J'J) is part of M for the invweights
-    from mjx_lite.mjcf import actuation
-
-    actuation._actuator_armature(ctx, st)
+    actuation.actuator_armature(ctx, st)
     if getattr(st, "actuator_armature_included", False):
-        st.lmat, st.dinv = _factor_ld(st.mfull)
+        st.lmat, st.dinv = factor_ld(st.mfull)
         st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
+    _simple_dofs(ctx, st, m0)
     mfull = st.mfull
     xpos, xmat, xipos, subtree_com = st.xpos, st.xmat, st.xipos, st.subtree_com
 
@@ -331,6 +293,23 @@ def set_const(ctx: CompileContext) -> dict:
     return stat
 
 
+def _simple_dofs(ctx: CompileContext, st: ConstState, m0: np.ndarray) -> None:
+    """MuJoCo's qM for the dofs of simple bodies (dof_simplenum > 0) is the fixed diagonal dof_M0 with no coupling
+    (mj_crb); the qpos0 constants that use M^-1 (acc0, invweight0) see that matrix."""
+    simple = np.nonzero(np.asarray(ctx.arrays["dof_simplenum"]) > 0)[0]
+    if not simple.size:
+        return
+    mfull = np.array(st.mfull, float)
+    mfull[simple, :] = 0.0
+    mfull[:, simple] = 0.0
+    mfull[simple, simple] = m0[simple]
+    if np.array_equal(mfull, st.mfull):
+        return
+    st.mfull = mfull
+    st.lmat, st.dinv = factor_ld(mfull)
+    st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
+
+
 def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
     """(nv,) gear^2 * armature of actuators with a slide/hinge joint transmission, on their dof."""
     A, nv = ctx.arrays, ctx.sizes["nv"]
@@ -343,31 +322,15 @@ def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
     return out
 
 
-def dof_tree_mask(ctx: CompileContext) -> np.ndarray:
-    """(nv, nv) bool: entries of the joint-space inertia inside the dof-tree sparsity (i == j, or one of them an
-    ancestor of the other). MuJoCo adds armature coupling terms (J' a J of tendons) only there."""
-    parent = np.asarray(ctx.arrays["dof_parentid"], int)
-    nv = parent.size
-    mask = np.eye(nv, dtype=bool)
-    for i in range(nv):
-        j = parent[i]
-        while j >= 0:
-            mask[i, j] = mask[j, i] = True
-            j = parent[j]
-    return mask
-
-
 def _tendon_armature(ctx: CompileContext, st: ConstState) -> None:
     """Tendon armature adds J' a J, on the dof-tree entries, to the joint-space inertia (MuJoCo 4.0); refactor."""
     arm = np.asarray(ctx.arrays.get("tendon_armature", np.zeros(0)), float)
     if not np.any(arm) or not ctx.sizes["nv"]:
         return
-    from mjx_lite.pipeline import tendon
-
     d = st.run(tendon.tendon)
     tj = np.asarray(d.ten_J, float).reshape(len(arm), -1)
     st.mfull = st.mfull + np.where(dof_tree_mask(ctx), tj.T @ (arm[:, None] * tj), 0.0)
-    st.lmat, st.dinv = _factor_ld(st.mfull)
+    st.lmat, st.dinv = factor_ld(st.mfull)
     st.minv = solve_ld(st.lmat, st.dinv, np.eye(len(st.dinv)))
 
 
@@ -393,25 +356,17 @@ def _actuator_ids(ctx: CompileContext) -> None:
 
 def _section_constants(ctx: CompileContext, st: ConstState) -> None:
     """qpos0 constants of tendons and actuators (length0, invweight0, acc0, lengthrange, ...): mjcf/actuation.py."""
-    from mjx_lite.mjcf import actuation
-
     actuation.finalize_sections(ctx, st)
 
 
-def _dampratio(ctx: CompileContext, moment: np.ndarray) -> None:
-    """Position-like actuators with biasprm[2] > 0: interpret it as a damping ratio (set0)."""
-    A = ctx.arrays
-    gain = np.asarray(A["actuator_gainprm"], float)
-    bias = np.array(A["actuator_biasprm"], float)
-    m0 = A["dof_M0"]
-    for i in range(len(gain)):
-        if gain[i, 0] != -bias[i, 1] or bias[i, 2] <= 0:
-            continue
-        trn2 = moment[i] ** 2
-        use = trn2 > MINVAL
-        mass = float(np.sum(m0[use] / trn2[use]))
-        bias[i, 2] = -bias[i, 2] * 2 * np.sqrt(gain[i, 0] * mass)
-    A["actuator_biasprm"] = bias
+def _cmax(a, b) -> float:
+    """mjMAX (a NaN in a gives b, in b gives b)."""
+    return float(a if a > b else b)
+
+
+def _mju_max(a, b) -> float:
+    """mju_max: a >= b ? a : b."""
+    return float(a if a >= b else b)
 
 
 def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
@@ -421,43 +376,56 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
     stat = {k: (np.array(v) if k == "center" else v) for k, v in DEFAULT_STAT.items()}
     xpos, xipos, xanchor = st.xpos, st.xipos, st.xanchor
     gpos, spos = st.geom_xpos, st.site_xpos
-    pts = [xpos[1:], xipos[1:], xanchor, spos]
-    lo = np.full(3, 1e10)
-    hi = np.full(3, -1e10)
-    for p in pts:
-        if len(p):
-            lo = np.minimum(lo, p.min(0))
-            hi = np.maximum(hi, p.max(0))
+    # MuJoCo's updateBox, point by point in its order (mjMIN/mjMAX: a NaN point enters the box and the next
+    # point replaces it, so the order matters)
+    lo = [1e10, 1e10, 1e10]
+    hi = [-1e10, -1e10, -1e10]
+
+    def update(p, r=0.0):
+        for k in range(3):
+            v = float(p[k])
+            lo[k] = lo[k] if lo[k] < v - r else v - r
+            hi[k] = hi[k] if hi[k] > v + r else v + r
+
+    for i in range(1, nbody):
+        update(xpos[i])
+        update(xipos[i])
+    for p in list(xanchor) + list(spos):
+        update(p)
     rb = np.asarray(A["geom_rbound"], float)
     gt, gs = A["geom_type"], np.asarray(A["geom_size"], float)
     for i in range(ngeom):
         r = 0.0
         if rb[i] > 0:
-            r = rb[i]
+            r = float(rb[i])
         elif gt[i] == 0:
-            r = max(gs[i, 0], gs[i, 1]) * 0.1 if (gs[i, 0] or gs[i, 1]) else 0.01
+            r = _cmax(gs[i, 0], gs[i, 1]) * 0.1 if (gs[i, 0] or gs[i, 1]) else 0.01
         elif gt[i] == 1:
-            r = float(np.max(A["hfield_size"][A["geom_dataid"][i]])) * 0.1
-        lo = np.minimum(lo, gpos[i] - r)
-        hi = np.maximum(hi, gpos[i] + r)
-    stat["center"] = (lo + hi) / 2
+            h = A["hfield_size"][A["geom_dataid"][i]]
+            r = _cmax(h[0], _cmax(h[1], _cmax(h[2], h[3]))) * 0.1
+        update(gpos[i], r)
+    stat["center"] = (np.array(lo) + np.array(hi)) / 2
     if hi[0] > lo[0]:
-        stat["extent"] = max(1e-5, float(np.max(hi - lo)))
+        d = [hi[k] - lo[k] for k in range(3)]
+        stat["extent"] = _mju_max(1e-5, _mju_max(d[0], _mju_max(d[1], d[2])))
     body = np.zeros(nbody)
     for j in range(S["njnt"]):
         b = A["jnt_bodyid"][j]
-        body[b] = max(body[b], float(np.linalg.norm(xipos[b] - xanchor[j])))
+        body[b] = _mju_max(body[b], float(np.linalg.norm(xipos[b] - xanchor[j])))
         p = A["body_parentid"][b]
-        body[p] = max(body[p], float(np.linalg.norm(xipos[p] - xanchor[j])))
+        body[p] = _mju_max(body[p], float(np.linalg.norm(xipos[p] - xanchor[j])))
     body[0] = 0
     gb = A["geom_bodyid"]
     for i in range(ngeom):
         b = gb[i]
         if b > 0 and rb[i] > 0:
-            body[b] = max(body[b], rb[i] + float(np.linalg.norm(xipos[b] - gpos[i])))
+            body[b] = _mju_max(body[b], rb[i] + float(np.linalg.norm(xipos[b] - gpos[i])))
     if nbody > 1:
-        body[1:] = np.maximum(body[1:], 1e-5)
-        stat["meansize"] = float(body[1:].sum() / (nbody - 1))
+        meansize = 0.0
+        for i in range(1, nbody):
+            body[i] = _mju_max(body[i], 1e-5)
+            meansize += body[i] / (nbody - 1)
+        stat["meansize"] = meansize
     length = np.ones(nv)
     for i in range(nv):
         j = A["dof_jntid"][i]
@@ -465,7 +433,7 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
         if t in (1, 3) or (t == 0 and i - A["jnt_dofadr"][j] >= 3):
             length[i] = body[A["dof_bodyid"][i]]
     A["dof_length"] = length
-    stat["extent"] = max(stat["extent"], 2 * stat["meansize"])
+    stat["extent"] = _mju_max(stat["extent"], 2 * stat["meansize"])
     if nbody > 1:
         stat["meanmass"] = float(np.sum(A["body_mass"][1:]) / (nbody - 1))
     if nv:
@@ -476,7 +444,7 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
 def _auto_spring_damper(ctx: CompileContext) -> None:
     """Joints with springdamper = (timeconst, dampratio): stiffness and damping from dof_invweight0."""
     A = ctx.arrays
-    sd = getattr(ctx, "joint_springdamper", None)
+    sd = ctx.joint_springdamper
     if sd is None:
         return
     for n in range(len(sd)):

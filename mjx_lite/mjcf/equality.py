@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.inertia import quat_mul, rot_vec
 from mjx_lite.mjcf.spec import Element
-from mjx_lite.mjcf.tendon import attr, children, error, register, vec
 from mjx_lite.types import NEQDATA, EqType, ObjType
 
 _SOLREF = (0.02, 1.0)
@@ -60,8 +60,8 @@ def body_frames0(ctx: CompileContext) -> tuple[np.ndarray, np.ndarray]:
 
 def compile_equality(root: Element, ctx: CompileContext) -> None:
     """Equality constraints -> ctx.arrays (eq_*), ctx.sizes['neq']."""
-    eqs = children(root, "equality")
-    register(ctx, "equality", eqs)
+    eqs = section_children(root, "equality")
+    register_all(ctx, "equality", eqs)
     n = len(eqs)
     eq_type = np.zeros(n, np.int32)
     obj1 = np.zeros(n, np.int32)
@@ -74,13 +74,13 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
     frames = None
     for i, e in enumerate(eqs):
         data[i] = _DEFAULT_DATA
-        active[i] = bool(attr(e, "active", True))
+        active[i] = bool(get(e, "active", True))
         solref[i] = vec(e, "solref", 2, _SOLREF)
         solimp[i] = vec(e, "solimp", 5, _SOLIMP)
         if e.tag in ("connect", "weld"):
             eq_type[i] = EqType.CONNECT if e.tag == "connect" else EqType.WELD
-            s1, s2 = attr(e, "site1"), attr(e, "site2")
-            b1, b2 = attr(e, "body1"), attr(e, "body2")
+            s1, s2 = get(e, "site1"), get(e, "site2")
+            b1, b2 = get(e, "body1"), get(e, "body2")
             if s1 is not None or s2 is not None:
                 if b1 is not None or b2 is not None or "anchor" in e.explicit or "relpose" in e.explicit:
                     raise error(e, "either site1/site2 or body1/body2/anchor/relpose can be given, not both")
@@ -92,14 +92,14 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
                 if e.tag == "connect":
                     data[i] = 0.0
                 else:
-                    data[i, 10] = float(attr(e, "torquescale", 1.0))
+                    data[i, 10] = float(get(e, "torquescale", 1.0))
                 continue
             if b1 is None:
                 raise error(e, "body1 (or site1/site2) is required", "body1")
             objtype[i] = ObjType.BODY
             obj1[i] = ctx.id_of("body", b1, e, "body1")
             obj2[i] = ctx.id_of("body", b2, e, "body2") if b2 is not None else 0
-            has_anchor = "anchor" in e.explicit and attr(e, "anchor") is not None
+            has_anchor = "anchor" in e.explicit and get(e, "anchor") is not None
             if e.tag == "connect" and not has_anchor:
                 raise error(e, "connect with body1 requires anchor", "anchor")
             anchor = vec(e, "anchor", 3, (0, 0, 0)) if has_anchor else np.zeros(3)
@@ -113,7 +113,7 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
                 data[i, 3:6] = quat_rot(quat_conj(q2), world - p2)
             else:
                 relpose = vec(e, "relpose", 7, (0, 1, 0, 0, 0, 0, 0))
-                data[i, 10] = float(attr(e, "torquescale", 1.0))
+                data[i, 10] = float(get(e, "torquescale", 1.0))
                 if np.all(relpose[3:7] == 0):
                     world = p2 + quat_rot(q2, anchor)
                     data[i, 3:6] = quat_rot(quat_conj(q1), world - p1)
@@ -126,17 +126,17 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
             kind = e.tag
             eq_type[i] = EqType.JOINT if kind == "joint" else EqType.TENDON
             objtype[i] = ObjType.UNKNOWN
-            n1, n2 = attr(e, kind + "1"), attr(e, kind + "2")
+            n1, n2 = get(e, kind + "1"), get(e, kind + "2")
             if n1 is None:
                 raise error(e, "missing required attribute", kind + "1")
             obj1[i] = ctx.id_of(kind, n1, e, kind + "1")
             obj2[i] = ctx.id_of(kind, n2, e, kind + "2") if n2 is not None else -1
-            poly = attr(e, "polycoef")
+            poly = get(e, "polycoef")
             if poly is not None and np.atleast_1d(poly).size > 5:
                 raise error(e, f"polycoef takes at most 5 values, got {np.atleast_1d(poly).size}", "polycoef")
             data[i, 0:5] = vec(e, "polycoef", 5, (0, 1, 0, 0, 0))
         elif e.tag in ("flex", "flexvert", "flexstrain"):
-            raise error(e, "flex equality constraints are not supported by mjx_lite")
+            raise unsupported(e, "flex equality constraints are not supported by mjx_lite")
         elif e.tag == "distance":
             raise error(e, "distance equality constraints were removed in MuJoCo 2.2.2")
         else:

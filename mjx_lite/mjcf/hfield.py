@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from mjx_lite.mjcf.mesh import MINVAL, read_asset_file
+from mjx_lite.mjcf.mesh import read_asset_file
 from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.types import MINVAL
 
 
 @dataclasses.dataclass

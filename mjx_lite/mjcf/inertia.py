@@ -11,9 +11,10 @@ import math
 
 import numpy as np
 
-MINVAL = 1e-15
-EPS = 1e-6  # MuJoCo's mjEPS (compiler checks)
-_MJEPS = 1e-14  # mjEPS of mjuu_normvec
+from mjx_lite.types import MINVAL
+
+EPS = 1e-14  # MuJoCo's mjEPS (user_util.h: "minimum value in various calculations" of the compiler)
+_MJEPS = EPS
 _EIG_REL = 8 * np.finfo(float).eps  # body eig3: Jacobi stops at off-diagonals below this times max|A|
 _EIG_SORT = 1e-12  # body eig3: eigenvalues closer than this times max|A| are not swapped when sorting
 
@@ -47,18 +48,45 @@ def quat_to_mat(q: np.ndarray) -> np.ndarray:
     ])  # fmt: skip
 
 
+# C's <math.h> semantics for the compiler's scalar arithmetic: NaN (not a Python ValueError) outside the domain, inf
+# (not OverflowError) on overflow, as MuJoCo computes; numpy's warnings are silenced by compile_model's errstate.
+def sqrt(x: float) -> float:
+    return float(np.sqrt(x))
+
+
+def cos(x: float) -> float:
+    return float(np.cos(x))
+
+
+def sin(x: float) -> float:
+    return float(np.sin(x))
+
+
+def acos(x: float) -> float:
+    return float(np.arccos(x))
+
+
+def atan2(y: float, x: float) -> float:
+    return float(np.arctan2(y, x))
+
+
 def rot_vec(v: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Rotate vector v by quaternion q."""
     return quat_to_mat(q) @ np.asarray(v, float)
 
 
 def normalize(v: np.ndarray) -> tuple[np.ndarray, float]:
-    """(v / |v|, |v|); v unchanged when |v| < MINVAL (as mjuu_normvec)."""
-    v = np.asarray(v, float)
-    n = float(np.sqrt(np.dot(v, v)))
-    if n < MINVAL:
-        return v.copy(), n
-    return v / n, n
+    """mjuu_normvec on a copy: (v / |v|, |v|); (v, 0) when |v|^2 < mjEPS; v unchanged when |v| is within mjEPS
+    of 1."""
+    v = np.array(v, float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sq = float(np.dot(v, v))
+        if sq < EPS:
+            return v, 0.0
+        n = sqrt(sq)
+        if abs(n - 1) > EPS:
+            v = v / n
+    return v, n
 
 
 def z2quat(vec: np.ndarray) -> np.ndarray:
@@ -68,8 +96,8 @@ def z2quat(vec: np.ndarray) -> np.ndarray:
     axis, s = normalize(axis)
     if s < 1e-10:
         axis = np.array([1.0, 0.0, 0.0])
-    ang = math.atan2(s, vec[2])
-    return np.concatenate([[math.cos(ang / 2)], axis * math.sin(ang / 2)])
+    ang = atan2(s, vec[2])
+    return np.concatenate([[cos(ang / 2)], axis * sin(ang / 2)])
 
 
 def frame_accum(pos: np.ndarray, quat: np.ndarray, cpos: np.ndarray, cquat: np.ndarray):
@@ -86,7 +114,7 @@ def _normvec(v: list[float]) -> float:
     nrm = sum(x * x for x in v)
     if nrm < _MJEPS:
         return 0.0
-    nrm = math.sqrt(nrm)
+    nrm = sqrt(nrm)
     if abs(nrm - 1) > _MJEPS:
         for i in range(len(v)):
             v[i] /= nrm
@@ -154,16 +182,16 @@ def eig3(mat: np.ndarray, off_rtol: float = _EIG_REL, sort_rtol: float = _EIG_SO
             break
         tau = (d[4 * ck] - d[4 * rk]) / (2 * off)
         if tau >= 0:
-            t = 1.0 / (tau + math.sqrt(1 + tau * tau))
+            t = 1.0 / (tau + sqrt(1 + tau * tau))
         else:
-            t = -1.0 / (-tau + math.sqrt(1 + tau * tau))
-        c = 1.0 / math.sqrt(1 + t * t)
+            t = -1.0 / (-tau + sqrt(1 + tau * tau))
+        c = 1.0 / sqrt(1 + t * t)
         # rotation by the half angle, sin(theta/2) computed stably from sin(theta) = t*c
         tmp = [0.0, 0.0, 0.0, 0.0]
-        tmp[rotk + 1] = -(t * c) / math.sqrt(2 * (1 + c))
+        tmp[rotk + 1] = -(t * c) / sqrt(2 * (1 + c))
         if rotk == 1:
             tmp[rotk + 1] = -tmp[rotk + 1]
-        tmp[0] = math.sqrt(1.0 - tmp[rotk + 1] * tmp[rotk + 1])
+        tmp[0] = sqrt(1.0 - tmp[rotk + 1] * tmp[rotk + 1])
         _normvec(tmp)
         quat = _mulquat(quat, tmp)
         _normvec(quat)
@@ -185,24 +213,33 @@ def full_to_mat(full: np.ndarray) -> np.ndarray:
 
 
 def principal_inertia(full: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Principal moments and frame quaternion of a full inertia; None if an eigenvalue is negative."""
+    """Principal moments and frame quaternion of a full inertia (mjuu_fullInertia); None when the smallest
+    eigenvalue is below mjEPS ("inertia must have positive eigenvalues")."""
     eigval, quat = eig3(full_to_mat(full))
-    if np.any(eigval < 0):
+    if not eigval[2] >= EPS:
         return None
     return eigval, quat
 
 
 def global_inertia(inertia: np.ndarray, quat: np.ndarray) -> np.ndarray:
-    """Diagonal inertia in frame `quat` -> full inertia (6,) in the parent frame."""
-    r = quat_to_mat(quat)
-    m = r @ np.diag(inertia) @ r.T
-    return np.array([m[0, 0], m[1, 1], m[2, 2], m[0, 1], m[0, 2], m[1, 2]])
+    """Diagonal inertia in frame `quat` -> full inertia (6,) in the parent frame (mjuu_globalinertia's arithmetic:
+    the principal frame of a sum of such terms depends on its last bits)."""
+    m = _quat2mat([float(x) for x in quat])
+    li = [float(x) for x in inertia]
+    t = [m[0] * li[0], m[3] * li[0], m[6] * li[0], m[1] * li[1], m[4] * li[1], m[7] * li[1],
+         m[2] * li[2], m[5] * li[2], m[8] * li[2]]  # fmt: skip
+    return np.array([
+        m[0] * t[0] + m[1] * t[3] + m[2] * t[6], m[3] * t[1] + m[4] * t[4] + m[5] * t[7],
+        m[6] * t[2] + m[7] * t[5] + m[8] * t[8], m[0] * t[1] + m[1] * t[4] + m[2] * t[7],
+        m[0] * t[2] + m[1] * t[5] + m[2] * t[8], m[3] * t[2] + m[4] * t[5] + m[5] * t[8],
+    ])  # fmt: skip
 
 
 def offcenter_inertia(mass: float, d: np.ndarray) -> np.ndarray:
-    """Parallel-axis term (6,) of a point mass at offset d."""
-    x, y, z = d
-    return mass * np.array([y * y + z * z, x * x + z * z, x * x + y * y, -x * y, -x * z, -y * z])
+    """Parallel-axis term (6,) of a point mass at offset d (mjuu_offcenter)."""
+    x, y, z = (float(v) for v in d)
+    return np.array([mass * (y * y + z * z), mass * (x * x + z * z), mass * (x * x + y * y), -mass * x * y,
+                     -mass * x * z, -mass * y * z])  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -306,13 +343,20 @@ def combine_inertia(masses, poss, quats, inertias):
     Returns (mass, com (3,), quat (4,), inertia (3,)); None for the frame when the full inertia has a
     negative eigenvalue.
     """
-    masses = np.asarray(masses, float)
-    mass = float(masses.sum())
-    com = (masses[:, None] * np.asarray(poss, float)).sum(0) / mass
-    full = np.zeros(6)
+    mass = 0.0
+    acc = [0.0, 0.0, 0.0]
+    for m, p in zip(masses, poss):  # MuJoCo's order of operations (InertiaFromGeom)
+        m = float(m)
+        mass += m
+        for k in range(3):
+            acc[k] += m * float(p[k])
+    com = np.array([a / mass for a in acc])
+    full = [0.0] * 6
     for m, p, q, i in zip(masses, poss, quats, inertias):
-        full += global_inertia(i, q) + offcenter_inertia(m, np.asarray(p, float) - com)
-    res = principal_inertia(full)
+        i0 = global_inertia(i, q)
+        i1 = offcenter_inertia(float(m), [float(p[k]) - com[k] for k in range(3)])
+        full = [full[j] + i0[j] + i1[j] for j in range(6)]
+    res = principal_inertia(np.array(full))
     return mass, com, res
 
 
@@ -367,3 +411,39 @@ def fluid_coefs(gtype: int, size: np.ndarray, interaction: float, coefs: np.ndar
     vm = [vol * k / max(EPS, 2 - k) for k in (kx, ky, kz)]
     vi = [vol * fac(dy, dz, ky, kz) / 5, vol * fac(dz, dx, kz, kx) / 5, vol * fac(dx, dy, kx, ky) / 5]
     return np.array([interaction, *np.asarray(coefs, float)[:5], *vm, *vi])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# joint-space inertia at qpos0 (MuJoCo's LDL factorisation, dense here)
+
+
+def factor_ld(mfull: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """MuJoCo's factorisation M = L' D L (unit lower L, eliminated from the last dof up: no fill-in on a tree);
+    pivots below mjMINVAL are clamped to mjMINVAL as mj_factorM does for (near-)singular inertia.
+    Returns (L (nv, nv), 1/D (nv,))."""
+    n = len(mfull)
+    a = mfull.copy()
+    lmat = np.eye(n)
+    dinv = np.zeros(n)
+    for k in range(n - 1, -1, -1):
+        dk = max(a[k, k], MINVAL)
+        dinv[k] = 1.0 / dk
+        row = a[k, :k] / dk
+        nz = np.nonzero(row)[0]  # tree sparsity: only ancestors' entries change
+        a[np.ix_(nz, nz)] -= np.outer(row[nz], a[k, nz])
+        lmat[k, :k] = row
+    return lmat, dinv
+
+
+def solve_ld(lmat: np.ndarray, dinv: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """M^-1 x from the factors, in mj_solveLD's order (inv(L'), inv(D), inv(L)); x (nv,) or (nv, k)."""
+    x = np.array(x, float)
+    n = len(dinv)
+    for i in range(n - 1, 0, -1):
+        nz = np.nonzero(lmat[i, :i])[0]  # tree sparsity (large scenes)
+        x[nz] -= np.multiply.outer(lmat[i, nz], x[i])
+    x *= dinv.reshape((n,) + (1,) * (x.ndim - 1))
+    for i in range(1, n):
+        nz = np.nonzero(lmat[i, :i])[0]
+        x[i] -= lmat[i, nz] @ x[nz]
+    return x

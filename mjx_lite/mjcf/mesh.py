@@ -44,12 +44,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from scipy.spatial import ConvexHull, QhullError
 
+from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf.inertia import _normvec, _quat2mat, quat_mul
 from mjx_lite.mjcf.inertia import eig3 as _jacobi_eig3
-from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
+from mjx_lite.types import MINVAL
 
-MINVAL = 1e-15  # mjMINVAL
 MJEPS = 1e-14  # mjEPS
 # MuJoCo 4.0's mesh eigen-solver (measured, see eig3): the Jacobi iteration stops once the largest off-diagonal
 # is below _EIG_REL max|A|; two eigenvalues are swapped when sorting only if they differ by more than _EIG_EPS max|A|
@@ -123,6 +125,10 @@ def _quat_to_mat(q) -> np.ndarray:
 
 # ----------------------------------------------------------------------------------------------------------
 # file readers: return (vert (n, 3) float32, face (m, 3) int or None)
+
+
+def _where(elem: Element | None) -> tuple:
+    return (None, None, None) if elem is None else (elem.file, elem.line, elem.tag)
 
 
 def _err(elem: Element | None, msg: str, attribute: str | None = None) -> MJCFError:
@@ -328,8 +334,6 @@ def convex_hull(vert: np.ndarray, maxhullvert: int = -1):
     Repeated points map to their first occurrence. Returns empty arrays if qhull fails (flat/degenerate input).
     """
     empty = (np.zeros(0, np.int32), np.zeros((0, 3), np.int32), np.zeros((0, 2), np.int32))
-    from scipy.spatial import ConvexHull, QhullError
-
     vert = np.asarray(vert, np.float64)
     if len(vert) < 4:
         return empty
@@ -359,7 +363,7 @@ _POLY_BIN = 0.01  # MuJoCo bins hull triangle normals (azimuth, polar angle) in 
 def _polygon_key(a, b, c):
     """The bin of a triangle's unit normal, or None for a degenerate triangle (MuJoCo's polygon map key)."""
     n = np.cross(b - a, c - a)
-    ln = math.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
+    ln = _m.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
     if ln < MINVAL:
         return None
     n = n / ln + 0.0
@@ -369,7 +373,7 @@ def _polygon_key(a, b, c):
 
     if abs(n[2]) > 1.0 - 1e-7:
         return (0.0, cround(math.pi / _POLY_BIN) if n[2] < 0 else 0.0)
-    return (cround(math.atan2(n[1], n[0]) / _POLY_BIN), cround(math.acos(n[2]) / _POLY_BIN))
+    return (cround(_m.atan2(n[1], n[0]) / _POLY_BIN), cround(_m.acos(n[2]) / _POLY_BIN))
 
 
 class _Polygon:
@@ -433,8 +437,6 @@ def hull_polygons(vert: np.ndarray, maxhullvert: int = -1) -> list[np.ndarray]:
     polygon, counter-clockwise about its outward normal. Returns a list of (k,) int32 vertex-id cycles; empty if
     qhull fails. The vertex cycles and start vertices are MuJoCo's; the order of the polygons is first-seen (MuJoCo
     keeps them in a hash map, whose order is not reproduced)."""
-    from scipy.spatial import ConvexHull, QhullError
-
     vert = np.asarray(vert, np.float64)
     if len(vert) < 4:
         return []
@@ -538,8 +540,12 @@ def process_mesh(
     inertia: str = "legacy",
     maxhullvert: int = -1,
     elem: Element | None = None,
+    faces_flipped: bool = False,
 ) -> MeshAsset:
-    """MuJoCo's mesh processing (mjCMesh::Process) of raw float32 vertices and triangles."""
+    """MuJoCo's mesh processing (mjCMesh::Process) of raw float32 vertices and triangles.
+
+    With a left-handed `scale` (negative product) MuJoCo reverses the winding of every triangle (those of the file
+    readers already are: `faces_flipped`) and of every hull polygon (first vertex kept)."""
     if inertia not in INERTIA_TYPES:
         raise _err(elem, f"unknown mesh inertia type '{inertia}'", "inertia")
     if maxhullvert != -1 and maxhullvert < 4:
@@ -559,7 +565,7 @@ def process_mesh(
     # inconsistent orientation: a directed edge used twice (only an error for inertia="exact")
     if face is not None and inertia == "exact":
         area0, _, _ = _triangles(vert, face)
-        good = face[area0 > math.sqrt(MINVAL)]
+        good = face[area0 > _m.sqrt(MINVAL)]
         he = np.concatenate([good[:, [0, 1]], good[:, [1, 2]], good[:, [2, 0]]])
         u, cnt = np.unique(he, axis=0, return_counts=True)
         if np.any(cnt > 1):
@@ -574,6 +580,14 @@ def process_mesh(
         if len(hull_face) == 0:
             raise _err(elem, f"mesh '{name}' has no faces and its convex hull could not be computed")
         face = hull_face.astype(np.int64)
+        faces_flipped = False
+    righthand = float(np.prod(np.asarray(scale, float))) > 0
+    poly = hull_polygons(raw, maxhullvert)
+    if not righthand:  # correct the winding order for the mirrored (left-handed) vertices
+        hull_face = hull_face[:, [0, 2, 1]]
+        poly = [np.concatenate([p[:1], p[1:][::-1]]) for p in poly]
+        if not faces_flipped:
+            face = face[:, [0, 2, 1]]
 
     # refpos, refquat, scale
     refpos = np.asarray(refpos, float)
@@ -661,7 +675,7 @@ def process_mesh(
     return MeshAsset(
         name=name, vert=vert, face=face.astype(np.int32), scale=scale.copy(), pos=com, quat=quat,
         inertia_type=inertia, volume=volume, inertia=eigval, boxsz=boxsz, aamm=aamm,
-        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge, poly=hull_polygons(raw, maxhullvert),
+        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge, poly=poly,
     )  # fmt: skip
 
 
@@ -733,9 +747,9 @@ def load_mesh(
     if not name and file:
         name = os.path.splitext(os.path.basename(file.replace("\\", "/")))[0]
     if _attr(elem, "builtin", "") not in ("", "none"):
-        raise _err(e, "builtin meshes are not supported", "builtin")
+        raise MJCFUnsupportedError("builtin meshes are not supported", *_where(e), "builtin")
     if _attr(elem, "plugin", None):
-        raise _err(e, "mesh plugins (SDF) are not supported", "plugin")
+        raise MJCFUnsupportedError("mesh plugins (SDF) are not supported", *_where(e), "plugin")
     scale = _numbers(_attr(elem, "scale", (1.0, 1.0, 1.0)), float)
     righthand = scale[0] * scale[1] * scale[2] > 0
     uvert = _attr(elem, "vertex", None)
@@ -746,11 +760,21 @@ def load_mesh(
         raise _err(e, "vertex data must be a multiple of 3", "vertex")
     if uface is not None and len(uface) % 3:
         raise _err(e, "face data must be a multiple of 3", "face")
+    unormal = _attr(elem, "normal", None)
+    utex = _attr(elem, "texcoord", None)
+    if unormal is not None and len(_numbers(unormal, float)) % 3:
+        raise _err(e, "normal data must be a multiple of 3", "normal")
+    if utex is not None and len(_numbers(utex, float)) % 2:
+        raise _err(e, "texcoord must be a multiple of 2", "texcoord")
+    if (utex is not None and len(_numbers(utex, float)) and not file and uvert is not None
+            and len(_numbers(utex, float)) != 2 * (len(uvert) // 3)):  # fmt: skip
+        raise _err(e, "texcoord must be 2*nv if face texcoord indices are not provided in an OBJ file", "texcoord")
     if file:
         ctype = _content_type(file, _attr(elem, "content_type", ""), e)
         data = read_asset_file(file, model_dir, meshdir, assets, strippath, e)
         reader = {"model/stl": read_stl, "model/obj": read_obj, "model/vnd.mujoco.msh": read_msh}[ctype]
         vert, face = reader(data, righthand, file, e)
+        flipped = face is not None
         if ctype == "model/stl":
             vert, face = merge_vertices(vert, face)
         if uvert is not None:
@@ -759,7 +783,11 @@ def load_mesh(
             raise _err(e, "repeated face specification", "face")
         if face is None and uface is not None:
             face = uface.reshape(-1, 3)
+        ntex = 0 if utex is None else len(_numbers(utex, float))
+        if ntex and ctype != "model/obj" and ntex != 2 * len(vert):
+            raise _err(e, "texcoord must be 2*nv if face texcoord indices are not provided in an OBJ file", "texcoord")
     else:
+        flipped = False
         if uvert is None:
             raise _err(e, "no vertices")
         vert = uvert.astype(np.float32).reshape(-1, 3)
@@ -769,6 +797,7 @@ def load_mesh(
         refpos=_numbers(_attr(elem, "refpos", (0.0, 0.0, 0.0)), float),
         refquat=_numbers(_attr(elem, "refquat", (1.0, 0.0, 0.0, 0.0)), float),
         inertia=str(_attr(elem, "inertia", "legacy")), maxhullvert=int(_attr(elem, "maxhullvert", -1)), elem=e,
+        faces_flipped=flipped,
     )  # fmt: skip
 
 

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import numpy as np
-from lxml import etree
 
+from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf import schema as sc
-from mjx_lite.mjcf.inertia import quat_mul
-from mjx_lite.mjcf.spec import Attr, Element, MJCFError
+from mjx_lite.mjcf import xml
+from mjx_lite.mjcf.inertia import EPS, normalize, quat_mul, z2quat
+from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError
 
 # ---------------------------------------------------------------------------------------------------------
 # structure
@@ -49,10 +51,10 @@ CHILDREN: dict[str, set[str]] = {
     "option": {"flag"},
     "visual": set(sc.VISUAL_CHILDREN),
     "default": set(sc.DEFAULT_CHILDREN) | {"default"},
-    "worldbody": _BODY_CHILDREN - {"inertial", "joint", "freejoint"},
+    "worldbody": _BODY_CHILDREN,  # joints and inertial: MuJoCo's "World body cannot have ..." errors (tree())
     "body": _BODY_CHILDREN,
-    "frame": _BODY_CHILDREN - {"inertial"},
-    "replicate": _BODY_CHILDREN - {"inertial"},
+    "frame": _BODY_CHILDREN,
+    "replicate": _BODY_CHILDREN,
     "asset": {"mesh", "hfield", "texture", "material", "skin"},
     "material": {"layer"},
     "skin": {"bone"},
@@ -80,14 +82,63 @@ UNSUPPORTED: dict[str, set[str]] = {
     "actuator": {"orientation", "pid", "dcmotor", "plugin"},
     "sensor": {"tactile", "user", "plugin"},
 }
+# children that may appear at most once in their parent (MuJoCo's schema: "unique element ... found N times")
+UNIQUE: dict[str, set[str]] = {
+    "compiler": {"lengthrange"},
+    "option": {"flag"},
+    "visual": set(sc.VISUAL_CHILDREN),
+    "default": set(sc.DEFAULT_CHILDREN) | set(sc.ACTUATOR_TAGS) | {"orientation", "pid", "dcmotor"},
+    "body": {"inertial"},
+    "frame": {"inertial"},
+    "replicate": {"inertial"},
+}
 ORIENTED = {"body", "frame", "inertial", "geom", "site", "camera"}
+# MuJoCo normalises these quaternions before resolving an orientation alternative (not after): the quaternion of an
+# alternative stays as computed (Element.raw_quat; attrs.quat leaves it as is)
+RAW_ALTERNATIVE = {"body", "geom", "inertial"}
 SECTION_ORDER = ("compiler", "option", "size", "statistic", "visual", "default", "asset", "worldbody", "contact",
                  "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
 ALWAYS = ("compiler", "option", "size", "statistic", "worldbody")
 
 
+def _check_unique(raw) -> None:
+    """MuJoCo's schema: some children may appear at most once per parent element."""
+    unique = UNIQUE.get(raw.tag)
+    if not unique:
+        return
+    seen: dict[str, int] = {}
+    for k in raw.children:
+        if k.tag in unique:
+            seen[k.tag] = seen.get(k.tag, 0) + 1
+    for tag, n in seen.items():
+        if n > 1:
+            raise MJCFError(f"unique element '{tag}' found {n} times", raw.file, raw.line, raw.tag)
+
+
+def _schema_only(raw, parent: str) -> None:
+    """Check an element MuJoCo validates but does not read: attribute names and child elements only."""
+    key = sc.key_of(parent, raw.tag)
+    schema = sc.SCHEMA.get(key, {})
+    for name in raw.attrib:
+        if name not in schema:
+            raise _bad("unknown attribute", raw, name)
+    allowed = CHILDREN.get(key, ())
+    for k in raw.children:
+        if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
+            if k.tag in UNSUPPORTED.get(key, ()):
+                raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_NI}", k.file, k.line, k.tag)
+            raise MJCFError(f"unknown element (in <{raw.tag}>)", k.file, k.line, k.tag)
+        _schema_only(k, raw.tag)
+
+
+def _no_children(raw) -> None:
+    if raw.children:
+        c = raw.children[0]
+        raise MJCFError(f"unknown element (in <{raw.tag}>)", c.file, c.line, c.tag)
+
+
 class _Raw:
-    """An XML element after include expansion (plain Python, cheaper than lxml for the later passes)."""
+    """An XML element after include expansion."""
 
     __slots__ = ("tag", "attrib", "children", "file", "line")
 
@@ -96,85 +147,72 @@ class _Raw:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# loading and includes
-
-
-def _read_xml(data: bytes, file: str) -> etree._Element:
-    # a fresh parser per document: lxml parsers must not be shared between threads
-    parser = etree.XMLParser(remove_comments=True, remove_pis=True, resolve_entities=False, huge_tree=True)
-    try:
-        root = etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as e:
-        line = e.lineno if e.lineno is not None else (e.position[0] if e.position else None)
-        raise MJCFError(f"malformed XML: {e.msg}", file, line) from None
-    return root
+# loading and includes (MuJoCo's rules: mjcf/xml.py reads the syntax; includes as in MuJoCo's IncludeXML)
 
 
 class _Loader:
+    """Reads the model file and its includes. An <include file=...> is replaced by the children of the included
+    file's root element (whatever its tag); the file is looked up in `assets`, then relative to the top-level
+    model's directory, then relative to the including file's directory. A file may be included only once (MuJoCo:
+    "already included"), which also rules out recursion; an include must be empty, name a file, and the file must
+    be well-formed with at least one element under its root. Other attributes of <include> are ignored, as in
+    MuJoCo."""
+
     def __init__(self, assets: dict[str, bytes] | None, top_dir: str | None):
         self.assets = assets or {}
         self.top_dir = top_dir
-        self.stack: list[str] = []
+        self.included: set[str] = set()
 
-    def load(self, data: bytes, file: str, directory: str | None) -> _Raw:
-        root = _read_xml(data, file)
+    def load(self, data: bytes | str, file: str, directory: str | None) -> _Raw:
+        root = xml.parse(data, file)
         if root.tag != "mujoco":
-            raise MJCFError("top-level element must be <mujoco>", file, root.sourceline, str(root.tag))
+            raise MJCFError("top-level element must be <mujoco>", file, root.line, root.tag)
         return self._convert(root, file, directory)
 
-    def _convert(self, el, file, directory) -> _Raw:
+    def _convert(self, el: xml.Node, file: str, directory: str | None) -> _Raw:
         kids = []
-        for c in el:
-            tag = c.tag
-            if not isinstance(tag, str):  # comments, entities
-                continue
-            if tag == "include":
+        for c in el.children:
+            if c.tag == "include":
                 kids.extend(self._include(c, file, directory))
             else:
                 kids.append(self._convert(c, file, directory))
-        return _Raw(el.tag, dict(el.attrib), kids, file, el.sourceline)
+        return _Raw(el.tag, el.attrib, kids, file, el.line)
 
-    def _include(self, el, file, directory) -> list[_Raw]:
-        line = el.sourceline
-        extra = set(el.attrib) - {"file"}
-        if extra:
-            raise MJCFError("unknown attribute", file, line, "include", sorted(extra)[0])
-        name = el.get("file")
-        if not name:
-            raise MJCFError("missing file name", file, line, "include", "file")
-        if len(el):
-            raise MJCFError("<include> cannot have children", file, line, "include")
-        data, path, newdir = None, name, directory
+    def _find(self, name: str, directory: str | None) -> tuple[bytes | str | None, str, str | None]:
+        """(content or None, path, its directory) of an included file."""
         if name in self.assets:
-            data = self.assets[name]
-        else:
-            candidates = [name] if os.path.isabs(name) else []
-            for d in (directory, self.top_dir):
-                if d is not None and not os.path.isabs(name):
-                    candidates.append(os.path.join(d, name))
-            for p in candidates:
-                if os.path.isfile(p):
-                    path, newdir = p, os.path.dirname(os.path.abspath(p))
-                    with open(p, "rb") as f:
-                        data = f.read()
-                    break
-            else:
-                base = os.path.basename(name)
-                if base in self.assets:
-                    data = self.assets[base]
+            return self.assets[name], name, directory
+        candidates = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in (self.top_dir, directory)
+                                                        if d is not None]  # fmt: skip
+        for p in candidates:
+            if os.path.isfile(p):
+                with open(p, "rb") as f:
+                    return f.read(), p, os.path.dirname(os.path.abspath(p))
+        base = os.path.basename(name)
+        if base in self.assets:
+            return self.assets[base], base, directory
+        return None, name, directory
+
+    def _include(self, el: xml.Node, file: str, directory: str | None) -> list[_Raw]:
+        line = el.line
+        if el.has_content:
+            raise MJCFError("<include> cannot have children", file, line, "include")
+        name = el.attrib.get("file")
+        if name is None:
+            raise MJCFError("required attribute missing", file, line, "include", "file")
+        data, path, newdir = self._find(name, directory)
         if data is None:
             raise MJCFError(f"included file '{name}' not found", file, line, "include", "file")
-        if isinstance(data, str):
-            data = data.encode()
-        key = os.path.abspath(path) if newdir is not directory else path
-        if key in self.stack:
-            raise MJCFError(f"recursive include of '{name}'", file, line, "include", "file")
-        self.stack.append(key)
-        try:
-            sub = self.load(data, path, newdir)
-        finally:
-            self.stack.pop()
-        return sub.children
+        key = os.path.normpath(os.path.abspath(path)) if os.path.isfile(path) else "asset:" + path
+        if key in self.included:
+            raise MJCFError(f"file '{name}' already included", file, line, "include", "file")
+        self.included.add(key)
+        if not data:
+            raise MJCFError(f"included file '{name}' is empty", file, line, "include", "file")
+        root = xml.parse(data, path)
+        if not root.children:
+            raise MJCFError(f"included file '{name}' has no elements under its root", file, line, "include", "file")
+        return self._convert(root, path, newdir).children
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -185,9 +223,65 @@ def _bad(msg, raw, attr):
     return MJCFError(msg, raw.file, raw.line, raw.tag, attr)
 
 
-def _convert(text: str, a: Attr, raw: _Raw, name: str, inherited=None, pad: bool = True):
+# Numbers are read as MuJoCo reads them (C strtod / strtol in the C locale): tokens separated by ASCII whitespace;
+# reals in decimal or hexadecimal notation, inf/infinity/nan (any case); integers in decimal only, within int32;
+# a finite real that overflows the attribute's C type (double, or float for the attributes MuJoCo stores in
+# single precision, schema.F32) is "too large"; an empty (or all-whitespace) value means the attribute is absent.
+_C_WS = re.compile(r"[ \t\n\v\f\r]+")
+_REAL = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
+    r"|(?i:inf(?:inity)?|nan(?:\([0-9A-Za-z_]*\))?))"
+)
+_INT = re.compile(r"[+-]?[0-9]+")
+_INT32 = (-(2**31), 2**31 - 1)
+_F32_MAX = float(np.finfo(np.float32).max)
+_ABSENT = object()  # an attribute written with no value at all (MuJoCo treats it as not written)
+# the integers MuJoCo's reader reads one by one (ReadAttrInt): an empty value is an error there
+_EMPTY_IS_ERROR = {("size", "nconmax"), ("size", "nstack"), ("size", "njmax"), ("mesh", "maxhullvert"),
+                   ("default/mesh", "maxhullvert"), ("skin", "group"), ("freejoint", "group"), ("numeric", "size"),
+                   ("sensor/contact", "num"), ("sensor/user", "dim")}  # fmt: skip
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in _C_WS.split(text) if t]
+
+
+def _real(tok: str, f32: bool, raw: _Raw, name: str) -> float:
+    if _REAL.fullmatch(tok) is None:
+        raise _bad(f"bad format: '{tok}' is not a number", raw, name)
+    low = tok.lstrip("+-").lower()
+    if low.startswith("nan"):
+        return math.nan
+    if low.startswith("0x"):
+        try:
+            v = float.fromhex(tok)
+        except OverflowError:
+            v = math.inf
+    else:
+        v = float(tok)
+    if math.isinf(v) and not low.startswith("inf") or f32 and math.isfinite(v) and _rounds_to_f32_inf(v):
+        raise _bad(f"number is too large: '{tok}' overflows a {'float' if f32 else 'double'}", raw, name)
+    return v
+
+
+def _rounds_to_f32_inf(v: float) -> bool:
+    with np.errstate(over="ignore"):
+        return abs(v) > _F32_MAX and bool(np.isinf(np.float32(v)))
+
+
+def _int(tok: str, raw: _Raw, name: str) -> int:
+    if _INT.fullmatch(tok) is None:
+        raise _bad(f"bad format: '{tok}' is not an integer", raw, name)
+    v = int(tok)
+    if not _INT32[0] <= v <= _INT32[1]:
+        raise _bad(f"number is too large: '{tok}' does not fit a 32-bit integer", raw, name)
+    return v
+
+
+def _convert(text: str, a: Attr, raw: _Raw, name: str, inherited=None, pad: bool = True, key: str = ""):
     """Parse one attribute's text per its Attr; `inherited` (else the built-in default) fills the tail of
-    non-exact vectors when `pad`."""
+    non-exact vectors when `pad`. Returns _ABSENT for a numeric attribute written with no value."""
     kind = a.kind
     if kind == "string":
         return text
@@ -205,15 +299,16 @@ def _convert(text: str, a: Attr, raw: _Raw, name: str, inherited=None, pad: bool
         if text in ("true", "false", "auto"):
             return text
         raise _bad(f"invalid keyword '{text}' (expected false, true or auto)", raw, name)
-    parts = text.split()
-    try:
-        if kind == "real":
-            vals = [float(p) for p in parts]
-        else:
-            vals = [int(p) for p in parts]
-    except ValueError:
-        what = "a number" if kind == "real" else "an integer"
-        raise _bad(f"'{text}' is not {what}", raw, name) from None
+    parts = _tokens(text)
+    if not parts:
+        if (key, name) in _EMPTY_IS_ERROR:
+            raise _bad("problem reading attribute", raw, name)
+        return _ABSENT
+    if kind == "real":
+        f32 = (key, name) in sc.F32
+        vals = [_real(p, f32, raw, name) for p in parts]
+    else:
+        vals = [_int(p, raw, name) for p in parts]
     n = len(vals)
     count = a.count
     if count == 1:
@@ -248,16 +343,23 @@ def _written(raw: _Raw, key: str, inherited: dict | None = None, required: bool 
     for name, text in raw.attrib.items():
         a = schema.get(name)
         if a is None:
-            if name.startswith("{"):  # namespaced (xml:base, ...)
+            if key == "mujoco" and (name == "xmlns" or ":" in name):  # namespace declarations on the root
+                continue
+            if key in ("frame", "replicate"):  # MuJoCo does not check the attributes of these; it reads its own
                 continue
             raise _bad("unknown attribute", raw, name)
-        out[name] = _convert(text, a, raw, name, None if inherited is None else inherited.get(name), pad)
+        v = _convert(text, a, raw, name, None if inherited is None else inherited.get(name), pad, key)
+        if v is _ABSENT:
+            continue
+        out[name] = v
         if key in _WORD_KEYS:
             words = sc.WORDS.get((key, name))
             if words is not None:
                 for wd in text.split():
                     if wd not in words:
                         raise _bad(f"invalid keyword '{wd}' (expected words of {', '.join(words)})", raw, name)
+    if key in ("light", "default/light") and "type" in raw.attrib and "directional" in raw.attrib:
+        raise _bad("at most one of 'directional', 'type' can be specified", raw, "directional")
     if required and key in _CHECKED_KEYS:
         for name in sc.REQUIRED.get(key, ()):
             if name not in out:
@@ -282,68 +384,69 @@ def _qrot(q, v):
     return v + w * t + np.cross(u, t)
 
 
-def _mat2quat(m):
-    tr = m[0, 0] + m[1, 1] + m[2, 2]
-    if tr > 0:
-        s = math.sqrt(tr + 1.0) * 2
-        q = [0.25 * s, (m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s]
-    elif m[0, 0] > m[1, 1] and m[0, 0] > m[2, 2]:
-        s = math.sqrt(1.0 + m[0, 0] - m[1, 1] - m[2, 2]) * 2
-        q = [(m[2, 1] - m[1, 2]) / s, 0.25 * s, (m[0, 1] + m[1, 0]) / s, (m[0, 2] + m[2, 0]) / s]
-    elif m[1, 1] > m[2, 2]:
-        s = math.sqrt(1.0 + m[1, 1] - m[0, 0] - m[2, 2]) * 2
-        q = [(m[0, 2] - m[2, 0]) / s, (m[0, 1] + m[1, 0]) / s, 0.25 * s, (m[1, 2] + m[2, 1]) / s]
+def _frame2quat(x, y, z) -> list[float]:
+    """mjuu_frame2quat: quaternion of the frame with axes x, y, z (the matrix's columns), normalised."""
+    mat = (x, y, z)  # mat[c][r]
+    if mat[0][0] + mat[1][1] + mat[2][2] > 0:
+        q0 = 0.5 * _m.sqrt(1 + mat[0][0] + mat[1][1] + mat[2][2])
+        q = [q0, 0.25 * (mat[1][2] - mat[2][1]) / q0, 0.25 * (mat[2][0] - mat[0][2]) / q0,
+             0.25 * (mat[0][1] - mat[1][0]) / q0]  # fmt: skip
+    elif mat[0][0] > mat[1][1] and mat[0][0] > mat[2][2]:
+        q1 = 0.5 * _m.sqrt(1 + mat[0][0] - mat[1][1] - mat[2][2])
+        q = [0.25 * (mat[1][2] - mat[2][1]) / q1, q1, 0.25 * (mat[1][0] + mat[0][1]) / q1,
+             0.25 * (mat[2][0] + mat[0][2]) / q1]  # fmt: skip
+    elif mat[1][1] > mat[2][2]:
+        q2 = 0.5 * _m.sqrt(1 - mat[0][0] + mat[1][1] - mat[2][2])
+        q = [0.25 * (mat[2][0] - mat[0][2]) / q2, 0.25 * (mat[1][0] + mat[0][1]) / q2, q2,
+             0.25 * (mat[2][1] + mat[1][2]) / q2]  # fmt: skip
     else:
-        s = math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1]) * 2
-        q = [(m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s]
-    q = np.array(q)
-    if q[0] < 0:
-        q = -q
+        q3 = 0.5 * _m.sqrt(1 - mat[0][0] - mat[1][1] + mat[2][2])
+        q = [0.25 * (mat[0][1] - mat[1][0]) / q3, 0.25 * (mat[2][0] + mat[0][2]) / q3,
+             0.25 * (mat[2][1] + mat[1][2]) / q3, q3]  # fmt: skip
+    _m._normvec(q)
     return q
 
 
-_EPS = 1e-10
-
-
-def _normalize(v, what, raw, attr):
-    n = float(np.linalg.norm(v))
-    if n < _EPS:
-        raise _bad(f"zero-length {what}", raw, attr)
-    return np.asarray(v, dtype=np.float64) / n
+def _unit(v, what, raw, attr) -> list[float]:
+    """mjuu_normvec, with MuJoCo's "<what> too small" error when the returned norm is below mjEPS."""
+    out = [float(x) for x in v]
+    if _m._normvec(out) < EPS:
+        raise _bad(f"error '{what} too small' in frame alternative", raw, attr)
+    return out
 
 
 def orientation_to_quat(kind: str, v, degree: bool, eulerseq: str, raw: _Raw) -> np.ndarray:
-    """Unit quaternion of one MJCF orientation specifier (quat | axisangle | euler | xyaxes | zaxis)."""
-    scale = math.pi / 180.0 if degree else 1.0
+    """Quaternion of one MJCF orientation specifier (quat | axisangle | euler | xyaxes | zaxis), computed as MuJoCo's
+    ResolveOrientation does, operation by operation (huge or degenerate values give MuJoCo's answer); a `quat` is
+    normalised as the compiler does and an all-zero one is an error."""
+    v = [float(x) for x in np.asarray(v, dtype=np.float64).reshape(-1)]
     if kind == "quat":
-        return _normalize(v, "quaternion", raw, kind)
+        if not any(v):
+            raise _bad("zero quaternion is not allowed", raw, kind)
+        return normalize(np.array(v))[0]
     if kind == "axisangle":
-        axis = _normalize(v[:3], "axis", raw, kind)
-        half = 0.5 * v[3] * scale
-        return np.concatenate([[math.cos(half)], math.sin(half) * axis])
+        ang = v[3] / 180.0 * math.pi if degree else v[3]
+        axis = _unit(v[:3], "axisangle", raw, kind)
+        ang2 = ang / 2
+        return np.array([_m.cos(ang2), _m.sin(ang2) * axis[0], _m.sin(ang2) * axis[1], _m.sin(ang2) * axis[2]])
     if kind == "euler":
-        q = np.array([1.0, 0.0, 0.0, 0.0])
+        quat = [1.0, 0.0, 0.0, 0.0]
         for i, ch in enumerate(eulerseq):
-            half = 0.5 * v[i] * scale
-            r = np.zeros(4)
-            r[0] = math.cos(half)
-            r[1 + "xyz".index(ch.lower())] = math.sin(half)
-            q = quat_mul(q, r) if ch.islower() else quat_mul(r, q)
-        return q / np.linalg.norm(q)
+            e = v[i] / 180.0 * math.pi if degree else v[i]
+            qrot = [_m.cos(e / 2), 0.0, 0.0, 0.0]
+            qrot[1 + "xyz".index(ch.lower())] = _m.sin(e / 2)
+            quat = _m._mulquat(quat, qrot) if ch.islower() else _m._mulquat(qrot, quat)
+        return np.array(quat)
     if kind == "xyaxes":
-        x = _normalize(v[:3], "x axis", raw, kind)
-        y = np.asarray(v[3:6], dtype=np.float64)
-        y = _normalize(y - x * np.dot(x, y), "y axis (orthogonalised)", raw, kind)
-        z = np.cross(x, y)
-        return _mat2quat(np.stack([x, y, z], axis=1))
+        x = _unit(v[:3], "xaxis", raw, kind)
+        y = v[3:6]
+        d = x[0] * y[0] + x[1] * y[1] + x[2] * y[2]
+        y = _unit([y[0] - x[0] * d, y[1] - x[1] * d, y[2] - x[2] * d], "yaxis", raw, kind)
+        z = _unit([x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0]],
+                  "cross(xaxis, yaxis)", raw, kind)  # fmt: skip
+        return np.array(_frame2quat(x, y, z))
     if kind == "zaxis":
-        z = _normalize(v, "z axis", raw, kind)
-        axis = np.array([-z[1], z[0], 0.0])  # cross((0,0,1), z)
-        s = np.linalg.norm(axis)
-        if s < 1e-10:
-            return np.array([1.0, 0, 0, 0]) if z[2] > 0 else np.array([0.0, 1, 0, 0])
-        ang = math.atan2(s, z[2])
-        return np.concatenate([[math.cos(ang / 2)], math.sin(ang / 2) * axis / s])
+        return z2quat(np.array(_unit(v, "zaxis", raw, kind)))
     raise AssertionError(kind)
 
 
@@ -377,7 +480,7 @@ class _Defaults:
         self.classes["main"] = main
         self.elements: list[Element] = []
         for sec in sections:
-            cls = sec.attrib.get("class", "main")
+            cls = sec.attrib.get("class", "main") or "main"  # MuJoCo: an empty name is the main class here
             extra = set(sec.attrib) - {"class"}
             if extra:
                 raise _bad("unknown attribute", sec, sorted(extra)[0])
@@ -386,9 +489,12 @@ class _Defaults:
             self.elements.append(self._fill(sec, main))
 
     def _add(self, raw: _Raw, parent: _Class) -> Element:
+        extra = set(raw.attrib) - {"class"}
+        if extra:
+            raise _bad("unknown attribute", raw, sorted(extra)[0])
         name = raw.attrib.get("class")
-        if name is None:
-            raise MJCFError("nested <default> needs a class name", raw.file, raw.line, "default", "class")
+        if not name:
+            raise MJCFError("empty class name", raw.file, raw.line, "default", "class")
         if name in self.classes:
             raise MJCFError(f"repeated default class name '{name}'", raw.file, raw.line, "default", "class")
         c = _Class(name, parent, raw)
@@ -400,25 +506,28 @@ class _Defaults:
         return self._fill(raw, c)
 
     def _fill(self, raw: _Raw, c: _Class) -> Element:
+        """The class's own elements first, then its nested classes (which inherit all of them), as MuJoCo."""
+        _check_unique(raw)
         kids = []
         for k in raw.children:
             tag = k.tag
             if tag == "default":
-                kids.append(self._add(k, c))
                 continue
             key = sc.DEFAULT_CHILDREN.get(tag)
             if key is None:
                 raise MJCFError("unknown element in <default>", k.file, k.line, tag)
             if tag in sc.ACTUATOR_TAGS:
+                _no_children(k)
                 w = _written(k, key, required=False, pad=False)
                 el = Element(tag, w, [], k.file, k.line, set(w))
                 c.actuators.append(el)
                 kids.append(el)
                 continue
             w = _written(k, key, {**_BUILTIN[key], **c.values[tag]}, required=False)
-            orient = [n for n in sc.ORIENT_ATTRS if n in w]
-            if len(orient) > 1:
-                raise _bad(f"multiple orientation specifiers ({', '.join(orient)})", k, orient[1])
+            present = [n for n in sc.ORIENT_ATTRS if n in k.attrib]  # MuJoCo counts written ones, even empty
+            if len(present) > 1:
+                raise _bad(f"multiple orientation specifiers ({', '.join(present)})", k, present[1])
+            orient = [n for n in present if n in w]
             if orient:
                 c.orient[tag] = (orient[0], w.pop(orient[0]), k)
             for n in sc.ORIENT_ATTRS:
@@ -432,6 +541,7 @@ class _Defaults:
             elif k.children:
                 raise MJCFError("unknown element", k.children[0].file, k.children[0].line, k.children[0].tag)
             kids.append(Element(tag, dict(w), [], k.file, k.line, set(w)))
+        kids += [self._add(k, c) for k in raw.children if k.tag == "default"]
         return Element("default", {"class": c.name}, kids, raw.file, raw.line, {"class"})
 
     def get(self, name: str, raw: _Raw, attr: str) -> _Class:
@@ -490,11 +600,13 @@ class _Builder:
         if "class" in w and dtag is None:
             self.defaults.get(w["class"], raw, "class")
         if tag == "geom" and w.get("type", attrs.get("type")) == "sdf":
-            raise NotImplementedError(f"{raw.file}:{raw.line}: <geom type='sdf'> is {_NI}")
+            raise MJCFUnsupportedError(f"<geom type='sdf'> is {_NI}", raw.file, raw.line, "geom", "type")
+        raw_quat = False
         if tag in ORIENTED:
-            orient = [n for n in sc.ORIENT_ATTRS if n in w]
-            if len(orient) > 1:
-                raise _bad(f"multiple orientation specifiers ({', '.join(orient)})", raw, orient[1])
+            present = [n for n in sc.ORIENT_ATTRS if n in raw.attrib]  # MuJoCo counts written ones, even empty
+            if len(present) > 1:
+                raise _bad(f"multiple orientation specifiers ({', '.join(present)})", raw, present[1])
+            orient = [n for n in present if n in w]
             spec = None
             if orient:
                 spec = (orient[0], w[orient[0]], raw)
@@ -502,13 +614,17 @@ class _Builder:
                 spec = cls.orient[dtag]
             for n in sc.ORIENT_ATTRS:
                 w.pop(n, None)
+            ft = w.get("fromto", attrs.get("fromto"))
+            if tag in ("geom", "site") and ft is not None and not math.isnan(float(np.asarray(ft).reshape(-1)[0])):
+                spec = None  # MuJoCo: fromto decides the orientation; an alternative is not even resolved
             if spec is not None:
                 kind, v, src = spec
                 attrs["quat"] = orientation_to_quat(kind, v, self.degree, self.eulerseq, src)
                 explicit.add("quat")
+                raw_quat = kind != "quat" and tag in RAW_ALTERNATIVE
         attrs.update(w)
         explicit.update(w)
-        el = Element(tag, attrs, [], raw.file, raw.line, explicit)
+        el = Element(tag, attrs, [], raw.file, raw.line, explicit, raw_quat=raw_quat)
         if frame is not None:
             _apply_frame(el, frame)
         return el
@@ -520,12 +636,13 @@ class _Builder:
         return Element(raw.tag, w, [], raw.file, raw.line, set(w), list(cls.actuators))
 
     def check_children(self, raw: _Raw, key: str):
+        _check_unique(raw)
         allowed = CHILDREN.get(key, ())
         unsupported = UNSUPPORTED.get(key, ())
         for k in raw.children:
             if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
                 if k.tag in unsupported:
-                    raise NotImplementedError(f"{k.file}:{k.line}: <{k.tag}> (in <{raw.tag}>) is {_NI}")
+                    raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_NI}", k.file, k.line, k.tag)
                 raise MJCFError(f"unknown element (in <{raw.tag}>)", k.file, k.line, k.tag)
 
     # -- section with plain children ----------------------------------------------------------------------
@@ -542,14 +659,21 @@ class _Builder:
         """Add the children of body/worldbody/frame `raw` to `out` (frames folded)."""
         key = raw.tag
         self.check_children(raw, key)
+        world = out.tag == "worldbody"
         for k in raw.children:
             tag = k.tag
+            if tag in ("joint", "freejoint", "inertial"):
+                if world:
+                    what = "inertia" if tag == "inertial" else "joints"
+                    raise MJCFError(f"World body cannot have {what}", k.file, k.line, tag)
+                if raw.tag == "replicate":
+                    raise MJCFError(f"{tag} cannot be a direct child of replicate", k.file, k.line, tag)
             if tag == "frame":
                 f = self.element(k, key, childclass, None)
                 cc = f.attrs.get("childclass") or childclass
-                if f.attrs.get("childclass"):
-                    self.defaults.get(cc, k, "childclass")
-                fr = (np.asarray(f.attrs["pos"], dtype=float), np.asarray(f.attrs["quat"], dtype=float))
+                if f.attrs.get("childclass") is not None:
+                    self.defaults.get(f.attrs["childclass"], k, "childclass")
+                fr = (np.asarray(f.attrs["pos"], dtype=float), normalize(np.asarray(f.attrs["quat"], dtype=float))[0])
                 if frame is not None:
                     fr = (frame[0] + _qrot(frame[1], fr[0]), quat_mul(frame[1], fr[1]))
                 self.tree(k, out, cc, fr)
@@ -558,15 +682,15 @@ class _Builder:
             elif tag == "body":
                 b = self.element(k, key, childclass, frame)
                 cc = b.attrs.get("childclass") or childclass
-                if b.attrs.get("childclass"):
-                    self.defaults.get(cc, k, "childclass")
+                if b.attrs.get("childclass") is not None:
+                    self.defaults.get(b.attrs["childclass"], k, "childclass")
                 self.tree(k, b, cc, None)
                 out.children.append(b)
             else:
                 if k.children:
                     c = k.children[0]
                     if c.tag in UNSUPPORTED.get(tag, ()):
-                        raise NotImplementedError(f"{c.file}:{c.line}: <{c.tag}> (in <{tag}>) is {_NI}")
+                        raise MJCFUnsupportedError(f"<{c.tag}> (in <{tag}>) is {_NI}", c.file, c.line, c.tag)
                     raise MJCFError(f"unknown element (in <{tag}>)", c.file, c.line, c.tag)
                 out.children.append(self.element(k, key, childclass, frame))
 
@@ -615,8 +739,9 @@ def _apply_frame(el: Element, frame):
         el.explicit.add("dir")
         return
     if "quat" in a and a["quat"] is not None:
-        a["quat"] = quat_mul(fquat, np.asarray(a["quat"], dtype=float))
+        a["quat"] = np.array(_m._mulquat(list(fquat), [float(x) for x in a["quat"]]))  # normalises, as MuJoCo's
         el.explicit.add("quat")
+        el.raw_quat = False
     ft = a.get("fromto")
     if ft is not None:
         a["fromto"] = np.concatenate([fpos + _qrot(fquat, ft[:3]), fpos + _qrot(fquat, ft[3:])])
@@ -641,9 +766,12 @@ def _build(root: _Raw) -> Element:
 
     by_tag: dict[str, list[_Raw]] = {}
     for k in root.children:
+        if k.tag in ("body", "frame", "replicate"):  # MuJoCo's schema accepts these here; its reader ignores them
+            _schema_only(k, "worldbody")
+            continue
         if k.tag not in CHILDREN["mujoco"]:
             if k.tag in UNSUPPORTED["mujoco"]:
-                raise NotImplementedError(f"{k.file}:{k.line}: <{k.tag}> is {_NI}")
+                raise MJCFUnsupportedError(f"<{k.tag}> is {_NI}", k.file, k.line, k.tag)
             raise MJCFError("unknown element (in <mujoco>)", k.file, k.line, k.tag)
         by_tag.setdefault(k.tag, []).append(k)
 
@@ -651,9 +779,11 @@ def _build(root: _Raw) -> Element:
     comp = Element("compiler", dict(_BUILTIN["compiler"]), [], root.file, root.line, set())
     lr = None
     for raw in by_tag.get("compiler", []):
+        _check_unique(raw)
         for k in raw.children:
             if k.tag != "lengthrange":
                 raise MJCFError("unknown element (in <compiler>)", k.file, k.line, k.tag)
+            _no_children(k)
         w = _written(raw, "compiler")
         comp.attrs.update(w)
         comp.explicit |= set(w)
@@ -694,7 +824,7 @@ def _build(root: _Raw) -> Element:
             wb = Element("worldbody", {}, [], raws[0].file if raws else root.file, raws[0].line if raws else root.line)
             for raw in raws:
                 if raw.attrib:
-                    raise _bad("unknown attribute", raw, sorted(raw.attrib)[0])
+                    raise _bad("World body cannot have attributes", raw, sorted(raw.attrib)[0])
                 b.tree(raw, wb, None, None)
             sections[tag] = wb
             continue
@@ -702,9 +832,11 @@ def _build(root: _Raw) -> Element:
             opt = Element("option", dict(_BUILTIN["option"]), [], root.file, root.line, set())
             flag = Element("flag", dict(_BUILTIN["option/flag"]), [], root.file, root.line, set())
             for i, raw in enumerate(raws):
+                _check_unique(raw)
                 for k in raw.children:
                     if k.tag != "flag":
                         raise MJCFError("unknown element (in <option>)", k.file, k.line, k.tag)
+                    _no_children(k)
                 e = b.element(raw, "mujoco", None)
                 if i == 0:
                     opt.file, opt.line = raw.file, raw.line
@@ -738,14 +870,50 @@ def _build(root: _Raw) -> Element:
                 merged.children.extend(e.children)
         sections[tag] = merged
     out.children = [sections[t] for t in SECTION_ORDER if t in sections]
+    _reader_checks(out)
     return out
 
 
-def parse_string(xml: str | bytes, assets: dict[str, bytes] | None = None, base_dir: str | None = None) -> Element:
+_MEMORY = re.compile(r"\+?([0-9]+)([KMGTPEkmgtpe]?)")
+
+
+def _reader_checks(root: Element) -> None:
+    """Value checks of MuJoCo's XML reader on <size>, <statistic> and <visual>."""
+    for sec in root.children:
+        if sec.tag == "size":
+            for name in ("nconmax", "njmax", "nstack") + tuple(n for n in sec.attrs if n.startswith("nuser_")):
+                v = sec.attrs.get(name)
+                if v is not None and v < -1:
+                    raise MJCFError(f"{name} must be >= -1", sec.file, sec.line, "size", name)
+            mem = sec.attrs.get("memory")
+            if "memory" in sec.explicit and mem.strip() != "-1":
+                m = _MEMORY.fullmatch(mem.strip())
+                shift = 10 * "KMGTPE".index(m.group(2).upper()) + 10 if m and m.group(2) else 0
+                if m is None or int(m.group(1)) << shift >= 2**64:
+                    raise MJCFError("unsigned integer with an optional suffix {K,M,G,T,P,E} is expected in "
+                                    "attribute 'memory' (or the size specified is too big)", sec.file, sec.line,
+                                    "size", "memory")  # fmt: skip
+        elif sec.tag == "statistic":
+            extent = sec.attrs.get("extent")
+            if extent is not None and not math.isnan(extent) and extent <= 0:
+                raise MJCFError("extent must be strictly positive", sec.file, sec.line, "statistic", "extent")
+        elif sec.tag == "visual":
+            realtime, znear = 1.0, 0.01
+            for c in sec.children:
+                if c.tag == "global":
+                    realtime = c.attrs["realtime"] if c.attrs.get("realtime") is not None else realtime
+                    if realtime <= 0:
+                        raise MJCFError("realtime must be greater than 0", c.file, c.line, "global", "realtime")
+                elif c.tag == "map":
+                    znear = c.attrs["znear"] if c.attrs.get("znear") is not None else znear
+                    if znear <= 0:
+                        raise MJCFError("znear must be strictly positive", c.file, c.line, "map", "znear")
+
+
+def parse_string(text: str | bytes, assets: dict[str, bytes] | None = None, base_dir: str | None = None) -> Element:
     """Parse MJCF text. Includes resolve from `assets` (name -> bytes) first, then relative to `base_dir`."""
-    data = xml.encode() if isinstance(xml, str) else xml
     loader = _Loader(assets, base_dir)
-    root = loader.load(data, "<string>", base_dir)
+    root = loader.load(text, "<string>", base_dir)
     return _build(root)
 
 
@@ -759,6 +927,6 @@ def parse_file(path: str, assets: dict[str, bytes] | None = None) -> Element:
         raise MJCFError(f"cannot read file: {e.strerror}", path) from None
     d = os.path.dirname(os.path.abspath(path))
     loader = _Loader(assets, d)
-    loader.stack.append(os.path.abspath(path))
+    loader.included.add(os.path.normpath(os.path.abspath(path)))
     root = loader.load(data, path, d)
     return _build(root)

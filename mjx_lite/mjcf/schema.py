@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite.mjcf import schema_actuation
 from mjx_lite.mjcf.spec import Attr
 
 
@@ -139,7 +140,7 @@ _OPTION = {
     "density": R(0),
     "gravity": R((0, 0, -9.81), 3),
     "impratio": R(1),
-    "integrator": K("Euler", "Euler", "RK4", "implicit", "implicitfast"),
+    "integrator": K("Euler", "Euler", "RK4", "implicit", "implicitfast", "discrete"),
     "iterations": I(100),
     "jacobian": K("auto", "dense", "sparse", "auto"),
     "ls_iterations": I(50),
@@ -661,7 +662,11 @@ _TEXT = {"name": S(), "data": S()}
 _TUPLE = {"name": S()}
 _TUPLE_ELEMENT = {"objtype": S(), "objname": S(), "prm": R(0)}
 
-# <visual> is kept aside loosely: attributes are checked by name and kept as strings
+# <visual> is kept aside (the compiler ignores it) but typed as MuJoCo reads it (mjVisual: floats and ints)
+_VIS_INT = ("cameraid", "offwidth", "offheight", "shadowsize", "offsamples", "numslices", "numstacks", "numquads",
+            "active")  # fmt: skip
+_VIS_BOOL = ("orthographic", "ellipsoidinertia", "bvactive")
+_VIS_COUNT = {"headlight": 3, "rgba": 4}
 VISUAL_CHILDREN = {
     "global": "azimuth bvactive cameraid elevation ellipsoidinertia fovy glow ipd linewidth offheight offwidth "
     "orthographic realtime",
@@ -675,7 +680,17 @@ VISUAL_CHILDREN = {
     "contactfriction contactgap contactpoint contacttorque crankbroken fog force frustum haze inertia joint "
     "light rangefinder selectpoint slidercrank",
 }
-_VISUAL = {"visual/" + k: {a: S() for a in v.split()} for k, v in VISUAL_CHILDREN.items()}
+
+
+def _visual_attr(child: str, name: str) -> Attr:
+    if child == "global" and name in _VIS_BOOL:
+        return B(None)
+    if name in _VIS_INT and not (child == "rgba" and name == "active"):
+        return I(None)
+    return R(None, _VIS_COUNT.get(child, 1))
+
+
+_VISUAL = {"visual/" + k: {a: _visual_attr(k, a) for a in v.split()} for k, v in VISUAL_CHILDREN.items()}
 
 # ---------------------------------------------------------------------------------------------------------
 
@@ -746,15 +761,9 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "tuple/element": _TUPLE_ELEMENT,
 }
 
-_REFINED: dict[str, dict[str, Attr]] = {}
-try:  # refined schemas of the "sections" module win
-    from mjx_lite.mjcf import schema_actuation as _sa  # type: ignore[attr-defined]
-except ModuleNotFoundError as _e:  # pragma: no cover - optional module
-    if _e.name != "mjx_lite.mjcf.schema_actuation":
-        raise
-else:
-    _REFINED = dict(getattr(_sa, "SCHEMA", {}))
-    SCHEMA.update(_REFINED)
+# refined schemas of the section passes win
+_REFINED: dict[str, dict[str, Attr]] = dict(schema_actuation.SCHEMA)
+SCHEMA.update(_REFINED)
 
 # string attributes holding a space-separated list of keywords: (schema key, attribute) -> allowed words
 WORDS = {
@@ -843,6 +852,22 @@ DEFAULT_FOR = {
     "spatial": "tendon",
     "fixed": "tendon",
 }
+
+# Real attributes MuJoCo reads in single precision (C float; mjsGeom.rgba, mjsMaterial, light colours, camera
+# intrinsics, mesh/skin/hfield data, mjVisual): a finite value beyond float32's range is "number is too large".
+_F32_ATTRS = {
+    "geom": ("rgba",), "site": ("rgba",), "spatial": ("rgba",), "skin": ("rgba", "inflate", "vertex", "texcoord"),
+    "skin/bone": ("bindpos", "bindquat", "vertweight"),
+    "material": ("texrepeat", "emission", "specular", "shininess", "reflectance", "metallic", "roughness", "rgba"),
+    "camera": ("focal", "focalpixel", "principal", "principalpixel", "sensorsize"),
+    "light": ("bulbradius", "intensity", "range", "attenuation", "cutoff", "softness", "exponent", "ambient",
+              "diffuse", "specular"),
+    "mesh": ("vertex", "normal", "texcoord"), "hfield": ("elevation",),
+}  # fmt: skip
+F32: set[tuple[str, str]] = {(k, a) for k, names in _F32_ATTRS.items() for a in names}
+F32 |= {(k, a) for k, sch in SCHEMA.items() if k.startswith("visual/") for a, t in sch.items() if t.kind == "real"}
+F32 |= {("default/" + k, a) for k, a in set(F32) if "default/" + k in SCHEMA}
+F32 |= {("default/tendon", "rgba")}
 
 # parent/tag keys (see module docstring)
 _QUALIFIED = {k for k in SCHEMA if "/" in k}

@@ -4,7 +4,7 @@
 `SCHEMA` (same format: tag or "parent/tag" -> {attribute: Attr}) is merged over it and adds what it lacks.
 Keyword-like attributes (sensor `data`, `reduce`, `objtype`, actuator `interp`, ...) stay strings there and
 are validated by the section modules, which raise `MJCFError` naming the element, attribute and line.
-(No import of schema.py here: schema.py imports this module at its end.)
+(No import of schema.py here: schema.py imports this module.)
 """
 
 from __future__ import annotations

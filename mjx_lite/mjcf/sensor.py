@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
-from mjx_lite.mjcf.tendon import attr, children, error, register, vec
 from mjx_lite.types import DataType, JointType, ObjType, SensorType, Stage
 
 R, P, A, Q = DataType.REAL, DataType.POSITIVE, DataType.AXIS, DataType.QUATERNION
@@ -110,14 +110,14 @@ def _bits(el: Element, name: str, table, default: str) -> tuple[int, int]:
 
 
 def _obj(ctx: CompileContext, el: Element, kind: str, name_attr: str) -> int:
-    name = attr(el, name_attr)
+    name = get(el, name_attr)
     if name is None:
         raise error(el, "missing required attribute", name_attr)
     return ctx.id_of(kind, name, el, name_attr)
 
 
 def _frame_obj(ctx, el, type_attr, name_attr, required=True) -> tuple[int, int]:
-    t, n = attr(el, type_attr), attr(el, name_attr)
+    t, n = get(el, type_attr), get(el, name_attr)
     if t is None and n is None and not required:
         return ObjType.UNKNOWN, -1
     if t is None or n is None:
@@ -130,8 +130,8 @@ def _frame_obj(ctx, el, type_attr, name_attr, required=True) -> tuple[int, int]:
 
 def compile_sensor(root: Element, ctx: CompileContext) -> None:
     """Sensors -> ctx.arrays (sensor_*), ctx.sizes (nsensor, nsensordata)."""
-    sensors = children(root, "sensor")
-    register(ctx, "sensor", sensors)
+    sensors = section_children(root, "sensor")
+    register_all(ctx, "sensor", sensors)
     n = len(sensors)
     cols = {k: np.zeros(n, np.int32) for k in ("sensor_type", "sensor_datatype", "sensor_needstage", "sensor_objtype",
                                                "sensor_objid", "sensor_reftype", "sensor_refid", "sensor_dim",
@@ -144,7 +144,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
     adr = 0
     for i, s in enumerate(sensors):
         if s.tag in UNSUPPORTED:
-            raise error(s, f"<{s.tag}> sensors are not supported by mjx_lite")
+            raise unsupported(s, f"<{s.tag}> sensors are not supported by mjx_lite")
         if s.tag not in _TABLE:
             raise error(s, f"unknown sensor type <{s.tag}>")
         stype, dtype, stage, dim, kind = _TABLE[s.tag]
@@ -152,8 +152,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         if kind in ("site", "joint", "tendon", "actuator", "body"):
             objtype = {"site": ObjType.SITE, "joint": ObjType.JOINT, "tendon": ObjType.TENDON,
                        "actuator": ObjType.ACTUATOR, "body": ObjType.BODY}[kind]  # fmt: skip
-            if s.tag == "rangefinder" and attr(s, "camera") is not None:
-                raise error(s, "camera rangefinders are not supported by mjx_lite", "camera")
+            if s.tag == "rangefinder" and get(s, "camera") is not None:
+                raise unsupported(s, "camera rangefinders are not supported by mjx_lite", "camera")
             objid = _obj(ctx, s, kind, kind)
         if s.tag == "rangefinder":
             mask, dim = _bits(s, "data", _RANGEFINDER_DATA, "dist")
@@ -184,10 +184,10 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             if objtype == ObjType.SITE and reftype != ObjType.UNKNOWN:
                 raise error(s, "a contact sensor with a site cannot have a second object", "site")
             mask, size = _bits(s, "data", _CONTACT_DATA, "found")
-            red = attr(s, "reduce", "none")
+            red = get(s, "reduce", "none")
             if red not in _REDUCE:
                 raise error(s, f"invalid keyword '{red}' (expected {', '.join(_REDUCE)})", "reduce")
-            num = int(attr(s, "num", 1))
+            num = int(get(s, "num", 1))
             if num <= 0:
                 raise error(s, "num must be positive", "num")
             intprm[i] = (mask, _REDUCE[red], num)
@@ -195,32 +195,34 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             needs_force = mask & 0b110 or red in ("maxforce", "netforce")
             stage = ACC if needs_force else VEL if mask & (0b11 << 7) else POS
         elif kind == "user":
-            dt = attr(s, "datatype", "real")
-            st = attr(s, "needstage", "acc")
+            dt = get(s, "datatype", "real")
+            st = get(s, "needstage", "acc")
             if dt not in _DATATYPE:
                 raise error(s, f"invalid keyword '{dt}'", "datatype")
             if st not in _STAGE:
                 raise error(s, f"invalid keyword '{st}'", "needstage")
             dtype, stage = _DATATYPE[dt], _STAGE[st]
-            dim = attr(s, "dim")
+            dim = get(s, "dim")
             if dim is None or int(dim) <= 0:
                 raise error(s, "user sensors need a positive dim", "dim")
             dim = int(dim)
-            t, nm = attr(s, "objtype"), attr(s, "objname")
+            t, nm = get(s, "objtype"), get(s, "objname")
             if t is not None or nm is not None:
                 if t is None or nm is None:
                     raise error(s, "objtype and objname must be given together", "objtype")
                 if t not in _USER_OBJTYPE:
-                    raise error(s, f"objtype '{t}' is not supported by mjx_lite", "objtype")
+                    raise unsupported(s, f"objtype '{t}' is not supported by mjx_lite", "objtype")
                 objtype = _USER_OBJTYPE[t]
                 objid = ctx.id_of(_OBJ_KEY[objtype], nm, s, "objname")
-        if int(attr(s, "nsample", 0)) != 0 or float(attr(s, "delay", 0.0)) != 0:
-            raise error(s, "sensor delays / history (nsample, delay) are not supported by mjx_lite",
-                        "nsample" if int(attr(s, "nsample", 0)) else "delay")  # fmt: skip
-        c = float(attr(s, "cutoff", 0.0))
+        if int(get(s, "nsample", 0)) != 0 or float(get(s, "delay", 0.0)) != 0:
+            raise unsupported(s, "sensor delays / history (nsample, delay) are not supported by mjx_lite",
+                        "nsample" if int(get(s, "nsample", 0)) else "delay")  # fmt: skip
+        c = float(get(s, "cutoff", 0.0))
         if c < 0:
             raise error(s, "negative cutoff", "cutoff")
-        nz = float(attr(s, "noise", 0.0))
+        if c > 0 and dtype in (A, Q):
+            raise error(s, "cutoff applied to axis or quaternion datatype in sensor", "cutoff")
+        nz = float(get(s, "noise", 0.0))
         if nz < 0:
             raise error(s, "negative noise", "noise")
         cols["sensor_type"][i] = stype
@@ -233,6 +235,10 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         cols["sensor_dim"][i] = dim
         cols["sensor_adr"][i] = adr
         cols["sensor_historyadr"][i] = -1
+        interp = get(s, "interp", "zoh")
+        if interp not in ("zoh", "linear", "cubic"):
+            raise error(s, f"invalid keyword '{interp}' (expected zoh, linear or cubic)", "interp")
+        history[i] = (0, ("zoh", "linear", "cubic").index(interp))  # (nsample, interp)
         adr += dim
         noise[i], cutoff[i] = nz, c
         interval[i] = vec(s, "interval", 2, (0.0, 0.0))
@@ -250,7 +256,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
 
 
 def _one_of(ctx, s: Element, options, required: bool) -> tuple[int, int]:
-    given = [(a, t, k) for a, t, k in options if attr(s, a) is not None]
+    given = [(a, t, k) for a, t, k in options if get(s, a) is not None]
     if len(given) > 1:
         raise error(s, f"at most one of {', '.join(a for a, _, _ in options)} can be specified", given[1][0])
     if not given:

@@ -48,6 +48,9 @@ class Element:
     line: int
     explicit: set[str] = dataclasses.field(default_factory=set)
     defaults: list[Element] = dataclasses.field(default_factory=list)
+    # True when `quat` was computed from an orientation alternative of a body, geom or inertial: MuJoCo normalises
+    # those quaternions before resolving the alternative, not after, so the compiler uses it as it is
+    raw_quat: bool = False
 
     # Actuators are the one exception to "defaults already applied": MuJoCo keeps ONE actuator default per
     # class, which every actuator element in a <default> (general, motor, position, velocity, intvelocity,
@@ -81,3 +84,9 @@ class MJCFError(ValueError):
         if attribute is not None:
             ctx.append(f"attribute '{attribute}'")
         super().__init__(where + (", ".join(ctx) + ": " if ctx else "") + message)
+
+
+class MJCFUnsupportedError(MJCFError, NotImplementedError):
+    """Valid MJCF that uses a MuJoCo feature mjx_lite does not implement (named in the message, with file, line,
+    element and attribute). The one error type for unsupported features: an `MJCFError` (so `except MJCFError`
+    catches every load failure) and a `NotImplementedError`."""

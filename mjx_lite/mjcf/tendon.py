@@ -1,134 +1,54 @@
 """Compiler pass for <tendon>: fixed and spatial tendons and their wrap paths (mjModel tendon_* and wrap_*).
 
-Also the small helpers shared by the other section passes (limit resolution, element errors, tree ids).
 Length-dependent constants (tendon_length0, tendon_invweight0, the "-1 = from length0" springlength) need
-kinematics at qpos0 and are filled by `finalize_tendons` (called through `actuation.finalize_sections`).
+kinematics at qpos0 and are filled by `actuation.finalize_sections` (called by `derived.set_const`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from mjx_lite.mjcf.attrs import (
+    autolimits,
+    error,
+    get,
+    register_all,
+    resolve_limited,
+    section_children,
+    unsupported,
+    vec,
+)
 from mjx_lite.mjcf.context import CompileContext
-from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.mjcf.spec import Element
 from mjx_lite.types import GeomType, WrapType
 
 _SOLREF = (0.02, 1.0)
 _SOLIMP = (0.9, 0.95, 0.001, 0.5, 2.0)
 
 
-# ---------------------------------------------------------------------------------------------------- helpers
-
-
-def error(el: Element, message: str, attribute: str | None = None) -> MJCFError:
-    """An MJCFError located at `el` (file, line, tag), optionally naming an attribute."""
-    return MJCFError(message, el.file, el.line, el.tag, attribute)
-
-
-def attr(el: Element, name: str, default: Any = None) -> Any:
-    """Typed attribute value (None/absent -> `default`)."""
-    v = el.attrs.get(name)
-    return default if v is None else v
-
-
-def vec(el: Element, name: str, n: int, default) -> np.ndarray:
-    """A real vector attribute padded with `default`'s trailing values to length n."""
-    out = np.array(default, dtype=np.float64).reshape(n).copy()
-    v = el.attrs.get(name)
-    if v is not None:
-        v = np.atleast_1d(np.asarray(v, dtype=np.float64))
-        if v.size > n:
-            raise error(el, f"expected at most {n} values, got {v.size}", name)
-        out[: v.size] = v
-    return out
-
-
-def resolve_limited(el: Element, flag_attr: str, range_attr: str, autolimits: bool, entity: str) -> bool:
-    """MuJoCo's limited/autolimits rule.
-
-    'true'/'false' are taken as is; 'auto' with autolimits means range[0] < range[1]; 'auto' without autolimits
-    is an error if the range is nonzero (MuJoCo: "has `range` but not `limited`"), else False.
-    """
-    flag = el.attrs.get(flag_attr, "auto")
-    if isinstance(flag, (bool, np.bool_)):
-        return bool(flag)
-    flag = str(flag)
-    if flag == "true":
-        return True
-    if flag == "false":
-        return False
-    if flag != "auto":
-        raise error(el, f"invalid keyword '{flag}' (expected false, true or auto)", flag_attr)
-    rng = np.asarray(el.attrs.get(range_attr, (0.0, 0.0)) if el.attrs.get(range_attr) is not None else (0.0, 0.0))
-    if autolimits:
-        return bool(rng[0] < rng[1])
-    if np.any(rng != 0):
-        raise error(
-            el,
-            f'{entity} has `{range_attr}` but not `{flag_attr}`: set the autolimits="true" compiler option, '
-            f"specify `{flag_attr}` explicitly, or remove `{range_attr}`",
-            range_attr,
-        )
-    return False
-
-
-def autolimits(ctx: CompileContext) -> bool:
-    v = ctx.compiler.get("autolimits", True)
-    return v if isinstance(v, bool) else str(v) == "true"
-
-
-def children(root: Element, section: str) -> list[Element]:
-    """All children of every <section> element of the model root, in document order."""
-    out: list[Element] = []
-    for sec in root.find(section):
-        out.extend(sec.children)
-    return out
+def _check_spatial_path(t: Element, path: list[Element], ids: list[int]) -> None:
+    """MuJoCo's rules for a spatial path (mjCTendon::Compile): no consecutive pulleys and none last; a site needs
+    a neighbour that is not a pulley and is not repeated by the next site; a wrapping geom sits between sites."""
+    n = len(path)
+    tags = [c.tag for c in path]
+    for i, c in enumerate(path):
+        if tags[i] == "pulley":
+            if i > 0 and tags[i - 1] == "pulley":
+                raise error(c, f"consecutive pulleys (pos {i})")
+            if i == n - 1:
+                raise error(c, "path ends with pulley")
+        elif tags[i] == "site":
+            if (i == 0 or tags[i - 1] == "pulley") and (i == n - 1 or tags[i + 1] == "pulley"):
+                raise error(c, f"site {i} needs a neighbor that is not a pulley")
+            if i < n - 1 and tags[i + 1] == "site" and ids[i] == ids[i + 1]:
+                raise error(path[i + 1], f"site {i} is repeated", "site")
+        elif i == 0 or i == n - 1 or tags[i - 1] != "site" or tags[i + 1] != "site":
+            raise error(c, f"geom at pos {i} not bracketed by sites")
 
 
 def body_treeid(ctx: CompileContext) -> np.ndarray:
-    """body_treeid from the compiled tree (computed from parent/dof tables when compile.py has not stored it)."""
-    if "body_treeid" in ctx.arrays:
-        return np.asarray(ctx.arrays["body_treeid"])
-    parent = np.asarray(ctx.arrays["body_parentid"])
-    dofnum = np.asarray(ctx.arrays["body_dofnum"])
-    nbody = parent.size
-    root = np.arange(nbody)
-    for b in range(1, nbody):
-        root[b] = b if parent[b] == 0 else root[parent[b]]
-    tree = -np.ones(nbody, np.int32)
-    ntree = 0
-    has_dof = {}
-    for b in range(1, nbody):
-        has_dof[root[b]] = has_dof.get(root[b], False) or dofnum[b] > 0
-    ids = {}
-    for b in range(1, nbody):
-        r = root[b]
-        if has_dof[r]:
-            if r not in ids:
-                ids[r] = ntree
-                ntree += 1
-            tree[b] = ids[r]
-    return tree
-
-
-def name_of(el: Element) -> str | None:
-    n = el.attrs.get("name")
-    return n if n else None
-
-
-def register(ctx: CompileContext, objtype: str, elements: list[Element]) -> None:
-    """Fill ctx.ids / ctx.elements for a new object type (names must be unique)."""
-    ids: dict[str, int] = {}
-    for i, el in enumerate(elements):
-        n = name_of(el)
-        if n is not None:
-            if n in ids:
-                raise error(el, f"repeated {objtype} name '{n}'", "name")
-            ids[n] = i
-    ctx.ids[objtype] = ids
-    ctx.elements[objtype] = list(elements)
+    """body_treeid of the compiled tree."""
+    return np.asarray(ctx.arrays["body_treeid"])
 
 
 # ---------------------------------------------------------------------------------------------------- compile
@@ -136,11 +56,11 @@ def register(ctx: CompileContext, objtype: str, elements: list[Element]) -> None
 
 def compile_tendon(root: Element, ctx: CompileContext) -> None:
     """Tendons and wraps -> ctx.arrays (tendon_*, wrap_*), ctx.sizes (ntendon, nwrap)."""
-    tendons = [t for t in children(root, "tendon")]
+    tendons = section_children(root, "tendon")
     for t in tendons:
         if t.tag not in ("fixed", "spatial"):
             raise error(t, f"unknown tendon type <{t.tag}>")
-    register(ctx, "tendon", tendons)
+    register_all(ctx, "tendon", tendons)
     al = autolimits(ctx)
     nt = len(tendons)
     treeid_body = body_treeid(ctx)
@@ -164,9 +84,15 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
                     raise error(c, "only <joint> elements are allowed in a fixed tendon")
             if not path:
                 raise error(t, "fixed tendon has no joints")
-            for c in path:
-                jid = ctx.id_of("joint", attr(c, "joint", ""), c, "joint")
-                coef = attr(c, "coef")
+            seen: set[int] = set()
+            for k, c in enumerate(path):
+                jid = ctx.id_of("joint", get(c, "joint", ""), c, "joint")
+                if jid in seen:
+                    raise error(c, f"joint {k} is repeated", "joint")
+                seen.add(jid)
+                if int(ctx.arrays["jnt_type"][jid]) not in (2, 3):
+                    raise error(c, f"joint '{get(c, 'joint')}' in a fixed tendon must be slide or hinge", "joint")
+                coef = get(c, "coef")
                 if coef is None:
                     raise error(c, "missing required attribute", "coef")
                 wtype.append(WrapType.JOINT)
@@ -176,61 +102,51 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         else:
             path = t.children
             if len(path) < 2:
-                raise error(t, "spatial tendon needs at least two sites")
-            for k, c in enumerate(path):
+                raise error(t, "spatial path must contain at least two objects")
+            if not float(get(t, "width", 0.003)) > 0:
+                raise error(t, "tendon must have positive width", "width")
+            ids = []
+            for c in path:
                 if c.tag == "site":
-                    sid = ctx.id_of("site", attr(c, "site", ""), c, "site")
+                    sid = ctx.id_of("site", get(c, "site", ""), c, "site")
+                    ids.append(sid)
                     wtype.append(WrapType.SITE)
                     wobj.append(sid)
                     wprm.append(0.0)
                     trees[int(treeid_body[site_bodyid[sid]])] = None
                 elif c.tag == "geom":
-                    gid = ctx.id_of("geom", attr(c, "geom", ""), c, "geom")
+                    gid = ctx.id_of("geom", get(c, "geom", ""), c, "geom")
+                    ids.append(gid)
                     gt = int(geom_type[gid])
                     if gt == GeomType.SPHERE:
                         wt = WrapType.SPHERE
                     elif gt == GeomType.CYLINDER:
                         wt = WrapType.CYLINDER
                     else:
-                        raise error(c, "wrapping is only supported for sphere and cylinder geoms", "geom")
-                    side = attr(c, "sidesite")
+                        raise error(c, "wrapping geom is not sphere or cylinder", "geom")
+                    side = get(c, "sidesite")
                     sidesite = ctx.id_of("site", side, c, "sidesite") if side else -1
                     wtype.append(wt)
                     wobj.append(gid)
                     wprm.append(float(sidesite))
                     trees[int(treeid_body[geom_bodyid[gid]])] = None
                     has_geom = True
-                    prev_ok = k > 0 and path[k - 1].tag == "site"
-                    next_ok = k + 1 < len(path) and path[k + 1].tag == "site"
-                    if not (prev_ok and next_ok):
-                        raise error(c, "a wrapping geom must be between two sites")
                 elif c.tag == "pulley":
-                    div = attr(c, "divisor")
-                    if div is None or div <= 0:
+                    div = get(c, "divisor")
+                    if div is None or not div > 0:
                         raise error(c, "pulley divisor must be positive", "divisor")
-                    if k + 1 >= len(path) or path[k + 1].tag != "site":
-                        raise error(c, "a pulley must be followed by a site")
+                    ids.append(-1)
                     wtype.append(WrapType.PULLEY)
                     wobj.append(-1)
                     wprm.append(float(div))
                 else:
                     raise error(c, f"<{c.tag}> is not allowed in a spatial tendon")
-            # every pulley-delimited branch must start and end with a site (a leading pulley is allowed)
-            branch: list[Element] = []
-            for k, c in enumerate(path + [None]):
-                if c is None or c.tag == "pulley":
-                    if branch and (branch[0].tag != "site" or branch[-1].tag != "site" or len(branch) < 2):
-                        raise error(branch[0], "each branch of a spatial tendon must start and end with a site")
-                    if not branch and 0 < k < len(path):
-                        raise error(c, "empty branch between pulleys")
-                    branch = []
-                else:
-                    branch.append(c)
+            _check_spatial_path(t, path, ids)
         tree_list = [t for t in trees if t >= 0]
         a["tendon_adr"].append(adr)
         a["tendon_num"].append(len(wtype) - adr)
         a["tendon_type"].append(0 if t.tag == "fixed" else 1)
-        a["tendon_group"].append(int(attr(t, "group", 0)))
+        a["tendon_group"].append(int(get(t, "group", 0)))
         limited = resolve_limited(t, "limited", "range", al, "tendon")
         rng = vec(t, "range", 2, (0.0, 0.0))
         if limited and not rng[0] < rng[1]:
@@ -239,7 +155,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         a["tendon_range"].append(rng)
         afl = resolve_limited(t, "actuatorfrclimited", "actuatorfrcrange", al, "tendon")
         afr = vec(t, "actuatorfrcrange", 2, (0.0, 0.0))
-        if afl and not afr[0] <= afr[1]:
+        if afl and not afr[0] < afr[1]:
             raise error(t, "invalid actuatorfrcrange", "actuatorfrcrange")
         a["tendon_actfrclimited"].append(afl)
         a["tendon_actfrcrange"].append(afr)
@@ -247,32 +163,37 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         a["tendon_solimp_lim"].append(vec(t, "solimplimit", 5, _SOLIMP))
         a["tendon_solref_fri"].append(vec(t, "solreffriction", 2, _SOLREF))
         a["tendon_solimp_fri"].append(vec(t, "solimpfriction", 5, _SOLIMP))
-        a["tendon_margin"].append(float(attr(t, "margin", 0.0)))
-        a["tendon_frictionloss"].append(float(attr(t, "frictionloss", 0.0)))
+        a["tendon_margin"].append(float(get(t, "margin", 0.0)))
+        a["tendon_frictionloss"].append(float(get(t, "frictionloss", 0.0)))
         stiff = vec(t, "stiffness", 3, (0.0, 0.0, 0.0))
         damp = vec(t, "damping", 3, (0.0, 0.0, 0.0))
         a["tendon_stiffness"].append(stiff[0])
         a["tendon_stiffnesspoly"].append(stiff[1:])
         a["tendon_damping"].append(damp[0])
         a["tendon_dampingpoly"].append(damp[1:])
-        if float(attr(t, "springyield", 0.0)) > 0:
+        if float(get(t, "springyield", 0.0)) < 0:
+            raise error(t, "springyield cannot be negative in tendon", "springyield")
+        if float(get(t, "springyield", 0.0)) > 0:
             msg = "springyield > 0 (plastic springs) is not supported"
-            raise NotImplementedError(str(error(t, msg, "springyield")))
-        a["tendon_springyield"].append(float(attr(t, "springyield", 0.0)))
-        arm = float(attr(t, "armature", 0.0))
+            raise unsupported(t, msg, "springyield")
+        a["tendon_springyield"].append(float(get(t, "springyield", 0.0)))
+        arm = float(get(t, "armature", 0.0))
         if arm < 0:
-            raise error(t, "armature cannot be negative", "armature")
+            raise error(t, "tendon armature cannot be negative", "armature")
         if arm > 0 and has_geom:
             raise error(t, "geom wrapping not supported by tendon armature", "armature")
         a["tendon_armature"].append(arm)
-        sl = attr(t, "springlength")
+        sl = get(t, "springlength")
         sl = np.array((-1.0, -1.0) if sl is None else np.atleast_1d(sl), dtype=np.float64)
         if sl.size == 1:
             sl = np.array([sl[0], sl[0]])
         if sl[0] > sl[1]:
             raise error(t, "springlength[0] must not exceed springlength[1]", "springlength")
         a["tendon_lengthspring"].append(sl)
-        a["tendon_width"].append(float(attr(t, "width", 0.003)))
+        mat = get(t, "material", "") or ""
+        if mat and mat not in ctx.ids.get("material", {}):
+            raise error(t, f"material '{mat}' not found in tendon", "material")
+        a["tendon_width"].append(float(get(t, "width", 0.003)))
         a["tendon_treenum"].append(len(tree_list))
         a["tendon_treeid"].append((tree_list + [-1, -1])[:2])
         a["tendon_actuatorid"].append(-1)

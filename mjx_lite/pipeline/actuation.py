@@ -49,6 +49,23 @@ def fwd_velocity_extras(m: Model, d: Data) -> Data:
     return d.replace(ten_velocity=ten_vel, actuator_velocity=act_vel)
 
 
+def by_type(types: np.ndarray, branches: dict, default) -> jax.Array:
+    """Per-element value chosen by a static type code: `branches[t]()` where types == t, else `default`.
+
+    Only the branches of the types present are traced (a model without muscles compiles no muscle code), and a
+    branch that covers every element is returned without a select. types: (n,) host ints; values (n,).
+    """
+    out = default
+    for t, fn in branches.items():
+        sel = np.isin(types, t)
+        if not sel.any():
+            continue
+        if sel.all():
+            return fn()
+        out = jp.where(jp.asarray(sel), fn(), out)
+    return out
+
+
 def actuator_disabled(m: Model) -> np.ndarray:
     """Static (nu,) bool: actuator group disabled by opt.disableactuator (mj_actuatorDisabled)."""
     grp = np.asarray(m.actuator_group)
@@ -62,14 +79,18 @@ def next_activation(m: Model, d: Data, act: jax.Array, act_dot: jax.Array) -> ja
     act, act_dot: (nu,) per actuator (last activation of each stateful actuator).
     """
     dyn = np.asarray(m.actuator_dyntype)
-    tau = jp.maximum(MINVAL, m.actuator_dynprm[:, 0])
     h = m.opt.timestep
-    exact = act + act_dot * tau * (1 - jp.exp(-h / tau))
-    euler = act + act_dot * h
-    nxt = jp.where(jp.asarray(dyn == DynType.FILTEREXACT), exact, euler)
-    lim = jp.asarray(np.asarray(m.actuator_actlimited, bool))
+
+    def exact():
+        tau = jp.maximum(MINVAL, m.actuator_dynprm[:, 0])
+        return act + act_dot * tau * (1 - jp.exp(-h / tau))
+
+    nxt = by_type(dyn, {DynType.FILTEREXACT: exact}, act + act_dot * h)
+    lim = np.asarray(m.actuator_actlimited, bool)
+    if not lim.any():
+        return nxt
     clipped = jp.clip(nxt, m.actuator_actrange[:, 0], m.actuator_actrange[:, 1])
-    return jp.where(lim, clipped, nxt)
+    return clipped if lim.all() else jp.where(jp.asarray(lim), clipped, nxt)
 
 
 def actuation(m: Model, d: Data) -> Data:
@@ -88,9 +109,9 @@ def actuation(m: Model, d: Data) -> Data:
     # controls: clamped to ctrlrange; then if any is bad (NaN, inf or |x| > 1e10, mju_isBad) all are taken as zero
     # and BADCTRL is counted (d.ctrl itself is left as given), as MuJoCo
     ctrl = d.ctrl[np.asarray(m.actuator_ctrladr)]
-    if not flags & DisableBit.CLAMPCTRL:
-        lim = jp.asarray(np.asarray(m.actuator_ctrllimited, bool))
-        ctrl = jp.where(lim, jp.clip(ctrl, m.actuator_ctrlrange[:, 0], m.actuator_ctrlrange[:, 1]), ctrl)
+    lim = np.asarray(m.actuator_ctrllimited, bool)
+    if not flags & DisableBit.CLAMPCTRL and lim.any():
+        ctrl = jp.where(jp.asarray(lim), jp.clip(ctrl, m.actuator_ctrlrange[:, 0], m.actuator_ctrlrange[:, 1]), ctrl)
     bad = jp.any(~jp.isfinite(ctrl) | (jp.abs(ctrl) > 1e10))
     ctrl = jp.where(bad, 0.0, ctrl)
     warning_number = d.warning_number.at[Warning.BADCTRL].add(bad.astype(d.warning_number.dtype))
@@ -103,14 +124,11 @@ def actuation(m: Model, d: Data) -> Data:
     last = np.where(stateful, actadr + actnum - 1, 0)
     act = d.act[last] if m.na else jp.zeros((nu,), dtype)
     prm = m.actuator_dynprm
-    tau = jp.maximum(MINVAL, prm[:, 0])
-    filt = (ctrl - act) / tau
-    mus = muscle.muscle_dynamics(ctrl, act, prm[:, :3])
-    adot = jp.where(
-        jp.asarray(dyn == DynType.INTEGRATOR), ctrl,
-        jp.where(jp.asarray((dyn == DynType.FILTER) | (dyn == DynType.FILTEREXACT)), filt,
-                 jp.where(jp.asarray(dyn == DynType.MUSCLE), mus, 0.0)),
-    )  # fmt: skip
+    adot = by_type(dyn, {
+        DynType.INTEGRATOR: lambda: ctrl,
+        (DynType.FILTER, DynType.FILTEREXACT): lambda: (ctrl - act) / jp.maximum(MINVAL, prm[:, 0]),
+        DynType.MUSCLE: lambda: muscle.muscle_dynamics(ctrl, act, prm[:, :3]),
+    }, jp.zeros((nu,), dtype))  # fmt: skip
     act_dot = d.act_dot
     if m.na:
         act_dot = jp.zeros((m.na,), dtype)
@@ -122,18 +140,21 @@ def actuation(m: Model, d: Data) -> Data:
     gt, bt = np.asarray(m.actuator_gaintype), np.asarray(m.actuator_biastype)
     gp, bp = m.actuator_gainprm, m.actuator_biasprm
     lr, acc0 = m.actuator_lengthrange, m.actuator_acc0
-    gain = jp.where(
-        jp.asarray(gt == GainType.AFFINE), gp[:, 0] + gp[:, 1] * length + gp[:, 2] * vel,
-        jp.where(jp.asarray(gt == GainType.MUSCLE), muscle.muscle_gain(length, vel, lr, acc0, gp), gp[:, 0]),
-    )  # fmt: skip
-    bias = jp.where(
-        jp.asarray(bt == BiasType.AFFINE), bp[:, 0] + bp[:, 1] * length + bp[:, 2] * vel,
-        jp.where(jp.asarray(bt == BiasType.MUSCLE), muscle.muscle_bias(length, lr, acc0, bp), 0.0),
-    )  # fmt: skip
-    early = jp.asarray(np.asarray(m.actuator_actearly, bool))
-    act_in = jp.where(early, next_activation(m, d, act, adot), act)
-    force = gain * jp.where(jp.asarray(stateful), act_in, ctrl) + bias
-    force = jp.where(jp.asarray(actuator_disabled(m)), 0.0, force)
+    gain = by_type(gt, {
+        GainType.AFFINE: lambda: gp[:, 0] + gp[:, 1] * length + gp[:, 2] * vel,
+        GainType.MUSCLE: lambda: muscle.muscle_gain(length, vel, lr, acc0, gp),
+    }, gp[:, 0])  # fmt: skip
+    bias = by_type(bt, {
+        BiasType.AFFINE: lambda: bp[:, 0] + bp[:, 1] * length + bp[:, 2] * vel,
+        BiasType.MUSCLE: lambda: muscle.muscle_bias(length, lr, acc0, bp),
+    }, jp.zeros((nu,), dtype))  # fmt: skip
+    early = np.asarray(m.actuator_actearly, bool) & stateful
+    act_in = jp.where(jp.asarray(early), next_activation(m, d, act, adot), act) if early.any() else act
+    inp = act_in if stateful.all() else jp.where(jp.asarray(stateful), act_in, ctrl) if stateful.any() else ctrl
+    force = gain * inp + bias
+    off = actuator_disabled(m)
+    if off.any():
+        force = jp.where(jp.asarray(off), 0.0, force)
 
     # tendon-level actuator force limits: scale the forces of actuators on a limited tendon
     trntype = np.asarray(m.actuator_trntype)
@@ -150,8 +171,10 @@ def actuation(m: Model, d: Data) -> Data:
             force = jp.where(jp.asarray(tlim) & (tot != 0), force * scale, force)
 
     # actuator force clamp
-    flim = jp.asarray(np.asarray(m.actuator_forcelimited, bool))
-    force = jp.where(flim, jp.clip(force, m.actuator_forcerange[:, 0], m.actuator_forcerange[:, 1]), force)
+    flim = np.asarray(m.actuator_forcelimited, bool)
+    if flim.any():
+        clipped = jp.clip(force, m.actuator_forcerange[:, 0], m.actuator_forcerange[:, 1])
+        force = jp.where(jp.asarray(flim), clipped, force)
 
     qfrc = force @ d.actuator_moment
 

@@ -779,16 +779,20 @@ def j_mul(J: jax.Array, colind: jax.Array | None, x: jax.Array) -> jax.Array:
     return solver_common.j_mul(J, colind, x)
 
 
+def _colind(d: Data) -> jax.Array | None:
+    """d.efc_J_colind in the sparse layout, None in the dense one (its colind is (njmax, 0)); read from the
+    arrays' shapes, so that Data whose rows were set by hand (tests copying MuJoCo's) need no plan."""
+    return d.efc_J_colind if d.efc_J_colind.shape[-1] else None
+
+
 def jt_mul(m: Model, d: Data, f: jax.Array) -> jax.Array:
     """efc_J' f (nv,) for f (njmax,) in either layout."""
-    colind = d.efc_J_colind if plan(m).sparse else None
-    return solver_common.jt_mul(d.efc_J, colind, f, m.nv)
+    return solver_common.jt_mul(d.efc_J, _colind(d), f, m.nv)
 
 
 def efc_j_dense(m: Model, d: Data) -> jax.Array:
     """The dense (njmax, nv) constraint Jacobian in either layout (sparse rows scattered; a copy)."""
-    colind = d.efc_J_colind if plan(m).sparse else None
-    return solver_common.j_dense(d.efc_J, colind, m.nv)
+    return solver_common.j_dense(d.efc_J, _colind(d), m.nv)
 
 
 def problem(m: Model, d: Data) -> solver_common.Problem:

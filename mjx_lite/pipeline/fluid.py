@@ -128,9 +128,13 @@ def _ellipsoid_forces(m: Model, d: Data, geoms, gbody):
 
 
 def fluid(m: Model, d: Data) -> jax.Array:
-    """qfrc_fluid (nv,) from opt.density / opt.viscosity / opt.wind (zero when both are zero)."""
+    """qfrc_fluid (nv,) from opt.density / opt.viscosity / opt.wind (zero when both are zero).
+
+    Traced only for a model with a medium (`m.fluid_active`: density or viscosity > 0 when it was compiled); then
+    zero at run time where both are zero, as MuJoCo.
+    """
     dtype = d.qpos.dtype
-    if m.nbody < 2 or m.nv == 0:
+    if m.nbody < 2 or m.nv == 0 or not m.fluid_active:
         return jp.zeros((m.nv,), dtype)
     on = (m.opt.density > 0) | (m.opt.viscosity > 0)
     # skipped at run time without a medium (a real branch unless density/viscosity are batched under vmap)

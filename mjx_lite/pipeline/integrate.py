@@ -319,6 +319,20 @@ def reset_where(m: Model, d: Data, bad: jax.Array, warning: int) -> Data:
     return d.replace(warning_number=wn)
 
 
+def check_pos_vel(m: Model, d: Data) -> Data:
+    """mj_checkPos then mj_checkVel with one reset: a diverged qpos resets the environment (and then its qvel is
+    zero, so BADQVEL is not counted too, as in MuJoCo); a diverged qvel alone resets it too."""
+    bad_pos = _is_bad(d.qpos)
+    bad_vel = ~bad_pos & _is_bad(d.qvel)
+    wn = d.warning_number.at[Warning.BADQPOS].add(bad_pos.astype(d.warning_number.dtype))
+    wn = wn.at[Warning.BADQVEL].add(bad_vel.astype(d.warning_number.dtype))
+    if not (m.opt.disableflags & DisableBit.AUTORESET):
+        bad = bad_pos | bad_vel
+        r = reset_data(m, d)
+        d = jax.tree.map(lambda a, b: jp.where(bad, a, b), r, d)
+    return d.replace(warning_number=wn)
+
+
 def check_pos(m: Model, d: Data) -> Data:
     """mj_checkPos: reset the environment if qpos diverged."""
     return reset_where(m, d, _is_bad(d.qpos), Warning.BADQPOS)

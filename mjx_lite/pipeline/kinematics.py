@@ -126,8 +126,9 @@ def _body_frames(m: Model, d: Data):
     plan = support.memo(m, "kinematics", _plan)
     dtype = d.qpos.dtype
     nb = m.nbody
-    # body offsets (model or mocap), poses [pos, quat] relative to the parent
-    local = jp.concatenate([m.body_pos, m.body_quat], axis=-1)
+    # body offsets (model or mocap), poses [pos, quat] relative to the parent; the compiler keeps MuJoCo's
+    # unnormalised quaternions (orientation alternatives), normalised here as mju_normalize4 (zero -> identity)
+    local = jp.concatenate([m.body_pos, math.quat_normalize(m.body_quat)], axis=-1)
     if m.nmocap:
         mb = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
         mid = np.asarray(m.body_mocapid)[mb]

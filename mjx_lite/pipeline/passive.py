@@ -105,17 +105,12 @@ def _dampers(m: Model, d: Data) -> jax.Array:
 def gravcomp_force(m: Model, d: Data) -> jax.Array:
     """qfrc_gravcomp (nv,): -gravity * mass * gravcomp applied at each body's com (zero if gravity disabled)."""
     dtype = d.qpos.dtype
-    if m.opt.disableflags & DisableBit.GRAVITY or m.nbody < 2:
+    # as MuJoCo: nothing to do when the compiled model has no body with gravcomp (m.ngravcomp == 0)
+    if m.opt.disableflags & DisableBit.GRAVITY or m.nbody < 2 or m.ngravcomp == 0:
         return jp.zeros((m.nv,), dtype)
     bodies = np.arange(1, m.nbody)
-
-    def compute(m: Model, d: Data) -> jax.Array:
-        f = -m.opt.gravity[None, :] * (m.body_mass[bodies] * m.body_gravcomp[bodies])[:, None]
-        return apply_ft(m, d, f, jp.zeros_like(f), d.xipos[bodies], bodies)
-
-    # skipped at run time when no body has gravcomp (MuJoCo's ngravcomp == 0)
-    on = jp.any(m.body_gravcomp[bodies] != 0)
-    return jax.lax.cond(on, compute, lambda m, d: jp.zeros((m.nv,), dtype), m, d)
+    f = -m.opt.gravity[None, :] * (m.body_mass[bodies] * m.body_gravcomp[bodies])[:, None]
+    return apply_ft(m, d, f, jp.zeros_like(f), d.xipos[bodies], bodies)
 
 
 def gravcomp_dof_mask(m: Model, actuated: bool) -> np.ndarray:

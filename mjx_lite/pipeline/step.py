@@ -28,12 +28,17 @@ def step(m: Model, d: Data) -> Data:
     """Advance the simulation by one timestep (mj_step) with the model's integrator.
 
     Divergence (non-finite or |x| > 1e10 in qpos, qvel or qacc) resets the offending environment to the
-    model's reset state (see `integrate.check_pos`), counting it in `warning_number`. After a bad qacc the
+    model's reset state (see `integrate.check_pos_vel`), counting it in `warning_number`. After a bad qacc the
     reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step).
+    With `m.config.contact_gradients == "smooth"` the value is the same and the derivative is randomly smoothed
+    (`mjx_lite.derivatives.smooth_step`).
     """
+    if m.config.contact_gradients != "exact":
+        from mjx_lite import derivatives  # noqa: PLC0415 - the layer above, imported when traced
+
+        return derivatives.smooth_step(m, d)
     check_data(m, d)
-    d = integrate.check_pos(m, d)
-    d = integrate.check_vel(m, d)
+    d = integrate.check_pos_vel(m, d)
     d = fwd.forward(m, d)
     exact = m.config.exact_reset
     if exact:
@@ -58,8 +63,7 @@ def step1(m: Model, d: Data) -> Data:
     Set `ctrl`, `qfrc_applied` or `xfrc_applied` between `step1` and `step2`.
     """
     check_data(m, d)
-    d = integrate.check_pos(m, d)
-    d = integrate.check_vel(m, d)
+    d = integrate.check_pos_vel(m, d)
     d = fwd.fwd_position(m, d)
     d = sensor.sensor_pos(m, d)
     d = fwd.energy_pos(m, d)

@@ -393,8 +393,13 @@ def plan(m: Model) -> TendonPlan:
 
 
 def _seg_rows(pa, pb, ja, jb, differ):
-    """Jacobian rows d|pb - pa| / dq of straight pieces: (k, 3) points, (k, 3, nv) Jacobians, (k,) static mask."""
-    u, _ = mjm.safe_normalize(pb - pa)
+    """Jacobian rows d|pb - pa| / dq of straight pieces: (k, 3) points, (k, 3, nv) Jacobians, (k,) static mask.
+
+    Coincident points take the direction (1, 0, 0), as MuJoCo's mju_normalize3."""
+    dif = pb - pa
+    n = mjm.safe_norm(dif, keepdims=True)
+    small = n < MINVAL
+    u = jp.where(small, jp.asarray([1.0, 0.0, 0.0], dif.dtype), dif / jp.where(small, 1.0, n))
     return jp.einsum("sk,skv->sv", u, jb - ja) * jp.asarray(differ, pa.dtype)[:, None]
 
 

@@ -12,6 +12,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
+from mjx_lite.pipeline import constraint
 from mjx_lite.pipeline.tendon import point_jac
 from mjx_lite.types import ConeType, Data, JointType, Model, TrnType
 
@@ -83,7 +84,7 @@ def _body_moment(m: Model, d: Data, body: int) -> jax.Array:
             .at[rows.reshape(-1)]
             .add(jp.broadcast_to(w[:, None], rows.shape).reshape(-1), mode="drop")
         )
-        moment = efc_w @ d.efc_J
+        moment = constraint.jt_mul(m, d, efc_w)  # efc_J' w in either efc_J layout
 
     # excluded contacts: normal projection of the Jacobian difference at the contact point
     # (body 2 minus body 1), computed against every body with masks since geom ids are traced.
@@ -117,13 +118,14 @@ def transmission(m: Model, d: Data) -> Data:
     # joint / jointinparent
     isjnt = (trntype == TrnType.JOINT) | (trntype == TrnType.JOINTINPARENT)
     jid = np.where(isjnt, trnid[:, 0], 0)
-    scalar = np.nonzero(isjnt & np.isin(jtype[jid], [JointType.SLIDE, JointType.HINGE]))[0]
+    jt = jtype[jid] if m.njnt else np.full(nu, -1)  # a model without joints (tendon or site actuators only)
+    scalar = np.nonzero(isjnt & np.isin(jt, [JointType.SLIDE, JointType.HINGE]))[0]
     if len(scalar):
         j = jid[scalar]
         g0 = gear[scalar, 0]
         length = length.at[scalar].set(d.qpos[qadr[j]] * g0)
         moment = moment.at[scalar, dadr[j]].set(g0)
-    ball = np.nonzero(isjnt & (jtype[jid] == JointType.BALL))[0]
+    ball = np.nonzero(isjnt & (jt == JointType.BALL))[0]
     if len(ball):
         j = jid[ball]
         quat = mjm.quat_normalize(d.qpos[qadr[j][:, None] + np.arange(4)])
@@ -132,7 +134,7 @@ def transmission(m: Model, d: Data) -> Data:
         gaxis = jp.where(inparent, mjm.rotate(gear[ball, :3], mjm.quat_conj(quat)), gear[ball, :3])
         length = length.at[ball].set(jp.sum(axis * gaxis, -1))
         moment = moment.at[ball[:, None], dadr[j][:, None] + np.arange(3)].set(gaxis)
-    free = np.nonzero(isjnt & (jtype[jid] == JointType.FREE))[0]
+    free = np.nonzero(isjnt & (jt == JointType.FREE))[0]
     if len(free):
         j = jid[free]
         quat = mjm.quat_normalize(d.qpos[qadr[j][:, None] + 3 + np.arange(4)])

@@ -112,7 +112,7 @@ def default_visual(m) -> Visual:
 def _floats(text: str | None, n: int, default) -> np.ndarray:
     if text is None:
         return np.asarray(default, float)
-    v = np.array([float(x) for x in str(text).split()])
+    v = np.asarray(text, float).ravel() if not isinstance(text, str) else np.array([float(x) for x in text.split()])
     if v.size != n:
         raise ValueError(f"render: expected {n} numbers in <visual> attribute, got {text!r}")
     return v
