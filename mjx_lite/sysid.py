@@ -35,7 +35,7 @@ import jax.numpy as jp
 import numpy as np
 import optax
 
-from mjx_lite import derivatives
+from mjx_lite import derivatives, io
 from mjx_lite.trajopt.common import StaticArg
 from mjx_lite.types import Data, Model
 
@@ -299,8 +299,6 @@ def fit(m: Model, logs, params=("body_mass",), *, window: int = 10, iterations: 
     Returns:
       `Fit` (fit.model is the fitted Model; fit.report() a table).
     """
-    from mjx_lite import io  # noqa: PLC0415
-
     if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
         raise ValueError(f"sysid: window must be a positive int, not {window!r}")
     if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 0:

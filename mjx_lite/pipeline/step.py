@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mjx_lite.data import check_data
 from mjx_lite.pipeline import forward as fwd
-from mjx_lite.pipeline import integrate, sensor
+from mjx_lite.pipeline import integrate, sensor, smoothing
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
 
@@ -31,12 +31,10 @@ def step(m: Model, d: Data) -> Data:
     model's reset state (see `integrate.check_pos_vel`), counting it in `warning_number`. After a bad qacc the
     reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step).
     With `m.config.contact_gradients == "smooth"` the value is the same and the derivative is randomly smoothed
-    (`mjx_lite.derivatives.smooth_step`).
+    (`mjx_lite.pipeline.smoothing.smooth_step`).
     """
     if m.config.contact_gradients != "exact":
-        from mjx_lite import derivatives  # noqa: PLC0415 - the layer above, imported when traced
-
-        return derivatives.smooth_step(m, d)
+        return smoothing.smooth_step(step, m, d)
     check_data(m, d)
     d = integrate.check_pos_vel(m, d)
     d = fwd.forward(m, d)

@@ -14,6 +14,7 @@ fields are those of its last Runge-Kutta stage); for the other integrators the s
 from __future__ import annotations
 
 import functools
+import types as _types
 from collections.abc import Callable
 
 import flax.struct
@@ -179,8 +180,6 @@ _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
 def _structural(obj, depth: int = 0):
     """A hashable value describing `obj` (functions by code, defaults, closure cells and referenced globals)."""
-    import types as _types  # noqa: PLC0415
-
     if depth > 40:
         raise _NoKeyError
     if isinstance(obj, _SCALARS):
