@@ -1,12 +1,15 @@
 """The 220-body pile with the sparse and the dense constraint Jacobian (section of docs/benchmarks.md).
 
-    python benchmarks/pile.py [--batch 1 16] [--steps 20] [--layouts sparse dense] [--quick]
+    python benchmarks/pile.py [--batch 1 16] [--steps 20] [--layouts sparse dense] [--mjx-steps 2] [--quick]
 
 One process, float32: for each `Config.efc_jacobian` layout, the bytes of one environment's Data (and its largest
 fields), the time per stage of one step at batch 1 (collision, make_constraint, solve and the whole step, each
 jitted alone from the same state), and steps/s of `jit(vmap(scan(step)))` at each batch, from the same initial
 state (the bundled scene, bodies about to land; `--settle` steps first), with MuJoCo C's single-thread
-`mj_step` over the same steps for reference. Ratios are within this run; say how loaded the machine was.
+`mj_step` over the same steps for reference, and MJX (`mujoco.mjx`, its own Data from `mjx.make_data`) at batch 1
+over `--mjx-steps` steps when its predicted memory fits (half the available host memory; its Data is ~1 GB per
+environment, a dense njmax x nv Jacobian among others; 0 skips it). Ratios are within this run; say how loaded
+the machine was.
 """
 
 from __future__ import annotations
@@ -66,11 +69,11 @@ def stage_times(m, d) -> dict[str, float]:
             "step": _best(f_step, m, d)}  # fmt: skip
 
 
-def throughput(m, d, batch: int, steps: int, repeats: int = 3) -> tuple[float, float]:
+def throughput(m, d, batch: int, steps: int, repeats: int = 3, step=mjl.step) -> tuple[float, float]:
     """(steps/s, compile seconds) of jit(vmap(scan(step))) over `batch` copies of d."""
 
     def rollout(m, d):
-        return jax.lax.scan(lambda d, _: (mjl.step(m, d), None), d, None, length=steps)[0]
+        return jax.lax.scan(lambda d, _: (step(m, d), None), d, None, length=steps)[0]
 
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
     t0 = time.perf_counter()
@@ -94,7 +97,44 @@ def mujoco_c(steps: int, settle: int) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-def run(layouts=("sparse", "dense"), batches=(1, 16), steps: int = 20, settle: int = 0) -> dict:
+def _available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            return 1024 * int(next(ln.split()[1] for ln in f if ln.startswith("MemAvailable")))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
+# MJX's step on the pile peaks at about this many times its Data (measured: ~1.8 GB resident per environment of
+# ~0.96 GB Data on the CPU, benchmarks/gpu_bench.py); with margin
+MJX_PEAK_PER_DATA = 3.0
+
+
+def mjx_reference(steps: int, state: dict | None) -> dict:
+    """MJX at batch 1 over `steps` steps from the same state: Data bytes, compile and steps/s (or why not)."""
+    import mujoco  # noqa: PLC0415
+    from mujoco import mjx  # noqa: PLC0415
+
+    if steps <= 0:
+        return {}
+    mjm = mujoco.MjModel.from_xml_path(BUNDLED)
+    m = mjx.put_model(mjm)
+    d = mjx.make_data(m)
+    out = {"data_bytes": _nbytes(d), "nefc": int(d._impl.efc_J.shape[0]), "ncon": int(d._impl.contact.dist.shape[0])}
+    need, avail = MJX_PEAK_PER_DATA * out["data_bytes"], _available_bytes() // 2
+    if need > avail:
+        why = f"predicted {need / 2**30:.1f} GiB > half the available memory ({avail / 2**30:.1f} GiB)"
+        return {**out, "skipped": why}
+    if state is not None:
+        d = d.replace(**{k: jp.asarray(v, d.qpos.dtype) for k, v in state.items()})
+    try:
+        out["batch1"], out["steps"] = throughput(m, d, 1, steps, repeats=1, step=mjx.step), steps
+    except Exception as e:  # noqa: BLE001 - reported, not hidden: MJX is a reference only
+        out["skipped"] = f"{type(e).__name__}: {str(e)[:200]}"
+    return out
+
+
+def run(layouts=("sparse", "dense"), batches=(1, 16), steps: int = 20, settle: int = 0, mjx_steps: int = 2) -> dict:
     base = mjl.load_mjcf(BUNDLED)
     res = {"nv": base.nv, "njmax": base.njmax, "nconmax": base.nconmax, "layouts": {}}
     state = None
@@ -114,6 +154,9 @@ def run(layouts=("sparse", "dense"), batches=(1, 16), steps: int = 20, settle: i
         res["layouts"][layout] = r
         print(layout, {k: v for k, v in r.items() if k != "largest"}, flush=True)
     res["mujoco_c"] = mujoco_c(steps, settle)
+    res["mjx"] = mjx_reference(mjx_steps, state if settle else None)
+    if res["mjx"]:
+        print("mjx", res["mjx"], flush=True)
     return res
 
 
@@ -132,6 +175,16 @@ def _markdown(res: dict, cmd: str, batches, steps: int) -> str:
                           for b in batches)  # fmt: skip
         smaller = lay["dense"]["data_bytes"] / lay["sparse"]["data_bytes"]
         ratio = f"Sparse / dense steps/s: {ratio}; Data {smaller:.0f}x smaller."
+    x = res.get("mjx", {})
+    if "batch1" in x:
+        ours = {n: r["batch1"][0] / x["batch1"][0] for n, r in lay.items() if "batch1" in r}
+        mjx = (f"MJX (`mjx.make_data`: Data {x['data_bytes'] / 1e6:.0f} MB/env, efc rows {x['nefc']}), batch 1, "
+               f"{x['steps']} steps: {x['batch1'][0]:.2f} steps/s (compile {x['batch1'][1]:.0f} s); mjx_lite / MJX at "
+               "batch 1: " + ", ".join(f"{n} {v:.0f}x" for n, v in ours.items()) + ".")  # fmt: skip
+    elif x:
+        mjx = f"MJX (Data {x['data_bytes'] / 1e6:.0f} MB/env) not run: {x.get('skipped', '?')}."
+    else:
+        mjx = ""
     head = " | ".join(f"steps/s batch {b}" for b in batches)
     largest = "; ".join(f"{n}: " + ", ".join(f"{k} {b / 1e6:.2f} MB" for b, k in r["largest"][:3])
                         for n, r in lay.items())  # fmt: skip
@@ -150,12 +203,14 @@ def _markdown(res: dict, cmd: str, batches, steps: int) -> str:
         *rows,
         "",
         ratio + f" Largest Data fields: {largest}.",
+        "",
+        mjx,
     ])  # fmt: skip
 
 
 def report(quick: bool = False) -> str:
     batches, steps = ((1,), 5) if quick else ((1, 16), 20)
-    res = run(batches=batches, steps=steps)
+    res = run(batches=batches, steps=steps, mjx_steps=0 if quick else 2)
     cmd = "python benchmarks/pile.py" + (" --quick" if quick else "")
     return _markdown(res, cmd, batches, steps)
 
@@ -166,10 +221,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--settle", type=int, default=0, help="steps taken (first layout) before measuring")
     p.add_argument("--layouts", nargs="*", default=["sparse", "dense"], choices=["sparse", "dense", "auto"])
-    p.add_argument("--quick", action="store_true", help="batch 1, 5 steps")
+    p.add_argument("--mjx-steps", type=int, default=2, help="MJX steps at batch 1 (0: skip MJX)")
+    p.add_argument("--quick", action="store_true", help="batch 1, 5 steps, no MJX")
     a = p.parse_args()
     batches, steps = ((1,), 5) if a.quick else (tuple(a.batch), a.steps)
-    res = run(tuple(a.layouts), batches, steps, a.settle)
+    res = run(tuple(a.layouts), batches, steps, a.settle, 0 if a.quick else a.mjx_steps)
     print(_markdown(res, "python benchmarks/pile.py " + " ".join(sys.argv[1:]), batches, steps))
 
 
