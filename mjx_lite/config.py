@@ -26,7 +26,7 @@ CONTACT_GRADIENTS = ("exact", "smooth")
 
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
-                 "broadphase_contacts_per_pair")  # fmt: skip
+                 "broadphase_contacts_per_pair", "nconmax", "njmax")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +69,13 @@ class Config:
       contact_smoothing_std: standard deviation of the position perturbation (metres or radians), > 0.
       contact_smoothing_dofs: the dofs that are perturbed (a tuple of dof indices), or None for all dofs.
       contact_smoothing_seed: seed of the perturbations (each step draws from it and its step count).
+      nconmax: cap on the contact capacity `m.nconmax` (MuJoCo's `<size nconmax>`): None (default): the model's own
+        `<size nconmax>` (`m.size_nconmax`) if it gives one; -1: no cap (the capacity the pair table needs); n >= 0:
+        at most n contact rows. Below the pair table's rows, the deepest active contacts of all groups are kept and
+        `d.warning_number[Warning.CONTACTFULL]` counts the steps where some were left out. See docs/capacity.md.
+      njmax: cap on the constraint rows `m.njmax` (MuJoCo's `<size njmax>`), same conventions. Equality, friction
+        and limit rows are static; the contact slots are cut until the rows fit (overflow counted in
+        `Warning.CNSTRFULL`); a cap below the model's non-contact rows is an error.
     """
 
     gradients: str = "implicit"
@@ -86,6 +93,8 @@ class Config:
     contact_smoothing_std: float = 0.02
     contact_smoothing_dofs: tuple[int, ...] | None = None
     contact_smoothing_seed: int = 0
+    nconmax: int | None = None
+    njmax: int | None = None
 
     def __post_init__(self):
         if self.gradients not in GRADIENT_MODES:
@@ -127,6 +136,10 @@ class Config:
                 raise ValueError(
                     f"Config.contact_smoothing_dofs must be None or a non-empty tuple of dof indices, not {dofs!r}"
                 )
+        for name in ("nconmax", "njmax"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < -1):
+                raise ValueError(f"Config.{name} must be None, -1 (no cap) or a non-negative int, not {v!r}")
         seed = self.contact_smoothing_seed
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"Config.contact_smoothing_seed must be an int, not {seed!r}")

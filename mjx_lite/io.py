@@ -45,8 +45,9 @@ def build_model(
     fields = {f.name: f for f in dataclasses.fields(Model)}
     kw: dict[str, Any] = {}
     for name, f in fields.items():
-        if name in ("opt", "stat", "names", "nconmax", "njmax", "dof_frictional", "tendon_frictional", "tendon_armed",
-                    "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active"):
+        if name in ("opt", "stat", "names", "nconmax", "njmax", "size_nconmax", "size_njmax", "dof_frictional",
+                    "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow", "geom_reach0",
+                    "hfield_cell0", "config", "ngravcomp", "fluid_active"):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -70,6 +71,12 @@ def build_model(
     for flag, src in (("dof_frictional", "dof_frictionloss"), ("tendon_frictional", "tendon_frictionloss")):
         kw[flag] = np.asarray(arrays[src], np.float64) > 0
         kw[flag].setflags(write=False)
+    # one limit row where the compiled range is at least twice the margin (both sides cannot be active at once)
+    for flag, rng, margin in (("jnt_limit_onerow", "jnt_range", "jnt_margin"),
+                              ("tendon_limit_onerow", "tendon_range", "tendon_margin")):  # fmt: skip
+        r = np.asarray(arrays[rng], np.float64).reshape(-1, 2)
+        kw[flag] = (r[:, 1] - r[:, 0]) >= 2 * np.asarray(arrays[margin], np.float64).reshape(-1)
+        kw[flag].setflags(write=False)
     armed = np.asarray(arrays["tendon_armature"], np.float64) > 0
     trn = np.asarray(arrays["actuator_trntype"])
     for i in np.nonzero((trn == types.TrnType.TENDON) & (np.asarray(arrays["actuator_armature"]) > 0))[0]:
@@ -89,6 +96,11 @@ def build_model(
         kw[name] = v
     kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64)))
     kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)
+    for name in ("nconmax", "njmax"):  # MuJoCo's <size nconmax njmax> (mjModel.nconmax / njmax); -1: not given
+        v = int(sizes.get(name, -1))
+        if v < -1:
+            raise ValueError(f"build_model: {name} must be >= -1, not {v}")
+        kw["size_" + name] = v
     m = Model(nconmax=0, njmax=0, config=Config() if config is None else config, **kw)
     return _with_capacities(m)
 
@@ -119,7 +131,26 @@ def _with_capacities(m: Model) -> Model:
 
 
 def _capacities(m: Model) -> tuple[int, int]:
-    """Static sizes of the padded contact and constraint arrays (the pair table's rows, the constraint plan's)."""
-    nconmax = int(driver.contact_capacity(m))
+    """Static sizes of the padded contact and constraint arrays.
+
+    Without caps: the pair table's rows (`driver.contact_capacity`) and the constraint plan's rows. With the caps of
+    `types.requested_capacities` (the MJCF's `<size nconmax njmax>` or `m.config`): at most that many contact rows
+    (the collision driver keeps the deepest, `driver.collision`), and as many contact slots as fit in njmax next to
+    the static equality / friction / limit rows (all slots then have the model's largest condim's rows). A cap
+    above what the model can produce changes nothing: the arrays are never padded beyond it.
+    """
+    raw = int(driver.contact_capacity(m))
+    want_con, want_efc = types.requested_capacities(m)
+    nconmax = raw if want_con < 0 else min(raw, want_con)
+    if want_efc >= 0:
+        fixed = int(constraint.efc_capacity(m, 0))  # rows that do not depend on contacts
+        if fixed > want_efc:
+            raise ValueError(
+                f"njmax={want_efc} is below the model's {fixed} equality, friction-loss and limit constraint rows "
+                "(mjx_lite gives each of them a static row); raise <size njmax> or Config.njmax, or use -1 (no cap)"
+            )
+        if constraint.efc_capacity(m, nconmax) > want_efc:
+            per_slot = int(constraint.plan(m, raw).con_rows.max(initial=0))  # compacted slots: the largest condim
+            nconmax = min(nconmax, (want_efc - fixed) // max(per_slot, 1))
     njmax = int(constraint.efc_capacity(m, nconmax))
     return nconmax, njmax

@@ -392,12 +392,21 @@ class Model:
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
+    # the MJCF's <size nconmax="..." njmax="..."> (MuJoCo's mjModel.nconmax / njmax; -1: not given): caps on the
+    # capacities above unless m.config.nconmax / njmax say otherwise (see `requested_capacities`)
+    size_nconmax: int = static_field(-1)
+    size_njmax: int = static_field(-1)
     # static structure derived from compile-time floats: dofs / tendons that get a friction-loss constraint row
     # (compiled frictionloss > 0; the value itself stays traced, so it can be randomised but not switched on)
     dof_frictional: np.ndarray = static_field(None, shape=("nv",), dtype="bool")
     tendon_frictional: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
     # tendons whose compiled armature (own, or of actuators acting through them) is > 0: they add J' a J to qM
     tendon_armed: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
+    # limited slide/hinge joints and tendons whose compiled range is at least twice their margin: at most one side
+    # can be active, so they get one constraint row (the nearer side) instead of two; a run that finds both sides
+    # active (e.g. a margin randomised wider) counts it in Warning.CNSTRFULL (pipeline/constraint.py)
+    jnt_limit_onerow: np.ndarray = static_field(None, shape=("njnt",), dtype="bool")
+    tendon_limit_onerow: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
     # bodies with gravity compensation (MuJoCo's ngravcomp, counted at compile time: as in MuJoCo, a model compiled
     # without any skips gravcomp even if body_gravcomp is changed later) and whether the model has a fluid medium
     # (opt.density or opt.viscosity > 0 at compile time: fluid forces are traced only then; set it to True with
@@ -805,7 +814,6 @@ class Data:
     efc_margin: jax.Array = shaped("njmax")
     efc_frictionloss: jax.Array = shaped("njmax")
     efc_diagA: jax.Array = shaped("njmax")  # noqa: N815
-    efc_KBIP: jax.Array = shaped("njmax", 4)  # noqa: N815
     efc_D: jax.Array = shaped("njmax")  # noqa: N815
     efc_R: jax.Array = shaped("njmax")  # noqa: N815
     efc_vel: jax.Array = shaped("njmax")
@@ -931,6 +939,14 @@ def sparse_efc_jacobian(m: Model) -> bool:
             "use mjx_lite.configure(m, efc_jacobian='auto') or 'dense', or the CG / Newton solver"
         )
     return mode == "sparse" or (mode == "auto" and not pgs and m.nv >= EFC_SPARSE_FACTOR * efc_row_width(m))
+
+
+def requested_capacities(m: Model) -> tuple[int, int]:
+    """(nconmax, njmax) caps asked for (-1: none): `m.config.nconmax` / `njmax` where not None, else the MJCF's
+    `<size nconmax njmax>` (`m.size_nconmax` / `size_njmax`)."""
+    c = m.config.nconmax if m.config.nconmax is not None else m.size_nconmax
+    j = m.config.njmax if m.config.njmax is not None else m.size_njmax
+    return int(c), int(j)
 
 
 def sizes(m: Model) -> dict[str, int]:

@@ -36,6 +36,11 @@ collider's count). When more candidates overlap than `narrow`, or more rows are 
 overlapping candidates / shallowest rows are left out and `d.warning_number[Warning.CONTACTFULL]` is
 incremented (per environment under vmap): nothing is dropped silently. The capacities are fields of the model's
 configuration (`mjx_lite.Config`), which decide its `nconmax`: change them with `mjx_lite.configure`.
+
+Capacity caps: MuJoCo's `<size nconmax njmax>` (or `Config.nconmax/njmax`) may set `m.nconmax` below the pair
+table's rows (`mjx_lite.io`); then every group still runs and the deepest `m.nconmax` active rows of all groups
+are kept, in layout order (`capped`); the steps that leave active rows out are counted in
+`d.warning_number[Warning.CONTACTFULL]` (`CNSTRFULL` where the slots were cut to fit njmax).
 """
 
 from __future__ import annotations
@@ -452,8 +457,36 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
     return fields, overflow
 
 
+def capped(m: Model) -> bool:
+    """Static: the model's contact capacity is below its pair table's rows (a `<size nconmax/njmax>` or
+    `Config.nconmax/njmax` cap), so `collision` keeps the deepest rows of all groups in `m.nconmax` slots."""
+    return m.nconmax < pair_table(m).nconmax
+
+
+def _cap_warning(m: Model) -> int:
+    """The warning counted when the cap leaves contacts out: CONTACTFULL where the contact cap itself binds,
+    CNSTRFULL where the slots were cut to fit the constraint rows in njmax."""
+    want = types.requested_capacities(m)[0]
+    return types.Warning.CONTACTFULL if 0 <= want <= m.nconmax else types.Warning.CNSTRFULL
+
+
+def _keep_deepest(fields: dict[str, jax.Array], n: int) -> tuple[dict[str, jax.Array], jax.Array]:
+    """The n deepest active rows of `fields` (in their layout order, so that a pair's rows keep the collider's
+    order) and whether active rows were left out."""
+    act = fields["active"]
+    overflow = jp.sum(act) > n
+    if n == 0:
+        return {k: v[:0] for k, v in fields.items()}, overflow
+    _, rows = jax.lax.top_k(jax.lax.stop_gradient(jp.where(act, -fields["dist"], -jp.inf)), n)
+    rows = jp.sort(rows)
+    return {k: v[rows] for k, v in fields.items()}, overflow
+
+
 def collision(m: Model, d: types.Data) -> types.Data:
-    """Collision detection (mj_collision): fills `d.contact` (padded to m.nconmax) and `d.ncon`."""
+    """Collision detection (mj_collision): fills `d.contact` (padded to m.nconmax) and `d.ncon`.
+
+    Under a capacity cap (`capped`) the deepest m.nconmax active rows of all groups are kept and the steps that
+    leave some out are counted in d.warning_number (CONTACTFULL, or CNSTRFULL when njmax set the cap)."""
     table = pair_table(m)
     if not table.groups:
         return d.replace(ncon=jp.zeros((), jp.int32))
@@ -464,9 +497,13 @@ def collision(m: Model, d: types.Data) -> types.Data:
         parts.append(f)
         overflow = overflow | o
     fields = {k: jp.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
+    warn = d.warning_number
+    if capped(m):
+        fields, cap_over = _keep_deepest(fields, m.nconmax)
+        warn = warn.at[_cap_warning(m)].add(cap_over.astype(jp.int32))
     contact = types.Contact(**fields)
     ncon = jp.sum(contact.active).astype(jp.int32)
-    warn = d.warning_number.at[types.Warning.CONTACTFULL].add(overflow.astype(jp.int32))
+    warn = warn.at[types.Warning.CONTACTFULL].add(overflow.astype(jp.int32))
     return d.replace(contact=contact, ncon=ncon, warning_number=warn)
 
 

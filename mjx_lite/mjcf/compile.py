@@ -1161,6 +1161,9 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     stat.update(statistic_overrides(root))
     fill_missing(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})  # anything still missing
     sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}
+    for name in ("nconmax", "njmax"):  # <size nconmax njmax>: caps on the padded capacities (-1: not given)
+        given = [int(v) for sec in at.sections(root, "size") if (v := sec.attrs.get(name)) is not None]
+        sizes[name] = given[-1] if given else -1
     if float32:
         _check_float32_arrays(ctx, stat)
     return io.build_model(ctx.arrays, sizes, ctx.option, stat, names(ctx), config=config)

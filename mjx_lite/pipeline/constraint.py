@@ -54,6 +54,7 @@ from mjx_lite.types import (
     JointType,
     Model,
     ObjType,
+    Warning,
 )
 
 # ---------------------------------------------------------------------------------------------------------
@@ -75,6 +76,8 @@ class Plan:
     lim_jnt: np.ndarray
     lim_ball: np.ndarray
     lim_ten: np.ndarray
+    lim_jnt_one: np.ndarray  # (len(lim_jnt),) bool: one row (the nearer side) instead of two (Model.jnt_limit_onerow)
+    lim_ten_one: np.ndarray  # (len(lim_ten),) bool (Model.tendon_limit_onerow)
     con_dim: np.ndarray  # (nconmax,) static condim of each contact slot (an upper bound when trimmed)
     con_rows: np.ndarray  # (nconmax,) rows of each slot
     con_adr: np.ndarray  # (nconmax,) first row of each slot
@@ -89,9 +92,13 @@ def _flag(m: Model, bit) -> bool:
 
 
 def _slot_condim(m: Model, nconmax: int) -> np.ndarray:
-    """Static condim of each contact slot, following the collision driver's row layout."""
+    """Static condim of each contact slot, following the collision driver's row layout. Below the pair table's rows
+    (a capacity cap, `driver.collision` keeps the deepest rows of all groups) every slot has the largest condim."""
     if nconmax == 0:
         return np.zeros(0, np.int64)
+    raw = driver.contact_capacity(m)
+    if nconmax < raw:
+        return np.full(nconmax, int(_slot_condim(m, raw).max()), np.int64)
     out = []
     prio = np.asarray(m.geom_priority)
     cd = np.asarray(m.geom_condim)
@@ -139,6 +146,8 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
     lim_jnt = np.nonzero(lim & ((jt == JointType.SLIDE) | (jt == JointType.HINGE)))[0]
     lim_ball = np.nonzero(lim & (jt == JointType.BALL))[0]
     lim_ten = np.nonzero(np.asarray(m.tendon_limited, bool))[0] if lim_on else empty
+    lim_jnt_one = _onerow(m.jnt_limit_onerow, m.njnt)[lim_jnt]
+    lim_ten_one = _onerow(m.tendon_limit_onerow, m.ntendon)[lim_ten]
     elliptic = m.opt.cone == ConeType.ELLIPTIC
     con_dim = _slot_condim(m, nconmax) if con_on else np.zeros(0, np.int64)
     if elliptic:
@@ -148,7 +157,8 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
 
     sizes = [("connect", 3 * len(connect)), ("weld", 6 * len(weld)), ("joint_eq", len(joint_eq)),
              ("tendon_eq", len(tendon_eq)), ("fric_dof", len(fric_dof)), ("fric_ten", len(fric_ten)),
-             ("lim_jnt", 2 * len(lim_jnt)), ("lim_ball", len(lim_ball)), ("lim_ten", 2 * len(lim_ten)),
+             ("lim_jnt", int(np.sum(2 - lim_jnt_one))), ("lim_ball", len(lim_ball)),
+             ("lim_ten", int(np.sum(2 - lim_ten_one))),
              ("contact", int(con_rows.sum()))]  # fmt: skip
     adr, row = {}, 0
     for name, n in sizes:
@@ -172,8 +182,14 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
     sparse = types.sparse_efc_jacobian(m)
     return Plan(nefc=nefc, layout=layout, connect=connect, weld=weld, joint_eq=joint_eq, tendon_eq=tendon_eq,
                 fric_dof=fric_dof, fric_ten=fric_ten, lim_jnt=lim_jnt, lim_ball=lim_ball, lim_ten=lim_ten,
+                lim_jnt_one=lim_jnt_one, lim_ten_one=lim_ten_one,
                 con_dim=con_dim, con_rows=con_rows, con_adr=con_adr, adr=adr, elliptic=elliptic, sparse=sparse,
                 width=types.efc_row_width(m) if sparse else 0)  # fmt: skip
+
+
+def _onerow(flags: np.ndarray | None, n: int) -> np.ndarray:
+    """Static (n,) bool of Model.jnt_limit_onerow / tendon_limit_onerow (all False when not set: two rows)."""
+    return np.zeros(n, bool) if flags is None else np.asarray(flags, bool).reshape(n)
 
 
 def _tree_mass(m: Model) -> solver_common.TreeMass | None:
@@ -424,22 +440,36 @@ def _friction_rows(m: Model, d: Data, dofs: np.ndarray, tendons: np.ndarray, spa
     return out
 
 
-def _two_sided(x, rng, Jrow, margin, diag, solref, solimp, ctype, ids, cols=None) -> _Rows:
-    """Lower and upper limit rows, interleaved per object: (x - lo, +J), (hi - x, -J); Jrow (n, nv) dense, or
-    sparse values (n, wb) at columns cols (n, wb)."""
+def _two_sided(x, rng, Jrow, margin, diag, solref, solimp, ctype, ids, one, cols=None) -> tuple[_Rows, jax.Array]:
+    """Limit rows, per object (n,): the lower (x - lo, +J) and upper (hi - x, -J) rows, or where `one` (static (n,)
+    bool: the range is at least twice the margin, so at most one side can be active) only the nearer side's.
+    Jrow (n, nv) dense, or sparse values (n, wb) at columns cols (n, wb). Returns the rows and whether an object of
+    one row had both sides active (a row left out: Warning.CNSTRFULL)."""
     n = x.shape[0]
-    dist = jp.stack([x - rng[:, 0], rng[:, 1] - x], axis=1).reshape(-1)
-    J = jp.stack([Jrow, -Jrow], axis=1).reshape(2 * n, -1)
-    cols = None if cols is None else np.repeat(cols, 2, axis=0)
-    mg = _rep(margin, 2)
-    return _Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist), diag=_rep(diag, 2),
-                 solref=_rep(solref, 2), solimp=_rep(solimp, 2), imp_r=jp.abs(dist - mg), bias=jp.zeros_like(dist),
-                 active=dist < mg, type=np.full(2 * n, ctype), id=np.repeat(ids, 2), k_zero=np.zeros(2 * n, bool),
-                 r_scale=jp.ones_like(dist), cols=cols)  # fmt: skip
+    lo, hi = x - rng[:, 0], rng[:, 1] - x
+    near_lo = lo <= hi
+    both = jp.any(jp.asarray(one) & (lo < margin) & (hi < margin))
+    first = jp.where(jp.asarray(one) & ~near_lo, hi, lo)  # one-row objects: the nearer side
+    sign = jp.where(jp.asarray(one) & ~near_lo, -1.0, 1.0).astype(Jrow.dtype)[:, None]
+    dist = jp.stack([first, hi], axis=1).reshape(-1)
+    J = jp.stack([sign * Jrow, -Jrow], axis=1).reshape(2 * n, -1)
+    keep = np.stack([np.ones(n, bool), ~np.asarray(one, bool)], axis=1).reshape(-1)  # drop the unused second rows
+    rows = np.nonzero(keep)[0]
+    k = len(rows)
+    per = np.repeat(np.arange(n), 2)[rows]  # object of each kept row
+    cols = None if cols is None else np.asarray(cols)[per]
+    dist, J, mg = dist[rows], J[rows], margin[per]
+    out = _Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist), diag=diag[per], solref=solref[per],
+                solimp=solimp[per], imp_r=jp.abs(dist - mg), bias=jp.zeros_like(dist), active=dist < mg,
+                type=np.full(k, ctype), id=np.asarray(ids)[per], k_zero=np.zeros(k, bool), r_scale=jp.ones_like(dist),
+                cols=cols)  # fmt: skip
+    return out, both
 
 
-def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
+def _limit_rows(m: Model, d: Data, p: Plan) -> tuple[list[_Rows], jax.Array]:
+    """Joint, ball and tendon limit rows, and whether a one-row limit had both sides active (see `_two_sided`)."""
     out = []
+    over = jp.zeros((), bool)
     dt = d.qpos.dtype
     qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
     if len(p.lim_jnt):
@@ -448,9 +478,10 @@ def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             Jrow, cols = jp.ones((len(j), 1), dt), dadr[j][:, None].astype(np.int64)
         else:
             Jrow, cols = jp.eye(m.nv, dtype=dt)[dadr[j]], None
-        out.append(_two_sided(d.qpos[qadr[j]], m.jnt_range[j], Jrow, m.jnt_margin[j],
-                              m.dof_invweight0[dadr[j]], m.jnt_solref[j], m.jnt_solimp[j],
-                              ConstraintType.LIMIT_JOINT, j, cols))  # fmt: skip
+        rows, o = _two_sided(d.qpos[qadr[j]], m.jnt_range[j], Jrow, m.jnt_margin[j], m.dof_invweight0[dadr[j]],
+                             m.jnt_solref[j], m.jnt_solimp[j], ConstraintType.LIMIT_JOINT, j, p.lim_jnt_one, cols)
+        out.append(rows)
+        over = over | o
     if len(p.lim_ball):
         j = p.lim_ball
         n = len(j)
@@ -478,10 +509,12 @@ def _limit_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         Jrow, cols = d.ten_J[t], None
         if p.sparse:
             Jrow, cols = _static_sparse(Jrow, [types.tendon_dofs(m)[i] for i in t])
-        out.append(_two_sided(d.ten_length[t], m.tendon_range[t], Jrow, m.tendon_margin[t],
-                              m.tendon_invweight0[t], m.tendon_solref_lim[t], m.tendon_solimp_lim[t],
-                              ConstraintType.LIMIT_TENDON, t, cols))  # fmt: skip
-    return out
+        rows, o = _two_sided(d.ten_length[t], m.tendon_range[t], Jrow, m.tendon_margin[t], m.tendon_invweight0[t],
+                             m.tendon_solref_lim[t], m.tendon_solimp_lim[t], ConstraintType.LIMIT_TENDON, t,
+                             p.lim_ten_one, cols)  # fmt: skip
+        out.append(rows)
+        over = over | o
+    return out, over
 
 
 CHAIN_SPARSE_FACTOR = 4  # "auto": build contact rows from the bodies' dof chains when 2 * chain * factor <= nv
@@ -666,6 +699,47 @@ def make_constraint(m: Model, d: Data) -> Data:
     p = plan(m)
     if p.nefc == 0:
         return d.replace(nefc=jp.zeros((), jp.int32))
+    d, r = _assemble(m, d, p)
+    f, active = r["fields"], r["active"]
+    dt = d.qpos.dtype
+    if len(p.con_dim):  # contact.efc_address: first row of each contact with rows (-1: none, e.g. in the gap band)
+        con = d.contact
+        live = con.active & (con.dist < con.includemargin)
+        d = d.replace(contact=con.replace(efc_address=jp.where(live, jp.asarray(p.con_adr, jp.int32), -1)))
+    return d.replace(
+        warning_number=d.warning_number.at[Warning.CNSTRFULL].add(r["lim_over"].astype(jp.int32)),
+        nefc=jp.sum(active).astype(jp.int32),
+        efc_type=jp.asarray(f["type"], jp.int32),
+        efc_id=jp.asarray(f["id"], jp.int32),
+        efc_mask=active,
+        efc_J=r["J"].astype(dt),
+        efc_J_colind=r["cols"],
+        efc_pos=jp.where(active, f["pos"], 0.0),
+        efc_margin=jp.where(active, f["margin"], 0.0),
+        efc_frictionloss=jp.where(active, f["frictionloss"], 0.0),
+        efc_diagA=jp.where(active, r["diag"], 0.0),
+        efc_D=1.0 / r["R"],
+        efc_R=r["R"],
+        efc_vel=r["vel"],
+        efc_aref=r["aref"],
+    )
+
+
+def efc_kbip(m: Model, d: Data) -> jax.Array:
+    """MuJoCo's efc_KBIP (njmax, 4): stiffness K, damping B, impedance I of every row at the state of d (after
+    collision; zero on inactive rows; the impedance derivative P is not computed: 0). Recomputed on request from
+    the same rows make_constraint builds rather than stored in Data (aref, R and D carry what the solver needs)."""
+    p = plan(m)
+    if p.nefc == 0:
+        return jp.zeros((0, 4), d.qpos.dtype)
+    _, r = _assemble(m, d, p)
+    KBIP = jp.stack([r["K"], r["B"], r["imp"], jp.zeros_like(r["K"])], axis=1)
+    return jp.where(r["active"][:, None], KBIP, 0.0)
+
+
+def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
+    """Every row of plan p at the state of d, in the plan's order, with its impedance and reference acceleration.
+    Returns d (with cvel/cdof_dot where connect/weld rows need them) and a dict of the row quantities."""
     blocks: list[_Rows] = []
     if len(p.connect) or len(p.weld):
         # the Jdot qvel term of connect/weld rows needs cvel/cdof_dot, which the pipeline computes only later
@@ -680,7 +754,8 @@ def make_constraint(m: Model, d: Data) -> Data:
     if len(p.tendon_eq):
         blocks.append(_poly_rows(m, d, p.tendon_eq, tendon=True, sparse=p.sparse))
     blocks += _friction_rows(m, d, p.fric_dof, p.fric_ten, p.sparse)
-    blocks += _limit_rows(m, d, p)
+    lim_blocks, lim_over = _limit_rows(m, d, p)
+    blocks += lim_blocks
     if len(p.con_dim):
         con_blocks = _contact_rows(m, d, p)
     else:
@@ -709,7 +784,6 @@ def make_constraint(m: Model, d: Data) -> Data:
                 x = x[inv]
         fields[name] = x
     f = fields
-    dt = d.qpos.dtype
     imp, dmax = _impedance(f["solimp"], f["imp_r"])
     solref = f["solref"]
     if not (m.opt.disableflags & DisableBit.REFSAFE):
@@ -732,28 +806,8 @@ def make_constraint(m: Model, d: Data) -> Data:
     aref = -B * vel - K * imp * (pos - f["margin"]) - f["bias"]
     R = jp.where(active, R, 1.0)
     aref = jp.where(active, aref, 0.0)
-    KBIP = jp.stack([K, B, imp, jp.zeros_like(K)], axis=1)
-    if len(p.con_dim):  # contact.efc_address: first row of each contact with rows (-1: none, e.g. in the gap band)
-        con = d.contact
-        live = con.active & (con.dist < con.includemargin)
-        d = d.replace(contact=con.replace(efc_address=jp.where(live, jp.asarray(p.con_adr, jp.int32), -1)))
-    return d.replace(
-        nefc=jp.sum(active).astype(jp.int32),
-        efc_type=jp.asarray(f["type"], jp.int32),
-        efc_id=jp.asarray(f["id"], jp.int32),
-        efc_mask=active,
-        efc_J=J.astype(dt),
-        efc_J_colind=cols,
-        efc_pos=jp.where(active, pos, 0.0),
-        efc_margin=jp.where(active, f["margin"], 0.0),
-        efc_frictionloss=jp.where(active, f["frictionloss"], 0.0),
-        efc_diagA=jp.where(active, diag, 0.0),
-        efc_KBIP=jp.where(active[:, None], KBIP, 0.0),
-        efc_D=1.0 / R,
-        efc_R=R,
-        efc_vel=vel,
-        efc_aref=aref,
-    )
+    return d, dict(fields=f, active=active, J=J, cols=cols, diag=diag, R=R, vel=vel, aref=aref, K=K, B=B, imp=imp,
+                   lim_over=lim_over)  # fmt: skip
 
 
 def _in_layout(m: Model, p: Plan, b: _Rows) -> _Rows:

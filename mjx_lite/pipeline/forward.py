@@ -66,7 +66,7 @@ def fwd_position(m: Model, d: Data) -> Data:
     d = inertia.crb(m, d)
     d = inertia.factor_m(m, d)
     if _constraints_on(m):
-        if not _disabled(m, DisableBit.CONTACT) and m.nconmax > 0:
+        if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
             d = driver.collision(m, d)
         d = constraint.make_constraint(m, d)
     d = transmission.transmission(m, d)

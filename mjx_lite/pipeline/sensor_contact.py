@@ -207,6 +207,16 @@ def _slot_layout(m: Model) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(pairs), np.concatenate(subs)
 
 
+def _explicit_pair_of(m: Model, g1: jax.Array, g2: jax.Array) -> jax.Array:
+    """Explicit pair id of contact rows (k,) from their geoms (-1: a dynamic pair); an explicit pair replaces the
+    dynamic pair of its two geoms, so the geoms name it (the first of duplicate pairs)."""
+    if m.npair == 0:
+        return jp.full(g1.shape, -1, jp.int32)
+    p1, p2 = jp.asarray(np.asarray(m.pair_geom1), jp.int32), jp.asarray(np.asarray(m.pair_geom2), jp.int32)
+    hit = ((g1[:, None] == p1) & (g2[:, None] == p2)) | ((g1[:, None] == p2) & (g2[:, None] == p1))
+    return jp.where(jp.any(hit, axis=1), jp.argmax(hit, axis=1), -1).astype(jp.int32)
+
+
 def contact_rank(m: Model, d: Data) -> jax.Array:
     """Position of every contact row in MuJoCo's `d->contact` order (inactive rows last), (nconmax,) int32.
 
@@ -215,14 +225,18 @@ def contact_rank(m: Model, d: Data) -> jax.Array:
     pair are ordered by their geom ids, and the contacts of one geom pair keep the collider's order.
     """
     n = m.nconmax
-    pair, sub = _slot_layout(m)
     g1, g2, b1, b2 = _contact_bodies(m, d)
-    explicit = jp.asarray(pair >= 0)
+    if driver.capped(m):  # rows of any group in any slot: the pair id from the geoms, a pair's rows in layout order
+        pair, sub = _explicit_pair_of(m, g1, g2), jp.zeros((n,), jp.int32)
+    else:
+        pair, sub = (jp.asarray(x, jp.int32) for x in _slot_layout(m))
+    explicit = pair >= 0
     lo, hi = jp.minimum(b1, b2), jp.maximum(b1, b2)
-    ka = jp.where(explicit, jp.asarray(pair, jp.int32), g1)
+    ka = jp.where(explicit, pair, g1)
     kb = jp.where(explicit, 0, g2)
     inactive = ~d.contact.active
-    keys = (jp.asarray(sub, jp.int32), kb, ka, (~explicit).astype(jp.int32), hi, lo, inactive.astype(jp.int32))
+    keys = (jp.arange(n, dtype=jp.int32), sub, kb, ka, (~explicit).astype(jp.int32), hi, lo,
+            inactive.astype(jp.int32))  # fmt: skip
     order = jp.lexsort(keys)
     return jp.zeros((n,), jp.int32).at[order].set(jp.arange(n, dtype=jp.int32))
 
