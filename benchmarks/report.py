@@ -25,7 +25,7 @@ DOCS = os.path.join(ROOT, "docs")
 PARTS = os.path.join(DOCS, "benchmarks")
 
 # in the order they appear on the page; each is benchmarks/<name>.py with report(quick)
-SECTIONS = ["throughput", "compile_time", "grad_compile", "pile", "collision", "rl", "render", "derivatives",
+SECTIONS = ["throughput", "compile_time", "grad_compile", "pile", "memory", "collision", "rl", "render", "derivatives",
             "parallel"]  # fmt: skip
 
 
