@@ -70,11 +70,17 @@ def stage_times(m, d) -> dict[str, float]:
 
 
 def throughput(m, d, batch: int, steps: int, repeats: int = 3, step=mjl.step) -> tuple[float, float]:
-    """(steps/s, compile seconds) of jit(vmap(scan(step))) over `batch` copies of d."""
+    """(steps/s, compile seconds) of jit(vmap(scan(step))) over `batch` copies of d; batch 0: jit(scan(step)) of
+    d itself (one environment, no vmap)."""
 
     def rollout(m, d):
         return jax.lax.scan(lambda d, _: (step(m, d), None), d, None, length=steps)[0]
 
+    if batch == 0:
+        t0 = time.perf_counter()
+        f = jax.jit(rollout).lower(m, d).compile()
+        compile_s = time.perf_counter() - t0
+        return steps / _best(f, m, d, repeats=repeats), compile_s
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
     t0 = time.perf_counter()
     f = jax.jit(jax.vmap(rollout, in_axes=(None, 0))).lower(m, db).compile()
@@ -149,6 +155,7 @@ def run(layouts=("sparse", "dense"), batches=(1, 16), steps: int = 20, settle: i
         d = mjl.make_data(m).replace(**state)
         r = {"data_bytes": _nbytes(d), "largest": _fields(d)[:4], "efc_J": tuple(d.efc_J.shape)}
         r["stages"] = stage_times(m, d)
+        r["unbatched"] = throughput(m, d, 0, steps)
         for b in batches:
             r[f"batch{b}"] = throughput(m, d, b, steps)
         res["layouts"][layout] = r
@@ -167,12 +174,13 @@ def _markdown(res: dict, cmd: str, batches, steps: int) -> str:
         st = r["stages"]
         tp = " | ".join(f"{r[f'batch{b}'][0]:.1f}" for b in batches)
         rows.append(f"| {name} {r['efc_J']} | {r['data_bytes'] / 1e6:.2f} | {1e3 * st['collision']:.1f} | "
-                    f"{1e3 * st['make_constraint']:.1f} | {1e3 * st['solve']:.1f} | {1e3 * st['step']:.1f} | {tp} | "
-                    f"{r[f'batch{batches[0]}'][1]:.0f} |")  # fmt: skip
+                    f"{1e3 * st['make_constraint']:.1f} | {1e3 * st['solve']:.1f} | {1e3 * st['step']:.1f} | "
+                    f"{r['unbatched'][0]:.1f} | {tp} | {r[f'batch{batches[0]}'][1]:.0f} |")  # fmt: skip
     ratio = ""
     if "sparse" in lay and "dense" in lay:
-        ratio = ", ".join(f"batch {b}: {lay['sparse'][f'batch{b}'][0] / lay['dense'][f'batch{b}'][0]:.1f}x"
-                          for b in batches)  # fmt: skip
+        ratio = ", ".join([f"one environment: {lay['sparse']['unbatched'][0] / lay['dense']['unbatched'][0]:.1f}x"]
+                          + [f"batch {b}: {lay['sparse'][f'batch{b}'][0] / lay['dense'][f'batch{b}'][0]:.1f}x"
+                             for b in batches])  # fmt: skip
         smaller = lay["dense"]["data_bytes"] / lay["sparse"]["data_bytes"]
         ratio = f"Sparse / dense steps/s: {ratio}; Data {smaller:.0f}x smaller."
     x = res.get("mjx", {})
@@ -194,12 +202,15 @@ def _markdown(res: dict, cmd: str, batches, steps: int) -> str:
         "",
         f"`{cmd}` ({datetime.date.today()}, {platform.machine()} {os.cpu_count()}-core CPU, load average "
         f"{load:.1f}; nv {res['nv']}, njmax {res['njmax']} rows, nconmax {res['nconmax']}). Stage times: best of "
-        f"5 calls at batch 1, each stage jitted alone; throughput: `jit(vmap(scan(step)))`, {steps} steps from "
-        f"the same state. MuJoCo C, one thread, same steps: {res['mujoco_c']:.0f} steps/s.",
+        f"5 calls at batch 1, each stage jitted alone; throughput: `jit(scan(step))` of one environment and "
+        f"`jit(vmap(scan(step)))` per batch, {steps} steps from the same state (under vmap the sparse rows' "
+        f"gathers become batched gathers, which XLA's CPU backend runs slower at small batches: compare one "
+        f"environment with batch 1); compile: the batch-{batches[0]} program, cold (persistent cache off unless "
+        f"--cache). MuJoCo C, one thread, same steps: {res['mujoco_c']:.0f} steps/s.",
         "",
-        f"| efc_J layout | Data MB/env | collision ms | make_constraint ms | solve ms | step ms | {head} | "
-        "compile s |",
-        "| --- | --- | --- | --- | --- | --- | " + " | ".join("---" for _ in batches) + " | --- |",
+        f"| efc_J layout | Data MB/env | collision ms | make_constraint ms | solve ms | step ms | steps/s, one env "
+        f"(no vmap) | {head} | compile s |",
+        "| --- | --- | --- | --- | --- | --- | --- | " + " | ".join("---" for _ in batches) + " | --- |",
         *rows,
         "",
         ratio + f" Largest Data fields: {largest}.",
@@ -208,7 +219,13 @@ def _markdown(res: dict, cmd: str, batches, steps: int) -> str:
     ])  # fmt: skip
 
 
+def _cold() -> None:
+    """Compile times are cold: JAX's persistent compilation cache (on by default in mjx_lite) is turned off."""
+    jax.config.update("jax_enable_compilation_cache", False)
+
+
 def report(quick: bool = False) -> str:
+    _cold()
     batches, steps = ((1,), 5) if quick else ((1, 16), 20)
     res = run(batches=batches, steps=steps, mjx_steps=0 if quick else 2)
     cmd = "python benchmarks/pile.py" + (" --quick" if quick else "")
@@ -223,7 +240,10 @@ def main() -> None:
     p.add_argument("--layouts", nargs="*", default=["sparse", "dense"], choices=["sparse", "dense", "auto"])
     p.add_argument("--mjx-steps", type=int, default=2, help="MJX steps at batch 1 (0: skip MJX)")
     p.add_argument("--quick", action="store_true", help="batch 1, 5 steps, no MJX")
+    p.add_argument("--cache", action="store_true", help="keep JAX's persistent compilation cache on")
     a = p.parse_args()
+    if not a.cache:
+        _cold()
     batches, steps = ((1,), 5) if a.quick else (tuple(a.batch), a.steps)
     res = run(tuple(a.layouts), batches, steps, a.settle, 0 if a.quick else a.mjx_steps)
     print(_markdown(res, "python benchmarks/pile.py " + " ".join(sys.argv[1:]), batches, steps))
