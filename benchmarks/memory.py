@@ -31,8 +31,11 @@ MODELS = {
     "barkour": ("mjx barkour_v0 (height field)", f"{MJX}/barkour_v0/assets/barkour_v0_mjx.xml", {}),
     # the height-field collider gives each foot sphere up to 8 prism contacts (MuJoCo's one per colliding prism; MJX
     # gives 4): a cap of 16 contacts for 4 feet, as `<size nconmax="16">` in the file would
-    "barkour16": ("mjx barkour_v0, `Config(nconmax=16)`", f"{MJX}/barkour_v0/assets/barkour_v0_mjx.xml",
-                  {"nconmax": 16}),
+    "barkour16": (
+        "mjx barkour_v0, `Config(nconmax=16)`",
+        f"{MJX}/barkour_v0/assets/barkour_v0_mjx.xml",
+        {"nconmax": 16},
+    ),
     "pile": ("pile.xml, 220 free bodies", f"{BUNDLED}/pile.xml", {}),
 }
 

@@ -106,7 +106,11 @@ def test_caps_from_size_config_and_errors():
 
 @pytest.mark.parametrize(
     "cone,nconmax,njmax",
-    [("pyramidal", 8, -1), ("pyramidal", -1, 70), pytest.param("elliptic", 8, -1, marks=pytest.mark.slow)],
+    [
+        ("pyramidal", 8, -1),
+        pytest.param("pyramidal", -1, 70, marks=pytest.mark.slow),
+        pytest.param("elliptic", 8, -1, marks=pytest.mark.slow),
+    ],
 )
 def test_capped_layout_matches_mujoco(cone, nconmax, njmax):
     """Caps below the pair table's rows but above the active contacts: contacts, rows, forces and the contact sensors
