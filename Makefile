@@ -42,7 +42,7 @@ run: $(VENV)/.installed
 	$(PY) -m mjx_lite.run
 
 test: $(VENV)/.installed-test gl-deps
-	$(VENV)/bin/ruff check mjx_lite tests
+	$(VENV)/bin/ruff check .
 	MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --durations=15 $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo 'no tests collected'; exit 0; fi; exit $$rc
 
 test-all: $(VENV)/.installed-test

@@ -1,5 +1,7 @@
 """mjx_lite: MuJoCo's physics in pure JAX (jit, vmap and grad)."""
 
+import importlib
+
 from mjx_lite import models
 from mjx_lite._cache import compilation_cache_dir, enable_compilation_cache
 from mjx_lite.collision.driver import active_contacts
@@ -29,6 +31,19 @@ from mjx_lite.types import (
 )
 
 enable_compilation_cache()
+
+# Subpackages with heavier imports (flax, optax, the renderer) load on first use: `mjl.envs.make("cartpole_balance")`.
+_LAZY = ("derivatives", "envs", "interop", "names", "parallel", "render", "rl", "sysid", "trajopt")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f"mjx_lite.{name}")
+    raise AttributeError(f"module 'mjx_lite' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
 
 __all__ = [
     "Config",

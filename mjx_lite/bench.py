@@ -76,10 +76,10 @@ def _time_rollout(step_fn, m, db, steps: int, repeats: int) -> dict:
     _block(out)
     best = float("inf")
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        r0 = time.perf_counter()
         out = compiled(m, db)
         _block(out)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.perf_counter() - r0)
     batch = jax.tree.leaves(db)[0].shape[0]
     finite = bool(np.all(np.isfinite(np.asarray(out.qpos))))
     return {"jit_s": jit_s, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2, "run_s": best,

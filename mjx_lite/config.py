@@ -19,9 +19,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-__all__ = ["Config", "GRADIENT_MODES", "LAYOUT_FIELDS"]
+__all__ = ["CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "LAYOUT_FIELDS"]
 
 GRADIENT_MODES = ("implicit", "unrolled")
+CONTACT_GRADIENTS = ("exact", "smooth")
 
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
@@ -53,6 +54,16 @@ class Config:
       contact_jacobian: how contact rows' Jacobians are built: "dense" (every dof), "chain" (only the dofs that
         move the two bodies, scattered into zeros: large scenes of short chains), or "auto" (default): chain when
         the longest chain is at most nv / 8.
+      contact_gradients: the reverse-mode derivative of `step` (`mjx_lite.derivatives.step`).
+        "exact" (default): the true derivative. "smooth": the value is unchanged, the derivative is the mean of
+        the exact derivatives at `contact_smoothing_samples` copies of the state with positions perturbed by
+        N(0, contact_smoothing_std^2) in the tangent space (randomised smoothing: informative gradients before
+        a contact is made, e.g. for pushing; biased, and about `contact_smoothing_samples` times the cost of the
+        exact backward pass). See docs/gradients.md.
+      contact_smoothing_samples: number of perturbed copies (even numbers are used as antithetic pairs), >= 1.
+      contact_smoothing_std: standard deviation of the position perturbation (metres or radians), > 0.
+      contact_smoothing_dofs: the dofs that are perturbed (a tuple of dof indices), or None for all dofs.
+      contact_smoothing_seed: seed of the perturbations (each step draws from it and its step count).
     """
 
     gradients: str = "implicit"
@@ -64,6 +75,11 @@ class Config:
     sat_budget: int = 200_000
     mass_matrix: str = "auto"
     contact_jacobian: str = "auto"
+    contact_gradients: str = "exact"
+    contact_smoothing_samples: int = 16
+    contact_smoothing_std: float = 0.02
+    contact_smoothing_dofs: tuple[int, ...] | None = None
+    contact_smoothing_seed: int = 0
 
     def __post_init__(self):
         if self.gradients not in GRADIENT_MODES:
@@ -84,6 +100,29 @@ class Config:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"Config.{name} must be a non-negative int, not {v!r}")
+        if self.contact_gradients not in CONTACT_GRADIENTS:
+            raise ValueError(
+                f"Config.contact_gradients must be one of {CONTACT_GRADIENTS}, not {self.contact_gradients!r}"
+            )
+        n = self.contact_smoothing_samples
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"Config.contact_smoothing_samples must be a positive int, not {n!r}")
+        v = self.contact_smoothing_std
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"Config.contact_smoothing_std must be a positive finite number, not {v!r}")
+        dofs = self.contact_smoothing_dofs
+        if dofs is not None:
+            if isinstance(dofs, list):
+                object.__setattr__(self, "contact_smoothing_dofs", dofs := tuple(dofs))
+            if not isinstance(dofs, tuple) or not dofs or any(
+                isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in dofs
+            ):
+                raise ValueError(
+                    f"Config.contact_smoothing_dofs must be None or a non-empty tuple of dof indices, not {dofs!r}"
+                )
+        seed = self.contact_smoothing_seed
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"Config.contact_smoothing_seed must be an int, not {seed!r}")
 
     def replace(self, **changes) -> Config:
         """A copy with `changes` applied (validated)."""

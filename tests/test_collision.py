@@ -14,7 +14,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver  # noqa: E402
+from mjx_lite.collision import driver, epa, general, gjk, sat, support  # noqa: E402
+from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from mjx_lite.types import GeomType  # noqa: E402
 from mjx_lite.types import Warning as W  # noqa: E402, N817
 from tests.oracle import MJX_TEST_DATA, model_from_mujoco  # noqa: E402
@@ -640,20 +641,17 @@ def _curved_poses(pairs, n_per, seed, rot_seeds, reach):
 
 def test_curved_normals_float32():
     """GJK/EPA's contact normal of curved shapes, refined by Newton's method on the Minkowski support function
-    (`convex._refine_normal`): in float32 within 1e-4 rad of float64's in 98 % and within 1e-3 in all of 1600 random
+    (`refine.refine_normal`): in float32 within 1e-4 rad of float64's in 98 % and within 1e-3 in all of 1600 random
     penetrating and separated poses of 8 pair types (GJK/EPA alone: up to 0.28 rad; 7.5 % of ellipsoid pairs beyond
     1e-2, 82 % beyond 1e-3), points alike where the witness is unique or two sides cross, and in float64 optimal to
     round-off on ellipsoid pairs (the two support points differ along the normal). One compile per dtype: the
     general collider takes traced types."""
-    from mjx_lite.collision import convex
-    from mjx_lite.collision.types import GeomInfo
-
     n_per = 200
     t1, t2, s1, s2, m1, m2, p2 = _curved_poses(_CURVED_PAIRS, n_per, 0, (1, 2), (0.05, 0.35))
     n = len(t1)
 
     def collide(p1, m1, s1, t1, p2, m2, s2, t2):
-        c = convex.general_curved(GeomInfo(p1, m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2), None)
+        c = general.general_curved(GeomInfo(p1, m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2), None)
         return c.dist[0], c.pos[0], c.normal[0]
 
     f = jax.jit(jax.vmap(collide))
@@ -691,15 +689,13 @@ def test_curved_normals_float32():
 
 def test_curved_mesh_normals_float32():
     """Curved shapes against a mesh that is not small (the test's icosahedron: 50 hull triangles + edges), whose faces
-    and edges the refinement finds near its current normal (`convex._near_kinks`): over 300 random penetrating and
+    and edges the refinement finds near its current normal (`refine._near_kinks`): over 300 random penetrating and
     separated poses each, the float32 normal is within 1e-4 rad of float64's in 98 % of ellipsoid-mesh and
     cylinder-mesh poses (the single contact of the cylinder-mesh collider), within 1e-4 in all ellipsoid-mesh poses
     and 1e-3 in all cylinder-mesh poses, and the distance within 3e-5. Without the mesh's kinks: 98 %
     within 8.9e-3 (ellipsoid-mesh) and 2.2e-3 (cylinder-mesh), median 3.7e-5 and 2.8e-6; now 1.2e-5 and 6.7e-5,
     median 1e-7 and 5e-7, maximum 2.7e-5 and 2.0e-4 (2.2e-3 while the refinement also tried the mesh's and the
     cylinder's radial frame axes, which are no kinks: one such candidate won by rounding)."""
-    from mjx_lite.collision import convex
-
     for (a, b), worst in ((("ellipsoid", "mesh"), 1e-4), (("cylinder", "mesh"), 1e-3)):
         mjm = mujoco.MjModel.from_xml_string(_xml(a, b))
         m = model_from_mujoco(mjm)
@@ -712,7 +708,7 @@ def test_curved_mesh_normals_float32():
         out = {}
         for dt in (jp.float64, jp.float32):
             cast = functools.partial(_cast_floats, dtype=dt)
-            f = jax.jit(jax.vmap(functools.partial(convex._collide, t1, t2)))
+            f = jax.jit(jax.vmap(functools.partial(general.collide, t1, t2, sat_budget=m.config.sat_budget)))
             out[dt] = [np.asarray(x, np.float64) for x in f(cast(i1), cast(i2))]
         (d64, _, n64), (d32, _, n32) = out[jp.float64], out[jp.float32]
         clear = np.abs(d64) > 1e-4
@@ -731,15 +727,12 @@ def test_curved_distance_grad():
     one compile) equals central differences to 1e-7 on 60 random penetrating and separated poses of 6 pair types.
     Through GJK/EPA alone it was up to 0.1 off (ellipsoid pairs): EPA's normal is only square-root accurate, and
     its derivative follows the polytope; the Newton refinement converges, so its derivative is the distance's."""
-    from mjx_lite.collision import convex
-    from mjx_lite.collision.types import GeomInfo
-
     poses = _curved_poses(_CURVED_PAIRS[:6], 10, 3, (4, 5), (0.1, 0.3))
     t1, t2, s1, s2, m1, m2, p2 = (jp.asarray(x) for x in poses)
 
     def dist(p2, m1, s1, t1, m2, s2, t2):
         g1, g2 = GeomInfo(jp.zeros(3), m1, s1, gtype=t1), GeomInfo(p2, m2, s2, gtype=t2)
-        return convex.general_curved(g1, g2, None).dist[0]
+        return general.general_curved(g1, g2, None).dist[0]
 
     args = (m1, s1, t1, m2, s2, t2)
     grad = jax.jit(jax.vmap(jax.grad(dist)))(p2, *args)
@@ -887,22 +880,63 @@ def _brute_depth(w1, w2, tris1, tris2):
     return overlap.min()
 
 
+def _loop_lengths(jaxpr) -> list[tuple[str, int | None]]:
+    """(primitive, scan length) of every while and scan loop in a (closed) jaxpr, nested ones included."""
+    out = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in ("while", "scan"):
+            out.append((eqn.primitive.name, eqn.params.get("length")))
+        stack = list(eqn.params.values())
+        while stack:
+            v = stack.pop()
+            if isinstance(v, (list, tuple)):
+                stack.extend(v)
+            elif hasattr(v, "eqns"):
+                out += _loop_lengths(v)
+            elif hasattr(v, "jaxpr") and hasattr(v.jaxpr, "eqns"):
+                out += _loop_lengths(v.jaxpr)
+    return out
+
+
+def test_sat_budget_is_the_models_configuration():
+    """`m.config.sat_budget` decides per model whether box-mesh pairs (multiccd) find their normal by separating axes
+    or by GJK/EPA: the one jitted collision of this module traces, for the default model, neither of GJK's and EPA's
+    fixed-length scans (separating axes, then GJK's early-exit while loop) and, for `configure(m, sat_budget=0)`,
+    both; the latter still matches MuJoCo's deepest contact at the GJK/EPA tolerance (the default path is compared
+    with MuJoCo by the multiccd tests). With the old module global (`convex.SAT_BUDGET`) both traces took the
+    separating axes. Only the EPA model is compiled."""
+    mjm = mujoco.MjModel.from_xml_string(_xml("box", "mesh", flags=""))  # multiccd on: the box-mesh collider
+    m = model_from_mujoco(mjm)
+    m_epa = mjl.configure(m, sat_budget=0)
+    assert driver.pair_table(m).groups[0].collider.keywords == {"sat_budget": m.config.sat_budget}
+    assert driver.pair_table(m_epa).groups[0].collider.keywords == {"sat_budget": 0}
+    poses = _poses(mjm, np.random.default_rng(12), 6, TARGETS)
+    d = jax.vmap(lambda a, b: mjl.make_data(m).replace(geom_xpos=a, geom_xmat=b))(
+        jp.asarray(np.stack([p[1] for p in poses])), jp.asarray(np.stack([p[2] for p in poses])))
+    fixed = {}
+    for name, model in (("sat", m), ("epa", m_epa)):
+        loops = _loop_lengths(_COLLIDE.trace(model, d).jaxpr.jaxpr)
+        fixed[name] = sorted(n for p, n in loops if p == "scan" and n in (gjk.GJK_ITERATIONS, epa.EPA_ITERATIONS))
+    assert fixed == {"sat": [], "epa": sorted([gjk.GJK_ITERATIONS, epa.EPA_ITERATIONS])}, fixed
+    out = _COLLIDE(m_epa, d)
+    for i, (qpos, _, _) in enumerate(poses):
+        ours = mjl.active_contacts(m_epa, _unbatch(out, i))
+        _match(ours, _mj_contacts(mjm, qpos), ATOL_CONVEX, deepest_only=True)
+
+
 def test_sat_depth_exact():
     """Separating-axis penetration of box/mesh pairs (its edge pairs pruned by the Gauss-map test) equals a
     brute-force minimum over all face normals and edge crosses, and the overlap along its normal is that depth,
     on random deep poses of convex.xml's meshes and a box."""
-    from mjx_lite.collision import convex
-    from tests.oracle import MJX_TEST_DATA
-
     mjm = mujoco.MjModel.from_xml_path(os.path.join(MJX_TEST_DATA, "convex.xml"))
     m = model_from_mujoco(mjm)
     d = mjl.make_data(m)
     box = int(np.flatnonzero(mjm.geom_type == mujoco.mjtGeom.mjGEOM_BOX)[0])
     meshes = np.flatnonzero(mjm.geom_type == mujoco.mjtGeom.mjGEOM_MESH).tolist()
     rng = np.random.default_rng(5)
-    sat = jax.jit(jax.vmap(lambda a, b, t1, t2: convex._sat(a, convex._sat_tables(t1, a), b,
-                                                            convex._sat_tables(t2, b)), (0, 0, None, None)),
-                  static_argnums=(2, 3))  # fmt: skip
+    polytope_sat = jax.jit(jax.vmap(lambda a, b, t1, t2: sat.polytope_sat(a, sat.sat_tables(t1, a), b,
+                                                                           sat.sat_tables(t2, b)), (0, 0, None, None)),
+                           static_argnums=(2, 3))  # fmt: skip
     checked = 0
     for g1, g2 in [(box, meshes[1])] + [(a, b) for a in meshes for b in meshes]:
         t1, t2 = int(mjm.geom_type[g1]), int(mjm.geom_type[g2])
@@ -912,9 +946,9 @@ def test_sat_depth_exact():
         p2 = rng.normal(size=(n, 3)) * 0.3 * (mjm.geom_rbound[g1] + mjm.geom_rbound[g2])
         i1 = driver._geom_info(m, d, jp.full(n, g1), t1)._replace(pos=jp.zeros((n, 3)), mat=jp.asarray(r1))
         i2 = driver._geom_info(m, d, jp.full(n, g2), t2)._replace(pos=jp.asarray(p2), mat=jp.asarray(r2))
-        depth, normal, _ = sat(i1, i2, t1, t2)
-        v1, f1, *_ = convex._sat_tables(t1, jax.tree_util.tree_map(lambda x: x[0], i1))
-        v2, f2, *_ = convex._sat_tables(t2, jax.tree_util.tree_map(lambda x: x[0], i2))
+        depth, normal, _ = polytope_sat(i1, i2, t1, t2)
+        v1, f1, *_ = sat.sat_tables(t1, jax.tree_util.tree_map(lambda x: x[0], i1))
+        v2, f2, *_ = sat.sat_tables(t2, jax.tree_util.tree_map(lambda x: x[0], i2))
         for k in range(n):
             w1 = np.asarray(v1) @ r1[k].T
             w2 = p2[k] + np.asarray(v2) @ r2[k].T
@@ -929,15 +963,12 @@ def test_sat_depth_exact():
 
 
 def test_gjk_stops_float32():
-    """GJK's steps (`convex._gjk_step`, as `_gjk_polytopes` runs them where a sphere-mesh or capsule-mesh pair is
+    """GJK's steps (`gjk.gjk_step`, as `gjk.gjk_polytopes` runs them where a sphere-mesh or capsule-mesh pair is
     apart within the margin) on a sphere's centre and a capsule's core segment against a 200-vertex hull, 128 random
     poses each, float32: every pose stops within 15 of the GJK_ITERATIONS steps (under vmap the early-exit loop runs
     until its last lane stops), at float64's distance to 2e-6. With the absolute tolerance alone (v . (v - p) <= tol^2,
     below float32 rounding for some poses) 14 of the sphere's poses never stopped: they added and dropped the same
     support point until the last step."""
-    from mjx_lite.collision import convex
-    from mjx_lite.collision.types import GeomInfo
-
     rng = np.random.default_rng(0)
     n = 128
     hull = rng.normal(size=(200, 3))
@@ -954,17 +985,17 @@ def test_gjk_stops_float32():
             g1 = GeomInfo(p, r, size)
 
             def sup(d):
-                return convex._support(t1, g1, d), convex._support(GeomType.MESH, mesh, -d)
+                return support.support(t1, g1, d), support.support(GeomType.MESH, mesh, -d)
 
             def body(c, it):
                 w, mask, v, stop, first = c
-                conv, _, _, w2, keep, v2, _ = convex._gjk_step(sup, w, mask, v, jp.asarray(1e-5, dt))
+                conv, _, _, w2, keep, v2, _ = gjk.gjk_step(sup, w, mask, v, jp.asarray(1e-5, dt))
                 hold = stop | conv
                 return (jp.where(hold, w, w2), jp.where(hold, mask, keep), jp.where(hold, v, v2),
                         hold | (jp.sum(keep) == 4), jp.where(stop, first, it)), None  # fmt: skip
 
             c0 = (jp.zeros((4, 3), dt), jp.zeros(4, bool), p + jp.asarray([1e-3, 0, 0], dt), jp.zeros((), bool), -1)
-            (_, _, v, stop, first), _ = jax.lax.scan(body, c0, jp.arange(convex.GJK_ITERATIONS))
+            (_, _, v, stop, first), _ = jax.lax.scan(body, c0, jp.arange(gjk.GJK_ITERATIONS))
             return stop, first, jp.linalg.norm(v)
 
         return [np.asarray(x) for x in jax.jit(jax.vmap(one))(jp.asarray(pos, dt), jp.asarray(mat, dt))]

@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import convex, driver, hfield  # noqa: E402
+from mjx_lite.collision import driver, general, hfield  # noqa: E402
 from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from tests.oracle import model_from_mujoco, reference_models  # noqa: E402
 
@@ -246,7 +246,8 @@ def test_closed_form_prism_colliders_match_gjk_epa(gtype):
         g2 = GeomInfo(p, r, size, None, None)
         g1 = GeomInfo(jp.zeros(3), jp.eye(3), jp.zeros(3), v, None)
         closed = hfield._sphere_prism(v, g2) if gtype == mujoco.mjtGeom.mjGEOM_SPHERE else hfield._capsule_prism(v, g2)
-        return closed, convex._collide(mujoco.mjtGeom.mjGEOM_MESH, int(gtype), g1, g2)
+        budget = mjl.Config().sat_budget  # a prism and a sphere or capsule: no polytope pair, the budget does not apply
+        return closed, general.collide(mujoco.mjtGeom.mjGEOM_MESH, int(gtype), g1, g2, sat_budget=budget)
 
     ours, gjk = jax.jit(jax.vmap(both))(verts, pos, mat)
     dist = np.asarray(gjk[0])

@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import convex, driver  # noqa: E402
+from mjx_lite.collision import cylinder, driver, general, manifold, polyhedral  # noqa: E402
 from tests.oracle import model_from_mujoco  # noqa: E402
 
 ATOL_FACE = 1e-6  # face manifold: clipped polygon vertices, closed form (float32 mesh vertices are shared)
@@ -152,7 +152,7 @@ def test_face_face_resting(mesh_batch):
     """A cube resting on a cube, faces parallel, edges aligned (yaw a multiple of 90 degrees), random offsets and
     penetration: the 4 corners of the overlap rectangle, each with its own depth."""
     m, res = mesh_batch
-    assert driver.pair_table(m).groups[0].ncon == convex.MULTI_NCON
+    assert driver.pair_table(m).groups[0].ncon == polyhedral.MULTI_NCON
     for i, (ours, theirs) in enumerate(res["resting"]):
         assert len(theirs["dist"]) == 4
         _match(ours, theirs, ATOL_FACE, i)
@@ -297,7 +297,7 @@ def test_face_face_random_polygons():
 def test_multiccd_disabled_single_contact():
     mjm = mujoco.MjModel.from_xml_string(_xml("mesh", flags='<flag multiccd="disable"/>'))
     m = model_from_mujoco(mjm)
-    assert driver.pair_table(m).groups[0].ncon == convex.GENERAL_NCON == 1
+    assert driver.pair_table(m).groups[0].ncon == general.GENERAL_NCON == 1
     poses = _poses(mjm, np.random.default_rng(2), 4, 0.0, [0.0], (0.185, 0.199))
     d0 = mjl.make_data(m)
     for xpos, xmat, theirs in poses:
@@ -466,7 +466,7 @@ def test_capsule_mesh_random():
     contact): MuJoCo's contact set, count, distances and points to ATOL_FACE (single contacts: ATOL_CONVEX). Tilts
     within 1 degree of the 5.1 degree threshold are left out (there the decision follows the last digits of the
     normal). Where the clipped line keeps only its crossing with a side plane, MuJoCo reports that point twice, we
-    once (as for box and mesh edges, `convex._polyhedral`): 1 of these 32 poses."""
+    once (as for box and mesh edges, `polyhedral._polyhedral`): 1 of these 32 poses."""
     mjm = mujoco.MjModel.from_xml_string(
         f"""<mujoco><option gravity="0 0 0"/><asset><mesh name="cube" vertex="{CUBE}" scale=".1 .1 .1"/></asset>
         <worldbody><geom type="mesh" mesh="cube"/><body><freejoint/><geom type="capsule" size=".03 .08"/></body>
@@ -553,14 +553,14 @@ def _local_search_quad(p):
     """Reference for MuJoCo's polygonQuad, as plain loops: for each a in turn, advance d while the quadrilateral
     (a, b, c, d) grows (area 0.5 |(c - a) x (d - b)|), after each advance c and then b while it grows; finally move b
     (and c, d in a chain) off a if they sit on it. Returns the last improving (a, b, c, d). "Grows" is MuJoCo's
-    strict > in exact arithmetic: by more than rounding (convex._QUAD_GAIN), as ours."""
+    strict > in exact arithmetic: by more than rounding (manifold.QUAD_GAIN), as ours."""
     n = len(p)
 
     def area(q):
         return 0.5 * np.linalg.norm(np.cross(p[q[2]] - p[q[0]], p[q[3]] - p[q[1]]))
 
     def grows(q, m):
-        return area(q) > m * convex._QUAD_GAIN
+        return area(q) > m * manifold.QUAD_GAIN
 
     b, c, d = 1, 2, 3
     best = (0, 1, 2, 3)
@@ -585,7 +585,7 @@ def _local_search_quad(p):
 
 
 def test_polygon_quad_local_search():
-    """`convex._polygon_quad` (a fixed-length state machine) keeps the same 4 points as the plain local search, on
+    """`manifold.polygon_quad` (a fixed-length state machine) keeps the same 4 points as the plain local search, on
     random convex polygons of 5 - 20 vertices, either orientation, any start vertex (200 polygons, 4 - 5 trials per
     vertex, within the 6 per vertex the colliders allow)."""
     rng = np.random.default_rng(0)
@@ -599,7 +599,7 @@ def test_polygon_quad_local_search():
         polys.append(np.vstack([p, np.zeros((size - n, 3))]))
         counts.append(n)
         want.append(_local_search_quad(p))
-    quad = jax.jit(jax.vmap(lambda p, n: convex._polygon_quad(p, n, 6 * size + 8)))
+    quad = jax.jit(jax.vmap(lambda p, n: manifold.polygon_quad(p, n, 6 * size + 8)))
     got = np.asarray(quad(jp.asarray(np.stack(polys)), jp.asarray(counts, jp.int32)))
     np.testing.assert_array_equal(got, np.array(want))
 
@@ -646,7 +646,7 @@ def _quad_ends(p):
     """Every quadrilateral (sorted index tuple) that MuJoCo's polygonQuad local search (`_local_search_quad`) can end
     on over the polygon p (n, 3) when each exact tie it meets (a candidate area within TIE_RTOL of the current one)
     may be decided either way, as MuJoCo's rounding decides it. A search over the states (a, b, c, d, best, phase),
-    phase 0/1/2 trying to advance d/c/b, as `convex._polygon_quad`'s state machine."""
+    phase 0/1/2 trying to advance d/c/b, as `manifold.polygon_quad`'s state machine."""
     n = len(p)
 
     def nxt(i):
@@ -668,7 +668,7 @@ def _quad_ends(p):
         m = area(best)
         q = [(a, b, c, nxt(d)), (a, b, nxt(c), d), (a, nxt(b), c, d)][phase]
         x = area(q)
-        grows, tie = x > m * convex._QUAD_GAIN, abs(x - m) <= TIE_RTOL * m
+        grows, tie = x > m * manifold.QUAD_GAIN, abs(x - m) <= TIE_RTOL * m
         if grows or tie:
             stack.append(q + (q, max(phase, 1)))
         if not grows and phase == 0:  # this a is done: b (then c, d) moved off a, next a
@@ -684,16 +684,16 @@ def _quad_ends(p):
 @functools.cache  # one compile per cap pair (the scene's one Model)
 def _clipped_cap(m, g1: int, g2: int):
     """A jitted function of (Data, normal (3,), from g1 to g2) giving the polygon MuJoCo's polygonQuad sees for geoms
-    g1, g2 (MuJoCo's order): `convex._clipped_face` of their faces (points (K, 3), count), geom1's face normal and
+    g1, g2 (MuJoCo's order): `manifold.clipped_face` of their faces (points (K, 3), count), geom1's face normal and
     geom2's face normal and a point of it."""
     t1, t2 = int(m.geom_type[g1]), int(m.geom_type[g2])
 
     def clipped(d, normal):
         one = [jax.tree_util.tree_map(lambda x: x[0], driver._geom_info(m, d, np.array([g]), t)) for g, t in
                ((g1, t1), (g2, t2))]  # fmt: skip
-        _, _, n2, p2, v2, poly2, npoly2 = convex._face_of(t2, one[1], -normal)
-        _, _, n1, _, v1, poly1, npoly1 = convex._face_of(t1, one[0], normal)
-        pts, cnt = convex._clipped_face(v1, v2, poly1, npoly1, poly2, npoly2, n1, 0.0)
+        _, _, n2, p2, v2, poly2, npoly2 = cylinder.face_of(t2, one[1], -normal)
+        _, _, n1, _, v1, poly1, npoly1 = cylinder.face_of(t1, one[0], normal)
+        pts, cnt = manifold.clipped_face(v1, v2, poly1, npoly1, poly2, npoly2, n1, 0.0)
         return pts, cnt, n1, n2, p2
 
     return jax.jit(clipped)

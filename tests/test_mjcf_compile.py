@@ -444,7 +444,7 @@ def test_qpos0_state_matches_pipeline():
   </worldbody>
 </mujoco>"""
     m = mjx_lite.load_mjcf_string(xml)
-    skip = {"opt", "stat", "names", "nconmax", "njmax", *types.SIZE_FIELDS}
+    skip = {"opt", "stat", "vis", "source", "names", "nconmax", "njmax", *types.SIZE_FIELDS}
     arrays = {f.name: np.asarray(getattr(m, f.name)) for f in dataclasses.fields(types.Model) if f.name not in skip}
     ctx = CompileContext(compiler={}, option={}, arrays=arrays, sizes={k: getattr(m, k) for k in types.SIZE_FIELDS})
     st = derived.ConstState(ctx)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
-from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, Ids, Mask, Points, Scalar, Values
 from mjx_lite.types import MINVAL
 
 MAXCON = 8  # MuJoCo 4.0.0 returns every clipped vertex in the band (up to 8); the area reduction is newer
@@ -25,14 +25,14 @@ EDGE_BIAS = 1e-6
 _MAXVERT = 8
 
 
-def _first_k(valid, k):
+def _first_k(valid: Mask, k: int) -> tuple[jax.Array, Mask]:
     """(k, n) one-hot selection of the first k valid entries, and the (k,) mask of filled slots."""
     rank = jp.cumsum(valid) - 1
     sel = valid[None, :] & (rank[None, :] == jp.arange(k)[:, None])
     return sel, jp.any(sel, axis=1)
 
 
-def _clip(verts, valid, coord, sign, limit):
+def _clip(verts: Points, valid: Mask, coord: int, sign: float, limit: Scalar) -> tuple[Points, Mask]:
     """Clip a polygon (verts (N,3) in order, the first n valid) by sign*v[coord] <= limit."""
     n = jp.sum(valid)
     nn = verts.shape[0]
@@ -52,7 +52,7 @@ def _clip(verts, valid, coord, sign, limit):
     return sel.astype(verts.dtype) @ cand, ok
 
 
-def _reduce(xy, depth, valid):
+def _reduce(xy: jax.Array, depth: Values, valid: Mask) -> tuple[Ids, Mask]:
     """Select 4 of the valid vertices: first, farthest, max area x2, and the deepest. (4,) idx, (4,) ok."""
     n = jp.sum(valid)
     nn = xy.shape[0]
@@ -80,7 +80,7 @@ def _reduce(xy, depth, valid):
     return idx, ok
 
 
-def box_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def box_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     dt = g1.pos.dtype
     r1, r2, s1, s2 = g1.mat, g2.mat, g1.size, g2.size
     dif = g2.pos - g1.pos

@@ -9,7 +9,9 @@ Static part (host numpy, memoised per model, built only from static Model fields
     pairs in two groups: with a curved shape and no mesh, and the others); each group runs
     one collider, written for one pair and `vmap`ped over the group, emitting a fixed number of contacts per pair.
     Mesh tables are padded to the group's largest mesh; size classes (`_size_class`) keep that padding within a
-    factor `m.config.mesh_size_ratio` of every mesh in the group.
+    factor `m.config.mesh_size_ratio` of every mesh in the group. A collider that depends on the configuration is
+    bound to the model's value here (box-mesh and mesh-mesh: `sat_budget=m.config.sat_budget`), so two models of
+    different configurations get different tables and traces (the configuration is part of the static part).
 Run-time part: a bounding-sphere test with margin (geom_rbound, as mj_collideGeoms) masks the pairs, the
 colliders' rows with dist > margin + gap are masked, and contact parameters are mixed (priority, solmix, max
 friction, max condim, or the explicit pair's own), `opt.o_*` under the override flag. As in MuJoCo 4, geom
@@ -39,6 +41,7 @@ configuration (`mjx_lite.Config`), which decide its `nconmax`: change them with 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import jax
@@ -47,8 +50,9 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import boxbox, convex, hfield, primitive
+from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedral, primitive
 from mjx_lite.collision.frame import make_frame
+from mjx_lite.collision.support import CURVED
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
@@ -56,34 +60,36 @@ GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types ar
 
 _PLANE, _HFIELD, _MESH, _SDF = GeomType.PLANE, GeomType.HFIELD, GeomType.MESH, GeomType.SDF
 
-# (type1, type2) -> (collider, contacts per pair); type1 <= type2. Missing pairs use convex.general.
+# (type1, type2) -> (collider, contacts per pair); type1 <= type2. Missing pairs use general.general.
 _ANALYTIC: dict[tuple[int, int], tuple[Callable, int]] = {
     (GeomType.PLANE, GeomType.SPHERE): (primitive.plane_sphere, 1),
     (GeomType.PLANE, GeomType.CAPSULE): (primitive.plane_capsule, 2),
     (GeomType.PLANE, GeomType.ELLIPSOID): (primitive.plane_ellipsoid, 1),
     (GeomType.PLANE, GeomType.CYLINDER): (primitive.plane_cylinder, 4),
     (GeomType.PLANE, GeomType.BOX): (primitive.plane_box, 4),
-    (GeomType.PLANE, GeomType.MESH): (convex.plane_mesh, convex.PLANE_MESH_NCON),
+    (GeomType.PLANE, GeomType.MESH): (primitive.plane_mesh, primitive.PLANE_MESH_NCON),
     (GeomType.SPHERE, GeomType.SPHERE): (primitive.sphere_sphere, 1),
     (GeomType.SPHERE, GeomType.CAPSULE): (primitive.sphere_capsule, 1),
     (GeomType.SPHERE, GeomType.CYLINDER): (primitive.sphere_cylinder, 1),
     (GeomType.SPHERE, GeomType.BOX): (primitive.sphere_box, 1),
-    (GeomType.SPHERE, GeomType.MESH): (convex.sphere_mesh, 1),
+    (GeomType.SPHERE, GeomType.MESH): (general.sphere_mesh, 1),
     (GeomType.CAPSULE, GeomType.CAPSULE): (primitive.capsule_capsule, 2),
     (GeomType.CAPSULE, GeomType.BOX): (primitive.capsule_box, 2),
     (GeomType.BOX, GeomType.BOX): (boxbox.box_box, boxbox.MAXCON),
-    (GeomType.BOX, GeomType.MESH): (convex.box_mesh, convex.MULTI_NCON),
-    (GeomType.MESH, GeomType.MESH): (convex.mesh_mesh, convex.MULTI_NCON),
-    (GeomType.CAPSULE, GeomType.CYLINDER): (convex.capsule_cylinder, convex.CYL_NCON),
-    (GeomType.CAPSULE, GeomType.MESH): (convex.capsule_mesh, convex.CYL_NCON),
-    (GeomType.CYLINDER, GeomType.CYLINDER): (convex.cylinder_cylinder, convex.CYL_NCON),
-    (GeomType.CYLINDER, GeomType.BOX): (convex.cylinder_box, convex.CYL_NCON),
-    (GeomType.CYLINDER, GeomType.MESH): (convex.cylinder_mesh, convex.CYL_NCON),
+    (GeomType.BOX, GeomType.MESH): (polyhedral.box_mesh, polyhedral.MULTI_NCON),
+    (GeomType.MESH, GeomType.MESH): (polyhedral.mesh_mesh, polyhedral.MULTI_NCON),
+    (GeomType.CAPSULE, GeomType.CYLINDER): (cylinder.capsule_cylinder, cylinder.CYL_NCON),
+    (GeomType.CAPSULE, GeomType.MESH): (cylinder.capsule_mesh, cylinder.CYL_NCON),
+    (GeomType.CYLINDER, GeomType.CYLINDER): (cylinder.cylinder_cylinder, cylinder.CYL_NCON),
+    (GeomType.CYLINDER, GeomType.BOX): (cylinder.cylinder_box, cylinder.CYL_NCON),
+    (GeomType.CYLINDER, GeomType.MESH): (cylinder.cylinder_mesh, cylinder.CYL_NCON),
 }
-_MULTICCD = (convex.box_mesh, convex.mesh_mesh, convex.capsule_cylinder, convex.capsule_mesh, convex.cylinder_cylinder,
-             convex.cylinder_box, convex.cylinder_mesh)  # fmt: skip
+_MULTICCD = (polyhedral.box_mesh, polyhedral.mesh_mesh, cylinder.capsule_cylinder, cylinder.capsule_mesh,
+             cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh)  # fmt: skip
 # with multiccd disabled, a multiccd collider's single contact: its own where it has one, else the general group's
-_SINGLE_CONTACT = {convex.capsule_mesh: (convex.capsule_mesh_single, 1)}
+_SINGLE_CONTACT = {cylinder.capsule_mesh: (general.capsule_mesh_single, 1)}
+# colliders that take the model's separating-axis budget (`m.config.sat_budget`), bound per group by `_build_table`
+_SAT_BUDGETED = (polyhedral.box_mesh, polyhedral.mesh_mesh)
 
 
 def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
@@ -98,7 +104,7 @@ def collider_for(type1: int, type2: int) -> tuple[Callable, int] | None:
         return _ANALYTIC[(type1, type2)]
     if type1 == _HFIELD:
         return hfield.collider_for(type2)
-    return convex.general, convex.GENERAL_NCON
+    return general.general, general.GENERAL_NCON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +187,7 @@ def _collider(m: Model, type1: int, type2: int) -> tuple[Callable, int] | None:
     """`collider_for`, with multiccd disabled (m.opt): one contact instead of a manifold (`_SINGLE_CONTACT`)."""
     fn = collider_for(type1, type2)
     if fn is not None and fn[0] in _MULTICCD and (m.opt.disableflags & DisableBit.MULTICCD):
-        return _SINGLE_CONTACT.get(fn[0], (convex.general, convex.GENERAL_NCON))
+        return _SINGLE_CONTACT.get(fn[0], (general.general, general.GENERAL_NCON))
     return fn
 
 
@@ -224,9 +230,9 @@ def _build_table(m: Model) -> PairTable:
         if fn is None:
             continue
         curved = False
-        if fn[0] is convex.general:  # one group (one compiled GJK/EPA) for every general convex pair type with a
-            # curved shape and no mesh (`convex.general_curved`), and one for the others
-            curved = (t1 in convex.CURVED or t2 in convex.CURVED) and _MESH not in (t1, t2)
+        if fn[0] is general.general:  # one group (one compiled GJK/EPA) for every general convex pair type with a
+            # curved shape and no mesh (`general.general_curved`), and one for the others
+            curved = (t1 in CURVED or t2 in CURVED) and _MESH not in (t1, t2)
             t1 = t2 = GENERAL
         # height fields are grouped per field; meshes per size class (a group's tables are padded to its largest
         # mesh: a tetrahedron against a pyramid need not pay for a dodecahedron's edges)
@@ -238,11 +244,13 @@ def _build_table(m: Model) -> PairTable:
         t1, t2, da, db, explicit, _, _, curved = key
         arr = np.asarray(buckets[key], np.int32)
         if t1 == GENERAL:  # the others: refined where curved if any is
-            any_curved = np.isin(gtype[arr[:, :2]], convex.CURVED).any()
-            fn = convex.general_curved if curved else convex.general if any_curved else convex.general_plain
-            ncon = convex.GENERAL_NCON
+            any_curved = np.isin(gtype[arr[:, :2]], CURVED).any()
+            fn = general.general_curved if curved else general.general if any_curved else general.general_plain
+            ncon = general.GENERAL_NCON
         else:
             fn, ncon = _collider(m, t1, t2)
+            if fn in _SAT_BUDGETED:  # the model's budget, a static value: two budgets make two tables and traces
+                fn = functools.partial(fn, sat_budget=m.config.sat_budget)
         if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
             fn, ncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
         n = len(arr)
@@ -267,7 +275,7 @@ def _build_table(m: Model) -> PairTable:
 # contact parameters
 
 
-def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray):
+def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray) -> tuple:
     """Dynamic-pair parameters (mj_contactParam) for static geom id arrays (n,). Returns jax arrays."""
     f = m.geom_friction
     p1, p2 = np.asarray(m.geom_priority)[g1], np.asarray(m.geom_priority)[g2]
@@ -299,13 +307,16 @@ def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray):
     return condim, margin, gap, friction, solref, solreffriction, solimp
 
 
-def _pair_params(m: Model, pid: np.ndarray):
+def _pair_params(m: Model, pid: np.ndarray) -> tuple:
+    """Explicit-pair parameters (as `_mix_params`) of the pair ids pid (n,)."""
     condim = np.asarray(m.pair_dim)[pid].astype(np.int32)
     return (condim, m.pair_margin[pid], m.pair_gap[pid], m.pair_friction[pid], m.pair_solref[pid],
             m.pair_solreffriction[pid], m.pair_solimp[pid])  # fmt: skip
 
 
-def _params(m: Model, g: Group):
+def _params(m: Model, g: Group) -> tuple:
+    """(condim (n,), margin (n,), gap (n,), friction (n, 5), solref (n, 2), solreffriction (n, 2), solimp (n, 5)) of a
+    group's pairs, explicit or mixed, under the override flag."""
     if g.pair[0] >= 0:
         condim, margin, gap, friction, solref, solreffriction, solimp = _pair_params(m, g.pair)
     else:
@@ -344,10 +355,10 @@ def _trim(table: np.ndarray, mids: np.ndarray, axis: int) -> np.ndarray:
     return np.take(table, np.arange(n), axis=axis)
 
 
-def _geom_info(m: Model, d: types.Data, gids, gtype: int, group_gids: np.ndarray | None = None) -> GeomInfo:
+def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids: np.ndarray | None = None) -> GeomInfo:
     """The geoms `gids` (n,) of one group as a vectorised GeomInfo; `group_gids` (numpy) are all the geoms this side
     of the group may take (None: any geom). Mesh face polygons are given only where every hull triangle of those
-    meshes lies in one (the face-face manifold then follows MuJoCo's polygons; else `convex._polyhedral`'s generic
+    meshes lies in one (the face-face manifold then follows MuJoCo's polygons; else `polyhedral`'s generic
     clipper)."""
     vert, gt, face, poly, npoly, edge, plane = None, None, None, None, None, None, None
     if gtype == _MESH or (gtype == GENERAL and m.nmesh):
@@ -357,22 +368,22 @@ def _geom_info(m: Model, d: types.Data, gids, gtype: int, group_gids: np.ndarray
         # each table padded (by repetition) to this side's largest mesh, not the model's
         table, _ = _mesh_vertices(m)
         vert = jp.asarray(table[:, : int(np.asarray(m.mesh_vertnum)[mids].max())])[mid]
-        face = jp.asarray(_trim(convex.hull_face_table(m), mids, 1))[mid]
-        poly, npoly = convex.hull_face_polygons(m)
+        face = jp.asarray(_trim(hull.hull_face_table(m), mids, 1))[mid]
+        poly, npoly = hull.hull_face_polygons(m)
         nface = np.maximum(np.asarray(m.mesh_hullfacenum)[mids], 0)
         if np.all(npoly[mids] > 0, where=np.arange(npoly.shape[1])[None, :] < nface[:, None]):
             poly = _trim(poly[:, : face.shape[1]], mids, 2)
             poly, npoly = jp.asarray(poly)[mid], jp.asarray(npoly[:, : face.shape[1]])[mid]
         else:
             poly, npoly = None, None
-        edge = jp.asarray(_trim(convex.hull_edge_table(m), mids, 1))[mid]
-        plane = jp.asarray(_trim(_trim(convex.hull_face_planes(m), mids, 1), mids, 2))[mid]
+        edge = jp.asarray(_trim(hull.hull_edge_table(m), mids, 1))[mid]
+        plane = jp.asarray(_trim(_trim(hull.hull_face_planes(m), mids, 1), mids, 2))[mid]
     if gtype == GENERAL:
         gt = jp.asarray(m.geom_type)[gids]
     return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly, edge, plane)
 
 
-def _run_group(m: Model, d: types.Data, g: Group):
+def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
     """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
     condim, includemargin, gap, friction, solref, solreffriction, solimp = _params(m, g)
     margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint

@@ -1,14 +1,14 @@
 """Height-field collisions: a convex geom against the triangular prisms of a height field (mjc_ConvexHField).
 
-As in MuJoCo, a height field is a grid of cells, each split into two triangles extruded down to the base
-(z = -base); geom2 (sphere, capsule, ellipsoid, cylinder, box, mesh) is collided with every prism under its
-bounding box with the general GJK/EPA of `convex.py`, which gives the true signed distance to each prism
-(MuJoCo 4 does the same: contacts within margin carry their real distance). Spheres and capsules take exact
-closed forms instead (`_point_prism`, `_segment_prism`: the same answer as converged GJK/EPA, ~100x cheaper under
-vmap on CPU), and boxes and small meshes find their penetration by exact separating axes (`convex._sat`) after
-GJK. Grid conventions: vertex (r, c) is at x = c*dx - sx, y = r*dy - sy, z = hfield_data[r*ncol + c] * sz
-with dx = 2 sx/(ncol-1), dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r+1,c), (r,c), (r+1,c+1)} and
-{(r,c), (r+1,c+1), (r,c+1)} (the diagonal from (r, c) to (r+1, c+1), MuJoCo's triangulation).
+As in MuJoCo, a height field is a grid of cells, each split into two triangles extruded down to the base (z = -base);
+geom2 (sphere, capsule, ellipsoid, cylinder, box, mesh) is collided with every prism under its bounding box with the
+general convex distance `general.collide` (GJK/EPA), which gives the true signed distance to each prism (MuJoCo 4 does
+the same: contacts within margin carry their real distance). Spheres and capsules take exact closed forms instead
+(`_point_prism`, `_segment_prism`: the same answer as converged GJK/EPA, ~100x cheaper under vmap on CPU), and boxes and
+small meshes find their penetration by exact separating axes (`sat.polytope_sat`, within the model's
+`m.config.sat_budget`) after GJK. Grid conventions: vertex (r, c) is at x = c*dx - sx, y = r*dy - sy, z =
+hfield_data[r*ncol + c] * sz with dx = 2 sx/(ncol-1), dy = 2 sy/(nrow-1); cell (r, c) holds the triangles {(r+1,c),
+(r,c), (r+1,c+1)} and {(r,c), (r+1,c+1), (r,c+1)} (the diagonal from (r, c) to (r+1, c+1), MuJoCo's triangulation).
 
 Static sizes (fixed shapes):
   * window: each pair tests a window of `wr x wc` cells (2 prisms each) anchored at the cell under the
@@ -28,16 +28,19 @@ which is not supported here). The window is a static superset of MuJoCo's sub-gr
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import convex
+from mjx_lite.collision.general import collide
+from mjx_lite.collision.hull import edge_faces
 from mjx_lite.collision.segment import segments_closest
-from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
+from mjx_lite.collision.support import radius, support
+from mjx_lite.collision.types import NOCONTACT, Contacts, Distance, GeomInfo, Points, Scalar, Vec3
 from mjx_lite.math import pick, safe_norm
-from mjx_lite.types import GeomType
+from mjx_lite.types import GeomType, Model
 
 MAXCONPAIR = 50  # contacts kept per (hfield, geom) pair at most: one per colliding prism (MuJoCo's mjMAXCONPAIR)
 MAX_WINDOW = 16  # cap on window cells per axis (up to 2 * 16 * 16 prisms per pair)
@@ -46,18 +49,18 @@ _COLLIDE_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomTyp
                   GeomType.MESH)  # fmt: skip
 
 
-def _placeholder(g1, g2, margin):  # replaced per group by `group_collider`
+def _placeholder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:  # replaced by `group_collider`
     raise RuntimeError("height-field collider used without its group (see hfield.group_collider)")
 
 
-def collider_for(type2: int):
+def collider_for(type2: int) -> tuple[Callable, int]:
     """(collider placeholder, contacts per pair) for (hfield, type2); the driver binds the real one per group."""
     if type2 not in _COLLIDE_TYPES:
         raise NotImplementedError(f"collision: height field against geom type {GeomType(type2).name}")
     return _placeholder, MAXCONPAIR
 
 
-def window_size(m, hid: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[int, int]:
+def window_size(m: Model, hid: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[int, int]:
     """Static (rows, cols) of cells tested per pair for hfield `hid` against the geoms `geom2` (host ints).
 
     Sized from the compile-time floats kept in the static part of the model (`m.geom_reach0`: rbound and margin +
@@ -75,16 +78,16 @@ def window_size(m, hid: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[int,
     return wr, wc
 
 
-def _aabb_half(t2: int, g: GeomInfo) -> jax.Array:
+def _aabb_half(t2: int, g: GeomInfo) -> tuple[Vec3, Vec3]:
     """Half extents (3,) of the box around geom2 in its (local-to-hfield) pose, from support points."""
-    r = convex._radius(t2, g.size)
+    r = radius(t2, g.size)
     eye = jp.eye(3, dtype=g.pos.dtype)
-    hi = jax.vmap(lambda e: convex._support(t2, g, e))(eye)
-    lo = jax.vmap(lambda e: convex._support(t2, g, -e))(eye)
+    hi = jax.vmap(lambda e: support(t2, g, e))(eye)
+    lo = jax.vmap(lambda e: support(t2, g, -e))(eye)
     return 0.5 * (jp.diagonal(hi) - jp.diagonal(lo)) + r, 0.5 * (jp.diagonal(hi) + jp.diagonal(lo))
 
 
-def _clamp_segment(p, a, b):
+def _clamp_segment(p: Vec3, a: Vec3, b: Vec3) -> Vec3:
     """Nearest point to p on the segment a-b (3,); a degenerate segment gives a."""
     ab = b - a
     ll = jp.sum(ab * ab)
@@ -92,7 +95,7 @@ def _clamp_segment(p, a, b):
     return a + t * ab
 
 
-def _point_prism(v, p):
+def _point_prism(v: Points, p: Vec3) -> Distance:
     """Signed distance of point p (3,) to a height-field prism v (6, 3): rows 0-2 the bottom triangle (z = -base),
     rows 3-5 the top triangle above it (same x, y). Returns (dist, nearest point on the prism (3,), outward normal
     there (3,)). Exact, no iterations; written with static slices only (gathers are slow under vmap on CPU).
@@ -157,8 +160,8 @@ def _point_prism(v, p):
     return dist, near, normal
 
 
-def _sphere_prism(v, g2: GeomInfo):
-    """(dist, pos, normal) of prism v (6, 3) (geom1) against the sphere g2, as `convex._collide`."""
+def _sphere_prism(v: Points, g2: GeomInfo) -> Distance:
+    """(dist, pos, normal) of prism v (6, 3) (geom1) against the sphere g2, as `general.collide`."""
     r = g2.size[0]
     dist, near, normal = _point_prism(v, g2.pos)
     return dist - r, 0.5 * (near + g2.pos - r * normal), normal
@@ -167,7 +170,7 @@ def _sphere_prism(v, g2: GeomInfo):
 _EDGES = ((0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3), (0, 3), (1, 4), (2, 5))  # the prism's 9 edges
 
 
-def _segments_nearest(p0, d1, q0, d2):
+def _segments_nearest(p0: Vec3, d1: Vec3, q0: Vec3, d2: Vec3) -> tuple[Vec3, Vec3]:
     """Nearest points of the segments p0 + s d1 and q0 + t d2 (s, t in [0, 1]; d1, d2 not zero): (on 1, on 2),
     by `segment.segments_closest` (centre/half-axis form)."""
     x1, x2, _ = segments_closest(p0 + 0.5 * d1, 0.5 * d1, q0 + 0.5 * d2, 0.5 * d2)
@@ -180,11 +183,11 @@ _E1 = np.array([j for _, j in _EDGES])
 # not edges) and its 9 edges with the two triangles at each
 _PRISM_TRIS = np.array([[0, 2, 1], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
                        np.int32)  # fmt: skip
-_PRISM_EDGES = convex._edge_faces(_PRISM_TRIS, _EDGES)
+_PRISM_EDGES = edge_faces(_PRISM_TRIS, _EDGES)
 _PRISM_PLANES = np.array([[0, 0], [1, 1], [2, 3], [4, 5], [6, 7]], np.int32)  # bottom, top, 3 side quads
 
 
-def _segment_prism(v, p0, p1):
+def _segment_prism(v: Points, p0: Vec3, p1: Vec3) -> tuple[Scalar, Vec3, Vec3, Vec3]:
     """Signed distance of the segment p0-p1 to a height-field prism v (6, 3) (as `_point_prism`): (dist, nearest
     point on the prism (3,), nearest point on the segment (3,), normal from the prism to the segment (3,)). Exact.
 
@@ -245,15 +248,15 @@ def _segment_prism(v, p0, p1):
             jp.where(inside, n_pen, n_sep))  # fmt: skip
 
 
-def _capsule_prism(v, g2: GeomInfo):
-    """(dist, pos, normal) of prism v (6, 3) (geom1) against the capsule g2, as `convex._collide`."""
+def _capsule_prism(v: Points, g2: GeomInfo) -> Distance:
+    """(dist, pos, normal) of prism v (6, 3) (geom1) against the capsule g2, as `general.collide`."""
     r, half = g2.size[0], g2.size[1]
     axis = g2.mat[:, 2] * half
     dist, near, on_seg, normal = _segment_prism(v, g2.pos - axis, g2.pos + axis)
     return dist - r, 0.5 * (near + on_seg - r * normal), normal
 
 
-def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray):
+def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[Callable, int]:
     """The collider of one (hfield `hid`, type2) group and its contacts per pair `ncon`: (f, ncon), with
     f(m, info1, info2, margin) -> (Contacts, overflow).
 
@@ -263,6 +266,7 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
     nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
     adr = int(m.hfield_adr[hid])
     wr, wc = window_size(m, hid, geom1, geom2)
+    sat_budget = m.config.sat_budget  # static: part of the model's static part, as the group
     # prism corner offsets (row, col) of the two triangles of a cell, in MuJoCo's vertex order
     tri = np.array([[[1, 0], [0, 0], [1, 1]], [[0, 0], [1, 1], [0, 1]]], np.int32)  # (2, 3, 2)
     cell_r, cell_c = np.meshgrid(np.arange(wr), np.arange(wc), indexing="ij")
@@ -306,10 +310,10 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
             if type2 == GeomType.CAPSULE:  # exact segment-prism distance, likewise
                 return _capsule_prism(v, loc)
             eye = jp.eye(3, dtype=dt)
-            # boxes and small meshes: penetration by separating axes (convex.SAT_BUDGET), others GJK/EPA
+            # boxes and small meshes: penetration by separating axes (within sat_budget), others GJK/EPA
             p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
                               edge=jp.asarray(_PRISM_EDGES), faceplane=jp.asarray(_PRISM_PLANES))  # fmt: skip
-            return convex._collide(GeomType.MESH, type2, p_info, loc, margin)
+            return collide(GeomType.MESH, type2, p_info, loc, margin, sat_budget=sat_budget)
 
         dist, cpos, normal = jax.vmap(prism)(verts)
         dist = jp.where(inside, dist, NOCONTACT)
@@ -320,9 +324,9 @@ def group_collider(m, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray
         d = jp.where(dist <= margin, dist, NOCONTACT)
         return Contacts(d, g1.pos + cpos @ g1.mat.T, normal @ g1.mat.T, jp.zeros((k, 3), dt)), overflow
 
-    def collide(m, info1: GeomInfo, info2: GeomInfo, margin):
+    def collide_group(m, info1: GeomInfo, info2: GeomInfo, margin):
         elev = m.hfield_data[adr : adr + nrow * ncol].reshape(nrow, ncol)
         hsize = m.hfield_size[hid]
         return jax.vmap(one, in_axes=(None, None, 0, 0, 0))(elev, hsize, info1, info2, margin)
 
-    return collide, k
+    return collide_group, k

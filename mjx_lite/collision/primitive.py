@@ -1,4 +1,4 @@
-"""Analytic colliders for primitive geoms (plane, sphere, capsule, ellipsoid, cylinder, box).
+"""Analytic colliders for primitive geoms (plane, sphere, capsule, ellipsoid, cylinder, box; a plane and a mesh).
 
 Each collider handles ONE pair, `f(g1: GeomInfo, g2: GeomInfo, margin: ()) -> Contacts` with a fixed number of
 rows (the driver vmaps it over a group); type(g1) <= type(g2) as in MuJoCo's collision table. Rows that are
@@ -12,13 +12,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
+from mjx_lite.collision.hull import BOX_CORNERS
 from mjx_lite.collision.segment import segments_closest as _segments_closest
-from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
-from mjx_lite.math import pick, safe_norm, safe_normalize
+from mjx_lite.collision.types import NOCONTACT, Contacts, Distance, GeomInfo, Mask, Mat3, Points, Scalar, Values, Vec3
+from mjx_lite.math import dot3, outer3, pick, safe_norm, safe_normalize
 from mjx_lite.types import MINVAL
 
 
-def _contacts(dist, pos, normal, tangent=None, valid=None) -> Contacts:
+def _contacts(dist: Values, pos: Points, normal: Points, tangent: Points | None = None, valid: Mask | None = None
+              ) -> Contacts:
     dist, pos, normal = jp.atleast_1d(dist), jp.atleast_2d(pos), jp.atleast_2d(normal)
     if tangent is None:
         tangent = jp.zeros_like(normal)
@@ -40,7 +42,7 @@ def _compact(c: Contacts, valid: jax.Array, k: int) -> Contacts:
     return Contacts(dist, sel @ c.pos, sel @ c.normal, sel @ c.tangent)
 
 
-def _unit_or(v, fallback):
+def _unit_or(v: Vec3, fallback: Vec3) -> Vec3:
     """normalize(v), or `fallback` where |v| < MINVAL (NaN-free)."""
     n = safe_norm(v, keepdims=True)
     small = n < MINVAL
@@ -50,20 +52,20 @@ def _unit_or(v, fallback):
 # ---- plane ------------------------------------------------------------------------------------------------
 
 
-def _plane_sphere_raw(ppos, pnormal, spos, r):
+def _plane_sphere_raw(ppos: Vec3, pnormal: Vec3, spos: Vec3, r: Scalar) -> tuple[Scalar, Vec3]:
     cdist = jp.dot(spos - ppos, pnormal)
     dist = cdist - r
     pos = spos - pnormal * (r + 0.5 * dist)
     return dist, pos
 
 
-def plane_sphere(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def plane_sphere(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     n = g1.mat[:, 2]
     dist, pos = _plane_sphere_raw(g1.pos, n, g2.pos, g2.size[0])
     return _contacts(dist, pos, n)
 
 
-def plane_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def plane_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Two sphere-plane contacts at the capsule's segment ends; tangent hint = capsule axis."""
     n = g1.mat[:, 2]
     axis = g2.mat[:, 2]
@@ -75,7 +77,7 @@ def plane_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return _stack(cs)
 
 
-def plane_ellipsoid(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def plane_ellipsoid(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """One contact at the ellipsoid's support point in direction -normal."""
     n = g1.mat[:, 2]
     local = g2.mat.T @ (-n)
@@ -87,7 +89,7 @@ def plane_ellipsoid(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return _contacts(dist, sup - 0.5 * dist * n, n)
 
 
-def plane_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def plane_cylinder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Up to 4 contacts: nearest rim point of the near cap, same rim point of the far cap, and two points
     at +-120 degrees on the near cap (mjc_PlaneCylinder)."""
     n = g1.mat[:, 2]
@@ -120,14 +122,11 @@ def plane_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return _contacts(dist, jp.stack([p1, p2, p3, p4]), jp.broadcast_to(n, (4, 3)), valid=valid)
 
 
-_CORNERS = jp.array([[(-1.0, 1.0)[i & 1], (-1.0, 1.0)[(i >> 1) & 1], (-1.0, 1.0)[(i >> 2) & 1]] for i in range(8)])
-
-
-def plane_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def plane_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """The first 4 corners (MuJoCo's corner order) below the box centre's level within margin of the plane."""
     n = g1.mat[:, 2]
     dist0 = jp.dot(g2.pos - g1.pos, n)
-    corners = (_CORNERS.astype(g2.pos.dtype) * g2.size) @ g2.mat.T  # (8, 3) world offsets
+    corners = (jp.asarray(BOX_CORNERS, g2.pos.dtype) * g2.size) @ g2.mat.T  # (8, 3) world offsets
     ldist = corners @ n
     dist = dist0 + ldist
     valid = (dist <= margin) & (ldist <= 0)
@@ -136,10 +135,49 @@ def plane_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return _compact(c, valid, 4)
 
 
+PLANE_MESH_NCON = 3  # support vertex + up to 2 hull neighbours (MuJoCo maxplanemesh)
+_PLANE_MESH_TOL = 0.3  # extra plane-mesh contacts at least this times rbound from the first (tolplanemesh)
+
+
+def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+    """Up to 3 contacts (mjc_PlaneConvex for meshes): the support vertex in direction -normal, then up to 2 of
+    its hull-graph neighbours (vertices sharing a hull triangle with it) that lie strictly within margin of the
+    plane and at least 0.3 * rbound (rbound = |geom_size| for a mesh) from the first contact point.
+
+    MuJoCo takes the neighbours in the order of its qhull graph, which the Model does not hold: where more than 2
+    neighbours qualify we take the lowest vertex ids, so the count always matches but the choice may differ."""
+    n = g1.mat[:, 2]
+    world = g2.pos + outer3(g2.vert, g2.mat)  # (V, 3)
+    dist = dot3(world - g1.pos, n)
+    nv = world.shape[0]
+    k = jp.argmin(dist)
+    onek = jax.nn.one_hot(k, nv, dtype=dist.dtype)
+    d0 = onek @ dist
+    p0 = onek @ world - 0.5 * d0 * n
+    ids = jp.arange(nv)
+    if g2.face is None:
+        nbr = ids != k
+    else:
+        in_tri = jp.any(g2.face == k, axis=1)  # (T,)
+        corner = jp.where(jp.repeat(in_tri, 3), g2.face.reshape(-1), nv)  # corners of triangles at k; others dropped
+        nbr = jp.zeros(nv + 1, bool).at[corner].set(True)[:nv] & (ids != k)
+    rbound = safe_norm(g2.size)
+    far = dot3(world - p0, world - p0) >= (_PLANE_MESH_TOL * rbound) ** 2
+    ok = nbr & (dist < margin) & far
+    rank = jp.cumsum(ok) - 1
+    sel = (ok[None, :] & (rank[None, :] == jp.arange(PLANE_MESH_NCON - 1)[:, None])).astype(dist.dtype)  # (2, V)
+    has = jp.any(sel > 0, axis=1)
+    d_extra = sel @ dist
+    p_extra = sel @ world - 0.5 * d_extra[:, None] * n
+    d = jp.concatenate([d0[None], jp.where(has, d_extra, NOCONTACT)])
+    pos = jp.concatenate([p0[None], p_extra])
+    return Contacts(d, pos, jp.broadcast_to(n, (PLANE_MESH_NCON, 3)), jp.zeros((PLANE_MESH_NCON, 3), pos.dtype))
+
+
 # ---- spheres and capsules -----------------------------------------------------------------------------------
 
 
-def _sphere_sphere_raw(p1, r1, p2, r2, z1, z2):
+def _sphere_sphere_raw(p1: Vec3, r1: Scalar, p2: Vec3, r2: Scalar, z1: Vec3, z2: Vec3) -> Distance:
     """(dist, pos, normal) of two spheres; coincident centres use cross(z1, z2), else (1, 0, 0)."""
     dif = p2 - p1
     cdist = safe_norm(dif)
@@ -151,18 +189,18 @@ def _sphere_sphere_raw(p1, r1, p2, r2, z1, z2):
     return dist, pos, normal
 
 
-def sphere_sphere(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def sphere_sphere(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     return _contacts(*_sphere_sphere_raw(g1.pos, g1.size[0], g2.pos, g2.size[0], g1.mat[:, 2], g2.mat[:, 2]))
 
 
-def sphere_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def sphere_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     axis = g2.mat[:, 2]
     x = jp.clip(jp.dot(axis, g1.pos - g2.pos), -g2.size[1], g2.size[1])
     p = g2.pos + axis * x
     return _contacts(*_sphere_sphere_raw(g1.pos, g1.size[0], p, g2.size[0], g1.mat[:, 2], axis))
 
 
-def sphere_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def sphere_cylinder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Side (sphere-sphere with the axis point), cap (plane-sphere) or rim (sphere-point) contact."""
     r, h = g2.size[0], g2.size[1]
     axis = g2.mat[:, 2]
@@ -194,7 +232,7 @@ def sphere_cylinder(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
     return _contacts(dist, pos, normal)
 
 
-def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Nearest points of the segments; exactly parallel axes give 2 contacts (ends of the overlap)."""
     r1, r2 = g1.size[0], g2.size[0]
     z1, z2 = g1.mat[:, 2], g2.mat[:, 2]
@@ -226,7 +264,7 @@ def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
 # ---- boxes --------------------------------------------------------------------------------------------------
 
 
-def _sphere_box_raw(p1, r1, p2, mat2, size2):
+def _sphere_box_raw(p1: Vec3, r1: Scalar, p2: Vec3, mat2: Mat3, size2: Vec3) -> Distance:
     center = mat2.T @ (p1 - p2)
     clamped = jp.clip(center, -size2, size2)
     tmp = clamped - center
@@ -252,14 +290,15 @@ def _sphere_box_raw(p1, r1, p2, mat2, size2):
     return dist, pos, normal
 
 
-def sphere_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def sphere_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     return _contacts(*_sphere_box_raw(g1.pos, g1.size[0], g2.pos, g2.mat, g2.size))
 
 
 _EDGES = [(j, i) for j in range(3) for i in range(8) if not i & (1 << j)]  # (axis, corner) of the 12 edges
 
 
-def _edge_segment(c, j: int, s, pos, half, mc):
+def _edge_segment(c: Vec3, j: int, s: Vec3, pos: Vec3, half: Vec3, mc: Scalar
+                  ) -> tuple[Scalar, Scalar, Scalar, jax.Array, Scalar]:
     """Nearest points of box edge c + t*s[j]*e_j and capsule segment pos + x*half, clamped in the order of
     MuJoCo's capsule-box (edge parameter first). Returns (edge param, segment param, squared distance, edge
     clamp code (0 low end, 1 interior, 2 high end; a re-clamp that lands inside keeps the earlier code), ok)."""
@@ -287,7 +326,7 @@ def _edge_segment(c, j: int, s, pos, half, mc):
     return x1, x2, dd, s1, ok
 
 
-def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
+def capsule_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Up to 2 contacts (mjc_CapsuleBox): sphere-box at the point of the capsule segment nearest to the box
     (segment ends against the faces, segment against the 12 edges), and, where the segment runs along the box
     (the nearest box feature is a corner, an edge crossed by the segment or a face under a segment end),
@@ -317,7 +356,7 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin) -> Contacts:
         clface = jp.where(better, face, clface)
     # the segment against the 12 edges
     for j, i in _EDGES:
-        c = jp.array([(-1.0, 1.0)[i & 1], (-1.0, 1.0)[(i >> 1) & 1], (-1.0, 1.0)[(i >> 2) & 1]], dt) * s
+        c = jp.asarray(BOX_CORNERS[i], dt) * s
         c = c.at[j].set(0.0)
         x1, x2, dd, s1, ok = _edge_segment(c, j, s, pos, half, mc)
         better = ok & (dd < best_d - MINVAL)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import jax.numpy as jp
 
+from mjx_lite.collision.types import Scalar, Vec3
 from mjx_lite.math import safe_div
 
 
-def segments_closest(pos1, axis1, pos2, axis2):
+def segments_closest(pos1: Vec3, axis1: Vec3, pos2: Vec3, axis2: Vec3) -> tuple[Scalar, Scalar, Scalar]:
     """Clamped parameters (x1, x2) in [-1, 1] of the nearest points pos1 + x1*axis1, pos2 + x2*axis2 of two
     non-parallel segments (MuJoCo's capsule-capsule clamping order)."""
     dif = pos1 - pos2

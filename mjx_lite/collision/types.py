@@ -1,10 +1,25 @@
-"""Small containers shared by the colliders."""
+"""Small containers shared by the colliders, and the shape aliases of their signatures."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
+
+# Shape aliases of the colliders' signatures: each stands for a jax.Array of the shape in its comment (for one pair:
+# the driver vmaps the colliders over a group); the docstrings name the sizes (n, K, V vertices, T triangles, E edges,
+# F face planes, P polygon vertices).
+Scalar = jax.Array  # ()
+Vec3 = jax.Array  # (3,)
+Mat3 = jax.Array  # (3, 3)
+Points = jax.Array  # (n, 3): points, vertices, normals or directions
+Values = jax.Array  # (n,): one float per point, triangle, edge or face plane
+Mask = jax.Array  # (n,) bool
+Ids = jax.Array  # int32 indices: triangles (T, 3), edges (E, 4), face planes (F, K), a polygon (P,), one id ()
+GType = int | jax.Array  # a geom type: a static int (one collider per type pair) or a traced () int (`general`)
+SupportFn = Callable[[Vec3], tuple[Vec3, Vec3]]  # d -> (geom1's support point along d, geom2's along -d)
+Distance = tuple[Scalar, Vec3, Vec3]  # (dist, pos, normal from geom1 to geom2) of one pair
 
 
 class GeomInfo(NamedTuple):

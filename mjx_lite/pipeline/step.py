@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mjx_lite.data import check_data
 from mjx_lite.pipeline import forward as fwd
-from mjx_lite.pipeline import integrate, sensor
+from mjx_lite.pipeline import integrate, sensor, smoothing
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
 
@@ -30,7 +30,11 @@ def step(m: Model, d: Data) -> Data:
     Divergence (non-finite or |x| > 1e10 in qpos, qvel or qacc) resets the offending environment to the
     model's reset state (see `integrate.check_pos_vel`), counting it in `warning_number`. After a bad qacc the
     reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step).
+    With `m.config.contact_gradients == "smooth"` the value is the same and the derivative is randomly smoothed
+    (`mjx_lite.pipeline.smoothing.smooth_step`).
     """
+    if m.config.contact_gradients != "exact":
+        return smoothing.smooth_step(step, m, d)
     check_data(m, d)
     d = integrate.check_pos_vel(m, d)
     d = fwd.forward(m, d)

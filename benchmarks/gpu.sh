@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# GPU checks and benchmarks of mjx_lite beside MJX (benchmarks/gpu_bench.py), in one call of at most 8 minutes.
+#
+# 1. Once, on a machine with the internet and the project's venv, in the repository root (fills .whl/, ~34 MB,
+#    ignored by git: /.whl/ is in .gitignore):
+#
+#      PYTHON=.venv/bin/python bash benchmarks/gpu.sh prepare
+#
+#    which runs (Python 3.12, manylinux x86_64, the versions pyproject.toml's test extra pins):
+#
+#      python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+#        --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
+#        mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 mujoco-mjx==3.17.0 \
+#        glfw==2.11.0 pyopengl==3.1.10 websockets==17.4 trimesh==5.2.0
+#
+#    and copies dm_control's suite/cheetah.xml and suite/common/ (from the installed dm-control) into
+#    .whl/dm_suite/ (dm-control itself, ~50 MB, does not travel; the humanoid and the barkour quadruped come with
+#    mujoco-mjx's test data, the pile with mjx_lite).
+#
+# 2. On the GPU machine (image: Python 3.12, JAX with CUDA, numpy, scipy, lxml, absl-py, etils; no mujoco), from
+#    the repository root, with .whl carried along:
+#
+#      bash benchmarks/gpu.sh                      # writes results.json, results.md and logs to $OUT (or out/gpu)
+#
+#    It installs the wheels into /tmp/site (only if `import mujoco.mjx` fails), puts the repository on PYTHONPATH
+#    and runs gpu_bench.py with a 420 s budget (GPU_BENCH_BUDGET overrides it; extra arguments pass through).
+#
+# 3. Checking the script on a CPU (batch 4, 5 steps, minutes):
+#
+#      JAX_PLATFORMS=cpu PYTHON=.venv/bin/python bash benchmarks/gpu.sh --tiny
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+
+if [ "${1:-}" = "prepare" ]; then
+  mkdir -p .whl/dm_suite/common
+  "$PYTHON" -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl \
+    mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 mujoco-mjx==3.17.0 \
+    glfw==2.11.0 pyopengl==3.1.10 websockets==17.4 trimesh==5.2.0
+  suite=$("$PYTHON" -c "import dm_control, os; print(os.path.join(os.path.dirname(dm_control.__file__), 'suite'))")
+  cp "$suite/cheetah.xml" .whl/dm_suite/
+  cp "$suite"/common/*.xml .whl/dm_suite/common/
+  du -sh .whl
+  exit 0
+fi
+
+OUT=${OUT:-$PWD/out/gpu}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if ! "$PYTHON" -c "import mujoco.mjx" 2>/dev/null; then
+  ls .whl/*.whl >/dev/null 2>&1 || { echo "no mujoco here and no .whl/: run 'bash benchmarks/gpu.sh prepare' first" >&2; exit 2; }
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site:$PYTHONPATH"
+fi
+export MUJOCO_GL=${MUJOCO_GL:-egl}
+export PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || true; } > "$OUT/nvidia-smi.txt"
+dm=()
+[ -f .whl/dm_suite/cheetah.xml ] && dm=(--dm-suite .whl/dm_suite)
+set -o pipefail
+"$PYTHON" -u benchmarks/gpu_bench.py --out "$OUT" --budget "${GPU_BENCH_BUDGET:-420}" "${dm[@]}" "$@" 2>&1 | tee "$OUT/log.txt"

@@ -1,0 +1,176 @@
+"""Cylinder pairs (cylinder-box, -cylinder, -mesh; capsule-cylinder, capsule-mesh): MuJoCo 4's multiccd manifolds.
+
+MuJoCo 4 approximates a cylinder cap by a regular 16-gon (vertex k at angle 2 pi k / 16 in the geom frame) and its
+side by the axis-parallel segment through the support point. Probing MuJoCo 4.0 gives the rules reproduced here:
+  * face-face (cap or box/mesh face of geom1 against a face of geom2, normals within 1 - cos = 0.004): geom1's face
+    is clipped by the side planes of geom2's face; each clipped point p gets its own depth to geom2's face plane
+    (along geom2's face normal n2, which gives the contact normal -n2, whichever face the GJK/EPA normal is);
+  * edge-face (cylinder side or capsule segment against a face, |axis . face normal| < 0.0888): the segment is
+    clipped by the face's side planes the same way (the face is the reference, whichever geom it belongs to);
+  * points deeper than the detection margin are dropped; more than 4 are reduced to a largest-area quadrilateral.
+Otherwise (edges crossing, curved sides, tilts beyond the tolerances) the single GJK/EPA contact (`general.collide`)
+is kept. Clipping and reduction are `manifold.py`'s.
+Shapes: cap and face vertices (K, 3) with masks (K,); normals (3,); Contacts of CYL_NCON rows.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.collision.general import collide
+from mjx_lite.collision.manifold import EDGE_SIN, FACE_COS, clip_to_face, face_manifold, manifold_contacts, reduce_quad
+from mjx_lite.collision.polytope import (
+    face_polygons,
+    face_rows,
+    face_toward,
+    face_vertices,
+    local_polyhedron,
+    pad_rows,
+    triangle_normals,
+)
+from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Vec3
+from mjx_lite.math import outer3, safe_norm
+from mjx_lite.types import GeomType
+
+CYL_NCON = 4
+_CYL_NPOLY = 16  # cap polygon vertices
+_CYL_ANG = 2 * np.pi * np.arange(_CYL_NPOLY) / _CYL_NPOLY
+
+
+def _cyl_cap(g: GeomInfo, u: Vec3) -> tuple[Points, Vec3]:
+    """The cap of a cylinder facing direction u: world vertices (16, 3) in MuJoCo's order (clockwise about the
+    outward normal, from the geom's x axis), outward normal (3,)."""
+    a = g.mat[:, 2]
+    s = jp.where(jp.dot(a, u) >= 0, 1.0, -1.0).astype(u.dtype)
+    r, h = g.size[0], g.size[1]
+    ang = jp.asarray(_CYL_ANG, u.dtype)
+    local = jp.stack([r * jp.cos(ang), -s * r * jp.sin(ang), jp.broadcast_to(s * h, ang.shape)], axis=-1)
+    return g.pos + local @ g.mat.T, s * a
+
+
+def _cyl_side(g: GeomInfo, u: Vec3, radius: Scalar) -> Points:
+    """Side segment of a cylinder (radius r) or capsule core (radius 0) farthest along u: endpoints (2, 3)."""
+    a = g.mat[:, 2]
+    rad = u - jp.dot(u, a) * a
+    rn = safe_norm(rad)
+    rad = jp.where(rn > 1e-12, rad / jp.where(rn > 1e-12, rn, 1.0), 0.0)
+    h = g.size[1]
+    c = g.pos + radius * rad
+    return jp.stack([c - h * a, c + h * a])
+
+
+def face_of(gtype: int, g: GeomInfo, u: Vec3) -> tuple[Points, Mask, Vec3, Vec3, Points, Ids, Scalar]:
+    """A face of geom g facing u: (its vertices compacted to a static bound (K, 3) with mask (K,), outward normal
+    (3,), a point of the face (3,), every vertex (V, 3), its polygon in MuJoCo's face order (vertex ids of the (V, 3)
+    array (P,), count (); 0 where the mesh has no polygon tables))."""
+    if gtype == GeomType.CYLINDER:
+        w, nrm = _cyl_cap(g, u)
+        ids = jp.arange(w.shape[0])
+        return w, jp.ones(w.shape[0], bool), nrm, w[0], w, ids, jp.asarray(w.shape[0], jp.int32)
+    local, tris = local_polyhedron(gtype, g)
+    w = g.pos + outer3(local, g.mat)
+    nrm, p0, mask, t = face_toward(w, tris, triangle_normals(local, tris)[0], g.mat, u)
+    wc, mc = face_vertices(w, mask, face_rows(gtype, g, w.shape[0]))
+    fp, fn = face_polygons(gtype, g, tris)
+    if fp is None:
+        return wc, mc, nrm, p0, w, jp.zeros(3, jp.int32), jp.zeros((), jp.int32)
+    return wc, mc, nrm, p0, w, fp[t], fn[t]
+
+
+def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+    """CYL_NCON contacts of a cylinder or capsule (geom1, t1) and a cylinder, box or mesh (geom2, t2): the face-face
+    or edge-face manifold of the module docstring, else the single contact of `collide`."""
+    dist0, pos0, n = collide(t1, t2, g1, g2, margin, sat_budget=0)  # geom1 a cylinder or capsule: no polytope pair
+    dt = pos0.dtype
+    # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
+    w2, m2, n2, p2, v2, poly2, npoly2 = face_of(t2, g2, -n)
+    if t1 == GeomType.CAPSULE:
+        w1, m1, n1, p1 = w2, jp.zeros_like(m2), -n2, p2  # placeholders: a capsule has no face
+        has_face1 = jp.zeros((), bool)
+    else:
+        w1, m1, n1, p1, v1, poly1, npoly1 = face_of(t1, g1, n)
+        has_face1 = jp.ones((), bool)
+    facing = jp.maximum(jp.dot(n1, n), -jp.dot(n2, n)) > FACE_COS  # the contact normal is one of the faces'
+    face_face = has_face1 & (jp.dot(n1, n2) < -FACE_COS) & facing
+    # edge of geom1 (cylinder side / capsule core) on geom2's face
+    r1 = g1.size[0]
+    if t1 in (GeomType.CYLINDER, GeomType.CAPSULE):
+        axis = g1.mat[:, 2]
+        if t1 == GeomType.CYLINDER:
+            e1 = _cyl_side(g1, -n2, r1)
+        else:  # the line along its axis through its support point along n (MuJoCo 4, probed)
+            e1 = jp.stack([g1.pos - g1.size[1] * axis, g1.pos + g1.size[1] * axis]) + r1 * (n - jp.dot(n, axis) * axis)
+        edge1 = (jp.abs(jp.dot(axis, n2)) < EDGE_SIN) & (-jp.dot(n2, n) > FACE_COS)
+    else:
+        e1, edge1 = jp.zeros((2, 3), dt), jp.zeros((), bool)
+    # edge of geom2 (cylinder side) on geom1's face
+    if t2 == GeomType.CYLINDER:
+        e2 = _cyl_side(g2, -n1, g2.size[0])
+        edge2 = has_face1 & (jp.abs(jp.dot(g2.mat[:, 2], n1)) < EDGE_SIN) & (jp.dot(n1, n) > FACE_COS)
+    else:
+        e2, edge2 = jp.zeros((2, 3), dt), jp.zeros((), bool)
+    edge1 = edge1 & ~face_face
+    edge2 = edge2 & ~face_face & ~edge1
+    # reference: geom2's face, except for an edge of geom2 on geom1's face
+    nv = max(w1.shape[0], w2.shape[0])
+    w1p, w2p = pad_rows(w1, nv, w1[0]), pad_rows(w2, nv, w2[0])
+    m1p, m2p = pad_rows(m1, nv, False), pad_rows(m2, nv, False)
+    emask = jp.arange(nv) < 2
+    e1p, e2p = pad_rows(e1, nv, e1[0]), pad_rows(e2, nv, e2[0])
+    wr = jp.where(edge2, w1p, w2p)
+    rmask = jp.where(edge2, m1p, m2p)
+    nr = jp.where(edge2, n1, n2)
+    r0 = jp.where(edge2, p1, p2)
+    wi = jp.where(face_face, w1p, jp.where(edge1, e1p, e2p))
+    imask = jp.where(face_face, m1p, emask)
+    pts, ok, depth = clip_to_face(
+        wr,
+        rmask,
+        nr,
+        r0,
+        wi,
+        imask,
+        jp.where(face_face, n1, -nr),
+        margin,
+        inc_poly=face_face,
+        cdir=jp.where(face_face, -n1, nr),
+    )
+    ok = ok & (depth <= margin)
+    idx, valid = reduce_quad(pts, ok, nr)
+    pts, depth = pts[idx], depth[idx]
+    idx = jp.arange(idx.shape[0])
+    if t1 != GeomType.CAPSULE:  # face-face: MuJoCo's own points (as `polyhedral._polyhedral`), its cap being a 16-gon
+        x2, ok2 = face_manifold(v1, v2, poly1, npoly1, poly2, npoly2, n1, margin)
+        x1 = x2 - n1 * ((x2 - v1[poly1[0]]) @ n1)[:, None]  # onto geom1's cap plane along n1
+        use = face_face & (npoly2 > 0)
+        pts = jp.where(use, x1, pts)
+        depth = jp.where(use, (x1 - p2) @ n2, depth)
+        valid = jp.where(use, ok2, valid)
+    return manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
+
+
+def capsule_cylinder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+    """Capsule-cylinder: 2 contacts for a capsule lying on a cap (within 0.0888 rad), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CAPSULE, GeomType.CYLINDER, g1, g2, margin)
+
+
+def capsule_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+    """Capsule-mesh: 2 contacts for a capsule lying on a mesh face (within 0.0888 rad; MuJoCo 4's multiccd edge-face
+    manifold), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin)
+
+
+def cylinder_cylinder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+    """Cylinder-cylinder: cap-cap manifold (up to 4), side on cap (2), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CYLINDER, GeomType.CYLINDER, g1, g2, margin)
+
+
+def cylinder_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+    """Cylinder-box: cap-face manifold (up to 4), side on face (2), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CYLINDER, GeomType.BOX, g1, g2, margin)
+
+
+def cylinder_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+    """Cylinder-mesh: cap-face manifold (up to 4), side on face (2), else GJK/EPA."""
+    return _cylinder_pair(GeomType.CYLINDER, GeomType.MESH, g1, g2, margin)

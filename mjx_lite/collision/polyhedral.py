@@ -1,0 +1,178 @@
+"""Box-mesh and mesh-mesh contacts with MuJoCo 4's multiccd face manifolds (up to 4 points per pair).
+
+From the pair's normal (`general.collide`: separating axes within the model's sat budget, else GJK/EPA), the
+feature (vertex, edge or face) of each geom along it, then a face-face manifold, an edge-face one, or the single
+contact (see `_polyhedral`). Clipping and reduction are `manifold.py`'s; faces and polygons `polytope.py`'s.
+Both colliders take `sat_budget` (the model's `m.config.sat_budget`), which the driver binds per group.
+Shapes: w (V, 3) world vertices; tris (T, 3); normals (3,); Contacts of MULTI_NCON rows.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+
+from mjx_lite.collision.general import collide
+from mjx_lite.collision.manifold import EDGE_SIN, FACE_COS, clip_to_face, face_manifold, manifold_contacts, reduce4
+from mjx_lite.collision.polytope import (
+    FACE_ALIGNED,
+    face_planes,
+    face_polygons,
+    face_rows,
+    face_vertices,
+    hull_normals,
+    pad_rows,
+    plane_rep,
+    polyhedron,
+)
+from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Values, Vec3
+from mjx_lite.math import dot3, outer3, safe_norm
+from mjx_lite.types import GeomType
+
+MULTI_NCON = 4  # contacts per polyhedral pair (MuJoCo reduces larger manifolds to 4)
+
+
+def _feature(w: Points, tris: Ids, pn: Points, po: Values, u: Vec3, tol: Scalar) -> tuple[Mask, Scalar, Mask, Mask]:
+    """The feature (vertex, edge or face) of a polyhedron supporting direction u, as MuJoCo's EPA reports it.
+
+    Returns (support mask (V,), dim () in {1, 2, 3}, candidate face planes (F,), hull vertex mask (V,)): the
+    candidates are the face planes (normals pn (F, 3), offsets po (F,)) through the feature (all faces at a vertex,
+    both at an edge, the face itself), i.e. those that hold every support vertex (tested on the first 4 by support
+    value: a plane through 3 support vertices of a face is that face's). O(V + F): no (F, V) tables."""
+    nv = w.shape[0]
+    valid = jp.zeros(nv, bool).at[tris.reshape(-1)].set(True)  # hull vertices (not padding or interior ones)
+    s = jp.where(valid, dot3(w, u), -jp.inf)
+    sup = valid & (s >= jp.max(s) - tol)
+    dim = jp.minimum(jp.sum(sup), 3)
+    top = jax.lax.top_k(s, min(4, nv))[1]
+    on_plane = jp.abs(outer3(w[top], pn) - po[None, :]) <= tol  # (k, F)
+    cand = jp.all(on_plane | ~sup[top][:, None], axis=0)
+    return sup, dim, cand, valid
+
+
+def _edges_at(w: Points, nt: Points, tris: Ids, v: Ids, tol: Scalar) -> tuple[Mask, Points]:
+    """Hull edges at vertex v: (other end mask (V,), unit directions (V, 3)). Triangulation diagonals of a flat
+    face (both triangles at the edge coplanar) are not edges. Scatters over the triangles' corners, O(V + T)."""
+    nv = w.shape[0]
+    at_v = jp.any(tris == v, axis=1)  # (T,)
+    ends = tris.reshape(-1)  # (3T,) each triangle corner; those of triangles at v other than v are v's neighbours
+    nrm = jp.repeat(nt, 3, axis=0)  # (3T, 3)
+    live = jp.repeat(at_v, 3) & (ends != v)
+    slot = jp.where(live, ends, nv)  # dead corners go to a dropped extra row
+    ref = jp.zeros((nv + 1, 3), w.dtype).at[slot].set(nrm)  # the normal of one triangle at edge (v, u)
+    bent = live & (dot3(nrm, ref[slot]) < 1 - FACE_ALIGNED)
+    nbr = jp.zeros(nv + 1, bool).at[jp.where(bent, slot, nv)].set(True)[:nv]
+    e = w - w[v]
+    return nbr, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
+
+
+def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sat_budget: int) -> Contacts:
+    """Box-mesh / mesh-mesh contacts as MuJoCo 4 with multiccd (probed): from the pair's normal n (`collide`:
+    separating axes within `sat_budget`, else GJK/EPA), the feature of each geom (support vertex, edge or face along
+    +-n) and the faces through it; then
+      * face-face: a face of geom1 and one of geom2 with n1 . n2 < -0.996: geom2's face polygon clipped by the
+        planes through geom1's face edges (Sutherland-Hodgman in MuJoCo's vertex orders: its box corner table, its
+        mesh polygons reversed; `face_manifold`), points farther than the margin from geom1's face plane dropped,
+        more than 4 reduced to 4 by MuJoCo's polygonQuad local search; each point with its own depth to geom2's face
+        plane (taken on geom1's face, straight along n1), normal -n2;
+      * else edge-face, for the geom with the lower-dimensional feature (geom1 on ties), an edge at its feature with
+        |edge . n_face| < 0.0888 for a face through the other geom's feature: the edge clipped by that face's side
+        planes, depths to its plane, normal -+ the face normal;
+      * else the single GJK/EPA contact.
+    A mesh face whose triangle lies in no mesh polygon (no polygon tables) falls back to clipping geom1's face by
+    geom2's side planes and the largest-area quadrilateral of more than 4 points.
+    Known differences: where several faces/edges qualify MuJoCo takes the first in its own order (box: x, y, z edges
+    at a corner; mesh: its polygon list, whose order the compiler does not reproduce, e.g. an STL face whose float32
+    triangles fall into two normal bins is two coplanar polygons), we the most (anti-)parallel; MuJoCo's features
+    come from its EPA face, so where two EPA normals nearly tie (deep, edge on a face's rim) its feature may differ;
+    where a clipped edge keeps only its crossing with a side plane MuJoCo reports that point twice (we once)."""
+    dist0, pos0, n = collide(t1, t2, g1, g2, margin, sat_budget=sat_budget)
+    dt = pos0.dtype
+    w1, tri1 = polyhedron(t1, g1)
+    w2, tri2 = polyhedron(t2, g2)
+    scale = jp.maximum(jp.max(jp.abs(w1 - g1.pos)), jp.max(jp.abs(w2 - g2.pos)))
+    tol = 1e-6 * scale
+    nt1, off1, area1 = hull_normals(t1, g1)
+    nt2, off2, area2 = hull_normals(t2, g2)
+    # faces are chosen among face planes (one triangle each): pl (F,) triangle ids, pn (F, 3) normals, po offsets
+    pl1, pl2 = plane_rep(face_planes(t1, g1, tri1), area1), plane_rep(face_planes(t2, g2, tri2), area2)
+    pn1, po1, pn2, po2 = nt1[pl1], off1[pl1], nt2[pl2], off2[pl2]
+    sup1, dim1, cand1, hull1 = _feature(w1, tri1, pn1, po1, n, tol)
+    sup2, dim2, cand2, hull2 = _feature(w2, tri2, pn2, po2, -n, tol)
+    # face-face: the most anti-parallel pair of faces through the two features
+    dots = outer3(pn1, pn2)
+    okff = cand1[:, None] & cand2[None, :] & (dots < -FACE_COS)
+    ij = jp.argmin(jp.where(okff, dots, jp.inf))
+    fi, fj = ij // dots.shape[1], ij % dots.shape[1]
+    face_face = jp.any(okff)
+    # edge-face: edges at the lower-dimensional feature against the faces through the other one
+    v1, v2 = jp.argmax(sup1), jp.argmax(sup2)
+    nbr1, e1 = _edges_at(w1, nt1, tri1, v1, tol)
+    nbr2, e2 = _edges_at(w2, nt2, tri2, v2, tol)
+    nbr1 = nbr1 & ((dim1 == 1) | sup1)  # an edge feature: its own edge only
+    nbr2 = nbr2 & ((dim2 == 1) | sup2)
+    c12 = jp.abs(outer3(e1, pn2))  # (V1, F2)
+    ok12 = nbr1[:, None] & cand2[None, :] & (c12 < EDGE_SIN)
+    c21 = jp.abs(outer3(e2, pn1))  # (V2, F1)
+    ok21 = nbr2[:, None] & cand1[None, :] & (c21 < EDGE_SIN)
+    try1 = (dim1 < 3) & (dim1 <= dim2)
+    edge1 = ~face_face & try1 & jp.any(ok12)
+    edge2 = ~face_face & ~try1 & (dim2 < 3) & jp.any(ok21)
+    a12 = jp.argmin(jp.where(ok12, c12, jp.inf))
+    u1, f2e = a12 // c12.shape[1], a12 % c12.shape[1]
+    a21 = jp.argmin(jp.where(ok21, c21, jp.inf))
+    u2, f1e = a21 // c21.shape[1], a21 % c21.shape[1]
+    # reference face: geom2's (face-face, edge of geom1) or geom1's (edge of geom2); its polygon is every vertex on
+    # the plane (a convex hull's plane meets it only there)
+    f1 = jp.where(face_face, fi, f1e)
+    f2 = jp.where(face_face, fj, f2e)
+    n1f, n2f = pn1[f1], pn2[f2]
+    m1 = hull1 & (jp.abs(dot3(w1, n1f) - po1[f1]) <= tol)
+    m2 = hull2 & (jp.abs(dot3(w2, n2f) - po2[f2]) <= tol)
+    # the two faces' vertices, compacted to nv rows (a face has at most its polygon's vertices; the clipper is
+    # quadratic in its rows, so it must not see every hull vertex)
+    nv = max(face_rows(t1, g1, w1.shape[0]), face_rows(t2, g2, w2.shape[0]), 2)
+    (w1p, m1p), (w2p, m2p) = face_vertices(w1, m1, nv), face_vertices(w2, m2, nv)
+    wr = jp.where(edge2, w1p, w2p)
+    rmask = jp.where(edge2, m1p, m2p)
+    nr = jp.where(edge2, n1f, n2f)
+    r0 = jp.where(edge2, w1[tri1[pl1[f1], 0]], w2[tri2[pl2[f2], 0]])
+    seg = jp.where(edge1, jp.stack([w1[v1], w1[u1]]), jp.stack([w2[v2], w2[u2]]))
+    fp1, fn1 = face_polygons(t1, g1, tri1)
+    fp2, fn2 = face_polygons(t2, g2, tri2)
+    polygons = fp1 is not None and fp2 is not None  # every hull triangle in a polygon (driver._geom_info)
+    if polygons:  # face-face comes from the polygons below: the clipper only cuts an edge by a face
+        pts, ok, depth = clip_to_face(wr, rmask, nr, r0, seg, jp.ones(2, bool), -nr, margin, inc_poly=False, cdir=nr)
+        # a segment clipped by a convex face has at most 2 points: the first 4 valid are kept
+        idx = jax.lax.top_k(jp.where(ok, -jp.arange(ok.shape[0]), -ok.shape[0] - 1), MULTI_NCON)[1]
+        valid = ok[idx]
+    else:  # face-face too, with a largest-area quadrilateral of more than 4 points
+        wi = jp.where(face_face, w1p, pad_rows(seg, nv, seg[0]))
+        imask = jp.where(face_face, m1p, jp.arange(nv) < 2)
+        pts, ok, depth = clip_to_face(
+            wr, rmask, nr, r0, wi, imask, jp.where(face_face, n1f, -nr), margin,
+            inc_poly=face_face, cdir=jp.where(face_face, -n1f, nr),
+        )  # fmt: skip
+        idx, valid = reduce4(pts, ok, nr)
+    pts, depth = pts[idx], depth[idx]
+    idx = jp.arange(idx.shape[0])
+    if polygons:  # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
+        ti, tj = pl1[fi], pl2[fj]
+        x2, ok2 = face_manifold(w1, w2, fp1[ti], fn1[ti], fp2[tj], fn2[tj], pn1[fi], margin)
+        x1 = x2 - pn1[fi] * ((x2 - w1[fp1[ti, 0]]) @ pn1[fi])[:, None]  # onto geom1's face plane along n1
+        pts = jp.where(face_face, x1, pts)
+        depth = jp.where(face_face, (x1 - w2[tri2[tj, 0]]) @ pn2[fj], depth)
+        valid = jp.where(face_face, ok2, valid)
+    return manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
+
+
+def box_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> Contacts:
+    """Box-mesh: face-face manifold (up to 4), edge on face (2), else the single contact (see `_polyhedral`).
+    `sat_budget`: the model's `m.config.sat_budget` (bound by the driver)."""
+    return _polyhedral(GeomType.BOX, GeomType.MESH, g1, g2, margin, sat_budget)
+
+
+def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> Contacts:
+    """Mesh-mesh: face-face manifold (up to 4), edge on face (2), else the single contact (see `_polyhedral`).
+    `sat_budget`: the model's `m.config.sat_budget` (bound by the driver)."""
+    return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget)

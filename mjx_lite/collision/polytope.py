@@ -1,0 +1,120 @@
+"""Traced geometry of polytopes (boxes and mesh hulls): triangle normals, face planes, faces toward a direction.
+
+Shared by the separating axes (`sat.py`), the normal refinement (`refine.py`) and the face manifolds
+(`polyhedral.py`, `cylinder.py`). Normals are computed in the geom frame, where they are model data (under a vmap
+over states, once), and rotated. The integer tables come from `hull.py` (GeomInfo.face, faceplane, facepoly).
+Shapes: w (V, 3) vertices; tris (T, 3) int32 triangles; planes (F, K) int32 triangles per face plane; mat (3, 3).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+
+from mjx_lite.collision.hull import BOX_CORNERS, BOX_TRIS, box_planes, box_tri_polygons
+from mjx_lite.collision.types import GeomInfo, Ids, Mask, Mat3, Points, Scalar, Values, Vec3
+from mjx_lite.math import dot3, outer3, safe_norm
+from mjx_lite.types import GeomType
+
+FACE_ALIGNED = 1e-6  # 1 - cos: triangles are coplanar (one polygon face)
+
+
+def triangle_normals(w: Points, tris: Ids) -> tuple[Points, Values, Values]:
+    """Unit outward normals (T, 3) of the triangles, the plane offsets (T,) and twice the areas (T,)."""
+    a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]
+    nt = jp.cross(b - a, c - a)
+    nn = safe_norm(nt, keepdims=True)
+    nt = jp.where(nn > 1e-30, nt / jp.where(nn > 1e-30, nn, 1.0), 0.0)
+    return nt, dot3(nt, a), nn[:, 0]
+
+
+def face_planes(gtype: int, g: GeomInfo, tris: Ids) -> Ids:
+    """The triangles (rows of tris) of each face plane of a box or mesh, (F, K) int32 (see `hull_face_planes`)."""
+    if gtype == GeomType.BOX:
+        return jp.asarray(box_planes())
+    return jp.arange(tris.shape[0])[:, None] if g.faceplane is None else g.faceplane
+
+
+def plane_rep(planes: Ids, area: Values) -> Ids:
+    """One triangle per face plane: of the plane's triangles planes (F, K), the one of largest area (T,) (a
+    sliver's normal is rounding). (F,) int32."""
+    return jp.take_along_axis(planes, jp.argmax(area[planes], axis=1)[:, None], axis=1)[:, 0]
+
+
+def local_polyhedron(gtype: int, g: GeomInfo) -> tuple[Points, Ids]:
+    """Vertices in the geom frame (V, 3) and triangles (T, 3) of a box or a mesh (its convex hull)."""
+    if gtype == GeomType.BOX:
+        return jp.asarray(BOX_CORNERS, g.pos.dtype) * g.size, jp.asarray(BOX_TRIS)
+    return g.vert, g.face
+
+
+def polyhedron(gtype: int, g: GeomInfo) -> tuple[Points, Ids]:
+    """World vertices (V, 3) and triangles (T, 3) of a box or a mesh (its convex hull)."""
+    local, tris = local_polyhedron(gtype, g)
+    return g.pos + outer3(local, g.mat), tris
+
+
+def hull_normals(gtype: int, g: GeomInfo) -> tuple[Points, Values, Values]:
+    """`triangle_normals` of a box's or mesh's world hull, computed in the geom frame and rotated: the frame part
+    depends on the model alone, so under a vmap over states it runs once, not per state (the cross products and
+    norms of every triangle cost more than the rotation). (T, 3), (T,), (T,)."""
+    local, tris = local_polyhedron(gtype, g)
+    nl, off, area = triangle_normals(local, tris)
+    nt = outer3(nl, g.mat)
+    return nt, off + dot3(nt, g.pos[None]), area
+
+
+def face_toward(w: Points, tris: Ids, nl: Points, mat: Mat3, direction: Vec3) -> tuple[Vec3, Vec3, Mask, Ids]:
+    """The face of a polyhedron (world vertices w (V, 3), triangles tris (T, 3) with unit normals nl (T, 3) in the
+    geom frame, rotation mat (3, 3)) whose outward normal is nearest the world `direction`, chosen in the geom frame
+    (the triangles' normals are model data there: no per-state rotation of every normal).
+
+    Returns (world unit normal (3,), a point of the face (3,), vertex mask (V,), triangle index ()): the mask marks
+    the corners of every triangle coplanar with the best one (a scatter over corners, O(T + V))."""
+    t = jp.argmax(dot3(nl, (mat.T @ direction)[None]))
+    coplanar = dot3(nl, nl[t][None]) > 1 - FACE_ALIGNED
+    nv = w.shape[0]
+    corner = jp.where(jp.repeat(coplanar, 3), tris.reshape(-1), nv)  # corners of coplanar triangles; others dropped
+    return mat @ nl[t], w[tris[t, 0]], jp.zeros(nv + 1, bool).at[corner].set(True)[:nv], t
+
+
+def face_rows(gtype: int, g: GeomInfo, nvert: int) -> int:
+    """Static bound on the vertices of one face of a box (4) or mesh (twice its widest polygon, at least 8, at most
+    its vertex count; every vertex where it has no polygon table)."""
+    if gtype == GeomType.BOX:
+        return 4
+    if g.facepoly is not None:
+        return min(nvert, max(2 * g.facepoly.shape[-1], 8))
+    return nvert
+
+
+def compact(pts: Points, ok: Mask, size: int) -> tuple[Points, Scalar]:
+    """The rows of pts (K, 3) where ok (K,), in order, in the first rows of a (size, 3) array (zeros after them,
+    rows beyond size dropped); returns it and their count (int32). A one-hot product: cheaper than a scatter under
+    vmap on CPU."""
+    rank = jp.cumsum(ok) - 1
+    sel = ok[None, :] & (rank[None, :] == jp.arange(size)[:, None])
+    return sel.astype(pts.dtype) @ pts, jp.minimum(jp.sum(ok), size).astype(jp.int32)
+
+
+def face_vertices(w: Points, mask: Mask, rows: int) -> tuple[Points, Mask]:
+    """A face's vertices (mask (V,) of w (V, 3)) compacted to the first rows of a (rows, 3) array, with their mask
+    (rows,)."""
+    wc, cnt = compact(w, mask, rows)
+    return wc, jp.arange(rows) < cnt
+
+
+def face_polygons(gtype: int, g: GeomInfo, tris: Ids) -> tuple[Ids, Ids] | tuple[None, None]:
+    """Per hull triangle, its face polygon in MuJoCo's order: ((T, P) vertex ids, (T,) counts), or (None, None)."""
+    if gtype == GeomType.BOX:
+        p, c = box_tri_polygons()
+        return jp.asarray(p), jp.asarray(c)
+    if g.facepoly is None:
+        return None, None
+    return g.facepoly, g.facepolynum
+
+
+def pad_rows(x: jax.Array, n: int, fill: jax.Array | float | bool) -> jax.Array:
+    """x (K, ...) padded to n rows with `fill` (a row, or a value broadcast to one); unchanged where K >= n."""
+    extra = n - x.shape[0]
+    return x if extra <= 0 else jp.concatenate([x, jp.broadcast_to(fill, (extra,) + x.shape[1:])])

@@ -1,0 +1,235 @@
+"""Shared pieces of the planners: results, rollouts with a cost, control bounds, input checks.
+
+Cost convention (every planner): for a control sequence `ctrl` (T, nu) from the state of `d0`,
+
+    J = sum_{t<T} cost(d_t, ctrl[t], t) + terminal_cost(d_T)
+
+where `d_t` is the Data of the forward pass at the state x_t with ctrl[t] applied: every field (qpos, xpos,
+site_xpos, sensordata, qacc, contacts) belongs to time t, as after `mjx_lite.forward`. x_{t+1} = step(x_t, ctrl[t]).
+`d_T` is the forward pass at the final state (with the last control). `cost` must return a scalar (a () array).
+For models integrated with RK4 the running cost costs one extra forward pass per step (the step's own derived
+fields are those of its last Runge-Kutta stage); for the other integrators the step's own forward pass is used.
+"""
+
+from __future__ import annotations
+
+import functools
+import types as _types
+from collections.abc import Callable
+
+import flax.struct
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite import derivatives
+from mjx_lite.pipeline import step as _pipeline
+from mjx_lite.types import Data, IntegratorType, Model
+
+__all__ = ["Result", "Trajectory", "ctrl_bounds", "evaluate", "rollout", "simulate"]
+
+Cost = Callable[[Data, jax.Array, jax.Array], jax.Array]
+TerminalCost = Callable[[Data], jax.Array]
+
+
+@flax.struct.dataclass
+class Trajectory:
+    """States along a rollout (T+1 entries: x_0 .. x_T)."""
+
+    qpos: jax.Array  # (T+1, nq)
+    qvel: jax.Array  # (T+1, nv)
+    act: jax.Array  # (T+1, na)
+    time: jax.Array  # (T+1,)
+
+
+@flax.struct.dataclass
+class Result:
+    """A planner's answer.
+
+    ctrl: (T, nu) the best control sequence found; states: its rollout (`Trajectory`, T+1 states);
+    cost: () its total cost J; costs: (iterations + 1,) the cost curve (costs[0]: the initial controls, then the
+    cost of the planner's iterate after each iteration); gains: iLQR's feedback gains K (T, nu, 2nv+na) in the
+    tangent-space convention of `derivatives.transition` (u = ctrl[t] + K[t] dx), None for the other planners.
+    """
+
+    ctrl: jax.Array
+    states: Trajectory
+    cost: jax.Array
+    costs: jax.Array
+    gains: jax.Array | None = None
+
+
+def ctrl_bounds(m: Model, dtype) -> tuple[jax.Array, jax.Array]:
+    """(lower, upper) (nu,) control bounds: actuator_ctrlrange where ctrllimited, else -inf / +inf."""
+    lim = jp.asarray(np.asarray(m.actuator_ctrllimited, bool))
+    rng = jp.asarray(m.actuator_ctrlrange, dtype).reshape(m.nu, 2)
+    lo = jp.where(lim, rng[:, 0], -jp.inf)
+    hi = jp.where(lim, rng[:, 1], jp.inf)
+    return lo, hi
+
+
+def check_scalar(value, name: str) -> jax.Array:
+    """`value` as an array; a clear error (at trace time) when it is not a scalar."""
+    value = jp.asarray(value)
+    if value.shape != ():
+        raise ValueError(f"trajopt: {name} must return a scalar (shape ()), got an array of shape {value.shape}")
+    if not jp.issubdtype(value.dtype, jp.inexact) and not jp.issubdtype(value.dtype, jp.integer):
+        raise TypeError(f"trajopt: {name} must return a real number, got dtype {value.dtype}")
+    return value
+
+
+def check_horizon(m: Model, horizon, ctrl_init, dtype) -> jax.Array:
+    """The initial controls (horizon, nu): `ctrl_init` checked, or zeros clipped into the control range."""
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
+        raise ValueError(f"trajopt: horizon must be a positive int, not {horizon!r}")
+    if ctrl_init is None:
+        lo, hi = ctrl_bounds(m, dtype)
+        return jp.clip(jp.zeros((int(horizon), m.nu), dtype), lo, hi)
+    ctrl_init = jp.asarray(ctrl_init, dtype)
+    if ctrl_init.shape != (int(horizon), m.nu):
+        raise ValueError(f"trajopt: ctrl_init must have shape (horizon, nu) = ({horizon}, {m.nu}), "
+                         f"not {ctrl_init.shape}")  # fmt: skip
+    return ctrl_init
+
+
+def check_iterations(iterations, name: str = "iterations") -> int:
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 0:
+        raise ValueError(f"trajopt: {name} must be a non-negative int, not {iterations!r}")
+    return int(iterations)
+
+
+def cost_data(m: Model, d_in: Data, d_next: Data) -> Data:
+    """The Data of the forward pass at the state of `d_in` (see the module docstring) given its step `d_next`."""
+    if m.opt.integrator == IntegratorType.RK4:
+        return _pipeline.forward(m, d_in)
+    return d_next.replace(qpos=d_in.qpos, qvel=d_in.qvel, act=d_in.act, time=d_in.time)
+
+
+def simulate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost | None = None,
+             terminal_cost: TerminalCost | None = None, keep: str = "state"):  # fmt: skip
+    """Simulate `ctrl` (T, nu) from `d0` and evaluate the cost.
+
+    Args:
+      keep: "state": return a `Trajectory`; "data": the stacked Data of the forward passes d_0 .. d_T ((T+1, ...)
+        leaves, for plots and analysis); "inputs": the stacked pre-step Data (T entries, ctrl set) and the final
+        Data (used by iLQR to linearise).
+
+    Returns:
+      (J, per_step (T,) running costs, trajectory or data).
+    """
+    dtype = d0.qpos.dtype
+    steps = jp.arange(ctrl.shape[0])
+
+    def body(d, xs):
+        u, t = xs
+        d_in = d.replace(ctrl=u)
+        d_next = derivatives.step(m, d_in)
+        c = jp.zeros((), dtype)
+        if cost is not None or keep == "data":
+            dc = cost_data(m, d_in, d_next)
+            if cost is not None:
+                c = check_scalar(cost(dc, u, t), "cost").astype(dtype)
+        if keep == "state":
+            out = (d_in.qpos, d_in.qvel, d_in.act, d_in.time)
+        elif keep == "data":
+            out = dc
+        else:
+            out = d_in
+        return d_next, (c, out)
+
+    d_last, (costs, outs) = jax.lax.scan(body, d0, (ctrl, steps))
+    d_final = d_last.replace(ctrl=ctrl[-1])
+    need_final = terminal_cost is not None or keep == "data"
+    df = _pipeline.forward(m, d_final) if need_final else d_final
+    total = jp.sum(costs)
+    if terminal_cost is not None:
+        total = total + check_scalar(terminal_cost(df), "terminal_cost").astype(dtype)
+    if keep == "state":
+        qpos, qvel, act, time = outs
+        cat = lambda a, b: jp.concatenate([a, b[None]], axis=0)  # noqa: E731
+        traj = Trajectory(qpos=cat(qpos, d_last.qpos), qvel=cat(qvel, d_last.qvel), act=cat(act, d_last.act),
+                          time=cat(time, d_last.time))  # fmt: skip
+        return total, costs, traj
+    if keep == "data":
+        return total, costs, jax.tree.map(lambda a, b: jp.concatenate([a, b[None]], axis=0), outs, df)
+    return total, costs, (outs, d_final)
+
+
+def rollout(m: Model, d0: Data, ctrl: jax.Array) -> Data:
+    """The stacked Data d_0 .. d_T ((T+1, ...) leaves) of the forward passes along `ctrl` (T, nu) from `d0`.
+
+    d_t holds the state x_t and everything forward computes from it with ctrl[t] (d_T: the last control).
+    """
+    return simulate(m, d0, jp.asarray(ctrl, d0.qpos.dtype), keep="data")[2]
+
+
+def evaluate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost, terminal_cost: TerminalCost | None = None) -> jax.Array:
+    """The total cost J (module docstring) of `ctrl` (T, nu) from `d0`, (); differentiable."""
+    return simulate(m, d0, jp.asarray(ctrl, d0.qpos.dtype), cost, terminal_cost)[0]
+
+
+# ---- static arguments compared by value ----------------------------------------------------------------------
+
+
+class _NoKeyError(Exception):
+    pass
+
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _structural(obj, depth: int = 0):
+    """A hashable value describing `obj` (functions by code, defaults, closure cells and referenced globals)."""
+    if depth > 40:
+        raise _NoKeyError
+    if isinstance(obj, _SCALARS):
+        return (type(obj).__name__, obj)
+    if isinstance(obj, (tuple, list)):
+        return (type(obj).__qualname__, tuple(_structural(x, depth + 1) for x in obj))
+    if isinstance(obj, dict):
+        return ("dict", tuple(sorted((repr(k), _structural(v, depth + 1)) for k, v in obj.items())))
+    if isinstance(obj, _types.ModuleType):
+        return ("module", obj.__name__)
+    if isinstance(obj, functools.partial):
+        return ("partial", _structural(obj.func, depth + 1), _structural(obj.args, depth + 1),
+                _structural(obj.keywords, depth + 1))  # fmt: skip
+    if isinstance(obj, _types.FunctionType):
+        code = obj.__code__
+        cells = tuple(_structural(c.cell_contents, depth + 1) for c in (obj.__closure__ or ()))
+        glob = tuple((n, _structural(obj.__globals__[n], depth + 1)) for n in code.co_names if n in obj.__globals__)
+        return ("function", code, _structural(obj.__defaults__, depth + 1),
+                _structural(obj.__kwdefaults__, depth + 1), cells, glob)  # fmt: skip
+    if isinstance(obj, (_types.BuiltinFunctionType, type)):
+        return ("object", id(obj), obj)
+    concrete = isinstance(obj, jax.Array) and not isinstance(obj, jax.core.Tracer)
+    if isinstance(obj, (np.ndarray, np.generic)) or concrete:
+        a = np.asarray(obj)
+        if a.size > 100_000:
+            raise _NoKeyError
+        return ("array", a.dtype.str, a.shape, a.tobytes())
+    raise _NoKeyError
+
+
+class StaticArg:
+    """A static jit argument compared by value where possible (an optax optimizer created twice with the same
+    hyperparameters is the same key), else by identity."""
+
+    __slots__ = ("obj", "key")
+
+    def __init__(self, obj):
+        self.obj = obj
+        try:
+            self.key = _structural(obj)
+            hash(self.key)
+        except (_NoKeyError, TypeError, ValueError, RecursionError):
+            self.key = None
+
+    def __hash__(self):
+        return hash(self.key) if self.key is not None else id(self.obj)
+
+    def __eq__(self, other):
+        if not isinstance(other, StaticArg):
+            return NotImplemented
+        if self.key is not None and other.key is not None:
+            return self.key == other.key
+        return self.obj is other.obj

@@ -1,0 +1,371 @@
+"""derivatives: transition Jacobians against MuJoCo's mjd_transitionFD, differentiate_pos against
+mj_differentiatePos, NaN-free gradients at contact onset, zero velocity and joint limits (float32 and float64), and
+the contact-aware (randomly smoothed) step derivative."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+from mjx_lite import derivatives  # noqa: E402
+from tests import oracle  # noqa: E402
+
+# Centred finite differences of MuJoCo with eps = 1e-6 carry round-off ~1e-16/eps = 1e-10 relative to the entries
+# and a truncation error eps^2 |f'''| ~ 1e-12 x (a few hundred on stiff rows): the exact Jacobians agree with them to
+# ~2e-10 (normwise, max |J - J_fd| / max |J_fd|); 1e-8 leaves a margin of 50 for other states while staying far
+# below the issue's 1e-6.
+FD_EPS = 1e-6
+TRANSITION_RTOL = 1e-8
+# With contacts, MuJoCo's solver is run to tolerance 1e-13 (100 iterations) so that its finite differences resolve
+# the piecewise-smooth map between its kinks; the remaining gap is the finite difference's own error where the
+# constraint force law bends (measured 3e-9 on the sliding box below).
+CONTACT_RTOL = 1e-7
+
+ZOO = """
+<mujoco>
+  <option timestep="0.005" integrator="{integrator}"/>
+  <worldbody>
+    <body name="free" pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size=".1 .15 .05" mass="1" contype="0" conaffinity="0"/>
+      <site name="imu" pos=".02 .01 0"/>
+    </body>
+    <body name="arm" pos="1 0 1">
+      <joint name="ball" type="ball" damping=".1"/>
+      <geom type="capsule" fromto="0 0 0 .2 0 -.4" size=".03" contype="0" conaffinity="0"/>
+      <body pos=".2 0 -.4">
+        <joint name="hinge" type="hinge" axis="0 1 0" damping=".05" stiffness=".5"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" contype="0" conaffinity="0"/>
+        <body pos=".3 0 0">
+          <joint name="slide" type="slide" axis="1 0 0" damping=".2"/>
+          <geom type="sphere" size=".05" contype="0" conaffinity="0"/>
+          <site name="tip"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="hinge" gear="2"/>
+    <position name="servo" joint="slide" kp="10" kv="1"/>
+    <general joint="hinge" dyntype="filter" dynprm=".05" gainprm="1.5"/>
+    <general joint="slide" dyntype="integrator" gainprm="3" biastype="affine" biasprm="0 -2 -.5"/>
+    <motor joint="ball" gear="0 0 1"/>
+  </actuator>
+  <sensor>
+    <jointpos joint="hinge"/><jointvel joint="slide"/><ballquat joint="ball"/>
+    <framequat objtype="body" objname="free"/><gyro site="imu"/><accelerometer site="imu"/>
+    <velocimeter site="tip"/><actuatorfrc actuator="servo"/><framepos objtype="site" objname="tip"/>
+  </sensor>
+</mujoco>
+"""
+
+# Euler in the fast suite; the other integrators compile a larger step (slow)
+INTEGRATORS = ["Euler"] + [pytest.param(i, marks=pytest.mark.slow) for i in ("implicitfast", "implicit", "RK4")]
+
+
+def _random_state(mjm, seed):
+    rng = np.random.default_rng(seed)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_integratePos(mjm, mjd.qpos, rng.normal(size=mjm.nv) * 0.5, 1.0)
+    mjd.qvel[:] = rng.normal(size=mjm.nv)
+    mjd.act[:] = rng.normal(size=mjm.na) * 0.3
+    mjd.ctrl[:] = rng.normal(size=mjm.nu) * 0.5
+    mujoco.mj_forward(mjm, mjd)
+    return mjd
+
+
+def _data(m, mjd):
+    return mjl.make_data(m).replace(
+        qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), act=jp.asarray(mjd.act), ctrl=jp.asarray(mjd.ctrl),
+        qacc_warmstart=jp.asarray(mjd.qacc_warmstart), time=jp.asarray(mjd.time))  # fmt: skip
+
+
+def mujoco_transition(mjm, mjd):
+    """(A, B, C, D) by MuJoCo's mjd_transitionFD (centred)."""
+    nx = 2 * mjm.nv + mjm.na
+    A, B = np.zeros((nx, nx)), np.zeros((nx, mjm.nu))
+    C, D = np.zeros((mjm.nsensordata, nx)), np.zeros((mjm.nsensordata, mjm.nu))
+    mujoco.mjd_transitionFD(mjm, mjd, FD_EPS, True, A, B, C, D)
+    return A, B, C, D
+
+
+def step_transition(mjm, mjd):
+    """(A, B, C, D) by centred differences of mj_step in mjd_transitionFD's tangent-space convention (for RK4,
+    which mjd_transitionFD refuses): positions perturbed by mj_integratePos, outputs differenced by
+    mj_differentiatePos; warm start, time and controls restored for every evaluation."""
+    nv, na, nu = mjm.nv, mjm.na, mjm.nu
+    nx = 2 * nv + na
+
+    def run(dx, du):
+        d = mujoco.MjData(mjm)
+        d.qpos[:] = mjd.qpos
+        mujoco.mj_integratePos(mjm, d.qpos, dx[:nv], 1.0)
+        d.qvel[:] = mjd.qvel + dx[nv : 2 * nv]
+        d.act[:] = mjd.act + dx[2 * nv :]
+        d.ctrl[:] = mjd.ctrl + du
+        d.qacc_warmstart[:] = mjd.qacc_warmstart
+        d.time = mjd.time
+        mujoco.mj_step(mjm, d)
+        return d.qpos.copy(), np.concatenate([d.qvel, d.act]), d.sensordata.copy()
+
+    def column(dx, du):
+        qp, rp, sp = run(dx, du)
+        qm, rm, sm = run(-dx, -du)
+        dq = np.zeros(nv)
+        mujoco.mj_differentiatePos(mjm, dq, 2 * FD_EPS, qm, qp)
+        return np.concatenate([dq, (rp - rm) / (2 * FD_EPS)]), (sp - sm) / (2 * FD_EPS)
+
+    A, C = np.zeros((nx, nx)), np.zeros((mjm.nsensordata, nx))
+    B, D = np.zeros((nx, nu)), np.zeros((mjm.nsensordata, nu))
+    for i in range(nx):
+        A[:, i], C[:, i] = column(FD_EPS * np.eye(nx)[i], np.zeros(nu))
+    for i in range(nu):
+        B[:, i], D[:, i] = column(np.zeros(nx), FD_EPS * np.eye(nu)[i])
+    return A, B, C, D
+
+
+def _normwise(got, want):
+    return float(np.abs(np.asarray(got) - want).max() / max(np.abs(want).max(), 1e-300))
+
+
+@pytest.fixture(scope="module")
+def batched_transition():
+    return jax.jit(jax.vmap(derivatives.transition, in_axes=(None, 0)))
+
+
+@pytest.mark.parametrize("integrator", INTEGRATORS)
+def test_transition_matches_mjd_transition_fd(integrator, batched_transition):
+    """Free, ball, hinge and slide joints, filter/integrator activations, position/velocity/acceleration sensors:
+    every block of (A, B, C, D) for a batch of states (vmap) against MuJoCo's finite differences."""
+    mjm = mujoco.MjModel.from_xml_string(ZOO.format(integrator=integrator))
+    m = oracle.model_from_mujoco(mjm)
+    states = [_random_state(mjm, seed) for seed in range(2)]
+    batch = jax.tree.map(lambda *xs: jp.stack(xs), *[_data(m, s) for s in states])
+    got = batched_transition(m, batch)
+    nx = 2 * mjm.nv + mjm.na
+    shapes = [(nx, nx), (nx, mjm.nu), (mjm.nsensordata, nx), (mjm.nsensordata, mjm.nu)]
+    assert [tuple(g.shape[1:]) for g in got] == shapes
+    assert all(g.dtype == jp.float64 for g in got)
+    for i, mjd in enumerate(states):
+        want = step_transition(mjm, mjd) if integrator == "RK4" else mujoco_transition(mjm, mjd)
+        for name, g, w in zip("ABCD", got, want):
+            err = _normwise(g[i], w)
+            assert err < TRANSITION_RTOL, f"{integrator} state {i}: {name} differs from FD by {err:.2e} (normwise)"
+
+
+def test_step_fd_helper_matches_mjd_transition_fd():
+    """The mj_step finite differences used for RK4 are MuJoCo's own convention (checked where both exist)."""
+    mjm = mujoco.MjModel.from_xml_string(ZOO.format(integrator="Euler"))
+    mjd = _random_state(mjm, 3)
+    for name, a, b in zip("ABCD", step_transition(mjm, mjd), mujoco_transition(mjm, mjd)):
+        assert _normwise(a, b) < 1e-9, name
+
+
+@pytest.mark.slow
+def test_transition_without_sensors_and_float32():
+    """sensors=False returns (A, B, None, None); float32 states give float32 Jacobians close to float64's."""
+    mjm = mujoco.MjModel.from_xml_string(ZOO.format(integrator="Euler"))
+    m = oracle.model_from_mujoco(mjm)
+    d = _data(m, _random_state(mjm, 0))
+    fn = jax.jit(derivatives.transition, static_argnames="sensors")
+    A, B, C, D = fn(m, d, sensors=False)
+    assert C is None and D is None
+    want = mujoco_transition(mjm, _random_state(mjm, 0))
+    assert _normwise(A, want[0]) < TRANSITION_RTOL and _normwise(B, want[1]) < TRANSITION_RTOL
+    m32 = jax.tree.map(lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, m)
+    d32 = jax.tree.map(lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, d)
+    A32, B32, _, _ = fn(m32, d32, sensors=False)
+    assert A32.dtype == jp.float32 and B32.dtype == jp.float32
+    assert np.all(np.isfinite(A32)) and np.all(np.isfinite(B32))
+    # float32 round-off (~1e-7) amplified by the model's conditioning
+    assert _normwise(A32, want[0]) < 1e-4 and _normwise(B32, want[1]) < 1e-4
+
+
+# ---- positions in the tangent space ---------------------------------------------------------------------------
+
+
+def test_differentiate_pos_matches_mujoco_and_is_smooth_at_zero():
+    mjm = mujoco.MjModel.from_xml_string(ZOO.format(integrator="Euler"))
+    m = oracle.model_from_mujoco(mjm)
+    rng = np.random.default_rng(0)
+    q1, q2 = np.array(mjm.qpos0), np.array(mjm.qpos0)
+    mujoco.mj_integratePos(mjm, q1, rng.normal(size=mjm.nv), 1.0)
+    q2[:] = q1
+    mujoco.mj_integratePos(mjm, q2, rng.normal(size=mjm.nv) * 2.0, 1.0)  # rotations beyond pi/2 included
+    want = np.zeros(mjm.nv)
+    mujoco.mj_differentiatePos(mjm, want, 0.3, q1, q2)
+    got = jax.jit(derivatives.differentiate_pos)(m, jp.asarray(q1), jp.asarray(q2), 0.3)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
+
+    # at q2 == q1 the derivative in q2 along integrate_pos is the identity (no 0/0 in the quaternion logarithm)
+    @jax.jit
+    def jac(q):
+        return jax.jacfwd(lambda v: derivatives.differentiate_pos(m, q, derivatives.integrate_pos(m, q, v, 1.0)))(
+            jp.zeros(mjm.nv, q.dtype))
+
+    np.testing.assert_allclose(np.asarray(jac(jp.asarray(q1))), np.eye(mjm.nv), atol=1e-12)
+
+
+# ---- contacts -------------------------------------------------------------------------------------------------
+
+SLIDING_BOX = """
+<mujoco>
+  <option timestep="0.01" tolerance="1e-13" iterations="100" ls_iterations="50"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 .1" friction=".5"/>
+    <body name="box" pos="0 0 .0499">
+      <freejoint/>
+      <geom type="box" size=".1 .07 .05" mass="1" friction=".5"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.slow
+def test_transition_on_persistent_contacts():
+    """A box sliding on the floor (4 corner contacts, pyramidal friction at the sliding limit): the implicit-gradient
+    Jacobian against MuJoCo's finite differences with the solver converged to 1e-13."""
+    mjm = mujoco.MjModel.from_xml_string(SLIDING_BOX)
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    mjd.qvel[:] = [0.4, 0.1, 0.0, 0.0, 0.0, 0.3]
+    for _ in range(3):  # settle into contact with a sliding velocity
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon == 4
+    A, B, _, _ = jax.jit(derivatives.transition)(m, _data(m, mjd))
+    want = mujoco_transition(mjm, mjd)
+    err = _normwise(A, want[0])
+    assert np.all(np.isfinite(A)) and err < CONTACT_RTOL, f"A differs from FD by {err:.2e} on contacts"
+
+
+NAN_XML = """
+<mujoco>
+  <option timestep="0.01"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 .1"/>
+    <body name="ball" pos="0 0 .1">
+      <freejoint/>
+      <geom type="sphere" size=".1" mass="1"/>
+    </body>
+    <body name="cart" pos="1 0 .5">
+      <joint name="rail" type="slide" axis="1 0 0" range="-.2 .2" limited="true"/>
+      <geom type="box" size=".05 .05 .05" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="rail"/></actuator>
+</mujoco>
+"""
+
+
+def _cast(tree, dtype):
+    return jax.tree.map(lambda x: x.astype(dtype) if jp.issubdtype(jp.result_type(x), jp.floating) else x, tree)
+
+
+@pytest.mark.parametrize("dtype", [jp.float64, jp.float32])
+def test_gradients_nan_free_at_onset_rest_and_limits(dtype):
+    """A sphere exactly touching the floor at rest (contact onset, zero velocity, free-joint quaternion at zero
+    rotation) and a slide joint exactly at its limit: the gradient of a 3-step rollout with respect to the state,
+    the controls, the masses and the friction coefficients is finite (float32 and float64)."""
+    m = _cast(mjl.load_mjcf_string(NAN_XML), dtype)
+    d = _cast(mjl.make_data(m), dtype).replace(qpos=jp.asarray([0, 0, 0.1, 1, 0, 0, 0, 0.2], dtype))
+
+    def loss(mass, friction, qpos, qvel, ctrl):
+        mm = m.replace(body_mass=mass, geom_friction=friction)
+
+        def body(d, u):
+            d = mjl.step(mm, d.replace(ctrl=u))
+            return d, jp.sum(d.qpos**2) + jp.sum(d.qvel**2) + jp.sum(d.efc_force**2)
+
+        _, out = jax.lax.scan(body, d.replace(qpos=qpos, qvel=qvel), ctrl)
+        return jp.sum(out)
+
+    ctrl = jp.ones((3, 1), dtype)
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4)))(m.body_mass, m.geom_friction, d.qpos, d.qvel, ctrl)
+    assert all(x.dtype == dtype for x in grads)
+    bad = [name for name, x in zip(("mass", "friction", "qpos", "qvel", "ctrl"), grads)
+           if not np.all(np.isfinite(np.asarray(x)))]  # fmt: skip
+    assert not bad, f"non-finite gradients: {bad}"
+    assert float(jp.abs(grads[2][2])) > 0  # the contact height matters
+
+
+# ---- contact-aware (smoothed) derivative ----------------------------------------------------------------------
+
+PUSHER = """
+<mujoco>
+  <option timestep="0.01" gravity="0 0 0"/>
+  <worldbody>
+    <body name="finger"><joint name="fx" type="slide" axis="1 0 0" damping="1"/>
+      <geom type="sphere" size=".03" mass=".2"/></body>
+    <body name="box" pos=".12 0 0"><joint name="bx" type="slide" axis="1 0 0"/>
+      <geom type="box" size=".05 .05 .05" mass=".3"/></body>
+  </worldbody>
+  <actuator><motor joint="fx" gear="4" ctrlrange="-1 1" ctrllimited="true"/></actuator>
+</mujoco>
+"""
+
+
+def _box_after(m, mass, d, ctrl):
+    """The box's position after len(ctrl) steps (a function of the body masses and the controls)."""
+
+    def body(d, u):
+        return mjl.step(m.replace(body_mass=mass), d.replace(ctrl=u)), None
+
+    return jax.lax.scan(body, d, ctrl)[0].qpos[1]
+
+
+@pytest.fixture(scope="module")
+def pusher_grad():
+    return jax.jit(jax.value_and_grad(_box_after, argnums=(1, 3)))
+
+
+def test_smoothed_gradient_sees_the_contact_ahead(pusher_grad):
+    """4 cm from the box, the exact gradient of the box's final position with respect to the finger's controls is
+    zero; the smoothed one (finger position perturbed with std 3 cm) is positive (push to move the box) and the
+    value of the rollout is unchanged."""
+    m = mjl.load_mjcf_string(PUSHER)
+    d = mjl.make_data(m)
+    ctrl = jp.full((10, 1), 0.5)
+    v_exact, (_, g_exact) = pusher_grad(m, m.body_mass, d, ctrl)
+    smooth = mjl.configure(m, contact_gradients="smooth", contact_smoothing_std=0.03, contact_smoothing_dofs=(0,),
+                           contact_smoothing_samples=8)  # fmt: skip
+    v_smooth, (_, g_smooth) = pusher_grad(smooth, m.body_mass, d, ctrl)
+    assert float(v_smooth) == float(v_exact)
+    assert np.all(np.asarray(g_exact) == 0.0)
+    assert np.all(np.isfinite(g_smooth)) and float(g_smooth[0, 0]) > 0
+
+
+@pytest.mark.slow
+def test_smoothed_gradient_with_vanishing_noise_is_exact(pusher_grad):
+    """In contact (the finger pressing on the box), the smoothed derivative with a vanishing std is the exact one,
+    for the controls and the masses (the custom VJP's plumbing)."""
+    m = mjl.load_mjcf_string(PUSHER)
+    touching = mjl.make_data(m).replace(qpos=jp.asarray([0.045, 0.0]), qvel=jp.asarray([0.3, 0.0]))
+    ctrl = jp.full((10, 1), 0.5)
+    tiny = mjl.configure(m, contact_gradients="smooth", contact_smoothing_std=1e-9, contact_smoothing_samples=2)
+    ve, (gm_e, gu_e) = pusher_grad(m, m.body_mass, touching, ctrl)
+    vt, (gm_t, gu_t) = pusher_grad(tiny, m.body_mass, touching, ctrl)
+    assert float(ve) == float(vt) and float(jp.abs(gu_e).max()) > 0
+    np.testing.assert_allclose(np.asarray(gu_t), np.asarray(gu_e), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(gm_t), np.asarray(gm_e), rtol=1e-6, atol=1e-12)
+
+
+def test_contact_gradient_config_is_validated():
+    with pytest.raises(ValueError, match="contact_gradients"):
+        mjl.Config(contact_gradients="soft")
+    with pytest.raises(ValueError, match="contact_smoothing_samples"):
+        mjl.Config(contact_smoothing_samples=0)
+    with pytest.raises(ValueError, match="contact_smoothing_std"):
+        mjl.Config(contact_smoothing_std=-1.0)
+    with pytest.raises(ValueError, match="contact_smoothing_dofs"):
+        mjl.Config(contact_smoothing_dofs=(0, -1))
+    assert mjl.Config(contact_smoothing_dofs=[0, 1]).contact_smoothing_dofs == (0, 1)
+    m = mjl.configure(mjl.load_mjcf_string(PUSHER), contact_gradients="smooth", contact_smoothing_dofs=(5,))
+    with pytest.raises(ValueError, match="nv=2"):
+        jax.grad(lambda q: mjl.step(m, mjl.make_data(m).replace(qpos=q)).qpos[1])(jp.zeros(2))
