@@ -93,7 +93,8 @@ def build_model(
         v = np.array(v, np.float64)
         v.setflags(write=False)
         kw[name] = v
-    kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64)))
+    # MuJoCo counts the bodies with gravcomp > 0 (negative or NaN values alone leave the model without it)
+    kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64) > 0))
     kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)
     m = Model(nconmax=0, njmax=0, config=Config() if config is None else config, **kw)
     return _with_capacities(m)

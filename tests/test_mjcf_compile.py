@@ -333,6 +333,11 @@ FEATURES = {
       <site material="unused"/></body>
   </worldbody>
 </mujoco>""",
+    # MuJoCo's ngravcomp counts bodies with gravcomp > 0: negative values alone leave the model without it
+    "gravcomp_negative_only": """
+<mujoco>
+  <worldbody><body gravcomp="-1"><freejoint/><geom size=".1"/></body></worldbody>
+</mujoco>""",
     "tree_static_bodies": """
 <mujoco>
   <worldbody>
