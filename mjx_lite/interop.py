@@ -29,6 +29,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     mujoco = None
 
+from mjx_lite import models
 from mjx_lite.io import make_data
 from mjx_lite.types import Data, Model
 
@@ -50,21 +51,45 @@ def _need_mujoco():
     return mujoco
 
 
-def mujoco_model(m: Model):
-    """The MjModel MuJoCo compiles from the MJCF `m` was loaded from (`m.source`).
+def mujoco_model(m: Model, source: str | os.PathLike | None = None, assets: dict | None = None):
+    """The MjModel MuJoCo compiles from the MJCF `m` was loaded from (`m.source`), or from `source` (a path, bundled
+    model name or XML string, with `assets`) when given, e.g. for a Model that keeps no source.
 
     A model loaded from a file is compiled from that file (which must not have changed since: its text is compared
     with the one `m` was compiled from); one loaded from a string from the kept text, with asset paths relative to
     its `model_dir`. The `assets` given to the loader are passed on. The model's floats are MuJoCo's compiled values
-    (values changed with `m.replace` are not copied). Raises if `m` has no source (e.g. a Model built from an
-    MjModel by a test helper) or if MuJoCo's model differs from `m` in any size or name (then ids would not
-    correspond).
+    (values changed with `m.replace` are not copied). Raises if neither `m` nor the call gives a source (e.g. a Model
+    built from an MjModel by a test helper) or if MuJoCo's model differs from `m` in any size or name (then ids
+    would not correspond).
     """
-    src = m.source
-    if src is None:
-        raise ValueError("interop.mujoco_model: this Model has no MJCF source (m.source is None): only models "
-                         "loaded by mjx_lite.load_mjcf / load_mjcf_string keep the MJCF they were compiled from")
     mj = _need_mujoco()
+    if source is not None:
+        mjm = _from_given(mj, os.fspath(source), assets or {})
+    elif m.source is None:
+        raise ValueError("interop.mujoco_model: this Model has no MJCF source (m.source is None): only models "
+                         "loaded by mjx_lite.load_mjcf / load_mjcf_string keep the MJCF they were compiled from; "
+                         "pass source= (the MJCF path, bundled model name or XML string)")  # fmt: skip
+    else:
+        mjm = _from_source(mj, m.source)
+    bad = [f"{k}: ours {getattr(m, k)}, MuJoCo {getattr(mjm, k)}" for k in _SIZES if getattr(m, k) != getattr(mjm, k)]
+    if bad:
+        raise ValueError("interop.mujoco_model: the MJCF does not describe this model: " + "; ".join(bad))
+    for kind, obj in _NAMES.items():
+        theirs = tuple(mj.mj_id2name(mjm, getattr(mj.mjtObj, obj), i) or "" for i in range(len(m.names.get(kind, ()))))
+        if tuple(m.names.get(kind, ())) != theirs:
+            raise ValueError(f"interop.mujoco_model: {kind} names differ: ours {m.names.get(kind)}, MuJoCo {theirs}")
+    return mjm
+
+
+def _from_given(mj, source: str, assets: dict):
+    """MuJoCo's model of an explicit source: XML text, or a path / bundled model name."""
+    if source.lstrip().startswith("<"):
+        return mj.MjModel.from_xml_string(source, assets)
+    return mj.MjModel.from_xml_path(os.fspath(models.resolve(source)), assets)
+
+
+def _from_source(mj, src):
+    """MuJoCo's model of the MJCF a Model keeps (`types.ModelSource`)."""
     assets = dict(src.assets)
     if src.path is not None:
         try:
@@ -83,13 +108,6 @@ def mujoco_model(m: Model):
         spec = mj.MjSpec.from_string(src.xml.decode(), assets=assets)
         spec.modelfiledir = src.model_dir + os.sep
         mjm = spec.compile()
-    bad = [f"{k}: ours {getattr(m, k)}, MuJoCo {getattr(mjm, k)}" for k in _SIZES if getattr(m, k) != getattr(mjm, k)]
-    if bad:
-        raise ValueError("interop.mujoco_model: the MJCF does not describe this model: " + "; ".join(bad))
-    for kind, obj in _NAMES.items():
-        theirs = tuple(mj.mj_id2name(mjm, getattr(mj.mjtObj, obj), i) or "" for i in range(len(m.names.get(kind, ()))))
-        if tuple(m.names.get(kind, ())) != theirs:
-            raise ValueError(f"interop.mujoco_model: {kind} names differ: ours {m.names.get(kind)}, MuJoCo {theirs}")
     return mjm
 
 

@@ -458,6 +458,9 @@ class ModelSource:
     def __setattr__(self, name, value):
         raise AttributeError("ModelSource is immutable")
 
+    def __reduce__(self):  # pickle / deepcopy through the constructor (attributes cannot be set afterwards)
+        return ModelSource, (self.xml, self.path, self.model_dir, dict(self.assets))
+
     def __hash__(self) -> int:
         return int(self.digest[:16], 16)
 
@@ -523,7 +526,7 @@ class Model:
     tendon_frictional: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
     # tendons whose compiled armature (own, or of actuators acting through them) is > 0: they add J' a J to qM
     tendon_armed: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
-    # bodies with gravity compensation (MuJoCo's ngravcomp, counted at compile time: as in MuJoCo, a model compiled
+    # bodies with gravcomp > 0 (MuJoCo's ngravcomp, counted at compile time: as in MuJoCo, a model compiled
     # without any skips gravcomp even if body_gravcomp is changed later) and whether the model has a fluid medium
     # (opt.density or opt.viscosity > 0 at compile time: fluid forces are traced only then; set it to True with
     # m.replace(fluid_active=True) to give a model compiled without a medium one later)
@@ -705,28 +708,37 @@ class Model:
     key_qpos: jax.Array = shaped("nkey", "nq")
     key_qvel: jax.Array = shaped("nkey", "nv")
     key_time: jax.Array = shaped("nkey")
-    # light
+    # light (mjModel's light_* fields; the renderer uses the colours, attenuation, cutoff, exponent, active and
+    # castshadow; intensity, range, bulbradius, softness and texid are kept as MuJoCo compiles them)
     light_active: np.ndarray = static_field(shape=("nlight",), dtype="bool")
     light_ambient: jax.Array = shaped("nlight", 3)
     light_attenuation: jax.Array = shaped("nlight", 3)
     light_bodyid: np.ndarray = static_field(shape=("nlight",), dtype="int32")
+    light_bulbradius: jax.Array = shaped("nlight")
     light_castshadow: np.ndarray = static_field(shape=("nlight",), dtype="bool")
     light_cutoff: jax.Array = shaped("nlight")
     light_diffuse: jax.Array = shaped("nlight", 3)
     light_dir: jax.Array = shaped("nlight", 3)
     light_dir0: jax.Array = shaped("nlight", 3)
     light_exponent: jax.Array = shaped("nlight")
+    light_intensity: jax.Array = shaped("nlight")
     light_mode: np.ndarray = static_field(shape=("nlight",), dtype="int32")
     light_pos: jax.Array = shaped("nlight", 3)
     light_pos0: jax.Array = shaped("nlight", 3)
     light_poscom0: jax.Array = shaped("nlight", 3)
+    light_range: jax.Array = shaped("nlight")
+    light_softness: jax.Array = shaped("nlight")
     light_specular: jax.Array = shaped("nlight", 3)
     light_targetbodyid: np.ndarray = static_field(shape=("nlight",), dtype="int32")
+    light_texid: np.ndarray = static_field(shape=("nlight",), dtype="int32")
     light_type: np.ndarray = static_field(shape=("nlight",), dtype="int32")
-    # material (mat_texid: texture id per mjtTextureRole, -1 none; `texture=` sets the RGB role)
+    # material (mat_texid: texture id per mjtTextureRole, -1 none; `texture=` sets the RGB role; metallic and
+    # roughness -1 unless given, as MuJoCo's)
     mat_emission: jax.Array = shaped("nmat")
+    mat_metallic: jax.Array = shaped("nmat")
     mat_reflectance: jax.Array = shaped("nmat")
     mat_rgba: jax.Array = shaped("nmat", 4)
+    mat_roughness: jax.Array = shaped("nmat")
     mat_shininess: jax.Array = shaped("nmat")
     mat_specular: jax.Array = shaped("nmat")
     mat_texid: np.ndarray = static_field(shape=("nmat", "NTEXROLE"), dtype="int32")

@@ -1,6 +1,7 @@
 """interop: Data <-> MjData round trip, and mj_forward on the copied state equals our forward (float64)."""
 
 import os
+import pickle
 
 import jax
 import jax.numpy as jp
@@ -90,8 +91,12 @@ def test_mujoco_model_from_the_models_source(models, tmp_path):
     path.write_text(xml.replace('name="g"', 'name="h"'))
     with pytest.raises(ValueError, match="changed since the model was loaded"):
         interop.mujoco_model(ours)
+    without = oracle.model_from_mujoco(mjm)
     with pytest.raises(ValueError, match="no MJCF source"):
-        interop.mujoco_model(oracle.model_from_mujoco(mjm))
+        interop.mujoco_model(without)
+    assert interop.mujoco_model(without, source=MODEL).nbody == m.nbody  # an explicit source: path or bundled name
+    with pytest.raises(ValueError, match="does not describe"):
+        interop.mujoco_model(m, source="pendulum")
 
 
 def test_source_is_hashed_by_content():
@@ -101,6 +106,8 @@ def test_source_is_hashed_by_content():
     assert a.source == b.source and hash(a.source) == hash(b.source) and a.source is not b.source
     assert jax.tree.structure(a) == jax.tree.structure(b)
     assert len(repr(a.source)) < 200  # what the static part's hash reads, whatever the size of the text
+    copied = pickle.loads(pickle.dumps(a))  # (ModelSource is immutable: it pickles through its constructor)
+    assert copied.source == a.source and jax.tree.structure(copied) == jax.tree.structure(a)
     xml = a.source.xml.decode()
     c = mjl.load_mjcf_string(xml.replace("<mujoco", "<!-- another text --><mujoco", 1),
                              model_dir=os.path.dirname(mjl.models.path(MODEL)))

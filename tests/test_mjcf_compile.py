@@ -268,71 +268,6 @@ FEATURES = {
       <geom size=".05" pos="0 1 0"/></body>
   </worldbody>
 </mujoco>""",
-    # every material, texture, light and <visual> attribute the Model keeps (geom/site rgba and matid, a mesh's
-    # material, default classes, several <visual> sections, every light mode and type)
-    "visual": """
-<mujoco>
-  <visual>
-    <global fovy="50" azimuth="120" elevation="-30"/>
-    <headlight ambient=".2 .2 .2" diffuse=".3 .3 .3" specular=".1 .2 .3" active="1"/>
-    <map znear=".02" zfar="40"/>
-  </visual>
-  <visual><headlight active="false"/></visual>
-  <default>
-    <material specular=".3" rgba=".9 .9 .9 1"/>
-    <default class="lamp"><light diffuse=".1 .2 .3" castshadow="false"/></default>
-    <default class="red"><geom rgba="1 0 0 1" material="plain"/><site rgba="0 1 0 .5"/>
-      <material shininess=".9"/></default>
-  </default>
-  <asset>
-    <texture name="sky" type="skybox" builtin="gradient" rgb1=".1 .2 .3" rgb2=".4 .5 .6" width="8" height="8"/>
-    <texture name="grid" type="2d" builtin="checker" rgb1=".9 .8 .7" rgb2=".1 .1 .1" width="16" height="16"
-             mark="edge" markrgb="1 1 1"/>
-    <texture name="flat" type="cube" builtin="flat" rgb1=".3 .3 .3" width="4"/>
-    <texture name="default_colours" type="2d" builtin="gradient" width="4" height="4"/>
-    <material name="floor" texture="grid" texrepeat="3 4" texuniform="true" emission=".1" specular=".2"
-              shininess=".3" reflectance=".4" rgba=".5 .6 .7 .8"/>
-    <material name="layers"><layer role="rgb" texture="grid"/><layer role="normal" texture="flat"/>
-      <layer role="orm" texture="grid"/><layer role="emissive" texture="default_colours"/></material>
-    <material name="plain"/>
-    <material name="classy" class="red"/>
-    <mesh name="tet" vertex="0 0 0 1 0 0 0 1 0 0 0 1" face="0 2 1 0 1 3 0 3 2 1 2 3" material="classy"/>
-  </asset>
-  <worldbody>
-    <light name="spot" pos="0 0 3" ambient=".1 .1 .1" diffuse=".5 .6 .7" specular=".2 .3 .4" attenuation="1 .1 .01"
-           cutoff="30" exponent="5" castshadow="false" active="false"/>
-    <light directional="true" dir="0 1 -1"/>
-    <light type="point" class="lamp" pos="1 1 1"/>
-    <geom type="plane" size="1 1 .1" material="floor"/>
-    <geom class="red" size=".1"/>
-    <geom size=".1" material="floor" rgba=".5 .5 .5 1"/>
-    <body pos="0 0 1"><freejoint/>
-      <geom type="mesh" mesh="tet"/>
-      <geom type="box" mesh="tet" pos=".5 0 0"/>
-      <geom type="sphere" size=".1" material="layers" rgba=".2 .3 .4 0"/>
-      <site material="layers" rgba=".1 .2 .3 .4"/>
-      <site class="red"/>
-      <light mode="targetbody" target="world" diffuse="1 1 1"/>
-    </body>
-  </worldbody>
-</mujoco>""",
-    # discardvisual: MuJoCo deletes every material and texture (after the repeated-name check) before compiling or
-    # resolving them: missing files, dangling references and unnamed assets are accepted, every matid is -1
-    "visual_discarded": """
-<mujoco>
-  <compiler discardvisual="true"/>
-  <asset>
-    <texture name="grid" type="2d" builtin="checker" width="8" height="8"/>
-    <texture name="gone" type="2d" file="no_such_file.png"/><texture builtin="flat"/>
-    <material name="used" texture="grid"/><material name="unused" rgba="1 0 0 1"/><material texture="nope"/>
-  </asset>
-  <worldbody>
-    <light texture="nope"/>
-    <geom size=".2" contype="0" conaffinity="0" material="unused"/>
-    <body><joint/><geom size=".1" material="used" rgba="0 1 0 1"/><geom size=".1" material="nope"/>
-      <site material="unused"/></body>
-  </worldbody>
-</mujoco>""",
     # MuJoCo's ngravcomp counts bodies with gravcomp > 0: negative values alone leave the model without it
     "gravcomp_negative_only": """
 <mujoco>
@@ -488,16 +423,3 @@ def test_libccd_collision_is_refused_at_load_time():
         mjx_lite.load_mjcf_string(xml)
     assert "<string>:2" in str(e.value)
     mjx_lite.load_mjcf_string(xml.replace("disable", "enable"))
-
-
-@pytest.mark.parametrize("value", ["auto", "true", "false", "0", "1", "2", "01", " 1 ", "3", "-1", "1.0", "True", ""])
-def test_headlight_active_as_mujoco_reads_it(value):
-    """<headlight active>: MuJoCo 4.0 reads false/true/auto or an integer 0-2 (0/1/2) and refuses anything else."""
-    xml = f'<mujoco><visual><headlight active="{value}"/></visual><worldbody/></mujoco>'
-    try:
-        want = mujoco.MjModel.from_xml_string(xml).vis.headlight.active
-    except ValueError:
-        with pytest.raises(MJCFError, match="active"):
-            mjx_lite.load_mjcf_string(xml)
-        return
-    assert mjx_lite.load_mjcf_string(xml).vis.headlight.active == want

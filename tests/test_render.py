@@ -215,6 +215,36 @@ def test_randomised_colours(cartpole):
     assert len(traces) == 1
 
 
+def test_lights_headlight_and_sky_come_from_the_model(cartpole):
+    """The model's lights, its <visual> headlight and its skybox colours are traced Model fields: with all of them
+    black (and no emission in the cartpole's materials) every pixel is black; the default model is not. One trace."""
+    m, d, *_, r = cartpole
+    assert m.nlight and np.all(np.asarray(m.mat_emission) == 0)
+    zero = jp.zeros(3)
+    head = m.vis.headlight.replace(ambient=zero, diffuse=zero, specular=zero)
+    dark = m.replace(light_ambient=0 * m.light_ambient, light_diffuse=0 * m.light_diffuse,
+                     light_specular=0 * m.light_specular, tex_rgb1=0 * m.tex_rgb1, tex_rgb2=0 * m.tex_rgb2,
+                     vis=m.vis.replace(headlight=head))  # fmt: skip
+    traces = []
+
+    def image(model):
+        traces.append(1)
+        return r.rgb(d, 0, model=model)
+
+    frames = np.asarray(jax.jit(jax.vmap(image))(jax.tree.map(lambda a, b: jp.stack([a, b]), m, dark)))
+    assert len(traces) == 1
+    assert frames[0].mean() > 20 and not frames[1].any()
+
+
+def test_stop_gap_arguments_are_refused(cartpole):
+    """mjcf= / visual= (colours read from the MJCF before the Model carried them) raise, saying what to do."""
+    m, d, *_, r = cartpole
+    with pytest.raises(TypeError, match="mjcf= no longer exists.*m.geom_rgba"):
+        render.Renderer(m, 4, 4, mjcf="cartpole")
+    with pytest.raises(TypeError, match="visual= no longer exists"):
+        r.rgb(d, 0, visual=object())
+
+
 def test_shadows_darken(cartpole):
     m, d, *_, r = cartpole
     plain = r.render(d, 0)["rgb"]

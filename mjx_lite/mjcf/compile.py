@@ -57,6 +57,7 @@ SECTION_SIZES = ("nu", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata"
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 _LIGHT_DEFAULTS = {"ambient": (0, 0, 0), "diffuse": (0.7, 0.7, 0.7), "specular": (0.3, 0.3, 0.3),
                    "attenuation": (1, 0, 0)}  # fmt: skip
+_LIGHT_SCALARS = {"intensity": 0.0, "range": 10.0, "bulbradius": 0.02, "softness": 0.2}  # (PBR renderers' terms)
 # sameframe codes
 SF_NONE, SF_BODY, SF_INERTIA, SF_BODYROT, SF_INERTIAROT = 0, 1, 2, 3, 4
 
@@ -976,7 +977,7 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
 
 def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
     n = len(lights)
-    bodyid, mode, target, ltype, pos, ldir = [], [], [], [], [], []
+    bodyid, mode, target, ltype, pos, ldir, texid = [], [], [], [], [], [], []
     colour = {k: [] for k in ("ambient", "diffuse", "specular", "attenuation")}
     for bid, el in lights:
         bodyid.append(bid)
@@ -992,7 +993,7 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
         if nrm < EPS:
             raise at.error(el, "zero direction in light", "dir")
         ldir.append(d)
-        texture.texture_id(ctx, el)
+        texid.append(texture.texture_id(ctx, el))
         softness = float(at.get(el, "softness", 0.2))
         if softness < 0 or softness > 1:
             raise at.error(el, "light softness must be in [0, 1]", "softness")
@@ -1010,6 +1011,9 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
     A["light_exponent"] = np.array([float(at.get(el, "exponent", 10.0)) for _, el in lights], float).reshape(n)
     A["light_active"] = np.array([bool(at.get(el, "active", True)) for _, el in lights], bool).reshape(n)
     A["light_castshadow"] = np.array([bool(at.get(el, "castshadow", True)) for _, el in lights], bool).reshape(n)
+    A["light_texid"] = np.array(texid, np.int32).reshape(n)
+    for k, default in _LIGHT_SCALARS.items():
+        A["light_" + k] = np.array([float(at.get(el, k, default)) for _, el in lights], float).reshape(n)
     for k in ("light_pos0", "light_poscom0", "light_dir0"):
         A[k] = np.zeros((n, 3))
 

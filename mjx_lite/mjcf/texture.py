@@ -6,10 +6,10 @@ and their content type, PNG headers, cube layouts), material layers and the text
 a model MuJoCo refuses does not load here either. Registers the names in ctx.ids ('texture', 'material') for the
 references from geoms, sites, tendons and lights.
 
-Compiled (mjModel's names): mat_rgba, mat_emission, mat_specular, mat_shininess, mat_reflectance, mat_texrepeat,
-mat_texuniform, mat_texid (one texture per mjtTextureRole: `texture=` sets the RGB role, <layer role=...> the
-others), tex_type; and, where mjModel keeps generated pixels (tex_data) that the Model does not, the builtin
-texture's description with mjsTexture's names: tex_builtin, tex_rgb1, tex_rgb2.
+Compiled (mjModel's names): mat_rgba, mat_emission, mat_specular, mat_shininess, mat_reflectance, mat_metallic,
+mat_roughness, mat_texrepeat, mat_texuniform, mat_texid (one texture per mjtTextureRole: `texture=` sets the RGB
+role, <layer role=...> the others), tex_type; and, where mjModel keeps generated pixels (tex_data) that the Model
+does not, the builtin texture's description with mjsTexture's names: tex_builtin, tex_rgb1, tex_rgb2.
 """
 
 from __future__ import annotations
@@ -241,6 +241,8 @@ def _material_arrays(materials: list[Element], ctx: CompileContext) -> dict[str,
         "mat_specular": scalar("specular", 0.5),
         "mat_shininess": scalar("shininess", 0.5),
         "mat_reflectance": scalar("reflectance", 0.0),
+        "mat_metallic": scalar("metallic", -1.0),
+        "mat_roughness": scalar("roughness", -1.0),
         "mat_texrepeat": np.array([vec(el, "texrepeat", 2, (1, 1)) for el in materials], float).reshape(n, 2),
         "mat_texuniform": np.array([bool(get(el, "texuniform", False)) for el in materials], bool).reshape(n),
         "mat_texid": texid,

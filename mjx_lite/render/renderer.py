@@ -103,12 +103,14 @@ class Renderer:
       height, width: image size in pixels.
       geomgroup: six flags, which geom groups to draw (MuJoCo's default shows groups 0, 1 and 2).
       shadows: cast one shadow ray per model light that casts shadows.
+      mjcf, visual: removed (they gave the colours before the Model carried them); passing either raises.
 
     Geoms whose colour has alpha 0 in `m` are not drawn (decided here, from `m`'s values).
     """
 
     def __init__(self, m, height: int = 240, width: int = 320, *, geomgroup=DEFAULT_GEOMGROUP,
-                 shadows: bool = False):  # fmt: skip
+                 shadows: bool = False, mjcf=None, visual=None):  # fmt: skip
+        _no_visual_argument(mjcf=mjcf, visual=visual)
         if int(height) <= 0 or int(width) <= 0:
             raise ValueError(f"render.Renderer: height and width must be positive, not {height}x{width}")
         self.m = m
@@ -267,21 +269,25 @@ class Renderer:
         """Near and far clipping distances (metres): <visual><map znear zfar> times stat.extent, as MuJoCo."""
         return m.vis.map.znear * m.stat.extent, m.vis.map.zfar * m.stat.extent
 
-    def depth(self, d, camera=0, *, model=None):
+    def depth(self, d, camera=0, *, model=None, visual=None):
         """Depth (H, W) in metres along the optical axis; pixels that see nothing get the far plane
         (`zfar * stat.extent`), as mujoco.Renderer. Differentiable away from silhouettes."""
+        _no_visual_argument(visual=visual)
         return self._call("depth", d, camera, model)
 
-    def segmentation(self, d, camera=0, *, model=None):
+    def segmentation(self, d, camera=0, *, model=None, visual=None):
         """(H, W, 2) int32: (geom id, mjOBJ_GEOM = 5) per pixel, (-1, -1) where no geom is seen."""
+        _no_visual_argument(visual=visual)
         return self._call("segmentation", d, camera, model)
 
-    def rgb(self, d, camera=0, *, model=None):
+    def rgb(self, d, camera=0, *, model=None, visual=None):
         """(H, W, 3) uint8 colour image."""
+        _no_visual_argument(visual=visual)
         return self._call("rgb", d, camera, model)
 
-    def render(self, d, camera=0, *, model=None) -> dict:
+    def render(self, d, camera=0, *, model=None, visual=None) -> dict:
         """All three images from one cast: {"rgb", "depth", "segmentation"}."""
+        _no_visual_argument(visual=visual)
         return self._call("all", d, camera, model)
 
     def _call(self, what, d, camera, model):
@@ -382,6 +388,17 @@ class Renderer:
         cell = (jp.floor(uv[:, 0]) + jp.floor(uv[:, 1])).astype(jp.int32) % 2
         tex = jp.where((cell == 0)[:, None], m.tex_rgb1[texid], m.tex_rgb2[texid])
         return tex * base
+
+
+def _no_visual_argument(**given) -> None:
+    """The stop-gap arguments `mjcf=` / `visual=` are gone: refuse them with what to do instead."""
+    named = [k for k, v in given.items() if v is not None]
+    if named:
+        verb = "no longer exists" if len(named) == 1 else "no longer exist"
+        raise TypeError(f"render.Renderer: {' and '.join(k + '=' for k in named)} {verb}: the compiled Model "
+                        "carries its colours, materials, textures, lights and <visual> settings (m.geom_rgba, "
+                        "m.mat_*, m.tex_*, m.light_*, m.vis); drop the argument, and render other colours with "
+                        "model=m.replace(geom_rgba=...)")  # fmt: skip
 
 
 def _geom_colours(m, xp, plan: _Materials):
