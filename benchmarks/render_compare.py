@@ -174,7 +174,7 @@ def compare(path: str, height: int = 64, width: int = 64, cameras=None, renderer
             kinematics: str = "ours") -> dict:
     """{camera: agreement dict + images} for the free camera (-1) and every model camera."""
     (m, d), (mjm, mjd) = states(path, seed, kinematics=kinematics)
-    r = renderer if renderer is not None else render.Renderer(m, height, width, mjcf=path)
+    r = renderer if renderer is not None else render.Renderer(m, height, width)
     cams = list(range(-1, m.ncam)) if cameras is None else cameras
     out = {}
     for c in cams:

@@ -26,7 +26,7 @@ def _depth_rgb(depth: np.ndarray, lo: float, hi: float) -> np.ndarray:
 
 def picture(path: str, camera: int, height: int = 240, width: int = 320, shadows: bool = True) -> np.ndarray:
     (m, _), _ = rc.states(path)
-    r = render.Renderer(m, height, width, mjcf=path, shadows=shadows)
+    r = render.Renderer(m, height, width, shadows=shadows)
     res = rc.compare(path, height, width, cameras=[camera], renderer=r)[camera]
     ours, theirs = res["ours"], res["mujoco"]
     seen = theirs["segmentation"][..., 0] >= 0

@@ -59,7 +59,7 @@ def _batch(m, mjm, batch: int, seed: int = 0):
 
 
 def bench_ours(m, db, height: int, width: int, chunk: int, repeats: int) -> dict:
-    r = render.Renderer(m, height, width, mjcf=MODEL)
+    r = render.Renderer(m, height, width)
     fn = jax.jit(lambda db: jax.lax.map(lambda d: r.rgb(d, -1), db, batch_size=chunk))
     t0 = time.perf_counter()
     compiled = fn.lower(db).compile()

@@ -25,8 +25,8 @@ DOCS = os.path.join(ROOT, "docs")
 PARTS = os.path.join(DOCS, "benchmarks")
 
 # in the order they appear on the page; each is benchmarks/<name>.py with report(quick)
-SECTIONS = ["throughput", "compile_time", "grad_compile", "pile", "memory", "collision", "rl", "render", "derivatives",
-            "parallel"]  # fmt: skip
+SECTIONS = ["throughput", "grad_compile", "pile", "memory", "render_throughput", "rl_ppo", "grad_transition",
+            "grad_swingup", "grad_sysid", "parallel"]  # fmt: skip
 
 
 def _git(*args: str) -> str:

@@ -14,6 +14,7 @@ from mjx_lite.pipeline.contact_force import contact_force
 from mjx_lite.pipeline.inertia import full_m
 from mjx_lite.pipeline.step import forward, inverse, step, step1, step2
 from mjx_lite.types import (
+    Builtin,
     ConeType,
     Contact,
     Data,
@@ -27,6 +28,8 @@ from mjx_lite.types import (
     Option,
     SolverType,
     Statistic,
+    TextureRole,
+    TextureType,
     Warning,
 )
 
@@ -46,6 +49,7 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 __all__ = [
+    "Builtin",
     "Config",
     "ConeType",
     "Contact",
@@ -62,6 +66,8 @@ __all__ = [
     "Option",
     "SolverType",
     "Statistic",
+    "TextureRole",
+    "TextureType",
     "Warning",
     "active_contacts",
     "compilation_cache_dir",

@@ -93,7 +93,7 @@ def cmd_render(argv: list[str]) -> int:
     a = p.parse_args(argv)
     m, path = _load(a.model)
     camera = int(a.camera) if a.camera.lstrip("-").isdigit() else a.camera
-    r = render.Renderer(m, a.height, a.width, mjcf=path, shadows=a.shadows)
+    r = render.Renderer(m, a.height, a.width, shadows=a.shadows)
     try:
         r.camera_id(camera)
     except ValueError as e:
@@ -143,7 +143,7 @@ def cmd_check(argv: list[str]) -> int:
     if a.no_mujoco:
         return 0
     try:
-        mjm = interop.mujoco_model(m, source=path)
+        mjm = interop.mujoco_model(m)
     except ImportError:
         print("mujoco is not installed: no comparison with MuJoCo C")
         return 0

@@ -1,7 +1,7 @@
 """Round trip with MuJoCo C (the optional `mujoco` package): hand a state to MuJoCo's viewer, renderer or
 functions, and bring MuJoCo states back.
 
-    mj_model = interop.mujoco_model(m, source="cartpole")   # MjModel of the same MJCF (same ids)
+    mj_model = interop.mujoco_model(m)                      # MjModel of the same MJCF (same ids)
     mj_data = interop.to_mujoco(m, d, mj_model)             # MjData (list of MjData for a batched d)
     d = interop.from_mujoco(m, mj_data)                     # Data (batched for a list)
 
@@ -10,9 +10,10 @@ qacc_warmstart, qfrc_applied, xfrc_applied and eq_active, so that `mj_forward` o
 `forward` computes. Derived quantities are recomputed by `mj_forward` (to_mujoco does it unless forward=False);
 `from_mujoco` returns `make_data(m)` with the copied state (call `mjx_lite.forward` for derived fields).
 
-`mujoco` is imported here only: the rest of mjx_lite never needs it. The Model does not keep the MJCF it was
-compiled from, so `mujoco_model` takes the source (a path, a bundled model name or an XML string) and checks
-that the two models agree (sizes and names), which guarantees the same ids.
+`mujoco` is imported here only: the rest of mjx_lite never needs it. A Model loaded by `load_mjcf` /
+`load_mjcf_string` keeps the MJCF it was compiled from (`Model.source`: the top-level text, its path or model
+directory and the `assets` dictionary); `mujoco_model` has MuJoCo compile that and checks that the two models
+agree (sizes and names), which guarantees the same ids.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ __all__ = ["STATE_FIELDS", "from_mujoco", "mujoco_model", "to_mujoco"]
 STATE_FIELDS = ("time", "qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat", "qacc_warmstart", "qfrc_applied",
                 "xfrc_applied", "eq_active")  # fmt: skip
 _SIZES = ("nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nhfield", "ntendon",
-          "neq", "nsensor", "nsensordata", "nmocap", "nkey")  # fmt: skip
+          "neq", "nsensor", "nsensordata", "nmocap", "nkey", "nmat", "ntex")  # fmt: skip
 _NAMES = {"body": "mjOBJ_BODY", "joint": "mjOBJ_JOINT", "geom": "mjOBJ_GEOM", "site": "mjOBJ_SITE",
-          "camera": "mjOBJ_CAMERA", "actuator": "mjOBJ_ACTUATOR", "sensor": "mjOBJ_SENSOR"}  # fmt: skip
+          "camera": "mjOBJ_CAMERA", "light": "mjOBJ_LIGHT", "actuator": "mjOBJ_ACTUATOR", "sensor": "mjOBJ_SENSOR",
+          "material": "mjOBJ_MATERIAL"}  # fmt: skip
 
 
 def _need_mujoco():
@@ -50,19 +52,25 @@ def _need_mujoco():
 
 
 def mujoco_model(m: Model, source: str | os.PathLike | None = None, assets: dict | None = None):
-    """The MjModel compiled by MuJoCo from the MJCF `m` was loaded from (a path, bundled name or XML string).
+    """The MjModel MuJoCo compiles from the MJCF `m` was loaded from (`m.source`), or from `source` (a path, bundled
+    model name or XML string, with `assets`) when given, e.g. for a Model that keeps no source.
 
-    Raises if MuJoCo's model differs from `m` in any size or name (then ids would not correspond).
+    A model loaded from a file is compiled from that file (which must not have changed since: its text is compared
+    with the one `m` was compiled from); one loaded from a string from the kept text, with asset paths relative to
+    its `model_dir`. The `assets` given to the loader are passed on. The model's floats are MuJoCo's compiled values
+    (values changed with `m.replace` are not copied). Raises if neither `m` nor the call gives a source (e.g. a Model
+    built from an MjModel by a test helper) or if MuJoCo's model differs from `m` in any size or name (then ids
+    would not correspond).
     """
     mj = _need_mujoco()
-    if source is None:
-        raise ValueError("interop.mujoco_model: pass source= (the MJCF path, bundled model name or XML string "
-                         "that m was loaded from); the Model does not keep its source")  # fmt: skip
-    s = os.fspath(source)
-    if s.lstrip().startswith("<"):
-        mjm = mj.MjModel.from_xml_string(s, assets or {})
+    if source is not None:
+        mjm = _from_given(mj, os.fspath(source), assets or {})
+    elif m.source is None:
+        raise ValueError("interop.mujoco_model: this Model has no MJCF source (m.source is None): only models "
+                         "loaded by mjx_lite.load_mjcf / load_mjcf_string keep the MJCF they were compiled from; "
+                         "pass source= (the MJCF path, bundled model name or XML string)")  # fmt: skip
     else:
-        mjm = mj.MjModel.from_xml_path(os.fspath(models.resolve(s)), assets or {})
+        mjm = _from_source(mj, m.source)
     bad = [f"{k}: ours {getattr(m, k)}, MuJoCo {getattr(mjm, k)}" for k in _SIZES if getattr(m, k) != getattr(mjm, k)]
     if bad:
         raise ValueError("interop.mujoco_model: the MJCF does not describe this model: " + "; ".join(bad))
@@ -70,6 +78,36 @@ def mujoco_model(m: Model, source: str | os.PathLike | None = None, assets: dict
         theirs = tuple(mj.mj_id2name(mjm, getattr(mj.mjtObj, obj), i) or "" for i in range(len(m.names.get(kind, ()))))
         if tuple(m.names.get(kind, ())) != theirs:
             raise ValueError(f"interop.mujoco_model: {kind} names differ: ours {m.names.get(kind)}, MuJoCo {theirs}")
+    return mjm
+
+
+def _from_given(mj, source: str, assets: dict):
+    """MuJoCo's model of an explicit source: XML text, or a path / bundled model name."""
+    if source.lstrip().startswith("<"):
+        return mj.MjModel.from_xml_string(source, assets)
+    return mj.MjModel.from_xml_path(os.fspath(models.resolve(source)), assets)
+
+
+def _from_source(mj, src):
+    """MuJoCo's model of the MJCF a Model keeps (`types.ModelSource`)."""
+    assets = dict(src.assets)
+    if src.path is not None:
+        try:
+            with open(src.path, "rb") as f:
+                current = f.read()
+        except OSError as e:
+            raise ValueError(f"interop.mujoco_model: cannot read {src.path}, the file the model was loaded from: "
+                             f"{e.strerror}") from None  # fmt: skip
+        if current != src.xml:
+            raise ValueError(f"interop.mujoco_model: {src.path} changed since the model was loaded from it; load it "
+                             "again")  # fmt: skip
+        mjm = mj.MjModel.from_xml_path(src.path, assets)
+    elif src.model_dir is None:
+        mjm = mj.MjModel.from_xml_string(src.xml.decode(), assets)
+    else:
+        spec = mj.MjSpec.from_string(src.xml.decode(), assets=assets)
+        spec.modelfiledir = src.model_dir + os.sep
+        mjm = spec.compile()
     return mjm
 
 

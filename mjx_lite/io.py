@@ -16,7 +16,7 @@ from mjx_lite.collision import driver
 from mjx_lite.config import Config
 from mjx_lite.data import float_dtype, make_data
 from mjx_lite.pipeline import constraint
-from mjx_lite.types import Model, Option, Statistic
+from mjx_lite.types import Model, ModelSource, Option, Statistic, Visual
 
 __all__ = ["build_model", "configure", "make_data"]
 
@@ -35,19 +35,23 @@ def build_model(
     stat: Mapping[str, Any],
     names: Mapping[str, tuple],
     config: Config | None = None,
+    vis: Mapping[str, Mapping[str, Any]] | None = None,
+    source: ModelSource | None = None,
 ) -> Model:
     """Assemble a `Model` from host arrays named as in mjModel.
 
     Integer/boolean arrays stay host numpy (static); float arrays become `jax.Array` leaves. Missing
     arrays are an error, so every producer (the MJCF compiler, test converters) fills every field.
     Contact and constraint capacities (`nconmax`, `njmax`) are derived here from the static tables.
+    `vis`: {group: {field: value}} of `types.Visual` (`types.VISUAL_DEFAULTS` for what is not given);
+    `source`: the MJCF the model was compiled from (`types.ModelSource`), None for other producers.
     """
     fields = {f.name: f for f in dataclasses.fields(Model)}
     kw: dict[str, Any] = {}
     for name, f in fields.items():
-        if name in ("opt", "stat", "names", "nconmax", "njmax", "size_nconmax", "size_njmax", "dof_frictional",
-                    "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow", "geom_reach0",
-                    "hfield_cell0", "config", "ngravcomp", "fluid_active"):  # fmt: skip
+        if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
+                    "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
+                    "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active"):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -67,6 +71,8 @@ def build_model(
     kw["opt"] = Option(**o)
     kw["stat"] = Statistic(**{k: _to_device(stat[k]) for k in
                               ("meaninertia", "meanmass", "meansize", "extent", "center")})
+    kw["vis"] = _visual(vis or {})
+    kw["source"] = source
     kw["names"] = {k: tuple(v) for k, v in names.items()}
     for flag, src in (("dof_frictional", "dof_frictionloss"), ("tendon_frictional", "tendon_frictionloss")):
         kw[flag] = np.asarray(arrays[src], np.float64) > 0
@@ -94,7 +100,8 @@ def build_model(
         v = np.array(v, np.float64)
         v.setflags(write=False)
         kw[name] = v
-    kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64)))
+    # MuJoCo counts the bodies with gravcomp > 0 (negative or NaN values alone leave the model without it)
+    kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64) > 0))
     kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)
     for name in ("nconmax", "njmax"):  # MuJoCo's <size nconmax njmax> (mjModel.nconmax / njmax); -1: not given
         v = int(sizes.get(name, -1))
@@ -103,6 +110,22 @@ def build_model(
         kw["size_" + name] = v
     m = Model(nconmax=0, njmax=0, config=Config() if config is None else config, **kw)
     return _with_capacities(m)
+
+
+def _visual(vis: Mapping[str, Mapping[str, Any]]) -> Visual:
+    """`types.Visual` from {group: {field: value}} over MuJoCo's defaults (floats traced, ints static)."""
+    groups = {}
+    for group, cls in types.VISUAL_GROUPS.items():
+        given = dict(vis.get(group, {}))
+        unknown = set(given) - set(types.VISUAL_DEFAULTS[group])
+        if unknown:
+            raise KeyError(f"build_model: unknown vis.{group} fields {sorted(unknown)}")
+        kw = {}
+        for f in dataclasses.fields(cls):
+            v = given.get(f.name, types.VISUAL_DEFAULTS[group][f.name])
+            kw[f.name] = int(v) if f.metadata.get("static") else _to_device(v)
+        groups[group] = cls(**kw)
+    return Visual(**groups)
 
 
 def configure(m: Model, config: Config | None = None, **changes) -> Model:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 
 import jax
 import numpy as np
@@ -202,6 +203,32 @@ class WrapType(enum.IntEnum):
     CYLINDER = 5
 
 
+class TextureType(enum.IntEnum):
+    TWO_D = 0  # mjTEXTURE_2D
+    CUBE = 1
+    SKYBOX = 2
+
+
+class Builtin(enum.IntEnum):  # mjtBuiltin: procedural textures
+    NONE = 0
+    GRADIENT = 1
+    CHECKER = 2
+    FLAT = 3
+
+
+class TextureRole(enum.IntEnum):  # mjtTextureRole: the columns of mat_texid
+    USER = 0
+    RGB = 1
+    OCCLUSION = 2
+    ROUGHNESS = 3
+    METALLIC = 4
+    NORMAL = 5
+    OPACITY = 6
+    EMISSIVE = 7
+    RGBA = 8
+    ORM = 9
+
+
 class IntegratorType(enum.IntEnum):
     EULER = 0
     RK4 = 1
@@ -297,6 +324,7 @@ NDYN = 10
 NGAIN = 10
 NBIAS = 10
 NFLUID = 12
+NTEXROLE = 10  # mjNTEXROLE: texture roles of a material (mat_texid's columns; mjtTextureRole)
 
 # ----------------------------------------------------------------------------------------------------------
 # Model
@@ -345,11 +373,111 @@ class Statistic:
     center: jax.Array = shaped(3)
 
 
+@pytree_dataclass
+class VisGlobal:
+    """<visual><global> (mjVisual.global_): the default free camera. Angles and fovy in degrees.
+
+    orthographic is static (it changes what a camera is): 1 makes MuJoCo's free camera orthographic, which the
+    renderer refuses (render.Renderer raises for camera -1).
+    """
+
+    fovy: jax.Array = shaped()
+    azimuth: jax.Array = shaped()
+    elevation: jax.Array = shaped()
+    orthographic: int = static_field(0)
+
+
+@pytree_dataclass
+class VisHeadlight:
+    """<visual><headlight> (mjVisual.headlight): the light at the camera. `active`: 0 off, 1 on, 2 "auto" (MuJoCo
+    4.0's default, which mujoco.Renderer draws as on); static."""
+
+    ambient: jax.Array = shaped(3)
+    diffuse: jax.Array = shaped(3)
+    specular: jax.Array = shaped(3)
+    active: int = static_field(2)
+
+
+@pytree_dataclass
+class VisMap:
+    """<visual><map> (mjVisual.map): clipping planes, in units of stat.extent."""
+
+    znear: jax.Array = shaped()
+    zfar: jax.Array = shaped()
+
+
+@pytree_dataclass
+class Visual:
+    """The parts of mjVisual the renderer uses, with MuJoCo's names: `m.vis.global_.fovy`,
+    `m.vis.headlight.ambient`, `m.vis.map.znear`. (The decoration scales and colours of mjVisual.scale / .rgba
+    and the OpenGL quality settings are not kept: the renderer draws no decorations.)"""
+
+    global_: VisGlobal
+    headlight: VisHeadlight
+    map: VisMap  # noqa: A003 - MuJoCo's name (mjVisual.map)
+
+
+# MuJoCo 4.0's mjVisual defaults of the kept fields (mj_defaultVisual), by group
+VISUAL_DEFAULTS = {
+    "global_": {"fovy": 45.0, "azimuth": 90.0, "elevation": -45.0, "orthographic": 0},
+    "headlight": {"ambient": (0.1, 0.1, 0.1), "diffuse": (0.4, 0.4, 0.4), "specular": (0.5, 0.5, 0.5), "active": 2},
+    "map": {"znear": 0.01, "zfar": 50.0},
+}
+VISUAL_GROUPS = {"global_": VisGlobal, "headlight": VisHeadlight, "map": VisMap}
+
+
+class ModelSource:
+    """The MJCF a Model was compiled from (`Model.source`), for `interop.mujoco_model`.
+
+    xml: the top-level file's bytes as read (includes and asset files are read again from `path`'s directory or
+    `model_dir` when MuJoCo compiles it); path: its absolute path (None for a model loaded from a string);
+    model_dir: the directory relative asset paths were resolved from; assets: the `assets` dictionary given to
+    the loader, as sorted (name, bytes) pairs.
+
+    Immutable. Part of the Model's static part: hashed and compared by one content digest (blake2b of all of the
+    above), computed once here, so hashing a Model stays cheap whatever the size of the text.
+    """
+
+    __slots__ = ("xml", "path", "model_dir", "assets", "digest")
+
+    def __init__(self, xml: str | bytes, path: str | None = None, model_dir: str | None = None,
+                 assets: dict | None = None):  # fmt: skip
+        data = xml.encode() if isinstance(xml, str) else bytes(xml)
+        items = tuple(sorted((str(k), v.encode() if isinstance(v, str) else bytes(v))
+                             for k, v in (assets or {}).items()))  # fmt: skip
+        h = hashlib.blake2b(digest_size=16)
+        for part in (data, str(path).encode(), str(model_dir).encode()):
+            h.update(len(part).to_bytes(8, "little"))
+            h.update(part)
+        for k, v in items:
+            for part in (k.encode(), v):
+                h.update(len(part).to_bytes(8, "little"))
+                h.update(part)
+        for name, value in (("xml", data), ("path", path), ("model_dir", model_dir), ("assets", items),
+                            ("digest", h.hexdigest())):  # fmt: skip
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("ModelSource is immutable")
+
+    def __reduce__(self):  # pickle / deepcopy through the constructor (attributes cannot be set afterwards)
+        return ModelSource, (self.xml, self.path, self.model_dir, dict(self.assets))
+
+    def __hash__(self) -> int:
+        return int(self.digest[:16], 16)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModelSource) and other.digest == self.digest
+
+    def __repr__(self) -> str:  # content-identifying (the static part's hash reads it) and short
+        return f"ModelSource(path={self.path!r}, digest={self.digest})"
+
+
 # Size fields of Model, in order.
 SIZE_FIELDS = (
     "nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nmeshvert",
     "nmeshface", "nhfield", "nhfielddata", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "nmocap",
-    "nkey", "npair", "nexclude", "ntree", "nM",
+    "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex",
 )  # fmt: skip
 
 
@@ -389,6 +517,8 @@ class Model:
     nexclude: int = static_field()
     ntree: int = static_field()
     nM: int = static_field()  # noqa: N815 - MuJoCo's name
+    nmat: int = static_field()
+    ntex: int = static_field()
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
@@ -407,7 +537,7 @@ class Model:
     # active (e.g. a margin randomised wider) counts it in Warning.CNSTRFULL (pipeline/constraint.py)
     jnt_limit_onerow: np.ndarray = static_field(None, shape=("njnt",), dtype="bool")
     tendon_limit_onerow: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
-    # bodies with gravity compensation (MuJoCo's ngravcomp, counted at compile time: as in MuJoCo, a model compiled
+    # bodies with gravcomp > 0 (MuJoCo's ngravcomp, counted at compile time: as in MuJoCo, a model compiled
     # without any skips gravcomp even if body_gravcomp is changed later) and whether the model has a fluid medium
     # (opt.density or opt.viscosity > 0 at compile time: fluid forces are traced only then; set it to True with
     # m.replace(fluid_active=True) to give a model compiled without a medium one later)
@@ -422,6 +552,11 @@ class Model:
     # options and statistics
     opt: Option
     stat: Statistic
+    # <visual> settings the renderer uses (mjVisual: free camera, headlight, clipping planes)
+    vis: Visual
+    # the MJCF the model was compiled from (None for Models not built by load_mjcf / load_mjcf_string); part of
+    # the static part, hashed by content digest (see ModelSource); interop.mujoco_model compiles it with MuJoCo
+    source: ModelSource | None = static_field(None)
     # names: object type name ("body", "joint", ...) -> tuple of names (empty string where unnamed)
     names: dict = static_field()
 
@@ -537,10 +672,12 @@ class Model:
     geom_gap: jax.Array = shaped("ngeom")
     geom_group: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
     geom_margin: jax.Array = shaped("ngeom")
+    geom_matid: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
     geom_pos: jax.Array = shaped("ngeom", 3)
     geom_priority: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
     geom_quat: jax.Array = shaped("ngeom", 4)
     geom_rbound: jax.Array = shaped("ngeom")
+    geom_rgba: jax.Array = shaped("ngeom", 4)
     geom_sameframe: np.ndarray = static_field(shape=("ngeom",), dtype="uint8")
     geom_size: jax.Array = shaped("ngeom", 3)
     geom_solimp: jax.Array = shaped("ngeom", 5)
@@ -582,16 +719,42 @@ class Model:
     key_qpos: jax.Array = shaped("nkey", "nq")
     key_qvel: jax.Array = shaped("nkey", "nv")
     key_time: jax.Array = shaped("nkey")
-    # light
+    # light (mjModel's light_* fields; the renderer uses the colours, attenuation, cutoff, exponent, active and
+    # castshadow; intensity, range, bulbradius, softness and texid are kept as MuJoCo compiles them)
+    light_active: np.ndarray = static_field(shape=("nlight",), dtype="bool")
+    light_ambient: jax.Array = shaped("nlight", 3)
+    light_attenuation: jax.Array = shaped("nlight", 3)
     light_bodyid: np.ndarray = static_field(shape=("nlight",), dtype="int32")
+    light_bulbradius: jax.Array = shaped("nlight")
+    light_castshadow: np.ndarray = static_field(shape=("nlight",), dtype="bool")
+    light_cutoff: jax.Array = shaped("nlight")
+    light_diffuse: jax.Array = shaped("nlight", 3)
     light_dir: jax.Array = shaped("nlight", 3)
     light_dir0: jax.Array = shaped("nlight", 3)
+    light_exponent: jax.Array = shaped("nlight")
+    light_intensity: jax.Array = shaped("nlight")
     light_mode: np.ndarray = static_field(shape=("nlight",), dtype="int32")
     light_pos: jax.Array = shaped("nlight", 3)
     light_pos0: jax.Array = shaped("nlight", 3)
     light_poscom0: jax.Array = shaped("nlight", 3)
+    light_range: jax.Array = shaped("nlight")
+    light_softness: jax.Array = shaped("nlight")
+    light_specular: jax.Array = shaped("nlight", 3)
     light_targetbodyid: np.ndarray = static_field(shape=("nlight",), dtype="int32")
+    light_texid: np.ndarray = static_field(shape=("nlight",), dtype="int32")
     light_type: np.ndarray = static_field(shape=("nlight",), dtype="int32")
+    # material (mat_texid: texture id per mjtTextureRole, -1 none; `texture=` sets the RGB role; metallic and
+    # roughness -1 unless given, as MuJoCo's)
+    mat_emission: jax.Array = shaped("nmat")
+    mat_metallic: jax.Array = shaped("nmat")
+    mat_reflectance: jax.Array = shaped("nmat")
+    mat_rgba: jax.Array = shaped("nmat", 4)
+    mat_roughness: jax.Array = shaped("nmat")
+    mat_shininess: jax.Array = shaped("nmat")
+    mat_specular: jax.Array = shaped("nmat")
+    mat_texid: np.ndarray = static_field(shape=("nmat", "NTEXROLE"), dtype="int32")
+    mat_texrepeat: jax.Array = shaped("nmat", 2)
+    mat_texuniform: np.ndarray = static_field(shape=("nmat",), dtype="bool")
     # mesh
     mesh_face: np.ndarray = static_field(shape=("nmeshface", 3), dtype="int32")
     mesh_faceadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
@@ -654,11 +817,20 @@ class Model:
     site_bodyid: np.ndarray = static_field(shape=("nsite",), dtype="int32")
     site_dataid: np.ndarray = static_field(shape=("nsite",), dtype="int32")
     site_group: np.ndarray = static_field(shape=("nsite",), dtype="int32")
+    site_matid: np.ndarray = static_field(shape=("nsite",), dtype="int32")
     site_pos: jax.Array = shaped("nsite", 3)
     site_quat: jax.Array = shaped("nsite", 4)
+    site_rgba: jax.Array = shaped("nsite", 4)
     site_sameframe: np.ndarray = static_field(shape=("nsite",), dtype="uint8")
     site_size: jax.Array = shaped("nsite", 3)
     site_type: np.ndarray = static_field(shape=("nsite",), dtype="int32")
+    # texture: MuJoCo's tex_type (mjtTexture); the procedural description of builtin textures as mjsTexture names
+    # it (builtin: mjtBuiltin, 0 for file textures; rgb1, rgb2), from which the renderer draws checkers and
+    # gradients. MuJoCo's pixel arrays (tex_data, megabytes per model) are not kept: file textures are not drawn.
+    tex_builtin: np.ndarray = static_field(shape=("ntex",), dtype="int32")
+    tex_rgb1: jax.Array = shaped("ntex", 3)
+    tex_rgb2: jax.Array = shaped("ntex", 3)
+    tex_type: np.ndarray = static_field(shape=("ntex",), dtype="int32")
     # tendon
     tendon_actfrclimited: np.ndarray = static_field(shape=("ntendon",), dtype="bool")
     tendon_actfrcrange: jax.Array = shaped("ntendon", 2)
@@ -953,7 +1125,7 @@ def sizes(m: Model) -> dict[str, int]:
     """The named dimensions of `m` used in declared shapes: SIZE_FIELDS, nconmax, njmax, NWARNING, and the efc_J
     columns: efc_ncol (nv dense, w sparse) and efc_w (0 dense, w sparse)."""
     out = {k: int(getattr(m, k)) for k in SIZE_FIELDS}
-    out.update(nconmax=int(m.nconmax), njmax=int(m.njmax), NWARNING=NWARNING)
+    out.update(nconmax=int(m.nconmax), njmax=int(m.njmax), NWARNING=NWARNING, NTEXROLE=NTEXROLE)
     w = efc_row_width(m) if sparse_efc_jacobian(m) else 0
     out.update(efc_ncol=w or int(m.nv), efc_w=w)
     return out

@@ -24,10 +24,12 @@ _OBJ = {
     "exclude": mujoco.mjtObj.mjOBJ_EXCLUDE, "equality": mujoco.mjtObj.mjOBJ_EQUALITY,
     "tendon": mujoco.mjtObj.mjOBJ_TENDON, "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR,
     "sensor": mujoco.mjtObj.mjOBJ_SENSOR, "key": mujoco.mjtObj.mjOBJ_KEY,
+    "material": mujoco.mjtObj.mjOBJ_MATERIAL, "texture": mujoco.mjtObj.mjOBJ_TEXTURE,
 }  # fmt: skip
 _COUNT = {"body": "nbody", "joint": "njnt", "geom": "ngeom", "site": "nsite", "camera": "ncam", "light": "nlight",
           "mesh": "nmesh", "hfield": "nhfield", "pair": "npair", "exclude": "nexclude", "equality": "neq",
-          "tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "key": "nkey"}  # fmt: skip
+          "tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "key": "nkey", "material": "nmat",
+          "texture": "ntex"}  # fmt: skip
 
 SITE_PACKAGES = os.path.dirname(os.path.dirname(mujoco.__file__))
 MJX_TEST_DATA = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data")
@@ -45,10 +47,15 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     """Our Model built directly from MuJoCo's compiled arrays (to test the pipeline apart from our compiler)."""
     arrays = {}
     for f in dataclasses.fields(types.Model):
-        if f.name in ("opt", "stat", "names") or f.name in types.SIZE_FIELDS or f.name in ("nconmax", "njmax"):
+        if f.name in ("opt", "stat", "vis", "source", "names") or f.name in types.SIZE_FIELDS or f.name in (
+                "nconmax", "njmax"):
             continue
         if hasattr(mjm, f.name):
             arrays[f.name] = np.array(getattr(mjm, f.name))
+    # builtin textures: MuJoCo keeps their pixels (tex_data), not their description; without it they count as
+    # file textures (the renderer draws no checker or sky gradient for such a model)
+    arrays.update(tex_builtin=np.zeros(mjm.ntex, np.int32), tex_rgb1=np.full((mjm.ntex, 3), 0.8),
+                  tex_rgb2=np.full((mjm.ntex, 3), 0.5))
     sizes = {k: getattr(mjm, k) for k in types.SIZE_FIELDS}
     opt = {f.name: getattr(mjm.opt, f.name) for f in dataclasses.fields(types.Option)}
     opt["integrator"] = int(mjm.opt.integrator)
@@ -60,7 +67,7 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     missing = [
         f.name
         for f in extra
-        if f.name not in ("opt", "stat") and f.name not in arrays
+        if f.name not in ("opt", "stat", "vis") and f.name not in arrays
     ]
     if missing:
         raise KeyError(f"model_from_mujoco: no MuJoCo array for {missing}")
@@ -68,7 +75,13 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
         arrays.update(hull_tables(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
     if "mesh_polyvert" not in arrays:
         arrays.update(polygon_tables_from_vert(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
-    return io.build_model(arrays, sizes, opt, stat, names)
+    return io.build_model(arrays, sizes, opt, stat, names, vis=visual_from_mujoco(mjm))
+
+
+def visual_from_mujoco(mjm: mujoco.MjModel) -> dict:
+    """{group: {field: value}} of the mjVisual fields the Model keeps (`types.VISUAL_DEFAULTS`)."""
+    return {g: {k: np.array(getattr(getattr(mjm.vis, g), k)) for k in fields}
+            for g, fields in types.VISUAL_DEFAULTS.items()}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -93,7 +106,7 @@ _NAME_COUNT = _COUNT
 
 
 def _model_fields() -> list[str]:
-    skip = {"opt", "stat", "names", "nconmax", "njmax"}
+    skip = {"opt", "stat", "vis", "source", "names", "nconmax", "njmax"}
     return [f.name for f in dataclasses.fields(types.Model) if f.name not in skip and f.name not in types.SIZE_FIELDS]
 
 
@@ -163,6 +176,11 @@ def compare_models(ours: types.Model, mjm: mujoco.MjModel, skip_prefixes: tuple[
         a, b = np.asarray(getattr(ours.stat, k)), np.asarray(getattr(mjm.stat, k))
         if not np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
             errs.append(f"stat.{k}: {a} != {b}")
+    for g, fields in types.VISUAL_DEFAULTS.items():  # MuJoCo keeps mjVisual in float32: within RTOL
+        for k in fields:
+            a, b = np.asarray(getattr(getattr(ours.vis, g), k)), np.asarray(getattr(getattr(mjm.vis, g), k))
+            if not np.allclose(a, b, rtol=RTOL, atol=ATOL):
+                errs.append(f"vis.{g}.{k}: {a} != {b}")
     for obj, cnt in _NAME_COUNT.items():
         if any(obj.startswith(p.rstrip("_")) for p in skip_prefixes):
             continue
@@ -216,6 +234,23 @@ def compare_models(ours: types.Model, mjm: mujoco.MjModel, skip_prefixes: tuple[
     return errs
 
 
+def compare_textures_with_spec(ours: types.Model, spec: mujoco.MjSpec) -> list[str]:
+    """The Model's description of builtin textures (tex_builtin, tex_rgb1, tex_rgb2: mjsTexture's fields, which
+    mjModel replaces by generated pixels) against MuJoCo's parsed spec (defaults applied), texture by texture."""
+    textures = list(spec.textures)
+    if spec.compiler.discardvisual:
+        textures = []  # MuJoCo deletes them at compile time
+    if len(textures) != ours.ntex:
+        return [f"ntex: {ours.ntex} != {len(textures)} textures in the spec"]
+    errs = []
+    for i, t in enumerate(textures):
+        if int(ours.tex_builtin[i]) != int(t.builtin):
+            errs.append(f"tex_builtin[{i}]: {int(ours.tex_builtin[i])} != {int(t.builtin)}")
+        for k in ("rgb1", "rgb2"):
+            a, b = np.asarray(getattr(ours, "tex_" + k)[i]), np.asarray(getattr(t, k))
+            if not np.allclose(a, b, rtol=RTOL, atol=ATOL):
+                errs.append(f"tex_{k}[{i}]: {a} != {b}")
+    return errs
 
 
 # ---------------------------------------------------------------------------------------------------------

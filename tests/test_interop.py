@@ -1,5 +1,8 @@
 """interop: Data <-> MjData round trip, and mj_forward on the copied state equals our forward (float64)."""
 
+import os
+import pickle
+
 import jax
 import jax.numpy as jp
 import mujoco
@@ -8,6 +11,7 @@ import pytest
 
 import mjx_lite as mjl
 from mjx_lite import interop
+from tests import oracle
 
 MODEL = "cartpole"
 # float64 forward pass vs MuJoCo on the copied state: the pipeline's own oracle tolerance (tests/test_forward.py)
@@ -19,7 +23,7 @@ FORWARD_FIELDS = ("xpos", "xquat", "geom_xpos", "qfrc_bias", "qfrc_passive", "qf
 @pytest.fixture(scope="module")
 def models():
     m = mjl.load_mjcf(MODEL)
-    return m, interop.mujoco_model(m, source=MODEL)
+    return m, interop.mujoco_model(m)
 
 
 def _random_state(m, seed, batch=None):
@@ -68,10 +72,43 @@ def test_mj_forward_equals_forward(models):
         np.testing.assert_allclose(np.asarray(getattr(ours, f)), want, rtol=FWD_RTOL, atol=FWD_ATOL * scale, err_msg=f)
 
 
-def test_mujoco_model_checks_source(models):
-    m, _ = models
-    with pytest.raises(ValueError, match="source"):
-        interop.mujoco_model(m)
+def test_mujoco_model_from_the_models_source(models, tmp_path):
+    """Models keep their MJCF (Model.source): from a file, from a string with assets, from a string whose mesh is
+    read relative to model_dir; a Model without a source or whose file changed is refused by name."""
+    m, mjm = models
+    assert m.source.path == str(mjl.models.path(MODEL)) and mjm.nbody == m.nbody
+    obj = b"v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n"
+    xml = ('<mujoco><asset><mesh name="tet" file="tet.obj"/></asset><worldbody><body name="b"><freejoint/>'
+           '<geom name="g" type="mesh" mesh="tet"/></body></worldbody></mujoco>')  # fmt: skip
+    (tmp_path / "tet.obj").write_bytes(obj)
+    for ours in (mjl.load_mjcf_string(xml, assets={"tet.obj": obj}), mjl.load_mjcf_string(xml, model_dir=tmp_path)):
+        theirs = interop.mujoco_model(ours)
+        assert theirs.nmeshvert == ours.nmeshvert == 4 and mujoco.mj_id2name(theirs, mujoco.mjtObj.mjOBJ_GEOM, 0) == "g"
+    path = tmp_path / "model.xml"
+    path.write_text(xml)
+    ours = mjl.load_mjcf(path)
+    assert interop.mujoco_model(ours).nmesh == 1
+    path.write_text(xml.replace('name="g"', 'name="h"'))
+    with pytest.raises(ValueError, match="changed since the model was loaded"):
+        interop.mujoco_model(ours)
+    without = oracle.model_from_mujoco(mjm)
+    with pytest.raises(ValueError, match="no MJCF source"):
+        interop.mujoco_model(without)
+    assert interop.mujoco_model(without, source=MODEL).nbody == m.nbody  # an explicit source: path or bundled name
     with pytest.raises(ValueError, match="does not describe"):
         interop.mujoco_model(m, source="pendulum")
-    assert isinstance(interop.mujoco_model(m, source=mjl.models.path(MODEL)), mujoco.MjModel)
+
+
+def test_source_is_hashed_by_content():
+    """The source is part of the Model's static part through one digest: two loads of the same file share compiled
+    functions; a different text makes another static part."""
+    a, b = mjl.load_mjcf(MODEL), mjl.load_mjcf(MODEL)
+    assert a.source == b.source and hash(a.source) == hash(b.source) and a.source is not b.source
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    assert len(repr(a.source)) < 200  # what the static part's hash reads, whatever the size of the text
+    copied = pickle.loads(pickle.dumps(a))  # (ModelSource is immutable: it pickles through its constructor)
+    assert copied.source == a.source and jax.tree.structure(copied) == jax.tree.structure(a)
+    xml = a.source.xml.decode()
+    c = mjl.load_mjcf_string(xml.replace("<mujoco", "<!-- another text --><mujoco", 1),
+                             model_dir=os.path.dirname(mjl.models.path(MODEL)))
+    assert c.source != a.source and jax.tree.structure(c) != jax.tree.structure(a)

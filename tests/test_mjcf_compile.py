@@ -63,7 +63,7 @@ def _params():
 def test_reference_model(path):
     mjm = mujoco.MjModel.from_xml_path(path)
     ours = mjx_lite.load_mjcf(path)
-    errs = compare_models(ours, mjm)
+    errs = compare_models(ours, mjm) + oracle.compare_textures_with_spec(ours, mujoco.MjSpec.from_file(path))
     assert not errs, "\n".join(errs)
 
 
@@ -74,7 +74,7 @@ def test_reference_model(path):
 def check_xml(xml: str) -> types.Model:
     mjm = mujoco.MjModel.from_xml_string(xml)
     ours = mjx_lite.load_mjcf_string(xml)
-    errs = compare_models(ours, mjm)
+    errs = compare_models(ours, mjm) + oracle.compare_textures_with_spec(ours, mujoco.MjSpec.from_string(xml))
     assert not errs, "\n".join(errs)
     return ours
 
@@ -268,6 +268,11 @@ FEATURES = {
       <geom size=".05" pos="0 1 0"/></body>
   </worldbody>
 </mujoco>""",
+    # MuJoCo's ngravcomp counts bodies with gravcomp > 0: negative values alone leave the model without it
+    "gravcomp_negative_only": """
+<mujoco>
+  <worldbody><body gravcomp="-1"><freejoint/><geom size=".1"/></body></worldbody>
+</mujoco>""",
     "tree_static_bodies": """
 <mujoco>
   <worldbody>
@@ -379,7 +384,7 @@ def test_qpos0_state_matches_pipeline():
   </worldbody>
 </mujoco>"""
     m = mjx_lite.load_mjcf_string(xml)
-    skip = {"opt", "stat", "names", "nconmax", "njmax", *types.SIZE_FIELDS}
+    skip = {"opt", "stat", "vis", "source", "names", "nconmax", "njmax", *types.SIZE_FIELDS}
     arrays = {f.name: np.asarray(getattr(m, f.name)) for f in dataclasses.fields(types.Model) if f.name not in skip}
     ctx = CompileContext(compiler={}, option={}, arrays=arrays, sizes={k: getattr(m, k) for k in types.SIZE_FIELDS})
     st = derived.ConstState(ctx)

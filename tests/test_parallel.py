@@ -129,11 +129,9 @@ def test_two_processes_agree_with_single_process(tmp_path, cache_dir):
           f"bitwise {np.array_equal(a['qpos'], ref['qpos'])}; timings {facts}")  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason="`import mjx_lite` starts JAX's backend (collision/primitive.py builds a "
-                   "jax array at import: _CORNERS), so parallel.initialize cannot join a multi-process run after it; "
-                   "a numpy constant there fixes it (then remove this mark)")  # fmt: skip
 def test_initialize_after_import():
-    """`from mjx_lite import parallel; parallel.initialize(...)` joins a (here one-process) jax.distributed run."""
+    """`from mjx_lite import parallel; parallel.initialize(...)` joins a (here one-process) jax.distributed run:
+    importing mjx_lite must not start JAX's backend (no module-level jax arrays)."""
     code = ("from mjx_lite import parallel; "
             f"info = parallel.initialize('127.0.0.1:{_free_port()}', num_processes=1, process_id=0); "
             "assert info['process_count'] == 1, info")  # fmt: skip

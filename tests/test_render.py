@@ -158,7 +158,7 @@ def test_sphere_depth_is_exact():
 def cartpole():
     path = rc.REFERENCE["dm/cartpole"]
     (m, d), (mjm, mjd) = rc.states(path, kinematics="mujoco")
-    return m, d, mjm, mjd, render.Renderer(m, 32, 40, mjcf=path)
+    return m, d, mjm, mjd, render.Renderer(m, 32, 40)
 
 
 def test_batched_equals_single_and_jit(cartpole):
@@ -198,19 +198,57 @@ def test_geom_groups_hide(cartpole):
 
 
 def test_randomised_colours(cartpole):
-    """vmap over the Visual: one image per colour set, no retracing."""
+    """vmap over Models with other colours (traced geom_rgba): one image per colour set, one trace."""
     m, d, *_, r = cartpole
-    rgba = jp.stack([r.visual.geom_rgba.at[:, :3].set(c) for c in (0.2, 0.9)])
-    vis = jax.vmap(lambda x: r.visual.replace(geom_rgba=x))(rgba)
-    frames = jax.vmap(lambda v: r.rgb(d, 0, visual=v))(vis)
+    rgba = jp.stack([m.geom_rgba.at[:, :3].set(c) for c in (0.2, 0.9)])
+    traces = []
+
+    def image(c):
+        traces.append(1)
+        return r.rgb(d, 0, model=m.replace(geom_rgba=c))
+
+    images = jax.jit(jax.vmap(image))
+    frames = images(rgba)
     seg = np.asarray(r.render(d, 0)["segmentation"])[..., 0] >= 0
     assert np.asarray(frames[1])[seg].mean() > np.asarray(frames[0])[seg].mean() + 20
+    images(rgba * 0.5)
+    assert len(traces) == 1
+
+
+def test_lights_headlight_and_sky_come_from_the_model(cartpole):
+    """The model's lights, its <visual> headlight and its skybox colours are traced Model fields: with all of them
+    black (and no emission in the cartpole's materials) every pixel is black; the default model is not. One trace."""
+    m, d, *_, r = cartpole
+    assert m.nlight and np.all(np.asarray(m.mat_emission) == 0)
+    zero = jp.zeros(3)
+    head = m.vis.headlight.replace(ambient=zero, diffuse=zero, specular=zero)
+    dark = m.replace(light_ambient=0 * m.light_ambient, light_diffuse=0 * m.light_diffuse,
+                     light_specular=0 * m.light_specular, tex_rgb1=0 * m.tex_rgb1, tex_rgb2=0 * m.tex_rgb2,
+                     vis=m.vis.replace(headlight=head))  # fmt: skip
+    traces = []
+
+    def image(model):
+        traces.append(1)
+        return r.rgb(d, 0, model=model)
+
+    frames = np.asarray(jax.jit(jax.vmap(image))(jax.tree.map(lambda a, b: jp.stack([a, b]), m, dark)))
+    assert len(traces) == 1
+    assert frames[0].mean() > 20 and not frames[1].any()
+
+
+def test_stop_gap_arguments_are_refused(cartpole):
+    """mjcf= / visual= (colours read from the MJCF before the Model carried them) raise, saying what to do."""
+    m, d, *_, r = cartpole
+    with pytest.raises(TypeError, match="mjcf= no longer exists.*m.geom_rgba"):
+        render.Renderer(m, 4, 4, mjcf="cartpole")
+    with pytest.raises(TypeError, match="visual= no longer exists"):
+        r.rgb(d, 0, visual=object())
 
 
 def test_shadows_darken(cartpole):
     m, d, *_, r = cartpole
     plain = r.render(d, 0)["rgb"]
-    shaded = render.Renderer(m, r.height, r.width, visual=r.visual, shadows=True).render(d, 0)["rgb"]
+    shaded = render.Renderer(m, r.height, r.width, shadows=True).render(d, 0)["rgb"]
     assert np.asarray(shaded).astype(int).sum() < np.asarray(plain).astype(int).sum()
 
 
@@ -222,9 +260,61 @@ def test_video_writes_mp4(tmp_path, cartpole):
     assert os.path.getsize(path) > 0
 
 
-def test_visual_checks_source(cartpole):
+def test_bad_cameras_are_refused(cartpole):
     m, *_ = cartpole
-    with pytest.raises(ValueError, match="geoms"):
-        render.Renderer(m, 4, 4, mjcf="pendulum")
     with pytest.raises(ValueError, match="camera"):
         render.Renderer(m, 4, 4).rgb(mjl.make_data(m), camera=7)
+    ortho = mjl.load_mjcf_string('<mujoco><visual><global orthographic="true"/></visual><worldbody>'
+                                 '<geom size=".1"/></worldbody></mujoco>')  # fmt: skip
+    with pytest.raises(ValueError, match="orthographic"):
+        render.Renderer(ortho, 4, 4).depth(mjl.make_data(ortho), camera=-1)
+
+
+def test_model_colours_match_mujocos_material_rule():
+    """Colour, specular, shininess and emission of each geom from the Model (MuJoCo's setMaterial): the material's
+    rgba only where the geom's is the default; textures tint; checker geoms; the first skybox is the sky."""
+    from mjx_lite.render import renderer as rr
+
+    m = mjl.load_mjcf_string("""<mujoco><asset>
+        <texture name="sky" type="skybox" builtin="gradient" rgb1=".1 .2 .3" rgb2=".4 .5 .6" width="8" height="8"/>
+        <texture name="sky2" type="skybox" builtin="flat" width="8" height="8"/>
+        <texture name="grid" type="2d" builtin="checker" width="8" height="8"/>
+        <texture name="tint" type="2d" builtin="flat" rgb1=".5 1 1" width="8" height="8"/>
+        <material name="red" rgba="1 0 0 1" specular=".1" shininess=".2" emission=".3"/>
+        <material name="grid" texture="grid"/><material name="tint" texture="tint" rgba=".8 .6 .4 1"/></asset>
+      <worldbody><geom size=".1"/><geom size=".1" rgba="0 0 1 1"/><geom size=".1" material="red"/>
+        <geom size=".1" material="red" rgba="0 1 0 1"/><geom size=".1" material="grid"/>
+        <geom size=".1" material="tint"/></worldbody></mujoco>""")
+    plan = rr._materials(m)
+    colour, spec, shin, emission = (np.asarray(x) for x in rr._geom_colours(m, jp, plan))
+    np.testing.assert_allclose(colour, [[.5, .5, .5, 1], [0, 0, 1, 1], [1, 0, 0, 1], [0, 1, 0, 1], [1, 1, 1, 1],
+                                        [.4, .6, .4, 1]], rtol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(spec, [.5, .5, .1, .1, .5, .5], rtol=1e-6)
+    np.testing.assert_allclose(shin, [.5, .5, .2, .2, .5, .5], rtol=1e-6)
+    np.testing.assert_allclose(emission, [0, 0, .3, .3, 0, 0], rtol=1e-6)
+    assert plan.tex.tolist() == [0, 0, 0, 0, rr._TEX_CHECKER, rr._TEX_TINT]
+    assert plan.sky == 0
+
+
+def test_light_frames_match_mujoco():
+    """World positions and directions of lights in every tracking mode (the renderer's mj_camlight) equal MuJoCo's
+    light_xpos / light_xdir."""
+    from mjx_lite.render import renderer as rr
+
+    xml = """<mujoco><worldbody><light pos="0 0 3" dir="0 1 -1"/>
+      <body name="a" pos=".3 .2 1" euler="10 20 30"><joint type="ball"/><geom size=".1" pos=".1 0 0"/>
+        <light pos=".1 0 0" dir="1 0 0" mode="fixed"/><light pos="0 .1 0" mode="track"/>
+        <light pos="0 0 .1" mode="trackcom"/><light mode="targetbody" target="b"/>
+        <light mode="targetbodycom" target="b" directional="true"/>
+        <body name="b" pos=".5 0 0"><joint axis="0 1 0"/><geom size=".1" pos="0 0 .2"/></body></body>
+      </worldbody></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = [0.9, 0.1, 0.3, -0.2, 0.7]
+    mujoco.mj_forward(mjm, mjd)
+    m = mjl.load_mjcf_string(xml)
+    d = mjl.make_data(m).replace(xpos=jp.asarray(mjd.xpos), xmat=jp.asarray(mjd.xmat.reshape(-1, 3, 3)),
+                                 subtree_com=jp.asarray(mjd.subtree_com))  # MuJoCo's poses: the function alone
+    pos, xdir = rr._light_frames(m, d)
+    np.testing.assert_allclose(np.asarray(pos), mjd.light_xpos, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(xdir), mjd.light_xdir, atol=1e-9)

@@ -31,9 +31,12 @@ __all__ = ["randomizable_fields", "scale_randomizer"]
 
 
 def randomizable_fields() -> list[str]:
-    """Names of the traced float fields of Model and Option (as "opt.<name>") that can be randomised."""
+    """Names of the traced float fields of Model and Option (as "opt.<name>") that can be randomised.
+
+    (Colours and lights are Model fields too: geom_rgba, mat_rgba, light_diffuse, ...; the <visual> settings in
+    `m.vis` are a nested group, changed with `m.replace(vis=...)`.)"""
     model = [f.name for f in dataclasses.fields(Model) if not f.metadata.get("static") and f.name not in
-             ("opt", "stat")]  # fmt: skip
+             ("opt", "stat", "vis")]  # fmt: skip
     opt = ["opt." + f.name for f in dataclasses.fields(Option) if not f.metadata.get("static")]
     return sorted(model) + opt
 

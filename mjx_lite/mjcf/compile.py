@@ -21,7 +21,7 @@ import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
-from mjx_lite.mjcf import actuation, contact, derived, equality, hfield, parse, sensor, tendon, texture
+from mjx_lite.mjcf import actuation, contact, derived, equality, hfield, parse, sensor, tendon, texture, visual
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
@@ -53,6 +53,11 @@ SECTIONS = (
     (contact.compile_contact, ("pair_", "exclude_")),
 )
 SECTION_SIZES = ("nu", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "npair", "nexclude")
+# MuJoCo's default colours: geoms and sites (mjs_defaultGeom/Site), lights (mjs_defaultLight)
+_DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
+_LIGHT_DEFAULTS = {"ambient": (0, 0, 0), "diffuse": (0.7, 0.7, 0.7), "specular": (0.3, 0.3, 0.3),
+                   "attenuation": (1, 0, 0)}  # fmt: skip
+_LIGHT_SCALARS = {"intensity": 0.0, "range": 10.0, "bulbradius": 0.02, "softness": 0.2}  # (PBR renderers' terms)
 # sameframe codes
 SF_NONE, SF_BODY, SF_INERTIA, SF_BODYROT, SF_INERTIAROT = 0, 1, 2, 3, 4
 
@@ -400,8 +405,7 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     mat = at.get(el, "material")
     if not mat and mesh_id >= 0:  # a geom without a material takes its mesh's (MuJoCo: must exist)
         mat = at.get(ctx.elements["mesh"][mesh_id], "material")
-    if mat and mat not in ctx.ids.get("material", {}):
-        raise at.error(el, f"unknown material '{mat}'", "material")
+    matid = texture.material_id(ctx, el, name=mat or "")
     if gtype == 0 and weldid != 0:
         raise at.error(el, "plane only allowed in static bodies", "type")
     shell = bool(at.get(el, "shellinertia", False))
@@ -473,7 +477,7 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
         solref=at.vec(el, "solref", 2, (0.02, 1.0)), solimp=at.vec(el, "solimp", 5, (0.9, 0.95, 0.001, 0.5, 2.0)),
         margin=float(at.get(el, "margin", 0.0)), gap=float(at.get(el, "gap", 0.0)), fluid=fluid,
         surfacevel=at.vec(el, "surfacevel", 6, (0,) * 6), adhesion=float(at.get(el, "adhesion", 0.0)),
-        mass=mass, inertia=ginertia,
+        mass=mass, inertia=ginertia, matid=matid, rgba=at.vec(el, "rgba", 4, _DEFAULT_RGBA),
     )  # fmt: skip
 
 
@@ -519,16 +523,15 @@ def _site_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
         ctx.id_of("mesh", meshname, el, "mesh")
     if stype in (0, 1, 7):  # (MuJoCo accepts an sdf site: sites do not collide)
         raise at.error(el, "meshes, hfields and planes not allowed in site", "type")
-    mat = at.get(el, "material")
-    if mat and mat not in ctx.ids.get("material", {}):
-        raise at.error(el, f"unknown material '{mat}'", "material")
+    matid = texture.material_id(ctx, el)
     size = at.vec(el, "size", 3, (0.005, 0.005, 0.005))
     pos = at.vec(el, "pos", 3, (0, 0, 0))
     quat = at.quat(el)
     if _has_fromto(el):
         size, pos, quat = _fromto(el, stype, size, pos, "site")
     _check_size(el, stype, size, "site")
-    return dict(type=stype, group=int(at.get(el, "group", 0)), size=size, pos=pos, quat=quat)
+    return dict(type=stype, group=int(at.get(el, "group", 0)), size=size, pos=pos, quat=quat, matid=matid,
+                rgba=at.vec(el, "rgba", 4, _DEFAULT_RGBA))
 
 
 def _sameframe(pos, quat, ipos=None, iquat=None) -> int:
@@ -877,7 +880,7 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
                            ("friction", (3,), float), ("solmix", (), float), ("solref", (2,), float),
                            ("solimp", (5,), float), ("margin", (), float), ("gap", (), float),
                            ("fluid", (12,), float), ("rbound", (), float), ("surfacevel", (6,), float),
-                           ("adhesion", (), float)):  # fmt: skip
+                           ("adhesion", (), float), ("matid", (), np.int32), ("rgba", (4,), float)):  # fmt: skip
         A["geom_" + key] = garr(key, shape, dt)
     A["geom_sameframe"] = np.array(
         [_sameframe(g["pos"], g["quat"], bodies[g["bodyid"]].ipos, bodies[g["bodyid"]].iquat) for g in geo], np.uint8
@@ -889,6 +892,8 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     A["site_bodyid"] = np.array([s["bodyid"] for s in sit], np.int32).reshape(nsite)
     A["site_dataid"] = np.full(nsite, -1, np.int32)
     A["site_group"] = np.array([s["group"] for s in sit], np.int32).reshape(nsite)
+    A["site_matid"] = np.array([s["matid"] for s in sit], np.int32).reshape(nsite)
+    A["site_rgba"] = np.array([s["rgba"] for s in sit], float).reshape(nsite, 4)
     A["site_size"] = np.array([s["size"] for s in sit], float).reshape(nsite, 3)
     A["site_pos"] = np.array([s["pos"] for s in sit], float).reshape(nsite, 3)
     A["site_quat"] = np.array([s["quat"] for s in sit], float).reshape(nsite, 4)
@@ -972,7 +977,8 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
 
 def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
     n = len(lights)
-    bodyid, mode, target, ltype, pos, ldir = [], [], [], [], [], []
+    bodyid, mode, target, ltype, pos, ldir, texid = [], [], [], [], [], [], []
+    colour = {k: [] for k in ("ambient", "diffuse", "specular", "attenuation")}
     for bid, el in lights:
         bodyid.append(bid)
         m, tid = _mode_target(el, ctx)
@@ -987,18 +993,27 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
         if nrm < EPS:
             raise at.error(el, "zero direction in light", "dir")
         ldir.append(d)
-        tex = at.get(el, "texture")
-        if tex and tex not in ctx.ids.get("texture", {}):
-            raise at.error(el, f"unknown texture '{tex}'", "texture")
+        texid.append(texture.texture_id(ctx, el))
         softness = float(at.get(el, "softness", 0.2))
         if softness < 0 or softness > 1:
             raise at.error(el, "light softness must be in [0, 1]", "softness")
+        for k, v in colour.items():
+            v.append(at.vec(el, k, 3, _LIGHT_DEFAULTS[k]))
     A["light_bodyid"] = np.array(bodyid, np.int32).reshape(n)
     A["light_mode"] = np.array(mode, np.int32).reshape(n)
     A["light_targetbodyid"] = np.array(target, np.int32).reshape(n)
     A["light_type"] = np.array(ltype, np.int32).reshape(n)
     A["light_pos"] = np.array(pos, float).reshape(n, 3)
     A["light_dir"] = np.array(ldir, float).reshape(n, 3)
+    for k, v in colour.items():
+        A["light_" + k] = np.array(v, float).reshape(n, 3)
+    A["light_cutoff"] = np.array([float(at.get(el, "cutoff", 45.0)) for _, el in lights], float).reshape(n)
+    A["light_exponent"] = np.array([float(at.get(el, "exponent", 10.0)) for _, el in lights], float).reshape(n)
+    A["light_active"] = np.array([bool(at.get(el, "active", True)) for _, el in lights], bool).reshape(n)
+    A["light_castshadow"] = np.array([bool(at.get(el, "castshadow", True)) for _, el in lights], bool).reshape(n)
+    A["light_texid"] = np.array(texid, np.int32).reshape(n)
+    for k, default in _LIGHT_SCALARS.items():
+        A["light_" + k] = np.array([float(at.get(el, k, default)) for _, el in lights], float).reshape(n)
     for k in ("light_pos0", "light_poscom0", "light_dir0"):
         A[k] = np.zeros((n, 3))
 
@@ -1132,18 +1147,20 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
 
 
 def compile_model(root: Element, *, model_dir: str | None = None, assets: dict | None = None,
-                  config: Config | None = None) -> types.Model:
+                  config: Config | None = None, source: types.ModelSource | None = None) -> types.Model:
     """Compile a parsed MJCF tree (root <mujoco> Element) into a `Model`.
 
     model_dir: directory of the main model file (mesh/hfield/texture paths are relative to it)
     assets:    optional {file name: bytes} used instead of the file system for asset files
     config:    the model's trace-time configuration (`mjx_lite.Config`; default Config())
+    source:    what the tree was parsed from (`Model.source`, for interop.mujoco_model); load_mjcf sets it
     """
     with np.errstate(all="ignore"):  # NaN/inf propagate as in MuJoCo's C arithmetic (nan/inf values are legal)
-        return _compile_model(root, model_dir, assets, config)
+        return _compile_model(root, model_dir, assets, config, source)
 
 
-def _compile_model(root: Element, model_dir: str | None, assets: dict | None, config: Config | None) -> types.Model:
+def _compile_model(root: Element, model_dir: str | None, assets: dict | None, config: Config | None,
+                   source: types.ModelSource | None) -> types.Model:  # fmt: skip
     float32 = not jax.config.jax_enable_x64  # the Model's float dtype (io.build_model)
     if float32:
         _check_float32_values(root)
@@ -1166,7 +1183,8 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
         sizes[name] = given[-1] if given else -1
     if float32:
         _check_float32_arrays(ctx, stat)
-    return io.build_model(ctx.arrays, sizes, ctx.option, stat, names(ctx), config=config)
+    return io.build_model(ctx.arrays, sizes, ctx.option, stat, names(ctx), config=config,
+                          vis=visual.visual_settings(root), source=source)  # fmt: skip
 
 
 # A float32 Model (jax_enable_x64 off) cannot hold a finite value beyond float32's range: MuJoCo compiles in
@@ -1231,8 +1249,10 @@ def load_mjcf(path: str | os.PathLike, assets: dict | None = None, config: Confi
     path = models.resolve(path)
     with np.errstate(all="ignore"):  # NaN/inf values are legal MJCF (MuJoCo's C arithmetic propagates them)
         root = parse.parse_file(path, assets)
-    return compile_model(root, model_dir=os.path.dirname(os.path.abspath(os.fspath(path))), assets=assets,
-                         config=config)  # fmt: skip
+    full = os.path.abspath(os.fspath(path))
+    with open(full, "rb") as f:  # (parse_file has read it: it exists)
+        source = types.ModelSource(f.read(), path=full, model_dir=os.path.dirname(full), assets=assets)
+    return compile_model(root, model_dir=os.path.dirname(full), assets=assets, config=config, source=source)
 
 
 def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: str | None = None,
@@ -1241,4 +1261,6 @@ def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: st
 
     with np.errstate(all="ignore"):
         root = parse.parse_string(xml, assets, model_dir)
-    return compile_model(root, model_dir=model_dir, assets=assets, config=config)
+    source = types.ModelSource(xml, model_dir=None if model_dir is None else os.path.abspath(model_dir),
+                               assets=assets)  # fmt: skip
+    return compile_model(root, model_dir=model_dir, assets=assets, config=config, source=source)

@@ -26,7 +26,10 @@ from mjx_lite.mjcf.spec import Element, MJCFError
 # object type -> size field (for Model.names)
 NAME_TYPES = {"body": "nbody", "joint": "njnt", "geom": "ngeom", "site": "nsite", "camera": "ncam",
               "light": "nlight", "mesh": "nmesh", "hfield": "nhfield", "pair": "npair", "exclude": "nexclude",
-              "equality": "neq", "tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "key": "nkey"}  # fmt: skip
+              "equality": "neq", "tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "key": "nkey",
+              "material": "nmat", "texture": "ntex"}  # fmt: skip
+# named constant dimensions of declared shapes
+_CONST = {"NTEXROLE": types.NTEXROLE, "NWARNING": types.NWARNING}
 # MuJoCo's statistics before setStat computes them
 DEFAULT_STAT = {"meaninertia": 1.0, "meanmass": 1.0, "meansize": 0.2, "extent": 2.0, "center": np.zeros(3)}
 
@@ -94,7 +97,8 @@ def fill_missing(ctx: CompileContext, prefixes: tuple[str, ...], sizes: dict[str
             n = 1
             for factor in d.split("*"):
                 factor = factor.strip()
-                n *= int(factor) if factor.isdigit() else int(ctx.sizes.get(factor, sizes.get(factor, 0)))
+                known = ctx.sizes.get(factor, sizes.get(factor, _CONST.get(factor, 0)))
+                n *= int(factor) if factor.isdigit() else int(known)
             shape.append(n)
         dtype = {"int32": np.int32, "bool": bool, "uint8": np.uint8}.get(dt, float)
         ctx.arrays[name] = np.zeros(shape, dtype)

@@ -240,7 +240,7 @@ _ABSENT = object()  # an attribute written with no value at all (MuJoCo treats i
 # the integers MuJoCo's reader reads one by one (ReadAttrInt): an empty value is an error there
 _EMPTY_IS_ERROR = {("size", "nconmax"), ("size", "nstack"), ("size", "njmax"), ("mesh", "maxhullvert"),
                    ("default/mesh", "maxhullvert"), ("skin", "group"), ("freejoint", "group"), ("numeric", "size"),
-                   ("sensor/contact", "num"), ("sensor/user", "dim")}  # fmt: skip
+                   ("sensor/contact", "num"), ("sensor/user", "dim"), ("visual/headlight", "active")}  # fmt: skip
 
 
 def _tokens(text: str) -> list[str]:
@@ -300,6 +300,12 @@ def _convert(text: str, a: Attr, raw: _Raw, name: str, inherited=None, pad: bool
             return text
         raise _bad(f"invalid keyword '{text}' (expected false, true or auto)", raw, name)
     parts = _tokens(text)
+    if kind == "int" and a.keywords and len(parts) == 1:  # an int that may be written as a keyword (its index)
+        v = a.keywords.index(parts[0]) if parts[0] in a.keywords else _int(parts[0], raw, name)
+        if not 0 <= v < len(a.keywords):
+            raise _bad(f"invalid keyword '{text}' (expected {', '.join(a.keywords)} or 0 to {len(a.keywords) - 1})",
+                       raw, name)  # fmt: skip
+        return v
     if not parts:
         if (key, name) in _EMPTY_IS_ERROR:
             raise _bad("problem reading attribute", raw, name)

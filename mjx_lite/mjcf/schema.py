@@ -685,6 +685,8 @@ VISUAL_CHILDREN = {
 def _visual_attr(child: str, name: str) -> Attr:
     if child == "global" and name in _VIS_BOOL:
         return B(None)
+    if child == "headlight" and name == "active":  # MuJoCo 4.0: an int 0..2 or false/true/auto (= 0/1/2)
+        return Attr("int", 1, None, ("false", "true", "auto"))
     if name in _VIS_INT and not (child == "rgba" and name == "active"):
         return I(None)
     return R(None, _VIS_COUNT.get(child, 1))

@@ -20,6 +20,7 @@ from mjx_lite.mjcf.attrs import (
 )
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
+from mjx_lite.mjcf.texture import material_id
 from mjx_lite.types import GeomType, WrapType
 
 _SOLREF = (0.02, 1.0)
@@ -190,9 +191,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         if sl[0] > sl[1]:
             raise error(t, "springlength[0] must not exceed springlength[1]", "springlength")
         a["tendon_lengthspring"].append(sl)
-        mat = get(t, "material", "") or ""
-        if mat and mat not in ctx.ids.get("material", {}):
-            raise error(t, f"material '{mat}' not found in tendon", "material")
+        material_id(ctx, t, what="tendon")
         a["tendon_width"].append(float(get(t, "width", 0.003)))
         a["tendon_treenum"].append(len(tree_list))
         a["tendon_treeid"].append((tree_list + [-1, -1])[:2])

@@ -1,10 +1,15 @@
-"""Rendering assets: <texture> and <material>, checked as MuJoCo's compiler checks them.
+"""Rendering assets: <texture> and <material>, checked as MuJoCo's compiler checks them and compiled into the
+Model's mat_* and tex_* fields.
 
-The Model holds no texture or material data (the physics does not use them), but a model MuJoCo refuses must not
-load here either: names (repeated names; an unnamed texture is named after its file), texture sources (builtin
-sizes, files and their content type, PNG headers, cube layouts), material layers and the textures materials refer
-to. Registers the names in ctx.ids ('texture', 'material') for the references from geoms, sites, tendons and
-lights.
+Checks: names (repeated names; an unnamed texture is named after its file), texture sources (builtin sizes, files
+and their content type, PNG headers, cube layouts), material layers and the textures materials refer to, so that
+a model MuJoCo refuses does not load here either. Registers the names in ctx.ids ('texture', 'material') for the
+references from geoms, sites, tendons and lights.
+
+Compiled (mjModel's names): mat_rgba, mat_emission, mat_specular, mat_shininess, mat_reflectance, mat_metallic,
+mat_roughness, mat_texrepeat, mat_texuniform, mat_texid (one texture per mjtTextureRole: `texture=` sets the RGB
+role, <layer role=...> the others), tex_type; and, where mjModel keeps generated pixels (tex_data) that the Model
+does not, the builtin texture's description with mjsTexture's names: tex_builtin, tex_rgb1, tex_rgb2.
 """
 
 from __future__ import annotations
@@ -13,13 +18,19 @@ import os
 import struct
 import zlib
 
-from mjx_lite.mjcf.attrs import error, get, register, sections
+import numpy as np
+
+from mjx_lite import types
+from mjx_lite.mjcf.attrs import error, get, keyword, register, sections, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.mesh import read_asset_file
 from mjx_lite.mjcf.spec import Element
 
 _CUBE_FILES = ("fileright", "fileleft", "fileup", "filedown", "filefront", "fileback")
+# material layer roles, mjtTextureRole 1.. (0 is mjTEXROLE_USER)
 _ROLES = ("rgb", "occlusion", "roughness", "metallic", "normal", "opacity", "emissive", "rgba", "orm")
+_TEX_TYPES = ("2d", "cube", "skybox")  # mjtTexture
+_BUILTINS = ("none", "gradient", "checker", "flat")  # mjtBuiltin
 _INT_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -140,16 +151,21 @@ def compile_textures_materials(root: Element, ctx: CompileContext) -> None:
     ctx.ids["texture"], ctx.ids["material"] = {}, {}
     textures = [el for el in assets if el.tag == "texture"]
     materials = [el for el in assets if el.tag == "material"]
+    discard = bool(ctx.compiler.get("discardvisual"))
     for i, el in enumerate(textures):
         if not get(el, "name") and get(el, "file"):  # an unnamed texture is named after its file
             el.attrs["name"] = os.path.splitext(os.path.basename(str(get(el, "file")).replace("\\", "/")))[0]
-        if not get(el, "name") and get(el, "type", "cube") != "skybox":  # (one skybox needs no name)
+        if not discard and not get(el, "name") and get(el, "type", "cube") != "skybox":  # (one skybox needs none)
             raise error(el, "empty name in texture", "name")
         register(ctx, "texture", el, i)
     for i, el in enumerate(materials):
-        if not get(el, "name"):
+        if not discard and not get(el, "name"):
             raise error(el, "empty name in material", "name")
         register(ctx, "material", el, i)
+    if discard:  # MuJoCo deletes every material and texture after checking their names, before compiling them
+        textures, materials = [], []
+        ctx.ids["texture"], ctx.ids["material"] = {}, {}
+        ctx.elements["texture"], ctx.elements["material"] = [], []
     for el in textures:
         check_texture(el, ctx)
     for el in materials:
@@ -168,3 +184,66 @@ def compile_textures_materials(root: Element, ctx: CompileContext) -> None:
         for src, name in refs:
             if name not in ctx.ids["texture"]:
                 raise error(src, f"texture '{name}' not found in material", "texture")
+    ctx.arrays.update(_texture_arrays(textures))
+    ctx.arrays.update(_material_arrays(materials, ctx))
+    ctx.sizes.update(ntex=len(textures), nmat=len(materials))
+
+
+def material_id(ctx: CompileContext, el: Element, attribute: str = "material", what: str = "",
+                name: str | None = None) -> int:  # fmt: skip
+    """Id of the material `el` names in `attribute` (or `name`): -1 when none, and always with <compiler
+    discardvisual="true"> (MuJoCo deletes materials before resolving references); an unknown name is an error."""
+    name = (get(el, attribute, "") or "") if name is None else name
+    if not name or ctx.compiler.get("discardvisual"):
+        return -1
+    if name not in ctx.ids.get("material", {}):
+        raise error(el, f"material '{name}' not found in {what}" if what else f"unknown material '{name}'", attribute)
+    return ctx.ids["material"][name]
+
+
+def texture_id(ctx: CompileContext, el: Element, attribute: str = "texture") -> int:
+    """Id of the texture `el` names (-1: none, or discardvisual); an unknown name is an error."""
+    name = get(el, attribute, "") or ""
+    if not name or ctx.compiler.get("discardvisual"):
+        return -1
+    if name not in ctx.ids.get("texture", {}):
+        raise error(el, f"unknown texture '{name}'", attribute)
+    return ctx.ids["texture"][name]
+
+
+def _texture_arrays(textures: list[Element]) -> dict[str, np.ndarray]:
+    n = len(textures)
+    return {
+        "tex_type": np.array([keyword(el, "type", _TEX_TYPES, "cube") for el in textures], np.int32).reshape(n),
+        "tex_builtin": np.array([keyword(el, "builtin", _BUILTINS, "none") for el in textures], np.int32).reshape(n),
+        "tex_rgb1": np.array([vec(el, "rgb1", 3, (0.8, 0.8, 0.8)) for el in textures], float).reshape(n, 3),
+        "tex_rgb2": np.array([vec(el, "rgb2", 3, (0.5, 0.5, 0.5)) for el in textures], float).reshape(n, 3),
+    }
+
+
+def _material_arrays(materials: list[Element], ctx: CompileContext) -> dict[str, np.ndarray]:
+    n = len(materials)
+    texid = np.full((n, types.NTEXROLE), -1, np.int32)
+    for i, el in enumerate(materials):
+        tex = get(el, "texture", "") or ""
+        if tex:
+            texid[i, types.TextureRole.RGB] = ctx.ids["texture"][tex]
+        for layer in el.children:
+            if layer.attrs.get("texture"):
+                texid[i, 1 + _ROLES.index(layer.attrs["role"])] = ctx.ids["texture"][layer.attrs["texture"]]
+
+    def scalar(name: str, default: float) -> np.ndarray:
+        return np.array([float(get(el, name, default)) for el in materials], float).reshape(n)
+
+    return {
+        "mat_rgba": np.array([vec(el, "rgba", 4, (1, 1, 1, 1)) for el in materials], float).reshape(n, 4),
+        "mat_emission": scalar("emission", 0.0),
+        "mat_specular": scalar("specular", 0.5),
+        "mat_shininess": scalar("shininess", 0.5),
+        "mat_reflectance": scalar("reflectance", 0.0),
+        "mat_metallic": scalar("metallic", -1.0),
+        "mat_roughness": scalar("roughness", -1.0),
+        "mat_texrepeat": np.array([vec(el, "texrepeat", 2, (1, 1)) for el in materials], float).reshape(n, 2),
+        "mat_texuniform": np.array([bool(get(el, "texuniform", False)) for el in materials], bool).reshape(n),
+        "mat_texid": texid,
+    }

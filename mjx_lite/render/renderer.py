@@ -1,6 +1,6 @@
 """`Renderer`: batched ray casting of a Model's geoms in JAX (rgb, depth, segmentation).
 
-    r = Renderer(m, height=240, width=320, mjcf=path)   # static: resolution, visible geom groups, options
+    r = Renderer(m, height=240, width=320)               # static: resolution, visible geom groups, options
     rgb = r.rgb(d, camera=0)                             # (H, W, 3) uint8
     depth = r.depth(d, camera=0)                         # (H, W) metres along the optical axis
     seg = r.segmentation(d, camera=0)                    # (H, W, 2) int32 (geom id, mjOBJ_GEOM), -1 for none
@@ -15,7 +15,9 @@ camera poses away from silhouettes (where the winning geom changes, the image is
 Shading is MuJoCo's fixed-function model: emission + sum over the headlight and the model's lights of
 ambient + diffuse (Lambert) + specular (Blinn-Phong, exponent 128 * shininess), with spot cones and distance
 attenuation, optional hard shadows (one shadow ray per light), a checker texture on planes whose material uses a
-builtin checker texture, and a skybox gradient (or black) behind.
+builtin checker texture, and a skybox gradient (or black) behind. Every colour comes from the Model (geom_rgba,
+geom_matid, mat_*, tex_*, light_*, vis.headlight; the free camera and clipping planes from vis.global_ and vis.map):
+the floats are traced, so `model=m.replace(geom_rgba=...)` renders randomised colours without recompiling.
 """
 
 from __future__ import annotations
@@ -29,9 +31,8 @@ import numpy as np
 from mjx_lite._struct import static_memo
 from mjx_lite.math import dot3
 from mjx_lite.render import bvh, shapes
-from mjx_lite.render import visual as visual_lib
 from mjx_lite.render.camera import FreeCamera, free_camera_pose, pixel_directions
-from mjx_lite.types import GeomType, ObjType
+from mjx_lite.types import Builtin, GeomType, ObjType, TextureRole, TextureType
 
 __all__ = ["Renderer"]
 
@@ -44,6 +45,41 @@ _SOUP = (GeomType.MESH, GeomType.HFIELD)
 _SHADOW_OFFSET = 1e-4
 # MuJoCo's default geom groups shown by mjvOption: 0, 1 and 2
 DEFAULT_GEOMGROUP = (1, 1, 1, 0, 0, 0)
+# a geom with a material and exactly this rgba takes the material's rgba (MuJoCo's setMaterial)
+DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
+# texture kinds per geom (_Materials.tex): none, a builtin checker, a flat/gradient builtin (tints the colour)
+_TEX_NONE, _TEX_CHECKER, _TEX_TINT = 0, 1, 2
+
+
+class _Materials:
+    """Static per-geom material plan (host numpy, from the Model's static fields; see `_materials`)."""
+
+    def __init__(self, matid, tex, texid, texuniform, sky):
+        self.matid, self.tex, self.texid, self.texuniform, self.sky = matid, tex, texid, texuniform, sky
+
+
+def _materials(m) -> _Materials:
+    """Material, texture kind and texture of each geom, and the skybox texture (-1: none drawn).
+
+    The texture of a geom is its material's RGB-role texture (MuJoCo's renderer reads only that role). The sky is
+    MuJoCo's: the first skybox texture, drawn when it is a builtin gradient or flat.
+    """
+    matid = np.asarray(m.geom_matid, np.int64)
+    texid = np.full(m.ngeom, -1, np.int64)
+    texuniform = np.zeros(m.ngeom, bool)
+    if m.nmat:
+        has = matid >= 0
+        texid[has] = np.asarray(m.mat_texid)[matid[has], TextureRole.RGB]
+        texuniform[has] = np.asarray(m.mat_texuniform)[matid[has]]
+    builtin = np.asarray(m.tex_builtin)
+    tex = np.full(m.ngeom, _TEX_NONE, np.int64)
+    has_tex = texid >= 0
+    kind = builtin[texid[has_tex]]
+    tex[has_tex] = np.where(kind == Builtin.CHECKER, _TEX_CHECKER,
+                            np.where((kind == Builtin.FLAT) | (kind == Builtin.GRADIENT), _TEX_TINT, _TEX_NONE))
+    skyboxes = np.nonzero(np.asarray(m.tex_type) == TextureType.SKYBOX)[0]
+    sky = int(skyboxes[0]) if len(skyboxes) and builtin[skyboxes[0]] in (Builtin.GRADIENT, Builtin.FLAT) else -1
+    return _Materials(matid, tex, texid, texuniform, sky)
 
 
 def _soups(m) -> bvh.Soups:
@@ -61,32 +97,35 @@ class Renderer:
     """Ray-casting renderer of a Model (see the module docstring). Static: resolution, visible geoms, options.
 
     Args:
-      m: the Model (held by the renderer; `model=` on each call renders another Model of the same structure).
+      m: the Model (held by the renderer; `model=` on each call renders another Model of the same structure, e.g.
+        with randomised colours, materials or lights). Colours, materials, textures, lights, the headlight, the
+        free camera and the clipping planes are the Model's (geom_rgba, mat_*, tex_*, light_*, m.vis).
       height, width: image size in pixels.
-      mjcf: the MJCF file (path, bundled name or XML string) `m` was loaded from, for colours, materials, lights
-        and <visual> settings, which the Model does not carry yet; without it every geom is grey.
-      visual: a `render.visual.Visual` to use instead (e.g. with randomised colours).
       geomgroup: six flags, which geom groups to draw (MuJoCo's default shows groups 0, 1 and 2).
       shadows: cast one shadow ray per model light that casts shadows.
+      mjcf, visual: removed (they gave the colours before the Model carried them); passing either raises.
+
+    Geoms whose colour has alpha 0 in `m` are not drawn (decided here, from `m`'s values).
     """
 
-    def __init__(self, m, height: int = 240, width: int = 320, *, mjcf=None, visual=None,
-                 geomgroup=DEFAULT_GEOMGROUP, shadows: bool = False):  # fmt: skip
+    def __init__(self, m, height: int = 240, width: int = 320, *, geomgroup=DEFAULT_GEOMGROUP,
+                 shadows: bool = False, mjcf=None, visual=None):  # fmt: skip
+        _no_visual_argument(mjcf=mjcf, visual=visual)
         if int(height) <= 0 or int(width) <= 0:
             raise ValueError(f"render.Renderer: height and width must be positive, not {height}x{width}")
         self.m = m
         self.height, self.width = int(height), int(width)
         self.shadows = bool(shadows)
-        if visual is None:
-            visual = visual_lib.from_mjcf(m, mjcf) if mjcf is not None else visual_lib.default_visual(m)
-        self.visual = visual
         groups = np.zeros(6, bool)
         groups[: len(geomgroup)] = np.asarray(geomgroup, bool)
         gtype = np.asarray(m.geom_type)
         if np.any(gtype == GeomType.SDF):
             raise ValueError("render: SDF geoms are not supported by the renderer")
         group = np.clip(np.asarray(m.geom_group), 0, 5)
-        alpha = np.asarray(visual.geom_rgba)[:, 3] if m.ngeom else np.zeros(0)
+        try:
+            alpha = np.asarray(_geom_colours(m, np, static_memo(m, "render.materials", _materials))[0])[:, 3]
+        except jax.errors.TracerArrayConversionError as e:
+            raise ValueError("render.Renderer must be built outside jit (it reads the model's colours once)") from e
         self.geom_visible = groups[group] & (alpha > 0)
         self._groups = {}
         for t in sorted(set(gtype[self.geom_visible].tolist())):
@@ -118,22 +157,26 @@ class Renderer:
             raise ValueError(f"render: camera {c} out of range: the model has {self.m.ncam} cameras (-1: free)")
         return c
 
-    def _camera(self, m, d, camera, vis):
+    def _camera(self, m, d, camera):
         """(position (3,), orientation (3, 3), fovy) of the camera."""
+        glob = m.vis.global_
         if isinstance(camera, FreeCamera):
             pos, mat = free_camera_pose(camera)
-            return pos, mat, vis.fovy if camera.fovy is None else camera.fovy
+            return pos, mat, glob.fovy if camera.fovy is None else camera.fovy
         c = self.camera_id(camera)
         if c == -1:
-            cam = FreeCamera(lookat=m.stat.center, distance=1.5 * m.stat.extent, azimuth=vis.azimuth,
-                             elevation=vis.elevation)  # fmt: skip
+            if glob.orthographic:
+                raise ValueError("render: the model's free camera is orthographic (<visual><global "
+                                 "orthographic='true'>), which the renderer does not draw")  # fmt: skip
+            cam = FreeCamera(lookat=m.stat.center, distance=1.5 * m.stat.extent, azimuth=glob.azimuth,
+                             elevation=glob.elevation)  # fmt: skip
             pos, mat = free_camera_pose(cam)
-            return pos, mat, vis.fovy
+            return pos, mat, glob.fovy
         return d.cam_xpos[c], d.cam_xmat[c], m.cam_fovy[c]
 
-    def rays(self, m, d, camera, vis):
+    def rays(self, m, d, camera):
         """Primary rays: origin (3,), directions (H*W, 3) with unit depth, camera orientation (3, 3)."""
-        pos, mat, fovy = self._camera(m, d, camera, vis)
+        pos, mat, fovy = self._camera(m, d, camera)
         local = pixel_directions(self.height, self.width, fovy, d.geom_xpos.dtype)
         return pos, local @ mat.T, mat
 
@@ -222,37 +265,41 @@ class Renderer:
 
     # ---- images ----------------------------------------------------------------------------------------
 
-    def _clip(self, m, vis):
-        return vis.znear * m.stat.extent, vis.zfar * m.stat.extent
+    def _clip(self, m):
+        """Near and far clipping distances (metres): <visual><map znear zfar> times stat.extent, as MuJoCo."""
+        return m.vis.map.znear * m.stat.extent, m.vis.map.zfar * m.stat.extent
 
     def depth(self, d, camera=0, *, model=None, visual=None):
         """Depth (H, W) in metres along the optical axis; pixels that see nothing get the far plane
         (`zfar * stat.extent`), as mujoco.Renderer. Differentiable away from silhouettes."""
-        return self._call("depth", d, camera, model, visual)
+        _no_visual_argument(visual=visual)
+        return self._call("depth", d, camera, model)
 
     def segmentation(self, d, camera=0, *, model=None, visual=None):
         """(H, W, 2) int32: (geom id, mjOBJ_GEOM = 5) per pixel, (-1, -1) where no geom is seen."""
-        return self._call("segmentation", d, camera, model, visual)
+        _no_visual_argument(visual=visual)
+        return self._call("segmentation", d, camera, model)
 
     def rgb(self, d, camera=0, *, model=None, visual=None):
         """(H, W, 3) uint8 colour image."""
-        return self._call("rgb", d, camera, model, visual)
+        _no_visual_argument(visual=visual)
+        return self._call("rgb", d, camera, model)
 
     def render(self, d, camera=0, *, model=None, visual=None) -> dict:
         """All three images from one cast: {"rgb", "depth", "segmentation"}."""
-        return self._call("all", d, camera, model, visual)
+        _no_visual_argument(visual=visual)
+        return self._call("all", d, camera, model)
 
-    def _call(self, what, d, camera, model, visual):
+    def _call(self, what, d, camera, model):
         """Run through one jitted function per (renderer, output, camera index); a FreeCamera is traced."""
         m = self.m if model is None else model
-        vis = self.visual if visual is None else visual
         if isinstance(camera, FreeCamera):
-            return _jitted(self, what, None, m, vis, d, camera)
-        return _jitted(self, what, self.camera_id(camera), m, vis, d, None)
+            return _jitted(self, what, None, m, d, camera)
+        return _jitted(self, what, self.camera_id(camera), m, d, None)
 
-    def _images(self, what, m, vis, d, camera):
-        o, dirs, cmat = self.rays(m, d, camera, vis)
-        near, far = self._clip(m, vis)
+    def _images(self, what, m, d, camera):
+        o, dirs, cmat = self.rays(m, d, camera)
+        near, far = self._clip(m)
         _, geom, prim = self.cast(m, d, o, dirs, near, far)
         H, W = self.height, self.width
         kind = jp.where(geom >= 0, int(ObjType.GEOM), -1).astype(jp.int32)
@@ -264,7 +311,7 @@ class Renderer:
             return t.reshape(H, W)
         hit = geom >= 0
         p = o + t[:, None] * dirs
-        color = self._shade(m, d, vis, geom, p, n, pl, dirs, cmat, hit)
+        color = self._shade(m, d, geom, p, n, pl, dirs, cmat, hit)
         rgb = jp.round(jp.clip(color, 0.0, 1.0) * 255.0).astype(jp.uint8).reshape(H, W, 3)
         if what == "rgb":
             return rgb
@@ -272,71 +319,115 @@ class Renderer:
 
     # ---- shading ---------------------------------------------------------------------------------------
 
-    def _shade(self, m, d, vis, geom, p, n, pl, dirs, cmat, hit):
+    def _shade(self, m, d, geom, p, n, pl, dirs, cmat, hit):
+        plan = static_memo(m, "render.materials", _materials)
+        colour, spec, shin, emission = _geom_colours(m, jp, plan)
         g = jp.maximum(geom, 0)
-        base = vis.geom_rgba[g, :3]
-        if np.any(np.asarray(vis.geom_tex)[self.geom_visible] == 1):
-            base = jp.where((jp.asarray(vis.geom_tex)[g] == 1)[:, None], self._checker(m, vis, g, pl), base)
-        spec = vis.geom_specular[g][:, None]
-        shin = 128.0 * vis.geom_shininess[g][:, None]
+        base = colour[g, :3]
+        if np.any(plan.tex[self.geom_visible] == _TEX_CHECKER):
+            checker = (jp.asarray(plan.tex) == _TEX_CHECKER)[g]
+            base = jp.where(checker[:, None], self._checker(m, plan, g, pl, base), base)
+        spec = spec[g][:, None]
+        shin = 128.0 * shin[g][:, None]
         view = -dirs / jp.sqrt(dot3(dirs, dirs))[:, None]
-        color = vis.geom_emission[g][:, None] * base
-        if vis.headlight_active:
-            amb, dif, spc = vis.headlight[0], vis.headlight[1], vis.headlight[2]
+        color = emission[g][:, None] * base
+        head = m.vis.headlight
+        if head.active:  # 1, or 2 ("auto", MuJoCo 4.0's default: mujoco.Renderer draws it)
             light = cmat[:, 2]  # towards the camera's back: a light at the eye
-            color = color + _light_terms(base, spec, shin, n, view, jp.broadcast_to(light, n.shape), amb, dif, spc, 1.0)
+            color = color + _light_terms(base, spec, shin, n, view, jp.broadcast_to(light, n.shape), head.ambient,
+                                         head.diffuse, head.specular, 1.0)  # fmt: skip
         if m.nlight:
             lpos, ldir = _light_frames(m, d)
             for i in range(m.nlight):
-                if not vis.light_active[i]:
+                if not m.light_active[i]:
                     continue
                 ltype = int(m.light_type[i])
                 if ltype == 1:  # directional
                     to_light = jp.broadcast_to(-ldir[i], n.shape)
-                    vec = to_light * (2.0 * vis.zfar * m.stat.extent)
+                    vec = to_light * (2.0 * m.vis.map.zfar * m.stat.extent)
                     factor = 1.0
                 else:
                     vec = lpos[i] - p
                     dist = jp.sqrt(jp.maximum(dot3(vec, vec), 1e-30))
                     to_light = vec / dist[:, None]
-                    att = vis.light_attenuation[i]
+                    att = m.light_attenuation[i]
                     factor = 1.0 / (att[0] + att[1] * dist + att[2] * dist * dist)
                     if ltype == 0:  # spot cone
                         cosang = -dot3(to_light, ldir[i])
-                        cone = cosang >= jp.cos(jp.deg2rad(vis.light_cutoff[i]))
-                        factor = factor * jp.where(cone, jp.maximum(cosang, 0.0) ** vis.light_exponent[i], 0.0)
+                        cone = cosang >= jp.cos(jp.deg2rad(m.light_cutoff[i]))
+                        factor = factor * jp.where(cone, jp.maximum(cosang, 0.0) ** m.light_exponent[i], 0.0)
                     factor = factor[:, None]
-                if self.shadows and vis.light_castshadow[i]:
+                if self.shadows and m.light_castshadow[i]:
                     start = p + n * (_SHADOW_OFFSET * m.stat.extent)
                     ts, gs, _ = self.cast(m, d, start, vec, 0.0, 1.0)
                     lit = ((gs < 0) | (ts >= 1.0))[:, None]
                 else:
                     lit = True
-                amb = vis.light_ambient[i] * base
-                direct = _light_terms(base, spec, shin, n, view, to_light, 0.0, vis.light_diffuse[i],
-                                      vis.light_specular[i], factor)  # fmt: skip
+                amb = m.light_ambient[i] * base
+                direct = _light_terms(base, spec, shin, n, view, to_light, 0.0, m.light_diffuse[i],
+                                      m.light_specular[i], factor)  # fmt: skip
                 color = color + amb + jp.where(lit, direct, 0.0)
-        if vis.has_sky:
+        if plan.sky >= 0:  # skybox gradient: rgb1 straight up, rgb2 straight down
             up = jp.clip(0.5 + 0.5 * dirs[:, 2] / jp.sqrt(dot3(dirs, dirs)), 0.0, 1.0)[:, None]
-            bg = vis.sky[1] + (vis.sky[0] - vis.sky[1]) * up
+            top, bottom = m.tex_rgb1[plan.sky], m.tex_rgb2[plan.sky]
+            bg = bottom + (top - bottom) * up
         else:
             bg = jp.zeros_like(color)
         return jp.where(hit[:, None], color, bg)
 
-    def _checker(self, m, vis, g, pl):
-        rep = vis.geom_texrepeat[g]
+    def _checker(self, m, plan, g, pl, base):
+        """Checker colour (P, 3) at local hit points `pl` of geoms `g`: the material's texrepeat tiles per geom
+        (per metre with texuniform), times the geom's colour `base`."""
+        matid = jp.asarray(np.maximum(plan.matid, 0))[g]
+        texid = jp.asarray(np.maximum(plan.texid, 0))[g]
+        rep = m.mat_texrepeat[matid]
         size = m.geom_size[g]
-        uniform = jp.asarray(np.asarray(vis.geom_texuniform))[g]
+        uniform = jp.asarray(plan.texuniform)[g]
         scale = jp.where(uniform[:, None] | (size[:, :2] <= 0), rep, rep / jp.maximum(2.0 * size[:, :2], 1e-9))
         uv = pl[:, :2] * scale
         cell = (jp.floor(uv[:, 0]) + jp.floor(uv[:, 1])).astype(jp.int32) % 2
-        tex = jp.where((cell == 0)[:, None], vis.geom_texrgb[g, 0], vis.geom_texrgb[g, 1])
-        return tex * vis.geom_rgba[g, :3]
+        tex = jp.where((cell == 0)[:, None], m.tex_rgb1[texid], m.tex_rgb2[texid])
+        return tex * base
+
+
+def _no_visual_argument(**given) -> None:
+    """The stop-gap arguments `mjcf=` / `visual=` are gone: refuse them with what to do instead."""
+    named = [k for k, v in given.items() if v is not None]
+    if named:
+        verb = "no longer exists" if len(named) == 1 else "no longer exist"
+        raise TypeError(f"render.Renderer: {' and '.join(k + '=' for k in named)} {verb}: the compiled Model "
+                        "carries its colours, materials, textures, lights and <visual> settings (m.geom_rgba, "
+                        "m.mat_*, m.tex_*, m.light_*, m.vis); drop the argument, and render other colours with "
+                        "model=m.replace(geom_rgba=...)")  # fmt: skip
+
+
+def _geom_colours(m, xp, plan: _Materials):
+    """Per geom: colour (ngeom, 4), specular, shininess, emission (ngeom,), with MuJoCo's material rule: a geom with
+    a material takes the material's specular, shininess and emission, and its rgba when the geom's own is the
+    default (0.5, 0.5, 0.5, 1); a flat or gradient builtin texture tints the material's colour with its rgb1.
+    Geoms without a material: their rgba, specular and shininess 0.5, no emission. `xp`: numpy or jax.numpy."""
+    rgba = xp.asarray(m.geom_rgba)
+    half = xp.full(rgba.shape[:1], 0.5, rgba.dtype)
+    if not m.nmat:
+        return rgba, half, half, xp.zeros_like(half)
+    has = plan.matid >= 0
+    mid = np.maximum(plan.matid, 0)
+    mat = xp.asarray(m.mat_rgba)[mid]
+    tint = plan.tex == _TEX_TINT
+    if np.any(tint):
+        rgb1 = xp.asarray(m.tex_rgb1)[np.maximum(plan.texid, 0)]
+        mat = xp.concatenate([xp.where(tint[:, None], mat[:, :3] * rgb1, mat[:, :3]), mat[:, 3:]], axis=1)
+    default = xp.all(rgba == xp.asarray(DEFAULT_RGBA, rgba.dtype), axis=1)
+    colour = xp.where((has & default)[:, None], mat, rgba)
+    spec = xp.where(has, xp.asarray(m.mat_specular)[mid], half)
+    shin = xp.where(has, xp.asarray(m.mat_shininess)[mid], half)
+    emission = xp.where(has, xp.asarray(m.mat_emission)[mid], 0.0)
+    return colour, spec, shin, emission
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _jitted(r: Renderer, what: str, camera_id, m, vis, d, free):
-    return r._images(what, m, vis, d, free if camera_id is None else camera_id)
+def _jitted(r: Renderer, what: str, camera_id, m, d, free):
+    return r._images(what, m, d, free if camera_id is None else camera_id)
 
 
 def _to_local(o, dirs, pos, mat):
