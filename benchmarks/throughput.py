@@ -19,7 +19,6 @@ import mujoco
 
 MJX = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data")
 SUITE = os.path.join(os.path.dirname(os.path.dirname(mujoco.__file__)), "dm_control", "suite")
-BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mjx_lite", "models")
 
 # (label, path, disable flags (None: constraints on), batches, steps)
 CONFIGS = [
@@ -31,17 +30,31 @@ CONFIGS = [
     ("dm_control quadruped (off)", f"{SUITE}/quadruped.xml", ["constraint"], (256, 4096), 100),
     ("mjx barkour_v0 (on; height field)", f"{MJX}/barkour_v0/assets/barkour_v0_mjx.xml", [], (256,), 100),
     ("mjx convex.xml (on; meshes)", f"{MJX}/convex.xml", [], (64,), 50),
-    ("pile.xml, 220 free bodies (on, CG 10)", f"{BUNDLED}/pile.xml", [], (1, 16), 20),
 ]
 QUICK = [("mjx humanoid (off)", f"{MJX}/humanoid/humanoid.xml", ["constraint"], (16,), 10)]
 
 
-def run(path: str, disable: list[str], batch: int, steps: int) -> dict:
+# A run that takes longer is taken as hung: XLA:CPU's batched LAPACK Cholesky (jax.scipy.linalg.cho_factor under vmap)
+# can deadlock on the intra-op thread pool of a 2-core machine (seen in MJX's walker program at batch 4096: every
+# thread waiting in jax::ParallelBatchMap); the row is then rerun without MJX and says so.
+RUN_TIMEOUT_S = 420
+
+
+def run(path: str, disable: list[str], batch: int, steps: int, skip: tuple[str, ...] = ()) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     cmd = [sys.executable, "-m", "mjx_lite.bench", "--model", path, "--batch", str(batch), "--steps", str(steps),
-           "--repeats", "3", "--json", out, "--disable", *disable]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+           "--repeats", "2", "--json", out, "--disable", *disable]  # fmt: skip
+    if skip:
+        cmd += ["--skip", *skip]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        if "mjx" in skip:
+            return {"mjx_lite": {"error": f"no result in {RUN_TIMEOUT_S} s (hung)"}}
+        res = run(path, disable, batch, steps, skip=("mjx", *skip))
+        res["mjx"] = {"error": f"hung (no result in {RUN_TIMEOUT_S} s)"}
+        return res
     if proc.returncode != 0:
         return {"error": proc.stderr[-500:]}
     with open(out) as f:
@@ -68,7 +81,7 @@ def report(quick: bool = False) -> str:
             res = run(path, disable, batch, steps)
             ours, mjx, c = res.get("mjx_lite", {}), res.get("mjx", {}), res.get("mujoco_c", {})
             o, x = _cell(ours, "steps_per_s"), _cell(mjx, "steps_per_s")
-            ratio = f"{o / x:.2f}x" if o and x else ("MJX: " + str(mjx.get("error", "-"))[:60] if o else "-")
+            ratio = f"{o / x:.2f}x" if o and x else ("MJX " + str(mjx.get("error", "-"))[:60] if o else "-")
             comp = (f"{_cell(ours, 'trace_s') or 0:.1f} + {_cell(ours, 'compile_s') or 0:.1f} s / "
                     f"{_cell(mjx, 'trace_s') or 0:.1f} + {_cell(mjx, 'compile_s') or 0:.1f} s") if o and x else "-"
             err = ours.get("error", "") if isinstance(ours, dict) else ""
