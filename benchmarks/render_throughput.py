@@ -126,13 +126,14 @@ def main(argv=None) -> dict:
     return _RESULTS
 
 
-def report() -> str:
-    """Markdown section with the command, date, machine and numbers (runs the benchmark if it has not run)."""
+def report(quick: bool = False) -> str:
+    """Markdown section with the command, date, machine and numbers (runs the benchmark if it has not run; quick:
+    batch 16 at 64x64)."""
     if not _RESULTS:
-        main([])
+        main(["--batch", "16", "--sizes", "64x64"] if quick else [])
     a = _RESULTS["args"]
     lines = [
-        "## Rendering throughput (humanoid, CPU)", "",
+        "### Rendering throughput (humanoid, CPU)", "",
         "`" + COMMAND.format(batch=a.batch, sizes=" ".join(a.sizes), chunk=a.chunk) + "`  ",
         f"{_RESULTS['date']}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, no GPU; "
         f"jax {jax.__version__} ({jax.default_backend()}); mujoco {mujoco.__version__} (EGL, Mesa software). "

@@ -65,7 +65,9 @@ def run_section(name: str, quick: bool) -> str:
         return f"### {name}\n\nTimed out after 2 hours.\n"
     text = out.stdout
     if out.returncode == 0 and "<<<" in text and ">>>" in text:
-        return text.split("<<<\n", 1)[1].rsplit(">>>", 1)[0].strip() + "\n"
+        body = text.split("<<<\n", 1)[1].rsplit(">>>", 1)[0]
+        start = body.find("### ")  # a section's own progress prints come before its heading
+        return (body[start:] if start >= 0 else body).strip() + "\n"
     return f"### {name}\n\nFailed (exit {out.returncode}):\n\n```\n{(out.stderr or text)[-2000:]}\n```\n"
 
 
