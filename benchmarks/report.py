@@ -25,7 +25,7 @@ DOCS = os.path.join(ROOT, "docs")
 PARTS = os.path.join(DOCS, "benchmarks")
 
 # in the order they appear on the page; each is benchmarks/<name>.py with report(quick)
-SECTIONS = ["throughput", "grad_compile", "pile", "memory", "render_throughput", "rl_ppo", "grad_transition",
+SECTIONS = ["throughput", "stages", "grad_compile", "pile", "memory", "render_throughput", "rl_ppo", "grad_transition",
             "grad_swingup", "grad_sysid", "parallel"]  # fmt: skip
 
 

@@ -1,0 +1,109 @@
+"""Where a step's time goes: per-stage times of mjx_lite beside MJX (section of docs/benchmarks.md).
+
+    python benchmarks/stages.py [--batch 4096] [--quick]
+
+The MJX humanoid (its own settings, contacts on) after 50 MuJoCo steps, float32: each pipeline stage jitted alone
+as `jit(vmap(stage))` over `batch` copies of the same state, best of 3 warm calls, in the same process for both
+engines. Stage inputs are forwarded states, so each stage does its full work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import time
+
+import jax
+import jax.numpy as jp
+import mujoco
+from mujoco import mjx
+
+import mjx_lite as mjl
+from mjx_lite.collision import driver
+from mjx_lite.pipeline import constraint, inertia, integrate, kinematics
+from mjx_lite.pipeline import forward as fwd
+
+PATH = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", "humanoid", "humanoid.xml")
+
+OURS = {
+    "kinematics + com_pos": lambda m, d: kinematics.com_pos(m, kinematics.kinematics(m, d)),
+    "crb + factor_m": lambda m, d: inertia.factor_m(m, inertia.crb(m, d)),
+    "collision": driver.collision,
+    "make_constraint": constraint.make_constraint,
+    "fwd_velocity": fwd.fwd_velocity,
+    "fwd_actuation + fwd_acceleration": lambda m, d: fwd.fwd_acceleration(m, fwd.fwd_actuation(m, d)),
+    "solve": fwd.fwd_constraint,
+    "euler": integrate.euler,
+    "whole step": mjl.step,
+}
+MJX = {
+    "kinematics + com_pos": lambda m, d: mjx.com_pos(m, mjx.kinematics(m, d)),
+    "crb + factor_m": lambda m, d: mjx.factor_m(m, mjx.crb(m, d)),
+    "collision": mjx.collision,
+    "make_constraint": mjx.make_constraint,
+    "fwd_velocity": mjx.fwd_velocity,
+    "fwd_actuation + fwd_acceleration": lambda m, d: mjx.fwd_acceleration(m, mjx.fwd_actuation(m, d)),
+    "solve": mjx.solve,
+    "euler": mjx.euler,
+    "whole step": mjx.step,
+}
+
+
+def _time_ms(f, m, d) -> float:
+    g = jax.jit(jax.vmap(f, in_axes=(None, 0)))
+    jax.block_until_ready(g(m, d))
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        jax.block_until_ready(g(m, d))
+        best = min(best, time.perf_counter() - t)
+    return best * 1e3
+
+
+def run(batch: int) -> list[tuple[str, float, float]]:
+    mjm = mujoco.MjModel.from_xml_path(PATH)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(50):
+        mujoco.mj_step(mjm, mjd)
+    m = mjl.load_mjcf(PATH)
+    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos, jp.float32), qvel=jp.asarray(mjd.qvel, jp.float32))
+    d = jax.jit(mjl.forward)(m, d)
+    mx = mjx.put_model(mjm)
+    dx = jax.jit(mjx.forward)(mx, mjx.put_data(mjm, mjd))
+
+    def rep(tree):
+        return jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape) if hasattr(x, "shape") else x, tree)
+
+    db, dxb = rep(d), rep(dx)
+    return [(k, _time_ms(OURS[k], m, db), _time_ms(MJX[k], mx, dxb)) for k in OURS]
+
+
+def report(quick: bool = False, batch: int = 4096) -> str:
+    batch = 64 if quick else batch
+    rows = run(batch)
+    load = os.getloadavg()[0]
+    cmd = "python benchmarks/stages.py" + (" --quick" if quick else f" --batch {batch}")
+    return "\n".join([
+        "### Where a step's time goes (humanoid, float32)",
+        "",
+        f"`{cmd}` ({datetime.date.today()}, {os.cpu_count()} cores, load average {load:.1f}): each stage as "
+        f"`jit(vmap(stage))` over {batch} copies of a forwarded state of the MJX humanoid (contacts on, its own "
+        "settings), best of 3 warm calls, ms per call.",
+        "",
+        "| stage | mjx_lite ms | MJX ms | MJX / mjx_lite |",
+        "| --- | --- | --- | --- |",
+        *[f"| {k} | {a:.2f} | {b:.2f} | {b / a:.2f}x |" for k, a, b in rows],
+    ])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--batch", type=int, default=4096)
+    p.add_argument("--quick", action="store_true")
+    a = p.parse_args()
+    print(report(quick=a.quick, batch=a.batch))
+
+
+if __name__ == "__main__":
+    main()
