@@ -520,6 +520,8 @@ def _channel_rms(m, win, w, r, has_sens):
     out = {}
     start = 0
     for ch, n in sizes:
+        if n == 0:  # e.g. logged sensordata of a model without sensors
+            continue
         part = r[:, start : start + n].reshape(K, -1, w[ch].shape[0]) / w[ch]
         out[ch] = jp.sqrt(jp.mean(part * part))
         start += n
