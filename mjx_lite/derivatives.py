@@ -114,11 +114,10 @@ def differentiate_pos(m: Model, qpos1: jax.Array, qpos2: jax.Array, h: float | j
 def step(m: Model, d: Data) -> Data:
     """`mjx_lite.step` with the derivative chosen by `m.config.contact_gradients`.
 
-    "exact" (default): `mjx_lite.step` itself. "smooth": the same value, with the randomised-smoothing derivative
-    of `smooth_step`. (`mjx_lite.step` consults the configuration itself; this function is the same.)
+    "exact" (default): the exact derivative. "smooth": the same value, with the randomised-smoothing derivative
+    of `smooth_step`. `mjx_lite.step` consults the configuration itself, so this is that function under the name
+    the planners use.
     """
-    if m.config.contact_gradients == "smooth":
-        return smooth_step(m, d)
     return _pipeline.step(m, d)
 
 
