@@ -55,7 +55,7 @@ if ! "$PYTHON" -c "import mujoco.mjx" 2>/dev/null; then
   "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH="/tmp/site:$PYTHONPATH"
 fi
-export MUJOCO_GL=${MUJOCO_GL:-egl}
+unset MUJOCO_GL  # nothing here renders; MUJOCO_GL=egl makes `import mujoco` fail where libEGL is absent
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || true; } > "$OUT/nvidia-smi.txt"
 dm=()

@@ -146,3 +146,36 @@ def test_solver_matches_mujoco(solver, cone, condim):
         tol = NEWTON_TOL if solver == "Newton" else FIRST_ORDER_TOL
         _close(np.asarray(force), d.efc_force[: d.nefc], tol)
         _close(np.asarray(qacc), d.qacc, tol)
+
+
+
+# float32 line search on one quadratic: the first Newton step lands on the minimiser to a few ulps; 1e-5 relative
+# leaves room for that and none for a doubling or bisection step away from it (>= 1/8 of alpha)
+LS_F32_RTOL = 1e-5
+
+
+def test_float32_line_search_stops_at_the_minimum():
+    """Regression: in float32 the line search's derivative test can be out of reach. At the minimiser of a
+    quadratic the Newton step is below alpha's resolution; it used to fail the bracket test, and the fallback
+    doubled alpha away from the minimum and bisected back (the MJX humanoid, 1 solver iteration and 4 line-search
+    steps, drifted 1e-2 in qvel from float64 in 5 steps). One dof, an inactive row: the cost along s = 1 is
+    0.5 a^2 sMs + a g0, minimised at -g0 / sMs, which the first Newton step gives to a rounding."""
+    import jax  # noqa: PLC0415
+
+    layout = common.Layout(kind=np.array([common.INEQUALITY]), cones=())
+    rng = np.random.default_rng(0)
+    n = 2000
+    smsv = jp.asarray(10.0 ** rng.uniform(-2, 3, n), jp.float32)
+    g0v = jp.asarray(-(10.0 ** rng.uniform(-2, 3, n)), jp.float32)
+    one = jp.ones(1, jp.float32)
+
+    def search(sms, g0):
+        # inactive row (jar = 0 q + 1 > 0); M = sMs; Ma = g0 with search 1
+        p = common.Problem(J=jp.zeros((1, 1), jp.float32), D=one, R=one, aref=-one, frictionloss=0 * one,
+                           mask=jp.ones(1, bool), cone_mu=(), cone_friction=(), qacc_smooth=0 * one,
+                           M=sms.reshape(1, 1))  # fmt: skip
+        return common.line_search(layout, p, 0 * one, one, g0.reshape(1), 4, jp.float32(1e-12), jp.float32(1.0))
+
+    alpha = np.asarray(jax.jit(jax.vmap(search))(smsv, g0v), np.float64)
+    exact = -np.asarray(g0v, np.float64) / np.asarray(smsv, np.float64)
+    np.testing.assert_allclose(alpha, exact, rtol=LS_F32_RTOL, atol=0)

@@ -41,14 +41,15 @@ def crb(m: Model, d: Data) -> Data:
     if m.nv == 0:
         return d.replace(crb=crb_, qM=jp.zeros(qm_shape(m), d.cinert.dtype))
     buf = math.inert_mul_c(take(crb_, np.asarray(m.dof_bodyid)), d.cdof)  # (nv, 6)
+    if not is_sparse(m) and not np.any(_tendon_armed(m)):
+        return d.replace(crb=crb_, qM=_dense_qm(m, d, buf))
     vals = jp.sum(take(buf, t.m_rows) * take(d.cdof, t.m_cols), axis=-1)  # (nM,)
     vals = support.put_add(vals, t.madr, m.dof_armature)
     # actuator armature (MuJoCo 4): gear^2 * armature on the dof of a slide/hinge joint transmission
     jdof, jgain = _joint_actuator_armature(m)
     if jdof.size:
         vals = support.put_add(vals, t.madr[jdof], jgain)
-    tendon_armed = np.asarray(m.tendon_armed) if m.tendon_armed is not None else np.zeros(m.ntendon, bool)
-    if np.any(tendon_armed):
+    if np.any(_tendon_armed(m)):
         # tendon armature: (J' diag(a) J) on the tree entries only (MuJoCo keeps qM's dof-tree sparsity and
         # drops couplings between dofs on different branches); a = tendon_armature + gear^2 armature of the
         # tendon's actuators
@@ -65,6 +66,27 @@ def crb(m: Model, d: Data) -> Data:
     else:
         qm = _to_dense(m, vals, symmetric=True)
     return d.replace(crb=crb_, qM=qm)
+
+
+def _tendon_armed(m: Model) -> np.ndarray:
+    """(ntendon,) static bool: tendons with armature (theirs or their actuators')."""
+    return np.asarray(m.tendon_armed) if m.tendon_armed is not None else np.zeros(m.ntendon, bool)
+
+
+def _dense_qm(m: Model, d: Data, buf: jax.Array) -> jax.Array:
+    """Dense qM (nv, nv) without gathers: G = buf cdof' (one small product, buf[i] = I_crb(body(i)) cdof[i]) holds
+    M[i, j] = cdof[j] . I_crb(body(i)) cdof[i] wherever j is an ancestor-or-self of i in the dof tree; a static
+    mask keeps those entries, the transpose fills the upper triangle; armature on the diagonal."""
+    t = support.tables(m)
+    lower = support.memo(m, "inertia_lower_mask", lambda m: t.dof_anc | np.eye(m.nv, dtype=bool))
+    g = jp.tensordot(buf, d.cdof, axes=(1, 1), precision=_HI)  # (nv, nv)
+    low = jp.where(lower, g, 0.0)
+    diag = jp.diagonal(g)
+    arm = m.dof_armature
+    jdof, jgain = _joint_actuator_armature(m)
+    if jdof.size:
+        arm = support.put_add(arm, jdof, jgain)
+    return low + low.T + jp.diag(arm - diag)
 
 
 def _joint_actuator_armature(m: Model) -> tuple[np.ndarray, jax.Array]:

@@ -9,6 +9,8 @@ depth of the tree, not with the number of bodies):
   `level_scan(m, x, fn)`: y[i] = fn(y[parent(i)], x[i]) from the root down (generic forward sweep).
   `forward_accumulate(m, x)`: y[i] = y[parent(i)] + x[i] (prefix sums along the tree).
   `subtree_sum(m, x, include_world)`: y[i] = sum of x over the subtree of i (leaves up).
+  The two linear sweeps are one (nbody, nbody) product with a static 0/1 matrix for trees of at most
+  DENSE_SWEEP_NBODY bodies (one fat op instead of a gather or segment sum per level).
   `memo(m, name, build)`: memoise a static plan per model topology.
 Static-index helpers (one primitive each, no negative-index normalisation): `take`, `put`, `put_add`.
 Wrenches: `wrench_to_cfrc(m, d, body_ids, points, torque_force)` -> (nbody, 6) com-based (for cfrc_ext).
@@ -163,6 +165,12 @@ def body_dof_mask(m: Model) -> np.ndarray:
 # negative-index normalisation jnp indexing adds (keeps traced graphs and compile times small).
 
 _PIB = jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS
+_HI = jax.lax.Precision.HIGHEST
+# trees of at most this many bodies (world included) do linear sweeps (subtree sums, prefix sums) as one dense
+# product with a static 0/1 matrix: O(nbody^2) work in a single op, against one gather or segment sum per level
+# (MJX humanoid, batch 4096, XLA:CPU: crb 60 -> 12 ms with the gather-free qM); larger scenes (the 220-body pile)
+# keep the level sweeps, whose work is linear in the bodies
+DENSE_SWEEP_NBODY = 128
 
 
 def take(x: jax.Array, idx) -> jax.Array:
@@ -212,8 +220,34 @@ def level_scan(m: Model, x: jax.Array, fn) -> jax.Array:
     return take(jp.concatenate(out, axis=0), t.inv_order)
 
 
+def _tree_matrix(m: Model) -> np.ndarray:
+    """(nbody, nbody) static 0/1 matrix: [i, k] = 1 where k is i or a descendant of i (k in the subtree of i)."""
+
+    def build(m: Model) -> np.ndarray:
+        parent = np.asarray(m.body_parentid, np.int64)
+        a = np.eye(m.nbody)
+        for k in range(m.nbody - 1, 0, -1):  # MuJoCo orders bodies parent < child: children before parents
+            a[parent[k]] += a[k]
+        return a
+
+    return memo(m, "support_tree_matrix", build)
+
+
+def _dense_sweep(m: Model) -> bool:
+    """Linear tree sweeps as one (nbody, nbody) product instead of a loop over levels (small trees: one fat op
+    beats depth-many gathers and segment sums, above all under vmap)."""
+    return m.nbody <= DENSE_SWEEP_NBODY
+
+
+def _apply(a: np.ndarray, x: jax.Array) -> jax.Array:
+    y = jp.tensordot(jp.asarray(a, x.dtype), x.reshape(x.shape[0], -1), axes=(1, 0), precision=_HI)
+    return y.reshape(x.shape)
+
+
 def forward_accumulate(m: Model, x: jax.Array) -> jax.Array:
     """Root-to-leaf prefix sums: returns y with y[0] = x[0], y[i] = y[parent(i)] + x[i]. x: (nbody, ...)."""
+    if _dense_sweep(m):
+        return _apply(_tree_matrix(m).T, x)  # y[i] = sum of x over i and its ancestors
     return level_scan(m, x, lambda p, v: p + v)
 
 
@@ -222,6 +256,11 @@ def subtree_sum(m: Model, x: jax.Array, include_world: bool = True) -> jax.Array
 
     With include_world=False, children of the world do not add into body 0 (as mj_crb / mj_rne).
     """
+    if _dense_sweep(m):
+        a = _tree_matrix(m)
+        if not include_world:
+            a = memo(m, "support_tree_matrix_noworld", lambda m: np.concatenate([np.eye(1, m.nbody), a[1:]]))
+        return _apply(a, x)
     t = tables(m)
     xs = take(x, t.order)
     nlev = len(t.level_bounds)

@@ -353,6 +353,9 @@ def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
     return 0.5 * jp.dot(da, Ma) + ev.cost, ev, jar, Ma
 
 
+_LS_STALL_EPS = 4.0  # a line-search Newton step of at most this many ulps of alpha counts as converged
+
+
 def line_search(layout: Layout, p: Problem, qacc: jax.Array, search: jax.Array, Ma: jax.Array, iterations: int,
                 gtol_factor: jax.Array, scale: jax.Array, early_exit: bool = False) -> jax.Array:  # fmt: skip
     """Exact 1-D minimisation of the convex cost from qacc (nv,) along `search` (nv,) (safeguarded Newton with
@@ -385,10 +388,14 @@ def line_search(layout: Layout, p: Problem, qacc: jax.Array, search: jax.Array, 
     def body(c):
         alpha, lo, hi, done = c["alpha"], c["lo"], c["hi"], c["done"]
         d1, d2 = derivs(alpha)
-        conv = jp.abs(d1) < tol
+        newton = alpha - d1 / jp.where(d2 > 0, d2, 1.0)
+        # converged: the derivative test, or a Newton step below the float resolution of alpha (in float32 the
+        # derivative test can be out of reach: without this, the bracket test below fails on a zero step and
+        # the fallback doubles alpha away from the minimum)
+        stall = (d2 > 0) & (jp.abs(newton - alpha) <= _LS_STALL_EPS * jp.finfo(dt).eps * jp.abs(alpha))
+        conv = (jp.abs(d1) < tol) | stall
         lo_n = jp.where(d1 < 0, alpha, lo)
         hi_n = jp.where(d1 >= 0, alpha, hi)
-        newton = alpha - d1 / jp.where(d2 > 0, d2, 1.0)
         ok = (newton > lo_n) & (newton < hi_n) & (d2 > 0)
         fallback = jp.where(jp.isinf(hi_n), 2.0 * jp.maximum(lo_n, alpha) + 1e-12, 0.5 * (lo_n + hi_n))
         nxt = jp.where(ok, newton, fallback)
