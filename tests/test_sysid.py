@@ -183,9 +183,6 @@ TUMBLE = """
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="LM from 0.5 stops at 0.81-0.86 (loss 9-14; 3e-26 at the true 0.8, where our "
-                   "steps equal MuJoCo's): the window loss is not smooth in friction where the box switches between "
-                   "sticking and sliding")  # fmt: skip
 def test_friction_from_a_tumbling_box():
     """A box thrown onto the floor slides and tumbles (the contact friction is the larger of the two geoms', the
     box's): its sliding friction, 0.8 in MuJoCo C, is recovered from 0.5 to 1e-3 (noise-free)."""
