@@ -329,10 +329,13 @@ def fit(m: Model, logs, params=("body_mass",), *, window: int = 10, iterations: 
     arrays = {k: jp.asarray(v, dtype) for k, v in win.items()}
     w = {k: jp.asarray(v, dtype) for k, v in weights.items()}
     spec = dict(entries=entries, fit_starts=bool(fit_initial_states), iterations=int(iterations),
-                hold=None if hold_starts is None else int(hold_starts),
                 optimizer=None if optimizer is None else StaticArg(optimizer))  # fmt: skip
+    # the hold is traced (fits that differ only in hold_starts share one compilation)
+    hold = (jp.asarray(int(iterations) // 2 if hold_starts is None else min(int(hold_starts), int(iterations) + 1)),
+            jp.asarray(hold_starts is None))
     theta, loss, cov_diag, rms = _solve(m, d0, arrays, w, jp.asarray(x0 / scale, dtype), jp.asarray(lo / scale, dtype),
-                                        jp.asarray(hi / scale, dtype), jp.asarray(scale, dtype), **spec)  # fmt: skip
+                                        jp.asarray(hi / scale, dtype), jp.asarray(scale, dtype), hold,
+                                        **spec)  # fmt: skip
     values = np.asarray(theta, np.float64) * scale
     std = np.sqrt(np.maximum(np.asarray(cov_diag, np.float64), 0.0)) * scale
     fitted = _set(m, entries, jp.asarray(values, _field(m, entries[0].name).dtype))
@@ -369,8 +372,10 @@ def _weights(m: Model, win: dict, noise) -> dict:
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("entries", "fit_starts", "iterations", "hold", "optimizer"))
-def _solve(m, d0, win, w, theta0, lo, hi, scale, *, entries, fit_starts, iterations, hold, optimizer):
+@functools.partial(jax.jit, static_argnames=("entries", "fit_starts", "iterations", "optimizer"))
+def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, iterations, optimizer):
+    """hold: (limit, adaptive): the window starts are held for the first `limit` passes, and, when `adaptive`,
+    freed earlier once the parameter-only step is below _HOLD_STEP_TOL."""
     dtype = theta0.dtype
     nv, na = m.nv, m.na
     nx = 2 * nv + na
@@ -476,9 +481,9 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, *, entries, fit_starts, iterati
         # linearises at the initial guess; each pass then evaluates the candidate proposed from the best point so
         # far and keeps it if it lowers the loss (the Jacobian comes with the evaluation, so an accepted candidate
         # is already linearised for the next step). With fit_starts, the first passes hold the window starts at
-        # the log (free = False) and propose parameter-only steps; the starts are freed after `hold` passes or,
-        # by default, once the parameter-only step is below _HOLD_STEP_TOL (at most half of the passes).
-        limit = (iterations + 1) // 2 if hold is None else hold
+        # the log (free = False) and propose parameter-only steps; the starts are freed after `limit` passes or,
+        # when `adaptive`, once the parameter-only step is below _HOLD_STEP_TOL.
+        limit, adaptive = hold
 
         def iteration(carry, i):
             best, lin_best, cost_best, lam, cand, free = carry
@@ -492,7 +497,7 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, *, entries, fit_starts, iterati
             if fit_starts:
                 held, _ = lm_step(lin_best, lam, jp.asarray(False))
                 converged = jp.max(jp.abs(project(best[0] + held) - best[0])) <= _HOLD_STEP_TOL
-                free = free | (i >= limit) | (converged if hold is None else False)
+                free = free | (i >= limit) | (adaptive & converged)
             dtheta, ddelta = lm_step(lin_best, lam, free)
             cand = (project(best[0] + dtheta), best[1] + ddelta)
             return (best, lin_best, cost_best, lam, cand, free), cost_best
