@@ -52,10 +52,12 @@ _LM_LAMBDA0 = 1e-3
 _LM_UP = 5.0
 _LM_DOWN = 1 / 3
 _LM_MIN, _LM_MAX = 1e-12, 1e12
-# the window starts are held at the logged states until the parameter-only Levenberg-Marquardt step is below this
-# (in parameters scaled by their initial magnitude, max norm): the parameter-only fit has converged to 1e-6 of the
-# parameters' size and what is left is for the start corrections (see `fit`, hold_starts)
+# the window starts are held at the logged states until the parameter-only Levenberg-Marquardt fit has converged:
+# its step is below _HOLD_STEP_TOL (in parameters scaled by their initial magnitude, max norm; zero-residual
+# problems, whose loss keeps falling by orders) or an accepted step lowered the loss by less than _HOLD_FTOL of
+# itself (noisy data: what is left is for the start corrections). See `fit`, hold_starts.
 _HOLD_STEP_TOL = 1e-6
+_HOLD_FTOL = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,11 +296,12 @@ def fit(m: Model, logs, params=("body_mass",), *, window: int = 10, iterations: 
         variables); else the logged start states are used as they are.
       hold_starts: with `fit_initial_states` and Levenberg-Marquardt, the number of the first iterations in
         which the window starts stay at the logged states and only the parameters move. None (default): until
-        the parameter-only step is below 1e-6 of the parameters' size (that fit has converged), at most half of
-        the iterations. 0: parameters and starts from the first iteration. Holding the starts first matters when
-        the initial parameters are far off: the start corrections then absorb the model error instead (on a box
-        tumbling with contacts, corrections of 2 m/s moved the box into other contact phases and the joint fit
-        stalled at a wrong friction; see docs/gradients.md).
+        the parameter-only fit has converged (its step is below 1e-6 of the parameters' size or an accepted step
+        lowered the loss by less than 0.1 %), at most half of the iterations. 0: parameters and starts from the
+        first iteration. Holding the starts first matters when the initial parameters are far off: the start
+        corrections then absorb the model error instead (on a box tumbling with contacts, corrections of 2 m/s
+        moved the box into other contact phases and the joint fit stalled at a wrong friction; see
+        docs/gradients.md).
       noise: the standard deviation of the noise of each channel ({"qpos": .., "qvel": .., "act": ..,
         "sensordata": ..}, scalars or per-coordinate arrays): residuals are divided by it. Default: each channel
         scaled by the root-mean-square of its data (1 where that is 0).
@@ -375,7 +378,7 @@ def _weights(m: Model, win: dict, noise) -> dict:
 @functools.partial(jax.jit, static_argnames=("entries", "fit_starts", "iterations", "optimizer"))
 def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, iterations, optimizer):
     """hold: (limit, adaptive): the window starts are held for the first `limit` passes, and, when `adaptive`,
-    freed earlier once the parameter-only step is below _HOLD_STEP_TOL."""
+    freed earlier once the parameter-only fit has converged (_HOLD_STEP_TOL, _HOLD_FTOL)."""
     dtype = theta0.dtype
     nv, na = m.nv, m.na
     nx = 2 * nv + na
@@ -482,7 +485,7 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
         # far and keeps it if it lowers the loss (the Jacobian comes with the evaluation, so an accepted candidate
         # is already linearised for the next step). With fit_starts, the first passes hold the window starts at
         # the log (free = False) and propose parameter-only steps; the starts are freed after `limit` passes or,
-        # when `adaptive`, once the parameter-only step is below _HOLD_STEP_TOL.
+        # when `adaptive`, once the parameter-only fit has converged (_HOLD_STEP_TOL, _HOLD_FTOL).
         limit, adaptive = hold
 
         def iteration(carry, i):
@@ -492,11 +495,12 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
             accept = finite & jp.isfinite(cost) & (cost < cost_best)
             pick = lambda new, old: jax.tree.map(lambda a, b: jp.where(accept, a, b), new, old)  # noqa: E731
             best, lin_best = pick(cand, best), pick(lin, lin_best)
+            stalled = accept & (cost > (1.0 - _HOLD_FTOL) * cost_best)
             cost_best = jp.where(accept, cost, cost_best)
             lam = jp.clip(jp.where(accept, lam * _LM_DOWN, lam * _LM_UP), _LM_MIN, _LM_MAX)
             if fit_starts:
                 held, _ = lm_step(lin_best, lam, jp.asarray(False))
-                converged = jp.max(jp.abs(project(best[0] + held) - best[0])) <= _HOLD_STEP_TOL
+                converged = stalled | (jp.max(jp.abs(project(best[0] + held) - best[0])) <= _HOLD_STEP_TOL)
                 free = free | (i >= limit) | (adaptive & converged)
             dtheta, ddelta = lm_step(lin_best, lam, free)
             cand = (project(best[0] + dtheta), best[1] + ddelta)
