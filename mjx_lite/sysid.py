@@ -18,7 +18,9 @@ start state (the logged state plus a fitted tangent-space correction when `fit_i
 the logged start does not bias the parameters) and its states and sensors are compared with the log, scaled by
 the noise levels (`noise`). The weighted least-squares problem over the parameters and the window starts is solved
 by Levenberg-Marquardt (Gauss-Newton with Marquardt's diagonal damping, the window starts eliminated by a Schur
-complement, static iteration count) or, with `optimizer=`, by an optax optimiser on the same loss. Parameters are
+complement, static iteration count; the starts are held at the logged states until the parameter-only fit has
+converged, `hold_starts`, so that they do not absorb the error of far-off initial parameters) or, with
+`optimizer=`, by an optax optimiser on the same loss (starts and parameters together). Parameters are
 scaled by their initial magnitude and projected onto bounds after every step: by default masses, inertias,
 damping, armature, friction, stiffness stay positive or zero (`bounds` overrides). Short windows keep the problem
 close to convex even where long rollouts would diverge (contacts, unstable systems).
