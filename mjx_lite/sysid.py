@@ -57,7 +57,10 @@ _LM_MIN, _LM_MAX = 1e-12, 1e12
 # the window starts are held at the logged states until the parameter-only Levenberg-Marquardt fit has converged:
 # its step is below _HOLD_STEP_TOL (in parameters scaled by their initial magnitude, max norm; zero-residual
 # problems, whose loss keeps falling by orders) or an accepted step lowered the loss by less than _HOLD_FTOL of
-# itself (noisy data: what is left is for the start corrections). See `fit`, hold_starts.
+# itself (noisy data: what is left is for the start corrections). See `fit`, hold_starts. Measured on the tumbling
+# box (tests/test_sysid.py): noise-free, the friction-only steps (relative to the initial 0.5) shrink 0.52, 0.049,
+# 0.014, 0.015, 8e-4, 2e-7 (so 1e-6 ends the hold one step after the fit is at round-off); with 1e-3 noise its loss
+# levels off with a step that gains 1e-4 after steps that gained >= 0.2 %.
 _HOLD_STEP_TOL = 1e-6
 _HOLD_FTOL = 1e-3
 

@@ -100,6 +100,8 @@ def test_bad_input_gives_clear_errors():
         sysid.fit(m, {k: v for k, v in log.items() if k != "ctrl"}, params="body_mass")
     with pytest.raises(ValueError, match="no log has a full window"):
         sysid.fit(m, log, params="body_mass", window=50)
+    with pytest.raises(ValueError, match="hold_starts must be None or a non-negative int"):
+        sysid.fit(m, log, params="body_mass", hold_starts=-1)
     with pytest.raises(ValueError, match="outside their bounds"):
         sysid.fit(m, log, params="dof_damping", bounds={"dof_damping": (1.0, 2.0)})
     with pytest.raises(ValueError, match="non-finite"):
