@@ -152,3 +152,40 @@ def test_frozen_messages_say_what_works():
         mjl.make_data(m).qpos = jp.zeros(1)  # type: ignore[misc]
     fixed = m.replace(opt=m.opt.replace(timestep=jp.asarray(0.1)))  # what the message says works
     assert float(fixed.opt.timestep) == pytest.approx(0.1)
+
+
+def _dot_precisions(jaxpr) -> set:
+    """Precision parameters of every dot_general in a jaxpr, nested ones included."""
+    out = set()
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            out.add(eqn.params["precision"])
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                inner = getattr(sub, "jaxpr", None)
+                if inner is not None:
+                    out |= _dot_precisions(getattr(inner, "jaxpr", inner))
+    return out
+
+
+def test_matmul_precision_reaches_every_product_of_step_and_its_gradient():
+    """Config.matmul_precision: "highest" (default) on every product of step, also the implicit solver's backward
+    pass (traced outside step's own context); "default" leaves JAX's setting to the products that do not pin their
+    own (a few small tree products always ask for HIGHEST)."""
+    with pytest.raises(ValueError, match="matmul_precision"):
+        mjl.Config(matmul_precision="tf32")
+    m = mjl.load_mjcf_string(PENDULUM)
+    d = mjl.make_data(m).replace(qpos=jp.array([1.2]))  # past the limit: a constraint row, the solver runs
+    hi = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
+
+    def loss(m, qvel):
+        return mjl.step(m, d.replace(qvel=qvel)).qvel.sum()
+
+    for config in (m.config, m.config.replace(matmul_precision="default")):
+        mm = m.replace(config=config)
+        fwd = _dot_precisions(jax.make_jaxpr(mjl.step)(mm, d).jaxpr)
+        grad = _dot_precisions(jax.make_jaxpr(jax.grad(loss, argnums=1))(mm, d.qvel).jaxpr)
+        if config.matmul_precision == "highest":
+            assert fwd == {hi} and grad == {hi}, (fwd, grad)
+        else:
+            assert None in fwd and None in grad, (fwd, grad)

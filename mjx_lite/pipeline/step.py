@@ -9,6 +9,9 @@ trace time: free at run time), so a wrong-shaped field is an error that names it
 
 from __future__ import annotations
 
+import functools
+
+from mjx_lite.config import matmul_precision
 from mjx_lite.data import check_data
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import integrate, sensor, smoothing
@@ -18,12 +21,26 @@ from mjx_lite.types import Data, IntegratorType, Model
 __all__ = ["forward", "inverse", "step", "step1", "step2"]
 
 
+def _precision(fn):
+    """Trace fn(m, d) under the model's matrix-product precision (`Config.matmul_precision`)."""
+
+    @functools.wraps(fn)
+    def wrapped(m: Model, d: Data) -> Data:
+        with matmul_precision(m.config):
+            return fn(m, d)
+
+    return wrapped
+
+
+
+@_precision
 def forward(m: Model, d: Data) -> Data:
     """Forward dynamics (mj_forward): every derived quantity of the state, qacc and the sensors."""
     check_data(m, d)
     return fwd.forward(m, d)
 
 
+@_precision
 def step(m: Model, d: Data) -> Data:
     """Advance the simulation by one timestep (mj_step) with the model's integrator.
 
@@ -55,6 +72,7 @@ def step(m: Model, d: Data) -> Data:
     return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)  # reset state, not stepped
 
 
+@_precision
 def step1(m: Model, d: Data) -> Data:
     """First half of mj_step (mj_step1): checks, position and velocity stages with their sensors.
 
@@ -71,6 +89,7 @@ def step1(m: Model, d: Data) -> Data:
     return d
 
 
+@_precision
 def step2(m: Model, d: Data) -> Data:
     """Second half of mj_step (mj_step2): actuation, acceleration, constraints, sensors, integration.
 
@@ -94,6 +113,7 @@ def step2(m: Model, d: Data) -> Data:
     return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)
 
 
+@_precision
 def inverse(m: Model, d: Data) -> Data:
     """Inverse dynamics (mj_inverse): qfrc_inverse, the constraint forces implied by qacc, and the sensors."""
     check_data(m, d)

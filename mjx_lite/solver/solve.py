@@ -26,6 +26,7 @@ import jax.numpy as jp
 import jax.scipy.linalg as jsl
 import jax.scipy.sparse.linalg as jssl
 
+from mjx_lite.config import Config, matmul_precision
 from mjx_lite.pipeline import constraint, inertia
 from mjx_lite.solver import common, pgs, primal
 from mjx_lite.types import Data, DisableBit, Model, SolverType
@@ -48,11 +49,12 @@ def bwd_cg_maxiter(nv: int) -> int:
     return max(100, 2 * nv)
 
 
-def _implicit(layout: common.Layout, run: Callable, minv_of: Callable | None = None):
+def _implicit(layout: common.Layout, run: Callable, minv_of: Callable | None = None, config: Config | None = None):
     """Wrap run(prob, qacc0, consts) -> (qacc, stats) with the implicit-function VJP at the returned qacc.
 
     minv_of(consts) -> (x -> M^-1 x): given, the backward solve with H is matrix-free conjugate gradients
-    preconditioned by M^-1; None: H is formed and Cholesky-factorised.
+    preconditioned by M^-1; None: H is formed and Cholesky-factorised. config: its matmul_precision also holds in
+    the backward pass (traced outside the forward's context).
     """
 
     @jax.custom_vjp
@@ -64,6 +66,12 @@ def _implicit(layout: common.Layout, run: Callable, minv_of: Callable | None = N
         return out, (prob, out[0], qacc0, consts)
 
     def f_bwd(res, cts):
+        if config is None:
+            return _bwd(res, cts)
+        with matmul_precision(config):
+            return _bwd(res, cts)
+
+    def _bwd(res, cts):
         prob, qacc, qacc0, consts = res
         abar = cts[0]
         _, ev, _, _ = common.primal_cost(layout, prob, qacc)
@@ -133,7 +141,7 @@ def solve(m: Model, d: Data) -> Data:
 
         consts.update(qLD=d.qLD, qLDiagInv=d.qLDiagInv)
         matrix_free = prob.J_colind is not None and opt.solver == SolverType.CG
-        f = _implicit(layout, run_closed, minv_of if matrix_free else None)
+        f = _implicit(layout, run_closed, minv_of if matrix_free else None, m.config)
         qacc, (force, niter, improvement, gradient) = f(prob, qacc0, consts)
         _, ev, _, _ = common.primal_cost(layout, prob, qacc)
         # value: the solver's own forces (PGS: its dual iterate, which near a stiff optimum is far more accurate
