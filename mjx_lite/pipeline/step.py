@@ -32,7 +32,6 @@ def _precision(fn):
     return wrapped
 
 
-
 @_precision
 def forward(m: Model, d: Data) -> Data:
     """Forward dynamics (mj_forward): every derived quantity of the state, qacc and the sensors."""
