@@ -16,7 +16,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
-from mjx_lite.pipeline import fluid
+from mjx_lite.pipeline import fluid, support
 from mjx_lite.pipeline.tendon import apply_ft
 from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
 
@@ -88,17 +88,26 @@ def _dampers(m: Model, d: Data) -> jax.Array:
     trntype = np.asarray(m.actuator_trntype)
     trnid = np.asarray(m.actuator_trnid)
     g2 = m.actuator_gear[:, 0] ** 2 if m.nu else None
+    # all (actuator, dof) pairs of joint transmissions at once: one gather, one scatter-add (the traced graph does
+    # not grow with the number of actuators)
     isjnt = (trntype == TrnType.JOINT) | (trntype == TrnType.JOINTINPARENT)
+    acts, cols = [], []
     for i in np.nonzero(isjnt)[0]:
         j = int(trnid[i, 0])
         nd = JointType(int(m.jnt_type[j])).dof_width()
-        cols = int(m.jnt_dofadr[j]) + np.arange(nd)
-        f = _poly_damp(d.qvel[cols], m.actuator_damping[i], m.actuator_dampingpoly[i])
-        qfrc = qfrc.at[cols].add(-g2[i] * f)
-    for i in np.nonzero(trntype == TrnType.TENDON)[0]:
-        t = int(trnid[i, 0])
-        f = _poly_damp(d.ten_velocity[t], m.actuator_damping[i], m.actuator_dampingpoly[i])
-        qfrc = qfrc - g2[i] * f * d.ten_J[t]
+        acts += [i] * nd
+        cols += list(int(m.jnt_dofadr[j]) + np.arange(nd))
+    if acts:
+        acts, cols = np.asarray(acts), np.asarray(cols)
+        damp, poly = support.take(m.actuator_damping, acts), support.take(m.actuator_dampingpoly, acts)
+        f = _poly_damp(support.take(d.qvel, cols), damp, poly)
+        qfrc = support.put_add(qfrc, cols, -support.take(g2, acts) * f)
+    ten_act = np.nonzero(trntype == TrnType.TENDON)[0]
+    if ten_act.size:
+        t = trnid[ten_act, 0]
+        f = _poly_damp(support.take(d.ten_velocity, t), support.take(m.actuator_damping, ten_act),
+                       support.take(m.actuator_dampingpoly, ten_act))  # fmt: skip
+        qfrc = qfrc - (support.take(g2, ten_act) * f) @ support.take(d.ten_J, t)
     return qfrc
 
 
