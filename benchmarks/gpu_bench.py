@@ -542,6 +542,11 @@ def meta(a, t_start: float) -> dict:
     try:
         info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                         text=True, timeout=10).stdout.strip() or os.environ.get("MJX_LITE_COMMIT", "")
+        # a copied working tree can differ from the HEAD it carries (the device machines get the tree, not commits)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30).stdout.strip()  # fmt: skip
+        if info["commit"] and dirty:
+            info["commit"] += " plus uncommitted changes"
     except Exception:  # noqa: BLE001
         info["commit"] = os.environ.get("MJX_LITE_COMMIT", "")
     return info
