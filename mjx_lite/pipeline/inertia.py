@@ -41,31 +41,14 @@ def crb(m: Model, d: Data) -> Data:
     if m.nv == 0:
         return d.replace(crb=crb_, qM=jp.zeros(qm_shape(m), d.cinert.dtype))
     buf = math.inert_mul_c(take(crb_, np.asarray(m.dof_bodyid)), d.cdof)  # (nv, 6)
-    if not is_sparse(m) and not np.any(_tendon_armed(m)):
+    if not is_sparse(m):
         return d.replace(crb=crb_, qM=_dense_qm(m, d, buf))
     vals = jp.sum(take(buf, t.m_rows) * take(d.cdof, t.m_cols), axis=-1)  # (nM,)
-    vals = support.put_add(vals, t.madr, m.dof_armature)
-    # actuator armature (MuJoCo 4): gear^2 * armature on the dof of a slide/hinge joint transmission
-    jdof, jgain = _joint_actuator_armature(m)
-    if jdof.size:
-        vals = support.put_add(vals, t.madr[jdof], jgain)
+    vals = support.put_add(vals, t.madr, _dof_armature(m))
     if np.any(_tendon_armed(m)):
-        # tendon armature: (J' diag(a) J) on the tree entries only (MuJoCo keeps qM's dof-tree sparsity and
-        # drops couplings between dofs on different branches); a = tendon_armature + gear^2 armature of the
-        # tendon's actuators
-        a = m.tendon_armature
-        trn = np.asarray(m.actuator_trntype)
-        act = np.nonzero(trn == TrnType.TENDON)[0]
-        if act.size:
-            ten = np.asarray(m.actuator_trnid)[act, 0]
-            a = a.at[ten].add(m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act])
         J = d.ten_J
-        vals = vals + jp.einsum("t,tk,tk->k", a, J[:, t.m_rows], J[:, t.m_cols])
-    if is_sparse(m):
-        qm = vals
-    else:
-        qm = _to_dense(m, vals, symmetric=True)
-    return d.replace(crb=crb_, qM=qm)
+        vals = vals + jp.einsum("t,tk,tk->k", _tendon_armature(m), J[:, t.m_rows], J[:, t.m_cols])
+    return d.replace(crb=crb_, qM=vals)
 
 
 def _tendon_armed(m: Model) -> np.ndarray:
@@ -73,20 +56,38 @@ def _tendon_armed(m: Model) -> np.ndarray:
     return np.asarray(m.tendon_armed) if m.tendon_armed is not None else np.zeros(m.ntendon, bool)
 
 
+def _tendon_armature(m: Model) -> jax.Array:
+    """(ntendon,) tendon_armature + gear^2 armature of the tendon's actuators. Tendon armature adds J' diag(a) J
+    to qM on the tree entries only (MuJoCo keeps qM's dof-tree sparsity and drops couplings between dofs on
+    different branches)."""
+    a = m.tendon_armature
+    act = np.nonzero(np.asarray(m.actuator_trntype) == TrnType.TENDON)[0]
+    if act.size:
+        ten = np.asarray(m.actuator_trnid)[act, 0]
+        a = a.at[ten].add(m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act])
+    return a
+
+
+def _dof_armature(m: Model) -> jax.Array:
+    """(nv,) dof_armature plus the actuator armature of slide/hinge joint transmissions (MuJoCo 4: gear^2 *
+    armature on the joint's dof)."""
+    jdof, jgain = _joint_actuator_armature(m)
+    return support.put_add(m.dof_armature, jdof, jgain) if jdof.size else m.dof_armature
+
+
 def _dense_qm(m: Model, d: Data, buf: jax.Array) -> jax.Array:
     """Dense qM (nv, nv) without gathers: G = buf cdof' (one small product, buf[i] = I_crb(body(i)) cdof[i]) holds
-    M[i, j] = cdof[j] . I_crb(body(i)) cdof[i] wherever j is an ancestor-or-self of i in the dof tree; a static
-    mask keeps those entries, the transpose fills the upper triangle; armature on the diagonal."""
+    M[i, j] = cdof[j] . I_crb(body(i)) cdof[i] wherever j is an ancestor-or-self of i in the dof tree (plus the
+    tendon armature's J' diag(a) J); a static mask keeps those entries, the transpose fills the upper triangle;
+    dof armature on the diagonal."""
     t = support.tables(m)
     lower = support.memo(m, "inertia_lower_mask", lambda m: t.dof_anc | np.eye(m.nv, dtype=bool))
     g = jp.tensordot(buf, d.cdof, axes=(1, 1), precision=_HI)  # (nv, nv)
+    if np.any(_tendon_armed(m)):
+        J = d.ten_J
+        g = g + jp.einsum("t,ti,tj->ij", _tendon_armature(m), J, J, precision=_HI)
     low = jp.where(lower, g, 0.0)
-    diag = jp.diagonal(g)
-    arm = m.dof_armature
-    jdof, jgain = _joint_actuator_armature(m)
-    if jdof.size:
-        arm = support.put_add(arm, jdof, jgain)
-    return low + low.T + jp.diag(arm - diag)
+    return low + low.T + jp.diag(_dof_armature(m) - jp.diagonal(g))
 
 
 def _joint_actuator_armature(m: Model) -> tuple[np.ndarray, jax.Array]:
