@@ -451,15 +451,15 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
         gd = jp.einsum("kri,kr->ki", Jd, r)
         return Att, gt, Atd, Add, gd
 
-    def lm_step(lin, lam, free=None):
-        """Levenberg-Marquardt step (dtheta, ddelta) with Marquardt's diagonal damping lam; the window starts are
-        eliminated by a Schur complement (block-diagonal in the windows). free: whether the starts move (a traced
-        bool; None: as fit_starts)."""
+    def lm_step(lin, lam):
+        """Levenberg-Marquardt steps with Marquardt's diagonal damping lam: (held, dtheta, ddelta), the
+        parameter-only step with the window starts held, and the joint step with the starts eliminated by a Schur
+        complement (block-diagonal in the windows; without fit_starts, the held step and zero)."""
         Att, gt, Atd, Add, gd = blocks(lin)
         Dt = jp.maximum(jp.diagonal(Att), tiny)
         held = -jp.linalg.solve(Att + jp.diag(lam * Dt), gt)
         if not fit_starts:
-            return held, jp.zeros((K, nx), dtype)
+            return held, held, jp.zeros((K, nx), dtype)
         Dd = jp.maximum(jp.diagonal(Add, axis1=1, axis2=2), tiny)
         Add_l = Add + jax.vmap(jp.diag)(lam * Dd)
         inv_gd = jp.linalg.solve(Add_l, gd[..., None])[..., 0]
@@ -468,9 +468,7 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
         rhs = gt - jp.einsum("kij,kj->i", Atd, inv_gd)
         dtheta = -jp.linalg.solve(S + jp.diag(lam * Dt), rhs)
         ddelta = -(inv_gd + jp.einsum("kij,j->ki", inv_Adt, dtheta))
-        if free is None:
-            return dtheta, ddelta
-        return jp.where(free, dtheta, held), jp.where(free, ddelta, 0.0)
+        return held, dtheta, ddelta
 
     def gn_matrix(lin):
         """Gauss-Newton matrix of theta with the window starts eliminated (for the covariance)."""
@@ -503,11 +501,11 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
             stalled = accept & (cost > (1.0 - _HOLD_FTOL) * cost_best)
             cost_best = jp.where(accept, cost, cost_best)
             lam = jp.clip(jp.where(accept, lam * _LM_DOWN, lam * _LM_UP), _LM_MIN, _LM_MAX)
+            held, dtheta, ddelta = lm_step(lin_best, lam)
             if fit_starts:
-                held, _ = lm_step(lin_best, lam, jp.asarray(False))
                 converged = stalled | (jp.max(jp.abs(project(best[0] + held) - best[0])) <= _HOLD_STEP_TOL)
                 free = free | (i >= limit) | (adaptive & converged)
-            dtheta, ddelta = lm_step(lin_best, lam, free)
+                dtheta, ddelta = jp.where(free, dtheta, held), jp.where(free, ddelta, 0.0)
             cand = (project(best[0] + dtheta), best[1] + ddelta)
             return (best, lin_best, cost_best, lam, cand, free), cost_best
 
