@@ -49,12 +49,12 @@ def bwd_cg_maxiter(nv: int) -> int:
     return max(100, 2 * nv)
 
 
-def _implicit(layout: common.Layout, run: Callable, minv_of: Callable | None = None, config: Config | None = None):
+def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Callable | None = None):
     """Wrap run(prob, qacc0, consts) -> (qacc, stats) with the implicit-function VJP at the returned qacc.
 
     minv_of(consts) -> (x -> M^-1 x): given, the backward solve with H is matrix-free conjugate gradients
-    preconditioned by M^-1; None: H is formed and Cholesky-factorised. config: its matmul_precision also holds in
-    the backward pass (traced outside the forward's context).
+    preconditioned by M^-1; None: H is formed and Cholesky-factorised. config: the model's; its matmul_precision
+    also holds in the backward pass (traced outside the forward's context).
     """
 
     @jax.custom_vjp
@@ -66,24 +66,19 @@ def _implicit(layout: common.Layout, run: Callable, minv_of: Callable | None = N
         return out, (prob, out[0], qacc0, consts)
 
     def f_bwd(res, cts):
-        if config is None:
-            return _bwd(res, cts)
         with matmul_precision(config):
-            return _bwd(res, cts)
-
-    def _bwd(res, cts):
-        prob, qacc, qacc0, consts = res
-        abar = cts[0]
-        _, ev, _, _ = common.primal_cost(layout, prob, qacc)
-        if minv_of is None:
-            H = common.full_m(layout, prob) + common.constraint_hessian(layout, prob, ev)
-            w = jsl.cho_solve(jsl.cho_factor(H, lower=True), abar)
-        else:
-            w, _ = jssl.cg(lambda v: common.hess_mul(layout, prob, ev, v), abar, M=minv_of(consts),
-                           tol=bwd_cg_rtol(abar.dtype), maxiter=bwd_cg_maxiter(abar.shape[0]))  # fmt: skip
-        _, vjp = jax.vjp(lambda p: _optimality(layout, p, qacc), prob)
-        (pbar,) = vjp(-w)
-        return pbar, jp.zeros_like(qacc0), jax.tree.map(jp.zeros_like, consts)
+            prob, qacc, qacc0, consts = res
+            abar = cts[0]
+            _, ev, _, _ = common.primal_cost(layout, prob, qacc)
+            if minv_of is None:
+                H = common.full_m(layout, prob) + common.constraint_hessian(layout, prob, ev)
+                w = jsl.cho_solve(jsl.cho_factor(H, lower=True), abar)
+            else:
+                w, _ = jssl.cg(lambda v: common.hess_mul(layout, prob, ev, v), abar, M=minv_of(consts),
+                               tol=bwd_cg_rtol(abar.dtype), maxiter=bwd_cg_maxiter(abar.shape[0]))  # fmt: skip
+            _, vjp = jax.vjp(lambda p: _optimality(layout, p, qacc), prob)
+            (pbar,) = vjp(-w)
+            return pbar, jp.zeros_like(qacc0), jax.tree.map(jp.zeros_like, consts)
 
     f.defvjp(f_fwd, f_bwd)
     return f
@@ -141,7 +136,7 @@ def solve(m: Model, d: Data) -> Data:
 
         consts.update(qLD=d.qLD, qLDiagInv=d.qLDiagInv)
         matrix_free = prob.J_colind is not None and opt.solver == SolverType.CG
-        f = _implicit(layout, run_closed, minv_of if matrix_free else None, m.config)
+        f = _implicit(layout, run_closed, m.config, minv_of if matrix_free else None)
         qacc, (force, niter, improvement, gradient) = f(prob, qacc0, consts)
         _, ev, _, _ = common.primal_cost(layout, prob, qacc)
         # value: the solver's own forces (PGS: its dual iterate, which near a stiff optimum is far more accurate
