@@ -13,6 +13,7 @@ import argparse
 import datetime
 import os
 import time
+import types
 
 import jax
 import jax.numpy as jp
@@ -26,28 +27,28 @@ from mjx_lite.pipeline import forward as fwd
 
 PATH = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", "humanoid", "humanoid.xml")
 
-OURS = {
-    "kinematics + com_pos": lambda m, d: kinematics.com_pos(m, kinematics.kinematics(m, d)),
-    "crb + factor_m": lambda m, d: inertia.factor_m(m, inertia.crb(m, d)),
-    "collision": driver.collision,
-    "make_constraint": constraint.make_constraint,
-    "fwd_velocity": fwd.fwd_velocity,
-    "fwd_actuation + fwd_acceleration": lambda m, d: fwd.fwd_acceleration(m, fwd.fwd_actuation(m, d)),
-    "solve": fwd.fwd_constraint,
-    "euler": integrate.euler,
-    "whole step": mjl.step,
-}
-MJX = {
-    "kinematics + com_pos": lambda m, d: mjx.com_pos(m, mjx.kinematics(m, d)),
-    "crb + factor_m": lambda m, d: mjx.factor_m(m, mjx.crb(m, d)),
-    "collision": mjx.collision,
-    "make_constraint": mjx.make_constraint,
-    "fwd_velocity": mjx.fwd_velocity,
-    "fwd_actuation + fwd_acceleration": lambda m, d: mjx.fwd_acceleration(m, mjx.fwd_actuation(m, d)),
-    "solve": mjx.solve,
-    "euler": mjx.euler,
-    "whole step": mjx.step,
-}
+
+def _stages(e) -> dict:
+    """The pipeline stages of one engine `e` (a namespace with MJX's stage names), each f(m, d) -> Data."""
+    return {
+        "kinematics + com_pos": lambda m, d: e.com_pos(m, e.kinematics(m, d)),
+        "crb + factor_m": lambda m, d: e.factor_m(m, e.crb(m, d)),
+        "collision": e.collision,
+        "make_constraint": e.make_constraint,
+        "fwd_velocity": e.fwd_velocity,
+        "fwd_actuation + fwd_acceleration": lambda m, d: e.fwd_acceleration(m, e.fwd_actuation(m, d)),
+        "solve": e.solve,
+        "euler": e.euler,
+        "whole step": e.step,
+    }
+
+
+OURS = _stages(types.SimpleNamespace(
+    kinematics=kinematics.kinematics, com_pos=kinematics.com_pos, crb=inertia.crb, factor_m=inertia.factor_m,
+    collision=driver.collision, make_constraint=constraint.make_constraint, fwd_velocity=fwd.fwd_velocity,
+    fwd_actuation=fwd.fwd_actuation, fwd_acceleration=fwd.fwd_acceleration, solve=fwd.fwd_constraint,
+    euler=integrate.euler, step=mjl.step))
+MJX = _stages(mjx)
 
 
 def _time_ms(f, m, d) -> float:
