@@ -130,15 +130,15 @@ def test_solver_matches_mujoco(solver, cone, condim):
         m, d, layout, prob = mujoco_problem(cone, condim, "Newton", seed, impratio=impratio, iters=200)
         assert d.nefc > 0 and d.ncon > 0
         minv = lambda x, M=prob.M: jp.linalg.solve(M, x)  # noqa: E731
-        qacc0 = prob.qacc_smooth
+        start = common.start_at(layout, prob, prob.qacc_smooth)
         mi = float(m.stat.meaninertia)
         if solver == "Newton":
-            qacc, ev, *_ = primal.solve_newton(layout, prob, qacc0, iterations=100, ls_iterations=50,
-                                               tolerance=1e-14, ls_tolerance=1e-3, meaninertia=mi)  # fmt: skip
+            qacc, _, ev, *_ = primal.solve_newton(layout, prob, start, iterations=100, ls_iterations=50,
+                                                  tolerance=1e-14, ls_tolerance=1e-3, meaninertia=mi)  # fmt: skip
             force = ev.force
         elif solver == "CG":
-            qacc, ev, *_ = primal.solve_cg(layout, prob, qacc0, iterations=2000, ls_iterations=50,
-                                           tolerance=1e-16, ls_tolerance=1e-3, meaninertia=mi, minv=minv)  # fmt: skip
+            qacc, _, ev, *_ = primal.solve_cg(layout, prob, start, iterations=2000, ls_iterations=50,
+                                              tolerance=1e-16, ls_tolerance=1e-3, meaninertia=mi, minv=minv)  # fmt: skip
             force = ev.force
         else:
             force, qacc, *_ = pgs.solve_pgs(layout, prob, jp.zeros(d.nefc), iterations=3000, tolerance=1e-18,
@@ -174,7 +174,8 @@ def test_float32_line_search_stops_at_the_minimum():
         p = common.Problem(J=jp.zeros((1, 1), jp.float32), D=one, R=one, aref=-one, frictionloss=0 * one,
                            mask=jp.ones(1, bool), cone_mu=(), cone_friction=(), qacc_smooth=0 * one,
                            M=sms.reshape(1, 1))  # fmt: skip
-        return common.line_search(layout, p, 0 * one, one, g0.reshape(1), 4, jp.float32(1e-12), jp.float32(1.0))
+        alpha, _, _ = common.line_search(layout, p, one, g0.reshape(1), one, 4, jp.float32(1e-12), jp.float32(1.0))
+        return alpha
 
     alpha = np.asarray(jax.jit(jax.vmap(search))(smsv, g0v), np.float64)
     exact = -np.asarray(g0v, np.float64) / np.asarray(smsv, np.float64)

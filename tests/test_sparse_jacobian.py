@@ -240,8 +240,10 @@ def _solve_both_layouts(m, d):
     dense = dataclasses.replace(prob, J=solver_common.j_dense(prob.J, prob.J_colind, m.nv), J_colind=None)
     kw = dict(iterations=100, ls_iterations=50, tolerance=m.opt.tolerance, ls_tolerance=m.opt.ls_tolerance,
               meaninertia=m.stat.meaninertia, early_exit=True)  # fmt: skip
-    qs, evs, *_ = primal.solve_newton(p.layout, prob, d.qacc_smooth, **kw)
-    qd, evd, *_ = primal.solve_newton(p.layout, dense, d.qacc_smooth, **kw)
+    start = solver_common.start_at(p.layout, prob, d.qacc_smooth)
+    qs, _, evs, *_ = primal.solve_newton(p.layout, prob, start, **kw)
+    qd, _, evd, *_ = primal.solve_newton(p.layout, dense, solver_common.start_at(p.layout, dense, d.qacc_smooth),
+                                         **kw)  # fmt: skip
     return qs, evs.force, qd, evd.force
 
 

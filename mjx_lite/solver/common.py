@@ -343,33 +343,44 @@ def hess_quadform(layout: Layout, ev: ConstraintEval, v: jax.Array) -> jax.Array
     return q
 
 
+def evaluate(layout: Layout, p: Problem, qacc: jax.Array, jar: jax.Array, Ma: jax.Array):
+    """(total cost (), ConstraintEval) at qacc (nv,), given jar = J qacc - aref (nefc,) and Ma = M (qacc -
+    qacc_smooth) (nv,): no product with J or M (the solvers update jar and Ma along their steps, as MuJoCo does)."""
+    ev = eval_constraints(layout, p, jar)
+    return 0.5 * jp.dot(qacc - p.qacc_smooth, Ma) + ev.cost, ev
+
+
+def start_at(layout: Layout, p: Problem, qacc: jax.Array) -> tuple:
+    """A primal solver's start at qacc (nv,): (qacc, jar = J qacc - aref (nefc,), Ma = M (qacc - qacc_smooth) (nv,))."""
+    return qacc, p_j_mul(p, qacc) - p.aref, mul_m(layout, p, qacc - p.qacc_smooth)
+
+
 def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
     """For qacc (nv,): (total cost (), ConstraintEval, jar = J qacc - aref (nefc,),
     Ma = M (qacc - qacc_smooth) (nv,))."""
-    jar = p_j_mul(p, qacc) - p.aref
-    ev = eval_constraints(layout, p, jar)
-    da = qacc - p.qacc_smooth
-    Ma = mul_m(layout, p, da)
-    return 0.5 * jp.dot(da, Ma) + ev.cost, ev, jar, Ma
+    _, jar, Ma = start_at(layout, p, qacc)
+    cost, ev = evaluate(layout, p, qacc, jar, Ma)
+    return cost, ev, jar, Ma
 
 
 _LS_STALL_EPS = 4.0  # a line-search Newton step of at most this many ulps of alpha counts as converged
 
 
-def line_search(layout: Layout, p: Problem, qacc: jax.Array, search: jax.Array, Ma: jax.Array, iterations: int,
-                gtol_factor: jax.Array, scale: jax.Array, early_exit: bool = False) -> jax.Array:  # fmt: skip
-    """Exact 1-D minimisation of the convex cost from qacc (nv,) along `search` (nv,) (safeguarded Newton with
-    bracketing); Ma (nv,) = M (qacc - qacc_smooth).
+def line_search(layout: Layout, p: Problem, search: jax.Array, Ma: jax.Array, jar: jax.Array, iterations: int,
+                gtol_factor: jax.Array, scale: jax.Array, early_exit: bool = False):  # fmt: skip
+    """Exact 1-D minimisation of the convex cost from qacc along `search` (nv,) (safeguarded Newton with
+    bracketing); the start is given by Ma (nv,) = M (qacc - qacc_smooth) and jar (nefc,) = J qacc - aref.
 
     At most `iterations` steps; once |f'(alpha)| < gtol_factor * |search| / scale (gtol_factor = tolerance *
     ls_tolerance, the derivative analogue of the solver's own gradient test) it stops (see `iterate`).
-    Returns alpha (0 if the direction is not a descent direction).
+    Returns (alpha (), 0 if the direction is not a descent direction; Js = J search (nefc,); Ms = M search (nv,)):
+    the step moves jar by alpha Js and Ma by alpha Ms.
     """
-    dt = qacc.dtype
+    dt = search.dtype
     Js = p_j_mul(p, search)
     Ms = mul_m(layout, p, search)
     sMs = jp.dot(search, Ms)
-    jar0 = p_j_mul(p, qacc) - p.aref
+    jar0 = jar
     g0 = jp.dot(search, Ma)
 
     def derivs(alpha):
@@ -405,4 +416,4 @@ def line_search(layout: Layout, p: Problem, qacc: jax.Array, search: jax.Array, 
 
     init = {"alpha": alpha0, "lo": jp.zeros((), dt), "hi": inf, "done": ~descent}
     out = iterate(body, init, iterations, early_exit)
-    return jp.where(descent, out["alpha"], 0.0)
+    return jp.where(descent, out["alpha"], 0.0), Js, Ms

@@ -28,87 +28,96 @@ def _gradient(p: Problem, ev: common.ConstraintEval, Ma: jax.Array) -> jax.Array
     return Ma - common.p_jt_mul(p, ev.force)
 
 
-def solve_newton(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: int, ls_iterations: int,
-                 tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array, early_exit: bool = False):
-    """Newton's method on the primal problem from qacc0 (nv,).
+def _keep(done: jax.Array, old, new):
+    """The carry `old` where done, else `new` (pytrees of equal structure)."""
+    return jax.tree.map(lambda o, n: jp.where(done, o, n), old, new)
 
-    Returns (qacc (nv,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
+
+def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
+                 tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array, early_exit: bool = False):
+    """Newton's method on the primal problem from start = (qacc0 (nv,), jar0 = J qacc0 - aref (nefc,),
+    Ma0 = M (qacc0 - qacc_smooth) (nv,)).
+
+    Each iteration: Hessian and gradient at the carried point, Cholesky, exact line search; the step updates qacc,
+    jar and Ma (one product with J and one with M, in the line search) and the gradient takes one J' f.
+    Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
     """  # fmt: skip
     nv = common.nv_of(p)
     scale = _scale(meaninertia, nv)
+    qacc0, jar0, Ma0 = start
     dt = qacc0.dtype
 
     def body(c):
-        qacc, cost, done = c["qacc"], c["cost"], c["done"]
-        _, ev, _, Ma = common.primal_cost(layout, p, qacc)
-        grad = _gradient(p, ev, Ma)
-        H = common.full_m(layout, p) + common.constraint_hessian(layout, p, ev)
+        x, done = c["x"], c["done"]
+        H = common.full_m(layout, p) + common.constraint_hessian(layout, p, x["ev"])
         L = jax.scipy.linalg.cho_factor(H, lower=True)
-        search = -jax.scipy.linalg.cho_solve(L, grad)
-        alpha = common.line_search(layout, p, qacc, search, Ma, ls_iterations, tolerance * ls_tolerance, scale,
-                                   early_exit)  # fmt: skip
-        qacc_new = qacc + alpha * search
-        cost_new, ev_new, _, Ma_new = common.primal_cost(layout, p, qacc_new)
-        grad_new = _gradient(p, ev_new, Ma_new)
-        improvement = scale * (cost - cost_new)
-        gnorm = scale * jp.sqrt(jp.sum(grad_new * grad_new))
+        search = -jax.scipy.linalg.cho_solve(L, x["grad"])
+        alpha, Js, Ms = common.line_search(layout, p, search, x["Ma"], x["jar"], ls_iterations,
+                                           tolerance * ls_tolerance, scale, early_exit)  # fmt: skip
+        qacc, jar, Ma = x["qacc"] + alpha * search, x["jar"] + alpha * Js, x["Ma"] + alpha * Ms
+        cost, ev = common.evaluate(layout, p, qacc, jar, Ma)
+        grad = _gradient(p, ev, Ma)
+        improvement = scale * (x["cost"] - cost)
+        gnorm = scale * jp.sqrt(jp.sum(grad * grad))
         conv = (improvement < tolerance) | (gnorm < tolerance)
-        return {"qacc": jp.where(done, qacc, qacc_new), "cost": jp.where(done, cost, cost_new),
-                "done": done | conv, "niter": c["niter"] + jp.where(done, 0, 1),
-                "improvement": jp.where(done, c["improvement"], improvement),
-                "gradient": jp.where(done, c["gradient"], gnorm)}  # fmt: skip
+        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad},
+               "improvement": improvement, "gradient": gnorm}  # fmt: skip
+        old = {k: c[k] for k in new}
+        return {**_keep(done, old, new), "done": done | conv, "niter": c["niter"] + jp.where(done, 0, 1)}
 
-    cost0, ev0, _, Ma0 = common.primal_cost(layout, p, qacc0)
-    g0 = scale * jp.sqrt(jp.sum(_gradient(p, ev0, Ma0) ** 2))
-    init = {"qacc": qacc0, "cost": cost0, "done": g0 < tolerance, "niter": jp.zeros((), jp.int32),
-            "improvement": jp.zeros((), dt), "gradient": g0}  # fmt: skip
+    cost0, ev0 = common.evaluate(layout, p, qacc0, jar0, Ma0)
+    grad0 = _gradient(p, ev0, Ma0)
+    g0 = scale * jp.sqrt(jp.sum(grad0 * grad0))
+    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0},
+            "done": g0 < tolerance, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
+            "gradient": g0}  # fmt: skip
     out = common.iterate(body, init, iterations, early_exit)
-    _, ev, _, _ = common.primal_cost(layout, p, out["qacc"])
-    return out["qacc"], ev, out["niter"], out["improvement"], out["gradient"]
+    x = out["x"]
+    return x["qacc"], x["jar"], x["ev"], out["niter"], out["improvement"], out["gradient"]
 
 
-def solve_cg(layout: Layout, p: Problem, qacc0: jax.Array, *, iterations: int, ls_iterations: int,
+def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
              tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array,
              minv: Callable[[jax.Array], jax.Array], early_exit: bool = False):  # fmt: skip
-    """Nonlinear CG (Polak-Ribiere-plus, preconditioned by M^-1 via `minv(x)`, x (nv,)) from qacc0 (nv,).
+    """Nonlinear CG (Polak-Ribiere-plus, preconditioned by M^-1 via `minv(x)`, x (nv,)) from start = (qacc0 (nv,),
+    jar0 (nefc,), Ma0 (nv,)) (see `solve_newton`).
 
-    Returns (qacc (nv,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
+    Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
     """
     nv = common.nv_of(p)
     scale = _scale(meaninertia, nv)
+    qacc0, jar0, Ma0 = start
     dt = qacc0.dtype
-    cost0, ev0, _, Ma0 = common.primal_cost(layout, p, qacc0)
+    cost0, ev0 = common.evaluate(layout, p, qacc0, jar0, Ma0)
     grad0 = _gradient(p, ev0, Ma0)
     mgrad0 = minv(grad0)
 
     def body(c):
-        qacc, cost, grad, mgrad, search, done = c["qacc"], c["cost"], c["grad"], c["mgrad"], c["search"], c["done"]
-        Ma = common.mul_m(layout, p, qacc - p.qacc_smooth)
-        alpha = common.line_search(layout, p, qacc, search, Ma, ls_iterations, tolerance * ls_tolerance, scale,
-                                   early_exit)  # fmt: skip
-        qacc_new = qacc + alpha * search
-        cost_new, ev_new, _, Ma_new = common.primal_cost(layout, p, qacc_new)
-        grad_new = _gradient(p, ev_new, Ma_new)
-        mgrad_new = minv(grad_new)
-        denom = jp.dot(grad, mgrad)
-        beta = jp.dot(grad_new, mgrad_new - mgrad) / jp.where(denom > 0, denom, 1.0)
+        x, done = c["x"], c["done"]
+        alpha, Js, Ms = common.line_search(layout, p, x["search"], x["Ma"], x["jar"], ls_iterations,
+                                           tolerance * ls_tolerance, scale, early_exit)  # fmt: skip
+        qacc, jar, Ma = x["qacc"] + alpha * x["search"], x["jar"] + alpha * Js, x["Ma"] + alpha * Ms
+        cost, ev = common.evaluate(layout, p, qacc, jar, Ma)
+        grad = _gradient(p, ev, Ma)
+        mgrad = minv(grad)
+        denom = jp.dot(x["grad"], x["mgrad"])
+        beta = jp.dot(grad, mgrad - x["mgrad"]) / jp.where(denom > 0, denom, 1.0)
         beta = jp.maximum(beta, 0.0)
-        search_new = -mgrad_new + beta * search
-        improvement = scale * (cost - cost_new)
-        gnorm = scale * jp.sqrt(jp.sum(grad_new * grad_new))
+        search = -mgrad + beta * x["search"]
+        improvement = scale * (x["cost"] - cost)
+        gnorm = scale * jp.sqrt(jp.sum(grad * grad))
         conv = (improvement < tolerance) | (gnorm < tolerance)
-
-        def keep(old, new):
-            return jp.where(done, old, new)
-
-        return {"qacc": keep(qacc, qacc_new), "cost": keep(cost, cost_new), "grad": keep(grad, grad_new),
-                "mgrad": keep(mgrad, mgrad_new), "search": keep(search, search_new), "done": done | conv,
-                "niter": c["niter"] + jp.where(done, 0, 1), "improvement": keep(c["improvement"], improvement),
-                "gradient": keep(c["gradient"], gnorm)}  # fmt: skip
+        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad, "mgrad": mgrad,
+                     "search": search},
+               "improvement": improvement, "gradient": gnorm}  # fmt: skip
+        old = {k: c[k] for k in new}
+        return {**_keep(done, old, new), "done": done | conv, "niter": c["niter"] + jp.where(done, 0, 1)}
 
     g0 = scale * jp.sqrt(jp.sum(grad0 * grad0))
-    init = {"qacc": qacc0, "cost": cost0, "grad": grad0, "mgrad": mgrad0, "search": -mgrad0, "done": g0 < tolerance,
-            "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt), "gradient": g0}  # fmt: skip
+    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "mgrad": mgrad0,
+                  "search": -mgrad0},
+            "done": g0 < tolerance, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
+            "gradient": g0}  # fmt: skip
     out = common.iterate(body, init, iterations, early_exit)
-    _, ev, _, _ = common.primal_cost(layout, p, out["qacc"])
-    return out["qacc"], ev, out["niter"], out["improvement"], out["gradient"]
+    x = out["x"]
+    return x["qacc"], x["jar"], x["ev"], out["niter"], out["improvement"], out["gradient"]

@@ -50,25 +50,27 @@ def bwd_cg_maxiter(nv: int) -> int:
 
 
 def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Callable | None = None):
-    """Wrap run(prob, qacc0, consts) -> (qacc, stats) with the implicit-function VJP at the returned qacc.
+    """Wrap run(prob, start, consts) -> (qacc, jar, stats) with the implicit-function VJP at the returned qacc.
 
-    minv_of(consts) -> (x -> M^-1 x): given, the backward solve with H is matrix-free conjugate gradients
-    preconditioned by M^-1; None: H is formed and Cholesky-factorised. config: the model's; its matmul_precision
-    also holds in the backward pass (traced outside the forward's context).
+    jar = J qacc - aref is differentiated as that function of the problem and of qacc; the start (the solver's
+    initial point) gets a zero cotangent. minv_of(consts) -> (x -> M^-1 x): given, the backward solve with H is
+    matrix-free conjugate gradients preconditioned by M^-1; None: H is formed and Cholesky-factorised.
+    config: the model's; its matmul_precision also holds in the backward pass (traced outside the forward's
+    context).
     """
 
     @jax.custom_vjp
-    def f(prob, qacc0, consts):
-        return run(prob, qacc0, consts)
+    def f(prob, start, consts):
+        return run(prob, start, consts)
 
-    def f_fwd(prob, qacc0, consts):
-        out = run(prob, qacc0, consts)
-        return out, (prob, out[0], qacc0, consts)
+    def f_fwd(prob, start, consts):
+        out = run(prob, start, consts)
+        return out, (prob, out[0], start, consts)
 
     def f_bwd(res, cts):
         with matmul_precision(config):
-            prob, qacc, qacc0, consts = res
-            abar = cts[0]
+            prob, qacc, start, consts = res
+            abar = cts[0] + common.p_jt_mul(prob, cts[1])  # jar's cotangent reaches qacc through J
             _, ev, _, _ = common.primal_cost(layout, prob, qacc)
             if minv_of is None:
                 H = common.full_m(layout, prob) + common.constraint_hessian(layout, prob, ev)
@@ -76,9 +78,13 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
             else:
                 w, _ = jssl.cg(lambda v: common.hess_mul(layout, prob, ev, v), abar, M=minv_of(consts),
                                tol=bwd_cg_rtol(abar.dtype), maxiter=bwd_cg_maxiter(abar.shape[0]))  # fmt: skip
-            _, vjp = jax.vjp(lambda p: _optimality(layout, p, qacc), prob)
-            (pbar,) = vjp(-w)
-            return pbar, jp.zeros_like(qacc0), jax.tree.map(jp.zeros_like, consts)
+
+            def g_and_jar(p):
+                return _optimality(layout, p, qacc), common.p_j_mul(p, qacc) - p.aref
+
+            _, vjp = jax.vjp(g_and_jar, prob)
+            (pbar,) = vjp((-w, cts[1]))
+            return pbar, jax.tree.map(jp.zeros_like, start), jax.tree.map(jp.zeros_like, consts)
 
     f.defvjp(f_fwd, f_bwd)
     return f
@@ -94,11 +100,14 @@ def solve(m: Model, d: Data) -> Data:
     def minv(x):
         return inertia.solve_m(m, d, x)
 
-    qacc0 = d.qacc_smooth
+    # the start: qacc_smooth (where Ma = 0), or the warm start when its cost is lower (MuJoCo's rule)
+    jar_smooth = common.p_j_mul(prob, d.qacc_smooth) - prob.aref
+    start = (d.qacc_smooth, jar_smooth, jp.zeros_like(d.qacc_smooth))
     if not (opt.disableflags & DisableBit.WARMSTART):
-        c_ws, *_ = common.primal_cost(layout, prob, d.qacc_warmstart)
-        c_sm, *_ = common.primal_cost(layout, prob, d.qacc_smooth)
-        qacc0 = jp.where(c_ws < c_sm, d.qacc_warmstart, d.qacc_smooth)
+        start_ws = common.start_at(layout, prob, d.qacc_warmstart)
+        c_ws, _ = common.evaluate(layout, prob, *start_ws)
+        c_sm, _ = common.evaluate(layout, prob, *start)
+        start = jax.tree.map(lambda a, b: jp.where(c_ws < c_sm, a, b), start_ws, start)
     iters = dict(iterations=int(opt.iterations))
     if opt.solver != SolverType.PGS:
         iters.update(ls_iterations=int(opt.ls_iterations))
@@ -108,20 +117,21 @@ def solve(m: Model, d: Data) -> Data:
 
     implicit = m.config.gradients == "implicit"
 
-    def run(prob, qacc0, consts, minv):
-        """(qacc, (force, niter, improvement, gradient)) with the model's solver."""
+    def run(prob, start, consts, minv):
+        """(qacc, jar = J qacc - aref, (force, niter, improvement, gradient)) with the model's solver."""
         kw = {**iters, **consts, "early_exit": implicit}
         if opt.solver == SolverType.PGS:
             force0 = jp.zeros_like(prob.D)
             force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, **kw)
+            jar = common.p_j_mul(prob, qacc) - prob.aref
             gradient = jp.zeros((), qacc.dtype)
-        elif opt.solver == SolverType.CG:
-            qacc, ev, niter, improvement, gradient = primal.solve_cg(layout, prob, qacc0, minv=minv, **kw)
-            force = ev.force
         else:
-            qacc, ev, niter, improvement, gradient = primal.solve_newton(layout, prob, qacc0, **kw)
+            solver = primal.solve_cg if opt.solver == SolverType.CG else primal.solve_newton
+            extra = {"minv": minv} if opt.solver == SolverType.CG else {}
+            qacc, jar, ev, niter, improvement, gradient = solver(layout, prob, start, **extra, **kw)
             force = ev.force
-        return qacc, (force, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype))
+        stats = (force, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype))
+        return qacc, jar, stats
 
     if implicit:
         # no closure over traced values inside custom_vjp: M^-1 from d's L'DL factors, passed in `consts`
@@ -129,30 +139,28 @@ def solve(m: Model, d: Data) -> Data:
         def minv_of(consts):
             return lambda x: inertia.solve_factored(m, consts["qLD"], consts["qLDiagInv"], x)
 
-        def run_closed(prob, qacc0, consts):
+        def run_closed(prob, start, consts):
             minv_c = minv_of(consts)
             consts = {k: v for k, v in consts.items() if k not in ("qLD", "qLDiagInv")}
-            return run(prob, qacc0, consts, minv_c)
+            return run(prob, start, consts, minv_c)
 
         consts.update(qLD=d.qLD, qLDiagInv=d.qLDiagInv)
         matrix_free = prob.J_colind is not None and opt.solver == SolverType.CG
         f = _implicit(layout, run_closed, m.config, minv_of if matrix_free else None)
-        qacc, (force, niter, improvement, gradient) = f(prob, qacc0, consts)
-        _, ev, _, _ = common.primal_cost(layout, prob, qacc)
+        qacc, jar, (force, niter, improvement, gradient) = f(prob, start, consts)
+        ev = common.eval_constraints(layout, prob, jar)
         # value: the solver's own forces (PGS: its dual iterate, which near a stiff optimum is far more accurate
         # than the force law re-evaluated at qacc, whose error is D J times qacc's; primal solvers: the same
         # numbers); derivative: the force law at qacc, through the implicit qacc
         force = ev.force + jax.lax.stop_gradient(force - ev.force)
-        state = ev.state
     else:
-        qacc, (force, niter, improvement, gradient) = run(prob, qacc0, consts, minv)
-        _, ev, _, _ = common.primal_cost(layout, prob, qacc)
-        state = ev.state
+        qacc, jar, (force, niter, improvement, gradient) = run(prob, start, consts, minv)
+        ev = common.eval_constraints(layout, prob, jar)
     return d.replace(
         qacc=qacc,
         efc_force=force,
-        efc_state=state,
-        efc_b=common.p_j_mul(prob, d.qacc_smooth) - d.efc_aref,
+        efc_state=ev.state,
+        efc_b=jar_smooth,
         qfrc_constraint=common.p_jt_mul(prob, force),
         solver_niter=niter.astype(jp.int32),
         solver_improvement=jp.asarray(improvement, qacc.dtype),
