@@ -137,8 +137,8 @@ def test_solver_matches_mujoco(solver, cone, condim):
                                                   tolerance=1e-14, ls_tolerance=1e-3, meaninertia=mi)  # fmt: skip
             force = ev.force
         elif solver == "CG":
-            qacc, _, ev, *_ = primal.solve_cg(layout, prob, start, iterations=2000, ls_iterations=50,
-                                              tolerance=1e-16, ls_tolerance=1e-3, meaninertia=mi, minv=minv)  # fmt: skip
+            qacc, _, ev, *_ = primal.solve_cg(layout, prob, start, iterations=2000, ls_iterations=50, tolerance=1e-16,
+                                              ls_tolerance=1e-3, meaninertia=mi, minv=minv)  # fmt: skip
             force = ev.force
         else:
             force, qacc, *_ = pgs.solve_pgs(layout, prob, jp.zeros(d.nefc), iterations=3000, tolerance=1e-18,

@@ -19,6 +19,9 @@ solver, when the model has constraint rows).
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import jax.numpy as jp
 
 from mjx_lite.collision import driver
@@ -55,38 +58,59 @@ def _constraints_on(m: Model) -> bool:
     return not _disabled(m, DisableBit.CONSTRAINT)
 
 
+def run(fn, m: Model, d: Data, *args, **kwargs) -> Data:
+    """fn(m, d, ...) under the named scope fn.__name__: the stage's name is in the op names of the compiled
+    program, so profiles (`jax.profiler`, XProf) and HLO dumps say which stage an operation belongs to."""
+    with jax.named_scope(fn.__name__):
+        return fn(m, d, *args, **kwargs)
+
+
+def named(fn):
+    """Decorator: every call of the stage fn(m, d, ...) runs under its named scope (see `run`)."""
+
+    @functools.wraps(fn)
+    def wrapped(m: Model, d: Data, *args, **kwargs) -> Data:
+        return run(fn, m, d, *args, **kwargs)
+
+    return wrapped
+
+
 # ---- stages ------------------------------------------------------------------------------------------------
 
 
+@named
 def fwd_position(m: Model, d: Data) -> Data:
     """Position-dependent computations (mj_fwdPosition)."""
-    d = kinematics.kinematics(m, d)
-    d = kinematics.com_pos(m, d)
-    d = tendon.tendon(m, d)
-    d = inertia.crb(m, d)
-    d = inertia.factor_m(m, d)
+    d = run(kinematics.kinematics, m, d)
+    d = run(kinematics.com_pos, m, d)
+    d = run(tendon.tendon, m, d)
+    d = run(inertia.crb, m, d)
+    d = run(inertia.factor_m, m, d)
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
-            d = driver.collision(m, d)
-        d = constraint.make_constraint(m, d)
-    d = transmission.transmission(m, d)
+            d = run(driver.collision, m, d)
+        d = run(constraint.make_constraint, m, d)
+    d = run(transmission.transmission, m, d)
     return d
 
 
+@named
 def fwd_velocity(m: Model, d: Data) -> Data:
     """Velocity-dependent computations (mj_fwdVelocity): ten/actuator velocity, cvel, passive, qfrc_bias."""
-    d = actuation.fwd_velocity_extras(m, d)
-    d = velocity.com_vel(m, d)
-    d = passive.passive(m, d)
-    d = rne.rne(m, d)
+    d = run(actuation.fwd_velocity_extras, m, d)
+    d = run(velocity.com_vel, m, d)
+    d = run(passive.passive, m, d)
+    d = run(rne.rne, m, d)
     return d
 
 
+@named
 def fwd_actuation(m: Model, d: Data) -> Data:
     """Actuator forces and activation derivatives (mj_fwdActuation)."""
     return actuation.actuation(m, d)
 
 
+@named
 def fwd_acceleration(m: Model, d: Data) -> Data:
     """qfrc_smooth = passive - bias + applied + actuator + J'xfrc; qacc_smooth = M^-1 qfrc_smooth."""
     qfrc_smooth = d.qfrc_passive - d.qfrc_bias + d.qfrc_applied + d.qfrc_actuator + support.xfrc_accumulate(m, d)
@@ -94,10 +118,11 @@ def fwd_acceleration(m: Model, d: Data) -> Data:
     return d.replace(qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth)
 
 
+@named
 def fwd_constraint(m: Model, d: Data) -> Data:
     """Constraint forces and qacc (mj_fwdConstraint); without constraint rows qacc = qacc_smooth."""
     if _constraints_on(m) and m.njmax > 0:
-        return solve(m, d)
+        return run(solve, m, d)
     return d.replace(
         qacc=d.qacc_smooth,
         qfrc_constraint=jp.zeros_like(d.qfrc_smooth),
@@ -105,6 +130,7 @@ def fwd_constraint(m: Model, d: Data) -> Data:
     )
 
 
+@named
 def energy_pos(m: Model, d: Data) -> Data:
     """energy[0]: potential energy under the energy enable flag (mj_energyPos), else energy = 0."""
     if _enabled(m, EnableBit.ENERGY):
@@ -112,6 +138,7 @@ def energy_pos(m: Model, d: Data) -> Data:
     return d.replace(energy=jp.zeros_like(d.energy))
 
 
+@named
 def energy_vel(m: Model, d: Data) -> Data:
     """energy[1]: kinetic energy under the energy enable flag (mj_energyVel)."""
     if _enabled(m, EnableBit.ENERGY):
@@ -126,17 +153,17 @@ def forward_skip(m: Model, d: Data, sensors: bool = True) -> Data:
     """mj_forwardSkip(m, d, mjSTAGE_NONE, skipsensor=not sensors); `sensors` also gates energy (RK4 stages)."""
     d = fwd_position(m, d)
     if sensors:
-        d = sensor.sensor_pos(m, d)
+        d = run(sensor.sensor_pos, m, d)
         d = energy_pos(m, d)
     d = fwd_velocity(m, d)
     if sensors:
-        d = sensor.sensor_vel(m, d)
+        d = run(sensor.sensor_vel, m, d)
         d = energy_vel(m, d)
     d = fwd_actuation(m, d)
     d = fwd_acceleration(m, d)
     d = fwd_constraint(m, d)
     if sensors:
-        d = sensor.sensor_acc(m, d)
+        d = run(sensor.sensor_acc, m, d)
     if _enabled(m, EnableBit.FWDINV):  # solver_fwdinv (mj_compareFwdInv)
         d = inverse.compare_fwd_inv(m, d)
     return d

@@ -36,7 +36,7 @@ def _precision(fn):
 def forward(m: Model, d: Data) -> Data:
     """Forward dynamics (mj_forward): every derived quantity of the state, qacc and the sensors."""
     check_data(m, d)
-    return fwd.forward(m, d)
+    return fwd.run(fwd.forward, m, d)
 
 
 @_precision
@@ -52,23 +52,23 @@ def step(m: Model, d: Data) -> Data:
     if m.config.contact_gradients != "exact":
         return smoothing.smooth_step(step, m, d)
     check_data(m, d)
-    d = integrate.check_pos_vel(m, d)
-    d = fwd.forward(m, d)
+    d = fwd.run(integrate.check_pos_vel, m, d)
+    d = fwd.run(fwd.forward, m, d)
     exact = m.config.exact_reset
     if exact:
-        d = integrate.check_acc(m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
+        d = fwd.run(integrate.check_acc, m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
     bad_acc = integrate.bad_acc(m, d)
     if m.opt.integrator == IntegratorType.EULER:
-        d2 = integrate.euler(m, d)
+        d2 = fwd.run(integrate.euler, m, d)
     elif m.opt.integrator == IntegratorType.RK4:
-        d2 = integrate.rk4(m, d)
+        d2 = fwd.run(integrate.rk4, m, d)
     elif m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
-        d2 = integrate.implicit(m, d)
+        d2 = fwd.run(integrate.implicit, m, d)
     else:
         raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
     if exact:
         return d2
-    return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)  # reset state, not stepped
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC)  # reset state, not stepped
 
 
 @_precision
@@ -78,12 +78,12 @@ def step1(m: Model, d: Data) -> Data:
     Set `ctrl`, `qfrc_applied` or `xfrc_applied` between `step1` and `step2`.
     """
     check_data(m, d)
-    d = integrate.check_pos_vel(m, d)
+    d = fwd.run(integrate.check_pos_vel, m, d)
     d = fwd.fwd_position(m, d)
-    d = sensor.sensor_pos(m, d)
+    d = fwd.run(sensor.sensor_pos, m, d)
     d = fwd.energy_pos(m, d)
     d = fwd.fwd_velocity(m, d)
-    d = sensor.sensor_vel(m, d)
+    d = fwd.run(sensor.sensor_vel, m, d)
     d = fwd.energy_vel(m, d)
     return d
 
@@ -98,18 +98,18 @@ def step2(m: Model, d: Data) -> Data:
     d = fwd.fwd_actuation(m, d)
     d = fwd.fwd_acceleration(m, d)
     d = fwd.fwd_constraint(m, d)
-    d = sensor.sensor_acc(m, d)
+    d = fwd.run(sensor.sensor_acc, m, d)
     exact = m.config.exact_reset
     if exact:
-        d = integrate.check_acc(m, d)
+        d = fwd.run(integrate.check_acc, m, d)
     bad_acc = integrate.bad_acc(m, d)
     if m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
-        d2 = integrate.implicit(m, d)
+        d2 = fwd.run(integrate.implicit, m, d)
     else:
-        d2 = integrate.euler(m, d)
+        d2 = fwd.run(integrate.euler, m, d)
     if exact:
         return d2
-    return integrate.reset_where(m, d2, bad_acc, warning=integrate.Warning.BADQACC)
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC)
 
 
 @_precision
@@ -117,9 +117,9 @@ def inverse(m: Model, d: Data) -> Data:
     """Inverse dynamics (mj_inverse): qfrc_inverse, the constraint forces implied by qacc, and the sensors."""
     check_data(m, d)
     d = fwd.fwd_position(m, d)
-    d = sensor.sensor_pos(m, d)
+    d = fwd.run(sensor.sensor_pos, m, d)
     d = fwd.energy_pos(m, d)
     d = fwd.fwd_velocity(m, d)
-    d = sensor.sensor_vel(m, d)
+    d = fwd.run(sensor.sensor_vel, m, d)
     d = fwd.energy_vel(m, d)
-    return inv.inverse_acc(m, d, sensors=True)
+    return fwd.run(inv.inverse_acc, m, d, sensors=True)

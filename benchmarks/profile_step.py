@@ -1,0 +1,109 @@
+"""Where a batched step's time and compile cost go, per pipeline stage, from XLA's own profile.
+
+    python benchmarks/profile_step.py [--model PATH] [--batch 4096] [--depth 2]
+
+`jit(vmap(step))` of the model (default: the MJX humanoid after 50 MuJoCo steps, float32) is compiled and run
+under `jax.profiler`; every kernel of the compiled program is attributed to its stage by the named scopes the
+pipeline puts in op names (`pipeline.forward.run`). Printed per stage: kernels (each is compiled separately by
+XLA: a proxy for the stage's share of compile time) and milliseconds per call (device time of its kernels,
+mean of 3 profiled calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import re
+import tempfile
+
+import jax
+import jax.numpy as jp
+import mujoco
+
+import mjx_lite as mjl
+
+# a cached executable would carry the op names of whatever code compiled it first (names are not in the cache key)
+jax.config.update("jax_enable_compilation_cache", False)
+
+HUMANOID = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", "humanoid", "humanoid.xml")
+_SKIP_OPS = ("parameter", "constant", "get-tuple-element", "tuple", "bitcast", "copy-start", "copy-done")
+
+
+def _stage(op_name: str, depth: int) -> str:
+    """The named-scope path of an op name (transformation frames such as `vmap(...)`, loop frames and the
+    primitive removed; `vmap(forward)` counts as `forward`), cut at `depth` levels."""
+    parts = []
+    for p in op_name.split("/")[1:-1]:  # [0]: jit(<the jitted function>)
+        inner = re.fullmatch(r"\w+\(([a-z_0-9]*)\)", p)
+        p = inner.group(1) if inner else p
+        if re.fullmatch(r"[a-z_0-9]+", p) and p not in ("while", "body", "cond", "scan", "jit", "vmap"):
+            parts.append(p)
+    return "/".join(parts[:depth]) or ("(no op name: copies XLA added)" if not op_name else "(top)")
+
+
+def _kernels(hlo: str) -> dict[str, str]:
+    """instruction name -> op_name of every instruction of the optimised HLO that runs as its own kernel: those of
+    the entry and of loop bodies and conditions, not the insides of fusions or reductions."""
+    out, inside = {}, False
+    for line in hlo.splitlines():
+        head = re.match(r"(ENTRY )?%([\w.\-]+) ", line)
+        if head:  # a computation's header: kernels live in the entry and in loop regions
+            inside = bool(head.group(1)) or re.match(r"(wide\.)*region_", head.group(2)) is not None
+            continue
+        m = re.match(r"\s*(?:ROOT )?%([\w.\-]+) = .*? ([\w\-]+)\(", line)
+        if not inside or not m or m.group(2) in _SKIP_OPS:
+            continue
+        op = re.search(r'op_name="([^"]*)"', line)
+        out[m.group(1)] = op.group(1) if op else ""
+    return out
+
+
+def profile(path: str, batch: int, depth: int) -> list[tuple[str, int, float]]:
+    mjm = mujoco.MjModel.from_xml_path(path)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(50):
+        mujoco.mj_step(mjm, mjd)
+    m = mjl.load_mjcf(path)
+    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos, jp.float32), qvel=jp.asarray(mjd.qvel, jp.float32))
+    d = jax.jit(mjl.forward)(m, d)
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
+    g = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
+    compiled = g.lower(m, db).compile()
+    kernels = _kernels(compiled.as_text())
+    jax.block_until_ready(g(m, db))
+    with tempfile.TemporaryDirectory() as out:
+        with jax.profiler.trace(out, create_perfetto_trace=True):
+            for _ in range(3):
+                jax.block_until_ready(g(m, db))
+        trace = json.load(gzip.open(glob.glob(out + "/**/*.trace.json.gz", recursive=True)[0]))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    ms = collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and e["name"] in kernels:
+            ms[_stage(kernels[e["name"]], depth)] += e.get("dur", 0) / 3e3
+    count = collections.Counter(_stage(op, depth) for op in kernels.values())
+    rows = [(k, count[k], ms[k]) for k in set(count) | set(ms)]
+    return sorted(rows, key=lambda r: -r[2])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=HUMANOID)
+    p.add_argument("--batch", type=int, default=4096)
+    p.add_argument("--depth", type=int, default=2, help="named-scope levels to group by")
+    a = p.parse_args()
+    rows = profile(a.model, a.batch, a.depth)
+    print(f"{os.path.basename(a.model)}, batch {a.batch}, {os.cpu_count()} cores, jax {jax.__version__} "
+          f"on {jax.devices()[0].platform}")
+    print(f"{'stage':60s} {'kernels':>8s} {'ms':>8s}")
+    for k, n, t in rows:
+        print(f"{k:60s} {n:8d} {t:8.2f}")
+    print(f"{'total':60s} {sum(r[1] for r in rows):8d} {sum(r[2] for r in rows):8.2f}")
+
+
+if __name__ == "__main__":
+    main()
