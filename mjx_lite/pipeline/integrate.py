@@ -198,7 +198,7 @@ def implicit(m: Model, d: Data) -> Data:
         der = derivative.qderiv(m, d, bias=False)
         sym = jp.tril(der) + jp.tril(der, -1).T
         mass = inertia.full_m(m, d)
-        qacc = jsl.cho_solve(jsl.cho_factor(mass - h * sym, lower=True), qfrc)
+        qacc = jsl.cho_solve(jsl.cho_factor((mass - h * sym).T, lower=True), qfrc)  # symmetric: no layout copy
         free = _standalone_free_dofs(m)
         if free.size:
             flat = free.reshape(-1)

@@ -50,7 +50,9 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     def body(c):
         x, done = c["x"], c["done"]
         H = common.full_m(layout, p) + common.constraint_hessian(layout, p, x["ev"])
-        L = jax.scipy.linalg.cho_factor(H, lower=True)
+        # H' (= H): LAPACK's factorisation reads a column-major operand, and H' is H's row-major buffer as is; with
+        # H itself XLA copies H (and M, which the loop also multiplies row-major) to the other layout every step
+        L = jax.scipy.linalg.cho_factor(H.T, lower=True)
         search = -jax.scipy.linalg.cho_solve(L, x["grad"])
         alpha, Js, Ms = common.line_search(layout, p, search, x["Ma"], x["jar"], ls_iterations,
                                            tolerance * ls_tolerance, scale, early_exit)  # fmt: skip

@@ -74,7 +74,7 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
             _, ev, _, _ = common.primal_cost(layout, prob, qacc)
             if minv_of is None:
                 H = common.full_m(layout, prob) + common.constraint_hessian(layout, prob, ev)
-                w = jsl.cho_solve(jsl.cho_factor(H, lower=True), abar)
+                w = jsl.cho_solve(jsl.cho_factor(H.T, lower=True), abar)  # H' = H, no layout copy (see primal)
             else:
                 w, _ = jssl.cg(lambda v: common.hess_mul(layout, prob, ev, v), abar, M=minv_of(consts),
                                tol=bwd_cg_rtol(abar.dtype), maxiter=bwd_cg_maxiter(abar.shape[0]))  # fmt: skip
