@@ -542,10 +542,13 @@ def _chain_sparse(m: Model) -> bool:
     return mode == "chain" or (mode == "auto" and 2 * _body_chain(m).shape[1] * CHAIN_SPARSE_FACTOR <= m.nv)
 
 
-def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array, sparse: bool = False):
+def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array, sparse: bool = False,
+                      ncomp: int = 6):  # fmt: skip
     """Jacobian difference (body 2 minus body 1) at the contact points pt (k, 3), as [lin; ang] rows.
 
-    Returns rows_of: coef (k, r, 6) -> (k, r, nv), each contact's rows = coef @ J6. Dense: J6 (k, 6, nv) is
+    ncomp (static): 6, or 3 when the rows have no rotational part (condim <= 3): then only the linear Jacobian is
+    formed and coef is (k, r, 3).
+    Returns rows_of: coef (k, r, ncomp) -> (k, r, nv), each contact's rows = coef @ J6. Dense: J6 (k, 6, nv) is
     materialised once and combined by broadcast sums (a batched small matmul per contact is a slow loop on XLA
     CPU). Chain-sparse (`_chain_sparse`): J6 is evaluated only on the <= 2L dofs that move either body and the
     rows are scatter-added into zeros, so the work follows the chains, not nv. sparse (the sparse efc_J layout):
@@ -556,8 +559,9 @@ def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.A
         jp1, jr1 = support.jac_batch(m, d, pt, b1)
         jp2, jr2 = support.jac_batch(m, d, pt, b2)
         # the barrier keeps XLA from recomputing J6 inside each row's fusion
-        jj = jax.lax.optimization_barrier(jp.concatenate([jp2 - jp1, jr2 - jr1], axis=1))
-        return lambda coef: sum(coef[:, :, c, None] * jj[:, None, c, :] for c in range(6))
+        jj = jp2 - jp1 if ncomp == 3 else jp.concatenate([jp2 - jp1, jr2 - jr1], axis=1)
+        jj = jax.lax.optimization_barrier(jj)
+        return lambda coef: sum(coef[:, :, c, None] * jj[:, None, c, :] for c in range(ncomp))
     chain = jp.asarray(_body_chain(m))
     cdof = jp.concatenate([d.cdof, jp.zeros((1, 6), d.cdof.dtype)])  # row nv: padding
     rootcom = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)]
@@ -568,21 +572,21 @@ def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.A
         off = jp.broadcast_to((pt - rootcom[b])[:, None, :], ang.shape)
         return jp.concatenate([c[..., 3:] + math.cross_c(ang, off), ang], axis=-1)
 
-    vals = jp.concatenate([chain_values(b2), -chain_values(b1)], axis=1)  # (k, 2L, 6)
+    vals = jp.concatenate([chain_values(b2), -chain_values(b1)], axis=1)[..., :ncomp]  # (k, 2L, ncomp)
     idx = jp.concatenate([chain[b2], chain[b1]], axis=1)  # (k, 2L)
     k = pt.shape[0]
     if sparse:
         cols = jp.where(idx == m.nv, 0, idx)  # padding: column 0 (its value is 0)
 
         def sparse_rows_of(coef):
-            v = sum(coef[:, :, None, c] * vals[:, None, :, c] for c in range(6))  # (k, r, 2L)
+            v = sum(coef[:, :, None, c] * vals[:, None, :, c] for c in range(ncomp))  # (k, r, 2L)
             return v, jp.broadcast_to(cols[:, None, :], v.shape)
 
         return sparse_rows_of
 
     def rows_of(coef):
         r = coef.shape[1]
-        v = sum(coef[:, :, None, c] * vals[:, None, :, c] for c in range(6))  # (k, r, 2L)
+        v = sum(coef[:, :, None, c] * vals[:, None, :, c] for c in range(ncomp))  # (k, r, 2L)
         out = jp.zeros((k, r, m.nv + 1), v.dtype)
         out = out.at[jp.arange(k)[:, None, None], jp.arange(r)[None, :, None], idx[:, None, :]].add(v)
         return out[..., : m.nv]
@@ -612,10 +616,14 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         b1, b2 = gbody[g[:, 0]], gbody[g[:, 1]]
         pt = con.pos[slots]
         frame = con.frame[slots]
-        rows_of = _contact_jacobian(m, d, pt, b1, b2, p.sparse)
-        zero3 = jp.zeros_like(frame)
-        frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
-                                axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
+        if dim <= 3:  # normal and tangents only: the rows see the linear Jacobian alone
+            rows_of = _contact_jacobian(m, d, pt, b1, b2, p.sparse, ncomp=3)
+            frame6 = frame  # (k, 3, 3): rows of the contact frame
+        else:
+            rows_of = _contact_jacobian(m, d, pt, b1, b2, p.sparse)
+            zero3 = jp.zeros_like(frame)
+            frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
+                                    axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
 
         fr = con.friction[slots]  # (k, 5)
         live = con.active[slots] & (con.dist[slots] < con.includemargin[slots])
@@ -655,9 +663,9 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         else:
             n = 2 * (dim - 1)
             fi = fr[:, : dim - 1]  # (k, dim-1)
-            cn = frame6[:, :1]  # (k, 1, 6): normal
-            cd = frame6[:, 1:dim] * fi[:, :, None]  # (k, dim-1, 6): mu_i * tangent/spin/roll direction i
-            J, cols = _sparse_rows(rows_of, jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, 6), n)
+            cn = frame6[:, :1]  # (k, 1, 6 or 3): normal
+            cd = frame6[:, 1:dim] * fi[:, :, None]  # (k, dim-1, 6 or 3): mu_i * tangent/spin/roll direction i
+            J, cols = _sparse_rows(rows_of, jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, -1), n)
             f0sq = fr[:, 0] * fr[:, 0]
             scale = jp.broadcast_to((2.0 * f0sq * (1.0 + f0sq) / impratio)[:, None], (k, n))
             row_live = live[:, None] & (jp.arange(n)[None, :] < 2 * (adim[:, None] - 1))
