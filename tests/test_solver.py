@@ -180,3 +180,36 @@ def test_float32_line_search_stops_at_the_minimum():
     alpha = np.asarray(jax.jit(jax.vmap(search))(smsv, g0v), np.float64)
     exact = -np.asarray(g0v, np.float64) / np.asarray(smsv, np.float64)
     np.testing.assert_allclose(alpha, exact, rtol=LS_F32_RTOL, atol=0)
+
+
+def test_hessian_takes_unit_rows_as_a_diagonal():
+    """Rows with J = +-e_dof (dof friction loss, slide/hinge limits; `Layout.unit_col`) enter the dense Hessian as
+    a diagonal term; the same Hessian as the full J' H_s J product, on the MJX humanoid (limits and contacts, some
+    rows inactive) with a random diagonal."""
+    import dataclasses  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    import jax  # noqa: PLC0415
+
+    import mjx_lite as mjl  # noqa: PLC0415
+    from mjx_lite.pipeline import constraint  # noqa: PLC0415
+
+    path = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", "humanoid", "humanoid.xml")
+    mjm = mujoco.MjModel.from_xml_path(path)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(40):
+        mujoco.mj_step(mjm, mjd)
+    mjd.qpos[7::2] = 1.1 * mjm.jnt_range[1::2, 1]  # every other hinge past its upper limit
+    m = mjl.load_mjcf(path)
+    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel))
+    d = jax.jit(mjl.forward)(m, d)
+    layout = constraint.plan(m).layout
+    uc = layout.unit_col
+    assert np.sum(uc >= 0) > 10 and np.sum(uc < 0) > 10
+    prob = constraint.problem(m, d)
+    assert 0 < int(np.sum(np.asarray(d.efc_mask)[uc >= 0])) < int(np.sum(uc >= 0))  # some limit rows inactive
+    hdiag = jp.asarray(np.random.default_rng(0).uniform(0.5, 2.0, prob.D.shape))
+    ev = common.ConstraintEval(cost=0.0, force=0 * hdiag, hdiag=hdiag, cone_hess=(), state=0 * hdiag)
+    ours = common.constraint_hessian(layout, prob, ev)
+    full = common.constraint_hessian(dataclasses.replace(layout, unit_col=None), prob, ev)
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(full), rtol=1e-14, atol=1e-12)

@@ -178,7 +178,12 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
             rows = con_adr[slots, None] + np.arange(dim)[None, :]
             kind[rows.reshape(-1)] = solver_common.CONE
             cones.append(rows)
-    layout = solver_common.Layout(kind=kind, cones=tuple(cones), mass=_tree_mass(m))
+    unit_col = np.full(nefc, -1, np.int64)  # rows with J = +-e_dof (see Layout.unit_col)
+    dadr = np.asarray(m.jnt_dofadr)
+    unit_col[adr["fric_dof"] : adr["fric_dof"] + len(fric_dof)] = fric_dof
+    lim_rows = np.repeat(np.arange(len(lim_jnt)), 2)[np.stack([np.ones(len(lim_jnt), bool), ~lim_jnt_one], 1).ravel()]
+    unit_col[adr["lim_jnt"] : adr["lim_jnt"] + lim_rows.size] = dadr[lim_jnt][lim_rows]  # rows as `_two_sided`
+    layout = solver_common.Layout(kind=kind, cones=tuple(cones), mass=_tree_mass(m), unit_col=unit_col)
     sparse = types.sparse_efc_jacobian(m)
     return Plan(nefc=nefc, layout=layout, connect=connect, weld=weld, joint_eq=joint_eq, tendon_eq=tendon_eq,
                 fric_dof=fric_dof, fric_ten=fric_ten, lim_jnt=lim_jnt, lim_ball=lim_ball, lim_ten=lim_ten,

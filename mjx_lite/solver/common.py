@@ -112,11 +112,15 @@ class Layout:
     cones: tuple of (k, dim) int arrays: row indices of the k elliptic contacts of dimension dim
            (first row normal, then tangential rows), one array per dim present
     mass:  None: Problem.M is the dense (nv, nv) mass matrix; a TreeMass: Problem.M is tree-sparse (nM,)
+    unit_col: None, or (nefc,) int: for a row whose dense J has one entry of magnitude 1 or 0 (dof friction, and
+           slide/hinge limits: J = +-e_dof, zeroed when inactive), that dof; -1 for every other row. The dense
+           Hessian then takes those rows as a diagonal term instead of through the (nv, nefc) @ (nefc, nv) product.
     """
 
     kind: np.ndarray
     cones: tuple[np.ndarray, ...] = ()
     mass: TreeMass | None = None
+    unit_col: np.ndarray | None = None
 
     @property
     def nefc(self) -> int:
@@ -308,7 +312,16 @@ def eval_constraints(layout: Layout, p: Problem, jar: jax.Array) -> ConstraintEv
 def constraint_hessian(layout: Layout, p: Problem, ev: ConstraintEval) -> jax.Array:
     """J' H_s J (nv, nv): the constraint part of the primal Hessian (dense; sparse rows are scatter-added)."""
     if p.J_colind is None:
-        H = (p.J * ev.hdiag[:, None]).T @ p.J
+        uc = layout.unit_col
+        if uc is None or not np.any(uc >= 0):
+            H = (p.J * ev.hdiag[:, None]).T @ p.J
+        else:  # J = +-e_c rows: h J' J = h e_c e_c' (J_rc^2 is 1, or 0 on an inactive row)
+            gen, uni = np.nonzero(uc < 0)[0], np.nonzero(uc >= 0)[0]
+            contiguous = gen.size and np.array_equal(gen, np.arange(gen[0], gen[0] + gen.size))
+            Jg = p.J[gen[0] : gen[0] + gen.size] if contiguous else p.J[gen]
+            H = (Jg * ev.hdiag[gen][:, None]).T @ Jg
+            ju = p.J[uni, uc[uni]]
+            H = H + jp.diag(jp.zeros(p.J.shape[1], p.J.dtype).at[uc[uni]].add(ev.hdiag[uni] * ju * ju))
         for rows, ch in zip(layout.cones, ev.cone_hess):
             Jc = p.J[jp.asarray(rows)]  # (k, dim, nv)
             H = H + jp.einsum("kin,kij,kjm->nm", Jc, ch, Jc)
