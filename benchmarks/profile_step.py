@@ -90,6 +90,28 @@ def profile(path: str, batch: int, depth: int) -> list[tuple[str, int, float]]:
     return sorted(rows, key=lambda r: -r[2])
 
 
+def report(quick: bool = False, batch: int = 4096) -> str:
+    """Markdown section of docs/benchmarks.md (the humanoid; --quick: batch 64)."""
+    batch = 64 if quick else batch
+    rows = profile(HUMANOID, batch, 3)
+    cmd = "python benchmarks/profile_step.py" + (" --batch 64" if quick else "")
+    return "\n".join([
+        "### Where the compiled step's time goes (XLA profile, humanoid, float32)",
+        "",
+        f"`{cmd} --depth 3` ({os.cpu_count()} cores, jax {jax.__version__}, {jax.default_backend()}): "
+        f"`jit(vmap(step))` at batch {batch}, each kernel of the compiled program attributed to its stage by the "
+        "named scopes in its op name; kernels are compiled one by one by XLA (a proxy for a stage's share of "
+        "compile time); ms: the kernels' time per call from `jax.profiler` (mean of 3 calls; profiling adds "
+        "overhead, so the total exceeds the wall time of a call). Copies and matrix-vector products that XLA "
+        "rewrites lose their op names and are counted apart.",
+        "",
+        "| stage | kernels | ms |",
+        "| --- | --- | --- |",
+        *[f"| {k} | {n} | {t:.2f} |" for k, n, t in rows],
+        f"| total | {sum(r[1] for r in rows)} | {sum(r[2] for r in rows):.2f} |",
+    ])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=HUMANOID)
