@@ -118,6 +118,8 @@ class _SparseLevel:
     odiag: np.ndarray  # (nO,) M(k, k) address for each
     orow: np.ndarray  # (nO,) k
     ocol: np.ndarray  # (nO,) i
+    tk: np.ndarray  # (nT,) position of k among the level's dofs
+    ok: np.ndarray  # (nO,) position of k among the level's dofs
 
 
 def _sparse_plan(m: Model) -> tuple:
@@ -126,8 +128,8 @@ def _sparse_plan(m: Model) -> tuple:
     rowlen = np.bincount(t.m_rows, minlength=m.nv)
     levels = []
     for dofs in t.dof_levels:
-        tgt, src1, src2, tdiag, off, odiag, orow, ocol = ([] for _ in range(8))
-        for k in dofs:
+        tgt, src1, src2, tdiag, off, odiag, orow, ocol, tk, ok = ([] for _ in range(10))
+        for pk, k in enumerate(dofs):
             row = t.m_cols[madr[k] : madr[k] + rowlen[k]]  # k, parent(k), ...
             for p in range(1, row.size):
                 i = row[p]
@@ -135,14 +137,16 @@ def _sparse_plan(m: Model) -> tuple:
                 odiag.append(madr[k])
                 orow.append(k)
                 ocol.append(i)
+                ok.append(pk)
                 for q in range(p, row.size):
                     tgt.append(madr[i] + (q - p))
                     src1.append(madr[k] + p)
                     src2.append(madr[k] + q)
                     tdiag.append(madr[k])
+                    tk.append(pk)
         a = lambda x: np.asarray(x, np.int64)  # noqa: E731
         levels.append(_SparseLevel(a(madr[dofs]), a(tgt), a(src1), a(src2), a(tdiag), a(off), a(odiag), a(orow),
-                                   a(ocol)))  # fmt: skip
+                                   a(ocol), a(tk), a(ok)))  # fmt: skip
     return tuple(levels)
 
 
@@ -176,20 +180,29 @@ def _to_dense(m: Model, vals: jax.Array, symmetric: bool) -> jax.Array:
 def _factor_tree(m: Model, a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """L'DL of tree-sparse entries a (nM,) (support.tables(m).madr layout) -> (factor (nM,), D (nv,), clamped ()).
 
-    Dofs are eliminated one depth level at a time, leaves first: gathers and scatter-adds over the level's
-    entries only, so the cost follows the tree's sparsity (no dense rank updates). A pivot below MINVAL is set to
-    MINVAL, as MuJoCo's mj_factorI; `clamped` (bool) tells whether any was.
+    Dofs are eliminated one depth level at a time, leaves first: gathers and one scatter-add per level (the
+    update of the ancestors' entries), so the cost follows the tree's sparsity (no dense rank updates). A level's
+    own rows are final once it is eliminated (later levels update only their ancestors), so their values (D, and
+    L = row / D) are collected and the factor is assembled by one gather at the end. A pivot below MINVAL is set
+    to MINVAL, as MuJoCo's mj_factorI; `clamped` (bool) tells whether any was.
     """
-    t = support.tables(m)
+    plan = support.memo(m, "inertia_sparse", _sparse_plan)
     clamped = jp.zeros((), bool)
-    for lv in reversed(support.memo(m, "inertia_sparse", _sparse_plan)):
+    addr, vals = [], []  # final entries: their addresses in qLD and values
+    for lv in reversed(plan):
         dk = take(a, lv.diag)
         clamped = clamped | jp.any(dk < MINVAL)
-        a = put(a, lv.diag, jp.where(dk < MINVAL, MINVAL, dk))
+        dk = jp.where(dk < MINVAL, MINVAL, dk)
+        addr.append(lv.diag)
+        vals.append(dk)
         if lv.tgt.size:
-            a = support.put_add(a, lv.tgt, -take(a, lv.src1) * take(a, lv.src2) / take(a, lv.tdiag))
-            a = put(a, lv.off, take(a, lv.off) / take(a, lv.odiag))
-    return a, take(a, t.madr), clamped
+            a = support.put_add(a, lv.tgt, -take(a, lv.src1) * take(a, lv.src2) / take(dk, lv.tk))
+            addr.append(lv.off)
+            vals.append(take(a, lv.off) / take(dk, lv.ok))
+    order = np.argsort(np.concatenate(addr))  # every entry is final exactly once
+    assert order.size == a.shape[0]
+    qld = take(jp.concatenate(vals), order)
+    return qld, take(qld, support.tables(m).madr), clamped
 
 
 def _solve_tree(m: Model, qld: jax.Array, inv: jax.Array, x: jax.Array) -> jax.Array:
