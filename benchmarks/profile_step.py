@@ -4,9 +4,9 @@
 
 `jit(vmap(step))` of the model (default: the MJX humanoid after 50 MuJoCo steps, float32) is compiled and run
 under `jax.profiler`; every kernel of the compiled program is attributed to its stage by the named scopes the
-pipeline puts in op names (`pipeline.forward.run`). Printed per stage: kernels (each is compiled separately by
-XLA: a proxy for the stage's share of compile time) and milliseconds per call (device time of its kernels,
-mean of 3 profiled calls).
+pipeline puts in op names (`pipeline.forward.run`). Printed per stage: kernels (XLA compiles each on its own),
+milliseconds per call (device time of its kernels, mean of 3 profiled calls) and milliseconds of XLA's
+per-fusion code generation in the compile (summed over compiler threads).
 """
 
 from __future__ import annotations
@@ -62,7 +62,18 @@ def _kernels(hlo: str) -> dict[str, str]:
     return out
 
 
-def profile(path: str, batch: int, depth: int) -> list[tuple[str, int, float]]:
+def _events(fn) -> list[dict]:
+    """The complete ("X") events of a perfetto trace of fn()."""
+    with tempfile.TemporaryDirectory() as out:
+        with jax.profiler.trace(out, create_perfetto_trace=True):
+            fn()
+        trace = json.load(gzip.open(glob.glob(out + "/**/*.trace.json.gz", recursive=True)[0]))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return [e for e in events if e.get("ph") == "X"]
+
+
+def profile(path: str, batch: int, depth: int) -> list[tuple[str, int, float, float]]:
+    """Rows (stage, kernels, ms per call, ms of XLA's per-fusion code generation), by decreasing ms per call."""
     mjm = mujoco.MjModel.from_xml_path(path)
     mjd = mujoco.MjData(mjm)
     for _ in range(50):
@@ -72,21 +83,26 @@ def profile(path: str, batch: int, depth: int) -> list[tuple[str, int, float]]:
     d = jax.jit(mjl.forward)(m, d)
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
     g = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
-    compiled = g.lower(m, db).compile()
-    kernels = _kernels(compiled.as_text())
+    lowered = g.lower(m, db)
+    box = {}
+    compile_events = _events(lambda: box.update(c=lowered.compile()))
+    kernels = _kernels(box["c"].as_text())
     jax.block_until_ready(g(m, db))
-    with tempfile.TemporaryDirectory() as out:
-        with jax.profiler.trace(out, create_perfetto_trace=True):
-            for _ in range(3):
-                jax.block_until_ready(g(m, db))
-        trace = json.load(gzip.open(glob.glob(out + "/**/*.trace.json.gz", recursive=True)[0]))
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    ms = collections.Counter()
-    for e in events:
-        if e.get("ph") == "X" and e["name"] in kernels:
+
+    def run3():
+        for _ in range(3):
+            jax.block_until_ready(g(m, db))
+
+    ms, cms = collections.Counter(), collections.Counter()
+    for e in _events(run3):
+        if e["name"] in kernels:
             ms[_stage(kernels[e["name"]], depth)] += e.get("dur", 0) / 3e3
+    for e in compile_events:  # XLA:CPU compiles each fusion on its own (MLIR, then LLVM); named by instruction
+        name = re.sub(r"^__compute_module_|_kernel_module$", "", str(e.get("args", {}).get("module")))
+        if e["name"] == "FusionCompiler::Compile" and name in kernels:
+            cms[_stage(kernels[name], depth)] += e.get("dur", 0) / 1e3
     count = collections.Counter(_stage(op, depth) for op in kernels.values())
-    rows = [(k, count[k], ms[k]) for k in set(count) | set(ms)]
+    rows = [(k, count[k], ms[k], cms[k]) for k in set(count) | set(ms)]
     return sorted(rows, key=lambda r: -r[2])
 
 
@@ -100,15 +116,16 @@ def report(quick: bool = False, batch: int = 4096) -> str:
         "",
         f"`{cmd} --depth 3` ({os.cpu_count()} cores, jax {jax.__version__}, {jax.default_backend()}): "
         f"`jit(vmap(step))` at batch {batch}, each kernel of the compiled program attributed to its stage by the "
-        "named scopes in its op name; kernels are compiled one by one by XLA (a proxy for a stage's share of "
-        "compile time); ms: the kernels' time per call from `jax.profiler` (mean of 3 calls; profiling adds "
-        "overhead, so the total exceeds the wall time of a call). Copies and matrix-vector products that XLA "
-        "rewrites lose their op names and are counted apart.",
+        "named scopes in its op name. kernels: XLA compiles each on its own; run ms: the kernels' time per call "
+        "from `jax.profiler` (mean of 3 calls; profiling adds overhead, so the total exceeds the wall time of a "
+        "call); codegen ms: XLA's per-fusion code generation (MLIR) time in the profiled compile, summed over "
+        "threads (LLVM's final codegen of the whole module is not per stage). Copies and matrix-vector products "
+        "that XLA rewrites lose their op names and are counted apart.",
         "",
-        "| stage | kernels | ms |",
-        "| --- | --- | --- |",
-        *[f"| {k} | {n} | {t:.2f} |" for k, n, t in rows],
-        f"| total | {sum(r[1] for r in rows)} | {sum(r[2] for r in rows):.2f} |",
+        "| stage | kernels | run ms | codegen ms |",
+        "| --- | --- | --- | --- |",
+        *[f"| {k} | {n} | {t:.2f} | {c:.0f} |" for k, n, t, c in rows],
+        f"| total | {sum(r[1] for r in rows)} | {sum(r[2] for r in rows):.2f} | {sum(r[3] for r in rows):.0f} |",
     ])
 
 
@@ -121,10 +138,10 @@ def main() -> None:
     rows = profile(a.model, a.batch, a.depth)
     print(f"{os.path.basename(a.model)}, batch {a.batch}, {os.cpu_count()} cores, jax {jax.__version__} "
           f"on {jax.devices()[0].platform}")
-    print(f"{'stage':60s} {'kernels':>8s} {'ms':>8s}")
-    for k, n, t in rows:
-        print(f"{k:60s} {n:8d} {t:8.2f}")
-    print(f"{'total':60s} {sum(r[1] for r in rows):8d} {sum(r[2] for r in rows):8.2f}")
+    print(f"{'stage':50s} {'kernels':>8s} {'run ms':>8s} {'codegen ms':>11s}")
+    for k, n, t, c in rows:
+        print(f"{k:50s} {n:8d} {t:8.2f} {c:11.0f}")
+    print(f"{'total':50s} {sum(r[1] for r in rows):8d} {sum(r[2] for r in rows):8.2f} {sum(r[3] for r in rows):11.0f}")
 
 
 if __name__ == "__main__":
