@@ -113,12 +113,10 @@ class _SparseLevel:
     tgt: np.ndarray  # (nT,) address of M(i, j) updated
     src1: np.ndarray  # (nT,) address of M(k, i)
     src2: np.ndarray  # (nT,) address of M(k, j)
-    tdiag: np.ndarray  # (nT,) address of M(k, k)
     off: np.ndarray  # (nO,) addresses of the strict-lower entries M(k, i) of the level's rows
-    odiag: np.ndarray  # (nO,) M(k, k) address for each
     orow: np.ndarray  # (nO,) k
     ocol: np.ndarray  # (nO,) i
-    tk: np.ndarray  # (nT,) position of k among the level's dofs
+    tk: np.ndarray  # (nT,) position of k (whose pivot divides) among the level's dofs
     ok: np.ndarray  # (nO,) position of k among the level's dofs
 
 
@@ -128,13 +126,12 @@ def _sparse_plan(m: Model) -> tuple:
     rowlen = np.bincount(t.m_rows, minlength=m.nv)
     levels = []
     for dofs in t.dof_levels:
-        tgt, src1, src2, tdiag, off, odiag, orow, ocol, tk, ok = ([] for _ in range(10))
+        tgt, src1, src2, off, orow, ocol, tk, ok = ([] for _ in range(8))
         for pk, k in enumerate(dofs):
             row = t.m_cols[madr[k] : madr[k] + rowlen[k]]  # k, parent(k), ...
             for p in range(1, row.size):
                 i = row[p]
                 off.append(madr[k] + p)
-                odiag.append(madr[k])
                 orow.append(k)
                 ocol.append(i)
                 ok.append(pk)
@@ -142,11 +139,10 @@ def _sparse_plan(m: Model) -> tuple:
                     tgt.append(madr[i] + (q - p))
                     src1.append(madr[k] + p)
                     src2.append(madr[k] + q)
-                    tdiag.append(madr[k])
                     tk.append(pk)
         a = lambda x: np.asarray(x, np.int64)  # noqa: E731
-        levels.append(_SparseLevel(a(madr[dofs]), a(tgt), a(src1), a(src2), a(tdiag), a(off), a(odiag), a(orow),
-                                   a(ocol), a(tk), a(ok)))  # fmt: skip
+        levels.append(_SparseLevel(a(madr[dofs]), a(tgt), a(src1), a(src2), a(off), a(orow), a(ocol), a(tk),
+                                   a(ok)))  # fmt: skip
     return tuple(levels)
 
 
