@@ -22,14 +22,14 @@ import tempfile
 
 import jax
 import jax.numpy as jp
-import mujoco
+import stages  # benchmarks/ is on the path (run as a script, or by report.py)
 
 import mjx_lite as mjl
 
 # a cached executable would carry the op names of whatever code compiled it first (names are not in the cache key)
 jax.config.update("jax_enable_compilation_cache", False)
 
-HUMANOID = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", "humanoid", "humanoid.xml")
+HUMANOID = stages.PATH
 _SKIP_OPS = ("parameter", "constant", "get-tuple-element", "tuple", "bitcast", "copy-start", "copy-done")
 
 
@@ -74,13 +74,7 @@ def _events(fn) -> list[dict]:
 
 def profile(path: str, batch: int, depth: int) -> list[tuple[str, int, float, float]]:
     """Rows (stage, kernels, ms per call, ms of XLA's per-fusion code generation), by decreasing ms per call."""
-    mjm = mujoco.MjModel.from_xml_path(path)
-    mjd = mujoco.MjData(mjm)
-    for _ in range(50):
-        mujoco.mj_step(mjm, mjd)
-    m = mjl.load_mjcf(path)
-    d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos, jp.float32), qvel=jp.asarray(mjd.qvel, jp.float32))
-    d = jax.jit(mjl.forward)(m, d)
+    _, _, m, d = stages.forwarded_state(path)
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
     g = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
     lowered = g.lower(m, db)
