@@ -65,11 +65,11 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
 
     def f_fwd(prob, start, consts):
         out = run(prob, start, consts)
-        return out, (prob, out[0], start, consts)
+        return out, (prob, out[0], consts)  # the start is not kept: its cotangent is zero
 
     def f_bwd(res, cts):
         with matmul_precision(config):
-            prob, qacc, start, consts = res
+            prob, qacc, consts = res
             abar = cts[0] + common.p_jt_mul(prob, cts[1])  # jar's cotangent reaches qacc through J
             _, ev, _, _ = common.primal_cost(layout, prob, qacc)
             if minv_of is None:
@@ -84,7 +84,8 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
 
             _, vjp = jax.vjp(g_and_jar, prob)
             (pbar,) = vjp((-w, cts[1]))
-            return pbar, jax.tree.map(jp.zeros_like, start), jax.tree.map(jp.zeros_like, consts)
+            start_bar = (jp.zeros_like(qacc), jp.zeros_like(prob.aref), jp.zeros_like(qacc))  # (qacc0, jar0, Ma0)
+            return pbar, start_bar, jax.tree.map(jp.zeros_like, consts)
 
     f.defvjp(f_fwd, f_bwd)
     return f
