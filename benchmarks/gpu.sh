@@ -26,6 +26,10 @@
 #    It installs the wheels into /tmp/site (only if `import mujoco.mjx` fails), puts the repository on PYTHONPATH
 #    and runs gpu_bench.py with a 420 s budget (GPU_BENCH_BUDGET overrides it; extra arguments pass through).
 #
+#    `bash benchmarks/gpu.sh stages [BATCH]` instead runs the per-stage comparison with MJX (benchmarks/stages.py)
+#    and the per-stage kernel profile (benchmarks/profile_step.py, with the 25 slowest kernels) on the GPU at batch
+#    BATCH (default 8192), writing stages.txt and profile.txt to $OUT.
+#
 # 3. Checking the script on a CPU (batch 4, 5 steps, minutes):
 #
 #      JAX_PLATFORMS=cpu PYTHON=.venv/bin/python bash benchmarks/gpu.sh --tiny
@@ -58,6 +62,14 @@ fi
 unset MUJOCO_GL  # nothing here renders; MUJOCO_GL=egl makes `import mujoco` fail where libEGL is absent
 export PYTHONUNBUFFERED=1
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || true; } > "$OUT/nvidia-smi.txt"
+if [ "${1:-}" = "stages" ]; then
+  batch=${2:-8192}
+  "$PYTHON" -u benchmarks/stages.py --batch "$batch" 2>&1 | tee "$OUT/stages.txt"
+  # command buffers (CUDA graphs) would hide the kernels from the profiler
+  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" \
+    "$PYTHON" -u benchmarks/profile_step.py --batch "$batch" --depth 3 --top 25 2>&1 | tee "$OUT/profile.txt"
+  exit 0
+fi
 dm=()
 [ -f .whl/dm_suite/cheetah.xml ] && dm=(--dm-suite .whl/dm_suite)
 set -o pipefail

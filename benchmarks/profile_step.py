@@ -63,17 +63,27 @@ def _kernels(hlo: str) -> dict[str, str]:
 
 
 def _events(fn) -> list[dict]:
-    """The complete ("X") events of a perfetto trace of fn()."""
+    """The complete ("X") events of a perfetto trace of fn(); on a GPU only those of the device's streams (the host
+    also logs each launch under the kernel's name)."""
     with tempfile.TemporaryDirectory() as out:
         with jax.profiler.trace(out, create_perfetto_trace=True):
             fn()
         trace = json.load(gzip.open(glob.glob(out + "/**/*.trace.json.gz", recursive=True)[0]))
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    return [e for e in events if e.get("ph") == "X"]
+    procs = {e.get("pid"): str(e.get("args", {}).get("name", "")) for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    device = {pid for pid, name in procs.items() if "/device:GPU" in name or "/device:TPU" in name}
+    return [e for e in events if e.get("ph") == "X" and (not device or e.get("pid") in device)]
 
 
-def profile(path: str, batch: int, depth: int) -> list[tuple[str, int, float, float]]:
-    """Rows (stage, kernels, ms per call, ms of XLA's per-fusion code generation), by decreasing ms per call."""
+def _kernel_of(e: dict) -> str:
+    """The HLO instruction an event ran: GPU kernels carry it as `hlo_op`, XLA:CPU names the event after it."""
+    return str(e.get("args", {}).get("hlo_op") or e["name"])
+
+
+def profile(path: str, batch: int, depth: int, top: int = 0) -> list[tuple[str, int, float, float]]:
+    """Rows (stage, kernels, ms per call, ms of XLA's per-fusion code generation), by decreasing ms per call; with
+    `top`, also prints the `top` slowest kernels with their op names."""
     _, _, m, d = stages.forwarded_state(path)
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
     g = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
@@ -87,10 +97,14 @@ def profile(path: str, batch: int, depth: int) -> list[tuple[str, int, float, fl
         for _ in range(3):
             jax.block_until_ready(g(m, db))
 
-    ms, cms = collections.Counter(), collections.Counter()
+    ms, cms, per_kernel = collections.Counter(), collections.Counter(), collections.Counter()
     for e in _events(run3):
-        if e["name"] in kernels:
-            ms[_stage(kernels[e["name"]], depth)] += e.get("dur", 0) / 3e3
+        k = _kernel_of(e)
+        if k in kernels:
+            ms[_stage(kernels[k], depth)] += e.get("dur", 0) / 3e3
+            per_kernel[k] += e.get("dur", 0) / 3e3
+    for k, t in per_kernel.most_common(top):
+        print(f"{t:8.3f} ms  {k:40s} {kernels[k][-110:]}")
     for e in compile_events:  # XLA:CPU compiles each fusion on its own (MLIR, then LLVM); named by instruction
         name = re.sub(r"^__compute_module_|_kernel_module$", "", str(e.get("args", {}).get("module")))
         if e["name"] == "FusionCompiler::Compile" and name in kernels:
@@ -128,8 +142,9 @@ def main() -> None:
     p.add_argument("--model", default=HUMANOID)
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--depth", type=int, default=2, help="named-scope levels to group by")
+    p.add_argument("--top", type=int, default=0, help="also print this many slowest kernels with their op names")
     a = p.parse_args()
-    rows = profile(a.model, a.batch, a.depth)
+    rows = profile(a.model, a.batch, a.depth, a.top)
     print(f"{os.path.basename(a.model)}, batch {a.batch}, {os.cpu_count()} cores, jax {jax.__version__} "
           f"on {jax.devices()[0].platform}")
     print(f"{'stage':50s} {'kernels':>8s} {'run ms':>8s} {'codegen ms':>11s}")

@@ -189,3 +189,16 @@ def test_matmul_precision_reaches_every_product_of_step_and_its_gradient():
             assert fwd == {hi} and grad == {hi}, (fwd, grad)
         else:
             assert None in fwd and None in grad, (fwd, grad)
+
+
+def test_quaternion_ops_auto_resolves_by_backend():
+    """Config.quaternion_ops: "auto" is the constant-tensor form on the CPU and the elementwise form elsewhere;
+    explicit choices are kept; anything else is refused. (Both forms match MuJoCo: test_forward.py.)"""
+    from mjx_lite.config import quaternion_ops
+
+    with pytest.raises(ValueError, match="quaternion_ops"):
+        mjl.Config(quaternion_ops="fast")
+    want = "einsum" if jax.default_backend() == "cpu" else "elementwise"
+    assert quaternion_ops(mjl.Config()) == want
+    for ops in ("einsum", "elementwise"):
+        assert quaternion_ops(mjl.Config(quaternion_ops=ops)) == ops

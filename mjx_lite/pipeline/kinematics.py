@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math
+from mjx_lite.config import quaternion_ops
 from mjx_lite.pipeline import support
 from mjx_lite.types import MINVAL, Data, JointType, Model
 
@@ -61,17 +64,34 @@ def _plan(m: Model) -> _Plan:
 # ---- kinematics ---------------------------------------------------------------------------------------------
 
 
+class _QuatOps(NamedTuple):
+    """The quaternion functions of one `Config.quaternion_ops` formulation (same values to round-off)."""
+
+    mul: Callable  # (..., 4), (..., 4) -> (..., 4)
+    rotate: Callable  # v (..., 3), q (..., 4) -> (..., 3)
+    to_mat: Callable  # (..., 4) -> (..., 3, 3)
+
+
+_QUAT_OPS = {
+    "einsum": _QuatOps(math.quat_mul_c, math.rotate_c, math.quat_to_mat_c),
+    "elementwise": _QuatOps(math.quat_mul, math.rotate, math.quat_to_mat),
+}
+
+
+def _quat_ops(m: Model) -> _QuatOps:
+    return _QUAT_OPS[quaternion_ops(m.config)]
+
+
 def _mat_vec(mat: jax.Array, v: jax.Array) -> jax.Array:
     return jp.einsum("...ij,...j->...i", mat, v, precision=jax.lax.Precision.HIGHEST)
 
 
-def _compose(a: jax.Array, b: jax.Array) -> jax.Array:
+def _compose(ops: _QuatOps, a: jax.Array, b: jax.Array) -> jax.Array:
     """Rigid transform composition a o b of poses (..., 7) = [pos, quat]."""
-    return jp.concatenate([a[..., :3] + math.rotate_c(b[..., :3], a[..., 3:]), math.quat_mul_c(a[..., 3:], b[..., 3:])],
-                          axis=-1)  # fmt: skip
+    return jp.concatenate([a[..., :3] + ops.rotate(b[..., :3], a[..., 3:]), ops.mul(a[..., 3:], b[..., 3:])], axis=-1)
 
 
-def _local_to_global(xpos, xquat, xmat, body, pos, quat, sameframe=None, xipos=None, ximat=None):
+def _local_to_global(ops, xpos, xquat, xmat, body, pos, quat, sameframe=None, xipos=None, ximat=None):
     """World frame of objects given in their body's frame (mj_local2Global).
 
     sameframe (static mjtSameFrame codes, optional): 1 body frame, 2 inertial frame, 3 body orientation,
@@ -80,7 +100,7 @@ def _local_to_global(xpos, xquat, xmat, body, pos, quat, sameframe=None, xipos=N
     take = support.take
     xb, mb = take(xpos, body), take(xmat, body)
     gpos = xb + _mat_vec(mb, pos)
-    gmat = math.quat_to_mat_c(math.quat_mul_c(take(xquat, body), quat))
+    gmat = ops.to_mat(ops.mul(take(xquat, body), quat))
     if sameframe is None:
         return gpos, gmat
     sf = np.asarray(sameframe)
@@ -95,7 +115,7 @@ def _local_to_global(xpos, xquat, xmat, body, pos, quat, sameframe=None, xipos=N
     return gpos, gmat
 
 
-def _joint_transforms(m: Model, d: Data, jnt: np.ndarray) -> jax.Array:
+def _joint_transforms(m: Model, d: Data, jnt: np.ndarray, ops: _QuatOps) -> jax.Array:
     """Poses (n, 7) of regular joints, in the frame that precedes each joint."""
     take = support.take
     jtype = np.asarray(m.jnt_type)[jnt]
@@ -109,7 +129,7 @@ def _joint_transforms(m: Model, d: Data, jnt: np.ndarray) -> jax.Array:
     if np.any(jtype == JointType.BALL):
         ball = math.quat_normalize(take(d.qpos, np.minimum(qadr[:, None] + np.arange(4), m.nq - 1)))
         quat = jp.where(jp.asarray(jtype == JointType.BALL)[:, None], ball, quat)
-    pos = jpos - math.rotate_c(jpos, quat)  # rotation about the joint anchor
+    pos = jpos - ops.rotate(jpos, quat)  # rotation about the joint anchor
     if np.any(jtype == JointType.SLIDE):
         pos = jp.where(jp.asarray(jtype == JointType.SLIDE)[:, None], axis * dq[:, None], pos)
     return jp.concatenate([pos, quat], axis=-1)
@@ -124,6 +144,7 @@ def _body_frames(m: Model, d: Data):
     """
     take, put = support.take, support.put
     plan = support.memo(m, "kinematics", _plan)
+    ops = _quat_ops(m)
     dtype = d.qpos.dtype
     nb = m.nbody
     # body offsets (model or mocap), poses [pos, quat] relative to the parent; the compiler keeps MuJoCo's
@@ -137,13 +158,13 @@ def _body_frames(m: Model, d: Data):
     # regular joints: accumulate per body, slot by slot; remember the frame before each joint
     pre = jp.zeros((m.njnt, 7), dtype)
     if plan.reg_jnt.size:
-        jposes = _joint_transforms(m, d, plan.reg_jnt)
+        jposes = _joint_transforms(m, d, plan.reg_jnt, ops)
         slot_of = np.full(m.njnt, -1)
         slot_of[plan.reg_jnt] = np.arange(plan.reg_jnt.size)
         for bodies, jnt in plan.slots:
             cur = take(local, bodies)
             pre = put(pre, jnt, cur)
-            local = put(local, bodies, _compose(cur, take(jposes, slot_of[jnt])))
+            local = put(local, bodies, _compose(ops, cur, take(jposes, slot_of[jnt])))
     # free joints: world pose straight from qpos
     if plan.free_body.size:
         fq = take(d.qpos, np.asarray(m.jnt_qposadr)[plan.free_jnt][:, None] + np.arange(7))
@@ -154,30 +175,30 @@ def _body_frames(m: Model, d: Data):
     is_free[plan.free_body] = True
 
     def step(parent, child):
-        g = _compose(parent, child)
+        g = _compose(ops, parent, child)
         return jp.concatenate([g[:, :3], math.quat_normalize(g[:, 3:])], axis=-1)
 
     if reparent:  # a free joint below another body: its pose is a world pose
         local = jp.concatenate([local, jp.asarray(is_free, dtype)[:, None]], axis=-1)
 
         def step(parent, child):  # noqa: F811
-            g = _compose(parent, child[:, :7])
+            g = _compose(ops, parent, child[:, :7])
             g = jp.where(child[:, 7:] > 0, child[:, :7], g)
             return jp.concatenate([g[:, :3], math.quat_normalize(g[:, 3:]), child[:, 7:]], axis=-1)
 
     world = jp.concatenate([jp.zeros((1, 3), dtype), jp.ones((1, 1), dtype), jp.zeros((1, 3 + reparent), dtype)], 1)
     x = support.level_scan(m, support.put(local, np.array([0]), world), step)[:, :7]
     xpos, xquat = x[:, :3], x[:, 3:]
-    xmat = math.quat_to_mat_c(xquat)
+    xmat = ops.to_mat(xquat)
     # joint anchors and axes in the world frame
     xanchor = jp.zeros((m.njnt, 3), dtype)
     xaxis = jp.zeros((m.njnt, 3), dtype)
     if plan.reg_jnt.size:
         j = plan.reg_jnt
         parent = np.asarray(m.body_parentid)[np.asarray(m.jnt_bodyid)[j]]
-        w = _compose(take(x, parent), take(pre, j))
-        xaxis = put(xaxis, j, math.rotate_c(take(m.jnt_axis, j), w[:, 3:]))
-        xanchor = put(xanchor, j, w[:, :3] + math.rotate_c(take(m.jnt_pos, j), w[:, 3:]))
+        w = _compose(ops, take(x, parent), take(pre, j))
+        xaxis = put(xaxis, j, ops.rotate(take(m.jnt_axis, j), w[:, 3:]))
+        xanchor = put(xanchor, j, w[:, :3] + ops.rotate(take(m.jnt_pos, j), w[:, 3:]))
     if plan.free_body.size:
         xanchor = put(xanchor, plan.free_jnt, take(local, plan.free_body)[:, :3])
         xaxis = put(xaxis, plan.free_jnt, jp.asarray([0.0, 0.0, 1.0], dtype))
@@ -201,7 +222,7 @@ def _cameras(m: Model, xpos, xquat, xmat, subtree_com_fn):
     body = np.asarray(m.cam_bodyid)
     mode = np.asarray(m.cam_mode)
     target = np.asarray(m.cam_targetbodyid)
-    pos, mat = _local_to_global(xpos, xquat, xmat, body, m.cam_pos, m.cam_quat)
+    pos, mat = _local_to_global(_quat_ops(m), xpos, xquat, xmat, body, m.cam_pos, m.cam_quat)
     needs_com = np.any((mode == 2) | ((mode == 4) & (target >= 0)))
     com = subtree_com_fn() if needs_com else None
     track = (mode == 1) | (mode == 2)
@@ -229,7 +250,7 @@ def _cameras(m: Model, xpos, xquat, xmat, subtree_com_fn):
 def kinematics(m: Model, d: Data) -> Data:
     """Forward kinematics (mj_kinematics + mj_camlight cameras). See the module docstring for outputs."""
     xpos, xquat, xmat, xanchor, xaxis = _body_frames(m, d)
-    l2g = functools.partial(_local_to_global, xpos, xquat, xmat)
+    l2g = functools.partial(_local_to_global, _quat_ops(m), xpos, xquat, xmat)
     xipos, ximat = l2g(np.arange(m.nbody), m.body_ipos, m.body_iquat, m.body_sameframe)
     xipos, ximat = (
         support.put(xipos, np.array([0]), 0.0),
