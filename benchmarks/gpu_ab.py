@@ -1,0 +1,104 @@
+"""A/B variants of the batched humanoid step beside MJX in one process: steps/s of jit(vmap(scan(step))) and kernels.
+
+    python benchmarks/gpu_ab.py [BATCH ...]        # default 1024; AB_STEPS (default 50) steps per rollout
+
+The MJX humanoid with contacts after 50 MuJoCo steps, float32, qvel + 0.01 N(0, 1) per environment. Variants are
+patched in at trace time (see VARIANTS); MJX runs first and last, so its two rows show the run-to-run noise.
+Written for a lent GPU (`benchmarks/gpu.sh` installs the wheels; then `PYTHONPATH=/tmp/site:. python ...`), runs
+anywhere (docs/benchmarks.md, GPU section).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import profile_step  # noqa: E402  (benchmarks/ is on the path)
+import stages  # noqa: E402
+from mujoco import mjx  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+from mjx_lite import math  # noqa: E402
+from mjx_lite.pipeline import integrate  # noqa: E402
+
+jax.config.update("jax_enable_compilation_cache", False)
+STEPS = int(os.environ.get("AB_STEPS", 50))
+
+
+def _no_reset(m, d, bad, warning):
+    """integrate.reset_where without the reset (the warning is still counted)."""
+    return d.replace(warning_number=d.warning_number.at[warning].add(bad.astype(d.warning_number.dtype)))
+
+
+_no_reset.__name__ = "reset_where"
+_SPATIAL = [(math, "inert_mul_c", math.inert_mul), (math, "motion_cross_c", math.motion_cross),
+            (math, "force_cross_c", math.force_cross), (math, "cross_c", jp.cross)]  # fmt: skip
+# (module, attribute, replacement) patches per variant; the quaternion variants set Config.quaternion_ops
+VARIANTS = {
+    "einsum": ("einsum", []),
+    "elementwise": ("elementwise", []),
+    "elementwise (all)": ("elementwise", _SPATIAL),
+    "einsum, no reset": ("einsum", [(integrate, "reset_where", _no_reset)]),
+}
+
+
+def _batch(tree, qvel, b):
+    t = jax.tree.map(lambda x: jp.broadcast_to(x, (b,) + x.shape) if hasattr(x, "shape") else x, tree)
+    return t.replace(qvel=qvel)
+
+
+def _rollout(step, m):
+    def r(d):
+        return jax.lax.scan(lambda d, _: (step(m, d), None), d, None, length=STEPS)[0]
+
+    return jax.jit(jax.vmap(r))
+
+
+def measure(name, patch, step, m, db) -> None:
+    saved = [(mod, n, getattr(mod, n)) for mod, n, _ in patch]
+    for mod, n, f in patch:
+        setattr(mod, n, f)
+    try:
+        t = time.perf_counter()
+        lowered = _rollout(step, m).lower(db)
+        t_lower = time.perf_counter() - t
+        t = time.perf_counter()
+        c = lowered.compile()
+        t_compile = time.perf_counter() - t
+    finally:
+        for mod, n, f in saved:
+            setattr(mod, n, f)
+    kernels = len(profile_step._kernels(c.as_text()))
+    out = jax.block_until_ready(c(db))
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        jax.block_until_ready(c(db))
+        best = min(best, time.perf_counter() - t)
+    b = jax.tree.leaves(db)[0].shape[0]
+    print(f"{name:20s} batch {b:6d}: {b * STEPS / best / 1e3:9.1f}k steps/s ({best / STEPS * 1e3:.3f} ms/step) "
+          f"kernels {kernels:4d}  lower {t_lower:5.1f} s, compile {t_compile:5.1f} s, "
+          f"finite {bool(jp.all(jp.isfinite(out.qpos)))}", flush=True)  # fmt: skip
+
+
+def main() -> None:
+    mjm, mjd, m, d = stages.forwarded_state()
+    mx = mjx.put_model(mjm)
+    dx = jax.jit(mjx.forward)(mx, mjx.put_data(mjm, mjd))
+    print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}, {STEPS} steps per rollout")
+    for b in [int(x) for x in sys.argv[1:]] or [1024]:
+        qvel = jp.asarray(mjd.qvel, jp.float32) + 0.01 * jax.random.normal(jax.random.PRNGKey(0), (b, mjm.nv))
+        db, dxb = _batch(d, qvel, b), _batch(dx, qvel, b)
+        measure("mjx", [], mjx.step, mx, dxb)
+        for name, (ops, patch) in VARIANTS.items():
+            measure(name, patch, mjl.step, mjl.configure(m, quaternion_ops=ops), db)
+        measure("mjx (again)", [], mjx.step, mx, dxb)
+
+
+if __name__ == "__main__":
+    main()
