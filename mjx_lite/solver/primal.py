@@ -23,9 +23,10 @@ def _scale(meaninertia: jax.Array, nv: int) -> jax.Array:
     return 1.0 / (meaninertia * max(1, nv))
 
 
-def _gradient(p: Problem, ev: common.ConstraintEval, Ma: jax.Array) -> jax.Array:
-    """(nv,) gradient of the primal cost: M (qacc - qacc_smooth) - J' force."""
-    return Ma - common.p_jt_mul(p, ev.force)
+def _gradient(p: Problem, ev: common.ConstraintEval, Ma: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(gradient of the primal cost M (qacc - qacc_smooth) - J' force (nv,), J' force (nv,))."""
+    jtf = common.p_jt_mul(p, ev.force)
+    return Ma - jtf, jtf
 
 
 def _keep(done: jax.Array, old, new):
@@ -40,7 +41,8 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
 
     Each iteration: Hessian and gradient at the carried point, Cholesky, exact line search; the step updates qacc,
     jar and Ma (one product with J and one with M, in the line search) and the gradient takes one J' f.
-    Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
+    Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, J' force at qacc (nv,), niter () int,
+    improvement (), gradient ()).
     """  # fmt: skip
     nv = common.nv_of(p)
     scale = _scale(meaninertia, nv)
@@ -58,24 +60,24 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
                                            tolerance * ls_tolerance, scale, early_exit)  # fmt: skip
         qacc, jar, Ma = x["qacc"] + alpha * search, x["jar"] + alpha * Js, x["Ma"] + alpha * Ms
         cost, ev = common.evaluate(layout, p, qacc, jar, Ma)
-        grad = _gradient(p, ev, Ma)
+        grad, jtf = _gradient(p, ev, Ma)
         improvement = scale * (x["cost"] - cost)
         gnorm = scale * jp.sqrt(jp.sum(grad * grad))
         conv = (improvement < tolerance) | (gnorm < tolerance)
-        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad},
+        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad, "jtf": jtf},
                "improvement": improvement, "gradient": gnorm}  # fmt: skip
         old = {k: c[k] for k in new}
         return {**_keep(done, old, new), "done": done | conv, "niter": c["niter"] + jp.where(done, 0, 1)}
 
     cost0, ev0 = common.evaluate(layout, p, qacc0, jar0, Ma0)
-    grad0 = _gradient(p, ev0, Ma0)
+    grad0, jtf0 = _gradient(p, ev0, Ma0)
     g0 = scale * jp.sqrt(jp.sum(grad0 * grad0))
-    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0},
+    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "jtf": jtf0},
             "done": g0 < tolerance, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
             "gradient": g0}  # fmt: skip
     out = common.iterate(body, init, iterations, early_exit)
     x = out["x"]
-    return x["qacc"], x["jar"], x["ev"], out["niter"], out["improvement"], out["gradient"]
+    return x["qacc"], x["jar"], x["ev"], x["jtf"], out["niter"], out["improvement"], out["gradient"]
 
 
 def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
@@ -84,14 +86,15 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
     """Nonlinear CG (Polak-Ribiere-plus, preconditioned by M^-1 via `minv(x)`, x (nv,)) from start = (qacc0 (nv,),
     jar0 (nefc,), Ma0 (nv,)) (see `solve_newton`).
 
-    Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, niter () int, improvement (), gradient ()).
+    Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, J' force at qacc (nv,), niter () int,
+    improvement (), gradient ()).
     """
     nv = common.nv_of(p)
     scale = _scale(meaninertia, nv)
     qacc0, jar0, Ma0 = start
     dt = qacc0.dtype
     cost0, ev0 = common.evaluate(layout, p, qacc0, jar0, Ma0)
-    grad0 = _gradient(p, ev0, Ma0)
+    grad0, jtf0 = _gradient(p, ev0, Ma0)
     mgrad0 = minv(grad0)
 
     def body(c):
@@ -100,7 +103,7 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
                                            tolerance * ls_tolerance, scale, early_exit)  # fmt: skip
         qacc, jar, Ma = x["qacc"] + alpha * x["search"], x["jar"] + alpha * Js, x["Ma"] + alpha * Ms
         cost, ev = common.evaluate(layout, p, qacc, jar, Ma)
-        grad = _gradient(p, ev, Ma)
+        grad, jtf = _gradient(p, ev, Ma)
         mgrad = minv(grad)
         denom = jp.dot(x["grad"], x["mgrad"])
         beta = jp.dot(grad, mgrad - x["mgrad"]) / jp.where(denom > 0, denom, 1.0)
@@ -109,17 +112,17 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
         improvement = scale * (x["cost"] - cost)
         gnorm = scale * jp.sqrt(jp.sum(grad * grad))
         conv = (improvement < tolerance) | (gnorm < tolerance)
-        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad, "mgrad": mgrad,
-                     "search": search},
+        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad, "jtf": jtf,
+                     "mgrad": mgrad, "search": search},
                "improvement": improvement, "gradient": gnorm}  # fmt: skip
         old = {k: c[k] for k in new}
         return {**_keep(done, old, new), "done": done | conv, "niter": c["niter"] + jp.where(done, 0, 1)}
 
     g0 = scale * jp.sqrt(jp.sum(grad0 * grad0))
-    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "mgrad": mgrad0,
-                  "search": -mgrad0},
+    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "jtf": jtf0,
+                  "mgrad": mgrad0, "search": -mgrad0},
             "done": g0 < tolerance, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
             "gradient": g0}  # fmt: skip
     out = common.iterate(body, init, iterations, early_exit)
     x = out["x"]
-    return x["qacc"], x["jar"], x["ev"], out["niter"], out["improvement"], out["gradient"]
+    return x["qacc"], x["jar"], x["ev"], x["jtf"], out["niter"], out["improvement"], out["gradient"]
