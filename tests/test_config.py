@@ -202,3 +202,29 @@ def test_quaternion_ops_auto_resolves_by_backend():
     assert quaternion_ops(mjl.Config()) == want
     for ops in ("einsum", "elementwise"):
         assert quaternion_ops(mjl.Config(quaternion_ops=ops)) == ops
+
+
+@pytest.mark.parametrize("gradients", ["implicit", "unrolled"])
+def test_qfrc_constraint_value_and_derivative_in_both_gradient_modes(gradients):
+    """qfrc_constraint is the solver's own J' efc_force (its value) and carries the derivative of J' efc_force:
+    reverse mode (implicit) or forward mode (unrolled) against central finite differences, the limit active."""
+    m = mjl.configure(mjl.load_mjcf_string(PENDULUM.replace('<option timestep="0.01"/>',
+                                                            '<option timestep="0.01" tolerance="1e-14"/>')),
+                      gradients=gradients)  # fmt: skip
+    d = mjl.make_data(m).replace(qpos=jp.array([1.02]), ctrl=jp.array([0.3]))
+    fwd = jax.jit(mjl.forward)
+    out = fwd(m, d)
+    assert float(out.qfrc_constraint[0]) != 0.0
+    np.testing.assert_allclose(out.qfrc_constraint, out.efc_J.T @ out.efc_force, rtol=1e-12, atol=1e-14)
+
+    def qfrc(v):
+        return fwd(m, d.replace(qvel=v)).qfrc_constraint[0]
+
+    v, eps = jp.array([0.4]), 1e-6
+    fd = (qfrc(v + eps) - qfrc(v - eps)) / (2 * eps)
+    if gradients == "implicit":
+        got = jax.grad(qfrc)(v)[0]
+    else:
+        got = jax.jvp(qfrc, (v,), (jp.ones_like(v),))[1]
+    assert abs(float(fd)) > 1e-3  # the force does depend on qvel
+    np.testing.assert_allclose(float(got), float(fd), rtol=1e-6)
