@@ -32,7 +32,6 @@ mu = f_0 / sqrt(impratio).
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jp
@@ -464,12 +463,11 @@ def _two_sided(x, rng, Jrow, margin, diag, solref, solimp, ctype, ids, one, cols
     k = len(rows)
     per = np.repeat(np.arange(n), 2)[rows]  # object of each kept row
     cols = None if cols is None else np.asarray(cols)[per]
-    take = support.take  # static slices where the rows are a progression (every other row, or all)
-    dist, J, mg = take(dist, rows), take(J, rows), take(margin, per)
-    out = _Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist), diag=take(diag, per),
-                solref=take(solref, per), solimp=take(solimp, per), imp_r=jp.abs(dist - mg),
-                bias=jp.zeros_like(dist), active=dist < mg, type=np.full(k, ctype), id=np.asarray(ids)[per],
-                k_zero=np.zeros(k, bool), r_scale=jp.ones_like(dist), cols=cols)  # fmt: skip
+    dist, J, mg = dist[rows], J[rows], margin[per]
+    out = _Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist), diag=diag[per], solref=solref[per],
+                solimp=solimp[per], imp_r=jp.abs(dist - mg), bias=jp.zeros_like(dist), active=dist < mg,
+                type=np.full(k, ctype), id=np.asarray(ids)[per], k_zero=np.zeros(k, bool), r_scale=jp.ones_like(dist),
+                cols=cols)  # fmt: skip
     return out, both
 
 
@@ -619,11 +617,10 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     for dim in sorted(set(p.con_dim.tolist())):
         slots = np.nonzero(p.con_dim == dim)[0]
         k = len(slots)
-        take = functools.partial(support.take, idx=slots)  # a static slice where the slots are contiguous
-        g = take(con.geom)
+        g = con.geom[slots]
         b1, b2 = gbody[g[:, 0]], gbody[g[:, 1]]
-        pt = take(con.pos)
-        frame = take(con.frame)
+        pt = con.pos[slots]
+        frame = con.frame[slots]
         if dim <= 3:  # normal and tangents only: the rows see the linear Jacobian alone
             rows_of = _contact_jacobian(m, d, pt, b1, b2, p.sparse, ncomp=3)
             frame6 = frame  # (k, 3, 3): rows of the contact frame
@@ -633,17 +630,17 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
                                     axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
 
-        fr = take(con.friction)  # (k, 5)
-        dist = take(con.dist)
-        mg = take(con.includemargin)
-        live = take(con.active) & (dist < mg)
+        fr = con.friction[slots]  # (k, 5)
+        live = con.active[slots] & (con.dist[slots] < con.includemargin[slots])
         # rows beyond a slot's actual condim (broadphase-trimmed groups) are dead
-        adim = take(con.dim)
+        adim = con.dim[slots]
+        dist = con.dist[slots]
+        mg = con.includemargin[slots]
         iw = m.body_invweight0
         diag_n = iw[b1, 0] + iw[b2, 0]
-        solref = take(con.solref)
-        solimp = take(con.solimp)
-        sfr = take(con.solreffriction)
+        solref = con.solref[slots]
+        solimp = con.solimp[slots]
+        sfr = con.solreffriction[slots]
         if dim == 1:
             J, cols = _sparse_rows(rows_of, frame6[:, :1], 1)
             ctype = ConstraintType.CONTACT_FRICTIONLESS

@@ -174,14 +174,8 @@ DENSE_SWEEP_NBODY = 128
 
 
 def take(x: jax.Array, idx) -> jax.Array:
-    """x[idx] along axis 0 for a static non-negative int array idx: shape idx.shape + x.shape[1:]. An ascending
-    arithmetic progression (a range, every other row, ...) is a static strided slice: XLA fuses a slice cheaply
-    where a gather under vmap becomes a gather with the batch inside plus a transposing copy."""
+    """x[idx] along axis 0 for a static non-negative int array idx: shape idx.shape + x.shape[1:]."""
     idx = np.asarray(idx, np.int32)
-    if idx.ndim == 1 and idx.size:
-        step = int(idx[1] - idx[0]) if idx.size > 1 else 1
-        if step > 0 and np.array_equal(idx, idx[0] + step * np.arange(idx.size)):
-            return jax.lax.slice_in_dim(x, int(idx[0]), int(idx[-1]) + 1, stride=step, axis=0)
     dnums = jax.lax.GatherDimensionNumbers(
         offset_dims=tuple(range(idx.ndim, idx.ndim + x.ndim - 1)), collapsed_slice_dims=(0,), start_index_map=(0,)
     )
