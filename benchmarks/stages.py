@@ -1,6 +1,6 @@
 """Where a step's time goes: per-stage times of mjx_lite beside MJX (section of docs/benchmarks.md).
 
-    python benchmarks/stages.py [--batch 4096] [--quick]
+    python benchmarks/stages.py [--batch 4096] [--quick] [--model PATH]
 
 The MJX humanoid (its own settings, contacts on) after 50 MuJoCo steps, float32: each pipeline stage jitted alone
 as `jit(vmap(stage))` over `batch` copies of the same state, best of 3 warm calls, in the same process for both
@@ -74,8 +74,8 @@ def forwarded_state(path: str = PATH):
     return mjm, mjd, m, jax.jit(mjl.forward)(m, d)
 
 
-def run(batch: int) -> list[tuple[str, float, float]]:
-    mjm, mjd, m, d = forwarded_state()
+def run(batch: int, path: str = PATH) -> list[tuple[str, float, float]]:
+    mjm, mjd, m, d = forwarded_state(path)
     mx = mjx.put_model(mjm)
     dx = jax.jit(mjx.forward)(mx, mjx.put_data(mjm, mjd))
 
@@ -86,16 +86,19 @@ def run(batch: int) -> list[tuple[str, float, float]]:
     return [(k, _time_ms(OURS[k], m, db), _time_ms(MJX[k], mx, dxb)) for k in OURS]
 
 
-def report(quick: bool = False, batch: int = 4096) -> str:
+def report(quick: bool = False, batch: int = 4096, path: str = PATH) -> str:
     batch = 64 if quick else batch
-    rows = run(batch)
+    rows = run(batch, path)
     load = os.getloadavg()[0]
     cmd = "python benchmarks/stages.py" + (" --quick" if quick else f" --batch {batch}")
+    name = "humanoid" if path == PATH else os.path.basename(path)
+    if path != PATH:
+        cmd += f" --model {path}"
     return "\n".join([
-        "### Where a step's time goes (humanoid, float32)",
+        f"### Where a step's time goes ({name}, float32)",
         "",
         f"`{cmd}` ({datetime.date.today()}, {os.cpu_count()} cores, load average {load:.1f}): each stage as "
-        f"`jit(vmap(stage))` over {batch} copies of a forwarded state of the MJX humanoid (contacts on, its own "
+        f"`jit(vmap(stage))` over {batch} copies of a forwarded state of {name} (contacts on, its own "
         "settings), best of 3 warm calls, ms per call.",
         "",
         "| stage | mjx_lite ms | MJX ms | MJX / mjx_lite |",
@@ -108,8 +111,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--model", default=PATH, help="MJCF file (default: the MJX humanoid)")
     a = p.parse_args()
-    print(report(quick=a.quick, batch=a.batch))
+    print(report(quick=a.quick, batch=a.batch, path=a.model))
 
 
 if __name__ == "__main__":

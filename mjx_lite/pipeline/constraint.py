@@ -547,6 +547,30 @@ def _chain_sparse(m: Model) -> bool:
     return mode == "chain" or (mode == "auto" and 2 * _body_chain(m).shape[1] * CHAIN_SPARSE_FACTOR <= m.nv)
 
 
+def _dense_jacobian_components(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array,
+                               ncomp: int) -> list[jax.Array]:  # fmt: skip
+    """The ncomp rows of body 2's minus body 1's [lin; ang] Jacobian at the points pt (k, 3), each (k, nv).
+
+    Written per component with broadcasts (no einsum cross product and no (k, 3, nv) gather), so that XLA fuses
+    them into the rows that use them in the layout those rows want: a (k, nv) array per component.
+    """
+    cdof = d.cdof
+    ang = [cdof[None, :, i] for i in range(3)]  # (1, nv) each
+    lin = [cdof[None, :, 3 + i] for i in range(3)]
+    mask = jp.asarray(support.tables(m).body_dof_mask, cdof.dtype)
+    rootcom = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)]
+
+    def comps(b):
+        mk = mask[b]  # (k, nv)
+        o = pt - rootcom[b]  # (k, 3)
+        o = [o[:, i, None] for i in range(3)]
+        out = [(lin[i] + ang[(i + 1) % 3] * o[(i + 2) % 3] - ang[(i + 2) % 3] * o[(i + 1) % 3]) * mk
+               for i in range(3)]  # fmt: skip
+        return out + [ang[i] * mk for i in range(3)] if ncomp == 6 else out
+
+    return [a - b for a, b in zip(comps(b2), comps(b1))]
+
+
 def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array, sparse: bool = False,
                       ncomp: int = 6):  # fmt: skip
     """Jacobian difference (body 2 minus body 1) at the contact points pt (k, 3), as [lin; ang] rows.
@@ -561,12 +585,8 @@ def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.A
     body 1's (a dof moving both appears twice; its values add).
     """
     if not sparse and not _chain_sparse(m):
-        jp1, jr1 = support.jac_batch(m, d, pt, b1)
-        jp2, jr2 = support.jac_batch(m, d, pt, b2)
-        # the barrier keeps XLA from recomputing J6 inside each row's fusion
-        jj = jp2 - jp1 if ncomp == 3 else jp.concatenate([jp2 - jp1, jr2 - jr1], axis=1)
-        jj = jax.lax.optimization_barrier(jj)
-        return lambda coef: sum(coef[:, :, c, None] * jj[:, None, c, :] for c in range(ncomp))
+        jj = _dense_jacobian_components(m, d, pt, b1, b2, ncomp)
+        return lambda coef: sum(coef[:, :, c, None] * jj[c][:, None, :] for c in range(ncomp))
     chain = jp.asarray(_body_chain(m))
     cdof = jp.concatenate([d.cdof, jp.zeros((1, 6), d.cdof.dtype)])  # row nv: padding
     rootcom = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)]
