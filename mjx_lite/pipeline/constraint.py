@@ -451,19 +451,22 @@ def _two_sided(x, rng, Jrow, margin, diag, solref, solimp, ctype, ids, one, cols
     Jrow (n, nv) dense, or sparse values (n, wb) at columns cols (n, wb). Returns the rows and whether an object of
     one row had both sides active (a row left out: Warning.CNSTRFULL)."""
     n = x.shape[0]
+    dt = x.dtype
     lo, hi = x - rng[:, 0], rng[:, 1] - x
     near_lo = lo <= hi
     both = jp.any(jp.asarray(one) & (lo < margin) & (hi < margin))
     first = jp.where(jp.asarray(one) & ~near_lo, hi, lo)  # one-row objects: the nearer side
-    sign = jp.where(jp.asarray(one) & ~near_lo, -1.0, 1.0).astype(Jrow.dtype)[:, None]
+    sign = jp.where(jp.asarray(one) & ~near_lo, -1.0, 1.0).astype(dt)[:, None]
     dist = jp.stack([first, hi], axis=1).reshape(-1)
-    J = jp.stack([sign * Jrow, -Jrow], axis=1).reshape(2 * n, -1)
     keep = np.stack([np.ones(n, bool), ~np.asarray(one, bool)], axis=1).reshape(-1)  # drop the unused second rows
     rows = np.nonzero(keep)[0]
     k = len(rows)
     per = np.repeat(np.arange(n), 2)[rows]  # object of each kept row
     cols = None if cols is None else np.asarray(cols)[per]
-    dist, J, mg = dist[rows], J[rows], margin[per]
+    # row r is +-Jrow[per[r]]: a sign per row times a static selection of Jrow (a constant for joints)
+    row_sign = jp.where(jp.asarray(rows % 2 == 0), support.take(sign[:, 0], per), -1.0)
+    J = row_sign[:, None] * (Jrow[per] if isinstance(Jrow, np.ndarray) else support.take(Jrow, per))
+    dist, mg = dist[rows], margin[per]
     out = _Rows(J=J, pos=dist, margin=mg, frictionloss=jp.zeros_like(dist), diag=diag[per], solref=solref[per],
                 solimp=solimp[per], imp_r=jp.abs(dist - mg), bias=jp.zeros_like(dist), active=dist < mg,
                 type=np.full(k, ctype), id=np.asarray(ids)[per], k_zero=np.zeros(k, bool), r_scale=jp.ones_like(dist),
@@ -480,9 +483,9 @@ def _limit_rows(m: Model, d: Data, p: Plan) -> tuple[list[_Rows], jax.Array]:
     if len(p.lim_jnt):
         j = p.lim_jnt
         if p.sparse:
-            Jrow, cols = jp.ones((len(j), 1), dt), dadr[j][:, None].astype(np.int64)
+            Jrow, cols = np.ones((len(j), 1), dt), dadr[j][:, None].astype(np.int64)
         else:
-            Jrow, cols = jp.eye(m.nv, dtype=dt)[dadr[j]], None
+            Jrow, cols = np.eye(m.nv, dtype=dt)[dadr[j]], None
         rows, o = _two_sided(d.qpos[qadr[j]], m.jnt_range[j], Jrow, m.jnt_margin[j], m.dof_invweight0[dadr[j]],
                              m.jnt_solref[j], m.jnt_solimp[j], ConstraintType.LIMIT_JOINT, j, p.lim_jnt_one, cols)
         out.append(rows)
