@@ -38,14 +38,21 @@ import numpy as np
 from mjx_lite.types import ConstraintState
 
 
-def iterate(body: Callable[[dict], dict], init: dict, length: int, early_exit: bool) -> dict:
+def iterate(body: Callable[[dict], dict], init: dict, length: int, early_exit: bool, unroll: int = 0) -> dict:
     """Apply `body(carry) -> carry` up to `length` times; `carry["done"]` stops it.
 
-    early_exit=False: `lax.scan` with a static trip count (reverse-differentiable; iterations after `done` are
-    no-ops because `body` itself keeps the carry when done). early_exit=True: a `lax.while_loop` bounded by
-    `length` that stops at `done` (fast; for forward evaluation, or under implicit differentiation).
+    `body` must keep the carry where `carry["done"]`. length <= unroll (static): `body` applied `length` times
+    in Python, with no loop (the same result, since done iterations are no-ops; under vmap a batched loop runs
+    while any environment is not done anyway, and the unrolled form fuses across iterations and costs no loop
+    copies). early_exit=False: `lax.scan` with a static trip count (reverse-differentiable; iterations after
+    `done` are no-ops). early_exit=True: a `lax.while_loop` bounded by `length` that stops at `done` (fast; for
+    forward evaluation, or under implicit differentiation).
     """
     if length == 0:
+        return init
+    if length <= unroll:
+        for _ in range(length):
+            init = body(init)
         return init
     if early_exit:
         def cond(c):
@@ -376,6 +383,8 @@ def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
     return cost, ev, jar, Ma
 
 
+LS_UNROLL = 4  # line searches of at most this many iterations run unrolled (see `iterate`)
+SOLVER_UNROLL = 1  # likewise the solvers' own iterations (a single iteration: no loop)
 _LS_STALL_EPS = 4.0  # a line-search Newton step of at most this many ulps of alpha counts as converged
 
 
@@ -428,5 +437,5 @@ def line_search(layout: Layout, p: Problem, search: jax.Array, Ma: jax.Array, ja
                 "hi": jp.where(stop, hi, hi_n), "done": stop}  # fmt: skip
 
     init = {"alpha": alpha0, "lo": jp.zeros((), dt), "hi": inf, "done": ~descent}
-    out = iterate(body, init, iterations, early_exit)
+    out = iterate(body, init, iterations, early_exit, unroll=LS_UNROLL)
     return jp.where(descent, out["alpha"], 0.0), Js, Ms

@@ -113,7 +113,7 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
     f0 = jp.where(mask, force0, 0.0)
     init = {"f": f0, "cost": dual_cost(f0), "done": jp.zeros((), bool), "niter": jp.zeros((), jp.int32),
             "improvement": jp.zeros((), f0.dtype)}  # fmt: skip
-    out = common.iterate(sweep, init, iterations, early_exit)
+    out = common.iterate(sweep, init, iterations, early_exit, unroll=common.SOLVER_UNROLL)
     f = out["f"]
     qacc = p.qacc_smooth + MinvJT @ f
     return f, qacc, out["niter"], out["improvement"]

@@ -75,7 +75,7 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "jtf": jtf0},
             "done": g0 < tolerance, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
             "gradient": g0}  # fmt: skip
-    out = common.iterate(body, init, iterations, early_exit)
+    out = common.iterate(body, init, iterations, early_exit, unroll=common.SOLVER_UNROLL)
     x = out["x"]
     return x["qacc"], x["jar"], x["ev"], x["jtf"], out["niter"], out["improvement"], out["gradient"]
 
@@ -123,6 +123,6 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
                   "mgrad": mgrad0, "search": -mgrad0},
             "done": g0 < tolerance, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
             "gradient": g0}  # fmt: skip
-    out = common.iterate(body, init, iterations, early_exit)
+    out = common.iterate(body, init, iterations, early_exit, unroll=common.SOLVER_UNROLL)
     x = out["x"]
     return x["qacc"], x["jar"], x["ev"], x["jtf"], out["niter"], out["improvement"], out["gradient"]
