@@ -44,7 +44,7 @@ def run(path: str, disable: list[str], batch: int, steps: int, skip: tuple[str, 
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     cmd = [sys.executable, "-m", "mjx_lite.bench", "--model", path, "--batch", str(batch), "--steps", str(steps),
-           "--repeats", "2", "--json", out, "--disable", *disable]  # fmt: skip
+           "--repeats", "3", "--json", out, "--disable", *disable]  # fmt: skip
     if skip:
         cmd += ["--skip", *skip]
     try:

@@ -1,20 +1,16 @@
 """Shared test setup: float64 for the whole session (oracle comparisons against MuJoCo are float64), headless
-OpenGL for mujoco.Renderer (the renderer's oracle) unless the environment chose another backend, and a private
-compilation cache."""
+OpenGL for mujoco.Renderer (the renderer's oracle) unless the environment chose another backend, and no
+persistent compilation cache."""
 
-import atexit
 import os
-import shutil
-import tempfile
 
 os.environ.setdefault("MUJOCO_GL", "egl")
-# A fresh persistent compilation cache per test process (and the subprocesses it starts), removed at exit: entries
-# left by other checkouts or earlier code versions never reach a test run (once, a stale entry written by another
-# process aborted a test inside JAX's deserialisation); the cache code itself is still exercised.
-if "MJX_LITE_COMPILATION_CACHE" not in os.environ:
-    _CACHE = tempfile.mkdtemp(prefix="mjx_lite_test_cache_")
-    os.environ["MJX_LITE_COMPILATION_CACHE"] = _CACHE
-    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+# No persistent compilation cache in the test processes (and the subprocesses they start): twice in full runs of
+# the suite on a 2-core CPU a worker died in XLA's executable serialisation (a segfault inside
+# `compilation_cache.put_executable_and_time`, in test_trajopt's MPC program; it never recurred with the test run
+# alone), and an entry left by another checkout once aborted a test in deserialisation. test_cache.py checks the
+# cache itself in fresh processes with their own settings.
+os.environ.setdefault("MJX_LITE_COMPILATION_CACHE", "0")
 
 import jax  # noqa: E402 - MUJOCO_GL must be set before anything imports mujoco
 
