@@ -560,12 +560,10 @@ def _dense_jacobian_components(m: Model, d: Data, pt: jax.Array, b1: jax.Array, 
     cdof = d.cdof
     ang = [cdof[None, :, i] for i in range(3)]  # (1, nv) each
     lin = [cdof[None, :, 3 + i] for i in range(3)]
-    mask = jp.asarray(support.tables(m).body_dof_mask, cdof.dtype)
-    rootcom = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)]
 
     def comps(b):
-        mk = mask[b]  # (k, nv)
-        o = pt - rootcom[b]  # (k, 3)
+        mk = support._mask(m, b, cdof.dtype)  # (k, nv): the dofs that move body b (as support.jac)
+        o = pt - support._root_com(m, d, b)  # (k, 3)
         o = [o[:, i, None] for i in range(3)]
         out = [(lin[i] + ang[(i + 1) % 3] * o[(i + 2) % 3] - ang[(i + 2) % 3] * o[(i + 1) % 3]) * mk
                for i in range(3)]  # fmt: skip
