@@ -55,7 +55,7 @@ class Config:
       broadphase_contacts_per_pair: contact rows kept per narrow-phase pair of multi-contact colliders.
       sat_budget: box/mesh pairs whose separating-axis test costs more than this (face and edge-pair candidates)
         use GJK/EPA instead.
-      mass_matrix: layout of qM / qLD: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
+      mass_matrix: layout of qM: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
         "auto" (default): sparse when nv > 60.
       contact_jacobian: how contact rows' Jacobians are built: "dense" (every dof), "chain" (only the dofs that
         move the two bodies, scattered into zeros: large scenes of short chains), or "auto" (default): chain when

@@ -969,7 +969,7 @@ class Data:
     actuator_moment: jax.Array = shaped("nu", "nv")  # dense
     # (nv, nv) dense, or (nM,) tree-sparse (`sparse_mass_matrix`, see pipeline/inertia.py): the "qM" dimension
     qM: jax.Array = shaped("qM")  # noqa: N815
-    qLD: jax.Array = shaped("nM")  # L'DL factor of qM, tree-structured in either layout (use solve_m)  # noqa: N815
+    qLD: jax.Array = shaped("nM")  # L'DL factor of qM: its tree entries in elimination order (use solve_m)  # noqa: N815
     qLDiagInv: jax.Array = shaped("nv")  # noqa: N815
     # collisions and constraints (padded)
     ncon: jax.Array = shaped(dtype="int32")

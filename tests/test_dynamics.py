@@ -185,6 +185,25 @@ def test_oracle_sparse_layout(name):
     assert inertia.is_sparse(m) and d.qM.ndim == 1 and d.qM.shape == (m.nM,)
 
 
+@pytest.mark.parametrize("layout", ("dense", "sparse"))
+def test_factor_layout_reconstructs_mujoco_m(layout):
+    """qLD in its elimination order (inertia._factor_layout), read back into tree (madr) addresses, is a unit lower
+    L and D with L' D L = MuJoCo's full M, and 1/D = MuJoCo's qLDiagInv (both independent of storage layout)."""
+    mjm = mujoco.MjModel.from_xml_path(_path("humanoid/humanoid.xml"))
+    m = mjl.configure(oracle.model_from_mujoco(mjm), mass_matrix=layout)
+    state = random_state(mjm, 7)
+    ref = mujoco_smooth(mjm, state)
+    d = jax.jit(smooth)(m, our_data(m, state))
+    t = support.tables(m)
+    tree = np.asarray(d.qLD)[inertia._factor_layout(m).pos]  # tree entries at madr addresses
+    L = np.eye(m.nv)
+    off = t.m_rows != t.m_cols
+    L[t.m_rows[off], t.m_cols[off]] = tree[off]
+    D = tree[t.madr]
+    assert_close("qLDiagInv", d.qLDiagInv, ref["mjd"].qLDiagInv)
+    assert_close("L'DL", L.T @ np.diag(D) @ L, ref["full_m"])
+
+
 def test_oracle_level_sweeps(monkeypatch):
     """Small trees sum over subtrees / ancestors with one dense product (support.DENSE_SWEEP_NBODY); the level-by-
     level sweeps that larger scenes use, forced here on a small model, against MuJoCo too."""

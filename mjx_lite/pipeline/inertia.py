@@ -5,9 +5,11 @@ full_m / solve_m / mul_m, which hide it):
   dense  (nv <= SPARSE_NV): qM (nv, nv) full symmetric.
   sparse (nv >  SPARSE_NV): qM (nM,) tree-structured rows: row i holds (i, i), (i, parent(i)),
          (i, parent(parent(i))), ... at support.tables(m).madr[i] onwards (MuJoCo's classic dof_Madr layout).
-qLD is always tree-structured (nM,), D at the diagonal addresses and L elsewhere (L[i, j] != 0 only for dof
-ancestors j of i): the factorisation and the solves work on the tree entries in either layout, so a dense copy of
-the factor would only be gathered back; qLDiagInv (nv,).
+qLD (nM,) holds the factor's tree entries (D on the diagonal, L[i, j] != 0 only for dof ancestors j of i) in either
+layout, stored in elimination order (`_factor_layout`: level by level from the leaves, each level's D entries then
+its L entries): the factorisation writes it without a permutation (under vmap a permuting gather comes out
+index-major and costs a transposing copy into Data) and the solves read each level's L entries as one slice;
+qLDiagInv (nv,) in dof order. qLD is this library's own layout (MuJoCo's differs); use solve_m.
 The factorisation is MuJoCo's M = L' D L (L unit lower triangular, eliminated from the leaves of the dof tree
 up), scheduled by dof-tree depth: all dofs of one depth are eliminated at once.
 """
@@ -146,6 +148,36 @@ def _sparse_plan(m: Model) -> tuple:
     return tuple(levels)
 
 
+@dataclasses.dataclass(frozen=True)
+class _FactorLayout:
+    pos: np.ndarray  # (nM,) position in qLD of the entry at each tree (madr-layout) address
+    diag: np.ndarray  # (nv,) position in qLD of D[i]
+    off: tuple  # per `_sparse_plan` level: (start, stop) of its L entries in qLD (contiguous), None without any
+
+
+def _factor_layout(m: Model) -> _FactorLayout:
+    """qLD's elimination order: for each level of `_sparse_plan` from the leaves, its D entries (lv.diag's order),
+    then its L entries (lv.off's order), as `_factor_tree` produces them."""
+
+    def build(m: Model) -> _FactorLayout:
+        plan = support.memo(m, "inertia_sparse", _sparse_plan)
+        addr, off, n = [], [None] * len(plan), 0
+        for k in reversed(range(len(plan))):
+            lv = plan[k]
+            addr.append(lv.diag)
+            n += lv.diag.size
+            if lv.off.size:
+                addr.append(lv.off)
+                off[k] = (n, n + lv.off.size)
+                n += lv.off.size
+        pos = np.empty(n, np.int64)
+        pos[np.concatenate(addr)] = np.arange(n)
+        assert n == support.tables(m).m_rows.size  # every entry once
+        return _FactorLayout(pos, pos[support.tables(m).madr], tuple(off))
+
+    return support.memo(m, "inertia_factor_layout", build)
+
+
 def _dense_addr(m: Model) -> np.ndarray:
     """(nM,) flat index into the dense (nv, nv) qM / qLD of each tree-sparse entry (row i, ancestor column j)."""
     t = support.tables(m)
@@ -174,44 +206,47 @@ def _to_dense(m: Model, vals: jax.Array, symmetric: bool) -> jax.Array:
 
 
 def _factor_tree(m: Model, a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """L'DL of tree-sparse entries a (nM,) (support.tables(m).madr layout) -> (factor (nM,), D (nv,), clamped ()).
+    """L'DL of tree-sparse entries a (nM,) (support.tables(m).madr layout) -> (factor (nM,) in `_factor_layout`'s
+    elimination order, D (nv,), clamped ()).
 
     Dofs are eliminated one depth level at a time, leaves first: gathers and one scatter-add per level (the
     update of the ancestors' entries), so the cost follows the tree's sparsity (no dense rank updates). A level's
     own rows are final once it is eliminated (later levels update only their ancestors), so their values (D, and
-    L = row / D) are collected and the factor is assembled by one gather at the end. A pivot below MINVAL is set
-    to MINVAL, as MuJoCo's mj_factorI; `clamped` (bool) tells whether any was.
+    L = row / D) are concatenated in elimination order: that is the factor. A pivot below MINVAL is set to MINVAL,
+    as MuJoCo's mj_factorI; `clamped` (bool) tells whether any was.
     """
     plan = support.memo(m, "inertia_sparse", _sparse_plan)
     clamped = jp.zeros((), bool)
-    addr, vals = [], []  # final entries: their addresses in qLD and values
+    vals = []  # final entries in elimination order
     for lv in reversed(plan):
         dk = take(a, lv.diag)
         clamped = clamped | jp.any(dk < MINVAL)
         dk = jp.where(dk < MINVAL, MINVAL, dk)
-        addr.append(lv.diag)
         vals.append(dk)
-        if lv.tgt.size:
+        if lv.off.size:
             a = support.put_add(a, lv.tgt, -take(a, lv.src1) * take(a, lv.src2) / take(dk, lv.tk))
-            addr.append(lv.off)
             vals.append(take(a, lv.off) / take(dk, lv.ok))
-    order = np.argsort(np.concatenate(addr))  # every entry is final exactly once
-    assert order.size == a.shape[0]
-    qld = take(jp.concatenate(vals), order)
-    return qld, take(qld, support.tables(m).madr), clamped
+    qld = jp.concatenate(vals)
+    return qld, take(qld, _factor_layout(m).diag), clamped
+
+
+def _level_l(qld: jax.Array, span: tuple[int, int]) -> jax.Array:
+    """The L entries of one elimination level: a contiguous slice of qLD (`_FactorLayout.off`)."""
+    return jax.lax.slice_in_dim(qld, span[0], span[1], axis=0)
 
 
 def _solve_tree(m: Model, qld: jax.Array, inv: jax.Array, x: jax.Array) -> jax.Array:
     """x <- (L'DL)^-1 x for a tree-sparse factor qld (nM,) and inv = 1/D (nv,); x (nv,) or (nv, k)."""
     plan = support.memo(m, "inertia_sparse", _sparse_plan)
+    spans = _factor_layout(m).off
     exp = (slice(None),) + (None,) * (x.ndim - 1)
-    for lv in reversed(plan):  # x <- inv(L') x
-        if lv.off.size:
-            x = support.put_add(x, lv.ocol, -take(qld, lv.off)[exp] * take(x, lv.orow))
+    for lv, span in zip(reversed(plan), reversed(spans)):  # x <- inv(L') x
+        if span is not None:
+            x = support.put_add(x, lv.ocol, -_level_l(qld, span)[exp] * take(x, lv.orow))
     x = x * inv.reshape((m.nv,) + (1,) * (x.ndim - 1))
-    for lv in plan:  # x <- inv(L) x
-        if lv.off.size:
-            x = support.put_add(x, lv.orow, -take(qld, lv.off)[exp] * take(x, lv.ocol))
+    for lv, span in zip(plan, spans):  # x <- inv(L) x
+        if span is not None:
+            x = support.put_add(x, lv.orow, -_level_l(qld, span)[exp] * take(x, lv.ocol))
     return x
 
 

@@ -49,7 +49,7 @@ class TreeTables:
     dof_depth: np.ndarray  # (nv,) depth in the dof tree (roots = 0)
     dof_levels: tuple  # tuple over dof depth 0..Dd of dof index arrays
     dof_anc: np.ndarray  # (nv, nv) bool: [i, j] = j is a strict ancestor of i in the dof tree
-    # sparse (tree-structured) layout of qM / qLD: row i holds (i, i), (i, parent(i)), (i, parent(parent(i)))...
+    # sparse (tree-structured) layout of qM: row i holds (i, i), (i, parent(i)), (i, parent(parent(i)))...
     madr: np.ndarray  # (nv,) address of the diagonal entry of row i
     m_rows: np.ndarray  # (nM,) row index i of each stored entry
     m_cols: np.ndarray  # (nM,) column index j (ancestor-or-self of i) of each stored entry
