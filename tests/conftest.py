@@ -8,9 +8,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 # No persistent compilation cache in the test processes (and the subprocesses they start): in 4 of 5 full runs of
 # the suite on a 2-core CPU with it on (two xdist workers sharing it), a worker died in XLA's executable
 # serialisation (a segfault inside `compilation_cache.put_executable_and_time`, in test_trajopt's MPC program;
-# never in one process running the same worker's 1011 tests in order, with a fresh or a filled cache, nor with that
-# file alone under CPU load), and an entry left by another checkout once aborted a test in deserialisation. test_cache.py checks the
-# cache itself in fresh processes with their own settings.
+# never in one process running the same worker's 1011 tests in order, with a fresh or a filled cache, nor with
+# that file alone under CPU load), and an entry left by another checkout once aborted a test in deserialisation.
+# test_cache.py checks the cache itself in fresh processes with their own settings.
 os.environ.setdefault("MJX_LITE_COMPILATION_CACHE", "0")
 
 import jax  # noqa: E402 - MUJOCO_GL must be set before anything imports mujoco

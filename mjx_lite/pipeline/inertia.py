@@ -179,7 +179,7 @@ def _factor_layout(m: Model) -> _FactorLayout:
 
 
 def _dense_addr(m: Model) -> np.ndarray:
-    """(nM,) flat index into the dense (nv, nv) qM / qLD of each tree-sparse entry (row i, ancestor column j)."""
+    """(nM,) flat index into the dense (nv, nv) qM of each tree-sparse entry (row i, ancestor column j)."""
     t = support.tables(m)
     return support.memo(m, "inertia_dense_addr", lambda m: np.asarray(t.m_rows * m.nv + t.m_cols, np.int64))
 
