@@ -5,7 +5,7 @@ persistent compilation cache."""
 import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
-# No persistent compilation cache in the test processes (and the subprocesses they start): in 4 of 5 full runs of
+# No persistent compilation cache in the test processes (and the subprocesses they start): in 4 of 6 full runs of
 # the suite on a 2-core CPU with it on (two xdist workers sharing it), a worker died in XLA's executable
 # serialisation (a segfault inside `compilation_cache.put_executable_and_time`, in test_trajopt's MPC program;
 # never in one process running the same worker's 1011 tests in order, with a fresh or a filled cache, nor with
