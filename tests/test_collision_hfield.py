@@ -292,8 +292,6 @@ def test_reference_models_step(name):
     """One jitted step (constraints on) is finite; its height-field contacts (count and distances per pair) match
     MuJoCo's mj_step."""
     m = mjl.load_mjcf(_ref(name))
-    if name == "quadruped.xml":  # its rangefinder sensors need ray casting (not implemented yet): sensors off
-        m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | mjl.types.DisableBit.SENSOR))
     assert not m.opt.disableflags & (mjl.types.DisableBit.CONTACT | mjl.types.DisableBit.CONSTRAINT)
     mjm = mujoco.MjModel.from_xml_path(_ref(name))
     mjd = mujoco.MjData(mjm)

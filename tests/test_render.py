@@ -18,7 +18,8 @@ import pytest  # noqa: E402
 import mjx_lite as mjl  # noqa: E402
 from benchmarks import render_compare as rc  # noqa: E402
 from mjx_lite import render  # noqa: E402
-from mjx_lite.render import bvh, shapes  # noqa: E402
+from mjx_lite.pipeline import ray_shapes as shapes  # noqa: E402
+from mjx_lite.render import bvh  # noqa: E402
 
 # the criteria: depth within 1 % (rc.DEPTH_RTOL) on >= 99 % of the pixels where both see a surface,
 # the same geom on >= 98 % of all pixels (silhouette pixels and MuJoCo's tessellation of curved geoms differ)

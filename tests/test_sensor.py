@@ -216,9 +216,9 @@ def test_disabled_sensors_leave_sensordata():
 
 
 def test_unsupported_sensor_raises():
-    xml = """<mujoco><worldbody><body><joint/><geom size=".1"/><site name="s"/></body></worldbody>
-             <sensor><rangefinder site="s"/></sensor></mujoco>"""
+    xml = """<mujoco><worldbody><camera name="c" pos="0 0 3"/><body><joint/><geom size=".1"/><site name="s"/></body>
+             </worldbody><sensor><camprojection site="s" camera="c"/></sensor></mujoco>"""
     mjm = mujoco.MjModel.from_xml_string(xml)
     m = oracle.model_from_mujoco(mjm)
-    with pytest.raises(NotImplementedError, match="rangefinder"):
+    with pytest.raises(NotImplementedError, match="camprojection"):
         sensor.sensor_pos(m, io.make_data(m))

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.render import shapes
+from mjx_lite.pipeline import ray_shapes as shapes
 
 __all__ = ["LEAF", "Soups", "build_soups", "refit", "soup_vertices", "traverse"]
 

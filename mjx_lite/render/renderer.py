@@ -7,8 +7,8 @@
     frames = jax.vmap(lambda d: r.rgb(d, 0))(batch)      # (B, H, W, 3)
 
 One primary ray per pixel centre. Hits are found in two passes: a search pass (no gradients) intersects every
-visible geom, analytic for primitives (`shapes.py`) and through a BVH for meshes and height fields (`bvh.py`),
-and keeps the nearest geom (and triangle) per pixel; a surface pass recomputes the winner's hit distance and
+visible geom, analytic for primitives (`pipeline/ray_shapes.py`) and through a BVH for meshes and height fields
+(`bvh.py`), and keeps the nearest geom (and triangle) per pixel; a surface pass recomputes the winner's hit distance and
 normal from the traced state, so depth and colours are differentiable with respect to geom poses, sizes and
 camera poses away from silhouettes (where the winning geom changes, the image is discontinuous).
 
@@ -30,7 +30,8 @@ import numpy as np
 
 from mjx_lite._struct import static_memo
 from mjx_lite.math import dot3
-from mjx_lite.render import bvh, shapes
+from mjx_lite.pipeline import ray_shapes as shapes
+from mjx_lite.render import bvh
 from mjx_lite.render.camera import FreeCamera, free_camera_pose, pixel_directions
 from mjx_lite.types import Builtin, GeomType, ObjType, TextureRole, TextureType
 

@@ -1,5 +1,7 @@
 """Ray / primitive intersections in the geom's local frame (JAX, broadcasting over leading dimensions).
 
+Shared by the renderer (`mjx_lite.render`) and ray casting (`pipeline.ray`, mj_ray and rangefinder sensors).
+
 Every function takes local ray origins `o: (..., 3)`, directions `d: (..., 3)` (not necessarily unit: the ray
 parameter `t` is in units of `d`), the geom size `size: (..., 3)` (MuJoCo's geom_size) and returns
 `(t0, t1, n0, n1)`: the parameter interval where the ray is inside the solid (`t0 <= t1`; `t0 = inf` on a miss)
