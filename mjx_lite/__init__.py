@@ -12,6 +12,7 @@ from mjx_lite.mjcf.compile import load_mjcf, load_mjcf_string
 from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
 from mjx_lite.pipeline.contact_force import contact_force
 from mjx_lite.pipeline.inertia import full_m
+from mjx_lite.pipeline.ray import ray
 from mjx_lite.pipeline.step import forward, inverse, step, step1, step2
 from mjx_lite.types import (
     Builtin,
@@ -80,6 +81,7 @@ __all__ = [
     "load_mjcf_string",
     "make_data",
     "models",
+    "ray",
     "step",
     "step1",
     "step2",
