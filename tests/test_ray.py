@@ -145,7 +145,8 @@ def test_ray_options_match_mujoco(scene):
     mjm, mjd, m, d = scene
     rng = np.random.default_rng(7)
     pnt, vec = _rays(mjm, mjd, "aimed", rng, k=800)
-    for group, static in (((1, 0, 1, 0, 1, 0), True), ((0, 1, 0, 1, 0, 1), False), (None, False)):
+    groups = (((1, 0, 1, 0, 1, 0), True), ((0, 1, 0, 1, 0, 1), False), (None, False), ((0,) * 6, True))
+    for group, static in groups:  # the last sees nothing: every ray misses
         ours = _cast(m, d, jp.asarray(pnt), jp.asarray(vec), bodyexclude=1, geomgroup=group, flg_static=static)
         theirs = _mujoco_rays(mjm, mjd, pnt, vec, np.ones(len(pnt), int), group, static)
         _compare(mjm, ours, theirs, f"geomgroup={group} flg_static={static}")

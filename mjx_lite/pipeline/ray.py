@@ -70,23 +70,17 @@ def _plane(o, v, size):
     return x, jp.zeros_like(o).at[..., 2].set(1.0)
 
 
-def _triangles(o, v, v0, v1, v2, up: bool):
-    """Two-sided ray / triangle hits at x >= 0: (x, unit normal); `up` orients normals to +z (height fields)."""
-    x, n = ray_shapes.triangle(o, v, v0, v1, v2)
-    n = jp.broadcast_to(n, x.shape + (3,))
-    if up:
-        n = n * jp.where(n[..., 2] < 0, -1.0, 1.0)[..., None]
-    return _nonneg(x), _unit(n)
-
-
 def _mesh(m: Model, mesh: int, o: jax.Array, v: jax.Array):
-    """Rays (k, n, 3) against the n geoms of one mesh (local frames): nearest (x, local normal), (k, n), (k, n, 3)."""
+    """Rays (k, n, 3) against the n geoms of one mesh (local frames): nearest (x, local normal), (k, n), (k, n, 3).
+
+    Every face, two-sided; the normal is the face's, from its winding (outward for a closed mesh)."""
     f0, fn = int(m.mesh_faceadr[mesh]), int(m.mesh_facenum[mesh])
     face = np.asarray(m.mesh_face)[f0 : f0 + fn] + int(m.mesh_vertadr[mesh])
     tri = m.mesh_vert[face]  # (F, 3, 3)
-    x, n = _triangles(o[..., None, :], v[..., None, :], tri[:, 0], tri[:, 1], tri[:, 2], up=False)
+    x, n = ray_shapes.triangle(o[..., None, :], v[..., None, :], tri[:, 0], tri[:, 1], tri[:, 2])
+    x = _nonneg(x)
     i = jp.argmin(x, axis=-1)
-    return jp.min(x, axis=-1), jp.take_along_axis(n, i[..., None, None], -2)[..., 0, :]
+    return jp.min(x, axis=-1), _unit(n)[i]
 
 
 def _hfield(m: Model, hid: int, o: jax.Array, v: jax.Array):
@@ -219,13 +213,10 @@ def ray(
     """
     single = jp.ndim(pnt) == 1
     pnt, vec = jp.atleast_2d(pnt), jp.atleast_2d(vec)
-    k, ngeom = pnt.shape[0], m.ngeom
     dtype = d.geom_xpos.dtype
     pnt, vec = pnt.astype(dtype), vec.astype(dtype)
-    if ngeom == 0:
-        dist, gid, nrm = -jp.ones(k, dtype), -jp.ones(k, jp.int32), jp.zeros((k, 3), dtype)
-    else:
-        dist, gid, nrm = _cast(m, d, pnt, vec, _keep_static(m, k, bodyexclude, geomgroup, flg_static))
+    keep = _keep_static(m, pnt.shape[0], bodyexclude, geomgroup, flg_static)
+    dist, gid, nrm = _cast(m, d, pnt, vec, keep)
     if single:
         return dist[0], gid[0], nrm[0]
     return dist, gid, nrm
@@ -239,6 +230,9 @@ def _cast(m: Model, d: Data, pnt: jax.Array, vec: jax.Array, keep: np.ndarray):
     cols, xs, ns = [], [], []
 
     def add(ids: np.ndarray, fn) -> None:
+        ids = ids[keep[:, ids].any(axis=0)]  # geoms no ray can see (body, group, static exclusion) cost nothing
+        if not ids.size:
+            return
         pos, mat = d.geom_xpos[ids], d.geom_xmat[ids]  # (n, 3), (n, 3, 3)
         o = jp.einsum("knj,nji->kni", pnt[:, None, :] - pos[None], mat)
         v = jp.einsum("kj,nji->kni", vec, mat)
@@ -268,15 +262,20 @@ def _cast(m: Model, d: Data, pnt: jax.Array, vec: jax.Array, keep: np.ndarray):
                     add(sub, lambda o, v, ids, data=int(data): _hfield(m, data, o, v))
         else:
             raise NotImplementedError(f"mjx_lite ray: geom type {GeomType(t).name} is not supported")
-    order = np.argsort(np.concatenate(cols), kind="stable")  # back to geom id order (ties: lowest id)
+    k = pnt.shape[0]
+    if not cols:
+        return -jp.ones(k, pnt.dtype), -jp.ones(k, jp.int32), jp.zeros((k, 3), pnt.dtype)
+    ids = np.concatenate(cols)
+    order = np.argsort(ids, kind="stable")  # back to geom id order (ties: lowest id)
+    ids = ids[order]
     x = jp.concatenate(xs, -1)[:, order]
     n = jp.concatenate(ns, -2)[:, order]
-    x = jp.where(jp.asarray(keep) & _visible(m)[None, :], x, jp.inf)
+    x = jp.where(jp.asarray(keep[:, ids]) & _visible(m)[ids][None, :], x, jp.inf)
     best = jp.argmin(x, axis=-1)
     xmin = jp.min(x, axis=-1)
     hit = jp.isfinite(xmin)
     dist = jp.where(hit, xmin, -1.0)
-    gid = jp.where(hit, best, -1).astype(jp.int32)
+    gid = jp.where(hit, jp.asarray(ids, jp.int32)[best], -1)
     nrm = jp.where(hit[:, None], jp.take_along_axis(n, best[:, None, None], 1)[:, 0], 0.0)
     return dist, gid, nrm
 
