@@ -336,3 +336,20 @@ def test_other_convex_types_match_mujoco():
         atol_p = ATOL_POS if r is None else max(ATOL_POS, r * atol_curved(r))
         counts = [_match_pair(out, i, p, gid, atol_n, atol_p, msg=f"{name} pose {i}") for i, p in enumerate(poses)]
         assert sum(c > 0 for c in counts) >= 4, (name, counts)
+
+
+def test_float32_after_float64_in_one_process():
+    """A capsule on a height field steps in float32 (`jax.enable_x64(False)`) after the same model ran in float64 in
+    this process: the prism edge tables are int32 (as int64 numpy constants they failed to index under the toggle,
+    `lax.add ... int64, int32`)."""
+    xml = """<mujoco><asset><hfield name="h" nrow="3" ncol="3" size="1 1 .3 .1"
+             elevation="0 .2 0 .3 .5 .2 0 .1 0"/></asset><worldbody><geom type="hfield" hfield="h"/>
+             <body pos=".1 .2 .25"><freejoint/><geom type="capsule" size=".1 .2" euler="0 80 0"/></body>
+             </worldbody></mujoco>"""
+    for x64 in (True, False):
+        with jax.enable_x64(x64):
+            m = mjl.load_mjcf_string(xml)
+            d = jax.jit(mjl.step)(m, mjl.make_data(m))
+            assert d.qpos.dtype == (jp.float64 if x64 else jp.float32)
+            assert np.all(np.isfinite(np.asarray(d.qpos)))
+            assert len(mjl.active_contacts(m, d)["dist"]) > 0

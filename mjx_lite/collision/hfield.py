@@ -177,8 +177,8 @@ def _segments_nearest(p0: Vec3, d1: Vec3, q0: Vec3, d2: Vec3) -> tuple[Vec3, Vec
     return p0 + 0.5 * (1 + x1) * d1, q0 + 0.5 * (1 + x2) * d2
 
 
-_E0 = np.array([i for i, _ in _EDGES])
-_E1 = np.array([j for _, j in _EDGES])
+_E0 = np.array([i for i, _ in _EDGES], np.int32)
+_E1 = np.array([j for _, j in _EDGES], np.int32)
 # the prism as a polytope for separating axes against boxes and meshes: 8 triangles (the two sides' diagonals are
 # not edges) and its 9 edges with the two triangles at each
 _PRISM_TRIS = np.array([[0, 2, 1], [3, 4, 5], [0, 1, 4], [0, 4, 3], [1, 2, 5], [1, 5, 4], [2, 0, 3], [2, 3, 5]],
