@@ -32,7 +32,6 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.math import dot3
 from mjx_lite.pipeline import ray_shapes
 from mjx_lite.types import MINVAL, Data, GeomType, Model, SensorType
 
@@ -47,11 +46,6 @@ _PRIMITIVE = {
 # rangefinder data fields (mjtRayDataType) in their canonical order, with sizes
 RAYDATA_SIZE = (1, 3, 3, 3, 3, 1)
 DIST, DIR, ORIGIN, POINT, NORMAL, DEPTH = range(6)
-
-
-def _unit(v: jax.Array) -> jax.Array:
-    n2 = dot3(v, v)[..., None]
-    return v / jp.sqrt(jp.where(n2 > 0, n2, 1.0))
 
 
 def _nonneg(t: jax.Array) -> jax.Array:
@@ -80,7 +74,7 @@ def _mesh(m: Model, mesh: int, o: jax.Array, v: jax.Array):
     x, n = ray_shapes.triangle(o[..., None, :], v[..., None, :], tri[:, 0], tri[:, 1], tri[:, 2])
     x = _nonneg(x)
     i = jp.argmin(x, axis=-1)
-    return jp.min(x, axis=-1), _unit(n)[i]
+    return jp.min(x, axis=-1), ray_shapes.unit(n)[i]
 
 
 def _hfield(m: Model, hid: int, o: jax.Array, v: jax.Array):
@@ -137,7 +131,7 @@ def _hfield(m: Model, hid: int, o: jax.Array, v: jax.Array):
     best = jp.argmin(xs, axis=-1)[..., None]
     ga, gb = jp.take_along_axis(a, best, -1)[..., 0], jp.take_along_axis(b, best, -1)[..., 0]
     xs = jp.min(xs, axis=-1, keepdims=True)
-    ns = _unit(jp.stack([-ga / dx, -gb / dy, jp.ones_like(ga)], -1))[..., None, :]
+    ns = ray_shapes.unit(jp.stack([-ga / dx, -gb / dy, jp.ones_like(ga)], -1))[..., None, :]
 
     # the base box (below z = 0) and the side walls of the top box under the boundary profile
     base_size = jp.stack([sx, sy, 0.5 * sb])

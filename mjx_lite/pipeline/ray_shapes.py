@@ -19,7 +19,7 @@ import jax.numpy as jp
 
 from mjx_lite.math import dot3
 
-__all__ = ["box", "capsule", "cylinder", "ellipsoid", "first_hit", "plane", "sphere", "triangle"]
+__all__ = ["box", "capsule", "cylinder", "ellipsoid", "first_hit", "plane", "sphere", "triangle", "unit"]
 
 # Directions with |component| below this are treated as parallel to a slab (box faces, cylinder caps, plane).
 _PARALLEL = 1e-12
@@ -43,7 +43,8 @@ def _quadratic(a, b, c):
     return (-b - sq) * ia, (-b + sq) * ia, real & (a > 0)
 
 
-def _unit(v):
+def unit(v):
+    """v / |v| along the last axis (zero vectors stay zero, gradients finite)."""
     n2 = dot3(v, v)[..., None]
     return v / jp.sqrt(jp.where(n2 > 0, n2, 1.0))
 
@@ -62,7 +63,7 @@ def sphere(o, d, size):
     t0, t1, real = _quadratic(dot3(d, d), dot3(o, d), dot3(o, o) - r * r)
     t0 = jp.where(real, t0, jp.inf)
     t1 = jp.where(real, t1, -jp.inf)
-    return t0, t1, _unit(o + t0[..., None] * d), _unit(o + t1[..., None] * d)
+    return t0, t1, unit(o + t0[..., None] * d), unit(o + t1[..., None] * d)
 
 
 def ellipsoid(o, d, size):
@@ -72,7 +73,7 @@ def ellipsoid(o, d, size):
     t0 = jp.where(real, t0, jp.inf)
     t1 = jp.where(real, t1, -jp.inf)
     inv2 = inv * inv
-    return t0, t1, _unit((o + t0[..., None] * d) * inv2), _unit((o + t1[..., None] * d) * inv2)
+    return t0, t1, unit((o + t0[..., None] * d) * inv2), unit((o + t1[..., None] * d) * inv2)
 
 
 def _slab(o, d, half):
@@ -110,8 +111,8 @@ def _tube(o, d, r):
     parallel = a <= _PARALLEL * _PARALLEL
     t0 = jp.where(parallel, jp.where(c <= 0, -jp.inf, jp.inf), jp.where(real, t0, jp.inf))
     t1 = jp.where(parallel, jp.where(c <= 0, jp.inf, -jp.inf), jp.where(real, t1, -jp.inf))
-    n0 = _unit(oz + jp.where(jp.isfinite(t0), t0, 0.0)[..., None] * dz)
-    n1 = _unit(oz + jp.where(jp.isfinite(t1), t1, 0.0)[..., None] * dz)
+    n0 = unit(oz + jp.where(jp.isfinite(t0), t0, 0.0)[..., None] * dz)
+    n1 = unit(oz + jp.where(jp.isfinite(t1), t1, 0.0)[..., None] * dz)
     return t0, t1, n0, n1
 
 
