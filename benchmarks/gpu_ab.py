@@ -36,14 +36,32 @@ def _no_reset(m, d, bad, warning):
 
 
 _no_reset.__name__ = "reset_where"
+# what a qacc reset must change for the next step and for what a user reads of this one: the state and inputs, and
+# everything computed from the actuation stage on (NaN where qacc is); the position/velocity stages' fields were
+# computed from a finite state and are left as computed
+_STATE = ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qfrc_applied", "xfrc_applied", "eq_active",
+          "mocap_pos", "mocap_quat", "qacc", "act_dot", "actuator_force", "qfrc_actuator", "qfrc_smooth",
+          "qacc_smooth", "qfrc_constraint", "efc_force", "efc_state", "efc_b", "cacc", "cfrc_int", "cfrc_ext",
+          "sensordata", "energy")  # fmt: skip
+
+
+def _state_reset(m, d, bad, warning):
+    """integrate.reset_where over _STATE only."""
+    r = integrate.reset_data(m, d)
+    d = d.replace(**{k: jp.where(bad, getattr(r, k), getattr(d, k)) for k in _STATE})
+    return d.replace(warning_number=d.warning_number.at[warning].add(bad.astype(d.warning_number.dtype)))
+
+
+_state_reset.__name__ = "reset_where"
 _SPATIAL = [(math, "inert_mul_c", math.inert_mul), (math, "motion_cross_c", math.motion_cross),
             (math, "force_cross_c", math.force_cross), (math, "cross_c", jp.cross)]  # fmt: skip
-# (module, attribute, replacement) patches per variant; the quaternion variants set Config.quaternion_ops
+# name: (Config.quaternion_ops, [(module, attribute, replacement) patches], optional other Config fields)
 VARIANTS = {
     "einsum": ("einsum", []),
     "elementwise": ("elementwise", []),
-    "elementwise (all)": ("elementwise", _SPATIAL),
-    "einsum, no reset": ("einsum", [(integrate, "reset_where", _no_reset)]),
+    "elementwise, no reset": ("elementwise", [(integrate, "reset_where", _no_reset)]),
+    "elementwise, state reset": ("elementwise", [(integrate, "reset_where", _state_reset)]),
+    "elementwise, sparse qM": ("elementwise", [], {"mass_matrix": "sparse"}),
 }
 
 
@@ -95,8 +113,13 @@ def main() -> None:
         qvel = jp.asarray(mjd.qvel, jp.float32) + 0.01 * jax.random.normal(jax.random.PRNGKey(0), (b, mjm.nv))
         db, dxb = _batch(d, qvel, b), _batch(dx, qvel, b)
         measure("mjx", [], mjx.step, mx, dxb)
-        for name, (ops, patch) in VARIANTS.items():
-            measure(name, patch, mjl.step, mjl.configure(m, quaternion_ops=ops), db)
+        for name, (ops, patch, *cfg) in VARIANTS.items():
+            mv = mjl.configure(m, quaternion_ops=ops, **(cfg[0] if cfg else {}))
+            dv = db
+            if cfg:  # Data's layout may depend on the configuration: make and forward it for this model
+                d0 = mjl.make_data(mv).replace(qpos=d.qpos, qvel=d.qvel)
+                dv = _batch(jax.jit(mjl.forward)(mv, d0), qvel, b)
+            measure(name, patch, mjl.step, mv, dv)
         measure("mjx (again)", [], mjx.step, mx, dxb)
 
 
