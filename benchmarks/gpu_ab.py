@@ -30,29 +30,22 @@ jax.config.update("jax_enable_compilation_cache", False)
 STEPS = int(os.environ.get("AB_STEPS", 50))
 
 
-def _no_reset(m, d, bad, warning):
+def _no_reset(m, d, bad, warning, keep=None):
     """integrate.reset_where without the reset (the warning is still counted)."""
     return d.replace(warning_number=d.warning_number.at[warning].add(bad.astype(d.warning_number.dtype)))
 
 
 _no_reset.__name__ = "reset_where"
-# what a qacc reset must change for the next step and for what a user reads of this one: the state and inputs, and
-# everything computed from the actuation stage on (NaN where qacc is); the position/velocity stages' fields were
-# computed from a finite state and are left as computed
-_STATE = ("time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qfrc_applied", "xfrc_applied", "eq_active",
-          "mocap_pos", "mocap_quat", "qacc", "act_dot", "actuator_force", "qfrc_actuator", "qfrc_smooth",
-          "qacc_smooth", "qfrc_constraint", "efc_force", "efc_state", "efc_b", "cacc", "cfrc_int", "cfrc_ext",
-          "sensordata", "energy")  # fmt: skip
+_reset_where = integrate.reset_where
 
 
-def _state_reset(m, d, bad, warning):
-    """integrate.reset_where over _STATE only."""
-    r = integrate.reset_data(m, d)
-    d = d.replace(**{k: jp.where(bad, getattr(r, k), getattr(d, k)) for k in _STATE})
-    return d.replace(warning_number=d.warning_number.at[warning].add(bad.astype(d.warning_number.dtype)))
+def _full_reset(m, d, bad, warning, keep=None):
+    """integrate.reset_where as before 2026-11-27: every Data field selected, none kept from the step's start."""
+    del keep
+    return _reset_where(m, d, bad, warning)
 
 
-_state_reset.__name__ = "reset_where"
+_full_reset.__name__ = "reset_where"
 _SPATIAL = [(math, "inert_mul_c", math.inert_mul), (math, "motion_cross_c", math.motion_cross),
             (math, "force_cross_c", math.force_cross), (math, "cross_c", jp.cross)]  # fmt: skip
 # name: (Config.quaternion_ops, [(module, attribute, replacement) patches], optional other Config fields)
@@ -60,7 +53,7 @@ VARIANTS = {
     "einsum": ("einsum", []),
     "elementwise": ("elementwise", []),
     "elementwise, no reset": ("elementwise", [(integrate, "reset_where", _no_reset)]),
-    "elementwise, state reset": ("elementwise", [(integrate, "reset_where", _state_reset)]),
+    "elementwise, full reset (before)": ("elementwise", [(integrate, "reset_where", _full_reset)]),
     "elementwise, sparse qM": ("elementwise", [], {"mass_matrix": "sparse"}),
 }
 

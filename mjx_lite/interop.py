@@ -31,13 +31,10 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 
 from mjx_lite import models
 from mjx_lite.io import make_data
-from mjx_lite.types import Data, Model
+from mjx_lite.types import STATE_FIELDS, Data, Model  # STATE_FIELDS: the Data fields copied both ways
 
 __all__ = ["STATE_FIELDS", "from_mujoco", "mujoco_model", "to_mujoco"]
 
-# Data fields copied both ways (mjData names)
-STATE_FIELDS = ("time", "qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat", "qacc_warmstart", "qfrc_applied",
-                "xfrc_applied", "eq_active")  # fmt: skip
 _SIZES = ("nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nhfield", "ntendon",
           "neq", "nsensor", "nsensordata", "nmocap", "nkey", "nmat", "ntex")  # fmt: skip
 _NAMES = {"body": "mjOBJ_BODY", "joint": "mjOBJ_JOINT", "geom": "mjOBJ_GEOM", "site": "mjOBJ_SITE",

@@ -908,6 +908,13 @@ class Contact:
     active: jax.Array = shaped("nconmax", dtype="bool")  # dist < margin and the pair exists
 
 
+# The state and inputs of Data (MuJoCo's full physics state and the user's inputs): what a step reads that it does
+# not compute; everything else is recomputed from these by forward. Copied both ways by `interop`, reset by the
+# divergence checks.
+STATE_FIELDS = ("time", "qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat", "qacc_warmstart", "qfrc_applied",
+                "xfrc_applied", "eq_active")  # fmt: skip
+
+
 @pytree_dataclass
 class Data:
     """Simulation state and results (mjData). All fields are traced arrays with declared shapes (see Model).

@@ -409,6 +409,37 @@ def test_divergence_resets_only_that_environment(small):
     assert np.all(np.isfinite(np.asarray(out.qpos)))
 
 
+_AFTER_ACC = ("qacc", "qfrc_smooth", "qacc_smooth", "actuator_force", "qfrc_actuator", "act_dot", "sensordata",
+              "qfrc_constraint", "cacc", "cfrc_int", "cfrc_ext")  # fmt: skip
+_POS_VEL = ("xpos", "xquat", "xmat", "cinert", "cdof", "qM", "site_xpos", "cvel", "cdof_dot", "qfrc_bias",
+            "qfrc_passive", "actuator_length", "actuator_moment", "energy")  # fmt: skip
+
+
+def test_qacc_reset_keeps_the_position_velocity_fields(small):
+    """After a bad qacc (default, not exact): the state and every field from the actuation stage on are the reset
+    values; the position and velocity stages' fields are those of the step's start. Here the diverging env 1
+    starts from env 0's state, so those fields equal env 0's. Everything is finite. step, and step1 + step2."""
+    mjm, m, d, _ = small
+    out = _VSTEP(m, _diverging_batch(m, d))
+    reset = mjx_lite.make_data(m)
+    assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
+    for f in types.STATE_FIELDS + _AFTER_ACC:
+        np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(reset, f)), err_msg=f)
+    for f in _POS_VEL:
+        np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(out, f)[0]), err_msg=f)
+    for path, x in jax.tree_util.tree_leaves_with_path(out):
+        assert np.all(np.isfinite(np.asarray(x))), jax.tree_util.keystr(path)
+    # split step: what step2 keeps is what step1 computed
+    one = jax.tree.map(lambda x: x[1], _diverging_batch(m, d))
+    d1 = _STEP1(m, one)
+    d2 = _STEP2(m, d1)
+    assert int(d2.warning_number[types.Warning.BADQACC]) == 1
+    for f in types.STATE_FIELDS + _AFTER_ACC:
+        np.testing.assert_array_equal(np.asarray(getattr(d2, f)), np.asarray(getattr(reset, f)), err_msg=f)
+    for f in _POS_VEL:
+        np.testing.assert_array_equal(np.asarray(getattr(d2, f)), np.asarray(getattr(d1, f)), err_msg=f)
+
+
 def test_divergence_exact_reset_matches_mujoco(small):
     """With Config(exact_reset=True), as mj_step: the bad environment is reset, forwarded and stepped once."""
     mjm, m, d, _ = small

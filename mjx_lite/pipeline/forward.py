@@ -151,6 +151,11 @@ def energy_vel(m: Model, d: Data) -> Data:
 
 def forward_skip(m: Model, d: Data, sensors: bool = True) -> Data:
     """mj_forwardSkip(m, d, mjSTAGE_NONE, skipsensor=not sensors); `sensors` also gates energy (RK4 stages)."""
+    return forward_acc(m, forward_pos_vel(m, d, sensors), sensors)
+
+
+def forward_pos_vel(m: Model, d: Data, sensors: bool = True) -> Data:
+    """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy."""
     d = fwd_position(m, d)
     if sensors:
         d = run(sensor.sensor_pos, m, d)
@@ -159,6 +164,11 @@ def forward_skip(m: Model, d: Data, sensors: bool = True) -> Data:
     if sensors:
         d = run(sensor.sensor_vel, m, d)
         d = energy_vel(m, d)
+    return d
+
+
+def forward_acc(m: Model, d: Data, sensors: bool = True) -> Data:
+    """The second half of `forward_skip`: actuation, acceleration, constraints and the acceleration sensors."""
     d = fwd_actuation(m, d)
     d = fwd_acceleration(m, d)
     d = fwd_constraint(m, d)

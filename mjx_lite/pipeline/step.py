@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 
+import jax
+
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import check_data
 from mjx_lite.pipeline import forward as fwd
@@ -45,7 +47,10 @@ def step(m: Model, d: Data) -> Data:
 
     Divergence (non-finite or |x| > 1e10 in qpos, qvel or qacc) resets the offending environment to the
     model's reset state (see `integrate.check_pos_vel`), counting it in `warning_number`. After a bad qacc the
-    reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step).
+    reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step):
+    the state (`types.STATE_FIELDS`) and everything from the actuation stage on (forces, qacc, constraint
+    forces, sensordata) are reset; the position and velocity stages' fields (poses, Jacobians, contacts, qM) are
+    those of the step's start, as for the other environments (the next step recomputes them).
     With `m.config.contact_gradients == "smooth"` the value is the same and the derivative is randomly smoothed
     (`mjx_lite.pipeline.smoothing.smooth_step`).
     """
@@ -53,7 +58,9 @@ def step(m: Model, d: Data) -> Data:
         return smoothing.smooth_step(step, m, d)
     check_data(m, d)
     d = fwd.run(integrate.check_pos_vel, m, d)
-    d = fwd.run(fwd.forward, m, d)
+    with jax.named_scope("forward"):  # fwd.forward in two halves: a bad qacc leaves the first half's fields as they are
+        d_pos_vel = fwd.forward_pos_vel(m, d)
+        d = fwd.forward_acc(m, d_pos_vel)
     exact = m.config.exact_reset
     if exact:
         d = fwd.run(integrate.check_acc, m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
@@ -68,7 +75,8 @@ def step(m: Model, d: Data) -> Data:
         raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
     if exact:
         return d2
-    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC)  # reset state, not stepped
+    # the reset state, not stepped (the position/velocity stages' fields: those of this step's start)
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
 
 
 @_precision
@@ -95,6 +103,7 @@ def step2(m: Model, d: Data) -> Data:
     As in MuJoCo, RK4 models are advanced with Euler here (RK4 needs the whole forward pass per stage).
     """
     check_data(m, d)
+    d_pos_vel = d
     d = fwd.fwd_actuation(m, d)
     d = fwd.fwd_acceleration(m, d)
     d = fwd.fwd_constraint(m, d)
@@ -109,7 +118,7 @@ def step2(m: Model, d: Data) -> Data:
         d2 = fwd.run(integrate.euler, m, d)
     if exact:
         return d2
-    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC)
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
 
 
 @_precision
