@@ -55,6 +55,7 @@ VARIANTS = {
     "elementwise, no reset": ("elementwise", [(integrate, "reset_where", _no_reset)]),
     "elementwise, full reset (before)": ("elementwise", [(integrate, "reset_where", _full_reset)]),
     "elementwise, sparse qM": ("elementwise", [], {"mass_matrix": "sparse"}),
+    "elementwise, dense factorization": ("elementwise", [], {"mass_factorization": "dense"}),
 }
 
 

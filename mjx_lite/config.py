@@ -57,6 +57,13 @@ class Config:
         use GJK/EPA instead.
       mass_matrix: layout of qM: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
         "auto" (default): sparse when nv > 60.
+      mass_factorization: how qM is factored into qLD and solved with: "tree" (default): eliminated one tree
+        level at a time (gathers and a scatter-add per level), "dense": one Cholesky factorisation of the dense
+        qM and two triangular solves per solve (LAPACK on a CPU, cuSOLVER/cuBLAS on a GPU: a few library
+        calls instead of two per tree level). Same qLD to round-off. With "dense" a pivot below MINVAL is
+        clamped in D only (a matrix that is not positive definite gives a NaN factor: the step's qacc check
+        resets the environment), and on a CPU with few cores JAX's batched LAPACK kernels can deadlock at large
+        batches (see the README's limitations).
       contact_jacobian: how contact rows' Jacobians are built: "dense" (every dof), "chain" (only the dofs that
         move the two bodies, scattered into zeros: large scenes of short chains), or "auto" (default): chain when
         the longest chain is at most nv / 8.
@@ -103,6 +110,7 @@ class Config:
     broadphase_contacts_per_pair: float = 2.0
     sat_budget: int = 200_000
     mass_matrix: str = "auto"
+    mass_factorization: str = "tree"
     contact_jacobian: str = "auto"
     efc_jacobian: str = "auto"
     contact_gradients: str = "exact"
@@ -127,6 +135,7 @@ class Config:
         if self.mesh_size_ratio < 1:
             raise ValueError(f"Config.mesh_size_ratio must be >= 1, not {self.mesh_size_ratio!r}")
         for name, choices in (("mass_matrix", ("auto", "dense", "sparse")),
+                              ("mass_factorization", ("tree", "dense")),
                               ("contact_jacobian", ("auto", "dense", "chain")),
                               ("efc_jacobian", ("auto", "dense", "sparse")),
                               ("matmul_precision", MATMUL_PRECISIONS),

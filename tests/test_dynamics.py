@@ -185,12 +185,14 @@ def test_oracle_sparse_layout(name):
     assert inertia.is_sparse(m) and d.qM.ndim == 1 and d.qM.shape == (m.nM,)
 
 
+@pytest.mark.parametrize("factorization", ("tree", "dense"))
 @pytest.mark.parametrize("layout", ("dense", "sparse"))
-def test_factor_layout_reconstructs_mujoco_m(layout):
+def test_factor_layout_reconstructs_mujoco_m(layout, factorization):
     """qLD in its elimination order (inertia._factor_layout), read back into tree (madr) addresses, is a unit lower
-    L and D with L' D L = MuJoCo's full M, and 1/D = MuJoCo's qLDiagInv (both independent of storage layout)."""
+    L and D with L' D L = MuJoCo's full M, and 1/D = MuJoCo's qLDiagInv (both independent of storage layout), for
+    both factorisations (Config.mass_factorization)."""
     mjm = mujoco.MjModel.from_xml_path(_path("humanoid/humanoid.xml"))
-    m = mjl.configure(oracle.model_from_mujoco(mjm), mass_matrix=layout)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), mass_matrix=layout, mass_factorization=factorization)
     state = random_state(mjm, 7)
     ref = mujoco_smooth(mjm, state)
     d = jax.jit(smooth)(m, our_data(m, state))
@@ -202,6 +204,15 @@ def test_factor_layout_reconstructs_mujoco_m(layout):
     D = tree[t.madr]
     assert_close("qLDiagInv", d.qLDiagInv, ref["mjd"].qLDiagInv)
     assert_close("L'DL", L.T @ np.diag(D) @ L, ref["full_m"])
+
+
+@pytest.mark.parametrize("layout", ("dense", "sparse"))
+def test_oracle_dense_factorization(layout):
+    """Config(mass_factorization="dense"): qLD, qLDiagInv, qacc_smooth and solve_m (mj_solveM) against MuJoCo, from
+    either qM layout."""
+    cfg = mjl.Config(mass_matrix=layout, mass_factorization="dense")
+    m, d = check_against_mujoco(_path("humanoid/humanoid.xml"), seed=8, fn=jax.jit(smooth), config=cfg)
+    assert inertia._dense_factorization(m) and inertia.is_sparse(m) == (layout == "sparse")
 
 
 def test_oracle_level_sweeps(monkeypatch):

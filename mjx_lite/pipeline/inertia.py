@@ -230,6 +230,72 @@ def _factor_tree(m: Model, a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Arra
     return qld, take(qld, _factor_layout(m).diag), clamped
 
 
+def _factor_dense(m: Model, a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`_factor_tree`'s result from a dense symmetric (nv, nv) matrix a, by one Cholesky factorisation.
+
+    Reversing the dof order turns MuJoCo's M = L'DL (L unit lower-triangular, leaves eliminated first) into the
+    usual Cholesky: with R the reversal, R a R = C C' (C lower-triangular), so a = U U' with U = R C R upper-
+    triangular, D = diag(U)^2 and L[k, i] = U[i, k] / U[k, k]. On a tree no entry fills in, so L is zero off the
+    tree and its tree entries equal `_factor_tree`'s to round-off. A pivot below MINVAL is set to MINVAL in D
+    (`clamped`); unlike `_factor_tree` the later rows are not recomputed with it (a matrix that is not positive
+    definite gives NaN in L, and the step's qacc check resets the environment).
+    """
+    u = jax.lax.linalg.cholesky(a[::-1, ::-1], symmetrize_input=False)[::-1, ::-1]
+    s = jp.diagonal(u)
+    dk = s * s
+    clamped = jp.any(~(dk >= MINVAL))  # NaN too
+    dk = jp.where(dk < MINVAL, MINVAL, dk)
+    lt = u / s[None, :]  # lt[i, k] = L[k, i]
+    qld = take(jp.concatenate([dk, lt.reshape(-1)]), _factor_dense_gather(m))
+    return qld, dk, clamped
+
+
+def _factor_dense_gather(m: Model) -> np.ndarray:
+    """(nM,) for each qLD position (elimination order): its index in concat([D (nv,), L' (nv * nv,)])."""
+
+    def build(m: Model) -> np.ndarray:
+        t = support.tables(m)
+        r, c = t.m_rows, t.m_cols
+        g = np.empty(r.size, np.int64)
+        g[_factor_layout(m).pos] = np.where(r == c, r, m.nv + c * m.nv + r)
+        return g
+
+    return support.memo(m, "inertia_factor_dense_gather", build)
+
+
+def _solve_dense(m: Model, qld: jax.Array, inv: jax.Array, x: jax.Array) -> jax.Array:
+    """`_solve_tree` by two triangular solves with the dense unit L gathered from qld (one gather)."""
+    lower = take(jp.concatenate([qld, jp.zeros((1,), qld.dtype), jp.ones((1,), qld.dtype)]), _unit_l_gather(m))
+    lower = lower.reshape(m.nv, m.nv)
+    y = x.reshape(m.nv, -1)
+    y = jax.lax.linalg.triangular_solve(lower, y, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
+    y = y * inv[:, None]
+    y = jax.lax.linalg.triangular_solve(lower, y, left_side=True, lower=True, unit_diagonal=True)
+    return y.reshape(x.shape)
+
+
+def _unit_l_gather(m: Model) -> np.ndarray:
+    """(nv * nv,) for each dense entry of the unit L: its qLD position, nM (a zero) off the tree, nM + 1 (a one) on
+    the diagonal."""
+
+    def build(m: Model) -> np.ndarray:
+        t = support.tables(m)
+        n = t.m_rows.size
+        idx = np.full((m.nv, m.nv), n, np.int64)
+        pos = _factor_layout(m).pos
+        off = t.m_rows != t.m_cols
+        idx[t.m_rows[off], t.m_cols[off]] = pos[off]
+        idx[np.arange(m.nv), np.arange(m.nv)] = n + 1
+        return idx.reshape(-1)
+
+    return support.memo(m, "inertia_unit_l_gather", build)
+
+
+def _dense_factorization(m: Model) -> bool:
+    """Static: factor and solve with dense Cholesky / triangular solves (`Config.mass_factorization`)."""
+    return m.config.mass_factorization == "dense"
+
+
 def _level_l(qld: jax.Array, span: tuple[int, int]) -> jax.Array:
     """The L entries of one elimination level: a contiguous slice of qLD (`_FactorLayout.off`)."""
     return jax.lax.slice_in_dim(qld, span[0], span[1], axis=0)
@@ -259,8 +325,11 @@ def factor_m(m: Model, d: Data) -> Data:
     """
     if m.nv == 0:
         return d.replace(qLD=jp.zeros((0,), d.qM.dtype), qLDiagInv=jp.zeros((0,), d.qM.dtype))
-    entries = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))
-    qld, diag, clamped = _factor_tree(m, entries)  # tree elimination on the nM entries, either layout
+    if _dense_factorization(m):
+        qld, diag, clamped = _factor_dense(m, _to_dense(m, d.qM, symmetric=True) if is_sparse(m) else d.qM)
+    else:
+        entries = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))
+        qld, diag, clamped = _factor_tree(m, entries)  # tree elimination on the nM entries, either layout
     wn = d.warning_number.at[Warning.INERTIA].add(clamped.astype(d.warning_number.dtype))
     return d.replace(qLD=qld, qLDiagInv=1.0 / diag, warning_number=wn)
 
@@ -277,6 +346,8 @@ def solve_factored(m: Model, qLD: jax.Array, qLDiagInv: jax.Array, x: jax.Array)
     """M^-1 x from the factor arrays themselves (qLD (nM,), qLDiagInv (nv,) = 1/D). x: (nv,) or (nv, k)."""
     if m.nv == 0:
         return x
+    if _dense_factorization(m):
+        return _solve_dense(m, qLD, qLDiagInv, x)
     return _solve_tree(m, qLD, qLDiagInv, x)
 
 
@@ -288,6 +359,10 @@ def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Arra
     if m.nv == 0:
         return x
     t = support.tables(m)
+    if _dense_factorization(m):
+        a = _to_dense(m, d.qM, symmetric=True) if is_sparse(m) else d.qM
+        a, diag, _ = _factor_dense(m, a + jp.diag(shift))
+        return _solve_dense(m, a, 1.0 / diag, x)
     a = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))
     a, diag, _ = _factor_tree(m, support.put_add(a, t.madr, shift))
     return _solve_tree(m, a, 1.0 / diag, x)
