@@ -440,6 +440,27 @@ def test_qacc_reset_keeps_the_position_velocity_fields(small):
         np.testing.assert_array_equal(np.asarray(getattr(d2, f)), np.asarray(getattr(d1, f)), err_msg=f)
 
 
+
+@pytest.mark.parametrize("integrator", ["RK4", "implicitfast"])
+def test_qacc_reset_other_integrators(integrator):
+    """The same reset with the other integrators: RK4's stages rewrite the position and velocity fields, so they
+    are reset there (all but energy, which its stages do not compute); implicitfast keeps them as Euler does.
+    Either way every value is finite."""
+    xml = SMALL_XML.replace('timestep="0.01"', f'timestep="0.01" integrator="{integrator}"')
+    m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml))
+    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, _diverging_batch(m, io.make_data(m)))
+    reset = mjx_lite.make_data(m)
+    assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
+    for f in types.STATE_FIELDS + _AFTER_ACC:
+        np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(reset, f)), err_msg=f)
+    start = jax.tree.map(lambda x: x[0], out)  # env 0 started from the same state
+    for f in _POS_VEL:  # RK4's stages compute no energy: it is kept there too
+        kept = reset if integrator == "RK4" and f != "energy" else start
+        np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(kept, f)), err_msg=f)
+    for path, x in jax.tree_util.tree_leaves_with_path(out):
+        assert np.all(np.isfinite(np.asarray(x))), jax.tree_util.keystr(path)
+
+
 def test_divergence_exact_reset_matches_mujoco(small):
     """With Config(exact_reset=True), as mj_step: the bad environment is reset, forwarded and stepped once."""
     mjm, m, d, _ = small

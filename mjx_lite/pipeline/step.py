@@ -49,8 +49,9 @@ def step(m: Model, d: Data) -> Data:
     model's reset state (see `integrate.check_pos_vel`), counting it in `warning_number`. After a bad qacc the
     reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step):
     the state (`types.STATE_FIELDS`) and everything from the actuation stage on (forces, qacc, constraint
-    forces, sensordata) are reset; the position and velocity stages' fields (poses, Jacobians, contacts, qM) are
-    those of the step's start, as for the other environments (the next step recomputes them).
+    forces, sensordata) are reset; with Euler and the implicit integrators the position and velocity stages'
+    fields (poses, Jacobians, contacts, qM) are those of the step's start, as for the other environments (the
+    next step recomputes them). RK4's later stages rewrite those fields, so with RK4 all of Data is reset.
     With `m.config.contact_gradients == "smooth"` the value is the same and the derivative is randomly smoothed
     (`mjx_lite.pipeline.smoothing.smooth_step`).
     """
