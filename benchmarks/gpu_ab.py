@@ -23,7 +23,6 @@ import stages  # noqa: E402
 from mujoco import mjx  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite import math  # noqa: E402
 from mjx_lite.pipeline import integrate  # noqa: E402
 
 jax.config.update("jax_enable_compilation_cache", False)
@@ -46,8 +45,6 @@ def _full_reset(m, d, bad, warning, keep=None):
 
 
 _full_reset.__name__ = "reset_where"
-_SPATIAL = [(math, "inert_mul_c", math.inert_mul), (math, "motion_cross_c", math.motion_cross),
-            (math, "force_cross_c", math.force_cross), (math, "cross_c", jp.cross)]  # fmt: skip
 # name: (Config.quaternion_ops, [(module, attribute, replacement) patches], optional other Config fields)
 VARIANTS = {
     "einsum": ("einsum", []),

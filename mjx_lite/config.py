@@ -59,8 +59,9 @@ class Config:
         "auto" (default): sparse when nv > 60.
       mass_factorization: how qM is factored into qLD and solved with: "tree" (default): eliminated one tree
         level at a time (gathers and a scatter-add per level), "dense": one Cholesky factorisation of the dense
-        qM and two triangular solves per solve (LAPACK on a CPU, cuSOLVER/cuBLAS on a GPU: a few library
-        calls instead of the tree's two kernels or more per level). Same qLD to round-off. Meant for GPUs, where
+        qM (a tree-sparse qM is densified first: O(nv^3), for small trees) and two triangular solves per solve
+        (LAPACK on a CPU, cuSOLVER/cuBLAS on a GPU: a few library calls instead of the tree's two kernels or more
+        per level). Same qLD to round-off. Meant for GPUs, where
         the tree's factorisation was the largest stage after the solver (docs/benchmarks.md; "dense" itself not
         yet timed there); on a 2-core CPU the humanoid's step took 1.18x as long with it. With "dense" a pivot
         below MINVAL is clamped in D only (a matrix that is not positive definite gives a NaN factor: the step's
