@@ -279,13 +279,10 @@ def _unit_l_gather(m: Model) -> np.ndarray:
     the diagonal."""
 
     def build(m: Model) -> np.ndarray:
-        t = support.tables(m)
-        n = t.m_rows.size
-        idx = np.full((m.nv, m.nv), n, np.int64)
-        pos = _factor_layout(m).pos
-        off = t.m_rows != t.m_cols
-        idx[t.m_rows[off], t.m_cols[off]] = pos[off]
-        idx[np.arange(m.nv), np.arange(m.nv)] = n + 1
+        addr = _dense_gather(m, symmetric=False).reshape(m.nv, m.nv)  # tree address, nM off the tree
+        n = support.tables(m).m_rows.size
+        idx = np.append(_factor_layout(m).pos, n)[addr]
+        np.fill_diagonal(idx, n + 1)
         return idx.reshape(-1)
 
     return support.memo(m, "inertia_unit_l_gather", build)

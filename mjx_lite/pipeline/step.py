@@ -88,13 +88,7 @@ def step1(m: Model, d: Data) -> Data:
     """
     check_data(m, d)
     d = fwd.run(integrate.check_pos_vel, m, d)
-    d = fwd.fwd_position(m, d)
-    d = fwd.run(sensor.sensor_pos, m, d)
-    d = fwd.energy_pos(m, d)
-    d = fwd.fwd_velocity(m, d)
-    d = fwd.run(sensor.sensor_vel, m, d)
-    d = fwd.energy_vel(m, d)
-    return d
+    return fwd.forward_pos_vel(m, d)
 
 
 @_precision
@@ -126,10 +120,5 @@ def step2(m: Model, d: Data) -> Data:
 def inverse(m: Model, d: Data) -> Data:
     """Inverse dynamics (mj_inverse): qfrc_inverse, the constraint forces implied by qacc, and the sensors."""
     check_data(m, d)
-    d = fwd.fwd_position(m, d)
-    d = fwd.run(sensor.sensor_pos, m, d)
-    d = fwd.energy_pos(m, d)
-    d = fwd.fwd_velocity(m, d)
-    d = fwd.run(sensor.sensor_vel, m, d)
-    d = fwd.energy_vel(m, d)
+    d = fwd.forward_pos_vel(m, d)
     return fwd.run(inv.inverse_acc, m, d, sensors=True)
