@@ -16,3 +16,22 @@ os.environ.setdefault("MJX_LITE_COMPILATION_CACHE", "0")
 import jax  # noqa: E402 - MUJOCO_GL must be set before anything imports mujoco
 
 jax.config.update("jax_enable_x64", True)
+
+import gc  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module.
+
+    Every XLA:CPU executable keeps a few memory mappings of its JIT-ed code, and the programs compiled for functions
+    that live all session (`mjx_lite.step` and the other library functions tests jit) stay in JAX's caches. An xdist
+    worker running half of the suite reached the kernel's limit of 65,530 mappings per process (`vm.max_map_count`)
+    and then died in a segfault inside XLA's compiler (test_trajopt, at 98% of `make test`: 26,873 mappings after
+    test_collision and part of test_forward in one process). Module-scoped fixtures keep sharing compilations inside
+    a module."""
+    yield
+    jax.clear_caches()
+    gc.collect()
