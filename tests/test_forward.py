@@ -303,6 +303,25 @@ def test_jit_equals_nojit(small):
         np.testing.assert_allclose(np.asarray(getattr(b, f)), np.asarray(getattr(a, f)), rtol=1e-12, atol=1e-12)
 
 
+def test_eager_entry_points_run_jitted_and_trace_inline_under_transformations(small):
+    """Called on concrete arrays, `step` and `forward` run their jitted form (compiled once: a second call with other
+    values reuses it) and equal the same function under the user's own jit; inside a transformation they trace
+    inline (no nested jit in the user's program)."""
+    mjm, m, d, step = small
+    d1 = d.replace(qvel=d.qvel + 0.1)
+    for fn, ref in ((mjx_lite.step, step(m, d1)), (mjx_lite.forward, jax.jit(mjx_lite.forward)(m, d1))):
+        size = fn.jitted._cache_size()
+        out = fn(m, d1)
+        assert fn.jitted._cache_size() == size + 1
+        fn(m, d.replace(qvel=d.qvel - 0.2))
+        assert fn.jitted._cache_size() == size + 1
+        for f in ("qpos", "qvel", "qacc", "sensordata", "qfrc_bias"):
+            np.testing.assert_allclose(np.asarray(getattr(out, f)), np.asarray(getattr(ref, f)), rtol=1e-12,
+                                       atol=1e-12, err_msg=f)  # fmt: skip
+        names = {e.params.get("name") for e in jax.make_jaxpr(fn)(m, d1).jaxpr.eqns}
+        assert fn.jitted.__name__ not in names, names
+
+
 def test_bitwise_reruns(small):
     mjm, m, d, step = small
     rollout = _rollout_fn(20)

@@ -23,25 +23,40 @@ from mjx_lite.types import Data, IntegratorType, Model
 __all__ = ["forward", "inverse", "step", "step1", "step2"]
 
 
-def _precision(fn):
-    """Trace fn(m, d) under the model's matrix-product precision (`Config.matmul_precision`)."""
+def _entry_point(fn):
+    """fn(m, d) as a public entry point, traced under the model's matrix-product precision
+    (`Config.matmul_precision`).
 
-    @functools.wraps(fn)
-    def wrapped(m: Model, d: Data) -> Data:
+    Called on concrete arrays (outside any transformation) it runs jitted: one compile per model and Data shapes,
+    cached, instead of dispatching each of its thousands of operations eagerly (an eager `forward` of the cartpole
+    took 10 s). Inside a user's `jit`, `vmap` or `grad` it traces inline: a nested jit there made `grad` programs
+    larger (a 50-step box-on-plane rollout: 8,946 -> 10,265 HLO lines, XLA compile 7.1 -> 9.1 s), because the
+    nested call is partially evaluated as a unit."""
+
+    def traced(m: Model, d: Data) -> Data:
         with matmul_precision(m.config):
             return fn(m, d)
 
+    compiled = jax.jit(traced)
+
+    @functools.wraps(fn)
+    def wrapped(m: Model, d: Data) -> Data:
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((m, d))):
+            return traced(m, d)
+        return compiled(m, d)
+
+    wrapped.jitted = compiled  # the jitted form eager calls use (its cache: `wrapped.jitted._cache_size()`)
     return wrapped
 
 
-@_precision
+@_entry_point
 def forward(m: Model, d: Data) -> Data:
     """Forward dynamics (mj_forward): every derived quantity of the state, qacc and the sensors."""
     check_data(m, d)
     return fwd.run(fwd.forward, m, d)
 
 
-@_precision
+@_entry_point
 def step(m: Model, d: Data) -> Data:
     """Advance the simulation by one timestep (mj_step) with the model's integrator.
 
@@ -80,7 +95,7 @@ def step(m: Model, d: Data) -> Data:
     return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
 
 
-@_precision
+@_entry_point
 def step1(m: Model, d: Data) -> Data:
     """First half of mj_step (mj_step1): checks, position and velocity stages with their sensors.
 
@@ -91,7 +106,7 @@ def step1(m: Model, d: Data) -> Data:
     return fwd.forward_pos_vel(m, d)
 
 
-@_precision
+@_entry_point
 def step2(m: Model, d: Data) -> Data:
     """Second half of mj_step (mj_step2): actuation, acceleration, constraints, sensors, integration.
 
@@ -116,7 +131,7 @@ def step2(m: Model, d: Data) -> Data:
     return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
 
 
-@_precision
+@_entry_point
 def inverse(m: Model, d: Data) -> Data:
     """Inverse dynamics (mj_inverse): qfrc_inverse, the constraint forces implied by qacc, and the sensors."""
     check_data(m, d)
