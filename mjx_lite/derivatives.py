@@ -26,10 +26,13 @@ See docs/gradients.md for its cost and when the exact gradient is the better cho
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite._eager import jit_when_eager
 from mjx_lite.pipeline import smoothing as _smoothing
 from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.pipeline.integrate import integrate_pos
@@ -150,6 +153,7 @@ def jacobian(m: Model, f, argnums: int = 0, has_aux: bool = False):
 # ---- transition Jacobians ------------------------------------------------------------------------------------
 
 
+@functools.partial(jit_when_eager, static_argnames=("sensors",))
 def transition(m: Model, d: Data, sensors: bool = True):
     """Jacobians (A, B, C, D) of one step at the state of `d` in the layout and convention of mjd_transitionFD.
 
@@ -161,6 +165,9 @@ def transition(m: Model, d: Data, sensors: bool = True):
       d: Data holding the state (qpos, qvel, act), ctrl, applied forces and qacc_warmstart; forward need not
         have run. Under `jax.vmap` over `d`, Jacobians for a batch of states.
       sensors: also return C and D (else None for both).
+
+    Called on concrete arrays it runs jitted (compiled once per model and Data shapes); inside a transformation it
+    traces inline.
 
     Returns:
       A: (2nv+na, 2nv+na), B: (2nv+na, nu), C: (nsensordata, 2nv+na), D: (nsensordata, nu), in the dtype of

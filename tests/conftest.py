@@ -10,6 +10,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 # serialisation (a segfault inside `compilation_cache.put_executable_and_time`, in test_trajopt's MPC program;
 # never in one process running the same worker's 1011 tests in order, with a fresh or a filled cache, nor with
 # that file alone under CPU load), and an entry left by another checkout once aborted a test in deserialisation.
+# (Those segfaults came late in a worker's run, as the one `_release_compiled_programs` below ends: likely the same
+# limit on memory mappings, not the cache itself; not re-checked with the cache on.)
 # test_cache.py checks the cache itself in fresh processes with their own settings.
 os.environ.setdefault("MJX_LITE_COMPILATION_CACHE", "0")
 

@@ -13,6 +13,7 @@ import functools
 
 import jax
 
+from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import check_data
 from mjx_lite.pipeline import forward as fwd
@@ -24,29 +25,15 @@ __all__ = ["forward", "inverse", "step", "step1", "step2"]
 
 
 def _entry_point(fn):
-    """fn(m, d) as a public entry point, traced under the model's matrix-product precision
-    (`Config.matmul_precision`).
+    """fn(m, d) as a public entry point: traced under the model's matrix-product precision
+    (`Config.matmul_precision`), and run jitted when called on concrete arrays (`jit_when_eager`)."""
 
-    Called on concrete arrays (outside any transformation) it runs jitted: one compile per model and Data shapes,
-    cached, instead of dispatching each of its thousands of operations eagerly (an eager `forward` of the cartpole
-    took 10 s). Inside a user's `jit`, `vmap` or `grad` it traces inline: a nested jit there made `grad` programs
-    larger (a 50-step box-on-plane rollout: 8,946 -> 10,265 HLO lines, XLA compile 7.1 -> 9.1 s), because the
-    nested call is partially evaluated as a unit."""
-
+    @functools.wraps(fn)
     def traced(m: Model, d: Data) -> Data:
         with matmul_precision(m.config):
             return fn(m, d)
 
-    compiled = jax.jit(traced)
-
-    @functools.wraps(fn)
-    def wrapped(m: Model, d: Data) -> Data:
-        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((m, d))):
-            return traced(m, d)
-        return compiled(m, d)
-
-    wrapped.jitted = compiled  # the jitted form eager calls use (its cache: `wrapped.jitted._cache_size()`)
-    return wrapped
+    return jit_when_eager(traced)
 
 
 @_entry_point
