@@ -32,9 +32,11 @@ def _release_compiled_programs():
     that live all session (`mjx_lite.step` and the other library functions tests jit) stay in JAX's caches. One
     process had 26,873 mappings after test_collision and part of test_forward; an xdist worker runs half of the suite,
     and the kernel allows 65,530 per process (`vm.max_map_count`). Workers died in a segfault inside XLA's compiler
-    at 98% of `make test` (test_trajopt, here and in CI), which is how a failed mapping ends there (inferred, not
-    caught in the act). With this fixture no worker went above 15,700 mappings and the suite passed. Module-scoped
-    fixtures keep sharing compilations inside a module."""
+    at 98% of `make test` (test_trajopt, here and in CI). That is how a failed mapping ends: with `vm.max_map_count`
+    lowered to 2,500, a process compiling small functions died the same way after XLA logged "LLVM compilation
+    error: Cannot allocate memory" (xdist did not show the crashed worker's log lines). With this fixture no worker
+    went above 15,700 mappings and the suite passed. Module-scoped fixtures keep sharing compilations inside a
+    module."""
     yield
     jax.clear_caches()
     gc.collect()
