@@ -313,6 +313,18 @@ def _solve_tree(m: Model, qld: jax.Array, inv: jax.Array, x: jax.Array) -> jax.A
     return x
 
 
+def _factor(m: Model, d: Data, shift: jax.Array | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(qLD (nM,), D (nv,), clamped ()) of qM + diag(shift) (shift (nv,) or None), either qM layout, with the
+    model's factorisation (`Config.mass_factorization`)."""
+    if _dense_factorization(m):
+        a = full_m(m, d)
+        return _factor_dense(m, a if shift is None else a + jp.diag(shift))
+    a = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))  # the nM tree entries
+    if shift is not None:
+        a = support.put_add(a, support.tables(m).madr, shift)
+    return _factor_tree(m, a)
+
+
 def factor_m(m: Model, d: Data) -> Data:
     """qLD, qLDiagInv: M = L' D L factorisation of qM (mj_factorM).
 
@@ -322,11 +334,7 @@ def factor_m(m: Model, d: Data) -> Data:
     """
     if m.nv == 0:
         return d.replace(qLD=jp.zeros((0,), d.qM.dtype), qLDiagInv=jp.zeros((0,), d.qM.dtype))
-    if _dense_factorization(m):
-        qld, diag, clamped = _factor_dense(m, _to_dense(m, d.qM, symmetric=True) if is_sparse(m) else d.qM)
-    else:
-        entries = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))
-        qld, diag, clamped = _factor_tree(m, entries)  # tree elimination on the nM entries, either layout
+    qld, diag, clamped = _factor(m, d)
     wn = d.warning_number.at[Warning.INERTIA].add(clamped.astype(d.warning_number.dtype))
     return d.replace(qLD=qld, qLDiagInv=1.0 / diag, warning_number=wn)
 
@@ -355,14 +363,8 @@ def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Arra
     """
     if m.nv == 0:
         return x
-    t = support.tables(m)
-    if _dense_factorization(m):
-        a = _to_dense(m, d.qM, symmetric=True) if is_sparse(m) else d.qM
-        a, diag, _ = _factor_dense(m, a + jp.diag(shift))
-        return _solve_dense(m, a, 1.0 / diag, x)
-    a = d.qM if is_sparse(m) else take(d.qM.reshape(m.nv * m.nv), _dense_addr(m))
-    a, diag, _ = _factor_tree(m, support.put_add(a, t.madr, shift))
-    return _solve_tree(m, a, 1.0 / diag, x)
+    qld, diag, _ = _factor(m, d, shift)
+    return solve_factored(m, qld, 1.0 / diag, x)
 
 
 def mul_m(m: Model, d: Data, x: jax.Array) -> jax.Array:

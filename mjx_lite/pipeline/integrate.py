@@ -325,11 +325,11 @@ def reset_where(m: Model, d: Data, bad: jax.Array, warning: int, keep: Data | No
     wn = d.warning_number.at[warning].add(bad.astype(d.warning_number.dtype))
     if not (m.opt.disableflags & DisableBit.AUTORESET):
         r = reset_data(m, d)
-        if keep is None:
-            d = jax.tree.map(lambda a, b: jp.where(bad, a, b), r, d)
-        else:
-            out = jax.tree.map(lambda a, b, k: b if b is k else jp.where(bad, a, b), r, d, keep)
-            d = out.replace(**{f: jp.where(bad, getattr(r, f), getattr(d, f)) for f in STATE_FIELDS})
+        def select(path, a, b, k=None):
+            kept = b is k and path[0].name not in STATE_FIELDS
+            return b if kept else jp.where(bad, a, b)
+
+        d = jax.tree_util.tree_map_with_path(select, r, d, *(() if keep is None else (keep,)))
     return d.replace(warning_number=wn)
 
 
