@@ -118,6 +118,28 @@ def test_fwdinv(small):
         mjm.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_FWDINV)
 
 
+def test_step2_writes_fwdinv(small):
+    """mj_step2 runs mj_compareFwdInv when fwdinv is enabled: so does step2 (a stale solver_fwdinv is overwritten),
+    and the step agrees with MuJoCo's."""
+    mjm, _ = small
+    mjm.opt.enableflags |= mujoco.mjtEnableBit.mjENBL_FWDINV
+    try:
+        m = oracle.model_from_mujoco(mjm)
+        mjd, _ = _state(mjm, 6)
+        d = oracle.data_with_state(m, mjm, mjd).replace(solver_fwdinv=jp.ones(2))
+        mjd.solver_fwdinv[:] = 1.0
+        mujoco.mj_step1(mjm, mjd)
+        mujoco.mj_step2(mjm, mjd)
+        d = jax.jit(lambda m, d: mjl.step2(m, mjl.step1(m, d)))(m, d)
+        scale = max(1.0, float(np.abs(mjd.qfrc_constraint).max()))
+        assert np.all(mjd.solver_fwdinv < NEWTON_TOL * scale), mjd.solver_fwdinv
+        assert np.all(np.asarray(d.solver_fwdinv) < NEWTON_TOL * scale), d.solver_fwdinv
+        for f in ("qpos", "qvel"):
+            np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=NEWTON_TOL, atol=NEWTON_TOL)
+    finally:
+        mjm.opt.enableflags &= ~int(mujoco.mjtEnableBit.mjENBL_FWDINV)
+
+
 def _contact_match(mjd, d):
     """Our active contact slots matched to MuJoCo's contacts (same geoms, nearest position)."""
     con = d.contact

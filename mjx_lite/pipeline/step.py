@@ -17,7 +17,7 @@ from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import check_data
 from mjx_lite.pipeline import forward as fwd
-from mjx_lite.pipeline import integrate, sensor, smoothing
+from mjx_lite.pipeline import integrate, smoothing
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
 
@@ -101,10 +101,7 @@ def step2(m: Model, d: Data) -> Data:
     """
     check_data(m, d)
     d_pos_vel = d
-    d = fwd.fwd_actuation(m, d)
-    d = fwd.fwd_acceleration(m, d)
-    d = fwd.fwd_constraint(m, d)
-    d = fwd.run(sensor.sensor_acc, m, d)
+    d = fwd.forward_acc(m, d, sensors=True)  # with solver_fwdinv when enabled, as mj_step2
     exact = m.config.exact_reset
     if exact:
         d = fwd.run(integrate.check_acc, m, d)
