@@ -1,24 +1,29 @@
 """Where a batched step's time and compile cost go, per pipeline stage, from XLA's own profile.
 
-    python benchmarks/profile_step.py [--model PATH] [--batch 4096] [--depth 2]
+    python benchmarks/profile_step.py [--model PATH] [--batch 4096] [--depth 2] [--steps 4] [--disable constraint]
 
-`jit(vmap(step))` of the model (default: the MJX humanoid after 50 MuJoCo steps, float32) is compiled and run
-under `jax.profiler`; every kernel of the compiled program is attributed to its stage by the named scopes the
-pipeline puts in op names (`pipeline.forward.run`). Printed per stage: kernels (XLA compiles each on its own),
-milliseconds per call (device time of its kernels, mean of 3 profiled calls) and milliseconds of XLA's
-per-fusion code generation in the compile (summed over compiler threads).
+`jit(vmap(scan(step)))` of the model over `steps` steps (default: the MJX humanoid after 50 MuJoCo steps,
+float32) is compiled and run under `jax.profiler`; every kernel of the compiled program is attributed to its
+stage by the named scopes the pipeline puts in op names (`pipeline.forward.run`). Printed per stage: kernels
+(XLA compiles each on its own), milliseconds per step (device time of its kernels, mean of 3 profiled calls,
+divided by `steps`) and milliseconds of XLA's per-fusion code generation in the compile (summed over compiler
+threads). With `--steps 1` the step is jitted alone: its outputs are then fresh buffers, so XLA adds a copy of
+every Data field the step does not rewrite, which a rollout's loop does not pay.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import glob
 import gzip
 import json
+import operator
 import os
 import re
 import tempfile
+import time
 
 import jax
 import jax.numpy as jp
@@ -40,7 +45,7 @@ def _stage(op_name: str, depth: int) -> str:
     for p in op_name.split("/")[1:-1]:  # [0]: jit(<the jitted function>)
         inner = re.fullmatch(r"\w+\(([a-z_0-9]*)\)", p)
         p = inner.group(1) if inner else p
-        if re.fullmatch(r"[a-z_0-9]+", p) and p not in ("while", "body", "cond", "scan", "jit", "vmap"):
+        if re.fullmatch(r"[a-z_0-9]+", p) and p not in ("while", "body", "cond", "scan", "jit", "vmap", "closed_call"):
             parts.append(p)
     return "/".join(parts[:depth]) or ("(no op name: copies XLA added)" if not op_name else "(top)")
 
@@ -81,12 +86,21 @@ def _kernel_of(e: dict) -> str:
     return str(e.get("args", {}).get("hlo_op") or e["name"])
 
 
-def profile(path: str, batch: int, depth: int, top: int = 0) -> list[tuple[str, int, float, float]]:
-    """Rows (stage, kernels, ms per call, ms of XLA's per-fusion code generation), by decreasing ms per call; with
-    `top`, also prints the `top` slowest kernels with their op names."""
-    _, _, m, d = stages.forwarded_state(path)
+def profile(path: str, batch: int, depth: int, top: int = 0, steps: int = 4,
+            disable: tuple = ()) -> list[tuple[str, int, float, float]]:  # fmt: skip
+    """Rows (stage, kernels, ms per step, ms of XLA's per-fusion code generation), by decreasing ms per step; with
+    `top`, also prints the `top` slowest kernels with their op names. disable: MuJoCo disable flag names."""
+    _, mjd, m, d = stages.forwarded_state(path)
+    if disable:
+        bits = functools.reduce(operator.or_, (int(getattr(mjl.types.DisableBit, f.upper())) for f in disable))
+        m = mjl.configure(m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | bits)))
+        d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos, jp.float32), qvel=jp.asarray(mjd.qvel, jp.float32))
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
-    g = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
+
+    def rollout(m, d):
+        return jax.lax.scan(lambda c, _: (mjl.step(m, c), None), d, length=steps)[0]
+
+    g = jax.jit(jax.vmap(mjl.step if steps == 1 else rollout, in_axes=(None, 0)))
     lowered = g.lower(m, db)
     box = {}
     compile_events = _events(lambda: box.update(c=lowered.compile()))
@@ -97,12 +111,18 @@ def profile(path: str, batch: int, depth: int, top: int = 0) -> list[tuple[str, 
         for _ in range(3):
             jax.block_until_ready(g(m, db))
 
+    wall = float("inf")  # best of 3 unprofiled calls, ms per step
+    for _ in range(3):
+        t = time.perf_counter()
+        jax.block_until_ready(g(m, db))
+        wall = min(wall, (time.perf_counter() - t) * 1e3 / steps)
+
     ms, cms, per_kernel = collections.Counter(), collections.Counter(), collections.Counter()
     for e in _events(run3):
         k = _kernel_of(e)
         if k in kernels:
-            ms[_stage(kernels[k], depth)] += e.get("dur", 0) / 3e3
-            per_kernel[k] += e.get("dur", 0) / 3e3
+            ms[_stage(kernels[k], depth)] += e.get("dur", 0) / 3e3 / steps
+            per_kernel[k] += e.get("dur", 0) / 3e3 / steps
     for k, t in per_kernel.most_common(top):
         print(f"{t:8.3f} ms  {k:40s} {kernels[k][-110:]}")
     for e in compile_events:  # XLA:CPU compiles each fusion on its own (MLIR, then LLVM); named by instruction
@@ -111,30 +131,38 @@ def profile(path: str, batch: int, depth: int, top: int = 0) -> list[tuple[str, 
             cms[_stage(kernels[name], depth)] += e.get("dur", 0) / 1e3
     count = collections.Counter(_stage(op, depth) for op in kernels.values())
     rows = [(k, count[k], ms[k], cms[k]) for k in set(count) | set(ms)]
-    return sorted(rows, key=lambda r: -r[2])
+    return sorted(rows, key=lambda r: -r[2]), wall
 
 
-def report(quick: bool = False, batch: int = 4096) -> str:
-    """Markdown section of docs/benchmarks.md (the humanoid; --quick: batch 64)."""
-    batch = 64 if quick else batch
-    rows = profile(HUMANOID, batch, 3)
-    cmd = "python benchmarks/profile_step.py" + (" --batch 64" if quick else "")
-    return "\n".join([
-        "### Where the compiled step's time goes (XLA profile, humanoid, float32)",
-        "",
-        f"`{cmd} --depth 3` ({os.cpu_count()} cores, jax {jax.__version__}, {jax.default_backend()}): "
-        f"`jit(vmap(step))` at batch {batch}, each kernel of the compiled program attributed to its stage by the "
-        "named scopes in its op name. kernels: XLA compiles each on its own; run ms: the kernels' time per call "
-        "from `jax.profiler` (mean of 3 calls; profiling adds overhead, so the total exceeds the wall time of a "
-        "call); codegen ms: XLA's per-fusion code generation (MLIR) time in the profiled compile, summed over "
-        "threads (LLVM's final codegen of the whole module is not per stage). Copies and matrix-vector products "
-        "that XLA rewrites lose their op names and are counted apart.",
-        "",
-        "| stage | kernels | run ms | codegen ms |",
+def _table(rows) -> list[str]:
+    return [
+        "| stage | kernels | ms per step | codegen ms |",
         "| --- | --- | --- | --- |",
         *[f"| {k} | {n} | {t:.2f} | {c:.0f} |" for k, n, t, c in rows],
         f"| total | {sum(r[1] for r in rows)} | {sum(r[2] for r in rows):.2f} | {sum(r[3] for r in rows):.0f} |",
-    ])
+    ]
+
+
+def report(quick: bool = False, batch: int = 4096, steps: int = 4) -> str:
+    """Markdown section of docs/benchmarks.md (the humanoid, contacts on and constraints off; --quick: batch 64)."""
+    batch = 64 if quick else batch
+    out = [
+        "### Where a rollout step's time goes (XLA profile, humanoid, float32)",
+        "",
+        f"`python benchmarks/profile_step.py --batch {batch} --steps {steps} --depth 3 [--disable constraint]` "
+        f"({os.cpu_count()} cores, jax {jax.__version__}, {jax.default_backend()}): `jit(vmap(scan(step)))` over "
+        f"{steps} steps at batch {batch}, each kernel of the compiled program attributed to its stage by the named "
+        "scopes in its op name. kernels: XLA compiles each on its own; ms per step: the kernels' time from "
+        "`jax.profiler` (mean of 3 calls, divided by the steps; profiling adds overhead to every kernel, so the "
+        "total exceeds the unprofiled wall time given with each table); codegen ms: XLA's per-fusion code "
+        "generation (MLIR) time in the profiled compile, summed over threads (LLVM's final codegen of the whole "
+        "module is not per stage). Copies and matrix-vector products that XLA rewrites lose their op names and are "
+        "counted apart.",
+    ]
+    for label, disable in (("contacts on, the model's own settings", ()), ("constraints off", ("constraint",))):
+        rows, wall = profile(HUMANOID, batch, 3, steps=steps, disable=disable)
+        out += ["", f"{label}: unprofiled wall time {wall:.2f} ms per step", "", *_table(rows)]
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -143,11 +171,13 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--depth", type=int, default=2, help="named-scope levels to group by")
     p.add_argument("--top", type=int, default=0, help="also print this many slowest kernels with their op names")
+    p.add_argument("--steps", type=int, default=4, help="steps of the profiled scan (1: the step jitted alone)")
+    p.add_argument("--disable", nargs="*", default=[], help="MuJoCo disable flags, e.g. constraint")
     a = p.parse_args()
-    rows = profile(a.model, a.batch, a.depth, a.top)
-    print(f"{os.path.basename(a.model)}, batch {a.batch}, {os.cpu_count()} cores, jax {jax.__version__} "
-          f"on {jax.devices()[0].platform}")
-    print(f"{'stage':50s} {'kernels':>8s} {'run ms':>8s} {'codegen ms':>11s}")
+    rows, wall = profile(a.model, a.batch, a.depth, a.top, a.steps, tuple(a.disable))
+    print(f"{os.path.basename(a.model)}, batch {a.batch}, {a.steps} steps, {os.cpu_count()} cores, jax "
+          f"{jax.__version__} on {jax.devices()[0].platform}; unprofiled wall time {wall:.2f} ms per step")
+    print(f"{'stage':50s} {'kernels':>8s} {'ms/step':>8s} {'codegen ms':>11s}")
     for k, n, t, c in rows:
         print(f"{k:50s} {n:8d} {t:8.2f} {c:11.0f}")
     print(f"{'total':50s} {sum(r[1] for r in rows):8d} {sum(r[2] for r in rows):8.2f} {sum(r[3] for r in rows):11.0f}")
