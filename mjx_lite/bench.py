@@ -3,8 +3,9 @@
     python -m mjx_lite.bench --model PATH --batch N --steps T [--disable constraint] [--dtype float32]
 
 Reports, for `jit(vmap(scan(step)))` over `batch` environments and `steps` steps: the time to trace (Python,
-building the jaxpr), to lower and to compile (XLA) separately, steps/s (batch * steps / wall time of a warm
-run), and the bytes of one environment's Data. JAX's persistent compilation cache is turned off here (compile
+building the jaxpr), to lower and to compile (XLA) separately, steps/s (batch * steps / the best wall time of
+`--repeats` warm calls; the JAX engines take turns call by call, so a slow spell of a shared machine slows both),
+and the bytes of one environment's Data. JAX's persistent compilation cache is turned off here (compile
 times are cold) unless `--cache` is given. If the
 `mujoco` package is importable (it is a test dependency, imported lazily here and nowhere in the runtime
 package), the same model and settings are also run with MJX (`mujoco.mjx`) and with MuJoCo C: a
@@ -53,54 +54,65 @@ def _initial_batch(make_data, m, batch: int, nv: int, seed: int = 0):
     return db.replace(qvel=jp.asarray(qvel, dtype=d.qvel.dtype)), qvel
 
 
-def _time_rollout(step_fn, m, db, steps: int, repeats: int) -> dict:
-    """JIT time and best-of-`repeats` wall time of jit(vmap(scan(step)))."""
+class _Rollout:
+    """A compiled jit(vmap(scan(step))) of one engine, its compile timings, and its best wall time so far."""
 
-    def rollout(m, d):
-        def body(d, _):
-            return step_fn(m, d), None
+    def __init__(self, step_fn, m, db, steps: int):
+        def rollout(m, d):
+            def body(d, _):
+                return step_fn(m, d), None
 
-        d, _ = jax.lax.scan(body, d, None, length=steps)
-        return d
+            d, _ = jax.lax.scan(body, d, None, length=steps)
+            return d
 
-    fn = jax.jit(jax.vmap(rollout, in_axes=(None, 0)))
-    t0 = time.perf_counter()
-    traced = fn.trace(m, db)
-    t1 = time.perf_counter()
-    lowered = traced.lower()
-    t2 = time.perf_counter()
-    compiled = lowered.compile()
-    t3 = time.perf_counter()
-    jit_s = t3 - t0
-    out = compiled(m, db)
-    _block(out)
-    best = float("inf")
-    for _ in range(repeats):
+        fn = jax.jit(jax.vmap(rollout, in_axes=(None, 0)))
+        t0 = time.perf_counter()
+        traced = fn.trace(m, db)
+        t1 = time.perf_counter()
+        lowered = traced.lower()
+        t2 = time.perf_counter()
+        self.compiled = lowered.compile()
+        t3 = time.perf_counter()
+        self.m, self.db, self.steps = m, db, steps
+        self.out = self.compiled(m, db)
+        _block(self.out)
+        self.best = float("inf")
+        self.timings = {"jit_s": t3 - t0, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2}
+
+    def run(self) -> None:
+        """One timed call; keeps the best."""
         r0 = time.perf_counter()
-        out = compiled(m, db)
-        _block(out)
-        best = min(best, time.perf_counter() - r0)
-    batch = jax.tree.leaves(db)[0].shape[0]
-    finite = bool(np.all(np.isfinite(np.asarray(out.qpos))))
-    return {"jit_s": jit_s, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2, "run_s": best,
-            "steps_per_s": batch * steps / best, "finite": finite}  # fmt: skip
+        self.out = self.compiled(self.m, self.db)
+        _block(self.out)
+        self.best = min(self.best, time.perf_counter() - r0)
+
+    def result(self) -> dict:
+        batch = jax.tree.leaves(self.db)[0].shape[0]
+        finite = bool(np.all(np.isfinite(np.asarray(self.out.qpos))))
+        return {**self.timings, "run_s": self.best, "steps_per_s": batch * self.steps / self.best, "finite": finite}
+
+
+def _time_rollouts(rollouts: list, repeats: int) -> None:
+    """Best of `repeats` calls of each rollout, the engines taking turns call by call: a slow spell of a shared
+    machine then slows one call of every engine rather than all calls of one, so the ratios hold."""
+    for _ in range(repeats):
+        for r in rollouts:
+            r.run()
 
 
 def _data_bytes(d) -> int:
     return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(d)))
 
 
-def bench_mjx_lite(path: str, batch: int, steps: int, disable: int, repeats: int) -> dict:
+def prepare_mjx_lite(path: str, batch: int, steps: int, disable: int) -> tuple[_Rollout, dict]:
     m = mjx_lite.load_mjcf(path)
     m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
     db, _ = _initial_batch(mjx_lite.make_data, m, batch, m.nv)
-    res = _time_rollout(mjx_lite.step, m, db, steps, repeats)
-    res["data_bytes_per_env"] = _data_bytes(mjx_lite.make_data(m))
-    res["nv"] = m.nv
-    return res
+    return _Rollout(mjx_lite.step, m, db, steps), {"data_bytes_per_env": _data_bytes(mjx_lite.make_data(m)),
+                                                    "nv": m.nv}  # fmt: skip
 
 
-def bench_mjx(path: str, batch: int, steps: int, disable: int, repeats: int) -> dict:
+def prepare_mjx(path: str, batch: int, steps: int, disable: int) -> tuple[_Rollout, dict]:
     import mujoco  # noqa: PLC0415
     from mujoco import mjx  # noqa: PLC0415
 
@@ -108,9 +120,7 @@ def bench_mjx(path: str, batch: int, steps: int, disable: int, repeats: int) -> 
     mjm.opt.disableflags |= disable
     m = mjx.put_model(mjm)
     db, _ = _initial_batch(lambda m: mjx.make_data(m), m, batch, mjm.nv)
-    res = _time_rollout(mjx.step, m, db, steps, repeats)
-    res["data_bytes_per_env"] = _data_bytes(mjx.make_data(m))
-    return res
+    return _Rollout(mjx.step, m, db, steps), {"data_bytes_per_env": _data_bytes(mjx.make_data(m))}
 
 
 def bench_mujoco_c(path: str, batch: int, steps: int, disable: int) -> dict:
@@ -154,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--model", required=True, help="MJCF file")
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--disable", nargs="*", default=["constraint"], help="MuJoCo disable flags for every engine")
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     p.add_argument("--skip", nargs="*", default=[], choices=["mjx", "c"], help="engines to skip")
@@ -169,8 +179,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"model {a.model}  batch {a.batch}  steps {a.steps}  dtype {a.dtype}  disable {a.disable}")
     print(f"jax {jax.__version__}  backend {jax.default_backend()}  devices {jax.devices()}")
     results: dict = {}
+    rollouts: dict = {}
     try:
-        results["mjx_lite"] = bench_mjx_lite(a.model, a.batch, a.steps, disable, a.repeats)
+        rollouts["mjx_lite"] = prepare_mjx_lite(a.model, a.batch, a.steps, disable)
     except Exception as e:  # noqa: BLE001
         results["mjx_lite"] = {"error": f"{type(e).__name__}: {e}"}
     try:
@@ -181,9 +192,13 @@ def main(argv: list[str] | None = None) -> dict:
         have_mujoco = False
     if have_mujoco and "mjx" not in a.skip:
         try:
-            results["mjx"] = bench_mjx(a.model, a.batch, a.steps, disable, a.repeats)
+            rollouts["mjx"] = prepare_mjx(a.model, a.batch, a.steps, disable)
         except Exception as e:  # noqa: BLE001
             results["mjx"] = {"error": f"{type(e).__name__}: {e}"}
+    _time_rollouts([r for r, _ in rollouts.values()], a.repeats)
+    for name, (r, extra) in rollouts.items():
+        results[name] = {**r.result(), **extra}
+    results = {k: results[k] for k in ("mjx_lite", "mjx") if k in results}
     if have_mujoco and "c" not in a.skip:
         results["mujoco_c"] = bench_mujoco_c(a.model, a.batch, a.steps, disable)
     for name, r in results.items():
