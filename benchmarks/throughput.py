@@ -56,15 +56,16 @@ QUICK = [("mjx humanoid (off)", f"{MJX}/humanoid/humanoid.xml", ["constraint"], 
 
 # A run that takes longer is taken as hung: XLA:CPU's batched LAPACK Cholesky (jax.scipy.linalg.cho_factor under vmap)
 # can deadlock on the intra-op thread pool of a 2-core machine (seen in MJX's walker program at batch 4096: every
-# thread waiting in jax::ParallelBatchMap); the row is then rerun without MJX and says so.
-RUN_TIMEOUT_S = 420
+# thread waiting in jax::ParallelBatchMap); the row is then rerun without MJX and says so. (The slowest compile of a
+# row that finished, MJX's humanoid with contacts at batch 4096, took 11 s.)
+RUN_TIMEOUT_S = 240
 
 
 def run(path: str, disable: list[str], batch: int, steps: int, skip: tuple[str, ...] = ()) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     cmd = [sys.executable, "-m", "mjx_lite.bench", "--model", path, "--batch", str(batch), "--steps", str(steps),
-           "--repeats", "3", "--json", out, "--disable", *disable]  # fmt: skip
+           "--repeats", "5", "--json", out, "--disable", *disable]  # fmt: skip
     if skip:
         cmd += ["--skip", *skip]
     try:

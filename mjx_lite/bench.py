@@ -77,6 +77,7 @@ class _Rollout:
         self.out = self.compiled(m, db)
         _block(self.out)
         self.best = float("inf")
+        self.error = None
         self.timings = {"jit_s": t3 - t0, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2}
 
     def run(self) -> None:
@@ -87,6 +88,8 @@ class _Rollout:
         self.best = min(self.best, time.perf_counter() - r0)
 
     def result(self) -> dict:
+        if self.error is not None:
+            return {"error": self.error}
         batch = jax.tree.leaves(self.db)[0].shape[0]
         finite = bool(np.all(np.isfinite(np.asarray(self.out.qpos))))
         return {**self.timings, "run_s": self.best, "steps_per_s": batch * self.steps / self.best, "finite": finite}
@@ -97,7 +100,11 @@ def _time_rollouts(rollouts: list, repeats: int) -> None:
     machine then slows one call of every engine rather than all calls of one, so the ratios hold."""
     for _ in range(repeats):
         for r in rollouts:
-            r.run()
+            if r.error is None:
+                try:
+                    r.run()
+                except Exception as e:  # noqa: BLE001 - report, do not fail the other engine's timing
+                    r.error = f"{type(e).__name__}: {e}"
 
 
 def _data_bytes(d) -> int:

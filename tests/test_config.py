@@ -204,6 +204,18 @@ def test_quaternion_ops_auto_resolves_by_backend():
         assert quaternion_ops(mjl.Config(quaternion_ops=ops)) == ops
 
 
+def test_qacc_reset_auto_resolves_by_backend():
+    """Config.qacc_reset: "auto" resets every field on the CPU and the state (keeping the position/velocity
+    stages' fields) elsewhere; explicit values are kept; an unknown value is refused."""
+    from mjx_lite.config import qacc_reset
+
+    with pytest.raises(ValueError, match="qacc_reset"):
+        mjl.Config(qacc_reset="some")
+    assert qacc_reset(mjl.Config()) == ("all" if jax.default_backend() == "cpu" else "state")
+    for mode in ("all", "state"):
+        assert qacc_reset(mjl.Config(qacc_reset=mode)) == mode
+
+
 @pytest.mark.parametrize("gradients", ["implicit", "unrolled"])
 def test_qfrc_constraint_value_and_derivative_in_both_gradient_modes(gradients):
     """qfrc_constraint is the solver's own J' efc_force (its value) and carries the derivative of J' efc_force:

@@ -434,18 +434,22 @@ _POS_VEL = ("xpos", "xquat", "xmat", "cinert", "cdof", "qM", "site_xpos", "cvel"
             "qfrc_passive", "actuator_length", "actuator_moment", "energy")  # fmt: skip
 
 
-def test_qacc_reset_keeps_the_position_velocity_fields(small):
-    """After a bad qacc (default, not exact): the state and every field from the actuation stage on are the reset
-    values; the position and velocity stages' fields are those of the step's start. Here the diverging env 1
-    starts from env 0's state, so those fields equal env 0's. Everything is finite. step, and step1 + step2."""
+@pytest.mark.parametrize("mode", ["state", "all"])
+def test_qacc_reset_keeps_the_position_velocity_fields(small, mode):
+    """After a bad qacc (not exact): the state and every field from the actuation stage on are the reset values;
+    with Config.qacc_reset "state" the position and velocity stages' fields are those of the step's start (here
+    the diverging env 1 starts from env 0's state, so they equal env 0's), with "all" the reset values too.
+    Everything is finite. step, and step1 + step2."""
     mjm, m, d, _ = small
+    m = mjx_lite.configure(m, qacc_reset=mode)
     out = _VSTEP(m, _diverging_batch(m, d))
     reset = mjx_lite.make_data(m)
     assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
     for f in types.STATE_FIELDS + _AFTER_ACC:
         np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(reset, f)), err_msg=f)
     for f in _POS_VEL:
-        np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(out, f)[0]), err_msg=f)
+        want = getattr(out, f)[0] if mode == "state" else getattr(reset, f)
+        np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(want), err_msg=f)
     for path, x in jax.tree_util.tree_leaves_with_path(out):
         assert np.all(np.isfinite(np.asarray(x))), jax.tree_util.keystr(path)
     # split step: what step2 keeps is what step1 computed
@@ -456,17 +460,18 @@ def test_qacc_reset_keeps_the_position_velocity_fields(small):
     for f in types.STATE_FIELDS + _AFTER_ACC:
         np.testing.assert_array_equal(np.asarray(getattr(d2, f)), np.asarray(getattr(reset, f)), err_msg=f)
     for f in _POS_VEL:
-        np.testing.assert_array_equal(np.asarray(getattr(d2, f)), np.asarray(getattr(d1, f)), err_msg=f)
+        want = getattr(d1 if mode == "state" else reset, f)
+        np.testing.assert_array_equal(np.asarray(getattr(d2, f)), np.asarray(want), err_msg=f)
 
 
 
 @pytest.mark.parametrize("integrator", ["RK4", "implicitfast"])
 def test_qacc_reset_other_integrators(integrator):
-    """The same reset with the other integrators: RK4's stages rewrite the position and velocity fields, so they
-    are reset there (all but energy, which its stages do not compute); implicitfast keeps them as Euler does.
-    Either way every value is finite."""
+    """The same reset (Config.qacc_reset "state") with the other integrators: RK4's stages rewrite the position and
+    velocity fields, so they are reset there (all but energy, which its stages do not compute); implicitfast keeps
+    them as Euler does. Either way every value is finite."""
     xml = SMALL_XML.replace('timestep="0.01"', f'timestep="0.01" integrator="{integrator}"')
-    m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml))
+    m = mjx_lite.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml)), qacc_reset="state")
     out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, _diverging_batch(m, io.make_data(m)))
     reset = mjx_lite.make_data(m)
     assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [0, 1, 0]

@@ -24,9 +24,10 @@ act, ctrl, applied forces, time; mocap at the model's body pose) with `jp.where`
 of a vmapped batch are untouched, and `warning_number[BADQPOS|BADQVEL|BADQACC]` is incremented (counters
 are kept across the reset, unlike MuJoCo which clears them). With the autoreset disable flag only the
 counter is incremented. After a bad qacc the step returns the reset state itself (time 0): its state and every
-field from the actuation stage on are reset; with Euler and the implicit integrators the position and velocity
-stages' fields (poses, Jacobians, contacts, qM) keep the values computed at the step's start (see `reset_where`;
-RK4's stages rewrite them, so there everything is reset). MuJoCo instead runs
+field from the actuation stage on are reset; the position and velocity stages' fields (poses, Jacobians, contacts,
+qM) are reset too, or, with `Config.qacc_reset` "state" (the default off the CPU) and Euler or the implicit
+integrators, keep the values computed at the step's start (see `reset_where`; RK4's stages rewrite them, so there
+everything is reset). MuJoCo instead runs
 forward on the reset state and integrates once from there (time = h); a model configured with
 `Config(exact_reset=True)` does that too, at the price of a second forward pass in the compiled step (about twice
 the compile time of `step`), which is why it is not the default.

@@ -14,7 +14,7 @@ import functools
 import jax
 
 from mjx_lite._eager import jit_when_eager
-from mjx_lite.config import matmul_precision
+from mjx_lite.config import matmul_precision, qacc_reset
 from mjx_lite.data import check_data
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import integrate, smoothing
@@ -36,6 +36,11 @@ def _entry_point(fn):
     return jit_when_eager(traced)
 
 
+def _kept(m: Model, d_pos_vel: Data) -> Data | None:
+    """reset_where's `keep` after a bad qacc: the first half's Data where `Config.qacc_reset` is "state"."""
+    return d_pos_vel if qacc_reset(m.config) == "state" else None
+
+
 @_entry_point
 def forward(m: Model, d: Data) -> Data:
     """Forward dynamics (mj_forward): every derived quantity of the state, qacc and the sensors."""
@@ -51,9 +56,10 @@ def step(m: Model, d: Data) -> Data:
     model's reset state (see `integrate.check_pos_vel`), counting it in `warning_number`. After a bad qacc the
     reset state is returned unstepped unless `m.config.exact_reset` (MuJoCo's behaviour: reset, forward, step):
     the state (`types.STATE_FIELDS`) and everything from the actuation stage on (forces, qacc, constraint
-    forces, sensordata) are reset; with Euler and the implicit integrators the position and velocity stages'
-    fields (poses, Jacobians, contacts, qM) are those of the step's start, as for the other environments (the
-    next step recomputes them). RK4's later stages rewrite those fields, so with RK4 all of Data is reset.
+    forces, sensordata) are reset; the position and velocity stages' fields (poses, Jacobians, contacts, qM)
+    are reset too, or with `Config.qacc_reset` "state" (the default off the CPU) and Euler or the implicit
+    integrators are those of the step's start, as for the other environments (the next step recomputes them
+    either way). RK4's later stages rewrite those fields, so with RK4 all of Data is reset.
     With `m.config.contact_gradients == "smooth"` the value is the same and the derivative is randomly smoothed
     (`mjx_lite.pipeline.smoothing.smooth_step`).
     """
@@ -79,7 +85,7 @@ def step(m: Model, d: Data) -> Data:
     if exact:
         return d2
     # the reset state, not stepped (the position/velocity stages' fields: those of this step's start)
-    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=_kept(m, d_pos_vel))
 
 
 @_entry_point
@@ -112,7 +118,7 @@ def step2(m: Model, d: Data) -> Data:
         d2 = fwd.run(integrate.euler, m, d)
     if exact:
         return d2
-    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=_kept(m, d_pos_vel))
 
 
 @_entry_point
