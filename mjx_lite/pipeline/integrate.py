@@ -40,6 +40,7 @@ import jax.numpy as jp
 import jax.scipy.linalg as jsl
 import numpy as np
 
+from mjx_lite.config import qacc_reset
 from mjx_lite.data import make_data
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
 from mjx_lite.pipeline import derivative, forward, inertia
@@ -318,14 +319,17 @@ def reset_where(m: Model, d: Data, bad: jax.Array, warning: int, keep: Data | No
     """Count `warning` where `bad`, and (unless autoreset is disabled) reset d there, elementwise.
 
     With `keep` (this step's Data after its position and velocity stages, computed from a state that passed the
-    checks), the fields of `d` that are still `keep`'s own arrays (the same traced values: nothing after those
-    stages rewrote them) and are not STATE_FIELDS are left as they are: poses, Jacobians, contacts, the mass
-    matrix. The next step recomputes them from the reset state. This leaves most of Data out of the select, which
-    is one pass over the whole Data per step otherwise (about 5% of a batched humanoid step on a GPU).
+    checks) and `Config.qacc_reset` "state", the fields of `d` that are still `keep`'s own arrays (the same traced
+    values: nothing after those stages rewrote them) and are not STATE_FIELDS are left as they are: poses,
+    Jacobians, contacts, the mass matrix. The next step recomputes them from the reset state. This leaves most of
+    Data out of the select (about 5% of a batched humanoid step on a GPU); with "all" every field is selected.
     """
     wn = d.warning_number.at[warning].add(bad.astype(d.warning_number.dtype))
+    if qacc_reset(m.config) == "all":
+        keep = None
     if not (m.opt.disableflags & DisableBit.AUTORESET):
         r = reset_data(m, d)
+
         def select(path, a, b, k=None):
             kept = b is k and path[0].name not in STATE_FIELDS
             return b if kept else jp.where(bad, a, b)

@@ -14,7 +14,7 @@ import functools
 import jax
 
 from mjx_lite._eager import jit_when_eager
-from mjx_lite.config import matmul_precision, qacc_reset
+from mjx_lite.config import matmul_precision
 from mjx_lite.data import check_data
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import integrate, smoothing
@@ -34,11 +34,6 @@ def _entry_point(fn):
             return fn(m, d)
 
     return jit_when_eager(traced)
-
-
-def _kept(m: Model, d_pos_vel: Data) -> Data | None:
-    """reset_where's `keep` after a bad qacc: the first half's Data where `Config.qacc_reset` is "state"."""
-    return d_pos_vel if qacc_reset(m.config) == "state" else None
 
 
 @_entry_point
@@ -84,8 +79,9 @@ def step(m: Model, d: Data) -> Data:
         raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
     if exact:
         return d2
-    # the reset state, not stepped (the position/velocity stages' fields: those of this step's start)
-    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=_kept(m, d_pos_vel))
+    # the reset state, not stepped (with Config.qacc_reset "state", the position/velocity stages' fields: those of
+    # this step's start)
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
 
 
 @_entry_point
@@ -118,7 +114,7 @@ def step2(m: Model, d: Data) -> Data:
         d2 = fwd.run(integrate.euler, m, d)
     if exact:
         return d2
-    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=_kept(m, d_pos_vel))
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
 
 
 @_entry_point
