@@ -340,52 +340,23 @@ def _params(m: Model, g: Group) -> tuple:
 # run time
 
 
-def _mesh_vertices(m: Model) -> tuple[jax.Array, int]:
-    """(nmesh, maxvert, 3) mesh vertices, each mesh padded by repeating its first vertex (same support)."""
-    num = np.asarray(m.mesh_vertnum)
-    nmax = int(num.max())
-    idx = np.asarray(m.mesh_vertadr)[:, None] + np.minimum(np.arange(nmax)[None, :], num[:, None] - 1)
-    idx = np.where(np.arange(nmax)[None, :] < num[:, None], idx, np.asarray(m.mesh_vertadr)[:, None])
-    return m.mesh_vert[idx], nmax
-
-
-def _trim(table: np.ndarray, mids: np.ndarray, axis: int) -> np.ndarray:
-    """A per-mesh table (nmesh, ...) padded along `axis` by repeating its first entry, cut to the entries the meshes
-    `mids` use (the last entry of any of them that differs from its first; at least 1)."""
-    t = np.moveaxis(table[mids], axis, 1)
-    t = t.reshape(t.shape[0], t.shape[1], -1) if t.ndim > 2 else t[..., None]
-    differs = np.any(t != t[:, :1], axis=2)  # (len(mids), n): entry j of a mesh is not its padding
-    used = np.nonzero(differs.any(axis=0))[0]
-    n = int(used.max()) + 1 if used.size else 1
-    return np.take(table, np.arange(n), axis=axis)
-
-
 def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids: np.ndarray | None = None) -> GeomInfo:
     """The geoms `gids` (n,) of one group as a vectorised GeomInfo; `group_gids` (numpy) are all the geoms this side
-    of the group may take (None: any geom). Mesh face polygons are given only where every hull triangle of those
-    meshes lies in one (the face-face manifold then follows MuJoCo's polygons; else `polyhedral`'s generic
-    clipper)."""
-    vert, gt, face, poly, npoly, edge, plane = None, None, None, None, None, None, None
+    of the group may take (None: any geom). A mesh enters as its convex hull (`hull.group_tables`: hull vertices,
+    triangles, polygons, face planes, edges), padded to the largest hull of the meshes this side may take."""
+    vert, gt, face, poly, npoly, edge, plane, vplane, vedge = (None,) * 9
     if gtype == _MESH or (gtype == GENERAL and m.nmesh):
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
-        mids = np.unique(mids)
-        # each table padded (by repetition) to this side's largest mesh, not the model's
-        table, _ = _mesh_vertices(m)
-        vert = jp.asarray(table[:, : int(np.asarray(m.mesh_vertnum)[mids].max())])[mid]
-        face = jp.asarray(_trim(hull.hull_face_table(m), mids, 1))[mid]
-        poly, npoly = hull.hull_face_polygons(m)
-        nface = np.maximum(np.asarray(m.mesh_hullfacenum)[mids], 0)
-        if np.all(npoly[mids] > 0, where=np.arange(npoly.shape[1])[None, :] < nface[:, None]):
-            poly = _trim(poly[:, : face.shape[1]], mids, 2)
-            poly, npoly = jp.asarray(poly)[mid], jp.asarray(npoly[:, : face.shape[1]])[mid]
-        else:
-            poly, npoly = None, None
-        edge = jp.asarray(_trim(hull.hull_edge_table(m), mids, 1))[mid]
-        plane = jp.asarray(_trim(_trim(hull.hull_face_planes(m), mids, 1), mids, 2))[mid]
+        t = hull.group_tables(m, mids)
+        vert = m.mesh_vert[jp.asarray(t["vert"])[mid]]
+        face, poly, npoly = jp.asarray(t["face"])[mid], jp.asarray(t["poly"])[mid], jp.asarray(t["polynum"])[mid]
+        edge, plane = jp.asarray(t["edge"])[mid], jp.asarray(t["plane"])[mid]
+        vplane, vedge = jp.asarray(t["vplane"])[mid], jp.asarray(t["vedge"])[mid]
     if gtype == GENERAL:
         gt = jp.asarray(m.geom_type)[gids]
-    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly, edge, plane)
+    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly, edge, plane,
+                    vplane, vedge)  # fmt: skip
 
 
 def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:

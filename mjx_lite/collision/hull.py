@@ -1,22 +1,30 @@
-"""Host-side polytope tables of boxes and meshes (numpy, from the Model's integer fields; built once per group).
+"""Host-side polytope tables of boxes and meshes (numpy, from the Model's integer fields; built once per Model).
 
 A box is a fixed polyhedron (`BOX_CORNERS`, `BOX_TRIS`, `BOX_EDGES`, its faces in MuJoCo's corner order). A mesh
 collides through its convex hull (mjModel's mesh_hullface / mesh_hulledge / mesh_polyvert, from the compiler's
-mjcf/mesh.py): the driver pads each table to a group's largest mesh and gives them to the colliders in GeomInfo:
-  * `hull_face_table`: hull triangles (GeomInfo.face);
-  * `hull_face_polygons`: per triangle, its polygon in MuJoCo's face order (GeomInfo.facepoly, facepolynum), the
-    faces that MuJoCo's multiccd clips (polygonClip; at most MAX_POLYVERT vertices, mjMAX_POLYVERT);
-  * `hull_face_planes`: triangles grouped by face plane (GeomInfo.faceplane);
-  * `hull_edge_table`: hull edges with the two triangles at each (GeomInfo.edge).
+mjcf/mesh.py). `mesh_tables(m)` gives every table the colliders need, indexed by HULL vertex (a mesh's hull
+vertices in ascending vertex id), so that a collider's cost and memory follow the hull's size, never the raw mesh's
+(the Robotiq gripper's 17,120-vertex STL has an 803-vertex hull); the driver pads each table to a group's largest
+mesh and gives them to the colliders in GeomInfo:
+  * `vert`: the hull vertices' rows of mesh_vert (GeomInfo.vert);
+  * `face`: hull triangles (GeomInfo.face);
+  * `poly`, `polynum`: per triangle, its polygon in MuJoCo's face order (GeomInfo.facepoly, facepolynum), the
+    faces that MuJoCo's multiccd clips (polygonClip; at most MAX_POLYVERT vertices, mjMAX_POLYVERT); a triangle
+    that no polygon holds (a vertex inside a merged patch of near-coplanar triangles) is its own polygon;
+  * `plane`: triangles grouped by face plane (GeomInfo.faceplane);
+  * `edge`: hull edges with the two triangles at each (GeomInfo.edge).
 No JAX here: everything is static (a function of the Model's static part).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Iterable
 
 import numpy as np
 
+from mjx_lite._struct import static_memo
 from mjx_lite.types import Model
 
 # mjMAX_POLYVERT (engine_collision_gjk.h): MuJoCo's multiccd reads at most this many vertices of a polygon
@@ -69,16 +77,64 @@ def box_planes() -> np.ndarray:
     return np.array([[t for t, f in enumerate(faces) if f == face] for face in dict.fromkeys(faces)], np.int32)
 
 
-def hull_face_table(m: Model) -> np.ndarray:
-    """(nmesh, maxtri, 3) int32 hull triangles of every mesh (local vertex ids), padded by repeating the first."""
-    num = np.maximum(np.asarray(m.mesh_hullfacenum), 1)
-    adr = np.asarray(m.mesh_hullfaceadr)
-    faces = np.asarray(m.mesh_hullface).reshape(-1, 3)
-    if faces.shape[0] == 0:
-        return np.zeros((len(num), 1, 3), np.int32)
-    nmax = int(num.max())
-    idx = adr[:, None] + np.where(np.arange(nmax)[None, :] < num[:, None], np.arange(nmax)[None, :], 0)
-    return faces[np.minimum(idx, faces.shape[0] - 1)].astype(np.int32)
+def _rows(x: np.ndarray, n: int) -> np.ndarray:
+    """x (k, ...) cut or padded to n rows by repeating its first row."""
+    x = np.asarray(x)
+    return np.concatenate([x, np.repeat(x[:1], n - len(x), axis=0)]) if len(x) < n else x[:n]
+
+
+def _pad(rows: list[np.ndarray], width: int) -> np.ndarray:
+    """Rows (k_i, ...) each cut or padded to `width` (`_rows`) and stacked: (len(rows), width, ...) int32."""
+    return np.stack([_rows(r, width) for r in rows]).astype(np.int32)
+
+
+def vertex_tables(tris: np.ndarray, planes: list, nvert: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per vertex of a triangulated convex polytope (triangles tris (T, 3), triangles per face plane `planes`):
+    the face planes at it, (V, Dp) int32 ascending, and the triangle edges at it, (V, De, 3) int32 rows (other end,
+    the two triangles at the edge) in ascending other end; rows padded by repeating their first entry (a vertex on
+    no triangle: plane 0, edge (0, 0, 0)). Static bounds of the features at a vertex, so that the face manifolds
+    look at a vertex's few planes and edges, never at every plane or vertex of the hull."""
+    tri_plane = {t: p for p, rows in enumerate(planes) for t in rows}
+    vp: list[set] = [set() for _ in range(nvert)]
+    at: dict = {}
+    for t, (a, b, c) in enumerate(np.asarray(tris).tolist()):
+        for v in (a, b, c):
+            vp[v].add(tri_plane.get(t, 0))
+        for u, v in ((a, b), (b, c), (a, c)):
+            at.setdefault((min(u, v), max(u, v)), []).append(t)
+    ve: list[list] = [[] for _ in range(nvert)]
+    for (u, v), ts in at.items():
+        ta, tb = ts[0], ts[1] if len(ts) > 1 else ts[0]
+        ve[u].append((v, ta, tb))
+        ve[v].append((u, ta, tb))
+    vplane = [sorted(p) or [0] for p in vp]
+    vedge = [sorted(e) or [(0, 0, 0)] for e in ve]
+    return _pad(vplane, max(map(len, vplane))), _pad(vedge, max(map(len, vedge)))
+
+
+BOX_VPLANE, BOX_VEDGE = vertex_tables(BOX_TRIS, box_planes().tolist(), 8)  # (8, 3), (8, 5, 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshHull:
+    """One mesh's convex hull for the colliders, its vertices numbered 0..H-1 (hull vertices in ascending mesh
+    vertex id, so every order-dependent choice, e.g. the lowest id among ties, is the mesh's own).
+
+    vert: (H,) int32 rows of m.mesh_vert; face: (T, 3) int32 outward hull triangles; poly: per polygon its vertex
+    cycle in MuJoCo's face order (clockwise about the outward normal, at most MAX_POLYVERT); tri_poly: (T,) int32
+    the polygon of each triangle (the smallest holding its three vertices; a triangle that none holds gets a polygon
+    of its own, its corners reversed); plane: per face plane, the triangles it holds (one plane per polygon);
+    edge: (E, 4) int32 hull edges (polygon sides, each once; the triangles' edges where the mesh has no polygons)
+    with the two triangles at each; vplane (H, Dp), vedge (H, De, 3): `vertex_tables`."""
+
+    vert: np.ndarray
+    face: np.ndarray
+    poly: tuple[np.ndarray, ...]
+    tri_poly: np.ndarray
+    plane: tuple[tuple[int, ...], ...]
+    edge: np.ndarray
+    vplane: np.ndarray
+    vedge: np.ndarray
 
 
 def _polygon_cycles(m: Model, i: int) -> list[np.ndarray]:
@@ -88,86 +144,87 @@ def _polygon_cycles(m: Model, i: int) -> list[np.ndarray]:
     return [vert[int(vadr[j]) : int(vadr[j]) + int(vnum[j])] for j in range(adr, adr + num)]
 
 
-def _mesh_polygons(m: Model) -> list[list[np.ndarray]]:
-    """Each mesh's polygons as vertex-id cycles in MuJoCo's face order (its polygon reversed, at most MAX_POLYVERT)."""
-    return [[c[::-1][:MAX_POLYVERT] for c in _polygon_cycles(m, i)] for i in range(len(np.asarray(m.mesh_vertnum)))]
+def _mesh_hull(m: Model, i: int) -> MeshHull:
+    """`MeshHull` of mesh i (local vertex ids of the Model's tables renumbered to hull vertices)."""
+    vadr, vnum = int(m.mesh_vertadr[i]), int(m.mesh_vertnum[i])
+    fadr, fnum = int(m.mesh_hullfaceadr[i]), int(m.mesh_hullfacenum[i])
+    tris = np.asarray(m.mesh_hullface, np.int64).reshape(-1, 3)[fadr : fadr + fnum]
+    cycles = _polygon_cycles(m, i)
+    if fnum == 0:  # no hull (not collided): its vertices as they are, one degenerate triangle
+        ids = np.arange(max(vnum, 1))
+        tris = np.zeros((1, 3), np.int64)
+        cycles = []
+    else:
+        hadr, hnum = int(m.mesh_hullvertadr[i]), int(m.mesh_hullvertnum[i])
+        used = [np.asarray(m.mesh_hullvert)[hadr : hadr + hnum], tris.reshape(-1)] + cycles
+        ids = np.unique(np.concatenate(used).astype(np.int64))
+    lut = np.full(max(vnum, 1), -1, np.int64)
+    lut[ids] = np.arange(len(ids))
+    face = lut[tris]
+    # polygons in MuJoCo's face order (reversed), cut at MAX_POLYVERT, renumbered
+    polys = [lut[c[::-1][:MAX_POLYVERT]] for c in cycles]
+    at: dict[int, set[int]] = {}  # hull vertex -> the polygons holding it
+    for j, c in enumerate(polys):
+        for v in c.tolist():
+            at.setdefault(v, set()).add(j)
+    tri_poly = np.empty(len(face), np.int32)
+    for t, (a, b, c) in enumerate(face.tolist()):
+        hold = at.get(a, set()) & at.get(b, set()) & at.get(c, set())
+        if hold:
+            tri_poly[t] = min(hold, key=lambda j: (len(polys[j]), j))
+        else:  # its own polygon, clockwise about its outward normal
+            tri_poly[t] = len(polys)
+            polys.append(np.array([c, b, a], np.int64))
+    planes: dict[int, list[int]] = {}
+    for t, j in enumerate(tri_poly.tolist()):
+        planes.setdefault(j, []).append(t)
+    found = set()
+    for c in cycles:
+        c = lut[c].tolist()
+        found.update((min(u, v), max(u, v)) for u, v in zip(c, c[1:] + c[:1]))
+    if not found:
+        ea, en = int(m.mesh_hulledgeadr[i]), int(m.mesh_hulledgenum[i])
+        found = {tuple(e) for e in lut[np.asarray(m.mesh_hulledge, np.int64).reshape(-1, 2)[ea : ea + en]].tolist()}
+    edge = edge_faces(face, sorted(found) or [(0, 0)])
+    plane = tuple(tuple(r) for r in planes.values())
+    vplane, vedge = vertex_tables(face, plane, len(ids))
+    i32 = functools.partial(np.asarray, dtype=np.int32)
+    return MeshHull(i32(vadr + ids), i32(face), tuple(i32(p) for p in polys), tri_poly, plane, edge, vplane, vedge)
 
 
-def _triangle_polygon(m: Model, tris: np.ndarray, polys: list[list[np.ndarray]]) -> np.ndarray:
-    """(nmesh, maxtri) int32: per hull triangle, the index of the smallest of its mesh's polygons holding it (-1:
-    none, and for padding rows)."""
-    out = np.full(tris.shape[:2], -1, np.int32)
-    for i, cyc in enumerate(polys):
-        sets = [set(c.tolist()) for c in cyc]
-        for t in range(max(int(np.asarray(m.mesh_hullfacenum)[i]), 0)):
-            tv = set(tris[i, t].tolist())
-            hold = [j for j, sv in enumerate(sets) if tv <= sv]
-            if hold:
-                out[i, t] = min(hold, key=lambda j: len(sets[j]))
-    return out
+def mesh_hulls(m: Model) -> tuple[MeshHull, ...]:
+    """Every mesh's `MeshHull`, built once per Model static part."""
+    return static_memo(m, "collision.mesh_hulls", lambda m: tuple(_mesh_hull(m, i) for i in range(m.nmesh)))
 
 
-def hull_face_polygons(m: Model) -> tuple[np.ndarray, np.ndarray]:
-    """For each mesh's hull triangles (as `hull_face_table`): the vertex ids of the mesh polygon holding the
-    triangle, in MuJoCo's face order (its polygon reversed, at most MAX_POLYVERT), padded with the first vertex,
-    (nmesh, maxtri, P) int32, and their counts (nmesh, maxtri) int32 (0 where no polygon holds the triangle)."""
-    tris = hull_face_table(m)
-    polys = _mesh_polygons(m)
-    which = _triangle_polygon(m, tris, polys)
-    width = max([len(c) for cyc in polys for c in cyc] + [3])
-    out = np.zeros(tris.shape[:2] + (width,), np.int32)
-    cnt = np.zeros(tris.shape[:2], np.int32)
-    for (i, t), j in np.ndenumerate(which):
-        if j >= 0:
-            c = polys[i][j]
-            out[i, t, : len(c)] = c
-            out[i, t, len(c) :] = c[0]
-            cnt[i, t] = len(c)
-    return out, cnt
-
-
-def hull_face_planes(m: Model) -> np.ndarray:
-    """(nmesh, maxplane, K) int32: for each mesh, its hull triangles (rows of `hull_face_table`) grouped by face
-    plane: one row per polygon (the triangles it holds) and one per triangle that no polygon holds, each row padded
-    by repeating its first triangle, rows padded by repeating the first row. The separating axes and the manifold's
-    face choices range over planes (one triangle each, the largest: `plane_rep`) instead of every triangle. From
-    the integer tables only (the vertices are traced)."""
-    tris = hull_face_table(m)
-    which = _triangle_polygon(m, tris, _mesh_polygons(m))
-    planes = []
-    for i in range(tris.shape[0]):
-        rows: dict = {}
-        for t in range(max(int(np.asarray(m.mesh_hullfacenum)[i]), 1)):
-            j = int(which[i, t])
-            rows.setdefault(("t", t) if j < 0 else ("p", j), []).append(t)
-        planes.append(list(rows.values()))
-    nplane = max(len(p) for p in planes) if planes else 1
-    k = max((len(r) for p in planes for r in p), default=1)
-    out = np.zeros((len(planes), nplane, k), np.int32)
-    for i, p in enumerate(planes):
-        for f in range(nplane):
-            r = p[f] if f < len(p) else p[0]
-            out[i, f] = r + [r[0]] * (k - len(r))
-    return out
-
-
-def hull_edge_table(m: Model) -> np.ndarray:
-    """(nmesh, maxedge, 4) int32 hull edges of every mesh: local vertex ids (each edge once; its polygons' sides,
-    so that triangulation diagonals of flat faces are left out; the hull's triangle edges where it has no polygons)
-    and the two hull triangles (rows of `hull_face_table`) that meet there; padded by repeating the first."""
-    tris = hull_face_table(m)
-    edges = []
-    for i in range(len(np.asarray(m.mesh_vertnum))):
-        found = set()
-        for cyc in _polygon_cycles(m, i):
-            cyc = cyc.tolist()
-            found.update((min(u, v), max(u, v)) for u, v in zip(cyc, cyc[1:] + cyc[:1]))
-        if not found:
-            ea, en = int(m.mesh_hulledgeadr[i]), int(m.mesh_hulledgenum[i])
-            found = {tuple(e) for e in np.asarray(m.mesh_hulledge)[ea : ea + en].tolist()}
-        ntri = max(int(np.asarray(m.mesh_hullfacenum)[i]), 1)
-        edges.append(edge_faces(tris[i, :ntri], sorted(found) or [(0, 0)]).tolist())
-    if not edges:
-        return np.zeros((0, 1, 4), np.int32)
-    width = max(len(e) for e in edges)
-    return np.array([e + [e[0]] * (width - len(e)) for e in edges], np.int32).reshape(len(edges), width, 4)
+def group_tables(m: Model, mids: np.ndarray) -> dict[str, np.ndarray]:
+    """The hull tables of the meshes `mids` (one side of a collision group), each padded (by repetition) to the
+    largest of those meshes, as (nmesh, ...) arrays indexed by mesh id (rows of other meshes: mesh mids[0]'s):
+    vert (nmesh, H) rows of mesh_vert, face (nmesh, T, 3), poly (nmesh, T, P) each triangle's polygon padded with
+    its first vertex, polynum (nmesh, T), plane (nmesh, F, K) each plane's triangles padded with its first (planes
+    padded with the first row), edge (nmesh, E, 4), vplane (nmesh, H, Dp), vedge (nmesh, H, De, 3)."""
+    hulls = mesh_hulls(m)
+    mids = np.unique(np.asarray(mids))
+    rows = [hulls[i] if i in set(mids.tolist()) else hulls[int(mids[0])] for i in range(m.nmesh)]
+    sel = [hulls[int(i)] for i in mids]
+    nt = max(len(h.face) for h in sel)
+    width = max(max((len(p) for p in h.poly), default=3) for h in sel)
+    k = max(max(len(r) for r in h.plane) for h in sel)
+    nplane = max(len(h.plane) for h in sel)
+    face = _pad([h.face for h in rows], nt)
+    poly = np.stack([_rows(_pad([h.poly[j] for j in h.tri_poly], width), nt) for h in rows])
+    polynum = _pad([[len(h.poly[j]) for j in h.tri_poly] for h in rows], nt)
+    plane = np.stack([_rows(_pad([np.asarray(r) for r in h.plane], k), nplane) for h in rows])
+    nv = max(len(h.vert) for h in sel)
+    dp = max(h.vplane.shape[1] for h in sel)
+    de = max(h.vedge.shape[1] for h in sel)
+    return {
+        "vert": _pad([h.vert for h in rows], nv),
+        "face": face,
+        "poly": poly,
+        "polynum": polynum,
+        "plane": plane,
+        "edge": _pad([h.edge for h in rows], max(len(h.edge) for h in sel)),
+        "vplane": _pad([_pad(list(h.vplane), dp) for h in rows], nv),
+        "vedge": _pad([_pad(list(h.vedge), de) for h in rows], nv),
+    }

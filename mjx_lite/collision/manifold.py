@@ -4,16 +4,14 @@ Used by the face manifolds of `polyhedral.py` (box-mesh, mesh-mesh) and `cylinde
   * `face_manifold`: MuJoCo's own face-face points: geom2's face polygon clipped by the planes through geom1's face
     edges (`clipped_face`, Sutherland-Hodgman in MuJoCo's vertex orders, as polygonClip), reduced to 4 by MuJoCo's
     local search (`polygon_quad`, polygonQuad);
-  * `clip_to_face`: the generic clipper of an incident face or segment by a reference face's side planes, with
-    `reduce4` / `reduce_quad` (largest-area quadrilaterals) where no polygon tables give MuJoCo's order;
+  * `clip_to_face`: the generic clipper of an incident face or segment by a reference face's side planes (an edge on
+    a face; the cylinder pairs' faces), with `reduce_quad` (largest-area quadrilaterals);
   * `manifold_contacts`: the contact rows, or the single GJK/EPA contact where no manifold applies.
 The tolerances FACE_COS and EDGE_SIN were probed on MuJoCo 4.0 (by bisection on tilted faces and edges).
 Shapes: points (K, 3) with masks (K,); normals (3,); polygons as vertex ids (P,) with a count ().
 """
 
 from __future__ import annotations
-
-import itertools
 
 import jax
 import jax.numpy as jp
@@ -25,8 +23,6 @@ from mjx_lite.math import dot3, safe_norm
 
 FACE_COS = 0.996  # face-face manifold: n1 . n2 < -0.996, about 5.13 degrees (MuJoCo 4.0, probed by bisection)
 EDGE_SIN = 0.0888  # edge-face manifold: |edge . n| < 0.0888, about 5.1 degrees (MuJoCo 4.0, probed)
-_MAXPOLY = 12  # clipped-polygon vertices kept before the reduction to 4 (two quads clip to at most 8)
-_QUADS = np.array(list(itertools.combinations(range(_MAXPOLY), 4)), np.int32)  # (495, 4)
 
 
 def _ordered(w: Points, mask: Mask, normal: Vec3) -> tuple[Ids, Mask]:
@@ -118,28 +114,6 @@ def _angles(pts: Points, ok: Mask, nr: Vec3) -> tuple[Points, Vec3, Vec3, Values
     u = u / jp.maximum(safe_norm(u), 1e-30)
     v = jp.cross(nr, u)
     return rel, u, v, jp.where(ok, jp.arctan2(rel @ v, rel @ u), jp.inf)
-
-
-def reduce4(pts: Points, ok: Mask, nr: Vec3) -> tuple[Ids, Mask]:
-    """At most 4 of the valid points: all of them if <= 4, else the largest-area quadrilateral of the first
-    _MAXPOLY valid points in counter-clockwise order. Returns (idx (4,), valid (4,))."""
-    n = pts.shape[0]
-    _, u, v, ang = _angles(pts, ok, nr)
-    order = jax.lax.top_k(-ang, min(_MAXPOLY, n))[1]  # ascending angle (ties: lower index first)
-    if order.shape[0] < _MAXPOLY:
-        order = jp.concatenate([order, jp.full(_MAXPOLY - order.shape[0], order[0])])
-    oko = ok[order] & (jp.arange(_MAXPOLY) < jp.sum(ok))
-    q = pts[order]
-    # area of each candidate quad (vertices in counter-clockwise order), projected on the face plane
-    x, y = (q @ u)[_QUADS], (q @ v)[_QUADS]  # (nq, 4)
-    area = 0.5 * sum(x[:, i] * y[:, (i + 1) % 4] - y[:, i] * x[:, (i + 1) % 4] for i in range(4))
-    okq = oko[_QUADS]
-    qok = okq[:, 0] & okq[:, 1] & okq[:, 2] & okq[:, 3]
-    best = jp.asarray(_QUADS)[jp.argmax(jp.where(qok, area, -jp.inf))]
-    many = jp.sum(ok) > 4
-    idx = jp.where(many, order[best], order[:4])
-    valid = jp.where(many, True, oko[:4])
-    return idx, valid
 
 
 def reduce_quad(pts: Points, ok: Mask, nr: Vec3) -> tuple[Ids, Mask]:

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jp
 
 from mjx_lite.collision.general import collide
-from mjx_lite.collision.manifold import EDGE_SIN, FACE_COS, clip_to_face, face_manifold, manifold_contacts, reduce4
+from mjx_lite.collision.manifold import EDGE_SIN, FACE_COS, clip_to_face, face_manifold, manifold_contacts
 from mjx_lite.collision.polytope import (
     FACE_ALIGNED,
     face_planes,
@@ -21,9 +21,9 @@ from mjx_lite.collision.polytope import (
     face_rows,
     face_vertices,
     hull_normals,
-    pad_rows,
     plane_rep,
     polyhedron,
+    vertex_features,
 )
 from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, outer3, safe_norm
@@ -32,38 +32,35 @@ from mjx_lite.types import GeomType
 MULTI_NCON = 4  # contacts per polyhedral pair (MuJoCo reduces larger manifolds to 4)
 
 
-def _feature(w: Points, tris: Ids, pn: Points, po: Values, u: Vec3, tol: Scalar) -> tuple[Mask, Scalar, Mask, Mask]:
+def _feature(w: Points, tris: Ids, pn: Points, po: Values, vplane: Ids, u: Vec3, tol: Scalar
+             ) -> tuple[Mask, Scalar, Ids, Mask, Mask, Scalar]:
     """The feature (vertex, edge or face) of a polyhedron supporting direction u, as MuJoCo's EPA reports it.
 
-    Returns (support mask (V,), dim () in {1, 2, 3}, candidate face planes (F,), hull vertex mask (V,)): the
-    candidates are the face planes (normals pn (F, 3), offsets po (F,)) through the feature (all faces at a vertex,
-    both at an edge, the face itself), i.e. those that hold every support vertex (tested on the first 4 by support
-    value: a plane through 3 support vertices of a face is that face's). O(V + F): no (F, V) tables."""
+    Returns (support mask (V,), dim () in {1, 2, 3}, candidate face planes (Dp,) with their mask (Dp,), hull vertex
+    mask (V,), the support vertex ()): the candidates are the face planes (normals pn (F, 3), offsets po (F,))
+    through the feature (all faces at a vertex, both at an edge, the face itself), i.e. those among the planes at
+    the support vertex (vplane (V, Dp)) that hold every support vertex (tested on the first 4 by support value: a
+    plane through 3 support vertices of a face is that face's). O(V + T): no table over every plane."""
     nv = w.shape[0]
-    valid = jp.zeros(nv, bool).at[tris.reshape(-1)].set(True)  # hull vertices (not padding or interior ones)
+    valid = jp.zeros(nv, bool).at[tris.reshape(-1)].set(True)  # hull vertices (not padding)
     s = jp.where(valid, dot3(w, u), -jp.inf)
     sup = valid & (s >= jp.max(s) - tol)
     dim = jp.minimum(jp.sum(sup), 3)
+    v = jp.argmax(sup)  # the support vertex of lowest id
+    ids = vplane[v]
     top = jax.lax.top_k(s, min(4, nv))[1]
-    on_plane = jp.abs(outer3(w[top], pn) - po[None, :]) <= tol  # (k, F)
+    on_plane = jp.abs(outer3(w[top], pn[ids]) - po[ids][None, :]) <= tol  # (k, Dp)
     cand = jp.all(on_plane | ~sup[top][:, None], axis=0)
-    return sup, dim, cand, valid
+    return sup, dim, ids, cand, valid, v
 
 
-def _edges_at(w: Points, nt: Points, tris: Ids, v: Ids, tol: Scalar) -> tuple[Mask, Points]:
-    """Hull edges at vertex v: (other end mask (V,), unit directions (V, 3)). Triangulation diagonals of a flat
-    face (both triangles at the edge coplanar) are not edges. Scatters over the triangles' corners, O(V + T)."""
-    nv = w.shape[0]
-    at_v = jp.any(tris == v, axis=1)  # (T,)
-    ends = tris.reshape(-1)  # (3T,) each triangle corner; those of triangles at v other than v are v's neighbours
-    nrm = jp.repeat(nt, 3, axis=0)  # (3T, 3)
-    live = jp.repeat(at_v, 3) & (ends != v)
-    slot = jp.where(live, ends, nv)  # dead corners go to a dropped extra row
-    ref = jp.zeros((nv + 1, 3), w.dtype).at[slot].set(nrm)  # the normal of one triangle at edge (v, u)
-    bent = live & (dot3(nrm, ref[slot]) < 1 - FACE_ALIGNED)
-    nbr = jp.zeros(nv + 1, bool).at[jp.where(bent, slot, nv)].set(True)[:nv]
-    e = w - w[v]
-    return nbr, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
+def _edges_at(w: Points, nt: Points, vedge: Ids, v: Scalar) -> tuple[Ids, Mask, Points]:
+    """Hull edges at vertex v: (other ends (De,), mask (De,), unit directions (De, 3)) from the triangle edges at v
+    (vedge (V, De, 3)); a triangulation diagonal of a flat face (both triangles at the edge coplanar) is no edge."""
+    ends, ta, tb = vedge[v, :, 0], vedge[v, :, 1], vedge[v, :, 2]
+    bent = dot3(nt[ta], nt[tb]) < 1 - FACE_ALIGNED
+    e = w[ends] - w[v]
+    return ends, bent, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
 
 
 def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sat_budget: int) -> Contacts:
@@ -79,8 +76,9 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
         |edge . n_face| < 0.0888 for a face through the other geom's feature: the edge clipped by that face's side
         planes, depths to its plane, normal -+ the face normal;
       * else the single GJK/EPA contact.
-    A mesh face whose triangle lies in no mesh polygon (no polygon tables) falls back to clipping geom1's face by
-    geom2's side planes and the largest-area quadrilateral of more than 4 points.
+    Features are looked up at the support vertex (its few face planes and edges, `hull.vertex_tables`), so the cost
+    follows the polygons' sizes, not the hull's: no table over all faces or vertex pairs. A hull triangle that no
+    mesh polygon holds (a vertex inside a merged patch of near-coplanar triangles) is its own polygon.
     Known differences: where several faces/edges qualify MuJoCo takes the first in its own order (box: x, y, z edges
     at a corner; mesh: its polygon list, whose order the compiler does not reproduce, e.g. an STL face whose float32
     triangles fall into two normal bins is two coplanar polygons), we the most (anti-)parallel; MuJoCo's features
@@ -97,31 +95,32 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     # faces are chosen among face planes (one triangle each): pl (F,) triangle ids, pn (F, 3) normals, po offsets
     pl1, pl2 = plane_rep(face_planes(t1, g1, tri1), area1), plane_rep(face_planes(t2, g2, tri2), area2)
     pn1, po1, pn2, po2 = nt1[pl1], off1[pl1], nt2[pl2], off2[pl2]
-    sup1, dim1, cand1, hull1 = _feature(w1, tri1, pn1, po1, n, tol)
-    sup2, dim2, cand2, hull2 = _feature(w2, tri2, pn2, po2, -n, tol)
+    vp1, ve1 = vertex_features(t1, g1)
+    vp2, ve2 = vertex_features(t2, g2)
+    sup1, dim1, cid1, cand1, hull1, v1 = _feature(w1, tri1, pn1, po1, vp1, n, tol)
+    sup2, dim2, cid2, cand2, hull2, v2 = _feature(w2, tri2, pn2, po2, vp2, -n, tol)
     # face-face: the most anti-parallel pair of faces through the two features
-    dots = outer3(pn1, pn2)
+    dots = outer3(pn1[cid1], pn2[cid2])  # (Dp1, Dp2)
     okff = cand1[:, None] & cand2[None, :] & (dots < -FACE_COS)
     ij = jp.argmin(jp.where(okff, dots, jp.inf))
-    fi, fj = ij // dots.shape[1], ij % dots.shape[1]
+    fi, fj = cid1[ij // dots.shape[1]], cid2[ij % dots.shape[1]]
     face_face = jp.any(okff)
     # edge-face: edges at the lower-dimensional feature against the faces through the other one
-    v1, v2 = jp.argmax(sup1), jp.argmax(sup2)
-    nbr1, e1 = _edges_at(w1, nt1, tri1, v1, tol)
-    nbr2, e2 = _edges_at(w2, nt2, tri2, v2, tol)
-    nbr1 = nbr1 & ((dim1 == 1) | sup1)  # an edge feature: its own edge only
-    nbr2 = nbr2 & ((dim2 == 1) | sup2)
-    c12 = jp.abs(outer3(e1, pn2))  # (V1, F2)
+    end1, nbr1, e1 = _edges_at(w1, nt1, ve1, v1)
+    end2, nbr2, e2 = _edges_at(w2, nt2, ve2, v2)
+    nbr1 = nbr1 & ((dim1 == 1) | sup1[end1])  # an edge feature: its own edge only
+    nbr2 = nbr2 & ((dim2 == 1) | sup2[end2])
+    c12 = jp.abs(outer3(e1, pn2[cid2]))  # (De1, Dp2)
     ok12 = nbr1[:, None] & cand2[None, :] & (c12 < EDGE_SIN)
-    c21 = jp.abs(outer3(e2, pn1))  # (V2, F1)
+    c21 = jp.abs(outer3(e2, pn1[cid1]))  # (De2, Dp1)
     ok21 = nbr2[:, None] & cand1[None, :] & (c21 < EDGE_SIN)
     try1 = (dim1 < 3) & (dim1 <= dim2)
     edge1 = ~face_face & try1 & jp.any(ok12)
     edge2 = ~face_face & ~try1 & (dim2 < 3) & jp.any(ok21)
     a12 = jp.argmin(jp.where(ok12, c12, jp.inf))
-    u1, f2e = a12 // c12.shape[1], a12 % c12.shape[1]
+    u1, f2e = end1[a12 // c12.shape[1]], cid2[a12 % c12.shape[1]]
     a21 = jp.argmin(jp.where(ok21, c21, jp.inf))
-    u2, f1e = a21 // c21.shape[1], a21 % c21.shape[1]
+    u2, f1e = end2[a21 // c21.shape[1]], cid1[a21 % c21.shape[1]]
     # reference face: geom2's (face-face, edge of geom1) or geom1's (edge of geom2); its polygon is every vertex on
     # the plane (a convex hull's plane meets it only there)
     f1 = jp.where(face_face, fi, f1e)
@@ -139,30 +138,21 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     r0 = jp.where(edge2, w1[tri1[pl1[f1], 0]], w2[tri2[pl2[f2], 0]])
     seg = jp.where(edge1, jp.stack([w1[v1], w1[u1]]), jp.stack([w2[v2], w2[u2]]))
     fp1, fn1 = face_polygons(t1, g1, tri1)
-    fp2, fn2 = face_polygons(t2, g2, tri2)
-    polygons = fp1 is not None and fp2 is not None  # every hull triangle in a polygon (driver._geom_info)
-    if polygons:  # face-face comes from the polygons below: the clipper only cuts an edge by a face
-        pts, ok, depth = clip_to_face(wr, rmask, nr, r0, seg, jp.ones(2, bool), -nr, margin, inc_poly=False, cdir=nr)
-        # a segment clipped by a convex face has at most 2 points: the first 4 valid are kept
-        idx = jax.lax.top_k(jp.where(ok, -jp.arange(ok.shape[0]), -ok.shape[0] - 1), MULTI_NCON)[1]
-        valid = ok[idx]
-    else:  # face-face too, with a largest-area quadrilateral of more than 4 points
-        wi = jp.where(face_face, w1p, pad_rows(seg, nv, seg[0]))
-        imask = jp.where(face_face, m1p, jp.arange(nv) < 2)
-        pts, ok, depth = clip_to_face(
-            wr, rmask, nr, r0, wi, imask, jp.where(face_face, n1f, -nr), margin,
-            inc_poly=face_face, cdir=jp.where(face_face, -n1f, nr),
-        )  # fmt: skip
-        idx, valid = reduce4(pts, ok, nr)
+    fp2, fn2 = face_polygons(t2, g2, tri2)  # every box and mesh triangle has one (`hull.MeshHull`)
+    # the clipper only cuts an edge by a face (face-face comes from the polygons below)
+    pts, ok, depth = clip_to_face(wr, rmask, nr, r0, seg, jp.ones(2, bool), -nr, margin, inc_poly=False, cdir=nr)
+    # a segment clipped by a convex face has at most 2 points: the first 4 valid are kept
+    idx = jax.lax.top_k(jp.where(ok, -jp.arange(ok.shape[0]), -ok.shape[0] - 1), MULTI_NCON)[1]
+    valid = ok[idx]
     pts, depth = pts[idx], depth[idx]
     idx = jp.arange(idx.shape[0])
-    if polygons:  # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
-        ti, tj = pl1[fi], pl2[fj]
-        x2, ok2 = face_manifold(w1, w2, fp1[ti], fn1[ti], fp2[tj], fn2[tj], pn1[fi], margin)
-        x1 = x2 - pn1[fi] * ((x2 - w1[fp1[ti, 0]]) @ pn1[fi])[:, None]  # onto geom1's face plane along n1
-        pts = jp.where(face_face, x1, pts)
-        depth = jp.where(face_face, (x1 - w2[tri2[tj, 0]]) @ pn2[fj], depth)
-        valid = jp.where(face_face, ok2, valid)
+    # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
+    ti, tj = pl1[fi], pl2[fj]
+    x2, ok2 = face_manifold(w1, w2, fp1[ti], fn1[ti], fp2[tj], fn2[tj], pn1[fi], margin)
+    x1 = x2 - pn1[fi] * ((x2 - w1[fp1[ti, 0]]) @ pn1[fi])[:, None]  # onto geom1's face plane along n1
+    pts = jp.where(face_face, x1, pts)
+    depth = jp.where(face_face, (x1 - w2[tri2[tj, 0]]) @ pn2[fj], depth)
+    valid = jp.where(face_face, ok2, valid)
     return manifold_contacts(pts, depth, idx, valid, nr, edge2, face_face | edge1 | edge2, dist0, pos0, n, dt)
 
 

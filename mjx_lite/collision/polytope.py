@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
-from mjx_lite.collision.hull import BOX_CORNERS, BOX_TRIS, box_planes, box_tri_polygons
+from mjx_lite.collision.hull import BOX_CORNERS, BOX_TRIS, BOX_VEDGE, BOX_VPLANE, box_planes, box_tri_polygons
 from mjx_lite.collision.types import GeomInfo, Ids, Mask, Mat3, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, outer3, safe_norm
 from mjx_lite.types import GeomType
@@ -33,6 +33,13 @@ def face_planes(gtype: int, g: GeomInfo, tris: Ids) -> Ids:
     if gtype == GeomType.BOX:
         return jp.asarray(box_planes())
     return jp.arange(tris.shape[0])[:, None] if g.faceplane is None else g.faceplane
+
+
+def vertex_features(gtype: int, g: GeomInfo) -> tuple[Ids, Ids]:
+    """The face planes (V, Dp) and triangle edges (V, De, 3) at each vertex of a box or mesh (`hull.vertex_tables`)."""
+    if gtype == GeomType.BOX:
+        return jp.asarray(BOX_VPLANE), jp.asarray(BOX_VEDGE)
+    return g.vertplane, g.vertedge
 
 
 def plane_rep(planes: Ids, area: Values) -> Ids:
@@ -88,13 +95,23 @@ def face_rows(gtype: int, g: GeomInfo, nvert: int) -> int:
     return nvert
 
 
+_ONE_HOT_MAX = 32  # `compact` by a one-hot product up to this output size, by a binary search above it
+
+
 def compact(pts: Points, ok: Mask, size: int) -> tuple[Points, Scalar]:
     """The rows of pts (K, 3) where ok (K,), in order, in the first rows of a (size, 3) array (zeros after them,
-    rows beyond size dropped); returns it and their count (int32). A one-hot product: cheaper than a scatter under
-    vmap on CPU."""
-    rank = jp.cumsum(ok) - 1
-    sel = ok[None, :] & (rank[None, :] == jp.arange(size)[:, None])
-    return sel.astype(pts.dtype) @ pts, jp.minimum(jp.sum(ok), size).astype(jp.int32)
+    rows beyond size dropped); returns it and their count (int32). Small outputs by a one-hot product (cheaper than
+    a scatter under vmap on CPU); larger ones gather row j from the first position where the running count of ok
+    reaches j + 1 (a binary search: O(size log K), where the one-hot product is O(size K); a 144-gon's clip in
+    `manifold._clip_polygon` runs 70x faster so)."""
+    if size <= _ONE_HOT_MAX:
+        rank = jp.cumsum(ok) - 1
+        sel = ok[None, :] & (rank[None, :] == jp.arange(size)[:, None])
+        return sel.astype(pts.dtype) @ pts, jp.minimum(jp.sum(ok), size).astype(jp.int32)
+    count = jp.cumsum(ok.astype(jp.int32))
+    src = jp.searchsorted(count, jp.arange(1, size + 1, dtype=jp.int32), side="left")
+    n = jp.minimum(count[-1], size)
+    return jp.where((jp.arange(size) < n)[:, None], pts[jp.minimum(src, pts.shape[0] - 1)], 0.0), n
 
 
 def face_vertices(w: Points, mask: Mask, rows: int) -> tuple[Points, Mask]:

@@ -36,6 +36,9 @@ class GeomInfo(NamedTuple):
     faceplane: (nplane, K) int32 the hull triangles (rows of `face`) of each face plane: one row per polygon and
       one per triangle in no polygon, each row padded by repeating its first triangle, rows padded by repeating the
       first row; or None (every triangle its own plane).
+    vertplane: (nvert, Dp) int32 the face planes (rows of `faceplane`) at each vertex; vertedge: (nvert, De, 3) int32
+      the triangle edges at each vertex (other end, the two triangles at the edge); both padded by repeating their
+      first entry (`hull.vertex_tables`), or None.
     """
 
     pos: jax.Array
@@ -48,6 +51,8 @@ class GeomInfo(NamedTuple):
     facepolynum: jax.Array | None = None
     edge: jax.Array | None = None
     faceplane: jax.Array | None = None
+    vertplane: jax.Array | None = None
+    vertedge: jax.Array | None = None
 
 
 class Contacts(NamedTuple):
