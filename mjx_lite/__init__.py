@@ -8,8 +8,8 @@ from mjx_lite.collision.driver import active_contacts
 from mjx_lite.config import Config
 from mjx_lite.data import make_data, warnings
 from mjx_lite.io import configure
-from mjx_lite.mjcf.compile import load_mjcf, load_mjcf_string
-from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
+from mjx_lite.mjcf.compile import load_mjcf, load_mjcf_string, load_model
+from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError, MJCFWarning
 from mjx_lite.pipeline.contact_force import contact_force
 from mjx_lite.pipeline.inertia import full_m
 from mjx_lite.pipeline.ray import ray
@@ -62,6 +62,7 @@ __all__ = [
     "JointType",
     "MJCFError",
     "MJCFUnsupportedError",
+    "MJCFWarning",
     "Model",
     "ObjType",
     "Option",
@@ -79,6 +80,7 @@ __all__ = [
     "inverse",
     "load_mjcf",
     "load_mjcf_string",
+    "load_model",
     "make_data",
     "models",
     "ray",

@@ -284,6 +284,32 @@ FEATURES = {
     <body><freejoint/><geom size=".1"/><body pos=".1 0 0"><joint type="slide"/><geom size=".1"/></body></body>
   </worldbody>
 </mujoco>""",
+    # static bodies fused into their parents: poses of geoms, sites, cameras, lights and child bodies; inertia
+    # accumulated (not into the world); bodies named by other elements, mocap bodies and bodies carrying a
+    # force/torque sensor's site stay
+    "fusestatic": """
+<mujoco><compiler fusestatic="true"/>
+  <worldbody>
+    <body name="s0" pos="0 0 1" euler="10 20 30"><geom size=".1"/><site name="st" pos=".1 0 0"/>
+      <camera name="c0" pos="0 .2 0" euler="0 10 0"/><light name="l0" pos="0 0 1" dir="0 1 -1"/>
+      <body name="a" pos="1 0 0"><joint axis="0 1 0"/><geom size=".1" pos=".1 0 0"/>
+        <body name="s1" pos="0 0 .3" euler="0 0 45"><geom type="box" size=".1 .2 .3"/><camera pos="0 0 .1"/>
+          <light pos=".1 0 0" dir="1 0 0"/>
+          <body name="s2" pos=".2 0 0"><inertial pos=".1 0 0" mass="2" diaginertia=".1 .2 .25"/>
+            <body name="b" pos="0 0 .2"><joint/><geom size=".05"/></body></body></body>
+        <body name="s3" pos="0 0 -.3"><geom size=".05"/><site name="ft" pos="0 0 .1"/></body>
+        <body name="keep" pos="0 .3 0"><geom size=".05"/></body>
+        <body name="target" pos=".1 .3 0"><geom size=".05"/></body>
+        <body name="ex" pos=".1 .3 .2"><geom size=".05"/></body>
+      </body>
+    </body>
+    <body name="m" mocap="true"><geom size=".1" contype="0" conaffinity="0"/></body>
+    <body pos="2 0 0"><geom size=".1"/><body pos="0 0 .1"><geom size=".1"/></body></body>
+    <camera mode="targetbody" target="target"/>
+  </worldbody>
+  <contact><exclude body1="ex" body2="a"/></contact>
+  <sensor><subtreecom body="keep"/><force site="ft"/></sensor>
+</mujoco>""",
 }
 
 

@@ -76,9 +76,16 @@ def bool_auto(v) -> str:
     return str(v).lower() if v is not None else "auto"
 
 
-def autolimits(ctx: CompileContext) -> bool:
-    """The <compiler autolimits> setting."""
-    v = ctx.compiler.get("autolimits", True)
+def compiler(ctx: CompileContext, el: Element | None) -> dict[str, Any]:
+    """The compiler settings that apply to `el`: those of the model it was written in (an element attached from
+    another model by <attach> keeps that model's angle, autolimits, inertia and asset settings), else the top-level
+    model's."""
+    return el.compiler if el is not None and el.compiler is not None else ctx.compiler
+
+
+def autolimits(ctx: CompileContext, el: Element | None = None) -> bool:
+    """The <compiler autolimits> setting (of the model `el` comes from, see `compiler`)."""
+    v = compiler(ctx, el).get("autolimits", True)
     return v if isinstance(v, bool) else str(v) == "true"
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
-from mjx_lite.mjcf import actuation, contact, derived, equality, hfield, parse, sensor, tendon, texture, visual
+from mjx_lite.mjcf import actuation, contact, derived, equality, fuse, hfield, parse, sensor, tendon, texture, visual
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
@@ -78,8 +78,6 @@ def compiler_settings(root: Element) -> dict[str, Any]:
         for k, v in c.attrs.items():
             if v is None:
                 continue
-            if k in ("fusestatic",) and v:
-                raise at.unsupported(c, "fusestatic is not supported", k)
             if k == "alignfree" and v:
                 raise at.unsupported(c, "alignfree='true' is not supported", k)
             out[k] = v
@@ -221,6 +219,9 @@ class _Body:
     inertia: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(3))
     ipos: np.ndarray | None = None
     iquat: np.ndarray | None = None
+    mocap: bool = False
+    gvals: list = dataclasses.field(default_factory=list)  # [(geom Element, compiled values)]
+    svals: list = dataclasses.field(default_factory=list)  # [(site Element, compiled values)]
 
 
 def _collect_bodies(root: Element, ctx: CompileContext) -> list[_Body]:
@@ -238,11 +239,11 @@ def _collect_bodies(root: Element, ctx: CompileContext) -> list[_Body]:
         inertials = at.frame_children(el, ("inertial",))  # several only through frames: MuJoCo reads the last
         b = _Body(
             el=el, parent=parent,
-            pos=np.zeros(3) if is_world else at.vec(el, "pos", 3, (0, 0, 0)),
-            quat=np.array([1.0, 0, 0, 0]) if is_world else at.quat(el),
+            pos=at.vec(el, "pos", 3, (0, 0, 0)), quat=at.quat(el),  # (a world pose only from URDF)
             joints=joints, geoms=at.frame_children(el, ("geom",)), sites=at.frame_children(el, ("site",)),
-            cams=at.frame_children(el, ("camera",)), lights=at.frame_children(el, ("light",)),
-            inertial=None if is_world or not inertials else inertials[-1],
+            cams=[(c, None) for c in at.frame_children(el, ("camera",))],
+            lights=[(c, None) for c in at.frame_children(el, ("light",))],
+            inertial=inertials[-1] if inertials else None, mocap=not is_world and bool(at.get(el, "mocap", False)),
         )  # fmt: skip
         bodies.append(b)
         if not is_world:
@@ -266,8 +267,9 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     def g(name, default):  # a <freejoint> takes MuJoCo's built-in joint defaults for everything else
         return default if free_el else at.get(el, name, default)
 
-    degree = ctx.compiler["degree"]
-    autolimits = bool(ctx.compiler["autolimits"])
+    cmp = at.compiler(ctx, el)
+    degree = cmp["degree"]
+    autolimits = bool(cmp["autolimits"])
     rng = np.array([0.0, 0.0]) if free_el else at.vec(el, "range", 2, (0, 0))
     afr = np.array([0.0, 0.0]) if free_el else at.vec(el, "actuatorfrcrange", 2, (0, 0))
 
@@ -557,7 +559,7 @@ def _sameframe(pos, quat, ipos=None, iquat=None) -> int:
 
 def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ctx: CompileContext) -> None:
     """Inertial frame, mass and principal inertia of body `b` (mjCBody::Compile)."""
-    cmp = ctx.compiler
+    cmp = at.compiler(ctx, b.el)
     ifg = cmp["inertiafromgeom"]
     lo, hi = cmp["inertiagrouprange"]
     if b.inertial is not None:
@@ -618,8 +620,39 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
                 raise at.error(where, "inertia must satisfy A + B >= C; use 'balanceinertia' to fix", "diaginertia")
 
 
+def _body_values(bodies: list[_Body], ctx: CompileContext) -> None:
+    """Per-body compile before any fusing (mjCBody::Compile): geom and site values, inertia, visual geoms dropped."""
+    weldid = np.zeros(len(bodies), np.int32)
+    for bid, b in enumerate(bodies):
+        par = b.parent
+        weldid[bid] = 0 if bid == 0 else (bid if b.joints or b.mocap else weldid[par])
+        if b.mocap and (b.joints or par != 0):
+            raise at.error(b.el, f"mocap body '{at.get(b.el, 'name', '')}' is not a fixed child of world", "mocap")
+        cmp = at.compiler(ctx, b.el)
+        infer_ok = bid > 0 and (b.inertial is None or cmp["inertiafromgeom"] == "true")
+        lo, hi = cmp["inertiagrouprange"]
+        gvals = []
+        for el in b.geoms:
+            grp = int(at.get(el, "group", 0))
+            gvals.append(_geom_values(el, ctx, b, bid, int(weldid[bid]), infer_ok and lo <= grp <= hi))
+        _body_inertia(b, bid, gvals, b.geoms, ctx)
+        if ctx.compiler["discardvisual"]:  # visual geoms still count for inertia, then they are dropped
+            keep = [i for i, g in enumerate(gvals) if g["contype"] or g["conaffinity"]]
+            b.geoms = [b.geoms[i] for i in keep]
+            gvals = [gvals[i] for i in keep]
+        b.gvals = list(zip(b.geoms, gvals))
+        b.svals = [(el, _site_values(el, ctx)) for el in b.sites]
+
+
 def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     bodies = _collect_bodies(root, ctx)
+    _body_values(bodies, ctx)
+    if ctx.compiler["fusestatic"]:
+        bodies = fuse.fuse_static(bodies, root)
+        ctx.ids["body"] = {"world": 0}
+        ctx.elements["body"] = ctx.elements["body"][:1]
+        for bid, b in enumerate(bodies[1:], start=1):
+            at.register(ctx, "body", b.el, bid)
     nbody = len(bodies)
     A: dict[str, Any] = {}
     # per-object accumulators
@@ -634,12 +667,9 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     lastdof = np.full(nbody, -1)
     for bid, b in enumerate(bodies):
         par = b.parent
-        is_mocap = bid > 0 and bool(at.get(b.el, "mocap", False))
-        weldid[bid] = 0 if bid == 0 else (bid if b.joints or is_mocap else weldid[par])
+        weldid[bid] = 0 if bid == 0 else (bid if b.joints or b.mocap else weldid[par])
         rootid[bid] = bid if bid == 0 or par == 0 else rootid[par]
-        if bid > 0 and bool(at.get(b.el, "mocap", False)):
-            if b.joints or par != 0:
-                raise at.error(b.el, f"mocap body '{at.get(b.el, 'name', '')}' is not a fixed child of world", "mocap")
+        if b.mocap:
             mocapid[bid] = nmocap
             nmocap += 1
         # joints
@@ -674,35 +704,23 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
                 dof_bodyid.append(bid)
                 dof_jntid.append(jid)
         lastdof[bid] = last
-        # geoms
-        infer_ok = bid > 0 and (b.inertial is None or ctx.compiler["inertiafromgeom"] == "true")
-        lo, hi = ctx.compiler["inertiagrouprange"]
-        gvals = []
-        for el in b.geoms:
-            grp = int(at.get(el, "group", 0))
-            gvals.append(_geom_values(el, ctx, b, bid, int(weldid[bid]), infer_ok and lo <= grp <= hi))
-        _body_inertia(b, bid, gvals, b.geoms, ctx)
-        if ctx.compiler["discardvisual"]:  # visual geoms still count for inertia, then they are dropped
-            keep = [i for i, g in enumerate(gvals) if g["contype"] or g["conaffinity"]]
-            b.geoms = [b.geoms[i] for i in keep]
-            gvals = [gvals[i] for i in keep]
-        body_geomadr.append(len(geo) if gvals else -1)
-        body_geomnum.append(len(gvals))
-        for el, g in zip(b.geoms, gvals):
+        # geoms, sites, cameras, lights (fused ones last, in the parent's frame)
+        body_geomadr.append(len(geo) if b.gvals else -1)
+        body_geomnum.append(len(b.gvals))
+        for el, g in b.gvals:
             at.register(ctx, "geom", el, len(geo))
             g["bodyid"] = bid
             geo.append(g)
-        for el in b.sites:
-            s = _site_values(el, ctx)
+        for el, s in b.svals:
             s["bodyid"] = bid
             at.register(ctx, "site", el, len(sit))
             sit.append(s)
-        for el in b.cams:
+        for el, fr in b.cams:
             at.register(ctx, "camera", el, len(cam))
-            cam.append((bid, el))
-        for el in b.lights:
+            cam.append((bid, el, fr))
+        for el, fr in b.lights:
             at.register(ctx, "light", el, len(lgt))
-            lgt.append((bid, el))
+            lgt.append((bid, el, fr))
     _check_mass_inertia(bodies)
 
     # ---- bodies
@@ -733,6 +751,7 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
         mg[g["bodyid"]] = mg[g["bodyid"]] if mg[g["bodyid"]] > inflate else inflate
     A["body_contype"], A["body_conaffinity"], A["body_margin"] = ct, ca, mg
     sameframe = np.array([_sameframe(b.ipos, b.iquat) for b in bodies], np.uint8)
+    world_offset = sameframe[0] != SF_BODY  # (a URDF can move the world's inertial frame: then it is not simple)
     sameframe[0] = SF_BODY
     A["body_sameframe"] = sameframe
 
@@ -814,6 +833,8 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
             if rot or np.any(np.abs(j["pos"]) >= 1e-6) or (j["type"] in (2, 3) and not aligned):
                 simple[bid] = 0
             rot |= j["type"] in (1, 3)
+        if bid == 0 and world_offset:
+            simple[bid] = 0
         if simple[bid] and dofnum[bid]:
             slides = all(jnt[k]["type"] == 2 for k in range(body_jntadr[bid], body_jntadr[bid] + body_jntnum[bid]))
             simple[bid] = 2 if slides else 1
@@ -940,13 +961,16 @@ def _mode_target(el: Element, ctx: CompileContext) -> tuple[int, int]:
 def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
     n = len(cams)
     bodyid, mode, target, pos, quat, fovy = [], [], [], [], [], []
-    for bid, el in cams:
+    for bid, el, fr in cams:
         bodyid.append(bid)
         m, tid = _mode_target(el, ctx)
         mode.append(m)
         target.append(tid)
-        pos.append(at.vec(el, "pos", 3, (0, 0, 0)))
-        quat.append(at.quat(el))
+        p, q = at.vec(el, "pos", 3, (0, 0, 0)), at.quat(el)
+        if fr is not None:  # fused into the parent body
+            p, q = fuse.change_frame(p, q, fr[0], fr[1])
+        pos.append(p)
+        quat.append(q)
         fv = float(at.get(el, "fovy", 45.0))
         if fv >= 180:
             raise at.error(el, "fovy too large in camera", "fovy")
@@ -979,7 +1003,7 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
     n = len(lights)
     bodyid, mode, target, ltype, pos, ldir, texid = [], [], [], [], [], [], []
     colour = {k: [] for k in ("ambient", "diffuse", "specular", "attenuation")}
-    for bid, el in lights:
+    for bid, el, fr in lights:
         bodyid.append(bid)
         m, tid = _mode_target(el, ctx)
         mode.append(m)
@@ -988,8 +1012,12 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
         if bool(at.get(el, "directional", False)):
             t = 1
         ltype.append(t)
-        pos.append(at.vec(el, "pos", 3, (0, 0, 0)))
-        d, nrm = inr.normalize(at.vec(el, "dir", 3, (0, 0, -1)))
+        p, d = at.vec(el, "pos", 3, (0, 0, 0)), at.vec(el, "dir", 3, (0, 0, -1))
+        if fr is not None:  # fused into the parent body: position moved, direction rotated
+            p = fuse.change_frame(p, (1.0, 0, 0, 0), fr[0], fr[1])[0]
+            d = inr.quat_to_mat(np.asarray(fr[1], float)) @ d
+        pos.append(p)
+        d, nrm = inr.normalize(d)
         if nrm < EPS:
             raise at.error(el, "zero direction in light", "dir")
         ldir.append(d)
@@ -1007,13 +1035,14 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
     A["light_dir"] = np.array(ldir, float).reshape(n, 3)
     for k, v in colour.items():
         A["light_" + k] = np.array(v, float).reshape(n, 3)
-    A["light_cutoff"] = np.array([float(at.get(el, "cutoff", 45.0)) for _, el in lights], float).reshape(n)
-    A["light_exponent"] = np.array([float(at.get(el, "exponent", 10.0)) for _, el in lights], float).reshape(n)
-    A["light_active"] = np.array([bool(at.get(el, "active", True)) for _, el in lights], bool).reshape(n)
-    A["light_castshadow"] = np.array([bool(at.get(el, "castshadow", True)) for _, el in lights], bool).reshape(n)
+    A["light_cutoff"] = np.array([float(at.get(el, "cutoff", 45.0)) for _, el, _ in lights], float).reshape(n)
+    A["light_exponent"] = np.array([float(at.get(el, "exponent", 10.0)) for _, el, _ in lights], float).reshape(n)
+    A["light_active"] = np.array([bool(at.get(el, "active", True)) for _, el, _ in lights], bool).reshape(n)
+    A["light_castshadow"] = np.array([bool(at.get(el, "castshadow", True)) for _, el, _ in lights],
+                                     bool).reshape(n)
     A["light_texid"] = np.array(texid, np.int32).reshape(n)
     for k, default in _LIGHT_SCALARS.items():
-        A["light_" + k] = np.array([float(at.get(el, k, default)) for _, el in lights], float).reshape(n)
+        A["light_" + k] = np.array([float(at.get(el, k, default)) for _, el, _ in lights], float).reshape(n)
     for k in ("light_pos0", "light_poscom0", "light_dir0"):
         A[k] = np.zeros((n, 3))
 
@@ -1241,7 +1270,7 @@ def set_total_mass(ctx: CompileContext, total: float) -> None:
 
 
 def load_mjcf(path: str | os.PathLike, assets: dict | None = None, config: Config | None = None) -> types.Model:
-    """Load and compile an MJCF file. Asset files are resolved relative to the file's directory.
+    """Load and compile an MJCF (or URDF) file. Asset files are resolved relative to the file's directory.
 
     `path` may also name a bundled model (`mjx_lite.models.names()`, e.g. "cartpole") when no such file exists.
     `config`: the model's trace-time configuration (`mjx_lite.Config`).
@@ -1255,9 +1284,14 @@ def load_mjcf(path: str | os.PathLike, assets: dict | None = None, config: Confi
     return compile_model(root, model_dir=os.path.dirname(full), assets=assets, config=config, source=source)
 
 
+def load_model(path: str | os.PathLike, assets: dict | None = None, config: Config | None = None) -> types.Model:
+    """Load and compile a model file, MJCF or URDF (`load_mjcf` reads both: a root <robot> element is URDF)."""
+    return load_mjcf(path, assets, config)
+
+
 def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: str | None = None,
                      config: Config | None = None) -> types.Model:
-    """Compile MJCF text; `assets` maps file names (meshes, includes, ...) to bytes."""
+    """Compile MJCF (or URDF) text; `assets` maps file names (meshes, includes, ...) to bytes."""
 
     with np.errstate(all="ignore"):
         root = parse.parse_string(xml, assets, model_dir)

@@ -58,6 +58,12 @@ def body_frames0(ctx: CompileContext) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------------------------------- compile
 
 
+def _distinct(e: Element, i: int, id1: int, id2: int, name: str, attr: str) -> None:
+    """MuJoCo refuses an equality constraint between an object and itself."""
+    if id1 == id2:
+        raise error(e, f"element '{name}' is repeated in equality constraint {i}", attr)
+
+
 def compile_equality(root: Element, ctx: CompileContext) -> None:
     """Equality constraints -> ctx.arrays (eq_*), ctx.sizes['neq']."""
     eqs = section_children(root, "equality")
@@ -89,6 +95,7 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
                 objtype[i] = ObjType.SITE
                 obj1[i] = ctx.id_of("site", s1, e, "site1")
                 obj2[i] = ctx.id_of("site", s2, e, "site2")
+                _distinct(e, i, obj1[i], obj2[i], s1, "site2")
                 if e.tag == "connect":
                     data[i] = 0.0
                 else:
@@ -99,6 +106,7 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
             objtype[i] = ObjType.BODY
             obj1[i] = ctx.id_of("body", b1, e, "body1")
             obj2[i] = ctx.id_of("body", b2, e, "body2") if b2 is not None else 0
+            _distinct(e, i, obj1[i], obj2[i], b1, "body2")
             has_anchor = "anchor" in e.explicit and get(e, "anchor") is not None
             if e.tag == "connect" and not has_anchor:
                 raise error(e, "connect with body1 requires anchor", "anchor")
@@ -131,6 +139,7 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
                 raise error(e, "missing required attribute", kind + "1")
             obj1[i] = ctx.id_of(kind, n1, e, kind + "1")
             obj2[i] = ctx.id_of(kind, n2, e, kind + "2") if n2 is not None else -1
+            _distinct(e, i, obj1[i], obj2[i], n1, kind + "2")
             poly = get(e, "polycoef")
             if poly is not None and np.atleast_1d(poly).size > 5:
                 raise error(e, f"polycoef takes at most 5 values, got {np.atleast_1d(poly).size}", "polycoef")

@@ -164,7 +164,9 @@ class _Loader:
         self.included: set[str] = set()
 
     def load(self, data: bytes | str, file: str, directory: str | None) -> _Raw:
-        root = xml.parse(data, file)
+        return self.convert_root(xml.parse(data, file), file, directory)
+
+    def convert_root(self, root: xml.Node, file: str, directory: str | None) -> _Raw:
         if root.tag != "mujoco":
             raise MJCFError("top-level element must be <mujoco>", file, root.line, root.tag)
         return self._convert(root, file, directory)
@@ -916,11 +918,20 @@ def _reader_checks(root: Element) -> None:
                         raise MJCFError("znear must be strictly positive", c.file, c.line, "map", "znear")
 
 
+def _document(data: bytes | str, file: str, loader: _Loader, directory: str | None) -> Element:
+    """The spec tree of an MJCF or URDF document (a <robot> root element is URDF, as in MuJoCo)."""
+    node = xml.parse(data, file)
+    if node.tag.lower() == "robot":
+        from mjx_lite.mjcf import urdf
+
+        return urdf.build(node, file)
+    return _build(loader.convert_root(node, file, directory))
+
+
 def parse_string(text: str | bytes, assets: dict[str, bytes] | None = None, base_dir: str | None = None) -> Element:
-    """Parse MJCF text. Includes resolve from `assets` (name -> bytes) first, then relative to `base_dir`."""
-    loader = _Loader(assets, base_dir)
-    root = loader.load(text, "<string>", base_dir)
-    return _build(root)
+    """Parse MJCF (or URDF) text. Includes resolve from `assets` (name -> bytes) first, then relative to
+    `base_dir`."""
+    return _document(text, "<string>", _Loader(assets, base_dir), base_dir)
 
 
 def parse_file(path: str, assets: dict[str, bytes] | None = None) -> Element:
@@ -934,5 +945,4 @@ def parse_file(path: str, assets: dict[str, bytes] | None = None) -> Element:
     d = os.path.dirname(os.path.abspath(path))
     loader = _Loader(assets, d)
     loader.included.add(os.path.normpath(os.path.abspath(path)))
-    root = loader.load(data, path, d)
-    return _build(root)
+    return _document(data, path, loader, d)

@@ -51,6 +51,14 @@ class Element:
     # True when `quat` was computed from an orientation alternative of a body, geom or inertial: MuJoCo normalises
     # those quaternions before resolving the alternative, not after, so the compiler uses it as it is
     raw_quat: bool = False
+    # Composition (<attach>, mjcf/compose.py) and frames. frames: names of the named <frame>s the element was
+    # written in (innermost last), for <attach frame=...>; compiler: the compiler settings of the model the element
+    # comes from when it is not the top-level model (`attrs.compiler`); keysource: for a <key>, the joints,
+    # actuators and mocap bodies of the model it was written in, in that model's order (its qpos, ctrl, ... are laid
+    # out over them; the compiler places the values of the ones present in the composed model).
+    frames: tuple[str, ...] = ()
+    compiler: dict[str, Any] | None = None
+    keysource: dict[str, list] | None = None
 
     # Actuators are the one exception to "defaults already applied": MuJoCo keeps ONE actuator default per
     # class, which every actuator element in a <default> (general, motor, position, velocity, intvelocity,
@@ -90,3 +98,9 @@ class MJCFUnsupportedError(MJCFError, NotImplementedError):
     """Valid MJCF that uses a MuJoCo feature mjx_lite does not implement (named in the message, with file, line,
     element and attribute). The one error type for unsupported features: an `MJCFError` (so `except MJCFError`
     catches every load failure) and a `NotImplementedError`."""
+
+
+class MJCFWarning(UserWarning):
+    """A model element MuJoCo loads but ignores or changes (e.g. an unknown attribute in a URDF's <mujoco>
+    extension, a repeated URDF geom name, a <mimic> between unsupported joint types): the model loads as in MuJoCo,
+    and the warning names the file, line and element."""
