@@ -617,7 +617,6 @@ def test_unknown_element(body, element):
     [
         ("<worldbody>\n<flexcomp/></worldbody>", "flexcomp"),
         ("<worldbody>\n<body><composite/></body></worldbody>", "composite"),
-        ("<worldbody>\n<body><attach model='x'/></body></worldbody>", "attach"),
         ("<worldbody>\n<plugin plugin='x'/></worldbody>", "plugin"),
         ("<extension>\n</extension>", "extension"),
         ("<deformable>\n<flex/></deformable>", "deformable"),
@@ -626,7 +625,6 @@ def test_unknown_element(body, element):
         ("<sensor>\n<tactile/></sensor>", "tactile"),
         ("<actuator>\n<pid/></actuator>", "pid"),
         ("<equality>\n<flex/></equality>", "flex"),
-        ("<asset>\n<model/></asset>", "model"),
     ],
 )
 def test_unsupported_features(body, feature):

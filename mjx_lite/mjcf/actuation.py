@@ -260,6 +260,12 @@ _SCALARS = ("kp", "kv", "dampratio", "timeconst", "inheritrange", "area", "diame
             "lmin", "lmax", "vmax", "fpmax", "fvmax", "gain")  # fmt: skip
 
 
+def actnum(el: Element) -> int:
+    """Number of activation states of one actuator element (its defaults applied)."""
+    st = resolve(el)
+    return int(st["actdim"]) if int(st["actdim"]) >= 0 else int(int(st["dyntype"]) != DynType.NONE)
+
+
 def resolve(el: Element) -> dict[str, Any]:
     """The fully resolved attributes of one actuator element (defaults chain applied)."""
     levels = [_builtin()]
@@ -292,6 +298,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
     ten_act = -np.ones(ntendon, np.int32)
     for i, el in enumerate(acts):
         st = resolve(el)
+        al = autolimits(ctx, el)
         # ---- transmission (only from the actuator element itself)
         targets = [t for t in _TARGETS if el.attrs.get(t) is not None]
         if len(targets) != 1:

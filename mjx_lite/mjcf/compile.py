@@ -179,11 +179,12 @@ def _compile_assets(root: Element, ctx: CompileContext) -> None:
     fill_missing(ctx, ("mesh_",), {"nmesh": 0, "nmeshvert": 0, "nmeshface": 0})
     fill_missing(ctx, ("hfield_",), {"nhfield": 0, "nhfielddata": 0})
     if meshes:
-        meshdir = ctx.compiler.get("meshdir") or ctx.compiler.get("assetdir") or ""
         loaded = []
         for el in meshes:
-            asset = mesh_mod.load_mesh(el, ctx.model_dir or "", meshdir, ctx.assets,
-                                       bool(ctx.compiler.get("strippath")))  # fmt: skip
+            cs = at.compiler(ctx, el)  # (an attached model's mesh: its directory and meshdir)
+            meshdir = cs.get("meshdir") or cs.get("assetdir") or ""
+            asset = mesh_mod.load_mesh(el, cs.get("_model_dir", ctx.model_dir) or "", meshdir, ctx.assets,
+                                       bool(cs.get("strippath")))  # fmt: skip
             if not asset.name:
                 raise at.error(el, "empty name in mesh", "name")
             if asset.name in ctx.ids["mesh"]:
@@ -604,8 +605,12 @@ def _body_inertia(b: _Body, bid: int, geoms: list[dict], gels: list[Element], ct
                 raise at.error(b.el, "inertia of the geoms has a negative eigenvalue")
             b.mass, b.ipos = mass, com
             b.inertia, b.iquat = res
-    if b.ipos is None:  # no inertial information: MuJoCo copies the body frame
-        b.ipos, b.iquat = b.pos.copy(), b.quat.copy()
+    if b.ipos is None:  # no inertial information: MuJoCo copies the body frame (its own pose, before any <frame>)
+        local = b.el.attrs.get("_local")
+        if local is None or bid == 0:
+            b.ipos, b.iquat = b.pos.copy(), b.quat.copy()
+        else:
+            b.ipos, b.iquat = np.array(local[0], float), inr.normalize(np.asarray(local[1], float))[0]
     if bid > 0:
         b.mass = max(b.mass, float(cmp["boundmass"]))
         b.inertia = np.maximum(b.inertia, float(cmp["boundinertia"]))
@@ -1113,6 +1118,71 @@ def _finalize_simple(ctx: CompileContext) -> None:
 # keyframes
 
 
+_QPOS_WIDTH = {"free": (7, 6), "ball": (4, 3)}
+
+
+def _key_values(k: Element, name: str, default: np.ndarray, ctx: CompileContext) -> np.ndarray:
+    """One array of a keyframe written in another model than the compiled one (<attach>, `Element.keysource`): the
+    values of the joints, actuators and mocap bodies of that model that are in this one go to their places; the
+    rest is `default`. A short array is completed from the default (whole blocks for mocap poses), a long one is
+    an error, as for any keyframe."""
+    A = ctx.arrays
+    out = np.array(default, float).copy()
+    v = k.attrs.get(name)
+    if v is None:
+        return out
+    v = np.atleast_1d(np.asarray(v, float))
+    if name in ("qpos", "qvel"):
+        els = k.keysource["joints"]
+        ids = {id(e): i for i, e in enumerate(ctx.elements["joint"])}
+        col = 0 if name == "qpos" else 1
+
+        def width(e, i):
+            t = "free" if e.tag == "freejoint" else str(e.attrs.get("type") or "hinge")
+            return _QPOS_WIDTH.get(t, (1, 1))[col]
+
+        def adr(i):
+            return int(A["jnt_qposadr" if name == "qpos" else "jnt_dofadr"][i])
+    elif name in ("act", "ctrl"):
+        els = k.keysource["actuators"]
+        ids = {id(e): i for i, e in enumerate(ctx.elements["actuator"])}
+
+        def width(e, i):
+            if name == "ctrl":
+                return 1
+            return int(A["actuator_actnum"][i]) if i is not None else actuation.actnum(e)
+
+        def adr(i):
+            return i if name == "ctrl" else int(A["actuator_actadr"][i])
+    else:
+        els = k.keysource["mocap"]
+        ids = {id(e): i for i, e in enumerate(ctx.elements["body"])}
+        n = 3 if name == "mpos" else 4
+
+        def width(e, i):
+            return n
+
+        def adr(i):
+            return n * int(A["body_mocapid"][i])
+
+    widths = [width(e, ids.get(id(e))) for e in els]
+    if v.size > sum(widths):
+        raise at.error(k, f"keyframe has invalid {name} size, got {v.size}, expected at most {sum(widths)}", name)
+    block = {"mpos": 3, "mquat": 4}.get(name, 1)
+    m = v.size - v.size % block
+    pos = 0
+    for e, w in zip(els, widths):
+        if pos >= m:
+            break
+        n = min(w, m - pos)
+        i = ids.get(id(e))
+        if i is not None:
+            a = adr(i)
+            out[a : a + n] = v[pos : pos + n]
+        pos += w
+    return out
+
+
 def _compile_keys(root: Element, ctx: CompileContext) -> None:
     A, S = ctx.arrays, ctx.sizes
     nq, nv, na, nu, nmocap = S["nq"], S["nv"], S["na"], S["nu"], S["nmocap"]
@@ -1141,6 +1211,12 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
             out[:m] = v[:m]
             return out
 
+        if k.keysource is not None:  # a keyframe of a composed model: laid out over the model it was written in
+            rows["time"].append(float(at.get(k, "time", 0.0)))
+            for name, default in (("qpos", A["qpos0"]), ("qvel", np.zeros(nv)), ("act", np.zeros(na)),
+                                  ("ctrl", np.zeros(nu)), ("mpos", mpos0), ("mquat", mquat0)):  # fmt: skip
+                rows[name].append(_key_values(k, name, default, ctx))
+            continue
         rows["time"].append(float(at.get(k, "time", 0.0)))
         rows["qpos"].append(take("qpos", nq, A["qpos0"]))
         rows["qvel"].append(take("qvel", nv, np.zeros(nv)))

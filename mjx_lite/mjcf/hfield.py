@@ -261,12 +261,13 @@ def compile_hfields(root: Element, ctx) -> None:
     ctx.hfield_assets (list of HFieldAsset). File names resolve against <compiler meshdir> (else assetdir).
     """
     els = [c for a in root.children if a.tag == "asset" for c in a.children if c.tag == "hfield"]
-    meshdir = ctx.compiler.get("meshdir") or ctx.compiler.get("assetdir") or ""
     ids = ctx.ids.setdefault("hfield", {})
     loaded = []
     for el in els:
-        h = load_hfield(el, getattr(ctx, "model_dir", None) or "", meshdir, getattr(ctx, "assets", None),
-                        bool(ctx.compiler.get("strippath")))  # fmt: skip
+        cs = el.compiler if el.compiler is not None else ctx.compiler  # (an attached model's: its own directories)
+        meshdir = cs.get("meshdir") or cs.get("assetdir") or ""
+        h = load_hfield(el, cs.get("_model_dir", getattr(ctx, "model_dir", None)) or "", meshdir,
+                        getattr(ctx, "assets", None), bool(cs.get("strippath")))  # fmt: skip
         if not h.name:
             raise _err(el, "empty name in height field", "name")
         if h.name in ids:

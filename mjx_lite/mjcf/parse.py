@@ -42,8 +42,9 @@ from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError
 # structure
 
 _NI = "not supported by mjx_lite"
-_BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body", "frame", "replicate"}
-_BODY_UNSUPPORTED = {"plugin", "composite", "flexcomp", "attach", "skin", "flex"}
+_BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body", "frame", "replicate",
+                  "attach"}
+_BODY_UNSUPPORTED = {"plugin", "composite", "flexcomp", "skin", "flex"}
 CHILDREN: dict[str, set[str]] = {
     "mujoco": {"compiler", "option", "size", "statistic", "visual", "default", "asset", "worldbody", "contact",
                "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
@@ -55,7 +56,7 @@ CHILDREN: dict[str, set[str]] = {
     "body": _BODY_CHILDREN,
     "frame": _BODY_CHILDREN,
     "replicate": _BODY_CHILDREN,
-    "asset": {"mesh", "hfield", "texture", "material", "skin"},
+    "asset": {"mesh", "hfield", "texture", "material", "skin", "model"},
     "material": {"layer"},
     "skin": {"bone"},
     "contact": {"pair", "exclude"},
@@ -75,7 +76,6 @@ UNSUPPORTED: dict[str, set[str]] = {
     "body": _BODY_UNSUPPORTED,
     "frame": _BODY_UNSUPPORTED,
     "replicate": _BODY_UNSUPPORTED,
-    "asset": {"model"},
     "mesh": {"plugin"},
     "geom": {"plugin"},
     "equality": {"flex", "flexstrain"},
@@ -574,6 +574,8 @@ class _Builder:
         self.degree = degree
         self.eulerseq = eulerseq
         self._class_attrs: dict[tuple[str, str], tuple[dict, set]] = {}  # (class, key) -> (attrs, explicit)
+        self.frame_names: set[str] = set()
+        self._replicates: dict[int, dict] = {}  # id(raw <replicate>) -> its record (compose.replicate)
 
     # -- generic element ----------------------------------------------------------------------------------
     def element(self, raw: _Raw, parent: str, childclass: str | None, frame=None) -> Element:
@@ -684,7 +686,23 @@ class _Builder:
                 fr = (np.asarray(f.attrs["pos"], dtype=float), normalize(np.asarray(f.attrs["quat"], dtype=float))[0])
                 if frame is not None:
                     fr = (frame[0] + _qrot(frame[1], fr[0]), quat_mul(frame[1], fr[1]))
+                n0 = len(out.children)
                 self.tree(k, out, cc, fr)
+                name = f.attrs.get("name")
+                if name:  # <attach frame=...> finds the frame's contents by its name
+                    self.frame_names.add(name)
+                    for el in out.children[n0:]:
+                        el.frames = (name,) + el.frames
+            elif tag == "attach":
+                if k.children:
+                    c = k.children[0]
+                    raise MJCFError("unknown element (in <attach>)", c.file, c.line, c.tag)
+                a = self.element(k, key, None, None)
+                if a.attrs.get("body") is not None and a.attrs.get("frame") is not None:
+                    raise _bad("at most one of 'body', 'frame' can be specified", k, "frame")
+                # resolved by mjcf/compose.py: the pose of the enclosing frames, the replicate suffix and copy
+                a.attrs.update(_frame=frame, _suffix="", _reps=[])
+                out.children.append(a)
             elif tag == "replicate":
                 self.replicate(k, key, out, childclass, frame)
             elif tag == "body":
@@ -712,29 +730,60 @@ class _Builder:
         off = np.asarray(r.attrs["offset"], dtype=float)
         rq = orientation_to_quat("euler", r.attrs["euler"], self.degree, self.eulerseq, raw)
         digits = len(str(count))
+        suffixes = [r.attrs["sep"] + str(i).zfill(digits) for i in range(count)]
+        rec = self._replicates.get(id(raw))
+        first = rec is None
+        if first:  # (a replicate inside another one is expanded once per outer copy: one record)
+            rec = {"suffixes": suffixes, "names": {}, "where": raw}
         pos, quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
         for i in range(count):
             fr = (pos, quat) if frame is None else (frame[0] + _qrot(frame[1], pos), quat_mul(frame[1], quat))
             n0 = len(out.children)
             self.tree(raw, out, childclass, fr)
-            suffix = r.attrs["sep"] + str(i).zfill(digits)
+            if i == 0 and first:  # the names of the template (before this level's suffix), for compose.replicate
+                for el in out.children[n0:]:
+                    _template_names(el, rec["names"])
             for el in out.children[n0:]:
-                _rename(el, suffix)
+                _rename(el, suffixes[i], rec, i)
             pos = pos + _qrot(quat, off)
             quat = quat_mul(quat, rq)
+        if first:
+            self._replicates[id(raw)] = rec  # inner replicates are recorded first
 
 
-def _rename(el: Element, suffix: str):
+_NAME_TYPES = {"body": "body", "joint": "joint", "freejoint": "joint", "geom": "geom", "site": "site",
+               "camera": "camera", "light": "light"}  # fmt: skip
+
+
+def _template_names(el: Element, names: dict[str, set[str]]) -> None:
+    t = _NAME_TYPES.get(el.tag)
+    if t and el.attrs.get("name"):
+        names.setdefault(t, set()).add(el.attrs["name"])
+    for c in el.children:
+        _template_names(c, names)
+
+
+def _rename(el: Element, suffix: str, rec: dict | None = None, index: int = 0):
+    """Names of a replicate's copy: suffixed. An <attach> in it records the replicate, the copy and the suffix
+    (innermost first): compose.py names what it brings and decides what the first copy alone brings."""
+    if el.tag == "attach":
+        el.attrs["_suffix"] += suffix
+        el.attrs["_reps"] = el.attrs["_reps"] + [(rec, index, suffix)]
+        return
     if el.attrs.get("name"):
         el.attrs["name"] = el.attrs["name"] + suffix
+    el.frames = tuple(f + suffix for f in el.frames)
     for c in el.children:
-        _rename(c, suffix)
+        _rename(c, suffix, rec, index)
 
 
 def _apply_frame(el: Element, frame):
     """Express `el` (a child of a <frame>) in the enclosing body's coordinates."""
     fpos, fquat = frame
     a = el.attrs
+    if el.tag == "body" and "_local" not in a:
+        # MuJoCo copies a body's own pose (before its frame) into an unset inertial frame (the compiler reads it)
+        a["_local"] = (np.asarray(a["pos"], dtype=float).copy(), np.asarray(a["quat"], dtype=float).copy())
     if "pos" in a and a["pos"] is not None:
         a["pos"] = fpos + _qrot(fquat, np.asarray(a["pos"], dtype=float))
         el.explicit.add("pos")
@@ -834,6 +883,8 @@ def _build(root: _Raw) -> Element:
                 if raw.attrib:
                     raise _bad("World body cannot have attributes", raw, sorted(raw.attrib)[0])
                 b.tree(raw, wb, None, None)
+            wb.attrs["_frames"] = b.frame_names  # named frames (for <attach frame=...>)
+            wb.attrs["_replicates"] = list(b._replicates.values())  # for compose.replicate
             sections[tag] = wb
             continue
         if tag == "option":
@@ -918,14 +969,42 @@ def _reader_checks(root: Element) -> None:
                         raise MJCFError("znear must be strictly positive", c.file, c.line, "map", "znear")
 
 
-def _document(data: bytes | str, file: str, loader: _Loader, directory: str | None) -> Element:
-    """The spec tree of an MJCF or URDF document (a <robot> root element is URDF, as in MuJoCo)."""
+def _document(data: bytes | str, file: str, loader: _Loader, directory: str | None,
+              loading: tuple[str, ...] = ()) -> Element:  # fmt: skip
+    """The spec tree of an MJCF or URDF document (a <robot> root element is URDF, as in MuJoCo), with its
+    <attach>ments resolved (`compose.py`). `loading`: the model files being read (an attachment cycle is an
+    error)."""
     node = xml.parse(data, file)
     if node.tag.lower() == "robot":
         from mjx_lite.mjcf import urdf
 
         return urdf.build(node, file)
-    return _build(loader.convert_root(node, file, directory))
+    tree = _build(loader.convert_root(node, file, directory))
+    from mjx_lite.mjcf import compose
+
+    if compose.has_composition(tree):
+        from mjx_lite.mjcf.compile import compiler_settings
+
+        def load(model: Element) -> Element:
+            name = model.attrs["file"]
+            data, path, newdir = loader._find(name, model_dir(model))
+            if data is None:
+                raise MJCFError(f"could not open model file '{name}'", model.file, model.line, "model", "file")
+            key = os.path.normpath(os.path.abspath(path)) if os.path.isfile(path) else "asset:" + path
+            if key in loading:
+                raise MJCFError(f"model file '{name}' attaches itself (a cycle of <model> assets)", model.file,
+                                model.line, "model", "file")  # fmt: skip
+            child_loader = _Loader(loader.assets, newdir)
+            if os.path.isfile(path):
+                child_loader.included.add(key)
+            return _document(data, path, child_loader, newdir, loading + (key,))
+
+        def model_dir(model: Element) -> str | None:
+            return os.path.dirname(os.path.abspath(model.file)) if os.path.isfile(model.file) else directory
+
+        compose.resolve(tree, load, compiler_settings, directory)
+    compose.replicate(tree)
+    return tree
 
 
 def parse_string(text: str | bytes, assets: dict[str, bytes] | None = None, base_dir: str | None = None) -> Element:
@@ -944,5 +1023,6 @@ def parse_file(path: str, assets: dict[str, bytes] | None = None) -> Element:
         raise MJCFError(f"cannot read file: {e.strerror}", path) from None
     d = os.path.dirname(os.path.abspath(path))
     loader = _Loader(assets, d)
-    loader.included.add(os.path.normpath(os.path.abspath(path)))
-    return _document(data, path, loader, d)
+    key = os.path.normpath(os.path.abspath(path))
+    loader.included.add(key)
+    return _document(data, path, loader, d, (key,))

@@ -719,7 +719,9 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "camera": _CAMERA,
     "light": _LIGHT,
     "include": {"file": S()},
+    "attach": {"model": S(), "body": S(), "frame": S(), "prefix": S()},
     "asset": {},
+    "model": {"name": S(), "file": S(), "content_type": S()},
     "mesh": _MESH,
     "hfield": _HFIELD,
     "texture": _TEXTURE,
@@ -777,6 +779,8 @@ WORDS = {
 # attributes MuJoCo requires (MJCFError "required attribute missing" when absent; not checked in <default>)
 REQUIRED: dict[str, tuple[str, ...]] = {
     "replicate": ("count",),
+    "attach": ("prefix",),
+    "model": ("file",),
     "inertial": ("pos", "mass"),
     "hfield": ("size",),
     "exclude": ("body1", "body2"),

@@ -148,6 +148,7 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         a["tendon_num"].append(len(wtype) - adr)
         a["tendon_type"].append(0 if t.tag == "fixed" else 1)
         a["tendon_group"].append(int(get(t, "group", 0)))
+        al = autolimits(ctx, t)
         limited = resolve_limited(t, "limited", "range", al, "tendon")
         rng = vec(t, "range", 2, (0.0, 0.0))
         if limited and not rng[0] < rng[1]:

@@ -21,7 +21,7 @@ import zlib
 import numpy as np
 
 from mjx_lite import types
-from mjx_lite.mjcf.attrs import error, get, keyword, register, sections, vec
+from mjx_lite.mjcf.attrs import compiler, error, get, keyword, register, sections, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.mesh import read_asset_file
 from mjx_lite.mjcf.spec import Element
@@ -77,8 +77,9 @@ def _load_image(el: Element, ctx: CompileContext, file: str, texturedir: str) ->
     if ctype not in ("image/png", "image/ktx"):
         raise error(el, f"unsupported content type: '{ctype}'", "content_type" if el.attrs.get("content_type")
                     else "file")  # fmt: skip
-    data = read_asset_file(file, ctx.model_dir or "", texturedir, ctx.assets, bool(ctx.compiler.get("strippath")),
-                           el)  # fmt: skip
+    cs = compiler(ctx, el)  # (an attached model's texture: its directory and settings)
+    data = read_asset_file(file, cs.get("_model_dir", ctx.model_dir) or "", texturedir, ctx.assets,
+                           bool(cs.get("strippath")), el)  # fmt: skip
     if ctype == "image/ktx":
         if get(el, "hflip", False) or get(el, "vflip", False):
             raise error(el, "cannot flip KTX textures", "hflip")
@@ -93,7 +94,8 @@ def _load_image(el: Element, ctx: CompileContext, file: str, texturedir: str) ->
 
 def check_texture(el: Element, ctx: CompileContext) -> None:
     """mjCTexture::Compile's checks (and the XML reader's gridlayout check)."""
-    texturedir = ctx.compiler.get("texturedir") or ctx.compiler.get("assetdir") or ""
+    cs = compiler(ctx, el)
+    texturedir = cs.get("texturedir") or cs.get("assetdir") or ""
     ttype = get(el, "type", "cube")
     grid = [int(x) for x in get(el, "gridsize", (1, 1))]
     layout = el.attrs.get("gridlayout")
