@@ -310,6 +310,32 @@ FEATURES = {
   <contact><exclude body1="ex" body2="a"/></contact>
   <sensor><subtreecom body="keep"/><force site="ft"/></sensor>
 </mujoco>""",
+    # <replicate> copies the elements outside the tree that refer only to its template (or the world), names and
+    # references suffixed, and sensors that refer to nothing (MuJoCo's loop copies earlier copies too)
+    "replicate_references": """
+<mujoco>
+  <worldbody>
+    <replicate count="2" offset="1 0 0"><body name="b"><joint name="j"/><geom name="g" size=".1"/><site name="s"/>
+      </body></replicate>
+    <body name="other"><joint name="oj"/><geom size=".1"/></body>
+  </worldbody>
+  <tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>
+  <equality><joint joint1="j"/></equality>
+  <contact><exclude body1="b" body2="world"/><pair geom1="g" geom2="g"/></contact>
+  <actuator><motor name="m" joint="j"/><motor name="mt" tendon="t"/></actuator>
+  <sensor><jointpos name="jp" joint="j"/><clock name="c"/><actuatorfrc actuator="mt"/><framepos objtype="site"
+    objname="s"/><jointpos joint="oj"/></sensor>
+  <custom><tuple name="tp"><element objtype="body" objname="b"/></tuple><numeric name="n" data="1"/></custom>
+</mujoco>""",
+    "replicate_nested_references": """
+<mujoco><worldbody><replicate count="2" offset="1 0 0"><replicate count="2" offset="0 1 0" sep="_">
+  <body name="b"><joint name="j"/><geom name="g" size=".1"/></body></replicate></replicate></worldbody>
+  <sensor><jointpos name="jp" joint="j"/><clock name="c"/></sensor></mujoco>""",
+    # a body without inertial information inside a <frame>: MuJoCo copies its own pose (before the frame) into
+    # its inertial frame
+    "frame_massless_body": """
+<mujoco><worldbody><frame pos="1 0 0" euler="0 0 45"><body pos="0 0 1" euler="10 0 0"><frame pos="0 2 0">
+  <body pos="0 0 3"/></frame><body><joint/><geom size=".1"/></body></body></frame></worldbody></mujoco>""",
 }
 
 

@@ -441,8 +441,9 @@ def _merge_globals(root: Element, child: Element, policy: str, att: Element, mna
 
 def replicate(root: Element) -> None:
     """Copies of the elements outside the tree for every <replicate> (innermost first), as MuJoCo makes them: for
-    copy i, every tendon, actuator, equality, contact pair/exclude, sensor and custom tuple that refers to an object
-    of the replicate's template is copied with those references (and its name) suffixed, and so is every sensor
+    copy i, every tendon, actuator, equality, contact pair/exclude, sensor and custom tuple that refers only to
+    objects of the replicate's template (or the world) is copied with those references (and its name) suffixed, and
+    so is every sensor
     that refers to nothing (a clock, an energy: copies of the earlier copies too, 2**count - 1 in all, as MuJoCo's
     loop does); afterwards the elements that refer to the template are removed."""
     wb = _section(root, "worldbody")
@@ -453,8 +454,9 @@ def replicate(root: Element) -> None:
             for sec in [s for s in root.children if s.tag == tag]:
                 lst = sec.children
 
-                def hits(el, names=names):
-                    return any(t not in _ASSET_REFS and name in names.get(t, ()) for _, _, t, name in _refs(el))
+                def hits(el, names=names):  # every reference (the world aside) is to the template
+                    refs = [(t, n) for _, _, t, n in _refs(el) if t not in _ASSET_REFS and (t, n) != ("body", "world")]
+                    return bool(refs) and all(n in names.get(t, ()) for t, n in refs)
 
                 for n, sfx in enumerate(rec["suffixes"]):
                     for el in list(lst):
