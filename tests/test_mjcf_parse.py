@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from mjx_lite.mjcf import schema as sc
-from mjx_lite.mjcf.parse import orientation_to_quat, parse_file, parse_string
+from mjx_lite.mjcf.document import parse_file, parse_string
+from mjx_lite.mjcf.parse import orientation_to_quat
 from mjx_lite.mjcf.spec import Element, MJCFError
 from tests.oracle import reference_models
 

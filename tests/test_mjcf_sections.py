@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mjx_lite.mjcf import compile as mjcf_compile
-from mjx_lite.mjcf import parse
+from mjx_lite.mjcf import document
 from mjx_lite.mjcf.spec import MJCFError
 from tests.oracle import reference_models
 
@@ -30,7 +30,7 @@ PENDING = ("does not exist yet", "not implemented yet")
 
 def _ours_string(xml: str):
     try:
-        return mjcf_compile.compile_model(parse.parse_string(xml))
+        return mjcf_compile.compile_model(document.parse_string(xml))
     except NotImplementedError as e:
         if any(p in str(e) for p in PENDING):
             pytest.skip(f"pipeline dependency missing: {e}")
@@ -39,7 +39,7 @@ def _ours_string(xml: str):
 
 def _ours_file(path: str):
     try:
-        return mjcf_compile.compile_model(parse.parse_file(path), model_dir=os.path.dirname(path))
+        return mjcf_compile.compile_model(document.parse_file(path), model_dir=os.path.dirname(path))
     except NotImplementedError as e:
         if any(p in str(e) for p in PENDING):
             pytest.skip(f"pipeline dependency missing: {e}")

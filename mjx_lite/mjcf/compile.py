@@ -21,11 +21,13 @@ import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
-from mjx_lite.mjcf import actuation, contact, derived, equality, fuse, hfield, parse, sensor, tendon, texture, visual
+from mjx_lite.mjcf import actuation, contact, derived, equality, fuse, hfield, sensor, tendon, texture, visual
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
 from mjx_lite.mjcf.context import CompileContext, fill_missing, names
+from mjx_lite.mjcf.document import parse_file, parse_string
+from mjx_lite.mjcf.settings import compiler_settings
 from mjx_lite.mjcf.spec import Element, MJCFError
 from mjx_lite.types import MINVAL
 
@@ -64,27 +66,6 @@ SF_NONE, SF_BODY, SF_INERTIA, SF_BODYROT, SF_INERTIAROT = 0, 1, 2, 3, 4
 
 # ----------------------------------------------------------------------------------------------------------
 # compiler settings, options, statistic
-
-
-def compiler_settings(root: Element) -> dict[str, Any]:
-    """Typed <compiler> settings (several <compiler> elements are merged, later ones win)."""
-    out: dict[str, Any] = {
-        "angle": "degree", "eulerseq": "xyz", "autolimits": True, "inertiafromgeom": "auto", "boundmass": 0.0,
-        "boundinertia": 0.0, "balanceinertia": False, "settotalmass": -1.0, "meshdir": None, "texturedir": None,
-        "assetdir": None, "fitaabb": False, "discardvisual": False, "inertiagrouprange": (0, 5),
-        "alignfree": False, "fusestatic": False, "strippath": False,
-    }  # fmt: skip
-    for c in at.sections(root, "compiler"):
-        for k, v in c.attrs.items():
-            if v is None:
-                continue
-            if k == "alignfree" and v:
-                raise at.unsupported(c, "alignfree='true' is not supported", k)
-            out[k] = v
-    out["inertiafromgeom"] = at.bool_auto(out["inertiafromgeom"])
-    out["degree"] = str(out["angle"]).lower() == "degree"
-    out["inertiagrouprange"] = tuple(int(x) for x in np.asarray(out["inertiagrouprange"]).reshape(-1)[:2])
-    return out
 
 
 def option_settings(root: Element) -> dict[str, Any]:
@@ -1353,7 +1334,7 @@ def load_mjcf(path: str | os.PathLike, assets: dict | None = None, config: Confi
     """
     path = models.resolve(path)
     with np.errstate(all="ignore"):  # NaN/inf values are legal MJCF (MuJoCo's C arithmetic propagates them)
-        root = parse.parse_file(path, assets)
+        root = parse_file(path, assets)
     full = os.path.abspath(os.fspath(path))
     with open(full, "rb") as f:  # (parse_file has read it: it exists)
         source = types.ModelSource(f.read(), path=full, model_dir=os.path.dirname(full), assets=assets)
@@ -1370,7 +1351,7 @@ def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: st
     """Compile MJCF (or URDF) text; `assets` maps file names (meshes, includes, ...) to bytes."""
 
     with np.errstate(all="ignore"):
-        root = parse.parse_string(xml, assets, model_dir)
+        root = parse_string(xml, assets, model_dir)
     source = types.ModelSource(xml, model_dir=None if model_dir is None else os.path.abspath(model_dir),
                                assets=assets)  # fmt: skip
     return compile_model(root, model_dir=model_dir, assets=assets, config=config, source=source)

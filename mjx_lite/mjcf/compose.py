@@ -37,6 +37,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mjx_lite.mjcf import schema as sc
+from mjx_lite.mjcf.parse import SECTION_ORDER, _apply_frame
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError, MJCFWarning
 
 _TREE_TYPES = {"body": "body", "joint": "joint", "freejoint": "joint", "geom": "geom", "site": "site",
@@ -223,8 +225,6 @@ def _rename(el: Element, prefix: str, suffix: str, known: dict[str, set[str]], a
 def _place(items: list[Element], frame) -> None:
     if frame is None:
         return
-    from mjx_lite.mjcf.parse import _apply_frame
-
     fpos, fquat = frame
     for it in items:
         _apply_frame(it, (np.asarray(fpos, float), np.asarray(fquat, float)))
@@ -311,8 +311,6 @@ def _check_names(root: Element, new: list[Element], att: Element, prefix: str) -
 
 
 def _append(root: Element, tag: str, els: list[Element], where: Element) -> None:
-    from mjx_lite.mjcf.parse import SECTION_ORDER
-
     sec = _section(root, tag)
     if sec is None:
         sec = Element(tag, {}, [], where.file, where.line)
@@ -403,9 +401,7 @@ def _merge_globals(root: Element, child: Element, policy: str, att: Element, mna
                     lines.append(shown + ", keeping parent value")
                     continue
                 if flags:
-                    from mjx_lite.mjcf.compile import _DISABLE_BITS
-
-                    on = str(cv).lower() == ("disable" if name in _DISABLE_BITS else "enable")
+                    on = str(cv).lower() == ("disable" if name in sc.FLAGS_ENABLED else "enable")
                     if on:
                         pe.attrs[name] = cv
                         pe.explicit.add(name)
