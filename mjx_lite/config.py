@@ -114,7 +114,7 @@ class Config:
 
     gradients: str = "implicit"
     exact_reset: bool = False
-    mesh_size_ratio: float = 4.0
+    mesh_size_ratio: float = 8.0
     broadphase_min_pairs: int = 256
     broadphase_pairs_per_geom: float = 2.0
     broadphase_contacts_per_pair: float = 2.0

@@ -13,6 +13,7 @@ import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import cylinder, driver, general, manifold, polyhedral  # noqa: E402
+from mjx_lite.collision import types as ctypes  # noqa: E402
 from tests.oracle import model_from_mujoco  # noqa: E402
 
 ATOL_FACE = 1e-6  # face manifold: clipped polygon vertices, closed form (float32 mesh vertices are shared)
@@ -681,6 +682,12 @@ def _quad_ends(p):
     return ends
 
 
+def _first(g):
+    """The first pair's GeomInfo of a group's (the shared mesh tables as they are)."""
+    axes = ctypes.info_axes(g)
+    return type(g)(*[x if a is None or x is None else x[0] for x, a in zip(g, axes, strict=True)])
+
+
 @functools.cache  # one compile per cap pair (the scene's one Model)
 def _clipped_cap(m, g1: int, g2: int):
     """A jitted function of (Data, normal (3,), from g1 to g2) giving the polygon MuJoCo's polygonQuad sees for geoms
@@ -689,8 +696,7 @@ def _clipped_cap(m, g1: int, g2: int):
     t1, t2 = int(m.geom_type[g1]), int(m.geom_type[g2])
 
     def clipped(d, normal):
-        one = [jax.tree_util.tree_map(lambda x: x[0], driver._geom_info(m, d, np.array([g]), t)) for g, t in
-               ((g1, t1), (g2, t2))]  # fmt: skip
+        one = [_first(driver._geom_info(m, d, np.array([g]), t)) for g, t in ((g1, t1), (g2, t2))]
         _, _, n2, p2, v2, poly2, npoly2 = cylinder.face_of(t2, one[1], -normal)
         _, _, n1, _, v1, poly1, npoly1 = cylinder.face_of(t1, one[0], normal)
         pts, cnt = manifold.clipped_face(v1, v2, poly1, npoly1, poly2, npoly2, n1, 0.0)

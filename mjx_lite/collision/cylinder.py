@@ -21,7 +21,7 @@ import numpy as np
 from mjx_lite.collision.general import collide
 from mjx_lite.collision.manifold import EDGE_SIN, FACE_COS, clip_to_face, face_manifold, manifold_contacts, reduce_quad
 from mjx_lite.collision.polytope import (
-    face_polygons,
+    face_polygon,
     face_rows,
     face_toward,
     face_vertices,
@@ -72,10 +72,10 @@ def face_of(gtype: int, g: GeomInfo, u: Vec3) -> tuple[Points, Mask, Vec3, Vec3,
     w = g.pos + outer3(local, g.mat)
     nrm, p0, mask, t = face_toward(w, tris, triangle_normals(local, tris)[0], g.mat, u)
     wc, mc = face_vertices(w, mask, face_rows(gtype, g, w.shape[0]))
-    fp, fn = face_polygons(gtype, g, tris)
+    fp, fn = face_polygon(gtype, g, t)
     if fp is None:
         return wc, mc, nrm, p0, w, jp.zeros(3, jp.int32), jp.zeros((), jp.int32)
-    return wc, mc, nrm, p0, w, fp[t], fn[t]
+    return wc, mc, nrm, p0, w, fp, fn
 
 
 def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
@@ -141,7 +141,7 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar)
     pts, depth = pts[idx], depth[idx]
     idx = jp.arange(idx.shape[0])
     if t1 != GeomType.CAPSULE:  # face-face: MuJoCo's own points (as `polyhedral._polyhedral`), its cap being a 16-gon
-        x2, ok2 = face_manifold(v1, v2, poly1, npoly1, poly2, npoly2, n1, margin)
+        x2, ok2 = face_manifold(v1, v2, poly1, npoly1, poly2, npoly2, n1, margin, face_face & (npoly2 > 0))
         x1 = x2 - n1 * ((x2 - v1[poly1[0]]) @ n1)[:, None]  # onto geom1's cap plane along n1
         use = face_face & (npoly2 > 0)
         pts = jp.where(use, x1, pts)

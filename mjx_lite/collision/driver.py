@@ -58,7 +58,7 @@ from mjx_lite._struct import static_memo
 from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedral, primitive
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
-from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
@@ -198,18 +198,26 @@ def _collider(m: Model, type1: int, type2: int) -> tuple[Callable, int] | None:
 
 def _size_class(m: Model) -> np.ndarray:
     """(ngeom,) int: for mesh geoms, a size class of its mesh; -1 for other geoms. A mesh's size is the larger of its
-    vertex and hull triangle counts; sizes in ascending order are cut into classes wherever a size exceeds
-    `m.config.mesh_size_ratio` times its class's smallest. Mesh pairs are grouped by class, so a group's padded tables
-    (its largest mesh's) are within that factor of each of its meshes, and the number of classes grows with the log
-    of the ratio of the largest mesh to the smallest, not with the number of meshes."""
+    hull's vertex and triangle counts (the colliders see the hull only: `hull.mesh_hulls`); sizes in ascending order
+    are cut into classes wherever a size exceeds `m.config.mesh_size_ratio` times its class's smallest (the meshes of
+    geoms that may collide; the others join the last class). Mesh pairs are
+    grouped by class, so a group's padded tables (its largest mesh's) are within that factor of each of its meshes,
+    and the number of classes grows with the log of the ratio of the largest mesh to the smallest, not with the
+    number of meshes."""
     out = np.full(m.ngeom, -1, np.int64)
     mesh = np.asarray(m.geom_type) == _MESH
     if not (m.nmesh and np.any(mesh)):
         return out
-    size = np.maximum(np.asarray(m.mesh_vertnum), np.asarray(m.mesh_hullfacenum))
+    size = np.array([max(len(h.vert), len(h.face)) for h in hull.mesh_hulls(m)])
+    # only the meshes of geoms that may collide set the classes (visual meshes would shift their bounds)
+    collides = mesh & ((np.asarray(m.geom_contype) | np.asarray(m.geom_conaffinity)) != 0)
+    collides[np.asarray(m.pair_geom1, np.int64)] = True
+    collides[np.asarray(m.pair_geom2, np.int64)] = True
+    used = np.zeros(m.nmesh, bool)
+    used[np.asarray(m.geom_dataid)[collides & mesh]] = True
     cls = np.zeros(m.nmesh, np.int64)
     first, k = None, -1
-    for i in np.argsort(size, kind="stable"):
+    for i in [i for i in np.argsort(size, kind="stable") if used[i]] + [i for i in range(m.nmesh) if not used[i]]:
         if first is None or size[i] > m.config.mesh_size_ratio * first:
             first, k = size[i], k + 1
         cls[i] = k
@@ -344,19 +352,22 @@ def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids:
     """The geoms `gids` (n,) of one group as a vectorised GeomInfo; `group_gids` (numpy) are all the geoms this side
     of the group may take (None: any geom). A mesh enters as its convex hull (`hull.group_tables`: hull vertices,
     triangles, polygons, face planes, edges), padded to the largest hull of the meshes this side may take."""
-    vert, gt, face, poly, npoly, edge, plane, vplane, vedge = (None,) * 9
+    vert = gt = face = edge = triplane = row = None
+    tables = {}
     if gtype == _MESH or (gtype == GENERAL and m.nmesh):
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
         t = hull.group_tables(m, mids)
         vert = m.mesh_vert[jp.asarray(t["vert"])[mid]]
-        face, poly, npoly = jp.asarray(t["face"])[mid], jp.asarray(t["poly"])[mid], jp.asarray(t["polynum"])[mid]
-        edge, plane = jp.asarray(t["edge"])[mid], jp.asarray(t["plane"])[mid]
-        vplane, vedge = jp.asarray(t["vplane"])[mid], jp.asarray(t["vedge"])[mid]
+        face, edge, triplane = jp.asarray(t["face"])[mid], jp.asarray(t["edge"])[mid], jp.asarray(t["triplane"])[mid]
+        row = jp.asarray(t["row"])[mid]
+        tables = dict(facepoly=t["poly"], facepolynum=t["polynum"], faceplane=t["plane"], vertplane=t["vplane"],
+                      vertedge=t["vedge"])  # fmt: skip
+        tables = {k: jp.asarray(v) for k, v in tables.items()}
     if gtype == GENERAL:
         gt = jp.asarray(m.geom_type)[gids]
-    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, poly, npoly, edge, plane,
-                    vplane, vedge)  # fmt: skip
+    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, edge=edge,
+                    triplane=triplane, mesh=row, **tables)  # fmt: skip
 
 
 def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
@@ -392,7 +403,7 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
         c, hf_over = g.collider(m, info1, info2, margin)
         overflow = overflow | jp.any(hf_over & near)
     else:
-        c: Contacts = jax.vmap(g.collider)(info1, info2, margin)
+        c: Contacts = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
     k = g.ncon_collider
     active = near[:, None] & (c.dist <= margin[:, None])
     dtype = d.geom_xpos.dtype

@@ -39,90 +39,135 @@ def _witness(nrm: Vec3, depth: Scalar, tri: Points, tria: Points) -> tuple[Vec3,
     return wit_a, wit_a - lam @ tri
 
 
+def _start(w: Points, wa: Points, dirs: Points, iterations: int):
+    """EPA's initial polytope from a tetrahedron (w, wa (4, 3); dirs (4, 3) the support directions of its points):
+    (verts, vera, vdir) (4 + iterations, 3), faces (4 + 2 iterations, 3), face mask; faces counter-clockwise seen
+    from outside."""
+    dt = w.dtype
+    nv, nf = 4 + iterations, 4 + 2 * iterations
+    vol = jp.dot(jp.cross(w[1] - w[0], w[2] - w[0]), w[3] - w[0])
+    order = jp.where(vol > 0, jp.array([1, 0, 2, 3]), jp.arange(4))
+    verts = jp.zeros((nv, 3), dt).at[:4].set(w[order])
+    vera = jp.zeros((nv, 3), dt).at[:4].set(wa[order])
+    vdir = jp.zeros((nv, 3), dt).at[:4].set(dirs[order])
+    tet = jp.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], jp.int32)
+    faces = jp.zeros((nf, 3), jp.int32).at[:4].set(tet)
+    return verts, vera, vdir, faces, jp.arange(nf) < 4
+
+
+def _expand(sup: SupportFn, tol: Scalar, state: tuple, it: Scalar) -> tuple:
+    """One EPA iteration on state (verts, vera, vdir, faces, fvalid, done, best): the face nearest the origin, kept
+    in best = (distance, normal, witness a, witness b, its vertex ids (3,)) when sound (its distance must not fall
+    below the best one's, else rounding on sliver faces: the expansion ends); the support point along its normal
+    added as vertex 4 + it, the faces it sees removed and its horizon edges joined to it."""
+    verts, vera, vdir, faces, fvalid, done, best = state
+    nv, nf = verts.shape[0], faces.shape[0]
+    n, dist, area = triangle_normals(verts, faces)  # (nf, 3), (nf,), (nf,)
+    live = fvalid & (area > 1e-30)
+    f = jp.argmin(jp.where(live, dist, jp.inf))
+    nrm, fd = n[f], dist[f]
+    sound = fd >= best[0] - tol
+    take = ~done & sound
+    wit_a, wit_b = _witness(nrm, fd, verts[faces[f]], vera[faces[f]])
+    best = tuple(jp.where(take, x, y) for x, y in zip((fd, nrm, wit_a, wit_b, faces[f]), best))
+    a, b = sup(nrm)
+    p = a - b
+    converged = jp.dot(p, nrm) - fd <= tol
+    new = 4 + it
+    verts2, vera2, vdir2 = verts.at[new].set(p), vera.at[new].set(a), vdir.at[new].set(nrm)
+    # faces seen from p
+    vis = fvalid & (dot3(n, p - verts[faces[:, 0]]) > tol)
+    vis = vis | (jp.arange(nf) == f)
+    e0 = faces.reshape(-1)  # edge k of face i: (faces[i,k], faces[i,(k+1)%3])
+    e1 = jp.roll(faces, -1, axis=1).reshape(-1)
+    evis = jp.repeat(vis, 3)
+    # horizon: a visible face's edge whose twin (reversed edge) is in no visible face; the visible directed edges
+    # are marked in a (nv, nv) table, O(nv^2 + nf) rather than comparing all edge pairs
+    seen = jp.zeros((nv, nv), jp.int32).at[e0, e1].add(evis.astype(jp.int32))
+    horizon = evis & (seen[e1, e0] == 0)
+    fvalid2 = fvalid & ~vis
+    free = ~fvalid2
+    rank_h = jp.cumsum(horizon) - 1
+    rank_f = jp.cumsum(free) - 1
+    # the r-th horizon edge fills the r-th free face slot (slot index nf = dropped)
+    slots = jp.arange(nf, dtype=jp.int32)
+    slot_of_rank = jp.full(nf, nf, jp.int32).at[jp.where(free, rank_f, nf)].set(slots, mode="drop")
+    target = jp.where(horizon, slot_of_rank[jp.clip(rank_h, 0, nf - 1)], nf)
+    target = jp.where(rank_h < nf, target, nf)
+    newf = jp.stack([e0, e1, jp.full(3 * nf, new, jp.int32)], axis=-1)
+    faces2 = faces.at[target].set(newf, mode="drop")
+    got = jp.zeros(nf, bool).at[target].set(True, mode="drop")
+    fvalid2 = fvalid2 | got
+    overflow = jp.sum(horizon) > jp.sum(free)
+    stop = done | ~sound | converged | overflow
+    new_state = (verts2, vera2, vdir2, faces2, fvalid2)
+    kept = tuple(jp.where(stop, x, y) for x, y in zip((verts, vera, vdir, faces, fvalid), new_state))
+    return kept + (stop, best)
+
+
+def _final(state: tuple, tol: Scalar) -> tuple:
+    """EPA's answer from its last state: the nearest face of the final polytope where the loop ran out of
+    iterations while sound, else the best face kept. (distance, normal, witness a, witness b, vertex ids (3,))."""
+    verts, vera, _, faces, fvalid, done, best = state
+    n, dist, area = triangle_normals(verts, faces)
+    f = jp.argmin(jp.where(fvalid & (area > 1e-30), dist, jp.inf))
+    final = (dist[f], n[f]) + _witness(n[f], dist[f], verts[faces[f]], vera[faces[f]]) + (faces[f],)
+    use_final = ~done & (dist[f] >= best[0] - tol)
+    return tuple(jp.where(use_final, x, y) for x, y in zip(final, best))
+
+
+def _no_face(dt) -> tuple:
+    zero3 = jp.zeros(3, dt)
+    return jp.asarray(-jp.inf, dt), zero3, zero3, zero3, jp.zeros(3, jp.int32)
+
+
 def epa(sup: SupportFn, w: Points, wa: Points, tol: Scalar, iterations: int = EPA_ITERATIONS
         ) -> tuple[Scalar, Vec3, Vec3, Vec3]:
-    """EPA from an enclosing tetrahedron: (depth, normal (3,), witness a (3,), witness b (3,)).
+    """EPA from an enclosing tetrahedron: (depth, normal (3,), witness a (3,), witness b (3,)), a fixed scan of
+    `iterations` (converged iterations are no-ops; derivatives go through every iteration).
 
     The nearest face's distance is a lower bound of the depth that must not decrease; an iteration that
     would decrease it (rounding on sliver faces) ends the expansion and the last sound answer is kept."""
+    state = _start(w, wa, jp.zeros_like(w), iterations) + (jp.zeros((), bool), _no_face(w.dtype))
+    state, _ = jax.lax.scan(lambda s, it: (_expand(sup, tol, s, it), None), state, jp.arange(iterations))
+    return _final(state, tol)[:4]
+
+
+def epa_polytopes(sup: SupportFn, w: Points, wa: Points, dirs: Points, tol: Scalar, skip: Scalar,
+                  iterations: int = EPA_ITERATIONS) -> tuple[Scalar, Vec3, Vec3, Vec3]:
+    """EPA for two polytopes, as `epa`, but only until it converges and not at all where `skip` (() bool): a
+    `lax.while_loop` (under vmap it runs while any lane runs) that sees the geometry through `lax.stop_gradient`
+    and records each polytope vertex's support direction (dirs (4, 3): the tetrahedron's). The answer's face is
+    then rebuilt from live support points along its three recorded directions: a polytope's support point is
+    piecewise constant in the direction, so the depth, normal and witnesses and their derivatives are exact (almost
+    everywhere) and no derivative passes through the loop."""
     dt = w.dtype
-    nv = 4 + iterations
-    nf = 4 + 2 * iterations
-    # orient the tetrahedron so that faces are counter-clockwise seen from outside
-    vol = jp.dot(jp.cross(w[1] - w[0], w[2] - w[0]), w[3] - w[0])
-    swap = vol > 0
-    w = jp.where(swap, w[jp.array([1, 0, 2, 3])], w)
-    wa = jp.where(swap, wa[jp.array([1, 0, 2, 3])], wa)
-    verts = jp.zeros((nv, 3), dt).at[:4].set(w)
-    vera = jp.zeros((nv, 3), dt).at[:4].set(wa)
-    tet = jp.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], jp.int32)
-    faces = jp.zeros((nf, 3), jp.int32).at[:4].set(tet)
-    fvalid = jp.arange(nf) < 4
-    zero3 = jp.zeros(3, dt)
-    result = (jp.asarray(-jp.inf, dt), zero3, zero3, zero3)
 
-    def body(carry, it):
-        verts, vera, faces, fvalid, done, result = carry
-        n, dist, area = triangle_normals(verts, faces)  # (nf, 3), (nf,), (nf,)
-        live = fvalid & (area > 1e-30)
-        f = jp.argmin(jp.where(live, dist, jp.inf))
-        nrm, fd = n[f], dist[f]
-        sound = fd >= result[0] - tol
-        take = ~done & sound
-        wit_a, wit_b = _witness(nrm, fd, verts[faces[f]], vera[faces[f]])
-        result = tuple(jp.where(take, x, y) for x, y in zip((fd, nrm, wit_a, wit_b), result))
-        a, b = sup(nrm)
-        p = a - b
-        converged = jp.dot(p, nrm) - fd <= tol
-        new = 4 + it
-        verts2 = verts.at[new].set(p)
-        vera2 = vera.at[new].set(a)
-        # faces seen from p
-        vis = fvalid & (dot3(n, p - verts[faces[:, 0]]) > tol)
-        vis = vis | (jp.arange(nf) == f)
-        e0 = faces.reshape(-1)  # edge k of face i: (faces[i,k], faces[i,(k+1)%3])
-        e1 = jp.roll(faces, -1, axis=1).reshape(-1)
-        evis = jp.repeat(vis, 3)
-        # horizon: a visible face's edge whose twin (reversed edge) is in no visible face; the visible directed
-        # edges are marked in a (nv, nv) table, O(nv^2 + nf) rather than comparing all edge pairs
-        seen = jp.zeros((nv, nv), jp.int32).at[e0, e1].add(evis.astype(jp.int32))
-        horizon = evis & (seen[e1, e0] == 0)
-        fvalid2 = fvalid & ~vis
-        free = ~fvalid2
-        rank_h = jp.cumsum(horizon) - 1
-        rank_f = jp.cumsum(free) - 1
-        # the r-th horizon edge fills the r-th free face slot (slot index nf = dropped)
-        slots = jp.arange(nf, dtype=jp.int32)
-        slot_of_rank = jp.full(nf, nf, jp.int32).at[jp.where(free, rank_f, nf)].set(slots, mode="drop")
-        target = jp.where(horizon, slot_of_rank[jp.clip(rank_h, 0, nf - 1)], nf)
-        target = jp.where(rank_h < nf, target, nf)
-        newf = jp.stack([e0, e1, jp.full(3 * nf, new, jp.int32)], axis=-1)
-        faces2 = faces.at[target].set(newf, mode="drop")
-        got = jp.zeros(nf, bool).at[target].set(True, mode="drop")
-        fvalid2 = fvalid2 | got
-        overflow = jp.sum(horizon) > jp.sum(free)
-        stop = done | ~sound | converged | overflow
-        out = (
-            jp.where(stop, verts, verts2), jp.where(stop, vera, vera2), jp.where(stop, faces, faces2),
-            jp.where(stop, fvalid, fvalid2), stop, result,
-        )  # fmt: skip
-        return out, None
+    def sup_fixed(d):
+        return jax.tree_util.tree_map(jax.lax.stop_gradient, sup(d))
 
-    carry = (verts, vera, faces, fvalid, jp.zeros((), bool), result)
-    (verts, vera, faces, fvalid, done, result), _ = jax.lax.scan(body, carry, jp.arange(iterations))
-    # the final polytope (if the loop ran out of iterations while sound)
-    n, dist, area = triangle_normals(verts, faces)
-    f = jp.argmin(jp.where(fvalid & (area > 1e-30), dist, jp.inf))
-    final = (dist[f], n[f]) + _witness(n[f], dist[f], verts[faces[f]], vera[faces[f]])
-    use_final = ~done & (dist[f] >= result[0] - tol)
-    return tuple(jp.where(use_final, x, y) for x, y in zip(final, result))
+    w, wa, dirs = (jax.lax.stop_gradient(x) for x in (w, wa, dirs))
+    state = _start(w, wa, dirs, iterations) + (jp.asarray(skip), _no_face(dt))
+
+    def body(c):
+        state, it = c
+        return _expand(sup_fixed, tol, state, it), it + 1
+
+    state, _ = jax.lax.while_loop(lambda c: ~c[0][5] & (c[1] < iterations), body, (state, jp.zeros((), jp.int32)))
+    face = _final(state, tol)[4]
+    a, b = jax.vmap(sup)(jax.lax.stop_gradient(state[2][face]))  # live support points of the answer's face
+    tri = a - b
+    n, dist, _ = triangle_normals(tri, jp.arange(3, dtype=jp.int32)[None])
+    wit_a, wit_b = _witness(n[0], dist[0], tri, a)
+    return dist[0], n[0], wit_a, wit_b
 
 
-def complete_simplex(sup: SupportFn, w: Points, wa: Points, mask: Mask) -> tuple[Points, Points, Scalar]:
+def complete_simplex(sup: SupportFn, w: Points, wa: Points, mask: Mask, dirs: Points | None = None) -> tuple:
     """A tetrahedron (4, 3) (and its geom1 points (4, 3)) around a GJK segment or triangle that the origin (nearly)
     lies on, for EPA: the segment gets the support point along a direction perpendicular to it, the triangle the
     support point along its normal on the origin's side (as MuJoCo starts EPA from a 2- or 3-simplex). Also
-    returns whether the tetrahedron has volume."""
+    returns whether the tetrahedron has volume, and, given the simplex's support directions dirs (4, 3), the
+    tetrahedron's (4, 3)."""
     dt = w.dtype
     order = jp.argsort(~mask, stable=True)  # active vertices first
     p, pa = w[order], wa[order]
@@ -139,4 +184,8 @@ def complete_simplex(sup: SupportFn, w: Points, wa: Points, mask: Mask) -> tuple
     teta = jp.stack([pa[0], pa[1], ca, a3])
     vol = jp.abs(jp.dot(jp.cross(tet[1] - tet[0], tet[2] - tet[0]), tet[3] - tet[0]))
     size = jp.max(jp.abs(tet - tet[0]))
-    return tet, teta, vol > 1e-9 * size**3
+    if dirs is None:
+        return tet, teta, vol > 1e-9 * size**3
+    d = dirs[order]
+    tdir = jp.stack([d[0], d[1], jp.where(k >= 3, d[2], jp.cross(e, axis)), side * nrm])
+    return tet, teta, vol > 1e-9 * size**3, tdir

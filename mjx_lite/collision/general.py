@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import jax.numpy as jp
 
-from mjx_lite.collision.epa import EPA_ITERATIONS, EPA_ITERATIONS_CURVED, complete_simplex, epa
+from mjx_lite.collision.epa import EPA_ITERATIONS, EPA_ITERATIONS_CURVED, complete_simplex, epa, epa_polytopes
 from mjx_lite.collision.gjk import gjk, gjk_polytopes
 from mjx_lite.collision.refine import refine_normal, small_mesh
 from mjx_lite.collision.sat import polytope_sat, sat_cost, sat_tables, segment_sat
@@ -33,6 +33,18 @@ from mjx_lite.math import dot3, safe_norm
 from mjx_lite.types import GeomType
 
 GENERAL_NCON = 1
+_POLYTOPES = (GeomType.BOX, GeomType.MESH)
+
+
+def _apart(g1: GeomInfo, g2: GeomInfo, margin: Scalar | None) -> tuple[Scalar, Scalar]:
+    """Whether two boxes or meshes are farther apart than the margin by their bounding spheres about their positions
+    (a box's half diagonal, a mesh's farthest vertex), so that no GJK/EPA is needed, and the gap between those
+    spheres (a lower bound of their distance)."""
+    def rad(g):
+        return safe_norm(g.size) if g.vert is None else jp.sqrt(jp.max(dot3(g.vert, g.vert)))
+
+    gap = safe_norm(g1.pos - g2.pos) - rad(g1) - rad(g2)
+    return gap > (0.0 if margin is None else margin), gap
 
 
 def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | None = None, curved: bool | None = None,
@@ -85,23 +97,39 @@ def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | N
         skip = ~apart if margin is None else ~apart | (-depth - r1 > margin)
         # GJK starts along the best separating axis (geom2 towards geom1; tilted as v0): fewer iterations than
         # from the centres' difference (500-vertex hull, batch 256: at most 10-11 instead of 12-13)
-        near_gjk = gjk_polytopes(sup, -n_pen + 1e-2 * tilt, tol, skip)
+        near_gjk, _ = gjk_polytopes(sup, -n_pen + 1e-2 * tilt, tol, skip)
         vn, n_sep, a_sep, b_sep = separated(*near_gjk)
         use_gjk = ~skip & ~near_gjk[5]
         normal = jp.where(use_gjk, n_sep, n_pen)
         pos = jp.where(use_gjk, 0.5 * (a_sep + b_sep), p_pen) + 0.5 * r1 * normal
         return jp.where(use_gjk, vn, -depth) - r1, pos, normal
-    w, wa, mask, v, lam, inside = gjk(sup, v0, tol)
-    vn, n_sep, a_sep, b_sep = separated(w, wa, mask, v, lam, inside)
-    # the origin within tol of a GJK segment or triangle: touching or penetrating, which EPA tells from a
-    # tetrahedron completed around it (in float32, tol = 1e-5 stops GJK on such a face inside deep overlaps)
-    tet, teta, tet_ok = complete_simplex(sup, w, wa, mask)
-    near = ~inside & (vn <= tol) & (jp.sum(mask) >= 2) & tet_ok
-    # penetrating: EPA (run on a valid tetrahedron in every case; its result is selected only when inside or near)
     dummy = jp.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [-1.0, -1.0, -1.0]], dt)
-    safe_w = jp.where(inside, w, jp.where(near, tet, dummy))
-    iterations = EPA_ITERATIONS_CURVED if curved else EPA_ITERATIONS
-    depth, n_pen, a_pen, b_pen = epa(sup, safe_w, jp.where(inside, wa, teta), epa_tol, iterations)
+    if static and t1 in _POLYTOPES and t2 in _POLYTOPES:  # early exit; derivatives from the final features
+        far, gap = _apart(g1, g2, margin)
+        (w, wa, mask, v, lam, inside), dirs = gjk_polytopes(sup, v0, tol, far)
+        vn, n_sep, a_sep, b_sep = separated(w, wa, mask, v, lam, inside)
+        # apart: the spheres' gap (beyond the margin: no contact), along the centres
+        n_far = (g2.pos - g1.pos) / jp.maximum(safe_norm(g2.pos - g1.pos), 1e-30)
+        vn, n_sep = jp.where(far, gap, vn), jp.where(far, n_far, n_sep)
+        a_sep, b_sep = jp.where(far, g1.pos, a_sep), jp.where(far, g2.pos, b_sep)
+        tet, teta, tet_ok, tdir = complete_simplex(sup, w, wa, mask, dirs)
+        near = ~inside & (vn <= tol) & (jp.sum(mask) >= 2) & tet_ok
+        run = (inside | near) & ~far
+        safe_w = jp.where(inside, w, jp.where(near, tet, dummy))
+        safe_dir = jp.where(inside, dirs, jp.where(near, tdir, dummy))
+        depth, n_pen, a_pen, b_pen = epa_polytopes(sup, safe_w, jp.where(inside, wa, teta), safe_dir, epa_tol, ~run)
+    else:
+        w, wa, mask, v, lam, inside = gjk(sup, v0, tol)
+        vn, n_sep, a_sep, b_sep = separated(w, wa, mask, v, lam, inside)
+        # the origin within tol of a GJK segment or triangle: touching or penetrating, which EPA tells from a
+        # tetrahedron completed around it (in float32, tol = 1e-5 stops GJK on such a face inside deep overlaps)
+        tet, teta, tet_ok = complete_simplex(sup, w, wa, mask)
+        near = ~inside & (vn <= tol) & (jp.sum(mask) >= 2) & tet_ok
+        # penetrating: EPA (run on a valid tetrahedron in every case; its result is selected only when inside or
+        # near)
+        safe_w = jp.where(inside, w, jp.where(near, tet, dummy))
+        iterations = EPA_ITERATIONS_CURVED if curved else EPA_ITERATIONS
+        depth, n_pen, a_pen, b_pen = epa(sup, safe_w, jp.where(inside, wa, teta), epa_tol, iterations)
     inside = inside | (near & (depth > 0))
     dist = jp.where(inside, -depth, vn)
     normal = jp.where(inside, n_pen, n_sep)

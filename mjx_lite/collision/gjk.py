@@ -122,13 +122,14 @@ def gjk(sup: SupportFn, v0: Vec3, tol: Scalar) -> Simplex:
     return w, wa, mask, v, lam, inside
 
 
-def gjk_polytopes(sup: SupportFn, v0: Vec3, tol: Scalar, skip: Scalar) -> Simplex:
+def gjk_polytopes(sup: SupportFn, v0: Vec3, tol: Scalar, skip: Scalar) -> tuple[Simplex, Points]:
     """GJK for two polytopes, as `gjk`, but run only where needed and only until it converges: a `lax.while_loop`
     bounded by GJK_ITERATIONS whose lanes start finished where `skip` (() bool; under vmap the loop runs while any
     lane runs). The loop sees the geometry through `lax.stop_gradient` and records each simplex vertex's search
     direction; the simplex is then rebuilt from live support points along those fixed directions. A polytope's
     support point is piecewise constant in the direction, so derivatives through the rebuilt simplex are exact
-    (almost everywhere) and none pass through the loop. Returns (w, wa, mask, v, lam, inside) as `gjk`."""
+    (almost everywhere) and none pass through the loop. Returns (w, wa, mask, v, lam, inside) as `gjk`, and the
+    simplex's support directions (4, 3)."""
     dt = v0.dtype
     v0 = jax.lax.stop_gradient(v0)
 
@@ -148,4 +149,4 @@ def gjk_polytopes(sup: SupportFn, v0: Vec3, tol: Scalar, skip: Scalar) -> Simple
     wa, wb = jax.vmap(sup)(dirs)  # live support points along the recorded directions
     w = wa - wb
     v, lam, _ = _nearest_on_simplex(w, mask)
-    return w, wa, mask, v, lam, jp.sum(mask) == 4
+    return (w, wa, mask, v, lam, jp.sum(mask) == 4), dirs

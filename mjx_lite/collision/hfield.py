@@ -38,7 +38,7 @@ from mjx_lite.collision.general import collide
 from mjx_lite.collision.hull import edge_faces
 from mjx_lite.collision.segment import segments_closest
 from mjx_lite.collision.support import radius, support
-from mjx_lite.collision.types import NOCONTACT, Contacts, Distance, GeomInfo, Points, Scalar, Vec3
+from mjx_lite.collision.types import NOCONTACT, Contacts, Distance, GeomInfo, Points, Scalar, Vec3, info_axes
 from mjx_lite.math import pick, safe_norm
 from mjx_lite.types import GeomType, Model
 
@@ -280,7 +280,7 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
         # geom2 in the hfield frame
         pos = g1.mat.T @ (g2.pos - g1.pos)
         mat = g1.mat.T @ g2.mat
-        loc = GeomInfo(pos, mat, g2.size, g2.vert, None, g2.face, edge=g2.edge, faceplane=g2.faceplane)
+        loc = g2._replace(pos=pos, mat=mat)
         half, center = _aabb_half(type2, loc)
         lo, hi = center - half - margin, center + half + margin
         dx = 2 * sx / (ncol - 1)
@@ -327,6 +327,7 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
     def collide_group(m, info1: GeomInfo, info2: GeomInfo, margin):
         elev = m.hfield_data[adr : adr + nrow * ncol].reshape(nrow, ncol)
         hsize = m.hfield_size[hid]
-        return jax.vmap(one, in_axes=(None, None, 0, 0, 0))(elev, hsize, info1, info2, margin)
+        axes = (None, None, info_axes(info1), info_axes(info2), 0)
+        return jax.vmap(one, in_axes=axes)(elev, hsize, info1, info2, margin)
 
     return collide_group, k

@@ -199,32 +199,40 @@ def mesh_hulls(m: Model) -> tuple[MeshHull, ...]:
 
 def group_tables(m: Model, mids: np.ndarray) -> dict[str, np.ndarray]:
     """The hull tables of the meshes `mids` (one side of a collision group), each padded (by repetition) to the
-    largest of those meshes, as (nmesh, ...) arrays indexed by mesh id (rows of other meshes: mesh mids[0]'s):
-    vert (nmesh, H) rows of mesh_vert, face (nmesh, T, 3), poly (nmesh, T, P) each triangle's polygon padded with
-    its first vertex, polynum (nmesh, T), plane (nmesh, F, K) each plane's triangles padded with its first (planes
-    padded with the first row), edge (nmesh, E, 4), vplane (nmesh, H, Dp), vedge (nmesh, H, De, 3)."""
+    largest of those meshes. Per-pair tables, indexed by mesh id (rows of meshes not in mids: mids[0]'s):
+    vert (nmesh, H) rows of mesh_vert, face (nmesh, T, 3), edge (nmesh, E, 4), triplane (nmesh, T) each triangle's
+    face plane, row (nmesh,) the mesh's row in the side's tables. The side's tables (one row per mesh of mids, in
+    ascending id; read a few entries at a time, never copied per pair): poly (M, T, P) each triangle's polygon padded
+    with its first vertex, polynum (M, T), plane (M, F, K) each plane's triangles padded with its first (planes
+    padded with the first row), vplane (M, H, Dp), vedge (M, H, De, 3)."""
     hulls = mesh_hulls(m)
     mids = np.unique(np.asarray(mids))
-    rows = [hulls[i] if i in set(mids.tolist()) else hulls[int(mids[0])] for i in range(m.nmesh)]
-    sel = [hulls[int(i)] for i in mids]
+    side = [int(i) for i in mids]
+    rows = [hulls[i] if i in side else hulls[side[0]] for i in range(m.nmesh)]
+    sel = [hulls[i] for i in side]
+    nv = max(len(h.vert) for h in sel)
     nt = max(len(h.face) for h in sel)
     width = max(max((len(p) for p in h.poly), default=3) for h in sel)
     k = max(max(len(r) for r in h.plane) for h in sel)
     nplane = max(len(h.plane) for h in sel)
-    face = _pad([h.face for h in rows], nt)
-    poly = np.stack([_rows(_pad([h.poly[j] for j in h.tri_poly], width), nt) for h in rows])
-    polynum = _pad([[len(h.poly[j]) for j in h.tri_poly] for h in rows], nt)
-    plane = np.stack([_rows(_pad([np.asarray(r) for r in h.plane], k), nplane) for h in rows])
-    nv = max(len(h.vert) for h in sel)
     dp = max(h.vplane.shape[1] for h in sel)
     de = max(h.vedge.shape[1] for h in sel)
+
+    def tri_plane(h):
+        out = np.zeros(len(h.face), np.int32)
+        for f, r in enumerate(h.plane):
+            out[list(r)] = f
+        return out
+
     return {
         "vert": _pad([h.vert for h in rows], nv),
-        "face": face,
-        "poly": poly,
-        "polynum": polynum,
-        "plane": plane,
+        "face": _pad([h.face for h in rows], nt),
         "edge": _pad([h.edge for h in rows], max(len(h.edge) for h in sel)),
-        "vplane": _pad([_pad(list(h.vplane), dp) for h in rows], nv),
-        "vedge": _pad([_pad(list(h.vedge), de) for h in rows], nv),
+        "triplane": _pad([tri_plane(h) for h in rows], nt),
+        "row": np.array([side.index(i) if i in side else 0 for i in range(m.nmesh)], np.int32),
+        "poly": np.stack([_rows(_pad([h.poly[j] for j in h.tri_poly], width), nt) for h in sel]),
+        "polynum": _pad([[len(h.poly[j]) for j in h.tri_poly] for h in sel], nt),
+        "plane": np.stack([_rows(_pad([np.asarray(r) for r in h.plane], k), nplane) for h in sel]),
+        "vplane": _pad([_pad(list(h.vplane), dp) for h in sel], nv),
+        "vedge": _pad([_pad(list(h.vedge), de) for h in sel], nv),
     }

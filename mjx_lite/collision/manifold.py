@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision.polytope import compact, pad_rows
+from mjx_lite.collision.polytope import compact, compact_index, pad_rows
 from mjx_lite.collision.types import NOCONTACT, Contacts, Ids, Mask, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, safe_norm
 
@@ -140,24 +140,37 @@ def reduce_quad(pts: Points, ok: Mask, nr: Vec3) -> tuple[Ids, Mask]:
 _HALFSPACE_TOL = 1e-15  # mjMINVAL: a point is inside a clipping plane when its signed distance exceeds -1e-15
 
 
-def _clip_polygon(clip: Points, nclip: Scalar, poly: Points, npoly: Scalar, n: Vec3, size: int
-                  ) -> tuple[Points, Scalar]:
+def _clip_polygon(clip: Points, nclip: Scalar, poly: Points, npoly: Scalar, n: Vec3, size: int,
+                  active: Scalar | bool = True) -> tuple[Points, Scalar]:
     """Sutherland-Hodgman as MuJoCo's polygonClip: the polygon poly (first npoly of (Kp, 3), in order) clipped by
     the planes through each edge of the clipping face clip (first nclip of (Kc, 3), clockwise about its outward
     normal n), one edge after the other, in their order. Each polygon edge PQ contributes its crossing with the
     plane (where exactly one end is inside) and then Q (where Q is inside). Returns the clipped polygon's points in
-    MuJoCo's order (size, 3) and their count (at most size)."""
-    kc = clip.shape[0]
-    buf = pad_rows(poly, size, poly[0])[:size]
-    idx = jp.arange(size)
+    MuJoCo's order (size, 3) and their count (at most size; 0 where not `active`).
+
+    The clipping runs in a `lax.while_loop` over the nclip edges of the `active` lanes only (under vmap: as many
+    edges as the widest active face; none where no pair is face to face), on `lax.stop_gradient` values, and labels
+    each point with the two lines it lies on (a polygon vertex; a polygon edge and a clipping plane; two clipping
+    planes). The values are the loop's (MuJoCo's arithmetic); derivatives come from the points rebuilt from their
+    labels (`_rebuild`), exact where the polygon is planar."""
+    kc, kp = clip.shape[0], poly.shape[0]
     nxt_c = jp.where(jp.arange(kc) + 1 < nclip, jp.arange(kc) + 1, 0)
     pn_all = jp.cross(clip[nxt_c] - clip, n)  # (Kc, 3) plane normals (pointing inside)
     pd_all = dot3(pn_all, clip)
+    c0, pn0, pd0 = (jax.lax.stop_gradient(x) for x in (clip, pn_all, pd_all))
+    idx = jp.arange(size)
+    buf = pad_rows(jax.lax.stop_gradient(poly), size, jax.lax.stop_gradient(poly[0]))[:size]
+    # labels (kind, i, j): 0 polygon vertex i; 1 polygon edge i (vertex i to the next) on plane j; 2 planes i and j.
+    # carrier of the edge from each point to the next: polygon edge k (k < Kp) or clipping plane k - Kp
+    zeros = jp.zeros(size, jp.int32)
+    lab = jp.stack([zeros, jp.minimum(idx, kp - 1), zeros], -1)
+    carrier = idx.astype(jp.int32)
 
-    def edge(e, carry):
-        buf, cnt = carry
-        a, pn, pd = clip[e], pn_all[e], pd_all[e]
-        q = buf[jp.where(idx + 1 < cnt, idx + 1, 0)]
+    def body(carry):
+        e, buf, lab, carrier, cnt = carry
+        a, pn, pd = c0[e], pn0[e], pd0[e]
+        nxt = jp.where(idx + 1 < cnt, idx + 1, 0)
+        q = buf[nxt]
         in1 = dot3(buf - a, pn) > -_HALFSPACE_TOL
         in2 = dot3(q - a, pn) > -_HALFSPACE_TOL
         live = idx < cnt
@@ -165,13 +178,48 @@ def _clip_polygon(clip: Points, nclip: Scalar, poly: Points, npoly: Scalar, n: V
         ok_den = den != 0
         t = (pd - dot3(buf, pn)) / jp.where(ok_den, den, 1.0)
         cross = live & (in1 != in2) & ok_den & (t >= 0) & (t <= 1)
+        on_poly = carrier < kp
+        xlab = jp.stack([jp.where(on_poly, 1, 2), jp.where(on_poly, carrier, carrier - kp), jp.full(size, e)], -1)
+        xcar = jp.where(in1, kp + e, carrier)  # leaving the half plane: the next edge runs along the plane
         pts = jp.stack([buf + t[:, None] * (q - buf), q], 1).reshape(2 * size, 3)
-        keep = jp.stack([cross, live & in2], 1).reshape(2 * size)
-        new, newcnt = compact(pts, keep, size)
-        on = e < nclip
-        return jp.where(on, new, buf), jp.where(on, newcnt, cnt)
+        labs = jp.stack([xlab, lab[nxt]], 1).reshape(2 * size, 3)
+        cars = jp.stack([xcar, carrier[nxt]], 1).reshape(2 * size)
+        src, newcnt = compact_index(jp.stack([cross, live & in2], 1).reshape(2 * size), size)
+        return e + 1, pts[src], labs[src], cars[src], newcnt
 
-    return jax.lax.fori_loop(0, kc, edge, (buf, jp.asarray(npoly, jp.int32)))
+    trips = jp.where(active, nclip, 0)
+    init = (jp.zeros((), jp.int32), buf, lab, carrier, jp.asarray(npoly, jp.int32))
+    _, buf, lab, _, cnt = jax.lax.while_loop(lambda c: c[0] < trips, body, init)
+    x, ok = _rebuild(lab, poly, npoly, pn_all, pd_all)
+    out = jp.where(ok[:, None], buf + (x - jax.lax.stop_gradient(x)), buf)  # the loop's values, the labels' slopes
+    return out, jp.where(active, cnt, 0)
+
+
+def _rebuild(lab: Ids, poly: Points, npoly: Scalar, pn: Points, pd: Values) -> tuple[Points, Mask]:
+    """Clipped points (K, 3) from their labels (K, 3) (see `_clip_polygon`) and the polygon poly (first npoly of
+    (Kp, 3)) and clipping planes pn . x = pd ((Kc, 3), (Kc,)): a vertex; a polygon edge's crossing with a plane; two
+    planes' crossing with the polygon's plane (through its first vertex, normal by Newell's formula). Also whether
+    each is well defined (not parallel)."""
+    kind, i, j = lab[:, 0], lab[:, 1], lab[:, 2]
+    kp, kc = poly.shape[0], pn.shape[0]
+    iv = jp.clip(i, 0, kp - 1)
+    a = poly[iv]
+    b = poly[jp.where(iv + 1 < npoly, iv + 1, 0)]
+    jc = jp.clip(j, 0, kc - 1)
+    den = dot3(pn[jc], b - a)
+    ok1 = jp.abs(den) > 1e-12 * safe_norm(pn[jc]) * safe_norm(b - a)
+    t = (pd[jc] - dot3(pn[jc], a)) / jp.where(ok1, den, 1.0)
+    x1 = a + t[:, None] * (b - a)
+    nxt = jp.where(jp.arange(kp) + 1 < npoly, jp.arange(kp) + 1, 0)
+    nq = jp.sum(jp.where((jp.arange(kp) < npoly)[:, None], jp.cross(poly, poly[nxt]), 0.0), axis=0)
+    r1, r2 = pn[jp.clip(i, 0, kc - 1)], pn[jc]
+    d1, d2, d3 = pd[jp.clip(i, 0, kc - 1)], pd[jc], jp.dot(nq, poly[0])
+    c23, c31, c12 = jp.cross(r2, nq), jp.cross(nq, r1), jp.cross(r1, r2)
+    det = dot3(r1, c23)
+    ok2 = jp.abs(det) > 1e-12 * safe_norm(r1) * safe_norm(r2) * safe_norm(nq)
+    x2 = (d1[:, None] * c23 + d2[:, None] * c31 + d3 * c12) / jp.where(ok2, det, 1.0)[:, None]
+    x = jp.where((kind == 0)[:, None], a, jp.where((kind == 1)[:, None], x1, x2))
+    return x, (kind == 0) | ((kind == 1) & ok1) | ((kind == 2) & ok2)
 
 
 # polygonQuad accepts a move only if the area grows by more than rounding: MuJoCo's strict `>` in exact arithmetic.
@@ -229,23 +277,23 @@ def polygon_quad(pts: Points, cnt: Scalar, steps: int) -> Ids:
 
 
 def clipped_face(w1: Points, w2: Points, poly1: Ids, npoly1: Scalar, poly2: Ids, npoly2: Scalar, n1: Vec3,
-                 margin: Scalar) -> tuple[Points, Scalar]:
+                 margin: Scalar, active: Scalar | bool = True) -> tuple[Points, Scalar]:
     """geom2's face polygon (vertex ids poly2, npoly2 of w2) clipped by geom1's face (poly1, npoly1 of w1; outward
     normal n1), its points beyond the margin from geom1's face plane dropped: (points in MuJoCo's order (K, 3), count
-    ()), K = P1 + P2 + 1."""
+    ()), K = P1 + P2 + 1; none where not `active` (the pair is not face to face: the clip is not run)."""
     size = poly1.shape[0] + poly2.shape[0] + 1
-    clipped, cnt = _clip_polygon(w1[poly1], npoly1, w2[poly2], npoly2, n1, size)
+    clipped, cnt = _clip_polygon(w1[poly1], npoly1, w2[poly2], npoly2, n1, size, active)
     near = (jp.arange(size) < cnt) & ((clipped - w1[poly1[0]]) @ n1 <= margin)
     return compact(clipped, near, size)
 
 
 def face_manifold(w1: Points, w2: Points, poly1: Ids, npoly1: Scalar, poly2: Ids, npoly2: Scalar, n1: Vec3,
-                  margin: Scalar) -> tuple[Points, Mask]:
+                  margin: Scalar, active: Scalar | bool = True) -> tuple[Points, Mask]:
     """MuJoCo's face-face points: the clipped face (`clipped_face`, same arguments), 4 kept by polygonQuad where more
-    remain, else all but exact repeats. Returns (points on geom2's face (4, 3), valid (4,)). The callers move them
-    onto geom1's face plane and take their depths to geom2's (in their own expressions: moving those few lines here
-    would reorder the summation of their gradients, 1 ulp off the earlier build's)."""
-    pts, cnt = clipped_face(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin)
+    remain, else all but exact repeats; none where not `active`. Returns (points on geom2's face (4, 3), valid (4,)).
+    The callers move them onto geom1's face plane and take their depths to geom2's (in their own expressions: moving
+    those few lines here would reorder the summation of their gradients, 1 ulp off the earlier build's)."""
+    pts, cnt = clipped_face(w1, w2, poly1, npoly1, poly2, npoly2, n1, margin, active)
     quad = polygon_quad(pts, cnt, 6 * pts.shape[0] + 8)
     first = pts[:4]
     same = jp.all(jp.abs(first[:, None] - first[None]) < _HALFSPACE_TOL, -1) & jp.tril(jp.ones((4, 4), bool), -1)

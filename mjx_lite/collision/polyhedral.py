@@ -9,6 +9,8 @@ Shapes: w (V, 3) world vertices; tris (T, 3); normals (3,); Contacts of MULTI_NC
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jp
 
@@ -16,14 +18,14 @@ from mjx_lite.collision.general import collide
 from mjx_lite.collision.manifold import EDGE_SIN, FACE_COS, clip_to_face, face_manifold, manifold_contacts
 from mjx_lite.collision.polytope import (
     FACE_ALIGNED,
-    face_planes,
-    face_polygons,
+    FacePlanes,
+    face_polygon,
     face_rows,
     face_vertices,
     hull_normals,
-    plane_rep,
     polyhedron,
-    vertex_features,
+    vertex_edges,
+    vertex_planes,
 )
 from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, outer3, safe_norm
@@ -32,14 +34,14 @@ from mjx_lite.types import GeomType
 MULTI_NCON = 4  # contacts per polyhedral pair (MuJoCo reduces larger manifolds to 4)
 
 
-def _feature(w: Points, tris: Ids, pn: Points, po: Values, vplane: Ids, u: Vec3, tol: Scalar
+def _feature(w: Points, tris: Ids, pn: Points, po: Values, vplanes: Callable[[Scalar], Ids], u: Vec3, tol: Scalar
              ) -> tuple[Mask, Scalar, Ids, Mask, Mask, Scalar]:
     """The feature (vertex, edge or face) of a polyhedron supporting direction u, as MuJoCo's EPA reports it.
 
     Returns (support mask (V,), dim () in {1, 2, 3}, candidate face planes (Dp,) with their mask (Dp,), hull vertex
     mask (V,), the support vertex ()): the candidates are the face planes (normals pn (F, 3), offsets po (F,))
     through the feature (all faces at a vertex, both at an edge, the face itself), i.e. those among the planes at
-    the support vertex (vplane (V, Dp)) that hold every support vertex (tested on the first 4 by support value: a
+    the support vertex (vplanes(v): (Dp,)) that hold every support vertex (tested on the first 4 by support value: a
     plane through 3 support vertices of a face is that face's). O(V + T): no table over every plane."""
     nv = w.shape[0]
     valid = jp.zeros(nv, bool).at[tris.reshape(-1)].set(True)  # hull vertices (not padding)
@@ -47,7 +49,7 @@ def _feature(w: Points, tris: Ids, pn: Points, po: Values, vplane: Ids, u: Vec3,
     sup = valid & (s >= jp.max(s) - tol)
     dim = jp.minimum(jp.sum(sup), 3)
     v = jp.argmax(sup)  # the support vertex of lowest id
-    ids = vplane[v]
+    ids = vplanes(v)
     top = jax.lax.top_k(s, min(4, nv))[1]
     on_plane = jp.abs(outer3(w[top], pn[ids]) - po[ids][None, :]) <= tol  # (k, Dp)
     cand = jp.all(on_plane | ~sup[top][:, None], axis=0)
@@ -56,8 +58,8 @@ def _feature(w: Points, tris: Ids, pn: Points, po: Values, vplane: Ids, u: Vec3,
 
 def _edges_at(w: Points, nt: Points, vedge: Ids, v: Scalar) -> tuple[Ids, Mask, Points]:
     """Hull edges at vertex v: (other ends (De,), mask (De,), unit directions (De, 3)) from the triangle edges at v
-    (vedge (V, De, 3)); a triangulation diagonal of a flat face (both triangles at the edge coplanar) is no edge."""
-    ends, ta, tb = vedge[v, :, 0], vedge[v, :, 1], vedge[v, :, 2]
+    (vedge (De, 3)); a triangulation diagonal of a flat face (both triangles at the edge coplanar) is no edge."""
+    ends, ta, tb = vedge[:, 0], vedge[:, 1], vedge[:, 2]
     bent = dot3(nt[ta], nt[tb]) < 1 - FACE_ALIGNED
     e = w[ends] - w[v]
     return ends, bent, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
@@ -93,12 +95,10 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     nt1, off1, area1 = hull_normals(t1, g1)
     nt2, off2, area2 = hull_normals(t2, g2)
     # faces are chosen among face planes (one triangle each): pl (F,) triangle ids, pn (F, 3) normals, po offsets
-    pl1, pl2 = plane_rep(face_planes(t1, g1, tri1), area1), plane_rep(face_planes(t2, g2, tri2), area2)
+    pl1, pl2 = FacePlanes(t1, g1, tri1).reps(area1), FacePlanes(t2, g2, tri2).reps(area2)
     pn1, po1, pn2, po2 = nt1[pl1], off1[pl1], nt2[pl2], off2[pl2]
-    vp1, ve1 = vertex_features(t1, g1)
-    vp2, ve2 = vertex_features(t2, g2)
-    sup1, dim1, cid1, cand1, hull1, v1 = _feature(w1, tri1, pn1, po1, vp1, n, tol)
-    sup2, dim2, cid2, cand2, hull2, v2 = _feature(w2, tri2, pn2, po2, vp2, -n, tol)
+    sup1, dim1, cid1, cand1, hull1, v1 = _feature(w1, tri1, pn1, po1, lambda v: vertex_planes(t1, g1, v), n, tol)
+    sup2, dim2, cid2, cand2, hull2, v2 = _feature(w2, tri2, pn2, po2, lambda v: vertex_planes(t2, g2, v), -n, tol)
     # face-face: the most anti-parallel pair of faces through the two features
     dots = outer3(pn1[cid1], pn2[cid2])  # (Dp1, Dp2)
     okff = cand1[:, None] & cand2[None, :] & (dots < -FACE_COS)
@@ -106,8 +106,8 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     fi, fj = cid1[ij // dots.shape[1]], cid2[ij % dots.shape[1]]
     face_face = jp.any(okff)
     # edge-face: edges at the lower-dimensional feature against the faces through the other one
-    end1, nbr1, e1 = _edges_at(w1, nt1, ve1, v1)
-    end2, nbr2, e2 = _edges_at(w2, nt2, ve2, v2)
+    end1, nbr1, e1 = _edges_at(w1, nt1, vertex_edges(t1, g1, v1), v1)
+    end2, nbr2, e2 = _edges_at(w2, nt2, vertex_edges(t2, g2, v2), v2)
     nbr1 = nbr1 & ((dim1 == 1) | sup1[end1])  # an edge feature: its own edge only
     nbr2 = nbr2 & ((dim2 == 1) | sup2[end2])
     c12 = jp.abs(outer3(e1, pn2[cid2]))  # (De1, Dp2)
@@ -137,8 +137,6 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     nr = jp.where(edge2, n1f, n2f)
     r0 = jp.where(edge2, w1[tri1[pl1[f1], 0]], w2[tri2[pl2[f2], 0]])
     seg = jp.where(edge1, jp.stack([w1[v1], w1[u1]]), jp.stack([w2[v2], w2[u2]]))
-    fp1, fn1 = face_polygons(t1, g1, tri1)
-    fp2, fn2 = face_polygons(t2, g2, tri2)  # every box and mesh triangle has one (`hull.MeshHull`)
     # the clipper only cuts an edge by a face (face-face comes from the polygons below)
     pts, ok, depth = clip_to_face(wr, rmask, nr, r0, seg, jp.ones(2, bool), -nr, margin, inc_poly=False, cdir=nr)
     # a segment clipped by a convex face has at most 2 points: the first 4 valid are kept
@@ -148,8 +146,9 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     idx = jp.arange(idx.shape[0])
     # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
     ti, tj = pl1[fi], pl2[fj]
-    x2, ok2 = face_manifold(w1, w2, fp1[ti], fn1[ti], fp2[tj], fn2[tj], pn1[fi], margin)
-    x1 = x2 - pn1[fi] * ((x2 - w1[fp1[ti, 0]]) @ pn1[fi])[:, None]  # onto geom1's face plane along n1
+    (fp1, fn1), (fp2, fn2) = face_polygon(t1, g1, ti), face_polygon(t2, g2, tj)  # every box and mesh triangle has one
+    x2, ok2 = face_manifold(w1, w2, fp1, fn1, fp2, fn2, pn1[fi], margin, face_face)
+    x1 = x2 - pn1[fi] * ((x2 - w1[fp1[0]]) @ pn1[fi])[:, None]  # onto geom1's face plane along n1
     pts = jp.where(face_face, x1, pts)
     depth = jp.where(face_face, (x1 - w2[tri2[tj, 0]]) @ pn2[fj], depth)
     valid = jp.where(face_face, ok2, valid)

@@ -28,24 +28,63 @@ def triangle_normals(w: Points, tris: Ids) -> tuple[Points, Values, Values]:
     return nt, dot3(nt, a), nn[:, 0]
 
 
-def face_planes(gtype: int, g: GeomInfo, tris: Ids) -> Ids:
-    """The triangles (rows of tris) of each face plane of a box or mesh, (F, K) int32 (see `hull_face_planes`)."""
-    if gtype == GeomType.BOX:
-        return jp.asarray(box_planes())
-    return jp.arange(tris.shape[0])[:, None] if g.faceplane is None else g.faceplane
+class FacePlanes:
+    """The face planes of a box or mesh (static type `gtype`, GeomInfo g, triangles tris (T, 3)): a mesh polygon or
+    a box face is one plane; without plane tables every triangle is its own. Reads the mesh tables a row at a time
+    (GeomInfo.mesh), so nothing of size planes x triangles is built per pair."""
+
+    def __init__(self, gtype: int, g: GeomInfo, tris: Ids):
+        self.gtype, self.g, self.ntri = gtype, g, tris.shape[0]
+
+    @property
+    def count(self) -> int:
+        """F, the (static) number of planes (rows of padding included)."""
+        if self.gtype == GeomType.BOX:
+            return 6
+        return self.ntri if self.g.faceplane is None else self.g.faceplane.shape[-2]
+
+    def triangles(self, f: Scalar) -> Ids:
+        """The triangles of plane f, (K,) int32 padded by repeating the first."""
+        g = self.g
+        if self.gtype == GeomType.BOX:
+            return jp.asarray(box_planes())[f]
+        if g.faceplane is None:
+            return f[None]
+        return g.faceplane[f] if g.mesh is None else g.faceplane[g.mesh, f]
+
+    def reps(self, area: Values) -> Ids:
+        """One triangle per plane, the one of largest area (twice the areas `area` (T,); a sliver's normal is
+        rounding; ties: the lowest id), (F,) int32. With a per-triangle plane id (GeomInfo.triplane) by segment
+        maxima, O(T); planes of another mesh's padding take plane 0's."""
+        g = self.g
+        if self.gtype != GeomType.BOX and g.triplane is not None:
+            f, t = self.count, self.ntri
+            best = jax.ops.segment_max(area, g.triplane, num_segments=f)
+            ids = jp.where(area >= best[g.triplane], jp.arange(t), t)
+            rep = jax.ops.segment_min(ids, g.triplane, num_segments=f)
+            return jp.where(rep < t, rep, rep[0]).astype(jp.int32)
+        if self.gtype == GeomType.BOX:
+            planes = jp.asarray(box_planes())
+        elif g.faceplane is None:
+            return jp.arange(self.ntri, dtype=jp.int32)
+        else:
+            planes = g.faceplane if g.mesh is None else g.faceplane[g.mesh]
+        return jp.take_along_axis(planes, jp.argmax(area[planes], axis=1)[:, None], axis=1)[:, 0]
 
 
-def vertex_features(gtype: int, g: GeomInfo) -> tuple[Ids, Ids]:
-    """The face planes (V, Dp) and triangle edges (V, De, 3) at each vertex of a box or mesh (`hull.vertex_tables`)."""
-    if gtype == GeomType.BOX:
-        return jp.asarray(BOX_VPLANE), jp.asarray(BOX_VEDGE)
-    return g.vertplane, g.vertedge
+def _row(g: GeomInfo, table: jax.Array, i: Scalar) -> jax.Array:
+    """Row i of a mesh table of g (its own, or its mesh's row of the group's: GeomInfo.mesh)."""
+    return table[i] if g.mesh is None else table[g.mesh, i]
 
 
-def plane_rep(planes: Ids, area: Values) -> Ids:
-    """One triangle per face plane: of the plane's triangles planes (F, K), the one of largest area (T,) (a
-    sliver's normal is rounding). (F,) int32."""
-    return jp.take_along_axis(planes, jp.argmax(area[planes], axis=1)[:, None], axis=1)[:, 0]
+def vertex_planes(gtype: int, g: GeomInfo, v: Scalar) -> Ids:
+    """The face planes at vertex v of a box or mesh, (Dp,) int32 (`hull.vertex_tables`)."""
+    return jp.asarray(BOX_VPLANE)[v] if gtype == GeomType.BOX else _row(g, g.vertplane, v)
+
+
+def vertex_edges(gtype: int, g: GeomInfo, v: Scalar) -> Ids:
+    """The triangle edges at vertex v of a box or mesh: (De, 3) int32 rows (other end, the two triangles at it)."""
+    return jp.asarray(BOX_VEDGE)[v] if gtype == GeomType.BOX else _row(g, g.vertedge, v)
 
 
 def local_polyhedron(gtype: int, g: GeomInfo) -> tuple[Points, Ids]:
@@ -108,10 +147,16 @@ def compact(pts: Points, ok: Mask, size: int) -> tuple[Points, Scalar]:
         rank = jp.cumsum(ok) - 1
         sel = ok[None, :] & (rank[None, :] == jp.arange(size)[:, None])
         return sel.astype(pts.dtype) @ pts, jp.minimum(jp.sum(ok), size).astype(jp.int32)
+    src, n = compact_index(ok, size)
+    return jp.where((jp.arange(size) < n)[:, None], pts[src], 0.0), n
+
+
+def compact_index(ok: Mask, size: int) -> tuple[Ids, Scalar]:
+    """The positions of the first `size` True entries of ok (K,), in order, (size,) int32 (rows beyond their count:
+    any valid position), and their count (at most size): the gather index of `compact`."""
     count = jp.cumsum(ok.astype(jp.int32))
     src = jp.searchsorted(count, jp.arange(1, size + 1, dtype=jp.int32), side="left")
-    n = jp.minimum(count[-1], size)
-    return jp.where((jp.arange(size) < n)[:, None], pts[jp.minimum(src, pts.shape[0] - 1)], 0.0), n
+    return jp.minimum(src, ok.shape[0] - 1), jp.minimum(count[-1], size)
 
 
 def face_vertices(w: Points, mask: Mask, rows: int) -> tuple[Points, Mask]:
@@ -121,14 +166,15 @@ def face_vertices(w: Points, mask: Mask, rows: int) -> tuple[Points, Mask]:
     return wc, jp.arange(rows) < cnt
 
 
-def face_polygons(gtype: int, g: GeomInfo, tris: Ids) -> tuple[Ids, Ids] | tuple[None, None]:
-    """Per hull triangle, its face polygon in MuJoCo's order: ((T, P) vertex ids, (T,) counts), or (None, None)."""
+def face_polygon(gtype: int, g: GeomInfo, t: Scalar) -> tuple[Ids, Scalar] | tuple[None, None]:
+    """The face polygon of hull triangle t in MuJoCo's order: ((P,) vertex ids, () count), or (None, None) for a
+    mesh without polygon tables."""
     if gtype == GeomType.BOX:
         p, c = box_tri_polygons()
-        return jp.asarray(p), jp.asarray(c)
+        return jp.asarray(p)[t], jp.asarray(c)[t]
     if g.facepoly is None:
         return None, None
-    return g.facepoly, g.facepolynum
+    return _row(g, g.facepoly, t), _row(g, g.facepolynum, t)
 
 
 def pad_rows(x: jax.Array, n: int, fill: jax.Array | float | bool) -> jax.Array:

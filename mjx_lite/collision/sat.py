@@ -16,25 +16,26 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
-from mjx_lite.collision.hull import BOX_CORNERS, BOX_EDGES, BOX_TRIS, box_planes
-from mjx_lite.collision.polytope import face_planes, plane_rep, triangle_normals
+from mjx_lite.collision.hull import BOX_CORNERS, BOX_EDGES, BOX_TRIS
+from mjx_lite.collision.polytope import FacePlanes, triangle_normals
 from mjx_lite.collision.segment import segments_closest
 from mjx_lite.collision.types import GeomInfo, GType, Ids, Points, Scalar, Vec3
 from mjx_lite.math import dot3, outer3, safe_norm
 from mjx_lite.types import GeomType
 
 # a box or mesh for the separating axes: local vertices (V, 3), triangles (T, 3), edges with their two triangles
-# (E, 4), the triangles of each face plane (F, K)
-SatTables = tuple[Points, Ids, Ids, Ids]
+# (E, 4), its face planes
+SatTables = tuple[Points, Ids, Ids, FacePlanes]
 
 
 def sat_tables(gtype: GType, g: GeomInfo) -> SatTables | None:
     """A box or mesh as `SatTables` for the separating axes (static type; the mesh with its hull tables), or None."""
     if gtype == GeomType.BOX:
         corners = jp.asarray(BOX_CORNERS, g.pos.dtype) * g.size
-        return corners, jp.asarray(BOX_TRIS), jp.asarray(BOX_EDGES), jp.asarray(box_planes())
+        tris = jp.asarray(BOX_TRIS)
+        return corners, tris, jp.asarray(BOX_EDGES), FacePlanes(gtype, g, tris)
     if gtype == GeomType.MESH and g.vert is not None and g.face is not None and g.edge is not None:
-        return g.vert, g.face, g.edge, face_planes(gtype, g, g.face)
+        return g.vert, g.face, g.edge, FacePlanes(gtype, g, g.face)
     return None
 
 
@@ -43,7 +44,7 @@ def sat_cost(s1: SatTables, s2: SatTables) -> int:
     against vertices), which `general.collide` compares with the model's `m.config.sat_budget` (default 200,000):
     e.g. two 20-vertex dodecahedra (30 edges, 12 face planes) cost 900 + 24 * 40 = 1,860."""
     (v1, _, e1, f1), (v2, _, e2, f2) = s1, s2
-    return e1.shape[0] * e2.shape[0] + (f1.shape[0] + f2.shape[0]) * (v1.shape[0] + v2.shape[0])
+    return e1.shape[0] * e2.shape[0] + (f1.count + f2.count) * (v1.shape[0] + v2.shape[0])
 
 
 def polytope_sat(g1: GeomInfo, s1: SatTables, g2: GeomInfo, s2: SatTables) -> tuple[Scalar, Vec3, Vec3]:
@@ -77,7 +78,7 @@ def polytope_sat(g1: GeomInfo, s1: SatTables, g2: GeomInfo, s2: SatTables) -> tu
     nt2, ok2, area2 = normals(s2[0], s2[1], g2.mat)
     # face axes: n = outward normal of geom1 / inward normal of geom2, one per face plane; a hull's support along
     # its own face normal is that face's plane offset
-    p1, p2 = plane_rep(s1[3], area1), plane_rep(s2[3], area2)
+    p1, p2 = s1[3].reps(area1), s2[3].reps(area2)
     pn1, pn2 = nt1[p1], nt2[p2]  # (F1, 3), (F2, 3)
     key1 = dot3(pn1, w1[s1[1][p1, 0]]) - jp.min(outer3(pn1, w2), -1)  # (F1,)
     key2 = dot3(pn2, w2[s2[1][p2, 0]]) - jp.min(outer3(pn2, w1), -1)  # (F2,)
@@ -126,8 +127,8 @@ def polytope_sat(g1: GeomInfo, s1: SatTables, g2: GeomInfo, s2: SatTables) -> tu
         key = jp.max(outer3(cand, wa), -1) - jp.min(outer3(cand, wb), -1)
         return cand[jp.argmin(jp.where(ok[tris], key, big))]
 
-    best1 = refine(nt1, ok1, s1[3][kf1], w1, w2)
-    best2 = refine(nt2, ok2, s2[3][kf2], w2, w1)
+    best1 = refine(nt1, ok1, s1[3].triangles(kf1), w1, w2)
+    best2 = refine(nt2, ok2, s2[3].triangles(kf2), w2, w1)
     n = jp.select([k < nf1, k < nf1 + nf2], [best1, -best2], ue)
     h1 = jp.max(dot3(w1, n))
     l2 = jp.min(dot3(w2, n))
@@ -161,7 +162,7 @@ def segment_sat(t1: int, g1: GeomInfo, g2: GeomInfo) -> tuple[Scalar, Vec3, Vec3
     d = b - a
     w, tris = g2.vert, g2.face
     nt, off, area = triangle_normals(w, tris)
-    pl = plane_rep(face_planes(GeomType.MESH, g2, tris), area)  # one (the largest) triangle per face plane
+    pl = FacePlanes(GeomType.MESH, g2, tris).reps(area)  # one (the largest) triangle per face plane
     pn, po = nt[pl], off[pl]
     scale = jp.max(jp.abs(w)) + safe_norm(d)
     big = jp.asarray(1e6, d.dtype) * (1 + scale)

@@ -25,20 +25,26 @@ Distance = tuple[Scalar, Vec3, Vec3]  # (dist, pos, normal from geom1 to geom2) 
 class GeomInfo(NamedTuple):
     """One geom's world pose and shape, as a collider sees it (one pair; the driver vmaps over a group).
 
+    Per pair:
     pos: (3,) world position; mat: (3, 3) world rotation (columns are the geom's axes); size: (3,).
-    vert: (nvert, 3) mesh vertices in the geom frame (padded by repetition), or None.
+    vert: (nvert, 3) mesh vertices in the geom frame (its hull's, padded by repetition), or None.
     gtype: () int geom type, given to the general convex collider (which serves several types), else None.
     face: (ntri, 3) int32 hull triangles of a mesh (local vertex ids into `vert`, outward), or None.
-    facepoly: (ntri, P) int32, for each hull triangle its polygon's vertex ids in MuJoCo's face order (clockwise
-      about the outward normal), padded with the first; facepolynum: (ntri,) int32 their counts (0: no polygon).
     edge: (nedge, 4) int32 hull edges of a mesh: its two vertex ids (its polygons' sides, each once) and the two hull
       triangles (rows of `face`) that meet there, padded by repeating the first, or None.
-    faceplane: (nplane, K) int32 the hull triangles (rows of `face`) of each face plane: one row per polygon and
-      one per triangle in no polygon, each row padded by repeating its first triangle, rows padded by repeating the
-      first row; or None (every triangle its own plane).
-    vertplane: (nvert, Dp) int32 the face planes (rows of `faceplane`) at each vertex; vertedge: (nvert, De, 3) int32
-      the triangle edges at each vertex (other end, the two triangles at the edge); both padded by repeating their
-      first entry (`hull.vertex_tables`), or None.
+    triplane: (ntri,) int32 the face plane (row of `faceplane`) of each hull triangle, or None.
+    mesh: () int32 the row of the mesh tables below (their leading axis), or None: the tables are the pair's own.
+    Mesh tables, read a few rows at a time (the driver does not copy them per pair: `TABLES`); each has a leading
+    axis over the meshes of the group's side when `mesh` is given:
+    facepoly: (ntri, P) int32, for each hull triangle its polygon's vertex ids in MuJoCo's face order (clockwise
+      about the outward normal), padded with the first; facepolynum: (ntri,) int32 their counts.
+    faceplane: (nplane, K) int32 the hull triangles (rows of `face`) of each face plane: one row per polygon, each
+      row padded by repeating its first triangle, rows padded by repeating the first row; or None (every triangle
+      its own plane).
+    vertplane: (nvert, Dp) int32 the face planes at each vertex; vertedge: (nvert, De, 3) int32 the triangle edges
+      at each vertex (other end, the two triangles at the edge); both padded by repeating their first entry
+      (`hull.vertex_tables`), or None.
+    Use `polytope`'s accessors (`face_polygon`, `FacePlanes`, `vertex_planes`, `vertex_edges`).
     """
 
     pos: jax.Array
@@ -53,6 +59,18 @@ class GeomInfo(NamedTuple):
     faceplane: jax.Array | None = None
     vertplane: jax.Array | None = None
     vertedge: jax.Array | None = None
+    triplane: jax.Array | None = None
+    mesh: jax.Array | None = None
+
+
+TABLES = ("facepoly", "facepolynum", "faceplane", "vertplane", "vertedge")  # GeomInfo's per-mesh tables
+
+
+def info_axes(g: GeomInfo) -> GeomInfo:
+    """vmap in_axes of a group's GeomInfo: per-pair fields along axis 0; the mesh tables, when indexed by `mesh`,
+    shared (None)."""
+    shared = g.mesh is not None
+    return GeomInfo(*[None if shared and name in TABLES else 0 for name in GeomInfo._fields])
 
 
 class Contacts(NamedTuple):

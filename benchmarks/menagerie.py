@@ -1,0 +1,166 @@
+"""Mesh-heavy manipulators: compile time, memory per environment and steps/s beside MuJoCo C (section of
+docs/benchmarks.md).
+
+    python benchmarks/menagerie.py [--menagerie DIR] [--batches 1 64 1024] [--models gripper robotiq panda]
+
+DIR is a checkout of MuJoCo Menagerie (or the public subset `steadymingha/mujoco_menagerie`; also read from
+$MJX_LITE_MENAGERIE); without it only the generated gripper of tests/meshheavy.py runs (Robotiq-sized meshes: a
+16,802-vertex link whose hull has 842 vertices, a 144-gon pad). One process, float32, the persistent compilation
+cache off. Per model and batch: `jax.jit(jax.vmap(mjl.step))` traced, lowered and compiled (wall and CPU seconds of
+this process), XLA's temporary buffer (`compile().memory_analysis()`) and the Data bytes per environment, then the
+steps/s of the compiled batch; MuJoCo C's `mj_step` steps/s on one core beside it (a Python loop over one MjData).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import time
+
+os.environ.setdefault("MJX_LITE_COMPILATION_CACHE", "0")  # compile times are measured
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import mjx_lite as mjl  # noqa: E402
+from tests.meshheavy import gripper  # noqa: E402
+
+MODELS = {  # name -> (label, path relative to the Menagerie checkout or None: generated)
+    "gripper": ("generated gripper (tests/meshheavy.py)", None),
+    "robotiq": ("Menagerie robotiq_2f85/scene.xml", "robotiq_2f85/scene.xml"),
+    "panda": ("Menagerie franka_emika_panda/scene.xml", "franka_emika_panda/scene.xml"),
+}
+
+
+def _load(name: str, menagerie: str | None):
+    """(mjx_lite Model, MjModel) or None where the file is not available."""
+    rel = MODELS[name][1]
+    if rel is None:
+        xml, assets = gripper()
+        return mjl.load_mjcf_string(xml, assets), mujoco.MjModel.from_xml_string(xml, assets)
+    if not menagerie or not os.path.isfile(os.path.join(menagerie, rel)):
+        return None
+    path = os.path.join(menagerie, rel)
+    return mjl.load_mjcf(path), mujoco.MjModel.from_xml_path(path)
+
+
+def _nbytes(tree) -> int:
+    return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(tree)))
+
+
+def mujoco_steps(mjm: mujoco.MjModel, seconds: float = 3.0) -> float:
+    """MuJoCo C's steps/s on one core from the model's initial state (home keyframe if any)."""
+    mjd = mujoco.MjData(mjm)
+    if mjm.nkey:
+        mujoco.mj_resetDataKeyframe(mjm, mjd, 0)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(50):
+            mujoco.mj_step(mjm, mjd)
+        n += 50
+    return n / (time.perf_counter() - t0)
+
+
+def ours(m, mjm: mujoco.MjModel, batch: int, steps: int) -> dict:
+    d = mjl.make_data(m)
+    if mjm.nkey:
+        d = d.replace(qpos=jp.asarray(mjm.key_qpos[0], d.qpos.dtype), ctrl=jp.asarray(mjm.key_ctrl[0], d.ctrl.dtype))
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
+    f = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
+    w0, c0 = time.perf_counter(), time.process_time()
+    lowered = f.lower(m, db)
+    w1 = time.perf_counter()
+    compiled = lowered.compile()
+    w2, c2 = time.perf_counter(), time.process_time()
+    mem = compiled.memory_analysis()
+    out = jax.block_until_ready(compiled(m, db))
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        out = compiled(m, out)
+    jax.block_until_ready(out)
+    dt = (time.perf_counter() - t0) / steps
+    return {"trace": w1 - w0, "compile": w2 - w1, "cpu": c2 - c0, "temp": mem.temp_size_in_bytes / batch,
+            "data": _nbytes(d), "sps": batch / dt, "ncon": int(np.max(np.asarray(out.ncon))),
+            "nan": bool(np.any(~np.isfinite(np.asarray(out.qpos))))}  # fmt: skip
+
+
+def run(names, menagerie, batches, steps) -> dict:
+    res = {}
+    for n in names:
+        loaded = _load(n, menagerie)
+        if loaded is None:
+            res[n] = None
+            print(n, "skipped: no Menagerie checkout (--menagerie or $MJX_LITE_MENAGERIE)", flush=True)
+            continue
+        m, mjm = loaded
+        r = {"nv": m.nv, "ngeom": m.ngeom, "nmesh": m.nmesh, "nconmax": m.nconmax, "njmax": m.njmax,
+             "mujoco": mujoco_steps(mjm), "batches": {}}  # fmt: skip
+        for b in batches:
+            r["batches"][b] = ours(m, mjm, b, steps)
+            print(n, b, r["batches"][b], flush=True)
+        res[n] = r
+    return res
+
+
+def _mb(b: float) -> str:
+    return f"{b / 1e6:.2f} MB" if b >= 1e5 else f"{b / 1e3:.1f} kB"
+
+
+def markdown(res: dict, cmd: str) -> str:
+    rows = []
+    for n, r in res.items():
+        if r is None:
+            rows.append(f"| {MODELS[n][0]} | not run: no Menagerie checkout given | | | | | | |")
+            continue
+        for b, o in r["batches"].items():
+            rows.append(f"| {MODELS[n][0]} (nv {r['nv']}, {r['ngeom']} geoms, {r['nmesh']} meshes; contacts "
+                        f"{r['nconmax']}, rows {r['njmax']}) | {b} | {o['trace']:.1f} + {o['compile']:.1f} "
+                        f"({o['cpu']:.0f} CPU) | {_mb(o['temp'])} | {_mb(o['data'])} | {o['sps']:,.0f} | "
+                        f"{r['mujoco']:,.0f} | {o['sps'] / r['mujoco']:.3g} |")  # fmt: skip
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return "\n".join([
+        "### Mesh-heavy manipulators (float32, CPU)",
+        "",
+        f"`{cmd}` ({datetime.date.today()}, {platform.machine()} {os.cpu_count()}-core CPU, load average {load:.1f};"
+        f" jax {jax.__version__}, mujoco {mujoco.__version__}). `jax.jit(jax.vmap(mjl.step))` at each batch: "
+        "trace + compile seconds (wall; CPU seconds of the process in brackets, persistent cache off), XLA's "
+        "temporary buffer per environment during a step, Data bytes per environment, steps/s of the batch, and "
+        "MuJoCo C's `mj_step` steps/s on one core.",
+        "",
+        "| model | batch | trace + compile s | temp / env | Data / env | steps/s | MuJoCo C steps/s | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+    ])  # fmt: skip
+
+
+def report(quick: bool = False) -> str:
+    menagerie = os.environ.get("MJX_LITE_MENAGERIE")
+    names = ["gripper"] if quick else list(MODELS)
+    batches = [1] if quick else [1, 64, 1024]
+    cmd = "python benchmarks/menagerie.py" + (" --quick" if quick else "")
+    return markdown(run(names, menagerie, batches, 3), cmd)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--menagerie", default=os.environ.get("MJX_LITE_MENAGERIE"), help="Menagerie checkout")
+    p.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--batches", nargs="*", type=int, default=[1, 64, 1024])
+    p.add_argument("--steps", type=int, default=3, help="timed steps per batch")
+    p.add_argument("--quick", action="store_true", help="the gripper at batch 1")
+    a = p.parse_args()
+    names, batches = (["gripper"], [1]) if a.quick else (a.models, a.batches)
+    cmd = "python benchmarks/menagerie.py " + " ".join(sys.argv[1:])
+    print(markdown(run(names, a.menagerie, batches, a.steps), cmd))
+
+
+if __name__ == "__main__":
+    main()

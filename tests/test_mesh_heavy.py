@@ -1,0 +1,132 @@
+"""Mesh-heavy manipulators (issue 43): a generated gripper with Robotiq-sized meshes (tests/meshheavy.py: a
+16,802-vertex link whose hull has 842 vertices, a 144-gon pad) compiles as MuJoCo does, its compiled step's
+temporary memory stays within a bound proportional to its Data, and its forward pass matches MuJoCo's at random
+states and in a grasp. The compile of the step takes minutes on a 2-core machine: those tests are slow; the
+Menagerie robots themselves are measured by benchmarks/menagerie.py."""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jp  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import mjx_lite as mjl  # noqa: E402
+from tests.meshheavy import gripper  # noqa: E402
+from tests.oracle import compare_models  # noqa: E402
+
+# XLA's temporary buffer of a compiled step over the bytes of its Data. Measured (float64, CPU): the gripper 32
+# (3.1 MB over 0.10 MB), dm_control's cartpole 4.5, the MJX humanoid 0.9; before issue 43 the Robotiq 2F-85 asked
+# for 130 GB (a ratio of about 10^6) through per-pair products of mesh sizes.
+TEMP_PER_DATA = 64
+# qacc relative to the largest |qacc|: a contact's reference acceleration moves with its distance by the contact
+# stiffness 1 / (dmax timeconst)^2 = 2.8e3 / s^2 (solref 0.02, solimp dmax 0.95), so GJK/EPA distances equal to 1e-7
+# move a qacc of ~170 (a finger pressed on the object) by 3e-4, 1.6e-6 of it (measured: state 2)
+QACC_TOL = 5e-6
+DIST_TOL = 1e-6  # contact distances: face manifolds in closed form, single contacts from converged GJK/EPA
+PUCK_FLOOR = (0, 7)  # geom ids of the floor and the puck
+PUCK_DOF = 8  # the puck's free joint: dofs 8-13 (fingers 0-1, object 2-7)
+
+
+@pytest.fixture(scope="module")
+def models():
+    xml, assets = gripper()
+    return mjl.load_mjcf_string(xml, assets), mujoco.MjModel.from_xml_string(xml, assets)
+
+
+def test_compiles_like_mujoco(models):
+    m, mjm = models
+    assert compare_models(m, mjm) == []
+
+
+@pytest.fixture(scope="module")
+def compiled_step(models):
+    m, _ = models
+    d = mjl.make_data(m)
+    return jax.jit(mjl.step).lower(m, d).compile(), d
+
+
+def _nbytes(tree) -> int:
+    return int(sum(np.asarray(x).nbytes for x in jax.tree.leaves(tree)))
+
+
+@pytest.mark.slow
+def test_step_memory_bounded(compiled_step):
+    step, d = compiled_step
+    temp = step.memory_analysis().temp_size_in_bytes
+    assert temp <= TEMP_PER_DATA * _nbytes(d), (temp, _nbytes(d))
+
+
+def _states():
+    """MuJoCo states: random poses of the object and the puck near the pads, links and floor (fingers anywhere in
+    their range), and the grasp after 400 steps of closing the fingers on the object."""
+    xml, assets = gripper()
+    mjm = mujoco.MjModel.from_xml_string(xml, assets)
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(43)
+    out = []
+    for _ in range(6):
+        mujoco.mj_resetData(mjm, mjd)
+        q = rng.uniform(0, 0.012)
+        mjd.qpos[:2] = q
+        quat = rng.normal(size=4)
+        mjd.qpos[2:9] = np.r_[rng.uniform(-0.004, 0.004, 2), rng.uniform(0.008, 0.03), quat / np.linalg.norm(quat)]
+        quat = rng.normal(size=4) * [1, 0.1, 0.1, 1]
+        mjd.qpos[9:16] = np.r_[rng.uniform(-0.03, 0.03), rng.uniform(0.02, 0.04), rng.uniform(0.0, 0.01),
+                               quat / np.linalg.norm(quat)]  # fmt: skip
+        mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.05
+        mjd.ctrl[:] = rng.uniform(0, 0.03)
+        mujoco.mj_forward(mjm, mjd)
+        out.append(_snapshot(mjm, mjd))
+    mujoco.mj_resetData(mjm, mjd)
+    mjd.qpos[9:12] += [0.0, 0.01, 0.002]  # the puck tilted on the floor: no flat-face tie (see test docstring)
+    mjd.qpos[12:16] = [np.cos(0.05), np.sin(0.05), 0, 0]
+    mjd.ctrl[0] = 0.03
+    for _ in range(400):
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    out.append(_snapshot(mjm, mjd))
+    return out
+
+
+def _snapshot(mjm, mjd):
+    c = mjd.contact[: mjd.ncon]
+    contacts = sorted(zip(np.asarray(c.geom1).tolist(), np.asarray(c.geom2).tolist(), np.asarray(c.dist).tolist()))
+    return {"qpos": mjd.qpos.copy(), "qvel": mjd.qvel.copy(), "ctrl": mjd.ctrl.copy(),
+            "warm": mjd.qacc_warmstart.copy(), "qacc": mjd.qacc.copy(), "contacts": contacts}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_forward_matches_mujoco(models, compiled_step):
+    """Our step's forward pass (its qacc and contacts, computed at the input state) against mj_forward at random
+    states and in the grasp: every contact (geoms, distance) and qacc. Contact pairs are geom-sorted as MuJoCo
+    orders a mesh pair by geom type. Not compared: the puck's extra plane-mesh contacts (MuJoCo's hull-graph
+    neighbours of its deepest vertex; its 144-gon faces are triangulated by MuJoCo's qhull call differently from
+    ours, so which neighbours qualify differs: docs/physics.md) and so the puck's own qacc; its deepest floor
+    contact is compared."""
+    m, _ = models
+    step, d0 = compiled_step
+    states = _states()
+    for i, s in enumerate(states):
+        d = d0.replace(qpos=jp.asarray(s["qpos"]), qvel=jp.asarray(s["qvel"]), ctrl=jp.asarray(s["ctrl"]),
+                       qacc_warmstart=jp.asarray(s["warm"]))  # fmt: skip
+        out = step(m, d)
+        ac = mjl.active_contacts(m, out)
+        geom = np.sort(np.asarray(ac["geom"]), axis=1) if len(ac["dist"]) else np.zeros((0, 2), int)
+        ours = sorted(zip(geom[:, 0].tolist(), geom[:, 1].tolist(), np.asarray(ac["dist"]).tolist()))
+        theirs = sorted((min(a, b), max(a, b), dist) for a, b, dist in s["contacts"])
+        deepest = [min((c[2] for c in x if c[:2] == PUCK_FLOOR), default=None) for x in (ours, theirs)]
+        ours, theirs = ([c for c in x if c[:2] != PUCK_FLOOR] for x in (ours, theirs))
+        assert [c[:2] for c in ours] == [c[:2] for c in theirs], (i, ours, theirs)
+        np.testing.assert_allclose([c[2] for c in ours], [c[2] for c in theirs], atol=DIST_TOL, err_msg=str(i))
+        assert (deepest[0] is None) == (deepest[1] is None), (i, deepest)
+        if deepest[1] is not None:
+            np.testing.assert_allclose(deepest[0], deepest[1], atol=DIST_TOL, err_msg=str(i))
+        qacc, want = np.asarray(out.qacc)[:PUCK_DOF], s["qacc"][:PUCK_DOF]
+        scale = max(1.0, float(np.max(np.abs(want))))
+        np.testing.assert_allclose(qacc, want, atol=QACC_TOL * scale, rtol=0, err_msg=str(i))
+    grasp = states[-1]["contacts"]
+    pads = {(6, 3), (3, 6), (6, 5), (5, 6)}  # the object held by both pads
+    assert sum((a, b) in pads for a, b, _ in grasp) >= 6, grasp
