@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import struct
+import warnings
 import zlib
 
 import numpy as np
@@ -110,7 +111,9 @@ def write_video(path: str | os.PathLike, frames, fps: float = 30.0) -> str:
     writer = imageio_ffmpeg.write_frames(path, (f.shape[2], f.shape[1]), fps=fps, codec="libx264",
                                          pix_fmt_in="rgb24", pix_fmt_out="yuv420p", macro_block_size=2,
                                          ffmpeg_log_level="error")  # fmt: skip
-    writer.send(None)  # start the generator (and ffmpeg)
+    with warnings.catch_warnings():  # Python warns of fork() beside JAX's threads; the child only execs ffmpeg
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        writer.send(None)  # start the generator (and ffmpeg)
     for img in f:
         writer.send(np.ascontiguousarray(img).tobytes())
     writer.close()

@@ -1,10 +1,11 @@
 """Train a PPO policy from the shell, with a progress bar; print the learning curve and save the parameters.
 
-    python -m mjx_lite.rl.train --env cartpole_balance --timesteps 2e6
-    python -m mjx_lite.rl.train --env hopper --timesteps 1e7 --num-envs 256 --set learning_rate=3e-4 --out hop.msgpack
+    python -m mjx_lite train cartpole_balance --timesteps 2e6
+    python -m mjx_lite train --env hopper --timesteps 1e7 --num-envs 256 --set learning_rate=3e-4 --out hop.msgpack
 
-Defaults per task come from `mjx_lite.rl.configs`; `--set name=value` overrides any `ppo.PPOConfig` field. The
-parameters are written with flax's msgpack serialisation (`ppo.load(path)` reads them back).
+A task is a bundled model with observations, actions and a reward (`mjx_lite.envs.names()`). Defaults per task
+come from `mjx_lite.rl.configs`; `--set name=value` overrides any `ppo.PPOConfig` field. The parameters are written
+with flax's msgpack serialisation (`ppo.load(path)` reads them back).
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ import argparse
 import ast
 import time
 
+from tqdm.auto import tqdm
+
 from mjx_lite import envs
+from mjx_lite.mjcf.spec import did_you_mean
 from mjx_lite.rl import configs, ppo
+from mjx_lite.run import HelpFormatter
 
 __all__ = ["main"]
 
@@ -32,20 +37,25 @@ def _parse_set(items: list[str]) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m mjx_lite.rl.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--env", required=True, help=f"task name: {', '.join(envs.names())}")
+def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite train") -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.replace("python -m mjx_lite train", prog),
+                                formatter_class=HelpFormatter)  # fmt: skip
+    p.add_argument("task", nargs="?", default=None, help=f"task name: {', '.join(envs.names())}")
+    p.add_argument("--env", default=None, help="the same, as an option")
     p.add_argument("--timesteps", type=float, default=None, help="environment steps (default: the task's)")
-    p.add_argument("--num-envs", type=int, default=None)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-envs", type=int, default=None, help="parallel environments (default: the task's)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--evals", type=int, default=10, help="evaluations (the first before training)")
     p.add_argument("--out", default=None, help="parameter file (default ppo_<env>.msgpack)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a PPOConfig field")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
+    a.env = a.task or a.env
+    if a.env is None:
+        p.error(f"give a task: {', '.join(envs.names())}")
     if a.env not in envs.names():
-        p.error(f"unknown task {a.env!r}; registered tasks: {', '.join(envs.names())}")
+        p.error(f"unknown task {a.env!r}{did_you_mean(a.env, envs.names())}; a task is a model with a reward, "
+                f"registered tasks: {', '.join(envs.names())}")  # fmt: skip
     cfg = configs.defaults(a.env)
     num_timesteps = int(a.timesteps) if a.timesteps is not None else int(cfg.pop("num_timesteps"))
     cfg.pop("num_timesteps", None)
@@ -61,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         line = f"  {step:>12,d} steps  return {m['eval/episode_reward']:8.1f}  {m['walltime']:7.1f} s"
         if "training/sps" in m:
             line += f"  {m['training/sps']:9,.0f} steps/s"
-        print(line, flush=True)
+        tqdm.write(line)  # above the progress bar, not over it
 
     t0 = time.perf_counter()
     _, params, metrics = ppo.train(env, num_timesteps, num_envs=num_envs, seed=a.seed, progress_fn=progress,
