@@ -38,8 +38,9 @@ def _parse_set(items: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite train") -> int:
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.replace("python -m mjx_lite train", prog),
-                                formatter_class=HelpFormatter)  # fmt: skip
+    head, examples, tail = __doc__.replace("python -m mjx_lite train", prog).split("\n\n", 2)
+    p = argparse.ArgumentParser(prog=prog, description=head + "\n\n" + tail, formatter_class=HelpFormatter,
+                                epilog="examples:\n" + examples.replace("    ", "  "))  # fmt: skip
     p.add_argument("task", nargs="?", default=None, help=f"task name: {', '.join(envs.names())}")
     p.add_argument("--env", default=None, help="the same, as an option")
     p.add_argument("--timesteps", type=float, default=None, help="environment steps (default: the task's)")
