@@ -108,3 +108,4 @@ def test_float32_values_print_rounded(pendulum):
     assert "timestep=0.01," in text and "0.00999" not in text
     assert "gravity=[ 0.  ,  0.  , -9.81]" in text
     assert "array(" in repr(m)  # large arrays by shape
+
