@@ -1,6 +1,6 @@
 """What drives speed and compile time: one model under settings that differ in one thing each (docs/performance.md).
 
-    python benchmarks/performance.py [--model humanoid] [--batch 64] [--steps 50] [--repeats 5] [--float64]
+    python benchmarks/performance.py [--model humanoid] [--batch 64] [--steps 50] [--repeats 7] [--float64]
 
 Each row is `jit(vmap(scan(step)))` over `batch` environments and `steps` steps of the model (bundled name or
 path) with one change: the integrator, the solver or its iterations, contacts or all constraints off, a contact
@@ -8,8 +8,8 @@ capacity, the batch size. All rows are compiled in this one process (cold: JAX's
 timed in turns call by call (best of `--repeats`), so a slow spell of a shared machine slows every row alike.
 Prints a markdown table: compile s (trace + XLA; wall and the process's CPU time), ms per call, steps/s (batch x
 steps / best wall time) and CPU microseconds per environment-step (the process's CPU time over all its threads,
-best call: on a machine shared with other processes this varies less than wall time). `--float64` runs the same rows in float64 (one process per precision: JAX's
-x64 flag is process-wide); compare the default rows of both runs.
+best call: on a machine shared with other processes this varies less than wall time). `--float64` runs the same
+rows in float64 (one process per precision: JAX's x64 flag is process-wide); compare the default rows of both runs.
 """
 
 from __future__ import annotations
