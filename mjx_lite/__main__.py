@@ -6,7 +6,7 @@
     python -m mjx_lite check PATH                                  # compile, sizes, compare with MuJoCo C
     python -m mjx_lite train --env cartpole_balance                # PPO (mjx_lite.rl.train)
 
-MODEL is a path to an MJCF file or the name of a bundled model (`mjx_lite.models.names()`). Each command's
+MODEL is a path to an MJCF (or URDF) file or the name of a bundled model (`mjx_lite.models.names()`). Each command's
 --help shows its options, their defaults and examples.
 
 Exit codes: 0 success; 1 failure (invalid MJCF, a forward pass that differs from MuJoCo's); 2 a command-line
@@ -235,7 +235,7 @@ def cmd_train(argv: list[str]) -> int:
 
 
 DESCRIPTION = ("mjx_lite's command line (`python -m mjx_lite` or the `mjx_lite` script). MODEL is a bundled model's "
-               f"name ({', '.join(mjx_lite.models.names())}) or the path of an MJCF file.")
+               f"name ({', '.join(mjx_lite.models.names())}) or the path of an MJCF (or URDF) file.")
 COMMANDS = {
     "run": (cmd_run, "batched rollout of a model and its throughput (mjx_lite.run)"),
     "bench": (cmd_bench, "throughput beside MJX and MuJoCo C (mjx_lite.bench)"),

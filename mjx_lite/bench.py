@@ -31,7 +31,7 @@ from mjx_lite.run import HelpFormatter, model_arguments, model_name, settings
 
 EXAMPLES = """examples:
   {prog} humanoid --batch 256                           a bundled model, with its own settings
-  {prog} path/to/model.xml --batch 1024 --steps 100     any MJCF file
+  {prog} path/to/model.xml --batch 1024 --steps 100     any MJCF (or URDF) file
   {prog} humanoid --disable constraint                  the smooth dynamics only (no contacts or limits)
   {prog} cartpole --skip mjx c                          mjx_lite alone (no mujoco needed)
 """

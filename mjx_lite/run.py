@@ -21,7 +21,7 @@ import mjx_lite
 EXAMPLES = """examples:
   {prog} cartpole                                  a bundled model (mjx_lite.models.names())
   {prog} humanoid --batch 64 --steps 100
-  {prog} path/to/model.xml --dtype float64         any MJCF file
+  {prog} path/to/model.xml --dtype float64         any MJCF (or URDF) file
   {prog} humanoid --iterations 2 --disable contact
 """
 
@@ -36,16 +36,16 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
 
 
 def model_arguments(p: argparse.ArgumentParser, default: str | None = None) -> None:
-    """MODEL as a positional argument or --model (a bundled name or an MJCF path)."""
+    """MODEL as a positional argument or --model (a bundled name or an MJCF/URDF path)."""
     names = ", ".join(mjx_lite.models.names())
-    p.add_argument("model", nargs="?", default=None, help=f"MJCF path or bundled model name ({names})")
+    p.add_argument("model", nargs="?", default=None, help=f"MJCF/URDF path or bundled model name ({names})")
     p.add_argument("--model", dest="model_option", metavar="MODEL", default=default, help="the same, as an option")
 
 
 def model_name(p: argparse.ArgumentParser, a: argparse.Namespace) -> str:
     name = a.model or a.model_option
     if name is None:
-        p.error("give a model: a bundled name (e.g. cartpole) or an MJCF path")
+        p.error("give a model: a bundled name (e.g. cartpole) or an MJCF/URDF path")
     return name
 
 
