@@ -138,8 +138,9 @@ def cmd_render(argv: list[str]) -> int:
     fps = 1.0 / (per_frame * dt)
     if nframes:
         frame_s = run.fmt(per_frame * np.asarray(m.opt.timestep))
+        rest = f" (of the {a.steps} asked: whole frames)" if a.steps != nframes * per_frame else ""
         print(f"{os.path.basename(path)}: timestep {run.fmt(m.opt.timestep)} s at {a.fps:g} fps: a frame every "
-              f"{per_frame} steps ({frame_s} s); {nframes * per_frame} steps -> {nframes + 1} frames "
+              f"{per_frame} steps ({frame_s} s); {nframes * per_frame} steps{rest} -> {nframes + 1} frames "
               f"(the initial state and {nframes} more), played at {fps:.4g} fps", flush=True)  # fmt: skip
     else:
         print(f"{os.path.basename(path)}: one frame of the initial state", flush=True)
