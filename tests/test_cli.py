@@ -85,11 +85,14 @@ def test_render_checks_its_writer_before_any_work(monkeypatch, capsys, tmp_path)
 
 
 def test_run():
-    """A model `run` used to refuse, by name, with the settings that drive speed said."""
-    p = _cli("run", "humanoid", "--batch", 2, "--steps", 2, "--iterations", 2, "--disable", "contact")
+    """A rollout by bundled name (every name reaches the loader: test_every_bundled_name_loads_through_the_cli),
+    with the options that change what drives speed, and those settings said. The smallest model: a subprocess
+    compiles from scratch (a humanoid took twice as long)."""
+    p = _cli("run", "pendulum", "--batch", 2, "--steps", 2, "--iterations", 2, "--disable", "contact",
+             "--integrator", "euler")  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert "steps/s" in p.stdout and "compile" in p.stdout
-    assert "timestep 0.005 s, implicitfast, Newton solver (2 iterations" in p.stdout and "disabled: contact" in p.stdout
+    assert "timestep 0.01 s, euler, Newton solver (2 iterations" in p.stdout and "disabled: contact" in p.stdout
 
 
 def test_bench():
@@ -110,16 +113,17 @@ def test_render(tmp_path):
     assert "wrote" in p.stdout and "6 frames" in p.stdout
 
 
-def test_render_png_frame(tmp_path):
-    """One picture (--steps 0) as a PNG, which needs no optional dependency; it is not dark."""
+def test_render_png_frame(tmp_path, capsys):
+    """One picture (--steps 0) as a PNG, which needs no optional dependency; it is not dark. In this process (no
+    second interpreter start)."""
     from PIL import Image
 
     out = tmp_path / "frame.png"
-    p = _cli("render", "cartpole", "-o", out, "--steps", 0, "--height", 24, "--width", 32, cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    assert cli.main(["render", "cartpole", "-o", str(out), "--steps", "0", "--height", "24", "--width", "32"]) == 0
     img = np.asarray(Image.open(out))
     assert img.shape == (24, 32, 3) and img.mean() > cli.DARK
-    assert "note: the picture is dark" not in p.stdout
+    stdout = capsys.readouterr().out
+    assert "one frame of the initial state" in stdout and "note: the picture is dark" not in stdout
 
 
 def test_check_agrees_with_mujoco():
@@ -153,18 +157,45 @@ def test_train_help_or_unavailable():
         assert "mjx_lite.rl.train" in p.stderr and "Traceback" not in p.stderr
 
 
-def test_train_names_the_task_of_a_model(capsys):
+def test_train_takes_a_bundled_model_name():
+    """A bundled model's name trains its first task; a model without a task, a path or a mistyped task name is
+    refused with what to do instead."""
+    train = pytest.importorskip("mjx_lite.rl.train")
+    assert train.task_of("hopper") == ("hopper", "")
+    task, note = train.task_of("humanoid")
+    assert task == "humanoid_stand" and "humanoid is a bundled model: training its task humanoid_stand" in note
+    task, note = train.task_of("cartpole.xml")
+    assert task == "cartpole_balance" and "its tasks: cartpole_balance, cartpole_swingup" in note
+    for name in ("legged", "some/dir/robot.urdf"):
+        with pytest.raises(ValueError, match=f"'{name}' is a model without a task.*train TASK --model {name}"):
+            train.task_of(name)
+    with pytest.raises(ValueError, match="unknown task 'humanoid_stnd' \\(did you mean 'humanoid_stand'\\?\\)"):
+        train.task_of("humanoid_stnd")
+
+
+def test_train_on_a_model_that_does_not_fit(capsys):
+    """`train hopper --model cartpole`: the task reads a body the model lacks; a usage error naming it, before any
+    compilation."""
+    pytest.importorskip("mjx_lite.rl.train")
     with pytest.raises(SystemExit) as e:
-        cli.main(["train", "humanoid"])
-    assert e.value.code == 2 and "did you mean 'humanoid_stand'?" in capsys.readouterr().err
+        cli.main(["train", "hopper", "--model", "cartpole"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--model cartpole does not fit the task hopper: no body named 'torso'" in err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "hopper", "--model", "hoper"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "did you mean 'hopper'?" in err
 
 
 @pytest.mark.slow  # a PPO compile: minutes on a loaded 2-core CPU
 def test_train(tmp_path):
-    """A few thousand PPO steps end to end: evaluation lines, the learning curve, the saved parameters."""
+    """A few thousand PPO steps end to end, by model name and on a model file: evaluation lines, the learning
+    curve, the saved parameters."""
     out = tmp_path / "p.msgpack"
-    p = _cli("train", "cartpole_balance", "--timesteps", 4000, "--num-envs", 8, "--evals", 2, "--no-progress",
+    xml = mjl.models.path("cartpole")
+    p = _cli("train", "cartpole", "--model", xml, "--timesteps", 4000, "--num-envs", 8, "--evals", 2, "--no-progress",
              "--out", out, "--set", "batch_size=8", "--set", "num_minibatches=2", "--set", "episode_length=50",
              cwd=tmp_path)  # fmt: skip
     assert p.returncode == 0, p.stderr
+    assert "training its task cartpole_balance" in p.stdout and f"training cartpole_balance on {xml}" in p.stdout
     assert "learning curve" in p.stdout and out.exists()
