@@ -109,3 +109,18 @@ def test_float32_values_print_rounded(pendulum):
     assert "gravity=[ 0.  ,  0.  , -9.81]" in text
     assert "array(" in repr(m)  # large arrays by shape
 
+
+
+def test_unknown_object_names_get_the_closest(pendulum):
+    """Mistyped names of a model's objects, cameras and tasks: the closest valid names first, then the list."""
+    m, _ = pendulum
+    with pytest.raises(KeyError, match=r"no joint named 'hinj' in this model \(did you mean 'hinge'\?\); joint names"):
+        mjl.names.joint_id(m, "hinj")
+    with pytest.raises(KeyError, match=r"no body named 'pol' in this model \(did you mean 'pole'\?\)"):
+        mjl.names.body_id(m, "pol")
+    cam = mjl.load_mjcf_string('<mujoco><worldbody><camera name="track" pos="0 -2 1"/><geom size=".1"/></worldbody>'
+                               "</mujoco>")  # fmt: skip
+    with pytest.raises(ValueError, match=r"no camera named 'trak' \(did you mean 'track'\?\)"):
+        mjl.render.Renderer(cam, 8, 8).camera_id("trak")
+    with pytest.raises(ValueError, match=r"unknown task 'hoper' \(did you mean 'hopper'\?\)"):
+        mjl.envs.make("hoper")
