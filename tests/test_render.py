@@ -330,7 +330,13 @@ MIN_BODY_PIXELS = 0.01
 LUMA = np.array([0.299, 0.587, 0.114])
 
 
-@pytest.mark.parametrize("name", mjl.models.names())
+# one compile of forward and of the renderer per model (5-50 s each on a loaded 2-core CPU): the README's cartpole
+# is the not-slow case, every other bundled model runs with the slow tests (make test-all)
+EXPOSURE_FAST = ("cartpole",)
+
+
+@pytest.mark.parametrize("name", [n if n in EXPOSURE_FAST else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in mjl.models.names()])  # fmt: skip
 def test_default_view_of_bundled_models_is_well_exposed(name):
     m = mjl.load_mjcf(name)
     d = mjl.forward(m, mjl.make_data(m))
