@@ -29,8 +29,16 @@ def test_lists_and_numpy_arrays_are_accepted(pendulum):
         assert isinstance(d2.ctrl, jax.Array) and d2.ctrl.dtype == d.ctrl.dtype
         got = mjl.step(m, d2)
         np.testing.assert_array_equal(np.asarray(got.qpos), np.asarray(want.qpos))
-    jitted = jax.jit(lambda u: mjl.step(m, d.replace(ctrl=[u], qpos=[0.1])).qpos)(jp.asarray(0.5, d.ctrl.dtype))
-    np.testing.assert_array_equal(np.asarray(jitted), np.asarray(want.qpos))
+
+    @jax.jit  # under jit a list of tracers is stacked into the field's dtype (not a second compile of step)
+    def replaced(u):
+        d2 = d.replace(ctrl=[u], qpos=[0.1])
+        return d2.ctrl, d2.qpos
+
+    ctrl, qpos = replaced(jp.asarray(0.5))
+    assert ctrl.dtype == d.ctrl.dtype and qpos.dtype == d.qpos.dtype
+    np.testing.assert_array_equal(np.asarray(ctrl), np.asarray(d.replace(ctrl=[0.5]).ctrl))
+    np.testing.assert_array_equal(np.asarray(qpos), np.asarray(d.replace(qpos=[0.1]).qpos))
     contact = d.contact.replace(dist=np.zeros(m.nconmax).tolist())
     assert isinstance(contact.dist, jax.Array) and contact.dist.dtype == d.contact.dist.dtype
 

@@ -287,6 +287,7 @@ def test_png_writer_round_trips(tmp_path):
     assert (tmp_path / "single.png").exists()
 
 
+@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")  # the test's ffmpeg reader, beside JAX
 def test_gif_and_mp4_writers(tmp_path):
     """GIF (Pillow) keeps flat colours exactly and the frame time; MP4 (imageio-ffmpeg) has every frame at the fps
     (H.264 is lossy: the frames' means agree to a few levels)."""
@@ -301,6 +302,7 @@ def test_gif_and_mp4_writers(tmp_path):
     reader = imageio_ffmpeg.read_frames(render.write_video(tmp_path / "a.mp4", f, fps=30))
     meta = next(reader)
     frames = [np.frombuffer(b, np.uint8).reshape(18, 24, 3) for b in reader]
+    reader.close()
     assert meta["size"] == (24, 18) and meta["fps"] == 30 and len(frames) == len(f)
     np.testing.assert_allclose([x.mean() for x in frames], f.reshape(len(f), -1).mean(1), atol=4.0)
 
