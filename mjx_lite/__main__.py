@@ -4,7 +4,7 @@
     python -m mjx_lite bench humanoid --batch 1024                 # beside MJX and MuJoCo C
     python -m mjx_lite render cartpole -o out.mp4 --steps 300      # a rollout to a video (.mp4, .gif, .png)
     python -m mjx_lite check PATH                                  # compile, sizes, compare with MuJoCo C
-    python -m mjx_lite train --env cartpole_balance                # PPO (mjx_lite.rl.train)
+    python -m mjx_lite train cartpole_balance                      # PPO (mjx_lite.rl.train)
 
 MODEL is a path to an MJCF (or URDF) file or the name of a bundled model (`mjx_lite.models.names()`). Each command's
 --help shows its options, their defaults and examples.

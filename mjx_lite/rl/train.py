@@ -1,8 +1,8 @@
 """Train a PPO policy from the shell, with a progress bar; print the learning curve and save the parameters.
 
     python -m mjx_lite train cartpole_balance --timesteps 2e6
-    python -m mjx_lite train humanoid                          # a bundled model: its task (humanoid_stand)
-    python -m mjx_lite train hopper --model my_hopper.xml      # the hopper task on your variant of its model
+    python -m mjx_lite train humanoid                       # a bundled model: its task (humanoid_stand)
+    python -m mjx_lite train hopper --model my_hopper.xml   # the hopper task on your variant of its model
     python -m mjx_lite train --env hopper --timesteps 1e7 --num-envs 256 --set learning_rate=3e-4 --out hop.msgpack
 
 A task is a bundled model with observations, actions and a reward (`mjx_lite.envs.names()`); a bundled model's
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import textwrap
 import time
 
 from tqdm.auto import tqdm
@@ -68,7 +69,7 @@ def task_of(name: str) -> tuple[str, str]:
 def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite train") -> int:
     head, examples, tail = __doc__.replace("python -m mjx_lite train", prog).split("\n\n", 2)
     p = argparse.ArgumentParser(prog=prog, description=head + "\n\n" + tail, formatter_class=HelpFormatter,
-                                epilog="examples:\n" + examples.replace("    ", "  "))  # fmt: skip
+                                epilog="examples:\n" + textwrap.indent(textwrap.dedent(examples), "  "))  # fmt: skip
     p.add_argument("task", nargs="?", default=None,
                    help=f"task name ({', '.join(envs.names())}) or the bundled model of one")
     p.add_argument("--env", default=None, help="the same, as an option")
