@@ -45,7 +45,7 @@ run: $(VENV)/.installed
 	@echo 'Next:'
 	@echo '  $(VENV)/bin/mjx_lite run --model humanoid --batch 64       # any bundled model: $(VENV)/bin/mjx_lite run --help'
 	@echo '  $(PIP) install -e ".[render]" && $(VENV)/bin/mjx_lite render cartpole -o cartpole.mp4'
-	@echo '  $(VENV)/bin/mjx_lite train --env cartpole_balance          # PPO, a few minutes on a CPU'
+	@echo '  $(VENV)/bin/mjx_lite train cartpole_balance                # PPO, a few minutes on a CPU'
 	@echo '  make notebooks                                          # quickstart, RL, trajectory optimisation'
 	@echo '  README.md: a rollout, a picture, gradients; docs/performance.md: what sets speed and compile time'
 
