@@ -12,18 +12,19 @@ PYTEST_ARGS ?= -m "not slow"
 
 .PHONY: run test test-all lint bench clean notebooks gl-deps
 
+# -qq: pip's errors still print, setuptools' informational note on editable installs does not
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e .
+	$(PIP) install -qq -e .
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -qq -e '.[test]'
 	touch $@
 
 $(VENV)/.installed-notebook: $(VENV)/.installed pyproject.toml
-	$(PIP) install -q -e '.[notebook]'
+	$(PIP) install -qq -e '.[notebook]'
 	touch $@
 
 # mujoco.Renderer (the oracle of tests/test_render.py) renders headless through EGL with Mesa's software driver.
@@ -39,7 +40,14 @@ notebooks: $(VENV)/.installed-notebook
 	$(VENV)/bin/jupyter lab notebooks/
 
 run: $(VENV)/.installed
-	$(PY) -m mjx_lite.run
+	$(PY) -m mjx_lite run --model cartpole
+	@echo
+	@echo 'Next:'
+	@echo '  $(VENV)/bin/mjx_lite run --model humanoid --batch 64       # any bundled model: $(VENV)/bin/mjx_lite run --help'
+	@echo '  $(PIP) install -e ".[render]" && $(VENV)/bin/mjx_lite render cartpole -o cartpole.mp4'
+	@echo '  $(VENV)/bin/mjx_lite train cartpole_balance                # PPO, a few minutes on a CPU'
+	@echo '  make notebooks                                          # quickstart, RL, trajectory optimisation'
+	@echo '  README.md: a rollout, a picture, gradients; docs/performance.md: what sets speed and compile time'
 
 test: $(VENV)/.installed-test gl-deps
 	$(VENV)/bin/ruff check .
@@ -49,7 +57,7 @@ test-all: $(VENV)/.installed-test
 	$(MAKE) test PYTEST_ARGS="-m ''"
 
 bench: $(VENV)/.installed-test
-	$(PY) -m mjx_lite.bench
+	$(PY) -m mjx_lite bench --model humanoid --batch 256
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -9,7 +9,7 @@ from mjx_lite.config import Config
 from mjx_lite.data import make_data, warnings
 from mjx_lite.io import configure
 from mjx_lite.mjcf.compile import load_mjcf, load_mjcf_string, load_model
-from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError, MJCFWarning
+from mjx_lite.mjcf.spec import MJCFError, MJCFNotFoundError, MJCFUnsupportedError, MJCFWarning
 from mjx_lite.pipeline.contact_force import contact_force
 from mjx_lite.pipeline.inertia import full_m
 from mjx_lite.pipeline.ray import ray
@@ -61,6 +61,7 @@ __all__ = [
     "IntegratorType",
     "JointType",
     "MJCFError",
+    "MJCFNotFoundError",
     "MJCFUnsupportedError",
     "MJCFWarning",
     "Model",

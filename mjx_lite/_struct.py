@@ -156,6 +156,20 @@ def _nodes(obj) -> list:
     return out
 
 
+# a concrete array of at most this many values prints them (at its own precision: float32 0.01, not 0.009999999776)
+_REPR_VALUES = 6
+
+
+def _short_repr(v: Any) -> str:
+    """A field in a pytree_dataclass's repr: small concrete arrays by value, others by shape (`array(nbody, 3)`)."""
+    shape = getattr(v, "shape", None)
+    if shape is None:
+        return repr(v)
+    if isinstance(v, jax.core.Tracer) or int(np.prod(shape)) > _REPR_VALUES:
+        return f"array{tuple(shape)}"
+    return np.array2string(np.asarray(v), separator=", ")
+
+
 def pytree_dataclass(cls):
     """Frozen dataclass + JAX pytree; see the module docstring for the static/traced rule."""
     cls = dataclasses.dataclass(frozen=True, eq=False, repr=False, kw_only=True)(cls)
@@ -190,6 +204,9 @@ def pytree_dataclass(cls):
         check = getattr(cls, "_check_replace", None)
         if check is not None:
             check(self, changes)
+        coerce = getattr(cls, "_coerce_replace", None)
+        if coerce is not None:
+            changes = coerce(self, changes)
         obj = object.__new__(cls)
         for n in leaf_names + static_names:
             object.__setattr__(obj, n, changes.get(n, getattr(self, n)))
@@ -198,11 +215,7 @@ def pytree_dataclass(cls):
         return obj
 
     def __repr__(self):  # noqa: N807
-        parts = []
-        for n in leaf_names + static_names:
-            v = getattr(self, n)
-            shape = getattr(v, "shape", None)
-            parts.append(f"{n}={'array' + str(tuple(shape)) if shape is not None else repr(v)}")
+        parts = (f"{n}={_short_repr(getattr(self, n))}" for n in leaf_names + static_names)
         return f"{cls.__name__}(" + ", ".join(parts) + ")"
 
     def __setattr__(self, name, value):  # noqa: N807

@@ -1,6 +1,6 @@
 """Throughput benchmark: mjx_lite beside MJX and MuJoCo C, in one process, on the same machine.
 
-    python -m mjx_lite.bench --model PATH --batch N --steps T [--disable constraint] [--dtype float32]
+    python -m mjx_lite bench MODEL --batch N --steps T [--disable constraint] [--dtype float32]
 
 Reports, for `jit(vmap(scan(step)))` over `batch` environments and `steps` steps: the time to trace (Python,
 building the jaxpr), to lower and to compile (XLA) separately, steps/s (batch * steps / the best wall time of
@@ -10,7 +10,8 @@ times are cold) unless `--cache` is given. If the
 `mujoco` package is importable (it is a test dependency, imported lazily here and nowhere in the runtime
 package), the same model and settings are also run with MJX (`mujoco.mjx`) and with MuJoCo C: a
 single-threaded `mj_step` loop, and `mujoco.rollout` over all cores. Absolute numbers depend on the
-machine; compare ratios within one run.
+machine; compare ratios within one run. Every engine runs the model's own settings unless `--disable` turns
+parts off (the same flags for each).
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ import jax.numpy as jp
 import numpy as np
 
 import mjx_lite
+from mjx_lite.run import HelpFormatter, model_arguments, model_name, settings
+
+EXAMPLES = """examples:
+  {prog} humanoid --batch 256                           a bundled model, with its own settings
+  {prog} path/to/model.xml --batch 1024 --steps 100     any MJCF (or URDF) file
+  {prog} humanoid --disable constraint                  the smooth dynamics only (no contacts or limits)
+  {prog} cartpole --skip mjx c                          mjx_lite alone (no mujoco needed)
+"""
 
 _FLAGS = {
     "constraint": 1, "equality": 2, "frictionloss": 4, "limit": 8, "contact": 16, "spring": 32, "damper": 64,
@@ -113,7 +122,7 @@ def _data_bytes(d) -> int:
 
 def prepare_mjx_lite(path: str, batch: int, steps: int, disable: int) -> tuple[_Rollout, dict]:
     m = mjx_lite.load_mjcf(path)
-    m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable))
+    m = mjx_lite.configure(m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | disable)))  # capacities
     db, _ = _initial_batch(mjx_lite.make_data, m, batch, m.nv)
     return _Rollout(mjx_lite.step, m, db, steps), {"data_bytes_per_env": _data_bytes(mjx_lite.make_data(m)),
                                                     "nv": m.nv}  # fmt: skip
@@ -166,29 +175,38 @@ def bench_mujoco_c(path: str, batch: int, steps: int, disable: int) -> dict:
     return res
 
 
-def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="MJCF file")
-    p.add_argument("--batch", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--disable", nargs="*", default=["constraint"], help="MuJoCo disable flags for every engine")
-    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite bench") -> dict:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=HelpFormatter,
+                                epilog=EXAMPLES.format(prog=prog))  # fmt: skip
+    model_arguments(p)
+    p.add_argument("--batch", type=int, default=1024, help="environments stepped in parallel")
+    p.add_argument("--steps", type=int, default=100, help="steps per environment (one lax.scan)")
+    p.add_argument("--repeats", type=int, default=5, help="timed calls per engine (the best counts)")
+    p.add_argument("--disable", nargs="*", default=[], metavar="FLAG",
+                   help=f"MuJoCo disable flags for every engine ({', '.join(_FLAGS)}); default: none, the model's "
+                   "own settings")  # fmt: skip
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32", help="float precision")
     p.add_argument("--skip", nargs="*", default=[], choices=["mjx", "c"], help="engines to skip")
     p.add_argument("--cache", action="store_true", help="keep JAX's persistent compilation cache on")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     a = p.parse_args(argv)
+    try:
+        a.model = os.fspath(mjx_lite.models.resolve(model_name(p, a)))
+    except mjx_lite.MJCFError as e:
+        p.exit(1, f"{prog}: {e}\n")
     if not a.cache:
         jax.config.update("jax_enable_compilation_cache", False)
     if a.dtype == "float64":
         jax.config.update("jax_enable_x64", True)
     disable = _disable_bits(a.disable)
-    print(f"model {a.model}  batch {a.batch}  steps {a.steps}  dtype {a.dtype}  disable {a.disable}")
+    flags = f"disabled: {' '.join(a.disable)}" if a.disable else "the model's own settings (nothing disabled)"
+    print(f"model {a.model}  batch {a.batch}  steps {a.steps}  dtype {a.dtype}  {flags}")
     print(f"jax {jax.__version__}  backend {jax.default_backend()}  devices {jax.devices()}")
     results: dict = {}
     rollouts: dict = {}
     try:
         rollouts["mjx_lite"] = prepare_mjx_lite(a.model, a.batch, a.steps, disable)
+        print(f"settings: {settings(rollouts['mjx_lite'][0].m)}", flush=True)
     except Exception as e:  # noqa: BLE001
         results["mjx_lite"] = {"error": f"{type(e).__name__}: {e}"}
     try:

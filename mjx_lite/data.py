@@ -16,7 +16,10 @@ import numpy as np
 
 from mjx_lite.types import NWARNING, Contact, Data, Model, Warning, field_shape, resolve_shape, shaped_fields
 
-__all__ = ["WARNING_TEXT", "check_data", "float_dtype", "make_data", "warnings"]
+__all__ = ["WARNING_TEXT", "as_data", "check_data", "float_dtype", "make_data", "warnings"]
+
+# check_data lists this many wrong fields (a Data of another model has almost every field wrong)
+LISTED = 5
 
 # what each of MuJoCo's warnings (mjtWarning, counted in Data.warning_number) means here
 WARNING_TEXT = {
@@ -93,13 +96,15 @@ def _kind(dtype) -> str:
 
 
 def check_data(m: Model, d: Data) -> None:
-    """Raise ValueError naming every field of `d` whose shape or dtype kind differs from its declaration.
+    """Raise ValueError naming the fields of `d` whose shape or dtype kind differs from its declaration.
 
     Runs at trace time on the (unbatched) shapes: free at run time. Under `vmap`, `d` is one environment's Data.
+    The message lists the first `LISTED` fields (shape, and the sizes the model needs) and says what the likely
+    mistake is: a batched Data without `vmap`, or the Data of another model.
     """
     if not isinstance(d, Data):
         raise TypeError(f"expected a mjx_lite Data, got {type(d).__name__}")
-    wrong = []
+    wrong, batched = [], True
     for cls, obj, prefix in ((Data, d, ""), (Contact, d.contact, "contact.")):
         for name in shaped_fields(cls):
             dims, word = field_shape(cls, name)
@@ -110,9 +115,43 @@ def check_data(m: Model, d: Data) -> None:
             shape, kind = tuple(x.shape), _kind(x.dtype)
             want_kind = {"int32": "int", "bool": "bool"}.get(word, "float")
             if shape != want or kind != want_kind:
-                wrong.append(f"{prefix}{name}: got {kind} {shape}, expected {want_kind} {want} {dims}")
-    if wrong:
-        raise ValueError("Data does not match the model (fields of the wrong shape or dtype):\n  " + "\n  ".join(wrong))
+                named = ", ".join(str(k) for k in dims)
+                wrong.append(f"{prefix}{name}: got {kind} {shape}, expected {want_kind} {want}"
+                             + (f" ({named})" if any(isinstance(k, str) for k in dims) else ""))  # fmt: skip
+                batched = batched and kind == want_kind and len(shape) == len(want) + 1 and shape[1:] == want
+    if not wrong:
+        return
+    if batched:
+        hint = ("every one has an extra leading axis: a batched Data is stepped through "
+                "`jax.vmap(mjl.step, in_axes=(None, 0))`")  # fmt: skip
+    elif len(wrong) > LISTED:
+        hint = "is this the Data of another model? Make it with `mjl.make_data(m)` from the Model you step"
+    else:
+        hint = "set them with `d.replace(name=array)` at the shapes the model needs"
+    more = f"\n  ... and {len(wrong) - LISTED} more" if len(wrong) > LISTED else ""
+    raise ValueError(f"Data does not match the model: {len(wrong)} field(s) of the wrong shape or dtype; {hint}:\n  "
+                     + "\n  ".join(wrong[:LISTED]) + more)  # fmt: skip
+
+
+def as_data(d: Data) -> Data:
+    """`d` with any field set to a list, number or numpy array (e.g. by the `Data(...)` constructor) made a jax
+    array of its declared dtype (`Data.replace` does this on its own). Entry points call it before tracing."""
+    if not isinstance(d, Data):
+        return d
+    f = d.qvel.dtype if isinstance(d.qvel, jax.Array) else float_dtype()
+    out = {}
+    for cls, obj in ((Data, d), (Contact, d.contact)):
+        loose = {}
+        for name in shaped_fields(cls):
+            x = getattr(obj, name)
+            if not isinstance(x, jax.Array):
+                loose[name] = jp.asarray(x, _dtype(field_shape(cls, name)[1], f))
+        if loose:
+            out[cls] = obj.replace(**loose)
+    if not out:
+        return d
+    d = out.get(Data, d)
+    return d.replace(contact=out[Contact]) if Contact in out else d
 
 
 # Data fields that are not arrays of declared shape (none today): keep the check exhaustive

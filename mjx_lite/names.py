@@ -10,10 +10,12 @@ helpers index the last axis, so they work on a single Data and on a batched one 
     angle = d.qpos[..., sl]                         # (..., 1)
     tip = names.sensor_data(m, d, "tip_pos")        # (..., 3)
 
-An unknown name raises a `KeyError` that lists the names of that kind in the model.
+An unknown name raises a `KeyError` naming the closest names of that kind (difflib) and listing them all.
 """
 
 from __future__ import annotations
+
+import difflib
 
 import jax
 import numpy as np
@@ -61,7 +63,9 @@ def name2id(m: Model, kind: str | ObjType, name: str) -> int:
     except ValueError:
         named = [n for n in table if n]
         listed = ", ".join(repr(n) for n in named) if named else "none are named"
-        raise KeyError(f"no {key} named {name!r} in this model; {key} names: {listed}") from None
+        close = difflib.get_close_matches(name, named, n=3)
+        hint = f" (did you mean {' or '.join(repr(n) for n in close)}?)" if close else ""
+        raise KeyError(f"no {key} named {name!r} in this model{hint}; {key} names: {listed}") from None
 
 
 def body_id(m: Model, name: str) -> int:

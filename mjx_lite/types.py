@@ -890,9 +890,24 @@ class Model:
 # Data
 
 
+def as_arrays(obj, changes: dict) -> dict:
+    """`changes` with values given as Python lists, tuples or numbers, or numpy arrays, made jax arrays of the
+    replaced field's dtype, so that `d.replace(ctrl=[0.1, 0.2])` works wherever an array does (under `jit` too: a
+    list of tracers is stacked). jax arrays (and tracers) pass unchanged."""
+    out = changes
+    for name, v in changes.items():
+        if isinstance(v, (list, tuple, np.ndarray, np.generic, int, float)):
+            if out is changes:
+                out = dict(changes)
+            out[name] = jax.numpy.asarray(v, getattr(getattr(obj, name, None), "dtype", None))
+    return out
+
+
 @pytree_dataclass
 class Contact:
     """Padded contact arrays (mjContact), `m.nconmax` rows; `active` marks the real ones."""
+
+    _coerce_replace = as_arrays
 
     dist: jax.Array = shaped("nconmax")  # signed distance
     pos: jax.Array = shaped("nconmax", 3)  # contact point (midpoint)
@@ -923,7 +938,11 @@ class Data:
     mark the live rows, `nefc`/`ncon` count them. `warning_number` counts MuJoCo's warnings per environment
     (index by `types.Warning`): contact or constraint overflow, bad qpos/qvel/qacc (divergence, which also
     resets the state as mj_step does), bad ctrl.
+
+    `replace` takes lists, numbers and numpy arrays too (made jax arrays of the field's dtype: `types.as_arrays`).
     """
+
+    _coerce_replace = as_arrays
 
     # state
     time: jax.Array = shaped()

@@ -1,15 +1,20 @@
-"""`python -m mjx_lite {run,bench,render,check,train}`: each subcommand in a subprocess on a bundled model,
-`check` of a model with an unsupported feature (exit code 2, clear message), and every --help."""
+"""`python -m mjx_lite {run,bench,render,check,train}`: each subcommand in a subprocess on a bundled model (by
+name), `check` of a model with an unsupported feature (exit code 2, clear message), every --help (defaults,
+examples, usage lines), the `mjx_lite` console script, and mistakes that fail early with a message naming them."""
 
+import importlib
 import importlib.util
 import os
 import subprocess
 import sys
+import tomllib
 
+import numpy as np
 import pytest
 
 import mjx_lite as mjl
 from mjx_lite import __main__ as cli
+from mjx_lite import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT = 600  # seconds per subprocess: generous, the CI machine is shared by two test workers
@@ -21,7 +26,7 @@ def _cli(*args, cwd=None):
                           timeout=TIMEOUT, env=env, cwd=cwd or ROOT)  # fmt: skip
 
 
-@pytest.mark.parametrize("command", [None, "run", "bench", "render", "check"])
+@pytest.mark.parametrize("command", [None, "run", "bench", "render", "check", "train"])
 def test_help(command, capsys):
     argv = ["--help"] if command is None else [command, "--help"]
     with pytest.raises(SystemExit) as e:
@@ -29,30 +34,96 @@ def test_help(command, capsys):
             raise SystemExit(0)
     assert e.value.code == 0
     out = capsys.readouterr().out
-    assert "usage" in out.lower() or "python -m mjx_lite" in out
+    assert out.startswith(f"usage: python -m mjx_lite{'' if command is None else ' ' + command} ")
+    assert "examples:" in out
     if command is None:
-        assert all(c in out for c in cli.COMMANDS)
+        assert all(c in out for c in cli.COMMANDS) and all(n in out for n in mjl.models.names())
+    else:
+        assert "(default:" in out  # ArgumentDefaultsHelpFormatter
+
+
+def test_console_script_entry_point():
+    """pyproject's [project.scripts] `mjx_lite` names cli.main (which returns the exit code)."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        target = tomllib.load(f)["project"]["scripts"]["mjx_lite"]
+    module, func = target.split(":")
+    assert getattr(importlib.import_module(module), func) is cli.main
+
+
+@pytest.mark.parametrize("name", mjl.models.names())
+def test_every_bundled_name_loads_through_the_cli(name):
+    """The loader of render and check, and run's and bench's model argument, take every bundled model's name."""
+    m, path = cli._load(name)
+    assert path == mjl.models.path(name) and m.nbody >= 1
+    p = run.argparse.ArgumentParser()
+    run.model_arguments(p)
+    assert run.model_name(p, p.parse_args([name])) == name
+    assert run.model_name(p, p.parse_args(["--model", name])) == name
+
+
+def test_mistyped_model_names_the_closest(capsys):
+    for argv in (["run", "humanod"], ["render", "humanod"], ["check", "humanod"], ["bench", "humanod"]):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == cli.EXIT_FAILURE, argv
+        assert "did you mean 'humanoid'?" in capsys.readouterr().err, argv
+
+
+def test_render_checks_its_writer_before_any_work(monkeypatch, capsys, tmp_path):
+    """A missing optional writer (Pillow for GIF, imageio-ffmpeg for MP4) fails before the model is even loaded,
+    naming the `render` extra; an unknown format is a usage error."""
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.setattr(cli, "_load", lambda *a: pytest.fail("loaded the model before checking the writer"))
+    for out in ("x.gif", "x.mp4"):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["render", "cartpole", "-o", str(tmp_path / out)])
+        assert e.value.code == cli.EXIT_UNSUPPORTED
+        assert "pip install 'mjx_lite[render]'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["render", "cartpole", "-o", "x.avi"])
+    assert e.value.code == 2 and ".png, .gif, .mp4" in capsys.readouterr().err
 
 
 def test_run():
-    p = _cli("run", "--model", "pendulum", "--batch", 2, "--steps", 3)
+    """A rollout by bundled name (every name reaches the loader: test_every_bundled_name_loads_through_the_cli),
+    with the options that change what drives speed, and those settings said. The smallest model: a subprocess
+    compiles from scratch (a humanoid took twice as long)."""
+    p = _cli("run", "pendulum", "--batch", 2, "--steps", 2, "--iterations", 2, "--disable", "contact",
+             "--integrator", "euler")  # fmt: skip
     assert p.returncode == 0, p.stderr
-    assert "steps/s" in p.stdout
+    assert "steps/s" in p.stdout and "compile" in p.stdout
+    assert "timestep 0.01 s, euler, Newton solver (2 iterations" in p.stdout and "disabled: contact" in p.stdout
 
 
 def test_bench():
-    p = _cli("bench", "--model", mjl.models.path("pendulum"), "--batch", 2, "--steps", 2, "--repeats", 1,
-             "--skip", "mjx", "c")  # fmt: skip
+    p = _cli("bench", "pendulum", "--batch", 2, "--steps", 2, "--repeats", 1, "--skip", "mjx", "c")
     assert p.returncode == 0, p.stderr
     assert "mjx_lite" in p.stdout and "steps_per_s" in p.stdout
+    assert "the model's own settings (nothing disabled)" in p.stdout
 
 
 def test_render(tmp_path):
+    """A video by bundled name from outside the repository, and the frames-vs-steps explanation: 20 steps of
+    0.01 s at 25 fps is a frame every 4 steps, 6 frames."""
     out = tmp_path / "rollout.mp4"
-    p = _cli("render", "pendulum", "-o", out, "--steps", 20, "--fps", 25, "--height", 32, "--width", 32)
+    p = _cli("render", "pendulum", "-o", out, "--steps", 20, "--fps", 25, "--height", 32, "--width", 32, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert out.exists() and out.stat().st_size > 0
-    assert "frames" in p.stdout
+    assert "a frame every 4 steps" in p.stdout and "20 steps -> 6 frames" in p.stdout
+    assert "wrote" in p.stdout and "6 frames" in p.stdout
+
+
+def test_render_png_frame(tmp_path, capsys):
+    """One picture (--steps 0) as a PNG, which needs no optional dependency; it is not dark. In this process (no
+    second interpreter start)."""
+    from PIL import Image
+
+    out = tmp_path / "frame.png"
+    assert cli.main(["render", "cartpole", "-o", str(out), "--steps", "0", "--height", "24", "--width", "32"]) == 0
+    img = np.asarray(Image.open(out))
+    assert img.shape == (24, 32, 3) and img.mean() > cli.DARK
+    stdout = capsys.readouterr().out
+    assert "one frame of the initial state" in stdout and "note: the picture is dark" not in stdout
 
 
 def test_check_agrees_with_mujoco():
@@ -77,10 +148,54 @@ def test_check_unknown_model():
     assert "no bundled model" in p.stderr
 
 
-def test_train():
+def test_train_help_or_unavailable():
     p = _cli("train", "--help")
     if importlib.util.find_spec("mjx_lite.rl") and importlib.util.find_spec("mjx_lite.rl.train"):
         assert p.returncode == 0, p.stderr
     else:  # the RL subpackage is not part of this checkout: a clear message, no traceback
         assert p.returncode == cli.EXIT_UNSUPPORTED
         assert "mjx_lite.rl.train" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_train_takes_a_bundled_model_name():
+    """A bundled model's name trains its first task; a model without a task, a path or a mistyped task name is
+    refused with what to do instead."""
+    train = pytest.importorskip("mjx_lite.rl.train")
+    assert train.task_of("hopper") == ("hopper", "")
+    task, note = train.task_of("humanoid")
+    assert task == "humanoid_stand" and "humanoid is a bundled model: training its task humanoid_stand" in note
+    task, note = train.task_of("cartpole.xml")
+    assert task == "cartpole_balance" and "its tasks: cartpole_balance, cartpole_swingup" in note
+    for name in ("legged", "some/dir/robot.urdf"):
+        with pytest.raises(ValueError, match=f"'{name}' is a model without a task.*train TASK --model {name}"):
+            train.task_of(name)
+    with pytest.raises(ValueError, match="unknown task 'humanoid_stnd' \\(did you mean 'humanoid_stand'\\?\\)"):
+        train.task_of("humanoid_stnd")
+
+
+def test_train_on_a_model_that_does_not_fit(capsys):
+    """`train hopper --model cartpole`: the task reads a body the model lacks; a usage error naming it, before any
+    compilation."""
+    pytest.importorskip("mjx_lite.rl.train")
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "hopper", "--model", "cartpole"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--model cartpole does not fit the task hopper: no body named 'torso'" in err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "hopper", "--model", "hoper"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "did you mean 'hopper'?" in err
+
+
+@pytest.mark.slow  # a PPO compile: minutes on a loaded 2-core CPU
+def test_train(tmp_path):
+    """A few thousand PPO steps end to end, by model name and on a model file: evaluation lines, the learning
+    curve, the saved parameters."""
+    out = tmp_path / "p.msgpack"
+    xml = mjl.models.path("cartpole")
+    p = _cli("train", "cartpole", "--model", xml, "--timesteps", 4000, "--num-envs", 8, "--evals", 2, "--no-progress",
+             "--out", out, "--set", "batch_size=8", "--set", "num_minibatches=2", "--set", "episode_length=50",
+             cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert "training its task cartpole_balance" in p.stdout and f"training cartpole_balance on {xml}" in p.stdout
+    assert "learning curve" in p.stdout and out.exists()

@@ -33,7 +33,7 @@ LAYERS = [
 ]  # fmt: skip
 
 # packages that may be missing at run time: imported where used, inside the function that needs them
-OPTIONAL = ("mujoco", "brax", "gymnasium", "mediapy", "matplotlib", "IPython", "imageio_ffmpeg", "jupyter")
+OPTIONAL = ("mujoco", "brax", "gymnasium", "mediapy", "matplotlib", "IPython", "imageio_ffmpeg", "jupyter", "PIL")
 LAZY_SUBCOMMANDS = ("mjx_lite.__main__",)  # the CLI imports a subcommand's module when it runs
 
 

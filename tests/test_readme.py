@@ -1,5 +1,7 @@
 """Every Python snippet of the README runs as written, from outside the repository (a fresh process in a
-temporary directory, so bundled models must load by name and nothing depends on the working directory)."""
+temporary directory, so bundled models must load by name and nothing depends on the working directory). The
+snippets import the mjx_lite of this checkout (its root on PYTHONPATH, as an editable install puts it), so a
+worktree tests its own README against its own code."""
 
 import os
 import re
@@ -8,7 +10,8 @@ import sys
 
 import pytest
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
 SNIPPETS = re.findall(r"```python\n(.*?)```", open(README).read(), re.S)
 
 
@@ -21,6 +24,7 @@ def test_readme_snippet_runs(i, tmp_path):
     script = tmp_path / f"snippet_{i}.py"
     script.write_text(SNIPPETS[i])
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = ROOT
     env["JAX_PLATFORMS"] = "cpu"
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)  # fmt: skip

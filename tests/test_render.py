@@ -261,6 +261,97 @@ def test_video_writes_mp4(tmp_path, cartpole):
     assert os.path.getsize(path) > 0
 
 
+def _frames(n=4, h=18, w=24):
+    """n frames of a few flat colours (GIF keeps them exactly), each frame different."""
+    f = np.zeros((n, h, w, 3), np.uint8)
+    for i in range(n):
+        f[i, :, : (i + 1) * w // (n + 1)] = (200, 40 * i, 30)
+        f[i, h // 2 :, :, 2] = 255
+    return f
+
+
+def test_png_writer_round_trips(tmp_path):
+    """PNG, written with the standard library: one image exactly; several frames as a numbered sequence."""
+    from PIL import Image
+
+    f = _frames()
+    assert render.write_image(tmp_path / "one.png", f[0]) == str(tmp_path / "one.png")
+    np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "one.png")), f[0])
+    grey = np.linspace(0.0, 1.0, 35).reshape(5, 7)
+    render.write_image(tmp_path / "grey.png", grey)
+    np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "grey.png")), np.round(grey * 255).astype(np.uint8))
+    render.write_video(tmp_path / "seq.png", f)
+    for i in range(len(f)):
+        np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / f"seq_{i:04d}.png")), f[i])
+    render.write_video(tmp_path / "single.png", f[:1])
+    assert (tmp_path / "single.png").exists()
+
+
+@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")  # the test's ffmpeg reader, beside JAX
+def test_gif_and_mp4_writers(tmp_path):
+    """GIF (Pillow) keeps flat colours exactly and the frame time; MP4 (imageio-ffmpeg) has every frame at the fps
+    (H.264 is lossy: the frames' means agree to a few levels)."""
+    import imageio_ffmpeg
+    from PIL import Image, ImageSequence
+
+    f = _frames()
+    gif = Image.open(render.write_video(tmp_path / "a.gif", f, fps=25))
+    got = [np.asarray(g.convert("RGB")) for g in ImageSequence.Iterator(gif)]
+    assert len(got) == len(f) and gif.info["duration"] == 40
+    np.testing.assert_array_equal(np.stack(got), f)
+    reader = imageio_ffmpeg.read_frames(render.write_video(tmp_path / "a.mp4", f, fps=30))
+    meta = next(reader)
+    frames = [np.frombuffer(b, np.uint8).reshape(18, 24, 3) for b in reader]
+    reader.close()
+    assert meta["size"] == (24, 18) and meta["fps"] == 30 and len(frames) == len(f)
+    np.testing.assert_allclose([x.mean() for x in frames], f.reshape(len(f), -1).mean(1), atol=4.0)
+
+
+def test_writers_check_their_dependency_first(tmp_path, monkeypatch):
+    """An unknown format and a missing optional writer raise before anything is written, naming the extra."""
+    import importlib.util
+    import sys
+
+    video = sys.modules["mjx_lite.render.video"]
+    with pytest.raises(ValueError, match=r"\.png, \.gif, \.mp4"):
+        render.require_writer("out.avi")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    for ext in (".gif", ".mp4"):
+        with pytest.raises(ImportError, match=r"mjx_lite\[render\]"):
+            render.write_video(tmp_path / f"x{ext}", _frames())
+        assert not (tmp_path / f"x{ext}").exists()
+    assert video.require_writer("x.png") == ".png"  # PNG needs nothing
+
+
+# The default free camera (MuJoCo's: stat.center, 1.5 stat.extent, <visual><global> angles) and lighting give a
+# well-exposed picture of every bundled model (their <visual>, <statistic> and skybox): mean brightness and
+# luminance contrast (0-255) within these ranges, and the model's own geoms (not planes) on enough pixels.
+EXPOSURE_MEAN = (60.0, 190.0)
+EXPOSURE_STD = (10.0, 90.0)
+MIN_BODY_PIXELS = 0.01
+LUMA = np.array([0.299, 0.587, 0.114])
+
+
+# one compile of forward and of the renderer per model (5-50 s each on a loaded 2-core CPU): the README's cartpole
+# is the not-slow case, every other bundled model runs with the slow tests (make test-all)
+EXPOSURE_FAST = ("cartpole",)
+
+
+@pytest.mark.parametrize("name", [n if n in EXPOSURE_FAST else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in mjl.models.names()])  # fmt: skip
+def test_default_view_of_bundled_models_is_well_exposed(name):
+    m = mjl.load_mjcf(name)
+    d = mjl.forward(m, mjl.make_data(m))
+    out = render.Renderer(m, 30, 40).render(d, camera=-1)
+    lum = np.asarray(out["rgb"], np.float64) @ LUMA
+    seg = np.asarray(out["segmentation"])[..., 0]
+    planes = np.nonzero(np.asarray(m.geom_type) == mjl.GeomType.PLANE)[0]
+    body = float(np.mean((seg >= 0) & ~np.isin(seg, planes)))
+    assert EXPOSURE_MEAN[0] <= lum.mean() <= EXPOSURE_MEAN[1], (name, lum.mean())
+    assert EXPOSURE_STD[0] <= lum.std() <= EXPOSURE_STD[1], (name, lum.std())
+    assert body >= MIN_BODY_PIXELS, (name, body)
+
+
 def test_bad_cameras_are_refused(cartpole):
     m, *_ = cartpole
     with pytest.raises(ValueError, match="camera"):

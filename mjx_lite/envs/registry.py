@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 from mjx_lite.envs.base import Env
@@ -28,7 +29,9 @@ def names() -> list[str]:
 def make(name: str, **kwargs) -> Env:
     """A new environment of the registered task `name` (keyword arguments go to its constructor)."""
     if name not in _TASKS:
-        raise ValueError(f"unknown task {name!r}; registered tasks: {', '.join(names())}")
+        close = difflib.get_close_matches(str(name), names(), n=3)
+        hint = f" (did you mean {' or '.join(repr(n) for n in close)}?)" if close else ""
+        raise ValueError(f"unknown task {name!r}{hint}; registered tasks: {', '.join(names())}")
     env = _TASKS[name](**kwargs)
     env._name = name
     return env

@@ -36,7 +36,7 @@ from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf import schema as sc
 from mjx_lite.mjcf import xml
 from mjx_lite.mjcf.inertia import EPS, normalize, quat_mul, z2quat
-from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError
+from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError, did_you_mean
 
 # ---------------------------------------------------------------------------------------------------------
 # structure
@@ -121,13 +121,13 @@ def _schema_only(raw, parent: str) -> None:
     schema = sc.SCHEMA.get(key, {})
     for name in raw.attrib:
         if name not in schema:
-            raise _bad("unknown attribute", raw, name)
+            raise _unknown_attribute(raw, name, schema)
     allowed = CHILDREN.get(key, ())
     for k in raw.children:
         if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
             if k.tag in UNSUPPORTED.get(key, ()):
                 raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_NI}", k.file, k.line, k.tag)
-            raise MJCFError(f"unknown element (in <{raw.tag}>)", k.file, k.line, k.tag)
+            raise _unknown_element(k, raw.tag, key)
         _schema_only(k, raw.tag)
 
 
@@ -223,6 +223,17 @@ class _Loader:
 
 def _bad(msg, raw, attr):
     return MJCFError(msg, raw.file, raw.line, raw.tag, attr)
+
+
+def _unknown_attribute(raw, name, schema) -> MJCFError:
+    return _bad("unknown attribute" + did_you_mean(name, schema), raw, name)
+
+
+def _unknown_element(k, parent_tag: str, key: str) -> MJCFError:
+    """An unknown child <k> of <parent_tag> (schema key `key`), naming the closest allowed elements."""
+    allowed = set(CHILDREN.get(key, ())) | {s.split("/", 1)[1] for s in sc.SCHEMA if s.startswith(parent_tag + "/")}
+    return MJCFError(f"unknown element (in <{parent_tag}>)" + did_you_mean(k.tag, sorted(allowed)), k.file, k.line,
+                     k.tag)  # fmt: skip
 
 
 # Numbers are read as MuJoCo reads them (C strtod / strtol in the C locale): tokens separated by ASCII whitespace;
@@ -355,7 +366,7 @@ def _written(raw: _Raw, key: str, inherited: dict | None = None, required: bool 
                 continue
             if key in ("frame", "replicate"):  # MuJoCo does not check the attributes of these; it reads its own
                 continue
-            raise _bad("unknown attribute", raw, name)
+            raise _unknown_attribute(raw, name, schema)
         v = _convert(text, a, raw, name, None if inherited is None else inherited.get(name), pad, key)
         if v is _ABSENT:
             continue
@@ -523,7 +534,8 @@ class _Defaults:
                 continue
             key = sc.DEFAULT_CHILDREN.get(tag)
             if key is None:
-                raise MJCFError("unknown element in <default>", k.file, k.line, tag)
+                raise MJCFError("unknown element in <default>" + did_you_mean(tag, sc.DEFAULT_CHILDREN), k.file,
+                                k.line, tag)  # fmt: skip
             if tag in sc.ACTUATOR_TAGS:
                 _no_children(k)
                 w = _written(k, key, required=False, pad=False)
@@ -653,7 +665,7 @@ class _Builder:
             if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
                 if k.tag in unsupported:
                     raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_NI}", k.file, k.line, k.tag)
-                raise MJCFError(f"unknown element (in <{raw.tag}>)", k.file, k.line, k.tag)
+                raise _unknown_element(k, raw.tag, key)
 
     # -- section with plain children ----------------------------------------------------------------------
     def section(self, raw: _Raw, parent: str) -> Element:
@@ -829,7 +841,7 @@ def _build(root: _Raw) -> Element:
         if k.tag not in CHILDREN["mujoco"]:
             if k.tag in UNSUPPORTED["mujoco"]:
                 raise MJCFUnsupportedError(f"<{k.tag}> is {_NI}", k.file, k.line, k.tag)
-            raise MJCFError("unknown element (in <mujoco>)", k.file, k.line, k.tag)
+            raise _unknown_element(k, "mujoco", "mujoco")
         by_tag.setdefault(k.tag, []).append(k)
 
     # compiler settings first: they govern orientation conversion

@@ -11,6 +11,7 @@ Schema format (`schema.py`, `schema_actuation.py`): for each element tag, a dict
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any
 
 
@@ -104,3 +105,14 @@ class MJCFWarning(UserWarning):
     """A model element MuJoCo loads but ignores or changes (e.g. an unknown attribute in a URDF's <mujoco>
     extension, a repeated URDF geom name, a <mimic> between unsupported joint types): the model loads as in MuJoCo,
     and the warning names the file, line and element."""
+
+
+class MJCFNotFoundError(MJCFError, FileNotFoundError):
+    """A model name that is neither a file nor a bundled model (the message lists the closest bundled names): an
+    `MJCFError`, like every load failure, and a `FileNotFoundError`, as it was before it was an `MJCFError`."""
+
+
+def did_you_mean(name: str, candidates) -> str:
+    """" (did you mean 'x'?)" for the candidates closest to a mistyped `name` (difflib), else ""."""
+    close = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=3, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""

@@ -15,7 +15,7 @@ import jax
 
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
-from mjx_lite.data import check_data
+from mjx_lite.data import as_data, check_data
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import integrate, smoothing
 from mjx_lite.pipeline import inverse as inv
@@ -24,16 +24,36 @@ from mjx_lite.types import Data, IntegratorType, Model
 __all__ = ["forward", "inverse", "step", "step1", "step2"]
 
 
+def check_arguments(name: str, m, d) -> None:
+    """TypeError naming the mistake when `name(m, d)` is not given a Model and a Data (e.g. swapped)."""
+    if isinstance(m, Data) and isinstance(d, Model):
+        raise TypeError(f"mjx_lite.{name}(m, d): the arguments are swapped (a Data, then a Model): "
+                        f"call {name}(m, d), the Model first")  # fmt: skip
+    if not isinstance(m, Model):
+        raise TypeError(f"mjx_lite.{name}(m, d): m must be a Model (from mjl.load_mjcf), not {type(m).__name__}")
+    if not isinstance(d, Data):
+        raise TypeError(f"mjx_lite.{name}(m, d): d must be a Data (from mjl.make_data(m)), not {type(d).__name__}")
+
+
 def _entry_point(fn):
-    """fn(m, d) as a public entry point: traced under the model's matrix-product precision
-    (`Config.matmul_precision`), and run jitted when called on concrete arrays (`jit_when_eager`)."""
+    """fn(m, d) as a public entry point: its arguments checked (a Model and a Data; fields given as lists or numpy
+    arrays made jax arrays), traced under the model's matrix-product precision (`Config.matmul_precision`), and
+    run jitted when called on concrete arrays (`jit_when_eager`)."""
 
     @functools.wraps(fn)
     def traced(m: Model, d: Data) -> Data:
         with matmul_precision(m.config):
             return fn(m, d)
 
-    return jit_when_eager(traced)
+    run = jit_when_eager(traced)
+
+    @functools.wraps(fn)
+    def entry(m: Model, d: Data) -> Data:
+        check_arguments(fn.__name__, m, d)
+        return run(m, as_data(d))
+
+    entry.jitted = run.jitted
+    return entry
 
 
 @_entry_point

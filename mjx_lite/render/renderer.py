@@ -22,6 +22,7 @@ the floats are traced, so `model=m.replace(geom_rgba=...)` renders randomised co
 
 from __future__ import annotations
 
+import difflib
 import functools
 
 import jax
@@ -151,7 +152,9 @@ class Renderer:
         if isinstance(camera, str):
             names = self.m.names.get("camera", ())
             if camera not in names:
-                raise ValueError(f"render: no camera named {camera!r}; cameras: {list(names)}")
+                close = difflib.get_close_matches(camera, [n for n in names if n], n=3)
+                hint = f" (did you mean {' or '.join(repr(n) for n in close)}?)" if close else ""
+                raise ValueError(f"render: no camera named {camera!r}{hint}; cameras: {list(names)}")
             return names.index(camera)
         c = int(camera)
         if c < -1 or c >= self.m.ncam:
