@@ -4,6 +4,7 @@ pipeline"). `step`, `step1`, `step2` and `inverse`, which run whole pipelines, a
 Every stage is `f(m, d) -> d`; this module only strings them together:
 
     fwd_position:     kinematics, com_pos, tendon, crb, factor_m, [collision, make_constraint], transmission
+                      (with Config.kernels "fused": kinematics, com_pos and crb run first, as one kernel)
     sensor_pos, energy (potential)
     fwd_velocity:     ten_velocity/actuator_velocity, com_vel, passive, rne
     sensor_vel, energy (kinetic)
@@ -30,6 +31,7 @@ from mjx_lite.pipeline import (
     constraint,
     inertia,
     inverse,
+    kernels,
     kinematics,
     passive,
     rne,
@@ -75,16 +77,26 @@ def named(fn):
     return wrapped
 
 
+def run_unless(done: tuple, fn, m: Model, d: Data) -> Data:
+    """`run(fn, m, d)` unless a fused kernel already computed the stage (its name is in `done`)."""
+    return d if fn.__name__ in done else run(fn, m, d)
+
+
 # ---- stages ------------------------------------------------------------------------------------------------
 
 
 @named
 def fwd_position(m: Model, d: Data) -> Data:
-    """Position-dependent computations (mj_fwdPosition)."""
-    d = run(kinematics.kinematics, m, d)
-    d = run(kinematics.com_pos, m, d)
+    """Position-dependent computations (mj_fwdPosition).
+
+    With fused kernels (`Config.kernels`) the tree pass runs first as one kernel (`kernels.tree_pass`) and the stages it
+    computed (kinematics, com_pos and, without tendon armature, crb) are skipped below; otherwise it does nothing.
+    """
+    d, done = run(kernels.tree_pass, m, d)
+    d = run_unless(done, kinematics.kinematics, m, d)
+    d = run_unless(done, kinematics.com_pos, m, d)
     d = run(tendon.tendon, m, d)
-    d = run(inertia.crb, m, d)
+    d = run_unless(done, inertia.crb, m, d)
     d = run(inertia.factor_m, m, d)
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
