@@ -7,23 +7,28 @@ J' a J term needs ten_J, computed by the tendon stage between com_pos and crb), 
 Inputs: qpos, mocap_pos, mocap_quat (per environment) and the Model's floats the stages read (body_pos, body_quat,
 jnt_axis, masses, inertias, geom/site/camera offsets, armature...), shared by the block unless vmapped.
 
-Inside the kernel every value of one environment is a lane vector (BLOCK,) (a scalar for a shared Model float) and
-the Model's static tables are unrolled in Python: bodies in MuJoCo's order (parent before child), each body's
-joints in order, then geoms, sites, cameras; subtree sums run from the last body to the first; cdof, the
-composite inertias and the qM entries dof by dof (only the dof tree's entries: ancestors of each dof). The traced
-kernel therefore grows with the number of bodies, joints and qM entries (about 5k scalar operations for the MJX
-humanoid), which is the price of a single program with no gathers or scatters: Triton cannot gather from values
-held in registers, and every index here is static anyway. The formulas are those of kinematics.py / inertia.py
-written per lane (elementwise quaternion algebra), so the fields equal the XLA stages' to round-off.
+Inside the kernel every value of one environment is a lane vector (BLOCK,) (a scalar for a shared Model float).
+The Model's static tables (parent ids, joint types and addresses, sameframe codes, dof kinds, qM's tree entries)
+are int32 kernel inputs and the pass is a sequence of loops over them, in MuJoCo's order: bodies (parents before
+children; each body's joints in an inner loop, the joint type chosen by a switch that is uniform across the
+block, so no lane diverges), inertial frames, geoms, sites, subtree sums from the last body to the first, cameras,
+cinert, cdof, crb, and qM's tree entries. Values that later iterations need (a parent's pose, the subtree sums,
+crb) live in the kernel's own output block, written and read back by the same thread (scratch outputs "_sub"
+and "_buf" hold the subtree masses and crb(body) cdof products). The formulas are those of kinematics.py and
+inertia.py written per lane (elementwise quaternion algebra), so the fields equal the XLA stages' to round-off.
 
-One kernel or several. On an H200 a thread holds at most 255 32-bit registers. The values alive at the peak of
-this pass are the bodies' inertial frames (xipos, ximat: 12 per body, kept for cinert after the subtree sums), the
-joints' anchors and axes (6 per joint, for cdof) and the subtree sums: about 330 floats for the humanoid in
-float32, so Triton spills part of them to local memory (L1-cached, written and read by the same thread). The
-alternative, three kernels (kinematics | com_pos | crb) with Data's fields between them in global memory, costs
-two more launches and a round trip of ~1 KiB per environment through HBM, i.e. what the spill costs, but
-uncached. Until a GPU measures both, the pass is one kernel; splitting it is a matter of calling `_body`'s three
-parts from separate kernels (each part reads its inputs through `read`).
+Why loops and not a Python-unrolled pass: unrolled, the bundled humanoid's pass (13 bodies, 24 dofs) traced to
+~13k scalar operations (the kernel, and its compile time, grow with the number of bodies, geoms and qM entries:
+a 220-body scene would not compile in reasonable time), while the looped kernel's code is the same size for
+every model; the XLA:CPU compile of its interpreted form went from out of memory (> 5 GB, unrolled) to ~0.7 GB.
+The loops' runtime cost is the table loads (the same address for every lane: one broadcast load) and the reads
+of earlier results from the output block (a parent's pose written a few iterations before: L1 or L2; the
+humanoid's block is ~2k floats per environment, ~1 MiB for 128 lanes in float32).
+
+One kernel or several: the looped pass keeps only one body's pose and a few rows in registers, far below the
+255 32-bit registers a thread may hold on an H200, so nothing pushes for a split; splitting it (e.g. at crb)
+would add launches and a round trip of the fields through HBM. The block size (`launch.BLOCK`, 128 lanes, one
+per thread of 4 warps) and the layout are the knobs to measure on the GPU.
 
 Factorisation (factor_m, qLD) is not in this kernel: its layout belongs to pipeline/inertia.py, which is being
 reworked; the XLA factorisation runs after the kernel in the same program.
@@ -37,7 +42,7 @@ import numpy as np
 
 from mjx_lite.pipeline import inertia, kinematics, support
 from mjx_lite.pipeline.kernels import launch
-from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType
+from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, qm_shape
 
 __all__ = ["MODEL_INPUTS", "crb_fused", "kernel", "tree"]
 
@@ -429,8 +434,9 @@ def _inputs(m: Model, d: Data, p: dict) -> dict:
 
 
 def _outputs(m: Model, d: Data, p: dict) -> dict:
+    """Per-environment shapes of the kernel's (non-scratch) outputs: Data's, qM's as the model lays it out."""
     names = KINEMATICS_OUTPUTS + COM_OUTPUTS + (CRB_OUTPUTS if p["crb"] else ())
-    return {n: tuple(getattr(d, n).shape) for n in names}
+    return {n: tuple(qm_shape(m)) if n == "qM" else tuple(getattr(d, n).shape) for n in names}
 
 
 def _xla(m: Model, d: Data, p: dict, x: dict) -> dict:

@@ -1,0 +1,449 @@
+"""The fused Pallas kernels (`Config(kernels="fused")`, mjx_lite/pipeline/kernels/) against the XLA path.
+
+On the CPU the kernels run in Pallas' interpret mode (the same kernel body, as XLA operations), in float64. The
+fused tree pass (kinematics, com_pos, crb) must give the XLA stages' fields to round-off, batched (the
+custom_vmap rule: one launch over blocks of environments) and unbatched, in both layouts; derivatives must be the
+XLA path's (they go through it); whole steps must agree. The kernel must lower to Triton for "cuda" (checked on
+the CPU, no GPU needed), and the fused step's lowered program is counted so that its size cannot creep back.
+"""
+
+import dataclasses
+import os
+import re
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+from jax._src.interpreters import partial_eval as pe
+
+import mjx_lite as mjl
+from mjx_lite import config as config_mod
+from mjx_lite.pipeline import forward as fwd
+from mjx_lite.pipeline import kernels
+from mjx_lite.pipeline.kernels import launch, tree
+from tests import oracle
+
+# fused and XLA fields differ by float64 round-off only (different summation orders, the parent composed before
+# the joints): relative to max(1, max |field|)
+ROUNDOFF = 1e-12
+# a whole step (the solver iterates on both paths' inputs): relative to max(1, max |field|)
+STEP_TOL = 1e-9
+# derivatives run through the XLA twin on both paths; the cotangents differ by the primal's round-off
+GRAD_TOL = 1e-10
+# lowered program of the fused humanoid step (float32, batch 8, MJX test_data humanoid, contacts on), counted by
+# test_fused_step_program_size: StableHLO operations besides the Triton kernel, constants left out (4185 on the
+# XLA path when recorded). A change elsewhere in the step that adds operations raises it: update it in the same
+# commit and say why; the fused tree pass itself must stay one kernel plus layout operations.
+FUSED_STEP_OPS = 3537
+# the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
+# packed lanes_last output), no arithmetic
+LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
+              "stablehlo.concatenate", "stablehlo.convert", "stablehlo.custom_call"}  # fmt: skip
+
+TREE_FIELDS = tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS
+
+# every joint type, a body with three joints, a mocap body, sites, geoms in every sameframe case MuJoCo produces
+# here, cameras in all five modes, actuators with armature on their joints
+JOINTS = """
+<mujoco>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1"/>
+    <camera name="fixed" pos="0 -3 1" xyaxes="1 0 0 0 0.3 1"/>
+    <camera name="aim_world" pos="2 2 2" mode="targetbody" target="torso"/>
+    <body name="torso" pos="0 0 1.2" quat="0.9 0.1 0.2 0.3">
+      <freejoint/>
+      <geom type="box" size="0.2 0.1 0.1" mass="3"/>
+      <geom type="sphere" size="0.05" pos="0.2 0.1 0" quat="0.5 0.5 0.5 0.5"/>
+      <site name="s0" pos="0.1 0 0.1"/>
+      <camera name="track" pos="0 -2 0.5" mode="track"/>
+      <camera name="trackcom" pos="0 -2 0.5" mode="trackcom"/>
+      <body name="arm" pos="0.3 0 0">
+        <joint name="ball" type="ball"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+        <body name="fore" pos="0.3 0 0">
+          <joint name="h1" type="hinge" axis="0 1 0" pos="0.01 0 0"/>
+          <joint name="s1" type="slide" axis="1 0 0"/>
+          <joint name="h2" type="hinge" axis="0 0 1"/>
+          <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.035" euler="10 20 30"/>
+          <site name="tip" pos="0.25 0 0" euler="0 90 0"/>
+          <camera name="aimcom" pos="0.1 0 0.2" mode="targetbodycom" target="torso"/>
+        </body>
+      </body>
+      <body name="leg" pos="0 0 -0.2" euler="0 30 0">
+        <joint name="slide" type="slide" axis="0 0 1" range="-0.1 0.1"/>
+        <joint name="hip" type="hinge" axis="1 0 0"/>
+        <geom type="box" size="0.05 0.05 0.2" pos="0 0 -0.2"/>
+      </body>
+    </body>
+    <body name="ball" pos="0.5 0.3 0.4">
+      <freejoint/>
+      <geom type="sphere" size="0.06" pos="0.01 0.02 0.03"/>
+    </body>
+    <body name="target" mocap="true" pos="1 1 0.5" quat="0.7 0 0.7 0">
+      <geom type="box" size="0.05 0.05 0.05" contype="0" conaffinity="0"/>
+      <site name="mocap_site" pos="0 0 0.1"/>
+    </body>
+    <body name="pendulum" pos="-1 0 1">
+      <joint name="ph" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.03"/>
+      <body pos="0 0 -0.5">
+        <joint name="pb" type="ball"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="h1" gear="2" armature="0.05"/>
+    <motor joint="hip" gear="1"/>
+    <motor joint="ph" gear="3" armature="0.1"/>
+  </actuator>
+</mujoco>
+"""
+
+MJX_HUMANOID = os.path.join(oracle.MJX_TEST_DATA, "humanoid", "humanoid.xml")
+TENDON_ARMATURE = os.path.join(oracle.MJX_TEST_DATA, "tendon", "armature.xml")
+
+
+def _load(name: str):
+    """(mujoco.MjModel, our Model) of a test model."""
+    if name == "joints":
+        mjm = mujoco.MjModel.from_xml_string(JOINTS)
+    elif name == "mjx_humanoid":
+        mjm = mujoco.MjModel.from_xml_path(MJX_HUMANOID)
+    elif name == "tendon_armature":
+        mjm = mujoco.MjModel.from_xml_path(TENDON_ARMATURE)
+    else:
+        mjm = mujoco.MjModel.from_xml_path(mjl.models.path(name))
+    return mjm, oracle.model_from_mujoco(mjm)
+
+
+def _states(mjm, m, n: int, seed: int = 0):
+    """n random states (qpos around qpos0, unit quaternions; moved mocap bodies) stacked into a batched Data."""
+    rng = np.random.default_rng(seed)
+    ds = []
+    for _ in range(n):
+        mjd = mujoco.MjData(mjm)
+        oracle.random_state(mjm, mjd, rng)
+        mjd.mocap_pos[:] += rng.normal(size=mjd.mocap_pos.shape) * 0.2
+        q = rng.normal(size=mjd.mocap_quat.shape)
+        mjd.mocap_quat[:] = q / np.linalg.norm(q, axis=-1, keepdims=True)
+        ds.append(
+            mjl.make_data(m).replace(
+                qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel), ctrl=jp.array(mjd.ctrl),
+                mocap_pos=jp.array(mjd.mocap_pos), mocap_quat=jp.array(mjd.mocap_quat),
+            )  # fmt: skip
+        )
+    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+
+
+def _field(x, f):
+    return x[f] if isinstance(x, dict) else getattr(x, f)
+
+
+def _assert_close(got, want, fields, tol, what):
+    for f in fields:
+        a, b = np.asarray(_field(got, f)), np.asarray(_field(want, f))
+        assert a.shape == b.shape, (what, f, a.shape, b.shape)
+        scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
+        err = float(np.max(np.abs(a - b), initial=0.0)) / scale
+        assert err <= tol, f"{what}: {f} differs by {err:.3g} (relative), tolerance {tol}"
+
+
+# one jitted function each, shared by every test (each model and configuration traces it once)
+_position = jax.jit(fwd.fwd_position)
+_position_batched = jax.jit(jax.vmap(fwd.fwd_position, in_axes=(None, 0)))
+
+
+@pytest.fixture(scope="module")
+def models():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            mjm, m = _load(name)
+            cache[name] = (mjm, m, _states(mjm, m, 3))
+        return cache[name]
+
+    return get
+
+
+def _unbatched(ds, i=0):
+    return jax.tree.map(lambda x: x[i], ds)
+
+
+# ---- configuration ----------------------------------------------------------------------------------------------
+
+
+def test_config_kernels_is_a_static_value():
+    """Validated, part of jit's cache key (two traces), 'auto' resolved by the backend at trace time."""
+    with pytest.raises(ValueError, match="kernels"):
+        mjl.Config(kernels="triton")
+    with pytest.raises(ValueError, match="kernel_layout"):
+        mjl.Config(kernel_layout="rows")
+    assert mjl.Config().kernels == "auto"
+    assert config_mod.kernels(mjl.Config()) == ("fused" if jax.default_backend() == "gpu" else "xla")
+    assert config_mod.kernels(mjl.Config(kernels="fused")) == "fused"
+    m = mjl.load_mjcf("cartpole")
+    assert mjl.configure(m, kernels="fused").config.kernels == "fused"
+    traces = []
+
+    @jax.jit
+    def pos(m, d):
+        traces.append(m.config.kernels)
+        return fwd.fwd_position(m, d)
+
+    d = mjl.make_data(m)
+    a = pos(mjl.configure(m, kernels="xla"), d)
+    b = pos(mjl.configure(m, kernels="fused"), d)
+    pos(mjl.configure(m, kernels="xla"), d)
+    assert traces == ["xla", "fused"]
+    _assert_close(b, a, TREE_FIELDS, ROUNDOFF, "cartpole unbatched")
+
+
+def _done(m, d) -> tuple:
+    """The stages `kernels.tree_pass` computed (traced only)."""
+    done = []
+    jax.eval_shape(lambda d: done.append(kernels.tree_pass(m, d)[1]), d)
+    return done[0]
+
+
+def test_stage_list_skips_what_the_kernel_computed():
+    m = mjl.load_mjcf("cartpole")
+    d = mjl.make_data(m)
+    assert _done(mjl.configure(m, kernels="xla"), d) == ()
+    assert _done(mjl.configure(m, kernels="fused"), d) == ("kinematics", "com_pos", "crb")
+
+
+# ---- the tree pass: fused == XLA --------------------------------------------------------------------------------
+
+CASES = [("cartpole", "lanes_last"), ("humanoid", "lanes_last"), ("joints", "lanes_last"), ("joints", "lanes_first"),
+         ("tendon_armature", "lanes_last"), pytest.param("mjx_humanoid", "lanes_last", marks=pytest.mark.slow),
+         pytest.param("mjx_humanoid", "lanes_first", marks=pytest.mark.slow)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,layout", CASES)
+def test_tree_pass_equals_xla(models, name, layout):
+    """Every field of kinematics, com_pos and crb (qM in the model's layout) for a batch of environments (one
+    launch), and the factorisation that follows it."""
+    mjm, m, ds = models(name)
+    mx = mjl.configure(m, kernels="xla")
+    mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+    want, got = _position_batched(mx, ds), _position_batched(mf, ds)
+    _assert_close(got, want, TREE_FIELDS + ("qLD", "qLDiagInv"), ROUNDOFF, f"{name} {layout}")
+
+
+def test_sparse_mass_matrix(models):
+    """qM's tree-sparse layout (written entry by entry at its madr addresses) and the actuator armature on it."""
+    mjm, m, _ = models("joints")
+    mx = mjl.configure(m, kernels="xla", mass_matrix="sparse")
+    mf = mjl.configure(m, kernels="fused", mass_matrix="sparse")
+    ds = _states(mjm, mx, 3)
+    assert ds.qM.shape == (3, tree.support.tables(m).m_rows.size)
+    _assert_close(_position_batched(mf, ds), _position_batched(mx, ds), TREE_FIELDS + ("qLD",), ROUNDOFF, "sparse")
+
+
+def test_tendon_armature_leaves_crb_to_xla(models):
+    _, m, ds = models("tendon_armature")
+    assert not tree.crb_fused(m)
+    assert _done(mjl.configure(m, kernels="fused"), _unbatched(ds)) == ("kinematics", "com_pos")
+
+
+def test_fused_tree_pass_matches_mujoco(models):
+    """The fused fields against MuJoCo itself (mj_fwdPosition), as the XLA path is tested."""
+    mjm, m, ds = models("joints")
+    mf = mjl.configure(m, kernels="fused")
+    got = _position_batched(mf, ds)
+    for i in range(2):
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[:], mjd.mocap_pos[:], mjd.mocap_quat[:] = ds.qpos[i], ds.mocap_pos[i], ds.mocap_quat[i]
+        mujoco.mj_fwdPosition(mjm, mjd)
+        want = oracle.data_from_mujoco(m, mjm, mjd)
+        _assert_close(_unbatched(got, i), want, TREE_FIELDS, 1e-9, f"joints env {i} vs MuJoCo")
+
+
+@pytest.mark.slow
+def test_several_blocks(models):
+    """Five environments in blocks of two (three programs, the last one half full), the launcher called directly."""
+    _, m, ds = models("joints")
+    ds = jax.tree.map(lambda x: jp.concatenate([x, x[:2] * 1.0]), ds)  # 5 environments
+    k, x = tree.kernel(m, _unbatched(ds))
+    for layout in ("lanes_last", "lanes_first"):
+
+        def run(qpos, mocap_pos, mocap_quat, layout=layout):
+            how = launch.Launch(layout=layout, block=2, interpret=True)
+            return launch.call(k, dict(x, qpos=qpos, mocap_pos=mocap_pos, mocap_quat=mocap_quat), how)
+
+        out = jax.jit(jax.vmap(run))(ds.qpos, ds.mocap_pos, ds.mocap_quat)
+        want = _position_batched(mjl.configure(m, kernels="xla"), ds)
+        _assert_close(out, want, TREE_FIELDS, ROUNDOFF, f"blocks of 2, {layout}")
+
+
+def test_vmap_over_model_and_environments(models):
+    """Nested vmap (masses of 2 models x 3 environments): the rule folds both axes into one environment axis; a
+    vmapped Model float becomes a per-environment input."""
+    _, m, ds = models("joints")
+    masses = jp.stack([m.body_mass, m.body_mass * 1.5])
+
+    def run(m):
+        return jax.jit(jax.vmap(lambda mass: jax.vmap(fwd.fwd_position, in_axes=(None, 0))(m.replace(body_mass=mass),
+                                                                                           ds)))(masses)  # fmt: skip
+
+    _assert_close(run(mjl.configure(m, kernels="fused")), run(mjl.configure(m, kernels="xla")), TREE_FIELDS,
+                  ROUNDOFF, "models x environments")  # fmt: skip
+
+
+def test_batched_equals_unbatched(models):
+    """One environment (no vmap: a launch with one lane) gives the batch's values (XLA:CPU's vectorised code for
+    other shapes may round differently)."""
+    _, m, ds = models("joints")
+    mf = mjl.configure(m, kernels="fused")
+    batched = _position_batched(mf, ds)
+    for i in range(3):
+        _assert_close(_position(mf, _unbatched(ds, i)), _unbatched(batched, i), TREE_FIELDS, ROUNDOFF, f"env {i}")
+
+
+# ---- derivatives ------------------------------------------------------------------------------------------------
+
+
+def _loss(m, qpos, mass, d):
+    """A nonlinear function of every fused field (so the cotangents depend on the primal values)."""
+    out = fwd.fwd_position(m.replace(body_mass=mass), d.replace(qpos=qpos))
+    return sum(jp.sum(jp.sin(getattr(out, f))) for f in TREE_FIELDS)
+
+
+def test_gradients_equal_xla(models):
+    """Reverse mode (w.r.t. qpos and a Model float), forward mode, and vmap of grad: the XLA path's derivatives."""
+    _, m, ds = models("joints")
+    d = _unbatched(ds)
+    t = jp.asarray(np.random.default_rng(1).normal(size=m.nq))
+
+    @jax.jit
+    def derivatives(m, d, ds):
+        grad = jax.grad(_loss, argnums=(1, 2))(m, d.qpos, m.body_mass, d)
+        tangent = jax.jvp(lambda q: _loss(m, q, m.body_mass, d), (d.qpos,), (t,))[1]
+        batched = jax.vmap(jax.grad(_loss, argnums=1), in_axes=(None, 0, None, 0))(m, ds.qpos, m.body_mass, ds)
+        return grad, tangent, batched
+
+    got = derivatives(mjl.configure(m, kernels="fused"), d, ds)
+    want = derivatives(mjl.configure(m, kernels="xla"), d, ds)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.all(np.isfinite(a))
+        np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
+
+
+def test_twin_reads_only_the_kernel_inputs(models):
+    """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: every Model or Data
+    field the twin reads must be one of them (else its derivative would be silently dropped)."""
+    for name in ("joints", "tendon_armature"):
+        _, m, ds = models(name)
+        d = _unbatched(ds)
+        p = tree._plan(m)
+
+        def twin(m, d, x, p=p):
+            return tree._xla(m, d, p, x)
+
+        jaxpr = jax.make_jaxpr(twin)(m, d, tree._inputs(m, d, p))
+        closed = jax.tree.leaves((m, d))
+        used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.out_avals))[1]
+        assert not any(used[: len(closed)]), f"{name}: the twin reads Model/Data leaves that are not kernel inputs"
+        assert any(used[len(closed) :])
+
+
+# ---- whole steps ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["joints", pytest.param("humanoid", marks=pytest.mark.slow)])
+def test_step_equals_xla(models, name):
+    """Three steps (contacts, constraints, the integrator) with the fused tree pass equal the XLA path's."""
+    _, m, ds = models(name)
+
+    def roll(m, d):
+        return jax.lax.scan(lambda d, _: (mjl.step(m, d), None), d, None, length=3)[0]
+
+    roll = jax.jit(jax.vmap(roll, in_axes=(None, 0)))
+    want, got = roll(mjl.configure(m, kernels="xla"), ds), roll(mjl.configure(m, kernels="fused"), ds)
+    fields = [f.name for f in dataclasses.fields(mjl.Data) if isinstance(getattr(want, f.name), jax.Array)
+              and jp.issubdtype(getattr(want, f.name).dtype, jp.floating)]  # fmt: skip
+    _assert_close(got, want, fields, STEP_TOL, f"{name}: 3 steps")
+
+
+def test_step_gradient_equals_xla(models):
+    """jax.grad through a whole step (the solver's implicit gradient included) is the XLA path's."""
+    _, m, ds = models("cartpole")
+    d = _unbatched(ds)
+
+    def final(m, qvel):
+        d2 = mjl.step(m, d.replace(qvel=qvel))
+        return jp.sum(d2.qpos**2) + jp.sum(jp.sin(d2.qvel))
+
+    g = jax.jit(jax.grad(final, argnums=1))
+    a, b = g(mjl.configure(m, kernels="fused"), d.qvel), g(mjl.configure(m, kernels="xla"), d.qvel)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=GRAD_TOL, atol=GRAD_TOL)
+
+
+# ---- Triton lowering and the program's size ---------------------------------------------------------------------
+
+
+def _compiled_kernels(monkeypatch):
+    """Trace with the kernels compiled (not interpreted), as on a GPU, so that lowering for "cuda" on this CPU
+    produces Triton calls."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+
+
+def _float32(tree_):
+    return jax.tree.map(lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, tree_)
+
+
+def _lower_cuda(fn, *args) -> str:
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lowers_to_triton(models, monkeypatch, dtype):
+    """The kernel lowers to Triton (Pallas' GPU backend) for both layouts and a batch that is not a multiple of the
+    block (masked lanes): tensor shapes, indexing and control flow are Triton's. No GPU needed."""
+    _compiled_kernels(monkeypatch)
+    _, m, ds = models("joints")
+    batch = jax.tree.map(lambda x: jp.concatenate([x] * 70)[:200], ds)  # 200 = 128 + 72
+    if dtype == "float32":
+        m, batch = _float32(m), _float32(batch)
+    for layout in ("lanes_last", "lanes_first"):
+        mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+        text = _lower_cuda(jax.vmap(fwd.fwd_position, in_axes=(None, 0)), mf, batch)
+        assert text.count("__gpu$xla.gpu.triton") == 1, layout
+
+
+def _op_names(text: str) -> list:
+    """StableHLO operations of a lowered program (constants and the return left out)."""
+    ops = re.findall(r"^\s*(?:%\S+ = )?\"?(stablehlo\.[a-z_]+)", text, re.MULTILINE)
+    return [o for o in ops if o not in ("stablehlo.constant", "stablehlo.return")]
+
+
+def _ops(text: str) -> int:
+    return len(_op_names(text))
+
+
+def test_fused_step_program_size(models, monkeypatch):
+    """The MJX humanoid's step (float32, batch 8, contacts on) lowered for "cuda": one Triton kernel for the tree
+    pass and the remaining XLA operations, counted before XLA's fusion (fusions are the GPU compiler's, not
+    measurable here). The XLA path's count is the reference; the fused count must stay at or below the recorded
+    FUSED_STEP_OPS; the fused tree pass alone lowers to the kernel and layout operations only."""
+    _compiled_kernels(monkeypatch)
+    mjm, m, ds = models("mjx_humanoid")
+    m = _float32(m)
+    batch = _float32(jax.tree.map(lambda x: jp.concatenate([x, x, x])[:8], ds))
+    tree_pass = jax.vmap(lambda m, d: kernels.tree_pass(m, d)[0], in_axes=(None, 0))
+    for layout in ("lanes_last", "lanes_first"):
+        ops = _op_names(_lower_cuda(tree_pass, mjl.configure(m, kernels="fused", kernel_layout=layout), batch))
+        assert ops.count("stablehlo.custom_call") == 1 and set(ops) <= LAYOUT_OPS, (layout, sorted(set(ops)))
+    step = jax.vmap(mjl.step, in_axes=(None, 0))
+    fused = _lower_cuda(step, mjl.configure(m, kernels="fused"), batch)
+    xla = _lower_cuda(step, mjl.configure(m, kernels="xla"), batch)
+    n_fused, n_xla = _ops(fused), _ops(xla)
+    print(f"humanoid step, StableHLO operations: fused {n_fused} (+1 Triton kernel), XLA {n_xla}")
+    assert fused.count("__gpu$xla.gpu.triton") == 1 and xla.count("__gpu$xla.gpu.triton") == 0
+    assert n_fused < n_xla
+    assert n_fused <= FUSED_STEP_OPS, f"the fused step has {n_fused} operations, recorded {FUSED_STEP_OPS}"
