@@ -104,6 +104,24 @@ def measure(name, patch, step, m, db) -> None:
           f"finite {bool(jp.all(jp.isfinite(out.qpos)))}", flush=True)  # fmt: skip
 
 
+def check_fused(m, db) -> None:
+    """The fused tree pass against the XLA stages on this device (the first thing to know on a new GPU): the largest
+    difference of each field over the batch, relative to max(1, |field|)."""
+    from mjx_lite.pipeline import forward as fwd  # noqa: PLC0415
+    from mjx_lite.pipeline.kernels import tree  # noqa: PLC0415
+
+    pos = jax.jit(jax.vmap(fwd.fwd_position, in_axes=(None, 0)))
+    want, got = pos(mjl.configure(m, kernels="xla"), db), pos(mjl.configure(m, kernels="fused"), db)
+    errs = {}
+    for f in tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS:
+        a, b = getattr(got, f), getattr(want, f)
+        if b.size:
+            errs[f] = float(jp.max(jp.abs(a - b)) / jp.maximum(1.0, jp.max(jp.abs(b))))
+    worst = max(errs, key=errs.get)
+    print(f"fused == xla check ({jax.tree.leaves(db)[0].shape[0]} environments): largest relative difference "
+          f"{errs[worst]:.1e} ({worst}); " + ", ".join(f"{k} {v:.0e}" for k, v in errs.items()), flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("batches", type=int, nargs="*", default=[1024])
@@ -116,6 +134,8 @@ def main() -> None:
     for b in a.batches:
         qvel = jp.asarray(mjd.qvel, jp.float32) + 0.01 * jax.random.normal(jax.random.PRNGKey(0), (b, mjm.nv))
         db, dxb = _batch(d, qvel, b), _batch(dx, qvel, b)
+        if any(VARIANTS[v][2:] and VARIANTS[v][2].get("kernels") == "fused" for v in a.variants):
+            check_fused(m, db)
         measure("mjx", [], mjx.step, mx, dxb)
         for name in a.variants:
             ops, patch, *cfg = VARIANTS[name]

@@ -213,7 +213,12 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
 
 def _index(i):
     """A static (Python int) or traced index, traced ones in JAX's default int type (the interpreter's own)."""
-    return i if isinstance(i, (int, np.integer)) else jp.asarray(i).astype(jp.int_)
+    return i if isinstance(i, (int, np.integer)) else jp.asarray(i).astype(_int())
+
+
+def _int():
+    """JAX's default int type (int64 with jax_enable_x64, else int32): the interpreter's own index type."""
+    return jax.dtypes.canonicalize_dtype(jp.int64)
 
 
 class IO:
@@ -227,7 +232,6 @@ class IO:
         # interpret mode: n consecutive elements move as one (n, BLOCK) slice (fewer operations to compile); Triton
         # needs power-of-two tensor sizes, so there they move lane vector by lane vector
         self._wide = interpret and mask is None
-        self._cache = {}
 
     def _span(self, ref, i, n):
         """The n lane vectors at flat indices i.. of a block ref, as a tuple (interpret mode: one slice)."""
@@ -279,20 +283,13 @@ class IO:
     def read(self, name: str, i):
         """Element i of input `name`: a lane vector (BLOCK,), or a scalar for an input shared by the block."""
         i = _index(i)
-        static = isinstance(i, (int, np.integer))
-        if static and (name, i) in self._cache:
-            return self._cache[name, i]
         if name in self._s:
-            v = self._s[name][i]
-        else:
-            v = self._lanes(self._x[name], self._xoff[name] + i if self._last else i)
-        if static:
-            self._cache[name, i] = v
-        return v
+            return self._s[name][i]
+        return self._lanes(self._x[name], self._xoff[name] + i if self._last else i)
 
     def table(self, name: str, i):
         """Entry i of the static table `name` (a scalar in JAX's default int type)."""
-        return self._t[name][_index(i)].astype(jp.int_)
+        return self._t[name][_index(i)].astype(_int())
 
     def lanes(self, value):
         """value broadcast to a lane vector (BLOCK,) of the kernel's dtype."""
