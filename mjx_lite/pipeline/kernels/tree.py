@@ -1,9 +1,10 @@
-"""The position-dependent tree pass as one fused kernel: kinematics, com_pos and crb (mj_kinematics, mj_camlight,
-mj_comPos, mj_crb) for a block of environments.
+"""The position-dependent tree pass as one fused kernel: kinematics, com_pos, crb and factor_m (mj_kinematics,
+mj_camlight, mj_comPos, mj_crb, mj_factorM) for a block of environments.
 
 Outputs (per environment, Data's fields): xpos, xquat, xmat, xipos, ximat, xanchor, xaxis, geom_xpos, geom_xmat,
 site_xpos, site_xmat, cam_xpos, cam_xmat, subtree_com, cinert, cdof, and, unless a tendon has armature (its
-J' a J term needs ten_J, computed by the tendon stage between com_pos and crb), crb and qM.
+J' a J term needs ten_J, computed by the tendon stage between com_pos and crb), crb and qM, and then (with
+`Config.mass_factorization="tree"`, kernels/factor.py) qLD, qLDiagInv and whether a pivot was clamped.
 Inputs: qpos, mocap_pos, mocap_quat (per environment) and the Model's floats the stages read (body_pos, body_quat,
 jnt_axis, masses, inertias, geom/site/camera offsets, armature...), shared by the block unless vmapped.
 
@@ -30,8 +31,8 @@ One kernel or several: the looped pass keeps only one body's pose and a few rows
 would add launches and a round trip of the fields through HBM. The block size (`launch.BLOCK`, 128 lanes, one
 per thread of 4 warps) and the layout are the knobs to measure on the GPU.
 
-Factorisation (factor_m, qLD) is not in this kernel: its layout belongs to pipeline/inertia.py, which is being
-reworked; the XLA factorisation runs after the kernel in the same program.
+The factorisation (kernels/factor.py) closes the pass: qM's tree entries are copied into qLD's positions (the
+XLA factorisation's elimination order, `inertia._factor_layout`) and eliminated there in place.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.pipeline import inertia, kinematics, support
-from mjx_lite.pipeline.kernels import launch
-from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, qm_shape
+from mjx_lite.pipeline.kernels import factor, launch
+from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, Warning, qm_shape
 
 __all__ = ["MODEL_INPUTS", "crb_fused", "kernel", "tree"]
 
@@ -56,6 +57,7 @@ KINEMATICS_OUTPUTS = ("xpos", "xquat", "xmat", "xipos", "ximat", "xanchor", "xax
                       "site_xpos", "site_xmat", "cam_xpos", "cam_xmat")  # fmt: skip
 COM_OUTPUTS = ("subtree_com", "cinert", "cdof")
 CRB_OUTPUTS = ("crb", "qM")
+FACTOR_OUTPUTS = ("qLD", "qLDiagInv", "factor_clamped")
 
 
 def crb_fused(m: Model) -> bool:
@@ -174,7 +176,10 @@ def _plan(m: Model) -> dict:
         arm_act=sel, arm_addr=t.madr[jdof] if sparse else jdof * (nv + 1),
     )  # fmt: skip
     tab = {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
-    return dict(tables=tab, sparse=sparse, crb=crb_fused(m))
+    fac = crb_fused(m) and factor.fusable(m)
+    if fac:
+        tab.update(factor.plan(m))
+    return dict(tables=tab, sparse=sparse, crb=crb_fused(m), factor=fac)
 
 
 def _body(m: Model, p: dict):
@@ -414,6 +419,12 @@ def _body(m: Model, p: dict):
             io.write("qM", addr, io.load("qM", addr) + gear * gear * io.read("actuator_armature", a))
 
         _loop(0, p["tables"].get("arm_act", np.zeros(0)).size, armature)
+        if not p["factor"]:
+            return
+
+        # ---- factor_m (kernels/factor.py): qM's tree entries into qLD's positions, eliminated in place
+        _loop(0, nm, lambda k: io.write("qLD", tab("f_entry", k), io.load("qM", tab("qm_addr", k))))
+        io.write("factor_clamped", 0, factor.factor_into(io, m, "qLD", "qLDiagInv"))
 
     return body
 
@@ -435,8 +446,10 @@ def _inputs(m: Model, d: Data, p: dict) -> dict:
 
 def _outputs(m: Model, d: Data, p: dict) -> dict:
     """Per-environment shapes of the kernel's (non-scratch) outputs: Data's, qM's as the model lays it out."""
-    names = KINEMATICS_OUTPUTS + COM_OUTPUTS + (CRB_OUTPUTS if p["crb"] else ())
-    return {n: tuple(qm_shape(m)) if n == "qM" else tuple(getattr(d, n).shape) for n in names}
+    names = KINEMATICS_OUTPUTS + COM_OUTPUTS + (CRB_OUTPUTS if p["crb"] else ()) + (FACTOR_OUTPUTS if p["factor"]
+                                                                                   else ())  # fmt: skip
+    special = {"qM": tuple(qm_shape(m)), "factor_clamped": (1,)}
+    return {n: special[n] if n in special else tuple(getattr(d, n).shape) for n in names}
 
 
 def _xla(m: Model, d: Data, p: dict, x: dict) -> dict:
@@ -446,7 +459,11 @@ def _xla(m: Model, d: Data, p: dict, x: dict) -> dict:
     d2 = kinematics.com_pos(m2, kinematics.kinematics(m2, d2))
     if p["crb"]:
         d2 = inertia.crb(m2, d2)
-    return {n: getattr(d2, n) for n in _outputs(m, d, p)}
+    out = {n: getattr(d2, n) for n in _outputs(m, d, p) if n not in FACTOR_OUTPUTS}
+    if p["factor"]:
+        qld, diag, clamped = inertia._factor(m2, d2)
+        out.update(qLD=qld, qLDiagInv=1.0 / diag, factor_clamped=clamped.astype(qld.dtype)[None])
+    return out
 
 
 def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
@@ -460,11 +477,16 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
 
 
 def tree(m: Model, d: Data, how: launch.Launch) -> tuple[Data, tuple]:
-    """kinematics, com_pos and (without tendon armature) crb as one fused kernel: (d with their fields, the names of
-    the stages computed)."""
+    """kinematics, com_pos and (without tendon armature) crb and factor_m as one fused kernel: (d with their fields,
+    the names of the stages computed). A clamped pivot counts in warning_number[INERTIA] as factor_m does."""
     p = support.memo(m, "kernels_tree_plan", _plan)
     k, x = kernel(m, d)
     dtype = d.qpos.dtype
     out = launch.call(k, {n: v.astype(dtype) for n, v in x.items()}, how)
+    if p["factor"]:
+        clamped = out.pop("factor_clamped")[0] > 0
+        wn = d.warning_number.at[Warning.INERTIA].add(clamped.astype(d.warning_number.dtype))
+        out["warning_number"] = wn
     out = {n: v.astype(getattr(d, n).dtype) for n, v in out.items()}
-    return d.replace(**out), ("kinematics", "com_pos") + (("crb",) if p["crb"] else ())
+    done = ("kinematics", "com_pos") + (("crb",) if p["crb"] else ()) + (("factor_m",) if p["factor"] else ())
+    return d.replace(**out), done
