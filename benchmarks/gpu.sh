@@ -30,9 +30,17 @@
 #    and the per-stage kernel profile (benchmarks/profile_step.py, with the 25 slowest kernels) on the GPU at batch
 #    BATCH (default 8192), writing stages.txt and profile.txt to $OUT.
 #
+#    `bash benchmarks/gpu.sh kernels [BATCH ...]` compares the fused Pallas kernels with the XLA path and MJX
+#    (`Config.kernels`, docs/kernels.md): benchmarks/gpu_ab.py's variants xla, fused and "fused, lanes_first" at
+#    the batches (default 1024 8192: steps/s, kernels of the compiled step, compile time), then the per-stage
+#    profile of the fused step at the first batch, writing kernels_ab.txt and profile_fused.txt to $OUT.
+#    `bash benchmarks/gpu.sh --kernels fused|xla` runs gpu_bench.py with that Config.kernels (default auto: fused
+#    on a GPU).
+#
 # 3. Checking the script on a CPU (batch 4, 5 steps, minutes):
 #
 #      JAX_PLATFORMS=cpu PYTHON=.venv/bin/python bash benchmarks/gpu.sh --tiny
+#      JAX_PLATFORMS=cpu AB_STEPS=2 PYTHON=.venv/bin/python bash benchmarks/gpu.sh kernels 4   # interpret mode
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -68,6 +76,17 @@ if [ "${1:-}" = "stages" ]; then
   # command buffers (CUDA graphs) would hide the kernels from the profiler
   XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" \
     "$PYTHON" -u benchmarks/profile_step.py --batch "$batch" --depth 3 --top 25 2>&1 | tee "$OUT/profile.txt"
+  exit 0
+fi
+if [ "${1:-}" = "kernels" ]; then
+  shift
+  batches=("$@")
+  [ ${#batches[@]} -gt 0 ] || batches=(1024 8192)
+  "$PYTHON" -u benchmarks/gpu_ab.py --variants xla fused "fused, lanes_first" -- "${batches[@]}" 2>&1 \
+    | tee "$OUT/kernels_ab.txt"
+  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" \
+    "$PYTHON" -u benchmarks/profile_step.py --kernels fused --batch "${batches[0]}" --depth 3 --top 15 2>&1 \
+    | tee "$OUT/profile_fused.txt"
   exit 0
 fi
 dm=()

@@ -1,6 +1,10 @@
 """A/B variants of the batched humanoid step beside MJX in one process: steps/s of jit(vmap(scan(step))) and kernels.
 
-    python benchmarks/gpu_ab.py [BATCH ...]        # default 1024; AB_STEPS (default 50) steps per rollout
+    python benchmarks/gpu_ab.py [BATCH ...] [--variants NAME ...]   # default 1024, every variant; AB_STEPS (50)
+
+`--variants xla fused "fused, lanes_first"` compares the XLA path with the fused Pallas kernels
+(`Config.kernels`, both layouts of `Config.kernel_layout`); `bash benchmarks/gpu.sh kernels` runs that at batch
+1024 and 8192. On a CPU the fused variants run in Pallas' interpret mode (slow: a check of the script only).
 
 The MJX humanoid with contacts after 50 MuJoCo steps, float32, qvel + 0.01 N(0, 1) per environment. Variants are
 patched in at trace time (see VARIANTS); MJX runs first and last, so its two rows show the run-to-run noise.
@@ -10,6 +14,7 @@ anywhere (docs/benchmarks.md, GPU section).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -45,7 +50,8 @@ def _full_reset(m, d, bad, warning, keep=None):
 
 
 _full_reset.__name__ = "reset_where"
-# name: (Config.quaternion_ops, [(module, attribute, replacement) patches], optional other Config fields)
+# name: (Config.quaternion_ops, [(module, attribute, replacement) patches], optional other Config fields); every
+# variant but the fused ones runs the XLA path (Config.kernels "auto" would pick the fused kernels on a GPU)
 VARIANTS = {
     "einsum": ("einsum", []),
     "elementwise": ("elementwise", []),
@@ -53,6 +59,9 @@ VARIANTS = {
     "elementwise, full reset (before)": ("elementwise", [(integrate, "reset_where", _full_reset)]),
     "elementwise, sparse qM": ("elementwise", [], {"mass_matrix": "sparse"}),
     "elementwise, dense factorization": ("elementwise", [], {"mass_factorization": "dense"}),
+    "xla": ("auto", []),
+    "fused": ("auto", [], {"kernels": "fused"}),
+    "fused, lanes_first": ("auto", [], {"kernels": "fused", "kernel_layout": "lanes_first"}),
 }
 
 
@@ -95,19 +104,45 @@ def measure(name, patch, step, m, db) -> None:
           f"finite {bool(jp.all(jp.isfinite(out.qpos)))}", flush=True)  # fmt: skip
 
 
+def check_fused(m, db) -> None:
+    """The fused tree pass against the XLA stages on this device (the first thing to know on a new GPU): the largest
+    difference of each field over the batch, relative to max(1, |field|)."""
+    from mjx_lite.pipeline import forward as fwd  # noqa: PLC0415
+    from mjx_lite.pipeline.kernels import tree  # noqa: PLC0415
+
+    pos = jax.jit(jax.vmap(fwd.fwd_position, in_axes=(None, 0)))
+    want, got = pos(mjl.configure(m, kernels="xla"), db), pos(mjl.configure(m, kernels="fused"), db)
+    errs = {}
+    for f in tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS:
+        a, b = getattr(got, f), getattr(want, f)
+        if b.size:
+            errs[f] = float(jp.max(jp.abs(a - b)) / jp.maximum(1.0, jp.max(jp.abs(b))))
+    worst = max(errs, key=errs.get)
+    print(f"fused == xla check ({jax.tree.leaves(db)[0].shape[0]} environments): largest relative difference "
+          f"{errs[worst]:.1e} ({worst}); " + ", ".join(f"{k} {v:.0e}" for k, v in errs.items()), flush=True)
+
+
 def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("batches", type=int, nargs="*", default=[1024])
+    p.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
+    a = p.parse_args()
     mjm, mjd, m, d = stages.forwarded_state()
     mx = mjx.put_model(mjm)
     dx = jax.jit(mjx.forward)(mx, mjx.put_data(mjm, mjd))
     print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}, {STEPS} steps per rollout")
-    for b in [int(x) for x in sys.argv[1:]] or [1024]:
+    for b in a.batches:
         qvel = jp.asarray(mjd.qvel, jp.float32) + 0.01 * jax.random.normal(jax.random.PRNGKey(0), (b, mjm.nv))
         db, dxb = _batch(d, qvel, b), _batch(dx, qvel, b)
+        if any(VARIANTS[v][2:] and VARIANTS[v][2].get("kernels") == "fused" for v in a.variants):
+            check_fused(m, db)
         measure("mjx", [], mjx.step, mx, dxb)
-        for name, (ops, patch, *cfg) in VARIANTS.items():
-            mv = mjl.configure(m, quaternion_ops=ops, **(cfg[0] if cfg else {}))
+        for name in a.variants:
+            ops, patch, *cfg = VARIANTS[name]
+            mv = mjl.configure(m, quaternion_ops=ops, **{"kernels": "xla", **(cfg[0] if cfg else {})})
             dv = db
-            if cfg:  # Data's layout may depend on the configuration: make and forward it for this model
+            same = jax.tree.map(lambda x, y: jp.shape(x) == jp.shape(y), mjl.make_data(mv), d)
+            if not all(jax.tree.leaves(same)):  # Data's layout depends on the configuration: make and forward it
                 d0 = mjl.make_data(mv).replace(qpos=d.qpos, qvel=d.qvel)
                 dv = _batch(jax.jit(mjl.forward)(mv, d0), qvel, b)
             measure(name, patch, mjl.step, mv, dv)

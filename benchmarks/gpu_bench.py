@@ -83,12 +83,13 @@ def initial_qvel(batch: int, nv: int):
     return (QVEL_SCALE * np.random.default_rng(0).standard_normal((batch, nv))).astype(np.float32)
 
 
-def load_engine(engine: str, path: str):
-    """(model, one environment's Data, step, info) for one engine, in JAX's current default float dtype."""
+def load_engine(engine: str, path: str, kernels: str = "auto"):
+    """(model, one environment's Data, step, info) for one engine, in JAX's current default float dtype; kernels:
+    mjx_lite's Config.kernels."""
     if engine == "mjx_lite":
         import mjx_lite as mjl  # noqa: PLC0415
 
-        m = mjl.load_mjcf(path)
+        m = mjl.configure(mjl.load_mjcf(path), kernels=kernels)
         info = {"nq": m.nq, "nv": m.nv, "iterations": int(m.opt.iterations), "solver": int(m.opt.solver)}
         return m, mjl.make_data(m), mjl.step, info
     import mujoco  # noqa: PLC0415
@@ -155,7 +156,7 @@ class Worker:
         self.eng = {}
         for e in a.engines:
             try:
-                m, d0, step, info = load_engine(e, self.path)
+                m, d0, step, info = load_engine(e, self.path, a.kernels)
                 self.eng[e] = {"m": m, "d0": d0, "step": step, "make": batch_fn(d0), "rate": None, "info": info,
                                "per_env": None}  # fmt: skip
                 self.emit(kind="model", engine=e, **info)
@@ -473,7 +474,8 @@ def orchestrate(a) -> dict:
     jsonl = os.path.join(a.out, "rows.jsonl")
     if os.path.exists(jsonl):
         os.remove(jsonl)
-    common = ["--steps", str(a.steps), "--nref", str(a.nref), "--jsonl", jsonl, "--engines", *a.engines]
+    common = ["--steps", str(a.steps), "--nref", str(a.nref), "--jsonl", jsonl, "--engines", *a.engines,
+              "--kernels", a.kernels]  # fmt: skip
     if a.dm_suite:
         common += ["--dm-suite", a.dm_suite]
     # float64 and float32 references on the CPU (never touching the GPU), concurrently with the GPU work unless --serial
@@ -598,6 +600,7 @@ def markdown(res: dict) -> str:
     lines = [f"### GPU: mjx_lite beside MJX on {m.get('device', '?')} ({m.get('backend', '?')})", "",
              f"`bash benchmarks/gpu.sh{' --tiny' if m['args'].get('tiny') else ''}` on {m['date']}; commit "
              f"{m.get('commit') or '?'}; JAX {m.get('jax', '?')}, MuJoCo {m.get('mujoco', '?')}; {m['cpus']} CPU cores;"
+             f" mjx_lite Config.kernels {m['args'].get('kernels', 'auto')} (CPU references: xla);"
              " "
              f"wall {res['wall_s']:.0f} s of a {m['args']['budget']:.0f} s budget. float32, jit(vmap(scan(step))), "
              "input Data donated; steps/s = batch x steps / best warm run.", ""]  # fmt: skip
@@ -693,6 +696,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--serial", action="store_true", help="run the CPU references after the GPU work, not alongside")
     p.add_argument("--ref-reserve", type=float, default=0.0, help="with --serial: seconds kept for the references")
     p.add_argument("--dm-suite", default=None, help="folder with dm_control's cheetah.xml and common/")
+    p.add_argument("--kernels", default="auto", choices=("auto", "xla", "fused"),
+                   help="mjx_lite's Config.kernels on the GPU (the CPU references run the XLA path)")
     p.add_argument("--tiny", action="store_true", help="batch 4, 5 steps, largest batch 8, serial (a CPU check)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ref", action="store_true", help=argparse.SUPPRESS)

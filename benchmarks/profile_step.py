@@ -1,6 +1,7 @@
 """Where a batched step's time and compile cost go, per pipeline stage, from XLA's own profile.
 
     python benchmarks/profile_step.py [--model PATH] [--batch 4096] [--depth 2] [--steps 4] [--disable constraint]
+                                      [--kernels auto|xla|fused]
 
 `jit(vmap(scan(step)))` of the model over `steps` steps (default: the MJX humanoid after 50 MuJoCo steps,
 float32) is compiled and run under `jax.profiler`; every kernel of the compiled program is attributed to its
@@ -86,11 +87,13 @@ def _kernel_of(e: dict) -> str:
     return str(e.get("args", {}).get("hlo_op") or e["name"])
 
 
-def profile(path: str, batch: int, depth: int, top: int = 0, steps: int = 4,
-            disable: tuple = ()) -> list[tuple[str, int, float, float]]:  # fmt: skip
+def profile(path: str, batch: int, depth: int, top: int = 0, steps: int = 4, disable: tuple = (),
+            kernels: str = "auto") -> list[tuple[str, int, float, float]]:  # fmt: skip
     """Rows (stage, kernels, ms per step, ms of XLA's per-fusion code generation), by decreasing ms per step; with
-    `top`, also prints the `top` slowest kernels with their op names. disable: MuJoCo disable flag names."""
+    `top`, also prints the `top` slowest kernels with their op names. disable: MuJoCo disable flag names; kernels:
+    `Config.kernels` (a fused kernel is one kernel of its stage)."""
     _, mjd, m, d = stages.forwarded_state(path)
+    m = mjl.configure(m, kernels=kernels)
     if disable:
         bits = functools.reduce(operator.or_, (int(getattr(mjl.types.DisableBit, f.upper())) for f in disable))
         m = mjl.configure(m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | bits)))
@@ -173,10 +176,11 @@ def main() -> None:
     p.add_argument("--top", type=int, default=0, help="also print this many slowest kernels with their op names")
     p.add_argument("--steps", type=int, default=4, help="steps of the profiled scan (1: the step jitted alone)")
     p.add_argument("--disable", nargs="*", default=[], help="MuJoCo disable flags, e.g. constraint")
+    p.add_argument("--kernels", default="auto", choices=("auto", "xla", "fused"), help="Config.kernels")
     a = p.parse_args()
-    rows, wall = profile(a.model, a.batch, a.depth, a.top, a.steps, tuple(a.disable))
-    print(f"{os.path.basename(a.model)}, batch {a.batch}, {a.steps} steps, {os.cpu_count()} cores, jax "
-          f"{jax.__version__} on {jax.devices()[0].platform}; unprofiled wall time {wall:.2f} ms per step")
+    rows, wall = profile(a.model, a.batch, a.depth, a.top, a.steps, tuple(a.disable), a.kernels)
+    print(f"{os.path.basename(a.model)}, batch {a.batch}, {a.steps} steps, kernels {a.kernels}, {os.cpu_count()} "
+          f"cores, jax {jax.__version__} on {jax.devices()[0].platform}; unprofiled wall time {wall:.2f} ms per step")
     print(f"{'stage':50s} {'kernels':>8s} {'ms/step':>8s} {'codegen ms':>11s}")
     for k, n, t, c in rows:
         print(f"{k:50s} {n:8d} {t:8.2f} {c:11.0f}")

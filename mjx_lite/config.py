@@ -22,14 +22,17 @@ import math
 
 import jax
 
-__all__ = ["CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "LAYOUT_FIELDS", "MATMUL_PRECISIONS", "QACC_RESETS",
-           "QUATERNION_OPS", "matmul_precision", "qacc_reset", "quaternion_ops"]
+__all__ = ["CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "KERNELS", "KERNEL_LAYOUTS", "LAYOUT_FIELDS",
+           "MATMUL_PRECISIONS", "QACC_RESETS", "QUATERNION_OPS", "kernels", "matmul_precision", "qacc_reset",
+           "quaternion_ops"]  # fmt: skip
 
 GRADIENT_MODES = ("implicit", "unrolled")
 CONTACT_GRADIENTS = ("exact", "smooth")
 MATMUL_PRECISIONS = ("highest", "high", "default")
 QUATERNION_OPS = ("auto", "einsum", "elementwise")
 QACC_RESETS = ("auto", "all", "state")
+KERNELS = ("auto", "xla", "fused")
+KERNEL_LAYOUTS = ("lanes_last", "lanes_first")
 
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
@@ -110,6 +113,19 @@ class Config:
         computed at the step's start: one select fewer per field), or "auto" (default): "all" where JAX's
         default backend is the CPU (there the full select ran the smooth step faster: batch 256, walker 0.84 ->
         0.73 ms, humanoid 1.85 -> 1.64 ms), else "state" (H200, humanoid with contacts: 5% faster at 1k and 8k).
+      kernels: which implementation runs the stages that have a fused kernel (`mjx_lite/pipeline/kernels/`, today
+        kinematics + com_pos + crb + factor_m, com_vel + rne, and the mass-matrix solves): "xla" (the stages as XLA
+        operations: the reference), "fused" (the Pallas kernels, for a block of environments per program;
+        compiled with Triton on a GPU, run in Pallas' interpret mode elsewhere, which is slow and meant for tests),
+        or "auto" (default): "fused" where JAX's default backend is a GPU, else "xla" (resolved at trace time).
+        Same values to round-off; derivatives always go through the XLA stages (exact either way). The fused
+        path is verified on the CPU (interpret mode, float64) and lowers to Triton; its GPU speed is not yet
+        measured (docs/kernels.md).
+      kernel_layout: memory layout of a fused kernel's block: "lanes_last" (default: the environment index is the
+        fastest-varying one, (values, environments), for coalesced loads and stores; Data's (environments, ...)
+        fields are transposed at the kernel's boundary by XLA) or "lanes_first" (the kernel reads and writes Data's
+        own (environments, values) arrays with strided accesses and no transposes). Which is faster on a GPU is
+        to be measured (benchmarks/gpu_bench.py has both).
     """
 
     gradients: str = "implicit"
@@ -133,6 +149,8 @@ class Config:
     matmul_precision: str = "highest"
     quaternion_ops: str = "auto"
     qacc_reset: str = "auto"
+    kernels: str = "auto"
+    kernel_layout: str = "lanes_last"
 
     def __post_init__(self):
         if self.gradients not in GRADIENT_MODES:
@@ -151,7 +169,9 @@ class Config:
                               ("efc_jacobian", ("auto", "dense", "sparse")),
                               ("matmul_precision", MATMUL_PRECISIONS),
                               ("quaternion_ops", QUATERNION_OPS),
-                              ("qacc_reset", QACC_RESETS)):  # fmt: skip
+                              ("qacc_reset", QACC_RESETS),
+                              ("kernels", KERNELS),
+                              ("kernel_layout", KERNEL_LAYOUTS)):  # fmt: skip
             if getattr(self, name) not in choices:
                 raise ValueError(f"Config.{name} must be one of {choices}, not {getattr(self, name)!r}")
         for name in ("broadphase_min_pairs", "sat_budget"):
@@ -212,6 +232,14 @@ def qacc_reset(config: Config) -> str:
     if config.qacc_reset != "auto":
         return config.qacc_reset
     return "all" if jax.default_backend() == "cpu" else "state"
+
+
+def kernels(config: Config) -> str:
+    """"xla" or "fused": `config.kernels` with "auto" resolved by JAX's default backend (at trace time): fused kernels
+    on a GPU, XLA elsewhere."""
+    if config.kernels != "auto":
+        return config.kernels
+    return "fused" if jax.default_backend() == "gpu" else "xla"
 
 
 def matmul_precision(config: Config):

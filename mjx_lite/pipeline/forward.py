@@ -4,8 +4,10 @@ pipeline"). `step`, `step1`, `step2` and `inverse`, which run whole pipelines, a
 Every stage is `f(m, d) -> d`; this module only strings them together:
 
     fwd_position:     kinematics, com_pos, tendon, crb, factor_m, [collision, make_constraint], transmission
+                      (with Config.kernels "fused": kinematics, com_pos, crb and factor_m run first, as one kernel)
     sensor_pos, energy (potential)
     fwd_velocity:     ten_velocity/actuator_velocity, com_vel, passive, rne
+                      (fused: com_vel and rne as one kernel at com_vel's place; rne does not read passive's output)
     sensor_vel, energy (kinetic)
     fwd_actuation:    act_dot, actuator_force, qfrc_actuator
     fwd_acceleration: qfrc_smooth, qacc_smooth
@@ -30,6 +32,7 @@ from mjx_lite.pipeline import (
     constraint,
     inertia,
     inverse,
+    kernels,
     kinematics,
     passive,
     rne,
@@ -75,17 +78,28 @@ def named(fn):
     return wrapped
 
 
+def run_unless(done: tuple, fn, m: Model, d: Data) -> Data:
+    """`run(fn, m, d)` unless a fused kernel already computed the stage (its name is in `done`)."""
+    return d if fn.__name__ in done else run(fn, m, d)
+
+
 # ---- stages ------------------------------------------------------------------------------------------------
 
 
 @named
 def fwd_position(m: Model, d: Data) -> Data:
-    """Position-dependent computations (mj_fwdPosition)."""
-    d = run(kinematics.kinematics, m, d)
-    d = run(kinematics.com_pos, m, d)
+    """Position-dependent computations (mj_fwdPosition).
+
+    With fused kernels (`Config.kernels`) the tree pass runs first as one kernel (`kernels.tree_pass`) and the stages it
+    computed (kinematics, com_pos and, without tendon armature, crb and factor_m) are skipped below; otherwise it
+    does nothing.
+    """
+    d, done = run(kernels.tree_pass, m, d)
+    d = run_unless(done, kinematics.kinematics, m, d)
+    d = run_unless(done, kinematics.com_pos, m, d)
     d = run(tendon.tendon, m, d)
-    d = run(inertia.crb, m, d)
-    d = run(inertia.factor_m, m, d)
+    d = run_unless(done, inertia.crb, m, d)
+    d = run_unless(done, inertia.factor_m, m, d)
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
             d = run(driver.collision, m, d)
@@ -98,9 +112,10 @@ def fwd_position(m: Model, d: Data) -> Data:
 def fwd_velocity(m: Model, d: Data) -> Data:
     """Velocity-dependent computations (mj_fwdVelocity): ten/actuator velocity, cvel, passive, qfrc_bias."""
     d = run(actuation.fwd_velocity_extras, m, d)
-    d = run(velocity.com_vel, m, d)
+    d, done = run(kernels.velocity_pass, m, d)  # fused: com_vel and rne; otherwise nothing
+    d = run_unless(done, velocity.com_vel, m, d)
     d = run(passive.passive, m, d)
-    d = run(rne.rne, m, d)
+    d = run_unless(done, rne.rne, m, d)
     return d
 
 
@@ -114,7 +129,7 @@ def fwd_actuation(m: Model, d: Data) -> Data:
 def fwd_acceleration(m: Model, d: Data) -> Data:
     """qfrc_smooth = passive - bias + applied + actuator + J'xfrc; qacc_smooth = M^-1 qfrc_smooth."""
     qfrc_smooth = d.qfrc_passive - d.qfrc_bias + d.qfrc_applied + d.qfrc_actuator + support.xfrc_accumulate(m, d)
-    qacc_smooth = inertia.solve_m(m, d, qfrc_smooth)
+    qacc_smooth = kernels.solve_m(m, d, qfrc_smooth)  # inertia.solve_m, or its fused kernel
     return d.replace(qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth)
 
 

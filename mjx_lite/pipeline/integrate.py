@@ -43,7 +43,7 @@ import numpy as np
 from mjx_lite.config import qacc_reset
 from mjx_lite.data import make_data
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
-from mjx_lite.pipeline import derivative, forward, inertia
+from mjx_lite.pipeline import derivative, forward, inertia, kernels
 from mjx_lite.types import STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
 
 MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
@@ -169,7 +169,7 @@ def euler(m: Model, d: Data) -> Data:
         return _advance(m, d, d.act_dot, d.qacc)
     # qacc = (M + h B)^-1 qfrc: the diagonal shift keeps qM's tree sparsity (MuJoCo's mj_factorI on qH)
     qfrc = d.qfrc_smooth + d.qfrc_constraint
-    qacc = inertia.solve_shifted(m, d, m.opt.timestep * derivative.euler_damping(m, d), qfrc)
+    qacc = kernels.solve_shifted(m, d, m.opt.timestep * derivative.euler_damping(m, d), qfrc)  # or XLA's
     return _advance(m, d, d.act_dot, qacc)
 
 

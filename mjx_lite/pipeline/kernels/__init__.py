@@ -1,0 +1,71 @@
+"""Fused Pallas kernels: the second execution path of the pipeline's stages (DESIGN.md, "Two execution paths, one
+recipe"; docs/kernels.md).
+
+`Config(kernels="fused")` (or "auto" on a GPU) runs the stages that have a kernel here as Pallas kernels over
+blocks of environments; the others stay XLA operations in the same program. pipeline/forward.py keeps the one
+stage list: a fused group runs first and the stages it computed are skipped.
+
+  launch.py   the launcher: layouts, the custom_vmap rule that turns the user's vmap into blocks of
+              environments, custom_jvp derivatives through the XLA twin
+  tree.py     kinematics + com_pos + crb as one kernel (the position-dependent tree pass)
+"""
+
+from __future__ import annotations
+
+import jax
+
+from mjx_lite.config import kernels as _kernels
+from mjx_lite.pipeline import inertia
+from mjx_lite.pipeline.kernels import factor as _factor
+from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels import tree as _tree
+from mjx_lite.pipeline.kernels import velocity as _velocity
+from mjx_lite.types import Data, Model
+
+__all__ = ["fused", "launch_of", "solve_m", "solve_shifted", "tree_pass", "velocity_pass"]
+
+
+def fused(m: Model) -> bool:
+    """Static: the model runs the fused kernels (`Config.kernels`, "auto" resolved at trace time)."""
+    return _kernels(m.config) == "fused"
+
+
+def launch_of(m: Model) -> launch.Launch:
+    """How the kernels launch for `m`: its layout (`Config.kernel_layout`); compiled by Triton on a GPU, Pallas'
+    interpret mode elsewhere (at trace time, by JAX's default backend)."""
+    return launch.Launch(layout=m.config.kernel_layout, interpret=jax.default_backend() != "gpu")
+
+
+def tree_pass(m: Model, d: Data) -> tuple[Data, tuple]:
+    """The fused tree pass (kinematics, com_pos, crb, factor_m) when `fused(m)`: (d, names of the stages it
+    computed); (d, ()) on the XLA path."""
+    if not fused(m):
+        return d, ()
+    return _tree.tree(m, d, launch_of(m))
+
+
+def velocity_pass(m: Model, d: Data) -> tuple[Data, tuple]:
+    """The fused velocity pass (com_vel, rne) when `fused(m)` and the model has dofs: (d, names of the stages it
+    computed); (d, ()) otherwise."""
+    if not (fused(m) and _velocity.fusable(m)):
+        return d, ()
+    return _velocity.velocity_pass(m, d, launch_of(m))
+
+
+def _solve_fused(m: Model, x: jax.Array) -> bool:
+    return fused(m) and _factor.fusable(m) and x.ndim == 1
+
+
+def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
+    """M^-1 x (`inertia.solve_m`), x (nv,): one fused kernel when `fused(m)` (tree factorisation), else XLA."""
+    if not _solve_fused(m, x):
+        return inertia.solve_m(m, d, x)
+    return _factor.solve_m(m, d, x, launch_of(m))
+
+
+def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Array:
+    """(M + diag(shift))^-1 x (`inertia.solve_shifted`), x (nv,): factorisation and solve as one fused kernel when
+    `fused(m)` (tree factorisation), else XLA."""
+    if not _solve_fused(m, x):
+        return inertia.solve_shifted(m, d, shift, x)
+    return _factor.solve_shifted(m, d, shift, x, launch_of(m))

@@ -1,0 +1,317 @@
+"""Running a fused kernel over blocks of environments: memory layout, the user's vmap, and exact derivatives.
+
+A fused stage is a `Kernel`: named inputs and outputs, each with its per-environment shape, a `body(read, write)`
+that computes every output of one block of environments, and `xla(inputs) -> outputs`, the stage's XLA twin
+(the reference implementation of the same outputs). `call(kernel, inputs, ...)` is written for ONE environment,
+like every stage; the environments come from the user's `jax.vmap`:
+
+    jax.vmap(mjl.step, in_axes=(None, 0))(m, d)   # -> one pallas_call over all environments of d
+
+Batching. JAX's own batching rule of `pallas_call` would add a grid dimension (one environment per program,
+scalar code). Instead the launch is a `jax.custom_batching.custom_vmap` function whose rule receives the whole
+batch: a batched input gains (or merges into) a leading environment axis, an unbatched one stays shared, and the
+rule calls the launcher again with the new axis, so nested vmaps (models x environments, vmap inside scan) fold
+into one environment axis of size A * E and one launch. Inputs without an environment axis (the Model's floats,
+under the usual `in_axes=(None, 0)`) are shared by all environments: the kernel reads them as scalars; a Model
+float vmapped for domain randomisation simply becomes a per-environment input.
+
+Layout ("lanes" are the environments of a block, BLOCK of them per program, a power of two as Triton needs):
+  "lanes_last":  per-environment inputs are packed into one (NX, E) array and the outputs come back as one
+                 (NY, E) array: the environment index is fastest-varying, so each lane vector read or written by
+                 the kernel is one contiguous, coalesced access. XLA transposes at the boundary (Data's fields
+                 are (E, ...)).
+  "lanes_first": the kernel reads and writes Data's own (E, n) arrays with strided accesses; no transposes.
+Either way the kernel's body sees the same thing: `read(name, k)` returns element k (flat, per environment) of
+input `name` as a lane vector (BLOCK,) or, for a shared input, a scalar; `write(name, k, value)` stores a lane
+vector. The last block is masked when BLOCK does not divide E.
+
+Derivatives. The launch is wrapped in `jax.custom_jvp` whose rule runs `jax.jvp` of the XLA twin: forward and
+reverse mode (reverse by JAX's transposition of that rule) get the XLA stage's derivatives, exactly, whatever
+the primal path. Under differentiation the twin's primal runs too (its residuals feed the tangents).
+
+On a GPU the kernel is lowered by Pallas' Triton backend; elsewhere `interpret=True` runs the same body as XLA
+operations (tests, CPU). Lowering for "cuda" works on a CPU-only machine (no GPU needed to check that a kernel is
+Triton-lowerable; tests/test_kernels.py does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jp
+import numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
+
+__all__ = ["BLOCK", "IO", "NUM_WARPS", "Kernel", "Launch", "call"]
+
+# environments per program on a GPU: one per thread of 4 warps (a tuning knob to measure: a block's registers and
+# the occupancy of an SM trade off with the kernel's size, see kernels/tree.py)
+BLOCK = 128
+NUM_WARPS = 4
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Kernel:
+    """A fused stage. Shapes are per environment; `body(read, write)` runs once per block (see the module doc)."""
+
+    name: str
+    inputs: dict  # name -> shape (per environment)
+    outputs: dict  # name -> shape (per environment); names starting with "_" are scratch, not returned
+    tables: dict  # name -> 1-D int32 numpy array (the Model's static tables, read with io.table)
+    body: Callable  # body(io: IO) -> None
+    xla: Callable  # xla(inputs: dict) -> dict of the (non-scratch) outputs: the XLA twin
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """How a kernel is launched (static): layout, environments per program, warps, interpret mode."""
+
+    layout: str = "lanes_last"
+    block: int = BLOCK
+    num_warps: int = NUM_WARPS
+    interpret: bool = False
+
+
+def call(kernel: Kernel, inputs: dict, launch: Launch) -> dict:
+    """The outputs of `kernel` for one environment (inputs without an environment axis; vmap to batch).
+
+    inputs: name -> array of the declared per-environment shape (all of one float dtype). Returns name -> array.
+    """
+
+    @jax.custom_jvp
+    def fused(x):
+        out = _batched(kernel, {n: False for n in x}, None, launch)(x)
+        return {n: v for n, v in out.items() if not n.startswith("_")}
+
+    @fused.defjvp
+    def fused_jvp(primals, tangents):
+        (x,), (tx,) = primals, tangents
+        _, tout = jax.jvp(kernel.xla, (x,), (tx,))
+        return fused(x), tout
+
+    return fused(inputs)
+
+
+def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
+    """custom_vmap launcher: inputs with env[name] True have a leading environment axis of size nenv."""
+
+    @jax.custom_batching.custom_vmap
+    def f(x):
+        return _launch(kernel, env, nenv, launch, x)
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, x):
+        (batched,) = in_batched
+        e = 1 if nenv is None else nenv
+        env2, x2 = {}, {}
+        for name, v in x.items():
+            if batched[name] or env[name]:
+                if not batched[name]:
+                    v = jp.broadcast_to(v[None], (axis_size,) + v.shape)
+                if not env[name]:
+                    v = jp.broadcast_to(v[:, None], (axis_size, e) + v.shape[1:])
+                x2[name], env2[name] = v.reshape((axis_size * e,) + v.shape[2:]), True
+            else:
+                x2[name], env2[name] = v, False
+        out = _batched(kernel, env2, axis_size * e, launch)(x2)
+        lead = (axis_size,) if nenv is None else (axis_size, nenv)
+        out = {n: v.reshape(lead + v.shape[1:]) for n, v in out.items()}
+        return out, {n: True for n in out}
+
+    return f
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict) -> dict:
+    """One pallas_call over all environments. Outputs (nenv, *shape), or (*shape) when nenv is None."""
+    e = 1 if nenv is None else nenv
+    block = min(launch.block, pl.next_power_of_2(e))
+    grid = pl.cdiv(e, block)
+    dtype = jp.result_type(*x.values()) if x else jp.float32
+    names = [n for n in kernel.inputs if n in x and _size(kernel.inputs[n])]
+    shared = [n for n in names if not env[n]]
+    per_env = [n for n in names if env[n]]
+    outs = [n for n in kernel.outputs if _size(kernel.outputs[n])]
+    lanes_last = launch.layout == "lanes_last"
+
+    def flat(n):  # (E, size) of a per-environment input
+        return x[n].astype(dtype).reshape(e, -1)
+
+    args, specs = [], []
+    for n in shared:  # one flat ref each (read as scalars)
+        args.append(x[n].astype(dtype).reshape(-1))
+        specs.append(pl.BlockSpec((_size(kernel.inputs[n]),), lambda i: (0,)))
+    xoff, off = {}, 0
+    for n in per_env:
+        xoff[n], off = off, off + _size(kernel.inputs[n])
+    nx = off
+    if per_env and lanes_last:
+        args.append(jp.concatenate([flat(n) for n in per_env], axis=1).T)  # (NX, E)
+        specs.append(pl.BlockSpec((nx, block), lambda i: (0, i)))
+    elif per_env:
+        for n in per_env:
+            args.append(flat(n))
+            specs.append(pl.BlockSpec((block, _size(kernel.inputs[n])), lambda i: (i, 0)))
+    yoff, off = {}, 0
+    for n in outs:
+        yoff[n], off = off, off + _size(kernel.outputs[n])
+    ny = off
+    if lanes_last:
+        out_shape = [jax.ShapeDtypeStruct((ny, e), dtype)]
+        out_specs = [pl.BlockSpec((ny, block), lambda i: (0, i))]
+    else:
+        out_shape = [jax.ShapeDtypeStruct((e, _size(kernel.outputs[n])), dtype) for n in outs]
+        out_specs = [pl.BlockSpec((block, _size(kernel.outputs[n])), lambda i: (i, 0)) for n in outs]
+    tables = [n for n in kernel.tables if np.asarray(kernel.tables[n]).size]
+    for n in tables:
+        args.append(jp.asarray(np.asarray(kernel.tables[n], np.int32)))
+        specs.append(pl.BlockSpec((np.asarray(kernel.tables[n]).size,), lambda i: (0,)))
+    # the last block's lanes past E are masked on a GPU (the interpreter pads the arrays to whole blocks itself)
+    masked = e % block != 0 and not launch.interpret
+
+    def body(*refs):
+        nin = len(args)
+        in_refs, out_refs = refs[:nin], refs[nin:]
+        s_refs = dict(zip(shared, in_refs))
+        k = len(shared)
+        if per_env and lanes_last:
+            x_refs, k = {n: in_refs[k] for n in per_env}, k + 1
+        else:
+            x_refs, k = dict(zip(per_env, in_refs[k:])), k + len(per_env)
+        t_refs = dict(zip(tables, in_refs[k:]))
+        o_refs = {n: out_refs[0] for n in outs} if lanes_last else dict(zip(outs, out_refs))
+        mask = None
+        if masked:
+            lane = pl.program_id(0) * block + jax.lax.broadcasted_iota(jp.int32, (block,), 0)
+            mask = lane < e
+        kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, launch.interpret))
+
+    res = pl.pallas_call(
+        body, out_shape=out_shape, grid=(grid,), in_specs=specs, out_specs=out_specs,
+        compiler_params=plt.CompilerParams(num_warps=launch.num_warps, num_stages=1),
+        interpret=launch.interpret, name=kernel.name,
+    )(*args)  # fmt: skip
+    if lanes_last:
+        y = res[0].T  # (E, NY)
+        res = [y[:, yoff[n] : yoff[n] + _size(kernel.outputs[n])] for n in outs]
+    out = {}
+    lead = () if nenv is None else (e,)
+    for n, shape in kernel.outputs.items():
+        if n in outs:
+            out[n] = res[outs.index(n)].reshape(lead + tuple(shape))
+        else:
+            out[n] = jp.zeros(lead + tuple(shape), dtype)
+    return out
+
+
+
+def _index(i):
+    """A static (Python int) or traced index, traced ones in JAX's default int type (the interpreter's own)."""
+    return i if isinstance(i, (int, np.integer)) else jp.asarray(i).astype(_int())
+
+
+def _int():
+    """JAX's default int type (int64 with jax_enable_x64, else int32): the interpreter's own index type."""
+    return jax.dtypes.canonicalize_dtype(jp.int64)
+
+
+class IO:
+    """What a kernel body sees of one block (see the module docstring). Indices are flat, per environment, and
+    may be Python ints or traced integers (inside loops)."""
+
+    def __init__(self, s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, interpret):
+        self._s, self._x, self._t, self._o = s_refs, x_refs, t_refs, o_refs
+        self._xoff, self._yoff, self._last, self._mask = xoff, yoff, lanes_last, mask
+        self.block, self.dtype = block, dtype
+        # interpret mode: n consecutive elements move as one (n, BLOCK) slice (fewer operations to compile); Triton
+        # needs power-of-two tensor sizes, so there they move lane vector by lane vector
+        self._wide = interpret and mask is None
+
+    def _span(self, ref, i, n):
+        """The n lane vectors at flat indices i.. of a block ref, as a tuple (interpret mode: one slice)."""
+        if self._last:
+            v = ref[pl.ds(i, n), :]
+            return tuple(v[k] for k in range(n))
+        v = ref[:, pl.ds(i, n)]
+        return tuple(v[:, k] for k in range(n))
+
+    def read_vec(self, name: str, i, n: int) -> tuple:
+        """Elements n * i .. n * i + n - 1 of input `name` (`read` of each)."""
+        if not self._wide or isinstance(i, (int, np.integer)):
+            return tuple(self.read(name, n * i + k) for k in range(n))
+        i = n * _index(i)
+        if name in self._s:
+            v = self._s[name][pl.ds(i, n)]
+            return tuple(v[k] for k in range(n))
+        return self._span(self._x[name], self._xoff[name] + i if self._last else i, n)
+
+    def load_vec(self, name: str, i, n: int) -> tuple:
+        """Elements n * i .. n * i + n - 1 of output `name` (`load` of each)."""
+        if not self._wide:
+            return tuple(self.load(name, n * i + k) for k in range(n))
+        i = n * _index(i)
+        return self._span(self._o[name], self._yoff[name] + i if self._last else i, n)
+
+    def write_vec(self, name: str, i, values) -> None:
+        """Store values (n of them) as elements n * i .. n * i + n - 1 of output `name` (`write` of each)."""
+        n = len(values)
+        if not self._wide:
+            for k, v in enumerate(values):
+                self.write(name, n * i + k, v)
+            return
+        i = n * _index(i)
+        ref = self._o[name]
+        if self._last:
+            ref[pl.ds(self._yoff[name] + i, n), :] = jp.stack([self.lanes(v) for v in values])
+        else:
+            ref[:, pl.ds(i, n)] = jp.stack([self.lanes(v) for v in values], axis=1)
+
+    def _lanes(self, ref, i):
+        """The lane vector at flat index i of a block ref (a row of (n, BLOCK) or a column of (BLOCK, n))."""
+        if self._mask is None:  # a plain ref read (Pallas' masked load pads the whole block in interpret mode)
+            return ref[pl.ds(i, 1), :][0] if self._last else ref[:, pl.ds(i, 1)][:, 0]
+        if self._last:
+            return plt.load(ref.at[pl.ds(i, 1), :], mask=self._mask[None, :])[0]
+        return plt.load(ref.at[:, pl.ds(i, 1)], mask=self._mask[:, None])[:, 0]
+
+    def read(self, name: str, i):
+        """Element i of input `name`: a lane vector (BLOCK,), or a scalar for an input shared by the block."""
+        i = _index(i)
+        if name in self._s:
+            return self._s[name][i]
+        return self._lanes(self._x[name], self._xoff[name] + i if self._last else i)
+
+    def table(self, name: str, i):
+        """Entry i of the static table `name` (a scalar in JAX's default int type)."""
+        return self._t[name][_index(i)].astype(_int())
+
+    def lanes(self, value):
+        """value broadcast to a lane vector (BLOCK,) of the kernel's dtype."""
+        return jp.broadcast_to(jp.asarray(value, self.dtype), (self.block,))
+
+    def load(self, name: str, i):
+        """Element i of output `name` as written before by this block (outputs double as the kernel's memory)."""
+        i = _index(i)
+        return self._lanes(self._o[name], self._yoff[name] + i if self._last else i)
+
+    def write(self, name: str, i, value):
+        """Store `value` (lane vector, scalar or Python float) as element i of output `name`."""
+        i = _index(i)
+        v = self.lanes(value)
+        ref = self._o[name]
+        if self._last:
+            i = self._yoff[name] + i
+        if self._mask is None and self._last:
+            ref[pl.ds(i, 1), :] = v[None, :]
+        elif self._mask is None:
+            ref[:, pl.ds(i, 1)] = v[:, None]
+        elif self._last:
+            plt.store(ref.at[pl.ds(i, 1), :], v[None, :], mask=self._mask[None, :])
+        else:
+            plt.store(ref.at[:, pl.ds(i, 1)], v[:, None], mask=self._mask[:, None])

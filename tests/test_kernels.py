@@ -1,0 +1,535 @@
+"""The fused Pallas kernels (`Config(kernels="fused")`, mjx_lite/pipeline/kernels/) against the XLA path.
+
+On the CPU the kernels run in Pallas' interpret mode (the same kernel body, as XLA operations), in float64. The
+fused tree pass (kinematics, com_pos, crb, factor_m), the velocity pass (com_vel, rne) and the solves (M^-1 x,
+(M + diag(shift))^-1 x) must give the XLA stages' values to round-off, batched (the
+custom_vmap rule: one launch over blocks of environments) and unbatched, in both layouts; derivatives must be the
+XLA path's (they go through it); whole steps must agree. The kernel must lower to Triton for "cuda" (checked on
+the CPU, no GPU needed), and the fused step's lowered program is counted so that its size cannot creep back.
+"""
+
+import dataclasses
+import functools
+import os
+import re
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+from jax._src.interpreters import partial_eval as pe
+
+import mjx_lite as mjl
+from mjx_lite import config as config_mod
+from mjx_lite.pipeline import forward as fwd
+from mjx_lite.pipeline import kernels
+from mjx_lite.pipeline.kernels import factor, launch, tree, velocity
+from tests import oracle
+
+# fused and XLA fields differ by float64 round-off only (different summation orders, the parent composed before
+# the joints): relative to max(1, max |field|)
+ROUNDOFF = 1e-12
+# a whole step (the solver iterates on both paths' inputs): relative to max(1, max |field|)
+STEP_TOL = 1e-9
+# derivatives run through the XLA twin on both paths; the cotangents differ by the primal's round-off
+GRAD_TOL = 1e-10
+# lowered program of the fused humanoid step (float32, batch 8, MJX test_data humanoid, contacts on), counted by
+# test_fused_step_program_size: StableHLO operations besides the Triton kernels, constants left out (4185 on the
+# XLA path when recorded). A change elsewhere in the step that adds operations raises it: update it in the same
+# commit and say why; the fused tree pass itself must stay one kernel plus layout operations.
+FUSED_STEP_OPS = 2903  # 3537 with the tree pass alone fused (kinematics, com_pos, crb)
+# Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), velocity_pass (com_vel, rne) and
+# solve_m (qacc_smooth); the MJX humanoid disables eulerdamp, so Euler's solve_shifted kernel is not in it
+FUSED_STEP_KERNELS = 3
+# the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
+# packed lanes_last output), no arithmetic
+LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
+              "stablehlo.concatenate", "stablehlo.convert", "stablehlo.custom_call"}  # fmt: skip
+# ... and the INERTIA warning of the fused factorisation: a pivot clamped (compare) counted into warning_number
+# (add, scatter), one each
+WARNING_OPS = ("stablehlo.compare", "stablehlo.add", "stablehlo.scatter")
+
+TREE_FIELDS = tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS
+FACTOR_FIELDS = ("qLD", "qLDiagInv")
+VELOCITY_FIELDS = velocity.OUTPUTS
+SOLVE_FIELDS = ("solve_m", "solve_shifted")
+# everything `_stages` returns
+STAGE_FIELDS = TREE_FIELDS + FACTOR_FIELDS + VELOCITY_FIELDS + SOLVE_FIELDS
+
+# every joint type, a body with three joints, a mocap body, sites, geoms in every sameframe case MuJoCo produces
+# here, cameras in all five modes, actuators with armature on their joints
+JOINTS = """
+<mujoco>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1"/>
+    <camera name="fixed" pos="0 -3 1" xyaxes="1 0 0 0 0.3 1"/>
+    <camera name="aim_world" pos="2 2 2" mode="targetbody" target="torso"/>
+    <body name="torso" pos="0 0 1.2" quat="0.9 0.1 0.2 0.3">
+      <freejoint/>
+      <geom type="box" size="0.2 0.1 0.1" mass="3"/>
+      <geom type="sphere" size="0.05" pos="0.2 0.1 0" quat="0.5 0.5 0.5 0.5"/>
+      <site name="s0" pos="0.1 0 0.1"/>
+      <camera name="track" pos="0 -2 0.5" mode="track"/>
+      <camera name="trackcom" pos="0 -2 0.5" mode="trackcom"/>
+      <body name="arm" pos="0.3 0 0">
+        <joint name="ball" type="ball"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+        <body name="fore" pos="0.3 0 0">
+          <joint name="h1" type="hinge" axis="0 1 0" pos="0.01 0 0"/>
+          <joint name="s1" type="slide" axis="1 0 0"/>
+          <joint name="h2" type="hinge" axis="0 0 1"/>
+          <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.035" euler="10 20 30"/>
+          <site name="tip" pos="0.25 0 0" euler="0 90 0"/>
+          <camera name="aimcom" pos="0.1 0 0.2" mode="targetbodycom" target="torso"/>
+        </body>
+      </body>
+      <body name="leg" pos="0 0 -0.2" euler="0 30 0">
+        <joint name="slide" type="slide" axis="0 0 1" range="-0.1 0.1"/>
+        <joint name="hip" type="hinge" axis="1 0 0"/>
+        <geom type="box" size="0.05 0.05 0.2" pos="0 0 -0.2"/>
+      </body>
+    </body>
+    <body name="ball" pos="0.5 0.3 0.4">
+      <freejoint/>
+      <geom type="sphere" size="0.06" pos="0.01 0.02 0.03"/>
+    </body>
+    <body name="target" mocap="true" pos="1 1 0.5" quat="0.7 0 0.7 0">
+      <geom type="box" size="0.05 0.05 0.05" contype="0" conaffinity="0"/>
+      <site name="mocap_site" pos="0 0 0.1"/>
+    </body>
+    <body name="pendulum" pos="-1 0 1">
+      <joint name="ph" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.03"/>
+      <body pos="0 0 -0.5">
+        <joint name="pb" type="ball"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="h1" gear="2" armature="0.05"/>
+    <motor joint="hip" gear="1"/>
+    <motor joint="ph" gear="3" armature="0.1"/>
+  </actuator>
+</mujoco>
+"""
+
+MJX_HUMANOID = os.path.join(oracle.MJX_TEST_DATA, "humanoid", "humanoid.xml")
+TENDON_ARMATURE = os.path.join(oracle.MJX_TEST_DATA, "tendon", "armature.xml")
+
+
+def _load(name: str):
+    """(mujoco.MjModel, our Model) of a test model."""
+    if name == "joints":
+        mjm = mujoco.MjModel.from_xml_string(JOINTS)
+    elif name == "mjx_humanoid":
+        mjm = mujoco.MjModel.from_xml_path(MJX_HUMANOID)
+    elif name == "tendon_armature":
+        mjm = mujoco.MjModel.from_xml_path(TENDON_ARMATURE)
+    else:
+        mjm = mujoco.MjModel.from_xml_path(mjl.models.path(name))
+    return mjm, oracle.model_from_mujoco(mjm)
+
+
+def _states(mjm, m, n: int, seed: int = 0):
+    """n random states (qpos around qpos0, unit quaternions; moved mocap bodies) stacked into a batched Data."""
+    rng = np.random.default_rng(seed)
+    ds = []
+    for _ in range(n):
+        mjd = mujoco.MjData(mjm)
+        oracle.random_state(mjm, mjd, rng)
+        mjd.mocap_pos[:] += rng.normal(size=mjd.mocap_pos.shape) * 0.2
+        q = rng.normal(size=mjd.mocap_quat.shape)
+        mjd.mocap_quat[:] = q / np.linalg.norm(q, axis=-1, keepdims=True)
+        ds.append(
+            mjl.make_data(m).replace(
+                qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel), ctrl=jp.array(mjd.ctrl),
+                mocap_pos=jp.array(mjd.mocap_pos), mocap_quat=jp.array(mjd.mocap_quat),
+            )  # fmt: skip
+        )
+    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+
+
+def _field(x, f):
+    return x[f] if isinstance(x, dict) else getattr(x, f)
+
+
+def _assert_close(got, want, fields, tol, what):
+    for f in fields:
+        a, b = np.asarray(_field(got, f)), np.asarray(_field(want, f))
+        assert a.shape == b.shape, (what, f, a.shape, b.shape)
+        scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
+        err = float(np.max(np.abs(a - b), initial=0.0)) / scale
+        assert err <= tol, f"{what}: {f} differs by {err:.3g} (relative), tolerance {tol}"
+
+
+def _stages(m, d):
+    """Every fused stage once: fwd_position (the tree pass and the factorisation), fwd_velocity (the velocity
+    pass), M^-1 x and (M + diag(shift))^-1 x for a vector x and shift of the state: a dict of their fields."""
+    d = fwd.fwd_velocity(m, fwd.fwd_position(m, d))
+    x = jp.cos(d.qvel) + d.qfrc_bias
+    shift = 0.01 + 0.1 * d.qvel**2
+    out = {f: getattr(d, f) for f in TREE_FIELDS + FACTOR_FIELDS + VELOCITY_FIELDS + ("warning_number",)}
+    out.update(solve_m=kernels.solve_m(m, d, x), solve_shifted=kernels.solve_shifted(m, d, shift, x))
+    return out
+
+
+# one jitted function each, shared by every test (each model and configuration traces it once)
+_position = jax.jit(_stages)
+_position_batched = jax.jit(jax.vmap(_stages, in_axes=(None, 0)))
+
+
+@pytest.fixture(scope="module")
+def models():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            mjm, m = _load(name)
+            cache[name] = (mjm, m, _states(mjm, m, 3))
+        return cache[name]
+
+    return get
+
+
+def _unbatched(ds, i=0):
+    return jax.tree.map(lambda x: x[i], ds)
+
+
+# ---- configuration ----------------------------------------------------------------------------------------------
+
+
+def test_config_kernels_is_a_static_value():
+    """Validated, part of jit's cache key (two traces), 'auto' resolved by the backend at trace time."""
+    with pytest.raises(ValueError, match="kernels"):
+        mjl.Config(kernels="triton")
+    with pytest.raises(ValueError, match="kernel_layout"):
+        mjl.Config(kernel_layout="rows")
+    assert mjl.Config().kernels == "auto"
+    assert config_mod.kernels(mjl.Config()) == ("fused" if jax.default_backend() == "gpu" else "xla")
+    assert config_mod.kernels(mjl.Config(kernels="fused")) == "fused"
+    m = mjl.load_mjcf("cartpole")
+    assert mjl.configure(m, kernels="fused").config.kernels == "fused"
+    traces = []
+
+    @jax.jit
+    def pos(m, d):  # (cheap to compile: the values are compared by the tests below)
+        traces.append(m.config.kernels)
+        return d.qpos * 2.0
+
+    d = mjl.make_data(m)
+    pos(mjl.configure(m, kernels="xla"), d)
+    pos(mjl.configure(m, kernels="fused"), d)
+    pos(mjl.configure(m, kernels="xla"), d)
+    assert traces == ["xla", "fused"]
+
+
+def _done(m, d) -> tuple:
+    """The stages `kernels.tree_pass` computed (traced only)."""
+    done = []
+    jax.eval_shape(lambda d: done.append(kernels.tree_pass(m, d)[1]), d)
+    return done[0]
+
+
+def test_stage_list_skips_what_the_kernel_computed():
+    m = mjl.load_mjcf("cartpole")
+    d = mjl.make_data(m)
+    assert _done(mjl.configure(m, kernels="xla"), d) == ()
+    mf = mjl.configure(m, kernels="fused")
+    assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m")
+    done = []
+    jax.eval_shape(lambda d: done.append(kernels.velocity_pass(mf, d)[1]), d)
+    assert done == [("com_vel", "rne")]
+    # the dense Cholesky factorisation (Config.mass_factorization) stays XLA, and so do the solves
+    md = mjl.configure(m, kernels="fused", mass_factorization="dense")
+    assert _done(md, d) == ("kinematics", "com_pos", "crb")
+    assert "solve_m" not in str(jax.make_jaxpr(lambda d: kernels.solve_m(md, d, d.qvel))(d))
+    assert "solve_m" in str(jax.make_jaxpr(lambda d: kernels.solve_m(mf, d, d.qvel))(d))
+
+
+# ---- the tree pass: fused == XLA --------------------------------------------------------------------------------
+
+# not slow: cartpole in both layouts and the model with every joint type; the rest (interpret mode compiles slowly)
+# in the slow selection
+CASES = [("cartpole", "lanes_last"), ("cartpole", "lanes_first"), ("joints", "lanes_last")] + [
+    pytest.param(name, layout, marks=pytest.mark.slow)
+    for name, layout in [("joints", "lanes_first"), ("humanoid", "lanes_last"), ("tendon_armature", "lanes_last"),
+                         ("mjx_humanoid", "lanes_last"), ("mjx_humanoid", "lanes_first")]]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,layout", CASES)
+def test_tree_pass_equals_xla(models, name, layout):
+    """Every field of kinematics, com_pos, crb (qM in the model's layout) and the factorisation (qLD in the XLA
+    path's elimination order, qLDiagInv), of com_vel and rne, and the two solves, for a batch of environments (one
+    launch per kernel)."""
+    mjm, m, ds = models(name)
+    mx = mjl.configure(m, kernels="xla")
+    mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+    want, got = _position_batched(mx, ds), _position_batched(mf, ds)
+    _assert_close(got, want, STAGE_FIELDS, ROUNDOFF, f"{name} {layout}")
+    np.testing.assert_array_equal(got["warning_number"], want["warning_number"])
+
+
+@pytest.mark.slow
+def test_sparse_mass_matrix(models):
+    """qM's tree-sparse layout (written entry by entry at its madr addresses) and the actuator armature on it."""
+    mjm, m, _ = models("joints")
+    mx = mjl.configure(m, kernels="xla", mass_matrix="sparse")
+    mf = mjl.configure(m, kernels="fused", mass_matrix="sparse")
+    ds = _states(mjm, mx, 3)
+    assert ds.qM.shape == (3, tree.support.tables(m).m_rows.size)
+    _assert_close(_position_batched(mf, ds), _position_batched(mx, ds), STAGE_FIELDS, ROUNDOFF, "sparse")
+
+
+def test_clamped_pivot(models):
+    """A singular mass matrix (massless cart and pole): pivots below MINVAL are clamped, later rows use the clamped
+    pivot, and warning_number[INERTIA] counts the factorisation, as on the XLA path (mj_factorM)."""
+    _, m, ds = models("cartpole")
+    m = m.replace(body_mass=m.body_mass * 0.0, body_inertia=m.body_inertia * 0.0, dof_armature=m.dof_armature * 0.0)
+    want = _position_batched(mjl.configure(m, kernels="xla"), ds)
+    got = _position_batched(mjl.configure(m, kernels="fused"), ds)
+    assert np.all(np.asarray(want["warning_number"])[:, mjl.Warning.INERTIA] > 0)
+    np.testing.assert_array_equal(got["warning_number"], want["warning_number"])
+    _assert_close(got, want, STAGE_FIELDS, ROUNDOFF, "clamped")
+
+
+def test_tendon_armature_leaves_crb_to_xla(models):
+    _, m, ds = models("tendon_armature")
+    assert not tree.crb_fused(m)
+    assert _done(mjl.configure(m, kernels="fused"), _unbatched(ds)) == ("kinematics", "com_pos")
+
+
+def test_fused_tree_pass_matches_mujoco(models):
+    """The fused fields against MuJoCo itself (mj_fwdPosition, mj_fwdVelocity, mj_solveM), as the XLA path is
+    tested (qLD's layout is this library's own: the factorisation is checked through the solve)."""
+    mjm, m, ds = models("joints")
+    mf = mjl.configure(m, kernels="fused")
+    got = _position_batched(mf, ds)
+    for i in range(2):
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[:], mjd.qvel[:] = ds.qpos[i], ds.qvel[i]
+        mjd.mocap_pos[:], mjd.mocap_quat[:] = ds.mocap_pos[i], ds.mocap_quat[i]
+        mujoco.mj_fwdPosition(mjm, mjd)
+        mujoco.mj_fwdVelocity(mjm, mjd)
+        want = oracle.data_from_mujoco(m, mjm, mjd)
+        _assert_close(_unbatched(got, i), want, TREE_FIELDS + VELOCITY_FIELDS, 1e-9, f"joints env {i} vs MuJoCo")
+        x = np.cos(mjd.qvel) + mjd.qfrc_bias
+        solved = np.zeros(mjm.nv)
+        mujoco.mj_solveM(mjm, mjd, solved[None], x[None])
+        _assert_close({"solve_m": got["solve_m"][i]}, {"solve_m": solved}, ["solve_m"], 1e-9, f"env {i} vs MuJoCo")
+
+
+@pytest.mark.slow
+def test_several_blocks(models):
+    """Five environments in blocks of two (three programs, the last one half full), the launcher called directly."""
+    _, m, ds = models("joints")
+    ds = jax.tree.map(lambda x: jp.concatenate([x, x[:2] * 1.0]), ds)  # 5 environments
+    k, x = tree.kernel(m, _unbatched(ds))
+    for layout in ("lanes_last", "lanes_first"):
+
+        def run(qpos, mocap_pos, mocap_quat, layout=layout):
+            how = launch.Launch(layout=layout, block=2, interpret=True)
+            return launch.call(k, dict(x, qpos=qpos, mocap_pos=mocap_pos, mocap_quat=mocap_quat), how)
+
+        out = jax.jit(jax.vmap(run))(ds.qpos, ds.mocap_pos, ds.mocap_quat)
+        want = _position_batched(mjl.configure(m, kernels="xla"), ds)
+        _assert_close(out, want, TREE_FIELDS, ROUNDOFF, f"blocks of 2, {layout}")
+
+
+def test_vmap_over_model_and_environments(models):
+    """Nested vmap (masses of 2 models x 3 environments): the rule folds both axes into one environment axis; a
+    vmapped Model float becomes a per-environment input."""
+    _, m, ds = models("cartpole")
+    masses = jp.stack([m.body_mass, m.body_mass * 1.5])
+
+    def run(m):
+        return jax.jit(jax.vmap(lambda mass: jax.vmap(fwd.fwd_position, in_axes=(None, 0))(m.replace(body_mass=mass),
+                                                                                           ds)))(masses)  # fmt: skip
+
+    _assert_close(run(mjl.configure(m, kernels="fused")), run(mjl.configure(m, kernels="xla")), TREE_FIELDS,
+                  ROUNDOFF, "models x environments")  # fmt: skip
+
+
+def test_batched_equals_unbatched(models):
+    """One environment (no vmap: a launch with one lane) gives the batch's values (XLA:CPU's vectorised code for
+    other shapes may round differently)."""
+    _, m, ds = models("cartpole")
+    mf = mjl.configure(m, kernels="fused")
+    batched = _position_batched(mf, ds)
+    for i in range(3):
+        _assert_close(_position(mf, _unbatched(ds, i)), _unbatched(batched, i), STAGE_FIELDS, ROUNDOFF, f"env {i}")
+
+
+# ---- derivatives ------------------------------------------------------------------------------------------------
+
+
+def _loss(m, qpos, mass, d, scale):
+    """A nonlinear function of every fused field (so the cotangents depend on the primal values). Each field is
+    divided by its scale (a constant: 1 + its largest magnitude on the XLA path) first: sin of a large value (1/D of
+    a light body is ~1e3) would turn the primal's round-off into a cotangent difference of its own."""
+    out = _stages(m.replace(body_mass=mass), d.replace(qpos=qpos))
+    return sum(jp.sum(jp.sin(out[f] / scale[f])) for f in STAGE_FIELDS)
+
+
+@pytest.mark.parametrize("name", ["cartpole", pytest.param("joints", marks=pytest.mark.slow)])
+def test_gradients_equal_xla(models, name):
+    """Reverse mode (w.r.t. qpos and a Model float), forward mode, and vmap of grad through every fused stage (the
+    tree pass and the factorisation, the velocity pass, both solves): the XLA path's derivatives."""
+    _, m, ds = models(name)
+    d = _unbatched(ds)
+    t = jp.asarray(np.random.default_rng(1).normal(size=m.nq))
+    ref = _position_batched(mjl.configure(m, kernels="xla"), ds)
+    scale = {f: 1.0 + float(np.max(np.abs(ref[f]), initial=0.0)) for f in STAGE_FIELDS}
+    loss = functools.partial(_loss, scale=scale)
+
+    @jax.jit
+    def derivatives(m, d, ds):
+        grad = jax.grad(loss, argnums=(1, 2))(m, d.qpos, m.body_mass, d)
+        tangent = jax.jvp(lambda q: loss(m, q, m.body_mass, d), (d.qpos,), (t,))[1]
+        batched = jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0, None, 0))(m, ds.qpos, m.body_mass, ds)
+        return grad, tangent, batched
+
+    got = derivatives(mjl.configure(m, kernels="fused"), d, ds)
+    want = derivatives(mjl.configure(m, kernels="xla"), d, ds)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.all(np.isfinite(a))
+        np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
+
+
+def test_twin_reads_only_the_kernel_inputs(models):
+    """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: every Model or Data
+    field the twin reads must be one of them (else its derivative would be silently dropped)."""
+    for name in ("joints", "tendon_armature"):
+        _, m, ds = models(name)
+        d = _unbatched(ds)
+        p = tree._plan(m)
+
+        def twin(m, d, x, p=p):
+            return tree._xla(m, d, p, x)
+
+        jaxpr = jax.make_jaxpr(twin)(m, d, tree._inputs(m, d, p))
+        closed = jax.tree.leaves((m, d))
+        used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.out_avals))[1]
+        assert not any(used[: len(closed)]), f"{name}: the twin reads Model/Data leaves that are not kernel inputs"
+        assert any(used[len(closed) :])
+    _, m, ds = models("joints")
+    d = _unbatched(ds)
+    twins = {"velocity": lambda m, d, x: velocity.kernel(m, d)[0].xla(x),
+             "solve_m": lambda m, d, x: factor._solve_kernel(m).xla(x),
+             "solve_shifted": lambda m, d, x: factor._shifted_kernel(m, d).xla(x)}  # fmt: skip
+    inputs = {"velocity": velocity.kernel(m, d)[1], "solve_m": dict(qLD=d.qLD, qLDiagInv=d.qLDiagInv, x=d.qvel),
+              "solve_shifted": dict(qM=d.qM, shift=d.qvel, x=d.qvel)}  # fmt: skip
+    for name, twin in twins.items():
+        jaxpr = jax.make_jaxpr(twin)(m, d, inputs[name])
+        closed = jax.tree.leaves((m, d))
+        used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.out_avals))[1]
+        assert not any(used[: len(closed)]), f"{name}: the twin reads Model/Data leaves that are not kernel inputs"
+        assert all(used[len(closed) :]), name
+
+
+# ---- whole steps ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["cartpole", pytest.param("joints", marks=pytest.mark.slow),
+                                  pytest.param("humanoid", marks=pytest.mark.slow)])  # fmt: skip
+def test_step_equals_xla(models, name):
+    """Three steps (contacts, constraints, the integrator) with every fused kernel equal the XLA path's. Cartpole
+    runs with the Euler integrator (its joint damping: the fused factorisation and solve of M + h B)."""
+    _, m, ds = models(name)
+    if name == "cartpole":
+        m = m.replace(opt=m.opt.replace(integrator=int(mjl.IntegratorType.EULER)))
+
+    def roll(m, d):
+        return jax.lax.scan(lambda d, _: (mjl.step(m, d), None), d, None, length=3)[0]
+
+    roll = jax.jit(jax.vmap(roll, in_axes=(None, 0)))
+    want, got = roll(mjl.configure(m, kernels="xla"), ds), roll(mjl.configure(m, kernels="fused"), ds)
+    fields = [f.name for f in dataclasses.fields(mjl.Data) if isinstance(getattr(want, f.name), jax.Array)
+              and jp.issubdtype(getattr(want, f.name).dtype, jp.floating)]  # fmt: skip
+    _assert_close(got, want, fields, STEP_TOL, f"{name}: 3 steps")
+
+
+@pytest.mark.slow
+def test_step_gradient_equals_xla(models):
+    """jax.grad through a whole step (the solver's implicit gradient included) is the XLA path's."""
+    _, m, ds = models("cartpole")
+    d = _unbatched(ds)
+
+    def final(m, qvel):
+        d2 = mjl.step(m, d.replace(qvel=qvel))
+        return jp.sum(d2.qpos**2) + jp.sum(jp.sin(d2.qvel))
+
+    g = jax.jit(jax.grad(final, argnums=1))
+    a, b = g(mjl.configure(m, kernels="fused"), d.qvel), g(mjl.configure(m, kernels="xla"), d.qvel)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=GRAD_TOL, atol=GRAD_TOL)
+
+
+# ---- Triton lowering and the program's size ---------------------------------------------------------------------
+
+
+def _compiled_kernels(monkeypatch):
+    """Trace with the kernels compiled (not interpreted), as on a GPU, so that lowering for "cuda" on this CPU
+    produces Triton calls."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+
+
+def _float32(tree_):
+    return jax.tree.map(lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, tree_)
+
+
+def _lower_cuda(fn, *args) -> str:
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+# float32 in the slow selection (test_fused_step_program_size lowers the float32 humanoid step's kernels too)
+@pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
+def test_lowers_to_triton(models, monkeypatch, dtype):
+    """The kernels lower to Triton (Pallas' GPU backend) for both layouts and a batch that is not a multiple of the
+    block (masked lanes): tensor shapes, indexing and control flow are Triton's. No GPU needed."""
+    _compiled_kernels(monkeypatch)
+    _, m, ds = models("joints")
+    batch = jax.tree.map(lambda x: jp.concatenate([x] * 70)[:200], ds)  # 200 = 128 + 72
+    if dtype == "float32":
+        m, batch = _float32(m), _float32(batch)
+    for layout in ("lanes_last", "lanes_first"):
+        mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+        text = _lower_cuda(jax.vmap(_stages, in_axes=(None, 0)), mf, batch)
+        assert text.count("__gpu$xla.gpu.triton") == 4, layout  # tree, velocity, solve_m, solve_shifted
+
+
+def _op_names(text: str) -> list:
+    """StableHLO operations of a lowered program (constants and the return left out)."""
+    ops = re.findall(r"^\s*(?:%\S+ = )?\"?(stablehlo\.[a-z_]+)", text, re.MULTILINE)
+    return [o for o in ops if o not in ("stablehlo.constant", "stablehlo.return")]
+
+
+def _ops(text: str) -> int:
+    return len(_op_names(text))
+
+
+def test_fused_step_program_size(models, monkeypatch):
+    """The MJX humanoid's step (float32, batch 8, contacts on) lowered for "cuda": FUSED_STEP_KERNELS Triton kernels
+    and the remaining XLA operations, counted before XLA's fusion (fusions are the GPU compiler's, not measurable
+    here). The XLA path's count is the reference; the fused count must stay at or below the recorded
+    FUSED_STEP_OPS; the fused tree pass alone lowers to the kernel, layout operations and its warning count."""
+    _compiled_kernels(monkeypatch)
+    mjm, m, ds = models("mjx_humanoid")
+    m = _float32(m)
+    batch = _float32(jax.tree.map(lambda x: jp.concatenate([x, x, x])[:8], ds))
+    tree_pass = jax.vmap(lambda m, d: kernels.tree_pass(m, d)[0], in_axes=(None, 0))
+    for layout in ("lanes_last", "lanes_first"):
+        ops = _op_names(_lower_cuda(tree_pass, mjl.configure(m, kernels="fused", kernel_layout=layout), batch))
+        assert ops.count("stablehlo.custom_call") == 1, layout
+        assert set(ops) <= LAYOUT_OPS | set(WARNING_OPS), (layout, sorted(set(ops)))
+        assert all(ops.count(o) <= 1 for o in WARNING_OPS), (layout, [ops.count(o) for o in WARNING_OPS])
+    step = jax.vmap(mjl.step, in_axes=(None, 0))
+    fused = _lower_cuda(step, mjl.configure(m, kernels="fused"), batch)
+    xla = _lower_cuda(step, mjl.configure(m, kernels="xla"), batch)
+    n_fused, n_xla = _ops(fused), _ops(xla)
+    n_kernels = fused.count("__gpu$xla.gpu.triton")
+    print(f"humanoid step, StableHLO operations: fused {n_fused} (+{n_kernels} Triton kernels), XLA {n_xla}")
+    assert n_kernels == FUSED_STEP_KERNELS and xla.count("__gpu$xla.gpu.triton") == 0
+    assert n_fused < n_xla
+    assert n_fused <= FUSED_STEP_OPS, f"the fused step has {n_fused} operations, recorded {FUSED_STEP_OPS}"
