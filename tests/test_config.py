@@ -105,8 +105,9 @@ def test_replace_config_refuses_layout_changes():
 
 def test_constraint_plan_follows_geom_dataid():
     """The old plan key left out geom_dataid: the second model reused the first one's slot condims."""
-    first = mjl.load_mjcf_string(_meshes("tet", "ico"))
-    second = mjl.load_mjcf_string(_meshes("ico", "tet"))
+    config = mjl.Config(mesh_size_ratio=4.0)  # the tetrahedron and the icosahedron in two size classes (groups)
+    first = mjl.load_mjcf_string(_meshes("tet", "ico"), config=config)
+    second = mjl.load_mjcf_string(_meshes("ico", "tet"), config=config)
     assert first.nconmax == second.nconmax and not np.array_equal(first.geom_dataid, second.geom_dataid)
     for f in ("geom_type", "geom_condim", "geom_priority", "pair_dim", "geom_contype", "body_weldid"):
         assert np.array_equal(getattr(first, f), getattr(second, f)), f

@@ -135,16 +135,18 @@ def plane_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     return _compact(c, valid, 4)
 
 
-PLANE_MESH_NCON = 4  # support vertex + up to 3 hull neighbours (MuJoCo 4's maxplanemesh; 3 before)
+# support vertex + up to 2 hull neighbours (maxplanemesh). MuJoCo 4.0 gives up to 4 where a face rests flat (a
+# 144-gon prism: 4 points 90 degrees apart) by a rule we have not reproduced (its source is not at hand)
+PLANE_MESH_NCON = 3
 _PLANE_MESH_TOL = 0.3  # extra plane-mesh contacts at least this times rbound from the first (tolplanemesh)
 
 
 def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
-    """Up to 4 contacts (mjc_PlaneConvex for meshes): the support vertex in direction -normal, then up to 3 of
+    """Up to 3 contacts (mjc_PlaneConvex for meshes): the support vertex in direction -normal, then up to 2 of
     its hull-graph neighbours (vertices sharing a hull triangle with it) that lie strictly within margin of the
     plane and at least 0.3 * rbound (rbound = |geom_size| for a mesh) from the first contact point.
 
-    MuJoCo takes the neighbours in the order of its qhull graph, which the Model does not hold: where more than 3
+    MuJoCo takes the neighbours in the order of its qhull graph, which the Model does not hold: where more than 2
     neighbours qualify we take the lowest vertex ids, so the count always matches but the choice may differ."""
     n = g1.mat[:, 2]
     world = g2.pos + outer3(g2.vert, g2.mat)  # (V, 3)

@@ -337,14 +337,16 @@ def convex_hull(vert: np.ndarray, maxhullvert: int = -1):
     vert = np.asarray(vert, np.float64)
     if len(vert) < 4:
         return empty
-    _, first, inverse = np.unique(vert, axis=0, return_index=True, return_inverse=True)
+    # distinct points in their first-occurrence order: qhull's triangulation of coplanar facets depends on the input
+    # order, and MuJoCo's graph (whose triangles pick a plane-mesh contact's neighbours) is built in file order
+    _, first = np.unique(vert, axis=0, return_index=True)
+    first = np.sort(first)
     upts = vert[first]
-    opts = "Qt" if maxhullvert < 0 else f"Qt TA{maxhullvert - 4}"
+    opts = "Qt" if maxhullvert < 0 else f"Qt Q9 TA{maxhullvert - 4}"  # MuJoCo's options (Q9: its furthest point)
     try:
         hull = ConvexHull(upts, qhull_options=opts)
     except (QhullError, ValueError):
         return empty
-    del inverse
     simp = np.asarray(hull.simplices, np.int64)
     a, b, c = upts[simp[:, 0]], upts[simp[:, 1]], upts[simp[:, 2]]
     flip = np.einsum("ij,ij->i", np.cross(b - a, c - a), hull.equations[:, :3]) < 0
