@@ -261,6 +261,7 @@ def unbatched(f: Callable) -> Callable:
     """f, mapped one call at a time under `vmap` (`jax.custom_batching.sequential_vmap`): for JAX's LAPACK-backed
     decompositions (eigh, pinv) on the CPU, whose unbatched call never waits for the thread pool (see the module
     docstring). Not reverse-differentiable: only for code that is not differentiated."""
-    return jax.custom_batching.sequential_vmap(f)
+    # through *args: custom_vmap would bind f's keyword defaults (eigh's static UPLO, ...) as traced operands
+    return jax.custom_batching.sequential_vmap(lambda *args: f(*args))
 
 
