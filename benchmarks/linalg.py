@@ -78,7 +78,8 @@ def main(argv=None):
                       integrator=int(base.opt.integrator), load=round(os.getloadavg()[0], 1))  # fmt: skip
         print(json.dumps(out[k]), flush=True)
     if len(kinds) == 2:
-        print(f"ratio {kinds[1]} / {kinds[0]}: {out[kinds[1]]['best_ms_per_step'] / out[kinds[0]]['best_ms_per_step']:.3f}")
+        ratio = out[kinds[1]]["best_ms_per_step"] / out[kinds[0]]["best_ms_per_step"]
+        print(f"ratio {kinds[1]} / {kinds[0]}: {ratio:.3f}")
 
 
 if __name__ == "__main__":
