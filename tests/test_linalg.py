@@ -20,7 +20,10 @@ from mjx_lite.config import linalg as config_linalg
 TOL = 1e-12
 # float32: the same systems, relative to the solution's size
 TOL32 = 2e-5
-SIZES = (1, 2, 5, 24, 40)
+# one representative size in the default selection (the Newton Hessian of a small robot), the edge and larger
+# cases slow
+SIZES = (pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow),
+         pytest.param(5, marks=pytest.mark.slow), 24, pytest.param(40, marks=pytest.mark.slow))  # fmt: skip
 
 
 def _spd(rng, n, batch=()):
@@ -67,16 +70,19 @@ def test_solves_match_numpy(n):
     np.testing.assert_array_equal(np.triu(np.asarray(lo), 1), 0.0)
     np.testing.assert_array_equal(np.tril(np.asarray(up), -1), 0.0)
     low = np.linalg.cholesky(a)
-    for lower in (True, False):
+    cases = [(lower, transpose, unit) for lower in (True, False) for transpose in (False, True)
+             for unit in (False, True)]  # fmt: skip
+
+    @jax.jit
+    def tri(low, b):  # every orientation in one program (one compilation)
+        return [linalg.solve_triangular(low if lower else jp.swapaxes(low, -1, -2), b, lower=lower, transpose=transpose,
+                                        unit_diagonal=unit) for lower, transpose, unit in cases]  # fmt: skip
+
+    for (lower, transpose, unit), x in zip(cases, tri(jp.asarray(low), jp.asarray(bk))):
         t = low if lower else np.swapaxes(low, -1, -2)
-        for transpose in (False, True):
-            for unit in (False, True):
-                f = jax.jit(lambda t, b, lower=lower, transpose=transpose, unit=unit: linalg.solve_triangular(
-                    t, b, lower=lower, transpose=transpose, unit_diagonal=unit))  # fmt: skip
-                ref = np.stack([sl.solve_triangular(ti, bi, lower=lower, trans=int(transpose), unit_diagonal=unit)
-                                for ti, bi in zip(t, bk)])  # fmt: skip
-                np.testing.assert_allclose(np.asarray(f(jp.asarray(t), jp.asarray(bk))), ref,
-                                           atol=TOL * np.abs(ref).max(), rtol=0)  # fmt: skip
+        ref = np.stack([sl.solve_triangular(ti, bi, lower=lower, trans=int(transpose), unit_diagonal=unit)
+                        for ti, bi in zip(t, bk)])  # fmt: skip
+        np.testing.assert_allclose(np.asarray(x), ref, atol=TOL * np.abs(ref).max(), rtol=0)
 
 
 def test_batched_paths():
@@ -95,7 +101,7 @@ def test_batched_paths():
                                atol=TOL, rtol=0)  # fmt: skip
 
 
-@pytest.mark.parametrize("n", (1, 5, 24))
+@pytest.mark.parametrize("n", (pytest.param(1, marks=pytest.mark.slow), 5, pytest.param(24, marks=pytest.mark.slow)))
 def test_derivatives_match_jax(n):
     """Reverse and forward derivatives of the solves and of the Cholesky factor equal those of JAX's own
     (LAPACK-backed) functions."""
@@ -112,13 +118,17 @@ def test_derivatives_match_jax(n):
     ref_gen = lambda a, b: jp.sum(jp.sin(jp.linalg.solve(a, b[..., None])[..., 0]))  # noqa: E731
     own_chol = lambda a, b: jp.sum(jp.sin(linalg.cholesky_upper(sym(a))) * b[..., None])  # noqa: E731
     ref_chol = lambda a, b: jp.sum(jp.sin(jp.swapaxes(jp.linalg.cholesky(sym(a)), -1, -2)) * b[..., None])  # noqa: E731
-    for own, ref, mat in ((own_spd, ref_spd, a), (own_gen, ref_gen, m), (own_chol, ref_chol, a)):
-        g_own = jax.jit(jax.grad(own, (0, 1)))(mat, b)
-        g_ref = jax.grad(ref, (0, 1))(mat, b)
+    @jax.jit
+    def both(a, m, b, da):  # one program: each pair's gradients and directional derivatives
+        out = []
+        for f, mat in ((own_spd, a), (ref_spd, a), (own_gen, m), (ref_gen, m), (own_chol, a), (ref_chol, a)):
+            out.append((jax.grad(f, (0, 1))(mat, b), jax.jvp(f, (mat, b), (da, b))[1]))
+        return out
+
+    res = both(a, m, b, da)
+    for (g_own, t_own), (g_ref, t_ref) in zip(res[0::2], res[1::2]):
         for x, y in zip(g_own, g_ref):
             np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=TOL * (1 + np.abs(np.asarray(y)).max()))
-        t_own = jax.jit(lambda m, b, own=own: jax.jvp(own, (m, b), (da, b))[1])(mat, b)
-        t_ref = jax.jvp(ref, (mat, b), (da, b))[1]
         np.testing.assert_allclose(float(t_own), float(t_ref), atol=TOL * (1 + abs(float(t_ref))))
 
 
@@ -215,12 +225,18 @@ def test_config_linalg_auto_resolves_by_backend():
 # float64 steps of a contact model with each factorisation: the Newton and implicit solves agree to round-off,
 # amplified by the solver's iterations and the contacts over a few steps
 STEP_ATOL = 1e-9
+# the gradient of the final positions through those steps (implicit adjoint: one more Cholesky solve per step),
+# relative to its largest entry
+GRAD_RTOL = 1e-8
 
 
+@pytest.mark.slow  # 6 min on the loaded 2-core machine (the step's gradient compiles twice); the default selection
+# checks the solves' derivatives against JAX's (test_derivatives_match_jax), the step against MuJoCo elsewhere
 @pytest.mark.parametrize("integrator", ["implicitfast", "implicit"])
 def test_own_and_library_steps_agree(integrator):
     """Five steps of a floating body with legs on a floor (Newton, contacts, implicit integrators incl. the free
-    bodies' 6 x 6 blocks, dense mass factorisation) with Config(linalg="own") and "library"."""
+    bodies' 6 x 6 blocks, dense mass factorisation) and their gradient with respect to the initial velocities
+    (implicit adjoint) with Config(linalg="own") and "library"."""
     xml = f"""
     <mujoco>
       <option timestep="0.005" integrator="{integrator}"/>
@@ -236,12 +252,20 @@ def test_own_and_library_steps_agree(integrator):
       </worldbody>
     </mujoco>"""
     base = mjl.load_mjcf_string(xml)
-    out = {}
+    out, grad = {}, {}
     for kind in ("own", "library"):
         m = base.replace(config=base.config.replace(linalg=kind, mass_factorization="dense"))
         d = mjl.make_data(m).replace(qvel=jp.asarray(np.random.default_rng(0).normal(0, 0.3, base.nv)))
-        out[kind] = jax.jit(lambda d, m=m: jax.lax.fori_loop(0, 5, lambda i, d: mjl.step(m, d), d))(d)
+
+        def loss(qvel, d=d, m=m):
+            dn = jax.lax.fori_loop(0, 5, lambda i, d: mjl.step(m, d), d.replace(qvel=qvel))
+            return jp.sum(jp.sin(3.0 * dn.qpos)), dn
+
+        (_, out[kind]), grad[kind] = jax.jit(jax.value_and_grad(loss, has_aux=True))(d.qvel)
     assert int(out["own"].nefc) > 0
     for f in ("qpos", "qvel", "qacc", "qLD", "efc_force"):
         np.testing.assert_allclose(np.asarray(getattr(out["own"], f)), np.asarray(getattr(out["library"], f)),
                                    atol=STEP_ATOL, rtol=0, err_msg=f)  # fmt: skip
+    g_own, g_lib = np.asarray(grad["own"]), np.asarray(grad["library"])
+    assert np.isfinite(g_lib).all() and np.abs(g_lib).max() > 0
+    np.testing.assert_allclose(g_own, g_lib, atol=GRAD_RTOL * np.abs(g_lib).max(), rtol=0)
