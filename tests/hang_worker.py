@@ -42,6 +42,18 @@ def _custom_calls(compiled) -> list[str]:
     return sorted(set(re.findall(r'custom_call_target="([^"]+)"', compiled.as_text())))
 
 
+def _batched_lapack(compiled) -> list[str]:
+    """The LAPACK custom calls of a compiled program whose (first) result is a batch of matrices (rank > 2: the
+    kernels that split over the thread pool and wait); unbatched ones (one matrix, run inline) are not listed."""
+    out = []
+    for line in compiled.as_text().splitlines():
+        if 'custom_call_target="lapack_' in line:
+            shape = re.search(r"= \(?[a-z0-9]+\[([0-9,]*)\]", line)
+            if shape is None or shape.group(1).count(",") + 1 > 2:
+                out.append(line.strip()[:200])
+    return out
+
+
 # a small Newton/implicitfast model with contacts: a free body with four two-hinge legs standing on a floor
 CHAIN = """
 <mujoco model="chain">
@@ -118,7 +130,8 @@ def transition(n: int, linalg: str = "auto") -> dict:
     t = time.perf_counter()
     compiled = fn.lower(db).compile()
     facts = {"case": "transition", "n": n, "linalg": linalg, "ncon_min": min(ncon), "ncon_max": max(ncon),
-             "compile_s": time.perf_counter() - t, "custom_calls": _custom_calls(compiled)}  # fmt: skip
+             "compile_s": time.perf_counter() - t, "custom_calls": _custom_calls(compiled),
+             "batched_lapack": _batched_lapack(compiled)}  # fmt: skip
     _log("compiled", facts)
     t = time.perf_counter()
     A, B = jax.block_until_ready(compiled(db))
@@ -149,7 +162,7 @@ def step(name: str, batch: int, steps: int, linalg: str = "auto") -> dict:
     compiled = fn.lower(db).compile()
     facts = {"case": "step", "model": name, "linalg": linalg, "batch": batch, "steps": steps,
              "solver": int(m.opt.solver), "integrator": int(m.opt.integrator), "compile_s": time.perf_counter() - t,
-             "custom_calls": _custom_calls(compiled)}  # fmt: skip
+             "custom_calls": _custom_calls(compiled), "batched_lapack": _batched_lapack(compiled)}  # fmt: skip
     _log("compiled", facts)
     t = time.perf_counter()
     out = jax.block_until_ready(compiled(db))
@@ -167,7 +180,7 @@ def devices(name: str, batch: int, steps: int, linalg: str = "auto") -> dict:
     compiled = fn.lower(mr, db).compile()
     facts = {"case": "devices", "model": name, "linalg": linalg, "batch": batch, "steps": steps,
              "devices": jax.device_count(), "compile_s": time.perf_counter() - t,
-             "custom_calls": _custom_calls(compiled)}  # fmt: skip
+             "custom_calls": _custom_calls(compiled), "batched_lapack": _batched_lapack(compiled)}  # fmt: skip
     _log("compiled", facts)
     t = time.perf_counter()
     out, _ = jax.block_until_ready(compiled(mr, db))
@@ -200,7 +213,8 @@ def solve(batch: int, n: int, calls: int, linalg: str = "auto") -> dict:
     t = time.perf_counter()
     compiled = fn.lower(a, b).compile()
     facts = {"case": "solve", "linalg": linalg, "batch": batch, "n": n, "calls": calls, "devices": jax.device_count(),
-             "compile_s": time.perf_counter() - t, "custom_calls": _custom_calls(compiled)}  # fmt: skip
+             "compile_s": time.perf_counter() - t, "custom_calls": _custom_calls(compiled),
+             "batched_lapack": _batched_lapack(compiled)}  # fmt: skip
     _log("compiled", facts)
     t = time.perf_counter()
     for _ in range(calls):

@@ -269,3 +269,33 @@ def test_own_and_library_steps_agree(integrator):
     g_own, g_lib = np.asarray(grad["own"]), np.asarray(grad["library"])
     assert np.isfinite(g_lib).all() and np.abs(g_lib).max() > 0
     np.testing.assert_allclose(g_own, g_lib, atol=GRAD_RTOL * np.abs(g_lib).max(), rtol=0)
+
+
+def test_large_systems_one_lapack_call_at_a_time():
+    """Systems of SEQUENTIAL_MIN_N or more under (nested) vmaps and their gradient: unbatched LAPACK calls only (one
+    matrix each: inline, never waiting on the pool), numpy's solutions; a matrix LAPACK cannot factorise (a zero
+    pivot) falls back to the clamped factorisation (finite, as MuJoCo's mju_cholFactor)."""
+    n = linalg.SEQUENTIAL_MIN_N
+    rng = np.random.default_rng(6)
+    a, m, b = _spd(rng, n, (2, 3)), _dominant(rng, n, (2, 3)), rng.standard_normal((2, 3, n))
+    spd = jax.vmap(jax.vmap(lambda a, b: linalg.solve_spd(a, b, 1e-15)))
+    gen = jax.vmap(jax.vmap(linalg.solve))
+    grad = jax.grad(lambda a, b: jp.sum(jp.sin(spd(a, b))))
+    for f in (spd, gen, grad):
+        text = jax.jit(f).lower(jp.asarray(a), jp.asarray(b)).as_text()
+        calls = [ln for ln in text.splitlines() if "lapack_" in ln and "custom_call" in ln]
+        assert calls and all(f"tensor<{n}x{n}x" in ln or f"tensor<{n}x1x" in ln for ln in calls), calls
+        assert all(f"tensor<3x{n}" not in ln and f"tensor<2x3x{n}" not in ln for ln in calls), calls
+    ref = np.linalg.solve(a, b[..., None])[..., 0]
+    np.testing.assert_allclose(np.asarray(jax.jit(spd)(jp.asarray(a), jp.asarray(b))), ref, atol=TOL, rtol=0)
+    ref = np.linalg.solve(m, b[..., None])[..., 0]
+    np.testing.assert_allclose(np.asarray(jax.jit(gen)(jp.asarray(m), jp.asarray(b))), ref, atol=TOL, rtol=0)
+    singular = np.zeros((2, n, n))
+    singular[0] = _spd(rng, n)
+    singular[1, :3, :3] = [[1.0, 2.0, 0.5], [2.0, 4.0, 1.0], [0.5, 1.0, 3.0]]  # rank 2, then zeros
+    x = jax.jit(jax.vmap(lambda a, b: linalg.solve_spd(a, b, 1e-10)))(jp.asarray(singular), jp.asarray(b[0, :2]))
+    np.testing.assert_allclose(np.asarray(x[0]), np.linalg.solve(singular[0], b[0, 0]), atol=TOL, rtol=0)
+    u = linalg.cholesky_upper(jp.asarray(singular[1]), 1e-10)
+    np.testing.assert_allclose(np.asarray(x[1]), np.asarray(linalg.cho_solve_upper(u, jp.asarray(b[0, 1]))),
+                               rtol=1e-12)  # fmt: skip
+    assert np.isfinite(np.asarray(x)).all()

@@ -26,7 +26,7 @@ import jax.numpy as jp
 import pytest
 
 import mjx_lite as mjl
-from mjx_lite import derivatives, trajopt
+from mjx_lite import derivatives, linalg, trajopt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -153,15 +153,19 @@ def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("jax_cache"))
 
 
-def test_batched_solves_over_forced_devices_finish(cache_dir):
+@pytest.mark.parametrize("n", [24, 12])
+def test_batched_solves_over_forced_devices_finish(n, cache_dir):
     """The smallest program that hung: a loop of 5 batched Cholesky solves (8192 systems of 24 x 24, float32) over 4
-    forced CPU devices, 20 calls. With mjx_lite.linalg it finishes, calls no LAPACK kernel and solves the systems.
+    forced CPU devices, 20 calls. With mjx_lite.linalg it finishes and solves the systems: at n = 24 with one
+    unbatched LAPACK call per system (never waiting on the pool), at n = 12 (below SEQUENTIAL_MIN_N) with no
+    LAPACK call.
 
     With JAX's LAPACK Cholesky (`hang_worker.py solve 8192 24 20 library`) the same program hung in 3 of 4 runs on
     the 2-core machine (asleep after 1.4-2.4 s of CPU time; the fourth finished in 7.7 s), and with 100 calls in 4 of
     4 (2026-11-28; three 40-call runs started side by side all finished)."""
-    facts = _run(["solve", 8192, 24, 20], 4, TIMEOUT_S, cache_dir)
-    assert facts["devices"] == 4 and facts["custom_calls"] == []
+    facts = _run(["solve", 8192, n, 20], 4, TIMEOUT_S, cache_dir)
+    assert facts["devices"] == 4 and facts["batched_lapack"] == []
+    assert facts["custom_calls"] == [] if n < linalg.SEQUENTIAL_MIN_N else facts["custom_calls"]
     assert facts["max_error"] < SOLVE_ATOL
 
 
@@ -170,7 +174,7 @@ def test_batched_solves_over_forced_devices_finish(cache_dir):
 def test_step_over_forced_devices_finishes(args, cache_dir):
     """The rollouts that hung over 4 forced CPU devices (chain at batch 4096, legged at 2048) run to the end."""
     facts = _run(args, 4, TIMEOUT_SLOW_S, cache_dir)
-    assert facts["finite"] and not any(c.startswith("lapack") for c in facts["custom_calls"])
+    assert facts["finite"] and facts["batched_lapack"] == []
 
 
 @pytest.mark.slow
@@ -178,12 +182,12 @@ def test_vmapped_transition_of_64_humanoid_states_finishes(cache_dir):
     """The issue's case: vmap(derivatives.transition) over 64 states of the humanoid in contact (MJX test model,
     100 solver iterations, float64)."""
     facts = _run(["transition", 64], 1, TIMEOUT_SLOW_S, cache_dir)
-    assert facts["finite"] and facts["ncon_min"] > 0 and facts["custom_calls"] == []
+    assert facts["finite"] and facts["ncon_min"] > 0 and facts["batched_lapack"] == []
 
 
 @pytest.mark.slow
 def test_walker_at_batch_4096_finishes(cache_dir):
     """MJX's walker program hung at batch 4096; ours (Newton) runs 10 steps of dm_control's walker at 4096."""
     facts = _run(["step", "dm:walker.xml", 4096, 10], 1, TIMEOUT_SLOW_S, cache_dir)
-    assert facts["finite"] and facts["solver"] == 2 and facts["custom_calls"] == []
+    assert facts["finite"] and facts["solver"] == 2 and facts["batched_lapack"] == []
 
