@@ -129,10 +129,11 @@ class Config:
       linalg: the dense factorisations and solves of the step, the solvers, their gradients, the planners and
         fitting (Newton's and the implicit gradient's Cholesky, the implicit integrators, the dense mass matrix
         factorisation, iLQR, sysid): "own" (`mjx_lite.linalg`: plain array operations, batched by `vmap` like any
-        other), "library" (JAX's `jax.numpy.linalg` / `jax.scipy.linalg`: LAPACK on a CPU, cuSOLVER / cuBLAS on a
-        GPU), or "auto" (default): "own" where JAX's default backend is the CPU, else "library". On a CPU JAX's
-        batched LAPACK kernels wait on XLA's thread pool and can deadlock it (several CPU devices, or few cores
-        and large batches): "library" there is for comparisons only.
+        other; systems of 20 x 20 or more as one unbatched LAPACK call per system), "library" (JAX's
+        `jax.numpy.linalg` / `jax.scipy.linalg`: LAPACK on a CPU, cuSOLVER / cuBLAS on a GPU), or "auto"
+        (default): "own" where JAX's default backend is the CPU, else "library". On a CPU JAX's batched LAPACK
+        kernels wait on XLA's thread pool and can deadlock it (several CPU devices, or few cores and large
+        batches): "library" there is for comparisons only.
     """
 
     gradients: str = "implicit"

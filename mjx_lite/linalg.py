@@ -1,4 +1,4 @@
-"""Dense factorisations and solves for the small systems of the step, in plain array operations.
+"""Dense factorisations and solves for the small systems of the step that cannot deadlock XLA:CPU's thread pool.
 
 Why not `jax.numpy.linalg` / `jax.scipy.linalg` on the CPU: JAX lowers Cholesky, LU, triangular solves, eigh and
 SVD to LAPACK custom calls whose batched form (any of them under `vmap`) splits a large batch into tasks on XLA:CPU's
@@ -7,7 +7,7 @@ is such a blocked call (several forced CPU devices, or concurrent calls on a mac
 the tasks and the program never returns (seen with gdb on a 2-core machine: the legged model at batch 2048 over 4
 forced devices, both pool threads in `lapack_spotrf_ffi` -> `ParallelBatchMap` -> `BlockingCounter::Wait`). The
 factorisations here are ordinary XLA operations: under `vmap` they become wider operations or loops, never a library
-call that waits for the pool.
+call that waits for the pool (larger solves: unbatched LAPACK calls, below).
 
 An *unbatched* LAPACK call never splits (`ParallelBatchMap` runs a batch that fits one task inline on the calling
 thread, and a batch of one always does), so `unbatched` wraps the decompositions we do not write ourselves (eigh,
@@ -27,7 +27,11 @@ with n; XLA's fusion of long unrolled chains recomputed earlier steps and took t
     whose batched form (`custom_batching.custom_vmap`) runs the batch in chunks of `CHUNK` systems (`lax.map`):
     the vectorised loops then work on a chunk that stays in cache (at batch 1024, n = 24 one unchunked pass over
     the batch per row took 8x LAPACK's time; chunked it is on par), and a matrix shared by a batch of right-hand
-    sides (a Jacobian's rows) is factorised once.
+    sides (a Jacobian's rows) is factorised once. Systems of `SEQUENTIAL_MIN_N` or more (n is static) are solved
+    by LAPACK one system at a time instead (`lax.map` of unbatched calls, which cannot deadlock; the row loops
+    re-read the whole batch once per row and were 2x slower there), falling back to the clamped factorisation
+    where LAPACK's fails (a pivot <= 0). Under nested vmaps each level comes back to the batching rule, so no
+    level batches the LAPACK calls.
 
 Shapes: matrices (..., n, n) for the plain functions, (n, n) for the solves (batch them with `vmap`); right-hand
 sides (n,) or (n, k). Differentiable, float32 and float64.
