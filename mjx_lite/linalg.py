@@ -57,9 +57,10 @@ __all__ = ["CHUNK", "SEQUENTIAL_MIN_N", "cho_solve_upper", "cholesky_pivots", "c
 CHUNK = 256
 # solves of systems at least this large use JAX's LAPACK calls one system at a time (`lax.map` of unbatched calls,
 # which run inline on the calling thread and never wait on the pool): the row loops here re-read the whole batch of
-# matrices once per row, LAPACK keeps each matrix in cache. A loop of 10 batched float32 SPD solves, 256 systems
-# (python /tmp micro benchmark, interleaved, load ~11 on 2 cores), us per batched solve: n = 27: own 3539, LAPACK
-# batched 1699, LAPACK one at a time 2059; n = 12: 238, 193, 727 (the per-call overhead dominates).
+# matrices once per row, LAPACK keeps each matrix in cache. With the row loops at every size the humanoid's (nv 27)
+# Newton step took 1.68x LAPACK's time at batch 256, with this dispatch 0.99x (`python benchmarks/report.py --only
+# linalg`, docs/benchmarks.md); below ~20 the per-call overhead of one call per system dominates (a loop of 10
+# batched float32 solves of 256 systems, n = 12: rows 238 us, batched LAPACK 193 us, one LAPACK call at a time 727 us)
 SEQUENTIAL_MIN_N = 20
 
 
