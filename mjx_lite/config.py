@@ -22,8 +22,8 @@ import math
 
 import jax
 
-__all__ = ["CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "KERNELS", "KERNEL_LAYOUTS", "LAYOUT_FIELDS",
-           "MATMUL_PRECISIONS", "QACC_RESETS", "QUATERNION_OPS", "kernels", "matmul_precision", "qacc_reset",
+__all__ = ["CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "KERNELS", "KERNEL_LAYOUTS", "LAYOUT_FIELDS", "LINALGS",
+           "MATMUL_PRECISIONS", "QACC_RESETS", "QUATERNION_OPS", "kernels", "linalg", "matmul_precision", "qacc_reset",
            "quaternion_ops"]  # fmt: skip
 
 GRADIENT_MODES = ("implicit", "unrolled")
@@ -33,6 +33,7 @@ QUATERNION_OPS = ("auto", "einsum", "elementwise")
 QACC_RESETS = ("auto", "all", "state")
 KERNELS = ("auto", "xla", "fused")
 KERNEL_LAYOUTS = ("lanes_last", "lanes_first")
+LINALGS = ("auto", "own", "library")
 
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
@@ -64,13 +65,12 @@ class Config:
       mass_factorization: how qM is factored into qLD and solved with: "tree" (default): eliminated one tree
         level at a time (gathers and a scatter-add per level), "dense": one Cholesky factorisation of the dense
         qM (a tree-sparse qM is densified first: O(nv^3), for small trees) and two triangular solves per solve
-        (LAPACK on a CPU, cuSOLVER/cuBLAS on a GPU: a few library calls instead of the tree's two kernels or more
-        per level). Same qLD to round-off. Meant for GPUs, where
+        (`linalg`'s: `mjx_lite.linalg` on a CPU, cuSOLVER/cuBLAS on a GPU: a few library calls instead of the
+        tree's two kernels or more per level). Same qLD to round-off. Meant for GPUs, where
         the tree's factorisation was the largest stage after the solver (docs/benchmarks.md; "dense" itself not
-        yet timed there); on a 2-core CPU the humanoid's step took 1.18x as long with it. With "dense" a pivot
-        below MINVAL is clamped in D only (a matrix that is not positive definite gives a NaN factor: the step's
-        qacc check resets the environment), and on a CPU with few cores JAX's batched LAPACK kernels can deadlock
-        at large batches (see the README's limitations).
+        yet timed there); on a 2-core CPU the humanoid's step took 1.18x as long with it (with LAPACK). A pivot
+        below MINVAL is clamped as "tree" clamps it with `linalg` "own"; with "library" in D only (a matrix that is
+        not positive definite gives a NaN factor: the step's qacc check resets the environment).
       contact_jacobian: how contact rows' Jacobians are built: "dense" (every dof), "chain" (only the dofs that
         move the two bodies, scattered into zeros: large scenes of short chains), or "auto" (default): chain when
         the longest chain is at most nv / 8.
@@ -126,6 +126,14 @@ class Config:
         fields are transposed at the kernel's boundary by XLA) or "lanes_first" (the kernel reads and writes Data's
         own (environments, values) arrays with strided accesses and no transposes). Which is faster on a GPU is
         to be measured (benchmarks/gpu_bench.py has both).
+      linalg: the dense factorisations and solves of the step, the solvers, their gradients, the planners and
+        fitting (Newton's and the implicit gradient's Cholesky, the implicit integrators, the dense mass matrix
+        factorisation, iLQR, sysid): "own" (`mjx_lite.linalg`: plain array operations, batched by `vmap` like any
+        other; systems of 20 x 20 or more as one unbatched LAPACK call per system), "library" (JAX's
+        `jax.numpy.linalg` / `jax.scipy.linalg`: LAPACK on a CPU, cuSOLVER / cuBLAS on a GPU), or "auto"
+        (default): "own" where JAX's default backend is the CPU, else "library". On a CPU JAX's batched LAPACK
+        kernels wait on XLA's thread pool and can deadlock it (several CPU devices, or few cores and large
+        batches): "library" there is for comparisons only.
     """
 
     gradients: str = "implicit"
@@ -151,6 +159,7 @@ class Config:
     qacc_reset: str = "auto"
     kernels: str = "auto"
     kernel_layout: str = "lanes_last"
+    linalg: str = "auto"
 
     def __post_init__(self):
         if self.gradients not in GRADIENT_MODES:
@@ -171,7 +180,8 @@ class Config:
                               ("quaternion_ops", QUATERNION_OPS),
                               ("qacc_reset", QACC_RESETS),
                               ("kernels", KERNELS),
-                              ("kernel_layout", KERNEL_LAYOUTS)):  # fmt: skip
+                              ("kernel_layout", KERNEL_LAYOUTS),
+                              ("linalg", LINALGS)):  # fmt: skip
             if getattr(self, name) not in choices:
                 raise ValueError(f"Config.{name} must be one of {choices}, not {getattr(self, name)!r}")
         for name in ("broadphase_min_pairs", "sat_budget"):
@@ -240,6 +250,13 @@ def kernels(config: Config) -> str:
     if config.kernels != "auto":
         return config.kernels
     return "fused" if jax.default_backend() == "gpu" else "xla"
+
+
+def linalg(config: Config) -> str:
+    """"own" or "library": `config.linalg` with "auto" resolved by JAX's default backend (at trace time)."""
+    if config.linalg != "auto":
+        return config.linalg
+    return "own" if jax.default_backend() == "cpu" else "library"
 
 
 def matmul_precision(config: Config):

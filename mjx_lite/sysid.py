@@ -37,7 +37,8 @@ import jax.numpy as jp
 import numpy as np
 import optax
 
-from mjx_lite import derivatives, io
+from mjx_lite import derivatives, io, linalg
+from mjx_lite.config import linalg as config_linalg
 from mjx_lite.trajopt.common import StaticArg
 from mjx_lite.types import Data, Model
 
@@ -433,6 +434,15 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
         return jax.vmap(one)(delta, ks)
 
     tiny = jp.finfo(dtype).eps
+    library = config_linalg(m.config) == "library"
+
+    def spd_solve(a, b):
+        """a^-1 b for a Gauss-Newton matrix plus a positive diagonal, a (n, n), b (n,) or (n, k): JAX's LU
+        (library), else Cholesky with pivots below eps * max|diag| clamped there (a numerically singular
+        direction gets a huge finite step, as from LU, instead of NaN)."""
+        if library:
+            return jp.linalg.solve(a, b)
+        return linalg.solve_spd(a, b, mindiag=tiny * jp.max(jp.abs(jp.diagonal(a))))
 
     def linearize(theta, delta):
         """Residuals and their Jacobians (r (K, R), Jt (K, R, n_theta), Jd (K, R, nx)), non-finite entries zeroed,
@@ -457,16 +467,16 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
         complement (block-diagonal in the windows; without fit_starts, the held step and zero)."""
         Att, gt, Atd, Add, gd = blocks(lin)
         Dt = jp.maximum(jp.diagonal(Att), tiny)
-        held = -jp.linalg.solve(Att + jp.diag(lam * Dt), gt)
+        held = -spd_solve(Att + jp.diag(lam * Dt), gt)
         if not fit_starts:
             return held, held, jp.zeros((K, nx), dtype)
         Dd = jp.maximum(jp.diagonal(Add, axis1=1, axis2=2), tiny)
         Add_l = Add + jax.vmap(jp.diag)(lam * Dd)
-        inv_gd = jp.linalg.solve(Add_l, gd[..., None])[..., 0]
-        inv_Adt = jp.linalg.solve(Add_l, jp.swapaxes(Atd, 1, 2))
+        inv = jax.vmap(spd_solve)(Add_l, jp.concatenate([gd[..., None], jp.swapaxes(Atd, 1, 2)], axis=-1))
+        inv_gd, inv_Adt = inv[..., 0], inv[..., 1:]
         S = Att - jp.einsum("kij,kjl->il", Atd, inv_Adt)
         rhs = gt - jp.einsum("kij,kj->i", Atd, inv_gd)
-        dtheta = -jp.linalg.solve(S + jp.diag(lam * Dt), rhs)
+        dtheta = -spd_solve(S + jp.diag(lam * Dt), rhs)
         ddelta = -(inv_gd + jp.einsum("kij,j->ki", inv_Adt, dtheta))
         return held, dtheta, ddelta
 
@@ -477,7 +487,7 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
             return Att
         Dd = jp.maximum(jp.diagonal(Add, axis1=1, axis2=2), tiny)
         reg = jax.vmap(jp.diag)(1e-12 * Dd)
-        return Att - jp.einsum("kij,kjl->il", Atd, jp.linalg.solve(Add + reg, jp.swapaxes(Atd, 1, 2)))
+        return Att - jp.einsum("kij,kjl->il", Atd, jax.vmap(spd_solve)(Add + reg, jp.swapaxes(Atd, 1, 2)))
 
     def project(theta):
         return jp.clip(theta, lo, hi)
@@ -541,7 +551,7 @@ def _solve(m, d0, win, w, theta0, lo, hi, scale, hold, *, entries, fit_starts, i
     n_res = r.size
     n_par = n_theta + (K * nx if fit_starts else 0)
     sigma2 = 2.0 * cost / max(n_res - n_par, 1)
-    cov = sigma2 * jp.linalg.pinv(S)
+    cov = sigma2 * (jp.linalg.pinv(S) if library else linalg.unbatched(jp.linalg.pinv)(S))
     # unscaled residual rms per channel
     rms = _channel_rms(m, win, w, r, has_sens)
     return theta, curve, jp.diagonal(cov), rms

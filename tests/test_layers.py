@@ -18,7 +18,8 @@ ROOT = os.path.dirname(os.path.abspath(mjx_lite.__file__))
 
 # bottom to top; a module's layer is that of its longest matching prefix
 LAYERS = [
-    ("foundation", ["mjx_lite._struct", "mjx_lite._cache", "mjx_lite._eager", "mjx_lite.config", "mjx_lite.math"]),
+    ("foundation", ["mjx_lite._struct", "mjx_lite._cache", "mjx_lite._eager", "mjx_lite.config", "mjx_lite.math",
+                    "mjx_lite.linalg"]),
     ("types", ["mjx_lite.types"]),
     ("data", ["mjx_lite.data"]),
     ("runtime", ["mjx_lite.collision", "mjx_lite.solver", "mjx_lite.pipeline"]),

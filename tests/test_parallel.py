@@ -23,9 +23,9 @@ from mjx_lite import parallel
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WORKER = os.path.join(HERE, "parallel_worker.py")
-# a loaded 2-core machine runs each subprocess in under a minute; this only turns a hang into a failure (XLA:CPU can
-# deadlock with more forced devices than cores when JAX's batched LAPACK kernels split a large per-device batch over
-# the intra-op pool that the devices' programs occupy; 2 environments per device as here stay below that)
+# a loaded 2-core machine runs each subprocess in under a minute; this only turns a hang into a failure (XLA:CPU
+# deadlocked with more forced devices than cores when JAX's batched LAPACK kernels split a large per-device batch
+# over the intra-op pool that the devices' programs occupy; mjx_lite no longer calls them: tests/test_no_hang.py)
 TIMEOUT_S = 300
 
 # Float64 rollouts, 20 steps of a chaotic double pendulum. Environments never read each other, so a sharded run

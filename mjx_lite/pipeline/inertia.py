@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import math
+from mjx_lite import linalg, math
+from mjx_lite.config import linalg as config_linalg
 from mjx_lite.pipeline import support
 from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, Warning, qm_shape, sparse_mass_matrix
 
@@ -234,16 +235,24 @@ def _factor_dense(m: Model, a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Arr
     """`_factor_tree`'s result from a dense symmetric (nv, nv) matrix a, by one Cholesky factorisation.
 
     Reversing the dof order turns MuJoCo's M = L'DL (L unit lower-triangular, leaves eliminated first) into the
-    usual Cholesky: with R the reversal, R a R = C C' (C lower-triangular), so a = U U' with U = R C R upper-
+    usual Cholesky: with R the reversal, R a R = V' V (V upper-triangular), so a = U U' with U = R V' R upper-
     triangular, D = diag(U)^2 and L[k, i] = U[i, k] / U[k, k]. On a tree no entry fills in, so L is zero off the
-    tree and its tree entries equal `_factor_tree`'s to round-off. A pivot below MINVAL is set to MINVAL in D
-    (`clamped`); unlike `_factor_tree` the later rows are not recomputed with it (a matrix that is not positive
-    definite gives NaN in L, and the step's qacc check resets the environment).
+    tree and its tree entries equal `_factor_tree`'s to round-off. With `Config.linalg` "own" (`mjx_lite.linalg`)
+    a pivot below MINVAL is set to MINVAL and the factorisation goes on with it, as `_factor_tree` (`clamped`);
+    with "library" (JAX's Cholesky) it is set to MINVAL in D only, and a matrix that is not positive definite gives
+    NaN in L (the step's qacc check then resets the environment).
     """
-    u = jax.lax.linalg.cholesky(a[::-1, ::-1], symmetrize_input=False)[::-1, ::-1]
-    s = jp.diagonal(u)
-    dk = s * s
-    clamped = jp.any(~(dk >= MINVAL))  # NaN too
+    if config_linalg(m.config) == "library":
+        u = jax.lax.linalg.cholesky(a[::-1, ::-1], symmetrize_input=False)[::-1, ::-1]
+        s = jp.diagonal(u)
+        dk = s * s
+        clamped = jp.any(~(dk >= MINVAL))  # NaN too
+    else:
+        v, piv = linalg.cholesky_pivots(a[::-1, ::-1], MINVAL)
+        u = v.T[::-1, ::-1]
+        s = jp.diagonal(u)
+        dk = piv[::-1]
+        clamped = jp.any(~(dk >= MINVAL))  # NaN too
     dk = jp.where(dk < MINVAL, MINVAL, dk)
     lt = u / s[None, :]  # lt[i, k] = L[k, i]
     qld = take(jp.concatenate([dk, lt.reshape(-1)]), _factor_dense_gather(m))
@@ -268,9 +277,15 @@ def _solve_dense(m: Model, qld: jax.Array, inv: jax.Array, x: jax.Array) -> jax.
     lower = take(jp.concatenate([qld, jp.zeros((1,), qld.dtype), jp.ones((1,), qld.dtype)]), _unit_l_gather(m))
     lower = lower.reshape(m.nv, m.nv)
     y = x.reshape(m.nv, -1)
-    y = jax.lax.linalg.triangular_solve(lower, y, left_side=True, lower=True, transpose_a=True, unit_diagonal=True)
-    y = y * inv[:, None]
-    y = jax.lax.linalg.triangular_solve(lower, y, left_side=True, lower=True, unit_diagonal=True)
+    if config_linalg(m.config) == "library":
+        y = jax.lax.linalg.triangular_solve(lower, y, left_side=True, lower=True, transpose_a=True,
+                                            unit_diagonal=True)  # fmt: skip
+        y = y * inv[:, None]
+        y = jax.lax.linalg.triangular_solve(lower, y, left_side=True, lower=True, unit_diagonal=True)
+    else:
+        y = linalg.solve_triangular(lower, y, lower=True, transpose=True, unit_diagonal=True)
+        y = y * inv[:, None]
+        y = linalg.solve_triangular(lower, y, lower=True, unit_diagonal=True)
     return y.reshape(x.shape)
 
 

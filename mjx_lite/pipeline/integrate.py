@@ -37,14 +37,15 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jp
-import jax.scipy.linalg as jsl
 import numpy as np
 
+from mjx_lite import linalg
+from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import qacc_reset
 from mjx_lite.data import make_data
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
 from mjx_lite.pipeline import derivative, forward, inertia, kernels
-from mjx_lite.types import STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
+from mjx_lite.types import MINVAL, STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
 
 MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
 
@@ -191,19 +192,24 @@ def implicit(m: Model, d: Data) -> Data:
     IMPLICITFAST, as MuJoCo 4: the global solve uses the symmetrised qDeriv without the bias derivative; then
     each standalone free body (free joint, no children) is re-solved with its 6x6 block of M - h (qDeriv -
     d qfrc_bias/d qvel), which adds the gyroscopic term (mjd_freeMhat).
+
+    Solves (`Config.linalg`): "own": LU without pivoting (MuJoCo's mju_factorLUSparse) for IMPLICIT and its 6x6
+    blocks, Cholesky with pivots clamped at MINVAL (mj_factorI) for IMPLICITFAST; "library": JAX's LU with partial
+    pivoting and Cholesky (NaN for a matrix that is not positive definite).
     """
     if m.nv == 0:
         return _advance(m, d, d.act_dot, d.qacc)
     h = m.opt.timestep
     qfrc = d.qfrc_smooth + d.qfrc_constraint
+    library = config_linalg(m.config) == "library"
     if m.opt.integrator == IntegratorType.IMPLICIT:
         qlu = inertia.full_m(m, d) - h * derivative.qderiv(m, d, bias=True)
-        qacc = jp.linalg.solve(qlu, qfrc)
+        qacc = linalg.general_solve(qlu, qfrc, library=library)
     elif m.opt.integrator == IntegratorType.IMPLICITFAST:
         der = derivative.qderiv(m, d, bias=False)
         sym = jp.tril(der) + jp.tril(der, -1).T
         mass = inertia.full_m(m, d)
-        qacc = jsl.cho_solve(jsl.cho_factor((mass - h * sym).T, lower=True), qfrc)  # symmetric: no layout copy
+        qacc = linalg.spd_solve(mass - h * sym, qfrc, library=library, mindiag=MINVAL)
         free = _standalone_free_dofs(m)
         if free.size:
             flat = free.reshape(-1)
@@ -216,7 +222,8 @@ def implicit(m: Model, d: Data) -> Data:
             k = free.shape[0]
             blocks = full.reshape(k, 6, k, 6)[np.arange(k), :, np.arange(k), :]  # (k, 6, 6)
             a = mass[free[:, :, None], free[:, None, :]] - h * blocks
-            qacc = qacc.at[free].set(jp.linalg.solve(a, qfrc[free][..., None])[..., 0])
+            solve = jax.vmap(lambda a, b: linalg.general_solve(a, b, library=library))
+            qacc = qacc.at[free].set(solve(a, qfrc[free]))
     else:
         raise ValueError("implicit: integrator must be IMPLICIT or IMPLICITFAST")
     return _advance(m, d, d.act_dot, qacc)

@@ -14,8 +14,10 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jp
 
+from mjx_lite import linalg
 from mjx_lite.solver import common
 from mjx_lite.solver.common import Layout, Problem
+from mjx_lite.types import MINVAL
 
 
 def _scale(meaninertia: jax.Array, nv: int) -> jax.Array:
@@ -35,12 +37,14 @@ def _keep(done: jax.Array, old, new):
 
 
 def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
-                 tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array, early_exit: bool = False):
+                 tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array, early_exit: bool = False,
+                 library: bool = False):
     """Newton's method on the primal problem from start = (qacc0 (nv,), jar0 = J qacc0 - aref (nefc,),
     Ma0 = M (qacc0 - qacc_smooth) (nv,)).
 
     Each iteration: Hessian and gradient at the carried point, Cholesky, exact line search; the step updates qacc,
     jar and Ma (one product with J and one with M, in the line search) and the gradient takes one J' f.
+    library: factorise with JAX's Cholesky (LAPACK / cuSOLVER) instead of `mjx_lite.linalg`'s (`Config.linalg`).
     Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, J' force at qacc (nv,), niter () int,
     improvement (), gradient ()).
     """  # fmt: skip
@@ -52,10 +56,8 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     def body(c):
         x, done = c["x"], c["done"]
         H = common.full_m(layout, p) + common.constraint_hessian(layout, p, x["ev"])
-        # H' (= H): LAPACK's factorisation reads a column-major operand, and H' is H's row-major buffer as is; with
-        # H itself XLA copies H (and M, which the loop also multiplies row-major) to the other layout every step
-        L = jax.scipy.linalg.cho_factor(H.T, lower=True)
-        search = -jax.scipy.linalg.cho_solve(L, x["grad"])
+        # a pivot below MINVAL is set to MINVAL, as MuJoCo's mju_cholFactor(H, nv, mjMINVAL)
+        search = -linalg.spd_solve(H, x["grad"], library=library, mindiag=MINVAL)
         alpha, Js, Ms = common.line_search(layout, p, search, x["Ma"], x["jar"], ls_iterations,
                                            tolerance * ls_tolerance, scale, early_exit)  # fmt: skip
         qacc, jar, Ma = x["qacc"] + alpha * search, x["jar"] + alpha * Js, x["Ma"] + alpha * Ms

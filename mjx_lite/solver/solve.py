@@ -23,13 +23,14 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jp
-import jax.scipy.linalg as jsl
 import jax.scipy.sparse.linalg as jssl
 
+from mjx_lite import linalg
 from mjx_lite.config import Config, matmul_precision
+from mjx_lite.config import linalg as config_linalg
 from mjx_lite.pipeline import constraint, inertia
 from mjx_lite.solver import common, pgs, primal
-from mjx_lite.types import Data, DisableBit, Model, SolverType
+from mjx_lite.types import MINVAL, Data, DisableBit, Model, SolverType
 
 
 def _optimality(layout: common.Layout, prob: common.Problem, qacc: jax.Array) -> jax.Array:
@@ -74,7 +75,7 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
             _, ev, _, _ = common.primal_cost(layout, prob, qacc)
             if minv_of is None:
                 H = common.full_m(layout, prob) + common.constraint_hessian(layout, prob, ev)
-                w = jsl.cho_solve(jsl.cho_factor(H.T, lower=True), abar)  # H' = H, no layout copy (see primal)
+                w = linalg.spd_solve(H, abar, library=config_linalg(config) == "library", mindiag=MINVAL)
             else:
                 w, _ = jssl.cg(lambda v: common.hess_mul(layout, prob, ev, v), abar, M=minv_of(consts),
                                tol=bwd_cg_rtol(abar.dtype), maxiter=bwd_cg_maxiter(abar.shape[0]))  # fmt: skip
@@ -135,6 +136,7 @@ def solve(m: Model, d: Data) -> Data:
         consts.update(ls_tolerance=opt.ls_tolerance)
 
     implicit = m.config.gradients == "implicit"
+    library = config_linalg(m.config) == "library"
 
     def run(prob, start, consts, minv):
         """(qacc, jar = J qacc - aref, (force, J' force, niter, improvement, gradient)) with the model's solver."""
@@ -147,7 +149,7 @@ def solve(m: Model, d: Data) -> Data:
             gradient = jp.zeros((), qacc.dtype)
         else:
             solver = primal.solve_cg if opt.solver == SolverType.CG else primal.solve_newton
-            extra = {"minv": minv} if opt.solver == SolverType.CG else {}
+            extra = {"minv": minv} if opt.solver == SolverType.CG else {"library": library}
             qacc, jar, ev, jtf, niter, improvement, gradient = solver(layout, prob, start, **extra, **kw)
             force = ev.force
         stats = (force, jtf, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype))

@@ -19,7 +19,8 @@ import jax.numpy as jp
 import jax.scipy.linalg as jsl
 import numpy as np
 
-from mjx_lite import derivatives
+from mjx_lite import derivatives, linalg
+from mjx_lite.config import linalg as config_linalg
 from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.trajopt import common
 from mjx_lite.types import Data, Model
@@ -77,14 +78,21 @@ def _grad_hessian(m: Model, f, z):
     return grad, H
 
 
-def _psd(H: jax.Array) -> jax.Array:
+def _psd(H: jax.Array, library: bool) -> jax.Array:
     """|H|: symmetric H (..., n, n) with its eigenvalues replaced by their absolute values (the saddle-free Newton
     metric of Dauphin et al. 2014). Concave parts of a cost (1 - cos(angle) near the bottom of a swing) would make
     Q_uu indefinite; clipping their curvature to 0 leaves the quadratic model flat there (measured on the cartpole
     swing-up: 330 after 30 iterations, not upright), |H| keeps its magnitude (upright after 10 iterations). The
-    gradient is exact, so accepted steps descend on the true cost."""
+    gradient is exact, so accepted steps descend on the true cost. library: JAX's batched eigh (see
+    `Config.linalg`), else one eigh per matrix (`mjx_lite.linalg.unbatched`)."""
     H = 0.5 * (H + jp.swapaxes(H, -1, -2))
-    w, v = jp.linalg.eigh(H)
+    if library:
+        w, v = jp.linalg.eigh(H)
+    else:  # one LAPACK call per matrix, also under a user's vmap: an unbatched call never waits on the thread pool
+        eigh = linalg.unbatched(jp.linalg.eigh)
+        for _ in range(H.ndim - 2):
+            eigh = jax.vmap(eigh)
+        w, v = eigh(H)
     return jp.einsum("...ij,...j,...kj->...ik", v, jp.abs(w), v)
 
 
@@ -107,6 +115,7 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
     T = u0.shape[0]
     lo, hi = common.ctrl_bounds(m, dtype)
     steps = jp.arange(T)
+    library = config_linalg(m.config) == "library"
 
     def run(u_nom, traj_nom, k, K, alpha):
         """Forward pass with feedback; (total, u, states (qpos, qvel, act, time, warmstart) with T+1 rows)."""
@@ -149,7 +158,7 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
             return A, B, g, H
 
         A, B, g, H = jax.vmap(per_step)(steps, u)
-        H = _psd(H)
+        H = _psd(H, library)
         if terminal_cost is None:
             Vx, Vxx = jp.zeros((nx,), dtype), jp.zeros((nx, nx), dtype)
         else:
@@ -159,8 +168,15 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
                 return terminal_cost(_pipeline.forward(m, _perturb(m, dT, dx))).astype(dtype)
 
             Vx, Vxx = _grad_hessian(m, terminal, jp.zeros((nx,), dtype))
-            Vxx = _psd(Vxx)
+            Vxx = _psd(Vxx, library)
         return A, B, g, H, Vx, Vxx
+
+    def spd_factor(a):
+        """Cholesky factor of a (nu, nu): NaN where a is not positive definite (`ok` below)."""
+        return jsl.cho_factor(a, lower=True)[0] if library else linalg.cholesky_upper(a)
+
+    def spd_solve(c, b):
+        return jsl.cho_solve((c, True), b) if library else linalg.cho_solve_upper(c, b)
 
     def backward(A, B, g, H, Vx, Vxx, u, mu):
         eye = jp.eye(nu, dtype=dtype)
@@ -180,18 +196,20 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
             # mu relative to the curvature's scale at this step (costs of any unit get the same schedule)
             Qr = Quu + (mu * (jp.mean(jp.abs(jp.diagonal(Quu))) + tiny)) * eye
             # unconstrained step, then one active-set pass for the bounds
-            chol = jsl.cho_factor(Qr, lower=True)
-            ok = jp.all(jp.isfinite(chol[0])) & jp.all(jp.diagonal(chol[0]) > 0)
-            k0 = -jsl.cho_solve(chol, Qu)
+            chol = spd_factor(Qr)
+            ok = jp.all(jp.isfinite(chol)) & jp.all(jp.diagonal(chol) > 0)
+            k0 = -spd_solve(chol, Qu)
             target = jp.clip(ut + k0, lo, hi)
             clamped = target != ut + k0
             free = ~clamped
             kc = jp.where(clamped, target - ut, 0.0)
             Qf = jp.where(free[:, None] & free[None, :], Qr, 0.0) + jp.diag(jp.where(clamped, 1.0, 0.0))
             rhs = jp.where(free, -(Qu + Qr @ kc), 0.0)
-            kf = jp.linalg.solve(Qf, rhs)
+            # Qf: Qr's free block and ones on the clamped diagonal, positive definite as Qr
+            cf = spd_factor(Qf)
+            kf = spd_solve(cf, rhs)
             k = jp.where(clamped, kc, kf)
-            K = -jp.linalg.solve(Qf, jp.where(free[:, None], Qux, 0.0))
+            K = -spd_solve(cf, jp.where(free[:, None], Qux, 0.0))
             Vx = Qx + K.T @ Quu @ k + K.T @ Qu + Qux.T @ k
             Vxx = Qxx + K.T @ Quu @ K + K.T @ Qux + Qux.T @ K
             Vxx = 0.5 * (Vxx + Vxx.T)
