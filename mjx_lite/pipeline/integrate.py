@@ -43,7 +43,7 @@ import numpy as np
 from mjx_lite.config import qacc_reset
 from mjx_lite.data import make_data
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
-from mjx_lite.pipeline import derivative, forward, inertia, kernels
+from mjx_lite.pipeline import actuation, derivative, forward, inertia, kernels
 from mjx_lite.types import STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
 
 MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
@@ -109,7 +109,7 @@ def _actuator_disabled(m: Model) -> np.ndarray:
 def _act_tables(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """Static (na,) actuator index of each activation slot, and whether it is a filterexact slot."""
     owner = np.zeros(m.na, int)
-    for i in range(m.nu):
+    for i in range(m.nactuator):
         adr, num = int(m.actuator_actadr[i]), int(m.actuator_actnum[i])
         if adr >= 0:
             owner[adr : adr + num] = i
@@ -142,7 +142,7 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
     h = m.opt.timestep
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
-        act = next_act(m, d.act, act_dot)
+        act = actuation.advance_act(m, d, next_act(m, d.act, act_dot), act_dot)  # dcmotor slots, servo wraps
     new_qvel = d.qvel + h * qacc
     qpos = integrate_pos(m, d.qpos, new_qvel if qvel is None else qvel, h)
     return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc)
