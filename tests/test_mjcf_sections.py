@@ -238,7 +238,8 @@ def test_sections(all_sections, prefixes):
 
 
 _SIZE_OF = {"tendon_": ("ntendon", "nwrap", "names[tendon]"), "eq_": ("neq", "names[equality]"),
-            "actuator_": ("nu", "nactuator", "na", "names[actuator]"), "sensor_": ("nsensor", "nsensordata", "names[sensor]"),
+            "actuator_": ("nu", "nactuator", "na", "names[actuator]"),
+            "sensor_": ("nsensor", "nsensordata", "names[sensor]"),
             "pair_": ("npair", "names[pair]"), "exclude_": ("nexclude", "names[exclude]")}  # fmt: skip
 
 
@@ -362,8 +363,8 @@ def test_bad_input(body, attribute):
 
 
 def test_unsupported_actuator_is_refused():
-    with pytest.raises((MJCFError, NotImplementedError), match="pid"):
-        _ours_string(model('<actuator><pid joint="hinge"/></actuator>'))
+    with pytest.raises((MJCFError, NotImplementedError), match="orientation"):
+        _ours_string(model('<actuator><orientation joint="ball"/></actuator>'))
 
 
 def test_autolimits_false_requires_limited():

@@ -455,7 +455,6 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
     nu = len(acts)
     al = autolimits(ctx)
     jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
-    jnt_limited = np.asarray(ctx.arrays.get("jnt_limited", np.zeros(0, bool)))
     jnt_range = np.asarray(ctx.arrays.get("jnt_range", np.zeros((0, 2))))
     ten_limited = np.asarray(ctx.arrays.get("tendon_limited", np.zeros(0, bool)))
     ten_range = np.asarray(ctx.arrays.get("tendon_range", np.zeros((0, 2))))
@@ -557,15 +556,13 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
                 j = trnid[0]
                 if jnt_type[j] not in (JointType.HINGE, JointType.SLIDE):
                     raise error(el, "inheritrange can only be used with hinge and slide joints", "inheritrange")
-                if not jnt_limited[j]:
-                    raise error(el, "inheritrange requires a limited target joint", "inheritrange")
-                rng = jnt_range[j]
+                rng = jnt_range[j]  # MuJoCo 4: the range counts even on an unlimited joint
             elif trntype == TrnType.TENDON:
-                if not ten_limited[trnid[0]]:
-                    raise error(el, "inheritrange requires a limited target tendon", "inheritrange")
                 rng = ten_range[trnid[0]]
             else:
                 raise error(el, "inheritrange can only be used with joint and tendon transmissions", "inheritrange")
+            if not rng[0] < rng[1]:
+                raise error(el, "inheritrange used but its target has no range defined", "inheritrange")
             mid, half = 0.5 * (rng[0] + rng[1]), 0.5 * (rng[1] - rng[0]) * inherit
             if intvel:
                 actrange, actlimited = np.array([mid - half, mid + half]), True

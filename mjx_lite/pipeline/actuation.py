@@ -366,7 +366,7 @@ def actuation(m: Model, d: Data) -> Data:
         if len(ids):
             temp = d.act[adr]
             scale = 1 + gp[ids, 2] * (temp + prm[ids, 4] - gp[ids, 3])
-            r_eff = r_eff.at[ids].multiply(scale)
+            r_eff = r_eff * jp.ones_like(r_eff).at[ids].set(scale)  # (scatter-multiply has no gradient)
         rd, kd, te = r_eff[dc], gp[dc, 1], prm[dc, 0]
         ids_c, adr_c = _slot_adr(m, CURRENT)
         cur_state = jp.zeros((na_,), dtype).at[ids_c].set(d.act[adr_c]) if len(ids_c) else jp.zeros((na_,), dtype)

@@ -16,8 +16,8 @@ import jax
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import as_data, check_data
-from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import actuation, integrate, smoothing
+from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
 
