@@ -36,9 +36,9 @@ ACTUATORS = """<actuator>
   <pid joint="j" kp="20" kv="1" ki="5" imax="0.3" slewmax="3" input="pos vel ff" velrange="-1 1" ffrange="-.5 .5"/>
   <pid joint="s" kp="30" dampratio="0.7"/>
   <pid joint="b" kp="3" ki="1" slewmax="2" gear="0 0 1"/>
-  <dcmotor joint="k" motorconst="0.05 0.06" resistance="2" inductance="0.001" thermal="10 5 0 0.004 25 20"
+  <dcmotor joint="k" motorconst="0.05 0.06" resistance="2" inductance="0.01" thermal="10 5 0 0.004 25 20"
            lugre="100 2 0.05 0.08 0.1" cogging="0.01 4 0.3"/>
-  <dcmotor joint="j" motorconst="0.05" resistance="2" inductance="0.001" input="pos vel"
+  <dcmotor joint="j" motorconst="0.05" resistance="2" inductance="0.01" input="pos vel"
            controller="2 0.5 0.1 5 1 12"/>
   <dcmotor joint="s" motorconst="0.2" resistance="1" input="pos vel ff" controller="20 0 1" saturation="0.5"/>
   <dcmotor joint="k" motorconst="0.1" resistance="3"/>

@@ -464,7 +464,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
     out: dict[str, list] = {k: [] for k in _FIELDS}
     ctrl_limited: list[bool] = []
     ctrl_ranges: list[np.ndarray] = []
-    actadr = ctrladr = 0
+    actadr = ctrladr = nhistory = 0
     jnt_act = -np.ones(njnt, np.int32)
     ten_act = -np.ones(ntendon, np.int32)
     for i, el in enumerate(acts):
@@ -584,9 +584,11 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         if st["biastype"] == BiasType.MUSCLE:
             _check_muscle(st["biasprm"], el)
         lengthrange = np.array(st["lengthrange"], float)
-        if int(st["nsample"]) != 0 or float(st["delay"]) != 0:
-            raise unsupported(el, "actuator delays / control history (nsample, delay) are not supported by mjx_lite",
-                        "nsample" if int(st["nsample"]) else "delay")  # fmt: skip
+        nsample, delay = max(int(st["nsample"]), 0), float(st["delay"])  # (MuJoCo: nsample < 0 is no buffer)
+        if delay > 0 and nsample == 0:
+            raise error(el, "setting delay > 0 without a history buffer", "delay")
+        if nsample and ctrlnum == 0:
+            raise error(el, "history and delay require an input", "nsample")
         interp = st["interp"]
         if interp not in ("zoh", "linear", "cubic"):
             raise error(el, f"invalid keyword '{interp}' (expected zoh, linear or cubic)", "interp")
@@ -636,9 +638,10 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         out["actuator_armature"].append(armature)
         out["actuator_damping"].append(damping[0])
         out["actuator_dampingpoly"].append(damping[1:])
-        out["actuator_delay"].append(0.0)
-        out["actuator_history"].append([0, ("zoh", "linear", "cubic").index(interp)])  # (nsample, interp)
-        out["actuator_historyadr"].append(-1)
+        out["actuator_delay"].append(delay)
+        out["actuator_history"].append([nsample, ("zoh", "linear", "cubic").index(interp)])  # (nsample, interp)
+        out["actuator_historyadr"].append(nhistory if nsample else -1)
+        nhistory += 2 + nsample * (1 + ctrlnum) if nsample else 0  # [user, cursor, times, control blocks]
         out["actuator_ctrladr"].append(ctrladr)
         out["actuator_ctrlnum"].append(ctrlnum)
         ctrladr += ctrlnum
@@ -662,6 +665,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
     ctx.sizes["nu"] = ctrladr
     ctx.sizes["nactuator"] = nu
     ctx.sizes["na"] = actadr
+    ctx.sizes["nhistory"] = nhistory  # (sensor buffers would follow the actuators'; sensors refuse them)
 
 
 def _input_block(el: Element, st: dict, trntype: int) -> tuple[int, int]:

@@ -250,8 +250,9 @@ def dcmotor_force_vel(m: Model, d: Data) -> tuple[np.ndarray, jax.Array]:
     """(dcmotor ids, d force / d actuator_velocity of each) as MuJoCo's implicit integrators linearise them
     (mjd_actuator_vel): back-EMF -K^2/R (no current state); the controller's K (dV/dw - K) s / R with
     s = 1 - exp(-h/te) (current state, actearly) or K dV/dw / R (none), dV/dw = -kd R/K + K for controller
-    signatures; -sigma1 with LuGre friction; 0 where the force is clamped or the actuator disabled. R is the
-    nominal resistance (no thermal change), Vmax and the LuGre rate's velocity dependence are ignored."""
+    signatures (0 while the controller's voltage is held at Vmax); -sigma1 with LuGre friction; 0 where the force
+    is clamped or the actuator disabled. R is the nominal resistance (no thermal change), the LuGre rate's velocity
+    dependence is ignored."""
     dc = np.nonzero(np.asarray(m.actuator_dyntype) == DynType.DCMOTOR)[0]
     if not len(dc):
         return dc, jp.zeros((0,), d.qvel.dtype)
@@ -260,6 +261,10 @@ def dcmotor_force_vel(m: Model, d: Data) -> tuple[np.ndarray, jax.Array]:
     spec = np.asarray(m.actuator_ctrlspec)[dc]
     ctl = jp.asarray((spec & (Input.POS | Input.VEL | Input.FF) != 0) & (spec != Input.NONE))
     dvdw = jp.where(ctl, -g[:, 6] * r / jp.where(ctl, k, 1.0) + k, 0.0)
+    if np.any(spec & (Input.POS | Input.VEL | Input.FF)):  # a voltage held at Vmax does not change with velocity
+        u4, x_int, _, _ = _controls(m, d)
+        volt = _dcmotor_voltage(m, dc, u4[dc], d.actuator_length[dc], d.actuator_velocity[dc], x_int[dc], clamp=False)
+        dvdw = jp.where((g[:, 7] > 0) & (jp.abs(volt) > g[:, 7]), 0.0, dvdw)
     s = 1 - jp.exp(-m.opt.timestep / jp.where(te > 0, te, 1.0))
     out = jp.where(te <= 0, -k * k / r, 0.0)
     out = out + jp.where(te > 0, k * (dvdw - k) * s / r, k * dvdw / r)
@@ -276,7 +281,7 @@ def dcmotor_force_vel(m: Model, d: Data) -> tuple[np.ndarray, jax.Array]:
 # forces
 
 
-def _dcmotor_voltage(m: Model, ids: np.ndarray, u4: jax.Array, length, vel, x_i) -> jax.Array:
+def _dcmotor_voltage(m: Model, ids: np.ndarray, u4: jax.Array, length, vel, x_i, clamp: bool = True) -> jax.Array:
     """Terminal voltage of dcmotors `ids`: the on-board torque-space PID (for signatures with pos/vel/ff) as a
     current-controlled drive V = R/K tau + K v, clamped to Vmax if set, plus the raw voltage input."""
     spec = np.asarray(m.actuator_ctrlspec)[ids]
@@ -285,24 +290,19 @@ def _dcmotor_voltage(m: Model, ids: np.ndarray, u4: jax.Array, length, vel, x_i)
     tau = g[:, 4] * (u4[:, 0] - length) + g[:, 6] * (u4[:, 1] - vel) + g[:, 5] * x_i + u4[:, 2]
     v = g[:, 0] / jp.where(ctl, g[:, 1], 1.0) * tau + g[:, 1] * vel
     vmax = g[:, 7]
-    v = jp.where(vmax > 0, jp.clip(v, -vmax, vmax), v)
+    if clamp:
+        v = jp.where(vmax > 0, jp.clip(v, -vmax, vmax), v)
+    else:  # the controller's voltage before the Vmax clamp (its voltage input aside)
+        return jp.where(ctl, v, 0.0)
     return jp.where(ctl, v, 0.0) + u4[:, 3]
 
 
-def actuation(m: Model, d: Data) -> Data:
-    """Actuator forces (mj_fwdActuation): act_dot (na,), actuator_force (nactuator,), qfrc_actuator (nv,).
-
-    Reads actuator_length/moment/velocity (transmission, fwd_velocity_extras), qfrc_gravcomp (passive) and, for
-    delayed actuators, d.history.
-    """
-    _check(m)
+def _controls(m: Model, d: Data):
+    """The inputs of the force law: (u4 (nactuator, 4) [pos, vel, ff, voltage] inputs (single-input actuators:
+    column 0) after delays, ctrlrange clamps and slew limits; x_int (nactuator,) integral states (0 without);
+    act_dot (na,) with the slew and integral rates; bad: any control NaN/inf/huge (all controls taken as 0))."""
     dtype = d.qpos.dtype
-    na_, nv = m.nactuator, m.nv
-    flags = m.opt.disableflags
-    if na_ == 0 or flags & DisableBit.ACTUATION:
-        z = jp.zeros((nv,), dtype)
-        return d.replace(act_dot=jp.zeros_like(d.act_dot), actuator_force=jp.zeros((na_,), dtype), qfrc_actuator=z)
-
+    na_, flags = m.nactuator, m.opt.disableflags
     # controls (nu,): delayed ones from the history buffer; clamped to ctrlrange; then if any is bad (NaN, inf or
     # |x| > 1e10, mju_isBad) all are taken as zero and BADCTRL is counted (d.ctrl itself is left as given)
     ctrl = history.delayed_ctrl(m, d) if m.nu else d.ctrl
@@ -311,17 +311,9 @@ def actuation(m: Model, d: Data) -> Data:
         ctrl = jp.where(jp.asarray(lim), jp.clip(ctrl, m.actuator_ctrlrange[:, 0], m.actuator_ctrlrange[:, 1]), ctrl)
     bad = jp.any(~jp.isfinite(ctrl) | (jp.abs(ctrl) > 1e10))
     ctrl = jp.where(bad, 0.0, ctrl)
-    warning_number = d.warning_number.at[Warn.BADCTRL].add(bad.astype(d.warning_number.dtype))
 
-    dyn = np.asarray(m.actuator_dyntype)
-    gt, bt = np.asarray(m.actuator_gaintype), np.asarray(m.actuator_biastype)
-    actadr, actnum = np.asarray(m.actuator_actadr), np.asarray(m.actuator_actnum)
-    stateful = actnum > 0
-    last = np.where(stateful, actadr + actnum - 1, 0)
-    act = d.act[last] if m.na else jp.zeros((na_,), dtype)
-    prm, gp, bp = m.actuator_dynprm, m.actuator_gainprm, m.actuator_biasprm
-    length, vel = d.actuator_length, d.actuator_velocity
-    h = m.opt.timestep
+    gt = np.asarray(m.actuator_gaintype)
+    prm, length, h = m.actuator_dynprm, d.actuator_length, m.opt.timestep
     uidx = _input_index(m)
     u4 = _take(ctrl, uidx.reshape(-1)).reshape(na_, 4)  # [pos, vel, ff, voltage] (single input: column 0)
     period = wrap_period(m)
@@ -356,6 +348,35 @@ def actuation(m: Model, d: Data) -> Data:
                                                                                      err)), err)  # fmt: skip
         act_dot = act_dot.at[adr].set(err)
         x_int = x_int.at[ids].set(z)
+
+    return u4, x_int, act_dot, bad
+
+
+def actuation(m: Model, d: Data) -> Data:
+    """Actuator forces (mj_fwdActuation): act_dot (na,), actuator_force (nactuator,), qfrc_actuator (nv,).
+
+    Reads actuator_length/moment/velocity (transmission, fwd_velocity_extras), qfrc_gravcomp (passive) and, for
+    delayed actuators, d.history.
+    """
+    _check(m)
+    dtype = d.qpos.dtype
+    na_, nv = m.nactuator, m.nv
+    flags = m.opt.disableflags
+    if na_ == 0 or flags & DisableBit.ACTUATION:
+        z = jp.zeros((nv,), dtype)
+        return d.replace(act_dot=jp.zeros_like(d.act_dot), actuator_force=jp.zeros((na_,), dtype), qfrc_actuator=z)
+
+    u4, x_int, act_dot, bad = _controls(m, d)
+    warning_number = d.warning_number.at[Warn.BADCTRL].add(bad.astype(d.warning_number.dtype))
+    dyn = np.asarray(m.actuator_dyntype)
+    gt, bt = np.asarray(m.actuator_gaintype), np.asarray(m.actuator_biastype)
+    actadr, actnum = np.asarray(m.actuator_actadr), np.asarray(m.actuator_actnum)
+    stateful = actnum > 0
+    last = np.where(stateful, actadr + actnum - 1, 0)
+    act = d.act[last] if m.na else jp.zeros((na_,), dtype)
+    prm, gp, bp = m.actuator_dynprm, m.actuator_gainprm, m.actuator_biasprm
+    length, vel = d.actuator_length, d.actuator_velocity
+    period = wrap_period(m)
 
     # dcmotor electrical, thermal and friction states
     dc = np.nonzero(dyn == DynType.DCMOTOR)[0]

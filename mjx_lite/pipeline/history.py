@@ -1,8 +1,9 @@
 """Delay and history ring buffers of actuators and sensors (MuJoCo 4's `nsample`, `delay`, `interp`, `interval`).
 
 Each actuator or sensor with `nsample` > 0 owns a block of `Data.history` at its `*_historyadr`, laid out as
-MuJoCo's: [user, cursor, times (n), values (n * dim)] (an actuator's dim is 1: its first control; a sensor's is
-`sensor_dim`). `cursor` is the physical slot of the newest sample; logical sample j (0: oldest) lives in slot
+MuJoCo's: [user, cursor, times (n), values (n * dim)] (an actuator's dim is its number of controls
+`actuator_ctrlnum`: the whole control block; a sensor's is `sensor_dim`). `cursor` is the physical slot of the
+newest sample; logical sample j (0: oldest) lives in slot
 (cursor + 1 + j) % n. A sensor's `user` slot holds the time of its last interval tick.
 
 (`mjx_lite.data.make_data` writes the buffers of mj_resetData.)
@@ -109,20 +110,20 @@ def insert(times: jax.Array, values: jax.Array, cursor: jax.Array, t: jax.Array,
 
 
 def delayed_ctrl(m: Model, d: Data) -> jax.Array:
-    """The controls (nu,) the actuation stage reads: d.ctrl, with the first control of each actuator whose delay
-    is nonzero read from its buffer at d.time - delay (mj_readCtrl with the actuator's interp)."""
+    """The controls (nu,) the actuation stage reads: d.ctrl, with the control block of each actuator whose delay
+    is positive read from its buffer at d.time - delay (mj_readCtrl with the actuator's interp)."""
     hist = np.asarray(m.actuator_history).reshape(-1, 2)
     ids = np.nonzero(hist[:, 0] > 0)[0]
     ctrl = d.ctrl
     if not len(ids):
         return ctrl
-    adr = np.asarray(m.actuator_historyadr)
-    for (n, _), g in _groups(hist[:, 0], np.ones(m.nactuator, int), ids).items():
-        _, cur, ti, va = _slots(adr[g], n, 1)
+    adr, num = np.asarray(m.actuator_historyadr), np.asarray(m.actuator_ctrlnum)
+    for (n, k), g in _groups(hist[:, 0], num, ids).items():
+        _, cur, ti, va = _slots(adr[g], n, k)
         delay = m.actuator_delay[g]
-        v = read(d.history[ti], d.history[va], d.history[cur], d.time - delay, hist[g, 1])[:, 0]
-        cadr = np.asarray(m.actuator_ctrladr)[g]
-        ctrl = ctrl.at[cadr].set(jp.where(delay != 0, v, ctrl[cadr]))
+        v = read(d.history[ti], d.history[va], d.history[cur], d.time - delay, hist[g, 1])
+        cols = np.asarray(m.actuator_ctrladr)[g][:, None] + np.arange(k)
+        ctrl = ctrl.at[cols].set(jp.where((delay > 0)[:, None], v, ctrl[cols]))
     return ctrl
 
 
@@ -157,9 +158,9 @@ def needs_raw(m: Model) -> np.ndarray:
 
 def advance(m: Model, d: Data, raw: jax.Array | None = None) -> jax.Array:
     """Data.history after a step (the history part of mj_advance), inserting at d.time (before it advances):
-    each actuator's first control; each sensor's value (`raw`, the freshly computed (nsensordata,) values, for
-    delay > 0; d.sensordata otherwise), on every step, or with an interval only on ticks (last tick + period <=
-    time: the tick advances by the period)."""
+    each actuator's control block (as given: unclamped); each sensor's value (`raw`, the freshly computed
+    (nsensordata,) values, for delay > 0; d.sensordata otherwise), on every step, or with an interval only on
+    ticks (last tick + period <= time: the tick advances by the period)."""
     buf = d.history
     if m.nhistory == 0:
         return buf
@@ -167,9 +168,10 @@ def advance(m: Model, d: Data, raw: jax.Array | None = None) -> jax.Array:
     ahist = np.asarray(m.actuator_history).reshape(-1, 2)
     aids = np.nonzero(ahist[:, 0] > 0)[0]
     aadr = np.asarray(m.actuator_historyadr)
-    for (n, _), g in _groups(ahist[:, 0], np.ones(m.nactuator, int), aids).items():
-        _, cur, ti, va = _slots(aadr[g], n, 1)
-        v = d.ctrl[np.asarray(m.actuator_ctrladr)[g]][:, None]
+    anum = np.asarray(m.actuator_ctrlnum)
+    for (n, k), g in _groups(ahist[:, 0], anum, aids).items():
+        _, cur, ti, va = _slots(aadr[g], n, k)
+        v = d.ctrl[np.asarray(m.actuator_ctrladr)[g][:, None] + np.arange(k)]
         nt, nv, nc = insert(buf[ti], buf[va], buf[cur], jp.full((len(g),), time), v)
         buf = buf.at[ti].set(nt).at[va].set(nv).at[cur].set(nc)
     shist = np.asarray(m.sensor_history).reshape(-1, 2)
