@@ -1,6 +1,7 @@
-"""pid and dcmotor actuators (MuJoCo 4's multi-input actuators) against MuJoCo 4.0 in float64: compiled fields
-(shortcuts, classes, <general> spelling, nominal-point motor constants), MuJoCo's load-time errors, trajectories
-under each integrator (qpos, qvel, act, actuator_force every step) and gradients of a rollout."""
+"""pid and dcmotor actuators (MuJoCo 4's multi-input actuators) and actuator delays (nsample/delay/interp control
+history) against MuJoCo 4.0 in float64: compiled fields (shortcuts, classes, <general> spelling, nominal-point motor
+constants), MuJoCo's load-time errors, trajectories under each integrator (qpos, qvel, act, actuator_force and
+the history buffers every step) and gradients of a rollout."""
 
 import jax
 import jax.numpy as jp
@@ -148,6 +149,9 @@ BAD = {
     "dcmotor_controller_no_motorconst": ('<dcmotor joint="j" resistance="1" input="pos"/>', "motorconst"),
     "dcmotor_integral_without_pos": ('<dcmotor joint="j" motorconst="1" resistance="1" input="vel" '
                                      'controller="0 1"/>', "controller"),
+    "delay_without_buffer": ('<motor joint="j" delay="0.01"/>', "delay"),
+    "history_without_input": ('<dcmotor joint="j" motorconst="1" resistance="1" input="none" nsample="2"/>',
+                              "nsample"),
 }  # fmt: skip
 
 
@@ -199,3 +203,44 @@ def test_gradient_matches_central_differences(steps):
     central = float(f(jp.asarray(h)) - f(jp.asarray(-h))) / (2 * h)
     assert np.isfinite(grad) and abs(grad) > 1e-3
     np.testing.assert_allclose(grad, central, rtol=GRAD_RTOL)
+
+
+# delayed controls: zero-order hold, linear and cubic reads, multi-input blocks (pid, dcmotor), a buffer without a
+# delay, a negative delay (MuJoCo reads the buffer ahead of time: the newest sample), a clamped delayed control
+DELAYED = """<actuator>
+  <motor joint="j" delay="0.007" nsample="6" interp="linear" ctrlrange="-1 1"/>
+  <position joint="s" kp="30" kv="1" delay="0.004" nsample="4" interp="cubic"/>
+  <pid joint="k" kp="5" ki="2" slewmax="5" input="pos vel" delay="0.006" nsample="5"/>
+  <dcmotor joint="j" motorconst="0.05" resistance="2" inductance="0.01" input="pos vel" controller="2 0.5 0.1"
+           delay="0.002" nsample="3"/>
+  <general joint="k" dyntype="filter" dynprm="0.05" nsample="3"/>
+  <motor joint="s" delay="-0.01" nsample="2"/>
+</actuator>"""
+
+
+@pytest.mark.parametrize("integrator", ["Euler", pytest.param("RK4", marks=pytest.mark.slow),
+                                        pytest.param("implicitfast", marks=pytest.mark.slow)])  # fmt: skip
+def test_delayed_controls(integrator):
+    xml = _xml(integrator, DELAYED)
+    mjm, m = mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
+    assert (m.nhistory, m.nu) == (mjm.nhistory, mjm.nu)
+    assert oracle.compare_models(m, mjm) == []
+    d0, mjd = mjl.make_data(m), mujoco.MjData(mjm)
+    np.testing.assert_array_equal(np.asarray(d0.history), mjd.history)
+    ctrls = _ctrls(mjm.nu, STEPS)
+    ref = []
+    for u in ctrls:
+        mjd.ctrl[:] = u
+        mujoco.mj_step(mjm, mjd)
+        ref.append(np.concatenate([mjd.qpos, mjd.qvel, mjd.act, mjd.actuator_force, mjd.history]))
+
+    def run(d, ctrls):
+        def body(d, u):
+            d = mjl.step(m, d.replace(ctrl=u))
+            return d, jp.concatenate([d.qpos, d.qvel, d.act, d.actuator_force, d.history])
+
+        return jax.lax.scan(body, d, ctrls)[1]
+
+    ours = np.asarray(jax.jit(run)(d0, jp.asarray(ctrls)))
+    atol = TRAJ_ATOL if integrator != "implicitfast" else IMPLICIT_ATOL
+    np.testing.assert_allclose(ours, np.asarray(ref), atol=atol, rtol=0)

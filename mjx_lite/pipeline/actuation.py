@@ -251,13 +251,18 @@ def dcmotor_force_vel(m: Model, d: Data) -> tuple[np.ndarray, jax.Array]:
     (mjd_actuator_vel): back-EMF -K^2/R (no current state); the controller's K (dV/dw - K) s / R with
     s = 1 - exp(-h/te) (current state, actearly) or K dV/dw / R (none), dV/dw = -kd R/K + K for controller
     signatures (0 while the controller's voltage is held at Vmax); -sigma1 with LuGre friction; 0 where the force
-    is clamped or the actuator disabled. R is the nominal resistance (no thermal change), the LuGre rate's velocity
+    is clamped or the actuator disabled. R is the resistance at the motor's temperature; the LuGre rate's velocity
     dependence is ignored."""
     dc = np.nonzero(np.asarray(m.actuator_dyntype) == DynType.DCMOTOR)[0]
     if not len(dc):
         return dc, jp.zeros((0,), d.qvel.dtype)
     g, p = m.actuator_gainprm[dc], m.actuator_dynprm[dc]
     r, k, te = jp.maximum(MINVAL, g[:, 0]), g[:, 1], p[:, 0]
+    ids, adr = _slot_adr(m, TEMPERATURE)
+    if len(ids):  # the resistance at the motor's temperature
+        pos = np.searchsorted(dc, ids)
+        scale = 1 + m.actuator_gainprm[ids, 2] * (d.act[adr] + m.actuator_dynprm[ids, 4] - m.actuator_gainprm[ids, 3])
+        r = r * jp.ones_like(r).at[pos].set(scale)
     spec = np.asarray(m.actuator_ctrlspec)[dc]
     ctl = jp.asarray((spec & (Input.POS | Input.VEL | Input.FF) != 0) & (spec != Input.NONE))
     dvdw = jp.where(ctl, -g[:, 6] * r / jp.where(ctl, k, 1.0) + k, 0.0)

@@ -111,7 +111,7 @@ def insert(times: jax.Array, values: jax.Array, cursor: jax.Array, t: jax.Array,
 
 def delayed_ctrl(m: Model, d: Data) -> jax.Array:
     """The controls (nu,) the actuation stage reads: d.ctrl, with the control block of each actuator whose delay
-    is positive read from its buffer at d.time - delay (mj_readCtrl with the actuator's interp)."""
+    is nonzero read from its buffer at d.time - delay (mj_readCtrl with the actuator's interp)."""
     hist = np.asarray(m.actuator_history).reshape(-1, 2)
     ids = np.nonzero(hist[:, 0] > 0)[0]
     ctrl = d.ctrl
@@ -123,7 +123,7 @@ def delayed_ctrl(m: Model, d: Data) -> jax.Array:
         delay = m.actuator_delay[g]
         v = read(d.history[ti], d.history[va], d.history[cur], d.time - delay, hist[g, 1])
         cols = np.asarray(m.actuator_ctrladr)[g][:, None] + np.arange(k)
-        ctrl = ctrl.at[cols].set(jp.where((delay > 0)[:, None], v, ctrl[cols]))
+        ctrl = ctrl.at[cols].set(jp.where((delay != 0)[:, None], v, ctrl[cols]))  # (MuJoCo reads a negative one too)
     return ctrl
 
 
