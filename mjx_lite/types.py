@@ -493,9 +493,11 @@ def actuator_slots(dyntype: np.ndarray, dynprm: np.ndarray, gainprm: np.ndarray)
     (dynprm[2] > 0), bristle (dynprm[5] > 0), current (dynprm[0] > 0); pid: slew (dynprm[1] > 0), integral
     (gainprm[0] > 0); other actuators: none."""
     dyntype = np.asarray(dyntype).reshape(-1)
+    out = np.full((len(dyntype), len(ACT_SLOTS)), -1, np.int32)
+    if not len(dyntype):
+        return out
     dynprm = np.asarray(dynprm, np.float64).reshape(len(dyntype), -1)
     gainprm = np.asarray(gainprm, np.float64).reshape(len(dyntype), -1)
-    out = np.full((len(dyntype), len(ACT_SLOTS)), -1, np.int32)
     for i, t in enumerate(dyntype):
         if t == DynType.DCMOTOR:
             on = (dynprm[i, 7] > 0, gainprm[i, 5] > 0, dynprm[i, 2] > 0, dynprm[i, 5] > 0, dynprm[i, 0] > 0)

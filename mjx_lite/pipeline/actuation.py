@@ -135,8 +135,9 @@ def wrap_period(m: Model) -> jax.Array | None:
     none or integrator (position and intvelocity servos), or gaintype pid; on a ball joint (joint/jointinparent:
     2 pi |gear[:3]|) or a site transmission with a refsite and purely rotational gear (2 pi |gear[3:]|)."""
     trn, trnid = np.asarray(m.actuator_trntype), np.asarray(m.actuator_trnid)
-    jt = np.asarray(m.jnt_type)[np.maximum(trnid[:, 0], 0)] if m.njnt else np.full(m.nactuator, -1)
-    ball = np.isin(trn, (TrnType.JOINT, TrnType.JOINTINPARENT)) & (jt == JointType.BALL)
+    isjnt = np.isin(trn, (TrnType.JOINT, TrnType.JOINTINPARENT))
+    jt = np.asarray(m.jnt_type)[np.where(isjnt, trnid[:, 0], 0)] if m.njnt else np.full(m.nactuator, -1)
+    ball = isjnt & (jt == JointType.BALL)
     refsite = (trn == TrnType.SITE) & (trnid[:, 1] >= 0)
     gt, bt, dt = np.asarray(m.actuator_gaintype), np.asarray(m.actuator_biastype), np.asarray(m.actuator_dyntype)
     servo_type = (gt == GainType.FIXED) & (bt == BiasType.AFFINE) & np.isin(dt, (DynType.NONE, DynType.INTEGRATOR))
