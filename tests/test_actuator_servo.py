@@ -244,3 +244,37 @@ def test_delayed_controls(integrator):
     ours = np.asarray(jax.jit(run)(d0, jp.asarray(ctrls)))
     atol = TRAJ_ATOL if integrator != "implicitfast" else IMPLICIT_ATOL
     np.testing.assert_allclose(ours, np.asarray(ref), atol=atol, rtol=0)
+
+
+F32_ATOL = 1e-4  # float32 rollout of 100 steps vs float64 MuJoCo (states O(10))
+
+
+@pytest.mark.slow
+def test_delayed_controls_float32():
+    """In float32 the accumulated time misses the sample times by round-off: reads and inserts still find them
+    (without a tolerance, zero-order-hold reads slipped by one sample: errors of 0.7)."""
+    xml = _xml("Euler", DELAYED)
+    mjm, m = mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
+    mjd = mujoco.MjData(mjm)
+    ctrls = _ctrls(mjm.nu, 100)
+    ref = []
+    for u in ctrls:
+        mjd.ctrl[:] = u
+        mujoco.mj_step(mjm, mjd)
+        ref.append(np.concatenate([mjd.qpos, mjd.qvel, mjd.act]))
+
+    def f32(x):
+        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
+
+    m32, d32 = jax.tree.map(f32, m), jax.tree.map(f32, mjl.make_data(m))
+
+    def run(d, ctrls):
+        def body(d, u):
+            d = mjl.step(m32, d.replace(ctrl=u))
+            return d, jp.concatenate([d.qpos, d.qvel, d.act])
+
+        return jax.lax.scan(body, d, ctrls)[1]
+
+    ours = jax.jit(run)(d32, jp.asarray(ctrls, jp.float32))
+    assert ours.dtype == jp.float32
+    np.testing.assert_allclose(np.asarray(ours), np.asarray(ref), atol=F32_ATOL, rtol=0)

@@ -47,6 +47,16 @@ def _logical(times: jax.Array, values: jax.Array, cursor: jax.Array):
     return jp.take_along_axis(times, phys, 1), jp.take_along_axis(values, phys[..., None], 1), phys
 
 
+def _tol(t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(equality tolerance, ordering slack) of sample times near t: MuJoCo's 1e-15 and none in float64; in float32
+    64 ulps of max(1, |t|) for both (an accumulated float32 time misses a sample time by round-off, which would
+    shift a zero-order-hold read by one sample)."""
+    if t.dtype == jp.float64:
+        return jp.asarray(MINVAL, t.dtype), jp.zeros((), t.dtype)
+    r = 64 * jp.finfo(t.dtype).eps * jp.maximum(1.0, jp.abs(t))
+    return r, r
+
+
 def read(times: jax.Array, values: jax.Array, cursor: jax.Array, t: jax.Array, interp: np.ndarray) -> jax.Array:
     """Values at time t of k buffers (mju_historyRead): (k, dim).
 
@@ -56,7 +66,9 @@ def read(times: jax.Array, values: jax.Array, cursor: jax.Array, t: jax.Array, i
     tl, vl, _ = _logical(times, values, cursor)
     n = tl.shape[-1]
     tt = t[:, None]
-    i = jp.clip(jp.sum(tl < tt, axis=1), 1, max(n - 1, 1))  # times[i-1] < t <= times[i] (between the ends)
+    tol, slack = _tol(t)
+    # times[i-1] < t <= times[i] (between the ends)
+    i = jp.clip(jp.sum(tl < tt - jp.expand_dims(slack, -1), axis=1), 1, max(n - 1, 1))
     take_t = lambda j: jp.take_along_axis(tl, jp.clip(j, 0, n - 1)[:, None], 1)[:, 0]  # noqa: E731
     take_v = lambda j: jp.take_along_axis(vl, jp.clip(j, 0, n - 1)[:, None, None], 1)[:, 0]  # noqa: E731
     t_lo, t_hi = take_t(i - 1), take_t(i)
@@ -74,10 +86,10 @@ def read(times: jax.Array, values: jax.Array, cursor: jax.Array, t: jax.Array, i
            + (a3 - a2) * dt[:, None] * m_hi)  # fmt: skip
     mode = jp.asarray(np.asarray(interp))[:, None]
     out = jp.where(mode == 0, v_lo, jp.where(mode == 1, lin, cub))
-    exact = (jp.abs(t - t_hi) < MINVAL)[:, None]
+    exact = (jp.abs(t - t_hi) < tol)[:, None]
     out = jp.where(exact, v_hi, out)
-    out = jp.where((t <= tl[:, 0] + MINVAL)[:, None], vl[:, 0], out)
-    return jp.where((t >= tl[:, -1] - MINVAL)[:, None], vl[:, -1], out)
+    out = jp.where((t <= tl[:, 0] + tol)[:, None], vl[:, 0], out)
+    return jp.where((t >= tl[:, -1] - tol)[:, None], vl[:, -1], out)
 
 
 def insert(times: jax.Array, values: jax.Array, cursor: jax.Array, t: jax.Array, v: jax.Array):
@@ -88,9 +100,10 @@ def insert(times: jax.Array, values: jax.Array, cursor: jax.Array, t: jax.Array,
     tl, vl, _ = _logical(times, values, cursor)
     n = tl.shape[-1]
     tt = t[:, None]
-    i = jp.sum(tl < tt, axis=1)  # logical insertion index: times[i-1] < t <= times[i]
+    tol, slack = _tol(t)
+    i = jp.sum(tl < tt - jp.expand_dims(slack, -1), axis=1)  # logical insertion index: times[i-1] < t <= times[i]
     at_i = jp.take_along_axis(tl, jp.minimum(i, n - 1)[:, None], 1)[:, 0]
-    match = (i < n) & (jp.abs(t - at_i) < MINVAL)
+    match = (i < n) & (jp.abs(t - at_i) < tol)
     j = jp.arange(n)[None, :]
     ii = i[:, None]
     # no match: slots j < i-1 take j+1, slot i-1 takes the new sample (i == 0: slot 0 is replaced)
