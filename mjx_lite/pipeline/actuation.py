@@ -321,7 +321,10 @@ def _controls(m: Model, d: Data):
     gt = np.asarray(m.actuator_gaintype)
     prm, length, h = m.actuator_dynprm, d.actuator_length, m.opt.timestep
     uidx = _input_index(m)
-    u4 = _take(ctrl, uidx.reshape(-1)).reshape(na_, 4)  # [pos, vel, ff, voltage] (single input: column 0)
+    if np.array_equal(uidx[:, 0], np.arange(na_)) and not np.any(uidx[:, 1:] >= 0):
+        u4 = ctrl[:, None]  # one control per actuator, in order: only column 0 is read
+    else:
+        u4 = _take(ctrl, uidx.reshape(-1)).reshape(na_, 4)  # [pos, vel, ff, voltage] (single input: column 0)
     period = wrap_period(m)
     act_dot = jp.zeros((m.na,), dtype)
 
