@@ -67,10 +67,37 @@ def make_data(m: Model) -> Data:
         fields["mocap_quat"] = jp.asarray(m.body_quat)[mocap_body].astype(f)
     fields.update(
         qpos=jp.asarray(m.qpos0, f),
+        history=_init_history(m, f),
         eq_active=jp.asarray(np.asarray(m.eq_active0, bool)),
         contact=Contact(**contact),
     )
     return Data(**fields)
+
+
+def _init_history(m: Model, dtype) -> jax.Array:
+    """Data.history of mj_resetData (nhistory,) (layout: `mjx_lite.pipeline.history`): per buffer the user slot
+    (actuators 0; sensors the last interval tick: the interval's phase, or -period, or -timestep without an
+    interval), the cursor n-1, times -(n-j) timestep (interval sensors: ticks t0 - (n-1-j) period rounded up to
+    the timestep grid) and zero values."""
+    out = jp.zeros((m.nhistory,), dtype)
+    if m.nhistory == 0:
+        return out
+    dt = jp.asarray(m.opt.timestep, dtype)
+    for kind in ("actuator", "sensor"):
+        hist = np.asarray(getattr(m, f"{kind}_history")).reshape(-1, 2)
+        adr = np.asarray(getattr(m, f"{kind}_historyadr"))
+        for i in np.nonzero(hist[:, 0] > 0)[0]:
+            n, a = int(hist[i, 0]), int(adr[i])
+            j = jp.arange(n, dtype=dtype)
+            times = -(n - j) * dt
+            user = jp.asarray(0.0, dtype)
+            if kind == "sensor":
+                period, phase = m.sensor_interval[i, 0].astype(dtype), m.sensor_interval[i, 1].astype(dtype)
+                t0 = jp.where(phase == 0, -period, phase)
+                times = jp.where(period > 0, jp.ceil((t0 - (n - 1 - j) * period) / dt) * dt, times)
+                user = jp.where(period > 0, t0, -dt)
+            out = out.at[a].set(user).at[a + 1].set(n - 1).at[a + 2 : a + 2 + n].set(times)
+    return out
 
 
 def warnings(d: Data) -> dict[str, int | np.ndarray]:

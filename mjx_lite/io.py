@@ -51,7 +51,8 @@ def build_model(
     for name, f in fields.items():
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
-                    "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active"):  # fmt: skip
+                    "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active",
+                    "actuator_actslot"):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -89,6 +90,9 @@ def build_model(
         armed[int(np.asarray(arrays["actuator_trnid"])[i, 0])] = True
     armed.setflags(write=False)
     kw["tendon_armed"] = armed
+    slots = types.actuator_slots(arrays["actuator_dyntype"], arrays["actuator_dynprm"], arrays["actuator_gainprm"])
+    slots.setflags(write=False)
+    kw["actuator_actslot"] = slots
     rbound = np.asarray(arrays["geom_rbound"], np.float64)
     inflate = np.asarray(arrays["geom_margin"], np.float64) + np.asarray(arrays["geom_gap"], np.float64)
     reach = np.stack([rbound, inflate], axis=-1).reshape(-1, 2)

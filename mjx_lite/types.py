@@ -88,6 +88,17 @@ class BiasType(enum.IntEnum):
     USER = 5
 
 
+class Input(enum.IntEnum):
+    """Actuator input bits (mjtInput): which controls make up an actuator's control block (actuator_ctrlspec)."""
+
+    POS = 1
+    VEL = 2
+    FF = 4
+    VOLTAGE = 8
+    NONE = 16
+    PRESSURE = 32
+
+
 class ObjType(enum.IntEnum):
     UNKNOWN = 0
     BODY = 1
@@ -473,11 +484,40 @@ class ModelSource:
         return f"ModelSource(path={self.path!r}, digest={self.digest})"
 
 
+ACT_SLOTS = ("slew", "integral", "temperature", "bristle", "current")
+
+
+def actuator_slots(dyntype: np.ndarray, dynprm: np.ndarray, gainprm: np.ndarray) -> np.ndarray:
+    """(n, 5) int32: the activation slots of each actuator (offset in its act block, -1: absent) in the order
+    ACT_SLOTS. dcmotor (MuJoCo's mj_dcmotorSlots): slew (dynprm[7] > 0), integral (gainprm[5] > 0), temperature
+    (dynprm[2] > 0), bristle (dynprm[5] > 0), current (dynprm[0] > 0); pid: slew (dynprm[1] > 0), integral
+    (gainprm[0] > 0); other actuators: none."""
+    dyntype = np.asarray(dyntype).reshape(-1)
+    out = np.full((len(dyntype), len(ACT_SLOTS)), -1, np.int32)
+    if not len(dyntype):
+        return out
+    dynprm = np.asarray(dynprm, np.float64).reshape(len(dyntype), -1)
+    gainprm = np.asarray(gainprm, np.float64).reshape(len(dyntype), -1)
+    for i, t in enumerate(dyntype):
+        if t == DynType.DCMOTOR:
+            on = (dynprm[i, 7] > 0, gainprm[i, 5] > 0, dynprm[i, 2] > 0, dynprm[i, 5] > 0, dynprm[i, 0] > 0)
+        elif t == DynType.PID:
+            on = (dynprm[i, 1] > 0, gainprm[i, 0] > 0, False, False, False)
+        else:
+            continue
+        n = 0
+        for k, flag in enumerate(on):
+            if flag:
+                out[i, k] = n
+                n += 1
+    return out
+
+
 # Size fields of Model, in order.
 SIZE_FIELDS = (
     "nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nmeshvert",
     "nmeshface", "nhfield", "nhfielddata", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "nmocap",
-    "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex",
+    "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nhistory",
 )  # fmt: skip
 
 
@@ -519,6 +559,8 @@ class Model:
     nM: int = static_field()  # noqa: N815 - MuJoCo's name
     nmat: int = static_field()
     ntex: int = static_field()
+    nactuator: int = static_field()  # number of actuators (nu counts their controls: an actuator may have several)
+    nhistory: int = static_field()  # size of Data.history (delay/history ring buffers of actuators and sensors)
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
@@ -532,6 +574,10 @@ class Model:
     tendon_frictional: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
     # tendons whose compiled armature (own, or of actuators acting through them) is > 0: they add J' a J to qM
     tendon_armed: np.ndarray = static_field(None, shape=("ntendon",), dtype="bool")
+    # activation slots of pid and dcmotor actuators: offset in the actuator's act block of each state (-1: absent)
+    # in MuJoCo's order ACT_SLOTS (slew, integral, temperature, bristle, current); from the compiled parameters
+    # (`actuator_slots`), so which states exist is static while their parameters stay traced
+    actuator_actslot: np.ndarray = static_field(None, shape=("nactuator", 5), dtype="int32")
     # limited slide/hinge joints and tendons whose compiled range is at least twice their margin: at most one side
     # can be active, so they get one constraint row (the nearer side) instead of two; a run that finds both sides
     # active (e.g. a margin randomised wider) counts it in Warning.CNSTRFULL (pipeline/constraint.py)
@@ -562,40 +608,40 @@ class Model:
 
     # ---- arrays (generated from mjModel; MuJoCo names) ----
     # actuator
-    actuator_acc0: jax.Array = shaped("nu")
-    actuator_actadr: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_actearly: np.ndarray = static_field(shape=("nu",), dtype="bool")
-    actuator_actlimited: np.ndarray = static_field(shape=("nu",), dtype="bool")
-    actuator_actnum: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_actrange: jax.Array = shaped("nu", 2)
-    actuator_armature: jax.Array = shaped("nu")
-    actuator_biasprm: jax.Array = shaped("nu", 10)
-    actuator_biastype: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_cranklength: jax.Array = shaped("nu")
-    actuator_ctrladr: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_acc0: jax.Array = shaped("nactuator")
+    actuator_actadr: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_actearly: np.ndarray = static_field(shape=("nactuator",), dtype="bool")
+    actuator_actlimited: np.ndarray = static_field(shape=("nactuator",), dtype="bool")
+    actuator_actnum: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_actrange: jax.Array = shaped("nactuator", 2)
+    actuator_armature: jax.Array = shaped("nactuator")
+    actuator_biasprm: jax.Array = shaped("nactuator", 10)
+    actuator_biastype: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_cranklength: jax.Array = shaped("nactuator")
+    actuator_ctrladr: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
     actuator_ctrllimited: np.ndarray = static_field(shape=("nu",), dtype="bool")
-    actuator_ctrlnum: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_ctrlnum: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
     actuator_ctrlrange: jax.Array = shaped("nu", 2)
-    actuator_ctrlspec: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_damping: jax.Array = shaped("nu")
-    actuator_dampingpoly: jax.Array = shaped("nu", 2)
-    actuator_delay: jax.Array = shaped("nu")
-    actuator_dynprm: jax.Array = shaped("nu", 10)
-    actuator_dyntype: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_forcelimited: np.ndarray = static_field(shape=("nu",), dtype="bool")
-    actuator_forcerange: jax.Array = shaped("nu", 2)
-    actuator_gainprm: jax.Array = shaped("nu", 10)
-    actuator_gaintype: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_gear: jax.Array = shaped("nu", 6)
-    actuator_group: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_history: np.ndarray = static_field(shape=("nu", 2), dtype="int32")
-    actuator_historyadr: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_length0: jax.Array = shaped("nu")
-    actuator_lengthrange: jax.Array = shaped("nu", 2)
-    actuator_outadr: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_outnum: np.ndarray = static_field(shape=("nu",), dtype="int32")
-    actuator_trnid: np.ndarray = static_field(shape=("nu", 2), dtype="int32")
-    actuator_trntype: np.ndarray = static_field(shape=("nu",), dtype="int32")
+    actuator_ctrlspec: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_damping: jax.Array = shaped("nactuator")
+    actuator_dampingpoly: jax.Array = shaped("nactuator", 2)
+    actuator_delay: jax.Array = shaped("nactuator")
+    actuator_dynprm: jax.Array = shaped("nactuator", 10)
+    actuator_dyntype: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_forcelimited: np.ndarray = static_field(shape=("nactuator",), dtype="bool")
+    actuator_forcerange: jax.Array = shaped("nactuator", 2)
+    actuator_gainprm: jax.Array = shaped("nactuator", 10)
+    actuator_gaintype: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_gear: jax.Array = shaped("nactuator", 6)
+    actuator_group: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_history: np.ndarray = static_field(shape=("nactuator", 2), dtype="int32")
+    actuator_historyadr: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_length0: jax.Array = shaped("nactuator")
+    actuator_lengthrange: jax.Array = shaped("nactuator", 2)
+    actuator_outadr: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_outnum: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
+    actuator_trnid: np.ndarray = static_field(shape=("nactuator", 2), dtype="int32")
+    actuator_trntype: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
     # body
     body_conaffinity: np.ndarray = static_field(shape=("nbody",), dtype="int32")
     body_contype: np.ndarray = static_field(shape=("nbody",), dtype="int32")
@@ -927,7 +973,7 @@ class Contact:
 # not compute; everything else is recomputed from these by forward. Copied both ways by `interop`, reset by the
 # divergence checks.
 STATE_FIELDS = ("time", "qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat", "qacc_warmstart", "qfrc_applied",
-                "xfrc_applied", "eq_active")  # fmt: skip
+                "xfrc_applied", "eq_active", "history")  # fmt: skip
 
 
 @pytree_dataclass
@@ -949,6 +995,7 @@ class Data:
     qpos: jax.Array = shaped("nq")
     qvel: jax.Array = shaped("nv")
     act: jax.Array = shaped("na")
+    history: jax.Array = shaped("nhistory")  # ring buffers of delayed controls and sensors (mjData.history)
     qacc_warmstart: jax.Array = shaped("nv")
     # control
     ctrl: jax.Array = shaped("nu")
@@ -991,8 +1038,8 @@ class Data:
     ten_length: jax.Array = shaped("ntendon")
     wrap_obj: jax.Array = shaped("nwrap", 2, dtype="int32")
     wrap_xpos: jax.Array = shaped("nwrap", 6)
-    actuator_length: jax.Array = shaped("nu")
-    actuator_moment: jax.Array = shaped("nu", "nv")  # dense
+    actuator_length: jax.Array = shaped("nactuator")
+    actuator_moment: jax.Array = shaped("nactuator", "nv")  # dense
     # (nv, nv) dense, or (nM,) tree-sparse (`sparse_mass_matrix`, see pipeline/inertia.py): the "qM" dimension
     qM: jax.Array = shaped("qM")  # noqa: N815
     qLD: jax.Array = shaped("nM")  # L'DL factor of qM: its tree entries in elimination order (use solve_m)  # noqa: N815
@@ -1020,7 +1067,7 @@ class Data:
     efc_force: jax.Array = shaped("njmax")
     efc_state: jax.Array = shaped("njmax", dtype="int32")  # ConstraintState
     # velocity dependent
-    actuator_velocity: jax.Array = shaped("nu")
+    actuator_velocity: jax.Array = shaped("nactuator")
     cvel: jax.Array = shaped("nbody", 6)
     cdof_dot: jax.Array = shaped("nv", 6)
     qfrc_bias: jax.Array = shaped("nv")
@@ -1033,7 +1080,7 @@ class Data:
     subtree_linvel: jax.Array = shaped("nbody", 3)
     subtree_angmom: jax.Array = shaped("nbody", 3)
     # acceleration / force dependent
-    actuator_force: jax.Array = shaped("nu")
+    actuator_force: jax.Array = shaped("nactuator")
     qfrc_actuator: jax.Array = shaped("nv")
     qfrc_smooth: jax.Array = shaped("nv")
     qacc_smooth: jax.Array = shaped("nv")

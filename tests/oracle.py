@@ -28,7 +28,7 @@ _OBJ = {
 }  # fmt: skip
 _COUNT = {"body": "nbody", "joint": "njnt", "geom": "ngeom", "site": "nsite", "camera": "ncam", "light": "nlight",
           "mesh": "nmesh", "hfield": "nhfield", "pair": "npair", "exclude": "nexclude", "equality": "neq",
-          "tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "key": "nkey", "material": "nmat",
+          "tendon": "ntendon", "actuator": "nactuator", "sensor": "nsensor", "key": "nkey", "material": "nmat",
           "texture": "ntex"}  # fmt: skip
 
 SITE_PACKAGES = os.path.dirname(os.path.dirname(mujoco.__file__))
@@ -284,7 +284,7 @@ def data_from_mujoco(m: types.Model, mjm: mujoco.MjModel, mjd: mujoco.MjData) ->
         elif name == "qM":
             continue  # sparse layout: ours differs from MuJoCo's
         elif name == "actuator_moment":
-            val = np.zeros((mjm.nu, mjm.nv))
+            val = np.zeros((mjm.nout, mjm.nv))
             mujoco.mju_sparse2dense(val, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
         elif name == "ten_J":
             val = np.zeros((mjm.ntendon, mjm.nv))

@@ -50,8 +50,8 @@ def _dense(mjm, mjd, which):
         if mjm.ntendon and mjm.nv:
             mujoco.mju_sparse2dense(out, mjd.ten_J, mjm.ten_J_rownnz, mjm.ten_J_rowadr, mjm.ten_J_colind)
     else:
-        out = np.zeros((mjm.nu, mjm.nv))
-        if mjm.nu and mjm.nv:
+        out = np.zeros((mjm.nout, mjm.nv))
+        if mjm.nout and mjm.nv:
             mujoco.mju_sparse2dense(out, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
     return out
 

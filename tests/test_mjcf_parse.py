@@ -624,7 +624,7 @@ def test_unknown_element(body, element):
         ("<worldbody>\n<geom type='sdf'/></worldbody>", "sdf"),
         ("<sensor>\n<plugin/></sensor>", "plugin"),
         ("<sensor>\n<tactile/></sensor>", "tactile"),
-        ("<actuator>\n<pid/></actuator>", "pid"),
+        ("<actuator>\n<orientation/></actuator>", "orientation"),
         ("<equality>\n<flex/></equality>", "flex"),
     ],
 )

@@ -22,7 +22,7 @@ PREFIXES = ("tendon_", "wrap_", "eq_", "actuator_", "sensor_", "pair_", "exclude
 NAMED = {"tendon": mujoco.mjtObj.mjOBJ_TENDON, "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR,
          "sensor": mujoco.mjtObj.mjOBJ_SENSOR, "equality": mujoco.mjtObj.mjOBJ_EQUALITY,
          "pair": mujoco.mjtObj.mjOBJ_PAIR, "exclude": mujoco.mjtObj.mjOBJ_EXCLUDE}  # fmt: skip
-NUM = {"tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "equality": "neq", "pair": "npair",
+NUM = {"tendon": "ntendon", "actuator": "nactuator", "sensor": "nsensor", "equality": "neq", "pair": "npair",
        "exclude": "nexclude"}  # fmt: skip
 # NotImplementedError of a part another engineer is still writing (pipeline stage, hfield collisions, ...)
 PENDING = ("does not exist yet", "not implemented yet")
@@ -66,7 +66,8 @@ def mismatches(m, mj) -> list[str]:
         names = tuple(mujoco.mj_id2name(mj, objtype, i) or "" for i in range(getattr(mj, NUM[kind])))
         if tuple(m.names.get(kind, ())) != names:
             out.append(f"names[{kind}]: {m.names.get(kind)} vs MuJoCo {names}")
-    for k in ("ntendon", "nwrap", "neq", "nu", "na", "nsensor", "nsensordata", "npair", "nexclude"):
+    for k in ("ntendon", "nwrap", "neq", "nu", "nactuator", "nhistory", "na", "nsensor", "nsensordata", "npair",
+              "nexclude"):
         if getattr(m, k) != getattr(mj, k):
             out.append(f"{k}: {getattr(m, k)} vs MuJoCo {getattr(mj, k)}")
     return out
@@ -237,7 +238,8 @@ def test_sections(all_sections, prefixes):
 
 
 _SIZE_OF = {"tendon_": ("ntendon", "nwrap", "names[tendon]"), "eq_": ("neq", "names[equality]"),
-            "actuator_": ("nu", "na", "names[actuator]"), "sensor_": ("nsensor", "nsensordata", "names[sensor]"),
+            "actuator_": ("nu", "nactuator", "na", "names[actuator]"),
+            "sensor_": ("nsensor", "nsensordata", "names[sensor]"),
             "pair_": ("npair", "names[pair]"), "exclude_": ("nexclude", "names[exclude]")}  # fmt: skip
 
 
@@ -361,8 +363,8 @@ def test_bad_input(body, attribute):
 
 
 def test_unsupported_actuator_is_refused():
-    with pytest.raises((MJCFError, NotImplementedError), match="pid"):
-        _ours_string(model('<actuator><pid joint="hinge"/></actuator>'))
+    with pytest.raises((MJCFError, NotImplementedError), match="orientation"):
+        _ours_string(model('<actuator><orientation joint="ball"/></actuator>'))
 
 
 def test_autolimits_false_requires_limited():

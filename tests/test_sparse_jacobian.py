@@ -209,7 +209,7 @@ def test_adhesion_reads_sparse_rows():
     m = mjl.load_mjcf_string(xml, config=mjl.Config(efc_jacobian="sparse"))
     assert constraint.plan(m).sparse
     out = forward(m, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), ctrl=jp.asarray(mjd.ctrl)))
-    moment = np.zeros((mjm.nu, mjm.nv))
+    moment = np.zeros((mjm.nout, mjm.nv))
     mujoco.mju_sparse2dense(moment, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
     np.testing.assert_allclose(np.asarray(out.actuator_moment), moment, atol=ROW_ATOL)
     np.testing.assert_allclose(np.asarray(out.qfrc_actuator), mjd.qfrc_actuator, atol=ROW_ATOL)

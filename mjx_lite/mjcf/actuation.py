@@ -29,20 +29,27 @@ from mjx_lite.mjcf.inertia import factor_ld, solve_ld
 from mjx_lite.mjcf.spec import Element, MJCFError
 from mjx_lite.pipeline import inertia, kinematics, step, transmission
 from mjx_lite.pipeline import tendon as ptendon
-from mjx_lite.types import BiasType, DisableBit, DynType, GainType, JointType, TrnType
+from mjx_lite.types import BiasType, DisableBit, DynType, GainType, Input, JointType, TrnType, actuator_slots
 
-SHORTCUTS = ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion")
-UNSUPPORTED = ("orientation", "pid", "dcmotor", "plugin")
+SHORTCUTS = ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion", "pid",
+             "dcmotor")
+UNSUPPORTED = ("orientation", "plugin")
 _GAIN_OF = {"motor": GainType.FIXED, "position": GainType.FIXED, "velocity": GainType.FIXED,
             "intvelocity": GainType.FIXED, "damper": GainType.AFFINE, "cylinder": GainType.FIXED,
-            "muscle": GainType.MUSCLE, "adhesion": GainType.FIXED}  # fmt: skip
+            "muscle": GainType.MUSCLE, "adhesion": GainType.FIXED, "pid": GainType.PID,
+            "dcmotor": GainType.DCMOTOR}  # fmt: skip
 _CTRLSPEC_OF = {"position": 1, "velocity": 2, "intvelocity": 2, "cylinder": 32}
-_INPUT_KEYWORDS = {"": 0, "pos": 1, "vel": 2, "pressure": 32}
 _DYN = {"none": DynType.NONE, "integrator": DynType.INTEGRATOR, "filter": DynType.FILTER,
-        "filterexact": DynType.FILTEREXACT, "muscle": DynType.MUSCLE, "user": DynType.USER}  # fmt: skip
-_GAIN = {"fixed": GainType.FIXED, "affine": GainType.AFFINE, "muscle": GainType.MUSCLE, "user": GainType.USER}
-_BIAS = {"none": BiasType.NONE, "affine": BiasType.AFFINE, "muscle": BiasType.MUSCLE, "user": BiasType.USER}
-_UNSUPPORTED_TYPES = ("pid", "dcmotor", "so3")
+        "filterexact": DynType.FILTEREXACT, "muscle": DynType.MUSCLE, "user": DynType.USER, "pid": DynType.PID,
+        "dcmotor": DynType.DCMOTOR}  # fmt: skip
+_GAIN = {"fixed": GainType.FIXED, "affine": GainType.AFFINE, "muscle": GainType.MUSCLE, "user": GainType.USER,
+         "pid": GainType.PID, "dcmotor": GainType.DCMOTOR}  # fmt: skip
+_BIAS = {"none": BiasType.NONE, "affine": BiasType.AFFINE, "muscle": BiasType.MUSCLE, "user": BiasType.USER,
+         "dcmotor": BiasType.DCMOTOR}  # fmt: skip
+_UNSUPPORTED_TYPES = ("so3",)
+# input tokens of pid/dcmotor signatures, in canonical order (MuJoCo's mjtInput bits)
+_INPUT_BITS = {"pos": Input.POS, "vel": Input.VEL, "ff": Input.FF, "voltage": Input.VOLTAGE,
+               "pressure": Input.PRESSURE}  # fmt: skip
 _MUSCLE_DEFAULTS = dict(timeconst=(0.01, 0.04), tausmooth=0.0, range=(0.75, 1.05), force=-1.0, scale=200.0,
                         lmin=0.5, lmax=1.6, vmax=1.5, fpmax=1.3, fvmax=1.2)  # fmt: skip
 _MUSCLE_KEYS = ("force", "scale", "lmin", "lmax", "vmax", "fpmax", "fvmax")
@@ -147,16 +154,25 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
             st["ctrlspec"] = 0  # an inherited input signature is discarded when the gaintype changes
         if _written(el, "input"):
             key = str(el.attrs["input"]).strip()
-            if key not in _INPUT_KEYWORDS:
-                msg = f"input '{key}' is not supported by mjx_lite (supported: pos, vel, pressure)"
-                raise unsupported(el, msg, "input")
-            if key and st["gaintype"] not in (GainType.FIXED, GainType.AFFINE):
-                raise error(el, "input declarations need gaintype fixed or affine", "input")
-            st["ctrlspec"] = _INPUT_KEYWORDS[key]
+            if st["gaintype"] in (GainType.PID, GainType.DCMOTOR):
+                st["ctrlspec"] = _input_spec(el)
+            elif key in ("expmap", "quat"):
+                raise unsupported(el, "orientation (so3) inputs are not supported by mjx_lite", "input")
+            else:
+                bits = _input_spec(el)
+                if key and st["gaintype"] not in (GainType.FIXED, GainType.AFFINE):
+                    raise error(el, "input declarations need gaintype fixed, affine, pid or dcmotor", "input")
+                if bits not in (0, Input.POS, Input.VEL, Input.PRESSURE):
+                    raise error(el, "fixed and affine gains take one input, 'pos', 'vel' or 'pressure'", "input")
+                st["ctrlspec"] = bits
         return st
 
-    src = _source(tag, levels)
     f = {k: float(v) for k, v in el.attrs.items() if k in _SCALARS and v is not None and np.ndim(v) == 0}
+    if tag == "pid":
+        return _apply_pid(el, st, f)
+    if tag == "dcmotor":
+        return _apply_dcmotor(el, st)
+    src = _source(tag, levels)
     st["actdim"] = -1
     st["ctrlspec"] = _CTRLSPEC_OF.get(tag, 0)
     if tag not in ("position", "intvelocity"):
@@ -257,7 +273,161 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
 
 
 _SCALARS = ("kp", "kv", "dampratio", "timeconst", "inheritrange", "area", "diameter", "tausmooth", "force", "scale",
-            "lmin", "lmax", "vmax", "fpmax", "fvmax", "gain")  # fmt: skip
+            "lmin", "lmax", "vmax", "fpmax", "fvmax", "gain", "ki", "imax", "slewmax", "resistance")  # fmt: skip
+
+
+def _input_spec(el: Element) -> int:
+    """The input signature written in `input`: "none" (Input.NONE) or tokens of [pos, vel, ff, voltage, pressure]
+    in that canonical order, as bits (0: empty, the actuator type's default)."""
+    text = str(el.attrs["input"]).split()
+    if text == ["none"]:
+        return int(Input.NONE)
+    spec, last = 0, 0
+    for tok in text:
+        if tok not in _INPUT_BITS:
+            raise error(el, f"invalid keyword '{tok}' (expected none or a subset of {', '.join(_INPUT_BITS)})",
+                        "input")  # fmt: skip
+        bit = int(_INPUT_BITS[tok])
+        if bit <= last:
+            raise error(el, "inputs must be listed in canonical order [pos, vel, ff, voltage, pressure]", "input")
+        spec |= bit
+        last = bit
+    return spec
+
+
+def _apply_pid(el: Element, st: dict, f: dict) -> dict:
+    """<pid> (MuJoCo's mjs_setToPID): kp/kv/dampratio in biasprm[1:3], ki in gainprm[0], imax and slewmax in
+    dynprm[0:2]; dyntype "pid" when ki or slewmax is set. Unwritten values come from the class's actuator when it
+    is a pid one (gaintype pid), else from the documented defaults."""
+    inherited = st["gaintype"] == GainType.PID
+    kp = -st["biasprm"][1] if inherited else 1.0
+    b2 = st["biasprm"][2] if inherited else 0.0
+    ki = st["gainprm"][0] if inherited else 0.0
+    imax = st["dynprm"][0] if inherited else 0.0
+    slew = st["dynprm"][1] if inherited else 0.0
+    spec = st["ctrlspec"] if inherited else 0
+    kp, ki, imax, slew = f.get("kp", kp), f.get("ki", ki), f.get("imax", imax), f.get("slewmax", slew)
+    if "kv" in f and "dampratio" in f:
+        raise error(el, "kv and dampratio cannot both be defined", "dampratio")
+    if "kv" in f:
+        if f["kv"] < 0:
+            raise error(el, "kv cannot be negative", "kv")
+        b2 = -f["kv"]
+    if "dampratio" in f:
+        if f["dampratio"] < 0:
+            raise error(el, "dampratio cannot be negative", "dampratio")
+        b2 = f["dampratio"]
+    if slew < 0:
+        raise error(el, "slewmax cannot be negative", "slewmax")
+    if _written(el, "posrange"):
+        st["ctrlrange"] = np.array(el.attrs["posrange"], np.float64)
+        st["explicit_ctrlrange"] = True
+    if "inheritrange" in f:
+        st["inheritrange"] = f["inheritrange"]
+    if st["inheritrange"] > 0 and (st["ctrlrange"][0] or st["ctrlrange"][1]):
+        raise error(el, "posrange and inheritrange cannot both be defined", "inheritrange")
+    if _written(el, "input"):
+        spec = _input_spec(el)
+    dyn, gain, bias = _prm(0.0), _prm(0.0), _prm(0.0)
+    gain[0] = ki
+    dyn[1] = slew
+    if ki:
+        dyn[0] = imax
+    bias[1], bias[2] = -kp, b2
+    st.update(dyntype=DynType.PID if (ki or slew) else DynType.NONE, gaintype=GainType.PID,
+              biastype=BiasType.AFFINE, dynprm=dyn, gainprm=gain, biasprm=bias, ctrlspec=spec)  # fmt: skip
+    return st
+
+
+def _vec(el: Element, name: str, n: int, base) -> np.ndarray:
+    """Attribute `name` read over `base` (its leading entries replaced by the written values)."""
+    out = np.zeros(n) if base is None else np.array(base, np.float64)
+    if _written(el, name):
+        v = np.atleast_1d(np.asarray(el.attrs[name], np.float64))
+        out[: v.size] = v
+    return out
+
+
+def _apply_dcmotor(el: Element, st: dict) -> dict:
+    """<dcmotor> (MuJoCo's mjs_setToDCMotor): the electrical, thermal, friction and controller parameters packed
+    into gainprm [R, K, alpha, T0, kp, ki, kd, Vmax], dynprm [te, didt_max, RT, C, Ta, sigma0, sigma1, slewmax,
+    Imax] and biasprm [cogging A, poles, phase, F_C, F_S, v_S]; one activation per enabled state (slot order:
+    slew, integral, temperature, bristle, current); actearly. Unwritten values come from the class's actuator when
+    it is a dcmotor one."""
+    inh = st["gaintype"] == GainType.DCMOTOR
+    g, dp, bp = st["gainprm"], st["dynprm"], st["biasprm"]
+    motorconst = _vec(el, "motorconst", 2, [g[1] if inh else 0.0, 0.0])
+    R = float(el.attrs["resistance"]) if _written(el, "resistance") else (g[0] if inh else 0.0)
+    nominal = _vec(el, "nominal", 3, None)
+    saturation = _vec(el, "saturation", 3, [0.0, 0.0, dp[1] if inh else 0.0])
+    controller = _vec(el, "controller", 6, [g[4], g[5], g[6], dp[7], dp[8], g[7]] if inh else None)
+    inductance = _vec(el, "inductance", 2, [0.0, dp[0] if inh else 0.0])
+    cogging = _vec(el, "cogging", 3, bp[:3] if inh else None)
+    thermal = _vec(el, "thermal", 6, [dp[2], dp[3], 0.0, g[2], g[3], dp[4]] if inh else None)
+    lugre = _vec(el, "lugre", 5, [dp[5], dp[6], bp[3], bp[4], bp[5]] if inh else None)
+    spec = st["ctrlspec"] if inh else 0
+    if _written(el, "input"):
+        spec = _input_spec(el)
+    Kt, Ke = motorconst
+    vn, tau0, omega0 = nominal
+    if vn > 0 and Ke <= 0 and omega0 > 0:  # Ke from the nominal point: omega0 = vn Ke / (Ke^2 + R B)
+        B = float(st["damping"][0])
+        if B > 0 and R > 0:
+            disc = vn * vn - 4 * R * B * omega0 * omega0
+            Ke = (vn + np.sqrt(disc)) / (2 * omega0) if disc > 0 else vn / omega0
+        elif B > 0 and tau0 > 0:
+            exact = vn / omega0 - vn * B / tau0
+            Ke = exact if exact > 0 else vn / omega0
+        else:
+            Ke = vn / omega0
+    K = np.sqrt(Kt * Ke) if (Kt > 0 and Ke > 0) else (Kt if Kt > 0 else Ke)
+    if R == 0 and vn > 0 and tau0 > 0 and K > 0:
+        R = K * vn / tau0
+    if Kt < 0 or Ke < 0:
+        raise error(el, "DC motor: motor constants must be non-negative", "motorconst")
+    if K <= 0 and spec != Input.NONE:
+        raise error(el, "DC motor: motor constant K must be positive", "motorconst")
+    if R <= 0:
+        raise error(el, "DC motor: resistance R must be positive", "resistance")
+    gain, dyn, bias = _prm(0.0), _prm(0.0), _prm(0.0)
+    gain[0], gain[1] = R, K
+    gain[4:7] = controller[0:3]
+    dyn[7], dyn[8] = controller[3], controller[4]
+    if controller[5] > 0:
+        gain[7] = controller[5]
+    if saturation[0] > 0 or saturation[1] > 0:
+        tmax = saturation[0] if saturation[0] != 0 else K * saturation[1]
+        st["forcerange"] = np.array([-tmax, tmax])
+        st["forcelimited"] = "true"
+    if saturation[2] > 0:
+        dyn[1] = saturation[2]
+    bias[0:3] = cogging
+    if inductance[0] < 0:
+        raise error(el, "DC motor: inductance must be non-negative", "inductance")
+    if inductance[1] < 0:
+        raise error(el, "DC motor: electrical time constant must be non-negative", "inductance")
+    dyn[0] = inductance[0] / R if inductance[0] > 0 else inductance[1]
+    if thermal[0] > 0 or thermal[1] > 0 or thermal[2] > 0:
+        RT, C, tth = thermal[0], thermal[1], thermal[2]
+        if tth > 0 and RT > 0 and C == 0:
+            C = tth / RT
+        elif tth > 0 and C > 0 and RT == 0:
+            RT = tth / C
+        elif tth > 0 and RT > 0 and C > 0:
+            C = tth / RT
+        if RT <= 0:
+            raise error(el, "DC motor: thermal resistance must be positive", "thermal")
+        if C <= 0:
+            raise error(el, "DC motor: thermal capacitance must be positive", "thermal")
+        dyn[2], dyn[3], dyn[4] = RT, C, thermal[5]
+        gain[2], gain[3] = thermal[3], thermal[4]
+    if lugre[0] > 0:
+        dyn[5], dyn[6] = lugre[0], lugre[1]
+        bias[3:6] = lugre[2:5]
+    st.update(dyntype=DynType.DCMOTOR, gaintype=GainType.DCMOTOR, biastype=BiasType.DCMOTOR, dynprm=dyn,
+              gainprm=gain, biasprm=bias, ctrlspec=spec, actearly=True, actlimited="false", actdim=-1)  # fmt: skip
+    return st
+
 
 
 def actnum(el: Element) -> int:
@@ -285,7 +455,6 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
     nu = len(acts)
     al = autolimits(ctx)
     jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
-    jnt_limited = np.asarray(ctx.arrays.get("jnt_limited", np.zeros(0, bool)))
     jnt_range = np.asarray(ctx.arrays.get("jnt_range", np.zeros((0, 2))))
     ten_limited = np.asarray(ctx.arrays.get("tendon_limited", np.zeros(0, bool)))
     ten_range = np.asarray(ctx.arrays.get("tendon_range", np.zeros((0, 2))))
@@ -293,7 +462,9 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
     ntendon = ten_limited.size
 
     out: dict[str, list] = {k: [] for k in _FIELDS}
-    actadr = 0
+    ctrl_limited: list[bool] = []
+    ctrl_ranges: list[np.ndarray] = []
+    actadr = ctrladr = nhistory = 0
     jnt_act = -np.ones(njnt, np.int32)
     ten_act = -np.ones(ntendon, np.int32)
     for i, el in enumerate(acts):
@@ -335,17 +506,33 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         if tgt != "site" and el.attrs.get("refsite") is not None:
             raise error(el, "refsite can only be used with site transmission", "refsite")
 
-        # ---- activation
+        # ---- input block and activation
         dyntype = int(st["dyntype"])
+        gaintype = int(st["gaintype"])
+        ctrlspec, ctrlnum = _input_block(el, st, trntype)
         actdim = int(st["actdim"])
-        if actdim < 0:
+        if dyntype == DynType.PID:
+            nslot = int(st["dynprm"][1] > 0) + int(st["gainprm"][0] > 0)
+            if actdim > 0 and actdim != nslot:
+                raise error(el, "pid controller states require matching actdim", "actdim")
+            actnum = nslot
+        elif dyntype == DynType.DCMOTOR:
+            nslot = int(np.sum(actuator_slots([dyntype], st["dynprm"], st["gainprm"]) >= 0))
+            if actdim >= 0 and actdim != nslot:
+                raise error(el, "inconsistent state array dimension in DC motor (actdim)", "actdim")
+            actnum = nslot
+            if not st["actearly"]:
+                raise error(el, "actearly cannot be false for DC motor actuator", "actearly")
+        elif actdim < 0:
             actnum = int(dyntype != DynType.NONE)
         else:
             actnum = actdim
             if actnum > 1 and dyntype != DynType.USER:
-                raise error(el, "actdim > 1 is only allowed for dyntype 'user'", "actdim")
+                raise error(el, "actdim > 1 is only allowed for dyntype 'user' and 'dcmotor'", "actdim")
+            if actnum == 1 and dyntype == DynType.NONE:
+                raise error(el, "invalid actdim 1 in stateless actuator", "actdim")
             if actnum == 0 and dyntype != DynType.NONE:
-                raise error(el, "actdim 0 is only allowed for dyntype 'none'", "actdim")
+                raise error(el, "invalid actdim 0 in stateful actuator", "actdim")
         # ---- limits
         ctrllimited = _limited(st, "ctrllimited", "ctrlrange", al, el)
         forcelimited = _limited(st, "forcelimited", "forcerange", al, el)
@@ -353,9 +540,12 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         ctrlrange, actrange = np.array(st["ctrlrange"], float), np.array(st["actrange"], float)
         inherit = float(st["inheritrange"])
         position_like = st["biastype"] == BiasType.AFFINE and (
-            st["gaintype"] == GainType.FIXED and st["gainprm"][0] == -st["biasprm"][1]
+            (st["gaintype"] == GainType.FIXED and st["gainprm"][0] == -st["biasprm"][1])
+            or st["gaintype"] == GainType.PID
         )
         if inherit > 0 and position_like:
+            if dyntype not in (DynType.NONE, DynType.FILTEREXACT, DynType.PID, DynType.INTEGRATOR):
+                raise error(el, "inheritrange only available for position and intvelocity actuators", "inheritrange")
             intvel = dyntype == DynType.INTEGRATOR
             if (st["explicit_actrange"] if intvel else st["explicit_ctrlrange"]) and np.any(
                 actrange if intvel else ctrlrange
@@ -366,15 +556,13 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
                 j = trnid[0]
                 if jnt_type[j] not in (JointType.HINGE, JointType.SLIDE):
                     raise error(el, "inheritrange can only be used with hinge and slide joints", "inheritrange")
-                if not jnt_limited[j]:
-                    raise error(el, "inheritrange requires a limited target joint", "inheritrange")
-                rng = jnt_range[j]
+                rng = jnt_range[j]  # MuJoCo 4: the range counts even on an unlimited joint
             elif trntype == TrnType.TENDON:
-                if not ten_limited[trnid[0]]:
-                    raise error(el, "inheritrange requires a limited target tendon", "inheritrange")
                 rng = ten_range[trnid[0]]
             else:
                 raise error(el, "inheritrange can only be used with joint and tendon transmissions", "inheritrange")
+            if not rng[0] < rng[1]:
+                raise error(el, "inheritrange used but its target has no range defined", "inheritrange")
             mid, half = 0.5 * (rng[0] + rng[1]), 0.5 * (rng[1] - rng[0]) * inherit
             if intvel:
                 actrange, actlimited = np.array([mid - half, mid + half]), True
@@ -387,6 +575,8 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
             raise error(el, "invalid force range for actuator", "forcerange")
         if actlimited and not actrange[0] < actrange[1]:
             raise error(el, "invalid activation range for actuator", "actrange")
+        if actlimited and dyntype == DynType.NONE:
+            raise error(el, "actrange specified but dyntype is 'none' in actuator", "actrange")
         if el.tag in ("damper", "adhesion") and (ctrlrange[0] < 0 or ctrlrange[1] < 0):
             raise error(el, f"{el.tag} control range cannot be negative", "ctrlrange")
         if st["gaintype"] == GainType.MUSCLE:
@@ -394,9 +584,11 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         if st["biastype"] == BiasType.MUSCLE:
             _check_muscle(st["biasprm"], el)
         lengthrange = np.array(st["lengthrange"], float)
-        if int(st["nsample"]) != 0 or float(st["delay"]) != 0:
-            raise unsupported(el, "actuator delays / control history (nsample, delay) are not supported by mjx_lite",
-                        "nsample" if int(st["nsample"]) else "delay")  # fmt: skip
+        nsample, delay = max(int(st["nsample"]), 0), float(st["delay"])  # (MuJoCo: nsample < 0 is no buffer)
+        if delay > 0 and nsample == 0:
+            raise error(el, "setting delay > 0 without a history buffer", "delay")
+        if nsample and ctrlnum == 0:
+            raise error(el, "history and delay require an input", "nsample")
         interp = st["interp"]
         if interp not in ("zoh", "linear", "cubic"):
             raise error(el, f"invalid keyword '{interp}' (expected zoh, linear or cubic)", "interp")
@@ -422,14 +614,22 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         out["actuator_actnum"].append(actnum)
         actadr += actnum
         out["actuator_group"].append(int(st["group"]))
-        out["actuator_ctrllimited"].append(ctrllimited)
+        climited, cranges = [ctrllimited] * ctrlnum, [ctrlrange] * ctrlnum
+        if gaintype == GainType.PID:  # the vel and ff inputs have their own ranges (limited when lo < hi)
+            j = 1 if ctrlspec & Input.POS else 0
+            for bit, key in ((Input.VEL, "velrange"), (Input.FF, "ffrange")):
+                if ctrlspec & bit:
+                    r = np.array(st[key], float)
+                    climited[j], cranges[j] = bool(r[0] < r[1]), r
+                    j += 1
+        ctrl_limited += climited
+        ctrl_ranges += cranges
         out["actuator_forcelimited"].append(forcelimited)
         out["actuator_actlimited"].append(actlimited)
         out["actuator_actearly"].append(bool(st["actearly"]))
         out["actuator_dynprm"].append(st["dynprm"])
         out["actuator_gainprm"].append(st["gainprm"])
         out["actuator_biasprm"].append(st["biasprm"])
-        out["actuator_ctrlrange"].append(ctrlrange)
         out["actuator_forcerange"].append(forcerange)
         out["actuator_actrange"].append(actrange)
         out["actuator_gear"].append(st["gear"])
@@ -438,28 +638,80 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         out["actuator_armature"].append(armature)
         out["actuator_damping"].append(damping[0])
         out["actuator_dampingpoly"].append(damping[1:])
-        out["actuator_delay"].append(0.0)
-        out["actuator_history"].append([0, ("zoh", "linear", "cubic").index(interp)])  # (nsample, interp)
-        out["actuator_historyadr"].append(-1)
-        out["actuator_ctrladr"].append(i)
-        out["actuator_ctrlnum"].append(1)
-        out["actuator_ctrlspec"].append(int(st["ctrlspec"]))
+        out["actuator_delay"].append(delay)
+        out["actuator_history"].append([nsample, ("zoh", "linear", "cubic").index(interp)])  # (nsample, interp)
+        out["actuator_historyadr"].append(nhistory if nsample else -1)
+        nhistory += 2 + nsample * (1 + ctrlnum) if nsample else 0  # [user, cursor, times, control blocks]
+        out["actuator_ctrladr"].append(ctrladr)
+        out["actuator_ctrlnum"].append(ctrlnum)
+        ctrladr += ctrlnum
+        out["actuator_ctrlspec"].append(ctrlspec)
         out["actuator_outadr"].append(i)
         out["actuator_outnum"].append(1)
         out["actuator_acc0"].append(0.0)
         out["actuator_length0"].append(0.0)
 
     shapes = {"actuator_trnid": (2,), "actuator_dynprm": (10,), "actuator_gainprm": (10,), "actuator_biasprm": (10,),
-              "actuator_ctrlrange": (2,), "actuator_forcerange": (2,), "actuator_actrange": (2,),
+              "actuator_forcerange": (2,), "actuator_actrange": (2,),
               "actuator_gear": (6,), "actuator_lengthrange": (2,), "actuator_dampingpoly": (2,),
               "actuator_history": (2,)}  # fmt: skip
     for k, dtype in _FIELDS.items():
         ctx.arrays[k] = np.array(out[k], dtype=dtype).reshape((nu,) + shapes.get(k, ()))
+    ctx.arrays["actuator_ctrllimited"] = np.array(ctrl_limited, bool).reshape(ctrladr)
+    ctx.arrays["actuator_ctrlrange"] = np.array(ctrl_ranges, np.float64).reshape(ctrladr, 2)
     ctx.arrays["jnt_actuatorid"] = jnt_act
     if "tendon_actuatorid" in ctx.arrays or ntendon:
         ctx.arrays["tendon_actuatorid"] = ten_act
-    ctx.sizes["nu"] = nu
+    ctx.sizes["nu"] = ctrladr
+    ctx.sizes["nactuator"] = nu
     ctx.sizes["na"] = actadr
+    ctx.sizes["nhistory"] = nhistory  # (sensor buffers would follow the actuators'; sensors refuse them)
+
+
+def _input_block(el: Element, st: dict, trntype: int) -> tuple[int, int]:
+    """(actuator_ctrlspec, actuator_ctrlnum): the input signature resolved for the gain type, MuJoCo's checks."""
+    spec = int(st["ctrlspec"])
+    gt, bt, dt = int(st["gaintype"]), int(st["biastype"]), int(st["dyntype"])
+    g, dp = st["gainprm"], st["dynprm"]
+    servo = int(Input.POS | Input.VEL | Input.FF)
+    if gt == GainType.SO3 or bt == BiasType.SO3:
+        raise unsupported(el, "orientation (so3) actuators are not supported by mjx_lite", "gaintype")
+    if dt == DynType.PID and gt != GainType.PID:
+        raise error(el, "dyntype 'pid' requires gaintype 'pid'", "dyntype")
+    if gt == GainType.PID:
+        if bt != BiasType.AFFINE:
+            raise error(el, "pid requires biastype 'affine'", "biastype")
+        if dt not in (DynType.NONE, DynType.PID):
+            raise error(el, "pid requires dyntype 'none' or 'pid'", "dyntype")
+        if dt == DynType.NONE and g[0]:
+            raise error(el, "ki (gainprm[0]) requires dyntype 'pid'", "gainprm")
+        if trntype == TrnType.BODY:
+            raise error(el, "pid cannot use body transmission", "body")
+        if dt == DynType.PID and (dp[0] < 0 or dp[1] < 0):
+            raise error(el, "imax and slewmax (dynprm[0:2]) must be non-negative", "dynprm")
+        spec = spec or int(Input.POS | Input.VEL)
+        if spec & ~servo:
+            raise error(el, "pid inputs are a subset of [pos, vel, ff]", "input")
+        if dt == DynType.PID and not spec & Input.POS:
+            raise error(el, "pid controller states require the pos input", "input")
+        return spec, bin(spec).count("1")
+    if gt == GainType.DCMOTOR:
+        spec = spec or int(Input.VOLTAGE)
+        if spec != Input.NONE and spec & ~(servo | Input.VOLTAGE):
+            raise error(el, "dcmotor inputs are 'none' or a subset of [pos, vel, ff, voltage]", "input")
+        controller = 0 if spec == Input.NONE else spec & servo
+        if controller and g[1] <= 0:
+            raise error(el, "dcmotor controller inputs require a positive motor constant", "motorconst")
+        if not controller and (g[4] or g[5] or g[6]):
+            raise error(el, "dcmotor controller gains require a controller input [pos, vel, ff]", "controller")
+        if g[5] > 0 and not spec & Input.POS:
+            raise error(el, "dcmotor integral gain requires the pos input", "controller")
+        if not controller and dp[7] > 0:
+            raise error(el, "dcmotor slew rate limiting requires a controller input [pos, vel, ff]", "controller")
+        return spec, 0 if spec == Input.NONE else bin(spec).count("1")
+    if spec and gt not in (GainType.FIXED, GainType.AFFINE):
+        raise error(el, "input is only available for pid, dcmotor and fixed/affine gains", "input")
+    return spec, 1
 
 
 def _limited(st: dict, flag: str, rng: str, al: bool, el: Element) -> bool:
@@ -480,10 +732,10 @@ def _check_muscle(g, el: Element) -> None:
 _FIELDS = {
     "actuator_trntype": np.int32, "actuator_dyntype": np.int32, "actuator_gaintype": np.int32,
     "actuator_biastype": np.int32, "actuator_trnid": np.int32, "actuator_actadr": np.int32,
-    "actuator_actnum": np.int32, "actuator_group": np.int32, "actuator_ctrllimited": bool,
+    "actuator_actnum": np.int32, "actuator_group": np.int32,
     "actuator_forcelimited": bool, "actuator_actlimited": bool, "actuator_actearly": bool,
     "actuator_dynprm": np.float64, "actuator_gainprm": np.float64, "actuator_biasprm": np.float64,
-    "actuator_ctrlrange": np.float64, "actuator_forcerange": np.float64, "actuator_actrange": np.float64,
+    "actuator_forcerange": np.float64, "actuator_actrange": np.float64,
     "actuator_gear": np.float64, "actuator_cranklength": np.float64, "actuator_lengthrange": np.float64,
     "actuator_armature": np.float64, "actuator_damping": np.float64, "actuator_dampingpoly": np.float64,
     "actuator_delay": np.float64, "actuator_history": np.int32, "actuator_historyadr": np.int32,
@@ -523,7 +775,7 @@ def finalize_sections(ctx: CompileContext, st) -> None:
     (kv = dampratio * 2 sqrt(kp m), m = 1 / (J M^-1 J')), muscle lengthrange (mj_setLengthRange).
     """
     A, S = ctx.arrays, ctx.sizes
-    nv, nt, nu = int(S["nv"]), int(S.get("ntendon", 0)), int(S.get("nu", 0))
+    nv, nt, nu = int(S["nv"]), int(S.get("ntendon", 0)), int(S.get("nactuator", 0))
     actuator_armature(ctx, st)
     minv = np.asarray(st.minv, np.float64)
     if nt:
@@ -553,11 +805,13 @@ def finalize_sections(ctx: CompileContext, st) -> None:
     gain = np.asarray(A["actuator_gainprm"], np.float64)
     bias = np.array(A["actuator_biasprm"], np.float64)
     for i in range(nu):
-        if (A["actuator_gaintype"][i] == GainType.FIXED and A["actuator_biastype"][i] == BiasType.AFFINE
-                and gain[i, 0] == -bias[i, 1] and bias[i, 2] > 0):  # fmt: skip
+        pid = A["actuator_gaintype"][i] == GainType.PID
+        if (((A["actuator_gaintype"][i] == GainType.FIXED and gain[i, 0] == -bias[i, 1]) or pid)
+                and A["actuator_biastype"][i] == BiasType.AFFINE and bias[i, 2] > 0):  # fmt: skip
             w = float(minv_mom[i] @ mom[i]) if nv else 0.0
             mass = 1.0 / w if w > 0 else 0.0
-            bias[i, 2] = -bias[i, 2] * 2.0 * np.sqrt(gain[i, 0] * mass)
+            kp = -bias[i, 1] if pid else gain[i, 0]
+            bias[i, 2] = -bias[i, 2] * 2.0 * np.sqrt(kp * mass)
     A["actuator_biasprm"] = bias
     _lengthrange(ctx, st)
 

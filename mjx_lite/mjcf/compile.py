@@ -54,7 +54,8 @@ SECTIONS = (
     (sensor.compile_sensor, ("sensor_",)),
     (contact.compile_contact, ("pair_", "exclude_")),
 )
-SECTION_SIZES = ("nu", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "npair", "nexclude")
+SECTION_SIZES = ("nu", "nactuator", "nhistory", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "npair",
+                 "nexclude")
 # MuJoCo's default colours: geoms and sites (mjs_defaultGeom/Site), lights (mjs_defaultLight)
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 _LIGHT_DEFAULTS = {"ambient": (0, 0, 0), "diffuse": (0.7, 0.7, 0.7), "specular": (0.3, 0.3, 0.3),

@@ -26,7 +26,7 @@ from mjx_lite.mjcf.spec import Element, MJCFError
 # object type -> size field (for Model.names)
 NAME_TYPES = {"body": "nbody", "joint": "njnt", "geom": "ngeom", "site": "nsite", "camera": "ncam",
               "light": "nlight", "mesh": "nmesh", "hfield": "nhfield", "pair": "npair", "exclude": "nexclude",
-              "equality": "neq", "tendon": "ntendon", "actuator": "nu", "sensor": "nsensor", "key": "nkey",
+              "equality": "neq", "tendon": "ntendon", "actuator": "nactuator", "sensor": "nsensor", "key": "nkey",
               "material": "nmat", "texture": "ntex"}  # fmt: skip
 # named constant dimensions of declared shapes
 _CONST = {"NTEXROLE": types.NTEXROLE, "NWARNING": types.NWARNING}

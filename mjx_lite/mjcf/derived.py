@@ -339,7 +339,7 @@ def _actuator_ids(ctx: CompileContext) -> None:
     A, S = ctx.arrays, ctx.sizes
     jid = np.full(S["njnt"], -1, np.int32)
     tid = np.full(S.get("ntendon", 0), -1, np.int32)
-    nu = S.get("nu", 0)
+    nu = S.get("nactuator", 0)
     for i in range(nu):
         damp = float(np.asarray(A.get("actuator_damping", np.zeros(nu)))[i])
         poly = np.asarray(A.get("actuator_dampingpoly", np.zeros((nu, 2))))[i]

@@ -79,7 +79,7 @@ UNSUPPORTED: dict[str, set[str]] = {
     "mesh": {"plugin"},
     "geom": {"plugin"},
     "equality": {"flex", "flexstrain"},
-    "actuator": {"orientation", "pid", "dcmotor", "plugin"},
+    "actuator": {"orientation", "plugin"},
     "sensor": {"tactile", "user", "plugin"},
 }
 # children that may appear at most once in their parent (MuJoCo's schema: "unique element ... found N times")
@@ -87,7 +87,7 @@ UNIQUE: dict[str, set[str]] = {
     "compiler": {"lengthrange"},
     "option": {"flag"},
     "visual": set(sc.VISUAL_CHILDREN),
-    "default": set(sc.DEFAULT_CHILDREN) | set(sc.ACTUATOR_TAGS) | {"orientation", "pid", "dcmotor"},
+    "default": set(sc.DEFAULT_CHILDREN) | set(sc.ACTUATOR_TAGS) | {"orientation"},
     "body": {"inertial"},
     "frame": {"inertial"},
     "replicate": {"inertial"},

@@ -491,7 +491,8 @@ _FIXED = dict(_TENDON_COMMON)
 # ---------------------------------------------------------------------------------------------------------
 # actuators (the parser types only what is written; `actuation.py` resolves defaults, see spec.Element)
 
-ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion")
+ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion",
+                 "pid", "dcmotor")
 _ACT_COMMON = {
     "name": S(),
     "class": S(),
@@ -525,9 +526,9 @@ _GENERAL = {
     "actdim": I(-1),
     "actearly": B(False),
     "inheritrange": R(0),
-    "dyntype": K("none", "none", "integrator", "filter", "filterexact", "muscle", "user"),
-    "gaintype": K("fixed", "fixed", "affine", "muscle", "user"),
-    "biastype": K("none", "none", "affine", "muscle", "user"),
+    "dyntype": K("none", "none", "integrator", "filter", "filterexact", "pid", "dcmotor", "muscle", "user"),
+    "gaintype": K("fixed", "fixed", "affine", "muscle", "dcmotor", "pid", "so3", "user"),
+    "biastype": K("none", "none", "affine", "muscle", "dcmotor", "so3", "user"),
     "dynprm": R((1, 0, 0, 0, 0, 0, 0, 0, 0, 0), (1, 10)),
     "gainprm": R((1, 0, 0, 0, 0, 0, 0, 0, 0, 0), (1, 10)),
     "biasprm": R((0,) * 10, (1, 10)),
@@ -553,6 +554,33 @@ _MUSCLE = {
     "vmax": R(1.5),
     "fpmax": R(1.3),
     "fvmax": R(1.2),
+}
+_PID = {
+    **{k: v for k, v in _ACT_COMMON.items()},
+    "posrange": R((0, 0), 2),
+    "velrange": R((0, 0), 2),
+    "ffrange": R((0, 0), 2),
+    "inheritrange": R(0),
+    "kp": R(1),
+    "kv": R(0),
+    "dampratio": R(0),
+    "ki": R(0),
+    "imax": R(0),
+    "slewmax": R(0),
+    "input": S(),
+}
+_DCMOTOR = {
+    **{k: v for k, v in _ACT_COMMON.items() if k not in ("forcelimited", "forcerange")},
+    "motorconst": R(None, (1, 2)),
+    "resistance": R(None),
+    "nominal": R(None, (1, 3)),
+    "saturation": R(None, (1, 3)),
+    "inductance": R(None, (1, 2)),
+    "cogging": R(None, (1, 3)),
+    "controller": R(None, (1, 6)),
+    "thermal": R(None, (1, 6)),
+    "lugre": R(None, (1, 5)),
+    "input": S(),
 }
 _ADHESION = {
     "name": S(),
@@ -754,6 +782,8 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "cylinder": _CYLINDER,
     "muscle": _MUSCLE,
     "adhesion": _ADHESION,
+    "pid": _PID,
+    "dcmotor": _DCMOTOR,
     "sensor": {},
     **_SENSORS,
     "keyframe": {},
@@ -833,7 +863,7 @@ _DEFAULT_BASE = {
     "general": ("general", _REFS + ("body",)),
     "muscle": ("muscle", _REFS + ("tausmooth",)),
     "adhesion": ("adhesion", ("body",)),
-    **{t: (t, _REFS) for t in ("motor", "position", "velocity", "intvelocity", "damper", "cylinder")},
+    **{t: (t, _REFS) for t in ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "pid", "dcmotor")},
 }  # fmt: skip
 DEFAULT_CHILDREN: dict[str, str] = {}
 for _t, (_base, _excl) in _DEFAULT_BASE.items():

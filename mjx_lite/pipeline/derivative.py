@@ -2,7 +2,8 @@
 
 Used by the implicit integrators (`integrate.implicit`) and by discrete-time inverse dynamics
 (`inverse.discrete_acc`). qDeriv is the exact Jacobian of our own force computation (forward-mode autodiff over
-the velocity and actuation stages), so it contains every velocity-dependent term those stages model.
+the velocity and actuation stages), so it contains every velocity-dependent term those stages model, except for
+dcmotor actuators, whose force enters with MuJoCo's own linearisation (`actuation.dcmotor_force_vel`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def smooth_vel_force(m: Model, d: Data, bias: bool):
         dd = passive.passive(m, dd)
         dd = actuation.actuation(m, dd)
         out = dd.qfrc_passive + dd.qfrc_actuator
+        dc, slope = actuation.dcmotor_force_vel(m, dd)
+        if len(dc):  # MuJoCo's linearisation of dcmotor forces: value unchanged, derivative replaced
+            force, vel = dd.actuator_force[dc], dd.actuator_velocity[dc]
+            sg = jax.lax.stop_gradient
+            swap = sg(force) - force + sg(slope) * (vel - sg(vel))
+            out = out + swap @ dd.actuator_moment[dc]
         if bias:
             out = out - rne.rne(m, dd).qfrc_bias
         return out

@@ -44,7 +44,7 @@ from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import qacc_reset
 from mjx_lite.data import make_data
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
-from mjx_lite.pipeline import derivative, forward, inertia, kernels
+from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels
 from mjx_lite.types import MINVAL, STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
 
 MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
@@ -110,7 +110,7 @@ def _actuator_disabled(m: Model) -> np.ndarray:
 def _act_tables(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """Static (na,) actuator index of each activation slot, and whether it is a filterexact slot."""
     owner = np.zeros(m.na, int)
-    for i in range(m.nu):
+    for i in range(m.nactuator):
         adr, num = int(m.actuator_actadr[i]), int(m.actuator_actnum[i])
         if adr >= 0:
             owner[adr : adr + num] = i
@@ -143,10 +143,11 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
     h = m.opt.timestep
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
-        act = next_act(m, d.act, act_dot)
+        act = actuation.advance_act(m, d, next_act(m, d.act, act_dot), act_dot)  # dcmotor slots, servo wraps
     new_qvel = d.qvel + h * qacc
     qpos = integrate_pos(m, d.qpos, new_qvel if qvel is None else qvel, h)
-    return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc)
+    buf = history.advance(m, d)  # the step's controls recorded at its start time (mj_advance)
+    return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf)
 
 
 # ---- integrators -------------------------------------------------------------------------------------------

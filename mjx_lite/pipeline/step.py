@@ -16,8 +16,8 @@ import jax
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import as_data, check_data
+from mjx_lite.pipeline import actuation, integrate, smoothing
 from mjx_lite.pipeline import forward as fwd
-from mjx_lite.pipeline import integrate, smoothing
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
 
@@ -93,6 +93,8 @@ def step(m: Model, d: Data) -> Data:
         d2 = fwd.run(integrate.euler, m, d)
     elif m.opt.integrator == IntegratorType.RK4:
         d2 = fwd.run(integrate.rk4, m, d)
+        if actuation.dcmotor_state(m):  # MuJoCo advances dcmotor states at the step's actuator velocity
+            d2 = d2.replace(actuator_velocity=d2.actuator_moment @ d.qvel)
     elif m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
         d2 = fwd.run(integrate.implicit, m, d)
     else:

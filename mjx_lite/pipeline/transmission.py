@@ -1,4 +1,4 @@
-"""Actuator transmissions (mj_transmission): actuator_length (nu,) and dense actuator_moment (nu, nv).
+"""Actuator transmissions (mj_transmission): actuator_length (nactuator,), dense actuator_moment (nactuator, nv).
 
 Actuators are grouped by (static) transmission type and each group is computed vectorised, then scattered
 into the outputs. Supported: joint and jointinparent (slide, hinge, ball, free), slidercrank, tendon, site
@@ -101,8 +101,8 @@ def _body_moment(m: Model, d: Data, body: int) -> jax.Array:
 
 
 def transmission(m: Model, d: Data) -> Data:
-    """Actuator lengths and moments (mj_transmission): actuator_length (nu,), actuator_moment (nu, nv)."""
-    nu, nv = m.nu, m.nv
+    """Actuator lengths and moments (mj_transmission): actuator_length (nactuator,), actuator_moment (nactuator, nv)."""
+    nu, nv = m.nactuator, m.nv
     if nu == 0:
         return d
     dtype = d.qpos.dtype
