@@ -468,6 +468,69 @@ def test_override_flag():
     _match(ours, theirs, ATOL_ANALYTIC)
 
 
+_TIE_SHAPES = {  # geom type, size, orientation and its height above its centre, for radius r
+    "sphere": ("sphere", "{r}", "", 1), "capsule_up": ("capsule", "{r} {r}", "", 2),
+    "capsule_flat": ("capsule", "{r} {r}", 'euler="90 0 0"', 1), "box": ("box", "{r} {r} {r}", "", 1),
+    "cylinder": ("cylinder", "{r} {r}", "", 1), "ellipsoid": ("ellipsoid", "{r} {r} {r}", "", 1),
+}
+
+
+def _tie_scene(base: str | None, r: float, shapes: tuple[str, ...]) -> str:
+    """Free bodies of `shapes` (radius r) above a plane (base None) or above static `base` geoms, one per body,
+    colliding only with what is under them."""
+    parts = []
+    for i, name in enumerate(shapes):
+        t, size, orient, _ = _TIE_SHAPES[name]
+        if base is not None:
+            bt, bsize, borient, _ = _TIE_SHAPES[base]
+            parts.append(f'<geom type="{bt}" size="{bsize.format(r=r)}" {borient} pos="{3 * i} 0 0" contype="1" '
+                         'conaffinity="0"/>')
+        parts.append(f'<body pos="{3 * i} 0 1"><freejoint/><geom type="{t}" size="{size.format(r=r)}" {orient} '
+                     'contype="2" conaffinity="1"/></body>')
+    floor = '<geom type="plane" size="0 0 1" contype="1" conaffinity="0"/>' if base is None else ""
+    # several static geoms in the world body: MuJoCo's midphase would first test their bounding boxes (an OBB
+    # separating-axis test, which decides ties with its own rounding); the pair-by-pair path is what we reproduce
+    flags = '<option><flag midphase="disable"/></option>' if base is not None else ""
+    return f"<mujoco>{flags}<worldbody>{floor}{''.join(parts)}</worldbody></mujoco>"
+
+
+@pytest.mark.parametrize("base", [None, "sphere", "capsule_flat"], ids=["plane", "sphere", "capsule"])
+def test_ties_at_margin(base):
+    """Touching geoms at distance exactly 0, exactly at the margin and at margin + gap: the same contacts (count and
+    distances) and constraint rows as MuJoCo, whose analytic colliders test the centre distance (cdist <= margin + r,
+    |d|^2 <= (margin + r1 + r2)^2) and instantiate a row only when dist < includemargin (strict)."""
+    shapes = (("sphere", "capsule_up", "capsule_flat", "box", "cylinder", "ellipsoid") if base is None
+              else ("sphere", "capsule_up"))
+    fwd = jax.jit(mjl.forward)
+    for r in (0.1, 0.3):
+        xml = _tie_scene(base, r, shapes)
+        mjm = mujoco.MjModel.from_xml_string(xml)
+        mjd = mujoco.MjData(mjm)
+        m = mjl.load_mjcf_string(xml)
+        movable = np.asarray(mjm.body_geomadr[1:])  # each body's geom
+        base_top = 0.0 if base is None else r * _TIE_SHAPES[base][3]
+        for margin, gap in ((0.0, 0.0), (0.01, 0.0), (0.003, 0.002)):
+            mjm.geom_margin[movable] = margin
+            mjm.geom_gap[movable] = gap
+            mm = m.replace(geom_margin=jp.asarray(mjm.geom_margin), geom_gap=jp.asarray(mjm.geom_gap))
+            for at in (0.0, margin, margin + gap):
+                qpos = mjm.qpos0.copy()
+                for i, name in enumerate(shapes):
+                    qpos[7 * i + 2] = base_top + r * _TIE_SHAPES[name][3] + at
+                mjd.qpos[:] = qpos
+                mujoco.mj_forward(mjm, mjd)
+                d = fwd(mm, mjl.make_data(mm).replace(qpos=jp.asarray(qpos)))
+                act = np.asarray(d.contact.active)
+                where = f"r={r} margin={margin} gap={gap} at={at}"
+                theirs = sorted(zip(mjd.contact.geom[: mjd.ncon, 1].tolist(), mjd.contact.dist[: mjd.ncon].tolist()))
+                geom, dist = np.asarray(d.contact.geom)[act, 1], np.asarray(d.contact.dist)[act]
+                ours = sorted(zip(geom.tolist(), dist.tolist()))
+                assert [g for g, _ in ours] == [g for g, _ in theirs], where
+                np.testing.assert_allclose([x for _, x in ours], [x for _, x in theirs], atol=1e-15, err_msg=where)
+                assert int(np.sum(d.efc_mask)) == mjd.nefc, where
+                np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, atol=1e-8, err_msg=where)
+
+
 def test_static_table_no_retrace():
     mjm = mujoco.MjModel.from_xml_string(_xml("sphere", "box"))
     m = model_from_mujoco(mjm)

@@ -405,7 +405,9 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
     else:
         c: Contacts = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
     k = g.ncon_collider
-    active = near[:, None] & (c.dist <= margin[:, None])
+    # colliders with MuJoCo's own inclusion test (primitive.py) have decided ties at the margin already
+    within = (c.dist < NOCONTACT) if getattr(g.collider, "margin_tested", False) else (c.dist <= margin[:, None])
+    active = near[:, None] & within
     dtype = d.geom_xpos.dtype
     dist = jp.where(active, c.dist, NOCONTACT).astype(dtype)
     frame = make_frame(c.normal, c.tangent)

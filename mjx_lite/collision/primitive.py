@@ -2,7 +2,8 @@
 
 Each collider handles ONE pair, `f(g1: GeomInfo, g2: GeomInfo, margin: ()) -> Contacts` with a fixed number of
 rows (the driver vmaps it over a group); type(g1) <= type(g2) as in MuJoCo's collision table. Rows that are
-not contacts carry dist = NOCONTACT; the driver also masks rows with dist > margin. The contact sets follow
+not contacts carry dist = NOCONTACT; the driver also masks rows with dist > margin, except for the colliders
+marked `margin_tested` (MuJoCo's own inclusion test, e.g. cdist <= margin + r for spheres). The contact sets follow
 MuJoCo's colliders (counts, midpoint positions, normals from geom1 to geom2, capsule-axis tangents for
 plane-capsule). Geometry follows MuJoCo's computation chapter; see the tests for the oracle comparison.
 """
@@ -52,17 +53,20 @@ def _unit_or(v: Vec3, fallback: Vec3) -> Vec3:
 # ---- plane ------------------------------------------------------------------------------------------------
 
 
-def _plane_sphere_raw(ppos: Vec3, pnormal: Vec3, spos: Vec3, r: Scalar) -> tuple[Scalar, Vec3]:
+def _plane_sphere_raw(ppos: Vec3, pnormal: Vec3, spos: Vec3, r: Scalar, margin: Scalar
+                      ) -> tuple[Scalar, Vec3, Mask]:
+    """(dist, pos, is a contact): MuJoCo's test is on the centre's distance, cdist <= margin + r, not on
+    dist = cdist - r <= margin (the two round differently at a tie)."""
     cdist = jp.dot(spos - ppos, pnormal)
     dist = cdist - r
     pos = spos - pnormal * (r + 0.5 * dist)
-    return dist, pos
+    return dist, pos, cdist <= margin + r
 
 
 def plane_sphere(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     n = g1.mat[:, 2]
-    dist, pos = _plane_sphere_raw(g1.pos, n, g2.pos, g2.size[0])
-    return _contacts(dist, pos, n)
+    dist, pos, ok = _plane_sphere_raw(g1.pos, n, g2.pos, g2.size[0], margin)
+    return _contacts(dist, pos, n, valid=ok)
 
 
 def plane_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
@@ -72,8 +76,8 @@ def plane_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     seg = axis * g2.size[1]
     cs = []
     for s in (1.0, -1.0):
-        dist, pos = _plane_sphere_raw(g1.pos, n, g2.pos + s * seg, g2.size[0])
-        cs.append(_contacts(dist, pos, n, axis))
+        dist, pos, ok = _plane_sphere_raw(g1.pos, n, g2.pos + s * seg, g2.size[0], margin)
+        cs.append(_contacts(dist, pos, n, axis, valid=ok))
     return _stack(cs)
 
 
@@ -83,7 +87,7 @@ def plane_ellipsoid(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     local = g2.mat.T @ (-n)
     s = g2.size
     sd = s * local
-    p_local = s * sd / jp.maximum(safe_norm(sd), MINVAL)
+    p_local = (sd * (1.0 / jp.maximum(safe_norm(sd), MINVAL))) * s  # MuJoCo's rounding: normalise, then scale
     sup = g2.pos + g2.mat @ p_local
     dist = jp.dot(sup - g1.pos, n)
     return _contacts(dist, sup - 0.5 * dist * n, n)
@@ -179,8 +183,10 @@ def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
 # ---- spheres and capsules -----------------------------------------------------------------------------------
 
 
-def _sphere_sphere_raw(p1: Vec3, r1: Scalar, p2: Vec3, r2: Scalar, z1: Vec3, z2: Vec3) -> Distance:
-    """(dist, pos, normal) of two spheres; coincident centres use cross(z1, z2), else (1, 0, 0)."""
+def _sphere_sphere_raw(p1: Vec3, r1: Scalar, p2: Vec3, r2: Scalar, z1: Vec3, z2: Vec3, margin: Scalar
+                       ) -> tuple[Scalar, Vec3, Vec3, Mask]:
+    """(dist, pos, normal, is a contact) of two spheres; coincident centres use cross(z1, z2), else (1, 0, 0).
+    MuJoCo's test is on the squared centre distance, |p2 - p1|^2 <= (margin + r1 + r2)^2 (not dist <= margin)."""
     dif = p2 - p1
     cdist = safe_norm(dif)
     dist = cdist - r1 - r2
@@ -188,18 +194,25 @@ def _sphere_sphere_raw(p1: Vec3, r1: Scalar, p2: Vec3, r2: Scalar, z1: Vec3, z2:
     alt = _unit_or(jp.cross(z1, z2), ex)
     normal = _unit_or(dif, alt)
     pos = p1 + normal * (r1 + 0.5 * dist)
-    return dist, pos, normal
+    bound = margin + r1 + r2
+    return dist, pos, normal, jp.dot(dif, dif) <= bound * bound
+
+
+def _sphere_contact(raw: tuple) -> Contacts:
+    dist, pos, normal, ok = raw
+    return _contacts(dist, pos, normal, valid=ok)
 
 
 def sphere_sphere(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
-    return _contacts(*_sphere_sphere_raw(g1.pos, g1.size[0], g2.pos, g2.size[0], g1.mat[:, 2], g2.mat[:, 2]))
+    z1, z2 = g1.mat[:, 2], g2.mat[:, 2]
+    return _sphere_contact(_sphere_sphere_raw(g1.pos, g1.size[0], g2.pos, g2.size[0], z1, z2, margin))
 
 
 def sphere_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     axis = g2.mat[:, 2]
     x = jp.clip(jp.dot(axis, g1.pos - g2.pos), -g2.size[1], g2.size[1])
     p = g2.pos + axis * x
-    return _contacts(*_sphere_sphere_raw(g1.pos, g1.size[0], p, g2.size[0], g1.mat[:, 2], axis))
+    return _sphere_contact(_sphere_sphere_raw(g1.pos, g1.size[0], p, g2.size[0], g1.mat[:, 2], axis, margin))
 
 
 def sphere_cylinder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
@@ -219,19 +232,19 @@ def sphere_cylinder(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     cap = cap & ~(both & ~cap_first)
     z1 = g1.mat[:, 2]
     # side
-    ds, ps, ns = _sphere_sphere_raw(g1.pos, g1.size[0], a_proj + g2.pos, r, z1, axis)
+    ds, ps, ns, oks = _sphere_sphere_raw(g1.pos, g1.size[0], a_proj + g2.pos, r, z1, axis, margin)
     # cap
     capn = jp.where(x > 0, axis, -axis)
     pos_cap = g2.pos + capn * h
-    dc, pc = _plane_sphere_raw(pos_cap, capn, g1.pos, g1.size[0])
+    dc, pc, okc = _plane_sphere_raw(pos_cap, capn, g1.pos, g1.size[0], margin)
     nc = -capn
     # rim
     rim = g2.pos + p_proj * r / jp.sqrt(jp.where(pps > 0, pps, 1.0)) + axis * jp.where(x > 0, h, -h)
-    dr, pr, nr = _sphere_sphere_raw(g1.pos, g1.size[0], rim, 0.0, z1, axis)
+    dr, pr, nr, okr = _sphere_sphere_raw(g1.pos, g1.size[0], rim, 0.0, z1, axis, margin)
     dist = jp.where(side, ds, jp.where(cap, dc, dr))
     pos = jp.where(side, ps, jp.where(cap, pc, pr))
     normal = jp.where(side, ns, jp.where(cap, nc, nr))
-    return _contacts(dist, pos, normal)
+    return _contacts(dist, pos, normal, valid=jp.where(side, oks, jp.where(cap, okc, okr)))
 
 
 def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
@@ -240,7 +253,7 @@ def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     z1, z2 = g1.mat[:, 2], g2.mat[:, 2]
     axis1, axis2 = z1 * g1.size[1], z2 * g2.size[1]
     x1, x2, det = _segments_closest(g1.pos, axis1, g2.pos, axis2)
-    general = _contacts(*_sphere_sphere_raw(g1.pos + axis1 * x1, r1, g2.pos + axis2 * x2, r2, z1, z2))
+    general = _sphere_contact(_sphere_sphere_raw(g1.pos + axis1 * x1, r1, g2.pos + axis2 * x2, r2, z1, z2, margin))
     # parallel axes: two contacts at the ends of the overlap of the segments (MuJoCo 4); without overlap both
     # collapse onto the nearest pair of segment ends
     dif = g1.pos - g2.pos
@@ -251,9 +264,9 @@ def capsule_capsule(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     cands = []
     for x1 in (jp.clip(jp.minimum(xa, xb), -1, 1), jp.clip(jp.maximum(xa, xb), -1, 1)):
         x2 = jp.clip((v - mb * x1) / mc_s, -1, 1)
-        cands.append(_sphere_sphere_raw(g1.pos + axis1 * x1, r1, g2.pos + axis2 * x2, r2, z1, z2))
+        cands.append(_sphere_sphere_raw(g1.pos + axis1 * x1, r1, g2.pos + axis2 * x2, r2, z1, z2, margin))
     par = Contacts(
-        jp.stack([c[0] for c in cands]),
+        jp.stack([jp.where(c[3], c[0], NOCONTACT) for c in cands]),
         jp.stack([c[1] for c in cands]),
         jp.stack([c[2] for c in cands]),
         jp.zeros((2, 3), g1.pos.dtype),
@@ -420,3 +433,9 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     p2 = g2.pos + g2.mat @ (pos + half * (second + best_x))
     c_2 = _contacts(*_sphere_box_raw(p2, r1, g2.pos, g2.mat, g2.size), valid=has2)
     return _stack([c_1, c_2])
+
+
+# colliders whose rows already carry MuJoCo's own inclusion test (NOCONTACT where it fails): the driver keeps their
+# rows as they are instead of testing dist <= margin again, so ties at the margin are decided as MuJoCo decides them
+for _fn in (plane_sphere, plane_capsule, sphere_sphere, sphere_capsule, sphere_cylinder, capsule_capsule):
+    _fn.margin_tested = True
