@@ -29,7 +29,7 @@ from mjx_lite import linalg
 from mjx_lite.config import Config, matmul_precision
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.pipeline import constraint, inertia
-from mjx_lite.solver import common, pgs, primal
+from mjx_lite.solver import common, noslip, pgs, primal
 from mjx_lite.types import MINVAL, Data, DisableBit, Model, SolverType
 
 
@@ -178,7 +178,7 @@ def solve(m: Model, d: Data) -> Data:
     else:
         qacc, jar, (force, jtf, niter, improvement, gradient) = run(prob, start, consts, minv)
         ev = common.eval_constraints(layout, prob, jar)
-    return d.replace(
+    d = d.replace(
         qacc=qacc,
         efc_force=force,
         efc_state=ev.state,
@@ -188,3 +188,4 @@ def solve(m: Model, d: Data) -> Data:
         solver_improvement=jp.asarray(improvement, qacc.dtype),
         solver_gradient=jp.asarray(gradient, qacc.dtype),
     )
+    return noslip.apply(m, d, plan, prob) if opt.noslip_iterations > 0 else d

@@ -1,0 +1,252 @@
+"""Oracle tests of the noslip post-processor (`<option noslip_iterations>`, mjx_lite/solver/noslip.py) against
+MuJoCo C in float64: the sweeps on MuJoCo's own constraint problems, box-on-a-slope trajectories through the whole
+pipeline with every main solver and cone, dm_control's dog, and gradients through it."""
+
+import copy
+import os
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+
+import mjx_lite as mjl
+from mjx_lite.solver import common, noslip
+from mjx_lite.types import ConstraintState
+from tests import oracle
+
+# The same sweeps in the same order on the same problem: round-off (relative to the field's scale).
+SWEEP_TOL = 1e-10
+# Through the pipeline the main solver runs first; its own convergence (tolerance 1e-12) bounds the agreement of the
+# trajectories: Newton to round-off amplified over the steps, CG and PGS (first order) to their stopping point.
+TRAJ_TOL = {"Newton": 1e-9, "CG": 1e-7, "PGS": 1e-5}
+STEPS = 100
+
+SLOPE_XML = """
+<mujoco>
+  <option cone="{cone}" solver="{solver}" noslip_iterations="{ns}" gravity="0 -5 -9.81" tolerance="1e-12"
+          iterations="200"><flag island="disable"/></option>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body pos="0 0 .1"><freejoint/>
+      <geom type="box" size=".1 .1 .1" condim="{condim}" friction="0.8 0.02 0.001" solref="0.05 1"/></body>
+    <body pos=".5 0 .5"><joint name="h1" type="hinge" axis="0 1 0" frictionloss="0.3" range="-.1 .1"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/></body>
+  </worldbody>
+</mujoco>
+"""
+# A box on a plane tilted by gravity (friction 0.8 > tan = 5 / 9.81: it should stick), soft contacts (it creeps
+# without noslip), a hinge with friction loss and a limit. Islands are disabled in MuJoCo: it sweeps each island
+# separately and stops each by its own improvement; mjx_lite sweeps all rows at once (the same sweeps when one
+# island holds every row, as here).
+
+
+def _slope(solver, cone, condim, ns):
+    return SLOPE_XML.format(solver=solver, cone=cone, condim=condim, ns=ns)
+
+
+def _mujoco_problem(mjm, mjd):
+    """Our noslip inputs from MuJoCo's data after its main solver: Blocks in MuJoCo's row order, A = J M^-1 J', the
+    friction of each elliptic run, the cones' rows, mu and friction (for the dual state)."""
+    nefc, nv = mjd.nefc, mjm.nv
+    J = mjd.efc_J[: nefc * nv].reshape(nefc, nv)
+    M = np.zeros((nv, nv))
+    mujoco.mj_fullM(mjm, mjd, M)
+    A = J @ np.linalg.solve(M, J.T)
+    elliptic = mjm.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    cons = [mjd.contact[c] for c in range(mjd.ncon) if mjd.contact[c].efc_address >= 0]
+    blocks = noslip.blocks_from_contacts(np.arange(mjd.ne, mjd.ne + mjd.nf), elliptic,
+                                         np.array([c.efc_address for c in cons], np.int64),
+                                         np.array([c.dim for c in cons], np.int64))  # fmt: skip
+    friction = tuple(jp.asarray(np.array([cons[s].friction[: r.dim - 1] for s in r.slots])) if r.elliptic else None
+                     for r in blocks.runs)  # fmt: skip
+    kind = np.array([_KIND[int(t)] for t in mjd.efc_type[:nefc]], np.int64)
+    cones, mus, frics = {}, {}, {}
+    for c in cons:
+        if elliptic and c.dim > 1:
+            cones.setdefault(c.dim, []).append(np.arange(c.efc_address, c.efc_address + c.dim))
+            mus.setdefault(c.dim, []).append(c.mu)
+            frics.setdefault(c.dim, []).append(c.friction[: c.dim - 1])
+            kind[c.efc_address : c.efc_address + c.dim] = common.CONE
+    dims = sorted(cones)
+    state_args = (kind, tuple(np.array(cones[k]) for k in dims), tuple(jp.asarray(np.array(mus[k])) for k in dims),
+                  tuple(jp.asarray(np.array(frics[k])) for k in dims))  # fmt: skip
+    return blocks, A, M, J, friction, state_args
+
+
+_C = mujoco.mjtConstraint
+_KIND = {int(k): v for k, v in {
+    _C.mjCNSTR_EQUALITY: common.EQUALITY,
+    _C.mjCNSTR_FRICTION_DOF: common.FRICTION,
+    _C.mjCNSTR_FRICTION_TENDON: common.FRICTION,
+    _C.mjCNSTR_LIMIT_JOINT: common.INEQUALITY,
+    _C.mjCNSTR_LIMIT_TENDON: common.INEQUALITY,
+    _C.mjCNSTR_CONTACT_FRICTIONLESS: common.INEQUALITY,
+    _C.mjCNSTR_CONTACT_PYRAMIDAL: common.INEQUALITY,
+    _C.mjCNSTR_CONTACT_ELLIPTIC: common.CONE,
+}.items()}
+
+
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
+@pytest.mark.parametrize("condim", [3, 4, 6])
+@pytest.mark.parametrize("sweeps", [2, 50])
+def test_sweeps_on_mujocos_problem(cone, condim, sweeps):
+    """MuJoCo's main solver output (noslip off), then our sweeps on MuJoCo's own problem (its rows, its order):
+    efc_force, qacc, the number of sweeps and the dual efc_state as MuJoCo's run with noslip on. `sweeps` 2 stops
+    by the iteration bound (partial sweeps), 50 by the improvement test."""
+    for seed in range(2):
+        mjm = mujoco.MjModel.from_xml_string(_slope("Newton", cone, condim, sweeps))
+        ref = mujoco.MjData(mjm)
+        for _ in range(20):  # settle onto the slope, then a random push
+            mujoco.mj_step(mjm, ref)
+        ref.qvel[:] += np.random.default_rng(seed).normal(size=mjm.nv) * 0.05
+        main = copy.copy(ref)
+        mujoco.mj_forward(mjm, ref)
+        mjm.opt.noslip_iterations = 0  # the same state, the main solver only
+        mujoco.mj_forward(mjm, main)
+        mjm.opt.noslip_iterations = sweeps
+        assert main.ncon == 4 and main.nf == 1
+        blocks, A, M, J, friction, state_args = _mujoco_problem(mjm, main)
+        nefc = main.nefc
+        force, niter, _ = noslip.noslip(blocks, jp.asarray(A), jp.asarray(main.efc_b[:nefc]),
+                                        jp.asarray(main.efc_R[:nefc]), jp.asarray(main.efc_frictionloss[:nefc]),
+                                        jp.ones(nefc, bool), jp.asarray(main.efc_force[:nefc]), friction,
+                                        iterations=sweeps, tolerance=mjm.opt.noslip_tolerance,
+                                        scale=1.0 / (mjm.stat.meaninertia * mjm.nv))  # fmt: skip
+        force = np.asarray(force)
+        moved = np.abs(ref.efc_force[:nefc] - main.efc_force[:nefc]).max()
+        assert moved > 1e-3, "noslip should change the forces of this problem"
+        oracle.close(force, ref.efc_force[:nefc], SWEEP_TOL, "efc_force")
+        oracle.close(main.qacc_smooth + np.linalg.solve(M, J.T @ force), ref.qacc, SWEEP_TOL, "qacc")
+        assert int(niter) == ref.solver_niter[0] - main.solver_niter[0]
+        kind, cones, mus, frics = state_args
+        state = np.asarray(noslip.dual_state(kind, cones, jp.asarray(force), jp.asarray(main.efc_frictionloss[:nefc]),
+                                             jp.ones(nefc, bool), mus, frics))  # fmt: skip
+        # forces the sweep put on a boundary (a pyramid edge at 0, an elliptic force with mu N = |T|) to round-off
+        # are classified by the rounding: either state of the tie
+        fmax = np.abs(ref.efc_force[:nefc]).max()
+        tie = (kind == common.INEQUALITY) & (np.abs(ref.efc_force[:nefc]) <= SWEEP_TOL * fmax)
+        sides = {common.INEQUALITY: (ConstraintState.SATISFIED, ConstraintState.QUADRATIC)}
+        for rows, fr in zip(cones, frics):
+            f = ref.efc_force[rows]
+            gap = f[:, 0] - np.linalg.norm(f[:, 1:] / np.asarray(fr), axis=1)  # mu N - |T| in MuJoCo's dual state
+            tie[rows[np.abs(gap) <= SWEEP_TOL * fmax]] = True
+        np.testing.assert_array_equal(state[~tie], ref.efc_state[:nefc][~tie])
+        for i in np.nonzero(tie)[0]:
+            assert {state[i], ref.efc_state[i]} <= set(sides.get(kind[i], (ConstraintState.SATISFIED,
+                                                                          ConstraintState.CONE))), i  # fmt: skip
+
+
+def test_qcqp_solves_the_problem():
+    """qcqp: the minimiser of 0.5 x'Ax + x'b in the ellipsoid (KKT conditions), inside and on the boundary."""
+    rng = np.random.default_rng(0)
+    qcqp = jax.jit(noslip.qcqp)
+    for n in (2, 3, 5):
+        for _ in range(5):
+            G = rng.normal(size=(n, n))
+            A = G @ G.T + 0.1 * np.eye(n)
+            b = rng.normal(size=n)
+            d = rng.uniform(0.3, 1.5, size=n)
+            for r in (0.05, 100.0):  # binding and not
+                x, active = qcqp(jp.asarray(A), jp.asarray(b), jp.asarray(d), jp.asarray(r))
+                x = np.asarray(x)
+                free = -np.linalg.solve(A, b)
+                if np.sum((free / d) ** 2) <= r * r:
+                    assert not bool(active)
+                    np.testing.assert_allclose(x, free, atol=1e-9)
+                else:
+                    assert bool(active)
+                    x = np.asarray(noslip._to_ellipsoid(jp.asarray(x), jp.asarray(d), jp.asarray(r)))
+                    g = A @ x + b  # KKT: g = -la * grad of the constraint, la >= 0
+                    c = x / d**2
+                    la = -np.dot(g, c) / np.dot(c, c)
+                    assert la > 0
+                    np.testing.assert_allclose(g, -la * c, atol=1e-6 * max(1.0, np.abs(g).max()))
+
+
+_DEFAULT = {("Newton", "elliptic", 3), ("Newton", "pyramidal", 6), ("CG", "elliptic", 6), ("PGS", "pyramidal", 4)}
+_MATRIX = [pytest.param(s, c, k, marks=() if (s, c, k) in _DEFAULT else pytest.mark.slow)
+           for s in ("Newton", "CG", "PGS") for c in ("pyramidal", "elliptic") for k in (3, 4, 6)]  # fmt: skip
+
+
+def _trajectory(xml, steps):
+    """(MuJoCo's qpos (steps, nq), ours), from qpos0, both with mj_step / mjl.step."""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    m = mjl.load_mjcf_string(xml)
+    step = jax.jit(lambda d: jax.lax.scan(lambda d, _: (mjl.step(m, d), d.qpos), d, None, length=steps)[1])
+    ours = np.asarray(step(mjl.make_data(m)))
+    theirs = []
+    for _ in range(steps):
+        theirs.append(mjd.qpos.copy())
+        mujoco.mj_step(mjm, mjd)
+    return np.array(theirs), ours
+
+
+@pytest.mark.parametrize("solver,cone,condim", _MATRIX)
+def test_box_on_slope(solver, cone, condim):
+    """100 steps of the slope scene with noslip (4 sweeps) follow MuJoCo's; with elliptic cones the box sticks
+    (it creeps without noslip)."""
+    sticks = (solver, cone, condim) == ("Newton", "elliptic", 3)
+    steps = 2 * STEPS if sticks else STEPS
+    theirs, ours = _trajectory(_slope(solver, cone, condim, 4), steps)
+    oracle.close(ours, theirs, TRAJ_TOL[solver], "qpos")
+    if sticks:  # once settled (steps 100-200): noslip holds the box, the soft contacts alone let it creep
+        theirs0, ours0 = _trajectory(_slope(solver, cone, condim, 0), steps)
+        oracle.close(ours0, theirs0, TRAJ_TOL[solver], "qpos without noslip")
+        creep, stuck = abs(ours0[-1, 1] - ours0[STEPS, 1]), abs(ours[-1, 1] - ours[STEPS, 1])
+        assert creep > 3e-4 and stuck < 0.05 * creep, (creep, stuck)
+
+
+@pytest.mark.slow
+def test_dog():
+    """dm_control's dog (noslip_iterations 4, pyramidal, condim 6 feet): forward qacc and efc_force at a state on the
+    floor, then 30 steps, as MuJoCo's (islands on both sides: the dog's rows form one island)."""
+    path = os.path.join(oracle.DM_SUITE, "dog.xml")
+    mjm = mujoco.MjModel.from_xml_path(path)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(150):  # drop onto the floor
+        mujoco.mj_step(mjm, mjd)
+    m = mjl.load_mjcf(path)
+    assert m.opt.noslip_iterations == 4
+    d = oracle.data_with_state(m, mjm, mjd).replace(qacc_warmstart=jp.asarray(mjd.qacc_warmstart))
+    step = jax.jit(mjl.step)
+    for t in range(30):
+        mujoco.mj_forward(mjm, mjd)
+        d = step(m, d)  # d.qacc: the forward pass at the step's start, as mjd.qacc
+        if t == 0:
+            assert mjd.ncon > 0 and mjd.nisland == 1
+            oracle.close(d.qacc, mjd.qacc, 1e-9, "qacc")
+            rm, ro = oracle.match_rows(mjd, mjm, d)
+            oracle.close(np.asarray(d.efc_force)[ro], mjd.efc_force[rm], 1e-9, "efc_force")
+        mujoco.mj_step(mjm, mjd)
+        oracle.close(d.qpos, mjd.qpos, 1e-7, f"qpos after step {t + 1}")
+
+
+@pytest.mark.parametrize("gradients,cone", [("implicit", "pyramidal"), ("unrolled", "pyramidal"),
+                                             pytest.param("implicit", "elliptic", marks=pytest.mark.slow),
+                                             pytest.param("unrolled", "elliptic", marks=pytest.mark.slow)])
+def test_gradients(gradients, cone):
+    """jax.grad of a 2-step loss through noslip (both gradient modes) equals central finite differences."""
+    xml = _slope("Newton", cone, 3, 4)
+    m = mjl.configure(mjl.load_mjcf_string(xml), gradients=gradients)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(20):
+        mujoco.mj_step(mjm, mjd)
+    d0 = oracle.data_with_state(m, mjm, mjd)
+
+    @jax.jit
+    def loss(v):
+        d = d0.replace(qvel=v)
+        for _ in range(2):
+            d = mjl.step(m, d)
+        return d.qpos[1] + 0.3 * d.qpos[0] + d.qvel[1]
+
+    v = d0.qvel
+    g = np.asarray(jax.grad(loss)(v))
+    eps = 1e-6
+    fd = np.array([(loss(v.at[i].add(eps)) - loss(v.at[i].add(-eps))) / (2 * eps) for i in range(m.nv)])
+    assert np.all(np.isfinite(g))
+    np.testing.assert_allclose(g, fd, atol=1e-5 * max(1.0, np.abs(fd).max()))
