@@ -310,6 +310,20 @@ def without_unsupported(spec: mujoco.MjSpec) -> mujoco.MjSpec:
     return spec
 
 
+def load_supported(path: str):
+    """(our Model, MuJoCo's MjModel, its MjSpec) of a reference file; where our loader refuses its sensors (sensor.xml's
+    camera projections), of the file without the UNSUPPORTED_SENSORS on both sides."""
+    from mjx_lite.mjcf.compile import load_mjcf, load_mjcf_string
+    from mjx_lite.mjcf.spec import MJCFUnsupportedError
+
+    try:
+        return load_mjcf(path), mujoco.MjModel.from_xml_path(path), mujoco.MjSpec.from_file(path)
+    except MJCFUnsupportedError:
+        spec = without_unsupported(mujoco.MjSpec.from_file(path))
+        mjm = spec.compile()
+        return load_mjcf_string(spec.to_xml(), model_dir=os.path.dirname(path)), mjm, spec
+
+
 def random_state(mjm: mujoco.MjModel, mjd: mujoco.MjData, rng: np.random.Generator, qpos_scale: float = 0.3) -> None:
     """Perturb qpos around qpos0 (quaternions stay unit), random qvel/ctrl/act/xfrc_applied."""
     mjd.qpos[:] = mjm.qpos0

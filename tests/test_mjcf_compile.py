@@ -61,9 +61,8 @@ def _params():
 
 @pytest.mark.parametrize("path", _params())
 def test_reference_model(path):
-    mjm = mujoco.MjModel.from_xml_path(path)
-    ours = mjx_lite.load_mjcf(path)
-    errs = compare_models(ours, mjm) + oracle.compare_textures_with_spec(ours, mujoco.MjSpec.from_file(path))
+    ours, mjm, spec = oracle.load_supported(path)
+    errs = compare_models(ours, mjm) + oracle.compare_textures_with_spec(ours, spec)
     assert not errs, "\n".join(errs)
 
 

@@ -46,6 +46,10 @@ _DISABLE_BITS = (
     "nativeccd", "island", "multiccd",
 )  # fmt: skip
 _ENABLE_BITS = ("override", "energy", "fwdinv", "invdiscrete", "sleep", "diagexact", "ipc", "speculative")
+# enable flags whose MuJoCo feature mjx_lite does not implement
+_REFUSED_ENABLE = {"sleep": "sleeping islands", "diagexact": "exact diagonal of A in the regulariser",
+                   "speculative": "speculative contacts"}  # fmt: skip
+_CCD_ITERATIONS = 35  # MuJoCo's default; mjx_lite's convex colliders iterate to convergence
 # the per-section passes (in order) and the array prefixes they own
 SECTIONS = (
     (tendon.compile_tendon, ("tendon_", "wrap_")),
@@ -99,6 +103,9 @@ def option_settings(root: Element) -> dict[str, Any]:
                 opt[k] = at.keyword(c, k, _SOLVERS, "Newton")
             elif k in ("iterations", "ls_iterations", "noslip_iterations", "ccd_iterations"):
                 opt[k] = int(v)
+                if k == "ccd_iterations" and opt[k] < _CCD_ITERATIONS:  # MuJoCo's convex collision stops early
+                    raise at.unsupported(c, f"ccd_iterations below MuJoCo's default of {_CCD_ITERATIONS} (a convex "
+                                         "collision stopped before convergence) is not supported", k)  # fmt: skip
             elif k in opt:
                 opt[k] = float(v)
         groups = c.attrs.get("actuatorgroupdisable")
@@ -117,6 +124,8 @@ def option_settings(root: Element) -> dict[str, Any]:
                 if k == "nativeccd" and not on:  # libccd's MPR path (other contacts and normals): not implemented
                     msg = "nativeccd='disable' (libccd MPR collision) is not supported"
                     raise at.unsupported(f, msg, k)
+                if k in _REFUSED_ENABLE and on:
+                    raise at.unsupported(f, f"{k}='enable' ({_REFUSED_ENABLE[k]}) is not supported", k)
                 if k in _DISABLE_BITS:
                     bit = 1 << _DISABLE_BITS.index(k)
                     opt["disableflags"] = (opt["disableflags"] & ~bit) | (0 if on else bit)
@@ -451,6 +460,9 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
             ginertia = _geom_inertia(gtype, size, mass, shell, mesh)
         if mass < 0 or np.any(ginertia < 0) or density < 0:
             raise at.error(el, "mass, inertia or density are negative in geom", "density")
+    for k, what in (("adhesion", "adhesive contacts (adhesion != 0)"), ("surfacevel", "surface velocity")):
+        if np.any(np.asarray(at.get(el, k, 0.0)) != 0):
+            raise at.unsupported(el, f"{what} is not supported", k)
     fluid = np.zeros(12)
     if at.keyword(el, "fluidshape", ("none", "ellipsoid"), "none") == 1:
         fluid = inr.fluid_coefs(gtype, size, 1.0, at.vec(el, "fluidcoef", 5, (0.5, 0.25, 1.5, 1.0, 1.0)))

@@ -870,6 +870,8 @@ for _t, (_base, _excl) in _DEFAULT_BASE.items():
     if "default/" + _t not in _REFINED:
         SCHEMA["default/" + _t] = {k: v for k, v in SCHEMA[_base].items() if k not in _NOT_IN_DEFAULT + _excl}
     DEFAULT_CHILDREN[_t] = "default/" + _t
+# <default> child tag -> the element schema key it mirrors
+DEFAULT_BASE = {t: b for t, (b, _) in _DEFAULT_BASE.items()}
 # element schema key -> the <default> child tag whose values it takes
 DEFAULT_FOR = {
     "mesh": "mesh",

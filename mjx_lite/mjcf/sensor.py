@@ -66,7 +66,9 @@ _TABLE = {
     "clock": (SensorType.CLOCK, R, POS, 1, None),
     "user": (SensorType.USER, None, None, None, "user"),
 }
-UNSUPPORTED = ("tactile", "plugin")
+# refused at load: MuJoCo computes them, mjx_lite's pipeline does not (camera projection, geom distances, user
+# callbacks); tactile and plugin sensors need MuJoCo features mjx_lite lacks
+UNSUPPORTED = ("tactile", "plugin", "camprojection", "distance", "normal", "fromto", "user")
 
 _OBJTYPE = {"body": ObjType.BODY, "xbody": ObjType.XBODY, "geom": ObjType.GEOM, "site": ObjType.SITE,
             "camera": ObjType.CAMERA}  # fmt: skip
@@ -171,6 +173,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
                 reftype, refid = _frame_obj(ctx, s, "reftype", "refname", required=False)
         elif kind == "inside":
             objtype, objid = _frame_obj(ctx, s, "objtype", "objname")
+            if get(s, "enclosed", False):
+                raise unsupported(s, "insidesite enclosed='true' is not supported by mjx_lite", "enclosed")
             reftype, refid = ObjType.SITE, _obj(ctx, s, "site", "site")
         elif kind == "geompair":
             objtype, objid = _one_of(ctx, s, (("geom1", ObjType.GEOM, "geom"), ("body1", ObjType.BODY, "body")), True)
@@ -190,6 +194,9 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             num = int(get(s, "num", 1))
             if num <= 0:
                 raise error(s, "num must be positive", "num")
+            if red == "netforce" and mask & (0b11 << 7):
+                raise unsupported(s, "contact sensors with reduce='netforce' and linvel/angvel data are not "
+                                  "supported by mjx_lite", "data")  # fmt: skip
             intprm[i] = (mask, _REDUCE[red], num)
             dim = num * size
             needs_force = mask & 0b110 or red in ("maxforce", "netforce")
