@@ -5,6 +5,7 @@ examples, usage lines), the `mjx_lite` console script, and mistakes that fail ea
 import importlib
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -199,3 +200,72 @@ def test_train(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "training its task cartpole_balance" in p.stdout and f"training cartpole_balance on {xml}" in p.stdout
     assert "learning curve" in p.stdout and out.exists()
+
+
+def test_check_lists_every_unsupported_feature(tmp_path):
+    """`check` names every unsupported feature of a model (an element the reader refuses, an attribute, a flag, a
+    sensor), not only the first, and exits 2."""
+    xml = tmp_path / "many.xml"
+    xml.write_text("""<mujoco><option><flag sleep="enable"/></option>
+      <worldbody><geom name="floor" type="plane" size="1 1 .1" adhesion="1"/><camera name="c" pos="0 0 1"/>
+        <body><freejoint/><geom size=".1" surfacevel="1 0 0"/><site name="s"/></body>
+        <body pos="1 0 0"><composite type="grid" count="2 2 1"/></body>
+      </worldbody><sensor><camprojection site="s" camera="c"/></sensor></mujoco>""")
+    p = _cli("check", xml)
+    assert p.returncode == cli.EXIT_UNSUPPORTED, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    for feature in ("<composite>", "sleep", "adhesion", "surface velocity", "camprojection"):
+        assert feature in p.stderr, (feature, p.stderr)
+    assert "unsupported: 5 features" in p.stdout
+
+
+SOLVER_XML = """<mujoco><option solver="PGS" iterations="{iterations}" tolerance="{tolerance}"/>
+  <worldbody><geom type="plane" size="2 2 .1"/>
+    <body pos="0 0 .095"><freejoint/><geom type="box" size=".1 .1 .1" condim="4" friction=".7 .02 .001"/></body>
+    <body pos=".4 0 .095"><freejoint/><geom size=".1" condim="3"/></body>
+  </worldbody></mujoco>"""
+
+
+def test_check_explains_an_unconverged_solver(tmp_path):
+    """A model that differs from MuJoCo only by where its solver stopped: with 2 PGS iterations `check` reports qacc
+    as differing from mj_fwdConstraint on (every earlier stage agrees) and prints both sides' iterations, final
+    improvement and gradient; run to convergence, the same model agrees."""
+    short, long = tmp_path / "short.xml", tmp_path / "long.xml"
+    short.write_text(SOLVER_XML.format(iterations=2, tolerance="1e-8"))
+    long.write_text(SOLVER_XML.format(iterations=3000, tolerance="1e-15"))
+    p = _cli("check", short)
+    assert p.returncode == cli.EXIT_FAILURE, p.stdout + p.stderr
+    qacc = next(line for line in p.stdout.splitlines() if line.split()[:1] == ["qacc"])
+    assert "DIFFERS" in qacc and "first stage that differs: mj_fwdConstraint" in qacc, p.stdout
+    assert "stopped at its iteration limit on both sides" in p.stdout, p.stdout
+    assert re.search(r"MuJoCo C( island \d)?: 2 iterations, final improvement", p.stdout), p.stdout
+    assert "mjx_lite: 2 iterations, final improvement" in p.stdout, p.stdout
+    p = _cli("check", long)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "agrees with MuJoCo C" in p.stdout and "iteration limit" not in p.stdout
+
+
+def test_check_names_the_first_stage_that_differs():
+    """check.stage_report on our forward pass of a perturbed Model against MuJoCo's model: a moved body differs from
+    mj_kinematics on, a larger geom (same masses) from mj_collision on, more damping from mj_fwdVelocity on."""
+    import jax
+    import mujoco
+
+    from mjx_lite import check, interop
+
+    xml = """<mujoco><worldbody><geom type="plane" size="2 2 .1"/>
+      <body pos="0 0 .099"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+      <body pos=".5 0 .3"><joint name="h" axis="0 1 0" damping=".1"/><geom size=".05" pos=".2 0 0"/></body>
+      </worldbody></mujoco>"""
+    m = mjl.load_mjcf_string(xml)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    d = mjl.make_data(m).replace(qvel=jax.numpy.full(m.nv, 0.1))
+    fwd = jax.jit(mjl.forward)
+    cases = {"mj_kinematics": m.replace(body_pos=m.body_pos.at[2, 0].add(0.01)),
+             "mj_collision": m.replace(geom_size=m.geom_size.at[1].mul(1.01)),
+             "mj_fwdVelocity": m.replace(dof_damping=m.dof_damping.at[6].add(0.5))}  # fmt: skip
+    report = check.stage_report(m, fwd(m, d), mjm, interop.to_mujoco(m, d, mjm, forward=False))
+    assert all(diff is None for _, diff in report), report
+    for stage, mm in cases.items():
+        report = check.stage_report(m, fwd(mm, d), mjm, interop.to_mujoco(m, d, mjm, forward=False))
+        assert check.first_differing_stage(report, "qacc")[0] == stage, report

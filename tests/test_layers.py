@@ -29,7 +29,7 @@ LAYERS = [
     ("package", ["mjx_lite"]),
     ("products", ["mjx_lite.names", "mjx_lite.envs", "mjx_lite.rl", "mjx_lite.render", "mjx_lite.interop",
                   "mjx_lite.derivatives", "mjx_lite.trajopt", "mjx_lite.sysid", "mjx_lite.parallel",
-                  "mjx_lite.run", "mjx_lite.bench"]),
+                  "mjx_lite.run", "mjx_lite.bench", "mjx_lite.check"]),
     ("cli", ["mjx_lite.__main__"]),
 ]  # fmt: skip
 

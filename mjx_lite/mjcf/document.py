@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from mjx_lite.mjcf import compose, urdf, xml
-from mjx_lite.mjcf.parse import _build, _Loader
+from mjx_lite.mjcf.parse import _build, _Loader, _Raw
 from mjx_lite.mjcf.settings import compiler_settings
 from mjx_lite.mjcf.spec import Element, MJCFError
 
@@ -19,7 +19,13 @@ def _document(data: bytes | str, file: str, loader: _Loader, directory: str | No
     node = xml.parse(data, file)
     if node.tag.lower() == "robot":
         return urdf.build(node, file)
-    tree = _build(loader.convert_root(node, file, directory))
+    return build(loader.convert_root(node, file, directory), loader, directory, loading)
+
+
+def build(raw: _Raw, loader: _Loader, directory: str | None, loading: tuple[str, ...] = ()) -> Element:
+    """The spec tree of an include-expanded MJCF document (`read_file`'s raw tree): built, its <attach>ments
+    composed and its <replicate>s expanded. `raw` is consumed (pass a copy to build it again)."""
+    tree = _build(raw)
     if compose.has_composition(tree):
         def load(model: Element) -> Element:
             name = model.attrs["file"]
@@ -43,6 +49,28 @@ def _document(data: bytes | str, file: str, loader: _Loader, directory: str | No
     return tree
 
 
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise MJCFError(f"cannot read file: {e.strerror}", path) from None
+
+
+def read_file(path: str, assets: dict[str, bytes] | None = None) -> tuple[_Raw | None, _Loader, str, tuple[str]]:
+    """The first step of `parse_file`, for a tool that edits the include-expanded XML before building it
+    (mjx_lite.check): (raw tree, or None for a URDF document, loader, directory, loading) for `build`."""
+    path = os.fspath(path)
+    data = _read(path)
+    d = os.path.dirname(os.path.abspath(path))
+    loader = _Loader(assets, d)
+    key = os.path.normpath(os.path.abspath(path))
+    loader.included.add(key)
+    node = xml.parse(data, path)
+    raw = None if node.tag.lower() == "robot" else loader.convert_root(node, path, d)
+    return raw, loader, d, (key,)
+
+
 def parse_string(text: str | bytes, assets: dict[str, bytes] | None = None, base_dir: str | None = None) -> Element:
     """Parse MJCF (or URDF) text. Includes resolve from `assets` (name -> bytes) first, then relative to
     `base_dir`."""
@@ -52,11 +80,7 @@ def parse_string(text: str | bytes, assets: dict[str, bytes] | None = None, base
 def parse_file(path: str, assets: dict[str, bytes] | None = None) -> Element:
     """Parse an MJCF file; includes resolve relative to the including file's directory (or from `assets`)."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise MJCFError(f"cannot read file: {e.strerror}", path) from None
+    data = _read(path)
     d = os.path.dirname(os.path.abspath(path))
     loader = _Loader(assets, d)
     key = os.path.normpath(os.path.abspath(path))
