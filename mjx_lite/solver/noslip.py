@@ -14,7 +14,8 @@ the main solver's values):
                                    ellipsoid sum (f_j / friction_j)^2 <= f_n^2 (a QCQP: Newton's method on the
                                    multiplier of the ellipsoid constraint, at most 20 steps), zero when f_n ~ 0
 
-where r = b + A f is the current residual of the row (b = efc_b = J qacc_smooth - aref). A contact block's update is
+where r = b + A f is the current residual of the row (b = efc_b = J qacc_smooth - aref; A is never formed: the
+sweeps carry M^-1 J' f, nv values, so memory grows with nefc nv, not nefc^2). A contact block's update is
 undone when it would raise the cost by more than 1e-10. The improvement of a sweep is the cost decrease it made,
 scaled by 1 / (meaninertia max(1, nv)); the first sweep adds 0.5 sum R f^2, the cost of removing the regulariser.
 Sweeps stop when the improvement falls below `opt.noslip_tolerance`, after at most `opt.noslip_iterations`.
@@ -172,25 +173,31 @@ def _cost_change(Ac: jax.Array, f: jax.Array, old: jax.Array, res: jax.Array):  
     return jp.where(undo, old, f), jp.where(undo, 0.0, change)
 
 
-def _block(A: jax.Array, rows, live: jax.Array) -> jax.Array:  # noqa: N803
-    """A[rows][:, rows] with the diagonal floored at 1e-10; rows not live become identity rows (decoupled)."""
-    Ac = A[rows][:, rows]
+def _block(J: jax.Array, MinvJT: jax.Array, rows, live: jax.Array) -> jax.Array:  # noqa: N803
+    """A[rows][:, rows] (A = J M^-1 J') with the diagonal floored at 1e-10; rows not live become identity rows
+    (decoupled)."""
+    Ac = J[rows] @ MinvJT[:, rows]
     n = Ac.shape[0]
-    eye = jp.eye(n, dtype=A.dtype)
+    eye = jp.eye(n, dtype=J.dtype)
     Ac = Ac * (1.0 - eye) + jp.maximum(jp.diagonal(Ac), _BLOCK_EPS) * eye
     both = live[:, None] & live[None, :]
     return jp.where(both, Ac, eye)
 
 
-def _pyramidal_contact(A, b, f, rows, live):  # noqa: N803
+def _set(J, MinvJT, f, v, rows, new):  # noqa: N803
+    """Forces `new` at `rows`, and v = M^-1 J' f updated by their change."""
+    return f.at[rows].set(new), v + MinvJT[:, rows] @ (new - f[rows])
+
+
+def _pyramidal_contact(J, MinvJT, b, f, v, rows, live):  # noqa: N803
     """Sweep the opposite-edge pairs of one pyramidal contact. rows: (2 (dim-1),); live: (2 (dim-1),)."""
     change = jp.zeros((), f.dtype)
     for j in range(0, rows.shape[0], 2):
         pr = rows[j : j + 2]
         plive = live[j] & live[j + 1]
         old = f[pr]
-        res = b[pr] + A[pr] @ f
-        Ac = _block(A, pr, jp.stack([plive, plive]))
+        res = b[pr] + J[pr] @ v
+        Ac = _block(J, MinvJT, pr, jp.stack([plive, plive]))
         bc = res - Ac @ old
         mid = 0.5 * (old[0] + old[1])
         k1 = Ac[0, 0] + Ac[1, 1] - Ac[0, 1] - Ac[1, 0]
@@ -200,18 +207,18 @@ def _pyramidal_contact(A, b, f, rows, live):  # noqa: N803
                        jp.where(y > mid, jp.stack([2.0 * mid, 0.0 * mid]), jp.stack([mid + y, mid - y])))  # fmt: skip
         new = jp.where(k1 < MINVAL, jp.stack([mid, mid]), new)
         new, dc = _cost_change(Ac, new, old, res)
-        f = f.at[pr].set(jp.where(plive, new, old))
+        f, v = _set(J, MinvJT, f, v, pr, jp.where(plive, new, old))
         change = change + jp.where(plive, dc, 0.0)
-    return f, change
+    return f, v, change
 
 
-def _elliptic_contact(A, b, f, rows, live, fric):  # noqa: N803
+def _elliptic_contact(J, MinvJT, b, f, v, rows, live, fric):  # noqa: N803
     """Sweep the friction forces of one elliptic contact. rows: (dim,) normal first; live: (dim,); fric: (dim-1,)."""
     fr = rows[1:]
     flive = live[1:]
     old = f[fr]
-    res = jp.where(flive, b[fr] + A[fr] @ f, 0.0)
-    Ac = _block(A, fr, flive)
+    res = jp.where(flive, b[fr] + J[fr] @ v, 0.0)
+    Ac = _block(J, MinvJT, fr, flive)
     bc = res - Ac @ old
     d = jp.where(flive & (fric > 0), fric, 1.0)  # a dimension beyond the contact's own: decoupled, stays 0
     normal = f[rows[0]]
@@ -220,53 +227,62 @@ def _elliptic_contact(A, b, f, rows, live, fric):  # noqa: N803
     x = jp.where((normal < MINVAL) | ~flive, 0.0, x)
     new, dc = _cost_change(Ac, x, old, res)
     on = live[0] & jp.any(flive)
-    return f.at[fr].set(jp.where(on, new, old)), jp.where(on, dc, 0.0)
+    f, v = _set(J, MinvJT, f, v, fr, jp.where(on, new, old))
+    return f, v, jp.where(on, dc, 0.0)
 
 
-def noslip(blocks: Blocks, A: jax.Array, b: jax.Array, R: jax.Array, frictionloss: jax.Array, mask: jax.Array,
-           force: jax.Array, friction: tuple, *, iterations: int, tolerance: jax.Array, scale: jax.Array):  # noqa: N803
+def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax.Array, frictionloss: jax.Array,
+           mask: jax.Array, force: jax.Array, friction: tuple, *, iterations: int, tolerance: jax.Array,
+           scale: jax.Array):  # noqa: N803
     """The noslip sweeps from the main solver's force (nefc,).
 
-    A: (nefc, nefc) J M^-1 J' (no R); b: (nefc,) J qacc_smooth - aref; R, frictionloss: (nefc,); mask: (nefc,) bool
-    live rows; friction: per run of `blocks`, (k, dim-1) friction coefficients of its elliptic contacts (None for a
-    pyramidal run); iterations: static bound; tolerance: opt.noslip_tolerance; scale: 1 / (meaninertia max(1, nv)).
+    J: (nefc, nv) dense constraint Jacobian; MinvJT: (nv, nefc) M^-1 J' (A = J M^-1 J' is never formed: a row's
+    residual is b + J (M^-1 J' f), with M^-1 J' f carried and updated by each block's change); b: (nefc,) J qacc_smooth
+    - aref; R, frictionloss: (nefc,); mask: (nefc,) bool live rows; friction: per run of `blocks`, (k, dim-1) friction
+    coefficients of its elliptic contacts (None for a pyramidal run); iterations: static bound; tolerance:
+    opt.noslip_tolerance; scale: 1 / (meaninertia max(1, nv)).
     Returns (force (nefc,), niter () int32, improvement () of the last sweep).
     """
     fric_rows = jp.asarray(blocks.friction)
     nfr = int(blocks.friction.shape[0])
+    diag_a = jp.sum(J * MinvJT.T, axis=1)  # (nefc,) A_ii
 
     def friction_row(i, c):
-        f, imp = c
+        f, v, imp = c
         r = fric_rows[i]
-        a = jp.maximum(A[r, r], MINVAL)
-        res = b[r] + jp.dot(A[r], f)
+        a = jp.maximum(diag_a[r], MINVAL)
+        res = b[r] + jp.dot(J[r], v)
         fl = frictionloss[r]
         new = jp.clip(f[r] - res / a, -fl, fl)
         delta = new - f[r]
         live = mask[r]
-        return f.at[r].set(jp.where(live, new, f[r])), imp - jp.where(live, 0.5 * delta * delta * a + delta * res, 0.0)
+        f2, v2 = _set(J, MinvJT, f, v, r[None], jp.where(live, new, f[r])[None])
+        return f2, v2, imp - jp.where(live, 0.5 * delta * delta * a + delta * res, 0.0)
 
     def contact_run(run: Run, fric):
         rows_j = jp.asarray(run.rows)
 
         def one(k, c):
-            f, imp = c
+            f, v, imp = c
             rows = rows_j[k]
             live = mask[rows]
             if run.elliptic:
-                f, dc = _elliptic_contact(A, b, f, rows, live, fric[k])
+                f, v, dc = _elliptic_contact(J, MinvJT, b, f, v, rows, live, fric[k])
             else:
-                f, dc = _pyramidal_contact(A, b, f, rows, live)
-            return f, imp - dc
+                f, v, dc = _pyramidal_contact(J, MinvJT, b, f, v, rows, live)
+            return f, v, imp - dc
 
         return one
 
     def sweep(c, _):
         f0, done = c["f"], c["done"]
         imp = jp.where(c["niter"] == 0, 0.5 * jp.sum(jp.where(mask, R * f0 * f0, 0.0)), 0.0)
-        f, imp = jax.lax.fori_loop(0, nfr, friction_row, (f0, imp)) if nfr else (f0, imp)
+        carry = (f0, MinvJT @ f0, imp)  # M^-1 J' f afresh each sweep (no drift across sweeps)
+        if nfr:
+            carry = jax.lax.fori_loop(0, nfr, friction_row, carry)
         for run, fric in zip(blocks.runs, friction):
-            f, imp = jax.lax.fori_loop(0, run.rows.shape[0], contact_run(run, fric), (f, imp))
+            carry = jax.lax.fori_loop(0, run.rows.shape[0], contact_run(run, fric), carry)
+        f, _, imp = carry
         imp = imp * scale
         return {"f": jp.where(done, f0, f), "done": done | (imp < tolerance),
                 "niter": c["niter"] + jp.where(done, 0, 1).astype(jp.int32),
@@ -313,11 +329,10 @@ def apply(m: Model, d: Data, plan, prob: common.Problem) -> Data:
                                   plan.con_dim)
     J = common.j_dense(prob.J, prob.J_colind, m.nv)
     MinvJT = inertia.solve_m(m, d, J.T)  # (nv, nefc)
-    A = J @ MinvJT
     friction = tuple(d.contact.friction[jp.asarray(r.slots), : r.dim - 1] if r.elliptic else None
                      for r in blocks.runs)  # fmt: skip
     scale = 1.0 / (m.stat.meaninertia * max(1, m.nv))
-    force, niter, _ = noslip(blocks, A, d.efc_b, prob.R, prob.frictionloss, prob.mask, d.efc_force, friction,
+    force, niter, _ = noslip(blocks, J, MinvJT, d.efc_b, prob.R, prob.frictionloss, prob.mask, d.efc_force, friction,
                              iterations=int(m.opt.noslip_iterations), tolerance=m.opt.noslip_tolerance, scale=scale)
     qfrc = common.p_jt_mul(prob, force)
     state = dual_state(plan.layout.kind, plan.layout.cones, force, prob.frictionloss, prob.mask, prob.cone_mu,
