@@ -253,10 +253,26 @@ def first_differing_stage(report, field: str) -> tuple[str, str] | None:
 
 
 def solver_note(m: Model, d, mjm, mjd) -> list[str]:
-    """Lines on the constraint solvers when either stopped at its iteration limit, else []."""
+    """Lines on the constraint solvers when either stopped at its iteration limit, else [].
+
+    With noslip on (`opt.noslip_iterations`), both sides' solver_niter also count the noslip sweeps, and MuJoCo's
+    last solver statistics are the sweeps': MuJoCo's main solver is then read from a run of the same state with
+    noslip off, and ours (whose improvement and gradient are the main solver's) counts as at the limit when its
+    main solver may have reached it (solver_niter >= opt.iterations).
+    """
     import mujoco  # optional dependency
 
     limit = int(m.opt.iterations)
+    sweeps = int(m.opt.noslip_iterations)
+    if sweeps > 0:
+        main = copy.copy(mjd)
+        saved = mjm.opt.noslip_iterations
+        mjm.opt.noslip_iterations = 0
+        try:
+            mujoco.mj_forward(mjm, main)
+        finally:
+            mjm.opt.noslip_iterations = saved
+        mjd = main
     nsolver = mujoco.mjNSOLVER
     theirs = []
     for i in range(max(1, int(mjd.nisland))):
@@ -274,9 +290,11 @@ def solver_note(m: Model, d, mjm, mjd) -> list[str]:
              f"iteration limit on {'both sides' if hit_ours and hit_theirs else 'one side'}:"]  # fmt: skip
     for i, n, imp, grad in theirs:
         isl = f" island {i}" if len(theirs) > 1 else ""
-        lines.append(f"  MuJoCo C{isl}: {n} iterations, final improvement {imp:.3e}, gradient {grad:.3e}")
-    lines.append(f"  mjx_lite: {n_ours} iterations, final improvement {float(d.solver_improvement):.3e}, "
-                 f"gradient {float(d.solver_gradient):.3e}")  # fmt: skip
+        lines.append(f"  MuJoCo C{isl}: {n} iterations, final improvement {imp:.3e}, gradient {grad:.3e}"
+                     + (" (its main solver: the same state with noslip off)" if sweeps else ""))
+    lines.append(f"  mjx_lite: {n_ours} iterations"
+                 + (f" (the main solver's and up to {sweeps} noslip sweeps)" if sweeps else "")
+                 + f", final improvement {float(d.solver_improvement):.3e}, gradient {float(d.solver_gradient):.3e}")
     lines.append("  an unconverged solver explains differences from mj_fwdConstraint on (qacc, efc_force, ...): "
                  "raise <option iterations=...> to tell it from a bug")  # fmt: skip
     return lines

@@ -245,6 +245,38 @@ def test_check_explains_an_unconverged_solver(tmp_path):
     assert "agrees with MuJoCo C" in p.stdout and "iteration limit" not in p.stdout
 
 
+def test_check_solver_note_with_noslip():
+    """With noslip on, MuJoCo's solver_niter and last statistics are its noslip sweeps': the note reports its main
+    solver (the same state with noslip off: 2 PGS iterations, their improvement and gradient), and says ours counts
+    the sweeps too. (Our side is given: the note only reads solver_niter, solver_improvement, solver_gradient.)"""
+    import types
+
+    import mujoco
+
+    from mjx_lite import check
+
+    xml = SOLVER_XML.format(iterations=2, tolerance="1e-8").replace('tolerance="1e-8"',
+                                                                     'tolerance="1e-8" noslip_iterations="3"')
+    m = mjl.load_mjcf_string(xml)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.solver_niter[0] > 2  # the main solver's 2 and the noslip sweeps
+    off = mujoco.MjData(mjm)
+    mjm.opt.noslip_iterations = 0
+    mujoco.mj_forward(mjm, off)
+    mjm.opt.noslip_iterations = 3
+    ours = types.SimpleNamespace(solver_niter=int(mjd.solver_niter[0]), solver_improvement=1.0, solver_gradient=2.0)
+    lines = check.solver_note(m, ours, mjm, mjd)
+    assert "stopped at its iteration limit on both sides" in lines[0], lines
+    theirs = [line for line in lines if line.lstrip().startswith("MuJoCo C")]
+    assert len(theirs) == max(1, off.nisland), lines
+    for i, line in enumerate(theirs):
+        st = off.solver[i * mujoco.mjNSOLVER + 1]
+        assert f": 2 iterations, final improvement {st.improvement:.3e}, gradient {st.gradient:.3e}" in line, lines
+    assert f"mjx_lite: {ours.solver_niter} iterations (the main solver's and up to 3 noslip sweeps)" in lines[-2]
+
+
 def test_check_names_the_first_stage_that_differs():
     """check.stage_report on our forward pass of a perturbed Model against MuJoCo's model: a moved body differs from
     mj_kinematics on, a larger geom (same masses) from mj_collision on, more damping from mj_fwdVelocity on."""

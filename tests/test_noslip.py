@@ -48,7 +48,7 @@ def _slope(solver, cone, condim, ns):
 
 def _mujoco_problem(mjm, mjd):
     """Our noslip inputs from MuJoCo's data after its main solver: Blocks in MuJoCo's row order, M, J, the
-    friction of each elliptic run, the cones' rows, mu and friction (for the dual state)."""
+    friction of the elliptic contacts, the cones' rows, mu and friction (for the dual state)."""
     nefc, nv = mjd.nefc, mjm.nv
     J = mjd.efc_J[: nefc * nv].reshape(nefc, nv)
     M = np.zeros((nv, nv))
@@ -58,8 +58,7 @@ def _mujoco_problem(mjm, mjd):
     blocks = noslip.blocks_from_contacts(np.arange(mjd.ne, mjd.ne + mjd.nf), elliptic,
                                          np.array([c.efc_address for c in cons], np.int64),
                                          np.array([c.dim for c in cons], np.int64))  # fmt: skip
-    friction = tuple(jp.asarray(np.array([cons[s].friction[: r.dim - 1] for s in r.slots])) if r.elliptic else None
-                     for r in blocks.runs)  # fmt: skip
+    friction = noslip.contact_friction(blocks, jp.asarray(np.array([c.friction for c in cons]).reshape(-1, 5)))
     kind = np.array([_KIND[int(t)] for t in mjd.efc_type[:nefc]], np.int64)
     cones, mus, frics = {}, {}, {}
     for c in cons:
@@ -87,9 +86,14 @@ _KIND = {int(k): v for k, v in {
 }.items()}
 
 
-@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
-@pytest.mark.parametrize("condim", [3, 4, 6])
-@pytest.mark.parametrize("sweeps", [2, 50])
+# not slow: one case per cone, the iteration bound and the improvement test, the QCQP's closed form (n = 2) and its
+# Cholesky (n = 5); the rest of the matrix is slow
+_SWEEP_DEFAULT = {("pyramidal", 4, 2), ("elliptic", 3, 2), ("elliptic", 6, 50)}
+_SWEEP_MATRIX = [pytest.param(c, k, s, marks=() if (c, k, s) in _SWEEP_DEFAULT else pytest.mark.slow)
+                 for c in ("pyramidal", "elliptic") for k in (3, 4, 6) for s in (2, 50)]  # fmt: skip
+
+
+@pytest.mark.parametrize("cone,condim,sweeps", _SWEEP_MATRIX)
 def test_sweeps_on_mujocos_problem(cone, condim, sweeps):
     """MuJoCo's main solver output (noslip off), then our sweeps on MuJoCo's own problem (its rows, its order):
     efc_force, qacc, the number of sweeps and the dual efc_state as MuJoCo's run with noslip on. `sweeps` 2 stops
@@ -165,7 +169,8 @@ def test_qcqp_solves_the_problem():
                     np.testing.assert_allclose(g, -la * c, atol=1e-6 * max(1.0, np.abs(g).max()))
 
 
-_DEFAULT = {("Newton", "elliptic", 3), ("Newton", "pyramidal", 6), ("CG", "elliptic", 6), ("PGS", "pyramidal", 4)}
+# not slow: the sticking case only (the pyramidal pipeline is also crossed, not slow, by test_gradients)
+_DEFAULT = {("Newton", "elliptic", 3)}
 _MATRIX = [pytest.param(s, c, k, marks=() if (s, c, k) in _DEFAULT else pytest.mark.slow)
            for s in ("Newton", "CG", "PGS") for c in ("pyramidal", "elliptic") for k in (3, 4, 6)]  # fmt: skip
 
@@ -227,7 +232,8 @@ def test_dog():
         oracle.close(d.qpos, mjd.qpos, 1e-7, f"qpos after step {t + 1}")
 
 
-@pytest.mark.parametrize("gradients,cone", [("implicit", "pyramidal"), ("unrolled", "pyramidal"),
+@pytest.mark.parametrize("gradients,cone", [("implicit", "pyramidal"),
+                                             pytest.param("unrolled", "pyramidal", marks=pytest.mark.slow),
                                              pytest.param("implicit", "elliptic", marks=pytest.mark.slow),
                                              pytest.param("unrolled", "elliptic", marks=pytest.mark.slow)])
 def test_gradients(gradients, cone):

@@ -3,8 +3,10 @@
 After the main solver (Newton, CG or PGS), MuJoCo can run a few Gauss-Seidel sweeps on the dual problem that
 touch only the friction-like forces, with the normal forces held where the main solver left them and without
 regularisation: the rows' cost is 0.5 f' A f + b' f with A = J M^-1 J' (not A + R), so the soft-contact slip
-that R allows is removed. Rows swept, in row order (all others, equalities, limits and the normal forces, keep
-the main solver's values):
+that R allows is removed. Rows swept, the friction-loss rows first, then the contacts in MuJoCo's contact order
+(`sensor_contact.contact_rank`: the sweeps usually stop at their bound unconverged, so their result depends on the
+order; our contact slots are in another), all other rows (equalities, limits, the normal forces) keeping the main
+solver's values:
 
   friction loss (dof and tendon):  f_i -= r_i / A_ii, clamped to [-frictionloss, frictionloss]
   pyramidal contacts, dim > 1:     each pair of opposite edges (rows 2j, 2j+1) keeps its sum (the normal force
@@ -35,7 +37,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.pipeline import inertia
+from mjx_lite.pipeline import inertia, sensor_contact
 from mjx_lite.solver import common
 from mjx_lite.types import MINVAL, ConstraintState, Data, Model
 
@@ -45,46 +47,37 @@ _BLOCK_EPS = 1e-10  # floor of a block's diagonal, and the cost rise above which
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class Run:
-    """Consecutive contacts (in row order) of one kind and dimension.
+class Blocks:
+    """Static sweep blocks: the friction-loss rows, then the k contacts with friction (dim > 1), padded to the
+    largest dimension.
 
-    elliptic: True for elliptic cones (rows: normal then dim-1 friction rows), False for pyramidal contacts
-      (2 (dim-1) rows, opposite edges adjacent); rows: (k, nrows) int, the rows of each of the k contacts;
-    slots: (k,) int, their indices in the contact arrays.
+    friction: (nf,) int rows; elliptic: the cone (one for all contacts); rows: (k, nrows) int, each contact's rows
+    (elliptic: normal then dim-1 friction rows; pyramidal: 2 (dim-1) edge rows, opposite edges adjacent), padded
+    with row 0; pad: (k, nrows) bool, True on padding (never swept); dim: (k,) int; slots: (k,) int, the contacts'
+    indices in the contact arrays.
     """
 
-    elliptic: bool
-    dim: int
-    rows: np.ndarray
-    slots: np.ndarray
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Blocks:
-    """Static sweep order: the friction-loss rows (nf,) int, then the contact runs in row order."""
-
     friction: np.ndarray
-    runs: tuple[Run, ...]
+    elliptic: bool
+    rows: np.ndarray
+    pad: np.ndarray
+    dim: np.ndarray
+    slots: np.ndarray
 
 
 def blocks_from_contacts(friction_rows: np.ndarray, elliptic: bool, con_adr: np.ndarray, con_dim: np.ndarray
                          ) -> Blocks:  # fmt: skip
-    """Blocks of a row layout: contact k's rows start at con_adr[k] (ascending) with static dimension con_dim[k]
-    (contacts of dimension 1 have no friction and are skipped)."""
-    runs: list[Run] = []
-    start = 0
-    n = len(con_dim)
-    while start < n:
-        end = start
-        while end < n and con_dim[end] == con_dim[start]:
-            end += 1
-        dim = int(con_dim[start])
-        if dim > 1:
-            nrows = dim if elliptic else 2 * (dim - 1)
-            rows = np.asarray(con_adr[start:end], np.int64)[:, None] + np.arange(nrows)[None, :]
-            runs.append(Run(elliptic=elliptic, dim=dim, rows=rows, slots=np.arange(start, end)))
-        start = end
-    return Blocks(friction=np.asarray(friction_rows, np.int64), runs=tuple(runs))
+    """Blocks of a row layout: contact k's rows start at con_adr[k] with static dimension con_dim[k] (contacts of
+    dimension 1 have no friction and are skipped)."""
+    con_dim = np.asarray(con_dim, np.int64)
+    slots = np.nonzero(con_dim > 1)[0]
+    dim = con_dim[slots]
+    nrows = dim if elliptic else 2 * (dim - 1)
+    width = int(nrows.max()) if len(slots) else 0
+    pad = np.arange(width)[None, :] >= nrows[:, None]
+    rows = np.where(pad, 0, np.asarray(con_adr, np.int64)[slots, None] + np.arange(width)[None, :])
+    return Blocks(friction=np.asarray(friction_rows, np.int64), elliptic=bool(elliptic), rows=rows, pad=pad, dim=dim,
+                  slots=slots)
 
 
 def _spd_inverse(M: jax.Array) -> tuple[jax.Array, jax.Array]:  # noqa: N803
@@ -216,7 +209,7 @@ def _elliptic_contact(J, MinvJT, b, f, v, rows, live, fric):  # noqa: N803
     """Sweep the friction forces of one elliptic contact. rows: (dim,) normal first; live: (dim,); fric: (dim-1,)."""
     fr = rows[1:]
     flive = live[1:]
-    old = f[fr]
+    old = jp.where(flive, f[fr], 0.0)  # padding and rows not live: decoupled, held at 0 in the block
     res = jp.where(flive, b[fr] + J[fr] @ v, 0.0)
     Ac = _block(J, MinvJT, fr, flive)
     bc = res - Ac @ old
@@ -227,24 +220,29 @@ def _elliptic_contact(J, MinvJT, b, f, v, rows, live, fric):  # noqa: N803
     x = jp.where((normal < MINVAL) | ~flive, 0.0, x)
     new, dc = _cost_change(Ac, x, old, res)
     on = live[0] & jp.any(flive)
-    f, v = _set(J, MinvJT, f, v, fr, jp.where(on, new, old))
+    f, v = _set(J, MinvJT, f, v, fr, jp.where(on & flive, new, f[fr]))
     return f, v, jp.where(on, dc, 0.0)
 
 
 def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax.Array, frictionloss: jax.Array,
-           mask: jax.Array, force: jax.Array, friction: tuple, *, iterations: int, tolerance: jax.Array,
-           scale: jax.Array):  # noqa: N803
+           mask: jax.Array, force: jax.Array, friction: jax.Array | None, *, iterations: int, tolerance: jax.Array,
+           scale: jax.Array, order: jax.Array | None = None):  # noqa: N803
     """The noslip sweeps from the main solver's force (nefc,).
 
     J: (nefc, nv) dense constraint Jacobian; MinvJT: (nv, nefc) M^-1 J' (A = J M^-1 J' is never formed: a row's
     residual is b + J (M^-1 J' f), with M^-1 J' f carried and updated by each block's change); b: (nefc,) J qacc_smooth
-    - aref; R, frictionloss: (nefc,); mask: (nefc,) bool live rows; friction: per run of `blocks`, (k, dim-1) friction
-    coefficients of its elliptic contacts (None for a pyramidal run); iterations: static bound; tolerance:
-    opt.noslip_tolerance; scale: 1 / (meaninertia max(1, nv)).
+    - aref; R, frictionloss: (nefc,); mask: (nefc,) bool live rows; friction: (k, nrows-1) friction coefficients of
+    the elliptic contacts of `blocks` (0 beyond a contact's dimension; None for pyramidal cones); iterations: static
+    bound; tolerance: opt.noslip_tolerance; scale: 1 / (meaninertia max(1, nv)); order: (k,) int, the contacts'
+    sweep order (a permutation of range(k); None: blocks order). The sweeps are Gauss-Seidel and stop at
+    `iterations` before converging, so their result depends on this order: MuJoCo sweeps in its contact order.
     Returns (force (nefc,), niter () int32, improvement () of the last sweep).
     """
     fric_rows = jp.asarray(blocks.friction)
     nfr = int(blocks.friction.shape[0])
+    ncon = int(blocks.rows.shape[0])
+    rows_j, pad_j = jp.asarray(blocks.rows), jp.asarray(blocks.pad)
+    order = jp.arange(ncon) if order is None else order
     diag_a = jp.sum(J * MinvJT.T, axis=1)  # (nefc,) A_ii
 
     def friction_row(i, c):
@@ -259,20 +257,16 @@ def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax
         f2, v2 = _set(J, MinvJT, f, v, r[None], jp.where(live, new, f[r])[None])
         return f2, v2, imp - jp.where(live, 0.5 * delta * delta * a + delta * res, 0.0)
 
-    def contact_run(run: Run, fric):
-        rows_j = jp.asarray(run.rows)
-
-        def one(k, c):
-            f, v, imp = c
-            rows = rows_j[k]
-            live = mask[rows]
-            if run.elliptic:
-                f, v, dc = _elliptic_contact(J, MinvJT, b, f, v, rows, live, fric[k])
-            else:
-                f, v, dc = _pyramidal_contact(J, MinvJT, b, f, v, rows, live)
-            return f, v, imp - dc
-
-        return one
+    def contact(i, c):
+        f, v, imp = c
+        k = order[i]
+        rows = rows_j[k]
+        live = mask[rows] & ~pad_j[k]
+        if blocks.elliptic:
+            f, v, dc = _elliptic_contact(J, MinvJT, b, f, v, rows, live, friction[k])
+        else:
+            f, v, dc = _pyramidal_contact(J, MinvJT, b, f, v, rows, live)
+        return f, v, imp - dc
 
     def sweep(c, _):
         f0, done = c["f"], c["done"]
@@ -280,8 +274,8 @@ def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax
         carry = (f0, MinvJT @ f0, imp)  # M^-1 J' f afresh each sweep (no drift across sweeps)
         if nfr:
             carry = jax.lax.fori_loop(0, nfr, friction_row, carry)
-        for run, fric in zip(blocks.runs, friction):
-            carry = jax.lax.fori_loop(0, run.rows.shape[0], contact_run(run, fric), carry)
+        if ncon:
+            carry = jax.lax.fori_loop(0, ncon, contact, carry)
         f, _, imp = carry
         imp = imp * scale
         return {"f": jp.where(done, f0, f), "done": done | (imp < tolerance),
@@ -294,6 +288,16 @@ def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax
         return force, init["niter"], init["improvement"]
     out, _ = jax.lax.scan(sweep, init, None, length=iterations)
     return out["f"], out["niter"], out["improvement"]
+
+
+def contact_friction(blocks: Blocks, friction: jax.Array) -> jax.Array | None:
+    """The (k, nrows-1) friction coefficients `noslip` takes, from the contacts' friction (ncon, 5), 0 beyond each
+    contact's dimension; None for pyramidal cones."""
+    if not blocks.elliptic:
+        return None
+    width = blocks.rows.shape[1] - 1
+    inside = np.arange(width)[None, :] < (blocks.dim - 1)[:, None]
+    return jp.where(jp.asarray(inside), friction[jp.asarray(blocks.slots), :width], 0.0)
 
 
 def dual_state(kind: np.ndarray, cones: tuple, force: jax.Array, frictionloss: jax.Array, mask: jax.Array,
@@ -329,11 +333,12 @@ def apply(m: Model, d: Data, plan, prob: common.Problem) -> Data:
                                   plan.con_dim)
     J = common.j_dense(prob.J, prob.J_colind, m.nv)
     MinvJT = inertia.solve_m(m, d, J.T)  # (nv, nefc)
-    friction = tuple(d.contact.friction[jp.asarray(r.slots), : r.dim - 1] if r.elliptic else None
-                     for r in blocks.runs)  # fmt: skip
+    # MuJoCo sweeps the contacts in its contact order (sensor_contact.contact_rank), not in our slot order
+    order = jp.argsort(sensor_contact.contact_rank(m, d)[jp.asarray(blocks.slots)]) if len(blocks.slots) else None
     scale = 1.0 / (m.stat.meaninertia * max(1, m.nv))
-    force, niter, _ = noslip(blocks, J, MinvJT, d.efc_b, prob.R, prob.frictionloss, prob.mask, d.efc_force, friction,
-                             iterations=int(m.opt.noslip_iterations), tolerance=m.opt.noslip_tolerance, scale=scale)
+    force, niter, _ = noslip(blocks, J, MinvJT, d.efc_b, prob.R, prob.frictionloss, prob.mask, d.efc_force,
+                             contact_friction(blocks, d.contact.friction), iterations=int(m.opt.noslip_iterations),
+                             tolerance=m.opt.noslip_tolerance, scale=scale, order=order)
     qfrc = common.p_jt_mul(prob, force)
     state = dual_state(plan.layout.kind, plan.layout.cones, force, prob.frictionloss, prob.mask, prob.cone_mu,
                        prob.cone_friction)
