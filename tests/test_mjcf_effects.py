@@ -195,3 +195,15 @@ def test_no_effect_in_mujoco(key, attr, value):
     a, b = _mujoco_run(plain), _mujoco_run(probed)
     assert np.abs(a).max() > 0
     np.testing.assert_allclose(b, a, atol=_PROBE_TOL * max(1.0, np.abs(a).max()), rtol=0)
+
+
+def test_body_fuse_false_opts_out_of_fusestatic():
+    """<body fuse="false"> keeps a static body under fusestatic (it was parsed and ignored): bodies and masses as
+    MuJoCo's, with fuse auto (fused) and false (kept)."""
+    for fuse, nbody in (("auto", 2), ("false", 3)):
+        xml = f"""<mujoco><compiler fusestatic="true"/><worldbody><body name="a"><freejoint/><geom size=".1"/>
+          <body name="b" pos="0 0 .2" fuse="{fuse}"><geom size=".1" mass="2"/></body></body></worldbody></mujoco>"""
+        m, mjm = mjl.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+        assert m.nbody == mjm.nbody == nbody
+        np.testing.assert_allclose(np.asarray(m.body_mass), mjm.body_mass, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(m.body_inertia), mjm.body_inertia, rtol=1e-9, atol=1e-12)

@@ -2,11 +2,12 @@
 
 MuJoCo fuses after every body is compiled (inertia, geoms, sites), so this runs on the compiler's per-body records,
 not on the spec tree. A body is fused when it has no joints, is not a mocap body, its name is not referenced by
-any element outside the tree (camera/light targets, excludes, equalities, actuators, sensors, custom tuples) and
-none of its sites carries a force or torque sensor. Bodies are visited in tree order (a fused body's children take
-its place and are visited next). Fusing moves the body's geoms, sites, cameras and lights to the end of the
-parent's lists, with their poses expressed in the parent's frame; the body's children become the parent's
-children at the body's place; its mass and inertia are added to the parent's (not when the parent is the world).
+any element outside the tree (camera/light targets, excludes, equalities, actuators, sensors, custom tuples),
+none of its sites carries a force or torque sensor and it does not opt out (`<body fuse="false">`). Bodies are
+visited in tree order (a fused body's children take its place and are visited next). Fusing moves the body's
+geoms, sites, cameras and lights to the end of the parent's lists, with their poses expressed in the parent's frame;
+the body's children become the parent's children at the body's place; its mass and inertia are added to the
+parent's (not when the parent is the world).
 URDF models have fusestatic on by default.
 """
 
@@ -103,7 +104,7 @@ def fuse_static(bodies: list, root: Element) -> list:
     while i < len(bodies):
         b = bodies[i]
         name = b.el.attrs.get("name") or ""
-        if (b.joints or b.mocap or (name and name in ref_names)
+        if (b.joints or b.mocap or (name and name in ref_names) or b.el.attrs.get("fuse") == "false"
                 or any((el.attrs.get("name") or "") in ft_sites for el, _ in b.svals if el.attrs.get("name"))):
             i += 1
             continue
