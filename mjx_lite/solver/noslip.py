@@ -21,6 +21,9 @@ sweeps carry M^-1 J' f, nv values, so memory grows with nefc nv, not nefc^2). A 
 undone when it would raise the cost by more than 1e-10. The improvement of a sweep is the cost decrease it made,
 scaled by 1 / (meaninertia max(1, nv)); the first sweep adds 0.5 sum R f^2, the cost of removing the regulariser.
 Sweeps stop when the improvement falls below `opt.noslip_tolerance`, after at most `opt.noslip_iterations`.
+MuJoCo sweeps each constraint island separately, each stopped by its own improvement; here all rows are swept
+together and stopped together: the same forces when one island holds the rows or every island runs to the bound,
+otherwise an island that MuJoCo stopped early gets further sweeps here (changes below the tolerance's scale).
 Then qfrc_constraint = J' f and qacc = qacc_smooth + M^-1 qfrc_constraint (mj_dualFinish), efc_state is the dual
 state of the forces, and solver_niter counts the main solver's iterations plus these sweeps.
 
