@@ -282,9 +282,7 @@ _ACT = {
     "gear": model("actuator_gear"), "cranklength": model("actuator_cranklength"), "joint": _TRN,
     "jointinparent": _TRN, "tendon": _TRN, "cranksite": _TRN, "slidersite": _TRN, "site": _TRN, "refsite": _TRN,
     "user": USER, "armature": model("actuator_armature"), "damping": model("actuator_damping", "actuator_dampingpoly"),
-    "delay": Refused("non-zero (actuator delays, control history)", "0.01", 'nsample="3"'),
-    "interp": NoEffect("interpolation of the control history, which is refused (delay, nsample)"),
-    "nsample": Refused("non-zero (control history)", "3"),
+    "delay": model("actuator_delay"), "interp": model("actuator_history"), "nsample": model("actuator_history"),
     "actlimited": model("actuator_actlimited"), "actrange": model("actuator_actrange"),
     "body": _TRN, "actdim": model("actuator_actnum"), "actearly": model("actuator_actearly"),
     "inheritrange": Compiler("control range from the target joint's or tendon's range"),
@@ -298,7 +296,11 @@ _ACT = {
 _SHORTCUT = Compiler("gain, bias and dynamics parameters of the shortcut (actuator_gainprm/biasprm/dynprm)")
 _SHORTCUT_ATTRS = ("kp", "kv", "dampratio", "timeconst", "area", "diameter", "bias", "tausmooth", "range", "force",
                    "scale", "lmin", "lmax", "vmax", "fpmax", "fvmax", "gain")
-_ACTUATORS = {tag: {a: _ACT[a] if a in _ACT else _SHORTCUT if a in _SHORTCUT_ATTRS else None for a in sc.SCHEMA[tag]}
+# pid and dcmotor (MuJoCo 4's control blocks): every parameter is a shortcut, `input` selects the controls they read
+_BLOCK_TAGS = ("pid", "dcmotor")
+_ACTUATORS = {tag: {a: Compiler("the controls the block reads (multi-input control)") if a == "input" and tag in
+                    _BLOCK_TAGS else _ACT[a] if a in _ACT else _SHORTCUT if a in _SHORTCUT_ATTRS or tag in _BLOCK_TAGS
+                    else None for a in sc.SCHEMA[tag]}
               for tag in sc.ACTUATOR_TAGS}  # fmt: skip
 
 _SENSOR = {
