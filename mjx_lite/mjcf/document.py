@@ -57,15 +57,22 @@ def _read(path: str) -> bytes:
         raise MJCFError(f"cannot read file: {e.strerror}", path) from None
 
 
-def read_file(path: str, assets: dict[str, bytes] | None = None) -> tuple[_Raw | None, _Loader, str, tuple[str]]:
-    """The first step of `parse_file`, for a tool that edits the include-expanded XML before building it
-    (mjx_lite.check): (raw tree, or None for a URDF document, loader, directory, loading) for `build`."""
-    path = os.fspath(path)
+def _open(path: str, assets: dict[str, bytes] | None) -> tuple[bytes, _Loader, str, str]:
+    """A model file's bytes, a loader resolving relative to its directory (the file marked as included), the
+    directory and the file's key (its normalised absolute path)."""
     data = _read(path)
     d = os.path.dirname(os.path.abspath(path))
     loader = _Loader(assets, d)
     key = os.path.normpath(os.path.abspath(path))
     loader.included.add(key)
+    return data, loader, d, key
+
+
+def read_file(path: str, assets: dict[str, bytes] | None = None) -> tuple[_Raw | None, _Loader, str, tuple[str]]:
+    """The first step of `parse_file`, for a tool that edits the include-expanded XML before building it
+    (mjx_lite.check): (raw tree, or None for a URDF document, loader, directory, loading) for `build`."""
+    path = os.fspath(path)
+    data, loader, d, key = _open(path, assets)
     node = xml.parse(data, path)
     raw = None if node.tag.lower() == "robot" else loader.convert_root(node, path, d)
     return raw, loader, d, (key,)
@@ -80,9 +87,5 @@ def parse_string(text: str | bytes, assets: dict[str, bytes] | None = None, base
 def parse_file(path: str, assets: dict[str, bytes] | None = None) -> Element:
     """Parse an MJCF file; includes resolve relative to the including file's directory (or from `assets`)."""
     path = os.fspath(path)
-    data = _read(path)
-    d = os.path.dirname(os.path.abspath(path))
-    loader = _Loader(assets, d)
-    key = os.path.normpath(os.path.abspath(path))
-    loader.included.add(key)
+    data, loader, d, key = _open(path, assets)
     return _document(data, path, loader, d, (key,))
