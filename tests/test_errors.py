@@ -98,7 +98,7 @@ def test_mistyped_bundled_name():
       r"attribute 'szie': unknown attribute \(did you mean 'size'\?\)"),
      ("<mujoco><worldbody><bodyy/></worldbody></mujoco>", r"<bodyy>: unknown element .*did you mean 'body'\?"),
      ("<mujoco><optoin/></mujoco>", r"did you mean 'option'\?"),
-     ('<mujoco><actuator><motr joint="j"/></actuator></mujoco>', r"did you mean 'motor'\?"),
+     ('<mujoco><actuator><motr joint="j"/></actuator></mujoco>', r"did you mean 'motor'( or 'dcmotor')?\?"),
      ('<mujoco><default><jiont damping="1"/></default></mujoco>', r"did you mean 'joint'\?"),
      ('<mujoco><worldbody><geom size="1" xyz="1"/></worldbody></mujoco>', r"unknown attribute$")],
 )  # fmt: skip

@@ -35,10 +35,12 @@ STEP_TOL = 1e-9
 # derivatives run through the XLA twin on both paths; the cotangents differ by the primal's round-off
 GRAD_TOL = 1e-10
 # lowered program of the fused humanoid step (float32, batch 8, MJX test_data humanoid, contacts on), counted by
-# test_fused_step_program_size: StableHLO operations besides the Triton kernels, constants left out (4185 on the
-# XLA path when recorded). A change elsewhere in the step that adds operations raises it: update it in the same
-# commit and say why; the fused tree pass itself must stay one kernel plus layout operations.
-FUSED_STEP_OPS = 2903  # 3537 with the tree pass alone fused (kinematics, com_pos, crb)
+# test_fused_step_program_size: StableHLO operations besides the Triton kernels, constants left out, and the XLA
+# path's count of the same step. What the kernels remove is the difference (XLA - fused): it must stay at or above
+# FUSED_STEP_SAVED, so that a stage added elsewhere in the step (both counts grow alike) does not fail the test and
+# a kernel that loses part of its work does. Recorded: fused 2903, XLA 4185; after the actuator-delay and noslip
+# merges fused 3038, XLA 4320 (the same 1282 saved).
+FUSED_STEP_SAVED = 1282  # 648 with the tree pass alone fused (kinematics, com_pos, crb)
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), velocity_pass (com_vel, rne) and
 # solve_m (qacc_smooth); the MJX humanoid disables eulerdamp, so Euler's solve_shifted kernel is not in it
 FUSED_STEP_KERNELS = 3
@@ -512,8 +514,8 @@ def _ops(text: str) -> int:
 def test_fused_step_program_size(models, monkeypatch):
     """The MJX humanoid's step (float32, batch 8, contacts on) lowered for "cuda": FUSED_STEP_KERNELS Triton kernels
     and the remaining XLA operations, counted before XLA's fusion (fusions are the GPU compiler's, not measurable
-    here). The XLA path's count is the reference; the fused count must stay at or below the recorded
-    FUSED_STEP_OPS; the fused tree pass alone lowers to the kernel, layout operations and its warning count."""
+    here). The XLA path's count is the reference; the fused count must stay at least FUSED_STEP_SAVED below it;
+    the fused tree pass alone lowers to the kernel, layout operations and its warning count."""
     _compiled_kernels(monkeypatch)
     mjm, m, ds = models("mjx_humanoid")
     m = _float32(m)
@@ -532,4 +534,5 @@ def test_fused_step_program_size(models, monkeypatch):
     print(f"humanoid step, StableHLO operations: fused {n_fused} (+{n_kernels} Triton kernels), XLA {n_xla}")
     assert n_kernels == FUSED_STEP_KERNELS and xla.count("__gpu$xla.gpu.triton") == 0
     assert n_fused < n_xla
-    assert n_fused <= FUSED_STEP_OPS, f"the fused step has {n_fused} operations, recorded {FUSED_STEP_OPS}"
+    saved = n_xla - n_fused
+    assert saved >= FUSED_STEP_SAVED, f"the kernels remove {saved} operations, {FUSED_STEP_SAVED} recorded"

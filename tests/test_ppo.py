@@ -158,9 +158,11 @@ def test_tanh_gaussian_log_prob():
 
 
 def test_cli_rejects_unknown_task(capsys):
-    with pytest.raises(SystemExit):
-        train_cli.main(["--env", "cartpole"])
-    assert "cartpole_balance" in capsys.readouterr().err
+    """An unknown name stops at argument parsing (exit 2), naming the closest task; nothing trains."""
+    with pytest.raises(SystemExit) as e:
+        train_cli.main(["--env", "cartpole_balanse"])
+    assert e.value.code == 2
+    assert "did you mean 'cartpole_balance'" in capsys.readouterr().err
 
 
 @pytest.mark.slow

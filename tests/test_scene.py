@@ -37,6 +37,10 @@ CONVERGED_ITERATIONS = 50  # CG iterations at which the pile's landing matches M
 DEEPEST_TOL = 3e-3  # deepest transient penetration vs MuJoCo's (chaotic pile: same statistic, not same contact)
 
 
+SKYBOX = ('<texture name="skybox" type="skybox" builtin="gradient" rgb1=".6 .75 .9" rgb2=".25 .3 .35" width="64" '
+          'height="64"/>')
+
+
 def pile_xml(nx=11, ny=10, nz=2, damping=0.05, spacing=0.13, seed=0, tilt=10.0, solver="CG", iterations=10, ls=6):
     """MJCF of nx * ny * nz free bodies (spheres and boxes alternating) in staggered layers inside a bin of planes."""
     rng = np.random.default_rng(seed)
@@ -72,8 +76,12 @@ def pile_xml(nx=11, ny=10, nz=2, damping=0.05, spacing=0.13, seed=0, tilt=10.0, 
      tests/test_scene.py: pile_xml. -->
 <mujoco model="pile">
   <option timestep="0.005" solver="{solver}" iterations="{iterations}" ls_iterations="{ls}"/>
+  <!-- how it looks (our renderer and MuJoCo's alike): a bright headlight and a sky gradient -->
+  <visual>
+    <headlight ambient=".4 .4 .4" diffuse=".8 .8 .8" specular=".1 .1 .1"/>
+  </visual>
   <default><joint damping="{damping}"/></default>
-  <asset><material name="s" rgba=".8 .3 .3 1"/><material name="b" rgba=".3 .5 .8 1"/></asset>
+  <asset>{SKYBOX}<material name="s" rgba=".8 .3 .3 1"/><material name="b" rgba=".3 .5 .8 1"/></asset>
   <worldbody>
     <light pos="0 0 3"/>
     <geom name="floor" type="plane" size="{w:.3f} {w:.3f} 0.05"/>
