@@ -1,10 +1,11 @@
-"""mjx_lite's command line: `python -m mjx_lite {run,bench,render,check,train} ...` (or `mjx_lite ...`).
+"""mjx_lite's command line: `python -m mjx_lite {run,bench,render,check,train,play} ...` (or `mjx_lite ...`).
 
     python -m mjx_lite run cartpole --batch 256 --steps 200        # batched rollout: compile time, steps/s
     python -m mjx_lite bench humanoid --batch 1024                 # beside MJX and MuJoCo C
     python -m mjx_lite render cartpole -o out.mp4 --steps 300      # a rollout to a video (.mp4, .gif, .png)
     python -m mjx_lite check PATH                                  # compile, sizes, compare with MuJoCo C
     python -m mjx_lite train cartpole_balance                      # PPO (mjx_lite.rl.train)
+    python -m mjx_lite play ppo_cartpole_balance.msgpack -o a.mp4  # watch a trained policy
 
 MODEL is a path to an MJCF (or URDF) file or the name of a bundled model (`mjx_lite.models.names()`). Each command's
 --help shows its options, their defaults and examples.
@@ -13,9 +14,9 @@ Exit codes: 0 success; 1 failure (invalid MJCF, a forward pass that differs from
 error or a model that uses a feature mjx_lite does not support (the message names it).
 
 Imports: the one exception to "no imports in function bodies" in mjx_lite is a subcommand importing a package
-that only it needs when it runs: `train` imports `mjx_lite.rl.train` (another subpackage, which may be absent),
-so that `--help` and the other subcommands work without it. (`check` reaches the optional `mujoco` through
-`mjx_lite.interop`, which imports it at its top when installed.)
+that only it needs when it runs: `train` imports `mjx_lite.rl.train` and `play` `mjx_lite.rl.play` (another
+subpackage, which may be absent), so that `--help` and the other subcommands work without it. (`check` reaches
+the optional `mujoco` through `mjx_lite.interop`, which imports it at its top when installed.)
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ import sys
 import jax
 import jax.numpy as jp
 import numpy as np
-from tqdm import tqdm
 
 import mjx_lite
 from mjx_lite import bench, check, render, run
+from mjx_lite.render import record
 from mjx_lite.run import HelpFormatter, model_arguments, model_name
 
 # how the user called us, for usage lines: the `mjx_lite` console script or `python -m mjx_lite`
@@ -39,8 +40,7 @@ PROG = "mjx_lite" if os.path.basename(sys.argv[0] or "") == "mjx_lite" else "pyt
 
 EXIT_FAILURE = 1
 EXIT_UNSUPPORTED = 2
-# render: a first frame darker than this mean (0-255) gets a note on where the lighting comes from
-DARK = 40.0
+DARK = record.DARK  # render: a first frame darker than this mean (0-255) gets a note on the lighting
 
 
 def _load(model: str):
@@ -124,35 +124,17 @@ def cmd_render(argv: list[str]) -> int:
     d = mjx_lite.make_data(m)
     rng = np.random.default_rng(a.seed)
     d = d.replace(qvel=jp.asarray(0.1 * rng.standard_normal(m.nv), d.qvel.dtype))
-    dt = float(m.opt.timestep)
-    per_frame = max(1, round(1.0 / (a.fps * dt)))
-    nframes = max(0, a.steps) // per_frame
-    fps = 1.0 / (per_frame * dt)
-    if nframes:
-        frame_s = run.fmt(per_frame * np.asarray(m.opt.timestep))
-        rest = f" (of the {a.steps} asked: whole frames)" if a.steps != nframes * per_frame else ""
-        print(f"{os.path.basename(path)}: timestep {run.fmt(m.opt.timestep)} s at {a.fps:g} fps: a frame every "
-              f"{per_frame} steps ({frame_s} s); {nframes * per_frame} steps{rest} -> {nframes + 1} frames "
-              f"(the initial state and {nframes} more), played at {fps:.4g} fps", flush=True)  # fmt: skip
-    else:
-        print(f"{os.path.basename(path)}: one frame of the initial state", flush=True)
+    plan = record.frame_plan(float(run.fmt(m.opt.timestep)), a.fps, a.steps)
+    head = f"timestep {run.fmt(m.opt.timestep)} s at {a.fps:g} fps: " if plan.nframes else ""
+    print(f"{os.path.basename(path)}: {head}{plan.describe()}", flush=True)
 
     @jax.jit
     def advance(d):
-        d = jax.lax.fori_loop(0, per_frame, lambda _, d: mjx_lite.step(m, d), d)
-        return d
+        return jax.lax.fori_loop(0, plan.per_frame, lambda _, d: mjx_lite.step(m, d), d)
 
-    frames = [np.asarray(r.rgb(mjx_lite.forward(m, d), camera))]
-    for _ in tqdm(range(nframes), desc=f"render {os.path.basename(path)}", unit="frame", disable=nframes == 0):
-        d = advance(d)
-        frames.append(np.asarray(r.rgb(d, camera)))
-    out = render.write_video(a.output, np.stack(frames), fps=fps)
-    plural = "s" * (len(frames) > 1)
-    print(f"wrote {out}: {len(frames)} frame{plural} {a.height}x{a.width}, {nframes * per_frame} steps")
-    brightness = float(np.mean(frames[0]))
-    if brightness < DARK:
-        print(f"note: the picture is dark (mean {brightness:.0f}/255). Lighting comes from the model, as in MuJoCo: "
-              "brighten <visual><headlight ambient diffuse>, add a <light> or a skybox texture")  # fmt: skip
+    frames, _ = record.record(r, advance, mjx_lite.forward(m, d), plan.nframes, camera,
+                           desc=f"render {os.path.basename(path)}")  # fmt: skip
+    record.write(a.output, frames, plan)
     return 0
 
 
@@ -185,6 +167,54 @@ def cmd_train(argv: list[str]) -> int:
     return out if isinstance(out, int) else 0
 
 
+PLAY_EXAMPLES = """examples:
+  {prog} ppo_cartpole_balance.msgpack                    out.mp4, 500 control steps
+  {prog} ppo_hopper.msgpack -o hopper.gif --steps 200 --fps 25
+  {prog} ppo_cartpole_balance.msgpack -o frame.png --steps 0
+"""
+
+
+def cmd_play(argv: list[str]) -> int:
+    """Roll out a trained policy (a parameter file written by `train`) deterministically on the task it was
+    trained on and render it to a video or images. An episode that ends is reset and the video goes on."""
+    prog = f"{PROG} play"
+    p = argparse.ArgumentParser(prog=prog, description=inspect.cleandoc(cmd_play.__doc__),
+                                formatter_class=HelpFormatter, epilog=PLAY_EXAMPLES.format(prog=prog))  # fmt: skip
+    p.add_argument("policy", help="parameter file written by train (ppo_<task>.msgpack)")
+    p.add_argument("-o", "--output", default="out.mp4", help="file to write: .mp4, .gif, or .png")
+    p.add_argument("--steps", type=int, default=500, help="control steps to roll out (0: one frame)")
+    p.add_argument("--model", default=None, help="play on this model instead of the one trained on")
+    p.add_argument("--fps", type=float, default=30.0, help="frames per second of simulated time")
+    p.add_argument("--height", type=int, default=240, help="image height in pixels")
+    p.add_argument("--width", type=int, default=320, help="image width in pixels")
+    p.add_argument("--camera", default="-1", help="camera index or name (-1: the free camera)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial state")
+    a = p.parse_args(argv)
+    try:
+        from mjx_lite.rl import play  # noqa: PLC0415 - optional subpackage, see the module docstring
+    except ImportError as e:
+        _fail(f"play needs mjx_lite.rl, which is not available here ({e})", EXIT_UNSUPPORTED)
+    try:
+        render.require_writer(a.output)
+    except ImportError as e:
+        _fail(str(e), EXIT_UNSUPPORTED)
+    except ValueError as e:
+        p.error(str(e))
+    try:
+        make_policy, params, meta = play.load_policy(a.policy)
+        env = play.env_of(meta, a.model)
+    except (OSError, ValueError) as e:
+        _fail(str(e), EXIT_FAILURE)
+    repeat = int(meta.get("config", {}).get("action_repeat", 1))
+    camera = int(a.camera) if a.camera.lstrip("-").isdigit() else a.camera
+    try:
+        play.render_policy(env, make_policy(params, deterministic=True), a.output, steps=a.steps, fps=a.fps,
+                           height=a.height, width=a.width, camera=camera, seed=a.seed, action_repeat=repeat)
+    except ValueError as e:
+        _fail(str(e), EXIT_FAILURE)
+    return 0
+
+
 DESCRIPTION = ("mjx_lite's command line (`python -m mjx_lite` or the `mjx_lite` script). MODEL is a bundled model's "
                f"name ({', '.join(mjx_lite.models.names())}) or the path of an MJCF (or URDF) file.")
 COMMANDS = {
@@ -193,6 +223,7 @@ COMMANDS = {
     "render": (cmd_render, "record a rollout to a video or images (mp4, gif, png)"),
     "check": (cmd_check, "compile a model, report sizes and support, compare a forward pass with MuJoCo C"),
     "train": (cmd_train, "train a policy with PPO (mjx_lite.rl.train)"),
+    "play": (cmd_play, "roll out a trained policy file and render it (mp4, gif, png)"),
 }
 
 

@@ -467,9 +467,16 @@ def save(path: str, params: dict, network: NetworkConfig, meta: dict | None = No
 def load(path: str) -> tuple[Callable, dict, dict]:
     """Read a file written by `save`: (make_policy, params, meta)."""
     with open(path, "rb") as f:
-        payload = flax.serialization.msgpack_restore(f.read())
+        raw = f.read()
+    try:
+        payload = flax.serialization.msgpack_restore(raw)
+    except Exception as e:  # msgpack raises its own exception types on truncated or foreign bytes
+        raise ValueError(f"{path}: not a mjx_lite PPO parameter file (unreadable: {type(e).__name__}: {e})") from e
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError(f"{path}: not a mjx_lite PPO parameter file (expected format {FORMAT!r})")
-    network = NetworkConfig.from_dict(payload["network"])
-    params = jax.tree.map(jp.asarray, payload["params"])
+    try:
+        network = NetworkConfig.from_dict(payload["network"])
+        params = jax.tree.map(jp.asarray, payload["params"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: a damaged mjx_lite PPO parameter file ({type(e).__name__}: {e})") from e
     return make_policy_fn(network), params, payload.get("meta", {})

@@ -3,6 +3,7 @@
     python -m mjx_lite train cartpole_balance --timesteps 2e6
     python -m mjx_lite train humanoid                       # a bundled model: its task (humanoid_stand)
     python -m mjx_lite train hopper --model my_hopper.xml   # the hopper task on your variant of its model
+    python -m mjx_lite train cartpole_balance --video cartpole.mp4   # then render the trained policy
     python -m mjx_lite train --env hopper --timesteps 1e7 --num-envs 256 --set learning_rate=3e-4 --out hop.msgpack
 
 A task is a bundled model with observations, actions and a reward (`mjx_lite.envs.names()`); a bundled model's
@@ -23,9 +24,9 @@ import time
 from tqdm.auto import tqdm
 
 import mjx_lite
-from mjx_lite import envs, models
+from mjx_lite import envs, models, render
 from mjx_lite.mjcf.spec import did_you_mean
-from mjx_lite.rl import configs, ppo
+from mjx_lite.rl import configs, play, ppo
 from mjx_lite.run import HelpFormatter
 
 __all__ = ["main"]
@@ -81,7 +82,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite train") 
     p.add_argument("--out", default=None, help="parameter file (default ppo_<env>.msgpack)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a PPOConfig field")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--video", default=None, metavar="PATH",
+                   help="after training, render the deterministic policy to PATH (.mp4, .gif, .png; as `play`)")
+    p.add_argument("--video-steps", type=int, default=500, help="control steps of the --video rollout")
     a = p.parse_args(argv)
+    if a.video is not None:
+        try:  # before training: a missing writer must not cost a training run
+            render.require_writer(a.video)
+        except (ImportError, ValueError) as e:
+            p.error(f"--video: {e}")
     a.env = a.task or a.env
     if a.env is None:
         p.error(f"give a task: {', '.join(envs.names())}")
@@ -110,8 +119,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite train") 
         tqdm.write(line)  # above the progress bar, not over it
 
     t0 = time.perf_counter()
-    _, params, metrics = ppo.train(env, num_timesteps, num_envs=num_envs, seed=a.seed, progress_fn=progress,
-                                   num_evals=a.evals, show_progress=not a.no_progress, **cfg)  # fmt: skip
+    make_policy, params, metrics = ppo.train(env, num_timesteps, num_envs=num_envs, seed=a.seed,
+                                             progress_fn=progress, num_evals=a.evals,
+                                             show_progress=not a.no_progress, **cfg)  # fmt: skip
     total = time.perf_counter() - t0
     print("\nlearning curve (deterministic evaluation):")
     print(f"  {'steps':>12}  {'return':>8}  {'wall s':>7}")
@@ -123,6 +133,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite train") 
             "final_return": metrics.get("eval/episode_reward")}  # fmt: skip
     ppo.save(out, params, metrics["network"], meta)
     print(f"\nsaved parameters to {out} ({total:.0f} s in all)")
+    if a.video is not None:
+        print(f"rendering the trained policy to {a.video} (later: `python -m mjx_lite play {out}`)", flush=True)
+        play.render_policy(env, make_policy(params, deterministic=True), a.video, steps=a.video_steps,
+                           action_repeat=int(cfg.get("action_repeat", 1)), seed=a.seed)
     return 0
 
 
