@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mjx_lite import envs
-from mjx_lite.rl import networks, ppo
+from mjx_lite.rl import configs, networks, ppo
 from mjx_lite.rl import train as train_cli
 from tests.rl_envs import Slider
 
@@ -105,6 +105,26 @@ def test_config_errors(slider):
         ppo.PPOConfig(unroll_length=0)
 
 
+def test_default_batching_scales_with_num_envs():
+    """configs.batching: valid PPOConfigs for any num_envs; the tuned 128-environment setting unchanged; about
+    TRAJECTORIES trajectories per update up to 1024 environments, one round of num_envs beyond."""
+    tuned = {k: configs.DEFAULTS["cartpole_balance"][k] for k in ("num_envs", "batch_size", "num_minibatches")}
+    assert configs.batching(128) == tuned
+    for n in (1, 3, 100, 128, 256, 1000, 1024, 1536, 2048, 3000, 8192):
+        b = configs.batching(n)
+        cfg = ppo.PPOConfig(**b)  # validates the multiple-of-num_envs rule
+        trajectories = cfg.batch_size * cfg.num_minibatches
+        assert trajectories % n == 0 and 1 <= cfg.num_minibatches <= configs.MINIBATCHES, (n, b)
+        if n <= 1024:
+            assert 2 / 3 * configs.TRAJECTORIES <= trajectories <= 1.5 * configs.TRAJECTORIES, (n, b)
+        else:
+            assert trajectories == n, (n, b)
+    assert configs.defaults("hopper", num_envs=2048)["batch_size"] == 128
+    assert configs.defaults("hopper")["num_envs"] == 128
+    with pytest.raises(ValueError, match="positive int"):
+        configs.batching(0)
+
+
 def _gae_reference(r, v, boot, term, trunc, gamma, lam):
     b, t = r.shape
     adv = np.zeros((b, t))
@@ -191,8 +211,6 @@ def test_ppo_solves_cartpole_balance():
 
     Measured on the shared, loaded 2-core machine: first evaluation >= 900 at 1.2M steps, ~190 s wall in all.
     """
-    from mjx_lite.rl import configs
-
     cfg = configs.defaults("cartpole_balance")
     steps = cfg.pop("num_timesteps")
     cfg["num_eval_envs"] = 32

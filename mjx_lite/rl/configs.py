@@ -1,12 +1,26 @@
-"""Default PPO settings per task, for `python -m mjx_lite.rl.train` and the benchmarks.
+"""Default PPO settings per task, for `python -m mjx_lite train`, the benchmarks and `ppo.train(env, steps,
+**configs.defaults(task, num_envs=...))`.
 
-Sized for a CPU (small networks, 128 environments); on an accelerator raise `num_envs` and `batch_size`.
-`cartpole_balance` and `hopper` were tuned and measured (benchmarks/rl_ppo.py); the others are starting points.
+Sized for a CPU (small networks, 128 environments) and tuned there: `cartpole_balance` and `hopper` were
+measured (benchmarks/rl_ppo.py); the other tasks' entries are starting points.
+
+Scaling with `num_envs` (`defaults(task, num_envs=N)`, and `train --num-envs N`): an update collects
+`TRAJECTORIES` (1024) trajectories of `unroll_length` steps, in `max(1, round(1024 / N))` rounds of N
+environments (N * rounds trajectories: N of them at N >= 1536), split into `MINIBATCHES` (16) minibatches (fewer
+when N * rounds is not a multiple of 16: the largest divisor <= 16). So the environment steps per update, the
+minibatch size and the number of gradient steps per training budget stay those tuned at 128 environments for any
+N up to ~1024, and the minibatches grow with N beyond it. Everything else (learning rate, epochs, discount,
+networks) does not depend on N. Brax instead fixes `batch_size` and `num_minibatches` per task and requires
+`batch_size * num_minibatches` to be a multiple of `num_envs`, so its settings for 2048 environments do not run
+at 100 and learn differently at 256 (docs/rl.md).
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULTS", "defaults"]
+__all__ = ["DEFAULTS", "MINIBATCHES", "TRAJECTORIES", "batching", "defaults"]
+
+TRAJECTORIES = 1024  # trajectories per update at the tuned setting (128 environments x 8 rounds)
+MINIBATCHES = 16  # minibatches per epoch at the tuned setting
 
 _CPU = dict(
     num_envs=128, batch_size=64, num_minibatches=16, unroll_length=10, num_updates_per_batch=8,
@@ -25,9 +39,42 @@ DEFAULTS: dict[str, dict] = {
                       "value_hidden": (128, 128)},
     "humanoid_stand": {**_CPU, "num_timesteps": 50_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
                        "value_hidden": (128, 128)},
+    # the DeepMind Control Suite tasks (untuned starting points; dm_control's episodes: 1000 control steps)
+    "acrobot_swingup": {**_CPU, "num_timesteps": 20_000_000, "discounting": 0.99},
+    "acrobot_swingup_sparse": {**_CPU, "num_timesteps": 20_000_000, "discounting": 0.99},
+    "point_mass_easy": {**_CPU, "num_timesteps": 5_000_000, "discounting": 0.99},
+    "ball_in_cup_catch": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},
+    "cheetah_run": {**_CPU, "num_timesteps": 20_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
+                    "value_hidden": (128, 128)},
+    "walker_stand": {**_CPU, "num_timesteps": 10_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
+                     "value_hidden": (128, 128)},
+    "walker_walk": {**_CPU, "num_timesteps": 20_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
+                    "value_hidden": (128, 128)},
+    "walker_run": {**_CPU, "num_timesteps": 50_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
+                   "value_hidden": (128, 128)},
 }  # fmt: skip
 
 
-def defaults(task: str) -> dict:
-    """A copy of the default settings of `task` (the CPU defaults for a task without its own entry)."""
-    return dict(DEFAULTS.get(task, {**_CPU, "num_timesteps": 5_000_000}))
+def batching(num_envs: int) -> dict:
+    """{"num_envs", "batch_size", "num_minibatches"} for `num_envs` environments (the rule of the module docstring).
+
+    >>> batching(128), batching(256), batching(2048)  # 1024, 1024, 2048 trajectories per update
+    ({'num_envs': 128, 'batch_size': 64, 'num_minibatches': 16}, {'num_envs': 256, 'batch_size': 64, \
+'num_minibatches': 16}, {'num_envs': 2048, 'batch_size': 128, 'num_minibatches': 16})
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive int, not {num_envs!r}")
+    trajectories = num_envs * max(1, round(TRAJECTORIES / num_envs))
+    minibatches = max(d for d in range(1, MINIBATCHES + 1) if trajectories % d == 0)
+    return {"num_envs": num_envs, "batch_size": trajectories // minibatches, "num_minibatches": minibatches}
+
+
+def defaults(task: str, num_envs: int | None = None) -> dict:
+    """A copy of the default settings of `task` (the CPU defaults for a task without its own entry), with
+    `batch_size` and `num_minibatches` derived from `num_envs` when given (see `batching`); includes
+    `num_timesteps` and `num_envs`."""
+    cfg = dict(DEFAULTS.get(task, {**_CPU, "num_timesteps": 5_000_000}))
+    if num_envs is not None:
+        cfg.update(batching(num_envs))
+    return cfg
+

@@ -9,7 +9,8 @@
 A task is a bundled model with observations, actions and a reward (`mjx_lite.envs.names()`); a bundled model's
 name trains its first task. `--model` (a path or bundled name) trains a task on another model with the bodies,
 joints and sensors the task reads; a task for a new kind of model is an `envs.Env` subclass (docs/rl.md).
-Defaults per task come from `mjx_lite.rl.configs`; `--set name=value` overrides any `ppo.PPOConfig` field. The
+Defaults per task come from `mjx_lite.rl.configs` (batch size and minibatches scaled with --num-envs);
+`--set name=value` overrides any `ppo.PPOConfig` field. The
 parameters are written with flax's msgpack serialisation (`ppo.load(path)` reads them back).
 """
 
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite train") 
     p.add_argument("--env", default=None, help="the same, as an option")
     p.add_argument("--model", default=None, help="train the task on this model (MJCF/URDF path or bundled name)")
     p.add_argument("--timesteps", type=float, default=None, help="environment steps (default: the task's)")
-    p.add_argument("--num-envs", type=int, default=None, help="parallel environments (default: the task's)")
+    p.add_argument("--num-envs", type=int, default=None,
+                   help="parallel environments (default: the task's); batch size and minibatches follow from it")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--evals", type=int, default=10, help="evaluations (the first before training)")
     p.add_argument("--out", default=None, help="parameter file (default ppo_<env>.msgpack)")
@@ -100,12 +102,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite train") 
         p.error(str(e))
     if note:
         print(note, flush=True)
-    cfg = configs.defaults(a.env)
+    try:  # --num-envs N derives batch_size and num_minibatches from N (configs.batching); --set overrides them
+        cfg = configs.defaults(a.env, num_envs=a.num_envs)
+    except ValueError as e:
+        p.error(f"--num-envs: {e}")
     num_timesteps = int(a.timesteps) if a.timesteps is not None else int(cfg.pop("num_timesteps"))
     cfg.pop("num_timesteps", None)
     cfg.update(_parse_set(a.set))
-    if a.num_envs is not None:
-        cfg["num_envs"] = a.num_envs
     num_envs = cfg.pop("num_envs")
     out = a.out or f"ppo_{a.env}.msgpack"
     env = envs.make(a.env) if a.model is None else _on_model(p, a.env, a.model)
