@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jp
-import numpy as np
 
 import mjx_lite
 from mjx_lite import names
@@ -33,7 +32,6 @@ class Cheetah(Env):
         super().__init__(suite.load("cheetah") if model is None else model, n_frames=1)
         m = self.model
         self._speed = names.sensor_slice(m, "torso_subtreelinvel").start
-        self._limited = np.asarray(m.jnt_qposadr)[np.asarray(m.jnt_limited, bool)]
 
     def observation(self, d: Data) -> jax.Array:
         return jp.concatenate([d.qpos[1:], d.qvel])
