@@ -41,13 +41,15 @@ def _param(name):
 
 
 # states where the reward is not trivially 0: the acrobot pointing up (tip on the target), the point mass at the
-# target, the ball in the cup, the walker standing; qpos entries by joint name
+# target, the ball at the cup's target site (world z 0.6 - 0.05; the ball body sits at z 0.2 + ball_z), the
+# cheetah and the walker moving forward faster than the run speeds (10, 8 m/s), the walker standing at qpos0;
+# (qpos, qvel) entries by joint name
 SUCCESS = {
-    "acrobot": {"shoulder": 0.0, "elbow": 0.0},
-    "point_mass": {"root_x": 0.0, "root_y": 0.0},
-    "ball_in_cup": {"ball_x": 0.0, "ball_z": -0.05},
-    "cheetah": {},
-    "walker": {},
+    "acrobot": ({"shoulder": 0.0, "elbow": 0.0}, {}),
+    "point_mass": ({"root_x": 0.0, "root_y": 0.0}, {}),
+    "ball_in_cup": ({"ball_x": 0.0, "ball_z": 0.35}, {}),
+    "cheetah": ({}, {"rootx": 12.0}),
+    "walker": ({}, {"rootx": 9.0}),
 }
 
 
@@ -65,10 +67,12 @@ def _states(m, domain, n=3, seed=0):
             elif int(m.jnt_type[j]) == int(mjl.JointType.HINGE):
                 q[a] = rng.uniform(-np.pi, np.pi)
         out.append((q, rng.normal(size=m.nv), rng.uniform(-1, 1, m.nu)))
-    q = np.array(m.qpos0)
-    for joint, value in SUCCESS[domain].items():
+    q, v = np.array(m.qpos0), 0.01 * rng.normal(size=m.nv)
+    for joint, value in SUCCESS[domain][0].items():
         q[mjl.names.qpos_slice(m, joint)] = value
-    out.append((q, 0.01 * rng.normal(size=m.nv), np.zeros(m.nu)))
+    for joint, value in SUCCESS[domain][1].items():
+        v[mjl.names.qvel_slice(m, joint)] = value
+    out.append((q, v, np.zeros(m.nu)))
     return out
 
 
