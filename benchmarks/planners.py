@@ -24,36 +24,18 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from mjx_lite import trajopt  # noqa: E402
 from mjx_lite.trajopt import tasks  # noqa: E402
 
 ILQR_ITERATIONS = 30
 SAMPLING_ITERATIONS = 50
-PLANNERS_PER_TASK = {"cartpole": ("ilqr", "ps", "mppi"), "acrobot": ("ilqr", "ps", "mppi"),
-                     "reacher": ("ilqr", "ps", "mppi")}  # fmt: skip
 
 
 def make_planner(task: tasks.Task, name: str, samples: int, iterations: int | None):
     """(iterations, planner(key) -> Result) for planner `name` on `task`."""
-    common = dict(terminal_cost=task.terminal_cost, ctrl_init=task.ctrl_init)
-    if name == "ilqr":
-        n = iterations or ILQR_ITERATIONS
-        return n, lambda key: trajopt.ilqr(task.m, task.d0, task.cost, task.horizon, iterations=n, **common)
-    n = iterations or SAMPLING_ITERATIONS
-    fn = trajopt.predictive_sampling if name == "ps" else trajopt.mppi
-    opts = dict(task.sampler)
-    opts["knots"] = min(opts["knots"], task.horizon)
-    return n, lambda key: fn(task.m, task.d0, task.cost, task.horizon, samples=samples, rng=key, iterations=n,
-                             **opts, **common)  # fmt: skip
-
-
-def goal_error(task: tasks.Task, ctrl) -> float:
-    d = trajopt.rollout(task.m, task.d0, ctrl)
-    last = jax.tree.map(lambda x: x[-1], d)
-    return task.error(np.asarray(last.qpos), np.asarray(last.qvel), last)
+    n = iterations or (ILQR_ITERATIONS if name == "ilqr" else SAMPLING_ITERATIONS)
+    return n, lambda key: tasks.plan(task, name, n, samples=samples, rng=key)
 
 
 def run_task(task: tasks.Task, planners, samples: int, repeats: int, iterations: int | None):
@@ -64,7 +46,7 @@ def run_task(task: tasks.Task, planners, samples: int, repeats: int, iterations:
         t = time.perf_counter()
         res = jax.block_until_ready(plan(jax.random.PRNGKey(0)))
         first = time.perf_counter() - t
-        err = goal_error(task, res.ctrl)
+        err = tasks.final_error(task, res.ctrl)
         used = int(res.report.iterations) if res.report is not None else n
         reason = res.report.reason_name() if res.report is not None else "-"
         rows[name] = dict(n=n, used=used, reason=reason, c0=float(res.costs[0]), c1=float(res.cost), err=err,
@@ -118,7 +100,7 @@ def main(argv=None):
     table = []
     for tname in [s for s in args.tasks.split(",") if s]:
         task = makers[tname](20) if args.quick else makers[tname]()
-        planners = [x for x in PLANNERS_PER_TASK[tname] if x in wanted]
+        planners = [x for x in tasks.PLANNERS if x in wanted]
         samples = 16 if args.quick else args.samples
         iterations = 2 if args.quick else args.iterations
         rows = run_task(task, planners, samples, 1 if args.quick else args.repeats, iterations)

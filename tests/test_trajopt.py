@@ -363,3 +363,31 @@ def test_box_push_needs_contact_aware_gradients():
     assert float(res.cost) < 0.3 * float(res.costs[0])
     box = np.asarray(res.states.qpos[-1, 2:4])
     assert np.linalg.norm(box - [0.25, 0.0]) < 0.03, box
+
+
+# ---- slow: the test-bed tasks (trajopt.tasks), at issue 42's iteration budgets ----------------------------------
+
+BUDGET = {"ilqr": 30, "ps": 50, "mppi": 50}  # iterations
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("planner", tasks.PLANNERS)
+def test_cartpole_swing_up_in_2s(planner):
+    """From hanging at rest, 2 s: the end state of the plan is upright (|angle| <= tasks.ANGLE_TOL) and balanced
+    (|rate| <= tasks.RATE_TOL) within the budget (iLQR 30 iterations, the samplers 50 with 256 samples)."""
+    task = tasks.cartpole()
+    res = tasks.plan(task, planner, BUDGET[planner], rng=jax.random.PRNGKey(0))
+    err = tasks.final_error(task, res.ctrl)
+    assert err <= 1.0, (planner, err, np.asarray(res.costs))
+    if planner == "ilqr":
+        assert int(res.report.iterations) <= BUDGET["ilqr"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("planner", tasks.PLANNERS)
+def test_reacher_by_every_planner(planner):
+    """The fingertip ends within tasks.REACH_TOL of the target."""
+    task = tasks.reacher()
+    res = tasks.plan(task, planner, BUDGET[planner], rng=jax.random.PRNGKey(0))
+    err = tasks.final_error(task, res.ctrl)
+    assert err <= 1.0, (planner, err, np.asarray(res.costs))

@@ -21,9 +21,11 @@ import jax.numpy as jp
 import numpy as np
 
 import mjx_lite
-from mjx_lite.trajopt import costs
+from mjx_lite.trajopt import common, costs, sampling
+from mjx_lite.trajopt.ilqr import ilqr
+from mjx_lite.trajopt.mppi import mppi
 
-__all__ = ["ACROBOT", "Task", "acrobot", "cartpole", "reacher"]
+__all__ = ["ACROBOT", "PLANNERS", "Task", "acrobot", "cartpole", "final_error", "plan", "reacher"]
 
 ANGLE_TOL = 0.1  # rad: "upright" at the end of a swing-up
 RATE_TOL = 0.5  # rad/s: "balanced" (cartpole)
@@ -165,3 +167,27 @@ def reacher(horizon: int = 150) -> Task:
     sampler = dict(knots=6, interpolation="cubic", noise_std=0.5, noise_decay=0.93)
     return Task("reacher", m, d0, cost, terminal, horizon, jp.zeros((horizon, m.nu), d0.qpos.dtype),
                 lambda q, v, d: error(q, v, d) <= 1.0, error, sampler)  # fmt: skip
+
+
+PLANNERS = ("ilqr", "ps", "mppi")  # iLQR, predictive sampling, MPPI
+
+
+def plan(task: Task, planner: str, iterations: int, *, samples: int = 256, rng: jax.Array | None = None):
+    """Run `planner` (one of PLANNERS) on `task` from its initial controls; the samplers use `task.sampler`."""
+    kw = dict(terminal_cost=task.terminal_cost, ctrl_init=task.ctrl_init)
+    if planner == "ilqr":
+        return ilqr(task.m, task.d0, task.cost, task.horizon, iterations=iterations, **kw)
+    if planner not in PLANNERS:
+        raise ValueError(f"tasks.plan: planner must be one of {PLANNERS}, not {planner!r}")
+    fn = sampling.predictive_sampling if planner == "ps" else mppi
+    opts = dict(task.sampler)
+    opts["knots"] = min(opts["knots"], task.horizon)
+    return fn(task.m, task.d0, task.cost, task.horizon, samples=samples, rng=rng, iterations=iterations, **opts,
+              **kw)  # fmt: skip
+
+
+def final_error(task: Task, ctrl: jax.Array) -> float:
+    """`task.error` at the end of the rollout of `ctrl` (T, nu) from the task's start (<= 1: the goal is met)."""
+    d = common.rollout(task.m, task.d0, ctrl)
+    last = jax.tree.map(lambda x: x[-1], d)
+    return task.error(np.asarray(last.qpos), np.asarray(last.qvel), last)
