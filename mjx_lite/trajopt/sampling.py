@@ -37,10 +37,10 @@ def _check(m, d0, horizon, samples, iterations, knots, interpolation, noise_std,
     splines.check(int(horizon), knots, interpolation)
     if not np.isfinite(noise_decay) or noise_decay <= 0:
         raise ValueError(f"{name}: noise_decay must be a positive number, not {noise_decay!r}")
-    std = np.broadcast_to(np.asarray(noise_std, float), (m.nu,))
-    if not np.all(np.isfinite(std)) or np.any(std < 0):
+    std = jp.broadcast_to(jp.asarray(noise_std, u0.dtype), (m.nu,))
+    if not isinstance(std, jax.core.Tracer) and (not np.all(np.isfinite(std)) or np.any(np.asarray(std) < 0)):
         raise ValueError(f"{name}: noise_std must be non-negative, not {noise_std!r}")
-    return iterations, int(samples), u0, int(knots), jp.asarray(std, u0.dtype)
+    return iterations, int(samples), u0, int(knots), std
 
 
 def sample(m: Model, d0: Data, cost: common.Cost, horizon: int, samples: int, rng, iterations: int, *,
@@ -53,8 +53,8 @@ def sample(m: Model, d0: Data, cost: common.Cost, horizon: int, samples: int, rn
         raise ValueError(f"{name}: temperature must be positive, not {temperature!r}")
     rng = jax.random.PRNGKey(0) if rng is None else rng
     dtype = u0.dtype
-    M = jp.asarray(splines.matrix(int(horizon), knots, interpolation), dtype)
-    P = jp.asarray(np.linalg.pinv(np.asarray(M)), dtype)
+    Mn = splines.matrix(int(horizon), knots, interpolation)  # numpy: built at trace time, a constant
+    M, P = jp.asarray(Mn, dtype), jp.asarray(np.linalg.pinv(Mn), dtype)
     return _sample(m, d0, M, P @ u0, rng, std, jp.asarray(noise_decay, dtype), jp.asarray(temperature, dtype),
                    cost, terminal_cost, samples, iterations, method)  # fmt: skip
 
