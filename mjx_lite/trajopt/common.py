@@ -26,7 +26,7 @@ from mjx_lite import derivatives
 from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.types import Data, IntegratorType, Model
 
-__all__ = ["Result", "Trajectory", "ctrl_bounds", "evaluate", "rollout", "simulate"]
+__all__ = ["Report", "Result", "STOP_REASONS", "Trajectory", "ctrl_bounds", "evaluate", "rollout", "simulate"]
 
 Cost = Callable[[Data, jax.Array, jax.Array], jax.Array]
 TerminalCost = Callable[[Data], jax.Array]
@@ -49,7 +49,8 @@ class Result:
     ctrl: (T, nu) the best control sequence found; states: its rollout (`Trajectory`, T+1 states);
     cost: () its total cost J; costs: (iterations + 1,) the cost curve (costs[0]: the initial controls, then the
     cost of the planner's iterate after each iteration); gains: iLQR's feedback gains K (T, nu, 2nv+na) in the
-    tangent-space convention of `derivatives.transition` (u = ctrl[t] + K[t] dx), None for the other planners.
+    tangent-space convention of `derivatives.transition` (u = ctrl[t] + K[t] dx), None for the other planners;
+    report: iLQR's convergence `Report`, None for the other planners.
     """
 
     ctrl: jax.Array
@@ -57,6 +58,32 @@ class Result:
     cost: jax.Array
     costs: jax.Array
     gains: jax.Array | None = None
+    report: Report | None = None
+
+
+STOP_REASONS = ("iterations", "converged", "regularization_limit")
+
+
+@flax.struct.dataclass
+class Report:
+    """How an iterative planner stopped.
+
+    iterations: () int, the iterations run (the rest of the static count were skipped); reason: () int, an index into
+    `STOP_REASONS`: "iterations" (the count ran out), "converged" (an accepted step lowered the cost by less than
+    the relative tolerance), "regularization_limit" (no step lowered the cost even at the largest regularisation);
+    regularization: () the final regularisation mu; step_sizes: (iterations,) the accepted line-search step size
+    of each iteration (0: rejected or skipped); regularizations: (iterations,) the mu each iteration used.
+    Under vmap every field gains the batch axis. `reason_name()` reads the reason on the host.
+    """
+
+    iterations: jax.Array
+    reason: jax.Array
+    regularization: jax.Array
+    step_sizes: jax.Array
+    regularizations: jax.Array
+
+    def reason_name(self) -> str:
+        return STOP_REASONS[int(self.reason)]
 
 
 def ctrl_bounds(m: Model, dtype) -> tuple[jax.Array, jax.Array]:

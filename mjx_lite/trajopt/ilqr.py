@@ -3,11 +3,13 @@
 Each iteration linearises the dynamics along the current trajectory with `derivatives.transition` (tangent-space
 states, vmapped over the horizon), expands the running and terminal costs to second order (autodiff through
 `forward`; the Hessians made positive semi-definite by taking the absolute values of their eigenvalues, the
-gradients exact), runs the Riccati backward pass with Levenberg-Marquardt regularisation mu on Q_uu and a one-pass
-active-set treatment of the control bounds (clamped controls get no feedback, Tassa et al. 2014), and a forward
-pass with feedback u = clip(u_nom + alpha k + K dx) for several step sizes alpha at once (vmapped). The best
-trajectory is kept when it lowers the cost; mu shrinks after a success and grows after a failure. The iteration
-count is static (no early exit): converged iterations leave the trajectory unchanged.
+gradients exact), runs the Riccati backward pass with Levenberg-Marquardt regularisation mu on Q_uu, the control
+bounds by a box-QP per step (projected Newton, `trajopt.boxqp`; clamped controls get no feedback, Tassa, Mansard
+and Todorov 2014), and a forward pass with feedback u = clip(u_nom + alpha k + K dx) for all the line search's step
+sizes alpha at once (one batched rollout). The lowest-cost trajectory is kept when it lowers the cost; mu follows
+Tassa's schedule (`regularization_update`: shrinks after a success, grows ever faster after failures). The
+iteration count is static; once the relative improvement of an accepted step falls below `tolerance` (or mu reaches
+its limit without a descent) the remaining iterations are skipped (`lax.cond`) and `Result.report` says why.
 """
 
 from __future__ import annotations
@@ -16,27 +18,44 @@ import functools
 
 import jax
 import jax.numpy as jp
-import jax.scipy.linalg as jsl
 import numpy as np
 
 from mjx_lite import derivatives, linalg
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.pipeline import step as _pipeline
-from mjx_lite.trajopt import common
+from mjx_lite.trajopt import boxqp, common
 from mjx_lite.types import Data, Model
 
-__all__ = ["ilqr"]
+__all__ = ["ilqr", "regularization_update"]
 
 DEFAULT_ALPHAS = (1.0, 0.5, 0.25, 0.1, 0.03, 0.01)
 MU_MIN = 1e-8  # regularisation floor (relative to Q_uu's diagonal, see backward)
 MU_MAX = 1e8  # a mu this large means no descent direction was found
-MU_UP = 10.0
-MU_DOWN = 0.3
+MU_FACTOR = 2.0  # Tassa's delta_0: the base factor of the schedule
+DEFAULT_TOLERANCE = 1e-6  # relative cost improvement below which an accepted step ends the iterations
+
+
+def regularization_update(mu, delta, accepted, *, factor: float = MU_FACTOR, mu_min: float = MU_MIN,
+                          mu_max: float = MU_MAX):  # fmt: skip
+    """Tassa's regularisation schedule (Tassa, Erez and Todorov 2012, section II.F): (mu, delta) -> (mu', delta').
+
+    After an accepted step delta = min(delta / factor, 1 / factor) and mu shrinks by delta (to mu_min at least);
+    after a rejected one delta = max(delta * factor, factor) and mu grows by delta, from mu_min at least: repeated
+    failures raise mu ever faster, repeated successes lower it ever faster. mu is kept in [mu_min, mu_max].
+    Scalars or arrays (elementwise); accepted: bool.
+    """
+    down = jp.minimum(delta / factor, 1.0 / factor)
+    up = jp.maximum(delta * factor, factor)
+    delta = jp.where(accepted, down, up)
+    mu = jp.where(accepted, mu * delta, jp.maximum(mu, mu_min) * delta)
+    return jp.clip(mu, mu_min, mu_max), delta
 
 
 def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 20, *,
          ctrl_init: jax.Array | None = None, terminal_cost: common.TerminalCost | None = None,
-         regularization: float = 1e-6, alphas: tuple[float, ...] = DEFAULT_ALPHAS) -> common.Result:  # fmt: skip
+         regularization: float = 1e-6, alphas: tuple[float, ...] = DEFAULT_ALPHAS,
+         tolerance: float = DEFAULT_TOLERANCE,
+         qp_iterations: int = boxqp.DEFAULT_ITERATIONS) -> common.Result:  # fmt: skip
     """Minimise J(ctrl) (see `trajopt.common`) with iLQR.
 
     Args:
@@ -47,12 +66,16 @@ def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 
       horizon: T (static); iterations: number of iLQR iterations (static).
       ctrl_init: (T, nu) initial controls (default zeros clipped into range).
       regularization: initial mu: Q_uu + mu * mean|diag Q_uu| * I at each step.
-      alphas: the line-search step sizes tried in parallel each iteration (static).
+      alphas: the line-search step sizes tried in parallel each iteration (one batched rollout; only their
+        number is static).
+      tolerance: stop when an accepted step lowers the cost by less than this fraction of it.
+      qp_iterations: projected Newton iterations of the per-step box-QP (static).
 
     Returns:
-      `Result`: controls, their rollout, total cost, the cost curve (iterations + 1,) and the feedback gains
-      K (T, nu, 2nv+na). jit-compiled once per (model structure, cost, horizon, iterations, alphas); vmap over
-      `d0` works.
+      `Result`: controls, their rollout, total cost, the cost curve (iterations + 1,; after a stop the cost stays
+      flat), the feedback gains K (T, nu, 2nv+na) and the convergence `Report` (iterations run, reason, final mu,
+      accepted step sizes). jit-compiled once per (model structure, cost, horizon, iterations, len(alphas)); vmap
+      over `d0` works.
     """
     iterations = common.check_iterations(iterations)
     u0 = common.check_horizon(m, horizon, ctrl_init, d0.qpos.dtype)
@@ -61,7 +84,12 @@ def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 
         raise ValueError(f"ilqr: alphas must be positive step sizes, not {alphas!r}")
     if not np.isfinite(regularization) or regularization < 0:
         raise ValueError(f"ilqr: regularization must be a non-negative number, not {regularization!r}")
-    return _ilqr(m, d0, u0, jp.asarray(regularization, u0.dtype), cost, terminal_cost, iterations, alphas)
+    if not np.isfinite(tolerance) or tolerance < 0:
+        raise ValueError(f"ilqr: tolerance must be a non-negative number, not {tolerance!r}")
+    qp_iterations = common.check_iterations(qp_iterations, "qp_iterations")
+    dtype = u0.dtype
+    return _ilqr(m, d0, u0, jp.asarray(regularization, dtype), jp.asarray(alphas, dtype), jp.asarray(tolerance, dtype),
+                 cost, terminal_cost, iterations, qp_iterations)  # fmt: skip
 
 
 def _grad_hessian(m: Model, f, z):
@@ -107,8 +135,8 @@ def _state_diff(m: Model, qpos0, qvel0, act0, d: Data) -> jax.Array:
     return jp.concatenate([derivatives.differentiate_pos(m, qpos0, d.qpos), d.qvel - qvel0, d.act - act0])
 
 
-@functools.partial(jax.jit, static_argnames=("cost", "terminal_cost", "iterations", "alphas"))
-def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
+@functools.partial(jax.jit, static_argnames=("cost", "terminal_cost", "iterations", "qp_iterations"))
+def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations, qp_iterations):
     dtype = u0.dtype
     nv, na, nu = m.nv, m.na, m.nu
     nx = 2 * nv + na
@@ -171,13 +199,6 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
             Vxx = _psd(Vxx, library)
         return A, B, g, H, Vx, Vxx
 
-    def spd_factor(a):
-        """Cholesky factor of a (nu, nu): NaN where a is not positive definite (`ok` below)."""
-        return jsl.cho_factor(a, lower=True)[0] if library else linalg.cholesky_upper(a)
-
-    def spd_solve(c, b):
-        return jsl.cho_solve((c, True), b) if library else linalg.cho_solve_upper(c, b)
-
     def backward(A, B, g, H, Vx, Vxx, u, mu):
         eye = jp.eye(nu, dtype=dtype)
         tiny = jp.finfo(dtype).tiny ** 0.5
@@ -195,21 +216,10 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
             Quu = 0.5 * (Quu + Quu.T)
             # mu relative to the curvature's scale at this step (costs of any unit get the same schedule)
             Qr = Quu + (mu * (jp.mean(jp.abs(jp.diagonal(Quu))) + tiny)) * eye
-            # unconstrained step, then one active-set pass for the bounds
-            chol = spd_factor(Qr)
-            ok = jp.all(jp.isfinite(chol)) & jp.all(jp.diagonal(chol) > 0)
-            k0 = -spd_solve(chol, Qu)
-            target = jp.clip(ut + k0, lo, hi)
-            clamped = target != ut + k0
-            free = ~clamped
-            kc = jp.where(clamped, target - ut, 0.0)
-            Qf = jp.where(free[:, None] & free[None, :], Qr, 0.0) + jp.diag(jp.where(clamped, 1.0, 0.0))
-            rhs = jp.where(free, -(Qu + Qr @ kc), 0.0)
-            # Qf: Qr's free block and ones on the clamped diagonal, positive definite as Qr
-            cf = spd_factor(Qf)
-            kf = spd_solve(cf, rhs)
-            k = jp.where(clamped, kc, kf)
-            K = -spd_solve(cf, jp.where(free[:, None], Qux, 0.0))
+            ok = boxqp.factor_ok(boxqp.spd_factor(Qr, library))  # then every free block is positive definite too
+            # the feedforward step k: the box-QP on the controls' bounds shifted by the nominal controls
+            k, free, cf = boxqp.box_qp(Qr, Qu, lo - ut, hi - ut, iterations=qp_iterations, library=library)
+            K = jp.where(free[:, None], -boxqp.spd_solve(cf, jp.where(free[:, None], Qux, 0.0), library), 0.0)
             Vx = Qx + K.T @ Quu @ k + K.T @ Qu + Qux.T @ k
             Vxx = Qxx + K.T @ Quu @ K + K.T @ Qux + Qux.T @ K
             Vxx = 0.5 * (Vxx + Vxx.T)
@@ -219,7 +229,6 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
         good = jp.all(ok) & jp.all(jp.isfinite(k)) & jp.all(jp.isfinite(K))
         return jp.where(good, k, 0.0), jp.where(good, K, 0.0), good
 
-    alpha_arr = jp.asarray(alphas, dtype)
     zeros_k = jp.zeros((T, nu), dtype)
     zeros_K = jp.zeros((T, nu, nx), dtype)
     line_search = jax.vmap(run, in_axes=(None, None, None, None, 0))  # the rollout is traced once, batched
@@ -227,9 +236,10 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
     # same batched rollout as the line search
     dummy = (jp.zeros((T + 1, m.nq), dtype), jp.zeros((T + 1, nv), dtype), jp.zeros((T + 1, na), dtype))
     J0, u_init, traj0 = jax.tree.map(lambda x: x[0], line_search(u0, dummy, zeros_k, zeros_K, alpha_arr))
+    zero = jp.zeros((), dtype)
 
-    def iteration(carry, _):
-        u, traj, J, mu, K_prev = carry
+    def iterate(carry):
+        u, traj, J, mu, delta, K_prev, _, _ = carry
         A, B, g, H, Vx, Vxx = expand(u, traj)
         k, K, good = backward(A, B, g, H, Vx, Vxx, u, mu)
         totals, us, trajs = line_search(u, traj, k, K, alpha_arr)
@@ -239,14 +249,29 @@ def _ilqr(m, d0, u0, mu0, cost, terminal_cost, iterations, alphas):
         pick = lambda new, old: jp.where(accept, new[best], old)  # noqa: E731
         u = pick(us, u)
         traj = jax.tree.map(pick, trajs, traj)
-        J = jp.where(accept, totals[best], J)
+        J_new = jp.where(accept, totals[best], J)
         K_prev = jp.where(accept, K, K_prev)
-        mu = jp.clip(jp.where(accept, mu * MU_DOWN, jp.maximum(mu, 1e-6) * MU_UP), MU_MIN, MU_MAX)
-        return (u, traj, J, mu, K_prev), J
+        mu_new, delta = regularization_update(mu, delta, accept)
+        converged = accept & (J - J_new <= tolerance * jp.abs(J))
+        stuck = ~accept & (mu >= MU_MAX)
+        reason = jp.where(converged, 1, jp.where(stuck, 2, 0)).astype(jp.int32)
+        return (u, traj, J_new, mu_new, delta, K_prev, reason, jp.where(accept, alpha_arr[best], zero))
 
-    init = (u_init, traj0, J0, mu0, zeros_K)
-    (u, traj, J, _, K), costs = jax.lax.scan(iteration, init, None, length=iterations)
+    def iteration(carry, _):
+        state, count = carry
+        done = state[6] != 0
+        state = state[:6] + (state[6], zero)
+        mu_used = state[3]
+        state = jax.lax.cond(done, lambda s: s, iterate, state)
+        count = count + jp.where(done, 0, 1)
+        return (state, count), (state[2], state[7], mu_used)
+
+    init = (u_init, traj0, J0, mu0, jp.ones((), dtype), zeros_K, jp.zeros((), jp.int32), zero)
+    ((u, traj, J, mu, _, K, reason, _), count), (costs, steps_taken, mus) = jax.lax.scan(
+        iteration, (init, jp.zeros((), jp.int32)), None, length=iterations)
     costs = jp.concatenate([J0[None], costs])
     qpos, qvel, act, time, _ = traj
     states = common.Trajectory(qpos=qpos, qvel=qvel, act=act, time=time)
-    return common.Result(ctrl=u, states=states, cost=J, costs=costs, gains=K)
+    report = common.Report(iterations=count, reason=reason, regularization=mu, step_sizes=steps_taken,
+                           regularizations=mus)  # fmt: skip
+    return common.Result(ctrl=u, states=states, cost=J, costs=costs, gains=K, report=report)

@@ -1,0 +1,122 @@
+"""Planners on the test-bed tasks (`mjx_lite.trajopt.tasks`): iLQR, predictive sampling and MPPI on the cartpole
+swing-up (2 s from hanging at rest), the acrobot swing-up (iLQR) and the reacher; prints a table.
+
+Each planner runs once with a fixed iteration budget (iLQR 30, the samplers 50; issue 42's targets), then again for
+the timing (no compilation): the timed calls of all planners of a task are interleaved `--repeats` times and the
+median is reported as ms per iteration (a loaded machine shows up as a spread between min and median). "solved":
+the end state of the returned controls' rollout meets the task's goal check (`Task.success`: the cartpole's pole
+within 0.1 rad of upright and turning slower than 0.5 rad/s, ...); "error" is the distance from the goal in units of
+its tolerance (<= 1: solved). float64 throughout.
+
+python benchmarks/planners.py [--tasks cartpole,acrobot,reacher] [--planners ilqr,ps,mppi] [--samples 256]
+                              [--repeats 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from mjx_lite.trajopt import tasks  # noqa: E402
+
+ILQR_ITERATIONS = 30
+SAMPLING_ITERATIONS = 50
+
+
+def make_planner(task: tasks.Task, name: str, samples: int, iterations: int | None):
+    """(iterations, planner(key) -> Result) for planner `name` on `task`."""
+    n = iterations or (ILQR_ITERATIONS if name == "ilqr" else SAMPLING_ITERATIONS)
+    return n, lambda key: tasks.plan(task, name, n, samples=samples, rng=key)
+
+
+def run_task(task: tasks.Task, planners, samples: int, repeats: int, iterations: int | None):
+    rows = {}
+    calls = {}
+    for name in planners:
+        n, plan = make_planner(task, name, samples, iterations)
+        t = time.perf_counter()
+        res = jax.block_until_ready(plan(jax.random.PRNGKey(0)))
+        first = time.perf_counter() - t
+        err = tasks.final_error(task, res.ctrl)
+        used = int(res.report.iterations) if res.report is not None else n
+        reason = res.report.reason_name() if res.report is not None else "-"
+        rows[name] = dict(n=n, used=used, reason=reason, c0=float(res.costs[0]), c1=float(res.cost), err=err,
+                          first=first, times=[])  # fmt: skip
+        calls[name] = plan
+        print(f"  {task.name} {name}: first call {first:.1f} s, error {err:.2f}", flush=True)
+    for _ in range(repeats):  # interleaved timings
+        for name, plan in calls.items():
+            t = time.perf_counter()
+            jax.block_until_ready(plan(jax.random.PRNGKey(0)))
+            rows[name]["times"].append(time.perf_counter() - t)
+    return rows
+
+
+LABELS = {"ilqr": "iLQR", "ps": "predictive sampling", "mppi": "MPPI"}
+
+
+def table_lines(head, table) -> list[str]:
+    widths = [max(len(str(row[i])) for row in [head, *table]) for i in range(len(head))]
+    return ["| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+            for row in [head, tuple("-" * w for w in widths), *table]]  # fmt: skip
+
+
+HEAD = ("task", "planner", "iterations", "cost", "error/tol", "solved", "ms/iteration", "first call s")
+
+
+def report(quick: bool = False) -> str:
+    """The docs/benchmarks.md section (benchmarks/report.py)."""
+    args = ["--quick"] if quick else []
+    table = main(args)
+    cmd = "python benchmarks/planners.py" + (" --quick" if quick else "")
+    return "\n".join([
+        "### Planners (iLQR, predictive sampling, MPPI) on the trajopt tasks", "",
+        f"`{cmd}` (float64; iLQR budget {ILQR_ITERATIONS} iterations, samplers {SAMPLING_ITERATIONS} with 256 "
+        "samples over cubic spline knots; solved: the end state meets the task's goal check, error/tol <= 1; "
+        "ms/iteration: median of interleaved timed calls, no compilation).", "",
+        *table_lines(HEAD, table), ""])  # fmt: skip
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--tasks", default="cartpole,acrobot,reacher")
+    p.add_argument("--planners", default="ilqr,ps,mppi")
+    p.add_argument("--samples", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--iterations", type=int, default=None, help="override the iteration budgets")
+    p.add_argument("--quick", action="store_true", help="short horizons and budgets (a smoke test, no targets)")
+    args = p.parse_args(argv)
+    makers = {"cartpole": tasks.cartpole, "acrobot": tasks.acrobot, "reacher": tasks.reacher}
+    wanted = [s for s in args.planners.split(",") if s]
+    table = []
+    for tname in [s for s in args.tasks.split(",") if s]:
+        task = makers[tname](20) if args.quick else makers[tname]()
+        planners = [x for x in tasks.PLANNERS if x in wanted]
+        samples = 16 if args.quick else args.samples
+        iterations = 2 if args.quick else args.iterations
+        rows = run_task(task, planners, samples, 1 if args.quick else args.repeats, iterations)
+        for name, r in rows.items():
+            med = statistics.median(r["times"])
+            per = 1e3 * med / r["n"]
+            table.append((f"{tname} ({task.horizon} steps)", LABELS[name] + ("" if name == "ilqr" else f" ({samples})"),
+                          f"{r['used']}/{r['n']} ({r['reason']})", f"{r['c0']:.1f} -> {r['c1']:.1f}", f"{r['err']:.2f}",
+                          "yes" if r["err"] <= 1.0 else "no", f"{per:.0f} (min {1e3 * min(r['times']) / r['n']:.0f})",
+                          f"{r['first']:.0f}"))  # fmt: skip
+    print()
+    print("\n".join(table_lines(HEAD, table)))
+    print(f"\njax {jax.__version__}, {jax.devices()[0].platform}, float64, samples {args.samples}; "
+          f"ms/iteration: median of {args.repeats} interleaved timed calls / iterations")  # fmt: skip
+    return table
+
+
+if __name__ == "__main__":
+    main()
