@@ -325,9 +325,6 @@ _CUSTOM = NoEffect("custom numeric/text/tuple data: stored for the user, never r
 # elements refused as a whole (the loader raises MJCFUnsupportedError naming them): their attributes are moot
 REFUSED_ELEMENTS = {
     "camprojection": "camera projection sensors",
-    "sensor/distance": "geom distance sensors",
-    "sensor/normal": "geom distance sensors",
-    "sensor/fromto": "geom distance sensors",
     "sensor/user": "user sensors (callbacks)",
 }
 

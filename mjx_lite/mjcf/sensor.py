@@ -1,7 +1,7 @@
 """Compiler pass for <sensor>: every non-rendering MuJoCo 4.0 sensor (mjModel sensor_*, nsensordata).
 
-Not supported (MJCFError naming the element): tactile, plugin, camera rangefinders (rendering-like), and
-sensor history buffers (nsample > 0 / delay > 0).
+Not supported (MJCFError naming the element): tactile, plugin, camprojection, user, camera rangefinders
+(rendering-like), and sensor history buffers (nsample > 0 / delay > 0).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
-from mjx_lite.types import DataType, JointType, ObjType, SensorType, Stage
+from mjx_lite.types import DataType, GeomType, JointType, ObjType, SensorType, Stage
 
 R, P, A, Q = DataType.REAL, DataType.POSITIVE, DataType.AXIS, DataType.QUATERNION
 POS, VEL, ACC = Stage.POS, Stage.VEL, Stage.ACC
@@ -66,9 +66,10 @@ _TABLE = {
     "clock": (SensorType.CLOCK, R, POS, 1, None),
     "user": (SensorType.USER, None, None, None, "user"),
 }
-# refused at load: MuJoCo computes them, mjx_lite's pipeline does not (camera projection, geom distances, user
-# callbacks); tactile and plugin sensors need MuJoCo features mjx_lite lacks
-UNSUPPORTED = ("tactile", "plugin", "camprojection", "distance", "normal", "fromto", "user")
+# refused at load: MuJoCo computes them, mjx_lite's pipeline does not (camera projection, user callbacks); tactile
+# and plugin sensors need MuJoCo features mjx_lite lacks
+UNSUPPORTED = ("tactile", "plugin", "camprojection", "user")
+
 
 _OBJTYPE = {"body": ObjType.BODY, "xbody": ObjType.XBODY, "geom": ObjType.GEOM, "site": ObjType.SITE,
             "camera": ObjType.CAMERA}  # fmt: skip
@@ -130,6 +131,18 @@ def _frame_obj(ctx, el, type_attr, name_attr, required=True) -> tuple[int, int]:
     return ot, ctx.id_of(_OBJ_KEY[ot], n, el, name_attr)
 
 
+def _geomdist_types(ctx: CompileContext, s: Element, sides) -> None:
+    """MuJoCo's error for a geom distance sensor that reaches a height field (directly or through a body)."""
+    gtype = np.asarray(ctx.arrays.get("geom_type", np.zeros(0, np.int32)))
+    gbody = np.asarray(ctx.arrays.get("geom_bodyid", np.zeros(0, np.int32)))
+    for otype, oid, gattr, battr in sides:
+        geoms = np.nonzero(gbody == oid)[0] if otype == ObjType.BODY else [oid]
+        for g in geoms:
+            if int(gtype[g]) == GeomType.HFIELD:
+                raise error(s, "height fields are not supported in geom distance sensors",
+                            battr if otype == ObjType.BODY else gattr)
+
+
 def compile_sensor(root: Element, ctx: CompileContext) -> None:
     """Sensors -> ctx.arrays (sensor_*), ctx.sizes (nsensor, nsensordata)."""
     sensors = section_children(root, "sensor")
@@ -179,6 +192,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         elif kind == "geompair":
             objtype, objid = _one_of(ctx, s, (("geom1", ObjType.GEOM, "geom"), ("body1", ObjType.BODY, "body")), True)
             reftype, refid = _one_of(ctx, s, (("geom2", ObjType.GEOM, "geom"), ("body2", ObjType.BODY, "body")), True)
+            _geomdist_types(ctx, s, ((objtype, objid, "geom1", "body1"), (reftype, refid, "geom2", "body2")))
         elif kind == "contact":
             objtype, objid = _one_of(ctx, s, (("geom1", ObjType.GEOM, "geom"), ("body1", ObjType.BODY, "body"),
                                               ("subtree1", ObjType.XBODY, "body"), ("site", ObjType.SITE, "site")),
@@ -227,7 +241,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         c = float(get(s, "cutoff", 0.0))
         if c < 0:
             raise error(s, "negative cutoff", "cutoff")
-        if c > 0 and dtype in (A, Q):
+        if c > 0 and (dtype == Q or (dtype == A and s.tag != "normal")):  # normal: the distance bound
             raise error(s, "cutoff applied to axis or quaternion datatype in sensor", "cutoff")
         nz = float(get(s, "noise", 0.0))
         if nz < 0:

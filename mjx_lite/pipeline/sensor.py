@@ -9,11 +9,11 @@ unchanged, as in MuJoCo.
 Supported: joint/tendon/actuator/ball sensors, frame sensors (pos, quat, axes, lin/ang vel with reference
 frames, lin/ang acc), subtree com/linvel/angmom, accelerometer, velocimeter, gyro, magnetometer, force, torque,
 jointactfrc, tendonactfrc, joint/tendon limit pos/vel/frc (read from the constraint rows; zero when there are
-none), e_potential, e_kinetic, clock, insidesite, site rangefinders (`ray.rangefinder`, every data field), and the
-contact sensors of `sensor_contact`: touch and contact (every object kind, data field and reduction; its stage is
-pos, vel or acc depending on the fields, and its cutoff is ignored, as in MuJoCo). Tactile, camprojection, geom
-distance sensors (distance, normal, fromto), user and plugin sensors, and sensor history/delay buffers raise
-NotImplementedError at trace time.
+none), e_potential, e_kinetic, clock, insidesite, site rangefinders (`ray.rangefinder`, every data field), geom
+distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact sensors of `sensor_contact`: touch
+and contact (every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and
+its cutoff is ignored, as in MuJoCo). Tactile, camprojection, user and plugin sensors, and sensor history/delay
+buffers raise NotImplementedError at trace time.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.math import quat_conj, quat_mul, quat_normalize, quat_sub
-from mjx_lite.pipeline import contact_force, inertia, ray, rne, sensor_contact, velocity
+from mjx_lite.pipeline import contact_force, inertia, ray, rne, sensor_contact, sensor_geomdist, velocity
 from mjx_lite.types import (
     ConstraintType,
     Data,
@@ -42,9 +42,6 @@ S = SensorType
 _UNSUPPORTED = {
     S.TACTILE: "tactile sensors need contacts (later issue)",
     S.CAMPROJECTION: "camprojection sensors are not implemented",
-    S.GEOMDIST: "geom distance sensors need the collision module (later issue)",
-    S.GEOMNORMAL: "geom distance sensors need the collision module (later issue)",
-    S.GEOMFROMTO: "geom distance sensors need the collision module (later issue)",
     S.USER: "user sensors (callbacks) are not supported",
     S.PLUGIN: "plugin sensors are not supported",
 }
@@ -325,19 +322,23 @@ def _compute_stage(m: Model, d: Data, stage: int) -> Data:
     groups: dict[tuple, list[int]] = {}
     for i in sel:
         # contact sensors differ in size and options: one group each; rangefinders: one group per data mask
-        own = int(i) if stypes[i] == S.CONTACT else -1
+        own = int(i) if stypes[i] == S.CONTACT or stypes[i] in sensor_geomdist.GEOMDIST_TYPES else -1
         if stypes[i] == S.RANGEFINDER:
             own = int(np.asarray(m.sensor_intprm)[i, 0])
         key = (int(stypes[i]), int(objtype[i]), int(reftype[i]), bool(refid[i] >= 0), own)
         groups.setdefault(key, []).append(int(i))
     idx, vals = [], []
     shared = sensor_contact.Shared(m, d)  # contact forces and order, computed once for all contact sensors
+    gd_ids = [int(i) for i in sel if stypes[i] in sensor_geomdist.GEOMDIST_TYPES]
+    gd = dict(zip(gd_ids, sensor_geomdist.geomdist(m, d, gd_ids))) if gd_ids else {}
     for (t, ot, rt, _, own), members in groups.items():
         mem = np.asarray(members)
         if t == S.CONTACT:
             v = sensor_contact.contact_sensor(m, d, own, shared)[None, :]
         elif t == S.RANGEFINDER:
             v = ray.rangefinder(m, d, objid[mem], own)
+        elif t in sensor_geomdist.GEOMDIST_TYPES:
+            v = gd[own][None, :]
         else:
             v = _group_values(m, d, t, ot, objid[mem], rt, refid[mem], shared)
         v = jp.asarray(v, d.sensordata.dtype).reshape(len(mem), -1)
