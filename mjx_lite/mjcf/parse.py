@@ -42,6 +42,8 @@ from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError, d
 # structure
 
 _NI = "not supported by mjx_lite"
+# refused elements with more to say than _NI
+_WHY = {"composite": "not supported: MuJoCo 4.0 removed it and refuses it too (its migration: <flexcomp dim='1'>)"}
 _BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body", "frame", "replicate",
                   "attach"}
 _BODY_UNSUPPORTED = {"plugin", "composite", "flexcomp", "skin", "flex"}
@@ -126,7 +128,8 @@ def _schema_only(raw, parent: str) -> None:
     for k in raw.children:
         if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
             if k.tag in UNSUPPORTED.get(key, ()):
-                raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_NI}", k.file, k.line, k.tag)
+                raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_WHY.get(k.tag, _NI)}", k.file, k.line,
+                                           k.tag)
             raise _unknown_element(k, raw.tag, key)
         _schema_only(k, raw.tag)
 
@@ -664,7 +667,8 @@ class _Builder:
         for k in raw.children:
             if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
                 if k.tag in unsupported:
-                    raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_NI}", k.file, k.line, k.tag)
+                    raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_WHY.get(k.tag, _NI)}", k.file, k.line,
+                                           k.tag)
                 raise _unknown_element(k, raw.tag, key)
 
     # -- section with plain children ----------------------------------------------------------------------
@@ -728,7 +732,8 @@ class _Builder:
                 if k.children:
                     c = k.children[0]
                     if c.tag in UNSUPPORTED.get(tag, ()):
-                        raise MJCFUnsupportedError(f"<{c.tag}> (in <{tag}>) is {_NI}", c.file, c.line, c.tag)
+                        raise MJCFUnsupportedError(f"<{c.tag}> (in <{tag}>) is {_WHY.get(c.tag, _NI)}", c.file, c.line,
+                                               c.tag)
                     raise MJCFError(f"unknown element (in <{tag}>)", c.file, c.line, c.tag)
                 out.children.append(self.element(k, key, childclass, frame))
 
