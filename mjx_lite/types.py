@@ -671,12 +671,15 @@ class Model:
     # cam
     cam_bodyid: np.ndarray = static_field(shape=("ncam",), dtype="int32")
     cam_fovy: jax.Array = shaped("ncam")
+    cam_intrinsic: jax.Array = shaped("ncam", 4)
     cam_mat0: jax.Array = shaped("ncam", 9)
     cam_mode: np.ndarray = static_field(shape=("ncam",), dtype="int32")
     cam_pos: jax.Array = shaped("ncam", 3)
     cam_pos0: jax.Array = shaped("ncam", 3)
     cam_poscom0: jax.Array = shaped("ncam", 3)
     cam_quat: jax.Array = shaped("ncam", 4)
+    cam_resolution: np.ndarray = static_field(shape=("ncam", 2), dtype="int32")
+    cam_sensorsize: jax.Array = shaped("ncam", 2)
     cam_targetbodyid: np.ndarray = static_field(shape=("ncam",), dtype="int32")
     # dof
     dof_M0: jax.Array = shaped("nv")

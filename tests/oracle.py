@@ -258,7 +258,7 @@ def compare_textures_with_spec(ours: types.Model, spec: mujoco.MjSpec) -> list[s
 
 # sensors not compared by the sensor oracle tests: unsupported, or needing contacts (tests/test_sensor_contact.py)
 UNSUPPORTED_SENSORS = {
-    mujoco.mjtSensor.mjSENS_TOUCH, mujoco.mjtSensor.mjSENS_CAMPROJECTION,
+    mujoco.mjtSensor.mjSENS_TOUCH,
     mujoco.mjtSensor.mjSENS_CONTACT, mujoco.mjtSensor.mjSENS_TACTILE, mujoco.mjtSensor.mjSENS_GEOMDIST,
     mujoco.mjtSensor.mjSENS_GEOMNORMAL, mujoco.mjtSensor.mjSENS_GEOMFROMTO,
 }  # fmt: skip

@@ -18,7 +18,8 @@ ATOL = 1e-9
 
 
 # A model of our own covering what sensor.xml lacks: reference frames of every object type, insidesite on
-# every site shape, energy, tendon actuator force, limit sensors, positive-datatype cutoff.
+# every site shape, energy, tendon actuator force, limit sensors, positive-datatype cutoff, camprojection through a
+# camera with a sensor size and focal lengths (sensor.xml's cameras use fovy).
 EXTRA_XML = """
 <mujoco>
   <option><flag energy="enable" constraint="disable"/></option>
@@ -44,6 +45,8 @@ EXTRA_XML = """
         </body>
       </body>
     </body>
+    <camera name="ci" pos="0 -2 1" xyaxes="1 0 0 0 .3 1" resolution="640 480" sensorsize="0.0036 0.0027"
+            focal="0.003 0.0031" principalpixel="300 250"/>
     <body name="f" pos="1 0 0">
       <freejoint name="jf"/>
       <geom type="ellipsoid" size=".1 .2 .3"/>
@@ -113,6 +116,8 @@ EXTRA_XML = """
     <insidesite objtype="geom" objname="ga" site="w_cylinder"/>
     <insidesite objtype="camera" objname="ca" site="w_box"/>
     <insidesite objtype="site" objname="sf" site="w_box"/>
+    <camprojection site="sc" camera="ci"/>
+    <camprojection site="sf" camera="ca" cutoff="300"/>
   </sensor>
 </mujoco>
 """
@@ -217,8 +222,8 @@ def test_disabled_sensors_leave_sensordata():
 
 def test_unsupported_sensor_raises():
     xml = """<mujoco><worldbody><camera name="c" pos="0 0 3"/><body><joint/><geom size=".1"/><site name="s"/></body>
-             </worldbody><sensor><camprojection site="s" camera="c"/></sensor></mujoco>"""
+             </worldbody><sensor><user dim="1" needstage="pos"/></sensor></mujoco>"""
     mjm = mujoco.MjModel.from_xml_string(xml)
     m = oracle.model_from_mujoco(mjm)
-    with pytest.raises(NotImplementedError, match="camprojection"):
+    with pytest.raises(NotImplementedError, match="user"):
         sensor.sensor_pos(m, io.make_data(m))

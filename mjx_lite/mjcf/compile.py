@@ -922,7 +922,7 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
     ).reshape(nsite)
 
     # ---- cameras and lights
-    _compile_cameras(cam, ctx, A)
+    _compile_cameras(cam, ctx, A, float(visual.visual_settings(root)["map"]["znear"]))
     _compile_lights(lgt, ctx, A)
 
     ctx.arrays.update(A)
@@ -957,9 +957,13 @@ def _mode_target(el: Element, ctx: CompileContext) -> tuple[int, int]:
     return at.keyword(el, "mode", _CAM_MODES, "fixed"), tid
 
 
-def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
+def _compile_cameras(cams: list, ctx: CompileContext, A: dict, znear: float) -> None:
+    """cam_*; cam_intrinsic and cam_sensorsize are MuJoCo's float32 values (mjCCamera: focal lengths and principal
+    point in length units, from their pixel values where given; without a sensor size, znear as the focal lengths)."""
     n = len(cams)
     bodyid, mode, target, pos, quat, fovy = [], [], [], [], [], []
+    resolution, sensorsize, intrinsics = [], [], []
+    f32 = np.float32
     for bid, el, fr in cams:
         bodyid.append(bid)
         m, tid = _mode_target(el, ctx)
@@ -982,18 +986,31 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict) -> None:
             raise at.error(el, "focal/principal require sensorsize in camera", "sensorsize")
         if has_sensorsize and (res[0] <= 0 or res[1] <= 0):
             raise at.error(el, "sensorsize requires positive resolution in camera", "resolution")
+        ssf = f32(ss)  # MuJoCo keeps the sensor size, intrinsics and pixel density in float32
+        intr = np.zeros(4, f32)
         if has_sensorsize:
-            density = res[1] / ss[1]
-            fpix = at.vec(el, "focalpixel", 2, (0, 0))[1]  # pixel values override length values
-            focal = fpix / density if fpix else at.vec(el, "focal", 2, (0, 0))[1]
-            fv = inr.atan2(ss[1] / 2, focal) * 360.0 / math.pi
+            density = np.array([f32(res[0]) / ssf[0], f32(res[1]) / ssf[1]], f32)
+            fpix, flen = f32(at.vec(el, "focalpixel", 2, (0, 0))), f32(at.vec(el, "focal", 2, (0, 0)))
+            ppix, plen = f32(at.vec(el, "principalpixel", 2, (0, 0))), f32(at.vec(el, "principal", 2, (0, 0)))
+            for k in range(2):  # pixel values override length values
+                intr[k] = fpix[k] / density[k] if fpix[k] else flen[k]
+                intr[2 + k] = ppix[k] / density[k] if ppix[k] else plen[k]
+            fv = float(np.arctan2(ssf[1] / f32(2), intr[1])) * 360.0 / math.pi  # float atan2, as MuJoCo
+        else:
+            intr[:2] = f32(znear)
         fovy.append(fv)
+        resolution.append(res)
+        sensorsize.append(ssf)
+        intrinsics.append(intr)
     A["cam_bodyid"] = np.array(bodyid, np.int32).reshape(n)
     A["cam_mode"] = np.array(mode, np.int32).reshape(n)
     A["cam_targetbodyid"] = np.array(target, np.int32).reshape(n)
     A["cam_pos"] = np.array(pos, float).reshape(n, 3)
     A["cam_quat"] = np.array(quat, float).reshape(n, 4)
     A["cam_fovy"] = np.array(fovy, float).reshape(n)
+    A["cam_resolution"] = np.array(resolution, np.int32).reshape(n, 2)
+    A["cam_sensorsize"] = np.array(sensorsize, float).reshape(n, 2)
+    A["cam_intrinsic"] = np.array(intrinsics, float).reshape(n, 4)
     for k, s in (("cam_pos0", (3,)), ("cam_poscom0", (3,)), ("cam_mat0", (9,))):
         A[k] = np.zeros((n,) + s)
 

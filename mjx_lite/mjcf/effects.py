@@ -218,10 +218,12 @@ _SITE = {"name": NAME, "class": CLASS, "type": model("site_type"), "group": GROU
 _CAMERA = {
     "name": NAME, "class": CLASS, "mode": model("cam_mode"), "target": model("cam_targetbodyid"),
     "projection": NoEffect("rendering: orthographic projection (mjx_lite.render draws perspective cameras)"),
-    "fovy": model("cam_fovy"), "ipd": NoEffect("stereo rendering"), "resolution": NoEffect("rendering resolution"),
-    "output": NoEffect("which images a camera renders"), "focal": Compiler("camera intrinsics (fovy)"),
-    "focalpixel": Compiler("camera intrinsics (fovy)"), "principal": NoEffect("rendering: principal point"),
-    "principalpixel": NoEffect("rendering: principal point"), "sensorsize": Compiler("camera intrinsics (fovy)"),
+    "fovy": model("cam_fovy"), "ipd": NoEffect("stereo rendering"), "resolution": model("cam_resolution"),
+    "output": NoEffect("which images a camera renders"), "focal": model("cam_intrinsic", "cam_fovy"),
+    "focalpixel": model("cam_intrinsic", "cam_fovy"),
+    "principal": NoEffect("rendering: principal point (cam_intrinsic; camprojection ignores it, as MuJoCo)"),
+    "principalpixel": NoEffect("rendering: principal point (cam_intrinsic; camprojection ignores it, as MuJoCo)"),
+    "sensorsize": model("cam_sensorsize", "cam_fovy"),
     "pos": model("cam_pos"), **{k: model("cam_quat") for k in ORIENT}, "user": USER,
 }  # fmt: skip
 _LIGHT_VISUAL = ("directional", "castshadow", "active", "attenuation", "cutoff", "exponent", "ambient", "diffuse",
@@ -324,7 +326,6 @@ _CUSTOM = NoEffect("custom numeric/text/tuple data: stored for the user, never r
 
 # elements refused as a whole (the loader raises MJCFUnsupportedError naming them): their attributes are moot
 REFUSED_ELEMENTS = {
-    "camprojection": "camera projection sensors",
     "sensor/user": "user sensors (callbacks)",
 }
 

@@ -1,6 +1,6 @@
 """Compiler pass for <sensor>: every non-rendering MuJoCo 4.0 sensor (mjModel sensor_*, nsensordata).
 
-Not supported (MJCFError naming the element): tactile, plugin, camprojection, user, camera rangefinders
+Not supported (MJCFError naming the element): tactile, plugin, user, camera rangefinders
 (rendering-like), and sensor history buffers (nsample > 0 / delay > 0).
 """
 
@@ -66,9 +66,9 @@ _TABLE = {
     "clock": (SensorType.CLOCK, R, POS, 1, None),
     "user": (SensorType.USER, None, None, None, "user"),
 }
-# refused at load: MuJoCo computes them, mjx_lite's pipeline does not (camera projection, user callbacks); tactile
-# and plugin sensors need MuJoCo features mjx_lite lacks
-UNSUPPORTED = ("tactile", "plugin", "camprojection", "user")
+# refused at load: MuJoCo computes them, mjx_lite's pipeline does not (user callbacks); tactile and plugin sensors
+# need MuJoCo features mjx_lite lacks
+UNSUPPORTED = ("tactile", "plugin", "user")
 
 
 _OBJTYPE = {"body": ObjType.BODY, "xbody": ObjType.XBODY, "geom": ObjType.GEOM, "site": ObjType.SITE,
@@ -175,6 +175,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             intprm[i, 0] = mask
         elif s.tag == "camprojection":
             reftype, refid = ObjType.CAMERA, _obj(ctx, s, "camera", "camera")
+            if np.any(np.asarray(ctx.arrays["cam_resolution"])[refid] <= 0):
+                raise error(s, "camprojection sensor requires a camera with positive resolution", "camera")
         elif s.tag in ("ballquat", "ballangvel") and jnt_type[objid] != JointType.BALL:
             raise error(s, "joint must be a ball joint", "joint")
         elif s.tag in ("jointpos", "jointvel", "jointlimitpos", "jointlimitvel", "jointlimitfrc",

@@ -12,7 +12,7 @@ jointactfrc, tendonactfrc, joint/tendon limit pos/vel/frc (read from the constra
 none), e_potential, e_kinetic, clock, insidesite, site rangefinders (`ray.rangefinder`, every data field), geom
 distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact sensors of `sensor_contact`: touch
 and contact (every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and
-its cutoff is ignored, as in MuJoCo). Tactile, camprojection, user and plugin sensors, and sensor history/delay
+its cutoff is ignored, as in MuJoCo), camprojection. Tactile, user and plugin sensors, and sensor history/delay
 buffers raise NotImplementedError at trace time.
 """
 
@@ -25,6 +25,7 @@ import numpy as np
 from mjx_lite.math import quat_conj, quat_mul, quat_normalize, quat_sub
 from mjx_lite.pipeline import contact_force, inertia, ray, rne, sensor_contact, sensor_geomdist, velocity
 from mjx_lite.types import (
+    MINVAL,
     ConstraintType,
     Data,
     DataType,
@@ -41,7 +42,6 @@ S = SensorType
 
 _UNSUPPORTED = {
     S.TACTILE: "tactile sensors need contacts (later issue)",
-    S.CAMPROJECTION: "camprojection sensors are not implemented",
     S.USER: "user sensors (callbacks) are not supported",
     S.PLUGIN: "plugin sensors are not supported",
 }
@@ -185,6 +185,25 @@ def _inside_site(m: Model, d: Data, point: jax.Array, sites: np.ndarray) -> jax.
     return sensor_contact.inside_site(m, d, point, sites).astype(d.qpos.dtype)
 
 
+def _cam_project(m: Model, d: Data, sites: np.ndarray, cams: np.ndarray) -> jax.Array:
+    """Pixel coordinates (k, 2) of sites in cameras (cam_project): focal lengths in pixels from the intrinsics and
+    sensor size (in float32, as MuJoCo computes them from its float fields), else from fovy; the depth clamped away
+    from zero by MINVAL keeping its sign."""
+    dtype = d.qpos.dtype
+    res = jp.asarray(np.asarray(m.cam_resolution)[cams], dtype)  # (k, 2)
+    ss, intr = m.cam_sensorsize[cams], m.cam_intrinsic[cams]
+    has_ss = (ss[:, 0] != 0) & (ss[:, 1] != 0)
+    f_fov = 0.5 / jp.tan(m.cam_fovy[cams] * np.pi / 360.0) * res[:, 1]
+    safe_ss = jp.where(has_ss[:, None], ss, 1.0).astype(jp.float32)
+    f_ss = (intr[:, :2].astype(jp.float32) / safe_ss * res.astype(jp.float32)).astype(dtype)
+    fx = jp.where(has_ss, f_ss[:, 0], f_fov)
+    fy = jp.where(has_ss, f_ss[:, 1], f_fov)
+    rel = jp.einsum("kji,kj->ki", d.cam_xmat[cams], d.site_xpos[sites] - d.cam_xpos[cams])
+    z = rel[:, 2]
+    denom = jp.where(jp.abs(z) < MINVAL, jp.where(z < 0, -MINVAL, MINVAL), z)
+    return jp.stack([-fx * rel[:, 0] / denom + 0.5 * res[:, 0], fy * rel[:, 1] / denom + 0.5 * res[:, 1]], axis=-1)
+
+
 def _group_values(
     m: Model,
     d: Data,
@@ -202,6 +221,8 @@ def _group_values(
     col = jp.asarray
     if stype == S.MAGNETOMETER:
         return jp.einsum("kji,j->ki", d.site_xmat[objid], m.opt.magnetic)
+    if stype == S.CAMPROJECTION:
+        return _cam_project(m, d, objid, refid)
     if stype == S.JOINTPOS:
         return d.qpos[np.asarray(m.jnt_qposadr)[objid]][:, None]
     if stype == S.TENDONPOS:
