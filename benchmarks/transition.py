@@ -8,7 +8,8 @@ batch; the best round of each is reported as time per state, with the ratio mjx_
 faster) and the largest normwise disagreement max |A - A_fd| / max |A_fd| (and B) over the states.
 
 python benchmarks/transition.py [--model humanoid|quadruped|all] [--batch 64] [--rounds 5]
-                                [--modes forward,reverse,step] [--rows N]
+                                [--modes forward,reverse,step,forward:8]
+(a mode "MODE:N" passes ncon=N: the differentiated pass with N contact slots)
 """
 
 from __future__ import annotations
@@ -80,12 +81,10 @@ def _err(got, want):
     return max(float(np.abs(g - w).max() / max(np.abs(w).max(), 1e-300)) for g, w in zip(got, want))
 
 
-def run(name, batch, rounds, modes, rows):
+def run(name, batch, rounds, modes):
     mjm = mujoco.MjModel.from_xml_path(MODELS[name])
     mjds = states(mjm, batch, SETTLE[name])
     m = oracle.model_from_mujoco(mjm)
-    if rows is not None:
-        m = mjl.configure(m, transition_rows=rows) if hasattr(mjl.Config, "transition_rows") else m
     ncon = [s.ncon for s in mjds]
     nefc = [s.nefc for s in mjds]
     print(f"{name}: nv {mjm.nv} nu {mjm.nu} na {mjm.na} nconmax {m.nconmax} njmax {m.njmax}; ncon {min(ncon)}-"
@@ -93,7 +92,10 @@ def run(name, batch, rounds, modes, rows):
     db = batch_data(m, mjds)
     fns = {}
     for mode in modes:
-        fn = jax.jit(jax.vmap(lambda d, mode=mode: derivatives.transition(m, d, sensors=False, mode=mode)[:2]))
+        base, _, cap = mode.partition(":")  # "forward:8": ncon=8
+        ncon = int(cap) if cap else None
+        fn = jax.jit(jax.vmap(lambda d, b=base, c=ncon: derivatives.transition(m, d, sensors=False, mode=b,
+                                                                                ncon=c)[:2]))  # fmt: skip
         t = time.perf_counter()
         out = jax.block_until_ready(fn(db))
         print(f"  compile+first {mode}: {time.perf_counter() - t:.1f} s", flush=True)
@@ -124,11 +126,10 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--modes", default="forward,reverse")
-    ap.add_argument("--rows", type=int, default=None)
     a = ap.parse_args()
     names = list(MODELS) if a.model == "all" else a.model.split(",")
     for name in names:
-        run(name, a.batch, a.rounds, a.modes.split(","), a.rows)
+        run(name, a.batch, a.rounds, a.modes.split(","))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import io as _io
 from mjx_lite import linalg
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import linalg as config_linalg
@@ -47,6 +48,7 @@ from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.pipeline.integrate import integrate_pos
 from mjx_lite.solver import common as _solver
 from mjx_lite.types import MINVAL, Data, DisableBit, IntegratorType, JointType, Model
+from mjx_lite.types import Warning as MjWarning
 
 __all__ = ["differentiate_pos", "forward_mode", "integrate_pos", "jacobian", "smooth_step", "step", "transition"]
 
@@ -294,18 +296,32 @@ def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True) -> Data
 # ---- transition Jacobians ------------------------------------------------------------------------------------
 
 
-@functools.partial(jit_when_eager, static_argnames=("sensors", "mode"))
-def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto"):
+MODES = ("auto", "forward", "reverse", "step")
+
+
+@functools.partial(jit_when_eager, static_argnames=("sensors", "mode", "ncon"))
+def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon: int | None = None):
     """Jacobians (A, B, C, D) of one step at the state of `d` in the layout and convention of mjd_transitionFD.
 
-    Exact: forward-mode autodiff where the model allows it (`forward_mode`), else reverse mode through the
-    implicit gradient of the constraint solver (or the smoothed derivative of `smooth_step`).
+    Exact. Where `linearized_supported(m)` (exact gradients, no noslip, not RK4), the step is first run once, then
+    autodiff goes through `linearized_step`: the same step at that state with the constraint solve, the mass-matrix
+    solve and the integrator's solve replaced by their implicit-function linearisations at their solutions (no
+    derivative of solver iterations or factorisations). Otherwise autodiff goes through `step` itself
+    (`jacobian`: forward mode where `forward_mode(m)`, else reverse mode through the solver's implicit gradient, or
+    the smoothed derivative of `smooth_step`).
 
     Args:
       m: Model (its `config.contact_gradients` chooses exact or smoothed derivatives, see `step`).
       d: Data holding the state (qpos, qvel, act), ctrl, applied forces and qacc_warmstart; forward need not
         have run. Under `jax.vmap` over `d`, Jacobians for a batch of states.
       sensors: also return C and D (else None for both).
+      mode: "auto" (forward mode over the 2nv+na+nu inputs unless the outputs, 2nv+na (+ nsensordata), are
+        fewer: then reverse), "forward" (`jax.jacfwd`), "reverse" (`jax.jacrev`), or "step" (autodiff through
+        `step` itself, the former method: for comparison).
+      ncon: None (default), or a contact capacity for the differentiated pass (`configure(m, nconmax=ncon)`): the
+        derivatives then go through ncon contact slots' rows instead of the model's m.nconmax, which is faster
+        where most slots are empty. Exact when the state has at most ncon active contacts; where it has more,
+        the Jacobians are NaN (never a silent approximation). Not with mode "step".
 
     Called on concrete arrays it runs jitted (compiled once per model and Data shapes); inside a transformation it
     traces inline.
@@ -314,17 +330,26 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto"):
       A: (2nv+na, 2nv+na), B: (2nv+na, nu), C: (nsensordata, 2nv+na), D: (nsensordata, nu), in the dtype of
       d.qpos. State rows/columns are (dq, qvel, act) with dq in the tangent space (see the module docstring).
     """
+    if mode not in MODES:
+        raise ValueError(f"transition: mode must be one of {MODES}, not {mode!r}")
     nv, na, nu = m.nv, m.na, m.nu
     dtype = d.qvel.dtype
     lin = mode != "step" and linearized_supported(m)
+    if ncon is not None:
+        if not lin:
+            raise ValueError(f"transition: ncon needs the linearised step (mode {mode!r}, linearized_supported: "
+                             f"{linearized_supported(m)})")  # fmt: skip
+        if ncon < 0:
+            raise ValueError(f"transition: ncon must be >= 0, not {ncon}")
+    md = m if ncon is None or ncon >= m.nconmax else _io.configure(m, nconmax=int(ncon))
     if lin:
         with matmul_precision(m.config):
-            star = jax.lax.stop_gradient(_fwd.forward_skip(m, d, sensors=False))
+            star = jax.lax.stop_gradient(_fwd.forward_skip(md, d, sensors=False))
 
     def f(z):
         dq, dv, da, du = jp.split(z, np.cumsum([nv, nv, na]))
         di = d.replace(qpos=integrate_pos(m, d.qpos, dq, 1.0), qvel=d.qvel + dv, act=d.act + da, ctrl=d.ctrl + du)
-        dn = linearized_step(m, di, star, sensors) if lin else step(m, di)
+        dn = linearized_step(md, di, star, sensors) if lin else step(m, di)
         q_next = differentiate_pos(m, jax.lax.stop_gradient(dn.qpos), dn.qpos)
         x_next = jp.concatenate([q_next, dn.qvel, dn.act])
         if sensors:
@@ -333,9 +358,15 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto"):
 
     z0 = jp.zeros((2 * nv + na + nu,), dtype)
     if lin:
-        jac = (jax.jacrev if mode == "reverse" else jax.jacfwd)(f)(z0)
+        nout = 2 * nv + na + (m.nsensordata if sensors else 0)
+        fwd = mode == "forward" or (mode == "auto" and z0.size <= nout)
+        jac = (jax.jacfwd if fwd else jax.jacrev)(f)(z0)
     else:
         jac = jacobian(m, f)(z0)
+    if md is not m:  # contacts left out of the capped pass: NaN, not a wrong Jacobian
+        full = (MjWarning.CONTACTFULL, MjWarning.CNSTRFULL)
+        over = sum(star.warning_number[w] - d.warning_number[w] for w in full) > 0
+        jac = jp.where(over, jp.nan, jac)
     nx = 2 * nv + na
     A, B = jac[:nx, :nx], jac[:nx, nx:]
     if not sensors:
