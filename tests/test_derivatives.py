@@ -263,13 +263,15 @@ def test_transition_on_persistent_contacts():
 def test_transition_modes_and_contact_capacity_on_contacts():
     """The sliding box in contact (4 contacts): the linearised step in forward and reverse mode, autodiff through
     the step itself (mode "step") and the linearised step with a contact capacity of 4 (ncon=4) give the same
-    Jacobians as MuJoCo's finite differences; a capacity of 3 leaves a contact out and gives NaN."""
-    mjm = mujoco.MjModel.from_xml_string(SLIDING_BOX)
+    Jacobians as MuJoCo's finite differences; a capacity of 3 leaves a contact out and gives NaN. (A sphere falls
+    far above the box: its slots make the capacity of 4 a real cap.)"""
+    ball = '<body pos="1 0 50"><freejoint/><geom type="sphere" size=".05" mass=".2"/></body></worldbody>'
+    mjm = mujoco.MjModel.from_xml_string(SLIDING_BOX.replace("</worldbody>", ball))
     m = oracle.model_from_mujoco(mjm)
     mjd = mujoco.MjData(mjm)
     for _ in range(300):
         mujoco.mj_step(mjm, mjd)
-    mjd.qvel[:] = [0.4, 0.1, 0.0, 0.0, 0.0, 0.3]
+    mjd.qvel[:6] = [0.4, 0.1, 0.0, 0.0, 0.0, 0.3]
     mujoco.mj_forward(mjm, mjd)
     assert mjd.ncon == 4 and m.nconmax > 4
     want = mujoco_transition(mjm, mjd)
@@ -280,12 +282,10 @@ def test_transition_modes_and_contact_capacity_on_contacts():
         A, B, _, _ = fn(m, d, sensors=False, mode=mode, ncon=ncon)
         err = _normwise(A, want[0])
         assert np.all(np.isfinite(A)) and err < CONTACT_RTOL, f"{mode}, ncon {ncon}: A differs from FD by {err:.2e}"
-        if ref is None:
-            ref = (np.asarray(A), np.asarray(B))
-        # the same exact derivative by different routes: round-off apart
-        assert _normwise(A, ref[0]) < 1e-10 and _normwise(B, ref[1]) < 1e-10, (mode, ncon)
-    A, B, _, _ = fn(m, d, sensors=False, ncon=3)
-    assert np.all(np.isnan(A)) and np.all(np.isnan(B))
+        ref = np.asarray(A) if ref is None else ref
+        assert _normwise(A, ref) < 1e-10, (mode, ncon)  # the same exact derivative by other routes: round-off apart
+    A, _, _, _ = fn(m, d, sensors=False, ncon=3)
+    assert np.all(np.isnan(A))
 
 
 def test_transition_arguments_are_validated():
