@@ -32,11 +32,23 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import io as _io
+from mjx_lite import linalg
 from mjx_lite._eager import jit_when_eager
+from mjx_lite.config import linalg as config_linalg
+from mjx_lite.config import matmul_precision
+from mjx_lite.pipeline import constraint as _constraint
+from mjx_lite.pipeline import derivative as _derivative
+from mjx_lite.pipeline import forward as _fwd
+from mjx_lite.pipeline import inertia as _inertia
+from mjx_lite.pipeline import integrate as _integrate
+from mjx_lite.pipeline import sensor as _sensor
 from mjx_lite.pipeline import smoothing as _smoothing
 from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.pipeline.integrate import integrate_pos
-from mjx_lite.types import Data, JointType, Model
+from mjx_lite.solver import common as _solver
+from mjx_lite.types import MINVAL, Data, DisableBit, IntegratorType, JointType, Model
+from mjx_lite.types import Warning as MjWarning
 
 __all__ = ["differentiate_pos", "forward_mode", "integrate_pos", "jacobian", "smooth_step", "step", "transition"]
 
@@ -150,21 +162,166 @@ def jacobian(m: Model, f, argnums: int = 0, has_aux: bool = False):
     return jac(f, argnums=argnums, has_aux=has_aux)
 
 
+# ---- the step linearised at its solution -----------------------------------------------------------------------
+
+
+def _solver_on(m: Model) -> bool:
+    return m.njmax > 0 and not (m.opt.disableflags & DisableBit.CONSTRAINT)
+
+
+def _symmetric_qderiv(m: Model) -> bool:
+    """Static: d(qfrc_passive + qfrc_actuator)/d(qvel) is symmetric at every state (damping, tendon damping and
+    actuator forces enter as moment' f'(velocity) moment); fluid forces are the exception."""
+    return not m.fluid_active
+
+
+def linearized_supported(m: Model) -> bool:
+    """Whether `linearized_step` applies: exact gradients, no noslip, Euler or the implicit integrators (RK4 and
+    IMPLICITFAST with fluid forces or standalone free bodies are left to autodiff through `step`)."""
+    if m.config.contact_gradients != "exact" or m.opt.noslip_iterations > 0:
+        return False
+    if m.opt.integrator == IntegratorType.RK4:
+        return False
+    if m.opt.integrator == IntegratorType.IMPLICITFAST:
+        return _symmetric_qderiv(m) and _integrate._standalone_free_dofs(m).size == 0
+    return True
+
+
+_sg = jax.lax.stop_gradient
+
+
+def _newton(x_star: jax.Array, residual: jax.Array, solve) -> jax.Array:
+    """x* with the derivative of the root x(p) of r(x, p) = 0 at x*: -A^-1 dr/dp, given residual = r(x*, p) (its
+    value ~0, its derivative in p) and solve(b) = A^-1 b with A = dr/dx held at x* (not differentiated)."""
+    delta = solve(residual)
+    return _sg(x_star) - (delta - _sg(delta))
+
+
+def _smooth_acc_at(m: Model, d: Data) -> Data:
+    """qacc_smooth = M^-1 qfrc_smooth differentiated as M qacc_smooth - qfrc_smooth = 0 with M's factors held: no
+    derivative of the factorisation."""
+    if m.nv == 0:
+        return d
+    qs = _sg(d.qacc_smooth)
+    qld, inv = _sg(d.qLD), _sg(d.qLDiagInv)
+    r = _inertia.mul_m(m, d, qs) - d.qfrc_smooth
+    return d.replace(qacc_smooth=_newton(qs, r, lambda b: _inertia.solve_factored(m, qld, inv, b)))
+
+
+def _constraint_at(m: Model, d: Data, star: Data) -> Data:
+    """The constraint stage given the solver's solution `star.qacc` at this point: the value is star's, the
+    derivative that of the implicit function g(qacc, problem) = M (qacc - qacc_smooth) - J' f(J qacc - aref) = 0,
+    i.e. one Newton correction qacc* - H^-1 g(qacc*, problem) with H = M + J' H_s J held at qacc* (the step's own
+    Hessian: factorised once per state, whatever the number of tangents)."""
+    if not _solver_on(m):
+        return _fwd.fwd_constraint(m, d)
+    layout = _constraint.plan(m).layout
+    prob = _constraint.problem(m, d)
+    qacc_s = _sg(star.qacc)
+    _, ev, _, Ma = _solver.primal_cost(layout, prob, qacc_s)
+    g = Ma - _solver.p_jt_mul(prob, ev.force)
+    sprob = _sg(prob)
+    hess = _solver.full_m(layout, sprob) + _solver.constraint_hessian(layout, sprob, _sg(ev))
+    library = config_linalg(m.config) == "library"
+    qacc = _newton(qacc_s, g, lambda b: linalg.spd_solve(hess, b, library=library, mindiag=MINVAL))
+    jar = _solver.p_j_mul(prob, qacc) - prob.aref
+    force = _solver.eval_constraints(layout, prob, jar).force
+    force = force + _sg(star.efc_force - force)
+    qfrc = _solver.p_jt_mul(prob, force)
+    qfrc = qfrc + _sg(star.qfrc_constraint - qfrc)
+    return d.replace(qacc=qacc, efc_force=force, efc_state=star.efc_state, efc_b=star.efc_b, qfrc_constraint=qfrc,
+                     solver_niter=star.solver_niter, solver_improvement=star.solver_improvement,
+                     solver_gradient=star.solver_gradient)  # fmt: skip
+
+
+def _integrate_at(m: Model, d: Data) -> Data:
+    """The integrator's acceleration (M + h B)^-1 qfrc (Euler's implicit damping B), (M - h qDeriv)^-1 qfrc
+    (implicit; symmetrised qDeriv for implicitfast) differentiated as a root with the matrix held: the derivative
+    of the matrix enters through one product with the solution (a jvp of the velocity forces), no derivative of a
+    factorisation and no second derivative of qDeriv's columns."""
+    h = m.opt.timestep
+    library = config_linalg(m.config) == "library"
+    integ = m.opt.integrator
+    qfrc = d.qfrc_smooth + d.qfrc_constraint
+    mass = _sg(_inertia.full_m(m, d))
+    if integ == IntegratorType.EULER:
+        flags = m.opt.disableflags
+        undamped = _integrate._concrete_all_zero(m.dof_damping, m.dof_dampingpoly) and not np.any(
+            np.asarray(m.jnt_actuatorid) >= 0)
+        if m.nv == 0 or (flags & DisableBit.EULERDAMP) or (flags & DisableBit.DAMPER) or undamped:
+            return _integrate.euler(m, d)  # qacc itself: no solve
+        b = _derivative.euler_damping(m, d)
+        mat = mass + h * jp.diag(_sg(b))
+        solve = functools.partial(linalg.spd_solve, mat, library=library, mindiag=MINVAL)
+        x = _sg(solve(qfrc))
+
+        def op(v):
+            return _inertia.mul_m(m, d, v) + h * b * v
+    else:
+        bias = integ == IntegratorType.IMPLICIT
+        force = _derivative.smooth_vel_force(m, d, bias=bias)
+        der = _sg(_derivative.qderiv(m, d, bias=bias))
+        if bias:
+            solve = functools.partial(linalg.general_solve, mass - h * der, library=library)
+        else:
+            sym = jp.tril(der) + jp.tril(der, -1).T
+            solve = functools.partial(linalg.spd_solve, mass - h * sym, library=library, mindiag=MINVAL)
+        x = _sg(solve(qfrc))
+
+        def op(v):  # (M - h qDeriv) v; implicitfast: qDeriv symmetric (`_symmetric_qderiv`), so sym(qDeriv) v
+            return _inertia.mul_m(m, d, v) - h * jax.jvp(force, (d.qvel,), (v,))[1]
+    qacc = _newton(x, op(x) - qfrc, solve)
+    return _integrate._advance(m, d, d.act_dot, qacc)
+
+
+def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True) -> Data:
+    """One step whose linear solves are replaced by their linearisation at their solution (see `_newton`).
+
+    star: the forward pass at the state of `d` (`forward_skip(m, d, sensors=False)`), holding the solver's qacc.
+    At that state the value is the step's (without its divergence checks); the derivative, in forward and reverse
+    mode alike, is the implicit-function derivative of the constraint solve (no differentiation through solver
+    iterations) and of the mass-matrix and integrator solves (no differentiation through factorisations).
+    """
+    with matmul_precision(m.config):
+        d = _fwd.forward_pos_vel(m, d, sensors)
+        d = _fwd.fwd_actuation(m, d)
+        d = _fwd.fwd_acceleration(m, d)
+        d = _fwd.run(_smooth_acc_at, m, d)
+        d = _fwd.run(_constraint_at, m, d, star)
+        if sensors:
+            d = _fwd.run(_sensor.sensor_acc, m, d)
+        return _fwd.run(_integrate_at, m, d)
+
+
 # ---- transition Jacobians ------------------------------------------------------------------------------------
 
 
-@functools.partial(jit_when_eager, static_argnames=("sensors",))
-def transition(m: Model, d: Data, sensors: bool = True):
+MODES = ("auto", "forward", "reverse", "step")
+
+
+@functools.partial(jit_when_eager, static_argnames=("sensors", "mode", "ncon"))
+def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon: int | None = None):
     """Jacobians (A, B, C, D) of one step at the state of `d` in the layout and convention of mjd_transitionFD.
 
-    Exact: forward-mode autodiff where the model allows it (`forward_mode`), else reverse mode through the
-    implicit gradient of the constraint solver (or the smoothed derivative of `smooth_step`).
+    Exact. Where `linearized_supported(m)` (exact gradients, no noslip, not RK4), the step is first run once, then
+    autodiff goes through `linearized_step`: the same step at that state with the constraint solve, the mass-matrix
+    solve and the integrator's solve replaced by their implicit-function linearisations at their solutions (no
+    derivative of solver iterations or factorisations). Otherwise autodiff goes through `step` itself
+    (`jacobian`: forward mode where `forward_mode(m)`, else reverse mode through the solver's implicit gradient, or
+    the smoothed derivative of `smooth_step`).
 
     Args:
       m: Model (its `config.contact_gradients` chooses exact or smoothed derivatives, see `step`).
       d: Data holding the state (qpos, qvel, act), ctrl, applied forces and qacc_warmstart; forward need not
         have run. Under `jax.vmap` over `d`, Jacobians for a batch of states.
       sensors: also return C and D (else None for both).
+      mode: "auto" (forward mode over the 2nv+na+nu inputs unless the outputs, 2nv+na (+ nsensordata), are
+        fewer: then reverse), "forward" (`jax.jacfwd`), "reverse" (`jax.jacrev`), or "step" (autodiff through
+        `step` itself, the former method: for comparison).
+      ncon: None (default), or a contact capacity for the differentiated pass (`configure(m, nconmax=ncon)`): the
+        derivatives then go through ncon contact slots' rows instead of the model's m.nconmax, which is faster
+        where most slots are empty. Exact when the state has at most ncon active contacts; where it has more,
+        the Jacobians are NaN (never a silent approximation). Not with mode "step".
 
     Called on concrete arrays it runs jitted (compiled once per model and Data shapes); inside a transformation it
     traces inline.
@@ -173,13 +330,26 @@ def transition(m: Model, d: Data, sensors: bool = True):
       A: (2nv+na, 2nv+na), B: (2nv+na, nu), C: (nsensordata, 2nv+na), D: (nsensordata, nu), in the dtype of
       d.qpos. State rows/columns are (dq, qvel, act) with dq in the tangent space (see the module docstring).
     """
+    if mode not in MODES:
+        raise ValueError(f"transition: mode must be one of {MODES}, not {mode!r}")
     nv, na, nu = m.nv, m.na, m.nu
     dtype = d.qvel.dtype
+    lin = mode != "step" and linearized_supported(m)
+    if ncon is not None:
+        if not lin:
+            raise ValueError(f"transition: ncon needs the linearised step (mode {mode!r}, linearized_supported: "
+                             f"{linearized_supported(m)})")  # fmt: skip
+        if ncon < 0:
+            raise ValueError(f"transition: ncon must be >= 0, not {ncon}")
+    md = m if ncon is None or ncon >= m.nconmax else _io.configure(m, nconmax=int(ncon))
+    if lin:
+        with matmul_precision(m.config):
+            star = jax.lax.stop_gradient(_fwd.forward_skip(md, d, sensors=False))
 
     def f(z):
         dq, dv, da, du = jp.split(z, np.cumsum([nv, nv, na]))
         di = d.replace(qpos=integrate_pos(m, d.qpos, dq, 1.0), qvel=d.qvel + dv, act=d.act + da, ctrl=d.ctrl + du)
-        dn = step(m, di)
+        dn = linearized_step(md, di, star, sensors) if lin else step(m, di)
         q_next = differentiate_pos(m, jax.lax.stop_gradient(dn.qpos), dn.qpos)
         x_next = jp.concatenate([q_next, dn.qvel, dn.act])
         if sensors:
@@ -187,7 +357,16 @@ def transition(m: Model, d: Data, sensors: bool = True):
         return x_next
 
     z0 = jp.zeros((2 * nv + na + nu,), dtype)
-    jac = jacobian(m, f)(z0)
+    if lin:
+        nout = 2 * nv + na + (m.nsensordata if sensors else 0)
+        fwd = mode == "forward" or (mode == "auto" and z0.size <= nout)
+        jac = (jax.jacfwd if fwd else jax.jacrev)(f)(z0)
+    else:
+        jac = jacobian(m, f)(z0)
+    if md is not m:  # contacts left out of the capped pass: NaN, not a wrong Jacobian
+        full = (MjWarning.CONTACTFULL, MjWarning.CNSTRFULL)
+        over = sum(star.warning_number[w] - d.warning_number[w] for w in full) > 0
+        jac = jp.where(over, jp.nan, jac)
     nx = 2 * nv + na
     A, B = jac[:nx, :nx], jac[:nx, nx:]
     if not sensors:

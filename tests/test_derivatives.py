@@ -259,6 +259,46 @@ def test_transition_on_persistent_contacts():
     assert np.all(np.isfinite(A)) and err < CONTACT_RTOL, f"A differs from FD by {err:.2e} on contacts"
 
 
+@pytest.mark.slow
+def test_transition_modes_and_contact_capacity_on_contacts():
+    """The sliding box in contact (4 contacts): the linearised step in forward and reverse mode, autodiff through
+    the step itself (mode "step") and the linearised step with a contact capacity of 4 (ncon=4) give the same
+    Jacobians as MuJoCo's finite differences; a capacity of 3 leaves a contact out and gives NaN. (A sphere falls
+    far above the box: its slots make the capacity of 4 a real cap.)"""
+    ball = '<body pos="1 0 50"><freejoint/><geom type="sphere" size=".05" mass=".2"/></body></worldbody>'
+    mjm = mujoco.MjModel.from_xml_string(SLIDING_BOX.replace("</worldbody>", ball))
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(300):
+        mujoco.mj_step(mjm, mjd)
+    mjd.qvel[:6] = [0.4, 0.1, 0.0, 0.0, 0.0, 0.3]
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon == 4 and m.nconmax > 4
+    want = mujoco_transition(mjm, mjd)
+    d = _data(m, mjd)
+    fn = jax.jit(derivatives.transition, static_argnames=("sensors", "mode", "ncon"))
+    ref = None
+    for mode, ncon in (("forward", None), ("reverse", None), ("step", None), ("auto", 4)):
+        A, B, _, _ = fn(m, d, sensors=False, mode=mode, ncon=ncon)
+        err = _normwise(A, want[0])
+        assert np.all(np.isfinite(A)) and err < CONTACT_RTOL, f"{mode}, ncon {ncon}: A differs from FD by {err:.2e}"
+        ref = np.asarray(A) if ref is None else ref
+        assert _normwise(A, ref) < 1e-10, (mode, ncon)  # the same exact derivative by other routes: round-off apart
+    A, _, _, _ = fn(m, d, sensors=False, ncon=3)
+    assert np.all(np.isnan(A))
+
+
+def test_transition_arguments_are_validated():
+    m = mjl.load_mjcf_string(PUSHER)
+    d = mjl.make_data(m)
+    with pytest.raises(ValueError, match="mode"):
+        derivatives.transition(m, d, mode="sideways")
+    with pytest.raises(ValueError, match="ncon"):
+        derivatives.transition(m, d, ncon=-1)
+    with pytest.raises(ValueError, match="ncon"):
+        derivatives.transition(m, d, mode="step", ncon=2)
+
+
 NAN_XML = """
 <mujoco>
   <option timestep="0.01"/>
