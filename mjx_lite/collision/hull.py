@@ -88,32 +88,12 @@ def _pad(rows: list[np.ndarray], width: int) -> np.ndarray:
     return np.stack([_rows(r, width) for r in rows]).astype(np.int32)
 
 
-# 1 - cos of two triangles' normals below which their shared edge is a flat face's diagonal, left out of the vertex
-# edge tables: 100x below polytope.FACE_ALIGNED, the run-time test, so that no edge it would keep is left out
-FLAT_EDGE = 1e-8
-
-
-def _flat_edges(vert: np.ndarray, tris: np.ndarray, at: dict) -> set:
-    """The triangle edges (sorted vertex pairs, keys of `at`: edge -> its triangles) between two coplanar triangles
-    (1 - cos of their unit normals < FLAT_EDGE; float64 from the vertices vert (V, 3)): triangulation diagonals of a
-    flat face, which the colliders' edge tests never take (`polyhedral._edges_at`)."""
-    v = np.asarray(vert, np.float64)
-    t = np.asarray(tris, np.int64)
-    nt = np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]])
-    nn = np.linalg.norm(nt, axis=1, keepdims=True)
-    nt = np.where(nn > 1e-30, nt / np.where(nn > 1e-30, nn, 1.0), 0.0)  # degenerate triangles: never flat
-    return {e for e, ts in at.items() if len(ts) > 1 and float(nt[ts[0]] @ nt[ts[1]]) > 1 - FLAT_EDGE}
-
-
-def vertex_tables(tris: np.ndarray, planes: list, nvert: int, vert: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def vertex_tables(tris: np.ndarray, planes: list, nvert: int) -> tuple[np.ndarray, np.ndarray]:
     """Per vertex of a triangulated convex polytope (triangles tris (T, 3), triangles per face plane `planes`):
     the face planes at it, (V, Dp) int32 ascending, and the triangle edges at it, (V, De, 3) int32 rows (other end,
     the two triangles at the edge) in ascending other end; rows padded by repeating their first entry (a vertex on
     no triangle: plane 0, edge (0, 0, 0)). Static bounds of the features at a vertex, so that the face manifolds
-    look at a vertex's few planes and edges, never at every plane or vertex of the hull. Given the vertices vert
-    (V, 3), the diagonals of flat faces (`_flat_edges`) are left out of the edge rows: a fan-triangulated 144-gon
-    face gives its centre-side vertices 146 triangle edges, of which 3 are hull edges."""
+    look at a vertex's few planes and edges, never at every plane or vertex of the hull."""
     tri_plane = {t: p for p, rows in enumerate(planes) for t in rows}
     vp: list[set] = [set() for _ in range(nvert)]
     at: dict = {}
@@ -123,10 +103,7 @@ def vertex_tables(tris: np.ndarray, planes: list, nvert: int, vert: np.ndarray |
         for u, v in ((a, b), (b, c), (a, c)):
             at.setdefault((min(u, v), max(u, v)), []).append(t)
     ve: list[list] = [[] for _ in range(nvert)]
-    flat = set() if vert is None else _flat_edges(vert, tris, at)
     for (u, v), ts in at.items():
-        if (u, v) in flat:
-            continue
         ta, tb = ts[0], ts[1] if len(ts) > 1 else ts[0]
         ve[u].append((v, ta, tb))
         ve[v].append((u, ta, tb))
@@ -135,7 +112,7 @@ def vertex_tables(tris: np.ndarray, planes: list, nvert: int, vert: np.ndarray |
     return _pad(vplane, max(map(len, vplane))), _pad(vedge, max(map(len, vedge)))
 
 
-BOX_VPLANE, BOX_VEDGE = vertex_tables(BOX_TRIS, box_planes().tolist(), 8, BOX_CORNERS)  # (8, 3), (8, 3, 3)
+BOX_VPLANE, BOX_VEDGE = vertex_tables(BOX_TRIS, box_planes().tolist(), 8)  # (8, 3), (8, 5, 3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,8 +187,7 @@ def _mesh_hull(m: Model, i: int) -> MeshHull:
         found = {tuple(e) for e in lut[np.asarray(m.mesh_hulledge, np.int64).reshape(-1, 2)[ea : ea + en]].tolist()}
     edge = edge_faces(face, sorted(found) or [(0, 0)])
     plane = tuple(tuple(r) for r in planes.values())
-    vxyz = np.asarray(m.mesh_vert, np.float64).reshape(-1, 3)[vadr + ids] if fnum else None
-    vplane, vedge = vertex_tables(face, plane, len(ids), vxyz)
+    vplane, vedge = vertex_tables(face, plane, len(ids))
     i32 = functools.partial(np.asarray, dtype=np.int32)
     return MeshHull(i32(vadr + ids), i32(face), tuple(i32(p) for p in polys), tri_poly, plane, edge, vplane, vedge)
 
