@@ -754,6 +754,7 @@ def test_cylinder_caps_random(cyl_scene, cyl_results):
     assert kinds.count("exact") >= 62, kinds
 
 
+@pytest.mark.slow  # its own compile of the face scene's collision (about as long as test_face_face_random_polygons)
 def test_mesh_broadphase_trims_and_flags():
     """Mesh groups trimmed to one narrow-phase pair (Config.broadphase_mesh_*): the box-mesh and mesh-mesh groups
     of the face scene (3 candidates each) run their collider on the one candidate whose bounding boxes overlap most;
