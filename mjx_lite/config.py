@@ -37,7 +37,8 @@ LINALGS = ("auto", "own", "library")
 
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
-                 "broadphase_contacts_per_pair", "nconmax", "njmax")  # fmt: skip
+                 "broadphase_contacts_per_pair", "broadphase_mesh_min_pairs", "broadphase_mesh_fraction", "nconmax",
+                 "njmax")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +59,11 @@ class Config:
         broadphase (only the most overlapping candidates reach the narrow phase).
       broadphase_pairs_per_geom: narrow-phase pairs per geom of a trimmed group.
       broadphase_contacts_per_pair: contact rows kept per narrow-phase pair of multi-contact colliders.
+      broadphase_mesh_min_pairs: a group of dynamic mesh pairs (box-mesh, mesh-mesh, ...; not plane or height field)
+        with more candidates than this runs its collider only on the max(broadphase_mesh_min_pairs,
+        ceil(broadphase_mesh_fraction * candidates)) candidates whose bounding spheres and boxes (with margin)
+        overlap most; more overlapping candidates than that are counted in warning CONTACTFULL.
+      broadphase_mesh_fraction: the share of a mesh group's candidates that reach its collider (see above).
       sat_budget: box/mesh pairs whose separating-axis test costs more than this (face and edge-pair candidates)
         use GJK/EPA instead.
       mass_matrix: layout of qM: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
@@ -142,6 +148,8 @@ class Config:
     broadphase_min_pairs: int = 256
     broadphase_pairs_per_geom: float = 2.0
     broadphase_contacts_per_pair: float = 2.0
+    broadphase_mesh_min_pairs: int = 6
+    broadphase_mesh_fraction: float = 0.25
     sat_budget: int = 200_000
     mass_matrix: str = "auto"
     mass_factorization: str = "tree"
@@ -166,7 +174,8 @@ class Config:
             raise ValueError(f"Config.gradients must be one of {GRADIENT_MODES}, not {self.gradients!r}")
         if not isinstance(self.exact_reset, bool):
             raise TypeError(f"Config.exact_reset must be a bool, not {self.exact_reset!r}")
-        for name in ("mesh_size_ratio", "broadphase_pairs_per_geom", "broadphase_contacts_per_pair"):
+        for name in ("mesh_size_ratio", "broadphase_pairs_per_geom", "broadphase_contacts_per_pair",
+                     "broadphase_mesh_fraction"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v <= 0:
                 raise ValueError(f"Config.{name} must be a positive number, not {v!r}")
@@ -184,7 +193,7 @@ class Config:
                               ("linalg", LINALGS)):  # fmt: skip
             if getattr(self, name) not in choices:
                 raise ValueError(f"Config.{name} must be one of {choices}, not {getattr(self, name)!r}")
-        for name in ("broadphase_min_pairs", "sat_budget"):
+        for name in ("broadphase_min_pairs", "broadphase_mesh_min_pairs", "sat_budget"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"Config.{name} must be a non-negative int, not {v!r}")

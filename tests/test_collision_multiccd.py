@@ -752,3 +752,32 @@ def test_cylinder_caps_random(cyl_scene, cyl_results):
                 kinds.append("tie")
     # measured: 65 exact, 7 ties (the tie-free searches all match); the former largest-area quadrilateral: 23 exact
     assert kinds.count("exact") >= 62, kinds
+
+
+@pytest.mark.slow  # its own compile of the face scene's collision (about as long as test_face_face_random_polygons)
+def test_mesh_broadphase_trims_and_flags():
+    """Mesh groups trimmed to one narrow-phase pair (Config.broadphase_mesh_*): the box-mesh and mesh-mesh groups
+    of the face scene (3 candidates each) run their collider on the one candidate whose bounding boxes overlap most;
+    where one pair of each group touches (the random face poses, pairs 1 m apart) the contacts are MuJoCo's exactly,
+    and where every body sits at the origin (3 mesh-mesh candidates near) the step counts CONTACTFULL instead of
+    dropping contacts silently."""
+    mjm = mujoco.MjModel.from_xml_string(_FACE_SCENE)
+    m = mjl.configure(model_from_mujoco(mjm), broadphase_mesh_min_pairs=1, broadphase_mesh_fraction=0.01)
+    groups = [g for g in driver.pair_table(m).groups if polyhedral.MULTI_NCON == g.ncon]
+    assert [(len(g.geom1), g.npair_narrow, g.capacity) for g in groups] == [(3, 1, 1), (3, 1, 1)]
+    poses = _face_poses(mjm, np.random.default_rng(6), 4)
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = np.tile([0, 0, 0, 1, 0, 0, 0], 4)
+    poses.append(_mj_reference(mjm, mjd))
+    d0 = mjl.make_data(m)
+    xpos = jp.asarray(np.stack([p[0] for p in poses]))
+    xmat = jp.asarray(np.stack([p[1] for p in poses]))
+    d = _COLLIDE(m, jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat))
+    full = np.asarray(d.warning_number)[:, int(mjl.types.Warning.CONTACTFULL)]
+    assert full.tolist() == [0, 0, 0, 0, 1], full
+    for i, (_, _, theirs) in enumerate(poses[:-1]):
+        ours = mjl.active_contacts(m, jax.tree_util.tree_map(lambda x, i=i: x[i], d))
+        for pair in (0, 1):  # the pairs lie at x = 0 and x = 1
+            mine = {k: v[(ours["pos"][:, 0] > 0.5) == pair] for k, v in ours.items() if k in ("dist", "pos", "frame")}
+            want = {k: v[(theirs["pos"][:, 0] > 0.5) == pair] for k, v in theirs.items()}
+            _match(mine, want, ATOL_CONVEX if len(want["dist"]) == 1 else ATOL_FACE, (i, pair))

@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
+from mjx_lite.collision import driver  # noqa: E402
 from tests.meshheavy import gripper  # noqa: E402
 from tests.oracle import compare_models  # noqa: E402
 
@@ -51,6 +52,15 @@ def test_compiles_like_mujoco(models):
         adr, num = int(m.mesh_hullfaceadr[i]), int(m.mesh_hullfacenum[i])
         ours = {tuple(sorted(f)) for f in np.asarray(m.mesh_hullface).reshape(-1, 3)[adr : adr + num].tolist()}
         assert ours == theirs, (i, len(ours & theirs), len(theirs))
+
+
+def test_mesh_groups_trimmed(models):
+    """The gripper's box-mesh (10 candidates) and mesh-mesh (8) groups run their colliders on the 6 candidates whose
+    bounding boxes overlap most (Config.broadphase_mesh_min_pairs, broadphase_mesh_fraction), all rows kept."""
+    m, _ = models
+    groups = [g for g in driver.pair_table(m).groups if g.type1 != 0 and g.type2 == mjl.types.GeomType.MESH]
+    got = [(len(g.geom1), g.npair_narrow, g.nrows) for g in groups]
+    assert got == [(10, 6, 24), (8, 6, 24)], got
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +134,7 @@ def test_forward_matches_mujoco(models, compiled_step):
         d = d0.replace(qpos=jp.asarray(s["qpos"]), qvel=jp.asarray(s["qvel"]), ctrl=jp.asarray(s["ctrl"]),
                        qacc_warmstart=jp.asarray(s["warm"]))  # fmt: skip
         out = step(m, d)
+        assert int(out.warning_number[mjl.types.Warning.CONTACTFULL]) == 0, i  # the mesh broadphase kept every pair
         ac = mjl.active_contacts(m, out)
         geom = np.sort(np.asarray(ac["geom"]), axis=1) if len(ac["dist"]) else np.zeros((0, 2), int)
         ours = sorted(zip(geom[:, 0].tolist(), geom[:, 1].tolist(), np.asarray(ac["dist"]).tolist()))

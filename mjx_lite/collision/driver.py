@@ -34,8 +34,16 @@ geoms in the group) (when that is below the number of candidates). Colliders wit
 of the group: such a group is laid out as `capacity` slots of one row (`ncon = 1`; `collider_ncon` is the
 collider's count). When more candidates overlap than `narrow`, or more rows are active than fit, the least
 overlapping candidates / shallowest rows are left out and `d.warning_number[Warning.CONTACTFULL]` is
-incremented (per environment under vmap): nothing is dropped silently. The capacities are fields of the model's
-configuration (`mjx_lite.Config`), which decide its `nconmax`: change them with `mjx_lite.configure`.
+incremented (per environment under vmap): nothing is dropped silently.
+Mesh groups (a mesh against a bounded geom: box-mesh, mesh-mesh, ...; not plane or height field) of more than
+`broadphase_mesh_min_pairs` dynamic candidates are trimmed the same way, whatever their size, since their colliders
+(separating axes over hulls of hundreds of vertices, GJK/EPA, face clipping) cost far more than the test: a candidate
+is near when its bounding spheres and its oriented bounding boxes (geom_aabb, the six face axes, as MuJoCo's
+midphase) overlap with the margin, and the max(broadphase_mesh_min_pairs, ceil(broadphase_mesh_fraction * n)) with
+the most box overlap reach the collider, all their rows kept (e.g. the Robotiq 2F-85's 42 box-mesh and 34 mesh-mesh
+candidates run 11 and 9 colliders); more near candidates than that count CONTACTFULL as above.
+The capacities are fields of the model's configuration (`mjx_lite.Config`), which decide its `nconmax`: change them
+with `mjx_lite.configure`.
 
 Capacity caps: MuJoCo's `<size nconmax njmax>` (or `Config.nconmax/njmax`) may set `m.nconmax` below the pair
 table's rows (`mjx_lite.io`); then every group still runs and the deepest `m.nconmax` active rows of all groups
@@ -225,6 +233,12 @@ def _size_class(m: Model) -> np.ndarray:
     return out
 
 
+def _mesh_group(gtype: np.ndarray, t1: int, arr: np.ndarray) -> bool:
+    """Whether a group (first type t1, pairs arr (n, 3)) collides a mesh with a bounded geom (no plane or height
+    field): its candidates are trimmed by `Config.broadphase_mesh_*` and tested by their bounding boxes."""
+    return t1 not in (_PLANE, _HFIELD) and bool(np.any(gtype[arr[:, :2]] == _MESH))
+
+
 def _build_table(m: Model) -> PairTable:
     if m.opt.disableflags & (DisableBit.CONTACT | DisableBit.CONSTRAINT):
         return PairTable((), 0)
@@ -277,6 +291,12 @@ def _build_table(m: Model) -> PairTable:
             # `capacity < n` the mark of a trimmed group for the modules that follow this layout
             if narrow < n and ncon > 1 and t1 != _HFIELD and rows < min(n, narrow * ncon):
                 cap, k = rows, 1
+        if not explicit and _mesh_group(gtype, t1, arr) and n > cfg.broadphase_mesh_min_pairs:
+            # mesh pairs: only the most overlapping share reaches the (expensive) collider, all its rows kept
+            mesh_narrow = max(cfg.broadphase_mesh_min_pairs, int(np.ceil(cfg.broadphase_mesh_fraction * n)))
+            if mesh_narrow < narrow:
+                narrow = mesh_narrow
+                cap = narrow if k == ncon else min(cap, narrow * ncon)
         for a in (arr[:, 0], arr[:, 1], arr[:, 2]):
             a.setflags(write=False)
         groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), k, cap, fn,
@@ -370,6 +390,22 @@ def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids:
                     triplane=triplane, mesh=row, **tables)  # fmt: skip
 
 
+def _box_slack(m: Model, d: types.Data, g1: jax.Array, g2: jax.Array, margin: jax.Array) -> jax.Array:
+    """(n,) the least slack of the oriented bounding boxes (geom_aabb: centre, half-size in the geom frame) of the
+    pairs g1, g2 (n,) over the six face axes of the two boxes, with the detection margin (n,): negative where an axis
+    separates them by more than the margin (no contact possible), else how far the boxes overlap along their
+    least-overlapping face axis (the broadphase's score)."""
+    a1, a2 = m.geom_aabb[g1], m.geom_aabb[g2]
+    r1, r2 = d.geom_xmat[g1], d.geom_xmat[g2]  # (n, 3, 3): columns are the geom axes
+    c1 = d.geom_xpos[g1] + jp.einsum("nij,nj->ni", r1, a1[:, :3])
+    c2 = d.geom_xpos[g2] + jp.einsum("nij,nj->ni", r2, a2[:, :3])
+    axes = jp.concatenate([r1, r2], axis=-1)  # (n, 3, 6): the six face axes
+    rad1 = jp.sum(jp.abs(jp.einsum("nik,nij->nkj", axes, r1)) * a1[:, None, 3:], axis=-1)  # (n, 6)
+    rad2 = jp.sum(jp.abs(jp.einsum("nik,nij->nkj", axes, r2)) * a2[:, None, 3:], axis=-1)
+    proj = jp.abs(jp.einsum("nik,ni->nk", axes, c1 - c2))
+    return jp.min(rad1 + rad2 + margin[:, None] - proj, axis=-1)
+
+
 def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
     """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
     condim, includemargin, gap, friction, solref, solreffriction, solimp = _params(m, g)
@@ -388,6 +424,10 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
         # squared-distance test avoids a sqrt (NaN-free gradient)
         near = ~has_rb | (center <= jp.where(bound > 0, bound, 0.0) ** 2)
         score = bound - jp.sqrt(jp.maximum(center, 1e-30))
+        if _mesh_group(np.asarray(m.geom_type), g.type1, np.stack([g.geom1, g.geom2], -1)):
+            slack = _box_slack(m, d, g1, g2, margin)  # bounding boxes (as MuJoCo's midphase): tighter for links
+            near = near & (slack >= 0)
+            score = slack
     overflow = jp.zeros((), bool)
     condim = jp.asarray(condim)
     if g.npair_narrow < len(g.geom1):
