@@ -262,6 +262,8 @@ def _dexpinv(theta: jax.Array, w: jax.Array) -> jax.Array:
 # RK4 Butcher tableau (MuJoCo's RK4_A / RK4_B); C = row sums of A.
 _RK4_A = ((0.5,), (0.0, 0.5), (0.0, 0.0, 1.0))
 _RK4_B = (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0)
+_RK4_A_ROWS = tuple(row + (0.0,) * (4 - len(row)) for row in _RK4_A)  # (3, 4): zero-padded rows
+_RK4_C = tuple(sum(row) for row in _RK4_A)
 
 
 def rk4(m: Model, d: Data) -> Data:
@@ -283,27 +285,37 @@ def rk4(m: Model, d: Data) -> Data:
     h = m.opt.timestep
     rot = _rotation_dofs(m)
     qpos0, qvel0, act0, time0 = d.qpos, d.qvel, d.act, d.time
-    rate = [qvel0]  # k_j: position rates (Lie-algebra rates on the rotation dofs); k_1 = qvel0 (theta = 0)
-    acc = [d.qacc]  # F[j].qacc
-    adot = [d.act_dot]  # F[j].act_dot
-    for row in _RK4_A:
-        dv = sum(a * k for a, k in zip(row, rate))
-        da = sum(a * f for a, f in zip(row, acc))
-        dact = sum(a * f for a, f in zip(row, adot))
+    # k_j (position rates: Lie-algebra rates on the rotation dofs; k_1 = qvel0, theta = 0), F[j].qacc and
+    # F[j].act_dot of the four stages, stage 1's from `d`; the later stages fill their rows
+    rate = jp.zeros((4,) + qvel0.shape, qvel0.dtype).at[0].set(qvel0)
+    acc = jp.zeros((4,) + d.qacc.shape, d.qacc.dtype).at[0].set(d.qacc)
+    adot = jp.zeros((4,) + d.act_dot.shape, d.act_dot.dtype).at[0].set(d.act_dot)
+
+    def stage(carry, i):
+        """Stage i + 2 (i = 0, 1, 2): forward at the state of tableau row i; its rates go to row i + 1. One traced
+        forward pass for the three stages (`lax.scan`), not three: the step's graph, and the compile time of a
+        gradient through it, hold two forward passes instead of four."""
+        d, rate, acc, adot = carry
+        a = jp.asarray(_RK4_A_ROWS, h.dtype)[i]  # (4,): row i, zero from column i + 1 on
+        dv = _combine(a, rate)
         qpos = integrate_pos(m, qpos0, dv, h)
-        di = d.replace(qpos=qpos, qvel=qvel0 + h * da, act=act0 + h * dact, time=time0 + sum(row) * h)
+        di = d.replace(qpos=qpos, qvel=qvel0 + h * _combine(a, acc), act=act0 + h * _combine(a, adot),
+                       time=time0 + jp.asarray(_RK4_C, h.dtype)[i] * h)  # fmt: skip
         d = forward.forward_skip(m, di, sensors=False)
         k = d.qvel
         if rot.size:
             k = k.at[rot].set(_dexpinv(h * dv[rot], d.qvel[rot]))
-        rate.append(k)
-        acc.append(d.qacc)
-        adot.append(d.act_dot)
-    dv = sum(b * k for b, k in zip(_RK4_B, rate))
-    da = sum(b * f for b, f in zip(_RK4_B, acc))
-    dact = sum(b * f for b, f in zip(_RK4_B, adot))
+        return (d, rate.at[i + 1].set(k), acc.at[i + 1].set(d.qacc), adot.at[i + 1].set(d.act_dot)), None
+
+    (d, rate, acc, adot), _ = jax.lax.scan(stage, (d, rate, acc, adot), jp.arange(3))
+    b = jp.asarray(_RK4_B, h.dtype)
     d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)
-    return _advance(m, d, dact, da, dv)
+    return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate))
+
+
+def _combine(w: jax.Array, x: jax.Array) -> jax.Array:
+    """sum_j w[j] x[j] for w (4,) and x (4, n), as a sum of products (no dot: no matmul precision to set)."""
+    return jp.sum(w.astype(x.dtype)[:, None] * x, axis=0) if x.shape[-1] else x[0]
 
 
 # ---- divergence checks ------------------------------------------------------------------------------------
