@@ -28,12 +28,14 @@ import mjx_lite as mjl  # noqa: E402
 
 SUITE = os.path.join(os.path.dirname(os.path.dirname(mujoco.__file__)), "dm_control", "suite")
 MJX = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data")
+BENCH_MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
 BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mjx_lite", "models")
 
 CASES = {  # name: (path, steps)
     "cartpole swing-up (bundled, RK4, slider limits), 100 steps": (f"{BUNDLED}/cartpole.xml", 100),
     "dm_control reacher, 50 steps": (f"{SUITE}/reacher.xml", 50),
     "mjx humanoid (contacts), 100 steps": (f"{MJX}/humanoid/humanoid.xml", 100),
+    "ant (RK4, Newton 100 iterations, contacts), 50 steps": (f"{BENCH_MODELS}/ant.xml", 50),
 }
 QUICK = {"cartpole swing-up (bundled, RK4, slider limits), 10 steps": (f"{BUNDLED}/cartpole.xml", 10)}
 

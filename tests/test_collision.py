@@ -494,7 +494,9 @@ def _tie_scene(base: str | None, r: float, shapes: tuple[str, ...]) -> str:
     return f"<mujoco>{flags}<worldbody>{floor}{''.join(parts)}</worldbody></mujoco>"
 
 
-@pytest.mark.parametrize("base", [None, "sphere", "capsule_flat"], ids=["plane", "sphere", "capsule"])
+@pytest.mark.parametrize("base", [None, pytest.param("sphere", marks=pytest.mark.slow),
+                                  pytest.param("capsule_flat", marks=pytest.mark.slow)],
+                         ids=["plane", "sphere", "capsule"])  # fmt: skip
 def test_ties_at_margin(base):
     """Touching geoms at distance exactly 0, exactly at the margin and at margin + gap: the same contacts (count and
     distances) and constraint rows as MuJoCo, whose analytic colliders test the centre distance (cdist <= margin + r,
@@ -752,6 +754,7 @@ def test_curved_normals_float32():
     assert np.mean(np.array(across) < 1e-12) >= 0.99 and max(across) < 1e-6, np.sort(across)[-3:]
 
 
+@pytest.mark.slow  # CI time: test_curved_normals_float32 covers float32 curved normals
 def test_curved_mesh_normals_float32():
     """Curved shapes against a mesh that is not small (the test's icosahedron: 50 hull triangles + edges), whose faces
     and edges the refinement finds near its current normal (`refine._near_kinks`): over 300 random penetrating and
@@ -794,6 +797,7 @@ def _cast_floats(tree, dtype):
     return jax.tree_util.tree_map(lambda x: x.astype(dtype) if jp.issubdtype(x.dtype, jp.floating) else x, tree)
 
 
+@pytest.mark.slow  # CI time: test_grad_finite_small covers collider gradients in the default selection
 def test_curved_distance_grad():
     """jax.grad of a curved pair's distance w.r.t. geom2's position (float64, the general collider with traced types:
     one compile) equals central differences to 1e-7 on 60 random penetrating and separated poses of 6 pair types.
@@ -1087,7 +1091,9 @@ def test_gjk_stops_float32():
         np.testing.assert_allclose(dist32, dist64, atol=2e-6)
 
 
-@pytest.mark.parametrize("t1", ["mesh", "sphere", "capsule", pytest.param("box", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("t1", [pytest.param("mesh", marks=pytest.mark.slow), "sphere",
+                                pytest.param("capsule", marks=pytest.mark.slow),
+                                pytest.param("box", marks=pytest.mark.slow)])  # fmt: skip
 def test_polytope_distance_grad(t1):
     """Box-mesh and mesh-mesh distances (separating axes; GJK only within the margin, a while loop whose simplex is
     rebuilt from live support points), sphere-mesh (face planes) and capsule-mesh (separating axes of the core

@@ -223,7 +223,8 @@ def test_gradient_of_deepest_distance_is_finite(setup):
 CLOSED_FORM_ATOL = 1e-9  # closed-form sphere/capsule-prism vs converged float64 GJK/EPA (tolerances 1e-10, 1e-9)
 
 
-@pytest.mark.parametrize("gtype", [mujoco.mjtGeom.mjGEOM_SPHERE, mujoco.mjtGeom.mjGEOM_CAPSULE])
+@pytest.mark.parametrize("gtype", [mujoco.mjtGeom.mjGEOM_SPHERE,
+                                   pytest.param(mujoco.mjtGeom.mjGEOM_CAPSULE, marks=pytest.mark.slow)])  # fmt: skip
 def test_closed_form_prism_colliders_match_gjk_epa(gtype):
     """Spheres and capsules meet the prisms through exact closed forms (`hfield._sphere_prism`,
     `hfield._capsule_prism`); on random prisms (sloped, flat, either triangle orientation) and random poses
@@ -338,6 +339,7 @@ def test_other_convex_types_match_mujoco():
         assert sum(c > 0 for c in counts) >= 4, (name, counts)
 
 
+@pytest.mark.slow  # CI time: float64/float32 hfield colliders are covered apart
 def test_float32_after_float64_in_one_process():
     """A capsule on a height field steps in float32 (`jax.enable_x64(False)`) after the same model ran in float64 in
     this process: the prism edge tables are int32 (as int64 numpy constants they failed to index under the toggle,

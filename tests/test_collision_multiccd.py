@@ -278,6 +278,7 @@ def _face_poses(mjm, rng, n):
     return out
 
 
+@pytest.mark.slow  # CI time: test_face_face_resting covers face manifolds
 def test_face_face_random_polygons():
     """Box on prism (box-mesh) and prism on prism (mesh-mesh), random faces turned to face each other, tilted and
     pressed: MuJoCo's contact set, exactly, including the 4 that its polygonQuad keeps of up to 10 clipped points."""

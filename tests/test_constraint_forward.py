@@ -188,7 +188,7 @@ def test_pgs_reports_its_dual_forces():
 
 @pytest.mark.parametrize(
     "name",
-    ["humanoid", "finger"]
+    ["humanoid", pytest.param("finger", marks=pytest.mark.slow)]
     + [pytest.param(n, marks=pytest.mark.slow) for n in ("pendula", "walker", "humanoid_elliptic_cg")],
 )
 def test_reference_model_forward(name):
@@ -345,7 +345,7 @@ SOFT_XML = """
 """
 
 
-@pytest.mark.parametrize("implicit", [False, True])
+@pytest.mark.parametrize("implicit", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_grad_matches_finite_differences_soft_contact(implicit):
     """A sphere bouncing in a soft frictionless contact (active throughout): grad == central differences, both
     through the unrolled solver iterations and with implicit differentiation at the optimum."""

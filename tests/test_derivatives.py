@@ -322,7 +322,7 @@ def _cast(tree, dtype):
     return jax.tree.map(lambda x: x.astype(dtype) if jp.issubdtype(jp.result_type(x), jp.floating) else x, tree)
 
 
-@pytest.mark.parametrize("dtype", [jp.float64, jp.float32])
+@pytest.mark.parametrize("dtype", [pytest.param(jp.float64, marks=pytest.mark.slow), jp.float32])
 def test_gradients_nan_free_at_onset_rest_and_limits(dtype):
     """A sphere exactly touching the floor at rest (contact onset, zero velocity, free-joint quaternion at zero
     rotation) and a slide joint exactly at its limit: the gradient of a 3-step rollout with respect to the state,

@@ -294,6 +294,7 @@ def test_vmap_equals_loop(small):
             )
 
 
+@pytest.mark.slow  # CI time: test_dynamics::test_jit_equals_nojit covers it
 def test_jit_equals_nojit(small):
     mjm, m, d, step = small
     a = step(m, d)

@@ -171,6 +171,7 @@ def test_rangefinders_match_mujoco_end_to_end():
     assert hits > 0 and misses > 0, (hits, misses)
 
 
+@pytest.mark.slow  # CI time: the float64 rangefinder tests cover the ray casts
 def test_rangefinders_float32():
     """float32 sensors agree with MuJoCo's float64 to float32 precision in a state where every ray hits a face
     far from any edge (here: the first random state)."""

@@ -265,6 +265,7 @@ def _check_pile(m, mjm, mjd, tol):
     oracle.close(qs, mjd.qacc, NEWTON_TOL, "Newton qacc")
 
 
+@pytest.mark.slow  # CI time: the other sparse-row tests cover the layout
 def test_pile_32_matches_dense_and_mujoco():
     """The 32-body pile (tests/test_scene.py's small variant, groups trimmed like the big scene's) after landing."""
     mjm, mjd = _mj_pile(pile_xml(**SMALL), 60)

@@ -188,6 +188,7 @@ THROWS = ([2.0, 0.5, 0, 3, -2, 5], [-1.5, 1.0, 0, -4, 1, 2])  # qvel0 of the two
 LANDING = slice(40, 51)  # the states of the window (steps 40-50 of the first throw) in which the box lands
 
 
+@pytest.mark.slow  # CI time: test_pendulum_mass_recovered covers sysid in the default selection
 def test_held_starts_recover_friction_from_a_landing():
     """One 10-step window of the tumbling box, the one in which it lands (the residual of friction 0.5 there is
     300, against 3e-27 at the true 0.8). Fitting the window start and the friction together from the first
