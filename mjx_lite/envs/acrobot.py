@@ -13,13 +13,13 @@ import jax.numpy as jp
 
 from mjx_lite import names
 from mjx_lite.envs import suite
-from mjx_lite.envs.base import Env, State, diverged
+from mjx_lite.envs.base import State
 from mjx_lite.types import Data, Model
 
 __all__ = ["Acrobot"]
 
 
-class Acrobot(Env):
+class Acrobot(suite.SuiteEnv):
     """Swing the acrobot's tip up to the target (see the module docstring).
 
     Args:
@@ -52,10 +52,4 @@ class Acrobot(Env):
         data = self.init_data(qpos=self.model.qpos0.at[jp.asarray(self._joints)].set(angles))
         zero = jp.zeros((), f)
         return State(data, self.observation(data), zero, zero, metrics={"distance": self.reward(data)[1]["distance"]})
-
-    def step(self, state: State, action: jax.Array) -> State:
-        data = self.physics_step(state.data, action)
-        reward, metrics = self.reward(data)
-        done = diverged(state.data, data).astype(reward.dtype)
-        return state.replace(data=data, obs=self.observation(data), reward=reward, done=done, metrics=metrics)
 

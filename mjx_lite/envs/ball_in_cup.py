@@ -13,7 +13,7 @@ import jax.numpy as jp
 
 from mjx_lite import names
 from mjx_lite.envs import suite
-from mjx_lite.envs.base import Env, State, diverged
+from mjx_lite.envs.base import State
 from mjx_lite.types import Data, Model
 
 __all__ = ["CANDIDATES", "BallInCup"]
@@ -21,7 +21,7 @@ __all__ = ["CANDIDATES", "BallInCup"]
 CANDIDATES = 4  # initial ball positions drawn at reset (the first without contact is kept)
 
 
-class BallInCup(Env):
+class BallInCup(suite.SuiteEnv):
     """Swing the ball into the cup (see the module docstring)."""
 
     def __init__(self, model: Model | None = None):
@@ -52,9 +52,3 @@ class BallInCup(Env):
         data = self.init_data(qpos=qpos[pick])
         zero = jp.zeros((), f)
         return State(data, self.observation(data), zero, zero, metrics={"in_target": zero})
-
-    def step(self, state: State, action: jax.Array) -> State:
-        data = self.physics_step(state.data, action)
-        reward, metrics = self.reward(data)
-        done = diverged(state.data, data).astype(reward.dtype)
-        return state.replace(data=data, obs=self.observation(data), reward=reward, done=done, metrics=metrics)

@@ -15,7 +15,7 @@ import jax.numpy as jp
 import mjx_lite
 from mjx_lite import names
 from mjx_lite.envs import suite
-from mjx_lite.envs.base import Env, State, diverged
+from mjx_lite.envs.base import State
 from mjx_lite.envs.rewards import tolerance
 from mjx_lite.types import Data, Model
 
@@ -25,7 +25,7 @@ RUN_SPEED = 10.0
 SETTLE_STEPS = 200  # dm_control's physics.step(nstep=200) at the start of an episode
 
 
-class Cheetah(Env):
+class Cheetah(suite.SuiteEnv):
     """Run forward as fast as possible (see the module docstring)."""
 
     def __init__(self, model: Model | None = None):
@@ -49,9 +49,3 @@ class Cheetah(Env):
         data = data.replace(time=jp.zeros_like(data.time))
         zero = jp.zeros((), self.float_dtype())
         return State(data, self.observation(data), zero, zero, metrics={"speed": zero})
-
-    def step(self, state: State, action: jax.Array) -> State:
-        data = self.physics_step(state.data, action)
-        reward, metrics = self.reward(data)
-        done = diverged(state.data, data).astype(reward.dtype)
-        return state.replace(data=data, obs=self.observation(data), reward=reward, done=done, metrics=metrics)

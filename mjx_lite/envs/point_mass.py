@@ -13,14 +13,14 @@ import jax.numpy as jp
 
 from mjx_lite import names
 from mjx_lite.envs import suite
-from mjx_lite.envs.base import Env, State, diverged
+from mjx_lite.envs.base import State
 from mjx_lite.envs.rewards import tolerance
 from mjx_lite.types import Data, Model
 
 __all__ = ["PointMass"]
 
 
-class PointMass(Env):
+class PointMass(suite.SuiteEnv):
     """Move the point mass to the target at the origin with small controls (see the module docstring)."""
 
     def __init__(self, model: Model | None = None):
@@ -42,9 +42,3 @@ class PointMass(Env):
         data = self.init_data(qpos=suite.random_joints(self.model, self.model.qpos0, rng))
         zero = jp.zeros((), self.float_dtype())
         return State(data, self.observation(data), zero, zero, metrics={"distance": self.reward(data)[1]["distance"]})
-
-    def step(self, state: State, action: jax.Array) -> State:
-        data = self.physics_step(state.data, action)
-        reward, metrics = self.reward(data)
-        done = diverged(state.data, data).astype(reward.dtype)
-        return state.replace(data=data, obs=self.observation(data), reward=reward, done=done, metrics=metrics)

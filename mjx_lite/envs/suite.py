@@ -11,6 +11,7 @@ Data that `step` returns: kinematics and sensors of the state at the start of th
 
 from __future__ import annotations
 
+import abc
 import importlib.util
 import os
 
@@ -19,10 +20,31 @@ import jax.numpy as jp
 import numpy as np
 
 import mjx_lite
+from mjx_lite.envs.base import Env, State, diverged
 from mjx_lite.envs.rewards import tolerance
-from mjx_lite.types import JointType, Model
+from mjx_lite.types import Data, JointType, Model
 
-__all__ = ["load", "model_path", "random_joints", "within"]
+__all__ = ["SuiteEnv", "load", "model_path", "random_joints", "within"]
+
+
+class SuiteEnv(Env):
+    """A suite task: `observation(d)` and `reward(d) -> (reward, metrics)` of the Data a step returns; `step`
+    applies the action, reads both and ends the episode only where the state diverged (dm_control's suite tasks
+    have fixed-length episodes)."""
+
+    @abc.abstractmethod
+    def observation(self, d: Data) -> jax.Array:
+        """The task's observation of `d`."""
+
+    @abc.abstractmethod
+    def reward(self, d: Data) -> tuple[jax.Array, dict]:
+        """(reward (), metrics) of `d`."""
+
+    def step(self, state: State, action: jax.Array) -> State:
+        data = self.physics_step(state.data, action)
+        reward, metrics = self.reward(data)
+        done = diverged(state.data, data).astype(reward.dtype)
+        return state.replace(data=data, obs=self.observation(data), reward=reward, done=done, metrics=metrics)
 
 
 def model_path(domain: str) -> str:

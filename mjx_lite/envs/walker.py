@@ -16,7 +16,7 @@ import jax.numpy as jp
 
 from mjx_lite import names
 from mjx_lite.envs import suite
-from mjx_lite.envs.base import Env, State, diverged
+from mjx_lite.envs.base import State
 from mjx_lite.envs.rewards import tolerance
 from mjx_lite.types import Data, Model
 
@@ -26,7 +26,7 @@ STAND_HEIGHT = 1.2
 SPEEDS = {"stand": 0.0, "walk": 1.0, "run": 8.0}
 
 
-class Walker(Env):
+class Walker(suite.SuiteEnv):
     """The planar walker: stand (`move_speed=0`), walk (1 m/s) or run (8 m/s) (see the module docstring)."""
 
     def __init__(self, move_speed: float = 0.0, model: Model | None = None):
@@ -58,9 +58,3 @@ class Walker(Env):
         zero = jp.zeros((), self.float_dtype())
         _, metrics = self.reward(data)
         return State(data, self.observation(data), zero, zero, metrics=metrics)
-
-    def step(self, state: State, action: jax.Array) -> State:
-        data = self.physics_step(state.data, action)
-        reward, metrics = self.reward(data)
-        done = diverged(state.data, data).astype(reward.dtype)
-        return state.replace(data=data, obs=self.observation(data), reward=reward, done=done, metrics=metrics)
