@@ -1,0 +1,191 @@
+"""Issue 39's targets: real models at their own settings against MuJoCo C on all cores (section of docs/benchmarks.md).
+
+    python benchmarks/targets.py [--quick]
+    python benchmarks/targets.py --iterations PATH float32|float64     # one model's solver iterations (JSON)
+
+Three tables, float32 unless stated:
+1. Throughput: dm_control's cheetah, walker, hopper, quadruped, humanoid and dog and our ant (RK4, Newton at
+   MuJoCo's defaults), each at the settings in its file, at batch 256 and 4096: `python -m mjx_lite.bench --model
+   PATH --batch B --steps T --skip mjx` (one process per row, cold compile), beside MuJoCo C on one thread and
+   `mujoco.rollout` on all cores. Target: ours >= all cores, and no fall from batch 256 to 4096.
+2. Solver iterations per step (`solver_niter`) from the same random initial states (qvel ~ 0.01 N(0, 1)): ours in
+   float32 and float64, mean and max over environments and steps, and the mean over steps of the batch's maximum,
+   which is what a `vmap`ped bounded `while_loop` runs; MuJoCo C's (float64) from the same states.
+3. Where a step's time goes at batch 256 (XLA profile by pipeline stage, `benchmarks/profile_step.py`), and for
+   the ant at batch 32, 256 and 1024.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import mujoco
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import throughput  # noqa: E402 - benchmarks/ is on the path
+
+SUITE = throughput.SUITE
+ANT = os.path.join(HERE, "models", "ant.xml")
+# (label, path, steps per row): fewer steps where a step is slow, so that batch 4096 stays within minutes
+MODELS = [
+    ("dm_control cheetah", f"{SUITE}/cheetah.xml", 100),
+    ("dm_control walker", f"{SUITE}/walker.xml", 100),
+    ("dm_control hopper", f"{SUITE}/hopper.xml", 100),
+    ("dm_control quadruped", f"{SUITE}/quadruped.xml", 20),
+    ("dm_control humanoid", f"{SUITE}/humanoid.xml", 20),
+    ("dm_control dog", f"{SUITE}/dog.xml", 10),
+    ("ant (RK4, Newton 100 iterations, tolerance 1e-8)", ANT, 20),
+]
+BATCHES = (256, 4096)
+QUICK_MODELS = [MODELS[0], MODELS[-1]]
+
+
+def _settings(path: str) -> str:
+    mjm = mujoco.MjModel.from_xml_path(path)
+    o = mjm.opt
+    integ = {0: "Euler", 1: "RK4", 2: "implicit", 3: "implicitfast"}.get(int(o.integrator), str(o.integrator))
+    solver = {0: "PGS", 1: "CG", 2: "Newton"}.get(int(o.solver), str(o.solver))
+    extra = f", noslip {o.noslip_iterations}" if o.noslip_iterations else ""
+    return f"nv {mjm.nv}, {integ}, {solver} {o.iterations} it{extra}, dt {o.timestep:g}"
+
+
+def iterations(path: str, batch: int = 64, steps: int = 50, c_envs: int = 16) -> dict:
+    """Solver iterations of ours (the dtype JAX is set to) and MuJoCo C's from the same random initial states."""
+    import jax  # noqa: PLC0415 - the caller chooses x64 through the environment
+    import jax.numpy as jp  # noqa: PLC0415
+
+    import mjx_lite as mjl  # noqa: PLC0415
+
+    m = mjl.configure(mjl.load_mjcf(path))
+    d = mjl.make_data(m)
+    qvel = 0.01 * np.random.default_rng(0).standard_normal((batch, m.nv))
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d).replace(qvel=jp.asarray(qvel, d.qvel.dtype))
+
+    @jax.jit
+    def roll(db):
+        def body(d, _):
+            d = jax.vmap(mjl.step, in_axes=(None, 0))(m, d)
+            return d, d.solver_niter
+
+        return jax.lax.scan(body, db, None, length=steps)[1]
+
+    ours = np.asarray(roll(db))  # (steps, batch)
+    mjm = mujoco.MjModel.from_xml_path(path)
+    mjd = mujoco.MjData(mjm)
+    c = []
+    for i in range(min(batch, c_envs)):
+        mujoco.mj_resetData(mjm, mjd)
+        mjd.qvel[:] = qvel[i]
+        for _ in range(steps):
+            mujoco.mj_step(mjm, mjd)
+            c.append(int(mjd.solver_niter[0]))
+    return {"mean": float(ours.mean()), "max": int(ours.max()), "batch_max_mean": float(ours.max(1).mean()),
+            "c_mean": float(np.mean(c)), "c_max": int(np.max(c))}  # fmt: skip
+
+
+def _iterations_subprocess(path: str, dtype: str) -> dict:
+    env = {**os.environ, "JAX_ENABLE_X64": "1" if dtype == "float64" else "0"}
+    cmd = [sys.executable, os.path.abspath(__file__), "--iterations", path, dtype]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return {"error": "no result in 1800 s"}
+    if p.returncode != 0:
+        return {"error": p.stderr.strip().splitlines()[-1][:100] if p.stderr.strip() else f"exit {p.returncode}"}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _profile_subprocess(path: str, batch: int, steps: int) -> tuple[list, float] | str:
+    code = (f"import sys, json; sys.path.insert(0, {HERE!r}); import profile_step; "
+            f"rows, wall = profile_step.profile({path!r}, {batch}, 2, steps={steps}); "
+            "print(json.dumps([rows, wall]))")  # fmt: skip
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired:
+        return "no result in 1800 s"
+    if p.returncode != 0:
+        return (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1][:100]
+    rows, wall = json.loads(p.stdout.strip().splitlines()[-1])
+    return rows, wall
+
+
+def _shares(rows: list, wall: float, top: int = 4) -> str:
+    total = sum(r[2] for r in rows) or 1.0
+    parts = [f"{k.replace('forward/', '')} {100 * t / total:.0f}%" for k, _, t, _ in rows[:top]]
+    return f"{wall:.2f} ms per step; " + ", ".join(parts)
+
+
+def report(quick: bool = False) -> str:
+    models = QUICK_MODELS if quick else MODELS
+    batches = (16, 64) if quick else BATCHES
+    thr, its, prof = [], [], []
+    for label, path, steps in models:
+        steps = 5 if quick else steps
+        settings = _settings(path)
+        res = {b: throughput.run(path, [], b, steps, skip=("mjx",)) for b in batches}
+        rates = {b: throughput._cell(res[b].get("mjx_lite", {}), "steps_per_s") for b in batches}
+        growth = f"{rates[batches[1]] / rates[batches[0]]:.2f}" if all(rates.values()) else "-"
+        for b in batches:
+            ours, c = res[b].get("mjx_lite", {}), res[b].get("mujoco_c", {})
+            o, allc = rates[b], c.get("rollout_steps_per_s")
+            err = ours.get("error", "") if isinstance(ours, dict) else ""
+            err = err or str(res[b].get("error", ""))
+            ratio = f"{o / allc:.3f}" if o and allc else "-"
+            thr.append(f"| {label} ({settings}) | {b} | {throughput._k(o)}{' (' + err[-80:] + ')' if err else ''} | "
+                       f"{throughput._k(c.get('single_thread_steps_per_s'))} | {throughput._k(allc)} | {ratio} | "
+                       f"{growth if b == batches[1] else ''} |")
+        row = [label]
+        for dtype in ("float32", "float64"):
+            r = _iterations_subprocess(path, dtype)
+            row.append(r.get("error", f"{r.get('mean', 0):.2f} / {r.get('max', 0)} / {r.get('batch_max_mean', 0):.2f}"))
+            c = r
+        row.append(f"{c['c_mean']:.2f} / {c['c_max']}" if "c_mean" in c else "-")
+        its.append("| " + " | ".join(row) + " |")
+        pb = 16 if quick else 256
+        p = _profile_subprocess(path, pb, 2 if quick else 4)
+        prof.append(f"| {label} | {pb} | {p if isinstance(p, str) else _shares(*p)} |")
+    if not quick:
+        for b in (32, 1024):
+            p = _profile_subprocess(ANT, b, 4)
+            prof.append(f"| {models[-1][0]} | {b} | {p if isinstance(p, str) else _shares(*p)} |")
+    return "\n".join([
+        "### Real models at their own settings against MuJoCo C on all cores (issue 39's targets, float32)",
+        "",
+        "`python benchmarks/targets.py` (rows: `python -m mjx_lite.bench --model PATH --batch B --steps T --skip mjx`, "
+        "one process per row, cold compiles; random initial qvel ~ 0.01 N(0, 1)). Target: mjx_lite >= "
+        "`mujoco.rollout` on all cores (ratio >= 1), and steps/s that do not fall from batch "
+        f"{batches[0]} to {batches[1]} (the last column: steps/s at {batches[1]} / at {batches[0]}).",
+        "",
+        "| model (its own settings) | batch | mjx_lite steps/s | MuJoCo C 1 thread | `mujoco.rollout` all cores "
+        f"| mjx_lite / all cores | {batches[1]} / {batches[0]} |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *thr,
+        "",
+        "Solver iterations per step (`python benchmarks/targets.py --iterations PATH DTYPE`: 50 steps of 64 "
+        "environments from the random states above; MuJoCo C: 16 of the same environments, float64). Ours: mean / "
+        "max / mean over steps of the batch's maximum (the trip count of a `vmap`ped bounded while loop).",
+        "",
+        "| model | mjx_lite float32 | mjx_lite float64 | MuJoCo C mean / max |",
+        "| --- | --- | --- | --- |",
+        *its,
+        "",
+        "Where a step's time goes (`benchmarks/profile_step.py --model PATH --batch B --steps 4`: XLA profile by "
+        "pipeline stage, from the state after 50 MuJoCo steps; unprofiled ms per step of the whole batch and the "
+        "four largest stages' share of the profiled time).",
+        "",
+        "| model | batch | time per step, largest stages |",
+        "| --- | --- | --- |",
+        *prof,
+    ])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--iterations":
+        print(json.dumps(iterations(sys.argv[2])))
+    else:
+        print(report(quick="--quick" in sys.argv))
