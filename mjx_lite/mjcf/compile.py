@@ -21,7 +21,7 @@ import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
-from mjx_lite.mjcf import actuation, contact, derived, equality, fuse, hfield, sensor, tendon, texture, visual
+from mjx_lite.mjcf import actuation, contact, derived, equality, fuse, hfield, sensor, skin, tendon, texture, visual
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
@@ -57,9 +57,10 @@ SECTIONS = (
     (actuation.compile_actuator, ("actuator_",)),
     (sensor.compile_sensor, ("sensor_",)),
     (contact.compile_contact, ("pair_", "exclude_")),
+    (skin.compile_skins, ("skin_",)),
 )
 SECTION_SIZES = ("nu", "nactuator", "nhistory", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "npair",
-                 "nexclude")
+                 "nexclude", "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert")
 # MuJoCo's default colours: geoms and sites (mjs_defaultGeom/Site), lights (mjs_defaultLight)
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 _LIGHT_DEFAULTS = {"ambient": (0, 0, 0), "diffuse": (0.7, 0.7, 0.7), "specular": (0.3, 0.3, 0.3),
