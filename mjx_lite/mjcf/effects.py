@@ -320,10 +320,10 @@ _SENSOR = {
     "noise": NoEffect("MuJoCo stores sensor_noise for the user and adds no noise (no effect on sensordata)",
                       probe="0.5"),
     "cutoff": model("sensor_cutoff"), "user": USER,
-    "delay": Refused("non-zero (sensor delays)", "0.01", 'nsample="3"'),
-    "interp": NoEffect("interpolation of the sensor history, which is refused (delay, nsample)"),
-    "interval": NoEffect("MuJoCo 4.0 still computes sensordata every step (no effect on it)", probe="0.01"),
-    "nsample": Refused("non-zero (sensor history)", "3"),
+    "delay": model("sensor_delay"),
+    "interp": model("sensor_history"),
+    "interval": model("sensor_interval"),
+    "nsample": model("sensor_history"),
 }  # fmt: skip
 _SOBJ = model("sensor_objid", "sensor_objtype")
 _SREF = model("sensor_refid", "sensor_reftype")
