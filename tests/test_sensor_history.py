@@ -39,7 +39,8 @@ SMALL = """<sensor>
 
 def _xml(integrator: str, sensors: str = SENSORS) -> str:
     return f"""<mujoco><option timestep="0.005" integrator="{integrator}"/><worldbody>
-<body name="b1" pos="0 0 1"><joint name="j" axis="0 1 0" damping=".05"/><geom type="capsule" size=".05" fromto="0 0 0 .3 0 0"/>
+<body name="b1" pos="0 0 1"><joint name="j" axis="0 1 0" damping=".05"/>
+<geom type="capsule" size=".05" fromto="0 0 0 .3 0 0"/>
 <body name="b2" pos=".3 0 0"><joint name="k" axis="0 1 0"/><geom type="capsule" size=".04" fromto="0 0 0 .3 0 0"/>
 <site name="tip" pos=".3 0 0"/></body></body></worldbody>
 <actuator><motor name="m" joint="j" nsample="3" delay="0.01"/><motor joint="k" gear="2"/></actuator>
