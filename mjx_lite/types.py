@@ -598,6 +598,9 @@ class Model:
     # m.replace(fluid_active=True) to give a model compiled without a medium one later)
     ngravcomp: int = static_field(0)
     fluid_active: bool = static_field(False)
+    # whether any geom has a nonzero surface velocity at compile time (MuJoCo's flg_surfacevel): contact rows add
+    # the geoms' surface velocities to efc_vel only then (set it with m.replace to give geom_surfacevel later)
+    flg_surfacevel: bool = static_field(False)
     # compile-time values of floats that size static windows (height-field prisms tested per pair): per geom
     # (rbound, margin + gap) and per height field its cell size (dx, dy); host float64, not traced
     geom_reach0: np.ndarray = static_field(None, shape=("ngeom", 2), dtype="float64")

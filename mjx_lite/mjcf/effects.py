@@ -207,7 +207,7 @@ _GEOM = {
     "fluidshape": model("geom_fluid"), "fluidcoef": model("geom_fluid"),
     "adhesion": Refused("non-zero (adhesive contacts, active in the gap)", "1"),
     "castshadow": NoEffect("rendering: shadows of MuJoCo's OpenGL renderer"),
-    "surfacevel": Refused("non-zero (surface velocity of contacts: conveyor belts)", "0.1 0 0"),
+    "surfacevel": model("geom_surfacevel"),
 }  # fmt: skip
 
 _SITE = {"name": NAME, "class": CLASS, "type": model("site_type"), "group": GROUP, "material": MATERIAL,
