@@ -74,6 +74,11 @@ def make_data(m: Model) -> Data:
     return Data(**fields)
 
 
+# relative tolerance of the timestep grid in interval sensors' initial sample times: MuJoCo 4.0 rounds a time
+# within (5e-13, 1e-12) * |t / timestep| above a grid point down to it (probed; the rule is undocumented)
+_GRID_TOL = 7.5e-13
+
+
 def _init_history(m: Model, dtype) -> jax.Array:
     """Data.history of mj_resetData (nhistory,) (layout: `mjx_lite.pipeline.history`): per buffer the user slot
     (actuators 0; sensors the last interval tick: the interval's phase, or -period, or -timestep without an
@@ -94,7 +99,10 @@ def _init_history(m: Model, dtype) -> jax.Array:
             if kind == "sensor":
                 period, phase = m.sensor_interval[i, 0].astype(dtype), m.sensor_interval[i, 1].astype(dtype)
                 t0 = jp.where(phase == 0, -period, phase)
-                times = jp.where(period > 0, jp.ceil((t0 - (n - 1 - j) * period) / dt) * dt, times)
+                x = (t0 - (n - 1 - j) * period) / dt
+                # up to the timestep grid; within _GRID_TOL (relative) of a grid point counts as on it (MuJoCo 4.0
+                # absorbs the round-off of decimal phases and periods, e.g. -0.01 - 3 * 0.03 = -0.0999..)
+                times = jp.where(period > 0, jp.ceil(x - _GRID_TOL * jp.abs(x)) * dt, times)
                 user = jp.where(period > 0, t0, -dt)
             out = out.at[a].set(user).at[a + 1].set(n - 1).at[a + 2 : a + 2 + n].set(times)
     return out

@@ -51,7 +51,7 @@ def build_model(
     for name, f in fields.items():
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
-                    "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active",
+                    "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active", "flg_surfacevel",
                     "actuator_actslot"):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
@@ -107,6 +107,7 @@ def build_model(
     # MuJoCo counts the bodies with gravcomp > 0 (negative or NaN values alone leave the model without it)
     kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64) > 0))
     kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)
+    kw["flg_surfacevel"] = bool(np.any(np.asarray(arrays["geom_surfacevel"]) != 0))
     for name in ("nconmax", "njmax"):  # MuJoCo's <size nconmax njmax> (mjModel.nconmax / njmax); -1: not given
         v = int(sizes.get(name, -1))
         if v < -1:

@@ -43,7 +43,7 @@ _KIND = {
     ObjType.BODY: "body", ObjType.XBODY: "body", ObjType.JOINT: "joint", ObjType.GEOM: "geom", ObjType.SITE: "site",
     ObjType.CAMERA: "camera", ObjType.LIGHT: "light", ObjType.MESH: "mesh", ObjType.HFIELD: "hfield",
     ObjType.PAIR: "pair", ObjType.EXCLUDE: "exclude", ObjType.EQUALITY: "equality", ObjType.TENDON: "tendon",
-    ObjType.ACTUATOR: "actuator", ObjType.SENSOR: "sensor", ObjType.KEY: "key",
+    ObjType.ACTUATOR: "actuator", ObjType.SENSOR: "sensor", ObjType.KEY: "key", ObjType.SKIN: "skin",
 }  # fmt: skip
 
 

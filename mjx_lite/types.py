@@ -518,6 +518,7 @@ SIZE_FIELDS = (
     "nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nmeshvert",
     "nmeshface", "nhfield", "nhfielddata", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "nmocap",
     "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nhistory",
+    "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert",
 )  # fmt: skip
 
 
@@ -561,6 +562,14 @@ class Model:
     ntex: int = static_field()
     nactuator: int = static_field()  # number of actuators (nu counts their controls: an actuator may have several)
     nhistory: int = static_field()  # size of Data.history (delay/history ring buffers of actuators and sensors)
+    # skins (visual only; mjcf/skin.py, render/skin.py): skins, their vertices, texture coordinates, faces, bones
+    # and bone-vertex pairs
+    nskin: int = static_field(0)
+    nskinvert: int = static_field(0)
+    nskintexvert: int = static_field(0)
+    nskinface: int = static_field(0)
+    nskinbone: int = static_field(0)
+    nskinbonevert: int = static_field(0)
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
@@ -589,6 +598,9 @@ class Model:
     # m.replace(fluid_active=True) to give a model compiled without a medium one later)
     ngravcomp: int = static_field(0)
     fluid_active: bool = static_field(False)
+    # whether any geom has a nonzero surface velocity at compile time (MuJoCo's flg_surfacevel): contact rows add
+    # the geoms' surface velocities to efc_vel only then (set it with m.replace to give geom_surfacevel later)
+    flg_surfacevel: bool = static_field(False)
     # compile-time values of floats that size static windows (height-field prisms tested per pair): per geom
     # (rbound, margin + gap) and per height field its cell size (dx, dy); host float64, not traced
     geom_reach0: np.ndarray = static_field(None, shape=("ngeom", 2), dtype="float64")
@@ -873,6 +885,29 @@ class Model:
     site_sameframe: np.ndarray = static_field(shape=("nsite",), dtype="uint8")
     site_size: jax.Array = shaped("nsite", 3)
     site_type: np.ndarray = static_field(shape=("nsite",), dtype="int32")
+    # skin (visual only: no effect on the physics). MuJoCo's float32 data as float values (traced, so colours and
+    # shapes can be randomised); faces and bone vertex ids are local to their skin; skin_texcoordadr -1: none
+    skin_boneadr: np.ndarray = static_field(shape=("nskin",), dtype="int32")
+    skin_bonebindpos: jax.Array = shaped("nskinbone", 3)
+    skin_bonebindquat: jax.Array = shaped("nskinbone", 4)
+    skin_bonebodyid: np.ndarray = static_field(shape=("nskinbone",), dtype="int32")
+    skin_bonenum: np.ndarray = static_field(shape=("nskin",), dtype="int32")
+    skin_bonevertadr: np.ndarray = static_field(shape=("nskinbone",), dtype="int32")
+    skin_bonevertid: np.ndarray = static_field(shape=("nskinbonevert",), dtype="int32")
+    skin_bonevertnum: np.ndarray = static_field(shape=("nskinbone",), dtype="int32")
+    skin_bonevertweight: jax.Array = shaped("nskinbonevert")
+    skin_face: np.ndarray = static_field(shape=("nskinface", 3), dtype="int32")
+    skin_faceadr: np.ndarray = static_field(shape=("nskin",), dtype="int32")
+    skin_facenum: np.ndarray = static_field(shape=("nskin",), dtype="int32")
+    skin_group: np.ndarray = static_field(shape=("nskin",), dtype="int32")
+    skin_inflate: jax.Array = shaped("nskin")
+    skin_matid: np.ndarray = static_field(shape=("nskin",), dtype="int32")
+    skin_rgba: jax.Array = shaped("nskin", 4)
+    skin_texcoord: jax.Array = shaped("nskintexvert", 2)
+    skin_texcoordadr: np.ndarray = static_field(shape=("nskin",), dtype="int32")
+    skin_vert: jax.Array = shaped("nskinvert", 3)
+    skin_vertadr: np.ndarray = static_field(shape=("nskin",), dtype="int32")
+    skin_vertnum: np.ndarray = static_field(shape=("nskin",), dtype="int32")
     # texture: MuJoCo's tex_type (mjtTexture); the procedural description of builtin textures as mjsTexture names
     # it (builtin: mjtBuiltin, 0 for file textures; rgb1, rgb2), from which the renderer draws checkers and
     # gradients. MuJoCo's pixel arrays (tex_data, megabytes per model) are not kept: file textures are not drawn.

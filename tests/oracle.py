@@ -25,11 +25,12 @@ _OBJ = {
     "tendon": mujoco.mjtObj.mjOBJ_TENDON, "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR,
     "sensor": mujoco.mjtObj.mjOBJ_SENSOR, "key": mujoco.mjtObj.mjOBJ_KEY,
     "material": mujoco.mjtObj.mjOBJ_MATERIAL, "texture": mujoco.mjtObj.mjOBJ_TEXTURE,
+    "skin": mujoco.mjtObj.mjOBJ_SKIN,
 }  # fmt: skip
 _COUNT = {"body": "nbody", "joint": "njnt", "geom": "ngeom", "site": "nsite", "camera": "ncam", "light": "nlight",
           "mesh": "nmesh", "hfield": "nhfield", "pair": "npair", "exclude": "nexclude", "equality": "neq",
           "tendon": "ntendon", "actuator": "nactuator", "sensor": "nsensor", "key": "nkey", "material": "nmat",
-          "texture": "ntex"}  # fmt: skip
+          "texture": "ntex", "skin": "nskin"}  # fmt: skip
 
 SITE_PACKAGES = os.path.dirname(os.path.dirname(mujoco.__file__))
 MJX_TEST_DATA = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data")

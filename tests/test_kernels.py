@@ -113,6 +113,7 @@ JOINTS = """
     <motor joint="h1" gear="2" armature="0.05"/>
     <motor joint="hip" gear="1"/>
     <motor joint="ph" gear="3" armature="0.1"/>
+    <motor joint="pb" gear="2" armature="0.07"/>
   </actuator>
 </mujoco>
 """

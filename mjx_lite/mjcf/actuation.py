@@ -819,7 +819,7 @@ def finalize_sections(ctx: CompileContext, st) -> None:
 def actuator_armature(ctx: CompileContext, st) -> None:
     """Add actuator armature (reflected through gear^2) to the qpos0 inertia `st.mfull`/`st.minv`, as MuJoCo's qM.
 
-    Joint transmissions: armature * gear[0]^2 on the (hinge/slide) dof; tendon transmissions:
+    Joint transmissions: armature * gear[0]^2 on each dof of the joint (ball: 3, free: 6); tendon transmissions:
     armature * gear[0]^2 * J' J on the dof-tree entries (as MuJoCo's qM). Skipped when the ConstState says it
     already holds it (`st.actuator_armature_included`).
     """
@@ -834,12 +834,8 @@ def actuator_armature(ctx: CompileContext, st) -> None:
         trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
         g2 = float(A["actuator_gear"][i, 0]) ** 2
         if trn in (TrnType.JOINT, TrnType.JOINTINPARENT):
-            if int(A["jnt_type"][obj]) not in (JointType.HINGE, JointType.SLIDE):
-                el = ctx.elements["actuator"][i]
-                raise unsupported(el, "actuator armature on ball and free joints is not supported by mjx_lite",
-                                  "armature")
-            da = int(A["jnt_dofadr"][obj])
-            add[da, da] += arm[i] * g2
+            da, nd = int(A["jnt_dofadr"][obj]), JointType(int(A["jnt_type"][obj])).dof_width()
+            add[np.arange(da, da + nd), np.arange(da, da + nd)] += arm[i] * g2  # every dof of the joint
         elif trn == TrnType.TENDON:
             if tj is None:
                 tj = np.asarray(st.run(ptendon.tendon).ten_J, np.float64).reshape(-1, nv)

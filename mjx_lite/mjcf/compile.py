@@ -21,7 +21,7 @@ import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
-from mjx_lite.mjcf import actuation, contact, derived, equality, fuse, hfield, sensor, tendon, texture, visual
+from mjx_lite.mjcf import actuation, contact, derived, equality, fuse, hfield, sensor, skin, tendon, texture, visual
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
@@ -57,9 +57,10 @@ SECTIONS = (
     (actuation.compile_actuator, ("actuator_",)),
     (sensor.compile_sensor, ("sensor_",)),
     (contact.compile_contact, ("pair_", "exclude_")),
+    (skin.compile_skins, ("skin_",)),
 )
 SECTION_SIZES = ("nu", "nactuator", "nhistory", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "npair",
-                 "nexclude")
+                 "nexclude", "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert")
 # MuJoCo's default colours: geoms and sites (mjs_defaultGeom/Site), lights (mjs_defaultLight)
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 _LIGHT_DEFAULTS = {"ambient": (0, 0, 0), "diffuse": (0.7, 0.7, 0.7), "specular": (0.3, 0.3, 0.3),
@@ -460,9 +461,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
             ginertia = _geom_inertia(gtype, size, mass, shell, mesh)
         if mass < 0 or np.any(ginertia < 0) or density < 0:
             raise at.error(el, "mass, inertia or density are negative in geom", "density")
-    for k, what in (("adhesion", "adhesive contacts (adhesion != 0)"), ("surfacevel", "surface velocity")):
-        if np.any(np.asarray(at.get(el, k, 0.0)) != 0):
-            raise at.unsupported(el, f"{what} is not supported", k)
+    if float(at.get(el, "adhesion", 0.0)) != 0:
+        raise at.unsupported(el, "adhesive contacts (adhesion != 0) are not supported", "adhesion")
     fluid = np.zeros(12)
     if at.keyword(el, "fluidshape", ("none", "ellipsoid"), "none") == 1:
         fluid = inr.fluid_coefs(gtype, size, 1.0, at.vec(el, "fluidcoef", 5, (0.5, 0.25, 1.5, 1.0, 1.0)))

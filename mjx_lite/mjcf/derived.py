@@ -27,7 +27,7 @@ from mjx_lite.mjcf import actuation
 from mjx_lite.mjcf.context import DEFAULT_STAT, CompileContext, dof_tree_mask, provisional_model
 from mjx_lite.mjcf.inertia import factor_ld, quat_mul, quat_to_mat, solve_ld
 from mjx_lite.pipeline import tendon
-from mjx_lite.types import MINVAL
+from mjx_lite.types import MINVAL, JointType
 
 # fields filled here (placeholders are written before a provisional Model is built)
 _DERIVED = {
@@ -311,14 +311,15 @@ def _simple_dofs(ctx: CompileContext, st: ConstState, m0: np.ndarray) -> None:
 
 
 def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
-    """(nv,) gear^2 * armature of actuators with a slide/hinge joint transmission, on their dof."""
+    """(nv,) gear[0]^2 * armature of actuators with a joint transmission, on each dof of their joint."""
     A, nv = ctx.arrays, ctx.sizes["nv"]
     out = np.zeros(nv)
     arm = np.asarray(A.get("actuator_armature", np.zeros(0)), float)
     for i in np.nonzero(arm)[0]:
         trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
-        if trn in (0, 1) and int(A["jnt_type"][obj]) in (2, 3):  # joint/jointinparent on slide/hinge
-            out[int(A["jnt_dofadr"][obj])] += arm[i] * float(A["actuator_gear"][i, 0]) ** 2
+        if trn in (0, 1):  # joint/jointinparent: every dof of the joint (a free joint's 6, a ball's 3)
+            da, nd = int(A["jnt_dofadr"][obj]), JointType(int(A["jnt_type"][obj])).dof_width()
+            out[da : da + nd] += arm[i] * float(A["actuator_gear"][i, 0]) ** 2
     return out
 
 

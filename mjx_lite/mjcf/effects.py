@@ -207,7 +207,7 @@ _GEOM = {
     "fluidshape": model("geom_fluid"), "fluidcoef": model("geom_fluid"),
     "adhesion": Refused("non-zero (adhesive contacts, active in the gap)", "1"),
     "castshadow": NoEffect("rendering: shadows of MuJoCo's OpenGL renderer"),
-    "surfacevel": Refused("non-zero (surface velocity of contacts: conveyor belts)", "0.1 0 0"),
+    "surfacevel": model("geom_surfacevel"),
 }  # fmt: skip
 
 _SITE = {"name": NAME, "class": CLASS, "type": model("site_type"), "group": GROUP, "material": MATERIAL,
@@ -232,7 +232,17 @@ _LIGHT = {"name": NAME, "class": CLASS, "mode": model("light_mode"), "target": m
           "type": model("light_type"), "pos": model("light_pos"), "dir": model("light_dir"),
           **{k: NoEffect("lighting: visual only") for k in _LIGHT_VISUAL}}  # fmt: skip
 
-_ASSET = NoEffect("visual asset data (textures, materials, skins): rendering only")
+_ASSET = NoEffect("visual asset data (textures, materials): rendering only")
+# skins (mjcf/skin.py): compiled as MuJoCo compiles them; render/skin.py computes their vertices (not drawn yet)
+_SKIN = {
+    "name": NAME, "file": Compiler("skin data from a .skn file"), "material": MATERIAL,
+    "rgba": NoEffect("skin colour: the renderer does not draw skins yet"), "inflate": model("skin_inflate"),
+    "group": GROUP, "vertex": model("skin_vert"), "texcoord": NoEffect("texture coordinates: skins are not drawn yet"),
+    "face": model("skin_face"),
+}  # fmt: skip
+_BONE = {"body": model("skin_bonebodyid"), "bindpos": model("skin_bonebindpos"),
+         "bindquat": model("skin_bonebindquat"), "vertid": model("skin_bonevertid"),
+         "vertweight": model("skin_bonevertweight")}  # fmt: skip
 _MESH = {
     "name": NAME, "class": CLASS, "content_type": Compiler("file format"), "file": Compiler("mesh data"),
     "vertex": Compiler("mesh data"), "normal": NoEffect("rendering normals"), "texcoord": NoEffect("texture coords"),
@@ -310,10 +320,10 @@ _SENSOR = {
     "noise": NoEffect("MuJoCo stores sensor_noise for the user and adds no noise (no effect on sensordata)",
                       probe="0.5"),
     "cutoff": model("sensor_cutoff"), "user": USER,
-    "delay": Refused("non-zero (sensor delays)", "0.01", 'nsample="3"'),
-    "interp": NoEffect("interpolation of the sensor history, which is refused (delay, nsample)"),
-    "interval": NoEffect("MuJoCo 4.0 still computes sensordata every step (no effect on it)", probe="0.01"),
-    "nsample": Refused("non-zero (sensor history)", "3"),
+    "delay": model("sensor_delay"),
+    "interp": model("sensor_history"),
+    "interval": model("sensor_interval"),
+    "nsample": model("sensor_history"),
 }  # fmt: skip
 _SOBJ = model("sensor_objid", "sensor_objtype")
 _SREF = model("sensor_refid", "sensor_reftype")
@@ -362,8 +372,9 @@ def _table() -> dict[str, dict]:
         "texture": {a: _ASSET for a in sc.SCHEMA["texture"]},
         "material": {a: NAME if a == "name" else CLASS if a == "class" else _ASSET for a in sc.SCHEMA["material"]},
         "material/layer": {a: _ASSET for a in sc.SCHEMA["material/layer"]},
-        "skin": {a: _ASSET for a in sc.SCHEMA["skin"]},
-        "skin/bone": {a: _ASSET for a in sc.SCHEMA["skin/bone"]},
+        "deformable": {},
+        "skin": _SKIN,
+        "skin/bone": _BONE,
         "contact": {},
         "pair": _PAIR,
         "exclude": _EXCLUDE,

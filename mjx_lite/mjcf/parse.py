@@ -19,7 +19,8 @@ The tree handed to the compiler (see `spec.py`):
     XML element or one of its classes wrote.  The <default> section is kept as written (typed, no inheritance)
     for reference.
   - <replicate> is expanded (copies posed like nested frames, names suffixed as MuJoCo does).
-  - Skins (<asset><skin>, visual only) and <visual>/<custom> are kept aside for reference; the compiler ignores them.
+  - Skins (<asset><skin>, <deformable><skin>) are compiled by mjcf/skin.py (visual only); <visual>/<custom> are kept
+    aside for reference.
   - Values are typed per `schema.py`. Default arrays (built-in or from a class) are shared, read-only numpy
     arrays: copy before modifying in place.
 """
@@ -48,8 +49,8 @@ _BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "l
                   "attach"}
 _BODY_UNSUPPORTED = {"plugin", "composite", "flexcomp", "skin", "flex"}
 CHILDREN: dict[str, set[str]] = {
-    "mujoco": {"compiler", "option", "size", "statistic", "visual", "default", "asset", "worldbody", "contact",
-               "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
+    "mujoco": {"compiler", "option", "size", "statistic", "visual", "default", "asset", "deformable", "worldbody",
+               "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
     "compiler": {"lengthrange"},
     "option": {"flag"},
     "visual": set(sc.VISUAL_CHILDREN),
@@ -61,6 +62,7 @@ CHILDREN: dict[str, set[str]] = {
     "asset": {"mesh", "hfield", "texture", "material", "skin", "model"},
     "material": {"layer"},
     "skin": {"bone"},
+    "deformable": {"skin"},
     "contact": {"pair", "exclude"},
     "equality": {"connect", "weld", "joint", "tendon"},
     "tendon": {"spatial", "fixed"},
@@ -73,7 +75,8 @@ CHILDREN: dict[str, set[str]] = {
     "tuple": {"element"},
 }  # fmt: skip
 UNSUPPORTED: dict[str, set[str]] = {
-    "mujoco": {"extension", "deformable"},
+    "mujoco": {"extension"},
+    "deformable": {"flex"},
     "worldbody": _BODY_UNSUPPORTED,
     "body": _BODY_UNSUPPORTED,
     "frame": _BODY_UNSUPPORTED,
@@ -98,8 +101,8 @@ ORIENTED = {"body", "frame", "inertial", "geom", "site", "camera"}
 # MuJoCo normalises these quaternions before resolving an orientation alternative (not after): the quaternion of an
 # alternative stays as computed (Element.raw_quat; attrs.quat leaves it as is)
 RAW_ALTERNATIVE = {"body", "geom", "inertial"}
-SECTION_ORDER = ("compiler", "option", "size", "statistic", "visual", "default", "asset", "worldbody", "contact",
-                 "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
+SECTION_ORDER = ("compiler", "option", "size", "statistic", "visual", "default", "asset", "deformable", "worldbody",
+                 "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
 ALWAYS = ("compiler", "option", "size", "statistic", "worldbody")
 
 

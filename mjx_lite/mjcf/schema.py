@@ -415,12 +415,12 @@ _MATERIAL = {
 
 _LAYER = {"role": S(), "texture": S()}
 
-# skins are visual only: parsed and kept in <asset> for reference, ignored by the compiler
+# skins (<asset> or <deformable>): visual only, compiled by mjcf/skin.py
 _SKIN = {
     "name": S(),
     "file": S(),
     "material": S(),
-    "rgba": R((1, 1, 1, 1), 4),
+    "rgba": R((0.5, 0.5, 0.5, 1), 4),
     "inflate": R(0),
     "group": I(0),
     "vertex": R(None, -1),
@@ -749,6 +749,7 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "include": {"file": S()},
     "attach": {"model": S(), "body": S(), "frame": S(), "prefix": S()},
     "asset": {},
+    "deformable": {},
     "model": {"name": S(), "file": S(), "content_type": S()},
     "mesh": _MESH,
     "hfield": _HFIELD,
@@ -809,6 +810,7 @@ WORDS = {
 # attributes MuJoCo requires (MJCFError "required attribute missing" when absent; not checked in <default>)
 REQUIRED: dict[str, tuple[str, ...]] = {
     "replicate": ("count",),
+    "skin/bone": ("body", "bindpos", "bindquat", "vertid", "vertweight"),
     "attach": ("prefix",),
     "model": ("file",),
     "inertial": ("pos", "mass"),

@@ -1,7 +1,9 @@
 """Compiler pass for <sensor>: every non-rendering MuJoCo 4.0 sensor (mjModel sensor_*, nsensordata).
 
-Not supported (MJCFError naming the element): tactile, plugin, user, camera rangefinders
-(rendering-like), and sensor history buffers (nsample > 0 / delay > 0).
+History buffers (nsample > 0; delay, interp, interval) are compiled as MuJoCo's (sensor_history, sensor_historyadr
+after the actuators' buffers, nhistory; pipeline/history.py runs them). Not supported (MJCFError naming the
+element): tactile, plugin, user, camera rangefinders (rendering-like), a sensor delay with the RK4 integrator, a
+sensor interval shorter than the timestep (with a buffer).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import numpy as np
 from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
-from mjx_lite.types import DataType, GeomType, JointType, ObjType, SensorType, Stage
+from mjx_lite.types import DataType, GeomType, IntegratorType, JointType, ObjType, SensorType, Stage
 
 R, P, A, Q = DataType.REAL, DataType.POSITIVE, DataType.AXIS, DataType.QUATERNION
 POS, VEL, ACC = Stage.POS, Stage.VEL, Stage.ACC
@@ -157,6 +159,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
     interval = np.zeros((n, 2))
     jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
     adr = 0
+    nhistory = int(ctx.sizes.get("nhistory", 0))  # the actuators' buffers come first
     for i, s in enumerate(sensors):
         if s.tag in UNSUPPORTED:
             raise unsupported(s, f"<{s.tag}> sensors are not supported by mjx_lite")
@@ -237,9 +240,12 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
                     raise unsupported(s, f"objtype '{t}' is not supported by mjx_lite", "objtype")
                 objtype = _USER_OBJTYPE[t]
                 objid = ctx.id_of(_OBJ_KEY[objtype], nm, s, "objname")
-        if int(get(s, "nsample", 0)) != 0 or float(get(s, "delay", 0.0)) != 0:
-            raise unsupported(s, "sensor delays / history (nsample, delay) are not supported by mjx_lite",
-                        "nsample" if int(get(s, "nsample", 0)) else "delay")  # fmt: skip
+        nsample, delay[i] = int(get(s, "nsample", 0)), float(get(s, "delay", 0.0))
+        if delay[i] > 0 and nsample <= 0:
+            raise error(s, "setting delay > 0 without a history buffer", "delay")
+        if delay[i] > 0 and int(ctx.option.get("integrator", 0)) == IntegratorType.RK4:
+            raise unsupported(s, "a sensor delay with the RK4 integrator is not supported by mjx_lite (MuJoCo samples "
+                                 "the delayed sensor at the last Runge-Kutta stage's intermediate state)", "delay")
         c = float(get(s, "cutoff", 0.0))
         if c < 0:
             raise error(s, "negative cutoff", "cutoff")
@@ -257,11 +263,13 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         cols["sensor_refid"][i] = refid
         cols["sensor_dim"][i] = dim
         cols["sensor_adr"][i] = adr
-        cols["sensor_historyadr"][i] = -1
         interp = get(s, "interp", "zoh")
         if interp not in ("zoh", "linear", "cubic"):
             raise error(s, f"invalid keyword '{interp}' (expected zoh, linear or cubic)", "interp")
-        history[i] = (0, ("zoh", "linear", "cubic").index(interp))  # (nsample, interp)
+        history[i] = (nsample, ("zoh", "linear", "cubic").index(interp))  # (nsample, interp; MuJoCo keeps nsample < 0)
+        # ring buffer after the actuators' (pipeline/history.py): [tick, cursor, times (n), values (n * dim)]
+        cols["sensor_historyadr"][i] = nhistory if nsample > 0 else -1
+        nhistory += 2 + nsample * (1 + dim) if nsample > 0 else 0
         adr += dim
         noise[i], cutoff[i] = nz, c
         interval[i] = vec(s, "interval", 2, (0.0, 0.0))
@@ -271,11 +279,15 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             raise error(s, "positive phase", "interval")
         if interval[i, 0] > 0 and interval[i, 1] <= -interval[i, 0]:
             raise error(s, "phase must be greater than -period", "interval")
+        if nsample > 0 and 0 < interval[i, 0] < float(ctx.option.get("timestep", 0.002)):
+            raise unsupported(s, "a sensor interval shorter than the timestep is not supported by mjx_lite (MuJoCo "
+                                 "4.0 spaces the initial sample times of its buffer by another rule)", "interval")
     ctx.arrays.update(cols)
     ctx.arrays.update(sensor_intprm=intprm, sensor_history=history, sensor_noise=noise, sensor_cutoff=cutoff,
                       sensor_delay=delay, sensor_interval=interval)  # fmt: skip
     ctx.sizes["nsensor"] = n
     ctx.sizes["nsensordata"] = adr
+    ctx.sizes["nhistory"] = nhistory
 
 
 def _one_of(ctx, s: Element, options, required: bool) -> tuple[int, int]:

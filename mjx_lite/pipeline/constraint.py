@@ -236,6 +236,7 @@ class _Rows:
     r_scale: jax.Array  # (n,) multiplies R and diagA (elliptic friction rows); 1 otherwise
     imp_from: np.ndarray | None = None  # rows whose impedance/R comes from another row (block-local index)
     cols: np.ndarray | jax.Array | None = None  # (n, wb) columns of sparse rows J (n, wb); None: J is dense (n, nv)
+    vel_add: jax.Array | None = None  # (n,) added to J qvel in efc_vel (contact surface velocity); None: zero
 
 
 def _static_sparse(J: jax.Array, supports: list[np.ndarray]) -> tuple[jax.Array, np.ndarray]:
@@ -652,6 +653,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
                                     axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
 
         fr = con.friction[slots]  # (k, 5)
+        cs = _surface_vel(m, d, g, pt, frame) if m.flg_surfacevel else None  # (k, 6) in the contact frame
         live = con.active[slots] & (con.dist[slots] < con.includemargin[slots])
         # rows beyond a slot's actual condim (broadphase-trimmed groups) are dead
         adim = con.dim[slots]
@@ -668,7 +670,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             out.append(_Rows(J=J, cols=cols, pos=dist, margin=mg, frictionloss=jp.zeros(k, dt), diag=diag_n,
                              solref=solref, solimp=solimp, imp_r=jp.abs(dist - mg), bias=jp.zeros(k, dt), active=live,
                              type=np.full(k, ctype), id=slots, k_zero=np.zeros(k, bool),
-                             r_scale=jp.ones(k, dt)))  # fmt: skip
+                             r_scale=jp.ones(k, dt), vel_add=None if cs is None else cs[:, 0]))  # fmt: skip
             continue
         if p.elliptic:
             n = dim
@@ -686,6 +688,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             k_zero = np.zeros((k, n), bool)
             k_zero[:, 1:] = True
             ctype = ConstraintType.CONTACT_ELLIPTIC
+            vel_add = None if cs is None else cs[:, :n]
         else:
             n = 2 * (dim - 1)
             fi = fr[:, : dim - 1]  # (k, dim-1)
@@ -700,13 +703,32 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             solref_rows = jp.broadcast_to(solref[:, None, :], (k, n, 2))
             k_zero = np.zeros((k, n), bool)
             ctype = ConstraintType.CONTACT_PYRAMIDAL
+            # row pair i: normal +- mu_i direction i; the surface velocity has no normal part: +- mu_i cs_i
+            vel_add = None if cs is None else (jp.stack([fi * cs[:, 1:dim], -fi * cs[:, 1:dim]], axis=2)
+                                               .reshape(k, n))  # fmt: skip
         out.append(_Rows(J=J, cols=cols, pos=pos.reshape(-1), margin=margin.reshape(-1),
                          frictionloss=jp.zeros(k * n, dt), diag=_rep(diag_n, n), solref=solref_rows.reshape(-1, 2),
                          solimp=_rep(solimp, n),
                          imp_r=_rep(jp.abs(dist - mg), n), bias=jp.zeros(k * n, dt), active=row_live.reshape(-1),
                          type=np.full(k * n, ctype), id=np.repeat(slots, n), k_zero=k_zero.reshape(-1),
-                         r_scale=scale.reshape(-1)))  # fmt: skip
+                         r_scale=scale.reshape(-1),
+                         vel_add=None if vel_add is None else vel_add.reshape(-1)))  # fmt: skip
     return out
+
+
+def _surface_vel(m: Model, d: Data, g: jax.Array, pt: jax.Array, frame: jax.Array) -> jax.Array:
+    """(k, 6) relative surface velocity (geom 2's minus geom 1's) of k contacts in their contact frame (normal,
+    tangents, spin, rolls), with the normal and rolling parts zeroed (mj_addSurfaceVel): each geom's
+    geom_surfacevel (linear, angular; geom frame) rotated to the world, plus angular x (contact point - geom
+    centre). g (k, 2) geom ids, pt (k, 3) contact points, frame (k, 3, 3) contact frames (rows)."""
+    sv = m.geom_surfacevel[g]  # (k, 2, 6)
+    rot = d.geom_xmat[g]  # (k, 2, 3, 3)
+    lin = jp.einsum("kgij,kgj->kgi", rot, sv[..., :3])
+    ang = jp.einsum("kgij,kgj->kgi", rot, sv[..., 3:])
+    lin = lin + jp.cross(ang, pt[:, None, :] - d.geom_xpos[g])
+    svel, sang = lin[:, 1] - lin[:, 0], ang[:, 1] - ang[:, 0]
+    cs = jp.concatenate([jp.einsum("kij,kj->ki", frame, svel), jp.einsum("kij,kj->ki", frame, sang)], axis=1)
+    return cs * jp.asarray([0.0, 1.0, 1.0, 1.0, 0.0, 0.0], cs.dtype)
 
 
 def _impedance(solimp, r):
@@ -806,17 +828,21 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
             rows_order.append((p.con_adr[slots][:, None] + np.arange(p.con_rows[slots][0])[None, :]).reshape(-1))
     pre = p.adr["contact"]
     allb = [_in_layout(m, p, b) for b in blocks + con_blocks]
+    inv = None
+    if con_blocks:
+        perm = np.concatenate([np.arange(pre)] + rows_order)
+        if not np.array_equal(perm, np.arange(perm.shape[0])):  # several contact dims: slot order
+            inv = np.empty_like(perm)
+            inv[perm] = np.arange(perm.shape[0])
     fields = {}
     for name in ("J", "cols", "pos", "margin", "frictionloss", "diag", "solref", "solimp", "imp_r", "bias",
                  "active", "type", "id", "k_zero", "r_scale"):  # fmt: skip
         x = cat(name, allb)
-        if con_blocks:
-            perm = np.concatenate([np.arange(pre)] + rows_order)
-            if not np.array_equal(perm, np.arange(perm.shape[0])):  # several contact dims: slot order
-                inv = np.empty_like(perm)
-                inv[perm] = np.arange(perm.shape[0])
-                x = x[inv]
-        fields[name] = x
+        fields[name] = x if inv is None else x[inv]
+    if m.flg_surfacevel:
+        x = jp.concatenate([b.vel_add if b.vel_add is not None else jp.zeros(b.pos.shape[0], b.pos.dtype)
+                            for b in allb])  # fmt: skip
+        fields["vel_add"] = x if inv is None else x[inv]
     f = fields
     imp, dmax = _impedance(f["solimp"], f["imp_r"])
     solref = f["solref"]
@@ -836,6 +862,8 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     J = jp.where(active[:, None], f["J"], 0.0)
     cols = jp.asarray(f["cols"], jp.int32)
     vel = j_mul(J, cols if p.sparse else None, d.qvel)
+    if "vel_add" in f:  # surface velocities of contacting geoms (conveyors)
+        vel = vel + jp.where(active, f["vel_add"], 0.0)
     pos = f["pos"]
     aref = -B * vel - K * imp * (pos - f["margin"]) - f["bias"]
     R = jp.where(active, R, 1.0)

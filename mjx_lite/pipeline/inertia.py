@@ -72,8 +72,8 @@ def _tendon_armature(m: Model) -> jax.Array:
 
 
 def _dof_armature(m: Model) -> jax.Array:
-    """(nv,) dof_armature plus the actuator armature of slide/hinge joint transmissions (MuJoCo 4: gear^2 *
-    armature on the joint's dof)."""
+    """(nv,) dof_armature plus the actuator armature of joint transmissions (MuJoCo 4: gear[0]^2 * armature on
+    each dof of the joint)."""
     jdof, jgain = _joint_actuator_armature(m)
     return support.put_add(m.dof_armature, jdof, jgain) if jdof.size else m.dof_armature
 
@@ -93,17 +93,25 @@ def _dense_qm(m: Model, d: Data, buf: jax.Array) -> jax.Array:
     return low + low.T + jp.diag(_dof_armature(m) - jp.diagonal(g))
 
 
-def _joint_actuator_armature(m: Model) -> tuple[np.ndarray, jax.Array]:
-    """(dof ids (k,), gear^2 * armature (k,)) of actuators with a slide/hinge joint transmission."""
+def joint_armature_dofs(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Static (actuator ids (k,), dof ids (k,)): one pair per dof of each joint-transmission actuator's joint (all
+    of a ball's 3 or a free joint's 6 dofs, as MuJoCo 4.0's mj_actuatorArmature per dof)."""
     trn = np.asarray(m.actuator_trntype)
-    sel = np.nonzero((trn == TrnType.JOINT) | (trn == TrnType.JOINTINPARENT))[0]
+    acts, dofs = [], []
+    for i in np.nonzero((trn == TrnType.JOINT) | (trn == TrnType.JOINTINPARENT))[0]:
+        j = int(np.asarray(m.actuator_trnid)[i, 0])
+        nd = JointType(int(np.asarray(m.jnt_type)[j])).dof_width()
+        acts += [int(i)] * nd
+        dofs += list(int(np.asarray(m.jnt_dofadr)[j]) + np.arange(nd))
+    return np.asarray(acts, np.int64), np.asarray(dofs, np.int64)
+
+
+def _joint_actuator_armature(m: Model) -> tuple[np.ndarray, jax.Array]:
+    """(dof ids (k,), gear[0]^2 * armature (k,)) of actuators with a joint transmission, on every dof of the
+    joint."""
+    sel, dof = joint_armature_dofs(m)
     if sel.size == 0:
         return np.zeros(0, np.int64), jp.zeros(0)
-    jnt = np.asarray(m.actuator_trnid)[sel, 0]
-    jt = np.asarray(m.jnt_type)[jnt]
-    keep = (jt == JointType.SLIDE) | (jt == JointType.HINGE)
-    sel, jnt = sel[keep], jnt[keep]
-    dof = np.asarray(m.jnt_dofadr)[jnt]
     return dof, m.actuator_gear[sel, 0] ** 2 * m.actuator_armature[sel]
 
 

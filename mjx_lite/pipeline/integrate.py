@@ -44,7 +44,7 @@ from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import qacc_reset
 from mjx_lite.data import make_data
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
-from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels
+from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels, sensor
 from mjx_lite.types import MINVAL, STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
 
 MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
@@ -146,7 +146,8 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
         act = actuation.advance_act(m, d, next_act(m, d.act, act_dot), act_dot)  # dcmotor slots, servo wraps
     new_qvel = d.qvel + h * qacc
     qpos = integrate_pos(m, d.qpos, new_qvel if qvel is None else qvel, h)
-    buf = history.advance(m, d)  # the step's controls recorded at its start time (mj_advance)
+    # the step's controls and sensor values recorded at its start time (mj_advance); delayed sensors afresh
+    buf = history.advance(m, d, sensor.history_raw(m, d))
     return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf)
 
 

@@ -12,8 +12,10 @@ jointactfrc, tendonactfrc, joint/tendon limit pos/vel/frc (read from the constra
 none), e_potential, e_kinetic, clock, insidesite, site rangefinders (`ray.rangefinder`, every data field), geom
 distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact sensors of `sensor_contact`: touch
 and contact (every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and
-its cutoff is ignored, as in MuJoCo), camprojection. Tactile, user and plugin sensors, and sensor history/delay
-buffers raise NotImplementedError at trace time.
+its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
+(`history.read_sensors`): with a delay at time - delay, with an interval between ticks; `history_raw` gives the
+fresh values integrate inserts after the step. Tactile, user and plugin sensors raise NotImplementedError at
+trace time.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.math import quat_conj, quat_mul, quat_normalize, quat_sub
-from mjx_lite.pipeline import contact_force, inertia, ray, rne, sensor_contact, sensor_geomdist, velocity
+from mjx_lite.pipeline import contact_force, history, inertia, ray, rne, sensor_contact, sensor_geomdist, velocity
 from mjx_lite.types import (
     MINVAL,
     ConstraintType,
@@ -335,8 +337,25 @@ def _compute_stage(m: Model, d: Data, stage: int) -> Data:
         t = int(stypes[i])
         if t in _UNSUPPORTED:
             raise NotImplementedError(f"mjx_lite: sensor {i} ({SensorType(t).name.lower()}): {_UNSUPPORTED[t]}")
-    if np.any(np.asarray(m.sensor_history)[sel, 0] > 0):
-        raise NotImplementedError("mjx_lite: sensor history/delay buffers are not supported")
+    idx, values = _values(m, d, sel)
+    d = d.replace(sensordata=d.sensordata.at[idx].set(values))
+    return history.read_sensors(m, d, sel)  # delayed sensors (and interval sensors between ticks) from their buffers
+
+
+def history_raw(m: Model, d: Data) -> jax.Array | None:
+    """(nsensordata,) d.sensordata with the sensors that have a history buffer computed afresh from d (what
+    mj_advance inserts into a delayed sensor's buffer: mj_computeSensor at the step's start state); None when no
+    sensor has a buffer (or sensors are disabled)."""
+    ids = history.needs_raw(m)
+    if not ids.size or m.opt.disableflags & DisableBit.SENSOR:
+        return None
+    idx, values = _values(m, d, ids)
+    return d.sensordata.at[idx].set(values)
+
+
+def _values(m: Model, d: Data, sel: np.ndarray) -> tuple[np.ndarray, jax.Array]:
+    """(sensordata indices, values after cutoff) of sensors `sel` (static ids), computed from d."""
+    stypes = np.asarray(m.sensor_type)
     objtype, objid = np.asarray(m.sensor_objtype), np.asarray(m.sensor_objid)
     reftype, refid = np.asarray(m.sensor_reftype), np.asarray(m.sensor_refid)
     adr, dim = np.asarray(m.sensor_adr), np.asarray(m.sensor_dim)
@@ -380,7 +399,7 @@ def _compute_stage(m: Model, d: Data, stage: int) -> Data:
     positive = jp.asarray(dtype_el == DataType.POSITIVE)
     values = jp.where(on & real, jp.clip(values, -cutoff, cutoff), values)
     values = jp.where(on & positive, jp.minimum(cutoff, values), values)
-    return d.replace(sensordata=d.sensordata.at[idx].set(values))
+    return idx, values
 
 
 def _needs(m: Model, stage: int, types: tuple) -> bool:

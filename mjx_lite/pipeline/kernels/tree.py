@@ -43,7 +43,7 @@ import numpy as np
 
 from mjx_lite.pipeline import inertia, kinematics, support
 from mjx_lite.pipeline.kernels import factor, launch
-from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, Warning, qm_shape
+from mjx_lite.types import MINVAL, Data, JointType, Model, Warning, qm_shape
 
 __all__ = ["MODEL_INPUTS", "crb_fused", "kernel", "tree"]
 
@@ -155,13 +155,9 @@ def _plan(m: Model) -> dict:
             raise ValueError(f"body {b}: a free joint must be the only joint of its body")
     if np.any(np.isin(np.asarray(m.body_sameframe), (2, 4))):
         raise ValueError("body_sameframe 2 or 4 (inertial frame) is not a body frame")
-    # actuators with a slide/hinge joint transmission add gear^2 armature to their joint's dof (as
+    # actuators with a joint transmission add gear^2 armature to each dof of their joint (as
     # inertia._joint_actuator_armature)
-    trn = np.asarray(m.actuator_trntype)
-    sel = np.nonzero((trn == TrnType.JOINT) | (trn == TrnType.JOINTINPARENT))[0]
-    jnt = np.asarray(m.actuator_trnid)[sel, 0]
-    keep = np.isin(jtype[jnt], (JointType.SLIDE, JointType.HINGE))
-    sel, jdof = sel[keep], np.asarray(m.jnt_dofadr)[jnt[keep]]
+    sel, jdof = inertia.joint_armature_dofs(m)
     sparse = inertia.is_sparse(m)
     rows, cols = t.m_rows, t.m_cols  # qM's tree entries (i, j ancestor-or-self of i), in tree (madr) order
     nv = m.nv
