@@ -85,6 +85,8 @@ def test_task_contract(name):
         assert all(v.shape == () for v in s.metrics.values())
     assert set(s0.metrics) == set(s1.metrics) and jax.tree.structure(s0.info) == jax.tree.structure(s1.info)
     assert env.action_size == env.model.nu
+    randomized = jax.eval_shape(env.randomizer(), env.model, jax.random.PRNGKey(0))  # the task's hook: valid fields
+    assert jax.tree.structure(randomized) == jax.tree.structure(env.model)
 
 
 def test_unknown_task_lists_registered():
@@ -136,7 +138,7 @@ def test_vmap_equals_loop(slider, train_env, fns):
 
 
 def test_ctrl_mapping_onto_ctrlrange():
-    env = envs.make("pendulum_swingup")  # ctrlrange -2..2
+    env = envs.make("pendulum_swingup_shaped")  # ctrlrange -2..2
     np.testing.assert_allclose(env.ctrl_from_action(jp.array([-1.0])), [-2.0])
     np.testing.assert_allclose(env.ctrl_from_action(jp.array([0.25])), [0.5])
     np.testing.assert_allclose(env.ctrl_from_action(jp.array([3.0])), [2.0])  # clipped to [-1, 1] first

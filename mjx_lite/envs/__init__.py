@@ -59,6 +59,7 @@ __all__ = [
     "PointMass",
     "QuadrupedRun",
     "Reacher",
+    "SUITE_TASKS",
     "State",
     "SuiteHopper",
     "SuiteHumanoid",
@@ -89,25 +90,33 @@ register("hopper", Hopper)
 register("quadruped_run", QuadrupedRun)
 register("humanoid_bundled_stand", HumanoidStand)  # registered as humanoid_stand before dm_control's took it
 # the DeepMind Control Suite on dm_control's own model files (mjx_lite.envs.suite)
-register("acrobot_swingup", lambda **kw: Acrobot(sparse=False, **kw))
-register("acrobot_swingup_sparse", lambda **kw: Acrobot(sparse=True, **kw))
-register("ball_in_cup_catch", BallInCup)
-register("cheetah_run", Cheetah)
-register("finger_spin", lambda **kw: Finger(target_radius=None, **kw))
-register("finger_turn_easy", lambda **kw: Finger(target_radius=0.07, **kw))
-register("finger_turn_hard", lambda **kw: Finger(target_radius=0.03, **kw))
-register("fish_swim", FishSwim)
-register("hopper_stand", lambda **kw: SuiteHopper(hopping=False, **kw))
-register("hopper_hop", lambda **kw: SuiteHopper(hopping=True, **kw))
-register("humanoid_stand", lambda **kw: SuiteHumanoid(move_speed=0.0, **kw))
-register("humanoid_walk", lambda **kw: SuiteHumanoid(move_speed=1.0, **kw))
-register("humanoid_run", lambda **kw: SuiteHumanoid(move_speed=10.0, **kw))
-register("manipulator_bring_ball", ManipulatorBring)
-register("pendulum_swingup", SuitePendulum)
-register("point_mass_easy", PointMass)
-register("reacher_easy", lambda **kw: SuiteReacher(target_size=TARGET_SIZES["easy"], **kw))
-register("reacher_hard", lambda **kw: SuiteReacher(target_size=TARGET_SIZES["hard"], **kw))
-register("swimmer_swimmer6", lambda **kw: Swimmer(n_links=6, **kw))
-register("walker_stand", lambda **kw: Walker(move_speed=0.0, **kw))
-register("walker_walk", lambda **kw: Walker(move_speed=1.0, **kw))
-register("walker_run", lambda **kw: Walker(move_speed=8.0, **kw))
+SUITE_TASKS: set[str] = set()  # the tasks below (`train MODEL` on a bundled model's name does not pick them)
+
+
+def _suite_task(name, factory):
+    register(name, factory)
+    SUITE_TASKS.add(name)
+
+
+_suite_task("acrobot_swingup", lambda **kw: Acrobot(sparse=False, **kw))
+_suite_task("acrobot_swingup_sparse", lambda **kw: Acrobot(sparse=True, **kw))
+_suite_task("ball_in_cup_catch", BallInCup)
+_suite_task("cheetah_run", Cheetah)
+_suite_task("finger_spin", lambda **kw: Finger(target_radius=None, **kw))
+_suite_task("finger_turn_easy", lambda **kw: Finger(target_radius=0.07, **kw))
+_suite_task("finger_turn_hard", lambda **kw: Finger(target_radius=0.03, **kw))
+_suite_task("fish_swim", FishSwim)
+_suite_task("hopper_stand", lambda **kw: SuiteHopper(hopping=False, **kw))
+_suite_task("hopper_hop", lambda **kw: SuiteHopper(hopping=True, **kw))
+_suite_task("humanoid_stand", lambda **kw: SuiteHumanoid(move_speed=0.0, **kw))
+_suite_task("humanoid_walk", lambda **kw: SuiteHumanoid(move_speed=1.0, **kw))
+_suite_task("humanoid_run", lambda **kw: SuiteHumanoid(move_speed=10.0, **kw))
+_suite_task("manipulator_bring_ball", ManipulatorBring)
+_suite_task("pendulum_swingup", SuitePendulum)
+_suite_task("point_mass_easy", PointMass)
+_suite_task("reacher_easy", lambda **kw: SuiteReacher(target_size=TARGET_SIZES["easy"], **kw))
+_suite_task("reacher_hard", lambda **kw: SuiteReacher(target_size=TARGET_SIZES["hard"], **kw))
+_suite_task("swimmer_swimmer6", lambda **kw: Swimmer(n_links=6, **kw))
+_suite_task("walker_stand", lambda **kw: Walker(move_speed=0.0, **kw))
+_suite_task("walker_walk", lambda **kw: Walker(move_speed=1.0, **kw))
+_suite_task("walker_run", lambda **kw: Walker(move_speed=8.0, **kw))
