@@ -166,13 +166,16 @@ def test_train_takes_a_bundled_model_name():
     train = pytest.importorskip("mjx_lite.rl.train")
     assert train.task_of("hopper") == ("hopper", "")
     task, note = train.task_of("humanoid")
-    assert task == "humanoid_stand" and "humanoid is a bundled model: training its task humanoid_stand" in note
+    assert task == "humanoid_bundled_stand" and "bundled model: training its task humanoid_bundled_stand" in note
+    assert "humanoid_walk" not in note  # dm_control's humanoid tasks run on dm_control's model
+    assert train.task_of("pendulum")[0] == "pendulum_swingup_shaped"
     task, note = train.task_of("cartpole.xml")
-    assert task == "cartpole_balance" and "its tasks: cartpole_balance, cartpole_swingup" in note
+    assert task == "cartpole_balance"
+    assert "its tasks: cartpole_balance, cartpole_balance_sparse, cartpole_swingup" in note
     for name in ("legged", "some/dir/robot.urdf"):
         with pytest.raises(ValueError, match=f"'{name}' is a model without a task.*train TASK --model {name}"):
             train.task_of(name)
-    with pytest.raises(ValueError, match="unknown task 'humanoid_stnd' \\(did you mean 'humanoid_stand'\\?\\)"):
+    with pytest.raises(ValueError, match="unknown task 'humanoid_stnd' \\(did you mean 'humanoid_stand'"):
         train.task_of("humanoid_stnd")
 
 

@@ -71,7 +71,14 @@ def _assert_tree_close(a, b, rtol=SAME_PROGRAM_RTOL):
 # ---- the bundled tasks: contract by tracing --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", envs.names())
+# tasks whose tracing alone takes 12-40 s on the loaded 2-core CPU (a collision-free reset over several candidate
+# poses, elliptic-cone solvers): slow; test_envs_suite.py compares their rewards and observations with dm_control's
+SLOW_CONTRACT = ("finger_spin", "finger_turn_easy", "finger_turn_hard", "humanoid_stand", "humanoid_walk",
+                 "humanoid_run", "manipulator_bring_ball")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACT else n
+                                  for n in envs.names()])  # fmt: skip
 def test_task_contract(name):
     env = envs.make(name)
     assert env.name == name and env.dt > 0
@@ -85,10 +92,12 @@ def test_task_contract(name):
         assert all(v.shape == () for v in s.metrics.values())
     assert set(s0.metrics) == set(s1.metrics) and jax.tree.structure(s0.info) == jax.tree.structure(s1.info)
     assert env.action_size == env.model.nu
+    randomized = jax.eval_shape(env.randomizer(), env.model, jax.random.PRNGKey(0))  # the task's hook: valid fields
+    assert jax.tree.structure(randomized) == jax.tree.structure(env.model)
 
 
 def test_unknown_task_lists_registered():
-    with pytest.raises(ValueError, match="unknown task 'cartpole'.*cartpole_balance, cartpole_swingup"):
+    with pytest.raises(ValueError, match="unknown task 'cartpole'.*cartpole_balance, cartpole_balance_sparse"):
         envs.make("cartpole")
 
 
@@ -136,7 +145,7 @@ def test_vmap_equals_loop(slider, train_env, fns):
 
 
 def test_ctrl_mapping_onto_ctrlrange():
-    env = envs.make("pendulum_swingup")  # ctrlrange -2..2
+    env = envs.make("pendulum_swingup_shaped")  # ctrlrange -2..2
     np.testing.assert_allclose(env.ctrl_from_action(jp.array([-1.0])), [-2.0])
     np.testing.assert_allclose(env.ctrl_from_action(jp.array([0.25])), [0.5])
     np.testing.assert_allclose(env.ctrl_from_action(jp.array([3.0])), [2.0])  # clipped to [-1, 1] first

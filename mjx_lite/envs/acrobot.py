@@ -35,11 +35,11 @@ class Acrobot(suite.SuiteEnv):
         self._joints = [names.qpos_slice(m, "shoulder").start, names.qpos_slice(m, "elbow").start]
         self._tip, self._target = names.site_id(m, "tip"), names.site_id(m, "target")
 
-    def observation(self, d: Data) -> jax.Array:
+    def observation(self, d: Data, info: dict | None = None) -> jax.Array:
         xmat = d.xmat[jp.asarray(self._arms)]
         return jp.concatenate([xmat[:, 0, 2], xmat[:, 2, 2], d.qvel])
 
-    def reward(self, d: Data) -> tuple[jax.Array, dict]:
+    def reward(self, d: Data, info: dict | None = None) -> tuple[jax.Array, dict]:
         """(reward, metrics) of a Data (see the module docstring)."""
         dist = jp.sqrt(jp.sum((d.site_xpos[self._target] - d.site_xpos[self._tip]) ** 2) + 1e-30)
         radius = self.model.site_size[self._target, 0]

@@ -31,10 +31,10 @@ class BallInCup(suite.SuiteEnv):
         self._target, self._ball_body = names.site_id(m, "target"), names.body_id(m, "ball")
         self._ball_geom = names.geom_id(m, "ball")
 
-    def observation(self, d: Data) -> jax.Array:
+    def observation(self, d: Data, info: dict | None = None) -> jax.Array:
         return jp.concatenate([d.qpos, d.qvel])
 
-    def reward(self, d: Data) -> tuple[jax.Array, dict]:
+    def reward(self, d: Data, info: dict | None = None) -> tuple[jax.Array, dict]:
         m = self.model
         gap = jp.abs(d.site_xpos[self._target, jp.asarray([0, 2])] - d.xpos[self._ball_body, jp.asarray([0, 2])])
         room = m.site_size[self._target, jp.asarray([0, 2])] - m.geom_size[self._ball_geom, 0]

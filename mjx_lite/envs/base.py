@@ -42,9 +42,13 @@ import jax.numpy as jp
 import numpy as np
 
 import mjx_lite
+from mjx_lite.envs.randomize import scale_randomizer
 from mjx_lite.types import Data, Model, Warning
 
-__all__ = ["DIVERGENCE_WARNINGS", "Env", "State", "diverged"]
+__all__ = ["DEFAULT_RANDOMIZE", "DIVERGENCE_WARNINGS", "Env", "State", "diverged"]
+
+# the default domain randomisation ranges of `Env.randomizer` (factors, one per row of each field)
+DEFAULT_RANDOMIZE = {"geom_friction": (0.8, 1.2), "body_mass": (0.9, 1.1), "dof_damping": (0.8, 1.2)}
 
 # the warnings counted when the physics resets an environment for divergence (see pipeline/integrate.py)
 DIVERGENCE_WARNINGS = (Warning.BADQPOS, Warning.BADQVEL, Warning.BADQACC)
@@ -97,7 +101,12 @@ class Env(abc.ABC):
     Args:
       model: the compiled Model.
       n_frames: physics steps per `step` (the control period is `n_frames * model.opt.timestep`).
+
+    `RANDOMIZE` (class attribute): the float fields and factor ranges of the task's domain randomisation hook
+    `randomizer()`.
     """
+
+    RANDOMIZE: dict[str, tuple[float, float]] = DEFAULT_RANDOMIZE
 
     def __init__(self, model: Model, n_frames: int = 1):
         if not isinstance(model, Model):
@@ -162,6 +171,12 @@ class Env(abc.ABC):
         if jp.issubdtype(action.dtype, jp.floating):
             action = jp.asarray(action, dtype=state.obs.dtype)
         return _jit_step(self._origin or self, self._model, state, action)
+
+    def randomizer(self, ranges: dict[str, tuple[float, float]] | None = None, per: str = "object"):
+        """The task's domain randomisation hook: `randomize(model, rng) -> model` scaling the fields of `ranges`
+        (default: the task's `RANDOMIZE`) by uniform factors (`envs.scale_randomizer`); pass it as `randomize=`
+        to `wrap_for_training` or `ppo.train`."""
+        return scale_randomizer(self.RANDOMIZE if ranges is None else ranges, per=per)
 
     # ---- the contract ---------------------------------------------------------------------------------------
     @abc.abstractmethod

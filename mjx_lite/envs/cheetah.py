@@ -33,10 +33,10 @@ class Cheetah(suite.SuiteEnv):
         m = self.model
         self._speed = names.sensor_slice(m, "torso_subtreelinvel").start
 
-    def observation(self, d: Data) -> jax.Array:
+    def observation(self, d: Data, info: dict | None = None) -> jax.Array:
         return jp.concatenate([d.qpos[1:], d.qvel])
 
-    def reward(self, d: Data) -> tuple[jax.Array, dict]:
+    def reward(self, d: Data, info: dict | None = None) -> tuple[jax.Array, dict]:
         speed = d.sensordata[self._speed]
         run = tolerance(speed, bounds=(RUN_SPEED, float("inf")), margin=RUN_SPEED, value_at_margin=0.0,
                         sigmoid="linear")  # fmt: skip

@@ -1,4 +1,6 @@
-"""`humanoid_stand`: keep the bundled `humanoid` standing upright and still.
+"""`humanoid_bundled_stand`: keep the bundled `humanoid` standing upright and still. (dm_control's humanoid tasks on
+its own model are `humanoid_stand`, `humanoid_walk`, `humanoid_run`, envs.suite_humanoid; this task was
+registered as `humanoid_stand` before.)
 
 Observation (49): joint angles (18), head height (1), torso up axis (3), centre-of-mass velocity (3), joint
 velocities (18), torso velocity in the torso frame (3), torso angular velocity (3). Control period 0.02 s (4

@@ -1,9 +1,10 @@
-"""`pendulum_swingup` on the bundled `pendulum` model (torque limited to 2 N m: it must swing to get up).
+"""`pendulum_swingup_shaped` on the bundled `pendulum` model (torque limited to 2 N m: it must swing to get up).
 
 Observation (3): cos and sin of the angle from upright, angular velocity. Control period 0.02 s (2 physics steps).
 Reward: upright = tolerance(cos(angle from upright), bounds=(cos 30deg, 1), margin=1 + cos 30deg,
 sigmoid="linear", value_at_margin=0): 1 within 30 degrees of upright, falling linearly to 0 hanging down.
-Starts at a uniform random angle at rest; no termination.
+Starts at a uniform random angle at rest; no termination. (dm_control's sparse task on its own model is
+`pendulum_swingup`, envs.suite_pendulum; this task was registered under that name before.)
 """
 
 from __future__ import annotations

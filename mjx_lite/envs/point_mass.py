@@ -27,10 +27,10 @@ class PointMass(suite.SuiteEnv):
         super().__init__(suite.load("point_mass") if model is None else model, n_frames=1)
         self._mass, self._target = names.geom_id(self.model, "pointmass"), names.geom_id(self.model, "target")
 
-    def observation(self, d: Data) -> jax.Array:
+    def observation(self, d: Data, info: dict | None = None) -> jax.Array:
         return jp.concatenate([d.qpos, d.qvel])
 
-    def reward(self, d: Data) -> tuple[jax.Array, dict]:
+    def reward(self, d: Data, info: dict | None = None) -> tuple[jax.Array, dict]:
         dist = jp.sqrt(jp.sum((d.geom_xpos[self._target] - d.geom_xpos[self._mass]) ** 2) + 1e-30)
         size = self.model.geom_size[self._target, 0]
         # tolerance(dist, (0, size), margin=size): the margin is a model float, so scale the distance by it

@@ -36,11 +36,11 @@ class Walker(suite.SuiteEnv):
         self._torso = names.body_id(m, "torso")
         self._speed = names.sensor_slice(m, "torso_subtreelinvel").start
 
-    def observation(self, d: Data) -> jax.Array:
+    def observation(self, d: Data, info: dict | None = None) -> jax.Array:
         orient = jp.stack([d.xmat[1:, 0, 0], d.xmat[1:, 0, 2]], axis=-1).ravel()
         return jp.concatenate([orient, d.xpos[self._torso, 2:3], d.qvel])
 
-    def reward(self, d: Data) -> tuple[jax.Array, dict]:
+    def reward(self, d: Data, info: dict | None = None) -> tuple[jax.Array, dict]:
         height = d.xpos[self._torso, 2]
         standing = tolerance(height, bounds=(STAND_HEIGHT, float("inf")), margin=STAND_HEIGHT / 2)
         upright = (1.0 + d.xmat[self._torso, 2, 2]) / 2.0

@@ -1,7 +1,7 @@
 """Train a PPO policy from the shell, with a progress bar; print the learning curve and save the parameters.
 
     python -m mjx_lite train cartpole_balance --timesteps 2e6
-    python -m mjx_lite train humanoid                       # a bundled model: its task (humanoid_stand)
+    python -m mjx_lite train humanoid                       # a bundled model: its task (humanoid_bundled_stand)
     python -m mjx_lite train hopper --model my_hopper.xml   # the hopper task on your variant of its model
     python -m mjx_lite train cartpole_balance --video cartpole.mp4   # then render the trained policy
     python -m mjx_lite train --env hopper --timesteps 1e7 --num-envs 256 --set learning_rate=3e-4 --out hop.msgpack
@@ -48,7 +48,8 @@ def _parse_set(items: list[str]) -> dict:
 
 def task_of(name: str) -> tuple[str, str]:
     """(task, note) for what a user typed: a task name itself (note ""), or the first task (sorted) of a bundled
-    model of that name (`humanoid` -> `humanoid_stand`, with a note naming the model's tasks). Raises ValueError
+    model of that name (`humanoid` -> `humanoid_bundled_stand`, with a note naming the model's tasks; the tasks on
+    dm_control's models, `envs.SUITE_TASKS`, are not a bundled model's). Raises ValueError
     for anything else: a model without a task or a path (saying how to train on it), or an unknown name (with
     the closest task names)."""
     tasks = envs.names()
@@ -56,7 +57,7 @@ def task_of(name: str) -> tuple[str, str]:
         return name, ""
     stem = name[:-4] if name.endswith(".xml") else name
     if stem in models.names():
-        own = [t for t in tasks if t == stem or t.startswith(stem + "_")]
+        own = [t for t in tasks if (t == stem or t.startswith(stem + "_")) and t not in envs.SUITE_TASKS]
         if own:
             rest = f" (its tasks: {', '.join(own)})" if len(own) > 1 else ""
             return own[0], f"{stem} is a bundled model: training its task {own[0]}{rest}"
