@@ -335,7 +335,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
     return body
 
 
-def _problem(layout: common.Layout, x: dict) -> common.Problem:
+def _problem(x: dict) -> common.Problem:
     """The solver's Problem from the kernel's inputs (the twin's view; aref is not read by the iterations)."""
     zeros = jp.zeros_like(x["D"])
     return common.Problem(J=x["J"], D=x["D"], R=x.get("R", zeros + 1.0), aref=zeros,
@@ -344,7 +344,8 @@ def _problem(layout: common.Layout, x: dict) -> common.Problem:
 
 
 def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dict) -> tuple[launch.Kernel, dict]:
-    """The solver as a `launch.Kernel` (one environment's shapes) and its inputs (without qLD, qLDiagInv).
+    """The solver as a `launch.Kernel` (one environment's shapes) and its problem inputs (the start and, for CG,
+    qLD and qLDiagInv are added by `solve`).
 
     kw: the XLA solver's keywords (iterations, ls_iterations: static; tolerance, ls_tolerance, meaninertia;
     early_exit; library for Newton)."""
@@ -358,7 +359,7 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
     consts = ("tolerance", "ls_tolerance", "meaninertia")
 
     def xla(x):
-        prob = _problem(layout, x)
+        prob = _problem(x)
         kw2 = dict(iterations=iterations, ls_iterations=ls_iterations, early_exit=kw["early_exit"],
                    **{n: x[n] for n in consts})  # fmt: skip
         start = (x["qacc0"], x["jar0"], x["Ma0"])
