@@ -16,9 +16,10 @@ import pytest
 import mjx_lite as mjl
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
-from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels import launch, primal
+from mjx_lite.solver import common
 from mjx_lite.solver.solve import solve
-from tests import oracle
+from tests import oracle, test_solver
 
 # float64: the fused and XLA solvers take the same steps and differ by round-off (summation orders), which the
 # iterations carry along (CG's 20-50 iterations amplify it): relative to max(1, max |field|)
@@ -153,6 +154,23 @@ def test_unfused_configurations_stay_xla(rows):
     ms = mjl.configure(m, efc_jacobian="sparse", kernels="fused")
     assert "pallas_call" not in _kernel_names(ms, mjl.make_data(ms))
     assert "pallas_call" in _kernel_names(mjl.configure(m, kernels="fused"), mjl.make_data(m))
+
+
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
+def test_newton_kernel_matches_mujoco(seed):
+    """The kernel alone (one environment, no vmap: a launch of one lane) on MuJoCo's own constraint problem
+    (tests/test_solver.py: pyramidal condim-4 contacts of a box, friction loss, a limit, equalities) reaches
+    MuJoCo's converged optimum (efc_force, qacc) to test_solver's Newton tolerance."""
+    mjm, mjd, layout, prob = test_solver.mujoco_problem("pyramidal", 4, "Newton", seed, iters=200)
+    m = oracle.model_from_mujoco(mjm)
+    assert primal.fusable(m, layout, False) and mjd.ncon > 0
+    kw = dict(iterations=100, ls_iterations=50, tolerance=1e-14, ls_tolerance=1e-3,
+              meaninertia=float(mjm.stat.meaninertia), early_exit=True, library=False)  # fmt: skip
+    start = common.start_at(layout, prob, prob.qacc_smooth)
+    qacc, _, force, *_ = jax.jit(lambda p, s: primal.solve(m, layout, p, s, (), kw, launch.Launch(interpret=True)))(
+        prob, start)  # fmt: skip
+    test_solver._close(np.asarray(force), mjd.efc_force[: mjd.nefc], test_solver.NEWTON_TOL)
+    test_solver._close(np.asarray(qacc), mjd.qacc, test_solver.NEWTON_TOL)
 
 
 def _f32(x):

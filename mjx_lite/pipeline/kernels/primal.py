@@ -57,16 +57,14 @@ def fusable(m: Model, layout: common.Layout, sparse_j: bool) -> bool:
 def _tables(m: Model, layout: common.Layout, cg: bool) -> dict:
     """Static int32 tables: the rows' kinds, qM's tree entries (tree-sparse qM) and, for CG, the factor's."""
 
-    def build(m: Model) -> dict:
-        tab = {"kind": np.asarray(layout.kind, np.int32)}
-        if layout.mass is not None:
-            tm = layout.mass
-            tab.update(tm_diag=tm.diag, tm_off=tm.off, tm_row=tm.row, tm_col=tm.col)
-        if cg:
-            tab.update(factor.plan(m))
-        return {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
-
-    return support.memo(m, f"kernels_primal_plan_{int(cg)}_{layout.nefc}", build)
+    # built at trace time from the layout itself (cheap; the factor's tables are memoised by factor.plan)
+    tab = {"kind": np.asarray(layout.kind, np.int32)}
+    if layout.mass is not None:
+        tm = layout.mass
+        tab.update(tm_diag=tm.diag, tm_off=tm.off, tm_row=tm.row, tm_col=tm.col)
+    if cg:
+        tab.update(factor.plan(m))
+    return {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
 
 
 def _loop(lo, hi, fn, init=None):
