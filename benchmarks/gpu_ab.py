@@ -28,7 +28,7 @@ import stages  # noqa: E402
 from mujoco import mjx  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.pipeline import integrate  # noqa: E402
+from mjx_lite.pipeline import integrate, kernels  # noqa: E402
 
 jax.config.update("jax_enable_compilation_cache", False)
 STEPS = int(os.environ.get("AB_STEPS", 50))
@@ -62,6 +62,8 @@ VARIANTS = {
     "xla": ("auto", []),
     "fused": ("auto", [], {"kernels": "fused"}),
     "fused, lanes_first": ("auto", [], {"kernels": "fused", "kernel_layout": "lanes_first"}),
+    # the fused path with the constraint solver left to XLA: the solver kernel's share (kernels/primal.py)
+    "fused, XLA solver": ("auto", [(kernels, "primal_fused", lambda *a: False)], {"kernels": "fused"}),
 }
 
 
@@ -120,6 +122,15 @@ def check_fused(m, db) -> None:
     worst = max(errs, key=errs.get)
     print(f"fused == xla check ({jax.tree.leaves(db)[0].shape[0]} environments): largest relative difference "
           f"{errs[worst]:.1e} ({worst}); " + ", ".join(f"{k} {v:.0e}" for k, v in errs.items()), flush=True)
+    # the whole forward pass, the fused constraint solver included (float32: solver_niter may differ by one where
+    # the stopping test fires on round-off, docs/kernels.md)
+    fwd_all = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))
+    want, got = fwd_all(mjl.configure(m, kernels="xla"), db), fwd_all(mjl.configure(m, kernels="fused"), db)
+    errs = {f: float(jp.max(jp.abs(getattr(got, f) - getattr(want, f))) / jp.maximum(1.0, jp.max(jp.abs(
+        getattr(want, f))))) for f in ("qacc", "efc_force", "qfrc_constraint")}  # fmt: skip
+    same = float(jp.mean((got.solver_niter == want.solver_niter).astype(jp.float32)))
+    print("fused == xla forward check: " + ", ".join(f"{k} {v:.1e}" for k, v in errs.items())
+          + f", solver_niter equal in {same:.1%} of environments", flush=True)
 
 
 def main() -> None:

@@ -120,11 +120,13 @@ class Config:
         default backend is the CPU (there the full select ran the smooth step faster: batch 256, walker 0.84 ->
         0.73 ms, humanoid 1.85 -> 1.64 ms), else "state" (H200, humanoid with contacts: 5% faster at 1k and 8k).
       kernels: which implementation runs the stages that have a fused kernel (`mjx_lite/pipeline/kernels/`, today
-        kinematics + com_pos + crb + factor_m, com_vel + rne, and the mass-matrix solves): "xla" (the stages as XLA
+        kinematics + com_pos + crb + factor_m, com_vel + rne, the mass-matrix solves, and the Newton / CG
+        constraint solver's iterations without elliptic cones or sparse efc_J): "xla" (the stages as XLA
         operations: the reference), "fused" (the Pallas kernels, for a block of environments per program;
         compiled with Triton on a GPU, run in Pallas' interpret mode elsewhere, which is slow and meant for tests),
         or "auto" (default): "fused" where JAX's default backend is a GPU, else "xla" (resolved at trace time).
-        Same values to round-off; derivatives always go through the XLA stages (exact either way). The fused
+        Same values to round-off; derivatives always go through the XLA stages or the solver's implicit rule
+        (exact either way). The fused
         path is verified on the CPU (interpret mode, float64) and lowers to Triton; its GPU speed is not yet
         measured (docs/kernels.md).
       kernel_layout: memory layout of a fused kernel's block: "lanes_last" (default: the environment index is the

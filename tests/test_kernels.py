@@ -4,7 +4,8 @@ On the CPU the kernels run in Pallas' interpret mode (the same kernel body, as X
 fused tree pass (kinematics, com_pos, crb, factor_m), the velocity pass (com_vel, rne) and the solves (M^-1 x,
 (M + diag(shift))^-1 x) must give the XLA stages' values to round-off, batched (the
 custom_vmap rule: one launch over blocks of environments) and unbatched, in both layouts; derivatives must be the
-XLA path's (they go through it); whole steps must agree. The kernel must lower to Triton for "cuda" (checked on
+XLA path's (they go through it); whole steps must agree (they include the fused constraint solver, tested on its
+own in tests/test_kernels_solver.py). The kernel must lower to Triton for "cuda" (checked on
 the CPU, no GPU needed), and the fused step's lowered program is counted so that its size cannot creep back.
 """
 
@@ -39,11 +40,12 @@ GRAD_TOL = 1e-10
 # path's count of the same step. What the kernels remove is the difference (XLA - fused): it must stay at or above
 # FUSED_STEP_SAVED, so that a stage added elsewhere in the step (both counts grow alike) does not fail the test and
 # a kernel that loses part of its work does. Recorded: fused 2903, XLA 4185; after the actuator-delay and noslip
-# merges fused 3038, XLA 4320 (the same 1282 saved).
-FUSED_STEP_SAVED = 1282  # 648 with the tree pass alone fused (kinematics, com_pos, crb)
-# Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), velocity_pass (com_vel, rne) and
-# solve_m (qacc_smooth); the MJX humanoid disables eulerdamp, so Euler's solve_shifted kernel is not in it
-FUSED_STEP_KERNELS = 3
+# merges fused 3038, XLA 4320 (the same 1282 saved); with the Newton solver's kernel fused 2432, XLA 4320.
+FUSED_STEP_SAVED = 1888  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's
+# Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), velocity_pass (com_vel, rne), solve_m
+# (qacc_smooth) and solve_newton (the constraint solver's iterations, kernels/primal.py); the MJX humanoid disables
+# eulerdamp, so Euler's solve_shifted kernel is not in it
+FUSED_STEP_KERNELS = 4
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",

@@ -28,7 +28,7 @@ import jax.scipy.sparse.linalg as jssl
 from mjx_lite import linalg
 from mjx_lite.config import Config, matmul_precision
 from mjx_lite.config import linalg as config_linalg
-from mjx_lite.pipeline import constraint, inertia
+from mjx_lite.pipeline import constraint, inertia, kernels
 from mjx_lite.solver import common, noslip, pgs, primal
 from mjx_lite.types import MINVAL, Data, DisableBit, Model, SolverType
 
@@ -138,10 +138,16 @@ def solve(m: Model, d: Data) -> Data:
     implicit = m.config.gradients == "implicit"
     library = config_linalg(m.config) == "library"
 
-    def run(prob, start, consts, minv):
-        """(qacc, jar = J qacc - aref, (force, J' force, niter, improvement, gradient)) with the model's solver."""
+    fused = kernels.primal_fused(m, layout, prob.J_colind is not None)
+
+    def run(prob, start, consts, minv, factors):
+        """(qacc, jar = J qacc - aref, (force, J' force, niter, improvement, gradient)) with the model's solver.
+        factors: (qLD, qLDiagInv), M^-1's factors (read by the fused CG kernel)."""
         kw = {**iters, **consts, "early_exit": implicit}
-        if opt.solver == SolverType.PGS:
+        if fused:  # Newton / CG as one fused kernel (Config.kernels; kernels/primal.py)
+            qacc, jar, force, jtf, niter, improvement, gradient = kernels.solve_primal(
+                m, layout, prob, start, factors, {**kw, "library": library})
+        elif opt.solver == SolverType.PGS:
             force0 = jp.zeros_like(prob.D)
             force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, **kw)
             jar = common.p_j_mul(prob, qacc) - prob.aref
@@ -163,8 +169,9 @@ def solve(m: Model, d: Data) -> Data:
 
         def run_closed(prob, start, consts):
             minv_c = minv_of(consts)
+            factors = (consts["qLD"], consts["qLDiagInv"])
             consts = {k: v for k, v in consts.items() if k not in ("qLD", "qLDiagInv")}
-            return run(prob, start, consts, minv_c)
+            return run(prob, start, consts, minv_c, factors)
 
         consts.update(qLD=d.qLD, qLDiagInv=d.qLDiagInv)
         matrix_free = prob.J_colind is not None and opt.solver == SolverType.CG
@@ -176,7 +183,7 @@ def solve(m: Model, d: Data) -> Data:
         # numbers); derivative: the force law at qacc, through the implicit qacc
         force = ev.force + jax.lax.stop_gradient(force - ev.force)
     else:
-        qacc, jar, (force, jtf, niter, improvement, gradient) = run(prob, start, consts, minv)
+        qacc, jar, (force, jtf, niter, improvement, gradient) = run(prob, start, consts, minv, (d.qLD, d.qLDiagInv))
         ev = common.eval_constraints(layout, prob, jar)
     d = d.replace(
         qacc=qacc,

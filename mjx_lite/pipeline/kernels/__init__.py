@@ -7,7 +7,10 @@ stage list: a fused group runs first and the stages it computed are skipped.
 
   launch.py   the launcher: layouts, the custom_vmap rule that turns the user's vmap into blocks of
               environments, custom_jvp derivatives through the XLA twin
-  tree.py     kinematics + com_pos + crb as one kernel (the position-dependent tree pass)
+  tree.py     kinematics + com_pos + crb (+ factor.py's factorisation) as one kernel (the position tree pass)
+  velocity.py com_vel + rne as one kernel
+  factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
+  primal.py   the constraint solver's Newton / CG iterations as one kernel
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from mjx_lite.config import kernels as _kernels
 from mjx_lite.pipeline import inertia
 from mjx_lite.pipeline.kernels import factor as _factor
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels import primal as _primal
 from mjx_lite.pipeline.kernels import tree as _tree
 from mjx_lite.pipeline.kernels import velocity as _velocity
+from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
-__all__ = ["fused", "launch_of", "solve_m", "solve_shifted", "tree_pass", "velocity_pass"]
+__all__ = ["fused", "launch_of", "primal_fused", "solve_m", "solve_primal", "solve_shifted", "tree_pass",
+           "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -69,3 +75,16 @@ def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Arra
     if not _solve_fused(m, x):
         return inertia.solve_shifted(m, d, shift, x)
     return _factor.solve_shifted(m, d, shift, x, launch_of(m))
+
+
+def primal_fused(m: Model, layout: _common.Layout, sparse_j: bool) -> bool:
+    """Static: the constraint solver runs as the fused kernel (`fused(m)`, and Newton or CG on pyramidal or no
+    contacts with a dense efc_J: kernels/primal.py)."""
+    return fused(m) and _primal.fusable(m, layout, sparse_j)
+
+
+def solve_primal(m: Model, layout: _common.Layout, p: _common.Problem, start: tuple, factors: tuple,
+                 kw: dict) -> tuple:  # fmt: skip
+    """The Newton / CG iterations of the solver as one fused kernel (the caller checks `primal_fused`): (qacc, jar,
+    force, J' force, niter, improvement, gradient), see `kernels.primal.solve`."""
+    return _primal.solve(m, layout, p, start, factors, kw, launch_of(m))

@@ -287,6 +287,10 @@ class IO:
             return self._s[name][i]
         return self._lanes(self._x[name], self._xoff[name] + i if self._last else i)
 
+    def valid(self):
+        """The lanes that hold an environment (bool (BLOCK,)), or None when every lane does (no masked block)."""
+        return self._mask
+
     def table(self, name: str, i):
         """Entry i of the static table `name` (a scalar in JAX's default int type)."""
         return self._t[name][_index(i)].astype(_int())

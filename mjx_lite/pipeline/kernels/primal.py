@@ -1,0 +1,407 @@
+"""The constraint solver's primal iterations as one fused kernel: Newton or nonlinear CG (solver/primal.py) for a
+block of environments, from the start to the last iteration, in one launch.
+
+Per environment and iteration, inside the kernel (every value a lane vector, the loops over rows and dofs
+uniform across the block):
+  Newton: the Hessian H = M + J' diag(h) J from the rows' curvature h at the current point (its upper triangle,
+          M's entries from qM dense or tree-sparse), its Cholesky factor in place (up-looking, row by row, a pivot
+          below MINVAL clamped to MINVAL as `linalg.cholesky_upper`), the search direction -H^-1 grad by the two
+          triangular solves;
+  CG:     the preconditioned gradient M^-1 grad by the tree L'DL solve of kernels/factor.py (qLD, qLDiagInv of the
+          step's factorisation), the Polak-Ribiere-plus direction;
+  both:   the exact line search (safeguarded Newton with bracketing) along the direction: J s and M s once, then per
+          line-search iteration one pass over the padded rows (the cost's first and second derivative); the step
+          moves qacc, jar = J qacc - aref and Ma = M (qacc - qacc_smooth); one pass over the rows evaluates the
+          force and curvature at the new point, J' force and the gradient; the improvement and gradient tests.
+The iteration counts are the model's (opt.iterations, opt.ls_iterations). The loops run while any lane of the
+block is not done, bounded by those counts; a lane that is done keeps its values (the XLA solver's rule, so
+solver_niter is the same per environment), and a lane that has converged takes no further line-search steps.
+
+The formulas are solver/primal.py's and solver/common.py's (eval_constraints, line_search) written per lane; only
+summation orders differ (round-off). Inputs: J (nefc, nv) dense, D, mask, R and frictionloss (friction-loss rows
+only), qacc_smooth, M (qM's layout), the start (qacc0, jar0, Ma0), the tolerances and meaninertia, and for CG qLD,
+qLDiagInv. Outputs: qacc, jar, force, J' force, and (niter, improvement, gradient).
+
+Not fused (the XLA solver runs): PGS (a dual method), elliptic cones (their per-contact conic cost), the sparse
+efc_J layout, and CG with `Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
+solver (kernels/launch.py): exact in `Config.gradients="unrolled"`; under "implicit" the solver's own custom_vjp
+(solver/solve.py) differentiates the optimality condition at the returned qacc, whatever computed it.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.pipeline import inertia, support
+from mjx_lite.pipeline.kernels import factor, launch
+from mjx_lite.solver import common
+from mjx_lite.solver import primal as xla_primal
+from mjx_lite.types import MINVAL, Model, SolverType
+
+__all__ = ["fusable", "solve"]
+
+
+def fusable(m: Model, layout: common.Layout, sparse_j: bool) -> bool:
+    """Static: the model's solver has a fused kernel (Newton or CG, no elliptic cone, dense efc_J; CG with the tree
+    factorisation, whose solve the kernel runs)."""
+    solver = int(m.opt.solver)
+    if solver not in (int(SolverType.NEWTON), int(SolverType.CG)) or layout.cones or sparse_j:
+        return False
+    if m.nv == 0 or layout.nefc == 0:
+        return False
+    return solver == int(SolverType.NEWTON) or factor.fusable(m)
+
+
+def _tables(m: Model, layout: common.Layout, cg: bool) -> dict:
+    """Static int32 tables: the rows' kinds, qM's tree entries (tree-sparse qM) and, for CG, the factor's."""
+
+    # built at trace time from the layout itself (cheap; the factor's tables are memoised by factor.plan)
+    tab = {"kind": np.asarray(layout.kind, np.int32)}
+    if layout.mass is not None:
+        tm = layout.mass
+        tab.update(tm_diag=tm.diag, tm_off=tm.off, tm_row=tm.row, tm_col=tm.col)
+    if cg:
+        tab.update(factor.plan(m))
+    return {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
+
+
+def _loop(lo, hi, fn, init=None):
+    """fori_loop over [lo, hi) of fn(i, carry) -> carry (fn(i) -> None without a carry)."""
+    if init is None:
+        jax.lax.fori_loop(np.int32(lo) if isinstance(lo, int) else lo, np.int32(hi) if isinstance(hi, int) else hi,
+                          lambda i, c: (fn(i), c)[1], np.int32(0))  # fmt: skip
+        return None
+    return jax.lax.fori_loop(np.int32(lo) if isinstance(lo, int) else lo, np.int32(hi) if isinstance(hi, int) else hi,
+                             fn, init)  # fmt: skip
+
+
+def _any(flags) -> jax.Array:
+    """Scalar: any lane of the bool lane vector is set (a max reduction, as Triton lowers it)."""
+    return jp.max(jp.where(flags, 1, 0).astype(jp.int32)) > 0
+
+
+def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterations: int):
+    nv, nefc = m.nv, layout.nefc
+    kinds = set(np.asarray(layout.kind).tolist())
+    has_eq, has_fr, has_iq = common.EQUALITY in kinds, common.FRICTION in kinds, common.INEQUALITY in kinds
+    tree_m = layout.mass
+
+    def body(io):
+        dt = io.dtype
+        eps = float(jp.finfo(dt).eps)
+        zero = io.lanes(0.0)
+        tol = io.read("tolerance", 0)
+        gtol = tol * io.read("ls_tolerance", 0)
+        scale = 1.0 / (io.read("meaninertia", 0) * max(1, nv))
+        valid = io.valid()
+
+        def J(r, i):
+            return io.read("J", r * nv + i)
+
+        def dot(a, b, n):
+            return _loop(0, n, lambda i, s: s + a(i) * b(i), zero)
+
+        # ---- the rows' cost: value, force = -ds/djar, curvature (solver/common.py's eval_constraints) --------
+        def row_eval(r, x):
+            kind = io.table("kind", r)
+            D = io.read("D", r)
+            quad = 0.5 * D * x * x
+            lin = -D * x
+            cost, force, h = zero, zero, zero
+            if has_iq:
+                act = x < 0
+                iq = kind == common.INEQUALITY
+                cost = jp.where(iq, jp.where(act, quad, 0.0), cost)
+                force = jp.where(iq, jp.where(act, lin, 0.0), force)
+                h = jp.where(iq, jp.where(act, D, 0.0), h)
+            if has_fr:
+                fl, R = io.read("frictionloss", r), io.read("R", r)
+                Rf = R * fl
+                pos, neg = x >= Rf, x <= -Rf
+                fr = kind == common.FRICTION
+                cost = jp.where(fr, jp.where(pos, fl * x - 0.5 * Rf * fl, jp.where(neg, -fl * x - 0.5 * Rf * fl,
+                                                                                    quad)), cost)  # fmt: skip
+                force = jp.where(fr, jp.where(pos, -fl, jp.where(neg, fl, lin)), force)
+                h = jp.where(fr, jp.where(pos | neg, 0.0, D), h)
+            if has_eq:
+                eq = kind == common.EQUALITY
+                cost, force, h = jp.where(eq, quad, cost), jp.where(eq, lin, force), jp.where(eq, D, h)
+            live = io.read("mask", r) > 0.5
+            return jp.where(live, cost, 0.0), jp.where(live, force, 0.0), jp.where(live, h, 0.0)
+
+        # ---- M x, M's entries ------------------------------------------------------------------------------
+        def mul_m(src, dst):
+            """dst <- M src (outputs of nv)."""
+            if tree_m is None:
+                _loop(0, nv, lambda i: io.write(dst, i, dot(lambda j: io.read("M", i * nv + j), lambda j:
+                                                            io.load(src, j), nv)))  # fmt: skip
+                return
+            _loop(0, nv, lambda i: io.write(dst, i, io.read("M", io.table("tm_diag", i)) * io.load(src, i)))
+            if tree_m.off.size:
+
+                def off(e):
+                    row, col = io.table("tm_row", e), io.table("tm_col", e)
+                    v = io.read("M", io.table("tm_off", e))
+                    io.write(dst, row, io.load(dst, row) + v * io.load(src, col))
+                    io.write(dst, col, io.load(dst, col) + v * io.load(src, row))
+
+                _loop(0, int(tree_m.off.size), off)
+
+        # ---- evaluation at the carried point: force, curvature, J' force, gradient, cost ----------------------
+        def evaluate():
+            """force, _h (nefc) at jar; jtf, _grad (nv); returns the total cost (lanes)."""
+
+            def row(r, c):
+                cr, f, h = row_eval(r, io.load("jar", r))
+                io.write("force", r, f)
+                io.write("_h", r, h)
+                return c + cr
+
+            rows = _loop(0, nefc, row, zero)
+
+            def grad(i):
+                jtf = dot(lambda r: J(r, i), lambda r: io.load("force", r), nefc)
+                io.write("jtf", i, jtf)
+                io.write("_grad", i, io.load("_Ma", i) - jtf)
+
+            _loop(0, nv, grad)
+            smooth = dot(lambda i: io.load("qacc", i) - io.read("qacc_smooth", i), lambda i: io.load("_Ma", i), nv)
+            return 0.5 * smooth + rows
+
+        def gnorm():
+            return scale * jp.sqrt(dot(lambda i: io.load("_grad", i), lambda i: io.load("_grad", i), nv))
+
+        # ---- Newton's direction: H = M + J' diag(h) J, Cholesky, two triangular solves ------------------------
+        def hessian():
+            def entry(i, j):
+                """H(i, j), j >= i."""
+                v = dot(lambda r: io.load("_h", r) * J(r, i), lambda r: J(r, j), nefc)
+                if tree_m is None:
+                    return io.read("M", i * nv + j) + v
+                return v
+
+            _loop(0, nv, lambda i: _loop(i, nv, lambda j: io.write("_H", i * nv + j, entry(i, j))))
+            if tree_m is not None:
+                _loop(0, nv, lambda i: io.write("_H", i * (nv + 1), io.load("_H", i * (nv + 1))
+                                                + io.read("M", io.table("tm_diag", i))))  # fmt: skip
+                if tree_m.off.size:
+
+                    def off(e):  # tree entries (row, col), col an ancestor of row: col < row
+                        k = io.table("tm_col", e) * nv + io.table("tm_row", e)
+                        io.write("_H", k, io.load("_H", k) + io.read("M", io.table("tm_off", e)))
+
+                    _loop(0, int(tree_m.off.size), off)
+
+        def cholesky():
+            """_H's upper triangle <- U with H = U' U (linalg.cholesky_upper: row j of U is H's row j minus the
+            rows above, over the square root of its pivot, clamped below MINVAL)."""
+
+            def rowj(j):
+                def reduced(mcol):
+                    return io.load("_H", j * nv + mcol) - dot(lambda k: io.load("_H", k * nv + j),
+                                                               lambda k: io.load("_H", k * nv + mcol), j)  # fmt: skip
+
+                p = reduced(j)
+                d = jp.sqrt(jp.where(p < MINVAL, MINVAL, p))
+                io.write("_H", j * (nv + 1), d)
+                _loop(j + 1, nv, lambda mcol: io.write("_H", j * nv + mcol, reduced(mcol) / d))
+
+            _loop(0, nv, rowj)
+
+        def newton_direction():
+            """_search <- -(U' U)^-1 grad."""
+
+            def fwd(i):  # U' y = grad
+                s = dot(lambda k: io.load("_H", k * nv + i), lambda k: io.load("_search", k), i)
+                io.write("_search", i, (io.load("_grad", i) - s) / io.load("_H", i * (nv + 1)))
+
+            def back(r):  # U x = y, from the last row
+                i = nv - 1 - r
+                s = _loop(i + 1, nv, lambda k, c: c + io.load("_H", i * nv + k) * io.load("_search", k), zero)
+                io.write("_search", i, (io.load("_search", i) - s) / io.load("_H", i * (nv + 1)))
+
+            _loop(0, nv, fwd)
+            _loop(0, nv, back)
+            _loop(0, nv, lambda i: io.write("_search", i, -io.load("_search", i)))
+
+        # ---- CG's preconditioned gradient ----------------------------------------------------------------------
+        def minv_grad(dst):
+            """dst <- M^-1 grad (the tree L'DL solve of d's factor)."""
+            _loop(0, nv, lambda i: io.write(dst, i, io.load("_grad", i)))
+            factor.solve_in(io, m, dst, lambda p: io.read("qLD", p), lambda k: io.read("qLDiagInv", k))
+
+        # ---- the exact line search along _search (common.line_search) -----------------------------------------
+        def line_search(skip):
+            """alpha (lanes; 0 where the direction does not descend); _Js = J s, _Ms = M s. skip: lanes that
+            are done (their line search takes no step)."""
+            _loop(0, nefc, lambda r: io.write("_Js", r, dot(lambda i: J(r, i), lambda i: io.load("_search", i), nv)))
+            mul_m("_search", "_Ms")
+            s_ms = dot(lambda i: io.load("_search", i), lambda i: io.load("_Ms", i), nv)
+            g0 = dot(lambda i: io.load("_search", i), lambda i: io.load("_Ma", i), nv)
+            snorm = jp.sqrt(jp.maximum(dot(lambda i: io.load("_search", i), lambda i: io.load("_search", i), nv), 0))
+            ltol = gtol * snorm / scale
+
+            def derivs(alpha):
+                def row(r, c):
+                    js = io.load("_Js", r)
+                    _, f, h = row_eval(r, io.load("jar", r) + alpha * js)
+                    return c[0] + js * f, c[1] + h * js * js
+
+                jf, q = _loop(0, nefc, row, (zero, zero))
+                return g0 + alpha * s_ms - jf, s_ms + q
+
+            d1, d2 = derivs(zero)
+            descent = d1 < 0
+            alpha0 = jp.where(descent, -d1 / jp.where(d2 > 0, d2, 1.0), 0.0)
+
+            def step(c):
+                it, alpha, lo, hi, done = c
+                d1, d2 = derivs(alpha)
+                newton = alpha - d1 / jp.where(d2 > 0, d2, 1.0)
+                stall = (d2 > 0) & (jp.abs(newton - alpha) <= 4.0 * eps * jp.abs(alpha))
+                conv = (jp.abs(d1) < ltol) | stall
+                lo_n = jp.where(d1 < 0, alpha, lo)
+                hi_n = jp.where(d1 >= 0, alpha, hi)
+                ok = (newton > lo_n) & (newton < hi_n) & (d2 > 0)
+                fallback = jp.where(jp.isinf(hi_n), 2.0 * jp.maximum(lo_n, alpha) + 1e-12, 0.5 * (lo_n + hi_n))
+                nxt = jp.where(ok, newton, fallback)
+                stop = done | conv
+                return (it + 1, jp.where(stop, alpha, nxt), jp.where(stop, lo, lo_n), jp.where(stop, hi, hi_n),
+                        stop)  # fmt: skip
+
+            init = (np.int32(0), alpha0, zero, io.lanes(jp.inf), ~descent | skip)
+            if ls_iterations:
+                out = jax.lax.while_loop(lambda c: (c[0] < ls_iterations) & _any(~c[4]), step, init)
+                alpha0 = out[1]
+            return jp.where(descent, alpha0, 0.0)
+
+        # ---- the solver -------------------------------------------------------------------------------------
+        _loop(0, nv, lambda i: (io.write("qacc", i, io.read("qacc0", i)), io.write("_Ma", i, io.read("Ma0", i))))
+        _loop(0, nefc, lambda r: io.write("jar", r, io.read("jar0", r)))
+        cost0 = evaluate()
+        g0 = gnorm()
+        if cg:
+            minv_grad("_mgrad")
+            _loop(0, nv, lambda i: io.write("_search", i, -io.load("_mgrad", i)))
+        done0 = g0 < tol
+        if valid is not None:
+            done0 = done0 | ~valid
+
+        def iteration(c):
+            it, done, cost, niter, improvement, grad_norm = c
+            if not cg:
+                hessian()
+                cholesky()
+                newton_direction()
+            else:
+                denom = dot(lambda i: io.load("_grad", i), lambda i: io.load("_mgrad", i), nv)
+            alpha = line_search(done)
+
+            def move(name, delta, i):
+                v = io.load(name, i)
+                io.write(name, i, jp.where(done, v, v + alpha * io.load(delta, i)))
+
+            _loop(0, nv, lambda i: (move("qacc", "_search", i), move("_Ma", "_Ms", i)))
+            _loop(0, nefc, lambda r: move("jar", "_Js", r))
+            cost_n = evaluate()
+            gn = gnorm()
+            if cg:
+                minv_grad("_mg2")
+                num = dot(lambda i: io.load("_grad", i), lambda i: io.load("_mg2", i) - io.load("_mgrad", i), nv)
+                beta = jp.maximum(num / jp.where(denom > 0, denom, 1.0), 0.0)
+
+                def direction(i):
+                    s, mg = io.load("_search", i), io.load("_mg2", i)
+                    io.write("_search", i, jp.where(done, s, -mg + beta * s))
+                    io.write("_mgrad", i, jp.where(done, io.load("_mgrad", i), mg))
+
+                _loop(0, nv, direction)
+            imp = scale * (cost - cost_n)
+            conv = (imp < tol) | (gn < tol)
+            return (it + 1, done | conv, jp.where(done, cost, cost_n), niter + jp.where(done, 0.0, 1.0),
+                    jp.where(done, improvement, imp), jp.where(done, grad_norm, gn))  # fmt: skip
+
+        c = (np.int32(0), done0, cost0, zero, zero, g0)
+        if iterations:
+            c = jax.lax.while_loop(lambda c: (c[0] < iterations) & _any(~c[1]), iteration, c)
+        io.write("stats", 0, c[3])
+        io.write("stats", 1, c[4])
+        io.write("stats", 2, c[5])
+
+    return body
+
+
+def _problem(x: dict) -> common.Problem:
+    """The solver's Problem from the kernel's inputs (the twin's view; aref is not read by the iterations)."""
+    zeros = jp.zeros_like(x["D"])
+    return common.Problem(J=x["J"], D=x["D"], R=x.get("R", zeros + 1.0), aref=zeros,
+                          frictionloss=x.get("frictionloss", zeros), mask=x["mask"] > 0.5, cone_mu=(),
+                          cone_friction=(), qacc_smooth=x["qacc_smooth"], M=x["M"])  # fmt: skip
+
+
+def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dict) -> tuple[launch.Kernel, dict]:
+    """The solver as a `launch.Kernel` (one environment's shapes) and its problem inputs (the start and, for CG,
+    qLD and qLDiagInv are added by `solve`).
+
+    kw: the XLA solver's keywords (iterations, ls_iterations: static; tolerance, ls_tolerance, meaninertia;
+    early_exit; library for Newton)."""
+    nv, nefc = m.nv, layout.nefc
+    kinds = set(np.asarray(layout.kind).tolist())
+    x = dict(J=p.J, D=p.D, mask=p.mask, qacc_smooth=p.qacc_smooth, M=p.M)
+    if common.FRICTION in kinds:
+        x.update(R=p.R, frictionloss=p.frictionloss)
+    x.update(tolerance=kw["tolerance"], ls_tolerance=kw["ls_tolerance"], meaninertia=kw["meaninertia"])
+    iterations, ls_iterations = int(kw["iterations"]), int(kw["ls_iterations"])
+    consts = ("tolerance", "ls_tolerance", "meaninertia")
+
+    def xla(x):
+        prob = _problem(x)
+        kw2 = dict(iterations=iterations, ls_iterations=ls_iterations, early_exit=kw["early_exit"],
+                   **{n: x[n] for n in consts})  # fmt: skip
+        start = (x["qacc0"], x["jar0"], x["Ma0"])
+        if cg:
+            minv = lambda v: inertia.solve_factored(m, x["qLD"], x["qLDiagInv"], v)  # noqa: E731
+            out = xla_primal.solve_cg(layout, prob, start, minv=minv, **kw2)
+        else:
+            out = xla_primal.solve_newton(layout, prob, start, library=kw["library"], **kw2)
+        qacc, jar, ev, jtf, niter, improvement, gradient = out
+        stats = jp.stack([niter.astype(qacc.dtype), jp.asarray(improvement, qacc.dtype),
+                          jp.asarray(gradient, qacc.dtype)])  # fmt: skip
+        return {"qacc": qacc, "jar": jar, "force": ev.force, "jtf": jtf, "stats": stats}
+
+    inputs = {n: tuple(jp.shape(v)) for n, v in x.items()}
+    inputs.update(qacc0=(nv,), jar0=(nefc,), Ma0=(nv,))
+    if cg:
+        inputs.update(qLD=(support.tables(m).m_rows.size,), qLDiagInv=(nv,))
+    outputs = {"qacc": (nv,), "jar": (nefc,), "force": (nefc,), "jtf": (nv,), "stats": (3,), "_Ma": (nv,),
+               "_grad": (nv,), "_h": (nefc,), "_search": (nv,), "_Js": (nefc,), "_Ms": (nv,)}  # fmt: skip
+    if cg:
+        outputs.update(_mgrad=(nv,), _mg2=(nv,))
+    else:
+        outputs.update(_H=(nv * nv,))
+    name = "solve_cg" if cg else "solve_newton"
+    k = launch.Kernel(name, inputs, outputs, _tables(m, layout, cg), _body(m, layout, cg, iterations, ls_iterations),
+                      xla)  # fmt: skip
+    return k, x
+
+
+def solve(m: Model, layout: common.Layout, p: common.Problem, start: tuple, factors: tuple, kw: dict,
+          how: launch.Launch):  # fmt: skip
+    """The primal solver of `m` (Newton or CG; the caller checks `fusable`) as one fused kernel.
+
+    start: (qacc0 (nv,), jar0 (nefc,), Ma0 (nv,)); factors: (qLD, qLDiagInv) of M (read by CG's preconditioner);
+    kw: the XLA solver's keywords (see `kernel`). Returns (qacc (nv,), jar (nefc,), force (nefc,), J' force (nv,),
+    niter () int32, improvement (), gradient ()), as solver/primal.py's solvers (force for their ConstraintEval).
+    """
+    cg = int(m.opt.solver) == int(SolverType.CG)
+    k, x = kernel(m, layout, p, cg, kw)
+    dtype = p.qacc_smooth.dtype
+    x.update(qacc0=start[0], jar0=start[1], Ma0=start[2])
+    if cg:
+        x.update(qLD=factors[0], qLDiagInv=factors[1])
+    out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
+    stats = out["stats"]
+    niter = jax.lax.stop_gradient(stats[0]).astype(jp.int32)
+    return out["qacc"], out["jar"], out["force"], out["jtf"], niter, stats[1], stats[2]

@@ -1,0 +1,249 @@
+"""The fused constraint solver (kernels/primal.py: Newton and CG iterations as one Pallas kernel) against the XLA
+solver (solver/primal.py).
+
+The solver runs alone here (`solver.solve.solve` on Data prepared by the XLA path), so each test compiles one
+kernel in Pallas' interpret mode. Rows: a connect and a joint equality, dof friction loss, slide/hinge/ball limits
+and pyramidal contacts (a sphere and a capsule on a plane), on random states.
+"""
+
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+
+import mjx_lite as mjl
+from mjx_lite.pipeline import forward as fwd
+from mjx_lite.pipeline import kernels
+from mjx_lite.pipeline.kernels import launch, primal
+from mjx_lite.solver import common
+from mjx_lite.solver.solve import solve
+from tests import oracle, test_solver
+
+# float64: the fused and XLA solvers take the same steps and differ by round-off (summation orders), which the
+# iterations carry along (CG's 20-50 iterations amplify it): relative to max(1, max |field|)
+SOLVER_TOL = 1e-10
+# float32: opt.tolerance (1e-8) is below float32's resolution of the cost, so the stopping tests fire on round-off
+# and the two paths may stop one iteration apart (so may the XLA path itself under another compilation): solver_niter
+# is not compared. Each path's distance from the float64 solution is: the fused one's within this factor of the XLA
+# one's, plus float32 round-off of the solution (relative to max(1, max |field|))
+F32_FACTOR = 2.0
+F32_EPS_REL = 1e-5
+# gradients: both paths differentiate the same rule (implicit: the optimality condition at qacc; unrolled: the XLA
+# iterations) at primal values that differ by round-off
+GRAD_TOL = 1e-8
+
+ROWS = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1"/>
+    <body name="ball" pos="0.4 0 0.09">
+      <freejoint/>
+      <geom type="sphere" size="0.1"/>
+    </body>
+    <body name="arm" pos="-0.6 0 0.8">
+      <joint name="h0" type="hinge" axis="0 1 0" range="-30 30" frictionloss="0.3"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" contype="0" conaffinity="0"/>
+      <body name="fore" pos="0.3 0 0">
+        <joint name="h1" type="hinge" axis="0 1 0" range="-10 60" frictionloss="0.1"/>
+        <joint name="s1" type="slide" axis="1 0 0" range="-0.05 0.05"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" contype="0" conaffinity="0"/>
+        <body name="hand" pos="0.3 0 0">
+          <joint name="b" type="ball" range="0 40"/>
+          <geom type="sphere" size="0.05" contype="0" conaffinity="0"/>
+        </body>
+      </body>
+    </body>
+    <body name="free2" pos="-0.2 0.5 0.05">
+      <freejoint/>
+      <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.04"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="free2" body2="world" anchor="0 0 0"/>
+    <joint joint1="h1" joint2="h0" polycoef="0 0.5 0 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+FIELDS = ("qacc", "efc_force", "qfrc_constraint")
+# solver_improvement and solver_gradient are differences (of costs, of M a and J' f) scaled by 1 / (meaninertia nv):
+# their round-off is relative to the size of those terms, |qfrc_constraint| max(1, |qacc|) / (meaninertia nv)
+STATS = ("solver_improvement", "solver_gradient")
+
+
+def _with(m, solver, **opt):
+    return m.replace(opt=m.opt.replace(solver=int(solver), **opt))
+
+
+def _prepare(m, d):
+    """Every stage before the solver, on the XLA path."""
+    d = fwd.forward_pos_vel(m, d)
+    return fwd.fwd_acceleration(m, fwd.fwd_actuation(m, d))
+
+
+_prepared = jax.jit(jax.vmap(_prepare, in_axes=(None, 0)))
+_solve = jax.jit(jax.vmap(solve, in_axes=(None, 0)))
+
+
+def _states(mjm, m, n, seed=0):
+    rng = np.random.default_rng(seed)
+    ds = []
+    for _ in range(n):
+        mjd = mujoco.MjData(mjm)
+        oracle.random_state(mjm, mjd, rng)
+        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
+    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+
+
+@pytest.fixture(scope="module")
+def rows():
+    """(Model, prepared batch of 3 states) of the ROWS model, float64, Newton."""
+    mjm = mujoco.MjModel.from_xml_string(ROWS)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    ds = _prepared(m, _states(mjm, m, 3))
+    assert np.all(np.asarray(ds.efc_mask).sum(axis=1) > 8)  # equality, friction, limit and contact rows live
+    return m, ds
+
+
+def _close(got, want, tol, what, m):
+    terms = float(np.max(np.abs(want.qfrc_constraint)) * max(1.0, float(np.max(np.abs(want.qacc)))))
+    terms = max(1.0, terms / float(m.stat.meaninertia) / m.nv)
+    for f in FIELDS + STATS:
+        a, b = np.asarray(getattr(got, f)), np.asarray(getattr(want, f))
+        scale = terms if f in STATS else max(1.0, float(np.max(np.abs(b))))
+        err = float(np.max(np.abs(a - b))) / scale
+        assert err <= tol, f"{what}: {f} differs by {err:.3g} (relative), tolerance {tol}"
+    np.testing.assert_array_equal(got.efc_state, want.efc_state, err_msg=what)
+    np.testing.assert_array_equal(got.solver_niter, want.solver_niter, err_msg=what)
+
+
+def _kernel_names(m, d) -> str:
+    return str(jax.make_jaxpr(lambda d: solve(m, d))(d))
+
+
+@pytest.mark.parametrize("solver,mass", [("newton", "dense"), ("cg", "dense"),
+                                         pytest.param("newton", "sparse", marks=pytest.mark.slow),
+                                         pytest.param("cg", "sparse", marks=pytest.mark.slow)])  # fmt: skip
+def test_solver_equals_xla(rows, solver, mass):
+    """qacc, forces, states, solver_niter and the convergence statistics of the fused solver are the XLA
+    solver's (float64; qM dense or tree-sparse)."""
+    m, ds = rows
+    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG)
+    if mass == "sparse":
+        mjm = mujoco.MjModel.from_xml_string(ROWS)
+        m = mjl.configure(m, mass_matrix="sparse")
+        ds = _prepared(m, _states(mjm, m, 3))
+    mf = mjl.configure(m, kernels="fused")
+    one = jax.tree.map(lambda x: x[0], ds)
+    assert f"solve_{solver}" in _kernel_names(mf, one) and "pallas_call" not in _kernel_names(m, one)
+    _close(_solve(mf, ds), _solve(m, ds), SOLVER_TOL, f"{solver} {mass}", m)
+
+
+def test_unfused_configurations_stay_xla(rows):
+    """PGS, elliptic cones and the sparse efc_J layout keep the XLA solver under kernels='fused' (traced only)."""
+    m, _ = rows
+    pgs = mjl.configure(_with(m, mjl.SolverType.PGS), kernels="fused")
+    assert "pallas_call" not in _kernel_names(pgs, mjl.make_data(pgs))
+    mjm = mujoco.MjModel.from_xml_string(ROWS)
+    mjm.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    me = mjl.configure(oracle.model_from_mujoco(mjm), kernels="fused")
+    assert "pallas_call" not in _kernel_names(me, mjl.make_data(me))
+    ms = mjl.configure(m, efc_jacobian="sparse", kernels="fused")
+    assert "pallas_call" not in _kernel_names(ms, mjl.make_data(ms))
+    assert "pallas_call" in _kernel_names(mjl.configure(m, kernels="fused"), mjl.make_data(m))
+
+
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
+def test_newton_kernel_matches_mujoco(seed):
+    """The kernel alone (one environment, no vmap: a launch of one lane) on MuJoCo's own constraint problem
+    (tests/test_solver.py: pyramidal condim-4 contacts of a box, friction loss, a limit, equalities) reaches
+    MuJoCo's converged optimum (efc_force, qacc) to test_solver's Newton tolerance."""
+    mjm, mjd, layout, prob = test_solver.mujoco_problem("pyramidal", 4, "Newton", seed, iters=200)
+    m = oracle.model_from_mujoco(mjm)
+    assert primal.fusable(m, layout, False) and mjd.ncon > 0
+    kw = dict(iterations=100, ls_iterations=50, tolerance=1e-14, ls_tolerance=1e-3,
+              meaninertia=float(mjm.stat.meaninertia), early_exit=True, library=False)  # fmt: skip
+    start = common.start_at(layout, prob, prob.qacc_smooth)
+    qacc, _, force, *_ = jax.jit(lambda p, s: primal.solve(m, layout, p, s, (), kw, launch.Launch(interpret=True)))(
+        prob, start)  # fmt: skip
+    test_solver._close(np.asarray(force), mjd.efc_force[: mjd.nefc], test_solver.NEWTON_TOL)
+    test_solver._close(np.asarray(qacc), mjd.qacc, test_solver.NEWTON_TOL)
+
+
+def _f32(x):
+    return jax.tree.map(lambda v: v.astype(jp.float32) if jp.issubdtype(v.dtype, jp.floating) else v, x)
+
+
+@pytest.mark.parametrize("solver", ["newton", pytest.param("cg", marks=pytest.mark.slow)])
+def test_solver_float32(rows, solver):
+    """float32: the fused solver ends as close to the float64 solution as the XLA solver does."""
+    m, ds = rows
+    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG)
+    want64 = _solve(m, ds)
+    m32, ds32 = _f32(m), _f32(ds)
+    got, want = _solve(mjl.configure(m32, kernels="fused"), ds32), _solve(m32, ds32)
+    assert got.qacc.dtype == jp.float32
+    for f in ("qacc", "qfrc_constraint"):
+        ref = np.asarray(getattr(want64, f))
+        scale = max(1.0, float(np.max(np.abs(ref))))
+        e_fused = float(np.max(np.abs(np.asarray(getattr(got, f), np.float64) - ref))) / scale
+        e_xla = float(np.max(np.abs(np.asarray(getattr(want, f), np.float64) - ref))) / scale
+        assert e_fused <= F32_FACTOR * e_xla + F32_EPS_REL, (f, e_fused, e_xla)
+
+
+@pytest.mark.slow
+def test_launch_in_blocks(rows):
+    """Three environments in blocks of two (the solver loops run while any lane of a block is not done; a lane
+    that is done keeps its values), the launcher called through `kernels.primal.solve`."""
+    m, ds = rows
+    mf = mjl.configure(m, kernels="fused")
+    how = launch.Launch(block=2, interpret=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", lambda m: how)
+        got = jax.jit(jax.vmap(solve, in_axes=(None, 0)))(mf, ds)
+    _close(got, _solve(m, ds), SOLVER_TOL, "blocks of 2", m)
+
+
+def _loss(m, d, qvel, aref):
+    """A nonlinear function of the solver's outputs, of qacc_smooth and of the rows' aref."""
+    d2 = solve(m, d.replace(qacc_smooth=d.qacc_smooth + 0.1 * qvel, efc_aref=aref))
+    return jp.sum(jp.sin(d2.qacc)) + jp.sum(d2.qfrc_constraint**2) * 1e-3
+
+
+@pytest.mark.parametrize("gradients", ["implicit", pytest.param("unrolled", marks=pytest.mark.slow)])
+def test_gradients_equal_xla(rows, gradients):
+    """jax.grad through the fused solver is the XLA solver's (implicit: the solver's custom_vjp at the returned
+    qacc; unrolled: the kernel's custom_jvp runs the XLA iterations), batched by vmap."""
+    m, ds = rows
+    m = mjl.configure(m, gradients=gradients)
+    grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3)), in_axes=(None, 0, 0, 0)))
+    args = (ds, ds.qvel, ds.efc_aref)
+    got, want = grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.all(np.isfinite(a)) and np.max(np.abs(b)) > 0
+        np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
+
+
+def _lower_cuda(fn, *args) -> str:
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+@pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
+def test_lowers_to_triton(rows, monkeypatch, dtype):
+    """Both solver kernels lower to Triton (while loops over the block's lanes, their reductions, masked lanes at a
+    batch of 200 = 128 + 72), in both layouts. No GPU needed."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+    m, ds = rows
+    one = jax.tree.map(lambda x: x[0], ds)
+    batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
+    if dtype == "float32":
+        m, batch = _f32(m), _f32(batch)
+    for solver in (mjl.SolverType.NEWTON, mjl.SolverType.CG):
+        for layout in ("lanes_last", "lanes_first"):
+            mf = mjl.configure(_with(m, solver), kernels="fused", kernel_layout=layout)
+            text = _lower_cuda(jax.vmap(solve, in_axes=(None, 0)), mf, batch)
+            assert text.count("__gpu$xla.gpu.triton") == 1, (solver, layout)
