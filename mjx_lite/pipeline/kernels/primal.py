@@ -171,7 +171,13 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             return 0.5 * smooth + rows
 
         def gnorm():
-            return scale * jp.sqrt(dot(lambda i: io.load("_grad", i), lambda i: io.load("_grad", i), nv))
+            """(scaled gradient norm, its test's tolerance): the XLA solver's `_gradient_test`, max(tolerance, the
+            rounding floor GRAD_FLOOR eps scale (|M a| + |J' f|))."""
+            g = scale * jp.sqrt(dot(lambda i: io.load("_grad", i), lambda i: io.load("_grad", i), nv))
+            ma = jp.sqrt(dot(lambda i: io.load("_Ma", i), lambda i: io.load("_Ma", i), nv))
+            jtf = jp.sqrt(dot(lambda i: io.load("jtf", i), lambda i: io.load("jtf", i), nv))
+            floor = xla_primal.GRAD_FLOOR * jp.finfo(g.dtype).eps * scale * (ma + jtf)
+            return g, jp.maximum(tol, floor)
 
         # ---- Newton's direction: H = M + J' diag(h) J, Cholesky, two triangular solves ------------------------
         def hessian():
@@ -281,11 +287,11 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         _loop(0, nv, lambda i: (io.write("qacc", i, io.read("qacc0", i)), io.write("_Ma", i, io.read("Ma0", i))))
         _loop(0, nefc, lambda r: io.write("jar", r, io.read("jar0", r)))
         cost0 = evaluate()
-        g0 = gnorm()
+        g0, g0tol = gnorm()
         if cg:
             minv_grad("_mgrad")
             _loop(0, nv, lambda i: io.write("_search", i, -io.load("_mgrad", i)))
-        done0 = g0 < tol
+        done0 = g0 < g0tol
         if valid is not None:
             done0 = done0 | ~valid
 
@@ -306,7 +312,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             _loop(0, nv, lambda i: (move("qacc", "_search", i), move("_Ma", "_Ms", i)))
             _loop(0, nefc, lambda r: move("jar", "_Js", r))
             cost_n = evaluate()
-            gn = gnorm()
+            gn, gtol_n = gnorm()
             if cg:
                 minv_grad("_mg2")
                 num = dot(lambda i: io.load("_grad", i), lambda i: io.load("_mg2", i) - io.load("_mgrad", i), nv)
@@ -319,7 +325,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
 
                 _loop(0, nv, direction)
             imp = scale * (cost - cost_n)
-            conv = (imp < tol) | (gn < tol)
+            conv = (imp < tol) | (gn < gtol_n)
             return (it + 1, done | conv, jp.where(done, cost, cost_n), niter + jp.where(done, 0.0, 1.0),
                     jp.where(done, improvement, imp), jp.where(done, grad_norm, gn))  # fmt: skip
 
