@@ -519,6 +519,7 @@ SIZE_FIELDS = (
     "nmeshface", "nhfield", "nhfielddata", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "nmocap",
     "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nhistory",
     "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert",
+    "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexelemdata",
 )  # fmt: skip
 
 
@@ -570,6 +571,12 @@ class Model:
     nskinface: int = static_field(0)
     nskinbone: int = static_field(0)
     nskinbonevert: int = static_field(0)
+    # flexes (<flexcomp>, pipeline/flex.py): flexes, their vertices, edges, elements and element vertex ids
+    nflex: int = static_field(0)
+    nflexvert: int = static_field(0)
+    nflexedge: int = static_field(0)
+    nflexelem: int = static_field(0)
+    nflexelemdata: int = static_field(0)
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
@@ -720,6 +727,35 @@ class Model:
     eq_type: np.ndarray = static_field(shape=("neq",), dtype="int32")
     # exclude
     exclude_signature: np.ndarray = static_field(shape=("nexclude",), dtype="int32")
+    # flex (mjModel's flex_* / flexedge_* fields that mjx_lite's flexes use; pipeline/flex.py). Vertex v of flex f
+    # is global vertex flex_vertadr[f] + v, attached to body flex_vertbodyid (its offset flex_vert in that body's
+    # frame, zero for vertex bodies); flex_edge holds local vertex ids; flex_elem (flat) holds dim + 1 local
+    # vertex ids per element from flex_elemdataadr[f]
+    flex_conaffinity: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_contype: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_centered: np.ndarray = static_field(shape=("nflex",), dtype="bool")
+    flex_damping: jax.Array = shaped("nflex")
+    flex_dim: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_edge: np.ndarray = static_field(shape=("nflexedge", 2), dtype="int32")
+    flex_edgeadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_edgedamping: jax.Array = shaped("nflex")
+    flex_edgeequality: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_edgenum: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_edgestiffness: jax.Array = shaped("nflex")
+    flex_elem: np.ndarray = static_field(shape=("nflexelemdata",), dtype="int32")
+    flex_elemadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_elemdataadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_elemnum: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_interp: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_radius: jax.Array = shaped("nflex")
+    flex_rigid: np.ndarray = static_field(shape=("nflex",), dtype="bool")
+    flex_vert: jax.Array = shaped("nflexvert", 3)
+    flex_vertadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_vertbodyid: np.ndarray = static_field(shape=("nflexvert",), dtype="int32")
+    flex_vertnum: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flexedge_invweight0: jax.Array = shaped("nflexedge")
+    flexedge_length0: jax.Array = shaped("nflexedge")
+    flexedge_rigid: np.ndarray = static_field(shape=("nflexedge",), dtype="bool")
     # geom
     geom_aabb: jax.Array = shaped("ngeom", 6)
     geom_adhesion: jax.Array = shaped("ngeom")
@@ -1070,6 +1106,9 @@ class Data:
     cdof: jax.Array = shaped("nv", 6)
     cinert: jax.Array = shaped("nbody", 10)
     crb: jax.Array = shaped("nbody", 10)
+    flexvert_xpos: jax.Array = shaped("nflexvert", 3)
+    flexedge_J: jax.Array = shaped("nflexedge", "nv")  # dense
+    flexedge_length: jax.Array = shaped("nflexedge")
     ten_wrapadr: jax.Array = shaped("ntendon", dtype="int32")
     ten_wrapnum: jax.Array = shaped("ntendon", dtype="int32")
     ten_J: jax.Array = shaped("ntendon", "nv")  # dense
@@ -1115,6 +1154,7 @@ class Data:
     qfrc_fluid: jax.Array = shaped("nv")
     qfrc_passive: jax.Array = shaped("nv")
     ten_velocity: jax.Array = shaped("ntendon")
+    flexedge_velocity: jax.Array = shaped("nflexedge")
     subtree_linvel: jax.Array = shaped("nbody", 3)
     subtree_angmom: jax.Array = shaped("nbody", 3)
     # acceleration / force dependent

@@ -21,7 +21,8 @@ import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
-from mjx_lite.mjcf import actuation, contact, derived, equality, fuse, hfield, sensor, skin, tendon, texture, visual
+from mjx_lite.mjcf import actuation, contact, derived, equality, flex, fuse, hfield, sensor, skin, tendon, texture
+from mjx_lite.mjcf import visual
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
@@ -1284,6 +1285,7 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
                          model_dir=model_dir, assets=dict(assets or {}))  # fmt: skip
     _compile_assets(root, ctx)
     _compile_tree(root, ctx)
+    flex.compile_flex(root, ctx)
     _compile_sections(root, ctx)
     _check_user_sizes(root, ctx)
     _finalize_simple(ctx)

@@ -155,6 +155,9 @@ def resolve(root: Element, load: Callable[[Element], Element], compiler_settings
 def _select(att: Element, child: Element, what: str) -> tuple[list[Element], Element | None]:
     """The child's elements an <attach> takes (and the body they come from, None for the world)."""
     wb = _section(child, "worldbody")
+    if wb.attrs.get("_flexes"):
+        raise MJCFUnsupportedError(f"<attach> of {what}, which has a <flexcomp>, is not supported by mjx_lite",
+                                   att.file, att.line, att.tag, "model")  # fmt: skip
     body, frame = att.attrs.get("body"), att.attrs.get("frame")
     if body is not None:
         for e in _walk(wb):

@@ -27,7 +27,7 @@ from mjx_lite.mjcf.spec import Element, MJCFError
 NAME_TYPES = {"body": "nbody", "joint": "njnt", "geom": "ngeom", "site": "nsite", "camera": "ncam",
               "light": "nlight", "mesh": "nmesh", "hfield": "nhfield", "pair": "npair", "exclude": "nexclude",
               "equality": "neq", "tendon": "ntendon", "actuator": "nactuator", "sensor": "nsensor", "key": "nkey",
-              "material": "nmat", "texture": "ntex", "skin": "nskin"}  # fmt: skip
+              "material": "nmat", "texture": "ntex", "skin": "nskin", "flex": "nflex"}  # fmt: skip
 # named constant dimensions of declared shapes
 _CONST = {"NTEXROLE": types.NTEXROLE, "NWARNING": types.NWARNING}
 # MuJoCo's statistics before setStat computes them

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from mjx_lite import io, types
-from mjx_lite.mjcf import actuation
+from mjx_lite.mjcf import actuation, flex
 from mjx_lite.mjcf.context import DEFAULT_STAT, CompileContext, dof_tree_mask, provisional_model
 from mjx_lite.mjcf.inertia import factor_ld, quat_mul, quat_to_mat, solve_ld
 from mjx_lite.pipeline import tendon
@@ -285,10 +285,13 @@ def set_const(ctx: CompileContext) -> dict:
             inv_d[adr] = minv[adr, adr]
     A["dof_invweight0"] = inv_d
 
+    # flex edges (length0, invweight0) and the body sizes they imply
+    flex_size = flex.constants(ctx, st)
+
     # sections: tendons and actuators
     _section_constants(ctx, st)
 
-    stat = _statistics(ctx, st, mfull)
+    stat = _statistics(ctx, st, mfull, flex_size)
     _auto_spring_damper(ctx)
     return stat
 
@@ -370,7 +373,7 @@ def _mju_max(a, b) -> float:
     return float(a if a >= b else b)
 
 
-def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
+def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray, flex_size: np.ndarray) -> dict:
     """meaninertia, meanmass, meansize, extent, center (setStat); also dof_length."""
     A, S = ctx.arrays, ctx.sizes
     nbody, nv, ngeom = S["nbody"], S["nv"], S["ngeom"]
@@ -421,6 +424,7 @@ def _statistics(ctx: CompileContext, st: ConstState, mfull: np.ndarray) -> dict:
         b = gb[i]
         if b > 0 and rb[i] > 0:
             body[b] = _mju_max(body[b], rb[i] + float(np.linalg.norm(xipos[b] - gpos[i])))
+    body = np.maximum(body, flex_size)  # the longest flex edge at each body
     if nbody > 1:
         meansize = 0.0
         for i in range(1, nbody):

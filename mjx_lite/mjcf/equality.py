@@ -17,6 +17,7 @@ import numpy as np
 
 from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf.flex import records as flex_records
 from mjx_lite.mjcf.inertia import quat_mul, rot_vec
 from mjx_lite.mjcf.spec import Element
 from mjx_lite.types import NEQDATA, EqType, ObjType
@@ -58,6 +59,19 @@ def body_frames0(ctx: CompileContext) -> tuple[np.ndarray, np.ndarray]:
 # ---------------------------------------------------------------------------------------------------- compile
 
 
+def _flexcomp_equalities(root: Element) -> list[Element]:
+    """The <equality><flex> each <flexcomp><edge equality="true"> adds (unnamed, before the <equality> section's
+    constraints, as MuJoCo's reader makes them while reading the worldbody)."""
+    out = []
+    for r in flex_records(root):
+        if r["equality"] == 1:
+            attrs = {"flex": r["name"], "active": True, "name": None, "class": None,
+                     "solref": r["eq_solref"] if r["eq_solref"] is not None else np.array(_SOLREF),
+                     "solimp": r["eq_solimp"] if r["eq_solimp"] is not None else np.array(_SOLIMP)}  # fmt: skip
+            out.append(Element("flex", attrs, [], r["file"], r["line"], {"flex"}))
+    return out
+
+
 def _distinct(e: Element, i: int, id1: int, id2: int, name: str, attr: str) -> None:
     """MuJoCo refuses an equality constraint between an object and itself."""
     if id1 == id2:
@@ -66,7 +80,7 @@ def _distinct(e: Element, i: int, id1: int, id2: int, name: str, attr: str) -> N
 
 def compile_equality(root: Element, ctx: CompileContext) -> None:
     """Equality constraints -> ctx.arrays (eq_*), ctx.sizes['neq']."""
-    eqs = section_children(root, "equality")
+    eqs = _flexcomp_equalities(root) + section_children(root, "equality")
     register_all(ctx, "equality", eqs)
     n = len(eqs)
     eq_type = np.zeros(n, np.int32)
@@ -144,8 +158,16 @@ def compile_equality(root: Element, ctx: CompileContext) -> None:
             if poly is not None and np.atleast_1d(poly).size > 5:
                 raise error(e, f"polycoef takes at most 5 values, got {np.atleast_1d(poly).size}", "polycoef")
             data[i, 0:5] = vec(e, "polycoef", 5, (0, 1, 0, 0, 0))
-        elif e.tag in ("flex", "flexvert", "flexstrain"):
-            raise unsupported(e, "flex equality constraints are not supported by mjx_lite")
+        elif e.tag == "flex":  # one row per non-rigid edge of the flex (pipeline/constraint.py)
+            eq_type[i] = EqType.FLEX
+            objtype[i] = ObjType.UNKNOWN
+            name = get(e, "flex")
+            if name is None:
+                raise error(e, "missing required attribute", "flex")
+            obj1[i] = ctx.id_of("flex", name, e, "flex")
+            obj2[i] = -1
+        elif e.tag in ("flexvert", "flexstrain"):
+            raise unsupported(e, f"<{e.tag}> flex equality constraints are not supported by mjx_lite")
         elif e.tag == "distance":
             raise error(e, "distance equality constraints were removed in MuJoCo 2.2.2")
         else:

@@ -33,6 +33,7 @@ import re
 
 import numpy as np
 
+from mjx_lite.mjcf import flexcomp as _flexcomp
 from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf import schema as sc
 from mjx_lite.mjcf import xml
@@ -46,8 +47,8 @@ _NI = "not supported by mjx_lite"
 # refused elements with more to say than _NI
 _WHY = {"composite": "not supported: MuJoCo 4.0 removed it and refuses it too (its migration: <flexcomp dim='1'>)"}
 _BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body", "frame", "replicate",
-                  "attach"}
-_BODY_UNSUPPORTED = {"plugin", "composite", "flexcomp", "skin", "flex"}
+                  "attach", "flexcomp"}
+_BODY_UNSUPPORTED = {"plugin", "composite", "skin", "flex"}
 CHILDREN: dict[str, set[str]] = {
     "mujoco": {"compiler", "option", "size", "statistic", "visual", "default", "asset", "deformable", "worldbody",
                "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
@@ -64,7 +65,7 @@ CHILDREN: dict[str, set[str]] = {
     "skin": {"bone"},
     "deformable": {"skin"},
     "contact": {"pair", "exclude"},
-    "equality": {"connect", "weld", "joint", "tendon"},
+    "equality": {"connect", "weld", "joint", "tendon", "flex"},
     "tendon": {"spatial", "fixed"},
     "spatial": {"site", "geom", "pulley"},
     "fixed": {"joint"},
@@ -83,7 +84,7 @@ UNSUPPORTED: dict[str, set[str]] = {
     "replicate": _BODY_UNSUPPORTED,
     "mesh": {"plugin"},
     "geom": {"plugin"},
-    "equality": {"flex", "flexstrain"},
+    "equality": {"flexvert", "flexstrain"},
     "actuator": {"orientation", "plugin"},
     "sensor": {"tactile", "user", "plugin"},
 }
@@ -594,6 +595,7 @@ class _Builder:
         self._class_attrs: dict[tuple[str, str], tuple[dict, set]] = {}  # (class, key) -> (attrs, explicit)
         self.frame_names: set[str] = set()
         self._replicates: dict[int, dict] = {}  # id(raw <replicate>) -> its record (compose.replicate)
+        self.flexes: list[dict] = []  # flex records of the <flexcomp>s, in document order (mjcf/flexcomp.py)
 
     # -- generic element ----------------------------------------------------------------------------------
     def element(self, raw: _Raw, parent: str, childclass: str | None, frame=None) -> Element:
@@ -724,6 +726,8 @@ class _Builder:
                 out.children.append(a)
             elif tag == "replicate":
                 self.replicate(k, key, out, childclass, frame)
+            elif tag == "flexcomp":
+                self.flexcomp(k, key, out, childclass, frame)
             elif tag == "body":
                 b = self.element(k, key, childclass, frame)
                 cc = b.attrs.get("childclass") or childclass
@@ -739,6 +743,31 @@ class _Builder:
                                                c.tag)
                     raise MJCFError(f"unknown element (in <{tag}>)", c.file, c.line, c.tag)
                 out.children.append(self.element(k, key, childclass, frame))
+
+    def flexcomp(self, raw: _Raw, key: str, out: Element, childclass: str | None, frame):
+        """<flexcomp>: its vertex bodies become children of `out` here (document order), its flex record is kept
+        for the compiler (mjcf/flexcomp.py)."""
+        if key in ("frame", "replicate") or frame is not None:
+            raise MJCFUnsupportedError(f"<flexcomp> inside a <frame> or <replicate> is {_NI}", raw.file,
+                                       raw.line, "flexcomp")  # fmt: skip
+
+        def add_body(name, pos, mass, inertia):
+            def txt(v):
+                return " ".join(repr(float(x)) for x in np.atleast_1d(v))
+
+            kids = [_Raw("inertial", {"pos": "0 0 0", "mass": txt(mass), "diaginertia": txt([inertia] * 3)}, [],
+                         raw.file, raw.line)]  # fmt: skip
+            for axis in ("1 0 0", "0 1 0", "0 0 1"):
+                kids.append(_Raw("joint", {"type": "slide", "pos": "0 0 0", "axis": axis}, [], raw.file, raw.line))
+            braw = _Raw("body", {"name": name, "pos": txt(pos)}, kids, raw.file, raw.line)
+            b = self.element(braw, sc.key_of(key, "body"), childclass, None)
+            self.tree(braw, b, childclass, None)
+            out.children.append(b)
+
+        def orient(kind, v, src):
+            return orientation_to_quat(kind, v, self.degree, self.eulerseq, src)
+
+        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body))
 
     def replicate(self, raw: _Raw, parent: str, out: Element, childclass: str | None, frame):
         """<replicate count offset euler sep>: `count` copies of the children, copy i posed by the i-th power of
@@ -905,6 +934,7 @@ def _build(root: _Raw) -> Element:
                 b.tree(raw, wb, None, None)
             wb.attrs["_frames"] = b.frame_names  # named frames (for <attach frame=...>)
             wb.attrs["_replicates"] = list(b._replicates.values())  # for compose.replicate
+            wb.attrs["_flexes"] = b.flexes  # flex records of the <flexcomp>s (mjcf/flex.py compiles them)
             sections[tag] = wb
             continue
         if tag == "option":

@@ -40,7 +40,7 @@ import numpy as np
 from mjx_lite import math, types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import driver
-from mjx_lite.pipeline import support, velocity
+from mjx_lite.pipeline import flex, support, velocity
 from mjx_lite.solver import common as solver_common
 from mjx_lite.types import (
     MAXIMP,
@@ -71,6 +71,8 @@ class Plan:
     weld: np.ndarray
     joint_eq: np.ndarray
     tendon_eq: np.ndarray
+    flex_eq_edge: np.ndarray  # one row per (non-rigid) edge of each <equality><flex>: the edge ...
+    flex_eq_owner: np.ndarray  # ... and its equality constraint (pipeline/flex.equality_edges)
     fric_dof: np.ndarray
     fric_ten: np.ndarray
     lim_jnt: np.ndarray
@@ -136,9 +138,10 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
         return np.nonzero(eq_type == t)[0] if eq_on else empty
 
     for t in np.unique(eq_type):
-        if t not in (EqType.CONNECT, EqType.WELD, EqType.JOINT, EqType.TENDON):
+        if t not in (EqType.CONNECT, EqType.WELD, EqType.JOINT, EqType.TENDON, EqType.FLEX):
             raise NotImplementedError(f"equality constraint type {EqType(t).name} is not supported")
     connect, weld, joint_eq, tendon_eq = eqs(EqType.CONNECT), eqs(EqType.WELD), eqs(EqType.JOINT), eqs(EqType.TENDON)
+    flex_eq_edge, flex_eq_owner = flex.equality_edges(m, eqs(EqType.FLEX))
     fric_dof = np.nonzero(np.asarray(m.dof_frictional))[0] if fr_on else empty
     fric_ten = np.nonzero(np.asarray(m.tendon_frictional))[0] if fr_on else empty
     jt = np.asarray(m.jnt_type)
@@ -156,7 +159,7 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
         con_rows = np.where(con_dim == 1, 1, 2 * (con_dim - 1))
 
     sizes = [("connect", 3 * len(connect)), ("weld", 6 * len(weld)), ("joint_eq", len(joint_eq)),
-             ("tendon_eq", len(tendon_eq)), ("fric_dof", len(fric_dof)), ("fric_ten", len(fric_ten)),
+             ("tendon_eq", len(tendon_eq)), ("flex_eq", len(flex_eq_edge)), ("fric_dof", len(fric_dof)), ("fric_ten", len(fric_ten)),
              ("lim_jnt", int(np.sum(2 - lim_jnt_one))), ("lim_ball", len(lim_ball)),
              ("lim_ten", int(np.sum(2 - lim_ten_one))),
              ("contact", int(con_rows.sum()))]  # fmt: skip
@@ -186,6 +189,7 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
     layout = solver_common.Layout(kind=kind, cones=tuple(cones), mass=_tree_mass(m), unit_col=unit_col)
     sparse = types.sparse_efc_jacobian(m)
     return Plan(nefc=nefc, layout=layout, connect=connect, weld=weld, joint_eq=joint_eq, tendon_eq=tendon_eq,
+                flex_eq_edge=flex_eq_edge, flex_eq_owner=flex_eq_owner,
                 fric_dof=fric_dof, fric_ten=fric_ten, lim_jnt=lim_jnt, lim_ball=lim_ball, lim_ten=lim_ten,
                 lim_jnt_one=lim_jnt_one, lim_ten_one=lim_ten_one,
                 con_dim=con_dim, con_rows=con_rows, con_adr=con_adr, adr=adr, elliptic=elliptic, sparse=sparse,
@@ -376,6 +380,22 @@ def _weld_rows(m: Model, d: Data, ids: np.ndarray, sparse: bool) -> _Rows:
                  solref=_rep(m.eq_solref[ids], 6), solimp=_rep(m.eq_solimp[ids], 6), imp_r=_rep(r, 6), bias=bias,
                  active=_rep(d.eq_active[ids], 6), type=np.full(6 * n, ConstraintType.EQUALITY),
                  id=np.repeat(ids, 6), k_zero=np.zeros(6 * n, bool), r_scale=jp.ones_like(pos), cols=cols)  # fmt: skip
+
+
+def _flex_eq_rows(m: Model, d: Data, edges: np.ndarray, owner: np.ndarray, sparse: bool) -> _Rows:
+    """<equality><flex>: one row per non-rigid edge, J = flexedge_J, pos = length - length0, diagA from
+    flexedge_invweight0 (mjEQ_FLEX in mj_instantiateEquality)."""
+    J, pos, diag = flex.edge_rows(m, d, edges)
+    cols = None
+    if sparse:
+        v1, v2 = flex.edge_vertices(m)
+        vb = np.asarray(m.flex_vertbodyid)
+        J, cols = _static_sparse(J, _two_bodies_support(m, vb[v1[edges]], vb[v2[edges]], 1))
+    n = len(edges)
+    return _Rows(J=J, pos=pos, margin=jp.zeros_like(pos), frictionloss=jp.zeros_like(pos), diag=diag,
+                 solref=m.eq_solref[owner], solimp=m.eq_solimp[owner], imp_r=jp.abs(pos), bias=jp.zeros_like(pos),
+                 active=d.eq_active[owner], type=np.full(n, ConstraintType.EQUALITY), id=owner,
+                 k_zero=np.zeros(n, bool), r_scale=jp.ones_like(pos), cols=cols)  # fmt: skip
 
 
 def _poly_rows(m: Model, d: Data, ids: np.ndarray, tendon: bool, sparse: bool) -> _Rows:
@@ -809,6 +829,8 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
         blocks.append(_poly_rows(m, d, p.joint_eq, tendon=False, sparse=p.sparse))
     if len(p.tendon_eq):
         blocks.append(_poly_rows(m, d, p.tendon_eq, tendon=True, sparse=p.sparse))
+    if len(p.flex_eq_edge):
+        blocks.append(_flex_eq_rows(m, d, p.flex_eq_edge, p.flex_eq_owner, p.sparse))
     blocks += _friction_rows(m, d, p.fric_dof, p.fric_ten, p.sparse)
     lim_blocks, lim_over = _limit_rows(m, d, p)
     blocks += lim_blocks

@@ -30,6 +30,7 @@ from mjx_lite.collision import driver
 from mjx_lite.pipeline import (
     actuation,
     constraint,
+    flex,
     inertia,
     inverse,
     kernels,
@@ -97,6 +98,8 @@ def fwd_position(m: Model, d: Data) -> Data:
     d, done = run(kernels.tree_pass, m, d)
     d = run_unless(done, kinematics.kinematics, m, d)
     d = run_unless(done, kinematics.com_pos, m, d)
+    if m.nflex:
+        d = run(flex.flex, m, d)
     d = run(tendon.tendon, m, d)
     d = run_unless(done, inertia.crb, m, d)
     d = run_unless(done, inertia.factor_m, m, d)
@@ -112,6 +115,8 @@ def fwd_position(m: Model, d: Data) -> Data:
 def fwd_velocity(m: Model, d: Data) -> Data:
     """Velocity-dependent computations (mj_fwdVelocity): ten/actuator velocity, cvel, passive, qfrc_bias."""
     d = run(actuation.fwd_velocity_extras, m, d)
+    if m.nflexedge:
+        d = run(flex.flex_velocity, m, d)
     d, done = run(kernels.velocity_pass, m, d)  # fused: com_vel and rne; otherwise nothing
     d = run_unless(done, velocity.com_vel, m, d)
     d = run(passive.passive, m, d)

@@ -16,7 +16,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
-from mjx_lite.pipeline import fluid, support
+from mjx_lite.pipeline import flex, fluid, support
 from mjx_lite.pipeline.tendon import apply_ft
 from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
 
@@ -77,6 +77,8 @@ def _springs(m: Model, d: Data) -> jax.Array:
         x = jp.where(length > upper, length - upper, jp.where(length < lower, length - lower, 0.0))
         frc = -_poly_stiff(x, m.tendon_stiffness, m.tendon_stiffnesspoly)
         qfrc = qfrc + frc @ d.ten_J
+    if m.nflexedge:
+        qfrc = qfrc + flex.edge_spring(m, d)
     return qfrc
 
 
@@ -84,6 +86,8 @@ def _dampers(m: Model, d: Data) -> jax.Array:
     qfrc = -_poly_damp(d.qvel, m.dof_damping, m.dof_dampingpoly)
     if m.ntendon:
         qfrc = qfrc - _poly_damp(d.ten_velocity, m.tendon_damping, m.tendon_dampingpoly) @ d.ten_J
+    if m.nflexedge:
+        qfrc = qfrc + flex.edge_damper(m, d)
     # actuator damping, reflected to the joint (per dof) or tendon target with gear[0]^2
     trntype = np.asarray(m.actuator_trntype)
     trnid = np.asarray(m.actuator_trnid)

@@ -1,0 +1,228 @@
+"""<flexcomp> -> vertex bodies and a flex record (MuJoCo 4.0's mjCFlexcomp, the subset mjx_lite simulates).
+
+What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco` in tests/test_flex.py):
+  - points of a `type="grid"` flexcomp: dim 1, count[0] points spacing[0] apart along x, centred at the origin,
+    elements (i, i + 1); dim 2, count[0] x count[1] points (point ix * count[1] + iy), two triangles per grid cell
+    ((v00, v10, v11), (v00, v11, v01)); then posed by the flexcomp's pos / orientation in the parent body's frame;
+  - pinned points (<pin id range grid gridrange>) stay vertices of the parent body (their offset kept in the
+    flex's vertex array); every other point i becomes a child body "<name>_<i>" at the point, with mass
+    mass / npoint, diagonal inertia mass / npoint * 2 inertiabox^2 / 3 and three slide joints (x, y, z) that take
+    the enclosing default class (childclass) as any joint written there would;
+  - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
+    edge equality constraint from it).
+
+Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: other types (box,
+mesh, gmsh, direct, ...), dim 3, dof other than "full", rigid flexcomps, <elasticity> (young / damping: flex
+stretch and bending forces), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flexes that can
+collide (contacts of flexes are not implemented).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from mjx_lite.mjcf.inertia import rot_vec
+from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
+
+MINVAL = 1e-15
+_ORIENT = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
+_CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
+
+
+def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
+    return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: type='grid', dim 1 or 2, "
+                                "dof='full', edge stiffness/damping/equality='true', no contacts)", raw.file,
+                                raw.line, raw.tag, attr)  # fmt: skip
+
+
+def _err(raw, msg: str, attr: str | None = None) -> MJCFError:
+    return MJCFError(msg, raw.file, raw.line, raw.tag, attr)
+
+
+def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: Callable) -> dict[str, Any]:
+    """Expand the <flexcomp> `raw` (a parse._Raw) inside body `parent` (Element; worldbody for the world).
+
+    written(raw, key) -> typed attributes written on raw (schema key); orient(kind, value, raw) -> unit quaternion;
+    add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints) to `parent`.
+    Returns the flex record (see `mjcf/flex.py`)."""
+    w = written(raw, "flexcomp")
+    kids: dict[str, list] = {}
+    for k in raw.children:
+        if k.tag not in _CHILDREN:
+            raise MJCFError("unknown element (in <flexcomp>)", k.file, k.line, k.tag)
+        if k.children:
+            c = k.children[0]
+            raise MJCFError(f"unknown element (in <{k.tag}>)", c.file, c.line, c.tag)
+        kids.setdefault(k.tag, []).append(k)
+    for tag in ("edge", "elasticity", "contact"):
+        if len(kids.get(tag, ())) > 1:
+            raise _err(raw, f"unique element '{tag}' found {len(kids[tag])} times")
+    if "plugin" in kids:
+        raise _refuse(kids["plugin"][0], "<plugin> in <flexcomp> (elasticity plugins)")
+    name = w.get("name")
+    if not name:
+        raise _err(raw, "required attribute missing", "name")
+    pname = parent.attrs.get("name") if parent.tag == "body" else "world"
+    if not pname:
+        raise _err(raw, "Parent body must have name")
+    ftype = w.get("type", "grid")
+    if ftype != "grid":
+        raise _refuse(raw, f"<flexcomp type='{ftype}'>", "type")
+    dim = int(w.get("dim", 2))
+    if dim < 1 or dim > 3:
+        raise _err(raw, "Invalid dim, must be between 1 and 3", "dim")
+    if dim == 3:
+        raise _refuse(raw, "<flexcomp dim='3'> (volumetric soft bodies)", "dim")
+    dof = w.get("dof", "full")
+    if dof != "full":
+        raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
+    if w.get("rigid", False):
+        raise _refuse(raw, "<flexcomp rigid='true'> (a rigid flex: collision only)", "rigid")
+    for a in ("file", "point", "element", "cellcount"):
+        if a in w:
+            raise _refuse(raw, f"<flexcomp {a}=...> (not used by type='grid')", a)
+    count = _vec3(w.get("count"), (10, 10, 10))
+    spacing = _vec3(w.get("spacing"), (0.02, 0.02, 0.02))
+    scale = _vec3(w.get("scale"), (1.0, 1.0, 1.0))
+    radius = float(w.get("radius", 0.005))
+    mass = float(w.get("mass", 1.0))
+    inertiabox = float(w.get("inertiabox", 0.005))
+
+    edge = written(kids["edge"][0], "flexcomp/edge") if "edge" in kids else {}
+    elast = written(kids["elasticity"][0], "flexcomp/elasticity") if "elasticity" in kids else {}
+    cont = written(kids["contact"][0], "flexcomp/contact") if "contact" in kids else {}
+    equality = {"false": 0, "true": 1, "vert": 2, "strain": 3}[edge.get("equality", "false")]
+    young, edamp = float(elast.get("young", 0.0)), float(elast.get("damping", 0.0))
+    if elast.get("elastic2d", "none") != 1 and equality and young > 0:
+        raise _err(raw, "flex constraints and elasticity (young) cannot both be present")
+    if young != 0 or edamp != 0:
+        el = kids["elasticity"][0]
+        raise _refuse(el, "<elasticity young/damping> (flex stretch and bending forces)",
+                      "young" if young != 0 else "damping")  # fmt: skip
+    if equality > 1:
+        raise _refuse(kids["edge"][0], f"<edge equality='{edge['equality']}'> (vertex / strain flex constraints)",
+                      "equality")  # fmt: skip
+    margin = float(cont.get("margin", 0.0))
+
+    # mjCFlexcomp::Make checks, in its order
+    if any(c < 1 for c in count):
+        raise _err(raw, "Count too small", "count")
+    minspace = 2 * radius + margin
+    if any(s < minspace for s in spacing):
+        raise _err(raw, "Spacing must be larger than geometry size", "spacing")
+    if any(s < MINVAL for s in scale):
+        raise _err(raw, "Scale must be larger than mjMINVAL", "scale")
+    if mass < MINVAL or inertiabox < MINVAL:
+        raise _err(raw, "Mass and inertiabox must be larger than mjMINVAL", "mass")
+    quat = np.array([1.0, 0.0, 0.0, 0.0])
+    given = [a for a in _ORIENT if a in raw.attrib]
+    if len(given) > 1:
+        raise _err(raw, f"multiple orientation specifiers ({', '.join(given)})", given[1])
+    if given and given[0] in w:
+        quat = orient(given[0], w[given[0]], raw)
+    point, element = _grid(dim, count, spacing)
+
+    pins = kids.get("pin", [])
+    pinid, pinrange, pingrid, pingridrange = [], [], [], []
+    for p in pins:
+        pw = written(p, "flexcomp/pin")
+        pinid += [int(x) for x in pw.get("id", ())]
+        pinrange += [int(x) for x in pw.get("range", ())]
+        pingrid += [int(x) for x in pw.get("grid", ())]
+        pingridrange += [int(x) for x in pw.get("gridrange", ())]
+    if len(pinrange) % 2:
+        raise _err(raw, "Pin range number must be multiple of 2")
+    if len(pingrid) % dim:
+        raise _err(raw, "Pin grid number must be multiple of dim")
+    if len(pingridrange) % (2 * dim):
+        raise _err(raw, "Pin grid range number of must be multiple of 2*dim")
+    if dim == 1 and (pingrid or pingridrange):
+        raise _err(raw, "Pin grid(range) cannot be used with dim=1")
+    npnt = len(point)
+    for i, e in enumerate(element.reshape(-1)):
+        if e < 0 or e >= npnt:
+            raise _err(raw, f"element {i} has point id {int(e)}, number of points is {npnt}")
+    point = np.array([quat_pose(p, w.get("pos"), quat) for p in point]).reshape(npnt, 3)
+
+    pinned = np.zeros(npnt, bool)
+    for i in pinid:
+        if i < 0 or i >= npnt:
+            raise _err(raw, "pinid out of range")
+        pinned[i] = True
+    for a, b in zip(pinrange[::2], pinrange[1::2]):
+        if a < 0 or a >= npnt or b < 0 or b >= npnt:
+            raise _err(raw, "pinrange out of range")
+        pinned[a : b + 1] = True
+    for i in range(0, len(pingrid), dim):
+        ix, iy = pingrid[i], pingrid[i + 1]
+        if not (0 <= ix < count[0] and 0 <= iy < count[1]):
+            raise _err(raw, "pingrid out of range")
+        pinned[ix * count[1] + iy] = True
+    for i in range(0, len(pingridrange), 4):
+        r = pingridrange[i : i + 4]
+        if any(r[k] < 0 or r[k] >= count[k % 2] for k in range(4)):
+            raise _err(raw, "pingridrange out of range")
+        for ix in range(r[0], r[2] + 1):
+            for iy in range(r[1], r[3] + 1):
+                pinned[ix * count[1] + iy] = True
+    if pinned.all():
+        raise _refuse(raw, "a <flexcomp> with every point pinned (a rigid flex: collision only)", "pin")
+    centered = not pinned.any()
+
+    bodymass = mass / npnt
+    bodyinertia = bodymass * (2.0 * inertiabox * inertiabox) / 3.0
+    vertbody, vert = [], np.zeros((npnt, 3))
+    for i in range(npnt):
+        if pinned[i]:
+            vertbody.append(pname)
+            vert[i] = point[i]
+        else:
+            bname = f"{name}_{i}"
+            add_body(bname, point[i], bodymass, bodyinertia)
+            vertbody.append(bname)
+    return {
+        "name": name, "dim": dim, "vertbody": vertbody, "vert": vert, "centered": centered,
+        "elem": element.reshape(-1).astype(np.int64), "radius": radius, "group": int(w.get("group", 0)),
+        "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
+        "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
+        "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
+        "selfcollide": cont.get("selfcollide", "auto"), "internal": bool(cont.get("internal", False)),
+        "file": raw.file, "line": raw.line,
+    }  # fmt: skip
+
+
+def _vec3(v, default) -> list:
+    out = list(default)
+    if v is not None:
+        v = np.atleast_1d(v)
+        out[: len(v)] = [x.item() for x in v]
+    return out
+
+
+def quat_pose(p, pos, quat) -> np.ndarray:
+    """mjuu_trnVecPose: pos + quat * p."""
+    pos = np.zeros(3) if pos is None else np.asarray(pos, float)
+    return pos + rot_vec(np.asarray(p, float), quat)
+
+
+def _grid(dim: int, count: list, spacing: list) -> tuple[np.ndarray, np.ndarray]:
+    """Points (n, 3) and elements (nelem, dim + 1) of a type='grid' flexcomp before its pose (MakeGrid)."""
+    pts, elem = [], []
+    if dim == 1:
+        for ix in range(count[0]):
+            pts.append((spacing[0] * (ix - 0.5 * (count[0] - 1)), 0.0, 0.0))
+            if ix < count[0] - 1:
+                elem.append((ix, ix + 1))
+    else:
+        c1, c2 = count[1], count[2]
+        for ix in range(count[0]):
+            for iy in range(count[1]):
+                pts.append((spacing[0] * (ix - 0.5 * (count[0] - 1)), spacing[1] * (iy - 0.5 * (count[1] - 1)), 0.0))
+                if ix < count[0] - 1 and iy < count[1] - 1:
+                    v = (c2 * c1 * ix + c2 * iy, c2 * c1 * (ix + 1) + c2 * iy, c2 * c1 * (ix + 1) + c2 * (iy + 1),
+                         c2 * c1 * ix + c2 * (iy + 1))  # fmt: skip
+                    elem.append((v[0], v[1], v[2]))
+                    elem.append((v[0], v[2], v[3]))
+    return np.array(pts, float).reshape(-1, 3), np.array(elem, np.int64).reshape(-1, dim + 1)
