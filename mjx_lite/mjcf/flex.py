@@ -109,13 +109,15 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
 
 
 def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
-    """MuJoCo: a flex vertex body cannot have joint damping (flex forces come from edges)."""
+    """MuJoCo: a flex vertex body (one the flexcomp made, not the parent of its pinned points) cannot have joint
+    damping (flex forces come from edges)."""
     A = ctx.arrays
     jb = np.asarray(A["jnt_bodyid"])
     damp = np.asarray(A["dof_damping"])
     dadr = np.asarray(A["jnt_dofadr"])
     names = {v: k for k, v in ctx.ids.get("body", {}).items()}
-    for b in sorted(set(ids)):
+    parent = 0 if r["parent"] == "world" else ctx.ids.get("body", {}).get(r["parent"], -1)
+    for b in sorted(set(ids) - {parent}):
         for j in np.nonzero(jb == b)[0]:
             if damp[dadr[j]] != 0:
                 raise MJCFError(f"flex vertex/node body '{names.get(b, b)}' cannot have joint damping; use flex "

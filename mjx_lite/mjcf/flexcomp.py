@@ -19,7 +19,8 @@ collide (contacts of flexes are not implemented).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -183,7 +184,7 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
             add_body(bname, point[i], bodymass, bodyinertia)
             vertbody.append(bname)
     return {
-        "name": name, "dim": dim, "vertbody": vertbody, "vert": vert, "centered": centered,
+        "name": name, "dim": dim, "vertbody": vertbody, "parent": pname, "vert": vert, "centered": centered,
         "elem": element.reshape(-1).astype(np.int64), "radius": radius, "group": int(w.get("group", 0)),
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
         "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),

@@ -159,7 +159,8 @@ def _build_plan(m: Model, nconmax: int) -> Plan:
         con_rows = np.where(con_dim == 1, 1, 2 * (con_dim - 1))
 
     sizes = [("connect", 3 * len(connect)), ("weld", 6 * len(weld)), ("joint_eq", len(joint_eq)),
-             ("tendon_eq", len(tendon_eq)), ("flex_eq", len(flex_eq_edge)), ("fric_dof", len(fric_dof)), ("fric_ten", len(fric_ten)),
+             ("tendon_eq", len(tendon_eq)), ("flex_eq", len(flex_eq_edge)), ("fric_dof", len(fric_dof)),
+             ("fric_ten", len(fric_ten)),
              ("lim_jnt", int(np.sum(2 - lim_jnt_one))), ("lim_ball", len(lim_ball)),
              ("lim_ten", int(np.sum(2 - lim_ten_one))),
              ("contact", int(con_rows.sum()))]  # fmt: skip

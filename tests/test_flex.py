@@ -1,0 +1,191 @@
+"""Flexes (<flexcomp> type="grid", dim 1 and 2) against MuJoCo 4.0: compiled fields, flex kinematics, edge forces,
+<equality><flex> rows, 100-step trajectories, gradients; refusals of what is not implemented."""
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+
+import mjx_lite
+from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
+from mjx_lite.pipeline import constraint
+from tests import oracle
+
+# A rope (dim 1: edge stiffness and damping, first point pinned to the world) and a cloth (dim 2: edge equality and
+# edge damping, two corners pinned to a body), both without contacts (flex contacts are refused).
+ROPE = """
+<mujoco>
+  <option timestep="0.002"/>
+  <worldbody>
+    <geom type="plane" size="1 1 .1" contype="0" conaffinity="0"/>
+    <flexcomp name="rope" type="grid" count="6 1 1" spacing=".08 .1 .1" pos="0 0 1" euler="0 20 10" dim="1"
+              mass="0.3" radius="0.01">
+      <edge stiffness="40" damping="0.05"/>
+      <contact contype="0" conaffinity="0"/>
+      <pin id="0"/>
+    </flexcomp>
+  </worldbody>
+</mujoco>
+"""
+CLOTH = """
+<mujoco>
+  <option timestep="0.002" solver="Newton"/>
+  <default><joint armature="0.001"/></default>
+  <worldbody>
+    <body name="bar" pos="0 0 1">
+      <joint name="swing" type="hinge" axis="1 0 0" damping="0.1"/>
+      <geom type="capsule" fromto="-.2 0 0 .2 0 0" size=".01" mass="0.1" contype="0" conaffinity="0"/>
+      <flexcomp name="cloth" type="grid" count="4 3 1" spacing=".1 .1 .1" pos="0 0 -0.01" euler="90 0 0" dim="2"
+                mass="0.2" radius="0.005">
+        <edge equality="true" damping="0.02" solref="0.01 1"/>
+        <contact contype="2" conaffinity="0"/>
+        <pin id="0 9"/>
+      </flexcomp>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+MODELS = {"rope": ROPE, "cloth": CLOTH}
+FWD_RTOL, FWD_ATOL = 1e-9, 1e-9  # forward quantities at one state (float64, different operation order)
+TRAJ_ATOL = 1e-6  # qpos / qvel after 100 steps (round-off grows through the constraint solver)
+
+
+@pytest.fixture(scope="module")
+def models():
+    out = {}
+    for k, xml in MODELS.items():
+        out[k] = (mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml))
+    return out
+
+
+@pytest.fixture(scope="module")
+def fwd():
+    return jax.jit(mjx_lite.forward)
+
+
+def _state(mjm, seed):
+    rng = np.random.default_rng(seed)
+    qpos = mjm.qpos0 + 0.03 * rng.standard_normal(mjm.nq)
+    qvel = 0.5 * rng.standard_normal(mjm.nv)
+    return qpos, qvel
+
+
+def _mj_flexedge_J(mjm, mjd):
+    J = np.zeros((mjm.nflexedge, mjm.nv))
+    for e in range(mjm.nflexedge):
+        a, n = mjm.flexedge_J_rowadr[e], mjm.flexedge_J_rownnz[e]
+        J[e, mjm.flexedge_J_colind[a : a + n]] = mjd.flexedge_J[a : a + n]
+    return J
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_compiled_model_matches_mujoco(models, name):
+    m, mjm = models[name]
+    assert m.nflex == 1 and m.nflexedge > 0
+    assert oracle.compare_models(m, mjm) == []
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_forward_matches_mujoco(models, fwd, name):
+    m, mjm = models[name]
+    for seed in range(2):
+        qpos, qvel = _state(mjm, seed)
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[:], mjd.qvel[:] = qpos, qvel
+        mujoco.mj_forward(mjm, mjd)
+        d = fwd(m, mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel))
+        for f in ("flexvert_xpos", "flexedge_length", "flexedge_velocity", "qfrc_spring", "qfrc_damper",
+                  "qfrc_passive", "qacc_smooth", "qacc", "qfrc_constraint"):  # fmt: skip
+            np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=FWD_RTOL, atol=FWD_ATOL,
+                                       err_msg=f)  # fmt: skip
+        np.testing.assert_allclose(np.asarray(d.flexedge_J), _mj_flexedge_J(mjm, mjd), rtol=FWD_RTOL, atol=FWD_ATOL)
+        live = np.asarray(d.efc_mask)
+        assert int(live.sum()) == mjd.nefc
+        if mjd.nefc:
+            Jmj = np.zeros((mjd.nefc, mjm.nv))
+            if mujoco.mj_isSparse(mjm):
+                mujoco.mju_sparse2dense(Jmj, mjd.efc_J, mjd.efc_J_rownnz, mjd.efc_J_rowadr, mjd.efc_J_colind)
+            else:
+                Jmj[:] = mjd.efc_J.reshape(mjd.nefc, mjm.nv)
+            J = np.asarray(constraint.efc_j_dense(m, d))[live]
+            np.testing.assert_allclose(J, Jmj, rtol=FWD_RTOL, atol=FWD_ATOL)
+            for f in ("efc_pos", "efc_diagA", "efc_R", "efc_aref", "efc_force"):
+                np.testing.assert_allclose(np.asarray(getattr(d, f))[live], getattr(mjd, f), rtol=1e-7, atol=1e-9,
+                                           err_msg=f)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MODELS))
+def test_trajectory_matches_mujoco(models, name):
+    """100 steps from rest (the rope hangs from its pin, the cloth from its bar) equal MuJoCo's."""
+    m, mjm = models[name]
+    mjd = mujoco.MjData(mjm)
+    qpos, qvel = _state(mjm, 7)
+    mjd.qpos[:], mjd.qvel[:] = qpos, qvel
+    d = mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel)
+
+    @jax.jit
+    def roll(d):
+        return jax.lax.scan(lambda d, _: (mjx_lite.step(m, d), None), d, None, length=100)[0]
+
+    d = roll(d)
+    for _ in range(100):
+        mujoco.mj_step(mjm, mjd)
+    np.testing.assert_allclose(np.asarray(d.qpos), mjd.qpos, atol=TRAJ_ATOL)
+    np.testing.assert_allclose(np.asarray(d.qvel), mjd.qvel, atol=100 * TRAJ_ATOL)
+    np.testing.assert_allclose(np.asarray(d.flexvert_xpos), mjd.flexvert_xpos, atol=TRAJ_ATOL)
+
+
+@pytest.mark.slow
+def test_vmap_and_grad_of_edge_stiffness(models):
+    """Batched rollouts equal unbatched ones; d(final height)/d(edge stiffness) is finite and equals central
+    differences."""
+    m, _ = models["rope"]
+    d0 = mjx_lite.make_data(m)
+
+    def height(k):
+        mm = m.replace(flex_edgestiffness=jp.reshape(k, (1,)))
+        d = jax.lax.scan(lambda d, _: (mjx_lite.step(mm, d), None), d0, None, length=20)[0]
+        return d.flexvert_xpos[-1, 2]
+
+    f = jax.jit(height)
+    g = float(jax.jit(jax.grad(height))(40.0))
+    h = 1e-3
+    fd = (float(f(40.0 + h)) - float(f(40.0 - h))) / (2 * h)
+    assert np.isfinite(g)
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-10)
+    ks = jp.array([20.0, 40.0])
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(height))(ks)), [float(f(20.0)), float(f(40.0))],
+                               rtol=1e-12, atol=1e-12)  # fmt: skip
+
+
+_GRID = '<flexcomp name="f" count="3 3 1" spacing=".1 .1 .1" {attrs}>{kids}</flexcomp>'
+
+
+@pytest.mark.parametrize("attrs,kids,what", [
+    ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="true"/>', None),
+    ('type="box" dim="2"', '', "type='box'"),
+    ('dim="3"', '', "dim='3'"),
+    ('dof="radial" dim="2"', '', "dof='radial'"),
+    ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', "young"),
+    ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="vert"/>', "equality='vert'"),
+    ('dim="2"', '', "flex contacts"),
+    ('dim="2"', '<contact contype="0" conaffinity="0"/><plugin plugin="mujoco.elasticity.shell"/>', "plugin"),
+])  # fmt: skip
+def test_refusals_name_the_feature(attrs, kids, what):
+    xml = f"<mujoco><worldbody>{_GRID.format(attrs=attrs, kids=kids)}</worldbody></mujoco>"
+    if what is None:
+        assert mjx_lite.load_mjcf_string(xml).nflex == 1
+        return
+    with pytest.raises(MJCFUnsupportedError, match=what):
+        mjx_lite.load_mjcf_string(xml)
+
+
+def test_edge_stiffness_on_cloth_is_an_error_as_in_mujoco():
+    xml = ("<mujoco><worldbody>" + _GRID.format(attrs='dim="2"', kids='<contact contype="0" conaffinity="0"/>'
+           '<edge stiffness="3"/>') + "</worldbody></mujoco>")  # fmt: skip
+    with pytest.raises(ValueError):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError, match="edge stiffness only available for dim=1"):
+        mjx_lite.load_mjcf_string(xml)
