@@ -732,7 +732,16 @@ class Model:
     # frame, zero for vertex bodies); flex_edge holds local vertex ids; flex_elem (flat) holds dim + 1 local
     # vertex ids per element from flex_elemdataadr[f]
     flex_conaffinity: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_condim: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_contype: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_friction: jax.Array = shaped("nflex", 3)
+    flex_gap: jax.Array = shaped("nflex")
+    flex_margin: jax.Array = shaped("nflex")
+    flex_priority: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_selfcollide: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_solimp: jax.Array = shaped("nflex", 5)
+    flex_solmix: jax.Array = shaped("nflex")
+    flex_solref: jax.Array = shaped("nflex", 2)
     flex_centered: np.ndarray = static_field(shape=("nflex",), dtype="bool")
     flex_damping: jax.Array = shaped("nflex")
     flex_dim: np.ndarray = static_field(shape=("nflex",), dtype="int32")
@@ -1038,7 +1047,9 @@ class Contact:
     solreffriction: jax.Array = shaped("nconmax", 2)
     solimp: jax.Array = shaped("nconmax", 5)
     dim: jax.Array = shaped("nconmax", dtype="int32")  # condim
-    geom: jax.Array = shaped("nconmax", 2, dtype="int32")  # geom ids
+    geom: jax.Array = shaped("nconmax", 2, dtype="int32")  # geom ids (-1 on a flex side)
+    flex: jax.Array = shaped("nconmax", 2, dtype="int32")  # flex ids (-1 on a geom side)
+    vert: jax.Array = shaped("nconmax", 2, dtype="int32")  # flex vertex ids, local to the flex (-1: none)
     efc_address: jax.Array = shaped("nconmax", dtype="int32")  # first efc row (-1 when inactive)
     active: jax.Array = shaped("nconmax", dtype="bool")  # dist < margin and the pair exists
 

@@ -46,7 +46,21 @@ CLOTH = """
   </worldbody>
 </mujoco>
 """
-MODELS = {"rope": ROPE, "cloth": CLOTH}
+# A cloth dropped on a plane: flex vertices against the plane (the contacts mjx_lite implements for flexes).
+DROP = """
+<mujoco>
+  <option timestep="0.002"/>
+  <worldbody>
+    <geom type="plane" size="1 1 .1" friction="0.8"/>
+    <flexcomp name="cloth" type="grid" count="4 4 1" spacing=".05 .05 .05" pos="0 0 0.03" euler="5 3 0" dim="2"
+              mass="0.2" radius="0.005">
+      <edge equality="true" damping="0.01"/>
+      <contact selfcollide="none"/>
+    </flexcomp>
+  </worldbody>
+</mujoco>
+"""
+MODELS = {"rope": ROPE, "cloth": CLOTH, "drop": DROP}
 FWD_RTOL, FWD_ATOL = 1e-9, 1e-9  # forward quantities at one state (float64, different operation order)
 TRAJ_ATOL = 1e-6  # qpos / qvel after 100 steps (round-off grows through the constraint solver)
 
@@ -65,6 +79,11 @@ def fwd():
 
 
 def _state(mjm, seed):
+    if mjm.ngeom and mjm.geom_contype[0]:  # the cloth on the plane: a state with contacts, from MuJoCo's own fall
+        mjd = mujoco.MjData(mjm)
+        for _ in range(60 + 5 * seed):
+            mujoco.mj_step(mjm, mjd)
+        return mjd.qpos.copy(), mjd.qvel.copy()
     rng = np.random.default_rng(seed)
     qpos = mjm.qpos0 + 0.03 * rng.standard_normal(mjm.nq)
     qvel = 0.5 * rng.standard_normal(mjm.nv)
@@ -100,6 +119,18 @@ def test_forward_matches_mujoco(models, fwd, name):
             np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=FWD_RTOL, atol=FWD_ATOL,
                                        err_msg=f)  # fmt: skip
         np.testing.assert_allclose(np.asarray(d.flexedge_J), _mj_flexedge_J(mjm, mjd), rtol=FWD_RTOL, atol=FWD_ATOL)
+        act = np.asarray(d.contact.active)
+        assert int(act.sum()) == mjd.ncon
+        if mjd.ncon:  # the same contacts (matched by vertex): distance, point, frame, parameters
+            order = np.argsort(np.asarray(d.contact.vert)[act, 1])
+            theirs = np.argsort(mjd.contact.vert[:, 1])
+            np.testing.assert_array_equal(np.asarray(d.contact.vert)[act][order], mjd.contact.vert[theirs])
+            np.testing.assert_array_equal(np.asarray(d.contact.geom)[act][order], mjd.contact.geom[theirs])
+            np.testing.assert_array_equal(np.asarray(d.contact.flex)[act][order], mjd.contact.flex[theirs])
+            for f in ("dist", "pos", "frame", "friction", "solref", "solimp", "includemargin", "dim"):
+                a = np.asarray(getattr(d.contact, f))[act][order].reshape(mjd.ncon, -1)
+                np.testing.assert_allclose(a, getattr(mjd.contact, f)[theirs].reshape(mjd.ncon, -1), rtol=FWD_RTOL,
+                                           atol=FWD_ATOL, err_msg=f)  # fmt: skip
         live = np.asarray(d.efc_mask)
         assert int(live.sum()) == mjd.nefc
         if mjd.nefc:
@@ -108,11 +139,16 @@ def test_forward_matches_mujoco(models, fwd, name):
                 mujoco.mju_sparse2dense(Jmj, mjd.efc_J, mjd.efc_J_rownnz, mjd.efc_J_rowadr, mjd.efc_J_colind)
             else:
                 Jmj[:] = mjd.efc_J.reshape(mjd.nefc, mjm.nv)
-            J = np.asarray(constraint.efc_j_dense(m, d))[live]
-            np.testing.assert_allclose(J, Jmj, rtol=FWD_RTOL, atol=FWD_ATOL)
-            for f in ("efc_pos", "efc_diagA", "efc_R", "efc_aref", "efc_force"):
-                np.testing.assert_allclose(np.asarray(getattr(d, f))[live], getattr(mjd, f), rtol=1e-7, atol=1e-9,
-                                           err_msg=f)  # fmt: skip
+            if not mjd.ncon:  # (contact rows come in another order than MuJoCo's: compared through qacc above)
+                J = np.asarray(constraint.efc_j_dense(m, d))[live]
+                np.testing.assert_allclose(J, Jmj, rtol=FWD_RTOL, atol=FWD_ATOL)
+                for f in ("efc_pos", "efc_diagA", "efc_R", "efc_aref", "efc_force"):
+                    np.testing.assert_allclose(np.asarray(getattr(d, f))[live], getattr(mjd, f), rtol=1e-7,
+                                               atol=1e-9, err_msg=f)  # fmt: skip
+            else:
+                for f in ("efc_pos", "efc_diagA", "efc_R", "efc_aref", "efc_force"):
+                    np.testing.assert_allclose(np.sort(np.asarray(getattr(d, f))[live]), np.sort(getattr(mjd, f)),
+                                               rtol=1e-7, atol=1e-9, err_msg=f)  # fmt: skip
 
 
 @pytest.mark.slow
@@ -138,25 +174,28 @@ def test_trajectory_matches_mujoco(models, name):
 
 
 @pytest.mark.slow
-def test_vmap_and_grad_of_edge_stiffness(models):
-    """Batched rollouts equal unbatched ones; d(final height)/d(edge stiffness) is finite and equals central
-    differences."""
-    m, _ = models["rope"]
-    d0 = mjx_lite.make_data(m)
+@pytest.mark.parametrize("name,field,value", [("rope", "flex_edgestiffness", 40.0), ("drop", "geom_solref", 0.02)])
+def test_vmap_and_grad(models, name, field, value):
+    """Batched rollouts equal unbatched ones; d(final height)/d(parameter) is finite and equals central differences
+    (the rope's edge stiffness; the cloth's contact time constant, 20 steps from a state with 16 plane contacts)."""
+    m, mjm = models[name]
+    qpos, qvel = _state(mjm, 0) if name == "drop" else (mjm.qpos0, np.zeros(mjm.nv))
+    d0 = mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel)
+    base = getattr(m, field)
 
     def height(k):
-        mm = m.replace(flex_edgestiffness=jp.reshape(k, (1,)))
+        mm = m.replace(**{field: base.at[(0,) * base.ndim].set(k)})
         d = jax.lax.scan(lambda d, _: (mjx_lite.step(mm, d), None), d0, None, length=20)[0]
-        return d.flexvert_xpos[-1, 2]
+        return jp.mean(d.flexvert_xpos[:, 2])
 
     f = jax.jit(height)
-    g = float(jax.jit(jax.grad(height))(40.0))
-    h = 1e-3
-    fd = (float(f(40.0 + h)) - float(f(40.0 - h))) / (2 * h)
-    assert np.isfinite(g)
-    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-10)
-    ks = jp.array([20.0, 40.0])
-    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(height))(ks)), [float(f(20.0)), float(f(40.0))],
+    g = float(jax.jit(jax.grad(height))(value))
+    h = 1e-4 * value
+    fd = (float(f(value + h)) - float(f(value - h))) / (2 * h)
+    assert np.isfinite(g) and g != 0
+    np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-10)
+    ks = jp.array([0.5 * value, value])
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(height))(ks)), [float(f(0.5 * value)), float(f(value))],
                                rtol=1e-12, atol=1e-12)  # fmt: skip
 
 
@@ -170,11 +209,25 @@ _GRID = '<flexcomp name="f" count="3 3 1" spacing=".1 .1 .1" {attrs}>{kids}</fle
     ('dof="radial" dim="2"', '', "dof='radial'"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', "young"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="vert"/>', "equality='vert'"),
-    ('dim="2"', '', "flex contacts"),
+    ('dim="2"', '', "selfcollide='auto'"),
+    ('dim="2"', '<contact internal="true" selfcollide="none"/>', "internal"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><plugin plugin="mujoco.elasticity.shell"/>', "plugin"),
 ])  # fmt: skip
 def test_refusals_name_the_feature(attrs, kids, what):
     xml = f"<mujoco><worldbody>{_GRID.format(attrs=attrs, kids=kids)}</worldbody></mujoco>"
+    _expect(xml, what)
+
+
+@pytest.mark.parametrize("geom,what", [
+    ('<geom type="sphere" size=".1" pos="0 0 -1"/>', "sphere geoms"),
+    ('<geom type="plane" size="1 1 .1" contype="2" conaffinity="2"/>', None),
+])  # fmt: skip
+def test_flex_contact_refusals(geom, what):
+    cloth = _GRID.format(attrs='dim="2" pos="0 0 1"', kids='<contact selfcollide="none"/>')
+    _expect(f"<mujoco><worldbody>{geom}{cloth}</worldbody></mujoco>", what)
+
+
+def _expect(xml, what):
     if what is None:
         assert mjx_lite.load_mjcf_string(xml).nflex == 1
         return

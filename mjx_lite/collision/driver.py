@@ -64,6 +64,7 @@ import numpy as np
 from mjx_lite import types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedral, primitive
+from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, info_axes
@@ -166,8 +167,9 @@ def pair_table(m: Model) -> PairTable:
 
 
 def contact_capacity(m: Model) -> int:
-    """Static number of contact rows (Data.contact is padded to this)."""
-    return pair_table(m).nconmax
+    """Static number of contact rows (Data.contact is padded to this): the pair table's rows, then the flex
+    contact slots (collision/flex.py)."""
+    return pair_table(m).nconmax + flexcol.capacity(m)
 
 
 def dynamic_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
@@ -470,6 +472,8 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
         solimp=rep(solimp).astype(dtype),
         dim=rep(condim).astype(jp.int32),
         geom=rep(jp.stack([g1, g2], axis=-1)).astype(jp.int32),
+        flex=jp.full((n, 2), -1, jp.int32),
+        vert=jp.full((n, 2), -1, jp.int32),
         efc_address=jp.full((n,), -1, jp.int32),
         active=active.reshape(n),
     )
@@ -484,7 +488,7 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
 def capped(m: Model) -> bool:
     """Static: the model's contact capacity is below its pair table's rows (a `<size nconmax/njmax>` or
     `Config.nconmax/njmax` cap), so `collision` keeps the deepest rows of all groups in `m.nconmax` slots."""
-    return m.nconmax < pair_table(m).nconmax
+    return m.nconmax < contact_capacity(m)
 
 
 def _cap_warning(m: Model) -> int:
@@ -512,7 +516,8 @@ def collision(m: Model, d: types.Data) -> types.Data:
     Under a capacity cap (`capped`) the deepest m.nconmax active rows of all groups are kept and the steps that
     leave some out are counted in d.warning_number (CONTACTFULL, or CNSTRFULL when njmax set the cap)."""
     table = pair_table(m)
-    if not table.groups:
+    nflexcon = flexcol.capacity(m)
+    if not table.groups and not nflexcon:
         return d.replace(ncon=jp.zeros((), jp.int32))
     parts = []
     overflow = jp.zeros((), bool)
@@ -520,6 +525,8 @@ def collision(m: Model, d: types.Data) -> types.Data:
         f, o = _run_group(m, d, g)
         parts.append(f)
         overflow = overflow | o
+    if nflexcon:
+        parts.append(flexcol.contacts(m, d))
     fields = {k: jp.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
     warn = d.warning_number
     if capped(m):

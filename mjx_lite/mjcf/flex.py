@@ -9,8 +9,8 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
   - flex_centered: every vertex offset zero (no pinned vertex).
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
-Flexes that can collide (with a geom: contype/conaffinity matching, or with themselves) are refused: flex contacts
-are not implemented.
+Flex contacts: only flex vertices against planes welded to the world are implemented (collision/flex.py); flexes
+that can collide otherwise (self-collisions, other geom types) are refused (`_check_contacts`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     ctx.elements["flex"] = []
     arr: dict[str, list] = {k: [] for k in ("dim", "vertadr", "vertnum", "edgeadr", "edgenum", "elemadr", "elemnum",
                                             "elemdataadr", "edgestiffness", "edgedamping", "edgeequality",
-                                            "contype", "conaffinity", "radius", "centered")}  # fmt: skip
+                                            "contype", "conaffinity", "radius", "centered", "condim", "priority",
+                                            "selfcollide", "friction", "solmix", "solref", "solimp", "margin",
+                                            "gap")}  # fmt: skip
     vertbodyid, vert, edges, elems, erigid = [], [], [], [], []
     bodies = ctx.ids.get("body", {})
     weld = np.asarray(A["body_weldid"])
@@ -53,7 +55,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                 raise MJCFError(f"unknown body '{b}' in flex", r["file"], r["line"], "flexcomp")
             ids.append(0 if b == "world" else bodies[b])
         _check_vertex_bodies(ctx, r, ids)
-        _check_no_contacts(ctx, r)
+        _check_contacts(ctx, r)
         elem = np.asarray(r["elem"], np.int64).reshape(-1, dim + 1)
         local: dict[tuple[int, int], int] = {}
         fedges = []
@@ -78,6 +80,9 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         arr["conaffinity"].append(r["conaffinity"])
         arr["radius"].append(r["radius"])
         arr["centered"].append(bool(r["centered"]))
+        arr["selfcollide"].append(_SELF[r["selfcollide"]])
+        for k in ("condim", "priority", "friction", "solmix", "solref", "solimp", "margin", "gap"):
+            arr[k].append(r[k])
         if r["edgestiffness"] > 0 and dim > 1:
             raise MJCFError("edge stiffness only available for dim=1, please use elasticity plugins", r["file"],
                             r["line"], "flexcomp")  # fmt: skip
@@ -91,8 +96,12 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     for k in ("dim", "vertadr", "vertnum", "edgeadr", "edgenum", "elemadr", "elemnum", "elemdataadr", "edgeequality",
               "contype", "conaffinity"):  # fmt: skip
         A["flex_" + k] = np.asarray(arr[k], i32).reshape(n)
-    for k in ("edgestiffness", "edgedamping", "radius"):
+    for k in ("condim", "priority", "selfcollide"):
+        A["flex_" + k] = np.asarray(arr[k], i32).reshape(n)
+    for k in ("edgestiffness", "edgedamping", "radius", "solmix", "margin", "gap"):
         A["flex_" + k] = np.asarray(arr[k], float).reshape(n)
+    for k, w in (("friction", 3), ("solref", 2), ("solimp", 5)):
+        A["flex_" + k] = np.asarray(arr[k], float).reshape(n, w)
     A["flex_centered"] = np.asarray(arr["centered"], bool).reshape(n)
     A["flex_rigid"] = np.zeros(n, bool)  # (rigid flexcomps are refused)
     A["flex_interp"] = np.zeros(n, i32)
@@ -124,19 +133,35 @@ def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
                                 "elasticity or edge damping instead", r["file"], r["line"], "flexcomp")  # fmt: skip
 
 
-def _check_no_contacts(ctx: CompileContext, r: dict) -> None:
-    """Refuse a flex that MuJoCo would collide: with itself (contype & conaffinity: self / internal collisions) or
-    with a geom whose contype/conaffinity matches (filtered like body pairs)."""
+_SELF = {"none": 0, "narrow": 1, "bvh": 2, "sap": 3, "auto": 4}
+_GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
+
+
+def _check_contacts(ctx: CompileContext, r: dict) -> None:
+    """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes).
+    Refused: self-collisions (contype & conaffinity with selfcollide other than 'none'), internal collisions,
+    contacts with any other geom (type or moving plane) the contype/conaffinity filter lets through, and a flex of
+    more than 50 vertices against a plane (MuJoCo keeps a selection of 50 contacts per geom-flex pair)."""
     ct, ca = r["contype"], r["conaffinity"]
-    gt = np.asarray(ctx.arrays["geom_contype"])
-    ga = np.asarray(ctx.arrays["geom_conaffinity"])
-    geoms = bool(np.any((ct & ga) | (gt & ca))) if gt.size else False
-    if (ct & ca) or geoms:
-        what = "its own elements (self / internal collisions)" if ct & ca else "geoms"
-        raise MJCFUnsupportedError(f"flex contacts are not supported by mjx_lite: flex '{r['name']}' can collide "
-                                   f"with {what}; set <flexcomp><contact contype='0' conaffinity='0'/> (or "
-                                   "contype/conaffinity that match no geom and not each other)", r["file"],
-                                   r["line"], "flexcomp", "contact")  # fmt: skip
+    where = (r["file"], r["line"], "flexcomp", "contact")
+    if (ct & ca) and r["selfcollide"] != "none":
+        raise MJCFUnsupportedError(f"flex self-collisions (selfcollide='{r['selfcollide']}') are not supported by "
+                                   f"mjx_lite: flex '{r['name']}' has contype & conaffinity != 0; set selfcollide="
+                                   "'none' or contype/conaffinity that do not match each other", *where)  # fmt: skip
+    if r["internal"] and (ct & ca):
+        raise MJCFUnsupportedError("flex internal collisions (internal='true') are not supported by mjx_lite", *where)
+    A = ctx.arrays
+    gt, ga = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
+    gtype = np.asarray(A["geom_type"])
+    for g in np.nonzero((ct & ga) | (gt & ca))[0]:
+        if gtype[g] != 0:
+            raise MJCFUnsupportedError(f"flex contacts with {_GEOM_NAMES[gtype[g]]} geoms are not supported by mjx_lite"
+                                       f" (only planes): flex '{r['name']}' can collide with geom {int(g)}; set the "
+                                       "flexcomp's <contact contype/conaffinity> to match planes only", *where)
+        if len(r["vertbody"]) > 50:
+            raise MJCFUnsupportedError(f"flex '{r['name']}' has {len(r['vertbody'])} vertices that can touch plane "
+                                       f"geom {int(g)}: MuJoCo keeps a selection of 50 contacts per geom-flex pair, "
+                                       "which mjx_lite does not implement (at most 50 vertices)", *where)  # fmt: skip
 
 
 def constants(ctx: CompileContext, st) -> np.ndarray:

@@ -13,8 +13,8 @@ What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: other types (box,
 mesh, gmsh, direct, ...), dim 3, dof other than "full", rigid flexcomps, <elasticity> (young / damping: flex
-stretch and bending forces), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flexes that can
-collide (contacts of flexes are not implemented).
+stretch and bending forces), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex contacts other
+than vertices against planes (self-collisions, other geom types).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: type='grid', dim 1 or 2, "
-                                "dof='full', edge stiffness/damping/equality='true', no contacts)", raw.file,
+                                "dof='full', edge stiffness/damping/equality='true', contacts with planes)", raw.file,
                                 raw.line, raw.tag, attr)  # fmt: skip
 
 
@@ -190,8 +190,21 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
         "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
         "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
         "selfcollide": cont.get("selfcollide", "auto"), "internal": bool(cont.get("internal", False)),
+        "condim": int(cont.get("condim", 3)), "priority": int(cont.get("priority", 0)),
+        "friction": _vecn(cont.get("friction"), (1.0, 0.005, 0.0001)), "solmix": float(cont.get("solmix", 1.0)),
+        "solref": _vecn(cont.get("solref"), (0.02, 1.0)),
+        "solimp": _vecn(cont.get("solimp"), (0.9, 0.95, 0.001, 0.5, 2)),
+        "margin": margin, "gap": float(cont.get("gap", 0.0)),
         "file": raw.file, "line": raw.line,
     }  # fmt: skip
+
+
+def _vecn(v, default) -> list:
+    out = [float(x) for x in default]
+    if v is not None:
+        v = np.atleast_1d(v)
+        out[: len(v)] = [float(x) for x in v]
+    return out
 
 
 def _vec3(v, default) -> list:

@@ -40,6 +40,7 @@ import numpy as np
 from mjx_lite import math, types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import driver
+from mjx_lite.collision import flex as flexcol
 from mjx_lite.pipeline import flex, support, velocity
 from mjx_lite.solver import common as solver_common
 from mjx_lite.types import (
@@ -114,6 +115,7 @@ def _slot_condim(m: Model, nconmax: int) -> np.ndarray:
         if g.capacity < len(g.geom1):
             dims = np.full(g.capacity, dims.max())
         out.append(np.repeat(dims, g.ncon))
+    out.append(flexcol.slot_condim(m))
     dims = np.concatenate(out).astype(np.int64)
     assert dims.shape[0] == nconmax, (dims.shape, nconmax)
     return dims
@@ -656,12 +658,11 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     con = d.contact
     dt = d.qpos.dtype
     impratio = m.opt.impratio
-    gbody = jp.asarray(np.asarray(m.geom_bodyid), jp.int32)
+    cb1, cb2 = flexcol.contact_bodies(m, con)
     for dim in sorted(set(p.con_dim.tolist())):
         slots = np.nonzero(p.con_dim == dim)[0]
         k = len(slots)
-        g = con.geom[slots]
-        b1, b2 = gbody[g[:, 0]], gbody[g[:, 1]]
+        b1, b2 = cb1[slots], cb2[slots]
         pt = con.pos[slots]
         frame = con.frame[slots]
         if dim <= 3:  # normal and tangents only: the rows see the linear Jacobian alone

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.collision import flex as flexcol
 from mjx_lite.pipeline import constraint, support
 from mjx_lite.types import ConeType, Data, DisableBit, Model
 
@@ -75,9 +76,7 @@ def cfrc_ext_constraint(m: Model, d: Data) -> jax.Array:
         frame = d.contact.frame  # rows: normal, tangent1, tangent2
         fw = jp.einsum("cji,cj->ci", frame, cf[:, :3])
         tw = jp.einsum("cji,cj->ci", frame, cf[:, 3:])
-        gb = jp.asarray(np.asarray(m.geom_bodyid), jp.int32)
-        b1 = gb[d.contact.geom[:, 0]]
-        b2 = gb[d.contact.geom[:, 1]]
+        b1, b2 = flexcol.contact_bodies(m, d.contact)
         tf = jp.concatenate([tw, fw], axis=1)
         bodies = jp.concatenate([b1, b2])
         pts = jp.concatenate([d.contact.pos, d.contact.pos])

@@ -30,6 +30,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.collision import driver
+from mjx_lite.collision import flex as flexcol
 from mjx_lite.math import safe_norm
 from mjx_lite.pipeline import contact_force
 from mjx_lite.types import MINVAL, Data, GeomType, Model, ObjType
@@ -168,8 +169,8 @@ def ray_hits(gtype: int, pos: jax.Array, mat: jax.Array, size: jax.Array, pnt: j
 def _contact_bodies(m: Model, d: Data) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """(geom1, geom2, body1, body2) of every contact row, (nconmax,) int."""
     g1, g2 = d.contact.geom[:, 0], d.contact.geom[:, 1]
-    gb = jp.asarray(np.asarray(m.geom_bodyid), jp.int32)
-    return g1, g2, gb[g1], gb[g2]
+    b1, b2 = flexcol.contact_bodies(m, d.contact)
+    return g1, g2, b1, b2
 
 
 class Shared:
