@@ -210,7 +210,7 @@ _GRID = '<flexcomp name="f" count="3 3 1" spacing=".1 .1 .1" {attrs}>{kids}</fle
     ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', "young"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="vert"/>', "equality='vert'"),
     ('dim="2"', '', "selfcollide='auto'"),
-    ('dim="2"', '<contact internal="true" selfcollide="none"/>', "internal"),
+    ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity shear="1"/>', "shear"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><plugin plugin="mujoco.elasticity.shell"/>', "plugin"),
 ])  # fmt: skip
 def test_refusals_name_the_feature(attrs, kids, what):

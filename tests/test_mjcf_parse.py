@@ -190,7 +190,7 @@ def test_schema_attribute_names_match_mujoco():
             key = sc.DEFAULT_CHILDREN.get(tag)
         else:
             key = sc.key_of(parent, tag)
-        if key not in sc.SCHEMA or {"deformable", "extension", "flexcomp"} & set(path):
+        if key not in sc.SCHEMA or {"deformable", "extension"} & set(path) or path[-1] == "plugin":
             continue
         if key == "sensor/user":  # owned by schema_actuation.py
             continue
@@ -616,7 +616,7 @@ def test_unknown_element(body, element):
 @pytest.mark.parametrize(
     "body, feature",
     [
-        ("<worldbody>\n<flexcomp/></worldbody>", "flexcomp"),
+        ("<worldbody>\n<flexcomp name='f' dim='3'/></worldbody>", "flexcomp"),
         ("<worldbody>\n<body><composite/></body></worldbody>", "composite"),
         ("<worldbody>\n<plugin plugin='x'/></worldbody>", "plugin"),
         ("<extension>\n</extension>", "extension"),
@@ -625,7 +625,7 @@ def test_unknown_element(body, element):
         ("<sensor>\n<plugin/></sensor>", "plugin"),
         ("<sensor>\n<tactile/></sensor>", "tactile"),
         ("<actuator>\n<orientation/></actuator>", "orientation"),
-        ("<equality>\n<flex/></equality>", "flex"),
+        ("<equality>\n<flexvert/></equality>", "flexvert"),
     ],
 )
 def test_unsupported_features(body, feature):

@@ -139,17 +139,14 @@ _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", 
 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes).
-    Refused: self-collisions (contype & conaffinity with selfcollide other than 'none'), internal collisions,
-    contacts with any other geom (type or moving plane) the contype/conaffinity filter lets through, and a flex of
-    more than 50 vertices against a plane (MuJoCo keeps a selection of 50 contacts per geom-flex pair)."""
+    Refused: self-collisions (contype & conaffinity with selfcollide other than 'none'), contacts with any other
+    geom type the contype/conaffinity filter lets through, and a flex of more than 50 vertices against a plane (MuJoCo keeps a selection of 50 contacts per geom-flex pair)."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none":
         raise MJCFUnsupportedError(f"flex self-collisions (selfcollide='{r['selfcollide']}') are not supported by "
                                    f"mjx_lite: flex '{r['name']}' has contype & conaffinity != 0; set selfcollide="
                                    "'none' or contype/conaffinity that do not match each other", *where)  # fmt: skip
-    if r["internal"] and (ct & ca):
-        raise MJCFUnsupportedError("flex internal collisions (internal='true') are not supported by mjx_lite", *where)
     A = ctx.arrays
     gt, ga = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
     gtype = np.asarray(A["geom_type"])

@@ -81,7 +81,7 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
     if w.get("rigid", False):
         raise _refuse(raw, "<flexcomp rigid='true'> (a rigid flex: collision only)", "rigid")
-    for a in ("file", "point", "element", "cellcount"):
+    for a in ("file", "mesh", "point", "element", "cellcount"):
         if a in w:
             raise _refuse(raw, f"<flexcomp {a}=...> (not used by type='grid')", a)
     count = _vec3(w.get("count"), (10, 10, 10))
@@ -98,6 +98,9 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
     young, edamp = float(elast.get("young", 0.0)), float(elast.get("damping", 0.0))
     if elast.get("elastic2d", "none") != 1 and equality and young > 0:
         raise _err(raw, "flex constraints and elasticity (young) cannot both be present")
+    for a in ("section", "sectionsize", "shear", "yield"):
+        if a in elast:
+            raise _refuse(kids["elasticity"][0], f"<elasticity {a}=...> (flex elasticity)", a)
     if young != 0 or edamp != 0:
         el = kids["elasticity"][0]
         raise _refuse(el, "<elasticity young/damping> (flex stretch and bending forces)",
@@ -189,7 +192,7 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
         "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
         "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
-        "selfcollide": cont.get("selfcollide", "auto"), "internal": bool(cont.get("internal", False)),
+        "selfcollide": cont.get("selfcollide", "auto"),
         "condim": int(cont.get("condim", 3)), "priority": int(cont.get("priority", 0)),
         "friction": _vecn(cont.get("friction"), (1.0, 0.005, 0.0001)), "solmix": float(cont.get("solmix", 1.0)),
         "solref": _vecn(cont.get("solref"), (0.02, 1.0)),

@@ -472,18 +472,19 @@ _FLEXCOMP = {
     "group": I(0), "dim": I(2), "dof": K("full", "full", "radial", "trilinear", "quadratic", "2d"),
     "count": I((10, 10, 10), (1, 3)), "cellcount": I(None, (1, 3)), "spacing": R((0.02, 0.02, 0.02), (1, 3)),
     "radius": R(0.005), "rigid": B(False), "mass": R(1.0), "inertiabox": R(0.005), "scale": R((1, 1, 1), (1, 3)),
-    "file": S(), "point": R(None, -1), "element": I(None, -1), "texcoord": R(None, -1), "material": S(),
+    "file": S(), "mesh": S(), "point": R(None, -1), "element": I(None, -1), "texcoord": R(None, -1), "material": S(),
     "rgba": R((0.5, 0.5, 0.5, 1), 4), "flatskin": B(False), "pos": R(ZERO3, 3), "quat": R((1, 0, 0, 0), 4),
     "axisangle": R(None, 4), "xyaxes": R(None, 6), "zaxis": R(None, 3), "euler": R(None, 3), "origin": R(None, 3),
 }  # fmt: skip
 _FLEXCOMP_EDGE = {"equality": K("false", "false", "true", "vert", "strain"), "solref": R(SOLREF, (1, 2)),
                   "solimp": R(SOLIMP, (1, 5)), "stiffness": R(0.0), "damping": R(0.0)}  # fmt: skip
 _FLEXCOMP_ELASTICITY = {"young": R(0.0), "poisson": R(0.0), "damping": R(0.0), "thickness": R(-1.0),
-                        "elastic2d": K("none", "none", "bend", "stretch", "both")}  # fmt: skip
+                        "elastic2d": K("none", "none", "bend", "stretch", "both"), "section": S(),
+                        "sectionsize": R(None, -1), "shear": R(None, -1), "yield": R(None, -1)}  # fmt: skip
 _FLEXCOMP_CONTACT = {
     "contype": I(1), "conaffinity": I(1), "condim": I(3), "priority": I(0), "friction": R((1, 0.005, 0.0001), (1, 3)),
     "solmix": R(1.0), "solref": R(SOLREF, (1, 2)), "solimp": R(SOLIMP, (1, 5)), "margin": R(0.0), "gap": R(0.0),
-    "internal": B(False), "selfcollide": K("auto", "none", "narrow", "bvh", "sap", "auto"), "activelayers": I(1),
+    "selfcollide": K("auto", "none", "narrow", "bvh", "sap", "auto"), "activelayers": I(1),
     "passive": B(False),
 }  # fmt: skip
 _FLEXCOMP_PIN = {"id": I(None, -1), "range": I(None, -1), "grid": I(None, -1), "gridrange": I(None, -1)}
