@@ -140,7 +140,8 @@ _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes).
     Refused: self-collisions (contype & conaffinity with selfcollide other than 'none'), contacts with any other
-    geom type the contype/conaffinity filter lets through, and a flex of more than 50 vertices against a plane (MuJoCo keeps a selection of 50 contacts per geom-flex pair)."""
+    geom type the contype/conaffinity filter lets through, and a flex of more than 50 vertices against a plane
+    (MuJoCo keeps a selection of 50 contacts per geom-flex pair)."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none":
