@@ -21,8 +21,20 @@ import numpy as np
 
 from mjx_lite import io, models, types
 from mjx_lite.config import Config
-from mjx_lite.mjcf import actuation, contact, derived, equality, flex, fuse, hfield, sensor, skin, tendon, texture
-from mjx_lite.mjcf import visual
+from mjx_lite.mjcf import (
+    actuation,
+    contact,
+    derived,
+    equality,
+    flex,
+    fuse,
+    hfield,
+    sensor,
+    skin,
+    tendon,
+    texture,
+    visual,
+)
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod

@@ -662,6 +662,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     for dim in sorted(set(p.con_dim.tolist())):
         slots = np.nonzero(p.con_dim == dim)[0]
         k = len(slots)
+        g = con.geom[slots]
         b1, b2 = cb1[slots], cb2[slots]
         pt = con.pos[slots]
         frame = con.frame[slots]
@@ -743,7 +744,8 @@ def _surface_vel(m: Model, d: Data, g: jax.Array, pt: jax.Array, frame: jax.Arra
     tangents, spin, rolls), with the normal and rolling parts zeroed (mj_addSurfaceVel): each geom's
     geom_surfacevel (linear, angular; geom frame) rotated to the world, plus angular x (contact point - geom
     centre). g (k, 2) geom ids, pt (k, 3) contact points, frame (k, 3, 3) contact frames (rows)."""
-    sv = m.geom_surfacevel[g]  # (k, 2, 6)
+    sv = jp.where((g >= 0)[..., None], m.geom_surfacevel[jp.maximum(g, 0)], 0.0)  # (k, 2, 6); flex sides: none
+    g = jp.maximum(g, 0)
     rot = d.geom_xmat[g]  # (k, 2, 3, 3)
     lin = jp.einsum("kgij,kgj->kgi", rot, sv[..., :3])
     ang = jp.einsum("kgij,kgj->kgi", rot, sv[..., 3:])
