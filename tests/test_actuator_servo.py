@@ -152,6 +152,7 @@ BAD = {
     "delay_without_buffer": ('<motor joint="j" delay="0.01"/>', "delay"),
     "history_without_input": ('<dcmotor joint="j" motorconst="1" resistance="1" input="none" nsample="2"/>',
                               "nsample"),
+    "history_too_long": ('<motor joint="j" nsample="16777217"/>', "nsample"),  # at most 2^24 (fuzzed: 2^31 - 1)
 }  # fmt: skip
 
 

@@ -130,5 +130,5 @@ def test_unknown_object_names_get_the_closest(pendulum):
                                "</mujoco>")  # fmt: skip
     with pytest.raises(ValueError, match=r"no camera named 'trak' \(did you mean 'track'\?\)"):
         mjl.render.Renderer(cam, 8, 8).camera_id("trak")
-    with pytest.raises(ValueError, match=r"unknown task 'hoper' \(did you mean 'hopper'\?\)"):
+    with pytest.raises(ValueError, match=r"unknown task 'hoper' \(did you mean 'hopper' or 'hopper_hop'\?\)"):
         mjl.envs.make("hoper")

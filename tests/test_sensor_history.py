@@ -87,6 +87,7 @@ def test_sensor_history_trajectory(integrator, sensors):
 @pytest.mark.parametrize("sensor, message", [
     ('<jointpos joint="j" delay="0.01"/>', "setting delay > 0 without a history buffer"),
     ('<jointpos joint="j" nsample="2" interp="spline"/>', "invalid keyword:? 'spline'"),
+    ('<jointpos joint="j" nsample="16777217"/>', r"at most 2\^24 samples in sensor history buffer, got 16777217"),
 ])  # fmt: skip
 def test_sensor_history_errors(sensor, message):
     xml = _xml("Euler").replace(SENSORS, f"<sensor>{sensor}</sensor>")

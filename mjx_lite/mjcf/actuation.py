@@ -585,6 +585,8 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
             _check_muscle(st["biasprm"], el)
         lengthrange = np.array(st["lengthrange"], float)
         nsample, delay = max(int(st["nsample"]), 0), float(st["delay"])  # (MuJoCo: nsample < 0 is no buffer)
+        if nsample > 1 << 24:
+            raise error(el, f"at most 2^24 samples in history buffer, got {nsample}", "nsample")
         if delay > 0 and nsample == 0:
             raise error(el, "setting delay > 0 without a history buffer", "delay")
         if nsample and ctrlnum == 0:

@@ -241,6 +241,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
                 objtype = _USER_OBJTYPE[t]
                 objid = ctx.id_of(_OBJ_KEY[objtype], nm, s, "objname")
         nsample, delay[i] = int(get(s, "nsample", 0)), float(get(s, "delay", 0.0))
+        if nsample > 1 << 24:
+            raise error(s, f"at most 2^24 samples in sensor history buffer, got {nsample}", "nsample")
         if delay[i] > 0 and nsample <= 0:
             raise error(s, "setting delay > 0 without a history buffer", "delay")
         if delay[i] > 0 and int(ctx.option.get("integrator", 0)) == IntegratorType.RK4:
