@@ -31,6 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import mjx_lite as mjl  # noqa: E402
+from mjx_lite.collision import driver  # noqa: E402
 from tests.meshheavy import gripper  # noqa: E402
 
 MODELS = {  # name -> (label, path relative to the Menagerie checkout or None: generated)
@@ -92,6 +93,16 @@ def ours(m, mjm: mujoco.MjModel, batch: int, steps: int) -> dict:
             "nan": bool(np.any(~np.isfinite(np.asarray(out.qpos))))}  # fmt: skip
 
 
+def _mesh_groups(m) -> str:
+    """The box-mesh and mesh-mesh groups: candidates -> distance stage -> manifold stage (Config.broadphase_mesh_*)."""
+    names = {int(mjl.types.GeomType.BOX): "box", int(mjl.types.GeomType.MESH): "mesh"}
+    out = []
+    for g in driver.pair_table(m).groups:
+        if g.type1 in names and g.type2 == mjl.types.GeomType.MESH:
+            out.append(f"{names[g.type1]}-mesh {len(g.geom1)} -> {g.npair_narrow} -> {g.npair_out}")
+    return ", ".join(out)
+
+
 def run(names, menagerie, batches, steps) -> dict:
     res = {}
     for n in names:
@@ -102,7 +113,7 @@ def run(names, menagerie, batches, steps) -> dict:
             continue
         m, mjm = loaded
         r = {"nv": m.nv, "ngeom": m.ngeom, "nmesh": m.nmesh, "nconmax": m.nconmax, "njmax": m.njmax,
-             "mujoco": mujoco_steps(mjm), "batches": {}}  # fmt: skip
+             "mujoco": mujoco_steps(mjm), "batches": {}, "groups": _mesh_groups(m)}  # fmt: skip
         for b in batches:
             r["batches"][b] = ours(m, mjm, b, steps)
             print(n, b, r["batches"][b], flush=True)
@@ -138,14 +149,19 @@ def markdown(res: dict, cmd: str) -> str:
         "| model | batch | trace + compile s | temp / env | Data / env | steps/s | MuJoCo C steps/s | ratio |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
+        "",
+        "Mesh groups per model (candidates -> pairs whose distance is computed -> pairs whose manifold is computed, "
+        "`Config.broadphase_mesh_*`): " + "; ".join(f"{MODELS[n][0]}: {r['groups']}" for n, r in res.items() if r)
+        + ".",
     ])  # fmt: skip
 
 
 def report(quick: bool = False) -> str:
     menagerie = os.environ.get("MJX_LITE_MENAGERIE")
-    names = ["gripper"] if quick else list(MODELS)
+    # the generated gripper stands in for the Robotiq where no Menagerie checkout is given
+    names = ["gripper"] if quick or not menagerie else ["robotiq", "panda"]
     batches = [1] if quick else [1, 64, 1024]
-    cmd = "python benchmarks/menagerie.py" + (" --quick" if quick else "")
+    cmd = "python benchmarks/menagerie.py" + (" --quick" if quick else f" --models {' '.join(names)}")
     return markdown(run(names, menagerie, batches, 3), cmd)
 
 

@@ -757,15 +757,17 @@ def test_cylinder_caps_random(cyl_scene, cyl_results):
 
 @pytest.mark.slow  # its own compile of the face scene's collision (about as long as test_face_face_random_polygons)
 def test_mesh_broadphase_trims_and_flags():
-    """Mesh groups trimmed to one narrow-phase pair (Config.broadphase_mesh_*): the box-mesh and mesh-mesh groups
-    of the face scene (3 candidates each) run their collider on the one candidate whose bounding boxes overlap most;
-    where one pair of each group touches (the random face poses, pairs 1 m apart) the contacts are MuJoCo's exactly,
-    and where every body sits at the origin (3 mesh-mesh candidates near) the step counts CONTACTFULL instead of
-    dropping contacts silently."""
+    """Mesh groups trimmed in both stages (Config.broadphase_mesh_*): the box-mesh and mesh-mesh groups of the face
+    scene (3 candidates each) run their distance stage on the two candidates whose bounding boxes overlap most and
+    their manifold on the one closest within the margin (broadphase_mesh_touch 1); where one pair of each group
+    touches (the random face poses, pairs 1 m apart) the contacts are MuJoCo's exactly, and where every body sits at
+    the origin (3 mesh-mesh candidates near, more than 1 touching) the step counts CONTACTFULL instead of dropping
+    contacts silently."""
     mjm = mujoco.MjModel.from_xml_string(_FACE_SCENE)
-    m = mjl.configure(model_from_mujoco(mjm), broadphase_mesh_min_pairs=1, broadphase_mesh_fraction=0.01)
+    m = mjl.configure(model_from_mujoco(mjm), broadphase_mesh_min_pairs=1, broadphase_mesh_fraction=0.5,
+                      broadphase_mesh_touch=1)  # fmt: skip
     groups = [g for g in driver.pair_table(m).groups if polyhedral.MULTI_NCON == g.ncon]
-    assert [(len(g.geom1), g.npair_narrow, g.capacity) for g in groups] == [(3, 1, 1), (3, 1, 1)]
+    assert [(len(g.geom1), g.npair_narrow, g.touch, g.capacity) for g in groups] == [(3, 2, 1, 1), (3, 2, 1, 1)]
     poses = _face_poses(mjm, np.random.default_rng(6), 4)
     mjd = mujoco.MjData(mjm)
     mjd.qpos[:] = np.tile([0, 0, 0, 1, 0, 0, 0], 4)

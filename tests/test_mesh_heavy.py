@@ -55,12 +55,13 @@ def test_compiles_like_mujoco(models):
 
 
 def test_mesh_groups_trimmed(models):
-    """The gripper's box-mesh (10 candidates) and mesh-mesh (8) groups run their colliders on the 6 candidates whose
-    bounding boxes overlap most (Config.broadphase_mesh_min_pairs, broadphase_mesh_fraction), all rows kept."""
+    """The gripper's box-mesh (10 candidates) and mesh-mesh (8) groups run their distance stage on the 6 candidates
+    whose bounding boxes overlap most (Config.broadphase_mesh_min_pairs, broadphase_mesh_fraction) and their
+    manifold on the 4 closest within the margin (Config.broadphase_mesh_touch), all 4 rows of each kept."""
     m, _ = models
     groups = [g for g in driver.pair_table(m).groups if g.type1 != 0 and g.type2 == mjl.types.GeomType.MESH]
-    got = [(len(g.geom1), g.npair_narrow, g.nrows) for g in groups]
-    assert got == [(10, 6, 24), (8, 6, 24)], got
+    got = [(len(g.geom1), g.npair_narrow, g.touch, g.nrows) for g in groups]
+    assert got == [(10, 6, 4, 16), (8, 6, 4, 16)], got
 
 
 @pytest.fixture(scope="module")

@@ -67,7 +67,7 @@ from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedr
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
-from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, info_axes
+from mjx_lite.collision.types import NOCONTACT, GeomInfo, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
@@ -137,6 +137,9 @@ class Group:
     collider: Callable = dataclasses.field(compare=False, repr=False)
     narrow: int = -1  # pairs that go through the narrow phase (= capacity unless compacted; -1: capacity)
     collider_ncon: int = -1  # contacts the collider emits per pair (-1: ncon)
+    touch: int = -1  # pairs whose manifold runs (two-stage colliders, `stages`; -1: all narrow-phase pairs)
+    # (distance stage, manifold stage) of a two-stage collider (`polyhedral.STAGES`), None: one stage
+    stages: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def nrows(self) -> int:
@@ -151,8 +154,13 @@ class Group:
         return self.ncon if self.collider_ncon < 0 else self.collider_ncon
 
     @property
+    def npair_out(self) -> int:
+        """Pairs whose collider output fills the group's rows: `touch` for a two-stage group, else npair_narrow."""
+        return self.npair_narrow if self.touch < 0 else self.touch
+
+    @property
     def compacted(self) -> bool:
-        return self.npair_narrow * self.ncon_collider != self.nrows
+        return self.npair_out * self.ncon_collider != self.nrows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,12 +280,14 @@ def _build_table(m: Model) -> PairTable:
     for key in sorted(buckets):
         t1, t2, da, db, explicit, _, _, curved = key
         arr = np.asarray(buckets[key], np.int32)
+        stages = None
         if t1 == GENERAL:  # the others: refined where curved if any is
             any_curved = np.isin(gtype[arr[:, :2]], CURVED).any()
             fn = general.general_curved if curved else general.general if any_curved else general.general_plain
             ncon = general.GENERAL_NCON
         else:
             fn, ncon = _collider(m, t1, t2)
+            stages = polyhedral.STAGES.get(fn)
             if fn in _SAT_BUDGETED:  # the model's budget, a static value: two budgets make two tables and traces
                 fn = functools.partial(fn, sat_budget=m.config.sat_budget)
         if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
@@ -299,10 +309,21 @@ def _build_table(m: Model) -> PairTable:
             if mesh_narrow < narrow:
                 narrow = mesh_narrow
                 cap = narrow if k == ncon else min(cap, narrow * ncon)
+        touch = -1
+        if not explicit and stages is not None and _mesh_group(gtype, t1, arr) and cfg.broadphase_mesh_touch < narrow:
+            # two stages: the distance of every narrow-phase pair, then the manifold (feature search and clipping,
+            # most of the collider's cost) of the `broadphase_mesh_touch` closest within the margin (as MuJoCo:
+            # only a pair in contact gets a manifold)
+            touch = cfg.broadphase_mesh_touch
+            cap = touch if k == ncon else min(cap, touch * ncon)
+            dist_fn = functools.partial(stages[0], sat_budget=cfg.sat_budget)
+            stages = (dist_fn, stages[1])
+        else:
+            stages = None
         for a in (arr[:, 0], arr[:, 1], arr[:, 2]):
             a.setflags(write=False)
         groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), k, cap, fn,
-                            narrow, ncon))  # fmt: skip
+                            narrow, ncon, touch, stages))  # fmt: skip
     return PairTable(tuple(groups), int(sum(g.nrows for g in groups)))
 
 
@@ -408,6 +429,12 @@ def _box_slack(m: Model, d: types.Data, g1: jax.Array, g2: jax.Array, margin: ja
     return jp.min(rad1 + rad2 + margin[:, None] - proj, axis=-1)
 
 
+def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
+    """The pairs idx (k,) of a group's vectorised GeomInfo (its batched fields: those `info_axes` maps)."""
+    axes = info_axes(info)
+    return GeomInfo(*[x if x is None or a is None else x[idx] for x, a in zip(info, axes)])
+
+
 def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
     """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
     condim, includemargin, gap, friction, solref, solreffriction, solimp = _params(m, g)
@@ -441,11 +468,23 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
         solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
     info1 = _geom_info(m, d, g1, g.type1, g.geom1)
     info2 = _geom_info(m, d, g2, g.type2, g.geom2)
-    if g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
+    if g.stages is not None:  # distance of every narrow-phase pair, manifold of the closest `touch` in contact
+        dist_fn, manifold_fn = g.stages
+        dist0, pos0, nrm0 = jax.vmap(dist_fn, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+        touching = near & (dist0 <= margin)
+        _, idx = jax.lax.top_k(jax.lax.stop_gradient(jp.where(touching, -dist0, -jp.inf)), g.touch)
+        overflow = overflow | (jp.sum(touching) > g.touch)
+        g1, g2, near = g1[idx], g2[idx], touching[idx]
+        condim, margin, includemargin, friction = condim[idx], margin[idx], includemargin[idx], friction[idx]
+        solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
+        info1, info2 = _take_info(info1, idx), _take_info(info2, idx)
+        c = jax.vmap(manifold_fn, in_axes=(info_axes(info1), info_axes(info2), 0, 0, 0, 0))(
+            info1, info2, margin, dist0[idx], pos0[idx], nrm0[idx])
+    elif g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
         c, hf_over = g.collider(m, info1, info2, margin)
         overflow = overflow | jp.any(hf_over & near)
     else:
-        c: Contacts = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+        c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
     k = g.ncon_collider
     # colliders with MuJoCo's own inclusion test (primitive.py) have decided ties at the margin already
     within = (c.dist < NOCONTACT) if getattr(g.collider, "margin_tested", False) else (c.dist <= margin[:, None])

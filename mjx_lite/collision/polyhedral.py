@@ -87,6 +87,13 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     come from its EPA face, so where two EPA normals nearly tie (deep, edge on a face's rim) its feature may differ;
     where a clipped edge keeps only its crossing with a side plane MuJoCo reports that point twice (we once)."""
     dist0, pos0, n = collide(t1, t2, g1, g2, margin, sat_budget=sat_budget)
+    return _manifold(t1, t2, g1, g2, margin, dist0, pos0, n)
+
+
+def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist0: Scalar, pos0: Vec3, n: Vec3
+              ) -> Contacts:
+    """The second half of `_polyhedral`: the manifold from the pair's single contact (dist0 (), pos0 (3,), normal n
+    (3,) from geom1 to geom2, `collide`'s)."""
     dt = pos0.dtype
     w1, tri1 = polyhedron(t1, g1)
     w2, tri2 = polyhedron(t2, g2)
@@ -165,3 +172,29 @@ def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) ->
     """Mesh-mesh: face-face manifold (up to 4), edge on face (2), else the single contact (see `_polyhedral`).
     `sat_budget`: the model's `m.config.sat_budget` (bound by the driver)."""
     return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget)
+
+
+def box_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> tuple[Scalar, Vec3, Vec3]:
+    """The first stage of `box_mesh`: the pair's single contact (dist (), pos (3,), normal (3,)), as `collide`."""
+    return collide(GeomType.BOX, GeomType.MESH, g1, g2, margin, sat_budget=sat_budget)
+
+
+def mesh_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> tuple[Scalar, Vec3, Vec3]:
+    """The first stage of `mesh_mesh` (see `box_mesh_distance`)."""
+    return collide(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget=sat_budget)
+
+
+def box_mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3) -> Contacts:
+    """The second stage of `box_mesh`: its contacts from the first stage's (dist, pos, normal); box_mesh(g1, g2,
+    margin) == box_mesh_manifold(g1, g2, margin, *box_mesh_distance(g1, g2, margin))."""
+    return _manifold(GeomType.BOX, GeomType.MESH, g1, g2, margin, dist, pos, normal)
+
+
+def mesh_mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3) -> Contacts:
+    """The second stage of `mesh_mesh` (see `box_mesh_manifold`)."""
+    return _manifold(GeomType.MESH, GeomType.MESH, g1, g2, margin, dist, pos, normal)
+
+
+# collider -> (distance stage, manifold stage): the driver may run the (costly) manifold only on the pairs whose
+# distance is within the margin, as MuJoCo does (mjc_Convex computes the manifold only for a pair in contact)
+STAGES = {box_mesh: (box_mesh_distance, box_mesh_manifold), mesh_mesh: (mesh_mesh_distance, mesh_mesh_manifold)}
