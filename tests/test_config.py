@@ -52,6 +52,8 @@ def test_config_is_validated_and_hashable():
         mjl.Config(gradients="smooth-ish")
     with pytest.raises(ValueError, match="mesh_size_ratio"):
         mjl.Config(mesh_size_ratio=0.5)
+    with pytest.raises(ValueError, match="broadphase_mesh_touch"):
+        mjl.Config(broadphase_mesh_touch=0)
     with pytest.raises(TypeError, match="no field"):
         c.replace(gradient="unrolled")
 
