@@ -161,7 +161,7 @@ def report(quick: bool = False) -> str:
     # the generated gripper stands in for the Robotiq where no Menagerie checkout is given
     names = ["gripper"] if quick or not menagerie else ["robotiq", "panda"]
     batches = [1] if quick else [1, 64, 1024]
-    cmd = "python benchmarks/menagerie.py" + (" --quick" if quick else f" --models {' '.join(names)}")
+    cmd = "python benchmarks/menagerie.py" + (" --quick" if quick else f" --menagerie DIR --models {' '.join(names)}")
     return markdown(run(names, menagerie, batches, 3), cmd)
 
 
