@@ -1,5 +1,7 @@
 """Planners on the test-bed tasks (`mjx_lite.trajopt.tasks`): iLQR, predictive sampling and MPPI on the cartpole
-swing-up (2 s from hanging at rest), the acrobot swing-up (iLQR) and the reacher; prints a table.
+swing-up (2 s from hanging at rest), the acrobot swing-up, the reacher, the quadruped stand-up and the box push
+(contacts); then MPC in closed loop (`trajopt.closed_loop`, the cartpole swing-up with one iLQR iteration per step,
+against mjx_lite's step and against MuJoCo C): prints two tables.
 
 Each planner runs once with a fixed iteration budget (iLQR 30, the samplers 50; issue 42's targets), then again for
 the timing (no compilation): the timed calls of all planners of a task are interleaved `--repeats` times and the
@@ -8,8 +10,11 @@ the end state of the returned controls' rollout meets the task's goal check (`Ta
 within 0.1 rad of upright and turning slower than 0.5 rad/s, ...); "error" is the distance from the goal in units of
 its tolerance (<= 1: solved). float64 throughout.
 
-python benchmarks/planners.py [--tasks cartpole,acrobot,reacher] [--planners ilqr,ps,mppi] [--samples 256]
-                              [--repeats 3] [--quick]
+The closed loop: real-time factor = simulated seconds / wall seconds of one timed run after an ahead-of-time
+compilation (not counted); "solved": the task's goal check on the plant's final state.
+
+python benchmarks/planners.py [--tasks cartpole,acrobot,reacher,quadruped_stand,box_push] [--planners ilqr,ps,mppi]
+                              [--samples 256] [--repeats 3] [--mpc-steps 300] [--quick]
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ jax.config.update("jax_enable_x64", True)
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import numpy as np  # noqa: E402
+
+from mjx_lite import interop, trajopt  # noqa: E402
 from mjx_lite.trajopt import tasks  # noqa: E402
 
 ILQR_ITERATIONS = 30
@@ -73,29 +81,61 @@ def table_lines(head, table) -> list[str]:
 HEAD = ("task", "planner", "iterations", "cost", "error/tol", "solved", "ms/iteration", "first call s")
 
 
+MPC_HEAD = ("task", "plant", "planner", "steps", "cost", "error/tol", "solved", "real-time factor", "compile s")
+MPC_HORIZON = 50  # 0.5 s: one iLQR iteration per control step swings the cartpole up (measured)
+
+
+def run_mpc(steps: int, horizon: int, plants=("mjx_lite", "mujoco")):
+    """Closed-loop rows: the cartpole swing-up by receding-horizon iLQR (one iteration per step)."""
+    task = tasks.cartpole(horizon)
+    full = tasks.cartpole()
+
+    def planner(m, d, u):
+        return trajopt.ilqr(m, d, task.cost, horizon, iterations=1, ctrl_init=u, terminal_cost=task.terminal_cost)
+
+    rows = []
+    for kind in plants:
+        plant = interop.mujoco_model(task.m) if kind == "mujoco" else None
+        run = trajopt.closed_loop(task.m, task.d0, planner, horizon, steps, plant=plant, cost=task.cost,
+                                  terminal_cost=task.terminal_cost, ctrl_init=task.ctrl_init)  # fmt: skip
+        q, v = np.asarray(run.result.states.qpos[-1]), np.asarray(run.result.states.qvel[-1])
+        err = full.error(q, v, None)
+        rows.append((f"cartpole ({steps} steps)", "MuJoCo C" if kind == "mujoco" else "mjx_lite",
+                     f"iLQR, 1 iteration per step, horizon {horizon}", str(steps), f"{run.cost:.1f}", f"{err:.2f}",
+                     "yes" if err <= 1.0 else "no", f"{run.realtime_factor:.2f} ({run.wall_time:.1f} s)",
+                     f"{run.compile_time:.0f}"))  # fmt: skip
+        print(f"  mpc {kind}: rtf {run.realtime_factor:.2f}, error {err:.2f}", flush=True)
+    return rows
+
+
 def report(quick: bool = False) -> str:
     """The docs/benchmarks.md section (benchmarks/report.py)."""
     args = ["--quick"] if quick else []
-    table = main(args)
+    table, mpc_table = main(args)
     cmd = "python benchmarks/planners.py" + (" --quick" if quick else "")
+    load = f"load average {os.getloadavg()[0]:.1f} at the end" if hasattr(os, "getloadavg") else ""
     return "\n".join([
         "### Planners (iLQR, predictive sampling, MPPI) on the trajopt tasks", "",
         f"`{cmd}` (float64; iLQR budget {ILQR_ITERATIONS} iterations, samplers {SAMPLING_ITERATIONS} with 256 "
         "samples over cubic spline knots; solved: the end state meets the task's goal check, error/tol <= 1; "
-        "ms/iteration: median of interleaved timed calls, no compilation).", "",
-        *table_lines(HEAD, table), ""])  # fmt: skip
+        f"ms/iteration: median of interleaved timed calls, no compilation; {load}).", "",
+        *table_lines(HEAD, table), "",
+        "MPC in closed loop (`trajopt.closed_loop`; real-time factor: simulated / wall seconds of one run, "
+        "compilation excluded; error/tol of the plant's final state, the cartpole task's goal check):", "",
+        *table_lines(MPC_HEAD, mpc_table), ""])  # fmt: skip
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--tasks", default="cartpole,acrobot,reacher")
+    p.add_argument("--tasks", default=",".join(tasks.TASKS))
     p.add_argument("--planners", default="ilqr,ps,mppi")
     p.add_argument("--samples", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--iterations", type=int, default=None, help="override the iteration budgets")
+    p.add_argument("--mpc-steps", type=int, default=300, help="closed-loop control steps (0: no MPC table)")
     p.add_argument("--quick", action="store_true", help="short horizons and budgets (a smoke test, no targets)")
     args = p.parse_args(argv)
-    makers = {"cartpole": tasks.cartpole, "acrobot": tasks.acrobot, "reacher": tasks.reacher}
+    makers = tasks.TASKS
     wanted = [s for s in args.planners.split(",") if s]
     table = []
     for tname in [s for s in args.tasks.split(",") if s]:
@@ -115,7 +155,13 @@ def main(argv=None):
     print("\n".join(table_lines(HEAD, table)))
     print(f"\njax {jax.__version__}, {jax.devices()[0].platform}, float64, samples {args.samples}; "
           f"ms/iteration: median of {args.repeats} interleaved timed calls / iterations")  # fmt: skip
-    return table
+    mpc_table = []
+    if args.mpc_steps:
+        steps = 10 if args.quick else args.mpc_steps
+        mpc_table = run_mpc(steps, 10 if args.quick else MPC_HORIZON)
+        print()
+        print("\n".join(table_lines(MPC_HEAD, mpc_table)))
+    return table, mpc_table
 
 
 if __name__ == "__main__":

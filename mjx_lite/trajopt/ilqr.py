@@ -232,9 +232,11 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations,
     zeros_k = jp.zeros((T, nu), dtype)
     zeros_K = jp.zeros((T, nu, nx), dtype)
     line_search = jax.vmap(run, in_axes=(None, None, None, None, 0))  # the rollout is traced once, batched
-    # the initial trajectory: the feedback-free forward pass of u0 (nominal states are not read when K = 0), from the
-    # same batched rollout as the line search
-    dummy = (jp.zeros((T + 1, m.nq), dtype), jp.zeros((T + 1, nv), dtype), jp.zeros((T + 1, na), dtype))
+    # the initial trajectory: the feedback-free forward pass of u0 (the nominal states only enter as K @ dx with
+    # K = 0), from the same batched rollout as the line search; the nominal must still be a valid state: an all-zero
+    # quaternion would make dx, and 0 * dx, NaN (free and ball joints)
+    dummy = (jp.broadcast_to(d0.qpos, (T + 1, m.nq)), jp.broadcast_to(d0.qvel, (T + 1, nv)),
+             jp.broadcast_to(d0.act, (T + 1, na)))  # fmt: skip
     J0, u_init, traj0 = jax.tree.map(lambda x: x[0], line_search(u0, dummy, zeros_k, zeros_K, alpha_arr))
     zero = jp.zeros((), dtype)
 

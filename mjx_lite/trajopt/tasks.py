@@ -9,6 +9,13 @@ same objects on every call, so the planners' compilations are reused.
   from hanging at rest: both links upright within ANGLE_TOL at the end, rates within ACROBOT_RATE_TOL. Not solved
   yet: iLQR in 30 iterations over 4 s ends 15 to 29 tolerances away from 4 sinusoidal starts (measured).
 - `reacher()`: the bundled 2-link planar reacher brings its fingertip to a target: within REACH_TOL at the end.
+- `quadruped_stand()` (contacts): the bundled quadruped (free torso, 8 torque motors, feet and torso touching the
+  floor) lying where it collapsed with its motors off stands up: torso at STAND_HEIGHT within HEIGHT_TOL, its z axis
+  within UPRIGHT_TOL of vertical, at the end.
+- `box_push()` (contacts): the bundled box_push finger pushes the box to BOX_TARGET (within BOX_TOL at the end).
+  The model is configured with the smoothed contact gradients (`Config(contact_gradients="smooth")`) for iLQR's
+  Jacobians; the cost also has MuJoCo MPC's "reach" residual (finger to box), which alone gives a gradient before
+  the first touch.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from mjx_lite.trajopt import common, costs, sampling
 from mjx_lite.trajopt.ilqr import ilqr
 from mjx_lite.trajopt.mppi import mppi
 
-__all__ = ["ACROBOT", "PLANNERS", "Task", "acrobot", "cartpole", "final_error", "plan", "reacher"]
+__all__ = ["ACROBOT", "PLANNERS", "TASKS", "Task", "acrobot", "box_push", "cartpole", "final_error", "plan",
+           "quadruped_stand", "reacher"]
 
 ANGLE_TOL = 0.1  # rad: "upright" at the end of a swing-up
 RATE_TOL = 0.5  # rad/s: "balanced" (cartpole)
@@ -170,6 +178,88 @@ def reacher(horizon: int = 150) -> Task:
                 lambda q, v, d: error(q, v, d) <= 1.0, error, sampler)  # fmt: skip
 
 
+STAND_HEIGHT = 0.4  # m: the quadruped's torso standing on slightly bent legs (straight legs: 0.44)
+HEIGHT_TOL = 0.05  # m
+UPRIGHT_TOL = 0.05  # 1 - (torso z axis)_z at the end (about 18 degrees of tilt)
+# the quadruped's start: legs folded (knees near their limits), torso 0.25 m up, then SETTLE_STEPS (2 s) with the
+# motors off: it lies on its belly (torso on the floor, 8 contacts, at rest; measured with MuJoCo C)
+FOLDED = (0.0, -2.2, 0.0, -2.2, 0.0, 2.2, 0.0, 2.2)  # hip, knee: front left, front right, hind left, hind right
+SETTLE_STEPS = 400
+
+
+def _torso_up(d, torso):
+    return d.xmat[torso].reshape(3, 3)[2, 2]
+
+
+@functools.lru_cache(maxsize=8)  # one Task (and cost function: one compilation) per horizon
+def quadruped_stand(horizon: int = 200) -> Task:
+    """The bundled quadruped (implicitfast, 5 ms, 8 torque motors of gear 12) lying on its belly, legs folded
+    (`FOLDED`, settled), to standing: residuals (MuJoCo MPC's quadruped style) torso height
+    - STAND_HEIGHT, 1 - torso z axis up, torso xy drift, joint velocities, controls. Default 1 s."""
+    m = mjx_lite.load_mjcf("quadruped")
+    d0 = mjx_lite.make_data(m)
+    d0 = d0.replace(qpos=d0.qpos.at[2].set(0.25).at[7:].set(jp.asarray(FOLDED, d0.qpos.dtype)))
+    d0 = jax.jit(lambda d: jax.lax.fori_loop(0, SETTLE_STEPS, lambda i, d: mjx_lite.step(m, d), d))(d0)
+    d0 = d0.replace(time=jp.zeros_like(d0.time))
+    torso = m.names["body"].index("torso")
+    xy0 = jp.asarray(np.asarray(d0.qpos[:2]))
+
+    def residual_cost(d, u, w):
+        height = d.xpos[torso, 2] - STAND_HEIGHT
+        return costs.weighted([(w, costs.quadratic(height)), (w / 4, 1.0 - _torso_up(d, torso)),
+                               (1.0, costs.quadratic(d.qpos[:2] - xy0)), (1e-3, costs.quadratic(d.qvel)),
+                               (1e-3, costs.quadratic(u))])  # fmt: skip
+
+    def cost(d, u, t):
+        return residual_cost(d, u, 10.0)
+
+    def terminal(d):
+        return residual_cost(d, jp.zeros((m.nu,), d.qpos.dtype), 1000.0) + 1.0 * costs.quadratic(d.qvel)
+
+    def error(qpos, qvel, d):
+        return max(abs(float(d.xpos[torso, 2]) - STAND_HEIGHT) / HEIGHT_TOL,
+                   (1.0 - float(_torso_up(d, torso))) / UPRIGHT_TOL)  # fmt: skip
+
+    sampler = dict(knots=6, interpolation="cubic", noise_std=0.5, noise_decay=0.95)
+    return Task("quadruped_stand", m, d0, cost, terminal, horizon, jp.zeros((horizon, m.nu), d0.qpos.dtype),
+                lambda q, v, d: error(q, v, d) <= 1.0, error, sampler)  # fmt: skip
+
+
+BOX_TARGET = (0.25, 0.0)  # m: where the box's centre should end (it starts at the origin)
+BOX_TOL = 0.03  # m
+
+
+@functools.lru_cache(maxsize=8)  # one Task (and cost function: one compilation) per horizon
+def box_push(horizon: int = 100) -> Task:
+    """The bundled box_push (Euler, 10 ms; a force-driven finger 4 cm from a free box on the floor) pushes the box
+    to BOX_TARGET in `horizon` steps (default 1 s). Residuals: box xy to the target, finger to box (reach), box
+    velocity at the end, controls. Smoothed contact gradients: std 3 cm on the finger's dofs, 8 samples."""
+    m = mjx_lite.load_mjcf("box_push")
+    m = mjx_lite.configure(m, contact_gradients="smooth", contact_smoothing_std=0.03, contact_smoothing_dofs=(0, 1),
+                           contact_smoothing_samples=8)  # fmt: skip
+    d0 = mjx_lite.make_data(m)
+    target = jp.asarray(BOX_TARGET, d0.qpos.dtype)
+    finger, box = m.names["body"].index("finger"), m.names["body"].index("box")
+
+    def cost(d, u, t):
+        return costs.weighted([(1.0, costs.quadratic(d.xpos[box, :2] - target)),
+                               (0.1, costs.quadratic(d.xpos[finger, :2] - d.xpos[box, :2])),
+                               (1e-3, costs.quadratic(u))])  # fmt: skip
+
+    def terminal(d):
+        return costs.weighted([(50.0, costs.quadratic(d.xpos[box, :2] - target)),
+                               (1.0, costs.quadratic(d.qvel[2:5]))])  # fmt: skip
+
+    def error(qpos, qvel, d):
+        return float(np.linalg.norm(np.asarray(d.xpos[box, :2]) - np.asarray(BOX_TARGET))) / BOX_TOL
+
+    sampler = dict(knots=6, interpolation="cubic", noise_std=0.5, noise_decay=0.95)
+    return Task("box_push", m, d0, cost, terminal, horizon, jp.zeros((horizon, m.nu), d0.qpos.dtype),
+                lambda q, v, d: error(q, v, d) <= 1.0, error, sampler)  # fmt: skip
+
+
+TASKS = {"cartpole": cartpole, "acrobot": acrobot, "reacher": reacher, "quadruped_stand": quadruped_stand,
+         "box_push": box_push}  # fmt: skip
 PLANNERS = ("ilqr", "ps", "mppi")  # iLQR, predictive sampling, MPPI
 
 
