@@ -414,6 +414,17 @@ def _table() -> dict[str, dict]:
             continue
         t[key] = {a: _SENSOR[a] if a in _SENSOR else objects[a] for a in sc.SCHEMA[key]}
     t["rangefinder"]["camera"] = Refused("set (camera rangefinders)", "c")
+    # flexes (mjcf/flexcomp.py builds the bodies, joints and flex_* fields, or refuses a feature by name)
+    visual = {"group": GROUP, "rgba": NoEffect("flex colour: visual only"), "material": MATERIAL,
+              "texcoord": NoEffect("texture coordinates: visual only"),
+              "flatskin": NoEffect("skin shading: visual only")}  # fmt: skip
+    for key in [k for k in sc.SCHEMA if k.startswith("flexcomp")]:
+        t[key] = {a: visual[a] if key == "flexcomp" and a in visual else NAME if a == "name"
+                  else Compiler(f"<{key}> {a}: what mjcf/flexcomp.py builds (flex_*, vertex bodies and joints) or "
+                                "refuses by name") for a in sc.SCHEMA[key]}  # fmt: skip
+    if "equality/flex" in sc.SCHEMA:
+        t["equality/flex"] = {**{a: v for a, v in _EQ.items() if a in sc.SCHEMA["equality/flex"]},
+                              "flex": model("eq_obj1id")}  # fmt: skip
     for key, what in REFUSED_ELEMENTS.items():
         t[key] = {a: NoEffect(f"the element is refused ({what})") for a in sc.SCHEMA[key]}
     return t
