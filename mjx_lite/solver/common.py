@@ -388,6 +388,26 @@ SOLVER_UNROLL = 1  # likewise the solvers' own iterations (a single iteration: n
 _LS_STALL_EPS = 4.0  # a line-search Newton step of at most this many ulps of alpha counts as converged
 
 
+def line_search_update(alpha: jax.Array, lo: jax.Array, hi: jax.Array, done: jax.Array, d1: jax.Array,
+                       d2: jax.Array, tol: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """One step of the exact line search (shared by `line_search` and the fused solver kernel): from alpha, the
+    bracket [lo, hi] and the cost's first / second derivatives d1, d2 at alpha, the next (alpha, lo, hi, done).
+    A Newton step inside the bracket, else doubling (no upper end yet) or bisection; a lane already done keeps its
+    values. Converged: the derivative test |d1| < tol, or a Newton step below the float resolution of alpha (in
+    float32 the derivative test can be out of reach: without this, the bracket test fails on a zero step and the
+    fallback doubles alpha away from the minimum). Any shapes that broadcast together."""
+    newton = alpha - d1 / jp.where(d2 > 0, d2, 1.0)
+    stall = (d2 > 0) & (jp.abs(newton - alpha) <= _LS_STALL_EPS * jp.finfo(alpha.dtype).eps * jp.abs(alpha))
+    conv = (jp.abs(d1) < tol) | stall
+    lo_n = jp.where(d1 < 0, alpha, lo)
+    hi_n = jp.where(d1 >= 0, alpha, hi)
+    ok = (newton > lo_n) & (newton < hi_n) & (d2 > 0)
+    fallback = jp.where(jp.isinf(hi_n), 2.0 * jp.maximum(lo_n, alpha) + 1e-12, 0.5 * (lo_n + hi_n))
+    stop = done | conv
+    nxt = jp.where(ok, newton, fallback)
+    return jp.where(stop, alpha, nxt), jp.where(stop, lo, lo_n), jp.where(stop, hi, hi_n), stop
+
+
 def line_search(layout: Layout, p: Problem, search: jax.Array, Ma: jax.Array, jar: jax.Array, iterations: int,
                 gtol_factor: jax.Array, scale: jax.Array, early_exit: bool = False):  # fmt: skip
     """Exact 1-D minimisation of the convex cost from qacc along `search` (nv,) (safeguarded Newton with
@@ -419,22 +439,9 @@ def line_search(layout: Layout, p: Problem, search: jax.Array, Ma: jax.Array, ja
     inf = jp.asarray(jp.inf, dt)
 
     def body(c):
-        alpha, lo, hi, done = c["alpha"], c["lo"], c["hi"], c["done"]
-        d1, d2 = derivs(alpha)
-        newton = alpha - d1 / jp.where(d2 > 0, d2, 1.0)
-        # converged: the derivative test, or a Newton step below the float resolution of alpha (in float32 the
-        # derivative test can be out of reach: without this, the bracket test below fails on a zero step and
-        # the fallback doubles alpha away from the minimum)
-        stall = (d2 > 0) & (jp.abs(newton - alpha) <= _LS_STALL_EPS * jp.finfo(dt).eps * jp.abs(alpha))
-        conv = (jp.abs(d1) < tol) | stall
-        lo_n = jp.where(d1 < 0, alpha, lo)
-        hi_n = jp.where(d1 >= 0, alpha, hi)
-        ok = (newton > lo_n) & (newton < hi_n) & (d2 > 0)
-        fallback = jp.where(jp.isinf(hi_n), 2.0 * jp.maximum(lo_n, alpha) + 1e-12, 0.5 * (lo_n + hi_n))
-        nxt = jp.where(ok, newton, fallback)
-        stop = done | conv
-        return {"alpha": jp.where(stop, alpha, nxt), "lo": jp.where(stop, lo, lo_n),
-                "hi": jp.where(stop, hi, hi_n), "done": stop}  # fmt: skip
+        d1, d2 = derivs(c["alpha"])
+        alpha, lo, hi, done = line_search_update(c["alpha"], c["lo"], c["hi"], c["done"], d1, d2, tol)
+        return {"alpha": alpha, "lo": lo, "hi": hi, "done": done}
 
     init = {"alpha": alpha0, "lo": jp.zeros((), dt), "hi": inf, "done": ~descent}
     out = iterate(body, init, iterations, early_exit, unroll=LS_UNROLL)

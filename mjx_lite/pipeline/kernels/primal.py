@@ -89,8 +89,6 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
     tree_m = layout.mass
 
     def body(io):
-        dt = io.dtype
-        eps = float(jp.finfo(dt).eps)
         zero = io.lanes(0.0)
         tol = io.read("tolerance", 0)
         gtol = tol * io.read("ls_tolerance", 0)
@@ -265,17 +263,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             def step(c):
                 it, alpha, lo, hi, done = c
                 d1, d2 = derivs(alpha)
-                newton = alpha - d1 / jp.where(d2 > 0, d2, 1.0)
-                stall = (d2 > 0) & (jp.abs(newton - alpha) <= 4.0 * eps * jp.abs(alpha))
-                conv = (jp.abs(d1) < ltol) | stall
-                lo_n = jp.where(d1 < 0, alpha, lo)
-                hi_n = jp.where(d1 >= 0, alpha, hi)
-                ok = (newton > lo_n) & (newton < hi_n) & (d2 > 0)
-                fallback = jp.where(jp.isinf(hi_n), 2.0 * jp.maximum(lo_n, alpha) + 1e-12, 0.5 * (lo_n + hi_n))
-                nxt = jp.where(ok, newton, fallback)
-                stop = done | conv
-                return (it + 1, jp.where(stop, alpha, nxt), jp.where(stop, lo, lo_n), jp.where(stop, hi, hi_n),
-                        stop)  # fmt: skip
+                return (it + 1, *common.line_search_update(alpha, lo, hi, done, d1, d2, ltol))
 
             init = (np.int32(0), alpha0, zero, io.lanes(jp.inf), ~descent | skip)
             if ls_iterations:
