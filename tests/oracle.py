@@ -37,6 +37,40 @@ MJX_TEST_DATA = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data
 DM_SUITE = os.path.join(SITE_PACKAGES, "dm_control", "suite")
 
 
+# Every kind of constraint row: connect (bodies and sites), weld, joint and tendon equalities, dof and tendon friction
+# loss, slide / hinge / ball / tendon limits, contacts of a box (condim {condim}) and a sphere (condim {g_condim})
+# against the plane. Prefix an <option> element: EVERY_ROW_XML.format(option=..., condim=..., g_condim=...).
+EVERY_ROW_XML = """<mujoco>{option}
+<worldbody>
+<geom type="plane" size="5 5 .1"/>
+<body name="a" pos="0 0 1"><freejoint/><geom type="box" size=".1 .2 .3" contype="0" conaffinity="0"/>
+ <site name="sa" pos=".1 0 0"/></body>
+<body name="b" pos="1 0 1"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/>
+ <site name="sb" pos="0 .1 0"/></body>
+<body name="c" pos="0 1 1"><joint name="j1" type="hinge" axis="1 0 0" range="-5 5" frictionloss=".2"/>
+  <joint name="j2" type="slide" axis="0 1 0" range="-.01 .01" margin=".02"/>
+  <geom type="sphere" size=".1" contype="0" conaffinity="0"/>
+  <site name="s1" pos="0 0 .1"/></body>
+<body name="e" pos="0 2 1"><joint name="bj" type="ball" range="0 5"/>
+  <geom type="capsule" fromto="0 0 0 0 0 .3" size=".05" contype="0" conaffinity="0"/>
+  <site name="s2" pos="0 0 .3"/></body>
+<body name="f" pos="2 0 .2"><freejoint/><geom type="box" size=".1 .1 .1" condim="{condim}" friction="0.7 0.005 0.0001"
+  solimp="0.8 0.95 0.2 0.4 3" solref="0.03 0.9"/></body>
+<body name="g" pos="2 2 .2"><freejoint/><geom type="sphere" size=".1" condim="{g_condim}" solref="-1000 -10"/></body>
+</worldbody>
+<tendon><spatial name="t1" limited="true" range="0 .9" frictionloss=".1">
+  <site site="s1"/><site site="s2"/></spatial></tendon>
+<equality>
+<connect body1="a" body2="b" anchor=".2 .1 0" solref="0.04 1" solimp="0.5 0.95 1.0 0.5 2"/>
+<connect site1="sa" site2="sb"/>
+<weld body1="a" body2="b" torquescale="2" solimp="0.5 0.95 1.0 0.5 2" anchor="0.1 0.2 0.3"/>
+<weld body1="a" torquescale="1"/>
+<joint joint1="j1" joint2="j2" polycoef="0.1 0.5 0.2 0 0"/>
+<joint joint1="j2" polycoef="0 0 0 0 0"/>
+<tendon tendon1="t1" polycoef="1.2 0 0 0 0"/>
+</equality></mujoco>"""
+
+
 def reference_models() -> list[str]:
     """Paths of the reference MJCF models shipped with mujoco-mjx and dm_control."""
     files = sorted(glob.glob(os.path.join(MJX_TEST_DATA, "**", "*.xml"), recursive=True))

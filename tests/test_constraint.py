@@ -14,35 +14,8 @@ from tests import oracle
 # Row quantities are closed-form functions of the state: float64 round-off.
 ROW_ATOL = 1e-8
 
-EQ_XML = """<mujoco><option jacobian="dense" cone="{cone}" impratio="{impratio}"/>
-<worldbody>
-<geom type="plane" size="5 5 .1"/>
-<body name="a" pos="0 0 1"><freejoint/><geom type="box" size=".1 .2 .3" contype="0" conaffinity="0"/>
- <site name="sa" pos=".1 0 0"/></body>
-<body name="b" pos="1 0 1"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/>
- <site name="sb" pos="0 .1 0"/></body>
-<body name="c" pos="0 1 1"><joint name="j1" type="hinge" axis="1 0 0" range="-5 5" frictionloss=".2"/>
-  <joint name="j2" type="slide" axis="0 1 0" range="-.01 .01" margin=".02"/>
-  <geom type="sphere" size=".1" contype="0" conaffinity="0"/>
-  <site name="s1" pos="0 0 .1"/></body>
-<body name="e" pos="0 2 1"><joint name="bj" type="ball" range="0 5"/>
-  <geom type="capsule" fromto="0 0 0 0 0 .3" size=".05" contype="0" conaffinity="0"/>
-  <site name="s2" pos="0 0 .3"/></body>
-<body name="f" pos="2 0 .2"><freejoint/><geom type="box" size=".1 .1 .1" condim="{condim}" friction="0.7 0.005 0.0001"
-  solimp="0.8 0.95 0.2 0.4 3" solref="0.03 0.9"/></body>
-<body name="g" pos="2 2 .2"><freejoint/><geom type="sphere" size=".1" condim="{condim}" solref="-1000 -10"/></body>
-</worldbody>
-<tendon><spatial name="t1" limited="true" range="0 .9" frictionloss=".1">
-  <site site="s1"/><site site="s2"/></spatial></tendon>
-<equality>
-<connect body1="a" body2="b" anchor=".2 .1 0" solref="0.04 1" solimp="0.5 0.95 1.0 0.5 2"/>
-<connect site1="sa" site2="sb"/>
-<weld body1="a" body2="b" torquescale="2" solimp="0.5 0.95 1.0 0.5 2" anchor="0.1 0.2 0.3"/>
-<weld body1="a" torquescale="1"/>
-<joint joint1="j1" joint2="j2" polycoef="0.1 0.5 0.2 0 0"/>
-<joint joint1="j2" polycoef="0 0 0 0 0"/>
-<tendon tendon1="t1" polycoef="1.2 0 0 0 0"/>
-</equality></mujoco>"""
+EQ_XML = oracle.EVERY_ROW_XML.replace(
+    "{option}", '<option jacobian="dense" cone="{cone}" impratio="{impratio}"/>').replace("{g_condim}", "{condim}")
 
 
 def _state(mjm, seed):
