@@ -7,6 +7,7 @@ import dataclasses
 import glob
 import os
 
+import jax
 import jax.numpy as jp
 import mujoco
 import numpy as np
@@ -14,8 +15,10 @@ from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
 from mjx_lite import io, types
+from mjx_lite.collision import driver
 from mjx_lite.data import make_data
 from mjx_lite.mjcf.mesh import hull_tables, polygon_tables_from_vert
+from mjx_lite.pipeline import constraint, kinematics, tendon, velocity
 
 _OBJ = {
     "body": mujoco.mjtObj.mjOBJ_BODY, "joint": mujoco.mjtObj.mjOBJ_JOINT, "geom": mujoco.mjtObj.mjOBJ_GEOM,
@@ -70,6 +73,17 @@ EVERY_ROW_XML = """<mujoco>{option}
 <tendon tendon1="t1" polycoef="1.2 0 0 0 0"/>
 </equality></mujoco>"""
 
+
+
+@jax.jit
+def constraint_rows(m: types.Model, d: types.Data) -> types.Data:
+    """The constraint rows of d's state: kinematics, tendons, velocities, collision, then make_constraint."""
+    d = kinematics.kinematics(m, d)
+    d = kinematics.com_pos(m, d)
+    d = tendon.tendon(m, d)
+    d = velocity.com_vel(m, d)
+    d = driver.collision(m, d)
+    return constraint.make_constraint(m, d)
 
 def reference_models() -> list[str]:
     """Paths of the reference MJCF models shipped with mujoco-mjx and dm_control."""

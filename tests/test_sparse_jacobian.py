@@ -17,8 +17,7 @@ import pytest
 
 import mjx_lite as mjl
 from mjx_lite import types
-from mjx_lite.collision import driver
-from mjx_lite.pipeline import constraint, inverse, kinematics, tendon, velocity
+from mjx_lite.pipeline import constraint, inverse
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.solver import common as solver_common
 from mjx_lite.solver import primal
@@ -61,14 +60,7 @@ def _state(mjm, seed):
     return mjd
 
 
-@jax.jit
-def _rows(m, d):
-    d = kinematics.kinematics(m, d)
-    d = kinematics.com_pos(m, d)
-    d = tendon.tendon(m, d)
-    d = velocity.com_vel(m, d)
-    d = driver.collision(m, d)
-    return constraint.make_constraint(m, d)
+_rows = oracle.constraint_rows
 
 
 forward = jax.jit(fwd.forward)
