@@ -189,7 +189,8 @@ _GRID = '<flexcomp name="f" count="3 3 1" spacing=".1 .1 .1" {attrs}>{kids}</fle
     ('dim="3"', '<contact contype="0" conaffinity="0"/><elasticity young="1e3" poisson="0.2"/>', None),
     ('dof="radial" dim="2"', '', "dof='radial'"),
     ('dim="1"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', "young"),
-    ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" thickness=".1" elastic2d="both"/>', None),
+    ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" thickness=".1" elastic2d="both"/>',
+     None),
     ('dim="3"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" yield="0.1"/>', "yield"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="vert"/>', "equality='vert'"),
     ('dim="2"', '', "selfcollide='auto'"),
@@ -259,7 +260,8 @@ def test_elasticity_vmap_and_grad(models, name):
 ])  # fmt: skip
 def test_elasticity_errors_as_in_mujoco(elasticity, option, what):
     xml = flex.hanging_cloth().replace("<option ", f"<option {option} ")
-    xml = xml[: xml.index("<elasticity")] + f"<elasticity {elasticity}/>" + xml[xml.index("/>", xml.index("<elasticity")) + 2 :]
+    a = xml.index("<elasticity")
+    xml = xml[:a] + f"<elasticity {elasticity}/>" + xml[xml.index("/>", a) + 2 :]
     with pytest.raises(ValueError):
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError, match=what):
