@@ -266,3 +266,20 @@ def test_elasticity_errors_as_in_mujoco(elasticity, option, what):
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError, match=what):
         mjx_lite.load_mjcf_string(xml)
+
+
+@pytest.mark.slow
+def test_more_than_50_vertices_on_a_plane(fwd):
+    """An 8x8 cloth lying on a plane: MuJoCo 4.0 keeps all 64 vertex contacts of the plane-flex pair (no selection
+    of 50); the same contacts and qacc."""
+    xml = flex.cloth_on_plane(count=8, spacing=0.04)
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(80):
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon == 64
+    d = fwd(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy()))
+    act = np.asarray(d.contact.active)
+    assert sorted(np.asarray(d.contact.vert)[act, 1].tolist()) == sorted(mjd.contact.vert[:, 1].tolist())
+    np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, rtol=FWD_RTOL, atol=1e-8)

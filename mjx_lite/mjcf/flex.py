@@ -287,8 +287,7 @@ _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes).
     Refused: self-collisions (contype & conaffinity with selfcollide other than 'none'), contacts with any other
-    geom type the contype/conaffinity filter lets through, and a flex of more than 50 vertices against a plane
-    (MuJoCo keeps a selection of 50 contacts per geom-flex pair)."""
+    geom type the contype/conaffinity filter lets through."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none":
@@ -303,10 +302,6 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
             raise MJCFUnsupportedError(f"flex contacts with {_GEOM_NAMES[gtype[g]]} geoms are not supported by mjx_lite"
                                        f" (only planes): flex '{r['name']}' can collide with geom {int(g)}; set the "
                                        "flexcomp's <contact contype/conaffinity> to match planes only", *where)
-        if len(r["vertbody"]) > 50:
-            raise MJCFUnsupportedError(f"flex '{r['name']}' has {len(r['vertbody'])} vertices that can touch plane "
-                                       f"geom {int(g)}: MuJoCo keeps a selection of 50 contacts per geom-flex pair, "
-                                       "which mjx_lite does not implement (at most 50 vertices)", *where)  # fmt: skip
 
 
 def constants(ctx: CompileContext, st) -> np.ndarray:
