@@ -14,8 +14,8 @@ from mjx_lite.models import flex
 from mjx_lite.pipeline import constraint
 from tests import oracle
 
-# A rope (dim 1: edge stiffness and damping, first point pinned to the world) and a cloth (dim 2: edge equality and
-# edge damping, two corners pinned to a body), both without contacts.
+# A rope (dim 1: edge stiffness and damping, first point pinned to the world) and a cloth (dim 2: edge equality,
+# edge damping and bending elasticity, two corners pinned to a swinging body), both without contacts.
 ROPE = flex.rope(count=6, spacing=0.08, euler="0 20 10", mass=0.3, radius=0.01, stiffness=40, damping=0.05, plane=True)
 CLOTH = """
 <mujoco>
@@ -28,6 +28,7 @@ CLOTH = """
       <flexcomp name="cloth" type="grid" count="4 3 1" spacing=".1 .1 .1" pos="0 0 -0.01" euler="90 0 0" dim="2"
                 mass="0.2" radius="0.005">
         <edge equality="true" damping="0.02" solref="0.01 1"/>
+        <elasticity young="2e4" poisson="0.2" thickness="0.01" elastic2d="bend" damping="0.01"/>
         <contact contype="2" conaffinity="0"/>
         <pin id="0 9"/>
       </flexcomp>

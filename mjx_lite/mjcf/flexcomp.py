@@ -11,8 +11,7 @@ What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco
     mass / npoint, diagonal inertia mass / npoint * 2 inertiabox^2 / 3 and three slide joints (x, y, z) that take
     the enclosing default class (childclass) as any joint written there would;
   - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
-    edge equality constraint from it).
-
+    edge equality constraint from it);
   - <elasticity young poisson damping thickness elastic2d> of dim 2 and 3 flexes go into the record (mjcf/flex.py
     compiles flex_stiffness / flex_bending / flex_damping from them).
 

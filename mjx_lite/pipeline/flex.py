@@ -165,11 +165,28 @@ def _stretch_groups(m: Model) -> list[tuple]:
     return static_memo(m, "flex_stretch_groups", build)
 
 
-def _vertex_qfrc(m: Model, d: Data, frc: jax.Array) -> jax.Array:
-    """(nv,) generalized force of world forces frc (nflexvert, 3) applied at the flex vertices (mj_applyFT)."""
+def _slider_vertices(m: Model) -> np.ndarray:
+    """Static (nflexvert,) bool: the vertex's body is MuJoCo's simple slider body (body_simple 2: a flexcomp vertex
+    body with three slide joints on a static parent), whose three dofs take xmat' f of a force f at the vertex (as
+    mj_flexPassiveStretch does for such bodies)."""
     vb = np.asarray(m.flex_vertbodyid)
-    jacp, _ = support.jac_batch(m, d, d.flexvert_xpos, vb)
-    return jp.einsum("ni,niv->v", frc, jacp)
+    return (np.asarray(m.body_simple)[vb] == 2) & (np.asarray(m.body_dofnum)[vb] == 3)
+
+
+def _vertex_qfrc(m: Model, d: Data, frc: jax.Array) -> jax.Array:
+    """(nv,) generalized force of world forces frc (nflexvert, 3) applied at the flex vertices (mj_applyFT): xmat' f
+    into the three dofs of a slider vertex body, J' f through the point Jacobian for the others."""
+    vb = np.asarray(m.flex_vertbodyid)
+    fast = _slider_vertices(m)
+    qfrc = jp.zeros(m.nv, frc.dtype)
+    if fast.any():
+        b = vb[fast]
+        loc = jp.einsum("nji,nj->ni", d.xmat[b], frc[fast])
+        qfrc = qfrc.at[np.asarray(m.body_dofadr)[b][:, None] + np.arange(3)].add(loc)
+    if (~fast).any():
+        jacp, _ = support.jac_batch(m, d, d.flexvert_xpos[~fast], vb[~fast])
+        qfrc = qfrc + jp.einsum("ni,niv->v", frc[~fast], jacp)
+    return qfrc
 
 
 def _stretch_forces(m: Model, d: Data, damper: bool) -> jax.Array:
@@ -225,21 +242,34 @@ def _bend_edges(m: Model) -> tuple:
     return static_memo(m, "flex_bend_edges", build)
 
 
+def _vertex_vel(m: Model, d: Data) -> jax.Array:
+    """(nflexvert, 3) world velocities of the flex vertices: xmat qvel of a slider vertex body's three dofs, the
+    point Jacobian times qvel for the others (zero on a static body)."""
+    vb = np.asarray(m.flex_vertbodyid)
+    fast = _slider_vertices(m)
+    vel = jp.zeros((m.nflexvert, 3), d.qvel.dtype)
+    if fast.any():
+        b = vb[fast]
+        q = d.qvel[np.asarray(m.body_dofadr)[b][:, None] + np.arange(3)]
+        vel = vel.at[np.nonzero(fast)[0]].set(jp.einsum("nij,nj->ni", d.xmat[b], q))
+    if (~fast).any():
+        jacp, _ = support.jac_batch(m, d, d.flexvert_xpos[~fast], vb[~fast])
+        vel = vel.at[np.nonzero(~fast)[0]].set(jacp @ d.qvel)
+    return vel
+
+
 def _bend_forces(m: Model, d: Data, damper: bool) -> jax.Array:
     """(nflexvert, 3) world forces of the discrete bending energy (dim 2): per interior edge with vertices
     x0..x3 (edge, flap) -(sum_j b[i, j] x_j + b16 c_i) with c the curved-reference directions (spring) or
-    -damping sum_j b[i, j] v_j with v the vertex velocities (damper); only vertices on 3-dof vertex bodies get them
-    (MuJoCo's pinned vertices absorb their share)."""
+    -damping sum_j b[i, j] v_j with v the vertices' world velocities (damper), on every vertex (pinned ones act on
+    their body, as MuJoCo 4.0 does)."""
     quads, rows, flexes = _bend_edges(m)
     frc = jp.zeros((m.nflexvert, 3), d.flexvert_xpos.dtype)
     if not len(rows):
         return frc
-    vb = np.asarray(m.flex_vertbodyid)
-    free = np.asarray(m.body_dofnum)[vb] == 3
     B = m.flex_bending[rows[:, None] + np.arange(16)].reshape(-1, 4, 4)
     if damper:
-        dadr = np.asarray(m.body_dofadr)[vb]
-        vel = jp.where(jp.asarray(free)[:, None], d.qvel[np.where(free, dadr, 0)[:, None] + np.arange(3)], 0.0)
+        vel = _vertex_vel(m, d)
         out = -m.flex_damping[flexes][:, None, None] * jp.einsum("nij,njx->nix", B, vel[quads])
     else:
         x = d.flexvert_xpos[quads]
@@ -247,7 +277,6 @@ def _bend_forces(m: Model, d: Data, damper: bool) -> jax.Array:
         c1, c2, c3 = jp.cross(ed[:, 1], ed[:, 2]), jp.cross(ed[:, 2], ed[:, 0]), jp.cross(ed[:, 0], ed[:, 1])
         c = jp.stack([-(c1 + c2 + c3), c1, c2, c3], axis=1)
         out = -(jp.einsum("nij,njx->nix", B, x) + m.flex_bending[rows + 16][:, None, None] * c)
-    out = jp.where(jp.asarray(free)[quads][:, :, None], out, 0.0)
     return frc.at[quads].add(out)
 
 
