@@ -1,11 +1,14 @@
 """Steps/s of a rope hanging from a pin and a cloth dropped on a plane: mjx_lite (batch 1 and a vmapped batch) beside
 MuJoCo C on one thread (mj_step in a Python loop; the loop's overhead is included, as in the other benchmarks).
 
-python benchmarks/flex_steps.py [--batch 64] [--steps 200] [--f64]
+python benchmarks/flex_steps.py [--batch 64] [--steps 200] [--f64] [--only TEXT]
 
-The rope: 20 points (19 slide-jointed bodies, 57 dofs), edge stiffness and damping. The cloth: 7 x 7 points
-(49 bodies, 147 dofs), edge equality constraints (84 rows) and one contact slot per vertex against the plane,
-dropped from 3 cm (it lies on the plane for most of the run). Each mjx_lite number is the best of 3 timed runs of one
+The scenes are mjx_lite/models/flex.py's builders (the ones tests/test_flex.py uses, larger). The rope: 20 points
+(19 slide-jointed bodies, 57 dofs), edge stiffness and damping. The cloth: 7 x 7 points (49 bodies, 147 dofs), edge
+equality constraints (84 rows) and one contact slot per vertex against the plane, dropped from 3 cm (it lies on the
+plane for most of the run). The elastic cloth: 7 x 7 points pinned at two corners (141 dofs), <elasticity> stretch
+and bending, no contacts. The soft cube: 3 x 3 x 3 points (81 dofs, 48 tetrahedra), <elasticity>, dropped on a
+plane. Each mjx_lite number is the best of 3 timed runs of one
 jitted `lax.scan` of `--steps` steps after a warm-up compile; MuJoCo's the best of 3 runs of the same steps.
 """
 
@@ -17,32 +20,14 @@ import jax.numpy as jp
 import mujoco
 import numpy as np
 
-ROPE = """
-<mujoco>
-  <option timestep="0.002"/>
-  <worldbody>
-    <flexcomp name="rope" type="grid" count="20 1 1" spacing=".03 .1 .1" pos="0 0 1" euler="0 60 0" dim="1"
-              mass="0.2" radius="0.005">
-      <edge stiffness="100" damping="0.02"/>
-      <contact contype="0" conaffinity="0"/>
-      <pin id="0"/>
-    </flexcomp>
-  </worldbody>
-</mujoco>
-"""
-CLOTH = """
-<mujoco>
-  <option timestep="0.002"/>
-  <worldbody>
-    <geom type="plane" size="1 1 .1"/>
-    <flexcomp name="cloth" type="grid" count="7 7 1" spacing=".04 .04 .04" pos="0 0 0.03" euler="5 3 0" dim="2"
-              mass="0.2" radius="0.005">
-      <edge equality="true" damping="0.01"/>
-      <contact selfcollide="none"/>
-    </flexcomp>
-  </worldbody>
-</mujoco>
-"""
+from mjx_lite.models import flex
+
+SCENES = {
+    "rope (20 points)": flex.rope(),
+    "cloth on plane (7x7)": flex.cloth_on_plane(),
+    "elastic cloth (7x7, stretch+bend)": flex.hanging_cloth(count=(7, 7), spacing=0.04, damping=1e-4),
+    "soft cube on plane (3x3x3)": flex.soft_box(count=(3, 3, 3), spacing=0.05),
+}
 
 
 def mujoco_rate(xml: str, steps: int) -> float:
@@ -86,11 +71,14 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--f64", action="store_true")
+    ap.add_argument("--only", default="", help="run the scenes whose name contains this text")
     a = ap.parse_args()
     if a.f64:
         jax.config.update("jax_enable_x64", True)
     print(f"backend {jax.default_backend()}, {'float64' if a.f64 else 'float32'}, {a.steps} steps")
-    for name, xml in (("rope (20 points)", ROPE), ("cloth on plane (7x7)", CLOTH)):
+    for name, xml in SCENES.items():
+        if a.only and a.only not in name:
+            continue
         c = mujoco_rate(xml, a.steps)
         r1, c1 = ours_rate(xml, a.steps, 1)
         rb, cb = ours_rate(xml, a.steps, a.batch)

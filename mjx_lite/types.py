@@ -519,7 +519,8 @@ SIZE_FIELDS = (
     "nmeshface", "nhfield", "nhfielddata", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "nmocap",
     "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nhistory",
     "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert",
-    "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexelemdata",
+    "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexelemdata", "nflexelemedge", "nflexstiffness",
+    "nflexbending",
 )  # fmt: skip
 
 
@@ -577,6 +578,9 @@ class Model:
     nflexedge: int = static_field(0)
     nflexelem: int = static_field(0)
     nflexelemdata: int = static_field(0)
+    nflexelemedge: int = static_field(0)
+    nflexstiffness: int = static_field(0)
+    nflexbending: int = static_field(0)
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
@@ -765,6 +769,18 @@ class Model:
     flexedge_invweight0: jax.Array = shaped("nflexedge")
     flexedge_length0: jax.Array = shaped("nflexedge")
     flexedge_rigid: np.ndarray = static_field(shape=("nflexedge",), dtype="bool")
+    # flex elasticity (<elasticity>, pipeline/flex.py): element f-local edge ids (dim 2: 3, dim 3: 6 per element,
+    # from flex_elemedgeadr[f]); per element the upper triangle of its edge metric (21 values from
+    # flex_stiffnessadr[f], stride 21 for dim 2 and 24 for dim 3; -1: no elasticity); per edge of a bending flex
+    # (dim 2) the 4 x 4 cotangent matrix and the curved-reference coefficient (17 values from flex_bendingadr[f]) and
+    # the two vertices opposite the edge (flex_edgeflap, -1 on a boundary)
+    flex_elemedge: np.ndarray = static_field(shape=("nflexelemedge",), dtype="int32")
+    flex_elemedgeadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_stiffness: jax.Array = shaped("nflexstiffness")
+    flex_stiffnessadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_bending: jax.Array = shaped("nflexbending")
+    flex_bendingadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_edgeflap: np.ndarray = static_field(shape=("nflexedge", 2), dtype="int32")
     # geom
     geom_aabb: jax.Array = shaped("ngeom", 6)
     geom_adhesion: jax.Array = shaped("ngeom")

@@ -1,5 +1,6 @@
-"""Flexes (<flexcomp> type="grid", dim 1 and 2) against MuJoCo 4.0: compiled fields, flex kinematics, edge forces,
-<equality><flex> rows, 100-step trajectories, gradients; refusals of what is not implemented."""
+"""Flexes (<flexcomp> type="grid", dim 1, 2 and 3) against MuJoCo 4.0: compiled fields, flex kinematics, edge forces,
+elasticity (stretch and bending), <equality><flex> rows, 100-step trajectories, gradients; refusals of what is not
+implemented."""
 
 import jax
 import jax.numpy as jp
@@ -9,25 +10,13 @@ import pytest
 
 import mjx_lite
 from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
+from mjx_lite.models import flex
 from mjx_lite.pipeline import constraint
 from tests import oracle
 
-# A rope (dim 1: edge stiffness and damping, first point pinned to the world) and a cloth (dim 2: edge equality and
-# edge damping, two corners pinned to a body), both without contacts (flex contacts are refused).
-ROPE = """
-<mujoco>
-  <option timestep="0.002"/>
-  <worldbody>
-    <geom type="plane" size="1 1 .1" contype="0" conaffinity="0"/>
-    <flexcomp name="rope" type="grid" count="6 1 1" spacing=".08 .1 .1" pos="0 0 1" euler="0 20 10" dim="1"
-              mass="0.3" radius="0.01">
-      <edge stiffness="40" damping="0.05"/>
-      <contact contype="0" conaffinity="0"/>
-      <pin id="0"/>
-    </flexcomp>
-  </worldbody>
-</mujoco>
-"""
+# A rope (dim 1: edge stiffness and damping, first point pinned to the world) and a cloth (dim 2: edge equality,
+# edge damping and bending elasticity, two corners pinned to a swinging body), both without contacts.
+ROPE = flex.rope(count=6, spacing=0.08, euler="0 20 10", mass=0.3, radius=0.01, stiffness=40, damping=0.05, plane=True)
 CLOTH = """
 <mujoco>
   <option timestep="0.002" solver="Newton"/>
@@ -39,6 +28,7 @@ CLOTH = """
       <flexcomp name="cloth" type="grid" count="4 3 1" spacing=".1 .1 .1" pos="0 0 -0.01" euler="90 0 0" dim="2"
                 mass="0.2" radius="0.005">
         <edge equality="true" damping="0.02" solref="0.01 1"/>
+        <elasticity young="2e4" poisson="0.2" thickness="0.01" elastic2d="bend" damping="0.01"/>
         <contact contype="2" conaffinity="0"/>
         <pin id="0 9"/>
       </flexcomp>
@@ -47,20 +37,12 @@ CLOTH = """
 </mujoco>
 """
 # A cloth dropped on a plane: flex vertices against the plane (the contacts mjx_lite implements for flexes).
-DROP = """
-<mujoco>
-  <option timestep="0.002"/>
-  <worldbody>
-    <geom type="plane" size="1 1 .1" friction="0.8"/>
-    <flexcomp name="cloth" type="grid" count="4 4 1" spacing=".05 .05 .05" pos="0 0 0.03" euler="5 3 0" dim="2"
-              mass="0.2" radius="0.005">
-      <edge equality="true" damping="0.01"/>
-      <contact selfcollide="none"/>
-    </flexcomp>
-  </worldbody>
-</mujoco>
-"""
-MODELS = {"rope": ROPE, "cloth": CLOTH, "drop": DROP}
+DROP = flex.cloth_on_plane(count=4, spacing=0.05, friction=0.8)
+# Elasticity: a 3x3 cloth hanging from two pinned corners (stretch and bending), a 2x2x2 soft cube (dim 3, six
+# tetrahedra) dropped on a plane.
+ELASTIC = flex.hanging_cloth()
+BOX = flex.soft_box()
+MODELS = {"rope": ROPE, "cloth": CLOTH, "drop": DROP, "elastic": ELASTIC, "box": BOX}
 FWD_RTOL, FWD_ATOL = 1e-9, 1e-9  # forward quantities at one state (float64, different operation order)
 TRAJ_ATOL = 1e-6  # qpos / qvel after 100 steps (round-off grows through the constraint solver)
 
@@ -205,9 +187,12 @@ _GRID = '<flexcomp name="f" count="3 3 1" spacing=".1 .1 .1" {attrs}>{kids}</fle
 @pytest.mark.parametrize("attrs,kids,what", [
     ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="true"/>', None),
     ('type="box" dim="2"', '', "type='box'"),
-    ('dim="3"', '', "dim='3'"),
+    ('dim="3"', '<contact contype="0" conaffinity="0"/><elasticity young="1e3" poisson="0.2"/>', None),
     ('dof="radial" dim="2"', '', "dof='radial'"),
-    ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', "young"),
+    ('dim="1"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', "young"),
+    ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" thickness=".1" elastic2d="both"/>',
+     None),
+    ('dim="3"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" yield="0.1"/>', "yield"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="vert"/>', "equality='vert'"),
     ('dim="2"', '', "selfcollide='auto'"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity shear="1"/>', "shear"),
@@ -242,3 +227,60 @@ def test_edge_stiffness_on_cloth_is_an_error_as_in_mujoco():
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError, match="edge stiffness only available for dim=1"):
         mjx_lite.load_mjcf_string(xml)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["elastic", "box"])
+def test_elasticity_vmap_and_grad(models, name):
+    """d(mean vertex height after 20 steps)/d(scale of flex_stiffness) is finite and equals central differences (the
+    hanging cloth from a perturbed state; the soft cube from a state in contact with the plane); vmapped rollouts
+    over the scale equal unbatched ones."""
+    m, mjm = models[name]
+    qpos, qvel = _state(mjm, 0)
+    d0 = mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel)
+
+    def height(s):
+        mm = m.replace(flex_stiffness=s * m.flex_stiffness, flex_bending=s * m.flex_bending)
+        d = jax.lax.scan(lambda d, _: (mjx_lite.step(mm, d), None), d0, None, length=20)[0]
+        return jp.mean(d.flexvert_xpos[:, 2])
+
+    f = jax.jit(height)
+    g = float(jax.jit(jax.grad(height))(1.0))
+    h = 1e-4
+    fd = (float(f(1.0 + h)) - float(f(1.0 - h))) / (2 * h)
+    assert np.isfinite(g) and g != 0
+    np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-10)
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(height))(jp.array([0.5, 1.0]))),
+                               [float(f(0.5)), float(f(1.0))], rtol=1e-12, atol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("elasticity,option,what", [
+    ('young="1e4" poisson="0.3" thickness="0.01" elastic2d="both"', 'integrator="implicitfast"', "implicit"),
+    ('young="1e4" poisson="0.5" thickness="0.01" elastic2d="stretch"', "", "Poisson ratio"),
+    ('young="1e4" poisson="0.3" elastic2d="bend"', "", "positive thickness"),
+])  # fmt: skip
+def test_elasticity_errors_as_in_mujoco(elasticity, option, what):
+    xml = flex.hanging_cloth().replace("<option ", f"<option {option} ")
+    a = xml.index("<elasticity")
+    xml = xml[:a] + f"<elasticity {elasticity}/>" + xml[xml.index("/>", a) + 2 :]
+    with pytest.raises(ValueError):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError, match=what):
+        mjx_lite.load_mjcf_string(xml)
+
+
+@pytest.mark.slow
+def test_more_than_50_vertices_on_a_plane(fwd):
+    """An 8x8 cloth lying on a plane: MuJoCo 4.0 keeps all 64 vertex contacts of the plane-flex pair (no selection
+    of 50); the same contacts and qacc."""
+    xml = flex.cloth_on_plane(count=8, spacing=0.04)
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(80):
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon == 64
+    d = fwd(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy()))
+    act = np.asarray(d.contact.active)
+    assert sorted(np.asarray(d.contact.vert)[act, 1].tolist()) == sorted(mjd.contact.vert[:, 1].tolist())
+    np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, rtol=FWD_RTOL, atol=1e-8)

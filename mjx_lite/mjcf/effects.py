@@ -422,6 +422,12 @@ def _table() -> dict[str, dict]:
         t[key] = {a: visual[a] if key == "flexcomp" and a in visual else NAME if a == "name"
                   else Compiler(f"<{key}> {a}: what mjcf/flexcomp.py builds (flex_*, vertex bodies and joints) or "
                                 "refuses by name") for a in sc.SCHEMA[key]}  # fmt: skip
+    if "flexcomp/elasticity" in sc.SCHEMA:  # dim 2 / 3 elasticity (pipeline/flex.py); rods, yield: refused by name
+        el = t["flexcomp/elasticity"]
+        el.update({a: model("flex_stiffness", "flex_bending") for a in ("young", "poisson", "thickness", "elastic2d")
+                   if a in el})  # fmt: skip
+        if "damping" in el:
+            el["damping"] = model("flex_damping")
     if "equality/flex" in sc.SCHEMA:
         t["equality/flex"] = {**{a: v for a, v in _EQ.items() if a in sc.SCHEMA["equality/flex"]},
                               "flex": model("eq_obj1id")}  # fmt: skip

@@ -20,7 +20,12 @@ import numpy as np
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 
-_LOCAL_EDGES = {1: ((0, 1),), 2: ((1, 2), (2, 0), (0, 1))}
+_LOCAL_EDGES = {1: ((0, 1),), 2: ((1, 2), (2, 0), (0, 1)), 3: ((0, 1), (1, 2), (2, 0), (2, 3), (0, 3), (1, 3))}
+# the two faces (element-local vertices) whose normals span the strain basis of each element edge (MuJoCo's stencils)
+_FACES = {2: ((1, 2), (2, 0), (0, 1)), 3: ((2, 1, 0), (0, 1, 3), (1, 2, 3), (2, 0, 3))}
+_EDGE_FACES = {2: ((1, 2), (2, 0), (0, 1)), 3: ((2, 3), (1, 3), (2, 1), (1, 0), (0, 2), (0, 3))}
+STIFFNESS_STRIDE = {2: 21, 3: 24}  # flex_stiffness values per element (the upper triangle of the edge metric first)
+BENDING_STRIDE = 17
 
 
 def records(root: Element) -> list[dict]:
@@ -40,6 +45,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                                             "selfcollide", "friction", "solmix", "solref", "solimp", "margin",
                                             "gap")}  # fmt: skip
     vertbodyid, vert, edges, elems, erigid = [], [], [], [], []
+    elemedge, elemedgeadr, stiff, stiffadr, bend, bendadr, flaps = [], [], [], [], [], [], []
     bodies = ctx.ids.get("body", {})
     weld = np.asarray(A["body_weldid"])
     for f, r in enumerate(recs):
@@ -56,7 +62,12 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
             ids.append(0 if b == "world" else bodies[b])
         _check_vertex_bodies(ctx, r, ids)
         _check_contacts(ctx, r)
-        elem = np.asarray(r["elem"], np.int64).reshape(-1, dim + 1)
+        elem = np.array(r["elem"], np.int64).reshape(-1, dim + 1)
+        point = np.asarray(r["point"], float).reshape(-1, 3)
+        if dim == 3:  # tetrahedra reordered so that their faces point outwards (mjCFlex::Compile)
+            x = point[elem]
+            flip = np.einsum("ni,ni->n", np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0]), x[:, 3] - x[:, 0]) > 0
+            elem[flip, 1], elem[flip, 2] = elem[flip, 2].copy(), elem[flip, 1].copy()
         local: dict[tuple[int, int], int] = {}
         fedges = []
         for e in elem:
@@ -65,6 +76,14 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                 if pair not in local:
                     local[pair] = len(fedges)
                     fedges.append(pair)
+                elemedge.append(local[pair])
+        elemedgeadr.append(len(elemedge) - len(elem) * len(_LOCAL_EDGES[dim]))
+        k, b, flap = _elasticity(ctx, r, point, elem, fedges)
+        stiffadr.append(sum(len(x) for x in stiff) if len(k) else -1)
+        bendadr.append(sum(len(x) for x in bend) if len(b) else -1)
+        stiff.append(k)
+        bend.append(b)
+        flaps.append(flap)
         arr["dim"].append(dim)
         arr["vertadr"].append(len(vertbodyid))
         arr["vertnum"].append(len(ids))
@@ -105,7 +124,14 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flex_centered"] = np.asarray(arr["centered"], bool).reshape(n)
     A["flex_rigid"] = np.zeros(n, bool)  # (rigid flexcomps are refused)
     A["flex_interp"] = np.zeros(n, i32)
-    A["flex_damping"] = np.zeros(n)  # (<elasticity damping> is refused)
+    A["flex_damping"] = np.asarray([r["damping"] for r in recs], float).reshape(n)
+    A["flex_elemedge"] = np.asarray(elemedge, i32)
+    A["flex_elemedgeadr"] = np.asarray(elemedgeadr, i32).reshape(n)
+    A["flex_stiffness"] = np.concatenate([np.zeros(0)] + stiff)
+    A["flex_stiffnessadr"] = np.asarray(stiffadr, i32).reshape(n)
+    A["flex_bending"] = np.concatenate([np.zeros(0)] + bend)
+    A["flex_bendingadr"] = np.asarray(bendadr, i32).reshape(n)
+    A["flex_edgeflap"] = np.concatenate([np.zeros((0, 2), i32)] + flaps).astype(i32)
     A["flex_vertbodyid"] = np.asarray(vertbodyid, i32)
     A["flex_vert"] = np.concatenate(vert).reshape(-1, 3) if vert else np.zeros((0, 3))
     A["flex_edge"] = np.asarray(edges, i32).reshape(-1, 2)
@@ -114,7 +140,128 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flexedge_length0"] = np.zeros(len(edges))
     A["flexedge_invweight0"] = np.zeros(len(edges))
     ctx.sizes.update(nflex=n, nflexvert=len(vertbodyid), nflexedge=len(edges), nflexelem=int(sum(arr["elemnum"])),
-                     nflexelemdata=len(elems))  # fmt: skip
+                     nflexelemdata=len(elems), nflexelemedge=len(elemedge), nflexstiffness=len(A["flex_stiffness"]),
+                     nflexbending=len(A["flex_bending"]))  # fmt: skip
+
+
+def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray, fedges: list) -> tuple:
+    """(flex_stiffness part, flex_bending part, flex_edgeflap part) of one flex from its <elasticity>, as
+    mjCFlex::Compile (MuJoCo 4.0's elastic constants), from the vertex positions `point` (nvert, 3) in the parent's
+    frame (the metric depends on the shape only):
+      - stretch (dim 3; dim 2 with elastic2d 'stretch' or 'both'): per element, with volume (area) V, thickness t
+        (1 for dim 3), shear modulus mu = E / (2 (1 + nu)) and lambda = E nu / ((1 + nu)(1 - 2 nu)) (dim 3) or the
+        plane-stress E nu / (1 - nu^2) (dim 2), and per edge e the symmetric strain basis B_e (the symmetrized outer
+        product of the normals of the two faces that do not contain the edge, scaled by the element volume):
+        K[e1, e2] = V t (mu tr(B_e1 B_e2) + lambda / 2 tr(B_e1) tr(B_e2)), stored as its upper triangle;
+      - bending (dim 2 with elastic2d 'bend' or 'both'): per interior edge (v0, v1) with opposite vertices v2, v3, the
+        cotangent-weight matrix c c' cos(theta) D / (A1 + A2) (plate rigidity D = E t^3 / (12 (1 - nu^2))) and the
+        curved-reference coefficient (zero on a flat reference).
+    A flex without young > 0 gets no stiffness (address -1) and edge flaps of -1."""
+    dim, young, nu, t, e2d = r["dim"], r["young"], r["poisson"], r["thickness"], r["elastic2d"]
+    where = (r["file"], r["line"], "flexcomp")
+    nedge = len(fedges)
+    flaps = np.full((nedge, 2), -1)
+    if dim == 1:
+        return np.zeros(0), np.zeros(0), flaps
+    if e2d:
+        if t <= 0:
+            raise MJCFError("2d elasticity requires positive thickness", *where, "thickness")
+        if nu < 0 or nu >= 0.5:
+            raise MJCFError("Poisson ratio must be in [0, 0.5)", *where, "poisson")
+        if dim != 2:
+            raise MJCFError("2d elasticity requires 2d flex", *where, "elastic2d")
+    if young <= 0:
+        return np.zeros(0), np.zeros(0), flaps
+    if nu < 0 or nu >= 0.5:
+        raise MJCFError("Poisson ratio must be in [0, 0.5)", *where, "poisson")
+    stride = STIFFNESS_STRIDE[dim]
+    stiff = np.zeros(stride * len(elem))
+    mu = young / (2 * (1 + nu))
+    if dim == 3 or (e2d >= 2 and t > 0):
+        lam = young * nu / ((1 + nu) * (1 - 2 * nu)) if dim == 3 else young * nu / (1 - nu * nu)
+        thick = 1.0 if dim == 3 else t
+        iu = np.triu_indices(len(_LOCAL_EDGES[dim]))
+        for i, el in enumerate(elem):
+            B, vol = _strain_basis(point[el], dim)
+            tr = np.trace(B, axis1=1, axis2=2)
+            K = abs(vol) * thick * (mu * np.einsum("aij,bji->ab", B, B) + 0.5 * lam * np.outer(tr, tr))
+            stiff[stride * i : stride * i + len(iu[0])] = K[iu]
+    bend = np.zeros(0)
+    if dim == 2 and e2d in (1, 3):
+        quads = _flaps(elem, nedge)
+        flaps = quads[:, 2:].copy()
+        D = young * t**3 / (12 * (1 - nu * nu))
+        bend = np.zeros(BENDING_STRIDE * nedge)
+        for e, q in enumerate(quads):
+            if q[3] >= 0:
+                bend[BENDING_STRIDE * e : BENDING_STRIDE * (e + 1)] = _bending(point, q, D)
+    if ctx.option["integrator"] in (2, 3) and (np.any(stiff != 0) or bend.size):
+        raise MJCFError("flex elasticity is no longer integrated implicitly under integrator='implicit' (MuJoCo 4.0: "
+                        "use Euler or RK4)", *where)  # fmt: skip
+    return stiff, bend, flaps
+
+
+def _strain_basis(x: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
+    """Per element edge the strain basis (nedge, 3, 3) of the element with vertices x ((dim + 1), 3), and its
+    signed volume (dim 3) or area (dim 2)."""
+    if dim == 2:
+        vol = 0.5 * np.linalg.norm(np.cross(x[1] - x[0], x[2] - x[0]))
+        out = []
+        for fl, fr in _EDGE_FACES[2]:
+            el = x[_FACES[2][fl][0]] - x[_FACES[2][fl][1]]
+            er = x[_FACES[2][fr][1]] - x[_FACES[2][fr][0]]
+            n = np.cross(er, el)
+            n = n / np.linalg.norm(n)
+            bl, br = np.cross(n, el), np.cross(er, n)
+            out.append((np.outer(bl, br) + np.outer(br, bl)) / (8 * vol * vol))
+        return np.asarray(out), vol
+    vol = np.cross(x[1] - x[0], x[2] - x[0]) @ (x[3] - x[0]) / 6
+    normals = [np.cross(x[f[1]] - x[f[0]], x[f[2]] - x[f[0]]) for f in _FACES[3]]
+    out = [(np.outer(normals[a], normals[b]) + np.outer(normals[b], normals[a])) / (72 * vol * vol)
+           for a, b in _EDGE_FACES[3]]  # fmt: skip
+    return np.asarray(out), vol
+
+
+def _flaps(elem: np.ndarray, nedge: int) -> np.ndarray:
+    """(nedge, 4) per edge: its two vertices in the order of the first triangle that has it, the vertex of that
+    triangle opposite it, the opposite vertex of the second triangle (-1 on a boundary)."""
+    quads = np.full((nedge, 4), -1)
+    seen: dict[tuple[int, int], int] = {}
+    for tri in elem:
+        for a, b in _LOCAL_EDGES[2]:
+            pair = (int(min(tri[a], tri[b])), int(max(tri[a], tri[b])))
+            opp = int(tri[(b + 1) % 3])
+            if pair not in seen:
+                seen[pair] = len(seen)
+                quads[seen[pair]] = (tri[a], tri[b], opp, -1)
+            else:
+                quads[seen[pair], 3] = opp
+    return quads
+
+
+def _bending(x: np.ndarray, q: np.ndarray, D: float) -> np.ndarray:
+    """17 bending values of the interior edge with flap q = (v0, v1, v2, v3) (Wardetzky's cotangent operator and the
+    curved-reference term of Garg et al.'s cubic shells)."""
+
+    def cot(a, b, c):
+        e1, e2 = x[b] - x[a], x[c] - x[a]
+        return (e1 @ e2) / np.linalg.norm(np.cross(e1, e2))
+
+    def area(a, b, c):
+        return 0.5 * np.linalg.norm(np.cross(x[b] - x[a], x[c] - x[a]))
+
+    v0, v1, v2, v3 = (int(i) for i in q)
+    a01, a02, a03, a04 = cot(v0, v1, v2), cot(v0, v3, v1), cot(v1, v2, v0), cot(v1, v0, v3)
+    c = np.array([a03 + a04, a01 + a02, -(a01 + a03), -(a02 + a04)])
+    k = D / (area(v0, v1, v2) + area(v1, v0, v3))
+    e0, e1, e2, e3, e4 = x[v1] - x[v0], x[v2] - x[v0], x[v3] - x[v0], x[v2] - x[v1], x[v3] - x[v1]
+    t0, t1 = -(a03 * e1 + a01 * e3), -(a04 * e2 + a02 * e4)
+    sqr = e0 @ e0
+    cos_theta = -(t0 @ t1) / sqr
+    out = np.zeros(BENDING_STRIDE)
+    out[:16] = (np.outer(c, c) * cos_theta * k).reshape(-1)
+    out[16] = (np.cross(e0, e1) @ e2) * (a01 - a03) * (a04 - a02) * k / (sqr * np.sqrt(sqr))
+    return out
 
 
 def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
@@ -140,8 +287,7 @@ _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes).
     Refused: self-collisions (contype & conaffinity with selfcollide other than 'none'), contacts with any other
-    geom type the contype/conaffinity filter lets through, and a flex of more than 50 vertices against a plane
-    (MuJoCo keeps a selection of 50 contacts per geom-flex pair)."""
+    geom type the contype/conaffinity filter lets through."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none":
@@ -156,10 +302,6 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
             raise MJCFUnsupportedError(f"flex contacts with {_GEOM_NAMES[gtype[g]]} geoms are not supported by mjx_lite"
                                        f" (only planes): flex '{r['name']}' can collide with geom {int(g)}; set the "
                                        "flexcomp's <contact contype/conaffinity> to match planes only", *where)
-        if len(r["vertbody"]) > 50:
-            raise MJCFUnsupportedError(f"flex '{r['name']}' has {len(r['vertbody'])} vertices that can touch plane "
-                                       f"geom {int(g)}: MuJoCo keeps a selection of 50 contacts per geom-flex pair, "
-                                       "which mjx_lite does not implement (at most 50 vertices)", *where)  # fmt: skip
 
 
 def constants(ctx: CompileContext, st) -> np.ndarray:

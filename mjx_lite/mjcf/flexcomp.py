@@ -3,22 +3,27 @@
 What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco` in tests/test_flex.py):
   - points of a `type="grid"` flexcomp: dim 1, count[0] points spacing[0] apart along x, centred at the origin,
     elements (i, i + 1); dim 2, count[0] x count[1] points (point ix * count[1] + iy), two triangles per grid cell
-    ((v00, v10, v11), (v00, v11, v01)); then posed by the flexcomp's pos / orientation in the parent body's frame;
+    ((v00, v10, v11), (v00, v11, v01)); dim 3, count[0] x count[1] x count[2] points (point (ix * count[1] + iy) *
+    count[2] + iz), six tetrahedra per grid cell (_CUBE_TETS); then posed by the flexcomp's pos / orientation in the
+    parent body's frame;
   - pinned points (<pin id range grid gridrange>) stay vertices of the parent body (their offset kept in the
     flex's vertex array); every other point i becomes a child body "<name>_<i>" at the point, with mass
     mass / npoint, diagonal inertia mass / npoint * 2 inertiabox^2 / 3 and three slide joints (x, y, z) that take
     the enclosing default class (childclass) as any joint written there would;
   - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
-    edge equality constraint from it).
+    edge equality constraint from it);
+  - <elasticity young poisson damping thickness elastic2d> of dim 2 and 3 flexes go into the record (mjcf/flex.py
+    compiles flex_stiffness / flex_bending / flex_damping from them).
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: other types (box,
-mesh, gmsh, direct, ...), dim 3, dof other than "full", rigid flexcomps, <elasticity> (young / damping: flex
-stretch and bending forces), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex contacts other
-than vertices against planes (self-collisions, other geom types).
+mesh, gmsh, direct, ...), dof other than "full", rigid flexcomps, <elasticity> of dim 1 flexes (rods) and its
+section / shear / yield (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex contacts
+other than vertices against planes (self-collisions, other geom types).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -30,11 +35,14 @@ from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 MINVAL = 1e-15
 _ORIENT = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
+# the six tetrahedra of a grid cell (corners 0-3: the z = 0 face counter-clockwise from the origin, 4-7 above them)
+_CUBE_TETS = ((0, 3, 1, 7), (0, 1, 4, 7), (1, 3, 2, 7), (1, 2, 6, 7), (1, 5, 4, 7), (1, 6, 5, 7))
 
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
-    return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: type='grid', dim 1 or 2, "
-                                "dof='full', edge stiffness/damping/equality='true', contacts with planes)", raw.file,
+    return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: type='grid', dim 1, 2 or 3, "
+                                "dof='full', edge stiffness/damping/equality='true', <elasticity> for dim 2 and 3, "
+                                "contacts with planes)", raw.file,
                                 raw.line, raw.tag, attr)  # fmt: skip
 
 
@@ -74,8 +82,6 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
     dim = int(w.get("dim", 2))
     if dim < 1 or dim > 3:
         raise _err(raw, "Invalid dim, must be between 1 and 3", "dim")
-    if dim == 3:
-        raise _refuse(raw, "<flexcomp dim='3'> (volumetric soft bodies)", "dim")
     dof = w.get("dof", "full")
     if dof != "full":
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
@@ -96,14 +102,16 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
     cont = written(kids["contact"][0], "flexcomp/contact") if "contact" in kids else {}
     equality = {"false": 0, "true": 1, "vert": 2, "strain": 3}[edge.get("equality", "false")]
     young, edamp = float(elast.get("young", 0.0)), float(elast.get("damping", 0.0))
-    if elast.get("elastic2d", "none") != 1 and equality and young > 0:
+    poisson, thickness = float(elast.get("poisson", 0.0)), float(elast.get("thickness", -1.0))
+    elastic2d = {"none": 0, "bend": 1, "stretch": 2, "both": 3}[elast.get("elastic2d", "none")]
+    if elastic2d != 1 and equality and young > 0:
         raise _err(raw, "flex constraints and elasticity (young) cannot both be present")
     for a in ("section", "sectionsize", "shear", "yield"):
         if a in elast:
-            raise _refuse(kids["elasticity"][0], f"<elasticity {a}=...> (flex elasticity)", a)
-    if young != 0 or edamp != 0:
+            raise _refuse(kids["elasticity"][0], f"<elasticity {a}=...> (rod sections, shear and plasticity)", a)
+    if dim == 1 and (young != 0 or edamp != 0):
         el = kids["elasticity"][0]
-        raise _refuse(el, "<elasticity young/damping> (flex stretch and bending forces)",
+        raise _refuse(el, "<elasticity young/damping> on a dim=1 flexcomp (rod bending and twist)",
                       "young" if young != 0 else "damping")  # fmt: skip
     if equality > 1:
         raise _refuse(kids["edge"][0], f"<edge equality='{edge['equality']}'> (vertex / strain flex constraints)",
@@ -159,18 +167,20 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
         if a < 0 or a >= npnt or b < 0 or b >= npnt:
             raise _err(raw, "pinrange out of range")
         pinned[a : b + 1] = True
+    def grid_id(ijk):
+        return ijk[0] * count[1] + ijk[1] if dim == 2 else (ijk[0] * count[1] + ijk[1]) * count[2] + ijk[2]
+
     for i in range(0, len(pingrid), dim):
-        ix, iy = pingrid[i], pingrid[i + 1]
-        if not (0 <= ix < count[0] and 0 <= iy < count[1]):
+        ijk = pingrid[i : i + dim]
+        if any(ijk[k] < 0 or ijk[k] >= count[k] for k in range(dim)):
             raise _err(raw, "pingrid out of range")
-        pinned[ix * count[1] + iy] = True
-    for i in range(0, len(pingridrange), 4):
-        r = pingridrange[i : i + 4]
-        if any(r[k] < 0 or r[k] >= count[k % 2] for k in range(4)):
+        pinned[grid_id(ijk)] = True
+    for i in range(0, len(pingridrange), 2 * dim):
+        r = pingridrange[i : i + 2 * dim]
+        if any(r[k] < 0 or r[k] >= count[k % dim] for k in range(2 * dim)):
             raise _err(raw, "pingridrange out of range")
-        for ix in range(r[0], r[2] + 1):
-            for iy in range(r[1], r[3] + 1):
-                pinned[ix * count[1] + iy] = True
+        for ijk in itertools.product(*[range(r[k], r[k + dim] + 1) for k in range(dim)]):
+            pinned[grid_id(ijk)] = True
     if pinned.all():
         raise _refuse(raw, "a <flexcomp> with every point pinned (a rigid flex: collision only)", "pin")
     centered = not pinned.any()
@@ -188,6 +198,8 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
             vertbody.append(bname)
     return {
         "name": name, "dim": dim, "vertbody": vertbody, "parent": pname, "vert": vert, "centered": centered,
+        "point": point, "young": young, "poisson": poisson, "damping": edamp, "thickness": thickness,
+        "elastic2d": elastic2d,
         "elem": element.reshape(-1).astype(np.int64), "radius": radius, "group": int(w.get("group", 0)),
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
         "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
@@ -232,6 +244,13 @@ def _grid(dim: int, count: list, spacing: list) -> tuple[np.ndarray, np.ndarray]
             pts.append((spacing[0] * (ix - 0.5 * (count[0] - 1)), 0.0, 0.0))
             if ix < count[0] - 1:
                 elem.append((ix, ix + 1))
+    elif dim == 3:
+        for ix, iy, iz in itertools.product(range(count[0]), range(count[1]), range(count[2])):
+            pts.append(tuple(spacing[k] * (i - 0.5 * (count[k] - 1)) for k, i in enumerate((ix, iy, iz))))
+            if ix < count[0] - 1 and iy < count[1] - 1 and iz < count[2] - 1:
+                corner = [((ix + a) * count[1] + iy + b) * count[2] + iz + c
+                          for c, (a, b) in itertools.product((0, 1), ((0, 0), (1, 0), (1, 1), (0, 1)))]
+                elem += [tuple(corner[k] for k in t) for t in _CUBE_TETS]
     else:
         c1, c2 = count[1], count[2]
         for ix in range(count[0]):

@@ -27,8 +27,8 @@ from mjx_lite._struct import static_memo
 from mjx_lite.pipeline import support
 from mjx_lite.types import Data, Model
 
-__all__ = ["edge_damper", "edge_flex", "edge_rows", "edge_spring", "edge_vertices", "equality_edges", "flex",
-           "flex_velocity"]
+__all__ = ["edge_damper", "edge_flex", "edge_rows", "edge_spring", "edge_vertices", "elastic_damper", "elastic_spring",
+           "equality_edges", "flex", "flex_velocity"]
 
 
 def edge_flex(m: Model) -> np.ndarray:
@@ -123,3 +123,176 @@ def edge_rows(m: Model, d: Data, edges: np.ndarray) -> tuple[jax.Array, jax.Arra
     diagA = flexedge_invweight0."""
     return d.flexedge_J[edges], d.flexedge_length[edges] - m.flexedge_length0[edges], m.flexedge_invweight0[edges]
 
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# flex elasticity (mj_springdamper's flex part: stretch of dim 2 / dim 3 elements, bending of dim 2 flexes)
+
+_ELEM_EDGES = {2: ((1, 2), (2, 0), (0, 1)), 3: ((0, 1), (1, 2), (2, 0), (2, 3), (0, 3), (1, 3))}
+_STRIDE = {2: 21, 3: 24}
+
+
+def _stretch_groups(m: Model) -> list[tuple]:
+    """Static per element dimension (2, 3) with stiffness: (global vertex ids (n, dim + 1), global edge ids (n, ne),
+    flex ids (n,), flex_stiffness index of the full (ne, ne) metric (n, ne, ne))."""
+
+    def build(m):
+        out = []
+        dims = np.asarray(m.flex_dim)
+        for dim in (2, 3):
+            ne = len(_ELEM_EDGES[dim])
+            iu = np.triu_indices(ne)
+            tri = np.zeros((ne, ne), np.int64)
+            tri[iu] = np.arange(len(iu[0]))
+            tri = np.triu(tri) + np.triu(tri, 1).T
+            verts, edges, flexes, kidx = [], [], [], []
+            for f in range(m.nflex):
+                sadr = int(np.asarray(m.flex_stiffnessadr)[f])
+                if dims[f] != dim or sadr < 0 or np.asarray(m.flex_rigid)[f]:
+                    continue
+                n = int(np.asarray(m.flex_elemnum)[f])
+                el = np.asarray(m.flex_elem)[int(np.asarray(m.flex_elemdataadr)[f]):][: n * (dim + 1)]
+                ee = np.asarray(m.flex_elemedge)[int(np.asarray(m.flex_elemedgeadr)[f]):][: n * ne]
+                verts.append(el.reshape(n, dim + 1) + int(np.asarray(m.flex_vertadr)[f]))
+                edges.append(ee.reshape(n, ne) + int(np.asarray(m.flex_edgeadr)[f]))
+                flexes.append(np.full(n, f))
+                kidx.append(sadr + _STRIDE[dim] * np.arange(n)[:, None, None] + tri[None])
+            if verts:
+                out.append((dim, np.concatenate(verts), np.concatenate(edges), np.concatenate(flexes),
+                            np.concatenate(kidx)))  # fmt: skip
+        return out
+
+    return static_memo(m, "flex_stretch_groups", build)
+
+
+def _slider_vertices(m: Model) -> np.ndarray:
+    """Static (nflexvert,) bool: the vertex's body is MuJoCo's simple slider body (body_simple 2: a flexcomp vertex
+    body with three slide joints on a static parent), whose three dofs take xmat' f of a force f at the vertex (as
+    mj_flexPassiveStretch does for such bodies)."""
+    vb = np.asarray(m.flex_vertbodyid)
+    return (np.asarray(m.body_simple)[vb] == 2) & (np.asarray(m.body_dofnum)[vb] == 3)
+
+
+def _vertex_qfrc(m: Model, d: Data, frc: jax.Array) -> jax.Array:
+    """(nv,) generalized force of world forces frc (nflexvert, 3) applied at the flex vertices (mj_applyFT): xmat' f
+    into the three dofs of a slider vertex body, J' f through the point Jacobian for the others."""
+    vb = np.asarray(m.flex_vertbodyid)
+    fast = _slider_vertices(m)
+    qfrc = jp.zeros(m.nv, frc.dtype)
+    if fast.any():
+        b = vb[fast]
+        loc = jp.einsum("nji,nj->ni", d.xmat[b], frc[fast])
+        qfrc = qfrc.at[np.asarray(m.body_dofadr)[b][:, None] + np.arange(3)].add(loc)
+    if (~fast).any():
+        jacp, _ = support.jac_batch(m, d, d.flexvert_xpos[~fast], vb[~fast])
+        qfrc = qfrc + jp.einsum("ni,niv->v", frc[~fast], jacp)
+    return qfrc
+
+
+def _stretch_forces(m: Model, d: Data, damper: bool) -> jax.Array:
+    """(nflexvert, 3) world forces at the vertices of the stretch term: per element, s = K elongation and the force
+    -s_e (x_a - x_b) on the first vertex a of edge e, +s_e (x_a - x_b) on the second; spring elongation l^2 - l0^2,
+    damper elongation (l^2 - (l - v dt)^2) damping / dt (Rayleigh damping, Kharevych et al.)."""
+    frc = jp.zeros((m.nflexvert, 3), d.flexvert_xpos.dtype)
+    x = d.flexvert_xpos
+    length = d.flexedge_length
+    dt = m.opt.timestep
+    for dim, verts, edges, flexes, kidx in _stretch_groups(m):
+        K = m.flex_stiffness[kidx]
+        ln = length[edges]
+        if damper:
+            vel = (d.flexedge_J @ d.qvel)[edges]
+            kD = jp.where(dt > 0, m.flex_damping[flexes] / jp.where(dt > 0, dt, 1.0), 0.0)
+            prev = ln - vel * dt
+            elong = (ln * ln - prev * prev) * kD[:, None]
+        else:
+            l0 = m.flexedge_length0[edges]
+            elong = ln * ln - l0 * l0
+        s = jp.einsum("nab,na->nb", K, elong)
+        pa = np.asarray([a for a, _ in _ELEM_EDGES[dim]])
+        pb = np.asarray([b for _, b in _ELEM_EDGES[dim]])
+        g = x[verts[:, pa]] - x[verts[:, pb]]
+        f = s[:, :, None] * g
+        frc = frc.at[verts[:, pa]].add(-f).at[verts[:, pb]].add(f)
+    return frc
+
+
+def _bend_edges(m: Model) -> tuple:
+    """Static interior edges of bending flexes: (global vertex ids (n, 4): edge (sorted), flap, flex_bending
+    row start (n,), flex ids (n,))."""
+
+    def build(m):
+        quads, rows, flexes = [], [], []
+        for f in range(m.nflex):
+            badr = int(np.asarray(m.flex_bendingadr)[f])
+            if np.asarray(m.flex_dim)[f] != 2 or badr < 0 or np.asarray(m.flex_rigid)[f]:
+                continue
+            eadr, num = int(np.asarray(m.flex_edgeadr)[f]), int(np.asarray(m.flex_edgenum)[f])
+            vadr = int(np.asarray(m.flex_vertadr)[f])
+            for e in range(num):
+                flap = np.asarray(m.flex_edgeflap)[eadr + e]
+                if flap[1] < 0:
+                    continue
+                quads.append(np.concatenate([np.asarray(m.flex_edge)[eadr + e], flap]) + vadr)
+                rows.append(badr + 17 * e)
+                flexes.append(f)
+        return (np.asarray(quads, np.int64).reshape(-1, 4), np.asarray(rows, np.int64),
+                np.asarray(flexes, np.int64))  # fmt: skip
+
+    return static_memo(m, "flex_bend_edges", build)
+
+
+def _vertex_vel(m: Model, d: Data) -> jax.Array:
+    """(nflexvert, 3) world velocities of the flex vertices: xmat qvel of a slider vertex body's three dofs, the
+    point Jacobian times qvel for the others (zero on a static body)."""
+    vb = np.asarray(m.flex_vertbodyid)
+    fast = _slider_vertices(m)
+    vel = jp.zeros((m.nflexvert, 3), d.qvel.dtype)
+    if fast.any():
+        b = vb[fast]
+        q = d.qvel[np.asarray(m.body_dofadr)[b][:, None] + np.arange(3)]
+        vel = vel.at[np.nonzero(fast)[0]].set(jp.einsum("nij,nj->ni", d.xmat[b], q))
+    if (~fast).any():
+        jacp, _ = support.jac_batch(m, d, d.flexvert_xpos[~fast], vb[~fast])
+        vel = vel.at[np.nonzero(~fast)[0]].set(jacp @ d.qvel)
+    return vel
+
+
+def _bend_forces(m: Model, d: Data, damper: bool) -> jax.Array:
+    """(nflexvert, 3) world forces of the discrete bending energy (dim 2): per interior edge with vertices
+    x0..x3 (edge, flap) -(sum_j b[i, j] x_j + b16 c_i) with c the curved-reference directions (spring) or
+    -damping sum_j b[i, j] v_j with v the vertices' world velocities (damper), on every vertex (pinned ones act on
+    their body, as MuJoCo 4.0 does)."""
+    quads, rows, flexes = _bend_edges(m)
+    frc = jp.zeros((m.nflexvert, 3), d.flexvert_xpos.dtype)
+    if not len(rows):
+        return frc
+    B = m.flex_bending[rows[:, None] + np.arange(16)].reshape(-1, 4, 4)
+    if damper:
+        vel = _vertex_vel(m, d)
+        out = -m.flex_damping[flexes][:, None, None] * jp.einsum("nij,njx->nix", B, vel[quads])
+    else:
+        x = d.flexvert_xpos[quads]
+        ed = x[:, 1:] - x[:, :1]
+        c1, c2, c3 = jp.cross(ed[:, 1], ed[:, 2]), jp.cross(ed[:, 2], ed[:, 0]), jp.cross(ed[:, 0], ed[:, 1])
+        c = jp.stack([-(c1 + c2 + c3), c1, c2, c3], axis=1)
+        out = -(jp.einsum("nij,njx->nix", B, x) + m.flex_bending[rows + 16][:, None, None] * c)
+    return frc.at[quads].add(out)
+
+
+def _has_elastic(m: Model) -> bool:
+    return bool(_stretch_groups(m)) or bool(len(_bend_edges(m)[1]))
+
+
+def elastic_spring(m: Model, d: Data) -> jax.Array:
+    """qfrc_spring part of flex elasticity (nv,): stretch (flex_stiffness) and bending (flex_bending) forces."""
+    if not _has_elastic(m):
+        return jp.zeros(m.nv, d.qvel.dtype)
+    return _vertex_qfrc(m, d, _stretch_forces(m, d, False) + _bend_forces(m, d, False))
+
+
+def elastic_damper(m: Model, d: Data) -> jax.Array:
+    """qfrc_damper part of flex elasticity (nv,): Rayleigh damping of stretch and bending (flex_damping)."""
+    if not _has_elastic(m):
+        return jp.zeros(m.nv, d.qvel.dtype)
+    return _vertex_qfrc(m, d, _stretch_forces(m, d, True) + _bend_forces(m, d, True))

@@ -78,7 +78,7 @@ def _springs(m: Model, d: Data) -> jax.Array:
         frc = -_poly_stiff(x, m.tendon_stiffness, m.tendon_stiffnesspoly)
         qfrc = qfrc + frc @ d.ten_J
     if m.nflexedge:
-        qfrc = qfrc + flex.edge_spring(m, d)
+        qfrc = qfrc + flex.edge_spring(m, d) + flex.elastic_spring(m, d)
     return qfrc
 
 
@@ -87,7 +87,7 @@ def _dampers(m: Model, d: Data) -> jax.Array:
     if m.ntendon:
         qfrc = qfrc - _poly_damp(d.ten_velocity, m.tendon_damping, m.tendon_dampingpoly) @ d.ten_J
     if m.nflexedge:
-        qfrc = qfrc + flex.edge_damper(m, d)
+        qfrc = qfrc + flex.edge_damper(m, d) + flex.elastic_damper(m, d)
     # actuator damping, reflected to the joint (per dof) or tendon target with gear[0]^2
     trntype = np.asarray(m.actuator_trntype)
     trnid = np.asarray(m.actuator_trnid)

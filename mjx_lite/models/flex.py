@@ -1,0 +1,75 @@
+"""Deformable scenes built from one <flexcomp> (MJCF strings), shared by tests/test_flex.py and
+benchmarks/flex_steps.py: `mjx_lite.load_mjcf_string(flex.cloth_on_plane())`.
+
+  rope(...)           dim 1: a pinned rope hanging under gravity, edge stiffness and damping
+  cloth_on_plane(...) dim 2: a cloth dropped on a plane, edge equality constraints (or <elasticity>) and damping
+  hanging_cloth(...)  dim 2: a cloth pinned at two corners, <elasticity> stretch and bending (elastic2d)
+  soft_box(...)       dim 3: a grid of tetrahedra (a soft cube) dropped on a plane, <elasticity> (young, poisson)
+
+Every builder returns the XML text; keyword arguments size and tune the scene (counts, spacing, material).
+"""
+
+from __future__ import annotations
+
+__all__ = ["cloth_on_plane", "hanging_cloth", "rope", "soft_box"]
+
+
+def _vec(v) -> str:
+    return " ".join(str(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
+
+
+def _scene(body: str, option: str = "", plane: str | None = None) -> str:
+    floor = f'\n    <geom type="plane" size="1 1 .1" {plane}/>' if plane is not None else ""
+    return f"""<mujoco>
+  <option timestep="0.002" {option}/>
+  <worldbody>{floor}
+    {body}
+  </worldbody>
+</mujoco>
+"""
+
+
+def rope(count: int = 20, spacing: float = 0.03, euler: str = "0 60 0", mass: float = 0.2, radius: float = 0.005,
+         stiffness: float = 100.0, damping: float = 0.02, plane: bool = False) -> str:  # fmt: skip
+    """A rope of `count` points, its first point pinned to the world at height 1 (no contacts)."""
+    body = (f'<flexcomp name="rope" type="grid" count="{count} 1 1" spacing="{spacing} .1 .1" pos="0 0 1" '
+            f'euler="{euler}" dim="1" mass="{mass}" radius="{radius}">\n'
+            f'      <edge stiffness="{stiffness}" damping="{damping}"/>\n'
+            '      <contact contype="0" conaffinity="0"/>\n      <pin id="0"/>\n    </flexcomp>')  # fmt: skip
+    return _scene(body, plane='contype="0" conaffinity="0"' if plane else None)
+
+
+def cloth_on_plane(count: int = 7, spacing: float = 0.04, height: float = 0.03, mass: float = 0.2,
+                   radius: float = 0.005, damping: float = 0.01, friction: float | None = None,
+                   elasticity: str | None = None) -> str:  # fmt: skip
+    """A count x count cloth dropped from `height` (tilted 5 and 3 degrees) on a plane; edge equality constraints,
+    or the <elasticity> attributes `elasticity` instead (then no edge equality)."""
+    edge = (f'<elasticity {elasticity}/>' if elasticity else f'<edge equality="true" damping="{damping}"/>')
+    body = (f'<flexcomp name="cloth" type="grid" count="{count} {count} 1" spacing="{spacing} {spacing} {spacing}" '
+            f'pos="0 0 {height}" euler="5 3 0" dim="2" mass="{mass}" radius="{radius}">\n'
+            f'      {edge}\n      <contact selfcollide="none"/>\n    </flexcomp>')  # fmt: skip
+    return _scene(body, plane="" if friction is None else f'friction="{friction}"')
+
+
+def hanging_cloth(count: tuple = (3, 3), spacing: float = 0.1, young: float = 1e4, poisson: float = 0.3,
+                  thickness: float = 0.01, damping: float = 0.01, elastic2d: str = "both", mass: float = 0.2) -> str:
+    """A cloth in a vertical plane pinned to the world at its two upper corners (no contacts), with <elasticity>."""
+    nx, ny = count
+    body = (f'<flexcomp name="cloth" type="grid" count="{nx} {ny} 1" spacing="{spacing} {spacing} {spacing}" '
+            f'pos="0 0 1" euler="90 0 0" dim="2" mass="{mass}" radius="0.005">\n'
+            f'      <elasticity young="{young}" poisson="{poisson}" thickness="{thickness}" damping="{damping}" '
+            f'elastic2d="{elastic2d}"/>\n'
+            f'      <contact contype="0" conaffinity="0"/>\n      <pin id="{ny - 1} {nx * ny - 1}"/>\n'
+            '    </flexcomp>')  # fmt: skip
+    return _scene(body)
+
+
+def soft_box(count: tuple = (2, 2, 2), spacing: float = 0.1, height: float = 0.08, young: float = 1e4,
+             poisson: float = 0.3, damping: float = 0.002, mass: float = 1.0, radius: float = 0.005,
+             euler: str = "4 -3 10") -> str:  # fmt: skip
+    """A soft cube (dim 3: six tetrahedra per grid cell) dropped from `height` on a plane, <elasticity>."""
+    body = (f'<flexcomp name="box" type="grid" count="{_vec(count)}" spacing="{spacing} {spacing} {spacing}" '
+            f'pos="0 0 {height}" euler="{euler}" dim="3" mass="{mass}" radius="{radius}">\n'
+            f'      <elasticity young="{young}" poisson="{poisson}" damping="{damping}"/>\n'
+            '      <contact selfcollide="none"/>\n    </flexcomp>')  # fmt: skip
+    return _scene(body, plane="")
