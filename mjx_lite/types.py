@@ -700,6 +700,7 @@ class Model:
     cam_pos: jax.Array = shaped("ncam", 3)
     cam_pos0: jax.Array = shaped("ncam", 3)
     cam_poscom0: jax.Array = shaped("ncam", 3)
+    cam_projection: np.ndarray = static_field(shape=("ncam",), dtype="int32")  # 0 perspective, 1 orthographic
     cam_quat: jax.Array = shaped("ncam", 4)
     cam_resolution: np.ndarray = static_field(shape=("ncam", 2), dtype="int32")
     cam_sensorsize: jax.Array = shaped("ncam", 2)

@@ -208,18 +208,19 @@ def test_train(tmp_path):
 
 
 def test_check_lists_every_unsupported_feature(tmp_path):
-    """`check` names every unsupported feature of a model (an element the reader refuses, an attribute, a flag, a
-    sensor), not only the first, and exits 2."""
+    """`check` names every unsupported feature of a model (an element the reader refuses, attributes, a flag), not only
+    the first, and exits 2."""
     xml = tmp_path / "many.xml"
     xml.write_text("""<mujoco><option><flag sleep="enable"/></option>
-      <worldbody><geom name="floor" type="plane" size="1 1 .1" adhesion="1"/><camera name="c" pos="0 0 1"/>
+      <worldbody><geom name="floor" type="plane" size="1 1 .1" adhesion="1"/>
         <body><freejoint/><geom size=".1"/><site name="s"/></body>
         <body pos="1 0 0"><composite type="grid" count="2 2 1"/></body>
-      </worldbody><sensor><rangefinder camera="c"/></sensor></mujoco>""")
+        <body pos="2 0 0"><joint stiffness="1" springyield="0.1"/><geom size=".1"/></body>
+      </worldbody></mujoco>""")
     p = _cli("check", xml)
     assert p.returncode == cli.EXIT_UNSUPPORTED, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
-    for feature in ("<composite>", "sleep", "adhesion", "camera rangefinders"):  # (surface velocities: supported)
+    for feature in ("<composite>", "sleep", "adhesion", "plastic springs"):  # (surface velocities: supported)
         assert feature in p.stderr, (feature, p.stderr)
     assert "unsupported: 4 features" in p.stdout
 

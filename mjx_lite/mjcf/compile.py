@@ -975,13 +975,14 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict, znear: float) -> 
     point in length units, from their pixel values where given; without a sensor size, znear as the focal lengths)."""
     n = len(cams)
     bodyid, mode, target, pos, quat, fovy = [], [], [], [], [], []
-    resolution, sensorsize, intrinsics = [], [], []
+    resolution, sensorsize, intrinsics, projection = [], [], [], []
     f32 = np.float32
     for bid, el, fr in cams:
         bodyid.append(bid)
         m, tid = _mode_target(el, ctx)
         mode.append(m)
         target.append(tid)
+        projection.append(at.keyword(el, "projection", ("perspective", "orthographic"), "perspective"))
         p, q = at.vec(el, "pos", 3, (0, 0, 0)), at.quat(el)
         if fr is not None:  # fused into the parent body
             p, q = fuse.change_frame(p, q, fr[0], fr[1])
@@ -1017,6 +1018,7 @@ def _compile_cameras(cams: list, ctx: CompileContext, A: dict, znear: float) -> 
         intrinsics.append(intr)
     A["cam_bodyid"] = np.array(bodyid, np.int32).reshape(n)
     A["cam_mode"] = np.array(mode, np.int32).reshape(n)
+    A["cam_projection"] = np.array(projection, np.int32).reshape(n)
     A["cam_targetbodyid"] = np.array(target, np.int32).reshape(n)
     A["cam_pos"] = np.array(pos, float).reshape(n, 3)
     A["cam_quat"] = np.array(quat, float).reshape(n, 4)

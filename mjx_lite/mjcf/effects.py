@@ -217,12 +217,11 @@ _SITE = {"name": NAME, "class": CLASS, "type": model("site_type"), "group": GROU
 
 _CAMERA = {
     "name": NAME, "class": CLASS, "mode": model("cam_mode"), "target": model("cam_targetbodyid"),
-    "projection": NoEffect("rendering: orthographic projection (mjx_lite.render draws perspective cameras)"),
+    "projection": model("cam_projection"),  # camera rangefinders (mjx_lite.render draws perspective cameras)
     "fovy": model("cam_fovy"), "ipd": NoEffect("stereo rendering"), "resolution": model("cam_resolution"),
     "output": NoEffect("which images a camera renders"), "focal": model("cam_intrinsic", "cam_fovy"),
     "focalpixel": model("cam_intrinsic", "cam_fovy"),
-    "principal": NoEffect("rendering: principal point (cam_intrinsic; camprojection ignores it, as MuJoCo)"),
-    "principalpixel": NoEffect("rendering: principal point (cam_intrinsic; camprojection ignores it, as MuJoCo)"),
+    "principal": model("cam_intrinsic"), "principalpixel": model("cam_intrinsic"),  # camera rangefinders
     "sensorsize": model("cam_sensorsize", "cam_fovy"),
     "pos": model("cam_pos"), **{k: model("cam_quat") for k in ORIENT}, "user": USER,
 }  # fmt: skip
@@ -413,7 +412,7 @@ def _table() -> dict[str, dict]:
         if key not in sc.SCHEMA:
             continue
         t[key] = {a: _SENSOR[a] if a in _SENSOR else objects[a] for a in sc.SCHEMA[key]}
-    t["rangefinder"]["camera"] = Refused("set (camera rangefinders)", "c")
+    t["rangefinder"]["camera"] = model("sensor_objid", "sensor_objtype", "sensor_dim")
     # flexes (mjcf/flexcomp.py builds the bodies, joints and flex_* fields, or refuses a feature by name)
     visual = {"group": GROUP, "rgba": NoEffect("flex colour: visual only"), "material": MATERIAL,
               "texcoord": NoEffect("texture coordinates: visual only"),

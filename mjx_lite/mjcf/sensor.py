@@ -2,8 +2,8 @@
 
 History buffers (nsample > 0; delay, interp, interval) are compiled as MuJoCo's (sensor_history, sensor_historyadr
 after the actuators' buffers, nhistory; pipeline/history.py runs them). Not supported (MJCFError naming the
-element): tactile, plugin, user, camera rangefinders (rendering-like), a sensor delay with the RK4 integrator, a
-sensor interval shorter than the timestep (with a buffer).
+element): tactile, plugin, user, a sensor delay with the RK4 integrator, a sensor interval shorter than the
+timestep (with a buffer). Camera rangefinders: objtype camera, dim = data size x width x height.
 """
 
 from __future__ import annotations
@@ -170,12 +170,20 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         if kind in ("site", "joint", "tendon", "actuator", "body"):
             objtype = {"site": ObjType.SITE, "joint": ObjType.JOINT, "tendon": ObjType.TENDON,
                        "actuator": ObjType.ACTUATOR, "body": ObjType.BODY}[kind]  # fmt: skip
-            if s.tag == "rangefinder" and get(s, "camera") is not None:
-                raise unsupported(s, "camera rangefinders are not supported by mjx_lite", "camera")
-            objid = _obj(ctx, s, kind, kind)
+            if s.tag == "rangefinder" and get(s, "camera") is not None and get(s, "site") is not None:
+                raise error(s, "at most one of 'site', 'camera' can be specified", "camera")
+            if s.tag == "rangefinder" and get(s, "camera") is not None:  # one ray per pixel (row-major)
+                objtype, objid = ObjType.CAMERA, _obj(ctx, s, "camera", "camera")
+            else:
+                objid = _obj(ctx, s, kind, kind)
         if s.tag == "rangefinder":
             mask, dim = _bits(s, "data", _RANGEFINDER_DATA, "dist")
             intprm[i, 0] = mask
+            if objtype == ObjType.CAMERA:
+                res = np.asarray(ctx.arrays["cam_resolution"])[objid]
+                if np.any(res <= 0):
+                    raise error(s, "rangefinder camera sensor requires positive camera resolution", "camera")
+                dim *= int(res[0]) * int(res[1])
         elif s.tag == "camprojection":
             reftype, refid = ObjType.CAMERA, _obj(ctx, s, "camera", "camera")
             if np.any(np.asarray(ctx.arrays["cam_resolution"])[refid] <= 0):

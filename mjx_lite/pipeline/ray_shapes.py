@@ -61,19 +61,17 @@ def first_hit(t0, t1, n0, n1, tmin, tmax):
 def sphere(o, d, size):
     r = size[..., 0]
     t0, t1, real = _quadratic(dot3(d, d), dot3(o, d), dot3(o, o) - r * r)
-    t0 = jp.where(real, t0, jp.inf)
-    t1 = jp.where(real, t1, -jp.inf)
-    return t0, t1, unit(o + t0[..., None] * d), unit(o + t1[..., None] * d)
+    n0, n1 = unit(o + t0[..., None] * d), unit(o + t1[..., None] * d)  # finite on a miss too (finite gradients)
+    return jp.where(real, t0, jp.inf), jp.where(real, t1, -jp.inf), n0, n1
 
 
 def ellipsoid(o, d, size):
     inv = 1.0 / jp.where(size > 0, size, 1.0)  # other geom types' sizes reach here under a type switch
     os, ds = o * inv, d * inv
     t0, t1, real = _quadratic(dot3(ds, ds), dot3(os, ds), dot3(os, os) - 1.0)
-    t0 = jp.where(real, t0, jp.inf)
-    t1 = jp.where(real, t1, -jp.inf)
     inv2 = inv * inv
-    return t0, t1, unit((o + t0[..., None] * d) * inv2), unit((o + t1[..., None] * d) * inv2)
+    n0, n1 = unit((o + t0[..., None] * d) * inv2), unit((o + t1[..., None] * d) * inv2)  # finite on a miss too
+    return jp.where(real, t0, jp.inf), jp.where(real, t1, -jp.inf), n0, n1
 
 
 def _slab(o, d, half):

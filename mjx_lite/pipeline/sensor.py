@@ -9,7 +9,7 @@ unchanged, as in MuJoCo.
 Supported: joint/tendon/actuator/ball sensors, frame sensors (pos, quat, axes, lin/ang vel with reference
 frames, lin/ang acc), subtree com/linvel/angmom, accelerometer, velocimeter, gyro, magnetometer, force, torque,
 jointactfrc, tendonactfrc, joint/tendon limit pos/vel/frc (read from the constraint rows; zero when there are
-none), e_potential, e_kinetic, clock, insidesite, site rangefinders (`ray.rangefinder`, every data field), geom
+none), e_potential, e_kinetic, clock, insidesite, site and camera rangefinders (`ray`, `ray_camera`), geom
 distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact sensors of `sensor_contact`: touch
 and contact (every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and
 its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
@@ -25,7 +25,17 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.math import quat_conj, quat_mul, quat_normalize, quat_sub
-from mjx_lite.pipeline import contact_force, history, inertia, ray, rne, sensor_contact, sensor_geomdist, velocity
+from mjx_lite.pipeline import (
+    contact_force,
+    history,
+    inertia,
+    ray,
+    ray_camera,
+    rne,
+    sensor_contact,
+    sensor_geomdist,
+    velocity,
+)
 from mjx_lite.types import (
     MINVAL,
     ConstraintType,
@@ -363,8 +373,9 @@ def _values(m: Model, d: Data, sel: np.ndarray) -> tuple[np.ndarray, jax.Array]:
     for i in sel:
         # contact sensors differ in size and options: one group each; rangefinders: one group per data mask
         own = int(i) if stypes[i] == S.CONTACT or stypes[i] in sensor_geomdist.GEOMDIST_TYPES else -1
-        if stypes[i] == S.RANGEFINDER:
-            own = int(np.asarray(m.sensor_intprm)[i, 0])
+        if stypes[i] == S.RANGEFINDER:  # camera rangefinders: one group per data mask and resolution
+            res = np.asarray(m.cam_resolution)[objid[i]] if objtype[i] == ObjType.CAMERA else (0, 0)
+            own = (int(np.asarray(m.sensor_intprm)[i, 0]), int(res[0]), int(res[1]))
         key = (int(stypes[i]), int(objtype[i]), int(reftype[i]), bool(refid[i] >= 0), own)
         groups.setdefault(key, []).append(int(i))
     idx, vals = [], []
@@ -375,8 +386,10 @@ def _values(m: Model, d: Data, sel: np.ndarray) -> tuple[np.ndarray, jax.Array]:
         mem = np.asarray(members)
         if t == S.CONTACT:
             v = sensor_contact.contact_sensor(m, d, own, shared)[None, :]
+        elif t == S.RANGEFINDER and ot == ObjType.CAMERA:
+            v = ray_camera.rangefinder(m, d, objid[mem], own[0])
         elif t == S.RANGEFINDER:
-            v = ray.rangefinder(m, d, objid[mem], own)
+            v = ray.rangefinder(m, d, objid[mem], own[0])
         elif t in sensor_geomdist.GEOMDIST_TYPES:
             v = gd[own][None, :]
         else:
