@@ -9,8 +9,9 @@
 
 The DeepMind Control Suite tasks (acrobot, ball_in_cup, cheetah, finger, fish, hopper_*, humanoid_*, manipulator,
 pendulum_swingup, point_mass, reacher_*, swimmer, walker) simulate dm_control's own model files
-(`mjx_lite.envs.suite`); cartpole, `hopper`, `reacher`, `pendulum_swingup_shaped`, `quadruped_run` and
-`humanoid_bundled_stand` run on mjx_lite's bundled models. Every task has a domain randomisation hook,
+(`mjx_lite.envs.suite`); cartpole, `hopper`, `reacher`, `pendulum_swingup_shaped`, `quadruped_run`,
+`quadruped_joystick`, `quadruped_getup`, `humanoid_bundled_stand`, `humanoid_joystick` and `push_box` (the
+`pusher` arm) run on mjx_lite's bundled models. Every task has a domain randomisation hook,
 `env.randomizer()`. See docs/rl.md for the tasks (observations and rewards), the wrapper's
 semantics and subclassing `Env`.
 """
@@ -25,10 +26,13 @@ from mjx_lite.envs.fish import FishSwim
 from mjx_lite.envs.gymnasium_adapter import to_gymnasium, to_gymnasium_env
 from mjx_lite.envs.hopper import Hopper
 from mjx_lite.envs.humanoid import HumanoidStand
+from mjx_lite.envs.humanoid_joystick import HumanoidJoystick
 from mjx_lite.envs.manipulator import ManipulatorBring
 from mjx_lite.envs.pendulum import PendulumSwingup
 from mjx_lite.envs.point_mass import PointMass
+from mjx_lite.envs.push_box import PushBox
 from mjx_lite.envs.quadruped import QuadrupedRun
+from mjx_lite.envs.quadruped_joystick import QuadrupedGetup, QuadrupedJoystick
 from mjx_lite.envs.randomize import randomizable_fields, scale_randomizer
 from mjx_lite.envs.reacher import Reacher
 from mjx_lite.envs.registry import make, names, register
@@ -53,10 +57,14 @@ __all__ = [
     "Finger",
     "FishSwim",
     "Hopper",
+    "HumanoidJoystick",
     "HumanoidStand",
     "ManipulatorBring",
     "PendulumSwingup",
     "PointMass",
+    "PushBox",
+    "QuadrupedGetup",
+    "QuadrupedJoystick",
     "QuadrupedRun",
     "Reacher",
     "SUITE_TASKS",
@@ -89,6 +97,11 @@ register("reacher", Reacher)
 register("hopper", Hopper)
 register("quadruped_run", QuadrupedRun)
 register("humanoid_bundled_stand", HumanoidStand)  # registered as humanoid_stand before dm_control's took it
+# locomotion and manipulation on bundled models (MuJoCo Playground's kinds of task)
+register("quadruped_joystick", QuadrupedJoystick)
+register("quadruped_getup", QuadrupedGetup)
+register("humanoid_joystick", HumanoidJoystick)
+register("push_box", PushBox)
 # the DeepMind Control Suite on dm_control's own model files (mjx_lite.envs.suite)
 SUITE_TASKS: set[str] = set()  # the tasks below (`train MODEL` on a bundled model's name does not pick them)
 
