@@ -69,10 +69,11 @@ class PushBox(Env):
         push = tolerance(push_dist, bounds=(0.0, TARGET_RADIUS), margin=PUSH_MARGIN)
         return {"reach": reach, "push": push, "reach_distance": reach_dist, "push_distance": push_dist}
 
-    def reset(self, rng: jax.Array) -> State:
+    def initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """((nq,) qpos, (2,) target xy): the start `reset` draws (the docstring's distribution), at rest."""
         m = self.model
         f = self.float_dtype()
-        k = jax.random.split(rng, 8)
+        k = jax.random.split(rng, 7)
         phi = jax.random.uniform(k[0], (), f, -jp.pi, jp.pi)
         r_box = jax.random.uniform(k[1], (), f, *BOX_RADII)
         yaw = jax.random.uniform(k[2], (), f, -jp.pi, jp.pi)
@@ -84,7 +85,12 @@ class PushBox(Env):
         box_q = jp.stack([r_box * jp.cos(phi), r_box * jp.sin(phi)]) - box0
         qpos = m.qpos0.at[jp.asarray(self._arm_q)].set(jp.concatenate([shoulder[None], bend]))
         qpos = qpos.at[jp.asarray(self._box_q)].set(jp.concatenate([box_q, yaw[None]]))
-        target = jp.stack([r_t * jp.cos(phi_t), r_t * jp.sin(phi_t)])
+        return qpos, jp.stack([r_t * jp.cos(phi_t), r_t * jp.sin(phi_t)])
+
+    def reset(self, rng: jax.Array) -> State:
+        m = self.model
+        f = self.float_dtype()
+        qpos, target = self.initial_state(rng)
         mocap = jp.concatenate([target, m.body_pos[self._target_body, 2:]])[None]
         data = self.init_data(qpos=qpos, mocap_pos=mocap)
         zero = jp.zeros((), f)

@@ -123,17 +123,22 @@ class QuadrupedGetup(QuadrupedRun):
         posture = tolerance(rms, margin=POSTURE_MARGIN)
         return {"upright": upright, "height": height, "posture": posture, "torso_z": z}
 
-    def reset(self, rng: jax.Array) -> State:
+    def initial_qpos(self, rng: jax.Array) -> jax.Array:
+        """(nq,) a fallen start: the torso at DROP_HEIGHT with a uniformly random orientation, joints uniform in
+        their ranges (the pose `reset` starts from, at rest)."""
         m = self.model
         f = self.float_dtype()
         k1, k2 = jax.random.split(rng)
         quat = jax.random.normal(k1, (4,), f)
-        quat = quat / jp.sqrt(jp.sum(quat**2) + 1e-12)  # uniform on the rotations
+        quat = quat / jp.sqrt(jp.maximum(jp.sum(quat**2), 1e-12))  # uniform on the rotations
         lo, hi = m.jnt_range[1:, 0], m.jnt_range[1:, 1]  # every joint after the root is a limited hinge
         joints = jax.random.uniform(k2, lo.shape, f, lo, hi)
         r = self._root_q.start
-        qpos = m.qpos0.at[r + 2].set(DROP_HEIGHT).at[r + 3 : r + 7].set(quat).at[self._root_q.stop :].set(joints)
-        data = self.init_data(qpos=qpos)
+        return m.qpos0.at[r + 2].set(DROP_HEIGHT).at[r + 3 : r + 7].set(quat).at[self._root_q.stop :].set(joints)
+
+    def reset(self, rng: jax.Array) -> State:
+        f = self.float_dtype()
+        data = self.init_data(qpos=self.initial_qpos(rng))
         zero = jp.zeros((), f)
         return State(data, self._obs(data), zero, zero, metrics=self._getup_terms(data), info={})
 
