@@ -18,6 +18,7 @@ import pytest
 import mjx_lite as mjl
 from mjx_lite import envs, names
 from mjx_lite.envs import commands, push_box, quadruped_joystick
+from mjx_lite.rl import configs, ppo
 
 # the task computes the same float64 formulas as the hand computation (different operation order)
 TERM_RTOL = 1e-10
@@ -303,3 +304,10 @@ def test_pusher_model_matches_mujoco():
         touched |= md.ncon > 0
     assert touched
     np.testing.assert_allclose(np.asarray(d.qpos), md.qpos, atol=PUSHER_QPOS_ATOL)
+
+
+def test_tasks_have_ppo_defaults():
+    for name in ("quadruped_joystick", "quadruped_getup", "humanoid_joystick", "push_box"):
+        cfg = configs.defaults(name, num_envs=256)
+        assert name in configs.DEFAULTS and cfg["num_timesteps"] > 0
+        ppo.PPOConfig(**{k: v for k, v in cfg.items() if k != "num_timesteps"})  # valid settings

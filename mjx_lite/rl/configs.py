@@ -41,6 +41,16 @@ DEFAULTS: dict[str, dict] = {
                       "value_hidden": (128, 128)},
     "humanoid_bundled_stand": {**_CPU, "num_timesteps": 50_000_000, "learning_rate": 3e-4,
                                "policy_hidden": (64, 64), "value_hidden": (128, 128)},
+    # locomotion and manipulation on bundled models (untuned starting points; discount 0.97 as Playground's
+    # joystick tasks; getup at 0.99: the reward comes late, after the fall)
+    "quadruped_joystick": {**_CPU, "num_timesteps": 50_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
+                           "value_hidden": (128, 128)},
+    "quadruped_getup": {**_CPU, "num_timesteps": 50_000_000, "learning_rate": 3e-4, "discounting": 0.99,
+                        "policy_hidden": (64, 64), "value_hidden": (128, 128)},
+    "humanoid_joystick": {**_CPU, "num_timesteps": 100_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
+                          "value_hidden": (128, 128)},
+    "push_box": {**_CPU, "num_timesteps": 20_000_000, "learning_rate": 3e-4, "discounting": 0.99,
+                 "episode_length": 500, "policy_hidden": (64, 64), "value_hidden": (128, 128)},
     # the DeepMind Control Suite tasks (untuned starting points; dm_control's episodes: 1000 control steps)
     "acrobot_swingup": {**_CPU, "num_timesteps": 20_000_000, "discounting": 0.99},
     "acrobot_swingup_sparse": {**_CPU, "num_timesteps": 20_000_000, "discounting": 0.99},
