@@ -11,7 +11,8 @@ as `humanoid_bundled_stand` and, for the centre-of-mass velocity v in the headin
 minus the torso's yaw: v_x forward, v_y to the left) and the world-frame yaw rate w_z of the torso,
   lin = exp(-((c_0 - v_x)^2 + v_y^2) / 0.25),  yaw = exp(-(c_1 - w_z)^2 / 0.25).
 Terminates when the head drops below 0.8 m (fallen) or the physics diverged. Starts as `humanoid_bundled_stand`
-(standing, U(-0.05, 0.05) rad on the joints).
+(standing, U(-0.05, 0.05) rad on the joints). Domain randomisation (`randomizer()`): friction 0.8-1.2, body
+masses 0.9-1.1, joint damping 0.8-1.2, motor gear 0.9-1.1.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import jax.numpy as jp
 
 from mjx_lite import names
 from mjx_lite.envs import commands
-from mjx_lite.envs.base import State, diverged
+from mjx_lite.envs.base import DEFAULT_RANDOMIZE, State, diverged
 from mjx_lite.envs.humanoid import _FALLEN_HEIGHT, HumanoidStand
 from mjx_lite.types import Data, Model
 
@@ -45,6 +46,8 @@ def heading_velocity(xmat: jax.Array, v: jax.Array) -> jax.Array:
 
 class HumanoidJoystick(HumanoidStand):
     """Walk at a commanded forward speed and yaw rate (see the module docstring)."""
+
+    RANDOMIZE = {**DEFAULT_RANDOMIZE, "actuator_gear": (0.9, 1.1)}
 
     def __init__(self, model: Model | None = None, n_frames: int = 4, resample_steps: int = RESAMPLE_STEPS):
         super().__init__(model, n_frames=n_frames)

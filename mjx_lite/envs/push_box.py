@@ -10,7 +10,8 @@ Reward (in [0, 1]): (reach + 4 push) / 5 with
 Reset: the box at radius U(0.2, 0.35) m and angle phi ~ U(-pi, pi) from the shoulder, yaw U(-pi, pi); the target
 (a mocap body, so in `Data.mocap_pos`, and in `info["target"]`) at radius U(0.15, 0.4) m and angle phi + U(-pi/2,
 pi/2); the arm pointing away from the box (shoulder phi + pi + U(-0.5, 0.5), elbow and wrist U(-0.3, 0.3) rad), at
-rest. No termination (but divergence).
+rest. No termination (but divergence). Domain randomisation (`randomizer()`): body masses 0.8-1.2, joint damping
+0.8-1.2, joint frictionloss 0.7-1.3 (the box's table friction), friction 0.8-1.2.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ TARGET_RADII = (0.15, 0.4)
 
 class PushBox(Env):
     """Push the box onto the target (see the module docstring)."""
+
+    # the box's table friction is its joints' frictionloss and damping
+    RANDOMIZE = {"body_mass": (0.8, 1.2), "dof_damping": (0.8, 1.2), "dof_frictionloss": (0.7, 1.3),
+                 "geom_friction": (0.8, 1.2)}  # fmt: skip
 
     def __init__(self, model: Model | None = None, n_frames: int = 4):
         super().__init__(mjx_lite.load_mjcf("pusher") if model is None else model, n_frames=n_frames)

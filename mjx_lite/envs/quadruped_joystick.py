@@ -24,6 +24,9 @@ tasks, in the DeepMind Control Suite's bounded-reward style: every step's reward
               pose, the model's qpos0: 0.1 at 1 rad)
   Starts fallen: the torso at 0.8 m with a uniformly random orientation and the joints uniform in their ranges, at
   rest, dropped (the first ~0.4 s of the episode is the fall). No termination (but divergence).
+
+Domain randomisation (`randomizer()`, both tasks): friction 0.8-1.2, body masses 0.9-1.1, joint damping 0.8-1.2,
+motor gear 0.9-1.1.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import jax
 import jax.numpy as jp
 
 from mjx_lite.envs import commands
-from mjx_lite.envs.base import State, diverged
+from mjx_lite.envs.base import DEFAULT_RANDOMIZE, State, diverged
 from mjx_lite.envs.quadruped import QuadrupedRun
 from mjx_lite.envs.rewards import tolerance
 from mjx_lite.types import Data, Model
@@ -51,6 +54,8 @@ PENALTY_WEIGHT = 0.2  # the most the penalties take off the reward
 STAND_HEIGHT = 0.4  # m, torso centre (standing at qpos0 it settles at ~0.44 m)
 POSTURE_MARGIN = 1.0  # rad, rms joint error where posture = 0.1
 DROP_HEIGHT = 0.8  # m, torso centre at a getup reset (above the longest reach, 0.74 m, of a foot)
+# domain randomisation (`randomizer()`): the defaults and the motors' strength, as Playground's locomotion tasks
+RANDOMIZE = {**DEFAULT_RANDOMIZE, "actuator_gear": (0.9, 1.1)}
 
 
 class QuadrupedJoystick(QuadrupedRun):
@@ -61,6 +66,8 @@ class QuadrupedJoystick(QuadrupedRun):
       n_frames: physics steps per control step.
       resample_steps: control steps between command draws.
     """
+
+    RANDOMIZE = RANDOMIZE
 
     def __init__(self, model: Model | None = None, n_frames: int = 4, resample_steps: int = RESAMPLE_STEPS):
         super().__init__(model, n_frames=n_frames)
@@ -110,6 +117,8 @@ class QuadrupedJoystick(QuadrupedRun):
 
 class QuadrupedGetup(QuadrupedRun):
     """Get up from a random fallen pose and stand (see the module docstring)."""
+
+    RANDOMIZE = RANDOMIZE
 
     def _getup_terms(self, d: Data) -> dict:
         m = self.model
