@@ -169,6 +169,8 @@ def test_train_takes_a_bundled_model_name():
     assert task == "humanoid_bundled_stand" and "bundled model: training its task humanoid_bundled_stand" in note
     assert "humanoid_walk" not in note  # dm_control's humanoid tasks run on dm_control's model
     assert train.task_of("pendulum")[0] == "pendulum_swingup_shaped"
+    task, note = train.task_of("quadruped")  # its running task, not the alphabetically first (getup)
+    assert task == "quadruped_run" and "quadruped_getup" in note and "quadruped_joystick" in note
     task, note = train.task_of("cartpole.xml")
     assert task == "cartpole_balance"
     assert "its tasks: cartpole_balance, cartpole_balance_sparse, cartpole_swingup" in note

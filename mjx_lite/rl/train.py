@@ -46,12 +46,16 @@ def _parse_set(items: list[str]) -> dict:
     return out
 
 
+# the task a bundled model's name trains where it has several (otherwise its first task, sorted)
+MODEL_TASK = {"quadruped": "quadruped_run"}
+
+
 def task_of(name: str) -> tuple[str, str]:
-    """(task, note) for what a user typed: a task name itself (note ""), or the first task (sorted) of a bundled
-    model of that name (`humanoid` -> `humanoid_bundled_stand`, with a note naming the model's tasks; the tasks on
-    dm_control's models, `envs.SUITE_TASKS`, are not a bundled model's). Raises ValueError
-    for anything else: a model without a task or a path (saying how to train on it), or an unknown name (with
-    the closest task names)."""
+    """(task, note) for what a user typed: a task name itself (note ""), or the task of a bundled model of that
+    name (`MODEL_TASK`, else its first task, sorted: `humanoid` -> `humanoid_bundled_stand`), with a note naming
+    the model's tasks (the tasks on dm_control's models, `envs.SUITE_TASKS`, are not a bundled model's). Raises
+    ValueError for anything else: a model without a task or a path (saying how to train on it), or an unknown
+    name (with the closest task names)."""
     tasks = envs.names()
     if name in tasks:
         return name, ""
@@ -59,8 +63,9 @@ def task_of(name: str) -> tuple[str, str]:
     if stem in models.names():
         own = [t for t in tasks if (t == stem or t.startswith(stem + "_")) and t not in envs.SUITE_TASKS]
         if own:
+            task = MODEL_TASK.get(stem, own[0])
             rest = f" (its tasks: {', '.join(own)})" if len(own) > 1 else ""
-            return own[0], f"{stem} is a bundled model: training its task {own[0]}{rest}"
+            return task, f"{stem} is a bundled model: training its task {task}{rest}"
     if stem in models.names() or os.path.exists(name) or os.path.dirname(name):
         raise ValueError(f"{name!r} is a model without a task: a task adds observations, actions and a reward "
                          f"(an envs.Env subclass, docs/rl.md). Train a task on a variant of its model with "
