@@ -59,8 +59,10 @@ def contact_force(m: Model, d: Data) -> jax.Array:
     return out
 
 
-def cfrc_ext_constraint(m: Model, d: Data) -> jax.Array:
+def cfrc_ext_constraint(m: Model, d: Data, forces: jax.Array | None = None) -> jax.Array:
     """(nbody, 6) com-based [torque, force] wrenches of contact, connect and weld forces (for cfrc_ext).
+
+    forces: `contact_force(m, d)` when the caller has it already (the sensors share it), else computed here.
 
     Contacts: the contact-frame force rotated to the world acts at the contact point, +f on geom2's body and
     -f on geom1's body. Connect/weld: the wrench whose generalised force is J'f of the equality rows (the
@@ -72,10 +74,11 @@ def cfrc_ext_constraint(m: Model, d: Data) -> jax.Array:
         return out
     p = constraint.plan(m)
     if m.nconmax and len(p.con_dim):
-        cf = contact_force(m, d)  # (nc, 6)
+        cf = contact_force(m, d) if forces is None else forces  # (nc, 6)
         frame = d.contact.frame  # rows: normal, tangent1, tangent2
-        fw = jp.einsum("cji,cj->ci", frame, cf[:, :3])
-        tw = jp.einsum("cji,cj->ci", frame, cf[:, 3:])
+        # frame^T f as multiply-adds (a batched 3x3 dot_general per contact is slow on CPU under vmap)
+        fw = sum(frame[:, j] * cf[:, j : j + 1] for j in range(3))
+        tw = sum(frame[:, j] * cf[:, 3 + j : 4 + j] for j in range(3))
         b1, b2 = flexcol.contact_bodies(m, d.contact)
         tf = jp.concatenate([tw, fw], axis=1)
         bodies = jp.concatenate([b1, b2])

@@ -334,8 +334,9 @@ def _group_values(
     raise NotImplementedError(f"mjx_lite: sensor type {SensorType(stype).name} is not supported")
 
 
-def _compute_stage(m: Model, d: Data, stage: int) -> Data:
-    """Compute and write the sensors of one stage, then apply their cutoff."""
+def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared | None = None) -> Data:
+    """Compute and write the sensors of one stage, then apply their cutoff (shared: contact quantities already
+    computed for this state, else computed on first use)."""
     if m.nsensor == 0 or m.opt.disableflags & DisableBit.SENSOR:
         return d
     needstage = np.asarray(m.sensor_needstage)
@@ -347,7 +348,7 @@ def _compute_stage(m: Model, d: Data, stage: int) -> Data:
         t = int(stypes[i])
         if t in _UNSUPPORTED:
             raise NotImplementedError(f"mjx_lite: sensor {i} ({SensorType(t).name.lower()}): {_UNSUPPORTED[t]}")
-    idx, values = _values(m, d, sel)
+    idx, values = _values(m, d, sel, shared)
     d = d.replace(sensordata=d.sensordata.at[idx].set(values))
     return history.read_sensors(m, d, sel)  # delayed sensors (and interval sensors between ticks) from their buffers
 
@@ -363,7 +364,8 @@ def history_raw(m: Model, d: Data) -> jax.Array | None:
     return d.sensordata.at[idx].set(values)
 
 
-def _values(m: Model, d: Data, sel: np.ndarray) -> tuple[np.ndarray, jax.Array]:
+def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | None = None
+            ) -> tuple[np.ndarray, jax.Array]:
     """(sensordata indices, values after cutoff) of sensors `sel` (static ids), computed from d."""
     stypes = np.asarray(m.sensor_type)
     objtype, objid = np.asarray(m.sensor_objtype), np.asarray(m.sensor_objid)
@@ -379,7 +381,7 @@ def _values(m: Model, d: Data, sel: np.ndarray) -> tuple[np.ndarray, jax.Array]:
         key = (int(stypes[i]), int(objtype[i]), int(reftype[i]), bool(refid[i] >= 0), own)
         groups.setdefault(key, []).append(int(i))
     idx, vals = [], []
-    shared = sensor_contact.Shared(m, d)  # contact forces and order, computed once for all contact sensors
+    shared = shared or sensor_contact.Shared(m, d)  # contact forces and order, once for all contact sensors
     gd_ids = [int(i) for i in sel if stypes[i] in sensor_geomdist.GEOMDIST_TYPES]
     gd = dict(zip(gd_ids, sensor_geomdist.geomdist(m, d, gd_ids))) if gd_ids else {}
     for (t, ot, rt, _, own), members in groups.items():
@@ -435,7 +437,10 @@ def sensor_vel(m: Model, d: Data) -> Data:
 
 
 def sensor_acc(m: Model, d: Data) -> Data:
-    """Acceleration/force sensors (mj_sensorAcc); runs rne_postconstraint (cacc, cfrc_*) when needed."""
+    """Acceleration/force sensors (mj_sensorAcc); runs rne_postconstraint (cacc, cfrc_*) once, and only when a
+    sensor needs it (as MuJoCo); the contact forces are computed once for cfrc_ext and the touch/contact sensors."""
+    shared = sensor_contact.Shared(m, d)
     if _needs(m, Stage.ACC, _NEED_RNEPOST):
-        d = rne.rne_postconstraint(m, d, contact_force.cfrc_ext_constraint(m, d))
-    return _compute_stage(m, d, Stage.ACC)
+        forces = shared.forces if m.nconmax else None
+        d = rne.rne_postconstraint(m, d, contact_force.cfrc_ext_constraint(m, d, forces))
+    return _compute_stage(m, d, Stage.ACC, shared)

@@ -90,75 +90,89 @@ def _quad_first(a, b, c):
     return jp.where(x0 >= 0, x0, jp.where(x1 >= 0, x1, -1.0))
 
 
+def _dot3(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Dot product over the last axis (3), broadcast, as explicit multiply-adds: under vmap XLA:CPU turns a
+    reduction or dot_general over an axis of 3 into a library call that costs far more than the arithmetic."""
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
 def _sphere_hit(dif: jax.Array, vec: jax.Array, r2) -> jax.Array:
-    a = jp.sum(vec * vec, -1)
-    b = jp.sum(vec * dif, -1)
-    c = jp.sum(dif * dif, -1) - r2
+    a = _dot3(vec, vec)
+    b = _dot3(vec, dif)
+    c = _dot3(dif, dif) - r2
     return _quad_first(a, b, c) >= 0
 
 
-def ray_hits(gtype: int, pos: jax.Array, mat: jax.Array, size: jax.Array, pnt: jax.Array, vec: jax.Array):
-    """Whether rays pnt + x vec, x >= 0, hit a primitive (mju_rayGeom(...) >= 0), (k,) bool.
+def _mat_t_vec(mat: jax.Array, v: jax.Array) -> jax.Array:
+    """mat^T v for (..., 3, 3) and (..., 3) (broadcast), by `_dot3` with the columns of mat."""
+    return jp.stack([_dot3(mat[..., :, i], v) for i in range(3)], axis=-1)
 
-    gtype: static geom type (sphere, capsule, ellipsoid, cylinder, box); pos (3,), mat (3, 3), size (3,) the
-    shape's pose; pnt, vec (k, 3). Follows MuJoCo's per-type tests (bounding sphere, caps and sides with their
-    boundaries included, mjMINVAL thresholds) so that hit/miss agree with the oracle.
+
+def ray_hits(gtype: int, pos: jax.Array, mat: jax.Array, size: jax.Array, pnt: jax.Array, vec: jax.Array):
+    """Whether rays pnt + x vec, x >= 0, hit a primitive (mju_rayGeom(...) >= 0), (...,) bool.
+
+    gtype: static geom type (sphere, capsule, ellipsoid, cylinder, box); pos (..., 3), mat (..., 3, 3), size
+    (..., 3) the shapes' poses and pnt, vec (..., 3) the rays, broadcast against each other (e.g. one shape
+    (3,), (3, 3), (3,) against k rays (k, 3), or k shapes (k, 1, 3) against (k, n, 3) rays). Follows MuJoCo's
+    per-type tests (bounding sphere, caps and sides with their boundaries included, mjMINVAL thresholds) so that
+    hit/miss agree with the oracle.
     """
     dif = pnt - pos
-    lp = dif @ mat  # (k, 3) = mat^T (pnt - pos)
-    lv = vec @ mat
+    lp = _mat_t_vec(mat, dif)  # (..., 3) = mat^T (pnt - pos)
+    lv = _mat_t_vec(mat, vec)
     if gtype == GeomType.SPHERE:
-        return _sphere_hit(dif, vec, size[0] * size[0])
+        return _sphere_hit(dif, vec, size[..., 0] * size[..., 0])
     if gtype == GeomType.ELLIPSOID:
         s = 1.0 / (size * size)
-        a = jp.sum(s * lv * lv, -1)
-        b = jp.sum(s * lv * lp, -1)
-        c = jp.sum(s * lp * lp, -1) - 1.0
+        a = _dot3(s * lv, lv)
+        b = _dot3(s * lv, lp)
+        c = _dot3(s * lp, lp) - 1.0
         return _quad_first(a, b, c) >= 0
-    r, h = size[0], size[1]
+    r, h = size[..., 0], size[..., 1]
+    x, y, z = lp[..., 0], lp[..., 1], lp[..., 2]
+    vx, vy, vz = lv[..., 0], lv[..., 1], lv[..., 2]
     if gtype == GeomType.CAPSULE:
         bound = _sphere_hit(dif, vec, (r + h) ** 2)
-        a = lv[:, 0] ** 2 + lv[:, 1] ** 2
-        b = lv[:, 0] * lp[:, 0] + lv[:, 1] * lp[:, 1]
-        c = lp[:, 0] ** 2 + lp[:, 1] ** 2 - r * r
+        a = vx * vx + vy * vy
+        b = vx * x + vy * y
+        c = x * x + y * y - r * r
         sol = _quad_first(a, b, c)
-        hit = (sol >= 0) & (jp.abs(lp[:, 2] + sol * lv[:, 2]) <= h)
-        a3 = jp.sum(lv * lv, -1)
+        hit = (sol >= 0) & (jp.abs(z + sol * vz) <= h)
+        a3 = _dot3(lv, lv)
         for side in (1.0, -1.0):
-            ld = lp.at[:, 2].add(-side * h)
-            x0, x1 = _quad_roots(a3, jp.sum(lv * ld, -1), jp.sum(ld * ld, -1) - r * r)
-            for x in (x0, x1):
-                z = lp[:, 2] + x * lv[:, 2]
-                hit = hit | ((x >= 0) & (z >= h if side > 0 else z <= -h))
+            dz = z - side * h
+            x0, x1 = _quad_roots(a3, b + vz * dz, x * x + y * y + dz * dz - r * r)
+            for t in (x0, x1):
+                zt = z + t * vz
+                hit = hit | ((t >= 0) & (zt >= h if side > 0 else zt <= -h))
         return bound & hit
     if gtype == GeomType.CYLINDER:
         bound = _sphere_hit(dif, vec, r * r + h * h)
-        vz = lv[:, 2]
         okz = jp.abs(vz) > MINVAL
         svz = jp.where(okz, vz, 1.0)
-        hit = jp.zeros(lp.shape[:1], bool)
+        hit = jp.zeros(jp.broadcast_shapes(z.shape, r.shape), bool)
         for side in (-1.0, 1.0):
-            sol = (side * h - lp[:, 2]) / svz
-            p0 = lp[:, 0] + sol * lv[:, 0]
-            p1 = lp[:, 1] + sol * lv[:, 1]
+            sol = (side * h - z) / svz
+            p0 = x + sol * vx
+            p1 = y + sol * vy
             hit = hit | (okz & (sol >= 0) & (p0 * p0 + p1 * p1 <= r * r))
-        a = lv[:, 0] ** 2 + lv[:, 1] ** 2
-        b = lv[:, 0] * lp[:, 0] + lv[:, 1] * lp[:, 1]
-        c = lp[:, 0] ** 2 + lp[:, 1] ** 2 - r * r
+        a = vx * vx + vy * vy
+        b = vx * x + vy * y
+        c = x * x + y * y - r * r
         sol = _quad_first(a, b, c)
-        hit = hit | ((sol >= 0) & (jp.abs(lp[:, 2] + sol * lv[:, 2]) <= h))
+        hit = hit | ((sol >= 0) & (jp.abs(z + sol * vz) <= h))
         return bound & hit
     if gtype == GeomType.BOX:
-        bound = _sphere_hit(dif, vec, jp.sum(size * size))
-        hit = jp.zeros(lp.shape[:1], bool)
+        bound = _sphere_hit(dif, vec, _dot3(size, size))
+        hit = jp.zeros(jp.broadcast_shapes(z.shape, r.shape), bool)
         for i, (j, k) in enumerate(((1, 2), (0, 2), (0, 1))):
-            ok = jp.abs(lv[:, i]) > MINVAL
-            sv = jp.where(ok, lv[:, i], 1.0)
+            ok = jp.abs(lv[..., i]) > MINVAL
+            sv = jp.where(ok, lv[..., i], 1.0)
             for side in (-1.0, 1.0):
-                sol = (side * size[i] - lp[:, i]) / sv
-                pj = lp[:, j] + sol * lv[:, j]
-                pk = lp[:, k] + sol * lv[:, k]
-                hit = hit | (ok & (sol >= 0) & (jp.abs(pj) <= size[j]) & (jp.abs(pk) <= size[k]))
+                sol = (side * size[..., i] - lp[..., i]) / sv
+                pj = lp[..., j] + sol * lv[..., j]
+                pk = lp[..., k] + sol * lv[..., k]
+                hit = hit | (ok & (sol >= 0) & (jp.abs(pj) <= size[..., j]) & (jp.abs(pk) <= size[..., k]))
         return bound & hit
     raise NotImplementedError(f"ray test against geom type {GeomType(gtype).name} is not supported")
 
@@ -254,25 +268,75 @@ def _point_velocity(m: Model, d: Data, body: jax.Array, point: jax.Array) -> tup
 # ---- touch ---------------------------------------------------------------------------------------------------
 
 
+def row_bodies(m: Model) -> np.ndarray:
+    """Static (nconmax, nbody) bool: the bodies a contact row can involve. A row of an untrimmed pair group holds
+    its own pair (its two geoms' bodies); a row of a trimmed or compacted group any pair of its group; with a capped
+    capacity (`driver.capped`) and for flex rows, any body."""
+    n, gb = m.nconmax, np.asarray(m.geom_bodyid)
+    out = np.ones((n, m.nbody), bool)
+    if driver.capped(m):
+        return out
+    row = 0
+    for g in driver.pair_table(m).groups:
+        b1, b2 = gb[np.asarray(g.geom1)], gb[np.asarray(g.geom2)]
+        blk = np.zeros((g.nrows, m.nbody), bool)
+        if g.capacity == len(g.pair):  # slot i: pair i, its ncon rows adjacent
+            slot = np.arange(g.nrows) // g.ncon
+            blk[np.arange(g.nrows), b1[slot]] = True
+            blk[np.arange(g.nrows), b2[slot]] = True
+        else:
+            blk[:, np.unique(np.concatenate([b1, b2]))] = True
+        out[row : row + g.nrows] = blk
+        row += g.nrows
+    return out  # rows past the pair table's (flex contacts) stay all True
+
+
+def _touch_rows(m: Model, sites: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Static (k, K) contact rows that can involve each site's body (padded with row 0) and their validity mask,
+    K the largest count (at least 1)."""
+    rb = row_bodies(m)
+    lists = [np.nonzero(rb[:, b])[0] for b in np.asarray(m.site_bodyid)[sites]]
+    width = max([1] + [len(x) for x in lists])
+    idx, valid = np.zeros((len(lists), width), np.int32), np.zeros((len(lists), width), bool)
+    for i, x in enumerate(lists):
+        idx[i, : len(x)], valid[i, : len(x)] = x, True
+    return idx, valid
+
+
 def touch(m: Model, d: Data, sites: np.ndarray, shared: Shared | None = None) -> jax.Array:
-    """Touch sensor values (k,) for static site ids (k,)."""
+    """Touch sensor values (k,) for static site ids (k,).
+
+    One vectorised test per site shape over (sensors of that shape, contact rows that can involve their body): the
+    rows come from the static pair layout (`row_bodies`), so a sensor reads the few rows of its body's pairs, not
+    every padded contact row.
+    """
     shared = shared or Shared(m, d)
     dtype = d.qpos.dtype
-    if m.nconmax == 0:
+    sites = np.asarray(sites, int)
+    if m.nconmax == 0 or len(sites) == 0:
         return jp.zeros((len(sites),), dtype)
     con = d.contact
     _, _, b1, b2 = _contact_bodies(m, d)
     fn = shared.forces[:, 0]
     normal = con.frame[:, 0]
-    out = []
-    for s in np.asarray(sites, int):
-        body = int(np.asarray(m.site_bodyid)[s])
-        on1, on2 = b1 == body, b2 == body
-        use = con.active & (on1 | on2) & (fn > 0)
-        ray = jp.where(on2[:, None], -normal, normal)
-        hit = ray_hits(int(np.asarray(m.site_type)[s]), d.site_xpos[s], d.site_xmat[s], m.site_size[s], con.pos, ray)
-        out.append(jp.sum(jp.where(use & hit, fn, 0.0)))
-    return jp.stack(out).astype(dtype)
+    idx, valid = _touch_rows(m, sites)
+    stype, sbody = np.asarray(m.site_type)[sites], np.asarray(m.site_bodyid)[sites]
+    parts, order = [], []
+    for t in np.unique(stype):
+        sel = np.nonzero(stype == t)[0]
+        rows, s = idx[sel], sites[sel]  # (j, K), (j,)
+        body = jp.asarray(sbody[sel], jp.int32)[:, None]
+        on1, on2 = b1[rows] == body, b2[rows] == body
+        f = fn[rows]
+        use = jp.asarray(valid[sel]) & con.active[rows] & (on1 | on2) & (f > 0)
+        nrm = normal[rows]
+        ray = jp.where(on2[..., None], -nrm, nrm)
+        hit = ray_hits(int(t), d.site_xpos[s][:, None], d.site_xmat[s][:, None], m.site_size[s][:, None],
+                       con.pos[rows], ray)  # fmt: skip
+        parts.append(jp.sum(jp.where(use & hit, f, 0.0), axis=1))
+        order.append(sel)
+    inv = np.argsort(np.concatenate(order))
+    return jp.concatenate(parts)[inv].astype(dtype)
 
 
 # ---- contact sensor ------------------------------------------------------------------------------------------

@@ -353,7 +353,7 @@ def wrench_to_cfrc(m: Model, d: Any, body_ids, points: jax.Array, torque_force: 
     """
     body_ids = jp.asarray(body_ids, jp.int32)
     com = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)[body_ids]]
-    torque = torque_force[:, :3] - cross_c(com - points, torque_force[:, 3:])
+    torque = torque_force[:, :3] - jp.cross(com - points, torque_force[:, 3:])  # elementwise: no tiny dot
     w = jp.concatenate([torque, torque_force[:, 3:]], axis=-1)
     w = jp.where((body_ids > 0)[:, None], w, 0.0)
     return jax.ops.segment_sum(w, body_ids, num_segments=m.nbody)
