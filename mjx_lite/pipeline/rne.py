@@ -40,6 +40,13 @@ def _body_forces(d: Data, cacc: jax.Array) -> jax.Array:
     return f + math.force_cross_c(d.cvel, math.inert_mul_c(d.cinert, d.cvel))
 
 
+def _body_forces_elementwise(d: Data, cacc: jax.Array) -> jax.Array:
+    """`_body_forces` with the elementwise spatial products: the einsum forms become tiny batched dot_generals
+    under vmap, a slow library call on CPU (this pass runs once per step for the acc/force sensors)."""
+    f = math.inert_mul(d.cinert, cacc)
+    return f + math.force_cross(d.cvel, math.inert_mul(d.cinert, d.cvel))
+
+
 def rne(m: Model, d: Data) -> Data:
     """qfrc_bias: Coriolis, centrifugal and gravitational forces (mj_rne, flg_acc=0). Needs com_vel."""
     dtype = d.cinert.dtype
@@ -76,6 +83,6 @@ def rne_postconstraint(m: Model, d: Data, cfrc_constraint: jax.Array | None = No
     else:
         local = jp.zeros((m.nbody, 6), dtype)
     cacc = support.forward_accumulate(m, support.put(local, _WORLD, _world_acc(m, dtype)[None]))
-    cfrc_int = support.put(_body_forces(d, cacc) - cfrc_ext, _WORLD, 0.0)
+    cfrc_int = support.put(_body_forces_elementwise(d, cacc) - cfrc_ext, _WORLD, 0.0)
     cfrc_int = support.subtree_sum(m, cfrc_int, include_world=True)
     return d.replace(cacc=cacc, cfrc_int=cfrc_int, cfrc_ext=cfrc_ext)

@@ -303,12 +303,21 @@ def _touch_rows(m: Model, sites: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return idx, valid
 
 
+def _touch_buckets(m: Model, sites: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Static groups of touch sensors (indices into `sites`) sharing a site shape and a candidate row count of the
+    same power of two: one vectorised test each, padded to its own widest sensor (bounded waste, few traces)."""
+    _, valid = _touch_rows(m, sites)
+    count = np.maximum(valid.sum(1), 1)
+    key = np.asarray(m.site_type)[sites] * 64 + np.ceil(np.log2(count)).astype(int)
+    return [(int(np.asarray(m.site_type)[sites][key == k][0]), np.nonzero(key == k)[0]) for k in np.unique(key)]
+
+
 def touch(m: Model, d: Data, sites: np.ndarray, shared: Shared | None = None) -> jax.Array:
     """Touch sensor values (k,) for static site ids (k,).
 
-    One vectorised test per site shape over (sensors of that shape, contact rows that can involve their body): the
-    rows come from the static pair layout (`row_bodies`), so a sensor reads the few rows of its body's pairs, not
-    every padded contact row.
+    Vectorised tests over (sensors, contact rows that can involve their body): the rows come from the static pair
+    layout (`row_bodies`), so a sensor reads the few rows of its body's pairs, not every padded contact row; sensors
+    are grouped by site shape and row count (`_touch_buckets`).
     """
     shared = shared or Shared(m, d)
     dtype = d.qpos.dtype
@@ -318,22 +327,23 @@ def touch(m: Model, d: Data, sites: np.ndarray, shared: Shared | None = None) ->
     con = d.contact
     _, _, b1, b2 = _contact_bodies(m, d)
     fn = shared.forces[:, 0]
-    normal = con.frame[:, 0]
+    # one gather per dtype: point, normal and normal force; the two bodies
+    rowf = jp.concatenate([con.pos, con.frame[:, 0], fn[:, None]], axis=1)  # (nconmax, 7)
+    rowb = jp.stack([b1, b2], axis=1)  # (nconmax, 2)
     idx, valid = _touch_rows(m, sites)
-    stype, sbody = np.asarray(m.site_type)[sites], np.asarray(m.site_bodyid)[sites]
+    sbody = np.asarray(m.site_bodyid)[sites]
     parts, order = [], []
-    for t in np.unique(stype):
-        sel = np.nonzero(stype == t)[0]
-        rows, s = idx[sel], sites[sel]  # (j, K), (j,)
+    for t, sel in _touch_buckets(m, sites):
+        width = max(1, int(valid[sel].sum(1).max()))
+        rows, ok, s = idx[sel, :width], valid[sel, :width], sites[sel]  # (j, K), (j, K), (j,)
+        f, b = rowf[rows], rowb[rows]
         body = jp.asarray(sbody[sel], jp.int32)[:, None]
-        on1, on2 = b1[rows] == body, b2[rows] == body
-        f = fn[rows]
-        use = jp.asarray(valid[sel]) & con.active[rows] & (on1 | on2) & (f > 0)
-        nrm = normal[rows]
-        ray = jp.where(on2[..., None], -nrm, nrm)
-        hit = ray_hits(int(t), d.site_xpos[s][:, None], d.site_xmat[s][:, None], m.site_size[s][:, None],
-                       con.pos[rows], ray)  # fmt: skip
-        parts.append(jp.sum(jp.where(use & hit, f, 0.0), axis=1))
+        on1, on2 = b[..., 0] == body, b[..., 1] == body
+        use = jp.asarray(ok) & con.active[rows] & (on1 | on2) & (f[..., 6] > 0)
+        ray = jp.where(on2[..., None], -f[..., 3:6], f[..., 3:6])
+        hit = ray_hits(t, d.site_xpos[s][:, None], d.site_xmat[s][:, None], m.site_size[s][:, None], f[..., :3],
+                       ray)  # fmt: skip
+        parts.append(jp.sum(jp.where(use & hit, f[..., 6], 0.0), axis=1))
         order.append(sel)
     inv = np.argsort(np.concatenate(order))
     return jp.concatenate(parts)[inv].astype(dtype)
