@@ -784,3 +784,39 @@ def test_mesh_broadphase_trims_and_flags():
             mine = {k: v[(ours["pos"][:, 0] > 0.5) == pair] for k, v in ours.items() if k in ("dist", "pos", "frame")}
             want = {k: v[(theirs["pos"][:, 0] > 0.5) == pair] for k, v in theirs.items()}
             _match(mine, want, ATOL_CONVEX if len(want["dist"]) == 1 else ATOL_FACE, (i, pair))
+
+
+
+@pytest.mark.slow  # compiles the GJK and separating-axes distances and the manifold (67 s at load 14)
+def test_mesh_stages_skip_and_apart():
+    """The two stages of mesh-mesh (`polyhedral.STAGES`) on the face scene's two prisms, overlapping and 1 m apart:
+    the distance stage given the broadphase's `skip` verdict runs no GJK/EPA (sat_budget 0: dist NOCONTACT, beyond
+    any margin, even where they overlap); skip False is the collider's answer (the separating axes' exact one); the
+    manifold stage of a pair beyond the margin has no rows, of a touching pair its 4 face-face rows."""
+    m = model_from_mujoco(mujoco.MjModel.from_xml_string(_FACE_SCENE))
+    d = mjl.make_data(m)
+    gids = jp.array([1, 2])
+    d = d.replace(geom_xpos=d.geom_xpos.at[gids].set(jp.array([[0.0, 0.0, 0.0], [0.01, 0.02, 0.03]])),
+                  geom_xmat=jp.broadcast_to(jp.eye(3), d.geom_xmat.shape))  # fmt: skip
+    ginfo = driver._geom_info(m, d, gids, mjl.types.GeomType.MESH)
+    g1, g2 = (driver._take_info(ginfo, jp.array(i)) for i in (0, 1))
+    margin = jp.asarray(0.01)
+    dist_fn, manifold_fn = polyhedral.STAGES[polyhedral.mesh_mesh]
+
+    @jax.jit
+    def run(g2):
+        gjk = jax.vmap(lambda s: dist_fn(g1, g2, margin, s, sat_budget=0))(jp.array([False, True]))
+        sat = dist_fn(g1, g2, margin, sat_budget=200_000)
+        rows = jax.vmap(lambda d0: manifold_fn(g1, g2, margin, d0, *sat[1:]))(jp.stack([sat[0], margin + 1e-3]))
+        return gjk, sat, rows
+
+    for g, touching in ((g2, True), (g2._replace(pos=g2.pos + jp.array([1.0, 0.0, 0.0])), False)):
+        gjk, sat, rows = run(g)
+        assert bool(sat[0] < margin) == touching, sat[0]
+        if touching:
+            np.testing.assert_allclose(gjk[0][0], sat[0], atol=ATOL_CONVEX)  # skip False: GJK/EPA's depth
+        else:
+            assert float(gjk[0][0]) > margin
+        assert float(gjk[0][1]) >= ctypes.NOCONTACT  # skipped: no loop, no contact
+        live = np.asarray(rows.dist) < margin
+        assert live[0].sum() == (4 if touching else 0) and not live[1].any(), rows.dist  # apart: no manifold

@@ -470,8 +470,11 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
     info2 = _geom_info(m, d, g2, g.type2, g.geom2)
     if g.stages is not None:  # distance of every narrow-phase pair, manifold of the closest `touch` in contact
         dist_fn, manifold_fn = g.stages
-        dist0, pos0, nrm0 = jax.vmap(dist_fn, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+        # pairs out of reach by the bounding boxes run no GJK/EPA loop (under vmap a loop runs while any pair's does)
+        dist0, pos0, nrm0 = jax.vmap(dist_fn, in_axes=(info_axes(info1), info_axes(info2), 0, 0))(
+            info1, info2, margin, ~near)
         touching = near & (dist0 <= margin)
+        dist0 = jp.where(touching, dist0, NOCONTACT)  # the manifold stage runs only for pairs in contact
         _, idx = jax.lax.top_k(jax.lax.stop_gradient(jp.where(touching, -dist0, -jp.inf)), g.touch)
         overflow = overflow | (jp.sum(touching) > g.touch)
         g1, g2, near = g1[idx], g2[idx], touching[idx]

@@ -28,7 +28,7 @@ from mjx_lite.collision.refine import refine_normal, small_mesh
 from mjx_lite.collision.sat import polytope_sat, sat_cost, sat_tables, segment_sat
 from mjx_lite.collision.segment import segments_closest
 from mjx_lite.collision.support import CURVED, radius, support, support_feature
-from mjx_lite.collision.types import Contacts, Distance, GeomInfo, GType, Scalar, Vec3
+from mjx_lite.collision.types import NOCONTACT, Contacts, Distance, GeomInfo, GType, Scalar, Vec3
 from mjx_lite.math import dot3, safe_norm
 from mjx_lite.types import GeomType
 
@@ -48,7 +48,7 @@ def _apart(g1: GeomInfo, g2: GeomInfo, margin: Scalar | None) -> tuple[Scalar, S
 
 
 def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | None = None, curved: bool | None = None,
-            *, sat_budget: int) -> Distance:
+            *, sat_budget: int, skip: Scalar | None = None) -> Distance:
     """(dist (), pos (3,), normal (3,) from geom1 to geom2) of two convex geoms. Polytope pairs (box, mesh; static
     types) whose separating-axis test costs at most `sat_budget` (`sat_cost`; the model's `m.config.sat_budget`), and
     sphere-mesh and capsule-mesh pairs (the core point or segment, `segment_sat`), take their penetration from
@@ -59,7 +59,10 @@ def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | N
     the other shape is no mesh, or a small one (`small_mesh`; against a larger mesh the refinement looks only at the
     kinks near its current normal, and from a deep EPA_ITERATIONS_CURVED normal it can end a few 1e-4 off:
     EPA_ITERATIONS there). `curved`, for traced types: every pair has a curved shape and no mesh (True), no pair has a
-    curved shape (False), or either (None: EPA_ITERATIONS, refined where curved); static types decide it themselves."""
+    curved shape (False), or either (None: EPA_ITERATIONS, refined where curved); static types decide it themselves.
+    `skip` (() bool, polytope pairs only): the caller's broadphase found the pair out of reach (its bounding boxes
+    apart by more than the margin): no GJK/EPA loop runs for it and, without separating axes, dist is NOCONTACT
+    (beyond any margin); None: the bounding spheres about the positions decide (`_apart`)."""
     dt = g1.pos.dtype
     if isinstance(t1, int) and isinstance(t2, int):
         has_curved = t1 in CURVED or t2 in CURVED
@@ -94,7 +97,7 @@ def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | N
         depth, n_pen, p_pen = sat
         r1 = radius(t1, g1.size)  # 0 for polytopes
         apart = depth <= 0
-        skip = ~apart if margin is None else ~apart | (-depth - r1 > margin)
+        skip = (~apart if margin is None else ~apart | (-depth - r1 > margin)) | (False if skip is None else skip)
         # GJK starts along the best separating axis (geom2 towards geom1; tilted as v0): fewer iterations than
         # from the centres' difference (500-vertex hull, batch 256: at most 10-11 instead of 12-13)
         near_gjk, _ = gjk_polytopes(sup, -n_pen + 1e-2 * tilt, tol, skip)
@@ -105,7 +108,10 @@ def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | N
         return jp.where(use_gjk, vn, -depth) - r1, pos, normal
     dummy = jp.array([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [-1.0, -1.0, -1.0]], dt)
     if static and t1 in _POLYTOPES and t2 in _POLYTOPES:  # early exit; derivatives from the final features
-        far, gap = _apart(g1, g2, margin)
+        if skip is None:
+            far, gap = _apart(g1, g2, margin)
+        else:  # the broadphase's verdict (tighter than the spheres; their vertex scan is not repeated)
+            far, gap = jp.asarray(skip), jp.asarray(NOCONTACT, dt)
         (w, wa, mask, v, lam, inside), dirs = gjk_polytopes(sup, v0, tol, far)
         vn, n_sep, a_sep, b_sep = separated(w, wa, mask, v, lam, inside)
         # apart: the spheres' gap (beyond the margin: no contact), along the centres

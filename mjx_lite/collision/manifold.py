@@ -37,7 +37,9 @@ def clip_to_face(wr: Points, rmask: Mask, nr: Vec3, r0: Vec3, wi: Points, imask:
     normal nr through r0). Points on the incident face inside the reference prism: incident vertices, reference
     vertices projected onto the incident plane and edge-edge crossings. `inc_poly` False: the incident feature is a
     segment (its first two masked vertices; no reference vertex lies on it). `cdir` (default nr): the direction of
-    the reference side planes and of the projections. Returns (points (K, 3), valid (K,), depth (K,))."""
+    the reference side planes and of the projections. Returns (points (K, 3), valid (K,), depth (K,)): with I
+    incident and R reference rows K = I + R + I min(4, R), or K = I + I min(4, R) where inc_poly is a static False
+    (the projected reference vertices, never valid then, are left out: the duplicate test is quadratic in K)."""
     cdir = nr if cdir is None else cdir
     dt = wr.dtype
     ro, rok = _ordered(wr, rmask, nr)
@@ -63,12 +65,15 @@ def clip_to_face(wr: Points, rmask: Mask, nr: Vec3, r0: Vec3, wi: Points, imask:
     # (a) incident vertices
     pa = wi[io]
     va = iok & inside_ref(pa)
-    # (b) reference vertices projected along nr onto the incident plane
-    den = jp.dot(ni, cdir)
-    den = jp.where(jp.abs(den) > 1e-12, den, 1.0)
-    i0 = wi[io[0]]
-    pb = wr[ro] + cdir * ((wr[ro] - i0) @ ni / -den)[:, None]
-    vb = rok & inside_inc(pb) & inc_poly
+    # (b) reference vertices projected along nr onto the incident plane (none on a segment: a static False
+    # inc_poly leaves their rows out, so the duplicate test below is O(1) rather than quadratic in the face's rows)
+    seg_only = inc_poly is False
+    if not seg_only:
+        den = jp.dot(ni, cdir)
+        den = jp.where(jp.abs(den) > 1e-12, den, 1.0)
+        i0 = wi[io[0]]
+        pb = wr[ro] + cdir * ((wr[ro] - i0) @ ni / -den)[:, None]
+        vb = rok & inside_inc(pb) & inc_poly
     # (c) incident edges crossing reference side planes (both within their segments)
     ea = ia[:, None, :]
     eb = ib[:, None, :]
@@ -90,8 +95,8 @@ def clip_to_face(wr: Points, rmask: Mask, nr: Vec3, r0: Vec3, wi: Points, imask:
     _, first = jax.lax.top_k(jp.where(vc, -jp.arange(nr_edges), -nr_edges - 1), keep)  # (I, keep)
     pc = jp.take_along_axis(pc, first[..., None], axis=1)
     vc = jp.take_along_axis(vc, first, axis=1)
-    pts = jp.concatenate([pa, pb, pc.reshape(-1, 3)], axis=0)
-    ok = jp.concatenate([va, vb, vc.reshape(-1)])
+    pts = jp.concatenate([pa] + ([] if seg_only else [pb]) + [pc.reshape(-1, 3)], axis=0)
+    ok = jp.concatenate([va] + ([] if seg_only else [vb]) + [vc.reshape(-1)])
     depth = (pts - r0) @ nr
     ok = ok & (depth <= margin)
     # drop near-duplicates (a vertex on an edge is found twice)

@@ -93,7 +93,9 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
 def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist0: Scalar, pos0: Vec3, n: Vec3
               ) -> Contacts:
     """The second half of `_polyhedral`: the manifold from the pair's single contact (dist0 (), pos0 (3,), normal n
-    (3,) from geom1 to geom2, `collide`'s)."""
+    (3,) from geom1 to geom2, `collide`'s). A pair beyond the margin (dist0 > margin: no contact, its rows are
+    dropped) gets no manifold: its face clipping and polygon reduction loops do not run (under vmap they would run
+    as long as any pair's, e.g. two flat pads facing each other from afar)."""
     dt = pos0.dtype
     w1, tri1 = polyhedron(t1, g1)
     w2, tri2 = polyhedron(t2, g2)
@@ -111,7 +113,8 @@ def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist
     okff = cand1[:, None] & cand2[None, :] & (dots < -FACE_COS)
     ij = jp.argmin(jp.where(okff, dots, jp.inf))
     fi, fj = cid1[ij // dots.shape[1]], cid2[ij % dots.shape[1]]
-    face_face = jp.any(okff)
+    live = dist0 <= margin  # in contact: only then a manifold (MuJoCo's multiccd runs for a pair in contact)
+    face_face = live & jp.any(okff)
     # edge-face: edges at the lower-dimensional feature against the faces through the other one
     end1, nbr1, e1 = _edges_at(w1, nt1, vertex_edges(t1, g1, v1), v1)
     end2, nbr2, e2 = _edges_at(w2, nt2, vertex_edges(t2, g2, v2), v2)
@@ -122,8 +125,8 @@ def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist
     c21 = jp.abs(outer3(e2, pn1[cid1]))  # (De2, Dp1)
     ok21 = nbr2[:, None] & cand1[None, :] & (c21 < EDGE_SIN)
     try1 = (dim1 < 3) & (dim1 <= dim2)
-    edge1 = ~face_face & try1 & jp.any(ok12)
-    edge2 = ~face_face & ~try1 & (dim2 < 3) & jp.any(ok21)
+    edge1 = live & ~face_face & try1 & jp.any(ok12)
+    edge2 = live & ~face_face & ~try1 & (dim2 < 3) & jp.any(ok21)
     a12 = jp.argmin(jp.where(ok12, c12, jp.inf))
     u1, f2e = end1[a12 // c12.shape[1]], cid2[a12 % c12.shape[1]]
     a21 = jp.argmin(jp.where(ok21, c21, jp.inf))
@@ -174,14 +177,17 @@ def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) ->
     return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget)
 
 
-def box_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> tuple[Scalar, Vec3, Vec3]:
-    """The first stage of `box_mesh`: the pair's single contact (dist (), pos (3,), normal (3,)), as `collide`."""
-    return collide(GeomType.BOX, GeomType.MESH, g1, g2, margin, sat_budget=sat_budget)
+def box_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar, skip: Scalar | None = None, *, sat_budget: int
+                      ) -> tuple[Scalar, Vec3, Vec3]:
+    """The first stage of `box_mesh`: the pair's single contact (dist (), pos (3,), normal (3,)), as `collide`;
+    `skip` () bool: the broadphase's out-of-reach verdict (no GJK/EPA loop runs; dist beyond the margin)."""
+    return collide(GeomType.BOX, GeomType.MESH, g1, g2, margin, sat_budget=sat_budget, skip=skip)
 
 
-def mesh_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> tuple[Scalar, Vec3, Vec3]:
+def mesh_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar, skip: Scalar | None = None, *, sat_budget: int
+                       ) -> tuple[Scalar, Vec3, Vec3]:
     """The first stage of `mesh_mesh` (see `box_mesh_distance`)."""
-    return collide(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget=sat_budget)
+    return collide(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget=sat_budget, skip=skip)
 
 
 def box_mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3) -> Contacts:
