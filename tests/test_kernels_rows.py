@@ -17,8 +17,8 @@ import pytest
 from jax._src.interpreters import partial_eval as pe
 
 import mjx_lite as mjl
-from mjx_lite.pipeline import constraint, kernels
-from mjx_lite.pipeline import forward as fwd
+from mjx_lite.collision import driver
+from mjx_lite.pipeline import constraint, inertia, kernels, kinematics
 from mjx_lite.pipeline.kernels import launch, rows
 from mjx_lite.solver.solve import solve
 from mjx_lite.types import ConstraintType
@@ -85,10 +85,11 @@ def _states(mjm, m, n, seed=0, scale=0.02):
 
 
 def _prepare(m, d):
-    """The position stages (collision and the rows included) on the XLA path, and a smooth acceleration for the
-    solver (M^-1 of a fixed force: the solver's inputs, whatever the velocity stages would give)."""
-    d = fwd.fwd_position(m, d)
-    return d.replace(qacc_smooth=kernels.solve_m(m, d, jp.cos(jp.arange(m.nv, dtype=d.qpos.dtype)) * 10.0))
+    """The stages before the rows (fwd_position's, collision included) on the XLA path, and a smooth acceleration
+    for the solver (M^-1 of a fixed force: the solver's input, whatever the velocity stages would give)."""
+    for stage in (kinematics.kinematics, kinematics.com_pos, inertia.crb, inertia.factor_m, driver.collision):
+        d = stage(m, d)
+    return d.replace(qacc_smooth=inertia.solve_m(m, d, jp.cos(jp.arange(m.nv, dtype=d.qpos.dtype)) * 10.0))
 
 
 _prepared = jax.jit(jax.vmap(_prepare, in_axes=(None, 0)))
@@ -103,26 +104,31 @@ def _setup(mjm, n=3, seed=0, scale=0.02):
 
 @pytest.fixture(scope="module")
 def small():
-    """(MjModel, Model, prepared batch of 3 states) of ROWS, float64."""
+    """(MjModel, Model, batch of 3 states before the rows) of ROWS, float64."""
     mjm = mujoco.MjModel.from_xml_string(ROWS)
     m, ds = _setup(mjm)
-    live = np.asarray(ds.efc_mask)
-    types = set(np.asarray(ds.efc_type)[live].tolist())
+    return mjm, m, ds
+
+
+@pytest.fixture(scope="module")
+def small_rows(small):
+    """(fused, XLA) rows of `small`'s states, float64."""
+    _, m, ds = small
+    want = _rows(m, ds)
+    live = np.asarray(want.efc_mask)
+    types = set(np.asarray(want.efc_type)[live].tolist())
     assert {int(t) for t in (ConstraintType.EQUALITY, ConstraintType.FRICTION_DOF,
                              ConstraintType.LIMIT_JOINT, ConstraintType.CONTACT_FRICTIONLESS,
                              ConstraintType.CONTACT_PYRAMIDAL)} <= types, types  # fmt: skip
     assert np.any(~np.asarray(m.jnt_limit_onerow)[constraint.plan(m).lim_jnt])  # a two-row limit
-    return mjm, m, ds
+    return _rows(mjl.configure(m, kernels="fused"), ds), want
 
 
-def _compare(m, ds, tol, what):
-    want = _rows(m, ds)
-    got = _rows(mjl.configure(m, kernels="fused"), ds)
+def _compare(got, want, tol, what):
     tk._assert_close(got, want, EFC, tol, what)
     for f in EXACT:
         np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f"{what}: {f}")
     np.testing.assert_array_equal(got.contact.efc_address, want.contact.efc_address, err_msg=what)
-    return got, want
 
 
 def test_fusable_selection(small):
@@ -154,25 +160,31 @@ def test_fusable_selection(small):
     np.testing.assert_array_equal(np.broadcast_to(b2, act.shape)[act], gb[geom[..., 1]][act])
 
 
-def test_rows_equal_xla(small):
-    """Every efc_* field, nefc, efc_address and the warnings of the fused rows equal the XLA rows' (float64), and
-    qacc after the solver on either rows."""
-    _, m, ds = small
-    got, want = _compare(m, ds, ROWS_TOL, "ROWS")
+def test_rows_equal_xla(small_rows):
+    """Every efc_* field, nefc, efc_address and the warnings of the fused rows equal the XLA rows' (float64)."""
+    _compare(*small_rows, ROWS_TOL, "ROWS")
+
+
+@pytest.mark.slow
+def test_solve_on_fused_rows(small, small_rows):
+    """qacc and efc_force after the (XLA) solver on either path's rows."""
+    _, m, _ = small
+    got, want = small_rows
     tk._assert_close(_solve(m, got), _solve(m, want), ("qacc", "efc_force"), QACC_TOL, "ROWS solve")
 
 
 @pytest.mark.slow
 def test_rows_equal_xla_humanoid():
-    """The MJX humanoid (its benchmark model): hinge limits and condim-3 foot contacts, lowered onto the floor."""
+    """The MJX humanoid (its benchmark model): hinge limits and condim-3 foot contacts (lowered onto the floor),
+    the rows and qacc after the solver."""
     mjm = mujoco.MjModel.from_xml_path(tk.MJX_HUMANOID)
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
-    ds = _states(mjm, m, 3, scale=0.3)
-    ds = ds.replace(qpos=ds.qpos.at[:, 2].add(-0.25))
-    ds = _prepared(m, ds)
+    ds = _states(mjm, m, 3, scale=0.1)
+    ds = _prepared(m, ds.replace(qpos=ds.qpos.at[:, 2].add(-0.35)))
     assert np.all(np.asarray(ds.contact.active).sum(axis=1) > 0)
     assert rows.fusable(m)
-    got, want = _compare(m, ds, ROWS_TOL, "humanoid")
+    got, want = _rows(mjl.configure(m, kernels="fused"), ds), _rows(m, ds)
+    _compare(got, want, ROWS_TOL, "humanoid")
     tk._assert_close(_solve(m, got), _solve(m, want), ("qacc", "efc_force"), QACC_TOL, "humanoid solve")
 
 

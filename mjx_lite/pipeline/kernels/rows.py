@@ -108,17 +108,26 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
         if len(two):
             tab.update(lim2_obj=two, lim2_jnt=j[two], lim2_q=qadr[j][two], lim2_d=dadr[j][two],
                        lim2_row=first[two] + 1)  # fmt: skip
-    dims = sorted(set(p.con_dim.tolist())) if len(p.con_dim) else []
-    if dims:
+    ncon = len(p.con_dim)
+    ncrow = int(np.sum(p.con_rows)) if ncon else 0
+    if ncon:
         b1, b2 = slot_bodies(m)
         root = np.asarray(m.body_rootid)
-        tab["body_dof_mask"] = support.body_dof_mask(m).reshape(-1)
-        for dim in dims:
-            s = np.nonzero(p.con_dim == dim)[0]
-            tab.update({f"c{dim}_slot": s, f"c{dim}_b1": b1[s], f"c{dim}_b2": b2[s], f"c{dim}_root1": root[b1[s]],
-                        f"c{dim}_root2": root[b2[s]], f"c{dim}_row": p.con_adr[s]})  # fmt: skip
-    info.update(dims=dims, joint_eq=len(e), fric=len(p.fric_dof), lim=len(j),
-                lim2=len(tab.get("lim2_obj", ())), ncon=len(p.con_dim))  # fmt: skip
+        tab.update(body_dof_mask=support.body_dof_mask(m).reshape(-1), c_b1=b1, c_b2=b2, c_root1=root[b1],
+                   c_root2=root[b2], c_dim=p.con_dim)  # fmt: skip
+        # per contact row: its slot, its index q in the slot, its direction k (row pair (q // 2): normal +- mu_k
+        # direction k, k = q // 2 + 1; frictionless rows: k = 0, the normal alone)
+        slot = np.repeat(np.arange(ncon), p.con_rows)
+        q = np.arange(ncrow) - np.repeat(p.con_adr - p.adr["contact"], p.con_rows)
+        fl = p.con_dim[slot] == 1
+        k = np.where(fl, 0, q // 2 + 1)
+        sign = np.where(fl, 0, np.where(q % 2 == 0, 1, -1))
+        tab.update(cr_slot=slot, cr_q=q, cr_k=k, cr_sign=sign, cr_fl=fl)
+    kz = np.zeros(p.nefc, bool)
+    kz[p.adr["fric_dof"] : p.adr["fric_dof"] + len(p.fric_dof)] = True
+    tab["row_kz"] = kz
+    info.update(joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
+                ncrow=ncrow, nefc=p.nefc)  # fmt: skip
     tables = {n: np.asarray(v, np.int32).reshape(-1) for n, v in tab.items()}
     return tables, info
 
@@ -200,47 +209,35 @@ def _impedance(solimp, r):
 
 
 def _body(m: Model, info: dict):
-    nv = m.nv
+    nv, nefc = m.nv, info["nefc"]
     refsafe = not (m.opt.disableflags & DisableBit.REFSAFE)
     neq_data = int(jp.shape(m.eq_data)[-1]) if m.neq else 0
+    adr = constraint.plan(m).adr
 
     def body(io):
         tab = io.table
-        h = io.read("timestep", 0)
 
-        def finish(r, pos, margin, fl, diag, solref, solimp, imp_r, active, vel, k_zero=False):
-            """Row r's impedance, R, aref and masked fields (constraint._assemble's tail, per lane)."""
-            imp, dmax = _impedance(solimp, imp_r)
-            s0, s1 = solref
-            tc = jp.maximum(s0, 2.0 * h) if refsafe else s0
-            direct = s0 <= 0
-            tc = jp.where(direct, 1.0, tc)
-            if k_zero:
-                K = 0.0
-            else:
-                K = jp.where(direct, -s0 / (dmax * dmax), 1.0 / (dmax * dmax * tc * tc * s1 * s1))
-            B = jp.where(direct, -s1 / dmax, 2.0 / (dmax * tc))
-            R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
-            vel = jp.where(active, vel, 0.0)
-            aref = -B * vel - K * imp * (pos - margin)
-            for name, v, dead in (("pos", pos, 0.0), ("margin", margin, 0.0), ("frictionloss", fl, 0.0),
-                                  ("diagA", diag, 0.0), ("R", R, 1.0), ("vel", vel, 0.0), ("aref", aref, 0.0),
-                                  ("active", 1.0, 0.0)):  # fmt: skip
-                io.write(name, r, jp.where(active, v, dead))
+        def flag(b):
+            """A static-per-block condition (a table entry's test) as a lane vector: select's operands then
+            have one shape (Triton's select does not broadcast a scalar condition against a scalar operand)."""
+            return io.lanes(jp.asarray(b).astype(io.dtype)) > 0.5
 
-        def unit_row(r, dof, sign, active):
+        def row(r, pos, margin, fl, diag, solref, solimp, imp_r, live, vel):
+            """Row r's raw quantities (masked and completed by `finish`)."""
+            for name, v in (("pos", pos), ("margin", margin), ("frictionloss", fl), ("diagA", diag), ("vel", vel),
+                            ("_imp_r", imp_r), ("_live", jp.where(live, 1.0, 0.0))):  # fmt: skip
+                io.write(name, r, v)
+            io.write_vec("_solref", r, tuple(solref))
+            io.write_vec("_solimp", r, tuple(solimp))
+
+        def unit_row(r, dof, sign, live):
             """J row r = sign e_dof (masked)."""
-            io.write_vec("J", r, [jp.where(active & (dof == j), sign, 0.0) for j in range(nv)])
-
-        def on(x):
-            return io.lanes(x) > 0.5
-
-        adr = constraint.plan(m).adr
+            io.write_vec("J", r, [jp.where(live & (dof == j), sign, 0.0) for j in range(nv)])
 
         # ---- joint equalities ------------------------------------------------------------------------------
         def joint_eq(i):
             eid, d1, d2 = tab("jeq_id", i), tab("jeq_d1", i), tab("jeq_d2", i)
-            has2 = tab("jeq_has2", i) == 1
+            has2 = flag(tab("jeq_has2", i) == 1)
             q1, q2 = tab("jeq_q1", i), tab("jeq_q2", i)
             x1, r1 = io.read("qpos", q1), io.read("qpos0", q1)
             x2, r2 = io.read("qpos", q2), io.read("qpos0", q2)
@@ -250,14 +247,14 @@ def _body(m: Model, info: dict):
             dpoly = c[1] + dif * (2 * c[2] + dif * (3 * c[3] + dif * 4 * c[4]))
             pos = x1 - r1 - jp.where(has2, poly, c[0])
             w2 = jp.where(has2, dpoly, 0.0)
-            active = on(io.read("eq_active", eid))
+            live = io.lanes(io.read("eq_active", eid)) > 0.5
             r = adr["joint_eq"] + i
-            io.write_vec("J", r, [jp.where(active, jp.where(d1 == j, 1.0, 0.0) - jp.where(d2 == j, w2, 0.0), 0.0)
-                                  for j in range(nv)])  # fmt: skip
+            io.write_vec("J", r, [jp.where(live, jp.where(flag(d1 == j), 1.0, 0.0) - jp.where(flag(d2 == j), w2, 0.0),
+                                           0.0) for j in range(nv)])  # fmt: skip
             diag = io.read("dof_invweight0", d1) + jp.where(has2, io.read("dof_invweight0", d2), 0.0)
             vel = io.read("qvel", d1) - w2 * io.read("qvel", d2)
-            finish(r, pos, 0.0, 0.0, diag, io.read_vec("eq_solref", eid, 2), io.read_vec("eq_solimp", eid, 5),
-                   jp.abs(pos), active, vel)  # fmt: skip
+            row(r, pos, 0.0, 0.0, diag, io.read_vec("eq_solref", eid, 2), io.read_vec("eq_solimp", eid, 5),
+                jp.abs(pos), live, vel)  # fmt: skip
 
         _loop(0, info["joint_eq"], joint_eq)
 
@@ -265,12 +262,10 @@ def _body(m: Model, info: dict):
         def friction(i):
             dof = tab("fric_dof", i)
             r = adr["fric_dof"] + i
-            active = on(1.0)
-            unit_row(r, dof, 1.0, active)
-            zero = io.lanes(0.0)
-            finish(r, zero, 0.0, io.read("dof_frictionloss", dof), io.read("dof_invweight0", dof),
-                   io.read_vec("dof_solref", dof, 2), io.read_vec("dof_solimp", dof, 5), zero, active,
-                   io.read("qvel", dof), k_zero=True)  # fmt: skip
+            live = io.lanes(1.0) > 0.5
+            unit_row(r, dof, 1.0, live)
+            row(r, 0.0, 0.0, io.read("dof_frictionloss", dof), io.read("dof_invweight0", dof),
+                io.read_vec("dof_solref", dof, 2), io.read_vec("dof_solimp", dof, 5), 0.0, live, io.read("qvel", dof))
 
         _loop(0, info["fric"], friction)
 
@@ -285,10 +280,10 @@ def _body(m: Model, info: dict):
             over = over | (one & (lo < mg) & (hi < mg))
             dist = jp.where(upper, hi, lo)
             sign = jp.where(upper, -1.0, 1.0)
-            active = dist < mg
-            unit_row(r, dof, sign, active)
-            finish(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
-                   io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), active, sign * io.read("qvel", dof))
+            live = dist < mg
+            unit_row(r, dof, sign, live)
+            row(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
+                io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), live, sign * io.read("qvel", dof))
             return over
 
         over = _loop(0, info["lim"], limit, io.lanes(0.0) > 0.5)
@@ -298,88 +293,105 @@ def _body(m: Model, info: dict):
             x = io.read("qpos", tab("lim2_q", i))
             dist = io.read("jnt_range", 2 * jid + 1) - x
             mg = io.read("jnt_margin", jid)
-            active = dist < mg
-            unit_row(r, dof, -1.0, active)
-            finish(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
-                   io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), active, -io.read("qvel", dof))
+            live = dist < mg
+            unit_row(r, dof, -1.0, live)
+            row(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
+                io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), live, -io.read("qvel", dof))
 
         _loop(0, info["lim2"], limit_upper)
         io.write("over", 0, jp.where(over, 1.0, 0.0))
 
-        # ---- contacts, one loop per static condim ------------------------------------------------------------
-        for dim in info["dims"]:
-            _loop(0, int(np.sum(constraint.plan(m).con_dim == dim)), _contact(io, m, dim, finish))
+        # ---- contacts: each slot's J6 = [lin; ang] Jacobian of body 2 minus body 1 at its point, then its rows
+        def jac6(s):
+            b1, b2 = tab("c_b1", s), tab("c_b2", s)
+            pt = io.read_vec("con_pos", s, 3)
+            com1 = io.read_vec("subtree_com", tab("c_root1", s), 3)
+            com2 = io.read_vec("subtree_com", tab("c_root2", s), 3)
+            o1 = tuple(pt[k] - com1[k] for k in range(3))
+            o2 = tuple(pt[k] - com2[k] for k in range(3))
+
+            def dof(j):
+                cd = io.read_vec("cdof", j, 6)  # [ang; lin]
+                w, v = cd[:3], cd[3:]
+
+                def comps(o, mk):
+                    lin = (v[0] + w[1] * o[2] - w[2] * o[1], v[1] + w[2] * o[0] - w[0] * o[2],
+                           v[2] + w[0] * o[1] - w[1] * o[0])  # fmt: skip
+                    return [jp.where(mk, c, 0.0) for c in lin + tuple(w)]
+
+                c1 = comps(o1, flag(tab("body_dof_mask", b1 * nv + j) == 1))
+                c2 = comps(o2, flag(tab("body_dof_mask", b2 * nv + j) == 1))
+                io.write_vec("_j6", s * nv + j, tuple(c2[c] - c1[c] for c in range(6)))
+
+            _loop(0, nv, dof)
+
+        _loop(0, info["ncon"], jac6)
+
+        def contact_row(i):
+            s, q, k, sign = tab("cr_slot", i), tab("cr_q", i), tab("cr_k", i), tab("cr_sign", i)
+            fl = flag(tab("cr_fl", i) == 1)
+            r = adr["contact"] + i
+            dist, mg = io.read("con_dist", s), io.read("con_margin", s)
+            adim = io.read("con_dim", s)
+            live = (io.read("con_active", s) > 0.5) & (dist < mg)
+            live = io.lanes(live) > 0.5
+            live = live & (fl | (q < 2 * (adim - 1)))  # rows beyond the slot's actual condim are dead
+            # the row's direction: normal +- mu_k (frame row k (linear), or frame row k - 3 (rotational))
+            km = jp.maximum(k, 1)
+            fidx = jp.where(km < 3, km, km - 3)
+            d = io.read_vec("con_frame", 3 * s + fidx, 3)
+            mu = sign * io.read("con_friction", 5 * s + km - 1)
+            lin_k, ang_k = flag((k >= 1) & (k < 3)), flag(k >= 3)
+            normal = io.read_vec("con_frame", 3 * s, 3)
+            coef = tuple(normal[c] + jp.where(lin_k, mu * d[c], 0.0) for c in range(3))
+            coef += tuple(jp.where(ang_k, mu * d[c], 0.0) for c in range(3))
+
+            def dof(j, vel):
+                j6 = io.load_vec("_j6", s * nv + j, 6)
+                val = coef[0] * j6[0]
+                for c in range(1, 6):
+                    val = val + coef[c] * j6[c]
+                io.write("J", r * nv + j, jp.where(live, val, 0.0))
+                return io.lanes(vel + val * io.read("qvel", j))
+
+            vel = _loop(0, nv, dof, io.lanes(0.0))
+            diag = io.read("body_invweight0", 2 * tab("c_b1", s)) + io.read("body_invweight0", 2 * tab("c_b2", s))
+            f0 = io.read("con_friction", 5 * s)
+            f0sq = f0 * f0
+            diag = jp.where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / io.read("impratio", 0)))
+            row(r, dist, mg, 0.0, diag, io.read_vec("con_solref", s, 2), io.read_vec("con_solimp", s, 5),
+                jp.abs(dist - mg), live, vel)
+
+        _loop(0, info["ncrow"], contact_row)
+
+        # ---- every row: impedance, R, aref, masks (constraint._assemble's tail) --------------------------------
+        h = io.read("timestep", 0)
+
+        def finish(r):
+            live = io.load("_live", r) > 0.5
+            solimp = io.load_vec("_solimp", r, 5)
+            s0, s1 = io.load_vec("_solref", r, 2)
+            imp, dmax = _impedance(solimp, io.load("_imp_r", r))
+            tc = jp.maximum(s0, 2.0 * h) if refsafe else s0
+            direct = s0 <= 0
+            tc = jp.where(direct, 1.0, tc)
+            K = jp.where(direct, -s0 / (dmax * dmax), 1.0 / (dmax * dmax * tc * tc * s1 * s1))
+            K = jp.where(flag(tab("row_kz", r) == 1), 0.0, K)
+            B = jp.where(direct, -s1 / dmax, 2.0 / (dmax * tc))
+            diag = io.load("diagA", r)
+            R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
+            vel = jp.where(live, io.load("vel", r), 0.0)
+            pos, margin = io.load("pos", r), io.load("margin", r)
+            aref = -B * vel - K * imp * (pos - margin)
+            for name, v, dead in (("pos", pos, 0.0), ("margin", margin, 0.0),
+                                  ("frictionloss", io.load("frictionloss", r), 0.0), ("diagA", diag, 0.0),
+                                  ("R", R, 1.0), ("vel", vel, 0.0), ("aref", aref, 0.0),
+                                  ("active", 1.0, 0.0)):  # fmt: skip
+                io.write(name, r, jp.where(live, v, dead))
+
+        _loop(0, nefc, finish)
 
     return body
-
-
-def _contact(io, m: Model, dim: int, finish):
-    """The loop body over the slots of condim `dim`: the slot's rows."""
-    nv = m.nv
-    tab = io.table
-    pre = f"c{dim}_"
-    n = 1 if dim == 1 else 2 * (dim - 1)
-    ang = dim > 3  # rows with a rotational part (torsional / rolling friction)
-
-    def slot(i):
-        s, b1, b2, row = tab(pre + "slot", i), tab(pre + "b1", i), tab(pre + "b2", i), tab(pre + "row", i)
-        pt = io.read_vec("con_pos", s, 3)
-        fr = io.read_vec("con_frame", s, 9)
-        dist, mg = io.read("con_dist", s), io.read("con_margin", s)
-        live = (io.read("con_active", s) > 0.5) & (dist < mg)
-        adim = io.read("con_dim", s)
-        fric = io.read_vec("con_friction", s, 5)
-        com1 = io.read_vec("subtree_com", tab(pre + "root1", i), 3)
-        com2 = io.read_vec("subtree_com", tab(pre + "root2", i), 3)
-        o1 = tuple(pt[k] - com1[k] for k in range(3))
-        o2 = tuple(pt[k] - com2[k] for k in range(3))
-        # each row's coefficients on [lin (3), ang (3)]
-        normal = tuple(fr[0:3]) + (0.0, 0.0, 0.0)
-        coefs = [normal] if dim == 1 else []
-        for k in range(1, dim):
-            if k < 3:  # tangent k (linear)
-                d = tuple(fr[3 * k : 3 * k + 3]) + (0.0,) * 3
-            else:  # spin (k = 3) and rolls: frame row k - 3 of the rotational part
-                d = (0.0,) * 3 + tuple(fr[3 * (k - 3) : 3 * (k - 3) + 3])
-            mu = fric[k - 1]
-            coefs.append(tuple(normal[c] + mu * d[c] for c in range(6)))
-            coefs.append(tuple(normal[c] - mu * d[c] for c in range(6)))
-        # rows beyond the slot's actual condim are dead (constraint._contact_rows)
-        lives = [live] if dim == 1 else [live & (q < 2 * (adim - 1)) for q in range(n)]
-        ncomp = 6 if ang else 3
-
-        def dof(j, vel):
-            cd = io.read_vec("cdof", j, 6)  # [ang; lin]
-            m1 = tab("body_dof_mask", b1 * nv + j) == 1
-            m2 = tab("body_dof_mask", b2 * nv + j) == 1
-
-            def comps(o, mk):
-                w, v = cd[:3], cd[3:]
-                lin = (v[0] + w[1] * o[2] - w[2] * o[1], v[1] + w[2] * o[0] - w[0] * o[2],
-                       v[2] + w[0] * o[1] - w[1] * o[0])  # fmt: skip
-                return [jp.where(mk, c, 0.0) for c in lin + tuple(w)]
-
-            c1, c2 = comps(o1, m1), comps(o2, m2)
-            j6 = [c2[c] - c1[c] for c in range(6)]
-            out = []
-            for q in range(n):
-                val = coefs[q][0] * j6[0]
-                for c in range(1, ncomp):
-                    val = val + coefs[q][c] * j6[c]
-                io.write("J", (row + q) * nv + j, jp.where(lives[q], val, 0.0))
-                out.append(vel[q] + val * io.read("qvel", j))
-            return tuple(io.lanes(v) for v in out)
-
-        vel = _loop(0, nv, dof, tuple(io.lanes(0.0) for _ in range(n)))
-        iw = io.read("body_invweight0", 2 * b1) + io.read("body_invweight0", 2 * b2)
-        if dim > 1:
-            f0sq = fric[0] * fric[0]
-            iw = iw * (2.0 * f0sq * (1.0 + f0sq) / io.read("impratio", 0))
-        solref, solimp = io.read_vec("con_solref", s, 2), io.read_vec("con_solimp", s, 5)
-        for q in range(n):
-            finish(row + q, dist, mg, 0.0, iw, solref, solimp, jp.abs(dist - mg), lives[q], vel[q])
-
-    return slot
 
 
 def _twin(m: Model, d: Data, geoms) -> callable:
@@ -424,7 +436,8 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
     x = _inputs(m, d, info)
     nefc = constraint.plan(m).nefc
     outputs = {n: (nefc,) for n in OUTPUTS}
-    outputs.update(J=(nefc * m.nv,), over=(1,))
+    outputs.update(J=(nefc * m.nv,), over=(1,), _imp_r=(nefc,), _live=(nefc,), _solref=(nefc, 2), _solimp=(nefc, 5),
+                   _j6=(max(info["ncon"], 1) * m.nv * 6,))  # fmt: skip
     geoms = _slot_geoms(m) if info["ncon"] else None
     k = launch.Kernel("constraint_rows", {n: tuple(jp.shape(v)) for n, v in x.items()}, outputs, tables,
                       _body(m, info), _twin(m, d, geoms))  # fmt: skip
