@@ -4,7 +4,7 @@
 The rows run alone here (`kernels.make_constraint` on Data whose earlier stages ran on the XLA path), so each test
 compiles one kernel in Pallas' interpret mode. ROWS: joint equalities (two joints with a polynomial, one joint
 alone), dof friction loss, hinge and slide limits (one-row and two-row), contacts of condim 1, 3, 4 and 6
-(frictionless and pyramidal; a free sphere, box and capsule, and a sphere on a hinge chain) on states with
+(frictionless and pyramidal; free spheres and a capsule, and a sphere on a hinge chain) on states with
 contacts; the MJX humanoid (hinge limits, condim-3 contacts of its feet) in the slow selection. Both compare every
 efc_* field, nefc, contact.efc_address and the warnings, then qacc after the (XLA) solve.
 """
@@ -45,9 +45,9 @@ ROWS = """
       <freejoint/>
       <geom type="sphere" size="0.1" condim="1"/>
     </body>
-    <body name="box" pos="0 0.5 0.08">
+    <body name="top" pos="0 0.5 0.08">
       <freejoint/>
-      <geom type="box" size="0.1 0.1 0.1" condim="4"/>
+      <geom type="sphere" size="0.1" condim="4"/>
     </body>
     <body name="cap" pos="-0.3 -0.6 0.02">
       <freejoint/>
@@ -188,6 +188,7 @@ def test_rows_equal_xla_humanoid():
     tk._assert_close(_solve(m, got), _solve(m, want), ("qacc", "efc_force"), QACC_TOL, "humanoid solve")
 
 
+@pytest.mark.slow  # CI time (the kernel compiles again in float32)
 def test_rows_float32(small):
     """float32: the kernel's rows equal float32's XLA rows to float32 round-off."""
     _, m, ds = small
@@ -206,6 +207,7 @@ def _loss(m, d, qpos, qvel, cpos):
     return sum(jp.sum(jp.sin(getattr(d, f) * 1e-2)) for f in EFC if f != "efc_D")
 
 
+@pytest.mark.slow  # CI time (~30 s: the kernel and both paths' gradients compile)
 def test_gradients_equal_xla(small):
     """jax.grad through the fused rows (custom_jvp: the XLA twin) is the XLA rows', batched by vmap."""
     _, m, ds = small
