@@ -11,13 +11,16 @@ solref, solimp, active, dim) and eq_active (per environment); the Model floats t
 solref/solimp, invweight0, eq_data, qpos0, opt.timestep, opt.impratio), shared by the block unless vmapped.
 
 The row plan (constraint.plan) is static: one loop per block of rows over its tables (joint equalities; friction
-dofs; limited joints, a second loop for the upper rows of two-row limits; contact slots, one loop per static
-condim), each row's impedance, R and aref computed in the iteration that writes the row. A contact slot's two
-bodies are static (`slot_bodies`: the pair table's geoms when no group is trimmed or compacted and no capacity cap
-or flex contact exists; otherwise the XLA rows run), so the Jacobian of the contact point is an inner loop over
-the dofs with the bodies' dof masks as a table: J6 column j = [cdof_lin + cdof_ang x (pt - root com); cdof_ang]
-of body 2 minus that of body 1, and each of the slot's rows is its frame direction (normal +- mu_i direction i)
-dotted with it. The formulas are constraint.py's written per lane; fields equal the XLA path's to round-off.
+dofs; limited joints, a second loop for the upper rows of two-row limits; contact slots; contact rows), each
+writing its rows' Jacobian and raw quantities (pos, margin, diagA, solref, solimp, the impedance distance,
+liveness, J qvel), then one pass over all rows computes the impedance, R, aref and the masks (constraint._assemble's
+tail). A contact slot's two bodies are static (`slot_bodies`: the pair table's geoms when no group is trimmed or
+compacted and no capacity cap or flex contact exists; otherwise the XLA rows run), so the slot loop writes its point
+Jacobian J6 (6 x nv) as an inner loop over the dofs with the bodies' dof masks as a table: column j =
+[cdof_lin + cdof_ang x (pt - root com); cdof_ang] of body 2 minus that of body 1. A contact row is its frame
+direction (normal +- mu_k direction k: frame row k, linear, for k < 3, else frame row k - 3, rotational; the
+normal alone for a frictionless row) dotted with its slot's J6. The formulas are constraint.py's written per lane;
+fields equal the XLA path's to round-off.
 
 Not fused (the XLA rows run): connect and weld (their Jdot qvel bias needs com_vel), tendon equalities, friction
 and limits, ball limits, flex rows, elliptic cones, the sparse efc_J layout, surface velocities, contact slots whose
