@@ -31,8 +31,9 @@
 #    BATCH (default 8192), writing stages.txt and profile.txt to $OUT.
 #
 #    `bash benchmarks/gpu.sh kernels [BATCH ...]` compares the fused Pallas kernels with the XLA path and MJX
-#    (`Config.kernels`, docs/kernels.md): benchmarks/gpu_ab.py's variants xla, fused, "fused, lanes_first" and
-#    "fused, XLA solver" (the constraint solver's kernel left out) at the batches (default 1024 8192: steps/s,
+#    (`Config.kernels`, docs/kernels.md): benchmarks/gpu_ab.py's variants xla, fused, "fused, lanes_first",
+#    "fused, XLA solver" (the constraint solver's kernel left out) and "fused, XLA rows" (the constraint rows'
+#    kernel left out) at the batches (default 1024 8192: steps/s,
 #    kernels of the compiled step, compile time; first a fused == xla check of the tree pass and the whole forward
 #    pass on the device), then the per-stage
 #    profile of the fused step at the first batch, writing kernels_ab.txt and profile_fused.txt to $OUT.
@@ -84,7 +85,7 @@ if [ "${1:-}" = "kernels" ]; then
   shift
   batches=("$@")
   [ ${#batches[@]} -gt 0 ] || batches=(1024 8192)
-  "$PYTHON" -u benchmarks/gpu_ab.py --variants xla fused "fused, lanes_first" "fused, XLA solver" -- "${batches[@]}" 2>&1 \
+  "$PYTHON" -u benchmarks/gpu_ab.py --variants xla fused "fused, lanes_first" "fused, XLA solver" "fused, XLA rows" -- "${batches[@]}" 2>&1 \
     | tee "$OUT/kernels_ab.txt"
   XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" \
     "$PYTHON" -u benchmarks/profile_step.py --kernels fused --batch "${batches[0]}" --depth 3 --top 15 2>&1 \

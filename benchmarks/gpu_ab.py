@@ -64,6 +64,8 @@ VARIANTS = {
     "fused, lanes_first": ("auto", [], {"kernels": "fused", "kernel_layout": "lanes_first"}),
     # the fused path with the constraint solver left to XLA: the solver kernel's share (kernels/primal.py)
     "fused, XLA solver": ("auto", [(kernels, "primal_fused", lambda *a: False)], {"kernels": "fused"}),
+    # ... and with the constraint rows left to XLA: the rows kernel's share (kernels/rows.py)
+    "fused, XLA rows": ("auto", [(kernels, "rows_fused", lambda *a: False)], {"kernels": "fused"}),
 }
 
 

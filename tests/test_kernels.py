@@ -40,12 +40,15 @@ GRAD_TOL = 1e-10
 # path's count of the same step. What the kernels remove is the difference (XLA - fused): it must stay at or above
 # FUSED_STEP_SAVED, so that a stage added elsewhere in the step (both counts grow alike) does not fail the test and
 # a kernel that loses part of its work does. Recorded: fused 2903, XLA 4185; after the actuator-delay and noslip
-# merges fused 3038, XLA 4320 (the same 1282 saved); with the Newton solver's kernel fused 2432, XLA 4320.
-FUSED_STEP_SAVED = 1888  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's
-# Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), velocity_pass (com_vel, rne), solve_m
-# (qacc_smooth) and solve_newton (the constraint solver's iterations, kernels/primal.py); the MJX humanoid disables
-# eulerdamp, so Euler's solve_shifted kernel is not in it
-FUSED_STEP_KERNELS = 4
+# merges fused 3038, XLA 4320 (the same 1282 saved); with the Newton solver's kernel fused 2432, XLA 4320; later
+# fused 2460, XLA 4359 (1899 saved); with the constraint rows' kernel (kernels/rows.py) fused 1843, XLA 4359.
+FUSED_STEP_SAVED = 2516  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
+# 1888 before the rows'
+# Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), constraint_rows (make_constraint's
+# limit and contact rows), velocity_pass (com_vel, rne), solve_m (qacc_smooth) and solve_newton (the constraint
+# solver's iterations, kernels/primal.py); the MJX humanoid disables eulerdamp, so Euler's solve_shifted kernel is
+# not in it
+FUSED_STEP_KERNELS = 5
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
@@ -502,7 +505,8 @@ def test_lowers_to_triton(models, monkeypatch, dtype):
     for layout in ("lanes_last", "lanes_first"):
         mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
         text = _lower_cuda(jax.vmap(_stages, in_axes=(None, 0)), mf, batch)
-        assert text.count("__gpu$xla.gpu.triton") == 4, layout  # tree, velocity, solve_m, solve_shifted
+        # tree, constraint rows (fwd_position's), velocity, solve_m, solve_shifted
+        assert text.count("__gpu$xla.gpu.triton") == 5, layout
 
 
 def _op_names(text: str) -> list:

@@ -780,6 +780,18 @@ def make_constraint(m: Model, d: Data) -> Data:
     if p.nefc == 0:
         return d.replace(nefc=jp.zeros((), jp.int32))
     d, r = _assemble(m, d, p)
+    return fill(m, d, r)
+
+
+def assemble(m: Model, d: Data) -> tuple[Data, dict]:
+    """Every row of `plan(m)` at the state of d (see `_assemble`); the XLA twin of the fused rows kernel."""
+    return _assemble(m, d, plan(m))
+
+
+def fill(m: Model, d: Data, r: dict) -> Data:
+    """Data's efc_* fields (and nefc, contact.efc_address, the CNSTRFULL warning) from the row quantities `r`
+    (`_assemble`'s dict: fields type/id/pos/margin/frictionloss, active, J, cols, diag, R, vel, aref, lim_over)."""
+    p = plan(m)
     f, active = r["fields"], r["active"]
     dt = d.qpos.dtype
     if len(p.con_dim):  # contact.efc_address: first row of each contact with rows (-1: none, e.g. in the gap band)

@@ -29,7 +29,6 @@ import jax.numpy as jp
 from mjx_lite.collision import driver
 from mjx_lite.pipeline import (
     actuation,
-    constraint,
     flex,
     inertia,
     inverse,
@@ -106,7 +105,7 @@ def fwd_position(m: Model, d: Data) -> Data:
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
             d = run(driver.collision, m, d)
-        d = run(constraint.make_constraint, m, d)
+        d = run(kernels.make_constraint, m, d)  # constraint.make_constraint, or its fused kernel
     d = run(transmission.transmission, m, d)
     return d
 

@@ -11,6 +11,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
   velocity.py com_vel + rne as one kernel
   factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
+  rows.py     the constraint rows (make_constraint) of joint equalities, dof friction, joint limits and
+              pyramidal contacts as one kernel
 """
 
 from __future__ import annotations
@@ -18,17 +20,18 @@ from __future__ import annotations
 import jax
 
 from mjx_lite.config import kernels as _kernels
-from mjx_lite.pipeline import inertia
+from mjx_lite.pipeline import constraint, inertia
 from mjx_lite.pipeline.kernels import factor as _factor
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import primal as _primal
+from mjx_lite.pipeline.kernels import rows as _rows
 from mjx_lite.pipeline.kernels import tree as _tree
 from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
-__all__ = ["fused", "launch_of", "primal_fused", "solve_m", "solve_primal", "solve_shifted", "tree_pass",
-           "velocity_pass"]
+__all__ = ["fused", "launch_of", "make_constraint", "primal_fused", "rows_fused", "solve_m", "solve_primal",
+           "solve_shifted", "tree_pass", "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -56,6 +59,19 @@ def velocity_pass(m: Model, d: Data) -> tuple[Data, tuple]:
     if not (fused(m) and _velocity.fusable(m)):
         return d, ()
     return _velocity.velocity_pass(m, d, launch_of(m))
+
+
+def rows_fused(m: Model) -> bool:
+    """Static: the constraint rows run as the fused kernel (`fused(m)` and rows of the kinds kernels/rows.py
+    builds: joint equalities, dof friction loss, slide/hinge limits, pyramidal contacts of static slots)."""
+    return fused(m) and _rows.fusable(m)
+
+
+def make_constraint(m: Model, d: Data) -> Data:
+    """`constraint.make_constraint`, its rows built by one fused kernel when `rows_fused(m)`."""
+    if not rows_fused(m):
+        return constraint.make_constraint(m, d)
+    return _rows.make_constraint(m, d, launch_of(m))
 
 
 def _solve_fused(m: Model, x: jax.Array) -> bool:

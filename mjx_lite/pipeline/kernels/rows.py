@@ -1,0 +1,461 @@
+"""The constraint rows (mj_makeConstraint + mj_makeImpedance, pipeline/constraint.py) as one fused kernel, for the
+common case: joint equalities, dof friction loss, slide/hinge joint limits and pyramidal (or frictionless)
+contacts, with the dense efc_J layout.
+
+Outputs (per environment): efc_J (nefc, nv) dense, efc_pos, efc_margin, efc_frictionloss, efc_diagA, efc_R,
+efc_vel, efc_aref (masked as make_constraint masks them), the rows' liveness (efc_mask as 0/1) and whether a
+one-row limit had both sides active (Warning.CNSTRFULL). efc_type, efc_id (static), efc_D = 1/R, nefc and
+contact.efc_address are formed from those by `constraint.fill` as on the XLA path.
+Inputs: qpos, qvel, cdof, subtree_com, the contact slots' fields (pos, frame, dist, includemargin, friction,
+solref, solimp, active, dim) and eq_active (per environment); the Model floats the rows read (ranges, margins,
+solref/solimp, invweight0, eq_data, qpos0, opt.timestep, opt.impratio), shared by the block unless vmapped.
+
+The row plan (constraint.plan) is static: one loop per block of rows over its tables (joint equalities; friction
+dofs; limited joints, a second loop for the upper rows of two-row limits; contact slots; contact rows), each
+writing its rows' Jacobian and raw quantities (pos, margin, diagA, solref, solimp, the impedance distance,
+liveness, J qvel), then one pass over all rows computes the impedance, R, aref and the masks (constraint._assemble's
+tail). A contact slot's two bodies are static (`slot_bodies`: the pair table's geoms when no group is trimmed or
+compacted and no capacity cap or flex contact exists; otherwise the XLA rows run), so the slot loop writes its point
+Jacobian J6 (6 x nv) as an inner loop over the dofs with the bodies' dof masks as a table: column j =
+[cdof_lin + cdof_ang x (pt - root com); cdof_ang] of body 2 minus that of body 1. A contact row is its frame
+direction (normal +- mu_k direction k: frame row k, linear, for k < 3, else frame row k - 3, rotational; the
+normal alone for a frictionless row) dotted with its slot's J6. The formulas are constraint.py's written per lane;
+fields equal the XLA path's to round-off.
+
+Not fused (the XLA rows run): connect and weld (their Jdot qvel bias needs com_vel), tendon equalities, friction
+and limits, ball limits, flex rows, elliptic cones, the sparse efc_J layout, surface velocities, contact slots whose
+bodies are traced. Derivatives go through the XLA twin (kernels/launch.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.collision import driver
+from mjx_lite.collision import flex as flexcol
+from mjx_lite.pipeline import constraint, support
+from mjx_lite.pipeline.kernels import launch
+from mjx_lite.types import MAXIMP, MINIMP, MINVAL, ConstraintType, Data, DisableBit, Model
+
+__all__ = ["OUTPUTS", "fusable", "kernel", "make_constraint", "slot_bodies"]
+
+# the kernel's outputs: Data's efc_* fields (masked as make_constraint masks them) and the rows' liveness
+OUTPUTS = ("J", "pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
+
+
+def _slot_geoms(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
+    """Static (geom1, geom2) of every contact slot, or None where a slot's geoms are traced (a trimmed or compacted
+    group, a capacity cap, flex contacts)."""
+    if flexcol.capacity(m) or driver.capped(m):
+        return None
+    t = driver.pair_table(m)
+    g1, g2 = [], []
+    for g in t.groups:
+        if g.capacity != len(g.geom1) or g.compacted:
+            return None
+        g1.append(np.repeat(np.asarray(g.geom1), g.ncon))
+        g2.append(np.repeat(np.asarray(g.geom2), g.ncon))
+    if not g1:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(g1).astype(np.int64), np.concatenate(g2).astype(np.int64)
+
+
+def slot_bodies(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
+    """Static (body1, body2) of every contact slot (see `_slot_geoms`), or None."""
+    g = _slot_geoms(m)
+    if g is None:
+        return None
+    gb = np.asarray(m.geom_bodyid, np.int64)
+    return gb[g[0]], gb[g[1]]
+
+
+def fusable(m: Model) -> bool:
+    """Static: every row of the model's plan is of a kind the kernel builds (see the module docstring)."""
+    p = constraint.plan(m)
+    if p.nefc == 0 or p.sparse or p.elliptic or m.flg_surfacevel or m.nv == 0:
+        return False
+    other = (p.connect, p.weld, p.tendon_eq, p.flex_eq_edge, p.fric_ten, p.lim_ball, p.lim_ten)
+    if any(len(a) for a in other):
+        return False
+    if len(p.con_dim):
+        b = slot_bodies(m)
+        if b is None or len(b[0]) != len(p.con_dim):
+            return False
+    return True
+
+
+def _rows_plan(m: Model) -> tuple[dict, dict]:
+    """(tables, static row info): the kernel's int32 tables and, per block, the static facts its loops need."""
+    p = constraint.plan(m)
+    qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
+    tab, info = {}, {}
+    # joint equalities
+    e = p.joint_eq
+    if len(e):
+        o1 = np.asarray(m.eq_obj1id)[e]
+        o2 = np.asarray(m.eq_obj2id)[e]
+        o2c = np.maximum(o2, 0)
+        tab.update(jeq_id=e, jeq_q1=qadr[o1], jeq_q2=qadr[o2c], jeq_d1=dadr[o1], jeq_d2=dadr[o2c],
+                   jeq_has2=(o2 >= 0))  # fmt: skip
+    if len(p.fric_dof):
+        tab.update(fric_dof=p.fric_dof)
+    j = p.lim_jnt
+    if len(j):
+        one = np.asarray(p.lim_jnt_one, bool)
+        nrows = 2 - one.astype(np.int64)
+        first = p.adr["lim_jnt"] + np.concatenate([[0], np.cumsum(nrows)[:-1]]).astype(np.int64)
+        tab.update(lim_jnt=j, lim_q=qadr[j], lim_d=dadr[j], lim_one=one, lim_row=first)
+        two = np.nonzero(~one)[0]
+        if len(two):
+            tab.update(lim2_obj=two, lim2_jnt=j[two], lim2_q=qadr[j][two], lim2_d=dadr[j][two],
+                       lim2_row=first[two] + 1)  # fmt: skip
+    ncon = len(p.con_dim)
+    ncrow = int(np.sum(p.con_rows)) if ncon else 0
+    if ncon:
+        b1, b2 = slot_bodies(m)
+        root = np.asarray(m.body_rootid)
+        tab.update(body_dof_mask=support.body_dof_mask(m).reshape(-1), c_b1=b1, c_b2=b2, c_root1=root[b1],
+                   c_root2=root[b2], c_dim=p.con_dim)  # fmt: skip
+        # per contact row: its slot, its index q in the slot, its direction k (row pair (q // 2): normal +- mu_k
+        # direction k, k = q // 2 + 1; frictionless rows: k = 0, the normal alone)
+        slot = np.repeat(np.arange(ncon), p.con_rows)
+        q = np.arange(ncrow) - np.repeat(p.con_adr - p.adr["contact"], p.con_rows)
+        fl = p.con_dim[slot] == 1
+        k = np.where(fl, 0, q // 2 + 1)
+        sign = np.where(fl, 0, np.where(q % 2 == 0, 1, -1))
+        tab.update(cr_slot=slot, cr_q=q, cr_k=k, cr_sign=sign, cr_fl=fl)
+    kz = np.zeros(p.nefc, bool)
+    kz[p.adr["fric_dof"] : p.adr["fric_dof"] + len(p.fric_dof)] = True
+    tab["row_kz"] = kz
+    info.update(joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
+                ncrow=ncrow, nefc=p.nefc)  # fmt: skip
+    tables = {n: np.asarray(v, np.int32).reshape(-1) for n, v in tab.items()}
+    return tables, info
+
+
+def _plan(m: Model) -> tuple[dict, dict]:
+    return support.memo(m, "kernels_rows_plan", _rows_plan)
+
+
+def static_type_id(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """efc_type, efc_id (nefc,) of the rows the kernel builds (constraint.py's, in its row order)."""
+    p = constraint.plan(m)
+    typ = np.zeros(p.nefc, np.int32)
+    ids = np.zeros(p.nefc, np.int32)
+    a = p.adr["joint_eq"]
+    typ[a : a + len(p.joint_eq)], ids[a : a + len(p.joint_eq)] = ConstraintType.EQUALITY, p.joint_eq
+    a = p.adr["fric_dof"]
+    typ[a : a + len(p.fric_dof)], ids[a : a + len(p.fric_dof)] = ConstraintType.FRICTION_DOF, p.fric_dof
+    a = p.adr["lim_jnt"]
+    per = np.repeat(np.arange(len(p.lim_jnt)), 2)[np.stack([np.ones(len(p.lim_jnt), bool), ~p.lim_jnt_one], 1).ravel()]
+    typ[a : a + len(per)], ids[a : a + len(per)] = ConstraintType.LIMIT_JOINT, p.lim_jnt[per]
+    for s in range(len(p.con_dim)):
+        r = slice(p.con_adr[s], p.con_adr[s] + p.con_rows[s])
+        typ[r] = ConstraintType.CONTACT_FRICTIONLESS if p.con_dim[s] == 1 else ConstraintType.CONTACT_PYRAMIDAL
+        ids[r] = s
+    return typ, ids
+
+
+def _inputs(m: Model, d: Data, info: dict) -> dict:
+    """The kernel's inputs (one environment): the Data and Model floats its blocks read."""
+    x = dict(qvel=d.qvel)
+    if info["joint_eq"] or info["lim"]:
+        x["qpos"] = d.qpos
+    x["timestep"] = jp.reshape(m.opt.timestep, (1,))
+    if info["joint_eq"]:
+        x.update(eq_active=d.eq_active, eq_data=m.eq_data, eq_solref=m.eq_solref, eq_solimp=m.eq_solimp,
+                 qpos0=m.qpos0)  # fmt: skip
+    if info["joint_eq"] or info["fric"] or info["lim"]:
+        x["dof_invweight0"] = m.dof_invweight0
+    if info["fric"]:
+        x.update(dof_frictionloss=m.dof_frictionloss, dof_solref=m.dof_solref, dof_solimp=m.dof_solimp)
+    if info["lim"]:
+        x.update(jnt_range=m.jnt_range, jnt_margin=m.jnt_margin, jnt_solref=m.jnt_solref, jnt_solimp=m.jnt_solimp)
+    if info["ncon"]:
+        c = d.contact
+        x.update(cdof=d.cdof, subtree_com=d.subtree_com, con_pos=c.pos, con_frame=c.frame, con_dist=c.dist,
+                 con_margin=c.includemargin, con_friction=c.friction, con_solref=c.solref, con_solimp=c.solimp,
+                 con_active=c.active, con_dim=c.dim, body_invweight0=m.body_invweight0,
+                 impratio=jp.reshape(m.opt.impratio, (1,)))  # fmt: skip
+    return x
+
+
+def _loop(lo: int, hi: int, fn, init=None):
+    """fori_loop over [lo, hi) of fn(i, carry) -> carry (fn(i) -> None without a carry)."""
+    if init is None:
+        if hi > lo:
+            jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))
+        return None
+    if hi <= lo:
+        return init
+    return jax.lax.fori_loop(np.int32(lo), np.int32(hi), fn, init)
+
+
+def _impedance(solimp, r):
+    """constraint._impedance per row: solimp a 5-tuple (lanes or scalars), r lanes. Returns (imp, dmax)."""
+    dmin = jp.clip(solimp[0], MINIMP, MAXIMP)
+    dmax = jp.clip(solimp[1], MINIMP, MAXIMP)
+    width = jp.maximum(solimp[2], 0.0)
+    mid = jp.clip(solimp[3], MINIMP, MAXIMP)
+    power = jp.maximum(solimp[4], 1.0)
+    wide = width > MINVAL
+    x = jp.where(wide, jp.minimum(r / jp.where(wide, width, 1.0), 1.0), 1.0)
+    a = 1.0 / mid ** (power - 1.0)
+    b = 1.0 / (1.0 - mid) ** (power - 1.0)
+    y_lo = a * jp.maximum(x, 0.0) ** power
+    y_hi = 1.0 - b * jp.maximum(1.0 - x, 0.0) ** power
+    y = jp.where(x <= mid, y_lo, y_hi)
+    y = jp.where(x >= 1.0, 1.0, y)
+    return dmin + y * (dmax - dmin), dmax
+
+
+def _body(m: Model, info: dict):
+    nv, nefc = m.nv, info["nefc"]
+    refsafe = not (m.opt.disableflags & DisableBit.REFSAFE)
+    neq_data = int(jp.shape(m.eq_data)[-1]) if m.neq else 0
+    adr = constraint.plan(m).adr
+
+    def body(io):
+        tab = io.table
+
+        def flag(b):
+            """A static-per-block condition (a table entry's test) as a lane vector: select's operands then
+            have one shape (Triton's select does not broadcast a scalar condition against a scalar operand)."""
+            return io.lanes(jp.asarray(b).astype(io.dtype)) > 0.5
+
+        def row(r, pos, margin, fl, diag, solref, solimp, imp_r, live, vel):
+            """Row r's raw quantities (masked and completed by `finish`)."""
+            for name, v in (("pos", pos), ("margin", margin), ("frictionloss", fl), ("diagA", diag), ("vel", vel),
+                            ("_imp_r", imp_r), ("_live", jp.where(live, 1.0, 0.0))):  # fmt: skip
+                io.write(name, r, v)
+            io.write_vec("_solref", r, tuple(solref))
+            io.write_vec("_solimp", r, tuple(solimp))
+
+        def unit_row(r, dof, sign, live):
+            """J row r = sign e_dof (masked)."""
+            io.write_vec("J", r, [jp.where(live & (dof == j), sign, 0.0) for j in range(nv)])
+
+        # ---- joint equalities ------------------------------------------------------------------------------
+        def joint_eq(i):
+            eid, d1, d2 = tab("jeq_id", i), tab("jeq_d1", i), tab("jeq_d2", i)
+            has2 = flag(tab("jeq_has2", i) == 1)
+            q1, q2 = tab("jeq_q1", i), tab("jeq_q2", i)
+            x1, r1 = io.read("qpos", q1), io.read("qpos0", q1)
+            x2, r2 = io.read("qpos", q2), io.read("qpos0", q2)
+            c = [io.read("eq_data", eid * neq_data + k) for k in range(5)]
+            dif = jp.where(has2, x2 - r2, 0.0)
+            poly = c[0] + dif * (c[1] + dif * (c[2] + dif * (c[3] + dif * c[4])))
+            dpoly = c[1] + dif * (2 * c[2] + dif * (3 * c[3] + dif * 4 * c[4]))
+            pos = x1 - r1 - jp.where(has2, poly, c[0])
+            w2 = jp.where(has2, dpoly, 0.0)
+            live = io.lanes(io.read("eq_active", eid)) > 0.5
+            r = adr["joint_eq"] + i
+            io.write_vec("J", r, [jp.where(live, jp.where(flag(d1 == j), 1.0, 0.0) - jp.where(flag(d2 == j), w2, 0.0),
+                                           0.0) for j in range(nv)])  # fmt: skip
+            diag = io.read("dof_invweight0", d1) + jp.where(has2, io.read("dof_invweight0", d2), 0.0)
+            vel = io.read("qvel", d1) - w2 * io.read("qvel", d2)
+            row(r, pos, 0.0, 0.0, diag, io.read_vec("eq_solref", eid, 2), io.read_vec("eq_solimp", eid, 5),
+                jp.abs(pos), live, vel)  # fmt: skip
+
+        _loop(0, info["joint_eq"], joint_eq)
+
+        # ---- dof friction loss -----------------------------------------------------------------------------
+        def friction(i):
+            dof = tab("fric_dof", i)
+            r = adr["fric_dof"] + i
+            live = io.lanes(1.0) > 0.5
+            unit_row(r, dof, 1.0, live)
+            row(r, 0.0, 0.0, io.read("dof_frictionloss", dof), io.read("dof_invweight0", dof),
+                io.read_vec("dof_solref", dof, 2), io.read_vec("dof_solimp", dof, 5), 0.0, live, io.read("qvel", dof))
+
+        _loop(0, info["fric"], friction)
+
+        # ---- slide/hinge limits: the first (lower, or the nearer side of a one-row limit) rows, then the upper
+        def limit(i, over):
+            jid, dof, r = tab("lim_jnt", i), tab("lim_d", i), tab("lim_row", i)
+            one = tab("lim_one", i) == 1
+            x = io.read("qpos", tab("lim_q", i))
+            lo, hi = x - io.read("jnt_range", 2 * jid), io.read("jnt_range", 2 * jid + 1) - x
+            mg = io.read("jnt_margin", jid)
+            upper = one & (lo > hi)
+            over = over | (one & (lo < mg) & (hi < mg))
+            dist = jp.where(upper, hi, lo)
+            sign = jp.where(upper, -1.0, 1.0)
+            live = dist < mg
+            unit_row(r, dof, sign, live)
+            row(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
+                io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), live, sign * io.read("qvel", dof))
+            return over
+
+        over = _loop(0, info["lim"], limit, io.lanes(0.0) > 0.5)
+
+        def limit_upper(i):
+            jid, dof, r = tab("lim2_jnt", i), tab("lim2_d", i), tab("lim2_row", i)
+            x = io.read("qpos", tab("lim2_q", i))
+            dist = io.read("jnt_range", 2 * jid + 1) - x
+            mg = io.read("jnt_margin", jid)
+            live = dist < mg
+            unit_row(r, dof, -1.0, live)
+            row(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
+                io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), live, -io.read("qvel", dof))
+
+        _loop(0, info["lim2"], limit_upper)
+        io.write("over", 0, jp.where(over, 1.0, 0.0))
+
+        # ---- contacts: each slot's J6 = [lin; ang] Jacobian of body 2 minus body 1 at its point, then its rows
+        def jac6(s):
+            b1, b2 = tab("c_b1", s), tab("c_b2", s)
+            pt = io.read_vec("con_pos", s, 3)
+            com1 = io.read_vec("subtree_com", tab("c_root1", s), 3)
+            com2 = io.read_vec("subtree_com", tab("c_root2", s), 3)
+            o1 = tuple(pt[k] - com1[k] for k in range(3))
+            o2 = tuple(pt[k] - com2[k] for k in range(3))
+
+            def dof(j):
+                cd = io.read_vec("cdof", j, 6)  # [ang; lin]
+                w, v = cd[:3], cd[3:]
+
+                def comps(o, mk):
+                    lin = (v[0] + w[1] * o[2] - w[2] * o[1], v[1] + w[2] * o[0] - w[0] * o[2],
+                           v[2] + w[0] * o[1] - w[1] * o[0])  # fmt: skip
+                    return [jp.where(mk, c, 0.0) for c in lin + tuple(w)]
+
+                c1 = comps(o1, flag(tab("body_dof_mask", b1 * nv + j) == 1))
+                c2 = comps(o2, flag(tab("body_dof_mask", b2 * nv + j) == 1))
+                io.write_vec("_j6", s * nv + j, tuple(c2[c] - c1[c] for c in range(6)))
+
+            _loop(0, nv, dof)
+
+        _loop(0, info["ncon"], jac6)
+
+        def contact_row(i):
+            s, q, k, sign = tab("cr_slot", i), tab("cr_q", i), tab("cr_k", i), tab("cr_sign", i)
+            fl = flag(tab("cr_fl", i) == 1)
+            r = adr["contact"] + i
+            dist, mg = io.read("con_dist", s), io.read("con_margin", s)
+            adim = io.read("con_dim", s)
+            live = (io.read("con_active", s) > 0.5) & (dist < mg)
+            live = io.lanes(live) > 0.5
+            live = live & (fl | (q < 2 * (adim - 1)))  # rows beyond the slot's actual condim are dead
+            # the row's direction: normal +- mu_k (frame row k (linear), or frame row k - 3 (rotational))
+            km = jp.maximum(k, 1)
+            fidx = jp.where(km < 3, km, km - 3)
+            d = io.read_vec("con_frame", 3 * s + fidx, 3)
+            mu = sign * io.read("con_friction", 5 * s + km - 1)
+            lin_k, ang_k = flag((k >= 1) & (k < 3)), flag(k >= 3)
+            normal = io.read_vec("con_frame", 3 * s, 3)
+            coef = tuple(normal[c] + jp.where(lin_k, mu * d[c], 0.0) for c in range(3))
+            coef += tuple(jp.where(ang_k, mu * d[c], 0.0) for c in range(3))
+
+            def dof(j, vel):
+                j6 = io.load_vec("_j6", s * nv + j, 6)
+                val = coef[0] * j6[0]
+                for c in range(1, 6):
+                    val = val + coef[c] * j6[c]
+                io.write("J", r * nv + j, jp.where(live, val, 0.0))
+                return io.lanes(vel + val * io.read("qvel", j))
+
+            vel = _loop(0, nv, dof, io.lanes(0.0))
+            diag = io.read("body_invweight0", 2 * tab("c_b1", s)) + io.read("body_invweight0", 2 * tab("c_b2", s))
+            f0 = io.read("con_friction", 5 * s)
+            f0sq = f0 * f0
+            diag = jp.where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / io.read("impratio", 0)))
+            row(r, dist, mg, 0.0, diag, io.read_vec("con_solref", s, 2), io.read_vec("con_solimp", s, 5),
+                jp.abs(dist - mg), live, vel)
+
+        _loop(0, info["ncrow"], contact_row)
+
+        # ---- every row: impedance, R, aref, masks (constraint._assemble's tail) --------------------------------
+        h = io.read("timestep", 0)
+
+        def finish(r):
+            live = io.load("_live", r) > 0.5
+            solimp = io.load_vec("_solimp", r, 5)
+            s0, s1 = io.load_vec("_solref", r, 2)
+            imp, dmax = _impedance(solimp, io.load("_imp_r", r))
+            tc = jp.maximum(s0, 2.0 * h) if refsafe else s0
+            direct = s0 <= 0
+            tc = jp.where(direct, 1.0, tc)
+            K = jp.where(direct, -s0 / (dmax * dmax), 1.0 / (dmax * dmax * tc * tc * s1 * s1))
+            K = jp.where(flag(tab("row_kz", r) == 1), 0.0, K)
+            B = jp.where(direct, -s1 / dmax, 2.0 / (dmax * tc))
+            diag = io.load("diagA", r)
+            R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
+            vel = jp.where(live, io.load("vel", r), 0.0)
+            pos, margin = io.load("pos", r), io.load("margin", r)
+            aref = -B * vel - K * imp * (pos - margin)
+            for name, v, dead in (("pos", pos, 0.0), ("margin", margin, 0.0),
+                                  ("frictionloss", io.load("frictionloss", r), 0.0), ("diagA", diag, 0.0),
+                                  ("R", R, 1.0), ("vel", vel, 0.0), ("aref", aref, 0.0),
+                                  ("active", 1.0, 0.0)):  # fmt: skip
+                io.write(name, r, jp.where(live, v, dead))
+
+        _loop(0, nefc, finish)
+
+    return body
+
+
+def _twin(m: Model, d: Data, geoms) -> callable:
+    """The XLA twin: constraint.py's rows at the kernel's inputs."""
+
+    def xla(x):
+        opt = m.opt.replace(timestep=x["timestep"][0], **({"impratio": x["impratio"][0]} if "impratio" in x else {}))
+        mf = {k: x[k] for k in ("eq_data", "eq_solref", "eq_solimp", "qpos0", "dof_invweight0", "dof_frictionloss",
+                                "dof_solref", "dof_solimp", "jnt_range", "jnt_margin", "jnt_solref", "jnt_solimp",
+                                "body_invweight0") if k in x}  # fmt: skip
+        m2 = m.replace(opt=opt, **mf)
+        df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active") if k in x}
+        if "eq_active" in df:
+            df["eq_active"] = df["eq_active"] > 0.5
+        d2 = d.replace(**df)
+        if "con_pos" in x:
+            c = d.contact.replace(pos=x["con_pos"], frame=x["con_frame"], dist=x["con_dist"],
+                                  includemargin=x["con_margin"], friction=x["con_friction"], solref=x["con_solref"],
+                                  solimp=x["con_solimp"], active=x["con_active"] > 0.5,
+                                  dim=jp.round(x["con_dim"]).astype(jp.int32),
+                                  geom=jp.asarray(np.stack(geoms, axis=1), jp.int32))  # fmt: skip
+            d2 = d2.replace(contact=c)
+        _, r = constraint.assemble(m2, d2)
+        act = r["active"]
+        f = r["fields"]
+        dt = x["qvel"].dtype
+
+        def mask(v, dead=0.0):
+            return jp.where(act, v, dead).astype(dt)
+
+        return {"J": r["J"].reshape(-1).astype(dt), "pos": mask(f["pos"]), "margin": mask(f["margin"]),
+                "frictionloss": mask(f["frictionloss"]), "diagA": mask(r["diag"]), "R": r["R"].astype(dt),
+                "vel": r["vel"].astype(dt), "aref": r["aref"].astype(dt), "active": act.astype(dt),
+                "over": jp.reshape(r["lim_over"], (1,)).astype(dt)}  # fmt: skip
+
+    return xla
+
+
+def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
+    """The rows as a `launch.Kernel` (one environment's shapes) and its inputs."""
+    tables, info = _plan(m)
+    x = _inputs(m, d, info)
+    nefc = constraint.plan(m).nefc
+    outputs = {n: (nefc,) for n in OUTPUTS}
+    outputs.update(J=(nefc * m.nv,), over=(1,), _imp_r=(nefc,), _live=(nefc,), _solref=(nefc, 2), _solimp=(nefc, 5),
+                   _j6=(max(info["ncon"], 1) * m.nv * 6,))  # fmt: skip
+    geoms = _slot_geoms(m) if info["ncon"] else None
+    k = launch.Kernel("constraint_rows", {n: tuple(jp.shape(v)) for n, v in x.items()}, outputs, tables,
+                      _body(m, info), _twin(m, d, geoms))  # fmt: skip
+    return k, x
+
+
+def make_constraint(m: Model, d: Data, how: launch.Launch) -> Data:
+    """constraint.make_constraint with the rows built by the kernel (the caller checks `fusable`)."""
+    k, x = kernel(m, d)
+    dtype = d.qpos.dtype
+    out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
+    nefc = constraint.plan(m).nefc
+    typ, ids = static_type_id(m)
+    active = out["active"] > 0.5
+    r = dict(fields=dict(type=typ, id=ids, pos=out["pos"], margin=out["margin"], frictionloss=out["frictionloss"]),
+             active=active, J=out["J"].reshape(nefc, m.nv), cols=jp.zeros((nefc, 0), jp.int32), diag=out["diagA"],
+             R=out["R"], vel=out["vel"], aref=out["aref"], lim_over=out["over"][0] > 0.5)  # fmt: skip
+    return constraint.fill(m, d, r)

@@ -1,0 +1,253 @@
+"""The fused constraint rows (kernels/rows.py: make_constraint's rows as one Pallas kernel) against the XLA rows
+(pipeline/constraint.py).
+
+The rows run alone here (`kernels.make_constraint` on Data whose earlier stages ran on the XLA path), so each test
+compiles one kernel in Pallas' interpret mode. ROWS: joint equalities (two joints with a polynomial, one joint
+alone), dof friction loss, hinge and slide limits (one-row and two-row), contacts of condim 1, 3, 4 and 6
+(frictionless and pyramidal; free spheres and a capsule, and a sphere on a hinge chain) on states with
+contacts; the MJX humanoid (hinge limits, condim-3 contacts of its feet) in the slow selection. Both compare every
+efc_* field, nefc, contact.efc_address and the warnings, then qacc after the (XLA) solve.
+"""
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+from jax._src.interpreters import partial_eval as pe
+
+import mjx_lite as mjl
+from mjx_lite.collision import driver
+from mjx_lite.pipeline import constraint, inertia, kernels, kinematics
+from mjx_lite.pipeline.kernels import launch, rows
+from mjx_lite.solver.solve import solve
+from mjx_lite.types import ConstraintType
+from tests import oracle
+from tests import test_kernels as tk
+from tests import test_kernels_solver as tks
+
+# float64: the kernel sums the Jacobian's components and J qvel in its own order: round-off, relative to
+# max(1, max |field|) (the requirement: 1e-10)
+ROWS_TOL = 1e-12
+# qacc after the XLA solver on either path's rows (Newton iterates on rows that differ by round-off)
+QACC_TOL = 1e-10
+# float32 against float32's XLA rows: float32 round-off of the same formulas, relative to max(1, max |field|)
+F32_TOL = 1e-5
+# derivatives run through the XLA twin on both paths
+GRAD_TOL = 1e-10
+
+ROWS = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1" condim="1"/>
+    <body name="ball" pos="0.4 0 0.08">
+      <freejoint/>
+      <geom type="sphere" size="0.1" condim="1"/>
+    </body>
+    <body name="top" pos="0 0.5 0.08">
+      <freejoint/>
+      <geom type="sphere" size="0.1" condim="4"/>
+    </body>
+    <body name="cap" pos="-0.3 -0.6 0.02">
+      <freejoint/>
+      <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.04" condim="6"/>
+    </body>
+    <body name="arm" pos="-0.6 0 0.8">
+      <joint name="h0" type="hinge" axis="0 1 0" range="-30 30" frictionloss="0.3"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" contype="0" conaffinity="0"/>
+      <body name="fore" pos="0.3 0 0">
+        <joint name="h1" type="hinge" axis="0 1 0" range="-10 60" frictionloss="0.1" margin="0.1"/>
+        <joint name="s1" type="slide" axis="1 0 0" range="-0.05 0.05" margin="0.06"/>
+        <geom type="sphere" pos="0.2 0 -0.76" size="0.05"/>
+      </body>
+    </body>
+  </worldbody>
+  <equality>
+    <joint joint1="h1" joint2="h0" polycoef="0 0.5 0.1 0 0"/>
+    <joint joint1="s1" polycoef="0.01 0 0 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+EFC = ("efc_J", "efc_pos", "efc_margin", "efc_frictionloss", "efc_diagA", "efc_R", "efc_D", "efc_vel", "efc_aref")
+EXACT = ("efc_mask", "efc_type", "efc_id", "nefc", "warning_number")
+
+
+def _states(mjm, m, n, seed=0, scale=0.02):
+    rng = np.random.default_rng(seed)
+    ds = []
+    for _ in range(n):
+        mjd = mujoco.MjData(mjm)
+        oracle.random_state(mjm, mjd, rng, qpos_scale=scale)
+        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
+    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+
+
+def _prepare(m, d):
+    """The stages before the rows (fwd_position's, collision included) on the XLA path, and a smooth acceleration
+    for the solver (M^-1 of a fixed force: the solver's input, whatever the velocity stages would give)."""
+    for stage in (kinematics.kinematics, kinematics.com_pos, inertia.crb, inertia.factor_m, driver.collision):
+        d = stage(m, d)
+    return d.replace(qacc_smooth=inertia.solve_m(m, d, jp.cos(jp.arange(m.nv, dtype=d.qpos.dtype)) * 10.0))
+
+
+_prepared = jax.jit(jax.vmap(_prepare, in_axes=(None, 0)))
+_rows = jax.jit(jax.vmap(kernels.make_constraint, in_axes=(None, 0)))
+_solve = jax.jit(jax.vmap(solve, in_axes=(None, 0)))
+
+
+def _setup(mjm, n=3, seed=0, scale=0.02):
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    return m, _prepared(m, _states(mjm, m, n, seed, scale))
+
+
+@pytest.fixture(scope="module")
+def small():
+    """(MjModel, Model, batch of 3 states before the rows) of ROWS, float64."""
+    mjm = mujoco.MjModel.from_xml_string(ROWS)
+    m, ds = _setup(mjm)
+    return mjm, m, ds
+
+
+@pytest.fixture(scope="module")
+def small_rows(small):
+    """(fused, XLA) rows of `small`'s states, float64."""
+    _, m, ds = small
+    want = _rows(m, ds)
+    live = np.asarray(want.efc_mask)
+    types = set(np.asarray(want.efc_type)[live].tolist())
+    assert {int(t) for t in (ConstraintType.EQUALITY, ConstraintType.FRICTION_DOF,
+                             ConstraintType.LIMIT_JOINT, ConstraintType.CONTACT_FRICTIONLESS,
+                             ConstraintType.CONTACT_PYRAMIDAL)} <= types, types  # fmt: skip
+    assert np.any(~np.asarray(m.jnt_limit_onerow)[constraint.plan(m).lim_jnt])  # a two-row limit
+    return _rows(mjl.configure(m, kernels="fused"), ds), want
+
+
+def _compare(got, want, tol, what):
+    tk._assert_close(got, want, EFC, tol, what)
+    for f in EXACT:
+        np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f"{what}: {f}")
+    np.testing.assert_array_equal(got.contact.efc_address, want.contact.efc_address, err_msg=what)
+
+
+def test_fusable_selection(small):
+    """The model's rows are all of the kernel's kinds; connect/ball-limit rows, elliptic cones and the sparse
+    efc_J layout keep the XLA rows (traced only)."""
+    mjm, m, _ = small
+    assert rows.fusable(m)
+    d = mjl.make_data(m)
+
+    def names(m):
+        return str(jax.make_jaxpr(lambda d: kernels.make_constraint(m, d))(d))
+
+    assert "constraint_rows" in names(mjl.configure(m, kernels="fused"))
+    assert "pallas_call" not in names(m)
+    assert "pallas_call" not in names(mjl.configure(m, kernels="fused", efc_jacobian="sparse"))
+    mjm_e = mujoco.MjModel.from_xml_string(ROWS)
+    mjm_e.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+    me = mjl.configure(oracle.model_from_mujoco(mjm_e), kernels="fused")
+    assert not rows.fusable(me) and "pallas_call" not in names(me)
+    mc = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(tks.ROWS)), kernels="fused")
+    assert not rows.fusable(mc)  # a connect equality and a ball limit
+    # the static slot bodies are the collision driver's
+    con = small[2].contact
+    b1, b2 = rows.slot_bodies(m)
+    gb = np.asarray(m.geom_bodyid)
+    act = np.asarray(con.active)
+    geom = np.asarray(con.geom)
+    np.testing.assert_array_equal(np.broadcast_to(b1, act.shape)[act], gb[geom[..., 0]][act])
+    np.testing.assert_array_equal(np.broadcast_to(b2, act.shape)[act], gb[geom[..., 1]][act])
+
+
+def test_rows_equal_xla(small_rows):
+    """Every efc_* field, nefc, efc_address and the warnings of the fused rows equal the XLA rows' (float64)."""
+    _compare(*small_rows, ROWS_TOL, "ROWS")
+
+
+@pytest.mark.slow
+def test_solve_on_fused_rows(small, small_rows):
+    """qacc and efc_force after the (XLA) solver on either path's rows."""
+    _, m, _ = small
+    got, want = small_rows
+    tk._assert_close(_solve(m, got), _solve(m, want), ("qacc", "efc_force"), QACC_TOL, "ROWS solve")
+
+
+@pytest.mark.slow
+def test_rows_equal_xla_humanoid():
+    """The MJX humanoid (its benchmark model): hinge limits and condim-3 foot contacts (lowered onto the floor),
+    the rows and qacc after the solver."""
+    mjm = mujoco.MjModel.from_xml_path(tk.MJX_HUMANOID)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    ds = _states(mjm, m, 3, scale=0.1)
+    ds = _prepared(m, ds.replace(qpos=ds.qpos.at[:, 2].add(-0.35)))
+    assert np.all(np.asarray(ds.contact.active).sum(axis=1) > 0)
+    assert rows.fusable(m)
+    got, want = _rows(mjl.configure(m, kernels="fused"), ds), _rows(m, ds)
+    _compare(got, want, ROWS_TOL, "humanoid")
+    tk._assert_close(_solve(m, got), _solve(m, want), ("qacc", "efc_force"), QACC_TOL, "humanoid solve")
+
+
+@pytest.mark.slow  # CI time (the kernel compiles again in float32)
+def test_rows_float32(small):
+    """float32: the kernel's rows equal float32's XLA rows to float32 round-off."""
+    _, m, ds = small
+    m32, ds32 = tk._float32(m), tk._float32(ds)
+    want = _rows(m32, ds32)
+    got = _rows(mjl.configure(m32, kernels="fused"), ds32)
+    assert got.efc_aref.dtype == jp.float32
+    tk._assert_close(got, want, EFC, F32_TOL, "float32")
+    np.testing.assert_array_equal(got.efc_mask, want.efc_mask)
+
+
+def _loss(m, d, qpos, qvel, cpos):
+    """A nonlinear function of every row field (through qpos, qvel and the contact points)."""
+    d = d.replace(qpos=qpos, qvel=qvel, contact=d.contact.replace(pos=cpos))
+    d = kernels.make_constraint(m, d)
+    return sum(jp.sum(jp.sin(getattr(d, f) * 1e-2)) for f in EFC if f != "efc_D")
+
+
+@pytest.mark.slow  # CI time (~30 s: the kernel and both paths' gradients compile)
+def test_gradients_equal_xla(small):
+    """jax.grad through the fused rows (custom_jvp: the XLA twin) is the XLA rows', batched by vmap."""
+    _, m, ds = small
+    grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3, 4)), in_axes=(None, 0, 0, 0, 0)))
+    args = (ds, ds.qpos, ds.qvel, ds.contact.pos)
+    got, want = grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.all(np.isfinite(a)) and np.max(np.abs(b)) > 0
+        np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
+
+
+def test_twin_reads_only_the_kernel_inputs(small):
+    """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: no float Model or
+    Data leaf may be read by the twin except through them."""
+    _, m, ds = small
+    d = jax.tree.map(lambda x: x[0], ds)
+    k, x = rows.kernel(m, d)
+
+    def twin(m, d, x):
+        return rows.kernel(m, d)[0].xla(x)
+
+    jaxpr = jax.make_jaxpr(twin)(m, d, x)
+    leaves = jax.tree.leaves((m, d))
+    used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.out_avals))[1]
+    floats = [i for i, v in enumerate(leaves) if jp.issubdtype(jp.asarray(v).dtype, jp.floating)]
+    assert not any(used[i] for i in floats), [i for i in floats if used[i]]
+    assert any(used[len(leaves) :])
+
+
+@pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
+def test_lowers_to_triton(small, monkeypatch, dtype):
+    """The rows kernel lowers to Triton in both layouts at a batch of 200 = 128 + 72 (masked lanes). No GPU
+    needed."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+    _, m, ds = small
+    batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
+    if dtype == "float32":
+        m, batch = tk._float32(m), tk._float32(batch)
+    for layout in ("lanes_last", "lanes_first"):
+        mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+        text = tk._lower_cuda(jax.vmap(kernels.make_constraint, in_axes=(None, 0)), mf, batch)
+        assert text.count("__gpu$xla.gpu.triton") == 1, layout
