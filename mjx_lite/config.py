@@ -38,7 +38,7 @@ LINALGS = ("auto", "own", "library")
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
                  "broadphase_contacts_per_pair", "broadphase_mesh_min_pairs", "broadphase_mesh_fraction",
-                 "broadphase_mesh_touch", "nconmax", "njmax")  # fmt: skip
+                 "broadphase_mesh_touch", "hfield_prisms", "nconmax", "njmax")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +69,9 @@ class Config:
         contact manifold (feature search and face clipping, most of the collider's cost) of only the
         `broadphase_mesh_touch` pairs closest within the margin (MuJoCo computes a manifold only for a pair in
         contact); more pairs in contact than that are counted in warning CONTACTFULL.
+      hfield_prisms: contact slots per (height field, geom) pair: the exact prism collider runs on at most this
+        many of the prisms under the geom, those nearest by a cheap separating-axis lower bound on their distance;
+        more prisms within the margin by that bound than this are counted in warning CONTACTFULL.
       sat_budget: box/mesh pairs whose separating-axis test costs more than this (face and edge-pair candidates)
         use GJK/EPA instead.
       mass_matrix: layout of qM: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
@@ -158,6 +161,7 @@ class Config:
     broadphase_mesh_min_pairs: int = 6
     broadphase_mesh_fraction: float = 0.25
     broadphase_mesh_touch: int = 4
+    hfield_prisms: int = 8
     sat_budget: int = 200_000
     mass_matrix: str = "auto"
     mass_factorization: str = "tree"
@@ -205,9 +209,10 @@ class Config:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"Config.{name} must be a non-negative int, not {v!r}")
-        v = self.broadphase_mesh_touch
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"Config.broadphase_mesh_touch must be a positive int, not {v!r}")
+        for name in ("broadphase_mesh_touch", "hfield_prisms"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"Config.{name} must be a positive int, not {v!r}")
         if self.contact_gradients not in CONTACT_GRADIENTS:
             raise ValueError(
                 f"Config.contact_gradients must be one of {CONTACT_GRADIENTS}, not {self.contact_gradients!r}"

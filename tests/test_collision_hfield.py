@@ -145,7 +145,8 @@ def test_table_and_window(setup):
     assert {int(g.type2) for g in groups} == {2, 3, 6}  # sphere, capsule, box: one group each
     for g in groups:
         wr, wc = hfield.window_size(m, 0, g.geom1, g.geom2)
-        assert g.ncon == min(2 * wr * wc, hfield.MAXCONPAIR)  # a slot per prism of the window
+        # a slot per prism of the window, at most MAXCONPAIR and Config.hfield_prisms
+        assert g.ncon == min(2 * wr * wc, hfield.MAXCONPAIR, m.config.hfield_prisms)
         dx = 2 * mjm.hfield_size[0, 0] / (mjm.hfield_ncol[0] - 1)
         reach = mjm.geom_rbound[g.geom2].max() + 2 * MARGIN
         assert wc >= min(mjm.hfield_ncol[0] - 1, np.ceil(2 * reach / dx))
@@ -355,3 +356,134 @@ def test_float32_after_float64_in_one_process():
             assert d.qpos.dtype == (jp.float64 if x64 else jp.float32)
             assert np.all(np.isfinite(np.asarray(d.qpos)))
             assert len(mjl.active_contacts(m, d)["dist"]) > 0
+
+
+# a rough random height field (41 x 41, cells of 0.1), a sphere and a capsule: the prism cap (Config.hfield_prisms)
+# and its lower bound (`hfield._prism_bound`) against MuJoCo, where a geom's window holds more prisms than slots
+ROUGH_GEOMS = {"sphere": GEOMS["sphere"], "capsule": '<geom name="capsule" type="capsule" size="0.05 0.2"'}
+
+
+def _rough_xml():
+    elev = np.random.default_rng(7).uniform(0, 1, (41, 41))
+    bodies = "".join(
+        f'<body name="b_{n}" pos="0 0 1"><freejoint/>{g} contype="2" conaffinity="1" margin="{MARGIN}"/></body>'
+        for n, g in ROUGH_GEOMS.items()
+    )
+    return f"""<mujoco><option gravity="0 0 0"/>
+      <asset><hfield name="terrain" nrow="41" ncol="41" size="2 2 0.08 0.1"
+                     elevation="{" ".join(f"{v:.5f}" for v in elev.ravel())}"/></asset>
+      <worldbody><geom name="hf" type="hfield" hfield="terrain" pos="0.03 -0.02 0" euler="0 0 15"
+                       margin="{MARGIN}"/>{bodies}</worldbody></mujoco>"""
+
+
+@pytest.fixture(scope="module")
+def rough():
+    mjm = mujoco.MjModel.from_xml_string(_rough_xml())
+    m = model_from_mujoco(mjm)
+    poses = _poses(mjm, np.random.default_rng(2), 6, TARGETS, ROUGH_GEOMS)
+    d0 = mjl.make_data(m)
+    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(
+        jp.asarray(np.stack([p["xpos"] for p in poses])), jp.asarray(np.stack([p["xmat"] for p in poses]))
+    )
+    return mjm, m, poses, d
+
+
+def test_rough_field_contacts_match_mujoco(rough):
+    """Windows of 32 (sphere) and 98 (capsule) prisms, Config.hfield_prisms (8) slots: the exact collider runs on
+    the 8 prisms nearest by the bound only, and every pair's contact set is MuJoCo's, without a CONTACTFULL."""
+    mjm, m, poses, d = rough
+    for g in driver.pair_table(m).groups:
+        if g.type1 == mujoco.mjtGeom.mjGEOM_HFIELD:
+            wr, wc = hfield.window_size(m, 0, g.geom1, g.geom2)
+            assert 2 * wr * wc > g.ncon == m.config.hfield_prisms  # the cap is exercised
+    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    for name in ROUGH_GEOMS:
+        gid = mjm.geom(name).id
+        counts = [_match_pair(out, i, p, gid, ATOL_NORMAL, msg=f"{name} pose {i}") for i, p in enumerate(poses)]
+        assert max(counts) >= 3, (name, counts)
+    np.testing.assert_array_equal(np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL]), 0)
+
+
+def test_prism_cap_overflow_is_counted(rough):
+    """With one slot per pair (hfield_prisms=1), a pair with several candidate prisms counts CONTACTFULL and keeps
+    one of MuJoCo's contacts (the prism nearest by the bound); a pair with none counts nothing."""
+    mjm, m, poses, d = rough
+    m1 = mjl.configure(m, hfield_prisms=1)
+    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m1, d)
+    full = np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL])
+    for i, p in enumerate(poses):
+        many = any(np.sum(p["geom"][:, 1] == mjm.geom(n).id) > 1 for n in ROUGH_GEOMS)
+        none = len(p["dist"]) == 0
+        assert (full[i] > 0) if many else True, (i, full[i])
+        assert full[i] == 0 if none else True, (i, full[i])
+        act = np.asarray(out.contact.active[i])
+        for dist in np.asarray(out.contact.dist[i])[act]:
+            assert np.min(np.abs(p["dist"] - dist)) <= ATOL_DIST, (i, dist, p["dist"])
+    assert full.sum() > 0
+
+
+@pytest.mark.parametrize("gtype", [mujoco.mjtGeom.mjGEOM_SPHERE, mujoco.mjtGeom.mjGEOM_CAPSULE])
+def test_prism_bound_is_a_lower_bound(gtype):
+    """`hfield._prism_bound` never exceeds the exact prism distance (closed forms, themselves checked against
+    GJK/EPA): prisms it rules out cannot touch. Random sloped prisms and poses, float64."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    tri = np.array([[0.0, 0.0], [0.1, 0.0], [0.0, 0.1]])
+    prisms = [np.concatenate([np.c_[tri, np.full(3, -0.1)], np.c_[tri, rng.uniform(0.0, 0.3, 3)]]) for _ in range(n)]
+    verts = jp.asarray(np.stack(prisms))
+    pos = jp.asarray(rng.uniform([-0.2, -0.2, -0.2], [0.3, 0.3, 0.6], (n, 3)))
+    mat = jax.vmap(mjl.math.quat_to_mat)(jp.asarray([_random_quat(rng) for _ in range(n)]))
+    size = jp.array([0.03, 0.08, 0.0])
+
+    def both(v, p, r):
+        g = GeomInfo(p, r, size, None, None)
+        exact = hfield._sphere_prism(v, g) if gtype == mujoco.mjtGeom.mjGEOM_SPHERE else hfield._capsule_prism(v, g)
+        half, center = hfield._aabb_half(int(gtype), g)
+        return hfield._prism_bound(int(gtype), g, center - half, center + half, v[None])[0], exact[0]
+
+    bound, dist = (np.asarray(x) for x in jax.jit(jax.vmap(both))(verts, pos, mat))
+    assert np.all(bound <= dist + 1e-12), np.max(bound - dist)
+    assert np.mean(bound > 0.05) > 0.3 and np.corrcoef(bound, dist)[0, 1] > 0.9  # and not a trivial bound
+
+
+@pytest.mark.slow
+def test_quadruped_on_random_terrain_matches_mujoco():
+    """dm_control's quadruped (ellipsoid torso, cylinder eyes, capsule legs, sphere toes; 201 x 201 field with
+    cells of 0.3) lowered into random terrain (as the escape task makes) in random poses: every height-field pair's
+    contacts (count and distances) equal mj_collision's, at the default Config.hfield_prisms, with no CONTACTFULL."""
+    mjm = mujoco.MjModel.from_xml_path(_ref("quadruped.xml"))
+    rng = np.random.default_rng(11)
+    mjm.hfield_data[:] = rng.uniform(0, 0.04, mjm.hfield_data.shape)
+    m = model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    hf = mjm.geom("terrain").id
+    poses, theirs = [], []
+    for k in range(6):
+        mjd.qpos[:] = mjm.qpos0
+        mjd.qpos[:2] = rng.uniform(-3, 3, 2)
+        mjd.qpos[2] = rng.uniform(0.05, 0.35)
+        mjd.qpos[3:7] = _random_quat(rng) if k % 2 else [1, 0, 0, 0]
+        mjd.qpos[7:] += rng.uniform(-0.5, 0.5, mjm.nq - 7)
+        mujoco.mj_kinematics(mjm, mjd)
+        mujoco.mj_collision(mjm, mjd)
+        c = mjd.contact[: mjd.ncon]
+        g = np.array(c.geom).reshape(-1, 2)
+        theirs.append((g[g[:, 0] == hf], np.array(c.dist)[g[:, 0] == hf]))
+        poses.append((mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
+    d0 = mjl.make_data(m)
+    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(
+        jp.asarray(np.stack([p[0] for p in poses])), jp.asarray(np.stack([p[1] for p in poses]))
+    )
+    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    np.testing.assert_array_equal(np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL]), 0)
+    geoms_hit = set()
+    for i, (g, dist) in enumerate(theirs):
+        act = np.asarray(out.contact.active[i])
+        og, od = np.asarray(out.contact.geom[i])[act], np.asarray(out.contact.dist[i])[act]
+        og, od = og[og[:, 0] == hf], od[og[:, 0] == hf]
+        for gid in set(g[:, 1]) | set(og[:, 1]):
+            a, b = np.sort(od[og[:, 1] == gid]), np.sort(dist[g[:, 1] == gid])
+            assert len(a) == len(b), (i, mjm.geom(gid).name, a, b)
+            np.testing.assert_allclose(a, b, atol=ATOL_DIST, err_msg=f"pose {i} {mjm.geom(gid).name}")
+            geoms_hit.add(int(mjm.geom_type[gid]))
+    assert {2, 3, 4} <= geoms_hit, geoms_hit  # spheres, capsules and the ellipsoid torso touched the terrain

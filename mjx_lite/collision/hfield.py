@@ -19,8 +19,12 @@ Static sizes (fixed shapes):
     (a geom grown by domain randomisation, or the cap), the collider reports overflow and the driver increments
     `d.warning_number[Warning.CONTACTFULL]`: nothing is dropped silently.
   * contacts: one per colliding prism, as MuJoCo (up to mjMAXCONPAIR = 50 per pair): each pair has
-    min(prisms in the window, 50) contact slots, in MuJoCo's grid order. Beyond 50 colliding prisms MuJoCo keeps
-    the first 50 in its grid order, we the 50 deepest (in grid order).
+    k = min(prisms in the window, 50, `m.config.hfield_prisms`) contact slots, in MuJoCo's grid order. Only k
+    prisms reach the exact collider: those nearest by a cheap lower bound on their distance (`_prism_bound`:
+    separating axes x, y, z, geom2's axes and the prism's face normals), so a geom above the terrain costs the
+    bound, not a GJK/EPA run per window prism. A prism whose bound exceeds the margin cannot touch (exact); more
+    candidates than k are counted in CONTACTFULL (the farthest by the bound dropped), as are more than 50 colliding
+    prisms (MuJoCo then keeps the first 50 in its grid order).
 Normals: GJK/EPA's, as MuJoCo 4 with its native CCD (mjc_fixNormal only runs when nativeccd is disabled,
 which is not supported here). The window is a static superset of MuJoCo's sub-grid.
 """
@@ -256,6 +260,36 @@ def _capsule_prism(v: Points, g2: GeomInfo) -> Distance:
     return dist - r, 0.5 * (near + on_seg - r * normal), normal
 
 
+def _prism_bound(t2: int, g: GeomInfo, lo: Vec3, hi: Vec3, verts: jax.Array) -> jax.Array:
+    """(nprism,) lower bounds on the distance between geom g (hfield frame; its box lo..hi (3,), radius included)
+    and the prisms verts (nprism, 6, 3): the largest gap along separating axes, the frame's axes (boxes), g's own
+    axes (g's extent from its support), each prism's unit top normal and its three side normals (the prism's face
+    plane against g's lowest support point along the normal). Negative when they overlap along every axis; never
+    above the true distance."""
+    r = radius(t2, g.size)
+    pmin, pmax = jp.min(verts, axis=1), jp.max(verts, axis=1)  # (nprism, 3)
+    gap = jp.max(jp.maximum(pmin - hi, lo - pmax), axis=-1)
+    # g's own axes
+    axes = g.mat.T  # (3, 3) rows: g's axes in the hfield frame
+    g_hi = jax.vmap(lambda e: jp.dot(e, support(t2, g, e)))(axes) + r
+    g_lo = jax.vmap(lambda e: jp.dot(e, support(t2, g, -e)))(axes) - r
+    proj = verts @ axes.T  # (nprism, 6, 3)
+    gap = jp.maximum(gap, jp.max(jp.maximum(jp.min(proj, 1) - g_hi, g_lo - jp.max(proj, 1)), axis=-1))
+    # the prism's top and side faces: outward unit normals n (nprism, 4, 3), a point on each face
+    top = verts[:, 3:]
+    n_top = jp.cross(top[:, 1] - top[:, 0], top[:, 2] - top[:, 0])
+    n_top = n_top * jp.where(n_top[:, 2:3] < 0, -1.0, 1.0)  # upward (the cell's area keeps n[2] away from 0)
+    edge = jp.roll(top, -1, axis=1) - top  # (nprism, 3, 3): edge i from vertex i to i + 1
+    n_side = jp.stack([edge[..., 1], -edge[..., 0], jp.zeros_like(edge[..., 0])], -1)
+    inward = jp.sum(n_side * (jp.roll(top, -2, axis=1) - top), -1, keepdims=True) > 0  # the third vertex's side
+    n_side = jp.where(inward, -n_side, n_side)
+    n = jp.concatenate([n_top[:, None], n_side], axis=1)
+    n = n / jp.linalg.norm(n, axis=-1, keepdims=True)
+    on = jp.concatenate([top[:, :1], top], axis=1)  # (nprism, 4, 3)
+    low = jax.vmap(jax.vmap(lambda d: jp.dot(d, support(t2, g, -d))))(n) - r
+    return jp.maximum(gap, jp.max(low - jp.sum(n * on, axis=-1), axis=-1))
+
+
 def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[Callable, int]:
     """The collider of one (hfield `hid`, type2) group and its contacts per pair `ncon`: (f, ncon), with
     f(m, info1, info2, margin) -> (Contacts, overflow).
@@ -272,7 +306,8 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
     cell_r, cell_c = np.meshgrid(np.arange(wr), np.arange(wc), indexing="ij")
     cell = np.stack([cell_r.reshape(-1), cell_c.reshape(-1)], -1)  # (ncell, 2)
     corner = (cell[:, None, None, :] + tri[None]).reshape(-1, 3, 2)  # (nprism, 3, 2) offsets from window origin
-    k = min(corner.shape[0], MAXCONPAIR)
+    nprism = corner.shape[0]
+    k = min(nprism, MAXCONPAIR, m.config.hfield_prisms)  # prisms given to the exact collider = contact slots
 
     def one(elev, hsize, g1: GeomInfo, g2: GeomInfo, margin):
         dt = g2.pos.dtype
@@ -315,11 +350,19 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
                               edge=jp.asarray(_PRISM_EDGES), faceplane=jp.asarray(_PRISM_PLANES))  # fmt: skip
             return collide(GeomType.MESH, type2, p_info, loc, margin, sat_budget=sat_budget)
 
+        # a lower bound on each prism's distance to geom2 (separating axes: the hfield frame's x, y, z through both
+        # boxes, and the prism's top normal through geom2's support); prisms farther than the margin by it cannot
+        # touch, the k nearest by it go to the exact collider (grid order), more candidates are flagged
+        bound = _prism_bound(type2, loc, center - half, center + half, verts)
+        slack = 1e-4 * (dx + dy)  # rounding of the bound: a few more candidates, never one fewer
+        cand = inside & (bound <= margin + slack)
+        if k < nprism:
+            key = jax.lax.stop_gradient(jp.where(cand, -bound, -jp.inf))
+            sel = jp.sort(jax.lax.top_k(key, k)[1])
+            overflow = overflow | (jp.sum(cand) > k)
+            verts, cand = verts[sel], cand[sel]
         dist, cpos, normal = jax.vmap(prism)(verts)
-        dist = jp.where(inside, dist, NOCONTACT)
-        if k < dist.shape[0]:  # more prisms than slots: keep the k deepest, in grid order
-            best = jp.sort(jax.lax.top_k(-dist, k)[1])
-            dist, cpos, normal = dist[best], cpos[best], normal[best]
+        dist = jp.where(cand, dist, NOCONTACT)
         # contacts in MuJoCo's grid order (rows, then columns, then the cell's two triangles)
         d = jp.where(dist <= margin, dist, NOCONTACT)
         return Contacts(d, g1.pos + cpos @ g1.mat.T, normal @ g1.mat.T, jp.zeros((k, 3), dt)), overflow
