@@ -69,9 +69,10 @@ class Config:
         contact manifold (feature search and face clipping, most of the collider's cost) of only the
         `broadphase_mesh_touch` pairs closest within the margin (MuJoCo computes a manifold only for a pair in
         contact); more pairs in contact than that are counted in warning CONTACTFULL.
-      hfield_prisms: contact slots per (height field, geom) pair: the exact prism collider runs on at most this
-        many of the prisms under the geom, those nearest by a cheap separating-axis lower bound on their distance;
-        more prisms within the margin by that bound than this are counted in warning CONTACTFULL.
+      hfield_prisms: None (default: every prism of the window under the geom, up to MuJoCo's 50, as MuJoCo) or
+        the contact slots per (height field, geom) pair: the exact prism collider then runs on at most this many
+        prisms, those nearest by a cheap separating-axis lower bound on their distance, and more prisms within the
+        margin by that bound are counted in warning CONTACTFULL (faster; equal to MuJoCo while none is counted).
       sat_budget: box/mesh pairs whose separating-axis test costs more than this (face and edge-pair candidates)
         use GJK/EPA instead.
       mass_matrix: layout of qM: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
@@ -161,7 +162,7 @@ class Config:
     broadphase_mesh_min_pairs: int = 6
     broadphase_mesh_fraction: float = 0.25
     broadphase_mesh_touch: int = 4
-    hfield_prisms: int = 8
+    hfield_prisms: int | None = None
     sat_budget: int = 200_000
     mass_matrix: str = "auto"
     mass_factorization: str = "tree"
@@ -211,7 +212,7 @@ class Config:
                 raise ValueError(f"Config.{name} must be a non-negative int, not {v!r}")
         for name in ("broadphase_mesh_touch", "hfield_prisms"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if (name != "hfield_prisms" or v is not None) and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"Config.{name} must be a positive int, not {v!r}")
         if self.contact_gradients not in CONTACT_GRADIENTS:
             raise ValueError(

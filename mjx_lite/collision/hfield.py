@@ -19,11 +19,12 @@ Static sizes (fixed shapes):
     (a geom grown by domain randomisation, or the cap), the collider reports overflow and the driver increments
     `d.warning_number[Warning.CONTACTFULL]`: nothing is dropped silently.
   * contacts: one per colliding prism, as MuJoCo (up to mjMAXCONPAIR = 50 per pair): each pair has
-    k = min(prisms in the window, 50, `m.config.hfield_prisms`) contact slots, in MuJoCo's grid order. Only k
-    prisms reach the exact collider: those nearest by a cheap lower bound on their distance (`_prism_bound`:
-    separating axes x, y, z, geom2's axes and the prism's face normals), so a geom above the terrain costs the
-    bound, not a GJK/EPA run per window prism. A prism whose bound exceeds the margin cannot touch (exact); more
-    candidates than k are counted in CONTACTFULL (the farthest by the bound dropped), as are more than 50 colliding
+    k = min(prisms in the window, 50, `m.config.hfield_prisms` (None: no cap)) contact slots, in MuJoCo's grid
+    order. With fewer slots than window prisms, only k prisms reach the exact collider: those nearest by a cheap
+    lower bound on their distance (`_prism_bound`: separating axes x, y, z, geom2's axes and the prism's face
+    normals), so the cost is k GJK/EPA runs (or closed forms), not one per window prism. A prism whose bound
+    exceeds the margin cannot touch (exact); more candidates than k are counted in CONTACTFULL (the farthest by
+    the bound dropped), as are more than 50 colliding
     prisms (MuJoCo then keeps the first 50 in its grid order).
 Normals: GJK/EPA's, as MuJoCo 4 with its native CCD (mjc_fixNormal only runs when nativeccd is disabled,
 which is not supported here). The window is a static superset of MuJoCo's sub-grid.
@@ -307,7 +308,8 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
     cell = np.stack([cell_r.reshape(-1), cell_c.reshape(-1)], -1)  # (ncell, 2)
     corner = (cell[:, None, None, :] + tri[None]).reshape(-1, 3, 2)  # (nprism, 3, 2) offsets from window origin
     nprism = corner.shape[0]
-    k = min(nprism, MAXCONPAIR, m.config.hfield_prisms)  # prisms given to the exact collider = contact slots
+    cap = m.config.hfield_prisms
+    k = min(nprism, MAXCONPAIR, nprism if cap is None else cap)  # prisms to the exact collider = contact slots
 
     def one(elev, hsize, g1: GeomInfo, g2: GeomInfo, margin):
         dt = g2.pos.dtype
@@ -353,10 +355,11 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
         # a lower bound on each prism's distance to geom2 (separating axes: the hfield frame's x, y, z through both
         # boxes, and the prism's top normal through geom2's support); prisms farther than the margin by it cannot
         # touch, the k nearest by it go to the exact collider (grid order), more candidates are flagged
-        bound = _prism_bound(type2, loc, center - half, center + half, verts)
-        slack = 1e-4 * (dx + dy)  # rounding of the bound: a few more candidates, never one fewer
-        cand = inside & (bound <= margin + slack)
+        cand = jp.broadcast_to(inside, (nprism,))
         if k < nprism:
+            bound = _prism_bound(type2, loc, center - half, center + half, verts)
+            slack = 1e-4 * (dx + dy)  # rounding of the bound: a few more candidates, never one fewer
+            cand = cand & (bound <= margin + slack)
             key = jax.lax.stop_gradient(jp.where(cand, -bound, -jp.inf))
             sel = jp.sort(jax.lax.top_k(key, k)[1])
             overflow = overflow | (jp.sum(cand) > k)
