@@ -54,6 +54,9 @@ def test_config_is_validated_and_hashable():
         mjl.Config(mesh_size_ratio=0.5)
     with pytest.raises(ValueError, match="broadphase_mesh_touch"):
         mjl.Config(broadphase_mesh_touch=0)
+    with pytest.raises(ValueError, match="hfield_prisms"):
+        mjl.Config(hfield_prisms=0)
+    assert mjl.Config(hfield_prisms=8).hfield_prisms == 8 and c.hfield_prisms is None
     with pytest.raises(TypeError, match="no field"):
         c.replace(gradient="unrolled")
 
