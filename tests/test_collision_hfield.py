@@ -406,16 +406,14 @@ def test_rough_field_contacts_match_mujoco(rough):
 @pytest.mark.slow  # CI time: its own compile of the capped colliders
 def test_prism_cap_overflow_is_counted(rough):
     """With one slot per pair (hfield_prisms=1), a pair with several candidate prisms counts CONTACTFULL and keeps
-    one of MuJoCo's contacts (the prism nearest by the bound); a pair with none counts nothing."""
+    one of MuJoCo's contacts (the prism nearest by the bound)."""
     mjm, m, poses, d = rough
     m1 = mjl.configure(m, hfield_prisms=1)
     out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m1, d)
     full = np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL])
     for i, p in enumerate(poses):
         many = any(np.sum(p["geom"][:, 1] == mjm.geom(n).id) > 1 for n in ROUGH_GEOMS)
-        none = len(p["dist"]) == 0
-        assert (full[i] > 0) if many else True, (i, full[i])
-        assert full[i] == 0 if none else True, (i, full[i])
+        assert (full[i] > 0) if many else True, (i, full[i])  # (candidates by the bound: more than the contacts)
         act = np.asarray(out.contact.active[i])
         for dist in np.asarray(out.contact.dist[i])[act]:
             assert np.min(np.abs(p["dist"] - dist)) <= ATOL_DIST, (i, dist, p["dist"])
@@ -451,12 +449,12 @@ def test_prism_bound_is_a_lower_bound(gtype):
 def test_quadruped_on_random_terrain_matches_mujoco():
     """dm_control's quadruped (ellipsoid torso, cylinder eyes, capsule legs, sphere toes; 201 x 201 field with
     cells of 0.3) lowered into random terrain (as the escape task makes) in random poses: every height-field pair's
-    contacts (count and distances) equal mj_collision's with 8 slots per pair (Config.hfield_prisms=8, the
-    faster setting), with no CONTACTFULL."""
+    contacts (count and distances) equal mj_collision's at the default Config (every window prism), with no
+    CONTACTFULL. (With hfield_prisms=8 the buried torso's 11 contacts are cut to 8, flagged.)"""
     mjm = mujoco.MjModel.from_xml_path(_ref("quadruped.xml"))
     rng = np.random.default_rng(11)
     mjm.hfield_data[:] = rng.uniform(0, 0.04, mjm.hfield_data.shape)
-    m = mjl.configure(model_from_mujoco(mjm), hfield_prisms=8)
+    m = model_from_mujoco(mjm)
     mjd = mujoco.MjData(mjm)
     hf = mjm.geom("terrain").id
     poses, theirs = [], []
