@@ -616,7 +616,7 @@ def test_unknown_element(body, element):
 @pytest.mark.parametrize(
     "body, feature",
     [
-        ("<worldbody>\n<flexcomp name='f' dim='3'/></worldbody>", "flexcomp"),
+        ("<worldbody>\n<flexcomp name='f' type='box'/></worldbody>", "flexcomp"),
         ("<worldbody>\n<body><composite/></body></worldbody>", "composite"),
         ("<worldbody>\n<plugin plugin='x'/></worldbody>", "plugin"),
         ("<extension>\n</extension>", "extension"),
