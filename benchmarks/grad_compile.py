@@ -122,5 +122,8 @@ def report(quick: bool = False, only: str | None = None) -> str:
 
 
 if __name__ == "__main__":
+    import _args  # noqa: PLC0415 - benchmarks/ is the script's directory
+
+    _args.check(__doc__, valued=('--only',))
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     print(report(quick="--quick" in sys.argv, only=only))

@@ -187,8 +187,8 @@ def report(quick: bool = False) -> str:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--iterations":
         print(json.dumps(iterations(sys.argv[2])))
-    elif set(sys.argv[1:]) <= {"--quick"}:
+    else:
+        import _args  # noqa: PLC0415 - benchmarks/ is the script's directory
+
+        _args.check(__doc__)  # --help or a mistyped option: the usage, not a run of hours
         print(report(quick="--quick" in sys.argv))
-    else:  # --help or a mistyped option: the usage, not a run of hours
-        print(__doc__)
-        sys.exit(0 if set(sys.argv[1:]) & {"-h", "--help"} else 2)

@@ -128,4 +128,7 @@ def report(quick: bool = False) -> str:
 
 
 if __name__ == "__main__":
+    import _args  # noqa: PLC0415 - benchmarks/ is the script's directory
+
+    _args.check(__doc__)
     print(report(quick="--quick" in sys.argv))
