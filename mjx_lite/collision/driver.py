@@ -162,6 +162,12 @@ class Group:
     def compacted(self) -> bool:
         return self.npair_out * self.ncon_collider != self.nrows
 
+    @property
+    def static_slots(self) -> bool:
+        """Slot i always holds pair i (its ncon rows adjacent): the group is neither trimmed nor compacted, so the
+        geoms (and bodies) of each row are known at trace time."""
+        return self.capacity == len(self.geom1) and not self.compacted
+
 
 @dataclasses.dataclass(frozen=True)
 class PairTable:

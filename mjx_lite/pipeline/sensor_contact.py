@@ -280,7 +280,7 @@ def row_bodies(m: Model) -> np.ndarray:
     for g in driver.pair_table(m).groups:
         b1, b2 = gb[np.asarray(g.geom1)], gb[np.asarray(g.geom2)]
         blk = np.zeros((g.nrows, m.nbody), bool)
-        if g.capacity == len(g.pair):  # slot i: pair i, its ncon rows adjacent
+        if g.static_slots:  # slot i: pair i, its ncon rows adjacent
             slot = np.arange(g.nrows) // g.ncon
             blk[np.arange(g.nrows), b1[slot]] = True
             blk[np.arange(g.nrows), b2[slot]] = True

@@ -53,7 +53,7 @@ def _slot_geoms(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
     t = driver.pair_table(m)
     g1, g2 = [], []
     for g in t.groups:
-        if g.capacity != len(g.geom1) or g.compacted:
+        if not g.static_slots:
             return None
         g1.append(np.repeat(np.asarray(g.geom1), g.ncon))
         g2.append(np.repeat(np.asarray(g.geom2), g.ncon))
