@@ -232,46 +232,59 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations,
     zeros_k = jp.zeros((T, nu), dtype)
     zeros_K = jp.zeros((T, nu, nx), dtype)
     line_search = jax.vmap(run, in_axes=(None, None, None, None, 0))  # the rollout is traced once, batched
-    # the initial trajectory: the feedback-free forward pass of u0 (the nominal states only enter as K @ dx with
-    # K = 0), from the same batched rollout as the line search; the nominal must still be a valid state: an all-zero
-    # quaternion would make dx, and 0 * dx, NaN (free and ball joints)
-    dummy = (jp.broadcast_to(d0.qpos, (T + 1, m.nq)), jp.broadcast_to(d0.qvel, (T + 1, nv)),
-             jp.broadcast_to(d0.act, (T + 1, na)))  # fmt: skip
-    J0, u_init, traj0 = jax.tree.map(lambda x: x[0], line_search(u0, dummy, zeros_k, zeros_K, alpha_arr))
     zero = jp.zeros((), dtype)
 
-    def iterate(carry):
-        u, traj, J, mu, delta, K_prev, _, _ = carry
-        A, B, g, H, Vx, Vxx = expand(u, traj)
-        k, K, good = backward(A, B, g, H, Vx, Vxx, u, mu)
-        totals, us, trajs = line_search(u, traj, k, K, alpha_arr)
-        totals = jp.where(jp.isfinite(totals), totals, jp.inf)
-        best = jp.argmin(totals)
-        accept = good & (totals[best] < J)
+    # One scan of iterations + 1 passes, each a line search (a batched rollout) then, unless it was the last pass
+    # or the iterations stopped, the expansion and backward pass at the new nominal: the rollout, the transition
+    # Jacobians and the backward pass are each traced (and compiled) once. Pass 0's "line search" is the
+    # feedback-free forward pass of u0 (k = 0, K = 0: every step size gives the same rollout), always accepted: the
+    # initial trajectory. Its nominal must still be a valid state: an all-zero quaternion would make dx, and 0 * dx,
+    # NaN (free and ball joints).
+    dummy = (jp.broadcast_to(d0.qpos, (T + 1, m.nq)), jp.broadcast_to(d0.qvel, (T + 1, nv)),
+             jp.broadcast_to(d0.act, (T + 1, na)), jp.broadcast_to(d0.time, (T + 1,)),
+             jp.broadcast_to(d0.qacc_warmstart, (T + 1, nv)))  # fmt: skip
+
+    def search(state, first):
+        """The line search with the step (k, K) of the last backward pass: (state, accepted step size)."""
+        u, traj, J, mu, delta, K_prev, _, k, K, good = state
+        raw, us, trajs = line_search(u, traj, k, K, alpha_arr)
+        totals = jp.where(jp.isfinite(raw), raw, jp.inf)
+        best = jp.where(first, 0, jp.argmin(totals))
+        accept = first | (good & (totals[best] < J))
         pick = lambda new, old: jp.where(accept, new[best], old)  # noqa: E731
         u = pick(us, u)
         traj = jax.tree.map(pick, trajs, traj)
-        J_new = jp.where(accept, totals[best], J)
+        J_new = jp.where(first, raw[0], jp.where(accept, totals[best], J))
         K_prev = jp.where(accept, K, K_prev)
-        mu_new, delta = regularization_update(mu, delta, accept)
-        converged = accept & (J - J_new <= tolerance * jp.abs(J))
-        stuck = ~accept & (mu >= MU_MAX)
+        mu_new, delta_new = regularization_update(mu, delta, accept)
+        converged = ~first & accept & (J - J_new <= tolerance * jp.abs(J))
+        stuck = ~first & ~accept & (mu >= MU_MAX)
         reason = jp.where(converged, 1, jp.where(stuck, 2, 0)).astype(jp.int32)
-        return (u, traj, J_new, mu_new, delta, K_prev, reason, jp.where(accept, alpha_arr[best], zero))
+        mu, delta = jp.where(first, mu, mu_new), jp.where(first, delta, delta_new)
+        step_size = jp.where(accept & ~first, alpha_arr[best], zero)
+        return (u, traj, J_new, mu, delta, K_prev, reason, k, K, good), step_size
 
-    def iteration(carry, _):
+    def improve(state):
+        """The expansion along the nominal and the backward pass with the current mu: the next step (k, K)."""
+        u, traj, J, mu, delta, K_prev, reason, _, _, _ = state
+        A, B, g, H, Vx, Vxx = expand(u, traj)
+        k, K, good = backward(A, B, g, H, Vx, Vxx, u, mu)
+        return (u, traj, J, mu, delta, K_prev, reason, k, K, good)
+
+    def one_pass(carry, i):
         state, count = carry
-        done = state[6] != 0
-        state = state[:6] + (state[6], zero)
+        done = state[6] != 0  # an earlier iteration stopped: the rest are skipped
         mu_used = state[3]
-        state = jax.lax.cond(done, lambda s: s, iterate, state)
-        count = count + jp.where(done, 0, 1)
-        return (state, count), (state[2], state[7], mu_used)
+        state, step_size = jax.lax.cond(done, lambda s: (s, zero), lambda s: search(s, i == 0), state)
+        count = count + jp.where(done | (i == 0), 0, 1)
+        state = jax.lax.cond((state[6] == 0) & (i < iterations), improve, lambda s: s, state)
+        return (state, count), (state[2], step_size, mu_used)
 
-    init = (u_init, traj0, J0, mu0, jp.ones((), dtype), zeros_K, jp.zeros((), jp.int32), zero)
-    ((u, traj, J, mu, _, K, reason, _), count), (costs, steps_taken, mus) = jax.lax.scan(
-        iteration, (init, jp.zeros((), jp.int32)), None, length=iterations)
-    costs = jp.concatenate([J0[None], costs])
+    init = (u0, dummy, jp.asarray(jp.inf, dtype), mu0, jp.ones((), dtype), zeros_K, jp.zeros((), jp.int32), zeros_k,
+            zeros_K, jp.ones((), bool))  # fmt: skip
+    ((u, traj, J, mu, _, K, reason, _, _, _), count), (costs, steps_taken, mus) = jax.lax.scan(
+        one_pass, (init, jp.zeros((), jp.int32)), jp.arange(iterations + 1))
+    steps_taken, mus = steps_taken[1:], mus[1:]
     qpos, qvel, act, time, _ = traj
     states = common.Trajectory(qpos=qpos, qvel=qvel, act=act, time=time)
     report = common.Report(iterations=count, reason=reason, regularization=mu, step_sizes=steps_taken,
