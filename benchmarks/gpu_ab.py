@@ -66,6 +66,8 @@ VARIANTS = {
     "fused, XLA solver": ("auto", [(kernels, "primal_fused", lambda *a: False)], {"kernels": "fused"}),
     # ... and with the constraint rows left to XLA: the rows kernel's share (kernels/rows.py)
     "fused, XLA rows": ("auto", [(kernels, "rows_fused", lambda *a: False)], {"kernels": "fused"}),
+    # ... and with the primitive colliders left to XLA: the collision kernel's share (kernels/collide.py)
+    "fused, XLA colliders": ("auto", [(kernels, "collide_fused", lambda *a: False)], {"kernels": "fused"}),
 }
 
 

@@ -441,11 +441,10 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
     return GeomInfo(*[x if x is None or a is None else x[idx] for x, a in zip(info, axes)])
 
 
-def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
-    """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
-    condim, includemargin, gap, friction, solref, solreffriction, solimp = _params(m, g)
-    margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint
-    g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
+def _near(m: Model, d: types.Data, g: Group, g1: jax.Array, g2: jax.Array, margin: jax.Array
+          ) -> tuple[jax.Array, jax.Array]:
+    """(near, score) (n,) of a group's pairs g1, g2 (n,) with detection margins (n,): the broadphase's bounding test
+    and the overlap that ranks its candidates."""
     pos1, pos2 = d.geom_xpos[g1], d.geom_xpos[g2]
     rb1, rb2 = m.geom_rbound[g1], m.geom_rbound[g2]
     if g.type1 == _PLANE:  # signed distance of geom2's centre from the plane vs its bounding radius (exact-safe)
@@ -463,6 +462,85 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
             slack = _box_slack(m, d, g1, g2, margin)  # bounding boxes (as MuJoCo's midphase): tighter for links
             near = near & (slack >= 0)
             score = slack
+    return near, score
+
+
+def _rows(g: Group, c, near: jax.Array, margin: jax.Array, dtype) -> tuple:
+    """A group's collider output c (Contacts of (n, k) rows) as (dist, pos, frame, active) of (n, k) rows: rows that
+    are not contacts (out of the bounding test or beyond the margin) masked to the placeholder values."""
+    # colliders with MuJoCo's own inclusion test (primitive.py) have decided ties at the margin already
+    within = (c.dist < NOCONTACT) if getattr(g.collider, "margin_tested", False) else (c.dist <= margin[:, None])
+    active = near[:, None] & within
+    dist = jp.where(active, c.dist, NOCONTACT).astype(dtype)
+    frame = make_frame(c.normal, c.tangent)
+    eye = jp.broadcast_to(jp.eye(3, dtype=dtype), frame.shape)
+    frame = jp.where(active[..., None, None], frame, eye)
+    pos = jp.where(active[..., None], c.pos, 0.0)
+    return dist, pos, frame, active
+
+
+def detection_margin(m: Model, g: Group) -> jax.Array:
+    """(n,) the detection distance (margin + gap, MuJoCo >= 4) of a group's pairs."""
+    p = _params(m, g)
+    return p[1] + p[2]
+
+
+def static_rows(m: Model, d: types.Data, g: Group, margin: jax.Array) -> tuple:
+    """(dist (nrows,), pos (nrows, 3), frame (nrows, 3, 3), active (nrows,)) of a group with static slots
+    (`Group.static_slots`, no broadphase trim) and one-stage collider, at detection margins (n,): the geometry of its
+    contact rows as `collision` writes it (the reference of the fused colliders, pipeline/kernels/collide.py)."""
+    g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
+    near, _ = _near(m, d, g, g1, g2, margin)
+    info1, info2 = _geom_info(m, d, g1, g.type1, g.geom1), _geom_info(m, d, g2, g.type2, g.geom2)
+    c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+    dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)
+    n = g.nrows
+    return dist.reshape(n), pos.reshape(n, 3).astype(dist.dtype), frame.reshape(n, 3, 3), active.reshape(n)
+
+
+def contact_fields(m: Model, g: Group, dist: jax.Array, pos: jax.Array, frame: jax.Array, active: jax.Array
+                   ) -> dict[str, jax.Array]:
+    """The contact fields of a group with static slots whose rows' geometry (as `static_rows` returns it) was
+    computed elsewhere (the fused colliders): its pairs' parameters added as `collision` mixes them."""
+    condim, includemargin, _, friction, solref, solreffriction, solimp = _params(m, g)
+    g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
+    return _fields(g1, g2, g.ncon_collider, jp.asarray(condim), includemargin, friction, solref, solreffriction,
+                   solimp, dist, pos, frame, active, dist.dtype)  # fmt: skip
+
+
+def _fields(g1, g2, k, condim, includemargin, friction, solref, solreffriction, solimp, dist, pos, frame, active,
+            dtype) -> dict[str, jax.Array]:
+    """Data.contact's fields of a group's rows: per-pair (n,) ids and parameters repeated over k rows per pair,
+    the rows' geometry (n * k rows, any leading shape) flattened."""
+
+    def rep(x):  # per-pair -> per-row
+        return jp.repeat(x, k, axis=0)
+
+    n = g1.shape[0] * k
+    return dict(
+        dist=dist.reshape(n),
+        pos=pos.reshape(n, 3).astype(dtype),
+        frame=frame.reshape(n, 3, 3).astype(dtype),
+        includemargin=rep(includemargin).astype(dtype),
+        friction=rep(friction).astype(dtype),
+        solref=rep(solref).astype(dtype),
+        solreffriction=rep(solreffriction).astype(dtype),
+        solimp=rep(solimp).astype(dtype),
+        dim=rep(condim).astype(jp.int32),
+        geom=rep(jp.stack([g1, g2], axis=-1)).astype(jp.int32),
+        flex=jp.full((n, 2), -1, jp.int32),
+        vert=jp.full((n, 2), -1, jp.int32),
+        efc_address=jp.full((n,), -1, jp.int32),
+        active=active.reshape(n),
+    )
+
+
+def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
+    """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
+    condim, includemargin, gap, friction, solref, solreffriction, solimp = _params(m, g)
+    margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint
+    g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
+    near, score = _near(m, d, g, g1, g2, margin)
     overflow = jp.zeros((), bool)
     condim = jp.asarray(condim)
     if g.npair_narrow < len(g.geom1):
@@ -494,37 +572,9 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
         overflow = overflow | jp.any(hf_over & near)
     else:
         c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
-    k = g.ncon_collider
-    # colliders with MuJoCo's own inclusion test (primitive.py) have decided ties at the margin already
-    within = (c.dist < NOCONTACT) if getattr(g.collider, "margin_tested", False) else (c.dist <= margin[:, None])
-    active = near[:, None] & within
-    dtype = d.geom_xpos.dtype
-    dist = jp.where(active, c.dist, NOCONTACT).astype(dtype)
-    frame = make_frame(c.normal, c.tangent)
-    eye = jp.broadcast_to(jp.eye(3, dtype=dtype), frame.shape)
-    frame = jp.where(active[..., None, None], frame, eye)
-    pos = jp.where(active[..., None], c.pos, 0.0)
-
-    def rep(x):  # per-pair -> per-row
-        return jp.repeat(x, k, axis=0)
-
-    n = g1.shape[0] * k
-    fields = dict(
-        dist=dist.reshape(n),
-        pos=pos.reshape(n, 3).astype(dtype),
-        frame=frame.reshape(n, 3, 3).astype(dtype),
-        includemargin=rep(includemargin).astype(dtype),
-        friction=rep(friction).astype(dtype),
-        solref=rep(solref).astype(dtype),
-        solreffriction=rep(solreffriction).astype(dtype),
-        solimp=rep(solimp).astype(dtype),
-        dim=rep(condim).astype(jp.int32),
-        geom=rep(jp.stack([g1, g2], axis=-1)).astype(jp.int32),
-        flex=jp.full((n, 2), -1, jp.int32),
-        vert=jp.full((n, 2), -1, jp.int32),
-        efc_address=jp.full((n,), -1, jp.int32),
-        active=active.reshape(n),
-    )
+    dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)
+    fields = _fields(g1, g2, g.ncon_collider, condim, includemargin, friction, solref, solreffriction, solimp,
+                     dist, pos, frame, active, d.geom_xpos.dtype)  # fmt: skip
     if g.compacted:  # keep the deepest `nrows` active rows of the group
         act = fields["active"]
         _, rows = jax.lax.top_k(jax.lax.stop_gradient(jp.where(act, -fields["dist"], -jp.inf)), g.nrows)
@@ -558,18 +608,23 @@ def _keep_deepest(fields: dict[str, jax.Array], n: int) -> tuple[dict[str, jax.A
     return {k: v[rows] for k, v in fields.items()}, overflow
 
 
-def collision(m: Model, d: types.Data) -> types.Data:
+def collision(m: Model, d: types.Data, computed: dict | None = None) -> types.Data:
     """Collision detection (mj_collision): fills `d.contact` (padded to m.nconmax) and `d.ncon`.
 
     Under a capacity cap (`capped`) the deepest m.nconmax active rows of all groups are kept and the steps that
-    leave some out are counted in d.warning_number (CONTACTFULL, or CNSTRFULL when njmax set the cap)."""
+    leave some out are counted in d.warning_number (CONTACTFULL, or CNSTRFULL when njmax set the cap).
+    computed: {index in pair_table(m).groups: fields} of groups with static slots whose contacts were computed
+    elsewhere (`contact_fields`; the fused colliders, pipeline/kernels/collide.py); the other groups run here."""
     table = pair_table(m)
     nflexcon = flexcol.capacity(m)
     if not table.groups and not nflexcon:
         return d.replace(ncon=jp.zeros((), jp.int32))
     parts = []
     overflow = jp.zeros((), bool)
-    for g in table.groups:
+    for i, g in enumerate(table.groups):
+        if computed and i in computed:  # static slots: no candidate is left out
+            parts.append(computed[i])
+            continue
         f, o = _run_group(m, d, g)
         parts.append(f)
         overflow = overflow | o

@@ -104,7 +104,7 @@ def fwd_position(m: Model, d: Data) -> Data:
     d = run_unless(done, inertia.factor_m, m, d)
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
-            d = run(driver.collision, m, d)
+            d = run(kernels.collision, m, d)  # driver.collision, its primitive pairs fused under kernels
         d = run(kernels.make_constraint, m, d)  # constraint.make_constraint, or its fused kernel
     d = run(transmission.transmission, m, d)
     return d

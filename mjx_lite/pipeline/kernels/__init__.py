@@ -11,6 +11,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
   velocity.py com_vel + rne as one kernel
   factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
+  collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box) of static pair groups as one kernel
   rows.py     the constraint rows (make_constraint) of joint equalities, dof friction, joint limits and
               pyramidal contacts as one kernel
 """
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 import jax
 
+from mjx_lite.collision import driver
 from mjx_lite.config import kernels as _kernels
 from mjx_lite.pipeline import constraint, inertia
+from mjx_lite.pipeline.kernels import collide as _collide
 from mjx_lite.pipeline.kernels import factor as _factor
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import primal as _primal
@@ -30,8 +33,8 @@ from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
-__all__ = ["fused", "launch_of", "make_constraint", "primal_fused", "rows_fused", "solve_m", "solve_primal",
-           "solve_shifted", "tree_pass", "velocity_pass"]
+__all__ = ["collide_fused", "collision", "fused", "launch_of", "make_constraint", "primal_fused", "rows_fused",
+           "solve_m", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -59,6 +62,19 @@ def velocity_pass(m: Model, d: Data) -> tuple[Data, tuple]:
     if not (fused(m) and _velocity.fusable(m)):
         return d, ()
     return _velocity.velocity_pass(m, d, launch_of(m))
+
+
+def collide_fused(m: Model) -> bool:
+    """Static: some pair groups collide in the fused kernel (`fused(m)` and a group with static slots of a kind
+    kernels/collide.py computes: plane-sphere/capsule/box, sphere-sphere/capsule, capsule-capsule)."""
+    return fused(m) and _collide.fusable(m)
+
+
+def collision(m: Model, d: Data) -> Data:
+    """`driver.collision`, the groups `collide_fused` covers computed by one fused kernel (the others: XLA)."""
+    if not collide_fused(m):
+        return driver.collision(m, d)
+    return _collide.collision(m, d, launch_of(m))
 
 
 def rows_fused(m: Model) -> bool:

@@ -1,0 +1,367 @@
+"""The primitive colliders (collision/primitive.py) of the pair groups with static slots as one fused kernel:
+plane-sphere, plane-capsule, plane-box, sphere-sphere, sphere-capsule and capsule-capsule.
+
+Outputs (per environment), for every row of the covered groups (`covered`, in the pair table's order, each group's
+rows pair-major as in Data.contact): dist, pos (3), frame (3 x 3, rows normal and two tangents) and active (0/1),
+masked as the collision driver masks them (dist NOCONTACT, pos 0, identity frame on rows that are not contacts).
+`collision.driver.contact_fields` adds the pairs' parameters (friction, solref, solimp, condim, geom ids: the same
+for every environment) and `driver.collision` places the groups among the others, which keep their XLA colliders
+in the same program.
+Inputs: geom_xpos, geom_xmat (per environment); geom_size, geom_rbound and the pairs' detection margins (margin +
+gap, mixed or the explicit pair's, `driver.detection_margin`), shared by the block unless vmapped.
+
+One loop per collider kind over its pairs (tables: geom1, geom2, first output row, margin index), so the kernel's
+code grows with the number of kinds, not of pairs: each iteration runs the driver's bounding test (the plane's
+signed distance to geom2's centre against its bounding radius, or the two bounding spheres), the collider's
+formulas written per lane (MuJoCo's own inclusion tests where primitive.py marks them `margin_tested`, dist <=
+margin for plane-box) and the contact frame (frame.make_frame). Plane-box keeps the first four of its eight
+corners in MuJoCo's corner order with a running count per lane. Fields equal the XLA path's to round-off.
+
+A group is covered when its slots are static (`Group.static_slots`: no broadphase trim, no compaction), its
+collider is one of the six, and it has one stage; everything else (boxes against anything but a plane, cylinders,
+ellipsoids, meshes, height fields, trimmed groups) runs the XLA colliders. Derivatives go through the XLA twin
+(`driver.static_rows` at the kernel's inputs, kernels/launch.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.collision import driver, primitive
+from mjx_lite.collision.types import NOCONTACT
+from mjx_lite.pipeline import support
+from mjx_lite.pipeline.kernels import launch
+from mjx_lite.types import MINVAL, Data, Model
+
+__all__ = ["KINDS", "collision", "covered", "fusable", "kernel"]
+
+# collider -> kind (the name of its loop and tables)
+KINDS = {primitive.plane_sphere: "plane_sphere", primitive.plane_capsule: "plane_capsule",
+         primitive.plane_box: "plane_box", primitive.sphere_sphere: "sphere_sphere",
+         primitive.sphere_capsule: "sphere_capsule", primitive.capsule_capsule: "capsule_capsule"}  # fmt: skip
+_BOX_NCON = 4  # plane-box contacts per pair
+
+
+def covered(m: Model) -> tuple[int, ...]:
+    """Static: indices (into driver.pair_table(m).groups) of the groups the kernel computes."""
+    return tuple(i for i, g in enumerate(driver.pair_table(m).groups)
+                 if g.static_slots and g.stages is None and g.collider in KINDS)  # fmt: skip
+
+
+def fusable(m: Model) -> bool:
+    """Static: the model has a group the kernel computes."""
+    return bool(covered(m))
+
+
+# rows per loop iteration of each kind: plane-capsule and capsule-capsule loop over rows (one sphere test each),
+# plane-box over pairs (its corner loop fills four rows), the others have one row per pair
+_ROW_LOOPS = ("plane_capsule", "capsule_capsule")
+
+
+def _collide_plan(m: Model) -> tuple[dict, dict]:
+    """(tables, info): per kind, per loop iteration, the geom1, geom2, output row, margin index and row in the pair
+    (q); info: the iterations of each kind, the rows and pairs of the covered groups, and each covered group's
+    (first row, first pair)."""
+    groups = driver.pair_table(m).groups
+    tab, per, starts = {}, {}, {}
+    row = pair = 0
+    for i in covered(m):
+        g = groups[i]
+        n = len(g.geom1)
+        starts[i] = (row, pair)
+        kind = KINDS[g.collider]
+        k = g.ncon if kind in _ROW_LOOPS else 1
+        t = per.setdefault(kind, ([], [], [], [], []))
+        t[0].append(np.repeat(g.geom1, k))
+        t[1].append(np.repeat(g.geom2, k))
+        t[2].append(row + (g.ncon * np.arange(n)[:, None] + np.arange(k)[None]).reshape(-1))
+        t[3].append(pair + np.repeat(np.arange(n), k))
+        t[4].append(np.tile(np.arange(k), n))
+        row, pair = row + g.nrows, pair + n
+    for kind, t in per.items():
+        for name, parts in zip(("g1", "g2", "row", "pair", "q"), t):
+            tab[f"{kind}_{name}"] = np.asarray(np.concatenate(parts), np.int32)
+    info = dict(kinds={k: len(tab[f"{k}_g1"]) for k in per}, nrows=row, npair=pair, starts=starts)
+    return tab, info
+
+
+def _plan(m: Model) -> tuple[dict, dict]:
+    return support.memo(m, "kernels_collide_plan", _collide_plan)
+
+
+# ---- lane arithmetic: vectors are 3-tuples of lane vectors (or scalars) ---------------------------------------
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _cross(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _add(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def _sub(a, b):
+    return tuple(x - y for x, y in zip(a, b))
+
+
+def _scale(a, s):
+    return tuple(x * s for x in a)
+
+
+def _sel(c, a, b):
+    return tuple(jp.where(c, x, y) for x, y in zip(a, b))
+
+
+def _norm(v):
+    """math.safe_norm: 0 where |v|^2 <= 0."""
+    sq = _dot(v, v)
+    zero = sq <= 0
+    return jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
+
+
+def _normalize(v, eps):
+    """math.safe_normalize: (v / |v|, |v|), v unchanged where |v| <= eps."""
+    n = _norm(v)
+    d = jp.where(n <= eps, 1.0, n)
+    return tuple(x / d for x in v), n
+
+
+def _unit_or(v, fallback):
+    """primitive._unit_or: normalize(v), or fallback where |v| < MINVAL."""
+    n = _norm(v)
+    small = n < MINVAL
+    d = jp.where(small, 1.0, n)
+    return tuple(jp.where(small, f, x / d) for x, f in zip(v, fallback))
+
+
+def _clip1(x):
+    return jp.minimum(jp.maximum(x, -1.0), 1.0)
+
+
+def _body(m: Model, info: dict):
+    ex = (1.0, 0.0, 0.0)
+
+    def body(io):
+        tab = io.table
+        zero = io.lanes(0.0)
+
+        def flag(b):
+            """A condition on shared or static values as a lane vector (Triton's select wants one shape)."""
+            return io.lanes(jp.asarray(b).astype(io.dtype)) > 0.5
+
+        def lanes3(v):
+            return tuple(io.lanes(x) for x in v)
+
+        def geom(g):
+            """(pos, mat (9, row-major), size) of geom g: lane vectors, size scalars (shared)."""
+            return io.read_vec("geom_xpos", g, 3), io.read_vec("geom_xmat", g, 9), io.read_vec("geom_size", g, 3)
+
+        def emit(r, dist, pos, normal, active, tangent=None):
+            """Row r: dist, pos and active masked where the row is not a contact; the normal and tangent hint for
+            the frame pass."""
+            io.write("dist", r, jp.where(active, dist, NOCONTACT))
+            io.write_vec("pos", r, tuple(jp.where(active, p, 0.0) for p in pos))
+            io.write("active", r, jp.where(active, 1.0, 0.0))
+            io.write_vec("_normal", r, normal)
+            io.write_vec("_tangent", r, (zero, zero, zero) if tangent is None else tangent)
+
+        def tested(r, raw, near, tangent=None):
+            """Emit a row of a `margin_tested` collider: raw (dist, pos, normal, is a contact)."""
+            dist, pos, normal, ok = raw
+            d = jp.where(ok, dist, NOCONTACT)
+            emit(r, d, pos, normal, near & (d < NOCONTACT), tangent)
+
+        def near_plane(p1, z1, p2, g2, margin):
+            rb2 = io.read("geom_rbound", g2)
+            sdist = _dot(_sub(p2, p1), z1)
+            return flag(jp.logical_not(rb2 > 0)) | (sdist <= rb2 + margin)
+
+        def near_spheres(p1, g1, p2, g2, margin):
+            rb1, rb2 = io.read("geom_rbound", g1), io.read("geom_rbound", g2)
+            dif = _sub(p1, p2)
+            center = _dot(dif, dif)
+            bound = rb1 + rb2 + margin
+            has_rb = (rb1 > 0) & (rb2 > 0)
+            return flag(jp.logical_not(has_rb)) | (center <= jp.where(bound > 0, bound, 0.0) ** 2)
+
+        def plane_sphere_raw(pp, n, sp, r, margin):
+            """primitive._plane_sphere_raw: (dist, pos, normal, is a contact)."""
+            cdist = _dot(_sub(sp, pp), n)
+            dist = cdist - r
+            pos = _sub(sp, _scale(n, r + 0.5 * dist))
+            return dist, pos, n, cdist <= margin + r
+
+        def sphere_sphere_raw(p1, r1, p2, r2, z1, z2, margin):
+            """primitive._sphere_sphere_raw."""
+            dif = _sub(p2, p1)
+            dist = _norm(dif) - r1 - r2
+            alt = _unit_or(_cross(z1, z2), lanes3(ex))
+            normal = _unit_or(dif, alt)
+            pos = _add(p1, _scale(normal, r1 + 0.5 * dist))
+            bound = margin + r1 + r2
+            return dist, pos, normal, _dot(dif, dif) <= bound * bound
+
+        def item(kind, i):
+            """Loop iteration i of a kind: (geom ids, output row, row in the pair, margin, both geoms' pos, mat,
+            size and z axis)."""
+            g1, g2, r, q = tab(f"{kind}_g1", i), tab(f"{kind}_g2", i), tab(f"{kind}_row", i), tab(f"{kind}_q", i)
+            margin = io.read("margin", tab(f"{kind}_pair", i))
+            p1, m1, s1 = geom(g1)
+            p2, m2, s2 = geom(g2)
+            return g1, g2, r, q, margin, p1, m1, s1, (m1[2], m1[5], m1[8]), p2, m2, s2, (m2[2], m2[5], m2[8])
+
+        def plane_sphere(i):
+            _, g2, r, _, margin, p1, _, _, z1, p2, _, s2, _ = item("plane_sphere", i)
+            tested(r, plane_sphere_raw(p1, z1, p2, s2[0], margin), near_plane(p1, z1, p2, g2, margin))
+
+        def plane_capsule(i):  # row q of a pair: the sphere at segment end 1 - 2 q
+            _, g2, r, q, margin, p1, _, _, z1, p2, _, s2, z2 = item("plane_capsule", i)
+            end = _add(p2, _scale(_scale(z2, s2[1]), io.lanes(1.0 - 2.0 * q.astype(io.dtype))))
+            tested(r, plane_sphere_raw(p1, z1, end, s2[0], margin), near_plane(p1, z1, p2, g2, margin), z2)
+
+        def plane_box(i):  # the first four corners (MuJoCo's order) below the centre's level within the margin
+            _, g2, r, _, margin, p1, _, _, n, p2, m2, s2, _ = item("plane_box", i)
+            dist0 = _dot(_sub(p2, p1), n)
+
+            def corner(c, carry):
+                count, out = carry
+                # hull.BOX_CORNERS[c]: -1 or +1 by the bits of c
+                loc = [((jp.right_shift(c, j) & 1).astype(io.dtype) * 2.0 - 1.0) * s2[j] for j in range(3)]
+                off = tuple(loc[0] * m2[3 * k] + loc[1] * m2[3 * k + 1] + loc[2] * m2[3 * k + 2] for k in range(3))
+                ldist = _dot(off, n)
+                dist = dist0 + ldist
+                valid = (dist <= margin) & (ldist <= 0)
+                pos = _sub(_add(p2, off), _scale(n, 0.5 * dist))
+                new = []
+                for j in range(_BOX_NCON):
+                    take = valid & (count == j)
+                    new.append(tuple(jp.where(take, a, b) for a, b in zip((dist, *pos), out[j])))
+                return count + jp.where(valid, 1.0, 0.0), tuple(new)
+
+            init = (zero, tuple((io.lanes(NOCONTACT), zero, zero, zero) for _ in range(_BOX_NCON)))
+            _, out = jax.lax.fori_loop(np.int32(0), np.int32(8), corner, init)
+            near = near_plane(p1, n, p2, g2, margin)
+            for j, (dist, *pos) in enumerate(out):
+                emit(r + j, dist, pos, n, near & (dist <= margin))
+
+        def sphere_sphere(i):
+            g1, g2, r, _, margin, p1, _, s1, z1, p2, _, s2, z2 = item("sphere_sphere", i)
+            tested(r, sphere_sphere_raw(p1, s1[0], p2, s2[0], z1, z2, margin), near_spheres(p1, g1, p2, g2, margin))
+
+        def sphere_capsule(i):
+            g1, g2, r, _, margin, p1, _, s1, z1, p2, _, s2, z2 = item("sphere_capsule", i)
+            x = jp.minimum(jp.maximum(_dot(z2, _sub(p1, p2)), -s2[1]), s2[1])
+            raw = sphere_sphere_raw(p1, s1[0], _add(p2, _scale(z2, x)), s2[0], z1, z2, margin)
+            tested(r, raw, near_spheres(p1, g1, p2, g2, margin))
+
+        def capsule_capsule(i):  # row q of a pair
+            g1, g2, r, q, margin, p1, _, s1, z1, p2, _, s2, z2 = item("capsule_capsule", i)
+            a1, a2 = _scale(z1, s1[1]), _scale(z2, s2[1])
+            # segment.segments_closest (MuJoCo's clamping order)
+            dif = _sub(p1, p2)
+            ma, mb, mc = _dot(a1, a1), -_dot(a1, a2), _dot(a2, a2)
+            u, v = -_dot(a1, dif), _dot(a2, dif)
+            det = ma * mc - mb * mb
+            dsafe = jp.where(jp.abs(det) < 1e-15, jp.where(det < 0, -1e-15, 1e-15), det)
+            x1, x2 = (mc * u - mb * v) / dsafe, (ma * v - mb * u) / dsafe
+            mc_s, ma_s = jp.where(mc > 0, mc, 1.0), jp.where(ma > 0, ma, 1.0)
+            x2 = jp.where(x1 > 1, (v - mb) / mc_s, jp.where(x1 < -1, (v + mb) / mc_s, x2))
+            x1 = _clip1(x1)
+            x1 = jp.where(x2 > 1, _clip1((u - mb) / ma_s), jp.where(x2 < -1, _clip1((u + mb) / ma_s), x1))
+            x2 = _clip1(x2)
+            # parallel axes: row q at the q-th end of the overlap of the segments; else row 0 at the nearest points
+            # and row 1 none
+            xa, xb = (u - mb) / ma_s, (u + mb) / ma_s
+            first = flag(q == 0)
+            y1 = _clip1(jp.where(first, jp.minimum(xa, xb), jp.maximum(xa, xb)))
+            y2 = _clip1((v - mb * y1) / mc_s)
+            par = jp.abs(det) < MINVAL
+            t1, t2 = jp.where(par, y1, x1), jp.where(par, y2, x2)
+            dist, pos, normal, ok = sphere_sphere_raw(_add(p1, _scale(a1, t1)), s1[0], _add(p2, _scale(a2, t2)),
+                                                      s2[0], z1, z2, margin)  # fmt: skip
+            tested(r, (dist, pos, normal, ok & (par | first)), near_spheres(p1, g1, p2, g2, margin))
+
+        fns = dict(plane_sphere=plane_sphere, plane_capsule=plane_capsule, plane_box=plane_box,
+                   sphere_sphere=sphere_sphere, sphere_capsule=sphere_capsule,
+                   capsule_capsule=capsule_capsule)  # fmt: skip
+        for kind, n in info["kinds"].items():
+            jax.lax.fori_loop(np.int32(0), np.int32(n), lambda i, c, f=fns[kind]: (f(i), c)[1], np.int32(0))
+
+        # ---- every row: the contact frame (frame.make_frame: rows normal, tangent1, tangent2), masked ---------------
+        eye = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+
+        def frame(r, c):
+            active = io.load("active", r) > 0.5
+            n, _ = _normalize(io.load_vec("_normal", r, 3), 1e-15)
+            hint = io.load_vec("_tangent", r, 3)
+            default = _sel(jp.abs(n[1]) < 0.5, lanes3((0.0, 1.0, 0.0)), lanes3((0.0, 0.0, 1.0)))
+            t = _sel(_dot(hint, hint) >= 0.25, hint, default)
+            t = _sub(t, _scale(n, _dot(n, t)))
+            t, tn = _normalize(t, 1e-15)
+            t = _sel(tn < 1e-15, lanes3(ex), t)
+            io.write_vec("frame", r, tuple(jp.where(active, f, e) for f, e in zip(n + t + _cross(n, t), eye)))
+            return c
+
+        jax.lax.fori_loop(np.int32(0), np.int32(info["nrows"]), frame, np.int32(0))
+
+    return body
+
+
+def _twin(m: Model, d: Data) -> callable:
+    """The XLA twin: the driver's colliders (`driver.static_rows`) of the covered groups at the kernel's inputs."""
+    groups = driver.pair_table(m).groups
+    _, info = _plan(m)
+
+    def xla(x):
+        m2 = m.replace(geom_size=x["geom_size"].reshape(-1, 3), geom_rbound=x["geom_rbound"])
+        d2 = d.replace(geom_xpos=x["geom_xpos"].reshape(-1, 3), geom_xmat=x["geom_xmat"].reshape(-1, 3, 3))
+        parts = []
+        for i in covered(m):
+            g = groups[i]
+            _, p0 = info["starts"][i]
+            parts.append(driver.static_rows(m2, d2, g, x["margin"][p0 : p0 + len(g.geom1)]))
+        dt = x["geom_xpos"].dtype
+        return {"dist": jp.concatenate([p[0] for p in parts]).astype(dt),
+                "pos": jp.concatenate([p[1] for p in parts]).reshape(-1).astype(dt),
+                "frame": jp.concatenate([p[2] for p in parts]).reshape(-1).astype(dt),
+                "active": jp.concatenate([p[3] for p in parts]).astype(dt)}  # fmt: skip
+
+    return xla
+
+
+def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
+    """The covered groups' colliders as a `launch.Kernel` (one environment's shapes) and its inputs."""
+    tables, info = _plan(m)
+    groups = driver.pair_table(m).groups
+    margin = jp.concatenate([jp.broadcast_to(driver.detection_margin(m, groups[i]), (len(groups[i].geom1),))
+                             for i in covered(m)])  # fmt: skip
+    x = dict(geom_xpos=d.geom_xpos.reshape(-1), geom_xmat=d.geom_xmat.reshape(-1), geom_size=m.geom_size.reshape(-1),
+             geom_rbound=m.geom_rbound, margin=margin)  # fmt: skip
+    n = info["nrows"]
+    outputs = dict(dist=(n,), pos=(n * 3,), frame=(n * 9,), active=(n,), _normal=(n * 3,), _tangent=(n * 3,))
+    k = launch.Kernel("collide_primitive", {k: tuple(jp.shape(v)) for k, v in x.items()}, outputs, tables,
+                      _body(m, info), _twin(m, d))  # fmt: skip
+    return k, x
+
+
+def collision(m: Model, d: Data, how: launch.Launch) -> Data:
+    """driver.collision with the covered groups' contacts computed by the kernel (the caller checks `fusable`)."""
+    k, x = kernel(m, d)
+    dtype = d.geom_xpos.dtype
+    out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
+    _, info = _plan(m)
+    groups = driver.pair_table(m).groups
+    computed = {}
+    for i in covered(m):
+        g = groups[i]
+        r0, _ = info["starts"][i]
+        rows = slice(r0, r0 + g.nrows)
+        pos, frame = out["pos"].reshape(-1, 3)[rows], out["frame"].reshape(-1, 3, 3)[rows]
+        computed[i] = driver.contact_fields(m, g, out["dist"][rows], pos, frame, out["active"][rows] > 0.5)
+    return driver.collision(m, d, computed)

@@ -1,0 +1,252 @@
+"""The fused primitive colliders (kernels/collide.py: the plane/sphere/capsule pairs and plane-box of the pair groups
+with static slots as one Pallas kernel) against the XLA collision (collision/driver.py).
+
+The collision stage runs alone here (`kernels.collision` on Data whose kinematics ran on the XLA path), so the test
+compiles one kernel in Pallas' interpret mode. PRIMS holds every covered kind (plane-sphere, plane-capsule (one
+dynamic and one explicit group with its own margin), plane-box, sphere-sphere (a geom margin and gap),
+sphere-capsule, capsule-capsule (parallel axes in the first state: two contacts)) and two kinds that keep their XLA
+colliders in the same program (sphere-box, capsule-box). The MJX humanoid, dm_control's humanoid, float32, the
+gradients and the whole step are in the slow selection.
+"""
+
+import os
+
+import dm_control
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+from jax._src.interpreters import partial_eval as pe
+
+import mjx_lite as mjl
+from mjx_lite.collision import driver
+from mjx_lite.pipeline import kernels, kinematics
+from mjx_lite.pipeline.kernels import collide, launch
+from tests import oracle
+from tests import test_kernels as tk
+
+# float64: the kernel's formulas are the colliders' written per lane (sums in their own order): round-off, relative
+# to max(1, max |field|) (the requirement: 1e-10)
+COLLIDE_TOL = 1e-12
+# float32 against float32's XLA colliders
+F32_TOL = 1e-5
+# derivatives run through the XLA twin on both paths
+GRAD_TOL = 1e-10
+# the whole step on either path (the other fused kernels' round-off, through the solver)
+STEP_TOL = 1e-9
+
+PRIMS = """
+<mujoco>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1" contype="3" conaffinity="3"/>
+    <body name="ball1" pos="0 0 0.09"><freejoint/><geom name="ball1" type="sphere" size="0.1"/></body>
+    <body name="ball2" pos="0.19 0 0.09">
+      <freejoint/><geom type="sphere" size="0.1" margin="0.01" gap="0.005"/>
+    </body>
+    <body name="cap1" pos="0 0.5 0.045">
+      <freejoint/><geom name="cap1" type="capsule" fromto="-0.2 0 0 0.2 0 0" size="0.05"/>
+    </body>
+    <body name="cap2" pos="0.05 0.59 0.045">
+      <freejoint/><geom type="capsule" fromto="-0.2 0 0 0.2 0 0" size="0.05"/>
+    </body>
+    <body name="ball3" pos="0 0.5 0.14"><freejoint/><geom type="sphere" size="0.05"/></body>
+    <body name="box" pos="0.6 0 0.095">
+      <freejoint/><geom type="box" size="0.1 0.08 0.1" contype="2" conaffinity="2"/>
+    </body>
+    <body name="ball4" pos="0.6 0 0.24">
+      <freejoint/><geom type="sphere" size="0.05" contype="2" conaffinity="2"/>
+    </body>
+  </worldbody>
+  <contact><pair geom1="floor" geom2="cap1" margin="0.02" condim="4"/></contact>
+</mujoco>
+"""
+
+# box-box and sphere-box only: no covered group
+BOXES = """
+<mujoco>
+  <worldbody>
+    <body><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
+    <body pos="0 0 0.3"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
+    <body pos="0 0 0.6"><freejoint/><geom type="sphere" size="0.1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+FLOAT = ("dist", "pos", "frame", "includemargin", "friction", "solref", "solreffriction", "solimp")
+EXACT = ("dim", "geom", "flex", "vert", "efc_address", "active")
+
+
+def _states(mjm, m, n, seed=0, scale=0.02):
+    """n states around qpos0 (the first at qpos0 itself: the two capsules parallel), kinematics on the XLA path."""
+    rng = np.random.default_rng(seed)
+    ds = []
+    for i in range(n):
+        mjd = mujoco.MjData(mjm)
+        oracle.random_state(mjm, mjd, rng, qpos_scale=scale if i else 0.0)
+        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos)))
+    return _kinematics(m, jax.tree.map(lambda *x: jp.stack(x), *ds))
+
+
+_kinematics = jax.jit(jax.vmap(kinematics.kinematics, in_axes=(None, 0)))
+_collide = jax.jit(jax.vmap(kernels.collision, in_axes=(None, 0)))
+
+
+def _setup(mjm, n=3, scale=0.02):
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    return m, _states(mjm, m, n, scale=scale)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """(Model, batch of 3 states after kinematics) of PRIMS, float64."""
+    return _setup(mujoco.MjModel.from_xml_string(PRIMS))
+
+
+def _compare(got, want, tol, what):
+    tk._assert_close(got.contact, want.contact, FLOAT, tol, what)
+    for f in EXACT:
+        np.testing.assert_array_equal(getattr(got.contact, f), getattr(want.contact, f), err_msg=f"{what}: {f}")
+    np.testing.assert_array_equal(got.ncon, want.ncon, err_msg=what)
+    np.testing.assert_array_equal(got.warning_number, want.warning_number, err_msg=what)
+
+
+def _kinds(m):
+    groups = driver.pair_table(m).groups
+    return [collide.KINDS[groups[i].collider] for i in collide.covered(m)]
+
+
+def test_selection(small):
+    """PRIMS has every covered kind (plane-capsule twice: dynamic and explicit) and one XLA group (sphere-box); a
+    model of boxes has none."""
+    m, _ = small
+    assert sorted(_kinds(m)) == sorted(list(collide.KINDS.values()) + ["plane_capsule"])
+    assert len(driver.pair_table(m).groups) - len(collide.covered(m)) == 1  # sphere-box
+    assert kernels.collide_fused(mjl.configure(m, kernels="fused")) and not kernels.collide_fused(m)
+    mjm_b = mujoco.MjModel.from_xml_string(BOXES)
+    assert not collide.fusable(oracle.model_from_mujoco(mjm_b))
+
+
+def test_collision_equals_xla(small):
+    """Every contact field, ncon and the warnings of the fused collision (one kernel; sphere-box's XLA collider in
+    the same program) equal the XLA collision's (float64), on states where every covered kind has contacts (the
+    parallel capsules two)."""
+    m, ds = small
+    mf = mjl.configure(m, kernels="fused")
+    # the traces are jit's cache: the calls below reuse them
+    fused, xla = str(_collide.trace(mf, ds).jaxpr), str(_collide.trace(m, ds).jaxpr)
+    assert fused.count("pallas_call") == 1 and "collide_primitive" in fused and "pallas_call" not in xla
+    want = _collide(m, ds)
+    got = _collide(mf, ds)
+    _compare(got, want, COLLIDE_TOL, "PRIMS")
+    # every covered group has active rows, some rows are not contacts
+    groups = driver.pair_table(m).groups
+    act = np.asarray(want.contact.active)
+    assert not act.all()
+    row = 0
+    for i, g in enumerate(groups):
+        rows = act[:, row : row + g.nrows]
+        assert rows.any(), (i, g.collider)
+        if g.collider is collide.primitive.capsule_capsule:
+            assert rows[0].reshape(-1, 2).all(axis=1).any()  # parallel: both rows of a pair
+        row += g.nrows
+
+
+def test_twin_reads_only_the_kernel_inputs(small):
+    """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: no float Model or
+    Data leaf may be read by the twin except through them."""
+    m, ds = small
+    d = jax.tree.map(lambda x: x[0], ds)
+    _, x = collide.kernel(m, d)
+
+    def twin(m, d, x):
+        return collide.kernel(m, d)[0].xla(x)
+
+    jaxpr = jax.make_jaxpr(twin)(m, d, x)
+    leaves = jax.tree.leaves((m, d))
+    used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.out_avals))[1]
+    floats = [i for i, v in enumerate(leaves) if jp.issubdtype(jp.asarray(v).dtype, jp.floating)]
+    assert not any(used[i] for i in floats), [i for i in floats if used[i]]
+    assert any(used[len(leaves) :])
+
+
+@pytest.mark.parametrize("layout, dtype", [("lanes_last", "float64"),
+                                           pytest.param("lanes_first", "float64", marks=pytest.mark.slow),
+                                           pytest.param("lanes_last", "float32", marks=pytest.mark.slow)])
+def test_lowers_to_triton(small, monkeypatch, layout, dtype):
+    """The kernel lowers to Triton at a batch of 200 = 128 + 72 (masked lanes). No GPU needed."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+    m, ds = small
+    batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
+    if dtype == "float32":
+        m, batch = tk._float32(m), tk._float32(batch)
+    mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+    text = tk._lower_cuda(jax.vmap(kernels.collision, in_axes=(None, 0)), mf, batch)
+    assert text.count("__gpu$xla.gpu.triton") == 1
+
+
+DM_HUMANOID = os.path.join(os.path.dirname(dm_control.__file__), "suite", "humanoid.xml")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [tk.MJX_HUMANOID, DM_HUMANOID], ids=["mjx_humanoid", "dm_humanoid"])
+def test_collision_equals_xla_humanoid(path):
+    """The benchmark humanoids lowered onto the floor: the MJX humanoid's explicit plane-capsule pairs (its only
+    group), dm_control's plane-sphere, plane-capsule, sphere-sphere, sphere-capsule and capsule-capsule groups."""
+    mjm = mujoco.MjModel.from_xml_path(path)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    rng = np.random.default_rng(1)
+    ds = []
+    for _ in range(3):
+        mjd = mujoco.MjData(mjm)
+        oracle.random_state(mjm, mjd, rng, qpos_scale=0.3)
+        mjd.qpos[2] -= 0.35 if "mjx" in path else 0.9  # feet (dm_control: the whole body) on the floor
+        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos)))
+    ds = _kinematics(m, jax.tree.map(lambda *x: jp.stack(x), *ds))
+    assert len(collide.covered(m)) == len(driver.pair_table(m).groups)
+    want = _collide(m, ds)
+    assert np.all(np.asarray(want.ncon) > 0)
+    _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, os.path.basename(path))
+
+
+@pytest.mark.slow
+def test_collision_float32(small):
+    """float32: the kernel's contacts equal float32's XLA collision to float32 round-off."""
+    m, ds = small
+    m32, ds32 = tk._float32(m), tk._float32(ds)
+    want = _collide(m32, ds32)
+    got = _collide(mjl.configure(m32, kernels="fused"), ds32)
+    assert got.contact.dist.dtype == jp.float32
+    tk._assert_close(got.contact, want.contact, FLOAT, F32_TOL, "float32")
+    np.testing.assert_array_equal(got.contact.active, want.contact.active)
+
+
+def _loss(m, d, xpos, xmat):
+    """A nonlinear function of every float contact field (through the geoms' poses)."""
+    c = kernels.collision(m, d.replace(geom_xpos=xpos, geom_xmat=xmat)).contact
+    return sum(jp.sum(jp.sin(getattr(c, f))) for f in ("pos", "frame")) + jp.sum(jp.where(c.active, c.dist, 0.0))
+
+
+@pytest.mark.slow
+def test_gradients_equal_xla(small):
+    """jax.grad through the fused collision (custom_jvp: the XLA twin) is the XLA collision's, batched by vmap."""
+    m, ds = small
+    grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3)), in_axes=(None, 0, 0, 0)))
+    args = (ds, ds.geom_xpos, ds.geom_xmat)
+    got, want = grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.all(np.isfinite(a)) and np.max(np.abs(b)) > 0
+        np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
+
+
+@pytest.mark.slow
+def test_step_equals_xla(small):
+    """The whole fused step (tree, collision, rows, velocity and solver kernels) equals the XLA step on PRIMS."""
+    m, ds = small
+    ds = ds.replace(qvel=jp.zeros_like(ds.qvel))
+    step = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
+    got, want = step(mjl.configure(m, kernels="fused"), ds), step(m, ds)
+    assert np.all(np.asarray(want.ncon) > 0)
+    tk._assert_close(got, want, ("qpos", "qvel", "qacc"), STEP_TOL, "step")
+    np.testing.assert_array_equal(got.contact.active, want.contact.active)
