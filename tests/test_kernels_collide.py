@@ -77,15 +77,27 @@ FLOAT = ("dist", "pos", "frame", "includemargin", "friction", "solref", "solreff
 EXACT = ("dim", "geom", "flex", "vert", "efc_address", "active")
 
 
+def _batch(m, qpos):
+    """Data of the states qpos (n, nq), kinematics on the XLA path (host numpy until then: no eager operations)."""
+    d0 = mjl.make_data(m)
+    n = len(qpos)
+    ds = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (n,) + np.shape(x)), d0)
+    return _kinematics(m, ds.replace(qpos=np.asarray(qpos)))
+
+
 def _states(mjm, m, n, seed=0, scale=0.02):
     """n states around qpos0 (the first at qpos0 itself: the two capsules parallel), kinematics on the XLA path."""
     rng = np.random.default_rng(seed)
-    ds = []
+    qpos = []
     for i in range(n):
         mjd = mujoco.MjData(mjm)
         oracle.random_state(mjm, mjd, rng, qpos_scale=scale if i else 0.0)
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos)))
-    return _kinematics(m, jax.tree.map(lambda *x: jp.stack(x), *ds))
+        qpos.append(mjd.qpos.copy())
+    return _batch(m, np.stack(qpos))
+
+
+def _first(ds):
+    return jax.tree.map(lambda x: np.asarray(x)[0], ds)
 
 
 _kinematics = jax.jit(jax.vmap(kinematics.kinematics, in_axes=(None, 0)))
@@ -156,8 +168,8 @@ def test_twin_reads_only_the_kernel_inputs(small):
     """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: no float Model or
     Data leaf may be read by the twin except through them."""
     m, ds = small
-    d = jax.tree.map(lambda x: x[0], ds)
-    _, x = collide.kernel(m, d)
+    d = _first(ds)
+    x = jax.eval_shape(lambda m, d: collide.kernel(m, d)[1], m, d)  # (shapes only: no eager operations)
 
     def twin(m, d, x):
         return collide.kernel(m, d)[0].xla(x)
@@ -177,7 +189,7 @@ def test_lowers_to_triton(small, monkeypatch, layout, dtype):
     """The kernel lowers to Triton at a batch of 200 = 128 + 72 (masked lanes). No GPU needed."""
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
     m, ds = small
-    batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
+    batch = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * 67)[:200], ds)
     if dtype == "float32":
         m, batch = tk._float32(m), tk._float32(batch)
     mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
@@ -196,13 +208,13 @@ def test_collision_equals_xla_humanoid(path):
     mjm = mujoco.MjModel.from_xml_path(path)
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
     rng = np.random.default_rng(1)
-    ds = []
+    qpos = []
     for _ in range(3):
         mjd = mujoco.MjData(mjm)
         oracle.random_state(mjm, mjd, rng, qpos_scale=0.3)
         mjd.qpos[2] -= 0.35 if "mjx" in path else 0.9  # feet (dm_control: the whole body) on the floor
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos)))
-    ds = _kinematics(m, jax.tree.map(lambda *x: jp.stack(x), *ds))
+        qpos.append(mjd.qpos.copy())
+    ds = _batch(m, np.stack(qpos))
     assert len(collide.covered(m)) == len(driver.pair_table(m).groups)
     want = _collide(m, ds)
     assert np.all(np.asarray(want.ncon) > 0)
