@@ -223,9 +223,12 @@ def test_collision_equals_xla_humanoid(path):
 
 @pytest.mark.slow
 def test_collision_float32(small):
-    """float32: the kernel's contacts equal float32's XLA collision to float32 round-off."""
+    """float32: the kernel's contacts equal float32's XLA collision to float32 round-off. Not at the first state:
+    its capsules are exactly parallel, where det = ma mc - mb^2 is float32 round-off against the 1e-15 threshold (a
+    fused multiply-add or not decides the branch, and XLA's interpreted kernel at -O0 evaluated it both ways within
+    one row)."""
     m, ds = small
-    m32, ds32 = tk._float32(m), tk._float32(ds)
+    m32, ds32 = tk._float32(m), tk._float32(jax.tree.map(lambda x: np.asarray(x)[1:], ds))
     want = _collide(m32, ds32)
     got = _collide(mjl.configure(m32, kernels="fused"), ds32)
     assert got.contact.dist.dtype == jp.float32

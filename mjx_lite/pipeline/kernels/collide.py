@@ -10,12 +10,15 @@ in the same program.
 Inputs: geom_xpos, geom_xmat (per environment); geom_size, geom_rbound and the pairs' detection margins (margin +
 gap, mixed or the explicit pair's, `driver.detection_margin`), shared by the block unless vmapped.
 
-One loop per collider kind over its pairs (tables: geom1, geom2, first output row, margin index), so the kernel's
-code grows with the number of kinds, not of pairs: each iteration runs the driver's bounding test (the plane's
-signed distance to geom2's centre against its bounding radius, or the two bounding spheres), the collider's
-formulas written per lane (MuJoCo's own inclusion tests where primitive.py marks them `margin_tested`, dist <=
-margin for plane-box) and the contact frame (frame.make_frame). Plane-box keeps the first four of its eight
-corners in MuJoCo's corner order with a running count per lane. Fields equal the XLA path's to round-off.
+One loop per collider kind (tables: geom1, geom2, output row, margin index, row in the pair), so the kernel's code
+grows with the number of kinds, not of pairs: plane-capsule and capsule-capsule iterate over rows (one sphere test
+each: a segment end; the segments' nearest points, or for parallel axes an end of their overlap), plane-box over
+pairs (an inner loop over the 8 corners keeps the first four in MuJoCo's corner order with a running count per
+lane), the others over pairs. Each iteration runs the driver's bounding test (the plane's signed distance to
+geom2's centre against its bounding radius, or the two bounding spheres) and the collider's formulas written per
+lane (MuJoCo's own inclusion tests where primitive.py marks them `margin_tested`, dist <= margin for plane-box), and
+writes dist, pos, active and the normal and tangent hint; a last pass over all rows builds the contact frames
+(frame.make_frame), traced once. Fields equal the XLA path's to round-off.
 
 A group is covered when its slots are static (`Group.static_slots`: no broadphase trim, no compaction), its
 collider is one of the six, and it has one stage; everything else (boxes against anything but a plane, cylinders,
