@@ -13,6 +13,7 @@ import dataclasses
 import jax
 import jax.numpy as jp
 import numpy as np
+from jax._src import core as jax_core  # trace_state_clean: no public equivalent
 
 from mjx_lite.types import NWARNING, Contact, Data, Model, Warning, field_shape, resolve_shape, shaped_fields
 
@@ -42,11 +43,34 @@ def _dtype(word: str | None, f):
     return {"int32": jp.int32, "bool": jp.bool_}.get(word, f)
 
 
+def _full(shape, value, dtype) -> jax.Array:
+    """jp.full without a compiled program when called eagerly: each distinct (shape, dtype) of an eager jp.zeros
+    compiles a broadcast, and jp.asarray of a host array compiles a `stage` program per shape (jax 0.10): 44
+    compiles, ~3 s of CPU, per make_data of the humanoid in a fresh process or after jax.clear_caches();
+    jax.device_put of a host array compiles nothing. Under a trace (make_data inside jit, as
+    environments' reset) it stays a broadcast rather than a constant embedded in the program."""
+    if _tracing():
+        return jp.full(shape, value, dtype)
+    return jax.device_put(np.full(shape, value, np.dtype(dtype)))
+
+
+def _array(x, dtype) -> jax.Array:
+    """jp.asarray(x, dtype), through the host when eager (see _full)."""
+    if _tracing():
+        return jp.asarray(x, dtype)
+    return jax.device_put(np.asarray(x, np.dtype(dtype)))
+
+
+def _tracing() -> bool:
+    clean = getattr(jax_core, "trace_state_clean", None)
+    return clean is None or not clean()
+
+
 def _zeros(m: Model, cls: type, f) -> dict:
     out = {}
     for name in shaped_fields(cls):
         dims, word = field_shape(cls, name)
-        out[name] = jp.zeros(resolve_shape(m, dims), _dtype(word, f))
+        out[name] = _full(resolve_shape(m, dims), 0, _dtype(word, f))
     return out
 
 
@@ -58,19 +82,21 @@ def make_data(m: Model) -> Data:
     """
     f = float_dtype()
     contact = _zeros(m, Contact, f)
-    contact["efc_address"] = jp.full((m.nconmax,), -1, jp.int32)
-    contact["flex"] = jp.full((m.nconmax, 2), -1, jp.int32)
-    contact["vert"] = jp.full((m.nconmax, 2), -1, jp.int32)
+    contact["efc_address"] = _full((m.nconmax,), -1, jp.int32)
+    contact["flex"] = _full((m.nconmax, 2), -1, jp.int32)
+    contact["vert"] = _full((m.nconmax, 2), -1, jp.int32)
     fields = _zeros(m, Data, f)
     mocap_body = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
     mocap_body = mocap_body[np.argsort(np.asarray(m.body_mocapid)[mocap_body])]
     if m.nmocap:
-        fields["mocap_pos"] = jp.asarray(m.body_pos)[mocap_body].astype(f)
-        fields["mocap_quat"] = jp.asarray(m.body_quat)[mocap_body].astype(f)
+        fields["mocap_pos"] = _array(np.asarray(m.body_pos)[mocap_body], f) if not _tracing() else (
+            jp.asarray(m.body_pos)[mocap_body].astype(f))
+        fields["mocap_quat"] = _array(np.asarray(m.body_quat)[mocap_body], f) if not _tracing() else (
+            jp.asarray(m.body_quat)[mocap_body].astype(f))
     fields.update(
-        qpos=jp.asarray(m.qpos0, f),
+        qpos=_array(m.qpos0, f),
         history=_init_history(m, f),
-        eq_active=jp.asarray(np.asarray(m.eq_active0, bool)),
+        eq_active=_array(m.eq_active0, bool),
         contact=Contact(**contact),
     )
     return Data(**fields)
@@ -86,7 +112,7 @@ def _init_history(m: Model, dtype) -> jax.Array:
     (actuators 0; sensors the last interval tick: the interval's phase, or -period, or -timestep without an
     interval), the cursor n-1, times -(n-j) timestep (interval sensors: ticks t0 - (n-1-j) period rounded up to
     the timestep grid) and zero values."""
-    out = jp.zeros((m.nhistory,), dtype)
+    out = _full((m.nhistory,), 0, dtype)
     if m.nhistory == 0:
         return out
     dt = jp.asarray(m.opt.timestep, dtype)
