@@ -165,7 +165,7 @@ def _mesh_supports(g: GeomInfo, d: jax.Array) -> tuple[jax.Array, jax.Array]:
 _MESH_SUPPORTS = jax.jit(jax.vmap(_mesh_supports, in_axes=(None, 0)))
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dtype", [pytest.param(np.float64, marks=pytest.mark.slow), np.float32])  # CI time
 def test_mesh_support_is_argmax(models, dtype):
     """A mesh's support point (`support`: the first maximum by two plain reductions, `polytope.first_max`) is
     argmax's vertex, bitwise, on the gripper's 842-vertex link hull and its 144-gon pad (padded to the larger, as in
