@@ -14,7 +14,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver  # noqa: E402
+from mjx_lite.collision import driver, hull, polytope, support  # noqa: E402
+from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from tests.meshheavy import gripper  # noqa: E402
 from tests.oracle import compare_models  # noqa: E402
 
@@ -153,3 +154,34 @@ def test_forward_matches_mujoco(models, compiled_step):
     grasp = states[-1]["contacts"]
     pads = {(6, 3), (3, 6), (6, 5), (5, 6)}  # the object held by both pads
     assert sum((a, b) in pads for a, b, _ in grasp) >= 6, grasp
+
+
+def _mesh_supports(g: GeomInfo, d: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(`support`'s point, the point of argmax's index) of mesh g (identity pose) along d (3,)."""
+    vals = g.vert[:, 0] * d[0] + g.vert[:, 1] * d[1] + g.vert[:, 2] * d[2]
+    return support.support(mjl.types.GeomType.MESH, g, d), g.vert[jp.argmax(vals)]
+
+
+_MESH_SUPPORTS = jax.jit(jax.vmap(_mesh_supports, in_axes=(None, 0)))
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(np.float64, marks=pytest.mark.slow), np.float32])  # CI time
+def test_mesh_support_is_argmax(models, dtype):
+    """A mesh's support point (`support`: the first maximum by two plain reductions, `polytope.first_max`) is
+    argmax's vertex, bitwise, on the gripper's 842-vertex link hull and its 144-gon pad (padded to the larger, as in
+    a collision group), along 3,000 random directions, the axes, the 26 grid directions and the pad's face normals
+    (exact ties of 144 vertices: the lowest id wins in both); and first_max / first_min equal argmax / argmin on
+    ties and infinities."""
+    m, _ = models
+    t = hull.group_tables(m, np.arange(m.nmesh))
+    grid = np.array([c for c in np.ndindex(3, 3, 3) if c != (1, 1, 1)], float) - 1
+    dirs = np.concatenate([np.random.default_rng(7).normal(size=(3000, 3)), grid, [[0, 0, 1e-3], [0, 0, -2.0]]])
+    d = jp.asarray(dirs, dtype)
+    for i in range(m.nmesh):
+        vert = jp.asarray(np.asarray(m.mesh_vert)[t["vert"][i]], dtype)
+        g = GeomInfo(jp.zeros(3, dtype), jp.eye(3, dtype=dtype), jp.ones(3, dtype), vert=vert)
+        got, want = _MESH_SUPPORTS(g, d)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=str(i))
+    for x in ([3.0, 1.0, 3.0, -np.inf], [np.inf, np.inf, 0.0], [-1.0, -1.0, -1.0], [2.0]):
+        x = jp.asarray(x, dtype)
+        assert int(polytope.first_max(x)) == int(jp.argmax(x)) and int(polytope.first_min(x)) == int(jp.argmin(x))

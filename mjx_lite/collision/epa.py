@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
-from mjx_lite.collision.polytope import triangle_normals
+from mjx_lite.collision.polytope import first_min, triangle_normals
 from mjx_lite.collision.types import Mask, Points, Scalar, SupportFn, Vec3
 from mjx_lite.math import dot3
 
@@ -64,7 +64,7 @@ def _expand(sup: SupportFn, tol: Scalar, state: tuple, it: Scalar) -> tuple:
     nv, nf = verts.shape[0], faces.shape[0]
     n, dist, area = triangle_normals(verts, faces)  # (nf, 3), (nf,), (nf,)
     live = fvalid & (area > 1e-30)
-    f = jp.argmin(jp.where(live, dist, jp.inf))
+    f = first_min(jp.where(live, dist, jp.inf))
     nrm, fd = n[f], dist[f]
     sound = fd >= best[0] - tol
     take = ~done & sound
@@ -110,7 +110,7 @@ def _final(state: tuple, tol: Scalar) -> tuple:
     iterations while sound, else the best face kept. (distance, normal, witness a, witness b, vertex ids (3,))."""
     verts, vera, _, faces, fvalid, done, best = state
     n, dist, area = triangle_normals(verts, faces)
-    f = jp.argmin(jp.where(fvalid & (area > 1e-30), dist, jp.inf))
+    f = first_min(jp.where(fvalid & (area > 1e-30), dist, jp.inf))
     final = (dist[f], n[f]) + _witness(n[f], dist[f], verts[faces[f]], vera[faces[f]]) + (faces[f],)
     use_final = ~done & (dist[f] >= best[0] - tol)
     return tuple(jp.where(use_final, x, y) for x, y in zip(final, best))

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.collision.polytope import first_min
 from mjx_lite.collision.types import Mask, Points, Scalar, SupportFn, Values, Vec3
 from mjx_lite.math import dot3
 
@@ -71,7 +72,7 @@ def _nearest_on_simplex(w: Points, mask: Mask) -> tuple[Vec3, Values, Mask]:
                            for l, h in zip(lams, _ONEHOT)])  # (15, 4): each subset's weights scattered to its slots
     ok = jp.concatenate(oks)
     v = lam @ w  # (15, 3)
-    k = jp.argmin(jp.where(ok, dot3(v, v), jp.inf))
+    k = first_min(jp.where(ok, dot3(v, v), jp.inf))
     found = jp.any(ok)
     best_l = jp.where(found, lam[k], 0.0)
     return jp.where(found, v[k], 0.0), best_l, best_l > 0

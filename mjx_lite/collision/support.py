@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import jax.numpy as jp
 
+from mjx_lite.collision.polytope import first_max
 from mjx_lite.collision.types import GeomInfo, GType, Mat3, Points, Scalar, Vec3
 from mjx_lite.math import safe_norm
 from mjx_lite.types import GeomType
@@ -33,8 +34,9 @@ def _support_local(gtype: int, size: Vec3, vert: Points | None, d: Vec3) -> Vec3
         return jp.stack([d[0] * scale, d[1] * scale, jp.where(d[2] >= 0, size[1], -size[1])])
     if gtype == GeomType.BOX:
         return jp.where(d >= 0, size, -size)
-    if gtype == GeomType.MESH:  # the dot products written out: XLA on CPU runs vert @ d under vmap ~2x slower
-        return vert[jp.argmax(vert[:, 0] * d[0] + vert[:, 1] * d[1] + vert[:, 2] * d[2])]
+    if gtype == GeomType.MESH:  # the dot products written out: XLA on CPU runs vert @ d under vmap ~2x slower; the
+        # first maximum by two plain reductions (`first_max`: argmax's index, 3-6x faster under vmap on XLA:CPU)
+        return vert[first_max(vert[:, 0] * d[0] + vert[:, 1] * d[1] + vert[:, 2] * d[2])]
     raise NotImplementedError(f"convex collider: geom type {gtype}")
 
 
