@@ -61,6 +61,7 @@ def make_data(m: Model) -> Data:
     contact["efc_address"] = jp.full((m.nconmax,), -1, jp.int32)
     contact["flex"] = jp.full((m.nconmax, 2), -1, jp.int32)
     contact["vert"] = jp.full((m.nconmax, 2), -1, jp.int32)
+    contact["elem"] = jp.full((m.nconmax, 2), -1, jp.int32)
     fields = _zeros(m, Data, f)
     mocap_body = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
     mocap_body = mocap_body[np.argsort(np.asarray(m.body_mocapid)[mocap_body])]
