@@ -1,15 +1,23 @@
-"""Flex contacts: flex vertices against planes (MuJoCo 4.0's mj_collidePlaneFlex), the flex part of mj_collision.
+"""Flex contacts, the flex part of mj_collision: flex vertices against planes (MuJoCo 4.0's mj_collidePlaneFlex) and
+the elements of dim 1 and 2 flexes against spheres, capsules and boxes (mj_collideGeomElem).
 
-Static layout: every (plane geom g, flex f) pair that MuJoCo collides (geom-level contype/conaffinity filter, the
-plane on a body welded to the world, as mj_collideTree calls mj_collidePlaneFlex) owns flex_vertnum[f] consecutive
-contact slots after the geom-geom groups of the collision driver, one per vertex in vertex order.
-Per vertex v (flexvert_xpos x, plane position p and normal n = the plane's z axis, flex radius r):
-dist_v = (x - p).n; a contact when dist_v <= margin + gap + r, with dist = dist_v - r, pos = x - (dist/2 + r) n,
-frame from the normal (mju_makeFrame), geom = (g, -1), flex = (-1, f), vert = (-1, v); the contact parameters mix
-the geom's and the flex's (priority, condim, solmix, friction) as mj_contactParam, margin and gap add up.
-Every vertex gets its slot: MuJoCo 4.0 keeps all the vertex contacts of a plane-flex pair (checked against it with
-64 and 100 vertices on a plane in tests/test_flex.py), no selection of mjMAXCONPAIR = 50 as for other pairs.
-Contacts of flexes with other geom types and flex self-collisions are refused at load (mjcf/flex.py).
+Static layout, after the geom-geom groups of the collision driver:
+  - every (plane geom g, flex f) pair that MuJoCo collides (geom-level contype/conaffinity filter, the plane on a body
+    welded to the world, as mj_collideTree calls mj_collidePlaneFlex) owns flex_vertnum[f] consecutive slots, one
+    per vertex in vertex order. Per vertex v (flexvert_xpos x, plane position p and normal n = the plane's z axis,
+    flex radius r): dist_v = (x - p).n; a contact when dist_v <= margin + gap + r, with dist = dist_v - r,
+    pos = x - (dist/2 + r) n, geom = (g, -1), flex = (-1, f), vert = (-1, v).
+  - every (sphere/capsule/box geom g, element e of a dim 1 or 2 flex f) pair whose contype/conaffinity match owns
+    flex_elem.ELEM_NCON[(type, dim)] slots (the rows of the collider in flex_elem.py), grouped by (geom type, dim);
+    an element with a vertex on the geom's body is left out (MuJoCo skips it). geom = (g, -1), flex = (-1, f),
+    elem = (-1, e), vert = (-1, -1). MuJoCo's broadphase and BVH midphase only prune pairs farther apart than the
+    margin (element boxes include the flex radius), so every pair is tested here and its collider decides.
+Frames from the normal (mju_makeFrame); the contact parameters mix the geom's and the flex's (priority, condim,
+solmix, friction) as mj_contactParam, margin and gap add up. Every contact of a pair is kept: MuJoCo 4.0 selects no
+mjMAXCONPAIR = 50 subset of a plane-flex or geom-flex pair (checked against it with 64 and 100 vertices on a plane in
+tests/test_flex.py, and 118 contacts of a 6x6 cloth on a box). An element contact's constraint rows spread it over
+the element's vertex bodies (`contact_body_weights`). Flex self-collisions and other geom types are refused at load
+(mjcf/flex.py).
 """
 
 from __future__ import annotations
