@@ -85,6 +85,7 @@ def make_data(m: Model) -> Data:
     contact["efc_address"] = _full((m.nconmax,), -1, jp.int32)
     contact["flex"] = _full((m.nconmax, 2), -1, jp.int32)
     contact["vert"] = _full((m.nconmax, 2), -1, jp.int32)
+    contact["elem"] = _full((m.nconmax, 2), -1, jp.int32)
     fields = _zeros(m, Data, f)
     mocap_body = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
     mocap_body = mocap_body[np.argsort(np.asarray(m.body_mocapid)[mocap_body])]

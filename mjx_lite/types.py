@@ -1067,6 +1067,7 @@ class Contact:
     geom: jax.Array = shaped("nconmax", 2, dtype="int32")  # geom ids (-1 on a flex side)
     flex: jax.Array = shaped("nconmax", 2, dtype="int32")  # flex ids (-1 on a geom side)
     vert: jax.Array = shaped("nconmax", 2, dtype="int32")  # flex vertex ids, local to the flex (-1: none)
+    elem: jax.Array = shaped("nconmax", 2, dtype="int32")  # flex element ids, local to the flex (-1: none)
     efc_address: jax.Array = shaped("nconmax", dtype="int32")  # first efc row (-1 when inactive)
     active: jax.Array = shaped("nconmax", dtype="bool")  # dist < margin and the pair exists
 
@@ -1271,9 +1272,25 @@ def efc_row_width(m: Model) -> int:
     def build(m):
         longest = max((len(c) for c in body_chain_dofs(m)), default=0)
         tendon = max((len(t) for t in tendon_dofs(m)), default=0)
-        return max(1, 2 * longest, 2 * tendon)
+        return max(1, (1 + _flex_elem_width(m)) * longest, 2 * tendon)
 
     return static_memo(m, "types_efc_row_width", build)
+
+
+def _flex_elem_width(m: Model) -> int:
+    """Bodies on the flex side of a contact row: dim + 1 where a sphere, capsule or box geom can touch the elements
+    of a dim 1 or 2 flex (collision/flex.py: the element's vertex bodies, weighted), else 1."""
+    if not m.nflex:
+        return 1
+    gt = np.asarray(m.geom_type)
+    sel = (gt == GeomType.SPHERE) | (gt == GeomType.CAPSULE) | (gt == GeomType.BOX)
+    gct, gca = np.asarray(m.geom_contype)[sel], np.asarray(m.geom_conaffinity)[sel]
+    out = 1
+    for f in range(m.nflex):
+        dim, fct, fca = int(m.flex_dim[f]), int(m.flex_contype[f]), int(m.flex_conaffinity[f])
+        if dim in (1, 2) and np.any((gct & fca) | (fct & gca)):
+            out = max(out, dim + 1)
+    return out
 
 
 def sparse_efc_jacobian(m: Model) -> bool:

@@ -530,6 +530,7 @@ def _fields(g1, g2, k, condim, includemargin, friction, solref, solreffriction, 
         geom=rep(jp.stack([g1, g2], axis=-1)).astype(jp.int32),
         flex=jp.full((n, 2), -1, jp.int32),
         vert=jp.full((n, 2), -1, jp.int32),
+        elem=jp.full((n, 2), -1, jp.int32),
         efc_address=jp.full((n,), -1, jp.int32),
         active=active.reshape(n),
     )

@@ -1,15 +1,23 @@
-"""Flex contacts: flex vertices against planes (MuJoCo 4.0's mj_collidePlaneFlex), the flex part of mj_collision.
+"""Flex contacts, the flex part of mj_collision: flex vertices against planes (MuJoCo 4.0's mj_collidePlaneFlex) and
+the elements of dim 1 and 2 flexes against spheres, capsules and boxes (mj_collideGeomElem).
 
-Static layout: every (plane geom g, flex f) pair that MuJoCo collides (geom-level contype/conaffinity filter, the
-plane on a body welded to the world, as mj_collideTree calls mj_collidePlaneFlex) owns flex_vertnum[f] consecutive
-contact slots after the geom-geom groups of the collision driver, one per vertex in vertex order.
-Per vertex v (flexvert_xpos x, plane position p and normal n = the plane's z axis, flex radius r):
-dist_v = (x - p).n; a contact when dist_v <= margin + gap + r, with dist = dist_v - r, pos = x - (dist/2 + r) n,
-frame from the normal (mju_makeFrame), geom = (g, -1), flex = (-1, f), vert = (-1, v); the contact parameters mix
-the geom's and the flex's (priority, condim, solmix, friction) as mj_contactParam, margin and gap add up.
-Every vertex gets its slot: MuJoCo 4.0 keeps all the vertex contacts of a plane-flex pair (checked against it with
-64 and 100 vertices on a plane in tests/test_flex.py), no selection of mjMAXCONPAIR = 50 as for other pairs.
-Contacts of flexes with other geom types and flex self-collisions are refused at load (mjcf/flex.py).
+Static layout, after the geom-geom groups of the collision driver:
+  - every (plane geom g, flex f) pair that MuJoCo collides (geom-level contype/conaffinity filter, the plane on a body
+    welded to the world, as mj_collideTree calls mj_collidePlaneFlex) owns flex_vertnum[f] consecutive slots, one
+    per vertex in vertex order. Per vertex v (flexvert_xpos x, plane position p and normal n = the plane's z axis,
+    flex radius r): dist_v = (x - p).n; a contact when dist_v <= margin + gap + r, with dist = dist_v - r,
+    pos = x - (dist/2 + r) n, geom = (g, -1), flex = (-1, f), vert = (-1, v).
+  - every (sphere/capsule/box geom g, element e of a dim 1 or 2 flex f) pair whose contype/conaffinity match owns
+    flex_elem.ELEM_NCON[(type, dim)] slots (the rows of the collider in flex_elem.py), grouped by (geom type, dim);
+    an element with a vertex on the geom's body is left out (MuJoCo skips it). geom = (g, -1), flex = (-1, f),
+    elem = (-1, e), vert = (-1, -1). MuJoCo's broadphase and BVH midphase only prune pairs farther apart than the
+    margin (element boxes include the flex radius), so every pair is tested here and its collider decides.
+Frames from the normal (mju_makeFrame); the contact parameters mix the geom's and the flex's (priority, condim,
+solmix, friction) as mj_contactParam, margin and gap add up. Every contact of a pair is kept: MuJoCo 4.0 selects no
+mjMAXCONPAIR = 50 subset of a plane-flex or geom-flex pair (checked against it with 64 and 100 vertices on a plane in
+tests/test_flex.py, and 118 contacts of a 6x6 cloth on a box). An element contact's constraint rows spread it over
+the element's vertex bodies (`contact_body_weights`). Flex self-collisions and other geom types are refused at load
+(mjcf/flex.py).
 """
 
 from __future__ import annotations
@@ -20,13 +28,15 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
+from mjx_lite.collision import flex_elem
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 MAXCONPAIR = 50  # mjMAXCONPAIR: contacts MuJoCo keeps per geom-flex pair
 
-__all__ = ["MAXCONPAIR", "capacity", "contact_bodies", "contacts", "plane_pairs", "slot_condim"]
+__all__ = ["ELEM_TYPES", "MAXCONPAIR", "capacity", "contact_bodies", "contact_body_weights", "contacts", "elem_pairs",
+           "elem_width", "plane_pairs", "slot_condim"]
 
 
 def plane_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
@@ -57,18 +67,78 @@ def plane_is_static(m: Model, g: int) -> bool:
     return int(np.asarray(m.body_dofnum)[w]) == 0
 
 
-def _slots(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Static per slot: plane geom, flex, local vertex."""
+ELEM_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.BOX)  # geoms collided with flex elements (dim 1 and 2)
+
+
+def elem_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Static (geom ids, flex ids) of the geom-flex pairs collided element by element (mj_collideGeomElem): a
+    sphere, capsule or box geom and a flex of dim 1 or 2 whose contype/conaffinity match; geom-major, then flex."""
+
+    def build(m):
+        gs, fs = [], []
+        if m.nflex == 0 or m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        gtype, gct, gca = np.asarray(m.geom_type), np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
+        fct, fca, fdim = np.asarray(m.flex_contype), np.asarray(m.flex_conaffinity), np.asarray(m.flex_dim)
+        for g in range(m.ngeom):
+            if gtype[g] not in ELEM_TYPES:
+                continue
+            for f in range(m.nflex):
+                if ((gct[g] & fca[f]) or (fct[f] & gca[g])) and fdim[f] in (1, 2):
+                    gs.append(g)
+                    fs.append(f)
+        return np.asarray(gs, np.int64), np.asarray(fs, np.int64)
+
+    return static_memo(m, "flex_elem_pairs", build)
+
+
+def elem_data(m: Model, f: int) -> np.ndarray:
+    """(elemnum, dim + 1) local vertex ids of the elements of flex f."""
+    dim, adr, num = int(m.flex_dim[f]), int(m.flex_elemdataadr[f]), int(m.flex_elemnum[f])
+    return np.asarray(m.flex_elem)[adr : adr + num * (dim + 1)].reshape(num, dim + 1)
+
+
+def _elem_groups(m: Model) -> tuple[tuple[int, int, np.ndarray, np.ndarray, np.ndarray], ...]:
+    """Static groups (geom type, flex dim, geom ids, flex ids, element ids) of the (geom, element) pairs, pair
+    order within a group. An element with a vertex on the geom's body is left out (as MuJoCo skips it)."""
+
+    def build(m):
+        groups: dict[tuple[int, int], list] = {}
+        gtype, gbody = np.asarray(m.geom_type), np.asarray(m.geom_bodyid)
+        vbody, vadr = np.asarray(m.flex_vertbodyid), np.asarray(m.flex_vertadr)
+        for g, f in zip(*elem_pairs(m)):
+            ed = elem_data(m, f)
+            keep = ~np.any(vbody[vadr[f] + ed] == gbody[g], axis=1)
+            key = (int(gtype[g]), int(m.flex_dim[f]))
+            for e in np.nonzero(keep)[0]:
+                groups.setdefault(key, []).append((g, f, e))
+        return tuple((t, dim, *(np.asarray(x, np.int64) for x in zip(*rows))) for (t, dim), rows in
+                     sorted(groups.items()))  # fmt: skip
+
+    return static_memo(m, "flex_elem_groups", build)
+
+
+def _slots(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Static per slot: geom, flex, local vertex (plane slots; -1 otherwise), element (element slots; -1 otherwise).
+    The plane slots first, then each element group's pairs, flex_elem.ELEM_NCON rows per pair."""
 
     def build(m):
         gs, fs = plane_pairs(m)
         num = np.asarray(m.flex_vertnum)
-        g = np.concatenate([np.full(num[f], gi) for gi, f in zip(gs, fs)] + [np.zeros(0, np.int64)])
-        f = np.concatenate([np.full(num[fi], fi) for fi in fs] + [np.zeros(0, np.int64)])
-        v = np.concatenate([np.arange(num[fi]) for fi in fs] + [np.zeros(0, np.int64)])
-        return g.astype(np.int64), f.astype(np.int64), v.astype(np.int64)
+        g = [np.full(num[f], gi) for gi, f in zip(gs, fs)]
+        f = [np.full(num[fi], fi) for fi in fs]
+        v = [np.arange(num[fi]) for fi in fs]
+        e = [np.full(num[fi], -1) for fi in fs]
+        for t, dim, gg, ff, ee in _elem_groups(m):
+            k = flex_elem.ELEM_NCON[(t, dim)]
+            g.append(np.repeat(gg, k))
+            f.append(np.repeat(ff, k))
+            v.append(np.full(len(gg) * k, -1))
+            e.append(np.repeat(ee, k))
+        z = [np.zeros(0, np.int64)]
+        return tuple(np.concatenate(x + z).astype(np.int64) for x in (g, f, v, e))
 
-    return static_memo(m, "flex_plane_slots", build)
+    return static_memo(m, "flex_slots", build)
 
 
 def capacity(m: Model) -> int:
@@ -78,7 +148,7 @@ def capacity(m: Model) -> int:
 
 def slot_condim(m: Model) -> np.ndarray:
     """Static condim of every flex contact slot (mj_contactParam: the higher priority's, else the larger)."""
-    g, f, _ = _slots(m)
+    g, f, _, _ = _slots(m)
     p1, p2 = np.asarray(m.geom_priority)[g], np.asarray(m.flex_priority)[f]
     c1, c2 = np.asarray(m.geom_condim)[g], np.asarray(m.flex_condim)[f]
     return np.where(p1 > p2, c1, np.where(p1 < p2, c2, np.maximum(c1, c2))).astype(np.int64)
@@ -113,20 +183,45 @@ def _params(m: Model, g: np.ndarray, f: np.ndarray):
 
 
 def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
-    """Contact fields (capacity(m) rows, Data.contact's layout) of the flex vertices against planes."""
-    g, f, v = _slots(m)
+    """Contact fields (capacity(m) rows, Data.contact's layout) of the flex vertices against planes and of the flex
+    elements against spheres, capsules and boxes."""
+    g, f, v, e = _slots(m)
     dtype = d.geom_xpos.dtype
-    x = d.flexvert_xpos[np.asarray(m.flex_vertadr)[f] + v]
-    nrm = d.geom_xmat[g][:, :, 2]
-    r = m.flex_radius[f]
-    margin, gap, friction, solref, solimp = _params(m, g, f)
-    dist_v = jp.sum((x - d.geom_xpos[g]) * nrm, axis=-1)
-    active = dist_v <= margin + gap + r
-    dist = dist_v - r
-    pos = x - (0.5 * dist + r)[:, None] * nrm
-    frame = make_frame(nrm, jp.zeros_like(nrm))
     n = len(g)
+    margin, gap, friction, solref, solimp = _params(m, g, f)
+    dist, pos, nrm, active = [], [], [], []
+    nplane = int(np.sum(v >= 0))
+    if nplane:  # flex vertices against planes (mj_collidePlaneFlex)
+        gp, fp = g[:nplane], f[:nplane]
+        x = d.flexvert_xpos[np.asarray(m.flex_vertadr)[fp] + v[:nplane]]
+        pn = d.geom_xmat[gp][:, :, 2]
+        r = m.flex_radius[fp]
+        dist_v = jp.sum((x - d.geom_xpos[gp]) * pn, axis=-1)
+        dist.append(dist_v - r)
+        pos.append(x - (0.5 * (dist_v - r) + r)[:, None] * pn)
+        nrm.append(pn)
+        active.append(dist_v <= margin[:nplane] + gap[:nplane] + r)
+    start = nplane
+    for t, dim, gg, ff, ee in _elem_groups(m):  # flex elements against geoms (mj_collideGeomElem)
+        k = flex_elem.ELEM_NCON[(t, dim)]
+        sl = slice(start, start + k * len(gg))
+        start = sl.stop
+        x = d.flexvert_xpos[np.asarray(m.flex_vertadr)[ff][:, None] + np.stack([elem_data(m, fi)[ei] for fi, ei in
+                                                                                 zip(ff, ee)])]  # fmt: skip
+        det = (margin[sl] + gap[sl])[::k]
+
+        def one(gpos, gmat, gsize, xe, r, mg, t=t, dim=dim):
+            return flex_elem.collide(t, dim, gpos, gmat, gsize, xe, r, mg)
+
+        cd, cp, cn, ok = jax.vmap(one)(d.geom_xpos[gg], d.geom_xmat[gg], m.geom_size[gg], x, m.flex_radius[ff], det)
+        dist.append(cd.reshape(-1))
+        pos.append(cp.reshape(-1, 3))
+        nrm.append(cn.reshape(-1, 3))
+        active.append(ok.reshape(-1))
+    dist, pos, nrm, active = (jp.concatenate(a) for a in (dist, pos, nrm, active))
+    frame = make_frame(nrm, jp.zeros_like(nrm))
     eye = jp.broadcast_to(jp.eye(3, dtype=dtype), (n, 3, 3))
+    side = np.full(n, -1)
     return dict(
         dist=jp.where(active, dist, NOCONTACT).astype(dtype),
         pos=jp.where(active[:, None], pos, 0.0).astype(dtype),
@@ -137,17 +232,33 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
         solreffriction=jp.zeros_like(solref).astype(dtype),
         solimp=solimp.astype(dtype),
         dim=jp.asarray(slot_condim(m), jp.int32),
-        geom=jp.asarray(np.stack([g, np.full(n, -1)], -1), jp.int32),
-        flex=jp.asarray(np.stack([np.full(n, -1), f], -1), jp.int32),
-        vert=jp.asarray(np.stack([np.full(n, -1), v], -1), jp.int32),
+        geom=jp.asarray(np.stack([g, side], -1), jp.int32),
+        flex=jp.asarray(np.stack([side, f], -1), jp.int32),
+        elem=jp.asarray(np.stack([side, e], -1), jp.int32),
+        vert=jp.asarray(np.stack([side, v], -1), jp.int32),
         efc_address=jp.full((n,), -1, jp.int32),
         active=active,
     )
 
 
+def _elem_vertices(m: Model, con: types.Contact, side: int, nv: int) -> jax.Array:
+    """(nconmax, nv) global flex vertex ids of the element of every row's `side` (its first vertex repeated past
+    dim + 1 and on rows without an element)."""
+    fl = jp.maximum(con.flex[:, side], 0)
+    el = jp.maximum(con.elem[:, side], 0)
+    dim = jp.asarray(np.asarray(m.flex_dim), jp.int32)[fl]
+    adr = jp.asarray(np.asarray(m.flex_elemdataadr), jp.int32)[fl] + el * (dim + 1)
+    j = jp.minimum(jp.arange(nv)[None, :], dim[:, None])
+    j = jp.where(jp.arange(nv)[None, :] <= dim[:, None], j, 0)
+    nelem = max(int(np.asarray(m.flex_elem).shape[0]) - 1, 0)
+    local = jp.asarray(np.asarray(m.flex_elem), jp.int32)[jp.clip(adr[:, None] + j, 0, nelem)]
+    return jp.asarray(np.asarray(m.flex_vertadr), jp.int32)[fl][:, None] + local
+
+
 def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
-    """The bodies (nconmax,) x 2 of the two sides of every contact row: the geom's body, or the body of the flex
-    vertex (flex_vertbodyid) on a flex side."""
+    """The bodies (nconmax,) x 2 of the two sides of every contact row: the geom's body, the body of the flex
+    vertex (flex_vertbodyid) on a vertex side, the body of the element's first vertex on an element side (the
+    constraint rows use `contact_body_weights`, which spreads an element contact over all its vertices)."""
     gb = jp.asarray(np.asarray(m.geom_bodyid), jp.int32)
     out = []
     for side in range(2):
@@ -158,6 +269,40 @@ def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
             vb = jp.asarray(np.asarray(m.flex_vertbodyid), jp.int32)
             fl = jp.maximum(con.flex[:, side], 0)
             vid = jp.clip(vadr[fl] + con.vert[:, side], 0, max(m.nflexvert - 1, 0))
-            b = jp.where(g >= 0, b, vb[vid])
+            if np.any(_slots(m)[3] >= 0):
+                vid = jp.where(con.vert[:, side] >= 0, vid, _elem_vertices(m, con, side, 1)[:, 0])
+            b = jp.where(g >= 0, b, vb[jp.clip(vid, 0, max(m.nflexvert - 1, 0))])
         out.append(b)
     return out[0], out[1]
+
+
+def elem_width(m: Model) -> int:
+    """Static number of bodies on the second side of a contact row in `contact_body_weights`: 1 without element
+    contacts, else the most vertices of a colliding element (2 for edges, 3 for triangles)."""
+    dims = [dim for _, dim, *_ in _elem_groups(m)]
+    return 1 + max(dims) if dims else 1
+
+
+def contact_body_weights(m: Model, d: types.Data, con: types.Contact
+                         ) -> tuple[jax.Array, jax.Array, jax.Array]:  # fmt: skip
+    """(body1 (nconmax,), bodies2 (nconmax, W), weights2 (nconmax, W)), W = elem_width(m): a contact row's Jacobian
+    is sum_k weights2[k] J(bodies2[k]) - J(body1) at the contact point, its diagApprox the same weighted sum of
+    body_invweight0. An element side (MuJoCo 4.0) weighs the element's vertex bodies with the barycentric
+    coordinates of the element point nearest to the contact point; every other side is one body of weight 1."""
+    b1, b2 = contact_bodies(m, con)
+    w = elem_width(m)
+    dt = d.qpos.dtype
+    if w == 1:
+        return b1, b2[:, None], jp.ones((b2.shape[0], 1), dt)
+    vid = _elem_vertices(m, con, 1, w)  # (n, w)
+    x = d.flexvert_xpos[vid]  # (n, w, 3)
+    dim = jp.asarray(np.asarray(m.flex_dim), jp.int32)[jp.maximum(con.flex[:, 1], 0)]
+    seg = jax.vmap(flex_elem.barycentric)(con.pos, x[:, :2])
+    wts = jp.concatenate([seg, jp.zeros((seg.shape[0], w - 2), dt)], axis=1)
+    if w == 3:
+        wts = jp.where((dim == 2)[:, None], jax.vmap(flex_elem.barycentric)(con.pos, x), wts)
+    is_elem = (con.elem[:, 1] >= 0) & (con.vert[:, 1] < 0) & (con.geom[:, 1] < 0)
+    one = jp.zeros((1, w), dt).at[0, 0].set(1.0)
+    wts = jp.where(is_elem[:, None], wts, one)
+    bodies = jp.where(is_elem[:, None], jp.asarray(np.asarray(m.flex_vertbodyid), jp.int32)[vid], b2[:, None])
+    return b1, bodies, wts

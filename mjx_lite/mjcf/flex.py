@@ -9,8 +9,9 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
   - flex_centered: every vertex offset zero (no pinned vertex).
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
-Flex contacts: only flex vertices against planes welded to the world are implemented (collision/flex.py); flexes
-that can collide otherwise (self-collisions, other geom types) are refused (`_check_contacts`).
+Flex contacts: flex vertices against planes welded to the world and the elements of dim 1 and 2 flexes against
+spheres, capsules and boxes are implemented (collision/flex.py); flexes that can collide otherwise (self-collisions,
+other geom types, dim 3 flexes with non-plane geoms) are refused (`_check_contacts`).
 """
 
 from __future__ import annotations
@@ -282,12 +283,14 @@ def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
 
 _SELF = {"none": 0, "narrow": 1, "bvh": 2, "sap": 3, "auto": 4}
 _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
+_ELEM_GEOMS = (2, 3, 6)  # sphere, capsule, box: collided with the elements of dim 1 and 2 flexes
 
 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
-    """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes).
+    """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes) and
+    the elements of dim 1 and 2 flexes (edges, triangles) against spheres, capsules and boxes (collision/flex.py).
     Refused: self-collisions (contype & conaffinity with selfcollide other than 'none'), contacts with any other
-    geom type the contype/conaffinity filter lets through."""
+    geom type the contype/conaffinity filter lets through, and contacts of dim 3 flexes with non-plane geoms."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none":
@@ -298,10 +301,14 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
     gt, ga = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
     gtype = np.asarray(A["geom_type"])
     for g in np.nonzero((ct & ga) | (gt & ca))[0]:
-        if gtype[g] != 0:
-            raise MJCFUnsupportedError(f"flex contacts with {_GEOM_NAMES[gtype[g]]} geoms are not supported by mjx_lite"
-                                       f" (only planes): flex '{r['name']}' can collide with geom {int(g)}; set the "
-                                       "flexcomp's <contact contype/conaffinity> to match planes only", *where)
+        t = int(gtype[g])
+        if t == 0 or (t in _ELEM_GEOMS and r["dim"] in (1, 2)):
+            continue
+        what = (f"flex contacts of dim {r['dim']} flexes with {_GEOM_NAMES[t]} geoms" if t in _ELEM_GEOMS else
+                f"flex contacts with {_GEOM_NAMES[t]} geoms")  # fmt: skip
+        raise MJCFUnsupportedError(f"{what} are not supported by mjx_lite (planes, and spheres, capsules and boxes "
+                                   f"with dim 1 and 2 flexes): flex '{r['name']}' can collide with geom {int(g)}; "
+                                   "set the flexcomp's <contact contype/conaffinity> to exclude it", *where)
 
 
 def constants(ctx: CompileContext, st) -> np.ndarray:

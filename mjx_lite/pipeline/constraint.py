@@ -643,6 +643,26 @@ def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.A
 
     return rows_of
 
+def _weighted_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array, w2: jax.Array,
+                       sparse: bool = False, ncomp: int = 6):  # fmt: skip
+    """rows_of (see _contact_jacobian) of sum_j w2[:, j] J(b2[:, j]) - J(b1) at pt: b2, w2 (k, W) with rows of
+    weights summing to 1 (flex element contacts; W = 1 otherwise), so the sum is that of W two-body differences."""
+    if b2.shape[1] == 1:
+        return _contact_jacobian(m, d, pt, b1, b2[:, 0], sparse, ncomp)
+    parts = [_contact_jacobian(m, d, pt, b1, b2[:, j], sparse, ncomp) for j in range(b2.shape[1])]
+
+    def rows_of(coef):
+        outs = [f(coef * w2[:, j, None, None]) for j, f in enumerate(parts)]
+        if isinstance(outs[0], tuple):  # sparse: each part is body 2's chain then body 1's (L columns each)
+            L = outs[0][0].shape[-1] // 2  # the W body-2 chains side by side, then body 1's chain once (summed)
+            vals = [o[0][..., :L] for o in outs] + [sum(o[0][..., L:] for o in outs)]
+            cols = [o[1][..., :L] for o in outs] + [outs[0][1][..., L:]]
+            return jp.concatenate(vals, axis=-1), jp.concatenate(cols, axis=-1)  # (repeated columns add)
+        return sum(outs)
+
+    return rows_of
+
+
 def _sparse_rows(rows_of, coef, n):
     """(values, columns) of contact rows_of(coef) reshaped to n rows per contact (see _contact_jacobian)."""
     out = rows_of(coef)
@@ -658,19 +678,19 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     con = d.contact
     dt = d.qpos.dtype
     impratio = m.opt.impratio
-    cb1, cb2 = flexcol.contact_bodies(m, con)
+    cb1, cb2, cw2 = flexcol.contact_body_weights(m, d, con)  # flex element sides: several weighted bodies
     for dim in sorted(set(p.con_dim.tolist())):
         slots = np.nonzero(p.con_dim == dim)[0]
         k = len(slots)
         g = con.geom[slots]
-        b1, b2 = cb1[slots], cb2[slots]
+        b1, b2, w2 = cb1[slots], cb2[slots], cw2[slots]
         pt = con.pos[slots]
         frame = con.frame[slots]
         if dim <= 3:  # normal and tangents only: the rows see the linear Jacobian alone
-            rows_of = _contact_jacobian(m, d, pt, b1, b2, p.sparse, ncomp=3)
+            rows_of = _weighted_jacobian(m, d, pt, b1, b2, w2, p.sparse, ncomp=3)
             frame6 = frame  # (k, 3, 3): rows of the contact frame
         else:
-            rows_of = _contact_jacobian(m, d, pt, b1, b2, p.sparse)
+            rows_of = _weighted_jacobian(m, d, pt, b1, b2, w2, p.sparse)
             zero3 = jp.zeros_like(frame)
             frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
                                     axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
@@ -683,7 +703,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         dist = con.dist[slots]
         mg = con.includemargin[slots]
         iw = m.body_invweight0
-        diag_n = iw[b1, 0] + iw[b2, 0]
+        diag_n = iw[b1, 0] + jp.sum(w2 * iw[b2, 0], axis=1)
         solref = con.solref[slots]
         solimp = con.solimp[slots]
         sfr = con.solreffriction[slots]

@@ -65,8 +65,9 @@ def cfrc_ext_constraint(m: Model, d: Data, forces: jax.Array | None = None) -> j
     forces: `contact_force(m, d)` when the caller has it already (the sensors share it), else computed here.
 
     Contacts: the contact-frame force rotated to the world acts at the contact point, +f on geom2's body and
-    -f on geom1's body. Connect/weld: the wrench whose generalised force is J'f of the equality rows (the
-    force at each body's anchor, and for welds the torque rotated out of the error coordinates).
+    -f on geom1's body; contacts of flexes are left out, as MuJoCo leaves them out. Connect/weld: the wrench whose
+    generalised force is J'f of the equality rows (the force at each body's anchor, and for welds the torque rotated
+    out of the error coordinates).
     """
     dt = d.qpos.dtype
     out = jp.zeros((m.nbody, 6), dt)
@@ -81,6 +82,8 @@ def cfrc_ext_constraint(m: Model, d: Data, forces: jax.Array | None = None) -> j
         tw = sum(frame[:, j] * cf[:, 3 + j : 4 + j] for j in range(3))
         b1, b2 = flexcol.contact_bodies(m, d.contact)
         tf = jp.concatenate([tw, fw], axis=1)
+        if m.nflex:  # mj_rnePostConstraint skips the contacts of flexes (a side without a geom)
+            tf = jp.where(jp.all(d.contact.geom >= 0, axis=1)[:, None], tf, 0.0)
         bodies = jp.concatenate([b1, b2])
         pts = jp.concatenate([d.contact.pos, d.contact.pos])
         out = out + support.wrench_to_cfrc(m, d, bodies, pts, jp.concatenate([-tf, tf]))
