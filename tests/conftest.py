@@ -22,6 +22,13 @@ os.environ.setdefault("MJX_LITE_COMPILATION_CACHE", "0")
 # values compared with MuJoCo are the same operations in the same order. Benchmarks do not run under this file.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+# XLA:CPU's older elemental emitters instead of its MLIR fusion emitters, in the test processes only: compiling a
+# vmapped step took 2-3x less CPU (A/B alternated in fresh processes, jit(vmap(step)) of 4 environments, compile
+# only, /tmp/ct/probe3.py: cartpole 13.3, 8.3 -> 5.9, 5.0 s; bundled humanoid 18.5, 24.5 -> 8.8, 5.9 s); a
+# one-step gradient barely moved (21.3 -> 19.5 s). Both emitters implement the same HLO operations without
+# fast-math; the values compared with MuJoCo are the same operations in the same order.
+if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ["XLA_FLAGS"] + " --xla_cpu_use_fusion_emitters=false").strip()
 
 import jax  # noqa: E402 - MUJOCO_GL must be set before anything imports mujoco
 
