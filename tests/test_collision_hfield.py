@@ -363,11 +363,11 @@ def test_float32_after_float64_in_one_process():
 ROUGH_GEOMS = {"capsule": '<geom name="capsule" type="capsule" size="0.05 0.2"'}
 
 
-def _rough_xml():
+def _rough_xml(geoms=ROUGH_GEOMS):
     elev = np.random.default_rng(7).uniform(0, 1, (41, 41))
     bodies = "".join(
         f'<body name="b_{n}" pos="0 0 1"><freejoint/>{g} contype="2" conaffinity="1" margin="{MARGIN}"/></body>'
-        for n, g in ROUGH_GEOMS.items()
+        for n, g in geoms.items()
     )
     return f"""<mujoco><option gravity="0 0 0"/>
       <asset><hfield name="terrain" nrow="41" ncol="41" size="2 2 0.08 0.1"
@@ -401,6 +401,64 @@ def test_rough_field_contacts_match_mujoco(rough):
         counts = [_match_pair(out, i, p, gid, ATOL_NORMAL, msg=f"{name} pose {i}") for i, p in enumerate(poses)]
         assert max(counts) >= 3, (name, counts)
     np.testing.assert_array_equal(np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL]), 0)
+
+
+# curved geoms (GJK/EPA per prism) on the rough field: only the prisms within reach by the bound run the collider
+CURVED_GEOMS = {"ellipsoid": MORE_GEOMS["ellipsoid"], "cylinder": MORE_GEOMS["cylinder"]}
+RADIUS_CURVED = {"ellipsoid": 0.07**2 / 0.12, "cylinder": 0.08}  # smallest radius of curvature (see atol_curved)
+
+
+@pytest.mark.slow  # CI time: two GJK/EPA collider compiles (455 s at load ~15 beside 392 s of the closed-form test)
+def test_curved_geoms_on_rough_field_match_mujoco():
+    """An ellipsoid and a cylinder on the rough field (windows of 18 and 32 prisms), deep, shallow, within and
+    beyond the margin: each pair's whole contact set (dist, pos, normal, grid order) is MuJoCo's, float64, with the
+    prisms beyond reach of the bound skipped by the candidate loop (`hfield._prisms_runner`)."""
+    mjm = mujoco.MjModel.from_xml_string(_rough_xml(CURVED_GEOMS))
+    m = model_from_mujoco(mjm)
+    poses = _poses(mjm, np.random.default_rng(4), 4, TARGETS, CURVED_GEOMS)
+    d0 = mjl.make_data(m)
+    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(
+        jp.asarray(np.stack([p["xpos"] for p in poses])), jp.asarray(np.stack([p["xmat"] for p in poses]))
+    )
+    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    for name, r in RADIUS_CURVED.items():
+        gid = mjm.geom(name).id
+        atol_p = max(ATOL_POS, r * atol_curved(r))
+        counts = [_match_pair(out, i, p, gid, atol_curved(r), atol_p, msg=f"{name} pose {i}")
+                  for i, p in enumerate(poses)]  # fmt: skip
+        assert sum(c > 0 for c in counts) >= 2 and max(counts) >= 2, (name, counts)
+    np.testing.assert_array_equal(np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL]), 0)
+
+
+FD_RTOL = 1e-5  # directional derivative of the contact distances vs central differences (step 1e-6, float64)
+
+
+@pytest.mark.slow  # CI time: the JVP of the curved colliders is a compile of its own
+def test_candidate_loop_derivatives_match_finite_differences():
+    """The candidate loop (`hfield._prisms_runner`) has no derivative of its own: its JVP is the collider's over
+    every slot. Its primal equals the loop's forward answer, and its tangent equals central differences of the
+    forward answer (an ellipsoid and a cylinder moved and turned into the rough field)."""
+    mjm = mujoco.MjModel.from_xml_string(_rough_xml(CURVED_GEOMS))
+    m = model_from_mujoco(mjm)
+    poses = _poses(mjm, np.random.default_rng(4), 1, (-0.005,), CURVED_GEOMS)
+    d = mjl.make_data(m).replace(geom_xpos=jp.asarray(poses[0]["xpos"]), geom_xmat=jp.asarray(poses[0]["xmat"]))
+    rng = np.random.default_rng(0)
+    dpos = jp.asarray(rng.normal(size=d.geom_xpos.shape)).at[0].set(0.0)
+    w = jp.asarray(rng.normal(size=(mjm.ngeom, 3))).at[0].set(0.0)
+
+    def dists(t):  # active contact distances (inactive rows hold NOCONTACT, constant) along the direction
+        skew = jax.vmap(lambda v: jp.cross(jp.eye(3), v))(w)  # (ngeom, 3, 3): [w]x, rotation rate
+        xmat = d.geom_xmat + t * jp.einsum("gij,gjk->gik", skew, d.geom_xmat)
+        return driver.collision(m, d.replace(geom_xpos=d.geom_xpos + t * dpos, geom_xmat=xmat)).contact.dist
+
+    fwd = jax.jit(dists)
+    primal, tangent = jax.jit(lambda t: jax.jvp(dists, (t,), (jp.ones_like(t),)))(jp.zeros(()))
+    act = np.asarray(fwd(jp.zeros(())) < 1.0)
+    assert act.sum() >= 2, act.sum()
+    np.testing.assert_allclose(np.asarray(primal), np.asarray(fwd(jp.zeros(()))), atol=1e-12)
+    h = 1e-6
+    fd = (np.asarray(fwd(jp.asarray(h))) - np.asarray(fwd(jp.asarray(-h)))) / (2 * h)
+    np.testing.assert_allclose(np.asarray(tangent)[act], fd[act], rtol=FD_RTOL, atol=FD_RTOL)
 
 
 @pytest.mark.slow  # CI time: its own compile of the capped colliders

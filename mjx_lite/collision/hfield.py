@@ -20,12 +20,13 @@ Static sizes (fixed shapes):
     `d.warning_number[Warning.CONTACTFULL]`: nothing is dropped silently.
   * contacts: one per colliding prism, as MuJoCo (up to mjMAXCONPAIR = 50 per pair): each pair has
     k = min(prisms in the window, 50, `m.config.hfield_prisms` (None: no cap)) contact slots, in MuJoCo's grid
-    order. With fewer slots than window prisms, only k prisms reach the exact collider: those nearest by a cheap
-    lower bound on their distance (`_prism_bound`: separating axes x, y, z, geom2's axes and the prism's face
-    normals), so the cost is k GJK/EPA runs (or closed forms), not one per window prism. A prism whose bound
-    exceeds the margin cannot touch (exact); more candidates than k are counted in CONTACTFULL (the farthest by
-    the bound dropped), as are more than 50 colliding
-    prisms (MuJoCo then keeps the first 50 in its grid order).
+    order. A cheap lower bound on each prism's distance (`_prism_bound`: separating axes x, y, z, geom2's axes and
+    the prism's face normals) rules out the prisms beyond the margin (exact: they cannot touch); only the others
+    (candidates) run the exact collider, one after the other in a loop as long as the most candidates of any pair
+    and environment (`_prisms_runner`; derivatives through the collider on every slot). With fewer slots than
+    window prisms, the k candidates nearest by the bound fill the slots; more candidates than k are counted in
+    CONTACTFULL (the farthest by the bound dropped), as are more than 50 colliding prisms (MuJoCo then keeps the
+    first 50 in its grid order).
 Normals: GJK/EPA's, as MuJoCo 4 with its native CCD (mjc_fixNormal only runs when nativeccd is disabled,
 which is not supported here). The window is a static superset of MuJoCo's sub-grid.
 """
@@ -291,6 +292,82 @@ def _prism_bound(t2: int, g: GeomInfo, lo: Vec3, hi: Vec3, verts: jax.Array) -> 
     return jp.maximum(gap, jp.max(low - jp.sum(n * on, axis=-1), axis=-1))
 
 
+def _prism_collider(type2: int, sat_budget: int) -> Callable:
+    """f(v, g2, margin) -> (dist (), pos (3,), normal (3,)) of one prism v (6, 3) (geom1, hfield frame) against
+    geom2 g2 (hfield frame), as `general.collide`: closed forms for spheres and capsules, separating axes for boxes
+    and small meshes (within `sat_budget`), GJK/EPA for the others."""
+
+    def prism(v: Points, g2: GeomInfo, margin: Scalar) -> Distance:
+        if type2 == GeomType.SPHERE:  # exact point-prism distance (the general GJK/EPA costs ~100x more)
+            return _sphere_prism(v, g2)
+        if type2 == GeomType.CAPSULE:  # exact segment-prism distance, likewise
+            return _capsule_prism(v, g2)
+        dt = v.dtype
+        eye = jp.eye(3, dtype=dt)
+        p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
+                          edge=jp.asarray(_PRISM_EDGES), faceplane=jp.asarray(_PRISM_PLANES))  # fmt: skip
+        return collide(GeomType.MESH, type2, p_info, g2, margin, sat_budget=sat_budget)
+
+    return prism
+
+
+def _no_prism(g2: GeomInfo, k: int) -> Distance:
+    """What a prism that runs no collider reports (k rows): NOCONTACT, geom2's centre, +z (finite, not a contact)."""
+    dt = g2.pos.dtype
+    up = jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dt), (k, 3))
+    return jp.full((k,), NOCONTACT, dt), jp.broadcast_to(g2.pos, (k, 3)), up
+
+
+def _dense_runner(prism: Callable) -> Callable:
+    """run(verts (k, 6, 3), cand (k,) bool, g2, margin) -> (dist (k,), pos (k, 3), normal (k, 3)): `prism` `vmap`-ed
+    over all k prisms, `_no_prism` where not a candidate (the derivatives of `_prisms_runner`)."""
+
+    def dense(verts, cand, g2, margin):
+        dist, pos, normal = jax.vmap(prism, in_axes=(0, None, None))(verts, g2, margin)
+        nd, npos, nn = _no_prism(g2, verts.shape[0])
+        return jp.where(cand, dist, nd), jp.where(cand[:, None], pos, npos), jp.where(cand[:, None], normal, nn)
+
+    return dense
+
+
+def _prisms_runner(prism: Callable) -> Callable:
+    """run(verts (k, 6, 3), cand (k,) bool, g2, margin) -> (dist (k,), pos (k, 3), normal (k, 3)): `prism` on the
+    candidate prisms, `_no_prism` on the others.
+
+    Forward, the candidates are compacted (grid order kept) and run one after the other in a `lax.while_loop` of as
+    many trips as candidates: under `vmap` (over pairs and environments) as many as the most in any lane, none where
+    no geom is within reach of a prism (a quadruped's torso above the terrain), so the collider's cost follows the
+    prisms that can touch rather than the window. Derivatives (custom_jvp) are those of the same collider `vmap`-ed
+    over all k prisms (masked as the loop): no derivative passes through the loop, and a differentiated step pays
+    the whole window as before."""
+
+    dense = _dense_runner(prism)
+
+    @jax.custom_jvp
+    def run(verts, cand, g2, margin):
+        k = verts.shape[0]
+        order = jp.argsort(~cand, stable=True).astype(jp.int32)  # candidates first, in grid order
+        count = jp.sum(cand.astype(jp.int32))
+
+        def body(carry):
+            j, dist, pos, normal = carry
+            i = order[jp.minimum(j, k - 1)]
+            di, pi, ni = prism(verts[i], g2, margin)
+            return j + 1, dist.at[i].set(di), pos.at[i].set(pi), normal.at[i].set(ni)
+
+        init = (jp.zeros((), jp.int32),) + _no_prism(g2, k)
+        _, dist, pos, normal = jax.lax.while_loop(lambda c: c[0] < count, body, init)
+        return dist, pos, normal
+
+    @run.defjvp
+    def run_jvp(primals, tangents):
+        verts, cand, g2, margin = primals
+        tv, _, tg, tm = tangents
+        return jax.jvp(lambda v, g, mg: dense(v, cand, g, mg), (verts, g2, margin), (tv, tg, tm))
+
+    return run
+
+
 def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[Callable, int]:
     """The collider of one (hfield `hid`, type2) group and its contacts per pair `ncon`: (f, ncon), with
     f(m, info1, info2, margin) -> (Contacts, overflow).
@@ -310,6 +387,7 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
     nprism = corner.shape[0]
     cap = m.config.hfield_prisms
     k = min(nprism, MAXCONPAIR, nprism if cap is None else cap)  # prisms to the exact collider = contact slots
+    collide_prisms = _prisms_runner(_prism_collider(type2, sat_budget))
 
     def one(elev, hsize, g1: GeomInfo, g2: GeomInfo, margin):
         dt = g2.pos.dtype
@@ -341,31 +419,19 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
         bottom = jp.stack([x, y, jp.broadcast_to(-base, z.shape).astype(dt)], -1)
         verts = jp.concatenate([bottom, top], axis=1)  # (nprism, 6, 3)
 
-        def prism(v):
-            if type2 == GeomType.SPHERE:  # exact point-prism distance (the general GJK/EPA costs ~100x more)
-                return _sphere_prism(v, loc)
-            if type2 == GeomType.CAPSULE:  # exact segment-prism distance, likewise
-                return _capsule_prism(v, loc)
-            eye = jp.eye(3, dtype=dt)
-            # boxes and small meshes: penetration by separating axes (within sat_budget), others GJK/EPA
-            p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
-                              edge=jp.asarray(_PRISM_EDGES), faceplane=jp.asarray(_PRISM_PLANES))  # fmt: skip
-            return collide(GeomType.MESH, type2, p_info, loc, margin, sat_budget=sat_budget)
-
         # a lower bound on each prism's distance to geom2 (separating axes: the hfield frame's x, y, z through both
-        # boxes, and the prism's top normal through geom2's support); prisms farther than the margin by it cannot
-        # touch, the k nearest by it go to the exact collider (grid order), more candidates are flagged
-        cand = jp.broadcast_to(inside, (nprism,))
+        # boxes, geom2's axes, the prism's face normals through geom2's support); a prism farther than the margin by
+        # it cannot touch (exact: no contact in MuJoCo either) and runs no collider (`_collide_prisms`); with a cap
+        # (k < nprism) the k nearest by it go to the exact collider (grid order), more candidates are flagged
+        bound = _prism_bound(type2, loc, center - half, center + half, verts)
+        slack = 1e-4 * (dx + dy)  # rounding of the bound: a few more candidates, never one fewer
+        cand = inside & (bound <= margin + slack)
         if k < nprism:
-            bound = _prism_bound(type2, loc, center - half, center + half, verts)
-            slack = 1e-4 * (dx + dy)  # rounding of the bound: a few more candidates, never one fewer
-            cand = cand & (bound <= margin + slack)
             key = jax.lax.stop_gradient(jp.where(cand, -bound, -jp.inf))
             sel = jp.sort(jax.lax.top_k(key, k)[1])
             overflow = overflow | (jp.sum(cand) > k)
             verts, cand = verts[sel], cand[sel]
-        dist, cpos, normal = jax.vmap(prism)(verts)
-        dist = jp.where(cand, dist, NOCONTACT)
+        dist, cpos, normal = collide_prisms(verts, cand, loc, margin)
         # contacts in MuJoCo's grid order (rows, then columns, then the cell's two triangles)
         d = jp.where(dist <= margin, dist, NOCONTACT)
         return Contacts(d, g1.pos + cpos @ g1.mat.T, normal @ g1.mat.T, jp.zeros((k, 3), dt)), overflow
