@@ -174,6 +174,15 @@ def _assert_close(got, want, fields, tol, what):
         assert err <= tol, f"{what}: {f} differs by {err:.3g} (relative), tolerance {tol}"
 
 
+def assert_grads_equal(got, want, tol):
+    """Every leaf of the fused path's gradients `got` is finite and equals the XLA path's `want` (not all zero)
+    within tol, relative to max(1, max |want|)."""
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.all(np.isfinite(a)) and np.max(np.abs(b)) > 0
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, np.abs(b).max()))
+
+
 def _stages(m, d):
     """Every fused stage once: fwd_position (the tree pass and the factorisation), fwd_velocity (the velocity
     pass), M^-1 x and (M + diag(shift))^-1 x for a vector x and shift of the state: a dict of their fields.

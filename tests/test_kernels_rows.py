@@ -214,10 +214,7 @@ def test_gradients_equal_xla(small):
     grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3, 4)), in_axes=(None, 0, 0, 0, 0)))
     args = (ds, ds.qpos, ds.qvel, ds.contact.pos)
     got, want = grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args)
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-        a, b = np.asarray(a), np.asarray(b)
-        assert np.all(np.isfinite(a)) and np.max(np.abs(b)) > 0
-        np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
+    tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
 def test_twin_reads_only_the_kernel_inputs(small):

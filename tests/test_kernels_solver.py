@@ -20,6 +20,7 @@ from mjx_lite.pipeline.kernels import launch, primal
 from mjx_lite.solver import common
 from mjx_lite.solver.solve import solve
 from tests import oracle, test_solver
+from tests import test_kernels as tk
 
 # float64: the fused and XLA solvers take the same steps and differ by round-off (summation orders), which the
 # iterations carry along (CG's 20-50 iterations amplify it): relative to max(1, max |field|)
@@ -222,10 +223,7 @@ def test_gradients_equal_xla(rows, gradients):
     grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3)), in_axes=(None, 0, 0, 0)))
     args = (ds, ds.qvel, ds.efc_aref)
     got, want = grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args)
-    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-        a, b = np.asarray(a), np.asarray(b)
-        assert np.all(np.isfinite(a)) and np.max(np.abs(b)) > 0
-        np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
+    tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
 def _lower_cuda(fn, *args) -> str:
