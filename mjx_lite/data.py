@@ -97,6 +97,7 @@ def make_data(m: Model) -> Data:
     fields.update(
         qpos=_array(m.qpos0, f),
         history=_init_history(m, f),
+        plastic=_init_plastic(m, f),
         eq_active=_array(m.eq_active0, bool),
         contact=Contact(**contact),
     )
@@ -106,6 +107,35 @@ def make_data(m: Model) -> Data:
 # relative tolerance of the timestep grid in interval sensors' initial sample times: MuJoCo 4.0 rounds a time
 # within (5e-13, 1e-12) * |t / timestep| above a grid point down to it (probed; the rule is undocumented)
 _GRID_TOL = 7.5e-13
+
+
+PLASTIC_WIDTH = {1: 4, 2: 1, 3: 1}  # plastic entries of a ball, slide, hinge joint (jnt_type); free joints have none
+
+
+def plastic_source(jnt_type, jnt_qposadr, jnt_plasticadr, tendon_plasticadr, nq: int, nplastic: int) -> np.ndarray:
+    """Static (nplastic,) index of each plastic entry's initial value in concatenate([qpos_spring,
+    tendon_lengthspring.ravel()]) (mj_resetData: a joint's qpos_spring, a tendon's [lower, upper] dead band)."""
+    out = np.zeros(nplastic, np.int32)
+    for j, adr in enumerate(np.asarray(jnt_plasticadr)):
+        if adr >= 0:
+            w = PLASTIC_WIDTH[int(jnt_type[j])]
+            out[adr : adr + w] = int(jnt_qposadr[j]) + np.arange(w)
+    for t, adr in enumerate(np.asarray(tendon_plasticadr)):
+        if adr >= 0:
+            out[adr : adr + 2] = nq + 2 * t + np.arange(2)
+    return out
+
+
+def _init_plastic(m: Model, dtype) -> jax.Array:
+    """Data.plastic of mj_resetData (nplastic,): the spring references of the plastic joints and tendons."""
+    if m.nplastic == 0:
+        return _full((0,), 0, dtype)
+    idx = plastic_source(m.jnt_type, m.jnt_qposadr, m.jnt_plasticadr, m.tendon_plasticadr, m.nq, m.nplastic)
+    if not _tracing():
+        src = np.concatenate([np.asarray(m.qpos_spring), np.asarray(m.tendon_lengthspring).reshape(-1)])
+        return _array(src[idx], dtype)
+    src = jp.concatenate([jp.asarray(m.qpos_spring), jp.asarray(m.tendon_lengthspring).reshape(-1)])
+    return src[idx].astype(dtype)
 
 
 def _init_history(m: Model, dtype) -> jax.Array:

@@ -517,7 +517,7 @@ def actuator_slots(dyntype: np.ndarray, dynprm: np.ndarray, gainprm: np.ndarray)
 SIZE_FIELDS = (
     "nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nmeshvert",
     "nmeshface", "nhfield", "nhfielddata", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "nmocap",
-    "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nhistory",
+    "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nhistory", "nplastic",
     "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert",
     "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexelemdata", "nflexelemedge", "nflexstiffness",
     "nflexbending",
@@ -564,6 +564,7 @@ class Model:
     ntex: int = static_field()
     nactuator: int = static_field()  # number of actuators (nu counts their controls: an actuator may have several)
     nhistory: int = static_field()  # size of Data.history (delay/history ring buffers of actuators and sensors)
+    nplastic: int = static_field(0)  # size of Data.plastic (spring references of joints/tendons with springyield)
     # skins (visual only; mjcf/skin.py, render/skin.py): skins, their vertices, texture coordinates, faces, bones
     # and bone-vertex pairs
     nskin: int = static_field(0)
@@ -825,6 +826,7 @@ class Model:
     jnt_group: np.ndarray = static_field(shape=("njnt",), dtype="int32")
     jnt_limited: np.ndarray = static_field(shape=("njnt",), dtype="bool")
     jnt_margin: jax.Array = shaped("njnt")
+    jnt_plasticadr: np.ndarray = static_field(shape=("njnt",), dtype="int32")  # in Data.plastic; -1: elastic
     jnt_pos: jax.Array = shaped("njnt", 3)
     jnt_qposadr: np.ndarray = static_field(shape=("njnt",), dtype="int32")
     jnt_range: jax.Array = shaped("njnt", 2)
@@ -839,6 +841,7 @@ class Model:
     key_ctrl: jax.Array = shaped("nkey", "nu")
     key_mpos: jax.Array = shaped("nkey", "nmocap*3")
     key_mquat: jax.Array = shaped("nkey", "nmocap*4")
+    key_plastic: jax.Array = shaped("nkey", "nplastic")
     key_qpos: jax.Array = shaped("nkey", "nq")
     key_qvel: jax.Array = shaped("nkey", "nv")
     key_time: jax.Array = shaped("nkey")
@@ -993,6 +996,7 @@ class Model:
     tendon_limited: np.ndarray = static_field(shape=("ntendon",), dtype="bool")
     tendon_margin: jax.Array = shaped("ntendon")
     tendon_num: np.ndarray = static_field(shape=("ntendon",), dtype="int32")
+    tendon_plasticadr: np.ndarray = static_field(shape=("ntendon",), dtype="int32")  # in Data.plastic; -1: elastic
     tendon_range: jax.Array = shaped("ntendon", 2)
     tendon_solimp_fri: jax.Array = shaped("ntendon", 5)
     tendon_solimp_lim: jax.Array = shaped("ntendon", 5)
@@ -1076,7 +1080,7 @@ class Contact:
 # not compute; everything else is recomputed from these by forward. Copied both ways by `interop`, reset by the
 # divergence checks.
 STATE_FIELDS = ("time", "qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat", "qacc_warmstart", "qfrc_applied",
-                "xfrc_applied", "eq_active", "history")  # fmt: skip
+                "xfrc_applied", "eq_active", "history", "plastic")  # fmt: skip
 
 
 @pytree_dataclass
@@ -1099,6 +1103,7 @@ class Data:
     qvel: jax.Array = shaped("nv")
     act: jax.Array = shaped("na")
     history: jax.Array = shaped("nhistory")  # ring buffers of delayed controls and sensors (mjData.history)
+    plastic: jax.Array = shaped("nplastic")  # spring references of plastic joints and tendons (mjData.plastic)
     qacc_warmstart: jax.Array = shaped("nv")
     # control
     ctrl: jax.Array = shaped("nu")

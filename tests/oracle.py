@@ -85,6 +85,14 @@ def constraint_rows(m: types.Model, d: types.Data) -> types.Data:
     d = driver.collision(m, d)
     return constraint.make_constraint(m, d)
 
+def posed_data(m: types.Model, xpos, xmat) -> types.Data:
+    """A batch of Data whose geoms are placed at xpos (B, ngeom, 3) and xmat (B, ngeom, 3, 3) (sequences of per-pose
+    arrays are stacked): the input of the collision tests, which call `driver.collision` on geom poses directly."""
+    d0 = make_data(m)
+    xpos, xmat = jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat))
+    return jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat)
+
+
 def reference_models() -> list[str]:
     """Paths of the reference MJCF models shipped with mujoco-mjx and dm_control."""
     files = sorted(glob.glob(os.path.join(MJX_TEST_DATA, "**", "*.xml"), recursive=True))

@@ -213,16 +213,16 @@ def test_check_lists_every_unsupported_feature(tmp_path):
     """`check` names every unsupported feature of a model (an element the reader refuses, attributes, a flag), not only
     the first, and exits 2."""
     xml = tmp_path / "many.xml"
-    xml.write_text("""<mujoco><option><flag sleep="enable"/></option>
+    xml.write_text("""<mujoco><option ccd_iterations="10"><flag sleep="enable"/></option>
       <worldbody><geom name="floor" type="plane" size="1 1 .1" adhesion="1"/>
         <body><freejoint/><geom size=".1"/><site name="s"/></body>
         <body pos="1 0 0"><composite type="grid" count="2 2 1"/></body>
-        <body pos="2 0 0"><joint stiffness="1" springyield="0.1"/><geom size=".1"/></body>
+        <body pos="2 0 0"><joint stiffness="1"/><geom size=".1"/></body>
       </worldbody></mujoco>""")
     p = _cli("check", xml)
     assert p.returncode == cli.EXIT_UNSUPPORTED, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
-    for feature in ("<composite>", "sleep", "adhesion", "plastic springs"):  # (surface velocities: supported)
+    for feature in ("<composite>", "sleep", "adhesion", "ccd_iterations"):  # (surface velocities: supported)
         assert feature in p.stderr, (feature, p.stderr)
     assert "unsupported: 4 features" in p.stdout
 

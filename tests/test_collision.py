@@ -19,7 +19,7 @@ from mjx_lite.collision import types as ctypes  # noqa: E402
 from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from mjx_lite.types import GeomType  # noqa: E402
 from mjx_lite.types import Warning as W  # noqa: E402, N817
-from tests.oracle import MJX_TEST_DATA, model_from_mujoco  # noqa: E402
+from tests.oracle import MJX_TEST_DATA, model_from_mujoco, posed_data  # noqa: E402
 
 ATOL_ANALYTIC = 1e-6  # analytic colliders: same formulas as MuJoCo, float64 round-off
 ATOL_CONVEX = 1e-4  # iterative general convex path (MuJoCo's own GJK/EPA tolerance is 1e-6 + iterations)
@@ -167,11 +167,7 @@ _COLLIDE = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
 
 
 def _ours_batched(m, poses):
-    d0 = mjl.make_data(m)
-    xpos = jp.asarray(np.stack([p[1] for p in poses]))
-    xmat = jp.asarray(np.stack([p[2] for p in poses]))
-    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat)
-    return _COLLIDE(m, d)
+    return _COLLIDE(m, posed_data(m, [p[1] for p in poses], [p[2] for p in poses]))
 
 
 def _unbatch(d, i):

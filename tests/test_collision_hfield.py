@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import driver, general, hfield  # noqa: E402
 from mjx_lite.collision.types import GeomInfo  # noqa: E402
-from tests.oracle import model_from_mujoco, reference_models  # noqa: E402
+from tests.oracle import model_from_mujoco, posed_data, reference_models  # noqa: E402
 
 ATOL_DIST = 1e-4  # GJK/EPA on the prisms (iterative, as the general convex path) vs MuJoCo's GJK/EPA
 ATOL_POS = 1e-4  # contact points, likewise
@@ -131,9 +131,7 @@ def setup():
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(0), 8, TARGETS)
     d0 = mjl.make_data(m)
-    xpos = jp.asarray(np.stack([p["xpos"] for p in poses]))
-    xmat = jp.asarray(np.stack([p["xmat"] for p in poses]))
-    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat)
+    d = posed_data(m, [p["xpos"] for p in poses], [p["xmat"] for p in poses])
     collide = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
     out = collide(m, d)
     return mjm, m, d0, poses, out, (collide, d)
@@ -324,10 +322,7 @@ def test_other_convex_types_match_mujoco():
     mjm = mujoco.MjModel.from_xml_string(_xml(MORE_GEOMS))
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(1), 8, TARGETS, MORE_GEOMS)
-    d0 = mjl.make_data(m)
-    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(
-        jp.asarray(np.stack([p["xpos"] for p in poses])), jp.asarray(np.stack([p["xmat"] for p in poses]))
-    )
+    d = posed_data(m, [p["xpos"] for p in poses], [p["xmat"] for p in poses])
     out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
     # smallest radius of curvature: the ellipsoid's b^2 / a, the cylinder's side radius
     radius = {"ellipsoid": 0.07**2 / 0.12, "cylinder": 0.08, "mesh": None}
@@ -381,10 +376,7 @@ def rough():
     mjm = mujoco.MjModel.from_xml_string(_rough_xml())
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(2), 4, TARGETS, ROUGH_GEOMS)
-    d0 = mjl.make_data(m)
-    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(
-        jp.asarray(np.stack([p["xpos"] for p in poses])), jp.asarray(np.stack([p["xmat"] for p in poses]))
-    )
+    d = posed_data(m, [p["xpos"] for p in poses], [p["xmat"] for p in poses])
     return mjm, m, poses, d
 
 
@@ -416,10 +408,7 @@ def test_curved_geoms_on_rough_field_match_mujoco():
     mjm = mujoco.MjModel.from_xml_string(_rough_xml(CURVED_GEOMS))
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(4), 4, TARGETS, CURVED_GEOMS)
-    d0 = mjl.make_data(m)
-    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(
-        jp.asarray(np.stack([p["xpos"] for p in poses])), jp.asarray(np.stack([p["xmat"] for p in poses]))
-    )
+    d = posed_data(m, [p["xpos"] for p in poses], [p["xmat"] for p in poses])
     out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
     for name, r in RADIUS_CURVED.items():
         gid = mjm.geom(name).id
@@ -528,10 +517,7 @@ def test_quadruped_on_random_terrain_matches_mujoco():
         g = np.array(c.geom).reshape(-1, 2)
         theirs.append((g[g[:, 0] == hf], np.array(c.dist)[g[:, 0] == hf]))
         poses.append((mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
-    d0 = mjl.make_data(m)
-    d = jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(
-        jp.asarray(np.stack([p[0] for p in poses])), jp.asarray(np.stack([p[1] for p in poses]))
-    )
+    d = posed_data(m, [p[0] for p in poses], [p[1] for p in poses])
     out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
     np.testing.assert_array_equal(np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL]), 0)
     geoms_hit = set()

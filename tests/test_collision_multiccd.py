@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import cylinder, driver, general, manifold, polyhedral  # noqa: E402
 from mjx_lite.collision import types as ctypes  # noqa: E402
-from tests.oracle import model_from_mujoco  # noqa: E402
+from tests.oracle import model_from_mujoco, posed_data  # noqa: E402
 
 ATOL_FACE = 1e-6  # face manifold: clipped polygon vertices, closed form (float32 mesh vertices are shared)
 ATOL_CONVEX = 1e-4  # single contacts from the iterative GJK/EPA
@@ -71,10 +71,7 @@ def _tilt_poses(mjm, cases, dz=0.0):
 
 def _ours(m, poses):
     """Our active contacts for every pose, from one batched call of the shared compiled collision."""
-    d0 = mjl.make_data(m)
-    xpos = jp.asarray(np.stack([p[0] for p in poses]))
-    xmat = jp.asarray(np.stack([p[1] for p in poses]))
-    d = _COLLIDE(m, jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat))
+    d = _COLLIDE(m, posed_data(m, [p[0] for p in poses], [p[1] for p in poses]))
     return [mjl.active_contacts(m, jax.tree_util.tree_map(lambda x, i=i: x[i], d)) for i in range(len(poses))]
 
 
@@ -772,10 +769,7 @@ def test_mesh_broadphase_trims_and_flags():
     mjd = mujoco.MjData(mjm)
     mjd.qpos[:] = np.tile([0, 0, 0, 1, 0, 0, 0], 4)
     poses.append(_mj_reference(mjm, mjd))
-    d0 = mjl.make_data(m)
-    xpos = jp.asarray(np.stack([p[0] for p in poses]))
-    xmat = jp.asarray(np.stack([p[1] for p in poses]))
-    d = _COLLIDE(m, jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat))
+    d = _COLLIDE(m, posed_data(m, [p[0] for p in poses], [p[1] for p in poses]))
     full = np.asarray(d.warning_number)[:, int(mjl.types.Warning.CONTACTFULL)]
     assert full.tolist() == [0, 0, 0, 0, 1], full
     for i, (_, _, theirs) in enumerate(poses[:-1]):

@@ -466,13 +466,6 @@ def test_no_retrace_on_float_change_and_vmap():
 
 def test_unsupported_features_raise():
     mjm = mujoco.MjModel.from_xml_string(
-        '<mujoco><worldbody><body><joint name="h" springyield="5" stiffness="1"/><geom size="0.1"/></body>'
-        "</worldbody></mujoco>"
-    )
-    m = oracle.model_from_mujoco(mjm)
-    with pytest.raises(NotImplementedError, match="springyield"):
-        passive.passive(m, io.make_data(m))
-    mjm = mujoco.MjModel.from_xml_string(
         '<mujoco><worldbody><body><joint name="h"/><geom size="0.1"/></body></worldbody>'
         '<actuator><general joint="h" dyntype="user" gaintype="user"/></actuator></mujoco>'
     )

@@ -469,8 +469,8 @@ def test_qacc_reset_keeps_the_position_velocity_fields(small, mode):
 @pytest.mark.parametrize("integrator", ["RK4", "implicitfast"])
 def test_qacc_reset_other_integrators(integrator):
     """The same reset (Config.qacc_reset "state") with the other integrators: RK4's stages rewrite the position and
-    velocity fields, so they are reset there (all but energy, which its stages do not compute); implicitfast keeps
-    them as Euler does. Either way every value is finite."""
+    velocity fields and the energy (computed by every stage, as mj_forwardSkip), so they are reset there;
+    implicitfast keeps them as Euler does. Either way every value is finite."""
     xml = SMALL_XML.replace('timestep="0.01"', f'timestep="0.01" integrator="{integrator}"')
     m = mjx_lite.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml)), qacc_reset="state")
     out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, _diverging_batch(m, io.make_data(m)))
@@ -479,8 +479,8 @@ def test_qacc_reset_other_integrators(integrator):
     for f in types.STATE_FIELDS + _AFTER_ACC:
         np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(reset, f)), err_msg=f)
     start = jax.tree.map(lambda x: x[0], out)  # env 0 started from the same state
-    for f in _POS_VEL:  # RK4's stages compute no energy: it is kept there too
-        kept = reset if integrator == "RK4" and f != "energy" else start
+    for f in _POS_VEL:
+        kept = reset if integrator == "RK4" else start
         np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(kept, f)), err_msg=f)
     for path, x in jax.tree_util.tree_leaves_with_path(out):
         assert np.all(np.isfinite(np.asarray(x))), jax.tree_util.keystr(path)

@@ -453,19 +453,6 @@ def test_qpos0_state_matches_pipeline():
     np.testing.assert_allclose(st.minv @ st.mfull, np.eye(m.nv), atol=1e-9)
 
 
-@pytest.mark.parametrize(
-    "body",
-    [
-        '<body><joint type="hinge" springyield="10"/><geom size=".1"/></body>',
-        '<body><joint name="j" type="hinge"/><geom size=".1"/></body></worldbody>'
-        '<tendon><fixed springyield="1"><joint joint="j" coef="1"/></fixed></tendon><worldbody>',
-    ],
-)
-def test_plastic_springs_are_refused_at_load_time(body):
-    with pytest.raises(NotImplementedError, match="springyield"):
-        mjx_lite.load_mjcf_string(f"<mujoco><worldbody>{body}</worldbody></mujoco>")
-
-
 def test_libccd_collision_is_refused_at_load_time():
     """nativeccd="disable" selects libccd's MPR (other contact points, normals and multi-contacts): refused by name,
     with its line, rather than silently replaced by the native GJK/EPA."""

@@ -29,6 +29,7 @@ from mjx_lite.mjcf import (
     flex,
     fuse,
     hfield,
+    plastic,
     sensor,
     skin,
     tendon,
@@ -320,10 +321,8 @@ def _joint_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     springyield = float(g("springyield", 0.0))
     if springyield < 0:
         raise at.error(el, "springyield cannot be negative in joint", "springyield")
-    if springyield > 0:
-        # plastic springs change the spring rest position at run time; the pipeline does not model that
-        msg = "springyield > 0 (plastic springs) is not supported"
-        raise at.unsupported(el, msg, "springyield")
+    if springyield > 0 and jtype == 0:
+        raise at.error(el, "springyield should not be defined in free joint", "springyield")
     if degree and jtype == 3:
         ref *= math.pi / 180.0
         springref *= math.pi / 180.0
@@ -1307,6 +1306,7 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     if ctx.compiler["settotalmass"] > 0:
         set_total_mass(ctx, float(ctx.compiler["settotalmass"]))
     stat = derived.set_const(ctx)
+    plastic.compile_plastic(ctx)  # after set_const: tendon_lengthspring resolved
     stat.update(statistic_overrides(root))
     fill_missing(ctx, tuple(f.name for f in dataclasses.fields(types.Model)), {})  # anything still missing
     sizes = {k: int(ctx.sizes.get(k, 0)) for k in types.SIZE_FIELDS}

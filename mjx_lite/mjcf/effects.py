@@ -189,7 +189,7 @@ _JOINT = {
     "actuatorgravcomp": model("jnt_actgravcomp"), "margin": model("jnt_margin"), "ref": model("qpos0"),
     "springref": model("qpos_spring"), "armature": model("dof_armature"),
     "damping": model("dof_damping", "dof_dampingpoly"), "frictionloss": model("dof_frictionloss"), "user": USER,
-    "springyield": Refused("> 0 (plastic springs)", "0.1"),
+    "springyield": model("jnt_springyield", "jnt_plasticadr"),
 }  # fmt: skip
 _FREEJOINT = {"name": NAME, "group": GROUP, "align": Refused("'true' (free joint aligned to the inertia frame)",
                                                              "true")}
@@ -281,7 +281,7 @@ _TENDON = {
     "springlength": model("tendon_lengthspring"), "margin": model("tendon_margin"),
     "stiffness": model("tendon_stiffness", "tendon_stiffnesspoly"),
     "damping": model("tendon_damping", "tendon_dampingpoly"), "armature": model("tendon_armature"), "user": USER,
-    "springyield": Refused("> 0 (plastic tendon springs)", "0.1"),
+    "springyield": model("tendon_springyield", "tendon_plasticadr"),
 }  # fmt: skip
 _SPATIAL = {**_TENDON, "width": NoEffect("rendering width of the tendon"), "material": MATERIAL, "rgba": RGBA}
 

@@ -15,7 +15,6 @@ from mjx_lite.mjcf.attrs import (
     register_all,
     resolve_limited,
     section_children,
-    unsupported,
     vec,
 )
 from mjx_lite.mjcf.context import CompileContext
@@ -175,9 +174,6 @@ def compile_tendon(root: Element, ctx: CompileContext) -> None:
         a["tendon_dampingpoly"].append(damp[1:])
         if float(get(t, "springyield", 0.0)) < 0:
             raise error(t, "springyield cannot be negative in tendon", "springyield")
-        if float(get(t, "springyield", 0.0)) > 0:
-            msg = "springyield > 0 (plastic springs) is not supported"
-            raise unsupported(t, msg, "springyield")
         a["tendon_springyield"].append(float(get(t, "springyield", 0.0)))
         arm = float(get(t, "armature", 0.0))
         if arm < 0:

@@ -169,7 +169,8 @@ def energy_vel(m: Model, d: Data) -> Data:
 
 
 def forward_skip(m: Model, d: Data, sensors: bool = True) -> Data:
-    """mj_forwardSkip(m, d, mjSTAGE_NONE, skipsensor=not sensors); `sensors` also gates energy (RK4 stages)."""
+    """mj_forwardSkip(m, d, mjSTAGE_NONE, skipsensor=not sensors). Energy is computed either way (as mj_forwardSkip
+    does: RK4's stages leave the last stage's energy in Data)."""
     return forward_acc(m, forward_pos_vel(m, d, sensors), sensors)
 
 
@@ -178,11 +179,11 @@ def forward_pos_vel(m: Model, d: Data, sensors: bool = True) -> Data:
     d = fwd_position(m, d)
     if sensors:
         d = run(sensor.sensor_pos, m, d)
-        d = energy_pos(m, d)
+    d = energy_pos(m, d)
     d = fwd_velocity(m, d)
     if sensors:
         d = run(sensor.sensor_vel, m, d)
-        d = energy_vel(m, d)
+    d = energy_vel(m, d)
     return d
 
 

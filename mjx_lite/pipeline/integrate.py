@@ -44,7 +44,7 @@ from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import qacc_reset
 from mjx_lite.data import make_data
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
-from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels, sensor
+from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels, plastic, sensor
 from mjx_lite.types import MINVAL, STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
 
 MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
@@ -138,17 +138,22 @@ def next_act(m: Model, act: jax.Array, act_dot: jax.Array) -> jax.Array:
     return new
 
 
-def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.Array | None = None) -> Data:
-    """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h."""
+def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.Array | None = None,
+             start: Data | None = None) -> Data:
+    """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h; then the plastic
+    springs' references (`plastic.update`) from `start` (forward at the step's start; default d)."""
     h = m.opt.timestep
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
         act = actuation.advance_act(m, d, next_act(m, d.act, act_dot), act_dot)  # dcmotor slots, servo wraps
     new_qvel = d.qvel + h * qacc
-    qpos = integrate_pos(m, d.qpos, new_qvel if qvel is None else qvel, h)
+    vel = new_qvel if qvel is None else qvel
+    qpos = integrate_pos(m, d.qpos, vel, h)
     # the step's controls and sensor values recorded at its start time (mj_advance); delayed sensors afresh
     buf = history.advance(m, d, sensor.history_raw(m, d))
-    return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf)
+    plast = plastic.update(m, d if start is None else start, qpos, h * vel)
+    return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf,
+                     plastic=plast)  # fmt: skip
 
 
 # ---- integrators -------------------------------------------------------------------------------------------
@@ -308,10 +313,11 @@ def rk4(m: Model, d: Data) -> Data:
             k = k.at[rot].set(_dexpinv(h * dv[rot], d.qvel[rot]))
         return (d, rate.at[i + 1].set(k), acc.at[i + 1].set(d.qacc), adot.at[i + 1].set(d.act_dot)), None
 
+    start = d
     (d, rate, acc, adot), _ = jax.lax.scan(stage, (d, rate, acc, adot), jp.arange(3))
     b = jp.asarray(_RK4_B, h.dtype)
     d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)
-    return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate))
+    return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate), start=start)
 
 
 def _combine(w: jax.Array, x: jax.Array) -> jax.Array:

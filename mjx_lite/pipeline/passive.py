@@ -6,7 +6,7 @@ f(v) = a v + b v|v| + c v^3 (per dof / per tendon), tendon springs with a [lower
 damping (gear^2 f(v) at the joint or tendon target). Disable flags: SPRING zeroes qfrc_spring, DAMPER zeroes
 qfrc_damper, both together zero every passive force (as the old PASSIVE flag); GRAVITY disables gravcomp.
 Gravity compensation of joints with `jnt_actgravcomp` is routed to qfrc_actuator by `actuation`.
-Plastic springs (springyield > 0, MuJoCo's `mjData.plastic` state) are not supported and raise.
+Plastic springs (springyield > 0): the references of those joints and tendons are in `d.plastic` (`plastic`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
-from mjx_lite.pipeline import flex, fluid, support
+from mjx_lite.pipeline import flex, fluid, plastic, support
 from mjx_lite.pipeline.tendon import apply_ft
 from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
 
@@ -31,17 +31,6 @@ def _poly_damp(v, a, poly):
     return a * v + poly[..., 0] * v * jp.abs(v) + poly[..., 1] * v * v * v
 
 
-def _check_plastic(m: Model) -> None:
-    for name in ("jnt_springyield", "tendon_springyield"):
-        v = getattr(m, name)
-        if isinstance(v, jax.core.Tracer):
-            continue  # cannot inspect under tracing; checked when the model is concrete
-        if np.any(np.asarray(v) > 0):
-            raise NotImplementedError(
-                f"mjx_lite: {name} > 0 (plastic springs, MuJoCo's mjData.plastic state) is not supported"
-            )
-
-
 def _springs(m: Model, d: Data) -> jax.Array:
     dtype = d.qpos.dtype
     qfrc = jp.zeros((m.nv,), dtype)
@@ -49,9 +38,10 @@ def _springs(m: Model, d: Data) -> jax.Array:
     qadr = np.asarray(m.jnt_qposadr)
     dadr = np.asarray(m.jnt_dofadr)
     k, kp = m.jnt_stiffness, m.jnt_stiffnesspoly
+    qpos_spring, lengthspring = plastic.references(m, d)
     scal = np.nonzero((jtype == JointType.SLIDE) | (jtype == JointType.HINGE))[0]
     if len(scal):
-        x = d.qpos[qadr[scal]] - m.qpos_spring[qadr[scal]]
+        x = d.qpos[qadr[scal]] - qpos_spring[qadr[scal]]
         qfrc = qfrc.at[dadr[scal]].set(-_poly_stiff(x, k[scal], kp[scal]))
 
     def vec_spring(vec, j):
@@ -62,18 +52,18 @@ def _springs(m: Model, d: Data) -> jax.Array:
     free = np.nonzero(jtype == JointType.FREE)[0]
     if len(free):
         a = qadr[free][:, None]
-        x = d.qpos[a + np.arange(3)] - m.qpos_spring[a + np.arange(3)]
+        x = d.qpos[a + np.arange(3)] - qpos_spring[a + np.arange(3)]
         qfrc = qfrc.at[dadr[free][:, None] + np.arange(3)].set(vec_spring(x, free))
     rot = np.nonzero((jtype == JointType.FREE) | (jtype == JointType.BALL))[0]
     if len(rot):
         a = (qadr[rot] + np.where(jtype[rot] == JointType.FREE, 3, 0))[:, None] + np.arange(4)
-        dif = mjm.quat_sub(mjm.quat_normalize(d.qpos[a]), m.qpos_spring[a])
+        dif = mjm.quat_sub(mjm.quat_normalize(d.qpos[a]), qpos_spring[a])
         cols = (dadr[rot] + np.where(jtype[rot] == JointType.FREE, 3, 0))[:, None] + np.arange(3)
         qfrc = qfrc.at[cols].set(vec_spring(dif, rot))
 
     if m.ntendon:
         length = d.ten_length
-        lower, upper = m.tendon_lengthspring[:, 0], m.tendon_lengthspring[:, 1]
+        lower, upper = lengthspring[:, 0], lengthspring[:, 1]
         x = jp.where(length > upper, length - upper, jp.where(length < lower, length - lower, 0.0))
         frc = -_poly_stiff(x, m.tendon_stiffness, m.tendon_stiffnesspoly)
         qfrc = qfrc + frc @ d.ten_J
@@ -138,7 +128,6 @@ def gravcomp_dof_mask(m: Model, actuated: bool) -> np.ndarray:
 
 def passive(m: Model, d: Data) -> Data:
     """Passive forces: qfrc_spring, qfrc_damper, qfrc_gravcomp, qfrc_fluid, qfrc_passive (each (nv,))."""
-    _check_plastic(m)
     dtype = d.qpos.dtype
     zero = jp.zeros((m.nv,), dtype)
     flags = m.opt.disableflags

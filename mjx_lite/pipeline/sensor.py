@@ -29,6 +29,7 @@ from mjx_lite.pipeline import (
     contact_force,
     history,
     inertia,
+    plastic,
     ray,
     ray_camera,
     rne,
@@ -144,27 +145,28 @@ def energy_pos(m: Model, d: Data) -> jax.Array:
         e = e - jp.sum(m.body_mass[1:] * (d.xipos[1:] @ m.opt.gravity))
     if m.opt.disableflags & DisableBit.SPRING:
         return e
+    qpos_spring, lengthspring = plastic.references(m, d)
     jtype = np.asarray(m.jnt_type)
     qadr = np.asarray(m.jnt_qposadr)
     k = m.jnt_stiffness
     lin = np.nonzero((jtype == JointType.HINGE) | (jtype == JointType.SLIDE))[0]
     if lin.size:
-        dq = d.qpos[qadr[lin]] - m.qpos_spring[qadr[lin]]
+        dq = d.qpos[qadr[lin]] - qpos_spring[qadr[lin]]
         e = e + 0.5 * jp.sum(k[lin] * dq * dq)
     free = np.nonzero(jtype == JointType.FREE)[0]
     if free.size:
         pi = qadr[free][:, None] + np.arange(3)
-        dp = d.qpos[pi] - m.qpos_spring[pi]
+        dp = d.qpos[pi] - qpos_spring[pi]
         e = e + 0.5 * jp.sum(k[free] * jp.sum(dp * dp, axis=-1))
     rot = np.concatenate([np.nonzero(jtype == JointType.BALL)[0], free]).astype(int)
     if rot.size:
         start = qadr[rot] + np.where(jtype[rot] == JointType.FREE, 3, 0)
         pi = start[:, None] + np.arange(4)
-        dr = quat_sub(d.qpos[pi], m.qpos_spring[pi])
+        dr = quat_sub(d.qpos[pi], qpos_spring[pi])
         e = e + 0.5 * jp.sum(k[rot] * jp.sum(dr * dr, axis=-1))
     if m.ntendon:
         length = d.ten_length
-        lo, hi = m.tendon_lengthspring[:, 0], m.tendon_lengthspring[:, 1]
+        lo, hi = lengthspring[:, 0], lengthspring[:, 1]
         disp = jp.where(length > hi, hi - length, jp.where(length < lo, lo - length, 0.0))
         e = e + 0.5 * jp.sum(m.tendon_stiffness * disp * disp)
     return e
