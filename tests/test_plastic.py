@@ -1,6 +1,6 @@
 """Plastic springs (MuJoCo 4.0 `springyield` of joints and tendons): compiled fields, keyframes, Data.plastic of
 mj_resetData, 100-step trajectories (qpos, qvel, plastic, qfrc_spring, energy) against mj_step with Euler and RK4
-(implicitfast slow), the state through interop, gradients against central differences, MuJoCo's load errors."""
+(RK4 and implicitfast slow), the state through interop, gradients against central differences, MuJoCo's load errors."""
 
 import jax
 import jax.numpy as jp
@@ -71,10 +71,13 @@ def test_compiled_fields_and_reset_state(case):
     np.testing.assert_allclose(np.asarray(m.key_plastic), mjm.key_plastic, atol=1e-15)
 
 
-def test_trajectory_matches_mujoco(case):
+@pytest.mark.parametrize("integrator", ["Euler", pytest.param("RK4", marks=pytest.mark.slow)])  # CI time
+def test_trajectory_matches_mujoco(integrator):
     """Every reference yields (hinge, slide and ball both ways, the fixed tendon's band shifted, the slack spatial
     tendon's upper bound moved): the whole trajectory, Data.plastic and the spring forces as mj_step's."""
-    mjm, m = case
+    jax.config.update("jax_enable_x64", True)
+    xml = XML.format(integrator=integrator)
+    mjm, m = mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
     ref, ours = _reference(mjm), _ours(m)
     plastic = ref[:, mjm.nq + mjm.nv : mjm.nq + mjm.nv + mjm.nplastic]
     moved = np.abs(plastic[-1] - mujoco.MjData(mjm).plastic) > 1e-3

@@ -59,9 +59,14 @@ def _rollout(mjm, steps):
     return ctrls, np.asarray(out)
 
 
+# RK4: delayed sensors sample the step's start state (not the last stage's kinematics, whose site positions differ)
+SMALL_RK4 = SMALL.replace("</sensor>", '<framepos objtype="site" objname="tip" nsample="3" delay="0.01"/></sensor>')
+
+
 @pytest.mark.parametrize("integrator, sensors", [
-    ("Euler", SMALL), pytest.param("Euler", SENSORS, marks=pytest.mark.slow),
-    pytest.param("implicitfast", SENSORS, marks=pytest.mark.slow)])  # fmt: skip
+    ("Euler", SMALL), ("RK4", SMALL_RK4), pytest.param("Euler", SENSORS, marks=pytest.mark.slow),
+    pytest.param("implicitfast", SENSORS, marks=pytest.mark.slow), pytest.param("RK4", SENSORS, marks=pytest.mark.slow)
+])  # fmt: skip
 def test_sensor_history_trajectory(integrator, sensors):
     xml = _xml(integrator, sensors)
     mjm, m = mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
@@ -95,15 +100,6 @@ def test_sensor_history_errors(sensor, message):
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(mjl.MJCFError, match=message):
         mjl.load_mjcf_string(xml)
-
-
-def test_sensor_delay_with_rk4_refused():
-    """MuJoCo samples a delayed sensor after RK4's last stage (intermediate kinematics): not reproduced, refused."""
-    with pytest.raises(mjl.MJCFUnsupportedError, match="RK4"):
-        mjl.load_mjcf_string(_xml("RK4"))
-    # sensors with a buffer but no delay load with RK4
-    xml = _xml("RK4").replace(SENSORS, '<sensor><jointpos joint="j" nsample="3" interval="0.01"/></sensor>')
-    assert mjl.load_mjcf_string(xml).nhistory == mujoco.MjModel.from_xml_string(xml).nhistory
 
 
 @pytest.mark.parametrize("timestep, interval", [("0.005", "0.03 -0.01"), ("0.001", "0.013 -0.011"),

@@ -2,7 +2,7 @@
 
 History buffers (nsample > 0; delay, interp, interval) are compiled as MuJoCo's (sensor_history, sensor_historyadr
 after the actuators' buffers, nhistory; pipeline/history.py runs them). Not supported (MJCFError naming the
-element): tactile, plugin, user, a sensor delay with the RK4 integrator, a sensor interval shorter than the
+element): tactile, plugin, user, a sensor interval shorter than the
 timestep (with a buffer). Camera rangefinders: objtype camera, dim = data size x width x height.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
-from mjx_lite.types import DataType, GeomType, IntegratorType, JointType, ObjType, SensorType, Stage
+from mjx_lite.types import DataType, GeomType, JointType, ObjType, SensorType, Stage
 
 R, P, A, Q = DataType.REAL, DataType.POSITIVE, DataType.AXIS, DataType.QUATERNION
 POS, VEL, ACC = Stage.POS, Stage.VEL, Stage.ACC
@@ -253,9 +253,6 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             raise error(s, f"at most 2^24 samples in sensor history buffer, got {nsample}", "nsample")
         if delay[i] > 0 and nsample <= 0:
             raise error(s, "setting delay > 0 without a history buffer", "delay")
-        if delay[i] > 0 and int(ctx.option.get("integrator", 0)) == IntegratorType.RK4:
-            raise unsupported(s, "a sensor delay with the RK4 integrator is not supported by mjx_lite (MuJoCo samples "
-                                 "the delayed sensor at the last Runge-Kutta stage's intermediate state)", "delay")
         c = float(get(s, "cutoff", 0.0))
         if c < 0:
             raise error(s, "negative cutoff", "cutoff")

@@ -140,8 +140,9 @@ def next_act(m: Model, act: jax.Array, act_dot: jax.Array) -> jax.Array:
 
 def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.Array | None = None,
              start: Data | None = None) -> Data:
-    """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h; then the plastic
-    springs' references (`plastic.update`) from `start` (forward at the step's start; default d)."""
+    """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h; the history
+    buffers' samples and the plastic springs' references (`plastic.update`) from `start` (forward at the step's
+    start; default d)."""
     h = m.opt.timestep
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
@@ -150,7 +151,8 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
     vel = new_qvel if qvel is None else qvel
     qpos = integrate_pos(m, d.qpos, vel, h)
     # the step's controls and sensor values recorded at its start time (mj_advance); delayed sensors afresh
-    buf = history.advance(m, d, sensor.history_raw(m, d))
+    # (RK4: delayed sensors sample the step's start state, not the last stage's kinematics: as MuJoCo, probed)
+    buf = history.advance(m, d, sensor.history_raw(m, d if start is None else start))
     plast = plastic.update(m, d if start is None else start, qpos, h * vel)
     return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf,
                      plastic=plast)  # fmt: skip
