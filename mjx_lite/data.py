@@ -142,7 +142,7 @@ def _init_history(m: Model, dtype) -> jax.Array:
     """Data.history of mj_resetData (nhistory,) (layout: `mjx_lite.pipeline.history`): per buffer the user slot
     (actuators 0; sensors the last interval tick: the interval's phase, or -period, or -timestep without an
     interval), the cursor n-1, times -(n-j) timestep (interval sensors: ticks t0 - (n-1-j) period rounded up to
-    the timestep grid) and zero values."""
+    the timestep grid, at least a timestep apart) and zero values."""
     out = _full((m.nhistory,), 0, dtype)
     if m.nhistory == 0:
         return out
@@ -158,10 +158,14 @@ def _init_history(m: Model, dtype) -> jax.Array:
             if kind == "sensor":
                 period, phase = m.sensor_interval[i, 0].astype(dtype), m.sensor_interval[i, 1].astype(dtype)
                 t0 = jp.where(phase == 0, -period, phase)
-                x = (t0 - (n - 1 - j) * period) / dt
+                x = (jp.where(phase == 0, -jp.maximum(period, dt), phase) - (n - 1 - j) * period) / dt
                 # up to the timestep grid; within _GRID_TOL (relative) of a grid point counts as on it (MuJoCo 4.0
-                # absorbs the round-off of decimal phases and periods, e.g. -0.01 - 3 * 0.03 = -0.0999..)
-                times = jp.where(period > 0, jp.ceil(x - _GRID_TOL * jp.abs(x)) * dt, times)
+                # absorbs the round-off of decimal phases and periods, e.g. -0.01 - 3 * 0.03 = -0.0999..); at
+                # least one timestep apart (a period shorter than the timestep: one sample per step, the last at
+                # -timestep without a phase): j + the reverse running minimum of (tick - j), as MuJoCo 4.0 (probed)
+                grid = jp.ceil(x - _GRID_TOL * jp.abs(x))
+                grid = j + jax.lax.cummin(grid - j, reverse=True)
+                times = jp.where(period > 0, grid * dt, times)
                 user = jp.where(period > 0, t0, -dt)
             out = out.at[a].set(user).at[a + 1].set(n - 1).at[a + 2 : a + 2 + n].set(times)
     return out

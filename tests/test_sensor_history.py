@@ -103,17 +103,33 @@ def test_sensor_history_errors(sensor, message):
 
 
 @pytest.mark.parametrize("timestep, interval", [("0.005", "0.03 -0.01"), ("0.001", "0.013 -0.011"),
-                                                ("0.0021", "0.07 0"), ("0.01", "0.25 -0.15")])  # fmt: skip
+                                                ("0.0021", "0.07 0"), ("0.01", "0.25 -0.15"), ("0.005", "0.003 0"),
+                                                ("0.005", "0.002 -0.001"), ("0.01", "0.004 -0.002"),
+                                                ("0.005", "0.007 0")])  # fmt: skip
 def test_interval_buffers_of_reset(timestep, interval):
     """The initial sample times of interval sensors: ticks before time 0 rounded up to the timestep grid, decimal
-    round-off (-0.01 - 3 * 0.03) counting as on the grid, as MuJoCo 4.0's mj_resetData."""
+    round-off (-0.01 - 3 * 0.03) counting as on the grid, at least a timestep apart (periods shorter than the
+    timestep), as MuJoCo 4.0's mj_resetData."""
     xml = _xml("Euler", SMALL).replace('timestep="0.005"', f'timestep="{timestep}"').replace("0.03 -0.01", interval)
     mjm, m = mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
     np.testing.assert_array_equal(np.asarray(mjl.make_data(m).history), mujoco.MjData(mjm).history)
 
 
-def test_interval_shorter_than_timestep_refused():
-    xml = _xml("Euler", SMALL).replace("0.03 -0.01", "0.003 0")
-    mujoco.MjModel.from_xml_string(xml)
-    with pytest.raises(mjl.MJCFUnsupportedError, match="interval shorter than the timestep"):
-        mjl.load_mjcf_string(xml)
+@pytest.mark.slow  # CI time: a trajectory compile of its own; the buffers of reset are checked above
+def test_interval_shorter_than_timestep_trajectory():
+    """Interval sensors whose period is shorter than the timestep (and one with a phase) sample on every step:
+    sensordata and the buffers over 60 steps as mj_step's."""
+    sensors = SMALL.replace("0.03 -0.01", "0.003 0").replace(
+        '<jointpos joint="k" nsample="4" delay="0.007" interp="linear"/>', '<jointvel joint="k" nsample="5" '
+        'interval="0.002 -0.001"/>')  # fmt: skip
+    xml = _xml("Euler", sensors)
+    mjm, m = mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
+    ctrls, ref = _rollout(mjm, 60)
+
+    def body(d, u):
+        d = mjl.step(m, d.replace(ctrl=u))
+        return d, jp.concatenate([d.sensordata, d.history, d.qpos])
+
+    d0 = mjl.make_data(m).replace(qpos=jp.asarray([0.4, -0.3]))
+    ours = np.asarray(jax.jit(lambda d, c: jax.lax.scan(body, d, c)[1])(d0, jp.asarray(ctrls)))
+    np.testing.assert_allclose(ours, ref, atol=TRAJ_ATOL, rtol=0)

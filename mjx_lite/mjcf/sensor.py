@@ -2,8 +2,7 @@
 
 History buffers (nsample > 0; delay, interp, interval) are compiled as MuJoCo's (sensor_history, sensor_historyadr
 after the actuators' buffers, nhistory; pipeline/history.py runs them). Not supported (MJCFError naming the
-element): tactile, plugin, user, a sensor interval shorter than the
-timestep (with a buffer). Camera rangefinders: objtype camera, dim = data size x width x height.
+element): tactile, plugin, user. Camera rangefinders: objtype camera, dim = data size x width x height.
 """
 
 from __future__ import annotations
@@ -286,9 +285,6 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             raise error(s, "positive phase", "interval")
         if interval[i, 0] > 0 and interval[i, 1] <= -interval[i, 0]:
             raise error(s, "phase must be greater than -period", "interval")
-        if nsample > 0 and 0 < interval[i, 0] < float(ctx.option.get("timestep", 0.002)):
-            raise unsupported(s, "a sensor interval shorter than the timestep is not supported by mjx_lite (MuJoCo "
-                                 "4.0 spaces the initial sample times of its buffer by another rule)", "interval")
     ctx.arrays.update(cols)
     ctx.arrays.update(sensor_intprm=intprm, sensor_history=history, sensor_noise=noise, sensor_cutoff=cutoff,
                       sensor_delay=delay, sensor_interval=interval)  # fmt: skip
