@@ -376,7 +376,7 @@ def _random_state(m: Model, seed: int):
     rng = np.random.default_rng(seed)
     d = mjx_lite.make_data(m)
     if m.nkey:
-        d = d.replace(qpos=m.key_qpos[0], ctrl=m.key_ctrl[0])
+        d = d.replace(qpos=m.key_qpos[0], ctrl=m.key_ctrl[0], plastic=m.key_plastic[0].astype(d.plastic.dtype))
     scalar = np.isin(np.asarray(m.jnt_type), (mjx_lite.JointType.HINGE, mjx_lite.JointType.SLIDE))
     adr = np.asarray(m.jnt_qposadr)[scalar]
     return d.replace(qpos=d.qpos.at[adr].add(jp.asarray(0.1 * rng.standard_normal(len(adr)))),
