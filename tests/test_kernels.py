@@ -25,7 +25,7 @@ import mjx_lite as mjl
 from mjx_lite import config as config_mod
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
-from mjx_lite.pipeline.kernels import factor, launch, tree, velocity
+from mjx_lite.pipeline.kernels import factor, launch, passive, tree, velocity
 from mjx_lite.types import DisableBit
 from tests import oracle
 
@@ -61,13 +61,15 @@ WARNING_OPS = ("stablehlo.compare", "stablehlo.add", "stablehlo.scatter")
 
 TREE_FIELDS = tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS
 FACTOR_FIELDS = ("qLD", "qLDiagInv")
-VELOCITY_FIELDS = velocity.OUTPUTS
+# with the passive forces (kernels/passive.py: in the velocity pass's kernel on the models here without tendons)
+VELOCITY_FIELDS = velocity.OUTPUTS + passive.OUTPUTS
 SOLVE_FIELDS = ("solve_m", "solve_shifted")
 # everything `_stages` returns
 STAGE_FIELDS = TREE_FIELDS + FACTOR_FIELDS + VELOCITY_FIELDS + SOLVE_FIELDS
 
 # every joint type, a body with three joints, a mocap body, sites, geoms in every sameframe case MuJoCo produces
-# here, cameras in all five modes, actuators with armature on their joints
+# here, cameras in all five modes, actuators with armature on their joints; polynomial springs (a spring reference
+# on the hinge and slide) and dampers on free, ball, hinge and slide joints, actuator damping on a ball and a hinge
 JOINTS = """
 <mujoco>
   <worldbody>
@@ -75,18 +77,19 @@ JOINTS = """
     <camera name="fixed" pos="0 -3 1" xyaxes="1 0 0 0 0.3 1"/>
     <camera name="aim_world" pos="2 2 2" mode="targetbody" target="torso"/>
     <body name="torso" pos="0 0 1.2" quat="0.9 0.1 0.2 0.3">
-      <freejoint/>
+      <joint type="free" stiffness="3 0.5 0.2" damping="0.4 0.1 0.05"/>
       <geom type="box" size="0.2 0.1 0.1" mass="3"/>
       <geom type="sphere" size="0.05" pos="0.2 0.1 0" quat="0.5 0.5 0.5 0.5"/>
       <site name="s0" pos="0.1 0 0.1"/>
       <camera name="track" pos="0 -2 0.5" mode="track"/>
       <camera name="trackcom" pos="0 -2 0.5" mode="trackcom"/>
       <body name="arm" pos="0.3 0 0">
-        <joint name="ball" type="ball"/>
+        <joint name="ball" type="ball" stiffness="2 0.3 0.1" damping="0.3 0.2 0.1"/>
         <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
         <body name="fore" pos="0.3 0 0">
-          <joint name="h1" type="hinge" axis="0 1 0" pos="0.01 0 0"/>
-          <joint name="s1" type="slide" axis="1 0 0"/>
+          <joint name="h1" type="hinge" axis="0 1 0" pos="0.01 0 0" stiffness="4 1 0.5" damping="1 0.2 0.3"
+                 springref="0.3"/>
+          <joint name="s1" type="slide" axis="1 0 0" stiffness="5" damping="0.5" springref="-0.1"/>
           <joint name="h2" type="hinge" axis="0 0 1"/>
           <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.035" euler="10 20 30"/>
           <site name="tip" pos="0.25 0 0" euler="0 90 0"/>
@@ -121,6 +124,8 @@ JOINTS = """
     <motor joint="hip" gear="1"/>
     <motor joint="ph" gear="3" armature="0.1"/>
     <motor joint="pb" gear="2" armature="0.07"/>
+    <general joint="pb" gear="1.5" damping="0.3 0.2 0.1"/>
+    <general joint="h1" gear="-1" damping="0.2"/>
   </actuator>
 </mujoco>
 """
@@ -254,15 +259,54 @@ def _done(m, d) -> tuple:
     return done[0]
 
 
+def _velocity_done(m, d) -> tuple:
+    """The stages `kernels.velocity_pass` computed (traced only)."""
+    done = []
+    jax.eval_shape(lambda d: done.append(kernels.velocity_pass(m, d)[1]), d)
+    return done[0]
+
+
+PASSIVE_XLA = """
+<mujoco>
+  {option}
+  <worldbody>
+    <body {body}>
+      <joint type="hinge" stiffness="1" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+PASSIVE_TENDON = """
+<mujoco>
+  <worldbody>
+    <body>
+      <joint name="a" type="hinge"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+    </body>
+  </worldbody>
+  <tendon><fixed stiffness="1"><joint joint="a" coef="1"/></fixed></tendon>
+</mujoco>
+"""
+
+
 def test_stage_list_skips_what_the_kernel_computed():
     m = mjl.load_mjcf("cartpole")
     d = mjl.make_data(m)
     assert _done(mjl.configure(m, kernels="xla"), d) == ()
     mf = mjl.configure(m, kernels="fused")
     assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m")
-    done = []
-    jax.eval_shape(lambda d: done.append(kernels.velocity_pass(mf, d)[1]), d)
-    assert done == [("com_vel", "rne")]
+    assert _velocity_done(mf, d) == ("com_vel", "passive", "rne")
+    # passive forces with terms the kernel does not compute stay XLA (kernels/passive.py): a tendon, gravity
+    # compensation, a medium; and with springs and dampers both disabled (zeros)
+    for xml in (PASSIVE_TENDON, PASSIVE_XLA.format(body='gravcomp="0.5"', option=""),
+                PASSIVE_XLA.format(body="", option='<option density="1.2"/>'),
+                PASSIVE_XLA.format(body="", option='<option><flag spring="disable" damper="disable"/></option>')):
+        mx = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml)), kernels="fused")
+        assert _velocity_done(mx, mjl.make_data(mx)) == ("com_vel", "rne"), xml
+    md = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(PASSIVE_XLA.format(
+        body="", option='<option><flag spring="disable"/></option>'))), kernels="fused")  # fmt: skip
+    assert _velocity_done(md, mjl.make_data(md)) == ("com_vel", "passive", "rne")
     # the dense Cholesky factorisation (Config.mass_factorization) stays XLA, and so do the solves
     md = mjl.configure(m, kernels="fused", mass_factorization="dense")
     assert _done(md, d) == ("kinematics", "com_pos", "crb")
