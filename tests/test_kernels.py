@@ -43,13 +43,14 @@ GRAD_TOL = 1e-10
 # a kernel that loses part of its work does. Recorded: fused 2903, XLA 4185; after the actuator-delay and noslip
 # merges fused 3038, XLA 4320 (the same 1282 saved); with the Newton solver's kernel fused 2432, XLA 4320; later
 # fused 2460, XLA 4359 (1899 saved); with the constraint rows' kernel (kernels/rows.py) fused 1843, XLA 4359; with
-# the primitive colliders' kernel (kernels/collide.py) fused 1563, XLA 4359.
-FUSED_STEP_SAVED = 2796  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
-# 1888 before the rows'; 2516 before the colliders'
+# the primitive colliders' kernel (kernels/collide.py) fused 1563, XLA 4359; later fused 1565, XLA 4372 (2807
+# saved); with the passive forces in the velocity pass (kernels/passive.py) fused 1146, XLA 4372.
+FUSED_STEP_SAVED = 3226  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
+# 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
-# plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne),
-# solve_m (qacc_smooth) and solve_newton (the constraint solver's iterations, kernels/primal.py); the MJX humanoid
-# disables eulerdamp, so Euler's solve_shifted kernel is not in it
+# plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne,
+# passive: the joints' springs and dampers), solve_m (qacc_smooth) and solve_newton (the constraint solver's
+# iterations, kernels/primal.py); the MJX humanoid disables eulerdamp, so Euler's solve_shifted kernel is not in it
 FUSED_STEP_KERNELS = 6
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
