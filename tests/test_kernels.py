@@ -466,6 +466,50 @@ def test_gradients_equal_xla(models, name):
         np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
 
 
+PASSIVE_PARAMS = ("jnt_stiffness", "jnt_stiffnesspoly", "qpos_spring", "dof_damping", "dof_dampingpoly",
+                  "actuator_damping", "actuator_dampingpoly", "actuator_gear")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_passive_gradients_equal_xla(models):
+    """Reverse mode through the fused passive forces (kernels/passive.py) w.r.t. qpos, qvel and every Model float
+    the kernel reads: the XLA path's derivatives (the kernel's inputs carry the Model floats to the twin)."""
+    _, m, ds = models("joints")
+    d = _unbatched(ds)
+
+    def loss(params, qpos, qvel, m):
+        out = _stages(m.replace(**params), d.replace(qpos=qpos, qvel=qvel))
+        return sum(jp.sum(jp.sin(out[f] / 10.0)) for f in passive.OUTPUTS)
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+    params = {n: getattr(m, n) for n in PASSIVE_PARAMS}
+    got = grad(params, d.qpos, d.qvel, mjl.configure(m, kernels="fused"))
+    want = grad(params, d.qpos, d.qvel, mjl.configure(m, kernels="xla"))
+    assert_grads_equal(got, want, GRAD_TOL)
+
+
+# float32 fused and XLA passive forces differ by float32 round-off (relative to max(1, max |field|))
+FLOAT32_TOL = 1e-5
+
+
+@pytest.mark.slow
+def test_passive_flags_and_float32(models):
+    """The fused passive forces with springs or dampers disabled (zeros, as on the XLA path), and in float32."""
+    _, m, ds = models("joints")
+    for flag in (DisableBit.SPRING, DisableBit.DAMPER):
+        mf = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | flag))
+        want = _position_batched(mjl.configure(mf, kernels="xla"), ds)
+        got = _position_batched(mjl.configure(mf, kernels="fused"), ds)
+        _assert_close(got, want, passive.OUTPUTS, ROUNDOFF, f"disabled {flag!r}")
+        zero = "qfrc_spring" if flag == DisableBit.SPRING else "qfrc_damper"
+        assert not np.any(np.asarray(got[zero])) and np.any(np.asarray(got["qfrc_passive"]))
+    m32, ds32 = _float32(m), _float32(ds)
+    want = _position_batched(mjl.configure(m32, kernels="xla"), ds32)
+    got = _position_batched(mjl.configure(m32, kernels="fused"), ds32)
+    assert got["qfrc_passive"].dtype == jp.float32
+    _assert_close(got, want, VELOCITY_FIELDS, FLOAT32_TOL, "float32")
+
+
 def test_twin_reads_only_the_kernel_inputs(models):
     """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: every Model or Data
     field the twin reads must be one of them (else its derivative would be silently dropped)."""
