@@ -8,7 +8,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
   launch.py   the launcher: layouts, the custom_vmap rule that turns the user's vmap into blocks of
               environments, custom_jvp derivatives through the XLA twin
   tree.py     kinematics + com_pos + crb (+ factor.py's factorisation) as one kernel (the position tree pass)
-  velocity.py com_vel + rne as one kernel
+  velocity.py com_vel + rne (+ passive.py: the joints' passive forces) as one kernel
   factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
   collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box) of static pair groups as one kernel
