@@ -57,8 +57,8 @@ def tree_pass(m: Model, d: Data) -> tuple[Data, tuple]:
 
 
 def velocity_pass(m: Model, d: Data) -> tuple[Data, tuple]:
-    """The fused velocity pass (com_vel, rne) when `fused(m)` and the model has dofs: (d, names of the stages it
-    computed); (d, ()) otherwise."""
+    """The fused velocity pass (com_vel, rne, and passive when its terms are the joints' only) when `fused(m)` and
+    the model has dofs: (d, names of the stages it computed); (d, ()) otherwise."""
     if not (fused(m) and _velocity.fusable(m)):
         return d, ()
     return _velocity.velocity_pass(m, d, launch_of(m))

@@ -14,6 +14,10 @@ the same iteration. A second loop adds each body's force into its parent's from 
 (children of the world do not add into it), a third gives qfrc_bias = cdof . cfrc(body of the dof). The formulas
 are velocity.com_vel's and rne.rne's written per lane; fields equal the XLA stages' to round-off. Derivatives go
 through the XLA twin (kernels/launch.py).
+
+When `passive_fusable(m)` (kernels/passive.py: the passive forces are the joints' springs and dampers only) the
+kernel computes them after qfrc_bias (outputs qfrc_spring, qfrc_damper, qfrc_passive; inputs qpos and the Model
+floats they read) and the pass replaces the passive stage too.
 """
 
 from __future__ import annotations
