@@ -12,6 +12,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
   factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
   collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box) of static pair groups as one kernel
+  advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of joint equalities, dof friction, joint limits and
               pyramidal contacts as one kernel
 """
@@ -23,6 +24,7 @@ import jax
 from mjx_lite.collision import driver
 from mjx_lite.config import kernels as _kernels
 from mjx_lite.pipeline import constraint, inertia
+from mjx_lite.pipeline.kernels import advance as _advance
 from mjx_lite.pipeline.kernels import collide as _collide
 from mjx_lite.pipeline.kernels import factor as _factor
 from mjx_lite.pipeline.kernels import launch
@@ -33,8 +35,8 @@ from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
-__all__ = ["collide_fused", "collision", "fused", "launch_of", "make_constraint", "primal_fused", "rows_fused",
-           "solve_m", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
+__all__ = ["advance", "advance_fused", "collide_fused", "collision", "fused", "launch_of", "make_constraint",
+           "primal_fused", "rows_fused", "solve_m", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -107,6 +109,17 @@ def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Arra
     if not _solve_fused(m, x):
         return inertia.solve_shifted(m, d, shift, x)
     return _factor.solve_shifted(m, d, shift, x, launch_of(m))
+
+
+def advance_fused(m: Model) -> bool:
+    """Static: the integrator's velocity and position update runs as the fused kernel (`fused(m)`, dofs)."""
+    return fused(m) and _advance.fusable(m)
+
+
+def advance(m: Model, qpos: jax.Array, qvel: jax.Array, qacc: jax.Array, integrate_pos) -> tuple:
+    """(qpos', qvel') of the integrator's update as one fused kernel (the caller checks `advance_fused`; its
+    `integrate_pos` is the XLA twin's), see `kernels.advance.advance`."""
+    return _advance.advance(m, qpos, qvel, qacc, integrate_pos, launch_of(m))
 
 
 def primal_fused(m: Model, layout: _common.Layout, sparse_j: bool) -> bool:
