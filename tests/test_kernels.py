@@ -24,7 +24,7 @@ from jax._src.interpreters import partial_eval as pe
 import mjx_lite as mjl
 from mjx_lite import config as config_mod
 from mjx_lite.pipeline import forward as fwd
-from mjx_lite.pipeline import kernels
+from mjx_lite.pipeline import integrate, kernels
 from mjx_lite.pipeline.kernels import factor, launch, passive, tree, velocity
 from mjx_lite.types import DisableBit
 from tests import oracle
@@ -44,14 +44,16 @@ GRAD_TOL = 1e-10
 # merges fused 3038, XLA 4320 (the same 1282 saved); with the Newton solver's kernel fused 2432, XLA 4320; later
 # fused 2460, XLA 4359 (1899 saved); with the constraint rows' kernel (kernels/rows.py) fused 1843, XLA 4359; with
 # the primitive colliders' kernel (kernels/collide.py) fused 1563, XLA 4359; later fused 1565, XLA 4372 (2807
-# saved); with the passive forces in the velocity pass (kernels/passive.py) fused 1146, XLA 4372.
-FUSED_STEP_SAVED = 3226  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
-# 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'
+# saved); with the passive forces in the velocity pass (kernels/passive.py) fused 1146, XLA 4372; with the
+# integrator's update (kernels/advance.py) fused 986, XLA 4372.
+FUSED_STEP_SAVED = 3386  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
+# 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
 # plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne,
-# passive: the joints' springs and dampers), solve_m (qacc_smooth) and solve_newton (the constraint solver's
-# iterations, kernels/primal.py); the MJX humanoid disables eulerdamp, so Euler's solve_shifted kernel is not in it
-FUSED_STEP_KERNELS = 6
+# passive: the joints' springs and dampers), solve_m (qacc_smooth), solve_newton (the constraint solver's
+# iterations, kernels/primal.py) and advance (Euler's qvel and qpos update); the MJX humanoid disables eulerdamp,
+# so Euler's solve_shifted kernel is not in it
+FUSED_STEP_KERNELS = 7
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
@@ -578,6 +580,52 @@ def test_step_gradient_equals_xla(models):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=GRAD_TOL, atol=GRAD_TOL)
 
 
+# ---- the integrator's update (kernels/advance.py) ----------------------------------------------------------------
+
+
+def _advance(m, d):
+    """integrate._advance (Euler's and the implicit integrators' update) with a qacc of the state."""
+    d = d.replace(qacc=3.0 * jp.sin(d.qvel) - 0.5)
+    d = integrate._advance(m, d, d.act_dot, d.qacc)
+    return {"qpos": d.qpos, "qvel": d.qvel}
+
+
+_advance_batched = jax.jit(jax.vmap(_advance, in_axes=(None, 0)))
+
+
+def test_advance_equals_xla(models):
+    """qvel + h qacc and mj_integratePos (every joint type; a free joint at rest: omega = 0) fused == XLA, one
+    launch for the batch."""
+    _, m, ds = models("joints")
+    ds = ds.replace(qvel=ds.qvel.at[0, 3:6].set(0.0))
+    assert "advance" in str(jax.make_jaxpr(_advance)(mjl.configure(m, kernels="fused"), _unbatched(ds)))
+    want = _advance_batched(mjl.configure(m, kernels="xla"), ds)
+    got = _advance_batched(mjl.configure(m, kernels="fused"), ds)
+    _assert_close(got, want, ("qpos", "qvel"), ROUNDOFF, "advance")
+
+
+@pytest.mark.slow
+def test_advance_float32_and_gradients(models):
+    """The fused update in float32, and its derivatives w.r.t. qpos, qvel, qacc and the timestep: the XLA path's."""
+    _, m, ds = models("joints")
+    m32, ds32 = _float32(m), _float32(ds)
+    want = _advance_batched(mjl.configure(m32, kernels="xla"), ds32)
+    got = _advance_batched(mjl.configure(m32, kernels="fused"), ds32)
+    assert got["qpos"].dtype == jp.float32
+    _assert_close(got, want, ("qpos", "qvel"), FLOAT32_TOL, "advance float32")
+    d = _unbatched(ds)
+
+    def loss(qpos, qvel, qacc, h, m):
+        m = m.replace(opt=m.opt.replace(timestep=h))
+        d2 = integrate._advance(m, d.replace(qpos=qpos, qvel=qvel), d.act_dot, qacc)
+        return jp.sum(jp.sin(3.0 * d2.qpos)) + jp.sum(jp.cos(d2.qvel))
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))
+    args = (d.qpos, d.qvel, jp.sin(d.qvel), m.opt.timestep)
+    assert_grads_equal(grad(*args, mjl.configure(m, kernels="fused")), grad(*args, mjl.configure(m, kernels="xla")),
+                       GRAD_TOL)  # fmt: skip
+
+
 # ---- Triton lowering and the program's size ---------------------------------------------------------------------
 
 
@@ -611,6 +659,8 @@ def test_lowers_to_triton(models, monkeypatch, dtype):
         # tree, velocity, solve_m, solve_shifted (`_stages` disables constraints: the rows kernel's lowering is
         # test_kernels_rows.py::test_lowers_to_triton, the whole step's test_fused_step_program_size)
         assert text.count("__gpu$xla.gpu.triton") == 4, layout
+        text = _lower_cuda(jax.vmap(_advance, in_axes=(None, 0)), mf, batch)
+        assert text.count("__gpu$xla.gpu.triton") == 1, layout
 
 
 def _op_names(text: str) -> list:
