@@ -45,7 +45,7 @@ GRAD_TOL = 1e-10
 # fused 2460, XLA 4359 (1899 saved); with the constraint rows' kernel (kernels/rows.py) fused 1843, XLA 4359; with
 # the primitive colliders' kernel (kernels/collide.py) fused 1563, XLA 4359; later fused 1565, XLA 4372 (2807
 # saved); with the passive forces in the velocity pass (kernels/passive.py) fused 1146, XLA 4372; with the
-# integrator's update (kernels/advance.py) fused 986, XLA 4372.
+# integrator's update (kernels/advance.py) fused 986, XLA 4372; after the plastic-springs merge fused 989, XLA 4375.
 FUSED_STEP_SAVED = 3386  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
@@ -274,7 +274,7 @@ PASSIVE_XLA = """
   {option}
   <worldbody>
     <body {body}>
-      <joint type="hinge" stiffness="1" damping="0.1"/>
+      <joint type="hinge" stiffness="1" damping="0.1" {joint}/>
       <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
     </body>
   </worldbody>
@@ -301,14 +301,16 @@ def test_stage_list_skips_what_the_kernel_computed():
     assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m")
     assert _velocity_done(mf, d) == ("com_vel", "passive", "rne")
     # passive forces with terms the kernel does not compute stay XLA (kernels/passive.py): a tendon, gravity
-    # compensation, a medium; and with springs and dampers both disabled (zeros)
-    for xml in (PASSIVE_TENDON, PASSIVE_XLA.format(body='gravcomp="0.5"', option=""),
-                PASSIVE_XLA.format(body="", option='<option density="1.2"/>'),
-                PASSIVE_XLA.format(body="", option='<option><flag spring="disable" damper="disable"/></option>')):
+    # compensation, a medium, a plastic spring; and with springs and dampers both disabled (zeros)
+    for xml in (PASSIVE_TENDON, PASSIVE_XLA.format(body='gravcomp="0.5"', option="", joint=""),
+                PASSIVE_XLA.format(body="", option='<option density="1.2"/>', joint=""),
+                PASSIVE_XLA.format(body="", option="", joint='springyield="0.2"'),
+                PASSIVE_XLA.format(body="", joint="",
+                                   option='<option><flag spring="disable" damper="disable"/></option>')):
         mx = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml)), kernels="fused")
         assert _velocity_done(mx, mjl.make_data(mx)) == ("com_vel", "rne"), xml
     md = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(PASSIVE_XLA.format(
-        body="", option='<option><flag spring="disable"/></option>'))), kernels="fused")  # fmt: skip
+        body="", joint="", option='<option><flag spring="disable"/></option>'))), kernels="fused")  # fmt: skip
     assert _velocity_done(md, mjl.make_data(md)) == ("com_vel", "passive", "rne")
     # the dense Cholesky factorisation (Config.mass_factorization) stays XLA, and so do the solves
     md = mjl.configure(m, kernels="fused", mass_factorization="dense")
