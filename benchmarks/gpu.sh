@@ -33,7 +33,8 @@
 #    `bash benchmarks/gpu.sh kernels [BATCH ...]` compares the fused Pallas kernels with the XLA path and MJX
 #    (`Config.kernels`, docs/kernels.md): benchmarks/gpu_ab.py's variants xla, fused, "fused, lanes_first",
 #    "fused, XLA solver" (the constraint solver's kernel left out), "fused, XLA rows" (the constraint rows'
-#    kernel left out) and "fused, XLA colliders" (the primitive colliders' kernel left out) at the batches
+#    kernel left out), "fused, XLA colliders" (the primitive colliders' kernel left out) and "fused, XLA passive"
+#    (the passive forces left out of the velocity pass) at the batches
 #    (default 1024 8192: steps/s,
 #    kernels of the compiled step, compile time; first a fused == xla check of the tree pass and the whole forward
 #    pass on the device), then the per-stage

@@ -29,6 +29,7 @@ from mujoco import mjx  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.pipeline import integrate, kernels  # noqa: E402
+from mjx_lite.pipeline.kernels import velocity as fused_velocity  # noqa: E402
 
 jax.config.update("jax_enable_compilation_cache", False)
 STEPS = int(os.environ.get("AB_STEPS", 50))
@@ -68,6 +69,8 @@ VARIANTS = {
     "fused, XLA rows": ("auto", [(kernels, "rows_fused", lambda *a: False)], {"kernels": "fused"}),
     # ... and with the primitive colliders left to XLA: the collision kernel's share (kernels/collide.py)
     "fused, XLA colliders": ("auto", [(kernels, "collide_fused", lambda *a: False)], {"kernels": "fused"}),
+    # ... and with the passive forces left to XLA: their share of the velocity pass (kernels/passive.py)
+    "fused, XLA passive": ("auto", [(fused_velocity, "passive_fusable", lambda *a: False)], {"kernels": "fused"}),
 }
 
 

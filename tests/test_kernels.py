@@ -24,8 +24,8 @@ from jax._src.interpreters import partial_eval as pe
 import mjx_lite as mjl
 from mjx_lite import config as config_mod
 from mjx_lite.pipeline import forward as fwd
-from mjx_lite.pipeline import kernels
-from mjx_lite.pipeline.kernels import factor, launch, tree, velocity
+from mjx_lite.pipeline import integrate, kernels
+from mjx_lite.pipeline.kernels import factor, launch, passive, tree, velocity
 from mjx_lite.types import DisableBit
 from tests import oracle
 
@@ -43,14 +43,17 @@ GRAD_TOL = 1e-10
 # a kernel that loses part of its work does. Recorded: fused 2903, XLA 4185; after the actuator-delay and noslip
 # merges fused 3038, XLA 4320 (the same 1282 saved); with the Newton solver's kernel fused 2432, XLA 4320; later
 # fused 2460, XLA 4359 (1899 saved); with the constraint rows' kernel (kernels/rows.py) fused 1843, XLA 4359; with
-# the primitive colliders' kernel (kernels/collide.py) fused 1563, XLA 4359.
-FUSED_STEP_SAVED = 2796  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
-# 1888 before the rows'; 2516 before the colliders'
+# the primitive colliders' kernel (kernels/collide.py) fused 1563, XLA 4359; later fused 1565, XLA 4372 (2807
+# saved); with the passive forces in the velocity pass (kernels/passive.py) fused 1146, XLA 4372; with the
+# integrator's update (kernels/advance.py) fused 986, XLA 4372; after the plastic-springs merge fused 989, XLA 4375.
+FUSED_STEP_SAVED = 3386  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
+# 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
-# plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne),
-# solve_m (qacc_smooth) and solve_newton (the constraint solver's iterations, kernels/primal.py); the MJX humanoid
-# disables eulerdamp, so Euler's solve_shifted kernel is not in it
-FUSED_STEP_KERNELS = 6
+# plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne,
+# passive: the joints' springs and dampers), solve_m (qacc_smooth), solve_newton (the constraint solver's
+# iterations, kernels/primal.py) and advance (Euler's qvel and qpos update); the MJX humanoid disables eulerdamp,
+# so Euler's solve_shifted kernel is not in it
+FUSED_STEP_KERNELS = 7
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
@@ -61,13 +64,15 @@ WARNING_OPS = ("stablehlo.compare", "stablehlo.add", "stablehlo.scatter")
 
 TREE_FIELDS = tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS
 FACTOR_FIELDS = ("qLD", "qLDiagInv")
-VELOCITY_FIELDS = velocity.OUTPUTS
+# with the passive forces (kernels/passive.py: in the velocity pass's kernel on the models here without tendons)
+VELOCITY_FIELDS = velocity.OUTPUTS + passive.OUTPUTS
 SOLVE_FIELDS = ("solve_m", "solve_shifted")
 # everything `_stages` returns
 STAGE_FIELDS = TREE_FIELDS + FACTOR_FIELDS + VELOCITY_FIELDS + SOLVE_FIELDS
 
 # every joint type, a body with three joints, a mocap body, sites, geoms in every sameframe case MuJoCo produces
-# here, cameras in all five modes, actuators with armature on their joints
+# here, cameras in all five modes, actuators with armature on their joints; polynomial springs (a spring reference
+# on the hinge and slide) and dampers on free, ball, hinge and slide joints, actuator damping on a ball and a hinge
 JOINTS = """
 <mujoco>
   <worldbody>
@@ -75,18 +80,19 @@ JOINTS = """
     <camera name="fixed" pos="0 -3 1" xyaxes="1 0 0 0 0.3 1"/>
     <camera name="aim_world" pos="2 2 2" mode="targetbody" target="torso"/>
     <body name="torso" pos="0 0 1.2" quat="0.9 0.1 0.2 0.3">
-      <freejoint/>
+      <joint type="free" stiffness="3 0.5 0.2" damping="0.4 0.1 0.05"/>
       <geom type="box" size="0.2 0.1 0.1" mass="3"/>
       <geom type="sphere" size="0.05" pos="0.2 0.1 0" quat="0.5 0.5 0.5 0.5"/>
       <site name="s0" pos="0.1 0 0.1"/>
       <camera name="track" pos="0 -2 0.5" mode="track"/>
       <camera name="trackcom" pos="0 -2 0.5" mode="trackcom"/>
       <body name="arm" pos="0.3 0 0">
-        <joint name="ball" type="ball"/>
+        <joint name="ball" type="ball" stiffness="2 0.3 0.1" damping="0.3 0.2 0.1"/>
         <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
         <body name="fore" pos="0.3 0 0">
-          <joint name="h1" type="hinge" axis="0 1 0" pos="0.01 0 0"/>
-          <joint name="s1" type="slide" axis="1 0 0"/>
+          <joint name="h1" type="hinge" axis="0 1 0" pos="0.01 0 0" stiffness="4 1 0.5" damping="1 0.2 0.3"
+                 springref="0.3"/>
+          <joint name="s1" type="slide" axis="1 0 0" stiffness="5" damping="0.5" springref="-0.1"/>
           <joint name="h2" type="hinge" axis="0 0 1"/>
           <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.035" euler="10 20 30"/>
           <site name="tip" pos="0.25 0 0" euler="0 90 0"/>
@@ -121,6 +127,8 @@ JOINTS = """
     <motor joint="hip" gear="1"/>
     <motor joint="ph" gear="3" armature="0.1"/>
     <motor joint="pb" gear="2" armature="0.07"/>
+    <general joint="pb" gear="1.5" damping="0.3 0.2 0.1"/>
+    <general joint="h1" gear="-1" damping="0.2"/>
   </actuator>
 </mujoco>
 """
@@ -254,15 +262,56 @@ def _done(m, d) -> tuple:
     return done[0]
 
 
+def _velocity_done(m, d) -> tuple:
+    """The stages `kernels.velocity_pass` computed (traced only)."""
+    done = []
+    jax.eval_shape(lambda d: done.append(kernels.velocity_pass(m, d)[1]), d)
+    return done[0]
+
+
+PASSIVE_XLA = """
+<mujoco>
+  {option}
+  <worldbody>
+    <body {body}>
+      <joint type="hinge" stiffness="1" damping="0.1" {joint}/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+PASSIVE_TENDON = """
+<mujoco>
+  <worldbody>
+    <body>
+      <joint name="a" type="hinge"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+    </body>
+  </worldbody>
+  <tendon><fixed stiffness="1"><joint joint="a" coef="1"/></fixed></tendon>
+</mujoco>
+"""
+
+
 def test_stage_list_skips_what_the_kernel_computed():
     m = mjl.load_mjcf("cartpole")
     d = mjl.make_data(m)
     assert _done(mjl.configure(m, kernels="xla"), d) == ()
     mf = mjl.configure(m, kernels="fused")
     assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m")
-    done = []
-    jax.eval_shape(lambda d: done.append(kernels.velocity_pass(mf, d)[1]), d)
-    assert done == [("com_vel", "rne")]
+    assert _velocity_done(mf, d) == ("com_vel", "passive", "rne")
+    # passive forces with terms the kernel does not compute stay XLA (kernels/passive.py): a tendon, gravity
+    # compensation, a medium, a plastic spring; and with springs and dampers both disabled (zeros)
+    for xml in (PASSIVE_TENDON, PASSIVE_XLA.format(body='gravcomp="0.5"', option="", joint=""),
+                PASSIVE_XLA.format(body="", option='<option density="1.2"/>', joint=""),
+                PASSIVE_XLA.format(body="", option="", joint='springyield="0.2"'),
+                PASSIVE_XLA.format(body="", joint="",
+                                   option='<option><flag spring="disable" damper="disable"/></option>')):
+        mx = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml)), kernels="fused")
+        assert _velocity_done(mx, mjl.make_data(mx)) == ("com_vel", "rne"), xml
+    md = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(PASSIVE_XLA.format(
+        body="", joint="", option='<option><flag spring="disable"/></option>'))), kernels="fused")  # fmt: skip
+    assert _velocity_done(md, mjl.make_data(md)) == ("com_vel", "passive", "rne")
     # the dense Cholesky factorisation (Config.mass_factorization) stays XLA, and so do the solves
     md = mjl.configure(m, kernels="fused", mass_factorization="dense")
     assert _done(md, d) == ("kinematics", "com_pos", "crb")
@@ -421,6 +470,50 @@ def test_gradients_equal_xla(models, name):
         np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()))
 
 
+PASSIVE_PARAMS = ("jnt_stiffness", "jnt_stiffnesspoly", "qpos_spring", "dof_damping", "dof_dampingpoly",
+                  "actuator_damping", "actuator_dampingpoly", "actuator_gear")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_passive_gradients_equal_xla(models):
+    """Reverse mode through the fused passive forces (kernels/passive.py) w.r.t. qpos, qvel and every Model float
+    the kernel reads: the XLA path's derivatives (the kernel's inputs carry the Model floats to the twin)."""
+    _, m, ds = models("joints")
+    d = _unbatched(ds)
+
+    def loss(params, qpos, qvel, m):
+        out = _stages(m.replace(**params), d.replace(qpos=qpos, qvel=qvel))
+        return sum(jp.sum(jp.sin(out[f] / 10.0)) for f in passive.OUTPUTS)
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+    params = {n: getattr(m, n) for n in PASSIVE_PARAMS}
+    got = grad(params, d.qpos, d.qvel, mjl.configure(m, kernels="fused"))
+    want = grad(params, d.qpos, d.qvel, mjl.configure(m, kernels="xla"))
+    assert_grads_equal(got, want, GRAD_TOL)
+
+
+# float32 fused and XLA passive forces differ by float32 round-off (relative to max(1, max |field|))
+FLOAT32_TOL = 1e-5
+
+
+@pytest.mark.slow
+def test_passive_flags_and_float32(models):
+    """The fused passive forces with springs or dampers disabled (zeros, as on the XLA path), and in float32."""
+    _, m, ds = models("joints")
+    for flag in (DisableBit.SPRING, DisableBit.DAMPER):
+        mf = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | flag))
+        want = _position_batched(mjl.configure(mf, kernels="xla"), ds)
+        got = _position_batched(mjl.configure(mf, kernels="fused"), ds)
+        _assert_close(got, want, passive.OUTPUTS, ROUNDOFF, f"disabled {flag!r}")
+        zero = "qfrc_spring" if flag == DisableBit.SPRING else "qfrc_damper"
+        assert not np.any(np.asarray(got[zero])) and np.any(np.asarray(got["qfrc_passive"]))
+    m32, ds32 = _float32(m), _float32(ds)
+    want = _position_batched(mjl.configure(m32, kernels="xla"), ds32)
+    got = _position_batched(mjl.configure(m32, kernels="fused"), ds32)
+    assert got["qfrc_passive"].dtype == jp.float32
+    _assert_close(got, want, VELOCITY_FIELDS, FLOAT32_TOL, "float32")
+
+
 def test_twin_reads_only_the_kernel_inputs(models):
     """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: every Model or Data
     field the twin reads must be one of them (else its derivative would be silently dropped)."""
@@ -489,6 +582,52 @@ def test_step_gradient_equals_xla(models):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=GRAD_TOL, atol=GRAD_TOL)
 
 
+# ---- the integrator's update (kernels/advance.py) ----------------------------------------------------------------
+
+
+def _advance(m, d):
+    """integrate._advance (Euler's and the implicit integrators' update) with a qacc of the state."""
+    d = d.replace(qacc=3.0 * jp.sin(d.qvel) - 0.5)
+    d = integrate._advance(m, d, d.act_dot, d.qacc)
+    return {"qpos": d.qpos, "qvel": d.qvel}
+
+
+_advance_batched = jax.jit(jax.vmap(_advance, in_axes=(None, 0)))
+
+
+def test_advance_equals_xla(models):
+    """qvel + h qacc and mj_integratePos (every joint type; a free joint at rest: omega = 0) fused == XLA, one
+    launch for the batch."""
+    _, m, ds = models("joints")
+    ds = ds.replace(qvel=ds.qvel.at[0, 3:6].set(0.0))
+    assert "advance" in str(jax.make_jaxpr(_advance)(mjl.configure(m, kernels="fused"), _unbatched(ds)))
+    want = _advance_batched(mjl.configure(m, kernels="xla"), ds)
+    got = _advance_batched(mjl.configure(m, kernels="fused"), ds)
+    _assert_close(got, want, ("qpos", "qvel"), ROUNDOFF, "advance")
+
+
+@pytest.mark.slow
+def test_advance_float32_and_gradients(models):
+    """The fused update in float32, and its derivatives w.r.t. qpos, qvel, qacc and the timestep: the XLA path's."""
+    _, m, ds = models("joints")
+    m32, ds32 = _float32(m), _float32(ds)
+    want = _advance_batched(mjl.configure(m32, kernels="xla"), ds32)
+    got = _advance_batched(mjl.configure(m32, kernels="fused"), ds32)
+    assert got["qpos"].dtype == jp.float32
+    _assert_close(got, want, ("qpos", "qvel"), FLOAT32_TOL, "advance float32")
+    d = _unbatched(ds)
+
+    def loss(qpos, qvel, qacc, h, m):
+        m = m.replace(opt=m.opt.replace(timestep=h))
+        d2 = integrate._advance(m, d.replace(qpos=qpos, qvel=qvel), d.act_dot, qacc)
+        return jp.sum(jp.sin(3.0 * d2.qpos)) + jp.sum(jp.cos(d2.qvel))
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))
+    args = (d.qpos, d.qvel, jp.sin(d.qvel), m.opt.timestep)
+    assert_grads_equal(grad(*args, mjl.configure(m, kernels="fused")), grad(*args, mjl.configure(m, kernels="xla")),
+                       GRAD_TOL)  # fmt: skip
+
+
 # ---- Triton lowering and the program's size ---------------------------------------------------------------------
 
 
@@ -522,6 +661,8 @@ def test_lowers_to_triton(models, monkeypatch, dtype):
         # tree, velocity, solve_m, solve_shifted (`_stages` disables constraints: the rows kernel's lowering is
         # test_kernels_rows.py::test_lowers_to_triton, the whole step's test_fused_step_program_size)
         assert text.count("__gpu$xla.gpu.triton") == 4, layout
+        text = _lower_cuda(jax.vmap(_advance, in_axes=(None, 0)), mf, batch)
+        assert text.count("__gpu$xla.gpu.triton") == 1, layout
 
 
 def _op_names(text: str) -> list:

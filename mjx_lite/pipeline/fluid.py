@@ -127,6 +127,11 @@ def _ellipsoid_forces(m: Model, d: Data, geoms, gbody):
     return jp.einsum("nij,nj->ni", rot, tq), jp.einsum("nij,nj->ni", rot, fr)
 
 
+def traced(m: Model) -> bool:
+    """Static: `fluid` computes forces for `m` (a model with a medium, bodies and dofs); else they are zero."""
+    return m.nbody >= 2 and m.nv > 0 and bool(m.fluid_active)
+
+
 def fluid(m: Model, d: Data) -> jax.Array:
     """qfrc_fluid (nv,) from opt.density / opt.viscosity / opt.wind (zero when both are zero).
 
@@ -134,7 +139,7 @@ def fluid(m: Model, d: Data) -> jax.Array:
     zero at run time where both are zero, as MuJoCo.
     """
     dtype = d.qpos.dtype
-    if m.nbody < 2 or m.nv == 0 or not m.fluid_active:
+    if not traced(m):
         return jp.zeros((m.nv,), dtype)
     on = (m.opt.density > 0) | (m.opt.viscosity > 0)
     # skipped at run time without a medium (a real branch unless density/viscosity are batched under vmap)

@@ -7,7 +7,8 @@ Every stage is `f(m, d) -> d`; this module only strings them together:
                       (with Config.kernels "fused": kinematics, com_pos, crb and factor_m run first, as one kernel)
     sensor_pos, energy (potential)
     fwd_velocity:     ten_velocity/actuator_velocity, com_vel, passive, rne
-                      (fused: com_vel and rne as one kernel at com_vel's place; rne does not read passive's output)
+                      (fused: com_vel and rne as one kernel at com_vel's place, with passive when it has only joint
+                      terms; rne does not read passive's output, passive does not read com_vel's)
     sensor_vel, energy (kinetic)
     fwd_actuation:    act_dot, actuator_force, qfrc_actuator
     fwd_acceleration: qfrc_smooth, qacc_smooth
@@ -116,9 +117,9 @@ def fwd_velocity(m: Model, d: Data) -> Data:
     d = run(actuation.fwd_velocity_extras, m, d)
     if m.nflexedge:
         d = run(flex.flex_velocity, m, d)
-    d, done = run(kernels.velocity_pass, m, d)  # fused: com_vel and rne; otherwise nothing
+    d, done = run(kernels.velocity_pass, m, d)  # fused: com_vel, rne (and passive); otherwise nothing
     d = run_unless(done, velocity.com_vel, m, d)
-    d = run(passive.passive, m, d)
+    d = run_unless(done, passive.passive, m, d)
     d = run_unless(done, rne.rne, m, d)
     return d
 

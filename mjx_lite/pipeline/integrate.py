@@ -147,9 +147,13 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
         act = actuation.advance_act(m, d, next_act(m, d.act, act_dot), act_dot)  # dcmotor slots, servo wraps
-    new_qvel = d.qvel + h * qacc
-    vel = new_qvel if qvel is None else qvel
-    qpos = integrate_pos(m, d.qpos, vel, h)
+    if qvel is None and kernels.advance_fused(m):  # one fused kernel (kernels/advance.py), integrate_pos its twin
+        qpos, new_qvel = kernels.advance(m, d.qpos, d.qvel, qacc, integrate_pos)
+        vel = new_qvel
+    else:
+        new_qvel = d.qvel + h * qacc
+        vel = new_qvel if qvel is None else qvel
+        qpos = integrate_pos(m, d.qpos, vel, h)
     # the step's controls and sensor values recorded at its start time (mj_advance); delayed sensors afresh
     # (RK4: delayed sensors sample the step's start state, not the last stage's kinematics: as MuJoCo, probed)
     buf = history.advance(m, d, sensor.history_raw(m, d if start is None else start))

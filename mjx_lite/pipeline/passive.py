@@ -105,11 +105,26 @@ def _dampers(m: Model, d: Data) -> jax.Array:
     return qfrc
 
 
+def gravcomp_on(m: Model) -> bool:
+    """Static: `gravcomp_force` computes forces for `m` (gravity on, a body with gravcomp); else they are zero."""
+    return not (m.opt.disableflags & DisableBit.GRAVITY) and m.nbody >= 2 and m.ngravcomp > 0
+
+
+def joint_terms_only(m: Model) -> bool:
+    """Static: `passive` computes only joint springs, dof dampers and the actuator damping of joint transmissions
+    for `m` (no tendon, flex, plastic springs, gravity compensation or fluid terms; springs and dampers not both
+    disabled)."""
+    flags = m.opt.disableflags
+    off = (flags & DisableBit.SPRING) and (flags & DisableBit.DAMPER)
+    return (not off and m.ntendon == 0 and m.nflexedge == 0 and m.nplastic == 0 and not gravcomp_on(m)
+            and not fluid.traced(m))
+
+
 def gravcomp_force(m: Model, d: Data) -> jax.Array:
     """qfrc_gravcomp (nv,): -gravity * mass * gravcomp applied at each body's com (zero if gravity disabled)."""
     dtype = d.qpos.dtype
     # as MuJoCo: nothing to do when the compiled model has no body with gravcomp (m.ngravcomp == 0)
-    if m.opt.disableflags & DisableBit.GRAVITY or m.nbody < 2 or m.ngravcomp == 0:
+    if not gravcomp_on(m):
         return jp.zeros((m.nv,), dtype)
     bodies = np.arange(1, m.nbody)
     f = -m.opt.gravity[None, :] * (m.body_mass[bodies] * m.body_gravcomp[bodies])[:, None]
@@ -142,4 +157,4 @@ def passive(m: Model, d: Data) -> Data:
                      qfrc_passive=total)  # fmt: skip
 
 
-__all__ = ["passive", "gravcomp_force", "gravcomp_dof_mask"]
+__all__ = ["passive", "gravcomp_force", "gravcomp_dof_mask", "gravcomp_on", "joint_terms_only"]

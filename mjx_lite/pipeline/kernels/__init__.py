@@ -8,10 +8,11 @@ stage list: a fused group runs first and the stages it computed are skipped.
   launch.py   the launcher: layouts, the custom_vmap rule that turns the user's vmap into blocks of
               environments, custom_jvp derivatives through the XLA twin
   tree.py     kinematics + com_pos + crb (+ factor.py's factorisation) as one kernel (the position tree pass)
-  velocity.py com_vel + rne as one kernel
+  velocity.py com_vel + rne (+ passive.py: the joints' passive forces) as one kernel
   factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
   collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box) of static pair groups as one kernel
+  advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of joint equalities, dof friction, joint limits and
               pyramidal contacts as one kernel
 """
@@ -23,6 +24,7 @@ import jax
 from mjx_lite.collision import driver
 from mjx_lite.config import kernels as _kernels
 from mjx_lite.pipeline import constraint, inertia
+from mjx_lite.pipeline.kernels import advance as _advance
 from mjx_lite.pipeline.kernels import collide as _collide
 from mjx_lite.pipeline.kernels import factor as _factor
 from mjx_lite.pipeline.kernels import launch
@@ -33,8 +35,8 @@ from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
-__all__ = ["collide_fused", "collision", "fused", "launch_of", "make_constraint", "primal_fused", "rows_fused",
-           "solve_m", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
+__all__ = ["advance", "advance_fused", "collide_fused", "collision", "fused", "launch_of", "make_constraint",
+           "primal_fused", "rows_fused", "solve_m", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -57,8 +59,8 @@ def tree_pass(m: Model, d: Data) -> tuple[Data, tuple]:
 
 
 def velocity_pass(m: Model, d: Data) -> tuple[Data, tuple]:
-    """The fused velocity pass (com_vel, rne) when `fused(m)` and the model has dofs: (d, names of the stages it
-    computed); (d, ()) otherwise."""
+    """The fused velocity pass (com_vel, rne, and passive when its terms are the joints' only) when `fused(m)` and
+    the model has dofs: (d, names of the stages it computed); (d, ()) otherwise."""
     if not (fused(m) and _velocity.fusable(m)):
         return d, ()
     return _velocity.velocity_pass(m, d, launch_of(m))
@@ -107,6 +109,17 @@ def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Arra
     if not _solve_fused(m, x):
         return inertia.solve_shifted(m, d, shift, x)
     return _factor.solve_shifted(m, d, shift, x, launch_of(m))
+
+
+def advance_fused(m: Model) -> bool:
+    """Static: the integrator's velocity and position update runs as the fused kernel (`fused(m)`, dofs)."""
+    return fused(m) and _advance.fusable(m)
+
+
+def advance(m: Model, qpos: jax.Array, qvel: jax.Array, qacc: jax.Array, integrate_pos) -> tuple:
+    """(qpos', qvel') of the integrator's update as one fused kernel (the caller checks `advance_fused`; its
+    `integrate_pos` is the XLA twin's), see `kernels.advance.advance`."""
+    return _advance.advance(m, qpos, qvel, qacc, integrate_pos, launch_of(m))
 
 
 def primal_fused(m: Model, layout: _common.Layout, sparse_j: bool) -> bool:

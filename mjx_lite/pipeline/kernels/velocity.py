@@ -14,6 +14,10 @@ the same iteration. A second loop adds each body's force into its parent's from 
 (children of the world do not add into it), a third gives qfrc_bias = cdof . cfrc(body of the dof). The formulas
 are velocity.com_vel's and rne.rne's written per lane; fields equal the XLA stages' to round-off. Derivatives go
 through the XLA twin (kernels/launch.py).
+
+When `passive_fusable(m)` (kernels/passive.py: the passive forces are the joints' springs and dampers only) the
+kernel computes them after qfrc_bias (outputs qfrc_spring, qfrc_damper, qfrc_passive; inputs qpos and the Model
+floats they read) and the pass replaces the passive stage too.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ import numpy as np
 
 from mjx_lite.pipeline import rne, support, velocity
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels import passive as _passive
 from mjx_lite.types import Data, DisableBit, Model
 
-__all__ = ["OUTPUTS", "fusable", "kernel", "velocity_pass"]
+__all__ = ["OUTPUTS", "fusable", "kernel", "passive_fusable", "velocity_pass"]
 
 OUTPUTS = ("cvel", "cdof_dot", "qfrc_bias")
 
@@ -80,9 +85,10 @@ def _cross(a, b):
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
-def _body(m: Model):
+def _body(m: Model, passive_plan: dict | None):
     nbody, nv = m.nbody, m.nv
     gravity = _gravity_on(m)
+    passive_body = None if passive_plan is None else _passive.body(m, passive_plan)
 
     def body(io):
         tab, out, put = io.table, io.load_vec, io.write_vec
@@ -138,6 +144,8 @@ def _body(m: Model):
             io.write("qfrc_bias", i, v)
 
         _loop(0, nv, bias)
+        if passive_body is not None:
+            passive_body(io)
 
     return body
 
@@ -147,31 +155,50 @@ def _loop(lo: int, hi: int, fn):
         jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))
 
 
-def _xla(m: Model, d: Data, x: dict) -> dict:
-    """The XLA twin: com_vel and rne on the inputs."""
+def _xla(m: Model, d: Data, x: dict, with_passive: bool) -> dict:
+    """The XLA twin: com_vel and rne (and, when `with_passive`, passive.passive) on the inputs."""
     m2 = m.replace(opt=m.opt.replace(gravity=x["gravity"])) if "gravity" in x else m
     d2 = d.replace(qvel=x["qvel"], cdof=x["cdof"], cinert=x["cinert"])
     d2 = rne.rne(m2, velocity.com_vel(m2, d2))
-    return {n: getattr(d2, n) for n in OUTPUTS}
+    out = {n: getattr(d2, n) for n in OUTPUTS}
+    if with_passive:
+        out.update(_passive.xla(m, d, x))
+    return out
 
 
 def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
-    """The pass as a `launch.Kernel` for (m, d) (one environment's shapes) and its inputs."""
+    """The pass as a `launch.Kernel` for (m, d) (one environment's shapes) and its inputs; with the passive forces
+    (kernels/passive.py) when `passive_fusable(m)`."""
     x = dict(qvel=d.qvel, cdof=d.cdof, cinert=d.cinert)
     if _gravity_on(m):
         x["gravity"] = m.opt.gravity
     outputs = {n: tuple(getattr(d, n).shape) for n in OUTPUTS}
     outputs.update(_cacc=(m.nbody, 6), _cfrc=(m.nbody, 6))
-    tables = support.memo(m, "kernels_velocity_plan", _plan)
-    k = launch.Kernel("velocity_pass", {n: tuple(v.shape) for n, v in x.items()}, outputs, tables, _body(m),
-                      lambda x: _xla(m, d, x))  # fmt: skip
+    tables = dict(support.memo(m, "kernels_velocity_plan", _plan))
+    with_passive = passive_fusable(m)
+    pplan = support.memo(m, "kernels_passive_plan", _passive.plan) if with_passive else None
+    if with_passive:
+        x.update(_passive.inputs(m, d, pplan))
+        outputs.update({n: tuple(getattr(d, n).shape) for n in _passive.OUTPUTS})
+        tables.update(pplan)
+    k = launch.Kernel("velocity_pass", {n: tuple(jp.shape(v)) for n, v in x.items()}, outputs, tables,
+                      _body(m, pplan), lambda x: _xla(m, d, x, with_passive))  # fmt: skip
     return k, x
 
 
+def passive_fusable(m: Model) -> bool:
+    """Static: the pass computes the passive forces too (`kernels.passive.fusable`)."""
+    return _passive.fusable(m)
+
+
 def velocity_pass(m: Model, d: Data, how: launch.Launch) -> tuple[Data, tuple]:
-    """com_vel and rne as one fused kernel: (d with cvel, cdof_dot, qfrc_bias; the names of the stages computed)."""
+    """com_vel and rne (and passive when `passive_fusable(m)`) as one fused kernel: (d with cvel, cdof_dot,
+    qfrc_bias (and the passive forces); the names of the stages computed)."""
     k, x = kernel(m, d)
     dtype = d.qvel.dtype
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
     out = {n: v.astype(getattr(d, n).dtype) for n, v in out.items()}
-    return d.replace(**out), ("com_vel", "rne")
+    if not passive_fusable(m):
+        return d.replace(**out), ("com_vel", "rne")
+    zero = jp.zeros_like(d.qfrc_passive)
+    return d.replace(qfrc_gravcomp=zero, qfrc_fluid=zero, **out), ("com_vel", "passive", "rne")

@@ -1,0 +1,187 @@
+"""The passive forces of joints (passive.passive: springs, dampers, actuator damping) written per lane, a part of
+the velocity pass's kernel (kernels/velocity.py) for models whose passive forces are those terms only
+(`passive.joint_terms_only`: no tendons, flex, gravity compensation or fluid).
+
+Outputs (per environment, Data's fields): qfrc_spring, qfrc_damper, qfrc_passive (nv,) (their sum: the gravity
+compensation and fluid forces are zero for these models; the pass sets qfrc_gravcomp and qfrc_fluid to zero).
+Inputs: qpos (nq,), qvel (nv,) and the Model's floats the terms read (shared by a block unless vmapped): with
+springs jnt_stiffness, jnt_stiffnesspoly, qpos_spring; with dampers dof_damping, dof_dampingpoly and, when an
+actuator has a joint transmission, actuator_damping, actuator_dampingpoly, actuator_gear.
+
+Loops over static tables, each of one kind of joint (the traced kernel does not grow with the number of joints):
+slide/hinge springs f = -(a x + b x^2 + c x^3) of x = qpos - qpos_spring; free translations and free/ball
+rotations (the quaternion normalised, its difference to the spring quaternion as an axis-angle vector) push back
+along the vector with the polynomial of its norm; dampers -(a v + b v|v| + c v^3) per dof; the actuator damping
+of each (actuator, dof) pair of a joint transmission, gear^2 times the actuator's polynomial, is subtracted
+from its dof's damper force. The formulas are passive.py's, written per lane; fields equal the XLA stage's to
+round-off. Derivatives go through the XLA twin (kernels/launch.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jp
+import numpy as np
+
+from mjx_lite.pipeline import passive
+from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
+
+__all__ = ["OUTPUTS", "body", "fusable", "inputs", "plan", "xla"]
+
+OUTPUTS = ("qfrc_spring", "qfrc_damper", "qfrc_passive")
+SPRING_INPUTS = ("jnt_stiffness", "jnt_stiffnesspoly", "qpos_spring")
+DAMPER_INPUTS = ("dof_damping", "dof_dampingpoly")
+ACTUATOR_INPUTS = ("actuator_damping", "actuator_dampingpoly", "actuator_gear")
+
+
+def fusable(m: Model) -> bool:
+    """Static: the passive forces of `m` are the joint terms this kernel computes (and the model has dofs)."""
+    return m.nv > 0 and passive.joint_terms_only(m)
+
+
+def _springs_on(m: Model) -> bool:
+    return not (m.opt.disableflags & DisableBit.SPRING)
+
+
+def _dampers_on(m: Model) -> bool:
+    return not (m.opt.disableflags & DisableBit.DAMPER)
+
+
+def plan(m: Model) -> dict:
+    """Static tables (name -> int32 array; empty ones left out): joints by kind with their qpos and dof addresses,
+    the (actuator, dof) pairs of joint transmissions."""
+    jtype, qadr, dadr = np.asarray(m.jnt_type), np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
+    scal = np.nonzero((jtype == JointType.SLIDE) | (jtype == JointType.HINGE))[0]
+    free = np.nonzero(jtype == JointType.FREE)[0]
+    rot = np.nonzero((jtype == JointType.FREE) | (jtype == JointType.BALL))[0]
+    shift = np.where(jtype[rot] == JointType.FREE, 3, 0)  # a free joint's quaternion and rotation dofs
+    trntype, trnid = np.asarray(m.actuator_trntype), np.asarray(m.actuator_trnid)
+    acts, cols = [], []
+    for i in np.nonzero((trntype == TrnType.JOINT) | (trntype == TrnType.JOINTINPARENT))[0]:
+        j = int(trnid[i, 0])
+        nd = JointType(int(jtype[j])).dof_width()
+        acts += [i] * nd
+        cols += list(int(dadr[j]) + np.arange(nd))
+    tab = dict(scal_jnt=scal, scal_qadr=qadr[scal], scal_dadr=dadr[scal], free_jnt=free, free_qadr=qadr[free],
+               free_dadr=dadr[free], rot_jnt=rot, rot_qadr=qadr[rot] + shift, rot_dadr=dadr[rot] + shift,
+               act_id=np.asarray(acts, np.int64), act_dof=np.asarray(cols, np.int64))  # fmt: skip
+    return {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
+
+
+def inputs(m: Model, d: Data, p: dict) -> dict:
+    """The kernel's inputs for (m, d) (one environment's shapes): qpos and the Model floats the terms read."""
+    x = dict(qpos=d.qpos, qvel=d.qvel)
+    if _springs_on(m):
+        x.update({n: getattr(m, n) for n in SPRING_INPUTS})
+    if _dampers_on(m):
+        x.update({n: getattr(m, n) for n in DAMPER_INPUTS})
+        if "act_id" in p:
+            x.update({n: getattr(m, n) for n in ACTUATOR_INPUTS})
+    return x
+
+
+def xla(m: Model, d: Data, x: dict) -> dict:
+    """The XLA twin: passive.passive on the inputs (qfrc_spring, qfrc_damper, qfrc_passive)."""
+    m2 = m.replace(**{n: x[n] for n in SPRING_INPUTS + DAMPER_INPUTS + ACTUATOR_INPUTS if n in x})
+    d2 = passive.passive(m2, d.replace(qpos=x["qpos"], qvel=x["qvel"]))
+    return {n: getattr(d2, n) for n in OUTPUTS}
+
+
+def _stiff(x, a, b, c):
+    """a x + b x^2 + c x^3 (passive._poly_stiff)."""
+    return a * x + b * x * x + c * x * x * x
+
+
+def _damp(v, a, b, c):
+    """a v + b v|v| + c v^3 (passive._poly_damp)."""
+    return a * v + b * v * jp.abs(v) + c * v * v * v
+
+
+def _norm3(v):
+    """|v| with a zero at v = 0 (math.safe_norm)."""
+    sq = v[0] * v[0] + v[1] * v[1] + v[2] * v[2]
+    zero = sq <= 0.0
+    return jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
+
+
+def body(m: Model, p: dict):
+    """body(io): writes OUTPUTS of one block (called by the velocity pass's body)."""
+    nv = m.nv
+    springs, dampers = _springs_on(m), _dampers_on(m)
+
+    def run(io):
+        tab, read = io.table, io.read
+
+        def vec_spring(v, j, da):  # -f(|v|) v / |v| into dofs da..da+2 (passive._springs' vec_spring)
+            n = _norm3(v)
+            b, c = io.read_vec("jnt_stiffnesspoly", j, 2)
+            f = _stiff(n, read("jnt_stiffness", j), b, c)
+            safe = jp.where(n > 0, n, 1.0)
+            for k in range(3):
+                io.write("qfrc_spring", da + k, -f * v[k] / safe)
+
+        def scalar(k):
+            j, qa = tab("scal_jnt", k), tab("scal_qadr", k)
+            x = read("qpos", qa) - read("qpos_spring", qa)
+            b, c = io.read_vec("jnt_stiffnesspoly", j, 2)
+            io.write("qfrc_spring", tab("scal_dadr", k), -_stiff(x, read("jnt_stiffness", j), b, c))
+
+        def translation(k):
+            qa = tab("free_qadr", k)
+            v = tuple(read("qpos", qa + i) - read("qpos_spring", qa + i) for i in range(3))
+            vec_spring(v, tab("free_jnt", k), tab("free_dadr", k))
+
+        def rotation(k):  # mju_subQuat(normalize(qpos quaternion), spring quaternion) (math.quat_sub)
+            qa = tab("rot_qadr", k)
+            q = tuple(read("qpos", qa + i) for i in range(4))
+            sq = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
+            zero = sq <= 0.0
+            n = jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
+            small = n < 1e-15
+            safe = jp.where(small, 1.0, n)
+            q = tuple(jp.where(small, 1.0 if i == 0 else 0.0, q[i] / safe) for i in range(4))
+            s = tuple(read("qpos_spring", qa + i) for i in range(4))
+            b = (s[0], -s[1], -s[2], -s[3])  # conj(spring) * q
+            dq = (b[0] * q[0] - b[1] * q[1] - b[2] * q[2] - b[3] * q[3],
+                  b[0] * q[1] + b[1] * q[0] + b[2] * q[3] - b[3] * q[2],
+                  b[0] * q[2] - b[1] * q[3] + b[2] * q[0] + b[3] * q[1],
+                  b[0] * q[3] + b[1] * q[2] - b[2] * q[1] + b[3] * q[0])  # fmt: skip
+            neg = dq[0] < 0
+            dq = tuple(jp.where(neg, -c, c) for c in dq)
+            sin_half = _norm3(dq[1:])
+            unit = jp.where(sin_half <= 1e-15, 1.0, sin_half)
+            angle = 2.0 * jp.arctan2(sin_half, dq[0])
+            vec_spring(tuple(dq[1 + i] / unit * angle for i in range(3)), tab("rot_jnt", k), tab("rot_dadr", k))
+
+        if springs:
+            for name, fn in (("scal_jnt", scalar), ("free_jnt", translation), ("rot_jnt", rotation)):
+                if name in p:
+                    _loop(0, p[name].size, fn)
+        else:
+            _loop(0, nv, lambda i: io.write("qfrc_spring", i, 0.0))
+
+        def damper(i):
+            b, c = io.read_vec("dof_dampingpoly", i, 2)
+            io.write("qfrc_damper", i, -_damp(read("qvel", i), read("dof_damping", i), b, c))
+
+        def actuator(k):  # qfrc_damper[dof] -= gear^2 f(qvel[dof]) with the actuator's polynomial
+            a, i = tab("act_id", k), tab("act_dof", k)
+            g = read("actuator_gear", 6 * a)
+            b, c = io.read_vec("actuator_dampingpoly", a, 2)
+            f = _damp(read("qvel", i), read("actuator_damping", a), b, c)
+            io.write("qfrc_damper", i, io.load("qfrc_damper", i) + -(g * g) * f)
+
+        if dampers:
+            _loop(0, nv, damper)
+            if "act_id" in p:
+                _loop(0, p["act_id"].size, actuator)
+        else:
+            _loop(0, nv, lambda i: io.write("qfrc_damper", i, 0.0))
+        _loop(0, nv, lambda i: io.write("qfrc_passive", i, io.load("qfrc_spring", i) + io.load("qfrc_damper", i)))
+
+    return run
+
+
+def _loop(lo: int, hi: int, fn):
+    if hi > lo:
+        jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))
