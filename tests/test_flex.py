@@ -190,12 +190,14 @@ def test_refusals_name_the_feature(attrs, kids, what):
 
 @pytest.mark.parametrize("geom,what", [
     ('<geom type="sphere" size=".1" pos="0 0 -1"/>', None),
-    ('<geom type="cylinder" size=".1 .1" pos="0 0 -1"/>', "cylinder geoms"),
+    ('<geom type="cylinder" size=".1 .1" pos="0 0 -1"/>', None),
+    ('<geom type="hfield" hfield="h"/>', "hfield geoms"),
     ('<geom type="plane" size="1 1 .1" contype="2" conaffinity="2"/>', None),
 ])  # fmt: skip
 def test_flex_contact_refusals(geom, what):
     cloth = _GRID.format(attrs='dim="2" pos="0 0 1"', kids='<contact selfcollide="none"/>')
-    _expect(f"<mujoco><worldbody>{geom}{cloth}</worldbody></mujoco>", what)
+    hfield = '<asset><hfield name="h" nrow="2" ncol="2" size="1 1 .1 .1"/></asset>'
+    _expect(f"<mujoco>{hfield}<worldbody>{geom}{cloth}</worldbody></mujoco>", what)
 
 
 def _expect(xml, what):
