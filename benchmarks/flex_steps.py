@@ -2,13 +2,16 @@
 MuJoCo C on one thread (mj_step in a Python loop; the loop's overhead is included, as in the other benchmarks).
 
 python benchmarks/flex_steps.py [--batch 64] [--steps 200] [--f64] [--only TEXT]
+python benchmarks/report.py --only flex_steps     # the docs/benchmarks.md section (`report`)
 
 The scenes are mjx_lite/models/flex.py's builders (the ones tests/test_flex.py uses, larger). The rope: 20 points
 (19 slide-jointed bodies, 57 dofs), edge stiffness and damping. The cloth: 7 x 7 points (49 bodies, 147 dofs), edge
 equality constraints (84 rows) and one contact slot per vertex against the plane, dropped from 3 cm (it lies on the
 plane for most of the run). The elastic cloth: 7 x 7 points pinned at two corners (141 dofs), <elasticity> stretch
 and bending, no contacts. The soft cube: 3 x 3 x 3 points (81 dofs, 48 tetrahedra), <elasticity>, dropped on a
-plane. Each mjx_lite number is the best of 3 timed runs of one
+plane. The draped rope: 20 points on a fixed box (edges as capsules against the box, 60 dofs); the draped cloth: 7 x 7
+points on a fixed ellipsoid (72 triangles against it by GJK/EPA, 147 dofs); both with edge equality constraints,
+dropped from 12 cm. Each mjx_lite number is the best of 3 timed runs of one
 jitted `lax.scan` of `--steps` steps after a warm-up compile; MuJoCo's the best of 3 runs of the same steps.
 """
 
@@ -27,6 +30,8 @@ SCENES = {
     "cloth on plane (7x7)": flex.cloth_on_plane(),
     "elastic cloth (7x7, stretch+bend)": flex.hanging_cloth(count=(7, 7), spacing=0.04, damping=1e-4),
     "soft cube on plane (3x3x3)": flex.soft_box(count=(3, 3, 3), spacing=0.05),
+    "rope on box (20 points)": flex.draped("box", dim=1, count=20, spacing=0.015),
+    "cloth on ellipsoid (7x7)": flex.draped("ellipsoid", dim=2, count=7, spacing=0.03),
 }
 
 
@@ -66,6 +71,33 @@ def ours_rate(xml: str, steps: int, batch: int) -> tuple[float, float]:
     return steps * batch / best, compile_s
 
 
+def run(steps: int, batch: int, only: str = "") -> list[tuple[str, float, float, float, float, float]]:
+    """(scene, MuJoCo C steps/s, mjx_lite batch 1 steps/s, its compile s, batch steps/s, its compile s) per scene."""
+    rows = []
+    for name, xml in SCENES.items():
+        if only and only not in name:
+            continue
+        c = mujoco_rate(xml, steps)
+        r1, c1 = ours_rate(xml, steps, 1)
+        rb, cb = ours_rate(xml, steps, batch)
+        rows.append((name, c, r1, c1, rb, cb))
+    return rows
+
+
+def report(quick: bool = False) -> str:
+    """The docs/benchmarks.md section (benchmarks/report.py --only flex_steps), float32 as the other sections."""
+    steps, batch = (50, 8) if quick else (200, 64)
+    cmd = f"python benchmarks/flex_steps.py --steps {steps} --batch {batch}"
+    lines = ["### Deformables (flex): steps/s beside MuJoCo C", "", f"`{cmd}` ({jax.default_backend()}, float32). "
+             "MuJoCo C on one thread (mj_step in a Python loop); mjx_lite: one jitted `lax.scan`, best of 3 runs after "
+             "the compile. MJX has no flexes.", "",
+             f"| scene | MuJoCo C | mjx_lite batch 1 | mjx_lite batch {batch} | compile (1 / {batch}) |",
+             "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for name, c, r1, c1, rb, cb in run(steps, batch):
+        lines.append(f"| {name} | {c:,.0f} | {r1:,.0f} | {rb:,.0f} | {c1:.0f} s / {cb:.0f} s |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=64)
@@ -76,12 +108,7 @@ def main():
     if a.f64:
         jax.config.update("jax_enable_x64", True)
     print(f"backend {jax.default_backend()}, {'float64' if a.f64 else 'float32'}, {a.steps} steps")
-    for name, xml in SCENES.items():
-        if a.only and a.only not in name:
-            continue
-        c = mujoco_rate(xml, a.steps)
-        r1, c1 = ours_rate(xml, a.steps, 1)
-        rb, cb = ours_rate(xml, a.steps, a.batch)
+    for name, c, r1, c1, rb, cb in run(a.steps, a.batch, a.only):
         print(f"{name}: MuJoCo C 1 thread {c:,.0f} steps/s | mjx_lite batch 1 {r1:,.0f} steps/s (compile {c1:.1f} s)"
               f" | batch {a.batch} {rb:,.0f} steps/s (compile {cb:.1f} s)")
 

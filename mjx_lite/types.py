@@ -761,6 +761,10 @@ class Model:
     flex_elemadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_elemdataadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_elemnum: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    # dim 3: each tetrahedron's layer (0 on the surface, then its distance from it across shared faces; 0 for dim 1
+    # and 2); the elements below flex_activelayers collide with geoms (MuJoCo's flex BVH holds only those)
+    flex_elemlayer: np.ndarray = static_field(shape=("nflexelem",), dtype="int32")
+    flex_activelayers: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_interp: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_radius: jax.Array = shaped("nflex")
     flex_rigid: np.ndarray = static_field(shape=("nflex",), dtype="bool")
@@ -1283,17 +1287,17 @@ def efc_row_width(m: Model) -> int:
 
 
 def _flex_elem_width(m: Model) -> int:
-    """Bodies on the flex side of a contact row: dim + 1 where a sphere, capsule or box geom can touch the elements
-    of a dim 1 or 2 flex (collision/flex.py: the element's vertex bodies, weighted), else 1."""
+    """Bodies on the flex side of a contact row: dim + 1 where a convex geom (sphere, capsule, ellipsoid, cylinder,
+    box, mesh) can touch the elements of a flex (collision/flex.py: the element's vertex bodies, weighted), else 1."""
     if not m.nflex:
         return 1
     gt = np.asarray(m.geom_type)
-    sel = (gt == GeomType.SPHERE) | (gt == GeomType.CAPSULE) | (gt == GeomType.BOX)
+    sel = (gt >= GeomType.SPHERE) & (gt <= GeomType.MESH)
     gct, gca = np.asarray(m.geom_contype)[sel], np.asarray(m.geom_conaffinity)[sel]
     out = 1
     for f in range(m.nflex):
         dim, fct, fca = int(m.flex_dim[f]), int(m.flex_contype[f]), int(m.flex_conaffinity[f])
-        if dim in (1, 2) and np.any((gct & fca) | (fct & gca)):
+        if np.any((gct & fca) | (fct & gca)):
             out = max(out, dim + 1)
     return out
 

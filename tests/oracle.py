@@ -19,6 +19,7 @@ from mjx_lite.collision import driver
 from mjx_lite.data import make_data
 from mjx_lite.mjcf.mesh import hull_tables, polygon_tables_from_vert
 from mjx_lite.pipeline import constraint, kinematics, tendon, velocity
+from mjx_lite.pipeline.step import step as _step
 
 _OBJ = {
     "body": mujoco.mjtObj.mjOBJ_BODY, "joint": mujoco.mjtObj.mjOBJ_JOINT, "geom": mujoco.mjtObj.mjOBJ_GEOM,
@@ -489,3 +490,27 @@ def close(ours, theirs, tol, msg=""):
     theirs = np.asarray(theirs)
     scale = max(1.0, float(np.max(np.abs(theirs)))) if theirs.size else 1.0
     np.testing.assert_allclose(np.asarray(ours), theirs, atol=tol * scale, rtol=0, err_msg=msg)
+
+
+GRAD_FD_RTOL = 1e-4  # a rollout gradient vs central differences (relative step 1e-4, float64)
+VMAP_TOL = 1e-12  # vmapped rollouts vs unbatched ones (the same operations, batched)
+
+
+def check_rollout_grad(m: types.Model, d0: types.Data, with_param, value: float, steps: int = 20) -> None:
+    """The flex tests' gradient check: h(k) = mean flex vertex height after `steps` steps of the Model
+    with_param(m, k) from d0. Asserts d h / d k (jax.grad) is finite, nonzero and equal to central differences
+    (step 1e-4 k) to GRAD_FD_RTOL, and h vmapped over (k / 2, k) equal to unbatched calls to VMAP_TOL."""
+    def height(k):
+        mm = with_param(m, k)
+        d = jax.lax.scan(lambda d, _: (_step(mm, d), None), d0, None, length=steps)[0]
+        return jp.mean(d.flexvert_xpos[:, 2])
+
+    f = jax.jit(height)
+    g = float(jax.jit(jax.grad(height))(value))
+    h = 1e-4 * value
+    fd = (float(f(value + h)) - float(f(value - h))) / (2 * h)
+    assert np.isfinite(g) and g != 0
+    np.testing.assert_allclose(g, fd, rtol=GRAD_FD_RTOL, atol=1e-10)
+    ks = jp.array([0.5 * value, value])
+    np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(height))(ks)), [float(f(0.5 * value)), float(f(value))],
+                               rtol=VMAP_TOL, atol=VMAP_TOL)  # fmt: skip

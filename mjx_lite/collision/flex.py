@@ -28,9 +28,9 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import flex_elem
+from mjx_lite.collision import flex_elem, hull
 from mjx_lite.collision.frame import make_frame
-from mjx_lite.collision.types import NOCONTACT
+from mjx_lite.collision.types import NOCONTACT, GeomInfo, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 MAXCONPAIR = 50  # mjMAXCONPAIR: contacts MuJoCo keeps per geom-flex pair
@@ -67,12 +67,14 @@ def plane_is_static(m: Model, g: int) -> bool:
     return int(np.asarray(m.body_dofnum)[w]) == 0
 
 
-ELEM_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.BOX)  # geoms collided with flex elements (dim 1 and 2)
+ELEM_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX,
+              GeomType.MESH)  # geoms collided with flex elements (`flex_elem.ELEM_NCON` says with which dims)
 
 
 def elem_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """Static (geom ids, flex ids) of the geom-flex pairs collided element by element (mj_collideGeomElem): a
-    sphere, capsule or box geom and a flex of dim 1 or 2 whose contype/conaffinity match; geom-major, then flex."""
+    convex geom (ELEM_TYPES) and a flex whose contype/conaffinity match, the pair in `flex_elem.ELEM_NCON`;
+    geom-major, then flex."""
 
     def build(m):
         gs, fs = [], []
@@ -84,7 +86,7 @@ def elem_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
             if gtype[g] not in ELEM_TYPES:
                 continue
             for f in range(m.nflex):
-                if ((gct[g] & fca[f]) or (fct[f] & gca[g])) and fdim[f] in (1, 2):
+                if ((gct[g] & fca[f]) or (fct[f] & gca[g])) and (int(gtype[g]), int(fdim[f])) in flex_elem.ELEM_NCON:
                     gs.append(g)
                     fs.append(f)
         return np.asarray(gs, np.int64), np.asarray(fs, np.int64)
@@ -100,7 +102,9 @@ def elem_data(m: Model, f: int) -> np.ndarray:
 
 def _elem_groups(m: Model) -> tuple[tuple[int, int, np.ndarray, np.ndarray, np.ndarray], ...]:
     """Static groups (geom type, flex dim, geom ids, flex ids, element ids) of the (geom, element) pairs, pair
-    order within a group. An element with a vertex on the geom's body is left out (as MuJoCo skips it)."""
+    order within a group. An element with a vertex on the geom's body is left out (as MuJoCo skips it), and so is a
+    tetrahedron below the flex's active layers (flex_elemlayer >= flex_activelayers: MuJoCo 4.0 skips it, with the
+    midphase enabled or disabled)."""
 
     def build(m):
         groups: dict[tuple[int, int], list] = {}
@@ -109,6 +113,8 @@ def _elem_groups(m: Model) -> tuple[tuple[int, int, np.ndarray, np.ndarray, np.n
         for g, f in zip(*elem_pairs(m)):
             ed = elem_data(m, f)
             keep = ~np.any(vbody[vadr[f] + ed] == gbody[g], axis=1)
+            layer = np.asarray(m.flex_elemlayer)[int(m.flex_elemadr[f]) : int(m.flex_elemadr[f]) + len(ed)]
+            keep &= layer < int(m.flex_activelayers[f])
             key = (int(gtype[g]), int(m.flex_dim[f]))
             for e in np.nonzero(keep)[0]:
                 groups.setdefault(key, []).append((g, f, e))
@@ -210,10 +216,11 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
                                                                                  zip(ff, ee)])]  # fmt: skip
         det = (margin[sl] + gap[sl])[::k]
 
-        def one(gpos, gmat, gsize, xe, r, mg, t=t, dim=dim):
-            return flex_elem.collide(t, dim, gpos, gmat, gsize, xe, r, mg)
+        def one(geom, xe, r, mg, t=t, dim=dim):
+            return flex_elem.collide(t, dim, geom, xe, r, mg)
 
-        cd, cp, cn, ok = jax.vmap(one)(d.geom_xpos[gg], d.geom_xmat[gg], m.geom_size[gg], x, m.flex_radius[ff], det)
+        info = _geom_info(m, d, gg, t)
+        cd, cp, cn, ok = jax.vmap(one, in_axes=(info_axes(info), 0, 0, 0))(info, x, m.flex_radius[ff], det)
         dist.append(cd.reshape(-1))
         pos.append(cp.reshape(-1, 3))
         nrm.append(cn.reshape(-1, 3))
@@ -239,6 +246,21 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
         efc_address=jp.full((n,), -1, jp.int32),
         active=active,
     )
+
+
+def _geom_info(m: Model, d: types.Data, gids: np.ndarray, gtype: int) -> GeomInfo:
+    """The geoms gids (n,) of one element group as a vectorised GeomInfo; a mesh with its hull tables padded to the
+    largest hull of the group's meshes (the collision driver's layout: per-pair rows, shared per-mesh tables)."""
+    info = GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids])
+    if gtype != GeomType.MESH:
+        return info
+    mids = np.asarray(m.geom_dataid)[gids]
+    t = hull.group_tables(m, mids)
+    tables = {k: jp.asarray(t[v]) for k, v in dict(facepoly="poly", facepolynum="polynum", faceplane="plane",
+                                                   vertplane="vplane", vertedge="vedge").items()}  # fmt: skip
+    return info._replace(vert=m.mesh_vert[jp.asarray(t["vert"][mids])], face=jp.asarray(t["face"][mids]),
+                         edge=jp.asarray(t["edge"][mids]), triplane=jp.asarray(t["triplane"][mids]),
+                         mesh=jp.asarray(t["row"][mids]), **tables)  # fmt: skip
 
 
 def _elem_vertices(m: Model, con: types.Contact, side: int, nv: int) -> jax.Array:
@@ -278,7 +300,7 @@ def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
 
 def elem_width(m: Model) -> int:
     """Static number of bodies on the second side of a contact row in `contact_body_weights`: 1 without element
-    contacts, else the most vertices of a colliding element (2 for edges, 3 for triangles)."""
+    contacts, else the most vertices of a colliding element (2 for edges, 3 for triangles, 4 for tetrahedra)."""
     dims = [dim for _, dim, *_ in _elem_groups(m)]
     return 1 + max(dims) if dims else 1
 
@@ -299,8 +321,9 @@ def contact_body_weights(m: Model, d: types.Data, con: types.Contact
     dim = jp.asarray(np.asarray(m.flex_dim), jp.int32)[jp.maximum(con.flex[:, 1], 0)]
     seg = jax.vmap(flex_elem.barycentric)(con.pos, x[:, :2])
     wts = jp.concatenate([seg, jp.zeros((seg.shape[0], w - 2), dt)], axis=1)
-    if w == 3:
-        wts = jp.where((dim == 2)[:, None], jax.vmap(flex_elem.barycentric)(con.pos, x), wts)
+    for k in range(3, w + 1):  # triangles, tetrahedra
+        bk = jax.vmap(flex_elem.barycentric)(con.pos, x[:, :k])
+        wts = jp.where((dim == k - 1)[:, None], jp.concatenate([bk, jp.zeros((bk.shape[0], w - k), dt)], 1), wts)
     is_elem = (con.elem[:, 1] >= 0) & (con.vert[:, 1] < 0) & (con.geom[:, 1] < 0)
     one = jp.zeros((1, w), dt).at[0, 0].set(1.0)
     wts = jp.where(is_elem[:, None], wts, one)

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import primitive
+from mjx_lite.collision import general, primitive
 from mjx_lite.collision.types import NOCONTACT, GeomInfo, Mask, Mat3, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, safe_norm
 from mjx_lite.types import MINVAL, GeomType
@@ -29,6 +29,18 @@ __all__ = ["ELEM_NCON", "barycentric", "collide"]
 
 ELEM_NCON = {(GeomType.SPHERE, 1): 1, (GeomType.CAPSULE, 1): 2, (GeomType.BOX, 1): 2,
              (GeomType.SPHERE, 2): 1, (GeomType.CAPSULE, 2): 5, (GeomType.BOX, 2): 11}  # fmt: skip
+# the geoms that meet an element through the general convex collider (MuJoCo's mjc_ConvexElem): one row
+CONVEX = {1: (GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.MESH),
+          2: (GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.MESH),
+          3: (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX, GeomType.MESH)}
+ELEM_NCON.update({(t, dim): 1 for dim, ts in CONVEX.items() for t in ts})
+# an element's hull for the convex collider: triangles (both sides of a cloth triangle; a tetrahedron's four faces)
+# and edges with two of their triangles (the hull tables of a mesh, `GeomInfo`)
+_ELEM_FACE = {2: np.array([[0, 1, 2], [0, 2, 1]], np.int32),
+              3: np.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], np.int32)}
+_ELEM_EDGE = {2: np.array([[0, 1, 0, 1], [1, 2, 0, 1], [2, 0, 0, 1]], np.int32),
+              3: np.array([[0, 1, 0, 1], [0, 2, 0, 2], [0, 3, 1, 2], [1, 2, 0, 3], [1, 3, 1, 3], [2, 3, 2, 3]],
+                          np.int32)}  # fmt: skip
 
 Rows = tuple[Values, Points, Points, Mask]  # (dist (K,), pos (K, 3), normal (K, 3), ok (K,))
 
@@ -131,11 +143,49 @@ def _edge_capsule(x: Points, radius: Scalar) -> GeomInfo:
     return GeomInfo(pos=0.5 * (x[0] + x[1]), mat=mat, size=size)
 
 
-def collide(gtype: int, dim: int, gpos: Vec3, gmat: Mat3, gsize: Vec3, x: Points, radius: Scalar, margin: Scalar
-            ) -> Rows:
-    """The ELEM_NCON[(gtype, dim)] rows of the geom (gpos, gmat, gsize) against the element with vertices x
-    (dim + 1, 3) and flex radius `radius`; margin: detection distance (margin + gap). Normals from geom to element."""
-    geom = GeomInfo(pos=gpos, mat=gmat, size=gsize)
+def _cylinder_normal(geom: GeomInfo, pos: Vec3, normal: Vec3) -> Vec3:
+    """mjc_fixNormal of a cylinder geom (MuJoCo 4.0 applies it to cloth contacts found by GJK/EPA): the radial
+    direction at the contact point where it lies within 95% of the half height and is at least 4x nearer the round
+    wall than the flat one, else `normal` unchanged."""
+    p = geom.mat.T @ (pos - geom.pos)
+    flat = jp.abs(geom.size[1] - jp.abs(p[2]))
+    rnd = jp.abs(geom.size[0] - safe_norm(p[:2]))
+    radial, _ = _normalize(geom.mat @ jp.stack([p[0], p[1], jp.zeros_like(p[0])]))
+    use = (jp.abs(p[2]) <= 0.95 * geom.size[1]) & ~(flat < 0.25 * rnd)
+    return jp.where(use, radial, normal)
+
+
+def convex(gtype: int, dim: int, geom: GeomInfo, x: Points, radius: Scalar, margin: Scalar) -> Rows:
+    """One row (MuJoCo 4.0's mjc_ConvexElem): the geom (type gtype; a mesh with its hull tables, as the collision
+    driver's GeomInfo) against the element x (dim + 1, 3) of flex radius `radius` by the general convex collider
+    (`general.collide`: GJK/EPA, exact separating axes for a rope edge in a mesh, the normal of curved pairs refined).
+    A rope edge enters as a capsule, a triangle or tetrahedron as a small mesh (its vertices about their mean, its
+    faces and edges as kinks of the refinement) thickened by the radius. A contact where dist < margin (MuJoCo grows
+    both shapes by margin / 2 and takes penetrations only). Cloth (dim 2) normals against a cylinder get MuJoCo's
+    radial fix (`_cylinder_normal`; its fix of ellipsoid normals is the converged normal itself)."""
+    dt = x.dtype
+    if dim == 1:
+        te, elem, extra = GeomType.CAPSULE, _edge_capsule(x, radius), jp.zeros((), dt)
+    else:
+        c = jp.mean(x, axis=0)
+        elem = GeomInfo(pos=c, mat=jp.eye(3, dtype=dt), size=jp.zeros(3, dt), vert=x - c,
+                        face=jp.asarray(_ELEM_FACE[dim]), edge=jp.asarray(_ELEM_EDGE[dim]))  # fmt: skip
+        te, extra = GeomType.MESH, radius
+    # n: from the element to the geom; the early exits of polytope pairs see the core's margin (grown by the radius)
+    dist, pos, n = general.collide(te, gtype, elem, geom, margin + extra, sat_budget=0)
+    dist = dist - extra
+    pos = pos + 0.5 * extra * n
+    normal = -n
+    if dim == 2 and gtype == GeomType.CYLINDER:
+        normal = _cylinder_normal(geom, pos, normal)
+    return dist[None], pos[None], normal[None], (dist < margin)[None]
+
+
+def collide(gtype: int, dim: int, geom: GeomInfo, x: Points, radius: Scalar, margin: Scalar) -> Rows:
+    """The ELEM_NCON[(gtype, dim)] rows of the geom (pos, mat, size; a mesh's hull tables) against the element with
+    vertices x (dim + 1, 3) and flex radius `radius`; margin: detection distance (margin + gap). Normals from geom to
+    element."""
+    gpos, gmat, gsize = geom.pos, geom.mat, geom.size
     if dim == 1:
         cap = _edge_capsule(x, radius)
         if gtype == GeomType.SPHERE:
@@ -154,11 +204,16 @@ def collide(gtype: int, dim: int, gpos: Vec3, gmat: Mat3, gsize: Vec3, x: Points
             return capsule_triangle(gpos, gmat, gsize, x, radius, margin)
         if gtype == GeomType.BOX:
             return box_triangle(gpos, gmat, gsize, x, radius, margin)
+    if gtype in CONVEX.get(dim, ()):
+        return convex(gtype, dim, geom, x, radius, margin)
     raise NotImplementedError(f"flex contacts of {GeomType(gtype).name} geoms with dim {dim} flexes")
 
 
 def barycentric(p: Vec3, x: Points) -> jax.Array:
-    """(dim + 1,) weights of the vertices x (dim + 1, 3) of an edge or triangle at its point nearest to p."""
+    """(dim + 1,) weights of the vertices x (dim + 1, 3) of an edge, triangle or tetrahedron at its point nearest to p
+    (a tetrahedron: p's own coordinates inside it, else those of the nearest point of its nearest face)."""
+    if x.shape[0] == 4:
+        return _barycentric_tet(p, x)
     if x.shape[0] == 2:
         e = x[1] - x[0]
         t = jp.clip(jp.dot(p - x[0], e) / jp.maximum(jp.dot(e, e), MINVAL), 0.0, 1.0)
@@ -191,3 +246,18 @@ def barycentric(p: Vec3, x: Points) -> jax.Array:
     for cond, ws in reversed(cases):
         w = jp.where(cond, jp.stack(ws), w)
     return w
+
+
+def _barycentric_tet(p: Vec3, x: Points) -> jax.Array:
+    """(4,) weights of the tetrahedron x (4, 3) at its point nearest to p (`barycentric`)."""
+    t = jp.stack([x[1] - x[0], x[2] - x[0], x[3] - x[0]], axis=1)
+    det = jp.linalg.det(t)
+    ok = jp.abs(det) > MINVAL * jp.maximum(jp.max(jp.abs(t)) ** 3, MINVAL)
+    lam = jp.linalg.solve(jp.where(ok, t, jp.eye(3, dtype=x.dtype)), p - x[0])
+    inside = ok & jp.all(lam >= 0) & (jp.sum(lam) <= 1)
+    faces = _ELEM_FACE[3]
+    fw = jax.vmap(lambda f: barycentric(p, x[f]))(jp.asarray(faces))  # (4, 3)
+    near = jp.einsum("fk,fkj->fj", fw, x[faces])  # (4, 3) the nearest point of each face
+    k = jp.argmin(dot3(near - p, near - p))
+    w = jp.zeros(4, x.dtype).at[jp.asarray(faces)[k]].add(fw[k])
+    return jp.where(inside, jp.concatenate([1 - jp.sum(lam, keepdims=True), lam]), w)

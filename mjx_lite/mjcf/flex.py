@@ -9,9 +9,9 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
   - flex_centered: every vertex offset zero (no pinned vertex).
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
-Flex contacts: flex vertices against planes welded to the world and the elements of dim 1 and 2 flexes against
-spheres, capsules and boxes are implemented (collision/flex.py); flexes that can collide otherwise (self-collisions,
-other geom types, dim 3 flexes with non-plane geoms) are refused (`_check_contacts`).
+Flex contacts: flex vertices against planes welded to the world and the elements of every flex against the convex
+geoms are implemented (collision/flex.py); flexes that can collide otherwise (self-collisions, height fields, SDFs)
+are refused (`_check_contacts`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                                             "contype", "conaffinity", "radius", "centered", "condim", "priority",
                                             "selfcollide", "friction", "solmix", "solref", "solimp", "margin",
                                             "gap")}  # fmt: skip
-    vertbodyid, vert, edges, elems, erigid = [], [], [], [], []
+    vertbodyid, vert, edges, elems, erigid, layers = [], [], [], [], [], []
     elemedge, elemedgeadr, stiff, stiffadr, bend, bendadr, flaps = [], [], [], [], [], [], []
     bodies = ctx.ids.get("body", {})
     weld = np.asarray(A["body_weldid"])
@@ -110,6 +110,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         vert.append(np.asarray(r["vert"], float).reshape(-1, 3))
         edges += fedges
         elems += elem.reshape(-1).tolist()
+        layers.append(_elem_layers(elem))
         erigid += [bool(weld[ids[a]] == weld[ids[b]]) for a, b in fedges]
     n = len(recs)
     i32 = np.int32
@@ -125,6 +126,8 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flex_centered"] = np.asarray(arr["centered"], bool).reshape(n)
     A["flex_rigid"] = np.zeros(n, bool)  # (rigid flexcomps are refused)
     A["flex_interp"] = np.zeros(n, i32)
+    A["flex_elemlayer"] = np.concatenate([np.zeros(0, i32)] + layers).astype(i32)
+    A["flex_activelayers"] = np.asarray([r["activelayers"] for r in recs], i32).reshape(n)
     A["flex_damping"] = np.asarray([r["damping"] for r in recs], float).reshape(n)
     A["flex_elemedge"] = np.asarray(elemedge, i32)
     A["flex_elemedgeadr"] = np.asarray(elemedgeadr, i32).reshape(n)
@@ -283,14 +286,47 @@ def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
 
 _SELF = {"none": 0, "narrow": 1, "bvh": 2, "sap": 3, "auto": 4}
 _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
-_ELEM_GEOMS = (2, 3, 6)  # sphere, capsule, box: collided with the elements of dim 1 and 2 flexes
+_ELEM_GEOMS = (2, 3, 4, 5, 6, 7)  # sphere, capsule, ellipsoid, cylinder, box, mesh: collided with flex elements
+
+
+def _elem_layers(elem: np.ndarray) -> np.ndarray:
+    """(nelem,) flex_elemlayer (mjCFlex's): 0 for dim 1 and 2; for tetrahedra 0 where one of its faces is on the
+    surface (no other tetrahedron has it), else 1 + the least layer of the tetrahedra sharing a face with it."""
+    n, k = elem.shape
+    layer = np.zeros(n, np.int32)
+    if k < 4:
+        return layer
+    owners: dict[tuple, list[int]] = {}
+    for e, v in enumerate(elem):
+        for i in range(4):
+            owners.setdefault(tuple(sorted(np.delete(v, i).tolist())), []).append(e)
+    border = np.zeros(n, bool)
+    nbrs: list[list[int]] = [[] for _ in range(n)]
+    for es in owners.values():
+        if len(es) == 1:
+            border[es[0]] = True
+        else:
+            for a in es:
+                nbrs[a] += [b for b in es if b != a]
+    layer[:] = n + 1
+    layer[border] = 0
+    frontier = list(np.nonzero(border)[0])
+    while frontier:  # breadth first from the surface
+        nxt = []
+        for a in frontier:
+            for b in nbrs[a]:
+                if layer[b] > layer[a] + 1:
+                    layer[b] = layer[a] + 1
+                    nxt.append(b)
+        frontier = nxt
+    return layer
 
 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes) and
-    the elements of dim 1 and 2 flexes (edges, triangles) against spheres, capsules and boxes (collision/flex.py).
-    Refused: self-collisions (contype & conaffinity with selfcollide other than 'none'), contacts with any other
-    geom type the contype/conaffinity filter lets through, and contacts of dim 3 flexes with non-plane geoms."""
+    the elements of every flex (edges, triangles, tetrahedra) against spheres, capsules, ellipsoids, cylinders, boxes
+    and meshes (collision/flex.py). Refused: self-collisions (contype & conaffinity with selfcollide other than
+    'none') and contacts with height-field and SDF geoms that the contype/conaffinity filter lets through."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none":
@@ -302,13 +338,12 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
     gtype = np.asarray(A["geom_type"])
     for g in np.nonzero((ct & ga) | (gt & ca))[0]:
         t = int(gtype[g])
-        if t == 0 or (t in _ELEM_GEOMS and r["dim"] in (1, 2)):
+        if t == 0 or t in _ELEM_GEOMS:
             continue
-        what = (f"flex contacts of dim {r['dim']} flexes with {_GEOM_NAMES[t]} geoms" if t in _ELEM_GEOMS else
-                f"flex contacts with {_GEOM_NAMES[t]} geoms")  # fmt: skip
-        raise MJCFUnsupportedError(f"{what} are not supported by mjx_lite (planes, and spheres, capsules and boxes "
-                                   f"with dim 1 and 2 flexes): flex '{r['name']}' can collide with geom {int(g)}; "
-                                   "set the flexcomp's <contact contype/conaffinity> to exclude it", *where)
+        raise MJCFUnsupportedError(f"flex contacts with {_GEOM_NAMES[t]} geoms are not supported by mjx_lite (planes "
+                                   f"and convex geoms: spheres, capsules, ellipsoids, cylinders, boxes, meshes): flex "
+                                   f"'{r['name']}' can collide with geom {int(g)}; set the flexcomp's <contact "
+                                   "contype/conaffinity> to exclude it", *where)  # fmt: skip
 
 
 def constants(ctx: CompileContext, st) -> np.ndarray:

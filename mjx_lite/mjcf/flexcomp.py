@@ -204,7 +204,7 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
         "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
         "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
-        "selfcollide": cont.get("selfcollide", "auto"),
+        "selfcollide": cont.get("selfcollide", "auto"), "activelayers": int(cont.get("activelayers", 1)),
         "condim": int(cont.get("condim", 3)), "priority": int(cont.get("priority", 0)),
         "friction": _vecn(cont.get("friction"), (1.0, 0.005, 0.0001)), "solmix": float(cont.get("solmix", 1.0)),
         "solref": _vecn(cont.get("solref"), (0.02, 1.0)),

@@ -5,7 +5,8 @@ benchmarks/flex_steps.py: `mjx_lite.load_mjcf_string(flex.cloth_on_plane())`.
   cloth_on_plane(...) dim 2: a cloth dropped on a plane, edge equality constraints (or <elasticity>) and damping
   hanging_cloth(...)  dim 2: a cloth pinned at two corners, <elasticity> stretch and bending (elastic2d)
   soft_box(...)       dim 3: a grid of tetrahedra (a soft cube) dropped on a plane, <elasticity> (young, poisson)
-  draped(...)         dim 1 or 2: a rope or a cloth dropped on a sphere, capsule or box (fixed, or a free body)
+  draped(...)         dim 1 or 2: a rope or a cloth dropped on a sphere, capsule, box, ellipsoid or cylinder (fixed,
+                      or a free body)
 
 Every builder returns the XML text; keyword arguments size and tune the scene (counts, spacing, material).
 """
@@ -77,15 +78,18 @@ def soft_box(count: tuple = (2, 2, 2), spacing: float = 0.1, height: float = 0.0
 
 
 _SHAPES = {"sphere": 'type="sphere" size=".1"', "capsule": 'type="capsule" size=".05 .12" euler="0 90 0"',
-           "box": 'type="box" size=".1 .1 .1" euler="0 0 10"'}  # fmt: skip
+           "box": 'type="box" size=".1 .1 .1" euler="0 0 10"',
+           "ellipsoid": 'type="ellipsoid" size=".1 .08 .06" euler="0 0 20"',
+           "cylinder": 'type="cylinder" size=".08 .06" euler="0 20 0"'}  # fmt: skip
 
 
 def draped(geom: str = "sphere", dim: int = 2, count: int = 4, spacing: float = 0.05, height: float = 0.12,
            mass: float = 0.2, radius: float = 0.005, free: bool = False, damping: float = 0.01,
            option: str = "") -> str:  # fmt: skip
     """A rope (dim 1: `count` points) or a cloth (dim 2: count x count) dropped from `height` (tilted 5 and 3
-    degrees) on a sphere (radius .1), a capsule (radius .05, half length .12, along x) or a box (half size .1, turned
-    10 degrees) at the origin: fixed to the world, or on a free body (`free`, then over a plane at z = -0.3). Edge
+    degrees) on a sphere (radius .1), a capsule (radius .05, half length .12, along x), a box (half size .1, turned
+    10 degrees), an ellipsoid (radii .1 .08 .06) or a cylinder (radius .08, half height .06, tilted 20 degrees) at
+    the origin: fixed to the world, or on a free body (`free`, then over a plane at z = -0.3). Edge
     equality constraints and edge damping; the flex collides with the geom (flex elements against it)."""
     counts = f"{count} 1 1" if dim == 1 else f"{count} {count} 1"
     shape = f"<geom {_SHAPES[geom]}/>"
