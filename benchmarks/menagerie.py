@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import glob
 import json
 import os
 import platform
@@ -43,6 +42,7 @@ sys.path.insert(0, ROOT)
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import driver  # noqa: E402
+from tests.menagerie import batch_of, forward_diff, mujoco_loads, oracle_states  # noqa: E402
 from tests.meshheavy import gripper  # noqa: E402
 
 MODELS = {  # name -> (label, path relative to the Menagerie checkout or None: generated)
@@ -181,35 +181,6 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _states(mjm: mujoco.MjModel) -> list:
-    """MuJoCo's inputs (qpos, qvel, ctrl, act, applied forces, mocap, qacc_warmstart) and outputs (qacc, contacts:
-    sorted (geom1 < geom2, dist)) after mj_forward at qpos0, the first keyframe (qpos0 again without one) and two
-    random states (tests/oracle.py's random_state, qpos 0.1 around qpos0)."""
-    from tests.oracle import random_state
-
-    mjd = mujoco.MjData(mjm)
-    out = []
-    for k in range(4):
-        mujoco.mj_resetData(mjm, mjd)
-        if k == 1 and mjm.nkey:
-            mujoco.mj_resetDataKeyframe(mjm, mjd, 0)
-        elif k >= 2:
-            random_state(mjm, mjd, np.random.default_rng(k), qpos_scale=0.1)
-            mjd.time = 0.0
-        mujoco.mj_forward(mjm, mjd)
-        c = mjd.contact[: mjd.ncon]
-        pairs = np.sort(np.stack([c.geom1, c.geom2], 1), 1) if mjd.ncon else np.zeros((0, 2), int)
-        out.append({"qpos": mjd.qpos.copy(), "qvel": mjd.qvel.copy(), "ctrl": mjd.ctrl.copy(), "act": mjd.act.copy(),
-                    "qfrc_applied": mjd.qfrc_applied.copy(), "xfrc_applied": mjd.xfrc_applied.copy(),
-                    "mocap_pos": mjd.mocap_pos.copy(), "mocap_quat": mjd.mocap_quat.copy(),
-                    "qacc_warmstart": mjd.qacc_warmstart.copy(), "qacc": mjd.qacc.copy(),
-                    "contacts": sorted(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist(), c.dist.tolist()))})  # fmt: skip
-    return out
-
-
-_INPUTS = ("qpos", "qvel", "ctrl", "act", "qfrc_applied", "xfrc_applied", "mocap_pos", "mocap_quat", "qacc_warmstart")
-
-
 def sweep_one(path: str, batch: int = 4, steps: int = 5) -> dict:
     """One file: load, compile jit(vmap(step)) at `batch` (float64), memory, forward vs mj_forward (see module doc)."""
     rec = {"path": path}
@@ -223,13 +194,9 @@ def sweep_one(path: str, batch: int = 4, steps: int = 5) -> dict:
         return rec
     rec["load"], rec["load_cpu"] = "ok", _cpu() - c0
     rec["nconmax"], rec["njmax"], rec["groups"] = int(m.nconmax), int(m.njmax), _mesh_groups(m)
-    states = _states(mjm)
+    states = oracle_states(mjm)
     d0 = mjl.make_data(m)
-
-    def _with(s):
-        return d0.replace(**{k: jp.asarray(s[k], getattr(d0, k).dtype).reshape(getattr(d0, k).shape) for k in _INPUTS})
-
-    db = jax.tree.map(lambda *x: jp.stack(x), *[_with(states[i % len(states)]) for i in range(batch)])
+    db = batch_of(d0, states, batch)
     f = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
     c0, w0 = _cpu(), time.perf_counter()
     lowered = f.lower(m, db)
@@ -239,21 +206,10 @@ def sweep_one(path: str, batch: int = 4, steps: int = 5) -> dict:
     rec["temp_per_env"] = compiled.memory_analysis().temp_size_in_bytes / batch
     rec["data_per_env"] = _nbytes(d0)
     out = jax.block_until_ready(compiled(m, db))
-    rec["qacc_err"], rec["contacts_ok"], rec["dist_err"], rec["ncon"] = [], [], [], []
-    for i, s in enumerate(states[: min(batch, len(states))]):
-        oi = jax.tree.map(lambda x, i=i: x[i], out)
-        ac = driver.active_contacts(m, oi)
-        g = np.sort(np.asarray(ac["geom"]), 1) if len(ac["dist"]) else np.zeros((0, 2), int)
-        ours = sorted(zip(g[:, 0].tolist(), g[:, 1].tolist(), np.asarray(ac["dist"]).tolist()))
-        a, b = [c[:2] for c in ours], [c[:2] for c in s["contacts"]]
-        scale = max(1.0, float(np.max(np.abs(s["qacc"]))))
-        rec["qacc_err"].append(float(np.max(np.abs(np.asarray(oi.qacc) - s["qacc"]))) / scale)
-        rec["contacts_ok"].append(a == b)
-        rec["dist_err"].append(max((abs(x[2] - y[2]) for x, y in zip(ours, s["contacts"])), default=0.0) if a == b
-                               else float("nan"))  # fmt: skip
-        rec["ncon"].append((len(ours), len(s["contacts"])))
-        if a != b:
-            rec.setdefault("contact_diff", {})[i] = {"ours": a, "theirs": b}
+    diffs = [forward_diff(m, jax.tree.map(lambda x, i=i: x[i], out), s) for i, s in enumerate(states[:batch])]
+    for k in ("qacc_err", "contacts_ok", "dist_err", "ncon"):
+        rec[k] = [x[k] for x in diffs]
+    rec["contact_diff"] = {i: (x["ours"], x["theirs"]) for i, x in enumerate(diffs) if not x["contacts_ok"]}
     t0 = time.perf_counter()
     for _ in range(steps):
         out = compiled(m, out)
@@ -261,18 +217,6 @@ def sweep_one(path: str, batch: int = 4, steps: int = 5) -> dict:
     rec["sps"] = batch * steps / (time.perf_counter() - t0)
     rec["finite"] = bool(np.all(np.isfinite(np.asarray(out.qpos))))
     return rec
-
-
-def mujoco_loads(menagerie: str) -> list[str]:
-    """The MJCF files under `menagerie` (relative paths, sorted) that MuJoCo loads."""
-    out = []
-    for p in sorted(glob.glob(os.path.join(menagerie, "**", "*.xml"), recursive=True)):
-        try:
-            mujoco.MjModel.from_xml_path(p)
-        except Exception:  # noqa: BLE001, S112 - a file MuJoCo refuses (a mesh the subset lacks) is not swept
-            continue
-        out.append(os.path.relpath(p, menagerie))
-    return out
 
 
 def sweep(menagerie: str, files: list[str] | None, batch: int, timeout: float, log: str | None) -> list[dict]:
