@@ -185,3 +185,30 @@ def test_mesh_support_is_argmax(models, dtype):
     for x in ([3.0, 1.0, 3.0, -np.inf], [np.inf, np.inf, 0.0], [-1.0, -1.0, -1.0], [2.0]):
         x = jp.asarray(x, dtype)
         assert int(polytope.first_max(x)) == int(jp.argmax(x)) and int(polytope.first_min(x)) == int(jp.argmin(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_top_indices_is_top_k(models, dtype):
+    """`polytope.top_indices` (the face manifold's 4 highest support values: first-max passes in float64, top_k in
+    float32) gives top_k's indices in top_k's order on the gripper's hulls along 100 random and the 26 grid
+    directions (ties of the pad's 144-gon faces and of mirrored vertices), with every 97th vertex at -inf (as the
+    padding is), and on vectors of ties and infinities."""
+    m, _ = models
+    t = hull.group_tables(m, np.arange(m.nmesh))
+    grid = np.array([c for c in np.ndindex(3, 3, 3) if c != (1, 1, 1)], float) - 1
+    d = jp.asarray(np.concatenate([np.random.default_rng(3).normal(size=(100, 3)), grid, [[0, 0, 1], [1, 0, 0]]]),
+                   dtype)  # fmt: skip
+
+    def both(vert, u):
+        s = vert @ u
+        s = jp.where(jp.arange(s.shape[0]) % 97 == 5, -jp.inf, s)
+        return polytope.top_indices(s, 4), jax.lax.top_k(s, 4)[1]
+
+    f = jax.jit(jax.vmap(both, in_axes=(None, 0)))
+    for i in range(m.nmesh):
+        got, want = f(jp.asarray(np.asarray(m.mesh_vert)[t["vert"][i]], dtype), d)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=str(i))
+    for x in ([1.0, 1.0, 1.0], [-np.inf, 2.0, -np.inf, 2.0, 0.0], [np.inf, -np.inf, np.inf, 3.0, 3.0]):
+        x = jp.asarray(x, dtype)
+        k = min(4, x.shape[0])
+        np.testing.assert_array_equal(np.asarray(polytope.top_indices(x, k)), np.asarray(jax.lax.top_k(x, k)[1]))

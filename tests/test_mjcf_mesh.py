@@ -574,3 +574,31 @@ def test_hull_polygons_match_mujoco(maxhullvert):
     for i in range(mjm.nmesh):
         assert mjm.mesh_polynum[i] > 0
         assert sorted(mesh_polygons(m, i)) == sorted(mesh_polygons(mjm, i)), i
+
+
+def _fan_tetrahedron(seed: int) -> str:
+    """Vertex text of a tetrahedron (randomly turned, vertices shuffled) with an inner vertex raised by 1e-5 of the
+    size on each face: each face a fan of 3 triangles in one normal bin, merged back into a triangle polygon."""
+    rng = np.random.default_rng(seed)
+    t = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], float)
+    q = rng.normal(size=4)
+    rot = np.zeros(9)
+    mujoco.mju_quat2Mat(rot, q / np.linalg.norm(q))
+    pts = np.concatenate([t, [t[list(f)].mean(0) * (1 + 1e-5) for f in ([0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3])]])
+    pts = (pts @ rot.reshape(3, 3).T * 0.1)[rng.permutation(8)]
+    return " ".join(f"{x:.9f}" for x in pts.reshape(-1))
+
+
+def test_hull_polygons_merged_fans_match_mujoco():
+    """A polygon merged from a fan of hull triangles about an inner vertex whose boundary is a triangle (Menagerie's
+    shadow_hand f_distal_pst has one) is MuJoCo's cycle, counter-clockwise about its outward normal (it was wound
+    clockwise on every one of these meshes: its 3 boundary edges were read as stored, not walked)."""
+    from mjx_lite.mjcf.compile import load_mjcf_string
+    from tests.oracle import mesh_polygons
+
+    for seed in range(6):
+        xml = (f'<mujoco><asset><mesh name="f" vertex="{_fan_tetrahedron(seed)}"/></asset><worldbody>'
+               '<geom type="mesh" mesh="f"/></worldbody></mujoco>')  # fmt: skip
+        mjm, m = mujoco.MjModel.from_xml_string(xml), load_mjcf_string(xml)
+        assert mjm.mesh_polynum[0] >= 4
+        assert sorted(mesh_polygons(m, 0)) == sorted(mesh_polygons(mjm, 0)), seed

@@ -24,6 +24,7 @@ from mjx_lite.collision.polytope import (
     face_vertices,
     hull_normals,
     polyhedron,
+    top_indices,
     vertex_edges,
     vertex_planes,
 )
@@ -50,7 +51,7 @@ def _feature(w: Points, tris: Ids, pn: Points, po: Values, vplanes: Callable[[Sc
     dim = jp.minimum(jp.sum(sup), 3)
     v = jp.argmax(sup)  # the support vertex of lowest id
     ids = vplanes(v)
-    top = jax.lax.top_k(s, min(4, nv))[1]
+    top = top_indices(s, min(4, nv))
     on_plane = jp.abs(outer3(w[top], pn[ids]) - po[ids][None, :]) <= tol  # (k, Dp)
     cand = jp.all(on_plane | ~sup[top][:, None], axis=0)
     return sup, dim, ids, cand, valid, v

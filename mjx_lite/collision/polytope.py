@@ -36,6 +36,26 @@ def first_min(x: Values) -> Scalar:
     return jp.minimum(i, n - 1)
 
 
+def top_indices(x: Values, k: int) -> Ids:
+    """`jax.lax.top_k(x, k)[1]` of a 1-D x (n,) with no NaN: the indices (k,) int32 of the k largest, largest first,
+    ties in ascending index. float32 (and narrower): top_k itself (XLA:CPU's TopK kernel); float64, whose top_k
+    XLA:CPU lowers to a sort: k passes of `first_max` over the entries not yet taken, the same indices in the same
+    order (measured on an 842-vertex hull, k 4, 256 lanes, one process: float64 12 vs 160-210 ms; float32 top_k
+    0.8-1.0 ms, the passes 4.4-7.2)."""
+    if x.dtype != jp.float64:
+        return jax.lax.top_k(x, k)[1]
+    n = x.shape[0]
+    ids = jp.arange(n, dtype=jp.int32)
+    taken = jp.zeros(n, bool)
+    out = []
+    for _ in range(min(k, n)):
+        best = jp.max(jp.where(taken, -jp.inf, x))
+        i = jp.minimum(jp.min(jp.where(~taken & (x == best), ids, n)), n - 1)
+        out.append(i)
+        taken = taken | (ids == i)
+    return jp.stack(out)
+
+
 def triangle_normals(w: Points, tris: Ids) -> tuple[Points, Values, Values]:
     """Unit outward normals (T, 3) of the triangles, the plane offsets (T,) and twice the areas (T,)."""
     a, b, c = w[tris[:, 0]], w[tris[:, 1]], w[tris[:, 2]]

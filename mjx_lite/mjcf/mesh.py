@@ -411,7 +411,12 @@ class _Polygon:
         """Each island's boundary walked from its first edge (MuJoCo's vertex order and start vertex)."""
         e, isl = self.edges, self.island
         if len(e) == 3:
-            return [[e[0][0], e[1][0], e[2][0]]]
+            # MuJoCo reads a 3-edge boundary as stored ([e0, e1, e2] starts), right for a single triangle; one left
+            # by merged triangles (a fan about an inner vertex) may be stored out of turn, where that reading would
+            # wind it clockwise (its qhull facet order, which ours need not share, decides): walked from e0 here
+            # (Menagerie's shadow_hand f_distal_pst: MuJoCo's polygon is the walk)
+            (a, b), rest = e[0], e[1:]
+            return [[a, b, rest[0][1] if rest[0][0] == b else rest[1][1]]]
         out = []
         for i in range(self.nisland):
             first = next((j for j in range(len(e)) if isl[j] == i), None)
