@@ -823,6 +823,7 @@ _NEAR_SCENE = f"""<mujoco><option gravity="0 0 0"/><worldbody>
 </worldbody></mujoco>"""
 
 
+@pytest.mark.slow  # four compiles of the capsule-cylinder manifold (~85 s of CPU); test_cylinder_manifold: the loop
 def test_near_pairs_only_loop():
     """GJK/EPA groups run on the broadphase's near pairs only (`driver._near_only`: NEAR_CHUNK pairs per loop trip):
     a capsule against 6 cylinders, batched over poses with 0, 1 and all 6 pairs near (two trips), contacts equal to
