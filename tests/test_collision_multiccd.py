@@ -814,3 +814,56 @@ def test_mesh_stages_skip_and_apart():
         assert float(gjk[0][1]) >= ctypes.NOCONTACT  # skipped: no loop, no contact
         live = np.asarray(rows.dist) < margin
         assert live[0].sum() == (4 if touching else 0) and not live[1].any(), rows.dist  # apart: no manifold
+
+
+_NEAR_CYL = '<geom type="cylinder" size=".05 .05" pos="{:.1f} 0 0" contype="0" conaffinity="1"/>'
+_NEAR_SCENE = f"""<mujoco><option gravity="0 0 0"/><worldbody>
+  {"".join(_NEAR_CYL.format(0.2 * k - 0.5) for k in range(6))}
+  <body><freejoint/><geom type="capsule" size=".05 .6" euler="0 90 0" contype="1" conaffinity="0"/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.slow  # four compiles of the capsule-cylinder manifold (~85 s of CPU); test_cylinder_manifold: the loop
+def test_near_pairs_only_loop():
+    """GJK/EPA groups run on the broadphase's near pairs only (`driver._near_only`: NEAR_CHUNK pairs per loop trip):
+    a capsule against 6 cylinders, batched over poses with 0, 1 and all 6 pairs near (two trips), contacts equal to
+    every pair's collider (the dense path) bitwise and to MuJoCo's; gradients equal to the dense path's."""
+    mjm = mujoco.MjModel.from_xml_string(_NEAR_SCENE)
+    m = model_from_mujoco(mjm)
+    (g,) = [g for g in driver.pair_table(m).groups if g.collider is cylinder.capsule_cylinder]
+    assert len(g.geom1) == 6 > driver.NEAR_CHUNK
+    mjd = mujoco.MjData(mjm)
+    poses = []
+    for pos in ([0, 0, 1.0], [-0.5, 0, 0.7], [0, 0, 0.098]):  # far; one pair near (no contact); lying on all six
+        mjd.qpos[:] = np.r_[pos, 1, 0, 0, 0]
+        poses.append(_mj_reference(mjm, mjd))
+    xpos, xmat = (jp.asarray(np.stack([p[i] for p in poses])) for i in (0, 1))
+    d0 = mjl.make_data(m)
+
+    def collide(xp, xm):
+        return driver.collision(m, d0.replace(geom_xpos=xp, geom_xmat=xm)).contact
+
+    def loss(xp, xm):
+        c = collide(xp, xm)
+        return jp.sum(jp.where(c.active, c.dist + 0.1 * jp.sum(c.pos, -1), 0.0))
+
+    ours = jax.jit(jax.vmap(collide))(xpos, xmat)
+    grad = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1))))(xpos, xmat)
+    looped, driver._LOOPED = driver._LOOPED, ()
+    try:  # every pair, as before the loop (a new trace: the jitted functions are new)
+        dense = jax.jit(jax.vmap(collide))(xpos, xmat)
+        grad_dense = jax.jit(jax.vmap(jax.grad(loss, argnums=(0, 1))))(xpos, xmat)
+    finally:
+        driver._LOOPED = looped
+    for f in ("dist", "pos", "frame", "active"):
+        np.testing.assert_array_equal(np.asarray(getattr(ours, f)), np.asarray(getattr(dense, f)), err_msg=f)
+    for a, b in zip(grad, grad_dense):
+        assert np.all(np.isfinite(np.asarray(a)))
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert np.any(np.asarray(grad[0][2]) != 0)
+    active = np.asarray(ours.active)
+    for i, (_, _, theirs) in enumerate(poses):
+        assert active[i].sum() == len(theirs["dist"]), (i, theirs["dist"])
+        np.testing.assert_allclose(np.sort(np.asarray(ours.dist)[i][active[i]]), np.sort(theirs["dist"]),
+                                   atol=ATOL_CONVEX)  # fmt: skip
+    assert active[:2].sum() == 0 and active[2].sum() >= 6

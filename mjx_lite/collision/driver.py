@@ -67,7 +67,7 @@ from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedr
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
-from mjx_lite.collision.types import NOCONTACT, GeomInfo, info_axes
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
@@ -441,6 +441,58 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
     return GeomInfo(*[x if x is None or a is None else x[idx] for x, a in zip(info, axes)])
 
 
+# GJK/EPA colliders (fixed iteration counts: every pair pays them): `_run_group` runs them on the pairs that pass the
+# broadphase only (`_near_only`)
+_LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
+           cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh,
+           cylinder.capsule_mesh)  # fmt: skip
+NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
+
+
+def _near_only(collider: Callable, n: int) -> Callable:
+    """run(info1, info2, margin (n,), near (n,) bool) -> Contacts (n, k, ...): `collider` on the pairs that are near
+    (the broadphase's verdict), placeholders (dist NOCONTACT, +z normals) on the others, which `_rows` masks anyway.
+
+    Forward, the near pairs are compacted (order kept) and run `NEAR_CHUNK` at a time in a `lax.while_loop` of as
+    many trips as the most near pairs of any environment need under `vmap`: none where no pair of the group is near
+    (a quadruped's legs and its eyes), one for a ball at its torso, instead of every pair's full GJK/EPA iterations.
+    Derivatives (custom_jvp) are those of the collider `vmap`-ed over all n pairs, as before: no derivative passes
+    through the loop."""
+    chunk = min(n, NEAR_CHUNK)
+
+    def dense(info1, info2, margin):
+        return jax.vmap(collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+
+    @jax.custom_jvp
+    def run(info1, info2, margin, near):
+        shapes = jax.eval_shape(dense, info1, info2, margin)
+        k, dt = shapes.dist.shape[1], shapes.dist.dtype
+        init = Contacts(jp.full((n, k), NOCONTACT, dt), jp.zeros((n, k, 3), dt),
+                        jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dt), (n, k, 3)), jp.zeros((n, k, 3), dt))
+        order = jp.argsort(~near, stable=True).astype(jp.int32)  # near pairs first
+        count = jp.sum(near.astype(jp.int32))
+        slot = jp.arange(chunk, dtype=jp.int32)
+
+        def body(carry):
+            j, out = carry
+            at = j * chunk + slot
+            idx = order[jp.minimum(at, n - 1)]
+            c = dense(_take_info(info1, idx), _take_info(info2, idx), margin[idx])
+            dst = jp.where(at < count, idx, n)  # beyond the near pairs: dropped
+            return j + 1, Contacts(*[o.at[dst].set(x.astype(o.dtype), mode="drop") for o, x in zip(out, c)])
+
+        trips = (count + chunk - 1) // chunk
+        return jax.lax.while_loop(lambda c: c[0] < trips, body, (jp.zeros((), jp.int32), init))[1]
+
+    @run.defjvp
+    def run_jvp(primals, tangents):
+        info1, info2, margin, _ = primals
+        t1, t2, tm, _ = tangents
+        return jax.jvp(dense, (info1, info2, margin), (t1, t2, tm))
+
+    return run
+
+
 def _near(m: Model, d: types.Data, g: Group, g1: jax.Array, g2: jax.Array, margin: jax.Array
           ) -> tuple[jax.Array, jax.Array]:
     """(near, score) (n,) of a group's pairs g1, g2 (n,) with detection margins (n,): the broadphase's bounding test
@@ -571,6 +623,8 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
     elif g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
         c, hf_over = g.collider(m, info1, info2, margin)
         overflow = overflow | jp.any(hf_over & near)
+    elif getattr(g.collider, "func", g.collider) in _LOOPED:  # GJK/EPA on the near pairs only
+        c = _near_only(g.collider, g.npair_narrow)(info1, info2, margin, near)
     else:
         c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
     dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)

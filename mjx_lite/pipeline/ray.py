@@ -15,11 +15,11 @@ Per geom type, in the geom's local frame:
 - mesh: every triangle of the mesh (`mesh_face`, two-sided), normal from the face's winding; the work per ray is
   the mesh's face count (no acceleration structure: bounded and differentiable, but costly for large meshes);
 - height field: the solid made of the base box (size[3] thick, below z = 0), the surface triangles and the side
-  walls below the boundary profile. Only the cells the ray's projection enters are tested: the cell entered at each
-  crossing of a grid line, plus the start cell (nrow + ncol + 1 cells, two triangles each, solved in the cell's
-  coordinates), so the work grows with the grid's side, not its area, but it is the same for every ray whatever its
-  length: on dm_control's quadruped (201 x 201 grid, 20 rangefinders) they cost about 5 times the rest of a smooth
-  step on a CPU (MuJoCo C's own rangefinders double its step there). Surface normals point up.
+  walls below the boundary profile. Only the cells the ray's projection enters while it is inside the grid's box and
+  between the lowest and the highest height are tested (`_hfield_surface`: the cells entered at each crossing of a
+  grid line there, a few grid lines per trip of a bounded loop, without gradients; the nearest hit's triangle is
+  then solved again with them), so a rangefinder looking down at terrain costs a few cells, not the grid's side.
+  Surface normals point up.
 The nearest hit wins; ties go to the lowest geom id, as in MuJoCo. SDF geoms raise NotImplementedError.
 
 Gradients: distances and normals are differentiable with respect to ray origins, directions, geom poses and sizes
@@ -77,6 +77,144 @@ def _mesh(m: Model, mesh: int, o: jax.Array, v: jax.Array):
     return jp.min(x, axis=-1), ray_shapes.unit(n)[i]
 
 
+HFIELD_CHUNK = 8  # grid lines of each direction tested per trip of the height-field ray loop
+
+
+def _hfield_surface(m: Model, hid: int, o: jax.Array, v: jax.Array):
+    """Rays (k, n, 3) against the surface triangles of height field `hid` (local frames): (x (k, n), local normal
+    (k, n, 3)); inf where no triangle is hit.
+
+    Only the part of the ray where it can meet the surface is searched: t >= 0, inside the grid's x and y range and
+    between the lowest and the highest grid height. The cells entered there (at each crossing of a column or a row
+    line, one line more on each side, plus the cells under the ray's origin and under that part's start) are the only
+    ones whose triangles it can cross. They are tested `HFIELD_CHUNK` lines of each direction per trip of a
+    `lax.while_loop`, as many trips as the longest such part needs (one for a rangefinder looking down at terrain that
+    is not steep; at most the grid's side over the chunk), on values with their gradients stopped; the nearest hit's
+    distance and normal are then recomputed from its triangle outside the loop, so they are differentiable with
+    respect to the ray, the pose and the heights as before."""
+    nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
+    adr = int(m.hfield_adr[hid])
+    h = m.hfield_data[adr : adr + nrow * ncol]
+    sx, sy, sz = (m.hfield_size[hid, j] for j in range(3))
+    dx, dy = 2.0 * sx / (ncol - 1), 2.0 * sy / (nrow - 1)
+    hh = h.reshape(nrow, ncol) * sz
+    # corner heights of every cell: h00, h10 (next column), h01 (next row), h11
+    table = jp.stack([hh[:-1, :-1], hh[:-1, 1:], hh[1:, :-1], hh[1:, 1:]], -1).reshape(-1, 4)
+
+    def hits(o, v, table, r, c):
+        """Both triangles of the cells (r, c) (k, n, M) int32: distances (k, n, M) each (inf: missed), A then B.
+        Triangle A (w <= u) has the corners 00, 10, 11 and the height h00 + u (h10 - h00) + w (h11 - h10); B
+        (u <= w) has 00, 01, 11 and h00 + u (h11 - h01) + w (h01 - h00), in cell coordinates (u, w)."""
+        corners = table[r * (ncol - 1) + c]
+        h00, h10, h01, h11 = (corners[..., j] for j in range(4))
+        u0 = ((o[..., 0] + sx) / dx)[..., None] - c
+        w0 = ((o[..., 1] + sy) / dy)[..., None] - r
+        vu, vw, vz, oz = (v[..., 0] / dx)[..., None], (v[..., 1] / dy)[..., None], v[..., 2:3], o[..., 2:3]
+
+        def solve(a, b, lower: bool):
+            den = vz - vu * a - vw * b
+            ok = jp.abs(den) > MINVAL
+            t = (h00 + u0 * a + w0 * b - oz) / jp.where(ok, den, 1.0)
+            u, w = u0 + t * vu, w0 + t * vw
+            tri = (w >= 0) & (u <= 1) & (w <= u) if lower else (u >= 0) & (w <= 1) & (u <= w)
+            return jp.where(ok & (t >= 0) & tri, t, jp.inf)
+
+        return solve(h10 - h00, h11 - h10, True), solve(h11 - h01, h01 - h00, False)
+
+    def cell_of(x, y):
+        c = jp.clip(jp.floor((x + sx) / dx), 0, ncol - 2).astype(jp.int32)
+        r = jp.clip(jp.floor((y + sy) / dy), 0, nrow - 2).astype(jp.int32)
+        return r, c
+
+    # the search, without gradients: the nearest (distance, cell, triangle) over the candidate cells
+    os_, vs, tab = (jax.lax.stop_gradient(a) for a in (o, v, table))
+    dt = o.dtype
+    ox, oy, oz = os_[..., 0], os_[..., 1], os_[..., 2]
+    vx, vy, vz = vs[..., 0], vs[..., 1], vs[..., 2]
+    okx, oky, okz = jp.abs(vx) > MINVAL, jp.abs(vy) > MINVAL, jp.abs(vz) > MINVAL
+    ivx, ivy = 1.0 / jp.where(okx, vx, 1.0), 1.0 / jp.where(oky, vy, 1.0)
+    # the ray's part that can meet the surface: t >= 0, z between the extreme heights (widened for rounding), x, y in
+    # the grid's range
+    zlo, zhi = jp.min(tab), jp.max(tab)
+    pad = 1e-3 * (zhi - zlo + jp.abs(oz) + 1.0)
+    zlo, zhi = zlo - pad, zhi + pad
+
+    def slab(o1, v1, ok, lo, hi):
+        iv = 1.0 / jp.where(ok, v1, 1.0)
+        ta, tb = (lo - o1) * iv, (hi - o1) * iv
+        inside = (o1 >= lo) & (o1 <= hi)
+        t0 = jp.where(ok, jp.minimum(ta, tb), jp.where(inside, -jp.inf, jp.inf))
+        t1 = jp.where(ok, jp.maximum(ta, tb), jp.where(inside, jp.inf, -jp.inf))
+        return t0, t1
+
+    t0, t1 = jp.zeros_like(ox), jp.full_like(ox, jp.inf)
+    for o1, v1, ok, lo, hi in ((oz, vz, okz, zlo, zhi), (ox, vx, okx, -sx, sx), (oy, vy, oky, -sy, sy)):
+        a, b = slab(o1, v1, ok, lo, hi)
+        t0, t1 = jp.maximum(t0, a), jp.minimum(t1, b)
+    empty = ~(t0 <= t1)
+    t1 = jp.where(empty, t0, t1)
+    ta = jp.where(empty, 0.0, t0)
+    tb = jp.where(empty | ~jp.isfinite(t1), ta, t1)  # finite (a zero direction: the origin alone)
+
+    def lines(o1, v1, s, step, n):
+        """First line index and count (k, n) of the grid lines o1 + t v1 = i step - s crosses for t in [ta, tb],
+        one more on each side; zero lines for an empty part."""
+        p0, p1 = o1 + ta * v1, o1 + tb * v1
+        i0 = jp.clip(jp.floor((jp.minimum(p0, p1) + s) / step) - 1, 0, n - 1)
+        i1 = jp.clip(jp.ceil((jp.maximum(p0, p1) + s) / step) + 1, 0, n - 1)
+        return i0.astype(jp.int32), jp.where(empty, 0, (i1 - i0 + 1).astype(jp.int32))
+
+    c0, nc = lines(ox, vx, sx, dx, ncol)
+    r0, nr = lines(oy, vy, sy, dy, nrow)
+    chunk = jp.arange(HFIELD_CHUNK, dtype=jp.int32)
+
+    def best_of(carry, r, c):
+        x, cell, lower = carry
+        xa, xb = hits(os_, vs, tab, r, c)
+        xs = jp.concatenate([xa, xb], -1)
+        i = jp.argmin(xs, axis=-1)
+        xi = jp.min(xs, axis=-1)
+        cells = r * (ncol - 1) + c
+        ci = jp.take_along_axis(jp.concatenate([cells, cells], -1), i[..., None], -1)[..., 0]
+        better = xi < x
+        return jp.where(better, xi, x), jp.where(better, ci, cell), jp.where(better, i < cells.shape[-1], lower)
+
+    # the cells under the origin and under the part's start, then the lines crossed, a chunk per trip
+    rs, cs = zip(*(cell_of(ox + t * vx, oy + t * vy) for t in (jp.zeros_like(ta), ta)))
+    init = (jp.full_like(ox, jp.inf), jp.zeros(ox.shape, jp.int32), jp.ones(ox.shape, bool))
+    init = best_of(init, jp.stack(rs, -1), jp.stack(cs, -1))
+
+    def body(state):
+        j, carry = state
+        i = c0[..., None] + j * HFIELD_CHUNK + chunk  # column lines x = i dx - sx
+        ci = jp.minimum(i, ncol - 1)
+        ti = jp.where(okx[..., None], (ci.astype(dt) * dx - sx - ox[..., None]) * ivx[..., None], 0.0)
+        col_c = jp.clip(ci - jp.where(vx < 0, 1, 0)[..., None], 0, ncol - 2)
+        col_r = cell_of(ox, oy[..., None] + ti * vy[..., None])[0]
+        i = r0[..., None] + j * HFIELD_CHUNK + chunk  # row lines y = i dy - sy
+        ri = jp.minimum(i, nrow - 1)
+        tj = jp.where(oky[..., None], (ri.astype(dt) * dy - sy - oy[..., None]) * ivy[..., None], 0.0)
+        row_r = jp.clip(ri - jp.where(vy < 0, 1, 0)[..., None], 0, nrow - 2)
+        row_c = cell_of(ox[..., None] + tj * vx[..., None], oy)[1]
+        return j + 1, best_of(carry, jp.concatenate([col_r, row_r], -1), jp.concatenate([col_c, row_c], -1))
+
+    trips = (jp.max(jp.maximum(nc, nr)) + HFIELD_CHUNK - 1) // HFIELD_CHUNK
+    _, (x, cell, lower) = jax.lax.while_loop(lambda s: s[0] < trips, body, (jp.zeros((), jp.int32), init))
+    # the nearest hit again, differentiable: the plane of its triangle
+    found = jp.isfinite(x)
+    r, c = (cell // (ncol - 1))[..., None], (cell % (ncol - 1))[..., None]
+    corners = table[r * (ncol - 1) + c][..., 0, :]
+    h00, h10, h01, h11 = (corners[..., j] for j in range(4))
+    a = jp.where(lower, h10 - h00, h11 - h01)
+    b = jp.where(lower, h11 - h10, h01 - h00)
+    u0 = (o[..., 0] + sx) / dx - c[..., 0]
+    w0 = (o[..., 1] + sy) / dy - r[..., 0]
+    den = v[..., 2] - v[..., 0] / dx * a - v[..., 1] / dy * b
+    t = (h00 + u0 * a + w0 * b - o[..., 2]) / jp.where(found & (jp.abs(den) > MINVAL), den, 1.0)
+    n = ray_shapes.unit(jp.stack([-a / dx, -b / dy, jp.ones_like(a)], -1))
+    return jp.where(found, t, jp.inf), n
+
+
 def _hfield(m: Model, hid: int, o: jax.Array, v: jax.Array):
     """Rays (k, n, 3) against the n geoms of one height field (local frames): (x, local normal)."""
     nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
@@ -84,54 +222,8 @@ def _hfield(m: Model, hid: int, o: jax.Array, v: jax.Array):
     h = m.hfield_data[adr : adr + nrow * ncol]
     sx, sy, sz, sb = (m.hfield_size[hid, j] for j in range(4))
     dx, dy = 2.0 * sx / (ncol - 1), 2.0 * sy / (nrow - 1)
-    ox, oy, vx, vy = o[..., 0], o[..., 1], v[..., 0], v[..., 1]
-    okx, oky = jp.abs(vx) > MINVAL, jp.abs(vy) > MINVAL
-    ivx, ivy = 1.0 / jp.where(okx, vx, 1.0), 1.0 / jp.where(oky, vy, 1.0)
-
-    # cells entered: at each crossing of a column line x = i dx - sx, of a row line, and the start cell
-    ci = jp.arange(ncol, dtype=o.dtype)
-    ti = jp.where(okx[..., None], (ci * dx - sx - ox[..., None]) * ivx[..., None], 0.0)
-    col_c = ci.astype(jp.int32) - jp.where(vx < 0, 1, 0)[..., None]
-    col_r = jp.floor((oy[..., None] + ti * vy[..., None] + sy) / dy)
-    rj = jp.arange(nrow, dtype=o.dtype)
-    tj = jp.where(oky[..., None], (rj * dy - sy - oy[..., None]) * ivy[..., None], 0.0)
-    row_r = rj.astype(jp.int32) - jp.where(vy < 0, 1, 0)[..., None]
-    row_c = jp.floor((ox[..., None] + tj * vx[..., None] + sx) / dx)
-    start_c = jp.floor((ox + sx) / dx)[..., None]
-    start_r = jp.floor((oy + sy) / dy)[..., None]
-    c = jp.concatenate([col_c.astype(o.dtype), row_c, start_c], -1)
-    r = jp.concatenate([col_r, row_r.astype(o.dtype), start_r], -1)
-    c = jp.clip(c, 0, ncol - 2).astype(jp.int32)
-    r = jp.clip(r, 0, nrow - 2).astype(jp.int32)
-
-    # each candidate cell's corner heights (one gather from a (cells, 4) table), then its two triangles solved in
-    # cell coordinates (u, w) = grid coordinates minus the cell's corner: triangle A (w <= u) has the corners 00, 10,
-    # 11 and the height h00 + u (h10 - h00) + w (h11 - h10); triangle B (u <= w) has 00, 01, 11 and
-    # h00 + u (h11 - h01) + w (h01 - h00)
-    hh = h.reshape(nrow, ncol) * sz
-    table = jp.stack([hh[:-1, :-1], hh[:-1, 1:], hh[1:, :-1], hh[1:, 1:]], -1).reshape(-1, 4)
-    corners = table[r * (ncol - 1) + c]
-    h00, h10, h01, h11 = (corners[..., j] for j in range(4))
-    u0 = ((ox + sx) / dx)[..., None] - c
-    w0 = ((oy + sy) / dy)[..., None] - r
-    vu, vw, vz, oz = (vx / dx)[..., None], (vy / dy)[..., None], v[..., 2:3], o[..., 2:3]
-
-    def solve(a, b, lower: bool):
-        den = vz - vu * a - vw * b
-        ok = jp.abs(den) > MINVAL
-        t = (h00 + u0 * a + w0 * b - oz) / jp.where(ok, den, 1.0)
-        u, w = u0 + t * vu, w0 + t * vw
-        tri = (w >= 0) & (u <= 1) & (w <= u) if lower else (u >= 0) & (w <= 1) & (u <= w)
-        return jp.where(ok & (t >= 0) & tri, t, jp.inf)
-
-    a = jp.concatenate([h10 - h00, h11 - h01], -1)
-    b = jp.concatenate([h11 - h10, h01 - h00], -1)
-    half = h00.shape[-1]
-    xs = jp.concatenate([solve(a[..., :half], b[..., :half], True), solve(a[..., half:], b[..., half:], False)], -1)
-    best = jp.argmin(xs, axis=-1)[..., None]
-    ga, gb = jp.take_along_axis(a, best, -1)[..., 0], jp.take_along_axis(b, best, -1)[..., 0]
-    xs = jp.min(xs, axis=-1, keepdims=True)
-    ns = ray_shapes.unit(jp.stack([-ga / dx, -gb / dy, jp.ones_like(ga)], -1))[..., None, :]
+    x, n = _hfield_surface(m, hid, o, v)
+    xs, ns = x[..., None], n[..., None, :]
 
     # the base box (below z = 0) and the side walls of the top box under the boundary profile
     base_size = jp.stack([sx, sy, 0.5 * sb])
