@@ -360,12 +360,19 @@ def markdown(res: dict, command: str) -> str:
 
 
 def merge(results: list[dict]) -> dict:
-    """Several saved runs (e.g. one task each) as one result for `markdown`."""
+    """Several saved runs (one task each, or other trainers or seeds of a task) as one result for `markdown`; a
+    later (trainer, seed) replaces an earlier one. Runs of one task must share its target and budget."""
     out = dict(results[0], tasks={})
     out["seeds"] = max(r["seeds"] for r in results)
     out["date"] = " / ".join(sorted({r["date"] for r in results}))
     for r in results:
-        out["tasks"].update(r["tasks"])
+        for task, t in r["tasks"].items():
+            m = out["tasks"].setdefault(task, dict(t, runs={}))
+            if (m["target"], m["steps"], m["evals"]) != (t["target"], t["steps"], t["evals"]):
+                raise ValueError(f"{task}: runs with different target, steps or evaluations cannot be merged")
+            for name, runs in t["runs"].items():
+                by_seed = {x["seed"]: x for x in m["runs"].get(name, [])} | {x["seed"]: x for x in runs}
+                m["runs"][name] = [by_seed[k] for k in sorted(by_seed)]
     return out
 
 

@@ -83,6 +83,13 @@ def test_from_json_merges_saved_runs(result, tmp_path, capsys):
     md = capsys.readouterr().out
     assert "| cartpole_balance | 900 | mjx_lite |" in md and "| hopper | 400 | mjx_lite |" in md
     assert "`python benchmarks/rl_ppo.py --tasks cartpole_balance,hopper`" in md
+    rerun = json.loads(json.dumps(result))  # another trainer's seeds of the same task, run separately
+    rerun["tasks"]["cartpole_balance"]["runs"] = {"brax_mjx": result["tasks"]["cartpole_balance"]["runs"]["mjx_lite"]}
+    merged = rl_ppo.merge([result, rerun])
+    assert list(merged["tasks"]["cartpole_balance"]["runs"]) == ["mjx_lite", "brax_adapter", "brax_mjx"]
+    rerun["tasks"]["cartpole_balance"]["steps"] = 400
+    with pytest.raises(ValueError, match="cartpole_balance: runs with different target"):
+        rl_ppo.merge([result, rerun])
 
 
 def test_command_line_names_the_options():
