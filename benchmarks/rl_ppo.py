@@ -294,13 +294,15 @@ def markdown(res: dict, command: str) -> str:
     if loads:
         l1 = [x[0] for pair in loads for x in pair]
         load_txt = f"; 1-minute load average {min(l1):.1f}-{max(l1):.1f} at the starts and ends of the trainings"
+    done = max((len(rs) for t in res["tasks"].values() for rs in t["runs"].values()), default=0)
+    cut = f" of the {res['seeds']} planned (the run was cut short)" if done < res["seeds"] else ""
     lines = [
         "### Reinforcement learning: PPO on mjx_lite vs Brax's PPO (through the adapter, and on MJX), several seeds",
         "",
         f"`{command}` ({res['date']}, {res['machine']}, JAX {res.get('jax', '?')} {res.get('backend', '')}"
         f"{load_txt}: the machine was shared, timings are noisy). Same MJCF, observations, rewards and "
         "hyper-parameters (`mjx_lite.rl.configs`) for every trainer; float32, deterministic evaluation; seeds 0 to "
-        f"{res['seeds'] - 1}, one training at a time, interleaved over the trainers, each compiling afresh. "
+        f"{done - 1}{cut}, one training at a time, interleaved over the trainers, each compiling afresh. "
         "`mjx_lite`: our PPO; `brax_adapter`: Brax's PPO on our env (`envs.brax_adapter.to_brax`); `brax_mjx`: "
         "Brax's PPO on MJX with the same task functions. Cells: median [min - max] over the seeds. Steps and "
         "wall-clock to target: at the first evaluation at or above the target (wall-clock since `train` was called, "
@@ -308,8 +310,8 @@ def markdown(res: dict, command: str) -> str:
         "evaluation after the target: the minimum return from that evaluation on, over the seeds that reached it. "
         "Throughput: environment steps per second of training, median over evaluation intervals after the first.",
         "",
-        "| task | target | trainer | reached | steps to target | wall-clock to target | lowest eval after target "
-        "| final return | steps/s | total wall-clock |",
+        "| task | target | trainer | reached / seeds | steps to target | wall-clock to target "
+        "| lowest eval after target | final return | steps/s | total wall-clock |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for task, t in res["tasks"].items():
@@ -319,7 +321,7 @@ def markdown(res: dict, command: str) -> str:
             a = aggregate(runs)
             medians[name] = a
             ok = a["seeds"] - a["failed"]
-            reached = f"{a['reached']}/{ok}" if t["target"] is not None else "-"
+            reached = f"{a['reached'] if t['target'] is not None else '-'}/{ok}"
             if a["failed"]:
                 err = next(r["error"] for r in runs if "error" in r)
                 reached += f" ({a['failed']} failed: {err[:60]})"

@@ -61,6 +61,10 @@ def result():
 def test_markdown_tables(result):
     md = rl_ppo.markdown(result, "python benchmarks/rl_ppo.py --tasks cartpole_balance --seeds 3")
     assert md.startswith("### ") and "`python benchmarks/rl_ppo.py --tasks cartpole_balance --seeds 3`" in md
+    assert "seeds 0 to 2, one training" in md
+    cut = json.loads(json.dumps(result))
+    cut["seeds"] = 5  # a run stopped before its last seeds
+    assert "seeds 0 to 2 of the 5 planned (the run was cut short)" in rl_ppo.markdown(cut, "x")
     rows = {ln.split("|")[3].strip(): ln for ln in md.splitlines() if ln.startswith("| cartpole_balance |")}
     assert "| 2/3 | 200 [100 - not reached] |" in rows["mjx_lite"]
     assert "| 895 [800 - 990] | 800 [0 - 990] |" in rows["mjx_lite"]  # lowest eval after the target, final
