@@ -14,8 +14,10 @@ defaults in `mjx_lite.rl.configs`, passed to every trainer under Brax's names; s
     computes observation, reward and termination with the very same task methods (they only read Data fields that
     MJX names the same: qpos, qvel, xpos, sensordata); only for the tasks with an MJX twin (`TASKS`).
 Seeds 0..N-1 run one training at a time, interleaved (seed 0 of every trainer, then seed 1, ...) so that a change
-of the machine's load spreads over the trainers alike; JAX's caches are cleared before each training, so every
-wall-clock includes that training's compilation.
+of the machine's load spreads over the trainers alike. JAX's persistent compilation cache (which `import mjx_lite`
+turns on) is switched off and the in-memory caches are cleared before each training, so every wall-clock includes
+that training's compilation (`--compilation-cache` keeps the persistent cache: then every training but the first
+of a kind loads its programs from disk, as a user's second run would).
 
 Measured per training, from the progress callbacks (every trainer calls them after each evaluation):
   * steps and wall-clock to target: at the first evaluation at or above the target return (wall-clock since
@@ -237,14 +239,25 @@ def trainers_for(task: str, trainers) -> list[str]:
 
 
 def run(tasks: list[str], seeds: int = SEEDS, trainers=TRAINERS, quick: bool = False, steps: int | None = None,
-        evals: int | None = None, json_path: str | None = None) -> dict:
-    """Train every (task, seed, trainer), one at a time; the raw results (written to json_path after each)."""
+        evals: int | None = None, json_path: str | None = None, compilation_cache: bool = False) -> dict:
+    """Train every (task, seed, trainer), one at a time; the raw results (written to json_path after each).
+    compilation_cache=False switches JAX's persistent compilation cache off meanwhile (every training compiles)."""
+    previous = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", previous and compilation_cache)
+    try:
+        return _run(tasks, seeds, trainers, quick, steps, evals, json_path, compilation_cache)
+    finally:
+        jax.config.update("jax_enable_compilation_cache", previous)
+
+
+def _run(tasks, seeds, trainers, quick, steps, evals, json_path, compilation_cache) -> dict:
     for t in tasks:
         if t not in TASKS:
             raise SystemExit(f"unknown task {t!r}; tasks: {list(TASKS)}")
     out = {"date": datetime.datetime.now().isoformat(timespec="minutes"), "load_start": os.getloadavg(),
            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
-           "jax": jax.__version__, "backend": jax.default_backend(), "seeds": seeds, "tasks": {}}  # fmt: skip
+           "jax": jax.__version__, "backend": jax.default_backend(), "seeds": seeds,
+           "compilation_cache": bool(compilation_cache), "tasks": {}}  # fmt: skip
     for task in tasks:
         target, n_steps, n_evals, _ = TASKS[task]
         if quick:
@@ -296,13 +309,19 @@ def markdown(res: dict, command: str) -> str:
         load_txt = f"; 1-minute load average {min(l1):.1f}-{max(l1):.1f} at the starts and ends of the trainings"
     done = max((len(rs) for t in res["tasks"].values() for rs in t["runs"].values()), default=0)
     cut = f" of the {res['seeds']} planned (the run was cut short)" if done < res["seeds"] else ""
+    compiled = {False: "each compiling afresh (no persistent compilation cache)",
+                True: "with JAX's persistent compilation cache (a training after the first of its kind loads its "
+                      "programs from disk)",
+                None: "with JAX's persistent compilation cache on (mjx_lite's default) and not recorded: seeds after "
+                      "the first, or runs after an earlier one, may have loaded their programs from disk"}[
+        res.get("compilation_cache")]  # fmt: skip
     lines = [
         "### Reinforcement learning: PPO on mjx_lite vs Brax's PPO (through the adapter, and on MJX), several seeds",
         "",
         f"`{command}` ({res['date']}, {res['machine']}, JAX {res.get('jax', '?')} {res.get('backend', '')}"
         f"{load_txt}: the machine was shared, timings are noisy). Same MJCF, observations, rewards and "
         "hyper-parameters (`mjx_lite.rl.configs`) for every trainer; float32, deterministic evaluation; seeds 0 to "
-        f"{done - 1}{cut}, one training at a time, interleaved over the trainers, each compiling afresh. "
+        f"{done - 1}{cut}, one training at a time, interleaved over the trainers, {compiled}. "
         "`mjx_lite`: our PPO; `brax_adapter`: Brax's PPO on our env (`envs.brax_adapter.to_brax`); `brax_mjx`: "
         "Brax's PPO on MJX with the same task functions. Cells: median [min - max] over the seeds. Steps and "
         "wall-clock to target: at the first evaluation at or above the target (wall-clock since `train` was called, "
@@ -392,6 +411,8 @@ def command_line(a: argparse.Namespace) -> str:
     cmd = "python benchmarks/rl_ppo.py"
     if a.tasks != ",".join(DEFAULT_TASKS):
         cmd += f" --tasks {a.tasks}"
+    if getattr(a, "compilation_cache", False):
+        cmd += " --compilation-cache"
     if a.seeds != SEEDS:
         cmd += f" --seeds {a.seeds}"
     if a.trainers != ",".join(TRAINERS):
@@ -410,6 +431,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=None, help="environment steps per training (default: the task's)")
     p.add_argument("--evals", type=int, default=None, help="evaluations per training (default: the task's)")
     p.add_argument("--quick", action="store_true", help=f"{QUICK_STEPS:,} steps, {QUICK_EVALS} evaluations")
+    p.add_argument("--compilation-cache", action="store_true",
+                   help="keep JAX's persistent compilation cache on (default: off, every training compiles)")
     p.add_argument("--json", default=None, help="write the raw results here (rewritten after every training)")
     p.add_argument("--from-json", nargs="+", default=None, metavar="JSON",
                    help="print the markdown of saved runs (merged) and train nothing")  # fmt: skip
@@ -429,7 +452,8 @@ def main(argv: list[str] | None = None) -> None:
         if t not in TRAINERS:
             p.error(f"unknown trainer {t!r}; trainers: {list(TRAINERS)}")
     tasks = [t for t in a.tasks.split(",") if t]
-    res = run(tasks, seeds=a.seeds, trainers=trainers, quick=a.quick, steps=a.steps, evals=a.evals, json_path=a.json)
+    res = run(tasks, seeds=a.seeds, trainers=trainers, quick=a.quick, steps=a.steps, evals=a.evals, json_path=a.json,
+              compilation_cache=a.compilation_cache)  # fmt: skip
     print(markdown(res, command_line(a)))
 
 

@@ -61,7 +61,7 @@ def result():
 def test_markdown_tables(result):
     md = rl_ppo.markdown(result, "python benchmarks/rl_ppo.py --tasks cartpole_balance --seeds 3")
     assert md.startswith("### ") and "`python benchmarks/rl_ppo.py --tasks cartpole_balance --seeds 3`" in md
-    assert "seeds 0 to 2, one training" in md
+    assert "seeds 0 to 2, one training" in md and "persistent compilation cache on (mjx_lite's default) and not" in md
     cut = json.loads(json.dumps(result))
     cut["seeds"] = 5  # a run stopped before its last seeds
     assert "seeds 0 to 2 of the 5 planned (the run was cut short)" in rl_ppo.markdown(cut, "x")
@@ -98,9 +98,10 @@ def test_from_json_merges_saved_runs(result, tmp_path, capsys):
 
 def test_command_line_names_the_options():
     args = rl_ppo.main.__globals__["argparse"].Namespace(tasks="cartpole_balance", seeds=5, trainers="mjx_lite",
-                                                         steps=None, evals=4, quick=False)  # fmt: skip
-    assert rl_ppo.command_line(args) == ("python benchmarks/rl_ppo.py --tasks cartpole_balance --trainers mjx_lite "
-                                         "--evals 4")  # fmt: skip
+                                                         steps=None, evals=4, quick=False,
+                                                         compilation_cache=True)  # fmt: skip
+    assert rl_ppo.command_line(args) == ("python benchmarks/rl_ppo.py --tasks cartpole_balance --compilation-cache "
+                                         "--trainers mjx_lite --evals 4")  # fmt: skip
 
 
 @pytest.mark.slow
@@ -109,7 +110,7 @@ def test_smoke_one_seed_of_ours(tmp_path):
     path = str(tmp_path / "r.json")
     res = rl_ppo.run(["cartpole_balance"], seeds=1, trainers=("mjx_lite",), steps=20_480, evals=2, json_path=path)
     (r,) = res["tasks"]["cartpole_balance"]["runs"]["mjx_lite"]
-    assert "error" not in r and [c["steps"] for c in r["curve"]] == [0, 20_480]
+    assert "error" not in r and [c["steps"] for c in r["curve"]] == [0, 20_480] and not res["compilation_cache"]
     assert 0 <= r["final_return"] <= 1000
     with open(path) as f:
         assert json.load(f)["tasks"]["cartpole_balance"]["runs"]["mjx_lite"][0]["seed"] == 0
