@@ -305,12 +305,14 @@ def _forward_at(m: Model, d: Data, star, sensors: bool) -> Data:
 
 def linearized_star(m: Model, d: Data):
     """The solutions `linearized_step` linearises at, not differentiated: the forward pass at the state of `d`
-    (`forward_skip(m, d, sensors=False)`) and, for RK4, the `SolverStar` of stages 2-4 stacked (3, ...) (the RK4
-    step run once, its stages as in `step`: same warm start, same solver iterations), else None."""
+    (`forward_skip(m, d, sensors=False)`) and, for RK4 with a constraint solve, the `SolverStar` of stages 2-4
+    stacked (3, ...) (the RK4 step run once, its stages as in `step`: same warm start, same solver iterations), else
+    None (without constraints no stage has a solution to linearise at: the RK4 run would be dead weight in the
+    compiled program)."""
     with matmul_precision(m.config):
         star = _fwd.forward_skip(m, d, sensors=False)
         stages = None
-        if m.opt.integrator == IntegratorType.RK4:
+        if m.opt.integrator == IntegratorType.RK4 and _solver_on(m):
 
             def fwd(mm, di, x):
                 f = _fwd.forward_skip(mm, di, sensors=False)
@@ -324,7 +326,7 @@ def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True, stages:
     """One step whose linear solves are replaced by their linearisation at their solution (see `_newton`).
 
     star: the forward pass at the state of `d` (`forward_skip(m, d, sensors=False)`), holding the solver's qacc;
-    stages (RK4 only): the solver solutions of RK4's stages 2-4 at that state (`linearized_star`).
+    stages (RK4 with constraints only): the solver solutions of RK4's stages 2-4 at that state (`linearized_star`).
     At that state the value is the step's (without its divergence checks); the derivative, in forward and reverse
     mode alike, is the implicit-function derivative of the constraint solves (no differentiation through solver
     iterations) and of the mass-matrix and integrator solves (no differentiation through factorisations). RK4:
@@ -334,8 +336,9 @@ def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True, stages:
         d1 = _forward_at(m, d, star, sensors)
         if m.opt.integrator != IntegratorType.RK4:
             return _fwd.run(_integrate_at, m, d1)
-        if stages is None:
-            raise ValueError("linearized_step: an RK4 model needs the stages' solutions (linearized_star)")
+        if stages is None and _solver_on(m):
+            raise ValueError("linearized_step: an RK4 model with constraints needs the stages' solutions "
+                             "(linearized_star)")
         fwd = lambda mm, di, x: (_forward_at(mm, di, x, False), None)  # noqa: E731
         dn = _integrate.rk4_stages(m, d1, fwd, stages)[0]
         if _actuation.dcmotor_state(m):  # as `step`: dcmotor states see the step's actuator velocity
@@ -356,9 +359,10 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
     Exact. Where `linearized_supported(m)` (exact gradients, no noslip), the step is first run once, then autodiff
     goes through `linearized_step`: the same step at that state with the constraint solve, the mass-matrix solve
     and the integrator's solve replaced by their implicit-function linearisations at their solutions (RK4: those
-    of each stage; no derivative of solver iterations or factorisations). Otherwise autodiff goes through `step` itself
-    (`jacobian`: forward mode where `forward_mode(m)`, else reverse mode through the solver's implicit gradient, or
-    the smoothed derivative of `smooth_step`).
+    of each stage; no derivative of solver iterations or factorisations). Otherwise, and for RK4 without constraints
+    in mode "auto" (nothing to linearise but the mass-matrix solves: the plain step compiles faster),
+    autodiff goes through `step` itself (`jacobian`: forward mode where `forward_mode(m)`, else reverse mode through
+    the solver's implicit gradient, or the smoothed derivative of `smooth_step`).
 
     Args:
       m: Model (its `config.contact_gradients` chooses exact or smoothed derivatives, see `step`).
@@ -385,6 +389,8 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
     nv, na, nu = m.nv, m.na, m.nu
     dtype = d.qvel.dtype
     lin = mode != "step" and linearized_supported(m)
+    if lin and mode == "auto" and ncon is None and m.opt.integrator == IntegratorType.RK4 and not _solver_on(m):
+        lin = False  # measured on the acrobot, vmap over 16: compile 51 s through step, 73 s linearised (load 13)
     if ncon is not None:
         if not lin:
             raise ValueError(f"transition: ncon needs the linearised step (mode {mode!r}, linearized_supported: "
