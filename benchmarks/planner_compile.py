@@ -1,12 +1,13 @@
 """Compile time of the planners: iLQR on the cartpole swing-up and the closed-loop iLQR MPC (`trajopt.mpc`), at the
 sizes of the planning notebook's small mode (notebooks/planning.ipynb).
 
-    python benchmarks/planner_compile.py [--opt0]
+    python benchmarks/planner_compile.py [--opt0] [--task cartpole|acrobot]
 
 For each program: the trace + lowering (`jit(...).lower`) and the XLA compile (`.compile()`) timed apart, in CPU
 seconds of this process (user + system: a loaded machine inflates wall time more than CPU time) and wall seconds,
 and the number of HLO instructions of the compiled program. --opt0: XLA:CPU at --xla_backend_optimization_level=0,
-as the test suite and the notebook's small mode run. float64, no persistent compilation cache.
+as the test suite and the notebook's small mode run. --task: the `trajopt.tasks` task (default cartpole; both RK4).
+float64, no persistent compilation cache.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _args import check  # noqa: E402
 
-check(__doc__, flags=("--opt0",))
+check(__doc__, flags=("--opt0",), valued=("--task",))
 if "--opt0" in sys.argv and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 os.environ["MJX_LITE_COMPILATION_CACHE"] = "0"
@@ -58,17 +59,20 @@ def measure(name: str, fn, *args, **static) -> None:
 
 
 def main() -> None:
-    task = tasks.cartpole(30)
+    name = sys.argv[sys.argv.index("--task") + 1] if "--task" in sys.argv else "cartpole"
+    if name not in ("cartpole", "acrobot"):
+        raise SystemExit(f"--task must be cartpole or acrobot, not {name!r}")
+    task = tasks.TASKS[name](30)
     dt = task.ctrl_init.dtype
     scalars = (jp.asarray(1e-6, dt), jp.asarray(_ilqr.DEFAULT_ALPHAS, dt), jp.asarray(_ilqr.DEFAULT_TOLERANCE, dt))
-    measure("iLQR cartpole, horizon 30, 3 iterations", _ilqr._ilqr, task.m, task.d0, task.ctrl_init, *scalars,
+    measure(f"iLQR {name}, horizon 30, 3 iterations", _ilqr._ilqr, task.m, task.d0, task.ctrl_init, *scalars,
             cost=task.cost, terminal_cost=task.terminal_cost, iterations=3, qp_iterations=8)  # fmt: skip
-    mpc_task = tasks.cartpole(10)
+    mpc_task = tasks.TASKS[name](10)
 
     def planner(m, d, u):
         return trajopt.ilqr(m, d, mpc_task.cost, 10, iterations=1, ctrl_init=u, terminal_cost=mpc_task.terminal_cost)
 
-    measure("MPC cartpole, iLQR horizon 10 x 1 it., 10 steps", _mpc._mpc, task.m, task.m, task.d0,
+    measure(f"MPC {name}, iLQR horizon 10 x 1 it., 10 steps", _mpc._mpc, task.m, task.m, task.d0,
             mpc_task.ctrl_init, planner=planner, steps=10, replan_every=1, feedback=True)  # fmt: skip
 
 

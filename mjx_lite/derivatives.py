@@ -27,6 +27,7 @@ See docs/gradients.md for its cost and when the exact gradient is the better cho
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jp
@@ -37,6 +38,7 @@ from mjx_lite import linalg
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import matmul_precision
+from mjx_lite.pipeline import actuation as _actuation
 from mjx_lite.pipeline import constraint as _constraint
 from mjx_lite.pipeline import derivative as _derivative
 from mjx_lite.pipeline import forward as _fwd
@@ -176,11 +178,9 @@ def _symmetric_qderiv(m: Model) -> bool:
 
 
 def linearized_supported(m: Model) -> bool:
-    """Whether `linearized_step` applies: exact gradients, no noslip, Euler or the implicit integrators (RK4 and
-    IMPLICITFAST with fluid forces or standalone free bodies are left to autodiff through `step`)."""
+    """Whether `linearized_step` applies: exact gradients, no noslip, any integrator but IMPLICITFAST with fluid
+    forces or standalone free bodies (those are left to autodiff through `step`)."""
     if m.config.contact_gradients != "exact" or m.opt.noslip_iterations > 0:
-        return False
-    if m.opt.integrator == IntegratorType.RK4:
         return False
     if m.opt.integrator == IntegratorType.IMPLICITFAST:
         return _symmetric_qderiv(m) and _integrate._standalone_free_dofs(m).size == 0
@@ -274,23 +274,76 @@ def _integrate_at(m: Model, d: Data) -> Data:
     return _integrate._advance(m, d, d.act_dot, qacc)
 
 
-def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True) -> Data:
+class SolverStar(NamedTuple):
+    """What `_constraint_at` reads of a forward pass: the solver's solution and its statistics."""
+
+    qacc: jax.Array
+    efc_force: jax.Array
+    efc_state: jax.Array
+    efc_b: jax.Array
+    qfrc_constraint: jax.Array
+    solver_niter: jax.Array
+    solver_improvement: jax.Array
+    solver_gradient: jax.Array
+
+
+def _solver_star(d: Data) -> SolverStar:
+    return SolverStar(*(getattr(d, f) for f in SolverStar._fields))
+
+
+def _forward_at(m: Model, d: Data, star, sensors: bool) -> Data:
+    """forward_skip with its mass-matrix and constraint solves linearised at star's solution (no FWDINV check)."""
+    d = _fwd.forward_pos_vel(m, d, sensors)
+    d = _fwd.fwd_actuation(m, d)
+    d = _fwd.fwd_acceleration(m, d)
+    d = _fwd.run(_smooth_acc_at, m, d)
+    d = _fwd.run(_constraint_at, m, d, star)
+    if sensors:
+        d = _fwd.run(_sensor.sensor_acc, m, d)
+    return d
+
+
+def linearized_star(m: Model, d: Data):
+    """The solutions `linearized_step` linearises at, not differentiated: the forward pass at the state of `d`
+    (`forward_skip(m, d, sensors=False)`) and, for RK4 with a constraint solve, the `SolverStar` of stages 2-4
+    stacked (3, ...) (the RK4 step run once, its stages as in `step`: same warm start, same solver iterations), else
+    None (without constraints no stage has a solution to linearise at: the RK4 run would be dead weight in the
+    compiled program)."""
+    with matmul_precision(m.config):
+        star = _fwd.forward_skip(m, d, sensors=False)
+        stages = None
+        if m.opt.integrator == IntegratorType.RK4 and _solver_on(m):
+
+            def fwd(mm, di, x):
+                f = _fwd.forward_skip(mm, di, sensors=False)
+                return f, _solver_star(f)
+
+            stages = _integrate.rk4_stages(m, star, fwd)[1]
+    return jax.lax.stop_gradient((star, stages))
+
+
+def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True, stages: SolverStar | None = None) -> Data:
     """One step whose linear solves are replaced by their linearisation at their solution (see `_newton`).
 
-    star: the forward pass at the state of `d` (`forward_skip(m, d, sensors=False)`), holding the solver's qacc.
+    star: the forward pass at the state of `d` (`forward_skip(m, d, sensors=False)`), holding the solver's qacc;
+    stages (RK4 with constraints only): the solver solutions of RK4's stages 2-4 at that state (`linearized_star`).
     At that state the value is the step's (without its divergence checks); the derivative, in forward and reverse
-    mode alike, is the implicit-function derivative of the constraint solve (no differentiation through solver
-    iterations) and of the mass-matrix and integrator solves (no differentiation through factorisations).
+    mode alike, is the implicit-function derivative of the constraint solves (no differentiation through solver
+    iterations) and of the mass-matrix and integrator solves (no differentiation through factorisations). RK4:
+    every stage's forward pass is linearised at its own solution.
     """
     with matmul_precision(m.config):
-        d = _fwd.forward_pos_vel(m, d, sensors)
-        d = _fwd.fwd_actuation(m, d)
-        d = _fwd.fwd_acceleration(m, d)
-        d = _fwd.run(_smooth_acc_at, m, d)
-        d = _fwd.run(_constraint_at, m, d, star)
-        if sensors:
-            d = _fwd.run(_sensor.sensor_acc, m, d)
-        return _fwd.run(_integrate_at, m, d)
+        d1 = _forward_at(m, d, star, sensors)
+        if m.opt.integrator != IntegratorType.RK4:
+            return _fwd.run(_integrate_at, m, d1)
+        if stages is None and _solver_on(m):
+            raise ValueError("linearized_step: an RK4 model with constraints needs the stages' solutions "
+                             "(linearized_star)")
+        fwd = lambda mm, di, x: (_forward_at(mm, di, x, False), None)  # noqa: E731
+        dn = _integrate.rk4_stages(m, d1, fwd, stages)[0]
+        if _actuation.dcmotor_state(m):  # as `step`: dcmotor states see the step's actuator velocity
+            dn = dn.replace(actuator_velocity=dn.actuator_moment @ d1.qvel)
+        return dn
 
 
 # ---- transition Jacobians ------------------------------------------------------------------------------------
@@ -303,12 +356,13 @@ MODES = ("auto", "forward", "reverse", "step")
 def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon: int | None = None):
     """Jacobians (A, B, C, D) of one step at the state of `d` in the layout and convention of mjd_transitionFD.
 
-    Exact. Where `linearized_supported(m)` (exact gradients, no noslip, not RK4), the step is first run once, then
-    autodiff goes through `linearized_step`: the same step at that state with the constraint solve, the mass-matrix
-    solve and the integrator's solve replaced by their implicit-function linearisations at their solutions (no
-    derivative of solver iterations or factorisations). Otherwise autodiff goes through `step` itself
-    (`jacobian`: forward mode where `forward_mode(m)`, else reverse mode through the solver's implicit gradient, or
-    the smoothed derivative of `smooth_step`).
+    Exact. Where `linearized_supported(m)` (exact gradients, no noslip), the step is first run once, then autodiff
+    goes through `linearized_step`: the same step at that state with the constraint solve, the mass-matrix solve
+    and the integrator's solve replaced by their implicit-function linearisations at their solutions (RK4: those
+    of each stage; no derivative of solver iterations or factorisations). Otherwise, and for RK4 without constraints
+    in mode "auto" (nothing to linearise but the mass-matrix solves: the plain step compiles faster),
+    autodiff goes through `step` itself (`jacobian`: forward mode where `forward_mode(m)`, else reverse mode through
+    the solver's implicit gradient, or the smoothed derivative of `smooth_step`).
 
     Args:
       m: Model (its `config.contact_gradients` chooses exact or smoothed derivatives, see `step`).
@@ -335,6 +389,8 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
     nv, na, nu = m.nv, m.na, m.nu
     dtype = d.qvel.dtype
     lin = mode != "step" and linearized_supported(m)
+    if lin and mode == "auto" and ncon is None and m.opt.integrator == IntegratorType.RK4 and not _solver_on(m):
+        lin = False  # measured on the acrobot, vmap over 16: compile 51 s through step, 73 s linearised (load 13)
     if ncon is not None:
         if not lin:
             raise ValueError(f"transition: ncon needs the linearised step (mode {mode!r}, linearized_supported: "
@@ -343,13 +399,12 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
             raise ValueError(f"transition: ncon must be >= 0, not {ncon}")
     md = m if ncon is None or ncon >= m.nconmax else _io.configure(m, nconmax=int(ncon))
     if lin:
-        with matmul_precision(m.config):
-            star = jax.lax.stop_gradient(_fwd.forward_skip(md, d, sensors=False))
+        star, stages = linearized_star(md, d)
 
     def f(z):
         dq, dv, da, du = jp.split(z, np.cumsum([nv, nv, na]))
         di = d.replace(qpos=integrate_pos(m, d.qpos, dq, 1.0), qvel=d.qvel + dv, act=d.act + da, ctrl=d.ctrl + du)
-        dn = linearized_step(md, di, star, sensors) if lin else step(m, di)
+        dn = linearized_step(md, di, star, sensors, stages) if lin else step(m, di)
         q_next = differentiate_pos(m, jax.lax.stop_gradient(dn.qpos), dn.qpos)
         x_next = jp.concatenate([q_next, dn.qvel, dn.act])
         if sensors:

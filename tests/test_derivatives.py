@@ -423,3 +423,85 @@ def test_contact_gradient_config_is_validated():
     m = mjl.configure(mjl.load_mjcf_string(PUSHER), contact_gradients="smooth", contact_smoothing_dofs=(5,))
     with pytest.raises(ValueError, match="nv=2"):
         jax.grad(lambda q: mjl.step(m, mjl.make_data(m).replace(qpos=q)).qpos[1])(jp.zeros(2))
+
+
+# ---- RK4: the linearised step per stage ---------------------------------------------------------------------
+
+RK4_CONTACT = """
+<mujoco>
+  <option timestep="0.01" integrator="RK4" tolerance="1e-13" iterations="100" ls_iterations="50"/>
+  <worldbody>
+    <geom type="plane" size="2 2 .1" friction=".5"/>
+    <body pos="0 0 .1">
+      <joint name="x" type="slide" axis="1 0 0" damping=".1"/>
+      <joint name="z" type="slide" axis="0 0 1"/>
+      <geom type="sphere" size=".1" mass="1" friction=".5"/>
+      <body pos="0 0 .3">
+        <joint name="h" type="hinge" axis="0 1 0" range="-.3 .3" damping=".1" limited="true"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" mass=".2" contype="0" conaffinity="0"/>
+        <site name="tip" pos=".3 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="x"/><motor joint="h" gear="2"/></actuator>
+  <sensor><jointpos joint="h"/><velocimeter site="tip"/><accelerometer site="tip"/></sensor>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="module")
+def rk4_contact():
+    """The RK4 model with the sphere pressed into the floor and the hinge past its limit, and its state.
+
+    The sphere is 1.5 mm deep and moving in: past the contact impedance's 1 mm transition (solimp width), and every
+    RK4 stage stays in contact. Resting at its settled depth (48 um) instead, the state lay 5 um below a
+    discontinuity of mj_step (a later stage loses the contact: the step's qvel jumps between dz = +4e-6 and +5e-6)
+    and the centred differences of the accelerometer rows (z column) erred by their truncation error, which scaled
+    as eps^2: 1.3e-5, 1.3e-7, 1.3e-9 of C at eps 1e-5, 1e-6, 1e-7 (the reference's error, not the Jacobian's).
+    Here the differences at eps 1e-4 ... 1e-7 agree with each other to 4e-10 (A, C) and 5e-8 (B, D)."""
+    mjm = mujoco.MjModel.from_xml_string(RK4_CONTACT)
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(50):  # settle on the floor (a warm start)
+        mujoco.mj_step(mjm, mjd)
+    mjd.qpos[1] = -0.0015  # 1.5 mm into the floor
+    mjd.qpos[2] = 0.31  # past the hinge's upper limit
+    mjd.qvel[:] = [0.3, -0.05, 0.5]
+    mjd.ctrl[:] = [0.2, -0.1]
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon == 1 and mjd.nefc > 3  # a contact (pyramidal, condim 3) and the limit
+    fn = jax.jit(derivatives.transition, static_argnames=("sensors", "mode", "ncon"))
+    return mjm, m, mjd, fn
+
+
+@pytest.mark.slow  # five compiled RK4 programs: minutes on the 2-core machine
+def test_rk4_linearized_step_value_and_transition(rk4_contact):
+    """RK4 with a contact and an active joint limit: the linearised step (each stage linearised at its own solver
+    solution) has the step's value, its Jacobians equal autodiff through `step` (mode "step") to round-off and
+    MuJoCo's centred finite differences of mj_step within the contact tolerance."""
+    mjm, m, mjd, fn = rk4_contact
+    assert derivatives.linearized_supported(m)
+    d = _data(m, mjd)
+    star, stages = jax.jit(derivatives.linearized_star)(m, d)
+    lin = jax.jit(derivatives.linearized_step, static_argnames="sensors")(m, d, star, sensors=True, stages=stages)
+    ref = jax.jit(mjl.step)(m, d)
+    for f in ("qpos", "qvel", "act", "sensordata", "qacc_warmstart"):
+        np.testing.assert_allclose(getattr(lin, f), getattr(ref, f), rtol=1e-12, atol=1e-12, err_msg=f)
+    got = fn(m, d)
+    via_step = fn(m, d, mode="step")
+    want = step_transition(mjm, mjd)
+    for name, g, s, w in zip("ABCD", got, via_step, want):
+        assert np.all(np.isfinite(g)), name
+        assert _normwise(g, s) < 1e-9, f"{name}: linearised vs autodiff through step {_normwise(g, s):.2e}"
+        err = _normwise(g, w)
+        assert err < CONTACT_RTOL, f"{name} differs from FD by {err:.2e} (normwise)"
+
+
+@pytest.mark.slow
+def test_rk4_linearized_forward_and_reverse_agree(rk4_contact):
+    """The RK4 linearised step in forward and reverse mode gives the same Jacobians (round-off apart)."""
+    mjm, m, mjd, fn = rk4_contact
+    d = _data(m, mjd)
+    fwd, rev = fn(m, d, mode="forward"), fn(m, d, mode="reverse")
+    for name, a, b in zip("ABCD", fwd, rev):
+        assert _normwise(a, b) < 1e-10, name

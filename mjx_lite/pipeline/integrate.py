@@ -293,7 +293,13 @@ def rk4(m: Model, d: Data) -> Data:
     `d` must hold forward's results for the current state (stage 1). The returned Data holds the last stage's
     derived quantities, as MuJoCo's does.
     """
+    return rk4_stages(m, d, lambda m, di, x: (forward.forward_skip(m, di, sensors=False), None))[0]
 
+
+def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
+    """`rk4` with the forward pass of stages 2-4 given: stage_forward(m, d_i, x_i) -> (Data, y_i) where x_i is
+    row i of the pytree xs (leading axis 3, or None) and the y_i are stacked (3, ...). Returns (Data, ys).
+    (The hook of `derivatives.transition`: each stage's solver solution recorded, then linearised at it.)"""
     h = m.opt.timestep
     rot = _rotation_dofs(m)
     qpos0, qvel0, act0, time0 = d.qpos, d.qvel, d.act, d.time
@@ -303,27 +309,28 @@ def rk4(m: Model, d: Data) -> Data:
     acc = jp.zeros((4,) + d.qacc.shape, d.qacc.dtype).at[0].set(d.qacc)
     adot = jp.zeros((4,) + d.act_dot.shape, d.act_dot.dtype).at[0].set(d.act_dot)
 
-    def stage(carry, i):
+    def stage(carry, ix):
         """Stage i + 2 (i = 0, 1, 2): forward at the state of tableau row i; its rates go to row i + 1. One traced
         forward pass for the three stages (`lax.scan`), not three: the step's graph, and the compile time of a
         gradient through it, hold two forward passes instead of four."""
+        i, x = ix
         d, rate, acc, adot = carry
         a = jp.asarray(_RK4_A_ROWS, h.dtype)[i]  # (4,): row i, zero from column i + 1 on
         dv = _combine(a, rate)
         qpos = integrate_pos(m, qpos0, dv, h)
         di = d.replace(qpos=qpos, qvel=qvel0 + h * _combine(a, acc), act=act0 + h * _combine(a, adot),
                        time=time0 + jp.asarray(_RK4_C, h.dtype)[i] * h)  # fmt: skip
-        d = forward.forward_skip(m, di, sensors=False)
+        d, y = stage_forward(m, di, x)
         k = d.qvel
         if rot.size:
             k = k.at[rot].set(_dexpinv(h * dv[rot], d.qvel[rot]))
-        return (d, rate.at[i + 1].set(k), acc.at[i + 1].set(d.qacc), adot.at[i + 1].set(d.act_dot)), None
+        return (d, rate.at[i + 1].set(k), acc.at[i + 1].set(d.qacc), adot.at[i + 1].set(d.act_dot)), y
 
     start = d
-    (d, rate, acc, adot), _ = jax.lax.scan(stage, (d, rate, acc, adot), jp.arange(3))
+    (d, rate, acc, adot), ys = jax.lax.scan(stage, (d, rate, acc, adot), (jp.arange(3), xs))
     b = jp.asarray(_RK4_B, h.dtype)
     d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)
-    return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate), start=start)
+    return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate), start=start), ys
 
 
 def _combine(w: jax.Array, x: jax.Array) -> jax.Array:
