@@ -150,22 +150,28 @@ def test_more_shapes_match_mujoco(fwd, geom, dim, free, height, steps, option, s
 def test_trajectory_matches_mujoco(both):
     """100 steps from rest (the cloth rolls the free sphere, the rope slides off the box) equal MuJoCo's."""
     m, mjm = both
+    d, mjd = _hundred_steps(m, mjm)
+    np.testing.assert_allclose(np.asarray(d.qvel), mjd.qvel, atol=100 * TRAJ_ATOL)
+
+
+def _hundred_steps(m, mjm):
+    """100 steps from rest of ours and of MuJoCo (which must make contacts on the way): qpos and the flex vertex
+    positions equal to TRAJ_ATOL; returns both final Data for further checks."""
     mjd = mujoco.MjData(mjm)
-    d = mjx_lite.make_data(m)
 
     @jax.jit
     def roll(d):
         return jax.lax.scan(lambda d, _: (mjx_lite.step(m, d), None), d, None, length=100)[0]
 
-    d = roll(d)
+    d = roll(mjx_lite.make_data(m))
     ncon = 0
     for _ in range(100):
         mujoco.mj_step(mjm, mjd)
         ncon = max(ncon, mjd.ncon)
     assert ncon > 0
     np.testing.assert_allclose(np.asarray(d.qpos), mjd.qpos, atol=TRAJ_ATOL)
-    np.testing.assert_allclose(np.asarray(d.qvel), mjd.qvel, atol=100 * TRAJ_ATOL)
     np.testing.assert_allclose(np.asarray(d.flexvert_xpos), mjd.flexvert_xpos, atol=TRAJ_ATOL)
+    return d, mjd
 
 
 @pytest.mark.slow
@@ -308,20 +314,7 @@ def test_convex_trajectory_and_grad(convex):
     TRAJ_ATOL; d(mean height after 20 steps)/d(the ellipsoid's contact time constant) equals central differences."""
     m, mjm = convex
     mjm = _converged(mujoco.MjModel.from_xml_string(CONVEX))
-    mjd = mujoco.MjData(mjm)
-
-    @jax.jit
-    def roll(d):
-        return jax.lax.scan(lambda d, _: (mjx_lite.step(m, d), None), d, None, length=100)[0]
-
-    d = roll(mjx_lite.make_data(m))
-    ncon = 0
-    for _ in range(100):
-        mujoco.mj_step(mjm, mjd)
-        ncon = max(ncon, mjd.ncon)
-    assert ncon > 0
-    np.testing.assert_allclose(np.asarray(d.qpos), mjd.qpos, atol=TRAJ_ATOL)
-    np.testing.assert_allclose(np.asarray(d.flexvert_xpos), mjd.flexvert_xpos, atol=TRAJ_ATOL)
+    _hundred_steps(m, mjm)
     mjd = _touching(mjm, 30)
     d0 = mjx_lite.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy())
     oracle.check_rollout_grad(m, d0, lambda m, k: m.replace(geom_solref=m.geom_solref.at[0, 0].set(k)), 0.02)

@@ -61,13 +61,7 @@ def _body(m: Model, p: dict):
 
         def rotation(k):  # integrate._quat_integrate
             qa, da = tab("quat_qadr", k), tab("quat_dadr", k)
-            q = tuple(read("qpos", qa + i) for i in range(4))
-            sq = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
-            zero = sq <= 0.0
-            n = jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
-            small = n < 1e-15
-            safe = jp.where(small, 1.0, n)
-            q = tuple(jp.where(small, 1.0 if i == 0 else 0.0, q[i] / safe) for i in range(4))
+            q = launch.unit_quat(tuple(read("qpos", qa + i) for i in range(4)))
             w = tuple(io.load("qvel", da + i) for i in range(3))
             sw = w[0] * w[0] + w[1] * w[1] + w[2] * w[2]
             wzero = sw <= 0.0

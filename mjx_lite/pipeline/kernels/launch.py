@@ -75,6 +75,17 @@ class Launch:
     interpret: bool = False
 
 
+def unit_quat(q: tuple) -> tuple:
+    """A quaternion given as 4 lane arrays, normalised as math.quat_normalize (identity below norm 1e-15), NaN-free
+    in value and derivative at 0: for kernel bodies, which work on per-component lanes."""
+    sq = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
+    zero = sq <= 0.0
+    n = jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
+    small = n < 1e-15
+    safe = jp.where(small, 1.0, n)
+    return tuple(jp.where(small, 1.0 if i == 0 else 0.0, q[i] / safe) for i in range(4))
+
+
 def call(kernel: Kernel, inputs: dict, launch: Launch) -> dict:
     """The outputs of `kernel` for one environment (inputs without an environment axis; vmap to batch).
 

@@ -24,6 +24,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.pipeline import passive
+from mjx_lite.pipeline.kernels import launch
 from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
 
 __all__ = ["OUTPUTS", "body", "fusable", "inputs", "plan", "xla"]
@@ -133,13 +134,7 @@ def body(m: Model, p: dict):
 
         def rotation(k):  # mju_subQuat(normalize(qpos quaternion), spring quaternion) (math.quat_sub)
             qa = tab("rot_qadr", k)
-            q = tuple(read("qpos", qa + i) for i in range(4))
-            sq = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
-            zero = sq <= 0.0
-            n = jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
-            small = n < 1e-15
-            safe = jp.where(small, 1.0, n)
-            q = tuple(jp.where(small, 1.0 if i == 0 else 0.0, q[i] / safe) for i in range(4))
+            q = launch.unit_quat(tuple(read("qpos", qa + i) for i in range(4)))
             s = tuple(read("qpos_spring", qa + i) for i in range(4))
             b = (s[0], -s[1], -s[2], -s[3])  # conj(spring) * q
             dq = (b[0] * q[0] - b[1] * q[1] - b[2] * q[2] - b[3] * q[3],
