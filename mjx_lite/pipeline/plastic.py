@@ -21,6 +21,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
+from mjx_lite.data import plastic_source
 from mjx_lite.types import Data, DisableBit, JointType, Model
 
 
@@ -31,23 +32,13 @@ def _joints(m: Model, kind) -> np.ndarray:
 
 def references(m: Model, d: Data) -> tuple[jax.Array, jax.Array]:
     """The springs' references: qpos_spring (nq,) and tendon_lengthspring (ntendon, 2) with the plastic joints'
-    and tendons' entries taken from d.plastic."""
+    and tendons' entries taken from d.plastic (scattered back where `data.plastic_source` gathers them from)."""
     qs, ls = m.qpos_spring, m.tendon_lengthspring
     if m.nplastic == 0:
         return qs, ls
-    qadr, padr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_plasticadr)
-    lin = _joints(m, (JointType.SLIDE, JointType.HINGE))
-    if lin.size:
-        qs = qs.at[qadr[lin]].set(d.plastic[padr[lin]].astype(qs.dtype))
-    ball = _joints(m, (JointType.BALL,))
-    if ball.size:
-        ref = d.plastic[padr[ball][:, None] + np.arange(4)]
-        qs = qs.at[qadr[ball][:, None] + np.arange(4)].set(ref.astype(qs.dtype))
-    tadr = np.asarray(m.tendon_plasticadr)
-    ten = np.nonzero(tadr >= 0)[0]
-    if ten.size:
-        ls = ls.at[ten].set(d.plastic[tadr[ten][:, None] + np.arange(2)].astype(ls.dtype))
-    return qs, ls
+    src = plastic_source(m.jnt_type, m.jnt_qposadr, m.jnt_plasticadr, m.tendon_plasticadr, m.nq, m.nplastic)
+    flat = jp.concatenate([qs, ls.reshape(-1).astype(qs.dtype)]).at[src].set(d.plastic.astype(qs.dtype))
+    return flat[: m.nq], flat[m.nq :].reshape(ls.shape).astype(ls.dtype)
 
 
 def update(m: Model, d: Data, qpos: jax.Array, dq: jax.Array) -> jax.Array:
