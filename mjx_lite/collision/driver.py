@@ -401,22 +401,13 @@ def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids:
     """The geoms `gids` (n,) of one group as a vectorised GeomInfo; `group_gids` (numpy) are all the geoms this side
     of the group may take (None: any geom). A mesh enters as its convex hull (`hull.group_tables`: hull vertices,
     triangles, polygons, face planes, edges), padded to the largest hull of the meshes this side may take."""
-    vert = gt = face = edge = triplane = row = None
-    tables = {}
+    mesh = {}
     if gtype == _MESH or (gtype == GENERAL and m.nmesh):
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
-        t = hull.group_tables(m, mids)
-        vert = m.mesh_vert[jp.asarray(t["vert"])[mid]]
-        face, edge, triplane = jp.asarray(t["face"])[mid], jp.asarray(t["edge"])[mid], jp.asarray(t["triplane"])[mid]
-        row = jp.asarray(t["row"])[mid]
-        tables = dict(facepoly=t["poly"], facepolynum=t["polynum"], faceplane=t["plane"], vertplane=t["vplane"],
-                      vertedge=t["vedge"])  # fmt: skip
-        tables = {k: jp.asarray(v) for k, v in tables.items()}
-    if gtype == GENERAL:
-        gt = jp.asarray(m.geom_type)[gids]
-    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], vert, gt, face, edge=edge,
-                    triplane=triplane, mesh=row, **tables)  # fmt: skip
+        mesh = hull.geom_fields(m, mid, mids)
+    gt = jp.asarray(m.geom_type)[gids] if gtype == GENERAL else None
+    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], gtype=gt, **mesh)
 
 
 def _box_slack(m: Model, d: types.Data, g1: jax.Array, g2: jax.Array, margin: jax.Array) -> jax.Array:

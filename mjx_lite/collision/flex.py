@@ -255,12 +255,7 @@ def _geom_info(m: Model, d: types.Data, gids: np.ndarray, gtype: int) -> GeomInf
     if gtype != GeomType.MESH:
         return info
     mids = np.asarray(m.geom_dataid)[gids]
-    t = hull.group_tables(m, mids)
-    tables = {k: jp.asarray(t[v]) for k, v in dict(facepoly="poly", facepolynum="polynum", faceplane="plane",
-                                                   vertplane="vplane", vertedge="vedge").items()}  # fmt: skip
-    return info._replace(vert=m.mesh_vert[jp.asarray(t["vert"][mids])], face=jp.asarray(t["face"][mids]),
-                         edge=jp.asarray(t["edge"][mids]), triplane=jp.asarray(t["triplane"][mids]),
-                         mesh=jp.asarray(t["row"][mids]), **tables)  # fmt: skip
+    return info._replace(**hull.geom_fields(m, mids, mids))
 
 
 def _elem_vertices(m: Model, con: types.Contact, side: int, nv: int) -> jax.Array:

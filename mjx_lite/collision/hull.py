@@ -22,6 +22,7 @@ import dataclasses
 import functools
 from collections.abc import Iterable
 
+import jax.numpy as jp
 import numpy as np
 
 from mjx_lite._struct import static_memo
@@ -195,6 +196,18 @@ def _mesh_hull(m: Model, i: int) -> MeshHull:
 def mesh_hulls(m: Model) -> tuple[MeshHull, ...]:
     """Every mesh's `MeshHull`, built once per Model static part."""
     return static_memo(m, "collision.mesh_hulls", lambda m: tuple(_mesh_hull(m, i) for i in range(m.nmesh)))
+
+
+def geom_fields(m: Model, mid, mids: np.ndarray) -> dict:
+    """The mesh fields of a vectorised GeomInfo for the geoms of mesh ids `mid` (n,) (numpy or traced) on a collision
+    group's side that may take the meshes `mids` (numpy): per-pair rows vert (n, H, 3), face (n, T, 3), edge
+    (n, E, 4), triplane (n, T) and mesh (n,) (the mesh's row in the side's tables), and the side's shared tables
+    facepoly, facepolynum, faceplane, vertplane, vertedge (`group_tables`)."""
+    t = group_tables(m, mids)
+    shared = dict(facepoly="poly", facepolynum="polynum", faceplane="plane", vertplane="vplane", vertedge="vedge")
+    return dict(vert=m.mesh_vert[jp.asarray(t["vert"])[mid]], face=jp.asarray(t["face"])[mid],
+                edge=jp.asarray(t["edge"])[mid], triplane=jp.asarray(t["triplane"])[mid],
+                mesh=jp.asarray(t["row"])[mid], **{k: jp.asarray(t[v]) for k, v in shared.items()})  # fmt: skip
 
 
 def group_tables(m: Model, mids: np.ndarray) -> dict[str, np.ndarray]:
