@@ -78,3 +78,63 @@ def test_chain_sparse_contact_rows_match_mujoco(cone, condim):
         Jm = mjd.efc_J[: mjd.nefc * mjm.nv].reshape(mjd.nefc, mjm.nv)
         np.testing.assert_allclose(np.asarray(d.efc_J)[ro], Jm[rm], atol=ROW_ATOL)
         np.testing.assert_allclose(np.asarray(d.efc_aref)[ro], mjd.efc_aref[rm], atol=ROW_ATOL, rtol=1e-7)
+
+
+# diagexact rows: the exact diagonal is a dense M^-1 J^T solve (round-off of a few float64 operations per entry)
+DIAGEXACT_ATOL = 1e-8
+# qacc from the Newton solve at MuJoCo's default tolerance (1e-8) on both sides
+DIAGEXACT_QACC_TOL = 1e-6
+
+
+@pytest.mark.parametrize("cone,condim,jacobian", [("pyramidal", 4, "dense"),
+                                                  pytest.param("elliptic", 6, "dense", marks=_SLOW),
+                                                  pytest.param("pyramidal", 3, "sparse", marks=_SLOW)])  # fmt: skip
+def test_diagexact_matches_mujoco(cone, condim, jacobian):
+    """The diagexact flag: efc_diagA is each row's exact J M^-1 J^T (a contact's rows derived from its first row's,
+    as mj_makeImpedance does), and R, D, aref and qacc follow it as in mj_forward; every kind of row."""
+    xml = EQ_XML.replace("<option ", '<option><flag diagexact="enable"/></option><option ')
+    mjm = mujoco.MjModel.from_xml_string(xml.format(cone=cone, condim=condim, impratio=2.0))  # the oracle: dense rows
+    assert mjm.opt.enableflags & mujoco.mjtEnableBit.mjENBL_DIAGEXACT
+    xml = xml.replace('jacobian="dense"', f'jacobian="{jacobian}"')
+    m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml.format(cone=cone, condim=condim, impratio=2.0)))
+    fwd = jax.jit(mjl.forward)
+    for seed in range(2):
+        mjd = _state(mjm, seed)
+        d = fwd(m, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel)))
+        rm, ro = oracle.match_rows(mjd, mjm, d)
+        Jd = np.asarray(constraint.efc_j_dense(m, d))
+        M = np.zeros((mjm.nv, mjm.nv))
+        mujoco.mj_fullM(mjm, mjd, M)
+        exact = np.einsum("ij,ij->i", Jd, np.linalg.solve(M, Jd.T).T)
+        noncon = np.asarray(d.efc_type)[ro] < int(mujoco.mjtConstraint.mjCNSTR_CONTACT_FRICTIONLESS)
+        # rows other than contacts carry the plain exact diagonal
+        np.testing.assert_allclose(np.asarray(d.efc_diagA)[ro][noncon], exact[ro][noncon], rtol=1e-9,
+                                   atol=DIAGEXACT_ATOL)  # fmt: skip
+        for name in ("efc_diagA", "efc_R", "efc_D", "efc_aref"):
+            np.testing.assert_allclose(np.asarray(getattr(d, name))[ro], getattr(mjd, name)[rm], rtol=1e-7,
+                                       atol=DIAGEXACT_ATOL, err_msg=name)  # fmt: skip
+        oracle.close(d.qacc, mjd.qacc, DIAGEXACT_QACC_TOL, "qacc")
+
+
+@_SLOW
+def test_diagexact_gradient_matches_central_differences():
+    """d/dz of a 5-step loss with diagexact (the exact diagonal's M^-1 J^T solve differentiated) against central
+    differences (step 1e-6, float64)."""
+    xml = oracle.SMALL_XML.replace("<option ", '<option><flag diagexact="enable"/></option><option ')
+    mjm = mujoco.MjModel.from_xml_string(xml.format(solver="Newton", cone="pyramidal", impratio=1.0, tol=1e-10,
+                                                    iters=100))  # fmt: skip
+    mjd = mujoco.MjData(mjm)
+    oracle.small_state(mjm, mjd, np.random.default_rng(0))
+    m = oracle.model_from_mujoco(mjm)
+    d0 = oracle.data_with_state(m, mjm, mjd)
+
+    def loss(z):
+        d = d0.replace(qpos=d0.qpos.at[2].add(z))
+        for _ in range(5):
+            d = mjl.step(m, d)
+        return jp.sum(d.qpos[:3]) + jp.sum(d.qvel)
+
+    g = jax.jit(jax.grad(loss))(0.0)
+    f = jax.jit(loss)
+    fd = (f(1e-6) - f(-1e-6)) / 2e-6
+    np.testing.assert_allclose(g, fd, rtol=oracle.GRAD_FD_RTOL)

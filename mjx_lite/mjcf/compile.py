@@ -61,8 +61,7 @@ _DISABLE_BITS = (
 )  # fmt: skip
 _ENABLE_BITS = ("override", "energy", "fwdinv", "invdiscrete", "sleep", "diagexact", "ipc", "speculative")
 # enable flags whose MuJoCo feature mjx_lite does not implement
-_REFUSED_ENABLE = {"sleep": "sleeping islands", "diagexact": "exact diagonal of A in the regulariser",
-                   "speculative": "speculative contacts"}  # fmt: skip
+_REFUSED_ENABLE = {"sleep": "sleeping islands", "speculative": "speculative contacts"}
 _CCD_ITERATIONS = 35  # MuJoCo's default; mjx_lite's convex colliders iterate to convergence
 # the per-section passes (in order) and the array prefixes they own
 SECTIONS = (

@@ -139,7 +139,7 @@ _FLAG = {
     "fwdinv": model("opt.enableflags"),
     "invdiscrete": model("opt.enableflags"),
     "sleep": Refused("enabled (sleeping islands)", "enable"),
-    "diagexact": Refused("enabled (exact diagonal of A in the constraint regulariser)", "enable"),
+    "diagexact": model("opt.enableflags"),
     "ipc": NoEffect("requires integrator='discrete', which is refused"),
     "speculative": Refused("enabled (speculative contacts)", "enable"),
 }

@@ -21,7 +21,8 @@ Impedance, stiffness and damping follow the computation chapter ("Solver paramet
 solimp (dmin, dmax, width, midpoint, power) at r = |pos - margin| (the norm of the whole block for connect
 and weld); K = 1/(dmax^2 tc^2 dr^2) and B = 2/(dmax tc) for solref = (tc, dr) > 0 (tc >= 2 timestep unless
 refsafe is disabled), K = -solref[0]/dmax^2 and B = -solref[1]/dmax for the direct (negative) form;
-R = (1 - imp)/imp * diagA with diagA from the invweight0 constants; aref = -B vel - K imp (pos - margin), where
+R = (1 - imp)/imp * diagA with diagA from the invweight0 constants (the diagexact flag: the exact diagonal,
+`_exact_diag`); aref = -B vel - K imp (pos - margin), where
 connect and weld rows also subtract the Jacobian-derivative term Jdot qvel (as MuJoCo 4 does).
 Contact friction rows: elliptic cones scale R and diagA of friction row i by (f_0/f_i)^2 / impratio and use
 pos = 0, K = 0 (and solreffriction when given); pyramidal edges J_n +- f_i J_i use
@@ -41,7 +42,7 @@ from mjx_lite import math, types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import driver
 from mjx_lite.collision import flex as flexcol
-from mjx_lite.pipeline import flex, support, velocity
+from mjx_lite.pipeline import flex, inertia, support, velocity
 from mjx_lite.solver import common as solver_common
 from mjx_lite.types import (
     MAXIMP,
@@ -51,6 +52,7 @@ from mjx_lite.types import (
     ConstraintType,
     Data,
     DisableBit,
+    EnableBit,
     EqType,
     JointType,
     Model,
@@ -915,6 +917,9 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     B = jp.where(direct, -solref[:, 1] / dmax, 2.0 / (dmax * tc_safe))
     K = jp.where(jp.asarray(f["k_zero"]), 0.0, K)
     diag = f["diag"] * f["r_scale"]
+    if m.opt.enableflags & EnableBit.DIAGEXACT:
+        ctype = np.concatenate([np.asarray(b.type) for b in allb])
+        diag = _exact_diag(m, d, p, f, ctype if inv is None else ctype[inv])
     R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
     active = jp.asarray(f["active"])
     J = jp.where(active[:, None], f["J"], 0.0)
@@ -928,6 +933,26 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     aref = jp.where(active, aref, 0.0)
     return d, dict(fields=f, active=active, J=J, cols=cols, diag=diag, R=R, vel=vel, aref=aref, K=K, B=B, imp=imp,
                    lim_over=lim_over)  # fmt: skip
+
+
+def _exact_diag(m: Model, d: Data, p: Plan, f: dict, ctype: np.ndarray) -> jax.Array:
+    """The diagexact flag's diagA (n,) (mj_projectConstraint): the exact diagonal J_i M^-1 J_i^T of every row in
+    place of the invweight0 approximation. Contact rows take their first row's, scaled as mj_makeImpedance derives
+    a contact's R from its first row's: elliptic friction row i by (f_0/f_i)^2 / impratio (`r_scale`), every
+    pyramidal edge by 2 f_0^2 / impratio. f: `_assemble`'s row fields; ctype (n,) static row types."""
+    n = ctype.shape[0]
+    Jd = solver_common.j_dense(f["J"], jp.asarray(f["cols"], jp.int32) if p.sparse else None, m.nv)
+    exact = jp.sum(Jd * inertia.solve_m(m, d, Jd.T).T, axis=1)
+    first, slot = np.arange(n), np.zeros(n, np.int64)
+    for s, (adr, rows) in enumerate(zip(p.con_adr, p.con_rows)):
+        first[adr : adr + rows] = adr
+        slot[adr : adr + rows] = s
+    pyramid = ctype == ConstraintType.CONTACT_PYRAMIDAL
+    scale = f["r_scale"]
+    if pyramid.any():
+        f0 = d.contact.friction[slot, 0]
+        scale = jp.where(pyramid, 2.0 * f0 * f0 / m.opt.impratio, scale)
+    return exact[first] * scale
 
 
 def _in_layout(m: Model, p: Plan, b: _Rows) -> _Rows:

@@ -37,7 +37,7 @@ from mjx_lite.collision import driver
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.pipeline import constraint, support
 from mjx_lite.pipeline.kernels import launch
-from mjx_lite.types import MAXIMP, MINIMP, MINVAL, ConstraintType, Data, DisableBit, Model
+from mjx_lite.types import MAXIMP, MINIMP, MINVAL, ConstraintType, Data, DisableBit, EnableBit, Model
 
 __all__ = ["OUTPUTS", "fusable", "kernel", "make_constraint", "slot_bodies"]
 
@@ -75,6 +75,8 @@ def fusable(m: Model) -> bool:
     """Static: every row of the model's plan is of a kind the kernel builds (see the module docstring)."""
     p = constraint.plan(m)
     if p.nefc == 0 or p.sparse or p.elliptic or m.flg_surfacevel or m.nv == 0:
+        return False
+    if m.opt.enableflags & EnableBit.DIAGEXACT:  # the exact diagonal needs M^-1 J^T of every row: XLA
         return False
     other = (p.connect, p.weld, p.tendon_eq, p.flex_eq_edge, p.fric_ten, p.lim_ball, p.lim_ten)
     if any(len(a) for a in other):
