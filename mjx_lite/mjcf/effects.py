@@ -248,8 +248,8 @@ _MESH = {
     "face": Compiler("mesh data"), "refpos": Compiler("mesh frame"), "refquat": Compiler("mesh frame"),
     "scale": Compiler("mesh data"), "smoothnormal": NoEffect("rendering normals"),
     "maxhullvert": Compiler("convex hull used by collision"), "inertia": Compiler("mesh inertia"),
-    "builtin": Refused("set (builtin meshes)", "sphere", 'params="1"'),
-    "params": NoEffect("parameters of builtin meshes, which are refused"),
+    "builtin": Compiler("mesh data (builtin meshes; the procedural flex ones are refused)"),
+    "params": Compiler("mesh data (builtin meshes)"),
     "material": MATERIAL,
 }  # fmt: skip
 _HFIELD = {"name": NAME, "content_type": Compiler("file format"), "file": Compiler("height data"),

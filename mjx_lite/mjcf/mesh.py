@@ -47,6 +47,7 @@ import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
 from mjx_lite.mjcf import inertia as _m
+from mjx_lite.mjcf import mesh_builtin as _builtin
 from mjx_lite.mjcf.inertia import _normvec, _quat2mat, quat_mul
 from mjx_lite.mjcf.inertia import eig3 as _jacobi_eig3
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
@@ -350,7 +351,7 @@ def convex_hull(vert: np.ndarray, maxhullvert: int = -1):
     simp = np.asarray(hull.simplices, np.int64)
     a, b, c = upts[simp[:, 0]], upts[simp[:, 1]], upts[simp[:, 2]]
     flip = np.einsum("ij,ij->i", np.cross(b - a, c - a), hull.equations[:, :3]) < 0
-    simp[flip] = simp[flip][:, [0, 2, 1]]
+    simp[flip] = simp[flip][:, [1, 0, 2]]
     face = first[simp].astype(np.int32)
     hv = np.unique(face.reshape(-1)).astype(np.int32)
     e = np.sort(np.concatenate([face[:, [0, 1]], face[:, [1, 2]], face[:, [2, 0]]]), axis=1)
@@ -735,6 +736,29 @@ def _content_type(file: str, ct: str | None, elem) -> str:
     return table[ext]
 
 
+def _builtin_mesh(elem, e: Element | None, file: str):
+    """(vert, face, inertia) of a builtin mesh (mesh_builtin.make_builtin) or None without `builtin`; MuJoCo's errors
+    (an explicit builtin, even "none", requires params; builtin excludes file and vertex)."""
+    kind = _attr(elem, "builtin", None)
+    if kind is None:
+        return None
+    if kind not in _builtin.BUILTINS:
+        raise _err(e, f"invalid keyword: '{kind}'", "builtin")
+    for other, given in (("file", file), ("vertex", _attr(elem, "vertex", None))):
+        if given is not None and len(given):
+            raise _err(e, f"Schema violation: at most one of 'builtin', '{other}' can be specified", other)
+    params = _attr(elem, "params", None)
+    params = None if params is None else _numbers(params, float)
+    if params is None or len(params) == 0:
+        raise _err(e, "required attribute missing: 'params'", "params")
+    try:
+        return _builtin.make_builtin(kind, params)
+    except _builtin.BuiltinMeshUnsupportedError as exc:
+        raise MJCFUnsupportedError(str(exc), *_where(e), "builtin") from None
+    except _builtin.BuiltinMeshError as exc:
+        raise _err(e, str(exc), "params") from None
+
+
 def load_mesh(
     elem: Element | Mapping[str, Any],
     model_dir: str = "",
@@ -753,8 +777,7 @@ def load_mesh(
     name = _attr(elem, "name", "") or ""
     if not name and file:
         name = os.path.splitext(os.path.basename(file.replace("\\", "/")))[0]
-    if _attr(elem, "builtin", "") not in ("", "none"):
-        raise MJCFUnsupportedError("builtin meshes are not supported", *_where(e), "builtin")
+    builtin = _builtin_mesh(elem, e, file)
     if _attr(elem, "plugin", None):
         raise MJCFUnsupportedError("mesh plugins (SDF) are not supported", *_where(e), "plugin")
     scale = _numbers(_attr(elem, "scale", (1.0, 1.0, 1.0)), float)
@@ -793,17 +816,24 @@ def load_mesh(
         ntex = 0 if utex is None else len(_numbers(utex, float))
         if ntex and ctype != "model/obj" and ntex != 2 * len(vert):
             raise _err(e, "texcoord must be 2*nv if face texcoord indices are not provided in an OBJ file", "texcoord")
+    elif builtin is not None:  # MuJoCo's generated vertices replace the user's; a builtin without faces keeps theirs
+        flipped = False
+        vert, bface, binertia = builtin
+        face = bface if bface is not None else (None if uface is None else uface.reshape(-1, 3))
     else:
         flipped = False
         if uvert is None:
             raise _err(e, "no vertices")
         vert = uvert.astype(np.float32).reshape(-1, 3)
         face = None if uface is None else uface.reshape(-1, 3)
+    inertia = str(_attr(elem, "inertia", "legacy"))
+    if builtin is not None and builtin[2] is not None:
+        inertia = builtin[2]  # the plate forces inertia="shell" whatever the attribute says
     return process_mesh(
         vert, face, name=name, scale=scale,
         refpos=_numbers(_attr(elem, "refpos", (0.0, 0.0, 0.0)), float),
         refquat=_numbers(_attr(elem, "refquat", (1.0, 0.0, 0.0, 0.0)), float),
-        inertia=str(_attr(elem, "inertia", "legacy")), maxhullvert=int(_attr(elem, "maxhullvert", -1)), elem=e,
+        inertia=inertia, maxhullvert=int(_attr(elem, "maxhullvert", -1)), elem=e,
         faces_flipped=flipped,
     )  # fmt: skip
 
