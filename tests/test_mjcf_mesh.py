@@ -293,6 +293,7 @@ def test_inline_vertices_without_faces_use_hull():
         return {tuple(np.roll(t, -int(np.argmin(t)))) for t in np.asarray(f).tolist()}
 
     assert oriented(a.face) == oriented(m.mesh_face)
+    np.testing.assert_array_equal(a.face, m.mesh_face)  # each starting at MuJoCo's corner (its qhull orientation swap)
 
 
 def _thin_box(hy: float, phi: float) -> tuple[np.ndarray, np.ndarray]:

@@ -172,6 +172,27 @@ def statistic_overrides(root: Element) -> dict[str, Any]:
 # assets
 
 
+def _meshes_needing_hull(root: Element) -> set[str]:
+    """Names of the meshes MuJoCo builds a hull for because a collision geom uses them (mjCModel's SetNeedHull: a
+    type="mesh" geom with contype or conaffinity non-zero, or named in a contact pair)."""
+    geoms, pairs = [], set()
+
+    def walk(e: Element) -> None:
+        for c in e.children:
+            if c.tag == "default":
+                continue
+            if c.tag == "geom":
+                geoms.append(c)
+            elif c.tag == "pair":
+                pairs.update(n for n in (at.get(c, "geom1"), at.get(c, "geom2")) if n)
+            walk(c)
+
+    walk(root)
+    return {at.get(g, "mesh") for g in geoms
+            if at.get(g, "type") == "mesh" and at.get(g, "mesh")
+            and (int(at.get(g, "contype", 1)) or int(at.get(g, "conaffinity", 1)) or at.get(g, "name") in pairs)}
+
+
 def _compile_assets(root: Element, ctx: CompileContext) -> None:
     """Textures and materials (checked, texture.py), meshes and hfields (mesh.py / hfield.py)."""
     ctx.ids.setdefault("mesh", {})
@@ -185,11 +206,12 @@ def _compile_assets(root: Element, ctx: CompileContext) -> None:
     fill_missing(ctx, ("hfield_",), {"nhfield": 0, "nhfielddata": 0})
     if meshes:
         loaded = []
+        need_hull = _meshes_needing_hull(root)
         for el in meshes:
             cs = at.compiler(ctx, el)  # (an attached model's mesh: its directory and meshdir)
             meshdir = cs.get("meshdir") or cs.get("assetdir") or ""
             asset = mesh_mod.load_mesh(el, cs.get("_model_dir", ctx.model_dir) or "", meshdir, ctx.assets,
-                                       bool(cs.get("strippath")))  # fmt: skip
+                                       bool(cs.get("strippath")), need_hull)  # fmt: skip
             if not asset.name:
                 raise at.error(el, "empty name in mesh", "name")
             if asset.name in ctx.ids["mesh"]:

@@ -82,6 +82,8 @@ class MeshAsset:
     hull_face: (nhf, 3) int32 outward hull triangles (vertex ids)
     hull_edge: (nhe, 2) int32 undirected hull edges (vertex ids, smaller first)
     poly:     MuJoCo's hull polygons (see `hull_polygons`): a list of int32 vertex-id cycles
+    degenerate: MuJoCo's error for a hull it cannot build (colocated/collinear/coplanar vertices), raised when a
+              collision geom uses the mesh (`hull_degeneracy`), else None
     """
 
     name: str
@@ -99,6 +101,7 @@ class MeshAsset:
     hull_face: np.ndarray
     hull_edge: np.ndarray
     poly: list = dataclasses.field(default_factory=list)
+    degenerate: str | None = None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -359,6 +362,39 @@ def convex_hull(vert: np.ndarray, maxhullvert: int = -1):
     return hv, face, edge
 
 
+def hull_degeneracy(vert: np.ndarray, name: str) -> str | None:
+    """MuJoCo's check before it builds a mesh's hull (on the float32 vertices as given, in float64): all vertices at
+    vertex 0 (within mjMINVAL), all on the line through vertex 0 and the first distinct one, or all on the plane of
+    the first triangle those two make with another. Returns its error message, or None for a solid point set."""
+    v = np.asarray(vert, np.float64)
+    if len(v) < 4:
+        return None
+    tail = "cannot compute convex hull. Consider using"
+    d = v - v[0]
+    dist = np.sqrt(d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1] + d[:, 2] * d[:, 2])
+    far = np.nonzero(dist[1:] > MINVAL)[0]
+    if len(far) == 0:
+        return f"mesh '{name}' has colocated vertices, {tail} a small sphere instead"
+    i1 = int(far[0]) + 1
+    e1, len1 = d[i1], float(dist[i1])
+    normal = None
+    for i in range(1, len(v)):
+        if i == i1 or dist[i] < MINVAL:
+            continue
+        e2 = d[i]
+        c = np.array([e1[1] * e2[2] - e1[2] * e2[1], e1[2] * e2[0] - e1[0] * e2[2], e1[0] * e2[1] - e1[1] * e2[0]])
+        norm = math.sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2])
+        if norm > MINVAL * len1 * float(dist[i]):
+            normal = c / norm
+            break
+    if normal is None:
+        return f"mesh '{name}' has collinear vertices, {tail} a thin capsule instead"
+    h = normal[0] * v[:, 0] + normal[1] * v[:, 1] + normal[2] * v[:, 2]
+    if not np.any(np.abs(h - h[0]) > MINVAL * len1):
+        return f"mesh '{name}' has coplanar vertices, {tail} a primitive geom type (plane or thin box) instead"
+    return None
+
+
 MAX_POLYVERT = 150  # mjMAX_POLYVERT: MuJoCo's multiccd reads at most this many vertices of a polygon
 _POLY_BIN = 0.01  # MuJoCo bins hull triangle normals (azimuth, polar angle) in steps of 0.01 rad into polygons
 
@@ -549,11 +585,13 @@ def process_mesh(
     maxhullvert: int = -1,
     elem: Element | None = None,
     faces_flipped: bool = False,
+    need_hull: bool = False,
 ) -> MeshAsset:
     """MuJoCo's mesh processing (mjCMesh::Process) of raw float32 vertices and triangles.
 
     With a left-handed `scale` (negative product) MuJoCo reverses the winding of every triangle (those of the file
-    readers already are: `faces_flipped`) and of every hull polygon (first vertex kept)."""
+    readers already are: `faces_flipped`) and of every hull polygon (first vertex kept). `need_hull`: a collision
+    geom uses the mesh (its hull must exist: degenerate vertices are an error, as without faces or inertia convex)."""
     if inertia not in INERTIA_TYPES:
         raise _err(elem, f"unknown mesh inertia type '{inertia}'", "inertia")
     if maxhullvert != -1 and maxhullvert < 4:
@@ -584,6 +622,9 @@ def process_mesh(
     # convex hull (of the untransformed vertices, as MuJoCo builds its graph before scaling)
     raw = vert
     hull_vert, hull_face, hull_edge = convex_hull(vert, maxhullvert)
+    degenerate = hull_degeneracy(vert, name)
+    if degenerate is not None and (face is None or inertia == "convex" or need_hull):  # MuJoCo builds the hull
+        raise _err(elem, degenerate)
     if face is None:
         if len(hull_face) == 0:
             raise _err(elem, f"mesh '{name}' has no faces and its convex hull could not be computed")
@@ -683,7 +724,7 @@ def process_mesh(
     return MeshAsset(
         name=name, vert=vert, face=face.astype(np.int32), scale=scale.copy(), pos=com, quat=quat,
         inertia_type=inertia, volume=volume, inertia=eigval, boxsz=boxsz, aamm=aamm,
-        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge, poly=poly,
+        hull_vert=hull_vert, hull_face=hull_face, hull_edge=hull_edge, poly=poly, degenerate=degenerate,
     )  # fmt: skip
 
 
@@ -765,12 +806,15 @@ def load_mesh(
     meshdir: str = "",
     assets: Mapping[str, bytes] | None = None,
     strippath: bool = False,
+    need_hull: set[str] | bool = False,
 ) -> MeshAsset:
     """Load and process one <mesh> element (attributes typed by the parser, defaults applied).
 
     model_dir: directory of the model file (relative meshdir/file are resolved from it)
     meshdir:   <compiler meshdir> (or assetdir)
     assets:    optional {name: bytes} (like MuJoCo's VFS / from_xml_string assets)
+    need_hull: True, or a set of mesh names, where a collision geom uses the mesh: MuJoCo then needs its hull and
+               rejects colocated/collinear/coplanar vertices (`hull_degeneracy`) before its other checks
     """
     e = elem if isinstance(elem, Element) else None
     file = _attr(elem, "file", "") or ""
@@ -834,7 +878,7 @@ def load_mesh(
         refpos=_numbers(_attr(elem, "refpos", (0.0, 0.0, 0.0)), float),
         refquat=_numbers(_attr(elem, "refquat", (1.0, 0.0, 0.0, 0.0)), float),
         inertia=inertia, maxhullvert=int(_attr(elem, "maxhullvert", -1)), elem=e,
-        faces_flipped=flipped,
+        faces_flipped=flipped, need_hull=need_hull if isinstance(need_hull, bool) else name in need_hull,
     )  # fmt: skip
 
 
