@@ -340,30 +340,19 @@ def test_capsule_box_along_box():
     assert counts.count(2) >= 10 and 1 in counts, counts
 
 
-def _plane_mesh_qualifying(mjm, mjd):
-    """Hull-graph neighbours of MuJoCo's support vertex that qualify as extra plane-mesh contacts (from its graph)."""
-    g = mjm.mesh_graph[mjm.mesh_graphadr[0] :]
-    nv, nf = g[0], g[1]
-    edgeadr, globalid, edges = g[2 : 2 + nv], g[2 + nv : 2 + 2 * nv], g[2 + 2 * nv : 2 + 3 * nv + 3 * nf]
+def _support_ties(mjm, mjd):
+    """Whether MuJoCo's plane-mesh support vertex ties (another vertex within 1e-12 of the deepest: a face parallel
+    to the plane), where its hull search may start from another corner of the face than our first-of-ties."""
     world = mjd.geom_xpos[1] + mjm.mesh_vert.astype(float) @ mjd.geom_xmat[1].reshape(3, 3).T
-    n = mjd.geom_xmat[0].reshape(3, 3)[:, 2]
-    dist = (world - mjd.geom_xpos[0]) @ n
-    k = int(np.argmin(dist[globalid]))
-    first = world[globalid[k]] - 0.5 * dist[globalid[k]] * n
-    margin = 2 * MARGIN
-    nbr = []
-    i = edgeadr[k]
-    while edges[i] >= 0:
-        nbr.append(globalid[edges[i]])
-        i += 1
-    far = np.linalg.norm(world[nbr] - first, axis=1) >= 0.3 * mjm.geom_rbound[1]
-    return int(np.sum((dist[nbr] < margin) & far))
+    dist = (world - mjd.geom_xpos[0]) @ mjd.geom_xmat[0].reshape(3, 3)[:, 2]
+    return int(np.sum(dist <= dist.min() + 1e-12)) > 1
 
 
 def test_plane_mesh_contacts():
-    """Mesh on a plane (random poses and resting on a hull face): support vertex + up to 2 hull neighbours within
-    margin. The count always matches; the whole set where at most 2 neighbours qualify (else MuJoCo's qhull graph
-    order picks which 2, and we compare the deepest)."""
+    """Mesh on a plane (random poses and resting on a hull face): the support vertex and up to 3 more corners of
+    the hull polygon most opposed to the plane, within margin (MuJoCo 4.0). The count always matches; the whole set
+    wherever the support vertex is unique (a face exactly parallel to the plane: MuJoCo may start from another
+    corner, and we compare the deepest)."""
     mjm = mujoco.MjModel.from_xml_string(_xml("plane", "mesh"))
     m = model_from_mujoco(mjm)
     rng = np.random.default_rng(6)
@@ -394,10 +383,39 @@ def test_plane_mesh_contacts():
         assert len(ours["dist"]) == len(theirs["dist"]), (ours["dist"], theirs["dist"])
         mjd.qpos[:] = qpos
         mujoco.mj_kinematics(mjm, mjd)
-        exact = _plane_mesh_qualifying(mjm, mjd) <= 2
+        exact = not _support_ties(mjm, mjd)
         full += exact
         _match(ours, theirs, ATOL_ANALYTIC, deepest_only=not exact)
     assert counts.count(3) >= 10 and full >= 0.8 * len(poses), (counts, full)
+
+
+def test_plane_mesh_polygon_faces():
+    """A 12-gon frustum (hull polygons of 4 and 12 corners) tilted on a plane: MuJoCo 4.0's 4 corners of the incident
+    polygon (its area-growing corner search from the support vertex), corners above the centre skipped."""
+    ang = np.arange(12) * 2 * np.pi / 12
+    ring = np.c_[np.cos(ang), np.sin(ang), np.zeros(12)] * 0.1
+    vert = " ".join(f"{x:.9g}" for x in np.r_[ring, ring * [0.5, 0.5, 0] + [0, 0, 0.1]].ravel())
+    mjm = mujoco.MjModel.from_xml_string(f"""<mujoco><asset><mesh name="f" vertex="{vert}"/></asset><worldbody>
+      <geom type="plane" size="5 5 .1" margin="{MARGIN}"/>
+      <body><freejoint/><geom type="mesh" mesh="f" margin="{MARGIN}"/></body></worldbody></mujoco>""")
+    m = model_from_mujoco(mjm)
+    rng = np.random.default_rng(11)
+    mjd = mujoco.MjData(mjm)
+    qposes = []
+    for k in range(16):
+        q = np.r_[1.0, rng.normal(size=3) * (0.05, 0.05, 1.0)] if k % 2 else rng.normal(size=4)
+        mjd.qpos[:] = np.r_[0, 0, 0, q / np.linalg.norm(q)]
+        mujoco.mj_kinematics(mjm, mjd)
+        low = (mjd.geom_xpos[1] + mjm.mesh_vert @ mjd.geom_xmat[1].reshape(3, 3).T)[:, 2].min()
+        qposes.append(np.r_[0, 0, -low - rng.uniform(-MARGIN, 0.01), q / np.linalg.norm(q)])
+    poses = _pose_list(mjm, qposes)
+    d = _ours_batched(m, poses)
+    counts = []
+    for i, (qpos, _, _) in enumerate(poses):
+        ours, theirs = mjl.active_contacts(m, _unbatch(d, i)), _mj_contacts(mjm, qpos)
+        counts.append(len(theirs["dist"]))
+        _match(ours, theirs, ATOL_ANALYTIC)
+    assert counts.count(4) >= 3 and counts.count(2) >= 3, counts
 
 
 def test_box_box_face_manifold():

@@ -13,11 +13,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jp
 
+from mjx_lite.collision import polytope
 from mjx_lite.collision.hull import BOX_CORNERS
 from mjx_lite.collision.segment import segments_closest as _segments_closest
 from mjx_lite.collision.types import NOCONTACT, Contacts, Distance, GeomInfo, Mask, Mat3, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, outer3, pick, safe_norm, safe_normalize
-from mjx_lite.types import MINVAL
+from mjx_lite.types import MINVAL, GeomType
 
 
 def _contacts(dist: Values, pos: Points, normal: Points, tangent: Points | None = None, valid: Mask | None = None
@@ -139,45 +140,80 @@ def plane_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     return _compact(c, valid, 4)
 
 
-# support vertex + up to 2 hull neighbours (maxplanemesh). MuJoCo 4.0 gives up to 4 where a face rests flat (a
-# 144-gon prism: 4 points 90 degrees apart) by a rule we have not reproduced (its source is not at hand)
-PLANE_MESH_NCON = 3
-_PLANE_MESH_TOL = 0.3  # extra plane-mesh contacts at least this times rbound from the first (tolplanemesh)
+# the support vertex and up to 3 more corners of the incident hull polygon (MuJoCo 4.0's plane-mesh collider)
+PLANE_MESH_NCON = 4
+
+
+def _area4(p: Points, a: Scalar, b: Scalar, c: Scalar, d: Scalar) -> Scalar:
+    """Area of the quadrilateral p[a] p[b] p[c] p[d] (half the norm of its diagonals' cross product)."""
+    return 0.5 * safe_norm(jp.cross(p[a] - p[c], p[b] - p[d]))
+
+
+def _quad_of_polygon(p: Points, n: Scalar, a: Scalar) -> jax.Array:
+    """The (4,) positions in a convex polygon p (P, 3) of n corners (n <= P) of the 4 corners MuJoCo keeps, corner
+    a first: start from a and the next three, then push d, c and b forward in turn while the quadrilateral's area
+    grows (pushing d again after b stops). Integer output; p carries no derivative here. Bounded: every accepted
+    push grows the area, so at most P pushes per pointer and 3 P + 3 trials in all."""
+    p = jax.lax.stop_gradient(p)
+    nn = jp.maximum(n, 1)
+    first = jp.stack([a, a + 1, a + 2, a + 3]) % nn
+
+    def body(state):
+        b, c, d, m, phase, trips = state  # phase 0: push d, 1: push c, 2: push b, 3: done
+        nb, nc, nd = jp.where(phase == 2, (b + 1) % nn, b), jp.where(phase == 1, (c + 1) % nn, c), \
+            jp.where(phase == 0, (d + 1) % nn, d)
+        area = _area4(p, a, nb, nc, nd)
+        up = area > m
+        b, c, d = jp.where(up, nb, b), jp.where(up, nc, c), jp.where(up, nd, d)
+        m = jp.where(up, area, m)
+        # after a push of d: push c; c keeps going while it grows, then b; b while it grows, then d again
+        phase = jp.where(phase == 0, jp.where(up, 1, 3), jp.where(up, phase, jp.where(phase == 1, 2, 0)))
+        return b, c, d, m, phase, trips + 1
+
+    limit = 3 * p.shape[0] + 3
+    init = (first[1], first[2], first[3], _area4(p, first[0], first[1], first[2], first[3]),
+            jp.where(n > 4, 0, 3), jp.zeros((), jp.int32))  # fmt: skip
+    b, c, d, _, _, _ = jax.lax.while_loop(lambda s: (s[4] < 3) & (s[5] < limit), body, init)
+    return jp.stack([first[0], b, c, d])
 
 
 def plane_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
-    """Up to 3 contacts (mjc_PlaneConvex for meshes): the support vertex in direction -normal, then up to 2 of
-    its hull-graph neighbours (vertices sharing a hull triangle with it) that lie strictly within margin of the
-    plane and at least 0.3 * rbound (rbound = |geom_size| for a mesh) from the first contact point.
-
-    MuJoCo takes the neighbours in the order of its qhull graph, which the Model does not hold: where more than 2
-    neighbours qualify we take the lowest vertex ids, so the count always matches but the choice may differ."""
+    """Up to 4 contacts (MuJoCo 4.0's plane-mesh collider): the support vertex in direction -normal (ranked in the
+    mesh frame, first of ties), then, of the hull polygons at that vertex, the one whose normal is most opposed to
+    the plane's (first of ties), reduced to 4 of its corners by `_quad_of_polygon` with the support vertex first;
+    corners above the mesh's centre along the plane normal are skipped (the driver drops those beyond margin).
+    Without polygon tables: the support vertex alone. Where the support vertex ties (a face exactly parallel to
+    the plane), MuJoCo's hull search may start from another corner of the face: the same count and depths, possibly
+    other corners of it."""
     n = g1.mat[:, 2]
+    ln = g2.mat.T @ n
+    k = polytope.first_max(dot3(g2.vert, -ln[None]))
     world = g2.pos + outer3(g2.vert, g2.mat)  # (V, 3)
     dist = dot3(world - g1.pos, n)
-    nv = world.shape[0]
-    k = jp.argmin(dist)
-    onek = jax.nn.one_hot(k, nv, dtype=dist.dtype)
-    d0 = onek @ dist
-    p0 = onek @ world - 0.5 * d0 * n
-    ids = jp.arange(nv)
-    if g2.face is None:
-        nbr = ids != k
-    else:
-        in_tri = jp.any(g2.face == k, axis=1)  # (T,)
-        corner = jp.where(jp.repeat(in_tri, 3), g2.face.reshape(-1), nv)  # corners of triangles at k; others dropped
-        nbr = jp.zeros(nv + 1, bool).at[corner].set(True)[:nv] & (ids != k)
-    rbound = safe_norm(g2.size)
-    far = dot3(world - p0, world - p0) >= (_PLANE_MESH_TOL * rbound) ** 2
-    ok = nbr & (dist < margin) & far
-    rank = jp.cumsum(ok) - 1
-    sel = (ok[None, :] & (rank[None, :] == jp.arange(PLANE_MESH_NCON - 1)[:, None])).astype(dist.dtype)  # (2, V)
-    has = jp.any(sel > 0, axis=1)
-    d_extra = sel @ dist
-    p_extra = sel @ world - 0.5 * d_extra[:, None] * n
-    d = jp.concatenate([d0[None], jp.where(has, d_extra, NOCONTACT)])
-    pos = jp.concatenate([p0[None], p_extra])
+    d0 = dist[k]
+    p0 = world[k] - 0.5 * d0 * n
+    if g2.facepoly is None or g2.vertplane is None:
+        pad = jp.full((PLANE_MESH_NCON - 1,), NOCONTACT, dist.dtype)
+        d = jp.concatenate([d0[None], pad])
+        return Contacts(d, jp.broadcast_to(p0, (PLANE_MESH_NCON, 3)), jp.broadcast_to(n, (PLANE_MESH_NCON, 3)),
+                        jp.zeros((PLANE_MESH_NCON, 3), p0.dtype))  # fmt: skip
+    planes = polytope.FacePlanes(GeomType.MESH, g2, g2.face)
+    nl, _, area = polytope.triangle_normals(g2.vert, g2.face)
+    rep = planes.reps(area)  # (F,) a triangle of each plane
+    at_k = polytope.vertex_planes(GeomType.MESH, g2, k)  # (Dp,) planes at the support vertex
+    best = at_k[polytope.first_min(dot3(nl[rep[at_k]], ln[None]))]
+    poly, count = polytope.face_polygon(GeomType.MESH, g2, rep[best])  # (P,), ()
+    j = jp.arange(poly.shape[0])
+    poly = poly[jp.where(j < count, count - 1 - j, j)]  # MuJoCo's mesh_polyvert order: the reverse of the tables'
+    a = polytope.first_max((poly == k) & (j < count))
+    quad = _quad_of_polygon(g2.vert[poly], count, a)  # (4,) positions in poly
+    ids = poly[quad]
+    live = (jp.arange(4) < jp.minimum(count, 4)) & (jp.arange(4) > 0)
+    live = live & (dot3(world[ids] - g2.pos, n[None]) <= 0.0)  # MuJoCo skips corners above the mesh's centre
+    d = jp.where(live, dist[ids], NOCONTACT).at[0].set(d0)
+    pos = (world[ids] - 0.5 * dist[ids][:, None] * n).at[0].set(p0)
     return Contacts(d, pos, jp.broadcast_to(n, (PLANE_MESH_NCON, 3)), jp.zeros((PLANE_MESH_NCON, 3), pos.dtype))
+
 
 
 # ---- spheres and capsules -----------------------------------------------------------------------------------
