@@ -48,10 +48,11 @@ def smooth_vel_force(m: Model, d: Data, bias: bool):
         out = dd.qfrc_passive + dd.qfrc_actuator
         dc, slope = actuation.dcmotor_force_vel(m, dd)
         if len(dc):  # MuJoCo's linearisation of dcmotor forces: value unchanged, derivative replaced
-            force, vel = dd.actuator_force[dc], dd.actuator_velocity[dc]
+            o = np.asarray(m.actuator_outadr)[dc]
+            force, vel = dd.actuator_force[o], dd.actuator_velocity[o]
             sg = jax.lax.stop_gradient
             swap = sg(force) - force + sg(slope) * (vel - sg(vel))
-            out = out + swap @ dd.actuator_moment[dc]
+            out = out + swap @ dd.actuator_moment[o]
         if bias:
             out = out - rne.rne(m, dd).qfrc_bias
         return out
