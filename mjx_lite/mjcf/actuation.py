@@ -162,7 +162,7 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
             elif st["gaintype"] == GainType.SO3:
                 st["ctrlspec"] = _chart(el)
             else:
-                bits = _input_spec(el)
+                bits = _chart(el)  # (a chart keyword on a fixed or affine gain: its bit, as MuJoCo)
                 if key and st["gaintype"] not in (GainType.FIXED, GainType.AFFINE):
                     raise error(el, "input declarations need gaintype fixed, affine, pid or dcmotor", "input")
                 if bits not in (0, Input.POS, Input.VEL, Input.PRESSURE):
@@ -301,11 +301,10 @@ def _input_spec(el: Element) -> int:
 
 
 def _chart(el: Element) -> int:
-    """The input chart of an so3 actuator written in `input`: expmap (1) or quat (2); 0 (empty): the default."""
+    """`input` read as MuJoCo's reader does: a chart keyword, expmap (1) or quat (2), else the input tokens' bits
+    (so pos reads as expmap, vel as quat; `_so3_block` refuses any other value on an so3 actuator)."""
     key = str(el.attrs["input"]).strip()
-    if key and key not in _CHARTS:
-        raise error(el, f"invalid keyword '{key}' for an so3 actuator (expected expmap or quat)", "input")
-    return _CHARTS.get(key, 0)
+    return _CHARTS[key] if key in _CHARTS else _input_spec(el)
 
 
 def _apply_orientation(el: Element, st: dict, f: dict) -> dict:

@@ -907,7 +907,8 @@ _DEFAULT_BASE = {
     "general": ("general", _REFS + ("body",)),
     "muscle": ("muscle", _REFS + ("tausmooth",)),
     "adhesion": ("adhesion", ("body",)),
-    **{t: (t, _REFS) for t in ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "pid", "dcmotor")},
+    **{t: (t, _REFS) for t in ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "pid", "dcmotor",
+                               "orientation")},
 }  # fmt: skip
 DEFAULT_CHILDREN: dict[str, str] = {}
 for _t, (_base, _excl) in _DEFAULT_BASE.items():
