@@ -176,10 +176,8 @@ def test_qderiv():
         oracle.close(qd(d), theirs, QDERIV_ATOL, "qDeriv")
 
 
-@pytest.mark.parametrize("integrator, clamp", [
-    ("Euler", True), pytest.param("RK4", True, marks=pytest.mark.slow),
-    pytest.param("implicitfast", False, marks=pytest.mark.slow), pytest.param("implicit", False, marks=pytest.mark.slow),
-])  # fmt: skip
+@pytest.mark.parametrize("integrator, clamp", [("Euler", True), ("RK4", True), ("implicitfast", False),
+                                               ("implicit", False)])
 @pytest.mark.slow
 def test_trajectory(integrator, clamp):
     """100 steps from a random state with random controls against mj_step: qpos, qvel, act, actuator_force."""

@@ -487,8 +487,8 @@ def actuation(m: Model, d: Data) -> Data:
         (DynType.FILTER, DynType.FILTEREXACT): lambda: (u0 - act) / jp.maximum(MINVAL, prm[:, 0]),
         DynType.MUSCLE: lambda: muscle.muscle_dynamics(u0, act, prm[:, :3]),
     }, jp.zeros((na_,), dtype))  # fmt: skip
-    plain = np.nonzero(stateful & (gt != GainType.SO3) & np.isin(dyn, (DynType.INTEGRATOR, DynType.FILTER,
-                                                                        DynType.FILTEREXACT, DynType.MUSCLE)))[0]  # fmt: skip
+    plain_dyn = (DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
+    plain = np.nonzero(stateful & (gt != GainType.SO3) & np.isin(dyn, plain_dyn))[0]
     if len(plain):
         act_dot = act_dot.at[last[plain]].set(adot[plain])
     integ3 = so3[dyn[so3] == DynType.INTEGRATOR]
