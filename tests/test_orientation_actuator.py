@@ -99,6 +99,8 @@ CLASSES = {
     "general": '<actuator><general joint="ball" gaintype="so3" biastype="so3" gainprm="3" biasprm="0.1 -3 -1" '
     'input="quat" ctrlrange="-2 2"/><general site="s3" refsite="r" gaintype="so3" biastype="so3" gainprm="1" '
     'biasprm="0 -1 0.5" dyntype="integrator" actdim="3"/></actuator>',
+    "damping_armature": '<actuator><general joint="ball" gaintype="so3" biastype="so3" biasprm="0 -1" damping="0.3" '
+    'armature="0.1"/></actuator>',  # MuJoCo stores them and applies neither to an so3 transmission
     "input_tokens": '<actuator><orientation joint="ball" input="vel"/><orientation site="s" refsite="r" input="pos"/>'
     "</actuator>",  # MuJoCo's reader: the input bits pos and vel read as the expmap and quat charts
     "sensors": '<actuator><orientation name="o" site="s" refsite="s3"/></actuator><sensor><actuatorpos actuator="o"/>'

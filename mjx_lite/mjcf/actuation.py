@@ -652,6 +652,8 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
                 jnt_act[trnid[0]] = i if jnt_act[trnid[0]] == -1 else -2
             elif trntype == TrnType.TENDON:
                 ten_act[trnid[0]] = i if ten_act[trnid[0]] == -1 else -2
+            elif trntype == TrnType.SO3:
+                pass  # MuJoCo 4.0 stores them and applies neither to an so3 transmission (probed)
             else:
                 raise error(el, "actuator armature and damping need a joint or tendon transmission",
                             "armature" if armature > 0 else "damping")  # fmt: skip
