@@ -15,7 +15,7 @@ import jax.numpy as jp
 import numpy as np
 from jax._src import core as jax_core  # trace_state_clean: no public equivalent
 
-from mjx_lite.types import NWARNING, Contact, Data, Model, Warning, field_shape, resolve_shape, shaped_fields
+from mjx_lite.types import NWARNING, Contact, Data, GainType, Model, Warning, field_shape, resolve_shape, shaped_fields
 
 __all__ = ["WARNING_TEXT", "as_data", "check_data", "float_dtype", "make_data", "warnings"]
 
@@ -96,12 +96,22 @@ def make_data(m: Model) -> Data:
             jp.asarray(m.body_quat)[mocap_body].astype(f))
     fields.update(
         qpos=_array(m.qpos0, f),
+        ctrl=_init_ctrl(m, f),
         history=_init_history(m, f),
         plastic=_init_plastic(m, f),
         eq_active=_array(m.eq_active0, bool),
         contact=Contact(**contact),
     )
     return Data(**fields)
+
+
+def _init_ctrl(m: Model, dtype) -> jax.Array:
+    """Neutral controls (mj_resetCtrl), (nu,): zero, except the quaternion inputs of orientation (so3) servos,
+    which start at the identity quaternion (their first control, qw, is 1)."""
+    ctrl = np.zeros(m.nu)
+    quat = (np.asarray(m.actuator_gaintype) == GainType.SO3) & (np.asarray(m.actuator_ctrlspec) == 2)  # mjCHART_QUAT
+    ctrl[np.asarray(m.actuator_ctrladr)[quat]] = 1.0
+    return _array(ctrl, dtype)
 
 
 # relative tolerance of the timestep grid in interval sensors' initial sample times: MuJoCo 4.0 rounds a time

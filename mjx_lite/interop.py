@@ -36,7 +36,8 @@ from mjx_lite.types import STATE_FIELDS, Data, Model  # STATE_FIELDS: the Data f
 __all__ = ["STATE_FIELDS", "from_mujoco", "mujoco_model", "to_mujoco"]
 
 _SIZES = ("nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nhfield", "ntendon",
-          "neq", "nsensor", "nsensordata", "nmocap", "nkey", "nmat", "ntex", "nactuator", "nhistory")  # fmt: skip
+          "neq", "nsensor", "nsensordata", "nmocap", "nkey", "nmat", "ntex", "nactuator", "nout",
+          "nhistory")  # fmt: skip
 _NAMES = {"body": "mjOBJ_BODY", "joint": "mjOBJ_JOINT", "geom": "mjOBJ_GEOM", "site": "mjOBJ_SITE",
           "camera": "mjOBJ_CAMERA", "light": "mjOBJ_LIGHT", "actuator": "mjOBJ_ACTUATOR", "sensor": "mjOBJ_SENSOR",
           "material": "mjOBJ_MATERIAL"}  # fmt: skip

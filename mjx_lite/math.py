@@ -128,6 +128,30 @@ def quat_sub(a: jax.Array, b: jax.Array) -> jax.Array:
     return axis * angle[..., None]
 
 
+def quat_to_rotvec(q: jax.Array) -> jax.Array:
+    """Rotation vector (axis * angle, angle in [-pi, pi]) of a unit quaternion (..., 4) -> (..., 3), as
+    mju_quat2Vel(q, 1), with exact finite gradients at the identity (2 atan2(s, w) / s by its series near s = 0)."""
+    q = jp.where(q[..., :1] < 0, -q, q)  # the shortest rotation (angle <= pi)
+    v, w = q[..., 1:], q[..., 0]
+    s2 = dot3(v, v)
+    small = s2 < 1e-12
+    s = jp.sqrt(jp.where(small, 1.0, s2))
+    ws = jp.where(small, jp.where(w > 0, w, 1.0), w)
+    factor = jp.where(small, 2.0 / ws * (1.0 - s2 / (3.0 * ws * ws)), 2.0 * jp.arctan2(s, w) / s)
+    return v * factor[..., None]
+
+
+def rotvec_to_quat(v: jax.Array) -> jax.Array:
+    """Unit quaternion exp(v / 2) of a rotation vector (..., 3) -> (..., 4) (MuJoCo's expmap2Quat), with exact
+    finite gradients at v = 0 (sin(t / 2) / t by its series near t = 0)."""
+    t2 = dot3(v, v)
+    small = t2 < 1e-12
+    t = jp.sqrt(jp.where(small, 1.0, t2))
+    half_sinc = jp.where(small, 0.5 - t2 / 48.0, jp.sin(0.5 * t) / t)
+    cos_half = jp.where(small, 1.0 - t2 / 8.0, jp.cos(0.5 * t))
+    return jp.concatenate([cos_half[..., None], v * half_sinc[..., None]], axis=-1)
+
+
 def quat_to_axis_angle(q: jax.Array) -> tuple[jax.Array, jax.Array]:
     axis, s = safe_normalize(q[..., 1:])
     angle = 2.0 * jp.arctan2(s, q[..., 0])

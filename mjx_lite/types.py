@@ -56,6 +56,7 @@ class TrnType(enum.IntEnum):
     TENDON = 3
     SITE = 4
     BODY = 5
+    SO3 = 6  # relative orientation (orientation servos): 3 lengths and 3 moment rows
 
 
 class DynType(enum.IntEnum):
@@ -517,7 +518,7 @@ def actuator_slots(dyntype: np.ndarray, dynprm: np.ndarray, gainprm: np.ndarray)
 SIZE_FIELDS = (
     "nq", "nv", "nu", "na", "nbody", "njnt", "ngeom", "nsite", "ncam", "nlight", "nmesh", "nmeshvert",
     "nmeshface", "nhfield", "nhfielddata", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "nmocap",
-    "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nhistory", "nplastic",
+    "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nout", "nhistory", "nplastic",
     "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert",
     "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexelemdata", "nflexelemedge", "nflexstiffness",
     "nflexbending",
@@ -563,6 +564,7 @@ class Model:
     nmat: int = static_field()
     ntex: int = static_field()
     nactuator: int = static_field()  # number of actuators (nu counts their controls: an actuator may have several)
+    nout: int = static_field(0)  # number of actuator force outputs (orientation servos have 3; others 1)
     nhistory: int = static_field()  # size of Data.history (delay/history ring buffers of actuators and sensors)
     nplastic: int = static_field(0)  # size of Data.plastic (spring references of joints/tendons with springyield)
     # skins (visual only; mjcf/skin.py, render/skin.py): skins, their vertices, texture coordinates, faces, bones
@@ -632,7 +634,7 @@ class Model:
 
     # ---- arrays (generated from mjModel; MuJoCo names) ----
     # actuator
-    actuator_acc0: jax.Array = shaped("nactuator")
+    actuator_acc0: jax.Array = shaped("nout")
     actuator_actadr: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
     actuator_actearly: np.ndarray = static_field(shape=("nactuator",), dtype="bool")
     actuator_actlimited: np.ndarray = static_field(shape=("nactuator",), dtype="bool")
@@ -656,12 +658,12 @@ class Model:
     actuator_forcerange: jax.Array = shaped("nactuator", 2)
     actuator_gainprm: jax.Array = shaped("nactuator", 10)
     actuator_gaintype: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
-    actuator_gear: jax.Array = shaped("nactuator", 6)
+    actuator_gear: jax.Array = shaped("nout", 6)
     actuator_group: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
     actuator_history: np.ndarray = static_field(shape=("nactuator", 2), dtype="int32")
     actuator_historyadr: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
-    actuator_length0: jax.Array = shaped("nactuator")
-    actuator_lengthrange: jax.Array = shaped("nactuator", 2)
+    actuator_length0: jax.Array = shaped("nout")
+    actuator_lengthrange: jax.Array = shaped("nout", 2)
     actuator_outadr: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
     actuator_outnum: np.ndarray = static_field(shape=("nactuator",), dtype="int32")
     actuator_trnid: np.ndarray = static_field(shape=("nactuator", 2), dtype="int32")
@@ -1153,8 +1155,8 @@ class Data:
     ten_length: jax.Array = shaped("ntendon")
     wrap_obj: jax.Array = shaped("nwrap", 2, dtype="int32")
     wrap_xpos: jax.Array = shaped("nwrap", 6)
-    actuator_length: jax.Array = shaped("nactuator")
-    actuator_moment: jax.Array = shaped("nactuator", "nv")  # dense
+    actuator_length: jax.Array = shaped("nout")
+    actuator_moment: jax.Array = shaped("nout", "nv")  # dense
     # (nv, nv) dense, or (nM,) tree-sparse (`sparse_mass_matrix`, see pipeline/inertia.py): the "qM" dimension
     qM: jax.Array = shaped("qM")  # noqa: N815
     qLD: jax.Array = shaped("nM")  # L'DL factor of qM: its tree entries in elimination order (use solve_m)  # noqa: N815
@@ -1182,7 +1184,7 @@ class Data:
     efc_force: jax.Array = shaped("njmax")
     efc_state: jax.Array = shaped("njmax", dtype="int32")  # ConstraintState
     # velocity dependent
-    actuator_velocity: jax.Array = shaped("nactuator")
+    actuator_velocity: jax.Array = shaped("nout")
     cvel: jax.Array = shaped("nbody", 6)
     cdof_dot: jax.Array = shaped("nv", 6)
     qfrc_bias: jax.Array = shaped("nv")
@@ -1196,7 +1198,7 @@ class Data:
     subtree_linvel: jax.Array = shaped("nbody", 3)
     subtree_angmom: jax.Array = shaped("nbody", 3)
     # acceleration / force dependent
-    actuator_force: jax.Array = shaped("nactuator")
+    actuator_force: jax.Array = shaped("nout")
     qfrc_actuator: jax.Array = shaped("nv")
     qfrc_smooth: jax.Array = shaped("nv")
     qacc_smooth: jax.Array = shaped("nv")

@@ -123,6 +123,7 @@ JOINTS = """
     </body>
   </worldbody>
   <actuator>
+    <orientation joint="ball" kp="2" kv="0.1"/>  <!-- 3 force outputs: the gear rows below are at actuator_outadr -->
     <motor joint="h1" gear="2" armature="0.05"/>
     <motor joint="hip" gear="1"/>
     <motor joint="ph" gear="3" armature="0.1"/>

@@ -125,7 +125,7 @@ def model_xml(key: str, attrs: str) -> str:
     elif key == "option/flag":
         slots["flag"] = attrs
     elif key in sc.ACTUATOR_TAGS:
-        target = 'body="b1"' if key == "adhesion" else 'joint="hinge"'
+        target = {"adhesion": 'body="b1"', "orientation": 'joint="ball"'}.get(key, 'joint="hinge"')
         slots["actuator"] = f'<{key} {target} ctrlrange="0 1" {attrs}/>'
     elif key in _SENSOR_OBJ:
         obj = "" if key == "rangefinder" and "camera" in attrs else _SENSOR_OBJ[key]  # a site or a camera

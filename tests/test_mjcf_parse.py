@@ -624,7 +624,7 @@ def test_unknown_element(body, element):
         ("<worldbody>\n<geom type='sdf'/></worldbody>", "sdf"),
         ("<sensor>\n<plugin/></sensor>", "plugin"),
         ("<sensor>\n<tactile/></sensor>", "tactile"),
-        ("<actuator>\n<orientation/></actuator>", "orientation"),
+        ("<actuator>\n<plugin/></actuator>", "plugin"),
         ("<equality>\n<flexvert/></equality>", "flexvert"),
     ],
 )

@@ -361,8 +361,8 @@ def test_bad_input(body, attribute):
 
 
 def test_unsupported_actuator_is_refused():
-    with pytest.raises((MJCFError, NotImplementedError), match="orientation"):
-        _ours_string(model('<actuator><orientation joint="ball"/></actuator>'))
+    with pytest.raises((MJCFError, NotImplementedError), match="plugin"):
+        _ours_string(model('<actuator><plugin plugin="x" joint="ball"/></actuator>'))
 
 
 def test_autolimits_false_requires_limited():

@@ -32,21 +32,24 @@ from mjx_lite.pipeline import tendon as ptendon
 from mjx_lite.types import BiasType, DisableBit, DynType, GainType, Input, JointType, TrnType, actuator_slots
 
 SHORTCUTS = ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion", "pid",
-             "dcmotor")
-UNSUPPORTED = ("orientation", "plugin")
+             "dcmotor", "orientation")
+UNSUPPORTED = ("plugin",)
 _GAIN_OF = {"motor": GainType.FIXED, "position": GainType.FIXED, "velocity": GainType.FIXED,
             "intvelocity": GainType.FIXED, "damper": GainType.AFFINE, "cylinder": GainType.FIXED,
             "muscle": GainType.MUSCLE, "adhesion": GainType.FIXED, "pid": GainType.PID,
-            "dcmotor": GainType.DCMOTOR}  # fmt: skip
+            "dcmotor": GainType.DCMOTOR, "orientation": GainType.SO3}  # fmt: skip
 _CTRLSPEC_OF = {"position": 1, "velocity": 2, "intvelocity": 2, "cylinder": 32}
 _DYN = {"none": DynType.NONE, "integrator": DynType.INTEGRATOR, "filter": DynType.FILTER,
         "filterexact": DynType.FILTEREXACT, "muscle": DynType.MUSCLE, "user": DynType.USER, "pid": DynType.PID,
         "dcmotor": DynType.DCMOTOR}  # fmt: skip
 _GAIN = {"fixed": GainType.FIXED, "affine": GainType.AFFINE, "muscle": GainType.MUSCLE, "user": GainType.USER,
-         "pid": GainType.PID, "dcmotor": GainType.DCMOTOR}  # fmt: skip
+         "pid": GainType.PID, "dcmotor": GainType.DCMOTOR, "so3": GainType.SO3}  # fmt: skip
 _BIAS = {"none": BiasType.NONE, "affine": BiasType.AFFINE, "muscle": BiasType.MUSCLE, "user": BiasType.USER,
-         "dcmotor": BiasType.DCMOTOR}  # fmt: skip
-_UNSUPPORTED_TYPES = ("so3",)
+         "dcmotor": BiasType.DCMOTOR, "so3": BiasType.SO3}  # fmt: skip
+_UNSUPPORTED_TYPES: tuple[str, ...] = ()
+# input charts of so3 (orientation) actuators (MuJoCo's mjtChart, in actuator_ctrlspec): 3 or 4 controls
+CHART_EXPMAP, CHART_QUAT = 1, 2
+_CHARTS = {"expmap": CHART_EXPMAP, "quat": CHART_QUAT}
 # input tokens of pid/dcmotor signatures, in canonical order (MuJoCo's mjtInput bits)
 _INPUT_BITS = {"pos": Input.POS, "vel": Input.VEL, "ff": Input.FF, "voltage": Input.VOLTAGE,
                "pressure": Input.PRESSURE}  # fmt: skip
@@ -156,10 +159,10 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
             key = str(el.attrs["input"]).strip()
             if st["gaintype"] in (GainType.PID, GainType.DCMOTOR):
                 st["ctrlspec"] = _input_spec(el)
-            elif key in ("expmap", "quat"):
-                raise unsupported(el, "orientation (so3) inputs are not supported by mjx_lite", "input")
+            elif st["gaintype"] == GainType.SO3:
+                st["ctrlspec"] = _chart(el)
             else:
-                bits = _input_spec(el)
+                bits = _chart(el)  # (a chart keyword on a fixed or affine gain: its bit, as MuJoCo)
                 if key and st["gaintype"] not in (GainType.FIXED, GainType.AFFINE):
                     raise error(el, "input declarations need gaintype fixed, affine, pid or dcmotor", "input")
                 if bits not in (0, Input.POS, Input.VEL, Input.PRESSURE):
@@ -172,6 +175,8 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
         return _apply_pid(el, st, f)
     if tag == "dcmotor":
         return _apply_dcmotor(el, st)
+    if tag == "orientation":
+        return _apply_orientation(el, st, f)
     src = _source(tag, levels)
     st["actdim"] = -1
     st["ctrlspec"] = _CTRLSPEC_OF.get(tag, 0)
@@ -293,6 +298,39 @@ def _input_spec(el: Element) -> int:
         spec |= bit
         last = bit
     return spec
+
+
+def _chart(el: Element) -> int:
+    """`input` read as MuJoCo's reader does: a chart keyword, expmap (1) or quat (2), else the input tokens' bits
+    (so pos reads as expmap, vel as quat; `_so3_block` refuses any other value on an so3 actuator)."""
+    key = str(el.attrs["input"]).strip()
+    return _CHARTS[key] if key in _CHARTS else _input_spec(el)
+
+
+def _apply_orientation(el: Element, st: dict, f: dict) -> dict:
+    """<orientation> (MuJoCo's mjs_setToOrientation): gaintype and biastype so3, dyntype none, gainprm[0] = kp,
+    biasprm[1] = -kp, biasprm[2] = -kv or the damping ratio (resolved by `finalize_sections`); kp and the other
+    parameters not written come from the class's actuator. The input chart (`input`) is expmap unless written or
+    inherited from an so3 class."""
+    kp = f.get("kp", float(st["gainprm"][0]))
+    if "kv" in f and "dampratio" in f:
+        raise error(el, "kv and dampratio cannot both be defined", "dampratio")
+    gain, bias = np.array(st["gainprm"], float), np.array(st["biasprm"], float)
+    gain[0], bias[1] = kp, -kp
+    if "kv" in f:
+        if f["kv"] < 0:
+            raise error(el, "kv cannot be negative", "kv")
+        bias[2] = -f["kv"]
+    if "dampratio" in f:
+        if f["dampratio"] < 0:
+            raise error(el, "dampratio cannot be negative", "dampratio")
+        bias[2] = f["dampratio"]
+    spec = int(st["ctrlspec"]) if st["gaintype"] == GainType.SO3 else 0
+    if _written(el, "input"):
+        spec = _chart(el)
+    st.update(dyntype=DynType.NONE, gaintype=GainType.SO3, biastype=BiasType.SO3, gainprm=gain, biasprm=bias,
+              ctrlspec=spec, actdim=-1, inheritrange=0.0)  # fmt: skip
+    return st
 
 
 def _apply_pid(el: Element, st: dict, f: dict) -> dict:
@@ -464,7 +502,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
     out: dict[str, list] = {k: [] for k in _FIELDS}
     ctrl_limited: list[bool] = []
     ctrl_ranges: list[np.ndarray] = []
-    actadr = ctrladr = nhistory = 0
+    actadr = ctrladr = outadr = nhistory = 0
     jnt_act = -np.ones(njnt, np.int32)
     ten_act = -np.ones(ntendon, np.int32)
     for i, el in enumerate(acts):
@@ -509,9 +547,16 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         # ---- input block and activation
         dyntype = int(st["dyntype"])
         gaintype = int(st["gaintype"])
-        ctrlspec, ctrlnum = _input_block(el, st, trntype)
+        so3 = int(st["gaintype"]) == GainType.SO3 or int(st["biastype"]) == BiasType.SO3
+        if so3:
+            trntype, ctrlspec, ctrlnum = _so3_block(el, st, trntype, trnid, jnt_type)
+        else:
+            ctrlspec, ctrlnum = _input_block(el, st, trntype)
+        outnum = 3 if so3 else 1
         actdim = int(st["actdim"])
-        if dyntype == DynType.PID:
+        if so3 and dyntype == DynType.INTEGRATOR:
+            actnum = 3  # the orientation setpoint as an exponential-map vector
+        elif dyntype == DynType.PID:
             nslot = int(st["dynprm"][1] > 0) + int(st["gainprm"][0] > 0)
             if actdim > 0 and actdim != nslot:
                 raise error(el, "pid controller states require matching actdim", "actdim")
@@ -534,6 +579,8 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
             if actnum == 0 and dyntype != DynType.NONE:
                 raise error(el, "invalid actdim 0 in stateful actuator", "actdim")
         # ---- limits
+        if so3 and dyntype == DynType.INTEGRATOR and st["actlimited"] == "true" and not np.any(st["actrange"]):
+            st["actlimited"] = "false"  # (MuJoCo: the act setpoint is re-anchored at integration time instead)
         ctrllimited = _limited(st, "ctrllimited", "ctrlrange", al, el)
         forcelimited = _limited(st, "forcelimited", "forcerange", al, el)
         actlimited = _limited(st, "actlimited", "actrange", al, el)
@@ -573,6 +620,8 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
             raise error(el, "invalid control range for actuator", "ctrlrange")
         if forcelimited and not forcerange[0] < forcerange[1]:
             raise error(el, "invalid force range for actuator", "forcerange")
+        if so3 and forcelimited and forcerange[0] != 0:
+            raise error(el, "so3 forcerange bounds the force norm, lower bound must be 0", "forcerange")
         if actlimited and not actrange[0] < actrange[1]:
             raise error(el, "invalid activation range for actuator", "actrange")
         if actlimited and dyntype == DynType.NONE:
@@ -603,6 +652,8 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
                 jnt_act[trnid[0]] = i if jnt_act[trnid[0]] == -1 else -2
             elif trntype == TrnType.TENDON:
                 ten_act[trnid[0]] = i if ten_act[trnid[0]] == -1 else -2
+            elif trntype == TrnType.SO3:
+                pass  # MuJoCo 4.0 stores them and applies neither to an so3 transmission (probed)
             else:
                 raise error(el, "actuator armature and damping need a joint or tendon transmission",
                             "armature" if armature > 0 else "damping")  # fmt: skip
@@ -634,9 +685,9 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         out["actuator_biasprm"].append(st["biasprm"])
         out["actuator_forcerange"].append(forcerange)
         out["actuator_actrange"].append(actrange)
-        out["actuator_gear"].append(st["gear"])
+        out["actuator_gear"] += [st["gear"]] * outnum
         out["actuator_cranklength"].append(float(st["cranklength"]))
-        out["actuator_lengthrange"].append(lengthrange)
+        out["actuator_lengthrange"] += [lengthrange] * outnum
         out["actuator_armature"].append(armature)
         out["actuator_damping"].append(damping[0])
         out["actuator_dampingpoly"].append(damping[1:])
@@ -648,17 +699,18 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         out["actuator_ctrlnum"].append(ctrlnum)
         ctrladr += ctrlnum
         out["actuator_ctrlspec"].append(ctrlspec)
-        out["actuator_outadr"].append(i)
-        out["actuator_outnum"].append(1)
-        out["actuator_acc0"].append(0.0)
-        out["actuator_length0"].append(0.0)
+        out["actuator_outadr"].append(outadr)
+        out["actuator_outnum"].append(outnum)
+        outadr += outnum
+        out["actuator_acc0"] += [0.0] * outnum
+        out["actuator_length0"] += [0.0] * outnum
 
     shapes = {"actuator_trnid": (2,), "actuator_dynprm": (10,), "actuator_gainprm": (10,), "actuator_biasprm": (10,),
               "actuator_forcerange": (2,), "actuator_actrange": (2,),
               "actuator_gear": (6,), "actuator_lengthrange": (2,), "actuator_dampingpoly": (2,),
               "actuator_history": (2,)}  # fmt: skip
     for k, dtype in _FIELDS.items():
-        ctx.arrays[k] = np.array(out[k], dtype=dtype).reshape((nu,) + shapes.get(k, ()))
+        ctx.arrays[k] = np.array(out[k], dtype=dtype).reshape((outadr if k in _PER_OUTPUT else nu,) + shapes.get(k, ()))
     ctx.arrays["actuator_ctrllimited"] = np.array(ctrl_limited, bool).reshape(ctrladr)
     ctx.arrays["actuator_ctrlrange"] = np.array(ctrl_ranges, np.float64).reshape(ctrladr, 2)
     ctx.arrays["jnt_actuatorid"] = jnt_act
@@ -666,6 +718,7 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         ctx.arrays["tendon_actuatorid"] = ten_act
     ctx.sizes["nu"] = ctrladr
     ctx.sizes["nactuator"] = nu
+    ctx.sizes["nout"] = outadr
     ctx.sizes["na"] = actadr
     ctx.sizes["nhistory"] = nhistory  # (sensor buffers would follow the actuators'; sensors refuse them)
 
@@ -676,8 +729,6 @@ def _input_block(el: Element, st: dict, trntype: int) -> tuple[int, int]:
     gt, bt, dt = int(st["gaintype"]), int(st["biastype"]), int(st["dyntype"])
     g, dp = st["gainprm"], st["dynprm"]
     servo = int(Input.POS | Input.VEL | Input.FF)
-    if gt == GainType.SO3 or bt == BiasType.SO3:
-        raise unsupported(el, "orientation (so3) actuators are not supported by mjx_lite", "gaintype")
     if dt == DynType.PID and gt != GainType.PID:
         raise error(el, "dyntype 'pid' requires gaintype 'pid'", "dyntype")
     if gt == GainType.PID:
@@ -716,6 +767,35 @@ def _input_block(el: Element, st: dict, trntype: int) -> tuple[int, int]:
     return spec, 1
 
 
+def _so3_block(el: Element, st: dict, trntype: int, trnid: list, jnt_type: np.ndarray) -> tuple[int, int, int]:
+    """(trntype, ctrlspec, ctrlnum) of an so3 (orientation) actuator after MuJoCo's checks: so3 gain and bias
+    together, dyntype none or integrator (expmap only), gainprm[0] == -biasprm[1], a ball joint or a site with a
+    refsite; its transmission becomes TrnType.SO3 with 3 force outputs, its control block 3 (expmap) or 4 (quat)."""
+    gt, bt, dt = int(st["gaintype"]), int(st["biastype"]), int(st["dyntype"])
+    if gt != GainType.SO3 or bt != BiasType.SO3:
+        raise error(el, "gaintype and biastype must both be 'so3'", "gaintype")
+    if dt not in (DynType.NONE, DynType.INTEGRATOR):
+        raise error(el, "so3 requires dyntype 'none' or 'integrator'", "dyntype")
+    if st["gainprm"][0] != -st["biasprm"][1]:
+        raise error(el, "so3 requires gainprm[0] == -biasprm[1]", "gainprm")
+    if trntype == TrnType.SITE:
+        if trnid[1] < 0:
+            raise error(el, "so3 site transmission requires refsite", "refsite")
+    elif trntype == TrnType.JOINT:
+        if jnt_type[trnid[0]] != JointType.BALL:
+            raise error(el, "so3 joint transmission requires a ball joint", "joint")
+    else:
+        raise error(el, "so3 requires site or ball joint transmission")
+    if dt == DynType.INTEGRATOR and int(st["actdim"]) > 0 and int(st["actdim"]) != 3:
+        raise error(el, "so3 integrator requires actdim 3", "actdim")
+    spec = int(st["ctrlspec"]) or CHART_EXPMAP
+    if spec == CHART_QUAT and dt != DynType.NONE:
+        raise error(el, "so3 quat input requires dyntype 'none'", "input")
+    if spec not in (CHART_EXPMAP, CHART_QUAT):
+        raise error(el, "so3 input must be expmap or quat", "input")
+    return TrnType.SO3, spec, 4 if spec == CHART_QUAT else 3
+
+
 def _limited(st: dict, flag: str, rng: str, al: bool, el: Element) -> bool:
     proxy = Element(el.tag, {flag: st[flag], rng: st[rng]}, [], el.file, el.line)
     return resolve_limited(proxy, flag, rng, al, "actuator")
@@ -731,6 +811,8 @@ def _check_muscle(g, el: Element) -> None:
         raise error(el, "positive scale, vmax, fpmax, fvmax required in muscle", "vmax")
 
 
+# fields with one row per force output (actuator_outadr / actuator_outnum), not per actuator
+_PER_OUTPUT = ("actuator_gear", "actuator_lengthrange", "actuator_acc0", "actuator_length0")
 _FIELDS = {
     "actuator_trntype": np.int32, "actuator_dyntype": np.int32, "actuator_gaintype": np.int32,
     "actuator_biastype": np.int32, "actuator_trnid": np.int32, "actuator_actadr": np.int32,
@@ -792,25 +874,38 @@ def finalize_sections(ctx: CompileContext, st) -> None:
         A["tendon_lengthspring"] = ls
     if not nu:
         return
+    nout = int(S.get("nout", nu))
+    outadr = np.asarray(A["actuator_outadr"])
     if S["njnt"]:
         d = st.run(transmission.transmission)
-        mom = np.asarray(d.actuator_moment, np.float64).reshape(nu, nv)
+        mom = np.asarray(d.actuator_moment, np.float64).reshape(nout, nv)
         length = np.asarray(d.actuator_length, np.float64).copy()
     else:  # no joints (pipeline.transmission needs some): nothing moves; a tendon's length is its length0
-        mom = np.zeros((nu, nv))
+        mom = np.zeros((nout, nv))
         tlen = np.asarray(A.get("tendon_length0", np.zeros(nt)), np.float64)
-        length = np.array([tlen[A["actuator_trnid"][i, 0]] if A["actuator_trntype"][i] == TrnType.TENDON else 0.0
-                           for i in range(nu)])  # fmt: skip
+        length = np.zeros(nout)
+        for i in range(nu):
+            if A["actuator_trntype"][i] == TrnType.TENDON:
+                length[outadr[i]] = tlen[A["actuator_trnid"][i, 0]]
+            elif A["actuator_trntype"][i] == TrnType.SO3:
+                raise NotImplementedError("mjx_lite: an orientation (so3) actuator in a model without joints")
     A["actuator_length0"] = length
-    minv_mom = mom @ minv if nv else np.zeros((nu, 0))
-    A["actuator_acc0"] = np.linalg.norm(minv_mom, axis=1)
+    minv_mom = mom @ minv if nv else np.zeros((nout, 0))
+    A["actuator_acc0"] = np.linalg.norm(minv_mom, axis=1)  # one per force output (moment row)
     gain = np.asarray(A["actuator_gainprm"], np.float64)
     bias = np.array(A["actuator_biasprm"], np.float64)
     for i in range(nu):
         pid = A["actuator_gaintype"][i] == GainType.PID
-        if (((A["actuator_gaintype"][i] == GainType.FIXED and gain[i, 0] == -bias[i, 1]) or pid)
+        so3 = A["actuator_gaintype"][i] == GainType.SO3
+        if so3 and bias[i, 2] > 0:  # the mean inverse weight of the three moment rows (MuJoCo 4.0's reflected mass)
+            rows = slice(outadr[i], outadr[i] + 3)
+            w = float(np.mean(np.sum(minv_mom[rows] * mom[rows], axis=1))) if nv else 0.0
+            mass = 1.0 / w if w > 0 else 0.0
+            bias[i, 2] = -bias[i, 2] * 2.0 * np.sqrt(gain[i, 0] * mass)
+        elif (((A["actuator_gaintype"][i] == GainType.FIXED and gain[i, 0] == -bias[i, 1]) or pid)
                 and A["actuator_biastype"][i] == BiasType.AFFINE and bias[i, 2] > 0):  # fmt: skip
-            w = float(minv_mom[i] @ mom[i]) if nv else 0.0
+            o = outadr[i]
+            w = float(minv_mom[o] @ mom[o]) if nv else 0.0
             mass = 1.0 / w if w > 0 else 0.0
             kp = -bias[i, 1] if pid else gain[i, 0]
             bias[i, 2] = -bias[i, 2] * 2.0 * np.sqrt(kp * mass)
@@ -834,7 +929,7 @@ def actuator_armature(ctx: CompileContext, st) -> None:
     tj = None
     for i in np.nonzero(arm)[0]:
         trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
-        g2 = float(A["actuator_gear"][i, 0]) ** 2
+        g2 = float(A["actuator_gear"][A["actuator_outadr"][i], 0]) ** 2
         if trn in (TrnType.JOINT, TrnType.JOINTINPARENT):
             da, nd = int(A["jnt_dofadr"][obj]), JointType(int(A["jnt_type"][obj])).dof_width()
             add[np.arange(da, da + nd), np.arange(da, da + nd)] += arm[i] * g2  # every dof of the joint
@@ -858,14 +953,19 @@ def _lengthrange(ctx: CompileContext, st) -> None:
     if mode == "none":
         return
     lr = np.array(A["actuator_lengthrange"], np.float64)
-    for i in range(len(lr)):
+    outadr = np.asarray(A["actuator_outadr"])
+    for i in range(len(outadr)):
         gt, bt = int(A["actuator_gaintype"][i]), int(A["actuator_biastype"][i])
         muscle = gt == GainType.MUSCLE or bt == BiasType.MUSCLE
         user = gt == GainType.USER or bt == BiasType.USER
         if not (mode == "all" or muscle or (mode == "muscleuser" and user)):
             continue
-        if opts["useexisting"] and lr[i, 0] < lr[i, 1]:
+        o = int(outadr[i])
+        if opts["useexisting"] and lr[o, 0] < lr[o, 1]:
             continue
+        if gt == GainType.SO3:
+            raise NotImplementedError(f"mjx_lite: <compiler><lengthrange mode='all'> on the orientation (so3) "
+                                      f"actuator {i} is not supported")  # fmt: skip
         trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
         if opts["uselimit"]:
             rng = None
@@ -874,9 +974,9 @@ def _lengthrange(ctx: CompileContext, st) -> None:
             elif trn == TrnType.TENDON and A["tendon_limited"][obj]:
                 rng = np.asarray(A["tendon_range"][obj], np.float64)
             if rng is not None:
-                lr[i] = rng  # MuJoCo copies the target's range as is (gear not applied)
+                lr[o] = rng  # MuJoCo copies the target's range as is (gear not applied)
                 continue
-        lr[i] = _simulate_lengthrange(ctx, i, opts)
+        lr[o] = _simulate_lengthrange(ctx, i, opts)
     A["actuator_lengthrange"] = lr
 
 
@@ -891,6 +991,7 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
     `tolrange` of the range.
     """
     el = ctx.elements["actuator"][i]
+    o = int(ctx.arrays["actuator_outadr"][i])  # its (only) force output
     where = el.where() if el is not None else f"actuator {i}"
     dt = float(opts["timestep"]) if float(opts["timestep"]) > 0 else float(np.asarray(ctx.option["timestep"]))
     inttotal, interval = float(opts["inttotal"]), float(opts["interval"])
@@ -913,13 +1014,13 @@ def _simulate_lengthrange(ctx: CompileContext, i: int, opts: dict) -> np.ndarray
         def one(d, side):
             d = d.replace(qvel=d.qvel * decay)
             d = step.step1(m, d)
-            moment = d.actuator_moment[i]
+            moment = d.actuator_moment[o]
             nrm = jp.linalg.norm(inertia.solve_m(m, d, moment))
             f = moment * (2.0 * side - 1.0) * accel / jp.maximum(1e-15, nrm)
             if maxforce > 0:
                 fn = jp.linalg.norm(f)
                 f = jp.where(fn > maxforce, f * maxforce / jp.maximum(1e-15, fn), f)
-            length = d.actuator_length[i]
+            length = d.actuator_length[o]
             d = step.step2(m, d.replace(qfrc_applied=f))
             return d, (length, d.time)
 

@@ -72,8 +72,8 @@ SECTIONS = (
     (contact.compile_contact, ("pair_", "exclude_")),
     (skin.compile_skins, ("skin_",)),
 )
-SECTION_SIZES = ("nu", "nactuator", "nhistory", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata", "npair",
-                 "nexclude", "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert")
+SECTION_SIZES = ("nu", "nactuator", "nout", "nhistory", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata",
+                 "npair", "nexclude", "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert")
 # MuJoCo's default colours: geoms and sites (mjs_defaultGeom/Site), lights (mjs_defaultLight)
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 _LIGHT_DEFAULTS = {"ambient": (0, 0, 0), "diffuse": (0.7, 0.7, 0.7), "specular": (0.3, 0.3, 0.3),

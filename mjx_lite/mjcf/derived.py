@@ -322,7 +322,7 @@ def _joint_actuator_armature(ctx: CompileContext) -> np.ndarray:
         trn, obj = int(A["actuator_trntype"][i]), int(A["actuator_trnid"][i, 0])
         if trn in (0, 1):  # joint/jointinparent: every dof of the joint (a free joint's 6, a ball's 3)
             da, nd = int(A["jnt_dofadr"][obj]), JointType(int(A["jnt_type"][obj])).dof_width()
-            out[da : da + nd] += arm[i] * float(A["actuator_gear"][i, 0]) ** 2
+            out[da : da + nd] += arm[i] * float(A["actuator_gear"][A["actuator_outadr"][i], 0]) ** 2
     return out
 
 

@@ -309,7 +309,9 @@ _SHORTCUT_ATTRS = ("kp", "kv", "dampratio", "timeconst", "area", "diameter", "bi
                    "scale", "lmin", "lmax", "vmax", "fpmax", "fvmax", "gain")
 # pid and dcmotor (MuJoCo 4's control blocks): every parameter is a shortcut, `input` selects the controls they read
 _BLOCK_TAGS = ("pid", "dcmotor")
-_ACTUATORS = {tag: {a: Compiler("the controls the block reads (multi-input control)") if a == "input" and tag in
+_CHART = Compiler("input chart of an orientation servo: expmap (3 controls) or quat (4): actuator_ctrlspec/ctrlnum")
+_ACTUATORS = {tag: {a: _CHART if a == "input" and tag == "orientation" else
+                    Compiler("the controls the block reads (multi-input control)") if a == "input" and tag in
                     _BLOCK_TAGS else _ACT[a] if a in _ACT else _SHORTCUT if a in _SHORTCUT_ATTRS or tag in _BLOCK_TAGS
                     else None for a in sc.SCHEMA[tag]}
               for tag in sc.ACTUATOR_TAGS}  # fmt: skip

@@ -85,7 +85,7 @@ UNSUPPORTED: dict[str, set[str]] = {
     "mesh": {"plugin"},
     "geom": {"plugin"},
     "equality": {"flexvert", "flexstrain"},
-    "actuator": {"orientation", "plugin"},
+    "actuator": {"plugin"},
     "sensor": {"tactile", "user", "plugin"},
 }
 # children that may appear at most once in their parent (MuJoCo's schema: "unique element ... found N times")
@@ -93,7 +93,7 @@ UNIQUE: dict[str, set[str]] = {
     "compiler": {"lengthrange"},
     "option": {"flag"},
     "visual": set(sc.VISUAL_CHILDREN),
-    "default": set(sc.DEFAULT_CHILDREN) | set(sc.ACTUATOR_TAGS) | {"orientation"},
+    "default": set(sc.DEFAULT_CHILDREN) | set(sc.ACTUATOR_TAGS),
     "body": {"inertial"},
     "frame": {"inertial"},
     "replicate": {"inertial"},

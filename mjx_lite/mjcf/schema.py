@@ -517,7 +517,7 @@ _FIXED = dict(_TENDON_COMMON)
 # actuators (the parser types only what is written; `actuation.py` resolves defaults, see spec.Element)
 
 ACTUATOR_TAGS = ("general", "motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion",
-                 "pid", "dcmotor")
+                 "pid", "dcmotor", "orientation")
 _ACT_COMMON = {
     "name": S(),
     "class": S(),
@@ -579,6 +579,15 @@ _MUSCLE = {
     "vmax": R(1.5),
     "fpmax": R(1.3),
     "fvmax": R(1.2),
+}
+# orientation servos: MuJoCo's attribute table (no ctrllimited, no gear; a ball joint or a site with a refsite)
+_ORIENTATION = {
+    **{k: _ACT_COMMON[k] for k in ("name", "class", "group", "nsample", "interp", "delay", "ctrlrange", "user",
+                                   "forcelimited", "forcerange", "joint", "site", "refsite")},
+    "kp": R(1),
+    "kv": R(0),
+    "dampratio": R(0),
+    "input": S(),
 }
 _PID = {
     **{k: v for k, v in _ACT_COMMON.items()},
@@ -816,6 +825,7 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "adhesion": _ADHESION,
     "pid": _PID,
     "dcmotor": _DCMOTOR,
+    "orientation": _ORIENTATION,
     "sensor": {},
     **_SENSORS,
     "keyframe": {},
@@ -897,7 +907,8 @@ _DEFAULT_BASE = {
     "general": ("general", _REFS + ("body",)),
     "muscle": ("muscle", _REFS + ("tausmooth",)),
     "adhesion": ("adhesion", ("body",)),
-    **{t: (t, _REFS) for t in ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "pid", "dcmotor")},
+    **{t: (t, _REFS) for t in ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "pid", "dcmotor",
+                               "orientation")},
 }  # fmt: skip
 DEFAULT_CHILDREN: dict[str, str] = {}
 for _t, (_base, _excl) in _DEFAULT_BASE.items():

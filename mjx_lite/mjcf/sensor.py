@@ -187,6 +187,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             reftype, refid = ObjType.CAMERA, _obj(ctx, s, "camera", "camera")
             if np.any(np.asarray(ctx.arrays["cam_resolution"])[refid] <= 0):
                 raise error(s, "camprojection sensor requires a camera with positive resolution", "camera")
+        elif s.tag in ("actuatorpos", "actuatorvel", "actuatorfrc"):
+            dim = int(np.asarray(ctx.arrays["actuator_outnum"])[objid])  # one value per force output (so3: 3)
         elif s.tag in ("ballquat", "ballangvel") and jnt_type[objid] != JointType.BALL:
             raise error(s, "joint must be a ball joint", "joint")
         elif s.tag in ("jointpos", "jointvel", "jointlimitpos", "jointlimitvel", "jointlimitfrc",

@@ -1,9 +1,10 @@
 """Actuation (mj_fwdActuation), activation integration (mj_nextActivation) and velocity-stage helpers.
 
-Supported: dyntype none/integrator/filter/filterexact/muscle/pid/dcmotor, gaintype fixed/affine/muscle/pid/dcmotor,
-biastype none/affine/muscle/dcmotor; actuators with several controls (pid, dcmotor: `actuator_ctrlnum`, the
-control block at `actuator_ctrladr`) and one force output each. Orientation (so3) servos, user types and
-plugins raise at trace time.
+Supported: dyntype none/integrator/filter/filterexact/muscle/pid/dcmotor, gaintype fixed/affine/muscle/pid/dcmotor/
+so3, biastype none/affine/muscle/dcmotor/so3; actuators with several controls (pid, dcmotor, so3: `actuator_ctrlnum`,
+the control block at `actuator_ctrladr`); one force output each except orientation (so3) servos, which have 3
+(`actuator_outnum`, at `actuator_outadr`: actuator_length/velocity/force and the moment rows are per output,
+`_so3_force`). User types and plugins raise at trace time.
 
 Controls are read from `d.ctrl`, or for an actuator with a `delay` from its ring buffer in `d.history`
 (`pipeline.history`). pid and dcmotor states live in `act` in MuJoCo's slot order (slew, integral, temperature,
@@ -18,6 +19,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import math as mjm
 from mjx_lite.pipeline import history, muscle
 from mjx_lite.pipeline.passive import gravcomp_dof_mask
 from mjx_lite.types import MINVAL, BiasType, Data, DisableBit, DynType, GainType, Input, JointType, Model, TrnType
@@ -25,8 +27,9 @@ from mjx_lite.types import Warning as Warn
 
 _DYN = (DynType.NONE, DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE, DynType.PID,
         DynType.DCMOTOR)  # fmt: skip
-_GAIN = (GainType.FIXED, GainType.AFFINE, GainType.MUSCLE, GainType.PID, GainType.DCMOTOR)
-_BIAS = (BiasType.NONE, BiasType.AFFINE, BiasType.MUSCLE, BiasType.DCMOTOR)
+_GAIN = (GainType.FIXED, GainType.AFFINE, GainType.MUSCLE, GainType.PID, GainType.DCMOTOR, GainType.SO3)
+_BIAS = (BiasType.NONE, BiasType.AFFINE, BiasType.MUSCLE, BiasType.DCMOTOR, BiasType.SO3)
+CHART_QUAT = 2  # actuator_ctrlspec of an so3 actuator commanded by a quaternion (4 controls; else expmap, 3)
 # slot columns of Model.actuator_actslot (types.ACT_SLOTS)
 SLEW, INTEGRAL, TEMPERATURE, BRISTLE, CURRENT = range(5)
 
@@ -40,24 +43,26 @@ def _check(m: Model) -> None:
         bad = [int(v) for v in np.asarray(getattr(m, name)) if int(v) not in ok]
         if bad:
             raise NotImplementedError(f"mjx_lite actuation: unsupported {name} {enum(bad[0]).name.lower()}")
-    if m.nactuator and np.any(np.asarray(m.actuator_outnum) != 1):
-        raise NotImplementedError("mjx_lite actuation: actuators with several force outputs are not supported")
-    multi = (np.asarray(m.actuator_ctrlnum) > 1) & ~np.isin(m.actuator_gaintype, (GainType.PID, GainType.DCMOTOR))
+    so3 = np.asarray(m.actuator_gaintype) == GainType.SO3
+    if m.nactuator and np.any((np.asarray(m.actuator_outnum) != 1) & ~so3):
+        raise NotImplementedError("mjx_lite actuation: several force outputs are supported for so3 actuators only")
+    multi = (np.asarray(m.actuator_ctrlnum) > 1) & ~np.isin(m.actuator_gaintype,
+                                                            (GainType.PID, GainType.DCMOTOR, GainType.SO3))
     if multi.any():
         raise NotImplementedError("mjx_lite actuation: several controls are supported for pid and dcmotor only")
-    plain = ~np.isin(m.actuator_dyntype, (DynType.PID, DynType.DCMOTOR))
+    plain = ~np.isin(m.actuator_dyntype, (DynType.PID, DynType.DCMOTOR)) & ~so3
     if m.nactuator and np.any((np.asarray(m.actuator_actnum) > 1) & plain):
         raise NotImplementedError("mjx_lite actuation: actuators with actdim > 1 are not supported")
 
 
 def fwd_velocity_extras(m: Model, d: Data) -> Data:
-    """ten_velocity = ten_J qvel (ntendon,); actuator_velocity = actuator_moment qvel (nactuator,) (0 if
+    """ten_velocity = ten_J qvel (ntendon,); actuator_velocity = actuator_moment qvel (nout,) (0 if
     disabled)."""
     ten_vel = d.ten_J @ d.qvel if m.ntendon else d.ten_velocity
     if m.nactuator == 0:
         return d.replace(ten_velocity=ten_vel)
     if m.opt.disableflags & DisableBit.ACTUATION:
-        act_vel = jp.zeros((m.nactuator,), d.qvel.dtype)
+        act_vel = jp.zeros((m.nout,), d.qvel.dtype)
     else:
         act_vel = d.actuator_moment @ d.qvel
     return d.replace(ten_velocity=ten_vel, actuator_velocity=act_vel)
@@ -78,6 +83,12 @@ def by_type(types: np.ndarray, branches: dict, default) -> jax.Array:
             return fn()
         out = jp.where(jp.asarray(sel), fn(), out)
     return out
+
+
+def per_actuator(m: Model, x: jax.Array) -> jax.Array:
+    """A per-output array (nout, ...) read at each actuator's first output (nactuator, ...): the value of the
+    single-output actuators (x itself when every actuator has one output)."""
+    return x if m.nout == m.nactuator else x[np.asarray(m.actuator_outadr)]
 
 
 def actuator_disabled(m: Model) -> np.ndarray:
@@ -144,7 +155,7 @@ def wrap_period(m: Model) -> jax.Array | None:
     cand = (ball | refsite) & (servo_type | (gt == GainType.PID))
     if not cand.any():
         return None
-    g = m.actuator_gear
+    g = per_actuator(m, m.actuator_gear)
     servo = jp.asarray(gt == GainType.PID) | (
         jp.asarray(servo_type) & (m.actuator_gainprm[:, 0] == -m.actuator_biasprm[:, 1])
     )
@@ -223,7 +234,8 @@ def advance_act(m: Model, d: Data, act: jax.Array, act_dot: jax.Array) -> jax.Ar
             act = act.at[adr].set(d.act[adr] + a * te * (1 - jp.exp(-h / te)))
         ids, adr = _slot_adr(m, BRISTLE)
         if len(ids):
-            vel = d.actuator_moment[ids] @ d.qvel  # at the step's velocity (RK4: not the last stage's)
+            vel = d.actuator_moment[np.asarray(m.actuator_outadr)[ids]] @ d.qvel  # at the step's qvel (RK4: not the
+            # last stage's)
             g = _stribeck(vel, m.actuator_biasprm[ids])
             rate = -m.actuator_dynprm[ids, 5] * jp.abs(vel) / jp.maximum(MINVAL, g)
             e = jp.exp(rate * h)
@@ -242,8 +254,17 @@ def advance_act(m: Model, d: Data, act: jax.Array, act_dot: jax.Array) -> jax.Ar
     integ = np.nonzero(dyn == DynType.INTEGRATOR)[0]
     if period is not None and len(integ):
         last = np.asarray(m.actuator_actadr)[integ] + np.asarray(m.actuator_actnum)[integ] - 1
-        wrapped = wrap_setpoint(act[last], d.actuator_length[integ], period[integ])
+        wrapped = wrap_setpoint(act[last], d.actuator_length[np.asarray(m.actuator_outadr)[integ]], period[integ])
         act = act.at[last].set(wrapped)
+    so3 = np.nonzero((dyn == DynType.INTEGRATOR) & (np.asarray(m.actuator_gaintype) == GainType.SO3))[0]
+    if len(so3):  # so3 setpoints (rotation vectors) re-anchored to the representative of angle <= pi
+        idx = np.asarray(m.actuator_actadr)[so3][:, None] + np.arange(3)
+        a = act[idx]
+        angle = mjm.safe_norm(a, keepdims=True)
+        over = angle > jp.pi
+        safe = jp.where(over, angle, 1.0)
+        scale = (safe - 2 * jp.pi * jp.round(safe / (2 * jp.pi))) / safe
+        act = act.at[idx].set(jp.where(over, a * scale, a))
     return act
 
 
@@ -268,8 +289,9 @@ def dcmotor_force_vel(m: Model, d: Data) -> tuple[np.ndarray, jax.Array]:
     ctl = jp.asarray((spec & (Input.POS | Input.VEL | Input.FF) != 0) & (spec != Input.NONE))
     dvdw = jp.where(ctl, -g[:, 6] * r / jp.where(ctl, k, 1.0) + k, 0.0)
     if np.any(spec & (Input.POS | Input.VEL | Input.FF)):  # a voltage held at Vmax does not change with velocity
-        u4, x_int, _, _ = _controls(m, d)
-        volt = _dcmotor_voltage(m, dc, u4[dc], d.actuator_length[dc], d.actuator_velocity[dc], x_int[dc], clamp=False)
+        u4, x_int, _, _, _ = _controls(m, d)
+        o = np.asarray(m.actuator_outadr)[dc]
+        volt = _dcmotor_voltage(m, dc, u4[dc], d.actuator_length[o], d.actuator_velocity[o], x_int[dc], clamp=False)
         dvdw = jp.where((g[:, 7] > 0) & (jp.abs(volt) > g[:, 7]), 0.0, dvdw)
     s = 1 - jp.exp(-m.opt.timestep / jp.where(te > 0, te, 1.0))
     out = jp.where(te <= 0, -k * k / r, 0.0)
@@ -277,7 +299,7 @@ def dcmotor_force_vel(m: Model, d: Data) -> tuple[np.ndarray, jax.Array]:
     out = out - jp.where(p[:, 6] > 0, p[:, 6], 0.0)
     lim = np.asarray(m.actuator_forcelimited, bool)[dc]
     if lim.any():
-        f, rng = d.actuator_force[dc], m.actuator_forcerange[dc]
+        f, rng = d.actuator_force[np.asarray(m.actuator_outadr)[dc]], m.actuator_forcerange[dc]
         out = jp.where(jp.asarray(lim) & ((f <= rng[:, 0]) | (f >= rng[:, 1])), 0.0, out)
     off = actuator_disabled(m)[dc]
     return dc, jp.where(jp.asarray(off), 0.0, out) if off.any() else out
@@ -306,7 +328,8 @@ def _dcmotor_voltage(m: Model, ids: np.ndarray, u4: jax.Array, length, vel, x_i,
 def _controls(m: Model, d: Data):
     """The inputs of the force law: (u4 (nactuator, 4) [pos, vel, ff, voltage] inputs (single-input actuators:
     column 0) after delays, ctrlrange clamps and slew limits; x_int (nactuator,) integral states (0 without);
-    act_dot (na,) with the slew and integral rates; bad: any control NaN/inf/huge (all controls taken as 0))."""
+    act_dot (na,) with the slew and integral rates; bad: any control NaN/inf/huge (all controls taken as 0);
+    ctrl (nu,) the controls after delays, clamps and the bad-control rule)."""
     dtype = d.qpos.dtype
     na_, flags = m.nactuator, m.opt.disableflags
     # controls (nu,): delayed ones from the history buffer; clamped to ctrlrange; then if any is bad (NaN, inf or
@@ -319,7 +342,7 @@ def _controls(m: Model, d: Data):
     ctrl = jp.where(bad, 0.0, ctrl)
 
     gt = np.asarray(m.actuator_gaintype)
-    prm, length, h = m.actuator_dynprm, d.actuator_length, m.opt.timestep
+    prm, length, h = m.actuator_dynprm, per_actuator(m, d.actuator_length), m.opt.timestep
     uidx = _input_index(m)
     if np.array_equal(uidx[:, 0], np.arange(na_)) and not np.any(uidx[:, 1:] >= 0):
         u4 = ctrl[:, None]  # one control per actuator, in order: only column 0 is read
@@ -358,7 +381,44 @@ def _controls(m: Model, d: Data):
         act_dot = act_dot.at[adr].set(err)
         x_int = x_int.at[ids].set(z)
 
-    return u4, x_int, act_dot, bad
+    return u4, x_int, act_dot, bad, ctrl
+
+
+def _so3_force(m: Model, d: Data, ids: np.ndarray, ctrl: jax.Array, act_dot: jax.Array) -> jax.Array:
+    """Forces (n, 3) of the orientation servos `ids` (static), before the force clamp: kp log(q^-1 q_target) +
+    biasprm[0] + biasprm[2] velocity per output, q = exp(actuator_length) the current relative orientation;
+    the target is the normalised quaternion control block (quat chart; zero: the identity) or exp of the expmap
+    block: the controls, or for dyntype integrator the act block (its next value with actearly). ctrl: (nu,)
+    the clamped controls; act_dot: (na,)."""
+    dtype = d.qpos.dtype
+    spec = np.asarray(m.actuator_ctrlspec)[ids]
+    uadr, oadr = np.asarray(m.actuator_ctrladr)[ids], np.asarray(m.actuator_outadr)[ids]
+    dyn = np.asarray(m.actuator_dyntype)[ids]
+    target = jp.zeros((len(ids), 4), dtype)
+    quat = np.nonzero(spec == CHART_QUAT)[0]
+    if len(quat):
+        target = target.at[quat].set(mjm.quat_normalize(ctrl[uadr[quat][:, None] + np.arange(4)]))
+    expc = np.nonzero((spec != CHART_QUAT) & (dyn == DynType.NONE))[0]
+    if len(expc):
+        target = target.at[expc].set(mjm.rotvec_to_quat(ctrl[uadr[expc][:, None] + np.arange(3)]))
+    integ = np.nonzero((spec != CHART_QUAT) & (dyn == DynType.INTEGRATOR))[0]
+    if len(integ):
+        a_ids = ids[integ]
+        slots = np.asarray(m.actuator_actadr)[a_ids][:, None] + np.arange(3)
+        u = d.act[slots]
+        early = np.asarray(m.actuator_actearly, bool)[a_ids]
+        if early.any():  # mj_nextActivation per slot: Euler, then the actrange clamp
+            nxt = u + act_dot[slots] * m.opt.timestep
+            lim = np.asarray(m.actuator_actlimited, bool)[a_ids]
+            rng = m.actuator_actrange[a_ids]
+            nxt = jp.where(jp.asarray(lim)[:, None], jp.clip(nxt, rng[:, :1], rng[:, 1:]), nxt)
+            u = jp.where(jp.asarray(early)[:, None], nxt, u)
+        target = target.at[integ].set(mjm.rotvec_to_quat(u))
+    out = oadr[:, None] + np.arange(3)
+    current = mjm.rotvec_to_quat(d.actuator_length[out])
+    err = mjm.quat_to_rotvec(mjm.quat_mul(mjm.quat_conj(current), target))
+    kp, prm = m.actuator_gainprm[ids, :1], m.actuator_biasprm[ids]
+    return kp * err + prm[:, :1] + prm[:, 2:3] * d.actuator_velocity[out]
 
 
 def actuation(m: Model, d: Data) -> Data:
@@ -373,9 +433,10 @@ def actuation(m: Model, d: Data) -> Data:
     flags = m.opt.disableflags
     if na_ == 0 or flags & DisableBit.ACTUATION:
         z = jp.zeros((nv,), dtype)
-        return d.replace(act_dot=jp.zeros_like(d.act_dot), actuator_force=jp.zeros((na_,), dtype), qfrc_actuator=z)
+        return d.replace(act_dot=jp.zeros_like(d.act_dot), actuator_force=jp.zeros((m.nout,), dtype),
+                         qfrc_actuator=z)
 
-    u4, x_int, act_dot, bad = _controls(m, d)
+    u4, x_int, act_dot, bad, ctrl = _controls(m, d)
     warning_number = d.warning_number.at[Warn.BADCTRL].add(bad.astype(d.warning_number.dtype))
     dyn = np.asarray(m.actuator_dyntype)
     gt, bt = np.asarray(m.actuator_gaintype), np.asarray(m.actuator_biastype)
@@ -384,7 +445,8 @@ def actuation(m: Model, d: Data) -> Data:
     last = np.where(stateful, actadr + actnum - 1, 0)
     act = d.act[last] if m.na else jp.zeros((na_,), dtype)
     prm, gp, bp = m.actuator_dynprm, m.actuator_gainprm, m.actuator_biasprm
-    length, vel = d.actuator_length, d.actuator_velocity
+    length, vel = per_actuator(m, d.actuator_length), per_actuator(m, d.actuator_velocity)
+    so3 = np.nonzero(gt == GainType.SO3)[0]
     period = wrap_period(m)
 
     # dcmotor electrical, thermal and friction states
@@ -425,15 +487,20 @@ def actuation(m: Model, d: Data) -> Data:
         (DynType.FILTER, DynType.FILTEREXACT): lambda: (u0 - act) / jp.maximum(MINVAL, prm[:, 0]),
         DynType.MUSCLE: lambda: muscle.muscle_dynamics(u0, act, prm[:, :3]),
     }, jp.zeros((na_,), dtype))  # fmt: skip
-    plain = np.nonzero(stateful & np.isin(dyn, (DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT,
-                                                 DynType.MUSCLE)))[0]  # fmt: skip
+    plain_dyn = (DynType.INTEGRATOR, DynType.FILTER, DynType.FILTEREXACT, DynType.MUSCLE)
+    plain = np.nonzero(stateful & (gt != GainType.SO3) & np.isin(dyn, plain_dyn))[0]
     if len(plain):
         act_dot = act_dot.at[last[plain]].set(adot[plain])
+    integ3 = so3[dyn[so3] == DynType.INTEGRATOR]
+    if len(integ3):  # so3 integrators: one state per control (the expmap setpoint's rate)
+        slots = (actadr[integ3][:, None] + np.arange(3)).reshape(-1)
+        act_dot = act_dot.at[slots].set(ctrl[(np.asarray(m.actuator_ctrladr)[integ3][:, None] + np.arange(3))
+                                             .reshape(-1)])
     if not m.na:
         act_dot = d.act_dot
 
     # gain and bias
-    lr, acc0 = m.actuator_lengthrange, m.actuator_acc0
+    lr, acc0 = per_actuator(m, m.actuator_lengthrange), per_actuator(m, m.actuator_acc0)
     gain = by_type(gt, {
         GainType.AFFINE: lambda: gp[:, 0] + gp[:, 1] * length + gp[:, 2] * vel,
         GainType.MUSCLE: lambda: muscle.muscle_gain(length, vel, lr, acc0, gp),
@@ -487,8 +554,8 @@ def actuation(m: Model, d: Data) -> Data:
             scale = jp.where(tot < lo, lo / stot, jp.where(tot > hi, hi / stot, 1.0))
             force = jp.where(jp.asarray(tlim) & (tot != 0), force * scale, force)
 
-    # actuator force clamp
-    flim = np.asarray(m.actuator_forcelimited, bool)
+    # actuator force clamp (so3: on the norm, below)
+    flim = np.asarray(m.actuator_forcelimited, bool) & (gt != GainType.SO3)
     if flim.any():
         clipped = jp.clip(force, m.actuator_forcerange[:, 0], m.actuator_forcerange[:, 1])
         force = jp.where(jp.asarray(flim), clipped, force)
@@ -504,6 +571,21 @@ def actuation(m: Model, d: Data) -> Data:
             ids, adr = ids[keep], adr[keep]
             force = force.at[ids].add(-(prm[ids, 5] * d.act[adr] + prm[ids, 6] * act_dot[adr]))
 
+    if m.nout != na_ or len(so3):  # per-output forces: single-output actuators at outadr, so3 blocks of 3
+        outadr = np.asarray(m.actuator_outadr)
+        single = np.nonzero(gt != GainType.SO3)[0]
+        force = jp.zeros((m.nout,), dtype).at[outadr[single]].set(force[single])
+        if len(so3):
+            f3 = _so3_force(m, d, so3, ctrl, act_dot)
+            lim = np.asarray(m.actuator_forcelimited, bool)[so3]
+            if lim.any():  # the norm clamped to forcerange[1], the direction kept
+                hi = m.actuator_forcerange[so3, 1:]
+                nrm = mjm.safe_norm(f3, keepdims=True)
+                scale = jp.where(nrm > hi, hi / jp.where(nrm > hi, nrm, 1.0), 1.0)
+                f3 = jp.where(jp.asarray(lim)[:, None], f3 * scale, f3)
+            if off[so3].any():
+                f3 = jp.where(jp.asarray(off[so3])[:, None], 0.0, f3)
+            force = force.at[(outadr[so3][:, None] + np.arange(3)).reshape(-1)].set(f3.reshape(-1))
     qfrc = force @ d.actuator_moment
 
     # gravity compensation (qfrc_gravcomp, from `passive`) routed to actuators

@@ -3,7 +3,8 @@
 Used by the implicit integrators (`integrate.implicit`) and by discrete-time inverse dynamics
 (`inverse.discrete_acc`). qDeriv is the exact Jacobian of our own force computation (forward-mode autodiff over
 the velocity and actuation stages), so it contains every velocity-dependent term those stages model, except for
-dcmotor actuators, whose force enters with MuJoCo's own linearisation (`actuation.dcmotor_force_vel`).
+dcmotor actuators, whose force enters with MuJoCo's own linearisation (`actuation.dcmotor_force_vel`), and
+orientation (so3) servos whose force norm is clamped, which MuJoCo leaves out of qDeriv.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.pipeline import actuation, passive, rne, velocity
-from mjx_lite.types import Data, Model
+from mjx_lite.types import Data, GainType, Model
 
 __all__ = ["euler_damping", "qderiv", "smooth_vel_force"]
 
@@ -48,10 +49,26 @@ def smooth_vel_force(m: Model, d: Data, bias: bool):
         out = dd.qfrc_passive + dd.qfrc_actuator
         dc, slope = actuation.dcmotor_force_vel(m, dd)
         if len(dc):  # MuJoCo's linearisation of dcmotor forces: value unchanged, derivative replaced
-            force, vel = dd.actuator_force[dc], dd.actuator_velocity[dc]
+            o = np.asarray(m.actuator_outadr)[dc]
+            force, vel = dd.actuator_force[o], dd.actuator_velocity[o]
             sg = jax.lax.stop_gradient
             swap = sg(force) - force + sg(slope) * (vel - sg(vel))
-            out = out + swap @ dd.actuator_moment[dc]
+            out = out + swap @ dd.actuator_moment[o]
+        so3 = np.nonzero((np.asarray(m.actuator_gaintype) == GainType.SO3)
+                         & np.asarray(m.actuator_forcelimited, bool))[0]  # fmt: skip
+        if len(so3):  # MuJoCo's linearisation of force-limited so3 servos: biasprm[2] per output (the unclamped
+            # law), or 0 where the force norm is at the limit; value unchanged. MuJoCo tests the clamped force's
+            # norm >= the bound, which rounding decides either way for a clamped force; here a norm within 1e-9
+            # (relative) of the bound counts as clamped.
+            rows = np.asarray(m.actuator_outadr)[so3][:, None] + np.arange(3)
+            sg = jax.lax.stop_gradient
+            f3, vel = dd.actuator_force[rows], dd.actuator_velocity[rows]
+            hi = m.actuator_forcerange[so3, 1:]
+            sat = jp.sqrt(jp.sum(sg(f3) ** 2, -1, keepdims=True)) >= hi * (1 - 1e-9)
+            lin = jp.where(sat, 0.0, m.actuator_biasprm[so3, 2:3] * (vel - sg(vel)))
+            off = actuation.actuator_disabled(m)[so3]
+            lin = jp.where(jp.asarray(off)[:, None], 0.0, lin) if off.any() else lin
+            out = out + jp.einsum("nk,nkv->v", sg(f3) - f3 + lin, dd.actuator_moment[rows])
         if bias:
             out = out - rne.rne(m, dd).qfrc_bias
         return out

@@ -67,7 +67,7 @@ def _tendon_armature(m: Model) -> jax.Array:
     act = np.nonzero(np.asarray(m.actuator_trntype) == TrnType.TENDON)[0]
     if act.size:
         ten = np.asarray(m.actuator_trnid)[act, 0]
-        a = a.at[ten].add(m.actuator_gear[act, 0] ** 2 * m.actuator_armature[act])
+        a = a.at[ten].add(m.actuator_gear[np.asarray(m.actuator_outadr)[act], 0] ** 2 * m.actuator_armature[act])
     return a
 
 
@@ -112,7 +112,7 @@ def _joint_actuator_armature(m: Model) -> tuple[np.ndarray, jax.Array]:
     sel, dof = joint_armature_dofs(m)
     if sel.size == 0:
         return np.zeros(0, np.int64), jp.zeros(0)
-    return dof, m.actuator_gear[sel, 0] ** 2 * m.actuator_armature[sel]
+    return dof, m.actuator_gear[np.asarray(m.actuator_outadr)[sel], 0] ** 2 * m.actuator_armature[sel]
 
 
 # ---- factorisation ------------------------------------------------------------------------------------------

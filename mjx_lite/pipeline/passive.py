@@ -81,7 +81,7 @@ def _dampers(m: Model, d: Data) -> jax.Array:
     # actuator damping, reflected to the joint (per dof) or tendon target with gear[0]^2
     trntype = np.asarray(m.actuator_trntype)
     trnid = np.asarray(m.actuator_trnid)
-    g2 = m.actuator_gear[:, 0] ** 2 if m.nactuator else None
+    g2 = m.actuator_gear[np.asarray(m.actuator_outadr), 0] ** 2 if m.nactuator else None
     # all (actuator, dof) pairs of joint transmissions at once: one gather, one scatter-add (the traced graph does
     # not grow with the number of actuators)
     isjnt = (trntype == TrnType.JOINT) | (trntype == TrnType.JOINTINPARENT)

@@ -218,6 +218,13 @@ def _cam_project(m: Model, d: Data, sites: np.ndarray, cams: np.ndarray) -> jax.
     return jp.stack([-fx * rel[:, 0] / denom + 0.5 * res[:, 0], fy * rel[:, 1] / denom + 0.5 * res[:, 1]], axis=-1)
 
 
+def _outputs(m: Model, act: np.ndarray) -> np.ndarray:
+    """(k, outnum) indices of the force outputs of actuators `act`, which share their outnum (one value per
+    output: orientation servos have 3)."""
+    num = int(np.asarray(m.actuator_outnum)[act[0]]) if len(act) else 1
+    return np.asarray(m.actuator_outadr)[act][:, None] + np.arange(num)
+
+
 def _group_values(
     m: Model,
     d: Data,
@@ -242,7 +249,7 @@ def _group_values(
     if stype == S.TENDONPOS:
         return d.ten_length[objid][:, None]
     if stype == S.ACTUATORPOS:
-        return d.actuator_length[objid][:, None]
+        return d.actuator_length[_outputs(m, objid)]
     if stype == S.BALLQUAT:
         adr = np.asarray(m.jnt_qposadr)[objid][:, None] + np.arange(4)
         return quat_normalize(d.qpos[adr])
@@ -294,7 +301,7 @@ def _group_values(
     if stype == S.TENDONVEL:
         return d.ten_velocity[objid][:, None]
     if stype == S.ACTUATORVEL:
-        return d.actuator_velocity[objid][:, None]
+        return d.actuator_velocity[_outputs(m, objid)]
     if stype == S.BALLANGVEL:
         return d.qvel[np.asarray(m.jnt_dofadr)[objid][:, None] + np.arange(3)]
     if stype in (S.FRAMELINVEL, S.FRAMEANGVEL):
@@ -323,13 +330,15 @@ def _group_values(
         v = _rot_t(d.site_xmat[objid], v)
         return v[:, 3:] if stype == S.FORCE else v[:, :3]
     if stype == S.ACTUATORFRC:
-        return d.actuator_force[objid][:, None]
+        return d.actuator_force[_outputs(m, objid)]
     if stype == S.JOINTACTFRC:
         return d.qfrc_actuator[np.asarray(m.jnt_dofadr)[objid]][:, None]
     if stype == S.TENDONACTFRC:
         trn = np.asarray(m.actuator_trntype) == TrnType.TENDON
-        sel = trn[None, :] & (np.asarray(m.actuator_trnid)[:, 0][None, :] == objid[:, None])  # (k, nu)
-        return (col(sel.astype(np.float64)).astype(dtype) @ d.actuator_force)[:, None]
+        sel = trn[None, :] & (np.asarray(m.actuator_trnid)[:, 0][None, :] == objid[:, None])  # (k, nactuator)
+        sel_out = np.zeros((len(objid), m.nout))
+        sel_out[:, np.asarray(m.actuator_outadr)] = sel  # (tendon actuators have one output)
+        return (col(sel_out).astype(dtype) @ d.actuator_force)[:, None]
     if stype in (S.FRAMELINACC, S.FRAMEANGACC):
         a = object_acceleration(m, d, objtype, objid, local=False)
         return a[:, 3:] if stype == S.FRAMELINACC else a[:, :3]
@@ -380,6 +389,8 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
         if stypes[i] == S.RANGEFINDER:  # camera rangefinders: one group per data mask and resolution
             res = np.asarray(m.cam_resolution)[objid[i]] if objtype[i] == ObjType.CAMERA else (0, 0)
             own = (int(np.asarray(m.sensor_intprm)[i, 0]), int(res[0]), int(res[1]))
+        if stypes[i] in (S.ACTUATORPOS, S.ACTUATORVEL, S.ACTUATORFRC):  # one group per number of outputs
+            own = int(dim[i])
         key = (int(stypes[i]), int(objtype[i]), int(reftype[i]), bool(refid[i] >= 0), own)
         groups.setdefault(key, []).append(int(i))
     idx, vals = [], []

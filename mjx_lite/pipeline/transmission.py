@@ -1,8 +1,9 @@
-"""Actuator transmissions (mj_transmission): actuator_length (nactuator,), dense actuator_moment (nactuator, nv).
+"""Actuator transmissions (mj_transmission): actuator_length (nout,), dense actuator_moment (nout, nv).
 
 Actuators are grouped by (static) transmission type and each group is computed vectorised, then scattered
-into the outputs. Supported: joint and jointinparent (slide, hinge, ball, free), slidercrank, tendon, site
-(with and without refsite) and body (adhesion: average contact-normal Jacobian over the body's contacts).
+into the outputs (one row per force output, at actuator_outadr). Supported: joint and jointinparent (slide, hinge,
+ball, free), slidercrank, tendon, site (with and without refsite), body (adhesion: average contact-normal
+Jacobian over the body's contacts) and so3 (orientation servos: 3 rows, see `_so3`).
 """
 
 from __future__ import annotations
@@ -100,8 +101,42 @@ def _body_moment(m: Model, d: Data, body: int) -> jax.Array:
     return jp.where(counter > 0, -moment / jp.where(counter > 0, counter, 1.0), 0.0)
 
 
+def _so3(m: Model, d: Data, ids: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """Lengths (n, 3) and moment rows (n, 3, nv) of so3 transmissions `ids` (static), as MuJoCo 4's mjTRN_SO3:
+    on a ball joint the rotation vector of its (normalised) quaternion and the identity on its dofs; on a site
+    with a refsite the rotation vector of q_ref^-1 q_site (the sites' world quaternions, xquat * site_quat), and
+    the rows of the site frame's axes projected on the relative rotational Jacobian (the
+    columns of the dofs both sites share cleared). Gear is not applied."""
+    trnid = np.asarray(m.actuator_trnid)[ids]
+    dtype = d.qpos.dtype
+    lengths = jp.zeros((len(ids), 3), dtype)
+    rows = jp.zeros((len(ids), 3, m.nv), dtype)
+    ball = np.nonzero(trnid[:, 1] < 0)[0]
+    if len(ball):
+        j = trnid[ball, 0]
+        quat = mjm.quat_normalize(d.qpos[np.asarray(m.jnt_qposadr)[j][:, None] + np.arange(4)])
+        lengths = lengths.at[ball].set(mjm.quat_to_rotvec(quat))
+        eye = np.zeros((len(ball), 3, m.nv))
+        for n, dof in enumerate(np.asarray(m.jnt_dofadr)[j]):
+            eye[n, np.arange(3), dof + np.arange(3)] = 1.0
+        rows = rows.at[ball].set(jp.asarray(eye, dtype))
+    site = np.nonzero(trnid[:, 1] >= 0)[0]
+    if len(site):
+        s0, s1 = trnid[site, 0], trnid[site, 1]
+        body = np.asarray(m.site_bodyid)
+        q0 = mjm.quat_mul(d.xquat[body[s0]], m.site_quat[s0])
+        q1 = mjm.quat_mul(d.xquat[body[s1]], m.site_quat[s1])
+        lengths = lengths.at[site].set(mjm.quat_to_rotvec(mjm.quat_mul(mjm.quat_conj(q1), q0)))
+        keep = jp.asarray(~np.stack([_common_dof_chain(m, int(x), int(y)) for x, y in zip(s0, s1)]), dtype)
+        _, jacr = point_jac(m, d, d.site_xpos[s0], body[s0])
+        _, rjacr = point_jac(m, d, d.site_xpos[s1], body[s1])
+        jr = (jacr - rjacr) * keep[:, None, :]
+        rows = rows.at[site].set(jp.einsum("nik,niv->nkv", d.site_xmat[s0], jr))
+    return lengths, rows
+
+
 def transmission(m: Model, d: Data) -> Data:
-    """Actuator lengths and moments (mj_transmission): actuator_length (nactuator,), actuator_moment (nactuator, nv)."""
+    """Actuator lengths and moments (mj_transmission): actuator_length (nout,), actuator_moment (nout, nv)."""
     nu, nv = m.nactuator, m.nv
     if nu == 0:
         return d
@@ -110,7 +145,9 @@ def transmission(m: Model, d: Data) -> Data:
     moment = jp.zeros((nu, nv), dtype)
     trntype = np.asarray(m.actuator_trntype)
     trnid = np.asarray(m.actuator_trnid)
-    gear = m.actuator_gear
+    outadr = np.asarray(m.actuator_outadr)
+    multi = m.nout != nu  # some actuator has several outputs (so3): per-actuator rows below, scattered at the end
+    gear = m.actuator_gear[outadr] if multi else m.actuator_gear
     jtype = np.asarray(m.jnt_type)
     qadr = np.asarray(m.jnt_qposadr)
     dadr = np.asarray(m.jnt_dofadr)
@@ -223,4 +260,14 @@ def transmission(m: Model, d: Data) -> Data:
         length = length.at[i].set(0.0)
         moment = moment.at[i].set(_body_moment(m, d, int(trnid[i, 0])))
 
+    so3 = np.nonzero(trntype == TrnType.SO3)[0]
+    if multi or len(so3):
+        single = np.nonzero(trntype != TrnType.SO3)[0]
+        length = jp.zeros((m.nout,), dtype).at[outadr[single]].set(length[single])
+        moment = jp.zeros((m.nout, nv), dtype).at[outadr[single]].set(moment[single])
+        if len(so3):
+            lens, rows = _so3(m, d, so3)
+            out = (outadr[so3][:, None] + np.arange(3)).reshape(-1)
+            length = length.at[out].set(lens.reshape(-1))
+            moment = moment.at[out].set(rows.reshape(-1, nv))
     return d.replace(actuator_length=length, actuator_moment=moment)

@@ -65,7 +65,8 @@ def plan(m: Model) -> dict:
         cols += list(int(dadr[j]) + np.arange(nd))
     tab = dict(scal_jnt=scal, scal_qadr=qadr[scal], scal_dadr=dadr[scal], free_jnt=free, free_qadr=qadr[free],
                free_dadr=dadr[free], rot_jnt=rot, rot_qadr=qadr[rot] + shift, rot_dadr=dadr[rot] + shift,
-               act_id=np.asarray(acts, np.int64), act_dof=np.asarray(cols, np.int64))  # fmt: skip
+               act_id=np.asarray(acts, np.int64), act_dof=np.asarray(cols, np.int64),
+               act_out=np.asarray(m.actuator_outadr)[np.asarray(acts, np.int64)])  # (gear row) # fmt: skip
     return {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
 
 
@@ -161,7 +162,7 @@ def body(m: Model, p: dict):
 
         def actuator(k):  # qfrc_damper[dof] -= gear^2 f(qvel[dof]) with the actuator's polynomial
             a, i = tab("act_id", k), tab("act_dof", k)
-            g = read("actuator_gear", 6 * a)
+            g = read("actuator_gear", 6 * tab("act_out", k))
             b, c = io.read_vec("actuator_dampingpoly", a, 2)
             f = _damp(read("qvel", i), read("actuator_damping", a), b, c)
             io.write("qfrc_damper", i, io.load("qfrc_damper", i) + -(g * g) * f)

@@ -170,6 +170,7 @@ def _plan(m: Model) -> dict:
         dof_axis=t.dof_axis, qm_row=rows, qm_col=cols,
         qm_addr=np.arange(rows.size) if sparse else rows * nv + cols, qm_addr_t=cols * nv + rows,
         arm_act=sel, arm_addr=t.madr[jdof] if sparse else jdof * (nv + 1),
+        arm_out=np.asarray(m.actuator_outadr)[sel],  # the actuator's gear row (its force output)
     )  # fmt: skip
     tab = {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
     fac = crb_fused(m) and factor.fusable(m)
@@ -411,7 +412,7 @@ def _body(m: Model, p: dict):
 
         def armature(k):
             a, addr = tab("arm_act", k), tab("arm_addr", k)
-            gear = io.read("actuator_gear", 6 * a)
+            gear = io.read("actuator_gear", 6 * tab("arm_out", k))
             io.write("qM", addr, io.load("qM", addr) + gear * gear * io.read("actuator_armature", a))
 
         _loop(0, p["tables"].get("arm_act", np.zeros(0)).size, armature)
