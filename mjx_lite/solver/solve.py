@@ -174,9 +174,9 @@ def solve(m: Model, d: Data) -> Data:
     library = config_linalg(m.config) == "library"
 
     def run(prob, start, consts, minv, factors):
-        """(qacc, jar = J qacc - aref, (force, J' force, niter, improvement, gradient, fused)) with the model's
-        solver; fused: the kernel's (efc_b, efc_state), or None. factors: (qLD, qLDiagInv), M^-1's factors (read by
-        the fused CG kernel)."""
+        """(qacc, jar = J qacc - aref, (force, J' force, niter, improvement, gradient, ends)) with the model's
+        solver; ends: the fused kernel's (efc_b, efc_state), or None on the XLA path. factors: (qLD, qLDiagInv),
+        M^-1's factors (read by the fused CG kernel)."""
         kw = {**iters, **consts, "early_exit": implicit}
         ends = None
         if fused:  # Newton / CG, its start and the rows' states as one fused kernel (Config.kernels; kernels/primal.py)
