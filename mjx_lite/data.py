@@ -17,7 +17,7 @@ from jax._src import core as jax_core  # trace_state_clean: no public equivalent
 
 from mjx_lite.types import NWARNING, Contact, Data, GainType, Model, Warning, field_shape, resolve_shape, shaped_fields
 
-__all__ = ["WARNING_TEXT", "as_data", "check_data", "float_dtype", "make_data", "warnings"]
+__all__ = ["WARNING_TEXT", "as_data", "check_data", "float_dtype", "make_data", "reset_values", "warnings"]
 
 # check_data lists this many wrong fields (a Data of another model has almost every field wrong)
 LISTED = 5
@@ -81,28 +81,30 @@ def make_data(m: Model) -> Data:
     `m.njmax`); floats are float64 under `jax_enable_x64`, else float32.
     """
     f = float_dtype()
+    fields, contact_fill = reset_values(m, f)
     contact = _zeros(m, Contact, f)
-    contact["efc_address"] = _full((m.nconmax,), -1, jp.int32)
-    contact["flex"] = _full((m.nconmax, 2), -1, jp.int32)
-    contact["vert"] = _full((m.nconmax, 2), -1, jp.int32)
-    contact["elem"] = _full((m.nconmax, 2), -1, jp.int32)
-    fields = _zeros(m, Data, f)
-    mocap_body = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
-    mocap_body = mocap_body[np.argsort(np.asarray(m.body_mocapid)[mocap_body])]
+    for name, value in contact_fill.items():
+        contact[name] = _full(contact[name].shape, value, contact[name].dtype)
+    return Data(**(_zeros(m, Data, f) | fields), contact=Contact(**contact))
+
+
+# Contact fields whose reset value is -1 (no constraint row, flex, vertex or element); the others are 0
+CONTACT_FILL = {"efc_address": -1, "flex": -1, "vert": -1, "elem": -1}
+
+
+def reset_values(m: Model, f) -> tuple[dict, dict]:
+    """mj_resetData's values that are not zero: ({Data field: array (floats of dtype f)}, {Contact field: fill
+    value}). Every other field resets to zeros (`make_data`; `integrate.reset_where` selects a scalar zero there,
+    so that a reset builds no array for them)."""
+    fields = dict(qpos=_array(m.qpos0, f), ctrl=_init_ctrl(m, f), history=_init_history(m, f),
+                  plastic=_init_plastic(m, f), eq_active=_array(m.eq_active0, bool))  # fmt: skip
     if m.nmocap:
-        fields["mocap_pos"] = _array(np.asarray(m.body_pos)[mocap_body], f) if not _tracing() else (
-            jp.asarray(m.body_pos)[mocap_body].astype(f))
-        fields["mocap_quat"] = _array(np.asarray(m.body_quat)[mocap_body], f) if not _tracing() else (
-            jp.asarray(m.body_quat)[mocap_body].astype(f))
-    fields.update(
-        qpos=_array(m.qpos0, f),
-        ctrl=_init_ctrl(m, f),
-        history=_init_history(m, f),
-        plastic=_init_plastic(m, f),
-        eq_active=_array(m.eq_active0, bool),
-        contact=Contact(**contact),
-    )
-    return Data(**fields)
+        mocap_body = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
+        mocap_body = mocap_body[np.argsort(np.asarray(m.body_mocapid)[mocap_body])]
+        for name, src in (("mocap_pos", m.body_pos), ("mocap_quat", m.body_quat)):
+            fields[name] = (_array(np.asarray(src)[mocap_body], f) if not _tracing()
+                            else jp.asarray(src)[mocap_body].astype(f))  # fmt: skip
+    return fields, dict(CONTACT_FILL)
 
 
 def _init_ctrl(m: Model, dtype) -> jax.Array:

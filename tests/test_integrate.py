@@ -203,6 +203,45 @@ def test_check_resets_only_bad_environments():
         assert float(out.time[i]) == 1.5
 
 
+# a mocap body, an inactive equality, a delayed actuator and sensor (Data.history) and a plastic spring
+# (Data.plastic): every kind of field whose reset value is not zero (data.reset_values), contacts for the -1 ids
+RESET_XML = """<mujoco><worldbody><geom type="plane" size="1 1 .1"/>
+  <body name="a" pos="0 0 .5"><freejoint/><geom type="sphere" size=".1"/>
+    <body pos=".2 0 0"><joint name="h" axis="0 1 0" stiffness="3" springyield="8"/><geom type="capsule" size=".03"
+      fromto="0 0 0 .2 0 0"/></body></body>
+  <body name="target" mocap="true" pos=".3 .2 1" quat=".7 0 .7 0"/></worldbody>
+<equality><connect body1="a" body2="target" anchor="0 0 0" active="false"/></equality>
+<actuator><motor name="m" joint="h" nsample="3" delay="0.01"/></actuator>
+<sensor><jointpos joint="h" nsample="2" delay="0.005"/></sensor></mujoco>"""
+
+
+@pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
+def test_reset_state_is_make_data_in_every_field(dtype):
+    """The per-environment reset (check_pos_vel, reset_where) gives a bad environment make_data's value in every
+    field (its dtype kept, warning counters counted), and leaves a good one's every field as it was."""
+    mjm = mujoco.MjModel.from_xml_string(RESET_XML)
+    m = oracle.model_from_mujoco(mjm)
+    assert m.nmocap and m.nhistory and m.nplastic and m.neq
+    ref = io.make_data(m)
+    cast = (lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x) if dtype == "float32" else (
+        lambda x: x)  # fmt: skip
+    # every field of both environments 7 (True), env 0's qpos NaN
+    d = jax.tree.map(lambda x: cast(jp.full((2,) + x.shape, 7, x.dtype)), ref)
+    d = d.replace(qpos=d.qpos.at[0, 0].set(jp.nan), warning_number=jp.zeros_like(d.warning_number))
+    out = jax.jit(jax.vmap(lambda d: integrate.check_pos_vel(m, d)))(d)
+    out2 = jax.jit(jax.vmap(lambda d, bad: integrate.reset_where(m, d, bad, types.Warning.BADQACC)))(
+        d, jp.asarray([True, False]))
+    for got, warning in ((out, types.Warning.BADQPOS), (out2, types.Warning.BADQACC)):
+        for (path, a), r, b in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(ref),
+                                   jax.tree.leaves(d), strict=True):  # fmt: skip
+            name = jax.tree_util.keystr(path)
+            assert a.dtype == b.dtype, name
+            np.testing.assert_array_equal(np.asarray(a[1]), np.asarray(b[1]), err_msg=name)
+            if "warning_number" not in name:
+                np.testing.assert_array_equal(np.asarray(a[0]), np.asarray(cast(r)), err_msg=name)
+        assert np.asarray(got.warning_number)[:, warning].tolist() == [1, 0]
+
+
 def test_mujoco_bad_threshold():
     """Our divergence rule agrees with mju_isBad on the boundary values."""
     for x in (1e10, 1.0000001e10, -1.0000001e10, np.nan, np.inf, -np.inf, 0.0):

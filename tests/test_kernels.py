@@ -45,14 +45,17 @@ GRAD_TOL = 1e-10
 # fused 2460, XLA 4359 (1899 saved); with the constraint rows' kernel (kernels/rows.py) fused 1843, XLA 4359; with
 # the primitive colliders' kernel (kernels/collide.py) fused 1563, XLA 4359; later fused 1565, XLA 4372 (2807
 # saved); with the passive forces in the velocity pass (kernels/passive.py) fused 1146, XLA 4372; with the
-# integrator's update (kernels/advance.py) fused 986, XLA 4372; after the plastic-springs merge fused 989, XLA 4375.
-FUSED_STEP_SAVED = 3386  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
-# 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's
+# integrator's update (kernels/advance.py) fused 986, XLA 4372; after the plastic-springs merge fused 989, XLA 4375;
+# with the reset's select against scalar zeros (integrate._select_reset) fused 797, XLA 4195; with the solver's
+# start (warm-start choice, efc_b) and end (efc_state; efc_force's derivative by a custom_jvp) in its kernel fused 663.
+FUSED_STEP_SAVED = 3532  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
+# 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
+# 3386 before the reset's select; 3398 before the solver's start and end
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
 # plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne,
-# passive: the joints' springs and dampers), solve_m (qacc_smooth), solve_newton (the constraint solver's
-# iterations, kernels/primal.py) and advance (Euler's qvel and qpos update); the MJX humanoid disables eulerdamp,
-# so Euler's solve_shifted kernel is not in it
+# passive: the joints' springs and dampers), solve_m (qacc_smooth), solve_newton (the constraint solver's start,
+# iterations and rows' states, kernels/primal.py) and advance (Euler's qvel and qpos update); the MJX humanoid
+# disables eulerdamp, so Euler's solve_shifted kernel is not in it
 FUSED_STEP_KERNELS = 7
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic

@@ -4,8 +4,9 @@ with static slots as one Pallas kernel) against the XLA collision (collision/dri
 The collision stage runs alone here (`kernels.collision` on Data whose kinematics ran on the XLA path), so the test
 compiles one kernel in Pallas' interpret mode. PRIMS holds every covered kind (plane-sphere, plane-capsule (one
 dynamic and one explicit group with its own margin), plane-box, sphere-sphere (a geom margin and gap),
-sphere-capsule, capsule-capsule (parallel axes in the first state: two contacts)) and two kinds that keep their XLA
-colliders in the same program (sphere-box, capsule-box). The MJX humanoid, dm_control's humanoid, float32, the
+sphere-capsule, capsule-capsule (parallel axes in the first state: two contacts), sphere-box (one sphere touching
+the box from outside, one whose centre is inside it)) and a kind that keeps its XLA collider in the same program
+(capsule-box). The MJX humanoid, dm_control's humanoid, float32, the
 gradients and the whole step are in the slow selection.
 """
 
@@ -57,18 +58,24 @@ PRIMS = """
     <body name="ball4" pos="0.6 0 0.24">
       <freejoint/><geom type="sphere" size="0.05" contype="2" conaffinity="2"/>
     </body>
+    <body name="ball5" pos="0.62 0.01 0.1">
+      <freejoint/><geom type="sphere" size="0.03" contype="2" conaffinity="2"/>
+    </body>
+    <body name="cap3" pos="0.6 0.2 0.1">
+      <freejoint/><geom type="capsule" fromto="0 -0.1 0 0 0.1 0" size="0.03" contype="2" conaffinity="2"/>
+    </body>
   </worldbody>
   <contact><pair geom1="floor" geom2="cap1" margin="0.02" condim="4"/></contact>
 </mujoco>
 """
 
-# box-box and sphere-box only: no covered group
+# box-box and capsule-box only: no covered group
 BOXES = """
 <mujoco>
   <worldbody>
     <body><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
     <body pos="0 0 0.3"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
-    <body pos="0 0 0.6"><freejoint/><geom type="sphere" size="0.1"/></body>
+    <body pos="0 0 0.6"><freejoint/><geom type="capsule" size="0.1 0.1"/></body>
   </worldbody>
 </mujoco>
 """
@@ -129,20 +136,21 @@ def _kinds(m):
 
 
 def test_selection(small):
-    """PRIMS has every covered kind (plane-capsule twice: dynamic and explicit) and one XLA group (sphere-box); a
-    model of boxes has none."""
+    """PRIMS has every covered kind (plane-capsule twice: dynamic and explicit) and one XLA group (capsule-box); a
+    model of boxes and a capsule has none."""
     m, _ = small
     assert sorted(_kinds(m)) == sorted(list(collide.KINDS.values()) + ["plane_capsule"])
-    assert len(driver.pair_table(m).groups) - len(collide.covered(m)) == 1  # sphere-box
+    groups = driver.pair_table(m).groups
+    assert [g.collider.__name__ for i, g in enumerate(groups) if i not in collide.covered(m)] == ["capsule_box"]
     assert kernels.collide_fused(mjl.configure(m, kernels="fused")) and not kernels.collide_fused(m)
     mjm_b = mujoco.MjModel.from_xml_string(BOXES)
     assert not collide.fusable(oracle.model_from_mujoco(mjm_b))
 
 
 def test_collision_equals_xla(small):
-    """Every contact field, ncon and the warnings of the fused collision (one kernel; sphere-box's XLA collider in
+    """Every contact field, ncon and the warnings of the fused collision (one kernel; capsule-box's XLA collider in
     the same program) equal the XLA collision's (float64), on states where every covered kind has contacts (the
-    parallel capsules two)."""
+    parallel capsules two; sphere-box from outside and with the sphere's centre inside the box)."""
     m, ds = small
     mf = mjl.configure(m, kernels="fused")
     # the traces are jit's cache: the calls below reuse them
@@ -161,6 +169,9 @@ def test_collision_equals_xla(small):
         assert rows.any(), (i, g.collider)
         if g.collider is collide.primitive.capsule_capsule:
             assert rows[0].reshape(-1, 2).all(axis=1).any()  # parallel: both rows of a pair
+        if g.collider is collide.primitive.sphere_box:  # ball4 outside (dist > -r), ball5's centre inside (< -r)
+            dist = np.asarray(want.contact.dist)[:, row : row + g.nrows]
+            assert (rows & (dist > -0.03)).any() and (rows & (dist < -0.03)).any(), dist
         row += g.nrows
 
 

@@ -17,7 +17,6 @@ import mjx_lite as mjl
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
 from mjx_lite.pipeline.kernels import launch, primal
-from mjx_lite.solver import common
 from mjx_lite.solver.solve import solve
 from tests import oracle, test_solver
 from tests import test_kernels as tk
@@ -69,7 +68,7 @@ ROWS = """
 </mujoco>
 """
 
-FIELDS = ("qacc", "efc_force", "qfrc_constraint")
+FIELDS = ("qacc", "efc_force", "qfrc_constraint", "efc_b")
 # solver_improvement and solver_gradient are differences (of costs, of M a and J' f) scaled by 1 / (meaninertia nv):
 # their round-off is relative to the size of those terms, |qfrc_constraint| max(1, |qacc|) / (meaninertia nv)
 STATS = ("solver_improvement", "solver_gradient")
@@ -106,6 +105,12 @@ def rows():
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
     ds = _prepared(m, _states(mjm, m, 3))
     assert np.all(np.asarray(ds.efc_mask).sum(axis=1) > 8)  # equality, friction, limit and contact rows live
+    # the solver's start: env 1 warm-starts near the solution (its cost is below qacc_smooth's, so the warm start is
+    # chosen: fewer iterations), envs 0 and 2 from make_data's zero qacc_warmstart
+    sol = _solve(m, ds)
+    ds = ds.replace(qacc_warmstart=ds.qacc_warmstart.at[1].set(sol.qacc[1] * (1 + 1e-6)))
+    niter = np.asarray(_solve(m, ds).solver_niter)
+    assert niter[1] < niter[0] and niter[1] < niter[2], niter
     return m, ds
 
 
@@ -127,12 +132,16 @@ def _kernel_names(m, d) -> str:
 
 @pytest.mark.parametrize("solver,mass", [("newton", "dense"), ("cg", "dense"),
                                          pytest.param("newton", "sparse", marks=pytest.mark.slow),
-                                         pytest.param("cg", "sparse", marks=pytest.mark.slow)])  # fmt: skip
+                                         pytest.param("cg", "sparse", marks=pytest.mark.slow),
+                                         pytest.param("newton", "nowarm", marks=pytest.mark.slow)])  # fmt: skip
 def test_solver_equals_xla(rows, solver, mass):
-    """qacc, forces, states, solver_niter and the convergence statistics of the fused solver are the XLA
-    solver's (float64; qM dense or tree-sparse)."""
+    """qacc, forces, efc_b, states, solver_niter and the convergence statistics of the fused solver (its start,
+    the warm start where its cost is lower, and the rows' final states included) are the XLA solver's (float64;
+    qM dense or tree-sparse; "nowarm": the warmstart flag disabled)."""
     m, ds = rows
     m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG)
+    if mass == "nowarm":
+        m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.WARMSTART)
     if mass == "sparse":
         mjm = mujoco.MjModel.from_xml_string(ROWS)
         m = mjl.configure(m, mass_matrix="sparse")
@@ -167,9 +176,8 @@ def test_newton_kernel_matches_mujoco(seed):
     assert primal.fusable(m, layout, False) and mjd.ncon > 0
     kw = dict(iterations=100, ls_iterations=50, tolerance=1e-14, ls_tolerance=1e-3,
               meaninertia=float(mjm.stat.meaninertia), early_exit=True, library=False)  # fmt: skip
-    start = common.start_at(layout, prob, prob.qacc_smooth)
-    qacc, _, force, *_ = jax.jit(lambda p, s: primal.solve(m, layout, p, s, (), kw, launch.Launch(interpret=True)))(
-        prob, start)  # fmt: skip
+    qacc, _, force, *_ = jax.jit(lambda p: primal.solve(m, layout, p, None, (), kw, launch.Launch(interpret=True)))(
+        prob)  # fmt: skip
     test_solver._close(np.asarray(force), mjd.efc_force[: mjd.nefc], test_solver.NEWTON_TOL)
     test_solver._close(np.asarray(qacc), mjd.qacc, test_solver.NEWTON_TOL)
 
@@ -209,9 +217,11 @@ def test_launch_in_blocks(rows):
 
 
 def _loss(m, d, qvel, aref):
-    """A nonlinear function of the solver's outputs, of qacc_smooth and of the rows' aref."""
+    """A nonlinear function of the solver's outputs (efc_b and efc_force too: the fused path's custom_jvp of each),
+    of qacc_smooth and of the rows' aref."""
     d2 = solve(m, d.replace(qacc_smooth=d.qacc_smooth + 0.1 * qvel, efc_aref=aref))
-    return jp.sum(jp.sin(d2.qacc)) + jp.sum(d2.qfrc_constraint**2) * 1e-3
+    return (jp.sum(jp.sin(d2.qacc)) + jp.sum(d2.qfrc_constraint**2) * 1e-3 + jp.sum(jp.sin(d2.efc_b)) * 1e-2
+            + jp.sum(d2.efc_force**2) * 1e-4)  # fmt: skip
 
 
 @pytest.mark.parametrize("gradients", ["implicit", pytest.param("unrolled", marks=pytest.mark.slow)])

@@ -42,7 +42,7 @@ import numpy as np
 from mjx_lite import linalg
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import qacc_reset
-from mjx_lite.data import make_data
+from mjx_lite.data import float_dtype, make_data, reset_values
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
 from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels, plastic, sensor
 from mjx_lite.types import MINVAL, STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
@@ -348,11 +348,25 @@ def _is_bad(x: jax.Array) -> jax.Array:
     return jp.any(jp.isnan(x) | (jp.abs(x) > MAXVAL))
 
 
-def reset_data(m: Model, d: Data) -> Data:
-    """mj_resetData for the state of `d` (dtypes kept), keeping d's warning counters."""
-    r = make_data(m)
-    r = jax.tree.map(lambda a, b: jp.asarray(a, dtype=b.dtype), r, d)
-    return r.replace(warning_number=d.warning_number)
+def _select_reset(m: Model, d: Data, bad: jax.Array, keep: Data | None = None) -> Data:
+    """mj_resetData's state (make_data(m) in d's dtypes, warning counters kept) where `bad`, d elsewhere, field by
+    field. Only the fields whose reset value is not zero (data.reset_values: qpos0, mocap poses, eq_active0,
+    history, plastic) are built as arrays; the others select a scalar zero (the contacts' ids -1): no zeros array
+    and no dtype conversion per field. A field of `d` that is `keep`'s own array and not a STATE_FIELD is left as
+    it is (see reset_where)."""
+    fields, contact_fill = reset_values(m, float_dtype())
+
+    def select(path, b, k=None):
+        name = path[0].name
+        if (b is k and name not in STATE_FIELDS) or name == "warning_number" or b.size == 0:
+            return b
+        if name == "contact":
+            a = jp.asarray(contact_fill.get(path[1].name, 0), b.dtype)
+        else:
+            a = jp.asarray(fields[name], b.dtype) if name in fields else jp.zeros((), b.dtype)
+        return jp.where(bad, a, b)
+
+    return jax.tree_util.tree_map_with_path(select, d, *(() if keep is None else (keep,)))
 
 
 def reset_where(m: Model, d: Data, bad: jax.Array, warning: int, keep: Data | None = None) -> Data:
@@ -368,13 +382,7 @@ def reset_where(m: Model, d: Data, bad: jax.Array, warning: int, keep: Data | No
     if qacc_reset(m.config) == "all":
         keep = None
     if not (m.opt.disableflags & DisableBit.AUTORESET):
-        r = reset_data(m, d)
-
-        def select(path, a, b, k=None):
-            kept = b is k and path[0].name not in STATE_FIELDS
-            return b if kept else jp.where(bad, a, b)
-
-        d = jax.tree_util.tree_map_with_path(select, r, d, *(() if keep is None else (keep,)))
+        d = _select_reset(m, d, bad, keep)
     return d.replace(warning_number=wn)
 
 
@@ -386,9 +394,7 @@ def check_pos_vel(m: Model, d: Data) -> Data:
     wn = d.warning_number.at[Warning.BADQPOS].add(bad_pos.astype(d.warning_number.dtype))
     wn = wn.at[Warning.BADQVEL].add(bad_vel.astype(d.warning_number.dtype))
     if not (m.opt.disableflags & DisableBit.AUTORESET):
-        bad = bad_pos | bad_vel
-        r = reset_data(m, d)
-        d = jax.tree.map(lambda a, b: jp.where(bad, a, b), r, d)
+        d = _select_reset(m, d, bad_pos | bad_vel)
     return d.replace(warning_number=wn)
 
 

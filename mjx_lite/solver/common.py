@@ -375,6 +375,20 @@ def start_at(layout: Layout, p: Problem, qacc: jax.Array) -> tuple:
     return qacc, p_j_mul(p, qacc) - p.aref, mul_m(layout, p, qacc - p.qacc_smooth)
 
 
+def solver_start(layout: Layout, p: Problem, qacc_warmstart: jax.Array | None) -> tuple:
+    """The solver's start by MuJoCo's rule: qacc_smooth (where Ma = 0), or qacc_warmstart (nv,) when its total cost
+    is lower (None: the warmstart flag is disabled). Returns ((qacc0, jar0, Ma0), jar_smooth = J qacc_smooth - aref
+    (nefc,), Data.efc_b)."""
+    jar_smooth = p_j_mul(p, p.qacc_smooth) - p.aref
+    start = (p.qacc_smooth, jar_smooth, jp.zeros_like(p.qacc_smooth))
+    if qacc_warmstart is not None:
+        start_ws = start_at(layout, p, qacc_warmstart)
+        c_ws, _ = evaluate(layout, p, *start_ws)
+        c_sm, _ = evaluate(layout, p, *start)
+        start = jax.tree.map(lambda a, b: jp.where(c_ws < c_sm, a, b), start_ws, start)
+    return start, jar_smooth
+
+
 def primal_cost(layout: Layout, p: Problem, qacc: jax.Array):
     """For qacc (nv,): (total cost (), ConstraintEval, jar = J qacc - aref (nefc,),
     Ma = M (qacc - qacc_smooth) (nv,))."""

@@ -66,11 +66,11 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
 
     def f_fwd(prob, start, consts):
         out = run(prob, start, consts)
-        return out, (prob, out[0], consts)  # the start is not kept: its cotangent is zero
+        return out, (prob, out[0], consts, start)  # the start's cotangent is zero (only its shapes are read)
 
     def f_bwd(res, cts):
         with matmul_precision(config):
-            prob, qacc, consts = res
+            prob, qacc, consts, start = res
             abar = cts[0] + common.p_jt_mul(prob, cts[1])  # jar's cotangent reaches qacc through J
             _, ev, _, _ = common.primal_cost(layout, prob, qacc)
             if minv_of is None:
@@ -85,8 +85,7 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
 
             _, vjp = jax.vjp(g_and_jar, prob)
             (pbar,) = vjp((-w, cts[1]))
-            start_bar = (jp.zeros_like(qacc), jp.zeros_like(prob.aref), jp.zeros_like(qacc))  # (qacc0, jar0, Ma0)
-            return pbar, start_bar, jax.tree.map(jp.zeros_like, consts)
+            return pbar, jax.tree.map(jp.zeros_like, start), jax.tree.map(jp.zeros_like, consts)
 
     f.defvjp(f_fwd, f_bwd)
     return f
@@ -108,6 +107,42 @@ def _constraint_qfrc_jvp(primals, tangents):
     return jtf, dqfrc
 
 
+@jax.custom_jvp
+def _smooth_jar(prob: common.Problem, value: jax.Array) -> jax.Array:
+    """efc_b = J qacc_smooth - aref (nefc,): the value is `value` (computed by the fused solver kernel), the
+    derivative that of the formula."""
+    del prob
+    return value
+
+
+@_smooth_jar.defjvp
+def _smooth_jar_jvp(primals, tangents):
+    prob, value = primals
+    dprob, _ = tangents
+    _, dv = jax.jvp(lambda p: common.p_j_mul(p, p.qacc_smooth) - p.aref, (prob,), (dprob,))
+    return value, dv
+
+
+def _force_law(layout: common.Layout, prob: common.Problem, jar: jax.Array, force: jax.Array) -> jax.Array:
+    """efc_force (nefc,): the value is the solver's `force`, the derivative that of the force law at jar
+    (common.eval_constraints), as `ev.force + stop_gradient(force - ev.force)` without evaluating the rows in the
+    primal program."""
+
+    @jax.custom_jvp
+    def f(prob, jar, force):
+        del prob, jar
+        return force
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        prob, jar, force = primals
+        dprob, djar, _ = tangents
+        _, dforce = jax.jvp(lambda p, x: common.eval_constraints(layout, p, x).force, (prob, jar), (dprob, djar))
+        return force, dforce
+
+    return f(prob, jar, force)
+
+
 def solve(m: Model, d: Data) -> Data:
     """mj_fwdConstraint: constraint forces and the constrained acceleration."""
     plan = constraint.plan(m)
@@ -118,16 +153,16 @@ def solve(m: Model, d: Data) -> Data:
     def minv(x):
         return inertia.solve_m(m, d, x)
 
-    # the start: qacc_smooth (where Ma = 0), or the warm start when its cost is lower (MuJoCo's rule)
+    fused = kernels.primal_fused(m, layout, prob.J_colind is not None)
+    warm = not (opt.disableflags & DisableBit.WARMSTART)
+    # the start: qacc_smooth (where Ma = 0), or the warm start when its cost is lower (MuJoCo's rule); the fused
+    # kernel chooses it itself from qacc_warmstart (and returns efc_b and efc_state: no XLA before or after it)
     # (two matrix-vector products: one product with the two columns stacked ran slower on XLA:CPU, 4.0 against
     # 2 x 1.3 ms for the humanoid at batch 4096)
-    jar_smooth = common.p_j_mul(prob, d.qacc_smooth) - prob.aref
-    start = (d.qacc_smooth, jar_smooth, jp.zeros_like(d.qacc_smooth))
-    if not (opt.disableflags & DisableBit.WARMSTART):
-        start_ws = common.start_at(layout, prob, d.qacc_warmstart)
-        c_ws, _ = common.evaluate(layout, prob, *start_ws)
-        c_sm, _ = common.evaluate(layout, prob, *start)
-        start = jax.tree.map(lambda a, b: jp.where(c_ws < c_sm, a, b), start_ws, start)
+    if fused:
+        start, jar_smooth = ((d.qacc_warmstart,) if warm else ()), None
+    else:
+        start, jar_smooth = common.solver_start(layout, prob, d.qacc_warmstart if warm else None)
     iters = dict(iterations=int(opt.iterations))
     if opt.solver != SolverType.PGS:
         iters.update(ls_iterations=int(opt.ls_iterations))
@@ -138,15 +173,16 @@ def solve(m: Model, d: Data) -> Data:
     implicit = m.config.gradients == "implicit"
     library = config_linalg(m.config) == "library"
 
-    fused = kernels.primal_fused(m, layout, prob.J_colind is not None)
-
     def run(prob, start, consts, minv, factors):
-        """(qacc, jar = J qacc - aref, (force, J' force, niter, improvement, gradient)) with the model's solver.
-        factors: (qLD, qLDiagInv), M^-1's factors (read by the fused CG kernel)."""
+        """(qacc, jar = J qacc - aref, (force, J' force, niter, improvement, gradient, ends)) with the model's
+        solver; ends: the fused kernel's (efc_b, efc_state), or None on the XLA path. factors: (qLD, qLDiagInv),
+        M^-1's factors (read by the fused CG kernel)."""
         kw = {**iters, **consts, "early_exit": implicit}
-        if fused:  # Newton / CG as one fused kernel (Config.kernels; kernels/primal.py)
-            qacc, jar, force, jtf, niter, improvement, gradient = kernels.solve_primal(
-                m, layout, prob, start, factors, {**kw, "library": library})
+        ends = None
+        if fused:  # Newton / CG, its start and the rows' states as one fused kernel (Config.kernels; kernels/primal.py)
+            qacc, jar, force, jtf, niter, improvement, gradient, efc_b, state = kernels.solve_primal(
+                m, layout, prob, start[0] if start else None, factors, {**kw, "library": library})
+            ends = (efc_b, state)
         elif opt.solver == SolverType.PGS:
             force0 = jp.zeros_like(prob.D)
             force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, **kw)
@@ -158,7 +194,7 @@ def solve(m: Model, d: Data) -> Data:
             extra = {"minv": minv} if opt.solver == SolverType.CG else {"library": library}
             qacc, jar, ev, jtf, niter, improvement, gradient = solver(layout, prob, start, **extra, **kw)
             force = ev.force
-        stats = (force, jtf, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype))
+        stats = (force, jtf, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype), ends)
         return qacc, jar, stats
 
     if implicit:
@@ -176,20 +212,29 @@ def solve(m: Model, d: Data) -> Data:
         consts.update(qLD=d.qLD, qLDiagInv=d.qLDiagInv)
         matrix_free = prob.J_colind is not None and opt.solver == SolverType.CG
         f = _implicit(layout, run_closed, m.config, minv_of if matrix_free else None)
-        qacc, jar, (force, jtf, niter, improvement, gradient) = f(prob, start, consts)
-        ev = common.eval_constraints(layout, prob, jar)
+        qacc, jar, (force, jtf, niter, improvement, gradient, ends) = f(prob, start, consts)
         # value: the solver's own forces (PGS: its dual iterate, which near a stiff optimum is far more accurate
         # than the force law re-evaluated at qacc, whose error is D J times qacc's; primal solvers: the same
         # numbers); derivative: the force law at qacc, through the implicit qacc
-        force = ev.force + jax.lax.stop_gradient(force - ev.force)
+        if fused:  # no evaluation of the rows in the primal program (the kernel returned their states)
+            force = _force_law(layout, prob, jar, force)
+        else:
+            ev = common.eval_constraints(layout, prob, jar)
+            force = ev.force + jax.lax.stop_gradient(force - ev.force)
     else:
-        qacc, jar, (force, jtf, niter, improvement, gradient) = run(prob, start, consts, minv, (d.qLD, d.qLDiagInv))
-        ev = common.eval_constraints(layout, prob, jar)
+        qacc, jar, (force, jtf, niter, improvement, gradient, ends) = run(prob, start, consts, minv,
+                                                                         (d.qLD, d.qLDiagInv))  # fmt: skip
+        if not fused:
+            ev = common.eval_constraints(layout, prob, jar)
+    if fused:  # efc_b's derivative is that of J qacc_smooth - aref (the solver's custom_vjp drops the kernel's)
+        efc_b, state = _smooth_jar(prob, ends[0]), ends[1]
+    else:
+        efc_b, state = jar_smooth, ev.state
     d = d.replace(
         qacc=qacc,
         efc_force=force,
-        efc_state=ev.state,
-        efc_b=jar_smooth,
+        efc_state=state,
+        efc_b=efc_b,
         qfrc_constraint=_constraint_qfrc(prob, force, jtf),
         solver_niter=niter.astype(jp.int32),
         solver_improvement=jp.asarray(improvement, qacc.dtype),

@@ -1,5 +1,5 @@
 """The primitive colliders (collision/primitive.py) of the pair groups with static slots as one fused kernel:
-plane-sphere, plane-capsule, plane-box, sphere-sphere, sphere-capsule and capsule-capsule.
+plane-sphere, plane-capsule, plane-box, sphere-sphere, sphere-capsule, capsule-capsule and sphere-box.
 
 Outputs (per environment), for every row of the covered groups (`covered`, in the pair table's order, each group's
 rows pair-major as in Data.contact): dist, pos (3), frame (3 x 3, rows normal and two tangents) and active (0/1),
@@ -16,12 +16,13 @@ each: a segment end; the segments' nearest points, or for parallel axes an end o
 pairs (an inner loop over the 8 corners keeps the first four in MuJoCo's corner order with a running count per
 lane), the others over pairs. Each iteration runs the driver's bounding test (the plane's signed distance to
 geom2's centre against its bounding radius, or the two bounding spheres) and the collider's formulas written per
-lane (MuJoCo's own inclusion tests where primitive.py marks them `margin_tested`, dist <= margin for plane-box), and
+lane (MuJoCo's own inclusion tests where primitive.py marks them `margin_tested`, dist <= margin for plane-box and
+sphere-box: the sphere's centre clamped to the box, or inside it the nearest face, the first of ties), and
 writes dist, pos, active and the normal and tangent hint; a last pass over all rows builds the contact frames
 (frame.make_frame), traced once. Fields equal the XLA path's to round-off.
 
 A group is covered when its slots are static (`Group.static_slots`: no broadphase trim, no compaction), its
-collider is one of the six, and it has one stage; everything else (boxes against anything but a plane, cylinders,
+collider is one of the seven, and it has one stage; everything else (box-box, capsule-box, cylinders,
 ellipsoids, meshes, height fields, trimmed groups) runs the XLA colliders. Derivatives go through the XLA twin
 (`driver.static_rows` at the kernel's inputs, kernels/launch.py).
 """
@@ -43,7 +44,8 @@ __all__ = ["KINDS", "collision", "covered", "fusable", "kernel"]
 # collider -> kind (the name of its loop and tables)
 KINDS = {primitive.plane_sphere: "plane_sphere", primitive.plane_capsule: "plane_capsule",
          primitive.plane_box: "plane_box", primitive.sphere_sphere: "sphere_sphere",
-         primitive.sphere_capsule: "sphere_capsule", primitive.capsule_capsule: "capsule_capsule"}  # fmt: skip
+         primitive.sphere_capsule: "sphere_capsule", primitive.capsule_capsule: "capsule_capsule",
+         primitive.sphere_box: "sphere_box"}  # fmt: skip
 _BOX_NCON = 4  # plane-box contacts per pair
 
 
@@ -263,6 +265,34 @@ def _body(m: Model, info: dict):
             raw = sphere_sphere_raw(p1, s1[0], _add(p2, _scale(z2, x)), s2[0], z1, z2, margin)
             tested(r, raw, near_spheres(p1, g1, p2, g2, margin))
 
+        def sphere_box(i):  # primitive._sphere_box_raw; the driver's test dist <= margin (not margin_tested)
+            g1, g2, r, _, margin, p1, _, s1, _, p2, m2, s2, _ = item("sphere_box", i)
+            dif = _sub(p1, p2)
+            center = tuple(m2[j] * dif[0] + m2[3 + j] * dif[1] + m2[6 + j] * dif[2] for j in range(3))  # mat2' dif
+            clamped = tuple(jp.minimum(jp.maximum(center[j], -s2[j]), s2[j]) for j in range(3))
+            tmp = _sub(clamped, center)
+            d = _norm(tmp)
+            inside = d <= MINVAL
+            t = tuple(x / jp.where(inside, 1.0, d) for x in tmp)
+            pos_out = _scale(_add(clamped, _add(center, _scale(t, s1[0]))), 0.5)
+            # inside: the nearest face (the first of the six on a tie, as argmin), k = 2 axis + (the +size face)
+            faces = [jp.abs(sg * s2[j // 2] - center[j // 2]) for j, sg in enumerate((-1.0, 1.0) * 3)]
+            closest, k = faces[0], zero
+            for j in range(1, 6):
+                take = faces[j] < closest
+                closest, k = jp.where(take, faces[j], closest), jp.where(take, float(j), k)
+            nearest = tuple(jp.where(k == 2 * a, 1.0, jp.where(k == 2 * a + 1, -1.0, 0.0)) for a in range(3))
+            pos_in = _add(center, _scale(nearest, 0.5 * (s1[0] - closest)))
+            local = _sel(inside, pos_in, pos_out)
+            normal_local = _sel(inside, nearest, t)
+
+            def rot(v):  # mat2 v
+                return tuple(m2[3 * j] * v[0] + m2[3 * j + 1] * v[1] + m2[3 * j + 2] * v[2] for j in range(3))
+
+            dist = jp.where(inside, -closest, d) - s1[0]
+            near = near_spheres(p1, g1, p2, g2, margin)
+            emit(r, dist, _add(p2, rot(local)), rot(normal_local), near & (dist <= margin))
+
         def capsule_capsule(i):  # row q of a pair
             g1, g2, r, q, margin, p1, _, s1, z1, p2, _, s2, z2 = item("capsule_capsule", i)
             a1, a2 = _scale(z1, s1[1]), _scale(z2, s2[1])
@@ -292,7 +322,7 @@ def _body(m: Model, info: dict):
 
         fns = dict(plane_sphere=plane_sphere, plane_capsule=plane_capsule, plane_box=plane_box,
                    sphere_sphere=sphere_sphere, sphere_capsule=sphere_capsule,
-                   capsule_capsule=capsule_capsule)  # fmt: skip
+                   capsule_capsule=capsule_capsule, sphere_box=sphere_box)  # fmt: skip
         for kind, n in info["kinds"].items():
             jax.lax.fori_loop(np.int32(0), np.int32(n), lambda i, c, f=fns[kind]: (f(i), c)[1], np.int32(0))
 

@@ -38,7 +38,7 @@ from mjx_lite.pipeline import inertia, support
 from mjx_lite.pipeline.kernels import factor, launch
 from mjx_lite.solver import common
 from mjx_lite.solver import primal as xla_primal
-from mjx_lite.types import MINVAL, Model, SolverType
+from mjx_lite.types import MINVAL, ConstraintState, Model, SolverType
 
 __all__ = ["fusable", "solve"]
 
@@ -52,6 +52,11 @@ def fusable(m: Model, layout: common.Layout, sparse_j: bool) -> bool:
     if m.nv == 0 or layout.nefc == 0:
         return False
     return solver == int(SolverType.NEWTON) or factor.fusable(m)
+
+
+# the rows' ConstraintState values, as the kernel's floats
+SATISFIED, QUADRATIC = float(ConstraintState.SATISFIED), float(ConstraintState.QUADRATIC)
+LINEARNEG, LINEARPOS = float(ConstraintState.LINEARNEG), float(ConstraintState.LINEARPOS)
 
 
 def _tables(m: Model, layout: common.Layout, cg: bool) -> dict:
@@ -82,7 +87,7 @@ def _any(flags) -> jax.Array:
     return jp.max(jp.where(flags, 1, 0).astype(jp.int32)) > 0
 
 
-def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterations: int):
+def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterations: int, warm: bool):
     nv, nefc = m.nv, layout.nefc
     kinds = set(np.asarray(layout.kind).tolist())
     has_eq, has_fr, has_iq = common.EQUALITY in kinds, common.FRICTION in kinds, common.INEQUALITY in kinds
@@ -102,18 +107,21 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             return _loop(0, n, lambda i, s: s + a(i) * b(i), zero)
 
         # ---- the rows' cost: value, force = -ds/djar, curvature (solver/common.py's eval_constraints) --------
-        def row_eval(r, x):
+        def row_eval(r, x, with_state=False):
+            """(cost, force, curvature) of row r at jar x (lanes), and its ConstraintState (as a float) when
+            with_state."""
             kind = io.table("kind", r)
             D = io.read("D", r)
             quad = 0.5 * D * x * x
             lin = -D * x
-            cost, force, h = zero, zero, zero
+            cost, force, h, state = zero, zero, zero, zero
             if has_iq:
                 act = x < 0
                 iq = kind == common.INEQUALITY
                 cost = jp.where(iq, jp.where(act, quad, 0.0), cost)
                 force = jp.where(iq, jp.where(act, lin, 0.0), force)
                 h = jp.where(iq, jp.where(act, D, 0.0), h)
+                state = jp.where(iq, jp.where(act, QUADRATIC, SATISFIED), state)
             if has_fr:
                 fl, R = io.read("frictionloss", r), io.read("R", r)
                 Rf = R * fl
@@ -123,11 +131,14 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
                                                                                     quad)), cost)  # fmt: skip
                 force = jp.where(fr, jp.where(pos, -fl, jp.where(neg, fl, lin)), force)
                 h = jp.where(fr, jp.where(pos | neg, 0.0, D), h)
+                state = jp.where(fr, jp.where(pos, LINEARPOS, jp.where(neg, LINEARNEG, QUADRATIC)), state)
             if has_eq:
                 eq = kind == common.EQUALITY
                 cost, force, h = jp.where(eq, quad, cost), jp.where(eq, lin, force), jp.where(eq, D, h)
+                state = jp.where(eq, QUADRATIC, state)
             live = io.read("mask", r) > 0.5
-            return jp.where(live, cost, 0.0), jp.where(live, force, 0.0), jp.where(live, h, 0.0)
+            out = jp.where(live, cost, 0.0), jp.where(live, force, 0.0), jp.where(live, h, 0.0)
+            return out + (jp.where(live, state, 0.0),) if with_state else out
 
         # ---- M x, M's entries ------------------------------------------------------------------------------
         def mul_m(src, dst):
@@ -271,9 +282,31 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
                 alpha0 = out[1]
             return jp.where(descent, alpha0, 0.0)
 
+        # ---- the start (common.solver_start): qacc_smooth, or the warm start when its cost is lower -------------
+        def row_costs(src):
+            return _loop(0, nefc, lambda r, c: c + row_eval(r, io.load(src, r))[0], zero)
+
+        _loop(0, nefc, lambda r: io.write("efc_b", r, dot(lambda i: J(r, i), lambda i: io.read("qacc_smooth", i), nv)
+                                          - io.read("aref", r)))  # fmt: skip
+        ws = zero > 0  # the lanes that start at the warm start
+        if warm:  # jar, _Ma and (scratch) _search = qacc_ws - qacc_smooth at the warm start, then the choice
+            _loop(0, nefc, lambda r: io.write("jar", r, dot(lambda i: J(r, i), lambda i: io.read("qacc_warmstart", i),
+                                                            nv) - io.read("aref", r)))  # fmt: skip
+            _loop(0, nv, lambda i: io.write("_search", i, io.read("qacc_warmstart", i) - io.read("qacc_smooth", i)))
+            mul_m("_search", "_Ma")
+            c_ws = 0.5 * dot(lambda i: io.load("_search", i), lambda i: io.load("_Ma", i), nv) + row_costs("jar")
+            ws = c_ws < row_costs("efc_b")  # the smooth start's M-term is zero (Ma = 0)
+
+        def start_dof(i):
+            io.write("qacc", i, jp.where(ws, io.read("qacc_warmstart", i), io.read("qacc_smooth", i)) if warm
+                     else io.read("qacc_smooth", i))  # fmt: skip
+            io.write("_Ma", i, jp.where(ws, io.load("_Ma", i), 0.0) if warm else zero)
+
+        _loop(0, nv, start_dof)
+        _loop(0, nefc, lambda r: io.write("jar", r, jp.where(ws, io.load("jar", r), io.load("efc_b", r)) if warm
+                                          else io.load("efc_b", r)))  # fmt: skip
+
         # ---- the solver -------------------------------------------------------------------------------------
-        _loop(0, nv, lambda i: (io.write("qacc", i, io.read("qacc0", i)), io.write("_Ma", i, io.read("Ma0", i))))
-        _loop(0, nefc, lambda r: io.write("jar", r, io.read("jar0", r)))
         cost0 = evaluate()
         g0, g0tol = gnorm()
         if cg:
@@ -323,27 +356,31 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         io.write("stats", 0, c[3])
         io.write("stats", 1, c[4])
         io.write("stats", 2, c[5])
+        # ---- the end: the rows' states at the returned jar (Data.efc_state) --------------------------------------
+        _loop(0, nefc, lambda r: io.write("state", r, row_eval(r, io.load("jar", r), with_state=True)[3]))
 
     return body
 
 
 def _problem(x: dict) -> common.Problem:
-    """The solver's Problem from the kernel's inputs (the twin's view; aref is not read by the iterations)."""
+    """The solver's Problem from the kernel's inputs (the twin's view)."""
     zeros = jp.zeros_like(x["D"])
-    return common.Problem(J=x["J"], D=x["D"], R=x.get("R", zeros + 1.0), aref=zeros,
+    return common.Problem(J=x["J"], D=x["D"], R=x.get("R", zeros + 1.0), aref=x["aref"],
                           frictionloss=x.get("frictionloss", zeros), mask=x["mask"] > 0.5, cone_mu=(),
                           cone_friction=(), qacc_smooth=x["qacc_smooth"], M=x["M"])  # fmt: skip
 
 
-def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dict) -> tuple[launch.Kernel, dict]:
-    """The solver as a `launch.Kernel` (one environment's shapes) and its problem inputs (the start and, for CG,
-    qLD and qLDiagInv are added by `solve`).
+def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dict,
+           warm: bool) -> tuple[launch.Kernel, dict]:  # fmt: skip
+    """The solver as a `launch.Kernel` (one environment's shapes) and its problem inputs (qacc_warmstart and, for
+    CG, qLD and qLDiagInv are added by `solve`).
 
     kw: the XLA solver's keywords (iterations, ls_iterations: static; tolerance, ls_tolerance, meaninertia;
-    early_exit; library for Newton)."""
+    early_exit; library for Newton); warm: the start is chosen between qacc_smooth and the input qacc_warmstart
+    (MuJoCo's warm start), else qacc_smooth."""
     nv, nefc = m.nv, layout.nefc
     kinds = set(np.asarray(layout.kind).tolist())
-    x = dict(J=p.J, D=p.D, mask=p.mask, qacc_smooth=p.qacc_smooth, M=p.M)
+    x = dict(J=p.J, D=p.D, mask=p.mask, qacc_smooth=p.qacc_smooth, M=p.M, aref=p.aref)
     if common.FRICTION in kinds:
         x.update(R=p.R, frictionloss=p.frictionloss)
     x.update(tolerance=kw["tolerance"], ls_tolerance=kw["ls_tolerance"], meaninertia=kw["meaninertia"])
@@ -354,7 +391,7 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
         prob = _problem(x)
         kw2 = dict(iterations=iterations, ls_iterations=ls_iterations, early_exit=kw["early_exit"],
                    **{n: x[n] for n in consts})  # fmt: skip
-        start = (x["qacc0"], x["jar0"], x["Ma0"])
+        start, jar_smooth = common.solver_start(layout, prob, x["qacc_warmstart"] if warm else None)
         if cg:
             minv = lambda v: inertia.solve_factored(m, x["qLD"], x["qLDiagInv"], v)  # noqa: E731
             out = xla_primal.solve_cg(layout, prob, start, minv=minv, **kw2)
@@ -363,39 +400,49 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
         qacc, jar, ev, jtf, niter, improvement, gradient = out
         stats = jp.stack([niter.astype(qacc.dtype), jp.asarray(improvement, qacc.dtype),
                           jp.asarray(gradient, qacc.dtype)])  # fmt: skip
-        return {"qacc": qacc, "jar": jar, "force": ev.force, "jtf": jtf, "stats": stats}
+        state = common.eval_constraints(layout, prob, jar).state.astype(qacc.dtype)
+        return {"qacc": qacc, "jar": jar, "force": ev.force, "jtf": jtf, "stats": stats, "efc_b": jar_smooth,
+                "state": state}  # fmt: skip
 
     inputs = {n: tuple(jp.shape(v)) for n, v in x.items()}
-    inputs.update(qacc0=(nv,), jar0=(nefc,), Ma0=(nv,))
+    if warm:
+        inputs.update(qacc_warmstart=(nv,))
     if cg:
         inputs.update(qLD=(support.tables(m).m_rows.size,), qLDiagInv=(nv,))
-    outputs = {"qacc": (nv,), "jar": (nefc,), "force": (nefc,), "jtf": (nv,), "stats": (3,), "_Ma": (nv,),
+    outputs = {"qacc": (nv,), "jar": (nefc,), "force": (nefc,), "jtf": (nv,), "stats": (3,), "efc_b": (nefc,),
+               "state": (nefc,), "_Ma": (nv,),
                "_grad": (nv,), "_h": (nefc,), "_search": (nv,), "_Js": (nefc,), "_Ms": (nv,)}  # fmt: skip
     if cg:
         outputs.update(_mgrad=(nv,), _mg2=(nv,))
     else:
         outputs.update(_H=(nv * nv,))
     name = "solve_cg" if cg else "solve_newton"
-    k = launch.Kernel(name, inputs, outputs, _tables(m, layout, cg), _body(m, layout, cg, iterations, ls_iterations),
-                      xla)  # fmt: skip
+    k = launch.Kernel(name, inputs, outputs, _tables(m, layout, cg),
+                      _body(m, layout, cg, iterations, ls_iterations, warm), xla)  # fmt: skip
     return k, x
 
 
-def solve(m: Model, layout: common.Layout, p: common.Problem, start: tuple, factors: tuple, kw: dict,
-          how: launch.Launch):  # fmt: skip
-    """The primal solver of `m` (Newton or CG; the caller checks `fusable`) as one fused kernel.
+def solve(m: Model, layout: common.Layout, p: common.Problem, qacc_warmstart: jax.Array | None, factors: tuple,
+          kw: dict, how: launch.Launch):  # fmt: skip
+    """The primal solver of `m` (Newton or CG; the caller checks `fusable`) as one fused kernel, its start and the
+    rows' final states included.
 
-    start: (qacc0 (nv,), jar0 (nefc,), Ma0 (nv,)); factors: (qLD, qLDiagInv) of M (read by CG's preconditioner);
-    kw: the XLA solver's keywords (see `kernel`). Returns (qacc (nv,), jar (nefc,), force (nefc,), J' force (nv,),
-    niter () int32, improvement (), gradient ()), as solver/primal.py's solvers (force for their ConstraintEval).
+    qacc_warmstart: (nv,), the start when its cost is lower than qacc_smooth's (common.solver_start), or None (the
+    warmstart flag disabled: qacc_smooth); factors: (qLD, qLDiagInv) of M (read by CG's preconditioner); kw: the
+    XLA solver's keywords (see `kernel`). Returns (qacc (nv,), jar (nefc,), force (nefc,), J' force (nv,), niter ()
+    int32, improvement (), gradient (), efc_b = J qacc_smooth - aref (nefc,), efc_state (nefc,) int32), as
+    solver/primal.py's solvers (force for their ConstraintEval) and solver/solve.py.
     """
     cg = int(m.opt.solver) == int(SolverType.CG)
-    k, x = kernel(m, layout, p, cg, kw)
+    warm = qacc_warmstart is not None
+    k, x = kernel(m, layout, p, cg, kw, warm)
     dtype = p.qacc_smooth.dtype
-    x.update(qacc0=start[0], jar0=start[1], Ma0=start[2])
+    if warm:
+        x.update(qacc_warmstart=qacc_warmstart)
     if cg:
         x.update(qLD=factors[0], qLDiagInv=factors[1])
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
     stats = out["stats"]
     niter = jax.lax.stop_gradient(stats[0]).astype(jp.int32)
-    return out["qacc"], out["jar"], out["force"], out["jtf"], niter, stats[1], stats[2]
+    state = jax.lax.stop_gradient(out["state"]).astype(jp.int32)
+    return out["qacc"], out["jar"], out["force"], out["jtf"], niter, stats[1], stats[2], out["efc_b"], state
