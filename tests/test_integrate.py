@@ -307,13 +307,15 @@ RK4_STEP_RTOL = 1e-9  # float64, 10 steps with contacts and a joint limit: solve
 
 
 @pytest.mark.slow  # a full RK4 step with contacts and sensors: ~160 s to compile under load 12
-def test_rk4_step_with_sensors_matches_mujoco():
-    """`step` with RK4 runs forward and the stages as one loop (`integrate.rk4_forward`): the state after each of
-    10 mj_steps (box resting on and sliding over the plane, hinge against its limit) and the sensors (position,
-    velocity and acceleration stages: those of the step's first stage, as mj_step leaves them)."""
+@pytest.mark.parametrize("rk4_loop", ["merged", "split"])
+def test_rk4_step_with_sensors_matches_mujoco(rk4_loop):
+    """`step` with RK4, forward and the stages as one loop (`integrate.rk4_forward`, Config.rk4_loop "merged") or
+    two: the state after each of 10 mj_steps (box resting on and sliding over the plane, hinge against its limit)
+    and the sensors (position, velocity and acceleration stages: those of the step's first stage, as mj_step
+    leaves them)."""
     mjm = mujoco.MjModel.from_xml_string(RK4_SENSOR_XML)
-    m = oracle.model_from_mujoco(mjm)
-    assert integrate.rk4_merged(m)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), rk4_loop=rk4_loop)
+    assert integrate.rk4_merged(m) == (rk4_loop == "merged")
     mjd = mujoco.MjData(mjm)
     mjd.qvel[:] = [0.3, -0.1, 0.0, 0.5, 1.0, -0.4, 2.0]
     mjd.ctrl[:] = 0.7
@@ -335,7 +337,7 @@ def test_rk4_step_gradient_matches_finite_differences():
     """Reverse mode through `step`'s merged RK4 loop (the sensor stages under `lax.cond`, the implicit solver
     gradient in every stage) against centred differences of the same float64 rollout (5 steps, in contact)."""
     mjm = mujoco.MjModel.from_xml_string(RK4_SENSOR_XML)
-    m = oracle.model_from_mujoco(mjm)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), rk4_loop="merged")
     mjd = mujoco.MjData(mjm)
     mujoco.mj_forward(mjm, mjd)
     d0 = oracle.data_from_mujoco(m, mjm, mjd)

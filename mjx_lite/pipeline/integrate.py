@@ -334,9 +334,11 @@ def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
 
 
 def rk4_merged(m: Model) -> bool:
-    """Whether `step` runs forward and RK4 as one loop of four stages (`rk4_forward`): not with delayed sensors or
-    plastic springs (their update reads stage 1's own Data) or `Config.exact_reset`."""
-    return m.opt.integrator == IntegratorType.RK4 and not (m.nhistory or m.nplastic or m.config.exact_reset)
+    """Whether `step` runs forward and RK4 as one loop of four stages (`rk4_forward`): `Config.rk4_loop` "merged",
+    and not with delayed sensors or plastic springs (their update reads stage 1's own Data) or `Config.exact_reset`."""
+    if m.opt.integrator != IntegratorType.RK4 or m.config.rk4_loop != "merged":
+        return False
+    return not (m.nhistory or m.nplastic or m.config.exact_reset)
 
 
 _RK4_A_FULL = ((0.0,) * 4,) + _RK4_A_ROWS  # (4, 4): row 0 (stage 1, the step's own state) all zero
@@ -345,8 +347,8 @@ _RK4_A_FULL = ((0.0,) * 4,) + _RK4_A_ROWS  # (4, 4): row 0 (stage 1, the step's 
 def rk4_forward(m: Model, d: Data) -> tuple[Data, jax.Array]:
     """forward (with sensors) at d's state, then `rk4`, as one `lax.scan` over the four stages: the step's traced
     graph holds one forward pass instead of two (the first stage's under `forward.forward_pos_vel` /
-    `forward_acc` in `step`, the later ones' in `rk4_stages`'s loop), and so does its gradient, which roughly
-    halves the compile time of a gradient through an RK4 rollout. Same values as forward followed by `rk4`: stage
+    `forward_acc` in `step`, the later ones' in `rk4_stages`'s loop), and so does its gradient (`Config.rk4_loop`
+    "merged": faster to compile, slower to run). Same values as forward followed by `rk4`: stage
     1 runs on d's own state (selected, not re-integrated) with its sensors (`lax.cond` on the stage index), and
     the later stages leave stage 1's sensordata as `rk4` does. Returns (the stepped Data, stage 1's qacc: the
     step's mj_checkAcc input)."""
