@@ -285,10 +285,10 @@ RK4_SENSOR_XML = """
   <option timestep="0.01" integrator="RK4"/>
   <worldbody>
     <geom type="plane" size="5 5 .1"/>
-    <body name="b" pos="0 0 .12">
+    <body name="b" pos="0 0 .105">
       <freejoint/>
       <geom type="box" size=".1 .08 .1" mass="1"/>
-      <site name="s" pos="0 0 -.1" size=".02"/>
+      <site name="s" type="box" pos="0 0 -.1" size=".12 .1 .03"/>
       <body pos=".1 0 0">
         <joint name="h" type="hinge" axis="0 1 0" range="-40 40" damping=".2"/>
         <geom type="capsule" size=".03 .1" fromto="0 0 0 .2 0 0"/>
