@@ -360,3 +360,16 @@ def test_rk4_step_gradient_matches_finite_differences():
         np.testing.assert_allclose(float(g_qvel[j]), float(fd), rtol=1e-5, atol=1e-7)
     fd = (f(qvel, ctrl + eps) - f(qvel, ctrl - eps)) / (2 * eps)
     np.testing.assert_allclose(float(g_ctrl[0]), float(fd), rtol=1e-5, atol=1e-7)
+
+
+def test_rk4_loop_config_selects_the_merged_step():
+    """Config.rk4_loop: validated; "merged" selects the one-loop step for RK4 models only, and not with
+    exact_reset (which keeps the two passes); "split" is the default."""
+    with pytest.raises(ValueError, match="rk4_loop"):
+        mjl.Config(rk4_loop="fused")
+    m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(RK4_SENSOR_XML))
+    assert m.config.rk4_loop == "split" and not integrate.rk4_merged(m)
+    assert integrate.rk4_merged(mjl.configure(m, rk4_loop="merged"))
+    assert not integrate.rk4_merged(mjl.configure(m, rk4_loop="merged", exact_reset=True))
+    euler = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(RK4_SENSOR_XML.replace('integrator="RK4"', "")))
+    assert not integrate.rk4_merged(mjl.configure(euler, rk4_loop="merged"))
