@@ -133,7 +133,7 @@ class Config:
         pass, then one `lax.scan` over the three later stages: two traced forward passes) or "merged" (one
         `lax.scan` over all four stages, `integrate.rk4_forward`: one traced forward pass, so a gradient through an
         RK4 rollout compiles faster: the 50-step ant's StableHLO 28.5k -> 17.2k lines, XLA compile 11-49 % less
-        CPU time (three rounds under load); but the step ran 4-11 % slower on a loaded 2-core CPU, batch 32-1024).
+        CPU time (three rounds under load); but the step ran 4-12 % slower on a loaded 2-core CPU, batch 32-1024).
         Delayed sensors, plastic springs and `exact_reset` always use "split".
       kernels: which implementation runs the stages that have a fused kernel (`mjx_lite/pipeline/kernels/`, today
         kinematics + com_pos + crb + factor_m, com_vel + rne, the mass-matrix solves, and the Newton / CG
