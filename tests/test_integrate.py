@@ -315,3 +315,100 @@ def test_rk4_matches_mujoco(rk4_case):
             np.testing.assert_allclose(
                 np.asarray(getattr(got, f)), want, rtol=RK4_RTOL, atol=atol, err_msg=f"{name}.{f}"
             )
+
+
+# ---- RK4 inside step: forward and the four stages as one loop ----------------------------------------------
+
+RK4_SENSOR_XML = """
+<mujoco>
+  <option timestep="0.01" integrator="RK4"/>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body name="b" pos="0 0 .105">
+      <freejoint/>
+      <geom type="box" size=".1 .08 .1" mass="1"/>
+      <site name="s" type="box" pos="0 0 -.1" size=".12 .1 .03"/>
+      <body pos=".1 0 0">
+        <joint name="h" type="hinge" axis="0 1 0" range="-40 40" damping=".2"/>
+        <geom type="capsule" size=".03 .1" fromto="0 0 0 .2 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor name="m" joint="h" gear="2"/></actuator>
+  <sensor>
+    <jointpos joint="h"/><framepos objtype="site" objname="s"/>
+    <velocimeter site="s"/><jointvel joint="h"/><subtreelinvel body="b"/>
+    <accelerometer site="s"/><touch site="s"/><actuatorfrc actuator="m"/>
+  </sensor>
+</mujoco>
+"""
+RK4_STEP_RTOL = 1e-9  # float64, 10 steps with contacts and a joint limit: solver round-off carried over the steps
+
+
+@pytest.mark.slow  # a full RK4 step with contacts and sensors: ~160 s to compile under load 12
+@pytest.mark.parametrize("rk4_loop", ["merged", "split"])
+def test_rk4_step_with_sensors_matches_mujoco(rk4_loop):
+    """`step` with RK4, forward and the stages as one loop (`integrate.rk4_forward`, Config.rk4_loop "merged") or
+    two: the state after each of 10 mj_steps (box resting on and sliding over the plane, hinge against its limit)
+    and the sensors (position, velocity and acceleration stages: those of the step's first stage, as mj_step
+    leaves them)."""
+    mjm = mujoco.MjModel.from_xml_string(RK4_SENSOR_XML)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), rk4_loop=rk4_loop)
+    assert integrate.rk4_merged(m) == (rk4_loop == "merged")
+    mjd = mujoco.MjData(mjm)
+    mjd.qvel[:] = [0.3, -0.1, 0.0, 0.5, 1.0, -0.4, 2.0]
+    mjd.ctrl[:] = 0.7
+    mujoco.mj_forward(mjm, mjd)
+    d = oracle.data_from_mujoco(m, mjm, mjd)
+    step = jax.jit(mjl.step)
+    for t in range(10):
+        d = step(m, d)
+        mujoco.mj_step(mjm, mjd)
+        for f in ("qpos", "qvel", "qacc_warmstart", "sensordata", "time"):
+            want = getattr(mjd, f)
+            np.testing.assert_allclose(np.asarray(getattr(d, f)), want, rtol=RK4_STEP_RTOL,
+                                       atol=RK4_STEP_RTOL * max(1.0, np.abs(want).max()), err_msg=f"{f}, step {t}")
+    assert mjd.ncon > 0 and float(mjd.sensordata[14]) > 0  # the case has contacts and the touch sensor reads them
+
+
+@pytest.mark.slow  # a gradient through RK4 steps with contacts: minutes to compile on the 2-core machine
+def test_rk4_step_gradient_matches_finite_differences():
+    """Reverse mode through `step`'s merged RK4 loop (the sensor stages under `lax.cond`, the implicit solver
+    gradient in every stage) against centred differences of the same float64 rollout (5 steps, in contact)."""
+    mjm = mujoco.MjModel.from_xml_string(RK4_SENSOR_XML)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), rk4_loop="merged")
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    d0 = oracle.data_from_mujoco(m, mjm, mjd)
+
+    def loss(qvel, ctrl):
+        def body(d, _):
+            return mjl.step(m, d), None
+
+        d, _ = jax.lax.scan(body, d0.replace(qvel=qvel, ctrl=ctrl), None, length=5)
+        return jp.sum(d.qpos**2) + jp.sum(d.qvel**2) + jp.sum(d.sensordata**2)
+
+    qvel = jp.asarray([0.3, -0.1, 0.0, 0.5, 1.0, -0.4, 2.0])
+    ctrl = jp.asarray([0.7])
+    g_qvel, g_ctrl = jax.jit(jax.grad(loss, argnums=(0, 1)))(qvel, ctrl)
+    f = jax.jit(loss)
+    eps = 1e-6
+    for j in (0, 2, 6):
+        e = jp.zeros(m.nv).at[j].set(eps)
+        fd = (f(qvel + e, ctrl) - f(qvel - e, ctrl)) / (2 * eps)
+        np.testing.assert_allclose(float(g_qvel[j]), float(fd), rtol=1e-5, atol=1e-7)
+    fd = (f(qvel, ctrl + eps) - f(qvel, ctrl - eps)) / (2 * eps)
+    np.testing.assert_allclose(float(g_ctrl[0]), float(fd), rtol=1e-5, atol=1e-7)
+
+
+def test_rk4_loop_config_selects_the_merged_step():
+    """Config.rk4_loop: validated; "merged" selects the one-loop step for RK4 models only, and not with
+    exact_reset (which keeps the two passes); "split" is the default."""
+    with pytest.raises(ValueError, match="rk4_loop"):
+        mjl.Config(rk4_loop="fused")
+    m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(RK4_SENSOR_XML))
+    assert m.config.rk4_loop == "split" and not integrate.rk4_merged(m)
+    assert integrate.rk4_merged(mjl.configure(m, rk4_loop="merged"))
+    assert not integrate.rk4_merged(mjl.configure(m, rk4_loop="merged", exact_reset=True))
+    euler = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(RK4_SENSOR_XML.replace('integrator="RK4"', "")))
+    assert not integrate.rk4_merged(mjl.configure(euler, rk4_loop="merged"))

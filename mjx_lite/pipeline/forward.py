@@ -169,32 +169,39 @@ def energy_vel(m: Model, d: Data) -> Data:
 # ---- public API ----------------------------------------------------------------------------------------
 
 
-def forward_skip(m: Model, d: Data, sensors: bool = True) -> Data:
+def forward_skip(m: Model, d: Data, sensors: bool | jax.Array = True) -> Data:
     """mj_forwardSkip(m, d, mjSTAGE_NONE, skipsensor=not sensors). Energy is computed either way (as mj_forwardSkip
-    does: RK4's stages leave the last stage's energy in Data)."""
+    does: RK4's stages leave the last stage's energy in Data). `sensors` may be a traced () bool (not batched:
+    the sensor stages run under `lax.cond`; RK4's merged stage loop, `integrate.rk4_forward`)."""
     return forward_acc(m, forward_pos_vel(m, d, sensors), sensors)
 
 
-def forward_pos_vel(m: Model, d: Data, sensors: bool = True) -> Data:
+def _sensor_stage(fn, m: Model, d: Data, sensors: bool | jax.Array) -> Data:
+    """run(fn, m, d) when `sensors` (a Python bool, or a traced () bool: `lax.cond`), else d."""
+    if isinstance(sensors, bool):
+        return run(fn, m, d) if sensors else d
+    if not m.nsensor or _disabled(m, DisableBit.SENSOR):  # nothing to compute: no cond in the graph
+        return run(fn, m, d)
+    return jax.lax.cond(sensors, lambda d: run(fn, m, d), lambda d: d, d)
+
+
+def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True) -> Data:
     """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy."""
     d = fwd_position(m, d)
-    if sensors:
-        d = run(sensor.sensor_pos, m, d)
+    d = _sensor_stage(sensor.sensor_pos, m, d, sensors)
     d = energy_pos(m, d)
     d = fwd_velocity(m, d)
-    if sensors:
-        d = run(sensor.sensor_vel, m, d)
+    d = _sensor_stage(sensor.sensor_vel, m, d, sensors)
     d = energy_vel(m, d)
     return d
 
 
-def forward_acc(m: Model, d: Data, sensors: bool = True) -> Data:
+def forward_acc(m: Model, d: Data, sensors: bool | jax.Array = True) -> Data:
     """The second half of `forward_skip`: actuation, acceleration, constraints and the acceleration sensors."""
     d = fwd_actuation(m, d)
     d = fwd_acceleration(m, d)
     d = fwd_constraint(m, d)
-    if sensors:
-        d = run(sensor.sensor_acc, m, d)
+    d = _sensor_stage(sensor.sensor_acc, m, d, sensors)
     if _enabled(m, EnableBit.FWDINV):  # solver_fwdinv (mj_compareFwdInv)
         d = inverse.compare_fwd_inv(m, d)
     return d

@@ -333,6 +333,55 @@ def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
     return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate), start=start), ys
 
 
+def rk4_merged(m: Model) -> bool:
+    """Whether `step` runs forward and RK4 as one loop of four stages (`rk4_forward`): `Config.rk4_loop` "merged",
+    and not with delayed sensors or plastic springs (their update reads stage 1's own Data) or `Config.exact_reset`."""
+    if m.opt.integrator != IntegratorType.RK4 or m.config.rk4_loop != "merged":
+        return False
+    return not (m.nhistory or m.nplastic or m.config.exact_reset)
+
+
+_RK4_A_FULL = ((0.0,) * 4,) + _RK4_A_ROWS  # (4, 4): row 0 (stage 1, the step's own state) all zero
+
+
+def rk4_forward(m: Model, d: Data) -> tuple[Data, jax.Array]:
+    """forward (with sensors) at d's state, then `rk4`, as one `lax.scan` over the four stages: the step's traced
+    graph holds one forward pass instead of two (the first stage's under `forward.forward_pos_vel` /
+    `forward_acc` in `step`, the later ones' in `rk4_stages`'s loop), and so does its gradient (`Config.rk4_loop`
+    "merged": faster to compile, slower to run). Same values as forward followed by `rk4`: stage
+    1 runs on d's own state (selected, not re-integrated) with its sensors (`lax.cond` on the stage index), and
+    the later stages leave stage 1's sensordata as `rk4` does. Returns (the stepped Data, stage 1's qacc: the
+    step's mj_checkAcc input)."""
+    h = m.opt.timestep
+    rot = _rotation_dofs(m)
+    qpos0, qvel0, act0, time0 = d.qpos, d.qvel, d.act, d.time
+    rate = jp.zeros((4,) + qvel0.shape, qvel0.dtype)
+    acc = jp.zeros((4,) + d.qacc.shape, d.qacc.dtype)
+    adot = jp.zeros((4,) + d.act_dot.shape, d.act_dot.dtype)
+
+    def stage(carry, i):
+        """Stage i + 1 (i = 0..3): forward at the state of tableau row i (stage 1: d's state), rates to row i."""
+        d, rate, acc, adot = carry
+        first = i == 0
+        a = jp.asarray(_RK4_A_FULL, h.dtype)[i]
+        dv = _combine(a, rate)
+        qpos = jp.where(first, qpos0, integrate_pos(m, qpos0, dv, h))
+        qvel = jp.where(first, qvel0, qvel0 + h * _combine(a, acc))
+        act = jp.where(first, act0, act0 + h * _combine(a, adot))
+        time = jp.where(first, time0, time0 + jp.asarray((0.0,) + _RK4_C, h.dtype)[i] * h)
+        with jax.named_scope("forward"):
+            d = forward.forward_skip(m, d.replace(qpos=qpos, qvel=qvel, act=act, time=time), sensors=first)
+        k = d.qvel
+        if rot.size:
+            k = k.at[rot].set(jp.where(first, d.qvel[rot], _dexpinv(h * dv[rot], d.qvel[rot])))
+        return (d, rate.at[i].set(k), acc.at[i].set(d.qacc), adot.at[i].set(d.act_dot)), None
+
+    (d, rate, acc, adot), _ = jax.lax.scan(stage, (d, rate, acc, adot), jp.arange(4))
+    b = jp.asarray(_RK4_B, h.dtype)
+    d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)
+    return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate)), acc[0]
+
+
 def _combine(w: jax.Array, x: jax.Array) -> jax.Array:
     """sum_j w[j] x[j] for w (4,) and x (4, n), as a sum of products (no dot: no matmul precision to set)."""
     return jp.sum(w.astype(x.dtype)[:, None] * x, axis=0) if x.shape[-1] else x[0]

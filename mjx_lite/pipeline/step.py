@@ -82,6 +82,13 @@ def step(m: Model, d: Data) -> Data:
         return smoothing.smooth_step(step, m, d)
     check_data(m, d)
     d = fwd.run(integrate.check_pos_vel, m, d)
+    if integrate.rk4_merged(m):  # forward and RK4's stages as one loop (one traced forward pass)
+        qvel0 = d.qvel
+        d2, qacc0 = fwd.run(integrate.rk4_forward, m, d)
+        if actuation.dcmotor_state(m):  # MuJoCo advances dcmotor states at the step's actuator velocity
+            d2 = d2.replace(actuator_velocity=d2.actuator_moment @ qvel0)
+        bad_acc = integrate.bad_acc(m, d.replace(qacc=qacc0))
+        return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC)
     with jax.named_scope("forward"):  # fwd.forward in two halves: a bad qacc leaves the first half's fields as they are
         d_pos_vel = fwd.forward_pos_vel(m, d)
         d = fwd.forward_acc(m, d_pos_vel)
