@@ -169,7 +169,8 @@ def merge_into(paths, task_names, table) -> None:
     except (OSError, subprocess.CalledProcessError):
         commit = "?"
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    note = (f"<!-- planners rows of {', '.join(task_names)}: {stamp}, commit {commit}, "
+    load = f", load average {os.getloadavg()[0]:.1f} at the end" if hasattr(os, "getloadavg") else ""
+    note = (f"<!-- planners rows of {', '.join(task_names)}: {stamp}, commit {commit}{load}, "
             f"`python benchmarks/planners.py --tasks {','.join(task_names)} --mpc-steps 0 --merge ...` -->")
     for path in paths:
         with open(path) as f:
