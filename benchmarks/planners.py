@@ -14,14 +14,22 @@ The closed loop: real-time factor = simulated seconds / wall seconds of one time
 compilation (not counted); "solved": the task's goal check on the plant's final state.
 
 python benchmarks/planners.py [--tasks cartpole,acrobot,reacher,quadruped_stand,box_push] [--planners ilqr,ps,mppi]
-                              [--samples 256] [--repeats 3] [--mpc-steps 300] [--quick]
+                              [--samples 256] [--repeats 3] [--mpc-steps 300] [--quick] [--merge FILE ...]
+
+The whole section of docs/benchmarks.md (every task, then the closed loop; tens of minutes on an idle 2-core CPU):
+`python benchmarks/report.py --only planners` (rewrites docs/benchmarks/planners.md and reassembles
+docs/benchmarks.md). Some tasks' rows only, the other rows kept:
+`python benchmarks/planners.py --tasks acrobot --mpc-steps 0 --merge docs/benchmarks/planners.md docs/benchmarks.md`
+(replaces those tasks' rows of the planners table in each FILE and notes the date and commit in its header).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -78,6 +86,7 @@ def table_lines(head, table) -> list[str]:
             for row in [head, tuple("-" * w for w in widths), *table]]  # fmt: skip
 
 
+HEADING = "### Planners (iLQR, predictive sampling, MPPI) on the trajopt tasks"
 HEAD = ("task", "planner", "iterations", "cost", "error/tol", "solved", "ms/iteration", "first call s")
 
 
@@ -115,7 +124,7 @@ def report(quick: bool = False) -> str:
     cmd = "python benchmarks/planners.py" + (" --quick" if quick else "")
     load = f"load average {os.getloadavg()[0]:.1f} at the end" if hasattr(os, "getloadavg") else ""
     return "\n".join([
-        "### Planners (iLQR, predictive sampling, MPPI) on the trajopt tasks", "",
+        HEADING, "",
         f"`{cmd}` (float64; iLQR budget {ILQR_ITERATIONS} iterations, samplers {SAMPLING_ITERATIONS} with 256 "
         "samples over cubic spline knots; solved: the end state meets the task's goal check, error/tol <= 1; "
         f"ms/iteration: median of interleaved timed calls, no compilation; {load}).", "",
@@ -123,6 +132,55 @@ def report(quick: bool = False) -> str:
         "MPC in closed loop (`trajopt.closed_loop`; real-time factor: simulated / wall seconds of one run, "
         "compilation excluded; error/tol of the plant's final state, the cartpole task's goal check):", "",
         *table_lines(MPC_HEAD, mpc_table), ""])  # fmt: skip
+
+
+def _cells(line: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in line.strip().strip("|").split("|"))
+
+
+def merge_rows(text: str, task_names, table) -> str:
+    """`text` (a markdown page with the planners section, `HEADING`) with the rows of `task_names` in its planners
+    table replaced by `table` (rows as `main` returns them), at the place of the first replaced row (appended when
+    the table had none); every other row and line kept, the table realigned. Raises ValueError without a table."""
+    lines = text.split("\n")
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.startswith(HEADING))
+        first = next(i for i in range(start, len(lines)) if lines[i].startswith("| task "))
+    except StopIteration:
+        raise ValueError(f"no planners table (heading {HEADING!r} then a '| task' row) to merge into") from None
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
+    rows = [_cells(ln) for ln in lines[first + 2:end]]
+    if _cells(lines[first]) != HEAD:
+        raise ValueError(f"the planners table's columns {_cells(lines[first])} are not {HEAD}")
+    mine = [i for i, r in enumerate(rows) if any(r[0].startswith(f"{t} (") for t in task_names)]
+    at = mine[0] if mine else len(rows)
+    kept = [r for i, r in enumerate(rows) if i not in set(mine)]
+    at -= sum(1 for i in mine if i < at)
+    rows = kept[:at] + [tuple(str(c) for c in r) for r in table] + kept[at:]
+    return "\n".join(lines[:first] + table_lines(HEAD, rows) + lines[end:])
+
+
+def merge_into(paths, task_names, table) -> None:
+    """`merge_rows` into each file of `paths`, and a line noting the date, commit and tasks under its first line
+    (the generator's `<!-- ... -->` stamp) or heading."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__)), check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        commit = "?"
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    load = f", load average {os.getloadavg()[0]:.1f} at the end" if hasattr(os, "getloadavg") else ""
+    note = (f"<!-- planners rows of {', '.join(task_names)}: {stamp}, commit {commit}{load}, "
+            f"`python benchmarks/planners.py --tasks {','.join(task_names)} --mpc-steps 0 --merge ...` -->")
+    for path in paths:
+        with open(path) as f:
+            text = merge_rows(f.read(), task_names, table)
+        lines = [ln for ln in text.split("\n") if not ln.startswith(note.split(":")[0] + ":")]  # the last note
+        at = next(i for i, ln in enumerate(lines) if ln.startswith(HEADING))
+        lines.insert(at, note)
+        with open(path, "w") as f:
+            f.write("\n".join(lines))
+        print(f"merged the rows of {', '.join(task_names)} into {path}")
 
 
 def main(argv=None):
@@ -134,7 +192,11 @@ def main(argv=None):
     p.add_argument("--iterations", type=int, default=None, help="override the iteration budgets")
     p.add_argument("--mpc-steps", type=int, default=300, help="closed-loop control steps (0: no MPC table)")
     p.add_argument("--quick", action="store_true", help="short horizons and budgets (a smoke test, no targets)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
+                   help="replace these tasks' rows of the planners table in each FILE (e.g. docs/benchmarks.md)")
     args = p.parse_args(argv)
+    if args.merge and args.quick:
+        p.error("--merge records targets: not with --quick")
     makers = tasks.TASKS
     wanted = [s for s in args.planners.split(",") if s]
     table = []
@@ -155,6 +217,8 @@ def main(argv=None):
     print("\n".join(table_lines(HEAD, table)))
     print(f"\njax {jax.__version__}, {jax.devices()[0].platform}, float64, samples {args.samples}; "
           f"ms/iteration: median of {args.repeats} interleaved timed calls / iterations")  # fmt: skip
+    if args.merge:
+        merge_into(args.merge, [s for s in args.tasks.split(",") if s], table)
     mpc_table = []
     if args.mpc_steps:
         steps = 10 if args.quick else args.mpc_steps

@@ -7,7 +7,8 @@ same objects on every call, so the planners' compilations are reused.
   within `horizon` steps (default 2 s) and ends balanced: |angle| <= ANGLE_TOL, |angular velocity| <= RATE_TOL.
 - `acrobot()`: a two-link acrobot (dm_control's dimensions: 1 m links of 1 kg, elbow motor of 2 N m) swings up
   from hanging at rest: both links upright within ANGLE_TOL at the end, rates within ACROBOT_RATE_TOL. Not solved
-  yet: iLQR in 30 iterations over 4 s ends 15 to 29 tolerances away from 4 sinusoidal starts (measured).
+  yet: iLQR in 30 iterations over 4 s ends 15 to 29 tolerances away from 14 sinusoidal and square-wave starts, over
+  6 s 9 to 31 from 5 (measured; other costs and horizons: CHANGELOG, issue 42).
 - `reacher()`: the bundled 2-link planar reacher brings its fingertip to a target: within REACH_TOL at the end.
 - `quadruped_stand()` (contacts): the bundled quadruped (free torso, 8 torque motors, feet and torso touching the
   floor) lying where it collapsed with its motors off stands up: torso at STAND_HEIGHT within HEIGHT_TOL, its z axis
