@@ -440,9 +440,11 @@ _LOOPED = (general.general, general.general_curved, general.general_plain, cylin
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
-def _near_only(collider: Callable, n: int) -> Callable:
-    """run(info1, info2, margin (n,), near (n,) bool) -> Contacts (n, k, ...): `collider` on the pairs that are near
-    (the broadphase's verdict), placeholders (dist NOCONTACT, +z normals) on the others, which `_rows` masks anyway.
+def _near_only(collider: Callable, n: int, k: int) -> Callable:
+    """run(info1, info2, margin (n,), near (n,) bool) -> Contacts (n, k, ...): `collider` (k contacts per pair) on the
+    pairs that are near (the broadphase's verdict), placeholders (dist NOCONTACT, +z normals) on the others, which
+    `_rows` masks anyway. The collider is traced once, in the loop's body (the output shapes are known from k and
+    the geoms' dtype: no separate shape trace, which cost as much trace time as the body's).
 
     Forward, the near pairs are compacted (order kept) and run `NEAR_CHUNK` at a time in a `lax.while_loop` of as
     many trips as the most near pairs of any environment need under `vmap`: none where no pair of the group is near
@@ -456,8 +458,7 @@ def _near_only(collider: Callable, n: int) -> Callable:
 
     @jax.custom_jvp
     def run(info1, info2, margin, near):
-        shapes = jax.eval_shape(dense, info1, info2, margin)
-        k, dt = shapes.dist.shape[1], shapes.dist.dtype
+        dt = info1.pos.dtype
         init = Contacts(jp.full((n, k), NOCONTACT, dt), jp.zeros((n, k, 3), dt),
                         jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dt), (n, k, 3)), jp.zeros((n, k, 3), dt))
         order = jp.argsort(~near, stable=True).astype(jp.int32)  # near pairs first
@@ -469,6 +470,8 @@ def _near_only(collider: Callable, n: int) -> Callable:
             at = j * chunk + slot
             idx = order[jp.minimum(at, n - 1)]
             c = dense(_take_info(info1, idx), _take_info(info2, idx), margin[idx])
+            if c.dist.shape[1:] != (k,):
+                raise ValueError(f"collision: {collider} emits {c.dist.shape[1:]} contacts per pair, not ({k},)")
             dst = jp.where(at < count, idx, n)  # beyond the near pairs: dropped
             return j + 1, Contacts(*[o.at[dst].set(x.astype(o.dtype), mode="drop") for o, x in zip(out, c)])
 
@@ -615,7 +618,7 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
         c, hf_over = g.collider(m, info1, info2, margin)
         overflow = overflow | jp.any(hf_over & near)
     elif getattr(g.collider, "func", g.collider) in _LOOPED:  # GJK/EPA on the near pairs only
-        c = _near_only(g.collider, g.npair_narrow)(info1, info2, margin, near)
+        c = _near_only(g.collider, g.npair_narrow, g.ncon_collider)(info1, info2, margin, near)
     else:
         c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
     dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)
