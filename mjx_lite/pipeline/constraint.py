@@ -764,7 +764,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
                                                .reshape(k, n))  # fmt: skip
             if single is not None:  # the adhesion is shared equally by the edges
                 ctype = jp.where(single[:, None], ConstraintType.CONTACT_FRICTIONLESS, jp.asarray(ctype))
-                adh = jp.broadcast_to((adh / nrow)[:, None], (k, n))
+                adh = jp.broadcast_to((adh / jp.maximum(nrow, 1))[:, None], (k, n))
                 if vel_add is not None:
                     vel_add = jp.where(single[:, None], 0.0, vel_add)
         out.append(_Rows(J=J, cols=cols, pos=pos.reshape(-1), margin=margin.reshape(-1),
