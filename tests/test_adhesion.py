@@ -131,6 +131,12 @@ def test_adhesion_noslip_and_inverse(cone):
 
 
 @pytest.mark.slow
+def test_adhesion_diagexact():
+    """The diagexact flag: a normal-only row in a pyramidal slot takes its own exact diagonal (no edge scaling)."""
+    _compare_forward(*_state(_xml(flags='diagexact="enable"', sensors=False)))
+
+
+@pytest.mark.slow
 def test_adhesion_fused_kernels_fall_back():
     """Config(kernels="fused") (interpret mode on the CPU): the rows kernel and the fused passive forces step aside
     for adhesive models, the fused colliders' contacts get their adhesion; same forward as MuJoCo."""

@@ -222,7 +222,7 @@ def test_check_lists_every_unsupported_feature(tmp_path):
     p = _cli("check", xml)
     assert p.returncode == cli.EXIT_UNSUPPORTED, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
-    for feature in ("<composite>", "sleep", "speculative", "ccd_iterations"):  # (surface velocities, adhesion: supported)
+    for feature in ("<composite>", "sleep", "speculative", "ccd_iterations"):  # (adhesion etc.: supported)
         assert feature in p.stderr, (feature, p.stderr)
     assert "unsupported: 4 features" in p.stdout
 

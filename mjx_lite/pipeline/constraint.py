@@ -964,8 +964,12 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     K = jp.where(jp.asarray(f["k_zero"]), 0.0, K)
     diag = f["diag"] * f["r_scale"]
     if m.opt.enableflags & EnableBit.DIAGEXACT:
-        ctype = np.concatenate([np.asarray(b.type) for b in allb])
-        diag = _exact_diag(m, d, p, f, ctype if inv is None else ctype[inv])
+        if all(isinstance(b.type, np.ndarray) for b in allb):
+            ctype = np.concatenate([b.type for b in allb])
+            ctype = ctype if inv is None else ctype[inv]
+        else:  # traced types (normal-only adhesive contacts in wider slots)
+            ctype = f["type"]
+        diag = _exact_diag(m, d, p, f, ctype)
     R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
     active = jp.asarray(f["active"])
     J = jp.where(active[:, None], f["J"], 0.0)
@@ -987,7 +991,8 @@ def _exact_diag(m: Model, d: Data, p: Plan, f: dict, ctype: np.ndarray) -> jax.A
     """The diagexact flag's diagA (n,) (mj_projectConstraint): the exact diagonal J_i M^-1 J_i^T of every row in
     place of the invweight0 approximation. Contact rows take their first row's, scaled as mj_makeImpedance derives
     a contact's R from its first row's: elliptic friction row i by (f_0/f_i)^2 / impratio (`r_scale`), every
-    pyramidal edge by 2 f_0^2 / impratio. f: `_assemble`'s row fields; ctype (n,) static row types."""
+    pyramidal edge by 2 f_0^2 / impratio. f: `_assemble`'s row fields; ctype (n,) row types (static, or traced
+    where adhesive contacts in the gap band make a pyramidal slot one frictionless row)."""
     n = ctype.shape[0]
     Jd = solver_common.j_dense(f["J"], jp.asarray(f["cols"], jp.int32) if p.sparse else None, m.nv)
     exact = jp.sum(Jd * inertia.solve_m(m, d, Jd.T).T, axis=1)
@@ -997,7 +1002,7 @@ def _exact_diag(m: Model, d: Data, p: Plan, f: dict, ctype: np.ndarray) -> jax.A
         slot[adr : adr + rows] = s
     pyramid = ctype == ConstraintType.CONTACT_PYRAMIDAL
     scale = f["r_scale"]
-    if pyramid.any():
+    if not isinstance(pyramid, np.ndarray) or pyramid.any():
         f0 = d.contact.friction[slot, 0]
         scale = jp.where(pyramid, 2.0 * f0 * f0 / m.opt.impratio, scale)
     return exact[first] * scale
