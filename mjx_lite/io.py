@@ -52,7 +52,7 @@ def build_model(
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
                     "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active", "flg_surfacevel",
-                    "actuator_actslot"):  # fmt: skip
+                    "flg_adhesion", "actuator_actslot"):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -108,6 +108,8 @@ def build_model(
     kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64) > 0))
     kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)
     kw["flg_surfacevel"] = bool(np.any(np.asarray(arrays["geom_surfacevel"]) != 0))
+    kw["flg_adhesion"] = bool(np.any(np.asarray(arrays["geom_adhesion"]) != 0)
+                              or np.any(np.asarray(arrays.get("pair_adhesion", np.zeros(0))) != 0))
     for name in ("nconmax", "njmax"):  # MuJoCo's <size nconmax njmax> (mjModel.nconmax / njmax); -1: not given
         v = int(sizes.get(name, -1))
         if v < -1:

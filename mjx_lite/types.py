@@ -615,6 +615,9 @@ class Model:
     # whether any geom has a nonzero surface velocity at compile time (MuJoCo's flg_surfacevel): contact rows add
     # the geoms' surface velocities to efc_vel only then (set it with m.replace to give geom_surfacevel later)
     flg_surfacevel: bool = static_field(False)
+    # whether any geom or pair has a nonzero adhesion at compile time (MuJoCo's flg_adhesion): contacts carry their
+    # adhesion, stay constraint rows in the gap band, pull with qfrc_adhesion and bias efc_aref only then
+    flg_adhesion: bool = static_field(False)
     # compile-time values of floats that size static windows (height-field prisms tested per pair): per geom
     # (rbound, margin + gap) and per height field its cell size (dx, dy); host float64, not traced
     geom_reach0: np.ndarray = static_field(None, shape=("ngeom", 2), dtype="float64")
@@ -1079,6 +1082,7 @@ class Contact:
     vert: jax.Array = shaped("nconmax", 2, dtype="int32")  # flex vertex ids, local to the flex (-1: none)
     elem: jax.Array = shaped("nconmax", 2, dtype="int32")  # flex element ids, local to the flex (-1: none)
     efc_address: jax.Array = shaped("nconmax", dtype="int32")  # first efc row (-1 when inactive)
+    adhesion: jax.Array = shaped("nconmax")  # adhesive force along the normal (geoms' sum, priority's, or pair's)
     active: jax.Array = shaped("nconmax", dtype="bool")  # dist < margin and the pair exists
 
 
@@ -1192,6 +1196,7 @@ class Data:
     qfrc_damper: jax.Array = shaped("nv")
     qfrc_gravcomp: jax.Array = shaped("nv")
     qfrc_fluid: jax.Array = shaped("nv")
+    qfrc_adhesion: jax.Array = shaped("nv")  # the adhesive contacts' constant pull along their normals
     qfrc_passive: jax.Array = shaped("nv")
     ten_velocity: jax.Array = shaped("ntendon")
     flexedge_velocity: jax.Array = shaped("nflexedge")

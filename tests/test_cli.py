@@ -213,8 +213,8 @@ def test_check_lists_every_unsupported_feature(tmp_path):
     """`check` names every unsupported feature of a model (an element the reader refuses, attributes, a flag), not only
     the first, and exits 2."""
     xml = tmp_path / "many.xml"
-    xml.write_text("""<mujoco><option ccd_iterations="10"><flag sleep="enable"/></option>
-      <worldbody><geom name="floor" type="plane" size="1 1 .1" adhesion="1"/>
+    xml.write_text("""<mujoco><option ccd_iterations="10"><flag sleep="enable" speculative="enable"/></option>
+      <worldbody><geom name="floor" type="plane" size="1 1 .1"/>
         <body><freejoint/><geom size=".1"/><site name="s"/></body>
         <body pos="1 0 0"><composite type="grid" count="2 2 1"/></body>
         <body pos="2 0 0"><joint stiffness="1"/><geom size=".1"/></body>
@@ -222,7 +222,7 @@ def test_check_lists_every_unsupported_feature(tmp_path):
     p = _cli("check", xml)
     assert p.returncode == cli.EXIT_UNSUPPORTED, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
-    for feature in ("<composite>", "sleep", "adhesion", "ccd_iterations"):  # (surface velocities: supported)
+    for feature in ("<composite>", "sleep", "speculative", "ccd_iterations"):  # (adhesion etc.: supported)
         assert feature in p.stderr, (feature, p.stderr)
     assert "unsupported: 4 features" in p.stdout
 

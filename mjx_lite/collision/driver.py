@@ -67,7 +67,7 @@ from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedr
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
-from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, info_axes
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, adhesive_dim, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
@@ -366,23 +366,26 @@ def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray) -> tuple:
     margin = m.geom_margin[g1] + m.geom_margin[g2]
     gap = m.geom_gap[g1] + m.geom_gap[g2]
     solreffriction = jp.zeros_like(solref)
-    return condim, margin, gap, friction, solref, solreffriction, solimp
+    # adhesion: the two geoms' sum, or the higher priority's
+    a1, a2 = m.geom_adhesion[g1], m.geom_adhesion[g2]
+    adhesion = jp.where(same, a1 + a2, jp.where(hi1, a1, a2))
+    return condim, margin, gap, friction, solref, solreffriction, solimp, adhesion
 
 
 def _pair_params(m: Model, pid: np.ndarray) -> tuple:
     """Explicit-pair parameters (as `_mix_params`) of the pair ids pid (n,)."""
     condim = np.asarray(m.pair_dim)[pid].astype(np.int32)
     return (condim, m.pair_margin[pid], m.pair_gap[pid], m.pair_friction[pid], m.pair_solref[pid],
-            m.pair_solreffriction[pid], m.pair_solimp[pid])  # fmt: skip
+            m.pair_solreffriction[pid], m.pair_solimp[pid], m.pair_adhesion[pid])  # fmt: skip
 
 
 def _params(m: Model, g: Group) -> tuple:
-    """(condim (n,), margin (n,), gap (n,), friction (n, 5), solref (n, 2), solreffriction (n, 2), solimp (n, 5)) of a
-    group's pairs, explicit or mixed, under the override flag."""
+    """(condim (n,), margin (n,), gap (n,), friction (n, 5), solref (n, 2), solreffriction (n, 2), solimp (n, 5),
+    adhesion (n,)) of a group's pairs, explicit or mixed, under the override flag (which leaves adhesion alone)."""
     if g.pair[0] >= 0:
-        condim, margin, gap, friction, solref, solreffriction, solimp = _pair_params(m, g.pair)
+        condim, margin, gap, friction, solref, solreffriction, solimp, adhesion = _pair_params(m, g.pair)
     else:
-        condim, margin, gap, friction, solref, solreffriction, solimp = _mix_params(m, g.geom1, g.geom2)
+        condim, margin, gap, friction, solref, solreffriction, solimp, adhesion = _mix_params(m, g.geom1, g.geom2)
     if m.opt.enableflags & EnableBit.OVERRIDE:
         n = len(g.geom1)
         margin = jp.broadcast_to(m.opt.o_margin, (n,))
@@ -390,7 +393,7 @@ def _params(m: Model, g: Group) -> tuple:
         solimp = jp.broadcast_to(m.opt.o_solimp, (n, 5))
         friction = jp.broadcast_to(m.opt.o_friction, (n, 5))
     friction = jp.maximum(friction, types.MINMU)
-    return condim, margin, gap, friction, solref, solreffriction, solimp
+    return condim, margin, gap, friction, solref, solreffriction, solimp, adhesion
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -548,31 +551,36 @@ def contact_fields(m: Model, g: Group, dist: jax.Array, pos: jax.Array, frame: j
                    ) -> dict[str, jax.Array]:
     """The contact fields of a group with static slots whose rows' geometry (as `static_rows` returns it) was
     computed elsewhere (the fused colliders): its pairs' parameters added as `collision` mixes them."""
-    condim, includemargin, _, friction, solref, solreffriction, solimp = _params(m, g)
+    condim, includemargin, _, friction, solref, solreffriction, solimp, adhesion = _params(m, g)
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
-    return _fields(g1, g2, g.ncon_collider, jp.asarray(condim), includemargin, friction, solref, solreffriction,
-                   solimp, dist, pos, frame, active, dist.dtype)  # fmt: skip
+    return _fields(m, g1, g2, g.ncon_collider, jp.asarray(condim), includemargin, friction, solref, solreffriction,
+                   solimp, adhesion, dist, pos, frame, active, dist.dtype)  # fmt: skip
 
 
-def _fields(g1, g2, k, condim, includemargin, friction, solref, solreffriction, solimp, dist, pos, frame, active,
-            dtype) -> dict[str, jax.Array]:
+def _fields(m, g1, g2, k, condim, includemargin, friction, solref, solreffriction, solimp, adhesion, dist, pos, frame,
+            active, dtype) -> dict[str, jax.Array]:
     """Data.contact's fields of a group's rows: per-pair (n,) ids and parameters repeated over k rows per pair,
-    the rows' geometry (n * k rows, any leading shape) flattened."""
+    the rows' geometry (n * k rows, any leading shape) flattened. Adhesive rows in the gap band (see
+    `adhesive_fields`) have dim 1."""
 
     def rep(x):  # per-pair -> per-row
         return jp.repeat(x, k, axis=0)
 
     n = g1.shape[0] * k
+    dist = dist.reshape(n)
+    incl = rep(includemargin).astype(dtype)
+    adh = rep(adhesion).astype(dtype)
     return dict(
-        dist=dist.reshape(n),
+        dist=dist,
         pos=pos.reshape(n, 3).astype(dtype),
         frame=frame.reshape(n, 3, 3).astype(dtype),
-        includemargin=rep(includemargin).astype(dtype),
+        includemargin=incl,
         friction=rep(friction).astype(dtype),
         solref=rep(solref).astype(dtype),
         solreffriction=rep(solreffriction).astype(dtype),
         solimp=rep(solimp).astype(dtype),
-        dim=rep(condim).astype(jp.int32),
+        dim=adhesive_dim(m, rep(condim).astype(jp.int32), dist, incl, adh),
+        adhesion=adh if m.flg_adhesion else jp.zeros(n, dtype),
         geom=rep(jp.stack([g1, g2], axis=-1)).astype(jp.int32),
         flex=jp.full((n, 2), -1, jp.int32),
         vert=jp.full((n, 2), -1, jp.int32),
@@ -584,7 +592,7 @@ def _fields(g1, g2, k, condim, includemargin, friction, solref, solreffriction, 
 
 def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
     """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
-    condim, includemargin, gap, friction, solref, solreffriction, solimp = _params(m, g)
+    condim, includemargin, gap, friction, solref, solreffriction, solimp, adhesion = _params(m, g)
     margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
     near, score = _near(m, d, g, g1, g2, margin)
@@ -596,7 +604,7 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
         overflow = jp.sum(near) > g.npair_narrow
         g1, g2, near = g1[idx], g2[idx], near[idx]
         condim, margin, includemargin, friction = condim[idx], margin[idx], includemargin[idx], friction[idx]
-        solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
+        solref, solreffriction, solimp, adhesion = solref[idx], solreffriction[idx], solimp[idx], adhesion[idx]
     info1 = _geom_info(m, d, g1, g.type1, g.geom1)
     info2 = _geom_info(m, d, g2, g.type2, g.geom2)
     if g.stages is not None:  # distance of every narrow-phase pair, manifold of the closest `touch` in contact
@@ -610,7 +618,7 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
         overflow = overflow | (jp.sum(touching) > g.touch)
         g1, g2, near = g1[idx], g2[idx], touching[idx]
         condim, margin, includemargin, friction = condim[idx], margin[idx], includemargin[idx], friction[idx]
-        solref, solreffriction, solimp = solref[idx], solreffriction[idx], solimp[idx]
+        solref, solreffriction, solimp, adhesion = solref[idx], solreffriction[idx], solimp[idx], adhesion[idx]
         info1, info2 = _take_info(info1, idx), _take_info(info2, idx)
         c = jax.vmap(manifold_fn, in_axes=(info_axes(info1), info_axes(info2), 0, 0, 0, 0))(
             info1, info2, margin, dist0[idx], pos0[idx], nrm0[idx])
@@ -622,8 +630,8 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
     else:
         c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
     dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)
-    fields = _fields(g1, g2, g.ncon_collider, condim, includemargin, friction, solref, solreffriction, solimp,
-                     dist, pos, frame, active, d.geom_xpos.dtype)  # fmt: skip
+    fields = _fields(m, g1, g2, g.ncon_collider, condim, includemargin, friction, solref, solreffriction, solimp,
+                     adhesion, dist, pos, frame, active, d.geom_xpos.dtype)  # fmt: skip
     if g.compacted:  # keep the deepest `nrows` active rows of the group
         act = fields["active"]
         _, rows = jax.lax.top_k(jax.lax.stop_gradient(jp.where(act, -fields["dist"], -jp.inf)), g.nrows)
@@ -705,5 +713,6 @@ def active_contacts(m: Model, d: types.Data) -> dict[str, np.ndarray]:
         "solref": np.asarray(c.solref)[act],
         "solreffriction": np.asarray(c.solreffriction)[act],
         "solimp": np.asarray(c.solimp)[act],
+        "adhesion": np.asarray(c.adhesion)[act],
     }
     return out

@@ -30,7 +30,7 @@ from mjx_lite import types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import flex_elem, hull
 from mjx_lite.collision.frame import make_frame
-from mjx_lite.collision.types import NOCONTACT, GeomInfo, info_axes
+from mjx_lite.collision.types import NOCONTACT, GeomInfo, adhesive_dim, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 MAXCONPAIR = 50  # mjMAXCONPAIR: contacts MuJoCo keeps per geom-flex pair
@@ -161,7 +161,8 @@ def slot_condim(m: Model) -> np.ndarray:
 
 
 def _params(m: Model, g: np.ndarray, f: np.ndarray):
-    """(margin, gap, friction (n, 5), solref (n, 2), solimp (n, 5)) of geom-flex slots, as mj_contactParam."""
+    """(margin, gap, friction (n, 5), solref (n, 2), solimp (n, 5), adhesion (n,)) of geom-flex slots, as
+    mj_contactParam."""
     p1, p2 = np.asarray(m.geom_priority)[g], np.asarray(m.flex_priority)[f]
     hi1, hi2 = jp.asarray(p1 > p2), jp.asarray(p1 < p2)
     same = ~(hi1 | hi2)
@@ -185,7 +186,9 @@ def _params(m: Model, g: np.ndarray, f: np.ndarray):
         solref = jp.broadcast_to(m.opt.o_solref, (n, 2))
         solimp = jp.broadcast_to(m.opt.o_solimp, (n, 5))
         friction = jp.broadcast_to(m.opt.o_friction, (n, 5))
-    return margin, gap, jp.maximum(friction, types.MINMU), solref, solimp
+    # adhesion: the geom's (a flex has none), unless the flex has the higher priority
+    adhesion = jp.where(hi2, 0.0, m.geom_adhesion[g])
+    return margin, gap, jp.maximum(friction, types.MINMU), solref, solimp, adhesion
 
 
 def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
@@ -194,7 +197,7 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
     g, f, v, e = _slots(m)
     dtype = d.geom_xpos.dtype
     n = len(g)
-    margin, gap, friction, solref, solimp = _params(m, g, f)
+    margin, gap, friction, solref, solimp, adhesion = _params(m, g, f)
     dist, pos, nrm, active = [], [], [], []
     nplane = int(np.sum(v >= 0))
     if nplane:  # flex vertices against planes (mj_collidePlaneFlex)
@@ -229,8 +232,10 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
     frame = make_frame(nrm, jp.zeros_like(nrm))
     eye = jp.broadcast_to(jp.eye(3, dtype=dtype), (n, 3, 3))
     side = np.full(n, -1)
+    dist = jp.where(active, dist, NOCONTACT).astype(dtype)
+    adhesion = adhesion.astype(dtype) if m.flg_adhesion else jp.zeros(n, dtype)
     return dict(
-        dist=jp.where(active, dist, NOCONTACT).astype(dtype),
+        dist=dist,
         pos=jp.where(active[:, None], pos, 0.0).astype(dtype),
         frame=jp.where(active[:, None, None], frame, eye).astype(dtype),
         includemargin=margin.astype(dtype),
@@ -238,7 +243,8 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
         solref=solref.astype(dtype),
         solreffriction=jp.zeros_like(solref).astype(dtype),
         solimp=solimp.astype(dtype),
-        dim=jp.asarray(slot_condim(m), jp.int32),
+        dim=adhesive_dim(m, jp.asarray(slot_condim(m), jp.int32), dist, margin.astype(dtype), adhesion),
+        adhesion=adhesion,
         geom=jp.asarray(np.stack([g, side], -1), jp.int32),
         flex=jp.asarray(np.stack([side, f], -1), jp.int32),
         elem=jp.asarray(np.stack([side, e], -1), jp.int32),

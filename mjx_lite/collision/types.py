@@ -6,6 +6,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jp
+
+from mjx_lite.types import Model
 
 # Shape aliases of the colliders' signatures: each stands for a jax.Array of the shape in its comment (for one pair:
 # the driver vmaps the colliders over a group); the docstrings name the sizes (n, K, V vertices, T triangles, E edges,
@@ -90,3 +93,13 @@ class Contacts(NamedTuple):
 
 # dist of candidate rows that are not contacts (finite, so gradients and arithmetic stay NaN-free)
 NOCONTACT = 1e6
+
+
+def adhesive_dim(m: Model, dim: jax.Array, dist: jax.Array, includemargin: jax.Array, adhesion: jax.Array
+                 ) -> jax.Array:  # fmt: skip
+    """(n,) contact dims with MuJoCo's rule for adhesive contacts (mj_setContact): a contact with nonzero adhesion
+    in the gap band (dist >= includemargin) stays a constraint row but has no surface contact, so it is normal-only
+    (dim 1). Unchanged when the model has no adhesion (static `m.flg_adhesion`)."""
+    if not m.flg_adhesion:
+        return dim
+    return jp.where((adhesion != 0) & (dist >= includemargin), 1, dim).astype(jp.int32)

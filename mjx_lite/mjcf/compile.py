@@ -494,8 +494,6 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
             ginertia = _geom_inertia(gtype, size, mass, shell, mesh)
         if mass < 0 or np.any(ginertia < 0) or density < 0:
             raise at.error(el, "mass, inertia or density are negative in geom", "density")
-    if float(at.get(el, "adhesion", 0.0)) != 0:
-        raise at.unsupported(el, "adhesive contacts (adhesion != 0) are not supported", "adhesion")
     fluid = np.zeros(12)
     if at.keyword(el, "fluidshape", ("none", "ellipsoid"), "none") == 1:
         fluid = inr.fluid_coefs(gtype, size, 1.0, at.vec(el, "fluidcoef", 5, (0.5, 0.25, 1.5, 1.0, 1.0)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
+from mjx_lite.mjcf.attrs import error, get, register_all, section_children, vec
 from mjx_lite.mjcf.context import CompileContext
 
 _SOLREF = (0.02, 1.0)
@@ -43,8 +43,6 @@ def compile_contact(root, ctx: CompileContext) -> None:
             solimp=vec(p, "solimp", 5, _SOLIMP), margin=float(get(p, "margin", 0.0)), gap=float(get(p, "gap", 0.0)),
             adhesion=float(get(p, "adhesion", 0.0)),
         ))  # fmt: skip
-        if rows[-1]["adhesion"] != 0:
-            raise unsupported(p, "adhesive contacts (adhesion != 0) are not supported by mjx_lite", "adhesion")
     rows.sort(key=lambda r: r["signature"])  # stable
     register_all(ctx, "pair", [r["el"] for r in rows])
     n = len(rows)

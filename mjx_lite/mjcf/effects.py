@@ -205,7 +205,7 @@ _GEOM = {
     "pos": model("geom_pos"), **{k: model("geom_quat") for k in ORIENT}, "hfield": model("geom_dataid"),
     "mesh": model("geom_dataid"), "fitscale": Compiler("size of a primitive fitted to a mesh"), "user": USER,
     "fluidshape": model("geom_fluid"), "fluidcoef": model("geom_fluid"),
-    "adhesion": Refused("non-zero (adhesive contacts, active in the gap)", "1"),
+    "adhesion": model("geom_adhesion"),
     "castshadow": NoEffect("rendering: shadows of MuJoCo's OpenGL renderer"),
     "surfacevel": model("geom_surfacevel"),
 }  # fmt: skip
@@ -260,7 +260,7 @@ _PAIR = {
     "name": NAME, "class": CLASS, "geom1": model("pair_geom1"), "geom2": model("pair_geom2"),
     "condim": model("pair_dim"), "friction": model("pair_friction"), "solref": model("pair_solref"),
     "solreffriction": model("pair_solreffriction"), "solimp": model("pair_solimp"), "margin": model("pair_margin"),
-    "gap": model("pair_gap"), "adhesion": Refused("non-zero (adhesive contacts, active in the gap)", "1"),
+    "gap": model("pair_gap"), "adhesion": model("pair_adhesion"),
 }  # fmt: skip
 _EXCLUDE = {"name": NAME, "body1": model("exclude_signature"), "body2": model("exclude_signature")}
 

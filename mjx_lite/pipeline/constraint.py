@@ -246,6 +246,7 @@ class _Rows:
     imp_from: np.ndarray | None = None  # rows whose impedance/R comes from another row (block-local index)
     cols: np.ndarray | jax.Array | None = None  # (n, wb) columns of sparse rows J (n, wb); None: J is dense (n, nv)
     vel_add: jax.Array | None = None  # (n,) added to J qvel in efc_vel (contact surface velocity); None: zero
+    adh: jax.Array | None = None  # (n,) adhesion share of the row: R adh is added to aref (adhesion); None: zero
 
 
 def _static_sparse(J: jax.Array, supports: list[np.ndarray]) -> tuple[jax.Array, np.ndarray]:
@@ -699,9 +700,11 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
 
         fr = con.friction[slots]  # (k, 5)
         cs = _surface_vel(m, d, g, pt, frame) if m.flg_surfacevel else None  # (k, 6) in the contact frame
-        live = con.active[slots] & (con.dist[slots] < con.includemargin[slots])
-        # rows beyond a slot's actual condim (broadphase-trimmed groups) are dead
+        live = contact_live(m, con)[slots]
+        # rows beyond a slot's actual condim (broadphase-trimmed groups, adhesive contacts in the gap band) are dead
         adim = con.dim[slots]
+        adh = con.adhesion[slots] if m.flg_adhesion else None  # (k,)
+        single = (adim == 1) if m.flg_adhesion else None  # normal-only contacts in a wider slot (gap band)
         dist = con.dist[slots]
         mg = con.includemargin[slots]
         iw = m.body_invweight0
@@ -715,7 +718,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             out.append(_Rows(J=J, cols=cols, pos=dist, margin=mg, frictionloss=jp.zeros(k, dt), diag=diag_n,
                              solref=solref, solimp=solimp, imp_r=jp.abs(dist - mg), bias=jp.zeros(k, dt), active=live,
                              type=np.full(k, ctype), id=slots, k_zero=np.zeros(k, bool),
-                             r_scale=jp.ones(k, dt), vel_add=None if cs is None else cs[:, 0]))  # fmt: skip
+                             r_scale=jp.ones(k, dt), vel_add=None if cs is None else cs[:, 0], adh=adh))  # fmt: skip
             continue
         if p.elliptic:
             n = dim
@@ -732,32 +735,45 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
                                          axis=1)  # fmt: skip
             k_zero = np.zeros((k, n), bool)
             k_zero[:, 1:] = True
-            ctype = ConstraintType.CONTACT_ELLIPTIC
+            ctype = np.full((k, n), ConstraintType.CONTACT_ELLIPTIC)
             vel_add = None if cs is None else cs[:, :n]
+            if adh is not None:  # the normal row pulls; a normal-only contact's row is frictionless
+                adh = jp.concatenate([adh[:, None], jp.zeros((k, n - 1), dt)], axis=1)
+                ctype = jp.where(single[:, None], ConstraintType.CONTACT_FRICTIONLESS, jp.asarray(ctype))
         else:
             n = 2 * (dim - 1)
             fi = fr[:, : dim - 1]  # (k, dim-1)
             cn = frame6[:, :1]  # (k, 1, 6 or 3): normal
             cd = frame6[:, 1:dim] * fi[:, :, None]  # (k, dim-1, 6 or 3): mu_i * tangent/spin/roll direction i
-            J, cols = _sparse_rows(rows_of, jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, -1), n)
             f0sq = fr[:, 0] * fr[:, 0]
             scale = jp.broadcast_to((2.0 * f0sq * (1.0 + f0sq) / impratio)[:, None], (k, n))
-            row_live = live[:, None] & (jp.arange(n)[None, :] < 2 * (adim[:, None] - 1))
+            nrow = 2 * (adim - 1)
+            if single is not None:  # normal-only contacts: one frictionless row, the normal (as condim 1)
+                cd = jp.where(single[:, None, None], 0.0, cd)
+                scale = jp.where(single[:, None], 1.0, scale)
+                nrow = jp.where(single, 1, nrow)
+            J, cols = _sparse_rows(rows_of, jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, -1), n)
+            row_live = live[:, None] & (jp.arange(n)[None, :] < nrow[:, None])
             pos = jp.broadcast_to(dist[:, None], (k, n))
             margin = jp.broadcast_to(mg[:, None], (k, n))
             solref_rows = jp.broadcast_to(solref[:, None, :], (k, n, 2))
             k_zero = np.zeros((k, n), bool)
-            ctype = ConstraintType.CONTACT_PYRAMIDAL
+            ctype = np.full((k, n), ConstraintType.CONTACT_PYRAMIDAL)
             # row pair i: normal +- mu_i direction i; the surface velocity has no normal part: +- mu_i cs_i
             vel_add = None if cs is None else (jp.stack([fi * cs[:, 1:dim], -fi * cs[:, 1:dim]], axis=2)
                                                .reshape(k, n))  # fmt: skip
+            if single is not None:  # the adhesion is shared equally by the edges
+                ctype = jp.where(single[:, None], ConstraintType.CONTACT_FRICTIONLESS, jp.asarray(ctype))
+                adh = jp.broadcast_to((adh / jp.maximum(nrow, 1))[:, None], (k, n))
+                if vel_add is not None:
+                    vel_add = jp.where(single[:, None], 0.0, vel_add)
         out.append(_Rows(J=J, cols=cols, pos=pos.reshape(-1), margin=margin.reshape(-1),
                          frictionloss=jp.zeros(k * n, dt), diag=_rep(diag_n, n), solref=solref_rows.reshape(-1, 2),
                          solimp=_rep(solimp, n),
                          imp_r=_rep(jp.abs(dist - mg), n), bias=jp.zeros(k * n, dt), active=row_live.reshape(-1),
-                         type=np.full(k * n, ctype), id=np.repeat(slots, n), k_zero=k_zero.reshape(-1),
-                         r_scale=scale.reshape(-1),
-                         vel_add=None if vel_add is None else vel_add.reshape(-1)))  # fmt: skip
+                         type=ctype.reshape(-1), id=np.repeat(slots, n), k_zero=k_zero.reshape(-1),
+                         r_scale=scale.reshape(-1), vel_add=None if vel_add is None else vel_add.reshape(-1),
+                         adh=None if adh is None else adh.reshape(-1)))  # fmt: skip
     return out
 
 
@@ -775,6 +791,35 @@ def _surface_vel(m: Model, d: Data, g: jax.Array, pt: jax.Array, frame: jax.Arra
     svel, sang = lin[:, 1] - lin[:, 0], ang[:, 1] - ang[:, 0]
     cs = jp.concatenate([jp.einsum("kij,kj->ki", frame, svel), jp.einsum("kij,kj->ki", frame, sang)], axis=1)
     return cs * jp.asarray([0.0, 1.0, 1.0, 1.0, 0.0, 0.0], cs.dtype)
+
+
+def adhesion_on(m: Model) -> bool:
+    """Static: the model's contacts can be adhesive (`m.flg_adhesion`) and contacts are made (MuJoCo's mj_adhesion
+    returns early otherwise)."""
+    return m.flg_adhesion and m.nconmax > 0 and m.nv > 0 and not _flag(m, DisableBit.CONTACT) and not _flag(
+        m, DisableBit.CONSTRAINT)
+
+
+def adhesion_force(m: Model, d: Data) -> jax.Array:
+    """qfrc_adhesion (nv,) (mj_adhesion): every detected contact with nonzero adhesion pulls its geoms together along
+    its normal with a constant force of that size, in contact and in the gap band alike: -adhesion J_n' with J_n the
+    normal row of the contact's Jacobian (body 2 minus body 1 at the contact point)."""
+    if not adhesion_on(m):
+        return jp.zeros((m.nv,), d.qpos.dtype)
+    con = d.contact
+    b1, b2, w2 = flexcol.contact_body_weights(m, d, con)
+    rows_of = _weighted_jacobian(m, d, con.pos, b1, b2, w2, ncomp=3)
+    pull = jp.where(con.active, -con.adhesion, 0.0)
+    return jp.sum(rows_of(con.frame[:, :1] * pull[:, None, None])[:, 0], axis=0)
+
+
+def contact_live(m: Model, con: types.Contact) -> jax.Array:
+    """(nconmax,) bool: contacts that make constraint rows: detected and within their includemargin, or adhesive
+    (nonzero adhesion: rows in the gap band too, mj_setContact's exclude rule)."""
+    live = con.dist < con.includemargin
+    if m.flg_adhesion:
+        live = live | (con.adhesion != 0)
+    return con.active & live
 
 
 def _impedance(solimp, r):
@@ -818,7 +863,7 @@ def fill(m: Model, d: Data, r: dict) -> Data:
     dt = d.qpos.dtype
     if len(p.con_dim):  # contact.efc_address: first row of each contact with rows (-1: none, e.g. in the gap band)
         con = d.contact
-        live = con.active & (con.dist < con.includemargin)
+        live = contact_live(m, con)
         d = d.replace(contact=con.replace(efc_address=jp.where(live, jp.asarray(p.con_adr, jp.int32), -1)))
     return d.replace(
         warning_number=d.warning_number.at[Warning.CNSTRFULL].add(r["lim_over"].astype(jp.int32)),
@@ -899,10 +944,11 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
                  "active", "type", "id", "k_zero", "r_scale"):  # fmt: skip
         x = cat(name, allb)
         fields[name] = x if inv is None else x[inv]
-    if m.flg_surfacevel:
-        x = jp.concatenate([b.vel_add if b.vel_add is not None else jp.zeros(b.pos.shape[0], b.pos.dtype)
-                            for b in allb])  # fmt: skip
-        fields["vel_add"] = x if inv is None else x[inv]
+    for name, on in (("vel_add", m.flg_surfacevel), ("adh", m.flg_adhesion)):
+        if on:
+            x = jp.concatenate([getattr(b, name) if getattr(b, name) is not None
+                                else jp.zeros(b.pos.shape[0], b.pos.dtype) for b in allb])  # fmt: skip
+            fields[name] = x if inv is None else x[inv]
     f = fields
     imp, dmax = _impedance(f["solimp"], f["imp_r"])
     solref = f["solref"]
@@ -918,8 +964,12 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     K = jp.where(jp.asarray(f["k_zero"]), 0.0, K)
     diag = f["diag"] * f["r_scale"]
     if m.opt.enableflags & EnableBit.DIAGEXACT:
-        ctype = np.concatenate([np.asarray(b.type) for b in allb])
-        diag = _exact_diag(m, d, p, f, ctype if inv is None else ctype[inv])
+        if all(isinstance(b.type, np.ndarray) for b in allb):
+            ctype = np.concatenate([b.type for b in allb])
+            ctype = ctype if inv is None else ctype[inv]
+        else:  # traced types (normal-only adhesive contacts in wider slots)
+            ctype = f["type"]
+        diag = _exact_diag(m, d, p, f, ctype)
     R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
     active = jp.asarray(f["active"])
     J = jp.where(active[:, None], f["J"], 0.0)
@@ -929,6 +979,8 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
         vel = vel + jp.where(active, f["vel_add"], 0.0)
     pos = f["pos"]
     aref = -B * vel - K * imp * (pos - f["margin"]) - f["bias"]
+    if "adh" in f:  # adhesive contacts: the cone translated down the normal by the adhesion (computation chapter)
+        aref = aref + R * f["adh"]
     R = jp.where(active, R, 1.0)
     aref = jp.where(active, aref, 0.0)
     return d, dict(fields=f, active=active, J=J, cols=cols, diag=diag, R=R, vel=vel, aref=aref, K=K, B=B, imp=imp,
@@ -939,7 +991,8 @@ def _exact_diag(m: Model, d: Data, p: Plan, f: dict, ctype: np.ndarray) -> jax.A
     """The diagexact flag's diagA (n,) (mj_projectConstraint): the exact diagonal J_i M^-1 J_i^T of every row in
     place of the invweight0 approximation. Contact rows take their first row's, scaled as mj_makeImpedance derives
     a contact's R from its first row's: elliptic friction row i by (f_0/f_i)^2 / impratio (`r_scale`), every
-    pyramidal edge by 2 f_0^2 / impratio. f: `_assemble`'s row fields; ctype (n,) static row types."""
+    pyramidal edge by 2 f_0^2 / impratio. f: `_assemble`'s row fields; ctype (n,) row types (static, or traced
+    where adhesive contacts in the gap band make a pyramidal slot one frictionless row)."""
     n = ctype.shape[0]
     Jd = solver_common.j_dense(f["J"], jp.asarray(f["cols"], jp.int32) if p.sparse else None, m.nv)
     exact = jp.sum(Jd * inertia.solve_m(m, d, Jd.T).T, axis=1)
@@ -949,7 +1002,7 @@ def _exact_diag(m: Model, d: Data, p: Plan, f: dict, ctype: np.ndarray) -> jax.A
         slot[adr : adr + rows] = s
     pyramid = ctype == ConstraintType.CONTACT_PYRAMIDAL
     scale = f["r_scale"]
-    if pyramid.any():
+    if not isinstance(pyramid, np.ndarray) or pyramid.any():
         f0 = d.contact.friction[slot, 0]
         scale = jp.where(pyramid, 2.0 * f0 * f0 / m.opt.impratio, scale)
     return exact[first] * scale

@@ -29,7 +29,8 @@ def contact_force(m: Model, d: Data) -> jax.Array:
     torsional and rolling torques; zero for inactive contacts and beyond the contact's condim.
 
     Pyramidal contacts are converted from edge forces: normal = sum of the edge forces, friction i =
-    mu_i (f_i+ - f_i-); elliptic contacts read their rows directly.
+    mu_i (f_i+ - f_i-); elliptic contacts read their rows directly. Adhesive contacts report the net interface
+    force: their adhesion is subtracted from the normal force (which can so be negative).
     """
     nc = m.nconmax
     dt = d.qpos.dtype
@@ -54,6 +55,8 @@ def contact_force(m: Model, d: Data) -> jax.Array:
         adim = con.dim[slots]
         frc = jp.where(jp.arange(frc.shape[1])[None, :] < adim[:, None], frc, 0.0)
         live = d.efc_mask[rows[:, 0]]
+        if m.flg_adhesion:  # the net interface force: the cone force minus the adhesive pull
+            frc = frc.at[:, 0].add(-con.adhesion[slots])
         frc = jp.where(live[:, None], frc, 0.0)
         out = out.at[slots, : frc.shape[1]].set(frc)
     return out

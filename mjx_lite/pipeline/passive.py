@@ -1,4 +1,4 @@
-"""Passive forces (mj_passive): springs, dampers, gravity compensation and fluid forces.
+"""Passive forces (mj_passive): springs, dampers, gravity compensation, fluid forces and contact adhesion.
 
 MuJoCo 4.0 semantics: polynomial stiffness f(x) = a x + b x^2 + c x^3 (ball/free joints: applied to the
 norm of the rotation/translation vector, along its direction), anti-symmetrised polynomial damping
@@ -7,6 +7,7 @@ damping (gear^2 f(v) at the joint or tendon target). Disable flags: SPRING zeroe
 qfrc_damper, both together zero every passive force (as the old PASSIVE flag); GRAVITY disables gravcomp.
 Gravity compensation of joints with `jnt_actgravcomp` is routed to qfrc_actuator by `actuation`.
 Plastic springs (springyield > 0): the references of those joints and tendons are in `d.plastic` (`plastic`).
+Adhesive contacts (geom/pair adhesion) pull along their normals: qfrc_adhesion (`constraint.adhesion_force`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
-from mjx_lite.pipeline import flex, fluid, plastic, support
+from mjx_lite.pipeline import constraint, flex, fluid, plastic, support
 from mjx_lite.pipeline.tendon import apply_ft
 from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
 
@@ -112,12 +113,12 @@ def gravcomp_on(m: Model) -> bool:
 
 def joint_terms_only(m: Model) -> bool:
     """Static: `passive` computes only joint springs, dof dampers and the actuator damping of joint transmissions
-    for `m` (no tendon, flex, plastic springs, gravity compensation or fluid terms; springs and dampers not both
-    disabled)."""
+    for `m` (no tendon, flex, plastic springs, gravity compensation, fluid or adhesion terms; springs and dampers
+    not both disabled)."""
     flags = m.opt.disableflags
     off = (flags & DisableBit.SPRING) and (flags & DisableBit.DAMPER)
     return (not off and m.ntendon == 0 and m.nflexedge == 0 and m.nplastic == 0 and not gravcomp_on(m)
-            and not fluid.traced(m))
+            and not fluid.traced(m) and not constraint.adhesion_on(m))
 
 
 def gravcomp_force(m: Model, d: Data) -> jax.Array:
@@ -142,19 +143,22 @@ def gravcomp_dof_mask(m: Model, actuated: bool) -> np.ndarray:
 
 
 def passive(m: Model, d: Data) -> Data:
-    """Passive forces: qfrc_spring, qfrc_damper, qfrc_gravcomp, qfrc_fluid, qfrc_passive (each (nv,))."""
+    """Passive forces: qfrc_spring, qfrc_damper, qfrc_gravcomp, qfrc_fluid, qfrc_adhesion, qfrc_passive (each
+    (nv,))."""
     dtype = d.qpos.dtype
     zero = jp.zeros((m.nv,), dtype)
     flags = m.opt.disableflags
     if (flags & DisableBit.SPRING) and (flags & DisableBit.DAMPER):
-        return d.replace(qfrc_spring=zero, qfrc_damper=zero, qfrc_gravcomp=zero, qfrc_fluid=zero, qfrc_passive=zero)
+        return d.replace(qfrc_spring=zero, qfrc_damper=zero, qfrc_gravcomp=zero, qfrc_fluid=zero, qfrc_adhesion=zero,
+                         qfrc_passive=zero)  # fmt: skip
     spring = zero if flags & DisableBit.SPRING else _springs(m, d)
     damper = zero if flags & DisableBit.DAMPER else _dampers(m, d)
     gravcomp = gravcomp_force(m, d)
     qfluid = fluid.fluid(m, d)
-    total = spring + damper + qfluid + gravcomp * jp.asarray(gravcomp_dof_mask(m, False), dtype)
+    adhesion = constraint.adhesion_force(m, d)
+    total = spring + damper + qfluid + adhesion + gravcomp * jp.asarray(gravcomp_dof_mask(m, False), dtype)
     return d.replace(qfrc_spring=spring, qfrc_damper=damper, qfrc_gravcomp=gravcomp, qfrc_fluid=qfluid,
-                     qfrc_passive=total)  # fmt: skip
+                     qfrc_adhesion=adhesion, qfrc_passive=total)  # fmt: skip
 
 
 __all__ = ["passive", "gravcomp_force", "gravcomp_dof_mask", "gravcomp_on", "joint_terms_only"]

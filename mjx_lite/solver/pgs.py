@@ -87,7 +87,7 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
                 Sc = s * cvec
                 L = jp.trace(SAS)
                 step = 1.0 / jp.where(L > 0, L, 1.0)
-                y = x_old / s
+                y = x_old / jp.where(s > 0, s, 1.0)  # rows beyond a contact's dimension (s = 0) stay 0
 
                 def inner(y, _):
                     return _proj_soc(y - step * (SAS @ y + Sc)), None

@@ -23,8 +23,8 @@ normal alone for a frictionless row) dotted with its slot's J6. The formulas are
 fields equal the XLA path's to round-off.
 
 Not fused (the XLA rows run): connect and weld (their Jdot qvel bias needs com_vel), tendon equalities, friction
-and limits, ball limits, flex rows, elliptic cones, the sparse efc_J layout, surface velocities, contact slots whose
-bodies are traced. Derivatives go through the XLA twin (kernels/launch.py).
+and limits, ball limits, flex rows, elliptic cones, the sparse efc_J layout, surface velocities, adhesive contacts,
+contact slots whose bodies are traced. Derivatives go through the XLA twin (kernels/launch.py).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def slot_bodies(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
 def fusable(m: Model) -> bool:
     """Static: every row of the model's plan is of a kind the kernel builds (see the module docstring)."""
     p = constraint.plan(m)
-    if p.nefc == 0 or p.sparse or p.elliptic or m.flg_surfacevel or m.nv == 0:
+    if p.nefc == 0 or p.sparse or p.elliptic or m.flg_surfacevel or m.flg_adhesion or m.nv == 0:
         return False
     if m.opt.enableflags & EnableBit.DIAGEXACT:  # the exact diagonal needs M^-1 J^T of every row: XLA
         return False

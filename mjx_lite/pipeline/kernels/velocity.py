@@ -201,4 +201,4 @@ def velocity_pass(m: Model, d: Data, how: launch.Launch) -> tuple[Data, tuple]:
     if not passive_fusable(m):
         return d.replace(**out), ("com_vel", "rne")
     zero = jp.zeros_like(d.qfrc_passive)
-    return d.replace(qfrc_gravcomp=zero, qfrc_fluid=zero, **out), ("com_vel", "passive", "rne")
+    return d.replace(qfrc_gravcomp=zero, qfrc_fluid=zero, qfrc_adhesion=zero, **out), ("com_vel", "passive", "rne")
