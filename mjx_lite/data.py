@@ -96,8 +96,10 @@ def reset_values(m: Model, f) -> tuple[dict, dict]:
     """mj_resetData's values that are not zero: ({Data field: array (floats of dtype f)}, {Contact field: fill
     value}). Every other field resets to zeros (`make_data`; `integrate.reset_where` selects a scalar zero there,
     so that a reset builds no array for them)."""
-    fields = dict(qpos=_array(m.qpos0, f), ctrl=_init_ctrl(m, f), history=_init_history(m, f),
-                  plastic=_init_plastic(m, f), eq_active=_array(m.eq_active0, bool))  # fmt: skip
+    fields = dict(qpos=_array(m.qpos0, f), history=_init_history(m, f), plastic=_init_plastic(m, f),
+                  eq_active=_array(m.eq_active0, bool))  # fmt: skip
+    if np.any(_quat_ctrl(m)):  # quaternion inputs of orientation servos start at the identity; else zeros
+        fields["ctrl"] = _init_ctrl(m, f)
     if m.nmocap:
         mocap_body = np.nonzero(np.asarray(m.body_mocapid) >= 0)[0]
         mocap_body = mocap_body[np.argsort(np.asarray(m.body_mocapid)[mocap_body])]
@@ -107,12 +109,16 @@ def reset_values(m: Model, f) -> tuple[dict, dict]:
     return fields, dict(CONTACT_FILL)
 
 
+def _quat_ctrl(m: Model) -> np.ndarray:
+    """(nactuator,) bool: orientation (so3) servos commanded by a quaternion (mjCHART_QUAT: 4 controls)."""
+    return (np.asarray(m.actuator_gaintype) == GainType.SO3) & (np.asarray(m.actuator_ctrlspec) == 2)
+
+
 def _init_ctrl(m: Model, dtype) -> jax.Array:
     """Neutral controls (mj_resetCtrl), (nu,): zero, except the quaternion inputs of orientation (so3) servos,
     which start at the identity quaternion (their first control, qw, is 1)."""
     ctrl = np.zeros(m.nu)
-    quat = (np.asarray(m.actuator_gaintype) == GainType.SO3) & (np.asarray(m.actuator_ctrlspec) == 2)  # mjCHART_QUAT
-    ctrl[np.asarray(m.actuator_ctrladr)[quat]] = 1.0
+    ctrl[np.asarray(m.actuator_ctrladr)[_quat_ctrl(m)]] = 1.0
     return _array(ctrl, dtype)
 
 
