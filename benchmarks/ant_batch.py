@@ -19,12 +19,14 @@ import sys
 import time
 
 import jax
-import jax.numpy as jp
 import numpy as np
 
 import mjx_lite as mjl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import targets  # noqa: E402 - benchmarks/ is on the path
+
 ANT = os.path.join(HERE, "models", "ant.xml")
 
 
@@ -40,19 +42,7 @@ def _model(variant: str):
 
 
 def _prepare(variant: str, batch: int, steps: int):
-    m = _model(variant)
-    d = mjl.make_data(m)
-    qvel = 0.01 * np.random.default_rng(0).standard_normal((batch, m.nv))
-    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d).replace(qvel=jp.asarray(qvel, d.qvel.dtype))
-
-    @jax.jit
-    def roll(db):
-        def body(d, _):
-            d = jax.vmap(mjl.step, in_axes=(None, 0))(m, d)
-            return d, d.solver_niter
-
-        return jax.lax.scan(body, db, None, length=steps)
-
+    roll, db = targets.niter_rollout(_model(variant), batch, steps)
     db, _ = roll(roll(db)[0])  # compile, then 2 x steps settling steps
     jax.block_until_ready(db)
     return roll, db

@@ -54,14 +54,14 @@ def _settings(path: str) -> str:
     return f"nv {mjm.nv}, {integ}, {solver} {o.iterations} it{extra}, dt {o.timestep:g}"
 
 
-def iterations(path: str, batch: int = 64, steps: int = 50, c_envs: int = 16) -> dict:
-    """Solver iterations of ours (the dtype JAX is set to) and MuJoCo C's from the same random initial states."""
+def niter_rollout(m, batch: int, steps: int):
+    """(roll, db): a batch of `batch` copies of make_data(m) with random qvel ~ 0.01 N(0, 1) (seed 0), and a jitted
+    `steps`-step vmapped rollout of it returning (final Data, solver_niter (steps, batch))."""
     import jax  # noqa: PLC0415 - the caller chooses x64 through the environment
     import jax.numpy as jp  # noqa: PLC0415
 
     import mjx_lite as mjl  # noqa: PLC0415
 
-    m = mjl.configure(mjl.load_mjcf(path))
     d = mjl.make_data(m)
     qvel = 0.01 * np.random.default_rng(0).standard_normal((batch, m.nv))
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d).replace(qvel=jp.asarray(qvel, d.qvel.dtype))
@@ -72,15 +72,23 @@ def iterations(path: str, batch: int = 64, steps: int = 50, c_envs: int = 16) ->
             d = jax.vmap(mjl.step, in_axes=(None, 0))(m, d)
             return d, d.solver_niter
 
-        return jax.lax.scan(body, db, None, length=steps)[1]
+        return jax.lax.scan(body, db, None, length=steps)
 
-    ours = np.asarray(roll(db))  # (steps, batch)
+    return roll, db
+
+
+def iterations(path: str, batch: int = 64, steps: int = 50, c_envs: int = 16) -> dict:
+    """Solver iterations of ours (the dtype JAX is set to) and MuJoCo C's from the same random initial states."""
+    import mjx_lite as mjl  # noqa: PLC0415
+
+    roll, db = niter_rollout(mjl.configure(mjl.load_mjcf(path)), batch, steps)
+    ours = np.asarray(roll(db)[1])  # (steps, batch)
     mjm = mujoco.MjModel.from_xml_path(path)
     mjd = mujoco.MjData(mjm)
     c = []
     for i in range(min(batch, c_envs)):
         mujoco.mj_resetData(mjm, mjd)
-        mjd.qvel[:] = qvel[i]
+        mjd.qvel[:] = np.asarray(db.qvel[i], np.float64)  # the same random initial velocities
         for _ in range(steps):
             mujoco.mj_step(mjm, mjd)
             c.append(int(mjd.solver_niter[0]))

@@ -17,7 +17,9 @@ from scipy.spatial.distance import cdist
 from mjx_lite import io, types
 from mjx_lite.collision import driver
 from mjx_lite.data import make_data
+from mjx_lite.mjcf.compile import load_mjcf_string
 from mjx_lite.mjcf.mesh import hull_tables, polygon_tables_from_vert
+from mjx_lite.mjcf.spec import MJCFError
 from mjx_lite.pipeline import constraint, kinematics, tendon, velocity
 from mjx_lite.pipeline.step import step as _step
 
@@ -92,6 +94,17 @@ def posed_data(m: types.Model, xpos, xmat) -> types.Data:
     d0 = make_data(m)
     xpos, xmat = jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat))
     return jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat)
+
+
+def assert_both_refuse(xml: str, attribute: str) -> None:
+    """MuJoCo refuses the model at load and so does mjx_lite, its MJCFError naming `attribute`."""
+    import pytest  # noqa: PLC0415 - benchmarks import this module too, without pytest
+
+    with pytest.raises(ValueError):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError) as info:
+        load_mjcf_string(xml)
+    assert info.value.attribute == attribute, str(info.value)
 
 
 def reference_models() -> list[str]:
