@@ -296,6 +296,25 @@ def rk4(m: Model, d: Data) -> Data:
     return rk4_stages(m, d, lambda m, di, x: (forward.forward_skip(m, di, sensors=False), None))[0]
 
 
+def _row_state(m: Model, d0: Data, a: jax.Array, c: jax.Array, rate: jax.Array, acc: jax.Array,
+               adot: jax.Array) -> tuple[jax.Array, ...]:
+    """The state of RK4 tableau row a (4,) at time fraction c from the step's start d0, with the stage rates so far
+    (rate, acc, adot: (4, ...)): (qpos, qvel, act, time, dv) where dv is the combined position rate."""
+    h = m.opt.timestep
+    dv = _combine(a, rate)
+    return (integrate_pos(m, d0.qpos, dv, h), d0.qvel + h * _combine(a, acc), d0.act + h * _combine(a, adot),
+            d0.time + c * h, dv)  # fmt: skip
+
+
+def _stage_rate(rot: np.ndarray, h: jax.Array, dv: jax.Array, qvel: jax.Array, plain=None) -> jax.Array:
+    """A stage's position rate k (nv,): qvel, in the Lie algebra on the rotation dofs `rot` (dexp^-1 at h dv);
+    `plain` (a () bool, or None) keeps qvel itself there (stage 1 of the merged loop)."""
+    if not rot.size:
+        return qvel
+    lie = _dexpinv(h * dv[rot], qvel[rot])
+    return qvel.at[rot].set(lie if plain is None else jp.where(plain, qvel[rot], lie))
+
+
 def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
     """`rk4` with the forward pass of stages 2-4 given: stage_forward(m, d_i, x_i) -> (Data, y_i) where x_i is
     row i of the pytree xs (leading axis 3, or None) and the y_i are stacked (3, ...). Returns (Data, ys).
@@ -316,14 +335,9 @@ def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
         i, x = ix
         d, rate, acc, adot = carry
         a = jp.asarray(_RK4_A_ROWS, h.dtype)[i]  # (4,): row i, zero from column i + 1 on
-        dv = _combine(a, rate)
-        qpos = integrate_pos(m, qpos0, dv, h)
-        di = d.replace(qpos=qpos, qvel=qvel0 + h * _combine(a, acc), act=act0 + h * _combine(a, adot),
-                       time=time0 + jp.asarray(_RK4_C, h.dtype)[i] * h)  # fmt: skip
-        d, y = stage_forward(m, di, x)
-        k = d.qvel
-        if rot.size:
-            k = k.at[rot].set(_dexpinv(h * dv[rot], d.qvel[rot]))
+        qpos, qvel, act, time, dv = _row_state(m, start, a, jp.asarray(_RK4_C, h.dtype)[i], rate, acc, adot)
+        d, y = stage_forward(m, d.replace(qpos=qpos, qvel=qvel, act=act, time=time), x)
+        k = _stage_rate(rot, h, dv, d.qvel)
         return (d, rate.at[i + 1].set(k), acc.at[i + 1].set(d.qacc), adot.at[i + 1].set(d.act_dot)), y
 
     start = d
@@ -358,22 +372,18 @@ def rk4_forward(m: Model, d: Data) -> tuple[Data, jax.Array]:
     rate = jp.zeros((4,) + qvel0.shape, qvel0.dtype)
     acc = jp.zeros((4,) + d.qacc.shape, d.qacc.dtype)
     adot = jp.zeros((4,) + d.act_dot.shape, d.act_dot.dtype)
+    start = d
 
     def stage(carry, i):
         """Stage i + 1 (i = 0..3): forward at the state of tableau row i (stage 1: d's state), rates to row i."""
         d, rate, acc, adot = carry
         first = i == 0
         a = jp.asarray(_RK4_A_FULL, h.dtype)[i]
-        dv = _combine(a, rate)
-        qpos = jp.where(first, qpos0, integrate_pos(m, qpos0, dv, h))
-        qvel = jp.where(first, qvel0, qvel0 + h * _combine(a, acc))
-        act = jp.where(first, act0, act0 + h * _combine(a, adot))
-        time = jp.where(first, time0, time0 + jp.asarray((0.0,) + _RK4_C, h.dtype)[i] * h)
+        row = _row_state(m, start, a, jp.asarray((0.0,) + _RK4_C, h.dtype)[i], rate, acc, adot)
+        qpos, qvel, act, time = (jp.where(first, x0, x) for x0, x in zip((qpos0, qvel0, act0, time0), row[:4]))
         with jax.named_scope("forward"):
             d = forward.forward_skip(m, d.replace(qpos=qpos, qvel=qvel, act=act, time=time), sensors=first)
-        k = d.qvel
-        if rot.size:
-            k = k.at[rot].set(jp.where(first, d.qvel[rot], _dexpinv(h * dv[rot], d.qvel[rot])))
+        k = _stage_rate(rot, h, row[4], d.qvel, plain=first)
         return (d, rate.at[i].set(k), acc.at[i].set(d.qacc), adot.at[i].set(d.act_dot)), None
 
     (d, rate, acc, adot), _ = jax.lax.scan(stage, (d, rate, acc, adot), jp.arange(4))
