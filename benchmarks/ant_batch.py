@@ -7,9 +7,10 @@ from random qvel ~ 0.01 N(0, 1) after 2 x steps settling steps (the ant lands on
 compiled first, then timed interleaved in one process (best of the rounds). Variants: "base" (the model as it is),
 "it1" (opt.iterations = ls_iterations = 1: no solver or line-search loop at all, one Newton step per solve: the step's
 cost without the loops a vmapped batch runs for its slowest environment; not the same physics), "merged"
-(Config.rk4_loop "merged"). Prints steps/s per round and the per-environment `solver_niter` of the last RK4 stage's
-solve: mean, max, the mean over steps of the batch's maximum (the trip count of the vmapped while loop) and the
-histogram.
+(Config.rk4_loop "merged"), "lockstep" (Config.solver_batch "lockstep": each solver loop is one vmapped while loop,
+every environment waiting for the batch's slowest; the CPU's default is "refill"). Prints steps/s per round and the
+per-environment `solver_niter` of the last RK4 stage's solve: mean, max, the mean over steps of the batch's maximum (the
+trip count of a lockstep loop) and the histogram.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def _model(variant: str):
         return m.replace(opt=m.opt.replace(iterations=1, ls_iterations=1))
     if variant == "merged":
         return mjl.configure(m, rk4_loop="merged")
+    if variant == "lockstep":
+        return mjl.configure(m, solver_batch="lockstep")
     if variant != "base":
         raise ValueError(f"unknown variant {variant!r}")
     return m

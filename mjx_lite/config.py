@@ -24,7 +24,7 @@ import jax
 
 __all__ = ["CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "KERNELS", "KERNEL_LAYOUTS", "LAYOUT_FIELDS", "LINALGS",
            "MATMUL_PRECISIONS", "QACC_RESETS", "QUATERNION_OPS", "RK4_LOOPS", "kernels", "linalg", "matmul_precision",
-           "qacc_reset", "quaternion_ops"]  # fmt: skip
+           "qacc_reset", "quaternion_ops", "SOLVER_BATCHES", "solver_batch"]  # fmt: skip
 
 GRADIENT_MODES = ("implicit", "unrolled")
 CONTACT_GRADIENTS = ("exact", "smooth")
@@ -35,6 +35,7 @@ RK4_LOOPS = ("split", "merged")
 KERNELS = ("auto", "xla", "fused")
 KERNEL_LAYOUTS = ("lanes_last", "lanes_first")
 LINALGS = ("auto", "own", "library")
+SOLVER_BATCHES = ("auto", "lockstep", "refill")
 
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
@@ -158,6 +159,13 @@ class Config:
         (default): "own" where JAX's default backend is the CPU, else "library". On a CPU JAX's batched LAPACK
         kernels wait on XLA's thread pool and can deadlock it (several CPU devices, or few cores and large
         batches): "library" there is for comparisons only.
+      solver_batch: how the solvers' bounded while loops (Newton, CG, PGS under `gradients="implicit"`) run under
+        `vmap`: "lockstep" (one loop over the batch: every environment waits for the batch's slowest, so each trip
+        costs the whole batch), "refill" (batches of 64 or more: each trip runs one iteration of a quarter of the
+        batch, refilled with unfinished environments, so the batch pays its total iterations, not the slowest
+        one's count times the batch; the same iterations and values per environment), or "auto" (default):
+        "refill" where JAX's default backend is the CPU, else "lockstep" (on a GPU, where a trip's cost is its
+        kernel launches, not its width, refill is unmeasured).
     """
 
     gradients: str = "implicit"
@@ -189,6 +197,7 @@ class Config:
     kernels: str = "auto"
     kernel_layout: str = "lanes_last"
     linalg: str = "auto"
+    solver_batch: str = "auto"
 
     def __post_init__(self):
         if self.gradients not in GRADIENT_MODES:
@@ -212,7 +221,8 @@ class Config:
                               ("rk4_loop", RK4_LOOPS),
                               ("kernels", KERNELS),
                               ("kernel_layout", KERNEL_LAYOUTS),
-                              ("linalg", LINALGS)):  # fmt: skip
+                              ("linalg", LINALGS),
+                              ("solver_batch", SOLVER_BATCHES)):  # fmt: skip
             if getattr(self, name) not in choices:
                 raise ValueError(f"Config.{name} must be one of {choices}, not {getattr(self, name)!r}")
         for name in ("broadphase_min_pairs", "broadphase_mesh_min_pairs", "sat_budget"):
@@ -292,6 +302,13 @@ def linalg(config: Config) -> str:
     if config.linalg != "auto":
         return config.linalg
     return "own" if jax.default_backend() == "cpu" else "library"
+
+
+def solver_batch(config: Config) -> str:
+    """"lockstep" or "refill": `config.solver_batch` with "auto" resolved by JAX's default backend (at trace time)."""
+    if config.solver_batch != "auto":
+        return config.solver_batch
+    return "refill" if jax.default_backend() == "cpu" else "lockstep"
 
 
 def matmul_precision(config: Config):

@@ -38,7 +38,8 @@ import numpy as np
 from mjx_lite.types import ConstraintState
 
 
-def iterate(body: Callable[[dict], dict], init: dict, length: int, early_exit: bool, unroll: int = 0) -> dict:
+def iterate(body: Callable[[dict], dict], init: dict, length: int, early_exit: bool, unroll: int = 0,
+            refill: bool = False) -> dict:
     """Apply `body(carry) -> carry` up to `length` times; `carry["done"]` stops it.
 
     `body` must keep the carry where `carry["done"]`. length <= unroll (static): `body` applied `length` times
@@ -46,7 +47,8 @@ def iterate(body: Callable[[dict], dict], init: dict, length: int, early_exit: b
     while any environment is not done anyway, and the unrolled form fuses across iterations and costs no loop
     copies). early_exit=False: `lax.scan` with a static trip count (reverse-differentiable; iterations after
     `done` are no-ops). early_exit=True: a `lax.while_loop` bounded by `length` that stops at `done` (fast; for
-    forward evaluation, or under implicit differentiation).
+    forward evaluation, or under implicit differentiation); with refill=True it is batch-aware under `vmap`
+    (`_refill_while`, `Config.solver_batch`).
     """
     if length == 0:
         return init
@@ -55,17 +57,96 @@ def iterate(body: Callable[[dict], dict], init: dict, length: int, early_exit: b
             init = body(init)
         return init
     if early_exit:
-        def cond(c):
-            return (~c["done"]) & (c["_it"] < length)
-
-        def wbody(c):
-            return {**body(c), "_it": c["_it"] + 1}
-
-        out = jax.lax.while_loop(cond, wbody, {**init, "_it": jp.zeros((), jp.int32)})
-        out.pop("_it")
-        return out
+        return _refill_while(body, init, length) if refill else _while(body, init, length)
     out, _ = jax.lax.scan(lambda c, _: (body(c), None), init, None, length=length)
     return out
+
+
+def _while(body: Callable[[dict], dict], init: dict, length: int) -> dict:
+    """`lax.while_loop` of `body` from init until carry["done"], at most `length` trips."""
+
+    def step(s):
+        c, it = s
+        return body(c), it + 1
+
+    def cond(s):
+        c, it = s
+        return (~c["done"]) & (it < length)
+
+    return jax.lax.while_loop(cond, step, (init, jp.zeros((), jp.int32)))[0]
+
+
+# `_refill_while` under vmap: batches of at least REFILL_MIN_BATCH environments run buffers of batch // REFILL_SHARE
+# (ant, RK4, Newton, batch 256, 2-core CPU: buffers of a quarter ran faster than of an eighth or a half)
+REFILL_MIN_BATCH = 64
+REFILL_SHARE = 4
+
+
+def _refill_while(body: Callable[[dict], dict], init: dict, length: int) -> dict:
+    """`_while`, batch-aware under `vmap`: the same iterations, and so the same values, per environment.
+
+    A vmapped `lax.while_loop` runs as many trips as the batch's slowest environment, each over the whole batch.
+    Here (batches of REFILL_MIN_BATCH or more) each trip gathers up to batch // REFILL_SHARE unfinished
+    environments (carry and the body's batched constants) into a buffer, runs one iteration on it and scatters it
+    back, with each environment's own trip count bounded by `length`: the batch pays about its total number of
+    iterations, not the slowest one's count times the batch size.
+    """
+    closed, consts = _closure_convert(body, init)  # custom_vmap takes no closed-over tracers
+
+    def run(c, consts):
+        return _while(lambda x: closed(x, *consts), c, length)
+
+    loop = jax.custom_batching.custom_vmap(run)
+
+    @loop.def_vmap
+    def rule(axis_size, in_batched, c, consts):
+        c_b, k_b = in_batched
+        k_axes = [0 if b else None for b in k_b]
+        everywhere = jax.tree.map(lambda _: True, c)
+        if axis_size < REFILL_MIN_BATCH:
+            c_axes = jax.tree.map(lambda b: 0 if b else None, c_b)
+            return jax.vmap(run, in_axes=(c_axes, k_axes))(c, consts), everywhere
+        c = jax.tree.map(lambda x, b: x if b else jp.broadcast_to(x, (axis_size,) + jp.shape(x)), c, c_b)
+        vbody = jax.vmap(lambda x, k: closed(x, *k), in_axes=(0, k_axes))
+        size = max(1, axis_size // REFILL_SHARE)
+
+        def take(x, idx):
+            return jp.take(x, idx, axis=0, mode="clip")
+
+        def trip(s):
+            c, it = s
+            # up to `size` unfinished environments; empty slots point past the batch: done in the buffer, dropped
+            # on the way back
+            (idx,) = jp.nonzero(~c["done"] & (it < length), size=size, fill_value=axis_size)
+            valid = idx < axis_size
+            buf = jax.tree.map(lambda x: take(x, idx), c)
+            buf["done"] = buf["done"] | ~valid
+            buf = vbody(buf, [take(x, idx) if b else x for x, b in zip(consts, k_b)])
+            buf["done"] = buf["done"] & valid
+            c = jax.tree.map(lambda x, y: x.at[idx].set(y, mode="drop"), c, buf)
+            return c, it.at[idx].add(1, mode="drop")
+
+        def cond(s):
+            c, it = s
+            return jp.any(~c["done"] & (it < length))
+
+        out, _ = jax.lax.while_loop(cond, trip, (c, jp.zeros((axis_size,), jp.int32)))
+        return out, everywhere
+
+    return loop(init, consts)
+
+
+def _closure_convert(f: Callable, x) -> tuple[Callable, list]:
+    """(g, consts): g(x, *consts) == f(x), with every value f closes over (traced or not, of any dtype) in consts
+    (`jax.closure_convert` hoists only the floating-point ones)."""
+    leaves, tree = jax.tree.flatten(x)
+    cj, shape = jax.make_jaxpr(lambda *xs: f(jax.tree.unflatten(tree, xs)), return_shape=True)(*leaves)
+    out_tree = jax.tree.structure(shape)
+
+    def g(x, *consts):
+        return jax.tree.unflatten(out_tree, jax.core.eval_jaxpr(cj.jaxpr, consts, *jax.tree.leaves(x)))
+
+    return g, list(cj.consts)
 
 
 # row kinds

@@ -40,7 +40,8 @@ def _proj_soc(y: jax.Array) -> jax.Array:
 
 
 def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int, tolerance: jax.Array,
-              meaninertia: jax.Array, minv: Callable[[jax.Array], jax.Array], early_exit: bool = False):
+              meaninertia: jax.Array, minv: Callable[[jax.Array], jax.Array], early_exit: bool = False,
+              refill: bool = False):
     """Projected Gauss-Seidel on the dual problem from force0 (nefc,); minv(x): M^-1 x for x (nv,) or (nv, k).
 
     Returns (efc_force (nefc,), qacc (nv,), niter () int, improvement ()).
@@ -113,7 +114,7 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
     f0 = jp.where(mask, force0, 0.0)
     init = {"f": f0, "cost": dual_cost(f0), "done": jp.zeros((), bool), "niter": jp.zeros((), jp.int32),
             "improvement": jp.zeros((), f0.dtype)}  # fmt: skip
-    out = common.iterate(sweep, init, iterations, early_exit, unroll=common.SOLVER_UNROLL)
+    out = common.iterate(sweep, init, iterations, early_exit, unroll=common.SOLVER_UNROLL, refill=refill)
     f = out["f"]
     qacc = p.qacc_smooth + MinvJT @ f
     return f, qacc, out["niter"], out["improvement"]

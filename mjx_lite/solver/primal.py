@@ -58,13 +58,14 @@ def _keep(done: jax.Array, old, new):
 
 def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
                  tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array, early_exit: bool = False,
-                 library: bool = False):
+                 library: bool = False, refill: bool = False):
     """Newton's method on the primal problem from start = (qacc0 (nv,), jar0 = J qacc0 - aref (nefc,),
     Ma0 = M (qacc0 - qacc_smooth) (nv,)).
 
     Each iteration: Hessian and gradient at the carried point, Cholesky, exact line search; the step updates qacc,
     jar and Ma (one product with J and one with M, in the line search) and the gradient takes one J' f.
     library: factorise with JAX's Cholesky (LAPACK / cuSOLVER) instead of `mjx_lite.linalg`'s (`Config.linalg`).
+    refill: with early_exit, the loop refills under vmap (`common.iterate`, `Config.solver_batch`).
     Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, J' force at qacc (nv,), niter () int,
     improvement (), gradient ()).
     """  # fmt: skip
@@ -97,14 +98,14 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "jtf": jtf0},
             "done": g0conv, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
             "gradient": g0}  # fmt: skip
-    out = common.iterate(body, init, iterations, early_exit, unroll=common.SOLVER_UNROLL)
+    out = common.iterate(body, init, iterations, early_exit, unroll=common.SOLVER_UNROLL, refill=refill)
     x = out["x"]
     return x["qacc"], x["jar"], x["ev"], x["jtf"], out["niter"], out["improvement"], out["gradient"]
 
 
 def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
              tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array,
-             minv: Callable[[jax.Array], jax.Array], early_exit: bool = False):  # fmt: skip
+             minv: Callable[[jax.Array], jax.Array], early_exit: bool = False, refill: bool = False):  # fmt: skip
     """Nonlinear CG (Polak-Ribiere-plus, preconditioned by M^-1 via `minv(x)`, x (nv,)) from start = (qacc0 (nv,),
     jar0 (nefc,), Ma0 (nv,)) (see `solve_newton`).
 
@@ -145,6 +146,6 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
                   "mgrad": mgrad0, "search": -mgrad0},
             "done": g0conv, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
             "gradient": g0}  # fmt: skip
-    out = common.iterate(body, init, iterations, early_exit, unroll=common.SOLVER_UNROLL)
+    out = common.iterate(body, init, iterations, early_exit, unroll=common.SOLVER_UNROLL, refill=refill)
     x = out["x"]
     return x["qacc"], x["jar"], x["ev"], x["jtf"], out["niter"], out["improvement"], out["gradient"]

@@ -28,6 +28,7 @@ import jax.scipy.sparse.linalg as jssl
 from mjx_lite import linalg
 from mjx_lite.config import Config, matmul_precision
 from mjx_lite.config import linalg as config_linalg
+from mjx_lite.config import solver_batch as config_solver_batch
 from mjx_lite.pipeline import constraint, inertia, kernels
 from mjx_lite.solver import common, noslip, pgs, primal
 from mjx_lite.types import MINVAL, Data, DisableBit, Model, SolverType
@@ -91,56 +92,42 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
     return f
 
 
-@jax.custom_jvp
+def _value_with_derivative_of(value: jax.Array, formula: Callable, *args) -> jax.Array:
+    """`value` as the primal and the derivative of `formula(*args)` as its tangent (value's own tangent is dropped).
+
+    For quantities a solver kernel already computed (value, any shape) whose derivative is that of a closed formula
+    of its inputs: the formula is evaluated only in the tangent program, never in the primal one.
+    """
+
+    @jax.custom_jvp
+    def f(value, *args):
+        del args
+        return value
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        _, dvalue = jax.jvp(formula, primals[1:], tangents[1:])
+        return primals[0], dvalue
+
+    return f(value, *args)
+
+
 def _constraint_qfrc(prob: common.Problem, force: jax.Array, jtf: jax.Array) -> jax.Array:
     """qfrc_constraint = J' force (nv,): the value is `jtf`, the solver's own J' force at its final iterate (no
     further pass over J); the derivative is that of J' force (with force's own derivative)."""
-    del prob, force
-    return jtf
+    return _value_with_derivative_of(jtf, common.p_jt_mul, prob, force)
 
 
-@_constraint_qfrc.defjvp
-def _constraint_qfrc_jvp(primals, tangents):
-    prob, force, jtf = primals
-    dprob, dforce, _ = tangents
-    _, dqfrc = jax.jvp(common.p_jt_mul, (prob, force), (dprob, dforce))
-    return jtf, dqfrc
-
-
-@jax.custom_jvp
 def _smooth_jar(prob: common.Problem, value: jax.Array) -> jax.Array:
     """efc_b = J qacc_smooth - aref (nefc,): the value is `value` (computed by the fused solver kernel), the
     derivative that of the formula."""
-    del prob
-    return value
-
-
-@_smooth_jar.defjvp
-def _smooth_jar_jvp(primals, tangents):
-    prob, value = primals
-    dprob, _ = tangents
-    _, dv = jax.jvp(lambda p: common.p_j_mul(p, p.qacc_smooth) - p.aref, (prob,), (dprob,))
-    return value, dv
+    return _value_with_derivative_of(value, lambda p: common.p_j_mul(p, p.qacc_smooth) - p.aref, prob)
 
 
 def _force_law(layout: common.Layout, prob: common.Problem, jar: jax.Array, force: jax.Array) -> jax.Array:
     """efc_force (nefc,): the value is the solver's `force`, the derivative that of the force law at jar
-    (common.eval_constraints), as `ev.force + stop_gradient(force - ev.force)` without evaluating the rows in the
-    primal program."""
-
-    @jax.custom_jvp
-    def f(prob, jar, force):
-        del prob, jar
-        return force
-
-    @f.defjvp
-    def f_jvp(primals, tangents):
-        prob, jar, force = primals
-        dprob, djar, _ = tangents
-        _, dforce = jax.jvp(lambda p, x: common.eval_constraints(layout, p, x).force, (prob, jar), (dprob, djar))
-        return force, dforce
-
-    return f(prob, jar, force)
+    (common.eval_constraints), which is evaluated only in the tangent program."""
+    return _value_with_derivative_of(force, lambda p, x: common.eval_constraints(layout, p, x).force, prob, jar)
 
 
 def solve(m: Model, d: Data) -> Data:
@@ -172,6 +159,7 @@ def solve(m: Model, d: Data) -> Data:
 
     implicit = m.config.gradients == "implicit"
     library = config_linalg(m.config) == "library"
+    refill = config_solver_batch(m.config) == "refill"
 
     def run(prob, start, consts, minv, factors):
         """(qacc, jar = J qacc - aref, (force, J' force, niter, improvement, gradient, ends)) with the model's
@@ -182,17 +170,18 @@ def solve(m: Model, d: Data) -> Data:
         if fused:  # Newton / CG, its start and the rows' states as one fused kernel (Config.kernels; kernels/primal.py)
             qacc, jar, force, jtf, niter, improvement, gradient, efc_b, state = kernels.solve_primal(
                 m, layout, prob, start[0] if start else None, factors, {**kw, "library": library})
+
             ends = (efc_b, state)
         elif opt.solver == SolverType.PGS:
             force0 = jp.zeros_like(prob.D)
-            force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, **kw)
+            force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, refill=refill, **kw)
             jar = common.p_j_mul(prob, qacc) - prob.aref
             jtf = common.p_jt_mul(prob, force)
             gradient = jp.zeros((), qacc.dtype)
         else:
             solver = primal.solve_cg if opt.solver == SolverType.CG else primal.solve_newton
             extra = {"minv": minv} if opt.solver == SolverType.CG else {"library": library}
-            qacc, jar, ev, jtf, niter, improvement, gradient = solver(layout, prob, start, **extra, **kw)
+            qacc, jar, ev, jtf, niter, improvement, gradient = solver(layout, prob, start, **extra, **kw, refill=refill)
             force = ev.force
         stats = (force, jtf, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype), ends)
         return qacc, jar, stats
@@ -216,11 +205,9 @@ def solve(m: Model, d: Data) -> Data:
         # value: the solver's own forces (PGS: its dual iterate, which near a stiff optimum is far more accurate
         # than the force law re-evaluated at qacc, whose error is D J times qacc's; primal solvers: the same
         # numbers); derivative: the force law at qacc, through the implicit qacc
-        if fused:  # no evaluation of the rows in the primal program (the kernel returned their states)
-            force = _force_law(layout, prob, jar, force)
-        else:
+        force = _force_law(layout, prob, jar, force)
+        if not fused:  # the rows' states (the fused kernel returned them)
             ev = common.eval_constraints(layout, prob, jar)
-            force = ev.force + jax.lax.stop_gradient(force - ev.force)
     else:
         qacc, jar, (force, jtf, niter, improvement, gradient, ends) = run(prob, start, consts, minv,
                                                                          (d.qLD, d.qLDiagInv))  # fmt: skip
