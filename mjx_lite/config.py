@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Callable
 
 import jax
 
@@ -158,6 +159,13 @@ class Config:
         (default): "own" where JAX's default backend is the CPU, else "library". On a CPU JAX's batched LAPACK
         kernels wait on XLA's thread pool and can deadlock it (several CPU devices, or few cores and large
         batches): "library" there is for comparisons only.
+      sensor_user: the values of `<user>` sensors (MuJoCo's `mjcb_sensor`), or None (default): every user sensor reads
+        0, as in MuJoCo without a callback. A pure JAX function `sensor_user(m, d, i) -> (m.sensor_dim[i],)` array,
+        called with a static sensor id `i` at the sensor's stage (`m.sensor_needstage[i]`: pos, vel or acc) with that
+        stage's fields of `d` computed (at vel also subtree_linvel/angmom, at acc also cacc, cfrc_int and cfrc_ext, as
+        MuJoCo computes them for user sensors); the sensor's cutoff is applied to what it returns. It is traced into
+        `forward`/`step` like any stage (jit, vmap and grad go through it) and compared by identity in the jit cache
+        key: define it once, not as a new lambda per call.
     """
 
     gradients: str = "implicit"
@@ -189,8 +197,11 @@ class Config:
     kernels: str = "auto"
     kernel_layout: str = "lanes_last"
     linalg: str = "auto"
+    sensor_user: Callable | None = None
 
     def __post_init__(self):
+        if self.sensor_user is not None and not callable(self.sensor_user):
+            raise TypeError(f"Config.sensor_user must be None or a function (m, d, i), not {self.sensor_user!r}")
         if self.gradients not in GRADIENT_MODES:
             raise ValueError(f"Config.gradients must be one of {GRADIENT_MODES}, not {self.gradients!r}")
         if not isinstance(self.exact_reset, bool):

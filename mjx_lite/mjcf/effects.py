@@ -336,9 +336,7 @@ _CUSTOM = NoEffect("custom numeric/text/tuple data: stored for the user, never r
 
 
 # elements refused as a whole (the loader raises MJCFUnsupportedError naming them): their attributes are moot
-REFUSED_ELEMENTS = {
-    "sensor/user": "user sensors (callbacks)",
-}
+REFUSED_ELEMENTS: dict[str, str] = {}
 
 
 def _table() -> dict[str, dict]:

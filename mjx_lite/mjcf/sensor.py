@@ -67,9 +67,8 @@ _TABLE = {
     "clock": (SensorType.CLOCK, R, POS, 1, None),
     "user": (SensorType.USER, None, None, None, "user"),
 }
-# refused at load: MuJoCo computes them, mjx_lite's pipeline does not (user callbacks); tactile and plugin sensors
-# need MuJoCo features mjx_lite lacks
-UNSUPPORTED = ("tactile", "plugin", "user")
+# refused at load: plugin sensors need MuJoCo's plugins
+UNSUPPORTED = ("tactile", "plugin")
 
 
 _OBJTYPE = {"body": ObjType.BODY, "xbody": ObjType.XBODY, "geom": ObjType.GEOM, "site": ObjType.SITE,

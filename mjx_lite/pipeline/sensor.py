@@ -35,6 +35,7 @@ from mjx_lite.pipeline import (
     rne,
     sensor_contact,
     sensor_geomdist,
+    sensor_user,
     velocity,
 )
 from mjx_lite.types import (
@@ -55,13 +56,12 @@ S = SensorType
 
 _UNSUPPORTED = {
     S.TACTILE: "tactile sensors need contacts (later issue)",
-    S.USER: "user sensors (callbacks) are not supported",
     S.PLUGIN: "plugin sensors are not supported",
 }
 
-# sensors that need rne_postconstraint (cacc, cfrc_int)
-_NEED_RNEPOST = (S.ACCELEROMETER, S.FORCE, S.TORQUE, S.FRAMELINACC, S.FRAMEANGACC)
-_NEED_SUBTREEVEL = (S.SUBTREELINVEL, S.SUBTREEANGMOM)
+# sensors that need rne_postconstraint (cacc, cfrc_int); MuJoCo computes it for user sensors too (mjcb_sensor reads it)
+_NEED_RNEPOST = (S.ACCELEROMETER, S.FORCE, S.TORQUE, S.FRAMELINACC, S.FRAMEANGACC, S.USER)
+_NEED_SUBTREEVEL = (S.SUBTREELINVEL, S.SUBTREEANGMOM, S.USER)
 
 
 def object_body(m: Model, objtype: int, ids: np.ndarray) -> np.ndarray:
@@ -385,7 +385,7 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
     groups: dict[tuple, list[int]] = {}
     for i in sel:
         # contact sensors differ in size and options: one group each; rangefinders: one group per data mask
-        own = int(i) if stypes[i] == S.CONTACT or stypes[i] in sensor_geomdist.GEOMDIST_TYPES else -1
+        own = int(i) if stypes[i] in (S.CONTACT, S.USER) or stypes[i] in sensor_geomdist.GEOMDIST_TYPES else -1
         if stypes[i] == S.RANGEFINDER:  # camera rangefinders: one group per data mask and resolution
             res = np.asarray(m.cam_resolution)[objid[i]] if objtype[i] == ObjType.CAMERA else (0, 0)
             own = (int(np.asarray(m.sensor_intprm)[i, 0]), int(res[0]), int(res[1]))
@@ -401,6 +401,8 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
         mem = np.asarray(members)
         if t == S.CONTACT:
             v = sensor_contact.contact_sensor(m, d, own, shared)[None, :]
+        elif t == S.USER:
+            v = sensor_user.values(m, d, own)[None, :]
         elif t == S.RANGEFINDER and ot == ObjType.CAMERA:
             v = ray_camera.rangefinder(m, d, objid[mem], own[0])
         elif t == S.RANGEFINDER:
