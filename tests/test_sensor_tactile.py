@@ -21,6 +21,7 @@ from tests import oracle
 ATOL = 1e-12  # depths and slip speeds: a few float64 products from the same kinematics (MuJoCo's, copied)
 FORWARD_ATOL = 1e-9  # end to end: our kinematics and collisions against MuJoCo's, float64 round-off
 FD_RTOL = 1e-6  # gradient against central differences (h = 1e-7, float64)
+STEP_ATOL = 1e-8  # ten steps of our trajectory against mj_step (contact solver to its tolerance)
 
 XML = """
 <mujoco>
@@ -268,3 +269,50 @@ def test_schema_as_mujoco():
         mujoco.MjModel.from_xml_string(missing)
     with pytest.raises(mjl.MJCFError, match="mesh"):
         mjl.load_mjcf_string(missing)
+
+
+def test_mesh_geoms_contribute_nothing(sensor_vel):
+    """A mesh geom pressed into the pad has no distance field (MuJoCo builds an SDF octree only for sdf geoms): the
+    sensor reads zero where MuJoCo does, while the contact itself exists."""
+    xml = PAD_XML.replace('<geom name="ball" type="sphere" size=".08"/>',
+                          '<geom name="ball" type="mesh" mesh="tet"/>').replace(
+        "<asset>", '<asset><mesh name="tet" vertex="-.1 -.1 0  .1 -.1 0  0 .1 0  0 0 .2"/>')  # fmt: skip
+    mjm, m = mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
+    q = mjm.qpos0.copy()
+    q[2] = 0.1 + 0.2 + 0.1 - 0.02  # the tet's apex 2 cm into the pad
+    mjd = _mujoco(mjm, q, np.ones(mjm.nv))
+    assert mjd.ncon > 0 and not mjd.sensordata.any()
+    d = _data_from_mujoco(m, mjm, mjd)
+    np.testing.assert_array_equal(np.asarray(jax.jit(sensor.sensor_vel)(m, d).sensordata), mjd.sensordata)
+
+
+def test_flex_refused():
+    """A tactile sensor in a model with a colliding flex is refused (MuJoCo's sensor reads the geom of every contact,
+    which a flex contact lacks); MuJoCo loads the model."""
+    flex = ('<body name="cloth" pos="1 0 1"><flexcomp name="c" type="grid" count="3 3 1" spacing=".1 .1 .1" dim="2" mass=".1" '
+            'radius=".005"><contact contype="1" conaffinity="1" selfcollide="none"/></flexcomp></body>')  # fmt: skip
+    xml = PAD_XML.replace("</worldbody>", flex + "</worldbody>")
+    mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(mjl.MJCFUnsupportedError, match="tactile sensors in a model with colliding flexes"):
+        mjl.load_mjcf_string(xml)
+
+
+def test_delayed_through_step():
+    """A tactile sensor with a history buffer and a delay (nsample, delay, interp): ten steps of a pad sliding on a
+    ball against mj_step, sensordata at every step."""
+    xml = PAD_XML.replace('cutoff="2"/>', 'cutoff="2" nsample="4" delay=".004" interp="linear"/>')
+    mjm, m = mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
+    q = mjm.qpos0.copy()
+    q[2] = 0.1 + 0.08 + 0.1 - 0.01
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = q
+    mjd.qvel[:3] = (0.3, -0.2, 0)
+    d = mjl.make_data(m).replace(qpos=jp.asarray(q), qvel=jp.asarray(mjd.qvel))
+    step = jax.jit(mjl.step)
+    nonzero = 0
+    for _ in range(10):
+        mujoco.mj_step(mjm, mjd)
+        d = step(m, d)
+        nonzero += bool(mjd.sensordata.any())
+        np.testing.assert_allclose(np.asarray(d.sensordata), mjd.sensordata, rtol=0, atol=STEP_ATOL)
+    assert nonzero >= 5
