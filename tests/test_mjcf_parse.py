@@ -621,7 +621,6 @@ def test_unknown_element(body, element):
         ("<deformable>\n<flex/></deformable>", "deformable"),
         ("<worldbody>\n<geom type='sdf'/></worldbody>", "sdf"),
         ("<sensor>\n<plugin/></sensor>", "plugin"),
-        ("<sensor>\n<tactile/></sensor>", "tactile"),
         ("<actuator>\n<plugin/></actuator>", "plugin"),
         ("<equality>\n<flexvert/></equality>", "flexvert"),
     ],

@@ -2,7 +2,10 @@
 
 History buffers (nsample > 0; delay, interp, interval) are compiled as MuJoCo's (sensor_history, sensor_historyadr
 after the actuators' buffers, nhistory; pipeline/history.py runs them). Not supported (MJCFError naming the
-element): tactile, plugin, user. Camera rangefinders: objtype camera, dim = data size x width x height.
+element): plugin. Camera rangefinders: objtype camera, dim = data size x width x height. User sensors: values from
+`Config.sensor_user` (pipeline/sensor_user.py). Tactile sensors: dim = 3 x the mesh's vertices, their taxel tangents
+in `sensor_tangent` (`_tactile_tangents`); a height field that can touch the sensor's body and colliding flexes are
+refused (`_tactile_contacts`).
 """
 
 from __future__ import annotations
