@@ -289,8 +289,9 @@ def test_mesh_geoms_contribute_nothing(sensor_vel):
 def test_flex_refused():
     """A tactile sensor in a model with a colliding flex is refused (MuJoCo's sensor reads the geom of every contact,
     which a flex contact lacks); MuJoCo loads the model."""
-    flex = ('<body name="cloth" pos="1 0 1"><flexcomp name="c" type="grid" count="3 3 1" spacing=".1 .1 .1" dim="2" mass=".1" '
-            'radius=".005"><contact contype="1" conaffinity="1" selfcollide="none"/></flexcomp></body>')  # fmt: skip
+    flex = ('<body name="cloth" pos="1 0 1"><flexcomp name="c" type="grid" count="3 3 1" spacing=".1 .1 .1" '
+            'dim="2" mass=".1" radius=".005"><contact contype="1" conaffinity="1" selfcollide="none"/></flexcomp>'
+            "</body>")  # fmt: skip
     xml = PAD_XML.replace("</worldbody>", flex + "</worldbody>")
     mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(mjl.MJCFUnsupportedError, match="tactile sensors in a model with colliding flexes"):
