@@ -255,6 +255,12 @@ def test_refusals():
                           'conaffinity="2"/>')  # fmt: skip
     m = mjl.load_mjcf_string(xml)  # cannot touch the pad: accepted
     assert m.nsensordata == 12
+    paired = xml.replace('<geom type="hfield"', '<geom name="hf" type="hfield"').replace(
+        '<geom type="sphere" size=".1"/>', '<geom name="s" type="sphere" size=".1"/>').replace(
+        "</worldbody>", '</worldbody><contact><pair geom1="hf" geom2="s"/></contact>')  # fmt: skip
+    mujoco.MjModel.from_xml_string(paired)
+    with pytest.raises(mjl.MJCFUnsupportedError, match="height field"):  # an explicit pair reaches it
+        mjl.load_mjcf_string(paired)
 
 
 def test_schema_as_mujoco():

@@ -239,7 +239,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             objtype, objid = ObjType.MESH, _obj(ctx, s, "mesh", "mesh")
             reftype, refid = ObjType.GEOM, _obj(ctx, s, "geom", "geom")
             dim = 3 * int(np.asarray(ctx.arrays["mesh_vertnum"])[objid])
-            _tactile_contacts(ctx, s, refid)
+            _tactile_contacts(ctx, s, refid, root)
             tangents.append((adr, dim // 3, _tactile_tangents(ctx, s, objid)))
         elif kind == "user":
             dt = get(s, "datatype", "real")
@@ -358,7 +358,7 @@ def _tactile_tangents(ctx: CompileContext, s: Element, mesh: int) -> np.ndarray:
     return n.reshape(nvert, 3, 3)[:, 1:].astype(np.float64)
 
 
-def _tactile_contacts(ctx: CompileContext, s: Element, geom: int) -> None:
+def _tactile_contacts(ctx: CompileContext, s: Element, geom: int, root: Element) -> None:
     """Refuse what MuJoCo's tactile sensor cannot evaluate or reads out of bounds: a height field that can touch the
     sensor's body (MuJoCo raises "sdf collisions not available" at run time) and flexes that collide (a flex contact
     has no geom, which MuJoCo's sensor indexes)."""
@@ -368,8 +368,14 @@ def _tactile_contacts(ctx: CompileContext, s: Element, geom: int) -> None:
     own = weld[gbody] == weld[gbody[geom]]
     ct, ca = np.asarray(a["geom_contype"]), np.asarray(a["geom_conaffinity"])
     hf = np.nonzero(gtype == GeomType.HFIELD)[0]
+    paired = set()  # geoms of explicit <pair>s with a geom on the sensor's weld body (the contact pass runs later)
+    for p in (c for c in section_children(root, "contact") if c.tag == "pair"):
+        g1, g2 = (ctx.ids.get("geom", {}).get(get(p, k)) for k in ("geom1", "geom2"))
+        if g1 is not None and g2 is not None:
+            paired |= {g2} if own[g1] else set()
+            paired |= {g1} if own[g2] else set()
     for g in hf:
-        if np.any(own & (((ct & ca[g]) | (ca & ct[g])) != 0)) or own[g]:
+        if np.any(own & (((ct & ca[g]) | (ca & ct[g])) != 0)) or own[g] or g in paired:
             raise unsupported(s, "tactile sensor whose body can touch a height field (MuJoCo has no height-field "
                               "distance for it)", "geom")  # fmt: skip
     if int(ctx.sizes.get("nflex", 0)) and np.any(np.asarray(a.get("flex_contype", 0)) | np.asarray(
