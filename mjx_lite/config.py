@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Callable
 
 import jax
 
@@ -166,6 +167,13 @@ class Config:
         one's count times the batch; the same iterations and values per environment), or "auto" (default):
         "refill" where JAX's default backend is the CPU, else "lockstep" (on a GPU, where a trip's cost is its
         kernel launches, not its width, refill is unmeasured).
+      sensor_user: the values of `<user>` sensors (MuJoCo's `mjcb_sensor`), or None (default): every user sensor reads
+        0, as in MuJoCo without a callback. A pure JAX function `sensor_user(m, d, i) -> (m.sensor_dim[i],)` array,
+        called with a static sensor id `i` at the sensor's stage (`m.sensor_needstage[i]`: pos, vel or acc) with that
+        stage's fields of `d` computed (at vel also subtree_linvel/angmom, at acc also cacc, cfrc_int and cfrc_ext, as
+        MuJoCo computes them for user sensors); the sensor's cutoff is applied to what it returns. It is traced into
+        `forward`/`step` like any stage (jit, vmap and grad go through it) and compared by identity in the jit cache
+        key: define it once, not as a new lambda per call.
     """
 
     gradients: str = "implicit"
@@ -198,8 +206,11 @@ class Config:
     kernel_layout: str = "lanes_last"
     linalg: str = "auto"
     solver_batch: str = "auto"
+    sensor_user: Callable | None = None
 
     def __post_init__(self):
+        if self.sensor_user is not None and not callable(self.sensor_user):
+            raise TypeError(f"Config.sensor_user must be None or a function (m, d, i), not {self.sensor_user!r}")
         if self.gradients not in GRADIENT_MODES:
             raise ValueError(f"Config.gradients must be one of {GRADIENT_MODES}, not {self.gradients!r}")
         if not isinstance(self.exact_reset, bool):

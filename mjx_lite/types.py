@@ -947,6 +947,11 @@ class Model:
     sensor_objtype: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
     sensor_refid: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
     sensor_reftype: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    # not MuJoCo's: per sensordata slot, the axis a tactile sensor's slip channel projects on (MuJoCo reads it from
+    # mesh_normal, which holds a frame of 3 normals per vertex for the builtin wedge/plate meshes): channel 1 (2) of
+    # taxel j of a tactile sensor holds tangent 1 (2) of mesh vertex j in the mesh's principal frame (float32
+    # values, as mesh_normal's); zero elsewhere and for meshes without such frames
+    sensor_tangent: jax.Array = shaped("nsensordata", 3)
     sensor_type: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
     # site
     site_bodyid: np.ndarray = static_field(shape=("nsite",), dtype="int32")

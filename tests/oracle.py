@@ -127,6 +127,7 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     # file textures (the renderer draws no checker or sky gradient for such a model)
     arrays.update(tex_builtin=np.zeros(mjm.ntex, np.int32), tex_rgb1=np.full((mjm.ntex, 3), 0.8),
                   tex_rgb2=np.full((mjm.ntex, 3), 0.5))
+    arrays["sensor_tangent"] = sensor_tangent_from_mujoco(mjm)
     sizes = {k: getattr(mjm, k) for k in types.SIZE_FIELDS}
     opt = {f.name: getattr(mjm.opt, f.name) for f in dataclasses.fields(types.Option)}
     opt["integrator"] = int(mjm.opt.integrator)
@@ -147,6 +148,19 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     if "mesh_polyvert" not in arrays:
         arrays.update(polygon_tables_from_vert(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
     return io.build_model(arrays, sizes, opt, stat, names, vis=visual_from_mujoco(mjm))
+
+
+def sensor_tangent_from_mujoco(mjm: mujoco.MjModel) -> np.ndarray:
+    """Model.sensor_tangent (nsensordata, 3) from MuJoCo's mesh_normal: the tangents of each tactile sensor's mesh
+    vertices where the mesh holds 3 normals per vertex (normal, tangent 1, tangent 2), zero elsewhere."""
+    out = np.zeros((mjm.nsensordata, 3))
+    for i in np.nonzero(mjm.sensor_type == mujoco.mjtSensor.mjSENS_TACTILE)[0]:
+        mesh, adr = mjm.sensor_objid[i], mjm.sensor_adr[i]
+        n = mjm.mesh_vertnum[mesh]
+        if mjm.mesh_normalnum[mesh] == 3 * n:
+            frames = mjm.mesh_normal[mjm.mesh_normaladr[mesh] : mjm.mesh_normaladr[mesh] + 3 * n].reshape(n, 3, 3)
+            out[adr + n : adr + 2 * n], out[adr + 2 * n : adr + 3 * n] = frames[:, 1], frames[:, 2]
+    return out
 
 
 def visual_from_mujoco(mjm: mujoco.MjModel) -> dict:

@@ -192,8 +192,6 @@ def test_schema_attribute_names_match_mujoco():
             key = sc.key_of(parent, tag)
         if key not in sc.SCHEMA or {"deformable", "extension"} & set(path) or path[-1] == "plugin":
             continue
-        if key == "sensor/user":  # owned by schema_actuation.py
-            continue
         assert set(sc.SCHEMA[key]) == attrs, (path, set(sc.SCHEMA[key]) ^ attrs)
         checked += 1
     assert checked > 100
@@ -623,7 +621,6 @@ def test_unknown_element(body, element):
         ("<deformable>\n<flex/></deformable>", "deformable"),
         ("<worldbody>\n<geom type='sdf'/></worldbody>", "sdf"),
         ("<sensor>\n<plugin/></sensor>", "plugin"),
-        ("<sensor>\n<tactile/></sensor>", "tactile"),
         ("<actuator>\n<plugin/></actuator>", "plugin"),
         ("<equality>\n<flexvert/></equality>", "flexvert"),
     ],

@@ -336,9 +336,7 @@ _CUSTOM = NoEffect("custom numeric/text/tuple data: stored for the user, never r
 
 
 # elements refused as a whole (the loader raises MJCFUnsupportedError naming them): their attributes are moot
-REFUSED_ELEMENTS = {
-    "sensor/user": "user sensors (callbacks)",
-}
+REFUSED_ELEMENTS: dict[str, str] = {}
 
 
 def _table() -> dict[str, dict]:
@@ -410,7 +408,9 @@ def _table() -> dict[str, dict]:
                "reduce": model("sensor_intprm"), "datatype": model("sensor_datatype"),
                "needstage": model("sensor_needstage"), "dim": model("sensor_dim"),
                "enclosed": Refused("'true' (the object must lie wholly inside the site)", "true")}  # fmt: skip
-    for key in sc.SENSOR_TAGS + ("sensor/user", "sensor/distance", "sensor/normal", "sensor/fromto", "sensor/contact"):
+    objects.update(mesh=_SOBJ, geom=_SREF)  # tactile: the mesh of the taxels, the geom whose frame places them
+    for key in sc.SENSOR_TAGS + ("sensor/user", "sensor/tactile", "sensor/distance", "sensor/normal", "sensor/fromto",
+                                 "sensor/contact"):
         if key not in sc.SCHEMA:
             continue
         t[key] = {a: _SENSOR[a] if a in _SENSOR else objects[a] for a in sc.SCHEMA[key]}

@@ -263,9 +263,9 @@ def _linspace(lo: float, hi: float, n: int) -> list[float]:
     return out
 
 
-def _wedge(res: tuple[int, int], fov: tuple[float, float], gamma: float) -> np.ndarray:
-    """Centres of res[0] x res[1] bins in (azimuth, elevation) on the unit sphere, bin edges linear in [-1, 1]
-    deformed by g x^5 + (1 - g) x and scaled by the field of view; x = cos e sin a, y = sin e, z = -cos e cos a."""
+def _wedge_bins(res: tuple[int, int], fov: tuple[float, float], gamma: float) -> list[tuple[float, float]]:
+    """(azimuth, elevation) centres of res[0] x res[1] bins (azimuth outer), bin edges linear in [-1, 1] deformed by
+    g x^5 + (1 - g) x and scaled by the field of view."""
 
     def edges(n: int, f: float) -> list[float]:
         x = _linspace(-1.0, 1.0, n + 1)
@@ -274,12 +274,44 @@ def _wedge(res: tuple[int, int], fov: tuple[float, float], gamma: float) -> np.n
         return [v * (f * math.pi / 180) for v in x]
 
     xe, ye = edges(res[0], fov[0]), edges(res[1], fov[1])
-    vert = []
-    for i in range(res[0]):
-        for j in range(res[1]):
-            a, e = 0.5 * (xe[i + 1] + xe[i]), 0.5 * (ye[j + 1] + ye[j])
-            vert.append((math.cos(e) * math.sin(a), math.sin(e), -math.cos(e) * math.cos(a)))
+    return [(0.5 * (xe[i + 1] + xe[i]), 0.5 * (ye[j + 1] + ye[j])) for i in range(res[0]) for j in range(res[1])]
+
+
+def _wedge(res: tuple[int, int], fov: tuple[float, float], gamma: float) -> np.ndarray:
+    """Centres of the wedge's bins on the unit sphere: x = cos e sin a, y = sin e, z = -cos e cos a."""
+    bins = _wedge_bins(res, fov, gamma)
+    vert = [(math.cos(e) * math.sin(a), math.sin(e), -math.cos(e) * math.cos(a)) for a, e in bins]
     return np.array(vert, np.float64).astype(np.float32)
+
+
+def _unit(v: tuple[float, float, float], eps: float = 1e-14) -> np.ndarray:
+    """mjuu_normvec: unchanged when its squared norm is below eps or its norm within eps of 1."""
+    v = np.array(v, np.float64)
+    n2 = v[0] * v[0] + v[1] * v[1] + v[2] * v[2]
+    if n2 < eps:
+        return v
+    n = math.sqrt(n2)
+    return v / n if abs(n - 1) > eps else v
+
+
+def builtin_frames(builtin: str, params) -> np.ndarray | None:
+    """(nvert, 3, 3) float32 per-vertex frames (normal, tangent 1, tangent 2: MuJoCo's "user normals", 3 per vertex)
+    of the tactile builtins wedge and plate, before the mesh processing; None for the other builtins.
+
+    wedge: tangent 1 along the azimuth, tangent 2 along the elevation, normal = tangent 2 x tangent 1; plate: the
+    axes x, y, z in that order (MuJoCo's convention). Parameters as validated by `make_builtin`."""
+    p = [float(x) for x in np.asarray(params, float).reshape(-1)]
+    if builtin == "wedge":
+        out = []
+        for a, e in _wedge_bins((_int(p[0]), _int(p[1])), (p[2], p[3]), p[4]):
+            ta = _unit((math.cos(e) * math.cos(a), 0.0, math.cos(e) * math.sin(a)))
+            te = _unit((-math.sin(e) * math.sin(a), math.cos(e), math.sin(e) * math.cos(a)))
+            n = np.array([te[1] * ta[2] - te[2] * ta[1], te[2] * ta[0] - te[0] * ta[2], te[0] * ta[1] - te[1] * ta[0]])
+            out.append((n, ta, te))
+        return np.array(out, np.float64).astype(np.float32)
+    if builtin == "plate":
+        return np.tile(np.eye(3, dtype=np.float32), (_int(p[0]) * _int(p[1]), 1, 1))
+    return None
 
 
 def _plate(res: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:

@@ -86,7 +86,7 @@ UNSUPPORTED: dict[str, set[str]] = {
     "geom": {"plugin"},
     "equality": {"flexvert", "flexstrain"},
     "actuator": {"plugin"},
-    "sensor": {"tactile", "user", "plugin"},
+    "sensor": {"plugin"},
 }
 # children that may appear at most once in their parent (MuJoCo's schema: "unique element ... found N times")
 UNIQUE: dict[str, set[str]] = {

@@ -31,8 +31,13 @@ _SOLIMP = np.array([0.9, 0.95, 0.001, 0.5, 2.0])
 SCHEMA: dict[str, dict[str, Attr]] = {
     # sensors missing from schema.py
     "camprojection": {**_SENS_COMMON, "site": _S, "camera": _S},
-    "sensor/user": {
-        **_SENS_COMMON,
+    "sensor/tactile": {  # MuJoCo 4.0's schema: no noise
+        **{k: v for k, v in _SENS_COMMON.items() if k != "noise"},
+        "geom": _S,
+        "mesh": _S,
+    },
+    "sensor/user": {  # MuJoCo 4.0's schema: no history buffer attributes (mjcb_sensor writes the values)
+        **{k: _SENS_COMMON[k] for k in ("name", "noise", "cutoff", "user")},
         "objtype": _S,
         "objname": _S,
         "datatype": Attr("keyword", 1, "real", ("real", "positive", "axis", "quaternion")),

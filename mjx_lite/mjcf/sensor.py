@@ -2,13 +2,18 @@
 
 History buffers (nsample > 0; delay, interp, interval) are compiled as MuJoCo's (sensor_history, sensor_historyadr
 after the actuators' buffers, nhistory; pipeline/history.py runs them). Not supported (MJCFError naming the
-element): tactile, plugin, user. Camera rangefinders: objtype camera, dim = data size x width x height.
+element): plugin. Camera rangefinders: objtype camera, dim = data size x width x height. User sensors: values from
+`Config.sensor_user` (pipeline/sensor_user.py). Tactile sensors: dim = 3 x the mesh's vertices, their taxel tangents
+in `sensor_tangent` (`_tactile_tangents`); a height field that can touch the sensor's body and colliding flexes are
+refused (`_tactile_contacts`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite.mjcf import mesh as mesh_mod
+from mjx_lite.mjcf import mesh_builtin
 from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
@@ -66,10 +71,10 @@ _TABLE = {
     "e_kinetic": (SensorType.E_KINETIC, R, POS, 1, None),
     "clock": (SensorType.CLOCK, R, POS, 1, None),
     "user": (SensorType.USER, None, None, None, "user"),
+    "tactile": (SensorType.TACTILE, R, VEL, None, "tactile"),  # MuJoCo 4.0: vel stage
 }
-# refused at load: MuJoCo computes them, mjx_lite's pipeline does not (user callbacks); tactile and plugin sensors
-# need MuJoCo features mjx_lite lacks
-UNSUPPORTED = ("tactile", "plugin", "user")
+# refused at load: plugin sensors need MuJoCo's plugins
+UNSUPPORTED = ("plugin",)
 
 
 _OBJTYPE = {"body": ObjType.BODY, "xbody": ObjType.XBODY, "geom": ObjType.GEOM, "site": ObjType.SITE,
@@ -158,6 +163,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
     interval = np.zeros((n, 2))
     jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
     adr = 0
+    tangents = []  # (sensordata address, taxels, (taxels, 2, 3) tangents) of the tactile sensors
     nhistory = int(ctx.sizes.get("nhistory", 0))  # the actuators' buffers come first
     for i, s in enumerate(sensors):
         if s.tag in UNSUPPORTED:
@@ -229,6 +235,12 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             dim = num * size
             needs_force = mask & 0b110 or red in ("maxforce", "netforce")
             stage = ACC if needs_force else VEL if mask & (0b11 << 7) else POS
+        elif kind == "tactile":
+            objtype, objid = ObjType.MESH, _obj(ctx, s, "mesh", "mesh")
+            reftype, refid = ObjType.GEOM, _obj(ctx, s, "geom", "geom")
+            dim = 3 * int(np.asarray(ctx.arrays["mesh_vertnum"])[objid])
+            _tactile_contacts(ctx, s, refid, root)
+            tangents.append((adr, dim // 3, _tactile_tangents(ctx, s, objid)))
         elif kind == "user":
             dt = get(s, "datatype", "real")
             st = get(s, "needstage", "acc")
@@ -288,8 +300,11 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
         if interval[i, 0] > 0 and interval[i, 1] <= -interval[i, 0]:
             raise error(s, "phase must be greater than -period", "interval")
     ctx.arrays.update(cols)
+    tangent = np.zeros((adr, 3))
+    for a, n, t in tangents:
+        tangent[a + n : a + 2 * n], tangent[a + 2 * n : a + 3 * n] = t[:, 0], t[:, 1]
     ctx.arrays.update(sensor_intprm=intprm, sensor_history=history, sensor_noise=noise, sensor_cutoff=cutoff,
-                      sensor_delay=delay, sensor_interval=interval)  # fmt: skip
+                      sensor_delay=delay, sensor_interval=interval, sensor_tangent=tangent)  # fmt: skip
     ctx.sizes["nsensor"] = n
     ctx.sizes["nsensordata"] = adr
     ctx.sizes["nhistory"] = nhistory
@@ -305,3 +320,65 @@ def _one_of(ctx, s: Element, options, required: bool) -> tuple[int, int]:
         return ObjType.UNKNOWN, -1
     a, t, k = given[0]
     return t, _obj(ctx, s, k, a)
+
+
+def _tactile_tangents(ctx: CompileContext, s: Element, mesh: int) -> np.ndarray:
+    """(nvert, 2, 3) tangents of a tactile sensor's mesh in the mesh's principal frame, as MuJoCo's mesh_normal holds
+    them (float32) when the mesh has a frame of 3 normals per vertex (the builtins wedge and plate): the builtin's
+    frames rotated by refquat, divided by the scale (covectors), normalised in float32, rotated into the principal
+    frame. Zeros for a mesh of `vertex` data (MuJoCo computes one normal per vertex: no slip channels); meshes
+    with file or user normals are refused (their normal count decides MuJoCo's output and is not reproduced)."""
+    el = ctx.elements["mesh"][mesh]
+    asset = ctx.mesh_assets[mesh]
+    nvert = int(np.asarray(ctx.arrays["mesh_vertnum"])[mesh])
+    frames = mesh_builtin.builtin_frames(str(el.attrs["builtin"]), el.attrs["params"]) if el.attrs.get(
+        "builtin") not in (None, "none") else None  # fmt: skip
+    if frames is None:
+        if el.attrs.get("file") is not None or el.attrs.get("normal") is not None:
+            raise unsupported(s, "tactile sensors on meshes with file or user normals are not supported by mjx_lite "
+                              "(builtin wedge/plate meshes and vertex meshes are)", "mesh")  # fmt: skip
+        return np.zeros((nvert, 2, 3))
+    if len(frames) != nvert:
+        raise unsupported(s, "tactile sensor on a builtin mesh whose vertices were merged", "mesh")
+    n = frames.reshape(-1, 3)  # float32, 3 per vertex
+    refquat = np.asarray(el.attrs.get("refquat", (1.0, 0.0, 0.0, 0.0)), float).reshape(4)
+    if np.any(refquat != (1.0, 0.0, 0.0, 0.0)):
+        q = [float(x) for x in refquat]
+        mesh_mod._normvec(q)
+        n = (n.astype(np.float64) @ mesh_mod._quat_to_mat(q)).astype(np.float32)  # R^T n per row
+    scale = np.asarray(asset.scale, float).reshape(3)
+    if np.any(scale != 1):
+        n = (n.astype(np.float64) / scale).astype(np.float32)
+    length = n[:, 0] * n[:, 0] + n[:, 1] * n[:, 1] + n[:, 2] * n[:, 2]  # float32 arithmetic, as MuJoCo
+    ok = length > np.float32(1e-15)
+    scl = np.float32(1) / np.sqrt(np.where(ok, length, np.float32(1)))
+    n = np.where(ok[:, None], n * scl[:, None], np.array([0, 0, 1], np.float32))
+    q = np.asarray(asset.quat, float)
+    n = (n.astype(np.float64) @ mesh_mod._quat_to_mat(q)).astype(np.float32)  # principal frame: R(q)^T n
+    return n.reshape(nvert, 3, 3)[:, 1:].astype(np.float64)
+
+
+def _tactile_contacts(ctx: CompileContext, s: Element, geom: int, root: Element) -> None:
+    """Refuse what MuJoCo's tactile sensor cannot evaluate or reads out of bounds: a height field that can touch the
+    sensor's body (MuJoCo raises "sdf collisions not available" at run time) and flexes that collide (a flex contact
+    has no geom, which MuJoCo's sensor indexes)."""
+    a = ctx.arrays
+    gtype, gbody = np.asarray(a["geom_type"]), np.asarray(a["geom_bodyid"])
+    weld = np.asarray(a["body_weldid"])
+    own = weld[gbody] == weld[gbody[geom]]
+    ct, ca = np.asarray(a["geom_contype"]), np.asarray(a["geom_conaffinity"])
+    hf = np.nonzero(gtype == GeomType.HFIELD)[0]
+    paired = set()  # geoms of explicit <pair>s with a geom on the sensor's weld body (the contact pass runs later)
+    for p in (c for c in section_children(root, "contact") if c.tag == "pair"):
+        g1, g2 = (ctx.ids.get("geom", {}).get(get(p, k)) for k in ("geom1", "geom2"))
+        if g1 is not None and g2 is not None:
+            paired |= {g2} if own[g1] else set()
+            paired |= {g1} if own[g2] else set()
+    for g in hf:
+        if np.any(own & (((ct & ca[g]) | (ca & ct[g])) != 0)) or own[g] or g in paired:
+            raise unsupported(s, "tactile sensor whose body can touch a height field (MuJoCo has no height-field "
+                              "distance for it)", "geom")  # fmt: skip
+    if int(ctx.sizes.get("nflex", 0)) and np.any(np.asarray(a.get("flex_contype", 0)) | np.asarray(
+            a.get("flex_conaffinity", 0))):  # fmt: skip
+        raise unsupported(s, "tactile sensors in a model with colliding flexes (MuJoCo reads the geom of a flex "
+                          "contact, which it lacks)", "geom")  # fmt: skip

@@ -14,8 +14,9 @@ distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact 
 and contact (every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and
 its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
 (`history.read_sensors`): with a delay at time - delay, with an interval between ticks; `history_raw` gives the
-fresh values integrate inserts after the step. Tactile, user and plugin sensors raise NotImplementedError at
-trace time.
+fresh values integrate inserts after the step. Tactile sensors: `sensor_tactile`. User sensors read
+`m.config.sensor_user` (`sensor_user`; zeros without it, as MuJoCo without mjcb_sensor). Plugin sensors raise
+NotImplementedError at trace time (the loader refuses them).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from mjx_lite.pipeline import (
     rne,
     sensor_contact,
     sensor_geomdist,
+    sensor_tactile,
+    sensor_user,
     velocity,
 )
 from mjx_lite.types import (
@@ -54,14 +57,13 @@ from mjx_lite.types import (
 S = SensorType
 
 _UNSUPPORTED = {
-    S.TACTILE: "tactile sensors need contacts (later issue)",
-    S.USER: "user sensors (callbacks) are not supported",
     S.PLUGIN: "plugin sensors are not supported",
 }
 
-# sensors that need rne_postconstraint (cacc, cfrc_int)
-_NEED_RNEPOST = (S.ACCELEROMETER, S.FORCE, S.TORQUE, S.FRAMELINACC, S.FRAMEANGACC)
-_NEED_SUBTREEVEL = (S.SUBTREELINVEL, S.SUBTREEANGMOM)
+# sensors that need rne_postconstraint (cacc, cfrc_int); MuJoCo computes it for user sensors too (mjcb_sensor reads it)
+_NEED_RNEPOST = (S.ACCELEROMETER, S.FORCE, S.TORQUE, S.FRAMELINACC, S.FRAMEANGACC, S.USER)
+_NEED_SUBTREEVEL = (S.SUBTREELINVEL, S.SUBTREEANGMOM, S.USER)
+_OWN_GROUP = (S.CONTACT, S.USER, S.TACTILE)  # sensors computed one by one
 
 
 def object_body(m: Model, objtype: int, ids: np.ndarray) -> np.ndarray:
@@ -384,8 +386,8 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
     adr, dim = np.asarray(m.sensor_adr), np.asarray(m.sensor_dim)
     groups: dict[tuple, list[int]] = {}
     for i in sel:
-        # contact sensors differ in size and options: one group each; rangefinders: one group per data mask
-        own = int(i) if stypes[i] == S.CONTACT or stypes[i] in sensor_geomdist.GEOMDIST_TYPES else -1
+        # contact, user, tactile sensors differ in size and options: one group each; rangefinders: one per data mask
+        own = int(i) if stypes[i] in _OWN_GROUP or stypes[i] in sensor_geomdist.GEOMDIST_TYPES else -1
         if stypes[i] == S.RANGEFINDER:  # camera rangefinders: one group per data mask and resolution
             res = np.asarray(m.cam_resolution)[objid[i]] if objtype[i] == ObjType.CAMERA else (0, 0)
             own = (int(np.asarray(m.sensor_intprm)[i, 0]), int(res[0]), int(res[1]))
@@ -401,6 +403,10 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
         mem = np.asarray(members)
         if t == S.CONTACT:
             v = sensor_contact.contact_sensor(m, d, own, shared)[None, :]
+        elif t == S.USER:
+            v = sensor_user.values(m, d, own)[None, :]
+        elif t == S.TACTILE:
+            v = sensor_tactile.tactile(m, d, own)[None, :]
         elif t == S.RANGEFINDER and ot == ObjType.CAMERA:
             v = ray_camera.rangefinder(m, d, objid[mem], own[0])
         elif t == S.RANGEFINDER:
