@@ -409,7 +409,7 @@ def _table() -> dict[str, dict]:
                "data": model("sensor_intprm", "sensor_dim"), "num": model("sensor_intprm", "sensor_dim"),
                "reduce": model("sensor_intprm"), "datatype": model("sensor_datatype"),
                "needstage": model("sensor_needstage"), "dim": model("sensor_dim"),
-               "enclosed": Refused("'true' (the object must lie wholly inside the site)", "true")}  # fmt: skip
+               "enclosed": model("sensor_intprm", "sensor_datatype")}  # fmt: skip
     for key in sc.SENSOR_TAGS + ("sensor/user", "sensor/distance", "sensor/normal", "sensor/fromto", "sensor/contact"):
         if key not in sc.SCHEMA:
             continue

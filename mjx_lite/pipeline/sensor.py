@@ -9,8 +9,8 @@ unchanged, as in MuJoCo.
 Supported: joint/tendon/actuator/ball sensors, frame sensors (pos, quat, axes, lin/ang vel with reference
 frames, lin/ang acc), subtree com/linvel/angmom, accelerometer, velocimeter, gyro, magnetometer, force, torque,
 jointactfrc, tendonactfrc, joint/tendon limit pos/vel/frc (read from the constraint rows; zero when there are
-none), e_potential, e_kinetic, clock, insidesite, site and camera rangefinders (`ray`, `ray_camera`), geom
-distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact sensors of `sensor_contact`: touch
+none), e_potential, e_kinetic, clock, insidesite (enclosed: `sensor_inside`), site and camera rangefinders (`ray`,
+`ray_camera`), geom distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact sensors of `sensor_contact`: touch
 and contact (every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and
 its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
 (`history.read_sensors`): with a delay at time - delay, with an interval between ticks; `history_raw` gives the
@@ -35,6 +35,7 @@ from mjx_lite.pipeline import (
     rne,
     sensor_contact,
     sensor_geomdist,
+    sensor_inside,
     velocity,
 )
 from mjx_lite.types import (
@@ -391,6 +392,8 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
             own = (int(np.asarray(m.sensor_intprm)[i, 0]), int(res[0]), int(res[1]))
         if stypes[i] in (S.ACTUATORPOS, S.ACTUATORVEL, S.ACTUATORFRC):  # one group per number of outputs
             own = int(dim[i])
+        if stypes[i] == S.INSIDESITE and np.asarray(m.sensor_intprm)[i, 0]:  # enclosed: one group each
+            own = ("enclosed", int(i))
         key = (int(stypes[i]), int(objtype[i]), int(reftype[i]), bool(refid[i] >= 0), own)
         groups.setdefault(key, []).append(int(i))
     idx, vals = [], []
@@ -407,6 +410,8 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
             v = ray.rangefinder(m, d, objid[mem], own[0])
         elif t in sensor_geomdist.GEOMDIST_TYPES:
             v = gd[own][None, :]
+        elif t == S.INSIDESITE and isinstance(own, tuple):
+            v = sensor_inside.enclosed(m, d, own[1])
         else:
             v = _group_values(m, d, t, ot, objid[mem], rt, refid[mem], shared)
         v = jp.asarray(v, d.sensordata.dtype).reshape(len(mem), -1)
