@@ -11,8 +11,8 @@ frames, lin/ang acc), subtree com/linvel/angmom, accelerometer, velocimeter, gyr
 jointactfrc, tendonactfrc, joint/tendon limit pos/vel/frc (read from the constraint rows; zero when there are
 none), e_potential, e_kinetic, clock, insidesite (enclosed: `sensor_inside`), site and camera rangefinders (`ray`,
 `ray_camera`), geom distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact sensors of
-`sensor_contact`: touch and contact (every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and
-its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
+`sensor_contact`: touch and contact (every object kind, data field and reduction; its stage is pos, vel or acc
+depending on the fields, and its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
 (`history.read_sensors`): with a delay at time - delay, with an interval between ticks; `history_raw` gives the
 fresh values integrate inserts after the step. Tactile, user and plugin sensors raise NotImplementedError at
 trace time.
