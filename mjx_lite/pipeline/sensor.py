@@ -6,16 +6,16 @@ applies the cutoff (REAL: clip to +-cutoff; POSITIVE: min(cutoff, x); only where
 not applied (MuJoCo's sensor_noise is informational). With the sensor disable flag, sensordata is left
 unchanged, as in MuJoCo.
 
-Supported: joint/tendon/actuator/ball sensors, frame sensors (pos, quat, axes, lin/ang vel with reference frames,
-lin/ang acc), subtree com/linvel/angmom, accelerometer, velocimeter, gyro, magnetometer, force, torque, jointactfrc,
-tendonactfrc, joint/tendon limit pos/vel/frc (read from the constraint rows; zero when there are none), e_potential,
-e_kinetic, clock, insidesite (enclosed: `sensor_inside`), site and camera rangefinders (`ray`, `ray_camera`), geom
+Supported: joint/tendon/actuator/ball sensors, frame sensors (pos, quat, axes, lin/ang vel with reference
+frames, lin/ang acc), subtree com/linvel/angmom, accelerometer, velocimeter, gyro, magnetometer, force, torque,
+jointactfrc, tendonactfrc, joint/tendon limit pos/vel/frc (read from the constraint rows; zero when there are
+none), e_potential, e_kinetic, clock, insidesite, site and camera rangefinders (`ray`, `ray_camera`), geom
 distance sensors (distance, normal, fromto: `sensor_geomdist`), and the contact sensors of `sensor_contact`: touch
 and contact (every object kind, data field and reduction; its stage is pos, vel or acc depending on the fields, and
 its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
 (`history.read_sensors`): with a delay at time - delay, with an interval between ticks; `history_raw` gives the
-fresh values integrate inserts after the step. Tactile, user and plugin sensors raise NotImplementedError at trace
-time.
+fresh values integrate inserts after the step. Tactile, user and plugin sensors raise NotImplementedError at
+trace time.
 """
 
 from __future__ import annotations
