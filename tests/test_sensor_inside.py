@@ -20,8 +20,8 @@ from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
 TOL = 1e-9  # float64: a handful of products and a square root per point
 CONVERGED = 'ccd_iterations="2000" ccd_tolerance="1e-14"'  # MuJoCo's iteration run to convergence
 
-# one free body (a sphere, a capsule and a mesh geom, a box site; a child with a box geom) falling through sphere,
-# box and capsule sites: every object kind, and the (site, shape) pairs whose MuJoCo iteration converges
+# one free body (a sphere, a capsule and a mesh geom, a sphere site; a child body with a sphere geom) falling through
+# sphere, box, capsule and ellipsoid sites: every object kind, and the (site, shape) pairs whose MuJoCo iteration converges
 ENCLOSED_XML = f"""
 <mujoco>
   <option {CONVERGED} timestep="0.005"/>
@@ -30,6 +30,7 @@ ENCLOSED_XML = f"""
     <site name="ball" type="sphere" size=".45" pos=".01 .02 .5"/>
     <site name="crate" type="box" size=".35 .3 .4" pos="0 .05 .45" euler="10 20 30"/>
     <site name="pill" type="capsule" size=".25 .2" pos=".02 0 .5" euler="-20 10 5"/>
+    <site name="egg" type="ellipsoid" size=".3 .4 .5" pos="0 .03 .45" euler="15 -10 40"/>
     <body name="b" pos=".03 .02 1" euler="5 40 70">
       <freejoint/>
       <geom name="sph" type="sphere" size=".08" pos=".05 0 0"/>
@@ -50,6 +51,8 @@ ENCLOSED_XML = f"""
     <insidesite site="crate" objtype="site" objname="tag" enclosed="true"/>
     <insidesite site="pill" objtype="geom" objname="sph" enclosed="true"/>
     <insidesite site="pill" objtype="geom" objname="cap" enclosed="true"/>
+    <insidesite site="egg" objtype="geom" objname="sph" enclosed="true"/>
+    <insidesite site="egg" objtype="body" objname="b" enclosed="true"/>
     <insidesite site="ball" objtype="geom" objname="sph"/>
   </sensor>
 </mujoco>"""

@@ -79,7 +79,7 @@ def _ellipsoid_sd(q: jax.Array, a: jax.Array) -> jax.Array:
         r = a * y / (t[:, None] + a2)
         return jp.sum(r * r, -1) - 1.0, -2.0 * jp.sum(r * r / (t[:, None] + a2), -1)
 
-    lo = jp.full(y.shape[:1], -jp.min(a2)) * (1 - 1e-12)
+    lo = jp.full(y.shape[:1], -jp.min(a2)) * (1 - 4 * jp.finfo(q.dtype).eps)  # F > 0 there (y_min != 0)
     hi = jp.max(a) * safe_norm(y) + jp.max(a2)
 
     def bisect(c, _):
