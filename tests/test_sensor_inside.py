@@ -20,8 +20,9 @@ from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
 TOL = 1e-9  # float64: a handful of products and a square root per point
 CONVERGED = 'ccd_iterations="2000" ccd_tolerance="1e-14"'  # MuJoCo's iteration run to convergence
 
-# one free body (a sphere, a capsule and a mesh geom, a sphere site; a child body with a sphere geom) falling through
-# sphere, box, capsule and ellipsoid sites: every object kind, and the (site, shape) pairs whose MuJoCo iteration converges
+# one free body (a sphere, a capsule and a mesh geom, a sphere site; a child body with a sphere geom) falling
+# through sphere, box, capsule and ellipsoid sites: every object kind, and the (site, shape) pairs whose MuJoCo
+# iteration converges
 ENCLOSED_XML = f"""
 <mujoco>
   <option {CONVERGED} timestep="0.005"/>
