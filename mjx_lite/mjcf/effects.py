@@ -94,9 +94,11 @@ _LENGTHRANGE = {k: Compiler("actuator lengthrange computation (mj_setLengthRange
 
 _OPTION = {
     "actuatorgroupdisable": model("opt.disableactuator"),
-    "ccd_iterations": Refused("below MuJoCo's default of 35 (MuJoCo's GJK/EPA stops after ccd_iterations; mjx_lite's "
-                              "colliders give the converged contact at any setting: on curved pairs within 3e-2 of "
-                              "MuJoCo's normal components at 35, up to 1.3 apart at 10)", "10"),
+    "ccd_iterations": Refused("below MuJoCo's default of 35 in a model where MuJoCo runs GJK/EPA (convex pairs that"
+                              " may collide, height fields, flexes, geom distance and enclosed insidesite sensors),"
+                              " which stops after ccd_iterations; mjx_lite's colliders give the converged contact "
+                              "at any setting: on curved pairs within 3e-2 of MuJoCo's normal components at 35, up "
+                              "to 1.3 apart at 10. Without such pairs it has no effect in MuJoCo and loads", "10"),
     "ccd_tolerance": model("opt.ccd_tolerance"),
     "cone": model("opt.cone"),
     "density": model("opt.density"),
