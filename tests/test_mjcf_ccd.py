@@ -13,13 +13,16 @@ from mjx_lite.mjcf.spec import MJCFUnsupportedError
 TRAJ_ATOL = 1e-8  # float64, 150 steps of contact dynamics (Newton to tolerance 1e-10)
 
 # closed-form colliders only (plane against everything, sphere-cylinder, capsule-box, box-box, ...: the cylinder's
-# collision bits keep it from the box and the capsule), and an ellipsoid and a mesh that collide with nothing
+# collision bits keep it from the box and the capsule), an ellipsoid and a mesh that collide with nothing, and a
+# static mesh and ellipsoid that collide only with each other (MuJoCo never collides two static geoms)
 PRIMITIVES = """
 <mujoco>
   <option ccd_iterations="{it}" tolerance="1e-10"/>
   <asset><mesh name="m" vertex="0 0 0 .1 0 0 0 .1 0 0 0 .1"/></asset>
   <worldbody>
     <geom type="plane" size="2 2 .1" contype="3" conaffinity="3"/>
+    <geom type="mesh" mesh="m" pos="1 1 0" contype="4" conaffinity="4"/>
+    <geom type="ellipsoid" size=".1 .1 .2" pos="1.1 1 0" contype="4" conaffinity="4"/>
     <body pos="0 0 .3" euler="10 20 0"><freejoint/><geom type="cylinder" size=".08 .1" contype="2" conaffinity="2"/>
     </body>
     <body pos=".05 .02 .55"><freejoint/><geom type="sphere" size=".07" contype="3" conaffinity="3"/></body>

@@ -1132,12 +1132,15 @@ def _ccd_pair(t1: int, t2: int) -> bool:
 
 def _ccd_user(ctx: CompileContext) -> str | None:
     """What in the compiled model would make MuJoCo run GJK/EPA (conservatively: geom pairs by type and collision
-    bits, whatever their bodies and distance; every flex, geom distance and enclosed insidesite sensor), in words;
-    None when nothing would (then opt.ccd_iterations has no effect in MuJoCo)."""
+    bits, on two bodies not both welded to the world, whatever their distance and parents; every flex, geom distance
+    and enclosed insidesite sensor), in words; None when nothing would (then opt.ccd_iterations has no effect in
+    MuJoCo)."""
     A = ctx.arrays
     gtype = np.asarray(A.get("geom_type", np.zeros(0, np.int32)))
     contype = np.asarray(A.get("geom_contype", np.zeros(len(gtype), np.int64)))
     conaff = np.asarray(A.get("geom_conaffinity", np.zeros(len(gtype), np.int64)))
+    gbody = np.asarray(A.get("geom_bodyid", np.zeros(len(gtype), np.int32)))
+    weld = np.asarray(A.get("body_weldid", np.zeros(len(gtype), np.int32)))[gbody]  # 0: static
     for g1, g2 in zip(np.asarray(A.get("pair_geom1", [])), np.asarray(A.get("pair_geom2", []))):  # explicit pairs
         if _ccd_pair(gtype[g1], gtype[g2]):
             return f"the <pair> of geoms {int(g1)} and {int(g2)}"
@@ -1145,6 +1148,7 @@ def _ccd_user(ctx: CompileContext) -> str | None:
     for i in ids:
         others = ids[ids > i]
         ok = ((contype[i] & conaff[others]) | (contype[others] & conaff[i])) != 0
+        ok &= (gbody[others] != gbody[i]) & ((weld[others] != 0) | (weld[i] != 0))  # MuJoCo never collides these
         for j in others[ok]:
             if _ccd_pair(gtype[i], gtype[j]):
                 return f"geoms {int(i)} and {int(j)} ({GeomType(int(gtype[i])).name.lower()}-" \
