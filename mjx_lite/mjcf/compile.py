@@ -61,7 +61,11 @@ _DISABLE_BITS = (
 )  # fmt: skip
 _ENABLE_BITS = ("override", "energy", "fwdinv", "invdiscrete", "sleep", "diagexact", "ipc", "speculative")
 # enable flags whose MuJoCo feature mjx_lite does not implement
-_REFUSED_ENABLE = {"sleep": "sleeping islands", "speculative": "speculative contacts"}
+_REFUSED_ENABLE = {
+    "sleep": "sleeping islands: trees whose velocities stay below sleep_tolerance are frozen and skipped until woken",
+    "speculative": "speculative contacts before impact, by conservative advancement; MuJoCo 4.0's documentation calls "
+    "them a new feature whose behavior may still change",
+}
 # MuJoCo's default. mjx_lite's convex colliders give the converged contact whatever opt.ccd_iterations says; MuJoCo's
 # GJK/EPA stops after ccd_iterations. At 35 MuJoCo's curved-pair normals are within 3e-2 of the converged ones, at 20
 # within 5e-2, at 10 components are up to 1.3 apart (/tmp/ref38/ccd_ours.py): below the default the loader refuses a

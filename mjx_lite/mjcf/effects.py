@@ -141,10 +141,11 @@ _FLAG = {
     "energy": model("opt.enableflags"),
     "fwdinv": model("opt.enableflags"),
     "invdiscrete": model("opt.enableflags"),
-    "sleep": Refused("enabled (sleeping islands)", "enable"),
+    "sleep": Refused("enabled (sleeping islands: tree sleep state in Data, island discovery, waking rules)", "enable"),
     "diagexact": model("opt.enableflags"),
     "ipc": NoEffect("requires integrator='discrete', which is refused"),
-    "speculative": Refused("enabled (speculative contacts)", "enable"),
+    "speculative": Refused("enabled (speculative contacts; 'a new feature whose behavior may still change' in MuJoCo "
+                           "4.0's documentation)", "enable"),
 }
 
 _SIZE = {
