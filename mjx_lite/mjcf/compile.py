@@ -43,7 +43,7 @@ from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.document import parse_file, parse_string
 from mjx_lite.mjcf.settings import compiler_settings
 from mjx_lite.mjcf.spec import Element, MJCFError
-from mjx_lite.types import MINVAL, GeomType, SensorType
+from mjx_lite.types import MINVAL, GeomType, SensorType, TrnType
 
 EPS = inr.EPS
 _GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
@@ -61,8 +61,7 @@ _DISABLE_BITS = (
 )  # fmt: skip
 _ENABLE_BITS = ("override", "energy", "fwdinv", "invdiscrete", "sleep", "diagexact", "ipc", "speculative")
 # enable flags whose MuJoCo feature mjx_lite does not implement
-_REFUSED_ENABLE = {
-    "sleep": "sleeping islands: trees whose velocities stay below sleep_tolerance are frozen and skipped until woken",
+_REFUSED_ENABLE = {  # (sleep: refused by `_check_sleep` where a tree may fall asleep)
     "speculative": "speculative contacts before impact, by conservative advancement; MuJoCo 4.0's documentation calls "
     "them a new feature whose behavior may still change",
 }
@@ -1115,6 +1114,35 @@ def _compile_sections(root: Element, ctx: CompileContext) -> None:
         fill_missing(ctx, prefixes, {})
 
 
+def _check_sleep(root: Element, ctx: CompileContext) -> None:
+    """The sleep flag: refused where a tree may fall asleep (sleeping islands: trees whose velocities stay below
+    sleep_tolerance are frozen and skipped until woken, not implemented); accepted where every tree's sleep policy is
+    never (MuJoCo's compiler: sleep="never", or "auto" on a tree an actuator moves through a joint, site or body),
+    where the flag has no effect."""
+    if not ctx.option["enableflags"] & (1 << _ENABLE_BITS.index("sleep")):
+        return
+    A = ctx.arrays
+    roots = [ctx.elements["body"][int(b)] for b in np.asarray(A["tree_bodyadr"])]
+    actuated = set()
+    body_tree, dof_tree = np.asarray(A["body_treeid"]), np.asarray(A["dof_treeid"])
+    for ttype, tid in zip(np.asarray(A.get("actuator_trntype", [])), np.asarray(A.get("actuator_trnid", []))):
+        if ttype in (TrnType.JOINT, TrnType.JOINTINPARENT):
+            actuated.add(int(dof_tree[A["jnt_dofadr"][tid[0]]]))
+        elif ttype in (TrnType.SITE, TrnType.SO3):
+            actuated.add(int(body_tree[A["site_bodyid"][tid[0]]]))
+        elif ttype == TrnType.BODY:
+            actuated.add(int(body_tree[tid[0]]))
+    for t, el in enumerate(roots):
+        policy = at.get(el, "sleep", "auto")
+        if policy == "never" or policy == "auto" and t in actuated:
+            continue
+        f = [f for c in at.sections(root, "option") for f in c.find("flag") if f.attrs.get("sleep") is not None][-1]
+        why = f"sleep='{policy}'" if policy != "auto" else "no actuator moves it"
+        raise at.unsupported(f, f"sleep='enable' (sleeping islands: trees whose velocities stay below sleep_tolerance "
+                             f"are frozen and skipped until woken) is not supported where a tree may fall asleep (the "
+                             f"tree of body {int(A['tree_bodyadr'][t])}: {why})", "sleep")  # fmt: skip
+
+
 def _ccd_pair(t1: int, t2: int) -> bool:
     """Whether MuJoCo 4.0 collides geom types t1, t2 by GJK/EPA, bounded by opt.ccd_iterations (mjc_Convex,
     mjc_ConvexHField in its mjCOLLISIONFUNC table); the other pairs have closed-form colliders (mjc_PlaneConvex reads
@@ -1393,6 +1421,7 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     flex.compile_flex(root, ctx)
     _compile_sections(root, ctx)
     _check_ccd_iterations(root, ctx)
+    _check_sleep(root, ctx)
     _check_user_sizes(root, ctx)
     _finalize_simple(ctx)
     _compile_keys(root, ctx)

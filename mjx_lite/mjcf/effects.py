@@ -119,7 +119,7 @@ _OPTION = {
     "o_solref": model("opt.o_solref"),
     "sdf_initpoints": NoEffect("SDF collision only; SDF geoms are refused"),
     "sdf_iterations": NoEffect("SDF collision only; SDF geoms are refused"),
-    "sleep_tolerance": NoEffect("sleeping bodies only; the sleep flag is refused"),
+    "sleep_tolerance": NoEffect("sleeping trees only; the sleep flag is refused where a tree may sleep"),
     "solver": model("opt.solver"),
     "timestep": model("opt.timestep"),
     "tolerance": model("opt.tolerance"),
@@ -141,7 +141,9 @@ _FLAG = {
     "energy": model("opt.enableflags"),
     "fwdinv": model("opt.enableflags"),
     "invdiscrete": model("opt.enableflags"),
-    "sleep": Refused("enabled (sleeping islands: tree sleep state in Data, island discovery, waking rules)", "enable"),
+    "sleep": Refused("enabled in a model where a tree may fall asleep (sleeping islands: tree sleep state in Data, "
+                     "island discovery, waking rules); where every tree's policy is never it has no effect and loads",
+                     "enable"),
     "diagexact": model("opt.enableflags"),
     "ipc": NoEffect("requires integrator='discrete', which is refused"),
     "speculative": Refused("enabled (speculative contacts; 'a new feature whose behavior may still change' in MuJoCo "
@@ -174,7 +176,7 @@ _BODY = {
     "mocap": model("body_mocapid"), "gravcomp": model("body_gravcomp"), "user": USER,
     "fuse": Compiler("per-body opt-out of fusestatic (mjcf/fuse.py)"),
     "simple": NoEffect("MuJoCo's shortcut flags for simple bodies (body_simple): the same results"),
-    "sleep": NoEffect("sleep policy of a tree: only with the sleep flag, which is refused"),
+    "sleep": Compiler("sleep policy of a tree: whether the sleep flag is accepted (never) or refused"),
 }  # fmt: skip
 _FRAME = {"name": NAME, "childclass": CLASS, "pos": Compiler("frame offset of its children"), **{
     k: Compiler("frame rotation of its children") for k in ORIENT}}
