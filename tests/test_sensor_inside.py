@@ -21,8 +21,8 @@ TOL = 1e-9  # float64: a handful of products and a square root per point
 CONVERGED = 'ccd_iterations="2000" ccd_tolerance="1e-14"'  # MuJoCo's iteration run to convergence
 
 # one free body (a sphere, a capsule and a mesh geom, a sphere site; a child body with a sphere geom) falling
-# through sphere, box, capsule and ellipsoid sites: every object kind, and the (site, shape) pairs whose MuJoCo
-# iteration converges
+# through sphere, box, capsule and ellipsoid sites, and one with an ellipsoid and a cylinder (in the sphere site):
+# every object kind, and the (site, shape) pairs whose MuJoCo iteration converges
 ENCLOSED_XML = f"""
 <mujoco>
   <option {CONVERGED} timestep="0.005"/>
@@ -40,6 +40,11 @@ ENCLOSED_XML = f"""
       <site name="tag" type="sphere" size=".03" pos="0 0 .1"/>
       <body name="c" pos="0 .1 0"><joint axis="1 0 0" damping=".01"/><geom type="sphere" size=".03"/></body>
     </body>
+    <body name="d" pos="-.2 -.1 1" euler="20 30 40">
+      <freejoint/>
+      <geom name="ell" type="ellipsoid" size=".09 .05 .07" contype="0" conaffinity="0"/>
+      <geom name="cyl" type="cylinder" size=".04 .07" pos=".03 0 .05" euler="0 40 0" contype="0" conaffinity="0"/>
+    </body>
   </worldbody>
   <sensor>
     <insidesite site="ball" objtype="geom" objname="sph" enclosed="true"/>
@@ -54,6 +59,9 @@ ENCLOSED_XML = f"""
     <insidesite site="pill" objtype="geom" objname="cap" enclosed="true"/>
     <insidesite site="egg" objtype="geom" objname="sph" enclosed="true"/>
     <insidesite site="egg" objtype="body" objname="b" enclosed="true"/>
+    <insidesite site="ball" objtype="geom" objname="ell" enclosed="true"/>
+    <insidesite site="ball" objtype="geom" objname="cyl" enclosed="true"/>
+    <insidesite site="ball" objtype="body" objname="d" enclosed="true"/>
     <insidesite site="ball" objtype="geom" objname="sph"/>
   </sensor>
 </mujoco>"""
@@ -86,6 +94,10 @@ def test_forward_poses(enclosed_model):
         quat = rng.normal(size=4)
         q[3:7] = quat / np.linalg.norm(quat)
         q[7] = rng.normal()
+        q[8:11] += rng.normal(size=3) * 0.1
+        q[10] -= rng.uniform(0.0, 0.5)
+        quat = rng.normal(size=4)
+        q[11:15] = quat / np.linalg.norm(quat)
         mjd.qpos[:] = q
         mujoco.mj_forward(mjm, mjd)
         d = fwd(m, mjl.make_data(m).replace(qpos=jp.asarray(q)))
@@ -174,9 +186,10 @@ def test_exact_value_bounds_mujoco(site, obj):
 # ------------------------------------------------------------------------------------------------------------------
 # load-time errors and refusals
 
-_ERR_XML = """<mujoco><worldbody><site name="s" size=".3"/><camera name="cam"/>
+_ERR_XML = """<mujoco><worldbody><site name="s" size=".3"/><site name="bx" type="box" size=".3 .3 .3"/>
+  <camera name="cam"/>
   <body name="b"><freejoint/>{geoms}<site name="t" size=".01"/><body name="e"><joint/><geom size=".01"/></body></body>
-  </worldbody><sensor><insidesite site="s" objtype="{ot}" objname="{on}" enclosed="true"/></sensor></mujoco>"""
+  </worldbody><sensor><insidesite site="{site}" objtype="{ot}" objname="{on}" enclosed="true"/></sensor></mujoco>"""
 
 
 @pytest.mark.parametrize("ot,on,geoms,match", [
@@ -185,7 +198,7 @@ _ERR_XML = """<mujoco><worldbody><site name="s" size=".3"/><camera name="cam"/>
 ])  # fmt: skip
 def test_mujoco_errors(ot, on, geoms, match):
     """MuJoCo's own compile errors (not refusals) for enclosed insidesite."""
-    xml = _ERR_XML.format(ot=ot, on=on, geoms=geoms)
+    xml = _ERR_XML.format(site="s", ot=ot, on=on, geoms=geoms)
     with pytest.raises(ValueError, match=match):
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError, match=match) as err:
@@ -196,8 +209,9 @@ def test_mujoco_errors(ot, on, geoms, match):
 @pytest.mark.parametrize("ot,on,geoms", [("geom", "g", '<geom name="g" type="cylinder" size=".1 .1"/>'),
                                          ("xbody", "b", '<geom type="ellipsoid" size=".1 .1 .2"/>')])  # fmt: skip
 def test_curved_objects_refused(ot, on, geoms):
-    """Ellipsoid and cylinder objects (or geoms of the body): MuJoCo loads them, mjx_lite refuses them by name."""
-    xml = _ERR_XML.format(ot=ot, on=on, geoms=geoms)
+    """Ellipsoid and cylinder objects (or geoms of the body) in a site that is not a sphere: MuJoCo loads them,
+    mjx_lite refuses them by name."""
+    xml = _ERR_XML.format(site="bx", ot=ot, on=on, geoms=geoms)
     mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFUnsupportedError, match="enclosed") as err:
         mjl.load_mjcf_string(xml)

@@ -202,7 +202,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             objtype, objid = _frame_obj(ctx, s, "objtype", "objname")
             reftype, refid = ObjType.SITE, _obj(ctx, s, "site", "site")
             if get(s, "enclosed", False):  # the directed Hausdorff distance (pipeline/sensor_inside.py)
-                _enclosed_check(ctx, s, objtype, objid)
+                _enclosed_check(ctx, s, objtype, objid, refid)
                 dtype, intprm[i, 0] = R, 1
         elif kind == "geompair":
             objtype, objid = _one_of(ctx, s, (("geom1", ObjType.GEOM, "geom"), ("body1", ObjType.BODY, "body")), True)
@@ -302,11 +302,12 @@ _ENCLOSED_OBJECTS = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.BOX, GeomType.M
 _ENCLOSED_CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)
 
 
-def _enclosed_check(ctx: CompileContext, s: Element, objtype: int, objid: int) -> None:
+def _enclosed_check(ctx: CompileContext, s: Element, objtype: int, objid: int, site: int) -> None:
     """MuJoCo's errors for an enclosed insidesite sensor (no camera, a body with geoms, compact convex shapes), and
-    mjx_lite's refusal of the shapes it does not compute (ellipsoids and cylinders inside the site)."""
+    mjx_lite's refusal of the shapes it does not compute (ellipsoids and cylinders in a site that is not a sphere)."""
     if objtype == ObjType.CAMERA:
         raise error(s, "camera is not supported in enclosed insidesite sensor", "objtype")
+    site_type = int(np.asarray(ctx.arrays["site_type"])[site])
     if objtype in (ObjType.GEOM, ObjType.SITE):
         shapes = [(objtype, objid)]
     else:  # a body's own geoms, or (xbody) those of its subtree
@@ -323,10 +324,11 @@ def _enclosed_check(ctx: CompileContext, s: Element, objtype: int, objid: int) -
         if t not in _ENCLOSED_OBJECTS + _ENCLOSED_CURVED:
             raise error(s, f"{'geom' if kind == ObjType.GEOM else 'site'} {i} in enclosed insidesite sensor must "
                         "be a compact convex shape", "objname")  # fmt: skip
-        if t in _ENCLOSED_CURVED:
+        if t in _ENCLOSED_CURVED and site_type != GeomType.SPHERE:
             raise unsupported(s, f"insidesite enclosed='true' of an {GeomType(t).name.lower()} (the object, or a "
-                              "geom of the body) is not supported by mjx_lite (spheres, capsules, boxes and meshes "
-                              "are)", "enclosed")  # fmt: skip
+                              "geom of the body) in a site that is not a sphere is not supported by mjx_lite (spheres, "
+                              "capsules, boxes and meshes are, and ellipsoids and cylinders in sphere sites)",
+                              "enclosed")  # fmt: skip
 
 
 def _ancestors(parent: np.ndarray, b: int) -> list[int]:

@@ -4,11 +4,14 @@ The value is the directed Hausdorff distance of the object from the site, max ov
 site's signed distance sd(p) (positive outside, negative inside: then its magnitude is the clearance to the site's
 boundary); for objtype body (xbody) the maximum over the geoms of the body (of its subtree). Every shape is convex,
 so the maximum of the convex sd lies on the object's extreme points, and a shape that is a core inflated by a radius
-(sphere: its centre; capsule: its segment) adds the radius to its core's maximum. The objects mjx_lite computes are
-those whose core is a finite point set: sphere and capsule (1 and 2 points), box (8 corners) and mesh (its vertices,
-whose convex hull is the collision shape), as geoms or sites; the site may be a sphere, capsule, box, cylinder or
-ellipsoid. This is the exact value; MuJoCo 4.0 computes it iteratively, bounded by opt.ccd_iterations and
-opt.ccd_tolerance, and matches it when run to convergence (at the default settings it can be a few 1e-7 below).
+(sphere: its centre; capsule: its segment) adds the radius to its core's maximum. The objects mjx_lite computes in
+every site (sphere, capsule, box, cylinder, ellipsoid) are those whose core is a finite point set: sphere and
+capsule (1 and 2 points), box (8 corners) and mesh (its vertices, whose convex hull is the collision shape), as
+geoms or sites; in a sphere site also ellipsoids and cylinders (their farthest point from the site's centre). This
+is the exact value. MuJoCo 4.0 computes it iteratively (bounded by opt.ccd_iterations and opt.ccd_tolerance) and its
+value never exceeds it: run to convergence it equals it for most pairs, but on cylinder sites and for box objects in
+box or capsule sites it can stop below it (up to 2.3e-2 measured), and at the default settings it can be up to
+1.4e-2 below on other pairs too (tests/test_sensor_inside.py).
 Shapes: points (n, 3); one sensor value (1, 1).
 """
 
@@ -42,10 +45,7 @@ def enclosed_shapes(
 
 def _core(m: Model, d: Data, kind: int, i: int) -> tuple[jax.Array, jax.Array]:
     """World points (n, 3) of a shape's core and its radius ()."""
-    if kind == ObjType.GEOM:
-        t, size, pos, mat = int(np.asarray(m.geom_type)[i]), m.geom_size[i], d.geom_xpos[i], d.geom_xmat[i]
-    else:
-        t, size, pos, mat = int(np.asarray(m.site_type)[i]), m.site_size[i], d.site_xpos[i], d.site_xmat[i]
+    t, size, pos, mat = _shape(m, d, kind, i)
     zero = jp.zeros((), size.dtype)
     if t == GeomType.SPHERE:
         return pos[None], size[0]
@@ -61,6 +61,66 @@ def _core(m: Model, d: Data, kind: int, i: int) -> tuple[jax.Array, jax.Array]:
     else:  # refused at load (mjcf/sensor.py)
         raise NotImplementedError(f"mjx_lite: enclosed insidesite of a shape of type {GeomType(t).name}")
     return pos + local @ mat.T, zero
+
+
+def _shape(m: Model, d: Data, kind: int, i: int) -> tuple[int, jax.Array, jax.Array, jax.Array]:
+    """(type, size (3,), world position (3,), world rotation (3, 3)) of a geom or site."""
+    if kind == ObjType.GEOM:
+        return int(np.asarray(m.geom_type)[i]), m.geom_size[i], d.geom_xpos[i], d.geom_xmat[i]
+    return int(np.asarray(m.site_type)[i]), m.site_size[i], d.site_xpos[i], d.site_xmat[i]
+
+
+def _farthest_cylinder(c: jax.Array, size: jax.Array, pos: jax.Array, mat: jax.Array) -> jax.Array:
+    """Largest distance () from point c (3,) to a cylinder (radius, half-height; frame pos, mat): to the farther
+    point of its two rim circles, sqrt((w . a)^2 + (|w across a| + radius)^2) with w = c - rim centre."""
+    axis = mat[:, 2]
+    best = []
+    for sign in (-1.0, 1.0):
+        w = c - (pos + sign * size[1] * axis)
+        wa = jp.dot(w, axis)
+        best.append(wa * wa + (safe_norm(w - wa * axis) + size[0]) ** 2)
+    return jp.sqrt(jp.maximum(best[0], best[1]))
+
+
+def _farthest_ellipsoid(c: jax.Array, a: jax.Array, pos: jax.Array, mat: jax.Array) -> jax.Array:
+    """Largest distance () from point c (3,) to an ellipsoid (semi-axes a (3,); frame pos, mat). In the ellipsoid's
+    frame (c at y), the farthest point is p_i = a_i^2 y_i / (t + a_i^2) at the root t < -max a^2 of
+    F(t) = sum (a_i y_i / (t + a_i^2))^2 - 1, increasing there from -1 (fixed bisection, then Newton steps); where y
+    has no component along the longest axis k the maximum can sit at t = -a_k^2 instead (p_k from the constraint), and
+    the axis end points are candidates too: every candidate lies on the ellipsoid, the largest distance wins."""
+    y = mat.T @ (c - pos)
+    a2 = a * a
+    amax2 = jp.max(a2)
+    eps = jp.finfo(c.dtype).eps
+
+    def f(t):
+        r = a * y / (t + a2)
+        return jp.sum(r * r) - 1.0, -2.0 * jp.sum(r * r / (t + a2))
+
+    lo = -2.0 * amax2 - jp.sqrt(amax2) * safe_norm(y) - eps
+    hi = -amax2 * (1 + 4 * eps)
+
+    def bisect(c, _):
+        lo, hi = c
+        mid = 0.5 * (lo + hi)
+        neg = f(mid)[0] < 0
+        return (jp.where(neg, mid, lo), jp.where(neg, hi, mid)), None
+
+    (lo, hi), _ = jax.lax.scan(bisect, (lo, hi), None, length=_ELLIPSOID_BISECTIONS)
+    t = 0.5 * (lo + hi)
+    for _ in range(2):
+        v, dv = f(t)
+        t = jp.clip(t - v / jp.where(dv > 0, dv, 1.0), lo, hi)
+    cands = [a2 * y / (t + a2)]
+    k = jp.argmax(a2)
+    onehot = jax.nn.one_hot(k, 3, dtype=c.dtype)
+    gap = a2 - amax2
+    pd = jp.where(jp.abs(gap) > eps * amax2, a2 * y / jp.where(jp.abs(gap) > eps * amax2, gap, 1.0), 0.0) * (1 - onehot)
+    rest = 1.0 - jp.sum(pd * pd / a2)
+    pk = -jp.where(jp.dot(onehot, y) > 0, 1.0, -1.0) * jp.sqrt(jp.maximum(rest, 0.0) * amax2)
+    cands.append(jp.where(rest >= 0, pd + pk * onehot, cands[0]))
+    cands += [sg * a[j] * jp.eye(3, dtype=c.dtype)[j] for j in range(3) for sg in (-1.0, 1.0)]
+    return jp.max(safe_norm(jp.stack(cands) - y))
 
 
 def _box_sd(d: jax.Array) -> jax.Array:
@@ -126,6 +186,13 @@ def enclosed(m: Model, d: Data, sensor: int) -> jax.Array:
     shapes = enclosed_shapes(objtype, objid, np.asarray(m.geom_bodyid), np.asarray(m.body_parentid))
     values = []
     for kind, i in shapes:
+        t, size, pos, mat = _shape(m, d, kind, i)
+        if t in (GeomType.CYLINDER, GeomType.ELLIPSOID):  # curved: in a sphere site only (refused at load otherwise)
+            if int(np.asarray(m.site_type)[site]) != GeomType.SPHERE:
+                raise NotImplementedError("mjx_lite: enclosed insidesite of an ellipsoid or cylinder outside a sphere")
+            far = _farthest_cylinder if t == GeomType.CYLINDER else _farthest_ellipsoid
+            values.append(far(d.site_xpos[site], size, pos, mat) - m.site_size[site][0])
+            continue
         pts, r = _core(m, d, kind, i)
         values.append(jp.max(site_sd(m, d, site, pts)) + r)
     return jp.max(jp.stack(values)).reshape(1, 1)
