@@ -108,16 +108,17 @@ def _farthest_ellipsoid(c: jax.Array, a: jax.Array, pos: jax.Array, mat: jax.Arr
 
     (lo, hi), _ = jax.lax.scan(bisect, (lo, hi), None, length=_ELLIPSOID_BISECTIONS)
     t = 0.5 * (lo + hi)
-    for _ in range(2):
+    for _ in range(2):  # unclipped (see `_ellipsoid_sd`)
         v, dv = f(t)
-        t = jp.clip(t - v / jp.where(dv > 0, dv, 1.0), lo, hi)
+        t = t - v / jp.where(dv > 0, dv, 1.0)
     cands = [a2 * y / (t + a2)]
     k = jp.argmax(a2)
     onehot = jax.nn.one_hot(k, 3, dtype=c.dtype)
     gap = a2 - amax2
     pd = jp.where(jp.abs(gap) > eps * amax2, a2 * y / jp.where(jp.abs(gap) > eps * amax2, gap, 1.0), 0.0) * (1 - onehot)
     rest = 1.0 - jp.sum(pd * pd / a2)
-    pk = -jp.where(jp.dot(onehot, y) > 0, 1.0, -1.0) * jp.sqrt(jp.maximum(rest, 0.0) * amax2)
+    root = jp.where(rest > 0, jp.sqrt(jp.where(rest > 0, rest, 1.0) * amax2), 0.0)  # (finite gradient at 0)
+    pk = -jp.where(jp.dot(onehot, y) > 0, 1.0, -1.0) * root
     cands.append(jp.where(rest >= 0, pd + pk * onehot, cands[0]))
     cands += [sg * a[j] * jp.eye(3, dtype=c.dtype)[j] for j in range(3) for sg in (-1.0, 1.0)]
     return jp.max(safe_norm(jp.stack(cands) - y))
@@ -150,9 +151,9 @@ def _ellipsoid_sd(q: jax.Array, a: jax.Array) -> jax.Array:
 
     (lo, hi), _ = jax.lax.scan(bisect, (lo, hi), None, length=_ELLIPSOID_BISECTIONS)
     t = 0.5 * (lo + hi)
-    for _ in range(2):
+    for _ in range(2):  # at the root to rounding: unclipped steps of that size, which carry the derivatives
         v, dv = f(t)
-        t = jp.clip(t - v / jp.where(dv < 0, dv, -1.0), lo, hi)
+        t = t - v / jp.where(dv < 0, dv, -1.0)
     x = a2 * y / (t[:, None] + a2)
     outside = jp.sum(y * y / a2, -1) > 1.0
     dist = safe_norm(y - x)
