@@ -2,9 +2,10 @@
 site, against MuJoCo 4.0 (float64) and against an independent maximisation over support directions.
 
 MuJoCo computes the value iteratively (bounded by opt.ccd_iterations and ccd_tolerance) and its value never exceeds
-the exact one; run to convergence (CONVERGED) it equals the exact value for the pairs of ENCLOSED_XML, while for
-cylinder sites and box objects in box or capsule sites it can stop below it (measured: up to 2.3e-2 in 1-12% of
-random poses, /tmp/ref38/enc_sweep.py), which the last tests check as a bound.
+the exact one; run to convergence (CONVERGED) it equals the exact value for the pairs of ENCLOSED_XML, while on
+cylinder sites, for box objects in sphere, box or capsule sites, capsules in box sites and meshes in capsule sites it
+can stop below it (measured: up to 2.3e-2 in 1-12% of random poses, /tmp/ref38/enc_sweep.py), which the
+test_exact_value_bounds_mujoco cases check as a bound.
 """
 
 import jax
