@@ -215,7 +215,7 @@ def test_check_lists_every_unsupported_feature(tmp_path):
     xml = tmp_path / "many.xml"
     xml.write_text("""<mujoco><option ccd_iterations="10"><flag sleep="enable" speculative="enable"/></option>
       <worldbody><geom name="floor" type="plane" size="1 1 .1"/>
-        <body><freejoint/><geom size=".1"/><site name="s"/></body>
+        <body><freejoint/><geom type="ellipsoid" size=".1 .1 .1"/><site name="s"/></body>
         <body pos="1 0 0"><composite type="grid" count="2 2 1"/></body>
         <body pos="2 0 0"><joint stiffness="1"/><geom size=".1"/></body>
       </worldbody></mujoco>""")

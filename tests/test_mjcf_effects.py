@@ -83,6 +83,7 @@ BASE = """<mujoco>
       <body name="b3" pos=".3 0 0"><joint name="ball" type="ball"/><geom size=".03"/></body>
     </body>
     <body name="b2" pos="1 0 .2"><freejoint name="free" {freejoint}/><geom name="g2" size=".05"/></body>
+    <body name="b4" pos="-1 0 .2"><freejoint/><geom name="g4" type="ellipsoid" size=".06 .05 .04"/></body>
   </worldbody>
   <contact><pair geom1="floor" geom2="g2" {pair}/></contact>
   <tendon>

@@ -94,8 +94,11 @@ _LENGTHRANGE = {k: Compiler("actuator lengthrange computation (mj_setLengthRange
 
 _OPTION = {
     "actuatorgroupdisable": model("opt.disableactuator"),
-    "ccd_iterations": Refused("below MuJoCo's default of 35 (MuJoCo's convex collision stops early; mjx_lite's "
-                              "iterates to convergence, as MuJoCo does at or above the default)", "10"),
+    "ccd_iterations": Refused("below MuJoCo's default of 35 in a model where MuJoCo runs GJK/EPA (convex pairs that"
+                              " may collide, height fields, flexes, geom distance and enclosed insidesite sensors),"
+                              " which stops after ccd_iterations; mjx_lite's colliders give the converged contact "
+                              "at any setting: on curved pairs within 3e-2 of MuJoCo's normal components at 35, up "
+                              "to 1.3 apart at 10. Without such pairs it has no effect in MuJoCo and loads", "10"),
     "ccd_tolerance": model("opt.ccd_tolerance"),
     "cone": model("opt.cone"),
     "density": model("opt.density"),
@@ -116,7 +119,7 @@ _OPTION = {
     "o_solref": model("opt.o_solref"),
     "sdf_initpoints": NoEffect("SDF collision only; SDF geoms are refused"),
     "sdf_iterations": NoEffect("SDF collision only; SDF geoms are refused"),
-    "sleep_tolerance": NoEffect("sleeping bodies only; the sleep flag is refused"),
+    "sleep_tolerance": NoEffect("sleeping trees only; the sleep flag is refused where a tree may sleep"),
     "solver": model("opt.solver"),
     "timestep": model("opt.timestep"),
     "tolerance": model("opt.tolerance"),
@@ -138,10 +141,13 @@ _FLAG = {
     "energy": model("opt.enableflags"),
     "fwdinv": model("opt.enableflags"),
     "invdiscrete": model("opt.enableflags"),
-    "sleep": Refused("enabled (sleeping islands)", "enable"),
+    "sleep": Refused("enabled in a model where a tree may fall asleep (sleeping islands: tree sleep state in Data, "
+                     "island discovery, waking rules); where every tree's policy is never it has no effect and loads",
+                     "enable"),
     "diagexact": model("opt.enableflags"),
     "ipc": NoEffect("requires integrator='discrete', which is refused"),
-    "speculative": Refused("enabled (speculative contacts)", "enable"),
+    "speculative": Refused("enabled (speculative contacts; 'a new feature whose behavior may still change' in MuJoCo "
+                           "4.0's documentation)", "enable"),
 }
 
 _SIZE = {
@@ -170,7 +176,7 @@ _BODY = {
     "mocap": model("body_mocapid"), "gravcomp": model("body_gravcomp"), "user": USER,
     "fuse": Compiler("per-body opt-out of fusestatic (mjcf/fuse.py)"),
     "simple": NoEffect("MuJoCo's shortcut flags for simple bodies (body_simple): the same results"),
-    "sleep": NoEffect("sleep policy of a tree: only with the sleep flag, which is refused"),
+    "sleep": Compiler("sleep policy of a tree: whether the sleep flag is accepted (never) or refused"),
 }  # fmt: skip
 _FRAME = {"name": NAME, "childclass": CLASS, "pos": Compiler("frame offset of its children"), **{
     k: Compiler("frame rotation of its children") for k in ORIENT}}
@@ -407,7 +413,7 @@ def _table() -> dict[str, dict]:
                "data": model("sensor_intprm", "sensor_dim"), "num": model("sensor_intprm", "sensor_dim"),
                "reduce": model("sensor_intprm"), "datatype": model("sensor_datatype"),
                "needstage": model("sensor_needstage"), "dim": model("sensor_dim"),
-               "enclosed": Refused("'true' (the object must lie wholly inside the site)", "true")}  # fmt: skip
+               "enclosed": model("sensor_intprm", "sensor_datatype")}  # fmt: skip
     objects.update(mesh=_SOBJ, geom=_SREF)  # tactile: the mesh of the taxels, the geom whose frame places them
     for key in sc.SENSOR_TAGS + ("sensor/user", "sensor/tactile", "sensor/distance", "sensor/normal", "sensor/fromto",
                                  "sensor/contact"):

@@ -206,9 +206,10 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
                 reftype, refid = _frame_obj(ctx, s, "reftype", "refname", required=False)
         elif kind == "inside":
             objtype, objid = _frame_obj(ctx, s, "objtype", "objname")
-            if get(s, "enclosed", False):
-                raise unsupported(s, "insidesite enclosed='true' is not supported by mjx_lite", "enclosed")
             reftype, refid = ObjType.SITE, _obj(ctx, s, "site", "site")
+            if get(s, "enclosed", False):  # the directed Hausdorff distance (pipeline/sensor_inside.py)
+                _enclosed_check(ctx, s, objtype, objid, refid)
+                dtype, intprm[i, 0] = R, 1
         elif kind == "geompair":
             objtype, objid = _one_of(ctx, s, (("geom1", ObjType.GEOM, "geom"), ("body1", ObjType.BODY, "body")), True)
             reftype, refid = _one_of(ctx, s, (("geom2", ObjType.GEOM, "geom"), ("body2", ObjType.BODY, "body")), True)
@@ -308,6 +309,49 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
     ctx.sizes["nsensor"] = n
     ctx.sizes["nsensordata"] = adr
     ctx.sizes["nhistory"] = nhistory
+
+
+# enclosed insidesite: shapes whose core is a finite point set (pipeline/sensor_inside.py computes them), and the
+# other compact convex shapes (MuJoCo's; mjx_lite refuses them)
+_ENCLOSED_OBJECTS = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.BOX, GeomType.MESH)
+_ENCLOSED_CURVED = (GeomType.ELLIPSOID, GeomType.CYLINDER)
+
+
+def _enclosed_check(ctx: CompileContext, s: Element, objtype: int, objid: int, site: int) -> None:
+    """MuJoCo's errors for an enclosed insidesite sensor (no camera, a body with geoms, compact convex shapes), and
+    mjx_lite's refusal of the shapes it does not compute (ellipsoids and cylinders in a site that is not a sphere)."""
+    if objtype == ObjType.CAMERA:
+        raise error(s, "camera is not supported in enclosed insidesite sensor", "objtype")
+    site_type = int(np.asarray(ctx.arrays["site_type"])[site])
+    if objtype in (ObjType.GEOM, ObjType.SITE):
+        shapes = [(objtype, objid)]
+    else:  # a body's own geoms, or (xbody) those of its subtree
+        parent, gbody = np.asarray(ctx.arrays["body_parentid"]), np.asarray(ctx.arrays["geom_bodyid"])
+        bodies = {objid}
+        if objtype == ObjType.XBODY:
+            bodies |= {b for b in range(1, len(parent)) if any(a == objid for a in _ancestors(parent, b))}
+        shapes = [(ObjType.GEOM, g) for g in range(len(gbody)) if int(gbody[g]) in bodies]
+        if not shapes:
+            raise error(s, f"body '{get(s, 'objname')}' in enclosed insidesite sensor must have at least one geom",
+                        "objname")  # fmt: skip
+    for kind, i in shapes:
+        t = int(np.asarray(ctx.arrays["geom_type" if kind == ObjType.GEOM else "site_type"])[i])
+        if t not in _ENCLOSED_OBJECTS + _ENCLOSED_CURVED:
+            raise error(s, f"{'geom' if kind == ObjType.GEOM else 'site'} {i} in enclosed insidesite sensor must "
+                        "be a compact convex shape", "objname")  # fmt: skip
+        if t in _ENCLOSED_CURVED and site_type != GeomType.SPHERE:
+            raise unsupported(s, f"insidesite enclosed='true' of an {GeomType(t).name.lower()} (the object, or a "
+                              "geom of the body) in a site that is not a sphere is not supported by mjx_lite (spheres, "
+                              "capsules, boxes and meshes are, and ellipsoids and cylinders in sphere sites)",
+                              "enclosed")  # fmt: skip
+
+
+def _ancestors(parent: np.ndarray, b: int) -> list[int]:
+    out = []
+    while b > 0:
+        b = int(parent[b])
+        out.append(b)
+    return out
 
 
 def _one_of(ctx, s: Element, options, required: bool) -> tuple[int, int]:

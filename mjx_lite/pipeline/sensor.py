@@ -36,6 +36,7 @@ from mjx_lite.pipeline import (
     rne,
     sensor_contact,
     sensor_geomdist,
+    sensor_inside,
     sensor_tactile,
     sensor_user,
     velocity,
@@ -393,6 +394,8 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
             own = (int(np.asarray(m.sensor_intprm)[i, 0]), int(res[0]), int(res[1]))
         if stypes[i] in (S.ACTUATORPOS, S.ACTUATORVEL, S.ACTUATORFRC):  # one group per number of outputs
             own = int(dim[i])
+        if stypes[i] == S.INSIDESITE and np.asarray(m.sensor_intprm)[i, 0]:  # enclosed: one group each
+            own = ("enclosed", int(i))
         key = (int(stypes[i]), int(objtype[i]), int(reftype[i]), bool(refid[i] >= 0), own)
         groups.setdefault(key, []).append(int(i))
     idx, vals = [], []
@@ -413,6 +416,8 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
             v = ray.rangefinder(m, d, objid[mem], own[0])
         elif t in sensor_geomdist.GEOMDIST_TYPES:
             v = gd[own][None, :]
+        elif t == S.INSIDESITE and isinstance(own, tuple):
+            v = sensor_inside.enclosed(m, d, own[1])
         else:
             v = _group_values(m, d, t, ot, objid[mem], rt, refid[mem], shared)
         v = jp.asarray(v, d.sensordata.dtype).reshape(len(mem), -1)

@@ -1,0 +1,84 @@
+"""The sleep flag: loaded where no tree may fall asleep (every tree's sleep policy is never: sleep="never", or "auto"
+on a tree an actuator moves), where MuJoCo's simulation does not change with it; refused by name where a tree may
+sleep (mjcf/compile.py `_check_sleep`)."""
+
+import jax
+import mujoco
+import numpy as np
+import pytest
+
+import mjx_lite as mjl
+from mjx_lite.mjcf.spec import MJCFUnsupportedError
+
+TRAJ_ATOL = 1e-8  # float64, 150 steps with contacts (Newton to tolerance 1e-10)
+_NEVER = (int(mujoco.mjtSleepPolicy.mjSLEEP_AUTO_NEVER), int(mujoco.mjtSleepPolicy.mjSLEEP_NEVER))
+
+SCENE = """
+<mujoco>
+  <option tolerance="1e-10"><flag sleep="{sleep}"/></option>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    <body name="arm" pos="0 0 .5"><joint name="h" axis="0 1 0" damping=".1"/><geom type="capsule" size=".05 .2"/></body>
+    <body name="ball" pos=".6 0 .3" {ball}><freejoint/><geom size=".1"/><site name="sb"/></body>
+    <body name="pend" pos="1.5 0 .6" {pend}><joint type="ball" name="bj" damping=".05"/>
+      <geom size=".05" pos=".1 0 0"/>
+      <body><joint name="h2" axis="1 0 0"/><geom type="box" size=".05 .05 .05" pos="0 0 -.2"/></body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="h"/>{act}</actuator>
+</mujoco>"""
+ACCEPTED = {
+    "actuated and never": dict(ball='sleep="never"', pend="", act='<motor joint="h2"/>'),
+    "site actuator": dict(ball="", pend="", act='<motor joint="h2"/><general site="sb" gear="0 0 1 0 0 0"/>'),
+    "adhesion": dict(
+        ball="", pend="", act='<adhesion body="pend" ctrlrange="0 1"/><adhesion body="ball" ctrlrange="0 1"/>'
+    ),  # fmt: skip
+}
+REFUSED = {
+    "free ball": dict(ball="", pend="", act='<motor joint="h2"/>'),
+    "allowed": dict(ball='sleep="never"', pend='sleep="allowed"', act='<motor joint="h2"/>'),
+    "init": dict(ball='sleep="init"', pend="", act='<motor joint="h2"/>'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ACCEPTED) + sorted(REFUSED))
+def test_policy_as_mujoco(case):
+    """We load the flag exactly where MuJoCo's compiled tree_sleep_policy is never for every tree; the refusal
+    names the flag."""
+    kw = {**ACCEPTED, **REFUSED}[case]
+    xml = SCENE.format(sleep="enable", **kw)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    never = all(int(p) in _NEVER for p in mjm.tree_sleep_policy)
+    assert never == (case in ACCEPTED)
+    if never:
+        assert mjl.load_mjcf_string(xml).opt.enableflags & mujoco.mjtEnableBit.mjENBL_SLEEP
+    else:
+        with pytest.raises(MJCFUnsupportedError, match="sleep") as err:
+            mjl.load_mjcf_string(xml)
+        assert err.value.attribute == "sleep"
+
+
+def test_no_sleeping_tree_steps_as_mujoco():
+    """With every tree's policy never, MuJoCo's trajectory (controls on, contacts) is the same with and without the
+    flag, and ours matches it."""
+    kw = ACCEPTED["actuated and never"]
+    trajs = []
+    for sleep in ("enable", "disable"):
+        mjm = mujoco.MjModel.from_xml_string(SCENE.format(sleep=sleep, **kw))
+        mjd = mujoco.MjData(mjm)
+        mjd.ctrl[:] = (0.3, -0.2)
+        out = []
+        for _ in range(150):
+            mujoco.mj_step(mjm, mjd)
+            out.append(np.concatenate([mjd.qpos, mjd.qvel, [mjd.ncon]]))
+        trajs.append(np.array(out))
+    np.testing.assert_array_equal(trajs[0], trajs[1])
+    assert trajs[0][:, -1].max() >= 1  # the ball lands
+    m = mjl.load_mjcf_string(SCENE.format(sleep="enable", **kw))
+    d = mjl.make_data(m)
+    d = d.replace(ctrl=d.ctrl.at[:].set(np.array([0.3, -0.2])))
+    stp = jax.jit(mjl.step)
+    for k in range(150):
+        d = stp(m, d)
+        np.testing.assert_allclose(np.asarray(d.qpos), trajs[0][k, : m.nq], rtol=0, atol=TRAJ_ATOL,
+                                   err_msg=f"step {k}")  # fmt: skip
