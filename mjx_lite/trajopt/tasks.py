@@ -155,7 +155,7 @@ def acrobot(horizon: int = 200) -> Task:
     horizon settles with the lower link balanced on the hanging upper one (the tip at 2 m, a local minimum; measured
     with iLQR, predictive sampling, and MuJoCo MPC's own predictive-sampling settings emulated in MuJoCo C).
 
-    Solved in closed loop (`closed_loop(task, "ilqr")`: one iLQR iteration per 0.01 s control step over the 2 s
+    Solved in closed loop (`run_closed_loop(task, "ilqr")`: one iLQR iteration per 0.01 s control step over the 2 s
     horizon, as MuJoCo MPC plans): the goal check (`error` <= 1: the tip within ACROBOT_TIP_TOL of the target and
     every joint slower than ACROBOT_RATE_TOL) must hold over the run's last ACROBOT_HOLD steps. No single plan over
     the default horizon reaches the top (the swing-up takes about 10 s with 2 N m). Initial controls: a sinusoid
