@@ -29,15 +29,17 @@ ellipsoids, meshes, height fields, trimmed groups) runs the XLA colliders. Deriv
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import driver, primitive
+from mjx_lite.collision import driver, hfield, primitive
 from mjx_lite.collision.types import NOCONTACT
 from mjx_lite.pipeline import support
 from mjx_lite.pipeline.kernels import launch
-from mjx_lite.types import MINVAL, Data, Model
+from mjx_lite.types import MINVAL, Data, GeomType, Model
 
 __all__ = ["KINDS", "collision", "covered", "fusable", "kernel"]
 
@@ -49,10 +51,28 @@ KINDS = {primitive.plane_sphere: "plane_sphere", primitive.plane_capsule: "plane
 _BOX_NCON = 4  # plane-box contacts per pair
 
 
+def _hfield_window(m: Model, g: driver.Group) -> tuple[int, int] | None:
+    """Static: (wr, wc), the cell window of a height field-sphere group whose slots hold every prism of the window
+    (no `Config.hfield_prisms` cap, at most hfield.MAXCONPAIR prisms: each slot is one prism, in grid order), else
+    None."""
+    if g.type1 != GeomType.HFIELD or g.type2 != GeomType.SPHERE:
+        return None
+    wr, wc = hfield.window_size(m, g.data1, g.geom1, g.geom2)
+    return (wr, wc) if g.ncon == 2 * wr * wc else None
+
+
+def _kind(m: Model, g: driver.Group) -> str | None:
+    """Static: the kernel's kind for group g (None: it keeps its XLA collider)."""
+    if not g.static_slots or g.stages is not None:
+        return None
+    if g.type1 == GeomType.HFIELD:
+        return "hfield_sphere" if _hfield_window(m, g) else None
+    return KINDS.get(g.collider)
+
+
 def covered(m: Model) -> tuple[int, ...]:
     """Static: indices (into driver.pair_table(m).groups) of the groups the kernel computes."""
-    return tuple(i for i, g in enumerate(driver.pair_table(m).groups)
-                 if g.static_slots and g.stages is None and g.collider in KINDS)  # fmt: skip
+    return tuple(i for i, g in enumerate(driver.pair_table(m).groups) if _kind(m, g))
 
 
 def fusable(m: Model) -> bool:
@@ -70,13 +90,27 @@ def _collide_plan(m: Model) -> tuple[dict, dict]:
     (q); info: the iterations of each kind, the rows and pairs of the covered groups, and each covered group's
     (first row, first pair)."""
     groups = driver.pair_table(m).groups
-    tab, per, starts = {}, {}, {}
-    row = pair = 0
+    tab, per, starts, hf = {}, {}, {}, []
+    row = pair = over = 0
     for i in covered(m):
         g = groups[i]
         n = len(g.geom1)
         starts[i] = (row, pair)
-        kind = KINDS[g.collider]
+        kind = _kind(m, g)
+        if kind == "hfield_sphere":  # one loop per group (its grid and window are static): pairs, then prisms
+            j = len(hf)
+            wr, wc = _hfield_window(m, g)
+            hid = int(g.data1)
+            # prism p = 2 (window cell) + triangle: its three top vertices' (row, col) offsets, hfield.group_collider's
+            tri = np.array([[[1, 0], [0, 0], [1, 1]], [[0, 0], [1, 1], [0, 1]]], np.int32)
+            cell = np.stack(np.meshgrid(np.arange(wr), np.arange(wc), indexing="ij"), -1).reshape(-1, 2)
+            corner = (cell[:, None, None, :] + tri[None]).reshape(-1)
+            tab[f"hf{j}_g1"], tab[f"hf{j}_g2"] = np.asarray(g.geom1, np.int32), np.asarray(g.geom2, np.int32)
+            tab[f"hf{j}_corner"] = np.asarray(corner, np.int32)
+            hf.append(dict(j=j, row=row, pair=pair, over=over, n=n, nprism=g.ncon, hid=hid, wr=wr, wc=wc,
+                           nrow=int(m.hfield_nrow[hid]), ncol=int(m.hfield_ncol[hid]), adr=int(m.hfield_adr[hid])))  # fmt: skip
+            row, pair, over = row + g.nrows, pair + n, over + n
+            continue
         k = g.ncon if kind in _ROW_LOOPS else 1
         t = per.setdefault(kind, ([], [], [], [], []))
         t[0].append(np.repeat(g.geom1, k))
@@ -88,7 +122,8 @@ def _collide_plan(m: Model) -> tuple[dict, dict]:
     for kind, t in per.items():
         for name, parts in zip(("g1", "g2", "row", "pair", "q"), t):
             tab[f"{kind}_{name}"] = np.asarray(np.concatenate(parts), np.int32)
-    info = dict(kinds={k: len(tab[f"{k}_g1"]) for k in per}, nrows=row, npair=pair, starts=starts)
+    info = dict(kinds={k: len(tab[f"{k}_g1"]) for k in per}, nrows=row, npair=pair, starts=starts, hfield=hf,
+                nover=over)  # fmt: skip
     return tab, info
 
 
@@ -320,6 +355,155 @@ def _body(m: Model, info: dict):
                                                       s2[0], z1, z2, margin)  # fmt: skip
             tested(r, (dist, pos, normal, ok & (par | first)), near_spheres(p1, g1, p2, g2, margin))
 
+        def point_prism(p, top, zb):
+            """hfield._point_prism per lane: p (3,) and the prism's top vertices (3 x (3,)) over the bottom z = zb:
+            (dist, nearest point on the prism, normal)."""
+            e = [_sub(top[(i + 1) % 3], top[i]) for i in range(3)]
+            area2 = e[0][0] * e[1][1] - e[0][1] * e[1][0]
+            sgn = jp.where(area2 >= 0, 1.0, -1.0)
+            n_side, s_side = [], []
+            for i in range(3):
+                ln = jp.sqrt(e[i][0] ** 2 + e[i][1] ** 2)
+                lsafe = jp.where(ln > 0, ln, 1.0)
+                n = (sgn * e[i][1] / lsafe, sgn * -e[i][0] / lsafe, zero)
+                n_side.append(n)
+                s_side.append(_dot(n, _sub(p, top[i])))
+            n_top = _scale(_cross(e[0], _sub(top[2], top[0])), sgn)
+            n_top = _scale(n_top, 1.0 / jp.sqrt(_dot(n_top, n_top)))  # |n_top| >= the cell's area > 0
+            s_top = _dot(n_top, _sub(p, top[0]))
+            s_bot = zb - p[2]
+            depth, n_in = s_bot, (zero, zero, io.lanes(-1.0))
+            for s_, n in zip([s_top] + s_side, [n_top] + n_side):
+                better = s_ > depth
+                depth, n_in = jp.where(better, s_, depth), _sel(better, n, n_in)
+            best, q_out = io.lanes(jp.inf), p
+
+            def consider(q, valid, best, q_out):
+                dq = _sub(p, q)
+                d2 = _dot(dq, dq)
+                better = valid & (d2 < best)
+                return jp.where(better, d2, best), _sel(better, q, q_out)
+
+            def clamp_segment(a, b):
+                ab = _sub(b, a)
+                ll = _dot(ab, ab)
+                t = jp.minimum(jp.maximum(_dot(_sub(p, a), ab) / jp.where(ll > 0, ll, 1.0), 0.0), 1.0)
+                return _add(a, _scale(ab, t))
+
+            on_top = s_side[0] - s_top * _dot(n_side[0], n_top) <= 0
+            for s_, n in zip(s_side[1:], n_side[1:]):
+                on_top = on_top & (s_ - s_top * _dot(n, n_top) <= 0)
+            best, q_out = consider(_sub(p, _scale(n_top, s_top)), on_top, best, q_out)
+            on_bot = (s_side[0] <= 0) & (s_side[1] <= 0) & (s_side[2] <= 0)
+            best, q_out = consider((p[0], p[1], zb), on_bot, best, q_out)
+            yes = flag(True)
+            for i in range(3):
+                a, b = top[i], top[(i + 1) % 3]
+                ll = e[i][0] ** 2 + e[i][1] ** 2
+                t = ((p[0] - a[0]) * e[i][0] + (p[1] - a[1]) * e[i][1]) / jp.where(ll > 0, ll, 1.0)
+                on_side = (t >= 0) & (t <= 1) & (p[2] >= zb) & (p[2] <= a[2] + t * (b[2] - a[2]))
+                best, q_out = consider(_sub(p, _scale(n_side[i], s_side[i])), on_side, best, q_out)
+                best, q_out = consider(clamp_segment(a, b), yes, best, q_out)
+                best, q_out = consider(clamp_segment((a[0], a[1], zb), (b[0], b[1], zb)), yes, best, q_out)
+                best, q_out = consider((a[0], a[1], jp.minimum(jp.maximum(p[2], zb), a[2])), yes, best, q_out)
+            d_out = jp.sqrt(jp.maximum(best, jp.finfo(io.dtype).tiny))
+            n_out = _scale(_sub(p, q_out), 1.0 / d_out)
+            inside = depth <= 0
+            return (jp.where(inside, depth, d_out), _sel(inside, _sub(p, _scale(n_in, depth)), q_out),
+                    _sel(inside, n_in, n_out))  # fmt: skip
+
+        def hfield_sphere(h):
+            """hfield.group_collider for spheres: per pair the window of cells under the sphere's bounding box,
+            per prism of the window the bound (`hfield._prism_bound`), and where it may touch the exact point-prism
+            distance; the pair's window overflow."""
+            j, nrow, ncol, wr, wc, nprism = h["j"], h["nrow"], h["ncol"], h["wr"], h["wc"], h["nprism"]
+            sx, sy, sz, base = (io.read("hfield_size", 4 * h["hid"] + k) for k in range(4))
+            dx, dy = 2 * sx / (ncol - 1), 2 * sy / (nrow - 1)
+            slack = 1e-4 * (dx + dy)
+
+            def pair(i, c):
+                g1, g2 = tab(f"hf{j}_g1", i), tab(f"hf{j}_g2", i)
+                margin = io.read("margin", h["pair"] + i)
+                p1, m1, _ = geom(g1)
+                p2, _, s2 = geom(g2)
+                r = s2[0]
+                m2 = io.read_vec("geom_xmat", g2, 9)
+                dif = _sub(p2, p1)
+                loc = tuple(m1[k] * dif[0] + m1[3 + k] * dif[1] + m1[6 + k] * dif[2] for k in range(3))  # mat1' dif
+                # the sphere's axes in the height field's frame (mat1' mat2's columns): _prism_bound's own axes
+                axes = [tuple(m1[k] * m2[a] + m1[3 + k] * m2[3 + a] + m1[6 + k] * m2[6 + a] for k in range(3))
+                        for a in range(3)]  # fmt: skip
+                blo, bhi = tuple(x - r for x in loc), tuple(x + r for x in loc)
+                lo, hi = tuple(x - margin for x in blo), tuple(x + margin for x in bhi)
+                c0 = jp.minimum(jp.maximum(jp.floor((lo[0] + sx) / dx), 0.0), float(ncol - 1 - wc))
+                r0 = jp.minimum(jp.maximum(jp.floor((lo[1] + sy) / dy), 0.0), float(nrow - 1 - wr))
+                c0, r0 = jp.where(c0 == c0, c0, 0.0), jp.where(r0 == r0, r0, 0.0)  # NaN lanes: a valid cell
+                c1 = jp.minimum(jp.ceil((hi[0] + sx) / dx), float(ncol - 1))
+                r1 = jp.minimum(jp.ceil((hi[1] + sy) / dy), float(nrow - 1))
+                inside = ((lo[0] <= sx) & (hi[0] >= -sx) & (lo[1] <= sy) & (hi[1] >= -sy) & (lo[2] <= sz)
+                          & (hi[2] >= -base))  # fmt: skip
+                near = near_spheres(p1, g1, p2, g2, margin)
+                over = inside & ((c1 > c0 + wc) | (r1 > r0 + wr)) & near
+                io.write("overflow", h["over"] + i, jp.where(over, 1.0, 0.0))
+                zb = io.lanes(-base)
+
+                def prism(q, c_):
+                    top = []
+                    for v in range(3):
+                        rr = r0 + tab(f"hf{j}_corner", 6 * q + 2 * v).astype(io.dtype)
+                        cc = c0 + tab(f"hf{j}_corner", 6 * q + 2 * v + 1).astype(io.dtype)
+                        z = io.gather("hfield_data", h["adr"] + rr.astype(jp.int32) * ncol + cc.astype(jp.int32))
+                        top.append((cc * dx - sx, rr * dy - sy, z * sz))
+                    verts = [(x, y, zb) for x, y, _ in top] + top
+                    # hfield._prism_bound (a sphere: support = its centre, radius r)
+                    gap = None
+                    for k in range(3):
+                        pmin = functools.reduce(jp.minimum, [v_[k] for v_ in verts])
+                        pmax = functools.reduce(jp.maximum, [v_[k] for v_ in verts])
+                        gk = jp.maximum(pmin - bhi[k], blo[k] - pmax)
+                        gap = gk if gap is None else jp.maximum(gap, gk)
+                    own = None
+                    for ax in axes:
+                        proj = [_dot(v_, ax) for v_ in verts]
+                        cen = _dot(ax, loc)
+                        gk = jp.maximum(functools.reduce(jp.minimum, proj) - (cen + r),
+                                        (cen - r) - functools.reduce(jp.maximum, proj))  # fmt: skip
+                        own = gk if own is None else jp.maximum(own, gk)
+                    gap = jp.maximum(gap, own)
+                    n_top = _cross(_sub(top[1], top[0]), _sub(top[2], top[0]))
+                    n_top = _scale(n_top, jp.where(n_top[2] < 0, -1.0, 1.0))
+                    normals, on = [n_top], [top[0]]
+                    for k in range(3):
+                        edge = _sub(top[(k + 1) % 3], top[k])
+                        ns = (edge[1], -edge[0], zero)
+                        inward = _dot(ns, _sub(top[(k + 2) % 3], top[k])) > 0
+                        normals.append(_sel(inward, _scale(ns, -1.0), ns))
+                        on.append(top[k])
+                    low = None
+                    for n, o in zip(normals, on):
+                        n = _scale(n, 1.0 / jp.sqrt(_dot(n, n)))
+                        gk = (_dot(n, loc) - r) - _dot(n, o)
+                        low = gk if low is None else jp.maximum(low, gk)
+                    bound = jp.maximum(gap, low)
+                    cand = inside & (bound <= margin + slack)
+                    dist, pnear, normal = point_prism(loc, top, zb)
+                    dist = jp.where(cand, dist - r, NOCONTACT)
+                    cpos = _scale(_sub(_add(pnear, loc), _scale(normal, r)), 0.5)
+                    world = tuple(p1[k] + m1[3 * k] * cpos[0] + m1[3 * k + 1] * cpos[1] + m1[3 * k + 2] * cpos[2]
+                                  for k in range(3))  # fmt: skip
+                    nworld = tuple(m1[3 * k] * normal[0] + m1[3 * k + 1] * normal[1] + m1[3 * k + 2] * normal[2]
+                                   for k in range(3))  # fmt: skip
+                    emit(h["row"] + i * nprism + q, dist, world, nworld, near & (dist <= margin))
+                    return c_
+
+                jax.lax.fori_loop(np.int32(0), np.int32(nprism), prism, np.int32(0))
+                return c
+
+            jax.lax.fori_loop(np.int32(0), np.int32(h["n"]), pair, np.int32(0))
+
+        for h in info["hfield"]:
+            hfield_sphere(h)
+
         fns = dict(plane_sphere=plane_sphere, plane_capsule=plane_capsule, plane_box=plane_box,
                    sphere_sphere=sphere_sphere, sphere_capsule=sphere_capsule,
                    capsule_capsule=capsule_capsule, sphere_box=sphere_box)  # fmt: skip
@@ -353,17 +537,22 @@ def _twin(m: Model, d: Data) -> callable:
 
     def xla(x):
         m2 = m.replace(geom_size=x["geom_size"].reshape(-1, 3), geom_rbound=x["geom_rbound"])
+        if info["hfield"]:
+            m2 = m2.replace(hfield_size=x["hfield_size"].reshape(-1, 4), hfield_data=x["hfield_data"])
         d2 = d.replace(geom_xpos=x["geom_xpos"].reshape(-1, 3), geom_xmat=x["geom_xmat"].reshape(-1, 3, 3))
-        parts = []
+        parts, over = [], []
         for i in covered(m):
             g = groups[i]
             _, p0 = info["starts"][i]
-            parts.append(driver.static_rows(m2, d2, g, x["margin"][p0 : p0 + len(g.geom1)]))
+            parts.append(driver.static_rows(m2, d2, g, x["margin"][p0 : p0 + len(g.geom1)], overflow=True))
+            if g.type1 == GeomType.HFIELD:
+                over.append(parts[-1][4])
         dt = x["geom_xpos"].dtype
         return {"dist": jp.concatenate([p[0] for p in parts]).astype(dt),
                 "pos": jp.concatenate([p[1] for p in parts]).reshape(-1).astype(dt),
                 "frame": jp.concatenate([p[2] for p in parts]).reshape(-1).astype(dt),
-                "active": jp.concatenate([p[3] for p in parts]).astype(dt)}  # fmt: skip
+                "active": jp.concatenate([p[3] for p in parts]).astype(dt),
+                "overflow": jp.concatenate(over).astype(dt) if over else jp.zeros((0,), dt)}  # fmt: skip
 
     return xla
 
@@ -376,8 +565,11 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
                              for i in covered(m)])  # fmt: skip
     x = dict(geom_xpos=d.geom_xpos.reshape(-1), geom_xmat=d.geom_xmat.reshape(-1), geom_size=m.geom_size.reshape(-1),
              geom_rbound=m.geom_rbound, margin=margin)  # fmt: skip
+    if info["hfield"]:
+        x.update(hfield_size=m.hfield_size.reshape(-1), hfield_data=m.hfield_data)
     n = info["nrows"]
-    outputs = dict(dist=(n,), pos=(n * 3,), frame=(n * 9,), active=(n,), _normal=(n * 3,), _tangent=(n * 3,))
+    outputs = dict(dist=(n,), pos=(n * 3,), frame=(n * 9,), active=(n,), overflow=(info["nover"],), _normal=(n * 3,),
+                   _tangent=(n * 3,))  # fmt: skip
     k = launch.Kernel("collide_primitive", {k: tuple(jp.shape(v)) for k, v in x.items()}, outputs, tables,
                       _body(m, info), _twin(m, d))  # fmt: skip
     return k, x
@@ -397,4 +589,5 @@ def collision(m: Model, d: Data, how: launch.Launch) -> Data:
         rows = slice(r0, r0 + g.nrows)
         pos, frame = out["pos"].reshape(-1, 3)[rows], out["frame"].reshape(-1, 3, 3)[rows]
         computed[i] = driver.contact_fields(m, g, out["dist"][rows], pos, frame, out["active"][rows] > 0.5)
-    return driver.collision(m, d, computed)
+    overflow = jp.any(out["overflow"] > 0.5) if info["nover"] else None
+    return driver.collision(m, d, computed, overflow)
