@@ -41,7 +41,7 @@ from mjx_lite.pipeline import support
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.types import MINVAL, Data, GeomType, Model
 
-__all__ = ["KINDS", "collision", "covered", "fusable", "kernel"]
+__all__ = ["KINDS", "collision", "covered", "fusable", "kernel", "kind"]
 
 # collider -> kind (the name of its loop and tables)
 KINDS = {primitive.plane_sphere: "plane_sphere", primitive.plane_capsule: "plane_capsule",
@@ -61,7 +61,7 @@ def _hfield_window(m: Model, g: driver.Group) -> tuple[int, int] | None:
     return (wr, wc) if g.ncon == 2 * wr * wc else None
 
 
-def _kind(m: Model, g: driver.Group) -> str | None:
+def kind(m: Model, g: driver.Group) -> str | None:
     """Static: the kernel's kind for group g (None: it keeps its XLA collider)."""
     if not g.static_slots or g.stages is not None:
         return None
@@ -72,7 +72,7 @@ def _kind(m: Model, g: driver.Group) -> str | None:
 
 def covered(m: Model) -> tuple[int, ...]:
     """Static: indices (into driver.pair_table(m).groups) of the groups the kernel computes."""
-    return tuple(i for i, g in enumerate(driver.pair_table(m).groups) if _kind(m, g))
+    return tuple(i for i, g in enumerate(driver.pair_table(m).groups) if kind(m, g))
 
 
 def fusable(m: Model) -> bool:
@@ -96,8 +96,8 @@ def _collide_plan(m: Model) -> tuple[dict, dict]:
         g = groups[i]
         n = len(g.geom1)
         starts[i] = (row, pair)
-        kind = _kind(m, g)
-        if kind == "hfield_sphere":  # one loop per group (its grid and window are static): pairs, then prisms
+        name = kind(m, g)
+        if name == "hfield_sphere":  # one loop per group (its grid and window are static): pairs, then prisms
             j = len(hf)
             wr, wc = _hfield_window(m, g)
             hid = int(g.data1)
@@ -107,21 +107,21 @@ def _collide_plan(m: Model) -> tuple[dict, dict]:
             corner = (cell[:, None, None, :] + tri[None]).reshape(-1)
             tab[f"hf{j}_g1"], tab[f"hf{j}_g2"] = np.asarray(g.geom1, np.int32), np.asarray(g.geom2, np.int32)
             tab[f"hf{j}_corner"] = np.asarray(corner, np.int32)
-            hf.append(dict(j=j, row=row, pair=pair, over=over, n=n, nprism=g.ncon, hid=hid, wr=wr, wc=wc,
-                           nrow=int(m.hfield_nrow[hid]), ncol=int(m.hfield_ncol[hid]), adr=int(m.hfield_adr[hid])))  # fmt: skip
+            grid = dict(nrow=int(m.hfield_nrow[hid]), ncol=int(m.hfield_ncol[hid]), adr=int(m.hfield_adr[hid]))
+            hf.append(dict(j=j, row=row, pair=pair, over=over, n=n, nprism=g.ncon, hid=hid, wr=wr, wc=wc, **grid))
             row, pair, over = row + g.nrows, pair + n, over + n
             continue
-        k = g.ncon if kind in _ROW_LOOPS else 1
-        t = per.setdefault(kind, ([], [], [], [], []))
+        k = g.ncon if name in _ROW_LOOPS else 1
+        t = per.setdefault(name, ([], [], [], [], []))
         t[0].append(np.repeat(g.geom1, k))
         t[1].append(np.repeat(g.geom2, k))
         t[2].append(row + (g.ncon * np.arange(n)[:, None] + np.arange(k)[None]).reshape(-1))
         t[3].append(pair + np.repeat(np.arange(n), k))
         t[4].append(np.tile(np.arange(k), n))
         row, pair = row + g.nrows, pair + n
-    for kind, t in per.items():
-        for name, parts in zip(("g1", "g2", "row", "pair", "q"), t):
-            tab[f"{kind}_{name}"] = np.asarray(np.concatenate(parts), np.int32)
+    for name, t in per.items():
+        for field, parts in zip(("g1", "g2", "row", "pair", "q"), t):
+            tab[f"{name}_{field}"] = np.asarray(np.concatenate(parts), np.int32)
     info = dict(kinds={k: len(tab[f"{k}_g1"]) for k in per}, nrows=row, npair=pair, starts=starts, hfield=hf,
                 nover=over)  # fmt: skip
     return tab, info
