@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import driver, hfield, primitive
+from mjx_lite.collision import driver, hfield, hull, primitive
 from mjx_lite.collision.types import NOCONTACT
 from mjx_lite.pipeline import support
 from mjx_lite.pipeline.kernels import launch
@@ -47,7 +47,7 @@ __all__ = ["KINDS", "collision", "covered", "fusable", "kernel", "kind"]
 KINDS = {primitive.plane_sphere: "plane_sphere", primitive.plane_capsule: "plane_capsule",
          primitive.plane_box: "plane_box", primitive.sphere_sphere: "sphere_sphere",
          primitive.sphere_capsule: "sphere_capsule", primitive.capsule_capsule: "capsule_capsule",
-         primitive.sphere_box: "sphere_box"}  # fmt: skip
+         primitive.sphere_box: "sphere_box", primitive.capsule_box: "capsule_box"}  # fmt: skip
 _BOX_NCON = 4  # plane-box contacts per pair
 
 
@@ -300,8 +300,9 @@ def _body(m: Model, info: dict):
             raw = sphere_sphere_raw(p1, s1[0], _add(p2, _scale(z2, x)), s2[0], z1, z2, margin)
             tested(r, raw, near_spheres(p1, g1, p2, g2, margin))
 
-        def sphere_box(i):  # primitive._sphere_box_raw; the driver's test dist <= margin (not margin_tested)
-            g1, g2, r, _, margin, p1, _, s1, _, p2, m2, s2, _ = item("sphere_box", i)
+        def sphere_box_raw(p1, r1, p2, m2, s2):
+            """primitive._sphere_box_raw: the sphere (p1, r1) against the box (p2, m2 (9, row-major), size s2): its
+            centre clamped to the box, or inside it the nearest face, the first of ties. (dist, pos, normal)."""
             dif = _sub(p1, p2)
             center = tuple(m2[j] * dif[0] + m2[3 + j] * dif[1] + m2[6 + j] * dif[2] for j in range(3))  # mat2' dif
             clamped = tuple(jp.minimum(jp.maximum(center[j], -s2[j]), s2[j]) for j in range(3))
@@ -309,7 +310,7 @@ def _body(m: Model, info: dict):
             d = _norm(tmp)
             inside = d <= MINVAL
             t = tuple(x / jp.where(inside, 1.0, d) for x in tmp)
-            pos_out = _scale(_add(clamped, _add(center, _scale(t, s1[0]))), 0.5)
+            pos_out = _scale(_add(clamped, _add(center, _scale(t, r1))), 0.5)
             # inside: the nearest face (the first of the six on a tie, as argmin), k = 2 axis + (the +size face)
             faces = [jp.abs(sg * s2[j // 2] - center[j // 2]) for j, sg in enumerate((-1.0, 1.0) * 3)]
             closest, k = faces[0], zero
@@ -317,16 +318,138 @@ def _body(m: Model, info: dict):
                 take = faces[j] < closest
                 closest, k = jp.where(take, faces[j], closest), jp.where(take, float(j), k)
             nearest = tuple(jp.where(k == 2 * a, 1.0, jp.where(k == 2 * a + 1, -1.0, 0.0)) for a in range(3))
-            pos_in = _add(center, _scale(nearest, 0.5 * (s1[0] - closest)))
+            pos_in = _add(center, _scale(nearest, 0.5 * (r1 - closest)))
             local = _sel(inside, pos_in, pos_out)
             normal_local = _sel(inside, nearest, t)
 
             def rot(v):  # mat2 v
                 return tuple(m2[3 * j] * v[0] + m2[3 * j + 1] * v[1] + m2[3 * j + 2] * v[2] for j in range(3))
 
-            dist = jp.where(inside, -closest, d) - s1[0]
+            dist = jp.where(inside, -closest, d) - r1
+            return dist, _add(p2, rot(local)), rot(normal_local)
+
+        def sphere_box(i):  # the driver's test dist <= margin (not margin_tested)
+            g1, g2, r, _, margin, p1, _, s1, _, p2, m2, s2, _ = item("sphere_box", i)
+            dist, pos, normal = sphere_box_raw(p1, s1[0], p2, m2, s2)
             near = near_spheres(p1, g1, p2, g2, margin)
-            emit(r, dist, _add(p2, rot(local)), rot(normal_local), near & (dist <= margin))
+            emit(r, dist, pos, normal, near & (dist <= margin))
+
+        def ilanes(v):
+            return jp.broadcast_to(jp.asarray(v, jp.int32), (io.block,))
+
+        def pick3(v, k):
+            """v[k] for a lane vector of axes k (0, 1, 2)."""
+            return jp.where(k == 0, v[0], jp.where(k == 1, v[1], v[2]))
+
+        def edge_segment(c, j, s, pos, half, mc):
+            """primitive._edge_segment: box edge c + t s[j] e_j against the segment pos + x half, clamped in
+            MuJoCo's order (edge parameter first): (edge param, segment param, squared distance, clamp code, ok)."""
+            dif = _sub(c, pos)
+            ma, mb = io.lanes(s[j] * s[j]), -s[j] * half[j]
+            u, v = -s[j] * dif[j], _dot(half, dif)
+            det = ma * mc - mb * mb
+            ok = jp.abs(det) >= MINVAL
+            idet = 1.0 / jp.where(ok, det, 1.0)
+            ma_s, mc_s = jp.where(ma > 0, ma, 1.0), jp.where(mc > 0, mc, 1.0)
+            x1 = (mc * u - mb * v) * idet
+            x2 = (ma * v - mb * u) * idet
+            s1 = jp.where(x1 > 1, 2, jp.where(x1 < -1, 0, 1)).astype(jp.int32)
+            x2 = jp.where(x1 > 1, (v - mb) / mc_s, jp.where(x1 < -1, (v + mb) / mc_s, x2))
+            x1 = _clip1(x1)
+            hi2, lo2 = x2 > 1, x2 < -1
+            x1r = jp.where(hi2, (u - mb) / ma_s, (u + mb) / ma_s)
+            s1 = jp.where(hi2 | lo2, jp.where(x1r > 1, 2, jp.where(x1r < -1, 0, s1)), s1).astype(jp.int32)
+            x1 = jp.where(hi2 | lo2, _clip1(x1r), x1)
+            x2 = _clip1(x2)
+            w = tuple(dif[k] - half[k] * x2 + (s[j] * x1 if k == j else 0.0 * x1) for k in range(3))
+            return x1, x2, _dot(w, w), s1, ok
+
+        def capsule_box(i):  # primitive.capsule_box: rows r (the nearest segment point), r + 1 (the second)
+            g1, g2, r, _, margin, p1, m1, s1, z1, p2, m2, s2, _ = item("capsule_box", i)
+            s = s2
+            dif = _sub(p1, p2)
+            pos = tuple(m2[j] * dif[0] + m2[3 + j] * dif[1] + m2[6 + j] * dif[2] for j in range(3))  # mat2' dif
+            axis = tuple(m2[j] * z1[0] + m2[3 + j] * z1[1] + m2[6 + j] * z1[2] for j in range(3))
+            half = _scale(axis, s1[1])
+            mc = io.lanes(s1[1] * s1[1])
+            axisdir = sum((half[k] > 0).astype(jp.int32) * (1 << k) for k in range(3))
+            best_d, best_x, best_box = io.lanes(jp.inf), zero, zero
+            cltype, clface, clcorner, cledge = ilanes(-4), ilanes(-1), ilanes(0), ilanes(0)
+            for e in (-1, 1):  # the segment ends against the faces (outside the slab of at most one axis)
+                p = _add(pos, _scale(half, float(e)))
+                out = [(p[k] < -s[k]) | (p[k] > s[k]) for k in range(3)]
+                nout = sum(o.astype(jp.int32) for o in out)
+                face = jp.where(out[2], 2, jp.where(out[1], 1, jp.where(out[0], 0, -1))).astype(jp.int32)
+                w = tuple(jp.minimum(jp.maximum(p[k], -s[k]), s[k]) - p[k] for k in range(3))
+                dd = _dot(w, w)
+                better = (nout <= 1) & (dd < best_d)
+                best_d, best_x = jp.where(better, dd, best_d), jp.where(better, float(e), best_x)
+                cltype, clface = jp.where(better, -2 + e, cltype), jp.where(better, face, clface)
+            for j, ci in primitive._EDGES:  # the segment against the 12 edges
+                c = tuple(0.0 if k == j else float(hull.BOX_CORNERS[ci][k]) * s[k] for k in range(3))
+                x1, x2, dd, code, ok = edge_segment(c, j, s, pos, half, mc)
+                better = ok & (dd < best_d - MINVAL)
+                best_d, best_x, best_box = (jp.where(better, dd, best_d), jp.where(better, x2, best_x),
+                                            jp.where(better, x1, best_box))  # fmt: skip
+                cltype = jp.where(better, code * 3, cltype)
+                clcorner = jp.where(better, ci + (1 << j) * (code // 2), clcorner)
+                cledge = jp.where(better, j, cledge)
+            ahalf = tuple(jp.abs(h) for h in half)
+            big = io.lanes(jp.inf)
+
+            def extent(k, scale):  # scale * size[k] / |half[k]|, inf where the segment is perpendicular to axis k
+                h = pick3(ahalf, k)
+                return jp.where(h > 0, scale * pick3(s, k) / jp.where(h > 0, h, 1.0), big)
+
+            # (a) the nearest box point is a corner
+            c1 = jp.bitwise_xor(axisdir, clcorner)
+            flip = (c1 == 3) | (c1 == 5) | (c1 == 6)
+            mul = jp.where(flip, -1.0, 1.0)
+            de, dp = jp.where(flip, 1 + best_x, 1 - best_x), jp.where(flip, 1 - best_x, 1 + best_x)
+            cc = jp.where(flip, 7 - c1, c1)
+            ax = jp.where(cc == 1, 0, jp.where(cc == 2, 1, 2)).astype(jp.int32)
+            along_edge = pick3(axis, ax) ** 2 > 0.5
+            sp_edge = jp.minimum(de, extent(ax, 2.0)) * mul
+            ax1, ax2 = jp.where(ax == 2, 0, ax + 1), jp.where(ax == 0, 2, ax - 1)  # (ax + 1) % 3, (ax + 2) % 3
+            sp_face = -mul * jp.minimum(dp, jp.minimum(extent(ax1, 2.0), extent(ax2, 2.0)))
+            sec_a = jp.where(along_edge, sp_edge, sp_face)
+            has_a = (cltype >= 0) & (cltype != 3) & (c1 != 0) & (c1 != 7)  # cltype // 3 != 1 (cltype: 0, 3, 6)
+            # (b) the nearest box point is inside an edge
+            cb = jp.bitwise_and(c1, 7 - jp.left_shift(1, cledge))
+            a1, a2 = jp.where(cledge == 2, 0, cledge + 1), jp.where(cledge == 0, 2, cledge - 1)
+            a1 = jp.where(jp.abs(pick3(axis, a1)) > jp.abs(pick3(axis, a2)), a2, a1)
+            a2 = 3 - cledge - a1
+            bit2 = jp.bitwise_and(cb, jp.left_shift(1, a2)) != 0
+            mul_b = jp.where(bit2, 1.0, -1.0)
+            sp = jp.minimum(jp.where(bit2, 1 - best_x, 1 + best_x), extent(a2, 2.0))
+            same = (jp.bitwise_and(axisdir, jp.left_shift(1, cledge)) != 0) == bit2
+            sp = jp.minimum(sp, extent(cledge, jp.where(same, 1 - best_box, 1 + best_box)))
+            sec_b = sp * mul_b
+            has_b = (cltype == 3) & ((cb == 1) | (cb == 2) | (cb == 4))
+            # (c) a segment end is nearest to a face: walk back along the segment until leaving the face's slab
+            mul_c = jp.where(cltype == -3, 1.0, -1.0)
+            tmp = _sub(pos, _scale(half, mul_c))
+            sp = io.lanes(2.0)
+            for k in range(3):
+                hk = half[k]
+                hk_s = jp.where(hk != 0, hk, 1.0)
+                for bound in (s[k], -s[k]):
+                    e1 = (bound - tmp[k]) / hk_s * mul_c
+                    use = (clface != k) & (hk != 0) & (e1 > 0) & (e1 < sp)
+                    sp = jp.where(use, e1, sp)
+            sec_c = sp * mul_c
+            has_c = (cltype < 0) & (cltype != -4) & (clface != -1)
+            second = jp.where(has_a, sec_a, jp.where(has_b, sec_b, sec_c))
+            has2 = has_a | has_b | has_c
+
+            def rot(v):  # mat2 v
+                return tuple(m2[3 * j] * v[0] + m2[3 * j + 1] * v[1] + m2[3 * j + 2] * v[2] for j in range(3))
+
+            near = near_spheres(p1, g1, p2, g2, margin)
+            for q, (x, valid) in enumerate(((best_x, cltype != -4), (second + best_x, has2))):
+                point = _add(p2, rot(_add(pos, _scale(half, x))))
+                dist, cpos, normal = sphere_box_raw(point, s1[0], p2, m2, s)
+                emit(r + q, dist, cpos, normal, near & valid & (dist <= margin))
 
         def capsule_capsule(i):  # row q of a pair
             g1, g2, r, q, margin, p1, _, s1, z1, p2, _, s2, z2 = item("capsule_capsule", i)
@@ -506,7 +629,7 @@ def _body(m: Model, info: dict):
 
         fns = dict(plane_sphere=plane_sphere, plane_capsule=plane_capsule, plane_box=plane_box,
                    sphere_sphere=sphere_sphere, sphere_capsule=sphere_capsule,
-                   capsule_capsule=capsule_capsule, sphere_box=sphere_box)  # fmt: skip
+                   capsule_capsule=capsule_capsule, sphere_box=sphere_box, capsule_box=capsule_box)  # fmt: skip
         for kind, n in info["kinds"].items():
             jax.lax.fori_loop(np.int32(0), np.int32(n), lambda i, c, f=fns[kind]: (f(i), c)[1], np.int32(0))
 
