@@ -2,12 +2,13 @@
 with static slots as one Pallas kernel) against the XLA collision (collision/driver.py).
 
 The collision stage runs alone here (`kernels.collision` on Data whose kinematics ran on the XLA path), so the test
-compiles one kernel in Pallas' interpret mode. PRIMS holds every covered kind (plane-sphere, plane-capsule (one
-dynamic and one explicit group with its own margin), plane-box, sphere-sphere (a geom margin and gap),
+compiles one kernel in Pallas' interpret mode. PRIMS holds every covered primitive kind (plane-sphere, plane-capsule
+(one dynamic and one explicit group with its own margin), plane-box, sphere-sphere (a geom margin and gap),
 sphere-capsule, capsule-capsule (parallel axes in the first state: two contacts), sphere-box (one sphere touching
-the box from outside, one whose centre is inside it)) and a kind that keeps its XLA collider in the same program
-(capsule-box). The MJX humanoid, dm_control's humanoid, float32, the
-gradients and the whole step are in the slow selection.
+the box from outside, one whose centre is inside it), capsule-box) and a kind that keeps its XLA collider in the
+same program (box-box); CAPSULE_BOX the cases of capsule-box, TERRAIN spheres on a height field. The MJX humanoid,
+dm_control's humanoid, MJX's barkour, the bundled legged model, float32, the gradients and the whole step are in the
+slow selection.
 """
 
 import os
@@ -64,18 +65,37 @@ PRIMS = """
     <body name="cap3" pos="0.6 0.2 0.1">
       <freejoint/><geom type="capsule" fromto="0 -0.1 0 0 0.1 0" size="0.03" contype="2" conaffinity="2"/>
     </body>
+    <body name="box2" pos="0.6 -0.125 0.05">
+      <freejoint/><geom type="box" size="0.05 0.05 0.05" contype="2" conaffinity="2"/>
+    </body>
   </worldbody>
   <contact><pair geom1="floor" geom2="cap1" margin="0.02" condim="4"/></contact>
 </mujoco>
 """
 
-# box-box and capsule-box only: no covered group
+# box-box only: no covered group
 BOXES = """
 <mujoco>
   <worldbody>
     <body><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
     <body pos="0 0 0.3"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
-    <body pos="0 0 0.6"><freejoint/><geom type="capsule" size="0.1 0.1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+# capsules on a box (a world geom): lying on its top face over its +x edge, tilted at a corner, across the -x edge
+# beside the +y face (rotated), short and near the middle of the top face: the nearest features are faces, edges and
+# corners, and the second contact row comes from each of MuJoCo's cases in some state
+CAPSULE_BOX = """
+<mujoco>
+  <worldbody>
+    <geom name="table" type="box" size="0.2 0.15 0.1" pos="0 0 0.1"/>
+    <body pos="0.15 0 0.228"><freejoint/><geom type="capsule" fromto="-0.1 0 0 0.1 0 0" size="0.03"/></body>
+    <body pos="-0.2 -0.15 0.23" euler="0 30 20"><freejoint/><geom type="capsule" size="0.03 0.06"/></body>
+    <body pos="-0.16 0.18 0.2" euler="0 0 40">
+      <freejoint/><geom type="capsule" fromto="0 -0.08 0 0 0.08 0" size="0.035"/>
+    </body>
+    <body pos="0.0 -0.1 0.24" euler="10 0 0"><freejoint/><geom type="capsule" size="0.02 0.05"/></body>
   </worldbody>
 </mujoco>
 """
@@ -151,19 +171,19 @@ def _kinds(m):
 
 
 def test_selection(small):
-    """PRIMS has every covered kind (plane-capsule twice: dynamic and explicit) and one XLA group (capsule-box); a
-    model of boxes and a capsule has none."""
+    """PRIMS has every covered primitive kind (plane-capsule twice: dynamic and explicit) and one XLA group
+    (box-box); a model of boxes has none."""
     m, _ = small
     assert sorted(_kinds(m)) == sorted(list(collide.KINDS.values()) + ["plane_capsule"])
     groups = driver.pair_table(m).groups
-    assert [g.collider.__name__ for i, g in enumerate(groups) if i not in collide.covered(m)] == ["capsule_box"]
+    assert [g.collider.__name__ for i, g in enumerate(groups) if i not in collide.covered(m)] == ["box_box"]
     assert kernels.collide_fused(mjl.configure(m, kernels="fused")) and not kernels.collide_fused(m)
     mjm_b = mujoco.MjModel.from_xml_string(BOXES)
     assert not collide.fusable(oracle.model_from_mujoco(mjm_b))
 
 
 def test_collision_equals_xla(small):
-    """Every contact field, ncon and the warnings of the fused collision (one kernel; capsule-box's XLA collider in
+    """Every contact field, ncon and the warnings of the fused collision (one kernel; box-box's XLA collider in
     the same program) equal the XLA collision's (float64), on states where every covered kind has contacts (the
     parallel capsules two; sphere-box from outside and with the sphere's centre inside the box)."""
     m, ds = small
@@ -389,3 +409,45 @@ def test_collision_equals_xla_barkour():
     want = _collide(m, ds)
     assert np.all(np.asarray(want.ncon) > 0)
     _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, "barkour")
+
+
+# ---- capsule-box ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def capsule_box():
+    """(Model, batch of 4 states after kinematics) of CAPSULE_BOX, float64."""
+    return _setup(mujoco.MjModel.from_xml_string(CAPSULE_BOX), n=4, scale=0.03)
+
+
+def test_capsule_box_equals_xla(capsule_box):
+    """The fused capsule-box contacts (the nearest segment point against faces and edges, the second point of
+    MuJoCo's corner, edge and face cases) equal the XLA collider's, float64: both rows of some pairs in contact,
+    one row of others."""
+    m, ds = capsule_box
+    assert sorted(_kinds(m)) == ["capsule_box", "capsule_capsule"]
+    want = _collide(m, ds)
+    _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, "CAPSULE_BOX")
+    groups = driver.pair_table(m).groups
+    row = sum(g.nrows for g in groups[: [g.collider for g in groups].index(collide.primitive.capsule_box)])
+    act = np.asarray(want.contact.active)[:, row : row + 8].reshape(-1, 4, 2)
+    assert act.all(axis=2).sum() >= 4 and (act[..., 0] & ~act[..., 1]).sum() >= 4
+
+
+@pytest.mark.slow
+def test_collision_equals_xla_legged():
+    """The bundled legged model (plane-capsule, plane-box, capsule-capsule and capsule-box: all in the kernel)
+    lowered onto the floor."""
+    mjm = mujoco.MjModel.from_xml_path(mjl.models.path("legged"))
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    assert len(collide.covered(m)) == len(driver.pair_table(m).groups)
+    rng = np.random.default_rng(2)
+    qpos = []
+    for _ in range(3):
+        mjd = mujoco.MjData(mjm)
+        oracle.random_state(mjm, mjd, rng, qpos_scale=0.3)
+        qpos.append(mjd.qpos.copy())
+    ds = _batch(m, np.stack(qpos))
+    want = _collide(m, ds)
+    assert np.all(np.asarray(want.ncon) > 0)
+    _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, "legged")
