@@ -1,29 +1,39 @@
 """The primitive colliders (collision/primitive.py) of the pair groups with static slots as one fused kernel:
-plane-sphere, plane-capsule, plane-box, sphere-sphere, sphere-capsule, capsule-capsule and sphere-box.
+plane-sphere, plane-capsule, plane-box, sphere-sphere, sphere-capsule, capsule-capsule, sphere-box and capsule-box;
+and height field-sphere (collision/hfield.py).
 
 Outputs (per environment), for every row of the covered groups (`covered`, in the pair table's order, each group's
 rows pair-major as in Data.contact): dist, pos (3), frame (3 x 3, rows normal and two tangents) and active (0/1),
-masked as the collision driver masks them (dist NOCONTACT, pos 0, identity frame on rows that are not contacts).
+masked as the collision driver masks them (dist NOCONTACT, pos 0, identity frame on rows that are not contacts); and
+per pair of the height-field groups its window overflow (0/1, counted in CONTACTFULL).
 `collision.driver.contact_fields` adds the pairs' parameters (friction, solref, solimp, condim, geom ids: the same
 for every environment) and `driver.collision` places the groups among the others, which keep their XLA colliders
 in the same program.
 Inputs: geom_xpos, geom_xmat (per environment); geom_size, geom_rbound and the pairs' detection margins (margin +
-gap, mixed or the explicit pair's, `driver.detection_margin`), shared by the block unless vmapped.
+gap, mixed or the explicit pair's, `driver.detection_margin`), and with a height-field group hfield_size and
+hfield_data, shared by the block unless vmapped.
 
 One loop per collider kind (tables: geom1, geom2, output row, margin index, row in the pair), so the kernel's code
 grows with the number of kinds, not of pairs: plane-capsule and capsule-capsule iterate over rows (one sphere test
 each: a segment end; the segments' nearest points, or for parallel axes an end of their overlap), plane-box over
 pairs (an inner loop over the 8 corners keeps the first four in MuJoCo's corner order with a running count per
-lane), the others over pairs. Each iteration runs the driver's bounding test (the plane's signed distance to
-geom2's centre against its bounding radius, or the two bounding spheres) and the collider's formulas written per
-lane (MuJoCo's own inclusion tests where primitive.py marks them `margin_tested`, dist <= margin for plane-box and
-sphere-box: the sphere's centre clamped to the box, or inside it the nearest face, the first of ties), and
-writes dist, pos, active and the normal and tangent hint; a last pass over all rows builds the contact frames
-(frame.make_frame), traced once. Fields equal the XLA path's to round-off.
+lane), the others over pairs (capsule-box: the nearest segment point to the faces and the 12 edges, then the second
+point of MuJoCo's corner, edge or face case; two sphere-box rows). Each iteration runs the driver's bounding test
+(the plane's signed distance to geom2's centre against its bounding radius, or the two bounding spheres) and the
+collider's formulas written per lane (MuJoCo's own inclusion tests where primitive.py marks them `margin_tested`,
+dist <= margin for plane-box, sphere-box and capsule-box: the sphere's centre clamped to the box, or inside it the
+nearest face, the first of ties), and writes dist, pos, active and the normal and tangent hint; a last pass over all
+rows builds the contact frames (frame.make_frame), traced once. Fields equal the XLA path's to round-off.
+
+A height field-sphere group has its own loop (its grid and window sizes are static): per pair the window of cells
+under the sphere's box (hfield.group_collider's origin and overflow test), per prism of the window (its contact slot)
+the elevations gathered per lane (`launch.IO.gather`), hfield._prism_bound's separating axes, and where the prism may
+be within the margin the exact point-prism distance (hfield._point_prism). It is covered when every prism of the
+window has its slot (no `Config.hfield_prisms` cap, at most hfield.MAXCONPAIR prisms).
 
 A group is covered when its slots are static (`Group.static_slots`: no broadphase trim, no compaction), its
-collider is one of the seven, and it has one stage; everything else (box-box, capsule-box, cylinders,
-ellipsoids, meshes, height fields, trimmed groups) runs the XLA colliders. Derivatives go through the XLA twin
+collider is one of these, and it has one stage; everything else (box-box, cylinders, ellipsoids, meshes, height
+fields against other geoms, trimmed groups) runs the XLA colliders. Derivatives go through the XLA twin
 (`driver.static_rows` at the kernel's inputs, kernels/launch.py).
 """
 

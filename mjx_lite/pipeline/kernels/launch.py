@@ -22,8 +22,9 @@ Layout ("lanes" are the environments of a block, BLOCK of them per program, a po
                  are (E, ...)).
   "lanes_first": the kernel reads and writes Data's own (E, n) arrays with strided accesses; no transposes.
 Either way the kernel's body sees the same thing: `read(name, k)` returns element k (flat, per environment) of
-input `name` as a lane vector (BLOCK,) or, for a shared input, a scalar; `write(name, k, value)` stores a lane
-vector. The last block is masked when BLOCK does not divide E.
+input `name` as a lane vector (BLOCK,) or, for a shared input, a scalar; `gather(name, idx)` reads element idx[lane]
+in each lane (idx an int lane vector: a gather, e.g. a height field's cells under each environment's geom); `write(name,
+k, value)` stores a lane vector. The last block is masked when BLOCK does not divide E.
 
 Derivatives. The launch is wrapped in `jax.custom_jvp` whose rule runs `jax.jvp` of the XLA twin: forward and
 reverse mode (reverse by JAX's transposition of that rule) get the XLA stage's derivatives, exactly, whatever
