@@ -685,7 +685,7 @@ def _twin(m: Model, d: Data) -> callable:
                 "pos": jp.concatenate([p[1] for p in parts]).reshape(-1).astype(dt),
                 "frame": jp.concatenate([p[2] for p in parts]).reshape(-1).astype(dt),
                 "active": jp.concatenate([p[3] for p in parts]).astype(dt),
-                "overflow": jp.concatenate(over).astype(dt) if over else jp.zeros((0,), dt)}  # fmt: skip
+                **({"overflow": jp.concatenate(over).astype(dt)} if over else {})}  # fmt: skip
 
     return xla
 
@@ -701,8 +701,9 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
     if info["hfield"]:
         x.update(hfield_size=m.hfield_size.reshape(-1), hfield_data=m.hfield_data)
     n = info["nrows"]
-    outputs = dict(dist=(n,), pos=(n * 3,), frame=(n * 9,), active=(n,), overflow=(info["nover"],), _normal=(n * 3,),
-                   _tangent=(n * 3,))  # fmt: skip
+    outputs = dict(dist=(n,), pos=(n * 3,), frame=(n * 9,), active=(n,), _normal=(n * 3,), _tangent=(n * 3,))
+    if info["nover"]:  # the height-field pairs' window overflow
+        outputs["overflow"] = (info["nover"],)
     k = launch.Kernel("collide_primitive", {k: tuple(jp.shape(v)) for k, v in x.items()}, outputs, tables,
                       _body(m, info), _twin(m, d))  # fmt: skip
     return k, x
