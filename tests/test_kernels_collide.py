@@ -2,12 +2,13 @@
 with static slots as one Pallas kernel) against the XLA collision (collision/driver.py).
 
 The collision stage runs alone here (`kernels.collision` on Data whose kinematics ran on the XLA path), so the test
-compiles one kernel in Pallas' interpret mode. PRIMS holds every covered kind (plane-sphere, plane-capsule (one
-dynamic and one explicit group with its own margin), plane-box, sphere-sphere (a geom margin and gap),
+compiles one kernel in Pallas' interpret mode. PRIMS holds every covered primitive kind (plane-sphere, plane-capsule
+(one dynamic and one explicit group with its own margin), plane-box, sphere-sphere (a geom margin and gap),
 sphere-capsule, capsule-capsule (parallel axes in the first state: two contacts), sphere-box (one sphere touching
-the box from outside, one whose centre is inside it)) and a kind that keeps its XLA collider in the same program
-(capsule-box). The MJX humanoid, dm_control's humanoid, float32, the
-gradients and the whole step are in the slow selection.
+the box from outside, one whose centre is inside it), capsule-box) and a kind that keeps its XLA collider in the
+same program (box-box); CAPSULE_BOX the cases of capsule-box, TERRAIN spheres on a height field. The MJX humanoid,
+dm_control's humanoid, MJX's barkour, the bundled legged model, float32, the gradients and the whole step are in the
+slow selection.
 """
 
 import os
@@ -64,18 +65,52 @@ PRIMS = """
     <body name="cap3" pos="0.6 0.2 0.1">
       <freejoint/><geom type="capsule" fromto="0 -0.1 0 0 0.1 0" size="0.03" contype="2" conaffinity="2"/>
     </body>
+    <body name="box2" pos="0.6 -0.125 0.05">
+      <freejoint/><geom type="box" size="0.05 0.05 0.05" contype="2" conaffinity="2"/>
+    </body>
   </worldbody>
   <contact><pair geom1="floor" geom2="cap1" margin="0.02" condim="4"/></contact>
 </mujoco>
 """
 
-# box-box and capsule-box only: no covered group
+# box-box only: no covered group
 BOXES = """
 <mujoco>
   <worldbody>
     <body><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
     <body pos="0 0 0.3"><freejoint/><geom type="box" size="0.1 0.1 0.1"/></body>
-    <body pos="0 0 0.6"><freejoint/><geom type="capsule" size="0.1 0.1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+# capsules on a box (a world geom): lying on its top face over its +x edge, tilted at a corner, across the -x edge
+# beside the +y face (rotated), short and near the middle of the top face: the nearest features are faces, edges and
+# corners, and the second contact row comes from each of MuJoCo's cases in some state
+CAPSULE_BOX = """
+<mujoco>
+  <worldbody>
+    <geom name="table" type="box" size="0.2 0.15 0.1" pos="0 0 0.1"/>
+    <body pos="0.15 0 0.228"><freejoint/><geom type="capsule" fromto="-0.1 0 0 0.1 0 0" size="0.03"/></body>
+    <body pos="-0.2 -0.15 0.23" euler="0 30 20"><freejoint/><geom type="capsule" size="0.03 0.06"/></body>
+    <body pos="-0.16 0.18 0.2" euler="0 0 40">
+      <freejoint/><geom type="capsule" fromto="0 -0.08 0 0 0.08 0" size="0.035"/>
+    </body>
+    <body pos="0.0 -0.1 0.24" euler="10 0 0"><freejoint/><geom type="capsule" size="0.02 0.05"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+# spheres on a 6 x 7 height field (elevations drawn once, fixed): a 2 x 2 cell window per sphere (8 prisms, each its
+# contact slot), one sphere with a geom margin and gap, one near the grid's corner (its window clipped to the grid)
+_ELEVATION = " ".join(f"{v:.3f}" for v in np.random.default_rng(3).uniform(0.2, 0.6, 6 * 7))
+TERRAIN = f"""
+<mujoco>
+  <asset><hfield name="terrain" nrow="6" ncol="7" size="1 0.8 0.2 0.1" elevation="{_ELEVATION}"/></asset>
+  <worldbody>
+    <geom name="terrain" type="hfield" hfield="terrain"/>
+    <body pos="0.1 0.05 0.17"><freejoint/><geom type="sphere" size="0.08"/></body>
+    <body pos="-0.45 0.3 0.15"><freejoint/><geom type="sphere" size="0.06" margin="0.01" gap="0.005"/></body>
+    <body pos="0.9 -0.7 0.1"><freejoint/><geom type="sphere" size="0.05"/></body>
   </worldbody>
 </mujoco>
 """
@@ -132,23 +167,23 @@ def _compare(got, want, tol, what):
 
 def _kinds(m):
     groups = driver.pair_table(m).groups
-    return [collide.KINDS[groups[i].collider] for i in collide.covered(m)]
+    return [collide.kind(m, groups[i]) for i in collide.covered(m)]
 
 
 def test_selection(small):
-    """PRIMS has every covered kind (plane-capsule twice: dynamic and explicit) and one XLA group (capsule-box); a
-    model of boxes and a capsule has none."""
+    """PRIMS has every covered primitive kind (plane-capsule twice: dynamic and explicit) and one XLA group
+    (box-box); a model of boxes has none."""
     m, _ = small
     assert sorted(_kinds(m)) == sorted(list(collide.KINDS.values()) + ["plane_capsule"])
     groups = driver.pair_table(m).groups
-    assert [g.collider.__name__ for i, g in enumerate(groups) if i not in collide.covered(m)] == ["capsule_box"]
+    assert [g.collider.__name__ for i, g in enumerate(groups) if i not in collide.covered(m)] == ["box_box"]
     assert kernels.collide_fused(mjl.configure(m, kernels="fused")) and not kernels.collide_fused(m)
     mjm_b = mujoco.MjModel.from_xml_string(BOXES)
     assert not collide.fusable(oracle.model_from_mujoco(mjm_b))
 
 
 def test_collision_equals_xla(small):
-    """Every contact field, ncon and the warnings of the fused collision (one kernel; capsule-box's XLA collider in
+    """Every contact field, ncon and the warnings of the fused collision (one kernel; box-box's XLA collider in
     the same program) equal the XLA collision's (float64), on states where every covered kind has contacts (the
     parallel capsules two; sphere-box from outside and with the sphere's centre inside the box)."""
     m, ds = small
@@ -273,3 +308,146 @@ def test_step_equals_xla(small):
     assert np.all(np.asarray(want.ncon) > 0)
     tk._assert_close(got, want, ("qpos", "qvel", "qacc"), STEP_TOL, "step")
     np.testing.assert_array_equal(got.contact.active, want.contact.active)
+
+
+# ---- height fields (spheres): barkour's feet on its terrain ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def terrain():
+    """(Model, batch of 3 states after kinematics) of TERRAIN, float64."""
+    return _setup(mujoco.MjModel.from_xml_string(TERRAIN))
+
+
+def _hfield_rows(m):
+    """The row range of TERRAIN's height-field group."""
+    groups = driver.pair_table(m).groups
+    row = 0
+    for g in groups:
+        if g.type1 == mjl.GeomType.HFIELD:
+            return slice(row, row + g.nrows)
+        row += g.nrows
+    raise AssertionError("no height-field group")
+
+
+def test_hfield_selection(terrain):
+    """A height field-sphere group is covered when each prism of its window has a contact slot; with the prisms
+    capped (`Config.hfield_prisms`) it keeps its XLA collider."""
+    m, _ = terrain
+    assert sorted(_kinds(m)) == ["hfield_sphere", "sphere_sphere"]
+    capped = mjl.configure(m, hfield_prisms=4)
+    assert _kinds(capped) == ["sphere_sphere"]
+
+
+def test_hfield_equals_xla(terrain):
+    """The fused height field-sphere contacts (window, prism bounds, point-prism distances) equal the XLA
+    collider's, float64; and with the spheres grown past their windows (domain randomisation: the windows were
+    sized at load) both paths count the overflow in CONTACTFULL and still agree on the rows they keep."""
+    m, ds = terrain
+    mf = mjl.configure(m, kernels="fused")
+    want = _collide(m, ds)
+    _compare(_collide(mf, ds), want, COLLIDE_TOL, "TERRAIN")
+    rows = _hfield_rows(m)
+    act = np.asarray(want.contact.active)[:, rows]
+    assert act.any(axis=1).all() and (act.sum(axis=1) > 1).any() and not act.all()
+    assert not np.asarray(want.warning_number).any()
+    # geom radii x 4 (rbound alike): the windows (2 x 2 cells) no longer cover the spheres
+    grow = np.where(np.asarray(m.geom_type) == mjl.GeomType.SPHERE, 4.0, 1.0)
+    big = m.replace(geom_size=m.geom_size * grow[:, None], geom_rbound=m.geom_rbound * grow)
+    want = _collide(big, ds)
+    _compare(_collide(mjl.configure(big, kernels="fused"), ds), want, COLLIDE_TOL, "TERRAIN, grown")
+    assert np.asarray(want.warning_number)[:, mjl.Warning.CONTACTFULL].all()
+
+
+def test_hfield_randomised_equals_xla(terrain):
+    """Elevations vmapped with the environments (domain randomisation): the kernel gathers each lane's cells from
+    its own copy of the height field (the per-environment input), as the XLA collider."""
+    m, ds = terrain
+    scale = np.array([1.0, 1.3, 0.7])[:, None]
+    data = np.asarray(m.hfield_data)[None] * scale
+
+    def run(m, data, d):
+        return kernels.collision(m.replace(hfield_data=data), d)
+
+    col = jax.jit(jax.vmap(run, in_axes=(None, 0, 0)))
+    want = col(m, data, ds)
+    _compare(col(mjl.configure(m, kernels="fused"), data, ds), want, COLLIDE_TOL, "TERRAIN, randomised")
+    assert np.asarray(want.contact.active)[:, _hfield_rows(m)].any(axis=1).all()
+
+
+@pytest.mark.parametrize("layout", ["lanes_last", pytest.param("lanes_first", marks=pytest.mark.slow)])
+def test_hfield_lowers_to_triton(terrain, monkeypatch, layout):
+    """The height-field loops lower to Triton (the cells' gather from a shared and from a per-environment input)
+    at a batch of 200 = 128 + 72 (masked lanes). No GPU needed."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+    m, ds = terrain
+    batch = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * 67)[:200], ds)
+    mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+    text = tk._lower_cuda(jax.vmap(kernels.collision, in_axes=(None, 0)), mf, batch)
+    assert text.count("__gpu$xla.gpu.triton") == 1
+    data = np.broadcast_to(np.asarray(m.hfield_data), (200, m.hfield_data.shape[0]))
+    run = jax.vmap(lambda data, d: kernels.collision(mf.replace(hfield_data=data), d))
+    assert tk._lower_cuda(run, data, batch).count("__gpu$xla.gpu.triton") == 1
+
+
+@pytest.mark.slow
+def test_hfield_gradients_equal_xla(terrain):
+    """jax.grad through the fused height-field contacts (custom_jvp: the XLA twin) is the XLA collision's."""
+    m, ds = terrain
+    grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3)), in_axes=(None, 0, 0, 0)))
+    args = (ds, ds.geom_xpos, ds.geom_xmat)
+    tk.assert_grads_equal(grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args), GRAD_TOL)
+
+
+@pytest.mark.slow
+def test_collision_equals_xla_barkour():
+    """MJX's barkour (its four feet, spheres, on a 240 x 280 height field: its only group) near its initial pose."""
+    mjm = mujoco.MjModel.from_xml_path(os.path.join(oracle.MJX_TEST_DATA, "barkour_v0", "assets",
+                                                    "barkour_v0_mjx.xml"))  # fmt: skip
+    m, ds = _setup(mjm)
+    assert len(collide.covered(m)) == len(driver.pair_table(m).groups) == 1
+    want = _collide(m, ds)
+    assert np.all(np.asarray(want.ncon) > 0)
+    _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, "barkour")
+
+
+# ---- capsule-box ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def capsule_box():
+    """(Model, batch of 4 states after kinematics) of CAPSULE_BOX, float64."""
+    return _setup(mujoco.MjModel.from_xml_string(CAPSULE_BOX), n=4, scale=0.03)
+
+
+def test_capsule_box_equals_xla(capsule_box):
+    """The fused capsule-box contacts (the nearest segment point against faces and edges, the second point of
+    MuJoCo's corner, edge and face cases) equal the XLA collider's, float64: both rows of some pairs in contact,
+    one row of others."""
+    m, ds = capsule_box
+    assert sorted(_kinds(m)) == ["capsule_box", "capsule_capsule"]
+    want = _collide(m, ds)
+    _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, "CAPSULE_BOX")
+    groups = driver.pair_table(m).groups
+    row = sum(g.nrows for g in groups[: [g.collider for g in groups].index(collide.primitive.capsule_box)])
+    act = np.asarray(want.contact.active)[:, row : row + 8].reshape(-1, 4, 2)
+    assert act.all(axis=2).sum() >= 4 and (act[..., 0] & ~act[..., 1]).sum() >= 4
+
+
+@pytest.mark.slow
+def test_collision_equals_xla_legged():
+    """The bundled legged model (plane-capsule, plane-box, capsule-capsule and capsule-box: all in the kernel)
+    lowered onto the floor."""
+    mjm = mujoco.MjModel.from_xml_path(mjl.models.path("legged"))
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    assert len(collide.covered(m)) == len(driver.pair_table(m).groups)
+    rng = np.random.default_rng(2)
+    qpos = []
+    for _ in range(3):
+        mjd = mujoco.MjData(mjm)
+        oracle.random_state(mjm, mjd, rng, qpos_scale=0.3)
+        qpos.append(mjd.qpos.copy())
+    ds = _batch(m, np.stack(qpos))
+    want = _collide(m, ds)
+    assert np.all(np.asarray(want.ncon) > 0)
+    _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, "legged")

@@ -534,17 +534,25 @@ def detection_margin(m: Model, g: Group) -> jax.Array:
     return p[1] + p[2]
 
 
-def static_rows(m: Model, d: types.Data, g: Group, margin: jax.Array) -> tuple:
+def static_rows(m: Model, d: types.Data, g: Group, margin: jax.Array, overflow: bool = False) -> tuple:
     """(dist (nrows,), pos (nrows, 3), frame (nrows, 3, 3), active (nrows,)) of a group with static slots
     (`Group.static_slots`, no broadphase trim) and one-stage collider, at detection margins (n,): the geometry of its
-    contact rows as `collision` writes it (the reference of the fused colliders, pipeline/kernels/collide.py)."""
+    contact rows as `collision` writes it (the reference of the fused colliders, pipeline/kernels/collide.py).
+    overflow=True: also the pairs' overflow flags (n,) bool that `collision` counts in CONTACTFULL (a height field's
+    window too small for its geom; False for the other colliders)."""
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
     near, _ = _near(m, d, g, g1, g2, margin)
     info1, info2 = _geom_info(m, d, g1, g.type1, g.geom1), _geom_info(m, d, g2, g.type2, g.geom2)
-    c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+    if g.type1 == _HFIELD:
+        c, over = g.collider(m, info1, info2, margin)
+        over = over & near
+    else:
+        c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+        over = jp.zeros(len(g.geom1), bool)
     dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)
     n = g.nrows
-    return dist.reshape(n), pos.reshape(n, 3).astype(dist.dtype), frame.reshape(n, 3, 3), active.reshape(n)
+    rows = dist.reshape(n), pos.reshape(n, 3).astype(dist.dtype), frame.reshape(n, 3, 3), active.reshape(n)
+    return rows + (over,) if overflow else rows
 
 
 def contact_fields(m: Model, g: Group, dist: jax.Array, pos: jax.Array, frame: jax.Array, active: jax.Array
@@ -665,19 +673,21 @@ def _keep_deepest(fields: dict[str, jax.Array], n: int) -> tuple[dict[str, jax.A
     return {k: v[rows] for k, v in fields.items()}, overflow
 
 
-def collision(m: Model, d: types.Data, computed: dict | None = None) -> types.Data:
+def collision(m: Model, d: types.Data, computed: dict | None = None, computed_overflow: jax.Array | None = None
+              ) -> types.Data:  # fmt: skip
     """Collision detection (mj_collision): fills `d.contact` (padded to m.nconmax) and `d.ncon`.
 
     Under a capacity cap (`capped`) the deepest m.nconmax active rows of all groups are kept and the steps that
     leave some out are counted in d.warning_number (CONTACTFULL, or CNSTRFULL when njmax set the cap).
     computed: {index in pair_table(m).groups: fields} of groups with static slots whose contacts were computed
-    elsewhere (`contact_fields`; the fused colliders, pipeline/kernels/collide.py); the other groups run here."""
+    elsewhere (`contact_fields`; the fused colliders, pipeline/kernels/collide.py); the other groups run here.
+    computed_overflow: () bool, whether those groups overflowed (`static_rows`' flags), counted as the others'."""
     table = pair_table(m)
     nflexcon = flexcol.capacity(m)
     if not table.groups and not nflexcon:
         return d.replace(ncon=jp.zeros((), jp.int32))
     parts = []
-    overflow = jp.zeros((), bool)
+    overflow = jp.zeros((), bool) if computed_overflow is None else computed_overflow
     for i, g in enumerate(table.groups):
         if computed and i in computed:  # static slots: no candidate is left out
             parts.append(computed[i])

@@ -11,7 +11,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
   velocity.py com_vel + rne (+ passive.py: the joints' passive forces) as one kernel
   factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
-  collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box) of static pair groups as one kernel
+  collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box, sphere-box, capsule-box) and height
+              field-sphere of static pair groups as one kernel
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of joint equalities, dof friction, joint limits and
               pyramidal contacts as one kernel
@@ -68,7 +69,8 @@ def velocity_pass(m: Model, d: Data) -> tuple[Data, tuple]:
 
 def collide_fused(m: Model) -> bool:
     """Static: some pair groups collide in the fused kernel (`fused(m)` and a group with static slots of a kind
-    kernels/collide.py computes: plane-sphere/capsule/box, sphere-sphere/capsule, capsule-capsule)."""
+    kernels/collide.py computes: plane-sphere/capsule/box, sphere-sphere/capsule/box, capsule-capsule/box, height
+    field-sphere)."""
     return fused(m) and _collide.fusable(m)
 
 

@@ -22,8 +22,9 @@ Layout ("lanes" are the environments of a block, BLOCK of them per program, a po
                  are (E, ...)).
   "lanes_first": the kernel reads and writes Data's own (E, n) arrays with strided accesses; no transposes.
 Either way the kernel's body sees the same thing: `read(name, k)` returns element k (flat, per environment) of
-input `name` as a lane vector (BLOCK,) or, for a shared input, a scalar; `write(name, k, value)` stores a lane
-vector. The last block is masked when BLOCK does not divide E.
+input `name` as a lane vector (BLOCK,) or, for a shared input, a scalar; `gather(name, idx)` reads element idx[lane]
+in each lane (idx an int lane vector: a gather, e.g. a height field's cells under each environment's geom); `write(name,
+k, value)` stores a lane vector. The last block is masked when BLOCK does not divide E.
 
 Derivatives. The launch is wrapped in `jax.custom_jvp` whose rule runs `jax.jvp` of the XLA twin: forward and
 reverse mode (reverse by JAX's transposition of that rule) get the XLA stage's derivatives, exactly, whatever
@@ -201,7 +202,9 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
         if masked:
             lane = pl.program_id(0) * block + jax.lax.broadcasted_iota(jp.int32, (block,), 0)
             mask = lane < e
-        kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, launch.interpret))
+        xsize = {n: _size(kernel.inputs[n]) for n in per_env}
+        kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, launch.interpret,
+                       xsize))  # fmt: skip
 
     res = pl.pallas_call(
         body, out_shape=out_shape, grid=(grid,), in_specs=specs, out_specs=out_specs,
@@ -236,10 +239,12 @@ class IO:
     """What a kernel body sees of one block (see the module docstring). Indices are flat, per environment, and
     may be Python ints or traced integers (inside loops)."""
 
-    def __init__(self, s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, interpret):
+    def __init__(self, s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, interpret,
+                 xsize=None):  # fmt: skip
         self._s, self._x, self._t, self._o = s_refs, x_refs, t_refs, o_refs
         self._xoff, self._yoff, self._last, self._mask = xoff, yoff, lanes_last, mask
         self.block, self.dtype = block, dtype
+        self._xsize = xsize or {}  # per-environment inputs' sizes (`gather`'s clamp)
         # interpret mode: n consecutive elements move as one (n, BLOCK) slice (fewer operations to compile); Triton
         # needs power-of-two tensor sizes, so there they move lane vector by lane vector
         self._wide = interpret and mask is None
@@ -297,6 +302,22 @@ class IO:
         if name in self._s:
             return self._s[name][i]
         return self._lanes(self._x[name], self._xoff[name] + i if self._last else i)
+
+    def gather(self, name: str, idx):
+        """Element idx[lane] of input `name` in each lane: idx an int lane vector (BLOCK,) of flat, per-environment
+        indices (a gather: a height field's cells under each environment's geom). Indices are clamped into the
+        input, so a masked lane's garbage index reads nothing out of bounds. Returns a lane vector."""
+        size = _size(self._shape(name))
+        idx = jp.clip(jp.asarray(idx).astype(jp.int32), 0, size - 1)
+        if name in self._s:
+            return self._s[name][idx]
+        lane = jax.lax.broadcasted_iota(jp.int32, (self.block,), 0)
+        if self._last:
+            return self._x[name][self._xoff[name] + idx, lane]
+        return self._x[name][lane, idx]
+
+    def _shape(self, name: str):
+        return self._s[name].shape if name in self._s else (self._xsize[name],)
 
     def valid(self):
         """The lanes that hold an environment (bool (BLOCK,)), or None when every lane does (no masked block)."""
