@@ -531,3 +531,47 @@ def test_quadruped_on_random_terrain_matches_mujoco():
             np.testing.assert_allclose(a, b, atol=ATOL_DIST, err_msg=f"pose {i} {mjm.geom(gid).name}")
             geoms_hit.add(int(mjm.geom_type[gid]))
     assert {2, 3, 4} <= geoms_hit, geoms_hit  # spheres, capsules and the ellipsoid torso touched the terrain
+
+
+LOOP_ATOL = 1e-15  # two compiled programs of the same float64 arithmetic (fused differently): a few ulps of ~0.1
+
+
+def test_candidate_loop_pools_lanes_as_dense():
+    """The candidate loop (`hfield._prisms_runner`) unbatched, under one vmap and under two nested vmaps (the group's
+    pairs and the environments, with geom sizes and the margin shared by the lanes at the inner level as the driver
+    passes them) equals the collider on every prism masked the same way (`hfield._dense_runner`), float64, to
+    rounding: the pooled candidates of all lanes land on their own lane's slots."""
+    rng = np.random.default_rng(8)
+    envs, pairs, k = 3, 4, 6
+    tri = np.array([[0.0, 0.0], [0.1, 0.0], [0.0, 0.1]])
+    z = np.concatenate([np.full((envs, pairs, k, 3), -0.1), rng.uniform(0.0, 0.1, (envs, pairs, k, 3))], -1)
+    xy = np.broadcast_to(np.concatenate([tri, tri]), (envs, pairs, k, 6, 2))
+    verts = jp.asarray(np.concatenate([xy, z[..., None]], -1))  # (envs, pairs, k, 6, 3): bottom, then top
+    pos = jp.asarray(rng.uniform([-0.05, -0.05, -0.05], [0.15, 0.15, 0.2], (envs, pairs, 3)))
+    mat = jp.broadcast_to(jp.eye(3), (envs, pairs, 3, 3))
+    size = jp.array([0.03, 0.0, 0.0])
+    cand = jp.asarray(rng.uniform(size=(envs, pairs, k)) < 0.4).at[0].set(False)  # environment 0: no candidate
+    cand = cand.at[1, 2].set(True)  # one lane with every prism a candidate (more than the pooled average)
+    prism = hfield._prism_collider(int(mujoco.mjtGeom.mjGEOM_SPHERE), mjl.Config().sat_budget)
+    loop, dense = hfield._prisms_runner(prism), hfield._dense_runner(prism)
+
+    def call(f):
+        def one(v, c, p, r, margin):
+            return f(v, c, GeomInfo(p, r, size, None, None), margin)
+
+        return one
+
+    margin = jp.asarray(0.01)
+    single = [call(f)(verts[1, 2], cand[1, 2], pos[1, 2], mat[1, 2], margin) for f in (loop, dense)]
+    pairs_only = [jax.vmap(call(f), in_axes=(0, 0, 0, 0, None))(verts[1], cand[1], pos[1], mat[1], margin)
+                  for f in (loop, dense)]  # fmt: skip
+    nested = [jax.jit(jax.vmap(jax.vmap(call(f), in_axes=(0, 0, 0, 0, None)), in_axes=(0, 0, 0, 0, None)))(
+              verts, cand, pos, mat, margin) for f in (loop, dense)]  # fmt: skip
+    for a, b in (single, pairs_only, nested):
+        on = np.asarray(cand[1, 2] if a[0].ndim == 1 else cand[1] if a[0].ndim == 2 else cand)
+        for x, y in zip(a, b):
+            x, y = np.asarray(x), np.asarray(y)
+            np.testing.assert_allclose(x[on], y[on], rtol=0, atol=LOOP_ATOL)
+        np.testing.assert_array_equal(np.asarray(a[0])[~on], np.asarray(b[0])[~on])  # NOCONTACT off the candidates
+    dist = np.asarray(nested[0][0])[np.asarray(cand)]
+    assert np.sum(dist <= 0.01) >= 3 and np.sum(dist > 0.01) >= 3, dist  # candidates within and beyond the margin

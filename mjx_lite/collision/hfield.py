@@ -22,10 +22,11 @@ Static sizes (fixed shapes):
     k = min(prisms in the window, 50, `m.config.hfield_prisms` (None: no cap)) contact slots, in MuJoCo's grid
     order. A cheap lower bound on each prism's distance (`_prism_bound`: separating axes x, y, z, geom2's axes and
     the prism's face normals) rules out the prisms beyond the margin (exact: they cannot touch); only the others
-    (candidates) run the exact collider, one after the other in a loop as long as the most candidates of any pair
-    and environment (`_prisms_runner`; derivatives through the collider on every slot). With fewer slots than
-    window prisms, the k candidates nearest by the bound fill the slots; more candidates than k are counted in
-    CONTACTFULL (the farthest by the bound dropped), as are more than 50 colliding prisms (MuJoCo then keeps the
+    (candidates) run the exact collider in a loop over the candidates pooled across the group's pairs and the
+    environments of a `vmap` (`_prisms_runner`: as many prisms per trip as there are lanes, so the trips follow the
+    batch's total of candidates, not its worst lane; derivatives through the collider on every slot). With fewer
+    slots than window prisms, the k candidates nearest by the bound fill the slots; more candidates than k count in
+    CONTACTFULL (the farthest by the bound dropped), as do more than 50 colliding prisms (MuJoCo then keeps the
     first 50 in its grid order).
 Normals: GJK/EPA's, as MuJoCo 4 with its native CCD (mjc_fixNormal only runs when nativeccd is disabled,
 which is not supported here). The window is a static superset of MuJoCo's sub-grid.
@@ -334,30 +335,22 @@ def _prisms_runner(prism: Callable) -> Callable:
     """run(verts (k, 6, 3), cand (k,) bool, g2, margin) -> (dist (k,), pos (k, 3), normal (k, 3)): `prism` on the
     candidate prisms, `_no_prism` on the others.
 
-    Forward, the candidates are compacted (grid order kept) and run one after the other in a `lax.while_loop` of as
-    many trips as candidates: under `vmap` (over pairs and environments) as many as the most in any lane, none where
-    no geom is within reach of a prism (a quadruped's torso above the terrain), so the collider's cost follows the
-    prisms that can touch rather than the window. Derivatives (custom_jvp) are those of the same collider `vmap`-ed
-    over all k prisms (masked as the loop): no derivative passes through the loop, and a differentiated step pays
-    the whole window as before."""
+    Forward, the candidates run in a `lax.while_loop` over a compacted list (grid order kept), a chunk of prisms per
+    trip. Unbatched, one prism per trip. Under `vmap` (over a group's pairs, over environments) the loop is not
+    batched lane by lane (which would run as many trips as the most candidates of any lane, each trip paying the
+    collider on every lane): a custom batching rule (`_batched_items`) pools the candidates of all lanes into one
+    list and runs it `lanes` prisms per trip, so the trips are ceil(candidates of the whole batch / lanes) (at most
+    the most of any lane, and none when no prism of any lane is within reach: a quadruped's torso above the terrain).
+    Derivatives (custom_jvp) are those of the same collider `vmap`-ed over all k prisms (masked as the loop): no
+    derivative passes through the loop, and a differentiated step pays the whole window as before."""
 
     dense = _dense_runner(prism)
 
     @jax.custom_jvp
     def run(verts, cand, g2, margin):
         k = verts.shape[0]
-        order = jp.argsort(~cand, stable=True).astype(jp.int32)  # candidates first, in grid order
-        count = jp.sum(cand.astype(jp.int32))
-
-        def body(carry):
-            j, dist, pos, normal = carry
-            i = order[jp.minimum(j, k - 1)]
-            di, pi, ni = prism(verts[i], g2, margin)
-            return j + 1, dist.at[i].set(di), pos.at[i].set(pi), normal.at[i].set(ni)
-
-        init = (jp.zeros((), jp.int32),) + _no_prism(g2, k)
-        _, dist, pos, normal = jax.lax.while_loop(lambda c: c[0] < count, body, init)
-        return dist, pos, normal
+        leaves, tree = jax.tree.flatten((margin, g2))
+        return _batched_items(prism, k, tree, (True,) * len(leaves))(verts, cand, *leaves)
 
     @run.defjvp
     def run_jvp(primals, tangents):
@@ -366,6 +359,77 @@ def _prisms_runner(prism: Callable) -> Callable:
         return jax.jvp(lambda v, g, mg: dense(v, cand, g, mg), (verts, g2, margin), (tv, tg, tm))
 
     return run
+
+
+def _batched_items(prism: Callable, k: int, tree, shared: tuple[bool, ...]) -> Callable:
+    """items(verts (N, 6, 3), cand (N,), *leaves) -> (dist (N,), pos (N, 3), normal (N, 3)): `prism` on the candidate
+    items, `_no_prism` on the others. Items come in lanes of k (item i is prism i % k of lane i // k); `leaves` are
+    those of (margin, geom2) (`tree`), each either shared by every lane (`shared`: no lane axis) or one per lane
+    (leading axis N // k). The candidates run compacted (their order kept), N // k per trip of a while_loop.
+
+    A custom_vmap: under `vmap` the batched axis is folded into the lanes (unbatched arguments broadcast to it, shared
+    leaves that become batched get a lane axis) and the same function of more lanes runs (`rule`), so nested vmaps
+    (pairs, environments) end in one loop over the candidates of all lanes."""
+
+    @jax.custom_batching.custom_vmap
+    def items(verts, cand, *leaves):
+        n = verts.shape[0]
+        chunk = max(1, n // k)
+        dt = verts.dtype
+        order = jp.argsort(~cand, stable=True).astype(jp.int32)  # candidates first
+        count = jp.sum(cand.astype(jp.int32))
+        slot = jp.arange(chunk, dtype=jp.int32)
+        axes = tuple(None if s else 0 for s in shared)
+
+        def lane_of(x, s, idx):  # a leaf at the lanes of items idx
+            return x if s else x[idx // k]
+
+        # placeholders as `_no_prism` (pos: any finite value; rows that are not contacts are masked by the driver)
+        up = jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dt), (n, 3))
+        init = (jp.full((n,), NOCONTACT, dt), jp.zeros((n, 3), dt), up)
+
+        def one(v, *lv):
+            mg, g = jax.tree.unflatten(tree, lv)
+            return prism(v, g, mg)
+
+        def body(carry):
+            j, out = carry
+            at = j * chunk + slot
+            idx = order[jp.minimum(at, n - 1)]
+            # the barrier ties geom2 and the margin to the trip: XLA would otherwise hoist the collider's work that
+            # depends on them alone out of the loop (loop-invariant code motion), to run even when the loop does not
+            lv, idx = jax.lax.optimization_barrier(([lane_of(x, s, idx) for x, s in zip(leaves, shared)], idx))
+            res = jax.vmap(one, in_axes=(0, *axes))(verts[idx], *lv)
+            dst = jp.where(at < count, idx, n)  # beyond the candidates: dropped
+            return j + 1, tuple(o.at[dst].set(r.astype(o.dtype), mode="drop") for o, r in zip(out, res))
+
+        trips = (count + chunk - 1) // chunk
+        return jax.lax.while_loop(lambda c: c[0] < trips, body, (jp.zeros((), jp.int32), init))[1]
+
+    @items.def_vmap
+    def rule(axis_size, in_batched, verts, cand, *leaves):
+        vb, cb, *lb = in_batched
+        n = verts.shape[1] if vb else verts.shape[0]
+        lanes = n // k
+
+        def fold(x, batched, was_shared, lead):  # batched axis folded into the lanes or items: (axis_size * lead, ...)
+            if not batched:
+                x = jp.broadcast_to(x, (axis_size,) + x.shape)
+            if was_shared:  # a leaf shared by the lanes gets its lane axis
+                x = jp.broadcast_to(x[:, None], (axis_size, lead) + x.shape[1:])
+            return x.reshape((axis_size * lead,) + x.shape[2:])
+
+        new_leaves, new_shared = [], []
+        for x, s, b in zip(leaves, shared, lb):
+            keep = s and not b  # still shared by every lane
+            new_leaves.append(x if keep else fold(x, b, s, lanes))
+            new_shared.append(keep)
+        verts, cand = fold(verts, vb, False, n), fold(cand, cb, False, n)
+        out = _batched_items(prism, k, tree, tuple(new_shared))(verts, cand, *new_leaves)
+        out = tuple(o.reshape((axis_size, n) + o.shape[1:]) for o in out)
+        return out, (True, True, True)
+
+    return items
 
 
 def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[Callable, int]:
