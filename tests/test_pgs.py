@@ -38,12 +38,17 @@ def _solve(m, d):
 
 
 def _compare(mjm, mjd, f, tol):
-    """qacc, efc_force (rows matched), solver_niter and the last sweep's improvement against MuJoCo's."""
+    """qacc, efc_force and efc_state (rows matched), solver_niter and the last sweep's improvement against
+    MuJoCo's."""
     n = int(mjd.solver_niter[0])
     assert int(f.solver_niter) == n
     oracle.close(f.qacc, mjd.qacc, tol, "qacc")
     r, c = oracle.match_rows(mjd, mjm, f)
     oracle.close(np.asarray(f.efc_force)[c], mjd.efc_force[r], tol, "efc_force")
+    # the dual state (dualState); an elliptic force the QCQP put on the cone's boundary is SATISFIED or CONE by
+    # a rounding of mu N >= |T|, so those rows are left out
+    scalar = mjd.efc_type[r] != mujoco.mjtConstraint.mjCNSTR_CONTACT_ELLIPTIC
+    np.testing.assert_array_equal(np.asarray(f.efc_state)[c][scalar], mjd.efc_state[r][scalar], "efc_state")
     if n <= mujoco.mjNSOLVER:  # MuJoCo keeps the statistics of its first mjNSOLVER sweeps
         oracle.close(f.solver_improvement, mjd.solver[n - 1].improvement, tol, "improvement")
 

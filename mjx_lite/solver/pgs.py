@@ -259,12 +259,6 @@ def block_rows(layout: Layout) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(rows).astype(np.int64), np.asarray(dims, np.int64)
 
 
-def _trace_m(layout: Layout, p: Problem) -> jax.Array:
-    if layout.mass is None:
-        return jp.trace(p.M)
-    return jp.sum(p.M[layout.mass.diag])
-
-
 def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int, tolerance: jax.Array,
               minv: Callable[[jax.Array], jax.Array], early_exit: bool = False,
               block_key: tuple[jax.Array, ...] | None = None):
@@ -282,7 +276,7 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
         raise ValueError("PGS needs the dense constraint Jacobian: Config.efc_jacobian='dense' (or 'auto')")
     nefc = layout.nefc
     dt = p.D.dtype
-    scale = 1.0 / jp.maximum(MINVAL, _trace_m(layout, p))
+    scale = 1.0 / jp.maximum(MINVAL, common.trace_m(layout, p))
     MinvJT = minv(p.J.T)  # (nv, nefc)
     AR = p.J @ MinvJT + jp.diag(p.R)
     b = p.J @ p.qacc_smooth - p.aref

@@ -248,6 +248,10 @@ def solve(m: Model, d: Data) -> Data:
             ev = common.eval_constraints(layout, prob, jar)
     if fused:  # efc_b's derivative is that of J qacc_smooth - aref (the solver's custom_vjp drops the kernel's)
         efc_b, state = _smooth_jar(prob, ends[0]), ends[1]
+    elif opt.solver == SolverType.PGS:  # MuJoCo's PGS leaves the dual state of its forces (dualState)
+        efc_b = jar_smooth
+        state = noslip.dual_state(layout.kind, layout.cones, force, prob.frictionloss, prob.mask, prob.cone_mu,
+                                  prob.cone_friction)  # fmt: skip
     else:
         efc_b, state = jar_smooth, ev.state
     d = d.replace(
