@@ -142,7 +142,7 @@ def test_solver_matches_mujoco(solver, cone, condim):
             force = ev.force
         else:
             force, qacc, *_ = pgs.solve_pgs(layout, prob, jp.zeros(d.nefc), iterations=3000, tolerance=1e-18,
-                                            meaninertia=mi, minv=minv)  # fmt: skip
+                                            minv=minv)  # fmt: skip
         tol = NEWTON_TOL if solver == "Newton" else FIRST_ORDER_TOL
         _close(np.asarray(force), d.efc_force[: d.nefc], tol)
         _close(np.asarray(qacc), d.qacc, tol)

@@ -277,6 +277,14 @@ def full_m(layout: Layout, p: Problem) -> jax.Array:
     return p.M if layout.mass is None else layout.mass.full(p.M)
 
 
+def trace_m(layout: Layout, p: Problem) -> jax.Array:
+    """() trace of the mass matrix. MuJoCo 4.0's dual solvers (PGS, noslip) scale their improvement by its inverse
+    (the current M's trace, not meaninertia * nv)."""
+    if layout.mass is None:
+        return jp.trace(p.M)
+    return jp.sum(p.M[layout.mass.diag])
+
+
 def p_j_mul(p: Problem, x: jax.Array) -> jax.Array:
     """J x (nefc,) of problem p."""
     return j_mul(p.J, p.J_colind, x)

@@ -19,7 +19,8 @@ solver's values:
 where r = b + A f is the current residual of the row (b = efc_b = J qacc_smooth - aref; A is never formed: the
 sweeps carry M^-1 J' f, nv values, so memory grows with nefc nv, not nefc^2). A contact block's update is
 undone when it would raise the cost by more than 1e-10. The improvement of a sweep is the cost decrease it made,
-scaled by 1 / (meaninertia max(1, nv)); the first sweep adds 0.5 sum R f^2, the cost of removing the regulariser.
+scaled by 1 / trace(M) (MuJoCo 4.0: the current mass matrix, not meaninertia); the first sweep adds
+0.5 sum R f^2, the cost of removing the regulariser.
 Sweeps stop when the improvement falls below `opt.noslip_tolerance`, after at most `opt.noslip_iterations`.
 MuJoCo sweeps each constraint island separately, each stopped by its own improvement; here all rows are swept
 together and stopped together: the same forces when one island holds the rows or every island runs to the bound,
@@ -236,7 +237,7 @@ def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax
     residual is b + J (M^-1 J' f), with M^-1 J' f carried and updated by each block's change); b: (nefc,) J qacc_smooth
     - aref; R, frictionloss: (nefc,); mask: (nefc,) bool live rows; friction: (k, nrows-1) friction coefficients of
     the elliptic contacts of `blocks` (0 beyond a contact's dimension; None for pyramidal cones); iterations: static
-    bound; tolerance: opt.noslip_tolerance; scale: 1 / (meaninertia max(1, nv)); order: (k,) int, the contacts'
+    bound; tolerance: opt.noslip_tolerance; scale: 1 / trace(M); order: (k,) int, the contacts'
     sweep order (a permutation of range(k); None: blocks order). The sweeps are Gauss-Seidel and stop at
     `iterations` before converging, so their result depends on this order: MuJoCo sweeps in its contact order.
     Returns (force (nefc,), niter () int32, improvement () of the last sweep).
@@ -338,7 +339,7 @@ def apply(m: Model, d: Data, plan, prob: common.Problem) -> Data:
     MinvJT = inertia.solve_m(m, d, J.T)  # (nv, nefc)
     # MuJoCo sweeps the contacts in its contact order (sensor_contact.contact_rank), not in our slot order
     order = jp.argsort(sensor_contact.contact_rank(m, d)[jp.asarray(blocks.slots)]) if len(blocks.slots) else None
-    scale = 1.0 / (m.stat.meaninertia * max(1, m.nv))
+    scale = 1.0 / jp.maximum(MINVAL, common.trace_m(plan.layout, prob))  # MuJoCo 4.0: the current M's trace
     force, niter, _ = noslip(blocks, J, MinvJT, d.efc_b, prob.R, prob.frictionloss, prob.mask, d.efc_force,
                              contact_friction(blocks, d.contact.friction), iterations=int(m.opt.noslip_iterations),
                              tolerance=m.opt.noslip_tolerance, scale=scale, order=order)

@@ -1,15 +1,34 @@
-"""Projected Gauss-Seidel on the dual problem (MJX and MuJoCo Warp have no PGS; we do).
+"""Projected Gauss-Seidel on the dual problem, as MuJoCo 4.0 runs it (MJX and MuJoCo Warp have no PGS; we do).
 
 Dual problem (computation chapter): with A = J M^-1 J' and b = J a0 - aref,
 
     min_f 0.5 f' (A + R) f + b' f   subject to f in the constraint set K:
         equality rows free; friction loss rows |f| <= frictionloss; limits, frictionless and pyramidal
-        contact rows f >= 0; elliptic contacts f_n >= |(f_t1/mu_1, f_t2/mu_2, ...)|.
+        contact rows f >= 0; elliptic contacts |(f_t1/mu_1, f_t2/mu_2, ...)| <= f_n (mu: contact.friction).
 
-One iteration is a sweep: every scalar row in order (exact 1-D minimisation then projection), then every
-elliptic contact as a block (the block subproblem is solved by a fixed number of projected-gradient steps
-in coordinates where the cone is the standard second-order cone). A static number of sweeps inside
-`lax.scan`; once the dual cost stops improving (opt.tolerance) the remaining sweeps are no-ops.
+The iteration (our own implementation of the algorithm MuJoCo 4.0 documents and runs, so that a small iteration
+budget gives MuJoCo's iterates, not only its converged solution):
+  * blocks: every scalar row (equality, friction loss, limit, pyramidal or frictionless contact row) and every
+    elliptic contact (all its rows); visited in an order that is a running Fisher-Yates shuffle of MuJoCo's block
+    list (its efc order), reshuffled at the start of every sweep by a PCG32 generator seeded with a fixed seed
+    (state 0, increment 1, one draw discarded) at the start of each solve;
+  * a scalar block: exact 1-D minimisation (f -= residual / AR_ii), then the interval or sign constraint;
+  * an elliptic block: a normal update (normal force below mjMINVAL: 1-D minimisation of the normal, friction
+    cleared) or a ray update (exact minimisation along the current force, the normal kept >= 0), then the
+    friction rows minimised with the normal fixed: a QCQP in the ellipsoid sum (x_j/mu_j)^2 <= f_n^2 (Newton on
+    the multiplier, 20 steps at most; closed forms for 2 and 3 friction rows, Cholesky for 5), put on the
+    ellipsoid when the constraint is active;
+  * a block update that raises the dual cost by more than 1e-10 is undone; the sweep's improvement is the cost
+    decrease times 1/trace(M) (MuJoCo 4.0: the trace of the current mass matrix);
+  * Nesterov momentum before each sweep: f += beta (f - f_prev), beta = (k-1)/(k+2), then projected onto K; k
+    counts sweeps since the last restart, and restarts at 0 when the sweep's correction opposes the extrapolation
+    (O'Donoghue-Candes gradient restart: <f - f_mom, f_mom - f_prev> < 0);
+  * stop after a sweep whose improvement is below opt.tolerance, or after opt.iterations sweeps.
+The generator works on uint32 pairs (a 64-bit LCG from 16-bit limb products), so float32 programs without x64
+produce the same integer sequence.
+
+Loops are bounded (`common.iterate`: scan, or a while_loop bounded by opt.iterations); the sweep and the shuffle are
+`fori_loop`s over the static number of blocks (padding blocks are skipped).
 """
 
 from __future__ import annotations
@@ -23,97 +42,395 @@ import numpy as np
 from mjx_lite.solver import common
 from mjx_lite.solver.common import Layout, Problem
 
-_CONE_INNER = 16
+MINVAL = 1e-15  # mjMINVAL
+_COST_UNDO = 1e-10  # a block update that raises the cost by more is undone (costChange)
+_QCQP_ITERS = 20  # Newton steps on the QCQP multiplier (mju_QCQP*)
+_QCQP_EPS = 1e-10  # its SPD, convergence and step thresholds
+
+# PCG32: multiplier 6364136223846793005 as uint32 halves; increment 1 (inc | 1 = 1)
+_MUL_HI, _MUL_LO = 0x5851F42D, 0x4C957F2D
 
 
-def _proj_soc(y: jax.Array) -> jax.Array:
-    """Euclidean projection onto {(t, z): |z| <= t}, y: (dim,)."""
-    t, z = y[0], y[1:]
-    nz2 = jp.sum(z * z)
-    nz = jp.sqrt(jp.where(nz2 > 0, nz2, 1.0))
-    nz = jp.where(nz2 > 0, nz, 0.0)
-    inside = nz <= t
-    polar = nz <= -t
-    a = 0.5 * (t + nz)
-    edge = jp.concatenate([a[None], a * z / jp.where(nz > 0, nz, 1.0)])
-    return jp.where(inside, y, jp.where(polar, jp.zeros_like(y), edge))
+# ---------------------------------------------------------------------------------------------------------
+# PCG32 on uint32 pairs
+
+
+def _mul32(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Full product of two uint32: (hi, lo) of the 64-bit result, from 16-bit limbs."""
+    m16 = jp.uint32(0xFFFF)
+    a0, a1 = a & m16, a >> 16
+    b0, b1 = b & m16, b >> 16
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> 16) + (p01 & m16) + (p10 & m16)
+    lo = (p00 & m16) | ((mid & m16) << 16)
+    hi = p11 + (p01 >> 16) + (p10 >> 16) + (mid >> 16)
+    return hi, lo
+
+
+def pcg32_next(state: tuple[jax.Array, jax.Array]) -> tuple[tuple[jax.Array, jax.Array], jax.Array]:
+    """One PCG32 (XSH-RR) draw: state (hi, lo) uint32 -> (new state, output uint32)."""
+    hi, lo = state
+    # new state = old * MUL + 1 (mod 2^64)
+    phi, plo = _mul32(lo, jp.uint32(_MUL_LO))
+    phi = phi + lo * jp.uint32(_MUL_HI) + hi * jp.uint32(_MUL_LO)
+    nlo = plo + jp.uint32(1)
+    nhi = phi + (nlo < plo).astype(jp.uint32)
+    # output: xorshifted = ((old >> 18) ^ old) >> 27 (low 32 bits), rotated right by old >> 59
+    xhi = hi ^ (hi >> 18)
+    xlo = lo ^ ((lo >> 18) | (hi << 14))
+    xs = (xlo >> 27) | (xhi << 5)
+    rot = hi >> 27
+    out = (xs >> rot) | (xs << ((jp.uint32(32) - rot) & jp.uint32(31)))
+    return (nhi, nlo), out
+
+
+def pcg32_seed() -> tuple[jax.Array, jax.Array]:
+    """MuJoCo's PGS seed: state 0, increment 1, one draw (the state is then 1)."""
+    return jp.uint32(0), jp.uint32(1)
+
+
+def shuffle(order: jax.Array, n: jax.Array, state: tuple[jax.Array, jax.Array]):
+    """Fisher-Yates shuffle of order[:n] in place (i from n-1 down to 1, j = draw % (i+1)); order (nb,) int32,
+    n () int (<= nb). Returns (order, state)."""
+    nb = order.shape[0]
+
+    def body(t, c):
+        order, state = c
+        i = n - 1 - t
+        run = i >= 1
+        new_state, r = pcg32_next(state)
+        j = (r % jp.maximum(i + 1, 1).astype(jp.uint32)).astype(jp.int32)
+        ii = jp.maximum(i, 0)
+        oi, oj = order[ii], order[j]
+        swapped = order.at[ii].set(oj).at[j].set(oi)
+        order = jp.where(run, swapped, order)
+        state = jax.tree.map(lambda a, b: jp.where(run, a, b), new_state, state)
+        return order, state
+
+    if nb < 2:
+        return order, state
+    return jax.lax.fori_loop(0, nb - 1, body, (order, state))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# QCQP: min 0.5 x'Ax + x'b  s.t.  sum (x_i/d_i)^2 <= r^2 (mju_QCQP2 / mju_QCQP3 / mju_QCQP)
+
+
+def _qcqp_newton(step: Callable, n_free: int, dtype):
+    """Run up to 20 Newton steps on the multiplier: step(la) -> (ok, v, val, deriv). Returns (v, active, ok)."""
+
+    def body(_, c):
+        la, v, done, ok = c
+        ok_i, v_i, val, deriv = step(la)
+        fail = ~ok_i
+        conv = val < _QCQP_EPS
+        delta = -val / jp.where(deriv != 0, deriv, -1.0)
+        small = delta < _QCQP_EPS
+        stop = fail | conv | small
+        v = jp.where(done, v, v_i)
+        ok = jp.where(done, ok, ok_i)
+        la = jp.where(done | stop, la, la + delta)
+        return la, v, done | stop, ok
+
+    init = (jp.zeros((), dtype), jp.zeros((n_free,), dtype), jp.zeros((), bool), jp.ones((), bool))
+    la, v, _, ok = jax.lax.fori_loop(0, _QCQP_ITERS, body, init)
+    return v, (la != 0) & ok, ok
+
+
+def _qcqp2(A, b, d, r):
+    """mju_QCQP2 on the leading 2x2 (closed form)."""
+    b1, b2 = b[0] * d[0], b[1] * d[1]
+    A11, A22, A12 = A[0, 0] * d[0] * d[0], A[1, 1] * d[1] * d[1], A[0, 1] * d[0] * d[1]
+
+    def step(la):
+        det = (A11 + la) * (A22 + la) - A12 * A12
+        ok = det >= _QCQP_EPS
+        detinv = 1 / jp.where(ok, det, 1.0)
+        P11, P22, P12 = (A22 + la) * detinv, (A11 + la) * detinv, -A12 * detinv
+        v1 = -P11 * b1 - P12 * b2
+        v2 = -P12 * b1 - P22 * b2
+        val = v1 * v1 + v2 * v2 - r * r
+        deriv = -2.0 * (P11 * v1 * v1 + 2.0 * P12 * v1 * v2 + P22 * v2 * v2)
+        return ok, jp.stack([v1, v2]), val, deriv
+
+    v, active, ok = _qcqp_newton(step, 2, b.dtype)
+    return jp.where(ok, v * d[:2], 0.0), active
+
+
+def _qcqp3(A, b, d, r):
+    """mju_QCQP3 on the leading 3x3 (closed form with the adjugate)."""
+    b1, b2, b3 = b[0] * d[0], b[1] * d[1], b[2] * d[2]
+    A11, A22, A33 = A[0, 0] * d[0] * d[0], A[1, 1] * d[1] * d[1], A[2, 2] * d[2] * d[2]
+    A12, A13, A23 = A[0, 1] * d[0] * d[1], A[0, 2] * d[0] * d[2], A[1, 2] * d[1] * d[2]
+
+    def step(la):
+        P11 = (A22 + la) * (A33 + la) - A23 * A23
+        P22 = (A11 + la) * (A33 + la) - A13 * A13
+        P33 = (A11 + la) * (A22 + la) - A12 * A12
+        P12 = A13 * A23 - A12 * (A33 + la)
+        P13 = A12 * A23 - A13 * (A22 + la)
+        P23 = A12 * A13 - A23 * (A11 + la)
+        det = (A11 + la) * P11 + A12 * P12 + A13 * P13
+        ok = det >= _QCQP_EPS
+        detinv = 1 / jp.where(ok, det, 1.0)
+        P11, P22, P33, P12, P13, P23 = (x * detinv for x in (P11, P22, P33, P12, P13, P23))
+        v1 = -P11 * b1 - P12 * b2 - P13 * b3
+        v2 = -P12 * b1 - P22 * b2 - P23 * b3
+        v3 = -P13 * b1 - P23 * b2 - P33 * b3
+        val = v1 * v1 + v2 * v2 + v3 * v3 - r * r
+        deriv = (-2.0 * (P11 * v1 * v1 + P22 * v2 * v2 + P33 * v3 * v3)
+                 - 4.0 * (P12 * v1 * v2 + P13 * v1 * v3 + P23 * v2 * v3))  # fmt: skip
+        return ok, jp.stack([v1, v2, v3]), val, deriv
+
+    v, active, ok = _qcqp_newton(step, 3, b.dtype)
+    return jp.where(ok, v * d[:3], 0.0), active
+
+
+def _chol(A: jax.Array, n: int):
+    """Cholesky factor L (n, n) of a small SPD matrix (unrolled) and whether every pivot reached 1e-10
+    (mju_cholFactor's rank test)."""
+    L = [[None] * n for _ in range(n)]
+    ok = jp.ones((), bool)
+    for j in range(n):
+        s = A[j, j] - sum((L[j][k] * L[j][k] for k in range(j)), jp.zeros((), A.dtype))
+        ok = ok & (s >= _QCQP_EPS)
+        ljj = jp.sqrt(jp.where(s >= _QCQP_EPS, s, 1.0))
+        L[j][j] = ljj
+        for i in range(j + 1, n):
+            t = A[i, j] - sum((L[i][k] * L[j][k] for k in range(j)), jp.zeros((), A.dtype))
+            L[i][j] = t / ljj
+    return L, ok
+
+
+def _chol_solve(L, y, n: int) -> jax.Array:
+    z = []
+    for i in range(n):
+        z.append((y[i] - sum((L[i][k] * z[k] for k in range(i)), jp.zeros((), y.dtype))) / L[i][i])
+    x = [None] * n
+    for i in reversed(range(n)):
+        x[i] = (z[i] - sum((L[k][i] * x[k] for k in range(i + 1, n)), jp.zeros((), y.dtype))) / L[i][i]
+    return jp.stack(x)
+
+
+def _qcqp_n(A, b, d, r, n: int):
+    """mju_QCQP on the leading n x n (Cholesky), n <= 5."""
+    bs = b[:n] * d[:n]
+    As = A[:n, :n] * d[:n, None] * d[None, :n]
+
+    def step(la):
+        L, ok = _chol(As + la * jp.eye(n, dtype=As.dtype), n)
+        v = -_chol_solve(L, bs, n)
+        val = jp.dot(v, v) - r * r
+        deriv = -2.0 * jp.dot(v, _chol_solve(L, v, n))
+        return ok, v, val, deriv
+
+    v, active, ok = _qcqp_newton(step, n, b.dtype)
+    return jp.where(ok, v * d[:n], 0.0), active
+
+
+def _project_ellipsoid(x: jax.Array, normal: jax.Array, mu: jax.Array, valid: jax.Array, feasible: bool):
+    """Scale friction x (n,) onto sum (x_j/mu_j)^2 <= normal^2: always to the boundary (feasible=False), or only
+    when outside (feasible=True). valid (n,): the contact's friction rows (padding rows stay 0)."""
+    s = jp.sum(jp.where(valid, x * x / jp.where(valid, mu * mu, 1.0), 0.0))
+    n2 = normal * normal
+    scl = jp.sqrt(n2 / jp.maximum(MINVAL, s))
+    scale = (s > n2) if feasible else jp.ones((), bool)
+    return jp.where(scale, x * scl, x)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# blocks
+
+
+def block_rows(layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """Static blocks of the layout: every non-cone row (in row order), then every elliptic cone (group by group).
+    Returns rows (nb, dmax) int (padding: -1) and dims (nb,) int (1, or the cone group's dim)."""
+    kind = layout.kind
+    scalar = np.nonzero(kind != common.CONE)[0]
+    dmax = max([1] + [int(c.shape[1]) for c in layout.cones])
+    rows = [np.concatenate([[r], np.full(dmax - 1, -1)]) for r in scalar]
+    dims = [1] * len(scalar)
+    for c in layout.cones:
+        for r in c:
+            rows.append(np.concatenate([r, np.full(dmax - len(r), -1)]))
+            dims.append(len(r))
+    if not rows:
+        return np.zeros((0, dmax), np.int64), np.zeros(0, np.int64)
+    return np.stack(rows).astype(np.int64), np.asarray(dims, np.int64)
 
 
 def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int, tolerance: jax.Array,
-              meaninertia: jax.Array, minv: Callable[[jax.Array], jax.Array], early_exit: bool = False,
-              refill: bool = False):
-    """Projected Gauss-Seidel on the dual problem from force0 (nefc,); minv(x): M^-1 x for x (nv,) or (nv, k).
+              minv: Callable[[jax.Array], jax.Array], early_exit: bool = False,
+              block_key: tuple[jax.Array, ...] | None = None, refill: bool = False):
+    """MuJoCo 4.0's PGS on the dual problem from force0 (nefc,); minv(x): M^-1 x for x (nv,) or (nv, k).
+
+    force0: the warm-start force (MuJoCo: the force law at qacc_warmstart), replaced by 0 when its dual cost is
+    positive (mj_fwdConstraint's rule; a zero force0 is a cold start).
+    block_key: None (blocks visited in `block_rows` order before shuffling, i.e. the efc row order), or a tuple of
+    (nb,) int arrays, the lexicographic sort keys (last key primary, as `jp.lexsort`) that put the live blocks
+    in MuJoCo's efc order (`pgs_order.block_keys`).
 
     Returns (efc_force (nefc,), qacc (nv,), niter () int, improvement ()).
     """
     if p.J_colind is not None:
         raise ValueError("PGS needs the dense constraint Jacobian: Config.efc_jacobian='dense' (or 'auto')")
-    nv = common.nv_of(p)
-    scale = 1.0 / (meaninertia * max(1, nv))
-    JT = p.J.T
-    MinvJT = minv(JT)  # (nv, nefc)
+    nefc = layout.nefc
+    dt = p.D.dtype
+    scale = 1.0 / jp.maximum(MINVAL, common.trace_m(layout, p))
+    MinvJT = minv(p.J.T)  # (nv, nefc)
     AR = p.J @ MinvJT + jp.diag(p.R)
     b = p.J @ p.qacc_smooth - p.aref
+    ARinv = 1.0 / jp.diag(AR)
     kind = layout.kind
-    scalar_rows = np.nonzero(kind != common.CONE)[0]
-    kind_j = jp.asarray(kind)
     mask = p.mask
+
+    rows_s, dims_s = block_rows(layout)
+    nb, dmax = rows_s.shape
+    nfr = dmax - 1
+    # friction coefficients of each block's tangential rows (nb, dmax-1); 0 for scalar blocks and padding rows
+    fric = jp.zeros((nb, max(nfr, 1)), dt)
+    first = int(np.sum(kind != common.CONE))
+    for c, fr in zip(layout.cones, p.cone_friction):
+        k, dim = c.shape
+        fric = fric.at[first : first + k, : dim - 1].set(fr.astype(dt))
+        first += k
+    fric = fric[:, :nfr]
+    # a cone's friction rows that exist (a slot may be wider than its contact: those rows have friction 0)
+    fr_valid = fric > 0  # (nb, nfr)
+    adim = 1 + jp.sum(fr_valid, axis=1)  # (nb,) the contact's dim
+    cone_s = dims_s > 1
+    elliptic = jp.asarray(cone_s) & (adim > 1)  # a 1-dim contact in an elliptic slot is a frictionless row
+    rows_g = np.where(rows_s >= 0, rows_s, rows_s[:, :1])  # gather-safe rows
+    rows_x = np.where(rows_s >= 0, rows_s, nefc)  # scatter rows (padding out of bounds: dropped)
+    row_valid = jp.concatenate([jp.ones((nb, 1), bool), fr_valid], axis=1) & jp.asarray(rows_s >= 0)
+    kind0 = kind[rows_g[:, 0]] if nb else np.zeros(0, np.int64)
+    live = mask[rows_g[:, 0]] if nb else jp.zeros(0, bool)
+    n_live = jp.sum(live).astype(jp.int32)
+    if block_key is None:
+        block_key = (jp.arange(nb, dtype=jp.int32),)
+    big = jp.iinfo(jp.int32).max
+    order0 = jp.lexsort(tuple(jp.where(live, k, big) for k in block_key) + (~live,)).astype(jp.int32)
+    dims_present = sorted({int(x) for x in dims_s[cone_s]})
+    fl = p.frictionloss
 
     def dual_cost(f):
         return 0.5 * jp.dot(f, AR @ f) + jp.dot(b, f)
 
-    def scalar_update(i, f):
-        r = jp.asarray(scalar_rows)[i]
-        res = jp.dot(AR[r], f) + b[r]
-        diag = AR[r, r]
-        fi = f[r] - res / jp.where(diag > 0, diag, 1.0)
-        k = kind_j[r]
-        fl = p.frictionloss[r]
-        fi = jp.where(k == common.FRICTION, jp.clip(fi, -fl, fl), fi)
-        fi = jp.where(k == common.INEQUALITY, jp.maximum(fi, 0.0), fi)
-        fi = jp.where(mask[r], fi, 0.0)
-        return f.at[r].set(fi)
+    # -- projection of the whole force onto K (after the momentum step)
+    fric_rows = np.nonzero(kind == common.FRICTION)[0]
+    ineq_rows = np.nonzero(kind == common.INEQUALITY)[0]
 
-    def cone_updates(f):
-        for rows, fric in zip(layout.cones, p.cone_friction):
-            rows_j = jp.asarray(rows)
-
-            def one(c, f, rows_j=rows_j, fric=fric):
-                r = rows_j[c]
-                s = jp.concatenate([jp.ones((1,), f.dtype), fric[c]])
-                A = AR[r][:, r]
-                x_old = f[r]
-                cvec = AR[r] @ f + b[r] - A @ x_old
-                SAS = s[:, None] * A * s[None, :]
-                Sc = s * cvec
-                L = jp.trace(SAS)
-                step = 1.0 / jp.where(L > 0, L, 1.0)
-                y = x_old / jp.where(s > 0, s, 1.0)  # rows beyond a contact's dimension (s = 0) stay 0
-
-                def inner(y, _):
-                    return _proj_soc(y - step * (SAS @ y + Sc)), None
-
-                y, _ = jax.lax.scan(inner, y, None, length=_CONE_INNER)
-                x = jp.where(mask[r[0]], s * y, 0.0)
-                return f.at[r].set(x)
-
-            f = jax.lax.fori_loop(0, rows.shape[0], one, f)
+    def project(f):
+        f = f.at[fric_rows].set(jp.clip(f[fric_rows], -fl[fric_rows], fl[fric_rows]))
+        f = f.at[ineq_rows].set(jp.maximum(f[ineq_rows], 0.0))
+        for c, fr in zip(layout.cones, p.cone_friction):
+            blk = f[c]  # (k, dim)
+            n, t = blk[:, 0], blk[:, 1:]
+            valid = fr > 0
+            t = jax.vmap(lambda x, nn, mu, v: _project_ellipsoid(x, nn, mu, v, True))(t, n, fr, valid)
+            blk = jp.where((n < 0)[:, None], 0.0, jp.concatenate([n[:, None], t], axis=1))
+            f = f.at[c].set(blk)
         return f
 
+    # -- one block update (MuJoCo's sweep body)
+    def qcqp(Ac, bc, mu, normal, ad):
+        if nfr == 0:
+            return jp.zeros((0,), dt), jp.zeros((), bool)
+        out = jp.zeros((nfr,), dt)
+        act = jp.zeros((), bool)
+        eye = jp.eye(nfr, dtype=dt)
+        for dim in dims_present:
+            n = dim - 1
+            sel = jp.arange(nfr) < n
+            A_ = jp.where(sel[:, None] & sel[None, :], Ac, eye)
+            mu_ = jp.where(sel, mu, 1.0)
+            if n == 2:
+                v, a = _qcqp2(A_, bc, mu_, normal)
+            elif n == 3:
+                v, a = _qcqp3(A_, bc, mu_, normal)
+            else:
+                v, a = _qcqp_n(A_, bc, mu_, normal, n)
+            v = jp.concatenate([v, jp.zeros((nfr - n,), dt)])
+            out = jp.where(ad == dim, v, out)
+            act = jp.where(ad == dim, a, act)
+        return out, act
+
+    def update(bi, c):
+        f, improvement, order = c
+        blk = order[bi]
+        rg, rx, vm = jp.asarray(rows_g)[blk], jp.asarray(rows_x)[blk], row_valid[blk]
+        k0 = jp.asarray(kind0)[blk]
+        ell = elliptic[blk]
+        res = jp.where(vm, AR[rg] @ f + b[rg], 0.0)
+        old = jp.where(vm, f[rg], 0.0)
+        A = jp.where(vm[:, None] & vm[None, :], AR[rg][:, rg], 0.0)
+        ari = ARinv[rg[0]]
+        # scalar block: 1-D minimum, then the interval / sign constraint
+        x0 = old[0] - res[0] * ari
+        x0 = jp.where(k0 == common.FRICTION, jp.clip(x0, -fl[rg[0]], fl[rg[0]]), x0)
+        x0 = jp.where((k0 == common.INEQUALITY) | (k0 == common.CONE), jp.maximum(x0, 0.0), x0)
+        new_scalar = jp.zeros((dmax,), dt).at[0].set(x0)
+        # elliptic block: normal or ray update ...
+        small = old[0] < MINVAL
+        normal_upd = jp.zeros((dmax,), dt).at[0].set(jp.maximum(old[0] - res[0] * ari, 0.0))
+        v = old
+        denom = jp.dot(v, A @ v)
+        x = -jp.dot(v, res) / jp.where(denom >= MINVAL, denom, 1.0)
+        x = jp.where(old[0] + x * v[0] < 0, -v[0] / jp.where(small, 1.0, old[0]), x)
+        ray = jp.where(denom >= MINVAL, old + x * v, old)
+        fe = jp.where(small, normal_upd, ray)
+        # ... then the friction rows with the normal fixed
+        if nfr:
+            Ac = A[1:, 1:]
+            bc = res[1:] - Ac @ old[1:] + A[1:, 0] * (fe[0] - old[0])
+            mu = fric[blk]
+            fv = fr_valid[blk]
+            t, active = qcqp(Ac, bc, mu, fe[0], adim[blk])
+            t = jp.where(active, _project_ellipsoid(t, fe[0], mu, fv, False), t)
+            t = jp.where(fe[0] < MINVAL, 0.0, jp.where(fv, t, 0.0))
+            fe = jp.concatenate([fe[:1], t])
+        new = jp.where(ell, fe, new_scalar)
+        new = jp.where(vm, new, 0.0)
+        # cost change; an increase above 1e-10 is undone
+        delta = new - old
+        a00 = 1.0 / ari
+        change_s = 0.5 * delta[0] * delta[0] * a00 + delta[0] * res[0]
+        change_b = 0.5 * jp.dot(delta, A @ delta) + jp.dot(delta, res)
+        change = jp.where(ell, change_b, change_s)
+        undo = change > _COST_UNDO
+        new = jp.where(undo, old, new)
+        change = jp.where(undo, 0.0, change)
+        run = bi < n_live
+        f = jp.where(run, f.at[rx].set(new, mode="drop"), f)
+        return f, improvement - jp.where(run, change, 0.0), order
+
     def sweep(c):
-        f, cost, done = c["f"], c["cost"], c["done"]
-        f_new = jax.lax.fori_loop(0, scalar_rows.shape[0], scalar_update, f) if scalar_rows.size else f
-        f_new = cone_updates(f_new)
-        cost_new = dual_cost(f_new)
-        improvement = scale * (cost - cost_new)
-        conv = improvement < tolerance
-        return {"f": jp.where(done, f, f_new), "cost": jp.where(done, cost, cost_new), "done": done | conv,
-                "niter": c["niter"] + jp.where(done, 0, 1),
-                "improvement": jp.where(done, c["improvement"], improvement)}  # fmt: skip
+        it, k = c["it"], c["k"]
+        f, fprev = c["f"], c["fprev"]
+        beta = jp.where(it > 0, (k - 1).astype(dt) / (k + 2).astype(dt), 0.0)
+        mom = beta > 0
+        f_ext = project(f + beta * (f - fprev))
+        fprev = jp.where(mom, f, f)  # saved pre-extrapolation value (either branch: the current force)
+        f = jp.where(mom, f_ext, f)
+        fmom = f
+        order, state = shuffle(c["order"], n_live, c["rng"])
+        improvement = jp.zeros((), dt)
+        if nb:
+            f, improvement, _ = jax.lax.fori_loop(0, nb, update, (f, improvement, order))
+        improvement = improvement * scale
+        dot = jp.dot(f - fmom, fmom - fprev)
+        restart = (it > 0) & (dot < 0)
+        k = jp.where(restart, 0, k + 1)
+        new = {"f": f, "fprev": fprev, "k": k, "order": order, "rng": state, "it": it + 1,
+               "done": improvement < tolerance, "niter": c["niter"] + 1, "improvement": improvement}  # fmt: skip
+        done = c["done"]
+        return {**c, **jax.tree.map(lambda a, o: jp.where(done, o, a), new, {k: c[k] for k in new})}
 
     f0 = jp.where(mask, force0, 0.0)
-    init = {"f": f0, "cost": dual_cost(f0), "done": jp.zeros((), bool), "niter": jp.zeros((), jp.int32),
-            "improvement": jp.zeros((), f0.dtype)}  # fmt: skip
+    f0 = jp.where(dual_cost(f0) > 0, jp.zeros_like(f0), f0)  # MuJoCo's warm-start rule: zero when better
+    init = {"f": f0, "fprev": f0, "k": jp.zeros((), jp.int32), "order": order0, "rng": pcg32_seed(),
+            "it": jp.zeros((), jp.int32), "done": jp.zeros((), bool), "niter": jp.zeros((), jp.int32),
+            "improvement": jp.zeros((), dt)}  # fmt: skip
     out = common.iterate(sweep, init, iterations, early_exit, unroll=common.SOLVER_UNROLL, refill=refill)
     f = out["f"]
     qacc = p.qacc_smooth + MinvJT @ f

@@ -24,13 +24,14 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jp
 import jax.scipy.sparse.linalg as jssl
+import numpy as np
 
 from mjx_lite import linalg
 from mjx_lite.config import Config, matmul_precision
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import solver_batch as config_solver_batch
 from mjx_lite.pipeline import constraint, inertia, kernels
-from mjx_lite.solver import common, noslip, pgs, primal
+from mjx_lite.solver import common, noslip, pgs, pgs_order, primal
 from mjx_lite.types import MINVAL, Data, DisableBit, Model, SolverType
 
 
@@ -49,6 +50,13 @@ def bwd_cg_rtol(dtype) -> float:
 def bwd_cg_maxiter(nv: int) -> int:
     """Bound on the matrix-free backward solve's iterations (it stops at bwd_cg_rtol, usually after tens)."""
     return max(100, 2 * nv)
+
+
+def _zero_cotangent(x: jax.Array):
+    """The zero cotangent of an input: float0 for integer arrays (PGS's block order keys), zeros otherwise."""
+    if jp.issubdtype(x.dtype, jp.integer) or jp.issubdtype(x.dtype, jp.bool_):
+        return np.zeros(x.shape, jax.dtypes.float0)
+    return jp.zeros_like(x)
 
 
 def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Callable | None = None):
@@ -86,7 +94,7 @@ def _implicit(layout: common.Layout, run: Callable, config: Config, minv_of: Cal
 
             _, vjp = jax.vjp(g_and_jar, prob)
             (pbar,) = vjp((-w, cts[1]))
-            return pbar, jax.tree.map(jp.zeros_like, start), jax.tree.map(jp.zeros_like, consts)
+            return pbar, jax.tree.map(_zero_cotangent, start), jax.tree.map(_zero_cotangent, consts)
 
     f.defvjp(f_fwd, f_bwd)
     return f
@@ -148,14 +156,21 @@ def solve(m: Model, d: Data) -> Data:
     # 2 x 1.3 ms for the humanoid at batch 4096)
     if fused:
         start, jar_smooth = ((d.qacc_warmstart,) if warm else ()), None
+    elif opt.solver == SolverType.PGS:
+        # PGS starts from the force law at qacc_warmstart (zeroed by the solver when its dual cost is positive) and
+        # sweeps its blocks in a shuffle of MuJoCo's efc order (integer keys: no cotangent)
+        start = {"qacc_warmstart": d.qacc_warmstart if warm else None,
+                 "block_key": pgs_order.block_keys(m, d, plan)}  # fmt: skip
+        jar_smooth = common.p_j_mul(prob, prob.qacc_smooth) - prob.aref
     else:
         start, jar_smooth = common.solver_start(layout, prob, d.qacc_warmstart if warm else None)
     iters = dict(iterations=int(opt.iterations))
     if opt.solver != SolverType.PGS:
         iters.update(ls_iterations=int(opt.ls_iterations))
-    consts = dict(tolerance=opt.tolerance, meaninertia=m.stat.meaninertia)
+    # PGS scales its improvement by the trace of the current mass matrix (MuJoCo 4.0), not meaninertia
+    consts = dict(tolerance=opt.tolerance)
     if opt.solver != SolverType.PGS:
-        consts.update(ls_tolerance=opt.ls_tolerance)
+        consts.update(meaninertia=m.stat.meaninertia, ls_tolerance=opt.ls_tolerance)
 
     implicit = m.config.gradients == "implicit"
     library = config_linalg(m.config) == "library"
@@ -173,8 +188,13 @@ def solve(m: Model, d: Data) -> Data:
 
             ends = (efc_b, state)
         elif opt.solver == SolverType.PGS:
-            force0 = jp.zeros_like(prob.D)
-            force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, refill=refill, **kw)
+            if start["qacc_warmstart"] is None:
+                force0 = jp.zeros_like(prob.D)
+            else:
+                force0 = common.eval_constraints(layout, prob, common.p_j_mul(prob, start["qacc_warmstart"])
+                                                 - prob.aref).force  # fmt: skip
+            force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, refill=refill,
+                                                            block_key=start["block_key"], **kw)  # fmt: skip
             jar = common.p_j_mul(prob, qacc) - prob.aref
             jtf = common.p_jt_mul(prob, force)
             gradient = jp.zeros((), qacc.dtype)
@@ -215,6 +235,10 @@ def solve(m: Model, d: Data) -> Data:
             ev = common.eval_constraints(layout, prob, jar)
     if fused:  # efc_b's derivative is that of J qacc_smooth - aref (the solver's custom_vjp drops the kernel's)
         efc_b, state = _smooth_jar(prob, ends[0]), ends[1]
+    elif opt.solver == SolverType.PGS:  # MuJoCo's PGS leaves the dual state of its forces (dualState)
+        efc_b = jar_smooth
+        state = noslip.dual_state(layout.kind, layout.cones, force, prob.frictionloss, prob.mask, prob.cone_mu,
+                                  prob.cone_friction)  # fmt: skip
     else:
         efc_b, state = jar_smooth, ev.state
     d = d.replace(
