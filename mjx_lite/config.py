@@ -39,7 +39,7 @@ LINALGS = ("auto", "own", "library")
 SOLVER_BATCHES = ("auto", "lockstep", "refill")
 
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
-LAYOUT_FIELDS = ("mesh_size_ratio", "broadphase_min_pairs", "broadphase_pairs_per_geom",
+LAYOUT_FIELDS = ("mesh_size_ratio", "mesh_class_merge", "broadphase_min_pairs", "broadphase_pairs_per_geom",
                  "broadphase_contacts_per_pair", "broadphase_mesh_min_pairs", "broadphase_mesh_fraction",
                  "broadphase_mesh_touch", "hfield_prisms", "nconmax", "njmax")  # fmt: skip
 
@@ -58,6 +58,10 @@ class Config:
         once (as mj_step). False (default): the reset state itself is returned (half the compile time of step).
       mesh_size_ratio: mesh collision pairs are grouped by size classes spanning this factor; each group compiles
         its own collider: a larger ratio compiles faster, a smaller one runs faster (`inf`: one class).
+      mesh_class_merge: size classes weighed against compile time: the pairs of one pair type (GJK/EPA and
+        manifold colliders, whose compile time dominates a mesh model's) in two size classes share one group (one
+        compiled collider instead of two) where the merged group's narrow-phase work (pairs x padded hull sizes)
+        is at most this factor of the two groups' (default 2; 1: classes never merge).
       broadphase_min_pairs: a group of dynamic collision pairs with more candidates than this goes through the
         broadphase (only the most overlapping candidates reach the narrow phase).
       broadphase_pairs_per_geom: narrow-phase pairs per geom of a trimmed group.
@@ -179,6 +183,7 @@ class Config:
     gradients: str = "implicit"
     exact_reset: bool = False
     mesh_size_ratio: float = 8.0
+    mesh_class_merge: float = 2.0
     broadphase_min_pairs: int = 256
     broadphase_pairs_per_geom: float = 2.0
     broadphase_contacts_per_pair: float = 2.0
@@ -215,13 +220,15 @@ class Config:
             raise ValueError(f"Config.gradients must be one of {GRADIENT_MODES}, not {self.gradients!r}")
         if not isinstance(self.exact_reset, bool):
             raise TypeError(f"Config.exact_reset must be a bool, not {self.exact_reset!r}")
-        for name in ("mesh_size_ratio", "broadphase_pairs_per_geom", "broadphase_contacts_per_pair",
+        for name in ("mesh_size_ratio", "mesh_class_merge", "broadphase_pairs_per_geom", "broadphase_contacts_per_pair",
                      "broadphase_mesh_fraction"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v <= 0:
                 raise ValueError(f"Config.{name} must be a positive number, not {v!r}")
         if self.mesh_size_ratio < 1:
             raise ValueError(f"Config.mesh_size_ratio must be >= 1, not {self.mesh_size_ratio!r}")
+        if self.mesh_class_merge < 1:
+            raise ValueError(f"Config.mesh_class_merge must be >= 1, not {self.mesh_class_merge!r}")
         for name, choices in (("mass_matrix", ("auto", "dense", "sparse")),
                               ("mass_factorization", ("tree", "dense")),
                               ("contact_jacobian", ("auto", "dense", "chain")),

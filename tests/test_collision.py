@@ -567,8 +567,12 @@ def test_static_table_no_retrace():
 def test_mesh_size_classes():
     """Mesh pairs are grouped by size class: each group's meshes (each side) are within Config.mesh_size_ratio of
     one another and the collider sees tables trimmed to its group's largest mesh; mesh_size_ratio = inf puts every
-    mesh in one class (one group per type pair). No compilation: the static table and traced shapes only."""
-    m = mjl.load_mjcf(os.path.join(MJX_TEST_DATA, "convex.xml"))
+    mesh in one class (one group per type pair). With Config.mesh_class_merge (default 2) the classes of a collider
+    that is costly to compile (box-mesh, mesh-mesh; not plane-mesh) share a group where that keeps the narrow-phase
+    work within the factor, with the slots of the groups apart (the same rows, no pair left out that was kept).
+    No compilation: the static table and traced shapes only."""
+    m0 = mjl.load_mjcf(os.path.join(MJX_TEST_DATA, "convex.xml"))
+    m = mjl.configure(m0, mesh_class_merge=1.0)  # classes apart
     hulls = hull.mesh_hulls(m)
     size = np.array([max(len(h.vert), len(h.face)) for h in hulls])
     dataid, gtype = np.asarray(m.geom_dataid), np.asarray(m.geom_type)
@@ -596,6 +600,22 @@ def test_mesh_size_classes():
     mesh = GeomType.MESH
     assert {(g.type1, g.type2) for g, _ in merged} == {(GeomType.PLANE, mesh), (GeomType.BOX, mesh), (mesh, mesh)}
     assert gtype[merged[0][0].geom1[0]] == GeomType.PLANE
+
+    # the default merges classes of the costly colliders only, each merged group holding whole class groups with
+    # their slots (narrow-phase pairs, manifold pairs, rows) added up
+    apart = [g for g, _ in mesh_groups()]
+    default = [g for g, _ in mesh_groups(m0)]
+    assert sum(len(g.geom1) for g in default) == pairs and driver.pair_table(m0).nconmax == driver.pair_table(m).nconmax
+    def plane(groups):
+        return [(g.geom1.tolist(), g.geom2.tolist()) for g in groups if g.type1 == GeomType.PLANE]
+
+    assert plane(default) == plane(apart)
+    assert len(default) < len(apart)
+    for g in default:
+        key = {(a, b) for a, b in zip(g.geom1.tolist(), g.geom2.tolist())}
+        parts = [h for h in apart if {(a, b) for a, b in zip(h.geom1.tolist(), h.geom2.tolist())} <= key]
+        assert sum(len(h.geom1) for h in parts) == len(g.geom1)
+        assert sum(h.npair_narrow for h in parts) == g.npair_narrow and sum(h.nrows for h in parts) == g.nrows
 
 
 def test_grad_finite_small():

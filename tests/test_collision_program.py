@@ -1,8 +1,8 @@
-"""Program size of the collision stage (issue 43): the traced program grows with the pair groups, not with the number
-of pairs, and each group's collider is traced once. A model with the structure that made ANYmal C slow to compile
-(many cylinder-cylinder pairs: GJK/EPA, then the multiccd manifold) pins it."""
+"""Program size of the collision stage (issue 43): the traced program grows with the distinct colliders, not with the
+number of pairs or of pair types, and each collider is traced once. A model with the structure that made ANYmal C
+slow to compile (many cylinder-cylinder and cylinder-box pairs: GJK/EPA, then the multiccd manifold) pins it: the
+GJK/EPA stage of every curved pair type without a mesh is one shared program (`driver._shared_distances`)."""
 
-import dataclasses
 import re
 
 import jax
@@ -13,12 +13,14 @@ import jax.numpy as jp  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import cylinder, driver  # noqa: E402
+from mjx_lite.collision import cylinder, driver, general  # noqa: E402
 
 # StableHLO operations (constants and returns left out) of jit(vmap(the group's collision)) for the
-# cylinder-cylinder model below: 6,820 when written (jax 0.10.2, float64), the same for 2 and 6 pairs. Work unrolled
-# per pair shows up here; a deliberate growth of the collider moves this bound.
-MAX_COLLISION_OPS = 7_800
+# cylinder-cylinder model below: 6,820 when written (jax 0.10.2, float64), the same for 2 and 6 pairs; 8,897 since the
+# group's GJK/EPA stage is the curved pairs' shared one (geom types traced per pair, so that one program serves every
+# curved pair type of a model). Work unrolled per pair shows up here; a deliberate growth of the collider moves this
+# bound.
+MAX_COLLISION_OPS = 9_800
 
 
 def _cylinders(k: int) -> str:
@@ -48,24 +50,55 @@ def _group_program(m, g) -> str:
     return jax.jit(run).lower(m, db).as_text()
 
 
-def test_group_program_size():
-    """A cylinder-cylinder group (GJK/EPA on its near pairs, `driver._near_only`, then the multiccd manifold): its
-    collider is traced once (not also for its output shapes, which cost ANYmal C's cylinder groups as much trace
-    time as their loop body) and its program stays below MAX_COLLISION_OPS."""
-    m, g = _model(6)
-    calls = []
-
-    def counted(g1, g2, margin):
+def _counting(fn, calls):
+    def counted(*args, **kwargs):
         calls.append(1)
-        return cylinder.cylinder_cylinder(g1, g2, margin)
+        return fn(*args, **kwargs)
 
-    looped, driver._LOOPED = driver._LOOPED, (*driver._LOOPED, counted)
-    try:
-        n = _ops(_group_program(m, dataclasses.replace(g, collider=counted)))
-    finally:
-        driver._LOOPED = looped
-    assert len(calls) == 1
+    return counted
+
+
+def test_group_program_size(monkeypatch):
+    """A cylinder-cylinder group (the shared GJK/EPA stage on its near pairs, `driver._near_only`, then the multiccd
+    manifold, also on the near pairs): GJK/EPA and the manifold are each traced once (not also for their output
+    shapes, which cost ANYmal C's cylinder groups as much trace time as their loop body) and the program stays below
+    MAX_COLLISION_OPS."""
+    m, g = _model(6)
+    collide, manifold = [], []
+    monkeypatch.setattr(general, "collide", _counting(general.collide, collide))
+    monkeypatch.setitem(cylinder.CURVED_MANIFOLDS, cylinder.cylinder_cylinder,
+                        _counting(cylinder.cylinder_cylinder_manifold, manifold))  # fmt: skip
+    monkeypatch.setattr(driver, "_LOOPED", (*driver._LOOPED, cylinder.CURVED_MANIFOLDS[cylinder.cylinder_cylinder]))
+    n = _ops(_group_program(m, g))
+    assert len(collide) == 1 and len(manifold) == 1
     assert n <= MAX_COLLISION_OPS, n
+
+
+# one pair of each curved type without a mesh: capsule-cylinder, cylinder-cylinder, cylinder-box, ellipsoid-box
+_CURVED = """<mujoco><worldbody>
+  <geom type="cylinder" size=".05 .1" pos="0 0 0"/><geom type="box" size=".05 .05 .05" pos=".3 0 0"/>
+  <body pos="0 0 .3"><freejoint/><geom type="cylinder" size=".05 .1"/></body>
+  <body pos=".6 0 .3"><freejoint/><geom type="capsule" size=".05 .1"/></body>
+  <body pos="1.2 0 .3"><freejoint/><geom type="ellipsoid" size=".05 .06 .07"/></body>
+</worldbody></mujoco>"""
+
+
+def test_curved_pair_types_share_gjk_epa(monkeypatch):
+    """Four curved pair types in four groups (capsule-cylinder, cylinder-cylinder, cylinder-box with their manifolds,
+    ellipsoid-box with one contact): their GJK/EPA is traced once for the model (one program over every group's
+    pairs, the geom types selecting the support maps), so the collision program adds only the manifolds to a single
+    cylinder group's."""
+    m = mjl.load_mjcf_string(_CURVED)
+    kinds = {getattr(g.collider, "__name__", "") for g in driver.pair_table(m).groups}
+    assert {"capsule_cylinder", "cylinder_cylinder", "cylinder_box", "general_curved"} <= kinds, kinds
+    calls = []
+    monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
+    d = mjl.make_data(m)
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (2,) + x.shape), d)
+    text = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, db).as_text()
+    assert len(calls) == 1
+    single = _ops(_group_program(*_model(2)))
+    assert _ops(text) < 2 * single, (_ops(text), single)
 
 
 @pytest.mark.slow  # two more traces of the group (~30 s at load 10); test_group_program_size: the bound

@@ -82,6 +82,13 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar)
     """CYL_NCON contacts of a cylinder or capsule (geom1, t1) and a cylinder, box or mesh (geom2, t2): the face-face
     or edge-face manifold of the module docstring, else the single contact of `collide`."""
     dist0, pos0, n = collide(t1, t2, g1, g2, margin, sat_budget=0)  # geom1 a cylinder or capsule: no polytope pair
+    return _cylinder_manifold(t1, t2, g1, g2, margin, dist0, pos0, n)
+
+
+def _cylinder_manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist0: Scalar, pos0: Vec3,
+                       n: Vec3) -> Contacts:  # fmt: skip
+    """The second half of `_cylinder_pair`: its contacts from the pair's single contact (dist0 (), pos0 (3,), normal
+    n (3,) from geom1 to geom2, `collide`'s)."""
     dt = pos0.dtype
     # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
     w2, m2, n2, p2, v2, poly2, npoly2 = face_of(t2, g2, -n)
@@ -174,3 +181,29 @@ def cylinder_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
 def cylinder_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
     """Cylinder-mesh: cap-face manifold (up to 4), side on face (2), else GJK/EPA."""
     return _cylinder_pair(GeomType.CYLINDER, GeomType.MESH, g1, g2, margin)
+
+
+def capsule_cylinder_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3
+                              ) -> Contacts:  # fmt: skip
+    """The manifold stage of `capsule_cylinder` from its GJK/EPA contact (dist (), pos (3,), normal (3,)):
+    capsule_cylinder(g1, g2, margin) == capsule_cylinder_manifold(g1, g2, margin, *collide(...)). The driver runs the
+    GJK/EPA stage of every curved pair without a mesh in one shared program (`general.general_curved`)."""
+    return _cylinder_manifold(GeomType.CAPSULE, GeomType.CYLINDER, g1, g2, margin, dist, pos, normal)
+
+
+def cylinder_cylinder_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3
+                               ) -> Contacts:  # fmt: skip
+    """The manifold stage of `cylinder_cylinder` (see `capsule_cylinder_manifold`)."""
+    return _cylinder_manifold(GeomType.CYLINDER, GeomType.CYLINDER, g1, g2, margin, dist, pos, normal)
+
+
+def cylinder_box_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3
+                          ) -> Contacts:  # fmt: skip
+    """The manifold stage of `cylinder_box` (see `capsule_cylinder_manifold`)."""
+    return _cylinder_manifold(GeomType.CYLINDER, GeomType.BOX, g1, g2, margin, dist, pos, normal)
+
+
+# collider -> its manifold stage, for the pairs whose GJK/EPA stage is the curved pairs' shared one (the driver's
+# `_shared_distances`: one compiled GJK/EPA for every curved pair type without a mesh)
+CURVED_MANIFOLDS = {capsule_cylinder: capsule_cylinder_manifold, cylinder_cylinder: cylinder_cylinder_manifold,
+                    cylinder_box: cylinder_box_manifold}  # fmt: skip

@@ -255,6 +255,96 @@ def _mesh_group(gtype: np.ndarray, t1: int, arr: np.ndarray) -> bool:
     return t1 not in (_PLANE, _HFIELD) and bool(np.any(gtype[arr[:, :2]] == _MESH))
 
 
+def _hull_size(m: Model) -> np.ndarray:
+    """(ngeom,) the size a geom's hull adds to a collider's padded tables: a mesh's larger of its hull's vertex and
+    triangle counts (as `_size_class`), 1 for the other geoms."""
+    out = np.ones(m.ngeom, np.int64)
+    mesh = np.asarray(m.geom_type) == _MESH
+    if m.nmesh and np.any(mesh):
+        size = np.array([max(len(h.vert), len(h.face)) for h in hull.mesh_hulls(m)])
+        out[mesh] = size[np.asarray(m.geom_dataid)[mesh]]
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """A group's static slots (see `Group`): output slots, narrow-phase pairs, rows per slot, manifold pairs."""
+
+    capacity: int
+    narrow: int
+    ncon: int
+    touch: int  # -1: one stage
+
+    def __add__(self, o: _Layout) -> _Layout:
+        """Two groups' pairs in one: the slots of both (every pair that reached a collider in either still does;
+        the manifold stage keeps both groups' manifold pairs)."""
+        t1, t2 = (x.touch if x.touch >= 0 else x.narrow for x in (self, o))
+        touch = t1 + t2 if t1 + t2 < self.narrow + o.narrow else -1
+        return _Layout(self.capacity + o.capacity, self.narrow + o.narrow, self.ncon, touch)
+
+
+def _layout(m: Model, gtype: np.ndarray, t1: int, arr: np.ndarray, explicit: bool, ncon: int, staged: bool
+            ) -> _Layout:  # fmt: skip
+    """The slots of a group of pairs arr (n, 3) of first type t1 and a collider of `ncon` contacts (`staged`: it has
+    a distance and a manifold stage): the broadphase's trims (module docstring) from `m.config`."""
+    n = len(arr)
+    cap, narrow, k = n, n, ncon
+    cfg = m.config
+    if not explicit and n > cfg.broadphase_min_pairs:
+        nuniq = len(np.unique(arr[:, :2]))
+        narrow = cap = min(n, max(1, int(np.ceil(cfg.broadphase_pairs_per_geom * nuniq))))
+        rows = int(np.ceil(cfg.broadphase_contacts_per_pair * narrow))
+        # keep only the deepest rows of multi-contact colliders (not height fields: own layout); rows < n keeps
+        # `capacity < n` the mark of a trimmed group for the modules that follow this layout
+        if narrow < n and ncon > 1 and t1 != _HFIELD and rows < min(n, narrow * ncon):
+            cap, k = rows, 1
+    if not explicit and _mesh_group(gtype, t1, arr) and n > cfg.broadphase_mesh_min_pairs:
+        # mesh pairs: only the most overlapping share reaches the (expensive) collider, all its rows kept
+        mesh_narrow = max(cfg.broadphase_mesh_min_pairs, int(np.ceil(cfg.broadphase_mesh_fraction * n)))
+        if mesh_narrow < narrow:
+            narrow = mesh_narrow
+            cap = narrow if k == ncon else min(cap, narrow * ncon)
+    touch = -1
+    if not explicit and staged and _mesh_group(gtype, t1, arr) and cfg.broadphase_mesh_touch < narrow:
+        # two stages: the distance of every narrow-phase pair, then the manifold (feature search and clipping,
+        # most of the collider's cost) of the `broadphase_mesh_touch` closest within the margin (as MuJoCo:
+        # only a pair in contact gets a manifold)
+        touch = cfg.broadphase_mesh_touch
+        cap = touch if k == ncon else min(cap, touch * ncon)
+    return _Layout(cap, narrow, k, touch)
+
+
+def _merges_classes(fn: Callable) -> bool:
+    """Whether a collider's pairs in different mesh size classes may share a group (`_merge_classes`): the GJK/EPA
+    and manifold colliders, whose compile time dominates a mesh model's (not plane-mesh or height fields: cheap to
+    compile, their cost is per step)."""
+    fn = getattr(fn, "func", fn)
+    return fn in _LOOPED or fn in _MULTICCD or fn is general.sphere_mesh
+
+
+def _merge_classes(m: Model, parts: list[tuple[np.ndarray, _Layout]], size: np.ndarray
+                   ) -> list[tuple[np.ndarray, _Layout]]:  # fmt: skip
+    """Size classes weighed against compile time: the buckets `parts` ((pairs (n, 3), layout), ascending size
+    classes) of one pair type and collider merged, in order, where the merged group's narrow-phase work (narrow
+    pairs x the sum of its two sides' padded hull sizes, `_hull_size`) is at most `m.config.mesh_class_merge` times
+    the work of the groups apart: one compiled collider instead of two, for a bounded slowdown of the step."""
+
+    def work(arr, lay):
+        return lay.narrow * (int(size[arr[:, 0]].max()) + int(size[arr[:, 1]].max()))
+
+    out = [parts[0]]
+    for arr, lay in parts[1:]:
+        arr0, lay0 = out[-1]
+        both = np.concatenate([arr0, arr])
+        merged = lay0 + lay
+        apart = work(arr0, lay0) + work(arr, lay)
+        if lay0.ncon == lay.ncon and work(both, merged) <= m.config.mesh_class_merge * apart:
+            out[-1] = (both, merged)
+        else:
+            out.append((arr, lay))
+    return out
+
+
 def _build_table(m: Model) -> PairTable:
     if m.opt.disableflags & (DisableBit.CONTACT | DisableBit.CONSTRAINT):
         return PairTable((), 0)
@@ -280,56 +370,46 @@ def _build_table(m: Model) -> PairTable:
         # height fields are grouped per field; meshes per size class (a group's tables are padded to its largest
         # mesh: a tetrahedron against a pyramid need not pay for a dodecahedron's edges)
         key = (t1, t2, int(dataid[a]) if t1 == _HFIELD else -1, int(dataid[b]) if t2 == _HFIELD else -1, p >= 0,
-               sizes[a], sizes[b], curved)  # fmt: skip
+               curved, sizes[a], sizes[b])  # fmt: skip
         buckets.setdefault(key, []).append((a, b, p))
-    groups = []
+    # the size classes of one pair type (same key up to the classes), each bucket with its collider and layout
+    kinds: dict[tuple, list] = {}
     for key in sorted(buckets):
-        t1, t2, da, db, explicit, _, _, curved = key
+        t1, t2, da, db, explicit, curved = key[:6]
         arr = np.asarray(buckets[key], np.int32)
         stages = None
         if t1 == GENERAL:  # the others: refined where curved if any is
-            any_curved = np.isin(gtype[arr[:, :2]], CURVED).any()
-            fn = general.general_curved if curved else general.general if any_curved else general.general_plain
-            ncon = general.GENERAL_NCON
+            fn, ncon = general.general if curved else general.general_plain, general.GENERAL_NCON
         else:
             fn, ncon = _collider(m, t1, t2)
             stages = polyhedral.STAGES.get(fn)
-            if fn in _SAT_BUDGETED:  # the model's budget, a static value: two budgets make two tables and traces
-                fn = functools.partial(fn, sat_budget=m.config.sat_budget)
-        if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
-            fn, ncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
-        n = len(arr)
-        cap, narrow, k = n, n, ncon
-        cfg = m.config
-        if not explicit and n > cfg.broadphase_min_pairs:
-            nuniq = len(np.unique(arr[:, :2]))
-            narrow = cap = min(n, max(1, int(np.ceil(cfg.broadphase_pairs_per_geom * nuniq))))
-            rows = int(np.ceil(cfg.broadphase_contacts_per_pair * narrow))
-            # keep only the deepest rows of multi-contact colliders (not height fields: own layout); rows < n keeps
-            # `capacity < n` the mark of a trimmed group for the modules that follow this layout
-            if narrow < n and ncon > 1 and t1 != _HFIELD and rows < min(n, narrow * ncon):
-                cap, k = rows, 1
-        if not explicit and _mesh_group(gtype, t1, arr) and n > cfg.broadphase_mesh_min_pairs:
-            # mesh pairs: only the most overlapping share reaches the (expensive) collider, all its rows kept
-            mesh_narrow = max(cfg.broadphase_mesh_min_pairs, int(np.ceil(cfg.broadphase_mesh_fraction * n)))
-            if mesh_narrow < narrow:
-                narrow = mesh_narrow
-                cap = narrow if k == ncon else min(cap, narrow * ncon)
-        touch = -1
-        if not explicit and stages is not None and _mesh_group(gtype, t1, arr) and cfg.broadphase_mesh_touch < narrow:
-            # two stages: the distance of every narrow-phase pair, then the manifold (feature search and clipping,
-            # most of the collider's cost) of the `broadphase_mesh_touch` closest within the margin (as MuJoCo:
-            # only a pair in contact gets a manifold)
-            touch = cfg.broadphase_mesh_touch
-            cap = touch if k == ncon else min(cap, touch * ncon)
-            dist_fn = functools.partial(stages[0], sat_budget=cfg.sat_budget)
-            stages = (dist_fn, stages[1])
+        kinds.setdefault(key[:6], []).append((arr, _layout(m, gtype, t1, arr, explicit, ncon, stages is not None)))
+    size = _hull_size(m)
+    groups = []
+    for (t1, t2, da, db, _, curved), parts in kinds.items():
+        stages = None
+        if t1 == GENERAL:
+            fn, ncon = None, general.GENERAL_NCON  # chosen per merged group below
         else:
-            stages = None
-        for a in (arr[:, 0], arr[:, 1], arr[:, 2]):
-            a.setflags(write=False)
-        groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), k, cap, fn,
-                            narrow, ncon, touch, stages))  # fmt: skip
+            fn, ncon = _collider(m, t1, t2)
+            stages = polyhedral.STAGES.get(fn)
+        if len(parts) > 1 and t1 != _HFIELD and (t1 == GENERAL or _merges_classes(fn)):
+            parts = _merge_classes(m, parts, size)
+        for arr, lay in parts:
+            gfn, gstages = fn, None
+            if t1 == GENERAL:
+                any_curved = np.isin(gtype[arr[:, :2]], CURVED).any()
+                gfn = general.general_curved if curved else general.general if any_curved else general.general_plain
+            elif fn in _SAT_BUDGETED:  # the model's budget, a static value: two budgets make two tables and traces
+                gfn = functools.partial(fn, sat_budget=m.config.sat_budget)
+            if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
+                gfn, _ = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
+            if lay.touch >= 0:
+                gstages = (functools.partial(stages[0], sat_budget=m.config.sat_budget), stages[1])
+            for a in (arr[:, 0], arr[:, 1], arr[:, 2]):
+                a.setflags(write=False)
+            groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), lay.ncon,
+                                lay.capacity, gfn, lay.narrow, ncon, lay.touch, gstages))  # fmt: skip
     return PairTable(tuple(groups), int(sum(g.nrows for g in groups)))
 
 
@@ -400,12 +480,14 @@ def _params(m: Model, g: Group) -> tuple:
 # run time
 
 
-def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids: np.ndarray | None = None) -> GeomInfo:
+def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids: np.ndarray | None = None,
+               meshes: bool = True) -> GeomInfo:  # fmt: skip
     """The geoms `gids` (n,) of one group as a vectorised GeomInfo; `group_gids` (numpy) are all the geoms this side
     of the group may take (None: any geom). A mesh enters as its convex hull (`hull.group_tables`: hull vertices,
-    triangles, polygons, face planes, edges), padded to the largest hull of the meshes this side may take."""
+    triangles, polygons, face planes, edges), padded to the largest hull of the meshes this side may take.
+    meshes=False: no mesh tables for GENERAL (the side holds no mesh)."""
     mesh = {}
-    if gtype == _MESH or (gtype == GENERAL and m.nmesh):
+    if gtype == _MESH or (gtype == GENERAL and m.nmesh and meshes):
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
         mesh = hull.geom_fields(m, mid, mids)
@@ -438,16 +520,17 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # GJK/EPA colliders (fixed iteration counts: every pair pays them): `_run_group` runs them on the pairs that pass the
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
-           cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh,
-           cylinder.capsule_mesh)  # fmt: skip
+           cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
+           *cylinder.CURVED_MANIFOLDS.values())  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
 def _near_only(collider: Callable, n: int, k: int) -> Callable:
-    """run(info1, info2, margin (n,), near (n,) bool) -> Contacts (n, k, ...): `collider` (k contacts per pair) on the
-    pairs that are near (the broadphase's verdict), placeholders (dist NOCONTACT, +z normals) on the others, which
-    `_rows` masks anyway. The collider is traced once, in the loop's body (the output shapes are known from k and
-    the geoms' dtype: no separate shape trace, which cost as much trace time as the body's).
+    """run(info1, info2, margin (n,), near (n,) bool, extra=()) -> Contacts (n, k, ...): `collider` (k contacts per
+    pair; called as collider(g1, g2, margin, *extra) with `extra` per-pair arrays (n, ...), e.g. a manifold stage's
+    distance stage) on the pairs that are near (the broadphase's verdict), placeholders (dist NOCONTACT, +z normals)
+    on the others, which `_rows` masks anyway. The collider is traced once, in the loop's body (the output shapes are
+    known from k and the geoms' dtype: no separate shape trace, which cost as much trace time as the body's).
 
     Forward, the near pairs are compacted (order kept) and run `NEAR_CHUNK` at a time in a `lax.while_loop` of as
     many trips as the most near pairs of any environment need under `vmap`: none where no pair of the group is near
@@ -456,11 +539,12 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
     through the loop."""
     chunk = min(n, NEAR_CHUNK)
 
-    def dense(info1, info2, margin):
-        return jax.vmap(collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+    def dense(info1, info2, margin, extra):
+        axes = (info_axes(info1), info_axes(info2), 0) + (0,) * len(extra)
+        return jax.vmap(collider, in_axes=axes)(info1, info2, margin, *extra)
 
     @jax.custom_jvp
-    def run(info1, info2, margin, near):
+    def run(info1, info2, margin, near, extra):
         dt = info1.pos.dtype
         init = Contacts(jp.full((n, k), NOCONTACT, dt), jp.zeros((n, k, 3), dt),
                         jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dt), (n, k, 3)), jp.zeros((n, k, 3), dt))
@@ -472,7 +556,7 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
             j, out = carry
             at = j * chunk + slot
             idx = order[jp.minimum(at, n - 1)]
-            c = dense(_take_info(info1, idx), _take_info(info2, idx), margin[idx])
+            c = dense(_take_info(info1, idx), _take_info(info2, idx), margin[idx], tuple(x[idx] for x in extra))
             if c.dist.shape[1:] != (k,):
                 raise ValueError(f"collision: {collider} emits {c.dist.shape[1:]} contacts per pair, not ({k},)")
             dst = jp.where(at < count, idx, n)  # beyond the near pairs: dropped
@@ -483,11 +567,26 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
 
     @run.defjvp
     def run_jvp(primals, tangents):
-        info1, info2, margin, _ = primals
-        t1, t2, tm, _ = tangents
-        return jax.jvp(dense, (info1, info2, margin), (t1, t2, tm))
+        info1, info2, margin, _, extra = primals
+        t1, t2, tm, _, te = tangents
+        return jax.jvp(dense, (info1, info2, margin, extra), (t1, t2, tm, te))
 
-    return run
+    def call(info1, info2, margin, near, extra=()):
+        return run(info1, info2, margin, near, tuple(extra))
+
+    return call
+
+
+def _looped(collider: Callable, n: int, k: int) -> Callable:
+    """`_near_only(collider, n, k)` for the colliders in `_LOOPED`, else the collider on every pair (same call)."""
+    if getattr(collider, "func", collider) in _LOOPED:
+        return _near_only(collider, n, k)
+
+    def dense(info1, info2, margin, near, extra=()):
+        axes = (info_axes(info1), info_axes(info2), 0) + (0,) * len(extra)
+        return jax.vmap(collider, in_axes=axes)(info1, info2, margin, *extra)
+
+    return dense
 
 
 def _near(m: Model, d: types.Data, g: Group, g1: jax.Array, g2: jax.Array, margin: jax.Array
@@ -598,24 +697,89 @@ def _fields(m, g1, g2, k, condim, includemargin, friction, solref, solreffrictio
     )
 
 
-def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array], jax.Array]:
-    """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag."""
+@dataclasses.dataclass(frozen=True)
+class _Candidates:
+    """A group's pairs that reach its collider (after the broadphase's trim): geom ids g1, g2 (n,), near (n,) (the
+    bounding test), the overflow flag () and their contact parameters (`_params`; margin: the detection distance)."""
+
+    g1: jax.Array
+    g2: jax.Array
+    near: jax.Array
+    overflow: jax.Array
+    params: tuple  # condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion
+
+
+def _candidates(m: Model, d: types.Data, g: Group) -> _Candidates:
+    """The pairs of group g that reach its collider: the bounding test, and the broadphase's trim where the group is
+    trimmed (the `npair_narrow` most overlapping)."""
     condim, includemargin, gap, friction, solref, solreffriction, solimp, adhesion = _params(m, g)
     margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
     near, score = _near(m, d, g, g1, g2, margin)
     overflow = jp.zeros((), bool)
-    condim = jp.asarray(condim)
+    params = (jp.asarray(condim), margin, includemargin, friction, solref, solreffriction, solimp, adhesion)
     if g.npair_narrow < len(g.geom1):
         score = jp.where(near, score, -jp.inf)
         _, idx = jax.lax.top_k(jax.lax.stop_gradient(score), g.npair_narrow)
         overflow = jp.sum(near) > g.npair_narrow
         g1, g2, near = g1[idx], g2[idx], near[idx]
-        condim, margin, includemargin, friction = condim[idx], margin[idx], includemargin[idx], friction[idx]
-        solref, solreffriction, solimp, adhesion = solref[idx], solreffriction[idx], solimp[idx], adhesion[idx]
+        params = tuple(x[idx] for x in params)
+    return _Candidates(g1, g2, near, overflow, params)
+
+
+def _shared_distance(g: Group) -> bool:
+    """Whether group g's GJK/EPA stage is the shared one of the curved pairs without a mesh (`_shared_distances`)."""
+    return g.collider is general.general_curved or g.collider in cylinder.CURVED_MANIFOLDS
+
+
+def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates]
+                      ) -> dict[int, tuple[jax.Array, jax.Array, jax.Array]]:  # fmt: skip
+    """The GJK/EPA stage of the curved pairs without a mesh (`_shared_distance`: the general ellipsoid pairs,
+    capsule-cylinder, cylinder-cylinder, cylinder-box), every group's candidates in one program: their pairs
+    concatenated, the geom types traced per pair (`general.general_curved`: the support maps selected by type), run
+    on the near pairs (`_near_only`). One compiled GJK/EPA per model for these pair types, not one per type pair.
+    Returns {group index: (dist (n,), pos (n, 3), normal (n, 3)) of its candidates}."""
+    if not groups:
+        return {}
+    ids = sorted(groups)
+    g1 = jp.concatenate([cands[i].g1 for i in ids])
+    g2 = jp.concatenate([cands[i].g2 for i in ids])
+    near = jp.concatenate([cands[i].near for i in ids])
+    margin = jp.concatenate([cands[i].params[1] for i in ids])
+    gids1 = np.concatenate([groups[i].geom1 for i in ids])
+    gids2 = np.concatenate([groups[i].geom2 for i in ids])
+    info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=False)
+    info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
+    n = g1.shape[0]
+    c = _looped(general.general_curved, n, general.GENERAL_NCON)(info1, info2, margin, near)
+    out, at = {}, 0
+    for i in ids:
+        k = cands[i].g1.shape[0]
+        out[i] = (c.dist[at : at + k, 0], c.pos[at : at + k, 0], c.normal[at : at + k, 0])
+        at += k
+    return out
+
+
+def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = None,
+               shared: tuple | None = None) -> tuple[dict[str, jax.Array], jax.Array]:  # fmt: skip
+    """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag. cand: its `_candidates` (None:
+    computed here); shared: its pairs' GJK/EPA stage where it is the shared one (`_shared_distances`; None: computed
+    here for this group alone)."""
+    cand = _candidates(m, d, g) if cand is None else cand
+    g1, g2, near, overflow = cand.g1, cand.g2, cand.near, cand.overflow
+    condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion = cand.params
     info1 = _geom_info(m, d, g1, g.type1, g.geom1)
     info2 = _geom_info(m, d, g2, g.type2, g.geom2)
-    if g.stages is not None:  # distance of every narrow-phase pair, manifold of the closest `touch` in contact
+    if _shared_distance(g):  # the curved pairs' GJK/EPA stage (shared by the groups of a model), then the manifold
+        if shared is None:
+            shared = _shared_distances(m, d, {0: g}, {0: cand})[0]
+        dist0, pos0, nrm0 = shared
+        manifold = cylinder.CURVED_MANIFOLDS.get(g.collider)
+        if manifold is None:  # general_curved: the GJK/EPA contact itself
+            c = general.one_contact_rows(dist0, pos0, nrm0)
+        else:
+            c = _looped(manifold, g.npair_narrow, g.ncon_collider)(info1, info2, margin, near, (dist0, pos0, nrm0))
+    elif g.stages is not None:  # distance of every narrow-phase pair, manifold of the closest `touch` in contact
         dist_fn, manifold_fn = g.stages
         # pairs out of reach by the bounding boxes run no GJK/EPA loop (under vmap a loop runs while any pair's does)
         dist0, pos0, nrm0 = jax.vmap(dist_fn, in_axes=(info_axes(info1), info_axes(info2), 0, 0))(
@@ -633,10 +797,8 @@ def _run_group(m: Model, d: types.Data, g: Group) -> tuple[dict[str, jax.Array],
     elif g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
         c, hf_over = g.collider(m, info1, info2, margin)
         overflow = overflow | jp.any(hf_over & near)
-    elif getattr(g.collider, "func", g.collider) in _LOOPED:  # GJK/EPA on the near pairs only
-        c = _near_only(g.collider, g.npair_narrow, g.ncon_collider)(info1, info2, margin, near)
-    else:
-        c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+    else:  # GJK/EPA colliders (`_LOOPED`) on the near pairs only
+        c = _looped(g.collider, g.npair_narrow, g.ncon_collider)(info1, info2, margin, near)
     dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)
     fields = _fields(m, g1, g2, g.ncon_collider, condim, includemargin, friction, solref, solreffriction, solimp,
                      adhesion, dist, pos, frame, active, d.geom_xpos.dtype)  # fmt: skip
@@ -688,11 +850,14 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
         return d.replace(ncon=jp.zeros((), jp.int32))
     parts = []
     overflow = jp.zeros((), bool) if computed_overflow is None else computed_overflow
+    run = {i: g for i, g in enumerate(table.groups) if not (computed and i in computed)}
+    cands = {i: _candidates(m, d, g) for i, g in run.items()}
+    shared = _shared_distances(m, d, {i: g for i, g in run.items() if _shared_distance(g)}, cands)
     for i, g in enumerate(table.groups):
-        if computed and i in computed:  # static slots: no candidate is left out
+        if i not in run:  # static slots: no candidate is left out
             parts.append(computed[i])
             continue
-        f, o = _run_group(m, d, g)
+        f, o = _run_group(m, d, g, cands[i], shared.get(i))
         parts.append(f)
         overflow = overflow | o
     if nflexcon:

@@ -20,6 +20,7 @@ Shapes: dist (), pos (3,), normal (3,) (from geom1 to geom2); Contacts of k rows
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jp
 
 from mjx_lite.collision.epa import EPA_ITERATIONS, EPA_ITERATIONS_CURVED, complete_simplex, epa, epa_polytopes
@@ -170,6 +171,11 @@ def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | N
 def one_contact(dist: Scalar, pos: Vec3, normal: Vec3) -> Contacts:
     """One contact (dist (), pos (3,), normal (3,)) as Contacts of k = 1 (default tangent)."""
     return Contacts(dist[None], pos[None], normal[None], jp.zeros((1, 3), pos.dtype))
+
+
+def one_contact_rows(dist: jax.Array, pos: jax.Array, normal: jax.Array) -> Contacts:
+    """`one_contact` of n pairs at once: dist (n,), pos (n, 3), normal (n, 3) as Contacts of (n, 1) rows."""
+    return Contacts(dist[:, None], pos[:, None], normal[:, None], jp.zeros_like(pos)[:, None])
 
 
 def general(g1: GeomInfo, g2: GeomInfo, margin: Scalar, curved: bool | None = None) -> Contacts:
