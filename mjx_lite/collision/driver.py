@@ -383,6 +383,8 @@ def _build_table(m: Model) -> PairTable:
         else:
             fn, ncon = _collider(m, t1, t2)
             stages = polyhedral.STAGES.get(fn)
+        if t1 == _HFIELD:  # contacts per pair: the field's window for this group's geoms
+            _, ncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
         kinds.setdefault(key[:6], []).append((arr, _layout(m, gtype, t1, arr, explicit, ncon, stages is not None)))
     size = _hull_size(m)
     groups = []
@@ -402,14 +404,15 @@ def _build_table(m: Model) -> PairTable:
                 gfn = general.general_curved if curved else general.general if any_curved else general.general_plain
             elif fn in _SAT_BUDGETED:  # the model's budget, a static value: two budgets make two tables and traces
                 gfn = functools.partial(fn, sat_budget=m.config.sat_budget)
+            gncon = ncon
             if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
-                gfn, _ = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
+                gfn, gncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
             if lay.touch >= 0:
                 gstages = (functools.partial(stages[0], sat_budget=m.config.sat_budget), stages[1])
             for a in (arr[:, 0], arr[:, 1], arr[:, 2]):
                 a.setflags(write=False)
             groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), lay.ncon,
-                                lay.capacity, gfn, lay.narrow, ncon, lay.touch, gstages))  # fmt: skip
+                                lay.capacity, gfn, lay.narrow, gncon, lay.touch, gstages))  # fmt: skip
     return PairTable(tuple(groups), int(sum(g.nrows for g in groups)))
 
 
