@@ -49,10 +49,13 @@ GRAD_TOL = 1e-10
 # with the reset's select against scalar zeros (integrate._select_reset) fused 797, XLA 4195; with the solver's
 # start (warm-start choice, efc_b) and end (efc_state; efc_force's derivative by a custom_jvp) in its kernel fused 663;
 # after the adhesion and orientation-actuator merges fused 664 (the contacts' adhesion, mixed outside the collider
-# kernel: +1), XLA 4194 (its rows and passive forces rewritten: -1), 3530 saved.
-FUSED_STEP_SAVED = 3530  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
+# kernel: +1), XLA 4194 (its rows and passive forces rewritten: -1), 3530 saved; then XLA 4185 with the fused count
+# unchanged at 664 (the XLA solver's force law derivative through one custom_jvp instead of ev.force +
+# stop_gradient(force - ev.force), and its loop closure-converted for Config.solver_batch), 3521 saved.
+FUSED_STEP_SAVED = 3521  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
-# 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge
+# 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
+# before the XLA solver's rewrite
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
 # plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne,
 # passive: the joints' springs and dampers), solve_m (qacc_smooth), solve_newton (the constraint solver's start,

@@ -133,7 +133,17 @@ def _refill_while(body: Callable[[dict], dict], init: dict, length: int) -> dict
         out, _ = jax.lax.while_loop(cond, trip, (c, jp.zeros((axis_size,), jp.int32)))
         return out, everywhere
 
-    return loop(init, consts)
+    # custom_vmap has no differentiation rule: a differentiated loop (iLQR's reverse-over-reverse Hessians linearize
+    # the implicit solver's forward pass) runs the lockstep loop's derivative
+    @jax.custom_jvp
+    def differentiable(c, consts):
+        return loop(c, consts)
+
+    @differentiable.defjvp
+    def differentiable_jvp(primals, tangents):
+        return jax.jvp(run, primals, tangents)
+
+    return differentiable(init, consts)
 
 
 def _closure_convert(f: Callable, x) -> tuple[Callable, list]:
