@@ -35,7 +35,7 @@
 #    "fused, XLA solver" (the constraint solver's kernel left out), "fused, XLA rows" (the constraint rows'
 #    kernel left out), "fused, XLA colliders" (the primitive colliders' kernel left out) and "fused, XLA passive"
 #    (the passive forces left out of the velocity pass) at the batches
-#    (default 1024 8192: steps/s,
+#    (default 8192 1024: steps/s,
 #    kernels of the compiled step, compile time; first a fused == xla check of the tree pass and the whole forward
 #    pass on the device), then the per-stage
 #    profile of the fused step at the first batch, writing kernels_ab.txt and profile_fused.txt to $OUT.
@@ -86,12 +86,14 @@ fi
 if [ "${1:-}" = "kernels" ]; then
   shift
   batches=("$@")
-  [ ${#batches[@]} -gt 0 ] || batches=(1024 8192)
-  "$PYTHON" -u benchmarks/gpu_ab.py --variants xla fused "fused, lanes_first" "fused, XLA solver" "fused, XLA rows" -- "${batches[@]}" 2>&1 \
-    | tee "$OUT/kernels_ab.txt"
-  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" \
+  [ ${#batches[@]} -gt 0 ] || batches=(8192 1024)
+  # each part under its own time limit (AB_BUDGET, PROFILE_BUDGET seconds), so that a slow compile on a new device
+  # still leaves the lines printed so far (tee writes them to $OUT as they come)
+  timeout "${AB_BUDGET:-420}" "$PYTHON" -u benchmarks/gpu_ab.py --variants xla fused "fused, XLA solver" \
+    "fused, XLA rows" "fused, XLA colliders" "fused, lanes_first" -- "${batches[@]}" 2>&1 | tee "$OUT/kernels_ab.txt" || true
+  XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" timeout "${PROFILE_BUDGET:-120}" \
     "$PYTHON" -u benchmarks/profile_step.py --kernels fused --batch "${batches[0]}" --depth 3 --top 15 2>&1 \
-    | tee "$OUT/profile_fused.txt"
+    | tee "$OUT/profile_fused.txt" || true
   exit 0
 fi
 dm=()

@@ -27,7 +27,17 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 # only, /tmp/ct/probe3.py: cartpole 13.3, 8.3 -> 5.9, 5.0 s; bundled humanoid 18.5, 24.5 -> 8.8, 5.9 s); a
 # one-step gradient barely moved (21.3 -> 19.5 s). Both emitters implement the same HLO operations without
 # fast-math; the values compared with MuJoCo are the same operations in the same order.
-if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+# (jaxlib 0.11 removed the flag, and XLA aborts on an unknown flag: only older jaxlibs get it.)
+def _jaxlib_before(major: int, minor: int) -> bool:
+    from importlib.metadata import version  # noqa: PLC0415
+
+    try:
+        return tuple(int(x) for x in version("jaxlib").split(".")[:2]) < (major, minor)
+    except Exception:  # noqa: BLE001 - unknown layout: leave the flag out
+        return False
+
+
+if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "") and _jaxlib_before(0, 11):
     os.environ["XLA_FLAGS"] = (os.environ["XLA_FLAGS"] + " --xla_cpu_use_fusion_emitters=false").strip()
 
 import jax  # noqa: E402 - MUJOCO_GL must be set before anything imports mujoco
