@@ -81,10 +81,10 @@ def unit_quat(q: tuple) -> tuple:
     in value and derivative at 0: for kernel bodies, which work on per-component lanes."""
     sq = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
     zero = sq <= 0.0
-    n = jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
+    n = where(zero, 0.0, jp.sqrt(where(zero, 1.0, sq)))
     small = n < 1e-15
-    safe = jp.where(small, 1.0, n)
-    return tuple(jp.where(small, 1.0 if i == 0 else 0.0, q[i] / safe) for i in range(4))
+    safe = where(small, 1.0, n)
+    return tuple(where(small, 1.0 if i == 0 else 0.0, q[i] / safe) for i in range(4))
 
 
 def call(kernel: Kernel, inputs: dict, launch: Launch) -> dict:
@@ -134,6 +134,31 @@ def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
         return out, {n: True for n in out}
 
     return f
+
+
+# The float dtype of the kernel being traced (pushed by `_launch` around `kernel.body`), for `where`'s constants.
+_KERNEL_DTYPE: list = []
+
+
+def where(c, a, b):
+    """`jp.where` for kernel code: inside a kernel, a Python-number branch becomes a constant of the kernel's float
+    dtype (an int one: int32) before the select. Pallas' Triton lowering (seen in jax 0.11.2) gives a weakly typed
+    literal branch of a select the predicate's type (i1) where no broadcast turned it into a value first, as in a 0-d
+    select (an unbatched launch, or a condition on the model's tables): a lowering error for floats
+    ("AssertionError: ('i1', 'f32')") and a truncated constant for integers. Outside a kernel, `jp.where` itself."""
+    if not _KERNEL_DTYPE:
+        return jp.where(c, a, b)
+
+    def const(v):
+        if isinstance(v, (bool, np.bool_)):
+            return jp.asarray(v)
+        if isinstance(v, (int, np.integer)):
+            return jp.asarray(v, jp.int32)
+        if isinstance(v, (float, np.floating)):
+            return jp.asarray(v, _KERNEL_DTYPE[-1])
+        return v
+
+    return jp.where(c, const(a), const(b))
 
 
 def _size(shape) -> int:
@@ -203,8 +228,12 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
             lane = pl.program_id(0) * block + jax.lax.broadcasted_iota(jp.int32, (block,), 0)
             mask = lane < e
         xsize = {n: _size(kernel.inputs[n]) for n in per_env}
-        kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, launch.interpret,
-                       xsize))  # fmt: skip
+        _KERNEL_DTYPE.append(dtype)
+        try:
+            kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype,
+                           launch.interpret, xsize))  # fmt: skip
+        finally:
+            _KERNEL_DTYPE.pop()
 
     res = pl.pallas_call(
         body, out_shape=out_shape, grid=(grid,), in_specs=specs, out_specs=out_specs,
