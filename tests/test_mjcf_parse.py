@@ -620,8 +620,10 @@ def test_unknown_element(body, element):
         ("<extension>\n<plugin plugin='mujoco.elasticity.cable'/></extension>", "'mujoco.elasticity.cable'"),
         ("<deformable>\n<flex/></deformable>", "deformable"),
         ("<worldbody>\n<geom type='sdf'/></worldbody>", "sdf"),
-        ("<sensor>\n<plugin/></sensor>", "plugin"),
-        ("<actuator>\n<plugin/></actuator>", "plugin"),
+        ("<extension><plugin plugin='mujoco.sensor.touch_grid'/></extension><sensor>\n"
+         "<plugin plugin='mujoco.sensor.touch_grid'/></sensor>", "plugin 'mujoco.sensor.touch_grid'"),
+        ("<extension><plugin plugin='mujoco.pid'/></extension><actuator>\n<plugin plugin='mujoco.pid'/></actuator>",
+         "plugin 'mujoco.pid'"),
         ("<equality>\n<flexvert/></equality>", "flexvert"),
     ],
 )

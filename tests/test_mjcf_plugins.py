@@ -175,3 +175,42 @@ def test_registry():
     assert set(plugins.BUILTIN) <= set(plugins.SHIPPED)
     for name in plugins.SHIPPED:
         mujoco.MjModel.from_xml_string(_xml(f'<extension><plugin plugin="{name}"/></extension>'))
+
+
+_HINGE = '<worldbody><body><joint name="j"/><geom size=".1"/><site name="s"/></body></worldbody>'
+
+
+def test_actuator_plugin_refused_by_name():
+    """An actuator plugin MuJoCo ships (its PID controller): MuJoCo loads it; we refuse it naming the plugin."""
+    xml = ('<mujoco><extension><plugin plugin="mujoco.pid"><instance name="p"><config key="kp" value="1"/></instance>'
+           f'</plugin></extension>{_HINGE}<actuator><plugin instance="p" joint="j"/></actuator></mujoco>')  # fmt: skip
+    assert mujoco.MjModel.from_xml_string(xml).nu == 1
+    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.pid'"):
+        load_mjcf_string(xml)
+    by_name = xml.replace('<plugin instance="p" joint="j"/>', '<plugin plugin="mujoco.pid" joint="j"/>')
+    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.pid'"):
+        load_mjcf_string(by_name)
+
+
+_USES = {
+    "actuator_undeclared": ('<actuator><plugin plugin="mujoco.pid" joint="j"/></actuator>', "",
+                            "unrecognized plugin 'mujoco.pid'", "plugin"),
+    "actuator_undeclared_instance": ('<actuator><plugin instance="q" joint="j"/></actuator>', "",
+                                     "unrecognized name 'q' for plugin instance", "instance"),
+    "actuator_not_an_actuator": ('<actuator><plugin plugin="mujoco.sdf.torus" joint="j"/></actuator>',
+                                 '<extension><plugin plugin="mujoco.sdf.torus"/></extension>',
+                                 "plugin 'mujoco.sdf.torus' does not support actuators", "plugin"),
+    "sensor_undeclared": ('<sensor><plugin plugin="mujoco.sensor.touch_grid"/></sensor>', "",
+                          "unrecognized plugin 'mujoco.sensor.touch_grid'", "plugin"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(_USES))
+def test_actuator_and_sensor_plugin_errors(name):
+    use, ext, what, attribute = _USES[name]
+    xml = f"<mujoco>{ext}{_HINGE}{use}</mujoco>"
+    with pytest.raises(ValueError):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError, match=what) as info:
+        load_mjcf_string(xml)
+    assert not isinstance(info.value, MJCFUnsupportedError) and info.value.attribute == attribute

@@ -171,3 +171,24 @@ def body_use(raw, key: str, body: Element, extension: Element | None, written: C
         raise _refuse(raw, refusal(name), "plugin")
     attrs = {"plugin": name, "instance": inst, "config": config}
     return Element("plugin", attrs, [], raw.file, raw.line, set(attrs))
+
+
+def element_use(raw, parent: str, extension: Element | None) -> MJCFError:
+    """The error for a <plugin> child `raw` of <actuator> or <sensor> (`parent`), element kinds for which mjx_lite
+    builds in no plugin: MuJoCo's error (MJCFError) for an undeclared instance or plugin or a plugin of another kind,
+    else MJCFUnsupportedError naming the plugin."""
+    inst, name = raw.attrib.get("instance"), raw.attrib.get("plugin")
+    if inst is not None:
+        name = find(extension, instance=inst)
+        if name is None:
+            return _err(raw, f"unrecognized name '{inst}' for plugin instance (in <{parent}>)", "instance")
+    elif name is not None:
+        if find(extension, plugin=name) is None:
+            return _err(raw, f"unrecognized plugin '{name}' (in <{parent}>: no <extension> declares it)", "plugin")
+    else:
+        return _err(raw, f"neither 'plugin' nor 'instance' is specified (in <{parent}>)")
+    capability = BUILTIN.get(name, SHIPPED.get(name))
+    attr = "instance" if inst is not None else "plugin"
+    if capability is not None and capability != parent:
+        return _err(raw, f"plugin '{name}' does not support {parent}s", attr)
+    return _refuse(raw, refusal(name) or f"plugin '{name}' in <{parent}> is not supported by mjx_lite", attr)
