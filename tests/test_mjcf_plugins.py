@@ -10,7 +10,7 @@ from __future__ import annotations
 import mujoco
 import pytest
 
-from mjx_lite import load_mjcf_string
+from mjx_lite import load_mjcf, load_mjcf_string
 from mjx_lite.mjcf import plugins
 from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
 from tests.oracle import compare_models
@@ -214,3 +214,22 @@ def test_actuator_and_sensor_plugin_errors(name):
     with pytest.raises(MJCFError, match=what) as info:
         load_mjcf_string(xml)
     assert not isinstance(info.value, MJCFUnsupportedError) and info.value.attribute == attribute
+
+
+@pytest.mark.parametrize("plugin", ["mujoco.pid", "acme.x"])
+def test_attached_model_with_extension(tmp_path, plugin):
+    """An attached model's <extension> is read like the parent's: declarations of shipped plugins load (as MuJoCo,
+    same model), a third-party plugin is refused by name (MuJoCo: not found)."""
+    (tmp_path / "child.xml").write_text(f'<mujoco><extension><plugin plugin="{plugin}"/></extension><worldbody>'
+                                        '<body name="b"><joint/><geom size=".1"/></body></worldbody></mujoco>')
+    parent = tmp_path / "parent.xml"
+    parent.write_text('<mujoco><asset><model name="c" file="child.xml"/></asset><worldbody><body name="p">'
+                      '<attach model="c" body="b" prefix="c_"/></body></worldbody></mujoco>')  # fmt: skip
+    if plugin in plugins.SHIPPED:
+        mjm = mujoco.MjModel.from_xml_path(str(parent))
+        assert not compare_models(load_mjcf(str(parent)), mjm)
+    else:
+        with pytest.raises(ValueError, match=f"plugin {plugin} not found"):
+            mujoco.MjModel.from_xml_path(str(parent))
+        with pytest.raises(MJCFUnsupportedError, match=f"plugin '{plugin}' is a third-party plugin"):
+            load_mjcf(str(parent))
