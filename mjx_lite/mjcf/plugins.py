@@ -19,9 +19,11 @@ What the loader does (as MuJoCo 4.0's XML reader and compiler, tests/test_mjcf_p
     instance of a SHIPPED plugin that is not BUILTIN likewise (the instance is what MuJoCo initialises and runs).
     A declaration without instances has no effect in MuJoCo (nplugin stays 0) and loads. MuJoCo's own errors
     (MJCFError): a repeated instance name, a repeated config key, missing name/key/value.
-  - `body_use`: a <plugin> child of a body (or worldbody, frame, replicate) names a passive-force plugin: an undeclared
-    instance or plugin name, neither attribute, or a plugin without passive forces are MuJoCo's compile errors.
-Uses in geoms, meshes, actuators and sensors are refused where those elements are read.
+  - `body_use`: a <plugin> child of a body (or worldbody, frame; MuJoCo's <replicate> drops it unread) names a
+    passive-force plugin: an undeclared instance or plugin name, neither attribute, or a plugin without passive
+    forces are MuJoCo's compile errors (every body plugin is one in MuJoCo 4.0, which ships no passive plugin).
+  - `element_use`: a <plugin> in <actuator> or <sensor>: MuJoCo's errors, else refused naming the plugin.
+Uses in geoms and meshes (SDF plugins) are refused where those elements are read (parse.py, mesh.py).
 """
 
 from __future__ import annotations
