@@ -35,8 +35,8 @@ import numpy as np
 
 from mjx_lite.mjcf import flexcomp as _flexcomp
 from mjx_lite.mjcf import inertia as _m
+from mjx_lite.mjcf import plugins, xml
 from mjx_lite.mjcf import schema as sc
-from mjx_lite.mjcf import xml
 from mjx_lite.mjcf.inertia import EPS, normalize, quat_mul, z2quat
 from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError, did_you_mean
 
@@ -47,11 +47,11 @@ _NI = "not supported by mjx_lite"
 # refused elements with more to say than _NI
 _WHY = {"composite": "not supported: MuJoCo 4.0 removed it and refuses it too (its migration: <flexcomp dim='1'>)"}
 _BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body", "frame", "replicate",
-                  "attach", "flexcomp"}
-_BODY_UNSUPPORTED = {"plugin", "composite", "skin", "flex"}
+                  "attach", "flexcomp", "plugin"}
+_BODY_UNSUPPORTED = {"composite", "skin", "flex"}
 CHILDREN: dict[str, set[str]] = {
-    "mujoco": {"compiler", "option", "size", "statistic", "visual", "default", "asset", "deformable", "worldbody",
-               "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
+    "mujoco": {"compiler", "extension", "option", "size", "statistic", "visual", "default", "asset", "deformable",
+               "worldbody", "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
     "compiler": {"lengthrange"},
     "option": {"flag"},
     "visual": set(sc.VISUAL_CHILDREN),
@@ -74,9 +74,10 @@ CHILDREN: dict[str, set[str]] = {
     "keyframe": {"key"},
     "custom": {"numeric", "text", "tuple"},
     "tuple": {"element"},
+    **{p + "/plugin": {"config"} for p in ("worldbody", "body", "frame", "replicate")},  # (mjcf/plugins.py)
 }  # fmt: skip
 UNSUPPORTED: dict[str, set[str]] = {
-    "mujoco": {"extension"},
+    "mujoco": set(),
     "deformable": {"flex"},
     "worldbody": _BODY_UNSUPPORTED,
     "body": _BODY_UNSUPPORTED,
@@ -102,8 +103,8 @@ ORIENTED = {"body", "frame", "inertial", "geom", "site", "camera"}
 # MuJoCo normalises these quaternions before resolving an orientation alternative (not after): the quaternion of an
 # alternative stays as computed (Element.raw_quat; attrs.quat leaves it as is)
 RAW_ALTERNATIVE = {"body", "geom", "inertial"}
-SECTION_ORDER = ("compiler", "option", "size", "statistic", "visual", "default", "asset", "deformable", "worldbody",
-                 "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
+SECTION_ORDER = ("compiler", "extension", "option", "size", "statistic", "visual", "default", "asset", "deformable",
+                 "worldbody", "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
 ALWAYS = ("compiler", "option", "size", "statistic", "worldbody")
 
 
@@ -596,6 +597,7 @@ class _Builder:
         self.frame_names: set[str] = set()
         self._replicates: dict[int, dict] = {}  # id(raw <replicate>) -> its record (compose.replicate)
         self.flexes: list[dict] = []  # flex records of the <flexcomp>s, in document order (mjcf/flexcomp.py)
+        self.extension: Element | None = None  # the <extension> declarations (mjcf/plugins.py)
 
     # -- generic element ----------------------------------------------------------------------------------
     def element(self, raw: _Raw, parent: str, childclass: str | None, frame=None) -> Element:
@@ -671,6 +673,8 @@ class _Builder:
         unsupported = UNSUPPORTED.get(key, ())
         for k in raw.children:
             if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
+                if k.tag == "plugin" and key in ("actuator", "sensor"):  # names the plugin (mjcf/plugins.py)
+                    raise plugins.element_use(k, key, self.extension)
                 if k.tag in unsupported:
                     raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_WHY.get(k.tag, _NI)}", k.file, k.line,
                                            k.tag)
@@ -728,6 +732,9 @@ class _Builder:
                 self.replicate(k, key, out, childclass, frame)
             elif tag == "flexcomp":
                 self.flexcomp(k, key, out, childclass, frame)
+            elif tag == "plugin":  # a passive-force plugin of the body (mjcf/plugins.py)
+                if raw.tag != "replicate":  # (MuJoCo's <replicate> drops a <plugin> child unread)
+                    out.children.append(plugins.body_use(k, key, out, self.extension, _written))
             elif tag == "body":
                 b = self.element(k, key, childclass, frame)
                 cc = b.attrs.get("childclass") or childclass
@@ -910,11 +917,14 @@ def _build(root: _Raw) -> Element:
 
     defaults = _Defaults(by_tag.get("default", []))
     b = _Builder(defaults, comp.attrs["angle"] == "degree", seq)
+    b.extension = plugins.declarations(by_tag.get("extension", []), _written)
 
     sections: dict[str, Element] = {"compiler": comp}
+    if "extension" in by_tag:
+        sections["extension"] = b.extension
     for tag in SECTION_ORDER:
         raws = by_tag.get(tag, [])
-        if tag == "compiler":
+        if tag in ("compiler", "extension"):
             continue
         if tag == "default":
             if raws:
