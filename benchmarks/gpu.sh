@@ -39,8 +39,8 @@
 #    kernels of the compiled step, compile time; first a fused == xla check of the tree pass and the whole forward
 #    pass on the device), then the per-stage
 #    profile of the fused step at the first batch, writing kernels_ab.txt and profile_fused.txt to $OUT.
-#    `bash benchmarks/gpu.sh --kernels fused|xla` runs gpu_bench.py with that Config.kernels (default auto: fused
-#    on a GPU).
+#    `bash benchmarks/gpu.sh --kernels fused|xla` runs gpu_bench.py with that Config.kernels (default auto: XLA,
+#    config.kernels).
 #
 # 3. Checking the script on a CPU (batch 4, 5 steps, minutes):
 #

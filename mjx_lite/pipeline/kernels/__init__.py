@@ -1,7 +1,7 @@
 """Fused Pallas kernels: the second execution path of the pipeline's stages (DESIGN.md, "Two execution paths, one
 recipe"; docs/kernels.md).
 
-`Config(kernels="fused")` (or "auto" on a GPU) runs the stages that have a kernel here as Pallas kernels over
+`Config(kernels="fused")` runs the stages that have a kernel here as Pallas kernels over
 blocks of environments; the others stay XLA operations in the same program. pipeline/forward.py keeps the one
 stage list: a fused group runs first and the stages it computed are skipped.
 
