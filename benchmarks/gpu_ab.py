@@ -68,6 +68,9 @@ VARIANTS = {
     "fused, XLA solver": ("auto", [(kernels, "primal_fused", lambda *a: False)], {"kernels": "fused"}),
     # ... and with the constraint rows left to XLA: the rows kernel's share (kernels/rows.py)
     "fused, XLA rows": ("auto", [(kernels, "rows_fused", lambda *a: False)], {"kernels": "fused"}),
+    # ... with both the rows and the solver left to XLA (the kernels that lost to XLA in GPU run 5)
+    "fused, XLA rows + solver": ("auto", [(kernels, "rows_fused", lambda *a: False),
+                                          (kernels, "primal_fused", lambda *a: False)], {"kernels": "fused"}),
     # ... and with the primitive colliders left to XLA: the collision kernel's share (kernels/collide.py)
     "fused, XLA colliders": ("auto", [(kernels, "collide_fused", lambda *a: False)], {"kernels": "fused"}),
     # ... and with the passive forces left to XLA: their share of the velocity pass (kernels/passive.py)
