@@ -5,9 +5,9 @@ iterations (line search: `opt.ls_iterations`). Convergence is measured as MuJoCo
 of the current mass matrix (MuJoCo 3.x: 1 / (meaninertia * nv)): improvement or gradient under `opt.tolerance`, the
 gradient test's tolerance raised to the precision the gradient is computed at (`_gradient_test`: in float32
 MuJoCo's default 1e-8 is below the rounding error of M a - J' f, so every step took one more iteration that changed
-nothing). Not (yet) MuJoCo's: the Newton decrement stopping test and the duality-gap certificate before the first
-iteration (MuJoCo 3.11), CG's Hager-Zhang direction update (MuJoCo 3.10; ours is Polak-Ribiere-plus), and islands
-(MuJoCo solves each constraint island on its own). With `early_exit=False` the loops are `lax.scan`s of static
+nothing). Not (yet) MuJoCo's: Newton's third stopping test, the Newton decrement 0.5 scale grad' H^-1 grad, and the
+duality-gap certificate that skips the first iteration (MuJoCo 3.11), and islands (MuJoCo solves each constraint
+island on its own, scaled by the island's trace). With `early_exit=False` the loops are `lax.scan`s of static
 length (reverse-differentiable; converged iterations are no-ops); with `early_exit=True` they are bounded
 `lax.while_loop`s that stop at convergence (see `solver.solve`).
 """
