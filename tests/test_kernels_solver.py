@@ -69,8 +69,8 @@ ROWS = """
 """
 
 FIELDS = ("qacc", "efc_force", "qfrc_constraint", "efc_b")
-# solver_improvement and solver_gradient are differences (of costs, of M a and J' f) scaled by 1 / (meaninertia nv):
-# their round-off is relative to the size of those terms, |qfrc_constraint| max(1, |qacc|) / (meaninertia nv)
+# solver_improvement and solver_gradient are differences (of costs, of M a and J' f) scaled by 1 / trace(M): their
+# round-off is relative to the size of those terms, |qfrc_constraint| max(1, |qacc|) / (meaninertia nv)
 STATS = ("solver_improvement", "solver_gradient")
 
 
@@ -174,8 +174,8 @@ def test_newton_kernel_matches_mujoco(seed):
     mjm, mjd, layout, prob = test_solver.mujoco_problem("pyramidal", 4, "Newton", seed, iters=200)
     m = oracle.model_from_mujoco(mjm)
     assert primal.fusable(m, layout, False) and mjd.ncon > 0
-    kw = dict(iterations=100, ls_iterations=50, tolerance=1e-14, ls_tolerance=1e-3,
-              meaninertia=float(mjm.stat.meaninertia), early_exit=True, library=False)  # fmt: skip
+    kw = dict(iterations=100, ls_iterations=50, tolerance=1e-14, ls_tolerance=1e-3, early_exit=True,
+              library=False)
     qacc, _, force, *_ = jax.jit(lambda p: primal.solve(m, layout, p, None, (), kw, launch.Launch(interpret=True)))(
         prob)  # fmt: skip
     test_solver._close(np.asarray(force), mjd.efc_force[: mjd.nefc], test_solver.NEWTON_TOL)

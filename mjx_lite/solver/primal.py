@@ -1,12 +1,15 @@
 """Primal solvers: Newton (default) and nonlinear conjugate gradient (Polak-Ribiere-plus).
 
 Both minimise the convex primal cost of `common.py` with an exact line search, for at most `opt.iterations`
-iterations (line search: `opt.ls_iterations`). Convergence is measured as MuJoCo does, scaled by
-1 / (meaninertia * max(1, nv)): improvement or gradient under `opt.tolerance`, the gradient test's tolerance raised
-to the precision the gradient is computed at (`_gradient_test`: in float32 MuJoCo's default 1e-8 is below the
-rounding error of M a - J' f, so every step took one more iteration that changed nothing). With `early_exit=False` the
-loops are `lax.scan`s of static length (reverse-differentiable; converged iterations are no-ops); with
-`early_exit=True` they are bounded `lax.while_loop`s that stop at convergence (see `solver.solve`).
+iterations (line search: `opt.ls_iterations`). Convergence is measured as MuJoCo 4.0 does, scaled by 1 / trace(M)
+of the current mass matrix (MuJoCo 3.x: 1 / (meaninertia * nv)): improvement or gradient under `opt.tolerance`, the
+gradient test's tolerance raised to the precision the gradient is computed at (`_gradient_test`: in float32
+MuJoCo's default 1e-8 is below the rounding error of M a - J' f, so every step took one more iteration that changed
+nothing). Not (yet) MuJoCo's: Newton's third stopping test, the Newton decrement 0.5 scale grad' H^-1 grad, and the
+duality-gap certificate that skips the first iteration (MuJoCo 3.11), and islands (MuJoCo solves each constraint
+island on its own, scaled by the island's trace). With `early_exit=False` the loops are `lax.scan`s of static
+length (reverse-differentiable; converged iterations are no-ops); with `early_exit=True` they are bounded
+`lax.while_loop`s that stop at convergence (see `solver.solve`).
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from mjx_lite.solver.common import Layout, Problem
 from mjx_lite.types import MINVAL
 
 
-def _scale(meaninertia: jax.Array, nv: int) -> jax.Array:
-    """() MuJoCo's cost scale 1 / (meaninertia * nv) of the improvement and gradient tests."""
-    return 1.0 / (meaninertia * max(1, nv))
+def _scale(layout: Layout, p: Problem) -> jax.Array:
+    """() MuJoCo 4.0's cost scale 1 / trace(M) of the improvement and gradient tests (the current mass matrix's,
+    per environment; `opt.tolerance` is thereby relative to the mean dof inertia times nv)."""
+    return 1.0 / jp.maximum(MINVAL, jax.lax.stop_gradient(common.trace_m(layout, p)))
 
 
 def _gradient(p: Problem, ev: common.ConstraintEval, Ma: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -57,7 +61,7 @@ def _keep(done: jax.Array, old, new):
 
 
 def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
-                 tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array, early_exit: bool = False,
+                 tolerance: jax.Array, ls_tolerance: jax.Array, early_exit: bool = False,
                  library: bool = False, refill: bool = False):
     """Newton's method on the primal problem from start = (qacc0 (nv,), jar0 = J qacc0 - aref (nefc,),
     Ma0 = M (qacc0 - qacc_smooth) (nv,)).
@@ -69,8 +73,7 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, J' force at qacc (nv,), niter () int,
     improvement (), gradient ()).
     """  # fmt: skip
-    nv = common.nv_of(p)
-    scale = _scale(meaninertia, nv)
+    scale = _scale(layout, p)
     qacc0, jar0, Ma0 = start
     dt = qacc0.dtype
 
@@ -104,7 +107,7 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
 
 
 def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
-             tolerance: jax.Array, ls_tolerance: jax.Array, meaninertia: jax.Array,
+             tolerance: jax.Array, ls_tolerance: jax.Array,
              minv: Callable[[jax.Array], jax.Array], early_exit: bool = False, refill: bool = False):  # fmt: skip
     """Nonlinear CG (Polak-Ribiere-plus, preconditioned by M^-1 via `minv(x)`, x (nv,)) from start = (qacc0 (nv,),
     jar0 (nefc,), Ma0 (nv,)) (see `solve_newton`).
@@ -112,8 +115,7 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
     Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, J' force at qacc (nv,), niter () int,
     improvement (), gradient ()).
     """
-    nv = common.nv_of(p)
-    scale = _scale(meaninertia, nv)
+    scale = _scale(layout, p)
     qacc0, jar0, Ma0 = start
     dt = qacc0.dtype
     cost0, ev0 = common.evaluate(layout, p, qacc0, jar0, Ma0)

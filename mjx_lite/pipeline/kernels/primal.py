@@ -19,7 +19,7 @@ solver_niter is the same per environment), and a lane that has converged takes n
 
 The formulas are solver/primal.py's and solver/common.py's (eval_constraints, line_search) written per lane; only
 summation orders differ (round-off). Inputs: J (nefc, nv) dense, D, mask, R and frictionloss (friction-loss rows
-only), qacc_smooth, M (qM's layout), the start (qacc0, jar0, Ma0), the tolerances and meaninertia, and for CG qLD,
+only), qacc_smooth, M (qM's layout), the start (qacc0, jar0, Ma0), the tolerances, and for CG qLD,
 qLDiagInv. Outputs: qacc, jar, force, J' force, and (niter, improvement, gradient).
 
 Not fused (the XLA solver runs): PGS (a dual method), elliptic cones (their per-contact conic cost), the sparse
@@ -98,7 +98,6 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         zero = io.lanes(0.0)
         tol = io.read("tolerance", 0)
         gtol = tol * io.read("ls_tolerance", 0)
-        scale = 1.0 / (io.read("meaninertia", 0) * max(1, nv))
         valid = io.valid()
 
         def J(r, i):
@@ -106,6 +105,13 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
 
         def dot(a, b, n):
             return _loop(0, n, lambda i, s: s + a(i) * b(i), zero)
+
+        # MuJoCo 4.0's scale of the stopping tests: 1 / trace(M) of this environment's mass matrix
+        if tree_m is None:
+            trace = _loop(0, nv, lambda i, s: s + io.read("M", i * (nv + 1)), zero)
+        else:
+            trace = _loop(0, nv, lambda i, s: s + io.read("M", io.table("tm_diag", i)), zero)
+        scale = 1.0 / jp.maximum(MINVAL, trace)
 
         # ---- the rows' cost: value, force = -ds/djar, curvature (solver/common.py's eval_constraints) --------
         def row_eval(r, x, with_state=False):
@@ -376,7 +382,7 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
     """The solver as a `launch.Kernel` (one environment's shapes) and its problem inputs (qacc_warmstart and, for
     CG, qLD and qLDiagInv are added by `solve`).
 
-    kw: the XLA solver's keywords (iterations, ls_iterations: static; tolerance, ls_tolerance, meaninertia;
+    kw: the XLA solver's keywords (iterations, ls_iterations: static; tolerance, ls_tolerance;
     early_exit; library for Newton); warm: the start is chosen between qacc_smooth and the input qacc_warmstart
     (MuJoCo's warm start), else qacc_smooth."""
     nv, nefc = m.nv, layout.nefc
@@ -384,9 +390,9 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
     x = dict(J=p.J, D=p.D, mask=p.mask, qacc_smooth=p.qacc_smooth, M=p.M, aref=p.aref)
     if common.FRICTION in kinds:
         x.update(R=p.R, frictionloss=p.frictionloss)
-    x.update(tolerance=kw["tolerance"], ls_tolerance=kw["ls_tolerance"], meaninertia=kw["meaninertia"])
+    x.update(tolerance=kw["tolerance"], ls_tolerance=kw["ls_tolerance"])
     iterations, ls_iterations = int(kw["iterations"]), int(kw["ls_iterations"])
-    consts = ("tolerance", "ls_tolerance", "meaninertia")
+    consts = ("tolerance", "ls_tolerance")
 
     def xla(x):
         prob = _problem(x)
