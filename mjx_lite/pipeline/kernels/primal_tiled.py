@@ -7,8 +7,10 @@ holds E environments as tiles that Triton distributes over its threads: dof vect
 J (E, NEP, NVP) and the Hessian (E, NVP, NVP), NVP and NEP the powers of two >= nv and nefc (Triton's tensor
 sizes; the padding is zero: padded rows are masked off, padded dofs have zero J columns and M entries and are
 never pivots). Per Newton iteration:
-  Hessian:   H = M + sum_r h_r J_r J_r' as nefc rank-1 updates of the (E, NVP, NVP) tile (row r of J read from the
-             block by a dynamic slice, h_r taken out of the row vector by a masked sum);
+  Hessian:   H = M + J' diag(h) J: with one environment per program (dof_tile=1) and tiles of at least 16, one
+             matrix product (tl.dot, `HESSIAN`); else sum_r h_r J_r J_r' as nefc rank-1 updates of the
+             (E, NVP, NVP) tile (row r of J read from the block by a dynamic slice, h_r taken out of the row vector
+             by a masked sum);
   Cholesky:  nv right-looking steps over the whole tile: row k of the reduced matrix (a masked sum), its pivot
              clamped below MINVAL as `linalg.cholesky_upper`, row k of U = row / sqrt(pivot), then the trailing
              block minus u u' (Triton has no dynamic indexing of a value: rows and entries are selected with
@@ -59,6 +61,20 @@ _ROWS = ("D", "mask", "aref", "R", "frictionloss")
 _DOFS = ("qacc_smooth", "qacc_warmstart")
 
 
+# Newton's Hessian J' diag(h) J: "dot", one matrix product per environment (Triton's tl.dot, full float32
+# precision: Precision.HIGHEST lowers to its IEEE mode, not TF32) where the program holds one environment
+# (dof_tile=1) and the tiles are at least 16 x 16 (tl.dot's minimum); "rank1": nefc rank-1 updates of the tile
+# (any dof_tile); "auto": "dot" where it applies. A module switch for A/B runs (benchmarks/gpu_ab.py).
+HESSIAN = "auto"
+
+
+def _hessian_dot(eb: int, nep: int, nvp: int) -> bool:
+    fits = eb == 1 and nep >= 16 and nvp >= 16
+    if HESSIAN == "dot" and not fits:
+        raise ValueError(f"primal_tiled.HESSIAN='dot' needs dof_tile=1 and 16 x 16 tiles, got {eb}, {nep}, {nvp}")
+    return fits and HESSIAN in ("dot", "auto")
+
+
 def fusable(m: Model, layout: common.Layout, sparse_j: bool) -> bool:
     """Static: kernels/primal.py's solver kernel applies and the solver is Newton (CG keeps the lane kernel)."""
     return lane_primal.fusable(m, layout, sparse_j) and int(m.opt.solver) == int(SolverType.NEWTON)
@@ -89,7 +105,6 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
         eb, nep, nvp = J_ref.shape
         dt = J_ref.dtype
         cv = jax.lax.broadcasted_iota(jp.int32, (1, nvp), 1)  # dof index of a dof vector's entries
-        rv = jax.lax.broadcasted_iota(jp.int32, (1, nep), 1)  # row index of a row vector's entries
         ri = jax.lax.broadcasted_iota(jp.int32, (1, nvp, 1), 1)  # row index of a matrix tile's entries
         kind = kind_ref[...][None, :]  # (1, NEP)
         D, mask = ins["D"][...], ins["mask"][...] > 0.5
@@ -157,13 +172,20 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
         def gnorm(grad, Ma, jtf):
             """kernels/primal.py's gnorm: (scaled gradient norm, the gradient test's tolerance), (E,) each."""
             g = scale * jp.sqrt(vdot(grad, grad))
-            floor = xla_primal.GRAD_FLOOR * jp.finfo(dt).eps * scale * (jp.sqrt(vdot(Ma, Ma)) + jp.sqrt(vdot(jtf,
-                                                                                                        jtf)))  # fmt: skip
+            terms = jp.sqrt(vdot(Ma, Ma)) + jp.sqrt(vdot(jtf, jtf))
+            floor = xla_primal.GRAD_FLOOR * jp.finfo(dt).eps * scale * terms
             return g, jp.maximum(tol, floor)
 
         # ---- Newton's direction ---------------------------------------------------------------------------------
         def hessian(h):
-            """M + J' diag(h) J (E, NVP, NVP): nefc rank-1 updates."""
+            """M + J' diag(h) J (E, NVP, NVP): one (NVP, NEP) x (NEP, NVP) product (`HESSIAN`), or nefc rank-1
+            updates."""
+            if _hessian_dot(eb, nep, nvp):
+                J2 = J_ref[0]  # (NEP, NVP): the program's one environment
+                hJ = J2 * jp.sum(h, axis=0)[:, None]
+                H = jax.lax.dot_general(hJ, J2, (((0,), (0,)), ((), ())), precision=jax.lax.Precision.HIGHEST,
+                                        preferred_element_type=dt)  # fmt: skip
+                return M + H[None]
 
             def row(r, H):
                 jr = J_ref[:, pl.ds(r, 1), :][:, 0, :]  # (E, NVP)
