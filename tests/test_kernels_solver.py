@@ -325,7 +325,8 @@ def test_tiled_gradients_equal_xla(rows):
 @pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
 def test_tiled_lowers_to_triton(rows, dtype):
     """The tiled kernel lowers to Triton with one environment per program (the Hessian's tl.dot) and with four
-    (rank-1 updates; 200 environments: whole programs after padding), batched and unbatched. No GPU needed."""
+    (rank-1 updates; 200 environments: whole programs after padding), batched and unbatched, with no weakly typed
+    literal branch of a select in the kernel. No GPU needed."""
     m, ds = rows
     one = jax.tree.map(lambda x: x[0], ds)
     batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
@@ -337,3 +338,5 @@ def test_tiled_lowers_to_triton(rows, dtype):
             for fn, args in ((jax.vmap(solve, in_axes=(None, 0)), (mf, batch)), (lambda m, d: solve(m, d), (mf, one))):
                 text = _lower_cuda(fn, *args)
                 assert text.count("__gpu$xla.gpu.triton") == 1 and "solve_newton_tiled" in text, dof_tile
+                # Python-number selects go through launch.where (tests/test_kernels.py explains why)
+                assert tk._weak_literal_selects(jax.make_jaxpr(fn)(*args).jaxpr) == [], dof_tile
