@@ -24,10 +24,14 @@ summation orders differ (round-off). The loops over iterations are `while` loops
 of the program is not done, bounded by opt.iterations / opt.ls_iterations; an environment that is done keeps
 its values.
 
-Work per thread (4 warps, E = 1, humanoid nv = 27, NVP = 32): a Hessian row update is NVP^2 / 128 = 8 multiply-adds
-per thread, nefc of them; a Cholesky or solve step ~8-16 selections and reductions of the tile per thread, nv
-of them; a pass over J (J s, J' f) NEP NVP / 128 products per thread; against nefc nv^2 / 2 serial multiply-adds
-per thread (and as many loads) for the Hessian alone in kernels/primal.py.
+Work per thread (an estimate, not a measurement; 4 warps = 128 threads, E = 1, the MJX humanoid: nv = 27, nefc = 53,
+so NVP = 32, NEP = 64), per Newton iteration: the Hessian's tl.dot is 32 x 64 x 32 multiply-adds, 512 per thread
+(rank-1 instead: nefc steps of 8 multiply-adds and a 64-wide masked sum per thread); the Cholesky and the two solves
+3 nv steps of ~10-20 elementwise operations per thread and 2-3 block-wide reductions each; J s, J' f: 16 products
+per thread and a reduction; each line-search step 64 rows' formulas spread over the threads. kernels/primal.py does
+per thread (its environment), serially: nefc nv (nv + 1) / 2 ~ 20k multiply-adds and ~60k global loads for the
+Hessian, nv^3 / 6 ~ 3k for the Cholesky. The tiled kernel trades that for ~200 reductions (barriers) per iteration;
+which wins on a GPU is to be measured (benchmarks/gpu_ab.py's "fused, tiled solver" variants).
 
 Inputs are kernels/primal.py's (its XLA twin is this kernel's: derivatives and the unrolled gradients are
 unchanged); the launcher (`_launch`, `launch.Kernel.launcher`) pads them into tiles, makes a tree-sparse qM dense
