@@ -29,7 +29,7 @@ from mujoco import mjx  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.pipeline import integrate, kernels  # noqa: E402
-from mjx_lite.pipeline.kernels import launch  # noqa: E402
+from mjx_lite.pipeline.kernels import launch, primal_tiled  # noqa: E402
 from mjx_lite.pipeline.kernels import velocity as fused_velocity  # noqa: E402
 
 jax.config.update("jax_enable_compilation_cache", False)
@@ -82,6 +82,21 @@ for _blk, _w in ((32, 1), (64, 2), (16, 1)):
         "auto", [(kernels, "launch_of", lambda m, b=_blk, w=_w: launch.Launch(layout=m.config.kernel_layout, block=b,
                                                                               num_warps=w))],
         {"kernels": "fused"})  # fmt: skip
+
+
+
+def _tiled_launch(tile: int, warps: int):
+    """kernels.launch_of for the dof-tiled solver kernel (kernels/primal_tiled.py): `tile` environments per program."""
+    return lambda m: launch.Launch(layout=m.config.kernel_layout, dof_tile=tile, num_warps=warps)
+
+
+# the fused path with the dof-tiled Newton kernel (kernels/primal_tiled.py: an environment's rows and dofs spread over
+# a program's threads) in place of kernels/primal.py's one environment per thread: one environment per program (its
+# Hessian one tl.dot, or rank-1 updates), 4 per program (rank-1 updates), and at 2 warps
+for _name, _tile, _w, _hess in (("fused, tiled solver", 1, 4, "auto"), ("fused, tiled solver rank1", 1, 4, "rank1"),
+                                ("fused, tiled solver x4", 4, 4, "auto"), ("fused, tiled solver w2", 1, 2, "auto")):
+    VARIANTS[_name] = ("auto", [(kernels, "launch_of", _tiled_launch(_tile, _w)), (primal_tiled, "HESSIAN", _hess)],
+                       {"kernels": "fused"})  # fmt: skip
 
 
 def _batch(tree, qvel, b):
@@ -149,8 +164,21 @@ def check_fused(m, db) -> None:
           f"{errs[worst]:.1e} ({worst}); " + ", ".join(f"{k} {v:.0e}" for k, v in errs.items()), flush=True)
     # the whole forward pass, the fused constraint solver included (float32: solver_niter may differ by one where
     # the stopping test fires on round-off, docs/kernels.md)
-    fwd_all = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))
-    want, got = fwd_all(mjl.configure(m, kernels="xla"), db), fwd_all(mjl.configure(m, kernels="fused"), db)
+    want = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(mjl.configure(m, kernels="xla"), db)
+    _check_forward(m, db, want, "fused")
+    saved = kernels.launch_of
+    kernels.launch_of = _tiled_launch(1, 4)  # the dof-tiled solver kernel (its Hessian a tl.dot)
+    try:
+        _check_forward(m, db, want, "fused, tiled solver")
+    except Exception as e:  # noqa: BLE001
+        print(f"fused, tiled solver == xla check FAILED {type(e).__name__}: {str(e)[:3000]}", flush=True)
+    finally:
+        kernels.launch_of = saved
+
+
+def _check_forward(m, db, want, label: str) -> None:
+    """Print the forward pass's differences (the fused path as traced now) from the XLA path's `want`."""
+    got = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(mjl.configure(m, kernels="fused"), db)
     errs, spread = {}, {}
     for f in ("qacc", "efc_force", "qfrc_constraint"):
         a, b = getattr(got, f).reshape(got.qacc.shape[0], -1), getattr(want, f).reshape(want.qacc.shape[0], -1)
@@ -158,7 +186,7 @@ def check_fused(m, db) -> None:
         errs[f] = float(jp.max(per_env))
         spread[f] = (float(jp.median(per_env)), float(jp.percentile(per_env, 99)), int(jp.sum(per_env > 1e-3)))
     same = float(jp.mean((got.solver_niter == want.solver_niter).astype(jp.float32)))
-    print("fused == xla forward check (per environment, relative to max(1, |field|)): " + ", ".join(
+    print(f"{label} == xla forward check (per environment, relative to max(1, |field|)): " + ", ".join(
         f"{k} max {v:.1e} median {spread[k][0]:.1e} p99 {spread[k][1]:.1e} ({spread[k][2]} environments > 1e-3)"
         for k, v in errs.items()) + f", solver_niter equal in {same:.1%} of environments", flush=True)  # fmt: skip
 

@@ -64,16 +64,24 @@ class Kernel:
     tables: dict  # name -> 1-D int32 numpy array (the Model's static tables, read with io.table)
     body: Callable  # body(io: IO) -> None
     xla: Callable  # xla(inputs: dict) -> dict of the (non-scratch) outputs: the XLA twin
+    # launcher(kernel, env, nenv, launch, x) -> outputs, in place of `_launch` (a kernel with its own block layout,
+    # e.g. kernels/primal_tiled.py's (environments, rows, dofs) tiles); None: `_launch` runs `body`
+    launcher: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """How a kernel is launched (static): layout, environments per program, warps, interpret mode."""
+    """How a kernel is launched (static): layout, environments per program, warps, interpret mode.
+
+    dof_tile: 0, or the environments per program (a power of two) of the kernels that spread each environment's
+    work over the threads of a program (kernels/primal_tiled.py: Newton's solver on (environments, rows, dofs)
+    tiles); 0 keeps the one-environment-per-lane kernels (kernels/primal.py)."""
 
     layout: str = "lanes_last"
     block: int = BLOCK
     num_warps: int = NUM_WARPS
     interpret: bool = False
+    dof_tile: int = 0
 
 
 def unit_quat(q: tuple) -> tuple:
@@ -112,7 +120,7 @@ def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
 
     @jax.custom_batching.custom_vmap
     def f(x):
-        return _launch(kernel, env, nenv, launch, x)
+        return (kernel.launcher or _launch)(kernel, env, nenv, launch, x)
 
     @f.def_vmap
     def rule(axis_size, in_batched, x):
