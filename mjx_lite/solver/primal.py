@@ -77,11 +77,16 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     qacc0, jar0, Ma0 = start
     dt = qacc0.dtype
 
+    def newton_step(ev, grad):
+        """(search = -H^-1 grad (nv,), decrement 0.5 scale grad' H^-1 grad ()), H the Hessian at ev."""
+        H = common.full_m(layout, p) + common.constraint_hessian(layout, p, ev)
+        # a pivot below MINVAL is set to MINVAL, as MuJoCo's mju_cholFactor(H, nv, mjMINVAL)
+        search = -linalg.spd_solve(H, grad, library=library, mindiag=MINVAL)
+        return search, jp.maximum(0.0, -0.5 * scale * jp.dot(grad, search))
+
     def body(c):
         x, done = c["x"], c["done"]
-        H = common.full_m(layout, p) + common.constraint_hessian(layout, p, x["ev"])
-        # a pivot below MINVAL is set to MINVAL, as MuJoCo's mju_cholFactor(H, nv, mjMINVAL)
-        search = -linalg.spd_solve(H, x["grad"], library=library, mindiag=MINVAL)
+        search = x["search"]
         alpha, Js, Ms = common.line_search(layout, p, search, x["Ma"], x["jar"], ls_iterations,
                                            tolerance * ls_tolerance, scale, early_exit)  # fmt: skip
         qacc, jar, Ma = x["qacc"] + alpha * search, x["jar"] + alpha * Js, x["Ma"] + alpha * Ms
@@ -89,8 +94,11 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
         grad, jtf = _gradient(p, ev, Ma)
         improvement = scale * (x["cost"] - cost)
         gnorm, gconv = _gradient_test(grad, Ma, jtf, scale, tolerance)
-        conv = (improvement < tolerance) | gconv
-        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad, "jtf": jtf},
+        # the next step, from the Hessian at the new point: its Newton decrement is the third stopping test
+        search_n, decrement = newton_step(ev, grad)
+        conv = (improvement < tolerance) | gconv | (decrement < tolerance)
+        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad, "jtf": jtf,
+                     "search": search_n},
                "improvement": improvement, "gradient": gnorm}  # fmt: skip
         old = {k: c[k] for k in new}
         return {**_keep(done, old, new), "done": done | conv, "niter": c["niter"] + jp.where(done, 0, 1)}
@@ -98,9 +106,13 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     cost0, ev0 = common.evaluate(layout, p, qacc0, jar0, Ma0)
     grad0, jtf0 = _gradient(p, ev0, Ma0)
     g0, g0conv = _gradient_test(grad0, Ma0, jtf0, scale, tolerance)
-    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "jtf": jtf0},
-            "done": g0conv, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
-            "gradient": g0}  # fmt: skip
+    search0, decrement0 = newton_step(ev0, grad0)
+    # zero iterations: the gradient test and the Newton decrement (which is at most the duality gap
+    # 0.5 scale grad' M^-1 grad, as H >= M: MuJoCo's certificate-or-decrement exit is this one test)
+    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "jtf": jtf0,
+                  "search": search0},
+            "done": g0conv & (decrement0 < tolerance), "niter": jp.zeros((), jp.int32),
+            "improvement": jp.zeros((), dt), "gradient": g0}  # fmt: skip
     out = common.iterate(body, init, iterations, early_exit, unroll=common.SOLVER_UNROLL, refill=refill)
     x = out["x"]
     return x["qacc"], x["jar"], x["ev"], x["jtf"], out["niter"], out["improvement"], out["gradient"]
