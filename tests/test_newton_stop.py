@@ -9,7 +9,6 @@ mid-simulation, warm-started from MuJoCo's qacc_warmstart (islands disabled: per
 import jax
 import jax.numpy as jp
 import mujoco
-import numpy as np
 import pytest
 
 import mjx_lite as mjl
@@ -43,10 +42,14 @@ SCENE = """
 </mujoco>
 """
 STEPS = (60, 150)  # simulated steps before the tested states: falling into contact, then resting / sliding
+# warm starts near the solution: MuJoCo's solved qacc scaled by 1 + WARM_PERTURB (zero-iteration exits at some
+# tolerances, one iteration at others)
+WARM_PERTURB = (1e-6, 1e-4)
 
 
 def _scene_states(mjm):
-    """[(qpos, qvel, qacc_warmstart)] of MuJoCo's simulation after each of STEPS steps."""
+    """[(qpos, qvel, qacc_warmstart)] of MuJoCo's simulation after each of STEPS steps (its own warm start), then
+    the same states warm-started near MuJoCo's solution."""
     mjd = mujoco.MjData(mjm)
     mjd.qvel[:6] = [0.5, 0.2, 0, 0, 0, 1.0]
     out = []
@@ -54,6 +57,9 @@ def _scene_states(mjm):
         if n in STEPS:
             out.append((mjd.qpos.copy(), mjd.qvel.copy(), mjd.qacc_warmstart.copy()))
         mujoco.mj_step(mjm, mjd)
+    for (qpos, qvel, warm), perturb in zip(list(out), WARM_PERTURB, strict=True):
+        qacc = _mujoco(mjm, (qpos, qvel, warm), 1e-10).qacc
+        out.append((qpos, qvel, qacc * (1 + perturb)))
     return out
 
 
@@ -116,3 +122,5 @@ def test_niter_matches_mujoco(case, path):
             assert int(ours.solver_niter) == n, (what, int(ours.solver_niter), n)
             oracle.close(ours.qacc, mjd.qacc, QACC_TOL, what)
     assert len(set(niters)) > 1, niters  # the sweep moves the stopping iteration
+    if name != "trace":
+        assert 0 in niters, niters  # the zero-iteration exit is exercised

@@ -5,11 +5,13 @@ iterations (line search: `opt.ls_iterations`). Convergence is measured as MuJoCo
 of the current mass matrix (MuJoCo 3.x: 1 / (meaninertia * nv)): improvement or gradient under `opt.tolerance`, the
 gradient test's tolerance raised to the precision the gradient is computed at (`_gradient_test`: in float32
 MuJoCo's default 1e-8 is below the rounding error of M a - J' f, so every step took one more iteration that changed
-nothing). Not (yet) MuJoCo's: Newton's third stopping test, the Newton decrement 0.5 scale grad' H^-1 grad, and the
-duality-gap certificate that skips the first iteration (MuJoCo 3.11), and islands (MuJoCo solves each constraint
-island on its own, scaled by the island's trace). With `early_exit=False` the loops are `lax.scan`s of static
-length (reverse-differentiable; converged iterations are no-ops); with `early_exit=True` they are bounded
-`lax.while_loop`s that stop at convergence (see `solver.solve`).
+nothing). Newton also stops, as MuJoCo 3.11+, on the Newton decrement 0.5 scale grad' H^-1 grad at the new point (the
+next step is solved at the end of each iteration), and takes zero iterations when the start passes the gradient test
+and its decrement (at most MuJoCo's duality-gap certificate 0.5 scale grad' M^-1 grad, as H >= M) is below
+tolerance. Not (yet) MuJoCo's: islands (MuJoCo solves each constraint island on its own, scaled by the island's
+trace) and CG's Hager-Zhang direction and duality-gap exit (MuJoCo 4.0's CG). With `early_exit=False` the loops
+are `lax.scan`s of static length (reverse-differentiable; converged iterations are no-ops); with `early_exit=True`
+they are bounded `lax.while_loop`s that stop at convergence (see `solver.solve`).
 """
 
 from __future__ import annotations
