@@ -74,7 +74,7 @@ def _trace_states(mjm):
 
 @pytest.fixture(scope="module", params=["trace", "pyramidal", "elliptic"])
 def case(request):
-    """(MuJoCo model, our XLA model, [(state, prepared Data)], jitted solve)."""
+    """(name, MuJoCo model, our XLA model, our fused model, [(state, prepared Data)], jitted solve)."""
     if request.param == "trace":
         mjm = mujoco.MjModel.from_xml_string(trace.XML.format(solver="Newton"))
         states = _trace_states(mjm)
@@ -83,12 +83,13 @@ def case(request):
         mjm = mujoco.MjModel.from_xml_string(SCENE.format(cone=request.param, condim=condim))
         states = _scene_states(mjm)
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    mf = mjl.configure(m, kernels="fused")
     prep = jax.jit(trace._prepare)
     prepared = []
     for qpos, qvel, warm in states:
         d = mjl.make_data(m).replace(qpos=jp.asarray(qpos), qvel=jp.asarray(qvel), qacc_warmstart=jp.asarray(warm))
         prepared.append(((qpos, qvel, warm), prep(m, d)))
-    return request.param, mjm, m, prepared, jax.jit(solve)
+    return request.param, mjm, m, mf, prepared, jax.jit(solve)
 
 
 def _mujoco(mjm, state, tol):
@@ -101,16 +102,20 @@ def _mujoco(mjm, state, tol):
 
 def test_scene_has_contacts(case):
     """The contact scene's tested states have contacts (the constraint Hessian enters the decrement)."""
-    name, mjm, _, prepared, _ = case
+    name, mjm, _, _, prepared, _ = case
     for state, _ in prepared:
         mjd = _mujoco(mjm, state, 1e-8)
         assert mjd.nefc >= 6, (name, mjd.nefc)
 
 
-@pytest.mark.parametrize("path", ["xla"])
+@pytest.mark.parametrize("path", ["xla", "fused"])
 def test_niter_matches_mujoco(case, path):
-    """solver_niter and qacc are MuJoCo's at each tolerance of TOLERANCES."""
-    name, mjm, m, prepared, jsolve = case
+    """solver_niter and qacc are MuJoCo's at each tolerance of TOLERANCES, on the XLA path and the fused kernel
+    (Pallas interpret mode; elliptic cones are not fused)."""
+    name, mjm, m, mf, prepared, jsolve = case
+    if path == "fused" and name == "elliptic":
+        pytest.skip("elliptic cones run the XLA solver")
+    m = m if path == "xla" else mf
     niters = []
     for i, (state, d) in enumerate(prepared):
         for tol in TOLERANCES:
