@@ -9,9 +9,9 @@ nothing). Newton also stops, as MuJoCo 3.11+, on the Newton decrement 0.5 scale 
 next step is solved at the end of each iteration), and takes zero iterations when the start passes the gradient test
 and its decrement (at most MuJoCo's duality-gap certificate 0.5 scale grad' M^-1 grad, as H >= M) is below
 tolerance. Not (yet) MuJoCo's: islands (MuJoCo solves each constraint island on its own, scaled by the island's
-trace) and CG's Hager-Zhang direction and duality-gap exit (MuJoCo 4.0's CG). With `early_exit=False` the loops
-are `lax.scan`s of static length (reverse-differentiable; converged iterations are no-ops); with `early_exit=True`
-they are bounded `lax.while_loop`s that stop at convergence (see `solver.solve`).
+trace), and for CG the zero-iteration exit on the duality gap alone (MuJoCo's; ours: the gradient test). With
+`early_exit=False` the loops are `lax.scan`s of static length (reverse-differentiable; converged iterations are
+no-ops); with `early_exit=True` they are bounded `lax.while_loop`s that stop at convergence (see `solver.solve`).
 """
 
 from __future__ import annotations
