@@ -8,9 +8,8 @@ trace(M) / trace(M_island) against islands disabled). This file tests the monoli
 a hinge arm whose heavy slider is extended far from its qpos0 position, so that trace(M) at the tested states is
 over 3x meaninertia * nv (which is trace(M(qpos0))). At a sweep of tolerances (the stopping iteration moves),
 each iteration's improvement and gradient are MuJoCo's, on the XLA path and the fused kernel (Pallas interpret
-mode), Newton and CG, float64. solver_niter is not compared: MuJoCo (3.11+) also stops Newton on the Newton decrement
-and may skip iterations on a duality-gap certificate, which mjx_lite does not implement (at tolerance 1e-2 here
-MuJoCo's Newton stops after 1 iteration, ours after 2).
+mode), Newton and CG, float64. solver_niter is compared in tests/test_newton_stop.py (Newton's decrement and
+zero-iteration exits).
 """
 
 import jax

@@ -5,11 +5,13 @@ iterations (line search: `opt.ls_iterations`). Convergence is measured as MuJoCo
 of the current mass matrix (MuJoCo 3.x: 1 / (meaninertia * nv)): improvement or gradient under `opt.tolerance`, the
 gradient test's tolerance raised to the precision the gradient is computed at (`_gradient_test`: in float32
 MuJoCo's default 1e-8 is below the rounding error of M a - J' f, so every step took one more iteration that changed
-nothing). Not (yet) MuJoCo's: Newton's third stopping test, the Newton decrement 0.5 scale grad' H^-1 grad, and the
-duality-gap certificate that skips the first iteration (MuJoCo 3.11), and islands (MuJoCo solves each constraint
-island on its own, scaled by the island's trace). With `early_exit=False` the loops are `lax.scan`s of static
-length (reverse-differentiable; converged iterations are no-ops); with `early_exit=True` they are bounded
-`lax.while_loop`s that stop at convergence (see `solver.solve`).
+nothing). Newton also stops, as MuJoCo 3.11+, on the Newton decrement 0.5 scale grad' H^-1 grad at the new point (the
+next step is solved at the end of each iteration), and takes zero iterations when the start passes the gradient test
+and its decrement (at most MuJoCo's duality-gap certificate 0.5 scale grad' M^-1 grad, as H >= M) is below
+tolerance. Not (yet) MuJoCo's: islands (MuJoCo solves each constraint island on its own, scaled by the island's
+trace), and for CG the zero-iteration exit on the duality gap alone (MuJoCo's; ours: the gradient test). With
+`early_exit=False` the loops are `lax.scan`s of static length (reverse-differentiable; converged iterations are
+no-ops); with `early_exit=True` they are bounded `lax.while_loop`s that stop at convergence (see `solver.solve`).
 """
 
 from __future__ import annotations
@@ -77,11 +79,16 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     qacc0, jar0, Ma0 = start
     dt = qacc0.dtype
 
+    def newton_step(ev, grad):
+        """(search = -H^-1 grad (nv,), decrement 0.5 scale grad' H^-1 grad ()), H the Hessian at ev."""
+        H = common.full_m(layout, p) + common.constraint_hessian(layout, p, ev)
+        # a pivot below MINVAL is set to MINVAL, as MuJoCo's mju_cholFactor(H, nv, mjMINVAL)
+        search = -linalg.spd_solve(H, grad, library=library, mindiag=MINVAL)
+        return search, jp.maximum(0.0, -0.5 * scale * jp.dot(grad, search))
+
     def body(c):
         x, done = c["x"], c["done"]
-        H = common.full_m(layout, p) + common.constraint_hessian(layout, p, x["ev"])
-        # a pivot below MINVAL is set to MINVAL, as MuJoCo's mju_cholFactor(H, nv, mjMINVAL)
-        search = -linalg.spd_solve(H, x["grad"], library=library, mindiag=MINVAL)
+        search = x["search"]
         alpha, Js, Ms = common.line_search(layout, p, search, x["Ma"], x["jar"], ls_iterations,
                                            tolerance * ls_tolerance, scale, early_exit)  # fmt: skip
         qacc, jar, Ma = x["qacc"] + alpha * search, x["jar"] + alpha * Js, x["Ma"] + alpha * Ms
@@ -89,8 +96,11 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
         grad, jtf = _gradient(p, ev, Ma)
         improvement = scale * (x["cost"] - cost)
         gnorm, gconv = _gradient_test(grad, Ma, jtf, scale, tolerance)
-        conv = (improvement < tolerance) | gconv
-        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad, "jtf": jtf},
+        # the next step, from the Hessian at the new point: its Newton decrement is the third stopping test
+        search_n, decrement = newton_step(ev, grad)
+        conv = (improvement < tolerance) | gconv | (decrement < tolerance)
+        new = {"x": {"qacc": qacc, "jar": jar, "Ma": Ma, "cost": cost, "ev": ev, "grad": grad, "jtf": jtf,
+                     "search": search_n},
                "improvement": improvement, "gradient": gnorm}  # fmt: skip
         old = {k: c[k] for k in new}
         return {**_keep(done, old, new), "done": done | conv, "niter": c["niter"] + jp.where(done, 0, 1)}
@@ -98,9 +108,13 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     cost0, ev0 = common.evaluate(layout, p, qacc0, jar0, Ma0)
     grad0, jtf0 = _gradient(p, ev0, Ma0)
     g0, g0conv = _gradient_test(grad0, Ma0, jtf0, scale, tolerance)
-    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "jtf": jtf0},
-            "done": g0conv, "niter": jp.zeros((), jp.int32), "improvement": jp.zeros((), dt),
-            "gradient": g0}  # fmt: skip
+    search0, decrement0 = newton_step(ev0, grad0)
+    # zero iterations: the gradient test and the Newton decrement (which is at most the duality gap
+    # 0.5 scale grad' M^-1 grad, as H >= M: MuJoCo's certificate-or-decrement exit is this one test)
+    init = {"x": {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "ev": ev0, "grad": grad0, "jtf": jtf0,
+                  "search": search0},
+            "done": g0conv & (decrement0 < tolerance), "niter": jp.zeros((), jp.int32),
+            "improvement": jp.zeros((), dt), "gradient": g0}  # fmt: skip
     out = common.iterate(body, init, iterations, early_exit, unroll=common.SOLVER_UNROLL, refill=refill)
     x = out["x"]
     return x["qacc"], x["jar"], x["ev"], x["jtf"], out["niter"], out["improvement"], out["gradient"]

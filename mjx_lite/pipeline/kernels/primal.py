@@ -6,7 +6,8 @@ uniform across the block):
   Newton: the Hessian H = M + J' diag(h) J from the rows' curvature h at the current point (its upper triangle,
           M's entries from qM dense or tree-sparse), its Cholesky factor in place (up-looking, row by row, a pivot
           below MINVAL clamped to MINVAL as `linalg.cholesky_upper`), the search direction -H^-1 grad by the two
-          triangular solves;
+          triangular solves and its Newton decrement (a stopping test) -- at the start and after each step, for
+          the next iteration;
   CG:     the preconditioned gradient M^-1 grad by the tree L'DL solve of kernels/factor.py (qLD, qLDiagInv of the
           step's factorisation), the Polak-Ribiere-plus direction;
   both:   the exact line search (safeguarded Newton with bracketing) along the direction: J s and M s once, then per
@@ -316,20 +317,27 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         # ---- the solver -------------------------------------------------------------------------------------
         cost0 = evaluate()
         g0, g0tol = gnorm()
+        def newton_step():
+            """_search <- -H^-1 grad at the carried point; returns its Newton decrement 0.5 scale grad' H^-1 grad
+            (lanes, clamped at 0)."""
+            hessian()
+            cholesky()
+            newton_direction()
+            gs = dot(lambda i: io.load("_grad", i), lambda i: io.load("_search", i), nv)
+            return jp.maximum(-0.5 * scale * gs, 0.0)
+
         if cg:
             minv_grad("_mgrad")
             _loop(0, nv, lambda i: io.write("_search", i, -io.load("_mgrad", i)))
-        done0 = g0 < g0tol
+            done0 = g0 < g0tol
+        else:  # the gradient test and the decrement (at most MuJoCo's duality gap): solver/primal.py's start
+            done0 = (g0 < g0tol) & (newton_step() < tol)
         if valid is not None:
             done0 = done0 | ~valid
 
         def iteration(c):
             it, done, cost, niter, improvement, grad_norm = c
-            if not cg:
-                hessian()
-                cholesky()
-                newton_direction()
-            else:
+            if cg:
                 denom = dot(lambda i: io.load("_grad", i), lambda i: io.load("_mgrad", i), nv)
             alpha = line_search(done)
 
@@ -354,6 +362,8 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
                 _loop(0, nv, direction)
             imp = scale * (cost - cost_n)
             conv = (imp < tol) | (gn < gtol_n)
+            if not cg:  # the next direction from the Hessian at the new point (done lanes: their point's, unchanged)
+                conv = conv | (newton_step() < tol)
             return (it + 1, done | conv, where(done, cost, cost_n), niter + where(done, 0.0, 1.0),
                     where(done, improvement, imp), where(done, grad_norm, gn))  # fmt: skip
 
