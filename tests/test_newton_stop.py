@@ -12,6 +12,8 @@ import mujoco
 import pytest
 
 import mjx_lite as mjl
+from mjx_lite.pipeline import kernels
+from mjx_lite.pipeline.kernels import launch
 from mjx_lite.solver.solve import solve
 from tests import oracle
 from tests import test_solver_trace as trace
@@ -108,13 +110,18 @@ def test_scene_has_contacts(case):
         assert mjd.nefc >= 6, (name, mjd.nefc)
 
 
-@pytest.mark.parametrize("path", ["xla", "fused"])
-def test_niter_matches_mujoco(case, path):
-    """solver_niter and qacc are MuJoCo's at each tolerance of TOLERANCES, on the XLA path and the fused kernel
-    (Pallas interpret mode; elliptic cones are not fused)."""
+@pytest.mark.parametrize("path", ["xla", "fused", "tiled"])
+def test_niter_matches_mujoco(case, path, monkeypatch):
+    """solver_niter and qacc are MuJoCo's at each tolerance of TOLERANCES, on the XLA path, the fused kernel and the
+    dof-tiled fused kernel (`Launch.dof_tile`, kernels/primal_tiled.py; Pallas interpret mode; elliptic cones are
+    not fused)."""
     name, mjm, m, mf, prepared, jsolve = case
-    if path == "fused" and name == "elliptic":
+    if path != "xla" and name == "elliptic":
         pytest.skip("elliptic cones run the XLA solver")
+    if path == "tiled":
+        monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout, dof_tile=2,
+                                                                          interpret=True))  # fmt: skip
+        jsolve = jax.jit(lambda m, d: solve(m, d))  # a trace of its own (the patch is read at trace time)
     m = m if path == "xla" else mf
     niters = []
     for i, (state, d) in enumerate(prepared):

@@ -115,13 +115,15 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
         aref = ins["aref"][...]
         qs = ins["qacc_smooth"][...]
         M = ins["M"][...]  # (E, NVP, NVP) dense
-        consts = ins["consts"][...]  # (E, 4): tolerance, ls_tolerance, meaninertia
+        consts = ins["consts"][...]  # (E, 4): tolerance, ls_tolerance, (unused), (unused)
 
         def col(a, k):  # entry k of the last axis, (E, ...)
             return jp.sum(where(jax.lax.broadcasted_iota(jp.int32, a.shape, a.ndim - 1) == k, a, 0.0), axis=-1)
 
         tol, gtol = col(consts, 0), col(consts, 0) * col(consts, 1)
-        scale = 1.0 / (col(consts, 2) * max(1, nv))
+        # MuJoCo 4.0's scale of the stopping tests: 1 / trace(M) of each environment's mass matrix (E,)
+        diag = ri == cv[:, None, :]  # (1, NVP, NVP)
+        scale = 1.0 / jp.maximum(MINVAL, jp.sum(jp.sum(where(diag, M, 0.0), axis=2), axis=1))
 
         def vdot(a, b):  # (E,)
             return jp.sum(a * b, axis=-1)
@@ -268,9 +270,14 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
         g0, g0tol = gnorm(grad, Ma, jtf)
         zero = jp.zeros_like(g0)
 
-        def iteration(c):
-            it, done, cost, niter, improvement, grad_norm, qacc, Ma, jar, force, h, jtf, grad = c
+        def newton_step(h, grad):
+            """(-H^-1 grad at the point whose curvature is h, its Newton decrement 0.5 scale grad' H^-1 grad (E,),
+            clamped at 0): kernels/primal.py's newton_step, for the next iteration and a stopping test."""
             search = direction(cholesky(hessian(h)), grad)
+            return search, jp.maximum(-0.5 * scale * vdot(grad, search), 0.0)
+
+        def iteration(c):
+            it, done, cost, niter, improvement, grad_norm, qacc, Ma, jar, force, h, jtf, grad, search = c
             alpha, Js, Ms = line_search(search, Ma, jar, done)
             a, keep = alpha[:, None], done[:, None]
             qacc = where(keep, qacc, qacc + a * search)
@@ -279,15 +286,20 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
             cost_n, force, h, jtf, grad = evaluate(qacc, Ma, jar)
             gn, gtol_n = gnorm(grad, Ma, jtf)
             imp = scale * (cost - cost_n)
-            conv = (imp < tol) | (gn < gtol_n)
+            # the next direction from the Hessian at the new point (done environments: their point's, unchanged)
+            search, dec = newton_step(h, grad)
+            conv = (imp < tol) | (gn < gtol_n) | (dec < tol)
             return (it + 1, done | conv, where(done, cost, cost_n), niter + where(done, 0.0, 1.0),
                     where(done, improvement, imp), where(done, grad_norm, gn), qacc, Ma, jar, force, h, jtf,
-                    grad)  # fmt: skip
+                    grad, search)  # fmt: skip
 
-        c = (np.int32(0), g0 < g0tol, cost, zero, zero, g0, qacc, Ma, jar, force, h, jtf, grad)
+        # the start is done on the gradient test and the decrement (at most MuJoCo's duality gap): solver/primal.py
+        search0, dec0 = newton_step(h, grad)
+        c = (np.int32(0), (g0 < g0tol) & (dec0 < tol), cost, zero, zero, g0, qacc, Ma, jar, force, h, jtf, grad,
+             search0)  # fmt: skip
         if iterations:
             c = jax.lax.while_loop(lambda c: (c[0] < iterations) & _any(~c[1]), iteration, c)
-        _, _, _, niter, improvement, grad_norm, qacc, _, jar, force, _, jtf, _ = c
+        _, _, _, niter, improvement, grad_norm, qacc, _, jar, force, _, jtf, _, _ = c
         o_qacc[...] = qacc
         o_jtf[...] = jtf
         o_jar[...] = jar
@@ -342,8 +354,8 @@ def _launcher(m: Model, layout: common.Layout, iterations: int, ls_iterations: i
             if n in kernel.inputs:
                 args.append(padded(per_env(n, (nv,)), (nvp,)))
                 names.append(n)
-        consts = [per_env(n, ()) for n in ("tolerance", "ls_tolerance", "meaninertia")]
-        args.append(jp.stack(consts + [jp.zeros_like(consts[0])], axis=1))  # (ep, 4)
+        consts = [per_env(n, ()) for n in ("tolerance", "ls_tolerance")]
+        args.append(jp.stack(consts + [jp.zeros_like(consts[0])] * 2, axis=1))  # (ep, 4)
         names.append("consts")
         args.append(jp.asarray(kind))
 
