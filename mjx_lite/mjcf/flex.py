@@ -46,7 +46,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                                             "selfcollide", "friction", "solmix", "solref", "solimp", "margin",
                                             "gap")}  # fmt: skip
     vertbodyid, vert, edges, elems, erigid, layers = [], [], [], [], [], []
-    elemedge, elemedgeadr, stiff, stiffadr, bend, bendadr, flaps = [], [], [], [], [], [], []
+    elemedge, elemedgeadr, stiff, stiffadr, bend, bendadr, flaps, twistdof = [], [], [], [], [], [], [], []
     bodies = ctx.ids.get("body", {})
     weld = np.asarray(A["body_weldid"])
     for f, r in enumerate(recs):
@@ -80,6 +80,12 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                 elemedge.append(local[pair])
         elemedgeadr.append(len(elemedge) - len(elem) * len(_LOCAL_EDGES[dim]))
         k, b, flap = _elasticity(ctx, r, point, elem, fedges)
+        tdof = np.full(len(fedges), -1, np.int32)  # rods: the twist joint's dof of each edge (element e is edge e)
+        if dim == 1 and len(b) and r.get("twist"):
+            jid, dofadr = ctx.ids.get("joint", {}), np.asarray(A["jnt_dofadr"])
+            for e, (a, c) in enumerate(elem):
+                tdof[local[(int(min(a, c)), int(max(a, c)))]] = dofadr[jid[r["twist"][e]]]
+        twistdof.append(tdof)
         stiffadr.append(sum(len(x) for x in stiff) if len(k) else -1)
         bendadr.append(sum(len(x) for x in bend) if len(b) else -1)
         stiff.append(k)
@@ -135,6 +141,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flex_stiffnessadr"] = np.asarray(stiffadr, i32).reshape(n)
     A["flex_bending"] = np.concatenate([np.zeros(0)] + bend)
     A["flex_bendingadr"] = np.asarray(bendadr, i32).reshape(n)
+    A["flexedge_twistdof"] = np.concatenate([np.zeros(0, np.int32)] + twistdof).astype(np.int32)
     A["flex_edgeflap"] = np.concatenate([np.zeros((0, 2), i32)] + flaps).astype(i32)
     A["flex_vertbodyid"] = np.asarray(vertbodyid, i32)
     A["flex_vert"] = np.concatenate(vert).reshape(-1, 3) if vert else np.zeros((0, 3))
@@ -166,7 +173,7 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
     nedge = len(fedges)
     flaps = np.full((nedge, 2), -1)
     if dim == 1:
-        return np.zeros(0), np.zeros(0), flaps
+        return np.zeros(0), _rod(ctx, r, point, elem), flaps
     if e2d:
         if t <= 0:
             raise MJCFError("2d elasticity requires positive thickness", *where, "thickness")
@@ -203,6 +210,42 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
         raise MJCFError("flex elasticity is no longer integrated implicitly under integrator='implicit' (MuJoCo 4.0: "
                         "use Euler or RK4)", *where)  # fmt: skip
     return stiff, bend, flaps
+
+
+ROD_STRIDE = 10  # per rod hinge in flex_bending: va, vv, vb, -1, k_bend, 0, 0, twist dof of edge (vv, vb), k_twist, 0
+
+
+def _rod(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray) -> np.ndarray:
+    """flex_bending part of a 1D flex with young > 0 (a discrete elastic rod, MuJoCo 4.0 layout, probed): the hinge
+    count, then ROD_STRIDE values per interior vertex vv of the chain (va, vv, vb): bending stiffness
+    k = E I / (l0 + l1), I = pi r^4 / 4 (circle section), torsional stiffness k_t = G J / (l0 + l1), J = pi r^4 / 2,
+    G = shear or E / (2 (1 + nu)), and the dof of the twist joint of the outgoing edge (vv, vb) (the incoming edge's
+    is the previous hinge's, or this one's minus 1 at the first hinge). Straight references only (a grid rod)."""
+    where = (r["file"], r["line"], "flexcomp")
+    young, nu, rad = r["young"], r["poisson"], r["radius"]
+    if young <= 0 or len(elem) < 2:
+        return np.zeros(0)
+    if nu < 0 or nu >= 0.5:
+        raise MJCFError("Poisson ratio must be in [0, 0.5)", *where, "poisson")
+    if ctx.option["integrator"] in (2, 3):
+        raise MJCFError("1D rod elasticity is not supported by integrator='implicit' or 'implicitfast' (MuJoCo 4.0: "
+                        "use Euler or RK4)", *where)  # fmt: skip
+    chain = np.asarray(elem).reshape(-1, 2)
+    if np.any(chain[1:, 0] != chain[:-1, 1]):
+        raise MJCFUnsupportedError("an elastic 1D flex that is not a single open chain", *where)
+    G = r["shear"] if r["shear"] > 0 else young / (2 * (1 + nu))
+    inertia, polar = np.pi * rad**4 / 4, np.pi * rad**4 / 2
+    jid = ctx.ids.get("joint", {})
+    dofadr = np.asarray(ctx.arrays["jnt_dofadr"])
+    out = [float(len(chain) - 1)]
+    for h in range(len(chain) - 1):
+        va, vv, vb = int(chain[h, 0]), int(chain[h, 1]), int(chain[h + 1, 1])
+        lsum = np.linalg.norm(point[vv] - point[va]) + np.linalg.norm(point[vb] - point[vv])
+        if lsum < 1e-15:
+            raise MJCFError("zero-length edge in an elastic rod", *where)
+        dof = int(dofadr[jid[r["twist"][h + 1]]])
+        out += [va, vv, vb, -1, young * inertia / lsum, 0.0, 0.0, dof, G * polar / lsum, 0.0]
+    return np.asarray(out, float)
 
 
 def _strain_basis(x: np.ndarray, dim: int) -> tuple[np.ndarray, float]:

@@ -34,10 +34,10 @@ def references(m: Model, d: Data) -> tuple[jax.Array, jax.Array]:
     """The springs' references: qpos_spring (nq,) and tendon_lengthspring (ntendon, 2) with the plastic joints'
     and tendons' entries taken from d.plastic (scattered back where `data.plastic_source` gathers them from)."""
     qs, ls = m.qpos_spring, m.tendon_lengthspring
-    if m.nplastic == 0:
-        return qs, ls
     src = plastic_source(m.jnt_type, m.jnt_qposadr, m.jnt_plasticadr, m.tendon_plasticadr, m.nq, m.nplastic)
-    flat = jp.concatenate([qs, ls.reshape(-1).astype(qs.dtype)]).at[src].set(d.plastic.astype(qs.dtype))
+    if len(src) == 0:
+        return qs, ls
+    flat = jp.concatenate([qs, ls.reshape(-1).astype(qs.dtype)]).at[src].set(d.plastic[: len(src)].astype(qs.dtype))
     return flat[: m.nq], flat[m.nq :].reshape(ls.shape).astype(ls.dtype)
 
 

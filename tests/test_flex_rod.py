@@ -1,0 +1,110 @@
+"""Discrete elastic rods (MuJoCo 4.0 `<flexcomp dim="1">` with `<elasticity young>`) vs MuJoCo in float64: the
+compiled model (twist bodies and joints, flex_bending hinges, plastic layout), passive forces at bent and twisted
+states, trajectories and gradients (mjx_lite/pipeline/passive_rod.py)."""
+
+import jax
+import mujoco
+import numpy as np
+import pytest
+
+import mjx_lite
+from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
+from tests import oracle
+
+ROD = """
+<mujoco>
+  <option timestep="0.001" integrator="{integrator}" gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="a" pos="0 0 1">
+      <geom size=".05" contype="0" conaffinity="0"/>
+      <flexcomp name="r" type="grid" dim="1" count="{count} 1 1" spacing="0.1 0.1 0.1" radius="0.01" mass="0.5"
+                pos="0 0 0.2" euler="{euler}">
+        <elasticity young="{young}" damping="{damping}" {extra}/>
+        <contact contype="0" conaffinity="0"/>
+        {pin}
+      </flexcomp>
+    </body>
+    <body name="c" pos="1 0 0"><joint type="hinge"/><geom size=".05" contype="0" conaffinity="0"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def rod(count=5, euler="0 0 0", young=1e6, damping=0.0, extra="", pin="", integrator="Euler"):
+    return ROD.format(count=count, euler=euler, young=young, damping=damping, extra=extra, pin=pin,
+                      integrator=integrator)  # fmt: skip
+
+
+COMPILED = {
+    "rod5": rod(),
+    "rod3": rod(count=3),
+    "rod2": rod(count=2),
+    "tilted_shear": rod(euler="0 30 20", extra='shear="3e5" poisson="0.3"', damping=0.01),
+    "pinned_first": rod(pin='<pin id="0"/>'),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPILED))
+def test_compiled_model_matches_mujoco(name):
+    xml = COMPILED[name]
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    assert (m.nbody, m.njnt, m.nq, m.nplastic) == (mjm.nbody, mjm.njnt, mjm.nq, mjm.nplastic)
+    assert oracle.compare_models(m, mjm) == []
+    np.testing.assert_array_equal(np.asarray(m.flex_plasticadr), mjm.flex_plasticadr)
+    d, mjd = mjx_lite.make_data(m), mujoco.MjData(mjm)
+    np.testing.assert_array_equal(np.asarray(d.plastic), mjd.plastic)
+
+
+@pytest.mark.parametrize(("xml", "what"), [
+    (rod(pin='<pin id="0 1"/>'), "clamped end"),
+    (rod(extra='section="box" sectionsize="0.01 0.02"'), "section"),
+])  # fmt: skip
+def test_refused_by_name(xml, what):
+    mujoco.MjModel.from_xml_string(xml)  # MuJoCo loads it
+    with pytest.raises(MJCFUnsupportedError, match=what):
+        mjx_lite.load_mjcf_string(xml)
+
+
+def test_implicit_integrator_is_an_error_as_in_mujoco():
+    xml = rod(integrator="implicitfast")
+    with pytest.raises(ValueError):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError, match="implicit"):
+        mjx_lite.load_mjcf_string(xml)
+
+
+FWD_TOL = 1e-10  # passive forces at one state (float64, different operation order)
+FORWARD = {
+    "rod5": rod(damping=0.0),
+    "tilted_damped": rod(euler="0 30 20", extra='shear="3e5" poisson="0.3"', damping=0.01),
+    "pinned_first": rod(pin='<pin id="0"/>', damping=0.02),
+}
+
+
+@pytest.fixture(scope="module")
+def fwd():
+    return jax.jit(mjx_lite.forward)
+
+
+def _bent_state(mjm, seed, scale=0.02):
+    """A bent, nonplanar, twisted state: vertices moved by ~scale, twist angles ~0.3 rad, random velocities."""
+    rng = np.random.default_rng(seed)
+    qpos = mjm.qpos0 + scale * rng.standard_normal(mjm.nq)
+    twist = [mjm.jnt_qposadr[j] for j in range(mjm.njnt) if mjm.joint(j).name.startswith("r_twist")]
+    qpos[twist] = 0.3 * rng.standard_normal(len(twist))
+    return qpos, 0.3 * rng.standard_normal(mjm.nv)
+
+
+@pytest.mark.parametrize("name", list(FORWARD))
+def test_passive_forces_match_mujoco(fwd, name):
+    xml = FORWARD[name]
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    for seed in range(3):
+        qpos, qvel = _bent_state(mjm, seed)
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[:], mjd.qvel[:] = qpos, qvel
+        mujoco.mj_forward(mjm, mjd)
+        d = fwd(m, mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel))
+        for f in ("flexvert_xpos", "qfrc_spring", "qfrc_damper", "qfrc_passive", "qacc"):
+            np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=FWD_TOL, atol=FWD_TOL,
+                                       err_msg=f"{f} seed {seed}")  # fmt: skip
