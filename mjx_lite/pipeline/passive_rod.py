@@ -99,33 +99,43 @@ def _to_vertices(A0: jax.Array, A1: jax.Array, g: jax.Array) -> jax.Array:
     return jp.stack([-a, a - b, b], axis=1)
 
 
+def _twist(m: Model, d, s: jax.Array, ga: jax.Array, gb: jax.Array, dofs: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """Forces of a twist term with dE/dm = s (n,): (vertex forces (n, 3, 3), qfrc of the twist dofs (nv,))."""
+    fv = -s[:, None, None] * jp.stack([ga, -(ga + gb), gb], axis=1)
+    qfrc = jp.zeros(m.nv, s.dtype).at[dofs[:, 1]].add(-s).at[dofs[:, 0]].add(s)
+    return fv, qfrc
+
+
 def rod_spring(m: Model, d) -> jax.Array:
     """qfrc_spring part of the rods (nv,): bending and twist (reference twist 0, see the module docstring)."""
     verts, rows, _, dofs = hinges(m)
     x = d.flexvert_xpos[verts]
     kb, A0, A1, l0, l1 = _kb(x)
     k, kt = m.flex_bending[rows + 4], m.flex_bending[rows + 8]
-    frc = jp.zeros((m.nflexvert, 3), x.dtype)
-    frc = frc.at[verts].add(-_to_vertices(A0, A1, 2.0 * k[:, None] * kb))
     theta = d.qpos[np.asarray(m.jnt_qposadr)[np.asarray(m.dof_jntid)[dofs]]]  # the twist hinges' angles
-    twist = theta[:, 1] - theta[:, 0]
-    s = 2.0 * kt * twist  # dE/dm
-    ga, gb = -kb / (2.0 * l0[:, None]), kb / (2.0 * l1[:, None])
-    frc = frc.at[verts].add(-s[:, None, None] * jp.stack([ga, -(ga + gb), gb], axis=1))
-    qfrc = _vertex_qfrc(m, d, frc)
-    return qfrc.at[dofs[:, 1]].add(-s).at[dofs[:, 0]].add(s)
+    ga, gb = -kb / (2.0 * l0[:, None]), kb / (2.0 * l1[:, None])  # gradient of the reference twist
+    fv, qfrc = _twist(m, d, 2.0 * kt * (theta[:, 1] - theta[:, 0]), ga, gb, dofs)
+    fv = fv - _to_vertices(A0, A1, 2.0 * k[:, None] * kb)
+    frc = jp.zeros((m.nflexvert, 3), x.dtype).at[verts].add(fv)
+    return qfrc + _vertex_qfrc(m, d, frc)
 
 
 def rod_damper(m: Model, d) -> jax.Array:
-    """qfrc_damper part of the rods (nv,): bending Rayleigh damping on the rate of |kb|."""
-    verts, rows, flexes, _ = hinges(m)
+    """qfrc_damper part of the rods (nv,): Rayleigh damping (flex_damping times the stiffness) of the rate of |kb|
+    (bending) and of the twist rate mdot = thetadot_out - thetadot_in + grad(R) . v."""
+    verts, rows, flexes, dofs = hinges(m)
     x = d.flexvert_xpos[verts]
-    kb, A0, A1, _, _ = _kb(x)
-    k = m.flex_bending[rows + 4]
+    kb, A0, A1, l0, l1 = _kb(x)
+    c = m.flex_damping[flexes]
+    k, kt = m.flex_bending[rows + 4], m.flex_bending[rows + 8]
     v = _vertex_vel(m, d)[verts]
     kbdot = jp.einsum("nij,nj->ni", A0, v[:, 1] - v[:, 0]) + jp.einsum("nij,nj->ni", A1, v[:, 2] - v[:, 1])
     n, r = mjm.safe_normalize(kb)
     along = jp.where((r >= MINVAL)[:, None], n * jp.sum(n * kbdot, -1, keepdims=True), kbdot)
-    w = 2.0 * (k * m.flex_damping[flexes])[:, None] * along
-    frc = jp.zeros((m.nflexvert, 3), x.dtype).at[verts].add(-_to_vertices(A0, A1, w))
-    return _vertex_qfrc(m, d, frc)
+    ga, gb = -kb / (2.0 * l0[:, None]), kb / (2.0 * l1[:, None])
+    dth = d.qvel[dofs]
+    mdot = dth[:, 1] - dth[:, 0] + jp.sum(ga * v[:, 0] - (ga + gb) * v[:, 1] + gb * v[:, 2], -1)
+    fv, qfrc = _twist(m, d, 2.0 * kt * c * mdot, ga, gb, dofs)
+    fv = fv - _to_vertices(A0, A1, 2.0 * (k * c)[:, None] * along)
+    frc = jp.zeros((m.nflexvert, 3), x.dtype).at[verts].add(fv)
+    return qfrc + _vertex_qfrc(m, d, frc)
