@@ -396,6 +396,7 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     nbody = S["nbody"]
     size = np.zeros(nbody)
     if not S.get("nflex"):
+        A["flex_rodframe0"] = np.zeros((0, 6))
         return size
     xpos0 = flexvert_xpos0(ctx, st)
     vb = np.asarray(A["flex_vertbodyid"])
@@ -422,7 +423,28 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
             size[b2] = max(size[b2], length0[e])
     A["flexedge_length0"] = length0
     A["flexedge_invweight0"] = invw
+    A["flex_rodframe0"] = _rod_frames0(A, S["nflex"], xpos0)
     return size
+
+
+def _rod_frames0(A: dict, nflex: int, xpos0: np.ndarray) -> np.ndarray:
+    """(nflex, 6): for a rod (edges with twist joints), the reference frame (t, u) of its first edge at qpos0: the
+    unit tangent t and u = the y axis made orthogonal to t (the z axis where |t_y| >= 0.5), as MuJoCo 4.0 restarts
+    the rod's frames from (probed); zeros for other flexes."""
+    out = np.zeros((nflex, 6))
+    tdof = np.asarray(A["flexedge_twistdof"])
+    for f in range(nflex):
+        eadr, vadr = int(A["flex_edgeadr"][f]), int(A["flex_vertadr"][f])
+        if int(A["flex_dim"][f]) != 1 or not int(A["flex_edgenum"][f]) or tdof[eadr] < 0:
+            continue
+        eladr = int(A["flex_elemdataadr"][f])
+        a, b = int(A["flex_elem"][eladr]), int(A["flex_elem"][eladr + 1])
+        t = xpos0[vadr + b] - xpos0[vadr + a]
+        t = t / np.linalg.norm(t)
+        u = np.array([0.0, 1.0, 0.0]) if abs(t[1]) < 0.5 else np.array([0.0, 0.0, 1.0])
+        u = u - (u @ t) * t
+        out[f] = np.concatenate([t, u / np.linalg.norm(u)])
+    return out
 
 
 def flexvert_xpos0(ctx: CompileContext, st) -> np.ndarray:

@@ -5,11 +5,11 @@ A rod's hinges (interior vertices vv with neighbours va, vb; layout in `mjcf/fle
     e1 = x_b - x_v (Bergou et al. 2008; straight reference, kb0 = 0);
   - twist: energy k_t m^2 with m = theta_out - theta_in + R, theta the twist joints' angles of the two edges and R
     the reference twist, whose position gradient is -kb / (2 |e0|) at x_a and kb / (2 |e1|) at x_b (-(sum) at x_v).
-The reference twist R is zero on a rod whose state in Data.plastic is unset (zeros: after make_data / reset, as in
-MuJoCo, where the reference frames restart from a twist-free transport along the rod); MuJoCo's step then carries
-time-parallel reference frames and unwrapped twists in Data.plastic. That update is not implemented here:
-`check_steppable` refuses to step such a model, so forces are exact at the states forward is given (the probed
-MuJoCo 4.0 mj_forward after reset) and nothing is silently approximated.
+The reference twist R comes from the rod's state in Data.plastic (`frames`): per edge a reference frame (t, u)
+carried from step to step by time-parallel transport, and per hinge the twist between the frames of its two
+edges, unwrapped across steps; an unset state (zeros, after make_data / reset) restarts twist-free (R = 0).
+`update_plastic` (called by the integrators through `pipeline/plastic.update`) stores the state at the step's
+start, as MuJoCo 4.0 does (probed: the stored tangents are those of the forward that began the step).
 Bending damping: -J' (damping 2k n n') J v with n = kb / |kb| (the rate of |kb|; isotropic at a straight hinge).
 """
 
@@ -57,17 +57,85 @@ def hinges(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return static_memo(m, "flex_rod_hinges", build)
 
 
+def rods(m: Model) -> list[tuple[int, np.ndarray, int, int]]:
+    """Static per rod: (flex id, global vertex ids of the chain (ne + 1,), Data.plastic address, first hinge)."""
+
+    def build(m):
+        verts, _, flexes, _ = hinges(m)
+        out = []
+        for f in np.unique(flexes):
+            hs = np.nonzero(flexes == f)[0]
+            chain = np.concatenate([verts[hs, 0], verts[hs[-1:], 1], verts[hs[-1:], 2]])
+            out.append((int(f), chain, int(np.asarray(m.flex_plasticadr)[f]), int(hs[0])))
+        return out
+
+    return static_memo(m, "flex_rods", build)
+
+
+def _transport(a: jax.Array, b: jax.Array, v: jax.Array) -> jax.Array:
+    """Parallel transport of v (..., 3) from unit tangent a to unit tangent b (the rotation about a x b taking a to
+    b; identity when parallel): v cos + (a x b) x v + c (c . v) / (1 + cos), c = a x b."""
+    c = jp.cross(a, b)
+    co = jp.sum(a * b, -1, keepdims=True)
+    den = jp.where(1.0 + co > MINVAL, 1.0 + co, 1.0)
+    return v * co + jp.cross(c, v) + c * jp.sum(c * v, -1, keepdims=True) / den
+
+
+def frames(m: Model, plastic: jax.Array, xpos: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The rods' reference state at vertex positions xpos (nflexvert, 3) from their state in `plastic` (MuJoCo 4.0,
+    probed): (new Data.plastic (nplastic,), reference twist R per hinge (nhinge,)). Per rod, with unit edge
+    tangents t_e:
+      - set state (stored tangent of the first edge nonzero): u_e = transport(t_old_e -> t_e) u_old_e (time-parallel),
+        R_h = the signed angle about t_{h+1} from transport(t_h -> t_{h+1}) u_h to u_{h+1}, unwrapped to the branch
+        nearest the stored R_h;
+      - unset (zeros, after reset): u_0 = transport(t0 -> t_0) u0 from the qpos0 frame (flex_rodframe0), then
+        u_{e+1} = transport(t_e -> t_{e+1}) u_e along the rod (twist-free): R = 0, and as a function of xpos the
+        time-parallel R from these frames (its gradient is then the classic kb / (2 |e|) terms).
+    MuJoCo's twist forces use the exact position gradient of R (checked against mj_forward): take it with jax.vjp.
+    The new state stores (t_e, u_e) per edge, then R."""
+    verts, _, _, _ = hinges(m)
+    R = jp.zeros(len(verts), xpos.dtype)
+    for f, chain, padr, h0 in rods(m):
+        ne = len(chain) - 1
+        x = xpos[chain]
+        t, _ = mjm.safe_normalize(x[1:] - x[:-1])
+        old = plastic[padr : padr + 6 * ne].reshape(ne, 6).astype(xpos.dtype)
+        rold = plastic[padr + 6 * ne : padr + 7 * ne - 1].astype(xpos.dtype)
+        fr0 = m.flex_rodframe0[f]
+
+        def spatial(u, tt):
+            nxt = _transport(tt[0], tt[1], u)
+            return nxt, nxt
+
+        tc = jax.lax.stop_gradient(t)
+        u_first = _transport(fr0[:3], tc[0], fr0[3:])
+        _, rest = jax.lax.scan(spatial, u_first, (tc[:-1], tc[1:]))
+        u_space = jax.lax.stop_gradient(jp.concatenate([u_first[None], rest]))
+        isset = jp.sum(old[0, :3] * old[0, :3]) > 0
+        t_old = jp.where(isset, old[:, :3], tc)
+        u_old = jp.where(isset, old[:, 3:], u_space)
+        u = _transport(t_old, t, u_old)
+        a = _transport(t[:-1], t[1:], u[:-1])
+        ang = jp.arctan2(jp.sum(jp.cross(a, u[1:]) * t[1:], -1), jp.sum(a * u[1:], -1))
+        dif = ang - rold
+        r = jp.where(isset, rold + jp.arctan2(jp.sin(dif), jp.cos(dif)), ang)
+        R = R.at[h0 : h0 + ne - 1].set(r)
+        new = jp.concatenate([jp.concatenate([t, u], axis=1).reshape(-1), r])
+        plastic = plastic.at[padr : padr + 7 * ne - 1].set(new.astype(plastic.dtype))
+    return plastic, R
+
+
+def update_plastic(m: Model, d, plastic: jax.Array) -> jax.Array:
+    """`plastic` with the rods' entries replaced by their state at d (forward at the step's start, see `frames`)."""
+    if not has_rods(m):
+        return plastic
+    new, _ = frames(m, plastic, d.flexvert_xpos)
+    idx = np.concatenate([np.arange(padr, padr + 7 * (len(chain) - 1) - 1) for _, chain, padr, _ in rods(m)])
+    return plastic.at[idx].set(new[idx])
+
+
 def has_rods(m: Model) -> bool:
     return bool(m.nflex) and bool(len(hinges(m)[1]))
-
-
-def check_steppable(m: Model) -> None:
-    """Raise for a model with elastic rods: their per-step reference-frame update (Data.plastic) is missing."""
-    if has_rods(m):
-        raise NotImplementedError("stepping a model with elastic 1D flex rods (MuJoCo 4.0 carries their "
-                                  "time-parallel reference frames and twists in mjData.plastic from step to step) "
-                                  "is not supported by mjx_lite yet; forward() computes their passive forces at "
-                                  "the reset reference state")  # fmt: skip
 
 
 def _skew(v: jax.Array) -> jax.Array:
@@ -106,36 +174,49 @@ def _twist(m: Model, d, s: jax.Array, ga: jax.Array, gb: jax.Array, dofs: np.nda
     return fv, qfrc
 
 
+def _reference_twist(m: Model, d) -> tuple[jax.Array, object]:
+    """R (nhinge,) at d and the vjp of R with respect to flexvert_xpos (a function of (nhinge,) -> (nflexvert, 3))."""
+    R, vjp = jax.vjp(lambda x: frames(m, d.plastic, x)[1], d.flexvert_xpos)
+    return R, lambda s: vjp(s)[0]
+
+
+def _twist_qfrc(m: Model, s: jax.Array, dofs: np.ndarray) -> jax.Array:
+    """qfrc of the twist dofs of a twist term with dE/dm = s (nhinge,), m = theta_out - theta_in + R."""
+    return jp.zeros(m.nv, s.dtype).at[dofs[:, 1]].add(-s).at[dofs[:, 0]].add(s)
+
+
 def rod_spring(m: Model, d) -> jax.Array:
-    """qfrc_spring part of the rods (nv,): bending and twist (reference twist 0, see the module docstring)."""
+    """qfrc_spring part of the rods (nv,): bending k |kb|^2 and twist k_t m^2."""
     verts, rows, _, dofs = hinges(m)
     x = d.flexvert_xpos[verts]
-    kb, A0, A1, l0, l1 = _kb(x)
+    kb, A0, A1, _, _ = _kb(x)
     k, kt = m.flex_bending[rows + 4], m.flex_bending[rows + 8]
     theta = d.qpos[np.asarray(m.jnt_qposadr)[np.asarray(m.dof_jntid)[dofs]]]  # the twist hinges' angles
-    ga, gb = -kb / (2.0 * l0[:, None]), kb / (2.0 * l1[:, None])  # gradient of the reference twist
-    fv, qfrc = _twist(m, d, 2.0 * kt * (theta[:, 1] - theta[:, 0]), ga, gb, dofs)
-    fv = fv - _to_vertices(A0, A1, 2.0 * k[:, None] * kb)
-    frc = jp.zeros((m.nflexvert, 3), x.dtype).at[verts].add(fv)
-    return qfrc + _vertex_qfrc(m, d, frc)
+    R, vjp = _reference_twist(m, d)
+    s = 2.0 * kt * (theta[:, 1] - theta[:, 0] + R)
+    frc = jp.zeros((m.nflexvert, 3), x.dtype).at[verts].add(-_to_vertices(A0, A1, 2.0 * k[:, None] * kb))
+    return _twist_qfrc(m, s, dofs) + _vertex_qfrc(m, d, frc - vjp(s))
 
 
 def rod_damper(m: Model, d) -> jax.Array:
     """qfrc_damper part of the rods (nv,): Rayleigh damping (flex_damping times the stiffness) of the rate of |kb|
-    (bending) and of the twist rate mdot = thetadot_out - thetadot_in + grad(R) . v."""
+    (bending) and of the twist rate mdot = thetadot_out - thetadot_in + g . v, g the classic reference-twist
+    gradient (-kb / (2 |e0|), +kb / (2 |e1|) at the outer vertices; MuJoCo's damper uses it, its spring the exact
+    gradient of the time-parallel R: both checked against mj_forward)."""
     verts, rows, flexes, dofs = hinges(m)
     x = d.flexvert_xpos[verts]
     kb, A0, A1, l0, l1 = _kb(x)
     c = m.flex_damping[flexes]
     k, kt = m.flex_bending[rows + 4], m.flex_bending[rows + 8]
-    v = _vertex_vel(m, d)[verts]
+    vel = _vertex_vel(m, d)
+    v = vel[verts]
     kbdot = jp.einsum("nij,nj->ni", A0, v[:, 1] - v[:, 0]) + jp.einsum("nij,nj->ni", A1, v[:, 2] - v[:, 1])
     n, r = mjm.safe_normalize(kb)
     along = jp.where((r >= MINVAL)[:, None], n * jp.sum(n * kbdot, -1, keepdims=True), kbdot)
-    ga, gb = -kb / (2.0 * l0[:, None]), kb / (2.0 * l1[:, None])
+    ga, gb = -kb / (2.0 * l0[:, None]), kb / (2.0 * l1[:, None])  # the classic reference-twist gradient
+    g = jp.stack([ga, -(ga + gb), gb], axis=1)
     dth = d.qvel[dofs]
-    mdot = dth[:, 1] - dth[:, 0] + jp.sum(ga * v[:, 0] - (ga + gb) * v[:, 1] + gb * v[:, 2], -1)
-    fv, qfrc = _twist(m, d, 2.0 * kt * c * mdot, ga, gb, dofs)
-    fv = fv - _to_vertices(A0, A1, 2.0 * (k * c)[:, None] * along)
+    s = 2.0 * kt * c * (dth[:, 1] - dth[:, 0] + jp.sum(g * v, axis=(1, 2)))
+    fv = -_to_vertices(A0, A1, 2.0 * (k * c)[:, None] * along) - s[:, None, None] * g
     frc = jp.zeros((m.nflexvert, 3), x.dtype).at[verts].add(fv)
-    return qfrc + _vertex_qfrc(m, d, frc)
+    return _twist_qfrc(m, s, dofs) + _vertex_qfrc(m, d, frc)

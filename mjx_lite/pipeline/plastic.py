@@ -22,6 +22,7 @@ import numpy as np
 
 from mjx_lite import math as mjm
 from mjx_lite.data import plastic_source
+from mjx_lite.pipeline import passive_rod
 from mjx_lite.types import Data, DisableBit, JointType, Model
 
 
@@ -44,7 +45,7 @@ def references(m: Model, d: Data) -> tuple[jax.Array, jax.Array]:
 def update(m: Model, d: Data, qpos: jax.Array, dq: jax.Array) -> jax.Array:
     """Data.plastic after a step from d (forward's results at the step's start: ten_length, ten_J) to qpos, with
     dq (nv,) the displacement qpos - d.qpos in velocity space (h times the integrated velocity), (nplastic,)."""
-    plastic = d.plastic
+    plastic = passive_rod.update_plastic(m, d, d.plastic)  # elastic rods: reference frames and twists
     if m.nplastic == 0 or m.opt.disableflags & DisableBit.SPRING:
         return plastic
     qadr, padr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_plasticadr)
