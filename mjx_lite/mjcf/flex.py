@@ -406,6 +406,8 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     invw = np.zeros(S["nflexedge"])
     for f in range(S["nflex"]):
         vadr, eadr = int(A["flex_vertadr"][f]), int(A["flex_edgeadr"][f])
+        edge_jac = bool(A["flex_edgestiffness"][f] or A["flex_edgedamping"][f] or A["flex_edgeequality"][f]
+                        or (A["flex_dim"][f] > 1 and (A["flex_stiffnessadr"][f] >= 0 or A["flex_bendingadr"][f] >= 0)))
         for e in range(eadr, eadr + int(A["flex_edgenum"][f])):
             v1, v2 = vadr + int(A["flex_edge"][e, 0]), vadr + int(A["flex_edge"][e, 1])
             vec = xpos0[v2] - xpos0[v1]
@@ -415,6 +417,8 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
                 invw[e] = 0.0
             elif simple[b1] == 2 and simple[b2] == 2:
                 invw[e] = (1 / mass[b1] + 1 / mass[b2]) / 2
+            elif not edge_jac:
+                invw[e] = 0.0  # MuJoCo 4.0 (probed): no edge Jacobian without edge terms or 2D / 3D elasticity
             else:
                 u = vec / length0[e] if length0[e] >= 1e-15 else np.zeros(3)  # (mju_normalize3 of a tiny vector)
                 j = u @ (st.point_jac(xpos0[v2], b2)[0] - st.point_jac(xpos0[v1], b1)[0])
