@@ -59,6 +59,9 @@ def test_compiled_model_matches_mujoco(name):
 @pytest.mark.parametrize(("xml", "what"), [
     (rod(pin='<pin id="0 1"/>'), "clamped end"),
     (rod(extra='section="box" sectionsize="0.01 0.02"'), "section"),
+    (rod().replace('<contact contype="0" conaffinity="0"/>', '<contact selfcollide="none"/>')
+     .replace('<geom size=".05" contype="0" conaffinity="0"/>', '<geom size=".05"/>'),
+     "contacts of an elastic rod"),
 ])  # fmt: skip
 def test_refused_by_name(xml, what):
     mujoco.MjModel.from_xml_string(xml)  # MuJoCo loads it
@@ -115,6 +118,7 @@ TRAJ_ATOL = 1e-8  # qpos / qvel / plastic after 100 steps (float64; round-off gr
 TRAJ = {
     "hanging_pinned": rod(pin='<pin id="0"/>', damping=0.01, euler="0 20 10"),
     "free_tilted": rod(euler="0 30 20", extra='shear="3e5" poisson="0.3"', damping=0.005),
+    "rk4": rod(pin='<pin id="0"/>', damping=0.01, euler="0 20 10", integrator="RK4"),
 }
 
 

@@ -379,7 +379,13 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
     A = ctx.arrays
     gt, ga = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
     gtype = np.asarray(A["geom_type"])
-    for g in np.nonzero((ct & ga) | (gt & ca))[0]:
+    hits = np.nonzero((ct & ga) | (gt & ca))[0]
+    if r.get("twist") and len(hits):
+        raise MJCFUnsupportedError(f"contacts of an elastic rod are not supported by mjx_lite (MuJoCo 4.0 couples "
+                                   f"their friction into the rod's twist joints through its cross-section): rod "
+                                   f"'{r['name']}' can collide with geom {int(hits[0])}; set the flexcomp's <contact "
+                                   "contype/conaffinity> to exclude it", *where)  # fmt: skip
+    for g in hits:
         t = int(gtype[g])
         if t == 0 or t in _ELEM_GEOMS:
             continue
@@ -406,8 +412,8 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     invw = np.zeros(S["nflexedge"])
     for f in range(S["nflex"]):
         vadr, eadr = int(A["flex_vertadr"][f]), int(A["flex_edgeadr"][f])
-        edge_jac = bool(A["flex_edgestiffness"][f] or A["flex_edgedamping"][f] or A["flex_edgeequality"][f]
-                        or (A["flex_dim"][f] > 1 and (A["flex_stiffnessadr"][f] >= 0 or A["flex_bendingadr"][f] >= 0)))
+        elastic = A["flex_dim"][f] > 1 and (A["flex_stiffnessadr"][f] >= 0 or A["flex_bendingadr"][f] >= 0)
+        edge_jac = bool(A["flex_edgestiffness"][f] or A["flex_edgedamping"][f] or A["flex_edgeequality"][f] or elastic)
         for e in range(eadr, eadr + int(A["flex_edgenum"][f])):
             v1, v2 = vadr + int(A["flex_edge"][e, 0]), vadr + int(A["flex_edge"][e, 1])
             vec = xpos0[v2] - xpos0[v1]

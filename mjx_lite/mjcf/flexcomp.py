@@ -13,12 +13,18 @@ What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco
   - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
     edge equality constraint from it);
   - <elasticity young poisson damping thickness elastic2d> of dim 2 and 3 flexes go into the record (mjcf/flex.py
-    compiles flex_stiffness / flex_bending / flex_damping from them).
+    compiles flex_stiffness / flex_bending / flex_damping from them);
+  - a dim 1 flexcomp with young > 0 is a discrete elastic rod (circle section of the flex radius, young, poisson,
+    shear, damping): with at least two edges, one twist body per edge under the world ("<name>_twist_<e>", the last
+    "<name>_twist"; mass 1e-9, inertia m_e r^2 / 2 about every axis with m_e = mass / nedge, a hinge joint of the
+    same name), placed after the world child that holds the flexcomp (MuJoCo 4.0's order, probed); mjcf/flex.py
+    makes its flex_bending hinges and mjcf/plastic.py its state in Data.plastic.
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: other types (box,
-mesh, gmsh, direct, ...), dof other than "full", rigid flexcomps, <elasticity> of dim 1 flexes (rods) and its
-section / shear / yield (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex contacts
-other than vertices against planes (self-collisions, other geom types).
+mesh, gmsh, direct, ...), dof other than "full", rigid flexcomps, rods' box sections and clamped ends (both points
+of an end edge pinned), <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in
+mjcf/flex.py, flex contacts other than vertices against planes (self-collisions, other geom types) and contacts of
+elastic rods.
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ _CUBE_TETS = ((0, 3, 1, 7), (0, 1, 4, 7), (1, 3, 2, 7), (1, 2, 6, 7), (1, 5, 4, 
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: type='grid', dim 1, 2 or 3, "
-                                "dof='full', edge stiffness/damping/equality='true', <elasticity> for dim 2 and 3, "
-                                "contacts with planes)", raw.file,
+                                "dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: circle-section "
+                                "rods without contacts), contacts with planes and convex geoms)", raw.file,
                                 raw.line, raw.tag, attr)  # fmt: skip
 
 
@@ -50,8 +56,9 @@ def _err(raw, msg: str, attr: str | None = None) -> MJCFError:
     return MJCFError(msg, raw.file, raw.line, raw.tag, attr)
 
 
-def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: Callable,
-           add_twist_body: Callable) -> dict[str, Any]:
+def expand(
+    raw, parent: Element, written: Callable, orient: Callable, add_body: Callable, add_twist_body: Callable
+) -> dict[str, Any]:
     """Expand the <flexcomp> `raw` (a parse._Raw) inside body `parent` (Element; worldbody for the world).
 
     written(raw, key) -> typed attributes written on raw (schema key); orient(kind, value, raw) -> unit quaternion;
