@@ -54,6 +54,10 @@ def test_compiled_model_matches_mujoco(name):
     np.testing.assert_array_equal(np.asarray(m.flex_plasticadr), mjm.flex_plasticadr)
     d, mjd = mjx_lite.make_data(m), mujoco.MjData(mjm)
     np.testing.assert_array_equal(np.asarray(d.plastic), mjd.plastic)
+    # our own rod tables (no MuJoCo field): the same as read back from MuJoCo's flex_bending and qpos0 kinematics
+    theirs = oracle.rod_arrays_from_mujoco(mjm)
+    np.testing.assert_array_equal(np.asarray(m.flexedge_twistdof), theirs["flexedge_twistdof"])
+    np.testing.assert_allclose(np.asarray(m.flex_rodframe0), theirs["flex_rodframe0"], atol=1e-12)
 
 
 @pytest.mark.parametrize(("xml", "what"), [
