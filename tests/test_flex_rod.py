@@ -123,6 +123,10 @@ TRAJ = {
     "hanging_pinned": rod(pin='<pin id="0"/>', damping=0.01, euler="0 20 10"),
     "free_tilted": rod(euler="0 30 20", extra='shear="3e5" poisson="0.3"', damping=0.005),
     "rk4": rod(pin='<pin id="0"/>', damping=0.01, euler="0 20 10", integrator="RK4"),
+    # springs off: MuJoCo still carries the rod's frames in plastic (probed)
+    "springs_off": rod(pin='<pin id="0"/>', damping=0.02).replace(
+        'gravity="0 0 -9.81"/>', 'gravity="0 0 -9.81"><flag spring="disable"/></option>'
+    ),
 }
 
 
