@@ -47,8 +47,8 @@ _CUBE_TETS = ((0, 3, 1, 7), (0, 1, 4, 7), (1, 3, 2, 7), (1, 2, 6, 7), (1, 5, 4, 
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: type='grid', dim 1, 2 or 3, "
-                                "dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: circle-section "
-                                "rods without contacts), contacts with planes and convex geoms)", raw.file,
+                                "dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: circle "
+                                "section rods without contacts), contacts with planes and convex geoms)", raw.file,
                                 raw.line, raw.tag, attr)  # fmt: skip
 
 
