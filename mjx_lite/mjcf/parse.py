@@ -598,6 +598,7 @@ class _Builder:
         self._replicates: dict[int, dict] = {}  # id(raw <replicate>) -> its record (compose.replicate)
         self.flexes: list[dict] = []  # flex records of the <flexcomp>s, in document order (mjcf/flexcomp.py)
         self.extension: Element | None = None  # the <extension> declarations (mjcf/plugins.py)
+        self._world_pending: list[Element] = []  # rod twist bodies, added to the world after the current world child
 
     # -- generic element ----------------------------------------------------------------------------------
     def element(self, raw: _Raw, parent: str, childclass: str | None, frame=None) -> Element:
@@ -695,7 +696,12 @@ class _Builder:
         key = raw.tag
         self.check_children(raw, key)
         world = out.tag == "worldbody"
-        for k in raw.children:
+        for k in [*raw.children, None]:
+            if world and self._world_pending:  # rod twist bodies follow the world child that made them
+                out.children.extend(self._world_pending)
+                self._world_pending.clear()
+            if k is None:
+                break
             tag = k.tag
             if tag in ("joint", "freejoint", "inertial"):
                 if world:
@@ -771,10 +777,23 @@ class _Builder:
             self.tree(braw, b, childclass, None)
             out.children.append(b)
 
+        def add_twist_body(name, inertia):
+            def txt(v):
+                return " ".join(repr(float(x)) for x in np.atleast_1d(v))
+
+            kids = [_Raw("inertial", {"pos": "0 0 0", "mass": "1e-09", "diaginertia": txt([inertia] * 3)}, [],
+                         raw.file, raw.line),
+                    _Raw("joint", {"name": name, "type": "hinge", "pos": "0 0 0", "axis": "1 0 0"}, [], raw.file,
+                         raw.line)]  # fmt: skip
+            braw = _Raw("body", {"name": name, "pos": "0 0 0"}, kids, raw.file, raw.line)
+            b = self.element(braw, sc.key_of("worldbody", "body"), None, None)
+            self.tree(braw, b, None, None)
+            self._world_pending.append(b)
+
         def orient(kind, v, src):
             return orientation_to_quat(kind, v, self.degree, self.eulerseq, src)
 
-        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body))
+        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body, add_twist_body))
 
     def replicate(self, raw: _Raw, parent: str, out: Element, childclass: str | None, frame):
         """<replicate count offset euler sep>: `count` copies of the children, copy i posed by the i-th power of
