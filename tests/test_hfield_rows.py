@@ -1,7 +1,8 @@
 """Constraint rows of height-field contacts mixed with other condims (pipeline/constraint.py): contact blocks are
-built per condim and put back in slot order by static slices (`constraint._permute_rows`); with a contact or
-constraint capacity below the slots (`<size nconmax/njmax>`, `Config.nconmax/njmax`) the deepest contacts are kept
-and an overflow is counted per environment. Oracle: mj_forward in float64."""
+built per condim and put back in slot order; with a contact or constraint capacity below the slots (`<size
+nconmax/njmax>`, `Config.nconmax/njmax`) the deepest contacts are kept in slots of the model's largest condim (a
+condim-1 contact there makes one frictionless row) and an overflow is counted per environment. Oracle: mj_forward in
+float64."""
 
 import jax
 

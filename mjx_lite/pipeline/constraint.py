@@ -955,10 +955,7 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
         con_blocks = []
 
     def cat(name, blocks):
-        xs = [getattr(b, name) for b in blocks]
-        if all(isinstance(x, np.ndarray) for x in xs):  # static (types, ids): stays host numpy
-            return np.concatenate(xs, axis=0)
-        return jp.concatenate([jp.asarray(x) for x in xs], axis=0)
+        return jp.concatenate([jp.asarray(getattr(b, name)) for b in blocks], axis=0)
 
     # contact blocks are grouped by dim; scatter them to their slots' static rows
     rows_order = []
@@ -977,12 +974,13 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     fields = {}
     for name in ("J", "cols", "pos", "margin", "frictionloss", "diag", "solref", "solimp", "imp_r", "bias",
                  "active", "type", "id", "k_zero", "r_scale"):  # fmt: skip
-        fields[name] = _permute_rows(cat(name, allb), inv)
+        x = cat(name, allb)
+        fields[name] = x if inv is None else x[inv]
     for name, on in (("vel_add", m.flg_surfacevel), ("adh", m.flg_adhesion)):
         if on:
             x = jp.concatenate([getattr(b, name) if getattr(b, name) is not None
                                 else jp.zeros(b.pos.shape[0], b.pos.dtype) for b in allb])  # fmt: skip
-            fields[name] = _permute_rows(x, inv)
+            fields[name] = x if inv is None else x[inv]
     f = fields
     imp, dmax = _impedance(f["solimp"], f["imp_r"])
     solref = f["solref"]
@@ -1019,20 +1017,6 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     aref = jp.where(active, aref, 0.0)
     return d, dict(fields=f, active=active, J=J, cols=cols, diag=diag, R=R, vel=vel, aref=aref, K=K, B=B, imp=imp,
                    lim_over=lim_over)  # fmt: skip
-
-
-def _permute_rows(x: np.ndarray | jax.Array, inv: np.ndarray | None) -> np.ndarray | jax.Array:
-    """x[inv] for a static row permutation inv (n,) (None: x): the contact blocks, built per condim, back in their
-    slots' order. A traced x is cut into the runs of consecutive rows that inv keeps together (a slot order of
-    alternating condims is a few dozen runs) and concatenated: plain copies, where the gather x[inv] of the whole
-    (n, nv) Jacobian cost more than building its rows on XLA:CPU (dm_control's quadruped: 2454 rows, 46 runs)."""
-    if inv is None:
-        return x
-    if isinstance(x, np.ndarray):
-        return x[inv]
-    brk = np.nonzero(np.diff(inv) != 1)[0] + 1
-    starts, stops = np.r_[0, brk], np.r_[brk, len(inv)]
-    return jp.concatenate([x[int(inv[a]) : int(inv[a]) + int(b - a)] for a, b in zip(starts, stops)], axis=0)
 
 
 def _exact_diag(m: Model, d: Data, p: Plan, f: dict, ctype: np.ndarray) -> jax.Array:
