@@ -704,7 +704,9 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         # rows beyond a slot's actual condim (broadphase-trimmed groups, adhesive contacts in the gap band) are dead
         adim = con.dim[slots]
         adh = con.adhesion[slots] if m.flg_adhesion else None  # (k,)
-        single = (adim == 1) if m.flg_adhesion else None  # normal-only contacts in a wider slot (gap band)
+        # normal-only contacts in a wider slot: adhesive ones in the gap band, condim-1 contacts in the slots of a
+        # capped or trimmed layout (which have their group's or the model's largest condim)
+        single = (adim == 1) if (m.flg_adhesion or _shared_slots(m)) and dim > 1 else None
         dist = con.dist[slots]
         mg = con.includemargin[slots]
         iw = m.body_invweight0
@@ -737,9 +739,10 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             k_zero[:, 1:] = True
             ctype = np.full((k, n), ConstraintType.CONTACT_ELLIPTIC)
             vel_add = None if cs is None else cs[:, :n]
-            if adh is not None:  # the normal row pulls; a normal-only contact's row is frictionless
-                adh = jp.concatenate([adh[:, None], jp.zeros((k, n - 1), dt)], axis=1)
+            if single is not None:  # a normal-only contact's row is frictionless
                 ctype = jp.where(single[:, None], ConstraintType.CONTACT_FRICTIONLESS, jp.asarray(ctype))
+            if adh is not None:  # the normal row pulls
+                adh = jp.concatenate([adh[:, None], jp.zeros((k, n - 1), dt)], axis=1)
         else:
             n = 2 * (dim - 1)
             fi = fr[:, : dim - 1]  # (k, dim-1)
@@ -764,7 +767,8 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
                                                .reshape(k, n))  # fmt: skip
             if single is not None:  # the adhesion is shared equally by the edges
                 ctype = jp.where(single[:, None], ConstraintType.CONTACT_FRICTIONLESS, jp.asarray(ctype))
-                adh = jp.broadcast_to((adh / jp.maximum(nrow, 1))[:, None], (k, n))
+                if adh is not None:
+                    adh = jp.broadcast_to((adh / jp.maximum(nrow, 1))[:, None], (k, n))
                 if vel_add is not None:
                     vel_add = jp.where(single[:, None], 0.0, vel_add)
         out.append(_Rows(J=J, cols=cols, pos=pos.reshape(-1), margin=margin.reshape(-1),
@@ -775,6 +779,34 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
                          r_scale=scale.reshape(-1), vel_add=None if vel_add is None else vel_add.reshape(-1),
                          adh=None if adh is None else adh.reshape(-1)))  # fmt: skip
     return out
+
+
+def _shared_slots(m: Model) -> bool:
+    """Static: a contact of condim 1 can land in a slot of a larger static condim (`_slot_condim`): the slots of a
+    capacity cap (`driver.capped`: all of the model's largest condim) or of a broadphase-trimmed group (its
+    largest), where the model has condim-1 and wider contacts. Such a contact makes one frictionless row."""
+
+    def build(m: Model) -> bool:
+        if m.nconmax == 0:
+            return False
+        raw = _slot_condim(m, driver.contact_capacity(m))
+        if raw.size == 0 or raw.min() > 1 or raw.max() == 1:
+            return False
+        if driver.capped(m):
+            return True
+        prio, cd = np.asarray(m.geom_priority), np.asarray(m.geom_condim)
+        for g in driver.pair_table(m).groups:
+            if g.capacity < len(g.geom1):
+                if g.pair[0] >= 0:
+                    dims = np.asarray(m.pair_dim)[g.pair]
+                else:
+                    p1, p2, c1, c2 = prio[g.geom1], prio[g.geom2], cd[g.geom1], cd[g.geom2]
+                    dims = np.where(p1 == p2, np.maximum(c1, c2), np.where(p1 > p2, c1, c2))
+                if dims.min() == 1 < dims.max():
+                    return True
+        return False
+
+    return bool(static_memo(m, "constraint_shared_slots", build))
 
 
 def _surface_vel(m: Model, d: Data, g: jax.Array, pt: jax.Array, frame: jax.Array) -> jax.Array:
