@@ -11,10 +11,10 @@ out (the deepest active rows, in layout order). Groups of at most `cap` pairs an
 are.
 
 Measured (dm_control's quadruped without its height field, vmap over 64 states, ncon 8, forward mode, load 14):
-340 ms per state against MuJoCo C's centred differences at 15 ms, from ~190x C before. Still far: every restricted
-group keeps `cap` slots, and the GJK/EPA groups differentiate their fixed iterations densely over all of them
-(`driver._near_only`'s jvp), though the quadruped's contacts are all plane-sphere; a pool of `cap` slots shared by the
-GJK/EPA groups is the next step (not measured further).
+340 ms per state against MuJoCo C's centred differences at 15 ms, from ~190x C before. Still far, and where the
+rest goes is not yet profiled. A candidate: every restricted group keeps `cap` slots, and the GJK/EPA groups
+differentiate their fixed iterations densely over all of them (`driver._near_only`'s jvp), though the quadruped's
+contacts are all plane-sphere; a pool of `cap` slots shared by the GJK/EPA groups would remove that.
 
 Exact where every group has at most `cap` pairs in contact (`select` returns the flag that says otherwise; the
 caller then returns NaN Jacobians); the values of the derivative pass are then those of the capped model's collision
