@@ -325,7 +325,7 @@ def test_transition_collides_only_the_pairs_in_contact():
     """With a contact capacity (ncon) below a group's number of pairs, the derivative pass runs the colliders only on
     the pairs in contact at the state (`active_collision`): five spheres (one on the floor, four in the air) and an
     ellipsoid pressed into the grounded sphere (a GJK/EPA pair), ncon 3, so the plane-sphere, sphere-sphere and
-    sphere-ellipsoid groups (5, 10 and 5 pairs) are restricted. A and B equal the full pass (ncon None, whose
+    sphere-ellipsoid groups (5, 10 and 5 pairs) are restricted. A equals the full pass (ncon None, whose
     agreement with MuJoCo is tested above) to round-off, forward and reverse. (Not against mjd_transitionFD here:
     MuJoCo finds the sphere-ellipsoid contact by its convex collider to ccd_tolerance 1e-6, so its differences at
     eps 1e-6 are off by ~4e-4 at this state, measured.)"""
@@ -344,7 +344,7 @@ def test_transition_collides_only_the_pairs_in_contact():
     assert np.all(np.isfinite(full[0])) and np.abs(full[0][42:48, 0:6]).max() > 0  # e0 feels s0 (the pair)
     for mode in ("forward", "reverse"):
         got = fn(m, d, mode=mode, ncon=3)
-        for name, g, f in zip("AB", got, full):  # (no sensors)
+        for name, g, f in zip("A", got, full):  # (no actuators, no sensors: B, C, D are empty)
             assert np.all(np.isfinite(g)), (mode, name)
             assert _normwise(g, f) < 1e-10, f"{mode} {name}: restricted vs full pass {_normwise(g, f):.2e}"
 
