@@ -37,6 +37,7 @@ from mjx_lite import active_collision as _active_collision
 from mjx_lite import io as _io
 from mjx_lite import linalg
 from mjx_lite._eager import jit_when_eager
+from mjx_lite.collision import driver as _driver
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import matmul_precision
 from mjx_lite.pipeline import actuation as _actuation
@@ -371,7 +372,14 @@ def _structured_reverse(m: Model, sensors: bool) -> bool:
     """Static: mode "auto" of `_structured_jacobian` runs reverse mode: its nv+na (+nsensordata) rows are at most
     the nv position tangents plus half the nv+na+nu others (forward mode's velocity tangents skip the position
     stages: about half the cost of a position tangent or less). Measured on MJX's humanoid (nv 27, nu 21; vmap over 64
-    states, load 14): reverse 33.5 ms per state, forward 41.6 ms (the former full-row reverse mode 81.0 ms)."""
+    states, load 14): reverse 33.5 ms per state, forward 41.6 ms (the former full-row reverse mode 81.0 ms); load 3:
+    4.5, 19.2 and 23.7 ms, MuJoCo C's centred differences 3.0 ms. Not where the pair table has GJK/EPA colliders
+    (general convex, cylinder pairs, two-stage mesh colliders): their reverse-mode derivative costs far more;
+    dm_control's quadruped (vmap 64, ncon 8, load 3): forward 50 ms per state, reverse 154 ms."""
+    groups = _driver.pair_table(m).groups if m.nconmax else ()
+    if any(getattr(g.collider, "func", g.collider) in _driver._LOOPED or _driver._shared_distance(g)
+           or g.stages is not None for g in groups):  # fmt: skip
+        return False
     rows = m.nv + m.na + (m.nsensordata if sensors else 0)
     return rows <= m.nv + (m.nv + m.na + m.nu) // 2
 
