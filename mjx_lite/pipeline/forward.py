@@ -88,8 +88,11 @@ def run_unless(done: tuple, fn, m: Model, d: Data) -> Data:
 
 
 @named
-def fwd_position(m: Model, d: Data) -> Data:
+def fwd_position(m: Model, d: Data, collide=None) -> Data:
     """Position-dependent computations (mj_fwdPosition).
+
+    collide: None (the collision stage), or a stage `collide(m, d) -> d` run in its place (the derivative pass of
+    `derivatives.transition` recomputes only the contacts that are active at its linearisation point).
 
     With fused kernels (`Config.kernels`) the tree pass runs first as one kernel (`kernels.tree_pass`) and the stages it
     computed (kinematics, com_pos and, without tendon armature, crb and factor_m) are skipped below; otherwise it
@@ -105,7 +108,7 @@ def fwd_position(m: Model, d: Data) -> Data:
     d = run_unless(done, inertia.factor_m, m, d)
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
-            d = run(kernels.collision, m, d)  # driver.collision, its primitive pairs fused under kernels
+            d = run(kernels.collision if collide is None else collide, m, d)  # driver.collision (fused under kernels)
         d = run(kernels.make_constraint, m, d)  # constraint.make_constraint, or its fused kernel
     d = run(transmission.transmission, m, d)
     return d
@@ -185,9 +188,10 @@ def _sensor_stage(fn, m: Model, d: Data, sensors: bool | jax.Array) -> Data:
     return jax.lax.cond(sensors, lambda d: run(fn, m, d), lambda d: d, d)
 
 
-def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True) -> Data:
-    """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy."""
-    d = fwd_position(m, d)
+def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True, collide=None) -> Data:
+    """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy (collide:
+    see `fwd_position`)."""
+    d = fwd_position(m, d, collide)
     d = _sensor_stage(sensor.sensor_pos, m, d, sensors)
     d = energy_pos(m, d)
     d = fwd_velocity(m, d)
