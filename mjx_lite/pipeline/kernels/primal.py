@@ -61,6 +61,38 @@ SATISFIED, QUADRATIC = float(ConstraintState.SATISFIED), float(ConstraintState.Q
 LINEARNEG, LINEARPOS = float(ConstraintState.LINEARNEG), float(ConstraintState.LINEARPOS)
 
 
+def row_law(x, D, kind, friction, has: tuple, zero) -> tuple:
+    """(cost, force = -ds/djar, curvature, ConstraintState as a float) of rows at jar x, before the rows' mask
+    (solver/common.py's eval_constraints), elementwise: lane vectors (this kernel) or (E, NEP) tiles
+    (primal_tiled.py). kind: the rows' ConstraintType codes; friction: () -> (frictionloss, R), read only when
+    friction rows exist; has: (inequality, friction, equality) rows exist; zero: zeros of x's shape."""
+    has_iq, has_fr, has_eq = has
+    quad = 0.5 * D * x * x
+    lin = -D * x
+    cost, force, h, state = zero, zero, zero, zero
+    if has_iq:
+        act = x < 0
+        iq = kind == common.INEQUALITY
+        cost = where(iq, where(act, quad, 0.0), cost)
+        force = where(iq, where(act, lin, 0.0), force)
+        h = where(iq, where(act, D, 0.0), h)
+        state = where(iq, where(act, QUADRATIC, SATISFIED), state)
+    if has_fr:
+        fl, R = friction()
+        Rf = R * fl
+        pos, neg = x >= Rf, x <= -Rf
+        fr = kind == common.FRICTION
+        cost = where(fr, where(pos, fl * x - 0.5 * Rf * fl, where(neg, -fl * x - 0.5 * Rf * fl, quad)), cost)
+        force = where(fr, where(pos, -fl, where(neg, fl, lin)), force)
+        h = where(fr, where(pos | neg, 0.0, D), h)
+        state = where(fr, where(pos, LINEARPOS, where(neg, LINEARNEG, QUADRATIC)), state)
+    if has_eq:
+        eq = kind == common.EQUALITY
+        cost, force, h = where(eq, quad, cost), where(eq, lin, force), where(eq, D, h)
+        state = where(eq, QUADRATIC, state)
+    return cost, force, h, state
+
+
 def _tables(m: Model, layout: common.Layout, cg: bool) -> dict:
     """Static int32 tables: the rows' kinds, qM's tree entries (tree-sparse qM) and, for CG, the factor's."""
 
@@ -120,30 +152,8 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             with_state."""
             kind = io.table("kind", r)
             D = io.read("D", r)
-            quad = 0.5 * D * x * x
-            lin = -D * x
-            cost, force, h, state = zero, zero, zero, zero
-            if has_iq:
-                act = x < 0
-                iq = kind == common.INEQUALITY
-                cost = where(iq, where(act, quad, 0.0), cost)
-                force = where(iq, where(act, lin, 0.0), force)
-                h = where(iq, where(act, D, 0.0), h)
-                state = where(iq, where(act, QUADRATIC, SATISFIED), state)
-            if has_fr:
-                fl, R = io.read("frictionloss", r), io.read("R", r)
-                Rf = R * fl
-                pos, neg = x >= Rf, x <= -Rf
-                fr = kind == common.FRICTION
-                cost = where(fr, where(pos, fl * x - 0.5 * Rf * fl, where(neg, -fl * x - 0.5 * Rf * fl,
-                                                                                    quad)), cost)  # fmt: skip
-                force = where(fr, where(pos, -fl, where(neg, fl, lin)), force)
-                h = where(fr, where(pos | neg, 0.0, D), h)
-                state = where(fr, where(pos, LINEARPOS, where(neg, LINEARNEG, QUADRATIC)), state)
-            if has_eq:
-                eq = kind == common.EQUALITY
-                cost, force, h = where(eq, quad, cost), where(eq, lin, force), where(eq, D, h)
-                state = where(eq, QUADRATIC, state)
+            cost, force, h, state = row_law(x, D, kind, lambda: (io.read("frictionloss", r), io.read("R", r)),
+                                            (has_iq, has_fr, has_eq), zero)  # fmt: skip
             live = io.read("mask", r) > 0.5
             out = where(live, cost, 0.0), where(live, force, 0.0), where(live, h, 0.0)
             return out + (where(live, state, 0.0),) if with_state else out

@@ -58,8 +58,6 @@ from mjx_lite.types import MINVAL, Model, SolverType
 
 __all__ = ["fusable", "solve"]
 
-SATISFIED, QUADRATIC = lane_primal.SATISFIED, lane_primal.QUADRATIC
-LINEARNEG, LINEARPOS = lane_primal.LINEARNEG, lane_primal.LINEARPOS
 # the row inputs (E, NEP) and dof inputs (E, NVP) of the tiles, in the kernel's argument order
 _ROWS = ("D", "mask", "aref", "R", "frictionloss")
 _DOFS = ("qacc_smooth", "qacc_warmstart")
@@ -140,31 +138,9 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
         def row_eval(x, with_state=False):
             """(cost, force, curvature) of all rows at jar x (E, NEP) (solver/common.py's eval_constraints), and
             the ConstraintState (a float) when with_state."""
-            quad = 0.5 * D * x * x
-            lin = -D * x
-            zero = jp.zeros_like(x)
-            cost, force, h, state = zero, zero, zero, zero
-            if has_iq:
-                act = x < 0
-                iq = kind == common.INEQUALITY
-                cost = where(iq, where(act, quad, 0.0), cost)
-                force = where(iq, where(act, lin, 0.0), force)
-                h = where(iq, where(act, D, 0.0), h)
-                state = where(iq, where(act, QUADRATIC, SATISFIED), state)
-            if has_fr:
-                fl, R = ins["frictionloss"][...], ins["R"][...]
-                Rf = R * fl
-                pos, neg = x >= Rf, x <= -Rf
-                fr = kind == common.FRICTION
-                cost = where(fr, where(pos, fl * x - 0.5 * Rf * fl, where(neg, -fl * x - 0.5 * Rf * fl,
-                                                                                    quad)), cost)  # fmt: skip
-                force = where(fr, where(pos, -fl, where(neg, fl, lin)), force)
-                h = where(fr, where(pos | neg, 0.0, D), h)
-                state = where(fr, where(pos, LINEARPOS, where(neg, LINEARNEG, QUADRATIC)), state)
-            if has_eq:
-                eq = kind == common.EQUALITY
-                cost, force, h = where(eq, quad, cost), where(eq, lin, force), where(eq, D, h)
-                state = where(eq, QUADRATIC, state)
+            cost, force, h, state = lane_primal.row_law(
+                x, D, kind, lambda: (ins["frictionloss"][...], ins["R"][...]), (has_iq, has_fr, has_eq),
+                jp.zeros_like(x))  # fmt: skip
             out = where(mask, cost, 0.0), where(mask, force, 0.0), where(mask, h, 0.0)
             return out + (where(mask, state, 0.0),) if with_state else out
 
