@@ -38,6 +38,7 @@ from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf import schema as sc
 from mjx_lite.mjcf import xml
 from mjx_lite.mjcf.inertia import EPS, normalize, quat_mul, z2quat
+from mjx_lite.mjcf import plugins
 from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError, did_you_mean
 
 # ---------------------------------------------------------------------------------------------------------
@@ -76,14 +77,12 @@ CHILDREN: dict[str, set[str]] = {
     "tuple": {"element"},
 }  # fmt: skip
 UNSUPPORTED: dict[str, set[str]] = {
-    "mujoco": {"extension"},
+    "mujoco": set(),
     "deformable": {"flex"},
     "worldbody": _BODY_UNSUPPORTED,
     "body": _BODY_UNSUPPORTED,
     "frame": _BODY_UNSUPPORTED,
     "replicate": _BODY_UNSUPPORTED,
-    "mesh": {"plugin"},
-    "geom": {"plugin"},
     "equality": {"flexvert", "flexstrain"},
     "actuator": {"plugin"},
     "sensor": {"plugin"},
@@ -136,6 +135,17 @@ def _schema_only(raw, parent: str) -> None:
                                            k.tag)
             raise _unknown_element(k, raw.tag, key)
         _schema_only(k, raw.tag)
+
+
+def _take_plugin(raw) -> tuple:
+    """(raw without its <plugin> child, that child as a `plugins.PluginRef` or None); at most one plugin child."""
+    kids = [k for k in raw.children if k.tag == "plugin"]
+    if not kids:
+        return raw, None
+    if len(kids) > 1:
+        raise MJCFError(f"unique element 'plugin' found {len(kids)} times", raw.file, raw.line, raw.tag)
+    rest = [k for k in raw.children if k.tag != "plugin"]
+    return _Raw(raw.tag, raw.attrib, rest, raw.file, raw.line), plugins.read_ref(kids[0])
 
 
 def _no_children(raw) -> None:
@@ -629,8 +639,6 @@ class _Builder:
             explicit = set()
         if "class" in w and dtag is None:
             self.defaults.get(w["class"], raw, "class")
-        if tag == "geom" and w.get("type", attrs.get("type")) == "sdf":
-            raise MJCFUnsupportedError(f"<geom type='sdf'> is {_NI}", raw.file, raw.line, "geom", "type")
         raw_quat = False
         if tag in ORIENTED:
             present = [n for n in sc.ORIENT_ATTRS if n in raw.attrib]  # MuJoCo counts written ones, even empty
@@ -679,8 +687,11 @@ class _Builder:
     # -- section with plain children ----------------------------------------------------------------------
     def section(self, raw: _Raw, parent: str) -> Element:
         """A non-tree section/element and its descendants (no frames, no childclass)."""
+        raw, plugin = _take_plugin(raw) if raw.tag == "mesh" else (raw, None)
         self.check_children(raw, sc.key_of(parent, raw.tag))
         el = self.element(raw, parent, None)
+        if plugin is not None:
+            el.attrs["plugin"] = plugin
         for k in raw.children:
             el.children.append(self.section(k, raw.tag))
         return el
@@ -736,13 +747,17 @@ class _Builder:
                 self.tree(k, b, cc, None)
                 out.children.append(b)
             else:
+                k, plugin = _take_plugin(k) if tag == "geom" else (k, None)
                 if k.children:
                     c = k.children[0]
                     if c.tag in UNSUPPORTED.get(tag, ()):
                         raise MJCFUnsupportedError(f"<{c.tag}> (in <{tag}>) is {_WHY.get(c.tag, _NI)}", c.file, c.line,
                                                c.tag)
                     raise MJCFError(f"unknown element (in <{tag}>)", c.file, c.line, c.tag)
-                out.children.append(self.element(k, key, childclass, frame))
+                el = self.element(k, key, childclass, frame)
+                if plugin is not None:
+                    el.attrs["plugin"] = plugin
+                out.children.append(el)
 
     def flexcomp(self, raw: _Raw, key: str, out: Element, childclass: str | None, frame):
         """<flexcomp>: its vertex bodies become children of `out` here (document order), its flex record is kept
@@ -871,9 +886,13 @@ def _build(root: _Raw) -> Element:
     out = Element("mujoco", top_attrs, [], root.file, root.line, set(top_w))
 
     by_tag: dict[str, list[_Raw]] = {}
+    instances: dict = {}
     for k in root.children:
         if k.tag in ("body", "frame", "replicate"):  # MuJoCo's schema accepts these here; its reader ignores them
             _schema_only(k, "worldbody")
+            continue
+        if k.tag == "extension":  # plugin instances (mjcf/plugins.py): kept as an <extension> element at the end
+            instances.update(plugins.read_extension(k))
             continue
         if k.tag not in CHILDREN["mujoco"]:
             if k.tag in UNSUPPORTED["mujoco"]:
@@ -979,6 +998,8 @@ def _build(root: _Raw) -> Element:
                 merged.children.extend(e.children)
         sections[tag] = merged
     out.children = [sections[t] for t in SECTION_ORDER if t in sections]
+    if instances:
+        out.children.append(Element("extension", {"instances": instances}, [], root.file, root.line, set()))
     _reader_checks(out)
     return out
 
