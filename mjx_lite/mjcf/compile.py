@@ -43,7 +43,7 @@ from mjx_lite.mjcf import mesh as mesh_mod
 from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.document import parse_file, parse_string
 from mjx_lite.mjcf.settings import compiler_settings
-from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 from mjx_lite.types import MINVAL, GeomType, SensorType, TrnType
 
 EPS = inr.EPS
@@ -1215,6 +1215,24 @@ def _ccd_user(ctx: CompileContext) -> str | None:
     return None
 
 
+def _check_sdf_pairs(ctx: CompileContext) -> None:
+    """Mesh-SDF pairs (MuJoCo's mjc_MeshSDF: mesh faces against the field, farthest-point sampling) are not
+    implemented: refused where a mesh and an sdf geom may collide (collision bits, explicit pairs)."""
+    A = ctx.arrays
+    gtype = np.asarray(A.get("geom_type", np.zeros(0, np.int32)))
+    if not (np.any(gtype == GeomType.SDF) and np.any(gtype == GeomType.MESH)):
+        return
+    pairs = [(int(a), int(b)) for a, b in zip(np.asarray(A.get("pair_geom1", [])), np.asarray(A.get("pair_geom2", [])))]
+    contype, conaff = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
+    gbody = np.asarray(A["geom_bodyid"])
+    for i in np.nonzero(gtype == GeomType.SDF)[0]:
+        for j in np.nonzero(gtype == GeomType.MESH)[0]:
+            bits = (contype[i] & conaff[j]) | (contype[j] & conaff[i])
+            if (bits and gbody[i] != gbody[j]) or (i, j) in pairs or (j, i) in pairs:
+                raise MJCFUnsupportedError(f"mesh-SDF collisions are not supported (geoms {int(j)} and {int(i)} may "
+                                           "collide; MuJoCo's mjc_MeshSDF)", None, None, "geom", "type")  # fmt: skip
+
+
 def _check_ccd_iterations(root: Element, ctx: CompileContext) -> None:
     """ccd_iterations below MuJoCo's default: refused where MuJoCo would run GJK/EPA (`_ccd_user`), whose contacts
     then stop far from the converged ones that mjx_lite's colliders give; accepted where it has no effect."""
@@ -1440,6 +1458,7 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     flex.compile_flex(root, ctx)
     _compile_sections(root, ctx)
     _check_ccd_iterations(root, ctx)
+    _check_sdf_pairs(ctx)
     _check_sleep(root, ctx)
     _check_user_sizes(root, ctx)
     _finalize_simple(ctx)
