@@ -617,9 +617,9 @@ def test_unknown_element(body, element):
         ("<worldbody>\n<flexcomp name='f' type='box'/></worldbody>", "flexcomp"),
         ("<worldbody>\n<body><composite/></body></worldbody>", "composite"),
         ("<worldbody>\n<plugin plugin='x'/></worldbody>", "plugin"),
-        ("<extension>\n</extension>", "extension"),
+        ("<extension>\n<plugin plugin='acme.x'/></extension>", "acme.x"),  # third-party (MuJoCo's: test_sdf.py)
         ("<deformable>\n<flex/></deformable>", "deformable"),
-        ("<worldbody>\n<geom type='sdf'/></worldbody>", "sdf"),
+        ("<worldbody>\n<geom type='sdf' mesh='m'><plugin plugin='acme.y'/></geom></worldbody>", "acme.y"),
         ("<sensor>\n<plugin/></sensor>", "plugin"),
         ("<actuator>\n<plugin/></actuator>", "plugin"),
         ("<equality>\n<flexvert/></equality>", "flexvert"),

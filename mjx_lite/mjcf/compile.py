@@ -508,7 +508,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     return dict(
         type=gtype, contype=int(at.get(el, "contype", 1)), conaffinity=int(at.get(el, "conaffinity", 1)),
         condim=condim, group=int(at.get(el, "group", 0)), priority=int(at.get(el, "priority", 0)),
-        dataid=mesh_id if gtype in (7, 8) else hfield_id, sdf=sdf, size=size, pos=pos, quat=quat, aabb=aabb, rbound=rbound,
+        dataid=mesh_id if gtype in (7, 8) else hfield_id, sdf=sdf, size=size, pos=pos, quat=quat, aabb=aabb,
+        rbound=rbound,
         friction=at.vec(el, "friction", 3, (1, 0.005, 0.0001)), solmix=float(at.get(el, "solmix", 1.0)),
         solref=at.vec(el, "solref", 2, (0.02, 1.0)), solimp=at.vec(el, "solimp", 5, (0.9, 0.95, 0.001, 0.5, 2.0)),
         margin=float(at.get(el, "margin", 0.0)), gap=float(at.get(el, "gap", 0.0)), fluid=fluid,

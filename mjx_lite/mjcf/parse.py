@@ -35,10 +35,9 @@ import numpy as np
 
 from mjx_lite.mjcf import flexcomp as _flexcomp
 from mjx_lite.mjcf import inertia as _m
+from mjx_lite.mjcf import plugins, xml
 from mjx_lite.mjcf import schema as sc
-from mjx_lite.mjcf import xml
 from mjx_lite.mjcf.inertia import EPS, normalize, quat_mul, z2quat
-from mjx_lite.mjcf import plugins
 from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError, did_you_mean
 
 # ---------------------------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def marching_cubes(field: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     vid[order] = np.arange(len(order))
     # vertex id of each edge: grids (nz, ny, nx) per axis (edges past the end unused)
     grids, start = [], 0
-    for axis, corner in ids:
+    for _axis, corner in ids:
         g = np.full((nz, ny, nx), -1, np.int64)
         g[corner[:, 2], corner[:, 1], corner[:, 0]] = vid[start:start + len(corner)]
         start += len(corner)
