@@ -99,8 +99,9 @@ def _compare_contacts(m, mjd, d):
     return {k: len(v) for k, v in theirs.items()}
 
 
-@pytest.mark.parametrize("iterations", [3, pytest.param(1, marks=pytest.mark.slow),
-                                        pytest.param(10, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "iterations", [3, pytest.param(1, marks=pytest.mark.slow), pytest.param(10, marks=pytest.mark.slow)]
+)
 def test_contacts_step_for_step(collide, iterations):
     m, mjm, mjd, d = _both(_scene(iterations, 12))
     counts = _compare_contacts(m, mjd, collide(m, d))

@@ -202,8 +202,9 @@ class _Pair:
 
     def ab(self, x):
         y = self.rot21 @ x + self.off21
-        return geom_distance(GeomType.SDF, self.sdf2, x, self.size2), geom_distance(self.type1, self.sdf1, y,
-                                                                                     self.size1)
+        return geom_distance(GeomType.SDF, self.sdf2, x, self.size2), geom_distance(
+            self.type1, self.sdf1, y, self.size1
+        )
 
     def grads(self, x):
         y = self.rot21 @ x + self.off21
@@ -272,8 +273,9 @@ def _corners(aabb):
     return aabb[:3][None, :] + s * aabb[3:][None, :]
 
 
-def sdf_collide(g1: GeomInfo, g2: GeomInfo, aabb1, aabb2, *, type1: int, sdf1, sdf2, initpoints: int,
-                iterations: int) -> Contacts:
+def sdf_collide(
+    g1: GeomInfo, g2: GeomInfo, aabb1, aabb2, *, type1: int, sdf1, sdf2, initpoints: int, iterations: int
+) -> Contacts:
     """Contacts (initpoints rows) of geom1 (type `type1`; sdf1: its plugin if an SDF) and geom2 (an SDF, plugin
     sdf2), from their world poses and bounding boxes aabb1, aabb2 (6,) (geom_aabb). See the module docstring."""
     r1, r2 = g1.mat, g2.mat

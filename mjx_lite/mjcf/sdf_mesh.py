@@ -115,12 +115,16 @@ def marching_cubes(field: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     grids, start = [], 0
     for _axis, corner in ids:
         g = np.full((nz, ny, nx), -1, np.int64)
-        g[corner[:, 2], corner[:, 1], corner[:, 0]] = vid[start:start + len(corner)]
+        g[corner[:, 2], corner[:, 1], corner[:, 0]] = vid[start : start + len(corner)]
         start += len(corner)
         grids.append(g)
     # active cubes in (z, y, x) order and their configurations
-    c = [field[z0:z0 + nz - 1, y0:y0 + ny - 1, x0:x0 + nx - 1] < 0
-         for z0 in (0, 1) for y0 in (0, 1) for x0 in (0, 1)]  # corner j = x + 2y + 4z
+    c = [
+        field[z0 : z0 + nz - 1, y0 : y0 + ny - 1, x0 : x0 + nx - 1] < 0
+        for z0 in (0, 1)
+        for y0 in (0, 1)
+        for x0 in (0, 1)
+    ]  # corner j = x + 2y + 4z
     config = sum(ci.astype(np.int64) << j for j, ci in enumerate(c))
     kz, ky, kx = np.nonzero((config != 0) & (config != 255))
     cfg = config[kz, ky, kx]
