@@ -39,8 +39,8 @@ BOWL = """<plugin plugin="mujoco.sdf.bowl"><instance name="bowl">
 
 
 def _scene(iterations: int, initpoints: int) -> str:
-    """A tilted torus touched by a sphere, capsule, ellipsoid, cylinder, a second torus and a large box below it; a
-    plane under the box; a sphere in a bowl."""
+    """A tilted torus touched by a sphere, capsule, ellipsoid, cylinder, a second torus and a large (static) box below
+    it; a sphere in a bowl, on the plane."""
     return f"""<mujoco>
   <extension>{TORUS}{BOWL}</extension>
   <asset><mesh name="torus"><plugin instance="torus"/></mesh><mesh name="bowl"><plugin instance="bowl"/></mesh></asset>
@@ -108,7 +108,7 @@ def test_contacts_step_for_step(collide, iterations):
     gtype = np.asarray(m.geom_type)
     kinds = {(int(gtype[a]), int(gtype[b])) for a, b in counts}
     if iterations == 10:  # every pair type of the scene touches (the test is not vacuous)
-        assert {(0, 6), (2, 8), (3, 8), (4, 8), (5, 8), (6, 8), (8, 8)} <= kinds, kinds
+        assert {(2, 8), (3, 8), (4, 8), (5, 8), (6, 8), (8, 8)} <= kinds, kinds
         assert (9, 8) in counts  # the sphere in the bowl
 
 
