@@ -39,8 +39,8 @@
 #    kernels of the compiled step, compile time; first a fused == xla check of the tree pass and the whole forward
 #    pass on the device), then the per-stage
 #    profile of the fused step at the first batch, writing kernels_ab.txt and profile_fused.txt to $OUT.
-#    `bash benchmarks/gpu.sh --kernels fused|xla` runs gpu_bench.py with that Config.kernels (default auto: fused
-#    on a GPU).
+#    `bash benchmarks/gpu.sh --kernels fused|xla` runs gpu_bench.py with that Config.kernels (default auto: XLA,
+#    config.kernels).
 #
 # 3. Checking the script on a CPU (batch 4, 5 steps, minutes):
 #
@@ -89,8 +89,8 @@ if [ "${1:-}" = "kernels" ]; then
   [ ${#batches[@]} -gt 0 ] || batches=(8192 1024)
   # each part under its own time limit (AB_BUDGET, PROFILE_BUDGET seconds), so that a slow compile on a new device
   # still leaves the lines printed so far (tee writes them to $OUT as they come)
-  timeout "${AB_BUDGET:-420}" "$PYTHON" -u benchmarks/gpu_ab.py --variants xla fused "fused, XLA solver" \
-    "fused, XLA rows" "fused, XLA colliders" "fused, lanes_first" -- "${batches[@]}" 2>&1 | tee "$OUT/kernels_ab.txt" || true
+  timeout "${AB_BUDGET:-420}" "$PYTHON" -u benchmarks/gpu_ab.py --variants xla fused "fused, XLA rows + solver" \
+    "fused, XLA solver" "fused, XLA rows" "fused, block 64 w2" -- "${batches[@]}" 2>&1 | tee "$OUT/kernels_ab.txt" || true
   XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" timeout "${PROFILE_BUDGET:-120}" \
     "$PYTHON" -u benchmarks/profile_step.py --kernels fused --batch "${batches[0]}" --depth 3 --top 15 2>&1 \
     | tee "$OUT/profile_fused.txt" || true

@@ -146,11 +146,10 @@ class Config:
         constraint solver's iterations without elliptic cones or sparse efc_J): "xla" (the stages as XLA
         operations: the reference), "fused" (the Pallas kernels, for a block of environments per program;
         compiled with Triton on a GPU, run in Pallas' interpret mode elsewhere, which is slow and meant for tests),
-        or "auto" (default): "fused" where JAX's default backend is a GPU, else "xla" (resolved at trace time).
+        or "auto" (default): "xla" for now, on every backend (the fused path's first GPU run was slower than the
+        XLA path: H200, humanoid, 0.62x its steps/s at batch 8192, 0.38x at 1024; docs/kernels.md).
         Same values to round-off; derivatives always go through the XLA stages or the solver's implicit rule
-        (exact either way). The fused
-        path is verified on the CPU (interpret mode, float64) and lowers to Triton; its GPU speed is not yet
-        measured (docs/kernels.md).
+        (exact either way). The fused path is verified on the CPU (interpret mode, float64) and runs on a GPU.
       kernel_layout: memory layout of a fused kernel's block: "lanes_last" (default: the environment index is the
         fastest-varying one, (values, environments), for coalesced loads and stores; Data's (environments, ...)
         fields are transposed at the kernel's boundary by XLA) or "lanes_first" (the kernel reads and writes Data's
@@ -308,11 +307,13 @@ def qacc_reset(config: Config) -> str:
 
 
 def kernels(config: Config) -> str:
-    """"xla" or "fused": `config.kernels` with "auto" resolved by JAX's default backend (at trace time): fused kernels
-    on a GPU, XLA elsewhere."""
+    """"xla" or "fused": `config.kernels` with "auto" resolved: "xla" on every backend for now. The fused kernels'
+    first GPU run (H200, jax 0.11.2, the MJX humanoid with contacts, docs/benchmarks.md GPU run 5) was slower than
+    the XLA path: 2.51M vs 4.03M steps/s at batch 8192, 0.47M vs 1.25M at 1024; its solver kernel alone took 1.7 of
+    3.26 ms per step. "auto" picks the fused path on a GPU again once it is measured faster there."""
     if config.kernels != "auto":
         return config.kernels
-    return "fused" if jax.default_backend() == "gpu" else "xla"
+    return "xla"
 
 
 def linalg(config: Config) -> str:

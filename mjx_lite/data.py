@@ -132,8 +132,12 @@ PLASTIC_WIDTH = {1: 4, 2: 1, 3: 1}  # plastic entries of a ball, slide, hinge jo
 
 def plastic_source(jnt_type, jnt_qposadr, jnt_plasticadr, tendon_plasticadr, nq: int, nplastic: int) -> np.ndarray:
     """Static (nplastic,) index of each plastic entry's initial value in concatenate([qpos_spring,
-    tendon_lengthspring.ravel()]) (mj_resetData: a joint's qpos_spring, a tendon's [lower, upper] dead band)."""
-    out = np.zeros(nplastic, np.int32)
+    tendon_lengthspring.ravel()]) (mj_resetData: a joint's qpos_spring, a tendon's [lower, upper] dead band).
+    Only the joints' and tendons' entries, which come first: the rods' state after them (flex_plasticadr) starts at
+    zero, so the result may be shorter than nplastic."""
+    ends = [adr + PLASTIC_WIDTH[int(jnt_type[j])] for j, adr in enumerate(np.asarray(jnt_plasticadr)) if adr >= 0]
+    ends += [adr + 2 for adr in np.asarray(tendon_plasticadr) if adr >= 0]
+    out = np.zeros(min(nplastic, max(ends, default=0)), np.int32)
     for j, adr in enumerate(np.asarray(jnt_plasticadr)):
         if adr >= 0:
             w = PLASTIC_WIDTH[int(jnt_type[j])]
@@ -149,11 +153,12 @@ def _init_plastic(m: Model, dtype) -> jax.Array:
     if m.nplastic == 0:
         return _full((0,), 0, dtype)
     idx = plastic_source(m.jnt_type, m.jnt_qposadr, m.jnt_plasticadr, m.tendon_plasticadr, m.nq, m.nplastic)
+    pad = m.nplastic - len(idx)  # the rods' reference frames and twists: zero (not yet initialised)
     if not _tracing():
         src = np.concatenate([np.asarray(m.qpos_spring), np.asarray(m.tendon_lengthspring).reshape(-1)])
-        return _array(src[idx], dtype)
+        return _array(np.concatenate([src[idx], np.zeros(pad)]), dtype)
     src = jp.concatenate([jp.asarray(m.qpos_spring), jp.asarray(m.tendon_lengthspring).reshape(-1)])
-    return src[idx].astype(dtype)
+    return jp.concatenate([src[idx].astype(dtype), jp.zeros(pad, dtype)])
 
 
 def _init_history(m: Model, dtype) -> jax.Array:

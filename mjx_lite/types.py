@@ -794,6 +794,11 @@ class Model:
     flex_bending: jax.Array = shaped("nflexbending")
     flex_bendingadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_edgeflap: np.ndarray = static_field(shape=("nflexedge", 2), dtype="int32")
+    # elastic rods (dim 1, young > 0): flex_bending holds the hinge count, then 10 values per interior vertex
+    # (mjcf/flex.py ROD_STRIDE); their reference frames and twists start at flex_plasticadr in Data.plastic (-1: none)
+    flex_plasticadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_rodframe0: jax.Array = shaped("nflex", 6)  # rods: first edge's reference frame (t, u) at qpos0
+    flexedge_twistdof: np.ndarray = static_field(shape=("nflexedge",), dtype="int32")  # rod twist dof; -1: none
     # geom
     geom_aabb: jax.Array = shaped("ngeom", 6)
     geom_adhesion: jax.Array = shaped("ngeom")

@@ -128,6 +128,7 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     arrays.update(tex_builtin=np.zeros(mjm.ntex, np.int32), tex_rgb1=np.full((mjm.ntex, 3), 0.8),
                   tex_rgb2=np.full((mjm.ntex, 3), 0.5))
     arrays["sensor_tangent"] = sensor_tangent_from_mujoco(mjm)
+    arrays.update(rod_arrays_from_mujoco(mjm))
     sizes = {k: getattr(mjm, k) for k in types.SIZE_FIELDS}
     opt = {f.name: getattr(mjm.opt, f.name) for f in dataclasses.fields(types.Option)}
     opt["integrator"] = int(mjm.opt.integrator)
@@ -148,6 +149,28 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     if "mesh_polyvert" not in arrays:
         arrays.update(polygon_tables_from_vert(arrays["mesh_vert"], arrays["mesh_vertadr"], arrays["mesh_vertnum"]))
     return io.build_model(arrays, sizes, opt, stat, names, vis=visual_from_mujoco(mjm))
+
+
+def rod_arrays_from_mujoco(mjm: mujoco.MjModel) -> dict:
+    """Our rod tables that MuJoCo keeps elsewhere: flexedge_twistdof (the twist dof of each edge of an elastic rod,
+    from the hinges in flex_bending: edge h + 1's dof at row + 7, edge 0's the one before) and flex_rodframe0 (the
+    first edge's frame at qpos0, as mjcf/flex.py computes it)."""
+    from mjx_lite.mjcf import flex as mjcf_flex
+
+    twist = np.full(mjm.nflexedge, -1, np.int32)
+    for f in range(mjm.nflex):
+        badr, eadr = int(mjm.flex_bendingadr[f]), int(mjm.flex_edgeadr[f])
+        if mjm.flex_dim[f] != 1 or badr < 0 or mjm.flex_plasticadr[f] < 0:
+            continue
+        dofs = [int(mjm.flex_bending[badr + 1 + 10 * h + 7]) for h in range(int(mjm.flex_bending[badr]))]
+        twist[eadr : eadr + len(dofs) + 1] = [dofs[0] - 1] + dofs
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_flex(mjm, mjd)
+    A = {k: np.asarray(getattr(mjm, k)) for k in ("flex_dim", "flex_edgeadr", "flex_vertadr", "flex_edgenum",
+                                                   "flex_elemdataadr", "flex_elem")}  # fmt: skip
+    A["flexedge_twistdof"] = twist
+    return {"flexedge_twistdof": twist, "flex_rodframe0": mjcf_flex._rod_frames0(A, mjm.nflex, mjd.flexvert_xpos)}
 
 
 def sensor_tangent_from_mujoco(mjm: mujoco.MjModel) -> np.ndarray:

@@ -211,6 +211,43 @@ def test_tilted_more(t1, margin, dz):
             _match(o, p[2], ATOL_FACE, i)
 
 
+# A box and three mesh cubes: box-mesh and mesh-mesh pairs in one model, so the box enters the mesh-mesh collider as an
+# 8-vertex hull (driver._boxes_as_meshes, hull.BOX_HULL): one compiled collider for both pair types (issue 43)
+_MIXED = f"""<mujoco><option gravity="0 0 0"/>
+  <asset><mesh name="cube" vertex="{CUBE}" scale=".1 .1 .1"/></asset><worldbody>
+  <body><freejoint/><geom type="box" size=".1 .1 .1"/></body><body><freejoint/><geom type="mesh" mesh="cube"/></body>
+  <body><freejoint/><geom type="mesh" mesh="cube"/></body><body><freejoint/><geom type="mesh" mesh="cube"/></body>
+  </worldbody></mujoco>"""
+
+
+def test_box_mesh_joins_mesh_mesh():
+    """Box-mesh pairs beside mesh-mesh pairs run the mesh-mesh collider (one group, one compiled program), the box as
+    its 8-corner hull: the tilted cases of `_TILT_CASES` (box on the cube at x = 0, cube on cube at x = 5) give
+    MuJoCo's contacts for both pairs, as the box collider and the mesh collider do on their own (`_KINDS`)."""
+    mjm = mujoco.MjModel.from_xml_string(_MIXED)
+    m = model_from_mujoco(mjm)
+    (g,) = [g for g in driver.pair_table(m).groups if g.type2 == mujoco.mjtGeom.mjGEOM_MESH]
+    assert g.collider.func is polyhedral.mesh_mesh and 0 in g.geom1.tolist(), g
+    mjd = mujoco.MjData(mjm)
+    poses = []
+    for axis, deg, yaw, z, xy in _TILT_CASES:
+        axis = np.asarray(axis, float) / np.linalg.norm(axis)
+        qt = np.r_[np.cos(np.radians(deg) / 2), np.sin(np.radians(deg) / 2) * axis]
+        q = np.zeros(4)
+        mujoco.mju_mulQuat(q, qt, np.array([np.cos(yaw / 2), 0, 0, np.sin(yaw / 2)]))
+        one = np.r_[1, 0, 0, 0]
+        mjd.qpos[:] = np.r_[0, 0, 0, one, xy[0], xy[1], z, q, 5, 0, 0, one, 5 + xy[0], xy[1], z, q]
+        poses.append(_mj_reference(mjm, mjd))
+    ours = _ours(m, poses)
+    for pair, kinds in ((0, _KINDS["box", 0.0]), (1, _KINDS["mesh", 0.0])):  # the pairs lie at x = 0 and x = 5
+        rows = []
+        for o, (_, _, theirs) in zip(ours, poses):
+            mine = {k: v[(o["pos"][:, 0] > 2.5) == pair] for k, v in o.items() if k in ("dist", "pos", "frame")}
+            want = {k: v[(theirs["pos"][:, 0] > 2.5) == pair] for k, v in theirs.items()}
+            rows.append((mine, want))
+        assert {1, 2, 4} <= set(_check_tilt(rows, kinds)), pair
+
+
 # ---- random face-face poses of pentagonal prisms: up to 10 clipped points, MuJoCo keeps 4 by polygonQuad --------
 
 _ANG = 2 * np.pi * np.arange(5) / 5 + 0.3

@@ -18,9 +18,13 @@ from mjx_lite.collision import cylinder, driver, general  # noqa: E402
 # StableHLO operations (constants and returns left out) of jit(vmap(the group's collision)) for the
 # cylinder-cylinder model below: 6,820 when written (jax 0.10.2, float64), the same for 2 and 6 pairs; 8,897 since the
 # group's GJK/EPA stage is the curved pairs' shared one (geom types traced per pair, so that one program serves every
-# curved pair type of a model). Work unrolled per pair shows up here; a deliberate growth of the collider moves this
+# curved pair type of a model); 7,056 since that program branches over the types present only (here one type pair:
+# static types, `support.typed`). Work unrolled per pair shows up here; a deliberate growth of the collider moves this
 # bound.
-MAX_COLLISION_OPS = 9_800
+MAX_COLLISION_OPS = 7_800
+# the four curved groups of _CURVED in one collision program over a cylinder-cylinder group's alone: 16,630 / 7,056
+# = 2.36 (each group's program on its own: 5,148 to 7,052 operations, 27,313 together: GJK/EPA four times)
+MAX_SHARED_RATIO = 2.5
 
 
 def _cylinders(k: int) -> str:
@@ -86,8 +90,8 @@ _CURVED = """<mujoco><worldbody>
 def test_curved_pair_types_share_gjk_epa(monkeypatch):
     """Four curved pair types in four groups (capsule-cylinder, cylinder-cylinder, cylinder-box with their manifolds,
     ellipsoid-box with one contact): their GJK/EPA is traced once for the model (one program over every group's
-    pairs, the geom types selecting the support maps), so the collision program adds only the manifolds to a single
-    cylinder group's."""
+    pairs, the geom types selecting the support maps of the types present), so the collision program adds little
+    more than the manifolds to a single cylinder group's (MAX_SHARED_RATIO)."""
     m = mjl.load_mjcf_string(_CURVED)
     kinds = {getattr(g.collider, "__name__", "") for g in driver.pair_table(m).groups}
     assert {"capsule_cylinder", "cylinder_cylinder", "cylinder_box", "general_curved"} <= kinds, kinds
@@ -98,7 +102,7 @@ def test_curved_pair_types_share_gjk_epa(monkeypatch):
     text = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, db).as_text()
     assert len(calls) == 1
     single = _ops(_group_program(*_model(2)))
-    assert _ops(text) < 2 * single, (_ops(text), single)
+    assert _ops(text) < MAX_SHARED_RATIO * single, (_ops(text), single)
 
 
 @pytest.mark.slow  # two more traces of the group (~30 s at load 10); test_group_program_size: the bound

@@ -174,13 +174,14 @@ _GRID = '<flexcomp name="f" count="3 3 1" spacing=".1 .1 .1" {attrs}>{kids}</fle
     ('type="box" dim="2"', '', "type='box'"),
     ('dim="3"', '<contact contype="0" conaffinity="0"/><elasticity young="1e3" poisson="0.2"/>', None),
     ('dof="radial" dim="2"', '', "dof='radial'"),
-    ('dim="1"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', "young"),
+    ('dim="1"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', None),  # tests/test_flex_rod.py
+    ('dim="1"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" section="box"/>', "section"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" thickness=".1" elastic2d="both"/>',
      None),
     ('dim="3"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" yield="0.1"/>', "yield"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="vert"/>', "equality='vert'"),
     ('dim="2"', '', "selfcollide='auto'"),
-    ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity shear="1"/>', "shear"),
+    ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity shear="1"/>', None),  # (ignored, as MuJoCo)
     ('dim="2"', '<contact contype="0" conaffinity="0"/><plugin plugin="mujoco.elasticity.shell"/>', "plugin"),
 ])  # fmt: skip
 def test_refusals_name_the_feature(attrs, kids, what):

@@ -6,6 +6,7 @@ kernel in Pallas' interpret mode. Rows: a connect and a joint equality, dof fric
 and pyramidal contacts (a sphere and a capsule on a plane), on random states.
 """
 
+import contextlib
 
 import jax
 import jax.numpy as jp
@@ -16,7 +17,7 @@ import pytest
 import mjx_lite as mjl
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
-from mjx_lite.pipeline.kernels import launch, primal
+from mjx_lite.pipeline.kernels import launch, primal, primal_tiled
 from mjx_lite.solver.solve import solve
 from tests import oracle, test_solver
 from tests import test_kernels as tk
@@ -69,8 +70,8 @@ ROWS = """
 """
 
 FIELDS = ("qacc", "efc_force", "qfrc_constraint", "efc_b")
-# solver_improvement and solver_gradient are differences (of costs, of M a and J' f) scaled by 1 / (meaninertia nv):
-# their round-off is relative to the size of those terms, |qfrc_constraint| max(1, |qacc|) / (meaninertia nv)
+# solver_improvement and solver_gradient are differences (of costs, of M a and J' f) scaled by 1 / trace(M): their
+# round-off is relative to the size of those terms, |qfrc_constraint| max(1, |qacc|) / (meaninertia nv)
 STATS = ("solver_improvement", "solver_gradient")
 
 
@@ -174,8 +175,8 @@ def test_newton_kernel_matches_mujoco(seed):
     mjm, mjd, layout, prob = test_solver.mujoco_problem("pyramidal", 4, "Newton", seed, iters=200)
     m = oracle.model_from_mujoco(mjm)
     assert primal.fusable(m, layout, False) and mjd.ncon > 0
-    kw = dict(iterations=100, ls_iterations=50, tolerance=1e-14, ls_tolerance=1e-3,
-              meaninertia=float(mjm.stat.meaninertia), early_exit=True, library=False)  # fmt: skip
+    kw = dict(iterations=100, ls_iterations=50, tolerance=1e-14, ls_tolerance=1e-3, early_exit=True,
+              library=False)
     qacc, _, force, *_ = jax.jit(lambda p: primal.solve(m, layout, p, None, (), kw, launch.Launch(interpret=True)))(
         prob)  # fmt: skip
     test_solver._close(np.asarray(force), mjd.efc_force[: mjd.nefc], test_solver.NEWTON_TOL)
@@ -255,3 +256,87 @@ def test_lowers_to_triton(rows, monkeypatch, dtype):
             mf = mjl.configure(_with(m, solver), kernels="fused", kernel_layout=layout)
             text = _lower_cuda(jax.vmap(solve, in_axes=(None, 0)), mf, batch)
             assert text.count("__gpu$xla.gpu.triton") == 1, (solver, layout)
+
+
+# ---- the dof-tiled Newton kernel (kernels/primal_tiled.py, Launch.dof_tile) ------------------------------------------
+
+
+@contextlib.contextmanager
+def _tiled(dof_tile, interpret=True, hessian="auto"):
+    """Within: the fused path launches the tiled solver (`dof_tile` environments per program, `HESSIAN`)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout, interpret=interpret,
+                                                                 dof_tile=dof_tile))  # fmt: skip
+        mp.setattr(primal_tiled, "HESSIAN", hessian)
+        yield
+
+
+# "dot": one environment per program, the Hessian as one matrix product (the ROWS model's tiles are 32 x 32); "rank1":
+# two per program over three environments (a padded program), the Hessian as rank-1 updates
+@pytest.mark.parametrize("hessian,dof_tile,case", [
+    ("dot", 1, "dense"), ("rank1", 2, "dense"), pytest.param("rank1", 1, "sparse", marks=pytest.mark.slow),
+    pytest.param("dot", 1, "nowarm", marks=pytest.mark.slow),
+    pytest.param("dot", 1, "unbatched", marks=pytest.mark.slow)])  # fmt: skip
+def test_tiled_solver_equals_xla(rows, hessian, dof_tile, case):
+    """The tiled Newton kernel's qacc, forces, efc_b, states, solver_niter and statistics are the XLA solver's
+    (float64; qM dense or tree-sparse; the warm start disabled; unbatched launches of one environment)."""
+    m, ds = rows
+    if case == "nowarm":
+        m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.WARMSTART)
+    if case == "sparse":
+        mjm = mujoco.MjModel.from_xml_string(ROWS)
+        m = mjl.configure(m, mass_matrix="sparse")
+        ds = _prepared(m, _states(mjm, m, 3))
+    mf = mjl.configure(m, kernels="fused")
+    with _tiled(dof_tile, hessian=hessian):
+        names = _kernel_names(mf, jax.tree.map(lambda x: x[0], ds))
+        assert "solve_newton_tiled" in names and ("dot_general" in names) == (hessian == "dot"), hessian
+        if case == "unbatched":
+            one = jax.jit(lambda m, d: solve(m, d))  # a fresh function: jit's cache keys on it, not the launch
+            got = [one(mf, jax.tree.map(lambda x, i=i: x[i], ds)) for i in range(3)]
+            got = jax.tree.map(lambda *x: jp.stack(x), *got)
+        else:
+            got = jax.jit(jax.vmap(solve, in_axes=(None, 0)))(mf, ds)
+    _close(got, _solve(m, ds), SOLVER_TOL, f"tiled {hessian} {dof_tile} {case}", m)
+
+
+def test_tiled_keeps_cg_on_lanes(rows):
+    """CG under dof_tile runs kernels/primal.py's lane kernel (traced only)."""
+    m, ds = rows
+    mf = mjl.configure(_with(m, mjl.SolverType.CG), kernels="fused")
+    with _tiled(1):
+        names = _kernel_names(mf, jax.tree.map(lambda x: x[0], ds))
+    assert "solve_cg" in names and "tiled" not in names
+
+
+@pytest.mark.slow
+def test_tiled_gradients_equal_xla(rows):
+    """jax.grad through the tiled kernel (implicit and unrolled) is the XLA solver's."""
+    m, ds = rows
+    args = (ds, ds.qvel, ds.efc_aref)
+    for gradients in ("implicit", "unrolled"):
+        mg = mjl.configure(m, gradients=gradients)
+        grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3)), in_axes=(None, 0, 0, 0)))
+        with _tiled(1):
+            got = grad(mjl.configure(mg, kernels="fused"), *args)
+        tk.assert_grads_equal(got, grad(mg, *args), GRAD_TOL)
+
+
+@pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
+def test_tiled_lowers_to_triton(rows, dtype):
+    """The tiled kernel lowers to Triton with one environment per program (the Hessian's tl.dot) and with four
+    (rank-1 updates; 200 environments: whole programs after padding), batched and unbatched, with no weakly typed
+    literal branch of a select in the kernel. No GPU needed."""
+    m, ds = rows
+    one = jax.tree.map(lambda x: x[0], ds)
+    batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
+    if dtype == "float32":
+        m, batch, one = _f32(m), _f32(batch), _f32(one)
+    mf = mjl.configure(m, kernels="fused")
+    for dof_tile in (1, 4):
+        with _tiled(dof_tile, interpret=False):
+            for fn, args in ((jax.vmap(solve, in_axes=(None, 0)), (mf, batch)), (lambda m, d: solve(m, d), (mf, one))):
+                text = _lower_cuda(fn, *args)
+                assert text.count("__gpu$xla.gpu.triton") == 1 and "solve_newton_tiled" in text, dof_tile
+                # Python-number selects go through launch.where (tests/test_kernels.py explains why)
+                assert tk._weak_literal_selects(jax.make_jaxpr(fn)(*args).jaxpr) == [], dof_tile

@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver, hull, polytope, support  # noqa: E402
+from mjx_lite.collision import driver, hull, polyhedral, polytope, support  # noqa: E402
 from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from tests.meshheavy import gripper  # noqa: E402
 from tests.oracle import compare_models  # noqa: E402
@@ -56,13 +56,15 @@ def test_compiles_like_mujoco(models):
 
 
 def test_mesh_groups_trimmed(models):
-    """The gripper's box-mesh (10 candidates) and mesh-mesh (8) groups run their distance stage on the 6 candidates
-    whose bounding boxes overlap most (Config.broadphase_mesh_min_pairs, broadphase_mesh_fraction) and their
-    manifold on the 4 closest within the margin (Config.broadphase_mesh_touch), all 4 rows of each kept."""
+    """The gripper's box-mesh (10 candidates) and mesh-mesh (8) pairs run their distance stage on the 6 candidates
+    of each whose bounding boxes overlap most (Config.broadphase_mesh_min_pairs, broadphase_mesh_fraction) and their
+    manifold on the 4 closest of each within the margin (Config.broadphase_mesh_touch), all 4 rows of each kept: in
+    one group, the boxes as 8-vertex hulls (one compiled mesh-mesh collider: driver._boxes_as_meshes)."""
     m, _ = models
     groups = [g for g in driver.pair_table(m).groups if g.type1 != 0 and g.type2 == mjl.types.GeomType.MESH]
     got = [(len(g.geom1), g.npair_narrow, g.touch, g.nrows) for g in groups]
-    assert got == [(10, 6, 4, 16), (8, 6, 4, 16)], got
+    assert got == [(18, 12, 8, 32)], got
+    assert groups[0].collider.func is polyhedral.mesh_mesh
 
 
 @pytest.fixture(scope="module")

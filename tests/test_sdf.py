@@ -20,7 +20,7 @@ import pytest  # noqa: E402
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import driver, sdf_plugins  # noqa: E402
 from mjx_lite.mjcf import sdf_mesh  # noqa: E402
-from mjx_lite.mjcf.spec import MJCFUnsupportedError  # noqa: E402
+from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError  # noqa: E402
 from tests.oracle import data_from_mujoco  # noqa: E402
 
 ATOL_CONTACT = 1e-12  # same iterations, same arithmetic: float64 round-off of the frame transforms (seen: 7e-15)
@@ -223,7 +223,30 @@ def test_refusals():
       <worldbody/></mujoco>"""
     with pytest.raises(MJCFUnsupportedError, match="acme.sdf.widget"):
         mjl.load_mjcf_string(bad)
-    bad2 = """<mujoco><worldbody><body><geom type="sdf" mesh="m"><plugin plugin="acme.sdf.widget"/></geom></body>
-      </worldbody></mujoco>"""
-    with pytest.raises(MJCFUnsupportedError, match="acme.sdf.widget"):
-        mjl.load_mjcf_string(bad2)
+    octree = """<mujoco><asset><mesh name="m" vertex="0 0 0 1 0 0 0 1 0 0 0 1"/></asset>
+      <worldbody><body><geom type="sdf" mesh="m"/></body></worldbody></mujoco>"""
+    mujoco.MjModel.from_xml_string(octree)  # MuJoCo builds an octree SDF of the mesh; mjx_lite refuses it
+    with pytest.raises(MJCFUnsupportedError, match="octree"):
+        mjl.load_mjcf_string(octree)
+
+
+_DECL = """<plugin plugin="mujoco.sdf.torus"><instance name="i"/></plugin><plugin plugin="mujoco.pid"/>"""
+
+
+@pytest.mark.parametrize("decl,mesh,geom,match", [
+    ("", '<plugin plugin="acme.sdf.widget"/>', '<plugin plugin="acme.sdf.widget"/>', "unrecognized plugin"),
+    ("", '<plugin plugin="mujoco.sdf.torus"/>', '<plugin plugin="mujoco.sdf.torus"/>', "unrecognized plugin"),
+    (_DECL, '<plugin instance="j"/>', '<plugin instance="i"/>', "unrecognized name 'j'"),
+    (_DECL, '<plugin instance="i"/>', "<plugin/>", "neither 'plugin' nor 'instance'"),
+    (_DECL, '<plugin instance="i"/>', '<plugin plugin="mujoco.pid"/>', "does not support sign distance fields"),
+    ('<plugin plugin="mujoco.sdf.torus"/>', '<plugin plugin="mujoco.sdf.torus"><config key="foo" value="1"/></plugin>',
+     '<plugin plugin="mujoco.sdf.torus"/>', "plugin:foo"),
+])  # fmt: skip
+def test_plugin_errors(decl, mesh, geom, match):
+    """MuJoCo's errors for a geom's or mesh's SDF plugin use (both loaders refuse the model)."""
+    xml = f"""<mujoco><extension>{decl}</extension><asset><mesh name="t">{mesh}</mesh></asset>
+      <worldbody><body><geom type="sdf" mesh="t">{geom}</geom></body></worldbody></mujoco>"""
+    with pytest.raises(ValueError):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError, match=match):
+        mjl.load_mjcf_string(xml)

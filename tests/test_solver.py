@@ -131,14 +131,13 @@ def test_solver_matches_mujoco(solver, cone, condim):
         assert d.nefc > 0 and d.ncon > 0
         minv = lambda x, M=prob.M: jp.linalg.solve(M, x)  # noqa: E731
         start = common.start_at(layout, prob, prob.qacc_smooth)
-        mi = float(m.stat.meaninertia)
         if solver == "Newton":
             qacc, _, ev, *_ = primal.solve_newton(layout, prob, start, iterations=100, ls_iterations=50,
-                                                  tolerance=1e-14, ls_tolerance=1e-3, meaninertia=mi)  # fmt: skip
+                                                  tolerance=1e-14, ls_tolerance=1e-3)  # fmt: skip
             force = ev.force
         elif solver == "CG":
             qacc, _, ev, *_ = primal.solve_cg(layout, prob, start, iterations=2000, ls_iterations=50, tolerance=1e-16,
-                                              ls_tolerance=1e-3, meaninertia=mi, minv=minv)  # fmt: skip
+                                              ls_tolerance=1e-3, minv=minv)  # fmt: skip
             force = ev.force
         else:
             force, qacc, *_ = pgs.solve_pgs(layout, prob, jp.zeros(d.nefc), iterations=3000, tolerance=1e-18,
@@ -236,10 +235,10 @@ def test_float32_newton_stops_at_its_precision(cone, condim):
         for dtype in (jp.float64, jp.float32):
             p = jax.tree.map(lambda x, t=dtype: x.astype(t) if jp.issubdtype(x.dtype, jp.floating) else x, prob)
             start = common.start_at(layout, p, p.qacc_smooth)
-            solve = jax.jit(lambda p, start, mi, layout=layout, t=dtype: primal.solve_newton(
+            solve = jax.jit(lambda p, start, layout=layout, t=dtype: primal.solve_newton(
                 layout, p, start, iterations=100, ls_iterations=50, tolerance=t(1e-8), ls_tolerance=t(0.01),
-                meaninertia=mi, early_exit=True))  # fmt: skip
-            qacc, *_, n, _, _ = solve(p, start, dtype(m.stat.meaninertia))
+                early_exit=True))  # fmt: skip
+            qacc, *_, n, _, _ = solve(p, start)
             niter[dtype] = int(n)
         _close(np.asarray(qacc, np.float64), d.qacc, NEWTON_F32_TOL)
         assert 0 < niter[jp.float32] <= niter[jp.float64], (seed, niter)

@@ -202,7 +202,7 @@ def _solve_both_layouts(m, d):
     prob = constraint.problem(m, d)
     dense = dataclasses.replace(prob, J=solver_common.j_dense(prob.J, prob.J_colind, m.nv), J_colind=None)
     kw = dict(iterations=100, ls_iterations=50, tolerance=m.opt.tolerance, ls_tolerance=m.opt.ls_tolerance,
-              meaninertia=m.stat.meaninertia, early_exit=True)  # fmt: skip
+              early_exit=True)  # fmt: skip
     start = solver_common.start_at(p.layout, prob, d.qacc_smooth)
     qs, _, evs, *_ = primal.solve_newton(p.layout, prob, start, **kw)
     qd, _, evd, *_ = primal.solve_newton(p.layout, dense, solver_common.start_at(p.layout, dense, d.qacc_smooth),

@@ -273,8 +273,9 @@ def _mesh_group(gtype: np.ndarray, t1: int, arr: np.ndarray) -> bool:
 
 def _hull_size(m: Model) -> np.ndarray:
     """(ngeom,) the size a geom's hull adds to a collider's padded tables: a mesh's larger of its hull's vertex and
-    triangle counts (as `_size_class`), 1 for the other geoms."""
+    triangle counts (as `_size_class`), a box's (12: as a mesh side's `hull.BOX_HULL`), 1 for the other geoms."""
     out = np.ones(m.ngeom, np.int64)
+    out[np.asarray(m.geom_type) == GeomType.BOX] = max(len(hull.BOX_HULL.vert), len(hull.BOX_HULL.face))
     mesh = np.asarray(m.geom_type) == _MESH
     if m.nmesh and np.any(mesh):
         size = np.array([max(len(h.vert), len(h.face)) for h in hull.mesh_hulls(m)])
@@ -361,6 +362,24 @@ def _merge_classes(m: Model, parts: list[tuple[np.ndarray, _Layout]], size: np.n
     return out
 
 
+def _boxes_as_meshes(m: Model, buckets: dict[tuple, list]) -> dict[tuple, list]:
+    """Box-mesh buckets re-keyed as mesh-mesh ones (first size class -1, before the meshes' classes) where the model
+    also has mesh-mesh pairs of the same kind (explicit or not): a box enters the mesh-mesh collider as an 8-vertex
+    hull (`hull.BOX_HULL`, `_geom_info`), the same polygons, planes and edges as the box collider's, so both pair
+    types run one compiled collider (distance and manifold stages) instead of two (`_merge_classes` then weighs the
+    box class against the meshes' like any other). Without mesh-mesh pairs nothing changes."""
+    box_mesh = collider_for(GeomType.BOX, _MESH)
+    if _collider(m, GeomType.BOX, _MESH) != box_mesh:  # multiccd disabled: box-mesh is a general pair
+        return buckets
+    kinds = {key[4] for key in buckets if key[:2] == (_MESH, _MESH)}
+    out: dict[tuple, list] = {}
+    for key, rows in buckets.items():
+        if key[:2] == (GeomType.BOX, _MESH) and key[4] in kinds:
+            key = (_MESH, _MESH, -1, -1, key[4], key[5], -1, key[7])
+        out.setdefault(key, []).extend(rows)
+    return out
+
+
 def _build_table(m: Model) -> PairTable:
     if m.opt.disableflags & (DisableBit.CONTACT | DisableBit.CONSTRAINT):
         return PairTable((), 0)
@@ -399,6 +418,7 @@ def _build_table(m: Model) -> PairTable:
         key = (t1, t2, int(dataid[a]) if t1 == _HFIELD else -1, int(dataid[b]) if t2 == _HFIELD else -1, p >= 0,
                curved, sizes[a], sizes[b])  # fmt: skip
         buckets.setdefault(key, []).append((a, b, p))
+    buckets = _boxes_as_meshes(m, buckets)
     # the size classes of one pair type (same key up to the classes), each bucket with its collider and layout
     kinds: dict[tuple, list] = {}
     for key in sorted(buckets):
@@ -521,7 +541,14 @@ def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids:
     triangles, polygons, face planes, edges), padded to the largest hull of the meshes this side may take.
     meshes=False: no mesh tables for GENERAL (the side holds no mesh)."""
     mesh = {}
-    if gtype == _MESH or (gtype == GENERAL and m.nmesh and meshes):
+    boxes = gtype == _MESH and group_gids is not None and np.any(np.asarray(m.geom_type)[group_gids] == GeomType.BOX)
+    if boxes:  # a mesh side that also takes boxes (`_boxes_as_meshes`): as the mesh of id nmesh (`hull.BOX_HULL`)
+        is_box = jp.asarray(m.geom_type)[gids] == GeomType.BOX
+        mid = jp.where(is_box, m.nmesh, jp.maximum(jp.asarray(m.geom_dataid)[gids], 0))
+        ggids = np.asarray(group_gids)
+        mids = np.asarray(m.geom_dataid)[ggids[np.asarray(m.geom_type)[ggids] == _MESH]]
+        mesh = hull.geom_fields(m, mid, mids, box=(is_box, m.geom_size[gids]))
+    elif gtype == _MESH or (gtype == GENERAL and m.nmesh and meshes):
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
         mesh = hull.geom_fields(m, mid, mids)
@@ -785,7 +812,11 @@ def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=False)
     info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
     n = g1.shape[0]
-    c = _looped(general.general_curved, n, general.GENERAL_NCON)(info1, info2, margin, near)
+    # the support maps branch over the geom types present on each side only
+    gtype = np.asarray(m.geom_type)
+    types = (tuple(np.unique(gtype[gids1]).tolist()), tuple(np.unique(gtype[gids2]).tolist()))
+    fn = functools.partial(general.general_curved, types=types)
+    c = _looped(fn, n, general.GENERAL_NCON)(info1, info2, margin, near)
     out, at = {}, 0
     for i in ids:
         k = cands[i].g1.shape[0]

@@ -28,7 +28,7 @@ from mjx_lite.collision.gjk import gjk, gjk_polytopes
 from mjx_lite.collision.refine import refine_normal, small_mesh
 from mjx_lite.collision.sat import polytope_sat, sat_cost, sat_tables, segment_sat
 from mjx_lite.collision.segment import segments_closest
-from mjx_lite.collision.support import CURVED, radius, support, support_feature
+from mjx_lite.collision.support import CURVED, radius, support, support_feature, typed
 from mjx_lite.collision.types import NOCONTACT, Contacts, Distance, GeomInfo, GType, Scalar, Vec3
 from mjx_lite.math import dot3, safe_norm
 from mjx_lite.types import GeomType
@@ -185,9 +185,15 @@ def general(g1: GeomInfo, g2: GeomInfo, margin: Scalar, curved: bool | None = No
     return one_contact(*collide(g1.gtype, g2.gtype, g1, g2, curved=curved, sat_budget=0))  # traced types: no SAT
 
 
-def general_curved(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+def general_curved(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, types: tuple | None = None) -> Contacts:
     """`general` for pairs that all have a curved shape (ellipsoid, cylinder) and no mesh: shorter EPA, refined
-    normal."""
+    normal. types: (geom1's, geom2's) static tuples of the types each side may take (None: any), so that the support
+    maps branch over the types present only (`support.typed`; the driver binds them per model)."""
+    if types is not None:
+        t1, t2 = typed(g1.gtype, types[0]), typed(g2.gtype, types[1])
+        if isinstance(t1, int) and isinstance(t2, int):  # one type pair: `collide` decides from the static types
+            return one_contact(*collide(t1, t2, g1, g2, sat_budget=0))
+        return one_contact(*collide(t1, t2, g1, g2, curved=True, sat_budget=0))
     return general(g1, g2, margin, curved=True)
 
 

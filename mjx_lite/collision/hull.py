@@ -193,35 +193,64 @@ def _mesh_hull(m: Model, i: int) -> MeshHull:
     return MeshHull(i32(vadr + ids), i32(face), tuple(i32(p) for p in polys), tri_poly, plane, edge, vplane, vedge)
 
 
+def _box_hull() -> MeshHull:
+    """A box as a `MeshHull` (`BOX_CORNERS`, `BOX_TRIS`, `BOX_EDGES`, its faces in MuJoCo's corner order, the face
+    planes of `box_planes`): the tables through which a box joins a mesh group's side (`group_tables(box=True)`), so
+    that box-mesh pairs run the mesh-mesh collider's program. Its `vert` rows are placeholders: a box's vertices are
+    its size times `BOX_CORNERS`, computed per pair (`geom_fields`)."""
+    poly, _ = box_tri_polygons()
+    faces = {tuple(f): None for f in poly.tolist()}  # MuJoCo's faces, in order of their first triangle
+    order = list(faces)
+    tri_poly = np.array([order.index(tuple(f)) for f in poly.tolist()], np.int32)
+    plane = tuple(tuple(int(t) for t in r) for r in box_planes())
+    i32 = functools.partial(np.asarray, dtype=np.int32)
+    return MeshHull(np.zeros(8, np.int32), i32(BOX_TRIS), tuple(i32(f) for f in order), tri_poly, plane,
+                    i32(BOX_EDGES), BOX_VPLANE, BOX_VEDGE)  # fmt: skip
+
+
+BOX_HULL = _box_hull()
+
+
 def mesh_hulls(m: Model) -> tuple[MeshHull, ...]:
     """Every mesh's `MeshHull`, built once per Model static part."""
     return static_memo(m, "collision.mesh_hulls", lambda m: tuple(_mesh_hull(m, i) for i in range(m.nmesh)))
 
 
-def geom_fields(m: Model, mid, mids: np.ndarray) -> dict:
+def geom_fields(m: Model, mid, mids: np.ndarray, box: tuple | None = None) -> dict:
     """The mesh fields of a vectorised GeomInfo for the geoms of mesh ids `mid` (n,) (numpy or traced) on a collision
     group's side that may take the meshes `mids` (numpy): per-pair rows vert (n, H, 3), face (n, T, 3), edge
     (n, E, 4), triplane (n, T) and mesh (n,) (the mesh's row in the side's tables), and the side's shared tables
-    facepoly, facepolynum, faceplane, vertplane, vertedge (`group_tables`)."""
-    t = group_tables(m, mids)
+    facepoly, facepolynum, faceplane, vertplane, vertedge (`group_tables`). box: (is a box (n,) bool, size (n, 3)) where
+    the side also takes boxes, as 8-vertex hulls (`BOX_HULL`, mesh id m.nmesh in `mid`): their vertices are
+    size * BOX_CORNERS (padded by repeating the first), the other tables the box's."""
+    t = group_tables(m, mids, box=box is not None)
     shared = dict(facepoly="poly", facepolynum="polynum", faceplane="plane", vertplane="vplane", vertedge="vedge")
-    return dict(vert=m.mesh_vert[jp.asarray(t["vert"])[mid]], face=jp.asarray(t["face"])[mid],
+    vert = m.mesh_vert[jp.asarray(t["vert"])[mid]]
+    if box is not None:
+        is_box, size = box
+        corners = jp.asarray(_rows(BOX_CORNERS, t["vert"].shape[1]), vert.dtype)  # (H, 3)
+        vert = jp.where(is_box[:, None, None], corners[None] * size[:, None, :].astype(vert.dtype), vert)
+    return dict(vert=vert, face=jp.asarray(t["face"])[mid],
                 edge=jp.asarray(t["edge"])[mid], triplane=jp.asarray(t["triplane"])[mid],
                 mesh=jp.asarray(t["row"])[mid], **{k: jp.asarray(t[v]) for k, v in shared.items()})  # fmt: skip
 
 
-def group_tables(m: Model, mids: np.ndarray) -> dict[str, np.ndarray]:
+def group_tables(m: Model, mids: np.ndarray, box: bool = False) -> dict[str, np.ndarray]:
     """The hull tables of the meshes `mids` (one side of a collision group), each padded (by repetition) to the
     largest of those meshes. Per-pair tables, indexed by mesh id (rows of meshes not in mids: mids[0]'s):
     vert (nmesh, H) rows of mesh_vert, face (nmesh, T, 3), edge (nmesh, E, 4), triplane (nmesh, T) each triangle's
     face plane, row (nmesh,) the mesh's row in the side's tables. The side's tables (one row per mesh of mids, in
     ascending id; read a few entries at a time, never copied per pair): poly (M, T, P) each triangle's polygon padded
     with its first vertex, polynum (M, T), plane (M, F, K) each plane's triangles padded with its first (planes
-    padded with the first row), vplane (M, H, Dp), vedge (M, H, De, 3)."""
+    padded with the first row), vplane (M, H, Dp), vedge (M, H, De, 3). box=True: the side also takes boxes, as the
+    mesh of id nmesh (`BOX_HULL`: one more row of every table, the last of the side's; its vert rows placeholders)."""
     hulls = mesh_hulls(m)
     mids = np.unique(np.asarray(mids))
-    side = [int(i) for i in mids]
-    rows = [hulls[i] if i in side else hulls[side[0]] for i in range(m.nmesh)]
+    side = [int(i) for i in mids if 0 <= i < m.nmesh]
+    if box:
+        hulls = hulls + (BOX_HULL,)
+        side.append(m.nmesh)
+    rows = [hulls[i] if i in side else hulls[side[0]] for i in range(len(hulls))]
     sel = [hulls[i] for i in side]
     nv = max(len(h.vert) for h in sel)
     nt = max(len(h.face) for h in sel)
@@ -242,7 +271,7 @@ def group_tables(m: Model, mids: np.ndarray) -> dict[str, np.ndarray]:
         "face": _pad([h.face for h in rows], nt),
         "edge": _pad([h.edge for h in rows], max(len(h.edge) for h in sel)),
         "triplane": _pad([tri_plane(h) for h in rows], nt),
-        "row": np.array([side.index(i) if i in side else 0 for i in range(m.nmesh)], np.int32),
+        "row": np.array([side.index(i) if i in side else 0 for i in range(len(hulls))], np.int32),
         "poly": np.stack([_rows(_pad([h.poly[j] for j in h.tri_poly], width), nt) for h in sel]),
         "polynum": _pad([[len(h.poly[j]) for j in h.tri_poly] for h in sel], nt),
         "plane": np.stack([_rows(_pad([np.asarray(r) for r in h.plane], k), nplane) for h in sel]),

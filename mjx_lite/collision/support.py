@@ -11,6 +11,7 @@ Shapes: d, points (3,); mat (3, 3); a GeomInfo as in `types.py`.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jp
 
 from mjx_lite.collision.polytope import first_max
@@ -52,15 +53,49 @@ def radius(gtype: GType, size: Vec3) -> Scalar:
 _CONVEX_TYPES = (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX)
 
 
+class TracedType:
+    """A traced geom type (value: () int) with the static tuple of the types it may take (`choices`, e.g. those of
+    one side of a collision group): the support maps build branches for those types only, not for every convex
+    type. Compares like its value (`gtype == GeomType.BOX` is a traced bool)."""
+
+    __slots__ = ("value", "choices")
+
+    def __init__(self, value: jax.Array, choices: tuple[int, ...]):
+        self.value, self.choices = value, tuple(int(t) for t in choices)
+
+    def __eq__(self, other):  # noqa: D105 - a traced comparison, as the value's
+        return self.value == other
+
+    def __ne__(self, other):  # noqa: D105
+        return self.value != other
+
+    __hash__ = None
+
+
+def typed(value: jax.Array | None, choices) -> GType | None:
+    """The geom type of a traced value that takes one of `choices` (None: any type): the static int where there is
+    one choice, a `TracedType` where there are several, the value itself without choices."""
+    if value is None or choices is None:
+        return value
+    choices = tuple(sorted({int(t) for t in choices}))
+    return choices[0] if len(choices) == 1 else TracedType(value, choices)
+
+
+def choices(gtype: GType) -> tuple[int, ...]:
+    """The types a traced `gtype` may take: its `TracedType.choices`, else every type."""
+    return gtype.choices if isinstance(gtype, TracedType) else (*_CONVEX_TYPES, GeomType.MESH)
+
+
 def support(gtype: GType, g: GeomInfo, d: Vec3) -> Vec3:
-    """World support point (core shape) of geom g in direction d; `gtype` static int or traced (any type)."""
+    """World support point (core shape) of geom g in direction d; `gtype` static int or traced (any type, or one of
+    a `TracedType`'s choices)."""
     local = g.mat.T @ d
     if isinstance(gtype, int):
         p = _support_local(gtype, g.size, g.vert, local)
     else:
-        cands = [_support_local(t, g.size, None, local) for t in _CONVEX_TYPES]
-        types = list(_CONVEX_TYPES)
-        if g.vert is not None:
+        types = [t for t in _CONVEX_TYPES if t in choices(gtype)]
+        cands = [_support_local(t, g.size, None, local) for t in types]
+        if g.vert is not None and GeomType.MESH in choices(gtype):
             cands.append(_support_local(GeomType.MESH, g.size, g.vert, local))
             types.append(GeomType.MESH)
         p = jp.select([gtype == t for t in types], cands, cands[0])
@@ -97,7 +132,10 @@ def support_jacobian(gtype: GType, g: GeomInfo, d: Vec3) -> Mat3:
         if jl is None:
             return jp.zeros((3, 3), dt)
     else:
-        jl = jp.where(gtype == GeomType.ELLIPSOID, ellipsoid(), jp.where(gtype == GeomType.CYLINDER, cylinder(), 0.0))
+        jl = jp.zeros((3, 3), dt)
+        for t, fn in ((GeomType.CYLINDER, cylinder), (GeomType.ELLIPSOID, ellipsoid)):
+            if t in choices(gtype):
+                jl = jp.where(gtype == t, fn(), jl)
     return g.mat @ jl @ g.mat.T
 
 
@@ -134,6 +172,7 @@ def support_feature(gtype: GType, g: GeomInfo, d: Vec3) -> tuple[Scalar, Vec3, V
     if isinstance(gtype, int):
         unique, c, h, seg = kinds.get(gtype, default)
     else:
+        kinds = {t: v for t, v in kinds.items() if t in choices(gtype)}
         conds = [gtype == t for t in kinds]
         unique, c, h, seg = (jp.select(conds, [v[i] for v in kinds.values()], default[i]) for i in range(4))
     return unique, g.pos + g.mat @ c, g.mat @ h, seg

@@ -30,7 +30,6 @@ from mjx_lite.mjcf import (
     fuse,
     hfield,
     plastic,
-    plugins,
     sensor,
     skin,
     tendon,
@@ -203,7 +202,6 @@ def _compile_assets(root: Element, ctx: CompileContext) -> None:
     """Textures and materials (checked, texture.py), meshes and hfields (mesh.py / hfield.py)."""
     ctx.ids.setdefault("mesh", {})
     ctx.ids.setdefault("hfield", {})
-    ctx.elements["_plugin_instances"] = _plugin_instances(root)  # (a dict, not a list of elements)
     assets = [c for a in at.sections(root, "asset") for c in a.children]
     texture.compile_textures_materials(root, ctx)
     meshes = [el for el in assets if el.tag == "mesh"]
@@ -216,8 +214,6 @@ def _compile_assets(root: Element, ctx: CompileContext) -> None:
         need_hull = _meshes_needing_hull(root)
         for el in meshes:
             cs = at.compiler(ctx, el)  # (an attached model's mesh: its directory and meshdir)
-            if isinstance(el.attrs.get("plugin"), plugins.PluginRef):  # an SDF plugin's marching-cubes mesh
-                el.attrs["plugin"] = plugins.resolve(el.attrs["plugin"], _plugin_instances(root), el.file, el.line)
             meshdir = cs.get("meshdir") or cs.get("assetdir") or ""
             asset = mesh_mod.load_mesh(el, cs.get("_model_dir", ctx.model_dir) or "", meshdir, ctx.assets,
                                        bool(cs.get("strippath")), need_hull)  # fmt: skip
@@ -519,15 +515,12 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
 
 
 def _sdf_plugin(el: Element, ctx: CompileContext) -> tuple:
-    """(plugin name, attribute values) of an sdf geom's <plugin> (mjcf/plugins.py)."""
-    ref = el.attrs.get("plugin")
-    if ref is None:
-        raise at.error(el, "sdf geom must have a plugin (MuJoCo's octree SDFs of meshes are not supported)", "type")
-    return plugins.resolve(ref, ctx.elements.get("_plugin_instances", {}), el.file, el.line)
-
-
-def _plugin_instances(root: Element) -> dict:
-    return {k: v for sec in at.sections(root, "extension") for k, v in sec.attrs["instances"].items()}
+    """(plugin name, attribute values) of an sdf geom's <plugin> (resolved by the reader: mjcf/plugins.py sdf_use)."""
+    sdf = el.attrs.get("plugin")
+    if sdf is None:
+        raise at.unsupported(el, "sdf geoms without a plugin (MuJoCo's octree SDFs of meshes) are not supported",
+                             "type")  # fmt: skip
+    return sdf
 
 
 def _geom_inertia(gtype, size, mass, shell, mesh):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from mjx_lite.mjcf import plugins
 from mjx_lite.mjcf import schema as sc
 
 
@@ -343,6 +344,10 @@ _CUSTOM = NoEffect("custom numeric/text/tuple data: stored for the user, never r
 
 # elements refused as a whole (the loader raises MJCFUnsupportedError naming them): their attributes are moot
 REFUSED_ELEMENTS: dict[str, str] = {}
+# plugins (mjcf/plugins.py): a declared or used plugin is one mjx_lite builds in, or refused by name
+_PLUGIN = Compiler("which plugin (instance) and its configuration: a plugin mjx_lite builds in (mjcf/plugins.py "
+                   "BUILTIN), else refused by name, or MuJoCo's error")  # fmt: skip
+_PLUGINS = {k: {a: _PLUGIN for a in sch} for k, sch in plugins.SCHEMA.items()}
 
 
 def _table() -> dict[str, dict]:
@@ -405,6 +410,7 @@ def _table() -> dict[str, dict]:
         "text": {a: _CUSTOM for a in sc.SCHEMA["text"]},
         "tuple": {a: _CUSTOM for a in sc.SCHEMA["tuple"]},
         "tuple/element": {a: _CUSTOM for a in sc.SCHEMA["tuple/element"]},
+        **_PLUGINS,
     }
     # sensors: the common attributes, then what each kind names
     objects = {"site": _SOBJ, "joint": _SOBJ, "tendon": _SOBJ, "actuator": _SOBJ, "body": _SOBJ, "objtype": _SOBJ,

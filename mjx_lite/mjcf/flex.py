@@ -46,7 +46,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                                             "selfcollide", "friction", "solmix", "solref", "solimp", "margin",
                                             "gap")}  # fmt: skip
     vertbodyid, vert, edges, elems, erigid, layers = [], [], [], [], [], []
-    elemedge, elemedgeadr, stiff, stiffadr, bend, bendadr, flaps = [], [], [], [], [], [], []
+    elemedge, elemedgeadr, stiff, stiffadr, bend, bendadr, flaps, twistdof = [], [], [], [], [], [], [], []
     bodies = ctx.ids.get("body", {})
     weld = np.asarray(A["body_weldid"])
     for f, r in enumerate(recs):
@@ -80,6 +80,12 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                 elemedge.append(local[pair])
         elemedgeadr.append(len(elemedge) - len(elem) * len(_LOCAL_EDGES[dim]))
         k, b, flap = _elasticity(ctx, r, point, elem, fedges)
+        tdof = np.full(len(fedges), -1, np.int32)  # rods: the twist joint's dof of each edge (element e is edge e)
+        if dim == 1 and len(b) and r.get("twist"):
+            jid, dofadr = ctx.ids.get("joint", {}), np.asarray(A["jnt_dofadr"])
+            for e, (a, c) in enumerate(elem):
+                tdof[local[(int(min(a, c)), int(max(a, c)))]] = dofadr[jid[r["twist"][e]]]
+        twistdof.append(tdof)
         stiffadr.append(sum(len(x) for x in stiff) if len(k) else -1)
         bendadr.append(sum(len(x) for x in bend) if len(b) else -1)
         stiff.append(k)
@@ -135,6 +141,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flex_stiffnessadr"] = np.asarray(stiffadr, i32).reshape(n)
     A["flex_bending"] = np.concatenate([np.zeros(0)] + bend)
     A["flex_bendingadr"] = np.asarray(bendadr, i32).reshape(n)
+    A["flexedge_twistdof"] = np.concatenate([np.zeros(0, np.int32)] + twistdof).astype(np.int32)
     A["flex_edgeflap"] = np.concatenate([np.zeros((0, 2), i32)] + flaps).astype(i32)
     A["flex_vertbodyid"] = np.asarray(vertbodyid, i32)
     A["flex_vert"] = np.concatenate(vert).reshape(-1, 3) if vert else np.zeros((0, 3))
@@ -166,7 +173,7 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
     nedge = len(fedges)
     flaps = np.full((nedge, 2), -1)
     if dim == 1:
-        return np.zeros(0), np.zeros(0), flaps
+        return np.zeros(0), _rod(ctx, r, point, elem), flaps
     if e2d:
         if t <= 0:
             raise MJCFError("2d elasticity requires positive thickness", *where, "thickness")
@@ -203,6 +210,42 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
         raise MJCFError("flex elasticity is no longer integrated implicitly under integrator='implicit' (MuJoCo 4.0: "
                         "use Euler or RK4)", *where)  # fmt: skip
     return stiff, bend, flaps
+
+
+ROD_STRIDE = 10  # per rod hinge in flex_bending: va, vv, vb, -1, k_bend, 0, 0, twist dof of edge (vv, vb), k_twist, 0
+
+
+def _rod(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray) -> np.ndarray:
+    """flex_bending part of a 1D flex with young > 0 (a discrete elastic rod, MuJoCo 4.0 layout, probed): the hinge
+    count, then ROD_STRIDE values per interior vertex vv of the chain (va, vv, vb): bending stiffness
+    k = E I / (l0 + l1), I = pi r^4 / 4 (circle section), torsional stiffness k_t = G J / (l0 + l1), J = pi r^4 / 2,
+    G = shear or E / (2 (1 + nu)), and the dof of the twist joint of the outgoing edge (vv, vb) (the incoming edge's
+    is the previous hinge's, or this one's minus 1 at the first hinge). Straight references only (a grid rod)."""
+    where = (r["file"], r["line"], "flexcomp")
+    young, nu, rad = r["young"], r["poisson"], r["radius"]
+    if young <= 0 or len(elem) < 2:
+        return np.zeros(0)
+    if nu < 0 or nu >= 0.5:
+        raise MJCFError("Poisson ratio must be in [0, 0.5)", *where, "poisson")
+    if ctx.option["integrator"] in (2, 3):
+        raise MJCFError("1D rod elasticity is not supported by integrator='implicit' or 'implicitfast' (MuJoCo 4.0: "
+                        "use Euler or RK4)", *where)  # fmt: skip
+    chain = np.asarray(elem).reshape(-1, 2)
+    if np.any(chain[1:, 0] != chain[:-1, 1]):
+        raise MJCFUnsupportedError("an elastic 1D flex that is not a single open chain", *where)
+    G = r["shear"] if r["shear"] > 0 else young / (2 * (1 + nu))
+    inertia, polar = np.pi * rad**4 / 4, np.pi * rad**4 / 2
+    jid = ctx.ids.get("joint", {})
+    dofadr = np.asarray(ctx.arrays["jnt_dofadr"])
+    out = [float(len(chain) - 1)]
+    for h in range(len(chain) - 1):
+        va, vv, vb = int(chain[h, 0]), int(chain[h, 1]), int(chain[h + 1, 1])
+        lsum = np.linalg.norm(point[vv] - point[va]) + np.linalg.norm(point[vb] - point[vv])
+        if lsum < 1e-15:
+            raise MJCFError("zero-length edge in an elastic rod", *where)
+        dof = int(dofadr[jid[r["twist"][h + 1]]])
+        out += [va, vv, vb, -1, young * inertia / lsum, 0.0, 0.0, dof, G * polar / lsum, 0.0]
+    return np.asarray(out, float)
 
 
 def _strain_basis(x: np.ndarray, dim: int) -> tuple[np.ndarray, float]:
@@ -336,7 +379,13 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
     A = ctx.arrays
     gt, ga = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
     gtype = np.asarray(A["geom_type"])
-    for g in np.nonzero((ct & ga) | (gt & ca))[0]:
+    hits = np.nonzero((ct & ga) | (gt & ca))[0]
+    if r.get("twist") and len(hits):
+        raise MJCFUnsupportedError(f"contacts of an elastic rod are not supported by mjx_lite (MuJoCo 4.0 couples "
+                                   f"their friction into the rod's twist joints through its cross-section): rod "
+                                   f"'{r['name']}' can collide with geom {int(hits[0])}; set the flexcomp's <contact "
+                                   "contype/conaffinity> to exclude it", *where)  # fmt: skip
+    for g in hits:
         t = int(gtype[g])
         if t == 0 or t in _ELEM_GEOMS:
             continue
@@ -353,6 +402,7 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     nbody = S["nbody"]
     size = np.zeros(nbody)
     if not S.get("nflex"):
+        A["flex_rodframe0"] = np.zeros((0, 6))
         return size
     xpos0 = flexvert_xpos0(ctx, st)
     vb = np.asarray(A["flex_vertbodyid"])
@@ -362,6 +412,8 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     invw = np.zeros(S["nflexedge"])
     for f in range(S["nflex"]):
         vadr, eadr = int(A["flex_vertadr"][f]), int(A["flex_edgeadr"][f])
+        elastic = A["flex_dim"][f] > 1 and (A["flex_stiffnessadr"][f] >= 0 or A["flex_bendingadr"][f] >= 0)
+        edge_jac = bool(A["flex_edgestiffness"][f] or A["flex_edgedamping"][f] or A["flex_edgeequality"][f] or elastic)
         for e in range(eadr, eadr + int(A["flex_edgenum"][f])):
             v1, v2 = vadr + int(A["flex_edge"][e, 0]), vadr + int(A["flex_edge"][e, 1])
             vec = xpos0[v2] - xpos0[v1]
@@ -371,6 +423,8 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
                 invw[e] = 0.0
             elif simple[b1] == 2 and simple[b2] == 2:
                 invw[e] = (1 / mass[b1] + 1 / mass[b2]) / 2
+            elif not edge_jac:
+                invw[e] = 0.0  # MuJoCo 4.0 (probed): no edge Jacobian without edge terms or 2D / 3D elasticity
             else:
                 u = vec / length0[e] if length0[e] >= 1e-15 else np.zeros(3)  # (mju_normalize3 of a tiny vector)
                 j = u @ (st.point_jac(xpos0[v2], b2)[0] - st.point_jac(xpos0[v1], b1)[0])
@@ -379,7 +433,28 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
             size[b2] = max(size[b2], length0[e])
     A["flexedge_length0"] = length0
     A["flexedge_invweight0"] = invw
+    A["flex_rodframe0"] = _rod_frames0(A, S["nflex"], xpos0)
     return size
+
+
+def _rod_frames0(A: dict, nflex: int, xpos0: np.ndarray) -> np.ndarray:
+    """(nflex, 6): for a rod (edges with twist joints), the reference frame (t, u) of its first edge at qpos0: the
+    unit tangent t and u = the y axis made orthogonal to t (the z axis where |t_y| >= 0.5), as MuJoCo 4.0 restarts
+    the rod's frames from (probed); zeros for other flexes."""
+    out = np.zeros((nflex, 6))
+    tdof = np.asarray(A["flexedge_twistdof"])
+    for f in range(nflex):
+        eadr, vadr = int(A["flex_edgeadr"][f]), int(A["flex_vertadr"][f])
+        if int(A["flex_dim"][f]) != 1 or not int(A["flex_edgenum"][f]) or tdof[eadr] < 0:
+            continue
+        eladr = int(A["flex_elemdataadr"][f])
+        a, b = int(A["flex_elem"][eladr]), int(A["flex_elem"][eladr + 1])
+        t = xpos0[vadr + b] - xpos0[vadr + a]
+        t = t / np.linalg.norm(t)
+        u = np.array([0.0, 1.0, 0.0]) if abs(t[1]) < 0.5 else np.array([0.0, 0.0, 1.0])
+        u = u - (u @ t) * t
+        out[f] = np.concatenate([t, u / np.linalg.norm(u)])
+    return out
 
 
 def flexvert_xpos0(ctx: CompileContext, st) -> np.ndarray:

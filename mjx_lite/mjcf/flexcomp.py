@@ -13,12 +13,18 @@ What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco
   - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
     edge equality constraint from it);
   - <elasticity young poisson damping thickness elastic2d> of dim 2 and 3 flexes go into the record (mjcf/flex.py
-    compiles flex_stiffness / flex_bending / flex_damping from them).
+    compiles flex_stiffness / flex_bending / flex_damping from them);
+  - a dim 1 flexcomp with young > 0 is a discrete elastic rod (circle section of the flex radius, young, poisson,
+    shear, damping): with at least two edges, one twist body per edge under the world ("<name>_twist_<e>", the last
+    "<name>_twist"; mass 1e-9, inertia m_e r^2 / 2 about every axis with m_e = mass / nedge, a hinge joint of the
+    same name), placed after the world child that holds the flexcomp (MuJoCo 4.0's order, probed); mjcf/flex.py
+    makes its flex_bending hinges and mjcf/plastic.py its state in Data.plastic.
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: other types (box,
-mesh, gmsh, direct, ...), dof other than "full", rigid flexcomps, <elasticity> of dim 1 flexes (rods) and its
-section / shear / yield (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex contacts
-other than vertices against planes (self-collisions, other geom types).
+mesh, gmsh, direct, ...), dof other than "full", rigid flexcomps, rods' box sections and clamped ends (both points
+of an end edge pinned), <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in
+mjcf/flex.py, flex contacts other than vertices against planes (self-collisions, other geom types) and contacts of
+elastic rods.
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ _CUBE_TETS = ((0, 3, 1, 7), (0, 1, 4, 7), (1, 3, 2, 7), (1, 2, 6, 7), (1, 5, 4, 
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: type='grid', dim 1, 2 or 3, "
-                                "dof='full', edge stiffness/damping/equality='true', <elasticity> for dim 2 and 3, "
-                                "contacts with planes)", raw.file,
+                                "dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: circle "
+                                "section rods without contacts), contacts with planes and convex geoms)", raw.file,
                                 raw.line, raw.tag, attr)  # fmt: skip
 
 
@@ -50,11 +56,15 @@ def _err(raw, msg: str, attr: str | None = None) -> MJCFError:
     return MJCFError(msg, raw.file, raw.line, raw.tag, attr)
 
 
-def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: Callable) -> dict[str, Any]:
+def expand(
+    raw, parent: Element, written: Callable, orient: Callable, add_body: Callable, add_twist_body: Callable
+) -> dict[str, Any]:
     """Expand the <flexcomp> `raw` (a parse._Raw) inside body `parent` (Element; worldbody for the world).
 
     written(raw, key) -> typed attributes written on raw (schema key); orient(kind, value, raw) -> unit quaternion;
-    add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints) to `parent`.
+    add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints) to `parent`;
+    add_twist_body(name, inertia) -> None adds a rod's twist body (mass 1e-9, a hinge joint of the same name) under the
+    world, after the world child that holds the flexcomp.
     Returns the flex record (see `mjcf/flex.py`)."""
     w = written(raw, "flexcomp")
     kids: dict[str, list] = {}
@@ -104,15 +114,16 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
     young, edamp = float(elast.get("young", 0.0)), float(elast.get("damping", 0.0))
     poisson, thickness = float(elast.get("poisson", 0.0)), float(elast.get("thickness", -1.0))
     elastic2d = {"none": 0, "bend": 1, "stretch": 2, "both": 3}[elast.get("elastic2d", "none")]
-    if elastic2d != 1 and equality and young > 0:
+    if dim != 1 and elastic2d != 1 and equality and young > 0:  # (rods: bending with inextensible edges)
         raise _err(raw, "flex constraints and elasticity (young) cannot both be present")
-    for a in ("section", "sectionsize", "shear", "yield"):
+    for a in ("section", "sectionsize", "yield"):
         if a in elast:
-            raise _refuse(kids["elasticity"][0], f"<elasticity {a}=...> (rod sections, shear and plasticity)", a)
-    if dim == 1 and (young != 0 or edamp != 0):
-        el = kids["elasticity"][0]
-        raise _refuse(el, "<elasticity young/damping> on a dim=1 flexcomp (rod bending and twist)",
-                      "young" if young != 0 else "damping")  # fmt: skip
+            raise _refuse(kids["elasticity"][0], f"<elasticity {a}=...> (box rod sections and plasticity)", a)
+    shear = float(np.atleast_1d(elast.get("shear", 0.0))[0])
+    if shear < 0:
+        raise _err(kids["elasticity"][0], "shear modulus must be non-negative", "shear")
+    if dim == 1 and edamp != 0 and young <= 0:
+        raise _refuse(kids["elasticity"][0], "<elasticity damping> on a dim=1 flexcomp without young", "damping")
     if equality > 1:
         raise _refuse(kids["edge"][0], f"<edge equality='{edge['equality']}'> (vertex / strain flex constraints)",
                       "equality")  # fmt: skip
@@ -185,6 +196,13 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
         raise _refuse(raw, "a <flexcomp> with every point pinned (a rigid flex: collision only)", "pin")
     centered = not pinned.any()
 
+    rod = dim == 1 and young > 0  # a discrete elastic rod (mjx_lite/pipeline/passive_rod.py)
+    if rod and radius <= 0:
+        raise _err(raw, "1D rod elasticity requires a positive radius (circle section)", "radius")
+    nedge = npnt - 1
+    if rod and nedge >= 2 and ((pinned[0] and pinned[1]) or (nedge >= 3 and pinned[-1] and pinned[-2])):
+        raise _refuse(kids.get("pin", [raw])[0], "a clamped end of an elastic rod (both points of its first or last "
+                      "edge pinned: the material frame follows the pinning body)", "id")  # fmt: skip
     bodymass = mass / npnt
     bodyinertia = bodymass * (2.0 * inertiabox * inertiabox) / 3.0
     vertbody, vert = [], np.zeros((npnt, 3))
@@ -196,7 +214,14 @@ def expand(raw, parent: Element, written: Callable, orient: Callable, add_body: 
             bname = f"{name}_{i}"
             add_body(bname, point[i], bodymass, bodyinertia)
             vertbody.append(bname)
+    twist = []  # per-edge twist bodies / hinge joints of an open elastic rod (MuJoCo 4.0), created under the world
+    if rod and nedge >= 2:
+        polar = 0.5 * (mass / nedge) * radius * radius
+        twist = [f"{name}_twist_{e}" if e < nedge - 1 else f"{name}_twist" for e in range(nedge)]
+        for tname in twist:
+            add_twist_body(tname, polar)
     return {
+        "shear": shear, "twist": twist,
         "name": name, "dim": dim, "vertbody": vertbody, "parent": pname, "vert": vert, "centered": centered,
         "point": point, "young": young, "poisson": poisson, "damping": edamp, "thickness": thickness,
         "elastic2d": elastic2d,

@@ -47,11 +47,11 @@ _NI = "not supported by mjx_lite"
 # refused elements with more to say than _NI
 _WHY = {"composite": "not supported: MuJoCo 4.0 removed it and refuses it too (its migration: <flexcomp dim='1'>)"}
 _BODY_CHILDREN = {"inertial", "joint", "freejoint", "geom", "site", "camera", "light", "body", "frame", "replicate",
-                  "attach", "flexcomp"}
-_BODY_UNSUPPORTED = {"plugin", "composite", "skin", "flex"}
+                  "attach", "flexcomp", "plugin"}
+_BODY_UNSUPPORTED = {"composite", "skin", "flex"}
 CHILDREN: dict[str, set[str]] = {
-    "mujoco": {"compiler", "option", "size", "statistic", "visual", "default", "asset", "deformable", "worldbody",
-               "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
+    "mujoco": {"compiler", "extension", "option", "size", "statistic", "visual", "default", "asset", "deformable",
+               "worldbody", "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom"},
     "compiler": {"lengthrange"},
     "option": {"flag"},
     "visual": set(sc.VISUAL_CHILDREN),
@@ -74,6 +74,7 @@ CHILDREN: dict[str, set[str]] = {
     "keyframe": {"key"},
     "custom": {"numeric", "text", "tuple"},
     "tuple": {"element"},
+    **{p + "/plugin": {"config"} for p in ("worldbody", "body", "frame", "replicate")},  # (mjcf/plugins.py)
 }  # fmt: skip
 UNSUPPORTED: dict[str, set[str]] = {
     "mujoco": set(),
@@ -100,8 +101,8 @@ ORIENTED = {"body", "frame", "inertial", "geom", "site", "camera"}
 # MuJoCo normalises these quaternions before resolving an orientation alternative (not after): the quaternion of an
 # alternative stays as computed (Element.raw_quat; attrs.quat leaves it as is)
 RAW_ALTERNATIVE = {"body", "geom", "inertial"}
-SECTION_ORDER = ("compiler", "option", "size", "statistic", "visual", "default", "asset", "deformable", "worldbody",
-                 "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
+SECTION_ORDER = ("compiler", "extension", "option", "size", "statistic", "visual", "default", "asset", "deformable",
+                 "worldbody", "contact", "equality", "tendon", "actuator", "sensor", "keyframe", "custom")  # fmt: skip
 ALWAYS = ("compiler", "option", "size", "statistic", "worldbody")
 
 
@@ -136,15 +137,16 @@ def _schema_only(raw, parent: str) -> None:
         _schema_only(k, raw.tag)
 
 
-def _take_plugin(raw) -> tuple:
-    """(raw without its <plugin> child, that child as a `plugins.PluginRef` or None); at most one plugin child."""
+def _take_plugin(raw, extension: Element | None) -> tuple:
+    """(raw without its <plugin> child, (plugin name, attribute values) of that child or None) for a <geom> or
+    <mesh> (mjcf/plugins.py sdf_use); at most one plugin child."""
     kids = [k for k in raw.children if k.tag == "plugin"]
     if not kids:
         return raw, None
     if len(kids) > 1:
         raise MJCFError(f"unique element 'plugin' found {len(kids)} times", raw.file, raw.line, raw.tag)
     rest = [k for k in raw.children if k.tag != "plugin"]
-    return _Raw(raw.tag, raw.attrib, rest, raw.file, raw.line), plugins.read_ref(kids[0])
+    return _Raw(raw.tag, raw.attrib, rest, raw.file, raw.line), plugins.sdf_use(kids[0], raw.tag, extension, _written)
 
 
 def _no_children(raw) -> None:
@@ -605,6 +607,8 @@ class _Builder:
         self.frame_names: set[str] = set()
         self._replicates: dict[int, dict] = {}  # id(raw <replicate>) -> its record (compose.replicate)
         self.flexes: list[dict] = []  # flex records of the <flexcomp>s, in document order (mjcf/flexcomp.py)
+        self.extension: Element | None = None  # the <extension> declarations (mjcf/plugins.py)
+        self._world_pending: list[Element] = []  # rod twist bodies, added to the world after the current world child
 
     # -- generic element ----------------------------------------------------------------------------------
     def element(self, raw: _Raw, parent: str, childclass: str | None, frame=None) -> Element:
@@ -678,6 +682,8 @@ class _Builder:
         unsupported = UNSUPPORTED.get(key, ())
         for k in raw.children:
             if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
+                if k.tag == "plugin" and key in ("actuator", "sensor"):  # names the plugin (mjcf/plugins.py)
+                    raise plugins.element_use(k, key, self.extension)
                 if k.tag in unsupported:
                     raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_WHY.get(k.tag, _NI)}", k.file, k.line,
                                            k.tag)
@@ -686,7 +692,7 @@ class _Builder:
     # -- section with plain children ----------------------------------------------------------------------
     def section(self, raw: _Raw, parent: str) -> Element:
         """A non-tree section/element and its descendants (no frames, no childclass)."""
-        raw, plugin = _take_plugin(raw) if raw.tag == "mesh" else (raw, None)
+        raw, plugin = _take_plugin(raw, self.extension) if raw.tag == "mesh" else (raw, None)
         self.check_children(raw, sc.key_of(parent, raw.tag))
         el = self.element(raw, parent, None)
         if plugin is not None:
@@ -701,7 +707,12 @@ class _Builder:
         key = raw.tag
         self.check_children(raw, key)
         world = out.tag == "worldbody"
-        for k in raw.children:
+        for k in [*raw.children, None]:
+            if world and self._world_pending:  # rod twist bodies follow the world child that made them
+                out.children.extend(self._world_pending)
+                self._world_pending.clear()
+            if k is None:
+                break
             tag = k.tag
             if tag in ("joint", "freejoint", "inertial"):
                 if world:
@@ -738,6 +749,9 @@ class _Builder:
                 self.replicate(k, key, out, childclass, frame)
             elif tag == "flexcomp":
                 self.flexcomp(k, key, out, childclass, frame)
+            elif tag == "plugin":  # a passive-force plugin of the body (mjcf/plugins.py)
+                if raw.tag != "replicate":  # (MuJoCo's <replicate> drops a <plugin> child unread)
+                    out.children.append(plugins.body_use(k, key, out, self.extension, _written))
             elif tag == "body":
                 b = self.element(k, key, childclass, frame)
                 cc = b.attrs.get("childclass") or childclass
@@ -746,7 +760,7 @@ class _Builder:
                 self.tree(k, b, cc, None)
                 out.children.append(b)
             else:
-                k, plugin = _take_plugin(k) if tag == "geom" else (k, None)
+                k, plugin = _take_plugin(k, self.extension) if tag == "geom" else (k, None)
                 if k.children:
                     c = k.children[0]
                     if c.tag in UNSUPPORTED.get(tag, ()):
@@ -756,6 +770,9 @@ class _Builder:
                 el = self.element(k, key, childclass, frame)
                 if plugin is not None:
                     el.attrs["plugin"] = plugin
+                elif tag == "geom" and el.attrs.get("type") == "sdf":
+                    raise MJCFUnsupportedError("<geom type='sdf'> without a <plugin> (MuJoCo's octree SDF of its mesh) "
+                                               f"is {_NI}", k.file, k.line, "geom", "type")  # fmt: skip
                 out.children.append(el)
 
     def flexcomp(self, raw: _Raw, key: str, out: Element, childclass: str | None, frame):
@@ -778,10 +795,23 @@ class _Builder:
             self.tree(braw, b, childclass, None)
             out.children.append(b)
 
+        def add_twist_body(name, inertia):
+            def txt(v):
+                return " ".join(repr(float(x)) for x in np.atleast_1d(v))
+
+            kids = [_Raw("inertial", {"pos": "0 0 0", "mass": "1e-09", "diaginertia": txt([inertia] * 3)}, [],
+                         raw.file, raw.line),
+                    _Raw("joint", {"name": name, "type": "hinge", "pos": "0 0 0", "axis": "1 0 0"}, [], raw.file,
+                         raw.line)]  # fmt: skip
+            braw = _Raw("body", {"name": name, "pos": "0 0 0"}, kids, raw.file, raw.line)
+            b = self.element(braw, sc.key_of("worldbody", "body"), None, None)
+            self.tree(braw, b, None, None)
+            self._world_pending.append(b)
+
         def orient(kind, v, src):
             return orientation_to_quat(kind, v, self.degree, self.eulerseq, src)
 
-        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body))
+        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body, add_twist_body))
 
     def replicate(self, raw: _Raw, parent: str, out: Element, childclass: str | None, frame):
         """<replicate count offset euler sep>: `count` copies of the children, copy i posed by the i-th power of
@@ -885,13 +915,9 @@ def _build(root: _Raw) -> Element:
     out = Element("mujoco", top_attrs, [], root.file, root.line, set(top_w))
 
     by_tag: dict[str, list[_Raw]] = {}
-    instances: dict = {}
     for k in root.children:
         if k.tag in ("body", "frame", "replicate"):  # MuJoCo's schema accepts these here; its reader ignores them
             _schema_only(k, "worldbody")
-            continue
-        if k.tag == "extension":  # plugin instances (mjcf/plugins.py): kept as an <extension> element at the end
-            instances.update(plugins.read_extension(k))
             continue
         if k.tag not in CHILDREN["mujoco"]:
             if k.tag in UNSUPPORTED["mujoco"]:
@@ -928,11 +954,14 @@ def _build(root: _Raw) -> Element:
 
     defaults = _Defaults(by_tag.get("default", []))
     b = _Builder(defaults, comp.attrs["angle"] == "degree", seq)
+    b.extension = plugins.declarations(by_tag.get("extension", []), _written)
 
     sections: dict[str, Element] = {"compiler": comp}
+    if "extension" in by_tag:
+        sections["extension"] = b.extension
     for tag in SECTION_ORDER:
         raws = by_tag.get(tag, [])
-        if tag == "compiler":
+        if tag in ("compiler", "extension"):
             continue
         if tag == "default":
             if raws:
@@ -997,8 +1026,6 @@ def _build(root: _Raw) -> Element:
                 merged.children.extend(e.children)
         sections[tag] = merged
     out.children = [sections[t] for t in SECTION_ORDER if t in sections]
-    if instances:
-        out.children.append(Element("extension", {"instances": instances}, [], root.file, root.line, set()))
     _reader_checks(out)
     return out
 

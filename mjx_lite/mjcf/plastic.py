@@ -33,11 +33,18 @@ def compile_plastic(ctx: CompileContext) -> None:
         tadr[t] = n
         n += 2
     A["jnt_plasticadr"], A["tendon_plasticadr"] = jadr, tadr
+    nspring = n
+    fadr = np.full(len(np.asarray(A.get("flex_dim", np.zeros(0)))), -1, np.int32)
+    for f, ne in enumerate(_rod_edges(A)):  # elastic rods: 6 per edge (reference frame), 1 per interior vertex
+        if ne:
+            fadr[f] = n
+            n += 6 * ne + ne - 1
+    A["flex_plasticadr"] = fadr
     S["nplastic"] = n
     ls = np.asarray(A.get("tendon_lengthspring", np.zeros((len(tyield), 2))), float).reshape(-1, 2)
     qs = np.asarray(A.get("qpos_spring", np.zeros(0)), float)
     src = plastic_source(jtype, A.get("jnt_qposadr", np.zeros(0, int)), jadr, tadr, len(qs), n)
-    init = np.concatenate([qs, ls.reshape(-1)])[src]
+    init = np.concatenate([np.concatenate([qs, ls.reshape(-1)])[src], np.zeros(n - nspring)])
     keys = ctx.elements.get("key", [])
     rows = np.tile(init, (len(keys), 1))
     for i, k in enumerate(keys):
@@ -55,3 +62,14 @@ def compile_plastic(ctx: CompileContext) -> None:
         norm = np.linalg.norm(q, axis=1, keepdims=True)
         rows[:, jadr[j] : jadr[j] + 4] = np.where(norm > 1e-15, q / np.where(norm > 0, norm, 1), [1.0, 0, 0, 0])
     A["key_plastic"] = rows.reshape(len(keys), n)
+
+
+def _rod_edges(A: dict) -> list[int]:
+    """Per flex, the number of edges of an elastic rod with twist joints (a dim 1 flex whose flex_bending has
+    hinges), else 0."""
+    out = []
+    for f, dim in enumerate(np.asarray(A.get("flex_dim", np.zeros(0)), int)):
+        badr = int(np.asarray(A["flex_bendingadr"])[f])
+        rod = dim == 1 and badr >= 0 and len(A["flex_bending"]) > badr and A["flex_bending"][badr] > 0
+        out.append(int(np.asarray(A["flex_edgenum"])[f]) if rod else 0)
+    return out

@@ -1,129 +1,249 @@
-"""MuJoCo plugins (`<extension><plugin>`, and `<plugin>` children of elements): a registry of the plugins that ship
-with MuJoCo and that mjx_lite implements as built-in features under MuJoCo's names.
+"""MuJoCo engine plugins (<extension>): the registry of plugin names and MuJoCo's checks of their declarations and uses.
 
-PLUGINS maps a MuJoCo plugin name to its handler (what the compiler needs to know about it: its kind, its
-attribute names and defaults). A name that is not registered (a third-party plugin, or a MuJoCo plugin mjx_lite does
-not implement) is refused at load time, naming it. Registered now: MuJoCo's SDF plugins (mujoco.sdf.torus, bowl,
-bolt, nut, gear; `collision/sdf_plugins.py`).
+MJCF:  <extension><plugin plugin="NAME"><instance name="I"><config key="K" value="V"/>...</instance></plugin>
+declares plugin NAME and its instances; a body (geom, mesh, actuator, sensor) uses one with a child
+<plugin instance="I"/>, or with <plugin plugin="NAME"><config .../></plugin> (an instance of its own).
 
-Reading: `read_extension` turns `<extension>` into {instance name: PluginRef}; `read_ref` turns an element's
-`<plugin plugin=... | instance=...>` child (with optional `<config key value>` children) into a PluginRef;
-`resolve` gives the plugin name and the attribute values (defaults filled in, as the plugin's sdf_attribute).
+The registry (one line per plugin to add):
+  SHIPPED   every plugin the `mujoco` 4.0 package loads (its libactuator, libsensor and libsdf_plugin libraries),
+            name -> capability: "actuator", "sensor", "sdf" (none of them adds passive forces);
+  BUILTIN   the plugins mjx_lite simulates, name -> capability: the five SDF plugins (distance functions in
+            collision/sdf_plugins.py, their marching-cubes meshes in mjcf/sdf_mesh.py);
+  REMOVED   plugins MuJoCo no longer has (MuJoCo 4.0 refuses them: "plugin ... not found"), name -> reason and the
+            migration MuJoCo's changelog gives. The elasticity plugins are all gone: `cable` (MuJoCo 4.0, superseded by
+            1-D <flexcomp> with <elasticity>), `solid` and `membrane` (3.2.4, moved into the engine's flex
+            elasticity), `shell` (3.3.3, <flexcomp> with elastic2d).
+Any other name is a third-party plugin (MuJoCo loads it only when its library is registered): refused, naming it.
+
+What the loader does (as MuJoCo 4.0's XML reader and compiler, tests/test_mjcf_plugins.py):
+  - `declarations`: the <extension> sections. A REMOVED or third-party name raises MJCFUnsupportedError naming it; an
+    instance of a SHIPPED plugin that is not BUILTIN likewise (the instance is what MuJoCo initialises and runs).
+    A declaration without instances has no effect in MuJoCo (nplugin stays 0) and loads. MuJoCo's own errors
+    (MJCFError): a repeated instance name, a repeated config key, missing name/key/value.
+  - `body_use`: a <plugin> child of a body (or worldbody, frame; MuJoCo's <replicate> drops it unread) names a
+    passive-force plugin: an undeclared instance or plugin name, neither attribute, or a plugin without passive
+    forces are MuJoCo's compile errors (every body plugin is one in MuJoCo 4.0, which ships no passive plugin).
+  - `element_use`: a <plugin> in <actuator> or <sensor>: MuJoCo's errors, else refused naming the plugin.
+  - `sdf_use`: a <plugin> child of a <geom> or <mesh> names an SDF plugin: MuJoCo's errors for an undeclared
+    instance or plugin, neither attribute, a plugin that is not an SDF, or a config key the plugin does not have;
+    else (plugin name, attribute values) with the plugin's defaults filled in.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Callable
 
 from mjx_lite.collision import sdf_plugins
-from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError
+from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError
 
-
-@dataclasses.dataclass(frozen=True)
-class Handler:
-    """A plugin mjx_lite implements. kind: 'sdf' (a signed distance field for sdf geoms and their meshes);
-    attributes/defaults: the plugin's attribute names and default values, in the plugin's order."""
-
-    kind: str
-    attributes: tuple[str, ...]
-    defaults: tuple[float, ...]
-
-
-PLUGINS: dict[str, Handler] = {
-    name: Handler("sdf", names, defaults) for name, (names, defaults) in sdf_plugins.ATTRIBUTES.items()
+SHIPPED: dict[str, str] = {
+    "mujoco.pid": "actuator",
+    "mujoco.sensor.touch_grid": "sensor",
+    "mujoco.sdf.bolt": "sdf",
+    "mujoco.sdf.bowl": "sdf",
+    "mujoco.sdf.gear": "sdf",
+    "mujoco.sdf.nut": "sdf",
+    "mujoco.sdf.torus": "sdf",
+}
+BUILTIN: dict[str, str] = {name: "sdf" for name in sdf_plugins.ATTRIBUTES}
+_CABLE = ("removed in MuJoCo 4.0; its migration: <flexcomp dim='1' type='grid'> with <elasticity young shear> for bend "
+          "and twist, <edge equality='true'/> for inextensible edges")  # fmt: skip
+REMOVED: dict[str, str] = {
+    "mujoco.elasticity.cable": _CABLE,
+    "mujoco.elasticity.shell": "removed in MuJoCo 3.3.3; its migration: <flexcomp dim='2'> with <elasticity "
+    "elastic2d='bend'>",
+    "mujoco.elasticity.solid": "removed in MuJoCo 3.2.4; its migration: <flexcomp dim='3'> with <elasticity young "
+    "poisson>",
+    "mujoco.elasticity.membrane": "removed in MuJoCo 3.2.4; its migration: <flexcomp dim='2'> with <elasticity "
+    "young poisson elastic2d='stretch'>",
 }
 
+_S = Attr("string", 1, None)
+# the schema of the plugin elements (merged into schema.SCHEMA); the element keys MuJoCo's schema lists
+SCHEMA: dict[str, dict[str, Attr]] = {
+    "extension": {},
+    "extension/plugin": {"plugin": _S},
+    "instance": {"name": _S},
+    "config": {"key": _S, "value": _S},
+    **{
+        p + "/plugin": {"plugin": _S, "instance": _S}
+        for p in ("worldbody", "body", "frame", "replicate", "geom", "mesh")
+    },
+}
+REQUIRED: dict[str, tuple[str, ...]] = {"extension/plugin": ("plugin",), "instance": ("name",),
+                                        "config": ("key", "value")}  # fmt: skip
 
-@dataclasses.dataclass(frozen=True)
-class PluginRef:
-    """A reference to a plugin: by name with its own config, or by instance name. config: ((key, value), ...)."""
 
-    plugin: str | None
-    instance: str | None
-    config: tuple[tuple[str, str], ...]
-    file: str | None = None
-    line: int | None = None
+def _err(raw, msg: str, attr: str | None = None) -> MJCFError:
+    return MJCFError(msg, raw.file, raw.line, raw.tag, attr)
 
 
-def _refuse(name: str, raw) -> MJCFUnsupportedError:
-    return MJCFUnsupportedError(f"plugin '{name}' is not supported by mjx_lite (implemented: "
-                                f"{', '.join(sorted(PLUGINS))})", raw.file, raw.line, "plugin", "plugin")  # fmt: skip
+def _refuse(raw, msg: str, attr: str | None = None) -> MJCFUnsupportedError:
+    return MJCFUnsupportedError(msg, raw.file, raw.line, raw.tag, attr)
 
 
-def _config(raw) -> tuple[tuple[str, str], ...]:
-    out = []
+def refusal(name: str) -> str | None:
+    """Why mjx_lite refuses plugin `name` (None for a BUILTIN one)."""
+    if name in BUILTIN:
+        return None
+    if name in REMOVED:
+        return f"plugin '{name}' is not supported: MuJoCo 4.0 refuses it too ({REMOVED[name]})"
+    if name in SHIPPED:
+        return f"plugin '{name}' (MuJoCo's {SHIPPED[name]} plugin) is not supported by mjx_lite"
+    return (f"plugin '{name}' is a third-party plugin (MuJoCo 4.0 ships {', '.join(sorted(SHIPPED))}) and is not "
+            "supported by mjx_lite")  # fmt: skip
+
+
+def _config(raw, written: Callable) -> dict[str, str]:
+    """The <config key value> children of `raw` as {key: value} (MuJoCo: "duplicate config key")."""
+    out: dict[str, str] = {}
     for c in raw.children:
         if c.tag != "config":
-            raise MJCFError(f"unknown element (in <{raw.tag}>)", c.file, c.line, c.tag)
-        for k in c.attrib:
-            if k not in ("key", "value"):
-                raise MJCFError(f"unrecognized attribute: '{k}'", c.file, c.line, "config", k)
-        out.append((c.attrib.get("key", ""), c.attrib.get("value", "")))
-    return tuple(out)
-
-
-def read_ref(raw) -> PluginRef:
-    """An element's `<plugin>` child (raw XML element) as a PluginRef; unknown plugin names are refused."""
-    for k in raw.attrib:
-        if k not in ("plugin", "instance"):
-            raise MJCFError(f"unrecognized attribute: '{k}'", raw.file, raw.line, "plugin", k)
-    name = raw.attrib.get("plugin") or None
-    inst = raw.attrib.get("instance") or None
-    if name is not None and name not in PLUGINS:
-        raise _refuse(name, raw)
-    return PluginRef(name, inst, _config(raw), raw.file, raw.line)
-
-
-def read_extension(raw) -> dict[str, PluginRef]:
-    """`<extension>` (raw XML element): {instance name: PluginRef} of its plugin instances."""
-    out: dict[str, PluginRef] = {}
-    for p in raw.children:
-        if p.tag != "plugin":
-            raise MJCFError("unknown element (in <extension>)", p.file, p.line, p.tag)
-        for k in p.attrib:
-            if k != "plugin":
-                raise MJCFError(f"unrecognized attribute: '{k}'", p.file, p.line, "plugin", k)
-        name = p.attrib.get("plugin", "")
-        if name not in PLUGINS:
-            raise _refuse(name, p)
-        for inst in p.children:
-            if inst.tag != "instance":
-                raise MJCFError("unknown element (in <plugin>)", inst.file, inst.line, inst.tag)
-            iname = inst.attrib.get("name", "")
-            if iname in out:
-                raise MJCFError(f"repeated plugin instance name '{iname}'", inst.file, inst.line, "instance", "name")
-            out[iname] = PluginRef(name, iname, _config(inst), inst.file, inst.line)
+            raise _err(c, f"unknown element (in <{raw.tag}>)")
+        if c.children:
+            raise _err(c.children[0], "unknown element (in <config>)")
+        w = written(c, "config")
+        if w["key"] in out:
+            raise _err(c, f"duplicate config key: {w['key']}", "key")
+        out[w["key"]] = w["value"]
     return out
 
 
-def resolve(ref: PluginRef, instances: dict[str, PluginRef], file=None, line=None) -> tuple[str, tuple[float, ...]]:
-    """(plugin name, attribute values) of a reference: MuJoCo's config strings read as numbers, defaults filled in
-    for missing or empty ones; a config key the plugin does not have is an error."""
-    if ref.instance is not None:
-        if ref.instance not in instances:
-            raise MJCFError(f"unknown plugin instance '{ref.instance}'", ref.file or file, ref.line or line,
-                            "plugin", "instance")  # fmt: skip
-        inst = instances[ref.instance]
-        if ref.plugin is not None and ref.plugin != inst.plugin:
-            raise MJCFError(f"plugin '{ref.plugin}' does not match the instance's '{inst.plugin}'", ref.file,
-                            ref.line, "plugin", "plugin")  # fmt: skip
-        ref = inst
-    if ref.plugin is None:
-        raise MJCFError("neither 'plugin' nor 'instance' is specified", ref.file or file, ref.line or line, "plugin")
-    h = PLUGINS[ref.plugin]
-    cfg = dict(ref.config)
-    for k in cfg:
-        if k not in h.attributes:
-            raise MJCFError(f"unrecognized attribute 'plugin:{k}' for plugin '{ref.plugin}'", ref.file, ref.line,
-                            "config", "key")  # fmt: skip
-    vals = []
-    for n, dflt in zip(h.attributes, h.defaults):
-        v = cfg.get(n, "")
-        if v.strip() == "":
-            vals.append(float(dflt))
-            continue
-        try:
-            vals.append(float(v.split()[0]))
-        except ValueError:
-            raise MJCFError(f"invalid attribute value for '{n}'", ref.file, ref.line, "config", "value") from None
-    return ref.plugin, tuple(vals)
+def declarations(raws: list, written: Callable) -> Element:
+    """The merged <extension> sections `raws` (parse._Raw) -> Element("extension") whose children are
+    Element("plugin", {"plugin": name}) with Element("instance", {"name": ..., "config": {key: value}}) children.
+
+    written(raw, key) -> the typed attributes of raw (checked against SCHEMA, REQUIRED)."""
+    first = raws[0] if raws else None
+    out = Element("extension", {}, [], getattr(first, "file", None), getattr(first, "line", None), set())
+    names: set[str] = set()
+    for sec in raws:
+        written(sec, "extension")
+        for p in sec.children:
+            if p.tag != "plugin":
+                raise _err(p, "unknown element (in <extension>)")
+            name = written(p, "extension/plugin")["plugin"]
+            if name not in SHIPPED and name not in BUILTIN:  # (MuJoCo: "plugin ... not found")
+                raise _refuse(p, refusal(name), "plugin")
+            decl = Element("plugin", {"plugin": name}, [], p.file, p.line, {"plugin"})
+            for i in p.children:
+                if i.tag != "instance":
+                    raise _err(i, "unknown element (in <plugin>)")
+                w = written(i, "instance")
+                if w["name"] in names:
+                    raise _err(i, f"repeated name '{w['name']}' in plugin", "name")
+                names.add(w["name"])
+                attrs = {"name": w["name"], "config": _config(i, written)}
+                decl.children.append(Element("instance", attrs, [], i.file, i.line, set(attrs)))
+            if decl.children and name not in BUILTIN:  # (without instances a declaration does nothing in MuJoCo)
+                raise _refuse(p, refusal(name), "plugin")
+            out.children.append(decl)
+    return out
+
+
+def find(extension: Element | None, *, instance: str | None = None, plugin: str | None = None) -> str | None:
+    """The plugin name of a declared `instance`, or `plugin` when some <extension> declares it; None otherwise."""
+    for decl in [] if extension is None else extension.children:
+        if instance is not None and any(i.attrs["name"] == instance for i in decl.children):
+            return decl.attrs["plugin"]
+        if instance is None and decl.attrs["plugin"] == plugin:
+            return plugin
+    return None
+
+
+def body_use(raw, key: str, body: Element, extension: Element | None, written: Callable) -> Element:
+    """A <plugin> child `raw` (parse._Raw) of a <`key`> (body, worldbody, frame or replicate) in `body` (the
+    Element of the body or worldbody it belongs to) -> Element("plugin", {"plugin": name, "instance": name or None,
+    "config": {...}}) for a BUILTIN passive plugin.
+
+    Raises MuJoCo 4.0's compile errors for an unknown instance or plugin, neither attribute, or a plugin without
+    passive forces (MJCFError), and MJCFUnsupportedError for a plugin mjx_lite does not build in."""
+    w = written(raw, key + "/plugin")
+    config = _config(raw, written)
+    inst, name = w.get("instance"), w.get("plugin")
+    where = f"body '{body.attrs.get('name') or ''}'" if body.tag == "body" else "the world body"
+    if inst is not None:
+        name = find(extension, instance=inst)
+        if name is None:
+            raise _err(raw, f"unrecognized name '{inst}' for plugin instance ({where})", "instance")
+    elif name is not None:
+        if find(extension, plugin=name) is None:
+            why = f"; MuJoCo 4.0 has no such plugin: {REMOVED[name]}" if name in REMOVED else ""
+            raise _err(raw, f"unrecognized plugin '{name}' ({where}: no <extension> declares it{why})", "plugin")
+    else:
+        raise _err(raw, f"neither 'plugin' nor 'instance' is specified for {where}")
+    capability = BUILTIN.get(name, SHIPPED.get(name))
+    if capability is not None and capability != "passive":
+        raise _err(raw, f"plugin '{name}' does not support passive forces ({where})",
+                   "instance" if inst is not None else "plugin")  # fmt: skip
+    if name not in BUILTIN:  # (declarations refused it already)
+        raise _refuse(raw, refusal(name), "plugin")
+    attrs = {"plugin": name, "instance": inst, "config": config}
+    return Element("plugin", attrs, [], raw.file, raw.line, set(attrs))
+
+
+def element_use(raw, parent: str, extension: Element | None) -> MJCFError:
+    """The error for a <plugin> child `raw` of <actuator> or <sensor> (`parent`), element kinds for which mjx_lite
+    builds in no plugin: MuJoCo's error (MJCFError) for an undeclared instance or plugin or a plugin of another kind,
+    else MJCFUnsupportedError naming the plugin."""
+    inst, name = raw.attrib.get("instance"), raw.attrib.get("plugin")
+    if inst is not None:
+        name = find(extension, instance=inst)
+        if name is None:
+            return _err(raw, f"unrecognized name '{inst}' for plugin instance (in <{parent}>)", "instance")
+    elif name is not None:
+        if find(extension, plugin=name) is None:
+            return _err(raw, f"unrecognized plugin '{name}' (in <{parent}>: no <extension> declares it)", "plugin")
+    else:
+        return _err(raw, f"neither 'plugin' nor 'instance' is specified (in <{parent}>)")
+    capability = BUILTIN.get(name, SHIPPED.get(name))
+    attr = "instance" if inst is not None else "plugin"
+    if capability is not None and capability != parent:
+        return _err(raw, f"plugin '{name}' does not support {parent}s", attr)
+    return _refuse(raw, refusal(name) or f"plugin '{name}' in <{parent}> is not supported by mjx_lite", attr)
+
+
+def _number(raw, key: str, text: str) -> float:
+    try:
+        return float(text.split()[0])
+    except ValueError:
+        raise _err(raw, f"invalid value '{text}' for attribute 'plugin:{key}'", "value") from None
+
+
+def sdf_use(raw, parent: str, extension: Element | None, written: Callable) -> tuple[str, tuple[float, ...]]:
+    """A <plugin> child `raw` (parse._Raw) of a <geom> or <mesh> (`parent`) -> (plugin name, attribute values in
+    the plugin's order, sdf_plugins.ATTRIBUTES, its defaults where a key is missing or empty).
+
+    The configuration is the instance's (<plugin instance>) or the element's own <config> children (<plugin
+    plugin>). Raises MuJoCo 4.0's errors (MJCFError) for an undeclared instance or plugin, neither attribute, a
+    plugin that is not an SDF, or a config key the plugin does not have."""
+    w = written(raw, parent + "/plugin")
+    config = _config(raw, written)
+    inst, name = w.get("instance"), w.get("plugin")
+    attr = "instance" if inst is not None else "plugin"
+    if inst is not None:
+        name = find(extension, instance=inst)
+        if name is None:
+            raise _err(raw, f"unrecognized name '{inst}' for plugin instance (in <{parent}>)", "instance")
+        decl = next(d for d in extension.children if d.attrs["plugin"] == name)
+        config = next(i.attrs["config"] for i in decl.children if i.attrs["name"] == inst)
+        if w.get("plugin") not in (None, name):
+            raise _err(raw, f"plugin '{w['plugin']}' does not match instance '{inst}' of plugin '{name}'", "plugin")
+    elif name is not None:
+        if find(extension, plugin=name) is None:
+            raise _err(raw, f"unrecognized plugin '{name}' (in <{parent}>: no <extension> declares it)", "plugin")
+    else:
+        raise _err(raw, f"neither 'plugin' nor 'instance' is specified for {parent}")
+    capability = BUILTIN.get(name, SHIPPED.get(name))
+    if capability is not None and capability != "sdf":
+        raise _err(raw, f"plugin '{name}' does not support sign distance fields", attr)
+    if name not in BUILTIN:  # (declarations refused it already)
+        raise _refuse(raw, refusal(name), attr)
+    keys, defaults = sdf_plugins.ATTRIBUTES[name]
+    for k in config:
+        if k not in keys:
+            raise _err(raw, f"unrecognized attribute 'plugin:{k}' for plugin {name}", attr)
+    values = tuple(
+        _number(raw, k, config[k]) if config.get(k, "").strip() else float(d) for k, d in zip(keys, defaults)
+    )
+    return name, values

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite.mjcf import schema_actuation
+from mjx_lite.mjcf import plugins, schema_actuation
 from mjx_lite.mjcf.spec import Attr
 
 
@@ -835,6 +835,7 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "text": _TEXT,
     "tuple": _TUPLE,
     "tuple/element": _TUPLE_ELEMENT,
+    **plugins.SCHEMA,
 }
 
 # refined schemas of the section passes win
@@ -876,6 +877,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     **{t: ("actuator",) for t in _ACTUATOR_SENSORS},
     **{t: ("objtype", "objname") for t in _FRAME_SENSORS + _FRAME_ACC_SENSORS},
     **{t: ("body",) for t in _SUBTREE_SENSORS},
+    **plugins.REQUIRED,
 }
 # at least one group of attributes must be fully present
 ONE_OF: dict[str, tuple[tuple[str, ...], ...]] = {

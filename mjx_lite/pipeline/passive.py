@@ -17,7 +17,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
-from mjx_lite.pipeline import constraint, flex, fluid, plastic, support
+from mjx_lite.pipeline import constraint, flex, fluid, passive_rod, plastic, support
 from mjx_lite.pipeline.tendon import apply_ft
 from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
 
@@ -70,6 +70,8 @@ def _springs(m: Model, d: Data) -> jax.Array:
         qfrc = qfrc + frc @ d.ten_J
     if m.nflexedge:
         qfrc = qfrc + flex.edge_spring(m, d) + flex.elastic_spring(m, d)
+        if passive_rod.has_rods(m):
+            qfrc = qfrc + passive_rod.rod_spring(m, d)
     return qfrc
 
 
@@ -79,6 +81,8 @@ def _dampers(m: Model, d: Data) -> jax.Array:
         qfrc = qfrc - _poly_damp(d.ten_velocity, m.tendon_damping, m.tendon_dampingpoly) @ d.ten_J
     if m.nflexedge:
         qfrc = qfrc + flex.edge_damper(m, d) + flex.elastic_damper(m, d)
+        if passive_rod.has_rods(m):
+            qfrc = qfrc + passive_rod.rod_damper(m, d)
     # actuator damping, reflected to the joint (per dof) or tendon target with gear[0]^2
     trntype = np.asarray(m.actuator_trntype)
     trnid = np.asarray(m.actuator_trnid)

@@ -22,6 +22,7 @@ import numpy as np
 
 from mjx_lite import math as mjm
 from mjx_lite.data import plastic_source
+from mjx_lite.pipeline import passive_rod
 from mjx_lite.types import Data, DisableBit, JointType, Model
 
 
@@ -34,17 +35,17 @@ def references(m: Model, d: Data) -> tuple[jax.Array, jax.Array]:
     """The springs' references: qpos_spring (nq,) and tendon_lengthspring (ntendon, 2) with the plastic joints'
     and tendons' entries taken from d.plastic (scattered back where `data.plastic_source` gathers them from)."""
     qs, ls = m.qpos_spring, m.tendon_lengthspring
-    if m.nplastic == 0:
-        return qs, ls
     src = plastic_source(m.jnt_type, m.jnt_qposadr, m.jnt_plasticadr, m.tendon_plasticadr, m.nq, m.nplastic)
-    flat = jp.concatenate([qs, ls.reshape(-1).astype(qs.dtype)]).at[src].set(d.plastic.astype(qs.dtype))
+    if len(src) == 0:
+        return qs, ls
+    flat = jp.concatenate([qs, ls.reshape(-1).astype(qs.dtype)]).at[src].set(d.plastic[: len(src)].astype(qs.dtype))
     return flat[: m.nq], flat[m.nq :].reshape(ls.shape).astype(ls.dtype)
 
 
 def update(m: Model, d: Data, qpos: jax.Array, dq: jax.Array) -> jax.Array:
     """Data.plastic after a step from d (forward's results at the step's start: ten_length, ten_J) to qpos, with
     dq (nv,) the displacement qpos - d.qpos in velocity space (h times the integrated velocity), (nplastic,)."""
-    plastic = d.plastic
+    plastic = passive_rod.update_plastic(m, d, d.plastic)  # elastic rods: reference frames and twists
     if m.nplastic == 0 or m.opt.disableflags & DisableBit.SPRING:
         return plastic
     qadr, padr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_plasticadr)

@@ -288,8 +288,8 @@ def full_m(layout: Layout, p: Problem) -> jax.Array:
 
 
 def trace_m(layout: Layout, p: Problem) -> jax.Array:
-    """() trace of the mass matrix. MuJoCo 4.0's dual solvers (PGS, noslip) scale their improvement by its inverse
-    (the current M's trace, not meaninertia * nv)."""
+    """() trace of the mass matrix. MuJoCo 4.0's solvers (Newton, CG, PGS, noslip) scale their stopping tests by its
+    inverse (the current M's trace, not meaninertia * nv)."""
     if layout.mass is None:
         return jp.trace(p.M)
     return jp.sum(p.M[layout.mass.diag])

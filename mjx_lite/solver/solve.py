@@ -167,10 +167,10 @@ def solve(m: Model, d: Data) -> Data:
     iters = dict(iterations=int(opt.iterations))
     if opt.solver != SolverType.PGS:
         iters.update(ls_iterations=int(opt.ls_iterations))
-    # PGS scales its improvement by the trace of the current mass matrix (MuJoCo 4.0), not meaninertia
+    # every solver scales its stopping tests by the trace of the current mass matrix (MuJoCo 4.0), not meaninertia
     consts = dict(tolerance=opt.tolerance)
     if opt.solver != SolverType.PGS:
-        consts.update(meaninertia=m.stat.meaninertia, ls_tolerance=opt.ls_tolerance)
+        consts.update(ls_tolerance=opt.ls_tolerance)
 
     implicit = m.config.gradients == "implicit"
     library = config_linalg(m.config) == "library"

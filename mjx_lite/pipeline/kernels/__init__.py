@@ -1,7 +1,7 @@
 """Fused Pallas kernels: the second execution path of the pipeline's stages (DESIGN.md, "Two execution paths, one
 recipe"; docs/kernels.md).
 
-`Config(kernels="fused")` (or "auto" on a GPU) runs the stages that have a kernel here as Pallas kernels over
+`Config(kernels="fused")` runs the stages that have a kernel here as Pallas kernels over
 blocks of environments; the others stay XLA operations in the same program. pipeline/forward.py keeps the one
 stage list: a fused group runs first and the stages it computed are skipped.
 
@@ -11,6 +11,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
   velocity.py com_vel + rne (+ passive.py: the joints' passive forces) as one kernel
   factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
+  primal_tiled.py  Newton's solver kernel on (environments, rows, dofs) tiles (`Launch.dof_tile`)
   collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box, sphere-box, capsule-box) and height
               field-sphere of static pair groups as one kernel
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
@@ -30,6 +31,7 @@ from mjx_lite.pipeline.kernels import collide as _collide
 from mjx_lite.pipeline.kernels import factor as _factor
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import primal as _primal
+from mjx_lite.pipeline.kernels import primal_tiled as _primal_tiled
 from mjx_lite.pipeline.kernels import rows as _rows
 from mjx_lite.pipeline.kernels import tree as _tree
 from mjx_lite.pipeline.kernels import velocity as _velocity
@@ -133,5 +135,9 @@ def primal_fused(m: Model, layout: _common.Layout, sparse_j: bool) -> bool:
 def solve_primal(m: Model, layout: _common.Layout, p: _common.Problem, start: tuple, factors: tuple,
                  kw: dict) -> tuple:  # fmt: skip
     """The Newton / CG iterations of the solver as one fused kernel (the caller checks `primal_fused`): (qacc, jar,
-    force, J' force, niter, improvement, gradient), see `kernels.primal.solve`."""
-    return _primal.solve(m, layout, p, start, factors, kw, launch_of(m))
+    force, J' force, niter, improvement, gradient), see `kernels.primal.solve`; Newton on dof tiles
+    (kernels/primal_tiled.py) when the launch asks for them (`Launch.dof_tile`)."""
+    how = launch_of(m)
+    if how.dof_tile and _primal_tiled.fusable(m, layout, p.J_colind is not None):
+        return _primal_tiled.solve(m, layout, p, start, kw, how)
+    return _primal.solve(m, layout, p, start, factors, kw, how)

@@ -21,6 +21,7 @@ import numpy as np
 
 from mjx_lite.pipeline import support
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import JointType, Model
 
 __all__ = ["advance", "fusable", "plan"]
@@ -65,11 +66,11 @@ def _body(m: Model, p: dict):
             w = tuple(io.load("qvel", da + i) for i in range(3))
             sw = w[0] * w[0] + w[1] * w[1] + w[2] * w[2]
             wzero = sw <= 0.0
-            half = 0.5 * (jp.where(wzero, 0.0, jp.sqrt(jp.where(wzero, 1.0, sw))) * h)
+            half = 0.5 * (where(wzero, 0.0, jp.sqrt(where(wzero, 1.0, sw))) * h)
             x = half / np.pi  # jnp.sinc(x): sin(pi x) / (pi x), 1 at 0
             x0 = x == 0.0
-            pix = jp.where(x0, 1.0, np.pi * x)
-            scale = 0.5 * h * jp.where(x0, 1.0, jp.sin(pix) / pix)
+            pix = where(x0, 1.0, np.pi * x)
+            scale = 0.5 * h * where(x0, 1.0, jp.sin(pix) / pix)
             dq = (jp.cos(half), w[0] * scale, w[1] * scale, w[2] * scale)
             out = (q[0] * dq[0] - q[1] * dq[1] - q[2] * dq[2] - q[3] * dq[3],
                    q[0] * dq[1] + q[1] * dq[0] + q[2] * dq[3] - q[3] * dq[2],

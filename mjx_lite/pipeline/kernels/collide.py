@@ -49,6 +49,7 @@ from mjx_lite.collision import driver, hfield, hull, primitive
 from mjx_lite.collision.types import NOCONTACT
 from mjx_lite.pipeline import support
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, GeomType, Model
 
 __all__ = ["KINDS", "collision", "covered", "fusable", "kernel", "kind"]
@@ -165,20 +166,20 @@ def _scale(a, s):
 
 
 def _sel(c, a, b):
-    return tuple(jp.where(c, x, y) for x, y in zip(a, b))
+    return tuple(where(c, x, y) for x, y in zip(a, b))
 
 
 def _norm(v):
     """math.safe_norm: 0 where |v|^2 <= 0."""
     sq = _dot(v, v)
     zero = sq <= 0
-    return jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
+    return where(zero, 0.0, jp.sqrt(where(zero, 1.0, sq)))
 
 
 def _normalize(v, eps):
     """math.safe_normalize: (v / |v|, |v|), v unchanged where |v| <= eps."""
     n = _norm(v)
-    d = jp.where(n <= eps, 1.0, n)
+    d = where(n <= eps, 1.0, n)
     return tuple(x / d for x in v), n
 
 
@@ -186,8 +187,8 @@ def _unit_or(v, fallback):
     """primitive._unit_or: normalize(v), or fallback where |v| < MINVAL."""
     n = _norm(v)
     small = n < MINVAL
-    d = jp.where(small, 1.0, n)
-    return tuple(jp.where(small, f, x / d) for x, f in zip(v, fallback))
+    d = where(small, 1.0, n)
+    return tuple(where(small, f, x / d) for x, f in zip(v, fallback))
 
 
 def _clip1(x):
@@ -215,16 +216,16 @@ def _body(m: Model, info: dict):
         def emit(r, dist, pos, normal, active, tangent=None):
             """Row r: dist, pos and active masked where the row is not a contact; the normal and tangent hint for
             the frame pass."""
-            io.write("dist", r, jp.where(active, dist, NOCONTACT))
-            io.write_vec("pos", r, tuple(jp.where(active, p, 0.0) for p in pos))
-            io.write("active", r, jp.where(active, 1.0, 0.0))
+            io.write("dist", r, where(active, dist, NOCONTACT))
+            io.write_vec("pos", r, tuple(where(active, p, 0.0) for p in pos))
+            io.write("active", r, where(active, 1.0, 0.0))
             io.write_vec("_normal", r, normal)
             io.write_vec("_tangent", r, (zero, zero, zero) if tangent is None else tangent)
 
         def tested(r, raw, near, tangent=None):
             """Emit a row of a `margin_tested` collider: raw (dist, pos, normal, is a contact)."""
             dist, pos, normal, ok = raw
-            d = jp.where(ok, dist, NOCONTACT)
+            d = where(ok, dist, NOCONTACT)
             emit(r, d, pos, normal, near & (d < NOCONTACT), tangent)
 
         def near_plane(p1, z1, p2, g2, margin):
@@ -238,7 +239,7 @@ def _body(m: Model, info: dict):
             center = _dot(dif, dif)
             bound = rb1 + rb2 + margin
             has_rb = (rb1 > 0) & (rb2 > 0)
-            return flag(jp.logical_not(has_rb)) | (center <= jp.where(bound > 0, bound, 0.0) ** 2)
+            return flag(jp.logical_not(has_rb)) | (center <= where(bound > 0, bound, 0.0) ** 2)
 
         def plane_sphere_raw(pp, n, sp, r, margin):
             """primitive._plane_sphere_raw: (dist, pos, normal, is a contact)."""
@@ -291,8 +292,8 @@ def _body(m: Model, info: dict):
                 new = []
                 for j in range(_BOX_NCON):
                     take = valid & (count == j)
-                    new.append(tuple(jp.where(take, a, b) for a, b in zip((dist, *pos), out[j])))
-                return count + jp.where(valid, 1.0, 0.0), tuple(new)
+                    new.append(tuple(where(take, a, b) for a, b in zip((dist, *pos), out[j])))
+                return count + where(valid, 1.0, 0.0), tuple(new)
 
             init = (zero, tuple((io.lanes(NOCONTACT), zero, zero, zero) for _ in range(_BOX_NCON)))
             _, out = jax.lax.fori_loop(np.int32(0), np.int32(8), corner, init)
@@ -319,15 +320,15 @@ def _body(m: Model, info: dict):
             tmp = _sub(clamped, center)
             d = _norm(tmp)
             inside = d <= MINVAL
-            t = tuple(x / jp.where(inside, 1.0, d) for x in tmp)
+            t = tuple(x / where(inside, 1.0, d) for x in tmp)
             pos_out = _scale(_add(clamped, _add(center, _scale(t, r1))), 0.5)
             # inside: the nearest face (the first of the six on a tie, as argmin), k = 2 axis + (the +size face)
             faces = [jp.abs(sg * s2[j // 2] - center[j // 2]) for j, sg in enumerate((-1.0, 1.0) * 3)]
             closest, k = faces[0], zero
             for j in range(1, 6):
                 take = faces[j] < closest
-                closest, k = jp.where(take, faces[j], closest), jp.where(take, float(j), k)
-            nearest = tuple(jp.where(k == 2 * a, 1.0, jp.where(k == 2 * a + 1, -1.0, 0.0)) for a in range(3))
+                closest, k = where(take, faces[j], closest), where(take, float(j), k)
+            nearest = tuple(where(k == 2 * a, 1.0, where(k == 2 * a + 1, -1.0, 0.0)) for a in range(3))
             pos_in = _add(center, _scale(nearest, 0.5 * (r1 - closest)))
             local = _sel(inside, pos_in, pos_out)
             normal_local = _sel(inside, nearest, t)
@@ -335,7 +336,7 @@ def _body(m: Model, info: dict):
             def rot(v):  # mat2 v
                 return tuple(m2[3 * j] * v[0] + m2[3 * j + 1] * v[1] + m2[3 * j + 2] * v[2] for j in range(3))
 
-            dist = jp.where(inside, -closest, d) - r1
+            dist = where(inside, -closest, d) - r1
             return dist, _add(p2, rot(local)), rot(normal_local)
 
         def sphere_box(i):  # the driver's test dist <= margin (not margin_tested)
@@ -349,7 +350,7 @@ def _body(m: Model, info: dict):
 
         def pick3(v, k):
             """v[k] for a lane vector of axes k (0, 1, 2)."""
-            return jp.where(k == 0, v[0], jp.where(k == 1, v[1], v[2]))
+            return where(k == 0, v[0], where(k == 1, v[1], v[2]))
 
         def edge_segment(c, j, s, pos, half, mc):
             """primitive._edge_segment: box edge c + t s[j] e_j against the segment pos + x half, clamped in
@@ -359,17 +360,17 @@ def _body(m: Model, info: dict):
             u, v = -s[j] * dif[j], _dot(half, dif)
             det = ma * mc - mb * mb
             ok = jp.abs(det) >= MINVAL
-            idet = 1.0 / jp.where(ok, det, 1.0)
-            ma_s, mc_s = jp.where(ma > 0, ma, 1.0), jp.where(mc > 0, mc, 1.0)
+            idet = 1.0 / where(ok, det, 1.0)
+            ma_s, mc_s = where(ma > 0, ma, 1.0), where(mc > 0, mc, 1.0)
             x1 = (mc * u - mb * v) * idet
             x2 = (ma * v - mb * u) * idet
-            s1 = jp.where(x1 > 1, 2, jp.where(x1 < -1, 0, 1)).astype(jp.int32)
-            x2 = jp.where(x1 > 1, (v - mb) / mc_s, jp.where(x1 < -1, (v + mb) / mc_s, x2))
+            s1 = where(x1 > 1, 2, where(x1 < -1, 0, 1)).astype(jp.int32)
+            x2 = where(x1 > 1, (v - mb) / mc_s, where(x1 < -1, (v + mb) / mc_s, x2))
             x1 = _clip1(x1)
             hi2, lo2 = x2 > 1, x2 < -1
-            x1r = jp.where(hi2, (u - mb) / ma_s, (u + mb) / ma_s)
-            s1 = jp.where(hi2 | lo2, jp.where(x1r > 1, 2, jp.where(x1r < -1, 0, s1)), s1).astype(jp.int32)
-            x1 = jp.where(hi2 | lo2, _clip1(x1r), x1)
+            x1r = where(hi2, (u - mb) / ma_s, (u + mb) / ma_s)
+            s1 = where(hi2 | lo2, where(x1r > 1, 2, where(x1r < -1, 0, s1)), s1).astype(jp.int32)
+            x1 = where(hi2 | lo2, _clip1(x1r), x1)
             x2 = _clip1(x2)
             w = tuple(dif[k] - half[k] * x2 + (s[j] * x1 if k == j else 0.0 * x1) for k in range(3))
             return x1, x2, _dot(w, w), s1, ok
@@ -389,67 +390,67 @@ def _body(m: Model, info: dict):
                 p = _add(pos, _scale(half, float(e)))
                 out = [(p[k] < -s[k]) | (p[k] > s[k]) for k in range(3)]
                 nout = sum(o.astype(jp.int32) for o in out)
-                face = jp.where(out[2], 2, jp.where(out[1], 1, jp.where(out[0], 0, -1))).astype(jp.int32)
+                face = where(out[2], 2, where(out[1], 1, where(out[0], 0, -1))).astype(jp.int32)
                 w = tuple(jp.minimum(jp.maximum(p[k], -s[k]), s[k]) - p[k] for k in range(3))
                 dd = _dot(w, w)
                 better = (nout <= 1) & (dd < best_d)
-                best_d, best_x = jp.where(better, dd, best_d), jp.where(better, float(e), best_x)
-                cltype, clface = jp.where(better, -2 + e, cltype), jp.where(better, face, clface)
+                best_d, best_x = where(better, dd, best_d), where(better, float(e), best_x)
+                cltype, clface = where(better, -2 + e, cltype), where(better, face, clface)
             for j, ci in primitive._EDGES:  # the segment against the 12 edges
                 c = tuple(0.0 if k == j else float(hull.BOX_CORNERS[ci][k]) * s[k] for k in range(3))
                 x1, x2, dd, code, ok = edge_segment(c, j, s, pos, half, mc)
                 better = ok & (dd < best_d - MINVAL)
-                best_d, best_x, best_box = (jp.where(better, dd, best_d), jp.where(better, x2, best_x),
-                                            jp.where(better, x1, best_box))  # fmt: skip
-                cltype = jp.where(better, code * 3, cltype)
-                clcorner = jp.where(better, ci + (1 << j) * (code // 2), clcorner)
-                cledge = jp.where(better, j, cledge)
+                best_d, best_x, best_box = (where(better, dd, best_d), where(better, x2, best_x),
+                                            where(better, x1, best_box))  # fmt: skip
+                cltype = where(better, code * 3, cltype)
+                clcorner = where(better, ci + (1 << j) * (code // 2), clcorner)
+                cledge = where(better, j, cledge)
             ahalf = tuple(jp.abs(h) for h in half)
             big = io.lanes(jp.inf)
 
             def extent(k, scale):  # scale * size[k] / |half[k]|, inf where the segment is perpendicular to axis k
                 h = pick3(ahalf, k)
-                return jp.where(h > 0, scale * pick3(s, k) / jp.where(h > 0, h, 1.0), big)
+                return where(h > 0, scale * pick3(s, k) / where(h > 0, h, 1.0), big)
 
             # (a) the nearest box point is a corner
             c1 = jp.bitwise_xor(axisdir, clcorner)
             flip = (c1 == 3) | (c1 == 5) | (c1 == 6)
-            mul = jp.where(flip, -1.0, 1.0)
-            de, dp = jp.where(flip, 1 + best_x, 1 - best_x), jp.where(flip, 1 - best_x, 1 + best_x)
-            cc = jp.where(flip, 7 - c1, c1)
-            ax = jp.where(cc == 1, 0, jp.where(cc == 2, 1, 2)).astype(jp.int32)
+            mul = where(flip, -1.0, 1.0)
+            de, dp = where(flip, 1 + best_x, 1 - best_x), where(flip, 1 - best_x, 1 + best_x)
+            cc = where(flip, 7 - c1, c1)
+            ax = where(cc == 1, 0, where(cc == 2, 1, 2)).astype(jp.int32)
             along_edge = pick3(axis, ax) ** 2 > 0.5
             sp_edge = jp.minimum(de, extent(ax, 2.0)) * mul
-            ax1, ax2 = jp.where(ax == 2, 0, ax + 1), jp.where(ax == 0, 2, ax - 1)  # (ax + 1) % 3, (ax + 2) % 3
+            ax1, ax2 = where(ax == 2, 0, ax + 1), where(ax == 0, 2, ax - 1)  # (ax + 1) % 3, (ax + 2) % 3
             sp_face = -mul * jp.minimum(dp, jp.minimum(extent(ax1, 2.0), extent(ax2, 2.0)))
-            sec_a = jp.where(along_edge, sp_edge, sp_face)
+            sec_a = where(along_edge, sp_edge, sp_face)
             has_a = (cltype >= 0) & (cltype != 3) & (c1 != 0) & (c1 != 7)  # cltype // 3 != 1 (cltype: 0, 3, 6)
             # (b) the nearest box point is inside an edge
             cb = jp.bitwise_and(c1, 7 - jp.left_shift(1, cledge))
-            a1, a2 = jp.where(cledge == 2, 0, cledge + 1), jp.where(cledge == 0, 2, cledge - 1)
-            a1 = jp.where(jp.abs(pick3(axis, a1)) > jp.abs(pick3(axis, a2)), a2, a1)
+            a1, a2 = where(cledge == 2, 0, cledge + 1), where(cledge == 0, 2, cledge - 1)
+            a1 = where(jp.abs(pick3(axis, a1)) > jp.abs(pick3(axis, a2)), a2, a1)
             a2 = 3 - cledge - a1
             bit2 = jp.bitwise_and(cb, jp.left_shift(1, a2)) != 0
-            mul_b = jp.where(bit2, 1.0, -1.0)
-            sp = jp.minimum(jp.where(bit2, 1 - best_x, 1 + best_x), extent(a2, 2.0))
+            mul_b = where(bit2, 1.0, -1.0)
+            sp = jp.minimum(where(bit2, 1 - best_x, 1 + best_x), extent(a2, 2.0))
             same = (jp.bitwise_and(axisdir, jp.left_shift(1, cledge)) != 0) == bit2
-            sp = jp.minimum(sp, extent(cledge, jp.where(same, 1 - best_box, 1 + best_box)))
+            sp = jp.minimum(sp, extent(cledge, where(same, 1 - best_box, 1 + best_box)))
             sec_b = sp * mul_b
             has_b = (cltype == 3) & ((cb == 1) | (cb == 2) | (cb == 4))
             # (c) a segment end is nearest to a face: walk back along the segment until leaving the face's slab
-            mul_c = jp.where(cltype == -3, 1.0, -1.0)
+            mul_c = where(cltype == -3, 1.0, -1.0)
             tmp = _sub(pos, _scale(half, mul_c))
             sp = io.lanes(2.0)
             for k in range(3):
                 hk = half[k]
-                hk_s = jp.where(hk != 0, hk, 1.0)
+                hk_s = where(hk != 0, hk, 1.0)
                 for bound in (s[k], -s[k]):
                     e1 = (bound - tmp[k]) / hk_s * mul_c
                     use = (clface != k) & (hk != 0) & (e1 > 0) & (e1 < sp)
-                    sp = jp.where(use, e1, sp)
+                    sp = where(use, e1, sp)
             sec_c = sp * mul_c
             has_c = (cltype < 0) & (cltype != -4) & (clface != -1)
-            second = jp.where(has_a, sec_a, jp.where(has_b, sec_b, sec_c))
+            second = where(has_a, sec_a, where(has_b, sec_b, sec_c))
             has2 = has_a | has_b | has_c
 
             def rot(v):  # mat2 v
@@ -469,21 +470,21 @@ def _body(m: Model, info: dict):
             ma, mb, mc = _dot(a1, a1), -_dot(a1, a2), _dot(a2, a2)
             u, v = -_dot(a1, dif), _dot(a2, dif)
             det = ma * mc - mb * mb
-            dsafe = jp.where(jp.abs(det) < 1e-15, jp.where(det < 0, -1e-15, 1e-15), det)
+            dsafe = where(jp.abs(det) < 1e-15, where(det < 0, -1e-15, 1e-15), det)
             x1, x2 = (mc * u - mb * v) / dsafe, (ma * v - mb * u) / dsafe
-            mc_s, ma_s = jp.where(mc > 0, mc, 1.0), jp.where(ma > 0, ma, 1.0)
-            x2 = jp.where(x1 > 1, (v - mb) / mc_s, jp.where(x1 < -1, (v + mb) / mc_s, x2))
+            mc_s, ma_s = where(mc > 0, mc, 1.0), where(ma > 0, ma, 1.0)
+            x2 = where(x1 > 1, (v - mb) / mc_s, where(x1 < -1, (v + mb) / mc_s, x2))
             x1 = _clip1(x1)
-            x1 = jp.where(x2 > 1, _clip1((u - mb) / ma_s), jp.where(x2 < -1, _clip1((u + mb) / ma_s), x1))
+            x1 = where(x2 > 1, _clip1((u - mb) / ma_s), where(x2 < -1, _clip1((u + mb) / ma_s), x1))
             x2 = _clip1(x2)
             # parallel axes: row q at the q-th end of the overlap of the segments; else row 0 at the nearest points
             # and row 1 none
             xa, xb = (u - mb) / ma_s, (u + mb) / ma_s
             first = flag(q == 0)
-            y1 = _clip1(jp.where(first, jp.minimum(xa, xb), jp.maximum(xa, xb)))
+            y1 = _clip1(where(first, jp.minimum(xa, xb), jp.maximum(xa, xb)))
             y2 = _clip1((v - mb * y1) / mc_s)
             par = jp.abs(det) < MINVAL
-            t1, t2 = jp.where(par, y1, x1), jp.where(par, y2, x2)
+            t1, t2 = where(par, y1, x1), where(par, y2, x2)
             dist, pos, normal, ok = sphere_sphere_raw(_add(p1, _scale(a1, t1)), s1[0], _add(p2, _scale(a2, t2)),
                                                       s2[0], z1, z2, margin)  # fmt: skip
             tested(r, (dist, pos, normal, ok & (par | first)), near_spheres(p1, g1, p2, g2, margin))
@@ -493,11 +494,11 @@ def _body(m: Model, info: dict):
             (dist, nearest point on the prism, normal)."""
             e = [_sub(top[(i + 1) % 3], top[i]) for i in range(3)]
             area2 = e[0][0] * e[1][1] - e[0][1] * e[1][0]
-            sgn = jp.where(area2 >= 0, 1.0, -1.0)
+            sgn = where(area2 >= 0, 1.0, -1.0)
             n_side, s_side = [], []
             for i in range(3):
                 ln = jp.sqrt(e[i][0] ** 2 + e[i][1] ** 2)
-                lsafe = jp.where(ln > 0, ln, 1.0)
+                lsafe = where(ln > 0, ln, 1.0)
                 n = (sgn * e[i][1] / lsafe, sgn * -e[i][0] / lsafe, zero)
                 n_side.append(n)
                 s_side.append(_dot(n, _sub(p, top[i])))
@@ -508,19 +509,19 @@ def _body(m: Model, info: dict):
             depth, n_in = s_bot, (zero, zero, io.lanes(-1.0))
             for s_, n in zip([s_top] + s_side, [n_top] + n_side):
                 better = s_ > depth
-                depth, n_in = jp.where(better, s_, depth), _sel(better, n, n_in)
+                depth, n_in = where(better, s_, depth), _sel(better, n, n_in)
             best, q_out = io.lanes(jp.inf), p
 
             def consider(q, valid, best, q_out):
                 dq = _sub(p, q)
                 d2 = _dot(dq, dq)
                 better = valid & (d2 < best)
-                return jp.where(better, d2, best), _sel(better, q, q_out)
+                return where(better, d2, best), _sel(better, q, q_out)
 
             def clamp_segment(a, b):
                 ab = _sub(b, a)
                 ll = _dot(ab, ab)
-                t = jp.minimum(jp.maximum(_dot(_sub(p, a), ab) / jp.where(ll > 0, ll, 1.0), 0.0), 1.0)
+                t = jp.minimum(jp.maximum(_dot(_sub(p, a), ab) / where(ll > 0, ll, 1.0), 0.0), 1.0)
                 return _add(a, _scale(ab, t))
 
             on_top = s_side[0] - s_top * _dot(n_side[0], n_top) <= 0
@@ -533,7 +534,7 @@ def _body(m: Model, info: dict):
             for i in range(3):
                 a, b = top[i], top[(i + 1) % 3]
                 ll = e[i][0] ** 2 + e[i][1] ** 2
-                t = ((p[0] - a[0]) * e[i][0] + (p[1] - a[1]) * e[i][1]) / jp.where(ll > 0, ll, 1.0)
+                t = ((p[0] - a[0]) * e[i][0] + (p[1] - a[1]) * e[i][1]) / where(ll > 0, ll, 1.0)
                 on_side = (t >= 0) & (t <= 1) & (p[2] >= zb) & (p[2] <= a[2] + t * (b[2] - a[2]))
                 best, q_out = consider(_sub(p, _scale(n_side[i], s_side[i])), on_side, best, q_out)
                 best, q_out = consider(clamp_segment(a, b), yes, best, q_out)
@@ -542,7 +543,7 @@ def _body(m: Model, info: dict):
             d_out = jp.sqrt(jp.maximum(best, jp.finfo(io.dtype).tiny))
             n_out = _scale(_sub(p, q_out), 1.0 / d_out)
             inside = depth <= 0
-            return (jp.where(inside, depth, d_out), _sel(inside, _sub(p, _scale(n_in, depth)), q_out),
+            return (where(inside, depth, d_out), _sel(inside, _sub(p, _scale(n_in, depth)), q_out),
                     _sel(inside, n_in, n_out))  # fmt: skip
 
         def hfield_sphere(h):
@@ -570,14 +571,14 @@ def _body(m: Model, info: dict):
                 lo, hi = tuple(x - margin for x in blo), tuple(x + margin for x in bhi)
                 c0 = jp.minimum(jp.maximum(jp.floor((lo[0] + sx) / dx), 0.0), float(ncol - 1 - wc))
                 r0 = jp.minimum(jp.maximum(jp.floor((lo[1] + sy) / dy), 0.0), float(nrow - 1 - wr))
-                c0, r0 = jp.where(c0 == c0, c0, 0.0), jp.where(r0 == r0, r0, 0.0)  # NaN lanes: a valid cell
+                c0, r0 = where(c0 == c0, c0, 0.0), where(r0 == r0, r0, 0.0)  # NaN lanes: a valid cell
                 c1 = jp.minimum(jp.ceil((hi[0] + sx) / dx), float(ncol - 1))
                 r1 = jp.minimum(jp.ceil((hi[1] + sy) / dy), float(nrow - 1))
                 inside = ((lo[0] <= sx) & (hi[0] >= -sx) & (lo[1] <= sy) & (hi[1] >= -sy) & (lo[2] <= sz)
                           & (hi[2] >= -base))  # fmt: skip
                 near = near_spheres(p1, g1, p2, g2, margin)
                 over = inside & ((c1 > c0 + wc) | (r1 > r0 + wr)) & near
-                io.write("overflow", h["over"] + i, jp.where(over, 1.0, 0.0))
+                io.write("overflow", h["over"] + i, where(over, 1.0, 0.0))
                 zb = io.lanes(-base)
 
                 def prism(q, c_):
@@ -604,7 +605,7 @@ def _body(m: Model, info: dict):
                         own = gk if own is None else jp.maximum(own, gk)
                     gap = jp.maximum(gap, own)
                     n_top = _cross(_sub(top[1], top[0]), _sub(top[2], top[0]))
-                    n_top = _scale(n_top, jp.where(n_top[2] < 0, -1.0, 1.0))
+                    n_top = _scale(n_top, where(n_top[2] < 0, -1.0, 1.0))
                     normals, on = [n_top], [top[0]]
                     for k in range(3):
                         edge = _sub(top[(k + 1) % 3], top[k])
@@ -620,7 +621,7 @@ def _body(m: Model, info: dict):
                     bound = jp.maximum(gap, low)
                     cand = inside & (bound <= margin + slack)
                     dist, pnear, normal = point_prism(loc, top, zb)
-                    dist = jp.where(cand, dist - r, NOCONTACT)
+                    dist = where(cand, dist - r, NOCONTACT)
                     cpos = _scale(_sub(_add(pnear, loc), _scale(normal, r)), 0.5)
                     world = tuple(p1[k] + m1[3 * k] * cpos[0] + m1[3 * k + 1] * cpos[1] + m1[3 * k + 2] * cpos[2]
                                   for k in range(3))  # fmt: skip
@@ -655,7 +656,7 @@ def _body(m: Model, info: dict):
             t = _sub(t, _scale(n, _dot(n, t)))
             t, tn = _normalize(t, 1e-15)
             t = _sel(tn < 1e-15, lanes3(ex), t)
-            io.write_vec("frame", r, tuple(jp.where(active, f, e) for f, e in zip(n + t + _cross(n, t), eye)))
+            io.write_vec("frame", r, tuple(where(active, f, e) for f, e in zip(n + t + _cross(n, t), eye)))
             return c
 
         jax.lax.fori_loop(np.int32(0), np.int32(info["nrows"]), frame, np.int32(0))

@@ -28,6 +28,7 @@ import numpy as np
 
 from mjx_lite.pipeline import inertia, support
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, Model, qm_shape
 
 __all__ = ["factor_into", "fusable", "plan", "solve_in", "solve_m", "solve_shifted"]
@@ -85,8 +86,8 @@ def factor_into(io, m: Model, ld: str, inv: str):
         dpos = io.table("f_diag", k)
         dk = io.load(ld, dpos)
         small = dk < MINVAL
-        clamped = jp.maximum(clamped, jp.where(small, 1.0, 0.0).astype(io.dtype))
-        dk = jp.where(small, MINVAL, dk)
+        clamped = jp.maximum(clamped, where(small, 1.0, 0.0).astype(io.dtype))
+        dk = where(small, MINVAL, dk)
         io.write(ld, dpos, dk)
         io.write(inv, k, 1.0 / dk)
         if triples:

@@ -64,16 +64,24 @@ class Kernel:
     tables: dict  # name -> 1-D int32 numpy array (the Model's static tables, read with io.table)
     body: Callable  # body(io: IO) -> None
     xla: Callable  # xla(inputs: dict) -> dict of the (non-scratch) outputs: the XLA twin
+    # launcher(kernel, env, nenv, launch, x) -> outputs, in place of `_launch` (a kernel with its own block layout,
+    # e.g. kernels/primal_tiled.py's (environments, rows, dofs) tiles); None: `_launch` runs `body`
+    launcher: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
-    """How a kernel is launched (static): layout, environments per program, warps, interpret mode."""
+    """How a kernel is launched (static): layout, environments per program, warps, interpret mode.
+
+    dof_tile: 0, or the environments per program (a power of two) of the kernels that spread each environment's
+    work over the threads of a program (kernels/primal_tiled.py: Newton's solver on (environments, rows, dofs)
+    tiles); 0 keeps the one-environment-per-lane kernels (kernels/primal.py)."""
 
     layout: str = "lanes_last"
     block: int = BLOCK
     num_warps: int = NUM_WARPS
     interpret: bool = False
+    dof_tile: int = 0
 
 
 def unit_quat(q: tuple) -> tuple:
@@ -81,10 +89,10 @@ def unit_quat(q: tuple) -> tuple:
     in value and derivative at 0: for kernel bodies, which work on per-component lanes."""
     sq = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]
     zero = sq <= 0.0
-    n = jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
+    n = where(zero, 0.0, jp.sqrt(where(zero, 1.0, sq)))
     small = n < 1e-15
-    safe = jp.where(small, 1.0, n)
-    return tuple(jp.where(small, 1.0 if i == 0 else 0.0, q[i] / safe) for i in range(4))
+    safe = where(small, 1.0, n)
+    return tuple(where(small, 1.0 if i == 0 else 0.0, q[i] / safe) for i in range(4))
 
 
 def call(kernel: Kernel, inputs: dict, launch: Launch) -> dict:
@@ -112,7 +120,7 @@ def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
 
     @jax.custom_batching.custom_vmap
     def f(x):
-        return _launch(kernel, env, nenv, launch, x)
+        return (kernel.launcher or _launch)(kernel, env, nenv, launch, x)
 
     @f.def_vmap
     def rule(axis_size, in_batched, x):
@@ -134,6 +142,31 @@ def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
         return out, {n: True for n in out}
 
     return f
+
+
+# The float dtype of the kernel being traced (pushed by `_launch` around `kernel.body`), for `where`'s constants.
+_KERNEL_DTYPE: list = []
+
+
+def where(c, a, b):
+    """`jp.where` for kernel code: inside a kernel, a Python-number branch becomes a constant of the kernel's float
+    dtype (an int one: int32) before the select. Pallas' Triton lowering (seen in jax 0.11.2) gives a weakly typed
+    literal branch of a select the predicate's type (i1) where no broadcast turned it into a value first, as in a 0-d
+    select (an unbatched launch, or a condition on the model's tables): a lowering error for floats
+    ("AssertionError: ('i1', 'f32')") and a truncated constant for integers. Outside a kernel, `jp.where` itself."""
+    if not _KERNEL_DTYPE:
+        return jp.where(c, a, b)
+
+    def const(v):
+        if isinstance(v, (bool, np.bool_)):
+            return jp.asarray(v)
+        if isinstance(v, (int, np.integer)):
+            return jp.asarray(v, jp.int32)
+        if isinstance(v, (float, np.floating)):
+            return jp.asarray(v, _KERNEL_DTYPE[-1])
+        return v
+
+    return jp.where(c, const(a), const(b))
 
 
 def _size(shape) -> int:
@@ -203,8 +236,12 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
             lane = pl.program_id(0) * block + jax.lax.broadcasted_iota(jp.int32, (block,), 0)
             mask = lane < e
         xsize = {n: _size(kernel.inputs[n]) for n in per_env}
-        kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, launch.interpret,
-                       xsize))  # fmt: skip
+        _KERNEL_DTYPE.append(dtype)
+        try:
+            kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype,
+                           launch.interpret, xsize))  # fmt: skip
+        finally:
+            _KERNEL_DTYPE.pop()
 
     res = pl.pallas_call(
         body, out_shape=out_shape, grid=(grid,), in_specs=specs, out_specs=out_specs,

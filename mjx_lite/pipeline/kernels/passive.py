@@ -25,6 +25,7 @@ import numpy as np
 
 from mjx_lite.pipeline import passive
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
 
 __all__ = ["OUTPUTS", "body", "fusable", "inputs", "plan", "xla"]
@@ -103,7 +104,7 @@ def _norm3(v):
     """|v| with a zero at v = 0 (math.safe_norm)."""
     sq = v[0] * v[0] + v[1] * v[1] + v[2] * v[2]
     zero = sq <= 0.0
-    return jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))
+    return where(zero, 0.0, jp.sqrt(where(zero, 1.0, sq)))
 
 
 def body(m: Model, p: dict):
@@ -118,7 +119,7 @@ def body(m: Model, p: dict):
             n = _norm3(v)
             b, c = io.read_vec("jnt_stiffnesspoly", j, 2)
             f = _stiff(n, read("jnt_stiffness", j), b, c)
-            safe = jp.where(n > 0, n, 1.0)
+            safe = where(n > 0, n, 1.0)
             for k in range(3):
                 io.write("qfrc_spring", da + k, -f * v[k] / safe)
 
@@ -143,9 +144,9 @@ def body(m: Model, p: dict):
                   b[0] * q[2] - b[1] * q[3] + b[2] * q[0] + b[3] * q[1],
                   b[0] * q[3] + b[1] * q[2] - b[2] * q[1] + b[3] * q[0])  # fmt: skip
             neg = dq[0] < 0
-            dq = tuple(jp.where(neg, -c, c) for c in dq)
+            dq = tuple(where(neg, -c, c) for c in dq)
             sin_half = _norm3(dq[1:])
-            unit = jp.where(sin_half <= 1e-15, 1.0, sin_half)
+            unit = where(sin_half <= 1e-15, 1.0, sin_half)
             angle = 2.0 * jp.arctan2(sin_half, dq[0])
             vec_spring(tuple(dq[1 + i] / unit * angle for i in range(3)), tab("rot_jnt", k), tab("rot_dadr", k))
 

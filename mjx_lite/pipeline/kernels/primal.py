@@ -6,7 +6,8 @@ uniform across the block):
   Newton: the Hessian H = M + J' diag(h) J from the rows' curvature h at the current point (its upper triangle,
           M's entries from qM dense or tree-sparse), its Cholesky factor in place (up-looking, row by row, a pivot
           below MINVAL clamped to MINVAL as `linalg.cholesky_upper`), the search direction -H^-1 grad by the two
-          triangular solves;
+          triangular solves and its Newton decrement (a stopping test) -- at the start and after each step, for
+          the next iteration;
   CG:     the preconditioned gradient M^-1 grad by the tree L'DL solve of kernels/factor.py (qLD, qLDiagInv of the
           step's factorisation), the Polak-Ribiere-plus direction;
   both:   the exact line search (safeguarded Newton with bracketing) along the direction: J s and M s once, then per
@@ -19,7 +20,7 @@ solver_niter is the same per environment), and a lane that has converged takes n
 
 The formulas are solver/primal.py's and solver/common.py's (eval_constraints, line_search) written per lane; only
 summation orders differ (round-off). Inputs: J (nefc, nv) dense, D, mask, R and frictionloss (friction-loss rows
-only), qacc_smooth, M (qM's layout), the start (qacc0, jar0, Ma0), the tolerances and meaninertia, and for CG qLD,
+only), qacc_smooth, M (qM's layout), the start (qacc0, jar0, Ma0), the tolerances, and for CG qLD,
 qLDiagInv. Outputs: qacc, jar, force, J' force, and (niter, improvement, gradient).
 
 Not fused (the XLA solver runs): PGS (a dual method), elliptic cones (their per-contact conic cost), the sparse
@@ -36,6 +37,7 @@ import numpy as np
 
 from mjx_lite.pipeline import inertia, support
 from mjx_lite.pipeline.kernels import factor, launch
+from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.solver import common
 from mjx_lite.solver import primal as xla_primal
 from mjx_lite.types import MINVAL, ConstraintState, Model, SolverType
@@ -84,7 +86,7 @@ def _loop(lo, hi, fn, init=None):
 
 def _any(flags) -> jax.Array:
     """Scalar: any lane of the bool lane vector is set (a max reduction, as Triton lowers it)."""
-    return jp.max(jp.where(flags, 1, 0).astype(jp.int32)) > 0
+    return jp.max(where(flags, 1, 0).astype(jp.int32)) > 0
 
 
 def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterations: int, warm: bool):
@@ -97,7 +99,6 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         zero = io.lanes(0.0)
         tol = io.read("tolerance", 0)
         gtol = tol * io.read("ls_tolerance", 0)
-        scale = 1.0 / (io.read("meaninertia", 0) * max(1, nv))
         valid = io.valid()
 
         def J(r, i):
@@ -105,6 +106,13 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
 
         def dot(a, b, n):
             return _loop(0, n, lambda i, s: s + a(i) * b(i), zero)
+
+        # MuJoCo 4.0's scale of the stopping tests: 1 / trace(M) of this environment's mass matrix
+        if tree_m is None:
+            trace = _loop(0, nv, lambda i, s: s + io.read("M", i * (nv + 1)), zero)
+        else:
+            trace = _loop(0, nv, lambda i, s: s + io.read("M", io.table("tm_diag", i)), zero)
+        scale = 1.0 / jp.maximum(MINVAL, trace)
 
         # ---- the rows' cost: value, force = -ds/djar, curvature (solver/common.py's eval_constraints) --------
         def row_eval(r, x, with_state=False):
@@ -118,27 +126,27 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             if has_iq:
                 act = x < 0
                 iq = kind == common.INEQUALITY
-                cost = jp.where(iq, jp.where(act, quad, 0.0), cost)
-                force = jp.where(iq, jp.where(act, lin, 0.0), force)
-                h = jp.where(iq, jp.where(act, D, 0.0), h)
-                state = jp.where(iq, jp.where(act, QUADRATIC, SATISFIED), state)
+                cost = where(iq, where(act, quad, 0.0), cost)
+                force = where(iq, where(act, lin, 0.0), force)
+                h = where(iq, where(act, D, 0.0), h)
+                state = where(iq, where(act, QUADRATIC, SATISFIED), state)
             if has_fr:
                 fl, R = io.read("frictionloss", r), io.read("R", r)
                 Rf = R * fl
                 pos, neg = x >= Rf, x <= -Rf
                 fr = kind == common.FRICTION
-                cost = jp.where(fr, jp.where(pos, fl * x - 0.5 * Rf * fl, jp.where(neg, -fl * x - 0.5 * Rf * fl,
+                cost = where(fr, where(pos, fl * x - 0.5 * Rf * fl, where(neg, -fl * x - 0.5 * Rf * fl,
                                                                                     quad)), cost)  # fmt: skip
-                force = jp.where(fr, jp.where(pos, -fl, jp.where(neg, fl, lin)), force)
-                h = jp.where(fr, jp.where(pos | neg, 0.0, D), h)
-                state = jp.where(fr, jp.where(pos, LINEARPOS, jp.where(neg, LINEARNEG, QUADRATIC)), state)
+                force = where(fr, where(pos, -fl, where(neg, fl, lin)), force)
+                h = where(fr, where(pos | neg, 0.0, D), h)
+                state = where(fr, where(pos, LINEARPOS, where(neg, LINEARNEG, QUADRATIC)), state)
             if has_eq:
                 eq = kind == common.EQUALITY
-                cost, force, h = jp.where(eq, quad, cost), jp.where(eq, lin, force), jp.where(eq, D, h)
-                state = jp.where(eq, QUADRATIC, state)
+                cost, force, h = where(eq, quad, cost), where(eq, lin, force), where(eq, D, h)
+                state = where(eq, QUADRATIC, state)
             live = io.read("mask", r) > 0.5
-            out = jp.where(live, cost, 0.0), jp.where(live, force, 0.0), jp.where(live, h, 0.0)
-            return out + (jp.where(live, state, 0.0),) if with_state else out
+            out = where(live, cost, 0.0), where(live, force, 0.0), where(live, h, 0.0)
+            return out + (where(live, state, 0.0),) if with_state else out
 
         # ---- M x, M's entries ------------------------------------------------------------------------------
         def mul_m(src, dst):
@@ -219,7 +227,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
                                                                lambda k: io.load("_H", k * nv + mcol), j)  # fmt: skip
 
                 p = reduced(j)
-                d = jp.sqrt(jp.where(p < MINVAL, MINVAL, p))
+                d = jp.sqrt(where(p < MINVAL, MINVAL, p))
                 io.write("_H", j * (nv + 1), d)
                 _loop(j + 1, nv, lambda mcol: io.write("_H", j * nv + mcol, reduced(mcol) / d))
 
@@ -269,7 +277,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
 
             d1, d2 = derivs(zero)
             descent = d1 < 0
-            alpha0 = jp.where(descent, -d1 / jp.where(d2 > 0, d2, 1.0), 0.0)
+            alpha0 = where(descent, -d1 / where(d2 > 0, d2, 1.0), 0.0)
 
             def step(c):
                 it, alpha, lo, hi, done = c
@@ -280,7 +288,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             if ls_iterations:
                 out = jax.lax.while_loop(lambda c: (c[0] < ls_iterations) & _any(~c[4]), step, init)
                 alpha0 = out[1]
-            return jp.where(descent, alpha0, 0.0)
+            return where(descent, alpha0, 0.0)
 
         # ---- the start (common.solver_start): qacc_smooth, or the warm start when its cost is lower -------------
         def row_costs(src):
@@ -298,37 +306,44 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             ws = c_ws < row_costs("efc_b")  # the smooth start's M-term is zero (Ma = 0)
 
         def start_dof(i):
-            io.write("qacc", i, jp.where(ws, io.read("qacc_warmstart", i), io.read("qacc_smooth", i)) if warm
+            io.write("qacc", i, where(ws, io.read("qacc_warmstart", i), io.read("qacc_smooth", i)) if warm
                      else io.read("qacc_smooth", i))  # fmt: skip
-            io.write("_Ma", i, jp.where(ws, io.load("_Ma", i), 0.0) if warm else zero)
+            io.write("_Ma", i, where(ws, io.load("_Ma", i), 0.0) if warm else zero)
 
         _loop(0, nv, start_dof)
-        _loop(0, nefc, lambda r: io.write("jar", r, jp.where(ws, io.load("jar", r), io.load("efc_b", r)) if warm
+        _loop(0, nefc, lambda r: io.write("jar", r, where(ws, io.load("jar", r), io.load("efc_b", r)) if warm
                                           else io.load("efc_b", r)))  # fmt: skip
 
         # ---- the solver -------------------------------------------------------------------------------------
         cost0 = evaluate()
         g0, g0tol = gnorm()
+        def newton_step():
+            """_search <- -H^-1 grad at the carried point; returns its Newton decrement 0.5 scale grad' H^-1 grad
+            (lanes, clamped at 0)."""
+            hessian()
+            cholesky()
+            newton_direction()
+            gs = dot(lambda i: io.load("_grad", i), lambda i: io.load("_search", i), nv)
+            return jp.maximum(-0.5 * scale * gs, 0.0)
+
         if cg:
             minv_grad("_mgrad")
             _loop(0, nv, lambda i: io.write("_search", i, -io.load("_mgrad", i)))
-        done0 = g0 < g0tol
+            done0 = g0 < g0tol
+        else:  # the gradient test and the decrement (at most MuJoCo's duality gap): solver/primal.py's start
+            done0 = (g0 < g0tol) & (newton_step() < tol)
         if valid is not None:
             done0 = done0 | ~valid
 
         def iteration(c):
             it, done, cost, niter, improvement, grad_norm = c
-            if not cg:
-                hessian()
-                cholesky()
-                newton_direction()
-            else:
+            if cg:
                 denom = dot(lambda i: io.load("_grad", i), lambda i: io.load("_mgrad", i), nv)
             alpha = line_search(done)
 
             def move(name, delta, i):
                 v = io.load(name, i)
-                io.write(name, i, jp.where(done, v, v + alpha * io.load(delta, i)))
+                io.write(name, i, where(done, v, v + alpha * io.load(delta, i)))
 
             _loop(0, nv, lambda i: (move("qacc", "_search", i), move("_Ma", "_Ms", i)))
             _loop(0, nefc, lambda r: move("jar", "_Js", r))
@@ -337,18 +352,20 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             if cg:
                 minv_grad("_mg2")
                 num = dot(lambda i: io.load("_grad", i), lambda i: io.load("_mg2", i) - io.load("_mgrad", i), nv)
-                beta = jp.maximum(num / jp.where(denom > 0, denom, 1.0), 0.0)
+                beta = jp.maximum(num / where(denom > 0, denom, 1.0), 0.0)
 
                 def direction(i):
                     s, mg = io.load("_search", i), io.load("_mg2", i)
-                    io.write("_search", i, jp.where(done, s, -mg + beta * s))
-                    io.write("_mgrad", i, jp.where(done, io.load("_mgrad", i), mg))
+                    io.write("_search", i, where(done, s, -mg + beta * s))
+                    io.write("_mgrad", i, where(done, io.load("_mgrad", i), mg))
 
                 _loop(0, nv, direction)
             imp = scale * (cost - cost_n)
             conv = (imp < tol) | (gn < gtol_n)
-            return (it + 1, done | conv, jp.where(done, cost, cost_n), niter + jp.where(done, 0.0, 1.0),
-                    jp.where(done, improvement, imp), jp.where(done, grad_norm, gn))  # fmt: skip
+            if not cg:  # the next direction from the Hessian at the new point (done lanes: their point's, unchanged)
+                conv = conv | (newton_step() < tol)
+            return (it + 1, done | conv, where(done, cost, cost_n), niter + where(done, 0.0, 1.0),
+                    where(done, improvement, imp), where(done, grad_norm, gn))  # fmt: skip
 
         c = (np.int32(0), done0, cost0, zero, zero, g0)
         if iterations:
@@ -375,7 +392,7 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
     """The solver as a `launch.Kernel` (one environment's shapes) and its problem inputs (qacc_warmstart and, for
     CG, qLD and qLDiagInv are added by `solve`).
 
-    kw: the XLA solver's keywords (iterations, ls_iterations: static; tolerance, ls_tolerance, meaninertia;
+    kw: the XLA solver's keywords (iterations, ls_iterations: static; tolerance, ls_tolerance;
     early_exit; library for Newton); warm: the start is chosen between qacc_smooth and the input qacc_warmstart
     (MuJoCo's warm start), else qacc_smooth."""
     nv, nefc = m.nv, layout.nefc
@@ -383,9 +400,9 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
     x = dict(J=p.J, D=p.D, mask=p.mask, qacc_smooth=p.qacc_smooth, M=p.M, aref=p.aref)
     if common.FRICTION in kinds:
         x.update(R=p.R, frictionloss=p.frictionloss)
-    x.update(tolerance=kw["tolerance"], ls_tolerance=kw["ls_tolerance"], meaninertia=kw["meaninertia"])
+    x.update(tolerance=kw["tolerance"], ls_tolerance=kw["ls_tolerance"])
     iterations, ls_iterations = int(kw["iterations"]), int(kw["ls_iterations"])
-    consts = ("tolerance", "ls_tolerance", "meaninertia")
+    consts = ("tolerance", "ls_tolerance")
 
     def xla(x):
         prob = _problem(x)

@@ -37,6 +37,7 @@ from mjx_lite.collision import driver
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.pipeline import constraint, support
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MAXIMP, MINIMP, MINVAL, ConstraintType, Data, DisableBit, EnableBit, Model
 
 __all__ = ["OUTPUTS", "fusable", "kernel", "make_constraint", "slot_bodies"]
@@ -203,13 +204,13 @@ def _impedance(solimp, r):
     mid = jp.clip(solimp[3], MINIMP, MAXIMP)
     power = jp.maximum(solimp[4], 1.0)
     wide = width > MINVAL
-    x = jp.where(wide, jp.minimum(r / jp.where(wide, width, 1.0), 1.0), 1.0)
+    x = where(wide, jp.minimum(r / where(wide, width, 1.0), 1.0), 1.0)
     a = 1.0 / mid ** (power - 1.0)
     b = 1.0 / (1.0 - mid) ** (power - 1.0)
     y_lo = a * jp.maximum(x, 0.0) ** power
     y_hi = 1.0 - b * jp.maximum(1.0 - x, 0.0) ** power
-    y = jp.where(x <= mid, y_lo, y_hi)
-    y = jp.where(x >= 1.0, 1.0, y)
+    y = where(x <= mid, y_lo, y_hi)
+    y = where(x >= 1.0, 1.0, y)
     return dmin + y * (dmax - dmin), dmax
 
 
@@ -230,14 +231,14 @@ def _body(m: Model, info: dict):
         def row(r, pos, margin, fl, diag, solref, solimp, imp_r, live, vel):
             """Row r's raw quantities (masked and completed by `finish`)."""
             for name, v in (("pos", pos), ("margin", margin), ("frictionloss", fl), ("diagA", diag), ("vel", vel),
-                            ("_imp_r", imp_r), ("_live", jp.where(live, 1.0, 0.0))):  # fmt: skip
+                            ("_imp_r", imp_r), ("_live", where(live, 1.0, 0.0))):  # fmt: skip
                 io.write(name, r, v)
             io.write_vec("_solref", r, tuple(solref))
             io.write_vec("_solimp", r, tuple(solimp))
 
         def unit_row(r, dof, sign, live):
             """J row r = sign e_dof (masked)."""
-            io.write_vec("J", r, [jp.where(live & (dof == j), sign, 0.0) for j in range(nv)])
+            io.write_vec("J", r, [where(live & (dof == j), sign, 0.0) for j in range(nv)])
 
         # ---- joint equalities ------------------------------------------------------------------------------
         def joint_eq(i):
@@ -247,16 +248,16 @@ def _body(m: Model, info: dict):
             x1, r1 = io.read("qpos", q1), io.read("qpos0", q1)
             x2, r2 = io.read("qpos", q2), io.read("qpos0", q2)
             c = [io.read("eq_data", eid * neq_data + k) for k in range(5)]
-            dif = jp.where(has2, x2 - r2, 0.0)
+            dif = where(has2, x2 - r2, 0.0)
             poly = c[0] + dif * (c[1] + dif * (c[2] + dif * (c[3] + dif * c[4])))
             dpoly = c[1] + dif * (2 * c[2] + dif * (3 * c[3] + dif * 4 * c[4]))
-            pos = x1 - r1 - jp.where(has2, poly, c[0])
-            w2 = jp.where(has2, dpoly, 0.0)
+            pos = x1 - r1 - where(has2, poly, c[0])
+            w2 = where(has2, dpoly, 0.0)
             live = io.lanes(io.read("eq_active", eid)) > 0.5
             r = adr["joint_eq"] + i
-            io.write_vec("J", r, [jp.where(live, jp.where(flag(d1 == j), 1.0, 0.0) - jp.where(flag(d2 == j), w2, 0.0),
+            io.write_vec("J", r, [where(live, where(flag(d1 == j), 1.0, 0.0) - where(flag(d2 == j), w2, 0.0),
                                            0.0) for j in range(nv)])  # fmt: skip
-            diag = io.read("dof_invweight0", d1) + jp.where(has2, io.read("dof_invweight0", d2), 0.0)
+            diag = io.read("dof_invweight0", d1) + where(has2, io.read("dof_invweight0", d2), 0.0)
             vel = io.read("qvel", d1) - w2 * io.read("qvel", d2)
             row(r, pos, 0.0, 0.0, diag, io.read_vec("eq_solref", eid, 2), io.read_vec("eq_solimp", eid, 5),
                 jp.abs(pos), live, vel)  # fmt: skip
@@ -283,8 +284,8 @@ def _body(m: Model, info: dict):
             mg = io.read("jnt_margin", jid)
             upper = one & (lo > hi)
             over = over | (one & (lo < mg) & (hi < mg))
-            dist = jp.where(upper, hi, lo)
-            sign = jp.where(upper, -1.0, 1.0)
+            dist = where(upper, hi, lo)
+            sign = where(upper, -1.0, 1.0)
             live = dist < mg
             unit_row(r, dof, sign, live)
             row(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
@@ -304,7 +305,7 @@ def _body(m: Model, info: dict):
                 io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), live, -io.read("qvel", dof))
 
         _loop(0, info["lim2"], limit_upper)
-        io.write("over", 0, jp.where(over, 1.0, 0.0))
+        io.write("over", 0, where(over, 1.0, 0.0))
 
         # ---- contacts: each slot's J6 = [lin; ang] Jacobian of body 2 minus body 1 at its point, then its rows
         def jac6(s):
@@ -322,7 +323,7 @@ def _body(m: Model, info: dict):
                 def comps(o, mk):
                     lin = (v[0] + w[1] * o[2] - w[2] * o[1], v[1] + w[2] * o[0] - w[0] * o[2],
                            v[2] + w[0] * o[1] - w[1] * o[0])  # fmt: skip
-                    return [jp.where(mk, c, 0.0) for c in lin + tuple(w)]
+                    return [where(mk, c, 0.0) for c in lin + tuple(w)]
 
                 c1 = comps(o1, flag(tab("body_dof_mask", b1 * nv + j) == 1))
                 c2 = comps(o2, flag(tab("body_dof_mask", b2 * nv + j) == 1))
@@ -343,27 +344,27 @@ def _body(m: Model, info: dict):
             live = live & (fl | (q < 2 * (adim - 1)))  # rows beyond the slot's actual condim are dead
             # the row's direction: normal +- mu_k (frame row k (linear), or frame row k - 3 (rotational))
             km = jp.maximum(k, 1)
-            fidx = jp.where(km < 3, km, km - 3)
+            fidx = where(km < 3, km, km - 3)
             d = io.read_vec("con_frame", 3 * s + fidx, 3)
             mu = sign * io.read("con_friction", 5 * s + km - 1)
             lin_k, ang_k = flag((k >= 1) & (k < 3)), flag(k >= 3)
             normal = io.read_vec("con_frame", 3 * s, 3)
-            coef = tuple(normal[c] + jp.where(lin_k, mu * d[c], 0.0) for c in range(3))
-            coef += tuple(jp.where(ang_k, mu * d[c], 0.0) for c in range(3))
+            coef = tuple(normal[c] + where(lin_k, mu * d[c], 0.0) for c in range(3))
+            coef += tuple(where(ang_k, mu * d[c], 0.0) for c in range(3))
 
             def dof(j, vel):
                 j6 = io.load_vec("_j6", s * nv + j, 6)
                 val = coef[0] * j6[0]
                 for c in range(1, 6):
                     val = val + coef[c] * j6[c]
-                io.write("J", r * nv + j, jp.where(live, val, 0.0))
+                io.write("J", r * nv + j, where(live, val, 0.0))
                 return io.lanes(vel + val * io.read("qvel", j))
 
             vel = _loop(0, nv, dof, io.lanes(0.0))
             diag = io.read("body_invweight0", 2 * tab("c_b1", s)) + io.read("body_invweight0", 2 * tab("c_b2", s))
             f0 = io.read("con_friction", 5 * s)
             f0sq = f0 * f0
-            diag = jp.where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / io.read("impratio", 0)))
+            diag = where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / io.read("impratio", 0)))
             row(r, dist, mg, 0.0, diag, io.read_vec("con_solref", s, 2), io.read_vec("con_solimp", s, 5),
                 jp.abs(dist - mg), live, vel)
 
@@ -379,20 +380,20 @@ def _body(m: Model, info: dict):
             imp, dmax = _impedance(solimp, io.load("_imp_r", r))
             tc = jp.maximum(s0, 2.0 * h) if refsafe else s0
             direct = s0 <= 0
-            tc = jp.where(direct, 1.0, tc)
-            K = jp.where(direct, -s0 / (dmax * dmax), 1.0 / (dmax * dmax * tc * tc * s1 * s1))
-            K = jp.where(flag(tab("row_kz", r) == 1), 0.0, K)
-            B = jp.where(direct, -s1 / dmax, 2.0 / (dmax * tc))
+            tc = where(direct, 1.0, tc)
+            K = where(direct, -s0 / (dmax * dmax), 1.0 / (dmax * dmax * tc * tc * s1 * s1))
+            K = where(flag(tab("row_kz", r) == 1), 0.0, K)
+            B = where(direct, -s1 / dmax, 2.0 / (dmax * tc))
             diag = io.load("diagA", r)
             R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
-            vel = jp.where(live, io.load("vel", r), 0.0)
+            vel = where(live, io.load("vel", r), 0.0)
             pos, margin = io.load("pos", r), io.load("margin", r)
             aref = -B * vel - K * imp * (pos - margin)
             for name, v, dead in (("pos", pos, 0.0), ("margin", margin, 0.0),
                                   ("frictionloss", io.load("frictionloss", r), 0.0), ("diagA", diag, 0.0),
                                   ("R", R, 1.0), ("vel", vel, 0.0), ("aref", aref, 0.0),
                                   ("active", 1.0, 0.0)):  # fmt: skip
-                io.write(name, r, jp.where(live, v, dead))
+                io.write(name, r, where(live, v, dead))
 
         _loop(0, nefc, finish)
 
@@ -425,7 +426,7 @@ def _twin(m: Model, d: Data, geoms) -> callable:
         dt = x["qvel"].dtype
 
         def mask(v, dead=0.0):
-            return jp.where(act, v, dead).astype(dt)
+            return where(act, v, dead).astype(dt)
 
         return {"J": r["J"].reshape(-1).astype(dt), "pos": mask(f["pos"]), "margin": mask(f["margin"]),
                 "frictionloss": mask(f["frictionloss"]), "diagA": mask(r["diag"]), "R": r["R"].astype(dt),

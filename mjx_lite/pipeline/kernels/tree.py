@@ -43,6 +43,7 @@ import numpy as np
 
 from mjx_lite.pipeline import inertia, kinematics, support
 from mjx_lite.pipeline.kernels import factor, launch
+from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, JointType, Model, Warning, qm_shape
 
 __all__ = ["MODEL_INPUTS", "crb_fused", "kernel", "tree"]
@@ -103,21 +104,21 @@ def _norm(v):
     for c in v[1:]:
         sq = sq + c * c
     zero = sq <= 0.0
-    return jp.where(zero, 0.0, jp.sqrt(jp.where(zero, 1.0, sq)))  # math.safe_norm
+    return where(zero, 0.0, jp.sqrt(where(zero, 1.0, sq)))  # math.safe_norm
 
 
 def _qnormalize(q):
     """Unit quaternion, the identity where |q| < 1e-15 (math.quat_normalize)."""
     n = _norm(q)
     small = n < 1e-15
-    inv = 1.0 / jp.where(small, 1.0, n)
-    return tuple(jp.where(small, 1.0 if i == 0 else 0.0, q[i] * inv) for i in range(4))
+    inv = 1.0 / where(small, 1.0, n)
+    return tuple(where(small, 1.0 if i == 0 else 0.0, q[i] * inv) for i in range(4))
 
 
 def _normalize(v):
     """(v / |v|), v itself where |v| <= 1e-15 (math.safe_normalize)."""
     n = _norm(v)
-    d = jp.where(n <= 1e-15, 1.0, n)
+    d = where(n <= 1e-15, 1.0, n)
     return tuple(c / d for c in v)
 
 

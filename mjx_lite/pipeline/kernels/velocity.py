@@ -29,6 +29,7 @@ import numpy as np
 from mjx_lite.pipeline import rne, support, velocity
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import passive as _passive
+from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import Data, DisableBit, Model
 
 __all__ = ["OUTPUTS", "fusable", "kernel", "passive_fusable", "velocity_pass"]
@@ -106,9 +107,9 @@ def _body(m: Model, passive_plan: dict | None):
 
             def dof(i, carry):
                 cur, grp, acc = carry
-                grp = tuple(jp.where(tab("dof_group_start", i) == 1, c, gc) for c, gc in zip(cur, grp))
+                grp = tuple(where(tab("dof_group_start", i) == 1, c, gc) for c, gc in zip(cur, grp))
                 cd, v = io.read_vec("cdof", i, 6), io.read("qvel", i)
-                dot = tuple(jp.where(tab("dof_free_trans", i) == 1, 0.0, c) for c in _motion_cross(grp, cd))
+                dot = tuple(where(tab("dof_free_trans", i) == 1, 0.0, c) for c in _motion_cross(grp, cd))
                 put("cdof_dot", i, dot)
                 cur = tuple(cur[k] + cd[k] * v for k in range(6))
                 acc = tuple(acc[k] + dot[k] * v for k in range(6))
@@ -131,7 +132,7 @@ def _body(m: Model, passive_plan: dict | None):
             b = nbody - 1 - k
             par = tab("body_parentid", b)
             acc, add = out("_cfrc", par, 6), out("_cfrc", b, 6)
-            put("_cfrc", par, tuple(acc[i] + jp.where(par != 0, add[i], 0.0) for i in range(6)))
+            put("_cfrc", par, tuple(acc[i] + where(par != 0, add[i], 0.0) for i in range(6)))
 
         put("_cfrc", 0, zero6)
         _loop(0, nbody - 1, push)
