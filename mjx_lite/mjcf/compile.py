@@ -1504,6 +1504,8 @@ def _check_float32_arrays(ctx: CompileContext, stat: dict) -> None:
     items = list(ctx.arrays.items()) + [("stat." + k, v) for k, v in stat.items()]
     items += [("opt." + k, v) for k, v in ctx.option.items() if not isinstance(v, (int, np.integer))]
     for name, v in items:
+        if name == "geom_sdf":  # (plugin name, attribute values) per geom: host-side, not a Model array
+            continue
         a = np.asarray(v)
         if a.dtype.kind != "f" or not a.size:
             continue
