@@ -52,7 +52,7 @@ def build_model(
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
                     "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active", "flg_surfacevel",
-                    "flg_adhesion", "actuator_actslot"):  # fmt: skip
+                    "flg_adhesion", "actuator_actslot", "geom_sdf"):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -67,6 +67,9 @@ def build_model(
             kw[name] = _to_device(a)
     o = {}
     for f in dataclasses.fields(Option):
+        if f.name not in opt and f.default is not dataclasses.MISSING:  # (options added later: their default)
+            o[f.name] = f.default
+            continue
         v = opt[f.name]
         o[f.name] = int(v) if f.name in _OPTION_STATIC else _to_device(v)
     kw["opt"] = Option(**o)
@@ -74,6 +77,7 @@ def build_model(
                               ("meaninertia", "meanmass", "meansize", "extent", "center")})
     kw["vis"] = _visual(vis or {})
     kw["source"] = source
+    kw["geom_sdf"] = tuple(arrays.get("geom_sdf", ())) if any(g is not None for g in arrays.get("geom_sdf", ())) else ()
     kw["names"] = {k: tuple(v) for k, v in names.items()}
     for flag, src in (("dof_frictional", "dof_frictionloss"), ("tendon_frictional", "tendon_frictionloss")):
         kw[flag] = np.asarray(arrays[src], np.float64) > 0

@@ -372,6 +372,8 @@ class Option:
     disableflags: int = static_field()
     enableflags: int = static_field()
     disableactuator: int = static_field()
+    sdf_initpoints: int = static_field(40)  # SDF collisions: starting points (and contacts) per pair
+    sdf_iterations: int = static_field(10)  # SDF collisions: gradient-descent iterations from each
 
 
 @pytree_dataclass
@@ -805,6 +807,9 @@ class Model:
     geom_condim: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
     geom_contype: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
     geom_dataid: np.ndarray = static_field(shape=("ngeom",), dtype="int32")
+    # sdf geoms: (plugin name, attribute values) of each geom's SDF plugin (mjcf/plugins.py), None for other geoms;
+    # static (the plugin's configuration also makes its mesh); empty for models without SDF geoms
+    geom_sdf: tuple = static_field(())
     geom_fluid: jax.Array = shaped("ngeom", 12)
     geom_friction: jax.Array = shaped("ngeom", 3)
     geom_gap: jax.Array = shaped("ngeom")

@@ -619,7 +619,8 @@ def test_unknown_element(body, element):
         ("<extension>\n<plugin plugin='acme.x'/></extension>", "plugin 'acme.x' is a third-party plugin"),
         ("<extension>\n<plugin plugin='mujoco.elasticity.cable'/></extension>", "'mujoco.elasticity.cable'"),
         ("<deformable>\n<flex/></deformable>", "deformable"),
-        ("<worldbody>\n<geom type='sdf'/></worldbody>", "sdf"),
+        ("<asset><mesh name='m' vertex='0 0 0 1 0 0 0 1 0 0 0 1'/></asset><worldbody>\n<geom type='sdf' mesh='m'/>"
+         "</worldbody>", "octree"),  # (MuJoCo 4.0 builds an octree SDF of the mesh)
         ("<extension><plugin plugin='mujoco.sensor.touch_grid'/></extension><sensor>\n"
          "<plugin plugin='mujoco.sensor.touch_grid'/></sensor>", "plugin 'mujoco.sensor.touch_grid'"),
         ("<extension><plugin plugin='mujoco.pid'/></extension><actuator>\n<plugin plugin='mujoco.pid'/></actuator>",

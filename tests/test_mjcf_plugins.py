@@ -97,12 +97,17 @@ def test_plugins_mujoco_does_not_have_are_refused_by_name(name):
 
 def test_instances_of_shipped_plugins_are_refused_by_name():
     """An instance of a plugin MuJoCo ships but mjx_lite does not build in: refused naming the plugin (MuJoCo runs its
-    init; an unused SDF instance loads there)."""
-    xml = _xml('<extension><plugin plugin="mujoco.sdf.torus"><instance name="t"><config key="radius1" value=".3"/>'
-               "</instance></plugin></extension>")  # fmt: skip
+    init; an unused touch_grid instance loads there). An SDF instance (BUILTIN) loads in both."""
+    xml = _xml('<extension><plugin plugin="mujoco.sensor.touch_grid"><instance name="t"><config key="nchannel" '
+               'value="1"/><config key="size" value="4 4"/><config key="fov" value="30 30"/><config key="gamma" '
+               'value="0"/></instance></plugin></extension>')  # fmt: skip
     assert mujoco.MjModel.from_xml_string(xml).nplugin == 1
-    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.sdf.torus'"):
+    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.sensor.touch_grid'"):
         load_mjcf_string(xml)
+    sdf = _xml('<extension><plugin plugin="mujoco.sdf.torus"><instance name="t"><config key="radius1" value=".3"/>'
+               "</instance></plugin></extension>")  # fmt: skip
+    assert mujoco.MjModel.from_xml_string(sdf).nplugin == 1
+    load_mjcf_string(sdf)
 
 
 _TORUS = '<extension><plugin plugin="mujoco.sdf.torus"><instance name="t"/></plugin></extension>'

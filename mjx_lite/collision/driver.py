@@ -63,7 +63,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedral, primitive
+from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedral, primitive, sdf
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
@@ -249,6 +249,22 @@ def _size_class(m: Model) -> np.ndarray:
     return out
 
 
+def _sdf_ids(m: Model) -> np.ndarray:
+    """(ngeom,) for SDF geoms the index of their plugin configuration among the model's distinct ones, else -1
+    (part of an SDF group's key, `Group.data1/data2`)."""
+    out = np.full(m.ngeom, -1, np.int64)
+    seen: dict = {}
+    for i, cfg in enumerate(m.geom_sdf):
+        if cfg is not None:
+            out[i] = seen.setdefault(cfg, len(seen))
+    return out
+
+
+def _sdf_collider(m: Model, t1: int, da: int, db: int) -> tuple[Callable, int]:
+    cfgs = list(dict.fromkeys(c for c in m.geom_sdf if c is not None))
+    return sdf.collider(m, t1, cfgs[da] if da >= 0 else None, cfgs[db])
+
+
 def _mesh_group(gtype: np.ndarray, t1: int, arr: np.ndarray) -> bool:
     """Whether a group (first type t1, pairs arr (n, 3)) collides a mesh with a bounded geom (no plane or height
     field): its candidates are trimmed by `Config.broadphase_mesh_*` and tested by their bounding boxes."""
@@ -374,10 +390,21 @@ def _build_table(m: Model) -> PairTable:
     rows = [(a, b, -1) for a, b in zip(d1.tolist(), d2.tolist())]
     rows += [(int(a), int(b), i) for i, (a, b) in enumerate(zip(m.pair_geom1, m.pair_geom2))]
     buckets: dict[tuple, list] = {}
+    sdfs = _sdf_ids(m)
     for a, b, p in rows:
         if gtype[a] > gtype[b]:
             a, b = b, a
         t1, t2 = int(gtype[a]), int(gtype[b])
+        if t2 == _SDF:  # a plane collides with an SDF's mesh (as MuJoCo); the others: collision/sdf.py, grouped by
+            if t1 in (_HFIELD, _MESH):  # plugin; height fields: MuJoCo warns and makes no contact; meshes refused
+                if t1 == _MESH:
+                    raise NotImplementedError("collision: mesh-SDF pairs are not supported")
+                continue
+            if t1 == _PLANE:
+                t2 = _MESH
+            else:
+                buckets.setdefault((t1, t2, sdfs[a], sdfs[b], p >= 0, False, -1, -1), []).append((a, b, p))
+                continue
         fn = _collider(m, t1, t2)
         if fn is None:
             continue
@@ -400,6 +427,8 @@ def _build_table(m: Model) -> PairTable:
         stages = None
         if t1 == GENERAL:  # the others: refined where curved if any is
             fn, ncon = general.general if curved else general.general_plain, general.GENERAL_NCON
+        elif t2 == _SDF:
+            fn, ncon = _sdf_collider(m, t1, da, db)
         else:
             fn, ncon = _collider(m, t1, t2)
             stages = polyhedral.STAGES.get(fn)
@@ -412,6 +441,8 @@ def _build_table(m: Model) -> PairTable:
         stages = None
         if t1 == GENERAL:
             fn, ncon = None, general.GENERAL_NCON  # chosen per merged group below
+        elif t2 == _SDF:
+            fn, ncon = _sdf_collider(m, t1, da, db)
         else:
             fn, ncon = _collider(m, t1, t2)
             stages = polyhedral.STAGES.get(fn)
@@ -828,6 +859,9 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
         info1, info2 = _take_info(info1, idx), _take_info(info2, idx)
         c = jax.vmap(manifold_fn, in_axes=(info_axes(info1), info_axes(info2), 0, 0, 0, 0))(
             info1, info2, margin, dist0[idx], pos0[idx], nrm0[idx])
+    elif g.type2 == _SDF:  # SDF pairs (collision/sdf.py) need the geoms' bounding boxes too
+        c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0, 0))(
+            info1, info2, m.geom_aabb[g1], m.geom_aabb[g2])
     elif g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
         c, hf_over = g.collider(m, info1, info2, margin)
         overflow = overflow | jp.any(hf_over & near)

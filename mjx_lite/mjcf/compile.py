@@ -42,7 +42,7 @@ from mjx_lite.mjcf import mesh as mesh_mod
 from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.document import parse_file, parse_string
 from mjx_lite.mjcf.settings import compiler_settings
-from mjx_lite.mjcf.spec import Element, MJCFError
+from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 from mjx_lite.types import MINVAL, GeomType, SensorType, TrnType
 
 EPS = inr.EPS
@@ -103,7 +103,7 @@ def option_settings(root: Element) -> dict[str, Any]:
         "o_solref": np.array([0.02, 1.0]), "o_solimp": np.array([0.9, 0.95, 0.001, 0.5, 2.0]),
         "o_friction": np.array([1, 1, 0.005, 0.0001, 0.0001]), "integrator": 0, "cone": 0, "jacobian": 2,
         "solver": 2, "iterations": 100, "ls_iterations": 50, "noslip_iterations": 0, "ccd_iterations": 35,
-        "disableflags": 0, "enableflags": 0, "disableactuator": 0,
+        "sdf_initpoints": 40, "sdf_iterations": 10, "disableflags": 0, "enableflags": 0, "disableactuator": 0,
     }  # fmt: skip
     sizes = {"gravity": 3, "wind": 3, "magnetic": 3, "o_solref": 2, "o_solimp": 5, "o_friction": 5}
     for c in at.sections(root, "option"):
@@ -122,7 +122,8 @@ def option_settings(root: Element) -> dict[str, Any]:
                 opt[k] = at.keyword(c, k, _JACOBIANS, "auto")
             elif k == "solver":
                 opt[k] = at.keyword(c, k, _SOLVERS, "Newton")
-            elif k in ("iterations", "ls_iterations", "noslip_iterations", "ccd_iterations"):
+            elif k in ("iterations", "ls_iterations", "noslip_iterations", "ccd_iterations", "sdf_initpoints",
+                       "sdf_iterations"):
                 opt[k] = int(v)  # ccd_iterations below the default: `_check_ccd_iterations`
             elif k in opt:
                 opt[k] = float(v)
@@ -193,7 +194,7 @@ def _meshes_needing_hull(root: Element) -> set[str]:
 
     walk(root)
     return {at.get(g, "mesh") for g in geoms
-            if at.get(g, "type") == "mesh" and at.get(g, "mesh")
+            if at.get(g, "type") in ("mesh", "sdf") and at.get(g, "mesh")
             and (int(at.get(g, "contype", 1)) or int(at.get(g, "conaffinity", 1)) or at.get(g, "name") in pairs)}
 
 
@@ -413,8 +414,7 @@ def _check_size(el: Element, gtype: int, size: np.ndarray, what: str) -> None:
 def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid: int, infer: bool):
     """Compiled values of one <geom> (mjCGeom::Compile)."""
     gtype = at.keyword(el, "type", _GEOM_TYPES, "sphere")
-    if gtype == 8:
-        raise at.unsupported(el, "sdf geoms are not supported", "type")
+    sdf = _sdf_plugin(el, ctx) if gtype == 8 else None
     condim = int(at.get(el, "condim", 3))
     if condim not in (1, 3, 4, 6):
         raise at.error(el, "invalid condim in geom (must be 1, 3, 4 or 6)", "condim")
@@ -424,8 +424,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     mesh_id = hfield_id = -1
     meshname = at.get(el, "mesh")
     hfname = at.get(el, "hfield")
-    if gtype == 7 and not meshname:
-        raise at.error(el, "mesh geom must have a mesh attribute", "mesh")
+    if gtype in (7, 8) and not meshname:
+        raise at.error(el, f"{_GEOM_TYPES[gtype]} geom must have a mesh attribute", "mesh")
     if gtype == 1 and not hfname:
         raise at.error(el, "hfield geom must have an hfield attribute", "hfield")
     if meshname:
@@ -448,7 +448,7 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     mesh = None
     if mesh_id >= 0:
         mesh = ctx.mesh_assets[mesh_id]
-        if gtype != 7:
+        if gtype not in (7, 8):
             size, offset = mesh_mod.fit_geom(mesh, gtype, float(at.get(el, "fitscale", 1.0)),
                                              bool(ctx.compiler.get("fitaabb")))  # fmt: skip
             pos, quat = mesh_mod.mesh_geom_frame(pos, quat, mesh, offset)
@@ -464,7 +464,7 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
         size = np.array([hs[0], hs[1], 0.25 * hs[2] + 0.5 * hs[3]])
         aamm = np.array([-hs[0], -hs[1], -hs[3], hs[0], hs[1], hs[2]])
         rbound = inr.sqrt(hs[0] ** 2 + hs[1] ** 2 + max(hs[2] ** 2, hs[3] ** 2))
-    elif gtype == 7:
+    elif gtype in (7, 8):
         aamm = np.asarray(mesh.aamm, float)
         size = np.maximum(np.abs(aamm[:3]), np.abs(aamm[3:]))
         rbound = float(np.linalg.norm(size))
@@ -482,7 +482,7 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
         gmass = el.attrs.get("mass")
         if gmass is not None and math.isnan(float(gmass)):
             gmass = None  # mjuu_defined: a NaN mass is an unset one
-        volume = float(mesh.volume) if gtype == 7 else inr.geom_volume(gtype, size, shell)
+        volume = float(mesh.volume) if gtype in (7, 8) else inr.geom_volume(gtype, size, shell)
         if gmass is not None:
             gmass = float(gmass)
             if gmass == 0:
@@ -504,7 +504,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     return dict(
         type=gtype, contype=int(at.get(el, "contype", 1)), conaffinity=int(at.get(el, "conaffinity", 1)),
         condim=condim, group=int(at.get(el, "group", 0)), priority=int(at.get(el, "priority", 0)),
-        dataid=mesh_id if gtype == 7 else hfield_id, size=size, pos=pos, quat=quat, aabb=aabb, rbound=rbound,
+        dataid=mesh_id if gtype in (7, 8) else hfield_id, sdf=sdf, size=size, pos=pos, quat=quat, aabb=aabb,
+        rbound=rbound,
         friction=at.vec(el, "friction", 3, (1, 0.005, 0.0001)), solmix=float(at.get(el, "solmix", 1.0)),
         solref=at.vec(el, "solref", 2, (0.02, 1.0)), solimp=at.vec(el, "solimp", 5, (0.9, 0.95, 0.001, 0.5, 2.0)),
         margin=float(at.get(el, "margin", 0.0)), gap=float(at.get(el, "gap", 0.0)), fluid=fluid,
@@ -513,8 +514,17 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
     )  # fmt: skip
 
 
+def _sdf_plugin(el: Element, ctx: CompileContext) -> tuple:
+    """(plugin name, attribute values) of an sdf geom's <plugin> (resolved by the reader: mjcf/plugins.py sdf_use)."""
+    sdf = el.attrs.get("plugin")
+    if sdf is None:
+        raise at.unsupported(el, "sdf geoms without a plugin (MuJoCo's octree SDFs of meshes) are not supported",
+                             "type")  # fmt: skip
+    return sdf
+
+
 def _geom_inertia(gtype, size, mass, shell, mesh):
-    if gtype == 7:
+    if gtype in (7, 8):
         return inr.box_inertia(mesh.boxsz, mass)
     return inr.geom_inertia(gtype, size, mass, shell)
 
@@ -937,6 +947,7 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
                            ("fluid", (12,), float), ("rbound", (), float), ("surfacevel", (6,), float),
                            ("adhesion", (), float), ("matid", (), np.int32), ("rgba", (4,), float)):  # fmt: skip
         A["geom_" + key] = garr(key, shape, dt)
+    A["geom_sdf"] = tuple(g["sdf"] for g in geo)  # (plugin name, attribute values) of sdf geoms, else None
     A["geom_sameframe"] = np.array(
         [_sameframe(g["pos"], g["quat"], bodies[g["bodyid"]].ipos, bodies[g["bodyid"]].iquat) for g in geo], np.uint8
     ).reshape(ngeom)
@@ -1153,12 +1164,14 @@ def _ccd_pair(t1: int, t2: int) -> bool:
         return False
     if a == G.HFIELD:
         return b != G.HFIELD
+    if b == G.SDF:  # MuJoCo's SDF collider (gradient descent), not GJK/EPA
+        return False
     if a == G.SPHERE:
-        return b in (G.ELLIPSOID, G.MESH, G.SDF)
+        return b in (G.ELLIPSOID, G.MESH)
     if a == G.CAPSULE:
-        return b in (G.ELLIPSOID, G.CYLINDER, G.MESH, G.SDF)
+        return b in (G.ELLIPSOID, G.CYLINDER, G.MESH)
     if a == G.BOX:
-        return b in (G.MESH, G.SDF)
+        return b == G.MESH
     return True  # ellipsoid, cylinder, mesh against ellipsoid, cylinder, box, mesh
 
 
@@ -1194,6 +1207,24 @@ def _ccd_user(ctx: CompileContext) -> str | None:
     if ((stype == SensorType.INSIDESITE) & (intprm[:, 0] != 0)).any():
         return "enclosed insidesite sensors"
     return None
+
+
+def _check_sdf_pairs(ctx: CompileContext) -> None:
+    """Mesh-SDF pairs (MuJoCo's mjc_MeshSDF: mesh faces against the field, farthest-point sampling) are not
+    implemented: refused where a mesh and an sdf geom may collide (collision bits, explicit pairs)."""
+    A = ctx.arrays
+    gtype = np.asarray(A.get("geom_type", np.zeros(0, np.int32)))
+    if not (np.any(gtype == GeomType.SDF) and np.any(gtype == GeomType.MESH)):
+        return
+    pairs = [(int(a), int(b)) for a, b in zip(np.asarray(A.get("pair_geom1", [])), np.asarray(A.get("pair_geom2", [])))]
+    contype, conaff = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
+    gbody = np.asarray(A["geom_bodyid"])
+    for i in np.nonzero(gtype == GeomType.SDF)[0]:
+        for j in np.nonzero(gtype == GeomType.MESH)[0]:
+            bits = (contype[i] & conaff[j]) | (contype[j] & conaff[i])
+            if (bits and gbody[i] != gbody[j]) or (i, j) in pairs or (j, i) in pairs:
+                raise MJCFUnsupportedError(f"mesh-SDF collisions are not supported (geoms {int(j)} and {int(i)} may "
+                                           "collide; MuJoCo's mjc_MeshSDF)", None, None, "geom", "type")  # fmt: skip
 
 
 def _check_ccd_iterations(root: Element, ctx: CompileContext) -> None:
@@ -1421,6 +1452,7 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     flex.compile_flex(root, ctx)
     _compile_sections(root, ctx)
     _check_ccd_iterations(root, ctx)
+    _check_sdf_pairs(ctx)
     _check_sleep(root, ctx)
     _check_user_sizes(root, ctx)
     _finalize_simple(ctx)
@@ -1472,6 +1504,8 @@ def _check_float32_arrays(ctx: CompileContext, stat: dict) -> None:
     items = list(ctx.arrays.items()) + [("stat." + k, v) for k, v in stat.items()]
     items += [("opt." + k, v) for k, v in ctx.option.items() if not isinstance(v, (int, np.integer))]
     for name, v in items:
+        if name == "geom_sdf":  # (plugin name, attribute values) per geom: host-side, not a Model array
+            continue
         a = np.asarray(v)
         if a.dtype.kind != "f" or not a.size:
             continue

@@ -586,12 +586,15 @@ def process_mesh(
     elem: Element | None = None,
     faces_flipped: bool = False,
     need_hull: bool = False,
+    reorient: bool = True,
 ) -> MeshAsset:
     """MuJoCo's mesh processing (mjCMesh::Process) of raw float32 vertices and triangles.
 
     With a left-handed `scale` (negative product) MuJoCo reverses the winding of every triangle (those of the file
     readers already are: `faces_flipped`) and of every hull polygon (first vertex kept). `need_hull`: a collision
-    geom uses the mesh (its hull must exist: degenerate vertices are an error, as without faces or inertia convex)."""
+    geom uses the mesh (its hull must exist: degenerate vertices are an error, as without faces or inertia convex).
+    reorient=False (the marching-cubes mesh of an SDF plugin): MuJoCo keeps the vertices in the file frame (mesh pos 0,
+    quat identity) while its volume and principal inertia are computed as usual."""
     if inertia not in INERTIA_TYPES:
         raise _err(elem, f"unknown mesh inertia type '{inertia}'", "inertia")
     if maxhullvert != -1 and maxhullvert < 4:
@@ -718,6 +721,8 @@ def process_mesh(
     boxsz = 0.5 * np.sqrt(6 * np.array([e1 + e2 - e0, e0 + e2 - e1, e0 + e1 - e2]) / volume)
 
     # move into the principal frame
+    if not reorient:
+        com, quat = np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0])
     r = _quat_to_mat(quat)
     vert = (vert - com) @ r  # R^T (v - com)
     aamm = np.concatenate([vert.min(0), vert.max(0)])
@@ -822,8 +827,9 @@ def load_mesh(
     if not name and file:
         name = os.path.splitext(os.path.basename(file.replace("\\", "/")))[0]
     builtin = _builtin_mesh(elem, e, file)
-    if _attr(elem, "plugin", None):
-        raise MJCFUnsupportedError("mesh plugins (SDF) are not supported", *_where(e), "plugin")
+    plugin = _attr(elem, "plugin", None)  # (plugin name, attribute values), resolved by the compiler
+    if plugin is not None:
+        return _plugin_mesh(elem, e, name, plugin, need_hull)
     scale = _numbers(_attr(elem, "scale", (1.0, 1.0, 1.0)), float)
     righthand = scale[0] * scale[1] * scale[2] > 0
     uvert = _attr(elem, "vertex", None)
@@ -879,6 +885,21 @@ def load_mesh(
         refquat=_numbers(_attr(elem, "refquat", (1.0, 0.0, 0.0, 0.0)), float),
         inertia=inertia, maxhullvert=int(_attr(elem, "maxhullvert", -1)), elem=e,
         faces_flipped=flipped, need_hull=need_hull if isinstance(need_hull, bool) else name in need_hull,
+    )  # fmt: skip
+
+
+def _plugin_mesh(elem, e, name: str, plugin, need_hull) -> MeshAsset:
+    """An SDF plugin's mesh (mjCMesh::LoadSDF): its marching-cubes surface (`sdf_mesh`), kept in the plugin frame."""
+    from mjx_lite.mjcf import sdf_mesh  # host side, only for models with SDF plugins
+
+    scale = _numbers(_attr(elem, "scale", (1.0, 1.0, 1.0)), float)
+    if np.any(scale != 1):
+        raise _err(e, f"attribute scale is not compatible with SDFs in mesh '{name}'", "scale")
+    vert, face = sdf_mesh.plugin_mesh(*plugin)
+    return process_mesh(
+        vert, face, name=name, inertia=str(_attr(elem, "inertia", "legacy")),
+        maxhullvert=int(_attr(elem, "maxhullvert", -1)), elem=e,
+        need_hull=need_hull if isinstance(need_hull, bool) else name in need_hull, reorient=False,
     )  # fmt: skip
 
 

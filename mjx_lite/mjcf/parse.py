@@ -83,8 +83,6 @@ UNSUPPORTED: dict[str, set[str]] = {
     "body": _BODY_UNSUPPORTED,
     "frame": _BODY_UNSUPPORTED,
     "replicate": _BODY_UNSUPPORTED,
-    "mesh": {"plugin"},
-    "geom": {"plugin"},
     "equality": {"flexvert", "flexstrain"},
     "actuator": {"plugin"},
     "sensor": {"plugin"},
@@ -137,6 +135,18 @@ def _schema_only(raw, parent: str) -> None:
                                            k.tag)
             raise _unknown_element(k, raw.tag, key)
         _schema_only(k, raw.tag)
+
+
+def _take_plugin(raw, extension: Element | None) -> tuple:
+    """(raw without its <plugin> child, (plugin name, attribute values) of that child or None) for a <geom> or
+    <mesh> (mjcf/plugins.py sdf_use); at most one plugin child."""
+    kids = [k for k in raw.children if k.tag == "plugin"]
+    if not kids:
+        return raw, None
+    if len(kids) > 1:
+        raise MJCFError(f"unique element 'plugin' found {len(kids)} times", raw.file, raw.line, raw.tag)
+    rest = [k for k in raw.children if k.tag != "plugin"]
+    return _Raw(raw.tag, raw.attrib, rest, raw.file, raw.line), plugins.sdf_use(kids[0], raw.tag, extension, _written)
 
 
 def _no_children(raw) -> None:
@@ -632,8 +642,6 @@ class _Builder:
             explicit = set()
         if "class" in w and dtag is None:
             self.defaults.get(w["class"], raw, "class")
-        if tag == "geom" and w.get("type", attrs.get("type")) == "sdf":
-            raise MJCFUnsupportedError(f"<geom type='sdf'> is {_NI}", raw.file, raw.line, "geom", "type")
         raw_quat = False
         if tag in ORIENTED:
             present = [n for n in sc.ORIENT_ATTRS if n in raw.attrib]  # MuJoCo counts written ones, even empty
@@ -684,8 +692,11 @@ class _Builder:
     # -- section with plain children ----------------------------------------------------------------------
     def section(self, raw: _Raw, parent: str) -> Element:
         """A non-tree section/element and its descendants (no frames, no childclass)."""
+        raw, plugin = _take_plugin(raw, self.extension) if raw.tag == "mesh" else (raw, None)
         self.check_children(raw, sc.key_of(parent, raw.tag))
         el = self.element(raw, parent, None)
+        if plugin is not None:
+            el.attrs["plugin"] = plugin
         for k in raw.children:
             el.children.append(self.section(k, raw.tag))
         return el
@@ -749,13 +760,20 @@ class _Builder:
                 self.tree(k, b, cc, None)
                 out.children.append(b)
             else:
+                k, plugin = _take_plugin(k, self.extension) if tag == "geom" else (k, None)
                 if k.children:
                     c = k.children[0]
                     if c.tag in UNSUPPORTED.get(tag, ()):
                         raise MJCFUnsupportedError(f"<{c.tag}> (in <{tag}>) is {_WHY.get(c.tag, _NI)}", c.file, c.line,
                                                c.tag)
                     raise MJCFError(f"unknown element (in <{tag}>)", c.file, c.line, c.tag)
-                out.children.append(self.element(k, key, childclass, frame))
+                el = self.element(k, key, childclass, frame)
+                if plugin is not None:
+                    el.attrs["plugin"] = plugin
+                elif tag == "geom" and el.attrs.get("type") == "sdf":
+                    raise MJCFUnsupportedError("<geom type='sdf'> without a <plugin> (MuJoCo's octree SDF of its mesh) "
+                                               f"is {_NI}", k.file, k.line, "geom", "type")  # fmt: skip
+                out.children.append(el)
 
     def flexcomp(self, raw: _Raw, key: str, out: Element, childclass: str | None, frame):
         """<flexcomp>: its vertex bodies become children of `out` here (document order), its flex record is kept

@@ -7,7 +7,8 @@ declares plugin NAME and its instances; a body (geom, mesh, actuator, sensor) us
 The registry (one line per plugin to add):
   SHIPPED   every plugin the `mujoco` 4.0 package loads (its libactuator, libsensor and libsdf_plugin libraries),
             name -> capability: "actuator", "sensor", "sdf" (none of them adds passive forces);
-  BUILTIN   the plugins mjx_lite simulates, name -> capability (none yet: a plugin module adds its name here);
+  BUILTIN   the plugins mjx_lite simulates, name -> capability: the five SDF plugins (distance functions in
+            collision/sdf_plugins.py, their marching-cubes meshes in mjcf/sdf_mesh.py);
   REMOVED   plugins MuJoCo no longer has (MuJoCo 4.0 refuses them: "plugin ... not found"), name -> reason and the
             migration MuJoCo's changelog gives. The elasticity plugins are all gone: `cable` (MuJoCo 4.0, superseded by
             1-D <flexcomp> with <elasticity>), `solid` and `membrane` (3.2.4, moved into the engine's flex
@@ -23,13 +24,16 @@ What the loader does (as MuJoCo 4.0's XML reader and compiler, tests/test_mjcf_p
     passive-force plugin: an undeclared instance or plugin name, neither attribute, or a plugin without passive
     forces are MuJoCo's compile errors (every body plugin is one in MuJoCo 4.0, which ships no passive plugin).
   - `element_use`: a <plugin> in <actuator> or <sensor>: MuJoCo's errors, else refused naming the plugin.
-Uses in geoms and meshes (SDF plugins) are refused where those elements are read (parse.py, mesh.py).
+  - `sdf_use`: a <plugin> child of a <geom> or <mesh> names an SDF plugin: MuJoCo's errors for an undeclared
+    instance or plugin, neither attribute, a plugin that is not an SDF, or a config key the plugin does not have;
+    else (plugin name, attribute values) with the plugin's defaults filled in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from mjx_lite.collision import sdf_plugins
 from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError
 
 SHIPPED: dict[str, str] = {
@@ -41,7 +45,7 @@ SHIPPED: dict[str, str] = {
     "mujoco.sdf.nut": "sdf",
     "mujoco.sdf.torus": "sdf",
 }
-BUILTIN: dict[str, str] = {}
+BUILTIN: dict[str, str] = {name: "sdf" for name in sdf_plugins.ATTRIBUTES}
 _CABLE = ("removed in MuJoCo 4.0; its migration: <flexcomp dim='1' type='grid'> with <elasticity young shear> for bend "
           "and twist, <edge equality='true'/> for inextensible edges")  # fmt: skip
 REMOVED: dict[str, str] = {
@@ -61,7 +65,10 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "extension/plugin": {"plugin": _S},
     "instance": {"name": _S},
     "config": {"key": _S, "value": _S},
-    **{p + "/plugin": {"plugin": _S, "instance": _S} for p in ("worldbody", "body", "frame", "replicate")},
+    **{
+        p + "/plugin": {"plugin": _S, "instance": _S}
+        for p in ("worldbody", "body", "frame", "replicate", "geom", "mesh")
+    },
 }
 REQUIRED: dict[str, tuple[str, ...]] = {"extension/plugin": ("plugin",), "instance": ("name",),
                                         "config": ("key", "value")}  # fmt: skip
@@ -194,3 +201,49 @@ def element_use(raw, parent: str, extension: Element | None) -> MJCFError:
     if capability is not None and capability != parent:
         return _err(raw, f"plugin '{name}' does not support {parent}s", attr)
     return _refuse(raw, refusal(name) or f"plugin '{name}' in <{parent}> is not supported by mjx_lite", attr)
+
+
+def _number(raw, key: str, text: str) -> float:
+    try:
+        return float(text.split()[0])
+    except ValueError:
+        raise _err(raw, f"invalid value '{text}' for attribute 'plugin:{key}'", "value") from None
+
+
+def sdf_use(raw, parent: str, extension: Element | None, written: Callable) -> tuple[str, tuple[float, ...]]:
+    """A <plugin> child `raw` (parse._Raw) of a <geom> or <mesh> (`parent`) -> (plugin name, attribute values in
+    the plugin's order, sdf_plugins.ATTRIBUTES, its defaults where a key is missing or empty).
+
+    The configuration is the instance's (<plugin instance>) or the element's own <config> children (<plugin
+    plugin>). Raises MuJoCo 4.0's errors (MJCFError) for an undeclared instance or plugin, neither attribute, a
+    plugin that is not an SDF, or a config key the plugin does not have."""
+    w = written(raw, parent + "/plugin")
+    config = _config(raw, written)
+    inst, name = w.get("instance"), w.get("plugin")
+    attr = "instance" if inst is not None else "plugin"
+    if inst is not None:
+        name = find(extension, instance=inst)
+        if name is None:
+            raise _err(raw, f"unrecognized name '{inst}' for plugin instance (in <{parent}>)", "instance")
+        decl = next(d for d in extension.children if d.attrs["plugin"] == name)
+        config = next(i.attrs["config"] for i in decl.children if i.attrs["name"] == inst)
+        if w.get("plugin") not in (None, name):
+            raise _err(raw, f"plugin '{w['plugin']}' does not match instance '{inst}' of plugin '{name}'", "plugin")
+    elif name is not None:
+        if find(extension, plugin=name) is None:
+            raise _err(raw, f"unrecognized plugin '{name}' (in <{parent}>: no <extension> declares it)", "plugin")
+    else:
+        raise _err(raw, f"neither 'plugin' nor 'instance' is specified for {parent}")
+    capability = BUILTIN.get(name, SHIPPED.get(name))
+    if capability is not None and capability != "sdf":
+        raise _err(raw, f"plugin '{name}' does not support sign distance fields", attr)
+    if name not in BUILTIN:  # (declarations refused it already)
+        raise _refuse(raw, refusal(name), attr)
+    keys, defaults = sdf_plugins.ATTRIBUTES[name]
+    for k in config:
+        if k not in keys:
+            raise _err(raw, f"unrecognized attribute 'plugin:{k}' for plugin {name}", attr)
+    values = tuple(
+        _number(raw, k, config[k]) if config.get(k, "").strip() else float(d) for k, d in zip(keys, defaults)
+    )
+    return name, values
