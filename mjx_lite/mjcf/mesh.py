@@ -48,6 +48,7 @@ from scipy.spatial import ConvexHull, QhullError
 
 from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf import mesh_builtin as _builtin
+from mjx_lite.mjcf import sdf_mesh
 from mjx_lite.mjcf.inertia import _normvec, _quat2mat, quat_mul
 from mjx_lite.mjcf.inertia import eig3 as _jacobi_eig3
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
@@ -890,8 +891,6 @@ def load_mesh(
 
 def _plugin_mesh(elem, e, name: str, plugin, need_hull) -> MeshAsset:
     """An SDF plugin's mesh (mjCMesh::LoadSDF): its marching-cubes surface (`sdf_mesh`), kept in the plugin frame."""
-    from mjx_lite.mjcf import sdf_mesh  # host side, only for models with SDF plugins
-
     scale = _numbers(_attr(elem, "scale", (1.0, 1.0, 1.0)), float)
     if np.any(scale != 1):
         raise _err(e, f"attribute scale is not compatible with SDFs in mesh '{name}'", "scale")
