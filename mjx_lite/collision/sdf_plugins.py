@@ -81,14 +81,19 @@ def _hex_head(p, radius, xp):
     return xp.maximum(head, (z + radius - 0.22) * sqrt12)
 
 
-def bolt(p, attr, xp=jp):
+def _thread(p, attr, xp):
+    """The bolt's and the nut's screw thread: (radius from its axis, the thread's distance, sqrt(2)/2, z)."""
     screw = 12.0
     sqrt12 = math.sqrt(2.0) / 2.0
     x, y, z = p[..., 0], p[..., 1], p[..., 2]
     radius = _sqrt(xp, x * x + y * y) - attr[0]
     azimuth = _atan2(xp, y, x)
     triangle = xp.abs(_fract(xp, z * screw - azimuth / math.pi / 2.0) - 0.5)
-    thread = (radius - triangle / screw) * sqrt12
+    return radius, (radius - triangle / screw) * sqrt12, sqrt12, z
+
+
+def bolt(p, attr, xp=jp):
+    radius, thread, sqrt12, z = _thread(p, attr, xp)
     b = xp.maximum(thread, -(0.5 - xp.abs(z + 0.5)))  # Subtraction(a, b) = max(a, -b)
     cone = (z - radius) * sqrt12
     b = xp.maximum(b, -(cone + 1.0 * sqrt12))
@@ -97,13 +102,7 @@ def bolt(p, attr, xp=jp):
 
 
 def nut(p, attr, xp=jp):
-    screw = 12.0
-    sqrt12 = math.sqrt(2.0) / 2.0
-    x, y, z = p[..., 0], p[..., 1], p[..., 2]
-    radius2 = _sqrt(xp, x * x + y * y) - attr[0]
-    azimuth = _atan2(xp, y, x)
-    triangle = xp.abs(_fract(xp, z * screw - azimuth / math.pi / 2.0) - 0.5)
-    thread2 = (radius2 - triangle / screw) * sqrt12
+    radius2, thread2, sqrt12, z = _thread(p, attr, xp)
     cone2 = (z - radius2) * sqrt12
     hole = xp.maximum(thread2, -(cone2 + 0.5 * sqrt12))
     hole = xp.minimum(hole, -cone2 - 0.05 * sqrt12)

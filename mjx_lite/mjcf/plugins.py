@@ -186,21 +186,31 @@ def element_use(raw, parent: str, extension: Element | None) -> MJCFError:
     """The error for a <plugin> child `raw` of <actuator> or <sensor> (`parent`), element kinds for which mjx_lite
     builds in no plugin: MuJoCo's error (MJCFError) for an undeclared instance or plugin or a plugin of another kind,
     else MJCFUnsupportedError naming the plugin."""
-    inst, name = raw.attrib.get("instance"), raw.attrib.get("plugin")
-    if inst is not None:
-        name = find(extension, instance=inst)
-        if name is None:
-            return _err(raw, f"unrecognized name '{inst}' for plugin instance (in <{parent}>)", "instance")
-    elif name is not None:
-        if find(extension, plugin=name) is None:
-            return _err(raw, f"unrecognized plugin '{name}' (in <{parent}>: no <extension> declares it)", "plugin")
-    else:
-        return _err(raw, f"neither 'plugin' nor 'instance' is specified (in <{parent}>)")
+    inst = raw.attrib.get("instance")
+    name, err = _declared(raw, inst, raw.attrib.get("plugin"), parent, extension, f"(in <{parent}>)")
+    if err is not None:
+        return err
     capability = BUILTIN.get(name, SHIPPED.get(name))
     attr = "instance" if inst is not None else "plugin"
     if capability is not None and capability != parent:
         return _err(raw, f"plugin '{name}' does not support {parent}s", attr)
     return _refuse(raw, refusal(name) or f"plugin '{name}' in <{parent}> is not supported by mjx_lite", attr)
+
+
+def _declared(raw, inst, name, parent: str, extension: Element | None, where: str):
+    """(plugin name, None) of a <plugin> use naming instance `inst` or plugin `name`, or (None, MuJoCo's error) for an
+    undeclared instance or plugin or neither given (`where` ends that last message)."""
+    if inst is not None:
+        name = find(extension, instance=inst)
+        if name is None:
+            return None, _err(raw, f"unrecognized name '{inst}' for plugin instance (in <{parent}>)", "instance")
+    elif name is not None:
+        if find(extension, plugin=name) is None:
+            return None, _err(raw, f"unrecognized plugin '{name}' (in <{parent}>: no <extension> declares it)",
+                              "plugin")  # fmt: skip
+    else:
+        return None, _err(raw, f"neither 'plugin' nor 'instance' is specified {where}")
+    return name, None
 
 
 def _number(raw, key: str, text: str) -> float:
@@ -221,19 +231,14 @@ def sdf_use(raw, parent: str, extension: Element | None, written: Callable) -> t
     config = _config(raw, written)
     inst, name = w.get("instance"), w.get("plugin")
     attr = "instance" if inst is not None else "plugin"
+    name, err = _declared(raw, inst, name, parent, extension, f"for {parent}")
+    if err is not None:
+        raise err
     if inst is not None:
-        name = find(extension, instance=inst)
-        if name is None:
-            raise _err(raw, f"unrecognized name '{inst}' for plugin instance (in <{parent}>)", "instance")
         decl = next(d for d in extension.children if d.attrs["plugin"] == name)
         config = next(i.attrs["config"] for i in decl.children if i.attrs["name"] == inst)
         if w.get("plugin") not in (None, name):
             raise _err(raw, f"plugin '{w['plugin']}' does not match instance '{inst}' of plugin '{name}'", "plugin")
-    elif name is not None:
-        if find(extension, plugin=name) is None:
-            raise _err(raw, f"unrecognized plugin '{name}' (in <{parent}>: no <extension> declares it)", "plugin")
-    else:
-        raise _err(raw, f"neither 'plugin' nor 'instance' is specified for {parent}")
     capability = BUILTIN.get(name, SHIPPED.get(name))
     if capability is not None and capability != "sdf":
         raise _err(raw, f"plugin '{name}' does not support sign distance fields", attr)
