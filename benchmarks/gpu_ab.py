@@ -29,7 +29,7 @@ from mujoco import mjx  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.pipeline import integrate, kernels  # noqa: E402
-from mjx_lite.pipeline.kernels import launch, primal_tiled  # noqa: E402
+from mjx_lite.pipeline.kernels import launch  # noqa: E402
 from mjx_lite.pipeline.kernels import velocity as fused_velocity  # noqa: E402
 
 jax.config.update("jax_enable_compilation_cache", False)
@@ -85,9 +85,9 @@ for _blk, _w in ((32, 1), (64, 2), (16, 1)):
 
 
 
-def _tiled_launch(tile: int, warps: int):
+def _tiled_launch(tile: int, warps: int, hessian: str):
     """kernels.launch_of for the dof-tiled solver kernel (kernels/primal_tiled.py): `tile` environments per program."""
-    return lambda m: launch.Launch(layout=m.config.kernel_layout, dof_tile=tile, num_warps=warps)
+    return lambda m: launch.Launch(layout=m.config.kernel_layout, dof_tile=tile, num_warps=warps, hessian=hessian)
 
 
 # the fused path with the dof-tiled Newton kernel (kernels/primal_tiled.py: an environment's rows and dofs spread over
@@ -95,8 +95,7 @@ def _tiled_launch(tile: int, warps: int):
 # Hessian one tl.dot, or rank-1 updates), 4 per program (rank-1 updates), and at 2 warps
 for _name, _tile, _w, _hess in (("fused, tiled solver", 1, 4, "auto"), ("fused, tiled solver rank1", 1, 4, "rank1"),
                                 ("fused, tiled solver x4", 4, 4, "auto"), ("fused, tiled solver w2", 1, 2, "auto")):
-    VARIANTS[_name] = ("auto", [(kernels, "launch_of", _tiled_launch(_tile, _w)), (primal_tiled, "HESSIAN", _hess)],
-                       {"kernels": "fused"})  # fmt: skip
+    VARIANTS[_name] = ("auto", [(kernels, "launch_of", _tiled_launch(_tile, _w, _hess))], {"kernels": "fused"})
 
 
 def _batch(tree, qvel, b):

@@ -17,7 +17,7 @@ import pytest
 import mjx_lite as mjl
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
-from mjx_lite.pipeline.kernels import launch, primal, primal_tiled
+from mjx_lite.pipeline.kernels import launch, primal
 from mjx_lite.solver.solve import solve
 from tests import oracle, test_solver
 from tests import test_kernels as tk
@@ -263,11 +263,10 @@ def test_lowers_to_triton(rows, monkeypatch, dtype):
 
 @contextlib.contextmanager
 def _tiled(dof_tile, interpret=True, hessian="auto"):
-    """Within: the fused path launches the tiled solver (`dof_tile` environments per program, `HESSIAN`)."""
+    """Within: the fused path launches the tiled solver (`dof_tile` environments per program, `Launch.hessian`)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout, interpret=interpret,
-                                                                 dof_tile=dof_tile))  # fmt: skip
-        mp.setattr(primal_tiled, "HESSIAN", hessian)
+                                                                 dof_tile=dof_tile, hessian=hessian))  # fmt: skip
         yield
 
 

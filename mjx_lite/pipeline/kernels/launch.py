@@ -75,13 +75,18 @@ class Launch:
 
     dof_tile: 0, or the environments per program (a power of two) of the kernels that spread each environment's
     work over the threads of a program (kernels/primal_tiled.py: Newton's solver on (environments, rows, dofs)
-    tiles); 0 keeps the one-environment-per-lane kernels (kernels/primal.py)."""
+    tiles); 0 keeps the one-environment-per-lane kernels (kernels/primal.py).
+    hessian: the tiled kernel's Newton Hessian J' diag(h) J: "dot", one matrix product per environment (Triton's
+    tl.dot at full float32 precision: Precision.HIGHEST lowers to its IEEE mode, not TF32), where the program holds
+    one environment (dof_tile=1) and the tiles are at least 16 x 16 (tl.dot's minimum); "rank1", nefc rank-1
+    updates of the tile (any dof_tile); "auto": "dot" where it applies."""
 
     layout: str = "lanes_last"
     block: int = BLOCK
     num_warps: int = NUM_WARPS
     interpret: bool = False
     dof_tile: int = 0
+    hessian: str = "auto"
 
 
 def unit_quat(q: tuple) -> tuple:

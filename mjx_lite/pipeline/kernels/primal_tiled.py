@@ -8,7 +8,7 @@ J (E, NEP, NVP) and the Hessian (E, NVP, NVP), NVP and NEP the powers of two >= 
 sizes; the padding is zero: padded rows are masked off, padded dofs have zero J columns and M entries and are
 never pivots). Per Newton iteration:
   Hessian:   H = M + J' diag(h) J: with one environment per program (dof_tile=1) and tiles of at least 16, one
-             matrix product (tl.dot, `HESSIAN`); else sum_r h_r J_r J_r' as nefc rank-1 updates of the
+             matrix product (tl.dot, `Launch.hessian`); else sum_r h_r J_r J_r' as nefc rank-1 updates of the
              (E, NVP, NVP) tile (row r of J read from the block by a dynamic slice, h_r taken out of the row vector
              by a masked sum);
   Cholesky:  nv right-looking steps over the whole tile: row k of the reduced matrix (a masked sum), its pivot
@@ -63,18 +63,12 @@ _ROWS = ("D", "mask", "aref", "R", "frictionloss")
 _DOFS = ("qacc_smooth", "qacc_warmstart")
 
 
-# Newton's Hessian J' diag(h) J: "dot", one matrix product per environment (Triton's tl.dot, full float32
-# precision: Precision.HIGHEST lowers to its IEEE mode, not TF32) where the program holds one environment
-# (dof_tile=1) and the tiles are at least 16 x 16 (tl.dot's minimum); "rank1": nefc rank-1 updates of the tile
-# (any dof_tile); "auto": "dot" where it applies. A module switch for A/B runs (benchmarks/gpu_ab.py).
-HESSIAN = "auto"
-
-
-def _hessian_dot(eb: int, nep: int, nvp: int) -> bool:
+def _hessian_dot(eb: int, nep: int, nvp: int, hessian: str) -> bool:
+    """Newton's Hessian J' diag(h) J as one matrix product per environment (`launch.Launch.hessian`)."""
     fits = eb == 1 and nep >= 16 and nvp >= 16
-    if HESSIAN == "dot" and not fits:
-        raise ValueError(f"primal_tiled.HESSIAN='dot' needs dof_tile=1 and 16 x 16 tiles, got {eb}, {nep}, {nvp}")
-    return fits and HESSIAN in ("dot", "auto")
+    if hessian == "dot" and not fits:
+        raise ValueError(f"Launch.hessian='dot' needs dof_tile=1 and 16 x 16 tiles, got {eb}, {nep}, {nvp}")
+    return fits and hessian in ("dot", "auto")
 
 
 def fusable(m: Model, layout: common.Layout, sparse_j: bool) -> bool:
@@ -95,7 +89,8 @@ def _loop(lo: int, hi: int, fn, init):
     return jax.lax.fori_loop(np.int32(lo), np.int32(hi), fn, init)
 
 
-def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, warm: bool, names: tuple):
+def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, warm: bool, names: tuple,
+          hessian_mode: str):  # fmt: skip
     """The kernel body over refs (inputs in `names` order, then kind, then the outputs)."""
     has_eq, has_fr, has_iq = common.EQUALITY in kinds, common.FRICTION in kinds, common.INEQUALITY in kinds
 
@@ -160,9 +155,9 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
 
         # ---- Newton's direction ---------------------------------------------------------------------------------
         def hessian(h):
-            """M + J' diag(h) J (E, NVP, NVP): one (NVP, NEP) x (NEP, NVP) product (`HESSIAN`), or nefc rank-1
+            """M + J' diag(h) J (E, NVP, NVP): one (NVP, NEP) x (NEP, NVP) product (`Launch.hessian`), or nefc rank-1
             updates."""
-            if _hessian_dot(eb, nep, nvp):
+            if _hessian_dot(eb, nep, nvp, hessian_mode):
                 J2 = J_ref[0]  # (NEP, NVP): the program's one environment
                 hJ = J2 * jp.sum(h, axis=0)[:, None]
                 H = jax.lax.dot_general(hJ, J2, (((0,), (0,)), ((), ())), precision=jax.lax.Precision.HIGHEST,
@@ -342,7 +337,7 @@ def _launcher(m: Model, layout: common.Layout, iterations: int, ls_iterations: i
 
         out_shape = [jax.ShapeDtypeStruct((ep, w), dtype) for w in (nvp, nvp, nep, nep, nep, nep, 4)]
         out_specs = [pl.BlockSpec((eb, s.shape[1]), lambda i: (i, 0)) for s in out_shape]
-        body = _body(nv, nefc, kinds, iterations, ls_iterations, warm, tuple(names))
+        body = _body(nv, nefc, kinds, iterations, ls_iterations, warm, tuple(names), how.hessian)
 
         def traced(*refs):
             launch._KERNEL_DTYPE.append(dtype)
