@@ -602,3 +602,39 @@ def test_box_push_by_predictive_sampling():
     res = tasks.plan(task, "ps", 30, samples=64, rng=jax.random.PRNGKey(0))
     err = tasks.final_error(task, res.ctrl)
     assert err <= 1.0, (err, np.asarray(res.costs))
+
+
+def test_acrobot_pump_against_mujoco():
+    """tasks.acrobot_pump: its controls, replayed in MuJoCo C from the acrobot's start, obey the pump's rule along
+    MuJoCo's own trajectory (the elbow torque +-1 in the sense of the elbow's velocity while the energy is below the
+    upright's, -clip(elbow velocity) above it; states within 1e-9 of a switch skipped) and raise the energy; the
+    open-loop task (`acrobot_open`) starts from them and shares the acrobot's goal check and terminal cost."""
+    steps = 150
+    m, d0 = tasks._acrobot_start()
+    u = np.asarray(tasks.acrobot_pump(m, d0, steps))
+    assert u.shape == (steps, 1) and np.all(np.abs(u) <= 1.0)
+    mj = mujoco.MjModel.from_xml_string(tasks.ACROBOT)
+    md = mujoco.MjData(mj)
+    mujoco.mj_forward(mj, md)
+    e_up = float(np.sum(md.energy))
+    md.qpos[:] = [np.pi, 0.0]
+    energies, checked = [], 0
+    for t in range(steps):
+        mujoco.mj_forward(mj, md)
+        e, w = float(np.sum(md.energy)), float(md.qvel[1])
+        energies.append(e)
+        if abs(e - e_up) > 1e-9 and abs(w) > 1e-9:
+            expect = (1.0 if w > 0 else -1.0) if e < e_up else -np.clip(w, -1.0, 1.0)
+            np.testing.assert_allclose(u[t, 0], expect, rtol=1e-9, atol=1e-12)
+            checked += 1
+        md.ctrl[:] = u[t]
+        mujoco.mj_step(mj, md)
+    assert checked >= steps - 2 and energies[-1] > energies[0] + 1.0
+    task, base = tasks.acrobot_open(steps), tasks.acrobot(steps)
+    np.testing.assert_array_equal(np.asarray(task.ctrl_init), u)
+    rng = np.random.default_rng(1)
+    fwd = jax.jit(mjl.forward)
+    for _ in range(2):
+        qpos, qvel = rng.uniform(-np.pi, np.pi, 2), rng.normal(0.0, 2.0, 2)
+        d = fwd(m, d0.replace(qpos=jp.asarray(qpos), qvel=jp.asarray(qvel), ctrl=jp.asarray([0.3])))
+        assert task.error(qpos, qvel, d) == base.error(qpos, qvel, d)
