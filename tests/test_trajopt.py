@@ -608,7 +608,8 @@ def test_acrobot_pump_against_mujoco():
     """tasks.acrobot_pump: its controls, replayed in MuJoCo C from the acrobot's start, obey the pump's rule along
     MuJoCo's own trajectory (the elbow torque +-1 in the sense of the elbow's velocity while the energy is below the
     upright's, -clip(elbow velocity) above it; states within 1e-9 of a switch skipped) and raise the energy; the
-    open-loop task (`acrobot_open`) starts from them and shares the acrobot's goal check and terminal cost."""
+    open-loop task (`acrobot_open`) starts from them, shares the acrobot's goal check, and its costs are the control
+    residual and ACROBOT_OPEN_TERMINAL_WEIGHT times the acrobot's terminal cost."""
     steps = 150
     m, d0 = tasks._acrobot_start()
     u = np.asarray(tasks.acrobot_pump(m, d0, steps))
@@ -638,3 +639,6 @@ def test_acrobot_pump_against_mujoco():
         qpos, qvel = rng.uniform(-np.pi, np.pi, 2), rng.normal(0.0, 2.0, 2)
         d = fwd(m, d0.replace(qpos=jp.asarray(qpos), qvel=jp.asarray(qvel), ctrl=jp.asarray([0.3])))
         assert task.error(qpos, qvel, d) == base.error(qpos, qvel, d)
+        w = tasks.ACROBOT_OPEN_TERMINAL_WEIGHT
+        np.testing.assert_allclose(task.terminal_cost(d), w * base.terminal_cost(d), rtol=1e-12)
+        np.testing.assert_allclose(task.cost(d, d.ctrl, 0), tasks.ACROBOT_WEIGHTS[2] * 0.5 * 0.3**2, rtol=1e-12)
