@@ -3,7 +3,7 @@ swing-up (2 s from hanging at rest), the reacher, the quadruped stand-up and the
 closed loop (`trajopt.closed_loop`): the cartpole swing-up with one iLQR iteration per step, against mjx_lite's step
 and against MuJoCo C, and MuJoCo MPC's acrobot swing-up (`tasks.run_closed_loop`: 2 s horizon re-planned every
 control step, 15 s): prints two tables. The acrobot's 2 s task has no open-loop rows by default (`--tasks acrobot`
-adds them: no plan over its 2 s horizon can reach the top); `acrobot_open` is the swing-up as one 8 s open-loop plan
+adds them: no plan over its 2 s horizon can reach the top); `acrobot_open` is the swing-up as one 7 s open-loop plan
 from an energy pump's controls (`tasks.acrobot_open`).
 
 Each planner runs once with a fixed iteration budget (iLQR 30, the samplers 50; issue 42's targets), then again for

@@ -20,7 +20,7 @@ import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite import interop, trajopt  # noqa: E402
-from mjx_lite.trajopt import boxqp, splines, tasks  # noqa: E402
+from mjx_lite.trajopt import boxqp, sampling, splines, tasks  # noqa: E402
 
 ilqr_mod = importlib.import_module("mjx_lite.trajopt.ilqr")  # the module (trajopt.ilqr is the function)
 
@@ -642,3 +642,16 @@ def test_acrobot_pump_against_mujoco():
         w = tasks.ACROBOT_OPEN_TERMINAL_WEIGHT
         np.testing.assert_allclose(task.terminal_cost(d), w * base.terminal_cost(d), rtol=1e-12)
         np.testing.assert_allclose(task.cost(d, d.ctrl, 0), tasks.ACROBOT_WEIGHTS[2] * 0.5 * 0.3**2, rtol=1e-12)
+
+
+def test_sampling_rollout_model(pendulum):
+    """The samplers roll out with quaternion_ops "elementwise" where the model leaves it "auto" (their returned
+    costs equal a fresh rollout's with the model as given: test_planner_decreases_cost_and_compiles_once), and keep
+    an explicit choice; nothing else of the Config changes."""
+    m, _ = pendulum
+    assert m.config.quaternion_ops == "auto"
+    r = sampling.rollout_model(m)
+    assert r.config.quaternion_ops == "elementwise"
+    assert r.config.replace(quaternion_ops="auto") == m.config and r.njmax == m.njmax and r.nconmax == m.nconmax
+    explicit = mjl.configure(m, quaternion_ops="einsum")
+    assert sampling.rollout_model(explicit) is explicit
