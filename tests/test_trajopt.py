@@ -1,9 +1,10 @@
 """trajopt: the planners decrease the cost on a small problem, compile once, vmap over start states, MPC; bad input
 gives clear errors; iLQR's pieces (regularisation schedule, box-QP against brute force, parallel line search,
 convergence report) and the splines' exactness; the acrobot task's cost and goal check (MuJoCo MPC's residuals vs
-MuJoCo C). Slow: the swing-ups of `trajopt.tasks` (cartpole by iLQR, predictive sampling and MPPI; the acrobot by
-iLQR in closed loop), the reacher by every planner, shooting's cartpole swing-up and the
-box push where the exact gradient stalls and the contact-aware one does not."""
+MuJoCo C), the acrobot's energy pump replayed in MuJoCo C, the samplers' rollout model. Slow: the swing-ups of
+`trajopt.tasks` (cartpole by iLQR, predictive sampling and MPPI; the acrobot by iLQR in closed loop), the reacher by
+every planner, shooting's cartpole swing-up and the box push where the exact gradient stalls and the contact-aware
+one does not."""
 
 import importlib
 import itertools
