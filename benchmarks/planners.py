@@ -2,8 +2,9 @@
 swing-up (2 s from hanging at rest), the reacher, the quadruped stand-up and the box push (contacts); then MPC in
 closed loop (`trajopt.closed_loop`): the cartpole swing-up with one iLQR iteration per step, against mjx_lite's step
 and against MuJoCo C, and MuJoCo MPC's acrobot swing-up (`tasks.run_closed_loop`: 2 s horizon re-planned every
-control step, 15 s): prints two tables. The acrobot has no open-loop rows by default (`--tasks acrobot` adds them:
-no plan over its 2 s horizon can reach the top; the swing-up takes about 10 s).
+control step, 15 s): prints two tables. The acrobot's 2 s task has no open-loop rows by default (`--tasks acrobot`
+adds them: no plan over its 2 s horizon can reach the top); `acrobot_open` is the swing-up as one 7 s open-loop plan
+from an energy pump's controls (`tasks.acrobot_open`).
 
 Each planner runs once with a fixed iteration budget (iLQR 30, the samplers 50; issue 42's targets), then again for
 the timing (no compilation): the timed calls of all planners of a task are interleaved `--repeats` times and the
@@ -16,7 +17,7 @@ The closed loop: real-time factor = simulated seconds / wall seconds of one time
 compilation (not counted); "solved": the task's goal check on the plant's final state (the acrobot: on every state
 of the last second, `tasks.ACROBOT_HOLD`; "held from": the time from which it held to the end).
 
-python benchmarks/planners.py [--tasks cartpole,reacher,quadruped_stand,box_push] [--planners ilqr,ps,mppi]
+python benchmarks/planners.py [--tasks cartpole,acrobot_open,reacher,quadruped_stand,box_push] [--planners ilqr,ps,mppi]
                               [--samples 256] [--repeats 3] [--mpc-steps 300] [--mpc-tasks cartpole,acrobot]
                               [--acrobot-steps 1500] [--acrobot-planners ilqr] [--quick] [--merge FILE ...]
 

@@ -1,9 +1,10 @@
 """trajopt: the planners decrease the cost on a small problem, compile once, vmap over start states, MPC; bad input
 gives clear errors; iLQR's pieces (regularisation schedule, box-QP against brute force, parallel line search,
 convergence report) and the splines' exactness; the acrobot task's cost and goal check (MuJoCo MPC's residuals vs
-MuJoCo C). Slow: the swing-ups of `trajopt.tasks` (cartpole by iLQR, predictive sampling and MPPI; the acrobot by
-iLQR in closed loop), the reacher by every planner, shooting's cartpole swing-up and the
-box push where the exact gradient stalls and the contact-aware one does not."""
+MuJoCo C), the acrobot's energy pump replayed in MuJoCo C, the samplers' rollout model. Slow: the swing-ups of
+`trajopt.tasks` (cartpole by iLQR, predictive sampling and MPPI; the acrobot by iLQR in closed loop), the reacher by
+every planner, shooting's cartpole swing-up and the box push where the exact gradient stalls and the contact-aware
+one does not."""
 
 import importlib
 import itertools
@@ -20,7 +21,7 @@ import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite import interop, trajopt  # noqa: E402
-from mjx_lite.trajopt import boxqp, splines, tasks  # noqa: E402
+from mjx_lite.trajopt import boxqp, sampling, splines, tasks  # noqa: E402
 
 ilqr_mod = importlib.import_module("mjx_lite.trajopt.ilqr")  # the module (trajopt.ilqr is the function)
 
@@ -602,3 +603,56 @@ def test_box_push_by_predictive_sampling():
     res = tasks.plan(task, "ps", 30, samples=64, rng=jax.random.PRNGKey(0))
     err = tasks.final_error(task, res.ctrl)
     assert err <= 1.0, (err, np.asarray(res.costs))
+
+
+def test_acrobot_pump_against_mujoco():
+    """tasks.acrobot_pump: its controls, replayed in MuJoCo C from the acrobot's start, obey the pump's rule along
+    MuJoCo's own trajectory (the elbow torque +-1 in the sense of the elbow's velocity while the energy is below the
+    upright's, -clip(elbow velocity) above it; states within 1e-9 of a switch skipped) and raise the energy; the
+    open-loop task (`acrobot_open`) starts from them, shares the acrobot's goal check, and its costs are the control
+    residual and ACROBOT_OPEN_TERMINAL_WEIGHT times the acrobot's terminal cost."""
+    steps = 150
+    m, d0 = tasks._acrobot_start()
+    u = np.asarray(tasks.acrobot_pump(m, d0, steps))
+    assert u.shape == (steps, 1) and np.all(np.abs(u) <= 1.0)
+    mj = mujoco.MjModel.from_xml_string(tasks.ACROBOT)
+    md = mujoco.MjData(mj)
+    mujoco.mj_forward(mj, md)
+    e_up = float(np.sum(md.energy))
+    md.qpos[:] = [np.pi, 0.0]
+    energies, checked = [], 0
+    for t in range(steps):
+        mujoco.mj_forward(mj, md)
+        e, w = float(np.sum(md.energy)), float(md.qvel[1])
+        energies.append(e)
+        if abs(e - e_up) > 1e-9 and abs(w) > 1e-9:
+            expect = (1.0 if w > 0 else -1.0) if e < e_up else -np.clip(w, -1.0, 1.0)
+            np.testing.assert_allclose(u[t, 0], expect, rtol=1e-9, atol=1e-12)
+            checked += 1
+        md.ctrl[:] = u[t]
+        mujoco.mj_step(mj, md)
+    assert checked >= steps - 2 and energies[-1] > energies[0] + 1.0
+    task, base = tasks.acrobot_open(steps), tasks.acrobot(steps)
+    np.testing.assert_array_equal(np.asarray(task.ctrl_init), u)
+    rng = np.random.default_rng(1)
+    fwd = jax.jit(mjl.forward)
+    for _ in range(2):
+        qpos, qvel = rng.uniform(-np.pi, np.pi, 2), rng.normal(0.0, 2.0, 2)
+        d = fwd(m, d0.replace(qpos=jp.asarray(qpos), qvel=jp.asarray(qvel), ctrl=jp.asarray([0.3])))
+        assert task.error(qpos, qvel, d) == base.error(qpos, qvel, d)
+        w = tasks.ACROBOT_OPEN_TERMINAL_WEIGHT
+        np.testing.assert_allclose(task.terminal_cost(d), w * base.terminal_cost(d), rtol=1e-12)
+        np.testing.assert_allclose(task.cost(d, d.ctrl, 0), tasks.ACROBOT_WEIGHTS[2] * 0.5 * 0.3**2, rtol=1e-12)
+
+
+def test_sampling_rollout_model(pendulum):
+    """The samplers roll out with quaternion_ops "elementwise" where the model leaves it "auto" (their returned
+    costs equal a fresh rollout's with the model as given: test_planner_decreases_cost_and_compiles_once), and keep
+    an explicit choice; nothing else of the Config changes."""
+    m, _ = pendulum
+    assert m.config.quaternion_ops == "auto"
+    r = sampling.rollout_model(m)
+    assert r.config.quaternion_ops == "elementwise"
+    assert r.config.replace(quaternion_ops="auto") == m.config and r.njmax == m.njmax and r.nconmax == m.nconmax
+    explicit = mjl.configure(m, quaternion_ops="einsum")
+    assert sampling.rollout_model(explicit) is explicit

@@ -25,7 +25,18 @@ import numpy as np
 from mjx_lite.trajopt import common, splines
 from mjx_lite.types import Data, Model
 
-__all__ = ["predictive_sampling", "sample"]
+__all__ = ["predictive_sampling", "rollout_model", "sample"]
+
+
+def rollout_model(m: Model) -> Model:
+    """The model the sampling planners roll out: `m` with `Config.quaternion_ops` "auto" resolved to "elementwise"
+    (same values to round-off). The CPU's default, "einsum", compiles faster; the samplers' cost is running hundreds
+    of batched rollouts, where the scalar formulas fuse into fewer kernels: predictive sampling on the cartpole
+    (256 samples, 200 RK4 steps) ran 0.68-0.77x the time per iteration in each of 5 interleaved rounds (one process,
+    2-core CPU at load 18), the costs equal to 1e-13. An explicit choice in the model's Config is kept."""
+    if m.config.quaternion_ops != "auto":
+        return m
+    return m.replace(config=m.config.replace(quaternion_ops="elementwise"))
 
 
 def _check(m, d0, horizon, samples, iterations, knots, interpolation, noise_std, noise_decay, ctrl_init, name):
@@ -55,8 +66,8 @@ def sample(m: Model, d0: Data, cost: common.Cost, horizon: int, samples: int, rn
     dtype = u0.dtype
     Mn = splines.matrix(int(horizon), knots, interpolation)  # numpy: built at trace time, a constant
     M, P = jp.asarray(Mn, dtype), jp.asarray(np.linalg.pinv(Mn), dtype)
-    return _sample(m, d0, M, P @ u0, rng, std, jp.asarray(noise_decay, dtype), jp.asarray(temperature, dtype),
-                   cost, terminal_cost, samples, iterations, method)  # fmt: skip
+    return _sample(rollout_model(m), d0, M, P @ u0, rng, std, jp.asarray(noise_decay, dtype),
+                   jp.asarray(temperature, dtype), cost, terminal_cost, samples, iterations, method)  # fmt: skip
 
 
 def predictive_sampling(m: Model, d0: Data, cost: common.Cost, horizon: int, samples: int = 64,
