@@ -180,15 +180,18 @@ def test_plugin_meshes(name, attr):
     _assert_same_surface(vert, face, mjm.mesh_face)
 
 
+_FORWARD = f"""<mujoco><extension>{TORUS}</extension>
+  <asset><mesh name="torus"><plugin instance="torus"/></mesh></asset>
+  <option sdf_iterations="5" sdf_initpoints="8"/>
+  <worldbody><geom type="plane" size="5 5 .1"/>
+    <body pos="0 0 .12" euler="10 20 0"><freejoint/><geom type="sdf" mesh="torus"><plugin instance="torus"/></geom>
+    </body>
+    <body pos=".35 .05 .2"><freejoint/><geom type="sphere" size=".1"/></body>
+  </worldbody></mujoco>"""
+
+
 def test_forward_qacc():
-    xml = f"""<mujoco><extension>{TORUS}</extension>
-      <asset><mesh name="torus"><plugin instance="torus"/></mesh></asset>
-      <option sdf_iterations="5" sdf_initpoints="8"/>
-      <worldbody><geom type="plane" size="5 5 .1"/>
-        <body pos="0 0 .12" euler="10 20 0"><freejoint/><geom type="sdf" mesh="torus"><plugin instance="torus"/></geom>
-        </body>
-        <body pos=".35 .05 .2"><freejoint/><geom type="sphere" size=".1"/></body>
-      </worldbody></mujoco>"""
+    xml = _FORWARD
     m = mjl.load_mjcf_string(xml)
     mjm = mujoco.MjModel.from_xml_string(xml)
     # the torus's mass and inertia come from our marching-cubes faces (RTOL_FACES): MuJoCo is given ours, and its
@@ -204,8 +207,13 @@ def test_forward_qacc():
     np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, atol=ATOL_QACC * max(1.0, np.abs(mjd.qacc).max()))
 
 
-def test_gradients_finite(collide):
-    """d(contact dist)/d(position of the sphere) is finite (bounded loops, guarded divisions)."""
+ATOL_GRAD_FD = 1e-7  # grad vs central differences (eps 1e-6) of a sum of 12+ contact distances (seen: 3.3e-9)
+F32_ATOL_QACC = 1e-3  # float32 vs float64 forward, relative to max |qacc| (float32 round-off through the descent)
+
+
+def test_gradients_match_central_differences(collide):
+    """d(sum of contact distances)/d(position of the sphere) through the fixed-iteration descent equals central
+    differences (bounded loops, guarded divisions: finite)."""
     m, _, _, d = _both(_scene(3, 12))
 
     def f(x):
@@ -213,9 +221,30 @@ def test_gradients_finite(collide):
         c = collide(m, dd).contact
         return jp.sum(jp.where(c.active, c.dist, 0.0))
 
-    g = jax.grad(f)(jp.zeros(3))
-    assert np.all(np.isfinite(np.asarray(g)))
-    assert np.any(np.asarray(g) != 0)
+    g = np.asarray(jax.grad(f)(jp.zeros(3)))
+    eps = 1e-6
+    fd = np.array([(f(eps * e) - f(-eps * e)) / (2 * eps) for e in np.eye(3)])
+    assert np.all(np.isfinite(g)) and np.abs(fd).max() > 0.1  # the sphere touches the torus: not vacuous
+    np.testing.assert_allclose(g, fd, rtol=0, atol=ATOL_GRAD_FD)
+
+
+@pytest.mark.slow
+def test_float32_forward_and_steps():
+    """float32 end to end: the SDF descent's forward equals float64's to float32 round-off, and 20 steps stay
+    finite."""
+    m = mjl.load_mjcf_string(_FORWARD)
+
+    def f32(x):
+        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
+
+    d64 = jax.jit(mjl.forward)(m, mjl.make_data(m))
+    m32 = jax.tree.map(f32, m)
+    d32 = jax.jit(mjl.forward)(m32, jax.tree.map(f32, mjl.make_data(m)))
+    assert d32.qacc.dtype == jp.float32
+    scale = max(1.0, float(np.abs(np.asarray(d64.qacc)).max()))
+    np.testing.assert_allclose(np.asarray(d32.qacc, np.float64), np.asarray(d64.qacc), atol=F32_ATOL_QACC * scale)
+    d = jax.jit(lambda d: jax.lax.fori_loop(0, 20, lambda i, d: mjl.step(m32, d), d))(d32)
+    assert np.all(np.isfinite(np.asarray(d.qpos))) and np.all(np.isfinite(np.asarray(d.qvel)))
 
 
 def test_refusals():
