@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf.inertia import frame_accum, rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 
 _LOCAL_EDGES = {1: ((0, 1),), 2: ((1, 2), (2, 0), (0, 1)), 3: ((0, 1), (1, 2), (2, 0), (2, 3), (0, 3), (1, 3))}
@@ -64,7 +65,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         _check_vertex_bodies(ctx, r, ids)
         _check_contacts(ctx, r)
         elem = np.array(r["elem"], np.int64).reshape(-1, dim + 1)
-        point = np.asarray(r["point"], float).reshape(-1, 3)
+        point = _vertxpos0(A, ids, np.asarray(r["vert"], float).reshape(-1, 3))
         if dim == 3:  # tetrahedra reordered so that their faces point outwards (mjCFlex::Compile)
             x = point[elem]
             flip = np.einsum("ni,ni->n", np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0]), x[:, 3] - x[:, 0]) > 0
@@ -105,7 +106,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         arr["contype"].append(r["contype"])
         arr["conaffinity"].append(r["conaffinity"])
         arr["radius"].append(r["radius"])
-        arr["centered"].append(bool(r["centered"]))
+        arr["centered"].append(not np.any(np.asarray(r["vert"], float)))  # (every vertex offset zero)
         arr["selfcollide"].append(_SELF[r["selfcollide"]])
         for k in ("condim", "priority", "friction", "solmix", "solref", "solimp", "margin", "gap"):
             arr[k].append(r[k])
@@ -155,10 +156,21 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                      nflexbending=len(A["flex_bending"]))  # fmt: skip
 
 
+def _vertxpos0(A: dict, ids: list[int], vert: np.ndarray) -> np.ndarray:
+    """(nvert, 3) the world positions of a flex's vertices in the model's reference configuration (the bodies' frames
+    composed from body_pos / body_quat, then the vertex offsets), as mjCFlex::Compile computes the elastic constants
+    (in the world frame: the same up to round-off as in any other, which matters for the vanishing ones)."""
+    parent, bpos, bquat = (np.asarray(A[k]) for k in ("body_parentid", "body_pos", "body_quat"))
+    xpos, xquat = np.zeros((len(parent), 3)), np.tile([1.0, 0.0, 0.0, 0.0], (len(parent), 1))
+    for b in range(1, len(parent)):  # (parents come first)
+        xpos[b], xquat[b] = frame_accum(xpos[parent[b]], xquat[parent[b]], bpos[b], bquat[b])
+    return np.array([xpos[b] + rot_vec(v, xquat[b]) for b, v in zip(ids, vert)]).reshape(-1, 3)
+
+
 def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray, fedges: list) -> tuple:
     """(flex_stiffness part, flex_bending part, flex_edgeflap part) of one flex from its <elasticity>, as
-    mjCFlex::Compile (MuJoCo 4.0's elastic constants), from the vertex positions `point` (nvert, 3) in the parent's
-    frame (the metric depends on the shape only):
+    mjCFlex::Compile (MuJoCo 4.0's elastic constants), from the vertex positions `point` (nvert, 3) in the world
+    frame (_vertxpos0):
       - stretch (dim 3; dim 2 with elastic2d 'stretch' or 'both'): per element, with volume (area) V, thickness t
         (1 for dim 3), shear modulus mu = E / (2 (1 + nu)) and lambda = E nu / ((1 + nu)(1 - 2 nu)) (dim 3) or the
         plane-stress E nu / (1 - nu^2) (dim 2), and per edge e the symmetric strain basis B_e (the symmetrized outer
@@ -205,7 +217,7 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
         bend = np.zeros(BENDING_STRIDE * nedge)
         for e, q in enumerate(quads):
             if q[3] >= 0:
-                bend[BENDING_STRIDE * e : BENDING_STRIDE * (e + 1)] = _bending(point, q, D)
+                bend[BENDING_STRIDE * e : BENDING_STRIDE * (e + 1)] = _bending(point, np.r_[sorted(q[:2]), q[2:]], D)
     if ctx.option["integrator"] in (2, 3) and (np.any(stiff != 0) or bend.size):
         raise MJCFError("flex elasticity is no longer integrated implicitly under integrator='implicit' (MuJoCo 4.0: "
                         "use Euler or RK4)", *where)  # fmt: skip
@@ -412,8 +424,10 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     invw = np.zeros(S["nflexedge"])
     for f in range(S["nflex"]):
         vadr, eadr = int(A["flex_vertadr"][f]), int(A["flex_edgeadr"][f])
-        elastic = A["flex_dim"][f] > 1 and (A["flex_stiffnessadr"][f] >= 0 or A["flex_bendingadr"][f] >= 0)
-        edge_jac = bool(A["flex_edgestiffness"][f] or A["flex_edgedamping"][f] or A["flex_edgeequality"][f] or elastic)
+        # MuJoCo's skipjacobian (mj_flex): edge Jacobians only with edge equality, edge stiffness / damping or
+        # elasticity damping (not with elasticity stiffness alone)
+        edge_jac = bool(A["flex_edgestiffness"][f] or A["flex_edgedamping"][f] or A["flex_edgeequality"][f] == 1
+                        or A["flex_damping"][f])  # fmt: skip
         for e in range(eadr, eadr + int(A["flex_edgenum"][f])):
             v1, v2 = vadr + int(A["flex_edge"][e, 0]), vadr + int(A["flex_edge"][e, 1])
             vec = xpos0[v2] - xpos0[v1]
@@ -424,7 +438,7 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
             elif simple[b1] == 2 and simple[b2] == 2:
                 invw[e] = (1 / mass[b1] + 1 / mass[b2]) / 2
             elif not edge_jac:
-                invw[e] = 0.0  # MuJoCo 4.0 (probed): no edge Jacobian without edge terms or 2D / 3D elasticity
+                invw[e] = 0.0  # (no edge Jacobian: flexedge_J is zero)
             else:
                 u = vec / length0[e] if length0[e] >= 1e-15 else np.zeros(3)  # (mju_normalize3 of a tiny vector)
                 j = u @ (st.point_jac(xpos0[v2], b2)[0] - st.point_jac(xpos0[v1], b1)[0])
