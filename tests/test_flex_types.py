@@ -65,6 +65,7 @@ FORWARD = {
     "ellipsoid2_on_plane": (_fc('type="ellipsoid" dim="2" count="3 3 3" spacing=".05 .05 .05" pos="0 0 -.435"',
                                 _DROP + '<edge equality="true"/>'), True),
     "cylinder3": (COMPILE["cylinder3"], False),
+    "disc_bending": (COMPILE["disc"], False),
     "circle": (COMPILE["circle"], False),
     "direct3": (COMPILE["direct3"], False),
 }  # fmt: skip
@@ -77,7 +78,7 @@ def fwd():
 
 # the bent disc's curved-reference bending coefficients (zero for a flat cloth) are round-off of the frame's rotation
 # (MuJoCo: 7e-10 against entries of 500): its body turns about z only, which keeps the cloth exactly flat
-EULER = {"disc": "0 0 30"}
+EULER = {"disc": "0 0 30", "disc_bending": "0 0 30"}
 
 
 @pytest.mark.parametrize("name", list(COMPILE))
@@ -103,7 +104,8 @@ def _state(mjm, plane, seed):
 @pytest.mark.parametrize("name", list(FORWARD))
 def test_forward_matches_mujoco(fwd, name):
     flexcomp, plane = FORWARD[name]
-    xml = _scene(flexcomp, plane, euler="5 3 0" if plane else "10 20 30")  # (plane scenes: nearly level)
+    euler = "5 3 0" if plane else EULER.get(name, "10 20 30")  # (plane scenes: nearly level)
+    xml = _scene(flexcomp, plane, euler=euler)
     m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
     assert oracle.compare_models(m, mjm) == []
     for seed in range(2):
@@ -129,16 +131,20 @@ def test_forward_matches_mujoco(fwd, name):
                                            atol=FWD_ATOL, err_msg=f)  # fmt: skip
 
 
-@pytest.mark.parametrize("attrs,what", [
-    ('type="mesh" file="x.obj" dim="2"', "type='mesh'"),
-    ('type="gmsh" file="x.msh" dim="3"', "type='gmsh'"),
-    ('type="box" dim="1" count="3 3 3" spacing=".05 .05 .05"', "type='box'"),
-    ('type="ellipsoid" dim="2" count="3 3 1" spacing=".05 .05 .05"', "count below 2"),
-    ('type="direct" dim="2" point="0 0 0 1 0 0 0 1 0" element="0 1 2" cellcount="1 1 1"', "cellcount"),
+_BEND = '<elasticity young="1e3" thickness=".01" elastic2d="bend"/>'
+
+
+@pytest.mark.parametrize("attrs,kids,what", [
+    ('type="mesh" file="x.obj" dim="2"', NOCON, "type='mesh'"),
+    ('type="gmsh" file="x.msh" dim="3"', NOCON, "type='gmsh'"),
+    ('type="box" dim="1" count="3 3 3" spacing=".05 .05 .05"', NOCON, "type='box'"),
+    ('type="ellipsoid" dim="2" count="3 3 1" spacing=".05 .05 .05"', NOCON, "count below 2"),
+    ('type="box" dim="2" count="3 3 3" spacing=".05 .05 .05"', NOCON + _BEND, "curved reference"),
+    ('type="direct" dim="2" point="0 0 0 1 0 0 0 1 0" element="0 1 2" cellcount="1 1 1"', NOCON, "cellcount"),
 ])  # fmt: skip
-def test_refusals_name_the_feature(attrs, what):
+def test_refusals_name_the_feature(attrs, kids, what):
     with pytest.raises(MJCFUnsupportedError, match=what):
-        mjx_lite.load_mjcf_string(_scene(_fc(attrs)))
+        mjx_lite.load_mjcf_string(_scene(_fc(attrs, kids)))
 
 
 @pytest.mark.parametrize("attrs,kids", [
@@ -155,4 +161,84 @@ def test_errors_as_in_mujoco(attrs, kids):
     with pytest.raises(ValueError):
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError):
+        mjx_lite.load_mjcf_string(xml)
+
+
+# <deformable><flex>: vertices on bodies the model writes (slide-jointed points, free bodies, a hinged bar with
+# vertex offsets, the world), elements given; edge springs, elasticity, an <equality><flex> on a deformable flex
+def _points(n, joints="slide", z=0.3, flat=False):
+    out = []
+    for i in range(n):
+        j = ("".join(f'<joint type="slide" axis="{a}"/>' for a in ("1 0 0", "0 1 0", "0 0 1")) if joints == "slide"
+             else "<freejoint/>")  # fmt: skip
+        out.append(f'<body name="p{i}" pos="{0.1 * (i % 3)} {0.1 * (i // 3)} {z + (0 if flat else 0.02) * (i % 2)}">{j}'
+                   '<inertial pos="0 0 0" mass=".05" diaginertia="1e-5 1e-5 1e-5"/></body>')  # fmt: skip
+    return "".join(out)
+
+
+_BAR = (
+    '<body name="bar" pos="0 0 .6"><joint name="swing" type="hinge" axis="1 0 0"/>'
+    '<geom type="capsule" fromto="-.2 0 0 .2 0 0" size=".01" mass=".1" contype="0" conaffinity="0"/></body>'
+)
+DEFORMABLE = {
+    "cloth": ('<flex name="c" dim="2" body="p0 p1 p2 p3 p4 p5" element="0 1 4 0 4 3 1 2 5 1 5 4" radius=".01">'
+              '<elasticity young="3e3" poisson=".2" thickness=".01" elastic2d="both" damping=".01"/>' + NOCON
+              + '</flex>', _points(6, flat=True), ""),
+    "rope_on_bar": ('<flex name="r" dim="1" body="bar bar p0 p1 p2" vertex="-.2 0 0 .2 0 0 0 0 0 0 0 0 0 0 0" '
+                    'element="0 2 2 3 3 4 4 1"><edge stiffness="30" damping=".05"/>' + NOCON + '</flex>',
+                    _BAR + _points(3, z=0.45), ""),
+    "tets_free": ('<flex name="t" dim="3" body="p0 p1 p2 p3 world" vertex="0 0 0 0 0 0 0 0 0 0 0 0 .05 .05 .2" '
+                  'element="0 1 2 3 1 2 3 4" radius="0"><elasticity young="2e3" poisson=".3" damping=".01"/>'
+                  + NOCON + '</flex>', _points(4, joints="free"), ""),
+    "equality": ('<flex name="q" dim="2" body="p0 p1 p2 p3" element="0 1 3 0 3 2"><edge damping=".02"/>' + NOCON
+                 + '</flex>', _points(4), '<equality><flex flex="q" solref=".01 1"/></equality>'),
+    "on_plane": ('<flex name="d" dim="2" body="p0 p1 p2 p3 p4 p5" element="0 1 4 0 4 3 1 2 5 1 5 4">'
+                 '<contact selfcollide="none"/><edge damping=".02"/></flex>',
+                 '<geom type="plane" size="1 1 .1"/>' + _points(6, z=0.012), '<equality><flex flex="d"/></equality>'),
+}  # fmt: skip
+
+
+def _deformable(name: str) -> str:
+    flex, world, extra = DEFORMABLE[name]
+    flexcomp = _fc(
+        'type="grid" dim="1" count="3 1 1" spacing=".05 .05 .05" pos="0 .5 .5"',
+        NOCON + '<edge stiffness="5"/><pin id="0"/>',
+    )  # a flexcomp after it (flex ids: deformable first)
+    return (f'<mujoco><option timestep="0.002"/><deformable>{flex}</deformable><worldbody>{world}{flexcomp}'
+            f'</worldbody>{extra}</mujoco>')  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(DEFORMABLE))
+def test_deformable_flex_matches_mujoco(fwd, name):
+    xml = _deformable(name)
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    assert m.nflex == 2
+    assert oracle.compare_models(m, mjm) == []
+    plane = name == "on_plane"
+    for seed in range(2):
+        qpos, qvel = _state(mjm, plane, seed)
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[:], mjd.qvel[:] = qpos, qvel
+        mujoco.mj_forward(mjm, mjd)
+        d = fwd(m, mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel))
+        for f in ("flexvert_xpos", "flexedge_length", "qfrc_passive", "qacc", "qfrc_constraint"):
+            np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=FWD_RTOL, atol=FWD_ATOL,
+                                       err_msg=f)  # fmt: skip
+        assert int(np.asarray(d.contact.active).sum()) == mjd.ncon
+        assert mjd.ncon > 0 if plane else mjd.ncon == 0
+
+
+@pytest.mark.parametrize("flex,what", [
+    ('<flex name="c" dim="2" body="p0" vertex="0 0 0 .1 0 0 0 .1 0" element="0 1 2"/>', "rigid"),
+    ('<flex name="c" dim="1" body="p0 p1" element="0 1"><elasticity young="1e3"/></flex>', "elastic 1D"),
+    ('<flex name="c" dim="2" body="p0 p1 p2" element="0 1 2" node="p0"/>', "interpolated"),
+    ('<flex name="c" dim="2" body="p0 p1 p2" element="0 1 2"><plugin plugin="mujoco.elasticity.shell"/></flex>',
+     "plugin"),
+    ('<flex name="c" dim="2" body="p0 p1 p2" element="0 1 2"/>', "self-collisions"),
+    ('<flex name="c" dim="2" body="p0 p1 p2 p3 p4 p5" element="0 1 4 0 4 3 1 2 5 1 5 4"><elasticity young="3e3" '
+     'thickness=".01" elastic2d="bend"/>' + NOCON + '</flex>', "curved reference"),  # (the points zigzag in z)
+])  # fmt: skip
+def test_deformable_refusals_name_the_feature(flex, what):
+    xml = f"<mujoco><deformable>{flex}</deformable><worldbody>{_points(6)}</worldbody></mujoco>"
+    with pytest.raises(MJCFUnsupportedError, match=what):
         mjx_lite.load_mjcf_string(xml)

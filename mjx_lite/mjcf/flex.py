@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite.mjcf import flexcomp as _flexcomp
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.inertia import frame_accum, rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
@@ -28,16 +29,26 @@ _FACES = {2: ((1, 2), (2, 0), (0, 1)), 3: ((2, 1, 0), (0, 1, 3), (1, 2, 3), (2, 
 _EDGE_FACES = {2: ((1, 2), (2, 0), (0, 1)), 3: ((2, 3), (1, 3), (2, 1), (1, 0), (0, 2), (0, 3))}
 STIFFNESS_STRIDE = {2: 21, 3: 24}  # flex_stiffness values per element (the upper triangle of the edge metric first)
 BENDING_STRIDE = 17
+# a hinge whose two triangles fold by more than this (the volume of its tetrahedron over the product of its edge
+# lengths, about the sine of the fold angle) has a curved reference: its bending is refused (round-off stays far below)
+CURVED_TOL = 1e-9
 
 
 def records(root: Element) -> list[dict]:
+    """Flex records in MuJoCo's order: the <deformable><flex>s (the reader's deformable section comes before the
+    world body), then the <flexcomp>s in document order."""
+    out = [_flexcomp.deformable(c) for sec in root.children if sec.tag == "deformable" for c in sec.children
+           if c.tag == "flex"]  # fmt: skip
     wb = [c for c in root.children if c.tag == "worldbody"]
-    return list(wb[0].attrs.get("_flexes") or []) if wb else []
+    return out + (list(wb[0].attrs.get("_flexes") or []) if wb else [])
 
 
 def compile_flex(root: Element, ctx: CompileContext) -> None:
     """Flex records -> ctx.arrays (flex_*, flexedge_rigid), ctx.sizes, ctx.ids['flex']."""
     recs = records(root)
+    # flexes an <equality><flex> names (MuJoCo sets flex_edgeequality from the equality constraints)
+    eqflex = {c.attrs.get("flex") for sec in root.children if sec.tag == "equality" for c in sec.children
+              if c.tag == "flex"}  # fmt: skip
     A = ctx.arrays
     ctx.ids["flex"] = {}
     ctx.elements["flex"] = []
@@ -52,9 +63,10 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     weld = np.asarray(A["body_weldid"])
     for f, r in enumerate(recs):
         el = Element("flexcomp", {"name": r["name"]}, [], r["file"], r["line"])
-        if r["name"] in ctx.ids["flex"]:
+        if r["name"] and r["name"] in ctx.ids["flex"]:
             raise MJCFError(f"repeated name '{r['name']}' in flex", r["file"], r["line"], "flexcomp", "name")
-        ctx.ids["flex"][r["name"]] = f
+        if r["name"]:
+            ctx.ids["flex"][r["name"]] = f
         ctx.elements["flex"].append(el)
         dim = r["dim"]
         ids = []
@@ -102,7 +114,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         arr["elemdataadr"].append(len(elems))
         arr["edgestiffness"].append(r["edgestiffness"])
         arr["edgedamping"].append(r["edgedamping"])
-        arr["edgeequality"].append(r["equality"])
+        arr["edgeequality"].append(1 if r["equality"] == 1 or (r["name"] and r["name"] in eqflex) else r["equality"])
         arr["contype"].append(r["contype"])
         arr["conaffinity"].append(r["conaffinity"])
         arr["radius"].append(r["radius"])
@@ -176,9 +188,10 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
         plane-stress E nu / (1 - nu^2) (dim 2), and per edge e the symmetric strain basis B_e (the symmetrized outer
         product of the normals of the two faces that do not contain the edge, scaled by the element volume):
         K[e1, e2] = V t (mu tr(B_e1 B_e2) + lambda / 2 tr(B_e1) tr(B_e2)), stored as its upper triangle;
-      - bending (dim 2 with elastic2d 'bend' or 'both'): per interior edge (v0, v1) with opposite vertices v2, v3, the
-        cotangent-weight matrix c c' cos(theta) D / (A1 + A2) (plate rigidity D = E t^3 / (12 (1 - nu^2))) and the
-        curved-reference coefficient (zero on a flat reference).
+      - bending (dim 2 with elastic2d 'bend' or 'both'): per interior edge (v0 < v1) with opposite vertices v2, v3,
+        the cotangent-weight matrix c c' cos(theta) D / (A1 + A2) (plate rigidity D = E t^3 / (12 (1 - nu^2))) and the
+        curved-reference coefficient, zero on the flat references mjx_lite accepts (a folded hinge is refused: MuJoCo
+        4.0's coefficient for it is not the one of Garg et al. that _bending computes).
     A flex without young > 0 gets no stiffness (address -1) and edge flaps of -1."""
     dim, young, nu, t, e2d = r["dim"], r["young"], r["poisson"], r["thickness"], r["elastic2d"]
     where = (r["file"], r["line"], "flexcomp")
@@ -216,8 +229,16 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
         D = young * t**3 / (12 * (1 - nu * nu))
         bend = np.zeros(BENDING_STRIDE * nedge)
         for e, q in enumerate(quads):
-            if q[3] >= 0:
-                bend[BENDING_STRIDE * e : BENDING_STRIDE * (e + 1)] = _bending(point, np.r_[sorted(q[:2]), q[2:]], D)
+            if q[3] < 0:
+                continue
+            x0, x1, x2, x3 = point[q]
+            fold = np.cross(x1 - x0, x2 - x0) @ (x3 - x0)
+            if abs(fold) > CURVED_TOL * np.linalg.norm(x1 - x0) * np.linalg.norm(x2 - x0) * np.linalg.norm(x3 - x0):
+                raise MJCFUnsupportedError(f"bending elasticity (elastic2d='bend' or 'both') of a 2D flex with a "
+                                           f"curved reference is not supported by mjx_lite (MuJoCo 4.0's curved-"
+                                           f"reference term): flex '{r['name']}' is folded at edge {e} in qpos0; use "
+                                           "a flat cloth or elastic2d='stretch'", *where, "elastic2d")  # fmt: skip
+            bend[BENDING_STRIDE * e : BENDING_STRIDE * (e + 1)] = _bending(point, np.r_[sorted(q[:2]), q[2:]], D)
     if ctx.option["integrator"] in (2, 3) and (np.any(stiff != 0) or bend.size):
         raise MJCFError("flex elasticity is no longer integrated implicitly under integrator='implicit' (MuJoCo 4.0: "
                         "use Euler or RK4)", *where)  # fmt: skip

@@ -289,3 +289,73 @@ def quat_pose(p, pos, quat) -> np.ndarray:
     """mjuu_trnVecPose: pos + quat * p."""
     pos = np.zeros(3) if pos is None else np.asarray(pos, float)
     return pos + rot_vec(np.asarray(p, float), quat)
+
+
+def deformable(el: Element) -> dict[str, Any]:
+    """The flex record (see `mjcf/flex.py`) of a <deformable><flex> Element `el`: vertex v on body body[v] at its
+    local offset vertex[v] (zeros when omitted: the vertices at the bodies' origins), the elements as given (unused
+    vertices kept, as MuJoCo keeps them). Refused by name: rigid flexes (a single body), interpolated flexes (node,
+    nodecoord, cellcount, dof), elastic rods (dim 1 with young > 0: MuJoCo 4.0 gives them no twist joints here);
+    plugins (parse.py)."""
+    a, where = el.attrs, (el.file, el.line, "flex")
+    kids = {k.tag: k.attrs for k in el.children}
+    for attr in ("node", "nodecoord", "cellcount", "dof"):
+        if attr in el.explicit:
+            raise MJCFUnsupportedError(f"<flex {attr}=...> (an interpolated flex) is not supported by mjx_lite", *where,
+                                       attr)  # fmt: skip
+    dim = int(a["dim"])
+    if dim < 1 or dim > 3:
+        raise MJCFError("Invalid dim, must be between 1 and 3", *where, "dim")
+    body = str(a.get("body") or "").split()
+    if not body:
+        raise MJCFError("required attribute missing: 'body'", *where, "body")
+    if a.get("element") is None:
+        raise MJCFError("required attribute missing: 'element'", *where, "element")
+    elem = np.asarray(a["element"], np.int64).reshape(-1)
+    vert = None if a.get("vertex") is None else np.asarray(a["vertex"], float).reshape(-1)
+    if vert is not None and vert.size % 3:
+        raise MJCFError("vertex data must be a multiple of 3", *where, "vertex")
+    nvert = len(body) if vert is None else vert.size // 3
+    if len(body) == 1 and nvert > 1:
+        raise MJCFUnsupportedError("a rigid <flex> (every vertex on one body: collision only) is not supported by "
+                                   "mjx_lite", *where, "body")  # fmt: skip
+    if len(body) != nvert:
+        raise MJCFError("vertbody size must be 1 or nvert", *where, "body")
+    if nvert < dim + 1:
+        raise MJCFError("not enough vertices", *where, "body")
+    if elem.size % (dim + 1):
+        raise MJCFError("elem size must be multiple of (dim+1)", *where, "element")
+    if np.any(elem < 0) or np.any(elem >= nvert):
+        raise MJCFError("elem vertex id out of range", *where, "element")
+    edge, elast, cont = kids.get("edge", {}), kids.get("elasticity", {}), kids.get("contact", {})
+    young = float(elast.get("young", 0.0))
+    for attr in ("section", "sectionsize", "yield"):
+        if elast.get(attr) is not None:
+            raise MJCFUnsupportedError(f"<elasticity {attr}=...> (box rod sections and plasticity) is not supported by "
+                                       "mjx_lite", *where, attr)  # fmt: skip
+    if dim == 1 and young > 0:
+        raise MJCFUnsupportedError("an elastic 1D <flex> (young > 0: a rod without twist joints; use <flexcomp "
+                                   "dim='1'>) is not supported by mjx_lite", *where, "young")  # fmt: skip
+    if dim == 1 and float(elast.get("damping", 0.0)) != 0 and young <= 0:
+        raise MJCFUnsupportedError("<elasticity damping> on a dim=1 flex without young is not supported by mjx_lite",
+                                   *where, "damping")  # fmt: skip
+    shear = elast.get("shear")
+    return {
+        "shear": float(np.atleast_1d(shear)[0]) if shear is not None else 0.0, "twist": [],
+        "name": a.get("name") or "", "dim": dim, "vertbody": body, "parent": None,
+        "vert": np.zeros((nvert, 3)) if vert is None else vert.reshape(nvert, 3),
+        "young": young, "poisson": float(elast.get("poisson", 0.0)), "damping": float(elast.get("damping", 0.0)),
+        "thickness": float(elast.get("thickness", -1.0)),
+        "elastic2d": {"none": 0, "bend": 1, "stretch": 2, "both": 3}[elast.get("elastic2d") or "none"],
+        "elem": elem, "radius": float(a["radius"]), "group": int(a["group"]),
+        "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
+        "equality": 0, "eq_solref": None, "eq_solimp": None,
+        "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
+        "selfcollide": cont.get("selfcollide") or "auto", "activelayers": int(cont.get("activelayers", 1)),
+        "condim": int(cont.get("condim", 3)), "priority": int(cont.get("priority", 0)),
+        "friction": _vecn(cont.get("friction"), (1.0, 0.005, 0.0001)), "solmix": float(cont.get("solmix", 1.0)),
+        "solref": _vecn(cont.get("solref"), (0.02, 1.0)),
+        "solimp": _vecn(cont.get("solimp"), (0.9, 0.95, 0.001, 0.5, 2)),
+        "margin": float(cont.get("margin", 0.0)), "gap": float(cont.get("gap", 0.0)),
+        "file": el.file, "line": el.line,
+    }  # fmt: skip
