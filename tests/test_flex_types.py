@@ -242,3 +242,13 @@ def test_deformable_refusals_name_the_feature(flex, what):
     xml = f"<mujoco><deformable>{flex}</deformable><worldbody>{_points(6)}</worldbody></mujoco>"
     with pytest.raises(MJCFUnsupportedError, match=what):
         mjx_lite.load_mjcf_string(xml)
+
+
+def test_attach_of_a_model_with_a_deformable_flex_is_refused(tmp_path):
+    child = f"<mujoco><deformable>{DEFORMABLE['equality'][0]}</deformable><worldbody>{_points(4)}</worldbody></mujoco>"
+    (tmp_path / "child.xml").write_text(child)
+    (tmp_path / "scene.xml").write_text('<mujoco><asset><model name="c" file="child.xml"/></asset><worldbody>'
+                                        '<attach model="c" prefix="c-"/></worldbody></mujoco>')  # fmt: skip
+    mujoco.MjModel.from_xml_path(str(tmp_path / "scene.xml"))  # (MuJoCo attaches it)
+    with pytest.raises(MJCFUnsupportedError, match="deformable"):
+        mjx_lite.load_mjcf(str(tmp_path / "scene.xml"))

@@ -1,4 +1,5 @@
-"""Compiler pass for flexes (the records `mjcf/flexcomp.py` makes from <flexcomp>): mjModel's flex_* arrays.
+"""Compiler pass for flexes (the records `mjcf/flexcomp.py` makes from <flexcomp> and <deformable><flex>): mjModel's
+flex_* arrays.
 
 `compile_flex(root, ctx)` (after the kinematic tree, before the sections: <equality><flex> names flexes) fills
 nflex, nflexvert, nflexedge, nflexelem, nflexelemdata and the flex_* / flexedge_rigid arrays of types.Model as
@@ -6,7 +7,8 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
   - edges: for each element in order, its local edges (dim 1: (0, 1); dim 2: (1, 2), (2, 0), (0, 1)) as
     (min, max) vertex pairs, each new pair appended at its first occurrence;
   - flexedge_rigid: both vertices on bodies welded together (same body_weldid);
-  - flex_centered: every vertex offset zero (no pinned vertex).
+  - flex_centered: every vertex offset zero (MuJoCo recomputes it from the offsets);
+  - flex_edgeequality: 1 for a flexcomp's <edge equality='true'> or a flex an <equality><flex> names.
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
 Flex contacts: flex vertices against planes welded to the world and the elements of every flex against the convex
