@@ -252,3 +252,14 @@ def test_attach_of_a_model_with_a_deformable_flex_is_refused(tmp_path):
     mujoco.MjModel.from_xml_path(str(tmp_path / "scene.xml"))  # (MuJoCo attaches it)
     with pytest.raises(MJCFUnsupportedError, match="deformable"):
         mjx_lite.load_mjcf(str(tmp_path / "scene.xml"))
+
+
+def test_deformable_equality_and_elasticity_is_an_error_as_in_mujoco():
+    flex = ('<flex name="q" dim="2" body="p0 p1 p2 p3" element="0 1 3 0 3 2"><elasticity young="1e3" poisson=".2" '
+            'thickness=".01" elastic2d="stretch"/>' + NOCON + "</flex>")  # fmt: skip
+    xml = (f"<mujoco><deformable>{flex}</deformable><worldbody>{_points(4, flat=True)}</worldbody>"
+           '<equality><flex flex="q"/></equality></mujoco>')  # fmt: skip
+    with pytest.raises(ValueError, match="cannot both be present"):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError, match="cannot both be present"):
+        mjx_lite.load_mjcf_string(xml)

@@ -117,6 +117,9 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         arr["edgestiffness"].append(r["edgestiffness"])
         arr["edgedamping"].append(r["edgedamping"])
         arr["edgeequality"].append(1 if r["equality"] == 1 or (r["name"] and r["name"] in eqflex) else r["equality"])
+        if arr["edgeequality"][-1] and dim != 1 and r["elastic2d"] != 1 and r["young"] > 0:
+            raise MJCFError("flex constraints and elasticity (young) cannot both be present", r["file"], r["line"],
+                            "flexcomp")  # fmt: skip
         arr["contype"].append(r["contype"])
         arr["conaffinity"].append(r["conaffinity"])
         arr["radius"].append(r["radius"])
