@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.mjcf import mesh_builtin as B  # noqa: E402, N812
-from mjx_lite.mjcf.spec import MJCFError, MJCFUnsupportedError  # noqa: E402
+from mjx_lite.mjcf.spec import MJCFError  # noqa: E402
 from tests import oracle  # noqa: E402
 
 # the forward check: qacc relative to the largest |qacc| and contact distances (plane-mesh contacts are closed form
@@ -28,6 +28,12 @@ CASES = [
     ("supersphere", "3 0 0", True), ("supersphere", "8 2.5 0.3", True), ("supertorus", "3 1 1 1", True),
     ("supertorus", "7 0.4 0.5 2", True), ("wedge", "3 4 60 45 0.5", True), ("wedge", "5 2 180 90 0", True),
     ("plate", "3 4", False),
+    # the procedural flex meshes (the points of the flexcomp of the same type): volumes and open surfaces on geoms, the
+    # flat ones (grid dim 2, square, disc) without a geom
+    ("grid", "2 3 2 .11 .1 .17", True), ("grid", "3 3 1 .1 .13 .1 2", False), ("box", "3 4 3 .1 .1 .3 2", True),
+    ("box", "3 3 4 .1 .17 .1", True), ("cylinder", "4 3 3 .1 .13 .1 2", True), ("cylinder", "5 5 3 .1 .1 .1 3", True),
+    ("ellipsoid", "3 5 3 .1 .1 .17", True), ("ellipsoid", "4 4 3 .1 .1 .1 2", True),
+    ("square", "3 4 1 .1 .1 .1", False), ("disc", "5 4 1 .13 .1 .1", False), ("grid", "2.7 3 1 .1 .1 .1 2", False),
 ]  # fmt: skip
 def _xml(attrs: str, geom: bool = True, extra: str = "") -> str:
     g = f"<body pos='0 0 1'><freejoint/><geom type='mesh' mesh='m' {extra}/></body>" if geom else ""
@@ -83,6 +89,17 @@ ERRORS = [
     ("builtin='wedge' params='3 4 60 45 2'", "`gamma` must be a nonnegative float between [0, 1]"),
     ("builtin='wedge' params='1 1 60 45 0'", "at least 4 vertices required"),
     ("builtin='plate' params='3'", "Plate builtin mesh type requires 2 parameters"),
+    ("builtin='grid' params='3 3 .1 .1 .1'", "Grid mesh type requires 6 or 7 parameters (count[3], spacing[3], [dim])"),
+    ("builtin='grid' params='0 3 1 .1 .1 .1'", "Grid count must be positive"),
+    ("builtin='grid' params='3 3 2 .1 .1 .1 2'", "Grid count must be 1 along dimensions beyond dim"),
+    ("builtin='grid' params='3 3 3 .1 .1 .1 4'", "Grid dim must be 2 or 3"),
+    ("builtin='grid' params='3 3 1 .1 .1 .1 3'", "Failed to create grid mesh"),
+    ("builtin='box' params='3 3 .1 .1 .1'", "Box/cylinder/ellipsoid mesh type requires 6 or 7 parameters"),
+    ("builtin='ellipsoid' params='3 3 1 .1 .1 .1'", "Box/cylinder/ellipsoid count must be at least 2"),
+    ("builtin='cylinder' params='3 3 1 .1 .1 .1 7'", "Mesh dim must be 2 or 3 for box/cylinder/ellipsoid"),
+    ("builtin='square' params='0 3 1 .1 .1 .1'", "Count must be positive"),
+    ("builtin='disc' params='3 3 2 .1 .1 .1'", "Square/disc count[2] must be 1"),
+    ("builtin='disc' params='3 3 1 .1 .1'", "Square/disc mesh type requires 6 parameters (count[3], spacing[3])"),
     ("builtin='sphere' params='1' vertex='0 0 0 1 0 0 0 1 0 0 0 1'", "at most one of 'builtin', 'vertex'"),
     ("builtin='cone' params='4 0.5' face='0 1 2 0 2 3'", "mesh volume is too small"),  # a cone keeps user faces
     # a collision geom needs the mesh's hull: MuJoCo rejects flat point sets before its other checks
@@ -111,14 +128,6 @@ def test_builtin_mesh_errors_match_mujoco():
     # with a sphere in the body, as the plate's own inertia is flat: A + B = C, rejected by both in round-off)
     xml = _xml("builtin='plate' params='3 4'", extra="contype='0' conaffinity='0'/><geom size='.1'")
     assert oracle.compare_models(mjl.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)) == []
-
-
-@pytest.mark.parametrize("builtin", B.FLEX_BUILTINS)
-def test_flex_builtins_refused(builtin):
-    """The procedural flex meshes (which MuJoCo 4.0 loads) are refused by name."""
-    with pytest.raises(MJCFUnsupportedError, match=f"builtin mesh '{builtin}'") as e:
-        mjl.load_mjcf_string(_xml(f"builtin='{builtin}' params='3 3 3 .1 .1 .1'"))
-    assert e.value.attribute == "builtin"
 
 
 FORWARD_XML = """

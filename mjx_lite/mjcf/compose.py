@@ -155,9 +155,10 @@ def resolve(root: Element, load: Callable[[Element], Element], compiler_settings
 def _select(att: Element, child: Element, what: str) -> tuple[list[Element], Element | None]:
     """The child's elements an <attach> takes (and the body they come from, None for the world)."""
     wb = _section(child, "worldbody")
-    if wb.attrs.get("_flexes"):
-        raise MJCFUnsupportedError(f"<attach> of {what}, which has a <flexcomp>, is not supported by mjx_lite",
-                                   att.file, att.line, att.tag, "model")  # fmt: skip
+    deformable = _section(child, "deformable")
+    if wb.attrs.get("_flexes") or (deformable is not None and any(c.tag == "flex" for c in deformable.children)):
+        raise MJCFUnsupportedError(f"<attach> of {what}, which has a <flexcomp> or a <deformable><flex>, is not "
+                                   "supported by mjx_lite", att.file, att.line, att.tag, "model")  # fmt: skip
     body, frame = att.attrs.get("body"), att.attrs.get("frame")
     if body is not None:
         for e in _walk(wb):

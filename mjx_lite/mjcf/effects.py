@@ -431,12 +431,14 @@ def _table() -> dict[str, dict]:
     visual = {"group": GROUP, "rgba": NoEffect("flex colour: visual only"), "material": MATERIAL,
               "texcoord": NoEffect("texture coordinates: visual only"),
               "flatskin": NoEffect("skin shading: visual only")}  # fmt: skip
-    for key in [k for k in sc.SCHEMA if k.startswith("flexcomp")]:
-        t[key] = {a: visual[a] if key == "flexcomp" and a in visual else NAME if a == "name"
+    for key in [k for k in sc.SCHEMA if k.startswith(("flexcomp", "flex/")) or k == "deformable/flex"]:
+        t[key] = {a: visual[a] if key in ("flexcomp", "deformable/flex") and a in visual else NAME if a == "name"
                   else Compiler(f"<{key}> {a}: what mjcf/flexcomp.py builds (flex_*, vertex bodies and joints) or "
                                 "refuses by name") for a in sc.SCHEMA[key]}  # fmt: skip
-    if "flexcomp/elasticity" in sc.SCHEMA:  # dim 2 / 3 elasticity (pipeline/flex.py); rods, yield: refused by name
-        el = t["flexcomp/elasticity"]
+    for key in ("flexcomp/elasticity", "flex/elasticity"):  # dim 2 / 3 elasticity; rods, yield: refused by name
+        if key not in sc.SCHEMA:
+            continue
+        el = t[key]
         el.update({a: model("flex_stiffness", "flex_bending") for a in ("young", "poisson", "thickness", "elastic2d")
                    if a in el})  # fmt: skip
         if "damping" in el:

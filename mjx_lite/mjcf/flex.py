@@ -1,4 +1,5 @@
-"""Compiler pass for flexes (the records `mjcf/flexcomp.py` makes from <flexcomp>): mjModel's flex_* arrays.
+"""Compiler pass for flexes (the records `mjcf/flexcomp.py` makes from <flexcomp> and <deformable><flex>): mjModel's
+flex_* arrays.
 
 `compile_flex(root, ctx)` (after the kinematic tree, before the sections: <equality><flex> names flexes) fills
 nflex, nflexvert, nflexedge, nflexelem, nflexelemdata and the flex_* / flexedge_rigid arrays of types.Model as
@@ -6,7 +7,8 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
   - edges: for each element in order, its local edges (dim 1: (0, 1); dim 2: (1, 2), (2, 0), (0, 1)) as
     (min, max) vertex pairs, each new pair appended at its first occurrence;
   - flexedge_rigid: both vertices on bodies welded together (same body_weldid);
-  - flex_centered: every vertex offset zero (no pinned vertex).
+  - flex_centered: every vertex offset zero (MuJoCo recomputes it from the offsets);
+  - flex_edgeequality: 1 for a flexcomp's <edge equality='true'> or a flex an <equality><flex> names.
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
 Flex contacts: flex vertices against planes welded to the world and the elements of every flex against the convex
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite.mjcf import flexcomp as _flexcomp
 from mjx_lite.mjcf.context import CompileContext
+from mjx_lite.mjcf.inertia import frame_accum, rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 
 _LOCAL_EDGES = {1: ((0, 1),), 2: ((1, 2), (2, 0), (0, 1)), 3: ((0, 1), (1, 2), (2, 0), (2, 3), (0, 3), (1, 3))}
@@ -27,16 +31,26 @@ _FACES = {2: ((1, 2), (2, 0), (0, 1)), 3: ((2, 1, 0), (0, 1, 3), (1, 2, 3), (2, 
 _EDGE_FACES = {2: ((1, 2), (2, 0), (0, 1)), 3: ((2, 3), (1, 3), (2, 1), (1, 0), (0, 2), (0, 3))}
 STIFFNESS_STRIDE = {2: 21, 3: 24}  # flex_stiffness values per element (the upper triangle of the edge metric first)
 BENDING_STRIDE = 17
+# a hinge whose two triangles fold by more than this (the volume of its tetrahedron over the product of its edge
+# lengths, about the sine of the fold angle) has a curved reference: its bending is refused (round-off stays far below)
+CURVED_TOL = 1e-9
 
 
 def records(root: Element) -> list[dict]:
+    """Flex records in MuJoCo's order: the <deformable><flex>s (the reader's deformable section comes before the
+    world body), then the <flexcomp>s in document order."""
+    out = [_flexcomp.deformable(c) for sec in root.children if sec.tag == "deformable" for c in sec.children
+           if c.tag == "flex"]  # fmt: skip
     wb = [c for c in root.children if c.tag == "worldbody"]
-    return list(wb[0].attrs.get("_flexes") or []) if wb else []
+    return out + (list(wb[0].attrs.get("_flexes") or []) if wb else [])
 
 
 def compile_flex(root: Element, ctx: CompileContext) -> None:
     """Flex records -> ctx.arrays (flex_*, flexedge_rigid), ctx.sizes, ctx.ids['flex']."""
     recs = records(root)
+    # flexes an <equality><flex> names (MuJoCo sets flex_edgeequality from the equality constraints)
+    eqflex = {c.attrs.get("flex") for sec in root.children if sec.tag == "equality" for c in sec.children
+              if c.tag == "flex"}  # fmt: skip
     A = ctx.arrays
     ctx.ids["flex"] = {}
     ctx.elements["flex"] = []
@@ -51,9 +65,10 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     weld = np.asarray(A["body_weldid"])
     for f, r in enumerate(recs):
         el = Element("flexcomp", {"name": r["name"]}, [], r["file"], r["line"])
-        if r["name"] in ctx.ids["flex"]:
+        if r["name"] and r["name"] in ctx.ids["flex"]:
             raise MJCFError(f"repeated name '{r['name']}' in flex", r["file"], r["line"], "flexcomp", "name")
-        ctx.ids["flex"][r["name"]] = f
+        if r["name"]:
+            ctx.ids["flex"][r["name"]] = f
         ctx.elements["flex"].append(el)
         dim = r["dim"]
         ids = []
@@ -64,7 +79,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         _check_vertex_bodies(ctx, r, ids)
         _check_contacts(ctx, r)
         elem = np.array(r["elem"], np.int64).reshape(-1, dim + 1)
-        point = np.asarray(r["point"], float).reshape(-1, 3)
+        point = _vertxpos0(A, ids, np.asarray(r["vert"], float).reshape(-1, 3))
         if dim == 3:  # tetrahedra reordered so that their faces point outwards (mjCFlex::Compile)
             x = point[elem]
             flip = np.einsum("ni,ni->n", np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0]), x[:, 3] - x[:, 0]) > 0
@@ -101,11 +116,14 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         arr["elemdataadr"].append(len(elems))
         arr["edgestiffness"].append(r["edgestiffness"])
         arr["edgedamping"].append(r["edgedamping"])
-        arr["edgeequality"].append(r["equality"])
+        arr["edgeequality"].append(1 if r["equality"] == 1 or (r["name"] and r["name"] in eqflex) else r["equality"])
+        if arr["edgeequality"][-1] and dim != 1 and r["elastic2d"] != 1 and r["young"] > 0:
+            raise MJCFError("flex constraints and elasticity (young) cannot both be present", r["file"], r["line"],
+                            "flexcomp")  # fmt: skip
         arr["contype"].append(r["contype"])
         arr["conaffinity"].append(r["conaffinity"])
         arr["radius"].append(r["radius"])
-        arr["centered"].append(bool(r["centered"]))
+        arr["centered"].append(not np.any(np.asarray(r["vert"], float)))  # (every vertex offset zero)
         arr["selfcollide"].append(_SELF[r["selfcollide"]])
         for k in ("condim", "priority", "friction", "solmix", "solref", "solimp", "margin", "gap"):
             arr[k].append(r[k])
@@ -155,18 +173,30 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                      nflexbending=len(A["flex_bending"]))  # fmt: skip
 
 
+def _vertxpos0(A: dict, ids: list[int], vert: np.ndarray) -> np.ndarray:
+    """(nvert, 3) the world positions of a flex's vertices in the model's reference configuration (the bodies' frames
+    composed from body_pos / body_quat, then the vertex offsets), as mjCFlex::Compile computes the elastic constants
+    (in the world frame: the same up to round-off as in any other, which matters for the vanishing ones)."""
+    parent, bpos, bquat = (np.asarray(A[k]) for k in ("body_parentid", "body_pos", "body_quat"))
+    xpos, xquat = np.zeros((len(parent), 3)), np.tile([1.0, 0.0, 0.0, 0.0], (len(parent), 1))
+    for b in range(1, len(parent)):  # (parents come first)
+        xpos[b], xquat[b] = frame_accum(xpos[parent[b]], xquat[parent[b]], bpos[b], bquat[b])
+    return np.array([xpos[b] + rot_vec(v, xquat[b]) for b, v in zip(ids, vert)]).reshape(-1, 3)
+
+
 def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray, fedges: list) -> tuple:
     """(flex_stiffness part, flex_bending part, flex_edgeflap part) of one flex from its <elasticity>, as
-    mjCFlex::Compile (MuJoCo 4.0's elastic constants), from the vertex positions `point` (nvert, 3) in the parent's
-    frame (the metric depends on the shape only):
+    mjCFlex::Compile (MuJoCo 4.0's elastic constants), from the vertex positions `point` (nvert, 3) in the world
+    frame (_vertxpos0):
       - stretch (dim 3; dim 2 with elastic2d 'stretch' or 'both'): per element, with volume (area) V, thickness t
         (1 for dim 3), shear modulus mu = E / (2 (1 + nu)) and lambda = E nu / ((1 + nu)(1 - 2 nu)) (dim 3) or the
         plane-stress E nu / (1 - nu^2) (dim 2), and per edge e the symmetric strain basis B_e (the symmetrized outer
         product of the normals of the two faces that do not contain the edge, scaled by the element volume):
         K[e1, e2] = V t (mu tr(B_e1 B_e2) + lambda / 2 tr(B_e1) tr(B_e2)), stored as its upper triangle;
-      - bending (dim 2 with elastic2d 'bend' or 'both'): per interior edge (v0, v1) with opposite vertices v2, v3, the
-        cotangent-weight matrix c c' cos(theta) D / (A1 + A2) (plate rigidity D = E t^3 / (12 (1 - nu^2))) and the
-        curved-reference coefficient (zero on a flat reference).
+      - bending (dim 2 with elastic2d 'bend' or 'both'): per interior edge (v0 < v1) with opposite vertices v2, v3,
+        the cotangent-weight matrix c c' cos(theta) D / (A1 + A2) (plate rigidity D = E t^3 / (12 (1 - nu^2))) and the
+        curved-reference coefficient, zero on the flat references mjx_lite accepts (a folded hinge is refused: MuJoCo
+        4.0's coefficient for it is not the one of Garg et al. that _bending computes).
     A flex without young > 0 gets no stiffness (address -1) and edge flaps of -1."""
     dim, young, nu, t, e2d = r["dim"], r["young"], r["poisson"], r["thickness"], r["elastic2d"]
     where = (r["file"], r["line"], "flexcomp")
@@ -204,8 +234,16 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
         D = young * t**3 / (12 * (1 - nu * nu))
         bend = np.zeros(BENDING_STRIDE * nedge)
         for e, q in enumerate(quads):
-            if q[3] >= 0:
-                bend[BENDING_STRIDE * e : BENDING_STRIDE * (e + 1)] = _bending(point, q, D)
+            if q[3] < 0:
+                continue
+            x0, x1, x2, x3 = point[q]
+            fold = np.cross(x1 - x0, x2 - x0) @ (x3 - x0)
+            if abs(fold) > CURVED_TOL * np.linalg.norm(x1 - x0) * np.linalg.norm(x2 - x0) * np.linalg.norm(x3 - x0):
+                raise MJCFUnsupportedError(f"bending elasticity (elastic2d='bend' or 'both') of a 2D flex with a "
+                                           f"curved reference is not supported by mjx_lite (MuJoCo 4.0's curved-"
+                                           f"reference term): flex '{r['name']}' is folded at edge {e} in qpos0; use "
+                                           "a flat cloth or elastic2d='stretch'", *where, "elastic2d")  # fmt: skip
+            bend[BENDING_STRIDE * e : BENDING_STRIDE * (e + 1)] = _bending(point, np.r_[sorted(q[:2]), q[2:]], D)
     if ctx.option["integrator"] in (2, 3) and (np.any(stiff != 0) or bend.size):
         raise MJCFError("flex elasticity is no longer integrated implicitly under integrator='implicit' (MuJoCo 4.0: "
                         "use Euler or RK4)", *where)  # fmt: skip
@@ -412,8 +450,10 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     invw = np.zeros(S["nflexedge"])
     for f in range(S["nflex"]):
         vadr, eadr = int(A["flex_vertadr"][f]), int(A["flex_edgeadr"][f])
-        elastic = A["flex_dim"][f] > 1 and (A["flex_stiffnessadr"][f] >= 0 or A["flex_bendingadr"][f] >= 0)
-        edge_jac = bool(A["flex_edgestiffness"][f] or A["flex_edgedamping"][f] or A["flex_edgeequality"][f] or elastic)
+        # MuJoCo's skipjacobian (mj_flex): edge Jacobians only with edge equality, edge stiffness / damping or
+        # elasticity damping (not with elasticity stiffness alone)
+        edge_jac = bool(A["flex_edgestiffness"][f] or A["flex_edgedamping"][f] or A["flex_edgeequality"][f] == 1
+                        or A["flex_damping"][f])  # fmt: skip
         for e in range(eadr, eadr + int(A["flex_edgenum"][f])):
             v1, v2 = vadr + int(A["flex_edge"][e, 0]), vadr + int(A["flex_edge"][e, 1])
             vec = xpos0[v2] - xpos0[v1]
@@ -424,7 +464,7 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
             elif simple[b1] == 2 and simple[b2] == 2:
                 invw[e] = (1 / mass[b1] + 1 / mass[b2]) / 2
             elif not edge_jac:
-                invw[e] = 0.0  # MuJoCo 4.0 (probed): no edge Jacobian without edge terms or 2D / 3D elasticity
+                invw[e] = 0.0  # (no edge Jacobian: flexedge_J is zero)
             else:
                 u = vec / length0[e] if length0[e] >= 1e-15 else np.zeros(3)  # (mju_normalize3 of a tiny vector)
                 j = u @ (st.point_jac(xpos0[v2], b2)[0] - st.point_jac(xpos0[v1], b1)[0])

@@ -1,15 +1,15 @@
 """<flexcomp> -> vertex bodies and a flex record (MuJoCo 4.0's mjCFlexcomp, the subset mjx_lite simulates).
 
-What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco` in tests/test_flex.py):
-  - points of a `type="grid"` flexcomp: dim 1, count[0] points spacing[0] apart along x, centred at the origin,
-    elements (i, i + 1); dim 2, count[0] x count[1] points (point ix * count[1] + iy), two triangles per grid cell
-    ((v00, v10, v11), (v00, v11, v01)); dim 3, count[0] x count[1] x count[2] points (point (ix * count[1] + iy) *
-    count[2] + iz), six tetrahedra per grid cell (_CUBE_TETS); then posed by the flexcomp's pos / orientation in the
-    parent body's frame;
-  - pinned points (<pin id range grid gridrange>) stay vertices of the parent body (their offset kept in the
-    flex's vertex array); every other point i becomes a child body "<name>_<i>" at the point, with mass
-    mass / npoint, diagonal inertia mass / npoint * 2 inertiabox^2 / 3 and three slide joints (x, y, z) that take
-    the enclosing default class (childclass) as any joint written there would;
+What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco` in tests/test_flex.py and
+tests/test_flex_types.py):
+  - points and elements: of the generated types (grid, circle, square, disc, box, cylinder, ellipsoid;
+    mjcf/flexcomp_shapes.py), or given (type="direct": `point` scaled by `scale`, `element`); then posed by the
+    flexcomp's pos / orientation in the parent body's frame;
+  - pinned points (<pin id range grid gridrange>; grid and gridrange on type="grid" only) stay vertices of the parent
+    body (their offset kept in the flex's vertex array); a direct flexcomp drops the points no element uses
+    (renumbering the others, after pinning); every other point i becomes a child body "<name>_<i>" at the point,
+    with mass mass / npoint, diagonal inertia mass / npoint * 2 inertiabox^2 / 3 and three slide joints (x, y, z)
+    that take the enclosing default class (childclass) as any joint written there would;
   - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
     edge equality constraint from it);
   - <elasticity young poisson damping thickness elastic2d> of dim 2 and 3 flexes go into the record (mjcf/flex.py
@@ -20,11 +20,11 @@ What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco
     same name), placed after the world child that holds the flexcomp (MuJoCo 4.0's order, probed); mjcf/flex.py
     makes its flex_bending hinges and mjcf/plastic.py its state in Data.plastic.
 
-Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: other types (box,
-mesh, gmsh, direct, ...), dof other than "full", rigid flexcomps, rods' box sections and clamped ends (both points
-of an end edge pinned), <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in
-mjcf/flex.py, flex contacts other than vertices against planes (self-collisions, other geom types) and contacts of
-elastic rods.
+Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: types mesh and gmsh
+(points from a file), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof other than "full", rigid
+flexcomps, rods' box sections and clamped ends (both points of an end edge pinned), <elasticity yield> (plasticity),
+<edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex self-collisions, contacts with height fields and
+SDFs, and contacts of elastic rods.
 """
 
 from __future__ import annotations
@@ -35,14 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from mjx_lite.mjcf import flexcomp_shapes as _shapes
 from mjx_lite.mjcf.inertia import rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 
 MINVAL = 1e-15
 _ORIENT = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
-# the six tetrahedra of a grid cell (corners 0-3: the z = 0 face counter-clockwise from the origin, 4-7 above them)
-_CUBE_TETS = ((0, 3, 1, 7), (0, 1, 4, 7), (1, 3, 2, 7), (1, 2, 6, 7), (1, 5, 4, 7), (1, 6, 5, 7))
 
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
@@ -87,19 +86,22 @@ def expand(
     if not pname:
         raise _err(raw, "Parent body must have name")
     ftype = w.get("type", "grid")
-    if ftype != "grid":
-        raise _refuse(raw, f"<flexcomp type='{ftype}'>", "type")
+    if ftype in ("mesh", "gmsh"):
+        raise _refuse(raw, f"<flexcomp type='{ftype}'> (points and elements from a mesh file)", "type")
     dim = int(w.get("dim", 2))
     if dim < 1 or dim > 3:
         raise _err(raw, "Invalid dim, must be between 1 and 3", "dim")
+    if ftype in ("square", "disc"):
+        dim = 2  # (MakeSquare)
     dof = w.get("dof", "full")
     if dof != "full":
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
     if w.get("rigid", False):
         raise _refuse(raw, "<flexcomp rigid='true'> (a rigid flex: collision only)", "rigid")
-    for a in ("file", "mesh", "point", "element", "cellcount"):
+    direct = ftype == "direct"
+    for a in ("file", "mesh", "cellcount") + (() if direct else ("point", "element")):
         if a in w:
-            raise _refuse(raw, f"<flexcomp {a}=...> (not used by type='grid')", a)
+            raise _refuse(raw, f"<flexcomp {a}=...> (not used by type='{ftype}')", a)
     count = _vec3(w.get("count"), (10, 10, 10))
     spacing = _vec3(w.get("spacing"), (0.02, 0.02, 0.02))
     scale = _vec3(w.get("scale"), (1.0, 1.0, 1.0))
@@ -133,7 +135,7 @@ def expand(
     if any(c < 1 for c in count):
         raise _err(raw, "Count too small", "count")
     minspace = 2 * radius + margin
-    if any(s < minspace for s in spacing):
+    if not direct and any(s < minspace for s in spacing):
         raise _err(raw, "Spacing must be larger than geometry size", "spacing")
     if any(s < MINVAL for s in scale):
         raise _err(raw, "Scale must be larger than mjMINVAL", "scale")
@@ -145,8 +147,16 @@ def expand(
         raise _err(raw, f"multiple orientation specifiers ({', '.join(given)})", given[1])
     if given and given[0] in w:
         quat = orient(given[0], w[given[0]], raw)
-    point, element = _grid(dim, count, spacing)
-
+    if ftype in ("box", "cylinder", "ellipsoid") and (dim == 1 or min(count) < 2):
+        raise _refuse(raw, f"<flexcomp type='{ftype}'> of dim 1 or with a count below 2 (MuJoCo 4.0 makes no "
+                      "surface of them: a scrambled chain, or it never returns)", "count")  # fmt: skip
+    if direct:
+        point = np.asarray(w.get("point", ()), float).reshape(-1)
+        element = np.asarray(w.get("element", ()), np.int64).reshape(-1)
+    else:
+        point, element, dim = _shapes.shape(ftype, dim, count, spacing)
+        if not element.size and ftype not in ("box", "cylinder", "ellipsoid"):
+            raise _err(raw, "No elements were created in grid", "count")
     pins = kids.get("pin", [])
     pinid, pinrange, pingrid, pingridrange = [], [], [], []
     for p in pins:
@@ -161,12 +171,24 @@ def expand(
         raise _err(raw, "Pin grid number must be multiple of dim")
     if len(pingridrange) % (2 * dim):
         raise _err(raw, "Pin grid range number of must be multiple of 2*dim")
+    if ftype != "grid" and (pingrid or pingridrange):
+        raise _err(raw, "Pin grid(range) can only be used with grid or interpolated")
     if dim == 1 and (pingrid or pingridrange):
         raise _err(raw, "Pin grid(range) cannot be used with dim=1")
+    if not np.size(point) or not np.size(element):
+        raise _err(raw, "Point and element required")
+    if np.size(point) % 3:
+        raise _err(raw, "Point size must be a multiple of 3")
+    if np.size(element) % (dim + 1):
+        raise _err(raw, "Element size must be a multiple of dim+1")
+    point = np.asarray(point, float).reshape(-1, 3)
+    element = np.asarray(element, np.int64).reshape(-1, dim + 1)
     npnt = len(point)
     for i, e in enumerate(element.reshape(-1)):
         if e < 0 or e >= npnt:
             raise _err(raw, f"element {i} has point id {int(e)}, number of points is {npnt}")
+    if direct:
+        point = point * np.asarray(scale, float)
     point = np.array([quat_pose(p, w.get("pos"), quat) for p in point]).reshape(npnt, 3)
 
     pinned = np.zeros(npnt, bool)
@@ -178,6 +200,7 @@ def expand(
         if a < 0 or a >= npnt or b < 0 or b >= npnt:
             raise _err(raw, "pinrange out of range")
         pinned[a : b + 1] = True
+
     def grid_id(ijk):
         return ijk[0] * count[1] + ijk[1] if dim == 2 else (ijk[0] * count[1] + ijk[1]) * count[2] + ijk[2]
 
@@ -195,6 +218,13 @@ def expand(
     if pinned.all():
         raise _refuse(raw, "a <flexcomp> with every point pinned (a rigid flex: collision only)", "pin")
     centered = not pinned.any()
+    if direct:  # points no element uses are dropped (the others renumbered in order)
+        used = np.zeros(npnt, bool)
+        used[element.reshape(-1)] = True
+        if not used.all():
+            element = (np.cumsum(used) - 1)[element]
+            point, pinned = point[used], pinned[used]
+            npnt = len(point)
 
     rod = dim == 1 and young > 0  # a discrete elastic rod (mjx_lite/pipeline/passive_rod.py)
     if rod and radius <= 0:
@@ -261,29 +291,71 @@ def quat_pose(p, pos, quat) -> np.ndarray:
     return pos + rot_vec(np.asarray(p, float), quat)
 
 
-def _grid(dim: int, count: list, spacing: list) -> tuple[np.ndarray, np.ndarray]:
-    """Points (n, 3) and elements (nelem, dim + 1) of a type='grid' flexcomp before its pose (MakeGrid)."""
-    pts, elem = [], []
-    if dim == 1:
-        for ix in range(count[0]):
-            pts.append((spacing[0] * (ix - 0.5 * (count[0] - 1)), 0.0, 0.0))
-            if ix < count[0] - 1:
-                elem.append((ix, ix + 1))
-    elif dim == 3:
-        for ix, iy, iz in itertools.product(range(count[0]), range(count[1]), range(count[2])):
-            pts.append(tuple(spacing[k] * (i - 0.5 * (count[k] - 1)) for k, i in enumerate((ix, iy, iz))))
-            if ix < count[0] - 1 and iy < count[1] - 1 and iz < count[2] - 1:
-                corner = [((ix + a) * count[1] + iy + b) * count[2] + iz + c
-                          for c, (a, b) in itertools.product((0, 1), ((0, 0), (1, 0), (1, 1), (0, 1)))]
-                elem += [tuple(corner[k] for k in t) for t in _CUBE_TETS]
-    else:
-        c1, c2 = count[1], count[2]
-        for ix in range(count[0]):
-            for iy in range(count[1]):
-                pts.append((spacing[0] * (ix - 0.5 * (count[0] - 1)), spacing[1] * (iy - 0.5 * (count[1] - 1)), 0.0))
-                if ix < count[0] - 1 and iy < count[1] - 1:
-                    v = (c2 * c1 * ix + c2 * iy, c2 * c1 * (ix + 1) + c2 * iy, c2 * c1 * (ix + 1) + c2 * (iy + 1),
-                         c2 * c1 * ix + c2 * (iy + 1))  # fmt: skip
-                    elem.append((v[0], v[1], v[2]))
-                    elem.append((v[0], v[2], v[3]))
-    return np.array(pts, float).reshape(-1, 3), np.array(elem, np.int64).reshape(-1, dim + 1)
+def deformable(el: Element) -> dict[str, Any]:
+    """The flex record (see `mjcf/flex.py`) of a <deformable><flex> Element `el`: vertex v on body body[v] at its
+    local offset vertex[v] (zeros when omitted: the vertices at the bodies' origins), the elements as given (unused
+    vertices kept, as MuJoCo keeps them). Refused by name: rigid flexes (a single body), interpolated flexes (node,
+    nodecoord, cellcount, dof), elastic rods (dim 1 with young > 0: MuJoCo 4.0 gives them no twist joints here);
+    plugins (parse.py)."""
+    a, where = el.attrs, (el.file, el.line, "flex")
+    kids = {k.tag: k.attrs for k in el.children}
+    for attr in ("node", "nodecoord", "cellcount", "dof"):
+        if attr in el.explicit:
+            raise MJCFUnsupportedError(f"<flex {attr}=...> (an interpolated flex) is not supported by mjx_lite", *where,
+                                       attr)  # fmt: skip
+    dim = int(a["dim"])
+    if dim < 1 or dim > 3:
+        raise MJCFError("Invalid dim, must be between 1 and 3", *where, "dim")
+    body = str(a.get("body") or "").split()
+    if not body:
+        raise MJCFError("required attribute missing: 'body'", *where, "body")
+    if a.get("element") is None:
+        raise MJCFError("required attribute missing: 'element'", *where, "element")
+    elem = np.asarray(a["element"], np.int64).reshape(-1)
+    vert = None if a.get("vertex") is None else np.asarray(a["vertex"], float).reshape(-1)
+    if vert is not None and vert.size % 3:
+        raise MJCFError("vertex data must be a multiple of 3", *where, "vertex")
+    nvert = len(body) if vert is None else vert.size // 3
+    if len(body) == 1 and nvert > 1:
+        raise MJCFUnsupportedError("a rigid <flex> (every vertex on one body: collision only) is not supported by "
+                                   "mjx_lite", *where, "body")  # fmt: skip
+    if len(body) != nvert:
+        raise MJCFError("vertbody size must be 1 or nvert", *where, "body")
+    if nvert < dim + 1:
+        raise MJCFError("not enough vertices", *where, "body")
+    if elem.size % (dim + 1):
+        raise MJCFError("elem size must be multiple of (dim+1)", *where, "element")
+    if np.any(elem < 0) or np.any(elem >= nvert):
+        raise MJCFError("elem vertex id out of range", *where, "element")
+    edge, elast, cont = kids.get("edge", {}), kids.get("elasticity", {}), kids.get("contact", {})
+    young = float(elast.get("young", 0.0))
+    for attr in ("section", "sectionsize", "yield"):
+        if elast.get(attr) is not None:
+            raise MJCFUnsupportedError(f"<elasticity {attr}=...> (box rod sections and plasticity) is not supported by "
+                                       "mjx_lite", *where, attr)  # fmt: skip
+    if dim == 1 and young > 0:
+        raise MJCFUnsupportedError("an elastic 1D <flex> (young > 0: a rod without twist joints; use <flexcomp "
+                                   "dim='1'>) is not supported by mjx_lite", *where, "young")  # fmt: skip
+    if dim == 1 and float(elast.get("damping", 0.0)) != 0 and young <= 0:
+        raise MJCFUnsupportedError("<elasticity damping> on a dim=1 flex without young is not supported by mjx_lite",
+                                   *where, "damping")  # fmt: skip
+    shear = elast.get("shear")
+    return {
+        "shear": float(np.atleast_1d(shear)[0]) if shear is not None else 0.0, "twist": [],
+        "name": a.get("name") or "", "dim": dim, "vertbody": body, "parent": None,
+        "vert": np.zeros((nvert, 3)) if vert is None else vert.reshape(nvert, 3),
+        "young": young, "poisson": float(elast.get("poisson", 0.0)), "damping": float(elast.get("damping", 0.0)),
+        "thickness": float(elast.get("thickness", -1.0)),
+        "elastic2d": {"none": 0, "bend": 1, "stretch": 2, "both": 3}[elast.get("elastic2d") or "none"],
+        "elem": elem, "radius": float(a["radius"]), "group": int(a["group"]),
+        "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
+        "equality": 0, "eq_solref": None, "eq_solimp": None,
+        "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
+        "selfcollide": cont.get("selfcollide") or "auto", "activelayers": int(cont.get("activelayers", 1)),
+        "condim": int(cont.get("condim", 3)), "priority": int(cont.get("priority", 0)),
+        "friction": _vecn(cont.get("friction"), (1.0, 0.005, 0.0001)), "solmix": float(cont.get("solmix", 1.0)),
+        "solref": _vecn(cont.get("solref"), (0.02, 1.0)),
+        "solimp": _vecn(cont.get("solimp"), (0.9, 0.95, 0.001, 0.5, 2)),
+        "margin": float(cont.get("margin", 0.0)), "gap": float(cont.get("gap", 0.0)),
+        "file": el.file, "line": el.line,
+    }  # fmt: skip

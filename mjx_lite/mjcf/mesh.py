@@ -51,7 +51,7 @@ from mjx_lite.mjcf import mesh_builtin as _builtin
 from mjx_lite.mjcf import sdf_mesh
 from mjx_lite.mjcf.inertia import _normvec, _quat2mat, quat_mul
 from mjx_lite.mjcf.inertia import eig3 as _jacobi_eig3
-from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
+from mjx_lite.mjcf.spec import Element, MJCFError
 from mjx_lite.types import MINVAL
 
 MJEPS = 1e-14  # mjEPS
@@ -800,8 +800,6 @@ def _builtin_mesh(elem, e: Element | None, file: str):
         raise _err(e, "required attribute missing: 'params'", "params")
     try:
         return _builtin.make_builtin(kind, params)
-    except _builtin.BuiltinMeshUnsupportedError as exc:
-        raise MJCFUnsupportedError(str(exc), *_where(e), "builtin") from None
     except _builtin.BuiltinMeshError as exc:
         raise _err(e, str(exc), "params") from None
 

@@ -17,7 +17,10 @@ Supported (parameters as in MuJoCo's XML reference, integers truncated toward ze
   supertorus (resolution, radius, s, t)  supertoroid with major radius 1 and minor radius `radius`
   wedge (res_phi, res_theta, fov_phi, fov_theta, gamma)  bin centres of a slice of the unit sphere (tactile sensor)
   plate (res_x, res_y)                 bin centres of the square [-1, 1]^2 at z = -1 (tactile sensor; inertia shell)
-The procedural flex meshes (grid, box, cylinder, ellipsoid, square, disc) are refused (MJCFUnsupportedError).
+  grid, box, cylinder, ellipsoid (count[3], spacing[3], [dim]), square, disc (count[3], spacing[3])
+                                       the points of the <flexcomp> of the same type (double, stored as float32); dim 2
+                                       (square, disc, or dim=2): its triangles, inertia shell; dim 3: no faces (the
+                                       tetrahedra are a flexcomp's; a geom gets the convex hull)
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from mjx_lite.mjcf import flexcomp_shapes as _shapes
 
 BUILTINS = ("none", "sphere", "hemisphere", "cone", "supersphere", "supertorus", "wedge", "plate",
             "grid", "box", "cylinder", "ellipsoid", "square", "disc")  # fmt: skip
@@ -34,10 +39,6 @@ _F32 = np.float32
 
 class BuiltinMeshError(ValueError):
     """Bad builtin mesh parameters (MuJoCo's message)."""
-
-
-class BuiltinMeshUnsupportedError(ValueError):
-    """A builtin mesh type mjx_lite does not generate."""
 
 
 def _count(params, n: int, msg: str) -> None:
@@ -53,7 +54,7 @@ def _int(x: float) -> int:
 def make_builtin(builtin: str, params) -> tuple[np.ndarray, np.ndarray | None, str | None]:
     """(vert float32 (nvert, 3), face int32 (nface, 3) or None, forced inertia type or None) of a builtin mesh.
 
-    Raises BuiltinMeshError with MuJoCo's message for bad parameters, BuiltinMeshUnsupportedError for the flex ones."""
+    Raises BuiltinMeshError with MuJoCo's message for bad parameters."""
     p = [float(x) for x in np.asarray(params, float).reshape(-1)]
     if builtin == "sphere":
         _count(p, 1, "Sphere mesh type requires 1 parameter")
@@ -120,8 +121,43 @@ def make_builtin(builtin: str, params) -> tuple[np.ndarray, np.ndarray | None, s
             raise BuiltinMeshError("Horizontal and vertical resolutions must be positive")
         return (*_plate(res), "shell")
     if builtin in FLEX_BUILTINS:
-        raise BuiltinMeshUnsupportedError(f"builtin mesh '{builtin}' (a procedural flex mesh) is not supported")
+        return _flex_builtin(builtin, p)
     raise BuiltinMeshError("Unsupported mesh type")
+
+
+def _flex_builtin(builtin: str, p: list) -> tuple[np.ndarray, np.ndarray | None, str | None]:
+    """The procedural flex meshes: the points of the <flexcomp> of the same type (mjcf/flexcomp_shapes.py) computed in
+    double and stored as float32; dim 2: its triangles as faces and a shell inertia; dim 3: no faces (the hull's)."""
+    if builtin in ("square", "disc"):
+        _count(p, 6, "Square/disc mesh type requires 6 parameters (count[3], spacing[3])")
+    elif len(p) not in (6, 7):
+        what = "Grid" if builtin == "grid" else "Box/cylinder/ellipsoid"
+        raise BuiltinMeshError(f"{what} mesh type requires 6 or 7 parameters (count[3], spacing[3], [dim])")
+    count, spacing = [_int(x) for x in p[:3]], p[3:6]
+    dim = 2 if builtin in ("square", "disc") else _int(p[6]) if len(p) == 7 else 3
+    if builtin == "grid":
+        if dim not in (2, 3):
+            raise BuiltinMeshError("Grid dim must be 2 or 3")
+        if min(count) <= 0:
+            raise BuiltinMeshError("Grid count must be positive")
+        if any(c != 1 for c in count[dim:]):
+            raise BuiltinMeshError("Grid count must be 1 along dimensions beyond dim")
+    elif builtin in ("square", "disc"):
+        if min(count) <= 0:
+            raise BuiltinMeshError("Count must be positive")
+        if count[2] != 1:
+            raise BuiltinMeshError("Square/disc count[2] must be 1")
+    else:
+        if dim not in (2, 3):
+            raise BuiltinMeshError("Mesh dim must be 2 or 3 for box/cylinder/ellipsoid")
+        if min(count) < 2:
+            raise BuiltinMeshError("Box/cylinder/ellipsoid count must be at least 2")
+    point, elem, dim = _shapes.shape(builtin, dim, count, list(spacing))
+    if not len(elem):
+        raise BuiltinMeshError(f"Failed to create {builtin} mesh")
+    if dim == 2:
+        return point.astype(_F32), elem.astype(np.int32), "shell"
+    return point.astype(_F32), None, None
 
 
 # ----------------------------------------------------------------------------------------------------------

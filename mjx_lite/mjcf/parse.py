@@ -63,7 +63,8 @@ CHILDREN: dict[str, set[str]] = {
     "asset": {"mesh", "hfield", "texture", "material", "skin", "model"},
     "material": {"layer"},
     "skin": {"bone"},
-    "deformable": {"skin"},
+    "deformable": {"skin", "flex"},
+    "deformable/flex": {"contact", "edge", "elasticity"},
     "contact": {"pair", "exclude"},
     "equality": {"connect", "weld", "joint", "tendon", "flex"},
     "tendon": {"spatial", "fixed"},
@@ -78,7 +79,7 @@ CHILDREN: dict[str, set[str]] = {
 }  # fmt: skip
 UNSUPPORTED: dict[str, set[str]] = {
     "mujoco": set(),
-    "deformable": {"flex"},
+    "deformable/flex": {"plugin"},
     "worldbody": _BODY_UNSUPPORTED,
     "body": _BODY_UNSUPPORTED,
     "frame": _BODY_UNSUPPORTED,
@@ -94,6 +95,7 @@ UNIQUE: dict[str, set[str]] = {
     "visual": set(sc.VISUAL_CHILDREN),
     "default": set(sc.DEFAULT_CHILDREN) | set(sc.ACTUATOR_TAGS),
     "body": {"inertial"},
+    "flex": {"contact", "edge", "elasticity"},
     "frame": {"inertial"},
     "replicate": {"inertial"},
 }

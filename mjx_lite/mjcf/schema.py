@@ -488,6 +488,14 @@ _FLEXCOMP_CONTACT = {
     "passive": B(False),
 }  # fmt: skip
 _FLEXCOMP_PIN = {"id": I(None, -1), "range": I(None, -1), "grid": I(None, -1), "gridrange": I(None, -1)}
+# <deformable><flex> (vertices on given bodies) and its children (the flexcomp's edge without equality)
+_FLEX = {
+    "name": S(), "group": I(0), "dim": I(2), "radius": R(0.005), "material": S(), "rgba": R((0.5, 0.5, 0.5, 1), 4),
+    "flatskin": B(False), "body": S(), "vertex": R(None, -1), "element": I(None, -1), "texcoord": R(None, -1),
+    "elemtexcoord": I(None, -1), "node": S(), "nodecoord": R(None, -1), "cellcount": I(None, (1, 3)),
+    "dof": K("full", "full", "radial", "trilinear", "quadratic", "2d"),
+}  # fmt: skip
+_FLEX_EDGE = {"stiffness": R(0.0), "damping": R(0.0)}
 
 _TENDON_COMMON = {
     "name": S(),
@@ -797,6 +805,10 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "flexcomp/elasticity": _FLEXCOMP_ELASTICITY,
     "flexcomp/contact": _FLEXCOMP_CONTACT,
     "flexcomp/pin": _FLEXCOMP_PIN,
+    "deformable/flex": _FLEX,
+    "flex/edge": _FLEX_EDGE,
+    "flex/elasticity": _FLEXCOMP_ELASTICITY,
+    "flex/contact": _FLEXCOMP_CONTACT,
     "contact": {},
     "pair": _PAIR,
     "exclude": _EXCLUDE,
