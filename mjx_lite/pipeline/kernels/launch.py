@@ -79,7 +79,10 @@ class Launch:
     hessian: the tiled kernel's Newton Hessian J' diag(h) J: "dot", one matrix product per environment (Triton's
     tl.dot at full float32 precision: Precision.HIGHEST lowers to its IEEE mode, not TF32), where the program holds
     one environment (dof_tile=1) and the tiles are at least 16 x 16 (tl.dot's minimum); "rank1", nefc rank-1
-    updates of the tile (any dof_tile); "auto": "dot" where it applies."""
+    updates of the tile (any dof_tile); "auto": "dot" where it applies.
+    rows_tile: 0, or the environments per program (a power of two) of the constraint rows kernel on row tiles
+    (kernels/rows_tiled.py: every row and dof of an environment at once); 0 keeps kernels/rows.py's one environment
+    per lane."""
 
     layout: str = "lanes_last"
     block: int = BLOCK
@@ -87,6 +90,7 @@ class Launch:
     interpret: bool = False
     dof_tile: int = 0
     hessian: str = "auto"
+    rows_tile: int = 0
 
 
 def unit_quat(q: tuple) -> tuple:

@@ -40,7 +40,7 @@ from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MAXIMP, MINIMP, MINVAL, ConstraintType, Data, DisableBit, EnableBit, Model
 
-__all__ = ["OUTPUTS", "fusable", "kernel", "make_constraint", "slot_bodies"]
+__all__ = ["OUTPUTS", "assemble", "fusable", "kernel", "make_constraint", "slot_bodies"]
 
 # the kernel's outputs: Data's efc_* fields (masked as make_constraint masks them) and the rows' liveness
 OUTPUTS = ("J", "pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
@@ -453,6 +453,12 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
 def make_constraint(m: Model, d: Data, how: launch.Launch) -> Data:
     """constraint.make_constraint with the rows built by the kernel (the caller checks `fusable`)."""
     k, x = kernel(m, d)
+    return assemble(m, d, k, x, how)
+
+
+def assemble(m: Model, d: Data, k: launch.Kernel, x: dict, how: launch.Launch) -> Data:
+    """Data with the rows of kernel `k` (this module's outputs: `kernel`'s, or kernels/rows_tiled.py's launcher of
+    them) at inputs `x`: efc_type / efc_id static, the rest by `constraint.fill` as on the XLA path."""
     dtype = d.qpos.dtype
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
     nefc = constraint.plan(m).nefc
