@@ -163,7 +163,8 @@ def _build(m: Model) -> _Plan:
         con = {"dist": by_slot("con_dist", 1), "cmg": by_slot("con_margin", 1), "cact": by_slot("con_active", 1),
                "cdim": by_slot("con_dim", 1), "mu": by_slot("con_friction", 5, km - 1),
                "f0": by_slot("con_friction", 5), "bw1": {"body_invweight0": 2 * b1[slot]},
-               "bw2": {"body_invweight0": 2 * b2[slot]}, "impratio": {"impratio": np.zeros(ncrow, np.int64)}}  # fmt: skip
+               "bw2": {"body_invweight0": 2 * b2[slot]},
+               "impratio": {"impratio": np.zeros(ncrow, np.int64)}}  # fmt: skip
         for c in range(3):
             con[f"pt{c}"] = by_slot("con_pos", 3, c)
             con[f"nrm{c}"] = by_slot("con_frame", 9, c)
@@ -237,7 +238,7 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
         def reader(t, nr):
             per, sh, _ = ins[t]
             order = {"per": [c for c in plan.channels[t] if not shared[t][c]],
-                     "sh": [c for c in plan.channels[t] if shared[t][c]]}
+                     "sh": [c for c in plan.channels[t] if shared[t][c]]}  # fmt: skip
             local = {}
 
             def ch(name):
