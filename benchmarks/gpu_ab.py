@@ -85,9 +85,12 @@ for _blk, _w in ((32, 1), (64, 2), (16, 1)):
 
 
 
-def _tiled_launch(tile: int, warps: int, hessian: str):
-    """kernels.launch_of for the dof-tiled solver kernel (kernels/primal_tiled.py): `tile` environments per program."""
-    return lambda m: launch.Launch(layout=m.config.kernel_layout, dof_tile=tile, num_warps=warps, hessian=hessian)
+def _tiled_launch(tile: int, warps: int, hessian: str = "auto", rows_tile: int = 0):
+    """kernels.launch_of for the dof-tiled solver kernel (kernels/primal_tiled.py): `tile` environments per program
+    (0: kernels/primal.py's lanes), and the row-tiled rows kernel (kernels/rows_tiled.py) with `rows_tile` (0:
+    kernels/rows.py's lanes)."""
+    return lambda m: launch.Launch(layout=m.config.kernel_layout, dof_tile=tile, num_warps=warps, hessian=hessian,
+                                   rows_tile=rows_tile, interpret=jax.default_backend() != "gpu")  # fmt: skip
 
 
 # the fused path with the dof-tiled Newton kernel (kernels/primal_tiled.py: an environment's rows and dofs spread over
@@ -96,6 +99,12 @@ def _tiled_launch(tile: int, warps: int, hessian: str):
 for _name, _tile, _w, _hess in (("fused, tiled solver", 1, 4, "auto"), ("fused, tiled solver rank1", 1, 4, "rank1"),
                                 ("fused, tiled solver x4", 4, 4, "auto"), ("fused, tiled solver w2", 1, 2, "auto")):
     VARIANTS[_name] = ("auto", [(kernels, "launch_of", _tiled_launch(_tile, _w, _hess))], {"kernels": "fused"})
+# the fused path with the row-tiled constraint rows kernel (kernels/rows_tiled.py: an environment's rows and dofs spread
+# over a program's threads) in place of kernels/rows.py's one environment per thread: 1, 4 and 16 environments per
+# program, and with the tiled solver too (both at one environment per program)
+for _name, _tile, _rows in (("fused, tiled rows", 0, 1), ("fused, tiled rows x4", 0, 4),
+                            ("fused, tiled rows x16", 0, 16), ("fused, tiled rows + solver", 1, 1)):  # fmt: skip
+    VARIANTS[_name] = ("auto", [(kernels, "launch_of", _tiled_launch(_tile, 4, rows_tile=_rows))], {"kernels": "fused"})
 
 
 def _batch(tree, qvel, b):
@@ -166,13 +175,16 @@ def check_fused(m, db) -> None:
     want = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(mjl.configure(m, kernels="xla"), db)
     _check_forward(m, db, want, "fused")
     saved = kernels.launch_of
-    kernels.launch_of = _tiled_launch(1, 4)  # the dof-tiled solver kernel (its Hessian a tl.dot)
-    try:
-        _check_forward(m, db, want, "fused, tiled solver")
-    except Exception as e:  # noqa: BLE001
-        print(f"fused, tiled solver == xla check FAILED {type(e).__name__}: {str(e)[:3000]}", flush=True)
-    finally:
-        kernels.launch_of = saved
+    # the dof-tiled solver kernel (its Hessian a tl.dot), and the row-tiled rows kernel with it
+    for label, how in (("fused, tiled solver", _tiled_launch(1, 4)),
+                       ("fused, tiled rows + solver", _tiled_launch(1, 4, rows_tile=1))):  # fmt: skip
+        kernels.launch_of = how
+        try:
+            _check_forward(m, db, want, label)
+        except Exception as e:  # noqa: BLE001
+            print(f"{label} == xla check FAILED {type(e).__name__}: {str(e)[:3000]}", flush=True)
+        finally:
+            kernels.launch_of = saved
 
 
 def _check_forward(m, db, want, label: str) -> None:
