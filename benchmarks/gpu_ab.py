@@ -174,6 +174,7 @@ def check_fused(m, db) -> None:
     # the stopping test fires on round-off, docs/kernels.md)
     want = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(mjl.configure(m, kernels="xla"), db)
     _check_forward(m, db, want, "fused")
+    check_stages(m, db, want)
     saved = kernels.launch_of
     # the dof-tiled solver kernel (its Hessian a tl.dot), and the row-tiled rows kernel with it
     for label, how in (("fused, tiled solver", _tiled_launch(1, 4)),
@@ -183,6 +184,47 @@ def check_fused(m, db) -> None:
             _check_forward(m, db, want, label)
         except Exception as e:  # noqa: BLE001
             print(f"{label} == xla check FAILED {type(e).__name__}: {str(e)[:3000]}", flush=True)
+        finally:
+            kernels.launch_of = saved
+
+
+def check_stages(m, db, want) -> None:
+    """Each fused kernel after the tree pass alone on the XLA path's inputs (`want`: the XLA forward pass), so that a
+    device difference of the whole forward pass is located: the collision kernel (contact dist, pos, frame, active),
+    the rows kernel (efc_*: J, aref, R, the mask) and the solver kernel (qacc, efc_force). Per field: the largest and
+    99th-percentile difference over the batch relative to max(1, |field|), and the environments whose discrete
+    outcome (contact.active, efc_mask, efc_state, solver_niter) differs."""
+    from mjx_lite.solver.solve import solve  # noqa: PLC0415
+
+    mx, mf = mjl.configure(m, kernels="xla"), mjl.configure(m, kernels="fused")
+    stages_ = (("collision", kernels.collision, lambda d: d.contact, ("dist", "pos", "frame"), ("active",)),
+               ("rows", kernels.make_constraint, lambda d: d, ("efc_J", "efc_aref", "efc_R", "efc_pos"), ("efc_mask",)),
+               ("solver", solve, lambda d: d, ("qacc", "efc_force"), ("efc_state", "solver_niter")),
+               ("rows, tiled", kernels.make_constraint, lambda d: d, ("efc_J", "efc_aref", "efc_R", "efc_pos"),
+                ("efc_mask",)))  # fmt: skip
+    saved = kernels.launch_of
+    for label, fn, part, fields, discrete in stages_:
+        try:
+            run = jax.jit(jax.vmap(fn, in_axes=(None, 0)))
+            ref = part(run(mx, want))
+            if "tiled" in label:
+                kernels.launch_of = _tiled_launch(0, 4, rows_tile=1)
+            run = jax.jit(jax.vmap(fn, in_axes=(None, 0)))  # traced again: launch_of is read at trace time
+            got = part(run(mf, want))
+            b = jax.tree.leaves(db)[0].shape[0]
+            out = []
+            for f in fields:
+                a = jp.reshape(getattr(got, f), (b, -1)).astype(jp.float32)
+                r = jp.reshape(getattr(ref, f), (b, -1)).astype(jp.float32)
+                per = jp.max(jp.abs(a - r), axis=1) / jp.maximum(1.0, jp.max(jp.abs(r), axis=1))
+                out.append(f"{f} max {float(jp.max(per)):.1e} p99 {float(jp.percentile(per, 99)):.1e}")
+            for f in discrete:
+                a, r = jp.reshape(getattr(got, f), (b, -1)), jp.reshape(getattr(ref, f), (b, -1))
+                out.append(f"{f} differs in {int(jp.sum(jp.any(a != r, axis=1)))} environments")
+            print(f"fused {label} alone == xla (the XLA forward's inputs, {b} environments): " + ", ".join(out),
+                  flush=True)  # fmt: skip
+        except Exception as e:  # noqa: BLE001
+            print(f"fused {label} alone == xla check FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
         finally:
             kernels.launch_of = saved
 

@@ -198,6 +198,18 @@ def test_tiled_rows_equal_xla(small_tiled, small_rows):
     _compare(small_tiled, small_rows[1], ROWS_TOL, "ROWS, tiled")
 
 
+@pytest.mark.slow  # CI time (the kernel compiles again, for one environment)
+def test_tiled_rows_unbatched(small, small_rows):
+    """The row-tiled kernel called without vmap (one environment: every input broadcast to one program)."""
+    _, m, ds = small
+    one = jax.jit(lambda m, d: kernels.make_constraint(m, d))  # a fresh function: jit's cache keys on it
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", _tiled(4))
+        mf = mjl.configure(m, kernels="fused")
+        got = [one(mf, jax.tree.map(lambda x, i=i: x[i], ds)) for i in range(3)]
+    _compare(jax.tree.map(lambda *x: jp.stack(x), *got), small_rows[1], ROWS_TOL, "ROWS, tiled, unbatched")
+
+
 @pytest.mark.slow
 def test_solve_on_fused_rows(small, small_rows):
     """qacc and efc_force after the (XLA) solver on either path's rows."""
