@@ -348,10 +348,20 @@ def _launcher(m: Model):
         ep = -(-e // eb) * eb  # whole programs
         dtype = jp.result_type(*x.values())
 
-        def per_env_flat(n):  # (ep, size): a Data input (broadcast when unbatched), the batch padded with zeros
+        def per_env_flat(n):  # (e, size): a per-environment input, or a shared one broadcast
             v = jp.asarray(x[n], dtype)
-            v = v.reshape(e, -1) if env[n] else jp.broadcast_to(v.reshape(1, -1), (e, v.size))
-            return jp.pad(v, [(0, ep - e), (0, 0)])
+            return v.reshape(e, -1) if env[n] else jp.broadcast_to(v.reshape(1, -1), (e, v.size))
+
+        def packed(names, flat_of, index, per_env: bool):
+            """One static gather from the inputs `names` (flattened, concatenated, a zero appended): entry k of the
+            result is input `index[k][0]`'s element `index[k][1]` (None: the zero). (ep, K) or (K,)."""
+            srcs = [flat_of(n) for n in names]
+            srcs.append(jp.zeros((e, 1) if per_env else (1,), dtype))
+            off = dict(zip(names, np.cumsum([0] + [int(v.shape[-1]) for v in srcs[:-1]]).tolist()))
+            zero = int(sum(int(v.shape[-1]) for v in srcs[:-1]))
+            ix = np.asarray([zero if k is None else off[k[0]] + int(k[1]) for k in index], np.int64)
+            v = jp.take(jp.concatenate(srcs, axis=-1), ix, axis=-1)
+            return jp.pad(v, [(0, ep - e), (0, 0)]) if per_env else v
 
         def is_shared(sources):
             return not any(env[n] or n in _DATA for n in sources)
@@ -362,25 +372,28 @@ def _launcher(m: Model):
             chans = plan.channels[t]
             shared[t] = {c: is_shared(chans[c]) for c in chans}
 
-            def gather(c, flat_of, nr=nr, chans=chans):  # the channel's row vector from its sources (zero elsewhere)
-                out = 0.0
-                for n, ix in chans[c].items():
-                    if n not in x:
-                        continue
-                    # padded rows read nothing, but the timestep and impratio (divisors) their first row's
-                    ix = np.pad(ix, (0, nr - len(ix)), constant_values=0 if c in ("h", "impratio") else -1)
-                    v = jp.take(flat_of(n), np.maximum(ix, 0), axis=-1)
-                    out = out + where(ix >= 0, v, 0.0)
-                return jp.asarray(out, dtype)
+            def index(cs, chans=chans, nr=nr):  # (input, element) of every (channel, row), channel-major
+                out = []
+                for c in cs:
+                    for r in range(nr):
+                        k = None
+                        for n, ix in chans[c].items():
+                            # padded rows read nothing, but the timestep and impratio (divisors) their first row's
+                            i = ix[r] if r < len(ix) else (ix[0] if c in ("h", "impratio") else -1)
+                            if n in x and i >= 0:
+                                k = (n, i)
+                        out.append(k)
+                return out
 
             per = [c for c in chans if not shared[t][c]]
             sh = [c for c in chans if shared[t][c]]
             if per:
-                args.append(jp.concatenate([jp.broadcast_to(gather(c, per_env_flat), (ep, nr)) for c in per], axis=1))
+                names = sorted({n for c in per for n in chans[c] if n in x})
+                args.append(packed(names, per_env_flat, index(per), True))
                 specs.append(pl.BlockSpec((eb, len(per) * nr), lambda i: (i, 0)))
             if sh:
-                args.append(jp.concatenate([jp.broadcast_to(gather(c, lambda n: jp.asarray(x[n], dtype).reshape(-1)),
-                                                            (nr,)) for c in sh]))  # fmt: skip
+                names = sorted({n for c in sh for n in chans[c] if n in x})
+                args.append(packed(names, lambda n: jp.asarray(x[n], dtype).reshape(-1), index(sh), False))
                 specs.append(pl.BlockSpec((len(sh) * nr,), lambda i: (0,)))
             for n, tab in plan.tables[t].items():
                 tab = np.asarray(tab, np.int32)
@@ -388,14 +401,11 @@ def _launcher(m: Model):
                 tab = np.pad(tab, pad, constant_values=-1 if n in ("d1", "d2") else 0)
                 args.append(jp.asarray(tab))
                 specs.append(pl.BlockSpec(tab.shape, lambda i, nd=tab.ndim: (0,) * nd))
-        qv = per_env_flat("qvel")
-        cols = [jp.pad(qv, [(0, 0), (0, nvp - nv)])]
-        if "cdof" in x:
-            cd = per_env_flat("cdof").reshape(ep, nv, 6)
-            cols += [jp.pad(cd[:, :, c], [(0, 0), (0, nvp - nv)]) for c in range(6)]
-        else:
-            cols += [jp.zeros((ep, nvp), dtype)] * 6
-        args.append(jp.concatenate(cols, axis=1))
+        # the dof channels: qvel, then cdof's 6 components ([ang; lin]) of every dof, each padded to NVP
+        dofs = [("qvel", j) if j < nv else None for j in range(nvp)]
+        for c in range(6):
+            dofs += [("cdof", 6 * j + c) if j < nv and "cdof" in x else None for j in range(nvp)]
+        args.append(packed(["qvel", "cdof"] if "cdof" in x else ["qvel"], per_env_flat, dofs, True))
         specs.append(pl.BlockSpec((eb, 7 * nvp), lambda i: (i, 0)))
         out_shape, out_specs = [], []
         for t in tiles:
