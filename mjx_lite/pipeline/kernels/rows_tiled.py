@@ -193,7 +193,7 @@ def _plan(m: Model) -> _Plan:
     return support.memo(m, "kernels_rows_tiled_plan", _build)
 
 
-def _impedance_tail(ch, live, kz, refsafe: bool):
+def _impedance_tail(ch, live, kz, refsafe: bool, dt):
     """kernels/rows.py's `finish` on row vectors: (pos, margin, frictionloss, diagA, R, vel, aref, active) masked."""
     solimp = tuple(ch(f"si{k}") for k in range(5))
     s0, s1 = ch("sr0"), ch("sr1")
@@ -211,7 +211,7 @@ def _impedance_tail(ch, live, kz, refsafe: bool):
     vel = where(live, ch("_vel"), 0.0)
     pos, margin = ch("_pos"), ch("_margin")
     aref = -B * vel - K * imp * (pos - margin)
-    return tuple(where(live, v, dead) for v, dead in ((pos, 0.0), (margin, 0.0), (ch("_fl"), 0.0), (diag, 0.0),
+    return tuple(where(live, v, dead, dt) for v, dead in ((pos, 0.0), (margin, 0.0), (ch("_fl"), 0.0), (diag, 0.0),
                                                       (R, 1.0), (vel, 0.0), (aref, 0.0), (1.0, 0.0)))  # fmt: skip
 
 
@@ -281,7 +281,7 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
             upper = lim2 | (lim & one & (lo > hi))
             over = lim & one & (lo < mg) & (hi < mg)
             dist = where(upper, hi, lo)
-            sign = where(upper, -1.0, 1.0)
+            sign = where(upper, -1.0, 1.0, dt)
             live = where(jeq, ch("eqact") > 0.5, where(fric, kind > 0, dist < mg))
             live = live & (kind > 0)
             a1 = where(live, where(lim | lim2, sign, 1.0), 0.0)
@@ -293,8 +293,8 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
             local.update(_pos=pos, _margin=where(lim | lim2, mg, 0.0), _fl=where(fric, ch("fl"), 0.0),
                          _diag=ch("iw1") + where(has2, ch("iw2"), 0.0), _vel=jp.sum(J * qvel, axis=2),
                          _imp_r=where(jeq, jp.abs(pos), where(fric, 0.0, jp.abs(dist - mg))))  # fmt: skip
-            vals = _impedance_tail(ch, live, table("unit", "kz", nr) == 1, refsafe)
-            store("unit", J, vals + (where(over, 1.0, 0.0),), nr)
+            vals = _impedance_tail(ch, live, table("unit", "kz", nr) == 1, refsafe, dt)
+            store("unit", J, vals + (where(over, 1.0, 0.0, dt),), nr)
 
         if "con" in tiles:
             nr = _pow2(plan.ncrow)
@@ -329,7 +329,7 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
             local.update(_pos=dist, _margin=mg, _fl=jp.zeros_like(dist), _vel=jp.sum(J * qvel, axis=2),
                          _diag=where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / ch("impratio"))),
                          _imp_r=jp.abs(dist - mg))  # fmt: skip
-            store("con", J, _impedance_tail(ch, live, None, refsafe), nr)
+            store("con", J, _impedance_tail(ch, live, None, refsafe, dt), nr)
 
     return body
 
@@ -416,15 +416,8 @@ def _launcher(m: Model):
                           pl.BlockSpec((eb, nout * nr), lambda i: (i, 0))]  # fmt: skip
         body = _body(nv, plan, shared, refsafe, eb, nvp)
 
-        def traced(*refs):
-            launch._KERNEL_DTYPE.append(dtype)
-            try:
-                body(*refs)
-            finally:
-                launch._KERNEL_DTYPE.pop()
-
         res = pl.pallas_call(
-            traced, out_shape=out_shape, grid=(ep // eb,), in_specs=specs, out_specs=out_specs,
+            body, out_shape=out_shape, grid=(ep // eb,), in_specs=specs, out_specs=out_specs,
             compiler_params=plt.CompilerParams(num_warps=how.num_warps, num_stages=1),
             interpret=how.interpret, name="constraint_rows_tiled",
         )(*args)  # fmt: skip
