@@ -15,9 +15,10 @@ environments and two row tiles, NUP and NCP the powers of two >= the rows' count
              multiply-adds per entry, every entry independent;
   both:      J qvel as a reduction over the dof axis, then kernels/rows.py's per-row formulas (impedance, R, aref,
              masks) elementwise on the row vectors.
-The slots' fields are expanded to their rows before the kernel (`_channels`: a static gather per field, done by XLA
-in the launcher's packing, like primal_tiled's padding): the kernel reads row vectors ("channels") and never gathers.
-Channels of Model fields (ranges, solref, invweight0, ...) are shared by the programs unless the Model is vmapped.
+The slots' fields are expanded to their rows before the kernel (`_Plan.channels`: per row, the input element it reads;
+the launcher packs each tile's channels with one static gather done by XLA, like primal_tiled's padding): the
+kernel reads row vectors ("channels") and never gathers. Channels of Model fields (ranges, solref, invweight0, ...)
+are shared by the programs unless the Model is vmapped.
 
 Work per program (an estimate, not a measurement; the MJX humanoid: nv = 27, 21 limit rows, 8 condim-3 slots = 32
 contact rows; NVP = NUP = NCP = 32, E = 1, 4 warps = 128 threads): the contact J tile is 1024 entries of ~25
