@@ -39,6 +39,8 @@
 #    kernels of the compiled step, compile time; first a fused == xla check of the tree pass and the whole forward
 #    pass on the device), then the per-stage
 #    profile of the fused step at the first batch, writing kernels_ab.txt and profile_fused.txt to $OUT.
+#    `bash benchmarks/gpu.sh tiled [BATCH ...]` times the tiled kernels (rows: Launch.rows_tile 1, 4, 16; solver:
+#    Launch.dof_tile 1; both) beside xla and fused (lane kernels), after the fused == xla check, to $OUT/tiled_ab.txt.
 #    `bash benchmarks/gpu.sh --kernels fused|xla` runs gpu_bench.py with that Config.kernels (default auto: XLA,
 #    config.kernels).
 #
@@ -81,6 +83,18 @@ if [ "${1:-}" = "stages" ]; then
   # command buffers (CUDA graphs) would hide the kernels from the profiler
   XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=" \
     "$PYTHON" -u benchmarks/profile_step.py --batch "$batch" --depth 3 --top 25 2>&1 | tee "$OUT/profile.txt"
+  exit 0
+fi
+if [ "${1:-}" = "tiled" ]; then
+  # the tiled kernels (kernels/rows_tiled.py: Launch.rows_tile; kernels/primal_tiled.py: Launch.dof_tile) against
+  # the lane kernels and the XLA path, MJX left out (its rows are in docs/benchmarks.md's run 5); the fused == xla
+  # check first (lane kernels, tiled solver, tiled rows + solver: qacc, efc_force percentiles over the batch)
+  shift
+  batches=("$@")
+  [ ${#batches[@]} -gt 0 ] || batches=(8192 1024)
+  timeout "${AB_BUDGET:-420}" "$PYTHON" -u benchmarks/gpu_ab.py --no-mjx --variants xla fused "fused, tiled rows" \
+    "fused, tiled rows x4" "fused, tiled rows x16" "fused, tiled solver" "fused, tiled rows + solver" \
+    -- "${batches[@]}" 2>&1 | tee "$OUT/tiled_ab.txt" || true
   exit 0
 fi
 if [ "${1:-}" = "kernels" ]; then

@@ -85,9 +85,12 @@ for _blk, _w in ((32, 1), (64, 2), (16, 1)):
 
 
 
-def _tiled_launch(tile: int, warps: int, hessian: str):
-    """kernels.launch_of for the dof-tiled solver kernel (kernels/primal_tiled.py): `tile` environments per program."""
-    return lambda m: launch.Launch(layout=m.config.kernel_layout, dof_tile=tile, num_warps=warps, hessian=hessian)
+def _tiled_launch(tile: int, warps: int, hessian: str = "auto", rows_tile: int = 0):
+    """kernels.launch_of for the dof-tiled solver kernel (kernels/primal_tiled.py): `tile` environments per program
+    (0: kernels/primal.py's lanes), and the row-tiled rows kernel (kernels/rows_tiled.py) with `rows_tile` (0:
+    kernels/rows.py's lanes)."""
+    return lambda m: launch.Launch(layout=m.config.kernel_layout, dof_tile=tile, num_warps=warps, hessian=hessian,
+                                   rows_tile=rows_tile, interpret=jax.default_backend() != "gpu")  # fmt: skip
 
 
 # the fused path with the dof-tiled Newton kernel (kernels/primal_tiled.py: an environment's rows and dofs spread over
@@ -96,6 +99,12 @@ def _tiled_launch(tile: int, warps: int, hessian: str):
 for _name, _tile, _w, _hess in (("fused, tiled solver", 1, 4, "auto"), ("fused, tiled solver rank1", 1, 4, "rank1"),
                                 ("fused, tiled solver x4", 4, 4, "auto"), ("fused, tiled solver w2", 1, 2, "auto")):
     VARIANTS[_name] = ("auto", [(kernels, "launch_of", _tiled_launch(_tile, _w, _hess))], {"kernels": "fused"})
+# the fused path with the row-tiled constraint rows kernel (kernels/rows_tiled.py: an environment's rows and dofs spread
+# over a program's threads) in place of kernels/rows.py's one environment per thread: 1, 4 and 16 environments per
+# program, and with the tiled solver too (both at one environment per program)
+for _name, _tile, _rows in (("fused, tiled rows", 0, 1), ("fused, tiled rows x4", 0, 4),
+                            ("fused, tiled rows x16", 0, 16), ("fused, tiled rows + solver", 1, 1)):  # fmt: skip
+    VARIANTS[_name] = ("auto", [(kernels, "launch_of", _tiled_launch(_tile, 4, rows_tile=_rows))], {"kernels": "fused"})
 
 
 def _batch(tree, qvel, b):
@@ -165,14 +174,66 @@ def check_fused(m, db) -> None:
     # the stopping test fires on round-off, docs/kernels.md)
     want = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(mjl.configure(m, kernels="xla"), db)
     _check_forward(m, db, want, "fused")
+    check_stages(m, db, want)
+    # the model's solver stops after opt.iterations = 1 Newton iteration (4 line-search steps): its qacc is an
+    # unconverged iterate that jumps where round-off flips a row's state (on the CPU, 1-ulp changes of qpos move the
+    # XLA path's qacc by up to 1.3 relative in 3 of 4096 environments). Converged (100 iterations, 50 line-search
+    # steps) both paths should agree to float32's conditioning of the problem.
+    mc = m.replace(opt=m.opt.replace(iterations=100, ls_iterations=50))
+    want_c = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(mjl.configure(mc, kernels="xla"), db)
+    _check_forward(mc, db, want_c, "fused, converged solver (100 iterations)")
     saved = kernels.launch_of
-    kernels.launch_of = _tiled_launch(1, 4)  # the dof-tiled solver kernel (its Hessian a tl.dot)
-    try:
-        _check_forward(m, db, want, "fused, tiled solver")
-    except Exception as e:  # noqa: BLE001
-        print(f"fused, tiled solver == xla check FAILED {type(e).__name__}: {str(e)[:3000]}", flush=True)
-    finally:
-        kernels.launch_of = saved
+    # the dof-tiled solver kernel (its Hessian a tl.dot), and the row-tiled rows kernel with it
+    for label, how in (("fused, tiled solver", _tiled_launch(1, 4)),
+                       ("fused, tiled rows + solver", _tiled_launch(1, 4, rows_tile=1))):  # fmt: skip
+        kernels.launch_of = how
+        try:
+            _check_forward(m, db, want, label)
+        except Exception as e:  # noqa: BLE001
+            print(f"{label} == xla check FAILED {type(e).__name__}: {str(e)[:3000]}", flush=True)
+        finally:
+            kernels.launch_of = saved
+
+
+def check_stages(m, db, want) -> None:
+    """Each fused kernel after the tree pass alone on the XLA path's inputs (`want`: the XLA forward pass), so that a
+    device difference of the whole forward pass is located: the collision kernel (contact dist, pos, frame, active),
+    the rows kernel (efc_*: J, aref, R, the mask) and the solver kernel (qacc, efc_force). Per field: the largest and
+    99th-percentile difference over the batch relative to max(1, |field|), and the environments whose discrete
+    outcome (contact.active, efc_mask, efc_state, solver_niter) differs."""
+    from mjx_lite.solver.solve import solve  # noqa: PLC0415
+
+    mx, mf = mjl.configure(m, kernels="xla"), mjl.configure(m, kernels="fused")
+    stages_ = (("collision", kernels.collision, lambda d: d.contact, ("dist", "pos", "frame"), ("active",)),
+               ("rows", kernels.make_constraint, lambda d: d, ("efc_J", "efc_aref", "efc_R", "efc_pos"), ("efc_mask",)),
+               ("solver", solve, lambda d: d, ("qacc", "efc_force"), ("efc_state", "solver_niter")),
+               ("rows, tiled", kernels.make_constraint, lambda d: d, ("efc_J", "efc_aref", "efc_R", "efc_pos"),
+                ("efc_mask",)))  # fmt: skip
+    saved = kernels.launch_of
+    for label, fn, part, fields, discrete in stages_:
+        try:
+            run = jax.jit(jax.vmap(fn, in_axes=(None, 0)))
+            ref = part(run(mx, want))
+            if "tiled" in label:
+                kernels.launch_of = _tiled_launch(0, 4, rows_tile=1)
+            run = jax.jit(jax.vmap(fn, in_axes=(None, 0)))  # traced again: launch_of is read at trace time
+            got = part(run(mf, want))
+            b = jax.tree.leaves(db)[0].shape[0]
+            out = []
+            for f in fields:
+                a = jp.reshape(getattr(got, f), (b, -1)).astype(jp.float32)
+                r = jp.reshape(getattr(ref, f), (b, -1)).astype(jp.float32)
+                per = jp.max(jp.abs(a - r), axis=1) / jp.maximum(1.0, jp.max(jp.abs(r), axis=1))
+                out.append(f"{f} max {float(jp.max(per)):.1e} p99 {float(jp.percentile(per, 99)):.1e}")
+            for f in discrete:
+                a, r = jp.reshape(getattr(got, f), (b, -1)), jp.reshape(getattr(ref, f), (b, -1))
+                out.append(f"{f} differs in {int(jp.sum(jp.any(a != r, axis=1)))} environments")
+            print(f"fused {label} alone == xla (the XLA forward's inputs, {b} environments): " + ", ".join(out),
+                  flush=True)  # fmt: skip
+        except Exception as e:  # noqa: BLE001
+            print(f"fused {label} alone == xla check FAILED {type(e).__name__}: {str(e)[:2000]}", flush=True)
+        finally:
+            kernels.launch_of = saved
 
 
 def _check_forward(m, db, want, label: str) -> None:

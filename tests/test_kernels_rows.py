@@ -124,6 +124,33 @@ def small_rows(small):
     return _rows(mjl.configure(m, kernels="fused"), ds), want
 
 
+def _tiled(tile: int):
+    """kernels.launch_of asking for the row-tiled kernel (kernels/rows_tiled.py), `tile` environments per program
+    (interpreted on the CPU)."""
+    return lambda m: launch.Launch(layout=m.config.kernel_layout, interpret=jax.default_backend() != "gpu",
+                                   rows_tile=tile)  # fmt: skip
+
+
+# its own jit: launch_of is read at trace time, and `_rows`'s cache holds the lane kernel's trace
+_rows_tiled = jax.jit(jax.vmap(lambda m, d: kernels.make_constraint(m, d), in_axes=(None, 0)))
+
+
+def _tiled_rows(m, ds, tile: int):
+    """The rows of `ds` (batched) by the row-tiled kernel, `tile` environments per program."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", _tiled(tile))
+        mf = mjl.configure(m, kernels="fused")
+        assert "constraint_rows_tiled" in str(jax.make_jaxpr(_rows_tiled)(mf, ds))
+        return _rows_tiled(mf, ds)
+
+
+@pytest.fixture(scope="module")
+def small_tiled(small):
+    """The row-tiled kernel's rows of `small`'s 3 states, 2 environments per program (the second program padded)."""
+    _, m, ds = small
+    return _tiled_rows(m, ds, 2)
+
+
 def _compare(got, want, tol, what):
     tk._assert_close(got, want, EFC, tol, what)
     for f in EXACT:
@@ -165,6 +192,24 @@ def test_rows_equal_xla(small_rows):
     _compare(*small_rows, ROWS_TOL, "ROWS")
 
 
+def test_tiled_rows_equal_xla(small_tiled, small_rows):
+    """The row-tiled kernel (`Launch.rows_tile`): every efc_* field, nefc, efc_address and the warnings equal the XLA
+    rows' (float64; the same tolerance as the lane kernel's: only summation orders differ)."""
+    _compare(small_tiled, small_rows[1], ROWS_TOL, "ROWS, tiled")
+
+
+@pytest.mark.slow  # CI time (the kernel compiles again, for one environment)
+def test_tiled_rows_unbatched(small, small_rows):
+    """The row-tiled kernel called without vmap (one environment: every input broadcast to one program)."""
+    _, m, ds = small
+    one = jax.jit(lambda m, d: kernels.make_constraint(m, d))  # a fresh function: jit's cache keys on it
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", _tiled(4))
+        mf = mjl.configure(m, kernels="fused")
+        got = [one(mf, jax.tree.map(lambda x, i=i: x[i], ds)) for i in range(3)]
+    _compare(jax.tree.map(lambda *x: jp.stack(x), *got), small_rows[1], ROWS_TOL, "ROWS, tiled, unbatched")
+
+
 @pytest.mark.slow
 def test_solve_on_fused_rows(small, small_rows):
     """qacc and efc_force after the (XLA) solver on either path's rows."""
@@ -186,6 +231,7 @@ def test_rows_equal_xla_humanoid():
     got, want = _rows(mjl.configure(m, kernels="fused"), ds), _rows(m, ds)
     _compare(got, want, ROWS_TOL, "humanoid")
     tk._assert_close(_solve(m, got), _solve(m, want), ("qacc", "efc_force"), QACC_TOL, "humanoid solve")
+    _compare(_tiled_rows(m, ds, 1), want, ROWS_TOL, "humanoid, tiled")
 
 
 @pytest.mark.slow  # CI time (the kernel compiles again in float32)
@@ -197,6 +243,10 @@ def test_rows_float32(small):
     got = _rows(mjl.configure(m32, kernels="fused"), ds32)
     assert got.efc_aref.dtype == jp.float32
     tk._assert_close(got, want, EFC, F32_TOL, "float32")
+    np.testing.assert_array_equal(got.efc_mask, want.efc_mask)
+    got = _tiled_rows(m32, ds32, 2)
+    assert got.efc_aref.dtype == jp.float32
+    tk._assert_close(got, want, EFC, F32_TOL, "float32, tiled")
     np.testing.assert_array_equal(got.efc_mask, want.efc_mask)
 
 
@@ -235,11 +285,13 @@ def test_twin_reads_only_the_kernel_inputs(small):
     assert any(used[len(leaves) :])
 
 
+@pytest.mark.parametrize("rows_tile", [0, 4])
 @pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
-def test_lowers_to_triton(small, monkeypatch, dtype):
-    """The rows kernel lowers to Triton in both layouts at a batch of 200 = 128 + 72 (masked lanes). No GPU
-    needed."""
-    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+def test_lowers_to_triton(small, monkeypatch, dtype, rows_tile):
+    """The rows kernel (lanes, and on row tiles of 4 environments) lowers to Triton in both layouts at a batch of
+    200 = 128 + 72 (masked lanes; 50 programs of the tiled kernel). No GPU needed."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout,
+                                                                      rows_tile=rows_tile))  # fmt: skip
     _, m, ds = small
     batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
     if dtype == "float32":

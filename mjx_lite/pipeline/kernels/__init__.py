@@ -17,6 +17,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of joint equalities, dof friction, joint limits and
               pyramidal contacts as one kernel
+  rows_tiled.py  the rows kernel on (environments, rows, dofs) tiles (`Launch.rows_tile`)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import primal as _primal
 from mjx_lite.pipeline.kernels import primal_tiled as _primal_tiled
 from mjx_lite.pipeline.kernels import rows as _rows
+from mjx_lite.pipeline.kernels import rows_tiled as _rows_tiled
 from mjx_lite.pipeline.kernels import tree as _tree
 from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
@@ -90,10 +92,14 @@ def rows_fused(m: Model) -> bool:
 
 
 def make_constraint(m: Model, d: Data) -> Data:
-    """`constraint.make_constraint`, its rows built by one fused kernel when `rows_fused(m)`."""
+    """`constraint.make_constraint`, its rows built by one fused kernel when `rows_fused(m)` (on row tiles,
+    kernels/rows_tiled.py, when the launch asks for them: `Launch.rows_tile`)."""
     if not rows_fused(m):
         return constraint.make_constraint(m, d)
-    return _rows.make_constraint(m, d, launch_of(m))
+    how = launch_of(m)
+    if how.rows_tile:
+        return _rows_tiled.make_constraint(m, d, how)
+    return _rows.make_constraint(m, d, how)
 
 
 def _solve_fused(m: Model, x: jax.Array) -> bool:

@@ -218,7 +218,7 @@ def _body(m: Model, info: dict):
             the frame pass."""
             io.write("dist", r, where(active, dist, NOCONTACT))
             io.write_vec("pos", r, tuple(where(active, p, 0.0) for p in pos))
-            io.write("active", r, where(active, 1.0, 0.0))
+            io.write("active", r, where(active, 1.0, 0.0, io.dtype))
             io.write_vec("_normal", r, normal)
             io.write_vec("_tangent", r, (zero, zero, zero) if tangent is None else tangent)
 
@@ -293,7 +293,7 @@ def _body(m: Model, info: dict):
                 for j in range(_BOX_NCON):
                     take = valid & (count == j)
                     new.append(tuple(where(take, a, b) for a, b in zip((dist, *pos), out[j])))
-                return count + where(valid, 1.0, 0.0), tuple(new)
+                return count + where(valid, 1.0, 0.0, io.dtype), tuple(new)
 
             init = (zero, tuple((io.lanes(NOCONTACT), zero, zero, zero) for _ in range(_BOX_NCON)))
             _, out = jax.lax.fori_loop(np.int32(0), np.int32(8), corner, init)
@@ -328,7 +328,7 @@ def _body(m: Model, info: dict):
             for j in range(1, 6):
                 take = faces[j] < closest
                 closest, k = where(take, faces[j], closest), where(take, float(j), k)
-            nearest = tuple(where(k == 2 * a, 1.0, where(k == 2 * a + 1, -1.0, 0.0)) for a in range(3))
+            nearest = tuple(where(k == 2 * a, 1.0, where(k == 2 * a + 1, -1.0, 0.0, io.dtype)) for a in range(3))
             pos_in = _add(center, _scale(nearest, 0.5 * (r1 - closest)))
             local = _sel(inside, pos_in, pos_out)
             normal_local = _sel(inside, nearest, t)
@@ -415,7 +415,7 @@ def _body(m: Model, info: dict):
             # (a) the nearest box point is a corner
             c1 = jp.bitwise_xor(axisdir, clcorner)
             flip = (c1 == 3) | (c1 == 5) | (c1 == 6)
-            mul = where(flip, -1.0, 1.0)
+            mul = where(flip, -1.0, 1.0, io.dtype)
             de, dp = where(flip, 1 + best_x, 1 - best_x), where(flip, 1 - best_x, 1 + best_x)
             cc = where(flip, 7 - c1, c1)
             ax = where(cc == 1, 0, where(cc == 2, 1, 2)).astype(jp.int32)
@@ -431,14 +431,14 @@ def _body(m: Model, info: dict):
             a1 = where(jp.abs(pick3(axis, a1)) > jp.abs(pick3(axis, a2)), a2, a1)
             a2 = 3 - cledge - a1
             bit2 = jp.bitwise_and(cb, jp.left_shift(1, a2)) != 0
-            mul_b = where(bit2, 1.0, -1.0)
+            mul_b = where(bit2, 1.0, -1.0, io.dtype)
             sp = jp.minimum(where(bit2, 1 - best_x, 1 + best_x), extent(a2, 2.0))
             same = (jp.bitwise_and(axisdir, jp.left_shift(1, cledge)) != 0) == bit2
             sp = jp.minimum(sp, extent(cledge, where(same, 1 - best_box, 1 + best_box)))
             sec_b = sp * mul_b
             has_b = (cltype == 3) & ((cb == 1) | (cb == 2) | (cb == 4))
             # (c) a segment end is nearest to a face: walk back along the segment until leaving the face's slab
-            mul_c = where(cltype == -3, 1.0, -1.0)
+            mul_c = where(cltype == -3, 1.0, -1.0, io.dtype)
             tmp = _sub(pos, _scale(half, mul_c))
             sp = io.lanes(2.0)
             for k in range(3):
@@ -470,7 +470,7 @@ def _body(m: Model, info: dict):
             ma, mb, mc = _dot(a1, a1), -_dot(a1, a2), _dot(a2, a2)
             u, v = -_dot(a1, dif), _dot(a2, dif)
             det = ma * mc - mb * mb
-            dsafe = where(jp.abs(det) < 1e-15, where(det < 0, -1e-15, 1e-15), det)
+            dsafe = where(jp.abs(det) < 1e-15, where(det < 0, -1e-15, 1e-15, io.dtype), det)
             x1, x2 = (mc * u - mb * v) / dsafe, (ma * v - mb * u) / dsafe
             mc_s, ma_s = where(mc > 0, mc, 1.0), where(ma > 0, ma, 1.0)
             x2 = where(x1 > 1, (v - mb) / mc_s, where(x1 < -1, (v + mb) / mc_s, x2))
@@ -494,7 +494,7 @@ def _body(m: Model, info: dict):
             (dist, nearest point on the prism, normal)."""
             e = [_sub(top[(i + 1) % 3], top[i]) for i in range(3)]
             area2 = e[0][0] * e[1][1] - e[0][1] * e[1][0]
-            sgn = where(area2 >= 0, 1.0, -1.0)
+            sgn = where(area2 >= 0, 1.0, -1.0, io.dtype)
             n_side, s_side = [], []
             for i in range(3):
                 ln = jp.sqrt(e[i][0] ** 2 + e[i][1] ** 2)
@@ -578,7 +578,7 @@ def _body(m: Model, info: dict):
                           & (hi[2] >= -base))  # fmt: skip
                 near = near_spheres(p1, g1, p2, g2, margin)
                 over = inside & ((c1 > c0 + wc) | (r1 > r0 + wr)) & near
-                io.write("overflow", h["over"] + i, where(over, 1.0, 0.0))
+                io.write("overflow", h["over"] + i, where(over, 1.0, 0.0, io.dtype))
                 zb = io.lanes(-base)
 
                 def prism(q, c_):
@@ -605,7 +605,7 @@ def _body(m: Model, info: dict):
                         own = gk if own is None else jp.maximum(own, gk)
                     gap = jp.maximum(gap, own)
                     n_top = _cross(_sub(top[1], top[0]), _sub(top[2], top[0]))
-                    n_top = _scale(n_top, where(n_top[2] < 0, -1.0, 1.0))
+                    n_top = _scale(n_top, where(n_top[2] < 0, -1.0, 1.0, io.dtype))
                     normals, on = [n_top], [top[0]]
                     for k in range(3):
                         edge = _sub(top[(k + 1) % 3], top[k])

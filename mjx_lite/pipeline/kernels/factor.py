@@ -86,7 +86,7 @@ def factor_into(io, m: Model, ld: str, inv: str):
         dpos = io.table("f_diag", k)
         dk = io.load(ld, dpos)
         small = dk < MINVAL
-        clamped = jp.maximum(clamped, where(small, 1.0, 0.0).astype(io.dtype))
+        clamped = jp.maximum(clamped, where(small, 1.0, 0.0, io.dtype).astype(io.dtype))
         dk = where(small, MINVAL, dk)
         io.write(ld, dpos, dk)
         io.write(inv, k, 1.0 / dk)

@@ -79,7 +79,10 @@ class Launch:
     hessian: the tiled kernel's Newton Hessian J' diag(h) J: "dot", one matrix product per environment (Triton's
     tl.dot at full float32 precision: Precision.HIGHEST lowers to its IEEE mode, not TF32), where the program holds
     one environment (dof_tile=1) and the tiles are at least 16 x 16 (tl.dot's minimum); "rank1", nefc rank-1
-    updates of the tile (any dof_tile); "auto": "dot" where it applies."""
+    updates of the tile (any dof_tile); "auto": "dot" where it applies.
+    rows_tile: 0, or the environments per program (a power of two) of the constraint rows kernel on row tiles
+    (kernels/rows_tiled.py: every row and dof of an environment at once); 0 keeps kernels/rows.py's one environment
+    per lane."""
 
     layout: str = "lanes_last"
     block: int = BLOCK
@@ -87,6 +90,7 @@ class Launch:
     interpret: bool = False
     dof_tile: int = 0
     hessian: str = "auto"
+    rows_tile: int = 0
 
 
 def unit_quat(q: tuple) -> tuple:
@@ -149,18 +153,25 @@ def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
     return f
 
 
-# The float dtype of the kernel being traced (pushed by `_launch` around `kernel.body`), for `where`'s constants.
-_KERNEL_DTYPE: list = []
+def _number(v) -> bool:
+    return isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating))
 
 
-def where(c, a, b):
-    """`jp.where` for kernel code: inside a kernel, a Python-number branch becomes a constant of the kernel's float
-    dtype (an int one: int32) before the select. Pallas' Triton lowering (seen in jax 0.11.2) gives a weakly typed
-    literal branch of a select the predicate's type (i1) where no broadcast turned it into a value first, as in a 0-d
-    select (an unbatched launch, or a condition on the model's tables): a lowering error for floats
-    ("AssertionError: ('i1', 'f32')") and a truncated constant for integers. Outside a kernel, `jp.where` itself."""
-    if not _KERNEL_DTYPE:
-        return jp.where(c, a, b)
+def where(c, a, b, dtype=None):
+    """`jp.where` whose Python-number branches become constants before the select: a float one of `dtype`, or else
+    of the other branch's float dtype (two Python floats need `dtype`: in a kernel, its float dtype `IO.dtype`), an
+    int one int32, a bool one bool. Pallas' Triton lowering (seen in jax 0.11.2) gives a weakly typed literal
+    branch of a select the predicate's type (i1) where no broadcast turned it into a value first, as in a 0-d select
+    (an unbatched launch, or a condition on the model's tables): a lowering error for floats ("AssertionError:
+    ('i1', 'f32')") and a truncated constant for integers. Kernel code selects with this function; the constants
+    are what `jp.where`'s weak typing would give, so it is `jp.where` outside kernels too."""
+    fdt = dtype
+    if fdt is None:
+        for v in (a, b):
+            vdt = None if _number(v) else getattr(v, "dtype", None)
+            if vdt is not None and jp.issubdtype(vdt, jp.floating):
+                fdt = vdt
+                break
 
     def const(v):
         if isinstance(v, (bool, np.bool_)):
@@ -168,7 +179,10 @@ def where(c, a, b):
         if isinstance(v, (int, np.integer)):
             return jp.asarray(v, jp.int32)
         if isinstance(v, (float, np.floating)):
-            return jp.asarray(v, _KERNEL_DTYPE[-1])
+            if fdt is None:
+                raise ValueError("launch.where: a Python float branch beside no float array needs dtype= (a kernel's "
+                                 "float dtype, IO.dtype)")  # fmt: skip
+            return jp.asarray(v, fdt)
         return v
 
     return jp.where(c, const(a), const(b))
@@ -241,12 +255,8 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
             lane = pl.program_id(0) * block + jax.lax.broadcasted_iota(jp.int32, (block,), 0)
             mask = lane < e
         xsize = {n: _size(kernel.inputs[n]) for n in per_env}
-        _KERNEL_DTYPE.append(dtype)
-        try:
-            kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype,
-                           launch.interpret, xsize))  # fmt: skip
-        finally:
-            _KERNEL_DTYPE.pop()
+        kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, launch.interpret,
+                       xsize))  # fmt: skip
 
     res = pl.pallas_call(
         body, out_shape=out_shape, grid=(grid,), in_specs=specs, out_specs=out_specs,

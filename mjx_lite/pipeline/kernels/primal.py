@@ -76,7 +76,7 @@ def row_law(x, D, kind, friction, has: tuple, zero) -> tuple:
         cost = where(iq, where(act, quad, 0.0), cost)
         force = where(iq, where(act, lin, 0.0), force)
         h = where(iq, where(act, D, 0.0), h)
-        state = where(iq, where(act, QUADRATIC, SATISFIED), state)
+        state = where(iq, where(act, QUADRATIC, SATISFIED, x.dtype), state)
     if has_fr:
         fl, R = friction()
         Rf = R * fl
@@ -85,7 +85,7 @@ def row_law(x, D, kind, friction, has: tuple, zero) -> tuple:
         cost = where(fr, where(pos, fl * x - 0.5 * Rf * fl, where(neg, -fl * x - 0.5 * Rf * fl, quad)), cost)
         force = where(fr, where(pos, -fl, where(neg, fl, lin)), force)
         h = where(fr, where(pos | neg, 0.0, D), h)
-        state = where(fr, where(pos, LINEARPOS, where(neg, LINEARNEG, QUADRATIC)), state)
+        state = where(fr, where(pos, LINEARPOS, where(neg, LINEARNEG, QUADRATIC, x.dtype)), state)
     if has_eq:
         eq = kind == common.EQUALITY
         cost, force, h = where(eq, quad, cost), where(eq, lin, force), where(eq, D, h)
@@ -374,7 +374,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             conv = (imp < tol) | (gn < gtol_n)
             if not cg:  # the next direction from the Hessian at the new point (done lanes: their point's, unchanged)
                 conv = conv | (newton_step() < tol)
-            return (it + 1, done | conv, where(done, cost, cost_n), niter + where(done, 0.0, 1.0),
+            return (it + 1, done | conv, where(done, cost, cost_n), niter + where(done, 0.0, 1.0, io.dtype),
                     where(done, improvement, imp), where(done, grad_norm, gn))  # fmt: skip
 
         c = (np.int32(0), done0, cost0, zero, zero, g0)

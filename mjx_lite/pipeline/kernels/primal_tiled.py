@@ -260,7 +260,7 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
             # the next direction from the Hessian at the new point (done environments: their point's, unchanged)
             search, dec = newton_step(h, grad)
             conv = (imp < tol) | (gn < gtol_n) | (dec < tol)
-            return (it + 1, done | conv, where(done, cost, cost_n), niter + where(done, 0.0, 1.0),
+            return (it + 1, done | conv, where(done, cost, cost_n), niter + where(done, 0.0, 1.0, dt),
                     where(done, improvement, imp), where(done, grad_norm, gn), qacc, Ma, jar, force, h, jtf,
                     grad, search)  # fmt: skip
 
@@ -339,15 +339,8 @@ def _launcher(m: Model, layout: common.Layout, iterations: int, ls_iterations: i
         out_specs = [pl.BlockSpec((eb, s.shape[1]), lambda i: (i, 0)) for s in out_shape]
         body = _body(nv, nefc, kinds, iterations, ls_iterations, warm, tuple(names), how.hessian)
 
-        def traced(*refs):
-            launch._KERNEL_DTYPE.append(dtype)
-            try:
-                body(*refs)
-            finally:
-                launch._KERNEL_DTYPE.pop()
-
         res = pl.pallas_call(
-            traced, out_shape=out_shape, grid=(ep // eb,), in_specs=[spec(a) for a in args], out_specs=out_specs,
+            body, out_shape=out_shape, grid=(ep // eb,), in_specs=[spec(a) for a in args], out_specs=out_specs,
             compiler_params=plt.CompilerParams(num_warps=how.num_warps, num_stages=1),
             interpret=how.interpret, name=kernel.name,
         )(*args)  # fmt: skip

@@ -40,7 +40,7 @@ from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MAXIMP, MINIMP, MINVAL, ConstraintType, Data, DisableBit, EnableBit, Model
 
-__all__ = ["OUTPUTS", "fusable", "kernel", "make_constraint", "slot_bodies"]
+__all__ = ["OUTPUTS", "assemble", "fusable", "kernel", "make_constraint", "slot_bodies"]
 
 # the kernel's outputs: Data's efc_* fields (masked as make_constraint masks them) and the rows' liveness
 OUTPUTS = ("J", "pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
@@ -231,14 +231,14 @@ def _body(m: Model, info: dict):
         def row(r, pos, margin, fl, diag, solref, solimp, imp_r, live, vel):
             """Row r's raw quantities (masked and completed by `finish`)."""
             for name, v in (("pos", pos), ("margin", margin), ("frictionloss", fl), ("diagA", diag), ("vel", vel),
-                            ("_imp_r", imp_r), ("_live", where(live, 1.0, 0.0))):  # fmt: skip
+                            ("_imp_r", imp_r), ("_live", where(live, 1.0, 0.0, io.dtype))):  # fmt: skip
                 io.write(name, r, v)
             io.write_vec("_solref", r, tuple(solref))
             io.write_vec("_solimp", r, tuple(solimp))
 
         def unit_row(r, dof, sign, live):
             """J row r = sign e_dof (masked)."""
-            io.write_vec("J", r, [where(live & (dof == j), sign, 0.0) for j in range(nv)])
+            io.write_vec("J", r, [where(live & (dof == j), sign, 0.0, io.dtype) for j in range(nv)])
 
         # ---- joint equalities ------------------------------------------------------------------------------
         def joint_eq(i):
@@ -255,7 +255,7 @@ def _body(m: Model, info: dict):
             w2 = where(has2, dpoly, 0.0)
             live = io.lanes(io.read("eq_active", eid)) > 0.5
             r = adr["joint_eq"] + i
-            io.write_vec("J", r, [where(live, where(flag(d1 == j), 1.0, 0.0) - where(flag(d2 == j), w2, 0.0),
+            io.write_vec("J", r, [where(live, where(flag(d1 == j), 1.0, 0.0, io.dtype) - where(flag(d2 == j), w2, 0.0),
                                            0.0) for j in range(nv)])  # fmt: skip
             diag = io.read("dof_invweight0", d1) + where(has2, io.read("dof_invweight0", d2), 0.0)
             vel = io.read("qvel", d1) - w2 * io.read("qvel", d2)
@@ -285,7 +285,7 @@ def _body(m: Model, info: dict):
             upper = one & (lo > hi)
             over = over | (one & (lo < mg) & (hi < mg))
             dist = where(upper, hi, lo)
-            sign = where(upper, -1.0, 1.0)
+            sign = where(upper, -1.0, 1.0, io.dtype)
             live = dist < mg
             unit_row(r, dof, sign, live)
             row(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
@@ -305,7 +305,7 @@ def _body(m: Model, info: dict):
                 io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), live, -io.read("qvel", dof))
 
         _loop(0, info["lim2"], limit_upper)
-        io.write("over", 0, where(over, 1.0, 0.0))
+        io.write("over", 0, where(over, 1.0, 0.0, io.dtype))
 
         # ---- contacts: each slot's J6 = [lin; ang] Jacobian of body 2 minus body 1 at its point, then its rows
         def jac6(s):
@@ -393,7 +393,7 @@ def _body(m: Model, info: dict):
                                   ("frictionloss", io.load("frictionloss", r), 0.0), ("diagA", diag, 0.0),
                                   ("R", R, 1.0), ("vel", vel, 0.0), ("aref", aref, 0.0),
                                   ("active", 1.0, 0.0)):  # fmt: skip
-                io.write(name, r, where(live, v, dead))
+                io.write(name, r, where(live, v, dead, io.dtype))
 
         _loop(0, nefc, finish)
 
@@ -453,6 +453,12 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
 def make_constraint(m: Model, d: Data, how: launch.Launch) -> Data:
     """constraint.make_constraint with the rows built by the kernel (the caller checks `fusable`)."""
     k, x = kernel(m, d)
+    return assemble(m, d, k, x, how)
+
+
+def assemble(m: Model, d: Data, k: launch.Kernel, x: dict, how: launch.Launch) -> Data:
+    """Data with the rows of kernel `k` (this module's outputs: `kernel`'s, or kernels/rows_tiled.py's launcher of
+    them) at inputs `x`: efc_type / efc_id static, the rest by `constraint.fill` as on the XLA path."""
     dtype = d.qpos.dtype
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
     nefc = constraint.plan(m).nefc

@@ -1,0 +1,452 @@
+"""The constraint rows kernel (kernels/rows.py) with each environment's rows and dofs spread over the threads of a
+program: `Launch(rows_tile=E)`, E environments per program, every per-row quantity a tile.
+
+kernels/rows.py runs one environment per thread and writes each environment's efc_J serially (an inner loop over the
+dofs of every row: O(nefc nv) stores and, for a contact row, 6 loads and 6 multiply-adds per entry, after each slot's
+6 x nv point Jacobian); on a GPU that left the kernel latency-bound (docs/kernels.md, Status). Here a program holds E
+environments and two row tiles, NUP and NCP the powers of two >= the rows' counts, NVP >= nv:
+  unit rows  (joint equalities, dof friction loss, slide/hinge limits: the rows before the contacts):
+             row vectors (E, NUP); J (E, NUP, NVP) = a1 e_d1 + a2 e_d2 as two selects against the dof index (d1, d2
+             static per row; a1 = +-1 or 1 and a2 = -dpoly of a two-joint equality, masked by liveness);
+  contacts:  row vectors (E, NCP); J (E, NCP, NVP) all at once: with the row's direction (a, b) (linear and angular:
+             normal +- mu_k frame row k) and cdof_j = [w_j; v_j], row r of the slot's J6 dotted with (a, b) is
+             (m2 - m1)[r, j] (a . v_j + b . w_j) + w_j . (m2[r, j] (o2 x a) - m1[r, j] (o1 x a)),
+             o_i = point - the root com of body i and m_i the body's dof mask (static (NCP, NVP) tables): 12
+             multiply-adds per entry, every entry independent;
+  both:      J qvel as a reduction over the dof axis, then kernels/rows.py's per-row formulas (impedance, R, aref,
+             masks) elementwise on the row vectors.
+The slots' fields are expanded to their rows before the kernel (`_Plan.channels`: per row, the input element it reads;
+the launcher packs each tile's channels with one static gather done by XLA, like primal_tiled's padding): the
+kernel reads row vectors ("channels") and never gathers. Channels of Model fields (ranges, solref, invweight0, ...)
+are shared by the programs unless the Model is vmapped.
+
+Work per program (an estimate, not a measurement; the MJX humanoid: nv = 27, 21 limit rows, 8 condim-3 slots = 32
+contact rows; NVP = NUP = NCP = 32, E = 1, 4 warps = 128 threads): the contact J tile is 1024 entries of ~25
+operations, 200 per thread, the unit tile ~5 per entry, the row formulas ~150 operations on 64 rows, ~75 per thread;
+kernels/rows.py does per thread (its environment), serially, 32 x 27 x (6 loads + 6 multiply-adds + 1 store) for
+the contact rows, 8 x 27 x ~30 for the slots' J6, and 21 x 27 stores for the limit rows: ~18k operations, ~9k of
+them memory accesses. Which wins on a GPU is to be measured (benchmarks/gpu_ab.py's "fused, tiled rows" variants).
+
+Inputs, outputs and the XLA twin (derivatives) are kernels/rows.py's (`rows.kernel`); only the launcher differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jp
+import numpy as np
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plt
+
+from mjx_lite.pipeline import constraint, support
+from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels import rows as lane_rows
+from mjx_lite.pipeline.kernels.launch import where
+from mjx_lite.types import MINVAL, Data, DisableBit, Model
+
+__all__ = ["make_constraint"]
+
+# per-row outputs of each tile, in the packed output's order (unit rows add "over": a limit with both sides active)
+_ROW_OUT = ("pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
+# Data fields among the kernel's inputs: their channels are per environment (Model fields are shared unless vmapped)
+_DATA = ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "con_pos", "con_frame", "con_dist", "con_margin",
+         "con_friction", "con_solref", "con_solimp", "con_active", "con_dim")  # fmt: skip
+
+
+def _pow2(n: int) -> int:
+    return int(pl.next_power_of_2(max(1, n)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """Static tables of the two tiles. channels: tile -> {channel: {input name: flat index per row (-1: none)}};
+    tables: tile -> {name: int32 (rows,) or (rows, NVP)}."""
+
+    nunit: int
+    ncrow: int
+    channels: dict
+    tables: dict
+
+
+def _build(m: Model) -> _Plan:
+    p = constraint.plan(m)
+    nv, nunit = m.nv, int(p.adr["contact"])
+    qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
+    neq_data = int(np.shape(m.eq_data)[-1]) if m.neq else 0
+
+    def idx(n):
+        return np.full(n, -1, np.int64)
+
+    # ---- unit rows: [joint_eq | fric_dof | lim_jnt], row r of the plan is row r of the tile
+    nu = max(nunit, 1)
+    ch = {n: idx(nu) for n in ("x1", "x2", "r1", "r2", "eqact", "iw1", "iw2", "fl", "rlo", "rhi", "jmg")}
+    ch.update({f"c{k}": idx(nu) for k in range(5)})
+    src = {n: {} for n in ch}
+    sr = [{} for _ in range(2)]
+    si = [{} for _ in range(5)]
+    kind = np.zeros(nu, np.int64)  # 0 padding, 1 joint equality, 2 friction, 3 limit (first row), 4 limit upper
+    d1, d2, one = idx(nu), idx(nu), np.zeros(nu, np.int64)
+
+    def put(name, source, rows, values):
+        a = src[name].setdefault(source, idx(nu))
+        a[rows] = values
+
+    def put_ref(rows, source_ref, source_imp, ids):
+        for k in range(2):
+            sr[k].setdefault(source_ref, idx(nu))[rows] = 2 * ids + k
+        for k in range(5):
+            si[k].setdefault(source_imp, idx(nu))[rows] = 5 * ids + k
+
+    e = np.asarray(p.joint_eq, np.int64)
+    if len(e):
+        r = p.adr["joint_eq"] + np.arange(len(e))
+        o1, o2 = np.asarray(m.eq_obj1id)[e], np.asarray(m.eq_obj2id)[e]
+        has2 = o2 >= 0
+        o2c = np.maximum(o2, 0)
+        kind[r], d1[r], d2[r] = 1, dadr[o1], np.where(has2, dadr[o2c], -1)
+        put("x1", "qpos", r, qadr[o1])
+        put("r1", "qpos0", r, qadr[o1])
+        put("x2", "qpos", r[has2], qadr[o2c][has2])
+        put("r2", "qpos0", r[has2], qadr[o2c][has2])
+        for k in range(5):
+            put(f"c{k}", "eq_data", r, e * neq_data + k)
+        put("eqact", "eq_active", r, e)
+        put("iw1", "dof_invweight0", r, dadr[o1])
+        put("iw2", "dof_invweight0", r[has2], dadr[o2c][has2])
+        put_ref(r, "eq_solref", "eq_solimp", e)
+    f = np.asarray(p.fric_dof, np.int64)
+    if len(f):
+        r = p.adr["fric_dof"] + np.arange(len(f))
+        kind[r], d1[r] = 2, f
+        put("fl", "dof_frictionloss", r, f)
+        put("iw1", "dof_invweight0", r, f)
+        put_ref(r, "dof_solref", "dof_solimp", f)
+    j = np.asarray(p.lim_jnt, np.int64)
+    if len(j):
+        onerow = np.asarray(p.lim_jnt_one, bool)
+        nrows = 2 - onerow.astype(np.int64)
+        first = p.adr["lim_jnt"] + np.concatenate([[0], np.cumsum(nrows)[:-1]]).astype(np.int64)
+        upper = first[~onerow] + 1
+        for rows_, jj, k in ((first, j, 3), (upper, j[~onerow], 4)):
+            kind[rows_], d1[rows_] = k, dadr[jj]
+            put("x1", "qpos", rows_, qadr[jj])
+            put("rlo", "jnt_range", rows_, 2 * jj)
+            put("rhi", "jnt_range", rows_, 2 * jj + 1)
+            put("jmg", "jnt_margin", rows_, jj)
+            put("iw1", "dof_invweight0", rows_, dadr[jj])
+            put_ref(rows_, "jnt_solref", "jnt_solimp", jj)
+        one[first] = onerow
+    assert np.all(kind[:nunit] > 0), "every row before the contacts is a joint equality, friction or limit row"
+    unit = {n: src[n] for n in ch} | {f"sr{k}": sr[k] for k in range(2)} | {f"si{k}": si[k] for k in range(5)}
+    kz = (kind == 2).astype(np.int64)
+    unit_tab = dict(kind=kind, d1=d1, d2=d2, one=one, kz=kz)
+
+    # ---- contact rows: row i of the tile is plan row adr["contact"] + i
+    ncon = len(p.con_dim)
+    ncrow = int(np.sum(p.con_rows)) if ncon else 0
+    con, con_tab = {}, {}
+    if ncrow:
+        b1, b2 = lane_rows.slot_bodies(m)
+        root = np.asarray(m.body_rootid)
+        slot = np.repeat(np.arange(ncon), p.con_rows)
+        q = np.arange(ncrow) - np.repeat(p.con_adr - p.adr["contact"], p.con_rows)
+        fl = p.con_dim[slot] == 1
+        k = np.where(fl, 0, q // 2 + 1)
+        sign = np.where(fl, 0, np.where(q % 2 == 0, 1, -1))
+        km = np.maximum(k, 1)
+        fidx = np.where(km < 3, km, km - 3)
+
+        def by_slot(source, per, off=0):
+            return {source: per * slot + off}
+
+        con = {"dist": by_slot("con_dist", 1), "cmg": by_slot("con_margin", 1), "cact": by_slot("con_active", 1),
+               "cdim": by_slot("con_dim", 1), "mu": by_slot("con_friction", 5, km - 1),
+               "f0": by_slot("con_friction", 5), "bw1": {"body_invweight0": 2 * b1[slot]},
+               "bw2": {"body_invweight0": 2 * b2[slot]},
+               "impratio": {"impratio": np.zeros(ncrow, np.int64)}}  # fmt: skip
+        for c in range(3):
+            con[f"pt{c}"] = by_slot("con_pos", 3, c)
+            con[f"nrm{c}"] = by_slot("con_frame", 9, c)
+            con[f"dir{c}"] = by_slot("con_frame", 9, 3 * fidx + c)
+            con[f"o1_{c}"] = {"subtree_com": 3 * root[b1[slot]] + c}
+            con[f"o2_{c}"] = {"subtree_com": 3 * root[b2[slot]] + c}
+        for c in range(2):
+            con[f"sr{c}"] = by_slot("con_solref", 2, c)
+        for c in range(5):
+            con[f"si{c}"] = by_slot("con_solimp", 5, c)
+        nvp = _pow2(nv)
+        mask = np.zeros((m.nbody, nvp), np.int64)
+        mask[:, :nv] = support.body_dof_mask(m)
+        con_tab = dict(q=q, sign=sign, fl=fl.astype(np.int64), lin=((k >= 1) & (k < 3)).astype(np.int64),
+                       ang=(k >= 3).astype(np.int64), m1=mask[b1[slot]], m2=mask[b2[slot]])  # fmt: skip
+    # the timestep, for every row of both tiles
+    unit["h"] = {"timestep": np.zeros(nu, np.int64)}
+    if ncrow:
+        con["h"] = {"timestep": np.zeros(ncrow, np.int64)}
+    channels = {"unit": unit if nunit else {}, "con": con}
+    tables = {"unit": unit_tab if nunit else {}, "con": con_tab}
+    return _Plan(nunit=nunit, ncrow=ncrow, channels=channels, tables=tables)
+
+
+def _plan(m: Model) -> _Plan:
+    return support.memo(m, "kernels_rows_tiled_plan", _build)
+
+
+def _impedance_tail(ch, live, kz, refsafe: bool, dt):
+    """kernels/rows.py's `finish` on row vectors: (pos, margin, frictionloss, diagA, R, vel, aref, active) masked."""
+    solimp = tuple(ch(f"si{k}") for k in range(5))
+    s0, s1 = ch("sr0"), ch("sr1")
+    imp, dmax = lane_rows._impedance(solimp, ch("_imp_r"))
+    h = ch("h")
+    tc = jp.maximum(s0, 2.0 * h) if refsafe else s0
+    direct = s0 <= 0
+    tc = where(direct, 1.0, tc)
+    K = where(direct, -s0 / (dmax * dmax), 1.0 / (dmax * dmax * tc * tc * s1 * s1))
+    if kz is not None:
+        K = where(kz, 0.0, K)
+    B = where(direct, -s1 / dmax, 2.0 / (dmax * tc))
+    diag = ch("_diag")
+    R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
+    vel = where(live, ch("_vel"), 0.0)
+    pos, margin = ch("_pos"), ch("_margin")
+    aref = -B * vel - K * imp * (pos - margin)
+    return tuple(where(live, v, dead, dt) for v, dead in ((pos, 0.0), (margin, 0.0), (ch("_fl"), 0.0), (diag, 0.0),
+                                                      (R, 1.0), (vel, 0.0), (aref, 0.0), (1.0, 0.0)))  # fmt: skip
+
+
+def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
+    """The kernel body over refs: per tile (unit, con) its per-environment channels (E, C * NR), shared channels
+    (C * NR,), int tables; then the dof channels (E, 7 * NVP): qvel, cdof's 6 components; outputs per tile J (E, NR,
+    NVP) and the packed row outputs (E, K * NR)."""
+    tiles = [t for t in ("unit", "con") if plan.channels[t]]
+
+    def body(*refs):
+        it = iter(refs)
+        ins = {}
+        for t in tiles:
+            ins[t] = (next(it) if any(not shared[t][c] for c in plan.channels[t]) else None,
+                      next(it) if any(shared[t][c] for c in plan.channels[t]) else None,
+                      {n: next(it) for n in plan.tables[t]})  # fmt: skip
+        dof_ref = next(it)
+        outs = {t: (next(it), next(it)) for t in tiles}
+        dt = dof_ref.dtype
+        cv = jax.lax.broadcasted_iota(jp.int32, (1, 1, nvp), 2)  # dof index of a J tile's entries
+        qvel = dof_ref[:, pl.ds(0, nvp)][:, None, :]  # (E, 1, NVP)
+        cdof = [dof_ref[:, pl.ds((1 + c) * nvp, nvp)][:, None, :] for c in range(6)]  # [ang; lin], (E, 1, NVP)
+
+        def reader(t, nr):
+            per, sh, _ = ins[t]
+            order = {"per": [c for c in plan.channels[t] if not shared[t][c]],
+                     "sh": [c for c in plan.channels[t] if shared[t][c]]}  # fmt: skip
+            local = {}
+
+            def ch(name):
+                if name in local:
+                    return local[name]
+                if shared[t][name]:
+                    i = order["sh"].index(name)
+                    return sh[pl.ds(i * nr, nr)][None, :]
+                i = order["per"].index(name)
+                return per[:, pl.ds(i * nr, nr)]
+
+            return ch, local
+
+        def table(t, name, nr):
+            return ins[t][2][name][pl.ds(0, nr)][None, :]
+
+        def store(t, J, values, nr):
+            o_J, o_rows = outs[t]
+            o_J[...] = jp.broadcast_to(J, (eb, nr, nvp))
+            for i, v in enumerate(values):
+                o_rows[:, pl.ds(i * nr, nr)] = jp.broadcast_to(jp.asarray(v, dt), (eb, nr))
+
+        if "unit" in tiles:
+            nr = _pow2(plan.nunit)
+            ch, local = reader("unit", nr)
+            kind = table("unit", "kind", nr)
+            jeq, fric, lim, lim2 = kind == 1, kind == 2, kind == 3, kind == 4
+            one = table("unit", "one", nr) == 1
+            # joint equalities: pos = x1 - r1 - poly(x2 - r2) (the constant c0 alone without a second joint)
+            has2 = table("unit", "d2", nr) >= 0
+            c = [ch(f"c{k}") for k in range(5)]
+            dif = where(has2, ch("x2") - ch("r2"), 0.0)
+            poly = c[0] + dif * (c[1] + dif * (c[2] + dif * (c[3] + dif * c[4])))
+            dpoly = c[1] + dif * (2 * c[2] + dif * (3 * c[3] + dif * 4 * c[4]))
+            w2 = where(has2, dpoly, 0.0)
+            eq_pos = ch("x1") - ch("r1") - where(has2, poly, c[0])
+            # limits: the lower side (or a one-row limit's nearer side), the upper side of two-row limits
+            x, mg = ch("x1"), ch("jmg")
+            lo, hi = x - ch("rlo"), ch("rhi") - x
+            upper = lim2 | (lim & one & (lo > hi))
+            over = lim & one & (lo < mg) & (hi < mg)
+            dist = where(upper, hi, lo)
+            sign = where(upper, -1.0, 1.0, dt)
+            live = where(jeq, ch("eqact") > 0.5, where(fric, kind > 0, dist < mg))
+            live = live & (kind > 0)
+            a1 = where(live, where(lim | lim2, sign, 1.0), 0.0)
+            a2 = where(live & jeq, -w2, 0.0)
+            d1 = table("unit", "d1", nr)[:, :, None]
+            d2 = table("unit", "d2", nr)[:, :, None]
+            J = where(cv == d1, a1[:, :, None], 0.0) + where(cv == d2, a2[:, :, None], 0.0)
+            pos = where(jeq, eq_pos, where(fric, 0.0, dist))
+            local.update(_pos=pos, _margin=where(lim | lim2, mg, 0.0), _fl=where(fric, ch("fl"), 0.0),
+                         _diag=ch("iw1") + where(has2, ch("iw2"), 0.0), _vel=jp.sum(J * qvel, axis=2),
+                         _imp_r=where(jeq, jp.abs(pos), where(fric, 0.0, jp.abs(dist - mg))))  # fmt: skip
+            vals = _impedance_tail(ch, live, table("unit", "kz", nr) == 1, refsafe, dt)
+            store("unit", J, vals + (where(over, 1.0, 0.0, dt),), nr)
+
+        if "con" in tiles:
+            nr = _pow2(plan.ncrow)
+            ch, local = reader("con", nr)
+            q = table("con", "q", nr)
+            fl = table("con", "fl", nr) == 1
+            dist, mg = ch("dist"), ch("cmg")
+            live = (ch("cact") > 0.5) & (dist < mg)
+            live = live & (fl | (q.astype(dt) < 2.0 * (ch("cdim") - 1.0)))  # rows beyond the slot's condim: dead
+            mu = table("con", "sign", nr).astype(dt) * ch("mu")
+            lin, ang = table("con", "lin", nr) == 1, table("con", "ang", nr) == 1
+            d = [ch(f"dir{k}") for k in range(3)]
+            a = [ch(f"nrm{k}") + where(lin, mu * d[k], 0.0) for k in range(3)]
+            b = [where(ang, mu * d[k], 0.0) for k in range(3)]
+
+            def cross_a(o):  # o x a, o = point - com
+                o = [ch(f"pt{k}") - ch(f"{o}{k}") for k in range(3)]
+                return (o[1] * a[2] - o[2] * a[1], o[2] * a[0] - o[0] * a[2], o[0] * a[1] - o[1] * a[0])
+
+            c1, c2 = cross_a("o1_"), cross_a("o2_")
+            w, v = cdof[:3], cdof[3:]
+            e3 = [x[:, :, None] for x in (*a, *b, *c1, *c2)]
+            s = e3[0] * v[0] + e3[1] * v[1] + e3[2] * v[2] + e3[3] * w[0] + e3[4] * w[1] + e3[5] * w[2]
+            t1 = e3[6] * w[0] + e3[7] * w[1] + e3[8] * w[2]
+            t2 = e3[9] * w[0] + e3[10] * w[1] + e3[11] * w[2]
+            m1 = ins["con"][2]["m1"][...][None].astype(dt)
+            m2 = ins["con"][2]["m2"][...][None].astype(dt)
+            J = where(live[:, :, None], (m2 - m1) * s + m2 * t2 - m1 * t1, 0.0)
+            diag = ch("bw1") + ch("bw2")
+            f0 = ch("f0")
+            f0sq = f0 * f0
+            local.update(_pos=dist, _margin=mg, _fl=jp.zeros_like(dist), _vel=jp.sum(J * qvel, axis=2),
+                         _diag=where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / ch("impratio"))),
+                         _imp_r=jp.abs(dist - mg))  # fmt: skip
+            store("con", J, _impedance_tail(ch, live, None, refsafe, dt), nr)
+
+    return body
+
+
+def _launcher(m: Model):
+    """`launch.Kernel.launcher`: one pallas_call over row tiles, `Launch.rows_tile` environments per program."""
+    nv, plan = m.nv, _plan(m)
+    nvp = _pow2(nv)
+    refsafe = not (m.opt.disableflags & DisableBit.REFSAFE)
+    tiles = [t for t in ("unit", "con") if plan.channels[t]]
+    nrows = {"unit": plan.nunit, "con": plan.ncrow}
+
+    def run(kernel: launch.Kernel, env: dict, nenv: int | None, how: launch.Launch, x: dict) -> dict:
+        e = 1 if nenv is None else nenv
+        eb = min(int(how.rows_tile), _pow2(e))
+        ep = -(-e // eb) * eb  # whole programs
+        dtype = jp.result_type(*x.values())
+
+        def per_env_flat(n):  # (e, size): a per-environment input, or a shared one broadcast
+            v = jp.asarray(x[n], dtype)
+            return v.reshape(e, -1) if env[n] else jp.broadcast_to(v.reshape(1, -1), (e, v.size))
+
+        def packed(names, flat_of, index, per_env: bool):
+            """One static gather from the inputs `names` (flattened, concatenated, a zero appended): entry k of the
+            result is input `index[k][0]`'s element `index[k][1]` (None: the zero). (ep, K) or (K,)."""
+            srcs = [flat_of(n) for n in names]
+            srcs.append(jp.zeros((e, 1) if per_env else (1,), dtype))
+            off = dict(zip(names, np.cumsum([0] + [int(v.shape[-1]) for v in srcs[:-1]]).tolist()))
+            zero = int(sum(int(v.shape[-1]) for v in srcs[:-1]))
+            ix = np.asarray([zero if k is None else off[k[0]] + int(k[1]) for k in index], np.int64)
+            v = jp.take(jp.concatenate(srcs, axis=-1), ix, axis=-1)
+            return jp.pad(v, [(0, ep - e), (0, 0)]) if per_env else v
+
+        def is_shared(sources):
+            return not any(env[n] or n in _DATA for n in sources)
+
+        args, specs, shared = [], [], {}
+        for t in tiles:
+            nr = _pow2(nrows[t])
+            chans = plan.channels[t]
+            shared[t] = {c: is_shared(chans[c]) for c in chans}
+
+            def index(cs, chans=chans, nr=nr):  # (input, element) of every (channel, row), channel-major
+                out = []
+                for c in cs:
+                    for r in range(nr):
+                        k = None
+                        for n, ix in chans[c].items():
+                            # padded rows read nothing, but the timestep and impratio (divisors) their first row's
+                            i = ix[r] if r < len(ix) else (ix[0] if c in ("h", "impratio") else -1)
+                            if n in x and i >= 0:
+                                k = (n, i)
+                        out.append(k)
+                return out
+
+            per = [c for c in chans if not shared[t][c]]
+            sh = [c for c in chans if shared[t][c]]
+            if per:
+                names = sorted({n for c in per for n in chans[c] if n in x})
+                args.append(packed(names, per_env_flat, index(per), True))
+                specs.append(pl.BlockSpec((eb, len(per) * nr), lambda i: (i, 0)))
+            if sh:
+                names = sorted({n for c in sh for n in chans[c] if n in x})
+                args.append(packed(names, lambda n: jp.asarray(x[n], dtype).reshape(-1), index(sh), False))
+                specs.append(pl.BlockSpec((len(sh) * nr,), lambda i: (0,)))
+            for n, tab in plan.tables[t].items():
+                tab = np.asarray(tab, np.int32)
+                pad = [(0, nr - tab.shape[0])] + [(0, 0)] * (tab.ndim - 1)
+                tab = np.pad(tab, pad, constant_values=-1 if n in ("d1", "d2") else 0)
+                args.append(jp.asarray(tab))
+                specs.append(pl.BlockSpec(tab.shape, lambda i, nd=tab.ndim: (0,) * nd))
+        # the dof channels: qvel, then cdof's 6 components ([ang; lin]) of every dof, each padded to NVP
+        dofs = [("qvel", j) if j < nv else None for j in range(nvp)]
+        for c in range(6):
+            dofs += [("cdof", 6 * j + c) if j < nv and "cdof" in x else None for j in range(nvp)]
+        args.append(packed(["qvel", "cdof"] if "cdof" in x else ["qvel"], per_env_flat, dofs, True))
+        specs.append(pl.BlockSpec((eb, 7 * nvp), lambda i: (i, 0)))
+        out_shape, out_specs = [], []
+        for t in tiles:
+            nr = _pow2(nrows[t])
+            nout = len(_ROW_OUT) + (t == "unit")
+            out_shape += [jax.ShapeDtypeStruct((ep, nr, nvp), dtype), jax.ShapeDtypeStruct((ep, nout * nr), dtype)]
+            out_specs += [pl.BlockSpec((eb, nr, nvp), lambda i: (i, 0, 0)),
+                          pl.BlockSpec((eb, nout * nr), lambda i: (i, 0))]  # fmt: skip
+        body = _body(nv, plan, shared, refsafe, eb, nvp)
+
+        res = pl.pallas_call(
+            body, out_shape=out_shape, grid=(ep // eb,), in_specs=specs, out_specs=out_specs,
+            compiler_params=plt.CompilerParams(num_warps=how.num_warps, num_stages=1),
+            interpret=how.interpret, name="constraint_rows_tiled",
+        )(*args)  # fmt: skip
+        Js, rows_ = [], {n: [] for n in _ROW_OUT}
+        over = jp.zeros((e,), dtype)
+        for k, t in enumerate(tiles):
+            nr, n = _pow2(nrows[t]), nrows[t]
+            J, packed = res[2 * k], res[2 * k + 1]
+            Js.append(J[:e, :n, :nv])
+            for i, name in enumerate(_ROW_OUT):
+                rows_[name].append(packed[:e, i * nr : i * nr + n])
+            if t == "unit":
+                over = jp.max(packed[:e, len(_ROW_OUT) * nr : len(_ROW_OUT) * nr + n], axis=1)
+        out = {n: jp.concatenate(v, axis=1) for n, v in rows_.items()}
+        out["J"] = jp.concatenate(Js, axis=1).reshape(e, -1)
+        out["over"] = over[:, None]
+        if nenv is None:
+            out = {n: v[0] for n, v in out.items()}
+        return out
+
+    return run
+
+
+def make_constraint(m: Model, d: Data, how: launch.Launch) -> Data:
+    """kernels/rows.py's `make_constraint` (the caller checks `rows.fusable`) on row tiles, `how.rows_tile`
+    environments per program; the same inputs, outputs and XLA twin (derivatives)."""
+    k, x = lane_rows.kernel(m, d)
+    outputs = {n: s for n, s in k.outputs.items() if not n.startswith("_")}
+    k = dataclasses.replace(k, name="constraint_rows_tiled", outputs=outputs, tables={}, body=None,
+                            launcher=_launcher(m))  # fmt: skip
+    return lane_rows.assemble(m, d, k, x, how)
