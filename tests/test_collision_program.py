@@ -72,9 +72,7 @@ def test_group_program_size(monkeypatch):
     m, g = _model(6)
     collide, manifold = [], []
     monkeypatch.setattr(general, "collide", _counting(general.collide, collide))
-    monkeypatch.setitem(cylinder.CURVED_MANIFOLDS, cylinder.cylinder_cylinder,
-                        _counting(cylinder.cylinder_cylinder_manifold, manifold))  # fmt: skip
-    monkeypatch.setattr(driver, "_LOOPED", (*driver._LOOPED, cylinder.CURVED_MANIFOLDS[cylinder.cylinder_cylinder]))
+    monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifold))
     n = _ops(_group_program(m, g))
     assert len(collide) == 1 and len(manifold) == 1
     assert n <= MAX_COLLISION_OPS, n

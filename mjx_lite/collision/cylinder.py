@@ -235,7 +235,8 @@ def cylinder_box_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scal
 
 
 # collider -> its manifold stage, for the pairs whose GJK/EPA stage is the curved pairs' shared one (the driver's
-# `_shared_distances`: one compiled GJK/EPA for every curved pair type without a mesh)
+# `_shared_distances`: one compiled GJK/EPA for every curved pair type without a mesh); the driver runs these
+# manifolds as one program too (`curved_manifold` on traced types, `_shared_manifolds`)
 CURVED_MANIFOLDS = {capsule_cylinder: capsule_cylinder_manifold, cylinder_cylinder: cylinder_cylinder_manifold,
                     cylinder_box: cylinder_box_manifold}  # fmt: skip
 
