@@ -108,6 +108,11 @@ def test_curved_pair_types_share_gjk_epa(monkeypatch):
     assert _ops(text) < MAX_SHARED_RATIO * single, (_ops(text), single)
 
 
+# the shared manifold's values against each group's own: the same arithmetic, fused differently by XLA (measured: one
+# distance of 66 rows off by 6.9e-18, the rest bitwise equal; float64)
+SHARED_ATOL = 1e-15
+
+
 def _curved_poses(m) -> np.ndarray:
     """qpos (3, nq) of _CURVED with every manifold kind in contact: the free cylinder's cap on the fixed cylinder's
     (cylinder-cylinder face-face), the capsule lying on the fixed cylinder's cap (capsule-cylinder edge-face) with the
@@ -125,7 +130,8 @@ def _curved_poses(m) -> np.ndarray:
 @pytest.mark.slow  # two compiles of the collision stage; test_collision_multiccd's cylinder tests: values vs MuJoCo
 def test_shared_manifold_equals_per_group(monkeypatch):
     """The three cylinder groups' shared manifold (traced geom types) gives the contacts of each group's own manifold
-    (static types), bitwise, at poses where each manifold kind is in contact (float64)."""
+    (static types) at poses where each manifold kind is in contact (float64): the same rows, the same values up to
+    rounding (SHARED_ATOL)."""
     m = mjl.load_mjcf_string(_CURVED)
     d = mjl.make_data(m)
     qpos = _curved_poses(m)
@@ -137,8 +143,11 @@ def test_shared_manifold_equals_per_group(monkeypatch):
     # each group's own manifold: the collision stage's shared call finds none, each group runs its own (static types)
     monkeypatch.setattr(driver, "_shared_manifolds", lambda m, d, g, c, s: alone(m, d, g, c, s) if set(g) == {0} else {})  # noqa: E501
     own = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0)))(m, db)  # a new trace
-    for f in ("dist", "pos", "frame", "active", "geom"):
+    for f in ("active", "geom"):
         np.testing.assert_array_equal(np.asarray(getattr(shared, f)), np.asarray(getattr(own, f)), err_msg=f)
+    for f in ("dist", "pos", "frame"):
+        np.testing.assert_allclose(np.asarray(getattr(shared, f)), np.asarray(getattr(own, f)), rtol=0,
+                                   atol=SHARED_ATOL, err_msg=f)  # fmt: skip
     geom = np.asarray(shared.geom)[np.asarray(shared.active)]
     gtype = np.asarray(m.geom_type)[geom]
     kinds = {tuple(sorted(t)) for t in gtype.tolist()}
