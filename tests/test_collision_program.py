@@ -1,7 +1,8 @@
 """Program size of the collision stage (issue 43): the traced program grows with the distinct colliders, not with the
 number of pairs or of pair types, and each collider is traced once. A model with the structure that made ANYmal C
 slow to compile (many cylinder-cylinder and cylinder-box pairs: GJK/EPA, then the multiccd manifold) pins it: the
-GJK/EPA stage of every curved pair type without a mesh is one shared program (`driver._shared_distances`)."""
+GJK/EPA stage of every curved pair type without a mesh is one shared program (`driver._shared_distances`), and so is
+their manifold stage (`driver._shared_manifolds`)."""
 
 import re
 
@@ -10,6 +11,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jp  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
@@ -70,9 +72,7 @@ def test_group_program_size(monkeypatch):
     m, g = _model(6)
     collide, manifold = [], []
     monkeypatch.setattr(general, "collide", _counting(general.collide, collide))
-    monkeypatch.setitem(cylinder.CURVED_MANIFOLDS, cylinder.cylinder_cylinder,
-                        _counting(cylinder.cylinder_cylinder_manifold, manifold))  # fmt: skip
-    monkeypatch.setattr(driver, "_LOOPED", (*driver._LOOPED, cylinder.CURVED_MANIFOLDS[cylinder.cylinder_cylinder]))
+    monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifold))
     n = _ops(_group_program(m, g))
     assert len(collide) == 1 and len(manifold) == 1
     assert n <= MAX_COLLISION_OPS, n
@@ -90,19 +90,69 @@ _CURVED = """<mujoco><worldbody>
 def test_curved_pair_types_share_gjk_epa(monkeypatch):
     """Four curved pair types in four groups (capsule-cylinder, cylinder-cylinder, cylinder-box with their manifolds,
     ellipsoid-box with one contact): their GJK/EPA is traced once for the model (one program over every group's
-    pairs, the geom types selecting the support maps of the types present), so the collision program adds little
-    more than the manifolds to a single cylinder group's (MAX_SHARED_RATIO)."""
+    pairs, the geom types selecting the support maps of the types present), and so is the manifold of the three
+    cylinder groups (`cylinder.curved_manifold`: the face of each type present, the pair's own selected), so the
+    collision program is little more than a single cylinder group's (MAX_SHARED_RATIO)."""
     m = mjl.load_mjcf_string(_CURVED)
     kinds = {getattr(g.collider, "__name__", "") for g in driver.pair_table(m).groups}
     assert {"capsule_cylinder", "cylinder_cylinder", "cylinder_box", "general_curved"} <= kinds, kinds
-    calls = []
+    calls, manifolds = [], []
     monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
+    monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
     d = mjl.make_data(m)
     db = jax.tree.map(lambda x: jp.broadcast_to(x, (2,) + x.shape), d)
     text = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, db).as_text()
     assert len(calls) == 1
+    assert len(manifolds) == 1
     single = _ops(_group_program(*_model(2)))
     assert _ops(text) < MAX_SHARED_RATIO * single, (_ops(text), single)
+
+
+# the shared manifold's values against each group's own: the same arithmetic, fused differently by XLA (measured: one
+# distance of 66 rows off by 6.9e-18, the rest bitwise equal; float64)
+SHARED_ATOL = 1e-15
+
+
+def _curved_poses(m) -> np.ndarray:
+    """qpos (3, nq) of _CURVED with every manifold kind in contact: the free cylinder's cap on the fixed cylinder's
+    (cylinder-cylinder face-face), the capsule lying on the fixed cylinder's cap (capsule-cylinder edge-face) with the
+    free cylinder standing on the box (cylinder-box face-face), the free cylinder lying on the box (side on a face)."""
+    q = np.zeros((3, m.nq))
+    ry = [np.cos(np.pi / 4), 0, np.sin(np.pi / 4), 0]  # 90 degrees about y
+    rx = [np.cos(np.pi / 4), np.sin(np.pi / 4), 0, 0]  # 90 degrees about x
+    tilt = [np.cos(0.01), np.sin(0.01), 0, 0]
+    q[0] = np.r_[0.003, 0.002, 0.1995, tilt, 2.0, 0, 0.3, 1, 0, 0, 0, 1.2, 0, 1.0, 1, 0, 0, 0]
+    q[1] = np.r_[0.301, 0.0, 0.1495, tilt, 0.002, 0.0, 0.1495, ry, 1.2, 0, 1.0, 1, 0, 0, 0]
+    q[2] = np.r_[0.3, 0.01, 0.0995, rx, 2.0, 0, 0.3, 1, 0, 0, 0, 1.2, 0, 1.0, 1, 0, 0, 0]
+    return q
+
+
+@pytest.mark.slow  # two compiles of the collision stage; test_collision_multiccd's cylinder tests: values vs MuJoCo
+def test_shared_manifold_equals_per_group(monkeypatch):
+    """The three cylinder groups' shared manifold (traced geom types) gives the contacts of each group's own manifold
+    (static types) at poses where each manifold kind is in contact (float64): the same rows, the same values up to
+    rounding (SHARED_ATOL)."""
+    m = mjl.load_mjcf_string(_CURVED)
+    d = mjl.make_data(m)
+    qpos = _curved_poses(m)
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (len(qpos),) + x.shape), d).replace(qpos=jp.asarray(qpos))
+    db = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(m, db)
+    run = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0)))
+    shared = run(m, db)
+    alone = driver._shared_manifolds
+    # each group's own manifold: the collision stage's shared call finds none, each group runs its own (static types)
+    monkeypatch.setattr(driver, "_shared_manifolds", lambda m, d, g, c, s: alone(m, d, g, c, s) if set(g) == {0} else {})  # noqa: E501
+    own = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0)))(m, db)  # a new trace
+    for f in ("active", "geom"):
+        np.testing.assert_array_equal(np.asarray(getattr(shared, f)), np.asarray(getattr(own, f)), err_msg=f)
+    for f in ("dist", "pos", "frame"):
+        np.testing.assert_allclose(np.asarray(getattr(shared, f)), np.asarray(getattr(own, f)), rtol=0,
+                                   atol=SHARED_ATOL, err_msg=f)  # fmt: skip
+    geom = np.asarray(shared.geom)[np.asarray(shared.active)]
+    gtype = np.asarray(m.geom_type)[geom]
+    kinds = {tuple(sorted(t)) for t in gtype.tolist()}
+    want = {(3, 5), (5, 5), (5, 6)}  # capsule-cylinder, cylinder-cylinder, cylinder-box
+    assert want <= kinds, kinds
 
 
 @pytest.mark.slow  # two more traces of the group (~30 s at load 10); test_group_program_size: the bound

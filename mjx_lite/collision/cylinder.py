@@ -29,7 +29,8 @@ from mjx_lite.collision.polytope import (
     pad_rows,
     triangle_normals,
 )
-from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Vec3
+from mjx_lite.collision.support import choices, typed
+from mjx_lite.collision.types import Contacts, GeomInfo, GType, Ids, Mask, Points, Scalar, Vec3
 from mjx_lite.math import outer3, safe_norm
 from mjx_lite.types import GeomType
 
@@ -60,6 +61,31 @@ def _cyl_side(g: GeomInfo, u: Vec3, radius: Scalar) -> Points:
     return jp.stack([c - h * a, c + h * a])
 
 
+def _is(gtype: GType, t: int) -> bool | Scalar:
+    """Whether geom type `gtype` (a static int or a `support.TracedType`) is t: a Python bool where that is known at
+    trace time (a static type, or t not among the traced type's choices), else a traced () bool."""
+    if isinstance(gtype, int):
+        return gtype == t
+    return (gtype == t) if t in choices(gtype) else False
+
+
+def face_of_any(gtype: GType, g: GeomInfo, u: Vec3) -> tuple[Points, Mask, Vec3, Vec3, Points, Ids, Scalar]:
+    """`face_of` for a static type, or for a traced one (`support.TracedType`): every choice's face, its arrays
+    padded to the widest choice's rows (vertices by their first row, masks by False, polygon ids by the first id), the
+    pair's own type's selected."""
+    if isinstance(gtype, int):
+        return face_of(gtype, g, u)
+    faces = [face_of(t, g, u) for t in gtype.choices]
+    out = []
+    for k in range(7):
+        parts = [f[k] for f in faces]
+        if parts[0].ndim:
+            n = max(x.shape[0] for x in parts)
+            parts = [pad_rows(x, n, False if x.dtype == bool else x[0]) for x in parts]
+        out.append(jp.select([gtype == t for t in gtype.choices], parts, parts[0]))
+    return tuple(out)
+
+
 def face_of(gtype: int, g: GeomInfo, u: Vec3) -> tuple[Points, Mask, Vec3, Vec3, Points, Ids, Scalar]:
     """A face of geom g facing u: (its vertices compacted to a static bound (K, 3) with mask (K,), outward normal
     (3,), a point of the face (3,), every vertex (V, 3), its polygon in MuJoCo's face order (vertex ids of the (V, 3)
@@ -85,36 +111,41 @@ def _cylinder_pair(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar)
     return _cylinder_manifold(t1, t2, g1, g2, margin, dist0, pos0, n)
 
 
-def _cylinder_manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist0: Scalar, pos0: Vec3,
+def _cylinder_manifold(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist0: Scalar, pos0: Vec3,
                        n: Vec3) -> Contacts:  # fmt: skip
     """The second half of `_cylinder_pair`: its contacts from the pair's single contact (dist0 (), pos0 (3,), normal
-    n (3,) from geom1 to geom2, `collide`'s)."""
+    n (3,) from geom1 to geom2, `collide`'s). t1 (capsule or cylinder), t2 (cylinder, box or mesh): static types, or
+    traced ones (`support.TracedType`, `curved_manifold`): then the features of every type the pair may take are
+    computed and the pair's own selected (the same values as its static collider's)."""
     dt = pos0.dtype
+    cap1, cyl1, cyl2 = _is(t1, GeomType.CAPSULE), _is(t1, GeomType.CYLINDER), _is(t2, GeomType.CYLINDER)
     # geom2's face toward geom1 (every t2 here has faces); geom1's face toward geom2 (not for a capsule)
-    w2, m2, n2, p2, v2, poly2, npoly2 = face_of(t2, g2, -n)
-    if t1 == GeomType.CAPSULE:
+    w2, m2, n2, p2, v2, poly2, npoly2 = face_of_any(t2, g2, -n)
+    if cap1 is True:
         w1, m1, n1, p1 = w2, jp.zeros_like(m2), -n2, p2  # placeholders: a capsule has no face
         has_face1 = jp.zeros((), bool)
-    else:
-        w1, m1, n1, p1, v1, poly1, npoly1 = face_of(t1, g1, n)
-        has_face1 = jp.ones((), bool)
+    else:  # a traced capsule gets its core's cylinder cap (finite), never used: it has no face
+        w1, m1, n1, p1, v1, poly1, npoly1 = face_of(GeomType.CYLINDER if cyl1 is not False else t1, g1, n)
+        has_face1 = jp.ones((), bool) if cap1 is False else ~cap1
     facing = jp.maximum(jp.dot(n1, n), -jp.dot(n2, n)) > FACE_COS  # the contact normal is one of the faces'
     face_face = has_face1 & (jp.dot(n1, n2) < -FACE_COS) & facing
     # edge of geom1 (cylinder side / capsule core) on geom2's face
     r1 = g1.size[0]
-    if t1 in (GeomType.CYLINDER, GeomType.CAPSULE):
+    if cap1 is not False or cyl1 is not False:
         axis = g1.mat[:, 2]
-        if t1 == GeomType.CYLINDER:
-            e1 = _cyl_side(g1, -n2, r1)
-        else:  # the line along its axis through its support point along n (MuJoCo 4, probed)
-            e1 = jp.stack([g1.pos - g1.size[1] * axis, g1.pos + g1.size[1] * axis]) + r1 * (n - jp.dot(n, axis) * axis)
+        # a capsule: the line along its axis through its support point along n (MuJoCo 4, probed)
+        side = _cyl_side(g1, -n2, r1) if cyl1 is not False else None
+        if cap1 is not False:
+            ends = jp.stack([g1.pos - g1.size[1] * axis, g1.pos + g1.size[1] * axis])
+            core = ends + r1 * (n - jp.dot(n, axis) * axis)
+        e1 = side if cap1 is False else core if cyl1 is False else jp.where(cyl1, side, core)
         edge1 = (jp.abs(jp.dot(axis, n2)) < EDGE_SIN) & (-jp.dot(n2, n) > FACE_COS)
     else:
         e1, edge1 = jp.zeros((2, 3), dt), jp.zeros((), bool)
     # edge of geom2 (cylinder side) on geom1's face
-    if t2 == GeomType.CYLINDER:
+    if cyl2 is not False:
         e2 = _cyl_side(g2, -n1, g2.size[0])
-        edge2 = has_face1 & (jp.abs(jp.dot(g2.mat[:, 2], n1)) < EDGE_SIN) & (jp.dot(n1, n) > FACE_COS)
+        edge2 = has_face1 & (jp.abs(jp.dot(g2.mat[:, 2], n1)) < EDGE_SIN) & (jp.dot(n1, n) > FACE_COS) & cyl2
     else:
         e2, edge2 = jp.zeros((2, 3), dt), jp.zeros((), bool)
     edge1 = edge1 & ~face_face
@@ -147,7 +178,7 @@ def _cylinder_manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Sca
     idx, valid = reduce_quad(pts, ok, nr)
     pts, depth = pts[idx], depth[idx]
     idx = jp.arange(idx.shape[0])
-    if t1 != GeomType.CAPSULE:  # face-face: MuJoCo's own points (as `polyhedral._polyhedral`), its cap being a 16-gon
+    if cap1 is not True:  # face-face: MuJoCo's own points (as `polyhedral._polyhedral`), its cap being a 16-gon
         x2, ok2 = face_manifold(v1, v2, poly1, npoly1, poly2, npoly2, n1, margin, face_face & (npoly2 > 0))
         x1 = x2 - n1 * ((x2 - v1[poly1[0]]) @ n1)[:, None]  # onto geom1's cap plane along n1
         use = face_face & (npoly2 > 0)
@@ -204,6 +235,18 @@ def cylinder_box_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scal
 
 
 # collider -> its manifold stage, for the pairs whose GJK/EPA stage is the curved pairs' shared one (the driver's
-# `_shared_distances`: one compiled GJK/EPA for every curved pair type without a mesh)
+# `_shared_distances`: one compiled GJK/EPA for every curved pair type without a mesh); the driver runs these
+# manifolds as one program too (`curved_manifold` on traced types, `_shared_manifolds`)
 CURVED_MANIFOLDS = {capsule_cylinder: capsule_cylinder_manifold, cylinder_cylinder: cylinder_cylinder_manifold,
                     cylinder_box: cylinder_box_manifold}  # fmt: skip
+
+
+def curved_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3, *,
+                    types: tuple) -> Contacts:  # fmt: skip
+    """The manifold stage of every curved pair type without a mesh (capsule-cylinder, cylinder-cylinder,
+    cylinder-box) in one program: the geom types traced per pair (GeomInfo.gtype), types = (geom1's, geom2's) static
+    tuples of the types each side may take (the driver's `_shared_manifolds` binds them per model). One type pair:
+    its static manifold (`capsule_cylinder_manifold`, ...); several: `_cylinder_manifold` on traced types, the
+    features of each type computed and the pair's own selected (the values of its own manifold)."""
+    t1, t2 = typed(g1.gtype, types[0]), typed(g2.gtype, types[1])
+    return _cylinder_manifold(t1, t2, g1, g2, margin, dist, pos, normal)

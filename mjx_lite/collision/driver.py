@@ -582,7 +582,7 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
            cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
-           *cylinder.CURVED_MANIFOLDS.values())  # fmt: skip
+           *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold)  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
@@ -825,11 +825,44 @@ def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     return out
 
 
+def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates],
+                      shared: dict[int, tuple]) -> dict[int, Contacts]:  # fmt: skip
+    """The manifold stage of the curved pairs without a mesh that have one (`cylinder.CURVED_MANIFOLDS`:
+    capsule-cylinder, cylinder-cylinder, cylinder-box), every group's candidates in one program (their pairs
+    concatenated, the geom types traced per pair, `cylinder.curved_manifold`) from their shared GJK/EPA stage
+    (`_shared_distances`), run on the near pairs (`_near_only`): one compiled manifold per model for these pair
+    types, not one per type pair. Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
+    ids = sorted(i for i, g in groups.items() if g.collider in cylinder.CURVED_MANIFOLDS)
+    if not ids:
+        return {}
+    g1 = jp.concatenate([cands[i].g1 for i in ids])
+    g2 = jp.concatenate([cands[i].g2 for i in ids])
+    near = jp.concatenate([cands[i].near for i in ids])
+    margin = jp.concatenate([cands[i].params[1] for i in ids])
+    stage = tuple(jp.concatenate([shared[i][k] for i in ids]) for k in range(3))
+    gids1 = np.concatenate([groups[i].geom1 for i in ids])
+    gids2 = np.concatenate([groups[i].geom2 for i in ids])
+    info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=False)
+    info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
+    gtype = np.asarray(m.geom_type)
+    kinds = (tuple(np.unique(gtype[gids1]).tolist()), tuple(np.unique(gtype[gids2]).tolist()))
+    fn = functools.partial(cylinder.curved_manifold, types=kinds)
+    c = _looped(fn, g1.shape[0], cylinder.CYL_NCON)(info1, info2, margin, near, stage)
+    out, at = {}, 0
+    for i in ids:
+        k = cands[i].g1.shape[0]
+        out[i] = Contacts(*[x[at : at + k] for x in c])
+        at += k
+    return out
+
+
 def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = None,
-               shared: tuple | None = None) -> tuple[dict[str, jax.Array], jax.Array]:  # fmt: skip
+               shared: tuple | None = None, manifold: Contacts | None = None
+               ) -> tuple[dict[str, jax.Array], jax.Array]:  # fmt: skip
     """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag. cand: its `_candidates` (None:
     computed here); shared: its pairs' GJK/EPA stage where it is the shared one (`_shared_distances`; None: computed
-    here for this group alone)."""
+    here for this group alone); manifold: its pairs' manifold stage where it is the shared one (`_shared_manifolds`;
+    None: computed here for this group alone)."""
     cand = _candidates(m, d, g) if cand is None else cand
     g1, g2, near, overflow = cand.g1, cand.g2, cand.near, cand.overflow
     condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion = cand.params
@@ -839,11 +872,12 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
         if shared is None:
             shared = _shared_distances(m, d, {0: g}, {0: cand})[0]
         dist0, pos0, nrm0 = shared
-        manifold = cylinder.CURVED_MANIFOLDS.get(g.collider)
-        if manifold is None:  # general_curved: the GJK/EPA contact itself
+        if g.collider not in cylinder.CURVED_MANIFOLDS:  # general_curved: the GJK/EPA contact itself
             c = general.one_contact_rows(dist0, pos0, nrm0)
+        elif manifold is None:
+            c = _shared_manifolds(m, d, {0: g}, {0: cand}, {0: shared})[0]
         else:
-            c = _looped(manifold, g.npair_narrow, g.ncon_collider)(info1, info2, margin, near, (dist0, pos0, nrm0))
+            c = manifold
     elif g.stages is not None:  # distance of every narrow-phase pair, manifold of the closest `touch` in contact
         dist_fn, manifold_fn = g.stages
         # pairs out of reach by the bounding boxes run no GJK/EPA loop (under vmap a loop runs while any pair's does)
@@ -920,12 +954,14 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     overflow = jp.zeros((), bool) if computed_overflow is None else computed_overflow
     run = {i: g for i, g in enumerate(table.groups) if not (computed and i in computed)}
     cands = {i: _candidates(m, d, g) for i, g in run.items()}
-    shared = _shared_distances(m, d, {i: g for i, g in run.items() if _shared_distance(g)}, cands)
+    curved = {i: g for i, g in run.items() if _shared_distance(g)}
+    shared = _shared_distances(m, d, curved, cands)
+    manifolds = _shared_manifolds(m, d, curved, cands, shared)
     for i, g in enumerate(table.groups):
         if i not in run:  # static slots: no candidate is left out
             parts.append(computed[i])
             continue
-        f, o = _run_group(m, d, g, cands[i], shared.get(i))
+        f, o = _run_group(m, d, g, cands[i], shared.get(i), manifolds.get(i))
         parts.append(f)
         overflow = overflow | o
     if nflexcon:
