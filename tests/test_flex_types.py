@@ -101,6 +101,17 @@ def _state(mjm, plane, seed):
     return mjm.qpos0 + 0.01 * rng.standard_normal(mjm.nq), 0.3 * rng.standard_normal(mjm.nv)
 
 
+def _forward_both(fwd, m, mjm, qpos, qvel, fields):
+    """MuJoCo's and our forward at (qpos, qvel); `fields` equal to FWD_RTOL/FWD_ATOL. Returns (ours, MuJoCo's)."""
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:], mjd.qvel[:] = qpos, qvel
+    mujoco.mj_forward(mjm, mjd)
+    d = fwd(m, mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel))
+    for f in fields:
+        np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=FWD_RTOL, atol=FWD_ATOL, err_msg=f)
+    return d, mjd
+
+
 @pytest.mark.parametrize("name", list(FORWARD))
 def test_forward_matches_mujoco(fwd, name):
     flexcomp, plane = FORWARD[name]
@@ -109,15 +120,9 @@ def test_forward_matches_mujoco(fwd, name):
     m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
     assert oracle.compare_models(m, mjm) == []
     for seed in range(2):
-        qpos, qvel = _state(mjm, plane, seed)
-        mjd = mujoco.MjData(mjm)
-        mjd.qpos[:], mjd.qvel[:] = qpos, qvel
-        mujoco.mj_forward(mjm, mjd)
-        d = fwd(m, mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel))
-        for f in ("flexvert_xpos", "flexedge_length", "qfrc_spring", "qfrc_damper", "qfrc_passive", "qacc_smooth",
-                  "qacc", "qfrc_constraint"):  # fmt: skip
-            np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=FWD_RTOL, atol=FWD_ATOL,
-                                       err_msg=f)  # fmt: skip
+        fields = ("flexvert_xpos", "flexedge_length", "qfrc_spring", "qfrc_damper", "qfrc_passive", "qacc_smooth",
+                  "qacc", "qfrc_constraint")  # fmt: skip
+        d, mjd = _forward_both(fwd, m, mjm, *_state(mjm, plane, seed), fields)
         act = np.asarray(d.contact.active)
         assert int(act.sum()) == mjd.ncon
         if plane:
@@ -216,14 +221,8 @@ def test_deformable_flex_matches_mujoco(fwd, name):
     assert oracle.compare_models(m, mjm) == []
     plane = name == "on_plane"
     for seed in range(2):
-        qpos, qvel = _state(mjm, plane, seed)
-        mjd = mujoco.MjData(mjm)
-        mjd.qpos[:], mjd.qvel[:] = qpos, qvel
-        mujoco.mj_forward(mjm, mjd)
-        d = fwd(m, mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel))
-        for f in ("flexvert_xpos", "flexedge_length", "qfrc_passive", "qacc", "qfrc_constraint"):
-            np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=FWD_RTOL, atol=FWD_ATOL,
-                                       err_msg=f)  # fmt: skip
+        d, mjd = _forward_both(fwd, m, mjm, *_state(mjm, plane, seed),
+                               ("flexvert_xpos", "flexedge_length", "qfrc_passive", "qacc", "qfrc_constraint"))
         assert int(np.asarray(d.contact.active).sum()) == mjd.ncon
         assert mjd.ncon > 0 if plane else mjd.ncon == 0
 
