@@ -1,4 +1,4 @@
-"""Primal solvers: Newton (default) and nonlinear conjugate gradient (Polak-Ribiere-plus).
+"""Primal solvers: Newton (default) and nonlinear conjugate gradient (Hager-Zhang's direction update, MuJoCo 4.0's).
 
 Both minimise the convex primal cost of `common.py` with an exact line search, for at most `opt.iterations`
 iterations (line search: `opt.ls_iterations`). Convergence is measured as MuJoCo 4.0 does, scaled by 1 / trace(M)
@@ -8,9 +8,14 @@ MuJoCo's default 1e-8 is below the rounding error of M a - J' f, so every step t
 nothing). Newton also stops, as MuJoCo 3.11+, on the Newton decrement 0.5 scale grad' H^-1 grad at the new point (the
 next step is solved at the end of each iteration), and takes zero iterations when the start passes the gradient test
 and its decrement (at most MuJoCo's duality-gap certificate 0.5 scale grad' M^-1 grad, as H >= M) is below
-tolerance. Not (yet) MuJoCo's: islands (MuJoCo solves each constraint island on its own, scaled by the island's
-trace), and for CG the zero-iteration exit on the duality gap alone (MuJoCo's; ours: the gradient test). With
-`early_exit=False` the loops are `lax.scan`s of static length (reverse-differentiable; converged iterations are
+tolerance. Not (yet) MuJoCo's: for CG the zero-iteration exit on the duality gap alone (MuJoCo's; ours: the gradient
+test).
+
+Constraint islands (`islands=`, MuJoCo 4.0's default): each island is solved on its own, as MuJoCo's per-island
+solves: every reduction of the iteration (costs, the line search's derivatives, the stopping quantities, CG's beta,
+the trace scale) is a segment sum over the islands' dofs and rows (`common.Segments`), alpha is one per island,
+and an island that has converged keeps its values while the others iterate; no loop over islands (fixed shapes).
+With `early_exit=False` the loops are `lax.scan`s of static length (reverse-differentiable; converged iterations are
 no-ops); with `early_exit=True` they are bounded `lax.while_loop`s that stop at convergence (see `solver.solve`).
 """
 
@@ -182,11 +187,30 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
     return (out["qacc"], out["jar"], ev, out["jtf"]) + _finish(seg, free, out)
 
 
+HZ_ETA = 0.01  # Hager-Zhang's truncation constant (eta)
+
+
+def _beta_hz(seg, search, grad_old, mgrad_old, grad, mgrad):
+    """Hager-Zhang's conjugate-direction coefficient (MuJoCo 4.0's CG; per island with `common.Segments`):
+    y = grad - grad_old, beta = (y' M^-1 grad - 2 (y' M^-1 y / d' y) d' grad) / d' y, d the last search direction,
+    bounded below by -1 / (|d| min(eta, |grad|)); 0 (steepest descent) when d' y < MINVAL. With exact line searches
+    it is Polak-Ribiere's, but it may be negative where Polak-Ribiere-plus clamps to 0 (and the iterates part)."""
+    y, my = grad - grad_old, mgrad - mgrad_old
+    dy = seg.dot_dof(search, y)
+    ok = dy >= MINVAL
+    dy_s = jp.where(ok, dy, 1.0)
+    beta = (seg.dot_dof(y, mgrad) - 2.0 * (seg.dot_dof(y, my) / dy_s) * seg.dot_dof(search, grad)) / dy_s
+    dnorm = jp.sqrt(seg.dot_dof(search, search))
+    gnorm = jp.sqrt(seg.dot_dof(grad, grad))
+    eta = -1.0 / jp.maximum(MINVAL, dnorm * jp.minimum(HZ_ETA, gnorm))
+    return jp.where(ok, jp.maximum(eta, beta), 0.0)
+
+
 def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_iterations: int,
              tolerance: jax.Array, ls_tolerance: jax.Array,
              minv: Callable[[jax.Array], jax.Array], early_exit: bool = False, refill: bool = False,
              islands=None):  # fmt: skip
-    """Nonlinear CG (Polak-Ribiere-plus, preconditioned by M^-1 via `minv(x)`, x (nv,)) from start = (qacc0 (nv,),
+    """Nonlinear CG (Hager-Zhang's direction update, `_beta_hz`, preconditioned by M^-1 via `minv(x)`, x (nv,)) from start = (qacc0 (nv,),
     jar0 (nefc,), Ma0 (nv,)) (see `solve_newton`; islands: per island, each its own beta too, as there).
 
     Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, J' force at qacc (nv,), niter, improvement,
@@ -215,9 +239,7 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
         cost = seg.cost(ev, qacc, p.qacc_smooth, Ma)
         grad, jtf = _gradient(p, ev, Ma)
         mgrad = minv(grad)
-        denom = seg.dot_dof(c["grad"], c["mgrad"])
-        beta = seg.dot_dof(grad, mgrad - c["mgrad"]) / jp.where(denom > 0, denom, 1.0)
-        beta = jp.maximum(beta, 0.0)
+        beta = _beta_hz(seg, c["search"], c["grad"], c["mgrad"], grad, mgrad)
         search = -mgrad + seg.at_dof(beta) * c["search"]
         improvement = scale * (c["cost"] - cost)
         gnorm, gconv = _gradient_test(grad, Ma, jtf, scale, tolerance, seg)
