@@ -210,8 +210,9 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
              tolerance: jax.Array, ls_tolerance: jax.Array,
              minv: Callable[[jax.Array], jax.Array], early_exit: bool = False, refill: bool = False,
              islands=None):  # fmt: skip
-    """Nonlinear CG (Hager-Zhang's direction update, `_beta_hz`, preconditioned by M^-1 via `minv(x)`, x (nv,)) from start = (qacc0 (nv,),
-    jar0 (nefc,), Ma0 (nv,)) (see `solve_newton`; islands: per island, each its own beta too, as there).
+    """Nonlinear CG (Hager-Zhang's direction update, `_beta_hz`, preconditioned by M^-1 via `minv(x)`, x (nv,))
+    from start = (qacc0 (nv,), jar0 (nefc,), Ma0 (nv,)) (see `solve_newton`; islands: per island, each its own beta
+    too, as there).
 
     Returns (qacc (nv,), jar (nefc,), ConstraintEval at qacc, J' force at qacc (nv,), niter, improvement,
     gradient) (() each, or per island (ntree + 1,)).
