@@ -283,6 +283,7 @@ def test_tiled_solver_equals_xla(rows, hessian, dof_tile, case):
     """The tiled Newton kernel's qacc, forces, efc_b, states, solver_niter and statistics are the XLA solver's
     (float64; qM dense or tree-sparse; the warm start disabled; unbatched launches of one environment)."""
     m, ds = rows
+    m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)  # the kernel: whole system
     if case == "nowarm":
         m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.WARMSTART)
     if case == "sparse":
