@@ -1142,7 +1142,10 @@ class Data:
     act_dot: jax.Array = shaped("na")
     # diagnostics
     warning_number: jax.Array = shaped("NWARNING", dtype="int32")
-    solver_niter: jax.Array = shaped(dtype="int32")
+    solver_niter: jax.Array = shaped(dtype="int32")  # the solver's iterations (islands: the most of any island)
+    # iterations of each constraint island (MuJoCo's solver_niter[:nisland]; 0 past the last island, and everywhere
+    # when islands are disabled or the fused kernel solved the whole system)
+    solver_niter_island: jax.Array = shaped("ntree", dtype="int32")
     solver_improvement: jax.Array = shaped()
     solver_gradient: jax.Array = shaped()
     solver_fwdinv: jax.Array = shaped(2)

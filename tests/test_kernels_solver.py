@@ -140,7 +140,10 @@ def test_solver_equals_xla(rows, solver, mass):
     the warm start where its cost is lower, and the rows' final states included) are the XLA solver's (float64;
     qM dense or tree-sparse; "nowarm": the warmstart flag disabled)."""
     m, ds = rows
-    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG)
+    # the fused kernels solve the whole system: the XLA reference with islands disabled (its per-island solve,
+    # MuJoCo 4.0's default, stops each island on its own)
+    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG,
+              disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)  # fmt: skip
     if mass == "nowarm":
         m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.WARMSTART)
     if mass == "sparse":
@@ -280,6 +283,7 @@ def test_tiled_solver_equals_xla(rows, hessian, dof_tile, case):
     """The tiled Newton kernel's qacc, forces, efc_b, states, solver_niter and statistics are the XLA solver's
     (float64; qM dense or tree-sparse; the warm start disabled; unbatched launches of one environment)."""
     m, ds = rows
+    m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)  # the kernel: whole system
     if case == "nowarm":
         m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.WARMSTART)
     if case == "sparse":

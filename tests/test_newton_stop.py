@@ -3,7 +3,8 @@ Newton decrement 0.5 scale grad' H^-1 grad at the new point (H its Hessian, scal
 opt.tolerance, and it takes zero iterations when the starting point's gradient test passes and either the duality gap
 0.5 scale grad' M^-1 grad or the Newton decrement is below it. solver_niter is MuJoCo's (float64) at a sweep of
 tolerances on tests/test_solver_trace.py's model (warmstart disabled) and on a contact scene of a few bodies in
-mid-simulation, warm-started from MuJoCo's qacc_warmstart (islands disabled: per-island solving is not implemented).
+mid-simulation, warm-started from MuJoCo's qacc_warmstart (islands disabled: the whole-system solve; per island:
+tests/test_island_solve.py).
 """
 
 import jax

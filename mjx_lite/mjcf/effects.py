@@ -135,8 +135,7 @@ _FLAG = {
                              "eulerdamp", "autoreset", "multiccd")},  # fmt: skip
     "midphase": NoEffect("MuJoCo's bounding-volume tree of multi-geom bodies: a conservative filter before the same "
                          "pairwise tests (only exact ties at the margin can differ)", probe="disable"),
-    "island": NoEffect("MuJoCo solves constraint islands separately (each stopped by its own tolerance); the "
-                       "converged solution is the same, mjx_lite solves all rows at once", probe="disable"),
+    "island": _FLAG_ON,  # per-island solving (Newton, CG, PGS on the XLA path; see solver/island.py)
     "nativeccd": Refused("disabled (libccd's MPR collision)", "disable"),
     "override": model("opt.enableflags"),
     "energy": model("opt.enableflags"),

@@ -150,6 +150,7 @@ def fwd_constraint(m: Model, d: Data) -> Data:
         qacc=d.qacc_smooth,
         qfrc_constraint=jp.zeros_like(d.qfrc_smooth),
         solver_niter=jp.zeros_like(d.solver_niter),
+        solver_niter_island=jp.zeros_like(d.solver_niter_island),
     )
 
 

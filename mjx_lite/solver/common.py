@@ -358,13 +358,15 @@ def _cone_eval(jar: jax.Array, D: jax.Array, mu: jax.Array, fric: jax.Array):
 @dataclasses.dataclass
 class ConstraintEval:
     """s(jar) and its derivatives. cost: (); force: (nefc,) = -ds/djar; hdiag: (nefc,) diagonal Hessian of
-    the scalar rows (0 on cone rows); cone_hess: tuple of (k, dim, dim); state: (nefc,) ConstraintState."""
+    the scalar rows (0 on cone rows); cone_hess: tuple of (k, dim, dim); state: (nefc,) ConstraintState;
+    cost_rows: (nefc,) each row's cost, a cone's on its first row (summed per island), or None."""
 
     cost: jax.Array
     force: jax.Array
     hdiag: jax.Array
     cone_hess: tuple
     state: jax.Array
+    cost_rows: jax.Array | None = None
 
 
 def eval_constraints(layout: Layout, p: Problem, jar: jax.Array) -> ConstraintEval:
@@ -408,11 +410,13 @@ def eval_constraints(layout: Layout, p: Problem, jar: jax.Array) -> ConstraintEv
         c_force = jp.where(cmask[:, None], c_force, 0.0)
         c_hess = jp.where(cmask[:, None, None], c_hess, 0.0)
         cost = cost + jp.sum(c_cost)
+        cost_r = cost_r.at[rows_j[:, 0]].add(c_cost)
         force = force.at[rows_j].set(c_force)
         state = state.at[rows_j].set(jp.broadcast_to(c_state[:, None], rows.shape))
         cone_hess.append(c_hess)
     state = jp.where(mask, state, 0)
-    return ConstraintEval(cost=cost, force=force, hdiag=hdiag, cone_hess=tuple(cone_hess), state=state)
+    return ConstraintEval(cost=cost, force=force, hdiag=hdiag, cone_hess=tuple(cone_hess), state=state,
+                          cost_rows=cost_r)
 
 
 def constraint_hessian(layout: Layout, p: Problem, ev: ConstraintEval) -> jax.Array:
@@ -460,6 +464,83 @@ def hess_quadform(layout: Layout, ev: ConstraintEval, v: jax.Array) -> jax.Array
         vc = v[jp.asarray(rows)]
         q = q + jp.einsum("ki,kij,kj->", vc, ch, vc)
     return q
+
+
+def hess_quadform_rows(layout: Layout, ev: ConstraintEval, v: jax.Array) -> jax.Array:
+    """(nefc,) the terms of v' H_s v per row (a cone's on its first row): `hess_quadform` before the sum."""
+    q = ev.hdiag * v * v
+    for rows, ch in zip(layout.cones, ev.cone_hess):
+        vc = v[jp.asarray(rows)]
+        q = q.at[jp.asarray(rows[:, 0])].add(jp.einsum("ki,kij,kj->k", vc, ch, vc))
+    return q
+
+
+class Whole:
+    """Reductions of a solver over the whole system (one scalar per quantity): `Segments` with one segment, in the
+    operations the monolithic solvers have always used (jp.dot, jp.sum)."""
+
+    n = None
+
+    @staticmethod
+    def dot_dof(a, b):
+        return jp.dot(a, b)
+
+    @staticmethod
+    def sum_dof(x):
+        return jp.sum(x)
+
+    @staticmethod
+    def dot_efc(a, b):
+        return jp.dot(a, b)
+
+    @staticmethod
+    def at_dof(v):
+        return v
+
+    @staticmethod
+    def at_efc(v):
+        return v
+
+    @staticmethod
+    def cost(ev: ConstraintEval, qacc, qacc_smooth, Ma):  # noqa: N803
+        return 0.5 * jp.dot(qacc - qacc_smooth, Ma) + ev.cost
+
+    @staticmethod
+    def quadform(layout: Layout, ev: ConstraintEval, v):
+        return hess_quadform(layout, ev, v)
+
+
+@dataclasses.dataclass(frozen=True)
+class Segments:
+    """Reductions of a solver per constraint island (MuJoCo 4.0 solves each island on its own): each dof and row
+    carries a segment id in [0, n); dot products and sums are segment sums ((n,) per quantity) and per-segment
+    values reach dofs and rows by gathers. dof: (nv,) int, efc: (nefc,) int (`island.segments`)."""
+
+    dof: jax.Array
+    efc: jax.Array
+    n: int
+
+    def sum_dof(self, x):
+        return jax.ops.segment_sum(x, self.dof, num_segments=self.n)
+
+    def dot_dof(self, a, b):
+        return self.sum_dof(a * b)
+
+    def dot_efc(self, a, b):
+        return jax.ops.segment_sum(a * b, self.efc, num_segments=self.n)
+
+    def at_dof(self, v):
+        return v[self.dof]
+
+    def at_efc(self, v):
+        return v[self.efc]
+
+    def cost(self, ev: ConstraintEval, qacc, qacc_smooth, Ma):  # noqa: N803
+        return 0.5 * self.dot_dof(qacc - qacc_smooth, Ma) + jax.ops.segment_sum(ev.cost_rows, self.efc,
+                                                                               num_segments=self.n)
+
+    def quadform(self, layout: Layout, ev: ConstraintEval, v):
+        return jax.ops.segment_sum(hess_quadform_rows(layout, ev, v), self.efc, num_segments=self.n)
 
 
 def evaluate(layout: Layout, p: Problem, qacc: jax.Array, jar: jax.Array, Ma: jax.Array):
@@ -522,40 +603,47 @@ def line_search_update(alpha: jax.Array, lo: jax.Array, hi: jax.Array, done: jax
 
 
 def line_search(layout: Layout, p: Problem, search: jax.Array, Ma: jax.Array, jar: jax.Array, iterations: int,
-                gtol_factor: jax.Array, scale: jax.Array, early_exit: bool = False):  # fmt: skip
+                gtol_factor: jax.Array, scale: jax.Array, early_exit: bool = False, seg=Whole,
+                skip: jax.Array | None = None):  # fmt: skip
     """Exact 1-D minimisation of the convex cost from qacc along `search` (nv,) (safeguarded Newton with
     bracketing); the start is given by Ma (nv,) = M (qacc - qacc_smooth) and jar (nefc,) = J qacc - aref.
 
     At most `iterations` steps; once |f'(alpha)| < gtol_factor * |search| / scale (gtol_factor = tolerance *
     ls_tolerance, the derivative analogue of the solver's own gradient test) it stops (see `iterate`).
-    Returns (alpha (), 0 if the direction is not a descent direction; Js = J search (nefc,); Ms = M search (nv,)):
-    the step moves jar by alpha Js and Ma by alpha Ms.
+    seg: `Whole` (one search), or `Segments` (one independent search per island: alpha, the bracket and the
+    stopping test per segment (scale (n,)), the loop runs until every segment is done); skip: None, or (n,) bool,
+    segments that take no step (alpha 0: islands already converged).
+    Returns (alpha ((), or (n,) per segment), 0 where the direction is not a descent direction; Js = J search (nefc,);
+    Ms = M search (nv,)): the step moves jar by alpha Js and Ma by alpha Ms (per segment: alpha at each row / dof).
     """
     dt = search.dtype
     Js = p_j_mul(p, search)
     Ms = mul_m(layout, p, search)
-    sMs = jp.dot(search, Ms)
+    sMs = seg.dot_dof(search, Ms)
     jar0 = jar
-    g0 = jp.dot(search, Ma)
+    g0 = seg.dot_dof(search, Ma)
 
     def derivs(alpha):
-        ev = eval_constraints(layout, p, jar0 + alpha * Js)
-        d1 = g0 + alpha * sMs - jp.dot(Js, ev.force)
-        d2 = sMs + hess_quadform(layout, ev, Js)
+        ev = eval_constraints(layout, p, jar0 + seg.at_efc(alpha) * Js)
+        d1 = g0 + alpha * sMs - seg.dot_efc(Js, ev.force)
+        d2 = sMs + seg.quadform(layout, ev, Js)
         return d1, d2
 
-    snorm = jp.sqrt(jp.maximum(jp.dot(search, search), 0.0))
+    snorm = jp.sqrt(jp.maximum(seg.dot_dof(search, search), 0.0))
     tol = gtol_factor * snorm / scale
-    d1_0, d2_0 = derivs(jp.zeros((), dt))
+    zero = jp.zeros(() if seg.n is None else (seg.n,), dt)
+    d1_0, d2_0 = derivs(zero)
     descent = d1_0 < 0
+    if skip is not None:
+        descent = descent & ~skip
     alpha0 = jp.where(descent, -d1_0 / jp.where(d2_0 > 0, d2_0, 1.0), 0.0)
     inf = jp.asarray(jp.inf, dt)
 
     def body(c):
         d1, d2 = derivs(c["alpha"])
-        alpha, lo, hi, done = line_search_update(c["alpha"], c["lo"], c["hi"], c["done"], d1, d2, tol)
-        return {"alpha": alpha, "lo": lo, "hi": hi, "done": done}
+        alpha, lo, hi, done = line_search_update(c["alpha"], c["lo"], c["hi"], c["seg_done"], d1, d2, tol)
+        return {"alpha": alpha, "lo": lo, "hi": hi, "seg_done": done, "done": jp.all(done)}
 
-    init = {"alpha": alpha0, "lo": jp.zeros((), dt), "hi": inf, "done": ~descent}
+    init = {"alpha": alpha0, "lo": zero, "hi": zero + inf, "seg_done": ~descent, "done": jp.all(~descent)}
     out = iterate(body, init, iterations, early_exit, unroll=LS_UNROLL)
     return jp.where(descent, out["alpha"], 0.0), Js, Ms

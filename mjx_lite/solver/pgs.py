@@ -112,6 +112,29 @@ def shuffle(order: jax.Array, n: jax.Array, state: tuple[jax.Array, jax.Array]):
     return jax.lax.fori_loop(0, nb - 1, body, (order, state))
 
 
+def shuffle_segments(order: jax.Array, n: jax.Array, start: jax.Array, run: jax.Array, state):
+    """`shuffle` of several segments of `order` at once, each with its own generator: segment s is
+    order[start[s] : start[s] + n[s]] (disjoint), shuffled where run[s], its generator state[s] (hi, lo each (S,))."""
+    nb = order.shape[0]
+
+    def body(t, c):
+        order, state = c
+        i = n - 1 - t  # (S,)
+        go = run & (i >= 1)
+        new_state, r = pcg32_next(state)
+        j = (r % jp.maximum(i + 1, 1).astype(jp.uint32)).astype(jp.int32)
+        pi = jp.where(go, start + jp.maximum(i, 0), nb)  # segments that do not draw write nowhere
+        pj = jp.where(go, start + j, nb)
+        oi, oj = order[jp.minimum(pi, nb - 1)], order[jp.minimum(pj, nb - 1)]
+        order = order.at[pi].set(oj, mode="drop").at[pj].set(oi, mode="drop")
+        state = jax.tree.map(lambda a, b: jp.where(go, a, b), new_state, state)
+        return order, state
+
+    if nb < 2:
+        return order, state
+    return jax.lax.fori_loop(0, nb - 1, body, (order, state))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # QCQP: min 0.5 x'Ax + x'b  s.t.  sum (x_i/d_i)^2 <= r^2 (mju_QCQP2 / mju_QCQP3 / mju_QCQP)
 
@@ -261,7 +284,7 @@ def block_rows(layout: Layout) -> tuple[np.ndarray, np.ndarray]:
 
 def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int, tolerance: jax.Array,
               minv: Callable[[jax.Array], jax.Array], early_exit: bool = False,
-              block_key: tuple[jax.Array, ...] | None = None, refill: bool = False):
+              block_key: tuple[jax.Array, ...] | None = None, refill: bool = False, islands=None):
     """MuJoCo 4.0's PGS on the dual problem from force0 (nefc,); minv(x): M^-1 x for x (nv,) or (nv, k).
 
     force0: the warm-start force (MuJoCo: the force law at qacc_warmstart), replaced by 0 when its dual cost is
@@ -270,13 +293,28 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
     (nb,) int arrays, the lexicographic sort keys (last key primary, as `jp.lexsort`) that put the live blocks
     in MuJoCo's efc order (`pgs_order.block_keys`).
 
-    Returns (efc_force (nefc,), qacc (nv,), niter () int, improvement ()).
+    islands: None (the whole system), or (dof_island (nv,), efc_island (nefc,), ntree) (`island.find`): each island
+    is solved on its own as MuJoCo 4.0 does (its blocks in efc order, its own PCG32 generator from the same seed,
+    its own momentum, restart, improvement scaled by its own trace(M) and stopping test); the islands are decoupled
+    (A + R is block-diagonal over them), so one sweep over the islands' shuffled blocks laid end to end is each
+    island's sweep; an island that is done stops changing while the others continue.
+
+    Returns (efc_force (nefc,), qacc (nv,), niter, improvement): () each, or per island (ntree + 1,) (the last
+    entry: rows of no island, niter 0).
     """
     if p.J_colind is not None:
         raise ValueError("PGS needs the dense constraint Jacobian: Config.efc_jacobian='dense' (or 'auto')")
     nefc = layout.nefc
     dt = p.D.dtype
-    scale = 1.0 / jp.maximum(MINVAL, common.trace_m(layout, p))
+    if islands is None:
+        scale = 1.0 / jp.maximum(MINVAL, common.trace_m(layout, p))
+    else:
+        ntree = int(islands[2])
+        S = ntree + 1  # segments: the islands, then one for what no island holds (never updated)
+        dof_seg = jp.where(islands[0] < 0, ntree, islands[0]).astype(jp.int32)
+        efc_seg = jp.where(islands[1] < 0, ntree, islands[1]).astype(jp.int32)
+        diag = jp.diagonal(p.M) if layout.mass is None else p.M[layout.mass.diag]
+        scale = 1.0 / jp.maximum(MINVAL, jax.ops.segment_sum(diag, dof_seg, num_segments=S))
     MinvJT = minv(p.J.T)  # (nv, nefc)
     AR = p.J @ MinvJT + jp.diag(p.R)
     b = p.J @ p.qacc_smooth - p.aref
@@ -309,7 +347,16 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
     if block_key is None:
         block_key = (jp.arange(nb, dtype=jp.int32),)
     big = jp.iinfo(jp.int32).max
-    order0 = jp.lexsort(tuple(jp.where(live, k, big) for k in block_key) + (~live,)).astype(jp.int32)
+    if islands is None:
+        order0 = jp.lexsort(tuple(jp.where(live, k, big) for k in block_key) + (~live,)).astype(jp.int32)
+    else:
+        # each island's live blocks in efc order, the islands one after the other (a live block of no island last)
+        blk_seg = efc_seg[rows_g[:, 0]] if nb else jp.zeros(0, jp.int32)
+        order0 = jp.lexsort(tuple(jp.where(live, k, big) for k in block_key) + (blk_seg, ~live)).astype(jp.int32)
+        cnt = jax.ops.segment_sum((live & (blk_seg < ntree)).astype(jp.int32), blk_seg, num_segments=S)
+        seg_start = (jp.cumsum(cnt) - cnt).astype(jp.int32)
+        n_live = jp.sum(cnt).astype(jp.int32)
+        real = jp.arange(S) < ntree
     dims_present = sorted({int(x) for x in dims_s[cone_s]})
     fl = p.frictionloss
 
@@ -355,7 +402,7 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
             act = jp.where(ad == dim, a, act)
         return out, act
 
-    def update(bi, c):
+    def update(bi, c, active=None):
         f, improvement, order = c
         blk = order[bi]
         rg, rx, vm = jp.asarray(rows_g)[blk], jp.asarray(rows_x)[blk], row_valid[blk]
@@ -401,8 +448,42 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
         new = jp.where(undo, old, new)
         change = jp.where(undo, 0.0, change)
         run = bi < n_live
+        if islands is None:
+            f = jp.where(run, f.at[rx].set(new, mode="drop"), f)
+            return f, improvement - jp.where(run, change, 0.0), order
+        si = blk_seg[blk]
+        run = run & active[si]
         f = jp.where(run, f.at[rx].set(new, mode="drop"), f)
-        return f, improvement - jp.where(run, change, 0.0), order
+        return f, improvement.at[si].add(-jp.where(run, change, 0.0)), order
+
+    def sweep_islands(c):
+        """One sweep of every island not done (per-island copies of `sweep`'s scalars: it, k, rng, improvement)."""
+        idone = c["idone"]
+        active = ~idone
+        it, k = c["it"], c["k"]
+        f, fprev = c["f"], c["fprev"]
+        beta = jp.where(it > 0, (k - 1).astype(dt) / (k + 2).astype(dt), 0.0)
+        mom = (beta > 0) & active
+        f_ext = project(f + beta[efc_seg] * (f - fprev))
+        fprev = f
+        f = jp.where(mom[efc_seg], f_ext, f)
+        fmom = f
+        order, state = shuffle_segments(c["order"], cnt, seg_start, active, c["rng"])
+        improvement = jp.zeros((S,), dt)
+        if nb:
+            f, improvement, _ = jax.lax.fori_loop(0, nb, lambda bi, x: update(bi, x, active),
+                                                  (f, improvement, order))  # fmt: skip
+        improvement = improvement * scale
+        dot = jax.ops.segment_sum((f - fmom) * (fmom - fprev), efc_seg, num_segments=S)
+        restart = (it > 0) & (dot < 0)
+        k = jp.where(restart, 0, k + 1)
+        new = {"f": f, "fprev": fprev, "k": k, "rng": state, "it": it + 1, "improvement": improvement}
+        row = {"f", "fprev"}
+        kept = {n: jp.where((idone[efc_seg] if n in row else idone), c[n], v) if n != "rng" else
+                jax.tree.map(lambda o, x: jp.where(idone, o, x), c[n], v) for n, v in new.items()}  # fmt: skip
+        idone_n = idone | (improvement < tolerance)
+        return {**c, **kept, "order": order, "idone": idone_n, "done": jp.all(idone_n),
+                "niter": c["niter"] + jp.where(idone, 0, 1)}
 
     def sweep(c):
         it, k = c["it"], c["k"]
@@ -428,10 +509,19 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
 
     f0 = jp.where(mask, force0, 0.0)
     f0 = jp.where(dual_cost(f0) > 0, jp.zeros_like(f0), f0)  # MuJoCo's warm-start rule: zero when better
-    init = {"f": f0, "fprev": f0, "k": jp.zeros((), jp.int32), "order": order0, "rng": pcg32_seed(),
-            "it": jp.zeros((), jp.int32), "done": jp.zeros((), bool), "niter": jp.zeros((), jp.int32),
-            "improvement": jp.zeros((), dt)}  # fmt: skip
-    out = common.iterate(sweep, init, iterations, early_exit, unroll=common.SOLVER_UNROLL, refill=refill)
+    if islands is None:
+        init = {"f": f0, "fprev": f0, "k": jp.zeros((), jp.int32), "order": order0, "rng": pcg32_seed(),
+                "it": jp.zeros((), jp.int32), "done": jp.zeros((), bool), "niter": jp.zeros((), jp.int32),
+                "improvement": jp.zeros((), dt)}  # fmt: skip
+        out = common.iterate(sweep, init, iterations, early_exit, unroll=common.SOLVER_UNROLL, refill=refill)
+    else:
+        idone0 = ~real | (cnt == 0)
+        seed = jax.tree.map(lambda x: jp.broadcast_to(x, (S,)), pcg32_seed())
+        zi = jp.zeros((S,), jp.int32)
+        init = {"f": f0, "fprev": f0, "k": zi, "order": order0, "rng": seed, "it": zi, "idone": idone0,
+                "done": jp.all(idone0), "niter": zi, "improvement": jp.zeros((S,), dt)}  # fmt: skip
+        out = common.iterate(sweep_islands, init, iterations, early_exit, unroll=common.SOLVER_UNROLL,
+                             refill=refill)  # fmt: skip
     f = out["f"]
     qacc = p.qacc_smooth + MinvJT @ f
     return f, qacc, out["niter"], out["improvement"]

@@ -31,7 +31,7 @@ from mjx_lite.config import Config, matmul_precision
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import solver_batch as config_solver_batch
 from mjx_lite.pipeline import constraint, inertia, kernels
-from mjx_lite.solver import common, noslip, pgs, pgs_order, primal
+from mjx_lite.solver import common, island, noslip, pgs, pgs_order, primal
 from mjx_lite.types import MINVAL, Data, DisableBit, Model, SolverType
 
 
@@ -172,6 +172,13 @@ def solve(m: Model, d: Data) -> Data:
     if opt.solver != SolverType.PGS:
         consts.update(ls_tolerance=opt.ls_tolerance)
 
+    # MuJoCo 4.0 solves each constraint island on its own unless <flag island="disable"/>: the islands of this
+    # problem (integers: no cotangent) ride in `consts`; the fused kernels solve the whole system
+    islands_on = not (opt.disableflags & DisableBit.ISLAND) and not fused and m.ntree > 0
+    if islands_on:
+        isl = island.find(prob, m.dof_treeid, m.ntree)
+        consts.update(dof_island=isl.dof_island, efc_island=isl.efc_island)
+
     implicit = m.config.gradients == "implicit"
     library = config_linalg(m.config) == "library"
     refill = config_solver_batch(m.config) == "refill"
@@ -181,6 +188,7 @@ def solve(m: Model, d: Data) -> Data:
         solver; ends: the fused kernel's (efc_b, efc_state), or None on the XLA path. factors: (qLD, qLDiagInv),
         M^-1's factors (read by the fused CG kernel)."""
         kw = {**iters, **consts, "early_exit": implicit}
+        islands = (kw.pop("dof_island"), kw.pop("efc_island"), m.ntree) if "dof_island" in kw else None
         ends = None
         if fused:  # Newton / CG, its start and the rows' states as one fused kernel (Config.kernels; kernels/primal.py)
             qacc, jar, force, jtf, niter, improvement, gradient, efc_b, state = kernels.solve_primal(
@@ -194,14 +202,16 @@ def solve(m: Model, d: Data) -> Data:
                 force0 = common.eval_constraints(layout, prob, common.p_j_mul(prob, start["qacc_warmstart"])
                                                  - prob.aref).force  # fmt: skip
             force, qacc, niter, improvement = pgs.solve_pgs(layout, prob, force0, minv=minv, refill=refill,
-                                                            block_key=start["block_key"], **kw)  # fmt: skip
+                                                            block_key=start["block_key"], islands=islands,
+                                                            **kw)  # fmt: skip
             jar = common.p_j_mul(prob, qacc) - prob.aref
             jtf = common.p_jt_mul(prob, force)
-            gradient = jp.zeros((), qacc.dtype)
+            gradient = jp.zeros_like(improvement)
         else:
             solver = primal.solve_cg if opt.solver == SolverType.CG else primal.solve_newton
             extra = {"minv": minv} if opt.solver == SolverType.CG else {"library": library}
-            qacc, jar, ev, jtf, niter, improvement, gradient = solver(layout, prob, start, **extra, **kw, refill=refill)
+            qacc, jar, ev, jtf, niter, improvement, gradient = solver(layout, prob, start, **extra, **kw, refill=refill,
+                                                                      islands=islands)  # fmt: skip
             force = ev.force
         stats = (force, jtf, niter, jp.asarray(improvement, qacc.dtype), jp.asarray(gradient, qacc.dtype), ends)
         return qacc, jar, stats
@@ -241,8 +251,14 @@ def solve(m: Model, d: Data) -> Data:
                                   prob.cone_friction)  # fmt: skip
     else:
         efc_b, state = jar_smooth, ev.state
+    niter_island = jp.zeros((m.ntree,), jp.int32)
+    if niter.ndim:  # per island (the last entry: dofs of no island): the most iterations of any island, its stats
+        niter_island = niter[: m.ntree].astype(jp.int32)
+        top = jp.argmax(niter)
+        niter, improvement, gradient = niter[top], improvement[top], gradient[top]
     d = d.replace(
         qacc=qacc,
+        solver_niter_island=niter_island,
         efc_force=force,
         efc_state=state,
         efc_b=efc_b,

@@ -1,0 +1,164 @@
+"""Issue 39: per-island solving. MuJoCo 4.0 (islands on by default) solves each constraint island on its own: Newton,
+CG and PGS each stop an island by its own tolerance test, scaled by 1 / the trace of the island's block of M, with
+the island's own line search (PGS: its own block order, generator, momentum). We do the same in one fixed-shape
+loop of segment sums (`solver.primal`, `solver.pgs`, islands from `solver.island.find`).
+
+Against MuJoCo 4.0 (float64) on a scene of several islands (a box with a sphere on it, a capsule, an ellipsoid, a
+hinge chain with friction loss and limits, a free body in the air: no island), two states batched under `vmap`
+(the second lifts the capsule off the floor: one island fewer): qacc and efc_force at round-off and each island's
+iteration count equal to MuJoCo's solver_niter[island], at tolerances 1e-8 and 1e-3 and at an iteration cap of 3.
+An implicit gradient through the per-island Newton solve equals central differences.
+"""
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+
+import mjx_lite as mjl
+from mjx_lite.pipeline import forward as fwd
+from mjx_lite.solver.solve import solve
+from tests import oracle
+
+# float64: the same iterations as MuJoCo up to the order of sums (observed <= 4e-15 relative in qacc); PGS's forces
+# are its dual iterates, compared at the same scale
+QACC_TOL = 1e-10  # relative to max(1, |qacc|)
+FORCE_TOL = 1e-9  # relative to max(1, |efc_force|)
+GRAD_RTOL = 1e-6  # implicit gradient vs central differences (step FD_EPS, solver tolerance 1e-14)
+FD_EPS = 1e-6
+
+XML = """
+<mujoco>
+  <option solver="{solver}" tolerance="1e-8" iterations="{iterations}" jacobian="dense" cone="{cone}"/>
+  <worldbody>
+    <geom type="plane" size="9 9 .1"/>
+    <body pos="0 0 .095"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+    <body pos="0.02 0 .29"><freejoint/><geom type="sphere" size=".1" mass="3"/></body>
+    <body pos="1 0 .09"><freejoint/><geom type="capsule" size=".1 .2" euler="0 90 10"/></body>
+    <body pos="-1 0 .6">
+      <joint type="hinge" axis="0 1 0" range="-30 30" frictionloss=".1"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" contype="0" conaffinity="0"/>
+      <body pos=".3 0 0"><joint type="hinge" axis="0 1 0" range="-10 10"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" contype="0" conaffinity="0"/></body>
+    </body>
+    <body pos="-2 -2 2"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/></body>
+    <body pos="3 0 .09"><freejoint/><geom type="ellipsoid" size=".1 .15 .1" mass="0.2"/></body>
+  </worldbody>
+</mujoco>
+"""
+TOLERANCES = (1e-8, 1e-3)
+CAPPED = 3  # the iteration cap of the capped cases (below every island's count at tolerance 1e-8)
+
+
+def _states(mjm):
+    """Two states: bodies sunk into the floor and each other, the chain past its limit (state 0) or not (1), random
+    velocities and warm starts; state 1's capsule is lifted clear of the floor (no island)."""
+    out = []
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        mjd = mujoco.MjData(mjm)
+        for b in (1, 2, 3, 6):
+            a = mjm.jnt_qposadr[mjm.body_jntadr[b]]
+            mjd.qpos[a + 2] -= 0.004 + 0.004 * rng.random()
+        hinge = mjm.jnt_qposadr[mjm.body_jntadr[4]]
+        mjd.qpos[hinge : hinge + 2] = (0.55, -0.2) if i == 0 else (0.0, 0.0)
+        if i == 1:
+            mjd.qpos[mjm.jnt_qposadr[mjm.body_jntadr[3]] + 2] += 0.1
+        mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.3
+        mjd.qacc_warmstart[:] = rng.normal(size=mjm.nv)
+        out.append(mjd)
+    return out
+
+
+def _solve(m, d):
+    d = fwd.forward_pos_vel(m, d)
+    return solve(m, fwd.fwd_acceleration(m, fwd.fwd_actuation(m, d)))
+
+
+_jsolve = jax.jit(jax.vmap(_solve, in_axes=(None, 0)))  # one compile per static model (solver, cone, cap)
+
+
+def _case(solver, cone, iterations):
+    mjm = mujoco.MjModel.from_xml_string(XML.format(solver=solver, cone=cone, iterations=iterations))
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    mjds = _states(mjm)
+    ds = [mjl.make_data(m).replace(qpos=jp.asarray(x.qpos), qvel=jp.asarray(x.qvel),
+                                   qacc_warmstart=jp.asarray(x.qacc_warmstart)) for x in mjds]  # fmt: skip
+    return mjm, m, mjds, jax.tree.map(lambda *x: jp.stack(x), *ds)
+
+
+def _with_tol(m, tol):
+    return m.replace(opt=m.opt.replace(tolerance=jp.asarray(tol, m.opt.tolerance.dtype)))
+
+
+def _compare(mjm, m, mjds, batch, tol, what):
+    mjm.opt.tolerance = tol
+    out = _jsolve(_with_tol(m, tol), batch)
+    nislands = set()
+    for i, mjd in enumerate(mjds):
+        mujoco.mj_forward(mjm, mjd)  # (mj_forward leaves qacc_warmstart as set)
+        d = jax.tree.map(lambda x, i=i: x[i], out)
+        msg = f"{what} tolerance {tol:g} state {i}"
+        n = mjd.nisland
+        nislands.add(n)
+        assert n >= 3, msg
+        np.testing.assert_array_equal(np.asarray(d.solver_niter_island)[:n], mjd.solver_niter[:n], err_msg=msg)
+        assert np.all(np.asarray(d.solver_niter_island)[n:] == 0), msg
+        assert int(d.solver_niter) == int(np.max(mjd.solver_niter[:n])), msg
+        oracle.close(d.qacc, mjd.qacc, QACC_TOL, msg)
+        r, c = oracle.match_rows(mjd, mjm, d)
+        oracle.close(np.asarray(d.efc_force)[c], mjd.efc_force[r], FORCE_TOL, msg)
+    assert len(nislands) == 2, nislands  # the batch's environments have different islands
+
+
+@pytest.mark.parametrize("solver", ["Newton", "CG", "PGS"])
+@pytest.mark.parametrize("cone", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
+def test_islands_converged(solver, cone):
+    """Each island's iteration count, qacc and efc_force are MuJoCo's at tolerances 1e-8 and 1e-3."""
+    mjm, m, mjds, batch = _case(solver, cone, 100)
+    for tol in TOLERANCES:
+        _compare(mjm, m, mjds, batch, tol, f"{solver} {cone}")
+
+
+@pytest.mark.parametrize("solver", ["Newton", "CG", "PGS"])
+def test_islands_capped(solver):
+    """At an iteration cap of 3, every island stops at the cap (or before, as MuJoCo's) with MuJoCo's iterate."""
+    mjm, m, mjds, batch = _case(solver, "pyramidal", CAPPED)
+    _compare(mjm, m, mjds, batch, 1e-8, f"{solver} capped at {CAPPED}")
+
+
+def test_islands_disabled_whole_system():
+    """<flag island="disable"/>: one solve of the whole system (no per-island counts), MuJoCo's iterations."""
+    mjm = mujoco.MjModel.from_xml_string(XML.format(solver="CG", cone="pyramidal", iterations=100))
+    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_ISLAND
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    mjds = _states(mjm)
+    ds = [mjl.make_data(m).replace(qpos=jp.asarray(x.qpos), qvel=jp.asarray(x.qvel),
+                                   qacc_warmstart=jp.asarray(x.qacc_warmstart)) for x in mjds]  # fmt: skip
+    out = _jsolve(m, jax.tree.map(lambda *x: jp.stack(x), *ds))
+    for i, mjd in enumerate(mjds):
+        mujoco.mj_forward(mjm, mjd)
+        assert mjd.nisland == 0
+        assert int(out.solver_niter[i]) == mjd.solver_niter[0], i
+        assert np.all(np.asarray(out.solver_niter_island[i]) == 0)
+        oracle.close(out.qacc[i], mjd.qacc, QACC_TOL, f"state {i}")
+
+
+def test_islands_gradient():
+    """d sum(w * qacc) / d qvel through the per-island Newton solve (implicit rule): central differences."""
+    mjm = mujoco.MjModel.from_xml_string(XML.format(solver="Newton", cone="pyramidal", iterations=100))
+    m = _with_tol(mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla"), 1e-14)
+    mjd = _states(mjm)[0]
+    d0 = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel))
+    w = jp.asarray(np.random.default_rng(1).normal(size=m.nv))
+
+    def loss(qvel):
+        return jp.dot(w, _solve(m, d0.replace(qvel=qvel)).qacc)
+
+    g = np.asarray(jax.jit(jax.grad(loss))(d0.qvel))
+    assert np.all(np.isfinite(g))
+    jl = jax.jit(loss)
+    fd = np.array([(jl(d0.qvel.at[k].add(FD_EPS)) - jl(d0.qvel.at[k].add(-FD_EPS))) / (2 * FD_EPS)
+                   for k in range(m.nv)])  # fmt: skip
+    np.testing.assert_allclose(g, fd, rtol=GRAD_RTOL, atol=GRAD_RTOL * np.max(np.abs(fd)))
