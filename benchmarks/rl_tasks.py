@@ -18,6 +18,7 @@ wall-clocks do. The JSON is rewritten after every training, so a run cut short k
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import json
 import os
@@ -46,13 +47,15 @@ def summary(curve: list[dict], target: float | None) -> dict:
     }
 
 
-def train_one(task: str, steps: int, num_envs: int, evals: int, seed: int) -> tuple[list[dict], dict]:
-    """(evaluation curve, the settings trained with) of one training of our PPO at the task's defaults."""
+def train_one(task: str, steps: int, num_envs: int, evals: int, seed: int, overrides: dict | None = None):
+    """(evaluation curve, the settings trained with) of one training of our PPO at the task's defaults (with
+    `overrides` of PPOConfig fields, for experiments)."""
     from mjx_lite import envs
     from mjx_lite.rl import configs, ppo
 
     cfg = configs.defaults(task, num_envs=num_envs)
     cfg.pop("num_timesteps")
+    cfg.update(overrides or {})
     n = cfg.pop("num_envs")
     curve: list[dict] = []
     t0 = time.perf_counter()
@@ -60,6 +63,7 @@ def train_one(task: str, steps: int, num_envs: int, evals: int, seed: int) -> tu
     def progress(step, m):
         curve.append({"steps": int(step), "return": round(float(m["eval/episode_reward"]), 2),
                       "wall_s": round(time.perf_counter() - t0, 1)})  # fmt: skip
+        print(f"[rl_tasks]   {task} seed {seed}: {curve[-1]}", flush=True)
 
     ppo.train(envs.make(task), steps, num_envs=n, seed=seed, progress_fn=progress, num_evals=evals,
               show_progress=False, **cfg)  # fmt: skip
@@ -77,22 +81,23 @@ def _write(out: dict, path: str | None) -> None:
 
 
 def run(tasks: list[str], steps: int = STEPS, num_envs: int = NUM_ENVS, evals: int = EVALS, seeds=(0,),
-        json_path: str | None = None, command: str = "") -> dict:  # fmt: skip
-    """Train every (task, seed) in turn; the results (rewritten to json_path after each training)."""
+        json_path: str | None = None, command: str = "", overrides: dict | None = None) -> dict:  # fmt: skip
+    """Train every (task, seed) in turn; the results (rewritten to json_path after each training). `overrides`:
+    PPOConfig fields replacing the defaults (recorded as "overrides"; the table names them)."""
     import jax
 
     out = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="minutes"),
            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
            "jax": jax.__version__, "backend": jax.default_backend(), "command": command,
-           "load_start": os.getloadavg()[0], "tasks": {}}  # fmt: skip
+           "load_start": os.getloadavg()[0], "overrides": dict(overrides or {}), "tasks": {}}  # fmt: skip
     for task in tasks:
         target = TARGETS.get(task)
         res = out["tasks"][task] = {"target": target, "steps": steps, "num_envs": num_envs, "evals": evals,
-                                    "runs": []}  # fmt: skip
+                                    "overrides": dict(overrides or {}), "runs": []}  # fmt: skip
         for seed in seeds:
             load = os.getloadavg()[0]
             try:
-                curve, settings = train_one(task, steps, num_envs, evals, seed)
+                curve, settings = train_one(task, steps, num_envs, evals, seed, overrides)
                 r = {"seed": seed, **summary(curve, target), "curve": curve, "settings": settings}
             except Exception as e:  # noqa: BLE001 - reported, not hidden
                 r = {"seed": seed, "error": f"{type(e).__name__}: {e}"[:300]}
@@ -106,17 +111,17 @@ def run(tasks: list[str], steps: int = STEPS, num_envs: int = NUM_ENVS, evals: i
 
 
 def merge(results: list[dict]) -> dict:
-    """Several saved runs as one: tasks in order of first appearance; a later (task, seed) replaces an earlier one
-    (runs of one task must share its budget and num_envs)."""
+    """Several saved runs as one: rows in order of first appearance, one per (task, budget, num_envs, overrides); a
+    later seed of the same row replaces an earlier one."""
     out = dict(results[0], tasks={})
     out["date"] = " / ".join(sorted({r["date"] for r in results}))
     commands = [r.get("command", "") for r in results if r.get("command")]
     out["command"] = "; ".join(dict.fromkeys(commands))
     for r in results:
         for task, t in r["tasks"].items():
-            m = out["tasks"].setdefault(task, dict(t, runs=[]))
-            if (m["steps"], m["num_envs"]) != (t["steps"], t["num_envs"]):
-                raise ValueError(f"{task}: runs with different budgets or num_envs cannot be merged")
+            name = t.get("task", task)
+            key = f"{name}|{t['steps']}|{t['num_envs']}|{json.dumps(t.get('overrides', {}), sort_keys=True)}"
+            m = out["tasks"].setdefault(key, dict(t, task=name, runs=[]))
             by_seed = {x["seed"]: x for x in m["runs"]} | {x["seed"]: x for x in t["runs"]}
             m["runs"] = [by_seed[k] for k in sorted(by_seed)]
     return out
@@ -155,8 +160,12 @@ def markdown(res: dict, command: str | None = None) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for task, t in res["tasks"].items():
+        name = t.get("task", task)
+        changed = t.get("overrides") or {}
+        if changed:
+            name += " (" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")"
         for r in t["runs"]:
-            head = f"| {task} | {_steps(t['steps'])} | {t['num_envs']} | {r['seed']} |"
+            head = f"| {name} | {_steps(t['steps'])} | {t['num_envs']} | {r['seed']} |"
             load = "-" if "load" not in r else f"{r['load'][0]:.1f}-{r['load'][1]:.1f}"
             if "error" in r:
                 lines.append(f"{head} failed: {r['error'][:80]} | | | | | {load} |")
@@ -178,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-envs", type=int, default=NUM_ENVS, help="environments (batching derived from it)")
     p.add_argument("--evals", type=int, default=EVALS, help="evaluations per training, the first before training")
     p.add_argument("--seeds", default="0", help="comma-separated seeds (one training each)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="a PPOConfig field replacing the default (an experiment; the table names it)")  # fmt: skip
     p.add_argument("--json", default=None, help="write the results here (rewritten after every training)")
     p.add_argument("--from-json", nargs="+", default=None, metavar="JSON",
                    help="print the markdown of saved runs (merged) and train nothing")  # fmt: skip
@@ -201,12 +212,22 @@ def main(argv: list[str] | None = None) -> None:
     seeds = [int(s) for s in a.seeds.split(",") if s]
     if not seeds or a.steps < 1 or a.num_envs < 1 or a.evals < 2:
         p.error("need >= 1 seed, --steps >= 1, --num-envs >= 1 and --evals >= 2")
+    overrides = {}
+    for item in a.set:
+        field, sep, value = item.partition("=")
+        if not sep:
+            p.error(f"--set {item!r}: expected FIELD=VALUE")
+        try:
+            overrides[field] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[field] = value
     command = f"python benchmarks/rl_tasks.py --tasks {a.tasks} --steps {a.steps} --num-envs {a.num_envs}"
+    command += "".join(f" --set {x}" for x in a.set)
     if a.seeds != "0":
         command += f" --seeds {a.seeds}"
     if a.evals != EVALS:
         command += f" --evals {a.evals}"
-    res = run(tasks, a.steps, a.num_envs, a.evals, seeds, a.json, command)
+    res = run(tasks, a.steps, a.num_envs, a.evals, seeds, a.json, command, overrides)
     print(markdown(res))
 
 

@@ -72,10 +72,11 @@ def test_from_json_merges_saved_runs(result, tmp_path, capsys):
     assert "`python benchmarks/rl_tasks.py --tasks X`" in md and "2026-11-30T03:00+00:00 / 2026-11-30T04:00" in md
     walker = [ln for ln in md.splitlines() if ln.startswith("| walker_stand |")]
     assert len(walker) == 2 and "| 1 | 100 → 600 | 600 | 600 |" in walker[1] and "failed" not in md
-    other = json.loads(json.dumps(later))
-    other["tasks"]["walker_stand"]["steps"] = 1_000_000
-    with pytest.raises(ValueError, match="walker_stand: runs with different budgets"):
-        rl_tasks.merge([result, other])
+    other = json.loads(json.dumps(later))  # another budget and an experiment's setting: rows of their own
+    other["tasks"]["walker_stand"].update(steps=1_000_000, overrides={"learning_rate": 0.001})
+    rows = [ln for ln in rl_tasks.markdown(rl_tasks.merge([result, later, other])).splitlines()
+            if ln.startswith("| walker_stand")]  # fmt: skip
+    assert len(rows) == 3 and rows[2].startswith("| walker_stand (learning_rate=0.001) | 1.00M | 256 | 1 |")
 
 
 def test_command_line_checks_tasks(capsys):
