@@ -111,8 +111,8 @@ def run(tasks: list[str], steps: int = STEPS, num_envs: int = NUM_ENVS, evals: i
 
 
 def merge(results: list[dict]) -> dict:
-    """Several saved runs as one: rows in order of first appearance, one per (task, budget, num_envs, overrides); a
-    later seed of the same row replaces an earlier one."""
+    """Several saved runs as one: rows in order of first appearance, one per (task, budget, num_envs, settings
+    trained with); a later seed of the same row replaces an earlier one."""
     out = dict(results[0], tasks={})
     out["date"] = " / ".join(sorted({r["date"] for r in results}))
     commands = [r.get("command", "") for r in results if r.get("command")]
@@ -120,7 +120,8 @@ def merge(results: list[dict]) -> dict:
     for r in results:
         for task, t in r["tasks"].items():
             name = t.get("task", task)
-            key = f"{name}|{t['steps']}|{t['num_envs']}|{json.dumps(t.get('overrides', {}), sort_keys=True)}"
+            settings = next((x["settings"] for x in t["runs"] if "settings" in x), t.get("overrides", {}))
+            key = f"{name}|{t['steps']}|{t['num_envs']}|{json.dumps(settings, sort_keys=True)}"
             m = out["tasks"].setdefault(key, dict(t, task=name, runs=[]))
             by_seed = {x["seed"]: x for x in m["runs"]} | {x["seed"]: x for x in t["runs"]}
             m["runs"] = [by_seed[k] for k in sorted(by_seed)]
@@ -142,6 +143,18 @@ def _steps(n: int | None) -> str:
     return f"{n / 1e6:.2f}M" if n >= 100_000 else f"{n / 1e3:.0f}k"
 
 
+def _changed(task: str, t: dict) -> dict:
+    """The settings a row trained with that differ from today's `configs.defaults(task, num_envs)` (a run saved
+    before a default changed, or an experiment's --set); the recorded overrides where no settings were saved."""
+    from mjx_lite.rl import configs
+
+    settings = next((x["settings"] for x in t["runs"] if "settings" in x), None)
+    if settings is None:
+        return dict(t.get("overrides") or {})
+    now = json.loads(json.dumps(configs.defaults(task, num_envs=t["num_envs"])))  # tuples as lists, as saved
+    return {k: v for k, v in settings.items() if now.get(k) != v}
+
+
 def markdown(res: dict, command: str | None = None) -> str:
     """The section for docs/benchmarks.md: one row per (task, seed)."""
     command = command or res.get("command") or "python benchmarks/rl_tasks.py"
@@ -155,13 +168,14 @@ def markdown(res: dict, command: str | None = None) -> str:
         "`num_eval_envs` fresh episodes); wall-clock since `train` was called (compilation and evaluations "
         "included). Returns are per episode of 1000 control steps with rewards in [0, 1] (1000 is the maximum).",
         "",
-        "| task | budget | num_envs | seed | return at evaluations | final | best | target: steps to it "
+        "| task (settings that differ from the defaults) | budget | num_envs | seed | return at evaluations | final "
+        "| best | target: steps to it "
         "| wall-clock | load |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for task, t in res["tasks"].items():
         name = t.get("task", task)
-        changed = t.get("overrides") or {}
+        changed = _changed(name, t)
         if changed:
             name += " (" + ", ".join(f"{k}={v}" for k, v in changed.items()) + ")"
         for r in t["runs"]:

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from benchmarks import rl_tasks
+from mjx_lite.rl import configs
 
 
 def _curve(returns, steps_per_eval=100_000, s_per_eval=30.0):
@@ -12,9 +13,16 @@ def _curve(returns, steps_per_eval=100_000, s_per_eval=30.0):
             for i, r in enumerate(returns)]  # fmt: skip
 
 
-def _run(seed, returns, target):
+def _settings(task, **changed):
+    """What rl_tasks.train_one records: the task's defaults at 256 environments (as JSON has them), `changed`."""
+    cfg = json.loads(json.dumps(configs.defaults(task, num_envs=256)))
+    del cfg["num_timesteps"], cfg["num_envs"]
+    return {**cfg, **changed}
+
+
+def _run(seed, returns, target, task, **changed):
     curve = _curve(returns)
-    return {"seed": seed, **rl_tasks.summary(curve, target), "curve": curve, "settings": {"learning_rate": 1e-3},
+    return {"seed": seed, **rl_tasks.summary(curve, target), "curve": curve, "settings": _settings(task, **changed),
             "load": [3.25, 9.5]}  # fmt: skip
 
 
@@ -26,9 +34,9 @@ def result():
                        "--num-envs 256", "load_start": 3.0, "load_end": 9.0,
             "tasks": {
                 "reacher_easy": {"target": 900.0, "steps": 300_000, "num_envs": 256, "evals": 4,
-                                 "runs": [_run(0, [70, 480, 910, 870], 900.0)]},
+                                 "runs": [_run(0, [70, 480, 910, 870], 900.0, "reacher_easy")]},
                 "walker_stand": {"target": None, "steps": 300_000, "num_envs": 256, "evals": 4,
-                                 "runs": [_run(0, [120, 250, 400, 380], None),
+                                 "runs": [_run(0, [120, 250, 400, 380], None, "walker_stand"),
                                           {"seed": 1, "error": "RuntimeError: boom", "load": [1.0, 2.0]}]},
             }}  # fmt: skip
 
@@ -60,7 +68,9 @@ def test_curve_cell_picks_evenly_with_both_ends():
 
 def test_from_json_merges_saved_runs(result, tmp_path, capsys):
     later = json.loads(json.dumps(result))  # a second run: a new seed of walker_stand replacing the failed one
-    later["tasks"] = {"walker_stand": dict(result["tasks"]["walker_stand"], runs=[_run(1, [100, 600], None)])}
+    later["tasks"] = {
+        "walker_stand": dict(result["tasks"]["walker_stand"], runs=[_run(1, [100, 600], None, "walker_stand")])
+    }
     later["date"] = "2026-11-30T04:00+00:00"
     paths = []
     for i, r in enumerate([result, later]):
@@ -72,8 +82,9 @@ def test_from_json_merges_saved_runs(result, tmp_path, capsys):
     assert "`python benchmarks/rl_tasks.py --tasks X`" in md and "2026-11-30T03:00+00:00 / 2026-11-30T04:00" in md
     walker = [ln for ln in md.splitlines() if ln.startswith("| walker_stand |")]
     assert len(walker) == 2 and "| 1 | 100 → 600 | 600 | 600 |" in walker[1] and "failed" not in md
-    other = json.loads(json.dumps(later))  # another budget and an experiment's setting: rows of their own
+    other = json.loads(json.dumps(later))  # another budget and other settings (an experiment): rows of their own
     other["tasks"]["walker_stand"].update(steps=1_000_000, overrides={"learning_rate": 0.001})
+    other["tasks"]["walker_stand"]["runs"] = [_run(1, [100, 600], None, "walker_stand", learning_rate=0.001)]
     rows = [ln for ln in rl_tasks.markdown(rl_tasks.merge([result, later, other])).splitlines()
             if ln.startswith("| walker_stand")]  # fmt: skip
     assert len(rows) == 3 and rows[2].startswith("| walker_stand (learning_rate=0.001) | 1.00M | 256 | 1 |")
