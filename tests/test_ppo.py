@@ -126,8 +126,8 @@ def test_default_batching_scales_with_num_envs():
 
 
 def test_every_task_has_valid_defaults_at_256_and_2048_environments():
-    """configs.defaults(task, num_envs=N) is a valid PPOConfig for every registered task; reacher_easy trains at
-    learning rate 3e-4 (at 1e-3 its evaluations swung by 200-300 and stayed below 900 in 3M steps at N=256)."""
+    """configs.defaults(task, num_envs=N) is a valid PPOConfig for every registered task; reacher_easy's are the
+    CPU defaults with discount 0.99 (what benchmarks/rl_tasks.py measured it with)."""
     for task in envs.names():
         for n in (256, 2048):
             cfg = configs.defaults(task, num_envs=n)
@@ -135,7 +135,7 @@ def test_every_task_has_valid_defaults_at_256_and_2048_environments():
             c = ppo.PPOConfig(**cfg)
             assert c.num_envs == n and steps > 0 and c.env_steps_per_update >= n * c.unroll_length, (task, n)
     reacher = configs.defaults("reacher_easy", num_envs=256)
-    expected = {**configs._CPU, **configs.batching(256), "discounting": 0.99, "learning_rate": 3e-4}
+    expected = {**configs._CPU, **configs.batching(256), "discounting": 0.99}
     assert reacher == {**expected, "num_timesteps": reacher["num_timesteps"]}  # else the suite's CPU defaults
 
 
