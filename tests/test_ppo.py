@@ -125,6 +125,20 @@ def test_default_batching_scales_with_num_envs():
         configs.batching(0)
 
 
+def test_every_task_has_valid_defaults_at_256_and_2048_environments():
+    """configs.defaults(task, num_envs=N) is a valid PPOConfig for every registered task; reacher_easy's are the
+    CPU defaults with discount 0.99 (what benchmarks/rl_tasks.py measured it with)."""
+    for task in envs.names():
+        for n in (256, 2048):
+            cfg = configs.defaults(task, num_envs=n)
+            steps = cfg.pop("num_timesteps")
+            c = ppo.PPOConfig(**cfg)
+            assert c.num_envs == n and steps > 0 and c.env_steps_per_update >= n * c.unroll_length, (task, n)
+    reacher = configs.defaults("reacher_easy", num_envs=256)
+    expected = {**configs._CPU, **configs.batching(256), "discounting": 0.99}
+    assert reacher == {**expected, "num_timesteps": reacher["num_timesteps"]}  # else the suite's CPU defaults
+
+
 def _gae_reference(r, v, boot, term, trunc, gamma, lam):
     b, t = r.shape
     adv = np.zeros((b, t))

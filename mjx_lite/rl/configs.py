@@ -111,4 +111,3 @@ def defaults(task: str, num_envs: int | None = None) -> dict:
     if num_envs is not None:
         cfg.update(batching(num_envs))
     return cfg
-
