@@ -194,6 +194,24 @@ def markdown(res: dict, command: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+REPORT_TASKS = ["point_mass_easy", "pendulum_swingup", "cartpole_swingup", "acrobot_swingup", "ball_in_cup_catch",
+                "walker_stand", "cheetah_run"]  # fmt: skip
+
+
+def report(quick: bool = False) -> str:
+    """Markdown section for docs/benchmarks.md (benchmarks/report.py): reacher_easy over 3 seeds at 3M steps, then
+    REPORT_TASKS at 1M steps, one seed, 256 environments (hours on a 2-core CPU); quick: cartpole_balance, 50k."""
+    if quick:
+        res = run(["cartpole_balance"], steps=50_000, evals=3)
+        return markdown(res, "python benchmarks/rl_tasks.py --tasks cartpole_balance --steps 50000 --evals 3")
+    reacher = run(["reacher_easy"], steps=3_000_000, evals=16, seeds=(0, 1, 2))
+    rest = run(REPORT_TASKS)
+    return markdown(merge([reacher, rest]),
+                    "python benchmarks/rl_tasks.py --tasks reacher_easy --steps 3000000 --num-envs 256 --evals 16 "
+                    f"--seeds 0,1,2; python benchmarks/rl_tasks.py --tasks {','.join(REPORT_TASKS)} "
+                    "--steps 1000000 --num-envs 256")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", default=None, help="comma-separated task names (envs.names()); 'all' for every one")
