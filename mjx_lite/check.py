@@ -292,7 +292,9 @@ def solver_note(m: Model, d, mjm, mjd) -> list[str]:
         isl = f" island {i}" if len(theirs) > 1 else ""
         lines.append(f"  MuJoCo C{isl}: {n} iterations, final improvement {imp:.3e}, gradient {grad:.3e}"
                      + (" (its main solver: the same state with noslip off)" if sweeps else ""))
+    per_island = [int(n) for n in np.asarray(getattr(d, "solver_niter_island", np.zeros(0))).ravel() if n > 0]
     lines.append(f"  mjx_lite: {n_ours} iterations"
+                 + (f" (per island: {', '.join(map(str, per_island))})" if len(per_island) > 1 else "")
                  + (f" (the main solver's and up to {sweeps} noslip sweeps)" if sweeps else "")
                  + f", final improvement {float(d.solver_improvement):.3e}, gradient {float(d.solver_gradient):.3e}")
     lines.append("  an unconverged solver explains differences from mj_fwdConstraint on (qacc, efc_force, ...): "

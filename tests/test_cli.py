@@ -235,19 +235,19 @@ SOLVER_XML = """<mujoco><option solver="PGS" iterations="{iterations}" tolerance
 
 
 def test_check_explains_an_unconverged_solver(tmp_path):
-    """A model that differs from MuJoCo only by where its solver stopped: with 2 PGS iterations `check` reports qacc
-    as differing from mj_fwdConstraint on (every earlier stage agrees) and prints both sides' iterations, final
-    improvement and gradient; run to convergence, the same model agrees."""
+    """A model whose PGS stops at its iteration limit (2) on both sides: `check` prints both sides' iterations, final
+    improvement and gradient, per island (MuJoCo 4.0 and ours solve each island on its own, the same iterates:
+    the model agrees); run to convergence, no note. (The first differing stage when a solver stops elsewhere:
+    test_check_names_the_first_stage_that_differs, its mj_fwdConstraint case.)"""
     short, long = tmp_path / "short.xml", tmp_path / "long.xml"
     short.write_text(SOLVER_XML.format(iterations=2, tolerance="1e-8"))
     long.write_text(SOLVER_XML.format(iterations=3000, tolerance="1e-15"))
     p = _cli("check", short)
-    assert p.returncode == cli.EXIT_FAILURE, p.stdout + p.stderr
-    qacc = next(line for line in p.stdout.splitlines() if line.split()[:1] == ["qacc"])
-    assert "DIFFERS" in qacc and "first stage that differs: mj_fwdConstraint" in qacc, p.stdout
+    assert p.returncode == 0, p.stdout + p.stderr
     assert "stopped at its iteration limit on both sides" in p.stdout, p.stdout
-    assert re.search(r"MuJoCo C( island \d)?: 2 iterations, final improvement", p.stdout), p.stdout
-    assert "mjx_lite: 2 iterations, final improvement" in p.stdout, p.stdout
+    assert len(re.findall(r"MuJoCo C island \d: 2 iterations, final improvement", p.stdout)) == 2, p.stdout
+    assert "mjx_lite: 2 iterations (per island: 2, 2), final improvement" in p.stdout, p.stdout
+    assert "agrees with MuJoCo C" in p.stdout
     p = _cli("check", long)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "agrees with MuJoCo C" in p.stdout and "iteration limit" not in p.stdout
@@ -287,7 +287,8 @@ def test_check_solver_note_with_noslip():
 
 def test_check_names_the_first_stage_that_differs():
     """check.stage_report on our forward pass of a perturbed Model against MuJoCo's model: a moved body differs from
-    mj_kinematics on, a larger geom (same masses) from mj_collision on, more damping from mj_fwdVelocity on."""
+    mj_kinematics on, a larger geom (same masses) from mj_collision on, more damping from mj_fwdVelocity on, a solver
+    stopped early (tolerance 1e9 x) from mj_fwdConstraint on."""
     import jax
     import mujoco
 
@@ -303,7 +304,8 @@ def test_check_names_the_first_stage_that_differs():
     fwd = jax.jit(mjl.forward)
     cases = {"mj_kinematics": m.replace(body_pos=m.body_pos.at[2, 0].add(0.01)),
              "mj_collision": m.replace(geom_size=m.geom_size.at[1].mul(1.01)),
-             "mj_fwdVelocity": m.replace(dof_damping=m.dof_damping.at[6].add(0.5))}  # fmt: skip
+             "mj_fwdVelocity": m.replace(dof_damping=m.dof_damping.at[6].add(0.5)),
+             "mj_fwdConstraint": m.replace(opt=m.opt.replace(tolerance=m.opt.tolerance * 1e9))}  # fmt: skip
     report = check.stage_report(m, fwd(m, d), mjm, interop.to_mujoco(m, d, mjm, forward=False))
     assert all(diff is None for _, diff in report), report
     for stage, mm in cases.items():

@@ -432,8 +432,8 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
             bc = res[1:] - Ac @ old[1:] + A[1:, 0] * (fe[0] - old[0])
             mu = fric[blk]
             fv = fr_valid[blk]
-            t, active = qcqp(Ac, bc, mu, fe[0], adim[blk])
-            t = jp.where(active, _project_ellipsoid(t, fe[0], mu, fv, False), t)
+            t, on_cone = qcqp(Ac, bc, mu, fe[0], adim[blk])
+            t = jp.where(on_cone, _project_ellipsoid(t, fe[0], mu, fv, False), t)
             t = jp.where(fe[0] < MINVAL, 0.0, jp.where(fv, t, 0.0))
             fe = jp.concatenate([fe[:1], t])
         new = jp.where(ell, fe, new_scalar)
