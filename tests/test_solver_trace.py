@@ -28,9 +28,9 @@ from tests import oracle
 STAT_TOL = 1e-9
 QACC_TOL = 1e-9  # qacc at the stopping iteration, relative to max(1, |qacc|)
 TOLERANCES = (1e-2, 1e-6, 1e-10)
-# iterations compared: Newton all of MuJoCo's; CG the first 3 (seed 1's CG iterates are MuJoCo's for 12 iterations,
-# seed 0's part at iteration 4 for a reason not found here: outside this test's subject, the scale)
-MAX_K = {"Newton": mujoco.mjNSOLVER, "CG": 3}
+# iterations compared: Newton all of MuJoCo's; CG the first 12 (with Hager-Zhang's direction update, MuJoCo 4.0's,
+# in both the XLA solver and the fused kernel; with Polak-Ribiere-plus seed 0's iterates parted at iteration 4)
+MAX_K = {"Newton": mujoco.mjNSOLVER, "CG": 12}
 
 XML = """
 <mujoco>

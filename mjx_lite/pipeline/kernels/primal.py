@@ -9,7 +9,8 @@ uniform across the block):
           triangular solves and its Newton decrement (a stopping test) -- at the start and after each step, for
           the next iteration;
   CG:     the preconditioned gradient M^-1 grad by the tree L'DL solve of kernels/factor.py (qLD, qLDiagInv of the
-          step's factorisation), the Polak-Ribiere-plus direction;
+          step's factorisation), Hager-Zhang's direction update with MuJoCo 4.0's lower bound (solver/primal.py's
+          `_beta_hz`; the old gradient kept in `_gold`);
   both:   the exact line search (safeguarded Newton with bracketing) along the direction: J s and M s once, then per
           line-search iteration one pass over the padded rows (the cost's first and second derivative); the step
           moves qacc, jar = J qacc - aref and Ma = M (qacc - qacc_smooth); one pass over the rows evaluates the
@@ -347,8 +348,8 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
 
         def iteration(c):
             it, done, cost, niter, improvement, grad_norm = c
-            if cg:
-                denom = dot(lambda i: io.load("_grad", i), lambda i: io.load("_mgrad", i), nv)
+            if cg:  # the gradient before the step, for Hager-Zhang's y = grad - grad_old
+                _loop(0, nv, lambda i: io.write("_gold", i, io.load("_grad", i)))
             alpha = line_search(done)
 
             def move(name, delta, i):
@@ -361,8 +362,22 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             gn, gtol_n = gnorm()
             if cg:
                 minv_grad("_mg2")
-                num = dot(lambda i: io.load("_grad", i), lambda i: io.load("_mg2", i) - io.load("_mgrad", i), nv)
-                beta = jp.maximum(num / where(denom > 0, denom, 1.0), 0.0)
+
+                def y(i):
+                    return io.load("_grad", i) - io.load("_gold", i)
+
+                def load(name):
+                    return lambda i: io.load(name, i)
+
+                dy = dot(load("_search"), y, nv)
+                ok = dy >= MINVAL
+                dy_s = where(ok, dy, 1.0)
+                y_my = dot(y, lambda i: io.load("_mg2", i) - io.load("_mgrad", i), nv)
+                beta = (dot(y, load("_mg2"), nv) - 2.0 * (y_my / dy_s) * dot(load("_search"), load("_grad"), nv)) / dy_s
+                dnorm = jp.sqrt(dot(load("_search"), load("_search"), nv))
+                g_norm = jp.sqrt(dot(load("_grad"), load("_grad"), nv))
+                eta = -1.0 / jp.maximum(MINVAL, dnorm * jp.minimum(xla_primal.HZ_ETA, g_norm))
+                beta = where(ok, jp.maximum(eta, beta), 0.0)
 
                 def direction(i):
                     s, mg = io.load("_search", i), io.load("_mg2", i)
@@ -440,7 +455,7 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
                "state": (nefc,), "_Ma": (nv,),
                "_grad": (nv,), "_h": (nefc,), "_search": (nv,), "_Js": (nefc,), "_Ms": (nv,)}  # fmt: skip
     if cg:
-        outputs.update(_mgrad=(nv,), _mg2=(nv,))
+        outputs.update(_mgrad=(nv,), _mg2=(nv,), _gold=(nv,))
     else:
         outputs.update(_H=(nv * nv,))
     name = "solve_cg" if cg else "solve_newton"
