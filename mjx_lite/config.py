@@ -150,7 +150,7 @@ class Config:
         XLA path: H200, humanoid, 0.62x its steps/s at batch 8192, 0.38x at 1024; docs/kernels.md).
         Same values to round-off; derivatives always go through the XLA stages or the solver's implicit rule
         (exact either way). The fused Newton / CG kernels solve the whole system at once (as with
-        `<flag island="disable"/>`, and CG with Polak-Ribiere-plus directions): the same optimum as the XLA path's
+        `<flag island="disable"/>`): the same optimum as the XLA path's
         per-island solve (MuJoCo 4.0's default), another stopping point and iteration count. The fused path
         is verified on the CPU (interpret mode, float64) and runs on a GPU.
       kernel_layout: memory layout of a fused kernel's block: "lanes_last" (default: the environment index is the
