@@ -25,3 +25,22 @@ def check(doc: str, flags: tuple[str, ...] = ("--quick",), valued: tuple[str, ..
         sys.exit(0)
     print(f"unknown argument(s): {' '.join(bad)}", file=sys.stderr)
     sys.exit(2)
+
+
+def add_saved_runs(p, json_help: str = "write the results here (rewritten after every training)") -> None:
+    """The saved-runs options of a training benchmark's argparse parser `p`: --json, --from-json, --command."""
+    p.add_argument("--json", default=None, help=json_help)
+    p.add_argument("--from-json", nargs="+", default=None, metavar="JSON",
+                   help="print the markdown of saved runs (merged) and train nothing")  # fmt: skip
+    p.add_argument("--command", default=None, help="with --from-json: the command to name in the markdown")
+
+
+def load_saved_runs(paths: list[str]) -> list[dict]:
+    """The JSON results saved by --json, one dict per path."""
+    import json  # noqa: PLC0415
+
+    out = []
+    for path in paths:
+        with open(path) as f:
+            out.append(json.load(f))
+    return out

@@ -59,6 +59,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import mjx_lite  # noqa: E402
+from benchmarks import _args  # noqa: E402 - after ROOT is on sys.path
 from mjx_lite import envs  # noqa: E402
 from mjx_lite.rl import configs, ppo  # noqa: E402
 
@@ -433,17 +434,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true", help=f"{QUICK_STEPS:,} steps, {QUICK_EVALS} evaluations")
     p.add_argument("--compilation-cache", action="store_true",
                    help="keep JAX's persistent compilation cache on (default: off, every training compiles)")
-    p.add_argument("--json", default=None, help="write the raw results here (rewritten after every training)")
-    p.add_argument("--from-json", nargs="+", default=None, metavar="JSON",
-                   help="print the markdown of saved runs (merged) and train nothing")  # fmt: skip
-    p.add_argument("--command", default=None, help="with --from-json: the command to name in the markdown")
+    _args.add_saved_runs(p, "write the raw results here (rewritten after every training)")
     a = p.parse_args(argv)
     if a.from_json:
-        results = []
-        for path in a.from_json:
-            with open(path) as f:
-                results.append(json.load(f))
-        print(markdown(merge(results), a.command or "python benchmarks/rl_ppo.py"))
+        print(markdown(merge(_args.load_saved_runs(a.from_json)), a.command or "python benchmarks/rl_ppo.py"))
         return
     if a.seeds < 1:
         p.error("--seeds must be >= 1")

@@ -30,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from benchmarks import _args  # noqa: E402 - after ROOT is on sys.path
+
 # the targets of issue 40 (the other tasks: the return at the budget)
 TARGETS = {"cartpole_balance": 900.0, "reacher_easy": 900.0}
 STEPS, NUM_ENVS, EVALS = 1_000_000, 256, 11
@@ -221,17 +223,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", default="0", help="comma-separated seeds (one training each)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="a PPOConfig field replacing the default (an experiment; the table names it)")  # fmt: skip
-    p.add_argument("--json", default=None, help="write the results here (rewritten after every training)")
-    p.add_argument("--from-json", nargs="+", default=None, metavar="JSON",
-                   help="print the markdown of saved runs (merged) and train nothing")  # fmt: skip
-    p.add_argument("--command", default=None, help="with --from-json: the command to name in the markdown")
+    _args.add_saved_runs(p, "write the results here (rewritten after every training)")
     a = p.parse_args(argv)
     if a.from_json:
-        results = []
-        for path in a.from_json:
-            with open(path) as f:
-                results.append(json.load(f))
-        print(markdown(merge(results), a.command))
+        print(markdown(merge(_args.load_saved_runs(a.from_json)), a.command))
         return
     if not a.tasks:
         p.error("--tasks is required (or --from-json)")
