@@ -162,3 +162,33 @@ def test_islands_gradient():
     fd = np.array([(jl(d0.qvel.at[k].add(FD_EPS)) - jl(d0.qvel.at[k].add(-FD_EPS))) / (2 * FD_EPS)
                    for k in range(m.nv)])  # fmt: skip
     np.testing.assert_allclose(g, fd, rtol=GRAD_RTOL, atol=GRAD_RTOL * np.max(np.abs(fd)))
+
+
+ONE_TREE = """
+<mujoco>
+  <option solver="{solver}" tolerance="1e-8" jacobian="dense"/>
+  <worldbody>
+    <geom type="plane" size="9 9 .1"/>
+    <body pos="0 0 .095"><freejoint/><geom type="box" size=".1 .1 .1"/>
+      <body pos=".2 0 0"><joint type="hinge" axis="0 1 0" range="-20 20"/><geom type="sphere" size=".08"/></body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.parametrize("solver", ["Newton", "CG", "PGS"])
+def test_one_tree_is_one_island(solver):
+    """One tree: at most one island, every dof in it; the whole-system solve (no island search) is that island's:
+    qacc and MuJoCo's solver_niter[0] (islands on) equal ours and solver_niter_island[0]."""
+    mjm = mujoco.MjModel.from_xml_string(ONE_TREE.format(solver=solver))
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    assert m.ntree == 1
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[2] -= 0.005
+    mjd.qvel[:] = np.random.default_rng(1).normal(size=mjm.nv) * 0.3
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.nisland == 1 and mjd.ncon > 0
+    d = jax.jit(_solve)(m, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel)))
+    assert int(d.solver_niter_island[0]) == int(mjd.solver_niter[0]) == int(d.solver_niter) > 0
+    oracle.close(d.qacc, mjd.qacc, QACC_TOL, solver)

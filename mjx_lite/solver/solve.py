@@ -173,8 +173,12 @@ def solve(m: Model, d: Data) -> Data:
         consts.update(ls_tolerance=opt.ls_tolerance)
 
     # MuJoCo 4.0 solves each constraint island on its own unless <flag island="disable"/>: the islands of this
-    # problem (integers: no cotangent) ride in `consts`; the fused kernels solve the whole system
-    islands_on = not (opt.disableflags & DisableBit.ISLAND) and not fused and m.ntree > 0
+    # problem (integers: no cotangent) ride in `consts`; the fused kernels solve the whole system. With one tree
+    # there is at most one island, holding every dof: the whole-system solve is that island's (same trace scale,
+    # same iterates), without the island search and the segment sums (humanoid, CPU, batch 64: 13.6k vs 16.4k
+    # steps/s with them)
+    islands_on = not (opt.disableflags & DisableBit.ISLAND) and not fused and m.ntree > 1
+    one_island = not (opt.disableflags & DisableBit.ISLAND) and not fused and m.ntree == 1
     if islands_on:
         isl = island.find(prob, m.dof_treeid, m.ntree)
         consts.update(dof_island=isl.dof_island, efc_island=isl.efc_island)
@@ -252,6 +256,8 @@ def solve(m: Model, d: Data) -> Data:
     else:
         efc_b, state = jar_smooth, ev.state
     niter_island = jp.zeros((m.ntree,), jp.int32)
+    if one_island:
+        niter_island = jp.reshape(niter, (1,)).astype(jp.int32)
     if niter.ndim:  # per island (the last entry: dofs of no island): the most iterations of any island, its stats
         niter_island = niter[: m.ntree].astype(jp.int32)
         top = jp.argmax(niter)
