@@ -177,8 +177,8 @@ def solve(m: Model, d: Data) -> Data:
     # there is at most one island, holding every dof: the whole-system solve is that island's (same trace scale,
     # same iterates), without the island search and the segment sums (humanoid, CPU, batch 64: 13.6k vs 16.4k
     # steps/s with them)
-    islands_on = not (opt.disableflags & DisableBit.ISLAND) and not fused and m.ntree > 1
-    one_island = not (opt.disableflags & DisableBit.ISLAND) and not fused and m.ntree == 1
+    per_island = not (opt.disableflags & DisableBit.ISLAND) and not fused
+    islands_on, one_island = per_island and m.ntree > 1, per_island and m.ntree == 1
     if islands_on:
         isl = island.find(prob, m.dof_treeid, m.ntree)
         consts.update(dof_island=isl.dof_island, efc_island=isl.efc_island)
