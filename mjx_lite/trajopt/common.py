@@ -182,10 +182,12 @@ def simulate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost | None = None,
     return total, costs, (outs, d_final)
 
 
+@jax.jit
 def rollout(m: Model, d0: Data, ctrl: jax.Array) -> Data:
     """The stacked Data d_0 .. d_T ((T+1, ...) leaves) of the forward passes along `ctrl` (T, nu) from `d0`.
 
-    d_t holds the state x_t and everything forward computes from it with ctrl[t] (d_T: the last control).
+    d_t holds the state x_t and everything forward computes from it with ctrl[t] (d_T: the last control). Jitted:
+    called eagerly, the last forward pass would run operation by operation (a compilation each).
     """
     return simulate(m, d0, jp.asarray(ctrl, d0.qpos.dtype), keep="data")[2]
 
