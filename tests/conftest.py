@@ -65,3 +65,21 @@ def _release_compiled_programs():
     yield
     jax.clear_caches()
     gc.collect()
+
+
+@pytest.fixture
+def saved_json(tmp_path):
+    """save(results) -> paths: each dict of `results` written as a JSON file under tmp_path (the benchmarks' saved
+    runs, read back by their `--from-json`)."""
+
+    def save(results: list) -> list[str]:
+        import json  # noqa: PLC0415
+
+        paths = []
+        for i, r in enumerate(results):
+            paths.append(str(tmp_path / f"{i}.json"))
+            with open(paths[-1], "w") as f:
+                json.dump(r, f)
+        return paths
+
+    return save

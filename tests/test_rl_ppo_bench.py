@@ -75,14 +75,10 @@ def test_markdown_tables(result):
     assert len(per_seed) == 1 and "| 100 / 14 s / 800 / 800 / 50 |" in per_seed[0] and "not reached" in per_seed[0]
 
 
-def test_from_json_merges_saved_runs(result, tmp_path, capsys):
+def test_from_json_merges_saved_runs(result, saved_json, capsys):
     other = json.loads(json.dumps(result))
     other["tasks"] = {"hopper": dict(result["tasks"]["cartpole_balance"], target=400.0)}
-    paths = []
-    for i, r in enumerate([result, other]):
-        paths.append(str(tmp_path / f"{i}.json"))
-        with open(paths[-1], "w") as f:
-            json.dump(r, f)
+    paths = saved_json([result, other])
     rl_ppo.main(["--from-json", *paths, "--command", "python benchmarks/rl_ppo.py --tasks cartpole_balance,hopper"])
     md = capsys.readouterr().out
     assert "| cartpole_balance | 900 | mjx_lite |" in md and "| hopper | 400 | mjx_lite |" in md

@@ -66,17 +66,13 @@ def test_curve_cell_picks_evenly_with_both_ends():
     assert cell == "0 → 200 → 400 → 600 → 800 → 1000"
 
 
-def test_from_json_merges_saved_runs(result, tmp_path, capsys):
+def test_from_json_merges_saved_runs(result, saved_json, capsys):
     later = json.loads(json.dumps(result))  # a second run: a new seed of walker_stand replacing the failed one
     later["tasks"] = {
         "walker_stand": dict(result["tasks"]["walker_stand"], runs=[_run(1, [100, 600], None, "walker_stand")])
     }
     later["date"] = "2026-11-30T04:00+00:00"
-    paths = []
-    for i, r in enumerate([result, later]):
-        paths.append(str(tmp_path / f"{i}.json"))
-        with open(paths[-1], "w") as f:
-            json.dump(r, f)
+    paths = saved_json([result, later])
     rl_tasks.main(["--from-json", *paths, "--command", "python benchmarks/rl_tasks.py --tasks X"])
     md = capsys.readouterr().out
     assert "`python benchmarks/rl_tasks.py --tasks X`" in md and "2026-11-30T03:00+00:00 / 2026-11-30T04:00" in md
