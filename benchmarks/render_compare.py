@@ -98,11 +98,12 @@ def every_geom_xml() -> str:
 </mujoco>"""
 
 
-def every_geom_path() -> str:
-    """every_geom_xml() written to a temporary file (MuJoCo and our loader both read it from there)."""
+def every_geom_path(directory: str | None = None) -> str:
+    """every_geom_xml() written to a file in `directory` (default: the system's temporary directory; MuJoCo and our
+    loader both read it from there)."""
     import tempfile  # noqa: PLC0415
 
-    path = os.path.join(tempfile.gettempdir(), f"mjx_lite_every_geom_{os.getpid()}.xml")
+    path = os.path.join(directory or tempfile.gettempdir(), f"mjx_lite_every_geom_{os.getpid()}.xml")
     with open(path, "w") as f:
         f.write(every_geom_xml())
     return path

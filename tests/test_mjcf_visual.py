@@ -128,8 +128,8 @@ def _compare(ours: types.Model, mjm: mujoco.MjModel, spec: mujoco.MjSpec) -> Non
 
 
 @pytest.fixture(scope="module")
-def every_geom_path():
-    return rc.every_geom_path()
+def every_geom_path(tmp_path_factory):
+    return rc.every_geom_path(str(tmp_path_factory.mktemp("every_geom")))
 
 
 @pytest.mark.parametrize("name", [*rc.REFERENCE, "every_geom"])

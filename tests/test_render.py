@@ -37,8 +37,8 @@ FD_EPS = 1e-6
 
 
 @pytest.fixture(scope="module")
-def every_path():
-    return rc.every_geom_path()
+def every_path(tmp_path_factory):
+    return rc.every_geom_path(str(tmp_path_factory.mktemp("every_geom")))
 
 
 @pytest.fixture(scope="module")
