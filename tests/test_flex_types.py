@@ -53,6 +53,11 @@ COMPILE = {
                    NOCON + '<elasticity young="1e3" poisson=".1" thickness=".01" elastic2d="stretch"/>'),
     "direct3": _fc('type="direct" dim="3" point="0 0 0  .1 0 0  0 .1 0  0 0 .1  .1 .1 .1" element="0 1 2 3 1 2 3 4"',
                    NOCON + '<elasticity young="1e3" poisson=".25"/><pin id="4"/>'),
+    # a quat as written: MuJoCo rotates by it unnormalised (|q|^2 scales the points) and accepts a zero one
+    "quat_unnormalised": _fc('type="grid" dim="2" count="3 4 1" spacing=".05 .05 .05" quat="1 .6 -.3 .2" '
+                             'pos=".1 0 .05"', NOCON + '<edge equality="true"/><pin id="1"/>'),
+    "quat_zero": _fc('type="grid" dim="1" count="4 1 1" spacing=".05 .05 .05" quat="0 0 0 0"',
+                     NOCON + '<edge stiffness="10"/>'),
 }  # fmt: skip
 
 # forward scenes (the physics mjx_lite simulates): cloths on a plane, soft bodies with elasticity on a plane, a ring
@@ -68,6 +73,7 @@ FORWARD = {
     "disc_bending": (COMPILE["disc"], False),
     "circle": (COMPILE["circle"], False),
     "direct3": (COMPILE["direct3"], False),
+    "quat_unnormalised": (COMPILE["quat_unnormalised"], False),
 }  # fmt: skip
 
 
@@ -140,7 +146,6 @@ _BEND = '<elasticity young="1e3" thickness=".01" elastic2d="bend"/>'
 
 
 @pytest.mark.parametrize("attrs,kids,what", [
-    ('type="mesh" file="x.obj" dim="2"', NOCON, "type='mesh'"),
     ('type="gmsh" file="x.msh" dim="3"', NOCON, "type='gmsh'"),
     ('type="box" dim="1" count="3 3 3" spacing=".05 .05 .05"', NOCON, "type='box'"),
     ('type="ellipsoid" dim="2" count="3 3 1" spacing=".05 .05 .05"', NOCON, "count below 2"),
