@@ -267,3 +267,19 @@ def test_deformable_equality_and_elasticity_is_an_error_as_in_mujoco():
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError, match="cannot both be present"):
         mjx_lite.load_mjcf_string(xml)
+
+
+def test_appearance_matches_mujoco():
+    """flex_group, flex_rgba and flex_matid (MuJoCo 4.0 stores the material per element) of a <deformable><flex>
+    and a <flexcomp>, each with and without a material."""
+    for mat_flex, mat_comp in (("red", ""), ("", "blue")):
+        flex = (f'<flex name="c" dim="2" body="p0 p1 p2" element="0 1 2" rgba=".1 .2 .3 .4" group="3" '
+                f'material="{mat_flex}">{NOCON}</flex>')  # fmt: skip
+        comp = _fc('type="grid" dim="2" count="3 3 1" spacing=".05 .05 .05" rgba=".7 .1 .1 1" group="2" '
+                   f'material="{mat_comp}"', NOCON + '<edge equality="true"/>')  # fmt: skip
+        xml = ('<mujoco><asset><material name="red" rgba="1 0 0 1"/><material name="blue" rgba="0 0 1 1"/></asset>'
+               f'<deformable>{flex}</deformable><worldbody>{_points(3, flat=True)}<body name="b">{comp}</body>'
+               "</worldbody></mujoco>")  # fmt: skip
+        m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+        assert oracle.compare_models(m, mjm) == []
+        np.testing.assert_array_equal(np.asarray(m.flex_matid), mjm.flex_matid)
