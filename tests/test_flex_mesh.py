@@ -49,12 +49,89 @@ def _stl_binary(tris) -> bytes:
 ROPE_V = [(0.05 * i, 0.01 * (i % 2), 0) for i in range(5)]
 ROPE_F = [(i + 1, i + 2, i + 2) for i in range(4)]
 
+# GMSH (ASCII): tetrahedra in format 4.1 (node tags from 11, an unused node), a 2.2 surface (float32 coordinates, one
+# element with tags), a 4.1 rope (MuJoCo 4.0 refuses 1-D GMSH meshes)
+GMSH41_TETS = """$MeshFormat
+4.1 0 8
+$EndMeshFormat
+$Nodes
+1 6 11 6
+3 1 0 6
+11
+12
+13
+14
+15
+16
+0 0 0
+.1 0 0
+0 .1 0
+0 0 .1
+.1 .1 .1
+9 9 9
+$EndNodes
+$Elements
+1 2 1 2
+3 1 4 2
+1 11 12 13 14
+2 12 13 14 15
+$EndElements
+"""
+GMSH22_SURFACE = """$MeshFormat
+2.2 0 8
+$EndMeshFormat
+$Nodes
+5
+1 0 0 0
+2 .1 0 0
+3 0 .1 0
+4 .1 .1 .02
+5 7 7 7
+$EndNodes
+$Elements
+2
+1 2 2 0 1 1 2 3
+2 2 0 2 3 4
+$EndElements
+"""
+GMSH41_ROPE = """$MeshFormat
+4.1 0 8
+$EndMeshFormat
+$Nodes
+1 4 1 4
+1 1 0 4
+1
+2
+3
+4
+0 0 0
+.05 0 .01
+.1 0 0
+.15 .01 0
+$EndNodes
+$Elements
+1 3 1 3
+1 1 1 3
+1 1 2
+2 2 3
+3 3 4
+$EndElements
+"""
+
 FILES = {
     "oct.obj": _obj(OCT_V, OCT_F),
     "grid.obj": _grid_obj(),
     "oct.stl": _stl_binary(_tris(OCT_V, OCT_F)),
     "rope.obj": _obj(ROPE_V, ROPE_F),
     "oct.ply": "ply\n",  # (a format MuJoCo has no decoder for)
+    "tets41.msh": GMSH41_TETS,
+    "surface22.msh": GMSH22_SURFACE,
+    "rope41.msh": GMSH41_ROPE,
+    "binary41.msh": GMSH41_TETS.replace("4.1 0 8", "4.1 1 8"),
+    "v3.msh": GMSH41_TETS.replace("4.1 0 8", "3.0 0 8"),
+    "bad.msh": "hello\n",
+    "nonodes.msh": GMSH41_TETS[: GMSH41_TETS.index("$Nodes")] + GMSH41_TETS[GMSH41_TETS.index("$Elements") :],
+    "twoblocks.msh": GMSH41_TETS.replace("1 6 11 6\n3 1 0 6", "2 6 11 6\n3 1 0 6"),
 }
 
 
@@ -87,6 +164,11 @@ COMPILE = {
     "grid_quads": _fc('file="grid.obj" dim="2" pos="-.1 -.1 0"',
                       NOCON + '<elasticity young="3e3" poisson=".2" thickness=".01" elastic2d="stretch"/>'),
     "stl_binary": _fc('file="oct.stl" dim="2"', NOCON + '<edge equality="true"/><pin id="0 3"/>'),
+    "gmsh41_tets": _fc('file="tets41.msh" dim="3" scale="1 2 1"', NOCON + '<elasticity young="1e4" poisson=".3"/>')
+    .replace('type="mesh"', 'type="gmsh"'),
+    "gmsh22_surface": _fc('file="surface22.msh" dim="2"', NOCON + '<edge equality="true"/><pin id="0"/>')
+    .replace('type="mesh"', 'type="gmsh"'),
+    "gmsh_obj": _fc('file="oct.obj" dim="2"', NOCON + '<edge equality="true"/>').replace('type="mesh"', 'type="gmsh"'),
     "stl_solid": _fc('file="oct.stl" dim="3" origin="0 0 0"', NOCON + '<elasticity young="1e4" poisson=".2"/>'),
 }  # fmt: skip
 
@@ -94,6 +176,7 @@ _DROP = '<contact selfcollide="none"/>'
 FORWARD = {
     "rope": (COMPILE["rope"], False),
     "oct_solid": (COMPILE["oct_solid"], False),
+    "gmsh41_tets": (COMPILE["gmsh41_tets"], False),
     "grid_on_plane": (_fc('file="grid.obj" dim="2" pos="-.1 -.1 -.49"', _DROP + '<edge equality="true"/>'), True),
     "oct_solid_on_plane": (_fc('file="oct.stl" dim="3" origin="0 0 0" pos="0 0 -.395"',
                                _DROP + '<elasticity young="5e3" poisson=".3" damping=".002"/>'), True),
@@ -159,7 +242,24 @@ def test_errors_as_in_mujoco(meshdir, attrs, match):
         mjx_lite.load_mjcf_string(xml)
 
 
-def test_gmsh_is_refused_by_name(meshdir):
-    xml = _scene(meshdir, _fc('file="x.msh" dim="3"').replace('type="mesh"', 'type="gmsh"'))
-    with pytest.raises(MJCFUnsupportedError, match="type='gmsh'"):
+@pytest.mark.parametrize("attrs,match", [
+    ('file="tets41.msh" dim="2"', "dim does not match"),
+    ('file="rope41.msh" dim="1"', "1D meshes are not supported"),
+    ('file="v3.msh" dim="3"', "versions 4.1 and 2.2"),
+    ('file="oct.obj" dim="3"', "dim does not match"),
+    ('file="bad.msh" dim="3"', "no decoder"),  # (no $MeshFormat header)
+    ('file="nonodes.msh" dim="3"', "Nodes"),
+    ('file="twoblocks.msh" dim="3"', "single block"),  # (MuJoCo 4.0 reads an OBJ as a surface here)
+])  # fmt: skip
+def test_gmsh_errors_as_in_mujoco(meshdir, attrs, match):
+    xml = _scene(meshdir, _fc(attrs).replace('type="mesh"', 'type="gmsh"'))
+    with pytest.raises(ValueError, match=match):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError, match=match):
+        mjx_lite.load_mjcf_string(xml)
+
+
+def test_binary_gmsh_is_refused_by_name(meshdir):
+    xml = _scene(meshdir, _fc('file="binary41.msh" dim="3"').replace('type="mesh"', 'type="gmsh"'))
+    with pytest.raises(MJCFUnsupportedError, match="binary GMSH"):
         mjx_lite.load_mjcf_string(xml)

@@ -146,7 +146,6 @@ _BEND = '<elasticity young="1e3" thickness=".01" elastic2d="bend"/>'
 
 
 @pytest.mark.parametrize("attrs,kids,what", [
-    ('type="gmsh" file="x.msh" dim="3"', NOCON, "type='gmsh'"),
     ('type="box" dim="1" count="3 3 3" spacing=".05 .05 .05"', NOCON, "type='box'"),
     ('type="ellipsoid" dim="2" count="3 3 1" spacing=".05 .05 .05"', NOCON, "count below 2"),
     ('type="box" dim="2" count="3 3 3" spacing=".05 .05 .05"', NOCON + _BEND, "curved reference"),

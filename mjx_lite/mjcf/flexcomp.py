@@ -3,12 +3,13 @@
 What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco` in tests/test_flex.py and
 tests/test_flex_types.py):
   - points and elements: of the generated types (grid, circle, square, disc, box, cylinder, ellipsoid;
-    mjcf/flexcomp_shapes.py), given (type="direct": `point`, `element`) or read from an OBJ / STL file (type="mesh":
-    mjcf/flexcomp_mesh.py), the given and read ones scaled by `scale`; then posed by the flexcomp's pos / orientation
-    in the parent body's frame (a `quat` as written, unnormalised, through MuJoCo's rotation formula);
+    mjcf/flexcomp_shapes.py), given (type="direct": `point`, `element`) or read from an OBJ / STL file
+    (type="mesh") or an ASCII GMSH file (type="gmsh"; mjcf/flexcomp_mesh.py), the given and read ones scaled by
+    `scale`; then posed by the flexcomp's pos / orientation in the parent body's frame (a `quat` as written,
+    unnormalised, through MuJoCo's rotation formula);
   - pinned points (<pin id range grid gridrange>; grid and gridrange on type="grid" only) stay vertices of the parent
-    body (their offset kept in the flex's vertex array); a direct or mesh flexcomp drops the points no element uses
-    (renumbering the others, after pinning); every other point i becomes a child body "<name>_<i>" at the point,
+    body (their offset kept in the flex's vertex array); a direct, mesh or gmsh flexcomp drops the points no element
+    uses (renumbering the others, after pinning); every other point i becomes a child body "<name>_<i>" at the point,
     with mass mass / npoint, diagonal inertia mass / npoint * 2 inertiabox^2 / 3 and three slide joints (x, y, z)
     that take the enclosing default class (childclass) as any joint written there would;
   - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
@@ -21,11 +22,11 @@ tests/test_flex_types.py):
     same name), placed after the world child that holds the flexcomp (MuJoCo 4.0's order, probed); mjcf/flex.py
     makes its flex_bending hinges and mjcf/plastic.py its state in Data.plastic.
 
-Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: type gmsh (points
-and elements from a GMSH file), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof other than "full",
-rigid flexcomps, rods' box sections and clamped ends (both points of an end edge pinned), <elasticity yield>
-(plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex self-collisions, contacts with
-height fields and SDFs, and contacts of elastic rods.
+Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
+(type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
+other than "full", rigid flexcomps, rods' box sections and clamped ends (both points of an end edge pinned),
+<elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex
+self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
-    return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type but gmsh, dim 1-3, "
-                                "dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: circle "
-                                "section rods without contacts), contacts with planes and convex geoms)", raw.file,
-                                raw.line, raw.tag, attr)  # fmt: skip
+    return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
+                                "dim 1-3, dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: "
+                                "circle section rods without contacts), contacts with planes and convex geoms)",
+                                raw.file, raw.line, raw.tag, attr)  # fmt: skip
 
 
 def _err(raw, msg: str, attr: str | None = None) -> MJCFError:
@@ -63,15 +64,15 @@ def expand(
     orient: Callable,
     add_body: Callable,
     add_twist_body: Callable,
-    read_mesh: Callable | None = None,
+    read_bytes: Callable | None = None,
 ) -> dict[str, Any]:
     """Expand the <flexcomp> `raw` (a parse._Raw) inside body `parent` (Element; worldbody for the world).
 
     written(raw, key) -> typed attributes written on raw (schema key); orient(kind, value, raw) -> unit quaternion;
     add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints) to `parent`;
     add_twist_body(name, inertia) -> None adds a rod's twist body (mass 1e-9, a hinge joint of the same name) under the
-    world, after the world child that holds the flexcomp; read_mesh(file, raw) -> (vert (n, 3), face (m, 3)) reads
-    a type="mesh" flexcomp's file (flexcomp_mesh.read with the compiler's meshdir and the model's files).
+    world, after the world child that holds the flexcomp; read_bytes(file, raw) -> bytes reads a type="mesh" or
+    "gmsh" flexcomp's file (flexcomp_mesh.read_file with the compiler's meshdir and the model's files).
     Returns the flex record (see `mjcf/flex.py`)."""
     w = written(raw, "flexcomp")
     kids: dict[str, list] = {}
@@ -94,8 +95,6 @@ def expand(
     if not pname:
         raise _err(raw, "Parent body must have name")
     ftype = w.get("type", "grid")
-    if ftype == "gmsh":
-        raise _refuse(raw, "<flexcomp type='gmsh'> (points and elements from a GMSH file)", "type")
     if ftype == "mesh" and int(w.get("dim", 2)) == 3 and "origin" not in w:
         raise _err(raw, "origin must be specified for mesh flexcomps if dim=3", "origin")
     dim = int(w.get("dim", 2))
@@ -108,8 +107,8 @@ def expand(
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
     if w.get("rigid", False):
         raise _refuse(raw, "<flexcomp rigid='true'> (a rigid flex: collision only)", "rigid")
-    direct = ftype in ("direct", "mesh")  # (MuJoCo's `direct`: points given, not generated)
-    for a in (("mesh", "cellcount") + (() if ftype == "mesh" else ("file",))
+    direct = ftype in ("direct", "mesh", "gmsh")  # (MuJoCo's `direct`: points given, not generated)
+    for a in (("mesh", "cellcount") + (() if ftype in ("mesh", "gmsh") else ("file",))
               + (() if ftype == "direct" else ("point", "element"))):  # fmt: skip
         if a in w:
             raise _refuse(raw, f"<flexcomp {a}=...> (not used by type='{ftype}')", a)
@@ -163,10 +162,19 @@ def expand(
     if ftype in ("box", "cylinder", "ellipsoid") and (dim == 1 or min(count) < 2):
         raise _refuse(raw, f"<flexcomp type='{ftype}'> of dim 1 or with a count below 2 (MuJoCo 4.0 makes no "
                       "surface of them: a scrambled chain, or it never returns)", "count")  # fmt: skip
-    if ftype == "mesh":
+    if ftype in ("mesh", "gmsh"):
         if not w.get("file"):
             raise _err(raw, "File is required", "file")
-        point, element = _mesh.mesh_shape(*read_mesh(w["file"], raw), dim, w.get("origin"))
+        if ftype == "mesh":
+            point, element = _mesh.mesh_shape(*_mesh.read(w["file"], lambda f: read_bytes(f, raw), raw), dim,
+                                              w.get("origin"))  # fmt: skip
+        else:  # (MuJoCo 4.0 decodes a gmsh flexcomp's OBJ or STL file as a surface: dim 2)
+            if w["file"].lower().endswith(".msh"):
+                point, element, gdim = _mesh.read_gmsh(read_bytes(w["file"], raw), w["file"], raw)
+            else:
+                (point, element), gdim = _mesh.read(w["file"], lambda f: read_bytes(f, raw), raw), 2
+            if gdim != dim:
+                raise _err(raw, "flexcomp dim does not match GMSH mesh dimensionality", "dim")
     elif direct:
         point = np.asarray(w.get("point", ()), float).reshape(-1)
         element = np.asarray(w.get("element", ()), np.int64).reshape(-1)

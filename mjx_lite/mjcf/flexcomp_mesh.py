@@ -1,5 +1,6 @@
-"""Points and elements of a <flexcomp type="mesh" file=...> (MuJoCo 4.0's mjCFlexcomp::MakeMesh), before the
-flexcomp's scale and pose; host numpy, checked field by field against `mujoco` in tests/test_flex_mesh.py.
+"""Points and elements of a <flexcomp type="mesh" file=...> (MuJoCo 4.0's mjCFlexcomp::MakeMesh) and of a
+<flexcomp type="gmsh" file=...> (`read_gmsh`: ASCII GMSH 4.1 and 2.2), before the flexcomp's scale and pose; host
+numpy, checked field by field against `mujoco` in tests/test_flex_mesh.py.
 
     point, element = mesh_shape(vert, face, dim, origin)   # point (npnt, 3), element (nelem, dim + 1)
 
@@ -21,17 +22,24 @@ import os
 import numpy as np
 
 from mjx_lite.mjcf import mesh as _mesh
+from mjx_lite.mjcf.spec import MJCFUnsupportedError
 
 MINVAL = 1e-15  # mjMINVAL
 
 
-def read(file: str, model_dir: str, meshdir: str, assets, strippath: bool, elem) -> tuple[np.ndarray, np.ndarray]:
-    """(vert float64 (n, 3) (float32 values), face int64 (m, 3)) of the STL or OBJ file `file`, repeated vertices
-    merged; MJCFError (at `elem`) for legacy MSH files, other formats, unreadable files and meshes without faces."""
+def read_file(file: str, model_dir: str, meshdir: str, assets, strippath: bool, elem) -> bytes:
+    """The bytes of a mesh or GMSH file, found as a <mesh file> is (meshdir, the assets, the model's directory)."""
+    return _mesh.read_asset_file(file, model_dir, meshdir, assets, strippath, elem)
+
+
+def read(file: str, read_bytes, elem) -> tuple[np.ndarray, np.ndarray]:
+    """(vert float64 (n, 3) (float32 values), face int64 (m, 3)) of the STL or OBJ file `file` (its bytes from
+    read_bytes(file)), repeated vertices merged; MJCFError (at `elem`) for legacy MSH files, other formats,
+    unreadable files and meshes without faces."""
     ext = os.path.splitext(file)[1].lower()
     if ext == ".msh":
         raise _mesh._err(elem, "legacy MSH files are not supported in flexcomp", "file")
-    data = _mesh.read_asset_file(file, model_dir, meshdir, assets, strippath, elem)
+    data = read_bytes(file)
     reader = {".stl": _mesh.read_stl, ".obj": _mesh.read_obj}.get(ext)
     if reader is None:
         raise _mesh._err(elem, f"no decoder found for mesh file '{file}'", "file")
@@ -59,3 +67,108 @@ def mesh_shape(vert: np.ndarray, face: np.ndarray, dim: int, origin) -> tuple[np
             continue
         elem.append((0, int(f[0]), int(f[1]), int(f[2])))
     return point, np.array(elem, np.int64).reshape(-1, 4)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# GMSH (type="gmsh"): ASCII files of format 4.1 (one node block, one element block) and 2.2, as MuJoCo 4.0 reads them
+
+
+class _Tokens:
+    """Whitespace-separated numbers of a file section, read one at a time (a C++ stream's >>)."""
+
+    def __init__(self, text: str, err):
+        self.tok, self.i, self.err = text.split(), 0, err
+
+    def take(self, kind, msg: str):
+        if self.i >= len(self.tok):
+            raise self.err(msg)
+        t = self.tok[self.i]
+        self.i += 1
+        try:
+            return kind(t)
+        except ValueError:
+            raise self.err(msg) from None
+
+
+def _section(text: str, begin: str, end: str, err) -> str:
+    b, e = text.find(begin), text.find(end)
+    if b < 0:
+        raise err(f"GMSH file missing {begin}")
+    if e < b + len(begin):
+        raise err(f"GMSH file missing {end} after {begin}")
+    return text[b + len(begin) : e]
+
+
+def read_gmsh(data: bytes, file: str, elem) -> tuple[np.ndarray, np.ndarray, int]:
+    """(points (n, 3), elements (m, dim + 1), dim) of the ASCII GMSH file `file` with bytes `data` (formats 4.1 and
+    2.2, one node block and one element block; 1-D meshes are an error, as in MuJoCo 4.0; 2.2 node
+    coordinates are read as float32, as MuJoCo 4.0 does). MJCFError with MuJoCo's messages for malformed files;
+    MJCFUnsupportedError for binary files."""
+
+    def err(msg):
+        return _mesh._err(elem, msg, "file")
+
+    if not data.startswith(b"$MeshFormat"):  # (MuJoCo 4.0 then finds no decoder for the file)
+        raise err(f"no decoder found for mesh file '{file}'")
+    head = data[11:].split(maxsplit=2)
+    try:
+        version, binary = float(head[0]), int(head[1])
+    except (IndexError, ValueError):
+        raise err("Could not read GMSH file header") from None
+    if round(100 * version) not in (220, 410):
+        raise err("Only GMSH file format versions 4.1 and 2.2 are supported")
+    if binary:
+        raise MJCFUnsupportedError("a binary GMSH file in <flexcomp type='gmsh'> is not supported by mjx_lite (ASCII "
+                                   "formats 4.1 and 2.2 are)", *_mesh._where(elem), "file")  # fmt: skip
+    text = data.decode("latin-1")
+    nodes = _Tokens(_section(text, "$Nodes", "$EndNodes", err), err)
+    elems = _Tokens(_section(text, "$Elements", "$EndElements", err), err)
+    if round(100 * version) == 410:
+        nblock, nnode, mintag, maxtag = (nodes.take(int, "Error reading Nodes header") for _ in range(4))
+        dim, _, _, ninblock = (nodes.take(int, "Error reading Nodes header") for _ in range(4))
+        if nblock != 1 or nnode != ninblock:
+            raise err("All nodes must be in single block")
+        if maxtag != ninblock:
+            raise err("Maximum number of nodes must be equal to number of nodes in a block")
+        if dim < 1 or dim > 3:
+            raise err("Entity must be 1D, 2D or 3D")
+        if dim == 1:
+            raise err("GMSH decoder: 1D meshes are not supported")
+        for i in range(nnode):
+            if nodes.take(int, "Error reading node tags") != i + mintag:
+                raise err("Node tags must be sequential")
+        point = [nodes.take(float, "Error reading node coordinates") for _ in range(3 * nnode)]
+        nblock, nel, _, _ = (elems.take(int, "Error reading Elements header") for _ in range(4))
+        edim, _, etype, ninblock = (elems.take(int, "Error reading Elements header") for _ in range(4))
+        if nblock != 1 or nel != ninblock:
+            raise err("All elements must be in single block")
+        if edim != dim:
+            raise err("Inconsistent dimensionality in Elements")
+        if etype != {1: 1, 2: 2, 3: 4}[dim]:
+            raise err("Element type inconsistent with dimensionality")
+        element = []
+        for _ in range(nel):
+            elems.take(int, "Error reading Elements")
+            element += [elems.take(int, "Error reading Elements") - mintag for _ in range(dim + 1)]
+    else:
+        nnode = nodes.take(int, "Invalid node header")
+        point = []
+        for _ in range(nnode):
+            nodes.take(int, "Error reading node tags")
+            point += [float(np.float32(nodes.take(float, "Error reading node coordinates"))) for _ in range(3)]
+        nel = elems.take(int, "Invalid elements header")
+        element, dim = [], 0
+        for i in range(nel):
+            _, etype, ntags = (elems.take(int, "Error reading Elements") for _ in range(3))
+            if i == 0:
+                dim = {2: 2, 4: 3}.get(etype, 0)
+                if not dim:
+                    raise err("Invalid number of node tags")
+            if ntags > 0:  # (MuJoCo reads two tags, whatever their number)
+                elems.take(int, "Error reading Elements"), elems.take(int, "Error reading Elements")
+            for _ in range(dim + 1):
+                tag = elems.take(int, "Error reading Elements")
+                if tag > nnode or tag < 1:
+                    raise err("Invalid node tag")
+                element.append(tag - 1)
+    return np.asarray(point, float).reshape(-1, 3), np.asarray(element, np.int64).reshape(-1, dim + 1), dim

@@ -815,11 +815,11 @@ class _Builder:
         def orient(kind, v, src):
             return orientation_to_quat(kind, v, self.degree, self.eulerseq, src)
 
-        def read_mesh(file, src):  # a type="mesh" flexcomp's file, found as a <mesh file> is
+        def read_bytes(file, src):  # a type="mesh" or "gmsh" flexcomp's file, found as a <mesh file> is
             model_dir, assets, meshdir, strippath = self.mesh_files
-            return _flexcomp_mesh.read(file, model_dir or "", meshdir, assets, strippath, src)
+            return _flexcomp_mesh.read_file(file, model_dir or "", meshdir, assets, strippath, src)
 
-        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body, add_twist_body, read_mesh))
+        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body, add_twist_body, read_bytes))
 
     def replicate(self, raw: _Raw, parent: str, out: Element, childclass: str | None, frame):
         """<replicate count offset euler sep>: `count` copies of the children, copy i posed by the i-th power of
