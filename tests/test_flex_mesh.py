@@ -118,6 +118,22 @@ $Elements
 $EndElements
 """
 
+def _gmsh41_binary(points, elements, mintag: int, dim: int = 3, etype: int = 4) -> bytes:
+    """A little-endian binary GMSH 4.1 file: one node block, one element block."""
+    out = b"$MeshFormat\n4.1 1 8\n" + struct.pack("<i", 1) + b"\n$EndMeshFormat\n$Nodes\n"
+    n = len(points)
+    out += struct.pack("<QQQQiiiQ", 1, n, mintag, mintag + n - 1, dim, 1, 0, n)
+    out += struct.pack(f"<{n}Q", *range(mintag, mintag + n)) + np.asarray(points, "<f8").tobytes()
+    out += b"\n$EndNodes\n$Elements\n" + struct.pack("<QQQQiiiQ", 1, len(elements), 1, len(elements), dim, 1, etype,
+                                                        len(elements))  # fmt: skip
+    for i, e in enumerate(elements):
+        out += struct.pack(f"<{len(e) + 1}Q", i + 1, *e)
+    return out + b"\n$EndElements\n"
+
+
+BIN_PTS = [(0, 0, 0), (0.1, 0, 0), (0, 0.1, 0), (0, 0, 0.1), (0.1, 0.1, 0.1), (0.12, -0.03, 0.05)]
+BIN_TETS = [(3, 4, 5, 6), (4, 5, 6, 7), (3, 4, 6, 8)]
+
 FILES = {
     "oct.obj": _obj(OCT_V, OCT_F),
     "grid.obj": _grid_obj(),
@@ -127,7 +143,8 @@ FILES = {
     "tets41.msh": GMSH41_TETS,
     "surface22.msh": GMSH22_SURFACE,
     "rope41.msh": GMSH41_ROPE,
-    "binary41.msh": GMSH41_TETS.replace("4.1 0 8", "4.1 1 8"),
+    "binary41.msh": _gmsh41_binary(BIN_PTS, BIN_TETS, mintag=3),
+    "binary22.msh": GMSH22_SURFACE.replace("2.2 0 8", "2.2 1 8"),
     "v3.msh": GMSH41_TETS.replace("4.1 0 8", "3.0 0 8"),
     "bad.msh": "hello\n",
     "nonodes.msh": GMSH41_TETS[: GMSH41_TETS.index("$Nodes")] + GMSH41_TETS[GMSH41_TETS.index("$Elements") :],
@@ -168,6 +185,9 @@ COMPILE = {
     .replace('type="mesh"', 'type="gmsh"'),
     "gmsh22_surface": _fc('file="surface22.msh" dim="2"', NOCON + '<edge equality="true"/><pin id="0"/>')
     .replace('type="mesh"', 'type="gmsh"'),
+    "gmsh41_binary": _fc('file="binary41.msh" dim="3"', NOCON + '<elasticity young="1e4" poisson=".2"/>').replace(
+        'type="mesh"', 'type="gmsh"'
+    ),
     "gmsh_obj": _fc('file="oct.obj" dim="2"', NOCON + '<edge equality="true"/>').replace('type="mesh"', 'type="gmsh"'),
     "stl_solid": _fc('file="oct.stl" dim="3" origin="0 0 0"', NOCON + '<elasticity young="1e4" poisson=".2"/>'),
 }  # fmt: skip
@@ -259,7 +279,7 @@ def test_gmsh_errors_as_in_mujoco(meshdir, attrs, match):
         mjx_lite.load_mjcf_string(xml)
 
 
-def test_binary_gmsh_is_refused_by_name(meshdir):
-    xml = _scene(meshdir, _fc('file="binary41.msh" dim="3"').replace('type="mesh"', 'type="gmsh"'))
-    with pytest.raises(MJCFUnsupportedError, match="binary GMSH"):
+def test_binary_gmsh22_is_refused_by_name(meshdir):
+    xml = _scene(meshdir, _fc('file="binary22.msh" dim="2"').replace('type="mesh"', 'type="gmsh"'))
+    with pytest.raises(MJCFUnsupportedError, match="binary GMSH 2.2"):
         mjx_lite.load_mjcf_string(xml)

@@ -1,6 +1,6 @@
 """Points and elements of a <flexcomp type="mesh" file=...> (MuJoCo 4.0's mjCFlexcomp::MakeMesh) and of a
-<flexcomp type="gmsh" file=...> (`read_gmsh`: ASCII GMSH 4.1 and 2.2), before the flexcomp's scale and pose; host
-numpy, checked field by field against `mujoco` in tests/test_flex_mesh.py.
+<flexcomp type="gmsh" file=...> (`read_gmsh`: GMSH 4.1, ASCII or binary, and ASCII 2.2), before the flexcomp's
+scale and pose; host numpy, checked field by field against `mujoco` in tests/test_flex_mesh.py.
 
     point, element = mesh_shape(vert, face, dim, origin)   # point (npnt, 3), element (nelem, dim + 1)
 
@@ -18,6 +18,7 @@ Points no element uses are dropped afterwards by the caller (as for type="direct
 from __future__ import annotations
 
 import os
+import struct
 
 import numpy as np
 
@@ -70,7 +71,8 @@ def mesh_shape(vert: np.ndarray, face: np.ndarray, dim: int, origin) -> tuple[np
 
 
 # ---------------------------------------------------------------------------------------------------------
-# GMSH (type="gmsh"): ASCII files of format 4.1 (one node block, one element block) and 2.2, as MuJoCo 4.0 reads them
+# GMSH (type="gmsh"): files of format 4.1 (ASCII or binary; one node block, one element block) and ASCII 2.2, as
+# MuJoCo 4.0 reads them
 
 
 class _Tokens:
@@ -100,10 +102,10 @@ def _section(text: str, begin: str, end: str, err) -> str:
 
 
 def read_gmsh(data: bytes, file: str, elem) -> tuple[np.ndarray, np.ndarray, int]:
-    """(points (n, 3), elements (m, dim + 1), dim) of the ASCII GMSH file `file` with bytes `data` (formats 4.1 and
-    2.2, one node block and one element block; 1-D meshes are an error, as in MuJoCo 4.0; 2.2 node
+    """(points (n, 3), elements (m, dim + 1), dim) of the GMSH file `file` with bytes `data` (ASCII 4.1 and 2.2,
+    binary 4.1; one node block and one element block; 1-D meshes are an error, as in MuJoCo 4.0; 2.2 node
     coordinates are read as float32, as MuJoCo 4.0 does). MJCFError with MuJoCo's messages for malformed files;
-    MJCFUnsupportedError for binary files."""
+    MJCFUnsupportedError for binary 2.2 files."""
 
     def err(msg):
         return _mesh._err(elem, msg, "file")
@@ -117,9 +119,11 @@ def read_gmsh(data: bytes, file: str, elem) -> tuple[np.ndarray, np.ndarray, int
         raise err("Could not read GMSH file header") from None
     if round(100 * version) not in (220, 410):
         raise err("Only GMSH file format versions 4.1 and 2.2 are supported")
+    if binary and round(100 * version) == 220:
+        raise MJCFUnsupportedError("a binary GMSH 2.2 file in <flexcomp type='gmsh'> is not supported by mjx_lite "
+                                   "(ASCII 2.2 and ASCII or binary 4.1 are)", *_mesh._where(elem), "file")  # fmt: skip
     if binary:
-        raise MJCFUnsupportedError("a binary GMSH file in <flexcomp type='gmsh'> is not supported by mjx_lite (ASCII "
-                                   "formats 4.1 and 2.2 are)", *_mesh._where(elem), "file")  # fmt: skip
+        return _binary41(data, err)
     text = data.decode("latin-1")
     nodes = _Tokens(_section(text, "$Nodes", "$EndNodes", err), err)
     elems = _Tokens(_section(text, "$Elements", "$EndElements", err), err)
@@ -172,3 +176,48 @@ def read_gmsh(data: bytes, file: str, elem) -> tuple[np.ndarray, np.ndarray, int
                     raise err("Invalid node tag")
                 element.append(tag - 1)
     return np.asarray(point, float).reshape(-1, 3), np.asarray(element, np.int64).reshape(-1, dim + 1), dim
+
+
+def _binary41(data: bytes, err) -> tuple[np.ndarray, np.ndarray, int]:
+    """A binary GMSH 4.1 file (little-endian): per section a 52-byte header (numEntityBlocks, numNodes / numElements,
+    min tag, max tag as uint64; entityDim, entityTag, parametric / elementType as int32; the block's count as uint64),
+    then node tags (uint64) and coordinates (float64), or per element its tag and dim + 1 node tags (uint64)."""
+
+    def section(begin: bytes, end: bytes) -> bytes:
+        b, e = data.find(begin), data.find(end)
+        if b < 0:
+            raise err(f"GMSH file missing {begin.decode()}")
+        if e < b + len(begin) + 1:
+            raise err(f"GMSH file missing {end.decode()} after {begin.decode()}")
+        return data[b + len(begin) + 1 : e]
+
+    nodes, elems = section(b"$Nodes", b"$EndNodes"), section(b"$Elements", b"$EndElements")
+    if len(nodes) < 52:
+        raise err("Invalid nodes header")
+    nblock, nnode, mintag, _, dim, _, _, ninblock = struct.unpack_from("<QQQQiiiQ", nodes)
+    if nblock != 1 or nnode != ninblock:
+        raise err("All nodes must be in single block")
+    if dim < 1 or dim > 3:
+        raise err("Entity must be 1D, 2D or 3D")
+    if dim == 1:
+        raise err("GMSH decoder: 1D meshes are not supported")
+    if len(nodes) < 52 + 32 * nnode:
+        raise err("Insufficient byte size of Nodes")
+    tags = np.frombuffer(nodes, "<u8", nnode, 52)
+    if np.any(tags != mintag + np.arange(nnode, dtype=np.uint64)):
+        raise err("Node tags must be sequential")
+    point = np.frombuffer(nodes, "<f8", 3 * nnode, 52 + 8 * nnode).astype(float).reshape(-1, 3)
+    if len(elems) < 52:
+        raise err("Invalid elements header")
+    nblock, nel, _, _, edim, _, etype, ninblock = struct.unpack_from("<QQQQiiiQ", elems)
+    if nblock != 1 or nel != ninblock:
+        raise err("All elements must be in single block")
+    if edim != dim:
+        raise err("Inconsistent dimensionality in Elements")
+    if etype != {2: 2, 3: 4}[dim]:
+        raise err("Element type inconsistent with dimensionality")
+    if len(elems) < 52 + 8 * (dim + 2) * nel:
+        raise err("Insufficient byte size of Elements")
+    rows = np.frombuffer(elems, "<u8", (dim + 2) * nel, 52).reshape(nel, dim + 2)
+    element = rows[:, 1:].astype(np.int64) - int(mintag)
+    return point, element, dim
