@@ -774,6 +774,11 @@ class Model:
     flex_activelayers: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_interp: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_radius: jax.Array = shaped("nflex")
+    # flex appearance (the renderer's; mjModel's names): group, colour (float32 values), and material (-1: none),
+    # which MuJoCo 4.0 stores per element (each element of a flex holds its flex's material)
+    flex_group: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_matid: np.ndarray = static_field(shape=("nflexelem",), dtype="int32")
+    flex_rgba: jax.Array = shaped("nflex", 4)
     flex_rigid: np.ndarray = static_field(shape=("nflex",), dtype="bool")
     flex_vert: jax.Array = shaped("nflexvert", 3)
     flex_vertadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")

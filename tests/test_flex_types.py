@@ -53,6 +53,11 @@ COMPILE = {
                    NOCON + '<elasticity young="1e3" poisson=".1" thickness=".01" elastic2d="stretch"/>'),
     "direct3": _fc('type="direct" dim="3" point="0 0 0  .1 0 0  0 .1 0  0 0 .1  .1 .1 .1" element="0 1 2 3 1 2 3 4"',
                    NOCON + '<elasticity young="1e3" poisson=".25"/><pin id="4"/>'),
+    # a quat as written: MuJoCo rotates by it unnormalised (|q|^2 scales the points) and accepts a zero one
+    "quat_unnormalised": _fc('type="grid" dim="2" count="3 4 1" spacing=".05 .05 .05" quat="1 .6 -.3 .2" '
+                             'pos=".1 0 .05"', NOCON + '<edge equality="true"/><pin id="1"/>'),
+    "quat_zero": _fc('type="grid" dim="1" count="4 1 1" spacing=".05 .05 .05" quat="0 0 0 0"',
+                     NOCON + '<edge stiffness="10"/>'),
 }  # fmt: skip
 
 # forward scenes (the physics mjx_lite simulates): cloths on a plane, soft bodies with elasticity on a plane, a ring
@@ -68,6 +73,7 @@ FORWARD = {
     "disc_bending": (COMPILE["disc"], False),
     "circle": (COMPILE["circle"], False),
     "direct3": (COMPILE["direct3"], False),
+    "quat_unnormalised": (COMPILE["quat_unnormalised"], False),
 }  # fmt: skip
 
 
@@ -140,8 +146,6 @@ _BEND = '<elasticity young="1e3" thickness=".01" elastic2d="bend"/>'
 
 
 @pytest.mark.parametrize("attrs,kids,what", [
-    ('type="mesh" file="x.obj" dim="2"', NOCON, "type='mesh'"),
-    ('type="gmsh" file="x.msh" dim="3"', NOCON, "type='gmsh'"),
     ('type="box" dim="1" count="3 3 3" spacing=".05 .05 .05"', NOCON, "type='box'"),
     ('type="ellipsoid" dim="2" count="3 3 1" spacing=".05 .05 .05"', NOCON, "count below 2"),
     ('type="box" dim="2" count="3 3 3" spacing=".05 .05 .05"', NOCON + _BEND, "curved reference"),
@@ -262,3 +266,19 @@ def test_deformable_equality_and_elasticity_is_an_error_as_in_mujoco():
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError, match="cannot both be present"):
         mjx_lite.load_mjcf_string(xml)
+
+
+def test_appearance_matches_mujoco():
+    """flex_group, flex_rgba and flex_matid (MuJoCo 4.0 stores the material per element) of a <deformable><flex>
+    and a <flexcomp>, each with and without a material."""
+    for mat_flex, mat_comp in (("red", ""), ("", "blue")):
+        flex = (f'<flex name="c" dim="2" body="p0 p1 p2" element="0 1 2" rgba=".1 .2 .3 .4" group="3" '
+                f'material="{mat_flex}">{NOCON}</flex>')  # fmt: skip
+        comp = _fc('type="grid" dim="2" count="3 3 1" spacing=".05 .05 .05" rgba=".7 .1 .1 1" group="2" '
+                   f'material="{mat_comp}"', NOCON + '<edge equality="true"/>')  # fmt: skip
+        xml = ('<mujoco><asset><material name="red" rgba="1 0 0 1"/><material name="blue" rgba="0 0 1 1"/></asset>'
+               f'<deformable>{flex}</deformable><worldbody>{_points(3, flat=True)}<body name="b">{comp}</body>'
+               "</worldbody></mujoco>")  # fmt: skip
+        m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+        assert oracle.compare_models(m, mjm) == []
+        np.testing.assert_array_equal(np.asarray(m.flex_matid), mjm.flex_matid)

@@ -25,7 +25,7 @@ def _document(data: bytes | str, file: str, loader: _Loader, directory: str | No
 def build(raw: _Raw, loader: _Loader, directory: str | None, loading: tuple[str, ...] = ()) -> Element:
     """The spec tree of an include-expanded MJCF document (`read_file`'s raw tree): built, its <attach>ments
     composed and its <replicate>s expanded. `raw` is consumed (pass a copy to build it again)."""
-    tree = _build(raw)
+    tree = _build(raw, loader.assets, directory)
     if compose.has_composition(tree):
         def load(model: Element) -> Element:
             name = model.attrs["file"]

@@ -8,7 +8,8 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
     (min, max) vertex pairs, each new pair appended at its first occurrence;
   - flexedge_rigid: both vertices on bodies welded together (same body_weldid);
   - flex_centered: every vertex offset zero (MuJoCo recomputes it from the offsets);
-  - flex_edgeequality: 1 for a flexcomp's <edge equality='true'> or a flex an <equality><flex> names.
+  - flex_edgeequality: 1 for a flexcomp's <edge equality='true'> or a flex an <equality><flex> names;
+  - flex_group, flex_matid, flex_rgba (float32 values): the flex's appearance, for the renderer.
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
 Flex contacts: flex vertices against planes welded to the world and the elements of every flex against the convex
@@ -21,10 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from mjx_lite.mjcf import flexcomp as _flexcomp
+from mjx_lite.mjcf import texture
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.inertia import frame_accum, rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 
+_RGBA = (0.5, 0.5, 0.5, 1.0)  # flex rgba default
 _LOCAL_EDGES = {1: ((0, 1),), 2: ((1, 2), (2, 0), (0, 1)), 3: ((0, 1), (1, 2), (2, 0), (2, 3), (0, 3), (1, 3))}
 # the two faces (element-local vertices) whose normals span the strain basis of each element edge (MuJoCo's stencils)
 _FACES = {2: ((1, 2), (2, 0), (0, 1)), 3: ((2, 1, 0), (0, 1, 3), (1, 2, 3), (2, 0, 3))}
@@ -148,6 +151,12 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     for k, w in (("friction", 3), ("solref", 2), ("solimp", 5)):
         A["flex_" + k] = np.asarray(arr[k], float).reshape(n, w)
     A["flex_centered"] = np.asarray(arr["centered"], bool).reshape(n)
+    A["flex_group"] = np.asarray([r["group"] for r in recs], i32).reshape(n)
+    matid = [texture.material_id(ctx, Element("flex", {}, [], r["file"], r["line"]), what=f"flex {f}",
+                                 name=r.get("material") or "") for f, r in enumerate(recs)]  # fmt: skip
+    A["flex_matid"] = np.repeat(np.asarray(matid, i32).reshape(n), arr["elemnum"]).astype(i32)  # (per element)
+    rgba = np.asarray([r.get("rgba", _RGBA) for r in recs], np.float32)  # (MuJoCo keeps rgba in float32)
+    A["flex_rgba"] = rgba.astype(float).reshape(n, 4)
     A["flex_rigid"] = np.zeros(n, bool)  # (rigid flexcomps are refused)
     A["flex_interp"] = np.zeros(n, i32)
     A["flex_elemlayer"] = np.concatenate([np.zeros(0, i32)] + layers).astype(i32)

@@ -3,11 +3,13 @@
 What is built (as MuJoCo's flexcomp does, checked field by field against `mujoco` in tests/test_flex.py and
 tests/test_flex_types.py):
   - points and elements: of the generated types (grid, circle, square, disc, box, cylinder, ellipsoid;
-    mjcf/flexcomp_shapes.py), or given (type="direct": `point` scaled by `scale`, `element`); then posed by the
-    flexcomp's pos / orientation in the parent body's frame;
+    mjcf/flexcomp_shapes.py), given (type="direct": `point`, `element`) or read from an OBJ / STL file
+    (type="mesh") or an ASCII GMSH file (type="gmsh"; mjcf/flexcomp_mesh.py), the given and read ones scaled by
+    `scale`; then posed by the flexcomp's pos / orientation in the parent body's frame (a `quat` as written,
+    unnormalised, through MuJoCo's rotation formula);
   - pinned points (<pin id range grid gridrange>; grid and gridrange on type="grid" only) stay vertices of the parent
-    body (their offset kept in the flex's vertex array); a direct flexcomp drops the points no element uses
-    (renumbering the others, after pinning); every other point i becomes a child body "<name>_<i>" at the point,
+    body (their offset kept in the flex's vertex array); a direct, mesh or gmsh flexcomp drops the points no element
+    uses (renumbering the others, after pinning); every other point i becomes a child body "<name>_<i>" at the point,
     with mass mass / npoint, diagonal inertia mass / npoint * 2 inertiabox^2 / 3 and three slide joints (x, y, z)
     that take the enclosing default class (childclass) as any joint written there would;
   - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
@@ -20,11 +22,11 @@ tests/test_flex_types.py):
     same name), placed after the world child that holds the flexcomp (MuJoCo 4.0's order, probed); mjcf/flex.py
     makes its flex_bending hinges and mjcf/plastic.py its state in Data.plastic.
 
-Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: types mesh and gmsh
-(points from a file), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof other than "full", rigid
-flexcomps, rods' box sections and clamped ends (both points of an end edge pinned), <elasticity yield> (plasticity),
-<edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex self-collisions, contacts with height fields and
-SDFs, and contacts of elastic rods.
+Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
+(type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
+other than "full", rigid flexcomps, rods' box sections and clamped ends (both points of an end edge pinned),
+<elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex
+self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from mjx_lite.mjcf import flexcomp_mesh as _mesh
 from mjx_lite.mjcf import flexcomp_shapes as _shapes
-from mjx_lite.mjcf.inertia import rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 
 MINVAL = 1e-15
@@ -45,10 +47,10 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
-    return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: type='grid', dim 1, 2 or 3, "
-                                "dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: circle "
-                                "section rods without contacts), contacts with planes and convex geoms)", raw.file,
-                                raw.line, raw.tag, attr)  # fmt: skip
+    return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
+                                "dim 1-3, dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: "
+                                "circle section rods without contacts), contacts with planes and convex geoms)",
+                                raw.file, raw.line, raw.tag, attr)  # fmt: skip
 
 
 def _err(raw, msg: str, attr: str | None = None) -> MJCFError:
@@ -56,14 +58,21 @@ def _err(raw, msg: str, attr: str | None = None) -> MJCFError:
 
 
 def expand(
-    raw, parent: Element, written: Callable, orient: Callable, add_body: Callable, add_twist_body: Callable
+    raw,
+    parent: Element,
+    written: Callable,
+    orient: Callable,
+    add_body: Callable,
+    add_twist_body: Callable,
+    read_bytes: Callable | None = None,
 ) -> dict[str, Any]:
     """Expand the <flexcomp> `raw` (a parse._Raw) inside body `parent` (Element; worldbody for the world).
 
     written(raw, key) -> typed attributes written on raw (schema key); orient(kind, value, raw) -> unit quaternion;
     add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints) to `parent`;
     add_twist_body(name, inertia) -> None adds a rod's twist body (mass 1e-9, a hinge joint of the same name) under the
-    world, after the world child that holds the flexcomp.
+    world, after the world child that holds the flexcomp; read_bytes(file, raw) -> bytes reads a type="mesh" or
+    "gmsh" flexcomp's file (flexcomp_mesh.read_file with the compiler's meshdir and the model's files).
     Returns the flex record (see `mjcf/flex.py`)."""
     w = written(raw, "flexcomp")
     kids: dict[str, list] = {}
@@ -86,8 +95,8 @@ def expand(
     if not pname:
         raise _err(raw, "Parent body must have name")
     ftype = w.get("type", "grid")
-    if ftype in ("mesh", "gmsh"):
-        raise _refuse(raw, f"<flexcomp type='{ftype}'> (points and elements from a mesh file)", "type")
+    if ftype == "mesh" and int(w.get("dim", 2)) == 3 and "origin" not in w:
+        raise _err(raw, "origin must be specified for mesh flexcomps if dim=3", "origin")
     dim = int(w.get("dim", 2))
     if dim < 1 or dim > 3:
         raise _err(raw, "Invalid dim, must be between 1 and 3", "dim")
@@ -98,8 +107,9 @@ def expand(
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
     if w.get("rigid", False):
         raise _refuse(raw, "<flexcomp rigid='true'> (a rigid flex: collision only)", "rigid")
-    direct = ftype == "direct"
-    for a in ("file", "mesh", "cellcount") + (() if direct else ("point", "element")):
+    direct = ftype in ("direct", "mesh", "gmsh")  # (MuJoCo's `direct`: points given, not generated)
+    for a in (("mesh", "cellcount") + (() if ftype in ("mesh", "gmsh") else ("file",))
+              + (() if ftype == "direct" else ("point", "element"))):  # fmt: skip
         if a in w:
             raise _refuse(raw, f"<flexcomp {a}=...> (not used by type='{ftype}')", a)
     count = _vec3(w.get("count"), (10, 10, 10))
@@ -145,12 +155,27 @@ def expand(
     given = [a for a in _ORIENT if a in raw.attrib]
     if len(given) > 1:
         raise _err(raw, f"multiple orientation specifiers ({', '.join(given)})", given[1])
-    if given and given[0] in w:
+    if given and given[0] == "quat":  # used as written: MuJoCo neither normalises nor checks it (probed)
+        quat = np.asarray(w["quat"], float).reshape(4)
+    elif given and given[0] in w:
         quat = orient(given[0], w[given[0]], raw)
     if ftype in ("box", "cylinder", "ellipsoid") and (dim == 1 or min(count) < 2):
         raise _refuse(raw, f"<flexcomp type='{ftype}'> of dim 1 or with a count below 2 (MuJoCo 4.0 makes no "
                       "surface of them: a scrambled chain, or it never returns)", "count")  # fmt: skip
-    if direct:
+    if ftype in ("mesh", "gmsh"):
+        if not w.get("file"):
+            raise _err(raw, "File is required", "file")
+        if ftype == "mesh":
+            point, element = _mesh.mesh_shape(*_mesh.read(w["file"], lambda f: read_bytes(f, raw), raw), dim,
+                                              w.get("origin"))  # fmt: skip
+        else:  # (MuJoCo 4.0 decodes a gmsh flexcomp's OBJ or STL file as a surface: dim 2)
+            if w["file"].lower().endswith(".msh"):
+                point, element, gdim = _mesh.read_gmsh(read_bytes(w["file"], raw), w["file"], raw)
+            else:
+                (point, element), gdim = _mesh.read(w["file"], lambda f: read_bytes(f, raw), raw), 2
+            if gdim != dim:
+                raise _err(raw, "flexcomp dim does not match GMSH mesh dimensionality", "dim")
+    elif direct:
         point = np.asarray(w.get("point", ()), float).reshape(-1)
         element = np.asarray(w.get("element", ()), np.int64).reshape(-1)
     else:
@@ -256,6 +281,7 @@ def expand(
         "point": point, "young": young, "poisson": poisson, "damping": edamp, "thickness": thickness,
         "elastic2d": elastic2d,
         "elem": element.reshape(-1).astype(np.int64), "radius": radius, "group": int(w.get("group", 0)),
+        "rgba": _vecn(w.get("rgba"), (0.5, 0.5, 0.5, 1.0)), "material": w.get("material") or "",
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
         "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
         "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
@@ -286,9 +312,19 @@ def _vec3(v, default) -> list:
 
 
 def quat_pose(p, pos, quat) -> np.ndarray:
-    """mjuu_trnVecPose: pos + quat * p."""
+    """mjuu_trnVecPose: pos + quat * p, with MuJoCo's rotation formula p + 2 (q_xyz x (q_w p + q_xyz x p)), which
+    does not assume a unit quaternion (a flexcomp's `quat` is used as written: |q| != 1 scales and shears)."""
     pos = np.zeros(3) if pos is None else np.asarray(pos, float)
-    return pos + rot_vec(np.asarray(p, float), quat)
+    v = [float(x) for x in p]
+    w, x, y, z = (float(c) for c in quat)
+    if v == [0.0, 0.0, 0.0]:
+        res = [0.0, 0.0, 0.0]
+    elif (w, x, y, z) == (1.0, 0.0, 0.0, 0.0):
+        res = v
+    else:
+        t = (w * v[0] + y * v[2] - z * v[1], w * v[1] + z * v[0] - x * v[2], w * v[2] + x * v[1] - y * v[0])
+        res = [v[0] + 2 * (y * t[2] - z * t[1]), v[1] + 2 * (z * t[0] - x * t[2]), v[2] + 2 * (x * t[1] - y * t[0])]
+    return np.array([res[0] + pos[0], res[1] + pos[1], res[2] + pos[2]])
 
 
 def deformable(el: Element) -> dict[str, Any]:
@@ -348,6 +384,7 @@ def deformable(el: Element) -> dict[str, Any]:
         "thickness": float(elast.get("thickness", -1.0)),
         "elastic2d": {"none": 0, "bend": 1, "stretch": 2, "both": 3}[elast.get("elastic2d") or "none"],
         "elem": elem, "radius": float(a["radius"]), "group": int(a["group"]),
+        "rgba": _vecn(a.get("rgba"), (0.5, 0.5, 0.5, 1.0)), "material": a.get("material") or "",
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
         "equality": 0, "eq_solref": None, "eq_solimp": None,
         "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),

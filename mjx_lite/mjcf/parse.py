@@ -34,6 +34,7 @@ import re
 import numpy as np
 
 from mjx_lite.mjcf import flexcomp as _flexcomp
+from mjx_lite.mjcf import flexcomp_mesh as _flexcomp_mesh
 from mjx_lite.mjcf import inertia as _m
 from mjx_lite.mjcf import plugins, xml
 from mjx_lite.mjcf import schema as sc
@@ -611,6 +612,7 @@ class _Builder:
         self.flexes: list[dict] = []  # flex records of the <flexcomp>s, in document order (mjcf/flexcomp.py)
         self.extension: Element | None = None  # the <extension> declarations (mjcf/plugins.py)
         self._world_pending: list[Element] = []  # rod twist bodies, added to the world after the current world child
+        self.mesh_files: tuple = ("", None, "", False)  # (model dir, assets, meshdir, strippath) for mesh flexcomps
 
     # -- generic element ----------------------------------------------------------------------------------
     def element(self, raw: _Raw, parent: str, childclass: str | None, frame=None) -> Element:
@@ -813,7 +815,11 @@ class _Builder:
         def orient(kind, v, src):
             return orientation_to_quat(kind, v, self.degree, self.eulerseq, src)
 
-        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body, add_twist_body))
+        def read_bytes(file, src):  # a type="mesh" or "gmsh" flexcomp's file, found as a <mesh file> is
+            model_dir, assets, meshdir, strippath = self.mesh_files
+            return _flexcomp_mesh.read_file(file, model_dir or "", meshdir, assets, strippath, src)
+
+        self.flexes.append(_flexcomp.expand(raw, out, _written, orient, add_body, add_twist_body, read_bytes))
 
     def replicate(self, raw: _Raw, parent: str, out: Element, childclass: str | None, frame):
         """<replicate count offset euler sep>: `count` copies of the children, copy i posed by the i-th power of
@@ -908,7 +914,9 @@ def _merge_into(dst: Element, src: Element):
     dst.explicit |= src.explicit
 
 
-def _build(root: _Raw) -> Element:
+def _build(root: _Raw, assets: dict | None = None, model_dir: str | None = None) -> Element:
+    """The spec tree of an include-expanded <mujoco> raw tree; `assets` and `model_dir` locate the files read while
+    building it (the meshes of <flexcomp type="mesh">)."""
     if root.tag != "mujoco":
         raise MJCFError("top-level element must be <mujoco>", root.file, root.line, root.tag)
     top_attrs = dict(_BUILTIN["mujoco"])
@@ -956,6 +964,8 @@ def _build(root: _Raw) -> Element:
 
     defaults = _Defaults(by_tag.get("default", []))
     b = _Builder(defaults, comp.attrs["angle"] == "degree", seq)
+    b.mesh_files = (model_dir or "", assets, comp.attrs.get("meshdir") or comp.attrs.get("assetdir") or "",
+                    bool(comp.attrs.get("strippath")))  # fmt: skip
     b.extension = plugins.declarations(by_tag.get("extension", []), _written)
 
     sections: dict[str, Element] = {"compiler": comp}

@@ -158,8 +158,10 @@ def plane(o, d, size):
     return t, jp.where(ok, t, -jp.inf), n, n
 
 
-def triangle(o, d, v0, v1, v2):
-    """Two-sided ray / triangle (Moller-Trumbore): (t, unnormalised normal e1 x e2); t = inf on a miss."""
+def triangle(o, d, v0, v1, v2, eps: float = 0.0):
+    """Two-sided ray / triangle (Moller-Trumbore): (t, unnormalised normal e1 x e2); t = inf on a miss. `eps` widens
+    the triangle by that much in barycentric terms (render/bvh.EDGE_EPS closes the round-off cracks
+    between triangles that share an edge; 0: the exact test)."""
     e1, e2 = v1 - v0, v2 - v0
     p = jp.cross(d, e2)
     det = dot3(e1, p)
@@ -170,5 +172,5 @@ def triangle(o, d, v0, v1, v2):
     q = jp.cross(s, e1)
     v = dot3(d, q) * inv
     t = dot3(e2, q) * inv
-    ok = ok & (u >= 0) & (v >= 0) & (u + v <= 1)
+    ok = ok & (u >= -eps) & (v >= -eps) & (u + v <= 1 + eps)
     return jp.where(ok, t, jp.inf), jp.cross(e1, e2)

@@ -28,6 +28,9 @@ from mjx_lite.pipeline import ray_shapes as shapes
 __all__ = ["LEAF", "Soups", "build_soups", "refit", "soup_vertices", "traverse"]
 
 LEAF = 8  # triangles per BVH leaf: a leaf visit tests this many triangles at once
+# triangles are widened by this much (barycentric) so that a ray through an edge two triangles share hits one of them
+# (without it, round-off lets some such rays through both: specks of what lies behind a cloth or a mesh)
+EDGE_EPS = 1e-9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +238,7 @@ def traverse(soups: Soups, lo, hi, vert, o, d, root, tmin, tmax):
         # leaf: test its triangles
         tris = node_tri[node]
         fv = vert[face[jp.maximum(tris, 0)]]  # (LEAF, 3, 3)
-        tt, _ = shapes.triangle(o, d, fv[:, 0], fv[:, 1], fv[:, 2])
+        tt, _ = shapes.triangle(o, d, fv[:, 0], fv[:, 1], fv[:, 2], EDGE_EPS)
         tt = jp.where((tris >= 0) & (tt >= tmin) & (tt <= tmax), tt, jp.inf)
         k = jp.argmin(tt)
         take = live & leaf & (tt[k] < best)

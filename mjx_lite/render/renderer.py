@@ -1,4 +1,4 @@
-"""`Renderer`: batched ray casting of a Model's geoms in JAX (rgb, depth, segmentation).
+"""`Renderer`: batched ray casting of a Model's geoms and flexes in JAX (rgb, depth, segmentation).
 
     r = Renderer(m, height=240, width=320)               # static: resolution, visible geom groups, options
     rgb = r.rgb(d, camera=0)                             # (H, W, 3) uint8
@@ -8,7 +8,8 @@
 
 One primary ray per pixel centre. Hits are found in two passes: a search pass (no gradients) intersects every
 visible geom, analytic for primitives (`pipeline/ray_shapes.py`) and through a BVH for meshes and height fields
-(`bvh.py`), and keeps the nearest geom (and triangle) per pixel; a surface pass recomputes the winner's hit distance and
+(`bvh.py`), then the flexes (`flex.py`: their skin triangles through a refitted BVH, rope edges as capsules), and keeps
+the nearest object (and triangle) per pixel; a surface pass recomputes the winner's hit distance and
 normal from the traced state, so depth and colours are differentiable with respect to geom poses, sizes and
 camera poses away from silhouettes (where the winning geom changes, the image is discontinuous).
 
@@ -33,6 +34,7 @@ from mjx_lite._struct import static_memo
 from mjx_lite.math import dot3
 from mjx_lite.pipeline import ray_shapes as shapes
 from mjx_lite.render import bvh
+from mjx_lite.render import flex as _flex
 from mjx_lite.render.camera import FreeCamera, free_camera_pose, pixel_directions
 from mjx_lite.types import Builtin, GeomType, ObjType, TextureRole, TextureType
 
@@ -104,14 +106,16 @@ class Renderer:
         free camera and the clipping planes are the Model's (geom_rgba, mat_*, tex_*, light_*, m.vis).
       height, width: image size in pixels.
       geomgroup: six flags, which geom groups to draw (MuJoCo's default shows groups 0, 1 and 2).
+      flexgroup: six flags, which flex groups to draw (the same default); flexes are drawn from d.flexvert_xpos as
+        MuJoCo's flex skin (render/flex.py: cloth and soft-body surfaces, ropes as capsules of flex_radius).
       shadows: cast one shadow ray per model light that casts shadows.
       mjcf, visual: removed (they gave the colours before the Model carried them); passing either raises.
 
-    Geoms whose colour has alpha 0 in `m` are not drawn (decided here, from `m`'s values).
+    Geoms and flexes whose colour has alpha 0 in `m` are not drawn (decided here, from `m`'s values).
     """
 
     def __init__(self, m, height: int = 240, width: int = 320, *, geomgroup=DEFAULT_GEOMGROUP,
-                 shadows: bool = False, mjcf=None, visual=None):  # fmt: skip
+                 flexgroup=DEFAULT_GEOMGROUP, shadows: bool = False, mjcf=None, visual=None):  # fmt: skip
         _no_visual_argument(mjcf=mjcf, visual=visual)
         if int(height) <= 0 or int(width) <= 0:
             raise ValueError(f"render.Renderer: height and width must be positive, not {height}x{width}")
@@ -144,6 +148,12 @@ class Renderer:
             self.soups = None
             self._geom_soup = np.zeros(0, int)
         self._types = sorted(set(self._groups))
+        fgroups = np.zeros(6, bool)
+        fgroups[: len(flexgroup)] = np.asarray(flexgroup, bool)
+        falpha = np.asarray(_flex_colours(m, np)[0])[:, 3] if m.nflex else np.zeros(0)
+        self.flex_visible = fgroups[np.clip(np.asarray(m.flex_group), 0, 5)] & (falpha > 0)
+        self.flex = static_memo(m, ("render.flex", tuple(self.flex_visible.tolist())),
+                                lambda m: _flex.flex_plan(m, self.flex_visible))  # fmt: skip
 
     # ---- cameras ---------------------------------------------------------------------------------------
 
@@ -229,6 +239,14 @@ class Renderer:
             best_t = jp.where(closer, tk, best_t)
             best_g = jp.where(closer, jp.asarray(ids, jp.int32)[k], best_g)
             best_p = jp.where(closer, jp.take_along_axis(f, k[:, None], 1)[:, 0], best_p)
+        if self.flex is not None:  # flexes: object ids ngeom + flex id
+            fx = jax.lax.stop_gradient(d.flexvert_xpos)
+            vert = _flex.skin_vertices(self.flex, m, fx)
+            tf, ff, pf = _flex.cast(self.flex, m, vert, fx, o, dirs, tmin, best_t)
+            closer = ff >= 0
+            best_t = jp.where(closer, tf, best_t)
+            best_g = jp.where(closer, m.ngeom + ff, best_g)
+            best_p = jp.where(closer, pf, best_p)
         return best_t, best_g, best_p
 
     def surface(self, m, d, o, dirs, geom, prim, tmin, tmax):
@@ -236,7 +254,7 @@ class Renderer:
         facing the ray), local hit point (P, 3). Rays with geom -1 get t = tmax."""
         P = dirs.shape[0]
         o = jp.broadcast_to(o, dirs.shape)
-        g = jp.maximum(geom, 0)
+        g = jp.where(geom < m.ngeom, jp.maximum(geom, 0), 0)
         gtype = jp.asarray(np.asarray(m.geom_type), jp.int32)[g]
         gmat = d.geom_xmat[g]
         ol = jp.einsum("pj,pjk->pk", o - d.geom_xpos[g], gmat)
@@ -255,13 +273,20 @@ class Renderer:
         if len(self._soup_geoms):
             vert = bvh.soup_vertices(m, self.soups)
             fv = vert[jp.asarray(self.soups.face)[jp.maximum(prim, 0)]]
-            tt, nn = shapes.triangle(ol, dl, fv[:, 0], fv[:, 1], fv[:, 2])
+            tt, nn = shapes.triangle(ol, dl, fv[:, 0], fv[:, 1], fv[:, 2], bvh.EDGE_EPS)
             sel = prim >= 0
             t = jp.where(sel, tt, t)
             n = jp.where(sel[:, None], nn, n)
+        nw = jp.einsum("pij,pj->pi", d.geom_xmat[g], n)
+        if self.flex is not None:  # flex hits: recomputed in the world frame
+            vert = _flex.skin_vertices(self.flex, m, d.flexvert_xpos)
+            isflex = geom >= m.ngeom
+            prim = jp.where(isflex, prim, -1)
+            tf, nf = _flex.surface(self.flex, m, vert, d.flexvert_xpos, o, dirs, prim, tmin, tmax)
+            t = jp.where(isflex, tf, t)
+            nw = jp.where(isflex[:, None], nf, nw)
         hit = geom >= 0
         t = jp.where(hit & jp.isfinite(t), t, tmax)
-        nw = jp.einsum("pij,pj->pi", d.geom_xmat[g], n)
         nw = nw / jp.sqrt(jp.maximum(dot3(nw, nw), 1e-30))[:, None]
         nw = jp.where((dot3(nw, dirs) > 0)[:, None], -nw, nw)
         pl = ol + jp.where(hit, t, 0.0)[:, None] * dl
@@ -280,7 +305,8 @@ class Renderer:
         return self._call("depth", d, camera, model)
 
     def segmentation(self, d, camera=0, *, model=None, visual=None):
-        """(H, W, 2) int32: (geom id, mjOBJ_GEOM = 5) per pixel, (-1, -1) where no geom is seen."""
+        """(H, W, 2) int32: (geom id, mjOBJ_GEOM = 5) or (flex id, mjOBJ_FLEX = 9) per pixel, (-1, -1) where nothing
+        is seen."""
         _no_visual_argument(visual=visual)
         return self._call("segmentation", d, camera, model)
 
@@ -306,8 +332,9 @@ class Renderer:
         near, far = self._clip(m)
         _, geom, prim = self.cast(m, d, o, dirs, near, far)
         H, W = self.height, self.width
-        kind = jp.where(geom >= 0, int(ObjType.GEOM), -1).astype(jp.int32)
-        seg = jp.stack([geom, kind], -1).reshape(H, W, 2)
+        isflex = geom >= m.ngeom
+        kind = jp.where(geom >= 0, jp.where(isflex, int(ObjType.FLEX), int(ObjType.GEOM)), -1).astype(jp.int32)
+        seg = jp.stack([jp.where(isflex, geom - m.ngeom, geom), kind], -1).reshape(H, W, 2)
         if what == "segmentation":
             return seg
         t, n, pl = self.surface(m, d, o, dirs, geom, prim, near, far)
@@ -326,10 +353,13 @@ class Renderer:
     def _shade(self, m, d, geom, p, n, pl, dirs, cmat, hit):
         plan = static_memo(m, "render.materials", _materials)
         colour, spec, shin, emission = _geom_colours(m, jp, plan)
+        if self.flex is not None:  # object ids ngeom + flex id
+            colour, spec, shin, emission = (jp.concatenate([a, b]) for a, b in
+                                            zip((colour, spec, shin, emission), _flex_colours(m, jp)))  # fmt: skip
         g = jp.maximum(geom, 0)
         base = colour[g, :3]
         if np.any(plan.tex[self.geom_visible] == _TEX_CHECKER):
-            checker = (jp.asarray(plan.tex) == _TEX_CHECKER)[g]
+            checker = (jp.asarray(plan.tex) == _TEX_CHECKER)[jp.minimum(g, m.ngeom - 1)] & (geom < m.ngeom)
             base = jp.where(checker[:, None], self._checker(m, plan, g, pl, base), base)
         spec = spec[g][:, None]
         shin = 128.0 * shin[g][:, None]
@@ -423,6 +453,25 @@ def _geom_colours(m, xp, plan: _Materials):
         mat = xp.concatenate([xp.where(tint[:, None], mat[:, :3] * rgb1, mat[:, :3]), mat[:, 3:]], axis=1)
     default = xp.all(rgba == xp.asarray(DEFAULT_RGBA, rgba.dtype), axis=1)
     colour = xp.where((has & default)[:, None], mat, rgba)
+    spec = xp.where(has, xp.asarray(m.mat_specular)[mid], half)
+    shin = xp.where(has, xp.asarray(m.mat_shininess)[mid], half)
+    emission = xp.where(has, xp.asarray(m.mat_emission)[mid], 0.0)
+    return colour, spec, shin, emission
+
+
+def _flex_colours(m, xp):
+    """Per flex: colour (nflex, 4), specular, shininess, emission (nflex,): flex_rgba, or its material's rgba where
+    the flex has a material and the default rgba (as geoms; flex_matid holds the material per element), the
+    material's specular, shininess and emission; no texture."""
+    rgba = xp.asarray(m.flex_rgba)
+    half = xp.full(rgba.shape[:1], 0.5, rgba.dtype)
+    matid = np.asarray(m.flex_matid)[np.minimum(np.asarray(m.flex_elemadr), max(len(m.flex_matid) - 1, 0))]
+    matid = np.where(np.asarray(m.flex_elemnum) > 0, matid, -1) if len(m.flex_matid) else np.full(m.nflex, -1)
+    if not m.nmat or not np.any(matid >= 0):
+        return rgba, half, half, xp.zeros_like(half)
+    has, mid = matid >= 0, np.maximum(matid, 0)
+    default = xp.all(rgba == xp.asarray(DEFAULT_RGBA, rgba.dtype), axis=1)
+    colour = xp.where((has & default)[:, None], xp.asarray(m.mat_rgba)[mid], rgba)
     spec = xp.where(has, xp.asarray(m.mat_specular)[mid], half)
     shin = xp.where(has, xp.asarray(m.mat_shininess)[mid], half)
     emission = xp.where(has, xp.asarray(m.mat_emission)[mid], 0.0)
