@@ -22,9 +22,9 @@ undone when it would raise the cost by more than 1e-10. The improvement of a swe
 scaled by 1 / trace(M) (MuJoCo 4.0: the current mass matrix, not meaninertia); the first sweep adds
 0.5 sum R f^2, the cost of removing the regulariser.
 Sweeps stop when the improvement falls below `opt.noslip_tolerance`, after at most `opt.noslip_iterations`.
-MuJoCo sweeps each constraint island separately, each stopped by its own improvement; here all rows are swept
-together and stopped together: the same forces when one island holds the rows or every island runs to the bound,
-otherwise an island that MuJoCo stopped early gets further sweeps here (changes below the tolerance's scale).
+With constraint islands on (MuJoCo 4.0's default), each island is swept on its own (its improvement scaled by its
+own trace(M), stopped by its own test), as MuJoCo's mj_solNoSlip_island; the fused kernels' whole-system solve and
+`<flag island="disable"/>` sweep all rows together.
 Then qfrc_constraint = J' f and qacc = qacc_smooth + M^-1 qfrc_constraint (mj_dualFinish), efc_state is the dual
 state of the forces, and solver_niter counts the main solver's iterations plus these sweeps.
 
@@ -230,7 +230,7 @@ def _elliptic_contact(J, MinvJT, b, f, v, rows, live, fric):  # noqa: N803
 
 def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax.Array, frictionloss: jax.Array,
            mask: jax.Array, force: jax.Array, friction: jax.Array | None, *, iterations: int, tolerance: jax.Array,
-           scale: jax.Array, order: jax.Array | None = None):  # noqa: N803
+           scale: jax.Array, order: jax.Array | None = None, segments: tuple | None = None):  # noqa: N803
     """The noslip sweeps from the main solver's force (nefc,).
 
     J: (nefc, nv) dense constraint Jacobian; MinvJT: (nv, nefc) M^-1 J' (A = J M^-1 J' is never formed: a row's
@@ -240,7 +240,11 @@ def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax
     bound; tolerance: opt.noslip_tolerance; scale: 1 / trace(M); order: (k,) int, the contacts'
     sweep order (a permutation of range(k); None: blocks order). The sweeps are Gauss-Seidel and stop at
     `iterations` before converging, so their result depends on this order: MuJoCo sweeps in its contact order.
-    Returns (force (nefc,), niter () int32, improvement () of the last sweep).
+    segments: None (the whole system), or (efc_seg (nefc,) int in [0, S), S) the rows' constraint islands (MuJoCo
+    4.0 sweeps each island on its own): each island's improvement is its own (scale (S,) per island) and its sweeps
+    stop by its own test. The islands are decoupled (A is block-diagonal over them), so one sweep over all rows in
+    order is each island's sweep over its rows in order; an island that is done keeps its forces.
+    Returns (force (nefc,), niter, improvement of the last sweep): () each, or (S,) per island.
     """
     fric_rows = jp.asarray(blocks.friction)
     nfr = int(blocks.friction.shape[0])
@@ -248,6 +252,9 @@ def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax
     rows_j, pad_j = jp.asarray(blocks.rows), jp.asarray(blocks.pad)
     order = jp.arange(ncon) if order is None else order
     diag_a = jp.sum(J * MinvJT.T, axis=1)  # (nefc,) A_ii
+    # the whole system is one segment; per island, the improvements are segment sums
+    seg, S = (jp.zeros(mask.shape, jp.int32), 1) if segments is None else (segments[0], int(segments[1]))
+    scale = jp.broadcast_to(scale, (S,))
 
     def friction_row(i, c):
         f, v, imp = c
@@ -259,7 +266,7 @@ def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax
         delta = new - f[r]
         live = mask[r]
         f2, v2 = _set(J, MinvJT, f, v, r[None], jp.where(live, new, f[r])[None])
-        return f2, v2, imp - jp.where(live, 0.5 * delta * delta * a + delta * res, 0.0)
+        return f2, v2, imp.at[seg[r]].add(-jp.where(live, 0.5 * delta * delta * a + delta * res, 0.0))
 
     def contact(i, c):
         f, v, imp = c
@@ -270,28 +277,29 @@ def noslip(blocks: Blocks, J: jax.Array, MinvJT: jax.Array, b: jax.Array, R: jax
             f, v, dc = _elliptic_contact(J, MinvJT, b, f, v, rows, live, friction[k])
         else:
             f, v, dc = _pyramidal_contact(J, MinvJT, b, f, v, rows, live)
-        return f, v, imp - dc
+        return f, v, imp.at[seg[rows[0]]].add(-dc)
 
     def sweep(c, _):
         f0, done = c["f"], c["done"]
-        imp = jp.where(c["niter"] == 0, 0.5 * jp.sum(jp.where(mask, R * f0 * f0, 0.0)), 0.0)
-        carry = (f0, MinvJT @ f0, imp)  # M^-1 J' f afresh each sweep (no drift across sweeps)
+        first = jp.where(mask & (c["niter"][seg] == 0), 0.5 * R * f0 * f0, 0.0)
+        carry = (f0, MinvJT @ f0, jax.ops.segment_sum(first, seg, num_segments=S))  # M^-1 J' f afresh each sweep
         if nfr:
             carry = jax.lax.fori_loop(0, nfr, friction_row, carry)
         if ncon:
             carry = jax.lax.fori_loop(0, ncon, contact, carry)
         f, _, imp = carry
         imp = imp * scale
-        return {"f": jp.where(done, f0, f), "done": done | (imp < tolerance),
+        return {"f": jp.where(done[seg], f0, f), "done": done | (imp < tolerance),
                 "niter": c["niter"] + jp.where(done, 0, 1).astype(jp.int32),
                 "improvement": jp.where(done, c["improvement"], imp)}, None  # fmt: skip
 
-    init = {"f": force, "done": jp.zeros((), bool), "niter": jp.zeros((), jp.int32),
-            "improvement": jp.zeros((), force.dtype)}  # fmt: skip
-    if iterations <= 0:
-        return force, init["niter"], init["improvement"]
-    out, _ = jax.lax.scan(sweep, init, None, length=iterations)
-    return out["f"], out["niter"], out["improvement"]
+    init = {"f": force, "done": jp.zeros((S,), bool), "niter": jp.zeros((S,), jp.int32),
+            "improvement": jp.zeros((S,), force.dtype)}  # fmt: skip
+    if iterations > 0:
+        init, _ = jax.lax.scan(sweep, init, None, length=iterations)
+    if segments is None:
+        return init["f"], init["niter"][0], init["improvement"][0]
+    return init["f"], init["niter"], init["improvement"]
 
 
 def contact_friction(blocks: Blocks, friction: jax.Array) -> jax.Array | None:
@@ -330,21 +338,41 @@ def dual_state(kind: np.ndarray, cones: tuple, force: jax.Array, frictionloss: j
     return jp.where(mask, state, 0).astype(jp.int32)
 
 
-def apply(m: Model, d: Data, plan, prob: common.Problem) -> Data:
+def apply(m: Model, d: Data, plan, prob: common.Problem, islands: tuple | None = None) -> Data:
     """Run the noslip sweeps on d, the main solver's output (efc_force, efc_b), for `plan` (pipeline.constraint.Plan)
-    and its Problem: new efc_force, efc_state, qfrc_constraint, qacc; solver_niter counts the sweeps too."""
+    and its Problem: new efc_force, efc_state, qfrc_constraint, qacc; solver_niter counts the sweeps too.
+
+    islands: None (the whole system), or (dof_island (nv,), efc_island (nefc,), ntree) (`island.find`): each island
+    swept on its own, its improvement scaled by its own trace(M) and stopped by its own test (MuJoCo 4.0's
+    mj_solNoSlip_island); solver_niter_island gains each island's sweeps and solver_niter is the largest count."""
     blocks = blocks_from_contacts(np.arange(plan.adr["fric_dof"], plan.adr["lim_jnt"]), plan.elliptic, plan.con_adr,
                                   plan.con_dim)
     J = common.j_dense(prob.J, prob.J_colind, m.nv)
     MinvJT = inertia.solve_m(m, d, J.T)  # (nv, nefc)
     # MuJoCo sweeps the contacts in its contact order (sensor_contact.contact_rank), not in our slot order
     order = jp.argsort(sensor_contact.contact_rank(m, d)[jp.asarray(blocks.slots)]) if len(blocks.slots) else None
-    scale = 1.0 / jp.maximum(MINVAL, common.trace_m(plan.layout, prob))  # MuJoCo 4.0: the current M's trace
+    segments = None
+    if islands is None:
+        scale = 1.0 / jp.maximum(MINVAL, common.trace_m(plan.layout, prob))  # MuJoCo 4.0: the current M's trace
+    else:  # segments: the islands, then one for the rows and dofs of no island (never swept: no live rows)
+        ntree = int(islands[2])
+        dof_seg = jp.where(islands[0] < 0, ntree, islands[0]).astype(jp.int32)
+        segments = (jp.where(islands[1] < 0, ntree, islands[1]).astype(jp.int32), ntree + 1)
+        diag = jp.diagonal(prob.M) if plan.layout.mass is None else prob.M[plan.layout.mass.diag]
+        scale = 1.0 / jp.maximum(MINVAL, jax.ops.segment_sum(diag, dof_seg, num_segments=ntree + 1))
     force, niter, _ = noslip(blocks, J, MinvJT, d.efc_b, prob.R, prob.frictionloss, prob.mask, d.efc_force,
                              contact_friction(blocks, d.contact.friction), iterations=int(m.opt.noslip_iterations),
-                             tolerance=m.opt.noslip_tolerance, scale=scale, order=order)
+                             tolerance=m.opt.noslip_tolerance, scale=scale, order=order, segments=segments)
+    if segments is None:
+        niter_total = d.solver_niter + niter
+        niter_island = d.solver_niter_island
+    else:  # an island with no live row does not exist: no sweeps
+        exists = jax.ops.segment_sum(prob.mask.astype(jp.int32), segments[0], num_segments=segments[1]) > 0
+        niter_island = d.solver_niter_island + jp.where(exists, niter, 0)[:ntree].astype(jp.int32)
+        niter_total = jp.max(niter_island, initial=0)
     qfrc = common.p_jt_mul(prob, force)
     state = dual_state(plan.layout.kind, plan.layout.cones, force, prob.frictionloss, prob.mask, prob.cone_mu,
                        prob.cone_friction)
     return d.replace(efc_force=force, efc_state=state, qfrc_constraint=qfrc,
-                     qacc=d.qacc_smooth + inertia.solve_m(m, d, qfrc), solver_niter=d.solver_niter + niter)
+                     qacc=d.qacc_smooth + inertia.solve_m(m, d, qfrc), solver_niter=niter_total.astype(jp.int32),
+                     solver_niter_island=niter_island)

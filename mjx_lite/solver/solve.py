@@ -273,4 +273,11 @@ def solve(m: Model, d: Data) -> Data:
         solver_improvement=jp.asarray(improvement, qacc.dtype),
         solver_gradient=jp.asarray(gradient, qacc.dtype),
     )
-    return noslip.apply(m, d, plan, prob) if opt.noslip_iterations > 0 else d
+    if opt.noslip_iterations <= 0:
+        return d
+    sweep_islands = None  # noslip per island as the main solver (one tree: its live rows are the one island)
+    if islands_on:
+        sweep_islands = (isl.dof_island, isl.efc_island, m.ntree)
+    elif one_island:
+        sweep_islands = (jp.zeros((m.nv,), jp.int32), jp.where(prob.mask, 0, -1).astype(jp.int32), 1)
+    return noslip.apply(m, d, plan, prob, sweep_islands)
