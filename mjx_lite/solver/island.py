@@ -10,7 +10,8 @@ Here the components come from a bounded min-label propagation over the (rows x t
 jumping, as a `lax.while_loop` of at most ntree rounds that stops at its fixed point (integers only: nothing to
 differentiate). A row touches a tree when one of its Jacobian entries on that tree's dofs is nonzero.
 `solver.solve` passes dof_island and efc_island to Newton, CG and PGS (XLA path), which solve each island on its own
-with segment sums over these ids (`common.Segments`); noslip and the fused kernels solve the whole system.
+with segment sums over these ids (`common.Segments`), and noslip sweeps each island on its own (`noslip.apply`); the
+fused kernels solve the whole system.
 """
 
 from __future__ import annotations
