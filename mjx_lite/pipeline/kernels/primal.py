@@ -24,8 +24,15 @@ summation orders differ (round-off). Inputs: J (nefc, nv) dense, D, mask, R and 
 only), qacc_smooth, M (qM's layout), the start (qacc0, jar0, Ma0), the tolerances, and for CG qLD,
 qLDiagInv. Outputs: qacc, jar, force, J' force, and (niter, improvement, gradient).
 
-Not fused (the XLA solver runs): PGS (a dual method), elliptic cones (their per-contact conic cost), the sparse
-efc_J layout, and CG with `Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
+Elliptic cones (solver/common.py's `_cone_eval`, `cone_law` here): each contact's rows (consecutive, normal first)
+are evaluated together, a loop over the contacts of each cone dimension (static) after the pass over the scalar
+rows: its cost, force and state in every evaluation, its dim x dim constraint-space Hessian Hc (kept in `_ch` for
+Newton, whose Hessian is then J' (H_s J) with H_s J in `_HJ`: h_r J_r on the scalar rows, Hc times the contact's
+rows on the cones'), and Js_c' Hc Js_c in the line search's second derivative. Inputs then add each group's mu and
+tangential frictions (Problem.cone_mu, cone_friction).
+
+Not fused (the XLA solver runs): PGS (a dual method), the sparse efc_J layout, and CG with
+`Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
 solver (kernels/launch.py): exact in `Config.gradients="unrolled"`; under "implicit" the solver's own custom_vjp
 (solver/solve.py) differentiates the optimality condition at the returned qacc, whatever computed it.
 """
@@ -47,7 +54,7 @@ __all__ = ["fusable", "solve"]
 
 
 def fusable(m: Model, layout: common.Layout, sparse_j: bool) -> bool:
-    """Static: the model's solver has a fused kernel (Newton or CG, no elliptic cone, dense efc_J; CG with the tree
+    """Static: the model's solver has a fused kernel (Newton or CG, any cone, dense efc_J; CG with the tree
     factorisation, whose solve the kernel runs)."""
     solver = int(m.opt.solver)
     if solver not in (int(SolverType.NEWTON), int(SolverType.CG)) or sparse_j:

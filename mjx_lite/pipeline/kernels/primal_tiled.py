@@ -17,7 +17,11 @@ never pivots). Per Newton iteration:
              where(iota == k) and a sum);
   solves:    U' y = grad by nv column steps, U x = y by nv row steps (the same selections);
   rows:      the cost, force and curvature of all rows at once ((E, NEP) elementwise), J s and J' f as tile
-             products with a reduction over the dof or row axis, M s over the dense (E, NVP, NVP) M.
+             products with a reduction over the dof or row axis, M s over the dense (E, NVP, NVP) M;
+  cones:     elliptic contacts per cone dimension as (E, KP) tiles, row i of each contact selected from a row
+             vector by a masked sum against its first row (a table), kernels/primal.py's `cone_law` elementwise,
+             forces and states spread back to the rows; the Hessian adds Jc' Hc Jc per contact (a loop over the
+             contacts: dim rank-1 updates of J's rows read by a dynamic slice), the line search Js_c' Hc Js_c.
 The line search, the stopping tests, the start (the warm start's choice) and the rows' final states are
 kernels/primal.py's (solver/primal.py's and solver/common.py's formulas), vectorised over rows and dofs: only
 summation orders differ (round-off). The loops over iterations are `while` loops that run while an environment

@@ -1,14 +1,15 @@
 """The constraint rows (mj_makeConstraint + mj_makeImpedance, pipeline/constraint.py) as one fused kernel, for the
-common case: joint equalities, dof friction loss, slide/hinge joint limits and pyramidal (or frictionless)
-contacts, with the dense efc_J layout.
+common case: joint equalities, dof friction loss, slide/hinge joint limits and pyramidal, elliptic (or
+frictionless) contacts, with the dense efc_J layout.
 
 Outputs (per environment): efc_J (nefc, nv) dense, efc_pos, efc_margin, efc_frictionloss, efc_diagA, efc_R,
 efc_vel, efc_aref (masked as make_constraint masks them), the rows' liveness (efc_mask as 0/1) and whether a
 one-row limit had both sides active (Warning.CNSTRFULL). efc_type, efc_id (static), efc_D = 1/R, nefc and
 contact.efc_address are formed from those by `constraint.fill` as on the XLA path.
 Inputs: qpos, qvel, cdof, subtree_com, the contact slots' fields (pos, frame, dist, includemargin, friction,
-solref, solimp, active, dim) and eq_active (per environment); the Model floats the rows read (ranges, margins,
-solref/solimp, invweight0, eq_data, qpos0, opt.timestep, opt.impratio), shared by the block unless vmapped.
+solref, solimp, active, dim; solreffriction with elliptic cones) and eq_active (per environment); the Model floats
+the rows read (ranges, margins, solref/solimp, invweight0, eq_data, qpos0, opt.timestep, opt.impratio), shared by
+the block unless vmapped.
 
 The row plan (constraint.plan) is static: one loop per block of rows over its tables (joint equalities; friction
 dofs; limited joints, a second loop for the upper rows of two-row limits; contact slots; contact rows), each
@@ -19,11 +20,13 @@ compacted and no capacity cap or flex contact exists; otherwise the XLA rows run
 Jacobian J6 (6 x nv) as an inner loop over the dofs with the bodies' dof masks as a table: column j =
 [cdof_lin + cdof_ang x (pt - root com); cdof_ang] of body 2 minus that of body 1. A contact row is its frame
 direction (normal +- mu_k direction k: frame row k, linear, for k < 3, else frame row k - 3, rotational; the
-normal alone for a frictionless row) dotted with its slot's J6. The formulas are constraint.py's written per lane;
-fields equal the XLA path's to round-off.
+normal alone for a frictionless row; elliptic: frame direction q alone for the slot's row q) dotted with its slot's
+J6. An elliptic contact's friction rows (q > 0) have pos = margin = 0, no stiffness term (K = 0), diagA scaled by
+(f_0 / f_q)^2 / impratio and the contact's solreffriction where it is set. The formulas are constraint.py's written
+per lane; fields equal the XLA path's to round-off.
 
 Not fused (the XLA rows run): connect and weld (their Jdot qvel bias needs com_vel), tendon equalities, friction
-and limits, ball limits, flex rows, elliptic cones, the sparse efc_J layout, surface velocities, adhesive contacts,
+and limits, ball limits, flex rows, the sparse efc_J layout, surface velocities, adhesive contacts,
 contact slots whose bodies are traced. Derivatives go through the XLA twin (kernels/launch.py).
 """
 

@@ -9,7 +9,8 @@ environments and two row tiles, NUP and NCP the powers of two >= the rows' count
              row vectors (E, NUP); J (E, NUP, NVP) = a1 e_d1 + a2 e_d2 as two selects against the dof index (d1, d2
              static per row; a1 = +-1 or 1 and a2 = -dpoly of a two-joint equality, masked by liveness);
   contacts:  row vectors (E, NCP); J (E, NCP, NVP) all at once: with the row's direction (a, b) (linear and angular:
-             normal +- mu_k frame row k) and cdof_j = [w_j; v_j], row r of the slot's J6 dotted with (a, b) is
+             normal +- mu_k frame row k; elliptic: frame row q alone) and cdof_j = [w_j; v_j], row r of the slot's
+             J6 dotted with (a, b) is
              (m2 - m1)[r, j] (a . v_j + b . w_j) + w_j . (m2[r, j] (o2 x a) - m1[r, j] (o1 x a)),
              o_i = point - the root com of body i and m_i the body's dof mask (static (NCP, NVP) tables): 12
              multiply-adds per entry, every entry independent;
