@@ -269,10 +269,12 @@ def test_gradients_equal_xla(small):
     tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
-def test_twin_reads_only_the_kernel_inputs(small):
+@pytest.mark.parametrize("model", ["small", "elliptic"])
+def test_twin_reads_only_the_kernel_inputs(request, model):
     """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: no float Model or
-    Data leaf may be read by the twin except through them."""
-    _, m, ds = small
+    Data leaf may be read by the twin except through them (elliptic cones: contact.solreffriction too)."""
+    fx = request.getfixturevalue(model)
+    m, ds = fx[1:] if model == "small" else fx[:2]
     d = jax.tree.map(lambda x: x[0], ds)
     k, x = rows.kernel(m, d)
 

@@ -466,3 +466,16 @@ def test_elliptic_forward_matches_mujoco():
     for stage in ("solve_newton", "constraint_rows"):
         assert stage in str(jax.make_jaxpr(fwd.forward)(m, d)), stage
     tcf.check_forward(mjm, m, sliding_state, seeds=(0, 1), min_nefc=10)
+
+
+@pytest.mark.slow  # CI time (implicit ~110 s, unrolled ~200 s on the loaded 2-core CPU)
+@pytest.mark.parametrize("gradients", ["implicit", "unrolled"])
+def test_elliptic_gradients_equal_xla(elliptic, gradients):
+    """jax.grad through the fused solver with elliptic cones is the XLA solver's (implicit: the solver's custom_vjp
+    at the returned qacc; unrolled: the kernel's custom_jvp runs the XLA iterations on the kernel's inputs, the
+    cones' mu and frictions among them), batched by vmap."""
+    m, ds = elliptic
+    m = mjl.configure(m, gradients=gradients)
+    grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3)), in_axes=(None, 0, 0, 0)))
+    args = (ds, ds.qvel, ds.efc_aref)
+    tk.assert_grads_equal(grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args), GRAD_TOL)
