@@ -479,3 +479,20 @@ def test_elliptic_gradients_equal_xla(elliptic, gradients):
     grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3)), in_axes=(None, 0, 0, 0)))
     args = (ds, ds.qvel, ds.efc_aref)
     tk.assert_grads_equal(grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args), GRAD_TOL)
+
+
+@pytest.mark.slow  # CI time (the kernel compiles again in float32)
+def test_elliptic_solver_float32(elliptic):
+    """float32 with elliptic cones: the fused Newton solver ends as close to the float64 solution as the XLA
+    solver does (test_solver_float32's measure)."""
+    m, ds = elliptic
+    want64 = _solve(m, ds)
+    m32, ds32 = _f32(m), _f32(ds)
+    got, want = _solve(mjl.configure(m32, kernels="fused"), ds32), _solve(m32, ds32)
+    assert got.qacc.dtype == jp.float32
+    for f in ("qacc", "qfrc_constraint"):
+        ref = np.asarray(getattr(want64, f))
+        scale = max(1.0, float(np.max(np.abs(ref))))
+        e_fused = float(np.max(np.abs(np.asarray(getattr(got, f), np.float64) - ref))) / scale
+        e_xla = float(np.max(np.abs(np.asarray(getattr(want, f), np.float64) - ref))) / scale
+        assert e_fused <= F32_FACTOR * e_xla + F32_EPS_REL, (f, e_fused, e_xla)
