@@ -25,6 +25,7 @@ from mjx_lite.pipeline.kernels import launch
 from tests import oracle
 from tests import test_kernels as tk
 from tests import test_kernels_rows as tkr
+from tests import test_kernels_solver as tks
 
 # a tt.dot whose operands are rounded (TF32, TF32x3, BF16 variants): any input precision but the default IEEE
 _ROUNDED_DOT = re.compile(r"tt\.dot [^\n]*inputPrecision = (?!ieee)\w+")
@@ -125,6 +126,29 @@ def test_fused_step_has_no_tf32_product(rows_model, how, expect, min_dots):
     """Every kernel of the fused step (lane kernels; the tiled rows and solver, whose Hessian is a tt.dot) computes
     its products at IEEE float32 precision."""
     _check_step(*rows_model, how, expect, min_dots)
+
+
+@pytest.fixture(scope="module")
+def elliptic_model():
+    """(Model, 8 sliding states) of test_kernels_solver.ELLIPTIC (elliptic cones of condim 3, 4, 6 in the rows and
+    solver kernels), float64 before `_check_step`'s float32."""
+    mjm = mujoco.MjModel.from_xml_string(tks.ELLIPTIC)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    return m, tks.sliding_states(mjm, m, 8)
+
+
+@pytest.mark.parametrize("how,expect,min_dots", [
+    pytest.param(launch.Launch(), {"constraint_rows", "solve_newton"}, 0, marks=pytest.mark.slow),
+    (_TILED, {"constraint_rows_tiled", "solve_newton_tiled"}, 1)])  # fmt: skip
+def test_elliptic_step_has_no_tf32_product(elliptic_model, how, expect, min_dots):
+    """The elliptic cones' code of the rows and solver kernels (the tiled Hessian's tt.dot and the cones' rank-1
+    terms): IEEE float32 products, and no weakly typed literal branch of a select (unbatched launch)."""
+    _check_step(*elliptic_model, how, expect, min_dots)
+    m, ds = tk._float32(elliptic_model[0]), tk._float32(elliptic_model[1])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", lambda m: how)
+        jaxpr = jax.make_jaxpr(mjl.step)(mjl.configure(m, kernels="fused"), jax.tree.map(lambda x: x[0], ds)).jaxpr
+    assert "pallas_call" in str(jaxpr) and tk._weak_literal_selects(jaxpr) == []
 
 
 @pytest.mark.slow  # CI time (the humanoid's step lowered twice)

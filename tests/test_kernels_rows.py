@@ -6,7 +6,9 @@ compiles one kernel in Pallas' interpret mode. ROWS: joint equalities (two joint
 alone), dof friction loss, hinge and slide limits (one-row and two-row), contacts of condim 1, 3, 4 and 6
 (frictionless and pyramidal; free spheres and a capsule, and a sphere on a hinge chain) on states with
 contacts; the MJX humanoid (hinge limits, condim-3 contacts of its feet) in the slow selection. Both compare every
-efc_* field, nefc, contact.efc_address and the warnings, then qacc after the (XLA) solve.
+efc_* field, nefc, contact.efc_address and the warnings, then qacc after the (XLA) solve. Elliptic contacts
+(test_kernels_solver.ELLIPTIC: condim 3, 4, 6, a pair with solreffriction) on both kernels, and a batch of Models
+(vmapped friction, sizes, ranges, solref, impratio: domain randomisation) x environments on the row tiles.
 """
 
 import jax
@@ -159,8 +161,8 @@ def _compare(got, want, tol, what):
 
 
 def test_fusable_selection(small):
-    """The model's rows are all of the kernel's kinds; connect/ball-limit rows, elliptic cones and the sparse
-    efc_J layout keep the XLA rows (traced only)."""
+    """The model's rows are all of the kernel's kinds (also with elliptic cones); connect/ball-limit rows and the
+    sparse efc_J layout keep the XLA rows (traced only)."""
     mjm, m, _ = small
     assert rows.fusable(m)
     d = mjl.make_data(m)
@@ -174,7 +176,7 @@ def test_fusable_selection(small):
     mjm_e = mujoco.MjModel.from_xml_string(ROWS)
     mjm_e.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     me = mjl.configure(oracle.model_from_mujoco(mjm_e), kernels="fused")
-    assert not rows.fusable(me) and "pallas_call" not in names(me)
+    assert rows.fusable(me) and "constraint_rows" in names(me)
     mc = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(tks.ROWS)), kernels="fused")
     assert not rows.fusable(mc)  # a connect equality and a ball limit
     # the static slot bodies are the collision driver's
@@ -267,10 +269,12 @@ def test_gradients_equal_xla(small):
     tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
-def test_twin_reads_only_the_kernel_inputs(small):
+@pytest.mark.parametrize("model", ["small", "elliptic"])
+def test_twin_reads_only_the_kernel_inputs(request, model):
     """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: no float Model or
-    Data leaf may be read by the twin except through them."""
-    _, m, ds = small
+    Data leaf may be read by the twin except through them (elliptic cones: contact.solreffriction too)."""
+    fx = request.getfixturevalue(model)
+    m, ds = fx[1:] if model == "small" else fx[:2]
     d = jax.tree.map(lambda x: x[0], ds)
     k, x = rows.kernel(m, d)
 
@@ -300,3 +304,89 @@ def test_lowers_to_triton(small, monkeypatch, dtype, rows_tile):
         mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
         text = tk._lower_cuda(jax.vmap(kernels.make_constraint, in_axes=(None, 0)), mf, batch)
         assert text.count("__gpu$xla.gpu.triton") == 1, layout
+
+
+# ---- elliptic contacts ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def elliptic():
+    """(Model, batch of 3 sliding states before the rows, XLA rows) of test_kernels_solver.ELLIPTIC, float64."""
+    mjm = mujoco.MjModel.from_xml_string(tks.ELLIPTIC)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    ds = _prepared(m, tks.sliding_states(mjm, m, 3))
+    want = _rows(m, ds)
+    live = np.asarray(want.efc_mask)
+    typ = np.asarray(want.efc_type)
+    assert (typ[live] == int(ConstraintType.CONTACT_ELLIPTIC)).sum() >= 20
+    p = constraint.plan(m)
+    for dim in (3, 4, 6):  # live contacts of each dimension, every row of a condim-6 one
+        assert live[:, p.con_adr[p.con_dim == dim]].any(), dim
+    assert live[:, p.con_adr[p.con_dim == 6][:, None] + np.arange(6)].all(axis=-1).any()
+    assert live[:, p.con_adr[0]].any()  # the explicit pair: its friction rows' solreffriction
+    return m, ds, want
+
+
+@pytest.mark.parametrize("tile", [0, 2])
+def test_elliptic_rows_equal_xla(elliptic, tile):
+    """Elliptic contact rows (one per frame direction; friction rows with diagA (f0/fi)^2 / impratio, no stiffness,
+    pos and margin 0, the pair's solreffriction) of the lane kernel and of the row tiles (2 environments per program):
+    every efc_* field, nefc, efc_address and the warnings equal the XLA rows' (float64)."""
+    m, ds, want = elliptic
+    got = _tiled_rows(m, ds, tile) if tile else _rows(mjl.configure(m, kernels="fused"), ds)
+    _compare(got, want, ROWS_TOL, f"elliptic, tile {tile}")
+
+
+# ---- a batch of Models on the row tiles ----------------------------------------------------------------------------
+
+
+def _randomised(m, n):
+    """n Models' worth of the kernel's Model inputs and of what the collision reads (domain randomisation):
+    geom_friction, geom_size, jnt_range, jnt_solref, dof_frictionloss, body_invweight0, opt.impratio, each model's
+    scaled by its own factor in [0.8, 1.25]."""
+    rng = np.random.default_rng(5)
+
+    def scaled(x):
+        x = jp.asarray(x)
+        return jp.stack([x * rng.uniform(0.8, 1.25, x.shape) for _ in range(n)])
+
+    return dict(geom_friction=scaled(m.geom_friction), geom_size=scaled(m.geom_size), jnt_range=scaled(m.jnt_range),
+                jnt_solref=scaled(m.jnt_solref), dof_frictionloss=scaled(m.dof_frictionloss),
+                body_invweight0=scaled(m.body_invweight0), impratio=scaled(m.opt.impratio))  # fmt: skip
+
+
+def _models_rows(m, leaves, ds):
+    """The rows of every Model of `leaves` (a vmap over them) at every state of `ds` (a vmap inside): the
+    collision (XLA) then kernels.make_constraint."""
+
+    def per_model(lv):
+        mm = m.replace(opt=m.opt.replace(impratio=lv["impratio"]), **{k: v for k, v in lv.items() if k != "impratio"})
+        return jax.vmap(lambda d: kernels.make_constraint(mm, _prepare(mm, d)))(ds)
+
+    return jax.jit(jax.vmap(per_model))(leaves)
+
+
+@pytest.mark.parametrize("model", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
+def test_vmapped_models_tiled_equal_xla(small, model):
+    """2 Models (vmapped Model leaves) x 3 environments on the row tiles (2 environments per program): the Model
+    inputs become per-environment channels; every efc_* field, nefc, efc_address and the warnings equal the XLA
+    rows' of each Model (float64), and the Models' rows differ."""
+    if model == "pyramidal":
+        mjm, m, _ = small
+        raw = _states(mjm, m, 3)
+    else:
+        mjm = mujoco.MjModel.from_xml_string(tks.ELLIPTIC)
+        m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+        raw = tks.sliding_states(mjm, m, 3)
+    leaves = _randomised(m, 2)
+    want = _models_rows(m, leaves, raw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", _tiled(2))
+        mf = mjl.configure(m, kernels="fused")
+        assert "constraint_rows_tiled" in str(jax.make_jaxpr(lambda lv: _models_rows(mf, lv, raw))(leaves))
+        got = _models_rows(mf, leaves, raw)
+    _compare(got, want, ROWS_TOL, f"2 models x 3 environments, {model}")
+    live = np.asarray(want.efc_mask).all(axis=0)
+    for f in ("efc_R", "efc_aref", "efc_diagA"):  # the randomised leaves reach the rows
+        a = np.asarray(getattr(want, f))
+        assert np.any(np.abs(a[0] - a[1])[live] > 1e-6), f

@@ -3,7 +3,9 @@ solver (solver/primal.py).
 
 The solver runs alone here (`solver.solve.solve` on Data prepared by the XLA path), so each test compiles one
 kernel in Pallas' interpret mode. Rows: a connect and a joint equality, dof friction loss, slide/hinge/ball limits
-and pyramidal contacts (a sphere and a capsule on a plane), on random states.
+and pyramidal contacts (a sphere and a capsule on a plane), on random states. ELLIPTIC: elliptic cones of condim 3,
+4 and 6 (and a frictionless contact, an explicit pair with solreffriction) on sliding, spinning states (cones in
+the middle zone), the solver kernels against the XLA solver and the fused forward against MuJoCo.
 """
 
 import contextlib
@@ -15,11 +17,13 @@ import numpy as np
 import pytest
 
 import mjx_lite as mjl
+from mjx_lite.pipeline import constraint, kernels
 from mjx_lite.pipeline import forward as fwd
-from mjx_lite.pipeline import kernels
 from mjx_lite.pipeline.kernels import launch, primal
 from mjx_lite.solver.solve import solve
+from mjx_lite.types import ConstraintState
 from tests import oracle, test_solver
+from tests import test_constraint_forward as tcf
 from tests import test_kernels as tk
 
 # float64: the fused and XLA solvers take the same steps and differ by round-off (summation orders), which the
@@ -68,6 +72,63 @@ ROWS = """
   </equality>
 </mujoco>
 """
+
+# elliptic cones (`<option cone="elliptic"/>`): a sphere of condim 3 and one of condim 4, a capsule of condim 6 (two
+# contacts) on a frictionless plane, a sphere on a hinge chain touching it through an explicit pair (condim 3, its own
+# solreffriction), friction loss and limits. Also read by tests/test_kernels_rows.py.
+ELLIPTIC = """
+<mujoco>
+  <option timestep="0.005" cone="elliptic" impratio="1.5" jacobian="dense"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1" condim="1"/>
+    <body name="ball" pos="0.4 0 0.08">
+      <freejoint/>
+      <geom type="sphere" size="0.1" condim="3"/>
+    </body>
+    <body name="top" pos="0 0.5 0.08">
+      <freejoint/>
+      <geom type="sphere" size="0.1" condim="4" friction="0.8 0.02 0.001"/>
+    </body>
+    <body name="cap" pos="-0.3 -0.6 0.02">
+      <freejoint/>
+      <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.04" condim="6" friction="1.2 0.03 0.002"/>
+    </body>
+    <body name="arm" pos="-0.6 0 0.8">
+      <joint name="h0" type="hinge" axis="0 1 0" range="-30 30" frictionloss="0.3"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" contype="0" conaffinity="0"/>
+      <body name="fore" pos="0.3 0 0">
+        <joint name="h1" type="hinge" axis="0 1 0" range="-10 60" margin="0.1"/>
+        <geom name="hand" type="sphere" pos="0.2 0 -0.76" size="0.05" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+  <contact>
+    <pair geom1="hand" geom2="floor" condim="3" solreffriction="0.03 0.8"/>
+  </contact>
+</mujoco>
+"""
+
+
+def sliding_state(mjm, mjd, rng):
+    """A state of ELLIPTIC: a pose near qpos0 (the bodies touch the floor; MuJoCo's random inputs) and the free
+    bodies sliding and spinning (their cones in the middle zone)."""
+    oracle.random_state(mjm, mjd, rng, qpos_scale=0.02)
+    for j in np.nonzero(mjm.jnt_type == mujoco.mjtJoint.mjJNT_FREE)[0]:
+        a = mjm.jnt_dofadr[j]
+        mjd.qvel[a : a + 2] = rng.uniform(-1.5, 1.5, 2)
+        mjd.qvel[a + 3 : a + 6] = rng.uniform(-5.0, 5.0, 3)
+
+
+def sliding_states(mjm, m, n, seed=0):
+    """n `sliding_state`s of ELLIPTIC as a batch of Data (qpos, qvel)."""
+    rng = np.random.default_rng(seed)
+    ds = []
+    for _ in range(n):
+        mjd = mujoco.MjData(mjm)
+        sliding_state(mjm, mjd, rng)
+        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
+    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+
 
 FIELDS = ("qacc", "efc_force", "qfrc_constraint", "efc_b")
 # solver_improvement and solver_gradient are differences (of costs, of M a and J' f) scaled by 1 / trace(M): their
@@ -157,14 +218,15 @@ def test_solver_equals_xla(rows, solver, mass):
 
 
 def test_unfused_configurations_stay_xla(rows):
-    """PGS, elliptic cones and the sparse efc_J layout keep the XLA solver under kernels='fused' (traced only)."""
+    """PGS and the sparse efc_J layout keep the XLA solver under kernels='fused' (traced only); elliptic cones run
+    the kernel."""
     m, _ = rows
     pgs = mjl.configure(_with(m, mjl.SolverType.PGS), kernels="fused")
     assert "pallas_call" not in _kernel_names(pgs, mjl.make_data(pgs))
     mjm = mujoco.MjModel.from_xml_string(ROWS)
     mjm.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     me = mjl.configure(oracle.model_from_mujoco(mjm), kernels="fused")
-    assert "pallas_call" not in _kernel_names(me, mjl.make_data(me))
+    assert "solve_newton" in _kernel_names(me, mjl.make_data(me))
     ms = mjl.configure(m, efc_jacobian="sparse", kernels="fused")
     assert "pallas_call" not in _kernel_names(ms, mjl.make_data(ms))
     assert "pallas_call" in _kernel_names(mjl.configure(m, kernels="fused"), mjl.make_data(m))
@@ -344,3 +406,93 @@ def test_tiled_lowers_to_triton(rows, dtype):
                 assert text.count("__gpu$xla.gpu.triton") == 1 and "solve_newton_tiled" in text, dof_tile
                 # Python-number selects go through launch.where (tests/test_kernels.py explains why)
                 assert tk._weak_literal_selects(jax.make_jaxpr(fn)(*args).jaxpr) == [], dof_tile
+
+
+# ---- elliptic cones (ELLIPTIC) ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def elliptic():
+    """(Model, prepared batch of 3 sliding states) of ELLIPTIC, float64, Newton, islands off (the kernels solve the
+    whole system)."""
+    mjm = mujoco.MjModel.from_xml_string(ELLIPTIC)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)
+    ds = _prepared(m, sliding_states(mjm, m, 3))
+    layout = constraint.plan(m).layout
+    assert [int(np.shape(r)[1]) for r in layout.cones] == [3, 4, 6]
+    # live cones of each dimension, the pair's, and cones in the middle zone (ConstraintState.CONE) at the solution
+    sol = _solve(m, ds)
+    live, state = np.asarray(sol.efc_mask), np.asarray(sol.efc_state)
+    for rows in layout.cones:
+        assert live[:, rows[:, 0]].any(), rows
+    assert live[:, constraint.plan(m).con_adr[0]].any()  # the explicit pair (its solreffriction)
+    assert (state[live] == int(ConstraintState.CONE)).sum() >= 6
+    assert (state[live] == int(ConstraintState.QUADRATIC)).any()
+    return m, ds
+
+
+@pytest.mark.parametrize("solver,tile", [("newton", 0), ("newton", "rank1"),
+                                         pytest.param("cg", 0, marks=pytest.mark.slow),
+                                         pytest.param("newton", "dot", marks=pytest.mark.slow)])  # fmt: skip
+def test_elliptic_solver_equals_xla(elliptic, solver, tile):
+    """Elliptic cones (condim 3, 4, 6; top, middle and bottom zones) in the solver kernels (the lane kernel's Newton
+    and CG; the dof-tiled Newton with rank-1 updates over 2 environments per program, or one tl.dot per environment):
+    qacc, forces, efc_b, states, solver_niter and the statistics are the XLA solver's (float64, vmapped states)."""
+    m, ds = elliptic
+    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG)
+    mf = mjl.configure(m, kernels="fused")
+    one = jax.tree.map(lambda x: x[0], ds)
+    if tile:
+        with _tiled(2 if tile == "rank1" else 1, hessian=tile):
+            assert "solve_newton_tiled" in _kernel_names(mf, one)
+            got = jax.jit(jax.vmap(solve, in_axes=(None, 0)))(mf, ds)
+    else:
+        assert f"solve_{solver}" in _kernel_names(mf, one)
+        got = _solve(mf, ds)
+    _close(got, _solve(m, ds), SOLVER_TOL, f"elliptic {solver} {tile}", m)
+
+
+@pytest.mark.slow  # CI time (~2 min: every kernel of the forward compiles in interpret mode)
+def test_elliptic_forward_matches_mujoco():
+    """The fused forward (every kernel: tree pass, colliders, elliptic rows, the Newton kernel with its cones) on
+    ELLIPTIC reaches MuJoCo's converged Newton optimum (qacc, qfrc_constraint, efc_force row by row), as
+    tests/test_constraint_forward.py checks the XLA path."""
+    mjm = mujoco.MjModel.from_xml_string(ELLIPTIC)
+    m = oracle.model_from_mujoco(mjm)
+    # run to convergence as MuJoCo's reference (tcf._converged_newton): the optimum, not the iterate at 1e-8
+    m = mjl.configure(m.replace(opt=m.opt.replace(iterations=100, tolerance=jp.asarray(1e-12))), kernels="fused")
+    d = mjl.make_data(m)
+    for stage in ("solve_newton", "constraint_rows"):
+        assert stage in str(jax.make_jaxpr(fwd.forward)(m, d)), stage
+    tcf.check_forward(mjm, m, sliding_state, seeds=(0, 1), min_nefc=10)
+
+
+@pytest.mark.slow  # CI time (implicit ~110 s, unrolled ~200 s on the loaded 2-core CPU)
+@pytest.mark.parametrize("gradients", ["implicit", "unrolled"])
+def test_elliptic_gradients_equal_xla(elliptic, gradients):
+    """jax.grad through the fused solver with elliptic cones is the XLA solver's (implicit: the solver's custom_vjp
+    at the returned qacc; unrolled: the kernel's custom_jvp runs the XLA iterations on the kernel's inputs, the
+    cones' mu and frictions among them), batched by vmap."""
+    m, ds = elliptic
+    m = mjl.configure(m, gradients=gradients)
+    grad = jax.jit(jax.vmap(jax.grad(_loss, argnums=(2, 3)), in_axes=(None, 0, 0, 0)))
+    args = (ds, ds.qvel, ds.efc_aref)
+    tk.assert_grads_equal(grad(mjl.configure(m, kernels="fused"), *args), grad(m, *args), GRAD_TOL)
+
+
+@pytest.mark.slow  # CI time (the kernel compiles again in float32)
+def test_elliptic_solver_float32(elliptic):
+    """float32 with elliptic cones: the fused Newton solver ends as close to the float64 solution as the XLA
+    solver does (test_solver_float32's measure)."""
+    m, ds = elliptic
+    want64 = _solve(m, ds)
+    m32, ds32 = _f32(m), _f32(ds)
+    got, want = _solve(mjl.configure(m32, kernels="fused"), ds32), _solve(m32, ds32)
+    assert got.qacc.dtype == jp.float32
+    for f in ("qacc", "qfrc_constraint"):
+        ref = np.asarray(getattr(want64, f))
+        scale = max(1.0, float(np.max(np.abs(ref))))
+        e_fused = float(np.max(np.abs(np.asarray(getattr(got, f), np.float64) - ref))) / scale
+        e_xla = float(np.max(np.abs(np.asarray(getattr(want, f), np.float64) - ref))) / scale
+        assert e_fused <= F32_FACTOR * e_xla + F32_EPS_REL, (f, e_fused, e_xla)

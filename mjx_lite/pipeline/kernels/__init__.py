@@ -16,7 +16,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
               field-sphere of static pair groups as one kernel
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of joint equalities, dof friction, joint limits and
-              pyramidal contacts as one kernel
+              pyramidal or elliptic contacts as one kernel
   rows_tiled.py  the rows kernel on (environments, rows, dofs) tiles (`Launch.rows_tile`)
 """
 
@@ -87,7 +87,8 @@ def collision(m: Model, d: Data) -> Data:
 
 def rows_fused(m: Model) -> bool:
     """Static: the constraint rows run as the fused kernel (`fused(m)` and rows of the kinds kernels/rows.py
-    builds: joint equalities, dof friction loss, slide/hinge limits, pyramidal contacts of static slots)."""
+    builds: joint equalities, dof friction loss, slide/hinge limits, pyramidal or elliptic contacts of static
+    slots)."""
     return fused(m) and _rows.fusable(m)
 
 
@@ -133,8 +134,8 @@ def advance(m: Model, qpos: jax.Array, qvel: jax.Array, qacc: jax.Array, integra
 
 
 def primal_fused(m: Model, layout: _common.Layout, sparse_j: bool) -> bool:
-    """Static: the constraint solver runs as the fused kernel (`fused(m)`, and Newton or CG on pyramidal or no
-    contacts with a dense efc_J: kernels/primal.py)."""
+    """Static: the constraint solver runs as the fused kernel (`fused(m)`, and Newton or CG (pyramidal or elliptic
+    cones) with a dense efc_J: kernels/primal.py)."""
     return fused(m) and _primal.fusable(m, layout, sparse_j)
 
 

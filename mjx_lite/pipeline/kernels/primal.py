@@ -24,8 +24,15 @@ summation orders differ (round-off). Inputs: J (nefc, nv) dense, D, mask, R and 
 only), qacc_smooth, M (qM's layout), the start (qacc0, jar0, Ma0), the tolerances, and for CG qLD,
 qLDiagInv. Outputs: qacc, jar, force, J' force, and (niter, improvement, gradient).
 
-Not fused (the XLA solver runs): PGS (a dual method), elliptic cones (their per-contact conic cost), the sparse
-efc_J layout, and CG with `Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
+Elliptic cones (solver/common.py's `_cone_eval`, `cone_law` here): each contact's rows (consecutive, normal first)
+are evaluated together, a loop over the contacts of each cone dimension (static) after the pass over the scalar
+rows: its cost, force and state in every evaluation, its dim x dim constraint-space Hessian Hc (kept in `_ch` for
+Newton, whose Hessian is then J' (H_s J) with H_s J in `_HJ`: h_r J_r on the scalar rows, Hc times the contact's
+rows on the cones'), and Js_c' Hc Js_c in the line search's second derivative. Inputs then add each group's mu and
+tangential frictions (Problem.cone_mu, cone_friction).
+
+Not fused (the XLA solver runs): PGS (a dual method), the sparse efc_J layout, and CG with
+`Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
 solver (kernels/launch.py): exact in `Config.gradients="unrolled"`; under "implicit" the solver's own custom_vjp
 (solver/solve.py) differentiates the optimality condition at the returned qacc, whatever computed it.
 """
@@ -47,10 +54,10 @@ __all__ = ["fusable", "solve"]
 
 
 def fusable(m: Model, layout: common.Layout, sparse_j: bool) -> bool:
-    """Static: the model's solver has a fused kernel (Newton or CG, no elliptic cone, dense efc_J; CG with the tree
+    """Static: the model's solver has a fused kernel (Newton or CG, any cone, dense efc_J; CG with the tree
     factorisation, whose solve the kernel runs)."""
     solver = int(m.opt.solver)
-    if solver not in (int(SolverType.NEWTON), int(SolverType.CG)) or layout.cones or sparse_j:
+    if solver not in (int(SolverType.NEWTON), int(SolverType.CG)) or sparse_j:
         return False
     if m.nv == 0 or layout.nefc == 0:
         return False
@@ -94,11 +101,62 @@ def row_law(x, D, kind, friction, has: tuple, zero) -> tuple:
     return cost, force, h, state
 
 
+CONE = float(ConstraintState.CONE)
+
+
+def cone_law(x: list, D: list, mu, fric: list) -> tuple:
+    """(cost, force (dim,), Hessian (dim, dim) in constraint space, ConstraintState as a float) of elliptic contacts
+    at jar x (solver/common.py's `_cone_eval`), before the contacts' mask, elementwise over the contacts: x, D lists
+    of dim arrays (the cone's rows, normal first: lane vectors of this kernel, or (E, K) tiles of primal_tiled.py),
+    mu the regularised cone coefficient, fric the dim - 1 tangential friction coefficients (arrays of x's shape).
+    Zones (U = (mu x_n, f_1 x_1, ...), N = U_0, T = |U_t|): top (N >= mu T) zero; bottom (mu N + T <= 0) the rows'
+    quadratics; middle 0.5 Dm (N - mu T)^2, Dm = D_n / (mu^2 (1 + mu^2))."""
+    n = len(x)
+    s = [mu] + list(fric)
+    U = [x[i] * s[i] for i in range(n)]
+    N = U[0]
+    T2 = U[1] * U[1]
+    for i in range(2, n):
+        T2 = T2 + U[i] * U[i]
+    t_pos = T2 > 0
+    T = where(t_pos, jp.sqrt(where(t_pos, T2, 1.0)), 0.0)
+    top = (N >= mu * T) | (~t_pos & (N >= 0))
+    bottom = ~top & ((mu * N + T <= 0) | (~t_pos & (N < 0)))
+    middle = ~top & ~bottom
+    # bottom zone: every row quadratic
+    cost_b = D[0] * x[0] * x[0]
+    for i in range(1, n):
+        cost_b = cost_b + D[i] * x[i] * x[i]
+    cost_b = 0.5 * cost_b
+    # middle zone
+    Dm = D[0] / (mu * mu * (1.0 + mu * mu))
+    g = N - mu * T
+    tsafe = where(t_pos, T, 1.0)
+    e = [None] + [U[i] / tsafe for i in range(1, n)]  # the unit tangent in U space
+    grad = [1.0] + [-mu * e[i] for i in range(1, n)]  # dg/dU
+    cost_m = 0.5 * Dm * g * g
+    dmg = Dm * g
+    cost = where(bottom, cost_b, where(middle, cost_m, 0.0))
+    force = [where(bottom, -D[i] * x[i], where(middle, -dmg * grad[i] * s[i], 0.0)) for i in range(n)]
+    c = mu / tsafe
+    hess = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i, n):
+            hg = 0.0 if i == 0 or j == 0 else -c * ((1.0 if i == j else 0.0) - e[i] * e[j])  # d2g/dU2
+            hm = s[i] * (Dm * (grad[i] * grad[j] + g * hg)) * s[j]
+            hb = D[i] if i == j else 0.0
+            hess[i][j] = hess[j][i] = where(bottom, hb, where(middle, hm, 0.0))
+    state = where(bottom, QUADRATIC, where(middle, CONE, SATISFIED, x[0].dtype))
+    return cost, force, hess, state
+
+
 def _tables(m: Model, layout: common.Layout, cg: bool) -> dict:
     """Static int32 tables: the rows' kinds, qM's tree entries (tree-sparse qM) and, for CG, the factor's."""
 
     # built at trace time from the layout itself (cheap; the factor's tables are memoised by factor.plan)
     tab = {"kind": np.asarray(layout.kind, np.int32)}
+    for g, rows in enumerate(layout.cones):  # each elliptic contact's first row (its rows are consecutive)
+        tab[f"cone{g}"] = np.asarray(rows)[:, 0]
     if layout.mass is not None:
         tm = layout.mass
         tab.update(tm_diag=tm.diag, tm_off=tm.off, tm_row=tm.row, tm_col=tm.col)
@@ -127,6 +185,12 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
     kinds = set(np.asarray(layout.kind).tolist())
     has_eq, has_fr, has_iq = common.EQUALITY in kinds, common.FRICTION in kinds, common.INEQUALITY in kinds
     tree_m = layout.mass
+    # the elliptic cones: (group, dim, count, offset of the group's Hessians in _ch)
+    cones, off = [], 0
+    for g, rows in enumerate(layout.cones):
+        k, dim = np.shape(rows)
+        cones.append((g, int(dim), int(k), off))
+        off += int(k) * int(dim) * int(dim)
 
     def body(io):
         zero = io.lanes(0.0)
@@ -159,6 +223,24 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
             out = where(live, cost, 0.0), where(live, force, 0.0), where(live, h, 0.0)
             return out + (where(live, state, 0.0),) if with_state else out
 
+        def cone_eval(g, dim, c, x_of):
+            """(first row, cost, force (dim,), Hessian (dim, dim), ConstraintState) of elliptic contact c of group
+            g at jar x_of(row), masked by its first row's liveness (the state unmasked)."""
+            r0 = io.table(f"cone{g}", c)
+            x = [io.lanes(x_of(r0 + i)) for i in range(dim)]
+            D = [io.read("D", r0 + i) for i in range(dim)]
+            fric = [io.read(f"cone_fric{g}", c * (dim - 1) + i) for i in range(dim - 1)]
+            cost, force, hess, state = cone_law(x, D, io.read(f"cone_mu{g}", c), fric)
+            live = io.read("mask", r0) > 0.5
+            return (r0, where(live, cost, 0.0), [where(live, f, 0.0) for f in force],
+                    [[where(live, v, 0.0) for v in hr] for hr in hess], state)  # fmt: skip
+
+        def cone_loop(fn, init):
+            """fn(g, dim, c, off, carry) -> carry over every elliptic contact (off: its group's _ch offset)."""
+            for g, dim, k, off in cones:
+                init = _loop(0, k, lambda c, acc, g=g, dim=dim, off=off: fn(g, dim, c, off, acc), init)
+            return init
+
         # ---- M x, M's entries ------------------------------------------------------------------------------
         def mul_m(src, dst):
             """dst <- M src (outputs of nv)."""
@@ -189,6 +271,18 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
 
             rows = _loop(0, nefc, row, zero)
 
+            def cone(g, dim, c, off, acc):
+                r0, cost, force, hess, _ = cone_eval(g, dim, c, lambda r: io.load("jar", r))
+                for i in range(dim):
+                    io.write("force", r0 + i, force[i])
+                if not cg:  # Newton's Hessian reads the cones' constraint-space Hessians
+                    for i in range(dim):
+                        for j in range(dim):
+                            io.write("_ch", off + (c * dim + i) * dim + j, hess[i][j])
+                return acc + cost
+
+            rows = cone_loop(cone, rows)
+
             def grad(i):
                 jtf = dot(lambda r: J(r, i), lambda r: io.load("force", r), nefc)
                 io.write("jtf", i, jtf)
@@ -209,9 +303,31 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
 
         # ---- Newton's direction: H = M + J' diag(h) J, Cholesky, two triangular solves ------------------------
         def hessian():
+            if cones:  # _HJ = H_s J (nefc, nv): h_r J_r on scalar rows, then each cone's block times its rows
+                _loop(0, nefc, lambda r: _loop(0, nv, lambda j: io.write("_HJ", r * nv + j,
+                                                                         io.load("_h", r) * J(r, j))))  # fmt: skip
+
+                def cone(g, dim, c, off, acc):
+                    r0 = io.table(f"cone{g}", c)
+
+                    def col(j):
+                        for p in range(dim):
+                            v = io.load("_ch", off + (c * dim + p) * dim) * J(r0, j)
+                            for q in range(1, dim):
+                                v = v + io.load("_ch", off + (c * dim + p) * dim + q) * J(r0 + q, j)
+                            io.write("_HJ", (r0 + p) * nv + j, v)
+
+                    _loop(0, nv, col)
+                    return acc
+
+                cone_loop(cone, np.int32(0))
+
             def entry(i, j):
                 """H(i, j), j >= i."""
-                v = dot(lambda r: io.load("_h", r) * J(r, i), lambda r: J(r, j), nefc)
+                if cones:
+                    v = dot(lambda r: J(r, i), lambda r: io.load("_HJ", r * nv + j), nefc)
+                else:
+                    v = dot(lambda r: io.load("_h", r) * J(r, i), lambda r: J(r, j), nefc)
                 if tree_m is None:
                     return io.read("M", i * nv + j) + v
                 return v
@@ -284,6 +400,21 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
                     return c[0] + js * f, c[1] + h * js * js
 
                 jf, q = _loop(0, nefc, row, (zero, zero))
+
+                def cone(g, dim, c, off, acc):
+                    r0 = io.table(f"cone{g}", c)
+                    js = [io.load("_Js", r0 + i) for i in range(dim)]
+                    _, _, f, h, _ = cone_eval(g, dim, c, lambda r: io.load("jar", r) + alpha * io.load("_Js", r))
+                    jf, q = acc
+                    for i in range(dim):
+                        jf = jf + js[i] * f[i]
+                        hv = h[i][0] * js[0]
+                        for j in range(1, dim):
+                            hv = hv + h[i][j] * js[j]
+                        q = q + js[i] * hv
+                    return jf, q
+
+                jf, q = cone_loop(cone, (jf, q))
                 return g0 + alpha * s_ms - jf, s_ms + q
 
             d1, d2 = derivs(zero)
@@ -303,7 +434,9 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
 
         # ---- the start (common.solver_start): qacc_smooth, or the warm start when its cost is lower -------------
         def row_costs(src):
-            return _loop(0, nefc, lambda r, c: c + row_eval(r, io.load(src, r))[0], zero)
+            rows = _loop(0, nefc, lambda r, c: c + row_eval(r, io.load(src, r))[0], zero)
+            return cone_loop(lambda g, dim, c, off, acc: acc + cone_eval(g, dim, c, lambda r: io.load(src, r))[1],
+                             rows)  # fmt: skip
 
         _loop(0, nefc, lambda r: io.write("efc_b", r, dot(lambda i: J(r, i), lambda i: io.read("qacc_smooth", i), nv)
                                           - io.read("aref", r)))  # fmt: skip
@@ -401,15 +534,26 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         # ---- the end: the rows' states at the returned jar (Data.efc_state) --------------------------------------
         _loop(0, nefc, lambda r: io.write("state", r, row_eval(r, io.load("jar", r), with_state=True)[3]))
 
+        def cone_state(g, dim, c, off, acc):
+            r0, _, _, _, state = cone_eval(g, dim, c, lambda r: io.load("jar", r))
+            for i in range(dim):
+                io.write("state", r0 + i, where(io.read("mask", r0 + i) > 0.5, state, 0.0))
+            return acc
+
+        cone_loop(cone_state, np.int32(0))
+
     return body
 
 
 def _problem(x: dict) -> common.Problem:
     """The solver's Problem from the kernel's inputs (the twin's view)."""
     zeros = jp.zeros_like(x["D"])
+    ng = sum(1 for n in x if n.startswith("cone_mu"))
     return common.Problem(J=x["J"], D=x["D"], R=x.get("R", zeros + 1.0), aref=x["aref"],
-                          frictionloss=x.get("frictionloss", zeros), mask=x["mask"] > 0.5, cone_mu=(),
-                          cone_friction=(), qacc_smooth=x["qacc_smooth"], M=x["M"])  # fmt: skip
+                          frictionloss=x.get("frictionloss", zeros), mask=x["mask"] > 0.5,
+                          cone_mu=tuple(x[f"cone_mu{g}"] for g in range(ng)),
+                          cone_friction=tuple(x[f"cone_fric{g}"] for g in range(ng)), qacc_smooth=x["qacc_smooth"],
+                          M=x["M"])  # fmt: skip
 
 
 def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dict,
@@ -425,6 +569,8 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
     x = dict(J=p.J, D=p.D, mask=p.mask, qacc_smooth=p.qacc_smooth, M=p.M, aref=p.aref)
     if common.FRICTION in kinds:
         x.update(R=p.R, frictionloss=p.frictionloss)
+    for g in range(len(layout.cones)):  # elliptic contacts: mu (k,), the tangential frictions (k, dim - 1)
+        x.update({f"cone_mu{g}": p.cone_mu[g], f"cone_fric{g}": p.cone_friction[g]})
     x.update(tolerance=kw["tolerance"], ls_tolerance=kw["ls_tolerance"])
     iterations, ls_iterations = int(kw["iterations"]), int(kw["ls_iterations"])
     consts = ("tolerance", "ls_tolerance")
@@ -458,6 +604,8 @@ def kernel(m: Model, layout: common.Layout, p: common.Problem, cg: bool, kw: dic
         outputs.update(_mgrad=(nv,), _mg2=(nv,), _gold=(nv,))
     else:
         outputs.update(_H=(nv * nv,))
+        if layout.cones:  # the cones' constraint-space Hessians, H_s J
+            outputs.update(_ch=(sum(int(np.size(r)) * int(np.shape(r)[1]) for r in layout.cones),), _HJ=(nefc * nv,))
     name = "solve_cg" if cg else "solve_newton"
     k = launch.Kernel(name, inputs, outputs, _tables(m, layout, cg),
                       _body(m, layout, cg, iterations, ls_iterations, warm), xla)  # fmt: skip

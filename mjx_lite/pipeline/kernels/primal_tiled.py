@@ -17,7 +17,11 @@ never pivots). Per Newton iteration:
              where(iota == k) and a sum);
   solves:    U' y = grad by nv column steps, U x = y by nv row steps (the same selections);
   rows:      the cost, force and curvature of all rows at once ((E, NEP) elementwise), J s and J' f as tile
-             products with a reduction over the dof or row axis, M s over the dense (E, NVP, NVP) M.
+             products with a reduction over the dof or row axis, M s over the dense (E, NVP, NVP) M;
+  cones:     elliptic contacts per cone dimension as (E, KP) tiles, row i of each contact selected from a row
+             vector by a masked sum against its first row (a table), kernels/primal.py's `cone_law` elementwise,
+             forces and states spread back to the rows; the Hessian adds Jc' Hc Jc per contact (a loop over the
+             contacts: dim rank-1 updates of J's rows read by a dynamic slice), the line search Js_c' Hc Js_c.
 The line search, the stopping tests, the start (the warm start's choice) and the rows' final states are
 kernels/primal.py's (solver/primal.py's and solver/common.py's formulas), vectorised over rows and dofs: only
 summation orders differ (round-off). The loops over iterations are `while` loops that run while an environment
@@ -90,8 +94,9 @@ def _loop(lo: int, hi: int, fn, init):
 
 
 def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, warm: bool, names: tuple,
-          hessian_mode: str):  # fmt: skip
-    """The kernel body over refs (inputs in `names` order, then kind, then the outputs)."""
+          hessian_mode: str, cones: tuple = ()):  # fmt: skip
+    """The kernel body over refs (inputs in `names` order, then kind, then the outputs). cones: (count, dim) of each
+    group of elliptic contacts (inputs cone{g}: first rows (KP,), cone_mu{g} (E, KP), cone_fric{g} (E, F, KP))."""
     has_eq, has_fr, has_iq = common.EQUALITY in kinds, common.FRICTION in kinds, common.INEQUALITY in kinds
 
     def body(*refs):
@@ -130,13 +135,51 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
         def mmul(x):  # M x: (E, NVP)
             return jp.sum(M * x[:, None, :], axis=2)
 
+        # the elliptic contacts of group g: sel[g][i] (1, NEP, KP) selects row i of each contact (padded contacts
+        # select nothing: their first row is -NEP), a row vector's entries at those rows are (E, KP)
+        rows_iota = jax.lax.broadcasted_iota(jp.int32, (1, nep, 1), 1)
+        sel = [[rows_iota == ins[f"cone{g}"][...][None, None, :] + i for i in range(dim)]
+               for g, (_, dim) in enumerate(cones)]  # fmt: skip
+
+        def comp(v, s):  # (E, NEP) -> (E, KP): the entries at the selected rows
+            return jp.sum(where(s, v[:, :, None], 0.0), axis=1)
+
+        def spread(v, s):  # (E, KP) -> (E, NEP): the contacts' values at their selected rows, 0 elsewhere
+            return jp.sum(where(s, v[:, None, :], 0.0), axis=2)
+
+        maskf = where(mask, 1.0, 0.0, dt)
+
+        def cone_eval(x):
+            """The elliptic contacts at jar x (E, NEP): (cost per row (on each contact's first row), force, state
+            (on its rows, before the rows' mask), Hessians: per group the dim x dim nested lists of (E, KP))."""
+            cost, force, state, hess = jp.zeros_like(x), jp.zeros_like(x), jp.zeros_like(x), []
+            for g, (_, dim) in enumerate(cones):
+                sg = sel[g]
+                fr = ins[f"cone_fric{g}"]
+                c, f, h, st = lane_primal.cone_law([comp(x, sg[i]) for i in range(dim)],
+                                                   [comp(D, sg[i]) for i in range(dim)], ins[f"cone_mu{g}"][...],
+                                                   [fr[:, i, :] for i in range(dim - 1)])  # fmt: skip
+                live = comp(maskf, sg[0]) > 0.5
+                cost = cost + spread(where(live, c, 0.0), sg[0])
+                for i in range(dim):
+                    force = force + spread(where(live, f[i], 0.0), sg[i])
+                    state = state + spread(st, sg[i])
+                hess.append([[where(live, v, 0.0) for v in hr] for hr in h])
+            return cost, force, state, hess
+
         def row_eval(x, with_state=False):
             """(cost, force, curvature) of all rows at jar x (E, NEP) (solver/common.py's eval_constraints), and
-            the ConstraintState (a float) when with_state."""
+            the ConstraintState (a float) when with_state; with elliptic contacts, the curvature is (the scalar rows'
+            (E, NEP), the cones' Hessians (`cone_eval`))."""
             cost, force, h, state = lane_primal.row_law(
                 x, D, kind, lambda: (ins["frictionloss"][...], ins["R"][...]), (has_iq, has_fr, has_eq),
                 jp.zeros_like(x))  # fmt: skip
+            if cones:
+                c_cost, c_force, c_state, c_hess = cone_eval(x)
+                cost, force, state = cost + c_cost, force + c_force, state + c_state
             out = where(mask, cost, 0.0), where(mask, force, 0.0), where(mask, h, 0.0)
+            if cones:
+                out = out[:2] + ((out[2], c_hess),)
             return out + (where(mask, state, 0.0),) if with_state else out
 
         def evaluate(qacc, Ma, jar):
@@ -156,7 +199,32 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
         # ---- Newton's direction ---------------------------------------------------------------------------------
         def hessian(h):
             """M + J' diag(h) J (E, NVP, NVP): one (NVP, NEP) x (NEP, NVP) product (`Launch.hessian`), or nefc rank-1
-            updates."""
+            updates; with elliptic contacts (h = (rows' curvature, cones' Hessians)), plus Jc' Hc Jc per contact."""
+            if not cones:
+                return _hessian_rows(h)
+            h, c_hess = h
+            H = _hessian_rows(h)
+            for g, (k, dim) in enumerate(cones):
+                r0s = ins[f"cone{g}"][...]
+                hg = c_hess[g]
+                kp_iota = jax.lax.broadcasted_iota(jp.int32, (1, r0s.shape[0]), 1)
+
+                def contact(c, H, r0s=r0s, hg=hg, dim=dim, kp_iota=kp_iota):
+                    r0 = jp.sum(where(kp_iota[0] == c, r0s, 0))
+                    Jc = [J_ref[:, pl.ds(r0 + i, 1), :][:, 0, :] for i in range(dim)]  # (E, NVP) each
+                    sc = kp_iota == c
+                    hc = [[jp.sum(where(sc, hg[i][j], 0.0), axis=1)[:, None] for j in range(dim)] for i in range(dim)]
+                    for i in range(dim):
+                        w = hc[i][0] * Jc[0]
+                        for j in range(1, dim):
+                            w = w + hc[i][j] * Jc[j]
+                        H = H + Jc[i][:, :, None] * w[:, None, :]
+                    return H
+
+                H = _loop(0, k, contact, H)
+            return H
+
+        def _hessian_rows(h):
             if _hessian_dot(eb, nep, nvp, hessian_mode):
                 J2 = J_ref[0]  # (NEP, NVP): the program's one environment
                 hJ = J2 * jp.sum(h, axis=0)[:, None]
@@ -207,9 +275,22 @@ def _body(nv: int, nefc: int, kinds: set, iterations: int, ls_iterations: int, w
             s_ms, g0 = vdot(search, Ms), vdot(search, Ma)
             ltol = gtol * jp.sqrt(jp.maximum(vdot(search, search), 0.0)) / scale
 
+            js_c = [[comp(Js, s) for s in sg] for sg in sel]
+
             def derivs(alpha):
                 _, f, h = row_eval(jar + alpha[:, None] * Js)
-                return g0 + alpha * s_ms - jp.sum(Js * f, axis=1), s_ms + jp.sum(h * Js * Js, axis=1)
+                if not cones:
+                    return g0 + alpha * s_ms - jp.sum(Js * f, axis=1), s_ms + jp.sum(h * Js * Js, axis=1)
+                h, c_hess = h
+                q = jp.sum(h * Js * Js, axis=1)
+                for js, hg in zip(js_c, c_hess):  # Js_c' Hc Js_c per contact
+                    dim = len(js)
+                    for i in range(dim):
+                        hv = hg[i][0] * js[0]
+                        for j in range(1, dim):
+                            hv = hv + hg[i][j] * js[j]
+                        q = q + jp.sum(js[i] * hv, axis=1)
+                return g0 + alpha * s_ms - jp.sum(Js * f, axis=1), s_ms + q
 
             d1, d2 = derivs(jp.zeros_like(g0))
             descent = d1 < 0
@@ -325,6 +406,17 @@ def _launcher(m: Model, layout: common.Layout, iterations: int, ls_iterations: i
             if n in kernel.inputs:
                 args.append(padded(per_env(n, (nv,)), (nvp,)))
                 names.append(n)
+        cones = []
+        for g, rows in enumerate(layout.cones):  # elliptic contacts: first rows, mu (padding 1), frictions
+            k, dim = np.shape(rows)
+            kp, fp = _pow2(k), _pow2(dim - 1)
+            r0 = np.full(kp, -nep, np.int32)
+            r0[:k] = np.asarray(rows)[:, 0]
+            mu = jp.pad(per_env(f"cone_mu{g}", (k,)), ((0, 0), (0, kp - k)), constant_values=1.0)
+            fric = jp.swapaxes(per_env(f"cone_fric{g}", (k, dim - 1)), 1, 2)  # (ep, dim - 1, k)
+            args += [jp.asarray(r0), mu, jp.pad(fric, ((0, 0), (0, fp - dim + 1), (0, kp - k)))]
+            names += [f"cone{g}", f"cone_mu{g}", f"cone_fric{g}"]
+            cones.append((int(k), int(dim)))
         consts = [per_env(n, ()) for n in ("tolerance", "ls_tolerance")]
         args.append(jp.stack(consts + [jp.zeros_like(consts[0])] * 2, axis=1))  # (ep, 4)
         names.append("consts")
@@ -337,7 +429,7 @@ def _launcher(m: Model, layout: common.Layout, iterations: int, ls_iterations: i
 
         out_shape = [jax.ShapeDtypeStruct((ep, w), dtype) for w in (nvp, nvp, nep, nep, nep, nep, 4)]
         out_specs = [pl.BlockSpec((eb, s.shape[1]), lambda i: (i, 0)) for s in out_shape]
-        body = _body(nv, nefc, kinds, iterations, ls_iterations, warm, tuple(names), how.hessian)
+        body = _body(nv, nefc, kinds, iterations, ls_iterations, warm, tuple(names), how.hessian, tuple(cones))
 
         res = pl.pallas_call(
             body, out_shape=out_shape, grid=(ep // eb,), in_specs=[spec(a) for a in args], out_specs=out_specs,

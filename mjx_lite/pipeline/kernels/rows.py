@@ -1,14 +1,15 @@
 """The constraint rows (mj_makeConstraint + mj_makeImpedance, pipeline/constraint.py) as one fused kernel, for the
-common case: joint equalities, dof friction loss, slide/hinge joint limits and pyramidal (or frictionless)
-contacts, with the dense efc_J layout.
+common case: joint equalities, dof friction loss, slide/hinge joint limits and pyramidal, elliptic (or
+frictionless) contacts, with the dense efc_J layout.
 
 Outputs (per environment): efc_J (nefc, nv) dense, efc_pos, efc_margin, efc_frictionloss, efc_diagA, efc_R,
 efc_vel, efc_aref (masked as make_constraint masks them), the rows' liveness (efc_mask as 0/1) and whether a
 one-row limit had both sides active (Warning.CNSTRFULL). efc_type, efc_id (static), efc_D = 1/R, nefc and
 contact.efc_address are formed from those by `constraint.fill` as on the XLA path.
 Inputs: qpos, qvel, cdof, subtree_com, the contact slots' fields (pos, frame, dist, includemargin, friction,
-solref, solimp, active, dim) and eq_active (per environment); the Model floats the rows read (ranges, margins,
-solref/solimp, invweight0, eq_data, qpos0, opt.timestep, opt.impratio), shared by the block unless vmapped.
+solref, solimp, active, dim; solreffriction with elliptic cones) and eq_active (per environment); the Model floats
+the rows read (ranges, margins, solref/solimp, invweight0, eq_data, qpos0, opt.timestep, opt.impratio), shared by
+the block unless vmapped.
 
 The row plan (constraint.plan) is static: one loop per block of rows over its tables (joint equalities; friction
 dofs; limited joints, a second loop for the upper rows of two-row limits; contact slots; contact rows), each
@@ -19,11 +20,13 @@ compacted and no capacity cap or flex contact exists; otherwise the XLA rows run
 Jacobian J6 (6 x nv) as an inner loop over the dofs with the bodies' dof masks as a table: column j =
 [cdof_lin + cdof_ang x (pt - root com); cdof_ang] of body 2 minus that of body 1. A contact row is its frame
 direction (normal +- mu_k direction k: frame row k, linear, for k < 3, else frame row k - 3, rotational; the
-normal alone for a frictionless row) dotted with its slot's J6. The formulas are constraint.py's written per lane;
-fields equal the XLA path's to round-off.
+normal alone for a frictionless row; elliptic: frame direction q alone for the slot's row q) dotted with its slot's
+J6. An elliptic contact's friction rows (q > 0) have pos = margin = 0, no stiffness term (K = 0), diagA scaled by
+(f_0 / f_q)^2 / impratio and the contact's solreffriction where it is set. The formulas are constraint.py's written
+per lane; fields equal the XLA path's to round-off.
 
 Not fused (the XLA rows run): connect and weld (their Jdot qvel bias needs com_vel), tendon equalities, friction
-and limits, ball limits, flex rows, elliptic cones, the sparse efc_J layout, surface velocities, adhesive contacts,
+and limits, ball limits, flex rows, the sparse efc_J layout, surface velocities, adhesive contacts,
 contact slots whose bodies are traced. Derivatives go through the XLA twin (kernels/launch.py).
 """
 
@@ -75,7 +78,7 @@ def slot_bodies(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
 def fusable(m: Model) -> bool:
     """Static: every row of the model's plan is of a kind the kernel builds (see the module docstring)."""
     p = constraint.plan(m)
-    if p.nefc == 0 or p.sparse or p.elliptic or m.flg_surfacevel or m.flg_adhesion or m.nv == 0:
+    if p.nefc == 0 or p.sparse or m.flg_surfacevel or m.flg_adhesion or m.nv == 0:
         return False
     if m.opt.enableflags & EnableBit.DIAGEXACT:  # the exact diagonal needs M^-1 J^T of every row: XLA
         return False
@@ -121,19 +124,22 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
         root = np.asarray(m.body_rootid)
         tab.update(body_dof_mask=support.body_dof_mask(m).reshape(-1), c_b1=b1, c_b2=b2, c_root1=root[b1],
                    c_root2=root[b2], c_dim=p.con_dim)  # fmt: skip
-        # per contact row: its slot, its index q in the slot, its direction k (row pair (q // 2): normal +- mu_k
-        # direction k, k = q // 2 + 1; frictionless rows: k = 0, the normal alone)
+        # per contact row: its slot, its index q in the slot, its direction k (pyramidal: row pair (q // 2) is
+        # normal +- mu_k direction k, k = q // 2 + 1; frictionless rows: k = 0, the normal alone; elliptic: k = q,
+        # frame direction q alone)
         slot = np.repeat(np.arange(ncon), p.con_rows)
         q = np.arange(ncrow) - np.repeat(p.con_adr - p.adr["contact"], p.con_rows)
         fl = p.con_dim[slot] == 1
-        k = np.where(fl, 0, q // 2 + 1)
+        k = q if p.elliptic else np.where(fl, 0, q // 2 + 1)
         sign = np.where(fl, 0, np.where(q % 2 == 0, 1, -1))
         tab.update(cr_slot=slot, cr_q=q, cr_k=k, cr_sign=sign, cr_fl=fl)
     kz = np.zeros(p.nefc, bool)
     kz[p.adr["fric_dof"] : p.adr["fric_dof"] + len(p.fric_dof)] = True
+    if p.elliptic and ncon:  # an elliptic contact's friction rows have no stiffness term
+        kz[p.adr["contact"] + np.nonzero(q > 0)[0]] = True
     tab["row_kz"] = kz
     info.update(joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
-                ncrow=ncrow, nefc=p.nefc)  # fmt: skip
+                ncrow=ncrow, nefc=p.nefc, elliptic=bool(p.elliptic))  # fmt: skip
     tables = {n: np.asarray(v, np.int32).reshape(-1) for n, v in tab.items()}
     return tables, info
 
@@ -154,9 +160,10 @@ def static_type_id(m: Model) -> tuple[np.ndarray, np.ndarray]:
     a = p.adr["lim_jnt"]
     per = np.repeat(np.arange(len(p.lim_jnt)), 2)[np.stack([np.ones(len(p.lim_jnt), bool), ~p.lim_jnt_one], 1).ravel()]
     typ[a : a + len(per)], ids[a : a + len(per)] = ConstraintType.LIMIT_JOINT, p.lim_jnt[per]
+    cone = ConstraintType.CONTACT_ELLIPTIC if p.elliptic else ConstraintType.CONTACT_PYRAMIDAL
     for s in range(len(p.con_dim)):
         r = slice(p.con_adr[s], p.con_adr[s] + p.con_rows[s])
-        typ[r] = ConstraintType.CONTACT_FRICTIONLESS if p.con_dim[s] == 1 else ConstraintType.CONTACT_PYRAMIDAL
+        typ[r] = ConstraintType.CONTACT_FRICTIONLESS if p.con_dim[s] == 1 else cone
         ids[r] = s
     return typ, ids
 
@@ -182,6 +189,8 @@ def _inputs(m: Model, d: Data, info: dict) -> dict:
                  con_margin=c.includemargin, con_friction=c.friction, con_solref=c.solref, con_solimp=c.solimp,
                  con_active=c.active, con_dim=c.dim, body_invweight0=m.body_invweight0,
                  impratio=jp.reshape(m.opt.impratio, (1,)))  # fmt: skip
+        if info["elliptic"]:
+            x["con_solreffriction"] = c.solreffriction
     return x
 
 
@@ -219,6 +228,7 @@ def _body(m: Model, info: dict):
     refsafe = not (m.opt.disableflags & DisableBit.REFSAFE)
     neq_data = int(jp.shape(m.eq_data)[-1]) if m.neq else 0
     adr = constraint.plan(m).adr
+    elliptic = info["elliptic"]
 
     def body(io):
         tab = io.table
@@ -341,16 +351,24 @@ def _body(m: Model, info: dict):
             adim = io.read("con_dim", s)
             live = (io.read("con_active", s) > 0.5) & (dist < mg)
             live = io.lanes(live) > 0.5
-            live = live & (fl | (q < 2 * (adim - 1)))  # rows beyond the slot's actual condim are dead
-            # the row's direction: normal +- mu_k (frame row k (linear), or frame row k - 3 (rotational))
-            km = jp.maximum(k, 1)
-            fidx = where(km < 3, km, km - 3)
-            d = io.read_vec("con_frame", 3 * s + fidx, 3)
-            mu = sign * io.read("con_friction", 5 * s + km - 1)
-            lin_k, ang_k = flag((k >= 1) & (k < 3)), flag(k >= 3)
-            normal = io.read_vec("con_frame", 3 * s, 3)
-            coef = tuple(normal[c] + where(lin_k, mu * d[c], 0.0) for c in range(3))
-            coef += tuple(where(ang_k, mu * d[c], 0.0) for c in range(3))
+            if elliptic:  # rows beyond the slot's actual condim are dead
+                live = live & (fl | (q < adim))
+                # the row's direction: frame row k (linear) for k < 3, frame row k - 3 (rotational) beyond
+                d = io.read_vec("con_frame", 3 * s + where(k < 3, k, k - 3), 3)
+                lin_k = flag(k < 3)
+                coef = tuple(where(lin_k, d[c], 0.0) for c in range(3)) + tuple(where(lin_k, 0.0, d[c])
+                                                                              for c in range(3))  # fmt: skip
+            else:
+                live = live & (fl | (q < 2 * (adim - 1)))
+                # the row's direction: normal +- mu_k (frame row k (linear), or frame row k - 3 (rotational))
+                km = jp.maximum(k, 1)
+                fidx = where(km < 3, km, km - 3)
+                d = io.read_vec("con_frame", 3 * s + fidx, 3)
+                mu = sign * io.read("con_friction", 5 * s + km - 1)
+                lin_k, ang_k = flag((k >= 1) & (k < 3)), flag(k >= 3)
+                normal = io.read_vec("con_frame", 3 * s, 3)
+                coef = tuple(normal[c] + where(lin_k, mu * d[c], 0.0) for c in range(3))
+                coef += tuple(where(ang_k, mu * d[c], 0.0) for c in range(3))
 
             def dof(j, vel):
                 j6 = io.load_vec("_j6", s * nv + j, 6)
@@ -363,10 +381,20 @@ def _body(m: Model, info: dict):
             vel = _loop(0, nv, dof, io.lanes(0.0))
             diag = io.read("body_invweight0", 2 * tab("c_b1", s)) + io.read("body_invweight0", 2 * tab("c_b2", s))
             f0 = io.read("con_friction", 5 * s)
-            f0sq = f0 * f0
-            diag = where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / io.read("impratio", 0)))
-            row(r, dist, mg, 0.0, diag, io.read_vec("con_solref", s, 2), io.read_vec("con_solimp", s, 5),
-                jp.abs(dist - mg), live, vel)
+            solref = io.read_vec("con_solref", s, 2)
+            if elliptic:  # friction row q: diagA (f_0 / f_q)^2 / impratio, pos and margin 0, solreffriction if set
+                normal_row = flag(q == 0)
+                fq = io.read("con_friction", 5 * s + jp.maximum(q, 1) - 1)
+                diag = where(normal_row, diag, diag * ((f0 / fq) ** 2 / io.read("impratio", 0)))
+                sfr = io.read_vec("con_solreffriction", s, 2)
+                use_fr = flag((sfr[0] != 0) | (sfr[1] != 0)) & ~normal_row
+                solref = tuple(where(use_fr, sfr[c], solref[c]) for c in range(2))
+                pos, margin = where(normal_row, dist, 0.0), where(normal_row, mg, 0.0)
+            else:
+                f0sq = f0 * f0
+                diag = where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / io.read("impratio", 0)))
+                pos, margin = dist, mg
+            row(r, pos, margin, 0.0, diag, solref, io.read_vec("con_solimp", s, 5), jp.abs(dist - mg), live, vel)
 
         _loop(0, info["ncrow"], contact_row)
 
@@ -417,6 +445,7 @@ def _twin(m: Model, d: Data, geoms) -> callable:
             c = d.contact.replace(pos=x["con_pos"], frame=x["con_frame"], dist=x["con_dist"],
                                   includemargin=x["con_margin"], friction=x["con_friction"], solref=x["con_solref"],
                                   solimp=x["con_solimp"], active=x["con_active"] > 0.5,
+                                  solreffriction=x.get("con_solreffriction", d.contact.solreffriction),
                                   dim=jp.round(x["con_dim"]).astype(jp.int32),
                                   geom=jp.asarray(np.stack(geoms, axis=1), jp.int32))  # fmt: skip
             d2 = d2.replace(contact=c)

@@ -9,7 +9,8 @@ environments and two row tiles, NUP and NCP the powers of two >= the rows' count
              row vectors (E, NUP); J (E, NUP, NVP) = a1 e_d1 + a2 e_d2 as two selects against the dof index (d1, d2
              static per row; a1 = +-1 or 1 and a2 = -dpoly of a two-joint equality, masked by liveness);
   contacts:  row vectors (E, NCP); J (E, NCP, NVP) all at once: with the row's direction (a, b) (linear and angular:
-             normal +- mu_k frame row k) and cdof_j = [w_j; v_j], row r of the slot's J6 dotted with (a, b) is
+             normal +- mu_k frame row k; elliptic: frame row q alone) and cdof_j = [w_j; v_j], row r of the slot's
+             J6 dotted with (a, b) is
              (m2 - m1)[r, j] (a . v_j + b . w_j) + w_j . (m2[r, j] (o2 x a) - m1[r, j] (o1 x a)),
              o_i = point - the root com of body i and m_i the body's dof mask (static (NCP, NVP) tables): 12
              multiply-adds per entry, every entry independent;
@@ -52,7 +53,7 @@ __all__ = ["make_constraint"]
 _ROW_OUT = ("pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
 # Data fields among the kernel's inputs: their channels are per environment (Model fields are shared unless vmapped)
 _DATA = ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "con_pos", "con_frame", "con_dist", "con_margin",
-         "con_friction", "con_solref", "con_solimp", "con_active", "con_dim")  # fmt: skip
+         "con_friction", "con_solref", "con_solimp", "con_active", "con_dim", "con_solreffriction")  # fmt: skip
 
 
 def _pow2(n: int) -> int:
@@ -68,6 +69,7 @@ class _Plan:
     ncrow: int
     channels: dict
     tables: dict
+    elliptic: bool = False
 
 
 def _build(m: Model) -> _Plan:
@@ -153,10 +155,15 @@ def _build(m: Model) -> _Plan:
         slot = np.repeat(np.arange(ncon), p.con_rows)
         q = np.arange(ncrow) - np.repeat(p.con_adr - p.adr["contact"], p.con_rows)
         fl = p.con_dim[slot] == 1
-        k = np.where(fl, 0, q // 2 + 1)
+        if p.elliptic:  # row q: frame direction q alone (linear for q < 3, rotational beyond); frictionless: q = 0
+            k = q
+            km = np.maximum(q, 1)  # the friction coefficient of row q's diagA
+            fidx = np.where(q < 3, q, q - 3)
+        else:
+            k = np.where(fl, 0, q // 2 + 1)
+            km = np.maximum(k, 1)
+            fidx = np.where(km < 3, km, km - 3)
         sign = np.where(fl, 0, np.where(q % 2 == 0, 1, -1))
-        km = np.maximum(k, 1)
-        fidx = np.where(km < 3, km, km - 3)
 
         def by_slot(source, per, off=0):
             return {source: per * slot + off}
@@ -176,18 +183,24 @@ def _build(m: Model) -> _Plan:
             con[f"sr{c}"] = by_slot("con_solref", 2, c)
         for c in range(5):
             con[f"si{c}"] = by_slot("con_solimp", 5, c)
+        if p.elliptic:
+            for c in range(2):
+                con[f"srf{c}"] = by_slot("con_solreffriction", 2, c)
         nvp = _pow2(nv)
         mask = np.zeros((m.nbody, nvp), np.int64)
         mask[:, :nv] = support.body_dof_mask(m)
-        con_tab = dict(q=q, sign=sign, fl=fl.astype(np.int64), lin=((k >= 1) & (k < 3)).astype(np.int64),
+        lin = (k < 3) if p.elliptic else ((k >= 1) & (k < 3))
+        con_tab = dict(q=q, sign=sign, fl=fl.astype(np.int64), lin=lin.astype(np.int64),
                        ang=(k >= 3).astype(np.int64), m1=mask[b1[slot]], m2=mask[b2[slot]])  # fmt: skip
+        if p.elliptic:
+            con_tab["kz"] = (q > 0).astype(np.int64)  # an elliptic contact's friction rows: no stiffness term
     # the timestep, for every row of both tiles
     unit["h"] = {"timestep": np.zeros(nu, np.int64)}
     if ncrow:
         con["h"] = {"timestep": np.zeros(ncrow, np.int64)}
     channels = {"unit": unit if nunit else {}, "con": con}
     tables = {"unit": unit_tab if nunit else {}, "con": con_tab}
-    return _Plan(nunit=nunit, ncrow=ncrow, channels=channels, tables=tables)
+    return _Plan(nunit=nunit, ncrow=ncrow, channels=channels, tables=tables, elliptic=bool(p.elliptic))
 
 
 def _plan(m: Model) -> _Plan:
@@ -304,12 +317,17 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
             fl = table("con", "fl", nr) == 1
             dist, mg = ch("dist"), ch("cmg")
             live = (ch("cact") > 0.5) & (dist < mg)
-            live = live & (fl | (q.astype(dt) < 2.0 * (ch("cdim") - 1.0)))  # rows beyond the slot's condim: dead
-            mu = table("con", "sign", nr).astype(dt) * ch("mu")
             lin, ang = table("con", "lin", nr) == 1, table("con", "ang", nr) == 1
             d = [ch(f"dir{k}") for k in range(3)]
-            a = [ch(f"nrm{k}") + where(lin, mu * d[k], 0.0) for k in range(3)]
-            b = [where(ang, mu * d[k], 0.0) for k in range(3)]
+            if plan.elliptic:  # row q: frame direction q; rows beyond the slot's condim: dead
+                live = live & (fl | (q.astype(dt) < ch("cdim")))
+                a = [where(lin, d[k], 0.0) for k in range(3)]
+                b = [where(ang, d[k], 0.0) for k in range(3)]
+            else:
+                live = live & (fl | (q.astype(dt) < 2.0 * (ch("cdim") - 1.0)))  # rows beyond the slot's condim: dead
+                mu = table("con", "sign", nr).astype(dt) * ch("mu")
+                a = [ch(f"nrm{k}") + where(lin, mu * d[k], 0.0) for k in range(3)]
+                b = [where(ang, mu * d[k], 0.0) for k in range(3)]
 
             def cross_a(o):  # o x a, o = point - com
                 o = [ch(f"pt{k}") - ch(f"{o}{k}") for k in range(3)]
@@ -326,11 +344,22 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
             J = where(live[:, :, None], (m2 - m1) * s + m2 * t2 - m1 * t1, 0.0)
             diag = ch("bw1") + ch("bw2")
             f0 = ch("f0")
-            f0sq = f0 * f0
-            local.update(_pos=dist, _margin=mg, _fl=jp.zeros_like(dist), _vel=jp.sum(J * qvel, axis=2),
-                         _diag=where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / ch("impratio"))),
-                         _imp_r=jp.abs(dist - mg))  # fmt: skip
-            store("con", J, _impedance_tail(ch, live, None, refsafe, dt), nr)
+            kz = None
+            if plan.elliptic:  # friction row q: diagA (f_0 / f_q)^2 / impratio, pos and margin 0, solreffriction
+                normal = q == 0
+                diag = where(normal, diag, diag * ((f0 / ch("mu")) ** 2 / ch("impratio")))
+                sfr = (ch("srf0"), ch("srf1"))
+                use_fr = ((sfr[0] != 0) | (sfr[1] != 0)) & ~normal
+                local.update(sr0=where(use_fr, sfr[0], ch("sr0")), sr1=where(use_fr, sfr[1], ch("sr1")))
+                pos, margin = where(normal, dist, 0.0), where(normal, mg, 0.0)
+                kz = table("con", "kz", nr) == 1
+            else:
+                f0sq = f0 * f0
+                diag = where(fl, diag, diag * (2.0 * f0sq * (1.0 + f0sq) / ch("impratio")))
+                pos, margin = dist, mg
+            local.update(_pos=pos, _margin=margin, _fl=jp.zeros_like(dist), _vel=jp.sum(J * qvel, axis=2),
+                         _diag=diag, _imp_r=jp.abs(dist - mg))  # fmt: skip
+            store("con", J, _impedance_tail(ch, live, kz, refsafe, dt), nr)
 
     return body
 
