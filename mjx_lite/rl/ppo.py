@@ -77,6 +77,8 @@ class PPOConfig:
     activation: str = "swish"
     num_eval_envs: int = 64
     deterministic_eval: bool = True
+    stagger_episodes: bool = False
+
 
     def __post_init__(self):
         for name in ("num_envs", "episode_length", "action_repeat", "unroll_length", "batch_size", "num_minibatches",
@@ -292,6 +294,15 @@ def _evaluate(spec: _Spec, eval_env: TrainingEnv, params: dict, key: jax.Array) 
             "eval/episode_length": length.mean()}  # fmt: skip
 
 
+def _stagger(state, c: PPOConfig, key: jax.Array):
+    """`state` with each environment's step counter drawn uniformly from [0, episode_length) (in whole calls of
+    `step`), so that the first episodes end at different times and every update sees all phases of an episode."""
+    calls = math.ceil(c.episode_length / c.action_repeat)
+    steps = jax.random.randint(key, (c.num_envs,), 0, calls) * c.action_repeat
+    info = dict(state.info, steps=steps.astype(state.info["steps"].dtype))
+    return state.replace(info=info)
+
+
 class Trainer:
     """The pieces of PPO for one environment and configuration (what `train` loops over).
 
@@ -324,6 +335,8 @@ class Trainer:
         steps = jp.zeros((), jp.int64 if jax.config.jax_enable_x64 else jp.int32)
         ts = TrainingState(params=params, opt_state=opt_state, env_steps=steps)
         env_state = train_env.jit_reset(jax.random.split(k_env, c.num_envs))
+        if c.stagger_episodes:
+            env_state = _stagger(env_state, c, jax.random.fold_in(key, 2))
         return train_env, ts, env_state, k_loop
 
     def update(self, train_env: TrainingEnv, ts: TrainingState, state, key: jax.Array):
