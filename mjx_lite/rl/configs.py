@@ -17,16 +17,17 @@ at 100 and learn differently at 256 (docs/rl.md).
 
 from __future__ import annotations
 
-__all__ = ["DEFAULTS", "MINIBATCHES", "TRAJECTORIES", "batching", "defaults"]
+__all__ = ["DEFAULTS", "MINIBATCH", "MINIBATCHES", "TRAJECTORIES", "batching", "defaults"]
 
 TRAJECTORIES = 1024  # trajectories per update at the tuned setting (128 environments x 8 rounds)
 MINIBATCHES = 16  # minibatches per epoch at the tuned setting
+MINIBATCH = TRAJECTORIES // MINIBATCHES  # trajectories per minibatch (64), kept when the batch grows
 
 _CPU = dict(
     num_envs=128, batch_size=64, num_minibatches=16, unroll_length=10, num_updates_per_batch=8,
     learning_rate=1e-3, entropy_cost=1e-2, discounting=0.97, gae_lambda=0.95, reward_scaling=1.0,
     max_grad_norm=1.0, normalize_observations=True, episode_length=1000, action_repeat=1,
-    policy_hidden=(32, 32), value_hidden=(64, 64), num_eval_envs=16,
+    policy_hidden=(32, 32), value_hidden=(64, 64), num_eval_envs=16, stagger_episodes=True,
 )  # fmt: skip
 
 DEFAULTS: dict[str, dict] = {
@@ -94,12 +95,13 @@ def batching(num_envs: int) -> dict:
 
     >>> batching(128), batching(256), batching(2048)  # 1024, 1024, 2048 trajectories per update
     ({'num_envs': 128, 'batch_size': 64, 'num_minibatches': 16}, {'num_envs': 256, 'batch_size': 64, \
-'num_minibatches': 16}, {'num_envs': 2048, 'batch_size': 128, 'num_minibatches': 16})
+'num_minibatches': 16}, {'num_envs': 2048, 'batch_size': 64, 'num_minibatches': 32})
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, not {num_envs!r}")
     trajectories = num_envs * max(1, round(TRAJECTORIES / num_envs))
-    minibatches = max(d for d in range(1, MINIBATCHES + 1) if trajectories % d == 0)
+    wanted = max(MINIBATCHES, round(trajectories / MINIBATCH))
+    minibatches = max(d for d in range(1, wanted + 1) if trajectories % d == 0)
     return {"num_envs": num_envs, "batch_size": trajectories // minibatches, "num_minibatches": minibatches}
 
 

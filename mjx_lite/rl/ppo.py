@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 
 from mjx_lite.envs.base import Env
 from mjx_lite.envs.wrappers import TrainingEnv, wrap_for_training
-from mjx_lite.rl import networks
+from mjx_lite.rl import configs, networks
 from mjx_lite.rl.networks import NetworkConfig
 
 __all__ = ["FORMAT", "PPOConfig", "Trainer", "TrainingState", "gae", "load", "make_policy_fn", "save", "train"]
@@ -373,6 +373,9 @@ def train(
       eval_env: environment to evaluate on (default `env`, not randomised).
       show_progress: a tqdm progress bar over environment steps.
       **hyperparameters: fields of `PPOConfig` (episode_length, unroll_length, batch_size, learning_rate, ...).
+        Those not given take the task's defaults where `env.name` is a task of `configs.DEFAULTS`
+        (`configs.defaults(env.name, num_envs)`: batch size and minibatches derived from `num_envs`), else
+        `PPOConfig`'s own (Brax's).
 
     Returns:
       (make_policy, params, metrics): `make_policy(params, deterministic=False)` gives `policy(obs, rng=None)`;
@@ -384,6 +387,11 @@ def train(
     if unknown:
         raise TypeError(f"ppo.train: unknown hyper-parameter(s) {sorted(unknown)}; "
                         f"known: {[f.name for f in dataclasses.fields(PPOConfig)]}")  # fmt: skip
+    if env.name in configs.DEFAULTS:
+        task = configs.defaults(env.name, num_envs=num_envs)
+        for k in ("num_timesteps", "num_envs"):
+            task.pop(k)
+        hyperparameters = {**task, **hyperparameters}
     config = PPOConfig(num_envs=num_envs, **hyperparameters)
     t0 = time.perf_counter()
     trainer = Trainer(env, config, randomize=randomize, eval_env=eval_env)
