@@ -4,15 +4,32 @@
 Sized for a CPU (small networks, 128 environments) and tuned there: `cartpole_balance` and `hopper` were
 measured (benchmarks/rl_ppo.py); the other tasks' entries are starting points.
 
-Scaling with `num_envs` (`defaults(task, num_envs=N)`, and `train --num-envs N`): an update collects
-`TRAJECTORIES` (1024) trajectories of `unroll_length` steps, in `max(1, round(1024 / N))` rounds of N
-environments (N * rounds trajectories: N of them at N >= 1536), split into `MINIBATCHES` (16) minibatches (fewer
-when N * rounds is not a multiple of 16: the largest divisor <= 16). So the environment steps per update, the
-minibatch size and the number of gradient steps per training budget stay those tuned at 128 environments for any
-N up to ~1024, and the minibatches grow with N beyond it. Everything else (learning rate, epochs, discount,
-networks) does not depend on N. Brax instead fixes `batch_size` and `num_minibatches` per task and requires
-`batch_size * num_minibatches` to be a multiple of `num_envs`, so its settings for 2048 environments do not run
-at 100 and learn differently at 256 (docs/rl.md).
+Scaling with `num_envs` (`defaults(task, num_envs=N)`, `train --num-envs N`, and `ppo.train(env, steps,
+num_envs=N)` on a registered task): an update collects `TRAJECTORIES` (1024) trajectories of `unroll_length` steps,
+in `max(1, round(1024 / N))` rounds of N environments (N * rounds trajectories: N of them at N >= 1536), split into
+minibatches of `MINIBATCH` (64) trajectories: `max(16, round(N * rounds / 64))` minibatches (the largest divisor
+of N * rounds up to that when it does not divide). Up to ~1024 environments an update is the one tuned at 128 (1024
+trajectories, 16 minibatches of 64); beyond, one round of N trajectories in N / 64 minibatches (2048 environments:
+32), so the samples per gradient step and the gradient steps per environment step stay those tuned, only the
+policy iterations per budget fall (3M steps at unroll 10: 293 updates at 256 environments, 146 at 2048).
+Everything else (learning rate, epochs, unroll, discount, networks) does not depend on N.
+
+Staggered episodes (`stagger_episodes=True`): every environment's first episode starts at a random step counter,
+so the episodes end at different times. Without it all N environments are in the same phase of their episode
+(1000 steps), and an update of 10 steps of 2048 environments sees only 10 consecutive steps of it: with 3M
+steps each of 2048 environments lives about 1.5 episodes, and the policy is trained on the end of an episode
+for ~70 updates in a row before it sees another start (reacher_easy at 2048 environments, 3M steps: best return
+450 with Brax's synchronised starts, > 950 staggered). The evaluation is unaffected (fresh episodes).
+
+Where these defaults differ from Brax's (MuJoCo Playground's dm_control suite settings: 2048 environments,
+`batch_size` 1024 x 32 minibatches x unroll 30, i.e. ~1M steps per update and 512 gradient steps on minibatches
+of 30720 samples; 16 epochs; learning rate 1e-3; discount 0.995; reward scaling 10; networks 4 x 32 and 5 x 256;
+60M steps): ours are sized for budgets of a few million steps on a CPU, so an update is ~50-100x smaller (10k-20k
+steps) with ~25x more gradient steps per environment step (8 epochs of minibatches of 640 samples), smaller
+networks (2 x 32 policy, 2 x 64 value), discount 0.97/0.99, reward scaling 1, and staggered episodes (Brax
+starts every environment's episode together). Brax fixes `batch_size` and `num_minibatches` per task and
+requires `batch_size * num_minibatches` to be a multiple of `num_envs`, so its settings for 2048 environments do
+not run at 100 and learn differently at 256; here they follow N (docs/rl.md).
 """
 
 from __future__ import annotations

@@ -79,7 +79,6 @@ class PPOConfig:
     deterministic_eval: bool = True
     stagger_episodes: bool = False
 
-
     def __post_init__(self):
         for name in ("num_envs", "episode_length", "action_repeat", "unroll_length", "batch_size", "num_minibatches",
                      "num_updates_per_batch", "num_eval_envs"):  # fmt: skip
