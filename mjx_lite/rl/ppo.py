@@ -20,6 +20,10 @@ drives both (benchmarks/rl_ppo.py runs them side by side). One *update* (a jitte
      with rewards multiplied by `reward_scaling` and GAE(discounting, gae_lambda) advantages recomputed with the
      current value network; a terminated step does not bootstrap, a truncated step (time limit) is left out of
      the advantage (its delta is masked) rather than treated as terminal.
+`stagger_episodes` (ours, not Brax's; off in `PPOConfig`, on in the task defaults of `configs`) starts each
+environment's first episode at a random step counter, so the batch covers every phase of an episode rather than
+the same few steps of all of them. `train` on a registered task fills the hyper-parameters not given from
+`configs.defaults(env.name, num_envs)`.
 Evaluation runs `num_eval_envs` fresh episodes with the deterministic policy (tanh of the mean) and reports
 the mean return. Everything random is drawn from `seed`: two runs with the same seed give the same parameters.
 """
