@@ -211,6 +211,7 @@ def run_brax(task: str, steps: int, num_evals: int, seed: int, env: str) -> list
     networks = functools.partial(brax_networks.make_ppo_networks, policy_hidden_layer_sizes=cfg.pop("policy_hidden"),
                                  value_hidden_layer_sizes=cfg.pop("value_hidden"))  # fmt: skip
     cfg.pop("activation", None)  # both default to swish
+    cfg.pop("stagger_episodes", None)  # ours only: Brax starts every environment's episodes together
     if env == "adapter":
         from mjx_lite.envs import brax_adapter
 

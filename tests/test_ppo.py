@@ -107,27 +107,75 @@ def test_config_errors(slider):
 
 def test_default_batching_scales_with_num_envs():
     """configs.batching: valid PPOConfigs for any num_envs; the tuned 128-environment setting unchanged; about
-    TRAJECTORIES trajectories per update up to 1024 environments, one round of num_envs beyond."""
+    TRAJECTORIES trajectories per update up to 1024 environments, one round of num_envs beyond, in minibatches of
+    about MINIBATCH trajectories (never fewer than MINIBATCHES minibatches)."""
     tuned = {k: configs.DEFAULTS["cartpole_balance"][k] for k in ("num_envs", "batch_size", "num_minibatches")}
     assert configs.batching(128) == tuned
     for n in (1, 3, 100, 128, 256, 1000, 1024, 1536, 2048, 3000, 8192):
         b = configs.batching(n)
         cfg = ppo.PPOConfig(**b)  # validates the multiple-of-num_envs rule
         trajectories = cfg.batch_size * cfg.num_minibatches
-        assert trajectories % n == 0 and 1 <= cfg.num_minibatches <= configs.MINIBATCHES, (n, b)
+        wanted = max(configs.MINIBATCHES, round(trajectories / configs.MINIBATCH))
+        assert trajectories % n == 0 and 1 <= cfg.num_minibatches <= wanted, (n, b)
         if n <= 1024:
             assert 2 / 3 * configs.TRAJECTORIES <= trajectories <= 1.5 * configs.TRAJECTORIES, (n, b)
         else:
             assert trajectories == n, (n, b)
-    assert configs.defaults("hopper", num_envs=2048)["batch_size"] == 128
+        if trajectories % configs.MINIBATCH == 0:
+            assert cfg.batch_size == configs.MINIBATCH, (n, b)
     assert configs.defaults("hopper")["num_envs"] == 128
     with pytest.raises(ValueError, match="positive int"):
         configs.batching(0)
 
 
+@pytest.mark.parametrize("task", ["reacher_easy", "cartpole_balance"])
+def test_defaults_at_2048_environments_keep_the_gradient_steps_per_env_step(task):
+    """The scaling rule at 256 vs 2048 environments: 256 collects 4 rounds (1024 trajectories) in 16 minibatches
+    of 64; 2048 one round (2048 trajectories) in 32 minibatches of 64, so the minibatch (samples per gradient
+    step) and the gradient steps per environment step are the same, the policy iterations half as many; what
+    does not depend on num_envs is equal; episodes are staggered at both."""
+    small, large = (configs.defaults(task, num_envs=n) for n in (256, 2048))
+    assert (small["batch_size"], small["num_minibatches"]) == (64, 16)
+    assert (large["batch_size"], large["num_minibatches"]) == (64, 32)
+    steps, grads = {}, {}
+    for n, cfg in ((256, small), (2048, large)):
+        cfg = dict(cfg)
+        cfg.pop("num_timesteps")
+        c = ppo.PPOConfig(**cfg)
+        steps[n] = c.env_steps_per_update
+        grads[n] = c.num_updates_per_batch * c.num_minibatches
+        assert c.stagger_episodes
+    assert steps[256] * 2 == steps[2048] and grads[256] * 2 == grads[2048]
+    assert grads[256] / steps[256] == grads[2048] / steps[2048]
+    rest = ("batch_size", "num_minibatches", "num_envs")
+    assert {k: v for k, v in small.items() if k not in rest} == {k: v for k, v in large.items() if k not in rest}
+
+
+def test_train_takes_the_task_defaults(monkeypatch):
+    """ppo.train on a registered task without hyper-parameters trains at configs.defaults(task, num_envs); a
+    given field replaces its default; an env outside configs.DEFAULTS gets PPOConfig's defaults."""
+    seen = []
+
+    def spy(self, env, config, **kw):
+        seen.append(config)
+        raise RuntimeError("stop")  # only the config is checked here (no training)
+
+    monkeypatch.setattr(ppo.Trainer, "__init__", spy)
+    for kw in ({}, {"learning_rate": 5e-4}):
+        with pytest.raises(RuntimeError, match="stop"):
+            ppo.train(envs.make("reacher_easy"), 1000, num_envs=2048, show_progress=False, **kw)
+    with pytest.raises(RuntimeError, match="stop"):
+        ppo.train(Slider(), 1000, num_envs=4, batch_size=4, num_minibatches=1, show_progress=False)
+    cfg = configs.defaults("reacher_easy", num_envs=2048)
+    cfg.pop("num_timesteps")
+    assert seen[0] == ppo.PPOConfig(**cfg)
+    assert seen[1] == ppo.PPOConfig(**{**cfg, "learning_rate": 5e-4})
+    assert seen[2] == ppo.PPOConfig(num_envs=4, batch_size=4, num_minibatches=1)
+
+
 def test_every_task_has_valid_defaults_at_256_and_2048_environments():
     """configs.defaults(task, num_envs=N) is a valid PPOConfig for every registered task; reacher_easy's are the
-    CPU defaults with discount 0.99 (what benchmarks/rl_tasks.py measured it with)."""
+    CPU defaults (discount 0.97, what benchmarks/rl_tasks.py measured it with)."""
     for task in envs.names():
         for n in (256, 2048):
             cfg = configs.defaults(task, num_envs=n)
@@ -135,7 +183,7 @@ def test_every_task_has_valid_defaults_at_256_and_2048_environments():
             c = ppo.PPOConfig(**cfg)
             assert c.num_envs == n and steps > 0 and c.env_steps_per_update >= n * c.unroll_length, (task, n)
     reacher = configs.defaults("reacher_easy", num_envs=256)
-    expected = {**configs._CPU, **configs.batching(256), "discounting": 0.99}
+    expected = {**configs._CPU, **configs.batching(256)}
     assert reacher == {**expected, "num_timesteps": reacher["num_timesteps"]}  # else the suite's CPU defaults
 
 

@@ -20,6 +20,10 @@ drives both (benchmarks/rl_ppo.py runs them side by side). One *update* (a jitte
      with rewards multiplied by `reward_scaling` and GAE(discounting, gae_lambda) advantages recomputed with the
      current value network; a terminated step does not bootstrap, a truncated step (time limit) is left out of
      the advantage (its delta is masked) rather than treated as terminal.
+`stagger_episodes` (ours, not Brax's; off in `PPOConfig`, on in the task defaults of `configs`) starts each
+environment's first episode at a random step counter, so the batch covers every phase of an episode rather than
+the same few steps of all of them. `train` on a registered task fills the hyper-parameters not given from
+`configs.defaults(env.name, num_envs)`.
 Evaluation runs `num_eval_envs` fresh episodes with the deterministic policy (tanh of the mean) and reports
 the mean return. Everything random is drawn from `seed`: two runs with the same seed give the same parameters.
 """
@@ -43,7 +47,7 @@ from tqdm.auto import tqdm
 
 from mjx_lite.envs.base import Env
 from mjx_lite.envs.wrappers import TrainingEnv, wrap_for_training
-from mjx_lite.rl import networks
+from mjx_lite.rl import configs, networks
 from mjx_lite.rl.networks import NetworkConfig
 
 __all__ = ["FORMAT", "PPOConfig", "Trainer", "TrainingState", "gae", "load", "make_policy_fn", "save", "train"]
@@ -77,6 +81,7 @@ class PPOConfig:
     activation: str = "swish"
     num_eval_envs: int = 64
     deterministic_eval: bool = True
+    stagger_episodes: bool = False
 
     def __post_init__(self):
         for name in ("num_envs", "episode_length", "action_repeat", "unroll_length", "batch_size", "num_minibatches",
@@ -292,6 +297,15 @@ def _evaluate(spec: _Spec, eval_env: TrainingEnv, params: dict, key: jax.Array) 
             "eval/episode_length": length.mean()}  # fmt: skip
 
 
+def _stagger(state, c: PPOConfig, key: jax.Array):
+    """`state` with each environment's step counter drawn uniformly from [0, episode_length) (in whole calls of
+    `step`), so that the first episodes end at different times and every update sees all phases of an episode."""
+    calls = math.ceil(c.episode_length / c.action_repeat)
+    steps = jax.random.randint(key, (c.num_envs,), 0, calls) * c.action_repeat
+    info = dict(state.info, steps=steps.astype(state.info["steps"].dtype))
+    return state.replace(info=info)
+
+
 class Trainer:
     """The pieces of PPO for one environment and configuration (what `train` loops over).
 
@@ -324,6 +338,8 @@ class Trainer:
         steps = jp.zeros((), jp.int64 if jax.config.jax_enable_x64 else jp.int32)
         ts = TrainingState(params=params, opt_state=opt_state, env_steps=steps)
         env_state = train_env.jit_reset(jax.random.split(k_env, c.num_envs))
+        if c.stagger_episodes:
+            env_state = _stagger(env_state, c, jax.random.fold_in(key, 2))
         return train_env, ts, env_state, k_loop
 
     def update(self, train_env: TrainingEnv, ts: TrainingState, state, key: jax.Array):
@@ -360,6 +376,9 @@ def train(
       eval_env: environment to evaluate on (default `env`, not randomised).
       show_progress: a tqdm progress bar over environment steps.
       **hyperparameters: fields of `PPOConfig` (episode_length, unroll_length, batch_size, learning_rate, ...).
+        Those not given take the task's defaults where `env.name` is a task of `configs.DEFAULTS`
+        (`configs.defaults(env.name, num_envs)`: batch size and minibatches derived from `num_envs`), else
+        `PPOConfig`'s own (Brax's).
 
     Returns:
       (make_policy, params, metrics): `make_policy(params, deterministic=False)` gives `policy(obs, rng=None)`;
@@ -371,6 +390,11 @@ def train(
     if unknown:
         raise TypeError(f"ppo.train: unknown hyper-parameter(s) {sorted(unknown)}; "
                         f"known: {[f.name for f in dataclasses.fields(PPOConfig)]}")  # fmt: skip
+    if env.name in configs.DEFAULTS:
+        task = configs.defaults(env.name, num_envs=num_envs)
+        for k in ("num_timesteps", "num_envs"):
+            task.pop(k)
+        hyperparameters = {**task, **hyperparameters}
     config = PPOConfig(num_envs=num_envs, **hyperparameters)
     t0 = time.perf_counter()
     trainer = Trainer(env, config, randomize=randomize, eval_env=eval_env)
