@@ -298,14 +298,15 @@ def _solver_star(d: Data) -> SolverStar:
     return SolverStar(*(getattr(d, f) for f in SolverStar._fields))
 
 
-def _forward_at(m: Model, d: Data, star, sensors: bool, collide=None) -> Data:
+def _forward_at(m: Model, d: Data, star, sensors: bool, collide=None, aligned: bool | None = None) -> Data:
     """forward_skip with its mass-matrix and constraint solves linearised at star's solution (no FWDINV check);
-    collide: the collision stage in place of m's (`active_collision.stage`), None: m's own."""
+    collide: the collision stage in place of m's (`active_collision.stage`), None: m's own; aligned: whether m's
+    constraint rows are star's row for row (see `_constraint_at`; None: when collide is None)."""
     d = _fwd.forward_pos_vel(m, d, sensors, collide)
     d = _fwd.fwd_actuation(m, d)
     d = _fwd.fwd_acceleration(m, d)
     d = _fwd.run(_smooth_acc_at, m, d)
-    d = _fwd.run(_constraint_at, m, d, star, collide is None)
+    d = _fwd.run(_constraint_at, m, d, star, collide is None if aligned is None else aligned)
     if sensors:
         d = _fwd.run(_sensor.sensor_acc, m, d)
     return d
@@ -331,7 +332,7 @@ def linearized_star(m: Model, d: Data):
 
 
 def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True, stages: SolverStar | None = None,
-                    collide=None) -> Data:  # fmt: skip
+                    collide=None, aligned: bool | None = None) -> Data:  # fmt: skip
     """One step whose linear solves are replaced by their linearisation at their solution (see `_newton`).
 
     star: the forward pass at the state of `d` (`forward_skip(m, d, sensors=False)`), holding the solver's qacc;
@@ -340,12 +341,14 @@ def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True, stages:
     mode alike, is the implicit-function derivative of the constraint solves (no differentiation through solver
     iterations) and of the mass-matrix and integrator solves (no differentiation through factorisations). RK4:
     every stage's forward pass is linearised at its own solution. collide (not with RK4): the collision stage of
-    the differentiated pass (`active_collision.stage`), None: m's own.
+    the differentiated pass (`active_collision.stage`), None: m's own. aligned (not with RK4): whether m's constraint
+    rows are star's row for row (None: when collide is None; False: star is another model's pass, e.g. the full
+    model's where m is a capped copy).
     """
     if collide is not None and m.opt.integrator == IntegratorType.RK4:
         raise ValueError("linearized_step: collide is not supported with RK4")
     with matmul_precision(m.config):
-        d1 = _forward_at(m, d, star, sensors, collide)
+        d1 = _forward_at(m, d, star, sensors, collide, aligned)
         if m.opt.integrator != IntegratorType.RK4:
             return _fwd.run(_integrate_at, m, d1)
         if stages is None and _solver_on(m):
@@ -384,8 +387,8 @@ def _structured_reverse(m: Model, sensors: bool) -> bool:
     return rows <= m.nv + (m.nv + m.na + m.nu) // 2
 
 
-def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool, mode: str, collide=None
-                         ) -> jax.Array:  # fmt: skip
+def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool, mode: str, collide=None,
+                         aligned: bool | None = None) -> jax.Array:  # fmt: skip
     """d(x_next, sensordata)/d(dq, qvel, act, ctrl) (2nv+na (+nsensordata), 2nv+na+nu) of the linearised step
     (`linearized_step` of md at star) for the integrators whose qpos_next = integrate_pos(qpos, qvel_next, h)
     (Euler, implicit, implicitfast).
@@ -408,7 +411,7 @@ def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool
 
     def rows(dq, dv, da, du):
         di = d.replace(qpos=integrate_pos(m, d.qpos, dq, 1.0), qvel=d.qvel + dv, act=d.act + da, ctrl=d.ctrl + du)
-        dn = linearized_step(md, di, star, sensors, None, collide)
+        dn = linearized_step(md, di, star, sensors, None, collide, aligned)
         out = jp.concatenate([dn.qvel, dn.act] + ([dn.sensordata] if sensors else []))
         return out, jax.lax.stop_gradient(out)
 
@@ -436,8 +439,48 @@ def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool
     return jp.concatenate([Q, V], axis=0)
 
 
+# Contact capacities `transition(ncon="auto")` tries below the model's own: a batch whose states all have at most
+# that many contacts runs the derivative pass with that capacity (legged models on the ground have a few contacts).
+AUTO_NCON = (8,)
+
+
+def _batch_max(x: jax.Array) -> jax.Array:
+    """x itself, except under `jax.vmap`: the maximum over the batch, unbatched (`lax.switch` on it then runs one
+    branch for the whole batch instead of every branch). Integer, not differentiated."""
+
+    @jax.custom_batching.custom_vmap
+    def f(x):
+        return x
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, x):
+        return (jp.max(x, axis=0) if in_batched[0] else x), False
+
+    return f(x)
+
+
+def _capped_jacobian(m: Model, d: Data, star: Data, sensors: bool, mode: str, cap: int) -> jax.Array:
+    """`_structured_jacobian` with the derivative pass on the capped model configure(m, nconmax=cap), star the full
+    model's pass; exact where star has at most `cap` active contacts (the caller's choice), NaN where a group of the
+    pair table has more than `cap` pairs in contact (then so does star)."""
+    md = _io.configure(m, nconmax=int(cap))
+    collide, over = None, None
+    if _active_collision.supported(m):
+        sel = _active_collision.select(m, star, md.nconmax)
+        if any(g is not None for g in sel.groups):
+            collide, over = _active_collision.stage(m, sel, md.nconmax), sel.over
+    jac = _structured_jacobian(m, md, d, star, sensors, mode, collide, aligned=False)
+    return jac if over is None else jp.where(over, jp.nan, jac)
+
+
+def _ladder(m: Model, ncon) -> tuple[int, ...]:
+    """The capacities below m.nconmax of a `transition` ncon given as "auto" or a tuple (sorted, unique)."""
+    caps = AUTO_NCON if isinstance(ncon, str) else ncon
+    return tuple(sorted({int(c) for c in caps if int(c) < m.nconmax}))
+
+
 @functools.partial(jit_when_eager, static_argnames=("sensors", "mode", "ncon"))
-def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon: int | None = None):
+def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon: int | str | tuple | None = None):
     """Jacobians (A, B, C, D) of one step at the state of `d` in the layout and convention of mjd_transitionFD.
 
     Exact. Where `linearized_supported(m)` (exact gradients, no noslip), the step is first run once, then autodiff
@@ -464,6 +507,11 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
         pass run only on the pairs in contact at the state, at most ncon per group of the pair table
         (`active_collision`). Exact when the state has at most ncon active contacts; where it has more,
         the Jacobians are NaN (never a silent approximation). Not with mode "step".
+        A tuple of capacities, or "auto" (`AUTO_NCON`; Euler, implicit, implicitfast): a ladder, always exact. The
+        forward pass runs with the model's capacity; then the derivative pass runs with the smallest capacity of
+        the ladder that holds the state's active contacts, or with m.nconmax where none does. Under `jax.vmap`
+        the choice is made once for the whole batch (its largest contact count, `_batch_max`), so the batch runs
+        one derivative pass; each capacity is compiled (a `lax.switch` branch). Elsewhere "auto" is None.
 
     Called on concrete arrays it runs jitted (compiled once per model and Data shapes); inside a transformation it
     traces inline.
@@ -479,6 +527,22 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
     lin = mode != "step" and linearized_supported(m)
     if lin and mode == "auto" and ncon is None and m.opt.integrator == IntegratorType.RK4 and not _solver_on(m):
         lin = False  # measured on the acrobot, vmap over 16: compile 51 s through step, 73 s linearised (load 13)
+    structured = lin and m.opt.integrator != IntegratorType.RK4
+    if ncon == "auto" and not structured:
+        ncon = None
+    if isinstance(ncon, str) and ncon != "auto":
+        raise ValueError(f"transition: ncon must be None, an int, a tuple of ints or 'auto', not {ncon!r}")
+    if isinstance(ncon, (tuple, list)) or ncon == "auto":
+        if not structured:
+            raise ValueError(f"transition: an ncon ladder needs the linearised step of Euler or an implicit "
+                             f"integrator (mode {mode!r}, linearized_supported: "
+                             f"{linearized_supported(m)})")  # fmt: skip
+        if any(int(c) < 0 for c in (() if ncon == "auto" else ncon)):
+            raise ValueError(f"transition: ncon capacities must be >= 0, not {ncon}")
+        caps = _ladder(m, ncon)
+        ncon = None
+    else:
+        caps = ()
     if ncon is not None:
         if not lin:
             raise ValueError(f"transition: ncon needs the linearised step (mode {mode!r}, linearized_supported: "
@@ -500,7 +564,13 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
         return x_next
 
     z0 = jp.zeros((2 * nv + na + nu,), dtype)
-    if lin and m.opt.integrator != IntegratorType.RK4:
+    if caps:  # the smallest capacity that holds every state's contacts (of the batch, under vmap), else the model's
+        need = _batch_max(jax.lax.stop_gradient(star.ncon).astype(jp.int32))
+        index = sum((need > c).astype(jp.int32) for c in caps)
+        branches = [functools.partial(_capped_jacobian, m, sensors=sensors, mode=mode, cap=c) for c in caps]
+        branches.append(lambda d, star: _structured_jacobian(m, m, d, star, sensors, mode))
+        jac = jax.lax.switch(index, branches, d, star)
+    elif lin and m.opt.integrator != IntegratorType.RK4:
         collide, sel_over = None, None
         if md is not m and _active_collision.supported(m):  # collide only the pairs in contact at the state
             sel = _active_collision.select(m, star, md.nconmax)
