@@ -298,15 +298,14 @@ def _solver_star(d: Data) -> SolverStar:
     return SolverStar(*(getattr(d, f) for f in SolverStar._fields))
 
 
-def _forward_at(m: Model, d: Data, star, sensors: bool, collide=None, aligned: bool | None = None) -> Data:
+def _forward_at(m: Model, d: Data, star, sensors: bool, collide=None) -> Data:
     """forward_skip with its mass-matrix and constraint solves linearised at star's solution (no FWDINV check);
-    collide: the collision stage in place of m's (`active_collision.stage`), None: m's own; aligned: whether m's
-    constraint rows are star's row for row (see `_constraint_at`; None: when collide is None)."""
+    collide: the collision stage in place of m's (`active_collision.stage`), None: m's own."""
     d = _fwd.forward_pos_vel(m, d, sensors, collide)
     d = _fwd.fwd_actuation(m, d)
     d = _fwd.fwd_acceleration(m, d)
     d = _fwd.run(_smooth_acc_at, m, d)
-    d = _fwd.run(_constraint_at, m, d, star, collide is None if aligned is None else aligned)
+    d = _fwd.run(_constraint_at, m, d, star, collide is None)
     if sensors:
         d = _fwd.run(_sensor.sensor_acc, m, d)
     return d
@@ -332,7 +331,7 @@ def linearized_star(m: Model, d: Data):
 
 
 def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True, stages: SolverStar | None = None,
-                    collide=None, aligned: bool | None = None) -> Data:  # fmt: skip
+                    collide=None) -> Data:  # fmt: skip
     """One step whose linear solves are replaced by their linearisation at their solution (see `_newton`).
 
     star: the forward pass at the state of `d` (`forward_skip(m, d, sensors=False)`), holding the solver's qacc;
@@ -341,14 +340,12 @@ def linearized_step(m: Model, d: Data, star: Data, sensors: bool = True, stages:
     mode alike, is the implicit-function derivative of the constraint solves (no differentiation through solver
     iterations) and of the mass-matrix and integrator solves (no differentiation through factorisations). RK4:
     every stage's forward pass is linearised at its own solution. collide (not with RK4): the collision stage of
-    the differentiated pass (`active_collision.stage`), None: m's own. aligned (not with RK4): whether m's constraint
-    rows are star's row for row (None: when collide is None; False: star is another model's pass, e.g. the full
-    model's where m is a capped copy).
+    the differentiated pass (`active_collision.stage`), None: m's own.
     """
     if collide is not None and m.opt.integrator == IntegratorType.RK4:
         raise ValueError("linearized_step: collide is not supported with RK4")
     with matmul_precision(m.config):
-        d1 = _forward_at(m, d, star, sensors, collide, aligned)
+        d1 = _forward_at(m, d, star, sensors, collide)
         if m.opt.integrator != IntegratorType.RK4:
             return _fwd.run(_integrate_at, m, d1)
         if stages is None and _solver_on(m):
@@ -387,8 +384,8 @@ def _structured_reverse(m: Model, sensors: bool) -> bool:
     return rows <= m.nv + (m.nv + m.na + m.nu) // 2
 
 
-def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool, mode: str, collide=None,
-                         aligned: bool | None = None) -> jax.Array:  # fmt: skip
+def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool, mode: str, collide=None
+                         ) -> jax.Array:  # fmt: skip
     """d(x_next, sensordata)/d(dq, qvel, act, ctrl) (2nv+na (+nsensordata), 2nv+na+nu) of the linearised step
     (`linearized_step` of md at star) for the integrators whose qpos_next = integrate_pos(qpos, qvel_next, h)
     (Euler, implicit, implicitfast).
@@ -411,7 +408,7 @@ def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool
 
     def rows(dq, dv, da, du):
         di = d.replace(qpos=integrate_pos(m, d.qpos, dq, 1.0), qvel=d.qvel + dv, act=d.act + da, ctrl=d.ctrl + du)
-        dn = linearized_step(md, di, star, sensors, None, collide, aligned)
+        dn = linearized_step(md, di, star, sensors, None, collide)
         out = jp.concatenate([dn.qvel, dn.act] + ([dn.sensordata] if sensors else []))
         return out, jax.lax.stop_gradient(out)
 
@@ -459,18 +456,40 @@ def _batch_max(x: jax.Array) -> jax.Array:
     return f(x)
 
 
-def _capped_jacobian(m: Model, d: Data, star: Data, sensors: bool, mode: str, cap: int) -> jax.Array:
-    """`_structured_jacobian` with the derivative pass on the capped model configure(m, nconmax=cap), star the full
-    model's pass; exact where star has at most `cap` active contacts (the caller's choice), NaN where a group of the
-    pair table has more than `cap` pairs in contact (then so does star)."""
-    md = _io.configure(m, nconmax=int(cap))
-    collide, over = None, None
-    if _active_collision.supported(m):
+def _overflow(star: Data, d: Data) -> jax.Array:
+    """() bool: the forward pass `star` (from d) left contacts or constraint rows out (its capacity was full)."""
+    full = (MjWarning.CONTACTFULL, MjWarning.CNSTRFULL)
+    return sum(star.warning_number[w] - d.warning_number[w] for w in full) > 0
+
+
+def _capped_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool, mode: str) -> jax.Array:
+    """`_structured_jacobian` of md (m, or m with a contact capacity) at star (md's forward pass): where md is
+    capped, the colliders of the differentiated pass run only on the pairs in contact at the state
+    (`active_collision`, where a group has more pairs than the capacity), and the Jacobian is NaN where star left
+    contacts out."""
+    if md is m:
+        return _structured_jacobian(m, m, d, star, sensors, mode)
+    collide, over = None, _overflow(star, d)
+    if _active_collision.supported(m):  # collide only the pairs in contact at the state
         sel = _active_collision.select(m, star, md.nconmax)
-        if any(g is not None for g in sel.groups):
-            collide, over = _active_collision.stage(m, sel, md.nconmax), sel.over
-    jac = _structured_jacobian(m, md, d, star, sensors, mode, collide, aligned=False)
-    return jac if over is None else jp.where(over, jp.nan, jac)
+        if any(g is not None for g in sel.groups):  # some group has more pairs than the capacity
+            collide, over = _active_collision.stage(m, sel, md.nconmax), over | sel.over
+    jac = _structured_jacobian(m, md, d, star, sensors, mode, collide)
+    return jp.where(over, jp.nan, jac)
+
+
+def _ladder_jacobian(m: Model, d: Data, sensors: bool, mode: str, caps: tuple[int, ...]) -> jax.Array:
+    """`_capped_jacobian` on the first capacity of `caps` whose forward pass holds every contact of the state (of
+    every state of the batch under vmap: `_batch_max`), else on m itself. Each capacity's forward pass runs only
+    where the smaller ones overflowed (nested `lax.switch`: one branch per batch)."""
+    if not caps:
+        star = linearized_star(m, d)[0]
+        return _capped_jacobian(m, m, d, star, sensors, mode)
+    md = _io.configure(m, nconmax=int(caps[0]))
+    star = linearized_star(md, d)[0]
+    over = _batch_max(_overflow(star, d).astype(jp.int32))
+    return jax.lax.switch(over, [lambda d, s: _capped_jacobian(m, md, d, s, sensors, mode),
+                                 lambda d, s: _ladder_jacobian(m, d, sensors, mode, caps[1:])], d, star)  # fmt: skip
 
 
 def _ladder(m: Model, ncon) -> tuple[int, ...]:
@@ -508,10 +527,11 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
         (`active_collision`). Exact when the state has at most ncon active contacts; where it has more,
         the Jacobians are NaN (never a silent approximation). Not with mode "step".
         A tuple of capacities, or "auto" (`AUTO_NCON`; Euler, implicit, implicitfast): a ladder, always exact. The
-        forward pass runs with the model's capacity; then the derivative pass runs with the smallest capacity of
-        the ladder that holds the state's active contacts, or with m.nconmax where none does. Under `jax.vmap`
-        the choice is made once for the whole batch (its largest contact count, `_batch_max`), so the batch runs
-        one derivative pass; each capacity is compiled (a `lax.switch` branch). Elsewhere "auto" is None.
+        forward pass and the derivative pass run with the ladder's first capacity (as ncon=int) where its forward
+        pass left no contact out; else with the next capacity, and so on, and with the model's own m.nconmax
+        where every capacity overflowed. Under `jax.vmap` the choice is made once for the whole batch (`_batch_max`:
+        one branch of a `lax.switch` runs, not all), so a batch pays the capacity of its fullest state; each
+        capacity is compiled. Elsewhere (RK4, mode "step", unsupported models) "auto" is None.
 
     Called on concrete arrays it runs jitted (compiled once per model and Data shapes); inside a transformation it
     traces inline.
@@ -550,7 +570,7 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
         if ncon < 0:
             raise ValueError(f"transition: ncon must be >= 0, not {ncon}")
     md = m if ncon is None or ncon >= m.nconmax else _io.configure(m, nconmax=int(ncon))
-    if lin:
+    if lin and not caps:
         star, stages = linearized_star(md, d)
 
     def f(z):
@@ -564,31 +584,18 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
         return x_next
 
     z0 = jp.zeros((2 * nv + na + nu,), dtype)
-    if caps:  # the smallest capacity that holds every state's contacts (of the batch, under vmap), else the model's
-        need = _batch_max(jax.lax.stop_gradient(star.ncon).astype(jp.int32))
-        index = sum((need > c).astype(jp.int32) for c in caps)
-        branches = [functools.partial(_capped_jacobian, m, sensors=sensors, mode=mode, cap=c) for c in caps]
-        branches.append(lambda d, star: _structured_jacobian(m, m, d, star, sensors, mode))
-        jac = jax.lax.switch(index, branches, d, star)
+    if caps:
+        jac = _ladder_jacobian(m, d, sensors, mode, caps)
     elif lin and m.opt.integrator != IntegratorType.RK4:
-        collide, sel_over = None, None
-        if md is not m and _active_collision.supported(m):  # collide only the pairs in contact at the state
-            sel = _active_collision.select(m, star, md.nconmax)
-            if any(g is not None for g in sel.groups):  # some group has more pairs than the capacity
-                collide, sel_over = _active_collision.stage(m, sel, md.nconmax), sel.over
-        jac = _structured_jacobian(m, md, d, star, sensors, mode, collide)
-        if sel_over is not None:
-            jac = jp.where(sel_over, jp.nan, jac)
+        jac = _capped_jacobian(m, md, d, star, sensors, mode)
     elif lin:
         nout = 2 * nv + na + (m.nsensordata if sensors else 0)
         fwd = mode == "forward" or (mode == "auto" and z0.size <= nout)
         jac = (jax.jacfwd if fwd else jax.jacrev)(f)(z0)
     else:
         jac = jacobian(m, f)(z0)
-    if md is not m:  # contacts left out of the capped pass: NaN, not a wrong Jacobian
-        full = (MjWarning.CONTACTFULL, MjWarning.CNSTRFULL)
-        over = sum(star.warning_number[w] - d.warning_number[w] for w in full) > 0
-        jac = jp.where(over, jp.nan, jac)
+    if md is not m and not (lin and m.opt.integrator != IntegratorType.RK4):  # contacts left out of the capped
+        jac = jp.where(_overflow(star, d), jp.nan, jac)  # pass (RK4): NaN, not a wrong Jacobian
     nx = 2 * nv + na
     A, B = jac[:nx, :nx], jac[:nx, nx:]
     if not sensors:
