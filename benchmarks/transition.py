@@ -9,7 +9,10 @@ faster) and the largest normwise disagreement max |A - A_fd| / max |A_fd| (and B
 
 python benchmarks/transition.py [--model humanoid|quadruped|all] [--batch 64] [--rounds 5]
                                 [--modes forward,reverse,step,forward:8]
-(a mode "MODE:N" passes ncon=N: the differentiated pass with N contact slots)
+(a mode "MODE:N" passes ncon=N: the differentiated pass with N contact slots; "MODE:auto" ncon="auto", and
+"MODE:N+M" the ladder ncon=(N, M): the smallest capacity that holds the batch's contacts, else the model's own).
+Each mode's agreement with the first mode's Jacobians is also printed (`vs first`: the same exact derivative by
+another route should differ by round-off only).
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ def run(name, batch, rounds, modes):
     fns = {}
     for mode in modes:
         base, _, cap = mode.partition(":")  # "forward:8": ncon=8
-        ncon = int(cap) if cap else None
+        ncon = cap if cap == "auto" else tuple(map(int, cap.split("+"))) if "+" in cap else int(cap) if cap else None
         fn = jax.jit(jax.vmap(lambda d, b=base, c=ncon: derivatives.transition(m, d, sensors=False, mode=b,
                                                                                 ncon=c)[:2]))  # fmt: skip
         t = time.perf_counter()
@@ -110,12 +113,17 @@ def run(name, batch, rounds, modes):
             t = time.perf_counter()
             jax.block_until_ready(fn(db))
             best[mode] = min(best[mode], (time.perf_counter() - t) / batch)
+    first = np.asarray(fns[modes[0]][1][0]), np.asarray(fns[modes[0]][1][1])
     for mode, (_, out) in fns.items():
         A, B = np.asarray(out[0]), np.asarray(out[1])
         errA = max(_err([A[i]], [want[i][0]]) for i in range(batch))
         errB = max(_err([B[i]], [want[i][1]]) for i in range(batch))
+        medA = float(np.median([_err([A[i]], [want[i][0]]) for i in range(batch)]))
+        selfA = max(_err([A[i]], [first[0][i]]) for i in range(batch))
+        selfB = max(_err([B[i]], [first[1][i]]) for i in range(batch))
         print(f"  {mode}: {best[mode] * 1e3:.2f} ms/state, C centred {best['C'] * 1e3:.2f} ms/state, ratio "
-              f"{best[mode] / best['C']:.2f}; agreement A {errA:.1e} B {errB:.1e}", flush=True)
+              f"{best[mode] / best['C']:.2f}; agreement A {errA:.1e} (median over states {medA:.1e}) B {errB:.1e}; "
+              f"vs first A {selfA:.1e} B {selfB:.1e}", flush=True)
     print(f"  load average {os.getloadavg()[0]:.1f}", flush=True)
     return best
 

@@ -436,8 +436,70 @@ def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool
     return jp.concatenate([Q, V], axis=0)
 
 
+# Contact capacities `transition(ncon="auto")` tries below the model's own: a batch whose states all have at most
+# that many contacts runs the derivative pass with that capacity (legged models on the ground have a few contacts).
+AUTO_NCON = (8,)
+
+
+def _batch_max(x: jax.Array) -> jax.Array:
+    """x itself, except under `jax.vmap`: the maximum over the batch, unbatched (`lax.switch` on it then runs one
+    branch for the whole batch instead of every branch). Integer, not differentiated."""
+
+    @jax.custom_batching.custom_vmap
+    def f(x):
+        return x
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, x):
+        return (jp.max(x, axis=0) if in_batched[0] else x), False
+
+    return f(x)
+
+
+def _overflow(star: Data, d: Data) -> jax.Array:
+    """() bool: the forward pass `star` (from d) left contacts or constraint rows out (its capacity was full)."""
+    full = (MjWarning.CONTACTFULL, MjWarning.CNSTRFULL)
+    return sum(star.warning_number[w] - d.warning_number[w] for w in full) > 0
+
+
+def _capped_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool, mode: str) -> jax.Array:
+    """`_structured_jacobian` of md (m, or m with a contact capacity) at star (md's forward pass): where md is
+    capped, the colliders of the differentiated pass run only on the pairs in contact at the state
+    (`active_collision`, where a group has more pairs than the capacity), and the Jacobian is NaN where star left
+    contacts out."""
+    if md is m:
+        return _structured_jacobian(m, m, d, star, sensors, mode)
+    collide, over = None, _overflow(star, d)
+    if _active_collision.supported(m):  # collide only the pairs in contact at the state
+        sel = _active_collision.select(m, star, md.nconmax)
+        if any(g is not None for g in sel.groups):  # some group has more pairs than the capacity
+            collide, over = _active_collision.stage(m, sel, md.nconmax), over | sel.over
+    jac = _structured_jacobian(m, md, d, star, sensors, mode, collide)
+    return jp.where(over, jp.nan, jac)
+
+
+def _ladder_jacobian(m: Model, d: Data, sensors: bool, mode: str, caps: tuple[int, ...]) -> jax.Array:
+    """`_capped_jacobian` on the first capacity of `caps` whose forward pass holds every contact of the state (of
+    every state of the batch under vmap: `_batch_max`), else on m itself. Each capacity's forward pass runs only
+    where the smaller ones overflowed (nested `lax.switch`: one branch per batch)."""
+    if not caps:
+        star = linearized_star(m, d)[0]
+        return _capped_jacobian(m, m, d, star, sensors, mode)
+    md = _io.configure(m, nconmax=int(caps[0]))
+    star = linearized_star(md, d)[0]
+    over = _batch_max(_overflow(star, d).astype(jp.int32))
+    return jax.lax.switch(over, [lambda d, s: _capped_jacobian(m, md, d, s, sensors, mode),
+                                 lambda d, s: _ladder_jacobian(m, d, sensors, mode, caps[1:])], d, star)  # fmt: skip
+
+
+def _ladder(m: Model, ncon) -> tuple[int, ...]:
+    """The capacities below m.nconmax of a `transition` ncon given as "auto" or a tuple (sorted, unique)."""
+    caps = AUTO_NCON if isinstance(ncon, str) else ncon
+    return tuple(sorted({int(c) for c in caps if int(c) < m.nconmax}))
+
+
 @functools.partial(jit_when_eager, static_argnames=("sensors", "mode", "ncon"))
-def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon: int | None = None):
+def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon: int | str | tuple | None = None):
     """Jacobians (A, B, C, D) of one step at the state of `d` in the layout and convention of mjd_transitionFD.
 
     Exact. Where `linearized_supported(m)` (exact gradients, no noslip), the step is first run once, then autodiff
@@ -464,6 +526,12 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
         pass run only on the pairs in contact at the state, at most ncon per group of the pair table
         (`active_collision`). Exact when the state has at most ncon active contacts; where it has more,
         the Jacobians are NaN (never a silent approximation). Not with mode "step".
+        A tuple of capacities, or "auto" (`AUTO_NCON`; Euler, implicit, implicitfast): a ladder, always exact. The
+        forward pass and the derivative pass run with the ladder's first capacity (as ncon=int) where its forward
+        pass left no contact out; else with the next capacity, and so on, and with the model's own m.nconmax
+        where every capacity overflowed. Under `jax.vmap` the choice is made once for the whole batch (`_batch_max`:
+        one branch of a `lax.switch` runs, not all), so a batch pays the capacity of its fullest state; each
+        capacity is compiled. Elsewhere (RK4, mode "step", unsupported models) "auto" is None.
 
     Called on concrete arrays it runs jitted (compiled once per model and Data shapes); inside a transformation it
     traces inline.
@@ -479,6 +547,22 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
     lin = mode != "step" and linearized_supported(m)
     if lin and mode == "auto" and ncon is None and m.opt.integrator == IntegratorType.RK4 and not _solver_on(m):
         lin = False  # measured on the acrobot, vmap over 16: compile 51 s through step, 73 s linearised (load 13)
+    structured = lin and m.opt.integrator != IntegratorType.RK4
+    if ncon == "auto" and not structured:
+        ncon = None
+    if isinstance(ncon, str) and ncon != "auto":
+        raise ValueError(f"transition: ncon must be None, an int, a tuple of ints or 'auto', not {ncon!r}")
+    if isinstance(ncon, (tuple, list)) or ncon == "auto":
+        if not structured:
+            raise ValueError(f"transition: an ncon ladder needs the linearised step of Euler or an implicit "
+                             f"integrator (mode {mode!r}, linearized_supported: "
+                             f"{linearized_supported(m)})")  # fmt: skip
+        if any(int(c) < 0 for c in (() if ncon == "auto" else ncon)):
+            raise ValueError(f"transition: ncon capacities must be >= 0, not {ncon}")
+        caps = _ladder(m, ncon)
+        ncon = None
+    else:
+        caps = ()
     if ncon is not None:
         if not lin:
             raise ValueError(f"transition: ncon needs the linearised step (mode {mode!r}, linearized_supported: "
@@ -486,7 +570,7 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
         if ncon < 0:
             raise ValueError(f"transition: ncon must be >= 0, not {ncon}")
     md = m if ncon is None or ncon >= m.nconmax else _io.configure(m, nconmax=int(ncon))
-    if lin:
+    if lin and not caps:
         star, stages = linearized_star(md, d)
 
     def f(z):
@@ -500,25 +584,18 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
         return x_next
 
     z0 = jp.zeros((2 * nv + na + nu,), dtype)
-    if lin and m.opt.integrator != IntegratorType.RK4:
-        collide, sel_over = None, None
-        if md is not m and _active_collision.supported(m):  # collide only the pairs in contact at the state
-            sel = _active_collision.select(m, star, md.nconmax)
-            if any(g is not None for g in sel.groups):  # some group has more pairs than the capacity
-                collide, sel_over = _active_collision.stage(m, sel, md.nconmax), sel.over
-        jac = _structured_jacobian(m, md, d, star, sensors, mode, collide)
-        if sel_over is not None:
-            jac = jp.where(sel_over, jp.nan, jac)
+    if caps:
+        jac = _ladder_jacobian(m, d, sensors, mode, caps)
+    elif lin and m.opt.integrator != IntegratorType.RK4:
+        jac = _capped_jacobian(m, md, d, star, sensors, mode)
     elif lin:
         nout = 2 * nv + na + (m.nsensordata if sensors else 0)
         fwd = mode == "forward" or (mode == "auto" and z0.size <= nout)
         jac = (jax.jacfwd if fwd else jax.jacrev)(f)(z0)
     else:
         jac = jacobian(m, f)(z0)
-    if md is not m:  # contacts left out of the capped pass: NaN, not a wrong Jacobian
-        full = (MjWarning.CONTACTFULL, MjWarning.CNSTRFULL)
-        over = sum(star.warning_number[w] - d.warning_number[w] for w in full) > 0
-        jac = jp.where(over, jp.nan, jac)
+    if md is not m and not (lin and m.opt.integrator != IntegratorType.RK4):  # contacts left out of the capped
+        jac = jp.where(_overflow(star, d), jp.nan, jac)  # pass (RK4): NaN, not a wrong Jacobian
     nx = 2 * nv + na
     A, B = jac[:nx, :nx], jac[:nx, nx:]
     if not sensors:

@@ -304,6 +304,50 @@ def test_transition_modes_and_contact_capacity_on_contacts():
     assert np.all(np.isnan(A))
 
 
+@pytest.mark.slow
+def test_transition_contact_capacity_ladder():
+    """ncon as a ladder of capacities (2, 4): under vmap the batch's derivative pass runs with the smallest capacity
+    that holds every state's active contacts, or with the model's own (6 slots) where none does, and is exact in
+    every case: batches whose largest contact count is 0 (capacity 2), 4 (capacity 4) and 5 (the model's) give the
+    Jacobians of the full pass to round-off, and MuJoCo's finite differences. The sliding box (4 contacts) and a
+    sphere that rests on the floor (1 contact) or floats far above it."""
+    ball = '<body pos="1 0 50"><freejoint/><geom type="sphere" size=".05" mass=".2"/></body></worldbody>'
+    mjm = mujoco.MjModel.from_xml_string(SLIDING_BOX.replace("</worldbody>", ball))
+    m = oracle.model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    for _ in range(300):
+        mujoco.mj_step(mjm, mjd)
+    mjd.qvel[:6] = [0.4, 0.1, 0.0, 0.0, 0.0, 0.3]
+    states = []
+    for box_z, ball_z in ((None, None), (0.6, None), (None, 0.0499)):  # 4, 0 and 5 contacts
+        s = mujoco.MjData(mjm)
+        s.qpos[:], s.qvel[:], s.qacc_warmstart[:] = mjd.qpos, mjd.qvel, mjd.qacc_warmstart
+        if box_z is not None:
+            s.qpos[2] = box_z
+        if ball_z is not None:
+            s.qpos[9] = ball_z
+        mujoco.mj_forward(mjm, s)
+        states.append(s)
+    assert [s.ncon for s in states] == [4, 0, 5] and m.nconmax == 6
+    ds = [_data(m, s) for s in states]
+
+    def batch(*idx):
+        return jax.tree.map(lambda *xs: jp.stack(xs), *[ds[i] for i in idx])
+
+    def vfn(ncon):
+        return jax.jit(jax.vmap(lambda d: derivatives.transition(m, d, sensors=False, mode="reverse", ncon=ncon)[:2]))
+
+    full, ladder = vfn(None), vfn((2, 4))
+    for idx in ((1, 1), (0, 1), (2, 1), (2, 0)):  # largest contact count 0, 4, 5, 5 (no actuators: B is empty)
+        got, ref = ladder(batch(*idx))[0], full(batch(*idx))[0]
+        for k, i in enumerate(idx):
+            assert np.all(np.isfinite(got[k])), idx
+            diff = _normwise(got[k], ref[k])
+            assert diff < 1e-10, f"batch {idx}: ladder vs full pass {diff:.2e}"
+            err = _normwise(got[k], mujoco_transition(mjm, states[i])[0])
+            assert err < CONTACT_RTOL, f"batch {idx}, state {i}: A differs from FD by {err:.2e}"
+
+
 SPHERES = """
 <mujoco>
   <option timestep="0.01" tolerance="1e-13" iterations="100" ls_iterations="50"/>
@@ -358,6 +402,12 @@ def test_transition_arguments_are_validated():
         derivatives.transition(m, d, ncon=-1)
     with pytest.raises(ValueError, match="ncon"):
         derivatives.transition(m, d, mode="step", ncon=2)
+    with pytest.raises(ValueError, match="ncon"):
+        derivatives.transition(m, d, ncon="some")
+    with pytest.raises(ValueError, match="ncon"):
+        derivatives.transition(m, d, mode="step", ncon=(2,))
+    with pytest.raises(ValueError, match="ncon"):
+        derivatives.transition(m, d, ncon=(-1,))
 
 
 NAN_XML = """
