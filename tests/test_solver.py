@@ -214,6 +214,36 @@ def test_hessian_takes_unit_rows_as_a_diagonal():
     np.testing.assert_allclose(np.asarray(ours), np.asarray(full), rtol=1e-14, atol=1e-12)
 
 
+@pytest.mark.parametrize("nblocks", [2, 2 * common.MAX_ROW_RUNS])
+def test_hessian_unit_rows_between_general_rows(nblocks):
+    """Unit rows (J = +-e_dof, some zeroed as inactive) between blocks of general rows, as the quadruped's limits
+    between its equality and contact rows: the general rows then form several runs, which the dense Hessian sums
+    by static slices (up to MAX_ROW_RUNS runs) or gathers (more); both equal the full J' H_s J product."""
+    rng = np.random.default_rng(nblocks)
+    nv, rows, uc = 7, [], []
+    for _ in range(nblocks):
+        g = rng.integers(1, 4)
+        rows.append(rng.normal(size=(g, nv)))
+        uc += [-1] * g
+        for _ in range(rng.integers(1, 3)):
+            c = int(rng.integers(nv))
+            rows.append(np.eye(nv)[c][None] * rng.choice([-1.0, 1.0, 0.0]))
+            uc.append(c)
+    J = np.concatenate(rows)
+    uc = np.array(uc)
+    assert len(common._row_runs(np.nonzero(uc < 0)[0])) == nblocks
+    n = J.shape[0]
+    layout = common.Layout(kind=np.full(n, common.INEQUALITY), cones=(), unit_col=uc)
+    one = jp.ones(n)
+    prob = common.Problem(J=jp.asarray(J), D=one, R=one, aref=0 * one, frictionloss=0 * one, mask=one > 0,
+                          cone_mu=(), cone_friction=(), qacc_smooth=jp.zeros(nv), M=jp.eye(nv))  # fmt: skip
+    hdiag = jp.asarray(rng.uniform(0.5, 2.0, n))
+    ev = common.ConstraintEval(cost=0.0, force=0 * hdiag, hdiag=hdiag, cone_hess=(), state=0 * hdiag)
+    ours = common.constraint_hessian(layout, prob, ev)
+    full = (J * np.asarray(hdiag)[:, None]).T @ J
+    np.testing.assert_allclose(np.asarray(ours), full, rtol=1e-14, atol=1e-12)
+
+
 # float32 solution of a converged solve against MuJoCo's float64 one, relative to max(1, |qacc|): observed <= 2.6e-7
 NEWTON_F32_TOL = 1e-6
 

@@ -276,7 +276,9 @@ def _prism_bound(t2: int, g: GeomInfo, lo: Vec3, hi: Vec3, verts: jax.Array) -> 
     axes = g.mat.T  # (3, 3) rows: g's axes in the hfield frame
     g_hi = jax.vmap(lambda e: jp.dot(e, support(t2, g, e)))(axes) + r
     g_lo = jax.vmap(lambda e: jp.dot(e, support(t2, g, -e)))(axes) - r
-    proj = verts @ axes.T  # (nprism, 6, 3)
+    # (nprism, 6, 3) = verts @ axes.T as multiply-adds: under vmap a product over an axis of 3 becomes a batched
+    # library call on XLA:CPU that cost the quadruped's capsule-terrain bound 5-8 % of its profiled step
+    proj = verts[..., 0:1] * axes[:, 0] + verts[..., 1:2] * axes[:, 1] + verts[..., 2:3] * axes[:, 2]
     gap = jp.maximum(gap, jp.max(jp.maximum(jp.min(proj, 1) - g_hi, g_lo - jp.max(proj, 1)), axis=-1))
     # the prism's top and side faces: outward unit normals n (nprism, 4, 3), a point on each face
     top = verts[:, 3:]

@@ -685,10 +685,14 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     for dim in sorted(set(p.con_dim.tolist())):
         slots = np.nonzero(p.con_dim == dim)[0]
         k = len(slots)
-        g = con.geom[slots]
-        b1, b2, w2 = cb1[slots], cb2[slots], cw2[slots]
-        pt = con.pos[slots]
-        frame = con.frame[slots]
+
+        def at(x, slots=slots):  # x[slots] by static slices (see `_permute`)
+            return _permute(x, slots)
+
+        g = at(con.geom)
+        b1, b2, w2 = at(cb1), at(cb2), at(cw2)
+        pt = at(con.pos)
+        frame = at(con.frame)
         if dim <= 3:  # normal and tangents only: the rows see the linear Jacobian alone
             rows_of = _weighted_jacobian(m, d, pt, b1, b2, w2, p.sparse, ncomp=3)
             frame6 = frame  # (k, 3, 3): rows of the contact frame
@@ -698,22 +702,22 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
                                     axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
 
-        fr = con.friction[slots]  # (k, 5)
+        fr = at(con.friction)  # (k, 5)
         cs = _surface_vel(m, d, g, pt, frame) if m.flg_surfacevel else None  # (k, 6) in the contact frame
-        live = contact_live(m, con)[slots]
+        live = at(contact_live(m, con))
         # rows beyond a slot's actual condim (broadphase-trimmed groups, adhesive contacts in the gap band) are dead
-        adim = con.dim[slots]
-        adh = con.adhesion[slots] if m.flg_adhesion else None  # (k,)
+        adim = at(con.dim)
+        adh = at(con.adhesion) if m.flg_adhesion else None  # (k,)
         # normal-only contacts in a wider slot: adhesive ones in the gap band, condim-1 contacts in the slots of a
         # capped or trimmed layout (which have their group's or the model's largest condim)
         single = (adim == 1) if (m.flg_adhesion or _shared_slots(m)) and dim > 1 else None
-        dist = con.dist[slots]
-        mg = con.includemargin[slots]
+        dist = at(con.dist)
+        mg = at(con.includemargin)
         iw = m.body_invweight0
         diag_n = iw[b1, 0] + jp.sum(w2 * iw[b2, 0], axis=1)
-        solref = con.solref[slots]
-        solimp = con.solimp[slots]
-        sfr = con.solreffriction[slots]
+        solref = at(con.solref)
+        solimp = at(con.solimp)
+        sfr = at(con.solreffriction)
         if dim == 1:
             J, cols = _sparse_rows(rows_of, frame6[:, :1], 1)
             ctype = ConstraintType.CONTACT_FRICTIONLESS
@@ -974,13 +978,12 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     fields = {}
     for name in ("J", "cols", "pos", "margin", "frictionloss", "diag", "solref", "solimp", "imp_r", "bias",
                  "active", "type", "id", "k_zero", "r_scale"):  # fmt: skip
-        x = cat(name, allb)
-        fields[name] = x if inv is None else x[inv]
+        fields[name] = _permute(cat(name, allb), inv)
     for name, on in (("vel_add", m.flg_surfacevel), ("adh", m.flg_adhesion)):
         if on:
             x = jp.concatenate([getattr(b, name) if getattr(b, name) is not None
                                 else jp.zeros(b.pos.shape[0], b.pos.dtype) for b in allb])  # fmt: skip
-            fields[name] = x if inv is None else x[inv]
+            fields[name] = _permute(x, inv)
     f = fields
     imp, dmax = _impedance(f["solimp"], f["imp_r"])
     solref = f["solref"]
@@ -1017,6 +1020,32 @@ def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
     aref = jp.where(active, aref, 0.0)
     return d, dict(fields=f, active=active, J=J, cols=cols, diag=diag, R=R, vel=vel, aref=aref, K=K, B=B, imp=imp,
                    lim_over=lim_over)  # fmt: skip
+
+
+MAX_RUNS = 64  # a static row permutation of at most this many contiguous runs is applied as slices, else a gather
+
+
+def _runs(inv: np.ndarray) -> list[tuple[int, int]]:
+    """The contiguous runs [(start, stop)] of source rows that make up the static row indices inv (x[inv])."""
+    cut = np.nonzero(np.diff(inv) != 1)[0] + 1
+    starts = np.concatenate([[0], cut])
+    stops = np.concatenate([cut, [inv.shape[0]]])
+    return [(int(inv[a]), int(inv[a]) + int(b - a)) for a, b in zip(starts, stops)]
+
+
+def _permute(x, inv: np.ndarray | None):
+    """x[inv] for static row indices inv (None: x). Host arrays are indexed; traced ones are concatenated from
+    static slices when inv is a few contiguous runs (the contact blocks of each condim put back in slot order, the
+    slots of one condim): XLA:CPU runs a gather with constant indices element by element, which cost the
+    quadruped's step (2454 rows of 28 columns in 46 runs) more than its solver's iterations."""
+    if inv is None:
+        return x
+    if isinstance(x, np.ndarray):
+        return x[inv]
+    runs = _runs(inv)
+    if len(runs) > MAX_RUNS:
+        return x[inv]
+    return jp.concatenate([x[a:b] for a, b in runs], axis=0)
 
 
 def _exact_diag(m: Model, d: Data, p: Plan, f: dict, ctype: np.ndarray) -> jax.Array:

@@ -419,6 +419,18 @@ def eval_constraints(layout: Layout, p: Problem, jar: jax.Array) -> ConstraintEv
                           cost_rows=cost_r)
 
 
+MAX_ROW_RUNS = 8  # `constraint_hessian` slices J's general rows when they form at most this many contiguous runs
+
+
+def _row_runs(rows: np.ndarray) -> list[tuple[int, int]]:
+    """The contiguous runs [(start, stop)] of the sorted static row indices `rows`."""
+    if rows.size == 0:
+        return []
+    cut = np.nonzero(np.diff(rows) != 1)[0] + 1
+    starts, stops = np.concatenate([[0], cut]), np.concatenate([cut, [rows.size]])
+    return [(int(rows[a]), int(rows[b - 1]) + 1) for a, b in zip(starts, stops)]
+
+
 def constraint_hessian(layout: Layout, p: Problem, ev: ConstraintEval) -> jax.Array:
     """J' H_s J (nv, nv): the constraint part of the primal Hessian (dense; sparse rows are scatter-added)."""
     if p.J_colind is None:
@@ -427,9 +439,14 @@ def constraint_hessian(layout: Layout, p: Problem, ev: ConstraintEval) -> jax.Ar
             H = (p.J * ev.hdiag[:, None]).T @ p.J
         else:  # J = +-e_c rows: h J' J = h e_c e_c' (J_rc^2 is 1, or 0 on an inactive row)
             gen, uni = np.nonzero(uc < 0)[0], np.nonzero(uc >= 0)[0]
-            contiguous = gen.size and np.array_equal(gen, np.arange(gen[0], gen[0] + gen.size))
-            Jg = p.J[gen[0] : gen[0] + gen.size] if contiguous else p.J[gen]
-            H = (Jg * ev.hdiag[gen][:, None]).T @ Jg
+            runs = _row_runs(gen)
+            if len(runs) <= MAX_ROW_RUNS:  # a sum over static slices (a gather of J's rows with constant indices
+                # runs element by element on XLA:CPU: the quadruped's 2438 general rows cost more than the product)
+                H = sum(((p.J[a:b] * ev.hdiag[a:b, None]).T @ p.J[a:b] for a, b in runs),
+                        jp.zeros((p.J.shape[1],) * 2, p.J.dtype))  # fmt: skip
+            else:
+                Jg = p.J[gen]
+                H = (Jg * ev.hdiag[gen][:, None]).T @ Jg
             ju = p.J[uni, uc[uni]]
             H = H + jp.diag(jp.zeros(p.J.shape[1], p.J.dtype).at[uc[uni]].add(ev.hdiag[uni] * ju * ju))
         for rows, ch in zip(layout.cones, ev.cone_hess):

@@ -44,8 +44,11 @@ def incidence(p: common.Problem, dof_treeid: np.ndarray, ntree: int) -> jax.Arra
     """(nefc, ntree) bool: live row r has a nonzero Jacobian entry on a dof of tree t."""
     nz = jp.abs(p.J) > 0
     if p.J_colind is None:  # dense (nefc, nv): any over each tree's columns
-        tree_of_col = jp.asarray(dof_treeid)
-        touch = jax.ops.segment_max(nz.T.astype(jp.int32), tree_of_col, num_segments=ntree).T > 0
+        # the count of a row's nonzeros on each tree, as a product with the static (nv, ntree) one-hot of the dofs'
+        # trees (exact: small integers); a segment_max over the transposed rows ran as a scatter plus a transposed
+        # copy of the whole (nefc, nv) mask per environment (11-14 % of the quadruped's profiled step at 2454 rows)
+        onehot = np.asarray(dof_treeid)[:, None] == np.arange(ntree)[None, :]
+        touch = nz.astype(p.J.dtype) @ jp.asarray(onehot, p.J.dtype) > 0
     else:  # sparse rows: scatter each nonzero value's tree
         rows = jp.broadcast_to(jp.arange(p.J.shape[0])[:, None], p.J.shape)
         trees = jp.asarray(dof_treeid)[p.J_colind]
