@@ -275,12 +275,9 @@ def test_transition_on_persistent_contacts():
     assert np.all(np.isfinite(A)) and err < CONTACT_RTOL, f"A differs from FD by {err:.2e} on contacts"
 
 
-@pytest.mark.slow
-def test_transition_modes_and_contact_capacity_on_contacts():
-    """The sliding box in contact (4 contacts): the linearised step in forward and reverse mode, autodiff through
-    the step itself (mode "step") and the linearised step with a contact capacity of 4 (ncon=4) give the same
-    Jacobians as MuJoCo's finite differences; a capacity of 3 leaves a contact out and gives NaN. (A sphere falls
-    far above the box: its slots make the capacity of 4 a real cap.)"""
+def _sliding_box_and_ball():
+    """(mjm, m, mjd): the sliding box after 300 MuJoCo steps, given a sliding and spinning velocity, beside a sphere
+    falling far above it (its contact slots make a small capacity a real cap)."""
     ball = '<body pos="1 0 50"><freejoint/><geom type="sphere" size=".05" mass=".2"/></body></worldbody>'
     mjm = mujoco.MjModel.from_xml_string(SLIDING_BOX.replace("</worldbody>", ball))
     m = oracle.model_from_mujoco(mjm)
@@ -288,6 +285,16 @@ def test_transition_modes_and_contact_capacity_on_contacts():
     for _ in range(300):
         mujoco.mj_step(mjm, mjd)
     mjd.qvel[:6] = [0.4, 0.1, 0.0, 0.0, 0.0, 0.3]
+    return mjm, m, mjd
+
+
+@pytest.mark.slow
+def test_transition_modes_and_contact_capacity_on_contacts():
+    """The sliding box in contact (4 contacts): the linearised step in forward and reverse mode, autodiff through
+    the step itself (mode "step") and the linearised step with a contact capacity of 4 (ncon=4) give the same
+    Jacobians as MuJoCo's finite differences; a capacity of 3 leaves a contact out and gives NaN. (A sphere falls
+    far above the box: its slots make the capacity of 4 a real cap.)"""
+    mjm, m, mjd = _sliding_box_and_ball()
     mujoco.mj_forward(mjm, mjd)
     assert mjd.ncon == 4 and m.nconmax > 4
     want = mujoco_transition(mjm, mjd)
@@ -311,13 +318,7 @@ def test_transition_contact_capacity_ladder():
     every case: batches whose largest contact count is 0 (capacity 2), 4 (capacity 4) and 5 (the model's) give the
     Jacobians of the full pass to round-off, and MuJoCo's finite differences. The sliding box (4 contacts) and a
     sphere that rests on the floor (1 contact) or floats far above it."""
-    ball = '<body pos="1 0 50"><freejoint/><geom type="sphere" size=".05" mass=".2"/></body></worldbody>'
-    mjm = mujoco.MjModel.from_xml_string(SLIDING_BOX.replace("</worldbody>", ball))
-    m = oracle.model_from_mujoco(mjm)
-    mjd = mujoco.MjData(mjm)
-    for _ in range(300):
-        mujoco.mj_step(mjm, mjd)
-    mjd.qvel[:6] = [0.4, 0.1, 0.0, 0.0, 0.0, 0.3]
+    mjm, m, mjd = _sliding_box_and_ball()
     states = []
     for box_z, ball_z in ((None, None), (0.6, None), (None, 0.0499)):  # 4, 0 and 5 contacts
         s = mujoco.MjData(mjm)
