@@ -51,8 +51,10 @@ GRAD_TOL = 1e-10
 # after the adhesion and orientation-actuator merges fused 664 (the contacts' adhesion, mixed outside the collider
 # kernel: +1), XLA 4194 (its rows and passive forces rewritten: -1), 3530 saved; then XLA 4185 with the fused count
 # unchanged at 664 (the XLA solver's force law derivative through one custom_jvp instead of ev.force +
-# stop_gradient(force - ev.force), and its loop closure-converted for Config.solver_batch), 3521 saved.
-FUSED_STEP_SAVED = 3521  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
+# stop_gradient(force - ev.force), and its loop closure-converted for Config.solver_batch), 3521 saved; after the
+# elliptic-cone kernels (the contacts' solreffriction a kernel input) and the static row slices of the XLA rows and
+# Hessian (constraint._permute, common._row_runs: fewer gathers) fused 669, XLA 4155, 3486 saved.
+FUSED_STEP_SAVED = 3486  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
 # before the XLA solver's rewrite
