@@ -121,7 +121,9 @@ def test_islands_converged(solver, cone):
         _compare(mjm, m, mjds, batch, tol, f"{solver} {cone}")
 
 
-@pytest.mark.parametrize("solver", ["Newton", "CG", "PGS"])
+# not slow: Newton capped (CG and PGS per island are crossed, not slow, by test_islands_converged; capped: slow)
+@pytest.mark.parametrize("solver", ["Newton", pytest.param("CG", marks=pytest.mark.slow),
+                                    pytest.param("PGS", marks=pytest.mark.slow)])
 def test_islands_capped(solver):
     """At an iteration cap of 3, every island stops at the cap (or before, as MuJoCo's) with MuJoCo's iterate."""
     mjm, m, mjds, batch = _case(solver, "pyramidal", CAPPED)
