@@ -85,7 +85,8 @@ DEFAULTS: dict[str, dict] = {
                    "value_hidden": (128, 128)},
     "pendulum_swingup": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},
     # discount 0.97 (the suite's entries have 0.99): 3M steps, 3 seeds, best return 953/933/770 at 256
-    # environments and 975/959/831+ at 2048, against 880/944/865 and 969/626/972 at 0.99 (benchmarks/runs/rl40/, issue 40)
+    # environments and 975/959/831+ at 2048, against 880/944/865 and 969/626/972 at 0.99
+    # (benchmarks/runs/rl40/, issue 40)
     "reacher_easy": {**_CPU, "num_timesteps": 5_000_000},
     "reacher_hard": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},
     "finger_spin": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},
