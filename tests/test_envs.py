@@ -4,6 +4,8 @@ Wrapper and adapter semantics are tested on a tiny user subclass (tests/rl_envs.
 that compilation stays short; the bundled tasks are checked by tracing (shapes, dtypes, metric keys).
 """
 
+import gc
+
 import dm_control.utils.rewards as dm_rewards
 import jax
 import jax.numpy as jp
@@ -394,9 +396,19 @@ def test_gymnasium_vector_env(slider):
         vec.step(np.zeros((2, 1), np.float32))
 
 
+@pytest.fixture
+def _release_programs():
+    """Drop the compiled programs after each task: every task compiles its own reset and step, and one module of
+    them all outgrew a worker's memory mappings (an xdist worker died in XLA's compile here; see conftest's
+    `_release_compiled_programs`)."""
+    yield
+    jax.clear_caches()
+    gc.collect()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", envs.names())
-def test_task_rolls_out(name):
+def test_task_rolls_out(name, _release_programs):
     """Random actions for 40 control steps on 4 environments: finite observations, rewards in [0, 1], no divergence."""
     env = envs.make(name)
     te = envs.wrap_for_training(env, episode_length=1000)

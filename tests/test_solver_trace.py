@@ -131,3 +131,52 @@ def test_iterations_match_mujoco(case, path):
                     what, float(ours.solver_gradient), stat.gradient)  # fmt: skip
                 if k == n:
                     oracle.close(ours.qacc, mjd.qacc, QACC_TOL, what)
+
+
+GAP_XML = """
+<mujoco>
+  <option solver="CG" tolerance="1e-6"><flag island="{island}"/></option>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body pos="0 0 .11"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/></body>
+    <body pos=".5 0 .06"><freejoint/><geom type="sphere" size=".05"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def _settled(island):
+    """A box and a sphere settled on the floor by 300 CG steps: the forward pass starts from CG's own warm start."""
+    mjm = mujoco.MjModel.from_xml_string(GAP_XML.format(island=island))
+    mjd = mujoco.MjData(mjm)
+    for _ in range(300):
+        mujoco.mj_step(mjm, mjd)
+    return mjm, mjd
+
+
+@pytest.mark.parametrize("island,path", [("enable", "xla"), ("disable", "fused")])
+def test_cg_takes_zero_iterations_on_the_duality_gap(island, path):
+    """MuJoCo 4.0's CG stops before its first iteration when the duality gap 0.5 scale grad' M^-1 grad is below
+    tolerance, with no gradient test (Newton needs both). At the settled box's warm start CG takes 0 iterations
+    while Newton from the same start takes 1 (MuJoCo's own counts: the gradient test fails there); our CG (XLA per
+    island; fused, whole system) stops there too, with MuJoCo's qacc."""
+    mjm, mjd = _settled(island)
+    warm = mjd.qacc_warmstart.copy()
+    mujoco.mj_forward(mjm, mjd)
+    n = max(1, mjd.nisland)
+    assert mjd.solver_niter[0] == 0
+    newton = mujoco.MjData(mjm)
+    mujoco.mj_copyData(newton, mjm, mjd)
+    newton.qacc_warmstart[:] = warm
+    mjm.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    mujoco.mj_forward(mjm, newton)
+    mjm.opt.solver = mujoco.mjtSolver.mjSOL_CG
+    assert newton.solver_niter[0] == 1  # the gradient test fails at this start
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels=path)
+    d = oracle.data_from_mujoco(m, mjm, mjd).replace(qacc_warmstart=jp.asarray(warm))
+    ours = jax.jit(mjl.forward)(m, d)
+    if path == "xla":
+        np.testing.assert_array_equal(np.asarray(ours.solver_niter_island)[:n], mjd.solver_niter[:n])
+    else:
+        assert int(ours.solver_niter) == 0
+    oracle.close(ours.qacc, mjd.qacc, QACC_TOL, f"CG {island} {path}")

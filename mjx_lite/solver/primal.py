@@ -8,8 +8,8 @@ MuJoCo's default 1e-8 is below the rounding error of M a - J' f, so every step t
 nothing). Newton also stops, as MuJoCo 3.11+, on the Newton decrement 0.5 scale grad' H^-1 grad at the new point (the
 next step is solved at the end of each iteration), and takes zero iterations when the start passes the gradient test
 and its decrement (at most MuJoCo's duality-gap certificate 0.5 scale grad' M^-1 grad, as H >= M) is below
-tolerance. Not (yet) MuJoCo's: for CG the zero-iteration exit on the duality gap alone (MuJoCo's; ours: the gradient
-test).
+tolerance. CG takes zero iterations, as MuJoCo 4.0, on the duality gap alone (0.5 scale grad' M^-1 grad below
+tolerance: a certificate of the start's cost, with no gradient test).
 
 Constraint islands (`islands=`, MuJoCo 4.0's default): each island is solved on its own, as MuJoCo's per-island
 solves: every reduction of the iteration (costs, the line search's derivatives, the stopping quantities, CG's beta,
@@ -251,8 +251,11 @@ def solve_cg(layout: Layout, p: Problem, start: tuple, *, iterations: int, ls_it
         return {**_keep_seg(seg, idone, {k: c[k] for k in new}, new, where), "idone": idone_n,
                 "done": jp.all(idone_n), "niter": c["niter"] + jp.where(idone, 0, 1)}
 
-    g0, g0conv = _gradient_test(grad0, Ma0, jtf0, scale, tolerance, seg)
-    idone0 = g0conv if free is None else g0conv | free
+    g0, _ = _gradient_test(grad0, Ma0, jtf0, scale, tolerance, seg)
+    # zero iterations on MuJoCo 4.0's certificate alone (CG; Newton also needs the gradient test): the duality gap
+    # 0.5 scale grad' M^-1 grad bounds the start's cost suboptimality
+    idone0 = 0.5 * scale * seg.dot_dof(grad0, mgrad0) < tolerance
+    idone0 = idone0 if free is None else idone0 | free
     init = {"qacc": qacc0, "jar": jar0, "Ma": Ma0, "cost": cost0, "grad": grad0, "jtf": jtf0, "mgrad": mgrad0,
             "search": -mgrad0, "idone": idone0, "done": jp.all(idone0), "niter": jp.zeros(shape, jp.int32),
             "improvement": jp.zeros(shape, dt), "gradient": g0}  # fmt: skip

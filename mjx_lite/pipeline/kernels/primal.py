@@ -473,7 +473,9 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         if cg:
             minv_grad("_mgrad")
             _loop(0, nv, lambda i: io.write("_search", i, -io.load("_mgrad", i)))
-            done0 = g0 < g0tol
+            # MuJoCo 4.0's certificate alone: the duality gap 0.5 scale grad' M^-1 grad (solver/primal.py's start)
+            gap = 0.5 * scale * dot(lambda i: io.load("_grad", i), lambda i: io.load("_mgrad", i), nv)
+            done0 = gap < tol
         else:  # the gradient test and the decrement (at most MuJoCo's duality gap): solver/primal.py's start
             done0 = (g0 < g0tol) & (newton_step() < tol)
         if valid is not None:
