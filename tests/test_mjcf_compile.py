@@ -326,6 +326,20 @@ FEATURES = {
     objname="s"/><jointpos joint="oj"/></sensor>
   <custom><tuple name="tp"><element objtype="body" objname="b"/></tuple><numeric name="n" data="1"/></custom>
 </mujoco>""",
+    # ... and those that refer to the template and to other objects too (those references unchanged: MuJoCo's
+    # model/replicate/tendon.xml), except equalities, which MuJoCo then drops
+    "replicate_mixed_references": """
+<mujoco><worldbody>
+  <body name="out" pos="0 0 2"><freejoint/><geom name="og" size=".1"/><site name="os"/></body>
+  <replicate count="3" offset="1 0 0">
+    <body name="t" pos="0 0 1"><freejoint/><geom name="tg" size=".1"/><site name="ts"/></body></replicate>
+  </worldbody>
+  <tendon><spatial name="sp" range="0 2"><site site="ts"/><geom geom="og" sidesite="os"/><site site="os"/></spatial>
+  </tendon>
+  <equality><connect body1="t" body2="out" anchor="0 0 0"/></equality>
+  <contact><pair geom1="tg" geom2="og"/><exclude body1="t" body2="out"/></contact>
+  <sensor><framepos objtype="site" objname="ts" reftype="site" refname="os"/><tendonpos tendon="sp"/></sensor>
+</mujoco>""",
     "replicate_nested_references": """
 <mujoco><worldbody><replicate count="2" offset="1 0 0"><replicate count="2" offset="0 1 0" sep="_">
   <body name="b"><joint name="j"/><geom name="g" size=".1"/></body></replicate></replicate></worldbody>

@@ -292,3 +292,19 @@ def test_plugin_errors(decl, mesh, geom, match):
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError, match=match):
         mjl.load_mjcf_string(xml)
+
+
+def test_plugin_declared_twice():
+    """One plugin declared in two <plugin> elements (MuJoCo's gear.xml does): each instance keeps its own
+    configuration (the second declaration's instance was not found: a StopIteration at load)."""
+    decl = "".join(f'<plugin plugin="mujoco.sdf.torus"><instance name="t{i}"><config key="radius1" value="{r}"/>'
+                   "</instance></plugin>" for i, r in ((1, 0.3), (2, 0.4)))  # fmt: skip
+    xml = f"""<mujoco><extension>{decl}</extension>
+      <asset><mesh name="t1"><plugin instance="t1"/></mesh><mesh name="t2"><plugin instance="t2"/></mesh></asset>
+      <worldbody><body><geom type="sdf" mesh="t1"><plugin instance="t1"/></geom></body>
+        <body pos="1 0 0"><geom type="sdf" mesh="t2"><plugin instance="t2"/></geom></body></worldbody></mujoco>"""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = mjl.load_mjcf_string(xml)
+    assert mjm.mesh_vertnum[0] != mjm.mesh_vertnum[1] or not np.array_equal(*np.split(mjm.mesh_vert, 2))
+    np.testing.assert_array_equal(np.asarray(m.mesh_vert), mjm.mesh_vert)
+    np.testing.assert_array_equal(np.asarray(m.mesh_vertnum), mjm.mesh_vertnum)

@@ -376,7 +376,65 @@ def _boxes_as_meshes(m: Model, buckets: dict[tuple, list]) -> dict[tuple, list]:
     for key, rows in buckets.items():
         if key[:2] == (GeomType.BOX, _MESH) and key[4] in kinds:
             key = (_MESH, _MESH, -1, -1, key[4], key[5], -1, key[7])
-        out.setdefault(key, []).extend(rows)
+        out.setdefault(key, []).append(rows)
+    return {key: np.concatenate(parts) for key, parts in out.items()}
+
+
+def _buckets(m: Model, gtype: np.ndarray, dataid: np.ndarray, sizes: np.ndarray) -> dict[tuple, np.ndarray]:
+    """The candidate pairs (dynamic, then explicit) bucketed by collider key, in array operations (a scene of 100
+    humanoids has 1.8M candidate pairs): {key: (n, 3) int (geom1, geom2, explicit pair id or -1)}, geom1's type <=
+    geom2's; keys in order of first appearance, rows in candidate order. key: (type1, type2, hfield or SDF id of
+    geom1, of geom2, explicit, curved, size class of geom1, of geom2), with GENERAL types for the general convex
+    pairs (one compiled GJK/EPA for those with a curved shape and no mesh, one for the others); height fields
+    grouped per field, meshes per size class (a group's tables are padded to its largest mesh)."""
+    d1, d2 = dynamic_pairs(m)
+    a = np.concatenate([d1, np.asarray(m.pair_geom1)]).astype(np.int64)
+    b = np.concatenate([d2, np.asarray(m.pair_geom2)]).astype(np.int64)
+    p = np.concatenate([np.full(len(d1), -1), np.arange(m.npair)]).astype(np.int64)
+    swap = gtype[a] > gtype[b]
+    a, b = np.where(swap, b, a), np.where(swap, a, b)
+    t1, t2 = gtype[a].astype(np.int64), gtype[b].astype(np.int64)
+    keep = np.ones(len(a), bool)
+    curved = np.zeros(len(a), bool)
+    is_sdf = t2 == _SDF
+    if np.any(is_sdf & (t1 == _MESH)):
+        raise NotImplementedError("collision: mesh-SDF pairs are not supported")
+    keep &= ~(is_sdf & (t1 == _HFIELD))  # MuJoCo warns and makes no contact
+    plane_sdf = is_sdf & (t1 == _PLANE)  # a plane collides with the SDF's mesh (as MuJoCo)
+    t2 = np.where(plane_sdf, _MESH, t2)
+    sdf_group = is_sdf & ~plane_sdf & keep  # collision/sdf.py, grouped by plugin
+    rest = keep & ~sdf_group
+    k1, k2 = t1.copy(), t2.copy()
+    for u in np.unique(t1[rest] * 16 + t2[rest]).tolist():
+        u1, u2 = divmod(u, 16)
+        sel = rest & (t1 == u1) & (t2 == u2)
+        fn = _collider(m, u1, u2)
+        if fn is None:
+            keep &= ~sel
+        elif fn[0] is general.general:
+            curved[sel] = (u1 in CURVED or u2 in CURVED) and _MESH not in (u1, u2)
+            k1[sel] = k2[sel] = GENERAL
+    rest &= keep
+    sdfs = _sdf_ids(m)
+    da = np.where(sdf_group, sdfs[a], np.where(rest & (k1 == _HFIELD), dataid[a], -1))
+    db = np.where(sdf_group, sdfs[b], np.where(rest & (k2 == _HFIELD), dataid[b], -1))
+    s1, s2 = np.where(sdf_group, -1, sizes[a]), np.where(sdf_group, -1, sizes[b])
+    keys = np.stack([k1, k2, da, db, p >= 0, curved, s1, s2], axis=1)[keep]
+    rows = np.stack([a, b, p], axis=1)[keep]
+    if not len(rows):
+        return {}
+    code = np.zeros(len(rows), np.int64)  # one integer per key (mixed radix over each column's distinct values)
+    for col in keys.T:
+        values, ids = np.unique(col, return_inverse=True)
+        code = code * len(values) + ids.reshape(-1)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    uniq = keys[first]
+    parts = np.split(np.argsort(inverse, kind="stable"), np.cumsum(np.bincount(inverse, minlength=len(uniq)))[:-1])
+    out = {}
+    for u in np.argsort(first):
+        k = uniq[u].tolist()
+        out[(*k[:4], bool(k[4]), bool(k[5]), *k[6:])] = rows[parts[u]]
     return out
 
 
@@ -386,38 +444,7 @@ def _build_table(m: Model) -> PairTable:
     gtype = np.asarray(m.geom_type)
     dataid = np.asarray(m.geom_dataid)
     sizes = _size_class(m)
-    d1, d2 = dynamic_pairs(m)
-    rows = [(a, b, -1) for a, b in zip(d1.tolist(), d2.tolist())]
-    rows += [(int(a), int(b), i) for i, (a, b) in enumerate(zip(m.pair_geom1, m.pair_geom2))]
-    buckets: dict[tuple, list] = {}
-    sdfs = _sdf_ids(m)
-    for a, b, p in rows:
-        if gtype[a] > gtype[b]:
-            a, b = b, a
-        t1, t2 = int(gtype[a]), int(gtype[b])
-        if t2 == _SDF:  # a plane collides with an SDF's mesh (as MuJoCo); the others: collision/sdf.py, grouped by
-            if t1 in (_HFIELD, _MESH):  # plugin; height fields: MuJoCo warns and makes no contact; meshes refused
-                if t1 == _MESH:
-                    raise NotImplementedError("collision: mesh-SDF pairs are not supported")
-                continue
-            if t1 == _PLANE:
-                t2 = _MESH
-            else:
-                buckets.setdefault((t1, t2, sdfs[a], sdfs[b], p >= 0, False, -1, -1), []).append((a, b, p))
-                continue
-        fn = _collider(m, t1, t2)
-        if fn is None:
-            continue
-        curved = False
-        if fn[0] is general.general:  # one group (one compiled GJK/EPA) for every general convex pair type with a
-            # curved shape and no mesh (`general.general_curved`), and one for the others
-            curved = (t1 in CURVED or t2 in CURVED) and _MESH not in (t1, t2)
-            t1 = t2 = GENERAL
-        # height fields are grouped per field; meshes per size class (a group's tables are padded to its largest
-        # mesh: a tetrahedron against a pyramid need not pay for a dodecahedron's edges)
-        key = (t1, t2, int(dataid[a]) if t1 == _HFIELD else -1, int(dataid[b]) if t2 == _HFIELD else -1, p >= 0,
-               curved, sizes[a], sizes[b])  # fmt: skip
-        buckets.setdefault(key, []).append((a, b, p))
+    buckets = _buckets(m, gtype, dataid, sizes)
     buckets = _boxes_as_meshes(m, buckets)
     # the size classes of one pair type (same key up to the classes), each bucket with its collider and layout
     kinds: dict[tuple, list] = {}

@@ -867,7 +867,7 @@ def finalize_sections(ctx: CompileContext, st) -> None:
         tj = np.asarray(d.ten_J, np.float64).reshape(nt, nv)
         length0 = np.asarray(d.ten_length, np.float64).copy()
         A["tendon_length0"] = length0
-        A["tendon_invweight0"] = np.einsum("ti,ij,tj->t", tj, minv, tj) if nv else np.zeros(nt)
+        A["tendon_invweight0"] = np.sum((tj @ minv) * tj, axis=1) if nv else np.zeros(nt)  # J M^-1 J' (diagonal)
         ls = np.array(A["tendon_lengthspring"], np.float64)
         unset = (ls[:, 0] == -1) & (ls[:, 1] == -1)
         ls[unset] = _spring_lengths(ctx, st, length0)[unset, None]

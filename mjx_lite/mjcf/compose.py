@@ -441,11 +441,12 @@ def _merge_globals(root: Element, child: Element, policy: str, att: Element, mna
 
 def replicate(root: Element) -> None:
     """Copies of the elements outside the tree for every <replicate> (innermost first), as MuJoCo makes them: for
-    copy i, every tendon, actuator, equality, contact pair/exclude, sensor and custom tuple that refers only to
-    objects of the replicate's template (or the world) is copied with those references (and its name) suffixed, and
-    so is every sensor
+    copy i, every tendon, actuator, contact pair/exclude, sensor and custom tuple that refers to objects of the
+    replicate's template is copied with those references (and its name) suffixed (its references to other objects
+    unchanged), every equality that refers only to the template (or the world) too, and so is every sensor
     that refers to nothing (a clock, an energy: copies of the earlier copies too, 2**count - 1 in all, as MuJoCo's
-    loop does); afterwards the elements that refer to the template are removed."""
+    loop does); afterwards the elements that refer to the template are removed (an equality between the template and
+    another object is thereby dropped, as MuJoCo 4.0 does)."""
     wb = _section(root, "worldbody")
     first: dict[int, Element] = {}  # id(original) -> its first copy (keyframes laid out over the original)
     for rec in (wb.attrs.get("_replicates") or []) if wb is not None else []:
@@ -454,14 +455,17 @@ def replicate(root: Element) -> None:
             for sec in [s for s in root.children if s.tag == tag]:
                 lst = sec.children
 
-                def hits(el, names=names):  # every reference (the world aside) is to the template
-                    refs = [(t, n) for _, _, t, n in _refs(el) if t not in _ASSET_REFS and (t, n) != ("body", "world")]
-                    return bool(refs) and all(n in names.get(t, ()) for t, n in refs)
+                def hits(el, names=names, every=False):  # references (the world aside) to the template: any/all
+                    refs = [n in names.get(t, ()) for _, _, t, n in _refs(el)
+                            if t not in _ASSET_REFS and (t, n) != ("body", "world")]  # fmt: skip
+                    return bool(refs) and (all(refs) if every else any(refs))
 
                 for n, sfx in enumerate(rec["suffixes"]):
                     for el in list(lst):
                         free = tag == "sensor" and not any(t not in _ASSET_REFS for _, _, t, _ in _refs(el))
-                        if free or hits(el):
+                        # an equality between the template and another object is dropped (as MuJoCo's attach);
+                        # the others are copied, their references to other objects unchanged
+                        if free or hits(el, every=tag == "equality"):
                             c = copy.deepcopy(el)
                             if c.attrs.get("name"):
                                 c.attrs["name"] += sfx

@@ -235,8 +235,9 @@ def sdf_use(raw, parent: str, extension: Element | None, written: Callable) -> t
     if err is not None:
         raise err
     if inst is not None:
-        decl = next(d for d in extension.children if d.attrs["plugin"] == name)
-        config = next(i.attrs["config"] for i in decl.children if i.attrs["name"] == inst)
+        # the instance among every declaration of its plugin (a model may declare one plugin more than once)
+        config = next(i.attrs["config"] for d in extension.children if d.attrs["plugin"] == name
+                      for i in d.children if i.attrs["name"] == inst)  # fmt: skip
         if w.get("plugin") not in (None, name):
             raise _err(raw, f"plugin '{w['plugin']}' does not match instance '{inst}' of plugin '{name}'", "plugin")
     capability = BUILTIN.get(name, SHIPPED.get(name))
