@@ -886,9 +886,10 @@ def make_constraint(m: Model, d: Data) -> Data:
     return fill(m, d, r)
 
 
-def assemble(m: Model, d: Data) -> tuple[Data, dict]:
-    """Every row of `plan(m)` at the state of d (see `_assemble`); the XLA twin of the fused rows kernel."""
-    return _assemble(m, d, plan(m))
+def assemble(m: Model, d: Data, com_vel: bool = True) -> tuple[Data, dict]:
+    """Every row of `plan(m)` at the state of d (see `_assemble`); the XLA twin of the fused rows kernel, which
+    passes com_vel=False: its cvel and cdof_dot are inputs (d's), computed before the kernel."""
+    return _assemble(m, d, plan(m), com_vel)
 
 
 def fill(m: Model, d: Data, r: dict) -> Data:
@@ -932,11 +933,12 @@ def efc_kbip(m: Model, d: Data) -> jax.Array:
     return jp.where(r["active"][:, None], KBIP, 0.0)
 
 
-def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
+def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True) -> tuple[Data, dict]:
     """Every row of plan p at the state of d, in the plan's order, with its impedance and reference acceleration.
-    Returns d (with cvel/cdof_dot where connect/weld rows need them) and a dict of the row quantities."""
+    Returns d (with cvel/cdof_dot where connect/weld rows need them, unless com_vel is False: d's are used) and a
+    dict of the row quantities."""
     blocks: list[_Rows] = []
-    if len(p.connect) or len(p.weld):
+    if (len(p.connect) or len(p.weld)) and com_vel:
         # the Jdot qvel term of connect/weld rows needs cvel/cdof_dot, which the pipeline computes only later
         # (fwd_velocity): compute them here from the current qvel (make_constraint runs in fwd_position)
         d = velocity.com_vel(m, d)

@@ -38,10 +38,10 @@ import numpy as np
 
 from mjx_lite.collision import driver
 from mjx_lite.collision import flex as flexcol
-from mjx_lite.pipeline import constraint, support
+from mjx_lite.pipeline import constraint, support, velocity
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import where
-from mjx_lite.types import MAXIMP, MINIMP, MINVAL, ConstraintType, Data, DisableBit, EnableBit, Model
+from mjx_lite.types import MAXIMP, MINIMP, MINVAL, ConstraintType, Data, DisableBit, EnableBit, Model, ObjType
 
 __all__ = ["OUTPUTS", "assemble", "fusable", "kernel", "make_constraint", "slot_bodies"]
 
@@ -82,7 +82,7 @@ def fusable(m: Model) -> bool:
         return False
     if m.opt.enableflags & EnableBit.DIAGEXACT:  # the exact diagonal needs M^-1 J^T of every row: XLA
         return False
-    other = (p.connect, p.weld, p.tendon_eq, p.flex_eq_edge, p.fric_ten, p.lim_ball, p.lim_ten)
+    other = (p.tendon_eq, p.flex_eq_edge, p.fric_ten, p.lim_ball, p.lim_ten)
     if any(len(a) for a in other):
         return False
     if len(p.con_dim):
@@ -97,6 +97,26 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
     p = constraint.plan(m)
     qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
     tab, info = {}, {}
+    # connect and weld equalities: the two objects' bodies (a site's body), site flags and ids, root bodies
+    root = np.asarray(m.body_rootid)
+    site_body = np.asarray(m.site_bodyid)
+    has_site = False
+    for pre, ids in (("cn_", p.connect), ("wd_", p.weld)):
+        if not len(ids):
+            continue
+        cols = dict(id=ids)
+        for k, obj in ((1, m.eq_obj1id), (2, m.eq_obj2id)):
+            o = np.asarray(obj)[ids]
+            s = np.asarray(m.eq_objtype)[ids] == ObjType.SITE
+            has_site = has_site or bool(s.any())
+            b = np.where(s, site_body[np.where(s, o, 0)] if s.any() else 0, np.maximum(o, 0))
+            cols.update({f"b{k}": b, f"s{k}": s, f"o{k}": np.where(s, o, 0), f"r{k}": root[b]})
+        tab.update({pre + n: v for n, v in cols.items()})
+    if len(p.connect) or len(p.weld):
+        kind = support.tables(m).dof_kind
+        tab.update(dof_quat=kind == 2, dof_body=np.asarray(m.dof_bodyid))
+        if "body_dof_mask" not in tab:
+            tab["body_dof_mask"] = support.body_dof_mask(m).reshape(-1)
     # joint equalities
     e = p.joint_eq
     if len(e):
@@ -138,7 +158,8 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
     if p.elliptic and ncon:  # an elliptic contact's friction rows have no stiffness term
         kz[p.adr["contact"] + np.nonzero(q > 0)[0]] = True
     tab["row_kz"] = kz
-    info.update(joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
+    info.update(connect=len(p.connect), weld=len(p.weld), eq_site=has_site,
+                quat_dofs=bool(np.any(support.tables(m).dof_kind == 2)), joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
                 ncrow=ncrow, nefc=p.nefc, elliptic=bool(p.elliptic))  # fmt: skip
     tables = {n: np.asarray(v, np.int32).reshape(-1) for n, v in tab.items()}
     return tables, info
@@ -153,6 +174,10 @@ def static_type_id(m: Model) -> tuple[np.ndarray, np.ndarray]:
     p = constraint.plan(m)
     typ = np.zeros(p.nefc, np.int32)
     ids = np.zeros(p.nefc, np.int32)
+    for name, per in (("connect", 3), ("weld", 6)):
+        e = getattr(p, name)
+        a = p.adr[name]
+        typ[a : a + per * len(e)], ids[a : a + per * len(e)] = ConstraintType.EQUALITY, np.repeat(e, per)
     a = p.adr["joint_eq"]
     typ[a : a + len(p.joint_eq)], ids[a : a + len(p.joint_eq)] = ConstraintType.EQUALITY, p.joint_eq
     a = p.adr["fric_dof"]
@@ -174,9 +199,17 @@ def _inputs(m: Model, d: Data, info: dict) -> dict:
     if info["joint_eq"] or info["lim"]:
         x["qpos"] = d.qpos
     x["timestep"] = jp.reshape(m.opt.timestep, (1,))
+    if info["joint_eq"] or info["connect"] or info["weld"]:
+        x.update(eq_active=d.eq_active, eq_data=m.eq_data, eq_solref=m.eq_solref, eq_solimp=m.eq_solimp)
     if info["joint_eq"]:
-        x.update(eq_active=d.eq_active, eq_data=m.eq_data, eq_solref=m.eq_solref, eq_solimp=m.eq_solimp,
-                 qpos0=m.qpos0)  # fmt: skip
+        x["qpos0"] = m.qpos0
+    if info["connect"] or info["weld"]:  # cvel, cdof_dot: com_vel ran before the kernel (`prepare`)
+        x.update(xpos=d.xpos, xmat=d.xmat, cdof=d.cdof, subtree_com=d.subtree_com, cvel=d.cvel, cdof_dot=d.cdof_dot,
+                 body_invweight0=m.body_invweight0)  # fmt: skip
+        if info["weld"]:
+            x["xquat"] = d.xquat
+        if info["eq_site"]:
+            x.update(site_xpos=d.site_xpos, site_xmat=d.site_xmat)
     if info["joint_eq"] or info["fric"] or info["lim"]:
         x["dof_invweight0"] = m.dof_invweight0
     if info["fric"]:
@@ -223,6 +256,45 @@ def _impedance(solimp, r):
     return dmin + y * (dmax - dmin), dmax
 
 
+def _cross(a, b):
+    """a x b of two 3-tuples (lane vectors or scalars)."""
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _quat_mul(a, b):
+    """Hamilton product of two 4-tuples (math.quat_mul)."""
+    return (a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3], a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
+            a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1], a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0])
+
+
+def _mat_to_quat(r):
+    """math.mat_to_quat of a 9-tuple (row-major rotation matrix), per lane: the same branches, selected."""
+    tr = r[0] + r[4] + r[8]
+
+    def branch(d, i, j, k):  # the branch whose largest component is d (0: w, else axis i = d - 1)
+        if d == 0:
+            s = jp.sqrt(jp.maximum(tr + 1.0, 1e-30)) * 2.0
+            return (0.25 * s, (r[7] - r[5]) / s, (r[2] - r[6]) / s, (r[3] - r[1]) / s)
+        s = jp.sqrt(jp.maximum(1.0 + r[4 * i] - r[4 * j] - r[4 * k], 1e-30)) * 2.0
+        q = [None] * 4
+        q[0] = (r[3 * k + j] - r[3 * j + k]) / s
+        q[1 + i] = 0.25 * s
+        q[1 + j] = (r[3 * i + j] + r[3 * j + i]) / s
+        q[1 + k] = (r[3 * i + k] + r[3 * k + i]) / s
+        return tuple(q)
+
+    qw, qx, qy, qz = branch(0, 0, 0, 0), branch(1, 0, 1, 2), branch(2, 1, 2, 0), branch(3, 2, 0, 1)
+    use_w = tr > 0
+    use_x = (r[0] > r[4]) & (r[0] > r[8])
+    use_y = r[4] > r[8]
+    q = tuple(where(use_w, qw[c], where(use_x, qx[c], where(use_y, qy[c], qz[c]))) for c in range(4))
+    return launch.unit_quat(q)
+
+
 def _body(m: Model, info: dict):
     nv, nefc = m.nv, info["nefc"]
     refsafe = not (m.opt.disableflags & DisableBit.REFSAFE)
@@ -238,10 +310,11 @@ def _body(m: Model, info: dict):
             have one shape (Triton's select does not broadcast a scalar condition against a scalar operand)."""
             return io.lanes(jp.asarray(b).astype(io.dtype)) > 0.5
 
-        def row(r, pos, margin, fl, diag, solref, solimp, imp_r, live, vel):
-            """Row r's raw quantities (masked and completed by `finish`)."""
+        def row(r, pos, margin, fl, diag, solref, solimp, imp_r, live, vel, bias=0.0):
+            """Row r's raw quantities (masked and completed by `finish`); bias: the Jdot qvel term of aref."""
             for name, v in (("pos", pos), ("margin", margin), ("frictionloss", fl), ("diagA", diag), ("vel", vel),
-                            ("_imp_r", imp_r), ("_live", where(live, 1.0, 0.0, io.dtype))):  # fmt: skip
+                            ("_imp_r", imp_r), ("_live", where(live, 1.0, 0.0, io.dtype)),
+                            ("_bias", bias)):  # fmt: skip
                 io.write(name, r, v)
             io.write_vec("_solref", r, tuple(solref))
             io.write_vec("_solimp", r, tuple(solimp))
@@ -249,6 +322,116 @@ def _body(m: Model, info: dict):
         def unit_row(r, dof, sign, live):
             """J row r = sign e_dof (masked)."""
             io.write_vec("J", r, [where(live & (dof == j), sign, 0.0, io.dtype) for j in range(nv)])
+
+        # ---- connect and weld equalities: the Jacobians of the two points (body 1's minus body 2's) and their
+        # time derivatives' product with qvel (the bias), dof by dof ---------------------------------------------
+        def point_eq(i, weld):
+            pre = "wd_" if weld else "cn_"
+            eid = tab(pre + "id", i)
+            b1, b2 = tab(pre + "b1", i), tab(pre + "b2", i)
+            data = [io.read("eq_data", eid * neq_data + k) for k in range(11 if weld else 6)]
+            # eq_data: connect [0:3] anchor on body 1, [3:6] on body 2; weld [0:3] on body 2, [3:6] on body 1
+            anchors = ((data[3:6], data[0:3]) if weld else (data[0:3], data[3:6]))
+
+            def point(k, b):
+                xp, xm = io.read_vec("xpos", b, 3), io.read_vec("xmat", b, 9)
+                a = anchors[k - 1]
+                pt = tuple(xp[r] + (xm[3 * r] * a[0] + xm[3 * r + 1] * a[1] + xm[3 * r + 2] * a[2]) for r in range(3))
+                rot = xm
+                if info["eq_site"]:
+                    site = flag(tab(pre + f"s{k}", i) == 1)
+                    o = tab(pre + f"o{k}", i)
+                    sp, sm = io.read_vec("site_xpos", o, 3), io.read_vec("site_xmat", o, 9)
+                    pt = tuple(where(site, sp[r], pt[r]) for r in range(3))
+                    rot = tuple(where(site, sm[r], xm[r]) for r in range(9))
+                com = io.read_vec("subtree_com", tab(pre + f"r{k}", i), 3)
+                off = tuple(pt[r] - com[r] for r in range(3))
+                cv = io.read_vec("cvel", b, 6)
+                pvel = tuple(cv[3 + r] - c for r, c in enumerate(_cross(off, cv[:3])))  # the point's velocity
+                return pt, rot, off, pvel
+
+            p1, rot1, off1, pvel1 = point(1, b1)
+            p2, rot2, off2, pvel2 = point(2, b2)
+            live = io.lanes(io.read("eq_active", eid)) > 0.5
+            dpos = tuple(p1[r] - p2[r] for r in range(3))
+            if weld:  # rotation error e = ts imag(q2^-1 q1 rq), T = 0.5 ts (pw I - [pv]x) R2' (constraint._weld_geometry)
+                quats = []
+                for k, b, rot in ((1, b1, rot1), (2, b2, rot2)):
+                    q = io.read_vec("xquat", b, 4)
+                    if info["eq_site"]:
+                        sq = _mat_to_quat(rot)
+                        site = flag(tab(pre + f"s{k}", i) == 1)
+                        q = tuple(where(site, sq[c], q[c]) for c in range(4))
+                    quats.append(q)
+                q1, q2 = quats
+                ts = data[10]
+                pq = _quat_mul((q2[0], -q2[1], -q2[2], -q2[3]), _quat_mul(q1, tuple(data[6:10])))
+                pw, pv = pq[0], pq[1:]
+                e = tuple(ts * c for c in pv)
+                A = ((pw, pv[2], -pv[1]), (-pv[2], pw, pv[0]), (pv[1], -pv[0], pw))  # pw I - [pv]x
+                T = tuple(tuple(0.5 * ts * (A[a][0] * rot2[3 * c] + A[a][1] * rot2[3 * c + 1] + A[a][2] * rot2[3 * c + 2])
+                                for c in range(3)) for a in range(3))  # fmt: skip
+                sq = _dot(dpos, dpos) + _dot(e, e)
+            else:
+                sq = _dot(dpos, dpos)
+            rnorm = where(sq <= 0.0, 0.0, jp.sqrt(where(sq <= 0.0, 1.0, sq)))
+            r0 = adr["weld"] + 6 * i if weld else adr["connect"] + 3 * i
+            zero = io.lanes(0.0)
+
+            def dof(j, carry):
+                # carry: J qvel of the translational rows, bias_t, w1, w2, (jrd1 - jrd2) qvel (3 each)
+                vt, bt, w1, w2, wd = carry[0:3], carry[3:6], carry[6:9], carry[9:12], carry[12:15]
+                cd = io.read_vec("cdof", j, 6)
+                cdd = io.read_vec("cdof_dot", j, 6)
+                w, v = cd[:3], cd[3:]
+                if info["quat_dofs"]:  # ball/free rotation: cdof_dot with the dof's own body's velocity (mj_jacDot)
+                    cb = io.read_vec("cvel", tab("dof_body", j), 6)
+                    own = _cross(cb[:3], w) + tuple(a + b for a, b in zip(_cross(cb[:3], v), _cross(cb[3:], w)))
+                    quat = flag(tab("dof_quat", j) == 1)
+                    cdd = tuple(where(quat, own[c], cdd[c]) for c in range(6))
+                ad, ld = cdd[:3], cdd[3:]
+                qj = io.read("qvel", j)
+                jt, jdt, jr = [], [], []
+                for k, b, off, pvel in ((1, b1, off1, pvel1), (2, b2, off2, pvel2)):
+                    mk = flag(tab("body_dof_mask", b * nv + j) == 1)
+                    lin = tuple(v[c] + x for c, x in enumerate(_cross(w, off)))
+                    jd = tuple(ld[c] + x + y for c, (x, y) in enumerate(zip(_cross(ad, off), _cross(w, pvel))))
+                    jt.append(tuple(where(mk, c, 0.0) for c in lin))
+                    jdt.append(tuple(where(mk, c, 0.0) for c in jd))
+                    jr.append((tuple(where(mk, c, 0.0) for c in w), tuple(where(mk, c, 0.0) for c in ad)))
+                jtr = tuple(jt[0][c] - jt[1][c] for c in range(3))
+                for c in range(3):
+                    io.write("J", (r0 + c) * nv + j, where(live, jtr[c], 0.0))
+                vt = tuple(vt[c] + jtr[c] * qj for c in range(3))
+                bt = tuple(bt[c] + (jdt[0][c] - jdt[1][c]) * qj for c in range(3))
+                if weld:
+                    dw = tuple(jr[0][0][c] - jr[1][0][c] for c in range(3))
+                    for a in range(3):
+                        io.write("J", (r0 + 3 + a) * nv + j, where(live, _dot(T[a], dw), 0.0))
+                    w1 = tuple(w1[c] + jr[0][0][c] * qj for c in range(3))
+                    w2 = tuple(w2[c] + jr[1][0][c] * qj for c in range(3))
+                    wd = tuple(wd[c] + (jr[0][1][c] - jr[1][1][c]) * qj for c in range(3))
+                return tuple(io.lanes(x) for x in vt + bt + w1 + w2 + wd)
+
+            acc = _loop(0, nv, dof, (zero,) * 15)
+            vt, bt, w1, w2, wd = acc[0:3], acc[3:6], acc[6:9], acc[9:12], acc[12:15]
+            solref, solimp = io.read_vec("eq_solref", eid, 2), io.read_vec("eq_solimp", eid, 5)
+            iw = [io.read("body_invweight0", 2 * b1 + c) + io.read("body_invweight0", 2 * b2 + c) for c in range(2)]
+            for c in range(3):
+                row(r0 + c, dpos[c], 0.0, 0.0, iw[0], solref, solimp, rnorm, live, vt[c], bt[c])
+            if weld:
+                wrel = tuple(w1[c] - w2[c] for c in range(3))
+                wl = tuple(rot2[c] * wrel[0] + rot2[3 + c] * wrel[1] + rot2[6 + c] * wrel[2] for c in range(3))  # R2' wrel
+                inner = tuple(wd[c] - x for c, x in enumerate(_cross(w2, wrel)))
+                wdot = tuple(rot2[c] * inner[0] + rot2[3 + c] * inner[1] + rot2[6 + c] * inner[2] for c in range(3))
+                ww = _dot(wl, wl)
+                cr = _cross(wdot, pv)
+                for a in range(3):
+                    bias = ts * (0.5 * (pw * wdot[a] + cr[a]) - 0.25 * ww * pv[a])
+                    row(r0 + 3 + a, e[a], 0.0, 0.0, iw[1], solref, solimp, rnorm, live, _dot(T[a], wrel), bias)
+
+        _loop(0, info["connect"], lambda i: point_eq(i, False))
+        _loop(0, info["weld"], lambda i: point_eq(i, True))
 
         # ---- joint equalities ------------------------------------------------------------------------------
         def joint_eq(i):
@@ -416,7 +599,7 @@ def _body(m: Model, info: dict):
             R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
             vel = where(live, io.load("vel", r), 0.0)
             pos, margin = io.load("pos", r), io.load("margin", r)
-            aref = -B * vel - K * imp * (pos - margin)
+            aref = -B * vel - K * imp * (pos - margin) - io.load("_bias", r)
             for name, v, dead in (("pos", pos, 0.0), ("margin", margin, 0.0),
                                   ("frictionloss", io.load("frictionloss", r), 0.0), ("diagA", diag, 0.0),
                                   ("R", R, 1.0), ("vel", vel, 0.0), ("aref", aref, 0.0),
@@ -437,7 +620,11 @@ def _twin(m: Model, d: Data, geoms) -> callable:
                                 "dof_solref", "dof_solimp", "jnt_range", "jnt_margin", "jnt_solref", "jnt_solimp",
                                 "body_invweight0") if k in x}  # fmt: skip
         m2 = m.replace(opt=opt, **mf)
-        df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active") if k in x}
+        df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xquat", "cvel",
+                                "cdof_dot", "site_xpos") if k in x}  # fmt: skip
+        for k in ("xmat", "site_xmat"):
+            if k in x:
+                df[k] = x[k].reshape(x[k].shape[:-1] + (3, 3))
         if "eq_active" in df:
             df["eq_active"] = df["eq_active"] > 0.5
         d2 = d.replace(**df)
@@ -449,7 +636,7 @@ def _twin(m: Model, d: Data, geoms) -> callable:
                                   dim=jp.round(x["con_dim"]).astype(jp.int32),
                                   geom=jp.asarray(np.stack(geoms, axis=1), jp.int32))  # fmt: skip
             d2 = d2.replace(contact=c)
-        _, r = constraint.assemble(m2, d2)
+        _, r = constraint.assemble(m2, d2, com_vel=False)
         act = r["active"]
         f = r["fields"]
         dt = x["qvel"].dtype
@@ -471,7 +658,8 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
     x = _inputs(m, d, info)
     nefc = constraint.plan(m).nefc
     outputs = {n: (nefc,) for n in OUTPUTS}
-    outputs.update(J=(nefc * m.nv,), over=(1,), _imp_r=(nefc,), _live=(nefc,), _solref=(nefc, 2), _solimp=(nefc, 5),
+    outputs.update(J=(nefc * m.nv,), over=(1,), _imp_r=(nefc,), _live=(nefc,), _bias=(nefc,), _solref=(nefc, 2),
+                   _solimp=(nefc, 5),
                    _j6=(max(info["ncon"], 1) * m.nv * 6,))  # fmt: skip
     geoms = _slot_geoms(m) if info["ncon"] else None
     k = launch.Kernel("constraint_rows", {n: tuple(jp.shape(v)) for n, v in x.items()}, outputs, tables,
@@ -481,8 +669,18 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
 
 def make_constraint(m: Model, d: Data, how: launch.Launch) -> Data:
     """constraint.make_constraint with the rows built by the kernel (the caller checks `fusable`)."""
+    d = prepare(m, d)
     k, x = kernel(m, d)
     return assemble(m, d, k, x, how)
+
+
+def prepare(m: Model, d: Data) -> Data:
+    """d with what the kernel reads beyond the earlier stages' fields: cvel and cdof_dot (com_vel, XLA) where
+    connect or weld rows need Jdot qvel (make_constraint runs before fwd_velocity), as the XLA rows compute them."""
+    p = constraint.plan(m)
+    if len(p.connect) or len(p.weld):
+        d = velocity.com_vel(m, d)
+    return d
 
 
 def assemble(m: Model, d: Data, k: launch.Kernel, x: dict, how: launch.Launch) -> Data:

@@ -474,6 +474,7 @@ def _launcher(m: Model):
 def make_constraint(m: Model, d: Data, how: launch.Launch) -> Data:
     """kernels/rows.py's `make_constraint` (the caller checks `rows.fusable`) on row tiles, `how.rows_tile`
     environments per program; the same inputs, outputs and XLA twin (derivatives)."""
+    d = lane_rows.prepare(m, d)
     k, x = lane_rows.kernel(m, d)
     outputs = {n: s for n, s in k.outputs.items() if not n.startswith("_")}
     k = dataclasses.replace(k, name="constraint_rows_tiled", outputs=outputs, tables={}, body=None,
