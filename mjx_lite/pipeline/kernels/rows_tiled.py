@@ -45,14 +45,15 @@ from mjx_lite.pipeline import constraint, support
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import rows as lane_rows
 from mjx_lite.pipeline.kernels.launch import where
-from mjx_lite.types import MINVAL, Data, DisableBit, Model
+from mjx_lite.types import MINVAL, Data, DisableBit, Model, ObjType
 
 __all__ = ["make_constraint"]
 
 # per-row outputs of each tile, in the packed output's order (unit rows add "over": a limit with both sides active)
 _ROW_OUT = ("pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
 # Data fields among the kernel's inputs: their channels are per environment (Model fields are shared unless vmapped)
-_DATA = ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "con_pos", "con_frame", "con_dist", "con_margin",
+_DATA = ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xmat", "xquat", "site_xpos", "site_xmat", "cvel",
+         "cdof_dot", "con_pos", "con_frame", "con_dist", "con_margin",
          "con_friction", "con_solref", "con_solimp", "con_active", "con_dim", "con_solreffriction")  # fmt: skip
 
 
@@ -70,18 +71,33 @@ class _Plan:
     channels: dict
     tables: dict
     elliptic: bool = False
+    npt: int = 0  # connect and weld rows (the "pt" tile)
+    rows: dict = dataclasses.field(default_factory=dict)  # tile -> the plan rows of its rows, in order
+    weld: bool = False
+    eq_site: bool = False
+    quat_dofs: bool = False
 
 
 def _build(m: Model) -> _Plan:
     p = constraint.plan(m)
-    nv, nunit = m.nv, int(p.adr["contact"])
+    nv = m.nv
     qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
     neq_data = int(np.shape(m.eq_data)[-1]) if m.neq else 0
 
     def idx(n):
         return np.full(n, -1, np.int64)
 
-    # ---- unit rows: [joint_eq | fric_dof | lim_jnt], row r of the plan is row r of the tile
+    def block(name, n):
+        return p.adr[name] + np.arange(n, dtype=np.int64)
+
+    # ---- unit rows: [joint_eq | fric_dof | lim_jnt]; plan row r is row searchsorted(unit_rows, r) of the tile
+    unit_rows = np.concatenate([block("joint_eq", len(p.joint_eq)), block("fric_dof", len(p.fric_dof)),
+                                block("lim_jnt", int(np.sum(2 - np.asarray(p.lim_jnt_one, np.int64))))])  # fmt: skip
+    nunit = len(unit_rows)
+
+    def loc(r):
+        return np.searchsorted(unit_rows, r)
+
     nu = max(nunit, 1)
     ch = {n: idx(nu) for n in ("x1", "x2", "r1", "r2", "eqact", "iw1", "iw2", "fl", "rlo", "rhi", "jmg")}
     ch.update({f"c{k}": idx(nu) for k in range(5)})
@@ -103,7 +119,7 @@ def _build(m: Model) -> _Plan:
 
     e = np.asarray(p.joint_eq, np.int64)
     if len(e):
-        r = p.adr["joint_eq"] + np.arange(len(e))
+        r = loc(block("joint_eq", len(e)))
         o1, o2 = np.asarray(m.eq_obj1id)[e], np.asarray(m.eq_obj2id)[e]
         has2 = o2 >= 0
         o2c = np.maximum(o2, 0)
@@ -120,7 +136,7 @@ def _build(m: Model) -> _Plan:
         put_ref(r, "eq_solref", "eq_solimp", e)
     f = np.asarray(p.fric_dof, np.int64)
     if len(f):
-        r = p.adr["fric_dof"] + np.arange(len(f))
+        r = loc(block("fric_dof", len(f)))
         kind[r], d1[r] = 2, f
         put("fl", "dof_frictionloss", r, f)
         put("iw1", "dof_invweight0", r, f)
@@ -129,7 +145,7 @@ def _build(m: Model) -> _Plan:
     if len(j):
         onerow = np.asarray(p.lim_jnt_one, bool)
         nrows = 2 - onerow.astype(np.int64)
-        first = p.adr["lim_jnt"] + np.concatenate([[0], np.cumsum(nrows)[:-1]]).astype(np.int64)
+        first = loc(p.adr["lim_jnt"] + np.concatenate([[0], np.cumsum(nrows)[:-1]]).astype(np.int64))
         upper = first[~onerow] + 1
         for rows_, jj, k in ((first, j, 3), (upper, j[~onerow], 4)):
             kind[rows_], d1[rows_] = k, dadr[jj]
@@ -140,7 +156,7 @@ def _build(m: Model) -> _Plan:
             put("iw1", "dof_invweight0", rows_, dadr[jj])
             put_ref(rows_, "jnt_solref", "jnt_solimp", jj)
         one[first] = onerow
-    assert np.all(kind[:nunit] > 0), "every row before the contacts is a joint equality, friction or limit row"
+    assert np.all(kind[:nunit] > 0), "every unit row is a joint equality, friction or limit row"
     unit = {n: src[n] for n in ch} | {f"sr{k}": sr[k] for k in range(2)} | {f"si{k}": si[k] for k in range(5)}
     kz = (kind == 2).astype(np.int64)
     unit_tab = dict(kind=kind, d1=d1, d2=d2, one=one, kz=kz)
@@ -198,16 +214,188 @@ def _build(m: Model) -> _Plan:
     unit["h"] = {"timestep": np.zeros(nu, np.int64)}
     if ncrow:
         con["h"] = {"timestep": np.zeros(ncrow, np.int64)}
-    channels = {"unit": unit if nunit else {}, "con": con}
-    tables = {"unit": unit_tab if nunit else {}, "con": con_tab}
-    return _Plan(nunit=nunit, ncrow=ncrow, channels=channels, tables=tables, elliptic=bool(p.elliptic))
+    pt, pt_tab, npt, flags = _point_rows(m, p)
+    channels = {"pt": pt, "unit": unit if nunit else {}, "con": con}
+    tables = {"pt": pt_tab, "unit": unit_tab if nunit else {}, "con": con_tab}
+    rows = {"pt": np.concatenate([block("connect", 3 * len(p.connect)), block("weld", 6 * len(p.weld))]),
+            "unit": unit_rows, "con": block("contact", ncrow)}  # fmt: skip
+    assert sum(len(v) for v in rows.values()) == p.nefc, "every row of the plan is in a tile"
+    return _Plan(nunit=nunit, ncrow=ncrow, channels=channels, tables=tables, elliptic=bool(p.elliptic), npt=npt,
+                 rows=rows, **flags)  # fmt: skip
+
+
+def _point_rows(m: Model, p) -> tuple[dict, dict, int, dict]:
+    """Channels and tables of the "pt" tile: the rows of connect and weld equalities (3 and 6 per equality, in the
+    plan's order). A row reads its equality's two points as position + rotation @ anchor with the object's body pose
+    (xpos, xmat) and anchor, or the site's pose (site_xpos, site_xmat) and a zero anchor; the bodies' root coms and
+    cvel; eq_data's relative quaternion and torquescale; the bodies' invweight0 (translational or rotational)."""
+    ids = np.concatenate([np.asarray(p.connect, np.int64), np.asarray(p.weld, np.int64)])
+    n = 3 * len(p.connect) + 6 * len(p.weld)
+    if not n:
+        return {}, {}, 0, {}
+    neq_data = int(np.shape(m.eq_data)[-1])
+    weld = np.concatenate([np.zeros(len(p.connect), bool), np.ones(len(p.weld), bool)])
+    per = np.where(weld, 6, 3)
+    eq = np.repeat(ids, per)  # each row's equality
+    wrow = np.repeat(weld, per)
+    comp = np.concatenate([np.arange(k) for k in per]) 
+    rot = wrow & (comp >= 3)
+    kind = np.where(rot, 3, np.where(wrow, 2, 1))
+    comp = comp % 3
+    root = np.asarray(m.body_rootid)
+    site_body = np.asarray(m.site_bodyid)
+    nvp = _pow2(m.nv)
+    mask = np.zeros((m.nbody, nvp), np.int64)
+    mask[:, : m.nv] = support.body_dof_mask(m)
+    ch, tab = {}, dict(kind=kind, comp=comp)
+    eq_site = False
+    for k, obj in ((1, m.eq_obj1id), (2, m.eq_obj2id)):
+        o = np.asarray(obj)[eq]
+        site = np.asarray(m.eq_objtype)[eq] == ObjType.SITE
+        eq_site = eq_site or bool(site.any())
+        b = np.where(site, site_body[np.where(site, o, 0)] if site.any() else 0, np.maximum(o, 0))
+        bo = np.nonzero(~site)[0]
+        # the anchor: connect [0:3] on object 1, [3:6] on object 2; weld [3:6] on object 1, [0:3] on object 2
+        aoff = np.where(wrow, 3 if k == 1 else 0, 0 if k == 1 else 3)
+        for c in range(3):
+            a = np.full(n, -1, np.int64)
+            a[bo] = (eq * neq_data + aoff + c)[bo]
+            ch[f"a{k}_{c}"] = {"eq_data": a}
+            pos = {"xpos": np.where(site, -1, 3 * b + c)}
+            if site.any():
+                pos["site_xpos"] = np.where(site, 3 * o + c, -1)
+            ch[f"xp{k}_{c}"] = pos
+            ch[f"com{k}_{c}"] = {"subtree_com": 3 * root[b] + c}
+        for c in range(9):
+            rm = {"xmat": np.where(site, -1, 9 * b + c)}
+            if site.any():
+                rm["site_xmat"] = np.where(site, 9 * o + c, -1)
+            ch[f"xm{k}_{c}"] = rm
+        for c in range(6):
+            ch[f"cv{k}_{c}"] = {"cvel": 6 * b + c}
+        if len(p.weld):
+            for c in range(4):
+                ch[f"q{k}_{c}"] = {"xquat": np.where(wrow, 4 * b + c, -1)}
+        ch[f"iw{k}"] = {"body_invweight0": 2 * b + rot}
+        tab[f"s{k}"] = site.astype(np.int64)
+        tab[f"m{k}"] = mask[b]
+    if len(p.weld):
+        for c in range(4):
+            ch[f"rq{c}"] = {"eq_data": np.where(wrow, eq * neq_data + 6 + c, -1)}
+        ch["ts"] = {"eq_data": np.where(wrow, eq * neq_data + 10, -1)}
+    ch["eqact"] = {"eq_active": eq}
+    for c in range(2):
+        ch[f"sr{c}"] = {"eq_solref": 2 * eq + c}
+    for c in range(5):
+        ch[f"si{c}"] = {"eq_solimp": 5 * eq + c}
+    ch["h"] = {"timestep": np.zeros(n, np.int64)}
+    kinds = support.tables(m).dof_kind
+    dq = np.zeros(nvp, np.int64)
+    dq[: m.nv] = kinds == 2
+    tab["dq"] = np.broadcast_to(dq, (n, nvp)).copy()
+    flags = dict(weld=bool(len(p.weld)), eq_site=eq_site, quat_dofs=bool(np.any(kinds == 2)))
+    return ch, tab, n, flags
 
 
 def _plan(m: Model) -> _Plan:
     return support.memo(m, "kernels_rows_tiled_plan", _build)
 
 
-def _impedance_tail(ch, live, kz, refsafe: bool, dt):
+def _point_tile(ch, local, table, table2, plan: _Plan, qvel, cdof, cdd, cvb, refsafe: bool, dt):
+    """The "pt" tile (connect and weld rows): (J (E, NR, NVP), the row outputs). Row r of equality e, component k:
+    with the points p_i = x_i + R_i a_i (body pose and anchor, or site pose and 0), o_i = p_i - com_i and the
+    direction (a, b) = (e_k, 0) (translational rows) or (0, T_k) (a weld's rotational rows, T_k row k of
+    0.5 ts (pw I - [pv]x) R2'), J[r, j] = m1 (a.v_j + b.w_j + w_j.(o1 x a)) - m2 (a.v_j + b.w_j + w_j.(o2 x a)) and
+    the bias (Jdot qvel) sum_j qvel_j (m1 - m2 terms of a.ld_j + ad_j.(o_i x a) + w_j.(pvel_i x a)); a weld's
+    rotational bias from w_i = sum_j m_i w_j qvel_j and (jrd1 - jrd2) qvel as constraint._weld_rows."""
+    kind, comp = table("kind"), table("comp")
+    rot = kind == 3
+    pts = []
+    for k in (1, 2):
+        xp = [ch(f"xp{k}_{c}") for c in range(3)]
+        xm = [ch(f"xm{k}_{c}") for c in range(9)]
+        a = [ch(f"a{k}_{c}") for c in range(3)]
+        pt = [xp[r] + (xm[3 * r] * a[0] + xm[3 * r + 1] * a[1] + xm[3 * r + 2] * a[2]) for r in range(3)]
+        off = tuple(pt[r] - ch(f"com{k}_{r}") for r in range(3))
+        cv = [ch(f"cv{k}_{c}") for c in range(6)]
+        pvel = tuple(cv[3 + r] - c for r, c in enumerate(lane_rows._cross(off, cv[:3])))
+        pts.append((pt, xm, off, pvel))
+    (p1, _, o1, pv1), (p2, R2, o2, pv2) = pts
+    dpos = [p1[r] - p2[r] for r in range(3)]
+
+    def pick(v):  # component `comp` of a 3-vector of row vectors
+        return where(comp == 0, v[0], where(comp == 1, v[1], v[2]))
+
+    sq = lane_rows._dot(dpos, dpos)
+    zero = jp.zeros_like(dpos[0])
+    b = (zero, zero, zero)
+    if plan.weld:
+        quats = []
+        for k in (1, 2):
+            q = tuple(ch(f"q{k}_{c}") for c in range(4))
+            if plan.eq_site:
+                sq_ = lane_rows._mat_to_quat(pts[k - 1][1])
+                site = table(f"s{k}") == 1
+                q = tuple(where(site, sq_[c], q[c]) for c in range(4))
+            quats.append(q)
+        q1, q2 = quats
+        ts = ch("ts")
+        pq = lane_rows._quat_mul((q2[0], -q2[1], -q2[2], -q2[3]),
+                                 lane_rows._quat_mul(q1, tuple(ch(f"rq{c}") for c in range(4))))  # fmt: skip
+        pw, pv = pq[0], pq[1:]
+        e = tuple(ts * c for c in pv)
+        A = ((pw, pv[2], -pv[1]), (-pv[2], pw, pv[0]), (pv[1], -pv[0], pw))  # pw I - [pv]x
+        Ak = [pick([A[0][c], A[1][c], A[2][c]]) for c in range(3)]
+        Tk = [0.5 * ts * (Ak[0] * R2[3 * c] + Ak[1] * R2[3 * c + 1] + Ak[2] * R2[3 * c + 2]) for c in range(3)]
+        b = tuple(where(rot, Tk[c], 0.0) for c in range(3))
+        sq = sq + where(kind >= 2, lane_rows._dot(e, e), 0.0)
+    a = tuple(where(~rot & (comp == c), 1.0, 0.0, dt) for c in range(3))
+    w, v = cdof[:3], cdof[3:]
+    m1, m2 = table2("m1"), table2("m2")
+    c1, c2 = lane_rows._cross(o1, a), lane_rows._cross(o2, a)
+    e3 = [x[:, :, None] for x in (*a, *b, *c1, *c2)]
+    s = e3[0] * v[0] + e3[1] * v[1] + e3[2] * v[2] + e3[3] * w[0] + e3[4] * w[1] + e3[5] * w[2]
+    t1 = e3[6] * w[0] + e3[7] * w[1] + e3[8] * w[2]
+    t2 = e3[9] * w[0] + e3[10] * w[1] + e3[11] * w[2]
+    live = (ch("eqact") > 0.5) & (kind > 0)
+    J = where(live[:, :, None], (m1 - m2) * s + m1 * t1 - m2 * t2, 0.0)
+    # the bias: Jdot with cdof_dot (ball/free rotation dofs: the motion cross product of their body's cvel and cdof)
+    ad, ld = cdd[:3], cdd[3:]
+    if plan.quat_dofs:
+        own = lane_rows._cross(cvb[:3], w) + tuple(x + y for x, y in zip(lane_rows._cross(cvb[:3], v),
+                                                                         lane_rows._cross(cvb[3:], w)))  # fmt: skip
+        dq = table2("dq") == 1
+        ad = [where(dq, own[c], ad[c]) for c in range(3)]
+        ld = [where(dq, own[3 + c], ld[c]) for c in range(3)]
+    d1, d2 = lane_rows._cross(o1, a), lane_rows._cross(o2, a)
+    g1, g2 = lane_rows._cross(pv1, a), lane_rows._cross(pv2, a)
+    a3 = [x[:, :, None] for x in a]
+    lin = a3[0] * ld[0] + a3[1] * ld[1] + a3[2] * ld[2]
+    jd1 = lin + sum(d1[c][:, :, None] * ad[c] + g1[c][:, :, None] * w[c] for c in range(3))
+    jd2 = lin + sum(d2[c][:, :, None] * ad[c] + g2[c][:, :, None] * w[c] for c in range(3))
+    bias = jp.sum((m1 * jd1 - m2 * jd2) * qvel, axis=2)
+    if plan.weld:
+        w1 = [jp.sum(m1 * w[c] * qvel, axis=2) for c in range(3)]
+        w2 = [jp.sum(m2 * w[c] * qvel, axis=2) for c in range(3)]
+        wd = [jp.sum((m1 - m2) * ad[c] * qvel, axis=2) for c in range(3)]
+        wrel = [w1[c] - w2[c] for c in range(3)]
+        wl = [R2[c] * wrel[0] + R2[3 + c] * wrel[1] + R2[6 + c] * wrel[2] for c in range(3)]  # R2' wrel
+        inner = [wd[c] - x for c, x in enumerate(lane_rows._cross(w2, wrel))]
+        wdot = [R2[c] * inner[0] + R2[3 + c] * inner[1] + R2[6 + c] * inner[2] for c in range(3)]
+        cr = lane_rows._cross(wdot, pv)
+        ww = lane_rows._dot(wl, wl)
+        br = ts * (0.5 * (pw * pick(wdot) + pick(cr)) - 0.25 * ww * pick(pv))
+        bias = where(rot, br, bias)
+        pos = where(rot, pick(e), pick(dpos))
+    else:
+        pos = pick(dpos)
+    rn = where(sq <= 0.0, 0.0, jp.sqrt(where(sq <= 0.0, 1.0, sq)))
+    local.update(_pos=pos, _margin=zero, _fl=zero, _diag=ch("iw1") + ch("iw2"), _vel=jp.sum(J * qvel, axis=2),
+                 _imp_r=rn)  # fmt: skip
+    return J, _impedance_tail(ch, live, None, refsafe, dt, bias)
+
+
+def _impedance_tail(ch, live, kz, refsafe: bool, dt, bias=None):
     """kernels/rows.py's `finish` on row vectors: (pos, margin, frictionloss, diagA, R, vel, aref, active) masked."""
     solimp = tuple(ch(f"si{k}") for k in range(5))
     s0, s1 = ch("sr0"), ch("sr1")
@@ -225,6 +413,8 @@ def _impedance_tail(ch, live, kz, refsafe: bool, dt):
     vel = where(live, ch("_vel"), 0.0)
     pos, margin = ch("_pos"), ch("_margin")
     aref = -B * vel - K * imp * (pos - margin)
+    if bias is not None:  # connect and weld rows: Jdot qvel
+        aref = aref - bias
     return tuple(where(live, v, dead, dt) for v, dead in ((pos, 0.0), (margin, 0.0), (ch("_fl"), 0.0), (diag, 0.0),
                                                       (R, 1.0), (vel, 0.0), (aref, 0.0), (1.0, 0.0)))  # fmt: skip
 
@@ -233,7 +423,7 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
     """The kernel body over refs: per tile (unit, con) its per-environment channels (E, C * NR), shared channels
     (C * NR,), int tables; then the dof channels (E, 7 * NVP): qvel, cdof's 6 components; outputs per tile J (E, NR,
     NVP) and the packed row outputs (E, K * NR)."""
-    tiles = [t for t in ("unit", "con") if plan.channels[t]]
+    tiles = [t for t in ("pt", "unit", "con") if plan.channels[t]]
 
     def body(*refs):
         it = iter(refs)
@@ -248,6 +438,9 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
         cv = jax.lax.broadcasted_iota(jp.int32, (1, 1, nvp), 2)  # dof index of a J tile's entries
         qvel = dof_ref[:, pl.ds(0, nvp)][:, None, :]  # (E, 1, NVP)
         cdof = [dof_ref[:, pl.ds((1 + c) * nvp, nvp)][:, None, :] for c in range(6)]  # [ang; lin], (E, 1, NVP)
+        # with connect/weld rows: cdof_dot, then the cvel of each dof's body (E, 1, NVP) each
+        cdd = [dof_ref[:, pl.ds((7 + c) * nvp, nvp)][:, None, :] for c in range(6)] if plan.npt else None
+        cvb = [dof_ref[:, pl.ds((13 + c) * nvp, nvp)][:, None, :] for c in range(6)] if plan.npt else None
 
         def reader(t, nr):
             per, sh, _ = ins[t]
@@ -274,6 +467,13 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
             o_J[...] = jp.broadcast_to(J, (eb, nr, nvp))
             for i, v in enumerate(values):
                 o_rows[:, pl.ds(i * nr, nr)] = jp.broadcast_to(jp.asarray(v, dt), (eb, nr))
+
+        if "pt" in tiles:
+            nr = _pow2(plan.npt)
+            ch, local = reader("pt", nr)
+            store("pt", *_point_tile(ch, local, lambda n: table("pt", n, nr),
+                                     lambda n: ins["pt"][2][n][...][None].astype(dt), plan, qvel, cdof, cdd, cvb,
+                                     refsafe, dt), nr)  # fmt: skip
 
         if "unit" in tiles:
             nr = _pow2(plan.nunit)
@@ -369,8 +569,12 @@ def _launcher(m: Model):
     nv, plan = m.nv, _plan(m)
     nvp = _pow2(nv)
     refsafe = not (m.opt.disableflags & DisableBit.REFSAFE)
-    tiles = [t for t in ("unit", "con") if plan.channels[t]]
-    nrows = {"unit": plan.nunit, "con": plan.ncrow}
+    tiles = [t for t in ("pt", "unit", "con") if plan.channels[t]]
+    nrows = {"pt": plan.npt, "unit": plan.nunit, "con": plan.ncrow}
+    # the tiles' rows, concatenated, put back in the plan's order (a few contiguous runs: static slices)
+    order = np.concatenate([plan.rows[t] for t in tiles])
+    inv = np.argsort(order)
+    runs = constraint._runs(inv) if not np.array_equal(inv, np.arange(len(inv))) else None
 
     def run(kernel: launch.Kernel, env: dict, nenv: int | None, how: launch.Launch, x: dict) -> dict:
         e = 1 if nenv is None else nenv
@@ -435,8 +639,16 @@ def _launcher(m: Model):
         dofs = [("qvel", j) if j < nv else None for j in range(nvp)]
         for c in range(6):
             dofs += [("cdof", 6 * j + c) if j < nv and "cdof" in x else None for j in range(nvp)]
-        args.append(packed(["qvel", "cdof"] if "cdof" in x else ["qvel"], per_env_flat, dofs, True))
-        specs.append(pl.BlockSpec((eb, 7 * nvp), lambda i: (i, 0)))
+        names = ["qvel", "cdof"] if "cdof" in x else ["qvel"]
+        if plan.npt:  # cdof_dot, and the cvel of each dof's body
+            dof_body = np.asarray(m.dof_bodyid)
+            for c in range(6):
+                dofs += [("cdof_dot", 6 * j + c) if j < nv else None for j in range(nvp)]
+            for c in range(6):
+                dofs += [("cvel", 6 * int(dof_body[j]) + c) if j < nv else None for j in range(nvp)]
+            names += ["cdof_dot", "cvel"]
+        args.append(packed(names, per_env_flat, dofs, True))
+        specs.append(pl.BlockSpec((eb, len(dofs)), lambda i: (i, 0)))
         out_shape, out_specs = [], []
         for t in tiles:
             nr = _pow2(nrows[t])
@@ -461,8 +673,12 @@ def _launcher(m: Model):
                 rows_[name].append(packed[:e, i * nr : i * nr + n])
             if t == "unit":
                 over = jp.max(packed[:e, len(_ROW_OUT) * nr : len(_ROW_OUT) * nr + n], axis=1)
-        out = {n: jp.concatenate(v, axis=1) for n, v in rows_.items()}
-        out["J"] = jp.concatenate(Js, axis=1).reshape(e, -1)
+        def in_order(v):  # (e, rows, ...) of the tiles' rows -> the plan's order
+            v = jp.concatenate(v, axis=1)
+            return v if runs is None else jp.concatenate([v[:, a:b] for a, b in runs], axis=1)
+
+        out = {n: in_order(v) for n, v in rows_.items()}
+        out["J"] = in_order(Js).reshape(e, -1)
         out["over"] = over[:, None]
         if nenv is None:
             out = {n: v[0] for n, v in out.items()}
