@@ -20,7 +20,7 @@ from jax._src.interpreters import partial_eval as pe
 
 import mjx_lite as mjl
 from mjx_lite.collision import driver
-from mjx_lite.pipeline import constraint, inertia, kernels, kinematics
+from mjx_lite.pipeline import constraint, inertia, kernels, kinematics, tendon
 from mjx_lite.pipeline.kernels import launch, rows
 from mjx_lite.solver.solve import solve
 from mjx_lite.types import ConstraintType
@@ -89,7 +89,8 @@ def _states(mjm, m, n, seed=0, scale=0.02):
 def _prepare(m, d):
     """The stages before the rows (fwd_position's, collision included) on the XLA path, and a smooth acceleration
     for the solver (M^-1 of a fixed force: the solver's input, whatever the velocity stages would give)."""
-    for stage in (kinematics.kinematics, kinematics.com_pos, inertia.crb, inertia.factor_m, driver.collision):
+    for stage in (kinematics.kinematics, kinematics.com_pos, tendon.tendon, inertia.crb, inertia.factor_m,
+                  driver.collision):  # fmt: skip
         d = stage(m, d)
     return d.replace(qacc_smooth=inertia.solve_m(m, d, jp.cos(jp.arange(m.nv, dtype=d.qpos.dtype)) * 10.0))
 

@@ -82,7 +82,7 @@ def fusable(m: Model) -> bool:
         return False
     if m.opt.enableflags & EnableBit.DIAGEXACT:  # the exact diagonal needs M^-1 J^T of every row: XLA
         return False
-    other = (p.tendon_eq, p.flex_eq_edge, p.fric_ten, p.lim_ball, p.lim_ten)
+    other = (p.flex_eq_edge,)
     if any(len(a) for a in other):
         return False
     if len(p.con_dim):
@@ -125,8 +125,25 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
         o2c = np.maximum(o2, 0)
         tab.update(jeq_id=e, jeq_q1=qadr[o1], jeq_q2=qadr[o2c], jeq_d1=dadr[o1], jeq_d2=dadr[o2c],
                    jeq_has2=(o2 >= 0))  # fmt: skip
+    te = p.tendon_eq
+    if len(te):
+        o1 = np.asarray(m.eq_obj1id)[te]
+        o2 = np.asarray(m.eq_obj2id)[te]
+        tab.update(teq_id=te, teq_t1=o1, teq_t2=np.maximum(o2, 0), teq_has2=(o2 >= 0))
     if len(p.fric_dof):
         tab.update(fric_dof=p.fric_dof)
+    if len(p.fric_ten):
+        tab.update(fric_ten=p.fric_ten)
+    if len(p.lim_ball):
+        tab.update(lb_jnt=p.lim_ball, lb_q=qadr[p.lim_ball], lb_d=dadr[p.lim_ball])
+    t = p.lim_ten
+    if len(t):
+        one_t = np.asarray(p.lim_ten_one, bool)
+        first_t = p.adr["lim_ten"] + np.concatenate([[0], np.cumsum(2 - one_t.astype(np.int64))[:-1]]).astype(np.int64)
+        tab.update(lt_ten=t, lt_one=one_t, lt_row=first_t)
+        two_t = np.nonzero(~one_t)[0]
+        if len(two_t):
+            tab.update(lt2_ten=t[two_t], lt2_row=first_t[two_t] + 1)
     j = p.lim_jnt
     if len(j):
         one = np.asarray(p.lim_jnt_one, bool)
@@ -155,11 +172,13 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
         tab.update(cr_slot=slot, cr_q=q, cr_k=k, cr_sign=sign, cr_fl=fl)
     kz = np.zeros(p.nefc, bool)
     kz[p.adr["fric_dof"] : p.adr["fric_dof"] + len(p.fric_dof)] = True
+    kz[p.adr["fric_ten"] : p.adr["fric_ten"] + len(p.fric_ten)] = True
     if p.elliptic and ncon:  # an elliptic contact's friction rows have no stiffness term
         kz[p.adr["contact"] + np.nonzero(q > 0)[0]] = True
     tab["row_kz"] = kz
     info.update(connect=len(p.connect), weld=len(p.weld), eq_site=has_site,
-                quat_dofs=bool(np.any(support.tables(m).dof_kind == 2)), joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
+                quat_dofs=bool(np.any(support.tables(m).dof_kind == 2)), tendon_eq=len(te), fric_ten=len(p.fric_ten),
+                ball=len(p.lim_ball), lim_ten=len(t), lim_ten2=len(tab.get("lt2_ten", ())), joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
                 ncrow=ncrow, nefc=p.nefc, elliptic=bool(p.elliptic))  # fmt: skip
     tables = {n: np.asarray(v, np.int32).reshape(-1) for n, v in tab.items()}
     return tables, info
@@ -180,11 +199,20 @@ def static_type_id(m: Model) -> tuple[np.ndarray, np.ndarray]:
         typ[a : a + per * len(e)], ids[a : a + per * len(e)] = ConstraintType.EQUALITY, np.repeat(e, per)
     a = p.adr["joint_eq"]
     typ[a : a + len(p.joint_eq)], ids[a : a + len(p.joint_eq)] = ConstraintType.EQUALITY, p.joint_eq
+    a = p.adr["tendon_eq"]
+    typ[a : a + len(p.tendon_eq)], ids[a : a + len(p.tendon_eq)] = ConstraintType.EQUALITY, p.tendon_eq
     a = p.adr["fric_dof"]
     typ[a : a + len(p.fric_dof)], ids[a : a + len(p.fric_dof)] = ConstraintType.FRICTION_DOF, p.fric_dof
-    a = p.adr["lim_jnt"]
-    per = np.repeat(np.arange(len(p.lim_jnt)), 2)[np.stack([np.ones(len(p.lim_jnt), bool), ~p.lim_jnt_one], 1).ravel()]
-    typ[a : a + len(per)], ids[a : a + len(per)] = ConstraintType.LIMIT_JOINT, p.lim_jnt[per]
+    a = p.adr["fric_ten"]
+    typ[a : a + len(p.fric_ten)], ids[a : a + len(p.fric_ten)] = ConstraintType.FRICTION_TENDON, p.fric_ten
+    for name, objs, one, ctype in (("lim_jnt", p.lim_jnt, p.lim_jnt_one, ConstraintType.LIMIT_JOINT),
+                                   ("lim_ten", p.lim_ten, p.lim_ten_one, ConstraintType.LIMIT_TENDON)):  # fmt: skip
+        a = p.adr[name]
+        per = np.repeat(np.arange(len(objs)), 2)[np.stack([np.ones(len(objs), bool), ~np.asarray(one, bool)],
+                                                          1).ravel()]  # fmt: skip
+        typ[a : a + len(per)], ids[a : a + len(per)] = ctype, np.asarray(objs)[per]
+    a = p.adr["lim_ball"]
+    typ[a : a + len(p.lim_ball)], ids[a : a + len(p.lim_ball)] = ConstraintType.LIMIT_JOINT, p.lim_ball
     cone = ConstraintType.CONTACT_ELLIPTIC if p.elliptic else ConstraintType.CONTACT_PYRAMIDAL
     for s in range(len(p.con_dim)):
         r = slice(p.con_adr[s], p.con_adr[s] + p.con_rows[s])
@@ -196,10 +224,10 @@ def static_type_id(m: Model) -> tuple[np.ndarray, np.ndarray]:
 def _inputs(m: Model, d: Data, info: dict) -> dict:
     """The kernel's inputs (one environment): the Data and Model floats its blocks read."""
     x = dict(qvel=d.qvel)
-    if info["joint_eq"] or info["lim"]:
+    if info["joint_eq"] or info["lim"] or info["ball"]:
         x["qpos"] = d.qpos
     x["timestep"] = jp.reshape(m.opt.timestep, (1,))
-    if info["joint_eq"] or info["connect"] or info["weld"]:
+    if info["joint_eq"] or info["connect"] or info["weld"] or info["tendon_eq"]:
         x.update(eq_active=d.eq_active, eq_data=m.eq_data, eq_solref=m.eq_solref, eq_solimp=m.eq_solimp)
     if info["joint_eq"]:
         x["qpos0"] = m.qpos0
@@ -210,11 +238,23 @@ def _inputs(m: Model, d: Data, info: dict) -> dict:
             x["xquat"] = d.xquat
         if info["eq_site"]:
             x.update(site_xpos=d.site_xpos, site_xmat=d.site_xmat)
-    if info["joint_eq"] or info["fric"] or info["lim"]:
+    if info["joint_eq"] or info["fric"] or info["lim"] or info["ball"]:
         x["dof_invweight0"] = m.dof_invweight0
+    if info["tendon_eq"] or info["fric_ten"] or info["lim_ten"]:
+        x.update(ten_J=d.ten_J, tendon_invweight0=m.tendon_invweight0)
+    if info["tendon_eq"] or info["lim_ten"]:
+        x["ten_length"] = d.ten_length
+    if info["tendon_eq"]:
+        x["tendon_length0"] = m.tendon_length0
+    if info["fric_ten"]:
+        x.update(tendon_frictionloss=m.tendon_frictionloss, tendon_solref_fri=m.tendon_solref_fri,
+                 tendon_solimp_fri=m.tendon_solimp_fri)  # fmt: skip
+    if info["lim_ten"]:
+        x.update(tendon_range=m.tendon_range, tendon_margin=m.tendon_margin, tendon_solref_lim=m.tendon_solref_lim,
+                 tendon_solimp_lim=m.tendon_solimp_lim)  # fmt: skip
     if info["fric"]:
         x.update(dof_frictionloss=m.dof_frictionloss, dof_solref=m.dof_solref, dof_solimp=m.dof_solimp)
-    if info["lim"]:
+    if info["lim"] or info["ball"]:
         x.update(jnt_range=m.jnt_range, jnt_margin=m.jnt_margin, jnt_solref=m.jnt_solref, jnt_solimp=m.jnt_solimp)
     if info["ncon"]:
         c = d.contact
@@ -457,6 +497,37 @@ def _body(m: Model, info: dict):
 
         _loop(0, info["joint_eq"], joint_eq)
 
+        # ---- rows of tendons: J = c1 ten_J[t1] (+ c2 ten_J[t2]), J qvel alongside
+        def ten_row(r, t1, c1, live, t2=None, c2=None):
+            def dof(j, vel):
+                val = c1 * io.read("ten_J", t1 * nv + j)
+                if t2 is not None:
+                    val = val + c2 * io.read("ten_J", t2 * nv + j)
+                val = where(live, val, 0.0)
+                io.write("J", r * nv + j, val)
+                return io.lanes(vel + val * io.read("qvel", j))
+
+            return _loop(0, nv, dof, io.lanes(0.0))
+
+        def tendon_eq(i):  # constraint._poly_rows on tendon lengths
+            eid, t1, t2 = tab("teq_id", i), tab("teq_t1", i), tab("teq_t2", i)
+            has2 = flag(tab("teq_has2", i) == 1)
+            x1, r1 = io.read("ten_length", t1), io.read("tendon_length0", t1)
+            x2, r2 = io.read("ten_length", t2), io.read("tendon_length0", t2)
+            c = [io.read("eq_data", eid * neq_data + k) for k in range(5)]
+            dif = where(has2, x2 - r2, 0.0)
+            poly = c[0] + dif * (c[1] + dif * (c[2] + dif * (c[3] + dif * c[4])))
+            dpoly = c[1] + dif * (2 * c[2] + dif * (3 * c[3] + dif * 4 * c[4]))
+            pos = x1 - r1 - where(has2, poly, c[0])
+            live = io.lanes(io.read("eq_active", eid)) > 0.5
+            r = adr["tendon_eq"] + i
+            vel = ten_row(r, t1, 1.0, live, t2, -where(has2, dpoly, 0.0))
+            diag = io.read("tendon_invweight0", t1) + where(has2, io.read("tendon_invweight0", t2), 0.0)
+            row(r, pos, 0.0, 0.0, diag, io.read_vec("eq_solref", eid, 2), io.read_vec("eq_solimp", eid, 5),
+                jp.abs(pos), live, vel)  # fmt: skip
+
+        _loop(0, info["tendon_eq"], tendon_eq)
+
         # ---- dof friction loss -----------------------------------------------------------------------------
         def friction(i):
             dof = tab("fric_dof", i)
@@ -467,6 +538,16 @@ def _body(m: Model, info: dict):
                 io.read_vec("dof_solref", dof, 2), io.read_vec("dof_solimp", dof, 5), 0.0, live, io.read("qvel", dof))
 
         _loop(0, info["fric"], friction)
+
+        def friction_ten(i):
+            t = tab("fric_ten", i)
+            r = adr["fric_ten"] + i
+            live = io.lanes(1.0) > 0.5
+            vel = ten_row(r, t, 1.0, live)
+            row(r, 0.0, 0.0, io.read("tendon_frictionloss", t), io.read("tendon_invweight0", t),
+                io.read_vec("tendon_solref_fri", t, 2), io.read_vec("tendon_solimp_fri", t, 5), 0.0, live, vel)
+
+        _loop(0, info["fric_ten"], friction_ten)
 
         # ---- slide/hinge limits: the first (lower, or the nearer side of a one-row limit) rows, then the upper
         def limit(i, over):
@@ -498,6 +579,63 @@ def _body(m: Model, info: dict):
                 io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), live, -io.read("qvel", dof))
 
         _loop(0, info["lim2"], limit_upper)
+
+        # ---- ball limits: the rotation angle of the joint's quaternion (shortest way) against the range's max
+        def ball(i):
+            jid, dof = tab("lb_jnt", i), tab("lb_d", i)
+            qa = tab("lb_q", i)
+            q = launch.unit_quat(tuple(io.read("qpos", qa + k) for k in range(4)))
+            sq = _dot(q[1:], q[1:])
+            zero = sq <= 0.0
+            n = where(zero, 0.0, jp.sqrt(where(zero, 1.0, sq)))
+            small = n <= 1e-15
+            axis = tuple(c / where(small, 1.0, n) for c in q[1:])
+            angle = 2.0 * jp.arctan2(n, q[0])
+            flip = angle > jp.pi
+            angle = where(flip, 2 * jp.pi - angle, angle)
+            axis = tuple(where(flip, -c, c) for c in axis)
+            rmax = jp.maximum(io.read("jnt_range", 2 * jid), io.read("jnt_range", 2 * jid + 1))
+            dist = rmax - angle
+            mg = io.read("jnt_margin", jid)
+            live = dist < mg
+            r = adr["lim_ball"] + i
+            io.write_vec("J", r, [where(live, sum(where(flag(dof + k == j), -axis[k], 0.0) for k in range(3)), 0.0)
+                                  for j in range(nv)])  # fmt: skip
+            vel = -_dot(axis, tuple(io.read("qvel", dof + k) for k in range(3)))
+            row(r, dist, mg, 0.0, io.read("dof_invweight0", dof), io.read_vec("jnt_solref", jid, 2),
+                io.read_vec("jnt_solimp", jid, 5), jp.abs(dist - mg), live, vel)
+
+        _loop(0, info["ball"], ball)
+
+        # ---- tendon limits: as the joints' (one-row limits: the nearer side), J = +-ten_J
+        def limit_ten(i, over):
+            t, r = tab("lt_ten", i), tab("lt_row", i)
+            one = tab("lt_one", i) == 1
+            x = io.read("ten_length", t)
+            lo, hi = x - io.read("tendon_range", 2 * t), io.read("tendon_range", 2 * t + 1) - x
+            mg = io.read("tendon_margin", t)
+            upper = one & (lo > hi)
+            over = over | (one & (lo < mg) & (hi < mg))
+            dist = where(upper, hi, lo)
+            sign = where(upper, -1.0, 1.0, io.dtype)
+            live = dist < mg
+            vel = ten_row(r, t, sign, live)
+            row(r, dist, mg, 0.0, io.read("tendon_invweight0", t), io.read_vec("tendon_solref_lim", t, 2),
+                io.read_vec("tendon_solimp_lim", t, 5), jp.abs(dist - mg), live, vel)
+            return over
+
+        over = _loop(0, info["lim_ten"], limit_ten, over)
+
+        def limit_ten_upper(i):
+            t, r = tab("lt2_ten", i), tab("lt2_row", i)
+            dist = io.read("tendon_range", 2 * t + 1) - io.read("ten_length", t)
+            mg = io.read("tendon_margin", t)
+            live = dist < mg
+            vel = ten_row(r, t, -1.0, live)
+            row(r, dist, mg, 0.0, io.read("tendon_invweight0", t), io.read_vec("tendon_solref_lim", t, 2),
+                io.read_vec("tendon_solimp_lim", t, 5), jp.abs(dist - mg), live, vel)
+
+        _loop(0, info["lim_ten2"], limit_ten_upper)
         io.write("over", 0, where(over, 1.0, 0.0, io.dtype))
 
         # ---- contacts: each slot's J6 = [lin; ang] Jacobian of body 2 minus body 1 at its point, then its rows
@@ -618,10 +756,12 @@ def _twin(m: Model, d: Data, geoms) -> callable:
         opt = m.opt.replace(timestep=x["timestep"][0], **({"impratio": x["impratio"][0]} if "impratio" in x else {}))
         mf = {k: x[k] for k in ("eq_data", "eq_solref", "eq_solimp", "qpos0", "dof_invweight0", "dof_frictionloss",
                                 "dof_solref", "dof_solimp", "jnt_range", "jnt_margin", "jnt_solref", "jnt_solimp",
-                                "body_invweight0") if k in x}  # fmt: skip
+                                "body_invweight0", "tendon_invweight0", "tendon_length0", "tendon_frictionloss",
+                                "tendon_solref_fri", "tendon_solimp_fri", "tendon_range", "tendon_margin",
+                                "tendon_solref_lim", "tendon_solimp_lim") if k in x}  # fmt: skip
         m2 = m.replace(opt=opt, **mf)
         df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xquat", "cvel",
-                                "cdof_dot", "site_xpos") if k in x}  # fmt: skip
+                                "cdof_dot", "site_xpos", "ten_J", "ten_length") if k in x}  # fmt: skip
         for k in ("xmat", "site_xmat"):
             if k in x:
                 df[k] = x[k].reshape(x[k].shape[:-1] + (3, 3))
