@@ -53,7 +53,7 @@ __all__ = ["make_constraint"]
 _ROW_OUT = ("pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
 # Data fields among the kernel's inputs: their channels are per environment (Model fields are shared unless vmapped)
 _DATA = ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xmat", "xquat", "site_xpos", "site_xmat", "cvel",
-         "cdof_dot", "con_pos", "con_frame", "con_dist", "con_margin",
+         "cdof_dot", "ten_J", "ten_length", "con_pos", "con_frame", "con_dist", "con_margin",
          "con_friction", "con_solref", "con_solimp", "con_active", "con_dim", "con_solreffriction")  # fmt: skip
 
 
@@ -72,6 +72,8 @@ class _Plan:
     tables: dict
     elliptic: bool = False
     npt: int = 0  # connect and weld rows (the "pt" tile)
+    nten: int = 0  # tendon rows: equalities, friction, limits (the "ten" tile)
+    ball: bool = False  # ball limits among the unit rows
     rows: dict = dataclasses.field(default_factory=dict)  # tile -> the plan rows of its rows, in order
     weld: bool = False
     eq_site: bool = False
@@ -90,76 +92,9 @@ def _build(m: Model) -> _Plan:
     def block(name, n):
         return p.adr[name] + np.arange(n, dtype=np.int64)
 
-    # ---- unit rows: [joint_eq | fric_dof | lim_jnt]; plan row r is row searchsorted(unit_rows, r) of the tile
-    unit_rows = np.concatenate([block("joint_eq", len(p.joint_eq)), block("fric_dof", len(p.fric_dof)),
-                                block("lim_jnt", int(np.sum(2 - np.asarray(p.lim_jnt_one, np.int64))))])  # fmt: skip
+    unit_rows, unit, unit_tab = _unit_tile(m, p, tendon=False)
+    ten_rows, ten, ten_tab = _unit_tile(m, p, tendon=True)
     nunit = len(unit_rows)
-
-    def loc(r):
-        return np.searchsorted(unit_rows, r)
-
-    nu = max(nunit, 1)
-    ch = {n: idx(nu) for n in ("x1", "x2", "r1", "r2", "eqact", "iw1", "iw2", "fl", "rlo", "rhi", "jmg")}
-    ch.update({f"c{k}": idx(nu) for k in range(5)})
-    src = {n: {} for n in ch}
-    sr = [{} for _ in range(2)]
-    si = [{} for _ in range(5)]
-    kind = np.zeros(nu, np.int64)  # 0 padding, 1 joint equality, 2 friction, 3 limit (first row), 4 limit upper
-    d1, d2, one = idx(nu), idx(nu), np.zeros(nu, np.int64)
-
-    def put(name, source, rows, values):
-        a = src[name].setdefault(source, idx(nu))
-        a[rows] = values
-
-    def put_ref(rows, source_ref, source_imp, ids):
-        for k in range(2):
-            sr[k].setdefault(source_ref, idx(nu))[rows] = 2 * ids + k
-        for k in range(5):
-            si[k].setdefault(source_imp, idx(nu))[rows] = 5 * ids + k
-
-    e = np.asarray(p.joint_eq, np.int64)
-    if len(e):
-        r = loc(block("joint_eq", len(e)))
-        o1, o2 = np.asarray(m.eq_obj1id)[e], np.asarray(m.eq_obj2id)[e]
-        has2 = o2 >= 0
-        o2c = np.maximum(o2, 0)
-        kind[r], d1[r], d2[r] = 1, dadr[o1], np.where(has2, dadr[o2c], -1)
-        put("x1", "qpos", r, qadr[o1])
-        put("r1", "qpos0", r, qadr[o1])
-        put("x2", "qpos", r[has2], qadr[o2c][has2])
-        put("r2", "qpos0", r[has2], qadr[o2c][has2])
-        for k in range(5):
-            put(f"c{k}", "eq_data", r, e * neq_data + k)
-        put("eqact", "eq_active", r, e)
-        put("iw1", "dof_invweight0", r, dadr[o1])
-        put("iw2", "dof_invweight0", r[has2], dadr[o2c][has2])
-        put_ref(r, "eq_solref", "eq_solimp", e)
-    f = np.asarray(p.fric_dof, np.int64)
-    if len(f):
-        r = loc(block("fric_dof", len(f)))
-        kind[r], d1[r] = 2, f
-        put("fl", "dof_frictionloss", r, f)
-        put("iw1", "dof_invweight0", r, f)
-        put_ref(r, "dof_solref", "dof_solimp", f)
-    j = np.asarray(p.lim_jnt, np.int64)
-    if len(j):
-        onerow = np.asarray(p.lim_jnt_one, bool)
-        nrows = 2 - onerow.astype(np.int64)
-        first = loc(p.adr["lim_jnt"] + np.concatenate([[0], np.cumsum(nrows)[:-1]]).astype(np.int64))
-        upper = first[~onerow] + 1
-        for rows_, jj, k in ((first, j, 3), (upper, j[~onerow], 4)):
-            kind[rows_], d1[rows_] = k, dadr[jj]
-            put("x1", "qpos", rows_, qadr[jj])
-            put("rlo", "jnt_range", rows_, 2 * jj)
-            put("rhi", "jnt_range", rows_, 2 * jj + 1)
-            put("jmg", "jnt_margin", rows_, jj)
-            put("iw1", "dof_invweight0", rows_, dadr[jj])
-            put_ref(rows_, "jnt_solref", "jnt_solimp", jj)
-        one[first] = onerow
-    assert np.all(kind[:nunit] > 0), "every unit row is a joint equality, friction or limit row"
-    unit = {n: src[n] for n in ch} | {f"sr{k}": sr[k] for k in range(2)} | {f"si{k}": si[k] for k in range(5)}
-    kz = (kind == 2).astype(np.int64)
-    unit_tab = dict(kind=kind, d1=d1, d2=d2, one=one, kz=kz)
 
     # ---- contact rows: row i of the tile is plan row adr["contact"] + i
     ncon = len(p.con_dim)
@@ -211,17 +146,130 @@ def _build(m: Model) -> _Plan:
         if p.elliptic:
             con_tab["kz"] = (q > 0).astype(np.int64)  # an elliptic contact's friction rows: no stiffness term
     # the timestep, for every row of both tiles
-    unit["h"] = {"timestep": np.zeros(nu, np.int64)}
     if ncrow:
         con["h"] = {"timestep": np.zeros(ncrow, np.int64)}
     pt, pt_tab, npt, flags = _point_rows(m, p)
-    channels = {"pt": pt, "unit": unit if nunit else {}, "con": con}
-    tables = {"pt": pt_tab, "unit": unit_tab if nunit else {}, "con": con_tab}
+    channels = {"pt": pt, "unit": unit, "ten": ten, "con": con}
+    tables = {"pt": pt_tab, "unit": unit_tab, "ten": ten_tab, "con": con_tab}
     rows = {"pt": np.concatenate([block("connect", 3 * len(p.connect)), block("weld", 6 * len(p.weld))]),
-            "unit": unit_rows, "con": block("contact", ncrow)}  # fmt: skip
+            "unit": unit_rows, "ten": ten_rows, "con": block("contact", ncrow)}  # fmt: skip
     assert sum(len(v) for v in rows.values()) == p.nefc, "every row of the plan is in a tile"
     return _Plan(nunit=nunit, ncrow=ncrow, channels=channels, tables=tables, elliptic=bool(p.elliptic), npt=npt,
-                 rows=rows, **flags)  # fmt: skip
+                 nten=len(ten_rows), ball=bool(len(p.lim_ball)), rows=rows, **flags)  # fmt: skip
+
+
+def _unit_tile(m: Model, p, tendon: bool) -> tuple[np.ndarray, dict, dict]:
+    """(plan rows, channels, tables) of the tile of one-object rows: tendon=False, the "unit" tile (joint equalities,
+    dof friction, slide/hinge limits, ball limits: J from selects against the dof index, d1/d2 the dofs); tendon=True,
+    the "ten" tile (tendon equalities, tendon friction, tendon limits: J = a1 ten_J[d1] + a2 ten_J[d2], d1/d2 the
+    tendons). Row kinds: 0 padding, 1 equality, 2 friction, 3 limit (first row), 4 limit upper, 5 ball limit."""
+    qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
+    neq_data = int(np.shape(m.eq_data)[-1]) if m.neq else 0
+    if tendon:
+        eqs, frs, lims, lim_one, balls = p.tendon_eq, p.fric_ten, p.lim_ten, p.lim_ten_one, np.zeros(0, np.int64)
+        names = ("tendon_eq", "fric_ten", "lim_ten", None)
+        xadr = dadr_ = np.arange(max(m.ntendon, 1))
+        xsrc, rsrc, iwsrc = "ten_length", "tendon_length0", "tendon_invweight0"
+        fl_src, fref, fimp = "tendon_frictionloss", "tendon_solref_fri", "tendon_solimp_fri"
+        rng, mgs, lref, limp = "tendon_range", "tendon_margin", "tendon_solref_lim", "tendon_solimp_lim"
+    else:
+        eqs, frs, lims, lim_one, balls = p.joint_eq, p.fric_dof, p.lim_jnt, p.lim_jnt_one, p.lim_ball
+        names = ("joint_eq", "fric_dof", "lim_jnt", "lim_ball")
+        xadr, dadr_ = qadr, dadr
+        xsrc, rsrc, iwsrc = "qpos", "qpos0", "dof_invweight0"
+        fl_src, fref, fimp = "dof_frictionloss", "dof_solref", "dof_solimp"
+        rng, mgs, lref, limp = "jnt_range", "jnt_margin", "jnt_solref", "jnt_solimp"
+    lim_one = np.asarray(lim_one, bool)
+
+    def block(name, n):
+        return p.adr[name] + np.arange(n, dtype=np.int64)
+
+    rows = np.concatenate([block(names[0], len(eqs)), block(names[1], len(frs)),
+                           block(names[2], int(np.sum(2 - lim_one.astype(np.int64))))]
+                          + ([block(names[3], len(balls))] if names[3] else []))  # fmt: skip
+    n = len(rows)
+    if not n:
+        return rows, {}, {}
+
+    def idx(k):
+        return np.full(k, -1, np.int64)
+
+    def loc(r):
+        return np.searchsorted(rows, r)
+
+    ch = {c: idx(n) for c in ("x1", "x2", "r1", "r2", "eqact", "iw1", "iw2", "fl", "rlo", "rhi", "jmg")}
+    ch.update({f"c{k}": idx(n) for k in range(5)})
+    ch.update({f"q{k}": idx(n) for k in range(4)})
+    src = {c: {} for c in ch}
+    sr = [{} for _ in range(2)]
+    si = [{} for _ in range(5)]
+    kind = np.zeros(n, np.int64)
+    d1, d2, one = idx(n), idx(n), np.zeros(n, np.int64)
+
+    def put(name, source, r, values):
+        a = src[name].setdefault(source, idx(n))
+        a[r] = values
+
+    def put_ref(r, source_ref, source_imp, ids):
+        for k in range(2):
+            sr[k].setdefault(source_ref, idx(n))[r] = 2 * ids + k
+        for k in range(5):
+            si[k].setdefault(source_imp, idx(n))[r] = 5 * ids + k
+
+    e = np.asarray(eqs, np.int64)
+    if len(e):
+        r = loc(block(names[0], len(e)))
+        o1, o2 = np.asarray(m.eq_obj1id)[e], np.asarray(m.eq_obj2id)[e]
+        has2 = o2 >= 0
+        o2c = np.maximum(o2, 0)
+        kind[r], d1[r], d2[r] = 1, dadr_[o1], np.where(has2, dadr_[o2c], -1)
+        put("x1", xsrc, r, xadr[o1])
+        put("r1", rsrc, r, xadr[o1])
+        put("x2", xsrc, r[has2], xadr[o2c][has2])
+        put("r2", rsrc, r[has2], xadr[o2c][has2])
+        for k in range(5):
+            put(f"c{k}", "eq_data", r, e * neq_data + k)
+        put("eqact", "eq_active", r, e)
+        put("iw1", iwsrc, r, dadr_[o1])
+        put("iw2", iwsrc, r[has2], dadr_[o2c][has2])
+        put_ref(r, "eq_solref", "eq_solimp", e)
+    f = np.asarray(frs, np.int64)
+    if len(f):
+        r = loc(block(names[1], len(f)))
+        kind[r], d1[r] = 2, f
+        put("fl", fl_src, r, f)
+        put("iw1", iwsrc, r, f)
+        put_ref(r, fref, fimp, f)
+    j = np.asarray(lims, np.int64)
+    if len(j):
+        nrows = 2 - lim_one.astype(np.int64)
+        first = loc(p.adr[names[2]] + np.concatenate([[0], np.cumsum(nrows)[:-1]]).astype(np.int64))
+        upper = first[~lim_one] + 1
+        for rows_, jj, k in ((first, j, 3), (upper, j[~lim_one], 4)):
+            kind[rows_], d1[rows_] = k, dadr_[jj]
+            put("x1", xsrc, rows_, xadr[jj])
+            put("rlo", rng, rows_, 2 * jj)
+            put("rhi", rng, rows_, 2 * jj + 1)
+            put("jmg", mgs, rows_, jj)
+            put("iw1", iwsrc, rows_, dadr_[jj])
+            put_ref(rows_, lref, limp, jj)
+        one[first] = lim_one
+    b = np.asarray(balls, np.int64)
+    if len(b):  # ball limits: the joint's quaternion, max(range), J = -axis at its 3 dofs (d1, d1 + 1, d1 + 2)
+        r = loc(block(names[3], len(b)))
+        kind[r], d1[r] = 5, dadr[b]
+        for k in range(4):
+            put(f"q{k}", "qpos", r, qadr[b] + k)
+        put("rlo", "jnt_range", r, 2 * b)
+        put("rhi", "jnt_range", r, 2 * b + 1)
+        put("jmg", "jnt_margin", r, b)
+        put("iw1", "dof_invweight0", r, dadr[b])
+        put_ref(r, "jnt_solref", "jnt_solimp", b)
+    assert np.all(kind > 0), "every row of the tile is an equality, friction or limit row"
+    chans = {c: src[c] for c in ch if not c.startswith("q") or len(b)} | {f"sr{k}": sr[k] for k in range(2)} | {
+        f"si{k}": si[k] for k in range(5)}
+    chans["h"] = {"timestep": np.zeros(n, np.int64)}
+    return rows, chans, dict(kind=kind, d1=d1, d2=d2, one=one, kz=(kind == 2).astype(np.int64))
 
 
 def _point_rows(m: Model, p) -> tuple[dict, dict, int, dict]:
@@ -423,7 +471,7 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
     """The kernel body over refs: per tile (unit, con) its per-environment channels (E, C * NR), shared channels
     (C * NR,), int tables; then the dof channels (E, 7 * NVP): qvel, cdof's 6 components; outputs per tile J (E, NR,
     NVP) and the packed row outputs (E, K * NR)."""
-    tiles = [t for t in ("pt", "unit", "con") if plan.channels[t]]
+    tiles = [t for t in ("pt", "unit", "ten", "con") if plan.channels[t]]
 
     def body(*refs):
         it = iter(refs)
@@ -432,6 +480,8 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
             ins[t] = (next(it) if any(not shared[t][c] for c in plan.channels[t]) else None,
                       next(it) if any(shared[t][c] for c in plan.channels[t]) else None,
                       {n: next(it) for n in plan.tables[t]})  # fmt: skip
+            if t == "ten":  # the rows' two tendon Jacobians (E, 2, NR, NVP)
+                ins[t] = ins[t] + (next(it),)
         dof_ref = next(it)
         outs = {t: (next(it), next(it)) for t in tiles}
         dt = dof_ref.dtype
@@ -443,7 +493,7 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
         cvb = [dof_ref[:, pl.ds((13 + c) * nvp, nvp)][:, None, :] for c in range(6)] if plan.npt else None
 
         def reader(t, nr):
-            per, sh, _ = ins[t]
+            per, sh = ins[t][:2]
             order = {"per": [c for c in plan.channels[t] if not shared[t][c]],
                      "sh": [c for c in plan.channels[t] if shared[t][c]]}  # fmt: skip
             local = {}
@@ -475,14 +525,16 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
                                      lambda n: ins["pt"][2][n][...][None].astype(dt), plan, qvel, cdof, cdd, cvb,
                                      refsafe, dt), nr)  # fmt: skip
 
-        if "unit" in tiles:
-            nr = _pow2(plan.nunit)
-            ch, local = reader("unit", nr)
-            kind = table("unit", "kind", nr)
-            jeq, fric, lim, lim2 = kind == 1, kind == 2, kind == 3, kind == 4
-            one = table("unit", "one", nr) == 1
-            # joint equalities: pos = x1 - r1 - poly(x2 - r2) (the constant c0 alone without a second joint)
-            has2 = table("unit", "d2", nr) >= 0
+        for t in ("unit", "ten"):
+            if t not in tiles:
+                continue
+            nr = _pow2(plan.nunit if t == "unit" else plan.nten)
+            ch, local = reader(t, nr)
+            kind = table(t, "kind", nr)
+            jeq, fric, lim, lim2, ball = kind == 1, kind == 2, kind == 3, kind == 4, kind == 5
+            one = table(t, "one", nr) == 1
+            # equalities: pos = x1 - r1 - poly(x2 - r2) (the constant c0 alone without a second object)
+            has2 = table(t, "d2", nr) >= 0
             c = [ch(f"c{k}") for k in range(5)]
             dif = where(has2, ch("x2") - ch("r2"), 0.0)
             poly = c[0] + dif * (c[1] + dif * (c[2] + dif * (c[3] + dif * c[4])))
@@ -496,19 +548,38 @@ def _body(nv: int, plan: _Plan, shared: dict, refsafe: bool, eb: int, nvp: int):
             over = lim & one & (lo < mg) & (hi < mg)
             dist = where(upper, hi, lo)
             sign = where(upper, -1.0, 1.0, dt)
+            d1 = table(t, "d1", nr)[:, :, None]
+            if t == "unit" and plan.ball:  # ball limits: max(range) - the shortest rotation angle, J = -axis
+                q = launch.unit_quat(tuple(ch(f"q{k}") for k in range(4)))
+                sq = lane_rows._dot(q[1:], q[1:])
+                zero = sq <= 0.0
+                nq = where(zero, 0.0, jp.sqrt(where(zero, 1.0, sq)))
+                axis = tuple(c_ / where(nq <= 1e-15, 1.0, nq) for c_ in q[1:])
+                angle = 2.0 * jp.arctan2(nq, q[0])
+                flip = angle > jp.pi
+                angle = where(flip, 2 * jp.pi - angle, angle)
+                axis = tuple(where(flip, -c_, c_) for c_ in axis)
+                dist = where(ball, jp.maximum(ch("rlo"), ch("rhi")) - angle, dist)
             live = where(jeq, ch("eqact") > 0.5, where(fric, kind > 0, dist < mg))
             live = live & (kind > 0)
             a1 = where(live, where(lim | lim2, sign, 1.0), 0.0)
             a2 = where(live & jeq, -w2, 0.0)
-            d1 = table("unit", "d1", nr)[:, :, None]
-            d2 = table("unit", "d2", nr)[:, :, None]
-            J = where(cv == d1, a1[:, :, None], 0.0) + where(cv == d2, a2[:, :, None], 0.0)
+            if t == "unit":
+                d2 = table(t, "d2", nr)[:, :, None]
+                J = where(cv == d1, a1[:, :, None], 0.0) + where(cv == d2, a2[:, :, None], 0.0)
+                if plan.ball:
+                    bl = (ball & live)[:, :, None]
+                    for k in range(3):
+                        J = where(bl & (cv == d1 + k), -axis[k][:, :, None], J)
+            else:  # the rows' tendon Jacobians (E, NR, NVP) each
+                dense = ins[t][3]
+                J = a1[:, :, None] * dense[:, 0] + a2[:, :, None] * dense[:, 1]
             pos = where(jeq, eq_pos, where(fric, 0.0, dist))
-            local.update(_pos=pos, _margin=where(lim | lim2, mg, 0.0), _fl=where(fric, ch("fl"), 0.0),
+            local.update(_pos=pos, _margin=where(lim | lim2 | ball, mg, 0.0), _fl=where(fric, ch("fl"), 0.0),
                          _diag=ch("iw1") + where(has2, ch("iw2"), 0.0), _vel=jp.sum(J * qvel, axis=2),
                          _imp_r=where(jeq, jp.abs(pos), where(fric, 0.0, jp.abs(dist - mg))))  # fmt: skip
-            vals = _impedance_tail(ch, live, table("unit", "kz", nr) == 1, refsafe, dt)
-            store("unit", J, vals + (where(over, 1.0, 0.0, dt),), nr)
+            vals = _impedance_tail(ch, live, table(t, "kz", nr) == 1, refsafe, dt)
+            store(t, J, vals + (where(over, 1.0, 0.0, dt),), nr)
 
         if "con" in tiles:
             nr = _pow2(plan.ncrow)
@@ -569,8 +640,8 @@ def _launcher(m: Model):
     nv, plan = m.nv, _plan(m)
     nvp = _pow2(nv)
     refsafe = not (m.opt.disableflags & DisableBit.REFSAFE)
-    tiles = [t for t in ("pt", "unit", "con") if plan.channels[t]]
-    nrows = {"pt": plan.npt, "unit": plan.nunit, "con": plan.ncrow}
+    tiles = [t for t in ("pt", "unit", "ten", "con") if plan.channels[t]]
+    nrows = {"pt": plan.npt, "unit": plan.nunit, "ten": plan.nten, "con": plan.ncrow}
     # the tiles' rows, concatenated, put back in the plan's order (a few contiguous runs: static slices)
     order = np.concatenate([plan.rows[t] for t in tiles])
     inv = np.argsort(order)
@@ -635,6 +706,18 @@ def _launcher(m: Model):
                 tab = np.pad(tab, pad, constant_values=-1 if n in ("d1", "d2") else 0)
                 args.append(jp.asarray(tab))
                 specs.append(pl.BlockSpec(tab.shape, lambda i, nd=tab.ndim: (0,) * nd))
+            if t == "ten":  # ten_J's rows d1 and d2 of every row (zero where none), (ep, 2, NR, NVP)
+                tj = per_env_flat("ten_J").reshape(e, -1, nv)
+                tj = jp.concatenate([tj, jp.zeros((e, 1, nv), dtype)], axis=1)  # row ntendon: zeros
+                ids = []
+                for n in ("d1", "d2"):
+                    v = np.asarray(plan.tables[t][n], np.int64)
+                    v = np.pad(np.where(v < 0, m.ntendon, v), (0, nr - len(v)), constant_values=m.ntendon)
+                    ids.append(v)
+                tj = jp.take(tj, jp.asarray(np.stack(ids).reshape(-1)), axis=1).reshape(e, 2, nr, nv)
+                tj = jp.pad(tj, [(0, ep - e), (0, 0), (0, 0), (0, nvp - nv)])
+                args.append(tj)
+                specs.append(pl.BlockSpec((eb, 2, nr, nvp), lambda i: (i, 0, 0, 0)))
         # the dof channels: qvel, then cdof's 6 components ([ang; lin]) of every dof, each padded to NVP
         dofs = [("qvel", j) if j < nv else None for j in range(nvp)]
         for c in range(6):
@@ -652,7 +735,7 @@ def _launcher(m: Model):
         out_shape, out_specs = [], []
         for t in tiles:
             nr = _pow2(nrows[t])
-            nout = len(_ROW_OUT) + (t == "unit")
+            nout = len(_ROW_OUT) + (t in ("unit", "ten"))
             out_shape += [jax.ShapeDtypeStruct((ep, nr, nvp), dtype), jax.ShapeDtypeStruct((ep, nout * nr), dtype)]
             out_specs += [pl.BlockSpec((eb, nr, nvp), lambda i: (i, 0, 0)),
                           pl.BlockSpec((eb, nout * nr), lambda i: (i, 0))]  # fmt: skip
@@ -671,8 +754,8 @@ def _launcher(m: Model):
             Js.append(J[:e, :n, :nv])
             for i, name in enumerate(_ROW_OUT):
                 rows_[name].append(packed[:e, i * nr : i * nr + n])
-            if t == "unit":
-                over = jp.max(packed[:e, len(_ROW_OUT) * nr : len(_ROW_OUT) * nr + n], axis=1)
+            if t in ("unit", "ten"):
+                over = jp.maximum(over, jp.max(packed[:e, len(_ROW_OUT) * nr : len(_ROW_OUT) * nr + n], axis=1))
         def in_order(v):  # (e, rows, ...) of the tiles' rows -> the plan's order
             v = jp.concatenate(v, axis=1)
             return v if runs is None else jp.concatenate([v[:, a:b] for a, b in runs], axis=1)
