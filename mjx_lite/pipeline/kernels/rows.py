@@ -178,7 +178,8 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
     tab["row_kz"] = kz
     info.update(connect=len(p.connect), weld=len(p.weld), eq_site=has_site,
                 quat_dofs=bool(np.any(support.tables(m).dof_kind == 2)), tendon_eq=len(te), fric_ten=len(p.fric_ten),
-                ball=len(p.lim_ball), lim_ten=len(t), lim_ten2=len(tab.get("lt2_ten", ())), joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
+                ball=len(p.lim_ball), lim_ten=len(t), lim_ten2=len(tab.get("lt2_ten", ())))
+    info.update(joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
                 ncrow=ncrow, nefc=p.nefc, elliptic=bool(p.elliptic))  # fmt: skip
     tables = {n: np.asarray(v, np.int32).reshape(-1) for n, v in tab.items()}
     return tables, info
@@ -307,8 +308,10 @@ def _dot(a, b):
 
 def _quat_mul(a, b):
     """Hamilton product of two 4-tuples (math.quat_mul)."""
-    return (a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3], a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
-            a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1], a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0])
+    return (a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3],
+            a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
+            a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1],
+            a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0])  # fmt: skip
 
 
 def _mat_to_quat(r):
@@ -394,7 +397,8 @@ def _body(m: Model, info: dict):
             p2, rot2, off2, pvel2 = point(2, b2)
             live = io.lanes(io.read("eq_active", eid)) > 0.5
             dpos = tuple(p1[r] - p2[r] for r in range(3))
-            if weld:  # rotation error e = ts imag(q2^-1 q1 rq), T = 0.5 ts (pw I - [pv]x) R2' (constraint._weld_geometry)
+            # weld: rotation error e = ts imag(q2^-1 q1 rq), T = 0.5 ts (pw I - [pv]x) R2' (constraint._weld_geometry)
+            if weld:
                 quats = []
                 for k, b, rot in ((1, b1, rot1), (2, b2, rot2)):
                     q = io.read_vec("xquat", b, 4)
@@ -409,8 +413,7 @@ def _body(m: Model, info: dict):
                 pw, pv = pq[0], pq[1:]
                 e = tuple(ts * c for c in pv)
                 A = ((pw, pv[2], -pv[1]), (-pv[2], pw, pv[0]), (pv[1], -pv[0], pw))  # pw I - [pv]x
-                T = tuple(tuple(0.5 * ts * (A[a][0] * rot2[3 * c] + A[a][1] * rot2[3 * c + 1] + A[a][2] * rot2[3 * c + 2])
-                                for c in range(3)) for a in range(3))  # fmt: skip
+                T = tuple(tuple(0.5 * ts * _dot(A[a], rot2[3 * c : 3 * c + 3]) for c in range(3)) for a in range(3))
                 sq = _dot(dpos, dpos) + _dot(e, e)
             else:
                 sq = _dot(dpos, dpos)
@@ -432,7 +435,7 @@ def _body(m: Model, info: dict):
                 ad, ld = cdd[:3], cdd[3:]
                 qj = io.read("qvel", j)
                 jt, jdt, jr = [], [], []
-                for k, b, off, pvel in ((1, b1, off1, pvel1), (2, b2, off2, pvel2)):
+                for b, off, pvel in ((b1, off1, pvel1), (b2, off2, pvel2)):
                     mk = flag(tab("body_dof_mask", b * nv + j) == 1)
                     lin = tuple(v[c] + x for c, x in enumerate(_cross(w, off)))
                     jd = tuple(ld[c] + x + y for c, (x, y) in enumerate(zip(_cross(ad, off), _cross(w, pvel))))
@@ -461,9 +464,9 @@ def _body(m: Model, info: dict):
                 row(r0 + c, dpos[c], 0.0, 0.0, iw[0], solref, solimp, rnorm, live, vt[c], bt[c])
             if weld:
                 wrel = tuple(w1[c] - w2[c] for c in range(3))
-                wl = tuple(rot2[c] * wrel[0] + rot2[3 + c] * wrel[1] + rot2[6 + c] * wrel[2] for c in range(3))  # R2' wrel
+                wl = tuple(_dot(rot2[c::3], wrel) for c in range(3))  # R2' wrel
                 inner = tuple(wd[c] - x for c, x in enumerate(_cross(w2, wrel)))
-                wdot = tuple(rot2[c] * inner[0] + rot2[3 + c] * inner[1] + rot2[6 + c] * inner[2] for c in range(3))
+                wdot = tuple(_dot(rot2[c::3], inner) for c in range(3))
                 ww = _dot(wl, wl)
                 cr = _cross(wdot, pv)
                 for a in range(3):

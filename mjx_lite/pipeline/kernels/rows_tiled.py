@@ -83,11 +83,6 @@ class _Plan:
 def _build(m: Model) -> _Plan:
     p = constraint.plan(m)
     nv = m.nv
-    qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
-    neq_data = int(np.shape(m.eq_data)[-1]) if m.neq else 0
-
-    def idx(n):
-        return np.full(n, -1, np.int64)
 
     def block(name, n):
         return p.adr[name] + np.arange(n, dtype=np.int64)
@@ -286,7 +281,7 @@ def _point_rows(m: Model, p) -> tuple[dict, dict, int, dict]:
     per = np.where(weld, 6, 3)
     eq = np.repeat(ids, per)  # each row's equality
     wrow = np.repeat(weld, per)
-    comp = np.concatenate([np.arange(k) for k in per]) 
+    comp = np.concatenate([np.arange(k) for k in per])
     rot = wrow & (comp >= 3)
     kind = np.where(rot, 3, np.where(wrow, 2, 1))
     comp = comp % 3
