@@ -337,8 +337,13 @@ def _weld_geometry(m: Model, d: Data, ids: np.ndarray) -> dict:
     q1 = _quat_of(m, d, b1, o1, s1)
     q2 = _quat_of(m, d, b2, o2, s2)
     ts = data[:, 10]
-    # rotation error e = ts * imag(q2^-1 q1 rq); de/dt = 0.5 ts (p_w I - [p_v]x) R2' (w1 - w2)
-    p = math.quat_mul(math.quat_conj(q2), math.quat_mul(q1, data[:, 6:10]))
+    # rotation error e = ts * imag(q2^-1 q1 rq); de/dt = 0.5 ts (p_w I - [p_v]x) R2' (w1 - w2). rq: the relative
+    # pose's quaternion eq_data[6:10], the identity for a weld of sites (MuJoCo stores zeros there and aligns the
+    # sites' frames)
+    rq = data[:, 6:10]
+    if np.any(s1):
+        rq = jp.where(jp.asarray(s1)[:, None], jp.asarray([1.0, 0.0, 0.0, 0.0], rq.dtype), rq)
+    p = math.quat_mul(math.quat_conj(q2), math.quat_mul(q1, rq))
     pw, pv = p[:, 0], p[:, 1:]
     eye = jp.eye(3, dtype=p.dtype)
     # [pv]x as a matrix ([pv]x v = pv x v): column i is pv x e_i

@@ -409,7 +409,11 @@ def _body(m: Model, info: dict):
                     quats.append(q)
                 q1, q2 = quats
                 ts = data[10]
-                pq = _quat_mul((q2[0], -q2[1], -q2[2], -q2[3]), _quat_mul(q1, tuple(data[6:10])))
+                rq = tuple(data[6:10])
+                if info["eq_site"]:  # a weld of sites: the identity (constraint._weld_geometry)
+                    site = flag(tab(pre + "s1", i) == 1)
+                    rq = tuple(where(site, 1.0 if c == 0 else 0.0, rq[c], io.dtype) for c in range(4))
+                pq = _quat_mul((q2[0], -q2[1], -q2[2], -q2[3]), _quat_mul(q1, rq))
                 pw, pv = pq[0], pq[1:]
                 e = tuple(ts * c for c in pv)
                 A = ((pw, pv[2], -pv[1]), (-pv[2], pw, pv[0]), (pv[1], -pv[0], pw))  # pw I - [pv]x

@@ -383,8 +383,10 @@ def _point_tile(ch, local, table, table2, plan: _Plan, qvel, cdof, cdd, cvb, ref
             quats.append(q)
         q1, q2 = quats
         ts = ch("ts")
-        pq = lane_rows._quat_mul((q2[0], -q2[1], -q2[2], -q2[3]),
-                                 lane_rows._quat_mul(q1, tuple(ch(f"rq{c}") for c in range(4))))  # fmt: skip
+        rq = tuple(ch(f"rq{c}") for c in range(4))
+        if plan.eq_site:  # a weld of sites: the identity (constraint._weld_geometry)
+            rq = tuple(where(table("s1") == 1, 1.0 if c == 0 else 0.0, rq[c], dt) for c in range(4))
+        pq = lane_rows._quat_mul((q2[0], -q2[1], -q2[2], -q2[3]), lane_rows._quat_mul(q1, rq))
         pw, pv = pq[0], pq[1:]
         e = tuple(ts * c for c in pv)
         A = ((pw, pv[2], -pv[1]), (-pv[2], pw, pv[0]), (pv[1], -pv[0], pw))  # pw I - [pv]x
