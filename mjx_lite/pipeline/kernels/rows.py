@@ -768,10 +768,7 @@ def _twin(m: Model, d: Data, geoms) -> callable:
                                 "tendon_solref_lim", "tendon_solimp_lim") if k in x}  # fmt: skip
         m2 = m.replace(opt=opt, **mf)
         df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xquat", "cvel",
-                                "cdof_dot", "site_xpos", "ten_J", "ten_length") if k in x}  # fmt: skip
-        for k in ("xmat", "site_xmat"):
-            if k in x:
-                df[k] = x[k].reshape(x[k].shape[:-1] + (3, 3))
+                                "cdof_dot", "site_xpos", "site_xmat", "xmat", "ten_J", "ten_length") if k in x}  # fmt: skip
         if "eq_active" in df:
             df["eq_active"] = df["eq_active"] > 0.5
         d2 = d.replace(**df)
