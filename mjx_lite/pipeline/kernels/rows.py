@@ -344,6 +344,7 @@ def _body(m: Model, info: dict):
     neq_data = int(jp.shape(m.eq_data)[-1]) if m.neq else 0
     adr = constraint.plan(m).adr
     elliptic = info["elliptic"]
+    has_bias = bool(info["connect"] or info["weld"])
 
     def body(io):
         tab = io.table
@@ -356,8 +357,8 @@ def _body(m: Model, info: dict):
         def row(r, pos, margin, fl, diag, solref, solimp, imp_r, live, vel, bias=0.0):
             """Row r's raw quantities (masked and completed by `finish`); bias: the Jdot qvel term of aref."""
             for name, v in (("pos", pos), ("margin", margin), ("frictionloss", fl), ("diagA", diag), ("vel", vel),
-                            ("_imp_r", imp_r), ("_live", where(live, 1.0, 0.0, io.dtype)),
-                            ("_bias", bias)):  # fmt: skip
+                            ("_imp_r", imp_r), ("_live", where(live, 1.0, 0.0, io.dtype))) + (
+                                (("_bias", bias),) if has_bias else ()):  # fmt: skip
                 io.write(name, r, v)
             io.write_vec("_solref", r, tuple(solref))
             io.write_vec("_solimp", r, tuple(solimp))
@@ -744,7 +745,9 @@ def _body(m: Model, info: dict):
             R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
             vel = where(live, io.load("vel", r), 0.0)
             pos, margin = io.load("pos", r), io.load("margin", r)
-            aref = -B * vel - K * imp * (pos - margin) - io.load("_bias", r)
+            aref = -B * vel - K * imp * (pos - margin)
+            if has_bias:  # connect and weld rows: Jdot qvel
+                aref = aref - io.load("_bias", r)
             for name, v, dead in (("pos", pos, 0.0), ("margin", margin, 0.0),
                                   ("frictionloss", io.load("frictionloss", r), 0.0), ("diagA", diag, 0.0),
                                   ("R", R, 1.0), ("vel", vel, 0.0), ("aref", aref, 0.0),
@@ -767,8 +770,8 @@ def _twin(m: Model, d: Data, geoms) -> callable:
                                 "tendon_solref_fri", "tendon_solimp_fri", "tendon_range", "tendon_margin",
                                 "tendon_solref_lim", "tendon_solimp_lim") if k in x}  # fmt: skip
         m2 = m.replace(opt=opt, **mf)
-        df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xquat", "cvel",
-                                "cdof_dot", "site_xpos", "site_xmat", "xmat", "ten_J", "ten_length") if k in x}  # fmt: skip
+        df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xmat", "xquat", "cvel",
+                                "cdof_dot", "site_xpos", "site_xmat", "ten_J", "ten_length") if k in x}  # fmt: skip
         if "eq_active" in df:
             df["eq_active"] = df["eq_active"] > 0.5
         d2 = d.replace(**df)
@@ -802,9 +805,11 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
     x = _inputs(m, d, info)
     nefc = constraint.plan(m).nefc
     outputs = {n: (nefc,) for n in OUTPUTS}
-    outputs.update(J=(nefc * m.nv,), over=(1,), _imp_r=(nefc,), _live=(nefc,), _bias=(nefc,), _solref=(nefc, 2),
+    outputs.update(J=(nefc * m.nv,), over=(1,), _imp_r=(nefc,), _live=(nefc,), _solref=(nefc, 2),
                    _solimp=(nefc, 5),
                    _j6=(max(info["ncon"], 1) * m.nv * 6,))  # fmt: skip
+    if info["connect"] or info["weld"]:  # their rows' Jdot qvel (the scratch exists only where used)
+        outputs["_bias"] = (nefc,)
     geoms = _slot_geoms(m) if info["ncon"] else None
     k = launch.Kernel("constraint_rows", {n: tuple(jp.shape(v)) for n, v in x.items()}, outputs, tables,
                       _body(m, info), _twin(m, d, geoms))  # fmt: skip
