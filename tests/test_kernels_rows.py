@@ -8,7 +8,10 @@ alone), dof friction loss, hinge and slide limits (one-row and two-row), contact
 contacts; the MJX humanoid (hinge limits, condim-3 contacts of its feet) in the slow selection. Both compare every
 efc_* field, nefc, contact.efc_address and the warnings, then qacc after the (XLA) solve. Elliptic contacts
 (test_kernels_solver.ELLIPTIC: condim 3, 4, 6, a pair with solreffriction) on both kernels, and a batch of Models
-(vmapped friction, sizes, ranges, solref, impratio: domain randomisation) x environments on the row tiles.
+(vmapped friction, sizes, ranges, solref, impratio: domain randomisation) x environments on the row tiles. EQ
+(connect and weld: bodies, sites, the world, relpose, torquescale, own solref/solimp) and TEN (tendon equalities,
+friction and limits, ball limits) on both kernels, 2 vmapped Models of each on the tiles, their twins' inputs and
+Triton lowering; slow: their fused forward against mj_forward and gradients.
 """
 
 import jax

@@ -1,12 +1,13 @@
-"""The constraint rows (mj_makeConstraint + mj_makeImpedance, pipeline/constraint.py) as one fused kernel, for the
-common case: joint equalities, dof friction loss, slide/hinge joint limits and pyramidal, elliptic (or
-frictionless) contacts, with the dense efc_J layout.
+"""The constraint rows (mj_makeConstraint + mj_makeImpedance, pipeline/constraint.py) as one fused kernel: connect,
+weld, joint and tendon equalities, dof and tendon friction loss, slide/hinge, ball and tendon limits and pyramidal,
+elliptic (or frictionless) contacts, with the dense efc_J layout.
 
 Outputs (per environment): efc_J (nefc, nv) dense, efc_pos, efc_margin, efc_frictionloss, efc_diagA, efc_R,
 efc_vel, efc_aref (masked as make_constraint masks them), the rows' liveness (efc_mask as 0/1) and whether a
 one-row limit had both sides active (Warning.CNSTRFULL). efc_type, efc_id (static), efc_D = 1/R, nefc and
 contact.efc_address are formed from those by `constraint.fill` as on the XLA path.
-Inputs: qpos, qvel, cdof, subtree_com, the contact slots' fields (pos, frame, dist, includemargin, friction,
+Inputs: qpos, qvel, cdof, subtree_com (with connect/weld: xpos, xmat, xquat, site poses, cvel, cdof_dot; with tendon
+rows: ten_J, ten_length), the contact slots' fields (pos, frame, dist, includemargin, friction,
 solref, solimp, active, dim; solreffriction with elliptic cones) and eq_active (per environment); the Model floats
 the rows read (ranges, margins, solref/solimp, invweight0, eq_data, qpos0, opt.timestep, opt.impratio), shared by
 the block unless vmapped.
@@ -25,9 +26,17 @@ J6. An elliptic contact's friction rows (q > 0) have pos = margin = 0, no stiffn
 (f_0 / f_q)^2 / impratio and the contact's solreffriction where it is set. The formulas are constraint.py's written
 per lane; fields equal the XLA path's to round-off.
 
-Not fused (the XLA rows run): connect and weld (their Jdot qvel bias needs com_vel), tendon equalities, friction
-and limits, ball limits, flex rows, the sparse efc_J layout, surface velocities, adhesive contacts,
-contact slots whose bodies are traced. Derivatives go through the XLA twin (kernels/launch.py).
+Connect and weld rows: per equality, the two points (body pose and anchor, or the site's pose; a weld's rotation
+error from the bodies' or sites' quaternions, eq_data's relative pose and torquescale), then one loop over the dofs
+writes the point Jacobians' difference (translational rows; a weld's rotational rows T (jr1 - jr2)) and sums their
+time derivatives' product with qvel (the Jdot qvel bias subtracted from aref, from cvel and cdof_dot: `prepare` runs
+com_vel (XLA) before the kernel, as constraint._assemble does). Tendon rows copy ten_J rows (the tendon stage's, an
+input) times their coefficients; ball limits use the joint quaternion's rotation angle (shortest way) against the
+range's maximum, J = -axis at the ball's dofs.
+
+Not fused (the XLA rows run): flex equality rows, the sparse efc_J layout, the exact diagonal (diagexact), surface
+velocities, adhesive contacts, contact slots whose bodies are traced. Derivatives go through the XLA twin
+(kernels/launch.py).
 """
 
 from __future__ import annotations

@@ -14,8 +14,16 @@ environments and two row tiles, NUP and NCP the powers of two >= the rows' count
              (m2 - m1)[r, j] (a . v_j + b . w_j) + w_j . (m2[r, j] (o2 x a) - m1[r, j] (o1 x a)),
              o_i = point - the root com of body i and m_i the body's dof mask (static (NCP, NVP) tables): 12
              multiply-adds per entry, every entry independent;
-  both:      J qvel as a reduction over the dof axis, then kernels/rows.py's per-row formulas (impedance, R, aref,
-             masks) elementwise on the row vectors.
+  ball limits: in the unit tile, J = -axis at the ball's three dofs (selects), the angle from qpos' quaternion;
+  tendon rows (equalities, friction, limits; the "ten" tile): the unit tile's formulas with J = a1 ten_J[t1] +
+             a2 ten_J[t2], the two tendons' Jacobian rows gathered by XLA into an (E, 2, NR, NVP) input;
+  connect/weld rows (the "pt" tile): the points p_i = x_i + R_i a_i (body pose and anchor, or site pose and zero),
+             J from cdof and the bodies' dof masks with the direction (e_k, 0) (translational) or (0, T_k) (a weld's
+             rotational rows), the Jdot qvel bias and a weld's angular velocities as reductions over the dof axis
+             (dof channels cdof_dot and the cvel of each dof's body join qvel and cdof);
+  all:       J qvel as a reduction over the dof axis, then kernels/rows.py's per-row formulas (impedance, R, aref,
+             masks) elementwise on the row vectors; the tiles' rows are put back in the plan's order by static
+             slices.
 The slots' fields are expanded to their rows before the kernel (`_Plan.channels`: per row, the input element it reads;
 the launcher packs each tile's channels with one static gather done by XLA, like primal_tiled's padding): the
 kernel reads row vectors ("channels") and never gathers. Channels of Model fields (ranges, solref, invweight0, ...)
