@@ -8,7 +8,10 @@ alone), dof friction loss, hinge and slide limits (one-row and two-row), contact
 contacts; the MJX humanoid (hinge limits, condim-3 contacts of its feet) in the slow selection. Both compare every
 efc_* field, nefc, contact.efc_address and the warnings, then qacc after the (XLA) solve. Elliptic contacts
 (test_kernels_solver.ELLIPTIC: condim 3, 4, 6, a pair with solreffriction) on both kernels, and a batch of Models
-(vmapped friction, sizes, ranges, solref, impratio: domain randomisation) x environments on the row tiles.
+(vmapped friction, sizes, ranges, solref, impratio: domain randomisation) x environments on the row tiles. EQ
+(connect and weld: bodies, sites, the world, relpose, torquescale, own solref/solimp) and TEN (tendon equalities,
+friction and limits, ball limits) on both kernels, 2 vmapped Models of each on the tiles, their twins' inputs and
+Triton lowering; slow: their fused forward against mj_forward and gradients.
 """
 
 import jax
@@ -20,11 +23,12 @@ from jax._src.interpreters import partial_eval as pe
 
 import mjx_lite as mjl
 from mjx_lite.collision import driver
-from mjx_lite.pipeline import constraint, inertia, kernels, kinematics
+from mjx_lite.pipeline import constraint, inertia, kernels, kinematics, tendon
 from mjx_lite.pipeline.kernels import launch, rows
 from mjx_lite.solver.solve import solve
 from mjx_lite.types import ConstraintType
 from tests import oracle
+from tests import test_constraint_forward as tcf
 from tests import test_kernels as tk
 from tests import test_kernels_solver as tks
 
@@ -89,7 +93,8 @@ def _states(mjm, m, n, seed=0, scale=0.02):
 def _prepare(m, d):
     """The stages before the rows (fwd_position's, collision included) on the XLA path, and a smooth acceleration
     for the solver (M^-1 of a fixed force: the solver's input, whatever the velocity stages would give)."""
-    for stage in (kinematics.kinematics, kinematics.com_pos, inertia.crb, inertia.factor_m, driver.collision):
+    for stage in (kinematics.kinematics, kinematics.com_pos, tendon.tendon, inertia.crb, inertia.factor_m,
+                  driver.collision):  # fmt: skip
         d = stage(m, d)
     return d.replace(qacc_smooth=inertia.solve_m(m, d, jp.cos(jp.arange(m.nv, dtype=d.qpos.dtype)) * 10.0))
 
@@ -161,8 +166,8 @@ def _compare(got, want, tol, what):
 
 
 def test_fusable_selection(small):
-    """The model's rows are all of the kernel's kinds (also with elliptic cones); connect/ball-limit rows and the
-    sparse efc_J layout keep the XLA rows (traced only)."""
+    """The model's rows are all of the kernel's kinds (also with elliptic cones); the sparse efc_J layout and the
+    exact diagonal keep the XLA rows (traced only)."""
     mjm, m, _ = small
     assert rows.fusable(m)
     d = mjl.make_data(m)
@@ -178,7 +183,11 @@ def test_fusable_selection(small):
     me = mjl.configure(oracle.model_from_mujoco(mjm_e), kernels="fused")
     assert rows.fusable(me) and "constraint_rows" in names(me)
     mc = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(tks.ROWS)), kernels="fused")
-    assert not rows.fusable(mc)  # a connect equality and a ball limit
+    assert rows.fusable(mc)  # a connect equality and a ball limit: fused too (EQ, TEN below)
+    mx = mjl.configure(mc, efc_jacobian="sparse")
+    assert not rows.fusable(mx)
+    mdx = mc.replace(opt=mc.opt.replace(enableflags=mc.opt.enableflags | mjl.EnableBit.DIAGEXACT))
+    assert not rows.fusable(mdx)  # the exact diagonal: XLA
     # the static slot bodies are the collision driver's
     con = small[2].contact
     b1, b2 = rows.slot_bodies(m)
@@ -390,3 +399,252 @@ def test_vmapped_models_tiled_equal_xla(small, model):
     for f in ("efc_R", "efc_aref", "efc_diagA"):  # the randomised leaves reach the rows
         a = np.asarray(getattr(want, f))
         assert np.any(np.abs(a[0] - a[1])[live] > 1e-6), f
+
+
+# ---- connect, weld, tendon and ball-limit rows -------------------------------------------------------------------
+
+# connect (body with anchor, world as body 2, sites) and weld (relpose and torquescale, to the world; sites; bodies
+# with an anchor), own solref / solimp (direct and default forms); a hinge, a ball (quaternion dofs: Jdot's own-body
+# cdof_dot), a free body, a slide + hinge body with a sphere touching the floor (contact rows beside them)
+EQ = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1"/>
+    <body name="a" pos="0 0 1">
+      <joint name="a0" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+      <site name="sa" pos="0.3 0 0" euler="10 20 30"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="b0" type="ball"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+        <site name="sb" pos="0.3 0.01 0" euler="-20 5 40"/>
+      </body>
+    </body>
+    <body name="c" pos="0.6 0.05 1">
+      <freejoint/>
+      <geom type="box" size="0.05 0.05 0.05"/>
+      <site name="sc" pos="0.05 0 0" euler="0 90 0"/>
+    </body>
+    <body name="d" pos="-0.5 0 0.04">
+      <joint type="slide" axis="0 0 1"/>
+      <joint type="hinge" axis="1 0 0"/>
+      <geom type="sphere" size="0.05"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect body1="c" body2="b" anchor="0.02 0 0.01"/>
+    <connect site1="sc" site2="sb" solref="0.03 0.8"/>
+    <connect body1="d" anchor="0 0.1 0" solimp="0.8 0.95 0.01 0.4 3"/>
+    <weld body1="d" relpose="0.1 0 0.5 0.9 0.1 0.2 0.3" torquescale="0.5" solref="-100 -10"/>
+    <weld site1="sa" site2="sc" torquescale="2"/>
+    <weld body1="c" body2="a" anchor="0.1 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+# tendon equalities (two tendons with a polynomial, one alone), tendon friction, tendon limits (spatial and fixed;
+# one-row and two-row), ball limits (two balls, one with a margin)
+TEN = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <site name="s0" pos="0 0 1.2"/>
+    <body name="a" pos="0 0 1">
+      <joint name="a0" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+      <site name="s1" pos="0.2 0 0.05"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="b0" type="ball" range="0 8" margin="0.05"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+        <site name="s2" pos="0.25 0 0.03"/>
+      </body>
+    </body>
+    <body name="c" pos="-0.5 0 1">
+      <joint name="c0" type="slide" axis="0 0 1"/>
+      <joint name="c1" type="hinge" axis="1 0 0"/>
+      <joint name="c2" type="ball" range="0 12" armature="0.01"/>
+      <geom type="sphere" size="0.05"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="sp" limited="true" range="0.3 0.6" frictionloss="0.2" margin="0.02">
+      <site site="s0"/><site site="s1"/><site site="s2"/>
+    </spatial>
+    <fixed name="fx" limited="true" range="-0.01 0.01" margin="0.05" solreflimit="0.03 0.9"
+           solimpfriction="0.8 0.9 0.01 0.5 2" frictionloss="0.1">
+      <joint joint="a0" coef="1"/><joint joint="c1" coef="-0.5"/><joint joint="c0" coef="0.3"/>
+    </fixed>
+    <fixed name="f2" limited="true" range="-0.1 0.05" margin="0.01">
+      <joint joint="c0" coef="1"/>
+    </fixed>
+  </tendon>
+  <equality>
+    <tendon tendon1="fx" tendon2="sp" polycoef="0.01 0.5 0.2 0.1 0"/>
+    <tendon tendon1="f2" polycoef="0.02 0 0 0 0" solref="0.05 1"/>
+  </equality>
+</mujoco>
+"""
+
+
+def _kinds(xml, n=3, scale=0.3, inactive=()):
+    """(MjModel, Model, batch of n states before the rows, XLA rows): equalities `inactive` ((state, eq id)) off."""
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m, ds = _setup(mjm, n=n, scale=scale)
+    for i, e in inactive:
+        ds = ds.replace(eq_active=ds.eq_active.at[i, e].set(False))
+    return mjm, m, ds, _rows(m, ds)
+
+
+def _live_rows(want, p, block, n):
+    """(states, rows) liveness of a plan block's n rows."""
+    return np.asarray(want.efc_mask)[:, p.adr[block] : p.adr[block] + n]
+
+
+@pytest.fixture(scope="module")
+def eq_model():
+    """EQ, float64: 3 states (an equality off in two of them), their XLA rows: every connect and weld row live in
+    some state, with a nonzero Jdot qvel bias (aref differs from the rows' without it)."""
+    mjm, m, ds, want = _kinds(EQ, inactive=((1, 1), (2, 4)))
+    p = constraint.plan(m)
+    assert len(p.connect) == 3 and len(p.weld) == 3
+    assert _live_rows(want, p, "connect", 9).any(axis=0).all() and _live_rows(want, p, "weld", 18).any(axis=0).all()
+    assert not _live_rows(want, p, "connect", 9).all() and not _live_rows(want, p, "weld", 18).all()
+    assert np.any(np.asarray(m.eq_objtype) == mujoco.mjtObj.mjOBJ_SITE)
+    kb = constraint.efc_kbip(m, jax.tree.map(lambda x: x[0], ds))
+    assert np.abs(np.asarray(kb[:27, 1])).min() > 0  # damping: the bias enters aref beside B vel
+    return mjm, m, ds, want
+
+
+@pytest.fixture(scope="module")
+def ten_model():
+    """TEN, float64: 3 states and their XLA rows; live rows of every kind (tendon equalities, tendon friction, ball
+    limits, tendon limits with a two-row limit's upper side)."""
+    mjm, m, ds, want = _kinds(TEN, scale=0.5)
+    p = constraint.plan(m)
+    assert len(p.tendon_eq) == 2 and len(p.fric_ten) == 2 and len(p.lim_ball) == 2 and len(p.lim_ten) == 3
+    assert not p.lim_ten_one.all()
+    for block, n in (("tendon_eq", 2), ("fric_ten", 2), ("lim_ball", 2), ("lim_ten", 4)):
+        assert _live_rows(want, p, block, n).any(axis=0).all(), block
+    assert np.abs(np.asarray(ds.ten_length)).min() > 0  # the tendon stage ran
+    return mjm, m, ds, want
+
+
+@pytest.mark.parametrize("tile", [0, 2])
+@pytest.mark.parametrize("model", ["eq_model", "ten_model"])
+def test_more_kinds_rows_equal_xla(request, model, tile):
+    """Connect and weld rows (EQ), tendon and ball-limit rows (TEN) in the lane kernel and on the row tiles (2
+    environments per program): every efc_* field, nefc, efc_address and the warnings equal the XLA rows' (float64)."""
+    _, m, ds, want = request.getfixturevalue(model)
+    assert rows.fusable(m)
+    got = _tiled_rows(m, ds, tile) if tile else _rows(mjl.configure(m, kernels="fused"), ds)
+    _compare(got, want, ROWS_TOL, f"{model}, tile {tile}")
+
+
+def _forward_state(mjm, mjd, rng):
+    oracle.random_state(mjm, mjd, rng, qpos_scale=0.3)
+
+
+@pytest.mark.slow  # CI time (every kernel of the forward compiles in interpret mode)
+@pytest.mark.parametrize("xml", ["EQ", "TEN"])
+def test_more_kinds_forward_matches_mujoco(xml):
+    """The fused forward (rows kernel with connect/weld or tendon/ball rows, the Newton kernel) reaches MuJoCo's
+    converged Newton optimum (qacc, qfrc_constraint, efc_force row by row; test_constraint_forward's tolerance)."""
+    mjm = mujoco.MjModel.from_xml_string(globals()[xml])
+    m = oracle.model_from_mujoco(mjm)
+    m = mjl.configure(m.replace(opt=m.opt.replace(iterations=100, tolerance=jp.asarray(1e-12))), kernels="fused")
+    assert "constraint_rows" in str(jax.make_jaxpr(kernels.make_constraint)(m, mjl.make_data(m)))
+    tcf.check_forward(mjm, m, _forward_state, seeds=(0, 1), min_nefc=8)
+
+
+def _loss_fields(m, d, names, values):
+    """A nonlinear function of every row field (through the Data fields `names`, set to `values`)."""
+    d = kernels.make_constraint(m, d.replace(**dict(zip(names, values))))
+    return sum(jp.sum(jp.sin(getattr(d, f) * 1e-2)) for f in EFC if f != "efc_D")
+
+
+@pytest.mark.slow  # CI time (the kernel and both paths' gradients compile)
+@pytest.mark.parametrize("model", ["eq_model", "ten_model"])
+def test_more_kinds_gradients_equal_xla(request, model):
+    """jax.grad through the fused rows (custom_jvp: the XLA twin; com_vel before it, which makes cvel from qvel) is the
+    XLA rows', batched by vmap: with respect to qvel and the bodies' positions (EQ), qvel, qpos (ball limits) and the
+    tendon lengths (TEN)."""
+    _, m, ds, _ = request.getfixturevalue(model)
+    names = ("qvel", "xpos", "xquat") if model == "eq_model" else ("qvel", "qpos", "ten_length")
+    values = tuple(getattr(ds, n) for n in names)
+    grad = jax.jit(jax.vmap(jax.grad(lambda m, d, v: _loss_fields(m, d, names, v), argnums=2), in_axes=(None, 0, 0)))
+    got, want = grad(mjl.configure(m, kernels="fused"), ds, values), grad(m, ds, values)
+    tk.assert_grads_equal(got, want, GRAD_TOL)
+
+
+@pytest.mark.parametrize("model", ["eq_model", "ten_model"])
+def test_more_kinds_twin_reads_only_the_kernel_inputs(request, model):
+    """As test_twin_reads_only_the_kernel_inputs, for the new kinds' inputs (poses, cvel, cdof_dot, ten_J, ...)."""
+    _, m, ds, _ = request.getfixturevalue(model)
+    d = rows.prepare(m, jax.tree.map(lambda x: x[0], ds))
+    k, x = rows.kernel(m, d)
+
+    def twin(m, d, x):
+        return rows.kernel(m, d)[0].xla(x)
+
+    jaxpr = jax.make_jaxpr(twin)(m, d, x)
+    leaves = jax.tree.leaves((m, d))
+    used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.out_avals))[1]
+    floats = [i for i, v in enumerate(leaves) if jp.issubdtype(jp.asarray(v).dtype, jp.floating)]
+    assert not any(used[i] for i in floats), [i for i in floats if used[i]]
+    assert any(used[len(leaves) :])
+
+
+@pytest.mark.parametrize("rows_tile", [0, 4])
+@pytest.mark.parametrize("model", ["eq_model", "ten_model"])
+def test_more_kinds_lower_to_triton(request, monkeypatch, model, rows_tile):
+    """The rows kernels with the new kinds lower to Triton (float64, both layouts, a batch of 200: masked lanes);
+    float32 in test_lowers_to_triton's slow selection is the same code."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout,
+                                                                      rows_tile=rows_tile))  # fmt: skip
+    _, m, ds, _ = request.getfixturevalue(model)
+    batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
+    for layout in ("lanes_last", "lanes_first"):
+        mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+        text = tk._lower_cuda(jax.vmap(kernels.make_constraint, in_axes=(None, 0)), mf, batch)
+        assert text.count("__gpu$xla.gpu.triton") == 1, layout
+
+
+def _randomised_kinds(m, n):
+    """n Models' worth of the new kinds' Model inputs (domain randomisation), each scaled in [0.8, 1.25]."""
+    rng = np.random.default_rng(7)
+    names = ("eq_data", "eq_solref", "body_invweight0", "jnt_range", "jnt_margin", "dof_invweight0", "tendon_range",
+             "tendon_margin", "tendon_invweight0", "tendon_frictionloss", "tendon_solref_lim", "tendon_length0")
+    out = {}
+    for k in names:
+        x = jp.asarray(getattr(m, k))
+        if x.size:
+            out[k] = jp.stack([x * rng.uniform(0.8, 1.25, x.shape) for _ in range(n)])
+    return out
+
+
+@pytest.mark.parametrize("model", ["eq_model", pytest.param("ten_model", marks=pytest.mark.slow)])
+def test_more_kinds_vmapped_models_tiled_equal_xla(request, model):
+    """2 Models (vmapped Model leaves: eq_data, solref, invweight0, ranges, margins, ...) x 2 environments on the row
+    tiles (2 environments per program): the rows equal the XLA rows of each Model (float64), and the Models' differ."""
+    mjm, m, _, _ = request.getfixturevalue(model)
+    raw = _states(mjm, m, 2, scale=0.3 if model == "eq_model" else 0.5)
+    leaves = _randomised_kinds(m, 2)
+
+    def models_rows(m, leaves, ds):
+        def per_model(lv):
+            mm = m.replace(**lv)
+            return jax.vmap(lambda d: kernels.make_constraint(mm, _prepare(mm, d)))(ds)
+
+        return jax.jit(jax.vmap(per_model))(leaves)
+
+    want = models_rows(m, leaves, raw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", _tiled(2))
+        mf = mjl.configure(m, kernels="fused")
+        assert "constraint_rows_tiled" in str(jax.make_jaxpr(lambda lv: models_rows(mf, lv, raw))(leaves))
+        got = models_rows(mf, leaves, raw)
+    _compare(got, want, ROWS_TOL, f"2 models x 2 environments, {model}")
+    live = np.asarray(want.efc_mask).all(axis=0)
+    a = np.asarray(want.efc_aref)
+    assert np.any(np.abs(a[0] - a[1])[live] > 1e-6)

@@ -337,8 +337,13 @@ def _weld_geometry(m: Model, d: Data, ids: np.ndarray) -> dict:
     q1 = _quat_of(m, d, b1, o1, s1)
     q2 = _quat_of(m, d, b2, o2, s2)
     ts = data[:, 10]
-    # rotation error e = ts * imag(q2^-1 q1 rq); de/dt = 0.5 ts (p_w I - [p_v]x) R2' (w1 - w2)
-    p = math.quat_mul(math.quat_conj(q2), math.quat_mul(q1, data[:, 6:10]))
+    # rotation error e = ts * imag(q2^-1 q1 rq); de/dt = 0.5 ts (p_w I - [p_v]x) R2' (w1 - w2). rq: the relative
+    # pose's quaternion eq_data[6:10], the identity for a weld of sites (MuJoCo stores zeros there and aligns the
+    # sites' frames)
+    rq = data[:, 6:10]
+    if np.any(s1):
+        rq = jp.where(jp.asarray(s1)[:, None], jp.asarray([1.0, 0.0, 0.0, 0.0], rq.dtype), rq)
+    p = math.quat_mul(math.quat_conj(q2), math.quat_mul(q1, rq))
     pw, pv = p[:, 0], p[:, 1:]
     eye = jp.eye(3, dtype=p.dtype)
     # [pv]x as a matrix ([pv]x v = pv x v): column i is pv x e_i
@@ -886,9 +891,10 @@ def make_constraint(m: Model, d: Data) -> Data:
     return fill(m, d, r)
 
 
-def assemble(m: Model, d: Data) -> tuple[Data, dict]:
-    """Every row of `plan(m)` at the state of d (see `_assemble`); the XLA twin of the fused rows kernel."""
-    return _assemble(m, d, plan(m))
+def assemble(m: Model, d: Data, com_vel: bool = True) -> tuple[Data, dict]:
+    """Every row of `plan(m)` at the state of d (see `_assemble`); the XLA twin of the fused rows kernel, which
+    passes com_vel=False: its cvel and cdof_dot are inputs (d's), computed before the kernel."""
+    return _assemble(m, d, plan(m), com_vel)
 
 
 def fill(m: Model, d: Data, r: dict) -> Data:
@@ -932,11 +938,12 @@ def efc_kbip(m: Model, d: Data) -> jax.Array:
     return jp.where(r["active"][:, None], KBIP, 0.0)
 
 
-def _assemble(m: Model, d: Data, p: Plan) -> tuple[Data, dict]:
+def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True) -> tuple[Data, dict]:
     """Every row of plan p at the state of d, in the plan's order, with its impedance and reference acceleration.
-    Returns d (with cvel/cdof_dot where connect/weld rows need them) and a dict of the row quantities."""
+    Returns d (with cvel/cdof_dot where connect/weld rows need them, unless com_vel is False: d's are used) and a
+    dict of the row quantities."""
     blocks: list[_Rows] = []
-    if len(p.connect) or len(p.weld):
+    if (len(p.connect) or len(p.weld)) and com_vel:
         # the Jdot qvel term of connect/weld rows needs cvel/cdof_dot, which the pipeline computes only later
         # (fwd_velocity): compute them here from the current qvel (make_constraint runs in fwd_position)
         d = velocity.com_vel(m, d)

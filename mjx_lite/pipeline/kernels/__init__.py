@@ -15,8 +15,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
   collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box, sphere-box, capsule-box) and height
               field-sphere of static pair groups as one kernel
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
-  rows.py     the constraint rows (make_constraint) of joint equalities, dof friction, joint limits and
-              pyramidal or elliptic contacts as one kernel
+  rows.py     the constraint rows (make_constraint) of connect/weld/joint/tendon equalities, dof and tendon
+              friction, joint, ball and tendon limits and pyramidal or elliptic contacts as one kernel
   rows_tiled.py  the rows kernel on (environments, rows, dofs) tiles (`Launch.rows_tile`)
 """
 
@@ -87,8 +87,8 @@ def collision(m: Model, d: Data) -> Data:
 
 def rows_fused(m: Model) -> bool:
     """Static: the constraint rows run as the fused kernel (`fused(m)` and rows of the kinds kernels/rows.py
-    builds: joint equalities, dof friction loss, slide/hinge limits, pyramidal or elliptic contacts of static
-    slots)."""
+    builds: connect, weld, joint and tendon equalities, dof and tendon friction loss, slide/hinge, ball and tendon
+    limits, pyramidal or elliptic contacts of static slots)."""
     return fused(m) and _rows.fusable(m)
 
 
