@@ -13,8 +13,12 @@ from tests import oracle
 # Row quantities are closed-form functions of the state: float64 round-off.
 ROW_ATOL = 1e-8
 
-EQ_XML = oracle.EVERY_ROW_XML.replace(
-    "{option}", '<option jacobian="dense" cone="{cone}" impratio="{impratio}"/>').replace("{g_condim}", "{condim}")
+# with a weld of two sites too (MuJoCo aligns the sites' frames: the identity relative rotation)
+EQ_XML = (oracle.EVERY_ROW_XML
+          .replace("{option}", '<option jacobian="dense" cone="{cone}" impratio="{impratio}"/>')
+          .replace("{g_condim}", "{condim}")
+          .replace('<connect site1="sa" site2="sb"/>',
+                   '<connect site1="sa" site2="sb"/><weld site1="sa" site2="s2" torquescale="2"/>'))
 
 
 def _state(mjm, seed):
