@@ -51,8 +51,8 @@ def build_model(
     for name, f in fields.items():
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
-                    "geom_reach0", "hfield_cell0", "config", "ngravcomp", "fluid_active", "flg_surfacevel",
-                    "flg_adhesion", "actuator_actslot", "geom_sdf"):  # fmt: skip
+                    "geom_reach0", "hfield_cell0", "flex_reach0", "config", "ngravcomp", "fluid_active",
+                    "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf"):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -104,7 +104,12 @@ def build_model(
     nrow = np.asarray(arrays["hfield_nrow"]).reshape(-1)
     ncol = np.asarray(arrays["hfield_ncol"]).reshape(-1)
     cell = np.stack([2 * hsize[:, 0] / np.maximum(ncol - 1, 1), 2 * hsize[:, 1] / np.maximum(nrow - 1, 1)], axis=-1)
-    for name, v in (("geom_reach0", reach), ("hfield_cell0", cell.reshape(-1, 2))):
+    elen = np.asarray(arrays["flexedge_length0"], np.float64).reshape(-1)
+    eadr, enum = np.asarray(arrays["flex_edgeadr"]).reshape(-1), np.asarray(arrays["flex_edgenum"]).reshape(-1)
+    longest = [float(np.max(elen[a : a + n], initial=0.0)) for a, n in zip(eadr, enum)]
+    finflate = sum(np.asarray(arrays[k], np.float64).reshape(-1) for k in ("flex_radius", "flex_margin", "flex_gap"))
+    freach = np.stack([np.asarray(longest, np.float64).reshape(-1), np.asarray(finflate).reshape(-1)], -1)
+    for name, v in (("geom_reach0", reach), ("hfield_cell0", cell.reshape(-1, 2)), ("flex_reach0", freach)):
         v = np.array(v, np.float64)
         v.setflags(write=False)
         kw[name] = v

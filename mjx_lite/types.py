@@ -624,6 +624,8 @@ class Model:
     # (rbound, margin + gap) and per height field its cell size (dx, dy); host float64, not traced
     geom_reach0: np.ndarray = static_field(None, shape=("ngeom", 2), dtype="float64")
     hfield_cell0: np.ndarray = static_field(None, shape=("nhfield", 2), dtype="float64")
+    # per flex (its longest edge at qpos0, radius + margin + gap): sizes the height-field windows of flex elements
+    flex_reach0: np.ndarray = static_field(None, shape=("nflex", 2), dtype="float64")
     # trace-time configuration (mjx_lite.config.Config): gradient mode, reset semantics, collision grouping
     config: Config = static_field(Config())
     # options and statistics
@@ -1317,12 +1319,13 @@ def efc_row_width(m: Model) -> int:
 
 
 def _flex_elem_width(m: Model) -> int:
-    """Bodies on the flex side of a contact row: dim + 1 where a convex geom (sphere, capsule, ellipsoid, cylinder,
-    box, mesh) can touch the elements of a flex (collision/flex.py: the element's vertex bodies, weighted), else 1."""
+    """Bodies on the flex side of a contact row: dim + 1 where a height field or a convex geom (sphere, capsule,
+    ellipsoid, cylinder, box, mesh) can touch the elements of a flex (collision/flex.py: the element's vertex bodies,
+    weighted), else 1."""
     if not m.nflex:
         return 1
     gt = np.asarray(m.geom_type)
-    sel = (gt >= GeomType.SPHERE) & (gt <= GeomType.MESH)
+    sel = (gt >= GeomType.HFIELD) & (gt <= GeomType.MESH)
     gct, gca = np.asarray(m.geom_contype)[sel], np.asarray(m.geom_conaffinity)[sel]
     out = 1
     for f in range(m.nflex):

@@ -992,7 +992,9 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
         parts.append(f)
         overflow = overflow | o
     if nflexcon:
-        parts.append(flexcol.contacts(m, d))
+        flex_over, flex_fields = flexcol.contacts(m, d)
+        parts.append(flex_fields)
+        overflow = overflow | flex_over
     fields = {k: jp.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
     warn = d.warning_number
     if capped(m):

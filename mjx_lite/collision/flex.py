@@ -1,5 +1,5 @@
 """Flex contacts, the flex part of mj_collision: flex vertices against planes (MuJoCo 4.0's mj_collidePlaneFlex) and
-the elements of dim 1 and 2 flexes against spheres, capsules and boxes (mj_collideGeomElem).
+the elements of flexes against the convex geoms and height fields (mj_collideGeomElem).
 
 Static layout, after the geom-geom groups of the collision driver:
   - every (plane geom g, flex f) pair that MuJoCo collides (geom-level contype/conaffinity filter, the plane on a body
@@ -12,11 +12,13 @@ Static layout, after the geom-geom groups of the collision driver:
     an element with a vertex on the geom's body is left out (MuJoCo skips it). geom = (g, -1), flex = (-1, f),
     elem = (-1, e), vert = (-1, -1). MuJoCo's broadphase and BVH midphase only prune pairs farther apart than the
     margin (element boxes include the flex radius), so every pair is tested here and its collider decides.
+  - every (height-field geom g, element e) pair likewise owns the slots of its window of prisms
+    (collision/flex_hfield.py), grouped by (height field, dim); same ids.
 Frames from the normal (mju_makeFrame); the contact parameters mix the geom's and the flex's (priority, condim,
 solmix, friction) as mj_contactParam, margin and gap add up. Every contact of a pair is kept: MuJoCo 4.0 selects no
 mjMAXCONPAIR = 50 subset of a plane-flex or geom-flex pair (checked against it with 64 and 100 vertices on a plane in
 tests/test_flex.py, and 118 contacts of a 6x6 cloth on a box). An element contact's constraint rows spread it over
-the element's vertex bodies (`contact_body_weights`). Flex self-collisions and other geom types are refused at load
+the element's vertex bodies (`contact_body_weights`). Flex self-collisions and SDF geoms are refused at load
 (mjcf/flex.py).
 """
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import flex_elem, hull
+from mjx_lite.collision import flex_elem, flex_hfield, hull
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, GeomInfo, adhesive_dim, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
@@ -108,15 +110,10 @@ def _elem_groups(m: Model) -> tuple[tuple[int, int, np.ndarray, np.ndarray, np.n
 
     def build(m):
         groups: dict[tuple[int, int], list] = {}
-        gtype, gbody = np.asarray(m.geom_type), np.asarray(m.geom_bodyid)
-        vbody, vadr = np.asarray(m.flex_vertbodyid), np.asarray(m.flex_vertadr)
+        gtype = np.asarray(m.geom_type)
         for g, f in zip(*elem_pairs(m)):
-            ed = elem_data(m, f)
-            keep = ~np.any(vbody[vadr[f] + ed] == gbody[g], axis=1)
-            layer = np.asarray(m.flex_elemlayer)[int(m.flex_elemadr[f]) : int(m.flex_elemadr[f]) + len(ed)]
-            keep &= layer < int(m.flex_activelayers[f])
             key = (int(gtype[g]), int(m.flex_dim[f]))
-            for e in np.nonzero(keep)[0]:
+            for e in np.nonzero(_keep_elem(m, g, f))[0]:
                 groups.setdefault(key, []).append((g, f, e))
         return tuple((t, dim, *(np.asarray(x, np.int64) for x in zip(*rows))) for (t, dim), rows in
                      sorted(groups.items()))  # fmt: skip
@@ -124,9 +121,25 @@ def _elem_groups(m: Model) -> tuple[tuple[int, int, np.ndarray, np.ndarray, np.n
     return static_memo(m, "flex_elem_groups", build)
 
 
+def _keep_elem(m: Model, g: int, f: int) -> np.ndarray:
+    """(elemnum,) bool: the elements of flex f that MuJoCo collides with geom g: none with a vertex on g's body,
+    and for tetrahedra only those of the active layers (flex_elemlayer < flex_activelayers)."""
+    ed = elem_data(m, f)
+    vbody, vadr = np.asarray(m.flex_vertbodyid), np.asarray(m.flex_vertadr)
+    keep = ~np.any(vbody[vadr[f] + ed] == np.asarray(m.geom_bodyid)[g], axis=1)
+    layer = np.asarray(m.flex_elemlayer)[int(m.flex_elemadr[f]) : int(m.flex_elemadr[f]) + len(ed)]
+    return keep & (layer < int(m.flex_activelayers[f]))
+
+
+def _hfield_groups(m: Model) -> tuple[flex_hfield.Group, ...]:
+    """Static groups of the (height-field geom, element) pairs (collision/flex_hfield.py)."""
+    return flex_hfield.groups(m, elem_data, _keep_elem)
+
+
 def _slots(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Static per slot: geom, flex, local vertex (plane slots; -1 otherwise), element (element slots; -1 otherwise).
-    The plane slots first, then each element group's pairs, flex_elem.ELEM_NCON rows per pair."""
+    The plane slots first, then each element group's pairs, flex_elem.ELEM_NCON rows per pair, then each
+    height-field group's pairs, its window's slots (`flex_hfield.Group.k`) per pair."""
 
     def build(m):
         gs, fs = plane_pairs(m)
@@ -141,6 +154,12 @@ def _slots(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             f.append(np.repeat(ff, k))
             v.append(np.full(len(gg) * k, -1))
             e.append(np.repeat(ee, k))
+        for grp in _hfield_groups(m):
+            n = len(grp.geom)
+            g.append(np.repeat(grp.geom, grp.k))
+            f.append(np.repeat(grp.flex, grp.k))
+            v.append(np.full(n * grp.k, -1))
+            e.append(np.repeat(grp.elem, grp.k))
         z = [np.zeros(0, np.int64)]
         return tuple(np.concatenate(x + z).astype(np.int64) for x in (g, f, v, e))
 
@@ -191,9 +210,10 @@ def _params(m: Model, g: np.ndarray, f: np.ndarray):
     return margin, gap, jp.maximum(friction, types.MINMU), solref, solimp, adhesion
 
 
-def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
-    """Contact fields (capacity(m) rows, Data.contact's layout) of the flex vertices against planes and of the flex
-    elements against spheres, capsules and boxes."""
+def contacts(m: Model, d: types.Data) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """(overflow (), contact fields (capacity(m) rows, Data.contact's layout)) of the flex vertices against planes
+    and of the flex elements against the convex geoms and height fields; overflow: an element outgrew its
+    height-field window (the driver counts it in CONTACTFULL)."""
     g, f, v, e = _slots(m)
     dtype = d.geom_xpos.dtype
     n = len(g)
@@ -215,8 +235,7 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
         k = flex_elem.ELEM_NCON[(t, dim)]
         sl = slice(start, start + k * len(gg))
         start = sl.stop
-        x = d.flexvert_xpos[np.asarray(m.flex_vertadr)[ff][:, None] + np.stack([elem_data(m, fi)[ei] for fi, ei in
-                                                                                 zip(ff, ee)])]  # fmt: skip
+        x = _elem_xpos(m, d, ff, ee)
         det = (margin[sl] + gap[sl])[::k]
 
         def one(geom, xe, r, mg, t=t, dim=dim):
@@ -228,13 +247,24 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
         pos.append(cp.reshape(-1, 3))
         nrm.append(cn.reshape(-1, 3))
         active.append(ok.reshape(-1))
+    overflow = jp.zeros((), bool)
+    for grp in _hfield_groups(m):  # flex elements against height fields
+        sl = slice(start, start + grp.k * len(grp.geom))
+        start = sl.stop
+        x = _elem_xpos(m, d, grp.flex, grp.elem)
+        cd, cp, cn, ok, over = flex_hfield.collide_group(m, d, grp, x, (margin[sl] + gap[sl])[:: grp.k])
+        dist.append(cd.reshape(-1))
+        pos.append(cp.reshape(-1, 3))
+        nrm.append(cn.reshape(-1, 3))
+        active.append(ok.reshape(-1))
+        overflow = overflow | over
     dist, pos, nrm, active = (jp.concatenate(a) for a in (dist, pos, nrm, active))
     frame = make_frame(nrm, jp.zeros_like(nrm))
     eye = jp.broadcast_to(jp.eye(3, dtype=dtype), (n, 3, 3))
     side = np.full(n, -1)
     dist = jp.where(active, dist, NOCONTACT).astype(dtype)
     adhesion = adhesion.astype(dtype) if m.flg_adhesion else jp.zeros(n, dtype)
-    return dict(
+    return overflow, dict(
         dist=dist,
         pos=jp.where(active[:, None], pos, 0.0).astype(dtype),
         frame=jp.where(active[:, None, None], frame, eye).astype(dtype),
@@ -252,6 +282,12 @@ def contacts(m: Model, d: types.Data) -> dict[str, jax.Array]:
         efc_address=jp.full((n,), -1, jp.int32),
         active=active,
     )
+
+
+def _elem_xpos(m: Model, d: types.Data, ff: np.ndarray, ee: np.ndarray) -> jax.Array:
+    """(n, dim + 1, 3) vertex positions of the elements ee of the flexes ff (static (n,) ids, one dim)."""
+    local = np.stack([elem_data(m, fi)[ei] for fi, ei in zip(ff, ee)])
+    return d.flexvert_xpos[np.asarray(m.flex_vertadr)[ff][:, None] + local]
 
 
 def _geom_info(m: Model, d: types.Data, gids: np.ndarray, gtype: int) -> GeomInfo:
@@ -302,7 +338,7 @@ def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
 def elem_width(m: Model) -> int:
     """Static number of bodies on the second side of a contact row in `contact_body_weights`: 1 without element
     contacts, else the most vertices of a colliding element (2 for edges, 3 for triangles, 4 for tetrahedra)."""
-    dims = [dim for _, dim, *_ in _elem_groups(m)]
+    dims = [dim for _, dim, *_ in _elem_groups(m)] + [grp.dim for grp in _hfield_groups(m)]
     return 1 + max(dims) if dims else 1
 
 

@@ -305,13 +305,17 @@ def _prism_collider(type2: int, sat_budget: int) -> Callable:
             return _sphere_prism(v, g2)
         if type2 == GeomType.CAPSULE:  # exact segment-prism distance, likewise
             return _capsule_prism(v, g2)
-        dt = v.dtype
-        eye = jp.eye(3, dtype=dt)
-        p_info = GeomInfo(jp.zeros(3, dt), eye, jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
-                          edge=jp.asarray(_PRISM_EDGES), faceplane=jp.asarray(_PRISM_PLANES))  # fmt: skip
-        return collide(GeomType.MESH, type2, p_info, g2, margin, sat_budget=sat_budget)
+        return collide(GeomType.MESH, type2, prism_info(v), g2, margin, sat_budget=sat_budget)
 
     return prism
+
+
+def prism_info(v: Points) -> GeomInfo:
+    """The prism v (6, 3) as a mesh GeomInfo for `general.collide` (identity pose, its 8 triangles, 9 edges and 5
+    face planes)."""
+    dt = v.dtype
+    return GeomInfo(jp.zeros(3, dt), jp.eye(3, dtype=dt), jp.zeros(3, dt), v, None, jp.asarray(_PRISM_TRIS),
+                    edge=jp.asarray(_PRISM_EDGES), faceplane=jp.asarray(_PRISM_PLANES))  # fmt: skip
 
 
 def _no_prism(g2: GeomInfo, k: int) -> Distance:
@@ -434,17 +438,14 @@ def _batched_items(prism: Callable, k: int, tree, shared: tuple[bool, ...]) -> C
     return items
 
 
-def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[Callable, int]:
-    """The collider of one (hfield `hid`, type2) group and its contacts per pair `ncon`: (f, ncon), with
-    f(m, info1, info2, margin) -> (Contacts, overflow).
-
-    ncon = min(prisms in the window, MAXCONPAIR): every colliding prism gives its contact, as in MuJoCo.
-    Vectorised over the pairs of the group (info fields (n, ...), margin (n,)); Contacts fields (n, ncon, ...),
-    overflow (n,) bool."""
+def window_collider(m: Model, hid: int, type2: int, wr: int, wc: int, prism: Callable) -> tuple[Callable, int]:
+    """The contacts of one pair of height field `hid` and a shape of type2 over a window of wr x wc cells: (one, k),
+    one(elev (nrow, ncol), hsize (4,), g1, g2, margin) -> (Contacts of k rows, overflow ()), g1 the height field's
+    pose, g2 the shape (world frame), `prism(v (6, 3), g2, margin) -> (dist, pos, normal)` the collider of one prism
+    and the shape in the height field's frame (`_prism_collider`'s signature). k = min(window prisms,
+    MAXCONPAIR, m.config.hfield_prisms). Used by `group_collider` (geoms) and collision/flex_hfield.py (flex
+    elements)."""
     nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
-    adr = int(m.hfield_adr[hid])
-    wr, wc = window_size(m, hid, geom1, geom2)
-    sat_budget = m.config.sat_budget  # static: part of the model's static part, as the group
     # prism corner offsets (row, col) of the two triangles of a cell, in MuJoCo's vertex order
     tri = np.array([[[1, 0], [0, 0], [1, 1]], [[0, 0], [1, 1], [0, 1]]], np.int32)  # (2, 3, 2)
     cell_r, cell_c = np.meshgrid(np.arange(wr), np.arange(wc), indexing="ij")
@@ -453,7 +454,7 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
     nprism = corner.shape[0]
     cap = m.config.hfield_prisms
     k = min(nprism, MAXCONPAIR, nprism if cap is None else cap)  # prisms to the exact collider = contact slots
-    collide_prisms = _prisms_runner(_prism_collider(type2, sat_budget))
+    collide_prisms = _prisms_runner(prism)
 
     def one(elev, hsize, g1: GeomInfo, g2: GeomInfo, margin):
         dt = g2.pos.dtype
@@ -501,6 +502,21 @@ def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.
         # contacts in MuJoCo's grid order (rows, then columns, then the cell's two triangles)
         d = jp.where(dist <= margin, dist, NOCONTACT)
         return Contacts(d, g1.pos + cpos @ g1.mat.T, normal @ g1.mat.T, jp.zeros((k, 3), dt)), overflow
+
+    return one, k
+
+
+def group_collider(m: Model, hid: int, type2: int, geom1: np.ndarray, geom2: np.ndarray) -> tuple[Callable, int]:
+    """The collider of one (hfield `hid`, type2) group and its contacts per pair `ncon`: (f, ncon), with
+    f(m, info1, info2, margin) -> (Contacts, overflow).
+
+    ncon = min(prisms in the window, MAXCONPAIR): every colliding prism gives its contact, as in MuJoCo.
+    Vectorised over the pairs of the group (info fields (n, ...), margin (n,)); Contacts fields (n, ncon, ...),
+    overflow (n,) bool."""
+    nrow, ncol = int(m.hfield_nrow[hid]), int(m.hfield_ncol[hid])
+    adr = int(m.hfield_adr[hid])
+    wr, wc = window_size(m, hid, geom1, geom2)
+    one, k = window_collider(m, hid, type2, wr, wc, _prism_collider(type2, m.config.sat_budget))
 
     def collide_group(m, info1: GeomInfo, info2: GeomInfo, margin):
         elev = m.hfield_data[adr : adr + nrow * ncol].reshape(nrow, ncol)

@@ -13,8 +13,8 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
 Flex contacts: flex vertices against planes welded to the world and the elements of every flex against the convex
-geoms are implemented (collision/flex.py); flexes that can collide otherwise (self-collisions, height fields, SDFs)
-are refused (`_check_contacts`).
+geoms and height fields are implemented (collision/flex.py); flexes that can collide otherwise (self-collisions,
+SDFs) are refused (`_check_contacts`).
 """
 
 from __future__ import annotations
@@ -376,7 +376,7 @@ def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
 
 _SELF = {"none": 0, "narrow": 1, "bvh": 2, "sap": 3, "auto": 4}
 _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
-_ELEM_GEOMS = (2, 3, 4, 5, 6, 7)  # sphere, capsule, ellipsoid, cylinder, box, mesh: collided with flex elements
+_ELEM_GEOMS = (1, 2, 3, 4, 5, 6, 7)  # hfield, sphere, capsule, ellipsoid, cylinder, box, mesh: collided with elements
 
 
 def _elem_layers(elem: np.ndarray) -> np.ndarray:
@@ -414,9 +414,9 @@ def _elem_layers(elem: np.ndarray) -> np.ndarray:
 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes) and
-    the elements of every flex (edges, triangles, tetrahedra) against spheres, capsules, ellipsoids, cylinders, boxes
-    and meshes (collision/flex.py). Refused: self-collisions (contype & conaffinity with selfcollide other than
-    'none') and contacts with height-field and SDF geoms that the contype/conaffinity filter lets through."""
+    the elements of every flex (edges, triangles, tetrahedra) against height fields, spheres, capsules, ellipsoids,
+    cylinders, boxes and meshes (collision/flex.py). Refused: self-collisions (contype & conaffinity with selfcollide
+    other than 'none') and contacts with SDF geoms that the contype/conaffinity filter lets through."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none":
@@ -436,10 +436,10 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
         t = int(gtype[g])
         if t == 0 or t in _ELEM_GEOMS:
             continue
-        raise MJCFUnsupportedError(f"flex contacts with {_GEOM_NAMES[t]} geoms are not supported by mjx_lite (planes "
-                                   f"and convex geoms: spheres, capsules, ellipsoids, cylinders, boxes, meshes): flex "
-                                   f"'{r['name']}' can collide with geom {int(g)}; set the flexcomp's <contact "
-                                   "contype/conaffinity> to exclude it", *where)  # fmt: skip
+        raise MJCFUnsupportedError(f"flex contacts with {_GEOM_NAMES[t]} geoms are not supported by mjx_lite (planes, "
+                                   f"height fields and convex geoms: spheres, capsules, ellipsoids, cylinders, boxes, "
+                                   f"meshes): flex '{r['name']}' can collide with geom {int(g)}; set the flexcomp's "
+                                   "<contact contype/conaffinity> to exclude it", *where)  # fmt: skip
 
 
 def constants(ctx: CompileContext, st) -> np.ndarray:

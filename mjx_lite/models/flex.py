@@ -7,13 +7,14 @@ benchmarks/flex_steps.py: `mjx_lite.load_mjcf_string(flex.cloth_on_plane())`.
   soft_box(...)       dim 3: a grid of tetrahedra (a soft cube) dropped on a plane, <elasticity> (young, poisson)
   draped(...)         dim 1 or 2: a rope or a cloth dropped on a sphere, capsule, box, ellipsoid or cylinder (fixed,
                       or a free body)
+  on_terrain(...)     dims 1, 2, 3: ropes, cloth and soft cubes dropped on a bumpy height field
 
 Every builder returns the XML text; keyword arguments size and tune the scene (counts, spacing, material).
 """
 
 from __future__ import annotations
 
-__all__ = ["cloth_on_plane", "draped", "hanging_cloth", "rope", "soft_box"]
+__all__ = ["cloth_on_plane", "draped", "hanging_cloth", "on_terrain", "rope", "soft_box"]
 
 
 def _vec(v) -> str:
@@ -100,3 +101,38 @@ def draped(geom: str = "sphere", dim: int = 2, count: int = 4, spacing: float = 
             f'      <edge equality="true" damping="{damping}"/>\n      <contact selfcollide="none"/>\n'
             '    </flexcomp>')  # fmt: skip
     return _scene(body, option=option, plane='pos="0 0 -.3"' if free else None)
+
+
+# a bumpy 6 x 7 height field (elevations 0..3, scaled to .04), its flexes' places on it by dim
+_TERRAIN = ("0 1 2 1 0 1 0  1 2 3 2 1 0 1  0 1 2 1 0 1 2  2 1 0 1 2 1 0  0 0 1 0 0 2 1  1 0 0 1 2 1 0")
+_TERRAIN_AT = {1: ((0.15, -0.15), "5 3 20"), 2: ((-0.17, 0.01), "5 3 0"), 3: ((0.17, 0.12), "5 3 0")}
+
+
+def on_terrain(dims: tuple = (2,), count: int = 4, spacing: float = 0.05, height: float = 0.08, mass: float = 0.2,
+               radius: float = 0.005, damping: float = 0.01, margin: float = 0.0, pin: bool = False,
+               option: str = "") -> str:  # fmt: skip
+    """Flexes dropped from `height` on a bumpy height field (6 x 7 grid, .8 x .6 x .04 with a base of .05, tilted by
+    4, -3 and 10 degrees): per dim in `dims` a rope (dim 1: count + 2 points, radius 1.6 x `radius`), a cloth (dim 2:
+    count x count) or a soft cube (dim 3: (count - 1)^3 points, spacing .8 x) at its own place on the field. Edge
+    equality constraints and damping, the flexes' contact `margin`; pin: the first vertex of each flex pinned to the
+    world (MuJoCo skips its elements against the field, both on the world body)."""
+    flexes = []
+    PIN = '\n      <pin id="0"/>'
+    for dim in dims:
+        (x, y), euler = _TERRAIN_AT[dim]
+        n, sp, r, z = count, spacing, radius, height
+        counts = {1: f"{n + 2} 1 1", 2: f"{n} {n} 1", 3: f"{n - 1} {n - 1} {n - 1}"}[dim]
+        if dim == 1:
+            r = 1.6 * radius
+        if dim == 3:
+            sp, z = 0.8 * spacing, height + 0.02
+        flexes.append(f'<flexcomp name="flex{dim}" type="grid" count="{counts}" spacing="{sp:g} {sp:g} {sp:g}" '
+                      f'pos="{x} {y} {z:g}" euler="{euler}" dim="{dim}" mass="{mass}" radius="{r}">\n'
+                      f'      <edge equality="true" damping="{damping}"/>\n'
+                      f'      <contact selfcollide="none" margin="{margin:g}"/>'
+                      f'{PIN if pin else ""}\n'
+                      '    </flexcomp>')  # fmt: skip
+    body = ('<geom type="hfield" hfield="terrain" pos=".01 -.02 0" euler="4 -3 10"/>\n    ' + "\n    ".join(flexes))
+    return _scene(body, option=option).replace(
+        "<worldbody>", f'<asset><hfield name="terrain" nrow="6" ncol="7" size=".4 .3 .04 .05" '
+                       f'elevation="{_TERRAIN}"/></asset>\n  <worldbody>', 1)  # fmt: skip
