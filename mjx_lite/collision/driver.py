@@ -540,11 +540,14 @@ def _pair_params(m: Model, pid: np.ndarray) -> tuple:
             m.pair_solreffriction[pid], m.pair_solimp[pid], m.pair_adhesion[pid])  # fmt: skip
 
 
-def _params(m: Model, g: Group) -> tuple:
+def _params(m: Model, g: Group, mixed: tuple | None = None) -> tuple:
     """(condim (n,), margin (n,), gap (n,), friction (n, 5), solref (n, 2), solreffriction (n, 2), solimp (n, 5),
-    adhesion (n,)) of a group's pairs, explicit or mixed, under the override flag (which leaves adhesion alone)."""
+    adhesion (n,)) of a group's pairs, explicit or mixed, under the override flag (which leaves adhesion alone).
+    mixed: the group's `_mix_params`, computed with other groups' (`_all_params`); None: computed here."""
     if g.pair[0] >= 0:
         condim, margin, gap, friction, solref, solreffriction, solimp, adhesion = _pair_params(m, g.pair)
+    elif mixed is not None:
+        condim, margin, gap, friction, solref, solreffriction, solimp, adhesion = mixed
     else:
         condim, margin, gap, friction, solref, solreffriction, solimp, adhesion = _mix_params(m, g.geom1, g.geom2)
     if m.opt.enableflags & EnableBit.OVERRIDE:
@@ -555,6 +558,27 @@ def _params(m: Model, g: Group) -> tuple:
         friction = jp.broadcast_to(m.opt.o_friction, (n, 5))
     friction = jp.maximum(friction, types.MINMU)
     return condim, margin, gap, friction, solref, solreffriction, solimp, adhesion
+
+
+def _all_params(m: Model, groups: dict[int, Group]) -> dict[int, tuple]:
+    """{group index: `_params`} of the groups, the dynamic pairs of all of them mixed in one `_mix_params` call (its
+    operations are elementwise per pair): one set of mixing operations per model, not one per group (22 in the
+    Shadow Hand, whose per-group copies were 239 of its collision program's 4386 fused kernels)."""
+    mixed = sorted(i for i, g in groups.items() if g.pair[0] < 0)
+    out = {}
+    if mixed:
+        g1 = np.concatenate([groups[i].geom1 for i in mixed])
+        g2 = np.concatenate([groups[i].geom2 for i in mixed])
+        allp = _mix_params(m, g1, g2)
+        at = 0
+        for i in mixed:
+            n = len(groups[i].geom1)
+            out[i] = _params(m, groups[i], tuple(x[at : at + n] for x in allp))
+            at += n
+    for i, g in groups.items():
+        if i not in out:
+            out[i] = _params(m, g)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -705,14 +729,25 @@ def _rows(g: Group, c, near: jax.Array, margin: jax.Array, dtype) -> tuple:
     """A group's collider output c (Contacts of (n, k) rows) as (dist, pos, frame, active) of (n, k) rows: rows that
     are not contacts (out of the bounding test or beyond the margin) masked to the placeholder values."""
     # colliders with MuJoCo's own inclusion test (primitive.py) have decided ties at the margin already
+    dist, pos, active = _rows_geometry(g, c, near, margin, dtype)
+    return dist, pos, _masked_frame(c.normal, c.tangent, active), active
+
+
+def _rows_geometry(g: Group, c, near: jax.Array, margin: jax.Array, dtype) -> tuple:
+    """`_rows` without the frames: (dist, pos, active) of (n, k) rows."""
     within = (c.dist < NOCONTACT) if getattr(g.collider, "margin_tested", False) else (c.dist <= margin[:, None])
     active = near[:, None] & within
     dist = jp.where(active, c.dist, NOCONTACT).astype(dtype)
-    frame = make_frame(c.normal, c.tangent)
-    eye = jp.broadcast_to(jp.eye(3, dtype=dtype), frame.shape)
-    frame = jp.where(active[..., None, None], frame, eye)
     pos = jp.where(active[..., None], c.pos, 0.0)
-    return dist, pos, frame, active
+    return dist, pos, active
+
+
+def _masked_frame(normal: jax.Array, tangent: jax.Array, active: jax.Array) -> jax.Array:
+    """(..., 3, 3) contact frames (`make_frame`) of rows with normals and tangent hints (..., 3), the identity on
+    rows that are not active (...,)."""
+    frame = make_frame(normal, tangent)
+    eye = jp.broadcast_to(jp.eye(3, dtype=frame.dtype), frame.shape)
+    return jp.where(active[..., None, None], frame, eye)
 
 
 def detection_margin(m: Model, g: Group) -> jax.Array:
@@ -768,7 +803,7 @@ def _fields(m, g1, g2, k, condim, includemargin, friction, solref, solreffrictio
     return dict(
         dist=dist,
         pos=pos.reshape(n, 3).astype(dtype),
-        frame=frame.reshape(n, 3, 3).astype(dtype),
+        frame=None if frame is None else frame.reshape(n, 3, 3).astype(dtype),
         includemargin=incl,
         friction=rep(friction).astype(dtype),
         solref=rep(solref).astype(dtype),
@@ -797,10 +832,11 @@ class _Candidates:
     params: tuple  # condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion
 
 
-def _candidates(m: Model, d: types.Data, g: Group) -> _Candidates:
+def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None) -> _Candidates:
     """The pairs of group g that reach its collider: the bounding test, and the broadphase's trim where the group is
-    trimmed (the `npair_narrow` most overlapping)."""
-    condim, includemargin, gap, friction, solref, solreffriction, solimp, adhesion = _params(m, g)
+    trimmed (the `npair_narrow` most overlapping). params: the group's `_params` (None: computed here)."""
+    p = _params(m, g) if params is None else params
+    condim, includemargin, gap, friction, solref, solreffriction, solimp, adhesion = p
     margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
     near, score = _near(m, d, g, g1, g2, margin)
@@ -884,12 +920,13 @@ def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: 
 
 
 def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = None,
-               shared: tuple | None = None, manifold: Contacts | None = None
+               shared: tuple | None = None, manifold: Contacts | None = None, frames: bool = True
                ) -> tuple[dict[str, jax.Array], jax.Array]:  # fmt: skip
     """Contacts of one group: fields (capacity*ncon, ...) and the overflow flag. cand: its `_candidates` (None:
     computed here); shared: its pairs' GJK/EPA stage where it is the shared one (`_shared_distances`; None: computed
     here for this group alone); manifold: its pairs' manifold stage where it is the shared one (`_shared_manifolds`;
-    None: computed here for this group alone)."""
+    None: computed here for this group alone). frames=False: fields["frame"] holds each row's normal and tangent
+    hint (rows, 2, 3) instead of its frame (`collision` builds the frames of all groups at once)."""
     cand = _candidates(m, d, g) if cand is None else cand
     g1, g2, near, overflow = cand.g1, cand.g2, cand.near, cand.overflow
     condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion = cand.params
@@ -928,9 +965,12 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
         overflow = overflow | jp.any(hf_over & near)
     else:  # GJK/EPA colliders (`_LOOPED`) on the near pairs only
         c = _looped(g.collider, g.npair_narrow, g.ncon_collider)(info1, info2, margin, near)
-    dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)
+    dist, pos, active = _rows_geometry(g, c, near, margin, d.geom_xpos.dtype)
     fields = _fields(m, g1, g2, g.ncon_collider, condim, includemargin, friction, solref, solreffriction, solimp,
-                     adhesion, dist, pos, frame, active, d.geom_xpos.dtype)  # fmt: skip
+                     adhesion, dist, pos, None, active, d.geom_xpos.dtype)  # fmt: skip
+    n = fields["dist"].shape[0]
+    hint = jp.stack([c.normal.reshape(n, 3), c.tangent.reshape(n, 3)], axis=1).astype(pos.dtype)
+    fields["frame"] = _masked_frame(hint[:, 0], hint[:, 1], fields["active"]) if frames else hint
     if g.compacted:  # keep the deepest `nrows` active rows of the group
         act = fields["active"]
         _, rows = jax.lax.top_k(jax.lax.stop_gradient(jp.where(act, -fields["dist"], -jp.inf)), g.nrows)
@@ -980,17 +1020,30 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     parts = []
     overflow = jp.zeros((), bool) if computed_overflow is None else computed_overflow
     run = {i: g for i, g in enumerate(table.groups) if not (computed and i in computed)}
-    cands = {i: _candidates(m, d, g) for i, g in run.items()}
+    params = _all_params(m, run)
+    cands = {i: _candidates(m, d, g, params[i]) for i, g in run.items()}
     curved = {i: g for i, g in run.items() if _shared_distance(g)}
     shared = _shared_distances(m, d, curved, cands)
     manifolds = _shared_manifolds(m, d, curved, cands, shared)
+    ran = []
     for i, g in enumerate(table.groups):
         if i not in run:  # static slots: no candidate is left out
             parts.append(computed[i])
             continue
-        f, o = _run_group(m, d, g, cands[i], shared.get(i), manifolds.get(i))
+        f, o = _run_group(m, d, g, cands[i], shared.get(i), manifolds.get(i), frames=False)
+        ran.append(len(parts))
         parts.append(f)
         overflow = overflow | o
+    # the contact frames of every group's rows in one go (from their normals and tangent hints, (n, 2, 3)): one
+    # make_frame per model, not one per group (the Shadow Hand's 22 copies were 220 of its 4386 fused kernels)
+    if ran:
+        hint = jp.concatenate([parts[j]["frame"] for j in ran], axis=0)
+        frame = _masked_frame(hint[:, 0], hint[:, 1], jp.concatenate([parts[j]["active"] for j in ran], axis=0))
+        at = 0
+        for j in ran:
+            n = parts[j]["frame"].shape[0]
+            parts[j] = {**parts[j], "frame": frame[at : at + n]}
+            at += n
     if nflexcon:
         flex_over, flex_fields = flexcol.contacts(m, d)
         parts.append(flex_fields)

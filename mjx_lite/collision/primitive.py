@@ -351,8 +351,9 @@ _EDGES = [(j, i) for j in range(3) for i in range(8) if not i & (1 << j)]  # (ax
 def _edge_segment(c: Vec3, j: int, s: Vec3, pos: Vec3, half: Vec3, mc: Scalar
                   ) -> tuple[Scalar, Scalar, Scalar, jax.Array, Scalar]:
     """Nearest points of box edge c + t*s[j]*e_j and capsule segment pos + x*half, clamped in the order of
-    MuJoCo's capsule-box (edge parameter first). Returns (edge param, segment param, squared distance, edge
-    clamp code (0 low end, 1 interior, 2 high end; a re-clamp that lands inside keeps the earlier code), ok)."""
+    MuJoCo's capsule-box (edge parameter first); j, the edge's axis, may be traced. Returns (edge param, segment
+    param, squared distance, edge clamp code (0 low end, 1 interior, 2 high end; a re-clamp that lands inside keeps
+    the earlier code), ok)."""
     dif = c - pos
     ma = s[j] * s[j]
     mb = -s[j] * half[j]
