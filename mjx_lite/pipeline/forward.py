@@ -30,6 +30,7 @@ import jax.numpy as jp
 from mjx_lite.collision import driver
 from mjx_lite.pipeline import (
     actuation,
+    buckets,
     flex,
     inertia,
     inverse,
@@ -109,7 +110,9 @@ def fwd_position(m: Model, d: Data, collide=None) -> Data:
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
             d = run(kernels.collision if collide is None else collide, m, d)  # driver.collision (fused under kernels)
-        d = run(kernels.make_constraint, m, d)  # constraint.make_constraint, or its fused kernel
+        # constraint.make_constraint, or its fused kernel; with Config.contact_buckets the rows of a bucket of the live
+        # contacts, scattered to the padded rows (pipeline/buckets.py)
+        d = run(buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint, m, d)
     d = run(transmission.transmission, m, d)
     return d
 
@@ -145,7 +148,7 @@ def fwd_acceleration(m: Model, d: Data) -> Data:
 def fwd_constraint(m: Model, d: Data) -> Data:
     """Constraint forces and qacc (mj_fwdConstraint); without constraint rows qacc = qacc_smooth."""
     if _constraints_on(m) and m.njmax > 0:
-        return run(solve, m, d)
+        return run(buckets.solve if buckets.enabled(m) else solve, m, d)  # buckets: the rows make_constraint chose
     return d.replace(
         qacc=d.qacc_smooth,
         qfrc_constraint=jp.zeros_like(d.qfrc_smooth),
