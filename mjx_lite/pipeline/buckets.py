@@ -228,4 +228,3 @@ def make_constraint(m: Model, d: Data) -> Data:
 def solve(m: Model, d: Data) -> Data:
     """`solver.solve` on the bucket's rows (the bucket `make_constraint` chose: recomputed from d.contact)."""
     return _choose(m, d, _solve_stage, _solve)
-
