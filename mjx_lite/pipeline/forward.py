@@ -17,7 +17,8 @@ Every stage is `f(m, d) -> d`; this module only strings them together:
     [compare_fwd_inv under the fwdinv enable flag]
 
 Bracketed stages run when the constraint disable flag is off (and, for collision, the contact flag; for the
-solver, when the model has constraint rows).
+solver, when the model has constraint rows). With `Config.contact_buckets`, make_constraint and the solver run on a
+bucket of the live contacts and scatter their rows back (`pipeline/buckets.py`).
 """
 
 from __future__ import annotations
