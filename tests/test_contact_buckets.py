@@ -152,6 +152,7 @@ def test_vmap_batch_max_and_fallback(pyramidal):
             _check_equal(m, jax.tree.map(lambda x, i=i: x[i], a), jax.tree.map(lambda x, i=i: x[i], b))
 
 
+@pytest.mark.slow  # 28 min under a load of 17 on 2 cores (the vmapped gradient of each bucket's branch compiles)
 def test_grad_equals_full(pyramidal):
     """Reverse mode through a 2-step rollout (the second warm-started by the first) (the solver's implicit gradient inside the bucket's branch), alone and
     under vmap: the full step's gradient."""
