@@ -154,8 +154,8 @@ def test_vmap_batch_max_and_fallback(pyramidal):
 
 @pytest.mark.slow  # 28 min under a load of 17 on 2 cores (the vmapped gradient of each bucket's branch compiles)
 def test_grad_equals_full(pyramidal):
-    """Reverse mode through a 2-step rollout (the second warm-started by the first) (the solver's implicit gradient inside the bucket's branch), alone and
-    under vmap: the full step's gradient."""
+    """Reverse mode through a 2-step rollout (the second warm-started by the first; the solver's implicit gradient
+    inside the bucket's branch) under vmap: the full step's gradient."""
     m, mb = pyramidal
     d0 = _states(m, 1, seed=2)[0]
 
