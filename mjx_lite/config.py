@@ -180,6 +180,12 @@ class Config:
         MuJoCo computes them for user sensors); the sensor's cutoff is applied to what it returns. It is traced into
         `forward`/`step` like any stage (jit, vmap and grad go through it) and compared by identity in the jit cache
         key: define it once, not as a new lambda per call.
+      contact_buckets: None (default), "auto" (`pipeline.buckets.AUTO_BUCKETS`) or a tuple of contact capacities
+        below m.nconmax: after collision, the live contacts are compacted into the smallest of these capacities that
+        holds them (under `vmap`: that holds every environment's), and the constraint rows and the solver run on that
+        bucket's rows instead of the padded nconmax slots; the results are scattered back, so Data's shapes and values
+        are those of the full step (to round-off), with the full padded size as the fallback. Each capacity compiles
+        its own rows and solver (compile time grows with the number of buckets). See `mjx_lite.pipeline.buckets`.
     """
 
     gradients: str = "implicit"
@@ -214,6 +220,7 @@ class Config:
     linalg: str = "auto"
     solver_batch: str = "auto"
     sensor_user: Callable | None = None
+    contact_buckets: str | tuple[int, ...] | None = None
 
     def __post_init__(self):
         if self.sensor_user is not None and not callable(self.sensor_user):
@@ -277,6 +284,13 @@ class Config:
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < -1):
                 raise ValueError(f"Config.{name} must be None, -1 (no cap) or a non-negative int, not {v!r}")
+        b = self.contact_buckets
+        if isinstance(b, list):
+            object.__setattr__(self, "contact_buckets", b := tuple(b))
+        if b is not None and b != "auto" and (not isinstance(b, tuple) or not b or any(
+                isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in b)):  # fmt: skip
+            raise ValueError(f"Config.contact_buckets must be None, 'auto' or a non-empty tuple of positive ints, "
+                             f"not {b!r}")  # fmt: skip
         seed = self.contact_smoothing_seed
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"Config.contact_smoothing_seed must be an int, not {seed!r}")

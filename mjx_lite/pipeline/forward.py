@@ -17,7 +17,8 @@ Every stage is `f(m, d) -> d`; this module only strings them together:
     [compare_fwd_inv under the fwdinv enable flag]
 
 Bracketed stages run when the constraint disable flag is off (and, for collision, the contact flag; for the
-solver, when the model has constraint rows).
+solver, when the model has constraint rows). With `Config.contact_buckets`, make_constraint and the solver run on a
+bucket of the live contacts and scatter their rows back (`pipeline/buckets.py`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import jax.numpy as jp
 from mjx_lite.collision import driver
 from mjx_lite.pipeline import (
     actuation,
+    buckets,
     flex,
     inertia,
     inverse,
@@ -109,7 +111,9 @@ def fwd_position(m: Model, d: Data, collide=None) -> Data:
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
             d = run(kernels.collision if collide is None else collide, m, d)  # driver.collision (fused under kernels)
-        d = run(kernels.make_constraint, m, d)  # constraint.make_constraint, or its fused kernel
+        # constraint.make_constraint, or its fused kernel; with Config.contact_buckets the rows of a bucket of the live
+        # contacts, scattered to the padded rows (pipeline/buckets.py)
+        d = run(buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint, m, d)
     d = run(transmission.transmission, m, d)
     return d
 
@@ -145,7 +149,7 @@ def fwd_acceleration(m: Model, d: Data) -> Data:
 def fwd_constraint(m: Model, d: Data) -> Data:
     """Constraint forces and qacc (mj_fwdConstraint); without constraint rows qacc = qacc_smooth."""
     if _constraints_on(m) and m.njmax > 0:
-        return run(solve, m, d)
+        return run(buckets.solve if buckets.enabled(m) else solve, m, d)  # buckets: the rows make_constraint chose
     return d.replace(
         qacc=d.qacc_smooth,
         qfrc_constraint=jp.zeros_like(d.qfrc_smooth),

@@ -1,0 +1,204 @@
+"""Contact buckets (`Config.contact_buckets`, mjx_lite/pipeline/buckets.py): the constraint rows and the solver on a
+bucket of the live contacts give the full padded step's results (float64 round-off), under jit, vmap (one bucket per
+batch: its largest need) and grad, and MuJoCo's."""
+
+import os
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+
+import mjx_lite as mjl
+from mjx_lite.pipeline import buckets
+
+# The bucketed and the full step solve the same problem with the same rows in the same order; only the reductions
+# over the dead rows differ (sums of exact zeros in another grouping): float64 round-off on values of order 10-100.
+ROUNDOFF = 1e-11
+# Newton converged on both sides (tolerance 1e-12), as tests/test_capacity.py compares with MuJoCo.
+NEWTON_TOL = 1e-7
+
+# One pair group with many slots (eight spheres on the plane: plane_sphere, 8 slots), condims 1, 3, 4 and 6 in it (the
+# bucket's slots have the model's largest condim, the full layout's each its own), a box (4 slots), sphere pairs
+# (28 slots, none live), a limited hinge (a limit row before the contacts). Spheres 0, 2, 4, 6 and the box touch the
+# plane (8 live contacts); the others are high up.
+XML = """<mujoco>
+  <option timestep="0.005" cone="{cone}" solver="{solver}" iterations="100" tolerance="1e-12" ls_iterations="50"/>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    {spheres}
+    <body pos="0 -1 .098"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+    <body pos="0 2 .5"><joint type="hinge" axis="1 0 0" range="-.1 .1" limited="true"/>
+      <geom type="capsule" size=".05 .2" condim="1" contype="0" conaffinity="0"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+def _xml(cone: str = "pyramidal", solver: str = "Newton") -> str:
+    spheres = []
+    for i in range(8):
+        z = 0.099 if i % 2 == 0 else 1.0 + i
+        cd = (1, 3, 4, 6)[i % 4]
+        spheres.append(f'<body pos="{0.3 * i} 0 {z}"><freejoint/><geom type="sphere" size=".1" condim="{cd}"/></body>')
+    return XML.format(cone=cone, solver=solver, spheres="\n".join(spheres))
+
+
+def _states(m: mjl.Model, n: int, seed: int = 0) -> list:
+    """n states with random velocities (the contacts of the initial pose)."""
+    rng = np.random.default_rng(seed)
+    d = mjl.make_data(m)
+    return [d.replace(qvel=0.1 * rng.standard_normal(m.nv), qacc_warmstart=0.1 * rng.standard_normal(m.nv))
+            for _ in range(n)]  # fmt: skip
+
+
+STEP = jax.jit(mjl.step)
+CAPS = (3, 10)  # 8 live contacts: the bucket of 10; the 3 bucket never holds them; the full step is the fallback
+
+
+def _models(cone: str, solver: str):
+    m = mjl.load_mjcf_string(_xml(cone, solver))
+    return m, mjl.configure(m, contact_buckets=CAPS)
+
+
+@pytest.fixture(
+    scope="module", params=[("pyramidal", "Newton"), ("elliptic", "CG")], ids=["pyramidal-newton", "elliptic-cg"]
+)
+def stepped(request):
+    """(m, mb, states, full steps, bucket steps) of one solver and cone."""
+    m, mb = _models(*request.param)
+    ds = _states(m, 2)
+    return m, mb, ds, [STEP(m, d) for d in ds], [STEP(mb, d) for d in ds]
+
+
+def _check_equal(m, a, b, tol=ROUNDOFF):
+    """The bucketed step b against the full step a: every field the user reads, live efc rows and contacts."""
+    for f in ("qpos", "qvel", "qacc", "qfrc_constraint", "act", "sensordata"):
+        np.testing.assert_allclose(getattr(b, f), getattr(a, f), rtol=0, atol=tol, err_msg=f)
+    assert int(b.nefc) == int(a.nefc) and int(b.ncon) == int(a.ncon)
+    assert int(b.solver_niter) == int(a.solver_niter)
+    np.testing.assert_array_equal(b.efc_mask, a.efc_mask)
+    live = np.asarray(a.efc_mask)
+    for f in ("efc_type", "efc_id", "efc_state"):
+        np.testing.assert_array_equal(np.asarray(getattr(b, f))[live], np.asarray(getattr(a, f))[live], err_msg=f)
+    for f in ("efc_J", "efc_pos", "efc_margin", "efc_diagA", "efc_R", "efc_D", "efc_vel", "efc_aref", "efc_b",
+              "efc_force"):  # fmt: skip
+        x, y = np.asarray(getattr(a, f)), np.asarray(getattr(b, f))
+        assert y.shape == x.shape, f
+        np.testing.assert_allclose(y[live], x[live], rtol=0, atol=tol, err_msg=f)
+        np.testing.assert_allclose(y[~live], x[~live], rtol=0, atol=0, err_msg=f + " (dead rows)")
+    for f in ("dist", "pos", "frame", "dim", "geom", "efc_address", "active"):
+        np.testing.assert_array_equal(getattr(b.contact, f), getattr(a.contact, f), err_msg="contact." + f)
+
+
+def test_config_validation():
+    assert mjl.Config(contact_buckets=[8, 32]).contact_buckets == (8, 32)
+    for bad in ("yes", (), (0,), (8, -1), (True,), 8):
+        with pytest.raises(ValueError, match="contact_buckets"):
+            mjl.Config(contact_buckets=bad)
+    m = mjl.load_mjcf_string(_xml())
+    assert buckets.capacities(m) == ()  # default: off
+    assert buckets.capacities(mjl.configure(m, contact_buckets=(3, 10, 10, 500))) == (3, 10)  # below nconmax only
+    assert buckets.capacities(mjl.configure(m, contact_buckets="auto")) == tuple(
+        c for c in buckets.AUTO_BUCKETS if c < m.nconmax
+    )
+    mb = m.replace(config=m.config.replace(contact_buckets=(4,)))  # not a layout field: Data keeps its shapes
+    assert mb.nconmax == m.nconmax and mb.njmax == m.njmax
+
+
+def test_step_equals_full(stepped):
+    m, _, _, full, bucketed = stepped
+    for a, b in zip(full, bucketed):
+        assert int(buckets.need(m, a)) == 8  # the bucket of 10 ran (3 < 8 <= 10 < nconmax)
+        jax.tree.map(lambda x, y: None if x.shape == y.shape else pytest.fail("shape"), a, b)
+        _check_equal(m, a, b)
+
+
+def test_matches_mujoco(stepped):
+    """The bucketed forward pass against MuJoCo's mj_forward (qacc, contact forces) on the same state."""
+    m, mb, ds, _, _ = stepped
+    mm = mujoco.MjModel.from_xml_string(_xml(*("pyramidal", "Newton") if m.opt.cone == 0 else ("elliptic", "CG")))
+    md = mujoco.MjData(mm)
+    d = ds[0]
+    md.qpos[:], md.qvel[:], md.qacc_warmstart[:] = d.qpos, d.qvel, d.qacc_warmstart
+    mujoco.mj_forward(mm, md)
+    ours = jax.jit(mjl.forward)(mb, d)
+    scale = max(1.0, np.abs(md.qacc).max())
+    np.testing.assert_allclose(ours.qacc, md.qacc, rtol=0, atol=NEWTON_TOL * scale)
+    assert int(ours.nefc) == md.nefc and int(ours.ncon) == md.ncon
+    np.testing.assert_allclose(np.sort(np.asarray(ours.efc_force)[np.asarray(ours.efc_mask)]), np.sort(md.efc_force),
+                               rtol=0, atol=NEWTON_TOL * max(1.0, np.abs(md.efc_force).max()))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pyramidal():
+    return _models("pyramidal", "Newton")
+
+
+def test_vmap_batch_max_and_fallback(pyramidal):
+    """Under vmap the batch's largest need picks the bucket: a batch whose states all fit runs the bucket of 10; a
+    batch with one state of 12 live contacts (two more spheres dropped on the plane) runs the full step for all."""
+    m, mb = pyramidal
+    ds = _states(m, 3, seed=1)
+    low = ds[2].qpos.at[7 * 1 + 2].set(0.099).at[7 * 3 + 2].set(0.099)  # spheres 1 and 3 down: 10 live
+    lower = low.at[7 * 5 + 2].set(0.099).at[7 * 7 + 2].set(0.099)  # and 5, 7: 12 live, above every bucket
+    vstep = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
+    for last, want in ((low, 10), (lower, 12)):
+        batch = jax.tree.map(lambda *x: jp.stack(x), *ds[:2], ds[2].replace(qpos=last))
+        a, b = vstep(m, batch), vstep(mb, batch)
+        assert int(jp.max(jax.vmap(buckets.need, in_axes=(None, 0))(m, jax.vmap(mjl.forward, in_axes=(None, 0))(
+            m, batch)))) == want  # fmt: skip
+        for i in range(3):
+            _check_equal(m, jax.tree.map(lambda x, i=i: x[i], a), jax.tree.map(lambda x, i=i: x[i], b))
+
+
+@pytest.mark.slow  # 28 min under a load of 17 on 2 cores (the vmapped gradient of each bucket's branch compiles)
+def test_grad_equals_full(pyramidal):
+    """Reverse mode through a 2-step rollout (the second warm-started by the first; the solver's implicit gradient
+    inside the bucket's branch) under vmap: the full step's gradient."""
+    m, mb = pyramidal
+    d0 = _states(m, 1, seed=2)[0]
+
+    def loss(mm, qvel):
+        d = d0.replace(qvel=qvel)
+        for _ in range(2):
+            d = mjl.step(mm, d)
+        return jp.sum(d.qpos**2) + jp.sum(d.qvel**2)
+
+    grad = jax.jit(jax.vmap(jax.grad(loss, argnums=1), in_axes=(None, 0)))
+    qv = d0.qvel[None] + 0.05 * jp.asarray(np.random.default_rng(3).standard_normal((2, m.nv)))
+    ga, gb = grad(m, qv), grad(mb, qv)
+    assert np.all(np.isfinite(ga))
+    np.testing.assert_allclose(gb, ga, rtol=0, atol=ROUNDOFF * max(1.0, float(np.abs(ga).max())))
+
+
+def _quadruped_path() -> str:
+    import dm_control.suite  # noqa: PLC0415 - a test dependency, imported on use
+
+    return os.path.join(os.path.dirname(dm_control.suite.__file__), "quadruped.xml")
+
+
+@pytest.mark.slow
+def test_quadruped_equals_full():
+    """dm_control's quadruped (height field, four wall planes: 745 slots, 2454 rows) from states of a rollout with
+    random controls (4-8 live contacts): the buckets' step equals the full step."""
+    m = mjl.load_mjcf(_quadruped_path())
+    mb = mjl.configure(m, contact_buckets="auto")
+    rng = np.random.default_rng(1)
+    d = mjl.make_data(m)
+    checked = 0
+    for i in range(60):
+        d = STEP(m, d.replace(ctrl=rng.uniform(-1, 1, m.nu)))
+        if i % 15 == 14:
+            a, b = STEP(m, d), STEP(mb, d)
+            assert 0 < int(buckets.need(m, a)) <= buckets.capacities(mb)[-1]
+            _check_equal(m, a, b, tol=ROUNDOFF * max(1.0, float(np.abs(a.qacc).max())))
+            checked += 1
+    assert checked == 4
+
+
+def test_data_shapes_unchanged():
+    """Buckets are not a layout: make_data gives the same shapes with them on (and step returns them, above)."""
+    m = mjl.load_mjcf_string(_xml())
+    a, b = mjl.make_data(m), mjl.make_data(mjl.configure(m, contact_buckets=(4,)))
+    jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.shape(x), np.shape(y)), a, b)
