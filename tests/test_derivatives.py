@@ -323,7 +323,7 @@ HELD_CONTACTS = """
       <geom type="box" size=".1 .07 .05" mass="1" friction=".5 .01 .002" condim="{condim}"/>
     </body>
     <body name="arm" pos=".6 0 .3">
-      <joint type="hinge" axis="0 1 0" damping=".1"/>
+      <joint name="shoulder" type="hinge" axis="0 1 0" damping=".1"/>
       <geom type="capsule" fromto="0 0 0 .2 0 -.1" size=".03" mass=".3" condim="{condim}"/>
       <body pos=".2 0 -.1">
         <joint type="hinge" axis="0 1 0" damping=".1"/>
@@ -331,7 +331,7 @@ HELD_CONTACTS = """
       </body>
     </body>
   </worldbody>
-  <actuator><motor joint="arm" gear="1"/></actuator>
+  <actuator><motor joint="shoulder" gear="1"/></actuator>
 </mujoco>
 """
 
@@ -340,7 +340,7 @@ PRODUCT_RTOL = 1e-12
 
 
 def _held_contacts_scene(cone: str, condim: int):
-    """(mjm, m, mjd): a box on the floor and a two-hinge arm whose capsules touch it (condim `condim` and 1), after
+    """(mjm, m, mjd): a box (condim `condim`) on the floor and a two-hinge arm whose tip touches it (condim 3), after
     100 MuJoCo steps, with velocities set."""
     mjm = mujoco.MjModel.from_xml_string(HELD_CONTACTS.format(cone=cone, condim=condim))
     mjd = mujoco.MjData(mjm)
@@ -384,7 +384,7 @@ def test_contact_products_equal_efc_j_products(cone, condim):
 def test_transition_with_held_contact_rows(cone, condim):
     """The derivative pass with the contact rows of efc_J held (their derivative as products, the default where
     `held_contacts_supported`) gives the Jacobians of autodiff through the step itself (mode "step") to round-off
-    and MuJoCo's finite differences, contacts of condim 1 and `condim` at once."""
+    and MuJoCo's finite differences, contacts of condim 3 and `condim` at once."""
     mjm, m, mjd = _held_contacts_scene(cone, condim)
     assert derivatives._held_contacts(m)
     d = _data(m, mjd)
