@@ -521,10 +521,11 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
     Exact. Where `linearized_supported(m)` (exact gradients, no noslip), the step is first run once, then autodiff
     goes through `linearized_step`: the same step at that state with the constraint solve, the mass-matrix solve
     and the integrator's solve replaced by their implicit-function linearisations at their solutions (RK4: those
-    of each stage; no derivative of solver iterations or factorisations). Otherwise, and for RK4 without constraints
-    in mode "auto" (nothing to linearise but the mass-matrix solves: the plain step compiles faster),
-    autodiff goes through `step` itself (`jacobian`: forward mode where `forward_mode(m)`, else reverse mode through
-    the solver's implicit gradient, or the smoothed derivative of `smooth_step`).
+    of each stage; no derivative of solver iterations or factorisations; the contact rows of efc_J held, their
+    derivative entering as products, `constraint.make_constraint_held`, where supported). Otherwise, and for RK4
+    without constraints in mode "auto" (nothing to linearise but the mass-matrix solves: the plain step compiles
+    faster), autodiff goes through `step` itself (`jacobian`: forward mode where `forward_mode(m)`, else reverse
+    mode through the solver's implicit gradient, or the smoothed derivative of `smooth_step`).
 
     Args:
       m: Model (its `config.contact_gradients` chooses exact or smoothed derivatives, see `step`).
