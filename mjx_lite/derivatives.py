@@ -26,6 +26,7 @@ See docs/gradients.md for its cost and when the exact gradient is the better cho
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -222,8 +223,14 @@ def _constraint_at(m: Model, d: Data, star: Data, aligned: bool = True) -> Data:
     layout = _constraint.plan(m).layout
     prob = _constraint.problem(m, d)
     qacc_s = _sg(star.qacc)
+    jtf = None
+    if _held_contacts(m):  # efc_J's contact rows are held: their derivative enters as products (dJ qacc, dJ' f)
+        jx, jtf = _constraint.contact_products(m, d)
+        prob = dataclasses.replace(prob, aref=prob.aref - _constraint._tangent(jx(qacc_s)))
     _, ev, _, Ma = _solver.primal_cost(layout, prob, qacc_s)
     g = Ma - _solver.p_jt_mul(prob, ev.force)
+    if jtf is not None:
+        g = g - _constraint._tangent(jtf(_sg(ev.force)))
     sprob = _sg(prob)
     hess = _solver.full_m(layout, sprob) + _solver.constraint_hessian(layout, sprob, _sg(ev))
     library = config_linalg(m.config) == "library"
@@ -234,6 +241,8 @@ def _constraint_at(m: Model, d: Data, star: Data, aligned: bool = True) -> Data:
     if aligned:
         force = force + _sg(star.efc_force - force)
     qfrc = _solver.p_jt_mul(prob, force)
+    if jtf is not None:
+        qfrc = qfrc + _constraint._tangent(jtf(_sg(force)))
     qfrc = qfrc + _sg(star.qfrc_constraint - qfrc)
     state, efc_b = (star.efc_state, star.efc_b) if aligned else (_sg(ev_at.state), _sg(jar))
     return d.replace(qacc=qacc, efc_force=force, efc_state=state, efc_b=efc_b, qfrc_constraint=qfrc,
@@ -298,10 +307,17 @@ def _solver_star(d: Data) -> SolverStar:
     return SolverStar(*(getattr(d, f) for f in SolverStar._fields))
 
 
+def _held_contacts(m: Model) -> bool:
+    """Static: the derivative pass builds the contact rows of efc_J without derivative and differentiates their
+    products instead (`constraint.make_constraint_held`, where supported)."""
+    return _solver_on(m) and _constraint.held_contacts_supported(m)
+
+
 def _forward_at(m: Model, d: Data, star, sensors: bool, collide=None) -> Data:
     """forward_skip with its mass-matrix and constraint solves linearised at star's solution (no FWDINV check);
     collide: the collision stage in place of m's (`active_collision.stage`), None: m's own."""
-    d = _fwd.forward_pos_vel(m, d, sensors, collide)
+    constrain = _constraint.make_constraint_held if _held_contacts(m) else None
+    d = _fwd.forward_pos_vel(m, d, sensors, collide, constrain)
     d = _fwd.fwd_actuation(m, d)
     d = _fwd.fwd_acceleration(m, d)
     d = _fwd.run(_smooth_acc_at, m, d)
@@ -505,10 +521,11 @@ def transition(m: Model, d: Data, sensors: bool = True, mode: str = "auto", ncon
     Exact. Where `linearized_supported(m)` (exact gradients, no noslip), the step is first run once, then autodiff
     goes through `linearized_step`: the same step at that state with the constraint solve, the mass-matrix solve
     and the integrator's solve replaced by their implicit-function linearisations at their solutions (RK4: those
-    of each stage; no derivative of solver iterations or factorisations). Otherwise, and for RK4 without constraints
-    in mode "auto" (nothing to linearise but the mass-matrix solves: the plain step compiles faster),
-    autodiff goes through `step` itself (`jacobian`: forward mode where `forward_mode(m)`, else reverse mode through
-    the solver's implicit gradient, or the smoothed derivative of `smooth_step`).
+    of each stage; no derivative of solver iterations or factorisations; the contact rows of efc_J held, their
+    derivative entering as products, `constraint.make_constraint_held`, where supported). Otherwise, and for RK4
+    without constraints in mode "auto" (nothing to linearise but the mass-matrix solves: the plain step compiles
+    faster), autodiff goes through `step` itself (`jacobian`: forward mode where `forward_mode(m)`, else reverse
+    mode through the solver's implicit gradient, or the smoothed derivative of `smooth_step`).
 
     Args:
       m: Model (its `config.contact_gradients` chooses exact or smoothed derivatives, see `step`).

@@ -13,6 +13,8 @@ import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite import derivatives  # noqa: E402
+from mjx_lite.pipeline import constraint  # noqa: E402
+from mjx_lite.pipeline import forward as fwd  # noqa: E402
 from tests import oracle  # noqa: E402
 
 # Centred finite differences of MuJoCo with eps = 1e-6 carry round-off ~1e-16/eps = 1e-10 relative to the entries
@@ -309,6 +311,90 @@ def test_transition_modes_and_contact_capacity_on_contacts():
         assert _normwise(A, ref) < 1e-10, (mode, ncon)  # the same exact derivative by other routes: round-off apart
     A, _, _, _ = fn(m, d, sensors=False, ncon=3)
     assert np.all(np.isnan(A))
+
+
+HELD_CONTACTS = """
+<mujoco>
+  <option timestep="0.01" cone="{cone}" tolerance="1e-13" iterations="100" ls_iterations="50"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 .1" friction=".6 .01 .002"/>
+    <body name="box" pos="0 0 .0499">
+      <freejoint/>
+      <geom type="box" size=".1 .07 .05" mass="1" friction=".5 .01 .002" condim="{condim}"/>
+    </body>
+    <body name="arm" pos=".6 0 .3">
+      <joint name="shoulder" type="hinge" axis="0 1 0" damping=".1"/>
+      <geom type="capsule" fromto="0 0 0 .2 0 -.1" size=".03" mass=".3" condim="{condim}"/>
+      <body pos=".2 0 -.1">
+        <joint type="hinge" axis="0 1 0" damping=".1"/>
+        <geom type="capsule" fromto="0 0 0 .1 0 -.17" size=".03" mass=".2" condim="1"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="shoulder" gear="1"/></actuator>
+</mujoco>
+"""
+
+# The contact products agree with efc_J's to round-off of the (rows, nv) products they replace.
+PRODUCT_RTOL = 1e-12
+
+
+def _held_contacts_scene(cone: str, condim: int):
+    """(mjm, m, mjd): a box (condim `condim`) on the floor and a two-hinge arm whose tip touches it (condim 3), after
+    100 MuJoCo steps, with velocities set."""
+    mjm = mujoco.MjModel.from_xml_string(HELD_CONTACTS.format(cone=cone, condim=condim))
+    mjd = mujoco.MjData(mjm)
+    for _ in range(100):
+        mujoco.mj_step(mjm, mjd)
+    mjd.qvel[:] = np.random.default_rng(3).normal(size=mjm.nv) * 0.2
+    mjd.ctrl[:] = 0.1
+    mujoco.mj_forward(mjm, mjd)
+    return mjm, oracle.model_from_mujoco(mjm), mjd
+
+
+@pytest.mark.parametrize("cone,condim", [("pyramidal", 3), ("elliptic", 6)])
+def test_contact_products_equal_efc_j_products(cone, condim):
+    """`constraint.contact_products` at a state with contacts of two condims: jx(x) is efc_J x on the contact rows
+    (0 on the others) and jtf(f) efc_J' f over the contact rows, in value and in derivative along a position
+    tangent (the products replace the (rows, nv) derivative of efc_J in `transition`'s derivative pass)."""
+    mjm, m, mjd = _held_contacts_scene(cone, condim)
+    assert constraint.held_contacts_supported(m)
+    d0 = _data(m, mjd)
+    p = constraint.plan(m)
+    pre = p.adr["contact"]
+    rng = np.random.default_rng(0)
+    x, f = jp.asarray(rng.normal(size=m.nv)), jp.asarray(rng.normal(size=m.njmax))
+    rows = jp.arange(m.njmax) >= pre
+
+    def both(dq):
+        d = fwd.fwd_position(m, d0.replace(qpos=derivatives.integrate_pos(m, d0.qpos, dq, 1.0)))
+        jx, jtf = constraint.contact_products(m, d)
+        J = jp.where(rows[:, None], d.efc_J, 0.0)
+        return (jx(x), jtf(f)), (J @ x, f @ J)
+
+    dq = jp.asarray(rng.normal(size=m.nv))
+    (got, want), (dgot, dwant) = jax.jit(lambda t: jax.jvp(both, (jp.zeros(m.nv),), (t,)))(dq)
+    assert int(mjd.ncon) >= 3 and float(jp.abs(want[0]).max()) > 0
+    for g, w in zip(got + dgot, want + dwant):
+        assert _normwise(g, w) < PRODUCT_RTOL, (_normwise(g, w), cone, condim)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cone,condim", [("pyramidal", 3), ("elliptic", 6), ("pyramidal", 4)])
+def test_transition_with_held_contact_rows(cone, condim):
+    """The derivative pass with the contact rows of efc_J held (their derivative as products, the default where
+    `held_contacts_supported`) gives the Jacobians of autodiff through the step itself (mode "step") to round-off
+    and MuJoCo's finite differences, contacts of condim 3 and `condim` at once."""
+    mjm, m, mjd = _held_contacts_scene(cone, condim)
+    assert derivatives._held_contacts(m)
+    d = _data(m, mjd)
+    want = mujoco_transition(mjm, mjd)
+    fn = jax.jit(derivatives.transition, static_argnames=("sensors", "mode", "ncon"))
+    ref = fn(m, d, sensors=False, mode="step")
+    for mode in ("reverse", "forward"):
+        A, B, _, _ = fn(m, d, sensors=False, mode=mode)
+        assert _normwise(A, want[0]) < CONTACT_RTOL and _normwise(B, want[1]) < CONTACT_RTOL, mode
+        assert _normwise(A, ref[0]) < 1e-10 and _normwise(B, ref[1]) < 1e-10, mode
 
 
 @pytest.mark.slow

@@ -247,6 +247,8 @@ class _Rows:
     cols: np.ndarray | jax.Array | None = None  # (n, wb) columns of sparse rows J (n, wb); None: J is dense (n, nv)
     vel_add: jax.Array | None = None  # (n,) added to J qvel in efc_vel (contact surface velocity); None: zero
     adh: jax.Array | None = None  # (n,) adhesion share of the row: R adh is added to aref (adhesion); None: zero
+    coef: jax.Array | None = None  # contact rows: (k, r, ncomp) each contact's rows in its [lin; ang] Jacobian's basis
+    slots: np.ndarray | None = None  # contact rows: (k,) the contact slots of the block
 
 
 def _static_sparse(J: jax.Array, supports: list[np.ndarray]) -> tuple[jax.Array, np.ndarray]:
@@ -724,16 +726,19 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         solimp = at(con.solimp)
         sfr = at(con.solreffriction)
         if dim == 1:
-            J, cols = _sparse_rows(rows_of, frame6[:, :1], 1)
+            coef = frame6[:, :1]
+            J, cols = _sparse_rows(rows_of, coef, 1)
             ctype = ConstraintType.CONTACT_FRICTIONLESS
             out.append(_Rows(J=J, cols=cols, pos=dist, margin=mg, frictionloss=jp.zeros(k, dt), diag=diag_n,
                              solref=solref, solimp=solimp, imp_r=jp.abs(dist - mg), bias=jp.zeros(k, dt), active=live,
                              type=np.full(k, ctype), id=slots, k_zero=np.zeros(k, bool),
-                             r_scale=jp.ones(k, dt), vel_add=None if cs is None else cs[:, 0], adh=adh))  # fmt: skip
+                             r_scale=jp.ones(k, dt), vel_add=None if cs is None else cs[:, 0], adh=adh, coef=coef,
+                             slots=slots))  # fmt: skip
             continue
         if p.elliptic:
             n = dim
-            J, cols = _sparse_rows(rows_of, frame6[:, :dim], n)
+            coef = frame6[:, :dim]
+            J, cols = _sparse_rows(rows_of, coef, n)
             f0 = fr[:, :1]
             fi = fr[:, : n - 1]
             scale = jp.concatenate([jp.ones((k, 1), dt), (f0 / fi) ** 2 / impratio], axis=1)
@@ -764,7 +769,8 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
                 cd = jp.where(single[:, None, None], 0.0, cd)
                 scale = jp.where(single[:, None], 1.0, scale)
                 nrow = jp.where(single, 1, nrow)
-            J, cols = _sparse_rows(rows_of, jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, -1), n)
+            coef = jp.stack([cn + cd, cn - cd], axis=2).reshape(k, n, -1)
+            J, cols = _sparse_rows(rows_of, coef, n)
             row_live = live[:, None] & (jp.arange(n)[None, :] < nrow[:, None])
             pos = jp.broadcast_to(dist[:, None], (k, n))
             margin = jp.broadcast_to(mg[:, None], (k, n))
@@ -786,7 +792,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
                          imp_r=_rep(jp.abs(dist - mg), n), bias=jp.zeros(k * n, dt), active=row_live.reshape(-1),
                          type=ctype.reshape(-1), id=np.repeat(slots, n), k_zero=k_zero.reshape(-1),
                          r_scale=scale.reshape(-1), vel_add=None if vel_add is None else vel_add.reshape(-1),
-                         adh=None if adh is None else adh.reshape(-1)))  # fmt: skip
+                         adh=None if adh is None else adh.reshape(-1), coef=coef, slots=slots))  # fmt: skip
     return out
 
 
@@ -891,6 +897,89 @@ def make_constraint(m: Model, d: Data) -> Data:
     return fill(m, d, r)
 
 
+def held_contacts_supported(m: Model) -> bool:
+    """Static: `make_constraint_held` applies (contact rows, the dense efc_J layout, one body per contact side, no
+    diagexact flag, no body transmission reading efc_J, no fused rows kernel)."""
+    p = plan(m)
+    if not len(p.con_dim) or p.sparse or m.opt.enableflags & EnableBit.DIAGEXACT:
+        return False
+    if np.any(np.asarray(m.actuator_trntype) == types.TrnType.BODY):
+        return False
+    return flexcol.elem_width(m) == 1
+
+
+def make_constraint_held(m: Model, d: Data) -> Data:
+    """`make_constraint` whose contact rows of efc_J carry no derivative (`held_contacts_supported(m)`): their
+    derivative enters through products instead (`contact_products`), never as a (rows, nv) tangent or cotangent.
+    The values are make_constraint's; efc_vel = J qvel keeps its full derivative (dJ qvel by product). For a
+    derivative pass whose every other use of efc_J adds the products' derivative (`derivatives._constraint_at`)."""
+    p = plan(m)
+    d, r = _assemble(m, d, p, held=True)
+    return fill(m, d, r)
+
+
+def _tangent(x: jax.Array) -> jax.Array:
+    """x's derivative with the value 0 (exactly): x - stop_gradient(x)."""
+    return x - jax.lax.stop_gradient(x)
+
+
+def contact_products(m: Model, d: Data):
+    """(jx, jtf): the contact rows' products with their efc_J at the state of d, for the derivative pass of
+    `make_constraint_held` (`held_contacts_supported(m)`): jx(x) (nefc,) = efc_J x on the contact rows (0 on the
+    others), jtf(f) (nv,) = efc_J' f over the contact rows, both differentiable in the state of d (the contacts'
+    points, frames, frictions, cdof, subtree_com) without forming a (rows, nv) array: each contact's relative
+    [lin; ang] velocity (6,) of its two bodies at its point, and each contact's wrench mapped to the dofs."""
+    p = plan(m)
+    con = d.contact
+    dt = d.qpos.dtype
+    b1, b2, _ = flexcol.contact_body_weights(m, d, con)
+    b2 = b2[:, 0]
+    cang, clin = d.cdof[:, :3], d.cdof[:, 3:]
+    mk1, mk2 = support._mask(m, b1, dt), support._mask(m, b2, dt)  # (nconmax, nv)
+    o1 = con.pos - support._root_com(m, d, b1)
+    o2 = con.pos - support._root_com(m, d, b2)
+    blocks = _contact_rows(m, d, p)
+    pre = p.adr["contact"]
+    order = np.concatenate([(p.con_adr[b.slots][:, None] + np.arange(b.coef.shape[1])[None, :]).reshape(-1)
+                            for b in blocks])  # fmt: skip
+    inv = np.empty_like(order)
+    inv[order - pre] = np.arange(order.shape[0])
+
+    def jx(x):
+        def point_vel(mk, o):  # (nconmax, 6) [lin; ang]
+            xm = mk * x[None, :]
+            ang, lin = xm @ cang, xm @ clin
+            return jp.concatenate([lin + jp.cross(ang, o), ang], axis=1)
+
+        v = point_vel(mk2, o2) - point_vel(mk1, o1)
+        rows = []
+        for b in blocks:
+            vb = _permute(v, b.slots)[:, : b.coef.shape[2]]
+            rows.append(jp.where(b.active, jp.einsum("krc,kc->kr", b.coef, vb).reshape(-1), 0.0))
+        out = _permute(jp.concatenate(rows), inv)
+        return jp.concatenate([jp.zeros((pre,), out.dtype), out])
+
+    def jtf(f):
+        fc = _permute(f[pre:], order - pre)
+        out, at = jp.zeros((m.nv,), f.dtype), 0
+        for b in blocks:
+            k, r, nc = b.coef.shape
+            fb = jp.where(b.active, fc[at : at + k * r], 0.0).reshape(k, r)
+            at += k * r
+            w = jp.einsum("krc,kr->kc", b.coef, fb)  # (k, nc): each contact's wrench [force; torque]
+            wl = w[:, :3]
+            wa = w[:, 3:] if nc == 6 else 0.0
+
+            def dofs(mk, o, wl=wl, wa=wa):  # (k, nv): the wrench at the point on the dofs that move the body
+                return mk * (wl @ clin.T + (jp.cross(o, wl) + wa) @ cang.T)
+
+            sl = lambda x, s=b.slots: _permute(x, s)  # noqa: E731
+            out = out + jp.sum(dofs(sl(mk2), sl(o2)) - dofs(sl(mk1), sl(o1)), axis=0)
+        return out
+
+    return jx, jtf
+
+
 def assemble(m: Model, d: Data, com_vel: bool = True) -> tuple[Data, dict]:
     """Every row of `plan(m)` at the state of d (see `_assemble`); the XLA twin of the fused rows kernel, which
     passes com_vel=False: its cvel and cdof_dot are inputs (d's), computed before the kernel."""
@@ -938,10 +1027,10 @@ def efc_kbip(m: Model, d: Data) -> jax.Array:
     return jp.where(r["active"][:, None], KBIP, 0.0)
 
 
-def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True) -> tuple[Data, dict]:
+def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True, held: bool = False) -> tuple[Data, dict]:
     """Every row of plan p at the state of d, in the plan's order, with its impedance and reference acceleration.
     Returns d (with cvel/cdof_dot where connect/weld rows need them, unless com_vel is False: d's are used) and a
-    dict of the row quantities."""
+    dict of the row quantities. held: the contact rows' J without derivative (`make_constraint_held`)."""
     blocks: list[_Rows] = []
     if (len(p.connect) or len(p.weld)) and com_vel:
         # the Jdot qvel term of connect/weld rows needs cvel/cdof_dot, which the pipeline computes only later
@@ -962,6 +1051,8 @@ def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True) -> tuple[Data, d
     blocks += lim_blocks
     if len(p.con_dim):
         con_blocks = _contact_rows(m, d, p)
+        if held:
+            con_blocks = [dataclasses.replace(b, J=jax.lax.stop_gradient(b.J)) for b in con_blocks]
     else:
         con_blocks = []
 
@@ -1017,6 +1108,8 @@ def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True) -> tuple[Data, d
     J = jp.where(active[:, None], f["J"], 0.0)
     cols = jp.asarray(f["cols"], jp.int32)
     vel = j_mul(J, cols if p.sparse else None, d.qvel)
+    if held:  # the contact rows' dJ qvel
+        vel = vel + _tangent(contact_products(m, d)[0](jax.lax.stop_gradient(d.qvel)))
     if "vel_add" in f:  # surface velocities of contacting geoms (conveyors)
         vel = vel + jp.where(active, f["vel_add"], 0.0)
     pos = f["pos"]

@@ -90,11 +90,12 @@ def run_unless(done: tuple, fn, m: Model, d: Data) -> Data:
 
 
 @named
-def fwd_position(m: Model, d: Data, collide=None) -> Data:
+def fwd_position(m: Model, d: Data, collide=None, constrain=None) -> Data:
     """Position-dependent computations (mj_fwdPosition).
 
     collide: None (the collision stage), or a stage `collide(m, d) -> d` run in its place (the derivative pass of
     `derivatives.transition` recomputes only the contacts that are active at its linearisation point).
+    constrain: likewise for the constraint rows (`constraint.make_constraint_held` in that derivative pass).
 
     With fused kernels (`Config.kernels`) the tree pass runs first as one kernel (`kernels.tree_pass`) and the stages it
     computed (kinematics, com_pos and, without tendon armature, crb and factor_m) are skipped below; otherwise it
@@ -112,8 +113,10 @@ def fwd_position(m: Model, d: Data, collide=None) -> Data:
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
             d = run(kernels.collision if collide is None else collide, m, d)  # driver.collision (fused under kernels)
         # constraint.make_constraint, or its fused kernel; with Config.contact_buckets the rows of a bucket of the live
-        # contacts, scattered to the padded rows (pipeline/buckets.py)
-        d = run(buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint, m, d)
+        # contacts, scattered to the padded rows (pipeline/buckets.py); `constrain`: the caller's (derivatives)
+        if constrain is None:
+            constrain = buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint
+        d = run(constrain, m, d)
     d = run(transmission.transmission, m, d)
     return d
 
@@ -193,10 +196,10 @@ def _sensor_stage(fn, m: Model, d: Data, sensors: bool | jax.Array) -> Data:
     return jax.lax.cond(sensors, lambda d: run(fn, m, d), lambda d: d, d)
 
 
-def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True, collide=None) -> Data:
-    """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy (collide:
-    see `fwd_position`)."""
-    d = fwd_position(m, d, collide)
+def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True, collide=None, constrain=None) -> Data:
+    """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy (collide,
+    constrain: see `fwd_position`)."""
+    d = fwd_position(m, d, collide, constrain)
     d = _sensor_stage(sensor.sensor_pos, m, d, sensors)
     d = energy_pos(m, d)
     d = fwd_velocity(m, d)
