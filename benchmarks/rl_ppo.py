@@ -188,14 +188,15 @@ def _progress(curve: list[dict], t0: float):
     return progress
 
 
-def _cfg(task: str) -> dict:
-    cfg = configs.defaults(task)
+def _cfg(task: str, num_envs: int | None = None) -> dict:
+    """The task's defaults (at `num_envs` environments, batching derived from it; None: the task's own)."""
+    cfg = configs.defaults(task, num_envs=num_envs)
     cfg.pop("num_timesteps")
     return cfg
 
 
-def run_ours(task: str, steps: int, num_evals: int, seed: int) -> list[dict]:
-    cfg = _cfg(task)
+def run_ours(task: str, steps: int, num_evals: int, seed: int, num_envs: int | None = None) -> list[dict]:
+    cfg = _cfg(task, num_envs)
     num_envs = cfg.pop("num_envs")
     curve: list[dict] = []
     t0 = time.perf_counter()
@@ -204,14 +205,15 @@ def run_ours(task: str, steps: int, num_evals: int, seed: int) -> list[dict]:
     return curve
 
 
-def run_brax(task: str, steps: int, num_evals: int, seed: int, env: str) -> list[dict]:
+def run_brax(task: str, steps: int, num_evals: int, seed: int, env: str, num_envs: int | None = None) -> list[dict]:
     """Brax's PPO on our env through the adapter (env "adapter") or on the MJX twin (env "mjx")."""
     _, brax_networks, brax_ppo = _brax()
-    cfg = _cfg(task)
+    cfg = _cfg(task, num_envs)
     networks = functools.partial(brax_networks.make_ppo_networks, policy_hidden_layer_sizes=cfg.pop("policy_hidden"),
                                  value_hidden_layer_sizes=cfg.pop("value_hidden"))  # fmt: skip
     cfg.pop("activation", None)  # both default to swish
     cfg.pop("stagger_episodes", None)  # ours only: Brax starts every environment's episodes together
+    cfg.pop("train_episode_length", None)  # ours only: Brax's training episodes last episode_length
     if env == "adapter":
         from mjx_lite.envs import brax_adapter
 
@@ -226,12 +228,13 @@ def run_brax(task: str, steps: int, num_evals: int, seed: int, env: str) -> list
     return curve
 
 
-def train_one(trainer: str, task: str, steps: int, num_evals: int, seed: int) -> list[dict]:
-    """One training's evaluation curve."""
+def train_one(trainer: str, task: str, steps: int, num_evals: int, seed: int,
+              num_envs: int | None = None) -> list[dict]:  # fmt: skip
+    """One training's evaluation curve (at the task's defaults for `num_envs` environments; None: the task's)."""
     if trainer == "mjx_lite":
-        return run_ours(task, steps, num_evals, seed)
+        return run_ours(task, steps, num_evals, seed, num_envs)
     if trainer in ("brax_adapter", "brax_mjx"):
-        return run_brax(task, steps, num_evals, seed, trainer.removeprefix("brax_"))
+        return run_brax(task, steps, num_evals, seed, trainer.removeprefix("brax_"), num_envs)
     raise ValueError(f"unknown trainer {trainer!r}; trainers: {TRAINERS}")
 
 
@@ -241,25 +244,27 @@ def trainers_for(task: str, trainers) -> list[str]:
 
 
 def run(tasks: list[str], seeds: int = SEEDS, trainers=TRAINERS, quick: bool = False, steps: int | None = None,
-        evals: int | None = None, json_path: str | None = None, compilation_cache: bool = False) -> dict:
+        evals: int | None = None, json_path: str | None = None, compilation_cache: bool = False,
+        num_envs: int | None = None) -> dict:
     """Train every (task, seed, trainer), one at a time; the raw results (written to json_path after each).
-    compilation_cache=False switches JAX's persistent compilation cache off meanwhile (every training compiles)."""
+    compilation_cache=False switches JAX's persistent compilation cache off meanwhile (every training compiles).
+    num_envs: the task's defaults at that many environments (None: the task's own, 128)."""
     previous = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", previous and compilation_cache)
     try:
-        return _run(tasks, seeds, trainers, quick, steps, evals, json_path, compilation_cache)
+        return _run(tasks, seeds, trainers, quick, steps, evals, json_path, compilation_cache, num_envs)
     finally:
         jax.config.update("jax_enable_compilation_cache", previous)
 
 
-def _run(tasks, seeds, trainers, quick, steps, evals, json_path, compilation_cache) -> dict:
+def _run(tasks, seeds, trainers, quick, steps, evals, json_path, compilation_cache, num_envs=None) -> dict:
     for t in tasks:
         if t not in TASKS:
             raise SystemExit(f"unknown task {t!r}; tasks: {list(TASKS)}")
     out = {"date": datetime.datetime.now().isoformat(timespec="minutes"), "load_start": os.getloadavg(),
            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
            "jax": jax.__version__, "backend": jax.default_backend(), "seeds": seeds,
-           "compilation_cache": bool(compilation_cache), "tasks": {}}  # fmt: skip
+           "compilation_cache": bool(compilation_cache), "num_envs": num_envs, "tasks": {}}  # fmt: skip
     for task in tasks:
         target, n_steps, n_evals, _ = TASKS[task]
         if quick:
@@ -272,7 +277,7 @@ def _run(tasks, seeds, trainers, quick, steps, evals, json_path, compilation_cac
                 jax.clear_caches()  # every training compiles: its wall-clock includes compilation
                 load = os.getloadavg()
                 try:
-                    curve = train_one(name, task, n_steps, n_evals, seed)
+                    curve = train_one(name, task, n_steps, n_evals, seed, num_envs)
                     r = {"seed": seed, **summary(curve, target), "load": [load, os.getloadavg()], "curve": curve}
                 except Exception as e:  # noqa: BLE001 - reported, not hidden
                     r = {"seed": seed, "error": f"{type(e).__name__}: {e}"[:300], "load": [load, os.getloadavg()]}
@@ -322,7 +327,9 @@ def markdown(res: dict, command: str) -> str:
         "",
         f"`{command}` ({res['date']}, {res['machine']}, JAX {res.get('jax', '?')} {res.get('backend', '')}"
         f"{load_txt}: the machine was shared, timings are noisy). Same MJCF, observations, rewards and "
-        "hyper-parameters (`mjx_lite.rl.configs`) for every trainer; float32, deterministic evaluation; seeds 0 to "
+        "hyper-parameters (`mjx_lite.rl.configs`"
+        + (f" at {res['num_envs']} environments" if res.get("num_envs") else "")
+        + ") for every trainer; float32, deterministic evaluation; seeds 0 to "
         f"{done - 1}{cut}, one training at a time, interleaved over the trainers, {compiled}. "
         "`mjx_lite`: our PPO; `brax_adapter`: Brax's PPO on our env (`envs.brax_adapter.to_brax`); `brax_mjx`: "
         "Brax's PPO on MJX with the same task functions. Cells: median [min - max] over the seeds. Steps and "
@@ -385,6 +392,8 @@ def markdown(res: dict, command: str) -> str:
 def merge(results: list[dict]) -> dict:
     """Several saved runs (one task each, or other trainers or seeds of a task) as one result for `markdown`; a
     later (trainer, seed) replaces an earlier one. Runs of one task must share its target and budget."""
+    if len({r.get("num_envs") for r in results}) > 1:
+        raise ValueError("runs at different num_envs cannot be merged")
     out = dict(results[0], tasks={})
     out["seeds"] = max(r["seeds"] for r in results)
     out["date"] = " / ".join(sorted({r["date"] for r in results}))
@@ -419,9 +428,9 @@ def command_line(a: argparse.Namespace) -> str:
         cmd += f" --seeds {a.seeds}"
     if a.trainers != ",".join(TRAINERS):
         cmd += f" --trainers {a.trainers}"
-    for flag in ("steps", "evals"):
-        if getattr(a, flag) is not None:
-            cmd += f" --{flag} {getattr(a, flag)}"
+    for flag in ("steps", "evals", "num_envs"):
+        if getattr(a, flag, None) is not None:
+            cmd += f" --{flag.replace('_', '-')} {getattr(a, flag)}"
     return cmd + (" --quick" if a.quick else "")
 
 
@@ -432,6 +441,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--trainers", default=",".join(TRAINERS), help=f"comma-separated, of {list(TRAINERS)}")
     p.add_argument("--steps", type=int, default=None, help="environment steps per training (default: the task's)")
     p.add_argument("--evals", type=int, default=None, help="evaluations per training (default: the task's)")
+    p.add_argument("--num-envs", type=int, default=None,
+                   help="environments (the task's defaults at that many, batching derived; default: the task's)")
     p.add_argument("--quick", action="store_true", help=f"{QUICK_STEPS:,} steps, {QUICK_EVALS} evaluations")
     p.add_argument("--compilation-cache", action="store_true",
                    help="keep JAX's persistent compilation cache on (default: off, every training compiles)")
@@ -448,7 +459,7 @@ def main(argv: list[str] | None = None) -> None:
             p.error(f"unknown trainer {t!r}; trainers: {list(TRAINERS)}")
     tasks = [t for t in a.tasks.split(",") if t]
     res = run(tasks, seeds=a.seeds, trainers=trainers, quick=a.quick, steps=a.steps, evals=a.evals, json_path=a.json,
-              compilation_cache=a.compilation_cache)  # fmt: skip
+              compilation_cache=a.compilation_cache, num_envs=a.num_envs)  # fmt: skip
     print(markdown(res, command_line(a)))
 
 

@@ -105,6 +105,27 @@ def test_config_errors(slider):
         ppo.PPOConfig(unroll_length=0)
 
 
+def test_train_episode_length_cuts_the_training_episodes_only(slider):
+    """train_episode_length truncates the training environments' episodes (and bounds the staggered step counters)
+    while evaluation episodes keep episode_length: 4 environments x 10 steps per update (2 unrolls of 5) end no
+    episode at episode_length 20 and one each at 7 (the block cannot leave |x| <= 1 within 10 steps)."""
+    episodes, lengths = {}, {}
+    for t in (None, 7):
+        trainer = ppo.Trainer(slider, ppo.PPOConfig(**TINY, train_episode_length=t, stagger_episodes=t is not None))
+        train_env, ts, state, key = trainer.init(0)
+        assert train_env.episode_length == (20 if t is None else 7) and trainer.eval_env.episode_length == 20
+        if t is not None:  # staggered within [0, 7); then unstaggered, so that every environment ends at step 7
+            assert np.all((np.asarray(state.info["steps"]) >= 0) & (np.asarray(state.info["steps"]) < t))
+            state = state.replace(info=dict(state.info, steps=jp.zeros_like(state.info["steps"])))
+        *_, metrics = trainer.update(train_env, ts, state, key)
+        episodes[t] = int(metrics["episodes"])
+        lengths[t] = float(trainer.evaluate(ts.params, key)["eval/episode_length"])
+    assert episodes == {None: 0, 7: 4}
+    assert lengths[7] == lengths[None] > 7  # the same initial policy on the same evaluation episodes
+    with pytest.raises(ValueError, match="train_episode_length"):
+        ppo.PPOConfig(train_episode_length=0)
+
+
 def test_default_batching_scales_with_num_envs():
     """configs.batching: valid PPOConfigs for any num_envs; the tuned 128-environment setting unchanged; about
     TRAJECTORIES trajectories per update up to 1024 environments, one round of num_envs beyond, in minibatches of
@@ -175,7 +196,8 @@ def test_train_takes_the_task_defaults(monkeypatch):
 
 def test_every_task_has_valid_defaults_at_256_and_2048_environments():
     """configs.defaults(task, num_envs=N) is a valid PPOConfig for every registered task; reacher_easy's are the
-    CPU defaults (discount 0.97, what benchmarks/rl_tasks.py measured it with)."""
+    CPU defaults (discount 0.97, what benchmarks/rl_tasks.py measured it with); cartpole_balance's the CPU defaults
+    without observation normalisation (what benchmarks/runs/rl40e measured at 256 and 2048 environments)."""
     for task in envs.names():
         for n in (256, 2048):
             cfg = configs.defaults(task, num_envs=n)
@@ -185,6 +207,9 @@ def test_every_task_has_valid_defaults_at_256_and_2048_environments():
     reacher = configs.defaults("reacher_easy", num_envs=256)
     expected = {**configs._CPU, **configs.batching(256)}
     assert reacher == {**expected, "num_timesteps": reacher["num_timesteps"]}  # else the suite's CPU defaults
+    cartpole = configs.defaults("cartpole_balance", num_envs=2048)
+    expected = {**configs._CPU, **configs.batching(2048), "normalize_observations": False}
+    assert cartpole == {**expected, "num_timesteps": cartpole["num_timesteps"]}
 
 
 def _gae_reference(r, v, boot, term, trunc, gamma, lam):

@@ -95,9 +95,9 @@ def test_from_json_merges_saved_runs(result, saved_json, capsys):
 def test_command_line_names_the_options():
     args = rl_ppo.main.__globals__["argparse"].Namespace(tasks="cartpole_balance", seeds=5, trainers="mjx_lite",
                                                          steps=None, evals=4, quick=False,
-                                                         compilation_cache=True)  # fmt: skip
+                                                         compilation_cache=True, num_envs=2048)  # fmt: skip
     assert rl_ppo.command_line(args) == ("python benchmarks/rl_ppo.py --tasks cartpole_balance --compilation-cache "
-                                         "--trainers mjx_lite --evals 4")  # fmt: skip
+                                         "--trainers mjx_lite --evals 4 --num-envs 2048")  # fmt: skip
 
 
 @pytest.mark.slow

@@ -82,6 +82,7 @@ class PPOConfig:
     num_eval_envs: int = 64
     deterministic_eval: bool = True
     stagger_episodes: bool = False
+    train_episode_length: int | None = None
 
     def __post_init__(self):
         for name in ("num_envs", "episode_length", "action_repeat", "unroll_length", "batch_size", "num_minibatches",
@@ -89,6 +90,9 @@ class PPOConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ValueError(f"PPOConfig.{name} must be a positive int, not {v!r}")
+        t = self.train_episode_length
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 1):
+            raise ValueError(f"PPOConfig.train_episode_length must be a positive int or None, not {t!r}")
         if (self.batch_size * self.num_minibatches) % self.num_envs:
             raise ValueError(
                 f"batch_size * num_minibatches ({self.batch_size} * {self.num_minibatches}) must be a multiple of "
@@ -103,6 +107,12 @@ class PPOConfig:
             raise ValueError(f"max_grad_norm must be > 0 or None, not {self.max_grad_norm}")
         object.__setattr__(self, "policy_hidden", tuple(int(h) for h in self.policy_hidden))
         object.__setattr__(self, "value_hidden", tuple(int(h) for h in self.value_hidden))
+
+    @property
+    def training_episode_length(self) -> int:
+        """Environment steps after which a training environment's episode is truncated (`train_episode_length`,
+        default `episode_length`); evaluation episodes last `episode_length`."""
+        return self.episode_length if self.train_episode_length is None else int(self.train_episode_length)
 
     @property
     def env_steps_per_update(self) -> int:
@@ -300,7 +310,7 @@ def _evaluate(spec: _Spec, eval_env: TrainingEnv, params: dict, key: jax.Array) 
 def _stagger(state, c: PPOConfig, key: jax.Array):
     """`state` with each environment's step counter drawn uniformly from [0, episode_length) (in whole calls of
     `step`), so that the first episodes end at different times and every update sees all phases of an episode."""
-    calls = math.ceil(c.episode_length / c.action_repeat)
+    calls = math.ceil(c.training_episode_length / c.action_repeat)
     steps = jax.random.randint(key, (c.num_envs,), 0, calls) * c.action_repeat
     info = dict(state.info, steps=steps.astype(state.info["steps"].dtype))
     return state.replace(info=info)
@@ -331,7 +341,7 @@ class Trainer:
         c = self.config
         key = jax.random.PRNGKey(seed)
         k_net, k_env, k_rand, k_loop = jax.random.split(key, 4)
-        train_env = wrap_for_training(self.env, c.episode_length, c.action_repeat, self.randomize,
+        train_env = wrap_for_training(self.env, c.training_episode_length, c.action_repeat, self.randomize,
                                       c.num_envs if self.randomize else None, k_rand)  # fmt: skip
         params = self.network.init(k_net)
         opt_state = self.spec.optimizer().init({"policy": params["policy"], "value": params["value"]})
