@@ -50,6 +50,7 @@ from mjx_lite.pipeline import integrate as _integrate
 from mjx_lite.pipeline import sensor as _sensor
 from mjx_lite.pipeline import smoothing as _smoothing
 from mjx_lite.pipeline import step as _pipeline
+from mjx_lite.pipeline.buckets import batch_max as _batch_max
 from mjx_lite.pipeline.integrate import integrate_pos
 from mjx_lite.solver import common as _solver
 from mjx_lite.types import MINVAL, Data, DisableBit, IntegratorType, JointType, Model
@@ -455,21 +456,6 @@ def _structured_jacobian(m: Model, md: Model, d: Data, star: Data, sensors: bool
 # Contact capacities `transition(ncon="auto")` tries below the model's own: a batch whose states all have at most
 # that many contacts runs the derivative pass with that capacity (legged models on the ground have a few contacts).
 AUTO_NCON = (8,)
-
-
-def _batch_max(x: jax.Array) -> jax.Array:
-    """x itself, except under `jax.vmap`: the maximum over the batch, unbatched (`lax.switch` on it then runs one
-    branch for the whole batch instead of every branch). Integer, not differentiated."""
-
-    @jax.custom_batching.custom_vmap
-    def f(x):
-        return x
-
-    @f.def_vmap
-    def rule(axis_size, in_batched, x):
-        return (jp.max(x, axis=0) if in_batched[0] else x), False
-
-    return f(x)
 
 
 def _overflow(star: Data, d: Data) -> jax.Array:

@@ -32,7 +32,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite._struct import static_memo
-from mjx_lite.pipeline import constraint, kernels
+from mjx_lite.pipeline import capacity, constraint, kernels
 from mjx_lite.solver.solve import solve as _solve
 from mjx_lite.types import ConstraintType, Contact, Data, DisableBit, Model
 
@@ -84,9 +84,7 @@ def enabled(m: Model) -> bool:
 
 def _bucket_model(m: Model, c: int) -> Model:
     """m with c contact slots (`configure(m, nconmax=c)`): the constraint plan of a capped capacity."""
-    from mjx_lite import io  # the top of the core (imports this package): imported on use
-
-    return io.configure(m, nconmax=int(c))
+    return capacity.configure(m, nconmax=int(c))
 
 
 def need(m: Model, d: Data) -> jax.Array:
