@@ -146,8 +146,8 @@ def test_vmap_batch_max_and_fallback(pyramidal):
     for last, want in ((low, 10), (lower, 12)):
         batch = jax.tree.map(lambda *x: jp.stack(x), *ds[:2], ds[2].replace(qpos=last))
         a, b = vstep(m, batch), vstep(mb, batch)
-        assert int(jp.max(jax.vmap(buckets.need, in_axes=(None, 0))(m, jax.vmap(mjl.forward, in_axes=(None, 0))(
-            m, batch)))) == want  # fmt: skip
+        # the step's contacts are those of its start state (an eager vmap of forward ran op by op: ~40 s)
+        assert int(jp.max(jax.vmap(buckets.need, in_axes=(None, 0))(m, a))) == want
         for i in range(3):
             _check_equal(m, jax.tree.map(lambda x, i=i: x[i], a), jax.tree.map(lambda x, i=i: x[i], b))
 
