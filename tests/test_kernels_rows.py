@@ -278,13 +278,9 @@ def test_gradients_equal_xla(small):
     tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
-@pytest.mark.parametrize("model", ["small", "elliptic"])
-def test_twin_reads_only_the_kernel_inputs(request, model):
-    """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: no float Model or
-    Data leaf may be read by the twin except through them (elliptic cones: contact.solreffriction too)."""
-    fx = request.getfixturevalue(model)
-    m, ds = fx[1:] if model == "small" else fx[:2]
-    d = jax.tree.map(lambda x: x[0], ds)
+def _check_twin_inputs(m, d):
+    """The XLA twin of the rows kernel at (m, d) reads no float Model or Data leaf except through the kernel's
+    inputs (custom_jvp's rule differentiates it with respect to those only)."""
     k, x = rows.kernel(m, d)
 
     def twin(m, d, x):
@@ -298,6 +294,24 @@ def test_twin_reads_only_the_kernel_inputs(request, model):
     assert any(used[len(leaves) :])
 
 
+def _check_lowers(m, batch):
+    """The vmapped fused rows of m lower to one Triton kernel for "cuda" in both layouts."""
+    for layout in ("lanes_last", "lanes_first"):
+        mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
+        text = tk._lower_cuda(jax.vmap(kernels.make_constraint, in_axes=(None, 0)), mf, batch)
+        assert text.count("__gpu$xla.gpu.triton") == 1, layout
+
+
+@pytest.mark.parametrize("model", ["small", "elliptic"])
+def test_twin_reads_only_the_kernel_inputs(request, model):
+    """custom_jvp's rule differentiates the XLA twin with respect to the kernel's inputs only: no float Model or
+    Data leaf may be read by the twin except through them (elliptic cones: contact.solreffriction too)."""
+    fx = request.getfixturevalue(model)
+    m, ds = fx[1:] if model == "small" else fx[:2]
+    d = jax.tree.map(lambda x: x[0], ds)
+    _check_twin_inputs(m, d)
+
+
 @pytest.mark.parametrize("rows_tile", [0, 4])
 @pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
 def test_lowers_to_triton(small, monkeypatch, dtype, rows_tile):
@@ -309,10 +323,7 @@ def test_lowers_to_triton(small, monkeypatch, dtype, rows_tile):
     batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
     if dtype == "float32":
         m, batch = tk._float32(m), tk._float32(batch)
-    for layout in ("lanes_last", "lanes_first"):
-        mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
-        text = tk._lower_cuda(jax.vmap(kernels.make_constraint, in_axes=(None, 0)), mf, batch)
-        assert text.count("__gpu$xla.gpu.triton") == 1, layout
+    _check_lowers(m, batch)
 
 
 # ---- elliptic contacts ---------------------------------------------------------------------------------------------
@@ -582,17 +593,7 @@ def test_more_kinds_twin_reads_only_the_kernel_inputs(request, model):
     """As test_twin_reads_only_the_kernel_inputs, for the new kinds' inputs (poses, cvel, cdof_dot, ten_J, ...)."""
     _, m, ds, _ = request.getfixturevalue(model)
     d = rows.prepare(m, jax.tree.map(lambda x: x[0], ds))
-    k, x = rows.kernel(m, d)
-
-    def twin(m, d, x):
-        return rows.kernel(m, d)[0].xla(x)
-
-    jaxpr = jax.make_jaxpr(twin)(m, d, x)
-    leaves = jax.tree.leaves((m, d))
-    used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.out_avals))[1]
-    floats = [i for i, v in enumerate(leaves) if jp.issubdtype(jp.asarray(v).dtype, jp.floating)]
-    assert not any(used[i] for i in floats), [i for i in floats if used[i]]
-    assert any(used[len(leaves) :])
+    _check_twin_inputs(m, d)
 
 
 @pytest.mark.parametrize("rows_tile", [0, 4])
@@ -604,10 +605,7 @@ def test_more_kinds_lower_to_triton(request, monkeypatch, model, rows_tile):
                                                                       rows_tile=rows_tile))  # fmt: skip
     _, m, ds, _ = request.getfixturevalue(model)
     batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
-    for layout in ("lanes_last", "lanes_first"):
-        mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
-        text = tk._lower_cuda(jax.vmap(kernels.make_constraint, in_axes=(None, 0)), mf, batch)
-        assert text.count("__gpu$xla.gpu.triton") == 1, layout
+    _check_lowers(m, batch)
 
 
 def _randomised_kinds(m, n):
