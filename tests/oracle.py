@@ -21,6 +21,7 @@ from mjx_lite.mjcf.compile import load_mjcf_string
 from mjx_lite.mjcf.mesh import hull_tables, polygon_tables_from_vert
 from mjx_lite.mjcf.spec import MJCFError
 from mjx_lite.pipeline import constraint, kinematics, tendon, velocity
+from mjx_lite.pipeline.forward import forward as _forward
 from mjx_lite.pipeline.step import step as _step
 
 _OBJ = {
@@ -573,3 +574,14 @@ def grad_and_central_difference(f, x: float, h: float) -> tuple[float, float]:
     vg = jax.jit(jax.value_and_grad(f))
     g = float(vg(x)[1])
     return g, (float(vg(x + h)[0]) - float(vg(x - h)[0])) / (2 * h)
+
+
+def float32_forward(m: types.Model, qpos, qvel) -> types.Data:
+    """`forward` of m in float32 (every floating Model and Data leaf cast) at (qpos, qvel), jitted."""
+
+    def f32(x):
+        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
+
+    m32, d32 = jax.tree.map(f32, m), jax.tree.map(f32, make_data(m))
+    return jax.jit(_forward)(m32, d32.replace(qpos=np.asarray(qpos, np.float32),
+                                              qvel=np.asarray(qvel, np.float32)))  # fmt: skip

@@ -191,12 +191,7 @@ def test_float32_finite(both):
     """float32 forward of the draped cloth and rope at a touching state: finite, MuJoCo's contact count."""
     m, mjm = both
     mjd = _touching(mjm, 0)
-    def f32(x):
-        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
-
-    m32, d32 = jax.tree.map(f32, m), jax.tree.map(f32, mjx_lite.make_data(m))
-    d = jax.jit(mjx_lite.forward)(m32, d32.replace(qpos=mjd.qpos.astype(np.float32),
-                                                   qvel=mjd.qvel.astype(np.float32)))  # fmt: skip
+    d = oracle.float32_forward(m, mjd.qpos, mjd.qvel)
     assert d.qacc.dtype == jp.float32 and np.all(np.isfinite(np.asarray(d.qacc)))
     assert int(np.asarray(d.contact.active).sum()) == mjd.ncon
 

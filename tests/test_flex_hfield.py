@@ -203,13 +203,7 @@ def test_float32(cloth):
     """float32 forward of the cloth at a touching state: finite, MuJoCo's contact count and elements."""
     m, mjm = cloth
     mjd = _touching(mjm, 60)
-
-    def f32(x):
-        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
-
-    m32, d32 = jax.tree.map(f32, m), jax.tree.map(f32, mjx_lite.make_data(m))
-    d = jax.jit(mjx_lite.forward)(m32, d32.replace(qpos=mjd.qpos.astype(np.float32),
-                                                   qvel=mjd.qvel.astype(np.float32)))  # fmt: skip
+    d = oracle.float32_forward(m, mjd.qpos, mjd.qvel)
     assert d.qacc.dtype == jp.float32 and np.all(np.isfinite(np.asarray(d.qacc)))
     act = np.asarray(d.contact.active)
     assert int(act.sum()) == mjd.ncon
