@@ -491,18 +491,21 @@ def _body(m: Model, info: dict):
         _loop(0, info["weld"], lambda i: point_eq(i, True))
 
         # ---- joint equalities ------------------------------------------------------------------------------
+        def poly_eq(eid, has2, dx1, dx2):
+            """(pos, w2) of a polynomial coupling (joint or tendon equality; constraint._poly_rows): pos = dx1 -
+            poly(dx2) (dx1 - c0 without a second object), w2 = poly'(dx2) (0 without one); dx: value - reference."""
+            c = [io.read("eq_data", eid * neq_data + k) for k in range(5)]
+            dif = where(has2, dx2, 0.0)
+            poly = c[0] + dif * (c[1] + dif * (c[2] + dif * (c[3] + dif * c[4])))
+            dpoly = c[1] + dif * (2 * c[2] + dif * (3 * c[3] + dif * 4 * c[4]))
+            return dx1 - where(has2, poly, c[0]), where(has2, dpoly, 0.0)
+
         def joint_eq(i):
             eid, d1, d2 = tab("jeq_id", i), tab("jeq_d1", i), tab("jeq_d2", i)
             has2 = flag(tab("jeq_has2", i) == 1)
             q1, q2 = tab("jeq_q1", i), tab("jeq_q2", i)
-            x1, r1 = io.read("qpos", q1), io.read("qpos0", q1)
-            x2, r2 = io.read("qpos", q2), io.read("qpos0", q2)
-            c = [io.read("eq_data", eid * neq_data + k) for k in range(5)]
-            dif = where(has2, x2 - r2, 0.0)
-            poly = c[0] + dif * (c[1] + dif * (c[2] + dif * (c[3] + dif * c[4])))
-            dpoly = c[1] + dif * (2 * c[2] + dif * (3 * c[3] + dif * 4 * c[4]))
-            pos = x1 - r1 - where(has2, poly, c[0])
-            w2 = where(has2, dpoly, 0.0)
+            pos, w2 = poly_eq(eid, has2, io.read("qpos", q1) - io.read("qpos0", q1),
+                              io.read("qpos", q2) - io.read("qpos0", q2))  # fmt: skip
             live = io.lanes(io.read("eq_active", eid)) > 0.5
             r = adr["joint_eq"] + i
             io.write_vec("J", r, [where(live, where(flag(d1 == j), 1.0, 0.0, io.dtype) - where(flag(d2 == j), w2, 0.0),
@@ -529,16 +532,11 @@ def _body(m: Model, info: dict):
         def tendon_eq(i):  # constraint._poly_rows on tendon lengths
             eid, t1, t2 = tab("teq_id", i), tab("teq_t1", i), tab("teq_t2", i)
             has2 = flag(tab("teq_has2", i) == 1)
-            x1, r1 = io.read("ten_length", t1), io.read("tendon_length0", t1)
-            x2, r2 = io.read("ten_length", t2), io.read("tendon_length0", t2)
-            c = [io.read("eq_data", eid * neq_data + k) for k in range(5)]
-            dif = where(has2, x2 - r2, 0.0)
-            poly = c[0] + dif * (c[1] + dif * (c[2] + dif * (c[3] + dif * c[4])))
-            dpoly = c[1] + dif * (2 * c[2] + dif * (3 * c[3] + dif * 4 * c[4]))
-            pos = x1 - r1 - where(has2, poly, c[0])
+            pos, w2 = poly_eq(eid, has2, io.read("ten_length", t1) - io.read("tendon_length0", t1),
+                              io.read("ten_length", t2) - io.read("tendon_length0", t2))  # fmt: skip
             live = io.lanes(io.read("eq_active", eid)) > 0.5
             r = adr["tendon_eq"] + i
-            vel = ten_row(r, t1, 1.0, live, t2, -where(has2, dpoly, 0.0))
+            vel = ten_row(r, t1, 1.0, live, t2, -w2)
             diag = io.read("tendon_invweight0", t1) + where(has2, io.read("tendon_invweight0", t2), 0.0)
             row(r, pos, 0.0, 0.0, diag, io.read_vec("eq_solref", eid, 2), io.read_vec("eq_solimp", eid, 5),
                 jp.abs(pos), live, vel)  # fmt: skip
