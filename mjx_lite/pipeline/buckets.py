@@ -157,12 +157,12 @@ def _compact_contacts(con: Contact, slots: jax.Array) -> Contact:
     return jax.tree.map(lambda x: x[slots], con)
 
 
-def _scatter(m: Model, md: Model, name: str, small: jax.Array, target: jax.Array, full: jax.Array) -> jax.Array:
+def _scatter(m: Model, name: str, small: jax.Array, target: jax.Array, full: jax.Array) -> jax.Array:
     """m's rows of efc field `name` from md's rows `small`: dead rows, with the bucket rows put at `target`."""
     return _dead(m, name, full).at[target].set(small, mode="drop")
 
 
-def _gather(m: Model, md: Model, name: str, full: jax.Array, target: jax.Array) -> jax.Array:
+def _gather(md: Model, name: str, full: jax.Array, target: jax.Array) -> jax.Array:
     """md's rows of efc field `name` from m's rows `full` (dead rows where a bucket row has no row of m)."""
     ok = target < full.shape[0]
     rows = full[jp.minimum(target, full.shape[0] - 1)]
@@ -200,7 +200,7 @@ def _merge(m: Model, md: Model, full: Data, small_in: Data, small_out: Data, b: 
             continue
         if name == "efc_id":  # a contact row's id is its slot: the bucket's slot k is m's slots[k]
             out = jp.concatenate([out[:pre], b.slots[jp.clip(out[pre:], 0, md.nconmax - 1)]]).astype(out.dtype)
-        efc[name] = _scatter(m, md, name, out, b.target, getattr(full, name))
+        efc[name] = _scatter(m, name, out, b.target, getattr(full, name))
     return small_out.replace(contact=full.contact, **efc)
 
 
@@ -213,7 +213,7 @@ def _rows_stage(m: Model, md: Model, d: Data, b: _Bucket) -> Data:
 
 
 def _solve_stage(m: Model, md: Model, d: Data, b: _Bucket) -> Data:
-    efc = {name: _gather(m, md, name, getattr(d, name), b.target) for name in EFC_FIELDS}
+    efc = {name: _gather(md, name, getattr(d, name), b.target) for name in EFC_FIELDS}
     small = d.replace(contact=_compact_contacts(d.contact, b.slots), **efc)
     return _merge(m, md, d, small, _solve(md, small), b)
 
