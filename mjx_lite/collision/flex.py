@@ -45,19 +45,9 @@ def plane_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """Static (plane geom ids, flex ids) of the plane-flex pairs that collide, plane-major (body order, then flex)."""
 
     def build(m):
-        gs, fs = [], []
-        if m.nflex == 0 or m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        gtype, gct, gca = np.asarray(m.geom_type), np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
-        fct, fca = np.asarray(m.flex_contype), np.asarray(m.flex_conaffinity)
-        for g in range(m.ngeom):
-            if gtype[g] != GeomType.PLANE or not plane_is_static(m, g):
-                continue
-            for f in range(m.nflex):
-                if (gct[g] & fca[f]) or (fct[f] & gca[g]):
-                    gs.append(g)
-                    fs.append(f)
-        return np.asarray(gs, np.int64), np.asarray(fs, np.int64)
+        gtype = np.asarray(m.geom_type)
+        planes = [g for g in range(m.ngeom) if gtype[g] == GeomType.PLANE and plane_is_static(m, g)]
+        return flex_hfield.geom_flex_pairs(m, planes)
 
     return static_memo(m, "flex_plane_pairs", build)
 

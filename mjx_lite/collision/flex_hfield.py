@@ -58,19 +58,25 @@ def pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """Static (height-field geom ids, flex ids) of the pairs whose contype/conaffinity match, geom-major."""
 
     def build(m):
-        gs, fs = [], []
-        if m.nflex == 0 or m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        gtype, gct, gca = np.asarray(m.geom_type), np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
-        fct, fca = np.asarray(m.flex_contype), np.asarray(m.flex_conaffinity)
-        for g in np.nonzero(gtype == GeomType.HFIELD)[0]:
-            for f in range(m.nflex):
-                if (gct[g] & fca[f]) or (fct[f] & gca[g]):
-                    gs.append(int(g))
-                    fs.append(f)
-        return np.asarray(gs, np.int64), np.asarray(fs, np.int64)
+        return geom_flex_pairs(m, np.nonzero(np.asarray(m.geom_type) == GeomType.HFIELD)[0].tolist())
 
     return static_memo(m, "flex_hfield_pairs", build)
+
+
+def geom_flex_pairs(m: Model, geoms: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(geom ids, flex ids) of the pairs of `geoms` (in their order) and flexes whose contype/conaffinity match,
+    geom-major; none when the model has no flex or contacts are disabled."""
+    gs, fs = [], []
+    if m.nflex == 0 or m.opt.disableflags & (DisableBit.CONSTRAINT | DisableBit.CONTACT):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    gct, gca = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
+    fct, fca = np.asarray(m.flex_contype), np.asarray(m.flex_conaffinity)
+    for g in geoms:
+        for f in range(m.nflex):
+            if (gct[g] & fca[f]) or (fct[f] & gca[g]):
+                gs.append(int(g))
+                fs.append(f)
+    return np.asarray(gs, np.int64), np.asarray(fs, np.int64)
 
 
 def _window(m: Model, hid: int, gs: np.ndarray, fs: np.ndarray) -> tuple[int, int]:
