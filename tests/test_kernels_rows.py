@@ -9,9 +9,10 @@ contacts; the MJX humanoid (hinge limits, condim-3 contacts of its feet) in the 
 efc_* field, nefc, contact.efc_address and the warnings, then qacc after the (XLA) solve. Elliptic contacts
 (test_kernels_solver.ELLIPTIC: condim 3, 4, 6, a pair with solreffriction) on both kernels, and a batch of Models
 (vmapped friction, sizes, ranges, solref, impratio: domain randomisation) x environments on the row tiles. EQ
-(connect and weld: bodies, sites, the world, relpose, torquescale, own solref/solimp) and TEN (tendon equalities,
-friction and limits, ball limits) on both kernels, 2 vmapped Models of each on the tiles, their twins' inputs and
-Triton lowering; slow: their fused forward against mj_forward and gradients.
+(connect and weld: bodies, sites, the world, relpose, torquescale, own solref/solimp), TEN (tendon equalities,
+friction and limits, ball limits) and FLEX (flex edge equalities of a 2-d and a 1-d flexcomp, beside a tendon limit)
+on both kernels, 2 vmapped Models of each on the tiles, their twins' inputs and Triton lowering; slow: their fused
+forward against mj_forward and gradients.
 """
 
 import jax
@@ -23,7 +24,7 @@ from jax._src.interpreters import partial_eval as pe
 
 import mjx_lite as mjl
 from mjx_lite.collision import driver
-from mjx_lite.pipeline import constraint, inertia, kernels, kinematics, tendon
+from mjx_lite.pipeline import constraint, flex, inertia, kernels, kinematics, tendon
 from mjx_lite.pipeline.kernels import launch, rows
 from mjx_lite.solver.solve import solve
 from mjx_lite.types import ConstraintType
@@ -93,7 +94,7 @@ def _states(mjm, m, n, seed=0, scale=0.02):
 def _prepare(m, d):
     """The stages before the rows (fwd_position's, collision included) on the XLA path, and a smooth acceleration
     for the solver (M^-1 of a fixed force: the solver's input, whatever the velocity stages would give)."""
-    for stage in (kinematics.kinematics, kinematics.com_pos, tendon.tendon, inertia.crb, inertia.factor_m,
+    for stage in (kinematics.kinematics, kinematics.com_pos, flex.flex, tendon.tendon, inertia.crb, inertia.factor_m,
                   driver.collision):  # fmt: skip
         d = stage(m, d)
     return d.replace(qacc_smooth=inertia.solve_m(m, d, jp.cos(jp.arange(m.nv, dtype=d.qpos.dtype)) * 10.0))
@@ -497,6 +498,44 @@ TEN = """
 </mujoco>
 """
 
+# flex edge equalities: a 2-d grid with <edge equality="true"/> (its own equality, default solref) and a 1-d one
+# constrained by an explicit <equality><flex> (own solref); pinned vertices; beside them a hinge limit, a fixed
+# tendon's two-row limit (the tendons' rows precede the edges' in the tile's Jacobian source) and a sphere's contacts
+FLEX = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1"/>
+    <body name="a" pos="0 0 1">
+      <joint name="a0" type="hinge" axis="0 1 0" range="-20 20"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" contype="0" conaffinity="0"/>
+    </body>
+    <body name="ball" pos="0.6 0 0.04">
+      <freejoint/>
+      <geom type="sphere" size="0.05"/>
+    </body>
+    <body name="fb" pos="-0.3 0 0.5">
+      <flexcomp name="f" type="grid" dim="2" count="3 2 1" spacing=".1 .1 .1" mass=".3" radius=".01">
+        <contact contype="0" conaffinity="0"/><edge equality="true"/><pin id="0"/>
+      </flexcomp>
+    </body>
+    <body name="gb" pos="0.3 0.5 0.5">
+      <flexcomp name="g" type="grid" dim="1" count="3 1 1" spacing=".1 .1 .1" mass=".2" radius=".01">
+        <contact contype="0" conaffinity="0"/><pin id="0"/>
+      </flexcomp>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="fx" limited="true" range="-0.01 0.01" margin="0.05">
+      <joint joint="a0" coef="1"/>
+    </fixed>
+  </tendon>
+  <equality>
+    <flex flex="g" solref="0.03 0.9"/>
+  </equality>
+</mujoco>
+"""
+
 
 def _kinds(xml, n=3, scale=0.3, inactive=()):
     """(MjModel, Model, batch of n states before the rows, XLA rows): equalities `inactive` ((state, eq id)) off."""
@@ -541,11 +580,27 @@ def ten_model():
     return mjm, m, ds, want
 
 
+@pytest.fixture(scope="module")
+def flex_model():
+    """FLEX, float64: 3 states (the explicit flex equality off in one), their XLA rows: every edge row live in some
+    state, both equalities' rows, one of them off somewhere; the flex stage ran (edge Jacobians, stretched edges)."""
+    mjm, m, ds, want = _kinds(FLEX, scale=0.05, inactive=((1, 0),))
+    p = constraint.plan(m)
+    assert len(p.flex_eq_edge) == m.nflexedge == 11 and set(p.flex_eq_owner.tolist()) == {0, 1}
+    live = _live_rows(want, p, "flex_eq", 11)
+    assert live.any(axis=0).all() and not live.all()
+    assert _live_rows(want, p, "lim_ten", 2).any() and _live_rows(want, p, "contact", 4).any()
+    assert np.abs(np.asarray(ds.flexedge_J)).max() > 0.5
+    assert np.abs(np.asarray(want.efc_pos)[:, : len(p.flex_eq_edge)][live]).min() > 0  # stretched or compressed
+    return mjm, m, ds, want
+
+
 @pytest.mark.parametrize("tile", [0, 2])
-@pytest.mark.parametrize("model", ["eq_model", "ten_model"])
+@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
 def test_more_kinds_rows_equal_xla(request, model, tile):
-    """Connect and weld rows (EQ), tendon and ball-limit rows (TEN) in the lane kernel and on the row tiles (2
-    environments per program): every efc_* field, nefc, efc_address and the warnings equal the XLA rows' (float64)."""
+    """Connect and weld rows (EQ), tendon and ball-limit rows (TEN), flex edge equalities (FLEX) in the lane kernel
+    and on the row tiles (2 environments per program): every efc_* field, nefc, efc_address and the warnings equal
+    the XLA rows' (float64)."""
     _, m, ds, want = request.getfixturevalue(model)
     assert rows.fusable(m)
     got = _tiled_rows(m, ds, tile) if tile else _rows(mjl.configure(m, kernels="fused"), ds)
@@ -556,11 +611,25 @@ def _forward_state(mjm, mjd, rng):
     oracle.random_state(mjm, mjd, rng, qpos_scale=0.3)
 
 
+def test_flex_rows_without_tendon_rows_tiled(flex_model):
+    """FLEX without its tendon limit: the edges' rows alone on the tendons' tile (their Jacobian source is
+    flexedge_J alone, ten_J not among the kernel's inputs): the rows equal the XLA rows' (float64)."""
+    mjm = mujoco.MjModel.from_xml_string(FLEX)
+    mjm.tendon_limited[:] = 0
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    ds = _prepared(m, flex_model[2])
+    p = constraint.plan(m)
+    assert len(p.lim_ten) == 0 and len(p.flex_eq_edge) == 11 and rows.fusable(m)
+    assert "ten_J" not in rows.kernel(m, jax.tree.map(lambda x: x[0], ds))[1]
+    _compare(_tiled_rows(m, ds, 2), _rows(m, ds), ROWS_TOL, "FLEX without tendon rows, tiled")
+
+
 @pytest.mark.slow  # CI time (every kernel of the forward compiles in interpret mode)
-@pytest.mark.parametrize("xml", ["EQ", "TEN"])
+@pytest.mark.parametrize("xml", ["EQ", "TEN", "FLEX"])
 def test_more_kinds_forward_matches_mujoco(xml):
-    """The fused forward (rows kernel with connect/weld or tendon/ball rows, the Newton kernel) reaches MuJoCo's
-    converged Newton optimum (qacc, qfrc_constraint, efc_force row by row; test_constraint_forward's tolerance)."""
+    """The fused forward (rows kernel with connect/weld, tendon/ball or flex edge rows, the Newton kernel) reaches
+    MuJoCo's converged Newton optimum (qacc, qfrc_constraint, efc_force row by row; test_constraint_forward's
+    tolerance)."""
     mjm = mujoco.MjModel.from_xml_string(globals()[xml])
     m = oracle.model_from_mujoco(mjm)
     m = mjl.configure(m.replace(opt=m.opt.replace(iterations=100, tolerance=jp.asarray(1e-12))), kernels="fused")
@@ -575,29 +644,31 @@ def _loss_fields(m, d, names, values):
 
 
 @pytest.mark.slow  # CI time (the kernel and both paths' gradients compile)
-@pytest.mark.parametrize("model", ["eq_model", "ten_model"])
+@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
 def test_more_kinds_gradients_equal_xla(request, model):
     """jax.grad through the fused rows (custom_jvp: the XLA twin; com_vel before it, which makes cvel from qvel) is the
     XLA rows', batched by vmap: with respect to qvel and the bodies' positions (EQ), qvel, qpos (ball limits) and the
-    tendon lengths (TEN)."""
+    tendon lengths (TEN), qvel and the edges' lengths and Jacobians (FLEX)."""
     _, m, ds, _ = request.getfixturevalue(model)
-    names = ("qvel", "xpos", "xquat") if model == "eq_model" else ("qvel", "qpos", "ten_length")
+    names = {"eq_model": ("qvel", "xpos", "xquat"), "ten_model": ("qvel", "qpos", "ten_length"),
+             "flex_model": ("qvel", "flexedge_length", "flexedge_J")}[model]  # fmt: skip
     values = tuple(getattr(ds, n) for n in names)
     grad = jax.jit(jax.vmap(jax.grad(lambda m, d, v: _loss_fields(m, d, names, v), argnums=2), in_axes=(None, 0, 0)))
     got, want = grad(mjl.configure(m, kernels="fused"), ds, values), grad(m, ds, values)
     tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
-@pytest.mark.parametrize("model", ["eq_model", "ten_model"])
+@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
 def test_more_kinds_twin_reads_only_the_kernel_inputs(request, model):
-    """As test_twin_reads_only_the_kernel_inputs, for the new kinds' inputs (poses, cvel, cdof_dot, ten_J, ...)."""
+    """As test_twin_reads_only_the_kernel_inputs, for the new kinds' inputs (poses, cvel, cdof_dot, ten_J,
+    flexedge_J, ...)."""
     _, m, ds, _ = request.getfixturevalue(model)
     d = rows.prepare(m, jax.tree.map(lambda x: x[0], ds))
     _check_twin_inputs(m, d)
 
 
 @pytest.mark.parametrize("rows_tile", [0, 4])
-@pytest.mark.parametrize("model", ["eq_model", "ten_model"])
+@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
 def test_more_kinds_lower_to_triton(request, monkeypatch, model, rows_tile):
     """The rows kernels with the new kinds lower to Triton (float64, both layouts, a batch of 200: masked lanes);
     float32 in test_lowers_to_triton's slow selection is the same code."""
@@ -612,7 +683,8 @@ def _randomised_kinds(m, n):
     """n Models' worth of the new kinds' Model inputs (domain randomisation), each scaled in [0.8, 1.25]."""
     rng = np.random.default_rng(7)
     names = ("eq_data", "eq_solref", "body_invweight0", "jnt_range", "jnt_margin", "dof_invweight0", "tendon_range",
-             "tendon_margin", "tendon_invweight0", "tendon_frictionloss", "tendon_solref_lim", "tendon_length0")
+             "tendon_margin", "tendon_invweight0", "tendon_frictionloss", "tendon_solref_lim", "tendon_length0",
+             "flexedge_length0", "flexedge_invweight0")
     out = {}
     for k in names:
         x = jp.asarray(getattr(m, k))
@@ -621,12 +693,14 @@ def _randomised_kinds(m, n):
     return out
 
 
-@pytest.mark.parametrize("model", ["eq_model", pytest.param("ten_model", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("model", ["eq_model"] + [pytest.param(k, marks=pytest.mark.slow)
+                                                   for k in ("ten_model", "flex_model")])  # fmt: skip
 def test_more_kinds_vmapped_models_tiled_equal_xla(request, model):
-    """2 Models (vmapped Model leaves: eq_data, solref, invweight0, ranges, margins, ...) x 2 environments on the row
-    tiles (2 environments per program): the rows equal the XLA rows of each Model (float64), and the Models' differ."""
+    """2 Models (vmapped Model leaves: eq_data, solref, invweight0, ranges, margins, edge rest lengths, ...) x 2
+    environments on the row tiles (2 environments per program): the rows equal the XLA rows of each Model (float64),
+    and the Models' differ."""
     mjm, m, _, _ = request.getfixturevalue(model)
-    raw = _states(mjm, m, 2, scale=0.3 if model == "eq_model" else 0.5)
+    raw = _states(mjm, m, 2, scale={"eq_model": 0.3, "ten_model": 0.5, "flex_model": 0.05}[model])
     leaves = _randomised_kinds(m, 2)
 
     def models_rows(m, leaves, ds):

@@ -15,7 +15,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
   collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box, sphere-box, capsule-box) and height
               field-sphere of static pair groups as one kernel
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
-  rows.py     the constraint rows (make_constraint) of connect/weld/joint/tendon equalities, dof and tendon
+  rows.py     the constraint rows (make_constraint) of connect/weld/joint/tendon/flex equalities, dof and tendon
               friction, joint, ball and tendon limits and pyramidal or elliptic contacts as one kernel
   rows_tiled.py  the rows kernel on (environments, rows, dofs) tiles (`Launch.rows_tile`)
 """
@@ -86,8 +86,8 @@ def collision(m: Model, d: Data) -> Data:
 
 
 def rows_fused(m: Model) -> bool:
-    """Static: the constraint rows run as the fused kernel (`fused(m)` and rows of the kinds kernels/rows.py
-    builds: connect, weld, joint and tendon equalities, dof and tendon friction loss, slide/hinge, ball and tendon
+    """Static: the constraint rows run as the fused kernel (`fused(m)` and rows of the kinds kernels/rows.py builds:
+    connect, weld, joint, tendon and flex edge equalities, dof and tendon friction loss, slide/hinge, ball and tendon
     limits, pyramidal or elliptic contacts of static slots)."""
     return fused(m) and _rows.fusable(m)
 

@@ -1,16 +1,16 @@
 """The constraint rows (mj_makeConstraint + mj_makeImpedance, pipeline/constraint.py) as one fused kernel: connect,
-weld, joint and tendon equalities, dof and tendon friction loss, slide/hinge, ball and tendon limits and pyramidal,
-elliptic (or frictionless) contacts, with the dense efc_J layout.
+weld, joint, tendon and flex edge equalities, dof and tendon friction loss, slide/hinge, ball and tendon limits and
+pyramidal, elliptic (or frictionless) contacts, with the dense efc_J layout.
 
 Outputs (per environment): efc_J (nefc, nv) dense, efc_pos, efc_margin, efc_frictionloss, efc_diagA, efc_R,
 efc_vel, efc_aref (masked as make_constraint masks them), the rows' liveness (efc_mask as 0/1) and whether a
 one-row limit had both sides active (Warning.CNSTRFULL). efc_type, efc_id (static), efc_D = 1/R, nefc and
 contact.efc_address are formed from those by `constraint.fill` as on the XLA path.
 Inputs: qpos, qvel, cdof, subtree_com (with connect/weld: xpos, xmat, xquat, site poses, cvel, cdof_dot; with tendon
-rows: ten_J, ten_length), the contact slots' fields (pos, frame, dist, includemargin, friction,
-solref, solimp, active, dim; solreffriction with elliptic cones) and eq_active (per environment); the Model floats
-the rows read (ranges, margins, solref/solimp, invweight0, eq_data, qpos0, opt.timestep, opt.impratio), shared by
-the block unless vmapped.
+rows: ten_J, ten_length; with flex edge equalities: flexedge_J, flexedge_length), the contact slots' fields (pos, frame,
+dist, includemargin, friction, solref, solimp, active, dim; solreffriction with elliptic cones) and eq_active (per
+environment); the Model floats the rows read (ranges, margins, solref/solimp, invweight0, eq_data, qpos0, opt.timestep,
+opt.impratio), shared by the block unless vmapped.
 
 The row plan (constraint.plan) is static: one loop per block of rows over its tables (joint equalities; friction
 dofs; limited joints, a second loop for the upper rows of two-row limits; contact slots; contact rows), each
@@ -26,17 +26,17 @@ J6. An elliptic contact's friction rows (q > 0) have pos = margin = 0, no stiffn
 (f_0 / f_q)^2 / impratio and the contact's solreffriction where it is set. The formulas are constraint.py's written
 per lane; fields equal the XLA path's to round-off.
 
-Connect and weld rows: per equality, the two points (body pose and anchor, or the site's pose; a weld's rotation
-error from the bodies' or sites' quaternions, eq_data's relative pose and torquescale), then one loop over the dofs
-writes the point Jacobians' difference (translational rows; a weld's rotational rows T (jr1 - jr2)) and sums their
-time derivatives' product with qvel (the Jdot qvel bias subtracted from aref, from cvel and cdof_dot: `prepare` runs
-com_vel (XLA) before the kernel, as constraint._assemble does). Tendon rows copy ten_J rows (the tendon stage's, an
-input) times their coefficients; ball limits use the joint quaternion's rotation angle (shortest way) against the
-range's maximum, J = -axis at the ball's dofs.
+Connect and weld rows: per equality, the two points (body pose and anchor, or the site's pose; a weld's rotation error
+from the bodies' or sites' quaternions, eq_data's relative pose and torquescale), then one loop over the dofs writes the
+point Jacobians' difference (translational rows; a weld's rotational rows T (jr1 - jr2)) and sums their time
+derivatives' product with qvel (the Jdot qvel bias subtracted from aref, from cvel and cdof_dot: `prepare` runs com_vel
+(XLA) before the kernel, as constraint._assemble does). Tendon rows copy ten_J rows (the tendon stage's, an input) times
+their coefficients, a flex edge equality its edge's flexedge_J row (the flex stage's, XLA, an input) with pos = length -
+length0 and diagA = flexedge_invweight0; ball limits use the joint quaternion's rotation angle (shortest way) against
+the range's maximum, J = -axis at the ball's dofs.
 
-Not fused (the XLA rows run): flex equality rows, the sparse efc_J layout, the exact diagonal (diagexact), surface
-velocities, adhesive contacts, contact slots whose bodies are traced. Derivatives go through the XLA twin
-(kernels/launch.py).
+Not fused (the XLA rows run): the sparse efc_J layout, the exact diagonal (diagexact), surface velocities, adhesive
+contacts, contact slots whose bodies are traced. Derivatives go through the XLA twin (kernels/launch.py).
 """
 
 from __future__ import annotations
@@ -91,9 +91,6 @@ def fusable(m: Model) -> bool:
         return False
     if m.opt.enableflags & EnableBit.DIAGEXACT:  # the exact diagonal needs M^-1 J^T of every row: XLA
         return False
-    other = (p.flex_eq_edge,)
-    if any(len(a) for a in other):
-        return False
     if len(p.con_dim):
         b = slot_bodies(m)
         if b is None or len(b[0]) != len(p.con_dim):
@@ -139,6 +136,8 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
         o1 = np.asarray(m.eq_obj1id)[te]
         o2 = np.asarray(m.eq_obj2id)[te]
         tab.update(teq_id=te, teq_t1=o1, teq_t2=np.maximum(o2, 0), teq_has2=(o2 >= 0))
+    if len(p.flex_eq_edge):
+        tab.update(fe_edge=p.flex_eq_edge, fe_id=p.flex_eq_owner)
     if len(p.fric_dof):
         tab.update(fric_dof=p.fric_dof)
     if len(p.fric_ten):
@@ -186,7 +185,8 @@ def _rows_plan(m: Model) -> tuple[dict, dict]:
         kz[p.adr["contact"] + np.nonzero(q > 0)[0]] = True
     tab["row_kz"] = kz
     info.update(connect=len(p.connect), weld=len(p.weld), eq_site=has_site,
-                quat_dofs=bool(np.any(support.tables(m).dof_kind == 2)), tendon_eq=len(te), fric_ten=len(p.fric_ten),
+                quat_dofs=bool(np.any(support.tables(m).dof_kind == 2)), tendon_eq=len(te),
+                flex_eq=len(p.flex_eq_edge), fric_ten=len(p.fric_ten),
                 ball=len(p.lim_ball), lim_ten=len(t), lim_ten2=len(tab.get("lt2_ten", ())))
     info.update(joint_eq=len(e), fric=len(p.fric_dof), lim=len(j), lim2=len(tab.get("lim2_obj", ())), ncon=ncon,
                 ncrow=ncrow, nefc=p.nefc, elliptic=bool(p.elliptic))  # fmt: skip
@@ -211,6 +211,8 @@ def static_type_id(m: Model) -> tuple[np.ndarray, np.ndarray]:
     typ[a : a + len(p.joint_eq)], ids[a : a + len(p.joint_eq)] = ConstraintType.EQUALITY, p.joint_eq
     a = p.adr["tendon_eq"]
     typ[a : a + len(p.tendon_eq)], ids[a : a + len(p.tendon_eq)] = ConstraintType.EQUALITY, p.tendon_eq
+    a = p.adr["flex_eq"]
+    typ[a : a + len(p.flex_eq_edge)], ids[a : a + len(p.flex_eq_edge)] = ConstraintType.EQUALITY, p.flex_eq_owner
     a = p.adr["fric_dof"]
     typ[a : a + len(p.fric_dof)], ids[a : a + len(p.fric_dof)] = ConstraintType.FRICTION_DOF, p.fric_dof
     a = p.adr["fric_ten"]
@@ -237,7 +239,7 @@ def _inputs(m: Model, d: Data, info: dict) -> dict:
     if info["joint_eq"] or info["lim"] or info["ball"]:
         x["qpos"] = d.qpos
     x["timestep"] = jp.reshape(m.opt.timestep, (1,))
-    if info["joint_eq"] or info["connect"] or info["weld"] or info["tendon_eq"]:
+    if info["joint_eq"] or info["connect"] or info["weld"] or info["tendon_eq"] or info["flex_eq"]:
         x.update(eq_active=d.eq_active, eq_data=m.eq_data, eq_solref=m.eq_solref, eq_solimp=m.eq_solimp)
     if info["joint_eq"]:
         x["qpos0"] = m.qpos0
@@ -256,6 +258,9 @@ def _inputs(m: Model, d: Data, info: dict) -> dict:
         x["ten_length"] = d.ten_length
     if info["tendon_eq"]:
         x["tendon_length0"] = m.tendon_length0
+    if info["flex_eq"]:  # flexedge_J, flexedge_length: the flex stage's (XLA, before the kernel)
+        x.update(flexedge_J=d.flexedge_J, flexedge_length=d.flexedge_length, flexedge_length0=m.flexedge_length0,
+                 flexedge_invweight0=m.flexedge_invweight0)  # fmt: skip
     if info["fric_ten"]:
         x.update(tendon_frictionloss=m.tendon_frictionloss, tendon_solref_fri=m.tendon_solref_fri,
                  tendon_solimp_fri=m.tendon_solimp_fri)  # fmt: skip
@@ -517,12 +522,13 @@ def _body(m: Model, info: dict):
 
         _loop(0, info["joint_eq"], joint_eq)
 
-        # ---- rows of tendons: J = c1 ten_J[t1] (+ c2 ten_J[t2]), J qvel alongside
-        def ten_row(r, t1, c1, live, t2=None, c2=None):
+        # ---- rows of tendons (and flex edges): J = c1 src[t1] (+ c2 src[t2]), J qvel alongside; src: ten_J
+        # (flexedge_J)
+        def ten_row(r, t1, c1, live, t2=None, c2=None, src="ten_J"):
             def dof(j, vel):
-                val = c1 * io.read("ten_J", t1 * nv + j)
+                val = c1 * io.read(src, t1 * nv + j)
                 if t2 is not None:
-                    val = val + c2 * io.read("ten_J", t2 * nv + j)
+                    val = val + c2 * io.read(src, t2 * nv + j)
                 val = where(live, val, 0.0)
                 io.write("J", r * nv + j, val)
                 return io.lanes(vel + val * io.read("qvel", j))
@@ -542,6 +548,18 @@ def _body(m: Model, info: dict):
                 jp.abs(pos), live, vel)  # fmt: skip
 
         _loop(0, info["tendon_eq"], tendon_eq)
+
+        # ---- flex edge equalities: J = flexedge_J[edge], pos = length - length0 (constraint._flex_eq_rows)
+        def flex_eq(i):
+            e, eid = tab("fe_edge", i), tab("fe_id", i)
+            live = io.lanes(io.read("eq_active", eid)) > 0.5
+            r = adr["flex_eq"] + i
+            vel = ten_row(r, e, 1.0, live, src="flexedge_J")
+            pos = io.read("flexedge_length", e) - io.read("flexedge_length0", e)
+            row(r, pos, 0.0, 0.0, io.read("flexedge_invweight0", e), io.read_vec("eq_solref", eid, 2),
+                io.read_vec("eq_solimp", eid, 5), jp.abs(pos), live, vel)  # fmt: skip
+
+        _loop(0, info["flex_eq"], flex_eq)
 
         # ---- dof friction loss -----------------------------------------------------------------------------
         def friction(i):
@@ -775,10 +793,12 @@ def _twin(m: Model, d: Data, geoms) -> callable:
                                 "dof_solref", "dof_solimp", "jnt_range", "jnt_margin", "jnt_solref", "jnt_solimp",
                                 "body_invweight0", "tendon_invweight0", "tendon_length0", "tendon_frictionloss",
                                 "tendon_solref_fri", "tendon_solimp_fri", "tendon_range", "tendon_margin",
-                                "tendon_solref_lim", "tendon_solimp_lim") if k in x}  # fmt: skip
+                                "tendon_solref_lim", "tendon_solimp_lim", "flexedge_length0", "flexedge_invweight0")
+              if k in x}  # fmt: skip
         m2 = m.replace(opt=opt, **mf)
         df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xmat", "xquat", "cvel",
-                                "cdof_dot", "site_xpos", "site_xmat", "ten_J", "ten_length") if k in x}  # fmt: skip
+                                "cdof_dot", "site_xpos", "site_xmat", "ten_J", "ten_length", "flexedge_J",
+                                "flexedge_length") if k in x}  # fmt: skip
         if "eq_active" in df:
             df["eq_active"] = df["eq_active"] > 0.5
         d2 = d.replace(**df)

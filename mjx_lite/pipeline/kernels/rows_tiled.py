@@ -15,8 +15,10 @@ environments and two row tiles, NUP and NCP the powers of two >= the rows' count
              o_i = point - the root com of body i and m_i the body's dof mask (static (NCP, NVP) tables): 12
              multiply-adds per entry, every entry independent;
   ball limits: in the unit tile, J = -axis at the ball's three dofs (selects), the angle from qpos' quaternion;
-  tendon rows (equalities, friction, limits; the "ten" tile): the unit tile's formulas with J = a1 ten_J[t1] +
-             a2 ten_J[t2], the two tendons' Jacobian rows gathered by XLA into an (E, 2, NR, NVP) input;
+  tendon rows (equalities, friction, limits) and flex edge equalities (the "ten" tile): the unit tile's formulas
+             with J = a1 ten_J[t1] + a2 ten_J[t2] (an edge: flexedge_J[edge], its equality's pos length - length0
+             with no polynomial), the rows' two Jacobian rows of [ten_J; flexedge_J] gathered by XLA into an
+             (E, 2, NR, NVP) input;
   connect/weld rows (the "pt" tile): the points p_i = x_i + R_i a_i (body pose and anchor, or site pose and zero),
              J from cdof and the bodies' dof masks with the direction (e_k, 0) (translational) or (0, T_k) (a weld's
              rotational rows), the Jdot qvel bias and a weld's angular velocities as reductions over the dof axis
@@ -61,8 +63,9 @@ __all__ = ["make_constraint"]
 _ROW_OUT = ("pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
 # Data fields among the kernel's inputs: their channels are per environment (Model fields are shared unless vmapped)
 _DATA = ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xmat", "xquat", "site_xpos", "site_xmat", "cvel",
-         "cdof_dot", "ten_J", "ten_length", "con_pos", "con_frame", "con_dist", "con_margin",
-         "con_friction", "con_solref", "con_solimp", "con_active", "con_dim", "con_solreffriction")  # fmt: skip
+         "cdof_dot", "ten_J", "ten_length", "flexedge_J", "flexedge_length", "con_pos", "con_frame", "con_dist",
+         "con_margin", "con_friction", "con_solref", "con_solimp", "con_active", "con_dim",
+         "con_solreffriction")  # fmt: skip
 
 
 def _pow2(n: int) -> int:
@@ -164,8 +167,9 @@ def _build(m: Model) -> _Plan:
 def _unit_tile(m: Model, p, tendon: bool) -> tuple[np.ndarray, dict, dict]:
     """(plan rows, channels, tables) of the tile of one-object rows: tendon=False, the "unit" tile (joint equalities,
     dof friction, slide/hinge limits, ball limits: J from selects against the dof index, d1/d2 the dofs); tendon=True,
-    the "ten" tile (tendon equalities, tendon friction, tendon limits: J = a1 ten_J[d1] + a2 ten_J[d2], d1/d2 the
-    tendons). Row kinds: 0 padding, 1 equality, 2 friction, 3 limit (first row), 4 limit upper, 5 ball limit."""
+    the "ten" tile (tendon equalities, flex edge equalities, tendon friction, tendon limits: J = a1 src[d1] + a2
+    src[d2], d1/d2 rows of src = [ten_J (where the tile has tendon rows); flexedge_J (where it has edge rows)]). Row
+    kinds: 0 padding, 1 equality, 2 friction, 3 limit (first row), 4 limit upper, 5 ball limit."""
     qadr, dadr = np.asarray(m.jnt_qposadr), np.asarray(m.jnt_dofadr)
     neq_data = int(np.shape(m.eq_data)[-1]) if m.neq else 0
     if tendon:
@@ -187,7 +191,8 @@ def _unit_tile(m: Model, p, tendon: bool) -> tuple[np.ndarray, dict, dict]:
     def block(name, n):
         return p.adr[name] + np.arange(n, dtype=np.int64)
 
-    rows = np.concatenate([block(names[0], len(eqs)), block(names[1], len(frs)),
+    fe = np.asarray(p.flex_eq_edge if tendon else (), np.int64)  # flex edge equalities join the tendons' tile
+    rows = np.concatenate([block(names[0], len(eqs)), block("flex_eq", len(fe)), block(names[1], len(frs)),
                            block(names[2], int(np.sum(2 - lim_one.astype(np.int64))))]
                           + ([block(names[3], len(balls))] if names[3] else []))  # fmt: skip
     n = len(rows)
@@ -236,6 +241,16 @@ def _unit_tile(m: Model, p, tendon: bool) -> tuple[np.ndarray, dict, dict]:
         put("iw1", iwsrc, r, dadr_[o1])
         put("iw2", iwsrc, r[has2], dadr_[o2c][has2])
         put_ref(r, "eq_solref", "eq_solimp", e)
+    if len(fe):  # J = flexedge_J[edge] (its row of the launcher's [ten_J; flexedge_J]), pos = x1 - r1 (c: zero)
+        r = loc(block("flex_eq", len(fe)))
+        own = np.asarray(p.flex_eq_owner, np.int64)
+        # (the tendons' rows precede the edges' where the tile has tendon rows, whose kernel inputs hold ten_J)
+        kind[r], d1[r] = 1, (m.ntendon if len(eqs) or len(frs) or len(lims) else 0) + fe
+        put("x1", "flexedge_length", r, fe)
+        put("r1", "flexedge_length0", r, fe)
+        put("eqact", "eq_active", r, own)
+        put("iw1", "flexedge_invweight0", r, fe)
+        put_ref(r, "eq_solref", "eq_solimp", own)
     f = np.asarray(frs, np.int64)
     if len(f):
         r = loc(block(names[1], len(f)))
@@ -711,13 +726,15 @@ def _launcher(m: Model):
                 tab = np.pad(tab, pad, constant_values=-1 if n in ("d1", "d2") else 0)
                 args.append(jp.asarray(tab))
                 specs.append(pl.BlockSpec(tab.shape, lambda i, nd=tab.ndim: (0,) * nd))
-            if t == "ten":  # ten_J's rows d1 and d2 of every row (zero where none), (ep, 2, NR, NVP)
-                tj = per_env_flat("ten_J").reshape(e, -1, nv)
-                tj = jp.concatenate([tj, jp.zeros((e, 1, nv), dtype)], axis=1)  # row ntendon: zeros
+            if t == "ten":  # rows d1 and d2 of [ten_J; flexedge_J; 0] of every row (zero where none), (ep, 2, NR, NVP)
+                src = [per_env_flat(n).reshape(e, -1, nv) for n, k in (("ten_J", m.ntendon),
+                                                                       ("flexedge_J", m.nflexedge)) if n in x and k]
+                zero = sum(int(v.shape[1]) for v in src)  # the zero row
+                tj = jp.concatenate(src + [jp.zeros((e, 1, nv), dtype)], axis=1)
                 ids = []
                 for n in ("d1", "d2"):
                     v = np.asarray(plan.tables[t][n], np.int64)
-                    v = np.pad(np.where(v < 0, m.ntendon, v), (0, nr - len(v)), constant_values=m.ntendon)
+                    v = np.pad(np.where(v < 0, zero, v), (0, nr - len(v)), constant_values=zero)
                     ids.append(v)
                 tj = jp.take(tj, jp.asarray(np.stack(ids).reshape(-1)), axis=1).reshape(e, 2, nr, nv)
                 tj = jp.pad(tj, [(0, ep - e), (0, 0), (0, 0), (0, nvp - nv)])
