@@ -607,6 +607,23 @@ def test_more_kinds_rows_equal_xla(request, model, tile):
     _compare(got, want, ROWS_TOL, f"{model}, tile {tile}")
 
 
+# the lane kernel in float32 in the slow selection (its interpreted compile: 16-28 s per model here, the tiles' 7 s)
+@pytest.mark.parametrize("tile", [pytest.param(0, marks=pytest.mark.slow), 2])
+@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
+def test_more_kinds_rows_float32(request, model, tile):
+    """float32 (the inputs of `model`'s states cast): the row tiles' (2 environments per program) and the lane
+    kernel's rows of the new kinds equal float32's XLA rows to float32 round-off (F32_TOL; measured: at most 1.2e-7
+    relative, efc_vel and the tendons' efc_pos), with the same rows live."""
+    _, m, ds, _ = request.getfixturevalue(model)
+    m32, ds32 = tk._float32(m), tk._float32(ds)
+    want = _rows(m32, ds32)
+    got = _tiled_rows(m32, ds32, tile) if tile else _rows(mjl.configure(m32, kernels="fused"), ds32)
+    assert got.efc_aref.dtype == want.efc_aref.dtype == jp.float32
+    tk._assert_close(got, want, EFC, F32_TOL, f"{model} float32, tile {tile}")
+    for f in EXACT:
+        np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f"{model} float32: {f}")
+
+
 def _forward_state(mjm, mjd, rng):
     oracle.random_state(mjm, mjd, rng, qpos_scale=0.3)
 
