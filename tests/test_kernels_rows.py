@@ -630,11 +630,12 @@ def _forward_state(mjm, mjd, rng):
 
 def test_flex_rows_without_tendon_rows_tiled(flex_model):
     """FLEX without its tendon limit: the edges' rows alone on the tendons' tile (their Jacobian source is
-    flexedge_J alone, ten_J not among the kernel's inputs): the rows equal the XLA rows' (float64)."""
+    flexedge_J alone, ten_J not among the kernel's inputs): the rows equal the XLA rows' (float64). The states are
+    flex_model's (the stages before the rows do not read tendon_limited)."""
     mjm = mujoco.MjModel.from_xml_string(FLEX)
     mjm.tendon_limited[:] = 0
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
-    ds = _prepared(m, flex_model[2])
+    ds = flex_model[2]
     p = constraint.plan(m)
     assert len(p.lim_ten) == 0 and len(p.flex_eq_edge) == 11 and rows.fusable(m)
     assert "ten_J" not in rows.kernel(m, jax.tree.map(lambda x: x[0], ds))[1]
