@@ -8,6 +8,8 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
     (min, max) vertex pairs, each new pair appended at its first occurrence;
   - flexedge_rigid: both vertices on bodies welded together (same body_weldid);
   - flex_centered: every vertex offset zero (MuJoCo recomputes it from the offsets);
+  - flex_rigid: every vertex on one body (a rigid flex: collision geometry moving with that body; MuJoCo gives it
+    no edge lengths, forces or self-collisions);
   - flex_edgeequality: 1 for a flexcomp's <edge equality='true'> or a flex an <equality><flex> names;
   - flex_group, flex_matid, flex_rgba (float32 values): the flex's appearance, for the renderer.
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
@@ -157,7 +159,8 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flex_matid"] = np.repeat(np.asarray(matid, i32).reshape(n), arr["elemnum"]).astype(i32)  # (per element)
     rgba = np.asarray([r.get("rgba", _RGBA) for r in recs], np.float32)  # (MuJoCo keeps rgba in float32)
     A["flex_rgba"] = rgba.astype(float).reshape(n, 4)
-    A["flex_rigid"] = np.zeros(n, bool)  # (rigid flexcomps are refused)
+    # rigid: every vertex on one body (MuJoCo's vertbody of size 1, a rigid flexcomp, or the same body repeated)
+    A["flex_rigid"] = np.asarray([len(set(r["vertbody"])) == 1 for r in recs], bool).reshape(n)
     A["flex_interp"] = np.zeros(n, i32)
     A["flex_elemlayer"] = np.concatenate([np.zeros(0, i32)] + layers).astype(i32)
     A["flex_activelayers"] = np.asarray([r["activelayers"] for r in recs], i32).reshape(n)
@@ -419,7 +422,7 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
     other than 'none') and contacts with SDF geoms that the contype/conaffinity filter lets through."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
-    if (ct & ca) and r["selfcollide"] != "none":
+    if (ct & ca) and r["selfcollide"] != "none" and len(set(r["vertbody"])) > 1:  # (rigid: MuJoCo skips them)
         raise MJCFUnsupportedError(f"flex self-collisions (selfcollide='{r['selfcollide']}') are not supported by "
                                    f"mjx_lite: flex '{r['name']}' has contype & conaffinity != 0; set selfcollide="
                                    "'none' or contype/conaffinity that do not match each other", *where)  # fmt: skip
