@@ -74,3 +74,37 @@ def test_steps_like_mujoco(both):
     assert touched >= {0, 1, 2}  # every rigid flex touched something on the way (the test is not vacuous)
     np.testing.assert_allclose(np.asarray(d.qpos), mjd.qpos, rtol=0, atol=TRAJ_ATOL)
     np.testing.assert_allclose(np.asarray(d.flexvert_xpos), mjd.flexvert_xpos, rtol=0, atol=TRAJ_ATOL)
+
+
+def _one(flexcomp: str) -> str:
+    return (f'<mujoco><worldbody><body name="b" pos="0 0 .3"><freejoint/><geom type="box" size=".05 .05 .05" '
+            f'mass="1"/>{flexcomp}</body></worldbody></mujoco>')  # fmt: skip
+
+
+def _grid(dim: int, inner: str) -> str:
+    count = {1: "4 1 1", 2: "3 3 1", 3: "2 2 2"}[dim]
+    return _one(f'<flexcomp name="f" type="grid" count="{count}" spacing=".1 .1 .1" dim="{dim}" rigid="true" '
+                f'radius=".01">{inner}<contact selfcollide="none"/></flexcomp>')  # fmt: skip
+
+
+@pytest.mark.parametrize("xml", [
+    _grid(1, '<elasticity young="1e4" poisson=".3"/>'),  # a rigid rod: no hinges, no twist bodies
+    _grid(2, '<elasticity young="1e4" poisson=".3" thickness=".01" elastic2d="both"/>'),  # stiffness kept
+    _grid(3, '<elasticity young="1e4" poisson=".3"/>'),
+    _grid(2, '<edge equality="true"/>'),  # a rigid flexcomp adds no edge equality
+    _one('<flexcomp name="f" type="grid" count="3 3 1" spacing=".1 .1 .1" dim="2" radius=".01"><pin id="0"/>'
+         '<pin gridrange="0 0 2 2"/><contact selfcollide="none"/></flexcomp>'),  # every point pinned (twice)
+])  # fmt: skip
+def test_rigid_variants_compile_like_mujoco(xml):
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    assert bool(np.asarray(m.flex_rigid)[0])
+    assert oracle.compare_models(m, mjm) == []
+
+
+@pytest.mark.parametrize("inner", ['<edge damping=".1"/>', '<elasticity young="1e4" poisson=".3" damping=".01"/>'])
+def test_rigid_with_damping_fails_as_in_mujoco(inner):
+    xml = _grid(3, inner)
+    with pytest.raises(ValueError, match="flexedge_J_rownnz"):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(mjx_lite.MJCFError, match="rigid flex"):
+        mjx_lite.load_mjcf_string(xml)

@@ -283,7 +283,7 @@ def expand(
         "elem": element.reshape(-1).astype(np.int64), "radius": radius, "group": int(w.get("group", 0)),
         "rgba": _vecn(w.get("rgba"), (0.5, 0.5, 0.5, 1.0)), "material": w.get("material") or "",
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
-        "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
+        "equality": 0 if rigid else equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
         "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
         "selfcollide": cont.get("selfcollide", "auto"), "activelayers": int(cont.get("activelayers", 1)),
         "condim": int(cont.get("condim", 3)), "priority": int(cont.get("priority", 0)),
