@@ -232,7 +232,6 @@ def test_deformable_flex_matches_mujoco(fwd, name):
 
 
 @pytest.mark.parametrize("flex,what", [
-    ('<flex name="c" dim="2" body="p0" vertex="0 0 0 .1 0 0 0 .1 0" element="0 1 2"/>', "rigid"),
     ('<flex name="c" dim="1" body="p0 p1" element="0 1"><elasticity young="1e3"/></flex>', "elastic 1D"),
     ('<flex name="c" dim="2" body="p0 p1 p2" element="0 1 2" node="p0"/>', "interpolated"),
     ('<flex name="c" dim="2" body="p0 p1 p2" element="0 1 2"><plugin plugin="mujoco.elasticity.shell"/></flex>',

@@ -8,6 +8,8 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
     (min, max) vertex pairs, each new pair appended at its first occurrence;
   - flexedge_rigid: both vertices on bodies welded together (same body_weldid);
   - flex_centered: every vertex offset zero (MuJoCo recomputes it from the offsets);
+  - flex_rigid: every vertex on one body (a rigid flex: collision geometry moving with that body; MuJoCo gives it
+    no edge lengths, forces or self-collisions);
   - flex_edgeequality: 1 for a flexcomp's <edge equality='true'> or a flex an <equality><flex> names;
   - flex_group, flex_matid, flex_rgba (float32 values): the flex's appearance, for the renderer.
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
@@ -117,6 +119,10 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         arr["elemadr"].append(sum(arr["elemnum"]))
         arr["elemnum"].append(len(elem))
         arr["elemdataadr"].append(len(elems))
+        if _rigid(r) and (r["edgestiffness"] or r["edgedamping"] or r["damping"]):
+            raise MJCFError("a rigid flex (every vertex on one body) with edge stiffness or damping: MuJoCo 4.0 fails "
+                            "to compile it (engine error: flexedge_J_rownnz too small)", r["file"], r["line"],
+                            "flexcomp")  # fmt: skip
         arr["edgestiffness"].append(r["edgestiffness"])
         arr["edgedamping"].append(r["edgedamping"])
         arr["edgeequality"].append(1 if r["equality"] == 1 or (r["name"] and r["name"] in eqflex) else r["equality"])
@@ -157,7 +163,8 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flex_matid"] = np.repeat(np.asarray(matid, i32).reshape(n), arr["elemnum"]).astype(i32)  # (per element)
     rgba = np.asarray([r.get("rgba", _RGBA) for r in recs], np.float32)  # (MuJoCo keeps rgba in float32)
     A["flex_rgba"] = rgba.astype(float).reshape(n, 4)
-    A["flex_rigid"] = np.zeros(n, bool)  # (rigid flexcomps are refused)
+    # rigid: every vertex on one body (MuJoCo's vertbody of size 1, a rigid flexcomp, or the same body repeated)
+    A["flex_rigid"] = np.asarray([_rigid(r) for r in recs], bool).reshape(n)
     A["flex_interp"] = np.zeros(n, i32)
     A["flex_elemlayer"] = np.concatenate([np.zeros(0, i32)] + layers).astype(i32)
     A["flex_activelayers"] = np.asarray([r["activelayers"] for r in recs], i32).reshape(n)
@@ -191,6 +198,11 @@ def _vertxpos0(A: dict, ids: list[int], vert: np.ndarray) -> np.ndarray:
     for b in range(1, len(parent)):  # (parents come first)
         xpos[b], xquat[b] = frame_accum(xpos[parent[b]], xquat[parent[b]], bpos[b], bquat[b])
     return np.array([xpos[b] + rot_vec(v, xquat[b]) for b, v in zip(ids, vert)]).reshape(-1, 3)
+
+
+def _rigid(r: dict) -> bool:
+    """A rigid flex: every vertex on one body (MuJoCo's flex_rigid)."""
+    return len(set(r["vertbody"])) == 1
 
 
 def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray, fedges: list) -> tuple:
@@ -270,7 +282,7 @@ def _rod(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray) -> n
     is the previous hinge's, or this one's minus 1 at the first hinge). Straight references only (a grid rod)."""
     where = (r["file"], r["line"], "flexcomp")
     young, nu, rad = r["young"], r["poisson"], r["radius"]
-    if young <= 0 or len(elem) < 2:
+    if young <= 0 or len(elem) < 2 or _rigid(r):  # (a rigid rod bends nowhere: MuJoCo gives it no hinges)
         return np.zeros(0)
     if nu < 0 or nu >= 0.5:
         raise MJCFError("Poisson ratio must be in [0, 0.5)", *where, "poisson")
@@ -419,7 +431,7 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
     other than 'none') and contacts with SDF geoms that the contype/conaffinity filter lets through."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
-    if (ct & ca) and r["selfcollide"] != "none":
+    if (ct & ca) and r["selfcollide"] != "none" and not _rigid(r):  # (rigid: MuJoCo skips them)
         raise MJCFUnsupportedError(f"flex self-collisions (selfcollide='{r['selfcollide']}') are not supported by "
                                    f"mjx_lite: flex '{r['name']}' has contype & conaffinity != 0; set selfcollide="
                                    "'none' or contype/conaffinity that do not match each other", *where)  # fmt: skip

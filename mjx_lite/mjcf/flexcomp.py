@@ -24,7 +24,7 @@ tests/test_flex_types.py):
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
 (type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
-other than "full", rigid flexcomps, rods' box sections and clamped ends (both points of an end edge pinned),
+other than "full", rods' box sections and clamped ends (both points of an end edge pinned),
 <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex
 self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
 """
@@ -105,8 +105,7 @@ def expand(
     dof = w.get("dof", "full")
     if dof != "full":
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
-    if w.get("rigid", False):
-        raise _refuse(raw, "<flexcomp rigid='true'> (a rigid flex: collision only)", "rigid")
+    rigid = bool(w.get("rigid", False))
     direct = ftype in ("direct", "mesh", "gmsh")  # (MuJoCo's `direct`: points given, not generated)
     for a in (("mesh", "cellcount") + (() if ftype in ("mesh", "gmsh") else ("file",))
               + (() if ftype == "direct" else ("point", "element"))):  # fmt: skip
@@ -216,7 +215,9 @@ def expand(
         point = point * np.asarray(scale, float)
     point = np.array([quat_pose(p, w.get("pos"), quat) for p in point]).reshape(npnt, 3)
 
-    pinned = np.zeros(npnt, bool)
+    pinned = np.full(npnt, rigid)  # (MuJoCo reads no pins of a rigid flexcomp: every point is on the parent)
+    if rigid:
+        pinid, pinrange, pingrid, pingridrange = [], [], [], []
     for i in pinid:
         if i < 0 or i >= npnt:
             raise _err(raw, "pinid out of range")
@@ -240,8 +241,7 @@ def expand(
             raise _err(raw, "pingridrange out of range")
         for ijk in itertools.product(*[range(r[k], r[k + dim] + 1) for k in range(dim)]):
             pinned[grid_id(ijk)] = True
-    if pinned.all():
-        raise _refuse(raw, "a <flexcomp> with every point pinned (a rigid flex: collision only)", "pin")
+    rigid = bool(pinned.all())  # every point pinned: a rigid flex, as rigid='true' (MuJoCo)
     centered = not pinned.any()
     if direct:  # points no element uses are dropped (the others renumbered in order)
         used = np.zeros(npnt, bool)
@@ -251,7 +251,7 @@ def expand(
             point, pinned = point[used], pinned[used]
             npnt = len(point)
 
-    rod = dim == 1 and young > 0  # a discrete elastic rod (mjx_lite/pipeline/passive_rod.py)
+    rod = dim == 1 and young > 0 and not rigid  # a discrete elastic rod (mjx_lite/pipeline/passive_rod.py)
     if rod and radius <= 0:
         raise _err(raw, "1D rod elasticity requires a positive radius (circle section)", "radius")
     nedge = npnt - 1
@@ -283,7 +283,7 @@ def expand(
         "elem": element.reshape(-1).astype(np.int64), "radius": radius, "group": int(w.get("group", 0)),
         "rgba": _vecn(w.get("rgba"), (0.5, 0.5, 0.5, 1.0)), "material": w.get("material") or "",
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
-        "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
+        "equality": 0 if rigid else equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
         "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
         "selfcollide": cont.get("selfcollide", "auto"), "activelayers": int(cont.get("activelayers", 1)),
         "condim": int(cont.get("condim", 3)), "priority": int(cont.get("priority", 0)),
@@ -330,7 +330,8 @@ def quat_pose(p, pos, quat) -> np.ndarray:
 def deformable(el: Element) -> dict[str, Any]:
     """The flex record (see `mjcf/flex.py`) of a <deformable><flex> Element `el`: vertex v on body body[v] at its
     local offset vertex[v] (zeros when omitted: the vertices at the bodies' origins), the elements as given (unused
-    vertices kept, as MuJoCo keeps them). Refused by name: rigid flexes (a single body), interpolated flexes (node,
+    vertices kept, as MuJoCo keeps them; one body with `vertex` given: a rigid flex, every vertex on that body).
+    Refused by name: interpolated flexes (node,
     nodecoord, cellcount, dof), elastic rods (dim 1 with young > 0: MuJoCo 4.0 gives them no twist joints here);
     plugins (parse.py)."""
     a, where = el.attrs, (el.file, el.line, "flex")
@@ -352,9 +353,8 @@ def deformable(el: Element) -> dict[str, Any]:
     if vert is not None and vert.size % 3:
         raise MJCFError("vertex data must be a multiple of 3", *where, "vertex")
     nvert = len(body) if vert is None else vert.size // 3
-    if len(body) == 1 and nvert > 1:
-        raise MJCFUnsupportedError("a rigid <flex> (every vertex on one body: collision only) is not supported by "
-                                   "mjx_lite", *where, "body")  # fmt: skip
+    if len(body) == 1 and vert is not None:  # a rigid flex: every vertex on that body (MuJoCo's vertbody of size 1)
+        body = body * nvert
     if len(body) != nvert:
         raise MJCFError("vertbody size must be 1 or nvert", *where, "body")
     if nvert < dim + 1:
