@@ -25,11 +25,13 @@ at 125 steps (the population turning over as fast as 256 environments') 207: no 
 normaliser is the part that matters: its statistics follow the ageing population for ~2M steps, and without it
 (`normalize_observations=False`, cartpole's observations are O(1) by construction: cart position in [-1, 1] m,
 cos, sin, velocities) seed 1 at 2048 reaches 999 (first >= 900 at 2.5M; 461 / 496 / 825 at 0.5 / 1 / 1.5M against
-~200 / 332 / 504 with it). Over seeds 0-2 at 2048, best return in 3M steps: 557 / 999 / 999 without it (median 999,
-2 of 3 reach 900; seed 2 ends at 517 after 995, a collapse), 998 / 627 / 681 with it (median 681, 1 of 3). Three
-seeds: a direction, not a measured size. At 256 environments without it: 999 / 996 (seeds 0 / 1, first >= 900 at
-0.5M / 1.0M, finals 996 / 994). So cartpole_balance trains without the normaliser; the other tasks keep it
-(reacher_easy met its target with it at 2048).
+~200 / 332 / 504 with it). Over seeds 0-4 at 2048, best return in 3M steps: 557 / 999 / 1000 / 667 / 1000 without
+it (median 999, 3 of 5 reach 900; seed 2 ends at 517 after 995, a collapse), over seeds 0-2 998 / 627 / 681 with it
+(median 681, 1 of 3). At 256 environments without it, seeds 0-4: 999 / 996 / 999 / 999 / 997 (median 999, 5 of 5;
+first >= 900 at 0.5-2.0M; seed 4 ends at 667, a collapse). So cartpole_balance trains without the normaliser; the
+other tasks keep it. reacher_easy does not share the effect (benchmarks/runs/rl40f/, seeds 0-4, 3M steps): without
+the normaliser its median best is 884 at 2048 and 865 at 256 environments, against 904 and 933 with it; its inputs
+are not O(1) (fingertip-to-target in metres, an unbounded shoulder angle, velocities).
 
 Staggered episodes (`stagger_episodes=True`): every environment's first episode starts at a random step counter,
 so the episodes end at different times. Without it all N environments are in the same phase of their episode
@@ -103,9 +105,9 @@ DEFAULTS: dict[str, dict] = {
     "walker_run": {**_CPU, "num_timesteps": 50_000_000, "learning_rate": 3e-4, "policy_hidden": (64, 64),
                    "value_hidden": (128, 128)},
     "pendulum_swingup": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},
-    # discount 0.97 (the suite's entries have 0.99): 3M steps, 3 seeds, best return 953/933/770 at 256
-    # environments and 975/959/831+ at 2048, against 880/944/865 and 969/626/972 at 0.99
-    # (benchmarks/runs/rl40/, issue 40)
+    # discount 0.97 (the suite's entries have 0.99): 3M steps, seeds 0-2, best return 953/933/769 at 256
+    # environments and 975/961/900 at 2048, against 880/944/865 and 969/626/972 at 0.99; seeds 0-4 at 0.97:
+    # median best 933 at 256 (4 of 5 >= 900), 904 at 2048 (3 of 5) (benchmarks/runs/rl40/, issue 40)
     "reacher_easy": {**_CPU, "num_timesteps": 5_000_000},
     "reacher_hard": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},
     "finger_spin": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},
