@@ -30,6 +30,7 @@ from mjx_lite.mjcf import (
     fuse,
     hfield,
     plastic,
+    plugins,
     sensor,
     skin,
     tendon,
@@ -512,6 +513,42 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
         surfacevel=at.vec(el, "surfacevel", 6, (0,) * 6), adhesion=float(at.get(el, "adhesion", 0.0)),
         mass=mass, inertia=ginertia, matid=matid, rgba=at.vec(el, "rgba", 4, _DEFAULT_RGBA),
     )  # fmt: skip
+
+
+def _compile_plugins(root: Element, ctx: CompileContext) -> None:
+    """MuJoCo's plugin instances (plugin, plugin_stateadr, plugin_statenum; actuator_plugin, sensor_plugin): the
+    declared instances, then the implicit ones (a <plugin plugin=...> with its own config) of meshes, actuators,
+    sensors and geoms (mjcf/plugins.py). Raises MuJoCo's init error for a pid instance no actuator uses."""
+    ext = next(iter(at.sections(root, "extension")), None)
+    explicit = plugins.explicit_instances(ext)
+    ids = {inst: i for i, (_, inst, _) in enumerate(explicit)}
+    names = [name for name, _, _ in explicit]
+
+    def instance_of(use_name: str, inst: str | None) -> int:
+        if inst is not None:
+            return ids[inst]
+        names.append(use_name)
+        return len(names) - 1
+
+    for el in ctx.elements.get("mesh", []):
+        if el.attrs.get("plugin_implicit"):
+            instance_of(el.attrs["plugin"][0], None)
+    acts = ctx.elements.get("actuator", [])
+    act_plugin = [instance_of(el.attrs["plugin"]["plugin"], el.attrs["plugin"]["instance"]) if el.tag == "plugin"
+                  else -1 for el in acts]  # fmt: skip
+    for el in ctx.elements.get("geom", []):
+        if el.attrs.get("plugin_implicit"):
+            instance_of(el.attrs["plugin"][0], None)
+    for i, (name, inst, _) in enumerate(explicit):
+        if name == "mujoco.pid" and i not in act_plugin:
+            raise MJCFError(f"plugin instance '{inst}' of mujoco.pid: actuator not found for plugin instance {i} "
+                            "(MuJoCo: plugin->init failed)", ext.file, ext.line, "extension")  # fmt: skip
+    n = len(names)
+    ctx.arrays["plugin"] = np.array([plugins.SLOT[name] for name in names], np.int32)
+    ctx.arrays["plugin_stateadr"] = np.zeros(n, np.int32)
+    ctx.arrays["plugin_statenum"] = np.zeros(n, np.int32)
+    ctx.arrays["actuator_plugin"] = np.array(act_plugin, np.int32).reshape(len(acts))
+    ctx.arrays["sensor_plugin"] = -np.ones(int(ctx.sizes.get("nsensor", 0)), np.int32)
 
 
 def _sdf_plugin(el: Element, ctx: CompileContext) -> tuple:
@@ -1451,6 +1488,7 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     _compile_tree(root, ctx)
     flex.compile_flex(root, ctx)
     _compile_sections(root, ctx)
+    _compile_plugins(root, ctx)
     _check_ccd_iterations(root, ctx)
     _check_sdf_pairs(ctx)
     _check_sleep(root, ctx)

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from mjx_lite.collision import sdf_plugins
 from mjx_lite.mjcf.spec import Attr, Element, MJCFError, MJCFUnsupportedError
 
@@ -45,7 +47,13 @@ SHIPPED: dict[str, str] = {
     "mujoco.sdf.nut": "sdf",
     "mujoco.sdf.torus": "sdf",
 }
-BUILTIN: dict[str, str] = {name: "sdf" for name in sdf_plugins.ATTRIBUTES}
+BUILTIN: dict[str, str] = {**{name: "sdf" for name in sdf_plugins.ATTRIBUTES}, "mujoco.pid": "actuator"}
+# the configuration keys of the non-SDF BUILTIN plugins (MuJoCo's plugin attributes, in its order)
+ATTRIBUTES: dict[str, tuple[str, ...]] = {"mujoco.pid": ("kp", "ki", "kd", "imax", "slewmax")}
+# MuJoCo's plugin slot of each shipped plugin (mjModel.plugin): the order in which the `mujoco` 4.0 Python package
+# registers its plugin libraries (probed: actuator, sensor, then the SDF library's plugins alphabetically)
+SLOT: dict[str, int] = {"mujoco.pid": 0, "mujoco.sensor.touch_grid": 1, "mujoco.sdf.bolt": 2, "mujoco.sdf.bowl": 3,
+                        "mujoco.sdf.gear": 4, "mujoco.sdf.nut": 5, "mujoco.sdf.torus": 6}  # fmt: skip
 _CABLE = ("removed in MuJoCo 4.0; its migration: <flexcomp dim='1' type='grid'> with <elasticity young shear> for bend "
           "and twist, <edge equality='true'/> for inextensible edges")  # fmt: skip
 REMOVED: dict[str, str] = {
@@ -253,3 +261,78 @@ def sdf_use(raw, parent: str, extension: Element | None, written: Callable) -> t
         _number(raw, k, config[k]) if config.get(k, "").strip() else float(d) for k, d in zip(keys, defaults)
     )
     return name, values
+
+
+def element_config(raw, parent: str, extension: Element | None, written: Callable) -> dict:
+    """A <plugin> element `raw` (parse._Raw) in <actuator> or <sensor> (`parent`) -> {"plugin": name, "instance":
+    instance name or None (an instance of its own, MuJoCo's implicit instance), "config": {key: value}}.
+
+    Raises MuJoCo 4.0's errors (MJCFError) for an undeclared instance or plugin, neither attribute, config children
+    beside an instance, a plugin of another kind or a config key the plugin does not have; MJCFUnsupportedError for a
+    plugin mjx_lite does not build in."""
+    w = written(raw, parent + "/plugin")
+    config = _config(raw, written)
+    inst = w.get("instance")
+    attr = "instance" if inst is not None else "plugin"
+    name, err = _declared(raw, inst, w.get("plugin"), parent, extension, f"(in <{parent}>)")
+    if err is not None:
+        raise err
+    if inst is not None:
+        if config:
+            raise _err(raw, "plugin configuration attributes cannot be used in an element that references a "
+                       "predefined plugin instance")  # fmt: skip
+        config = instance_config(extension, inst)
+        if w.get("plugin") not in (None, name):
+            raise _err(raw, f"plugin '{w['plugin']}' does not match instance '{inst}' of plugin '{name}'", "plugin")
+    capability = BUILTIN.get(name, SHIPPED.get(name))
+    if capability is not None and capability != parent:
+        raise _err(raw, f"plugin '{name}' does not support {parent}s", attr)
+    if name not in BUILTIN:
+        raise _refuse(raw, refusal(name) or f"plugin '{name}' in <{parent}> is not supported by mjx_lite", attr)
+    for k in config:
+        if k not in ATTRIBUTES[name]:
+            raise _err(raw, f"unrecognized attribute 'plugin:{k}' for plugin {name}", attr)
+    return {"plugin": name, "instance": inst, "config": config}
+
+
+def instance_config(extension: Element, inst: str) -> dict[str, str]:
+    """The {key: value} configuration of declared instance `inst`."""
+    return next(i.attrs["config"] for d in extension.children for i in d.children if i.attrs["name"] == inst)
+
+
+def explicit_instances(extension: Element | None) -> list[tuple[str, str, dict]]:
+    """(plugin name, instance name, config) of every declared instance, in declaration order: MuJoCo's first plugin
+    instances (used or not); the implicit ones (a <plugin plugin=...> element with its own config) follow, those of
+    meshes, then actuators, sensors and geoms (probed on MuJoCo 4.0)."""
+    if extension is None:
+        return []
+    return [(d.attrs["plugin"], i.attrs["name"], i.attrs["config"]) for d in extension.children for i in d.children]
+
+
+def _optional(el, name: str, config: dict, key: str) -> float | None:
+    """A config value as MuJoCo's pid reads it (strtod; None when missing or empty)."""
+    text = config.get(key, "")
+    if not text.strip():
+        return None
+    try:
+        return float(text.split()[0])
+    except ValueError:
+        return 0.0  # (strtod of a non-number)
+
+
+def pid_parameters(el, name: str, config: dict) -> tuple[np.ndarray, bool, bool]:
+    """MuJoCo's pid plugin configuration -> ([kp, ki, kd, integral bound imax / ki (inf without imax), slewmax (0
+    without)], whether it has an integral state (ki != 0), whether it has a slew state (slewmax given)).
+
+    MuJoCo's init errors (a load error in MuJoCo): negative imax, negative slewmax."""
+    kp, ki, kd = (_optional(el, name, config, k) or 0.0 for k in ("kp", "ki", "kd"))
+    imax, slew = _optional(el, name, config, "imax"), _optional(el, name, config, "slewmax")
+    bound = np.inf
+    if imax is not None and ki:
+        bound = imax / ki
+        if bound < 0:
+            raise MJCFError(f"plugin {name}: negative imax (MuJoCo: plugin->init failed)", el.file, el.line, el.tag)
+    if slew is not None and slew < 0:
+        raise MJCFError(f"plugin {name}: slewmax must be non-negative (MuJoCo: plugin->init failed)", el.file,
+                        el.line, el.tag)  # fmt: skip
+    return np.array([kp, ki, kd, bound, slew or 0.0]), bool(ki), slew is not None

@@ -838,6 +838,10 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "pid": _PID,
     "dcmotor": _DCMOTOR,
     "orientation": _ORIENTATION,
+    # an actuator plugin (mjcf/plugins.py): the common attributes (no refsite) and the activation ones
+    "actuator/plugin": {**{k: v for k, v in _ACT_COMMON.items() if k != "refsite"}, **_ACT_ACT, "actdim": I(-1),
+                        "actearly": B(False), "dyntype": _GENERAL["dyntype"], "dynprm": _GENERAL["dynprm"],
+                        "plugin": S(), "instance": S()},  # fmt: skip
     "sensor": {},
     **_SENSORS,
     "keyframe": {},
