@@ -185,16 +185,15 @@ def test_registry():
 _HINGE = '<worldbody><body><joint name="j"/><geom size=".1"/><site name="s"/></body></worldbody>'
 
 
-def test_actuator_plugin_refused_by_name():
-    """An actuator plugin MuJoCo ships (its PID controller): MuJoCo loads it; we refuse it naming the plugin."""
+def test_actuator_plugin_loads():
+    """The actuator plugin MuJoCo ships (its PID controller, built in: tests/test_plugin_pid.py), used by instance and
+    by name (an implicit instance): the same compiled model as MuJoCo's."""
     xml = ('<mujoco><extension><plugin plugin="mujoco.pid"><instance name="p"><config key="kp" value="1"/></instance>'
            f'</plugin></extension>{_HINGE}<actuator><plugin instance="p" joint="j"/></actuator></mujoco>')  # fmt: skip
-    assert mujoco.MjModel.from_xml_string(xml).nu == 1
-    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.pid'"):
-        load_mjcf_string(xml)
-    by_name = xml.replace('<plugin instance="p" joint="j"/>', '<plugin plugin="mujoco.pid" joint="j"/>')
-    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.pid'"):
-        load_mjcf_string(by_name)
+    by_name = xml.replace('<plugin instance="p" joint="j"/>', '<plugin instance="p" joint="j"/><plugin '
+                          'plugin="mujoco.pid" joint="j"/>')  # fmt: skip
+    for x in (xml, by_name):
+        assert not compare_models(load_mjcf_string(x), mujoco.MjModel.from_xml_string(x))
 
 
 _USES = {

@@ -267,8 +267,8 @@ def element_config(raw, parent: str, extension: Element | None, written: Callabl
     """A <plugin> element `raw` (parse._Raw) in <actuator> or <sensor> (`parent`) -> {"plugin": name, "instance":
     instance name or None (an instance of its own, MuJoCo's implicit instance), "config": {key: value}}.
 
-    Raises MuJoCo 4.0's errors (MJCFError) for an undeclared instance or plugin, neither attribute, config children
-    beside an instance, a plugin of another kind or a config key the plugin does not have; MJCFUnsupportedError for a
+    Raises MuJoCo 4.0's errors (MJCFError) for an undeclared instance or plugin, neither attribute, a plugin of
+    another kind or a config key the plugin does not have; MJCFUnsupportedError for a
     plugin mjx_lite does not build in."""
     w = written(raw, parent + "/plugin")
     config = _config(raw, written)
@@ -277,10 +277,7 @@ def element_config(raw, parent: str, extension: Element | None, written: Callabl
     name, err = _declared(raw, inst, w.get("plugin"), parent, extension, f"(in <{parent}>)")
     if err is not None:
         raise err
-    if inst is not None:
-        if config:
-            raise _err(raw, "plugin configuration attributes cannot be used in an element that references a "
-                       "predefined plugin instance")  # fmt: skip
+    if inst is not None:  # (config children beside an instance: MuJoCo 4.0 reads and ignores them)
         config = instance_config(extension, inst)
         if w.get("plugin") not in (None, name):
             raise _err(raw, f"plugin '{w['plugin']}' does not match instance '{inst}' of plugin '{name}'", "plugin")
