@@ -77,7 +77,8 @@ def build_model(
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
                     "geom_reach0", "hfield_cell0", "flex_reach0", "config", "ngravcomp", "fluid_active",
-                    "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf", *_PLUGIN_FIELDS):  # fmt: skip
+                    "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf", "sensor_plugincfg",
+                    *_PLUGIN_FIELDS):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -102,6 +103,7 @@ def build_model(
                               ("meaninertia", "meanmass", "meansize", "extent", "center")})
     kw["vis"] = _visual(vis or {})
     kw["source"] = source
+    kw["sensor_plugincfg"] = tuple(arrays.get("sensor_plugincfg", ()))
     kw["geom_sdf"] = tuple(arrays.get("geom_sdf", ())) if any(g is not None for g in arrays.get("geom_sdf", ())) else ()
     kw.update(_plugin_fields(arrays, sizes))
     kw["names"] = {k: tuple(v) for k, v in names.items()}

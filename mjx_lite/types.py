@@ -985,6 +985,9 @@ class Model:
     # values, as mesh_normal's); zero elsewhere and for meshes without such frames
     sensor_tangent: jax.Array = shaped("nsensordata", 3)
     sensor_type: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    # not MuJoCo's: (plugin name, parameters) of each plugin sensor, None for others (mjcf/plugins.py; touch_grid:
+    # (nchannel, size x, size y, fov x, fov y in degrees, gamma)); static; empty for models without plugin sensors
+    sensor_plugincfg: tuple = static_field(())
     # site
     site_bodyid: np.ndarray = static_field(shape=("nsite",), dtype="int32")
     site_dataid: np.ndarray = static_field(shape=("nsite",), dtype="int32")

@@ -536,6 +536,9 @@ def _compile_plugins(root: Element, ctx: CompileContext) -> None:
     acts = ctx.elements.get("actuator", [])
     act_plugin = [instance_of(el.attrs["plugin"]["plugin"], el.attrs["plugin"]["instance"]) if el.tag == "plugin"
                   else -1 for el in acts]  # fmt: skip
+    sens = ctx.elements.get("sensor", [])
+    sens_plugin = [instance_of(el.attrs["plugin"]["plugin"], el.attrs["plugin"]["instance"]) if el.tag == "plugin"
+                   else -1 for el in sens]  # fmt: skip
     for el in ctx.elements.get("geom", []):
         if el.attrs.get("plugin_implicit"):
             instance_of(el.attrs["plugin"][0], None)
@@ -548,7 +551,7 @@ def _compile_plugins(root: Element, ctx: CompileContext) -> None:
     ctx.arrays["plugin_stateadr"] = np.zeros(n, np.int32)
     ctx.arrays["plugin_statenum"] = np.zeros(n, np.int32)
     ctx.arrays["actuator_plugin"] = np.array(act_plugin, np.int32).reshape(len(acts))
-    ctx.arrays["sensor_plugin"] = -np.ones(int(ctx.sizes.get("nsensor", 0)), np.int32)
+    ctx.arrays["sensor_plugin"] = np.array(sens_plugin, np.int32).reshape(len(sens))
 
 
 def _sdf_plugin(el: Element, ctx: CompileContext) -> tuple:
@@ -1542,7 +1545,7 @@ def _check_float32_arrays(ctx: CompileContext, stat: dict) -> None:
     items = list(ctx.arrays.items()) + [("stat." + k, v) for k, v in stat.items()]
     items += [("opt." + k, v) for k, v in ctx.option.items() if not isinstance(v, (int, np.integer))]
     for name, v in items:
-        if name == "geom_sdf":  # (plugin name, attribute values) per geom: host-side, not a Model array
+        if name in ("geom_sdf", "sensor_plugincfg"):  # (plugin name, values) per geom / sensor: host-side
             continue
         a = np.asarray(v)
         if a.dtype.kind != "f" or not a.size:

@@ -78,6 +78,7 @@ CHILDREN: dict[str, set[str]] = {
     "tuple": {"element"},
     **{p + "/plugin": {"config"} for p in ("worldbody", "body", "frame", "replicate")},  # (mjcf/plugins.py)
     "actuator/plugin": {"config"},
+    "sensor/plugin": {"config"},
 }  # fmt: skip
 UNSUPPORTED: dict[str, set[str]] = {
     "mujoco": set(),
@@ -87,7 +88,6 @@ UNSUPPORTED: dict[str, set[str]] = {
     "frame": _BODY_UNSUPPORTED,
     "replicate": _BODY_UNSUPPORTED,
     "equality": {"flexvert", "flexstrain"},
-    "sensor": {"plugin"},
 }
 # children that may appear at most once in their parent (MuJoCo's schema: "unique element ... found N times")
 UNIQUE: dict[str, set[str]] = {
@@ -701,7 +701,7 @@ class _Builder:
         raw, plugin, implicit = _take_plugin(raw, self.extension) if raw.tag == "mesh" else (raw, None, False)
         self.check_children(raw, sc.key_of(parent, raw.tag))
         el = self.element(raw, parent, None)
-        if parent == "actuator" and raw.tag == "plugin":  # an actuator plugin: its <config> children are its own
+        if parent in ("actuator", "sensor") and raw.tag == "plugin":  # an actuator or sensor plugin: its <config>
             el.attrs["plugin"] = plugins.element_config(raw, parent, self.extension, _written)
             return el
         if plugin is not None:

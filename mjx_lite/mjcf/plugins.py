@@ -31,6 +31,7 @@ What the loader does (as MuJoCo 4.0's XML reader and compiler, tests/test_mjcf_p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -47,9 +48,11 @@ SHIPPED: dict[str, str] = {
     "mujoco.sdf.nut": "sdf",
     "mujoco.sdf.torus": "sdf",
 }
-BUILTIN: dict[str, str] = {**{name: "sdf" for name in sdf_plugins.ATTRIBUTES}, "mujoco.pid": "actuator"}
+BUILTIN: dict[str, str] = {**{name: "sdf" for name in sdf_plugins.ATTRIBUTES}, "mujoco.pid": "actuator",
+                           "mujoco.sensor.touch_grid": "sensor"}  # fmt: skip
 # the configuration keys of the non-SDF BUILTIN plugins (MuJoCo's plugin attributes, in its order)
-ATTRIBUTES: dict[str, tuple[str, ...]] = {"mujoco.pid": ("kp", "ki", "kd", "imax", "slewmax")}
+ATTRIBUTES: dict[str, tuple[str, ...]] = {"mujoco.pid": ("kp", "ki", "kd", "imax", "slewmax"),
+                                          "mujoco.sensor.touch_grid": ("nchannel", "size", "fov", "gamma")}
 # MuJoCo's plugin slot of each shipped plugin (mjModel.plugin): the order in which the `mujoco` 4.0 Python package
 # registers its plugin libraries (probed: actuator, sensor, then the SDF library's plugins alphabetically)
 SLOT: dict[str, int] = {"mujoco.pid": 0, "mujoco.sensor.touch_grid": 1, "mujoco.sdf.bolt": 2, "mujoco.sdf.bowl": 3,
@@ -333,3 +336,52 @@ def pid_parameters(el, name: str, config: dict) -> tuple[np.ndarray, bool, bool]
         raise MJCFError(f"plugin {name}: slewmax must be non-negative (MuJoCo: plugin->init failed)", el.file,
                         el.line, el.tag)  # fmt: skip
     return np.array([kp, ki, kd, bound, slew or 0.0]), bool(ki), slew is not None
+
+
+_STRTOD = re.compile(r"[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?|inf(inity)?|nan)", re.IGNORECASE)
+
+
+def _strtod(text: str) -> tuple[float, bool]:
+    """C's strtod of `text` after leading blanks: (value, whether it read the whole text); (0, ...) when it reads
+    nothing."""
+    t = text.lstrip()
+    mt = _STRTOD.match(t)
+    if mt is None:
+        return 0.0, t == ""
+    return float(mt.group(0)), mt.end() == len(t)
+
+
+def _numbers(text: str) -> list[float]:
+    """MuJoCo's touch_grid ReadVector: the text split at every single space, each item read by strtod."""
+    return [_strtod(item)[0] for item in text.split(" ")] if text != "" else []
+
+
+def touch_grid_parameters(el, name: str, config: dict) -> tuple[int, int, int, float, float, float]:
+    """MuJoCo's touch_grid configuration -> (nchannel, size x, size y, fov x, fov y (degrees), gamma), with MuJoCo's
+    defaults (nchannel 1, gamma 0) and its init errors (a load error in MuJoCo)."""
+
+    def fail(msg: str):
+        return MJCFError(f"plugin {name}: {msg} (MuJoCo: plugin->init failed)", el.file, el.line, el.tag)
+
+    gamma_text, nch_text = config.get("gamma", ""), config.get("nchannel", "")
+    if not all(_strtod("".join(t.split()))[1] for t in (gamma_text, nch_text)):
+        raise fail("Invalid or missing parameters in touch_grid sensor plugin")
+    nchannel = int(_strtod(nch_text)[0]) or 1
+    if not 1 <= nchannel <= 6:
+        raise fail("nchannel must be between 1 and 6")
+    size = [int(v) for v in _numbers(config.get("size", ""))]
+    if len(size) != 2:
+        raise fail("Both horizontal and vertical resolutions must be specified")
+    if size[0] <= 0 or size[1] <= 0:
+        raise fail("Horizontal and vertical resolutions must be positive")
+    fov = _numbers(config.get("fov", ""))
+    if len(fov) != 2:
+        raise fail("Both horizontal and vertical fields of view must be specified")
+    if not 0 < fov[0] <= 180:
+        raise fail("`fov[0]` must be a float between (0, 180] degrees")
+    if not 0 < fov[1] <= 90:
+        raise fail("`fov[1]` must be a float between (0, 90] degrees")
+    gamma = _strtod(gamma_text)[0]
+    if not 0 <= gamma <= 1:
+        raise fail("`gamma` must be a nonnegative float between [0, 1]")
+    return nchannel, size[0], size[1], float(fov[0]), float(fov[1]), float(gamma)

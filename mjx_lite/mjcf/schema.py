@@ -843,6 +843,9 @@ SCHEMA: dict[str, dict[str, Attr]] = {
                         "actearly": B(False), "dyntype": _GENERAL["dyntype"], "dynprm": _GENERAL["dynprm"],
                         "plugin": S(), "instance": S()},  # fmt: skip
     "sensor": {},
+    # a sensor plugin (mjcf/plugins.py)
+    "sensor/plugin": {"name": S(), "plugin": S(), "instance": S(), "cutoff": R(0), "objtype": S(), "objname": S(),
+                      "reftype": S(), "refname": S(), "user": R(None, -1)},  # fmt: skip
     **_SENSORS,
     "keyframe": {},
     "key": _KEY,
