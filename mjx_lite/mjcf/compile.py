@@ -518,7 +518,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
 def _compile_plugins(root: Element, ctx: CompileContext) -> None:
     """MuJoCo's plugin instances (plugin, plugin_stateadr, plugin_statenum; actuator_plugin, sensor_plugin): the
     declared instances, then the implicit ones (a <plugin plugin=...> with its own config) of meshes, actuators,
-    sensors and geoms (mjcf/plugins.py). Raises MuJoCo's init error for a pid instance no actuator uses."""
+    sensors and geoms (mjcf/plugins.py). Raises MuJoCo's init errors: a pid instance no actuator uses, a touch_grid
+    instance's configuration (also unused)."""
     ext = next(iter(at.sections(root, "extension")), None)
     explicit = plugins.explicit_instances(ext)
     ids = {inst: i for i, (_, inst, _) in enumerate(explicit)}
@@ -542,7 +543,9 @@ def _compile_plugins(root: Element, ctx: CompileContext) -> None:
     for el in ctx.elements.get("geom", []):
         if el.attrs.get("plugin_implicit"):
             instance_of(el.attrs["plugin"][0], None)
-    for i, (name, inst, _) in enumerate(explicit):
+    for i, (name, inst, config) in enumerate(explicit):
+        if name == "mujoco.sensor.touch_grid":  # (MuJoCo runs its init, config checks, for every instance)
+            plugins.touch_grid_parameters(ext, inst, config)
         if name == "mujoco.pid" and i not in act_plugin:
             raise MJCFError(f"plugin instance '{inst}' of mujoco.pid: actuator not found for plugin instance {i} "
                             "(MuJoCo: plugin->init failed)", ext.file, ext.line, "extension")  # fmt: skip
