@@ -688,8 +688,6 @@ class _Builder:
         unsupported = UNSUPPORTED.get(key, ())
         for k in raw.children:
             if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
-                if k.tag == "plugin" and key in ("actuator", "sensor"):  # names the plugin (mjcf/plugins.py)
-                    raise plugins.element_use(k, key, self.extension)
                 if k.tag in unsupported:
                     raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_WHY.get(k.tag, _NI)}", k.file, k.line,
                                            k.tag)

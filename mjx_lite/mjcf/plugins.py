@@ -7,23 +7,30 @@ declares plugin NAME and its instances; a body (geom, mesh, actuator, sensor) us
 The registry (one line per plugin to add):
   SHIPPED   every plugin the `mujoco` 4.0 package loads (its libactuator, libsensor and libsdf_plugin libraries),
             name -> capability: "actuator", "sensor", "sdf" (none of them adds passive forces);
-  BUILTIN   the plugins mjx_lite simulates, name -> capability: the five SDF plugins (distance functions in
-            collision/sdf_plugins.py, their marching-cubes meshes in mjcf/sdf_mesh.py);
+  BUILTIN   the plugins mjx_lite simulates, name -> capability: all of SHIPPED: the five SDF plugins (distance
+            functions in collision/sdf_plugins.py, their marching-cubes meshes in mjcf/sdf_mesh.py), `mujoco.pid`
+            (pipeline/plugin_pid.py) and `mujoco.sensor.touch_grid` (pipeline/plugin_touch_grid.py);
+  ATTRIBUTES the configuration keys of the non-SDF BUILTIN plugins; SLOT MuJoCo's registry slot of each shipped
+            plugin (mjModel.plugin);
   REMOVED   plugins MuJoCo no longer has (MuJoCo 4.0 refuses them: "plugin ... not found"), name -> reason and the
             migration MuJoCo's changelog gives. The elasticity plugins are all gone: `cable` (MuJoCo 4.0, superseded by
             1-D <flexcomp> with <elasticity>), `solid` and `membrane` (3.2.4, moved into the engine's flex
             elasticity), `shell` (3.3.3, <flexcomp> with elastic2d).
 Any other name is a third-party plugin (MuJoCo loads it only when its library is registered): refused, naming it.
 
-What the loader does (as MuJoCo 4.0's XML reader and compiler, tests/test_mjcf_plugins.py):
-  - `declarations`: the <extension> sections. A REMOVED or third-party name raises MJCFUnsupportedError naming it; an
-    instance of a SHIPPED plugin that is not BUILTIN likewise (the instance is what MuJoCo initialises and runs).
+What the loader does (as MuJoCo 4.0's XML reader and compiler, tests/test_mjcf_plugins.py, test_plugin_pid.py,
+test_plugin_touch_grid.py):
+  - `declarations`: the <extension> sections. A REMOVED or third-party name raises MJCFUnsupportedError naming it.
     A declaration without instances has no effect in MuJoCo (nplugin stays 0) and loads. MuJoCo's own errors
-    (MJCFError): a repeated instance name, a repeated config key, missing name/key/value.
+    (MJCFError): a repeated instance name, a repeated config key, missing name/key/value. Every declared instance
+    is a MuJoCo plugin instance (used or not: `explicit_instances`; compile._compile_plugins numbers them).
   - `body_use`: a <plugin> child of a body (or worldbody, frame; MuJoCo's <replicate> drops it unread) names a
     passive-force plugin: an undeclared instance or plugin name, neither attribute, or a plugin without passive
     forces are MuJoCo's compile errors (every body plugin is one in MuJoCo 4.0, which ships no passive plugin).
-  - `element_use`: a <plugin> in <actuator> or <sensor>: MuJoCo's errors, else refused naming the plugin.
+  - `element_config`: a <plugin> in <actuator> or <sensor>: MuJoCo's errors, else (name, instance, config) of a
+    BUILTIN plugin of that kind (config children beside an instance are ignored, as MuJoCo does).
+  - `pid_parameters`, `touch_grid_parameters`: the configuration as each plugin reads it, with its init errors (a
+    load error in MuJoCo).
   - `sdf_use`: a <plugin> child of a <geom> or <mesh> names an SDF plugin: MuJoCo's errors for an undeclared
     instance or plugin, neither attribute, a plugin that is not an SDF, or a config key the plugin does not have;
     else (plugin name, attribute values) with the plugin's defaults filled in.
@@ -51,8 +58,10 @@ SHIPPED: dict[str, str] = {
 BUILTIN: dict[str, str] = {**{name: "sdf" for name in sdf_plugins.ATTRIBUTES}, "mujoco.pid": "actuator",
                            "mujoco.sensor.touch_grid": "sensor"}  # fmt: skip
 # the configuration keys of the non-SDF BUILTIN plugins (MuJoCo's plugin attributes, in its order)
-ATTRIBUTES: dict[str, tuple[str, ...]] = {"mujoco.pid": ("kp", "ki", "kd", "imax", "slewmax"),
-                                          "mujoco.sensor.touch_grid": ("nchannel", "size", "fov", "gamma")}
+ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "mujoco.pid": ("kp", "ki", "kd", "imax", "slewmax"),
+    "mujoco.sensor.touch_grid": ("nchannel", "size", "fov", "gamma"),
+}
 # MuJoCo's plugin slot of each shipped plugin (mjModel.plugin): the order in which the `mujoco` 4.0 Python package
 # registers its plugin libraries (probed: actuator, sensor, then the SDF library's plugins alphabetically)
 SLOT: dict[str, int] = {"mujoco.pid": 0, "mujoco.sensor.touch_grid": 1, "mujoco.sdf.bolt": 2, "mujoco.sdf.bowl": 3,
@@ -191,21 +200,6 @@ def body_use(raw, key: str, body: Element, extension: Element | None, written: C
         raise _refuse(raw, refusal(name), "plugin")
     attrs = {"plugin": name, "instance": inst, "config": config}
     return Element("plugin", attrs, [], raw.file, raw.line, set(attrs))
-
-
-def element_use(raw, parent: str, extension: Element | None) -> MJCFError:
-    """The error for a <plugin> child `raw` of <actuator> or <sensor> (`parent`), element kinds for which mjx_lite
-    builds in no plugin: MuJoCo's error (MJCFError) for an undeclared instance or plugin or a plugin of another kind,
-    else MJCFUnsupportedError naming the plugin."""
-    inst = raw.attrib.get("instance")
-    name, err = _declared(raw, inst, raw.attrib.get("plugin"), parent, extension, f"(in <{parent}>)")
-    if err is not None:
-        return err
-    capability = BUILTIN.get(name, SHIPPED.get(name))
-    attr = "instance" if inst is not None else "plugin"
-    if capability is not None and capability != parent:
-        return _err(raw, f"plugin '{name}' does not support {parent}s", attr)
-    return _refuse(raw, refusal(name) or f"plugin '{name}' in <{parent}> is not supported by mjx_lite", attr)
 
 
 def _declared(raw, inst, name, parent: str, extension: Element | None, where: str):

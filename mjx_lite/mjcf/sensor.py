@@ -1,10 +1,11 @@
 """Compiler pass for <sensor>: every non-rendering MuJoCo 4.0 sensor (mjModel sensor_*, nsensordata).
 
 History buffers (nsample > 0; delay, interp, interval) are compiled as MuJoCo's (sensor_history, sensor_historyadr
-after the actuators' buffers, nhistory; pipeline/history.py runs them). Not supported (MJCFError naming the
-element): sensor plugins other than mujoco.sensor.touch_grid (`_plugin_sensor`). Camera rangefinders: objtype camera, dim = data size x width x height. User sensors: values from
-`Config.sensor_user` (pipeline/sensor_user.py). Tactile sensors: dim = 3 x the mesh's vertices, their taxel tangents
-in `sensor_tangent` (`_tactile_tangents`); a height field that can touch the sensor's body and colliding flexes are
+after the actuators' buffers, nhistory; pipeline/history.py runs them). Plugin sensors: MuJoCo's touch_grid
+(`_plugin_sensor`; others are refused by the reader, mjcf/plugins.py). Camera rangefinders: objtype camera,
+dim = data size x width x height. User sensors: values from `Config.sensor_user` (pipeline/sensor_user.py).
+Tactile sensors: dim = 3 x the mesh's vertices, their taxel tangents in `sensor_tangent` (`_tactile_tangents`); a
+height field that can touch the sensor's body and colliding flexes are
 refused (`_tactile_contacts`).
 """
 

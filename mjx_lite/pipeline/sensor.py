@@ -15,8 +15,8 @@ and contact (every object kind, data field and reduction; its stage is pos, vel 
 its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
 (`history.read_sensors`): with a delay at time - delay, with an interval between ticks; `history_raw` gives the
 fresh values integrate inserts after the step. Tactile sensors: `sensor_tactile`. User sensors read
-`m.config.sensor_user` (`sensor_user`; zeros without it, as MuJoCo without mjcb_sensor). Plugin sensors: MuJoCo's touch_grid
-(`plugin_touch_grid`).
+`m.config.sensor_user` (`sensor_user`; zeros without it, as MuJoCo without mjcb_sensor). Plugin sensors: MuJoCo's
+touch_grid (`plugin_touch_grid`).
 """
 
 from __future__ import annotations
