@@ -18,6 +18,7 @@ FWD_ATOL = 1e-10  # sensordata at MuJoCo's state: contact forces O(1) from two c
 TRAJ_ATOL = 1e-8  # 100 steps: qpos, qvel and sensordata (contact forces O(1))
 GRAD_RTOL = 1e-6  # gradient of a taxel sum vs central differences (relative step 1e-6)
 VMAP_TOL = 1e-12
+F32_ATOL = 2e-3  # float32 forward vs float64 MuJoCo (taxel forces O(10), float32 constraint solve)
 
 
 def _cfg(**kw) -> str:
@@ -220,3 +221,14 @@ def test_defaults_and_truncation_as_mujoco(cfg):
     xml = _one(_grid("t", "s", **cfg))
     m, mjm = mjl.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
     assert oracle.compare_models(m, mjm) == []
+
+
+def test_float32(models):
+    m, mjm = models["SKID"]
+    mjd = next(_states(mjm, 100, 100))
+    f32 = lambda x: x.astype(jp.float32) if isinstance(x, jax.Array) and x.dtype == jp.float64 else x  # noqa: E731
+    d = jax.tree.map(f32, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel),
+                                                   qfrc_applied=jp.asarray(mjd.qfrc_applied)))  # fmt: skip
+    d = jax.jit(mjl.forward)(jax.tree.map(f32, m), d)
+    assert d.sensordata.dtype == jp.float32 and np.abs(mjd.sensordata).max() > 1
+    np.testing.assert_allclose(np.asarray(d.sensordata), mjd.sensordata, atol=F32_ATOL, rtol=0)
