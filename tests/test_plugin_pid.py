@@ -165,11 +165,13 @@ def test_load_errors(name):
 
 def test_valid_layouts_load_as_mujoco():
     """What MuJoCo accepts beside the errors: ki with imax, slewmax, integrator dynamics, an empty kp (0), config
-    children beside an instance (MuJoCo ignores them, unknown keys too: the instance's kp acts)."""
+    children beside an instance (MuJoCo ignores them, unknown keys too: the instance's kp acts), values read as C's
+    strtod reads them."""
     beside = _one(_cfg(kp=1)).replace('<plugin joint="j" instance="p" />',
                                       f'<plugin joint="j" instance="p">{_cfg(kp=2, zz=3)}</plugin>')  # fmt: skip
     for xml in (_one(_cfg(kp=1, ki=2, imax=1), 'actdim="1"'), _one(_cfg(kp=1, ki=1, slewmax=1), 'actdim="2"'),
-                _one(_cfg(kp=1), 'dyntype="integrator"'), _one('<config key="kp" value=""/>'), beside):  # fmt: skip
+                _one(_cfg(kp=1), 'dyntype="integrator"'), _one('<config key="kp" value=""/>'), beside,
+                _one(_cfg(kp="1.5abc", kd=" 2")), _one(_cfg(kp="abc"))):  # (C's strtod: 1.5, 2, 0)  # fmt: skip
         m, mjm = mjl.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
         assert oracle.compare_models(m, mjm) == []
         mjd = mujoco.MjData(mjm)

@@ -303,15 +303,10 @@ def explicit_instances(extension: Element | None) -> list[tuple[str, str, dict]]
     return [(d.attrs["plugin"], i.attrs["name"], i.attrs["config"]) for d in extension.children for i in d.children]
 
 
-def _optional(el, name: str, config: dict, key: str) -> float | None:
+def _optional(config: dict, key: str) -> float | None:
     """A config value as MuJoCo's pid reads it (strtod; None when missing or empty)."""
     text = config.get(key, "")
-    if not text.strip():
-        return None
-    try:
-        return float(text.split()[0])
-    except ValueError:
-        return 0.0  # (strtod of a non-number)
+    return None if text == "" else _strtod(text)[0]
 
 
 def pid_parameters(el, name: str, config: dict) -> tuple[np.ndarray, bool, bool]:
@@ -319,8 +314,8 @@ def pid_parameters(el, name: str, config: dict) -> tuple[np.ndarray, bool, bool]
     without)], whether it has an integral state (ki != 0), whether it has a slew state (slewmax given)).
 
     MuJoCo's init errors (a load error in MuJoCo): negative imax, negative slewmax."""
-    kp, ki, kd = (_optional(el, name, config, k) or 0.0 for k in ("kp", "ki", "kd"))
-    imax, slew = _optional(el, name, config, "imax"), _optional(el, name, config, "slewmax")
+    kp, ki, kd = (_optional(config, k) or 0.0 for k in ("kp", "ki", "kd"))
+    imax, slew = _optional(config, "imax"), _optional(config, "slewmax")
     bound = np.inf
     if imax is not None and ki:
         bound = imax / ki
