@@ -361,6 +361,9 @@ def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared 
         t = int(stypes[i])
         if t in _UNSUPPORTED:
             raise NotImplementedError(f"mjx_lite: sensor {i} ({SensorType(t).name.lower()}): {_UNSUPPORTED[t]}")
+        if t == S.PLUGIN and (not m.sensor_plugincfg or m.sensor_plugincfg[i] is None):
+            raise NotImplementedError(f"mjx_lite: sensor {i} (plugin): no built-in plugin configuration (a Model "
+                                      "not compiled by mjx_lite's loader)")  # fmt: skip
     idx, values = _values(m, d, sel, shared)
     d = d.replace(sensordata=d.sensordata.at[idx].set(values))
     return history.read_sensors(m, d, sel)  # delayed sensors (and interval sensors between ticks) from their buffers
