@@ -27,6 +27,32 @@ def _to_device(a) -> jax.Array:
     return jax.device_put(np.asarray(np.asarray(a, dtype=np.float64), dtype=float_dtype()))
 
 
+_PLUGIN_FIELDS = ("nplugin", "npluginstate", "plugin", "plugin_stateadr", "plugin_statenum", "actuator_plugin",
+                  "sensor_plugin", "actuator_pluginprm", "actuator_pluginslot")  # fmt: skip
+
+
+def _plugin_fields(arrays: Mapping[str, np.ndarray], sizes: Mapping[str, int]) -> dict[str, Any]:
+    """The plugin fields of Model (types.py) from `arrays`, defaulting to a model without plugins where absent (other
+    producers than the MJCF compiler: MuJoCo's arrays have no actuator_pluginprm / actuator_pluginslot)."""
+    nu_, ns = int(sizes["nactuator"]), int(sizes["nsensor"])
+
+    def static(name, default):
+        a = np.array(arrays.get(name, default), np.int32).reshape(np.shape(default))
+        a.setflags(write=False)
+        return a
+
+    plugin = np.asarray(arrays.get("plugin", np.zeros(0)), np.int32).reshape(-1)
+    n = plugin.size
+    kw = {"nplugin": n, "plugin": static("plugin", np.zeros(n)), "plugin_stateadr": static("plugin_stateadr",
+          np.zeros(n)), "plugin_statenum": static("plugin_statenum", np.zeros(n)),
+          "actuator_plugin": static("actuator_plugin", -np.ones(nu_)), "sensor_plugin": static("sensor_plugin",
+          -np.ones(ns)), "actuator_pluginslot": static("actuator_pluginslot", -np.ones((nu_, 2)))}  # fmt: skip
+    kw["npluginstate"] = int(np.sum(kw["plugin_statenum"]))
+    kw["actuator_pluginprm"] = _to_device(np.asarray(arrays.get("actuator_pluginprm", np.zeros((nu_, 5))),
+                                                     np.float64).reshape(nu_, 5))  # fmt: skip
+    return kw
+
+
 def build_model(
     arrays: Mapping[str, np.ndarray],
     sizes: Mapping[str, int],
@@ -51,7 +77,8 @@ def build_model(
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
                     "geom_reach0", "hfield_cell0", "flex_reach0", "config", "ngravcomp", "fluid_active",
-                    "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf"):  # fmt: skip
+                    "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf", "sensor_plugincfg",
+                    *_PLUGIN_FIELDS):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -76,7 +103,9 @@ def build_model(
                               ("meaninertia", "meanmass", "meansize", "extent", "center")})
     kw["vis"] = _visual(vis or {})
     kw["source"] = source
+    kw["sensor_plugincfg"] = tuple(arrays.get("sensor_plugincfg", ()))
     kw["geom_sdf"] = tuple(arrays.get("geom_sdf", ())) if any(g is not None for g in arrays.get("geom_sdf", ())) else ()
+    kw.update(_plugin_fields(arrays, sizes))
     kw["names"] = {k: tuple(v) for k, v in names.items()}
     for flag, src in (("dof_frictional", "dof_frictionloss"), ("tendon_frictional", "tendon_frictionloss")):
         kw[flag] = np.asarray(arrays[src], np.float64) > 0

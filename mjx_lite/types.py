@@ -603,6 +603,21 @@ class Model:
     # in MuJoCo's order ACT_SLOTS (slew, integral, temperature, bristle, current); from the compiled parameters
     # (`actuator_slots`), so which states exist is static while their parameters stay traced
     actuator_actslot: np.ndarray = static_field(None, shape=("nactuator", 5), dtype="int32")
+    # engine plugins (mjcf/plugins.py): MuJoCo's plugin instances (the declared ones, then the implicit ones of
+    # meshes, actuators, sensors and geoms), each one's slot in MuJoCo's plugin registry and state block (the shipped
+    # plugins are stateless: npluginstate 0); the instance of each actuator and sensor (-1: none)
+    nplugin: int = static_field(0)
+    npluginstate: int = static_field(0)
+    plugin: np.ndarray = static_field(None, shape=("nplugin",), dtype="int32")
+    plugin_stateadr: np.ndarray = static_field(None, shape=("nplugin",), dtype="int32")
+    plugin_statenum: np.ndarray = static_field(None, shape=("nplugin",), dtype="int32")
+    actuator_plugin: np.ndarray = static_field(None, shape=("nactuator",), dtype="int32")
+    sensor_plugin: np.ndarray = static_field(None, shape=("nsensor",), dtype="int32")
+    # not MuJoCo's: the `mujoco.pid` plugin actuators (pipeline/plugin_pid.py): [kp, ki, kd, integral bound (imax / ki;
+    # inf: none), slewmax] (traced; zeros for other actuators) and the act offsets of the integral and slew states
+    # (static, -1: none; which states exist follows the compiled configuration: ki != 0, slewmax given)
+    actuator_pluginprm: jax.Array = shaped("nactuator", 5)
+    actuator_pluginslot: np.ndarray = static_field(None, shape=("nactuator", 2), dtype="int32")
     # limited slide/hinge joints and tendons whose compiled range is at least twice their margin: at most one side
     # can be active, so they get one constraint row (the nearer side) instead of two; a run that finds both sides
     # active (e.g. a margin randomised wider) counts it in Warning.CNSTRFULL (pipeline/constraint.py)
@@ -970,6 +985,9 @@ class Model:
     # values, as mesh_normal's); zero elsewhere and for meshes without such frames
     sensor_tangent: jax.Array = shaped("nsensordata", 3)
     sensor_type: np.ndarray = static_field(shape=("nsensor",), dtype="int32")
+    # not MuJoCo's: (plugin name, parameters) of each plugin sensor, None for others (mjcf/plugins.py; touch_grid:
+    # (nchannel, size x, size y, fov x, fov y in degrees, gamma)); static; empty for models without plugin sensors
+    sensor_plugincfg: tuple = static_field(())
     # site
     site_bodyid: np.ndarray = static_field(shape=("nsite",), dtype="int32")
     site_dataid: np.ndarray = static_field(shape=("nsite",), dtype="int32")
@@ -1363,7 +1381,7 @@ def sizes(m: Model) -> dict[str, int]:
     """The named dimensions of `m` used in declared shapes: SIZE_FIELDS, nconmax, njmax, NWARNING, and the efc_J
     columns: efc_ncol (nv dense, w sparse) and efc_w (0 dense, w sparse)."""
     out = {k: int(getattr(m, k)) for k in SIZE_FIELDS}
-    out.update(nconmax=int(m.nconmax), njmax=int(m.njmax), NWARNING=NWARNING, NTEXROLE=NTEXROLE)
+    out.update(nconmax=int(m.nconmax), njmax=int(m.njmax), NWARNING=NWARNING, NTEXROLE=NTEXROLE, nplugin=int(m.nplugin))
     w = efc_row_width(m) if sparse_efc_jacobian(m) else 0
     out.update(efc_ncol=w or int(m.nv), efc_w=w)
     return out

@@ -129,6 +129,10 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     arrays.update(tex_builtin=np.zeros(mjm.ntex, np.int32), tex_rgb1=np.full((mjm.ntex, 3), 0.8),
                   tex_rgb2=np.full((mjm.ntex, 3), 0.5))
     arrays["sensor_tangent"] = sensor_tangent_from_mujoco(mjm)
+    # plugin actuators and sensors keep their configuration as text in MuJoCo (plugin_attr): not rebuilt here
+    if np.any(mjm.actuator_plugin >= 0) or np.any(mjm.sensor_plugin >= 0):
+        raise NotImplementedError("model_from_mujoco: plugin actuators and sensors (build with load_mjcf)")
+    arrays["actuator_pluginprm"] = np.zeros((mjm.nactuator, 5))  # (what io.build_model assumes for a model without them)
     arrays.update(rod_arrays_from_mujoco(mjm))
     sizes = {k: getattr(mjm, k) for k in types.SIZE_FIELDS}
     opt = {f.name: getattr(mjm.opt, f.name) for f in dataclasses.fields(types.Option)}

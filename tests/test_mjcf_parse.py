@@ -621,10 +621,8 @@ def test_unknown_element(body, element):
         ("<deformable>\n<flex><plugin plugin='mujoco.elasticity.shell'/></flex></deformable>", "(in <flex>)"),
         ("<asset><mesh name='m' vertex='0 0 0 1 0 0 0 1 0 0 0 1'/></asset><worldbody>\n<geom type='sdf' mesh='m'/>"
          "</worldbody>", "octree"),  # (MuJoCo 4.0 builds an octree SDF of the mesh)
-        ("<extension><plugin plugin='mujoco.sensor.touch_grid'/></extension><sensor>\n"
-         "<plugin plugin='mujoco.sensor.touch_grid'/></sensor>", "plugin 'mujoco.sensor.touch_grid'"),
-        ("<extension><plugin plugin='mujoco.pid'/></extension><actuator>\n<plugin plugin='mujoco.pid'/></actuator>",
-         "plugin 'mujoco.pid'"),
+        ("<extension><plugin plugin='acme.s'/></extension><sensor>\n<plugin plugin='acme.s'/></sensor>",
+         "plugin 'acme.s'"),
         ("<equality>\n<flexvert/></equality>", "flexvert"),
     ],
 )

@@ -95,15 +95,26 @@ def test_plugins_mujoco_does_not_have_are_refused_by_name(name):
         assert "removed in MuJoCo" in str(info.value) and "flexcomp" in str(info.value)
 
 
-def test_instances_of_shipped_plugins_are_refused_by_name():
-    """An instance of a plugin MuJoCo ships but mjx_lite does not build in: refused naming the plugin (MuJoCo runs its
-    init; an unused touch_grid instance loads there). An SDF instance (BUILTIN) loads in both."""
+def test_unused_instances_of_shipped_plugins():
+    """Every plugin MuJoCo ships is built in (BUILTIN == SHIPPED): an unused touch_grid instance loads as in MuJoCo
+    (which checks its configuration: so do we), an unused pid instance is MuJoCo's init error (no actuator), an SDF
+    instance loads in both."""
+    assert set(plugins.BUILTIN) == set(plugins.SHIPPED)
     xml = _xml('<extension><plugin plugin="mujoco.sensor.touch_grid"><instance name="t"><config key="nchannel" '
                'value="1"/><config key="size" value="4 4"/><config key="fov" value="30 30"/><config key="gamma" '
                'value="0"/></instance></plugin></extension>')  # fmt: skip
     assert mujoco.MjModel.from_xml_string(xml).nplugin == 1
-    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.sensor.touch_grid'"):
-        load_mjcf_string(xml)
+    assert not compare_models(load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml))
+    bad = xml.replace('key="fov" value="30 30"', 'key="fov" value="30 100"')
+    with pytest.raises(ValueError, match="fov"):
+        mujoco.MjModel.from_xml_string(bad)
+    with pytest.raises(MJCFError, match="fov"):
+        load_mjcf_string(bad)
+    pid = _xml('<extension><plugin plugin="mujoco.pid"><instance name="p"/></plugin></extension>')
+    with pytest.raises(ValueError, match="actuator not found"):
+        mujoco.MjModel.from_xml_string(pid)
+    with pytest.raises(MJCFError, match="actuator not found"):
+        load_mjcf_string(pid)
     sdf = _xml('<extension><plugin plugin="mujoco.sdf.torus"><instance name="t"><config key="radius1" value=".3"/>'
                "</instance></plugin></extension>")  # fmt: skip
     assert mujoco.MjModel.from_xml_string(sdf).nplugin == 1
@@ -185,16 +196,15 @@ def test_registry():
 _HINGE = '<worldbody><body><joint name="j"/><geom size=".1"/><site name="s"/></body></worldbody>'
 
 
-def test_actuator_plugin_refused_by_name():
-    """An actuator plugin MuJoCo ships (its PID controller): MuJoCo loads it; we refuse it naming the plugin."""
+def test_actuator_plugin_loads():
+    """The actuator plugin MuJoCo ships (its PID controller, built in: tests/test_plugin_pid.py), used by instance and
+    by name (an implicit instance): the same compiled model as MuJoCo's."""
     xml = ('<mujoco><extension><plugin plugin="mujoco.pid"><instance name="p"><config key="kp" value="1"/></instance>'
            f'</plugin></extension>{_HINGE}<actuator><plugin instance="p" joint="j"/></actuator></mujoco>')  # fmt: skip
-    assert mujoco.MjModel.from_xml_string(xml).nu == 1
-    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.pid'"):
-        load_mjcf_string(xml)
-    by_name = xml.replace('<plugin instance="p" joint="j"/>', '<plugin plugin="mujoco.pid" joint="j"/>')
-    with pytest.raises(MJCFUnsupportedError, match="plugin 'mujoco.pid'"):
-        load_mjcf_string(by_name)
+    by_name = xml.replace('<plugin instance="p" joint="j"/>', '<plugin instance="p" joint="j"/><plugin '
+                          'plugin="mujoco.pid" joint="j"/>')  # fmt: skip
+    for x in (xml, by_name):
+        assert not compare_models(load_mjcf_string(x), mujoco.MjModel.from_xml_string(x))
 
 
 _USES = {

@@ -23,6 +23,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import io
+from mjx_lite.mjcf import plugins
 from mjx_lite.mjcf.attrs import autolimits, error, register_all, resolve_limited, section_children, unsupported
 from mjx_lite.mjcf.context import CompileContext, dof_tree_mask, provisional_model
 from mjx_lite.mjcf.inertia import factor_ld, solve_ld
@@ -33,7 +34,7 @@ from mjx_lite.types import BiasType, DisableBit, DynType, GainType, Input, Joint
 
 SHORTCUTS = ("motor", "position", "velocity", "intvelocity", "damper", "cylinder", "muscle", "adhesion", "pid",
              "dcmotor", "orientation")
-UNSUPPORTED = ("plugin",)
+UNSUPPORTED: tuple[str, ...] = ()
 _GAIN_OF = {"motor": GainType.FIXED, "position": GainType.FIXED, "velocity": GainType.FIXED,
             "intvelocity": GainType.FIXED, "damper": GainType.AFFINE, "cylinder": GainType.FIXED,
             "muscle": GainType.MUSCLE, "adhesion": GainType.FIXED, "pid": GainType.PID,
@@ -118,7 +119,7 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
     tag = el.tag
     if tag in UNSUPPORTED:
         raise unsupported(el, f"<{tag}> actuators are not supported by mjx_lite")
-    if tag != "general" and tag not in SHORTCUTS:
+    if tag != "general" and tag != "plugin" and tag not in SHORTCUTS:
         raise error(el, f"unknown actuator type <{tag}>")
     st = copy.deepcopy(state)
     st["kind"] = tag
@@ -137,6 +138,15 @@ def _apply(el: Element, state: dict, levels: list[dict]) -> dict:
     for k in ("ctrllimited", "forcelimited", "actlimited"):
         if isinstance(st[k], (bool, np.bool_)):
             st[k] = "true" if st[k] else "false"
+
+    if tag == "plugin":  # an actuator plugin (mjcf/plugins.py): MuJoCo reads only its activation dynamics
+        if _written(el, "dyntype"):
+            st["dyntype"] = _keyword(el, "dyntype", _DYN)
+        if _written(el, "dynprm"):
+            st["dynprm"] = _overwrite(el, "dynprm", st["dynprm"])
+        if _written(el, "actdim"):
+            st["actdim"] = int(el.attrs["actdim"])
+        return st
 
     if tag == "general":
         gaintype0 = st["gaintype"]
@@ -554,7 +564,9 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
             ctrlspec, ctrlnum = _input_block(el, st, trntype)
         outnum = 3 if so3 else 1
         actdim = int(st["actdim"])
-        if so3 and dyntype == DynType.INTEGRATOR:
+        if el.tag == "plugin":  # (MuJoCo checks the plugin's own count at init: `_plugin_actuator`)
+            actnum = actdim if actdim >= 0 else int(dyntype != DynType.NONE)
+        elif so3 and dyntype == DynType.INTEGRATOR:
             actnum = 3  # the orientation setpoint as an exponential-map vector
         elif dyntype == DynType.PID:
             nslot = int(st["dynprm"][1] > 0) + int(st["gainprm"][0] > 0)
@@ -704,11 +716,14 @@ def compile_actuator(root: Element, ctx: CompileContext) -> None:
         outadr += outnum
         out["actuator_acc0"] += [0.0] * outnum
         out["actuator_length0"] += [0.0] * outnum
+        prm, slots = _plugin_actuator(el, dyntype, actnum)
+        out["actuator_pluginprm"].append(prm)
+        out["actuator_pluginslot"].append(slots)
 
     shapes = {"actuator_trnid": (2,), "actuator_dynprm": (10,), "actuator_gainprm": (10,), "actuator_biasprm": (10,),
               "actuator_forcerange": (2,), "actuator_actrange": (2,),
               "actuator_gear": (6,), "actuator_lengthrange": (2,), "actuator_dampingpoly": (2,),
-              "actuator_history": (2,)}  # fmt: skip
+              "actuator_history": (2,), "actuator_pluginprm": (5,), "actuator_pluginslot": (2,)}  # fmt: skip
     for k, dtype in _FIELDS.items():
         ctx.arrays[k] = np.array(out[k], dtype=dtype).reshape((outadr if k in _PER_OUTPUT else nu,) + shapes.get(k, ()))
     ctx.arrays["actuator_ctrllimited"] = np.array(ctrl_limited, bool).reshape(ctrladr)
@@ -825,8 +840,25 @@ _FIELDS = {
     "actuator_delay": np.float64, "actuator_history": np.int32, "actuator_historyadr": np.int32,
     "actuator_ctrladr": np.int32, "actuator_ctrlnum": np.int32, "actuator_ctrlspec": np.int32,
     "actuator_outadr": np.int32, "actuator_outnum": np.int32, "actuator_acc0": np.float64,
-    "actuator_length0": np.float64,
+    "actuator_length0": np.float64, "actuator_pluginprm": np.float64, "actuator_pluginslot": np.int32,
 }  # fmt: skip
+
+
+def _plugin_actuator(el: Element, dyntype: int, actnum: int) -> tuple[np.ndarray, list[int]]:
+    """(actuator_pluginprm row, actuator_pluginslot row) of one actuator: for a `mujoco.pid` plugin actuator its
+    parameters (plugins.pid_parameters) and the act offsets of its integral and slew states (-1: none; MuJoCo's
+    order: integral, slew, then the dyntype's state); zeros and -1 for other actuators. Raises MuJoCo's init error
+    where actdim does not count those states."""
+    use = el.attrs.get("plugin") if el.tag == "plugin" else None
+    if use is None:
+        return np.zeros(5), [-1, -1]
+    name = use["instance"] or use["plugin"]
+    prm, integral, slew = plugins.pid_parameters(el, name, use["config"])
+    want = int(integral) + int(slew) + int(dyntype in (DynType.FILTER, DynType.FILTEREXACT, DynType.INTEGRATOR))
+    if actnum != want:
+        raise error(el, f"actuator has actdim {actnum}, expected {want}: add actdim=\"{want}\" to the actuator plugin "
+                    "element (MuJoCo: plugin->init failed)", "actdim")  # fmt: skip
+    return prm, [0 if integral else -1, int(integral) if slew else -1]
 
 
 # ---------------------------------------------------------------------------------------------------- qpos0 constants

@@ -30,6 +30,7 @@ from mjx_lite.mjcf import (
     fuse,
     hfield,
     plastic,
+    plugins,
     sensor,
     skin,
     tendon,
@@ -512,6 +513,48 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
         surfacevel=at.vec(el, "surfacevel", 6, (0,) * 6), adhesion=float(at.get(el, "adhesion", 0.0)),
         mass=mass, inertia=ginertia, matid=matid, rgba=at.vec(el, "rgba", 4, _DEFAULT_RGBA),
     )  # fmt: skip
+
+
+def _compile_plugins(root: Element, ctx: CompileContext) -> None:
+    """MuJoCo's plugin instances (plugin, plugin_stateadr, plugin_statenum; actuator_plugin, sensor_plugin): the
+    declared instances, then the implicit ones (a <plugin plugin=...> with its own config) of meshes, actuators,
+    sensors and geoms (mjcf/plugins.py). Raises MuJoCo's init errors: a pid instance no actuator uses, a touch_grid
+    instance's configuration (also unused)."""
+    ext = next(iter(at.sections(root, "extension")), None)
+    explicit = plugins.explicit_instances(ext)
+    ids = {inst: i for i, (_, inst, _) in enumerate(explicit)}
+    names = [name for name, _, _ in explicit]
+
+    def instance_of(use_name: str, inst: str | None) -> int:
+        if inst is not None:
+            return ids[inst]
+        names.append(use_name)
+        return len(names) - 1
+
+    for el in ctx.elements.get("mesh", []):
+        if el.attrs.get("plugin_implicit"):
+            instance_of(el.attrs["plugin"][0], None)
+    acts = ctx.elements.get("actuator", [])
+    act_plugin = [instance_of(el.attrs["plugin"]["plugin"], el.attrs["plugin"]["instance"]) if el.tag == "plugin"
+                  else -1 for el in acts]  # fmt: skip
+    sens = ctx.elements.get("sensor", [])
+    sens_plugin = [instance_of(el.attrs["plugin"]["plugin"], el.attrs["plugin"]["instance"]) if el.tag == "plugin"
+                   else -1 for el in sens]  # fmt: skip
+    for el in ctx.elements.get("geom", []):
+        if el.attrs.get("plugin_implicit"):
+            instance_of(el.attrs["plugin"][0], None)
+    for i, (name, inst, config) in enumerate(explicit):
+        if name == "mujoco.sensor.touch_grid":  # (MuJoCo runs its init, config checks, for every instance)
+            plugins.touch_grid_parameters(ext, inst, config)
+        if name == "mujoco.pid" and i not in act_plugin:
+            raise MJCFError(f"plugin instance '{inst}' of mujoco.pid: actuator not found for plugin instance {i} "
+                            "(MuJoCo: plugin->init failed)", ext.file, ext.line, "extension")  # fmt: skip
+    n = len(names)
+    ctx.arrays["plugin"] = np.array([plugins.SLOT[name] for name in names], np.int32)
+    ctx.arrays["plugin_stateadr"] = np.zeros(n, np.int32)
+    ctx.arrays["plugin_statenum"] = np.zeros(n, np.int32)
+    ctx.arrays["actuator_plugin"] = np.array(act_plugin, np.int32).reshape(len(acts))
+    ctx.arrays["sensor_plugin"] = np.array(sens_plugin, np.int32).reshape(len(sens))
 
 
 def _sdf_plugin(el: Element, ctx: CompileContext) -> tuple:
@@ -1451,6 +1494,7 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     _compile_tree(root, ctx)
     flex.compile_flex(root, ctx)
     _compile_sections(root, ctx)
+    _compile_plugins(root, ctx)
     _check_ccd_iterations(root, ctx)
     _check_sdf_pairs(ctx)
     _check_sleep(root, ctx)
@@ -1504,7 +1548,7 @@ def _check_float32_arrays(ctx: CompileContext, stat: dict) -> None:
     items = list(ctx.arrays.items()) + [("stat." + k, v) for k, v in stat.items()]
     items += [("opt." + k, v) for k, v in ctx.option.items() if not isinstance(v, (int, np.integer))]
     for name, v in items:
-        if name == "geom_sdf":  # (plugin name, attribute values) per geom: host-side, not a Model array
+        if name in ("geom_sdf", "sensor_plugincfg"):  # (plugin name, values) per geom / sensor: host-side
             continue
         a = np.asarray(v)
         if a.dtype.kind != "f" or not a.size:

@@ -426,6 +426,10 @@ def _table() -> dict[str, dict]:
             continue
         t[key] = {a: _SENSOR[a] if a in _SENSOR else objects[a] for a in sc.SCHEMA[key]}
     t["rangefinder"]["camera"] = model("sensor_objid", "sensor_objtype", "sensor_dim")
+    # actuator and sensor plugins (mjcf/plugins.py): the element's attributes as other actuators' and sensors'; which
+    # plugin (instance) they use
+    t["actuator/plugin"] = {a: _ACT.get(a, _PLUGIN) for a in sc.SCHEMA["actuator/plugin"]}
+    t["sensor/plugin"] = {a: _SENSOR.get(a, objects.get(a, _PLUGIN)) for a in sc.SCHEMA["sensor/plugin"]}
     # flexes (mjcf/flexcomp.py builds the bodies, joints and flex_* fields, or refuses a feature by name)
     visual = {"group": GROUP, "rgba": NoEffect("flex colour: visual only"), "material": MATERIAL,
               "texcoord": NoEffect("texture coordinates: visual only"),

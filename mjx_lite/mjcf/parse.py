@@ -77,6 +77,8 @@ CHILDREN: dict[str, set[str]] = {
     "custom": {"numeric", "text", "tuple"},
     "tuple": {"element"},
     **{p + "/plugin": {"config"} for p in ("worldbody", "body", "frame", "replicate")},  # (mjcf/plugins.py)
+    "actuator/plugin": {"config"},
+    "sensor/plugin": {"config"},
 }  # fmt: skip
 UNSUPPORTED: dict[str, set[str]] = {
     "mujoco": set(),
@@ -86,8 +88,6 @@ UNSUPPORTED: dict[str, set[str]] = {
     "frame": _BODY_UNSUPPORTED,
     "replicate": _BODY_UNSUPPORTED,
     "equality": {"flexvert", "flexstrain"},
-    "actuator": {"plugin"},
-    "sensor": {"plugin"},
 }
 # children that may appear at most once in their parent (MuJoCo's schema: "unique element ... found N times")
 UNIQUE: dict[str, set[str]] = {
@@ -141,15 +141,17 @@ def _schema_only(raw, parent: str) -> None:
 
 
 def _take_plugin(raw, extension: Element | None) -> tuple:
-    """(raw without its <plugin> child, (plugin name, attribute values) of that child or None) for a <geom> or
-    <mesh> (mjcf/plugins.py sdf_use); at most one plugin child."""
+    """(raw without its <plugin> child, (plugin name, attribute values) of that child or None, whether that child
+    makes an instance of its own (no `instance` attribute: MuJoCo's implicit instance)) for a <geom> or <mesh>
+    (mjcf/plugins.py sdf_use); at most one plugin child."""
     kids = [k for k in raw.children if k.tag == "plugin"]
     if not kids:
-        return raw, None
+        return raw, None, False
     if len(kids) > 1:
         raise MJCFError(f"unique element 'plugin' found {len(kids)} times", raw.file, raw.line, raw.tag)
     rest = [k for k in raw.children if k.tag != "plugin"]
-    return _Raw(raw.tag, raw.attrib, rest, raw.file, raw.line), plugins.sdf_use(kids[0], raw.tag, extension, _written)
+    sdf = plugins.sdf_use(kids[0], raw.tag, extension, _written)
+    return _Raw(raw.tag, raw.attrib, rest, raw.file, raw.line), sdf, kids[0].attrib.get("instance") is None
 
 
 def _no_children(raw) -> None:
@@ -620,7 +622,7 @@ class _Builder:
         key = sc.key_of(parent, tag)
         dtag = sc.DEFAULT_FOR.get(key)
         cls = None
-        if tag in sc.ACTUATOR_TAGS and parent == "actuator":
+        if parent == "actuator" and (tag in sc.ACTUATOR_TAGS or tag == "plugin"):
             return self.actuator(raw, key)
         if dtag is not None:
             cname = raw.attrib.get("class")
@@ -686,8 +688,6 @@ class _Builder:
         unsupported = UNSUPPORTED.get(key, ())
         for k in raw.children:
             if k.tag not in allowed and raw.tag + "/" + k.tag not in sc.SCHEMA:
-                if k.tag == "plugin" and key in ("actuator", "sensor"):  # names the plugin (mjcf/plugins.py)
-                    raise plugins.element_use(k, key, self.extension)
                 if k.tag in unsupported:
                     raise MJCFUnsupportedError(f"<{k.tag}> (in <{raw.tag}>) is {_WHY.get(k.tag, _NI)}", k.file, k.line,
                                            k.tag)
@@ -696,11 +696,15 @@ class _Builder:
     # -- section with plain children ----------------------------------------------------------------------
     def section(self, raw: _Raw, parent: str) -> Element:
         """A non-tree section/element and its descendants (no frames, no childclass)."""
-        raw, plugin = _take_plugin(raw, self.extension) if raw.tag == "mesh" else (raw, None)
+        raw, plugin, implicit = _take_plugin(raw, self.extension) if raw.tag == "mesh" else (raw, None, False)
         self.check_children(raw, sc.key_of(parent, raw.tag))
         el = self.element(raw, parent, None)
+        if parent in ("actuator", "sensor") and raw.tag == "plugin":  # an actuator or sensor plugin: its <config>
+            el.attrs["plugin"] = plugins.element_config(raw, parent, self.extension, _written)
+            return el
         if plugin is not None:
             el.attrs["plugin"] = plugin
+            el.attrs["plugin_implicit"] = implicit  # (counted among MuJoCo's plugin instances: plugins.instance_ids)
         for k in raw.children:
             el.children.append(self.section(k, raw.tag))
         return el
@@ -764,7 +768,7 @@ class _Builder:
                 self.tree(k, b, cc, None)
                 out.children.append(b)
             else:
-                k, plugin = _take_plugin(k, self.extension) if tag == "geom" else (k, None)
+                k, plugin, implicit = _take_plugin(k, self.extension) if tag == "geom" else (k, None, False)
                 if k.children:
                     c = k.children[0]
                     if c.tag in UNSUPPORTED.get(tag, ()):
@@ -774,6 +778,7 @@ class _Builder:
                 el = self.element(k, key, childclass, frame)
                 if plugin is not None:
                     el.attrs["plugin"] = plugin
+                    el.attrs["plugin_implicit"] = implicit
                 elif tag == "geom" and el.attrs.get("type") == "sdf":
                     raise MJCFUnsupportedError("<geom type='sdf'> without a <plugin> (MuJoCo's octree SDF of its mesh) "
                                                f"is {_NI}", k.file, k.line, "geom", "type")  # fmt: skip

@@ -838,7 +838,14 @@ SCHEMA: dict[str, dict[str, Attr]] = {
     "pid": _PID,
     "dcmotor": _DCMOTOR,
     "orientation": _ORIENTATION,
+    # an actuator plugin (mjcf/plugins.py): the common attributes (no refsite) and the activation ones
+    "actuator/plugin": {**{k: v for k, v in _ACT_COMMON.items() if k != "refsite"}, **_ACT_ACT, "actdim": I(-1),
+                        "actearly": B(False), "dyntype": _GENERAL["dyntype"], "dynprm": _GENERAL["dynprm"],
+                        "plugin": S(), "instance": S()},  # fmt: skip
     "sensor": {},
+    # a sensor plugin (mjcf/plugins.py)
+    "sensor/plugin": {"name": S(), "plugin": S(), "instance": S(), "cutoff": R(0), "objtype": S(), "objname": S(),
+                      "reftype": S(), "refname": S(), "user": R(None, -1)},  # fmt: skip
     **_SENSORS,
     "keyframe": {},
     "key": _KEY,

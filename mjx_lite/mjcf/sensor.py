@@ -1,10 +1,11 @@
 """Compiler pass for <sensor>: every non-rendering MuJoCo 4.0 sensor (mjModel sensor_*, nsensordata).
 
 History buffers (nsample > 0; delay, interp, interval) are compiled as MuJoCo's (sensor_history, sensor_historyadr
-after the actuators' buffers, nhistory; pipeline/history.py runs them). Not supported (MJCFError naming the
-element): plugin. Camera rangefinders: objtype camera, dim = data size x width x height. User sensors: values from
-`Config.sensor_user` (pipeline/sensor_user.py). Tactile sensors: dim = 3 x the mesh's vertices, their taxel tangents
-in `sensor_tangent` (`_tactile_tangents`); a height field that can touch the sensor's body and colliding flexes are
+after the actuators' buffers, nhistory; pipeline/history.py runs them). Plugin sensors: MuJoCo's touch_grid
+(`_plugin_sensor`; others are refused by the reader, mjcf/plugins.py). Camera rangefinders: objtype camera,
+dim = data size x width x height. User sensors: values from `Config.sensor_user` (pipeline/sensor_user.py).
+Tactile sensors: dim = 3 x the mesh's vertices, their taxel tangents in `sensor_tangent` (`_tactile_tangents`); a
+height field that can touch the sensor's body and colliding flexes are
 refused (`_tactile_contacts`).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from mjx_lite.mjcf import mesh as mesh_mod
-from mjx_lite.mjcf import mesh_builtin
+from mjx_lite.mjcf import mesh_builtin, plugins
 from mjx_lite.mjcf.attrs import error, get, register_all, section_children, unsupported, vec
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.spec import Element
@@ -72,9 +73,9 @@ _TABLE = {
     "clock": (SensorType.CLOCK, R, POS, 1, None),
     "user": (SensorType.USER, None, None, None, "user"),
     "tactile": (SensorType.TACTILE, R, VEL, None, "tactile"),  # MuJoCo 4.0: vel stage
+    "plugin": (SensorType.PLUGIN, R, ACC, None, "plugin"),  # mujoco.sensor.touch_grid (mjcf/plugins.py)
 }
-# refused at load: plugin sensors need MuJoCo's plugins
-UNSUPPORTED = ("plugin",)
+UNSUPPORTED: tuple[str, ...] = ()
 
 
 _OBJTYPE = {"body": ObjType.BODY, "xbody": ObjType.XBODY, "geom": ObjType.GEOM, "site": ObjType.SITE,
@@ -164,6 +165,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
     jnt_type = np.asarray(ctx.arrays.get("jnt_type", np.zeros(0, np.int32)))
     adr = 0
     tangents = []  # (sensordata address, taxels, (taxels, 2, 3) tangents) of the tactile sensors
+    plugincfg: list = [None] * n  # (plugin name, parameters) of plugin sensors (Model.sensor_plugincfg)
     nhistory = int(ctx.sizes.get("nhistory", 0))  # the actuators' buffers come first
     for i, s in enumerate(sensors):
         if s.tag in UNSUPPORTED:
@@ -242,6 +244,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             dim = 3 * int(np.asarray(ctx.arrays["mesh_vertnum"])[objid])
             _tactile_contacts(ctx, s, refid, root)
             tangents.append((adr, dim // 3, _tactile_tangents(ctx, s, objid)))
+        elif kind == "plugin":
+            objtype, objid, reftype, refid, dim, plugincfg[i] = _plugin_sensor(ctx, s)
         elif kind == "user":
             dt = get(s, "datatype", "real")
             st = get(s, "needstage", "acc")
@@ -304,6 +308,7 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
     tangent = np.zeros((adr, 3))
     for a, n, t in tangents:
         tangent[a + n : a + 2 * n], tangent[a + 2 * n : a + 3 * n] = t[:, 0], t[:, 1]
+    ctx.arrays["sensor_plugincfg"] = tuple(plugincfg) if any(c is not None for c in plugincfg) else ()
     ctx.arrays.update(sensor_intprm=intprm, sensor_history=history, sensor_noise=noise, sensor_cutoff=cutoff,
                       sensor_delay=delay, sensor_interval=interval, sensor_tangent=tangent)  # fmt: skip
     ctx.sizes["nsensor"] = n
@@ -344,6 +349,30 @@ def _enclosed_check(ctx: CompileContext, s: Element, objtype: int, objid: int, s
                               "geom of the body) in a site that is not a sphere is not supported by mjx_lite (spheres, "
                               "capsules, boxes and meshes are, and ellipsoids and cylinders in sphere sites)",
                               "enclosed")  # fmt: skip
+
+
+def _plugin_sensor(ctx: CompileContext, s: Element) -> tuple:
+    """(objtype, objid, reftype, refid, dim, (plugin name, parameters)) of a <plugin> sensor (the reader resolved its
+    plugin and configuration: mjcf/plugins.py element_config); the only sensor plugin is mujoco.sensor.touch_grid,
+    on a site, with nchannel x size[0] x size[1] values (pipeline/plugin_touch_grid.py)."""
+    use = s.attrs["plugin"]
+    name = use["plugin"]
+    for t, n in (("objtype", "objname"), ("reftype", "refname")):
+        if get(s, t) is not None and get(s, n) is None:
+            raise error(s, f"{t} is specified but {n} is not", t)
+        if get(s, t) is None and get(s, n) is not None:
+            raise error(s, f"{n} is specified but {t} is not", n)
+    objtype, objid = ObjType.UNKNOWN, -1
+    if get(s, "objtype") is not None:
+        if get(s, "objtype") not in _OBJTYPE:
+            raise unsupported(s, f"objtype '{get(s, 'objtype')}' of a plugin sensor is not supported by mjx_lite",
+                              "objtype")  # fmt: skip
+        objtype, objid = _frame_obj(ctx, s, "objtype", "objname")
+    reftype, refid = _frame_obj(ctx, s, "reftype", "refname", required=False)
+    params = plugins.touch_grid_parameters(s, use["instance"] or name, use["config"])
+    if objtype != ObjType.SITE:
+        raise error(s, "Touch Grid sensor must be attached to a site (MuJoCo: plugin->init failed)", "objtype")
+    return objtype, objid, reftype, refid, params[0] * params[1] * params[2], (name, params)
 
 
 def _ancestors(parent: np.ndarray, b: int) -> list[int]:

@@ -4,7 +4,7 @@ Supported: dyntype none/integrator/filter/filterexact/muscle/pid/dcmotor, gainty
 so3, biastype none/affine/muscle/dcmotor/so3; actuators with several controls (pid, dcmotor, so3: `actuator_ctrlnum`,
 the control block at `actuator_ctrladr`); one force output each except orientation (so3) servos, which have 3
 (`actuator_outnum`, at `actuator_outadr`: actuator_length/velocity/force and the moment rows are per output,
-`_so3_force`). User types and plugins raise at trace time.
+`_so3_force`). `mujoco.pid` plugin actuators: `plugin_pid`. User types raise at trace time.
 
 Controls are read from `d.ctrl`, or for an actuator with a `delay` from its ring buffer in `d.history`
 (`pipeline.history`). pid and dcmotor states live in `act` in MuJoCo's slot order (slew, integral, temperature,
@@ -20,7 +20,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
-from mjx_lite.pipeline import history, muscle
+from mjx_lite.pipeline import history, muscle, plugin_pid
 from mjx_lite.pipeline.passive import gravcomp_dof_mask
 from mjx_lite.types import MINVAL, BiasType, Data, DisableBit, DynType, GainType, Input, JointType, Model, TrnType
 from mjx_lite.types import Warning as Warn
@@ -50,7 +50,7 @@ def _check(m: Model) -> None:
                                                             (GainType.PID, GainType.DCMOTOR, GainType.SO3))
     if multi.any():
         raise NotImplementedError("mjx_lite actuation: several controls are supported for pid and dcmotor only")
-    plain = ~np.isin(m.actuator_dyntype, (DynType.PID, DynType.DCMOTOR)) & ~so3
+    plain = ~np.isin(m.actuator_dyntype, (DynType.PID, DynType.DCMOTOR)) & ~so3 & (np.asarray(m.actuator_plugin) < 0)
     if m.nactuator and np.any((np.asarray(m.actuator_actnum) > 1) & plain):
         raise NotImplementedError("mjx_lite actuation: actuators with actdim > 1 are not supported")
 
@@ -539,6 +539,9 @@ def actuation(m: Model, d: Data) -> Data:
     off = actuator_disabled(m)
     if off.any():
         force = jp.where(jp.asarray(off), 0.0, force)
+    if plugin_pid.has_pid(m):  # the plugin actuators' states and forces (also in disabled groups, as MuJoCo)
+        nxt = next_activation(m, d, act, act_dot[last]) if m.na else jp.zeros((na_,), dtype)
+        act_dot, force = plugin_pid.pid(m, d, act_dot, force, nxt)
 
     # tendon-level actuator force limits: scale the forces of actuators on a limited tendon
     trntype = np.asarray(m.actuator_trntype)

@@ -4,7 +4,7 @@ Used by the implicit integrators (`integrate.implicit`) and by discrete-time inv
 (`inverse.discrete_acc`). qDeriv is the exact Jacobian of our own force computation (forward-mode autodiff over
 the velocity and actuation stages), so it contains every velocity-dependent term those stages model, except for
 dcmotor actuators, whose force enters with MuJoCo's own linearisation (`actuation.dcmotor_force_vel`), and
-orientation (so3) servos whose force norm is clamped, which MuJoCo leaves out of qDeriv.
+orientation (so3) servos whose force norm is clamped and plugin actuators, which MuJoCo leaves out of qDeriv.
 """
 
 from __future__ import annotations
@@ -69,6 +69,11 @@ def smooth_vel_force(m: Model, d: Data, bias: bool):
             off = actuation.actuator_disabled(m)[so3]
             lin = jp.where(jp.asarray(off)[:, None], 0.0, lin) if off.any() else lin
             out = out + jp.einsum("nk,nkv->v", sg(f3) - f3 + lin, dd.actuator_moment[rows])
+        plug = np.nonzero(np.asarray(m.actuator_plugin) >= 0)[0] if m.nactuator else np.zeros(0, int)
+        if len(plug):  # plugin actuators (pid): MuJoCo gives them no velocity derivative; value unchanged
+            o = np.asarray(m.actuator_outadr)[plug]
+            f = dd.actuator_force[o]
+            out = out + (jax.lax.stop_gradient(f) - f) @ dd.actuator_moment[o]
         if bias:
             out = out - rne.rne(m, dd).qfrc_bias
         return out

@@ -15,8 +15,8 @@ and contact (every object kind, data field and reduction; its stage is pos, vel 
 its cutoff is ignored, as in MuJoCo), camprojection. A sensor with a history buffer (nsample > 0) reads it
 (`history.read_sensors`): with a delay at time - delay, with an interval between ticks; `history_raw` gives the
 fresh values integrate inserts after the step. Tactile sensors: `sensor_tactile`. User sensors read
-`m.config.sensor_user` (`sensor_user`; zeros without it, as MuJoCo without mjcb_sensor). Plugin sensors raise
-NotImplementedError at trace time (the loader refuses them).
+`m.config.sensor_user` (`sensor_user`; zeros without it, as MuJoCo without mjcb_sensor). Plugin sensors: MuJoCo's
+touch_grid (`plugin_touch_grid`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from mjx_lite.pipeline import (
     history,
     inertia,
     plastic,
+    plugin_touch_grid,
     ray,
     ray_camera,
     rne,
@@ -57,14 +58,12 @@ from mjx_lite.types import (
 
 S = SensorType
 
-_UNSUPPORTED = {
-    S.PLUGIN: "plugin sensors are not supported",
-}
+_UNSUPPORTED: dict[int, str] = {}
 
 # sensors that need rne_postconstraint (cacc, cfrc_int); MuJoCo computes it for user sensors too (mjcb_sensor reads it)
-_NEED_RNEPOST = (S.ACCELEROMETER, S.FORCE, S.TORQUE, S.FRAMELINACC, S.FRAMEANGACC, S.USER)
+_NEED_RNEPOST = (S.ACCELEROMETER, S.FORCE, S.TORQUE, S.FRAMELINACC, S.FRAMEANGACC, S.USER, S.PLUGIN)
 _NEED_SUBTREEVEL = (S.SUBTREELINVEL, S.SUBTREEANGMOM, S.USER)
-_OWN_GROUP = (S.CONTACT, S.USER, S.TACTILE)  # sensors computed one by one
+_OWN_GROUP = (S.CONTACT, S.USER, S.TACTILE, S.PLUGIN)  # sensors computed one by one
 
 
 def object_body(m: Model, objtype: int, ids: np.ndarray) -> np.ndarray:
@@ -362,6 +361,9 @@ def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared 
         t = int(stypes[i])
         if t in _UNSUPPORTED:
             raise NotImplementedError(f"mjx_lite: sensor {i} ({SensorType(t).name.lower()}): {_UNSUPPORTED[t]}")
+        if t == S.PLUGIN and (not m.sensor_plugincfg or m.sensor_plugincfg[i] is None):
+            raise NotImplementedError(f"mjx_lite: sensor {i} (plugin): no built-in plugin configuration (a Model "
+                                      "not compiled by mjx_lite's loader)")  # fmt: skip
     idx, values = _values(m, d, sel, shared)
     d = d.replace(sensordata=d.sensordata.at[idx].set(values))
     return history.read_sensors(m, d, sel)  # delayed sensors (and interval sensors between ticks) from their buffers
@@ -410,6 +412,10 @@ def _values(m: Model, d: Data, sel: np.ndarray, shared: sensor_contact.Shared | 
             v = sensor_user.values(m, d, own)[None, :]
         elif t == S.TACTILE:
             v = sensor_tactile.tactile(m, d, own)[None, :]
+        elif t == S.PLUGIN:  # the first sensor of a touch_grid instance (MuJoCo leaves the others' values alone)
+            first = int(np.nonzero(np.asarray(m.sensor_plugin) == np.asarray(m.sensor_plugin)[own])[0][0])
+            v = plugin_touch_grid.touch_grid(m, d, own, shared.forces)[None, :] if first == own else \
+                jp.zeros((1, int(dim[own])), d.sensordata.dtype)  # fmt: skip
         elif t == S.RANGEFINDER and ot == ObjType.CAMERA:
             v = ray_camera.rangefinder(m, d, objid[mem], own[0])
         elif t == S.RANGEFINDER:
