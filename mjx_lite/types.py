@@ -1321,7 +1321,7 @@ def efc_row_width(m: Model) -> int:
 def _flex_elem_width(m: Model) -> int:
     """Bodies on the flex side of a contact row: dim + 1 where a height field or a convex geom (sphere, capsule,
     ellipsoid, cylinder, box, mesh) can touch the elements of a flex (collision/flex.py: the element's vertex bodies,
-    weighted), else 1."""
+    weighted), 2 (dim + 1) where a flex collides with itself (both sides' vertex bodies), else 1."""
     if not m.nflex:
         return 1
     gt = np.asarray(m.geom_type)
@@ -1332,7 +1332,19 @@ def _flex_elem_width(m: Model) -> int:
         dim, fct, fca = int(m.flex_dim[f]), int(m.flex_contype[f]), int(m.flex_conaffinity[f])
         if np.any((gct & fca) | (fct & gca)):
             out = max(out, dim + 1)
+    for f in range(m.nflex):  # self-collisions (collision/flex_self.py): an element on both sides
+        if _flex_self_collides(m, f):
+            out = max(out, 2 * (int(m.flex_dim[f]) + 1))
     return out
+
+
+FLEX_SELF_MAX_PAIRS = 4_000_000  # element pairs of one flex beyond which self-collisions are refused (dense table)
+
+
+def _flex_self_collides(m: Model, f: int) -> bool:
+    """Static: flex f can collide with itself (not rigid, contype & conaffinity, selfcollide != 'none')."""
+    return bool(not np.asarray(m.flex_rigid)[f] and int(m.flex_contype[f]) & int(m.flex_conaffinity[f])
+                and int(m.flex_selfcollide[f]) != 0)  # fmt: skip
 
 
 def sparse_efc_jacobian(m: Model) -> bool:

@@ -12,9 +12,10 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
   - flex_group, flex_matid, flex_rgba (float32 values): the flex's appearance, for the renderer.
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
-Flex contacts: flex vertices against planes welded to the world and the elements of every flex against the convex
-geoms and height fields are implemented (collision/flex.py); flexes that can collide otherwise (self-collisions,
-SDFs) are refused (`_check_contacts`).
+Flex contacts: flex vertices against planes welded to the world, the elements of every flex against the convex
+geoms and height fields (collision/flex.py) and flex self-collisions (collision/flex_self.py) are implemented;
+flexes that can collide otherwise (SDFs, self-collisions of very large flexes or elastic rods) are refused
+(`_check_contacts`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mjx_lite.mjcf import texture
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.inertia import frame_accum, rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
+from mjx_lite.types import FLEX_SELF_MAX_PAIRS
 
 _RGBA = (0.5, 0.5, 0.5, 1.0)  # flex rgba default
 _LOCAL_EDGES = {1: ((0, 1),), 2: ((1, 2), (2, 0), (0, 1)), 3: ((0, 1), (1, 2), (2, 0), (2, 3), (0, 3), (1, 3))}
@@ -412,17 +414,30 @@ def _elem_layers(elem: np.ndarray) -> np.ndarray:
     return layer
 
 
+def _check_self(r: dict, where: tuple) -> None:
+    """Flex self-collisions mjx_lite implements (collision/flex_self.py): every selfcollide mode (they make the same
+    contacts) of dim 1, 2 and 3 flexes with at most types.FLEX_SELF_MAX_PAIRS candidate element pairs. Refused: a
+    larger flex (the dense pair table), an elastic rod (its twist joints)."""
+    nelem = len(r["elem"]) // (r["dim"] + 1)
+    if nelem * (nelem - 1) // 2 > FLEX_SELF_MAX_PAIRS:
+        raise MJCFUnsupportedError(f"flex self-collisions of a flex with {nelem} elements are not supported by "
+                                   f"mjx_lite (more than {FLEX_SELF_MAX_PAIRS} candidate element pairs): flex "
+                                   f"'{r['name']}'; set selfcollide='none' or contype/conaffinity that do not match "
+                                   "each other", *where)  # fmt: skip
+    if r.get("twist"):
+        raise MJCFUnsupportedError(f"self-collisions of an elastic rod are not supported by mjx_lite: rod "
+                                   f"'{r['name']}'; set selfcollide='none'", *where)  # fmt: skip
+
+
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes) and
     the elements of every flex (edges, triangles, tetrahedra) against height fields, spheres, capsules, ellipsoids,
-    cylinders, boxes and meshes (collision/flex.py). Refused: self-collisions (contype & conaffinity with selfcollide
-    other than 'none') and contacts with SDF geoms that the contype/conaffinity filter lets through."""
+    cylinders, boxes and meshes (collision/flex.py), and self-collisions (`_check_self`). Refused: contacts with SDF
+    geoms that the contype/conaffinity filter lets through."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none":
-        raise MJCFUnsupportedError(f"flex self-collisions (selfcollide='{r['selfcollide']}') are not supported by "
-                                   f"mjx_lite: flex '{r['name']}' has contype & conaffinity != 0; set selfcollide="
-                                   "'none' or contype/conaffinity that do not match each other", *where)  # fmt: skip
+        _check_self(r, where)
     A = ctx.arrays
     gt, ga = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
     gtype = np.asarray(A["geom_type"])
