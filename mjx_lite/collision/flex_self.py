@@ -52,8 +52,7 @@ from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
-__all__ = ["MIN_PAIRS", "PAIRS_PER_ELEM", "Group", "capacity", "contacts", "groups",
-           "self_colliding", "slot_condim"]
+__all__ = ["MIN_PAIRS", "PAIRS_PER_ELEM", "Group", "capacity", "contacts", "groups", "self_colliding", "slot_condim"]
 
 PAIRS_PER_ELEM = 8.0  # colliding pairs per active element a step can hold (element boxes overlapping)
 MIN_PAIRS = 64  # ... and at least this many per flex
