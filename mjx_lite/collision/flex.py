@@ -30,7 +30,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import flex_elem, flex_hfield, flex_self, hull
+from mjx_lite.collision import flex_elem, flex_flex, flex_hfield, hull
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, GeomInfo, adhesive_dim, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
@@ -158,8 +158,8 @@ def _slots(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 def capacity(m: Model) -> int:
     """Static number of flex contact slots: the geom-flex slots (`_slots`), then the self-collision slots
-    (collision/flex_self.py)."""
-    return int(_slots(m)[0].shape[0]) + flex_self.capacity(m)
+    (collision/flex_flex.py)."""
+    return int(_slots(m)[0].shape[0]) + flex_flex.capacity(m)
 
 
 def slot_condim(m: Model) -> np.ndarray:
@@ -168,27 +168,17 @@ def slot_condim(m: Model) -> np.ndarray:
     p1, p2 = np.asarray(m.geom_priority)[g], np.asarray(m.flex_priority)[f]
     c1, c2 = np.asarray(m.geom_condim)[g], np.asarray(m.flex_condim)[f]
     out = np.where(p1 > p2, c1, np.where(p1 < p2, c2, np.maximum(c1, c2))).astype(np.int64)
-    return np.concatenate([out, flex_self.slot_condim(m)])
+    return np.concatenate([out, flex_flex.slot_condim(m)])
 
 
 def _params(m: Model, g: np.ndarray, f: np.ndarray):
     """(margin, gap, friction (n, 5), solref (n, 2), solimp (n, 5), adhesion (n,)) of geom-flex slots, as
     mj_contactParam."""
     p1, p2 = np.asarray(m.geom_priority)[g], np.asarray(m.flex_priority)[f]
-    hi1, hi2 = jp.asarray(p1 > p2), jp.asarray(p1 < p2)
-    same = ~(hi1 | hi2)
-    s1, s2 = m.geom_solmix[g], m.flex_solmix[f]
-    big1, big2 = s1 >= types.MINVAL, s2 >= types.MINVAL
-    mix = jp.where(big1 & big2, s1 / jp.where(big1 & big2, s1 + s2, 1.0),
-                   jp.where(~big1 & ~big2, 0.5, jp.where(~big1, 0.0, 1.0)))  # fmt: skip
-    mix = jp.where(hi1, 1.0, jp.where(hi2, 0.0, mix))
-    r1, r2 = m.geom_solref[g], m.flex_solref[f]
-    both_std = (r1[:, :1] > 0) & (r2[:, :1] > 0)
-    solref = jp.where(both_std | ~same[:, None], mix[:, None] * r1 + (1 - mix[:, None]) * r2, jp.minimum(r1, r2))
-    solimp = mix[:, None] * m.geom_solimp[g] + (1 - mix[:, None]) * m.flex_solimp[f]
-    f1, f2 = m.geom_friction[g], m.flex_friction[f]
-    fr = jp.where(same[:, None], jp.maximum(f1, f2), jp.where(hi1[:, None], f1, f2))
-    friction = jp.stack([fr[:, 0], fr[:, 0], fr[:, 1], fr[:, 2], fr[:, 2]], axis=-1)
+    friction, solref, solimp = flex_flex.mix_params(
+        (p1, m.geom_solmix[g], m.geom_solref[g], m.geom_solimp[g], m.geom_friction[g]),
+        (p2, m.flex_solmix[f], m.flex_solref[f], m.flex_solimp[f], m.flex_friction[f]))
+    hi2 = jp.asarray(p1 < p2)
     margin = m.geom_margin[g] + m.flex_margin[f]
     gap = m.geom_gap[g] + m.flex_gap[f]
     if m.opt.enableflags & EnableBit.OVERRIDE:
@@ -204,14 +194,14 @@ def _params(m: Model, g: np.ndarray, f: np.ndarray):
 
 def contacts(m: Model, d: types.Data) -> tuple[jax.Array, dict[str, jax.Array]]:
     """(overflow (), contact fields (capacity(m) rows, Data.contact's layout)) of the flex vertices against planes,
-    of the flex elements against the convex geoms and height fields, then of the flex self-collisions
-    (collision/flex_self.py); overflow: an element outgrew its height-field window, or a self-colliding flex had
-    more overlapping element pairs than its slots (the driver counts it in CONTACTFULL)."""
+    of the flex elements against the convex geoms and height fields, then of the flex-flex pairs and
+    self-collisions (collision/flex_flex.py); overflow: an element outgrew its height-field window, or a flex pair
+    had more overlapping element pairs than its slots (the driver counts it in CONTACTFULL)."""
     parts = []
     if len(_slots(m)[0]):
         parts.append(_geom_contacts(m, d))
-    if flex_self.groups(m):
-        parts.append(flex_self.contacts(m, d))
+    if flex_flex.groups(m):
+        parts.append(flex_flex.contacts(m, d))
     if len(parts) == 1:
         return parts[0]
     (o1, c1), (o2, c2) = parts
@@ -334,7 +324,7 @@ def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
             vb = jp.asarray(np.asarray(m.flex_vertbodyid), jp.int32)
             fl = jp.maximum(con.flex[:, side], 0)
             vid = jp.clip(vadr[fl] + con.vert[:, side], 0, max(m.nflexvert - 1, 0))
-            if np.any(_slots(m)[3] >= 0) or flex_self.groups(m):
+            if np.any(_slots(m)[3] >= 0) or flex_flex.groups(m):
                 vid = jp.where(con.vert[:, side] >= 0, vid, _elem_vertices(m, con, side, 1)[:, 0])
             b = jp.where(g >= 0, b, vb[jp.clip(vid, 0, max(m.nflexvert - 1, 0))])
         out.append(b)
@@ -344,16 +334,16 @@ def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
 def _side_widths(m: Model) -> tuple[int, int]:
     """Static (W2, W1): bodies of a contact row's second side (1 without element contacts, else the most vertices
     of a colliding element: 2 edges, 3 triangles, 4 tetrahedra) and of its first side beyond body1 (the most
-    vertices of a self-colliding flex's elements; 0 without self-collisions)."""
-    sdims = [g.dim for g in flex_self.groups(m)]
-    dims = [dim for _, dim, *_ in _elem_groups(m)] + [grp.dim for grp in _hfield_groups(m)] + sdims
-    return (1 + max(dims) if dims else 1), (1 + max(sdims) if sdims else 0)
+    vertices of a first element of flex-flex contacts, collision/flex_flex.py; 0 without them)."""
+    ff = flex_flex.groups(m)
+    dims = [dim for _, dim, *_ in _elem_groups(m)] + [grp.dim for grp in _hfield_groups(m)] + [g.dim2 for g in ff]
+    return (1 + max(dims) if dims else 1), (1 + max(g.dim1 for g in ff) if ff else 0)
 
 
 def elem_width(m: Model) -> int:
     """Static number of bodies on the second side of a contact row in `contact_body_weights`: 1 without element
     contacts, else the most vertices of a colliding element (2 for edges, 3 for triangles, 4 for tetrahedra), plus
-    those of the first side's element with self-collisions."""
+    those of the first side's element with flex-flex contacts."""
     w2, w1 = _side_widths(m)
     return w2 + w1
 
@@ -379,7 +369,7 @@ def contact_body_weights(m: Model, d: types.Data, con: types.Contact
     is sum_k weights2[k] J(bodies2[k]) - J(body1) at the contact point, its diagApprox the same sum of body_invweight0
     with |weights2|. An element side (MuJoCo 4.0) weighs the element's vertex bodies with the barycentric
     coordinates of the element point nearest to the contact point; every other side is one body of weight 1. A
-    self-collision row (an element on both sides) has body1 the world (no Jacobian) and its first element's bodies
+    flex-flex row (an element on both sides) has body1 the world (no Jacobian) and its first element's bodies
     after the second's, with the negated weights."""
     b1, b2 = contact_bodies(m, con)
     w2, w1 = _side_widths(m)
