@@ -34,9 +34,9 @@ MuJoCo 4.0's behaviour, probed with the `mujoco` package (tests/test_flex_self.p
 Here each (f1, f2) pair of flexes (f1 == f2 for self-collisions) is one static group: the table of its candidate
 element pairs (P of them: O(nelem^2), e.g. 100k for the self-collisions of a 16 x 16 cloth), then per step a
 broadphase over the whole table by the element boxes (vectorised, P x 6 comparisons) keeps the first `k`
-overlapping pairs, k = min(P, max(MIN_PAIRS, PAIRS_PER_ELEM x the mean element count of the two flexes)), and one
-vmapped collider runs on those k (the GJK/EPA loops skip the padding rows). More overlapping pairs than k set the
-overflow flag (d.warning_number[Warning.CONTACTFULL]); nothing is dropped silently. Groups with more than
+overlapping pairs, k = min(P, Config.flex_pairs_per_elem (default 8) x the mean element count of the two flexes),
+and one vmapped collider runs on those k (the GJK/EPA loops skip the padding rows). More overlapping pairs than k
+set the overflow flag (d.warning_number[Warning.CONTACTFULL]); nothing is dropped silently. Groups with more than
 types.FLEX_MAX_ELEM_PAIRS element pairs are refused at load (mjcf/flex.py).
 """
 
@@ -56,10 +56,8 @@ from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
-__all__ = ["MIN_PAIRS", "PAIRS_PER_ELEM", "Group", "capacity", "contacts", "groups", "mix_params", "slot_condim"]
+__all__ = ["Group", "capacity", "contacts", "groups", "mix_params", "slot_condim"]
 
-PAIRS_PER_ELEM = 8.0  # overlapping element pairs per element a step can hold (MuJoCo's flex examples: at most 3.2)
-MIN_PAIRS = 64  # ... and at least this many per group
 
 
 class Group(NamedTuple):
@@ -143,7 +141,7 @@ def groups(m: Model) -> tuple[Group, ...]:
             if not len(e1):
                 continue
             mean = 0.5 * (len(np.unique(e1)) + len(np.unique(e2)))
-            k = min(len(e1), max(MIN_PAIRS, math.ceil(PAIRS_PER_ELEM * mean)))
+            k = min(len(e1), max(1, math.ceil(m.config.flex_pairs_per_elem * mean)))
             out.append(Group(f1, f2, int(m.flex_dim[f1]), int(m.flex_dim[f2]), e1, e2, k))
         return tuple(out)
 
