@@ -5,9 +5,10 @@ flex : flex pairs of its broadphase).
 MuJoCo 4.0's behaviour, probed with the `mujoco` package (tests/test_flex_self.py checks it):
   - Self-collisions, which flexes: not rigid, contype & conaffinity != 0 (the flex's own bits) and selfcollide !=
     'none'. The modes 'narrow' (every pair), 'bvh' (the flex's BVH), 'sap' (sweep and prune) and 'auto' (BVH for
-    dim 3, else SAP) make the same contacts (the same pairs, dist, pos and frame to 1e-14); only their order in
-    d.contact and which element is first differ (a pair found as elem = (e2, e1) carries the opposite normal, the
-    same constraint). MuJoCo 4.0 has no `flex_internal` (no element-vertex or within-tetrahedron contacts).
+    dim 3, else SAP) make the same contacts: the same pairs and dists (1e-13 with ccd_tolerance 1e-13), pos and
+    normals within MuJoCo's EPA tolerance (a few 1e-6: a pair found as elem = (e2, e1) runs EPA from the other side
+    and carries the opposite normal, the same constraint); their order in d.contact differs. MuJoCo 4.0 has no
+    `flex_internal` (no element-vertex or within-tetrahedron contacts).
   - Self-collisions, which pairs: e1 < e2 both active (dim 1 and 2: every element; dim 3: flex_elemlayer <
     flex_activelayers) with no vertex body in common (elements sharing a vertex are skipped, and so are elements
     whose vertices sit on one body, e.g. pinned to the world). Margin and gap are ignored (0): a contact is a
