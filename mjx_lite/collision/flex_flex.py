@@ -141,7 +141,10 @@ def groups(m: Model) -> tuple[Group, ...]:
             e1, e2 = candidate_pairs(m, f1, f2)
             if not len(e1):
                 continue
-            mean = 0.5 * (len(np.unique(e1)) + len(np.unique(e2)))
+            if f1 == f2:  # the elements that take part (tetrahedra: the active layers)
+                mean = len(np.unique(np.concatenate([e1, e2])))
+            else:
+                mean = 0.5 * (int(m.flex_elemnum[f1]) + int(m.flex_elemnum[f2]))
             k = min(len(e1), max(1, math.ceil(m.config.flex_pairs_per_elem * mean)))
             out.append(Group(f1, f2, int(m.flex_dim[f1]), int(m.flex_dim[f2]), e1, e2, k))
         return tuple(out)
