@@ -319,7 +319,7 @@ def test_refusals_name_the_feature():
 
 @pytest.mark.slow
 def test_trajectory_matches_mujoco(selfm):
-    """40 steps of the three self-colliding flexes from rest (falling, pushed apart by their contacts): the flex
+    """40 steps of the three self-colliding flexes from rest (their contacts push the layers apart and end): the flex
     vertices equal MuJoCo's to TRAJ_ATOL."""
     m, mjm = selfm
     mjd = mujoco.MjData(mjm)
@@ -329,9 +329,11 @@ def test_trajectory_matches_mujoco(selfm):
         return jax.lax.scan(lambda d, _: (mjx_lite.step(m, d), None), d, None, length=40)[0]
 
     d = roll(mjx_lite.make_data(m))
+    ncon = 0
     for _ in range(40):
         mujoco.mj_step(mjm, mjd)
-    assert mjd.ncon > 0
+        ncon = max(ncon, mjd.ncon)
+    assert ncon > 0
     np.testing.assert_allclose(np.asarray(d.flexvert_xpos), mjd.flexvert_xpos, rtol=0, atol=TRAJ_ATOL)
 
 
