@@ -38,7 +38,9 @@ broadphase over the whole table by the element boxes (vectorised, P x 6 comparis
 overlapping pairs, k = min(P, Config.flex_pairs_per_elem (default 8) x the mean element count of the two flexes),
 and one vmapped collider runs on those k (the GJK/EPA loops skip the padding rows). More overlapping pairs than k
 set the overflow flag (d.warning_number[Warning.CONTACTFULL]); nothing is dropped silently. Groups with more than
-types.FLEX_MAX_ELEM_PAIRS element pairs are refused at load (mjcf/flex.py).
+types.FLEX_MAX_ELEM_PAIRS element pairs are refused at load (mjcf/flex.py). The step's cost grows with k (a vmapped
+GJK/EPA loop runs until its slowest live row is done): on MuJoCo's flag (288 triangles, k = 2304) flex_pairs_per_elem
+3 instead of 8 ran 2.5x the steps/s with the same contacts (CPU, float64).
 """
 
 from __future__ import annotations
