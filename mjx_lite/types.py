@@ -1339,7 +1339,7 @@ def efc_row_width(m: Model) -> int:
 def _flex_elem_width(m: Model) -> int:
     """Bodies on the flex side of a contact row: dim + 1 where a height field or a convex geom (sphere, capsule,
     ellipsoid, cylinder, box, mesh) can touch the elements of a flex (collision/flex.py: the element's vertex bodies,
-    weighted), else 1."""
+    weighted), 2 (dim + 1) where a flex collides with itself or another flex (both sides' vertex bodies), else 1."""
     if not m.nflex:
         return 1
     gt = np.asarray(m.geom_type)
@@ -1350,7 +1350,22 @@ def _flex_elem_width(m: Model) -> int:
         dim, fct, fca = int(m.flex_dim[f]), int(m.flex_contype[f]), int(m.flex_conaffinity[f])
         if np.any((gct & fca) | (fct & gca)):
             out = max(out, dim + 1)
+    ct, ca = np.asarray(m.flex_contype), np.asarray(m.flex_conaffinity)
+    for f1 in range(m.nflex):  # flex-flex contacts (collision/flex_flex.py): an element on both sides
+        for f2 in range(f1, m.nflex):
+            if (f1 == f2 and _flex_self_collides(m, f1)) or (f1 != f2 and (ct[f1] & ca[f2] or ct[f2] & ca[f1])):
+                out = max(out, 2 * (max(int(m.flex_dim[f1]), int(m.flex_dim[f2])) + 1))
     return out
+
+
+FLEX_MAX_ELEM_PAIRS = 4_000_000  # element pairs of a flex with itself or another flex beyond which their contacts
+# are refused (collision/flex_flex.py's dense table of candidate pairs)
+
+
+def _flex_self_collides(m: Model, f: int) -> bool:
+    """Static: flex f can collide with itself (not rigid, contype & conaffinity, selfcollide != 'none')."""
+    return bool(not np.asarray(m.flex_rigid)[f] and int(m.flex_contype[f]) & int(m.flex_conaffinity[f])
+                and int(m.flex_selfcollide[f]) != 0)  # fmt: skip
 
 
 def sparse_efc_jacobian(m: Model) -> bool:

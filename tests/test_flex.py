@@ -178,7 +178,7 @@ _GRID = '<flexcomp name="f" count="3 3 1" spacing=".1 .1 .1" {attrs}>{kids}</fle
      None),
     ('dim="3"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" yield="0.1"/>', "yield"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="vert"/>', "equality='vert'"),
-    ('dim="2"', '', "selfcollide='auto'"),
+    ('dim="2"', '', None),  # self-collisions (tests/test_flex_self.py)
     ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity shear="1"/>', None),  # (ignored, as MuJoCo)
     ('dim="2"', '<contact contype="0" conaffinity="0"/><plugin plugin="mujoco.elasticity.shell"/>', "plugin"),
 ])  # fmt: skip

@@ -18,8 +18,8 @@ Frames from the normal (mju_makeFrame); the contact parameters mix the geom's an
 solmix, friction) as mj_contactParam, margin and gap add up. Every contact of a pair is kept: MuJoCo 4.0 selects no
 mjMAXCONPAIR = 50 subset of a plane-flex or geom-flex pair (checked against it with 64 and 100 vertices on a plane in
 tests/test_flex.py, and 118 contacts of a 6x6 cloth on a box). An element contact's constraint rows spread it over
-the element's vertex bodies (`contact_body_weights`). Flex self-collisions and SDF geoms are refused at load
-(mjcf/flex.py).
+the element's vertex bodies (`contact_body_weights`). Flex-flex contacts (self-collisions and pairs of flexes) are
+collision/flex_flex.py's, their slots after these; SDF geoms are refused at load (mjcf/flex.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import flex_elem, flex_hfield, hull
+from mjx_lite.collision import flex_elem, flex_flex, flex_hfield, hull
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, GeomInfo, adhesive_dim, info_axes
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
@@ -157,8 +157,9 @@ def _slots(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def capacity(m: Model) -> int:
-    """Static number of flex contact slots."""
-    return int(_slots(m)[0].shape[0])
+    """Static number of flex contact slots: the geom-flex slots (`_slots`), then the self-collision slots
+    (collision/flex_flex.py)."""
+    return int(_slots(m)[0].shape[0]) + flex_flex.capacity(m)
 
 
 def slot_condim(m: Model) -> np.ndarray:
@@ -166,27 +167,18 @@ def slot_condim(m: Model) -> np.ndarray:
     g, f, _, _ = _slots(m)
     p1, p2 = np.asarray(m.geom_priority)[g], np.asarray(m.flex_priority)[f]
     c1, c2 = np.asarray(m.geom_condim)[g], np.asarray(m.flex_condim)[f]
-    return np.where(p1 > p2, c1, np.where(p1 < p2, c2, np.maximum(c1, c2))).astype(np.int64)
+    out = np.where(p1 > p2, c1, np.where(p1 < p2, c2, np.maximum(c1, c2))).astype(np.int64)
+    return np.concatenate([out, flex_flex.slot_condim(m)])
 
 
 def _params(m: Model, g: np.ndarray, f: np.ndarray):
     """(margin, gap, friction (n, 5), solref (n, 2), solimp (n, 5), adhesion (n,)) of geom-flex slots, as
     mj_contactParam."""
     p1, p2 = np.asarray(m.geom_priority)[g], np.asarray(m.flex_priority)[f]
-    hi1, hi2 = jp.asarray(p1 > p2), jp.asarray(p1 < p2)
-    same = ~(hi1 | hi2)
-    s1, s2 = m.geom_solmix[g], m.flex_solmix[f]
-    big1, big2 = s1 >= types.MINVAL, s2 >= types.MINVAL
-    mix = jp.where(big1 & big2, s1 / jp.where(big1 & big2, s1 + s2, 1.0),
-                   jp.where(~big1 & ~big2, 0.5, jp.where(~big1, 0.0, 1.0)))  # fmt: skip
-    mix = jp.where(hi1, 1.0, jp.where(hi2, 0.0, mix))
-    r1, r2 = m.geom_solref[g], m.flex_solref[f]
-    both_std = (r1[:, :1] > 0) & (r2[:, :1] > 0)
-    solref = jp.where(both_std | ~same[:, None], mix[:, None] * r1 + (1 - mix[:, None]) * r2, jp.minimum(r1, r2))
-    solimp = mix[:, None] * m.geom_solimp[g] + (1 - mix[:, None]) * m.flex_solimp[f]
-    f1, f2 = m.geom_friction[g], m.flex_friction[f]
-    fr = jp.where(same[:, None], jp.maximum(f1, f2), jp.where(hi1[:, None], f1, f2))
-    friction = jp.stack([fr[:, 0], fr[:, 0], fr[:, 1], fr[:, 2], fr[:, 2]], axis=-1)
+    friction, solref, solimp = flex_flex.mix_params(
+        (p1, m.geom_solmix[g], m.geom_solref[g], m.geom_solimp[g], m.geom_friction[g]),
+        (p2, m.flex_solmix[f], m.flex_solref[f], m.flex_solimp[f], m.flex_friction[f]))
+    hi2 = jp.asarray(p1 < p2)
     margin = m.geom_margin[g] + m.flex_margin[f]
     gap = m.geom_gap[g] + m.flex_gap[f]
     if m.opt.enableflags & EnableBit.OVERRIDE:
@@ -201,9 +193,23 @@ def _params(m: Model, g: np.ndarray, f: np.ndarray):
 
 
 def contacts(m: Model, d: types.Data) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """(overflow (), contact fields (capacity(m) rows, Data.contact's layout)) of the flex vertices against planes
-    and of the flex elements against the convex geoms and height fields; overflow: an element outgrew its
-    height-field window (the driver counts it in CONTACTFULL)."""
+    """(overflow (), contact fields (capacity(m) rows, Data.contact's layout)) of the flex vertices against planes,
+    of the flex elements against the convex geoms and height fields, then of the flex-flex pairs and
+    self-collisions (collision/flex_flex.py); overflow: an element outgrew its height-field window, or a flex pair
+    had more overlapping element pairs than its slots (the driver counts it in CONTACTFULL)."""
+    parts = []
+    if len(_slots(m)[0]):
+        parts.append(_geom_contacts(m, d))
+    if flex_flex.groups(m):
+        parts.append(flex_flex.contacts(m, d))
+    if len(parts) == 1:
+        return parts[0]
+    (o1, c1), (o2, c2) = parts
+    return o1 | o2, {k: jp.concatenate([c1[k], c2[k]]) for k in c1}
+
+
+def _geom_contacts(m: Model, d: types.Data) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """`contacts` of the geom-flex slots (`_slots`)."""
     g, f, v, e = _slots(m)
     dtype = d.geom_xpos.dtype
     n = len(g)
@@ -263,7 +269,7 @@ def contacts(m: Model, d: types.Data) -> tuple[jax.Array, dict[str, jax.Array]]:
         solref=solref.astype(dtype),
         solreffriction=jp.zeros_like(solref).astype(dtype),
         solimp=solimp.astype(dtype),
-        dim=adhesive_dim(m, jp.asarray(slot_condim(m), jp.int32), dist, margin.astype(dtype), adhesion),
+        dim=adhesive_dim(m, jp.asarray(slot_condim(m)[:n], jp.int32), dist, margin.astype(dtype), adhesion),
         adhesion=adhesion,
         geom=jp.asarray(np.stack([g, side], -1), jp.int32),
         flex=jp.asarray(np.stack([side, f], -1), jp.int32),
@@ -318,41 +324,67 @@ def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
             vb = jp.asarray(np.asarray(m.flex_vertbodyid), jp.int32)
             fl = jp.maximum(con.flex[:, side], 0)
             vid = jp.clip(vadr[fl] + con.vert[:, side], 0, max(m.nflexvert - 1, 0))
-            if np.any(_slots(m)[3] >= 0):
+            if np.any(_slots(m)[3] >= 0) or flex_flex.groups(m):
                 vid = jp.where(con.vert[:, side] >= 0, vid, _elem_vertices(m, con, side, 1)[:, 0])
             b = jp.where(g >= 0, b, vb[jp.clip(vid, 0, max(m.nflexvert - 1, 0))])
         out.append(b)
     return out[0], out[1]
 
 
+def _side_widths(m: Model) -> tuple[int, int]:
+    """Static (W2, W1): bodies of a contact row's second side (1 without element contacts, else the most vertices
+    of a colliding element: 2 edges, 3 triangles, 4 tetrahedra) and of its first side beyond body1 (the most
+    vertices of a first element of flex-flex contacts, collision/flex_flex.py; 0 without them)."""
+    ff = flex_flex.groups(m)
+    dims = [dim for _, dim, *_ in _elem_groups(m)] + [grp.dim for grp in _hfield_groups(m)] + [g.dim2 for g in ff]
+    return (1 + max(dims) if dims else 1), (1 + max(g.dim1 for g in ff) if ff else 0)
+
+
 def elem_width(m: Model) -> int:
     """Static number of bodies on the second side of a contact row in `contact_body_weights`: 1 without element
-    contacts, else the most vertices of a colliding element (2 for edges, 3 for triangles, 4 for tetrahedra)."""
-    dims = [dim for _, dim, *_ in _elem_groups(m)] + [grp.dim for grp in _hfield_groups(m)]
-    return 1 + max(dims) if dims else 1
+    contacts, else the most vertices of a colliding element (2 for edges, 3 for triangles, 4 for tetrahedra), plus
+    those of the first side's element with flex-flex contacts."""
+    w2, w1 = _side_widths(m)
+    return w2 + w1
 
 
-def contact_body_weights(m: Model, d: types.Data, con: types.Contact
-                         ) -> tuple[jax.Array, jax.Array, jax.Array]:  # fmt: skip
-    """(body1 (nconmax,), bodies2 (nconmax, W), weights2 (nconmax, W)), W = elem_width(m): a contact row's Jacobian
-    is sum_k weights2[k] J(bodies2[k]) - J(body1) at the contact point, its diagApprox the same weighted sum of
-    body_invweight0. An element side (MuJoCo 4.0) weighs the element's vertex bodies with the barycentric
-    coordinates of the element point nearest to the contact point; every other side is one body of weight 1."""
-    b1, b2 = contact_bodies(m, con)
-    w = elem_width(m)
-    dt = d.qpos.dtype
-    if w == 1:
-        return b1, b2[:, None], jp.ones((b2.shape[0], 1), dt)
-    vid = _elem_vertices(m, con, 1, w)  # (n, w)
+def _elem_weights(m: Model, d: types.Data, con: types.Contact, side: int, w: int) -> tuple[jax.Array, jax.Array]:
+    """(vertex bodies (nconmax, w), barycentric weights (nconmax, w)) of the element on `side` of every row at its
+    point nearest to the contact point (zero weights past its dim + 1 vertices)."""
+    vid = _elem_vertices(m, con, side, w)  # (n, w)
     x = d.flexvert_xpos[vid]  # (n, w, 3)
-    dim = jp.asarray(np.asarray(m.flex_dim), jp.int32)[jp.maximum(con.flex[:, 1], 0)]
+    dt = d.qpos.dtype
+    dim = jp.asarray(np.asarray(m.flex_dim), jp.int32)[jp.maximum(con.flex[:, side], 0)]
     seg = jax.vmap(flex_elem.barycentric)(con.pos, x[:, :2])
     wts = jp.concatenate([seg, jp.zeros((seg.shape[0], w - 2), dt)], axis=1)
     for k in range(3, w + 1):  # triangles, tetrahedra
         bk = jax.vmap(flex_elem.barycentric)(con.pos, x[:, :k])
         wts = jp.where((dim == k - 1)[:, None], jp.concatenate([bk, jp.zeros((bk.shape[0], w - k), dt)], 1), wts)
+    return jp.asarray(np.asarray(m.flex_vertbodyid), jp.int32)[vid], wts
+
+
+def contact_body_weights(m: Model, d: types.Data, con: types.Contact
+                         ) -> tuple[jax.Array, jax.Array, jax.Array]:  # fmt: skip
+    """(body1 (nconmax,), bodies2 (nconmax, W), weights2 (nconmax, W)), W = elem_width(m): a contact row's Jacobian
+    is sum_k weights2[k] J(bodies2[k]) - J(body1) at the contact point, its diagApprox the same sum of body_invweight0
+    with |weights2|. An element side (MuJoCo 4.0) weighs the element's vertex bodies with the barycentric
+    coordinates of the element point nearest to the contact point; every other side is one body of weight 1. A
+    flex-flex row (an element on both sides) has body1 the world (no Jacobian) and its first element's bodies
+    after the second's, with the negated weights."""
+    b1, b2 = contact_bodies(m, con)
+    w2, w1 = _side_widths(m)
+    dt = d.qpos.dtype
+    if w2 + w1 == 1:
+        return b1, b2[:, None], jp.ones((b2.shape[0], 1), dt)
+    bodies, wts = _elem_weights(m, d, con, 1, w2)
     is_elem = (con.elem[:, 1] >= 0) & (con.vert[:, 1] < 0) & (con.geom[:, 1] < 0)
-    one = jp.zeros((1, w), dt).at[0, 0].set(1.0)
+    one = jp.zeros((1, w2), dt).at[0, 0].set(1.0)
     wts = jp.where(is_elem[:, None], wts, one)
-    bodies = jp.where(is_elem[:, None], jp.asarray(np.asarray(m.flex_vertbodyid), jp.int32)[vid], b2[:, None])
+    bodies = jp.where(is_elem[:, None], bodies, b2[:, None])
+    if w1:
+        is_self = (con.elem[:, 0] >= 0) & (con.vert[:, 0] < 0) & (con.geom[:, 0] < 0)
+        bodies0, wts0 = _elem_weights(m, d, con, 0, w1)
+        bodies = jp.concatenate([bodies, jp.where(is_self[:, None], bodies0, 0)], axis=1)
+        wts = jp.concatenate([wts, jp.where(is_self[:, None], -wts0, 0.0)], axis=1)
+        b1 = jp.where(is_self, 0, b1)
     return b1, bodies, wts

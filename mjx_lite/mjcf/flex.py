@@ -14,9 +14,10 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
   - flex_group, flex_matid, flex_rgba (float32 values): the flex's appearance, for the renderer.
 `constants(ctx, st)` (from derived.set_const, with the qpos0 kinematics) fills flexedge_length0 and
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
-Flex contacts: flex vertices against planes welded to the world and the elements of every flex against the convex
-geoms and height fields are implemented (collision/flex.py); flexes that can collide otherwise (self-collisions,
-SDFs) are refused (`_check_contacts`).
+Flex contacts: flex vertices against planes welded to the world, the elements of every flex against the convex
+geoms and height fields (collision/flex.py), against each other (self-collisions) and against another flex's
+(collision/flex_flex.py) are implemented; flexes that can collide otherwise (SDFs, flex-flex pairs of very large
+flexes or of elastic rods) are refused (`_check_contacts`, `_check_self`, `_check_flex_pairs`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mjx_lite.mjcf import texture
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.inertia import frame_accum, rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
+from mjx_lite.types import FLEX_MAX_ELEM_PAIRS
 
 _RGBA = (0.5, 0.5, 0.5, 1.0)  # flex rgba default
 _LOCAL_EDGES = {1: ((0, 1),), 2: ((1, 2), (2, 0), (0, 1)), 3: ((0, 1), (1, 2), (2, 0), (2, 3), (0, 3), (1, 3))}
@@ -145,6 +147,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         elems += elem.reshape(-1).tolist()
         layers.append(_elem_layers(elem))
         erigid += [bool(weld[ids[a]] == weld[ids[b]]) for a, b in fedges]
+    _check_flex_pairs(recs)
     n = len(recs)
     i32 = np.int32
     for k in ("dim", "vertadr", "vertnum", "edgeadr", "edgenum", "elemadr", "elemnum", "elemdataadr", "edgeequality",
@@ -424,17 +427,50 @@ def _elem_layers(elem: np.ndarray) -> np.ndarray:
     return layer
 
 
+def _check_self(r: dict, where: tuple) -> None:
+    """Flex self-collisions mjx_lite implements (collision/flex_flex.py): every selfcollide mode (MuJoCo 4.0's make
+    the same contacts) of dim 1, 2 and 3 flexes with at most types.FLEX_MAX_ELEM_PAIRS element pairs. Refused: a
+    larger flex (the dense candidate table), an elastic rod (its twist joints)."""
+    nelem = len(r["elem"]) // (r["dim"] + 1)
+    if nelem * (nelem - 1) // 2 > FLEX_MAX_ELEM_PAIRS:  # (elements of every layer: a bound for tetrahedra)
+        raise MJCFUnsupportedError(f"flex self-collisions of a flex with {nelem} elements are not supported by "
+                                   f"mjx_lite (more than {FLEX_MAX_ELEM_PAIRS} candidate element pairs): flex "
+                                   f"'{r['name']}'; set selfcollide='none' or contype/conaffinity that do not match "
+                                   "each other", *where)  # fmt: skip
+    if r.get("twist"):
+        raise MJCFUnsupportedError(f"self-collisions of an elastic rod are not supported by mjx_lite: rod "
+                                   f"'{r['name']}'; set selfcollide='none'", *where)  # fmt: skip
+
+
+def _check_flex_pairs(recs: list[dict]) -> None:
+    """Contacts between two flexes whose contype/conaffinity match (collision/flex_flex.py): refused for more than
+    types.FLEX_MAX_ELEM_PAIRS element pairs (the dense candidate table) and for elastic rods (their twist joints)."""
+    for i, a in enumerate(recs):
+        for b in recs[i + 1 :]:
+            if not (a["contype"] & b["conaffinity"] or b["contype"] & a["conaffinity"]):
+                continue
+            where = (b["file"], b["line"], "flexcomp", "contact")
+            na, nb = len(a["elem"]) // (a["dim"] + 1), len(b["elem"]) // (b["dim"] + 1)
+            if na * nb > FLEX_MAX_ELEM_PAIRS:
+                raise MJCFUnsupportedError(f"contacts between flexes '{a['name']}' and '{b['name']}' ({na} x {nb} "
+                                           f"element pairs, more than {FLEX_MAX_ELEM_PAIRS}) are not supported by "
+                                           "mjx_lite; set contype/conaffinity that do not match", *where)  # fmt: skip
+            for r in (a, b):
+                if r.get("twist"):
+                    raise MJCFUnsupportedError(f"contacts of an elastic rod are not supported by mjx_lite: rod "
+                                               f"'{r['name']}' can collide with flex '{(b if r is a else a)['name']}'; "
+                                               "set contype/conaffinity that do not match", *where)  # fmt: skip
+
+
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes) and
     the elements of every flex (edges, triangles, tetrahedra) against height fields, spheres, capsules, ellipsoids,
-    cylinders, boxes and meshes (collision/flex.py). Refused: self-collisions (contype & conaffinity with selfcollide
-    other than 'none') and contacts with SDF geoms that the contype/conaffinity filter lets through."""
+    cylinders, boxes and meshes (collision/flex.py), and self-collisions (`_check_self`). Refused: contacts with SDF
+    geoms that the contype/conaffinity filter lets through."""
     ct, ca = r["contype"], r["conaffinity"]
     where = (r["file"], r["line"], "flexcomp", "contact")
     if (ct & ca) and r["selfcollide"] != "none" and not _rigid(r):  # (rigid: MuJoCo skips them)
-        raise MJCFUnsupportedError(f"flex self-collisions (selfcollide='{r['selfcollide']}') are not supported by "
-                                   f"mjx_lite: flex '{r['name']}' has contype & conaffinity != 0; set selfcollide="
-                                   "'none' or contype/conaffinity that do not match each other", *where)  # fmt: skip
+        _check_self(r, where)
     A = ctx.arrays
     gt, ga = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
     gtype = np.asarray(A["geom_type"])

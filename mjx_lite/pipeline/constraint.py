@@ -656,7 +656,8 @@ def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.A
 def _weighted_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array, w2: jax.Array,
                        sparse: bool = False, ncomp: int = 6):  # fmt: skip
     """rows_of (see _contact_jacobian) of sum_j w2[:, j] J(b2[:, j]) - J(b1) at pt: b2, w2 (k, W) with rows of
-    weights summing to 1 (flex element contacts; W = 1 otherwise), so the sum is that of W two-body differences."""
+    weights summing to 1 (flex element contacts; W = 1 otherwise), so the sum is that of W two-body differences
+    (a flex self-collision: b1 the world, side 0's element bodies among b2 with negative weights, summing to 0)."""
     if b2.shape[1] == 1:
         return _contact_jacobian(m, d, pt, b1, b2[:, 0], sparse, ncomp)
     parts = [_contact_jacobian(m, d, pt, b1, b2[:, j], sparse, ncomp) for j in range(b2.shape[1])]
@@ -721,7 +722,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         dist = at(con.dist)
         mg = at(con.includemargin)
         iw = m.body_invweight0
-        diag_n = iw[b1, 0] + jp.sum(w2 * iw[b2, 0], axis=1)
+        diag_n = iw[b1, 0] + jp.sum(jp.abs(w2) * iw[b2, 0], axis=1)  # (self-collisions: side 0 weighs < 0)
         solref = at(con.solref)
         solimp = at(con.solimp)
         sfr = at(con.solreffriction)
