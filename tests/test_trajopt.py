@@ -656,3 +656,23 @@ def test_sampling_rollout_model(pendulum):
     assert r.config.replace(quaternion_ops="auto") == m.config and r.njmax == m.njmax and r.nconmax == m.nconmax
     explicit = mjl.configure(m, quaternion_ops="einsum")
     assert sampling.rollout_model(explicit) is explicit
+
+
+@pytest.mark.slow
+def test_cartpole_closed_loop_on_an_euler_planning_model():
+    """MuJoCo MPC plans on a cheaper model than its plant (the cartpole task: Euler at agent_timestep 0.01 s, the
+    plant at 1 ms): one iLQR iteration per 0.01 s control step over 0.5 s on an Euler copy of the task's model, the
+    plant the task's RK4 model. The plant is upright and balanced at the end of 3 s and has been for the last 0.1 s
+    (measured: from 2.82 s, 0.54 of the tolerance at the end; 17.6 ms per control step at load 19, 3.1x faster than
+    the RK4 planning model's 55 ms, which ended 6.6 tolerances off)."""
+    task = tasks.cartpole(50)
+    m_plan = task.m.replace(opt=task.m.opt.replace(integrator=mjl.types.IntegratorType.EULER))
+
+    def planner(m, d, u):
+        return trajopt.ilqr(m, d, task.cost, 50, iterations=1, ctrl_init=u, terminal_cost=task.terminal_cost)
+
+    run = trajopt.closed_loop(m_plan, task.d0, planner, 50, 300, plant=task.m, cost=task.cost,
+                              terminal_cost=task.terminal_cost, ctrl_init=task.ctrl_init)  # fmt: skip
+    errors = tasks.state_errors(task, run.result.states.qpos, run.result.states.qvel)
+    assert np.all(errors[-11:] <= 1.0), errors[-11:]
+    assert errors[0] > 1.0  # it started hanging
