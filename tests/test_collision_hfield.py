@@ -381,7 +381,7 @@ def rough():
 
 
 def test_rough_field_contacts_match_mujoco(rough):
-    """A window of 98 prisms, more than MuJoCo's 50 contacts per pair: only the 50 prisms nearest by the bound
+    """A window of 98 prisms, more than MuJoCo's 50 contacts per pair: only the first 50 candidates (by the bound)
     reach the exact collider; every pair's contact set (up to 19 prisms) is MuJoCo's, without a CONTACTFULL."""
     mjm, m, poses, d = rough
     windows = {int(g.type2): (hfield.window_size(m, 0, g.geom1, g.geom2), g.ncon) for g in driver.pair_table(m).groups
@@ -393,6 +393,20 @@ def test_rough_field_contacts_match_mujoco(rough):
         counts = [_match_pair(out, i, p, gid, ATOL_NORMAL, msg=f"{name} pose {i}") for i, p in enumerate(poses)]
         assert max(counts) >= 3, (name, counts)
     np.testing.assert_array_equal(np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL]), 0)
+
+
+def test_more_than_50_colliding_prisms_keep_mujocos_first_50():
+    """A large sphere sunk into the rough field touches more than MuJoCo's 50 prisms per pair: MuJoCo keeps the first
+    50 colliding prisms in its grid order (not the deepest), and so do we (the same contacts, in order), with
+    CONTACTFULL counted (candidates were dropped)."""
+    mjm = mujoco.MjModel.from_xml_string(_rough_xml({"big": '<geom name="big" type="sphere" size="0.4"'}))
+    m = model_from_mujoco(mjm)
+    (p,) = _poses(mjm, np.random.default_rng(5), 1, (-0.06,), {"big": None})
+    d = posed_data(m, [p["xpos"]], [p["xmat"]])
+    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    gid = mjm.geom("big").id
+    assert _match_pair(out, 0, p, gid, ATOL_NORMAL) == hfield.MAXCONPAIR
+    assert int(out.warning_number[0, mjl.types.Warning.CONTACTFULL]) == 1
 
 
 # curved geoms (GJK/EPA per prism) on the rough field: only the prisms within reach by the bound run the collider

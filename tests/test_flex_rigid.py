@@ -2,7 +2,8 @@
 to write one (`<flexcomp rigid="true">`, a flexcomp with every point pinned, a `<deformable><flex>` of one body with
 vertex offsets) compile to MuJoCo's fields (flex_rigid, flex_vert, vertex bodies, no bodies or mass added, no
 self-collisions), and a scene where they fall on a plane and a ball falls on one steps like mj_step, contact for
-contact."""
+contact (the flexes' contype/conaffinity keep them from colliding with each other: they never meet, and flex-flex
+pairs would only add their collider's compile)."""
 
 import jax
 import mujoco
@@ -20,13 +21,13 @@ SCENE = """<mujoco>
       <freejoint/>
       <geom type="box" size=".05 .05 .02" mass="1" contype="0" conaffinity="0"/>
       <flexcomp name="grid" type="grid" count="3 3 1" spacing=".1 .1 .1" dim="2" rigid="true" radius=".01"
-                mass="5"/>
+                mass="5"><contact contype="1" conaffinity="2"/></flexcomp>
     </body>
     <body name="cube" pos=".4 0 .15" euler="0 20 0">
       <freejoint/>
       <geom type="sphere" size=".03" mass=".5" contype="0" conaffinity="0"/>
       <flexcomp name="pinned" type="grid" count="2 2 2" spacing=".08 .08 .08" dim="3" radius=".005">
-        <pin id="0 1 2 3 4 5 6 7"/>
+        <pin id="0 1 2 3 4 5 6 7"/><contact contype="1" conaffinity="2"/>
       </flexcomp>
     </body>
     <body name="ball" pos=".02 .03 .3">
@@ -40,7 +41,7 @@ SCENE = """<mujoco>
   </worldbody>
   <deformable>
     <flex name="offsets" dim="3" body="tet" vertex="0 0 -.06  .08 0 -.06  0 .08 -.06  0 0 .05" element="0 1 2 3"
-          radius=".004"/>
+          radius=".004"><contact contype="1" conaffinity="2"/></flex>
   </deformable>
 </mujoco>
 """

@@ -25,9 +25,10 @@ Static sizes (fixed shapes):
     (candidates) run the exact collider in a loop over the candidates pooled across the group's pairs and the
     environments of a `vmap` (`_prisms_runner`: as many prisms per trip as there are lanes, so the trips follow the
     batch's total of candidates, not its worst lane; derivatives through the collider on every slot). With fewer
-    slots than window prisms, the k candidates nearest by the bound fill the slots; more candidates than k count in
-    CONTACTFULL (the farthest by the bound dropped), as do more than 50 colliding prisms (MuJoCo then keeps the
-    first 50 in its grid order).
+    slots than window prisms: at MuJoCo's cap of 50 every candidate runs the collider and the slots keep the first
+    50 colliding prisms in grid order, MuJoCo's contacts (more colliding prisms count in CONTACTFULL); under a
+    smaller `Config.hfield_prisms` cap only the k candidates nearest by the bound run it (more candidates count in
+    CONTACTFULL).
 Normals: GJK/EPA's, as MuJoCo 4 with its native CCD (mjc_fixNormal only runs when nativeccd is disabled,
 which is not supported here). The window is a static superset of MuJoCo's sub-grid.
 """
@@ -488,17 +489,26 @@ def window_collider(m: Model, hid: int, type2: int, wr: int, wc: int, prism: Cal
 
         # a lower bound on each prism's distance to geom2 (separating axes: the hfield frame's x, y, z through both
         # boxes, geom2's axes, the prism's face normals through geom2's support); a prism farther than the margin by
-        # it cannot touch (exact: no contact in MuJoCo either) and runs no collider (`_collide_prisms`); with a cap
-        # (k < nprism) the k nearest by it go to the exact collider (grid order), more candidates are flagged
+        # it cannot touch (exact: no contact in MuJoCo either) and runs no collider (`_collide_prisms`). With fewer
+        # slots than window prisms (k < nprism): at MuJoCo's own cap (MAXCONPAIR, no smaller `hfield_prisms`) every
+        # candidate runs the collider and the slots keep the first k colliding prisms in grid order, as MuJoCo keeps
+        # its first 50 (a large geom sunk into the field; more colliding prisms are flagged); under a smaller cap
+        # only the k nearest by the bound (the deepest) run it, more candidates flagged
         bound = _prism_bound(type2, loc, center - half, center + half, verts)
         slack = 1e-4 * (dx + dy)  # rounding of the bound: a few more candidates, never one fewer
         cand = inside & (bound <= margin + slack)
-        if k < nprism:
+        if k < nprism and k < MAXCONPAIR:
             key = jax.lax.stop_gradient(jp.where(cand, -bound, -jp.inf))
             sel = jp.sort(jax.lax.top_k(key, k)[1])
             overflow = overflow | (jp.sum(cand) > k)
             verts, cand = verts[sel], cand[sel]
         dist, cpos, normal = collide_prisms(verts, cand, loc, margin)
+        if k < nprism and k == MAXCONPAIR:
+            hit = dist <= margin
+            key = jax.lax.stop_gradient(jp.where(hit, -jp.arange(nprism, dtype=dt), -jp.inf))
+            sel = jp.sort(jax.lax.top_k(key, k)[1])
+            overflow = overflow | (jp.sum(hit) > k)
+            dist, cpos, normal = dist[sel], cpos[sel], normal[sel]
         # contacts in MuJoCo's grid order (rows, then columns, then the cell's two triangles)
         d = jp.where(dist <= margin, dist, NOCONTACT)
         return Contacts(d, g1.pos + cpos @ g1.mat.T, normal @ g1.mat.T, jp.zeros((k, 3), dt)), overflow
