@@ -480,6 +480,9 @@ def _build_table(m: Model) -> PairTable:
             if t1 == GENERAL:
                 any_curved = np.isin(gtype[arr[:, :2]], CURVED).any()
                 gfn = general.general_curved if curved else general.general if any_curved else general.general_plain
+                if not curved:  # the support maps branch over the types of each side only (`general.general`)
+                    side = (tuple(np.unique(gtype[arr[:, k]]).tolist()) for k in (0, 1))
+                    gfn = functools.partial(gfn, types=tuple(side))
             elif fn in _SAT_BUDGETED:  # the model's budget, a static value: two budgets make two tables and traces
                 gfn = functools.partial(fn, sat_budget=m.config.sat_budget)
             gncon = ncon
