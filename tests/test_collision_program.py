@@ -187,8 +187,9 @@ def test_mesh_manifolds_shared(monkeypatch):
     (gen,) = [g for g in groups if getattr(g.collider, "func", None) is general.general]
     assert gen.collider.keywords["types"] == ((4,), (7,))  # ellipsoid, mesh
     calls, manifolds = [], []
-    monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
-    monkeypatch.setattr(cylinder, "collide", _counting(general.collide, calls))
+    collide = general.collide
+    monkeypatch.setattr(general, "collide", _counting(collide, calls))
+    monkeypatch.setattr(cylinder, "collide", _counting(collide, calls))
     monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
     d = mjl.make_data(m)
     jax.jit(lambda m, d: driver.collision(m, d).contact).lower(m, d)
