@@ -705,13 +705,53 @@ def _looped(collider: Callable, n: int, k: int) -> Callable:
     return dense
 
 
+_NEAR_PLANE, _NEAR_MESH, _NEAR_SPHERES = 0, 1, 2  # the broadphase's bounding tests (`_near_kind`)
+
+
+def _near_kind(m: Model, g: Group) -> int:
+    """Group g's bounding test: a plane's (_NEAR_PLANE), the spheres' and boxes' of a mesh group (_NEAR_MESH), the
+    spheres' (_NEAR_SPHERES)."""
+    if g.type1 == _PLANE:
+        return _NEAR_PLANE
+    mesh = _mesh_group(np.asarray(m.geom_type), g.type1, np.stack([g.geom1, g.geom2], -1))
+    return _NEAR_MESH if mesh else _NEAR_SPHERES
+
+
 def _near(m: Model, d: types.Data, g: Group, g1: jax.Array, g2: jax.Array, margin: jax.Array
           ) -> tuple[jax.Array, jax.Array]:
     """(near, score) (n,) of a group's pairs g1, g2 (n,) with detection margins (n,): the broadphase's bounding test
     and the overlap that ranks its candidates."""
+    return _near_pairs(m, d, _near_kind(m, g), g1, g2, margin)
+
+
+def _all_near(m: Model, d: types.Data, groups: dict[int, Group], params: dict[int, tuple]
+              ) -> dict[int, tuple[jax.Array, jax.Array]]:  # fmt: skip
+    """{group index: `_near`} of the groups, the pairs of all groups of one bounding test in one call (its operations
+    are elementwise per pair: the same values as per group): one set of bounding tests per model, not one per group.
+    params: each group's `_params`."""
+    out = {}
+    for kind in (_NEAR_PLANE, _NEAR_MESH, _NEAR_SPHERES):
+        ids = [i for i, g in groups.items() if _near_kind(m, g) == kind]
+        if not ids:
+            continue
+        g1 = jp.asarray(np.concatenate([groups[i].geom1 for i in ids]))
+        g2 = jp.asarray(np.concatenate([groups[i].geom2 for i in ids]))
+        margin = jp.concatenate([params[i][1] + params[i][2] for i in ids])
+        near, score = _near_pairs(m, d, kind, g1, g2, margin)
+        at = 0
+        for i in ids:
+            n = len(groups[i].geom1)
+            out[i] = (near[at : at + n], score[at : at + n])
+            at += n
+    return out
+
+
+def _near_pairs(m: Model, d: types.Data, kind: int, g1: jax.Array, g2: jax.Array, margin: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+    """`_near` of pairs g1, g2 (n,) by the bounding test `kind` (`_near_kind`)."""
     pos1, pos2 = d.geom_xpos[g1], d.geom_xpos[g2]
     rb1, rb2 = m.geom_rbound[g1], m.geom_rbound[g2]
-    if g.type1 == _PLANE:  # signed distance of geom2's centre from the plane vs its bounding radius (exact-safe)
+    if kind == _NEAR_PLANE:  # signed distance of geom2's centre from the plane vs its bounding radius (exact-safe)
         sdist = jp.sum((pos2 - pos1) * d.geom_xmat[g1][..., 2], axis=-1)
         near = ~(rb2 > 0) | (sdist <= rb2 + margin)
         score = rb2 + margin - sdist
@@ -722,7 +762,7 @@ def _near(m: Model, d: types.Data, g: Group, g1: jax.Array, g2: jax.Array, margi
         # squared-distance test avoids a sqrt (NaN-free gradient)
         near = ~has_rb | (center <= jp.where(bound > 0, bound, 0.0) ** 2)
         score = bound - jp.sqrt(jp.maximum(center, 1e-30))
-        if _mesh_group(np.asarray(m.geom_type), g.type1, np.stack([g.geom1, g.geom2], -1)):
+        if kind == _NEAR_MESH:
             slack = _box_slack(m, d, g1, g2, margin)  # bounding boxes (as MuJoCo's midphase): tighter for links
             near = near & (slack >= 0)
             score = slack
@@ -836,14 +876,16 @@ class _Candidates:
     params: tuple  # condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion
 
 
-def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None) -> _Candidates:
+def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None,
+                near: tuple[jax.Array, jax.Array] | None = None) -> _Candidates:  # fmt: skip
     """The pairs of group g that reach its collider: the bounding test, and the broadphase's trim where the group is
-    trimmed (the `npair_narrow` most overlapping). params: the group's `_params` (None: computed here)."""
+    trimmed (the `npair_narrow` most overlapping). params: the group's `_params`; near: its `_near` (computed with
+    other groups', `_all_near`); None: computed here."""
     p = _params(m, g) if params is None else params
     condim, includemargin, gap, friction, solref, solreffriction, solimp, adhesion = p
     margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
-    near, score = _near(m, d, g, g1, g2, margin)
+    near, score = _near(m, d, g, g1, g2, margin) if near is None else near
     overflow = jp.zeros((), bool)
     params = (jp.asarray(condim), margin, includemargin, friction, solref, solreffriction, solimp, adhesion)
     if g.npair_narrow < len(g.geom1):
@@ -1058,7 +1100,8 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     overflow = jp.zeros((), bool) if computed_overflow is None else computed_overflow
     run = {i: g for i, g in enumerate(table.groups) if not (computed and i in computed)}
     params = _all_params(m, run)
-    cands = {i: _candidates(m, d, g, params[i]) for i, g in run.items()}
+    nears = _all_near(m, d, run, params)
+    cands = {i: _candidates(m, d, g, params[i], nears[i]) for i, g in run.items()}
     curved = {i: g for i, g in run.items() if _shared_distance(g)}
     shared = _shared_distances(m, d, curved, cands)
     meshy = {i: g for i, g in run.items() if _mesh_stage(g)}  # capsule-, cylinder-mesh: one manifold program
