@@ -480,6 +480,9 @@ def _build_table(m: Model) -> PairTable:
             if t1 == GENERAL:
                 any_curved = np.isin(gtype[arr[:, :2]], CURVED).any()
                 gfn = general.general_curved if curved else general.general if any_curved else general.general_plain
+                if not curved:  # the support maps branch over the types of each side only (`general.general`)
+                    side = (tuple(np.unique(gtype[arr[:, k]]).tolist()) for k in (0, 1))
+                    gfn = functools.partial(gfn, types=tuple(side))
             elif fn in _SAT_BUDGETED:  # the model's budget, a static value: two budgets make two tables and traces
                 gfn = functools.partial(fn, sat_budget=m.config.sat_budget)
             gncon = ncon
@@ -633,7 +636,8 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
            cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
-           *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold)  # fmt: skip
+           *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold, *cylinder.MESH_MANIFOLDS.values(),
+           cylinder.mesh_manifold)  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
@@ -701,13 +705,53 @@ def _looped(collider: Callable, n: int, k: int) -> Callable:
     return dense
 
 
+_NEAR_PLANE, _NEAR_MESH, _NEAR_SPHERES = 0, 1, 2  # the broadphase's bounding tests (`_near_kind`)
+
+
+def _near_kind(m: Model, g: Group) -> int:
+    """Group g's bounding test: a plane's (_NEAR_PLANE), the spheres' and boxes' of a mesh group (_NEAR_MESH), the
+    spheres' (_NEAR_SPHERES)."""
+    if g.type1 == _PLANE:
+        return _NEAR_PLANE
+    mesh = _mesh_group(np.asarray(m.geom_type), g.type1, np.stack([g.geom1, g.geom2], -1))
+    return _NEAR_MESH if mesh else _NEAR_SPHERES
+
+
 def _near(m: Model, d: types.Data, g: Group, g1: jax.Array, g2: jax.Array, margin: jax.Array
           ) -> tuple[jax.Array, jax.Array]:
     """(near, score) (n,) of a group's pairs g1, g2 (n,) with detection margins (n,): the broadphase's bounding test
     and the overlap that ranks its candidates."""
+    return _near_pairs(m, d, _near_kind(m, g), g1, g2, margin)
+
+
+def _all_near(m: Model, d: types.Data, groups: dict[int, Group], params: dict[int, tuple]
+              ) -> dict[int, tuple[jax.Array, jax.Array]]:  # fmt: skip
+    """{group index: `_near`} of the groups, the pairs of all groups of one bounding test in one call (its operations
+    are elementwise per pair: the same values as per group): one set of bounding tests per model, not one per group.
+    params: each group's `_params`."""
+    out = {}
+    for kind in (_NEAR_PLANE, _NEAR_MESH, _NEAR_SPHERES):
+        ids = [i for i, g in groups.items() if _near_kind(m, g) == kind]
+        if not ids:
+            continue
+        g1 = jp.asarray(np.concatenate([groups[i].geom1 for i in ids]))
+        g2 = jp.asarray(np.concatenate([groups[i].geom2 for i in ids]))
+        margin = jp.concatenate([params[i][1] + params[i][2] for i in ids])
+        near, score = _near_pairs(m, d, kind, g1, g2, margin)
+        at = 0
+        for i in ids:
+            n = len(groups[i].geom1)
+            out[i] = (near[at : at + n], score[at : at + n])
+            at += n
+    return out
+
+
+def _near_pairs(m: Model, d: types.Data, kind: int, g1: jax.Array, g2: jax.Array, margin: jax.Array
+                ) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+    """`_near` of pairs g1, g2 (n,) by the bounding test `kind` (`_near_kind`)."""
     pos1, pos2 = d.geom_xpos[g1], d.geom_xpos[g2]
     rb1, rb2 = m.geom_rbound[g1], m.geom_rbound[g2]
-    if g.type1 == _PLANE:  # signed distance of geom2's centre from the plane vs its bounding radius (exact-safe)
+    if kind == _NEAR_PLANE:  # signed distance of geom2's centre from the plane vs its bounding radius (exact-safe)
         sdist = jp.sum((pos2 - pos1) * d.geom_xmat[g1][..., 2], axis=-1)
         near = ~(rb2 > 0) | (sdist <= rb2 + margin)
         score = rb2 + margin - sdist
@@ -718,7 +762,7 @@ def _near(m: Model, d: types.Data, g: Group, g1: jax.Array, g2: jax.Array, margi
         # squared-distance test avoids a sqrt (NaN-free gradient)
         near = ~has_rb | (center <= jp.where(bound > 0, bound, 0.0) ** 2)
         score = bound - jp.sqrt(jp.maximum(center, 1e-30))
-        if _mesh_group(np.asarray(m.geom_type), g.type1, np.stack([g.geom1, g.geom2], -1)):
+        if kind == _NEAR_MESH:
             slack = _box_slack(m, d, g1, g2, margin)  # bounding boxes (as MuJoCo's midphase): tighter for links
             near = near & (slack >= 0)
             score = slack
@@ -832,14 +876,16 @@ class _Candidates:
     params: tuple  # condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion
 
 
-def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None) -> _Candidates:
+def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None,
+                near: tuple[jax.Array, jax.Array] | None = None) -> _Candidates:  # fmt: skip
     """The pairs of group g that reach its collider: the bounding test, and the broadphase's trim where the group is
-    trimmed (the `npair_narrow` most overlapping). params: the group's `_params` (None: computed here)."""
+    trimmed (the `npair_narrow` most overlapping). params: the group's `_params`; near: its `_near` (computed with
+    other groups', `_all_near`); None: computed here."""
     p = _params(m, g) if params is None else params
     condim, includemargin, gap, friction, solref, solreffriction, solimp, adhesion = p
     margin = includemargin + gap  # detection distance; rows beyond includemargin make no constraint
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
-    near, score = _near(m, d, g, g1, g2, margin)
+    near, score = _near(m, d, g, g1, g2, margin) if near is None else near
     overflow = jp.zeros((), bool)
     params = (jp.asarray(condim), margin, includemargin, friction, solref, solreffriction, solimp, adhesion)
     if g.npair_narrow < len(g.geom1):
@@ -854,6 +900,26 @@ def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None) 
 def _shared_distance(g: Group) -> bool:
     """Whether group g's GJK/EPA stage is the shared one of the curved pairs without a mesh (`_shared_distances`)."""
     return g.collider is general.general_curved or g.collider in cylinder.CURVED_MANIFOLDS
+
+
+def _mesh_stage(g: Group) -> bool:
+    """Whether group g's manifold stage is the one the capsule- and cylinder-mesh groups share (`_shared_manifolds`,
+    `cylinder.MESH_MANIFOLDS`); its GJK/EPA stage is its own (`_mesh_distances`)."""
+    return g.collider in cylinder.MESH_MANIFOLDS
+
+
+def _mesh_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates]
+                    ) -> dict[int, tuple[jax.Array, jax.Array, jax.Array]]:  # fmt: skip
+    """The GJK/EPA stage of each capsule- and cylinder-mesh group (`_mesh_stage`; static types, one program per group,
+    run on the near pairs), whose manifold stage is shared (`_shared_manifolds`). Returns {group index: (dist (n,),
+    pos (n, 3), normal (n, 3)) of its candidates}."""
+    out = {}
+    for i, g in groups.items():
+        c = cands[i]
+        info1, info2 = _geom_info(m, d, c.g1, g.type1, g.geom1), _geom_info(m, d, c.g2, g.type2, g.geom2)
+        rows = _looped(cylinder.MESH_MANIFOLDS[g.collider], g.npair_narrow, 1)(info1, info2, c.params[1], c.near)
+        out[i] = (rows.dist[:, 0], rows.pos[:, 0], rows.normal[:, 0])
+    return out
 
 
 def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates]
@@ -895,9 +961,19 @@ def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     concatenated, the geom types traced per pair, `cylinder.curved_manifold`) from their shared GJK/EPA stage
     (`_shared_distances`), run on the near pairs (`_near_only`): one compiled manifold per model for these pair
     types, not one per type pair. Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
-    ids = sorted(i for i, g in groups.items() if g.collider in cylinder.CURVED_MANIFOLDS)
-    if not ids:
-        return {}
+    out = {}
+    for family in (cylinder.CURVED_MANIFOLDS, cylinder.MESH_MANIFOLDS):
+        ids = sorted(i for i, g in groups.items() if g.collider in family)
+        if ids:
+            out.update(_manifold_program(m, d, ids, groups, cands, shared, mesh=family is cylinder.MESH_MANIFOLDS))
+    return out
+
+
+def _manifold_program(m: Model, d: types.Data, ids: list[int], groups: dict[int, Group], cands: dict[int, _Candidates],
+                      shared: dict[int, tuple], mesh: bool) -> dict[int, Contacts]:  # fmt: skip
+    """`_shared_manifolds` of one family of groups (ids): the curved pairs without a mesh (`cylinder.curved_manifold`,
+    both sides' types traced) or, mesh=True, the capsule- and cylinder-mesh pairs (`cylinder.mesh_manifold`: geom1's
+    type traced, geom2 a mesh whose hull tables are padded to the largest of the family's meshes)."""
     g1 = jp.concatenate([cands[i].g1 for i in ids])
     g2 = jp.concatenate([cands[i].g2 for i in ids])
     near = jp.concatenate([cands[i].near for i in ids])
@@ -906,10 +982,13 @@ def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     gids1 = np.concatenate([groups[i].geom1 for i in ids])
     gids2 = np.concatenate([groups[i].geom2 for i in ids])
     info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=False)
-    info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
+    info2 = _geom_info(m, d, g2, _MESH, gids2) if mesh else _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
     gtype = np.asarray(m.geom_type)
     kinds = (tuple(np.unique(gtype[gids1]).tolist()), tuple(np.unique(gtype[gids2]).tolist()))
-    fn = functools.partial(cylinder.curved_manifold, types=kinds)
+    if mesh:
+        fn = functools.partial(cylinder.mesh_manifold, types=kinds[0])
+    else:
+        fn = functools.partial(cylinder.curved_manifold, types=kinds)
     c = _looped(fn, g1.shape[0], cylinder.CYL_NCON)(info1, info2, margin, near, stage)
     out, at = {}, 0
     for i in ids:
@@ -932,11 +1011,11 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
     condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion = cand.params
     info1 = _geom_info(m, d, g1, g.type1, g.geom1)
     info2 = _geom_info(m, d, g2, g.type2, g.geom2)
-    if _shared_distance(g):  # the curved pairs' GJK/EPA stage (shared by the groups of a model), then the manifold
-        if shared is None:
-            shared = _shared_distances(m, d, {0: g}, {0: cand})[0]
+    if _shared_distance(g) or _mesh_stage(g):  # a GJK/EPA stage, then the manifold shared by the groups of a model
+        if shared is None:  # the curved pairs' GJK/EPA (shared too) or the mesh group's own
+            shared = (_mesh_distances if _mesh_stage(g) else _shared_distances)(m, d, {0: g}, {0: cand})[0]
         dist0, pos0, nrm0 = shared
-        if g.collider not in cylinder.CURVED_MANIFOLDS:  # general_curved: the GJK/EPA contact itself
+        if g.collider not in cylinder.CURVED_MANIFOLDS and not _mesh_stage(g):  # general_curved: the GJK/EPA contact
             c = general.one_contact_rows(dist0, pos0, nrm0)
         elif manifold is None:
             c = _shared_manifolds(m, d, {0: g}, {0: cand}, {0: shared})[0]
@@ -1021,10 +1100,13 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     overflow = jp.zeros((), bool) if computed_overflow is None else computed_overflow
     run = {i: g for i, g in enumerate(table.groups) if not (computed and i in computed)}
     params = _all_params(m, run)
-    cands = {i: _candidates(m, d, g, params[i]) for i, g in run.items()}
+    nears = _all_near(m, d, run, params)
+    cands = {i: _candidates(m, d, g, params[i], nears[i]) for i, g in run.items()}
     curved = {i: g for i, g in run.items() if _shared_distance(g)}
     shared = _shared_distances(m, d, curved, cands)
-    manifolds = _shared_manifolds(m, d, curved, cands, shared)
+    meshy = {i: g for i, g in run.items() if _mesh_stage(g)}  # capsule-, cylinder-mesh: one manifold program
+    shared.update(_mesh_distances(m, d, meshy, cands))
+    manifolds = _shared_manifolds(m, d, {**curved, **meshy}, cands, shared)
     ran = []
     for i, g in enumerate(table.groups):
         if i not in run:  # static slots: no candidate is left out

@@ -28,7 +28,7 @@ from mjx_lite.collision.gjk import gjk, gjk_polytopes
 from mjx_lite.collision.refine import refine_normal, small_mesh
 from mjx_lite.collision.sat import polytope_sat, sat_cost, sat_tables, segment_sat
 from mjx_lite.collision.segment import segments_closest
-from mjx_lite.collision.support import CURVED, radius, support, support_feature, typed
+from mjx_lite.collision.support import CURVED, radius, support, support_feature, traced, typed
 from mjx_lite.collision.types import NOCONTACT, Contacts, Distance, GeomInfo, GType, Scalar, Vec3
 from mjx_lite.math import dot3, safe_norm
 from mjx_lite.types import GeomType
@@ -178,11 +178,16 @@ def one_contact_rows(dist: jax.Array, pos: jax.Array, normal: jax.Array) -> Cont
     return Contacts(dist[:, None], pos[:, None], normal[:, None], jp.zeros_like(pos)[:, None])
 
 
-def general(g1: GeomInfo, g2: GeomInfo, margin: Scalar, curved: bool | None = None) -> Contacts:
+def general(g1: GeomInfo, g2: GeomInfo, margin: Scalar, curved: bool | None = None, *, types: tuple | None = None
+            ) -> Contacts:  # fmt: skip
     """One contact from GJK/EPA. The geom types are traced (GeomInfo.gtype), so one compiled collider serves
     every general pair type of a model (`curved`: as `collide`'s; the driver groups the pairs with a curved shape
-    and no mesh (`general_curved`) apart from the others (`general`, or `general_plain` where none is curved))."""
-    return one_contact(*collide(g1.gtype, g2.gtype, g1, g2, curved=curved, sat_budget=0))  # traced types: no SAT
+    and no mesh (`general_curved`) apart from the others (`general`, or `general_plain` where none is curved)).
+    types: (geom1's, geom2's) static tuples of the types each side may take (None: any): the support maps branch over
+    those only (`support.traced`: the types stay traced, so the values are those of any-type branches; the
+    Shadow Hand's ellipsoid-mesh pairs: 2 support maps per side instead of 6)."""
+    t1, t2 = (g1.gtype, g2.gtype) if types is None else (traced(g1.gtype, types[0]), traced(g2.gtype, types[1]))
+    return one_contact(*collide(t1, t2, g1, g2, curved=curved, sat_budget=0))  # traced types: no SAT
 
 
 def general_curved(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, types: tuple | None = None) -> Contacts:
@@ -197,9 +202,9 @@ def general_curved(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, types: tuple |
     return general(g1, g2, margin, curved=True)
 
 
-def general_plain(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
+def general_plain(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, types: tuple | None = None) -> Contacts:
     """`general` for pairs without a curved shape (box-mesh and mesh-mesh with multiccd disabled): EPA alone."""
-    return general(g1, g2, margin, curved=False)
+    return general(g1, g2, margin, curved=False, types=types)
 
 
 def sphere_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:

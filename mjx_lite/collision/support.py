@@ -81,6 +81,16 @@ def typed(value: jax.Array | None, choices) -> GType | None:
     return choices[0] if len(choices) == 1 else TracedType(value, choices)
 
 
+def traced(value: jax.Array | None, choices) -> GType | None:
+    """`typed`, but a `TracedType` even where there is one choice: the support maps branch over `choices` only, and
+    the type stays traced wherever a collider treats traced types apart from static ones (`refine._frame_kinks`,
+    `refine.small_mesh`, `general.collide`'s iteration counts), so that its values are those of the raw traced type's
+    (the `general` group's, whose types are any)."""
+    if value is None or choices is None:
+        return value
+    return TracedType(value, tuple(sorted({int(t) for t in choices})))
+
+
 def choices(gtype: GType) -> tuple[int, ...]:
     """The types a traced `gtype` may take: its `TracedType.choices`, else every type."""
     return gtype.choices if isinstance(gtype, TracedType) else (*_CONVEX_TYPES, GeomType.MESH)
@@ -171,6 +181,8 @@ def support_feature(gtype: GType, g: GeomInfo, d: Vec3) -> tuple[Scalar, Vec3, V
     default = (no, origin, origin, no)  # a mesh
     if isinstance(gtype, int):
         unique, c, h, seg = kinds.get(gtype, default)
+    elif not any(t in choices(gtype) for t in kinds):  # a traced mesh (`traced`): the default, as for a static one
+        unique, c, h, seg = default
     else:
         kinds = {t: v for t, v in kinds.items() if t in choices(gtype)}
         conds = [gtype == t for t in kinds]
