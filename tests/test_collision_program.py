@@ -187,9 +187,8 @@ def test_mesh_manifolds_shared(monkeypatch):
     (gen,) = [g for g in groups if getattr(g.collider, "func", None) is general.general]
     assert gen.collider.keywords["types"] == ((4,), (7,))  # ellipsoid, mesh
     calls, manifolds = [], []
-    collide = general.collide
-    monkeypatch.setattr(general, "collide", _counting(collide, calls))
-    monkeypatch.setattr(cylinder, "collide", _counting(collide, calls))
+    monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
+    monkeypatch.setattr(cylinder, "collide", _counting(general.collide, calls))
     monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
     d = mjl.make_data(m)
     jax.jit(lambda m, d: driver.collision(m, d).contact).lower(m, d)
