@@ -4,7 +4,6 @@ slow to compile (many cylinder-cylinder and cylinder-box pairs: GJK/EPA, then th
 GJK/EPA stage of every curved pair type without a mesh is one shared program (`driver._shared_distances`), and so is
 their manifold stage (`driver._shared_manifolds`)."""
 
-import collections
 import re
 
 import jax
@@ -162,72 +161,3 @@ def test_program_size_independent_of_pairs():
     pairs, nothing unrolled per pair)."""
     sizes = {k: _ops(_group_program(*_model(k))) for k in (2, 6)}
     assert sizes[2] == sizes[6] <= MAX_COLLISION_OPS, sizes
-
-
-# a capsule, a cylinder and an ellipsoid above a fixed mesh cube (contype 2: they collide with the cube only):
-# capsule-mesh, cylinder-mesh and ellipsoid-mesh groups, as the Shadow Hand's fingers against its palm
-_CUBE = "-1 -1 -1  1 -1 -1  -1 1 -1  1 1 -1  -1 -1 1  1 -1 1  -1 1 1  1 1 1"
-_MESHES = f"""<mujoco><asset><mesh name="cube" vertex="{_CUBE}" scale=".1 .1 .1"/></asset><worldbody>
-  <geom type="mesh" mesh="cube"/>
-  <body pos="0 0 .3"><freejoint/><geom type="capsule" size=".03 .08" contype="2"/></body>
-  <body pos=".5 0 .3"><freejoint/><geom type="cylinder" size=".05 .1" contype="2"/></body>
-  <body pos="1 0 .3"><freejoint/><geom type="ellipsoid" size=".05 .06 .07" contype="2"/></body>
-</worldbody></mujoco>"""
-
-
-def test_mesh_manifolds_shared(monkeypatch):
-    """The capsule-mesh and cylinder-mesh groups run their own GJK/EPA stage (static types: a capsule's separating
-    axes, a cylinder's GJK/EPA) and one shared manifold stage (`cylinder.mesh_manifold`, geom1's type traced): the
-    manifold is traced once for the model; the ellipsoid-mesh group's general collider is bound to its sides' types
-    (`general.general(types=...)`)."""
-    m = mjl.load_mjcf_string(_MESHES)
-    groups = driver.pair_table(m).groups
-    kinds = {getattr(g.collider, "func", g.collider).__name__ for g in groups}
-    assert kinds == {"capsule_mesh", "cylinder_mesh", "general"}, kinds
-    (gen,) = [g for g in groups if getattr(g.collider, "func", None) is general.general]
-    assert gen.collider.keywords["types"] == ((4,), (7,))  # ellipsoid, mesh
-    calls, manifolds = [], []
-    monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
-    monkeypatch.setattr(cylinder, "collide", _counting(general.collide, calls))
-    monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
-    d = mjl.make_data(m)
-    jax.jit(lambda m, d: driver.collision(m, d).contact).lower(m, d)
-    assert len(calls) == 3 and len(manifolds) == 1, (len(calls), len(manifolds))
-
-
-def _mesh_poses(m) -> np.ndarray:
-    """qpos (4, nq) of _MESHES: the capsule lying on the cube's top face (edge-face: 2 contacts), the cylinder's cap
-    on it (face-face), the ellipsoid pressed into it; then tilted and lifted variants (single contacts, apart)."""
-    ry = [np.cos(np.pi / 4), 0, np.sin(np.pi / 4), 0]  # 90 degrees about y: the capsule lies along x
-    q = np.zeros((4, m.nq))
-    for k, (tilt, lift) in enumerate([(0.0, 0.0), (0.01, 0.0), (0.3, 0.0), (0.0, 0.02)]):
-        t = [np.cos(tilt / 2), np.sin(tilt / 2), 0, 0]
-        q[k] = np.r_[-0.02, 0.0, 0.1295 + lift, ry, 0.03, 0.01, 0.1995 + lift, t, 0.0, 0.02, 0.1695 + lift, t]
-    return q
-
-
-@pytest.mark.slow  # two compiles of the collision stage; test_collision_multiccd: capsule- and cylinder-mesh vs MuJoCo
-def test_mesh_manifold_equals_per_group(monkeypatch):
-    """The capsule- and cylinder-mesh groups' shared manifold (geom1's type traced) gives the contacts of each group's
-    own manifold (static types), and the ellipsoid-mesh group's collider bound to its types those of the any-type
-    collider (float64, SHARED_ATOL), at poses with each manifold kind in contact."""
-    m = mjl.load_mjcf_string(_MESHES)
-    d = mjl.make_data(m)
-    qpos = _mesh_poses(m)
-    db = jax.tree.map(lambda x: jp.broadcast_to(x, (len(qpos),) + x.shape), d).replace(qpos=jp.asarray(qpos))
-    db = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(m, db)
-    shared = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0)))(m, db)
-    alone = driver._shared_manifolds
-    monkeypatch.setattr(driver, "_shared_manifolds", lambda m, d, g, c, s: alone(m, d, g, c, s) if set(g) == {0} else {})  # noqa: E501
-    monkeypatch.setattr(general, "traced", lambda value, choices: value)  # the ellipsoid-mesh group: any type
-    own = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0)))(m, db)  # a new trace
-    for f in ("active", "geom"):
-        np.testing.assert_array_equal(np.asarray(getattr(shared, f)), np.asarray(getattr(own, f)), err_msg=f)
-    for f in ("dist", "pos", "frame"):
-        np.testing.assert_allclose(np.asarray(getattr(shared, f)), np.asarray(getattr(own, f)), rtol=0,
-                                   atol=SHARED_ATOL, err_msg=f)  # fmt: skip
-    act = np.asarray(shared.active)
-    geom = np.asarray(shared.geom)[act]
-    per_pair = collections.Counter(map(tuple, geom[: act[0].sum()].tolist()))  # the first pose's contacts
-    assert per_pair[(1, 0)] + per_pair[(0, 1)] >= 2 and per_pair[(2, 0)] + per_pair[(0, 2)] >= 3, per_pair
-    assert {tuple(sorted(g)) for g in geom.tolist()} == {(0, 1), (0, 2), (0, 3)}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision.general import collide, one_contact
+from mjx_lite.collision.general import collide
 from mjx_lite.collision.manifold import EDGE_SIN, FACE_COS, clip_to_face, face_manifold, manifold_contacts, reduce_quad
 from mjx_lite.collision.polytope import (
     face_polygon,
@@ -250,28 +250,3 @@ def curved_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, po
     features of each type computed and the pair's own selected (the values of its own manifold)."""
     t1, t2 = typed(g1.gtype, types[0]), typed(g2.gtype, types[1])
     return _cylinder_manifold(t1, t2, g1, g2, margin, dist, pos, normal)
-
-
-def capsule_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
-    """The GJK/EPA stage of `capsule_mesh` as one contact (Contacts of 1 row): capsule_mesh(g1, g2, margin) ==
-    mesh_manifold(g1, g2, margin, *the row's dist, pos, normal). The driver runs the manifold stage of the capsule-
-    and cylinder-mesh groups as one program (`mesh_manifold`, `driver._shared_manifolds`)."""
-    return one_contact(*collide(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin, sat_budget=0))
-
-
-def cylinder_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
-    """The GJK/EPA stage of `cylinder_mesh` (see `capsule_mesh_distance`)."""
-    return one_contact(*collide(GeomType.CYLINDER, GeomType.MESH, g1, g2, margin, sat_budget=0))
-
-
-# collider -> its GJK/EPA stage, for the mesh pairs whose manifold stage the driver runs as one program with the other
-# such groups' (`mesh_manifold` on traced types for geom1, `driver._shared_manifolds`)
-MESH_MANIFOLDS = {capsule_mesh: capsule_mesh_distance, cylinder_mesh: cylinder_mesh_distance}
-
-
-def mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3, *,
-                  types: tuple) -> Contacts:  # fmt: skip
-    """The manifold stage of the capsule-mesh and cylinder-mesh pairs in one program (as `curved_manifold`): geom1's
-    type traced per pair (GeomInfo.gtype), `types` the static tuple of those it may take (one: its static manifold),
-    geom2 a mesh (its hull tables padded to the largest of the program's meshes)."""
-    return _cylinder_manifold(typed(g1.gtype, types), GeomType.MESH, g1, g2, margin, dist, pos, normal)

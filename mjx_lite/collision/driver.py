@@ -636,8 +636,7 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
            cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
-           *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold, *cylinder.MESH_MANIFOLDS.values(),
-           cylinder.mesh_manifold)  # fmt: skip
+           *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold)  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
@@ -902,26 +901,6 @@ def _shared_distance(g: Group) -> bool:
     return g.collider is general.general_curved or g.collider in cylinder.CURVED_MANIFOLDS
 
 
-def _mesh_stage(g: Group) -> bool:
-    """Whether group g's manifold stage is the one the capsule- and cylinder-mesh groups share (`_shared_manifolds`,
-    `cylinder.MESH_MANIFOLDS`); its GJK/EPA stage is its own (`_mesh_distances`)."""
-    return g.collider in cylinder.MESH_MANIFOLDS
-
-
-def _mesh_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates]
-                    ) -> dict[int, tuple[jax.Array, jax.Array, jax.Array]]:  # fmt: skip
-    """The GJK/EPA stage of each capsule- and cylinder-mesh group (`_mesh_stage`; static types, one program per group,
-    run on the near pairs), whose manifold stage is shared (`_shared_manifolds`). Returns {group index: (dist (n,),
-    pos (n, 3), normal (n, 3)) of its candidates}."""
-    out = {}
-    for i, g in groups.items():
-        c = cands[i]
-        info1, info2 = _geom_info(m, d, c.g1, g.type1, g.geom1), _geom_info(m, d, c.g2, g.type2, g.geom2)
-        rows = _looped(cylinder.MESH_MANIFOLDS[g.collider], g.npair_narrow, 1)(info1, info2, c.params[1], c.near)
-        out[i] = (rows.dist[:, 0], rows.pos[:, 0], rows.normal[:, 0])
-    return out
-
-
 def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates]
                       ) -> dict[int, tuple[jax.Array, jax.Array, jax.Array]]:  # fmt: skip
     """The GJK/EPA stage of the curved pairs without a mesh (`_shared_distance`: the general ellipsoid pairs,
@@ -961,19 +940,9 @@ def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     concatenated, the geom types traced per pair, `cylinder.curved_manifold`) from their shared GJK/EPA stage
     (`_shared_distances`), run on the near pairs (`_near_only`): one compiled manifold per model for these pair
     types, not one per type pair. Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
-    out = {}
-    for family in (cylinder.CURVED_MANIFOLDS, cylinder.MESH_MANIFOLDS):
-        ids = sorted(i for i, g in groups.items() if g.collider in family)
-        if ids:
-            out.update(_manifold_program(m, d, ids, groups, cands, shared, mesh=family is cylinder.MESH_MANIFOLDS))
-    return out
-
-
-def _manifold_program(m: Model, d: types.Data, ids: list[int], groups: dict[int, Group], cands: dict[int, _Candidates],
-                      shared: dict[int, tuple], mesh: bool) -> dict[int, Contacts]:  # fmt: skip
-    """`_shared_manifolds` of one family of groups (ids): the curved pairs without a mesh (`cylinder.curved_manifold`,
-    both sides' types traced) or, mesh=True, the capsule- and cylinder-mesh pairs (`cylinder.mesh_manifold`: geom1's
-    type traced, geom2 a mesh whose hull tables are padded to the largest of the family's meshes)."""
+    ids = sorted(i for i, g in groups.items() if g.collider in cylinder.CURVED_MANIFOLDS)
+    if not ids:
+        return {}
     g1 = jp.concatenate([cands[i].g1 for i in ids])
     g2 = jp.concatenate([cands[i].g2 for i in ids])
     near = jp.concatenate([cands[i].near for i in ids])
@@ -982,13 +951,10 @@ def _manifold_program(m: Model, d: types.Data, ids: list[int], groups: dict[int,
     gids1 = np.concatenate([groups[i].geom1 for i in ids])
     gids2 = np.concatenate([groups[i].geom2 for i in ids])
     info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=False)
-    info2 = _geom_info(m, d, g2, _MESH, gids2) if mesh else _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
+    info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
     gtype = np.asarray(m.geom_type)
     kinds = (tuple(np.unique(gtype[gids1]).tolist()), tuple(np.unique(gtype[gids2]).tolist()))
-    if mesh:
-        fn = functools.partial(cylinder.mesh_manifold, types=kinds[0])
-    else:
-        fn = functools.partial(cylinder.curved_manifold, types=kinds)
+    fn = functools.partial(cylinder.curved_manifold, types=kinds)
     c = _looped(fn, g1.shape[0], cylinder.CYL_NCON)(info1, info2, margin, near, stage)
     out, at = {}, 0
     for i in ids:
@@ -1011,11 +977,11 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
     condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion = cand.params
     info1 = _geom_info(m, d, g1, g.type1, g.geom1)
     info2 = _geom_info(m, d, g2, g.type2, g.geom2)
-    if _shared_distance(g) or _mesh_stage(g):  # a GJK/EPA stage, then the manifold shared by the groups of a model
-        if shared is None:  # the curved pairs' GJK/EPA (shared too) or the mesh group's own
-            shared = (_mesh_distances if _mesh_stage(g) else _shared_distances)(m, d, {0: g}, {0: cand})[0]
+    if _shared_distance(g):  # the curved pairs' GJK/EPA stage (shared by the groups of a model), then the manifold
+        if shared is None:
+            shared = _shared_distances(m, d, {0: g}, {0: cand})[0]
         dist0, pos0, nrm0 = shared
-        if g.collider not in cylinder.CURVED_MANIFOLDS and not _mesh_stage(g):  # general_curved: the GJK/EPA contact
+        if g.collider not in cylinder.CURVED_MANIFOLDS:  # general_curved: the GJK/EPA contact itself
             c = general.one_contact_rows(dist0, pos0, nrm0)
         elif manifold is None:
             c = _shared_manifolds(m, d, {0: g}, {0: cand}, {0: shared})[0]
@@ -1104,9 +1070,7 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     cands = {i: _candidates(m, d, g, params[i], nears[i]) for i, g in run.items()}
     curved = {i: g for i, g in run.items() if _shared_distance(g)}
     shared = _shared_distances(m, d, curved, cands)
-    meshy = {i: g for i, g in run.items() if _mesh_stage(g)}  # capsule-, cylinder-mesh: one manifold program
-    shared.update(_mesh_distances(m, d, meshy, cands))
-    manifolds = _shared_manifolds(m, d, {**curved, **meshy}, cands, shared)
+    manifolds = _shared_manifolds(m, d, curved, cands, shared)
     ran = []
     for i, g in enumerate(table.groups):
         if i not in run:  # static slots: no candidate is left out
