@@ -210,20 +210,20 @@ def test_settings_step_equals_full(stepped_small):
     rows and solve in the bucket): the bucketed step is the full step to round-off."""
     m, full, bucketed = stepped_small
     for a, b in zip(full, bucketed):
-        assert int(buckets.need(m, a)) == 6
+        # the bucket of 8 ran (RK4's Data holds its last stage's contacts: 5 or 6 live)
+        assert SMALL_CAPS[0] < int(buckets.need(m, a)) <= SMALL_CAPS[1]
         _check_equal(m, a, b)
 
 
 def test_transition_equals_full():
     """`derivatives.transition` (the step run once, then the linearised step: its rows and solve at the step's
-    solution) on a bucketed model: the full model's Jacobians."""
+    solution) on a bucketed model: the full model's A (B is empty: no actuator)."""
     m, mb = _small("pyramidal", "Newton", "")
     d = _states(m, 1, seed=5)[0]
-    ja, jb = mjl.derivatives.transition(m, d, sensors=False), mjl.derivatives.transition(mb, d, sensors=False)
-    for name, x, y in zip("AB", ja, jb):
-        x, y = np.asarray(x), np.asarray(y)
-        assert np.all(np.isfinite(x)), name
-        np.testing.assert_allclose(y, x, rtol=0, atol=ROUNDOFF * max(1.0, float(np.abs(x).max())), err_msg=name)
+    (a, b, _, _), (ab, bb, _, _) = (mjl.derivatives.transition(mm, d, sensors=False) for mm in (m, mb))
+    a, ab = np.asarray(a), np.asarray(ab)
+    assert np.all(np.isfinite(a)) and np.shape(bb) == np.shape(b) == (a.shape[0], 0)  # the model has no actuator
+    np.testing.assert_allclose(ab, a, rtol=0, atol=ROUNDOFF * max(1.0, float(np.abs(a).max())))
 
 
 def _quadruped_path() -> str:
