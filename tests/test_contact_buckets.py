@@ -24,7 +24,8 @@ NEWTON_TOL = 1e-7
 # (28 slots, none live), a limited hinge (a limit row before the contacts). Spheres 0, 2, 4, 6 and the box touch the
 # plane (8 live contacts); the others are high up.
 XML = """<mujoco>
-  <option timestep="0.005" cone="{cone}" solver="{solver}" iterations="100" tolerance="1e-12" ls_iterations="50"/>
+  <option timestep="0.005" cone="{cone}" solver="{solver}" iterations="100" tolerance="1e-12" ls_iterations="50"
+          {extra}/>
   <worldbody>
     <geom type="plane" size="5 5 .1"/>
     {spheres}
@@ -35,13 +36,14 @@ XML = """<mujoco>
 </mujoco>"""
 
 
-def _xml(cone: str = "pyramidal", solver: str = "Newton") -> str:
+def _xml(cone: str = "pyramidal", solver: str = "Newton", extra: str = "", nsphere: int = 8) -> str:
+    """The model above with `extra` option attributes (integrator, noslip) and nsphere spheres (even ones down)."""
     spheres = []
-    for i in range(8):
+    for i in range(nsphere):
         z = 0.099 if i % 2 == 0 else 1.0 + i
         cd = (1, 3, 4, 6)[i % 4]
         spheres.append(f'<body pos="{0.3 * i} 0 {z}"><freejoint/><geom type="sphere" size=".1" condim="{cd}"/></body>')
-    return XML.format(cone=cone, solver=solver, spheres="\n".join(spheres))
+    return XML.format(cone=cone, solver=solver, extra=extra, spheres="\n".join(spheres))
 
 
 def _states(m: mjl.Model, n: int, seed: int = 0) -> list:
@@ -172,24 +174,77 @@ def test_grad_equals_full(pyramidal):
     np.testing.assert_allclose(gb, ga, rtol=0, atol=ROUNDOFF * max(1.0, float(np.abs(ga).max())))
 
 
+# The other solvers, noslip and integrators on a smaller model (four spheres: 0 and 2 on the plane, and the box: 6 live
+# contacts; the bucket of 8 runs): (cone, solver, option attributes).
+SETTINGS = {
+    "pgs-pyramidal": ("pyramidal", "PGS", ""),
+    "pgs-elliptic-noslip": ("elliptic", "PGS", 'noslip_iterations="4"'),
+    "newton-pyramidal-noslip": ("pyramidal", "Newton", 'noslip_iterations="4"'),
+    "cg-pyramidal-implicitfast": ("pyramidal", "CG", 'integrator="implicitfast"'),
+    "newton-elliptic-rk4": ("elliptic", "Newton", 'integrator="RK4"'),
+}
+SMALL_CAPS = (3, 8)
+
+
+def _small(cone: str, solver: str, extra: str):
+    m = mjl.load_mjcf_string(_xml(cone, solver, extra, nsphere=4))
+    mb = mjl.configure(m, contact_buckets=SMALL_CAPS)
+    assert buckets.capacities(mb) == SMALL_CAPS, (buckets.capacities(mb), m.nconmax)
+    return m, mb
+
+
+@pytest.fixture(scope="module", params=list(SETTINGS), ids=list(SETTINGS))
+def stepped_small(request):
+    """(m, full steps, bucket steps) of one setting: two steps from each of two states (the second warm-started)."""
+    m, mb = _small(*SETTINGS[request.param])
+    full, bucketed = [], []
+    for d in _states(m, 2, seed=4):
+        a, b = STEP(m, d), STEP(mb, d)
+        full += [a, STEP(m, a)]
+        bucketed += [b, STEP(mb, b)]
+    return m, full, bucketed
+
+
+def test_settings_step_equals_full(stepped_small):
+    """PGS (pyramidal and elliptic), CG, noslip sweeps (after Newton and PGS), implicitfast and RK4 (each stage's
+    rows and solve in the bucket): the bucketed step is the full step to round-off."""
+    m, full, bucketed = stepped_small
+    for a, b in zip(full, bucketed):
+        # the bucket of 8 ran (RK4's Data holds its last stage's contacts: 5 or 6 live)
+        assert SMALL_CAPS[0] < int(buckets.need(m, a)) <= SMALL_CAPS[1]
+        _check_equal(m, a, b)
+
+
+def test_transition_equals_full():
+    """`derivatives.transition` (the step run once, then the linearised step: its rows and solve at the step's
+    solution) on a bucketed model: the full model's A (B is empty: no actuator)."""
+    m, mb = _small("pyramidal", "Newton", "")
+    d = _states(m, 1, seed=5)[0]
+    (a, b, _, _), (ab, bb, _, _) = (mjl.derivatives.transition(mm, d, sensors=False) for mm in (m, mb))
+    a, ab = np.asarray(a), np.asarray(ab)
+    assert np.all(np.isfinite(a)) and np.shape(bb) == np.shape(b) == (a.shape[0], 0)  # the model has no actuator
+    np.testing.assert_allclose(ab, a, rtol=0, atol=ROUNDOFF * max(1.0, float(np.abs(a).max())))
+
+
 def _quadruped_path() -> str:
     import dm_control.suite  # noqa: PLC0415 - a test dependency, imported on use
 
     return os.path.join(os.path.dirname(dm_control.suite.__file__), "quadruped.xml")
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # 370 s under a load of 9 on 2 cores (the quadruped's full and bucketed steps compile)
 def test_quadruped_equals_full():
     """dm_control's quadruped (height field, four wall planes: 745 slots, 2454 rows) from states of a rollout with
-    random controls (4-8 live contacts): the buckets' step equals the full step."""
+    random controls (4-8 live contacts, once it has landed: it starts 0.57 m up and has no contact before ~0.2 s): the
+    buckets' step equals the full step."""
     m = mjl.load_mjcf(_quadruped_path())
     mb = mjl.configure(m, contact_buckets="auto")
     rng = np.random.default_rng(1)
     d = mjl.make_data(m)
     checked = 0
-    for i in range(60):
+    for i in range(120):
         d = STEP(m, d.replace(ctrl=rng.uniform(-1, 1, m.nu)))
-        if i % 15 == 14:
+        if i % 20 == 19 and i >= 59:
             a, b = STEP(m, d), STEP(mb, d)
             assert 0 < int(buckets.need(m, a)) <= buckets.capacities(mb)[-1]
             _check_equal(m, a, b, tol=ROUNDOFF * max(1.0, float(np.abs(a.qacc).max())))

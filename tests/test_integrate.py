@@ -412,3 +412,52 @@ def test_rk4_loop_config_selects_the_merged_step():
     assert not integrate.rk4_merged(mjl.configure(m, rk4_loop="merged", exact_reset=True))
     euler = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(RK4_SENSOR_XML.replace('integrator="RK4"', "")))
     assert not integrate.rk4_merged(mjl.configure(euler, rk4_loop="merged"))
+
+
+# A pendulum against its joint limit (a constraint row: the solver's implicit gradient in every RK4 stage) with a
+# motor and a sensor (stage 1's sensors run under the merged loop's lax.cond).
+RK4_LIMIT_XML = """<mujoco>
+  <option timestep="0.01" integrator="RK4"/>
+  <worldbody>
+    <body pos="0 0 1"><joint name="h" type="hinge" axis="0 1 0" range="-20 20" damping=".3"/>
+      <geom type="capsule" size=".04" fromto="0 0 0 .3 0 -.1"/></body>
+  </worldbody>
+  <actuator><motor joint="h" gear="3"/></actuator>
+  <sensor><jointpos joint="h"/></sensor>
+</mujoco>"""
+# Reverse mode through the split step's values and the merged step's (rk4_loop "auto") against the split step's own
+# gradient: the same arithmetic in another order (the stage loop of four instead of one forward pass and a loop of
+# three), float64 round-off on gradients of order 1-10.
+RK4_GRAD_ROUNDOFF = 1e-12
+
+
+def test_rk4_loop_auto_is_split_values_and_merged_derivatives():
+    """Config.rk4_loop "auto": `step` returns the split step's values bitwise, and `jax.grad` of a 3-step rollout
+    (with respect to qvel, ctrl and a model float) goes through the merged loop (its jaxpr holds one forward pass's
+    scan over four stages) and equals the split step's gradient to round-off."""
+    base = mjl.load_mjcf_string(RK4_LIMIT_XML)
+    split, auto = mjl.configure(base, rk4_loop="split"), mjl.configure(base, rk4_loop="auto")
+    assert integrate.rk4_merged(auto, derivatives=True) and not integrate.rk4_merged(auto)
+    assert not integrate.rk4_merged(split, derivatives=True)
+    d0 = mjl.make_data(base).replace(qpos=jp.asarray([0.36]), qvel=jp.asarray([1.5]))  # past the limit (20 deg)
+    step = jax.jit(mjl.step)
+    a, b = step(split, d0), step(auto, d0)
+    assert int(a.nefc) == 1
+    jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(y), np.asarray(x)), a, b)
+
+    def loss(m, qvel, ctrl, damping):
+        d = d0.replace(qvel=qvel, ctrl=ctrl)
+        m = m.replace(dof_damping=damping)
+        for _ in range(3):
+            d = mjl.step(m, d)
+        return jp.sum(d.qpos**2) + jp.sum(d.qvel**2) + jp.sum(d.sensordata**2)
+
+    args = (d0.qvel, jp.asarray([0.4]), base.dof_damping)
+    grad = jax.jit(jax.grad(loss, argnums=(1, 2, 3)))
+    ga, gb = grad(split, *args), grad(auto, *args)
+    for x, y in zip(ga, gb):
+        assert np.all(np.isfinite(x)) and np.abs(x).max() > 0
+        np.testing.assert_allclose(y, x, rtol=0, atol=RK4_GRAD_ROUNDOFF * max(1.0, float(np.abs(x).max())))
+    # the merged loop under grad: one scan of length 4 per step in the differentiated program, none of length 3
+    text = str(jax.make_jaxpr(jax.grad(loss, argnums=1))(auto, *args))
+    assert "length=4" in text and "length=3" not in text

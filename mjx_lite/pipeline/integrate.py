@@ -347,10 +347,12 @@ def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
     return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate), start=start), ys
 
 
-def rk4_merged(m: Model) -> bool:
-    """Whether `step` runs forward and RK4 as one loop of four stages (`rk4_forward`): `Config.rk4_loop` "merged",
-    and not with delayed sensors or plastic springs (their update reads stage 1's own Data) or `Config.exact_reset`."""
-    if m.opt.integrator != IntegratorType.RK4 or m.config.rk4_loop != "merged":
+def rk4_merged(m: Model, derivatives: bool = False) -> bool:
+    """Whether `step` runs forward and RK4 as one loop of four stages (`rk4_forward`): `Config.rk4_loop` "merged"
+    (derivatives=True: whether its derivatives go through that loop: "merged" or "auto"), and not with delayed
+    sensors or plastic springs (their update reads stage 1's own Data) or `Config.exact_reset`."""
+    if m.opt.integrator != IntegratorType.RK4 or m.config.rk4_loop not in (("merged", "auto") if derivatives
+                                                                           else ("merged",)):  # fmt: skip
         return False
     return not (m.nhistory or m.nplastic or m.config.exact_reset)
 

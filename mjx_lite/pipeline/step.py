@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 import jax
+from jax.custom_derivatives import SymbolicZero
 
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
@@ -83,12 +84,57 @@ def step(m: Model, d: Data) -> Data:
     check_data(m, d)
     d = fwd.run(integrate.check_pos_vel, m, d)
     if integrate.rk4_merged(m):  # forward and RK4's stages as one loop (one traced forward pass)
-        qvel0 = d.qvel
-        d2, qacc0 = fwd.run(integrate.rk4_forward, m, d)
-        if actuation.dcmotor_state(m):  # MuJoCo advances dcmotor states at the step's actuator velocity
-            d2 = d2.replace(actuator_velocity=d2.actuator_moment @ qvel0)
-        bad_acc = integrate.bad_acc(m, d.replace(qacc=qacc0))
-        return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC)
+        return _step_merged(m, d)
+    if integrate.rk4_merged(m, derivatives=True):  # the split step's values, the merged step's derivatives
+        return _split_value_merged_derivative(m, d)
+    return _step_split(m, d)
+
+
+def _step_merged(m: Model, d: Data) -> Data:
+    """The step after mj_checkPos / mj_checkVel with RK4 as one loop over the four stages (`integrate.rk4_forward`)."""
+    qvel0 = d.qvel
+    d2, qacc0 = fwd.run(integrate.rk4_forward, m, d)
+    if actuation.dcmotor_state(m):  # MuJoCo advances dcmotor states at the step's actuator velocity
+        d2 = d2.replace(actuator_velocity=d2.actuator_moment @ qvel0)
+    bad_acc = integrate.bad_acc(m, d.replace(qacc=qacc0))
+    return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC)
+
+
+def _split_value_merged_derivative(m: Model, d: Data) -> Data:
+    """`_step_split(m, d)` as the value, `_step_merged`'s derivative (`Config.rk4_loop` "auto"): a step that is
+    not differentiated runs the split step (faster to run), while forward and reverse mode go through the merged
+    step's one traced forward pass (half the graph of a gradient: faster to compile). The two steps compute the
+    same values to round-off, so the derivative is the split step's too.
+
+    A `custom_jvp` whose rule is `jax.jvp` of the merged step over the leaves of (m, d) that carry a tangent (the
+    others, symbolic zeros, are closed over: a model that is not differentiated adds nothing to the graph); under
+    `jax.grad` the merged step's linearisation is transposed as usual (its solver's implicit VJP included)."""
+    leaves, tree = jax.tree.flatten((m, d))
+    config = m.config
+
+    @jax.custom_jvp
+    def f(*leaves):
+        return _step_split(*jax.tree.unflatten(tree, leaves))
+
+    def f_jvp(primals, tangents):
+        live = [i for i, t in enumerate(tangents) if not isinstance(t, SymbolicZero)]
+
+        def merged(*xs):
+            args = list(primals)
+            for i, x in zip(live, xs):
+                args[i] = x
+            return _step_merged(*jax.tree.unflatten(tree, args))
+
+        with matmul_precision(config):  # the rule may be traced outside the entry point's context (jit, then grad)
+            return jax.jvp(merged, [primals[i] for i in live], [tangents[i] for i in live])
+
+    f.defjvp(f_jvp, symbolic_zeros=True)
+    return f(*leaves)
+
+
+def _step_split(m: Model, d: Data) -> Data:
+    """The step after mj_checkPos / mj_checkVel: forward, then the integrator (RK4: its three later stages as one
+    loop, a second traced forward pass)."""
     with jax.named_scope("forward"):  # fwd.forward in two halves: a bad qacc leaves the first half's fields as they are
         d_pos_vel = fwd.forward_pos_vel(m, d)
         d = fwd.forward_acc(m, d_pos_vel)

@@ -357,7 +357,9 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
         seg_start = (jp.cumsum(cnt) - cnt).astype(jp.int32)
         n_live = jp.sum(cnt).astype(jp.int32)
         real = jp.arange(S) < ntree
-    dims_present = sorted({int(x) for x in dims_s[cone_s]})
+    # the contact dims a cone block can hold: MuJoCo's condims 3, 4, 6 up to its slot's width (a slot may be wider than
+    # its contact: a capped or bucketed layout gives every slot the model's largest condim)
+    dims_present = [c for c in (3, 4, 6) if c <= int(np.max(dims_s[cone_s], initial=0))]
     fl = p.frictionloss
 
     def dual_cost(f):
