@@ -132,7 +132,8 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     # plugin actuators and sensors keep their configuration as text in MuJoCo (plugin_attr): not rebuilt here
     if np.any(mjm.actuator_plugin >= 0) or np.any(mjm.sensor_plugin >= 0):
         raise NotImplementedError("model_from_mujoco: plugin actuators and sensors (build with load_mjcf)")
-    arrays["actuator_pluginprm"] = np.zeros((mjm.nactuator, 5))  # (what io.build_model assumes for a model without them)
+    # (what io.build_model assumes for a model without them)
+    arrays["actuator_pluginprm"] = np.zeros((mjm.nactuator, 5))
     arrays.update(rod_arrays_from_mujoco(mjm))
     sizes = {k: getattr(mjm, k) for k in types.SIZE_FIELDS}
     opt = {f.name: getattr(mjm.opt, f.name) for f in dataclasses.fields(types.Option)}
