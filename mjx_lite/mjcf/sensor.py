@@ -306,8 +306,8 @@ def compile_sensor(root: Element, ctx: CompileContext) -> None:
             raise error(s, "phase must be greater than -period", "interval")
     ctx.arrays.update(cols)
     tangent = np.zeros((adr, 3))
-    for a, n, t in tangents:
-        tangent[a + n : a + 2 * n], tangent[a + 2 * n : a + 3 * n] = t[:, 0], t[:, 1]
+    for a, ntaxel, t in tangents:
+        tangent[a + ntaxel : a + 2 * ntaxel], tangent[a + 2 * ntaxel : a + 3 * ntaxel] = t[:, 0], t[:, 1]
     ctx.arrays["sensor_plugincfg"] = tuple(plugincfg) if any(c is not None for c in plugincfg) else ()
     ctx.arrays.update(sensor_intprm=intprm, sensor_history=history, sensor_noise=noise, sensor_cutoff=cutoff,
                       sensor_delay=delay, sensor_interval=interval, sensor_tangent=tangent)  # fmt: skip
