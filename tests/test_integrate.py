@@ -431,6 +431,7 @@ RK4_LIMIT_XML = """<mujoco>
 RK4_GRAD_ROUNDOFF = 1e-12
 
 
+@pytest.mark.slow  # CI time: 39 s on a quiet 2-core CPU (two RK4 gradients compile); an opt-in setting
 def test_rk4_loop_auto_is_split_values_and_merged_derivatives():
     """Config.rk4_loop "auto": `step` returns the split step's values bitwise, and `jax.grad` of a 3-step rollout
     (with respect to qvel, ctrl and a model float) goes through the merged loop (its jaxpr holds one forward pass's
