@@ -245,6 +245,7 @@ def _rollout(m, kp, ctrl, steps=30):
     return d.qpos[0] + d.qpos[2]
 
 
+@pytest.mark.slow  # CI time: 25 s on a quiet 2-core CPU; touch_grid's gradient test stays in CI
 def test_gradients_and_vmap(arm):
     """d qpos / d kp and d qpos / d ctrl (rollout through integral, slew and filter states) vs central differences;
     vmap over kp equals unbatched calls."""
