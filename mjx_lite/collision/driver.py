@@ -67,7 +67,7 @@ from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedr
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
-from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, adhesive_dim, info_axes
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, adhesive_dim, info_axes, mix_params
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
@@ -510,22 +510,8 @@ def _mix_params(m: Model, g1: np.ndarray, g2: np.ndarray) -> tuple:
     hi2 = p2 > p1
     same = ~(hi1 | hi2)
     condim = np.where(same, np.maximum(c1, c2), np.where(hi1, c1, c2)).astype(np.int32)
-    s1, s2 = m.geom_solmix[g1], m.geom_solmix[g2]
-    minval = types.MINVAL
-    big1, big2 = s1 >= minval, s2 >= minval
-    mix = jp.where(
-        big1 & big2,
-        s1 / jp.where(big1 & big2, s1 + s2, 1.0),
-        jp.where(~big1 & ~big2, 0.5, jp.where(~big1, 0.0, 1.0)),
-    )
-    mix = jp.where(hi1, 1.0, jp.where(hi2, 0.0, mix))
-    r1, r2 = m.geom_solref[g1], m.geom_solref[g2]
-    both_std = (r1[:, :1] > 0) & (r2[:, :1] > 0)
-    mixed = mix[:, None] * r1 + (1 - mix[:, None]) * r2
-    solref = jp.where(both_std | ~same[:, None], mixed, jp.minimum(r1, r2))
-    solimp = mix[:, None] * m.geom_solimp[g1] + (1 - mix[:, None]) * m.geom_solimp[g2]
-    fr = jp.where(same[:, None], jp.maximum(f[g1], f[g2]), jp.where(hi1[:, None], f[g1], f[g2]))
-    friction = jp.stack([fr[:, 0], fr[:, 0], fr[:, 1], fr[:, 2], fr[:, 2]], axis=-1)
+    friction, solref, solimp = mix_params((p1, m.geom_solmix[g1], m.geom_solref[g1], m.geom_solimp[g1], f[g1]),
+                                          (p2, m.geom_solmix[g2], m.geom_solref[g2], m.geom_solimp[g2], f[g2]))
     # MuJoCo >= 4: margins (geometric inflation) and gaps (extra detection buffer) of the two geoms add up
     margin = m.geom_margin[g1] + m.geom_margin[g2]
     gap = m.geom_gap[g1] + m.geom_gap[g2]

@@ -32,7 +32,7 @@ from mjx_lite import types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import flex_elem, flex_flex, flex_hfield, hull
 from mjx_lite.collision.frame import make_frame
-from mjx_lite.collision.types import NOCONTACT, GeomInfo, adhesive_dim, info_axes
+from mjx_lite.collision.types import NOCONTACT, GeomInfo, adhesive_dim, info_axes, mix_params
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 MAXCONPAIR = 50  # mjMAXCONPAIR: contacts MuJoCo keeps per geom-flex pair
@@ -175,7 +175,7 @@ def _params(m: Model, g: np.ndarray, f: np.ndarray):
     """(margin, gap, friction (n, 5), solref (n, 2), solimp (n, 5), adhesion (n,)) of geom-flex slots, as
     mj_contactParam."""
     p1, p2 = np.asarray(m.geom_priority)[g], np.asarray(m.flex_priority)[f]
-    friction, solref, solimp = flex_flex.mix_params(
+    friction, solref, solimp = mix_params(
         (p1, m.geom_solmix[g], m.geom_solref[g], m.geom_solimp[g], m.geom_friction[g]),
         (p2, m.flex_solmix[f], m.flex_solref[f], m.flex_solimp[f], m.flex_friction[f]))
     hi2 = jp.asarray(p1 < p2)

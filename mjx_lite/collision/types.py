@@ -8,6 +8,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jp
 
+from mjx_lite import types as _types
 from mjx_lite.types import Model
 
 # Shape aliases of the colliders' signatures: each stands for a jax.Array of the shape in its comment (for one pair:
@@ -103,3 +104,22 @@ def adhesive_dim(m: Model, dim: jax.Array, dist: jax.Array, includemargin: jax.A
     if not m.flg_adhesion:
         return dim
     return jp.where((adhesion != 0) & (dist >= includemargin), 1, dim).astype(jp.int32)
+
+
+def mix_params(side1: tuple, side2: tuple) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(friction (n, 5), solref (n, 2), solimp (n, 5)) of contacts between two sides (mj_contactParam), each side
+    (priority (n,) static, solmix (n,), solref (n, 2), solimp (n, 5), friction (n, 3)): the higher priority's values,
+    else solref / solimp mixed by solmix (the smaller solref where either is direct) and the larger friction."""
+    p1, s1, r1, i1, f1 = side1
+    p2, s2, r2, i2, f2 = side2
+    hi1, hi2 = jp.asarray(p1 > p2), jp.asarray(p1 < p2)
+    same = ~(hi1 | hi2)
+    big1, big2 = s1 >= _types.MINVAL, s2 >= _types.MINVAL
+    mix = jp.where(big1 & big2, s1 / jp.where(big1 & big2, s1 + s2, 1.0),
+                   jp.where(~big1 & ~big2, 0.5, jp.where(~big1, 0.0, 1.0)))  # fmt: skip
+    mix = jp.where(hi1, 1.0, jp.where(hi2, 0.0, mix))
+    both_std = (r1[:, :1] > 0) & (r2[:, :1] > 0)
+    solref = jp.where(both_std | ~same[:, None], mix[:, None] * r1 + (1 - mix[:, None]) * r2, jp.minimum(r1, r2))
+    solimp = mix[:, None] * i1 + (1 - mix[:, None]) * i2
+    fr = jp.where(same[:, None], jp.maximum(f1, f2), jp.where(hi1[:, None], f1, f2))
+    return jp.stack([fr[:, 0], fr[:, 0], fr[:, 1], fr[:, 2], fr[:, 2]], axis=-1), solref, solimp
