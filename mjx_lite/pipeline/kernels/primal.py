@@ -180,6 +180,17 @@ def _any(flags) -> jax.Array:
     return jp.max(where(flags, 1, 0).astype(jp.int32)) > 0
 
 
+def trace_scale(io, nv: int, tree_m: bool):
+    """MuJoCo 4.0's scale of the solvers' stopping tests (lanes): 1 / trace(M) of each environment's mass matrix,
+    input "M" dense (nv * nv) or tree-sparse (tree_m: its diagonal at table "tm_diag")."""
+    zero = io.lanes(0.0)
+    if tree_m:
+        trace = _loop(0, nv, lambda i, s: s + io.read("M", io.table("tm_diag", i)), zero)
+    else:
+        trace = _loop(0, nv, lambda i, s: s + io.read("M", i * (nv + 1)), zero)
+    return 1.0 / jp.maximum(MINVAL, trace)
+
+
 def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterations: int, warm: bool):
     nv, nefc = m.nv, layout.nefc
     kinds = set(np.asarray(layout.kind).tolist())
@@ -204,12 +215,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         def dot(a, b, n):
             return _loop(0, n, lambda i, s: s + a(i) * b(i), zero)
 
-        # MuJoCo 4.0's scale of the stopping tests: 1 / trace(M) of this environment's mass matrix
-        if tree_m is None:
-            trace = _loop(0, nv, lambda i, s: s + io.read("M", i * (nv + 1)), zero)
-        else:
-            trace = _loop(0, nv, lambda i, s: s + io.read("M", io.table("tm_diag", i)), zero)
-        scale = 1.0 / jp.maximum(MINVAL, trace)
+        scale = trace_scale(io, nv, tree_m is not None)
 
         # ---- the rows' cost: value, force = -ds/djar, curvature (solver/common.py's eval_constraints) --------
         def row_eval(r, x, with_state=False):
