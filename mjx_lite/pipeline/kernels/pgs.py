@@ -222,7 +222,7 @@ def _body(m: Model, layout: common.Layout, iterations: int, warm: bool):
                 out = jax.lax.cond(_any(run & ell), lambda: block(dmax), lambda: block(1))
             else:
                 out = block(1)
-            new, change = out[:dmax], out[dmax]
+            new, change = out
             for i in range(dmax):
                 cur = io.load_at("force", rows[i])
                 io.write_at("force", rows[i], where(run & vm[i], new[i], cur))
