@@ -29,6 +29,10 @@ produce the same integer sequence.
 
 Loops are bounded (`common.iterate`: scan, or a while_loop bounded by opt.iterations); the sweep and the shuffle are
 `fori_loop`s over the static number of blocks (padding blocks are skipped).
+
+The block update (`block_update`, with `qcqp` and `project_ellipsoid`) is written on Python lists of same-shaped
+arrays: scalars here, lane vectors (one environment per lane) in the fused PGS kernel (pipeline/kernels/pgs.py),
+which runs these functions, `pcg32_next`, `initial_order` and `block_friction` per environment.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ Newton, whose Hessian is then J' (H_s J) with H_s J in `_HJ`: h_r J_r on the sca
 rows on the cones'), and Js_c' Hc Js_c in the line search's second derivative. Inputs then add each group's mu and
 tangential frictions (Problem.cone_mu, cone_friction).
 
-Not fused (the XLA solver runs): PGS (a dual method), the sparse efc_J layout, and CG with
-`Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
+PGS (a dual method) has its own kernel, kernels/pgs.py. Not fused (the XLA solver runs): the sparse efc_J layout,
+and CG with `Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
 solver (kernels/launch.py): exact in `Config.gradients="unrolled"`; under "implicit" the solver's own custom_vjp
 (solver/solve.py) differentiates the optimality condition at the returned qacc, whatever computed it.
 """
