@@ -17,6 +17,7 @@ from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.solver.solve import solve
+from mjx_lite.types import ConstraintType
 from tests import oracle
 from tests import test_kernels as tk
 
@@ -133,7 +134,10 @@ def _close(got, want, tol, what):
         a, b = np.asarray(getattr(got, f)), np.asarray(getattr(want, f))
         err = float(np.max(np.abs(a - b))) / max(1.0, float(np.max(np.abs(b))))
         assert err <= tol, f"{what}: {f} differs by {err:.3g} (relative), tolerance {tol}"
-    np.testing.assert_array_equal(got.efc_state, want.efc_state, err_msg=what)
+    # the rows' dual states (noslip.dual_state of the forces); an elliptic force the QCQP put on the cone's boundary
+    # is SATISFIED or CONE by a rounding of mu N >= |T| (as in tests/test_pgs.py), so those rows are left out
+    scalar = np.asarray(want.efc_type) != int(ConstraintType.CONTACT_ELLIPTIC)
+    np.testing.assert_array_equal(np.asarray(got.efc_state)[scalar], np.asarray(want.efc_state)[scalar], what)
     np.testing.assert_array_equal(got.solver_niter, want.solver_niter, err_msg=what)
 
 
@@ -153,6 +157,16 @@ def test_pgs_kernel_equals_xla(request, cone):
     niter = np.asarray(want.solver_niter)
     assert len(set(niter.tolist())) > 1 and np.all(niter < int(m.opt.iterations)), niter
     _close(_solve(mf, ds), want, PGS_TOL, cone)
+
+
+@pytest.mark.slow
+def test_pgs_kernel_tree_sparse_qm():
+    """qM in the tree-sparse layout (`Config.mass_matrix="sparse"`: the trace of M from its diagonal entries)."""
+    mjm = mujoco.MjModel.from_xml_string(_xml("elliptic", tol=1e-8))
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla", mass_matrix="sparse")
+    ds = _prepared(m, _batch(mjm, m, 2, seed=1))
+    assert np.asarray(ds.qM).shape[-1] != m.nv  # the tree-sparse layout
+    _close(_solve(mjl.configure(m, kernels="fused"), ds), _solve(m, ds), PGS_TOL, "tree-sparse qM")
 
 
 def test_pgs_kernel_cold_start_and_fixed_sweeps(pyramidal):
