@@ -218,11 +218,12 @@ def test_solver_equals_xla(rows, solver, mass):
 
 
 def test_unfused_configurations_stay_xla(rows):
-    """PGS and the sparse efc_J layout keep the XLA solver under kernels='fused' (traced only); elliptic cones run
-    the kernel."""
+    """The sparse efc_J layout keeps the XLA solver under kernels='fused' (traced only); elliptic cones run the
+    kernel, PGS its own (kernels/pgs.py, tests/test_kernels_pgs.py)."""
     m, _ = rows
     pgs = mjl.configure(_with(m, mjl.SolverType.PGS), kernels="fused")
-    assert "pallas_call" not in _kernel_names(pgs, mjl.make_data(pgs))
+    names = _kernel_names(pgs, mjl.make_data(pgs))
+    assert "solve_pgs" in names and "solve_newton" not in names
     mjm = mujoco.MjModel.from_xml_string(ROWS)
     mjm.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     me = mjl.configure(oracle.model_from_mujoco(mjm), kernels="fused")

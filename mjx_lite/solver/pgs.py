@@ -29,6 +29,10 @@ produce the same integer sequence.
 
 Loops are bounded (`common.iterate`: scan, or a while_loop bounded by opt.iterations); the sweep and the shuffle are
 `fori_loop`s over the static number of blocks (padding blocks are skipped).
+
+The block update (`block_update`, with `qcqp` and `project_ellipsoid`) is written on Python lists of same-shaped
+arrays: scalars here, lane vectors (one environment per lane) in the fused PGS kernel (pipeline/kernels/pgs.py),
+which runs these functions, `pcg32_next`, `initial_order` and `block_friction` per environment.
 """
 
 from __future__ import annotations
@@ -137,10 +141,15 @@ def shuffle_segments(order: jax.Array, n: jax.Array, start: jax.Array, run: jax.
 
 # ---------------------------------------------------------------------------------------------------------
 # QCQP: min 0.5 x'Ax + x'b  s.t.  sum (x_i/d_i)^2 <= r^2 (mju_QCQP2 / mju_QCQP3 / mju_QCQP)
+#
+# The block update's helpers work on Python lists of same-shaped arrays (A: a list of rows; b, d: lists): scalars
+# on the XLA path (`solve_pgs`), lane vectors in the fused kernel (pipeline/kernels/pgs.py), which runs the same
+# functions per environment.
 
 
-def _qcqp_newton(step: Callable, n_free: int, dtype):
-    """Run up to 20 Newton steps on the multiplier: step(la) -> (ok, v, val, deriv). Returns (v, active, ok)."""
+def _qcqp_newton(step: Callable, n_free: int, zero: jax.Array):
+    """Run up to 20 Newton steps on the multiplier: step(la) -> (ok, v (list), val, deriv). zero: a zero of the
+    values' shape and dtype. Returns (v, active, ok)."""
 
     def body(_, c):
         la, v, done, ok = c
@@ -150,20 +159,20 @@ def _qcqp_newton(step: Callable, n_free: int, dtype):
         delta = -val / jp.where(deriv != 0, deriv, -1.0)
         small = delta < _QCQP_EPS
         stop = fail | conv | small
-        v = jp.where(done, v, v_i)
+        v = tuple(jp.where(done, a, b) for a, b in zip(v, v_i))
         ok = jp.where(done, ok, ok_i)
         la = jp.where(done | stop, la, la + delta)
         return la, v, done | stop, ok
 
-    init = (jp.zeros((), dtype), jp.zeros((n_free,), dtype), jp.zeros((), bool), jp.ones((), bool))
+    init = (zero, (zero,) * n_free, jp.zeros_like(zero, bool), jp.ones_like(zero, bool))
     la, v, _, ok = jax.lax.fori_loop(0, _QCQP_ITERS, body, init)
-    return v, (la != 0) & ok, ok
+    return list(v), (la != 0) & ok, ok
 
 
 def _qcqp2(A, b, d, r):
     """mju_QCQP2 on the leading 2x2 (closed form)."""
     b1, b2 = b[0] * d[0], b[1] * d[1]
-    A11, A22, A12 = A[0, 0] * d[0] * d[0], A[1, 1] * d[1] * d[1], A[0, 1] * d[0] * d[1]
+    A11, A22, A12 = A[0][0] * d[0] * d[0], A[1][1] * d[1] * d[1], A[0][1] * d[0] * d[1]
 
     def step(la):
         det = (A11 + la) * (A22 + la) - A12 * A12
@@ -174,17 +183,17 @@ def _qcqp2(A, b, d, r):
         v2 = -P12 * b1 - P22 * b2
         val = v1 * v1 + v2 * v2 - r * r
         deriv = -2.0 * (P11 * v1 * v1 + 2.0 * P12 * v1 * v2 + P22 * v2 * v2)
-        return ok, jp.stack([v1, v2]), val, deriv
+        return ok, (v1, v2), val, deriv
 
-    v, active, ok = _qcqp_newton(step, 2, b.dtype)
-    return jp.where(ok, v * d[:2], 0.0), active
+    v, active, ok = _qcqp_newton(step, 2, jp.zeros_like(b1))
+    return [jp.where(ok, v[i] * d[i], 0.0) for i in range(2)], active
 
 
 def _qcqp3(A, b, d, r):
     """mju_QCQP3 on the leading 3x3 (closed form with the adjugate)."""
     b1, b2, b3 = b[0] * d[0], b[1] * d[1], b[2] * d[2]
-    A11, A22, A33 = A[0, 0] * d[0] * d[0], A[1, 1] * d[1] * d[1], A[2, 2] * d[2] * d[2]
-    A12, A13, A23 = A[0, 1] * d[0] * d[1], A[0, 2] * d[0] * d[2], A[1, 2] * d[1] * d[2]
+    A11, A22, A33 = A[0][0] * d[0] * d[0], A[1][1] * d[1] * d[1], A[2][2] * d[2] * d[2]
+    A12, A13, A23 = A[0][1] * d[0] * d[1], A[0][2] * d[0] * d[2], A[1][2] * d[1] * d[2]
 
     def step(la):
         P11 = (A22 + la) * (A33 + la) - A23 * A23
@@ -203,62 +212,151 @@ def _qcqp3(A, b, d, r):
         val = v1 * v1 + v2 * v2 + v3 * v3 - r * r
         deriv = (-2.0 * (P11 * v1 * v1 + P22 * v2 * v2 + P33 * v3 * v3)
                  - 4.0 * (P12 * v1 * v2 + P13 * v1 * v3 + P23 * v2 * v3))  # fmt: skip
-        return ok, jp.stack([v1, v2, v3]), val, deriv
+        return ok, (v1, v2, v3), val, deriv
 
-    v, active, ok = _qcqp_newton(step, 3, b.dtype)
-    return jp.where(ok, v * d[:3], 0.0), active
+    v, active, ok = _qcqp_newton(step, 3, jp.zeros_like(b1))
+    return [jp.where(ok, v[i] * d[i], 0.0) for i in range(3)], active
 
 
-def _chol(A: jax.Array, n: int):
-    """Cholesky factor L (n, n) of a small SPD matrix (unrolled) and whether every pivot reached 1e-10
+def _sum(terms, zero):
+    """Sum of an iterable of arrays, from zero (an empty sum is zero)."""
+    for t in terms:
+        zero = zero + t
+    return zero
+
+
+def _chol(A, n: int, zero):
+    """Cholesky factor L (lists, lower) of a small SPD matrix A (lists) and whether every pivot reached 1e-10
     (mju_cholFactor's rank test)."""
     L = [[None] * n for _ in range(n)]
-    ok = jp.ones((), bool)
+    ok = jp.ones_like(zero, bool)
     for j in range(n):
-        s = A[j, j] - sum((L[j][k] * L[j][k] for k in range(j)), jp.zeros((), A.dtype))
+        s = A[j][j] - _sum((L[j][k] * L[j][k] for k in range(j)), zero)
         ok = ok & (s >= _QCQP_EPS)
         ljj = jp.sqrt(jp.where(s >= _QCQP_EPS, s, 1.0))
         L[j][j] = ljj
         for i in range(j + 1, n):
-            t = A[i, j] - sum((L[i][k] * L[j][k] for k in range(j)), jp.zeros((), A.dtype))
+            t = A[i][j] - _sum((L[i][k] * L[j][k] for k in range(j)), zero)
             L[i][j] = t / ljj
     return L, ok
 
 
-def _chol_solve(L, y, n: int) -> jax.Array:
+def _chol_solve(L, y, n: int, zero) -> list:
     z = []
     for i in range(n):
-        z.append((y[i] - sum((L[i][k] * z[k] for k in range(i)), jp.zeros((), y.dtype))) / L[i][i])
+        z.append((y[i] - _sum((L[i][k] * z[k] for k in range(i)), zero)) / L[i][i])
     x = [None] * n
     for i in reversed(range(n)):
-        x[i] = (z[i] - sum((L[k][i] * x[k] for k in range(i + 1, n)), jp.zeros((), y.dtype))) / L[i][i]
-    return jp.stack(x)
+        x[i] = (z[i] - _sum((L[k][i] * x[k] for k in range(i + 1, n)), zero)) / L[i][i]
+    return x
 
 
 def _qcqp_n(A, b, d, r, n: int):
     """mju_QCQP on the leading n x n (Cholesky), n <= 5."""
-    bs = b[:n] * d[:n]
-    As = A[:n, :n] * d[:n, None] * d[None, :n]
+    zero = jp.zeros_like(b[0] * d[0])
+    bs = [b[i] * d[i] for i in range(n)]
+    As = [[A[i][j] * d[i] * d[j] for j in range(n)] for i in range(n)]
 
     def step(la):
-        L, ok = _chol(As + la * jp.eye(n, dtype=As.dtype), n)
-        v = -_chol_solve(L, bs, n)
-        val = jp.dot(v, v) - r * r
-        deriv = -2.0 * jp.dot(v, _chol_solve(L, v, n))
-        return ok, v, val, deriv
+        L, ok = _chol([[As[i][j] + la if i == j else As[i][j] for j in range(n)] for i in range(n)], n, zero)
+        v = [-x for x in _chol_solve(L, bs, n, zero)]
+        val = _sum((x * x for x in v), zero) - r * r
+        w = _chol_solve(L, v, n, zero)
+        deriv = -2.0 * _sum((v[i] * w[i] for i in range(n)), zero)
+        return ok, tuple(v), val, deriv
 
-    v, active, ok = _qcqp_newton(step, n, b.dtype)
-    return jp.where(ok, v * d[:n], 0.0), active
+    v, active, ok = _qcqp_newton(step, n, zero)
+    return [jp.where(ok, v[i] * d[i], 0.0) for i in range(n)], active
 
 
-def _project_ellipsoid(x: jax.Array, normal: jax.Array, mu: jax.Array, valid: jax.Array, feasible: bool):
-    """Scale friction x (n,) onto sum (x_j/mu_j)^2 <= normal^2: always to the boundary (feasible=False), or only
-    when outside (feasible=True). valid (n,): the contact's friction rows (padding rows stay 0)."""
-    s = jp.sum(jp.where(valid, x * x / jp.where(valid, mu * mu, 1.0), 0.0))
+def project_ellipsoid(x: list, normal, mu: list, valid: list, feasible: bool) -> list:
+    """Scale friction x (list of n) onto sum (x_j/mu_j)^2 <= normal^2: always to the boundary (feasible=False), or
+    only when outside (feasible=True). valid (list of n bools): the contact's friction rows (padding rows stay 0)."""
+    s = _sum((jp.where(v, a * a / jp.where(v, m * m, 1.0), 0.0) for a, m, v in zip(x, mu, valid)),
+             jp.zeros_like(normal))
     n2 = normal * normal
     scl = jp.sqrt(n2 / jp.maximum(MINVAL, s))
-    scale = (s > n2) if feasible else jp.ones((), bool)
-    return jp.where(scale, x * scl, x)
+    if feasible:
+        scale = s > n2
+        return [jp.where(scale, a * scl, a) for a in x]
+    return [a * scl for a in x]
+
+
+def qcqp(Ac: list, bc: list, mu: list, normal, adim, dims_present: list) -> tuple[list, jax.Array]:
+    """The friction rows' QCQP of an elliptic block (nfr = len(bc) rows) for the contact dims that can occur
+    (dims_present, of 3, 4, 6), the one of dim adim selected: (x (list of nfr), on the cone boundary)."""
+    nfr = len(bc)
+    zero = jp.zeros_like(bc[0])
+    out = [zero] * nfr
+    act = jp.zeros_like(zero, bool)
+    for dim in dims_present:
+        n = dim - 1
+        A_ = [[Ac[i][j] if (i < n and j < n) else (jp.ones_like(zero) if i == j else zero) for j in range(nfr)]
+              for i in range(nfr)]  # fmt: skip
+        mu_ = [mu[i] if i < n else jp.ones_like(zero) for i in range(nfr)]
+        if n == 2:
+            v, a = _qcqp2(A_, bc, mu_, normal)
+        elif n == 3:
+            v, a = _qcqp3(A_, bc, mu_, normal)
+        else:
+            v, a = _qcqp_n(A_, bc, mu_, normal, n)
+        v = v + [zero] * (nfr - n)
+        sel = adim == dim
+        out = [jp.where(sel, a_, o) for a_, o in zip(v, out)]
+        act = jp.where(sel, a, act)
+    return out, act
+
+
+def block_update(res: list, old: list, A: list, vm: list, kind0, fl0, ell, mu: list, adim, dims_present: list):
+    """One block of MuJoCo's PGS sweep (its body): a scalar row, or an elliptic contact, from its residual.
+
+    Lists of same-shaped arrays (scalars on the XLA path, lane vectors in the fused kernel): res, old (dmax) the
+    block's residual (AR f + b) and force; A (dmax lists of dmax) its rows of A + R, zero outside the block's valid
+    rows vm (dmax bools: the first always set); kind0 the first row's ConstraintType, fl0 its friction loss; ell: an
+    elliptic block (else scalar); mu (dmax - 1) the tangential frictions (0 for rows the contact does not have);
+    adim the contact's dim; dims_present the contact dims that can occur (static).
+    Returns (new force (dmax), the cost change), an update that raises the cost by more than 1e-10 undone.
+    """
+    dmax = len(res)
+    nfr = dmax - 1
+    zero = jp.zeros_like(res[0])
+    ari = 1.0 / A[0][0]
+    a00 = 1.0 / ari
+    # scalar block: 1-D minimum, then the interval / sign constraint
+    x0 = old[0] - res[0] * ari
+    x0 = jp.where(kind0 == common.FRICTION, jp.clip(x0, -fl0, fl0), x0)
+    x0 = jp.where((kind0 == common.INEQUALITY) | (kind0 == common.CONE), jp.maximum(x0, 0.0), x0)
+    d0 = x0 - old[0]
+    change_s = 0.5 * d0 * d0 * a00 + d0 * res[0]
+    if nfr == 0:
+        undo = change_s > _COST_UNDO
+        return [jp.where(undo, old[0], x0)], jp.where(undo, 0.0, change_s)
+    # elliptic block: normal or ray update ...
+    small = old[0] < MINVAL
+    normal = jp.maximum(old[0] - res[0] * ari, 0.0)
+    Av = [_sum((A[i][j] * old[j] for j in range(dmax)), zero) for i in range(dmax)]
+    denom = _sum((old[i] * Av[i] for i in range(dmax)), zero)
+    x = -_sum((old[i] * res[i] for i in range(dmax)), zero) / jp.where(denom >= MINVAL, denom, 1.0)
+    x = jp.where(old[0] + x * old[0] < 0, -old[0] / jp.where(small, 1.0, old[0]), x)
+    ray = [jp.where(denom >= MINVAL, o + x * o, o) for o in old]
+    fe = [jp.where(small, normal, ray[0])] + [jp.where(small, zero, r) for r in ray[1:]]
+    # ... then the friction rows with the normal fixed
+    Ac = [[A[1 + i][1 + j] for j in range(nfr)] for i in range(nfr)]
+    bc = [res[1 + i] - _sum((Ac[i][j] * old[1 + j] for j in range(nfr)), zero) + A[1 + i][0] * (fe[0] - old[0])
+          for i in range(nfr)]  # fmt: skip
+    fv = vm[1:]
+    t, on_cone = qcqp(Ac, bc, mu, fe[0], adim, dims_present)
+    tp = project_ellipsoid(t, fe[0], mu, fv, False)
+    t = [jp.where(fe[0] < MINVAL, 0.0, jp.where(v, jp.where(on_cone, a, b), 0.0)) for a, b, v in zip(tp, t, fv)]
+    fe = fe[:1] + t
+    fe = [jp.where(v, a, 0.0) for a, v in zip(fe, vm)]
+    delta = [a - o for a, o in zip(fe, old)]
+    change_b = (0.5 * _sum((delta[i] * _sum((A[i][j] * delta[j] for j in range(dmax)), zero) for i in range(dmax)),
+                           zero) + _sum((d * r for d, r in zip(delta, res)), zero))  # fmt: skip
+    new = [jp.where(ell, fe[0], x0)] + [jp.where(ell, a, zero) for a in fe[1:]]
+    change = jp.where(ell, change_b, change_s)
+    undo = change > _COST_UNDO
+    return [jp.where(undo, o, n) for o, n in zip(old, new)], jp.where(undo, 0.0, change)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -282,9 +380,65 @@ def block_rows(layout: Layout) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(rows).astype(np.int64), np.asarray(dims, np.int64)
 
 
+def block_friction(layout: Layout, cone_friction: tuple, dtype) -> jax.Array:
+    """(nb, dmax - 1) friction coefficients of each `block_rows` block's tangential rows: 0 for scalar blocks and for
+    rows a contact does not have (a slot may be wider than its contact)."""
+    rows_s, _ = block_rows(layout)
+    nb, dmax = rows_s.shape
+    nfr = dmax - 1
+    fric = jp.zeros((nb, max(nfr, 1)), dtype)
+    first = int(np.sum(layout.kind != common.CONE))
+    for c, fr in zip(layout.cones, cone_friction):
+        k, dim = c.shape
+        fric = fric.at[first : first + k, : dim - 1].set(fr.astype(dtype))
+        first += k
+    return fric[:, :nfr]
+
+
+def dims_present(layout: Layout) -> list:
+    """The contact dims an elliptic block can hold: MuJoCo's condims 3, 4, 6 up to its slot's width (a slot may be
+    wider than its contact: a capped or bucketed layout gives every slot the model's largest condim)."""
+    _, dims_s = block_rows(layout)
+    return [c for c in (3, 4, 6) if c <= int(np.max(dims_s[dims_s > 1], initial=0))]
+
+
+def initial_order(layout: Layout, mask: jax.Array, block_key: tuple | None) -> tuple[jax.Array, jax.Array]:
+    """The blocks' order before the first shuffle (the whole system): the live blocks (their first row's mask) in
+    block_key's order (see `solve_pgs`), then the others. Returns (order (nb,) int32, live blocks () int32)."""
+    rows_s, _ = block_rows(layout)
+    nb = rows_s.shape[0]
+    live = mask[rows_s[:, 0]] if nb else jp.zeros(0, bool)
+    if block_key is None:
+        block_key = (jp.arange(nb, dtype=jp.int32),)
+    big = jp.iinfo(jp.int32).max
+    order = jp.lexsort(tuple(jp.where(live, k, big) for k in block_key) + (~live,)).astype(jp.int32)
+    return order, jp.sum(live).astype(jp.int32)
+
+
+def project(layout: Layout, f: jax.Array, frictionloss: jax.Array, cone_friction: tuple) -> jax.Array:
+    """The whole force f (nefc,) projected onto the constraint set K (after the momentum step): friction loss rows
+    clipped to their interval, inequalities (limits, pyramidal and frictionless contacts) to f >= 0, elliptic contacts
+    onto their cones (a negative normal: the whole contact zero)."""
+    kind = layout.kind
+    fric_rows = np.nonzero(kind == common.FRICTION)[0]
+    ineq_rows = np.nonzero(kind == common.INEQUALITY)[0]
+    fl = frictionloss
+    f = f.at[fric_rows].set(jp.clip(f[fric_rows], -fl[fric_rows], fl[fric_rows]))
+    f = f.at[ineq_rows].set(jp.maximum(f[ineq_rows], 0.0))
+    for c, fr in zip(layout.cones, cone_friction):
+        blk = f[c]  # (k, dim)
+        n = blk[:, 0]
+        t = project_ellipsoid([blk[:, 1 + i] for i in range(fr.shape[1])], n, [fr[:, i] for i in range(fr.shape[1])],
+                              [fr[:, i] > 0 for i in range(fr.shape[1])], True)  # fmt: skip
+        blk = jp.where((n < 0)[:, None], 0.0, jp.stack([n] + t, axis=1))
+        f = f.at[c].set(blk)
+    return f
+
+
 def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int, tolerance: jax.Array,
               minv: Callable[[jax.Array], jax.Array], early_exit: bool = False,
-              block_key: tuple[jax.Array, ...] | None = None, refill: bool = False, islands=None):
+              block_key: tuple[jax.Array, ...] | None = None, refill: bool = False, islands=None,
+              order: tuple | None = None):
     """MuJoCo 4.0's PGS on the dual problem from force0 (nefc,); minv(x): M^-1 x for x (nv,) or (nv, k).
 
     force0: the warm-start force (MuJoCo: the force law at qacc_warmstart), replaced by 0 when its dual cost is
@@ -292,6 +446,7 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
     block_key: None (blocks visited in `block_rows` order before shuffling, i.e. the efc row order), or a tuple of
     (nb,) int arrays, the lexicographic sort keys (last key primary, as `jp.lexsort`) that put the live blocks
     in MuJoCo's efc order (`pgs_order.block_keys`).
+    order: None, or (order (nb,) int, live blocks () int) of `initial_order` (in place of block_key; the whole system).
 
     islands: None (the whole system), or (dof_island (nv,), efc_island (nefc,), ntree) (`island.find`): each island
     is solved on its own as MuJoCo 4.0 does (its blocks in efc order, its own PCG32 generator from the same seed,
@@ -318,21 +473,13 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
     MinvJT = minv(p.J.T)  # (nv, nefc)
     AR = p.J @ MinvJT + jp.diag(p.R)
     b = p.J @ p.qacc_smooth - p.aref
-    ARinv = 1.0 / jp.diag(AR)
     kind = layout.kind
     mask = p.mask
 
     rows_s, dims_s = block_rows(layout)
     nb, dmax = rows_s.shape
     nfr = dmax - 1
-    # friction coefficients of each block's tangential rows (nb, dmax-1); 0 for scalar blocks and padding rows
-    fric = jp.zeros((nb, max(nfr, 1)), dt)
-    first = int(np.sum(kind != common.CONE))
-    for c, fr in zip(layout.cones, p.cone_friction):
-        k, dim = c.shape
-        fric = fric.at[first : first + k, : dim - 1].set(fr.astype(dt))
-        first += k
-    fric = fric[:, :nfr]
+    fric = block_friction(layout, p.cone_friction, dt)  # (nb, nfr)
     # a cone's friction rows that exist (a slot may be wider than its contact: those rows have friction 0)
     fr_valid = fric > 0  # (nb, nfr)
     adim = 1 + jp.sum(fr_valid, axis=1)  # (nb,) the contact's dim
@@ -343,13 +490,12 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
     row_valid = jp.concatenate([jp.ones((nb, 1), bool), fr_valid], axis=1) & jp.asarray(rows_s >= 0)
     kind0 = kind[rows_g[:, 0]] if nb else np.zeros(0, np.int64)
     live = mask[rows_g[:, 0]] if nb else jp.zeros(0, bool)
-    n_live = jp.sum(live).astype(jp.int32)
-    if block_key is None:
-        block_key = (jp.arange(nb, dtype=jp.int32),)
-    big = jp.iinfo(jp.int32).max
     if islands is None:
-        order0 = jp.lexsort(tuple(jp.where(live, k, big) for k in block_key) + (~live,)).astype(jp.int32)
+        order0, n_live = initial_order(layout, mask, block_key) if order is None else order
     else:
+        if block_key is None:
+            block_key = (jp.arange(nb, dtype=jp.int32),)
+        big = jp.iinfo(jp.int32).max
         # each island's live blocks in efc order, the islands one after the other (a live block of no island last)
         blk_seg = efc_seg[rows_g[:, 0]] if nb else jp.zeros(0, jp.int32)
         order0 = jp.lexsort(tuple(jp.where(live, k, big) for k in block_key) + (blk_seg, ~live)).astype(jp.int32)
@@ -357,98 +503,27 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
         seg_start = (jp.cumsum(cnt) - cnt).astype(jp.int32)
         n_live = jp.sum(cnt).astype(jp.int32)
         real = jp.arange(S) < ntree
-    # the contact dims a cone block can hold: MuJoCo's condims 3, 4, 6 up to its slot's width (a slot may be wider than
-    # its contact: a capped or bucketed layout gives every slot the model's largest condim)
-    dims_present = [c for c in (3, 4, 6) if c <= int(np.max(dims_s[cone_s], initial=0))]
+    dims = dims_present(layout)
     fl = p.frictionloss
 
     def dual_cost(f):
         return 0.5 * jp.dot(f, AR @ f) + jp.dot(b, f)
 
-    # -- projection of the whole force onto K (after the momentum step)
-    fric_rows = np.nonzero(kind == common.FRICTION)[0]
-    ineq_rows = np.nonzero(kind == common.INEQUALITY)[0]
-
-    def project(f):
-        f = f.at[fric_rows].set(jp.clip(f[fric_rows], -fl[fric_rows], fl[fric_rows]))
-        f = f.at[ineq_rows].set(jp.maximum(f[ineq_rows], 0.0))
-        for c, fr in zip(layout.cones, p.cone_friction):
-            blk = f[c]  # (k, dim)
-            n, t = blk[:, 0], blk[:, 1:]
-            valid = fr > 0
-            t = jax.vmap(lambda x, nn, mu, v: _project_ellipsoid(x, nn, mu, v, True))(t, n, fr, valid)
-            blk = jp.where((n < 0)[:, None], 0.0, jp.concatenate([n[:, None], t], axis=1))
-            f = f.at[c].set(blk)
-        return f
-
-    # -- one block update (MuJoCo's sweep body)
-    def qcqp(Ac, bc, mu, normal, ad):
-        if nfr == 0:
-            return jp.zeros((0,), dt), jp.zeros((), bool)
-        out = jp.zeros((nfr,), dt)
-        act = jp.zeros((), bool)
-        eye = jp.eye(nfr, dtype=dt)
-        for dim in dims_present:
-            n = dim - 1
-            sel = jp.arange(nfr) < n
-            A_ = jp.where(sel[:, None] & sel[None, :], Ac, eye)
-            mu_ = jp.where(sel, mu, 1.0)
-            if n == 2:
-                v, a = _qcqp2(A_, bc, mu_, normal)
-            elif n == 3:
-                v, a = _qcqp3(A_, bc, mu_, normal)
-            else:
-                v, a = _qcqp_n(A_, bc, mu_, normal, n)
-            v = jp.concatenate([v, jp.zeros((nfr - n,), dt)])
-            out = jp.where(ad == dim, v, out)
-            act = jp.where(ad == dim, a, act)
-        return out, act
+    def proj(f):
+        return project(layout, f, fl, p.cone_friction)
 
     def update(bi, c, active=None):
         f, improvement, order = c
         blk = order[bi]
         rg, rx, vm = jp.asarray(rows_g)[blk], jp.asarray(rows_x)[blk], row_valid[blk]
-        k0 = jp.asarray(kind0)[blk]
-        ell = elliptic[blk]
         res = jp.where(vm, AR[rg] @ f + b[rg], 0.0)
         old = jp.where(vm, f[rg], 0.0)
         A = jp.where(vm[:, None] & vm[None, :], AR[rg][:, rg], 0.0)
-        ari = ARinv[rg[0]]
-        # scalar block: 1-D minimum, then the interval / sign constraint
-        x0 = old[0] - res[0] * ari
-        x0 = jp.where(k0 == common.FRICTION, jp.clip(x0, -fl[rg[0]], fl[rg[0]]), x0)
-        x0 = jp.where((k0 == common.INEQUALITY) | (k0 == common.CONE), jp.maximum(x0, 0.0), x0)
-        new_scalar = jp.zeros((dmax,), dt).at[0].set(x0)
-        # elliptic block: normal or ray update ...
-        small = old[0] < MINVAL
-        normal_upd = jp.zeros((dmax,), dt).at[0].set(jp.maximum(old[0] - res[0] * ari, 0.0))
-        v = old
-        denom = jp.dot(v, A @ v)
-        x = -jp.dot(v, res) / jp.where(denom >= MINVAL, denom, 1.0)
-        x = jp.where(old[0] + x * v[0] < 0, -v[0] / jp.where(small, 1.0, old[0]), x)
-        ray = jp.where(denom >= MINVAL, old + x * v, old)
-        fe = jp.where(small, normal_upd, ray)
-        # ... then the friction rows with the normal fixed
-        if nfr:
-            Ac = A[1:, 1:]
-            bc = res[1:] - Ac @ old[1:] + A[1:, 0] * (fe[0] - old[0])
-            mu = fric[blk]
-            fv = fr_valid[blk]
-            t, on_cone = qcqp(Ac, bc, mu, fe[0], adim[blk])
-            t = jp.where(on_cone, _project_ellipsoid(t, fe[0], mu, fv, False), t)
-            t = jp.where(fe[0] < MINVAL, 0.0, jp.where(fv, t, 0.0))
-            fe = jp.concatenate([fe[:1], t])
-        new = jp.where(ell, fe, new_scalar)
-        new = jp.where(vm, new, 0.0)
-        # cost change; an increase above 1e-10 is undone
-        delta = new - old
-        a00 = 1.0 / ari
-        change_s = 0.5 * delta[0] * delta[0] * a00 + delta[0] * res[0]
-        change_b = 0.5 * jp.dot(delta, A @ delta) + jp.dot(delta, res)
-        change = jp.where(ell, change_b, change_s)
-        undo = change > _COST_UNDO
-        new = jp.where(undo, old, new)
-        change = jp.where(undo, 0.0, change)
+        new, change = block_update([res[i] for i in range(dmax)], [old[i] for i in range(dmax)],
+                                   [[A[i, j] for j in range(dmax)] for i in range(dmax)], [vm[i] for i in range(dmax)],
+                                   jp.asarray(kind0)[blk], fl[rg[0]], elliptic[blk], [fric[blk, i] for i in range(nfr)],
+                                   adim[blk], dims)  # fmt: skip
+        new = jp.stack(new)
         run = bi < n_live
         if islands is None:
             f = jp.where(run, f.at[rx].set(new, mode="drop"), f)
@@ -466,7 +541,7 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
         f, fprev = c["f"], c["fprev"]
         beta = jp.where(it > 0, (k - 1).astype(dt) / (k + 2).astype(dt), 0.0)
         mom = (beta > 0) & active
-        f_ext = project(f + beta[efc_seg] * (f - fprev))
+        f_ext = proj(f + beta[efc_seg] * (f - fprev))
         fprev = f
         f = jp.where(mom[efc_seg], f_ext, f)
         fmom = f
@@ -492,7 +567,7 @@ def solve_pgs(layout: Layout, p: Problem, force0: jax.Array, *, iterations: int,
         f, fprev = c["f"], c["fprev"]
         beta = jp.where(it > 0, (k - 1).astype(dt) / (k + 2).astype(dt), 0.0)
         mom = beta > 0
-        f_ext = project(f + beta * (f - fprev))
+        f_ext = proj(f + beta * (f - fprev))
         fprev = jp.where(mom, f, f)  # saved pre-extrapolation value (either branch: the current force)
         f = jp.where(mom, f_ext, f)
         fmom = f

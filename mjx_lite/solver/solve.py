@@ -149,6 +149,7 @@ def solve(m: Model, d: Data) -> Data:
         return inertia.solve_m(m, d, x)
 
     fused = kernels.primal_fused(m, layout, prob.J_colind is not None)
+    fused_pgs = kernels.pgs_fused(m, layout, prob.J_colind is not None)  # PGS as one kernel (kernels/pgs.py)
     warm = not (opt.disableflags & DisableBit.WARMSTART)
     # the start: qacc_smooth (where Ma = 0), or the warm start when its cost is lower (MuJoCo's rule); the fused
     # kernel chooses it itself from qacc_warmstart (and returns efc_b and efc_state: no XLA before or after it)
@@ -161,7 +162,7 @@ def solve(m: Model, d: Data) -> Data:
         # sweeps its blocks in a shuffle of MuJoCo's efc order (integer keys: no cotangent)
         start = {"qacc_warmstart": d.qacc_warmstart if warm else None,
                  "block_key": pgs_order.block_keys(m, d, plan)}  # fmt: skip
-        jar_smooth = common.p_j_mul(prob, prob.qacc_smooth) - prob.aref
+        jar_smooth = None if fused_pgs else common.p_j_mul(prob, prob.qacc_smooth) - prob.aref
     else:
         start, jar_smooth = common.solver_start(layout, prob, d.qacc_warmstart if warm else None)
     iters = dict(iterations=int(opt.iterations))
@@ -177,7 +178,7 @@ def solve(m: Model, d: Data) -> Data:
     # there is at most one island, holding every dof: the whole-system solve is that island's (same trace scale,
     # same iterates), without the island search and the segment sums (humanoid, CPU, batch 64: 13.6k vs 16.4k
     # steps/s with them)
-    per_island = not (opt.disableflags & DisableBit.ISLAND) and not fused
+    per_island = not (opt.disableflags & DisableBit.ISLAND) and not (fused or fused_pgs)
     islands_on, one_island = per_island and m.ntree > 1, per_island and m.ntree == 1
     if islands_on:
         isl = island.find(prob, m.dof_treeid, m.ntree)
@@ -199,6 +200,11 @@ def solve(m: Model, d: Data) -> Data:
                 m, layout, prob, start[0] if start else None, factors, {**kw, "library": library})
 
             ends = (efc_b, state)
+        elif fused_pgs:  # PGS's start, sweeps and end as one fused kernel (kernels/pgs.py)
+            force, qacc, jar, jtf, niter, improvement, efc_b = kernels.solve_pgs(
+                m, layout, prob, start["qacc_warmstart"], start["block_key"], factors, kw)
+            gradient = jp.zeros_like(improvement)
+            ends = (efc_b, None)
         elif opt.solver == SolverType.PGS:
             if start["qacc_warmstart"] is None:
                 force0 = jp.zeros_like(prob.D)
@@ -250,7 +256,7 @@ def solve(m: Model, d: Data) -> Data:
     if fused:  # efc_b's derivative is that of J qacc_smooth - aref (the solver's custom_vjp drops the kernel's)
         efc_b, state = _smooth_jar(prob, ends[0]), ends[1]
     elif opt.solver == SolverType.PGS:  # MuJoCo's PGS leaves the dual state of its forces (dualState)
-        efc_b = jar_smooth
+        efc_b = _smooth_jar(prob, ends[0]) if fused_pgs else jar_smooth
         state = noslip.dual_state(layout.kind, layout.cones, force, prob.frictionloss, prob.mask, prob.cone_mu,
                                   prob.cone_friction)  # fmt: skip
     else:

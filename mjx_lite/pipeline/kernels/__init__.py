@@ -11,6 +11,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
   velocity.py com_vel + rne (+ passive.py: the joints' passive forces) as one kernel
   factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
+  pgs.py      the constraint solver's PGS sweeps (the dual method) as one kernel
   primal_tiled.py  Newton's solver kernel on (environments, rows, dofs) tiles (`Launch.dof_tile`)
   collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box, sphere-box, capsule-box) and height
               field-sphere of static pair groups as one kernel
@@ -31,6 +32,7 @@ from mjx_lite.pipeline.kernels import advance as _advance
 from mjx_lite.pipeline.kernels import collide as _collide
 from mjx_lite.pipeline.kernels import factor as _factor
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels import pgs as _pgs
 from mjx_lite.pipeline.kernels import primal as _primal
 from mjx_lite.pipeline.kernels import primal_tiled as _primal_tiled
 from mjx_lite.pipeline.kernels import rows as _rows
@@ -41,7 +43,8 @@ from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
 __all__ = ["advance", "advance_fused", "collide_fused", "collision", "fused", "launch_of", "make_constraint",
-           "primal_fused", "rows_fused", "solve_m", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
+           "pgs_fused", "primal_fused", "rows_fused", "solve_m", "solve_pgs", "solve_primal", "solve_shifted",
+           "tree_pass", "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -148,3 +151,16 @@ def solve_primal(m: Model, layout: _common.Layout, p: _common.Problem, start: tu
     if how.dof_tile and _primal_tiled.fusable(m, layout, p.J_colind is not None):
         return _primal_tiled.solve(m, layout, p, start, kw, how)
     return _primal.solve(m, layout, p, start, factors, kw, how)
+
+
+def pgs_fused(m: Model, layout: _common.Layout, sparse_j: bool) -> bool:
+    """Static: the constraint solver runs as the fused PGS kernel (`fused(m)`, PGS (pyramidal or elliptic cones) with
+    a dense efc_J and the tree factorisation: kernels/pgs.py)."""
+    return fused(m) and _pgs.fusable(m, layout, sparse_j)
+
+
+def solve_pgs(m: Model, layout: _common.Layout, p: _common.Problem, qacc_warmstart, block_key: tuple, factors: tuple,
+              kw: dict) -> tuple:  # fmt: skip
+    """PGS's sweeps as one fused kernel (the caller checks `pgs_fused`): (efc_force, qacc, jar, J' force, niter,
+    improvement, efc_b), see `kernels.pgs.solve`."""
+    return _pgs.solve(m, layout, p, qacc_warmstart, block_key, factors, kw, launch_of(m))

@@ -255,8 +255,9 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
             lane = pl.program_id(0) * block + jax.lax.broadcasted_iota(jp.int32, (block,), 0)
             mask = lane < e
         xsize = {n: _size(kernel.inputs[n]) for n in per_env}
+        ysize = {n: _size(kernel.outputs[n]) for n in outs}
         kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, launch.interpret,
-                       xsize))  # fmt: skip
+                       xsize, ysize))  # fmt: skip
 
     res = pl.pallas_call(
         body, out_shape=out_shape, grid=(grid,), in_specs=specs, out_specs=out_specs,
@@ -292,11 +293,12 @@ class IO:
     may be Python ints or traced integers (inside loops)."""
 
     def __init__(self, s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, interpret,
-                 xsize=None):  # fmt: skip
+                 xsize=None, ysize=None):  # fmt: skip
         self._s, self._x, self._t, self._o = s_refs, x_refs, t_refs, o_refs
         self._xoff, self._yoff, self._last, self._mask = xoff, yoff, lanes_last, mask
         self.block, self.dtype = block, dtype
         self._xsize = xsize or {}  # per-environment inputs' sizes (`gather`'s clamp)
+        self._ysize = ysize or {}  # outputs' sizes (`load_at` / `write_at`'s clamp)
         # interpret mode: n consecutive elements move as one (n, BLOCK) slice (fewer operations to compile); Triton
         # needs power-of-two tensor sizes, so there they move lane vector by lane vector
         self._wide = interpret and mask is None
@@ -370,6 +372,39 @@ class IO:
 
     def _shape(self, name: str):
         return self._s[name].shape if name in self._s else (self._xsize[name],)
+
+    def table_at(self, name: str, idx):
+        """Entry idx[lane] of the static table `name` in each lane (idx an int lane vector, clamped into the
+        table): an int32 lane vector."""
+        t = self._t[name]
+        return t[jp.clip(jp.asarray(idx).astype(jp.int32), 0, t.shape[0] - 1)]
+
+    def _at(self, name: str, idx):
+        """The ref of output `name` and the per-lane index (rows, lanes) of its element idx[lane] (clamped)."""
+        idx = jp.clip(jp.asarray(idx).astype(jp.int32), 0, self._ysize[name] - 1)
+        lane = jax.lax.broadcasted_iota(jp.int32, (self.block,), 0)
+        if self._last:
+            return self._o[name], (self._yoff[name] + idx, lane)
+        return self._o[name], (lane, idx)
+
+    def load_at(self, name: str, idx):
+        """Element idx[lane] of output `name` in each lane, as written before by this block (idx an int lane vector,
+        clamped into the output): a gather from the kernel's own memory, for per-environment indices (PGS's shuffled
+        blocks, kernels/pgs.py)."""
+        ref, ix = self._at(name, idx)
+        if self._mask is None:
+            return ref[ix]
+        return plt.load(ref.at[ix], mask=self._mask)
+
+    def write_at(self, name: str, idx, value):
+        """Store `value` as element idx[lane] of output `name` in each lane (idx an int lane vector, clamped): a
+        scatter into the kernel's own memory (`load_at`'s counterpart)."""
+        ref, ix = self._at(name, idx)
+        v = self.lanes(value)
+        if self._mask is None:
+            ref[ix] = v
+        else:
+            plt.store(ref.at[ix], v, mask=self._mask)
 
     def valid(self):
         """The lanes that hold an environment (bool (BLOCK,)), or None when every lane does (no masked block)."""

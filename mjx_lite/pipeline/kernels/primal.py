@@ -31,8 +31,8 @@ Newton, whose Hessian is then J' (H_s J) with H_s J in `_HJ`: h_r J_r on the sca
 rows on the cones'), and Js_c' Hc Js_c in the line search's second derivative. Inputs then add each group's mu and
 tangential frictions (Problem.cone_mu, cone_friction).
 
-Not fused (the XLA solver runs): PGS (a dual method), the sparse efc_J layout, and CG with
-`Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
+PGS (a dual method) has its own kernel, kernels/pgs.py. Not fused (the XLA solver runs): the sparse efc_J layout,
+and CG with `Config.mass_factorization="dense"`. Derivatives: the kernel's custom_jvp runs the XLA
 solver (kernels/launch.py): exact in `Config.gradients="unrolled"`; under "implicit" the solver's own custom_vjp
 (solver/solve.py) differentiates the optimality condition at the returned qacc, whatever computed it.
 """
@@ -180,6 +180,17 @@ def _any(flags) -> jax.Array:
     return jp.max(where(flags, 1, 0).astype(jp.int32)) > 0
 
 
+def trace_scale(io, nv: int, tree_m: bool):
+    """MuJoCo 4.0's scale of the solvers' stopping tests (lanes): 1 / trace(M) of each environment's mass matrix,
+    input "M" dense (nv * nv) or tree-sparse (tree_m: its diagonal at table "tm_diag")."""
+    zero = io.lanes(0.0)
+    if tree_m:
+        trace = _loop(0, nv, lambda i, s: s + io.read("M", io.table("tm_diag", i)), zero)
+    else:
+        trace = _loop(0, nv, lambda i, s: s + io.read("M", i * (nv + 1)), zero)
+    return 1.0 / jp.maximum(MINVAL, trace)
+
+
 def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterations: int, warm: bool):
     nv, nefc = m.nv, layout.nefc
     kinds = set(np.asarray(layout.kind).tolist())
@@ -204,12 +215,7 @@ def _body(m: Model, layout: common.Layout, cg: bool, iterations: int, ls_iterati
         def dot(a, b, n):
             return _loop(0, n, lambda i, s: s + a(i) * b(i), zero)
 
-        # MuJoCo 4.0's scale of the stopping tests: 1 / trace(M) of this environment's mass matrix
-        if tree_m is None:
-            trace = _loop(0, nv, lambda i, s: s + io.read("M", i * (nv + 1)), zero)
-        else:
-            trace = _loop(0, nv, lambda i, s: s + io.read("M", io.table("tm_diag", i)), zero)
-        scale = 1.0 / jp.maximum(MINVAL, trace)
+        scale = trace_scale(io, nv, tree_m is not None)
 
         # ---- the rows' cost: value, force = -ds/djar, curvature (solver/common.py's eval_constraints) --------
         def row_eval(r, x, with_state=False):
