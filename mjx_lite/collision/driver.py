@@ -67,7 +67,7 @@ from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedr
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
-from mjx_lite.collision.types import NOCONTACT, TABLES, Contacts, GeomInfo, adhesive_dim, info_axes, mix_params
+from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, adhesive_dim, info_axes, mix_params
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
@@ -485,15 +485,11 @@ def _build_table(m: Model) -> PairTable:
                     gfn = functools.partial(gfn, types=tuple(side))
             elif fn in _SAT_BUDGETED:  # the model's budget, a static value: two budgets make two tables and traces
                 gfn = functools.partial(fn, sat_budget=m.config.sat_budget)
-            one = {"one_table": True} if _one_table_pairs(m, t1, t2, arr[:, 0], arr[:, 1]) else {}
-            if one and fn is polyhedral.mesh_mesh:  # both sides on one set of mesh tables: their work stacked
-                gfn = functools.partial(gfn, **one)
             gncon = ncon
             if t1 == _HFIELD:  # bound to its height field and window size: fn(m, info1, info2, margin)
                 gfn, gncon = hfield.group_collider(m, da, t2, arr[:, 0], arr[:, 1])
             if lay.touch >= 0:
-                gstages = (functools.partial(stages[0], sat_budget=m.config.sat_budget),
-                           functools.partial(stages[1], **one) if fn is polyhedral.mesh_mesh else stages[1])
+                gstages = (functools.partial(stages[0], sat_budget=m.config.sat_budget), stages[1])
             for a in (arr[:, 0], arr[:, 1], arr[:, 2]):
                 a.setflags(write=False)
             groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), lay.ncon,
@@ -598,39 +594,6 @@ def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids:
         mesh = hull.geom_fields(m, mid, mids)
     gt = jp.asarray(m.geom_type)[gids] if gtype == GENERAL else None
     return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], gtype=gt, **mesh)
-
-
-def _one_table(m: Model, g: Group) -> bool:
-    """`_one_table_pairs` of group g."""
-    return _one_table_pairs(m, g.type1, g.type2, g.geom1, g.geom2)
-
-
-def _one_table_pairs(m: Model, t1: int, t2: int, geom1: np.ndarray, geom2: np.ndarray) -> bool:
-    """Whether a mesh-mesh group's two sides take one set of mesh tables (those of both sides' meshes): where that
-    pads neither side's per-pair tables further (their padded vertex, triangle and edge counts agree), so that the
-    colliders run the per-side work of a pair as one program over both sides (`polyhedral.both_sides`) at no cost to
-    the step. Static (from the pair table and the hulls)."""
-    if t1 != _MESH or t2 != _MESH:
-        return False
-    gtype, dataid = np.asarray(m.geom_type), np.asarray(m.geom_dataid)
-
-    def shapes(gids):
-        t = hull.group_tables(m, dataid[gids[gtype[gids] == _MESH]], box=bool(np.any(gtype[gids] == GeomType.BOX)))
-        return tuple(t[k].shape[1:] for k in ("vert", "face", "edge"))
-
-    both = np.concatenate([geom1, geom2])
-    return shapes(geom1) == shapes(geom2) == shapes(both)
-
-
-def _pair_infos(m: Model, d: types.Data, g: Group, g1: jax.Array, g2: jax.Array) -> tuple[GeomInfo, GeomInfo]:
-    """The vectorised GeomInfo of both sides of group g's pairs g1, g2 (n,) (`_geom_info`); where the group's sides
-    take one set of mesh tables (`_one_table`), both sides hold those (the colliders are bound to `one_table=True`:
-    `polyhedral.stackable`)."""
-    if not _one_table(m, g):
-        return _geom_info(m, d, g1, g.type1, g.geom1), _geom_info(m, d, g2, g.type2, g.geom2)
-    both = np.concatenate([g.geom1, g.geom2])
-    info1, info2 = _geom_info(m, d, g1, g.type1, both), _geom_info(m, d, g2, g.type2, both)
-    return info1, info2._replace(**{k: getattr(info1, k) for k in TABLES})
 
 
 def _box_slack(m: Model, d: types.Data, g1: jax.Array, g2: jax.Array, margin: jax.Array) -> jax.Array:
@@ -830,7 +793,7 @@ def static_rows(m: Model, d: types.Data, g: Group, margin: jax.Array, overflow: 
     window too small for its geom; False for the other colliders)."""
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
     near, _ = _near(m, d, g, g1, g2, margin)
-    info1, info2 = _pair_infos(m, d, g, g1, g2)
+    info1, info2 = _geom_info(m, d, g1, g.type1, g.geom1), _geom_info(m, d, g2, g.type2, g.geom2)
     if g.type1 == _HFIELD:
         c, over = g.collider(m, info1, info2, margin)
         over = over & near
@@ -998,7 +961,8 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
     cand = _candidates(m, d, g) if cand is None else cand
     g1, g2, near, overflow = cand.g1, cand.g2, cand.near, cand.overflow
     condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion = cand.params
-    info1, info2 = _pair_infos(m, d, g, g1, g2)
+    info1 = _geom_info(m, d, g1, g.type1, g.geom1)
+    info2 = _geom_info(m, d, g2, g.type2, g.geom2)
     if _shared_distance(g):  # the curved pairs' GJK/EPA stage (shared by the groups of a model), then the manifold
         if shared is None:
             shared = _shared_distances(m, d, {0: g}, {0: cand})[0]

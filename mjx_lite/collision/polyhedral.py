@@ -9,7 +9,6 @@ Shapes: w (V, 3) world vertices; tris (T, 3); normals (3,); Contacts of MULTI_NC
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import jax
@@ -29,7 +28,7 @@ from mjx_lite.collision.polytope import (
     vertex_edges,
     vertex_planes,
 )
-from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Values, Vec3, info_axes
+from mjx_lite.collision.types import Contacts, GeomInfo, Ids, Mask, Points, Scalar, Values, Vec3
 from mjx_lite.math import dot3, outer3, safe_norm
 from mjx_lite.types import GeomType
 
@@ -67,8 +66,7 @@ def _edges_at(w: Points, nt: Points, vedge: Ids, v: Scalar) -> tuple[Ids, Mask, 
     return ends, bent, e / jp.maximum(safe_norm(e, axis=-1, keepdims=True), 1e-30)
 
 
-def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sat_budget: int, one_table: bool = False
-                ) -> Contacts:  # fmt: skip
+def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sat_budget: int) -> Contacts:
     """Box-mesh / mesh-mesh contacts as MuJoCo 4 with multiccd (probed): from the pair's normal n (`collide`:
     separating axes within `sat_budget`, else GJK/EPA), the feature of each geom (support vertex, edge or face along
     +-n) and the faces through it; then
@@ -93,78 +91,24 @@ def _polyhedral(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, sa
     return _manifold(t1, t2, g1, g2, margin, dist0, pos0, n)
 
 
-def stackable(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, one_table: bool) -> bool:
-    """Whether the two sides of a pair can run one side's work as one program over a side axis (`both_sides`): the
-    same static type, per-pair fields of the same shapes, and (where the mesh tables are shared, GeomInfo.mesh) one
-    set of tables for both sides (`one_table`: the driver gives a mesh-mesh group's two sides the tables of both
-    sides' meshes where their padded shapes agree, `driver._one_table`; g1's are then used for both)."""
-    if t1 != t2 or g1.gtype is not None or g2.gtype is not None or (g1.mesh is not None and not one_table):
-        return False
-    for name in GeomInfo._fields:
-        a, b = getattr(g1, name), getattr(g2, name)
-        if (a is None) != (b is None):
-            return False
-        if a is not None and (a.shape != b.shape or a.dtype != b.dtype):
-            return False
-    return True
-
-
-def both_sides(fn: Callable, t1: int, g1: GeomInfo, t2: int, g2: GeomInfo, args1: tuple = (), args2: tuple = (),
-               one_table: bool = False) -> tuple:  # fmt: skip
-    """(fn(t1, g1, *args1), fn(t2, g2, *args2)): where the sides are `stackable`, one call of fn vmapped over a side
-    axis of 2 (one compiled copy of the per-side work instead of two; the same values), else two calls."""
-    if not stackable(t1, t2, g1, g2, one_table):
-        return fn(t1, g1, *args1), fn(t2, g2, *args2)
-    axes = info_axes(g1)
-    g = GeomInfo(*[x if x is None or a is None else jp.stack([x, y]) for x, y, a in zip(g1, g2, axes)])
-    args = jax.tree_util.tree_map(lambda x, y: jp.stack([x, y]), tuple(args1), tuple(args2))
-    out = jax.vmap(lambda g, a: fn(t1, g, *a), in_axes=(axes, 0))(g, args)
-    return jax.tree_util.tree_map(lambda x: x[0], out), jax.tree_util.tree_map(lambda x: x[1], out)
-
-
-def _side_hull(t: int, g: GeomInfo) -> tuple:
-    """One side's world hull: vertices w (V, 3), triangles (T, 3), triangle normals (T, 3), face planes pl (F,)
-    (a triangle each) with their normals pn (F, 3) and offsets po (F,), and max |w - pos| (its size)."""
-    w, tri = polyhedron(t, g)
-    nt, off, area = hull_normals(t, g)
-    pl = FacePlanes(t, g, tri).reps(area)
-    return w, tri, nt, pl, nt[pl], off[pl], jp.max(jp.abs(w - g.pos))
-
-
-def _side_feature(t: int, g: GeomInfo, w: Points, tri: Ids, nt: Points, pn: Points, po: Values, u: Vec3, tol: Scalar
-                  ) -> tuple:  # fmt: skip
-    """One side's feature along u (`_feature`) and the hull edges at its support vertex (`_edges_at`; an edge
-    feature: its own edge only): (sup, dim, cid, cand, hull, v, end, nbr, e)."""
-    sup, dim, cid, cand, hull, v = _feature(w, tri, pn, po, lambda v: vertex_planes(t, g, v), u, tol)
-    end, nbr, e = _edges_at(w, nt, vertex_edges(t, g, v), v)
-    nbr = nbr & ((dim == 1) | sup[end])
-    return sup, dim, cid, cand, hull, v, end, nbr, e
-
-
-def _side_face(t: int, g: GeomInfo, w: Points, hull: Mask, nf: Vec3, of: Scalar, tol: Scalar, tp: Scalar, *,
-               rows: int) -> tuple:  # fmt: skip
-    """One side's reference face (plane normal nf, offset of): its vertices compacted to `rows` (`face_vertices`),
-    and the polygon of its triangle tp (`face_polygon`)."""
-    mask = hull & (jp.abs(dot3(w, nf) - of) <= tol)
-    return face_vertices(w, mask, rows) + face_polygon(t, g, tp)
-
-
-def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist0: Scalar, pos0: Vec3, n: Vec3,
-              one_table: bool = False) -> Contacts:  # fmt: skip
+def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist0: Scalar, pos0: Vec3, n: Vec3
+              ) -> Contacts:
     """The second half of `_polyhedral`: the manifold from the pair's single contact (dist0 (), pos0 (3,), normal n
     (3,) from geom1 to geom2, `collide`'s). A pair beyond the margin (dist0 > margin: no contact, its rows are
     dropped) gets no manifold: its face clipping and polygon reduction loops do not run (under vmap they would run
-    as long as any pair's, e.g. two flat pads facing each other from afar). The per-side work (hull, feature, face)
-    runs as one program over both sides where they are `stackable` (mesh-mesh: about a third of this stage's
-    compiled kernels; `one_table`: both sides' mesh tables are one set, `stackable`)."""
+    as long as any pair's, e.g. two flat pads facing each other from afar)."""
     dt = pos0.dtype
-    sides = both_sides(_side_hull, t1, g1, t2, g2, one_table=one_table)
-    (w1, tri1, nt1, pl1, pn1, po1, s1), (w2, tri2, nt2, pl2, pn2, po2, s2) = sides
-    tol = 1e-6 * jp.maximum(s1, s2)
-    f1_, f2_ = both_sides(_side_feature, t1, g1, t2, g2, (w1, tri1, nt1, pn1, po1, n, tol),
-                          (w2, tri2, nt2, pn2, po2, -n, tol), one_table)  # fmt: skip
-    sup1, dim1, cid1, cand1, hull1, v1, end1, nbr1, e1 = f1_
-    sup2, dim2, cid2, cand2, hull2, v2, end2, nbr2, e2 = f2_
+    w1, tri1 = polyhedron(t1, g1)
+    w2, tri2 = polyhedron(t2, g2)
+    scale = jp.maximum(jp.max(jp.abs(w1 - g1.pos)), jp.max(jp.abs(w2 - g2.pos)))
+    tol = 1e-6 * scale
+    nt1, off1, area1 = hull_normals(t1, g1)
+    nt2, off2, area2 = hull_normals(t2, g2)
+    # faces are chosen among face planes (one triangle each): pl (F,) triangle ids, pn (F, 3) normals, po offsets
+    pl1, pl2 = FacePlanes(t1, g1, tri1).reps(area1), FacePlanes(t2, g2, tri2).reps(area2)
+    pn1, po1, pn2, po2 = nt1[pl1], off1[pl1], nt2[pl2], off2[pl2]
+    sup1, dim1, cid1, cand1, hull1, v1 = _feature(w1, tri1, pn1, po1, lambda v: vertex_planes(t1, g1, v), n, tol)
+    sup2, dim2, cid2, cand2, hull2, v2 = _feature(w2, tri2, pn2, po2, lambda v: vertex_planes(t2, g2, v), -n, tol)
     # face-face: the most anti-parallel pair of faces through the two features
     dots = outer3(pn1[cid1], pn2[cid2])  # (Dp1, Dp2)
     okff = cand1[:, None] & cand2[None, :] & (dots < -FACE_COS)
@@ -173,6 +117,10 @@ def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist
     live = dist0 <= margin  # in contact: only then a manifold (MuJoCo's multiccd runs for a pair in contact)
     face_face = live & jp.any(okff)
     # edge-face: edges at the lower-dimensional feature against the faces through the other one
+    end1, nbr1, e1 = _edges_at(w1, nt1, vertex_edges(t1, g1, v1), v1)
+    end2, nbr2, e2 = _edges_at(w2, nt2, vertex_edges(t2, g2, v2), v2)
+    nbr1 = nbr1 & ((dim1 == 1) | sup1[end1])  # an edge feature: its own edge only
+    nbr2 = nbr2 & ((dim2 == 1) | sup2[end2])
     c12 = jp.abs(outer3(e1, pn2[cid2]))  # (De1, Dp2)
     ok12 = nbr1[:, None] & cand2[None, :] & (c12 < EDGE_SIN)
     c21 = jp.abs(outer3(e2, pn1[cid1]))  # (De2, Dp1)
@@ -185,17 +133,16 @@ def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist
     a21 = jp.argmin(jp.where(ok21, c21, jp.inf))
     u2, f1e = end2[a21 // c21.shape[1]], cid1[a21 % c21.shape[1]]
     # reference face: geom2's (face-face, edge of geom1) or geom1's (edge of geom2); its polygon is every vertex on
-    # the plane (a convex hull's plane meets it only there); the two faces' vertices compacted to nv rows (a face
-    # has at most its polygon's vertices; the clipper is quadratic in its rows, so it must not see every hull
-    # vertex); the face-face polygons those of the triangles ti, tj (every box and mesh triangle has one)
+    # the plane (a convex hull's plane meets it only there)
     f1 = jp.where(face_face, fi, f1e)
     f2 = jp.where(face_face, fj, f2e)
     n1f, n2f = pn1[f1], pn2[f2]
+    m1 = hull1 & (jp.abs(dot3(w1, n1f) - po1[f1]) <= tol)
+    m2 = hull2 & (jp.abs(dot3(w2, n2f) - po2[f2]) <= tol)
+    # the two faces' vertices, compacted to nv rows (a face has at most its polygon's vertices; the clipper is
+    # quadratic in its rows, so it must not see every hull vertex)
     nv = max(face_rows(t1, g1, w1.shape[0]), face_rows(t2, g2, w2.shape[0]), 2)
-    ti, tj = pl1[fi], pl2[fj]
-    (w1p, m1p, fp1, fn1), (w2p, m2p, fp2, fn2) = both_sides(
-        functools.partial(_side_face, rows=nv), t1, g1, t2, g2, (w1, hull1, n1f, po1[f1], tol, ti),
-        (w2, hull2, n2f, po2[f2], tol, tj), one_table)  # fmt: skip
+    (w1p, m1p), (w2p, m2p) = face_vertices(w1, m1, nv), face_vertices(w2, m2, nv)
     wr = jp.where(edge2, w1p, w2p)
     rmask = jp.where(edge2, m1p, m2p)
     nr = jp.where(edge2, n1f, n2f)
@@ -209,6 +156,8 @@ def _manifold(t1: int, t2: int, g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist
     pts, depth = pts[idx], depth[idx]
     idx = jp.arange(idx.shape[0])
     # face-face: MuJoCo's own points (its polygon orders, clipping and polygonQuad local search)
+    ti, tj = pl1[fi], pl2[fj]
+    (fp1, fn1), (fp2, fn2) = face_polygon(t1, g1, ti), face_polygon(t2, g2, tj)  # every box and mesh triangle has one
     x2, ok2 = face_manifold(w1, w2, fp1, fn1, fp2, fn2, pn1[fi], margin, face_face)
     x1 = x2 - pn1[fi] * ((x2 - w1[fp1[0]]) @ pn1[fi])[:, None]  # onto geom1's face plane along n1
     pts = jp.where(face_face, x1, pts)
@@ -223,11 +172,10 @@ def box_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> 
     return _polyhedral(GeomType.BOX, GeomType.MESH, g1, g2, margin, sat_budget)
 
 
-def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int, one_table: bool = False) -> Contacts:
+def mesh_mesh(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, sat_budget: int) -> Contacts:
     """Mesh-mesh: face-face manifold (up to 4), edge on face (2), else the single contact (see `_polyhedral`).
-    `sat_budget`: the model's `m.config.sat_budget`; `one_table`: both sides take one set of mesh tables (`_manifold`;
-    both bound by the driver)."""
-    return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget, one_table)
+    `sat_budget`: the model's `m.config.sat_budget` (bound by the driver)."""
+    return _polyhedral(GeomType.MESH, GeomType.MESH, g1, g2, margin, sat_budget)
 
 
 def box_mesh_distance(g1: GeomInfo, g2: GeomInfo, margin: Scalar, skip: Scalar | None = None, *, sat_budget: int
@@ -249,10 +197,9 @@ def box_mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, 
     return _manifold(GeomType.BOX, GeomType.MESH, g1, g2, margin, dist, pos, normal)
 
 
-def mesh_mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3, *,
-                       one_table: bool = False) -> Contacts:  # fmt: skip
-    """The second stage of `mesh_mesh` (see `box_mesh_manifold`; `one_table` as `mesh_mesh`'s)."""
-    return _manifold(GeomType.MESH, GeomType.MESH, g1, g2, margin, dist, pos, normal, one_table)
+def mesh_mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3) -> Contacts:
+    """The second stage of `mesh_mesh` (see `box_mesh_manifold`)."""
+    return _manifold(GeomType.MESH, GeomType.MESH, g1, g2, margin, dist, pos, normal)
 
 
 # collider -> (distance stage, manifold stage): the driver may run the (costly) manifold only on the pairs whose
