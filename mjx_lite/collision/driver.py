@@ -222,7 +222,7 @@ def _collider(m: Model, type1: int, type2: int) -> tuple[Callable, int] | None:
 
 def _size_class(m: Model) -> np.ndarray:
     """(ngeom,) int: for mesh geoms, a size class of its mesh; -1 for other geoms. A mesh's size is the larger of its
-    hull's vertex and triangle counts (the colliders see the hull only: `hull.mesh_hulls`); sizes in ascending order
+    hull's vertex and triangle counts (the colliders see the hull only: `hull.mesh_hull`); sizes in ascending order
     are cut into classes wherever a size exceeds `m.config.mesh_size_ratio` times its class's smallest (the meshes of
     geoms that may collide; the others join the last class). Mesh pairs are
     grouped by class, so a group's padded tables (its largest mesh's) are within that factor of each of its meshes,
@@ -232,19 +232,18 @@ def _size_class(m: Model) -> np.ndarray:
     mesh = np.asarray(m.geom_type) == _MESH
     if not (m.nmesh and np.any(mesh)):
         return out
-    size = np.array([max(len(h.vert), len(h.face)) for h in hull.mesh_hulls(m)])
-    # only the meshes of geoms that may collide set the classes (visual meshes would shift their bounds)
-    collides = mesh & ((np.asarray(m.geom_contype) | np.asarray(m.geom_conaffinity)) != 0)
-    collides[np.asarray(m.pair_geom1, np.int64)] = True
-    collides[np.asarray(m.pair_geom2, np.int64)] = True
-    used = np.zeros(m.nmesh, bool)
-    used[np.asarray(m.geom_dataid)[collides & mesh]] = True
+    # only the meshes of geoms that may collide set the classes (visual meshes would shift their bounds); only
+    # their hulls are built (`hull.mesh_hull`); the others join the last class
+    used = _collided_meshes(m)
+    size = np.zeros(m.nmesh, np.int64)
+    size[used] = [hull.hull_size(m, i) for i in np.flatnonzero(used)]
     cls = np.zeros(m.nmesh, np.int64)
     first, k = None, -1
-    for i in [i for i in np.argsort(size, kind="stable") if used[i]] + [i for i in range(m.nmesh) if not used[i]]:
+    for i in [i for i in np.argsort(size, kind="stable") if used[i]]:
         if first is None or size[i] > m.config.mesh_size_ratio * first:
             first, k = size[i], k + 1
         cls[i] = k
+    cls[~used] = max(k, 0)
     out[mesh] = cls[np.asarray(m.geom_dataid)[mesh]]
     return out
 
@@ -278,9 +277,23 @@ def _hull_size(m: Model) -> np.ndarray:
     out[np.asarray(m.geom_type) == GeomType.BOX] = max(len(hull.BOX_HULL.vert), len(hull.BOX_HULL.face))
     mesh = np.asarray(m.geom_type) == _MESH
     if m.nmesh and np.any(mesh):
-        size = np.array([max(len(h.vert), len(h.face)) for h in hull.mesh_hulls(m)])
+        used = _collided_meshes(m)
+        size = np.ones(m.nmesh, np.int64)  # meshes of geoms that never collide: in no pair
+        size[used] = [hull.hull_size(m, i) for i in np.flatnonzero(used)]
         out[mesh] = size[np.asarray(m.geom_dataid)[mesh]]
     return out
+
+
+def _collided_meshes(m: Model) -> np.ndarray:
+    """(nmesh,) bool: the meshes of mesh geoms that may collide (contype or conaffinity set, or in an explicit pair):
+    the only ones whose hulls the pair table and the colliders need."""
+    mesh = np.asarray(m.geom_type) == _MESH
+    collides = mesh & ((np.asarray(m.geom_contype) | np.asarray(m.geom_conaffinity)) != 0)
+    collides[np.asarray(m.pair_geom1, np.int64)] = True
+    collides[np.asarray(m.pair_geom2, np.int64)] = True
+    used = np.zeros(m.nmesh, bool)
+    used[np.asarray(m.geom_dataid)[collides & mesh]] = True
+    return used
 
 
 @dataclasses.dataclass(frozen=True)

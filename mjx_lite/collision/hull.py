@@ -211,9 +211,22 @@ def _box_hull() -> MeshHull:
 BOX_HULL = _box_hull()
 
 
+def mesh_hull(m: Model, i: int) -> MeshHull:
+    """Mesh i's `MeshHull`, built once per Model static part, when first asked for: only the meshes that collide are
+    ever built (the Franka Panda's 12 of its 67 meshes; the others are visual: building them all took 1.6 s of its
+    first trace)."""
+    return static_memo(m, f"collision.mesh_hull.{int(i)}", lambda m: _mesh_hull(m, int(i)))
+
+
 def mesh_hulls(m: Model) -> tuple[MeshHull, ...]:
-    """Every mesh's `MeshHull`, built once per Model static part."""
-    return static_memo(m, "collision.mesh_hulls", lambda m: tuple(_mesh_hull(m, i) for i in range(m.nmesh)))
+    """Every mesh's `MeshHull` (`mesh_hull`; the colliders ask for those of their meshes only)."""
+    return tuple(mesh_hull(m, i) for i in range(m.nmesh))
+
+
+def hull_size(m: Model, i: int) -> int:
+    """The size of mesh i's hull as a collider's padded tables see it: the larger of its vertex and triangle counts."""
+    h = mesh_hull(m, i)
+    return max(len(h.vert), len(h.face))
 
 
 def geom_fields(m: Model, mid, mids: np.ndarray, box: tuple | None = None) -> dict:
@@ -244,14 +257,23 @@ def group_tables(m: Model, mids: np.ndarray, box: bool = False) -> dict[str, np.
     with its first vertex, polynum (M, T), plane (M, F, K) each plane's triangles padded with its first (planes
     padded with the first row), vplane (M, H, Dp), vedge (M, H, De, 3). box=True: the side also takes boxes, as the
     mesh of id nmesh (`BOX_HULL`: one more row of every table, the last of the side's; its vert rows placeholders)."""
-    hulls = mesh_hulls(m)
     mids = np.unique(np.asarray(mids))
     side = [int(i) for i in mids if 0 <= i < m.nmesh]
     if box:
-        hulls = hulls + (BOX_HULL,)
         side.append(m.nmesh)
-    rows = [hulls[i] if i in side else hulls[side[0]] for i in range(len(hulls))]
-    sel = [hulls[i] for i in side]
+    key = f"collision.group_tables.{tuple(side)}"
+    return static_memo(m, key, lambda m: _group_tables(m, side))
+
+
+def _group_tables(m: Model, side: list[int]) -> dict[str, np.ndarray]:
+    """`group_tables` of the side's mesh ids (ascending; m.nmesh: the box)."""
+
+    def get(i: int) -> MeshHull:
+        return BOX_HULL if i == m.nmesh else mesh_hull(m, i)
+
+    nhull = m.nmesh + (1 if m.nmesh in side else 0)
+    sel = [get(i) for i in side]
+    rows = [sel[side.index(i)] if i in side else sel[0] for i in range(nhull)]
     nv = max(len(h.vert) for h in sel)
     nt = max(len(h.face) for h in sel)
     width = max(max((len(p) for p in h.poly), default=3) for h in sel)
@@ -271,7 +293,7 @@ def group_tables(m: Model, mids: np.ndarray, box: bool = False) -> dict[str, np.
         "face": _pad([h.face for h in rows], nt),
         "edge": _pad([h.edge for h in rows], max(len(h.edge) for h in sel)),
         "triplane": _pad([tri_plane(h) for h in rows], nt),
-        "row": np.array([side.index(i) if i in side else 0 for i in range(len(hulls))], np.int32),
+        "row": np.array([side.index(i) if i in side else 0 for i in range(nhull)], np.int32),
         "poly": np.stack([_rows(_pad([h.poly[j] for j in h.tri_poly], width), nt) for h in sel]),
         "polynum": _pad([[len(h.poly[j]) for j in h.tri_poly] for h in sel], nt),
         "plane": np.stack([_rows(_pad([np.asarray(r) for r in h.plane], k), nplane) for h in sel]),
