@@ -523,7 +523,7 @@ SIZE_FIELDS = (
     "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nout", "nhistory", "nplastic",
     "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert",
     "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexelemdata", "nflexelemedge", "nflexstiffness",
-    "nflexbending",
+    "nflexbending", "nflexnode",
 )  # fmt: skip
 
 
@@ -586,6 +586,7 @@ class Model:
     nflexelemedge: int = static_field(0)
     nflexstiffness: int = static_field(0)
     nflexbending: int = static_field(0)
+    nflexnode: int = static_field(0)
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
@@ -790,6 +791,16 @@ class Model:
     flex_elemlayer: np.ndarray = static_field(shape=("nflexelem",), dtype="int32")
     flex_activelayers: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_interp: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    # interpolated flexes (flex_interp 1 trilinear, 2 quadratic; flex_interp.py): their nodes (from
+    # flex_nodeadr[f], flex_nodenum[f] of them) on bodies flex_nodebodyid at offsets flex_node (zero on a node body),
+    # the cells per axis flex_cellnum, and each vertex's parametric coordinates flex_vert0 in the flex's bounding box
+    # (static: they fix the interpolation weights); flex_vertbodyid is -1 on their vertices, as in MuJoCo
+    flex_nodeadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_nodenum: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_nodebodyid: np.ndarray = static_field(shape=("nflexnode",), dtype="int32")
+    flex_node: jax.Array = shaped("nflexnode", 3)
+    flex_cellnum: np.ndarray = static_field(shape=("nflex", 3), dtype="int32")
+    flex_vert0: np.ndarray = static_field(shape=("nflexvert", 3), dtype="float64")
     flex_radius: jax.Array = shaped("nflex")
     # flex appearance (the renderer's; mjModel's names): group, colour (float32 values), and material (-1: none),
     # which MuJoCo 4.0 stores per element (each element of a flex holds its flex's material)

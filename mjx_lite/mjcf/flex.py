@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite import flex_interp
 from mjx_lite.mjcf import flexcomp as _flexcomp
 from mjx_lite.mjcf import texture
 from mjx_lite.mjcf.context import CompileContext
@@ -67,6 +68,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                                             "selfcollide", "friction", "solmix", "solref", "solimp", "margin",
                                             "gap")}  # fmt: skip
     vertbodyid, vert, edges, elems, erigid, layers = [], [], [], [], [], []
+    nodeadr, nodebodyid, nodes, vert0, cellnum, interps = [], [], [], [], [], []
     elemedge, elemedgeadr, stiff, stiffadr, bend, bendadr, flaps, twistdof = [], [], [], [], [], [], [], []
     bodies = ctx.ids.get("body", {})
     weld = np.asarray(A["body_weldid"])
@@ -79,14 +81,30 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         ctx.elements["flex"].append(el)
         dim = r["dim"]
         ids = []
-        for b in r["vertbody"]:
+        interp = int(r.get("interp", 0))
+        for b in r["nodebody"] if interp else r["vertbody"]:
             if b != "world" and b not in bodies:
                 raise MJCFError(f"unknown body '{b}' in flex", r["file"], r["line"], "flexcomp")
             ids.append(0 if b == "world" else bodies[b])
         _check_vertex_bodies(ctx, r, ids)
         _check_contacts(ctx, r)
         elem = np.array(r["elem"], np.int64).reshape(-1, dim + 1)
-        point = _vertxpos0(A, ids, np.asarray(r["vert"], float).reshape(-1, 3))
+        nvert = len(np.asarray(r["vert"]).reshape(-1, 3))
+        if interp:  # (vertices on no body; at qpos0 where the parent puts the points)
+            nodeadr.append(len(nodebodyid))
+            nodebodyid += ids
+            nodes.append(np.asarray(r["node"], float).reshape(-1, 3))
+            vert0.append(np.asarray(r["vert0"], float).reshape(-1, 3))
+            cellnum.append(r["cellnum"])
+            parent = 0 if r["parent"] == "world" else bodies[r["parent"]]
+            point = _vertxpos0(A, [parent] * nvert, np.asarray(r["vert"], float).reshape(-1, 3))
+            ids = [-1] * nvert
+        else:
+            nodeadr.append(len(nodebodyid))
+            vert0.append(np.zeros((nvert, 3)))  # (set by `constants` from the qpos0 positions)
+            cellnum.append([1, 1, 1])
+            point = _vertxpos0(A, ids, np.asarray(r["vert"], float).reshape(-1, 3))
+        interps.append(interp)
         if dim == 3:  # tetrahedra reordered so that their faces point outwards (mjCFlex::Compile)
             x = point[elem]
             flip = np.einsum("ni,ni->n", np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0]), x[:, 3] - x[:, 0]) > 0
@@ -134,7 +152,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         arr["contype"].append(r["contype"])
         arr["conaffinity"].append(r["conaffinity"])
         arr["radius"].append(r["radius"])
-        arr["centered"].append(not np.any(np.asarray(r["vert"], float)))  # (every vertex offset zero)
+        arr["centered"].append(r["centered"] if interp else not np.any(np.asarray(r["vert"], float)))
         arr["selfcollide"].append(_SELF[r["selfcollide"]])
         for k in ("condim", "priority", "friction", "solmix", "solref", "solimp", "margin", "gap"):
             arr[k].append(r[k])
@@ -146,7 +164,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         edges += fedges
         elems += elem.reshape(-1).tolist()
         layers.append(_elem_layers(elem))
-        erigid += [bool(weld[ids[a]] == weld[ids[b]]) for a, b in fedges]
+        erigid += [False if interp else bool(weld[ids[a]] == weld[ids[b]]) for a, b in fedges]
     _check_flex_pairs(recs)
     n = len(recs)
     i32 = np.int32
@@ -168,7 +186,13 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flex_rgba"] = rgba.astype(float).reshape(n, 4)
     # rigid: every vertex on one body (MuJoCo's vertbody of size 1, a rigid flexcomp, or the same body repeated)
     A["flex_rigid"] = np.asarray([_rigid(r) for r in recs], bool).reshape(n)
-    A["flex_interp"] = np.zeros(n, i32)
+    A["flex_interp"] = np.asarray(interps, i32).reshape(n)
+    A["flex_nodeadr"] = np.asarray(nodeadr, i32).reshape(n)
+    A["flex_nodenum"] = np.diff(np.append(A["flex_nodeadr"], len(nodebodyid))).astype(i32)
+    A["flex_nodebodyid"] = np.asarray(nodebodyid, i32)
+    A["flex_node"] = np.concatenate([np.zeros((0, 3))] + nodes).reshape(-1, 3)
+    A["flex_cellnum"] = np.asarray(cellnum, i32).reshape(n, 3)
+    A["flex_vert0"] = np.concatenate([np.zeros((0, 3))] + vert0).reshape(-1, 3)
     A["flex_elemlayer"] = np.concatenate([np.zeros(0, i32)] + layers).astype(i32)
     A["flex_activelayers"] = np.asarray([r["activelayers"] for r in recs], i32).reshape(n)
     A["flex_damping"] = np.asarray([r["damping"] for r in recs], float).reshape(n)
@@ -189,7 +213,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flexedge_invweight0"] = np.zeros(len(edges))
     ctx.sizes.update(nflex=n, nflexvert=len(vertbodyid), nflexedge=len(edges), nflexelem=int(sum(arr["elemnum"])),
                      nflexelemdata=len(elems), nflexelemedge=len(elemedge), nflexstiffness=len(A["flex_stiffness"]),
-                     nflexbending=len(A["flex_bending"]))  # fmt: skip
+                     nflexbending=len(A["flex_bending"]), nflexnode=len(nodebodyid))  # fmt: skip
 
 
 def _vertxpos0(A: dict, ids: list[int], vert: np.ndarray) -> np.ndarray:
@@ -506,6 +530,15 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     length0 = np.zeros(S["nflexedge"])
     invw = np.zeros(S["nflexedge"])
     for f in range(S["nflex"]):
+        if A["flex_interp"][f]:  # (no edge lengths or Jacobians: zeros, as MuJoCo's; each node body's size at least
+            # its greatest distance to another node body, as setStat)
+            nadr, nnum = int(A["flex_nodeadr"][f]), int(A["flex_nodenum"][f])
+            nb = np.asarray(A["flex_nodebodyid"])[nadr : nadr + nnum]
+            x = st.xpos[nb]
+            dist = np.sqrt(np.sum((x[:, None] - x[None]) ** 2, axis=-1)).max(axis=1)
+            for b, r in zip(nb, dist):
+                size[b] = max(size[b], float(r))
+            continue
         vadr, eadr = int(A["flex_vertadr"][f]), int(A["flex_edgeadr"][f])
         # MuJoCo's skipjacobian (mj_flex): edge Jacobians only with edge equality, edge stiffness / damping or
         # elasticity damping (not with elasticity stiffness alone)
@@ -530,8 +563,29 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
             size[b2] = max(size[b2], length0[e])
     A["flexedge_length0"] = length0
     A["flexedge_invweight0"] = invw
+    _vert0(A, S["nflex"], xpos0)
     A["flex_rodframe0"] = _rod_frames0(A, S["nflex"], xpos0)
     return size
+
+
+def _vert0(A: dict, nflex: int, xpos0: np.ndarray) -> None:
+    """flex_vert0 of the flexes that are not interpolated (MuJoCo's, from the bounding box of their elements at
+    qpos0): (x - center) / (hi - lo) + 0.5 per axis, 0.5 on a flat axis (extent / 2 <= 1e-15); an interpolated
+    flex's came from its flexcomp (its parametric coordinates)."""
+    out = np.asarray(A["flex_vert0"], float).reshape(-1, 3).copy()
+    for f in range(nflex):
+        if A["flex_interp"][f] or not int(A["flex_elemnum"][f]):
+            continue
+        vadr, vnum, dim = int(A["flex_vertadr"][f]), int(A["flex_vertnum"][f]), int(A["flex_dim"][f])
+        eadr = int(A["flex_elemdataadr"][f])
+        used = np.asarray(A["flex_elem"])[eadr : eadr + int(A["flex_elemnum"][f]) * (dim + 1)]
+        pts = xpos0[vadr + used]
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        half = (hi - lo) / 2
+        x = xpos0[vadr : vadr + vnum]
+        ok = half > 1e-15
+        out[vadr : vadr + vnum] = np.where(ok, (x - (lo + hi) / 2) / np.where(ok, 2 * half, 1.0) + 0.5, 0.5)
+    A["flex_vert0"] = out
 
 
 def _rod_frames0(A: dict, nflex: int, xpos0: np.ndarray) -> np.ndarray:
@@ -559,4 +613,14 @@ def flexvert_xpos0(ctx: CompileContext, st) -> np.ndarray:
     A = ctx.arrays
     vb = np.asarray(A["flex_vertbodyid"])
     off = np.asarray(A["flex_vert"], float).reshape(-1, 3)
-    return st.xpos[vb] + np.einsum("nij,nj->ni", st.xmat[vb], off)
+    out = st.xpos[vb] + np.einsum("nij,nj->ni", st.xmat[vb], off)
+    for f in np.nonzero(np.asarray(A["flex_interp"]))[0]:  # (vertices interpolated from the nodes)
+        order = int(A["flex_interp"][f])
+        nadr, nnum = int(A["flex_nodeadr"][f]), int(A["flex_nodenum"][f])
+        nb = np.asarray(A["flex_nodebodyid"])[nadr : nadr + nnum]
+        nx = st.xpos[nb] + np.einsum("nij,nj->ni", st.xmat[nb], np.asarray(A["flex_node"])[nadr : nadr + nnum])
+        vadr, vnum = int(A["flex_vertadr"][f]), int(A["flex_vertnum"][f])
+        local, idx = flex_interp.cell_nodes(np.asarray(A["flex_vert0"])[vadr : vadr + vnum], A["flex_cellnum"][f],
+                                            order)  # fmt: skip
+        out[vadr : vadr + vnum] = np.einsum("nj,njx->nx", flex_interp.basis(local, order), nx[idx])
+    return out

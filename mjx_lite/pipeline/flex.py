@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import math
+from mjx_lite import flex_interp, math
 from mjx_lite._struct import static_memo
 from mjx_lite.pipeline import support
 from mjx_lite.types import Data, Model
@@ -58,8 +58,9 @@ def flex(m: Model, d: Data) -> Data:
     """Flex vertex positions, edge lengths and edge Jacobians (mj_flex, non-interpolated flexes)."""
     if m.nflex == 0:
         return d
-    vb = np.asarray(m.flex_vertbodyid)
+    vb = np.maximum(np.asarray(m.flex_vertbodyid), 0)  # (-1 on interpolated flexes' vertices: set from nodes)
     xpos = d.xpos[vb] + jp.einsum("nij,nj->ni", d.xmat[vb], m.flex_vert)
+    xpos = flex_interp.vertex_xpos(m, d, xpos)
     if m.nflexedge == 0:
         return d.replace(flexvert_xpos=xpos)
     v1, v2 = edge_vertices(m)
@@ -70,7 +71,8 @@ def flex(m: Model, d: Data) -> Data:
     jac1, _ = support.jac_batch(m, d, p1, vb[v1])
     jac2, _ = support.jac_batch(m, d, p2, vb[v2])
     J = jp.einsum("ni,niv->nv", unit, jac2 - jac1)
-    rigid = jp.asarray(np.asarray(m.flex_rigid)[edge_flex(m)])
+    # rigid and interpolated flexes: no edge lengths or Jacobians (MuJoCo's mj_flex skips them)
+    rigid = jp.asarray((np.asarray(m.flex_rigid) | (np.asarray(m.flex_interp) != 0))[edge_flex(m)])
     J = jp.where((_edge_active(m) & ~rigid)[:, None], J, 0.0)
     length = jp.where(rigid, 0.0, length)
     return d.replace(flexvert_xpos=xpos, flexedge_length=length, flexedge_J=J)
