@@ -461,6 +461,9 @@ def _check_self(r: dict, where: tuple) -> None:
                                    f"mjx_lite (more than {FLEX_MAX_ELEM_PAIRS} candidate element pairs): flex "
                                    f"'{r['name']}'; set selfcollide='none' or contype/conaffinity that do not match "
                                    "each other", *where)  # fmt: skip
+    if r.get("interp"):
+        raise MJCFUnsupportedError(f"self-collisions of an interpolated flex (dof='trilinear' / 'quadratic') are not "
+                                   f"supported by mjx_lite: flex '{r['name']}'; set selfcollide='none'", *where)
     if r.get("twist"):
         raise MJCFUnsupportedError(f"self-collisions of an elastic rod are not supported by mjx_lite: rod "
                                    f"'{r['name']}'; set selfcollide='none'", *where)  # fmt: skip
@@ -480,6 +483,11 @@ def _check_flex_pairs(recs: list[dict]) -> None:
                                            f"element pairs, more than {FLEX_MAX_ELEM_PAIRS}) are not supported by "
                                            "mjx_lite; set contype/conaffinity that do not match", *where)  # fmt: skip
             for r in (a, b):
+                if r.get("interp"):  # (MuJoCo 4.0 keeps at most 50 contacts of such a pair: its selection, not ours)
+                    raise MJCFUnsupportedError(f"contacts of an interpolated flex with another flex are not supported "
+                                               f"by mjx_lite: flex '{r['name']}' can collide with flex "
+                                               f"'{(b if r is a else a)['name']}'; set contype/conaffinity that do not "
+                                               "match", *where)  # fmt: skip
                 if r.get("twist"):
                     raise MJCFUnsupportedError(f"contacts of an elastic rod are not supported by mjx_lite: rod "
                                                f"'{r['name']}' can collide with flex '{(b if r is a else a)['name']}'; "
