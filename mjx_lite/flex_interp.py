@@ -132,7 +132,7 @@ def vertex_weights(m: Model, f: jax.Array, coord: jax.Array, width: int) -> tupl
         gk = cell[:, 2, None] * order + li
         idx = ((gi[:, :, None, None] * int(ng[1]) + gj[:, None, :, None]) * int(ng[2]) + gk[:, None, None, :])
         idx = idx.reshape(n, -1) + int(m.flex_nodeadr[fi])
-        w = jp.where(w < BODY_WEIGHT_MIN, 0.0, w)
+        w = jp.where(jp.abs(w) < BODY_WEIGHT_MIN, 0.0, w)
         npc = w.shape[1]
         pad = width - npc
         w = jp.pad(w, ((0, 0), (0, pad)))

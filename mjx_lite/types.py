@@ -1350,17 +1350,23 @@ def efc_row_width(m: Model) -> int:
 def _flex_elem_width(m: Model) -> int:
     """Bodies on the flex side of a contact row: dim + 1 where a height field or a convex geom (sphere, capsule,
     ellipsoid, cylinder, box, mesh) can touch the elements of a flex (collision/flex.py: the element's vertex bodies,
-    weighted), 2 (dim + 1) where a flex collides with itself or another flex (both sides' vertex bodies), else 1."""
+    weighted), 2 (dim + 1) where a flex collides with itself or another flex (both sides' vertex bodies), the nodes of
+    a cell (8 trilinear, 27 quadratic) where an interpolated flex collides with a geom, else 1."""
     if not m.nflex:
         return 1
     gt = np.asarray(m.geom_type)
     sel = (gt >= GeomType.HFIELD) & (gt <= GeomType.MESH)
     gct, gca = np.asarray(m.geom_contype)[sel], np.asarray(m.geom_conaffinity)[sel]
     out = 1
+    pl = gt == GeomType.PLANE
+    pct, pca = np.asarray(m.geom_contype)[pl], np.asarray(m.geom_conaffinity)[pl]
     for f in range(m.nflex):
         dim, fct, fca = int(m.flex_dim[f]), int(m.flex_contype[f]), int(m.flex_conaffinity[f])
         if np.any((gct & fca) | (fct & gca)):
             out = max(out, dim + 1)
+        interp = abs(int(np.asarray(m.flex_interp)[f]))
+        if interp and np.any(np.concatenate([(gct & fca) | (fct & gca), (pct & fca) | (fct & pca)])):
+            out = max(out, (interp + 1) ** 3)  # (an interpolated flex: a contact moves the nodes of its cell)
     ct, ca = np.asarray(m.flex_contype), np.asarray(m.flex_conaffinity)
     for f1 in range(m.nflex):  # flex-flex contacts (collision/flex_flex.py): an element on both sides
         for f2 in range(f1, m.nflex):

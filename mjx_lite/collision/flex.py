@@ -37,7 +37,8 @@ from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 MAXCONPAIR = 50  # mjMAXCONPAIR: contacts MuJoCo keeps per geom-flex pair
 
-__all__ = ["ELEM_TYPES", "MAXCONPAIR", "capacity", "contact_bodies", "contact_body_weights", "contacts", "elem_pairs",
+__all__ = ["ELEM_TYPES", "MAXCONPAIR", "capacity", "contact_bodies", "contact_body_weights", "contacts", "diag_weights",
+           "elem_pairs",
            "elem_width", "plane_pairs", "slot_condim"]
 
 
@@ -409,6 +410,17 @@ def _elem_vertex_weights(m: Model, d: types.Data, con: types.Contact, side: int,
         bk = jax.vmap(flex_elem.barycentric)(con.pos, x[:, :k])
         wts = jp.where((dim == k - 1)[:, None], jp.concatenate([bk, jp.zeros((bk.shape[0], w - k), dt)], 1), wts)
     return vid, wts
+
+
+def diag_weights(m: Model, con: types.Contact, w2: jax.Array) -> jax.Array:
+    """(nconmax, W) the weights of `contact_body_weights`'s bodies2 in a contact row's diagApprox: |w2| (a flex-flex
+    row's first side weighs -w there), but the signed node weights of an interpolated flex (MuJoCo sums
+    body_invweight0 times the shape function values, some negative for quadratic flexes)."""
+    if not _side_has_interp(m):
+        return jp.abs(w2)
+    fl = jp.maximum(con.flex[:, 1], 0)
+    interp = jp.asarray(np.asarray(m.flex_interp) != 0)[fl] & (con.flex[:, 1] >= 0) & (con.geom[:, 1] < 0)
+    return jp.where(interp[:, None], w2, jp.abs(w2))
 
 
 def _pad(bodies: jax.Array, wts: jax.Array, w: int) -> tuple[jax.Array, jax.Array]:

@@ -48,8 +48,9 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
-                                "dim 1-3, dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: "
-                                "circle section rods without contacts), contacts with planes and convex geoms)",
+                                "dim 1-3, dof='full' (and 'trilinear' / 'quadratic' without elasticity), edge "
+                                "stiffness/damping/equality='true', <elasticity> (dim 1: circle section rods without "
+                                "contacts), contacts with planes and convex geoms)",
                                 raw.file, raw.line, raw.tag, attr)  # fmt: skip
 
 
@@ -442,12 +443,14 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
     """Nodes of an interpolated flexcomp (order 1 trilinear, 2 quadratic), as MuJoCo 4.0 makes them (probed):
     a grid of cellcount * order + 1 nodes per axis (x slowest, z fastest) spanning the bounding box of the posed
     points (in the parent's frame); unpinned node (i, j, k) becomes body "<name>_<i>_<j>_<k>" at its place with three
-    slide joints, node weight the number of cells it belongs to (trilinear) or the sum over its cells of Simpson's
-    weights (1/6, 2/3, 1/6 per axis; quadratic), mass = mass * weight / (sum of the unpinned nodes' weights), inertia
-    that mass times 2 inertiabox^2 / 3 about each axis; pinned nodes (pin id / range: node ids, grid / gridrange:
-    node coordinates) stay on the parent at their place. Every point is a vertex of the flex (on no body:
-    flex_vertbodyid -1), with parametric coordinates vert0 = (point - lo) / (hi - lo) in the box (0.5 on a flat
-    axis). Returns the record's vertbody, vert, centered, point, interp, cellnum, nodebody, node, vert0."""
+    slide joints, node weight 1 for a single trilinear cell, else the integral of its shape function over the
+    elements, which mjx_lite knows where the tetrahedra fill the box (else refused): the number of cells it belongs
+    to (trilinear) or the sum over its cells of Simpson's weights (1/6, 2/3, 1/6 per axis; quadratic); mass = mass *
+    weight / (sum of the unpinned nodes' weights), inertia that mass times 2 inertiabox^2 / 3 about each axis;
+    pinned nodes (pin id / range: node ids, grid / gridrange: node coordinates) stay on the parent at their place.
+    Every point is a vertex of the flex (on no body: flex_vertbodyid -1), with parametric coordinates
+    vert0 = (point - lo) / (hi - lo) in the box (0.5 on a flat axis). Returns the record's vertbody, vert, centered,
+    point, interp, cellnum, nodebody, node, vert0."""
     pinid, pinrange, pingrid, pingridrange = pins
     npnt = len(point)
     used = np.zeros(npnt, bool)
@@ -467,6 +470,12 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
     filled[cell[:, 0], cell[:, 1], cell[:, 2]] = True
     if not filled.all():
         raise _refuse(raw, "an interpolated flexcomp with an empty cell (no point in it)", "cellcount")
+    if order > 1 or max(cellnum) > 1:  # (MuJoCo 4.0 integrates the node masses over the elements' volume)
+        tet = point[element] if element.shape[1] == 4 else None
+        vol = 0.0 if tet is None else np.abs(np.linalg.det(tet[:, 1:] - tet[:, :1])).sum() / 6
+        if tet is None or abs(vol - np.prod(ext)) > 1e-9 * np.prod(ext):
+            raise _refuse(raw, "a quadratic or multi-cell interpolated flexcomp whose tetrahedra do not fill their "
+                          "bounding box (MuJoCo 4.0's node masses from its volume quadrature)", "dof")  # fmt: skip
     pinned = np.zeros(max(npnt, nnode), bool)
     for i in pinid:
         if i < 0 or i >= len(pinned):
