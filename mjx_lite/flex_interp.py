@@ -20,7 +20,9 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite import math
 from mjx_lite._struct import static_memo
+from mjx_lite.pipeline import support
 from mjx_lite.types import Data, Model
 
 __all__ = ["BODY_WEIGHT_MIN", "basis", "cell_nodes", "has_interp", "interp_vertices", "node_xpos", "vertex_xpos",
@@ -141,3 +143,149 @@ def vertex_weights(m: Model, f: jax.Array, coord: jax.Array, width: int) -> tupl
         bodies = jp.where(sel, b, bodies)
         wts = jp.where(sel, w, wts)
     return bodies, wts
+
+
+def _dphi(s: np.ndarray, i: int, order: int) -> np.ndarray:
+    """d/ds of `_phi`."""
+    if order == 1:
+        return np.full_like(s, -1.0 if i == 0 else 1.0)
+    return (4 * s - 3, 4 * (1 - 2 * s), 4 * s - 1)[i]
+
+
+def cell_stiffness(order: int, size, young: float, poisson: float) -> np.ndarray:
+    """(3 npc, 3 npc) linear-elastic stiffness of one cell of size (3,) (isotropic: Lame lambda, mu from young and
+    poisson), dof 3 n + axis for node n in x-major order: the integral of B' C B over the cell, exact by Gauss-Legendre
+    quadrature with order + 1 points per axis (the integrand is of degree 2 order per axis)."""
+    lam = young * poisson / ((1 + poisson) * (1 - 2 * poisson))
+    mu = young / (2 * (1 + poisson))
+    C = np.zeros((6, 6))
+    C[:3, :3] = lam
+    C[np.arange(3), np.arange(3)] += 2 * mu
+    C[3:, 3:] = mu * np.eye(3)
+    pts, wts = np.polynomial.legendre.leggauss(order + 1)
+    pts, wts = 0.5 + 0.5 * pts, 0.5 * wts
+    size = np.asarray(size, float)
+    n1 = order + 1
+    npc = n1**3
+    K = np.zeros((3 * npc, 3 * npc))
+    for a in range(n1):
+        for b in range(n1):
+            for c in range(n1):
+                s = np.array([pts[a], pts[b], pts[c]])
+                B = np.zeros((6, 3 * npc))
+                for n in range(npc):
+                    i, j, k = n // (n1 * n1), (n // n1) % n1, n % n1
+                    p = [_phi(s[0], i, order), _phi(s[1], j, order), _phi(s[2], k, order)]
+                    dp = [_dphi(s[0], i, order), _dphi(s[1], j, order), _dphi(s[2], k, order)]
+                    g = np.array([dp[0] * p[1] * p[2], p[0] * dp[1] * p[2], p[0] * p[1] * dp[2]]) / size
+                    B[0, 3 * n], B[1, 3 * n + 1], B[2, 3 * n + 2] = g
+                    B[3, 3 * n], B[3, 3 * n + 1] = g[1], g[0]
+                    B[4, 3 * n + 1], B[4, 3 * n + 2] = g[2], g[1]
+                    B[5, 3 * n], B[5, 3 * n + 2] = g[2], g[0]
+                K += B.T @ C @ B * (wts[a] * wts[b] * wts[c] * np.prod(size))
+    return K
+
+
+ROT_EPS = 1e-9  # MuJoCo's rotEPS: the rotation extraction stops where its step is smaller
+ROT_ITERATIONS = 500  # and after this many steps (mju_mat2Rot)
+
+
+def mat_to_rot(F: jax.Array) -> jax.Array:
+    """(n, 4) unit quaternions of the rotational part of F (n, 3, 3), as MuJoCo's mju_mat2Rot (Mueller et al. 2016,
+    from the identity): q <- normalize(quat(axis omega, |omega|) q) with omega = sum_c R(q)_c x F_c / (|sum_c R(q)_c .
+    F_c| + 1e-15), stopping where |omega| < ROT_EPS. A scan of ROT_ITERATIONS steps (finished rows unchanged), so
+    that jax.grad goes through it."""
+    n = F.shape[0]
+    q0 = jp.zeros((n, 4), F.dtype).at[:, 0].set(1.0)
+
+    def step(carry, _):
+        q, done = carry
+        R = math.quat_to_mat(q)
+        num = jp.sum(jp.cross(jp.swapaxes(R, -1, -2), jp.swapaxes(F, -1, -2)), axis=1)  # sum over columns
+        den = jp.abs(jp.sum(R * F, axis=(1, 2))) + 1e-15
+        omega = num / den[:, None]
+        w = math.safe_norm(omega)
+        axis = omega / jp.where(w < 1e-15, 1.0, w)[:, None]
+        stop = done | (w < ROT_EPS)
+        half = 0.5 * w
+        qrot = jp.concatenate([jp.cos(half)[:, None], axis * jp.sin(half)[:, None]], axis=1)
+        qn = math.quat_mul(qrot, q)
+        nrm = math.safe_norm(qn)
+        qn = jp.where((jp.abs(nrm - 1.0) > 1e-15)[:, None], qn / jp.where(nrm < 1e-15, 1.0, nrm)[:, None], qn)
+        return (jp.where(stop[:, None], q, qn), stop), None
+
+    (q, _), _ = jax.lax.scan(step, (q0, jp.zeros(n, bool)), None, length=ROT_ITERATIONS)
+    return q
+
+
+def _center_gradients(order: int) -> np.ndarray:
+    """(npc, 3) parametric gradients of the cell's shape functions at the cell center (mju_defGradient's point)."""
+    n1 = order + 1
+    s = np.array(0.5)
+    out = np.zeros((n1**3, 3))
+    for n in range(n1**3):
+        i, j, k = n // (n1 * n1), (n // n1) % n1, n % n1
+        p = [_phi(s, i, order), _phi(s, j, order), _phi(s, k, order)]
+        dp = [_dphi(s, i, order), _dphi(s, j, order), _dphi(s, k, order)]
+        out[n] = [dp[0] * p[1] * p[2], p[0] * dp[1] * p[2], p[0] * p[1] * dp[2]]
+    return out
+
+
+def elastic_cells(m: Model) -> list[tuple]:
+    """Static groups, one per order, of the cells of interpolated flexes with stiffness (flex_stiffnessadr >= 0):
+    (order, global node ids (C, npc), flex_stiffness start of each cell's (3 npc)^2 block (C,), flex ids (C,))."""
+
+    def build(m):
+        groups: dict[int, list] = {}
+        for f in np.nonzero(np.asarray(m.flex_interp))[0]:
+            sadr = int(np.asarray(m.flex_stiffnessadr)[f])
+            if sadr < 0:
+                continue
+            order = abs(int(np.asarray(m.flex_interp)[f]))
+            c = np.asarray(m.flex_cellnum)[f].astype(np.int64)
+            npc = (order + 1) ** 3
+            ncell = int(np.prod(c))
+            centers = (np.stack(np.unravel_index(np.arange(ncell), tuple(c)), axis=1) + 0.5) / c
+            _, idx = cell_nodes(centers, c, order)
+            groups.setdefault(order, []).append((idx + int(m.flex_nodeadr[f]), sadr + (3 * npc) ** 2 *
+                                                 np.arange(ncell), np.full(ncell, f)))  # fmt: skip
+        return [(o, *(np.concatenate(x) for x in zip(*g))) for o, g in sorted(groups.items())]
+
+    return static_memo(m, "flex_interp_elastic_cells", build)
+
+
+def elastic_node_forces(m: Model, d: Data, damper: bool) -> jax.Array:
+    """(nflexnode, 3) world forces on the nodes of MuJoCo's corotational cell elasticity (mj_flexPassiveInterp):
+    per cell, R the rotation of the deformation gradient at its center (mat_to_rot), k = the cell's flex_stiffness
+    block (minus its stiffness matrix); spring: R k (R' x - x0) with x the nodes' positions and x0 flex_node0;
+    damper: flex_damping R k R' v with v the nodes' velocities."""
+    nx = node_xpos(m, d)
+    out = jp.zeros((m.nflexnode, 3), nx.dtype)
+    if damper:
+        nb = np.asarray(m.flex_nodebodyid)
+        jacp, _ = support.jac_batch(m, d, nx, nb)
+        vel = jacp @ d.qvel
+    for order, nodes, kadr, flexes in elastic_cells(m):
+        npc = nodes.shape[1]
+        x = nx[nodes]  # (C, npc, 3)
+        F = jp.einsum("cnr,nk->crk", x, jp.asarray(_center_gradients(order), x.dtype))
+        R = math.quat_to_mat(mat_to_rot(F))
+        K = m.flex_stiffness[kadr[:, None] + np.arange((3 * npc) ** 2)].reshape(-1, 3 * npc, 3 * npc)
+        if damper:
+            loc = jp.einsum("cji,cnj->cni", R, vel[nodes]).reshape(-1, 3 * npc)
+            fl = jp.einsum("cab,cb->ca", K, loc) * m.flex_damping[flexes][:, None]
+        else:
+            loc = jp.einsum("cji,cnj->cni", R, x) - m.flex_node0[nodes]
+            fl = jp.einsum("cab,cb->ca", K, loc.reshape(-1, 3 * npc))
+        f = jp.einsum("cij,cnj->cni", R, fl.reshape(-1, npc, 3))
+        out = out.at[nodes].add(f)
+    return out
+
+
+def elastic_qfrc(m: Model, d: Data, damper: bool) -> jax.Array:
+    """(nv,) generalized forces of `elastic_node_forces` (J' f at each node; mj_applyFT)."""
+    if not elastic_cells(m):
+        return jp.zeros(m.nv, d.qvel.dtype)
+    f = elastic_node_forces(m, d, damper)
+    jacp, _ = support.jac_batch(m, d, node_xpos(m, d), np.asarray(m.flex_nodebodyid))
+    return jp.einsum("ni,niv->v", f, jacp)

@@ -799,6 +799,7 @@ class Model:
     flex_nodenum: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_nodebodyid: np.ndarray = static_field(shape=("nflexnode",), dtype="int32")
     flex_node: jax.Array = shaped("nflexnode", 3)
+    flex_node0: jax.Array = shaped("nflexnode", 3)  # world positions of the nodes at qpos0 (the elastic reference)
     flex_cellnum: np.ndarray = static_field(shape=("nflex", 3), dtype="int32")
     flex_vert0: np.ndarray = static_field(shape=("nflexvert", 3), dtype="float64")
     flex_radius: jax.Array = shaped("nflex")

@@ -263,6 +263,8 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
         return np.zeros(0), np.zeros(0), flaps
     if nu < 0 or nu >= 0.5:
         raise MJCFError("Poisson ratio must be in [0, 0.5)", *where, "poisson")
+    if r.get("interp"):
+        return _interp_stiffness(r, point, elem), np.zeros(0), flaps
     stride = STIFFNESS_STRIDE[dim]
     stiff = np.zeros(stride * len(elem))
     mu = young / (2 * (1 + nu))
@@ -299,6 +301,27 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
 
 
 ROD_STRIDE = 10  # per rod hinge in flex_bending: va, vv, vb, -1, k_bend, 0, 0, twist dof of edge (vv, vb), k_twist, 0
+
+
+def _interp_stiffness(r: dict, point: np.ndarray, elem: np.ndarray) -> np.ndarray:
+    """flex_stiffness of an interpolated flex with young > 0: per cell (x-major), minus its (3 npc, 3 npc)
+    linear-elastic stiffness (flex_interp.cell_stiffness, in the frame of the flexcomp's parent: the grid's axes), as
+    MuJoCo 4.0 stores it. Only where the tetrahedra fill the bounding box (MuJoCo integrates over cut cells
+    otherwise; refused by name)."""
+    order, cellnum = int(r["interp"]), np.asarray(r["cellnum"], float)
+    vert = np.asarray(r["vert"], float).reshape(-1, 3)
+    ext = vert.max(axis=0) - vert.min(axis=0)
+    box = float(np.prod(ext))
+    vol = 0.0
+    if elem.shape[1] == 4:
+        x = point[elem]
+        vol = float(np.abs(np.linalg.det(x[:, 1:] - x[:, :1])).sum() / 6)
+    if not box or abs(vol - box) > 1e-9 * box:
+        raise MJCFUnsupportedError("<elasticity young> of an interpolated flex whose tetrahedra do not fill their "
+                                   "bounding box (MuJoCo 4.0's cut-cell quadrature) is not supported by mjx_lite",
+                                   r["file"], r["line"], "flexcomp", "young")  # fmt: skip
+    K = -flex_interp.cell_stiffness(order, ext / cellnum, r["young"], r["poisson"])
+    return np.tile(K.reshape(-1), int(np.prod(cellnum)))
 
 
 def _rod(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray) -> np.ndarray:
@@ -530,6 +553,7 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     size = np.zeros(nbody)
     if not S.get("nflex"):
         A["flex_rodframe0"] = np.zeros((0, 6))
+        A["flex_node0"] = np.zeros((0, 3))
         return size
     xpos0 = flexvert_xpos0(ctx, st)
     vb = np.asarray(A["flex_vertbodyid"])
@@ -572,6 +596,8 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     A["flexedge_length0"] = length0
     A["flexedge_invweight0"] = invw
     _vert0(A, S["nflex"], xpos0)
+    nb = np.asarray(A["flex_nodebodyid"], np.int64)
+    A["flex_node0"] = st.xpos[nb] + np.einsum("nij,nj->ni", st.xmat[nb], np.asarray(A["flex_node"]).reshape(-1, 3))
     A["flex_rodframe0"] = _rod_frames0(A, S["nflex"], xpos0)
     return size
 

@@ -48,7 +48,7 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
-                                "dim 1-3, dof='full' (and 'trilinear' / 'quadratic' without elasticity), edge "
+                                "dim 1-3, dof='full', 'trilinear' and 'quadratic', edge "
                                 "stiffness/damping/equality='true', <elasticity> (dim 1: circle section rods without "
                                 "contacts), contacts with planes and convex geoms)",
                                 raw.file, raw.line, raw.tag, attr)  # fmt: skip
@@ -128,7 +128,7 @@ def expand(
     poisson, thickness = float(elast.get("poisson", 0.0)), float(elast.get("thickness", -1.0))
     elastic2d = {"none": 0, "bend": 1, "stretch": 2, "both": 3}[elast.get("elastic2d", "none")]
     if order:
-        _check_interp(raw, kids, dim, young, elastic2d, equality, rigid)
+        _check_interp(raw, kids, dim, elastic2d, equality, rigid)
     if dim != 1 and elastic2d != 1 and equality and young > 0:  # (rods: bending with inextensible edges)
         raise _err(raw, "flex constraints and elasticity (young) cannot both be present")
     for a in ("section", "sectionsize", "yield"):
@@ -417,13 +417,10 @@ def deformable(el: Element) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _check_interp(raw, kids: dict, dim: int, young: float, elastic2d: int, equality: int, rigid: bool) -> None:
-    """Refuse, by name, what mjx_lite does not simulate of an interpolated (trilinear / quadratic) flexcomp: its
-    elasticity (MuJoCo's corotational cell stiffness), shell mode (elastic2d), strain / edge equalities, rigid ones and
-    dim 1."""
-    if young > 0:
-        raise _refuse(kids["elasticity"][0], "<elasticity young> on an interpolated flexcomp (dof='trilinear' / "
-                      "'quadratic': MuJoCo's corotational cell stiffness)", "young")  # fmt: skip
+def _check_interp(raw, kids: dict, dim: int, elastic2d: int, equality: int, rigid: bool) -> None:
+    """Refuse, by name, what mjx_lite does not simulate of an interpolated (trilinear / quadratic) flexcomp: shell
+    mode (elastic2d), strain / edge equalities, rigid ones and dim 1 (and, in mjcf/flex.py, elasticity of cells the
+    tetrahedra do not fill)."""
     if elastic2d:
         raise _refuse(kids["elasticity"][0], "<elasticity elastic2d> on an interpolated flexcomp (shell mode)",
                       "elastic2d")  # fmt: skip

@@ -150,7 +150,7 @@ def _stretch_groups(m: Model) -> list[tuple]:
             verts, edges, flexes, kidx = [], [], [], []
             for f in range(m.nflex):
                 sadr = int(np.asarray(m.flex_stiffnessadr)[f])
-                if dims[f] != dim or sadr < 0 or np.asarray(m.flex_rigid)[f]:
+                if dims[f] != dim or sadr < 0 or np.asarray(m.flex_rigid)[f] or np.asarray(m.flex_interp)[f]:
                     continue
                 n = int(np.asarray(m.flex_elemnum)[f])
                 el = np.asarray(m.flex_elem)[int(np.asarray(m.flex_elemdataadr)[f]):][: n * (dim + 1)]
@@ -287,14 +287,18 @@ def _has_elastic(m: Model) -> bool:
 
 
 def elastic_spring(m: Model, d: Data) -> jax.Array:
-    """qfrc_spring part of flex elasticity (nv,): stretch (flex_stiffness) and bending (flex_bending) forces."""
+    """qfrc_spring part of flex elasticity (nv,): stretch (flex_stiffness) and bending (flex_bending) forces, and the
+    cell elasticity of interpolated flexes (flex_interp.elastic_qfrc)."""
+    out = flex_interp.elastic_qfrc(m, d, False)
     if not _has_elastic(m):
-        return jp.zeros(m.nv, d.qvel.dtype)
-    return _vertex_qfrc(m, d, _stretch_forces(m, d, False) + _bend_forces(m, d, False))
+        return out
+    return out + _vertex_qfrc(m, d, _stretch_forces(m, d, False) + _bend_forces(m, d, False))
 
 
 def elastic_damper(m: Model, d: Data) -> jax.Array:
-    """qfrc_damper part of flex elasticity (nv,): Rayleigh damping of stretch and bending (flex_damping)."""
+    """qfrc_damper part of flex elasticity (nv,): Rayleigh damping of stretch and bending (flex_damping), and the
+    cell damping of interpolated flexes."""
+    out = flex_interp.elastic_qfrc(m, d, True)
     if not _has_elastic(m):
-        return jp.zeros(m.nv, d.qvel.dtype)
-    return _vertex_qfrc(m, d, _stretch_forces(m, d, True) + _bend_forces(m, d, True))
+        return out
+    return out + _vertex_qfrc(m, d, _stretch_forces(m, d, True) + _bend_forces(m, d, True))
