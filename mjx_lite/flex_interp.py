@@ -218,6 +218,23 @@ def mat_to_rot(F: jax.Array) -> jax.Array:
     return q
 
 
+def mat_to_rot_np(F: np.ndarray) -> np.ndarray:
+    """`mat_to_rot` of one (3, 3) matrix on the host (numpy, the same steps): (4,) quaternion."""
+    q = np.array([1.0, 0.0, 0.0, 0.0])
+    for _ in range(ROT_ITERATIONS):
+        R = np.asarray(math.quat_to_mat(q))
+        omega = np.cross(R.T, F.T).sum(axis=0) / (abs(np.sum(R * F)) + 1e-15)
+        w = float(np.sqrt(omega @ omega))
+        if w < ROT_EPS:
+            break
+        qrot = np.concatenate([[np.cos(0.5 * w)], omega / w * np.sin(0.5 * w)])
+        q = np.asarray(math.quat_mul(qrot, q))
+        nrm = float(np.sqrt(q @ q))
+        if abs(nrm - 1.0) > 1e-15:
+            q = q / nrm
+    return q
+
+
 def _center_gradients(order: int) -> np.ndarray:
     """(npc, 3) parametric gradients of the cell's shape functions at the cell center (mju_defGradient's point)."""
     n1 = order + 1
@@ -283,9 +300,20 @@ def elastic_node_forces(m: Model, d: Data, damper: bool) -> jax.Array:
 
 
 def elastic_qfrc(m: Model, d: Data, damper: bool) -> jax.Array:
-    """(nv,) generalized forces of `elastic_node_forces` (J' f at each node; mj_applyFT)."""
+    """(nv,) generalized forces of `elastic_node_forces`, as mj_flexPassiveInterp applies them: a node at the origin
+    of a body with dofs (its flex centered or its offset flex_node zero) puts xmat' f into that body's first three
+    dofs alone (not the ancestors'); any other node J' f at its point (mj_applyFT)."""
     if not elastic_cells(m):
         return jp.zeros(m.nv, d.qvel.dtype)
     f = elastic_node_forces(m, d, damper)
-    jacp, _ = support.jac_batch(m, d, node_xpos(m, d), np.asarray(m.flex_nodebodyid))
-    return jp.einsum("ni,niv->v", f, jacp)
+    nb = np.asarray(m.flex_nodebodyid)
+    flex = np.repeat(np.arange(m.nflex), np.asarray(m.flex_nodenum))
+    dofs = np.asarray(m.body_dofnum)[nb] > 0
+    fast = jp.asarray(dofs) & (jp.asarray(np.asarray(m.flex_centered)[flex]) | jp.all(m.flex_node == 0, axis=1))
+    qfrc = jp.zeros(m.nv, f.dtype)
+    if dofs.any():
+        b = nb[dofs]
+        loc = jp.einsum("nji,nj->ni", d.xmat[b], jp.where(fast[dofs][:, None], f[dofs], 0.0))
+        qfrc = qfrc.at[np.asarray(m.body_dofadr)[b][:, None] + np.arange(3)].add(loc)
+    jacp, _ = support.jac_batch(m, d, node_xpos(m, d), nb)
+    return qfrc + jp.einsum("ni,niv->v", jp.where(fast[:, None], 0.0, f), jacp)

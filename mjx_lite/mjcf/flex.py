@@ -596,10 +596,28 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     A["flexedge_length0"] = length0
     A["flexedge_invweight0"] = invw
     _vert0(A, S["nflex"], xpos0)
-    nb = np.asarray(A["flex_nodebodyid"], np.int64)
-    A["flex_node0"] = st.xpos[nb] + np.einsum("nij,nj->ni", st.xmat[nb], np.asarray(A["flex_node"]).reshape(-1, 3))
+    A["flex_node0"] = _node0(A, S["nflex"], st)
     A["flex_rodframe0"] = _rod_frames0(A, S["nflex"], xpos0)
     return size
+
+
+def _node0(A: dict, nflex: int, st) -> np.ndarray:
+    """(nflexnode, 3) flex_node0, the elastic reference of interpolated flexes' nodes as MuJoCo 4.0 keeps it
+    (probed): R0' x with x the nodes' world positions at qpos0 and R0 the rotation (flex_interp.mat_to_rot_np) of the
+    deformation gradient at the center of the flex's first cell there, so that the corotational displacement
+    R' x - x0 vanishes at rest."""
+    nb = np.asarray(A["flex_nodebodyid"], np.int64)
+    x = st.xpos[nb] + np.einsum("nij,nj->ni", st.xmat[nb], np.asarray(A["flex_node"]).reshape(-1, 3))
+    out = x.copy()
+    for f in np.nonzero(np.asarray(A["flex_interp"]))[0]:
+        order = abs(int(A["flex_interp"][f]))
+        nadr, nnum = int(A["flex_nodeadr"][f]), int(A["flex_nodenum"][f])
+        _, idx = flex_interp.cell_nodes(np.full((1, 3), 0.5) / np.asarray(A["flex_cellnum"][f]),
+                                        A["flex_cellnum"][f], order)  # fmt: skip
+        F = np.einsum("nr,nk->rk", x[nadr + idx[0]], flex_interp._center_gradients(order))
+        R = np.asarray(flex_interp.math.quat_to_mat(flex_interp.mat_to_rot_np(F)))
+        out[nadr : nadr + nnum] = x[nadr : nadr + nnum] @ R
+    return out
 
 
 def _vert0(A: dict, nflex: int, xpos0: np.ndarray) -> None:
