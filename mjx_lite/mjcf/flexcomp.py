@@ -128,7 +128,7 @@ def expand(
     poisson, thickness = float(elast.get("poisson", 0.0)), float(elast.get("thickness", -1.0))
     elastic2d = {"none": 0, "bend": 1, "stretch": 2, "both": 3}[elast.get("elastic2d", "none")]
     if order:
-        _check_interp(raw, kids, dim, elastic2d, equality, rigid)
+        _check_interp(raw, kids, elastic2d, equality, rigid)
     if dim != 1 and elastic2d != 1 and equality and young > 0:  # (rods: bending with inextensible edges)
         raise _err(raw, "flex constraints and elasticity (young) cannot both be present")
     for a in ("section", "sectionsize", "yield"):
@@ -417,10 +417,10 @@ def deformable(el: Element) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _check_interp(raw, kids: dict, dim: int, elastic2d: int, equality: int, rigid: bool) -> None:
+def _check_interp(raw, kids: dict, elastic2d: int, equality: int, rigid: bool) -> None:
     """Refuse, by name, what mjx_lite does not simulate of an interpolated (trilinear / quadratic) flexcomp: shell
-    mode (elastic2d), strain / edge equalities, rigid ones and dim 1 (and, in mjcf/flex.py, elasticity of cells the
-    tetrahedra do not fill)."""
+    mode (elastic2d), strain / edge equalities, rigid ones (and dim 1 in `_interp`, elasticity of cells the tetrahedra
+    do not fill in mjcf/flex.py)."""
     if elastic2d:
         raise _refuse(kids["elasticity"][0], "<elasticity elastic2d> on an interpolated flexcomp (shell mode)",
                       "elastic2d")  # fmt: skip
@@ -428,8 +428,6 @@ def _check_interp(raw, kids: dict, dim: int, elastic2d: int, equality: int, rigi
         raise _refuse(kids["edge"][0], "<edge equality> on an interpolated flexcomp (strain constraints)", "equality")
     if rigid:
         raise _refuse(raw, "a rigid interpolated flexcomp", "rigid")
-    if dim == 1:
-        raise _refuse(raw, "an interpolated flexcomp of dim 1", "dim")
 
 
 _SIMPSON = (1.0 / 6.0, 2.0 / 3.0)  # quadratic node mass weights: cell end, cell middle (per axis)
@@ -461,6 +459,11 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
     nnode = ng[0] * ng[1] * ng[2]
     lo, hi = point.min(axis=0), point.max(axis=0)
     ext = hi - lo
+    if np.any(ext <= MINVAL):  # (a flat box: MuJoCo 4.0 fails to compile it, with this message)
+        raise _err(raw, "flex grid rotation R0 is not orthonormal (the points of an interpolated flexcomp span no "
+                   "volume)")  # fmt: skip
+    if element.shape[1] == 2:
+        raise _refuse(raw, "an interpolated flexcomp of dim 1", "dim")
     vert0 = np.where(ext > MINVAL, (point - lo) / np.where(ext > MINVAL, ext, 1.0), 0.5)
     cell = np.clip(np.floor(vert0 * cellnum).astype(np.int64), 0, np.asarray(cellnum) - 1)
     filled = np.zeros(cellnum, bool)
