@@ -138,12 +138,12 @@ def test_trajectory_matches_mujoco(models, name):
 
 @pytest.mark.slow
 def test_rollout_gradient(models):
-    """d(mean vertex height after 20 steps from a state with contacts)/d(stiffness scale) is finite, nonzero and
+    """d(mean vertex height after 10 steps from a state with contacts)/d(stiffness scale) is finite, nonzero and
     equals central differences; vmapped rollouts equal unbatched ones."""
     m, mjm = models["trilinear"]
     qpos, qvel = _fall(mjm, 0)
     d0 = mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel)
-    oracle.check_rollout_grad(m, d0, lambda m, s: m.replace(flex_stiffness=s * m.flex_stiffness), 1.0)
+    oracle.check_rollout_grad(m, d0, lambda m, s: m.replace(flex_stiffness=s * m.flex_stiffness), 1.0, steps=10)
 
 
 def _example(tmp_path, name):
