@@ -229,6 +229,15 @@ def test_flat_interpolated_flex_is_an_error_as_in_mujoco(flex):
         mjx_lite.load_mjcf_string(xml)
 
 
+@pytest.mark.parametrize("integrator", ["implicit", "implicitfast"])
+def test_implicit_elasticity_is_an_error_as_in_mujoco(integrator):
+    xml = MODELS["trilinear"].replace('jacobian="dense"', f'jacobian="dense" integrator="{integrator}"')
+    with pytest.raises(ValueError, match="no longer integrated implicitly"):
+        mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFError, match="no longer integrated implicitly"):
+        mjx_lite.load_mjcf_string(xml)
+
+
 def test_flex_pair_refused():
     """Two interpolated flexes that can touch: MuJoCo 4.0 keeps at most 50 contacts of the pair (refused)."""
     one = ('<flexcomp type="grid" count="3 3 3" spacing=".1 .1 .1" dim="3" radius=".01" name="{n}" pos="0 0 {z}" '

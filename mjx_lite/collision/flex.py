@@ -18,7 +18,9 @@ Frames from the normal (mju_makeFrame); the contact parameters mix the geom's an
 solmix, friction) as mj_contactParam, margin and gap add up. Every contact of a pair is kept: MuJoCo 4.0 selects no
 mjMAXCONPAIR = 50 subset of a plane-flex or geom-flex pair (checked against it with 64 and 100 vertices on a plane in
 tests/test_flex.py, and 118 contacts of a 6x6 cloth on a box). An element contact's constraint rows spread it over
-the element's vertex bodies (`contact_body_weights`). Flex-flex contacts (self-collisions and pairs of flexes) are
+the element's vertex bodies (`contact_body_weights`); a contact of an interpolated flex (vertex or element) spreads
+over the node bodies of the cell at its parametric coordinates (mjx_lite/flex_interp.py, MuJoCo's
+mj_vertBodyWeight). Flex-flex contacts (self-collisions and pairs of flexes) are
 collision/flex_flex.py's, their slots after these; SDF geoms are refused at load (mjcf/flex.py).
 """
 

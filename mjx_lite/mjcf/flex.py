@@ -264,6 +264,9 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
     if nu < 0 or nu >= 0.5:
         raise MJCFError("Poisson ratio must be in [0, 0.5)", *where, "poisson")
     if r.get("interp"):
+        if ctx.option["integrator"] in (2, 3):
+            raise MJCFError("flex elasticity is no longer integrated implicitly under integrator='implicit' (MuJoCo "
+                            "4.0: use Euler or RK4)", *where)  # fmt: skip
         return _interp_stiffness(r, point, elem), np.zeros(0), flaps
     stride = STIFFNESS_STRIDE[dim]
     stiff = np.zeros(stride * len(elem))

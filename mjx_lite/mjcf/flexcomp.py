@@ -22,9 +22,15 @@ tests/test_flex_types.py):
     same name), placed after the world child that holds the flexcomp (MuJoCo 4.0's order, probed); mjcf/flex.py
     makes its flex_bending hinges and mjcf/plastic.py its state in Data.plastic.
 
+  - interpolated flexcomps (dof="trilinear" / "quadratic", `_interp`): a grid of node bodies over the points'
+    bounding box carries every point (mjx_lite/flex_interp.py), cellcount cells per axis, pins on nodes; their
+    <elasticity young poisson damping> is MuJoCo's corotational cell stiffness (mjcf/flex.py).
+
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
 (type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
-other than "full", rods' box sections and clamped ends (both points of an end edge pinned),
+"radial" and "2d"; of interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
+or multi-cell ones (and elastic ones) whose tetrahedra do not fill their bounding box (MuJoCo's volume quadrature),
+self- and flex-flex contacts; rods' box sections and clamped ends (both points of an end edge pinned),
 <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex
 self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
 """

@@ -11,6 +11,9 @@ Stages and helpers (m.nflex == 0: nothing is traced):
   edge_damper(m, d)    -> (nv,) sum over non-rigid edges of -J' b (J qvel)            (qfrc_damper part)
   edge_rows(m, d, eq)  -> per-edge constraint data of the <equality><flex> constraints `eq` (pipeline/constraint)
 
+Interpolated flexes (flex_interp != 0): vertex positions from their nodes, no edge lengths or Jacobians (as MuJoCo),
+cell elasticity in elastic_spring / elastic_damper (mjx_lite/flex_interp.py).
+
 Edge stiffness is MuJoCo's for dim 1 (the compiler refuses it for dim 2 as MuJoCo does); edge damping and the edge
 equality act on every dim. Vertex positions, lengths and Jacobians are smooth away from zero-length edges
 (`math.safe_norm`), so `jax.grad` goes through them.
