@@ -523,7 +523,7 @@ SIZE_FIELDS = (
     "nkey", "npair", "nexclude", "ntree", "nM", "nmat", "ntex", "nactuator", "nout", "nhistory", "nplastic",
     "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert",
     "nflex", "nflexvert", "nflexedge", "nflexelem", "nflexelemdata", "nflexelemedge", "nflexstiffness",
-    "nflexbending",
+    "nflexbending", "nflexnode",
 )  # fmt: skip
 
 
@@ -586,6 +586,7 @@ class Model:
     nflexelemedge: int = static_field(0)
     nflexstiffness: int = static_field(0)
     nflexbending: int = static_field(0)
+    nflexnode: int = static_field(0)
     # capacities of the padded run-time arrays (contacts, constraint rows); see collision/, pipeline/constraint
     nconmax: int = static_field(0)
     njmax: int = static_field(0)
@@ -790,6 +791,17 @@ class Model:
     flex_elemlayer: np.ndarray = static_field(shape=("nflexelem",), dtype="int32")
     flex_activelayers: np.ndarray = static_field(shape=("nflex",), dtype="int32")
     flex_interp: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    # interpolated flexes (flex_interp 1 trilinear, 2 quadratic; flex_interp.py): their nodes (from
+    # flex_nodeadr[f], flex_nodenum[f] of them) on bodies flex_nodebodyid at offsets flex_node (zero on a node body),
+    # the cells per axis flex_cellnum, and each vertex's parametric coordinates flex_vert0 in the flex's bounding box
+    # (static: they fix the interpolation weights); flex_vertbodyid is -1 on their vertices, as in MuJoCo
+    flex_nodeadr: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_nodenum: np.ndarray = static_field(shape=("nflex",), dtype="int32")
+    flex_nodebodyid: np.ndarray = static_field(shape=("nflexnode",), dtype="int32")
+    flex_node: jax.Array = shaped("nflexnode", 3)
+    flex_node0: jax.Array = shaped("nflexnode", 3)  # world positions of the nodes at qpos0 (the elastic reference)
+    flex_cellnum: np.ndarray = static_field(shape=("nflex", 3), dtype="int32")
+    flex_vert0: np.ndarray = static_field(shape=("nflexvert", 3), dtype="float64")
     flex_radius: jax.Array = shaped("nflex")
     # flex appearance (the renderer's; mjModel's names): group, colour (float32 values), and material (-1: none),
     # which MuJoCo 4.0 stores per element (each element of a flex holds its flex's material)
@@ -1339,17 +1351,23 @@ def efc_row_width(m: Model) -> int:
 def _flex_elem_width(m: Model) -> int:
     """Bodies on the flex side of a contact row: dim + 1 where a height field or a convex geom (sphere, capsule,
     ellipsoid, cylinder, box, mesh) can touch the elements of a flex (collision/flex.py: the element's vertex bodies,
-    weighted), 2 (dim + 1) where a flex collides with itself or another flex (both sides' vertex bodies), else 1."""
+    weighted), 2 (dim + 1) where a flex collides with itself or another flex (both sides' vertex bodies), the nodes of
+    a cell (8 trilinear, 27 quadratic) where an interpolated flex collides with a geom, else 1."""
     if not m.nflex:
         return 1
     gt = np.asarray(m.geom_type)
     sel = (gt >= GeomType.HFIELD) & (gt <= GeomType.MESH)
     gct, gca = np.asarray(m.geom_contype)[sel], np.asarray(m.geom_conaffinity)[sel]
     out = 1
+    pl = gt == GeomType.PLANE
+    pct, pca = np.asarray(m.geom_contype)[pl], np.asarray(m.geom_conaffinity)[pl]
     for f in range(m.nflex):
         dim, fct, fca = int(m.flex_dim[f]), int(m.flex_contype[f]), int(m.flex_conaffinity[f])
         if np.any((gct & fca) | (fct & gca)):
             out = max(out, dim + 1)
+        interp = abs(int(np.asarray(m.flex_interp)[f]))
+        if interp and np.any(np.concatenate([(gct & fca) | (fct & gca), (pct & fca) | (fct & pca)])):
+            out = max(out, (interp + 1) ** 3)  # (an interpolated flex: a contact moves the nodes of its cell)
     ct, ca = np.asarray(m.flex_contype), np.asarray(m.flex_conaffinity)
     for f1 in range(m.nflex):  # flex-flex contacts (collision/flex_flex.py): an element on both sides
         for f2 in range(f1, m.nflex):

@@ -18,7 +18,9 @@ Frames from the normal (mju_makeFrame); the contact parameters mix the geom's an
 solmix, friction) as mj_contactParam, margin and gap add up. Every contact of a pair is kept: MuJoCo 4.0 selects no
 mjMAXCONPAIR = 50 subset of a plane-flex or geom-flex pair (checked against it with 64 and 100 vertices on a plane in
 tests/test_flex.py, and 118 contacts of a 6x6 cloth on a box). An element contact's constraint rows spread it over
-the element's vertex bodies (`contact_body_weights`). Flex-flex contacts (self-collisions and pairs of flexes) are
+the element's vertex bodies (`contact_body_weights`); a contact of an interpolated flex (vertex or element) spreads
+over the node bodies of the cell at its parametric coordinates (mjx_lite/flex_interp.py, MuJoCo's
+mj_vertBodyWeight). Flex-flex contacts (self-collisions and pairs of flexes) are
 collision/flex_flex.py's, their slots after these; SDF geoms are refused at load (mjcf/flex.py).
 """
 
@@ -28,7 +30,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import types
+from mjx_lite import flex_interp, types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import flex_elem, flex_flex, flex_hfield, hull
 from mjx_lite.collision.frame import make_frame
@@ -37,7 +39,8 @@ from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 MAXCONPAIR = 50  # mjMAXCONPAIR: contacts MuJoCo keeps per geom-flex pair
 
-__all__ = ["ELEM_TYPES", "MAXCONPAIR", "capacity", "contact_bodies", "contact_body_weights", "contacts", "elem_pairs",
+__all__ = ["ELEM_TYPES", "MAXCONPAIR", "capacity", "contact_bodies", "contact_body_weights", "contacts", "diag_weights",
+           "elem_pairs",
            "elem_width", "plane_pairs", "slot_condim"]
 
 
@@ -321,7 +324,7 @@ def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
         b = gb[jp.clip(g, 0, max(m.ngeom - 1, 0))] if m.ngeom else jp.zeros_like(g)
         if m.nflex:
             vadr = jp.asarray(np.asarray(m.flex_vertadr), jp.int32)
-            vb = jp.asarray(np.asarray(m.flex_vertbodyid), jp.int32)
+            vb = jp.asarray(np.maximum(np.asarray(m.flex_vertbodyid), 0), jp.int32)  # (interpolated: the world)
             fl = jp.maximum(con.flex[:, side], 0)
             vid = jp.clip(vadr[fl] + con.vert[:, side], 0, max(m.nflexvert - 1, 0))
             if np.any(_slots(m)[3] >= 0) or flex_flex.groups(m):
@@ -333,11 +336,26 @@ def contact_bodies(m: Model, con: types.Contact) -> tuple[jax.Array, jax.Array]:
 
 def _side_widths(m: Model) -> tuple[int, int]:
     """Static (W2, W1): bodies of a contact row's second side (1 without element contacts, else the most vertices
-    of a colliding element: 2 edges, 3 triangles, 4 tetrahedra) and of its first side beyond body1 (the most
-    vertices of a first element of flex-flex contacts, collision/flex_flex.py; 0 without them)."""
+    of a colliding element: 2 edges, 3 triangles, 4 tetrahedra; the nodes of a cell, 8 or 27, where an
+    interpolated flex collides) and of its first side beyond body1 (the same for the first element of flex-flex
+    contacts, collision/flex_flex.py; 0 without them)."""
     ff = flex_flex.groups(m)
     dims = [dim for _, dim, *_ in _elem_groups(m)] + [grp.dim for grp in _hfield_groups(m)] + [g.dim2 for g in ff]
-    return (1 + max(dims) if dims else 1), (1 + max(g.dim1 for g in ff) if ff else 0)
+    w2, w1 = (1 + max(dims) if dims else 1), (1 + max(g.dim1 for g in ff) if ff else 0)
+    interp = np.asarray(m.flex_interp) if m.nflex else np.zeros(0, np.int64)
+    npc = [(abs(int(interp[f])) + 1) ** 3 for f in _colliding_flexes(m) if interp[f]]
+    if npc:
+        w2 = max(w2, max(npc))
+        w1 = max(w1, max(npc)) if ff else w1
+    return w2, w1
+
+
+def _colliding_flexes(m: Model) -> set[int]:
+    """Static ids of the flexes with contact slots (against planes, geoms, height fields or flexes)."""
+    out = {int(f) for f in _slots(m)[1]}
+    for g in flex_flex.groups(m):
+        out |= {int(f) for f in np.atleast_1d(g.f1)} | {int(f) for f in np.atleast_1d(g.f2)}
+    return out
 
 
 def elem_width(m: Model) -> int:
@@ -350,7 +368,40 @@ def elem_width(m: Model) -> int:
 
 def _elem_weights(m: Model, d: types.Data, con: types.Contact, side: int, w: int) -> tuple[jax.Array, jax.Array]:
     """(vertex bodies (nconmax, w), barycentric weights (nconmax, w)) of the element on `side` of every row at its
-    point nearest to the contact point (zero weights past its dim + 1 vertices)."""
+    point nearest to the contact point (zero weights past its dim + 1 vertices); where an interpolated flex is on
+    that side, its vertices' node bodies and weights instead (`_interp_weights`)."""
+    vid, wts = _elem_vertex_weights(m, d, con, side, w)
+    bodies = jp.asarray(np.maximum(np.asarray(m.flex_vertbodyid), 0), jp.int32)[vid]
+    if not _side_has_interp(m):
+        return bodies, wts
+    return _interp_weights(m, con, side, vid, wts, bodies, w)
+
+
+def _side_has_interp(m: Model) -> bool:
+    """Static: an interpolated flex has contact slots."""
+    return bool(m.nflex) and any(int(np.asarray(m.flex_interp)[f]) for f in _colliding_flexes(m))
+
+
+def _interp_weights(m: Model, con: types.Contact, side: int, vid: jax.Array, wts: jax.Array, bodies: jax.Array,
+                    w: int) -> tuple[jax.Array, jax.Array]:
+    """(bodies, weights) (nconmax, w) of `side` with the rows of interpolated flexes replaced by their nodes: the
+    contact's parametric coordinates sum_k |wts_k| flex_vert0[vid_k] (the contact's vertex, or its element's
+    vertices at barycentric weights), then the nodes of that cell at their interpolation weights (MuJoCo's
+    mj_vertBodyWeight)."""
+    fl = jp.maximum(con.flex[:, side], 0)
+    vert0 = jp.asarray(np.asarray(m.flex_vert0), wts.dtype)
+    coord = jp.einsum("nk,nkx->nx", jp.abs(wts), vert0[vid])
+    nb, nw = flex_interp.vertex_weights(m, fl, coord, w)
+    interp = jp.asarray(np.asarray(m.flex_interp) != 0)[fl] & (con.flex[:, side] >= 0)
+    bodies, wts = _pad(bodies, wts, w)
+    return jp.where(interp[:, None], nb, bodies), jp.where(interp[:, None], nw, wts)
+
+
+def _elem_vertex_weights(m: Model, d: types.Data, con: types.Contact, side: int, w: int
+                         ) -> tuple[jax.Array, jax.Array]:  # fmt: skip
+    """(global vertex ids (nconmax, w), barycentric weights (nconmax, w)) of the element on `side` of every row at
+    its point nearest to the contact point (zero weights past its dim + 1 vertices)."""
+    w = min(w, 4)
     vid = _elem_vertices(m, con, side, w)  # (n, w)
     x = d.flexvert_xpos[vid]  # (n, w, 3)
     dt = d.qpos.dtype
@@ -360,7 +411,24 @@ def _elem_weights(m: Model, d: types.Data, con: types.Contact, side: int, w: int
     for k in range(3, w + 1):  # triangles, tetrahedra
         bk = jax.vmap(flex_elem.barycentric)(con.pos, x[:, :k])
         wts = jp.where((dim == k - 1)[:, None], jp.concatenate([bk, jp.zeros((bk.shape[0], w - k), dt)], 1), wts)
-    return jp.asarray(np.asarray(m.flex_vertbodyid), jp.int32)[vid], wts
+    return vid, wts
+
+
+def diag_weights(m: Model, con: types.Contact, w2: jax.Array) -> jax.Array:
+    """(nconmax, W) the weights of `contact_body_weights`'s bodies2 in a contact row's diagApprox: |w2| (a flex-flex
+    row's first side weighs -w there), but the signed node weights of an interpolated flex (MuJoCo sums
+    body_invweight0 times the shape function values, some negative for quadratic flexes)."""
+    if not _side_has_interp(m):
+        return jp.abs(w2)
+    fl = jp.maximum(con.flex[:, 1], 0)
+    interp = jp.asarray(np.asarray(m.flex_interp) != 0)[fl] & (con.flex[:, 1] >= 0) & (con.geom[:, 1] < 0)
+    return jp.where(interp[:, None], w2, jp.abs(w2))
+
+
+def _pad(bodies: jax.Array, wts: jax.Array, w: int) -> tuple[jax.Array, jax.Array]:
+    """bodies, wts (n, k) padded with body 0 / weight 0 to (n, w)."""
+    k = bodies.shape[1]
+    return jp.pad(bodies, ((0, 0), (0, w - k))), jp.pad(wts, ((0, 0), (0, w - k)))
 
 
 def contact_body_weights(m: Model, d: types.Data, con: types.Contact
@@ -377,13 +445,21 @@ def contact_body_weights(m: Model, d: types.Data, con: types.Contact
     if w2 + w1 == 1:
         return b1, b2[:, None], jp.ones((b2.shape[0], 1), dt)
     bodies, wts = _elem_weights(m, d, con, 1, w2)
+    bodies, wts = _pad(bodies, wts, w2)
     is_elem = (con.elem[:, 1] >= 0) & (con.vert[:, 1] < 0) & (con.geom[:, 1] < 0)
     one = jp.zeros((1, w2), dt).at[0, 0].set(1.0)
     wts = jp.where(is_elem[:, None], wts, one)
     bodies = jp.where(is_elem[:, None], bodies, b2[:, None])
+    if _side_has_interp(m):  # a vertex of an interpolated flex: its cell's node bodies
+        n = con.pos.shape[0]
+        vadr = jp.asarray(np.asarray(m.flex_vertadr), jp.int32)
+        vid = jp.clip(vadr[jp.maximum(con.flex[:, 1], 0)] + con.vert[:, 1], 0, max(m.nflexvert - 1, 0))
+        vb, vw = _interp_weights(m, con, 1, vid[:, None], jp.ones((n, 1), dt), b2[:, None], w2)
+        is_vert = (con.vert[:, 1] >= 0) & (con.geom[:, 1] < 0)
+        bodies, wts = jp.where(is_vert[:, None], vb, bodies), jp.where(is_vert[:, None], vw, wts)
     if w1:
         is_self = (con.elem[:, 0] >= 0) & (con.vert[:, 0] < 0) & (con.geom[:, 0] < 0)
-        bodies0, wts0 = _elem_weights(m, d, con, 0, w1)
+        bodies0, wts0 = _pad(*_elem_weights(m, d, con, 0, w1), w1)
         bodies = jp.concatenate([bodies, jp.where(is_self[:, None], bodies0, 0)], axis=1)
         wts = jp.concatenate([wts, jp.where(is_self[:, None], -wts0, 0.0)], axis=1)
         b1 = jp.where(is_self, 0, b1)

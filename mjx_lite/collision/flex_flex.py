@@ -92,8 +92,11 @@ def candidate_pairs(m: Model, f1: int, f2: int) -> tuple[np.ndarray, np.ndarray]
     """Static (e1, e2) (P,) each: the element pairs of flexes f1, f2 with no vertex body in common; for f1 == f2 the
     active ones (tetrahedra: flex_elemlayer < flex_activelayers) with e1 < e2."""
     bodies = []
-    for f in (f1, f2):
-        bodies.append(np.asarray(m.flex_vertbodyid)[int(m.flex_vertadr[f]) + _elements(m, f)])
+    nbody = max(int(np.asarray(m.flex_vertbodyid).max(initial=0)) + 1, 1)
+    for k, f in enumerate((f1, f2)):
+        b = np.asarray(m.flex_vertbodyid)[int(m.flex_vertadr[f]) + _elements(m, f)]
+        # vertices of an interpolated flex are on no body (-1): a column of their own, shared by no other flex
+        bodies.append(np.where(b < 0, nbody + k, b))
     ids1, ids2 = np.arange(len(bodies[0])), np.arange(len(bodies[1]))
     if f1 == f2:
         if int(m.flex_dim[f1]) == 3:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mjx_lite import flex_interp
 from mjx_lite.mjcf import flexcomp as _flexcomp
 from mjx_lite.mjcf import texture
 from mjx_lite.mjcf.context import CompileContext
@@ -64,6 +65,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
                                             "selfcollide", "friction", "solmix", "solref", "solimp", "margin",
                                             "gap")}  # fmt: skip
     vertbodyid, vert, edges, elems, erigid, layers = [], [], [], [], [], []
+    nodeadr, nodebodyid, nodes, vert0, cellnum, interps = [], [], [], [], [], []
     elemedge, elemedgeadr, stiff, stiffadr, bend, bendadr, flaps, twistdof = [], [], [], [], [], [], [], []
     bodies = ctx.ids.get("body", {})
     weld = np.asarray(A["body_weldid"])
@@ -76,14 +78,30 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         ctx.elements["flex"].append(el)
         dim = r["dim"]
         ids = []
-        for b in r["vertbody"]:
+        interp = int(r.get("interp", 0))
+        for b in r["nodebody"] if interp else r["vertbody"]:
             if b != "world" and b not in bodies:
                 raise MJCFError(f"unknown body '{b}' in flex", r["file"], r["line"], "flexcomp")
             ids.append(0 if b == "world" else bodies[b])
         _check_vertex_bodies(ctx, r, ids)
         _check_contacts(ctx, r)
         elem = np.array(r["elem"], np.int64).reshape(-1, dim + 1)
-        point = _vertxpos0(A, ids, np.asarray(r["vert"], float).reshape(-1, 3))
+        nvert = len(np.asarray(r["vert"]).reshape(-1, 3))
+        if interp:  # (vertices on no body; at qpos0 where the parent puts the points)
+            nodeadr.append(len(nodebodyid))
+            nodebodyid += ids
+            nodes.append(np.asarray(r["node"], float).reshape(-1, 3))
+            vert0.append(np.asarray(r["vert0"], float).reshape(-1, 3))
+            cellnum.append(r["cellnum"])
+            parent = 0 if r["parent"] == "world" else bodies[r["parent"]]
+            point = _vertxpos0(A, [parent] * nvert, np.asarray(r["vert"], float).reshape(-1, 3))
+            ids = [-1] * nvert
+        else:
+            nodeadr.append(len(nodebodyid))
+            vert0.append(np.zeros((nvert, 3)))  # (set by `constants` from the qpos0 positions)
+            cellnum.append([1, 1, 1])
+            point = _vertxpos0(A, ids, np.asarray(r["vert"], float).reshape(-1, 3))
+        interps.append(interp)
         if dim == 3:  # tetrahedra reordered so that their faces point outwards (mjCFlex::Compile)
             x = point[elem]
             flip = np.einsum("ni,ni->n", np.cross(x[:, 1] - x[:, 0], x[:, 2] - x[:, 0]), x[:, 3] - x[:, 0]) > 0
@@ -131,7 +149,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         arr["contype"].append(r["contype"])
         arr["conaffinity"].append(r["conaffinity"])
         arr["radius"].append(r["radius"])
-        arr["centered"].append(not np.any(np.asarray(r["vert"], float)))  # (every vertex offset zero)
+        arr["centered"].append(r["centered"] if interp else not np.any(np.asarray(r["vert"], float)))
         arr["selfcollide"].append(_SELF[r["selfcollide"]])
         for k in ("condim", "priority", "friction", "solmix", "solref", "solimp", "margin", "gap"):
             arr[k].append(r[k])
@@ -143,7 +161,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
         edges += fedges
         elems += elem.reshape(-1).tolist()
         layers.append(_elem_layers(elem))
-        erigid += [bool(weld[ids[a]] == weld[ids[b]]) for a, b in fedges]
+        erigid += [False if interp else bool(weld[ids[a]] == weld[ids[b]]) for a, b in fedges]
     _check_flex_pairs(recs)
     n = len(recs)
     i32 = np.int32
@@ -165,7 +183,13 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flex_rgba"] = rgba.astype(float).reshape(n, 4)
     # rigid: every vertex on one body (MuJoCo's vertbody of size 1, a rigid flexcomp, or the same body repeated)
     A["flex_rigid"] = np.asarray([_rigid(r) for r in recs], bool).reshape(n)
-    A["flex_interp"] = np.zeros(n, i32)
+    A["flex_interp"] = np.asarray(interps, i32).reshape(n)
+    A["flex_nodeadr"] = np.asarray(nodeadr, i32).reshape(n)
+    A["flex_nodenum"] = np.diff(np.append(A["flex_nodeadr"], len(nodebodyid))).astype(i32)
+    A["flex_nodebodyid"] = np.asarray(nodebodyid, i32)
+    A["flex_node"] = np.concatenate([np.zeros((0, 3))] + nodes).reshape(-1, 3)
+    A["flex_cellnum"] = np.asarray(cellnum, i32).reshape(n, 3)
+    A["flex_vert0"] = np.concatenate([np.zeros((0, 3))] + vert0).reshape(-1, 3)
     A["flex_elemlayer"] = np.concatenate([np.zeros(0, i32)] + layers).astype(i32)
     A["flex_activelayers"] = np.asarray([r["activelayers"] for r in recs], i32).reshape(n)
     A["flex_damping"] = np.asarray([r["damping"] for r in recs], float).reshape(n)
@@ -186,7 +210,7 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
     A["flexedge_invweight0"] = np.zeros(len(edges))
     ctx.sizes.update(nflex=n, nflexvert=len(vertbodyid), nflexedge=len(edges), nflexelem=int(sum(arr["elemnum"])),
                      nflexelemdata=len(elems), nflexelemedge=len(elemedge), nflexstiffness=len(A["flex_stiffness"]),
-                     nflexbending=len(A["flex_bending"]))  # fmt: skip
+                     nflexbending=len(A["flex_bending"]), nflexnode=len(nodebodyid))  # fmt: skip
 
 
 def _vertxpos0(A: dict, ids: list[int], vert: np.ndarray) -> np.ndarray:
@@ -235,6 +259,11 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
         return np.zeros(0), np.zeros(0), flaps
     if nu < 0 or nu >= 0.5:
         raise MJCFError("Poisson ratio must be in [0, 0.5)", *where, "poisson")
+    if r.get("interp"):
+        if ctx.option["integrator"] in (2, 3):
+            raise MJCFError("flex elasticity is no longer integrated implicitly under integrator='implicit' (MuJoCo "
+                            "4.0: use Euler or RK4)", *where)  # fmt: skip
+        return _interp_stiffness(r, point, elem), np.zeros(0), flaps
     stride = STIFFNESS_STRIDE[dim]
     stiff = np.zeros(stride * len(elem))
     mu = young / (2 * (1 + nu))
@@ -264,6 +293,27 @@ def _elasticity(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarra
 
 
 ROD_STRIDE = 10  # per rod hinge in flex_bending: va, vv, vb, -1, k_bend, 0, 0, twist dof of edge (vv, vb), k_twist, 0
+
+
+def _interp_stiffness(r: dict, point: np.ndarray, elem: np.ndarray) -> np.ndarray:
+    """flex_stiffness of an interpolated flex with young > 0: per cell (x-major), minus its (3 npc, 3 npc)
+    linear-elastic stiffness (flex_interp.cell_stiffness, in the frame of the flexcomp's parent: the grid's axes), as
+    MuJoCo 4.0 stores it. Only where the tetrahedra fill the bounding box (MuJoCo integrates over cut cells
+    otherwise; refused by name)."""
+    order, cellnum = int(r["interp"]), np.asarray(r["cellnum"], float)
+    vert = np.asarray(r["vert"], float).reshape(-1, 3)
+    ext = vert.max(axis=0) - vert.min(axis=0)
+    box = float(np.prod(ext))
+    vol = 0.0
+    if elem.shape[1] == 4:
+        x = point[elem]
+        vol = float(np.abs(np.linalg.det(x[:, 1:] - x[:, :1])).sum() / 6)
+    if not box or abs(vol - box) > 1e-9 * box:
+        raise MJCFUnsupportedError("<elasticity young> of an interpolated flex whose tetrahedra do not fill their "
+                                   "bounding box (MuJoCo 4.0's cut-cell quadrature) is not supported by mjx_lite",
+                                   r["file"], r["line"], "flexcomp", "young")  # fmt: skip
+    K = -flex_interp.cell_stiffness(order, ext / cellnum, r["young"], r["poisson"])
+    return np.tile(K.reshape(-1), int(np.prod(cellnum)))
 
 
 def _rod(ctx: CompileContext, r: dict, point: np.ndarray, elem: np.ndarray) -> np.ndarray:
@@ -431,6 +481,9 @@ def _check_self(r: dict, where: tuple) -> None:
                                    f"mjx_lite (more than {FLEX_MAX_ELEM_PAIRS} candidate element pairs): flex "
                                    f"'{r['name']}'; set selfcollide='none' or contype/conaffinity that do not match "
                                    "each other", *where)  # fmt: skip
+    if r.get("interp"):
+        raise MJCFUnsupportedError(f"self-collisions of an interpolated flex (dof='trilinear' / 'quadratic') are not "
+                                   f"supported by mjx_lite: flex '{r['name']}'; set selfcollide='none'", *where)
     if r.get("twist"):
         raise MJCFUnsupportedError(f"self-collisions of an elastic rod are not supported by mjx_lite: rod "
                                    f"'{r['name']}'; set selfcollide='none'", *where)  # fmt: skip
@@ -450,6 +503,11 @@ def _check_flex_pairs(recs: list[dict]) -> None:
                                            f"element pairs, more than {FLEX_MAX_ELEM_PAIRS}) are not supported by "
                                            "mjx_lite; set contype/conaffinity that do not match", *where)  # fmt: skip
             for r in (a, b):
+                if r.get("interp"):  # (MuJoCo 4.0 keeps at most 50 contacts of such a pair: its selection, not ours)
+                    raise MJCFUnsupportedError(f"contacts of an interpolated flex with another flex are not supported "
+                                               f"by mjx_lite: flex '{r['name']}' can collide with flex "
+                                               f"'{(b if r is a else a)['name']}'; set contype/conaffinity that do not "
+                                               "match", *where)  # fmt: skip
                 if r.get("twist"):
                     raise MJCFUnsupportedError(f"contacts of an elastic rod are not supported by mjx_lite: rod "
                                                f"'{r['name']}' can collide with flex '{(b if r is a else a)['name']}'; "
@@ -492,6 +550,7 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     size = np.zeros(nbody)
     if not S.get("nflex"):
         A["flex_rodframe0"] = np.zeros((0, 6))
+        A["flex_node0"] = np.zeros((0, 3))
         return size
     xpos0 = flexvert_xpos0(ctx, st)
     vb = np.asarray(A["flex_vertbodyid"])
@@ -500,6 +559,15 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
     length0 = np.zeros(S["nflexedge"])
     invw = np.zeros(S["nflexedge"])
     for f in range(S["nflex"]):
+        if A["flex_interp"][f]:  # (no edge lengths or Jacobians: zeros, as MuJoCo's; each node body's size at least
+            # its greatest distance to another node body, as setStat)
+            nadr, nnum = int(A["flex_nodeadr"][f]), int(A["flex_nodenum"][f])
+            nb = np.asarray(A["flex_nodebodyid"])[nadr : nadr + nnum]
+            x = st.xpos[nb]
+            dist = np.sqrt(np.sum((x[:, None] - x[None]) ** 2, axis=-1)).max(axis=1)
+            for b, r in zip(nb, dist):
+                size[b] = max(size[b], float(r))
+            continue
         vadr, eadr = int(A["flex_vertadr"][f]), int(A["flex_edgeadr"][f])
         # MuJoCo's skipjacobian (mj_flex): edge Jacobians only with edge equality, edge stiffness / damping or
         # elasticity damping (not with elasticity stiffness alone)
@@ -524,8 +592,49 @@ def constants(ctx: CompileContext, st) -> np.ndarray:
             size[b2] = max(size[b2], length0[e])
     A["flexedge_length0"] = length0
     A["flexedge_invweight0"] = invw
+    _vert0(A, S["nflex"], xpos0)
+    A["flex_node0"] = _node0(A, S["nflex"], st)
     A["flex_rodframe0"] = _rod_frames0(A, S["nflex"], xpos0)
     return size
+
+
+def _node0(A: dict, nflex: int, st) -> np.ndarray:
+    """(nflexnode, 3) flex_node0, the elastic reference of interpolated flexes' nodes as MuJoCo 4.0 keeps it
+    (probed): R0' x with x the nodes' world positions at qpos0 and R0 the rotation (flex_interp.mat_to_rot_np) of the
+    deformation gradient at the center of the flex's first cell there, so that the corotational displacement
+    R' x - x0 vanishes at rest."""
+    nb = np.asarray(A["flex_nodebodyid"], np.int64)
+    x = st.xpos[nb] + np.einsum("nij,nj->ni", st.xmat[nb], np.asarray(A["flex_node"]).reshape(-1, 3))
+    out = x.copy()
+    for f in np.nonzero(np.asarray(A["flex_interp"]))[0]:
+        order = abs(int(A["flex_interp"][f]))
+        nadr, nnum = int(A["flex_nodeadr"][f]), int(A["flex_nodenum"][f])
+        _, idx = flex_interp.cell_nodes(np.full((1, 3), 0.5) / np.asarray(A["flex_cellnum"][f]),
+                                        A["flex_cellnum"][f], order)  # fmt: skip
+        F = np.einsum("nr,nk->rk", x[nadr + idx[0]], flex_interp._center_gradients(order))
+        R = np.asarray(flex_interp.math.quat_to_mat(flex_interp.mat_to_rot_np(F)))
+        out[nadr : nadr + nnum] = x[nadr : nadr + nnum] @ R
+    return out
+
+
+def _vert0(A: dict, nflex: int, xpos0: np.ndarray) -> None:
+    """flex_vert0 of the flexes that are not interpolated (MuJoCo's, from the bounding box of their elements at
+    qpos0): (x - center) / (hi - lo) + 0.5 per axis, 0.5 on a flat axis (extent / 2 <= 1e-15); an interpolated
+    flex's came from its flexcomp (its parametric coordinates)."""
+    out = np.asarray(A["flex_vert0"], float).reshape(-1, 3).copy()
+    for f in range(nflex):
+        if A["flex_interp"][f] or not int(A["flex_elemnum"][f]):
+            continue
+        vadr, vnum, dim = int(A["flex_vertadr"][f]), int(A["flex_vertnum"][f]), int(A["flex_dim"][f])
+        eadr = int(A["flex_elemdataadr"][f])
+        used = np.asarray(A["flex_elem"])[eadr : eadr + int(A["flex_elemnum"][f]) * (dim + 1)]
+        pts = xpos0[vadr + used]
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        half = (hi - lo) / 2
+        x = xpos0[vadr : vadr + vnum]
+        ok = half > 1e-15
+        out[vadr : vadr + vnum] = np.where(ok, (x - (lo + hi) / 2) / np.where(ok, 2 * half, 1.0) + 0.5, 0.5)
+    A["flex_vert0"] = out
 
 
 def _rod_frames0(A: dict, nflex: int, xpos0: np.ndarray) -> np.ndarray:
@@ -553,4 +662,14 @@ def flexvert_xpos0(ctx: CompileContext, st) -> np.ndarray:
     A = ctx.arrays
     vb = np.asarray(A["flex_vertbodyid"])
     off = np.asarray(A["flex_vert"], float).reshape(-1, 3)
-    return st.xpos[vb] + np.einsum("nij,nj->ni", st.xmat[vb], off)
+    out = st.xpos[vb] + np.einsum("nij,nj->ni", st.xmat[vb], off)
+    for f in np.nonzero(np.asarray(A["flex_interp"]))[0]:  # (vertices interpolated from the nodes)
+        order = int(A["flex_interp"][f])
+        nadr, nnum = int(A["flex_nodeadr"][f]), int(A["flex_nodenum"][f])
+        nb = np.asarray(A["flex_nodebodyid"])[nadr : nadr + nnum]
+        nx = st.xpos[nb] + np.einsum("nij,nj->ni", st.xmat[nb], np.asarray(A["flex_node"])[nadr : nadr + nnum])
+        vadr, vnum = int(A["flex_vertadr"][f]), int(A["flex_vertnum"][f])
+        local, idx = flex_interp.cell_nodes(np.asarray(A["flex_vert0"])[vadr : vadr + vnum], A["flex_cellnum"][f],
+                                            order)  # fmt: skip
+        out[vadr : vadr + vnum] = np.einsum("nj,njx->nx", flex_interp.basis(local, order), nx[idx])
+    return out

@@ -22,9 +22,15 @@ tests/test_flex_types.py):
     same name), placed after the world child that holds the flexcomp (MuJoCo 4.0's order, probed); mjcf/flex.py
     makes its flex_bending hinges and mjcf/plastic.py its state in Data.plastic.
 
+  - interpolated flexcomps (dof="trilinear" / "quadratic", `_interp`): a grid of node bodies over the points'
+    bounding box carries every point (mjx_lite/flex_interp.py), cellcount cells per axis, pins on nodes; their
+    <elasticity young poisson damping> is MuJoCo's corotational cell stiffness (mjcf/flex.py).
+
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
 (type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
-other than "full", rods' box sections and clamped ends (both points of an end edge pinned),
+"radial" and "2d"; of interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
+or multi-cell ones (and elastic ones) whose tetrahedra do not fill their bounding box (MuJoCo's volume quadrature),
+self- and flex-flex contacts; rods' box sections and clamped ends (both points of an end edge pinned),
 <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex
 self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
 """
@@ -48,8 +54,9 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
-                                "dim 1-3, dof='full', edge stiffness/damping/equality='true', <elasticity> (dim 1: "
-                                "circle section rods without contacts), contacts with planes and convex geoms)",
+                                "dim 1-3, dof='full', 'trilinear' and 'quadratic', edge "
+                                "stiffness/damping/equality='true', <elasticity> (dim 1: circle section rods without "
+                                "contacts), contacts with planes and convex geoms)",
                                 raw.file, raw.line, raw.tag, attr)  # fmt: skip
 
 
@@ -103,11 +110,12 @@ def expand(
     if ftype in ("square", "disc"):
         dim = 2  # (MakeSquare)
     dof = w.get("dof", "full")
-    if dof != "full":
+    if dof not in ("full", "trilinear", "quadratic"):
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
+    order = {"trilinear": 1, "quadratic": 2}.get(dof, 0)  # (flex_interp)
     rigid = bool(w.get("rigid", False))
     direct = ftype in ("direct", "mesh", "gmsh")  # (MuJoCo's `direct`: points given, not generated)
-    for a in (("mesh", "cellcount") + (() if ftype in ("mesh", "gmsh") else ("file",))
+    for a in (("mesh",) + (() if order else ("cellcount",)) + (() if ftype in ("mesh", "gmsh") else ("file",))
               + (() if ftype == "direct" else ("point", "element"))):  # fmt: skip
         if a in w:
             raise _refuse(raw, f"<flexcomp {a}=...> (not used by type='{ftype}')", a)
@@ -125,6 +133,8 @@ def expand(
     young, edamp = float(elast.get("young", 0.0)), float(elast.get("damping", 0.0))
     poisson, thickness = float(elast.get("poisson", 0.0)), float(elast.get("thickness", -1.0))
     elastic2d = {"none": 0, "bend": 1, "stretch": 2, "both": 3}[elast.get("elastic2d", "none")]
+    if order:
+        _check_interp(raw, kids, elastic2d, equality, rigid)
     if dim != 1 and elastic2d != 1 and equality and young > 0:  # (rods: bending with inextensible edges)
         raise _err(raw, "flex constraints and elasticity (young) cannot both be present")
     for a in ("section", "sectionsize", "yield"):
@@ -195,7 +205,7 @@ def expand(
         raise _err(raw, "Pin grid number must be multiple of dim")
     if len(pingridrange) % (2 * dim):
         raise _err(raw, "Pin grid range number of must be multiple of 2*dim")
-    if ftype != "grid" and (pingrid or pingridrange):
+    if ftype != "grid" and not order and (pingrid or pingridrange):
         raise _err(raw, "Pin grid(range) can only be used with grid or interpolated")
     if dim == 1 and (pingrid or pingridrange):
         raise _err(raw, "Pin grid(range) cannot be used with dim=1")
@@ -214,6 +224,11 @@ def expand(
     if direct:
         point = point * np.asarray(scale, float)
     point = np.array([quat_pose(p, w.get("pos"), quat) for p in point]).reshape(npnt, 3)
+    if order:
+        pins4 = (pinid, pinrange, pingrid, pingridrange)
+        rec = _interp(raw, w, name, pname, order, point, element, pins4, add_body, mass, inertiabox)
+        return _record(raw, w, name, pname, dim, element, young, poisson, edamp, thickness, elastic2d, radius, edge,
+                       cont, margin, equality, shear, [], **rec)
 
     pinned = np.full(npnt, rigid)  # (MuJoCo reads no pins of a rigid flexcomp: every point is on the parent)
     if rigid:
@@ -275,15 +290,25 @@ def expand(
         twist = [f"{name}_twist_{e}" if e < nedge - 1 else f"{name}_twist" for e in range(nedge)]
         for tname in twist:
             add_twist_body(tname, polar)
+    return _record(raw, w, name, pname, dim, element, young, poisson, edamp, thickness, elastic2d, radius, edge, cont,
+                   margin, 0 if rigid else equality, shear, twist, vertbody=vertbody, vert=vert, centered=centered,
+                   point=point)
+
+
+
+def _record(raw, w, name, pname, dim, element, young, poisson, edamp, thickness, elastic2d, radius, edge, cont, margin,
+            equality, shear, twist, **extra) -> dict[str, Any]:
+    """The flex record (see `mjcf/flex.py`) of an expanded flexcomp; `extra`: vertbody, vert, centered, point and,
+    for an interpolated flex, interp, cellnum, nodebody, node, vert0."""
     return {
         "shear": shear, "twist": twist,
-        "name": name, "dim": dim, "vertbody": vertbody, "parent": pname, "vert": vert, "centered": centered,
-        "point": point, "young": young, "poisson": poisson, "damping": edamp, "thickness": thickness,
+        "name": name, "dim": dim, "parent": pname,
+        "young": young, "poisson": poisson, "damping": edamp, "thickness": thickness,
         "elastic2d": elastic2d,
         "elem": element.reshape(-1).astype(np.int64), "radius": radius, "group": int(w.get("group", 0)),
         "rgba": _vecn(w.get("rgba"), (0.5, 0.5, 0.5, 1.0)), "material": w.get("material") or "",
         "edgestiffness": float(edge.get("stiffness", 0.0)), "edgedamping": float(edge.get("damping", 0.0)),
-        "equality": 0 if rigid else equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
+        "equality": equality, "eq_solref": edge.get("solref"), "eq_solimp": edge.get("solimp"),
         "contype": int(cont.get("contype", 1)), "conaffinity": int(cont.get("conaffinity", 1)),
         "selfcollide": cont.get("selfcollide", "auto"), "activelayers": int(cont.get("activelayers", 1)),
         "condim": int(cont.get("condim", 3)), "priority": int(cont.get("priority", 0)),
@@ -291,7 +316,7 @@ def expand(
         "solref": _vecn(cont.get("solref"), (0.02, 1.0)),
         "solimp": _vecn(cont.get("solimp"), (0.9, 0.95, 0.001, 0.5, 2)),
         "margin": margin, "gap": float(cont.get("gap", 0.0)),
-        "file": raw.file, "line": raw.line,
+        "file": raw.file, "line": raw.line, "interp": 0, **extra,
     }  # fmt: skip
 
 
@@ -396,3 +421,112 @@ def deformable(el: Element) -> dict[str, Any]:
         "margin": float(cont.get("margin", 0.0)), "gap": float(cont.get("gap", 0.0)),
         "file": el.file, "line": el.line,
     }  # fmt: skip
+
+
+def _check_interp(raw, kids: dict, elastic2d: int, equality: int, rigid: bool) -> None:
+    """Refuse, by name, what mjx_lite does not simulate of an interpolated (trilinear / quadratic) flexcomp: shell
+    mode (elastic2d), strain / edge equalities, rigid ones (and dim 1 in `_interp`, elasticity of cells the tetrahedra
+    do not fill in mjcf/flex.py)."""
+    if elastic2d:
+        raise _refuse(kids["elasticity"][0], "<elasticity elastic2d> on an interpolated flexcomp (shell mode)",
+                      "elastic2d")  # fmt: skip
+    if equality:
+        raise _refuse(kids["edge"][0], "<edge equality> on an interpolated flexcomp (strain constraints)", "equality")
+    if rigid:
+        raise _refuse(raw, "a rigid interpolated flexcomp", "rigid")
+
+
+_SIMPSON = (1.0 / 6.0, 2.0 / 3.0)  # quadratic node mass weights: cell end, cell middle (per axis)
+
+
+def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, element: np.ndarray, pins: tuple,
+            add_body: Callable, mass: float, inertiabox: float) -> dict[str, Any]:
+    """Nodes of an interpolated flexcomp (order 1 trilinear, 2 quadratic), as MuJoCo 4.0 makes them (probed):
+    a grid of cellcount * order + 1 nodes per axis (x slowest, z fastest) spanning the bounding box of the posed
+    points (in the parent's frame); unpinned node (i, j, k) becomes body "<name>_<i>_<j>_<k>" at its place with three
+    slide joints, node weight 1 for a single trilinear cell, else the integral of its shape function over the
+    elements, which mjx_lite knows where the tetrahedra fill the box (else refused): the number of cells it belongs
+    to (trilinear) or the sum over its cells of Simpson's weights (1/6, 2/3, 1/6 per axis; quadratic); mass = mass *
+    weight / (sum of the unpinned nodes' weights), inertia that mass times 2 inertiabox^2 / 3 about each axis;
+    pinned nodes (pin id / range: node ids, grid / gridrange: node coordinates) stay on the parent at their place.
+    Every point is a vertex of the flex (on no body: flex_vertbodyid -1), with parametric coordinates
+    vert0 = (point - lo) / (hi - lo) in the box (0.5 on a flat axis). Returns the record's vertbody, vert, centered,
+    point, interp, cellnum, nodebody, node, vert0."""
+    pinid, pinrange, pingrid, pingridrange = pins
+    npnt = len(point)
+    used = np.zeros(npnt, bool)
+    used[element.reshape(-1)] = True
+    if not used.all():
+        raise _refuse(raw, "an interpolated flexcomp with points that no element uses")
+    cellnum = [int(c) for c in _vec3(w.get("cellcount"), (1, 1, 1))]
+    if any(c < 1 for c in cellnum):
+        raise _err(raw, "cellcount must be positive", "cellcount")
+    ng = [c * order + 1 for c in cellnum]
+    nnode = ng[0] * ng[1] * ng[2]
+    lo, hi = point.min(axis=0), point.max(axis=0)
+    ext = hi - lo
+    if np.any(ext <= MINVAL):  # (a flat box: MuJoCo 4.0 fails to compile it, with this message)
+        raise _err(raw, "flex grid rotation R0 is not orthonormal (the points of an interpolated flexcomp span no "
+                   "volume)")  # fmt: skip
+    if element.shape[1] == 2:
+        raise _refuse(raw, "an interpolated flexcomp of dim 1", "dim")
+    vert0 = np.where(ext > MINVAL, (point - lo) / np.where(ext > MINVAL, ext, 1.0), 0.5)
+    cell = np.clip(np.floor(vert0 * cellnum).astype(np.int64), 0, np.asarray(cellnum) - 1)
+    filled = np.zeros(cellnum, bool)
+    filled[cell[:, 0], cell[:, 1], cell[:, 2]] = True
+    if not filled.all():
+        raise _refuse(raw, "an interpolated flexcomp with an empty cell (no point in it)", "cellcount")
+    if order > 1 or max(cellnum) > 1:  # (MuJoCo 4.0 integrates the node masses over the elements' volume)
+        tet = point[element] if element.shape[1] == 4 else None
+        vol = 0.0 if tet is None else np.abs(np.linalg.det(tet[:, 1:] - tet[:, :1])).sum() / 6
+        if tet is None or abs(vol - np.prod(ext)) > 1e-9 * np.prod(ext):
+            raise _refuse(raw, "a quadratic or multi-cell interpolated flexcomp whose tetrahedra do not fill their "
+                          "bounding box (MuJoCo 4.0's node masses from its volume quadrature)", "dof")  # fmt: skip
+    pinned = np.zeros(max(npnt, nnode), bool)
+    for i in pinid:
+        if i < 0 or i >= len(pinned):
+            raise _err(raw, "pinid out of range")
+        pinned[i] = True
+    for a, b in zip(pinrange[::2], pinrange[1::2]):
+        if a < 0 or a >= len(pinned) or b < 0 or b >= len(pinned):
+            raise _err(raw, "pinrange out of range")
+        pinned[a : b + 1] = True
+    if pingrid or pingridrange:
+        if len(pingrid) % 3 or len(pingridrange) % 6:
+            raise _refuse(raw, "<pin grid / gridrange> of an interpolated flexcomp of dim 2", "grid")
+        for i in range(0, len(pingrid), 3):
+            ijk = pingrid[i : i + 3]
+            if any(ijk[k] < 0 or ijk[k] >= ng[k] for k in range(3)):
+                raise _err(raw, "pingrid out of range")
+            pinned[(ijk[0] * ng[1] + ijk[1]) * ng[2] + ijk[2]] = True
+        for i in range(0, len(pingridrange), 6):
+            r = pingridrange[i : i + 6]
+            if any(r[k] < 0 or r[k] >= ng[k % 3] for k in range(6)):
+                raise _err(raw, "pingridrange out of range")
+            for ijk in itertools.product(*[range(r[k], r[k + 3] + 1) for k in range(3)]):
+                pinned[(ijk[0] * ng[1] + ijk[1]) * ng[2] + ijk[2]] = True
+    pinned = pinned[:nnode]
+    if pinned.all():
+        raise _refuse(raw, "an interpolated flexcomp with every node pinned (rigid)", "id")
+    weight = np.zeros(nnode)
+    pos = np.zeros((nnode, 3))
+    for n, (gi, gj, gk) in enumerate(itertools.product(range(ng[0]), range(ng[1]), range(ng[2]))):
+        s = [gi / (cellnum[0] * order), gj / (cellnum[1] * order), gk / (cellnum[2] * order)]
+        pos[n] = [lo[k] + s[k] * (hi[k] - lo[k]) for k in range(3)]
+        wn = 1.0
+        for g, nk in zip((gi, gj, gk), ng):
+            ncell = 2 if 0 < g < nk - 1 and g % order == 0 else 1
+            wn *= (1.0 if order == 1 else _SIMPSON[g % order != 0]) * ncell
+        weight[n] = wn
+    scale = mass / weight[~pinned].sum()
+    nodebody, node = [], np.zeros((nnode, 3))
+    for n, (gi, gj, gk) in enumerate(itertools.product(range(ng[0]), range(ng[1]), range(ng[2]))):
+        if pinned[n]:
+            node[n] = pos[n]
+            nodebody.append(pname)
+            continue
+        bname = f"{name}_{gi}_{gj}_{gk}"
+        add_body(bname, pos[n], weight[n] * scale, weight[n] * (2.0 * inertiabox * inertiabox) / 3.0 * scale)
+        nodebody.append(bname)
+    return {"vertbody": [], "vert": point, "centered": not pinned.any(), "point": point, "interp": order,
+            "cellnum": cellnum, "nodebody": nodebody, "node": node, "vert0": vert0}

@@ -690,6 +690,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     dt = d.qpos.dtype
     impratio = m.opt.impratio
     cb1, cb2, cw2 = flexcol.contact_body_weights(m, d, con)  # flex element sides: several weighted bodies
+    cdw = flexcol.diag_weights(m, con, cw2)
     for dim in sorted(set(p.con_dim.tolist())):
         slots = np.nonzero(p.con_dim == dim)[0]
         k = len(slots)
@@ -722,7 +723,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         dist = at(con.dist)
         mg = at(con.includemargin)
         iw = m.body_invweight0
-        diag_n = iw[b1, 0] + jp.sum(jp.abs(w2) * iw[b2, 0], axis=1)  # (self-collisions: side 0 weighs < 0)
+        diag_n = iw[b1, 0] + jp.sum(at(cdw) * iw[b2, 0], axis=1)  # (self-collisions: side 0 weighs < 0)
         solref = at(con.solref)
         solimp = at(con.solimp)
         sfr = at(con.solreffriction)

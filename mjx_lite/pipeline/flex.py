@@ -11,6 +11,9 @@ Stages and helpers (m.nflex == 0: nothing is traced):
   edge_damper(m, d)    -> (nv,) sum over non-rigid edges of -J' b (J qvel)            (qfrc_damper part)
   edge_rows(m, d, eq)  -> per-edge constraint data of the <equality><flex> constraints `eq` (pipeline/constraint)
 
+Interpolated flexes (flex_interp != 0): vertex positions from their nodes, no edge lengths or Jacobians (as MuJoCo),
+cell elasticity in elastic_spring / elastic_damper (mjx_lite/flex_interp.py).
+
 Edge stiffness is MuJoCo's for dim 1 (the compiler refuses it for dim 2 as MuJoCo does); edge damping and the edge
 equality act on every dim. Vertex positions, lengths and Jacobians are smooth away from zero-length edges
 (`math.safe_norm`), so `jax.grad` goes through them.
@@ -22,7 +25,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import math
+from mjx_lite import flex_interp, math
 from mjx_lite._struct import static_memo
 from mjx_lite.pipeline import support
 from mjx_lite.types import Data, Model
@@ -58,8 +61,9 @@ def flex(m: Model, d: Data) -> Data:
     """Flex vertex positions, edge lengths and edge Jacobians (mj_flex, non-interpolated flexes)."""
     if m.nflex == 0:
         return d
-    vb = np.asarray(m.flex_vertbodyid)
+    vb = np.maximum(np.asarray(m.flex_vertbodyid), 0)  # (-1 on interpolated flexes' vertices: set from nodes)
     xpos = d.xpos[vb] + jp.einsum("nij,nj->ni", d.xmat[vb], m.flex_vert)
+    xpos = flex_interp.vertex_xpos(m, d, xpos)
     if m.nflexedge == 0:
         return d.replace(flexvert_xpos=xpos)
     v1, v2 = edge_vertices(m)
@@ -70,7 +74,8 @@ def flex(m: Model, d: Data) -> Data:
     jac1, _ = support.jac_batch(m, d, p1, vb[v1])
     jac2, _ = support.jac_batch(m, d, p2, vb[v2])
     J = jp.einsum("ni,niv->nv", unit, jac2 - jac1)
-    rigid = jp.asarray(np.asarray(m.flex_rigid)[edge_flex(m)])
+    # rigid and interpolated flexes: no edge lengths or Jacobians (MuJoCo's mj_flex skips them)
+    rigid = jp.asarray((np.asarray(m.flex_rigid) | (np.asarray(m.flex_interp) != 0))[edge_flex(m)])
     J = jp.where((_edge_active(m) & ~rigid)[:, None], J, 0.0)
     length = jp.where(rigid, 0.0, length)
     return d.replace(flexvert_xpos=xpos, flexedge_length=length, flexedge_J=J)
@@ -148,7 +153,7 @@ def _stretch_groups(m: Model) -> list[tuple]:
             verts, edges, flexes, kidx = [], [], [], []
             for f in range(m.nflex):
                 sadr = int(np.asarray(m.flex_stiffnessadr)[f])
-                if dims[f] != dim or sadr < 0 or np.asarray(m.flex_rigid)[f]:
+                if dims[f] != dim or sadr < 0 or np.asarray(m.flex_rigid)[f] or np.asarray(m.flex_interp)[f]:
                     continue
                 n = int(np.asarray(m.flex_elemnum)[f])
                 el = np.asarray(m.flex_elem)[int(np.asarray(m.flex_elemdataadr)[f]):][: n * (dim + 1)]
@@ -285,14 +290,18 @@ def _has_elastic(m: Model) -> bool:
 
 
 def elastic_spring(m: Model, d: Data) -> jax.Array:
-    """qfrc_spring part of flex elasticity (nv,): stretch (flex_stiffness) and bending (flex_bending) forces."""
+    """qfrc_spring part of flex elasticity (nv,): stretch (flex_stiffness) and bending (flex_bending) forces, and the
+    cell elasticity of interpolated flexes (flex_interp.elastic_qfrc)."""
+    out = flex_interp.elastic_qfrc(m, d, False)
     if not _has_elastic(m):
-        return jp.zeros(m.nv, d.qvel.dtype)
-    return _vertex_qfrc(m, d, _stretch_forces(m, d, False) + _bend_forces(m, d, False))
+        return out
+    return out + _vertex_qfrc(m, d, _stretch_forces(m, d, False) + _bend_forces(m, d, False))
 
 
 def elastic_damper(m: Model, d: Data) -> jax.Array:
-    """qfrc_damper part of flex elasticity (nv,): Rayleigh damping of stretch and bending (flex_damping)."""
+    """qfrc_damper part of flex elasticity (nv,): Rayleigh damping of stretch and bending (flex_damping), and the
+    cell damping of interpolated flexes."""
+    out = flex_interp.elastic_qfrc(m, d, True)
     if not _has_elastic(m):
-        return jp.zeros(m.nv, d.qvel.dtype)
-    return _vertex_qfrc(m, d, _stretch_forces(m, d, True) + _bend_forces(m, d, True))
+        return out
+    return out + _vertex_qfrc(m, d, _stretch_forces(m, d, True) + _bend_forces(m, d, True))
