@@ -439,7 +439,8 @@ def test_box_box_face_manifold():
 
 
 def test_pair_filters_and_params():
-    """contype/conaffinity, parent-child, weld, exclude, explicit pair, priority and solmix mixing."""
+    """contype/conaffinity, parent-child, weld, exclude, explicit pair, priority and solmix mixing; pairs of two
+    dof-less bodies (mocap-floor, mocap-mocap) are skipped as MuJoCo does, a mocap body against a free one is not."""
     xml = """<mujoco><worldbody>
       <geom name="floor" type="plane" size="3 3 .1" friction="0.5 0.01 0.001" solmix="2" priority="0"/>
       <body name="a" pos="0 0 0.09"><freejoint/>
@@ -452,6 +453,9 @@ def test_pair_filters_and_params():
         <geom name="b2" type="sphere" size=".1" pos="-.2 0 0" solref="-100 -10" margin="0.02" gap="0.005"/>
       </body>
       <body name="e" pos="-.5 0 0.09"><freejoint/><geom name="e1" type="sphere" size=".1" solmix="0"/></body>
+      <body name="m1" mocap="true" pos="0 .5 .05"><geom type="sphere" size=".1"/></body>
+      <body name="m2" mocap="true" pos=".1 .5 .05"><geom type="capsule" size=".05 .1"/></body>
+      <body name="m3" mocap="true" pos="-.5 .18 .09"><geom type="sphere" size=".1"/></body>
       </worldbody>
       <contact><exclude body1="a" body2="e"/>
         <pair geom1="c1" geom2="a1" condim="6" friction="1 1 .1 .01 .01" margin="0.3" gap="0.1"/></contact>

@@ -199,6 +199,8 @@ def dynamic_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
     parent = np.asarray(m.body_parentid)
     w1, w2 = weld[b1], weld[b2]
     keep &= w1 != w2
+    dofnum = np.asarray(m.body_dofnum)
+    keep &= (dofnum[w1] > 0) | (dofnum[w2] > 0)  # both dof-less (static or mocap): no force can act, as MuJoCo
     if not m.opt.disableflags & DisableBit.FILTERPARENT:
         wp1, wp2 = weld[parent[w1]], weld[parent[w2]]
         keep &= ~((w1 != 0) & (w2 != 0) & ((w1 == wp2) | (w2 == wp1)))
