@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 import mjx_lite as mjl
-from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.solver.solve import solve
 from mjx_lite.types import ConstraintType
 from tests import oracle
 from tests import test_kernels as tk
+from tests.test_kernels_solver import _prepare, _prepared, _solve  # (the shared compiled stages)
 
 # float64: the two paths run the same block updates (pgs.block_update) on the same shuffled orders; only the sums
 # that build A = J M^-1 J' + R, b and the residuals AR f + b differ in order (round-off), which the sweeps carry
@@ -81,16 +81,6 @@ def _state(mjm, mjd, rng):
     mjd.qpos[mjm.jnt_qposadr[mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_JOINT, "h0")]] = 0.53 + 0.02 * rng.random()
     b5 = mjm.jnt_qposadr[mjm.body_jntadr[mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, "b5")]]
     mjd.qpos[b5 : b5 + 3] += rng.normal(size=3) * 0.02
-
-
-def _prepare(m, d):
-    """Every stage before the solver, on the XLA path."""
-    d = fwd.forward_pos_vel(m, d)
-    return fwd.fwd_acceleration(m, fwd.fwd_actuation(m, d))
-
-
-_prepared = jax.jit(jax.vmap(_prepare, in_axes=(None, 0)))
-_solve = jax.jit(jax.vmap(solve, in_axes=(None, 0)))
 
 
 def _batch(mjm, m, n, seed=0):
