@@ -580,18 +580,23 @@ def test_reacher_by_every_planner(planner):
 
 @pytest.mark.slow
 def test_cartpole_swing_up_in_closed_loop():
-    """MPC on the cartpole task: one iLQR iteration per control step over a 0.5 s horizon, 3 s: the plant ends
-    upright and balanced (measured: 0.007 rad, -0.12 rad/s; closed-loop cost 387.3 with mjx_lite's step and with
-    MuJoCo C's)."""
-    task = tasks.cartpole(50)
+    """MPC on the cartpole task: one iLQR iteration per control step over a 1 s horizon, 3 s: the plant is upright
+    and balanced over the whole last second (measured: held from 1.61 s, ending at -0.003 rad, 0.00 rad/s, the cart
+    back at -0.01 m; the same from start angles perturbed by +-1e-6 and +-1e-5 rad).
+
+    The 0.5 s horizon this test used is a knife-edge: its outcome flips with the start angle perturbed by 1e-5 rad
+    (errors 0.34 to 30 tolerances), and the Newton solver's MuJoCo 4.0 stopping test (13009cb, a change of the
+    plans at the rail limit by 2e-6 in the controls) moved it from upright in the last 0.28 s to failing."""
+    task = tasks.cartpole(100)
 
     def planner(m, d, u):
-        return trajopt.ilqr(m, d, task.cost, 50, iterations=1, ctrl_init=u, terminal_cost=task.terminal_cost)
+        return trajopt.ilqr(m, d, task.cost, 100, iterations=1, ctrl_init=u, terminal_cost=task.terminal_cost)
 
-    run = trajopt.closed_loop(task.m, task.d0, planner, 50, 300, cost=task.cost, terminal_cost=task.terminal_cost,
+    run = trajopt.closed_loop(task.m, task.d0, planner, 100, 300, cost=task.cost, terminal_cost=task.terminal_cost,
                               ctrl_init=task.ctrl_init)  # fmt: skip
-    q, v = run.result.states.qpos[-1], run.result.states.qvel[-1]
-    assert task.error(np.asarray(q), np.asarray(v), None) <= 1.0, (q, v)
+    q, v = np.asarray(run.result.states.qpos), np.asarray(run.result.states.qvel)
+    errors = [task.error(a, b, None) for a, b in zip(q[-101:], v[-101:], strict=True)]
+    assert max(errors) <= 1.0, (max(errors), q[-1], v[-1])
     assert run.realtime_factor > 0
 
 
