@@ -163,7 +163,7 @@ def _fmt(r: dict) -> str:
 
 
 def report(quick: bool = False, only: str | None = None) -> str:
-    rows = []
+    rows, load0 = [], os.getloadavg()[0]
     for name, (path, steps) in (QUICK if quick else CASES).items():
         if only and only not in name:
             continue
@@ -176,7 +176,7 @@ def report(quick: bool = False, only: str | None = None) -> str:
         "",
         "`python benchmarks/grad_compile.py`: `jax.jit(jax.grad(loss))` of a `lax.scan` rollout over the controls; "
         "trace (Python) + XLA compile, cold; MJX with `iterations=1` (its solver's while_loop blocks reverse mode "
-        "otherwise).",
+        f"otherwise). Wall times; load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.",
         "",
         "| case | mjx_lite trace + compile | MJX trace + compile |",
         "| --- | --- | --- |",
