@@ -140,9 +140,11 @@ class Config:
         default backend is the CPU (there the full select ran the smooth step faster: batch 256, walker 0.84 ->
         0.73 ms, humanoid 1.85 -> 1.64 ms), else "state" (H200, humanoid with contacts: 5% faster at 1k and 8k).
       rk4_loop: how `step` traces an RK4 step (same values to round-off): "split" (the step's own forward
-        pass, then one `lax.scan` over the three later stages: two traced forward passes), "auto" (the split step's
-        values, the merged step's derivatives: a `custom_jvp` whose rule is the merged step's jvp, so a step that is
-        not differentiated runs the split step and `jax.grad` / `jax.jvp` trace one forward pass) or "merged" (one
+        pass, then one `lax.scan` over the three later stages: two traced forward passes), "auto" (default: the split
+        step's values, the merged step's derivatives: a `custom_jvp` whose rule is the merged step's jvp, so a step
+        that is not differentiated runs the split step's program and `jax.grad` / `jax.jvp` trace one forward pass;
+        the 50-step ant's gradient, interleaved in one process under load: XLA compile ~20 % less CPU time, run time
+        not slower, benchmarks/grad_compile.py --ab) or "merged" (one
         `lax.scan` over all four stages, `integrate.rk4_forward`: one traced forward pass, so a gradient through an
         RK4 rollout compiles faster: the 50-step ant's StableHLO 28.5k -> 17.2k lines, XLA compile 11-49 % less
         CPU time (three rounds under load); but the step ran 4-12 % slower on a loaded 2-core CPU, batch 32-1024).
@@ -221,7 +223,7 @@ class Config:
     matmul_precision: str = "highest"
     quaternion_ops: str = "auto"
     qacc_reset: str = "auto"
-    rk4_loop: str = "split"
+    rk4_loop: str = "auto"
     kernels: str = "auto"
     kernel_layout: str = "lanes_last"
     linalg: str = "auto"

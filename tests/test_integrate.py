@@ -1,7 +1,9 @@
 """Integrators against MuJoCo (float64): mj_integratePos, activation integration, mj_Euler (with and without
 implicit damping), mj_implicit (implicit / implicitfast), and the per-environment divergence reset."""
 
+import collections
 import copy
+import re
 
 import jax
 import jax.numpy as jp
@@ -403,15 +405,38 @@ def test_rk4_step_gradient_matches_finite_differences():
 
 def test_rk4_loop_config_selects_the_merged_step():
     """Config.rk4_loop: validated; "merged" selects the one-loop step for RK4 models only, and not with
-    exact_reset (which keeps the two passes); "split" is the default."""
+    exact_reset (which keeps the two passes); "auto" is the default (the split step, differentiated through the
+    merged one)."""
     with pytest.raises(ValueError, match="rk4_loop"):
         mjl.Config(rk4_loop="fused")
     m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(RK4_SENSOR_XML))
-    assert m.config.rk4_loop == "split" and not integrate.rk4_merged(m)
+    assert m.config.rk4_loop == "auto" and not integrate.rk4_merged(m) and integrate.rk4_merged(m, derivatives=True)
+    assert not integrate.rk4_merged(mjl.configure(m, rk4_loop="split"), derivatives=True)
     assert integrate.rk4_merged(mjl.configure(m, rk4_loop="merged"))
     assert not integrate.rk4_merged(mjl.configure(m, rk4_loop="merged", exact_reset=True))
     euler = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(RK4_SENSOR_XML.replace('integrator="RK4"', "")))
     assert not integrate.rk4_merged(mjl.configure(euler, rk4_loop="merged"))
+
+
+def _optimised_ops(compiled) -> collections.Counter:
+    """The operations of a compiled program's optimised HLO by opcode, parameters left out."""
+    ops = re.findall(r" = \S+ ([a-z\-]+)\(", compiled.as_text())
+    return collections.Counter(op for op in ops if op != "parameter")
+
+
+def test_rk4_loop_auto_compiles_the_split_step_when_not_differentiated():
+    """Config.rk4_loop "auto" (the default) around a step that is not differentiated: the jitted step compiles to
+    the split step's operations (XLA's optimised HLO, opcode for opcode, fusions included; only the parameters of
+    some computations differ: the custom_jvp's call is inlined) and computes the same Data bitwise."""
+    base = mjl.load_mjcf_string(RK4_LIMIT_XML)
+    d0 = mjl.make_data(base).replace(qpos=jp.asarray([0.36]), qvel=jp.asarray([1.5]))
+    ops, out = {}, {}
+    for loop in ("split", "auto"):
+        m = mjl.configure(base, rk4_loop=loop)
+        compiled = jax.jit(lambda d, m=m: mjl.step(m, d)).lower(d0).compile()
+        ops[loop], out[loop] = _optimised_ops(compiled), compiled(d0)
+    assert ops["auto"] == ops["split"] and ops["split"]["fusion"] > 0
+    jax.tree.map(lambda x, y: np.testing.assert_array_equal(np.asarray(y), np.asarray(x)), out["split"], out["auto"])
 
 
 # A pendulum against its joint limit (a constraint row: the solver's implicit gradient in every RK4 stage) with a
@@ -431,7 +456,7 @@ RK4_LIMIT_XML = """<mujoco>
 RK4_GRAD_ROUNDOFF = 1e-12
 
 
-@pytest.mark.slow  # CI time: 39 s on a quiet 2-core CPU (two RK4 gradients compile); an opt-in setting
+@pytest.mark.slow  # CI time: 39 s on a quiet 2-core CPU (two RK4 gradients compile)
 def test_rk4_loop_auto_is_split_values_and_merged_derivatives():
     """Config.rk4_loop "auto": `step` returns the split step's values bitwise, and `jax.grad` of a 3-step rollout
     (with respect to qvel, ctrl and a model float) goes through the merged loop (its jaxpr holds one forward pass's
