@@ -21,6 +21,10 @@ r1 + r2):
     edge pair (their nearest points). Normal from A to B; `collide` returns what flex_flex writes into a contact.
 Ties (parallel edges or faces: a segment or face of nearest points) take the first candidate; MuJoCo's EPA takes
 some point of the same set.
+
+Written for many pairs at once: a point is a (3, ...) array (components first, the pairs last: the CPU's vector
+lanes), the feature pairs are unrolled in Python and the nearest or shallowest of them kept by running selections
+(elementwise only: no small matrix products or gathers, which XLA runs slowly on the CPU under vmap).
 """
 
 from __future__ import annotations
@@ -31,32 +35,194 @@ import numpy as np
 
 from mjx_lite.math import safe_norm
 
-__all__ = ["EDGES", "collide", "core"]
+__all__ = ["EDGES", "collide", "core", "separated"]
 
-EDGES = {1: np.array([[0, 1]]), 2: np.array([[0, 1], [1, 2], [2, 0]]),
-         3: np.array([[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]])}  # fmt: skip
-# faces (a tetrahedron's: the face opposite vertex i first), with the vertex off the face that orients it outward
-# (-1: a triangle, both sides are facets)
-FACES = {1: np.zeros((0, 3), int), 2: np.array([[0, 1, 2]]), 3: np.array([[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2]])}
-OPPOSITE = {1: np.zeros(0, int), 2: np.array([-1]), 3: np.array([0, 1, 2, 3])}
+EDGES = {1: ((0, 1),), 2: ((0, 1), (1, 2), (2, 0)), 3: ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))}
+# faces (a tetrahedron's: the face opposite vertex i is i-th) and the vertex off each face (a triangle: none)
+FACES = {1: (), 2: ((0, 1, 2),), 3: ((1, 2, 3), (0, 2, 3), (0, 1, 3), (0, 1, 2))}
+OPPOSITE = {1: (), 2: (None,), 3: (0, 1, 2, 3)}
 
 
 def _dot(a, b):
-    return jp.sum(a * b, axis=-1)
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _cross(a, b):
+    return jp.stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+def _norm(a):
+    """|a| (...,) of a (3, ...), with a zero gradient at 0."""
+    sq = _dot(a, a)
+    pos = sq > 0
+    return jp.where(pos, jp.sqrt(jp.where(pos, sq, 1.0)), 0.0)
 
 
 def _unit(w, tiny):
+    """(w / |w|, |w| > tiny) (w unchanged where short)."""
+    n = _norm(w)
+    ok = n > tiny
+    return w / jp.where(ok, n, 1.0), ok
+
+
+def _keep_min(best, cand):
+    """The running selection: cand = (value (...), payload arrays) replaces best where its value is smaller (the
+    first of equal values stays)."""
+    if best is None:
+        return cand
+    take = cand[0] < best[0]
+    return tuple(jp.where(take if c.ndim == take.ndim else take[None], c, b) for c, b in zip(cand, best))
+
+
+def _segments(p1, q1, p2, q2):
+    """Nearest points (a, b) of the segments p1q1 and p2q2 (parallel: the one from s = 0)."""
+    d1, d2, r = q1 - p1, q2 - p2, p1 - p2
+    a, e, f = _dot(d1, d1), _dot(d2, d2), _dot(d2, r)
+    c, b = _dot(d1, r), _dot(d1, d2)
+    den = a * e - b * b
+    big = den > jp.finfo(den.dtype).eps * a * e
+    s = jp.where(big, jp.clip((b * f - c * e) / jp.where(big, den, 1.0), 0.0, 1.0), 0.0)
+    e_s, a_s = jp.where(e > 0, e, 1.0), jp.where(a > 0, a, 1.0)
+    t = (b * s + f) / e_s
+    s = jp.where(t < 0, jp.clip(-c / a_s, 0.0, 1.0), jp.where(t > 1, jp.clip((b - c) / a_s, 0.0, 1.0), s))
+    t = jp.clip(t, 0.0, 1.0)
+    return p1 + s * d1, p2 + t * d2
+
+
+def _vertex_face(p, v0, v1, v2):
+    """(distance, nearest face point) of the point p to the face (v0, v1, v2): the projection onto the face's plane
+    where it lies inside the face, else inf."""
+    nrm = _cross(v1 - v0, v2 - v0)
+    nn = _dot(nrm, nrm)
+    nn_s = jp.where(nn > 0, nn, 1.0)
+    h = _dot(p - v0, nrm) / nn_s  # in units of |nrm|
+    q = p - h * nrm
+    inside = nn > 0
+    for a, b in ((v0, v1), (v1, v2), (v2, v0)):
+        inside = inside & (_dot(_cross(b - a, q - a), nrm) >= 0)
+    return jp.where(inside, jp.abs(h) * jp.sqrt(nn_s), jp.inf), q
+
+
+def _facets(dim, x, other, tiny):
+    """[(outward normal, ok)] of the facets of the element x (list of dim + 1 points): a triangle's both sides and
+    its edges' in-plane outward normals, a tetrahedron's faces, an edge's normals in the plane of `other` (a
+    triangle, else None: none), both signs."""
+    out = []
+    if dim == 1 and other is not None:
+        u, k = _unit(_cross(_cross(other[1] - other[0], other[2] - other[0]), x[1] - x[0]), tiny)
+        out += [(u, k), (-u, k)]
+    if dim == 2:
+        nrm = _cross(x[1] - x[0], x[2] - x[0])
+        u, k = _unit(nrm, tiny)
+        out += [(u, k), (-u, k)]
+        for i, j in EDGES[2]:
+            w = _cross(x[j] - x[i], nrm)
+            w = jp.where(_dot(x[3 - i - j] - x[i], w) > 0, -w, w)  # away from the third vertex
+            out.append(_unit(w, tiny))
+    if dim == 3:
+        for (i, j, k), o in zip(FACES[3], OPPOSITE[3]):
+            w = _cross(x[j] - x[i], x[k] - x[i])
+            w = jp.where(_dot(x[o] - x[i], w) > 0, -w, w)
+            out.append(_unit(w, tiny))
+    return out
+
+
+def _extreme(x, u, sign):
+    """(the point of x (list of points) with the largest (sign 1) or smallest (sign -1) projection on u, that
+    projection)."""
+    best = None
+    for p in x:
+        best = _keep_min(best, (-sign * _dot(p, u), p))
+    return best[1], -sign * best[0]
+
+
+def core(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """(signed core distance (...): |b - a| apart, minus the penetration depth where the cores intersect, a (3, ...)
+    on A, b (3, ...) on B, normal (3, ...) from A to B) of the elements x1 (dim1 + 1, 3, ...) and x2 (dim2 + 1, 3,
+    ...): vertices first, then components, then any batch shape. Edges and triangles (`collide` runs tetrahedra
+    through `_score`)."""
+    dt = x1.dtype
+    tiny = jp.finfo(dt).tiny ** 0.5
+    eps = jp.finfo(dt).eps
+    v1, v2 = [x1[i] for i in range(dim1 + 1)], [x2[i] for i in range(dim2 + 1)]
+    sep, pen = None, None  # running selections: (distance, a, b), (overlap, a, b, u)
+    for i, j in EDGES[dim1]:  # edge pairs: nearest points; edge-cross axes
+        for k, m in EDGES[dim2]:
+            a, b = _segments(v1[i], v1[j], v2[k], v2[m])
+            sep = _keep_min(sep, (_norm(b - a), a, b))
+            d1, d2 = v1[j] - v1[i], v2[m] - v2[k]
+            w = _cross(d1, d2)
+            u, ok = _unit(w, tiny)
+            ok = ok & (_norm(w) > 16 * eps * _norm(d1) * _norm(d2))
+            for sg in (1.0, -1.0):
+                ov = _extreme(v1, sg * u, 1)[1] - _extreme(v2, sg * u, -1)[1]
+                pen = _keep_min(pen, (jp.where(ok, ov, jp.inf), a, b, sg * u))
+    for u, ok in _facets(dim1, v1, v2 if dim2 == 2 else None, tiny):  # A's facets: B's deepest vertex
+        b, lo = _extreme(v2, u, -1)
+        ov = _extreme(v1, u, 1)[1] - lo
+        pen = _keep_min(pen, (jp.where(ok, ov, jp.inf), b + ov * u, b, u))
+    for w, ok in _facets(dim2, v2, v1 if dim1 == 2 else None, tiny):  # B's facets: A's deepest vertex
+        u = -w
+        a, hi = _extreme(v1, u, 1)
+        ov = hi - _extreme(v2, u, -1)[1]
+        pen = _keep_min(pen, (jp.where(ok, ov, jp.inf), a, a - ov * u, u))
+    for f in FACES[dim2]:  # a vertex of A against a face of B
+        for p in v1:
+            dist, q = _vertex_face(p, *(v2[i] for i in f))
+            sep = _keep_min(sep, (dist, p, q))
+    for f in FACES[dim1]:
+        for p in v2:
+            dist, q = _vertex_face(p, *(v1[i] for i in f))
+            sep = _keep_min(sep, (dist, q, p))
+    depth, pa, pb, u = pen
+    dist, sa, sb = sep
+    sn, sok = _unit(sb - sa, tiny)
+    inter = depth > 0
+    a, b = jp.where(inter, pa, sa), jp.where(inter, pb, sb)
+    n = jp.where(inter | ~sok, u, sn)
+    return jp.where(inter, -depth, dist), a, b, n
+
+
+def separated(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array, gap) -> jax.Array:
+    """(n,) bool: a facet of either element (`_facets`: a triangle's sides and in-plane edge normals, an edge's
+    normals in the triangle's plane) separates the elements x1 (n, dim1 + 1, 3) and x2 (n, dim2 + 1, 3) (dims 1 and
+    2) by more than `gap`: a cheap test (a tenth of `collide`'s work) that such a pair is no contact."""
+    v1 = list(jp.moveaxis(x1, 0, -1))
+    v2 = list(jp.moveaxis(x2, 0, -1))
+    tiny = jp.finfo(x1.dtype).tiny ** 0.5
+    out = jp.zeros(x1.shape[0], bool)
+    for va, vb, dim, other in ((v1, v2, dim1, v2 if dim2 == 2 else None), (v2, v1, dim2, v1 if dim1 == 2 else None)):
+        for u, ok in _facets(dim, va, other, tiny):
+            lo = jp.min(jp.stack([_dot(p, u) for p in vb]), axis=0)
+            hi = jp.max(jp.stack([_dot(p, u) for p in va]), axis=0)
+            out = out | (ok & (lo - hi > gap))
+    return out
+
+
+# ---- tetrahedra: the same method with the features stacked along array axes and vmapped over the pairs (the unrolled
+# form above, 36 edge pairs of two tetrahedra, compiles for minutes)
+
+_SEDGES = {k: np.array(v) for k, v in EDGES.items()}
+_SFACES = {1: np.zeros((0, 3), int), 2: np.array(FACES[2]), 3: np.array(FACES[3])}
+_SOPP = {1: np.zeros(0, int), 2: np.array([-1]), 3: np.array(OPPOSITE[3])}
+
+
+def _s_dot(a, b):
+    return jp.sum(a * b, axis=-1)
+
+
+def _s_unit(w, tiny):
     """(w / |w|, |w| > tiny) (w unchanged where short)."""
     n = safe_norm(w, keepdims=True)
     ok = n[..., 0] > tiny
     return w / jp.where(n > tiny, n, 1.0), ok
 
 
-def _segments(p1, q1, p2, q2):
+def _s_segments(p1, q1, p2, q2):
     """Nearest points (a, b) (..., 3) of the segments p1q1 and p2q2 (broadcast; parallel: s = 0's)."""
     d1, d2, r = q1 - p1, q2 - p2, p1 - p2
-    a, e, f = _dot(d1, d1), _dot(d2, d2), _dot(d2, r)
-    c, b = _dot(d1, r), _dot(d1, d2)
+    a, e, f = _s_dot(d1, d1), _s_dot(d2, d2), _s_dot(d2, r)
+    c, b = _s_dot(d1, r), _s_dot(d1, d2)
     den = a * e - b * b
     tiny = jp.finfo(den.dtype).eps * a * e
     s = jp.where(den > tiny, jp.clip((b * f - c * e) / jp.where(den > tiny, den, 1.0), 0.0, 1.0), 0.0)
@@ -67,23 +233,23 @@ def _segments(p1, q1, p2, q2):
     return p1 + s[..., None] * d1, p2 + t[..., None] * d2
 
 
-def _vertex_face(p, tri):
+def _s_vertex_face(p, tri):
     """(distance, nearest face point) of points p (n, 3) to the faces tri (m, 3, 3), (n, m): the projection onto the
     face's plane where it lies inside the face, else inf."""
     v0, v1, v2 = tri[:, 0], tri[:, 1], tri[:, 2]
     nrm = jp.cross(v1 - v0, v2 - v0)  # (m, 3)
-    nn = _dot(nrm, nrm)
+    nn = _s_dot(nrm, nrm)
     nn_s = jp.where(nn > 0, nn, 1.0)
-    h = _dot(p[:, None] - v0[None], nrm[None]) / nn_s  # (n, m) in units of |nrm|
+    h = _s_dot(p[:, None] - v0[None], nrm[None]) / nn_s  # (n, m) in units of |nrm|
     q = p[:, None] - h[..., None] * nrm[None]  # projections (n, m, 3)
     inside = nn > 0
     for a, b in ((v0, v1), (v1, v2), (v2, v0)):
-        inside = inside & (_dot(jp.cross(b - a, q - a[None]), nrm[None]) >= 0)
+        inside = inside & (_s_dot(jp.cross(b - a, q - a[None]), nrm[None]) >= 0)
     dist = jp.abs(h) * jp.sqrt(nn_s)
     return jp.where(inside, dist, jp.inf), q
 
 
-def _facets(dim, x, other=None):
+def _s_facets(dim, x, other=None):
     """(normals (f, 3), ok (f,)) of the facets of the element x (dim + 1, 3), outward; a triangle's both sides and
     its edges' in-plane outward normals; an edge's normals in the plane of `other` (a triangle), both signs."""
     dt = x.dtype
@@ -92,26 +258,26 @@ def _facets(dim, x, other=None):
     if dim == 1 and other is not None:
         n2 = jp.cross(other[1] - other[0], other[2] - other[0])
         w = jp.cross(n2, x[1] - x[0])
-        u, k = _unit(w, tiny)
+        u, k = _s_unit(w, tiny)
         out += [u, -u]
         ok += [k, k]
     if dim == 2:
         nrm = jp.cross(x[1] - x[0], x[2] - x[0])
-        u, k = _unit(nrm, tiny)
+        u, k = _s_unit(nrm, tiny)
         out += [u, -u]
         ok += [k, k]
-        for i, j in EDGES[2]:
+        for i, j in _SEDGES[2]:
             o = 3 - i - j  # the third vertex
             w = jp.cross(x[j] - x[i], nrm)
-            w = jp.where(_dot(x[o] - x[i], w) > 0, -w, w)
-            u, k = _unit(w, tiny)
+            w = jp.where(_s_dot(x[o] - x[i], w) > 0, -w, w)
+            u, k = _s_unit(w, tiny)
             out.append(u)
             ok.append(k)
     if dim == 3:
-        for f, o in zip(FACES[3], OPPOSITE[3]):
+        for f, o in zip(_SFACES[3], _SOPP[3]):
             w = jp.cross(x[f[1]] - x[f[0]], x[f[2]] - x[f[0]])
-            w = jp.where(_dot(x[o] - x[f[0]], w) > 0, -w, w)
-            u, k = _unit(w, tiny)
+            w = jp.where(_s_dot(x[o] - x[f[0]], w) > 0, -w, w)
+            u, k = _s_unit(w, tiny)
             out.append(u)
             ok.append(k)
     if not out:
@@ -119,23 +285,23 @@ def _facets(dim, x, other=None):
     return jp.stack(out), jp.stack(ok)
 
 
-def core(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+def _score(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """(signed core distance (): |b - a| apart, minus the penetration depth when the cores intersect, a (3,) on A,
     b (3,) on B, normal (3,) from A to B) of the elements x1 (dim1 + 1, 3) and x2 (dim2 + 1, 3)."""
     dt = x1.dtype
     tiny = jp.finfo(dt).tiny ** 0.5
-    E1, E2 = EDGES[dim1], EDGES[dim2]
+    E1, E2 = _SEDGES[dim1], _SEDGES[dim2]
     # every edge pair's nearest points (the separated candidates and the edge-edge axes' points)
-    ea, eb = _segments(x1[E1[:, 0]][:, None], x1[E1[:, 1]][:, None], x2[E2[:, 0]][None], x2[E2[:, 1]][None])
+    ea, eb = _s_segments(x1[E1[:, 0]][:, None], x1[E1[:, 1]][:, None], x2[E2[:, 0]][None], x2[E2[:, 1]][None])
     ea, eb = ea.reshape(-1, 3), eb.reshape(-1, 3)
     # separating axes: A's facets, B's facets (negated), edge crosses (both signs)
-    fa, oka = _facets(dim1, x1, x2 if dim2 == 2 else None)
-    fb, okb = _facets(dim2, x2, x1 if dim1 == 2 else None)
+    fa, oka = _s_facets(dim1, x1, x2 if dim2 == 2 else None)
+    fb, okb = _s_facets(dim2, x2, x1 if dim1 == 2 else None)
     d1 = (x1[E1[:, 1]] - x1[E1[:, 0]])[:, None]
     d2 = (x2[E2[:, 1]] - x2[E2[:, 0]])[None]
     w = jp.cross(d1, d2).reshape(-1, 3)
     lens = (safe_norm(d1) * safe_norm(d2)).reshape(-1)
-    uc, okc = _unit(w, tiny)
+    uc, okc = _s_unit(w, tiny)
     okc = okc & (safe_norm(w) > 16 * jp.finfo(dt).eps * lens)
     axes = jp.concatenate([fa, -fb, uc, -uc])
     ok = jp.concatenate([oka, okb, okc, okc])
@@ -154,19 +320,19 @@ def core(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array,
     # separated: the nearest feature pair
     da, db, dd = [ea], [eb], [safe_norm(eb - ea)]
     if dim2 >= 2:
-        dist, q = _vertex_face(x1, x2[FACES[dim2]])
-        da.append(jp.repeat(x1, len(FACES[dim2]), axis=0))
+        dist, q = _s_vertex_face(x1, x2[_SFACES[dim2]])
+        da.append(jp.repeat(x1, len(_SFACES[dim2]), axis=0))
         db.append(q.reshape(-1, 3))
         dd.append(dist.reshape(-1))
     if dim1 >= 2:
-        dist, q = _vertex_face(x2, x1[FACES[dim1]])
-        db.append(jp.repeat(x2, len(FACES[dim1]), axis=0))
+        dist, q = _s_vertex_face(x2, x1[_SFACES[dim1]])
+        db.append(jp.repeat(x2, len(_SFACES[dim1]), axis=0))
         da.append(q.reshape(-1, 3))
         dd.append(dist.reshape(-1))
     da, db, dd = jp.concatenate(da), jp.concatenate(db), jp.concatenate(dd)
     j = jp.argmin(dd)
     sa, sb = da[j], db[j]
-    sn, sok = _unit(sb - sa, tiny)
+    sn, sok = _s_unit(sb - sa, tiny)
     inter = depth > 0
     a, b = jp.where(inter, pa, sa), jp.where(inter, pb, sb)
     n = jp.where(inter | ~sok, u, sn)
@@ -174,8 +340,13 @@ def core(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array,
 
 
 def collide(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array, r1, r2) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(dist (), pos (3,), normal (3,)) of the elements x1, x2 thickened by r1, r2: MuJoCo's contact of the two (dist
-    between the thickened surfaces, pos midway between them, normal from element 1 to element 2)."""
-    dist, a, b, n = core(dim1, dim2, x1, x2)
+    """(dist (n,), pos (n, 3), normal (n, 3)) of the elements x1 (n, dim1 + 1, 3), x2 (n, dim2 + 1, 3) thickened by
+    r1, r2: MuJoCo's contact of each pair (dist between the thickened surfaces, pos midway between them, normal from
+    element 1 to element 2)."""
+    if max(dim1, dim2) == 3:
+        dist, a, b, n = jax.vmap(lambda p, q: _score(dim1, dim2, p, q))(x1, x2)
+    else:
+        dist, a, b, n = core(dim1, dim2, jp.moveaxis(x1, 0, -1), jp.moveaxis(x2, 0, -1))
+        a, b, n = a.T, b.T, n.T
     pos = 0.5 * (a + b) + 0.5 * (r1 - r2) * n
     return dist - r1 - r2, pos, n

@@ -219,13 +219,16 @@ def _group(m: Model, d: types.Data, g: Group, margin: jax.Array, gap: jax.Array)
             c = primitive.capsule_capsule(flex_elem._edge_capsule(x1, r1), flex_elem._edge_capsule(x2, r2), mg)
             return c.dist, c.pos, c.normal, ok & (c.dist < NOCONTACT)
 
-    else:
-
-        def one(x1, x2, ok):
-            dist, pos, n = elem_elem.collide(g.dim1, g.dim2, x1, x2, r1, r2)
-            return dist[None], pos[None], n[None], (ok & (dist < mg))[None]
-
-    dist, pos, nrm, act = jax.vmap(one)(xs[0][a], xs[1][b], live)
+        dist, pos, nrm, act = jax.vmap(one)(xs[0][a], xs[1][b], live)
+    elif max(g.dim1, g.dim2) <= 2:  # edges and triangles: a facet test, then the collider on the ncon nearest
+        x1, x2 = xs[0][a], xs[1][b]
+        near = live & ~elem_elem.separated(g.dim1, g.dim2, x1, x2, r1 + r2 + mg)
+        keep, live, full = _select(near, g.ncon)
+        dist, pos, nrm = elem_elem.collide(g.dim1, g.dim2, x1[keep], x2[keep], r1, r2)
+        return dist, pos, nrm, live & (dist < mg), a[keep], b[keep], overflow | full
+    else:  # tetrahedra: the closed-form collider on all k pairs
+        dist, pos, nrm = elem_elem.collide(g.dim1, g.dim2, xs[0][a], xs[1][b], r1, r2)
+        act = live & (dist < mg)
     dist, pos, nrm, act = dist.reshape(-1), pos.reshape(-1, 3), nrm.reshape(-1, 3), act.reshape(-1)
     a, b = jp.repeat(a, g.rows), jp.repeat(b, g.rows)
     if g.ncon < act.shape[0]:  # the first g.ncon rows in contact take the slots
