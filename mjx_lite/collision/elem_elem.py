@@ -22,9 +22,8 @@ r1 + r2):
 Ties (parallel edges or faces: a segment or face of nearest points) take the first candidate; MuJoCo's EPA takes
 some point of the same set.
 
-Written for many pairs at once: a point is a (3, ...) array (components first, the pairs last: the CPU's vector
-lanes), the feature pairs are unrolled in Python and the nearest or shallowest of them kept by running selections
-(elementwise only: no small matrix products or gathers, which XLA runs slowly on the CPU under vmap).
+`separated` is a cheap first test (an element's facets only, written elementwise on (3, n) points, no small matrix
+products or gathers, which XLA runs slowly on the CPU under vmap) that leaves most candidate pairs out before `collide`.
 """
 
 from __future__ import annotations
@@ -65,44 +64,6 @@ def _unit(w, tiny):
     return w / jp.where(ok, n, 1.0), ok
 
 
-def _keep_min(best, cand):
-    """The running selection: cand = (value (...), payload arrays) replaces best where its value is smaller (the
-    first of equal values stays)."""
-    if best is None:
-        return cand
-    take = cand[0] < best[0]
-    return tuple(jp.where(take if c.ndim == take.ndim else take[None], c, b) for c, b in zip(cand, best))
-
-
-def _segments(p1, q1, p2, q2):
-    """Nearest points (a, b) of the segments p1q1 and p2q2 (parallel: the one from s = 0)."""
-    d1, d2, r = q1 - p1, q2 - p2, p1 - p2
-    a, e, f = _dot(d1, d1), _dot(d2, d2), _dot(d2, r)
-    c, b = _dot(d1, r), _dot(d1, d2)
-    den = a * e - b * b
-    big = den > jp.finfo(den.dtype).eps * a * e
-    s = jp.where(big, jp.clip((b * f - c * e) / jp.where(big, den, 1.0), 0.0, 1.0), 0.0)
-    e_s, a_s = jp.where(e > 0, e, 1.0), jp.where(a > 0, a, 1.0)
-    t = (b * s + f) / e_s
-    s = jp.where(t < 0, jp.clip(-c / a_s, 0.0, 1.0), jp.where(t > 1, jp.clip((b - c) / a_s, 0.0, 1.0), s))
-    t = jp.clip(t, 0.0, 1.0)
-    return p1 + s * d1, p2 + t * d2
-
-
-def _vertex_face(p, v0, v1, v2):
-    """(distance, nearest face point) of the point p to the face (v0, v1, v2): the projection onto the face's plane
-    where it lies inside the face, else inf."""
-    nrm = _cross(v1 - v0, v2 - v0)
-    nn = _dot(nrm, nrm)
-    nn_s = jp.where(nn > 0, nn, 1.0)
-    h = _dot(p - v0, nrm) / nn_s  # in units of |nrm|
-    q = p - h * nrm
-    inside = nn > 0
-    for a, b in ((v0, v1), (v1, v2), (v2, v0)):
-        inside = inside & (_dot(_cross(b - a, q - a), nrm) >= 0)
-    return jp.where(inside, jp.abs(h) * jp.sqrt(nn_s), jp.inf), q
-
-
 def _facets(dim, x, other, tiny):
     """[(outward normal, ok)] of the facets of the element x (list of dim + 1 points): a triangle's both sides and
     its edges' in-plane outward normals, a tetrahedron's faces, an edge's normals in the plane of `other` (a
@@ -127,62 +88,6 @@ def _facets(dim, x, other, tiny):
     return out
 
 
-def _extreme(x, u, sign):
-    """(the point of x (list of points) with the largest (sign 1) or smallest (sign -1) projection on u, that
-    projection)."""
-    best = None
-    for p in x:
-        best = _keep_min(best, (-sign * _dot(p, u), p))
-    return best[1], -sign * best[0]
-
-
-def core(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """(signed core distance (...): |b - a| apart, minus the penetration depth where the cores intersect, a (3, ...)
-    on A, b (3, ...) on B, normal (3, ...) from A to B) of the elements x1 (dim1 + 1, 3, ...) and x2 (dim2 + 1, 3,
-    ...): vertices first, then components, then any batch shape. Edges and triangles (`collide` runs tetrahedra
-    through `_score`)."""
-    dt = x1.dtype
-    tiny = jp.finfo(dt).tiny ** 0.5
-    eps = jp.finfo(dt).eps
-    v1, v2 = [x1[i] for i in range(dim1 + 1)], [x2[i] for i in range(dim2 + 1)]
-    sep, pen = None, None  # running selections: (distance, a, b), (overlap, a, b, u)
-    for i, j in EDGES[dim1]:  # edge pairs: nearest points; edge-cross axes
-        for k, m in EDGES[dim2]:
-            a, b = _segments(v1[i], v1[j], v2[k], v2[m])
-            sep = _keep_min(sep, (_norm(b - a), a, b))
-            d1, d2 = v1[j] - v1[i], v2[m] - v2[k]
-            w = _cross(d1, d2)
-            u, ok = _unit(w, tiny)
-            ok = ok & (_norm(w) > 16 * eps * _norm(d1) * _norm(d2))
-            for sg in (1.0, -1.0):
-                ov = _extreme(v1, sg * u, 1)[1] - _extreme(v2, sg * u, -1)[1]
-                pen = _keep_min(pen, (jp.where(ok, ov, jp.inf), a, b, sg * u))
-    for u, ok in _facets(dim1, v1, v2 if dim2 == 2 else None, tiny):  # A's facets: B's deepest vertex
-        b, lo = _extreme(v2, u, -1)
-        ov = _extreme(v1, u, 1)[1] - lo
-        pen = _keep_min(pen, (jp.where(ok, ov, jp.inf), b + ov * u, b, u))
-    for w, ok in _facets(dim2, v2, v1 if dim1 == 2 else None, tiny):  # B's facets: A's deepest vertex
-        u = -w
-        a, hi = _extreme(v1, u, 1)
-        ov = hi - _extreme(v2, u, -1)[1]
-        pen = _keep_min(pen, (jp.where(ok, ov, jp.inf), a, a - ov * u, u))
-    for f in FACES[dim2]:  # a vertex of A against a face of B
-        for p in v1:
-            dist, q = _vertex_face(p, *(v2[i] for i in f))
-            sep = _keep_min(sep, (dist, p, q))
-    for f in FACES[dim1]:
-        for p in v2:
-            dist, q = _vertex_face(p, *(v1[i] for i in f))
-            sep = _keep_min(sep, (dist, q, p))
-    depth, pa, pb, u = pen
-    dist, sa, sb = sep
-    sn, sok = _unit(sb - sa, tiny)
-    inter = depth > 0
-    a, b = jp.where(inter, pa, sa), jp.where(inter, pb, sb)
-    n = jp.where(inter | ~sok, u, sn)
-    return jp.where(inter, -depth, dist), a, b, n
-
-
 def separated(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array, gap) -> jax.Array:
     """(n,) bool: a facet of either element (`_facets`: a triangle's sides and in-plane edge normals, an edge's
     normals in the triangle's plane) separates the elements x1 (n, dim1 + 1, 3) and x2 (n, dim2 + 1, 3) (dims 1 and
@@ -199,8 +104,9 @@ def separated(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array, gap) -> jax.Ar
     return out
 
 
-# ---- tetrahedra: the same method with the features stacked along array axes and vmapped over the pairs (the unrolled
-# form above, 36 edge pairs of two tetrahedra, compiles for minutes)
+# ---- the collider: features stacked along array axes, vmapped over the pairs (unrolled into elementwise operations
+# on (3, n) points as `separated` is, the triangle pairs ran ~1.5x as fast on the CPU but compiled 8x as long, and
+# two tetrahedra's 36 edge pairs for minutes)
 
 _SEDGES = {k: np.array(v) for k, v in EDGES.items()}
 _SFACES = {1: np.zeros((0, 3), int), 2: np.array(FACES[2]), 3: np.array(FACES[3])}
@@ -285,7 +191,7 @@ def _s_facets(dim, x, other=None):
     return jp.stack(out), jp.stack(ok)
 
 
-def _score(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+def core(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """(signed core distance (): |b - a| apart, minus the penetration depth when the cores intersect, a (3,) on A,
     b (3,) on B, normal (3,) from A to B) of the elements x1 (dim1 + 1, 3) and x2 (dim2 + 1, 3)."""
     dt = x1.dtype
@@ -343,10 +249,6 @@ def collide(dim1: int, dim2: int, x1: jax.Array, x2: jax.Array, r1, r2) -> tuple
     """(dist (n,), pos (n, 3), normal (n, 3)) of the elements x1 (n, dim1 + 1, 3), x2 (n, dim2 + 1, 3) thickened by
     r1, r2: MuJoCo's contact of each pair (dist between the thickened surfaces, pos midway between them, normal from
     element 1 to element 2)."""
-    if max(dim1, dim2) == 3:
-        dist, a, b, n = jax.vmap(lambda p, q: _score(dim1, dim2, p, q))(x1, x2)
-    else:
-        dist, a, b, n = core(dim1, dim2, jp.moveaxis(x1, 0, -1), jp.moveaxis(x2, 0, -1))
-        a, b, n = a.T, b.T, n.T
+    dist, a, b, n = jax.vmap(lambda p, q: core(dim1, dim2, p, q))(x1, x2)
     pos = 0.5 * (a + b) + 0.5 * (r1 - r2) * n
     return dist - r1 - r2, pos, n
