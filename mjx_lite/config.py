@@ -41,7 +41,8 @@ SOLVER_BATCHES = ("auto", "lockstep", "refill")
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "mesh_class_merge", "broadphase_min_pairs", "broadphase_pairs_per_geom",
                  "broadphase_contacts_per_pair", "broadphase_mesh_min_pairs", "broadphase_mesh_fraction",
-                 "broadphase_mesh_touch", "hfield_prisms", "flex_pairs_per_elem", "nconmax", "njmax")  # fmt: skip
+                 "broadphase_mesh_touch", "hfield_prisms", "flex_pairs_per_elem", "flex_contacts_per_elem", "nconmax",
+                 "njmax")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +85,11 @@ class Config:
         element (the mean of the two flexes' counts): their broadphase keeps the first that many pairs whose element
         boxes overlap, and more are counted in warning CONTACTFULL (collision/flex_flex.py; default 8: MuJoCo's flex
         examples reach at most 3.2).
+      flex_contacts_per_elem: contact slots of flex self-collisions and flex-flex contacts per element (the mean of
+        the two flexes' counts): of the pairs collided, the first that many in contact become contacts, and more are
+        counted in warning CONTACTFULL (collision/flex_flex.py; default 2: MuJoCo's flag example reaches 0.49, a
+        cloth folded onto itself about 3 for the elements of its two layers). The constraint rows and the solver's
+        work grow with these slots.
       sat_budget: box/mesh pairs whose separating-axis test costs more than this (face and edge-pair candidates)
         use GJK/EPA instead.
       mass_matrix: layout of qM: "dense" (nv, nv), "sparse" (nM,) tree-structured rows (MuJoCo's), or
@@ -208,6 +214,7 @@ class Config:
     broadphase_mesh_touch: int = 4
     hfield_prisms: int | None = None
     flex_pairs_per_elem: float = 8.0
+    flex_contacts_per_elem: float = 2.0
     sat_budget: int = 200_000
     mass_matrix: str = "auto"
     mass_factorization: str = "tree"
@@ -239,7 +246,7 @@ class Config:
         if not isinstance(self.exact_reset, bool):
             raise TypeError(f"Config.exact_reset must be a bool, not {self.exact_reset!r}")
         for name in ("mesh_size_ratio", "mesh_class_merge", "broadphase_pairs_per_geom", "broadphase_contacts_per_pair",
-                     "broadphase_mesh_fraction", "flex_pairs_per_elem"):
+                     "broadphase_mesh_fraction", "flex_pairs_per_elem", "flex_contacts_per_elem"):  # fmt: skip
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) or v <= 0:
                 raise ValueError(f"Config.{name} must be a positive number, not {v!r}")

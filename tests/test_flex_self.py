@@ -82,6 +82,13 @@ def _flexcomp(name, dim, pts, elems, radius, contact, pos="0 0 0"):
 
 
 OPTION = '<option timestep="0.002" ccd_tolerance="1e-13" ccd_iterations="1000"/>'
+# contact slots per element for the dense scenes below (layers lying on each other: MuJoCo makes 3.1 contacts per
+# element of the folded cloth, 5 of the two cloths; the default Config.flex_contacts_per_elem is 2)
+DENSE = dict(flex_contacts_per_elem=6)
+
+
+def _load(xml):
+    return mjx_lite.configure(mjx_lite.load_mjcf_string(xml), **DENSE)
 
 
 def self_xml(mode="narrow"):
@@ -115,7 +122,7 @@ def fwd():
 @pytest.fixture(scope="module")
 def selfm():
     xml = self_xml()
-    return mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    return _load(xml), mujoco.MjModel.from_xml_string(xml)
 
 
 def _mujoco(mjm, steps=0):
@@ -283,7 +290,7 @@ def test_flex_pairs_match_mujoco(fwd):
     """Two cloths and a rope colliding with each other (flex:flex): cloth-cloth (GJK/EPA), cloth-rope (capsule
     against triangle): MuJoCo's pairs, dist, pos, normals, mixed parameters (priority, solmix, condim, margins and
     gaps: includemargin = the margin); rows and qacc with MuJoCo's points and frames; qacc end to end."""
-    m, mjm = mjx_lite.load_mjcf_string(PAIRS), mujoco.MjModel.from_xml_string(PAIRS)
+    m, mjm = _load(PAIRS), mujoco.MjModel.from_xml_string(PAIRS)
     mjd = _mujoco(mjm)
     theirs = _mj_contacts(mjd)
     assert {(k[0], k[2]) for k in theirs} == {(0, 1), (0, 2), (1, 2)}
@@ -294,8 +301,9 @@ def test_flex_pairs_match_mujoco(fwd):
 
 
 def test_overflow_is_flagged(fwd):
-    """Fewer slots than overlapping element pairs (the crossing rope with flex_pairs_per_elem 0.1: 1 slot pair):
-    CONTACTFULL counted, the contacts kept are MuJoCo's."""
+    """Fewer pair slots than overlapping element pairs (the crossing rope with flex_pairs_per_elem 0.1: 1 slot pair),
+    and fewer contact slots than contacts (the folded cloth with the default flex_contacts_per_elem, 2: 48 slots for
+    MuJoCo's 74 contacts): CONTACTFULL counted, the contacts kept are MuJoCo's (the first in the candidate order)."""
     xml = f"<mujoco>{OPTION}<worldbody>{_flexcomp('rope', 1, *_rope(), 0.006, '')}</worldbody></mujoco>"
     m = mjx_lite.configure(mjx_lite.load_mjcf_string(xml), flex_pairs_per_elem=0.1)
     assert [g.k for g in flex_flex.groups(m)] == [1]
@@ -303,6 +311,15 @@ def test_overflow_is_flagged(fwd):
     assert int(d.warning_number[Warning.CONTACTFULL]) == 1
     ours, theirs = _contacts(m, d), _mj_contacts(_mujoco(mujoco.MjModel.from_xml_string(xml)))
     assert ours and set(ours) <= set(theirs)
+    cloth = _flexcomp("cloth", 2, *_cloth(), 0.01, "")
+    xml = f"<mujoco>{OPTION}<worldbody>{cloth}</worldbody></mujoco>"
+    m = mjx_lite.load_mjcf_string(xml)
+    assert [g.ncon for g in flex_flex.groups(m)] == [48]
+    d = fwd(m, mjx_lite.make_data(m))
+    assert int(d.warning_number[Warning.CONTACTFULL]) == 1 and int(d.ncon) == 48
+    ours, theirs = _contacts(m, d), _mj_contacts(_mujoco(mujoco.MjModel.from_xml_string(xml)))
+    assert len(theirs) > 48 and set(ours) <= set(theirs)
+    _compare_contacts(ours, {k: theirs[k] for k in ours})
 
 
 def test_refusals_name_the_feature():

@@ -21,7 +21,9 @@ MuJoCo 4.0's behaviour, probed with the `mujoco` package (tests/test_flex_self.p
     conservative filter, the collider decides).
   - Colliders: two edges (dim 1 and 1): mjraw_CapsuleCapsule of their capsules (1 row, 2 for parallel edges); any
     other pair: one contact from GJK/EPA on the thickened elements (mjc_ConvexElem; no normal fix, no geom is
-    involved): dist, pos the midpoint between the two surfaces, normal from elem[0] to elem[1].
+    involved): dist, pos the midpoint between the two surfaces, normal from elem[0] to elem[1]. Here that is
+    computed in closed form (collision/elem_elem.py: separating axes and feature pairs of the cores, the radii added;
+    exact where MuJoCo's EPA converges).
   - Parameters: mj_contactParam of the two flexes (for self-collisions the flex's own: condim = flex_condim,
     friction = flex_friction as (sliding, sliding, torsional, rolling, rolling), solref, solimp); solreffriction 0,
     no adhesion; the <option><flag override> values where enabled (but margin 0 for self-collisions). Ids: geom
@@ -33,14 +35,20 @@ MuJoCo 4.0's behaviour, probed with the `mujoco` package (tests/test_flex_self.p
     diagApprox sums both sides' weighted body_invweight0. No mjMAXCONPAIR selection.
 
 Here each (f1, f2) pair of flexes (f1 == f2 for self-collisions) is one static group: the table of its candidate
-element pairs (P of them: O(nelem^2), e.g. 100k for the self-collisions of a 16 x 16 cloth), then per step a
-broadphase over the whole table by the element boxes (vectorised, P x 6 comparisons) keeps the first `k`
-overlapping pairs, k = min(P, Config.flex_pairs_per_elem (default 8) x the mean element count of the two flexes),
-and one vmapped collider runs on those k (the GJK/EPA loops skip the padding rows). More overlapping pairs than k
-set the overflow flag (d.warning_number[Warning.CONTACTFULL]); nothing is dropped silently. Groups with more than
-types.FLEX_MAX_ELEM_PAIRS element pairs are refused at load (mjcf/flex.py). The step's cost grows with k (a vmapped
-GJK/EPA loop runs until its slowest live row is done): on MuJoCo's flag (288 triangles, k = 2304) flex_pairs_per_elem
-3 instead of 8 ran 2.5x the steps/s with the same contacts (CPU, float64).
+element pairs (P of them: O(nelem^2), e.g. 39803 for the self-collisions of MuJoCo's 288-triangle flag), then per step
+  1. a broadphase over the whole table by the element boxes (vectorised, P x 6 comparisons) keeps the first `k`
+     overlapping pairs, k = min(P, Config.flex_pairs_per_elem (default 8) x the mean element count of the two flexes);
+  2. edges and triangles: a facet test (elem_elem.separated: an element's faces and in-plane edge normals) leaves
+     out the pairs apart by more than the radii and margin, and the first 2 ncon of the rest go to the collider;
+     tetrahedra: all k;
+  3. the closed-form collider (elem_elem.collide; capsule-capsule for two edges), and the first `ncon` rows in
+     contact take the group's contact slots, ncon = Config.flex_contacts_per_elem (default 2) x the mean element
+     count (at most k x rows).
+More pairs than a stage's budget set the overflow flag (d.warning_number[Warning.CONTACTFULL]); nothing is dropped
+silently. Groups with more than types.FLEX_MAX_ELEM_PAIRS element pairs are refused at load (mjcf/flex.py). The
+constraint rows grow with ncon, the collider's work with 2 ncon. MuJoCo's flag at a folded state (107 self contacts,
+CPU float32, batch 1): this group 304 ms -> 4 ms, the step 572 -> 48 ms against GJK/EPA on all k = 2304 pairs in
+2304 contact slots.
 """
 
 from __future__ import annotations
@@ -54,19 +62,18 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import flex_elem, flex_hfield, general, primitive
+from mjx_lite.collision import elem_elem, flex_elem, primitive
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, mix_params
-from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
+from mjx_lite.types import DisableBit, EnableBit, Model
 
 __all__ = ["Group", "capacity", "contacts", "groups", "slot_condim"]
 
 
-
 class Group(NamedTuple):
     """The element pairs of flexes f1 <= f2 (f1 == f2: self-collisions): their dims, the candidate pairs e1 (P,),
-    e2 (P,) (local element ids; e1 < e2 for self-collisions, in MuJoCo's loop order) and the pairs `k` collided per
-    step."""
+    e2 (P,) (local element ids; e1 < e2 for self-collisions, in MuJoCo's loop order), the pairs `k` collided per
+    step and the contact slots `ncon`."""
 
     f1: int
     f2: int
@@ -75,10 +82,11 @@ class Group(NamedTuple):
     e1: np.ndarray
     e2: np.ndarray
     k: int
+    ncon: int
 
     @property
     def rows(self) -> int:
-        """Contact rows per pair: capsule-capsule 2 (parallel edges), GJK/EPA 1."""
+        """Contact rows per pair: capsule-capsule 2 (parallel edges), the others 1."""
         return 2 if self.dim1 == self.dim2 == 1 else 1
 
 
@@ -151,7 +159,10 @@ def groups(m: Model) -> tuple[Group, ...]:
             else:
                 mean = 0.5 * (int(m.flex_elemnum[f1]) + int(m.flex_elemnum[f2]))
             k = min(len(e1), max(1, math.ceil(m.config.flex_pairs_per_elem * mean)))
-            out.append(Group(f1, f2, int(m.flex_dim[f1]), int(m.flex_dim[f2]), e1, e2, k))
+            dim1, dim2 = int(m.flex_dim[f1]), int(m.flex_dim[f2])
+            rows = 2 if dim1 == dim2 == 1 else 1
+            ncon = min(k * rows, max(1, math.ceil(m.config.flex_contacts_per_elem * mean)))
+            out.append(Group(f1, f2, dim1, dim2, e1, e2, k, ncon))
         return tuple(out)
 
     return static_memo(m, "flex_flex_groups", build)
@@ -159,14 +170,14 @@ def groups(m: Model) -> tuple[Group, ...]:
 
 def capacity(m: Model) -> int:
     """Static number of flex-flex contact slots (after the flex module's geom-flex slots)."""
-    return sum(g.k * g.rows for g in groups(m))
+    return sum(g.ncon for g in groups(m))
 
 
 def _slot_flexes(m: Model) -> tuple[np.ndarray, np.ndarray]:
     """Static (f1, f2) of every slot."""
     z = [np.zeros(0, np.int64)]
-    return (np.concatenate(z + [np.full(g.k * g.rows, g.f1, np.int64) for g in groups(m)]),
-            np.concatenate(z + [np.full(g.k * g.rows, g.f2, np.int64) for g in groups(m)]))  # fmt: skip
+    return (np.concatenate(z + [np.full(g.ncon, g.f1, np.int64) for g in groups(m)]),
+            np.concatenate(z + [np.full(g.ncon, g.f2, np.int64) for g in groups(m)]))  # fmt: skip
 
 
 def slot_condim(m: Model) -> np.ndarray:
@@ -197,26 +208,9 @@ def _select(over: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
     return rows, jp.arange(k) < count, count > k
 
 
-def _convex(dim1: int, dim2: int, x1, x2, r1, r2, margin, ok):
-    """One GJK/EPA row of two thickened elements: a rope edge as its capsule (first, where the other is a triangle
-    or tetrahedron: the capsule-mesh separating axes), a triangle or tetrahedron as its core mesh with the radius
-    in the margin, taken off after; normal from element 1 to element 2."""
-    flip = dim1 >= 2 and dim2 == 1
-    if flip:
-        dim1, dim2, x1, x2, r1, r2 = dim2, dim1, x2, x1, r2, r1
-    c1, c2 = flex_hfield._element(dim1, x1, r1), flex_hfield._element(dim2, x2, r2)
-    t1 = GeomType.CAPSULE if dim1 == 1 else GeomType.MESH
-    extra1 = 0.0 if dim1 == 1 else r1  # the radius a mesh element carries in the margin
-    extra2 = 0.0 if dim2 == 1 else r2
-    dist, pos, n = general.collide(t1, GeomType.MESH, c1, c2, margin + extra1 + extra2, sat_budget=0, skip=~ok)
-    dist = dist - extra1 - extra2
-    pos = pos + 0.5 * (extra1 - extra2) * n  # the midpoint between the thickened surfaces
-    return dist, pos, -n if flip else n
-
-
 def _group(m: Model, d: types.Data, g: Group, margin: jax.Array, gap: jax.Array):
     """(dist (n,), pos (n, 3), normal (n, 3), active (n,), e1 (n,), e2 (n,), overflow ()) of one group's contacts,
-    n = g.k * g.rows; margin, gap: () detection margin and gap of the group."""
+    n = g.ncon; margin, gap: () detection margin and gap of the group."""
     xs, boxes = [], []
     for f in (g.f1, g.f2):
         x = d.flexvert_xpos[int(m.flex_vertadr[f]) + _elements(m, f)]  # (num, dim + 1, 3)
@@ -236,15 +230,24 @@ def _group(m: Model, d: types.Data, g: Group, margin: jax.Array, gap: jax.Array)
             c = primitive.capsule_capsule(flex_elem._edge_capsule(x1, r1), flex_elem._edge_capsule(x2, r2), mg)
             return c.dist, c.pos, c.normal, ok & (c.dist < NOCONTACT)
 
-    else:
-
-        def one(x1, x2, ok):
-            dist, pos, n = _convex(g.dim1, g.dim2, x1, x2, r1, r2, mg, ok)
-            return dist[None], pos[None], n[None], (ok & (dist < mg))[None]
-
-    dist, pos, nrm, act = jax.vmap(one)(xs[0][a], xs[1][b], live)
-    return (dist.reshape(-1), pos.reshape(-1, 3), nrm.reshape(-1, 3), act.reshape(-1), jp.repeat(a, g.rows),
-            jp.repeat(b, g.rows), overflow)  # fmt: skip
+        dist, pos, nrm, act = jax.vmap(one)(xs[0][a], xs[1][b], live)
+    elif max(g.dim1, g.dim2) <= 2:  # edges and triangles: a facet test, then the collider on 2 ncon of the rest
+        x1, x2 = xs[0][a], xs[1][b]
+        near = live & ~elem_elem.separated(g.dim1, g.dim2, x1, x2, r1 + r2 + mg)
+        keep, live, full = _select(near, min(g.k, 2 * g.ncon))
+        dist, pos, nrm = elem_elem.collide(g.dim1, g.dim2, x1[keep], x2[keep], r1, r2)
+        act, a, b = live & (dist < mg), a[keep], b[keep]
+        overflow = overflow | full
+    else:  # tetrahedra: the closed-form collider on all k pairs
+        dist, pos, nrm = elem_elem.collide(g.dim1, g.dim2, xs[0][a], xs[1][b], r1, r2)
+        act = live & (dist < mg)
+    dist, pos, nrm, act = dist.reshape(-1), pos.reshape(-1, 3), nrm.reshape(-1, 3), act.reshape(-1)
+    a, b = jp.repeat(a, g.rows), jp.repeat(b, g.rows)
+    if g.ncon < act.shape[0]:  # the first g.ncon rows in contact take the slots
+        keep, act, full = _select(act, g.ncon)
+        dist, pos, nrm, a, b = dist[keep], pos[keep], nrm[keep], a[keep], b[keep]
+        overflow = overflow | full
+    return dist, pos, nrm, act, a, b, overflow
 
 
 def contacts(m: Model, d: types.Data) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -254,7 +257,7 @@ def contacts(m: Model, d: types.Data) -> tuple[jax.Array, dict[str, jax.Array]]:
     f1, f2 = _slot_flexes(m)
     n = len(f1)
     margin, gap = _margins(m, f1, f2)
-    starts = np.cumsum([0] + [g.k * g.rows for g in gs])
+    starts = np.cumsum([0] + [g.ncon for g in gs])
     parts = [_group(m, d, g, margin[s], gap[s]) for g, s in zip(gs, starts)]
     dist, pos, nrm, active, e1, e2 = (jp.concatenate([p[i] for p in parts]) for i in range(6))
     overflow = jp.any(jp.stack([p[6] for p in parts]))
