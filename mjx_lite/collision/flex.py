@@ -19,7 +19,7 @@ solmix, friction) as mj_contactParam, margin and gap add up. Every contact of a 
 mjMAXCONPAIR = 50 subset of a plane-flex or geom-flex pair (checked against it with 64 and 100 vertices on a plane in
 tests/test_flex.py, and 118 contacts of a 6x6 cloth on a box). An element contact's constraint rows spread it over
 the element's vertex bodies (`contact_body_weights`); a contact of an interpolated flex (vertex or element) spreads
-over the node bodies of the cell at its parametric coordinates (mjx_lite/flex_interp.py, MuJoCo's
+over the node bodies of the cell at its parametric coordinates (mjx_lite/pipeline/flex_interp.py, MuJoCo's
 mj_vertBodyWeight). Flex-flex contacts (self-collisions and pairs of flexes) are
 collision/flex_flex.py's, their slots after these; SDF geoms are refused at load (mjcf/flex.py).
 """
@@ -30,11 +30,12 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import flex_interp, types
+from mjx_lite import types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import flex_elem, flex_flex, flex_hfield, hull
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, GeomInfo, adhesive_dim, info_axes, mix_params
+from mjx_lite.pipeline import flex_interp
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 MAXCONPAIR = 50  # mjMAXCONPAIR: contacts MuJoCo keeps per geom-flex pair

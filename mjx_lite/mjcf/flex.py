@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from mjx_lite import flex_interp
+from mjx_lite import math
 from mjx_lite.mjcf import flexcomp as _flexcomp
 from mjx_lite.mjcf import texture
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.inertia import frame_accum, rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
+from mjx_lite.pipeline import flex_interp
 from mjx_lite.types import FLEX_MAX_ELEM_PAIRS
 
 _RGBA = (0.5, 0.5, 0.5, 1.0)  # flex rgba default
@@ -612,7 +613,7 @@ def _node0(A: dict, nflex: int, st) -> np.ndarray:
         _, idx = flex_interp.cell_nodes(np.full((1, 3), 0.5) / np.asarray(A["flex_cellnum"][f]),
                                         A["flex_cellnum"][f], order)  # fmt: skip
         F = np.einsum("nr,nk->rk", x[nadr + idx[0]], flex_interp._center_gradients(order))
-        R = np.asarray(flex_interp.math.quat_to_mat(flex_interp.mat_to_rot_np(F)))
+        R = np.asarray(math.quat_to_mat(flex_interp.mat_to_rot_np(F)))
         out[nadr : nadr + nnum] = x[nadr : nadr + nnum] @ R
     return out
 

@@ -23,7 +23,7 @@ tests/test_flex_types.py):
     makes its flex_bending hinges and mjcf/plastic.py its state in Data.plastic.
 
   - interpolated flexcomps (dof="trilinear" / "quadratic", `_interp`): a grid of node bodies over the points'
-    bounding box carries every point (mjx_lite/flex_interp.py), cellcount cells per axis, pins on nodes; their
+    bounding box carries every point (mjx_lite/pipeline/flex_interp.py), cellcount cells per axis, pins on nodes; their
     <elasticity young poisson damping> is MuJoCo's corotational cell stiffness (mjcf/flex.py).
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files

@@ -12,7 +12,7 @@ Stages and helpers (m.nflex == 0: nothing is traced):
   edge_rows(m, d, eq)  -> per-edge constraint data of the <equality><flex> constraints `eq` (pipeline/constraint)
 
 Interpolated flexes (flex_interp != 0): vertex positions from their nodes, no edge lengths or Jacobians (as MuJoCo),
-cell elasticity in elastic_spring / elastic_damper (mjx_lite/flex_interp.py).
+cell elasticity in elastic_spring / elastic_damper (mjx_lite/pipeline/flex_interp.py).
 
 Edge stiffness is MuJoCo's for dim 1 (the compiler refuses it for dim 2 as MuJoCo does); edge damping and the edge
 equality act on every dim. Vertex positions, lengths and Jacobians are smooth away from zero-length edges
@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite import flex_interp, math
+from mjx_lite import math
 from mjx_lite._struct import static_memo
-from mjx_lite.pipeline import support
+from mjx_lite.pipeline import flex_interp, support
 from mjx_lite.types import Data, Model
 
 __all__ = ["edge_damper", "edge_flex", "edge_rows", "edge_spring", "edge_vertices", "elastic_damper", "elastic_spring",
