@@ -19,7 +19,7 @@ from mjx_lite.solver.solve import solve
 from mjx_lite.types import ConstraintType
 from tests import oracle
 from tests import test_kernels as tk
-from tests.test_kernels_solver import _prepare, _prepared, _solve  # (the shared compiled stages)
+from tests.test_kernels_solver import _check_float32, _prepare, _prepared, _solve  # (the shared compiled stages)
 
 # float64: the two paths run the same block updates (pgs.block_update) on the same shuffled orders; only the sums
 # that build A = J M^-1 J' + R, b and the residuals AR f + b differ in order (round-off), which the sweeps carry
@@ -32,8 +32,6 @@ MUJOCO_TOL = 1e-12
 GRAD_TOL = 1e-8
 # float32: each path's distance from the float64 solution, the fused one's within this factor of the XLA one's plus
 # float32 round-off (relative to max(1, max |field|)); solver_niter may differ (the stopping test on round-off)
-F32_FACTOR = 2.0
-F32_EPS_REL = 1e-5
 
 PGS_XML = """
 <mujoco>
@@ -220,25 +218,11 @@ def test_gradients_equal_xla(pyramidal, gradients):
     tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
-def _f32(x):
-    return jax.tree.map(lambda v: v.astype(jp.float32) if jp.issubdtype(v.dtype, jp.floating) else v, x)
-
-
 @pytest.mark.parametrize("cone", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
 def test_float32(request, cone):
     """float32: the fused PGS ends as close to the float64 solution as the XLA PGS does (fixed sweeps)."""
     m, ds = request.getfixturevalue(cone)
-    m = m.replace(opt=m.opt.replace(iterations=10))
-    want64 = _solve(m, ds)
-    m32, ds32 = _f32(m), _f32(ds)
-    got, want = _solve(mjl.configure(m32, kernels="fused"), ds32), _solve(m32, ds32)
-    assert got.qacc.dtype == jp.float32
-    for f in ("qacc", "efc_force"):
-        ref = np.asarray(getattr(want64, f))
-        scale = max(1.0, float(np.max(np.abs(ref))))
-        e_fused = float(np.max(np.abs(np.asarray(getattr(got, f), np.float64) - ref))) / scale
-        e_xla = float(np.max(np.abs(np.asarray(getattr(want, f), np.float64) - ref))) / scale
-        assert e_fused <= F32_FACTOR * e_xla + F32_EPS_REL, (f, e_fused, e_xla)
+    _check_float32(m.replace(opt=m.opt.replace(iterations=10)), ds, ("qacc", "efc_force"))
 
 
 def test_lowers_to_triton(elliptic, monkeypatch):

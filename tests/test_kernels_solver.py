@@ -253,14 +253,14 @@ def _f32(x):
     return jax.tree.map(lambda v: v.astype(jp.float32) if jp.issubdtype(v.dtype, jp.floating) else v, x)
 
 
-def _check_float32(m, ds):
-    """In float32, the fused solver's qacc and qfrc_constraint end as close to the float64 solution as the XLA
-    solver's (within F32_FACTOR, plus F32_EPS_REL relative to the field's scale)."""
+def _check_float32(m, ds, fields=("qacc", "qfrc_constraint")):
+    """In float32, the fused solver's `fields` end as close to the float64 solution as the XLA solver's (within
+    F32_FACTOR, plus F32_EPS_REL relative to the field's scale)."""
     want64 = _solve(m, ds)
     m32, ds32 = _f32(m), _f32(ds)
     got, want = _solve(mjl.configure(m32, kernels="fused"), ds32), _solve(m32, ds32)
     assert got.qacc.dtype == jp.float32
-    for f in ("qacc", "qfrc_constraint"):
+    for f in fields:
         ref = np.asarray(getattr(want64, f))
         scale = max(1.0, float(np.max(np.abs(ref))))
         e_fused = float(np.max(np.abs(np.asarray(getattr(got, f), np.float64) - ref))) / scale
