@@ -83,3 +83,17 @@ def saved_json(tmp_path):
         return paths
 
     return save
+
+
+# Test files whose tests are independent processes (a notebook kernel, a README snippet, a fresh interpreter): their
+# tests are spread over the xdist workers one by one. Every other file's tests run on one worker (`make test` uses
+# `--dist loadgroup`), so that its module-scoped fixtures compile once, not once per worker that got some of its
+# tests: on four oracle-heavy files (-n 2, not slow, load 9-15 from other jobs) 217 vs 236 CPU-s and 1000 vs 1281 s
+# wall against `--dist load`. xdist orders groups by their number of tests, so the single tests fill the tail.
+_SPREAD = {"test_notebooks.py", "test_readme.py", "test_cache.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name not in _SPREAD:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))

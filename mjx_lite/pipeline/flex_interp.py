@@ -190,32 +190,74 @@ ROT_EPS = 1e-9  # MuJoCo's rotEPS: the rotation extraction stops where its step 
 ROT_ITERATIONS = 500  # and after this many steps (mju_mat2Rot)
 
 
+def _rot_eps(dtype) -> float:
+    """The stopping threshold on |omega|: MuJoCo's ROT_EPS in float64; in float32, where round-off keeps |omega|
+    near 1e-7 and ROT_EPS is never reached, a few float32 ulps (the rotation is then converged to float32's
+    precision; without it every float32 call ran all ROT_ITERATIONS steps)."""
+    return ROT_EPS if jp.finfo(dtype).eps < 1e-10 else 64.0 * float(jp.finfo(dtype).eps)
+
+
+def _rot_step(F: jax.Array, q: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """One step of mju_mat2Rot for every row: (the next q (n, 4), |omega| (n,))."""
+    R = math.quat_to_mat(q)
+    num = jp.sum(jp.cross(jp.swapaxes(R, -1, -2), jp.swapaxes(F, -1, -2)), axis=1)  # sum over columns
+    den = jp.abs(jp.sum(R * F, axis=(1, 2))) + 1e-15
+    omega = num / den[:, None]
+    w = math.safe_norm(omega)
+    axis = omega / jp.where(w < 1e-15, 1.0, w)[:, None]
+    half = 0.5 * w
+    qrot = jp.concatenate([jp.cos(half)[:, None], axis * jp.sin(half)[:, None]], axis=1)
+    qn = math.quat_mul(qrot, q)
+    nrm = math.safe_norm(qn)
+    qn = jp.where((jp.abs(nrm - 1.0) > 1e-15)[:, None], qn / jp.where(nrm < 1e-15, 1.0, nrm)[:, None], qn)
+    return qn, w
+
+
+@jax.custom_jvp
 def mat_to_rot(F: jax.Array) -> jax.Array:
     """(n, 4) unit quaternions of the rotational part of F (n, 3, 3), as MuJoCo's mju_mat2Rot (Mueller et al. 2016,
     from the identity): q <- normalize(quat(axis omega, |omega|) q) with omega = sum_c R(q)_c x F_c / (|sum_c R(q)_c .
-    F_c| + 1e-15), stopping where |omega| < ROT_EPS. A scan of ROT_ITERATIONS steps (finished rows unchanged), so
-    that jax.grad goes through it."""
+    F_c| + 1e-15), stopping where |omega| < ROT_EPS or after ROT_ITERATIONS steps.
+
+    The loop is a `while_loop` bounded by ROT_ITERATIONS that stops once every row has (finished rows unchanged:
+    each row gets MuJoCo's iterate), so a step costs the iterations the states need (tens), not ROT_ITERATIONS.
+    Derivatives are implicit (custom_jvp): at the loop's fixed point omega = 0, i.e. S = R' F is symmetric (R the
+    polar rotation of F), and differentiating that gives dR = R [w]x with (tr(S) I - S) w = vee(R' dF - dF' R)."""
     n = F.shape[0]
+    eps = _rot_eps(F.dtype)
     q0 = jp.zeros((n, 4), F.dtype).at[:, 0].set(1.0)
 
-    def step(carry, _):
-        q, done = carry
-        R = math.quat_to_mat(q)
-        num = jp.sum(jp.cross(jp.swapaxes(R, -1, -2), jp.swapaxes(F, -1, -2)), axis=1)  # sum over columns
-        den = jp.abs(jp.sum(R * F, axis=(1, 2))) + 1e-15
-        omega = num / den[:, None]
-        w = math.safe_norm(omega)
-        axis = omega / jp.where(w < 1e-15, 1.0, w)[:, None]
-        stop = done | (w < ROT_EPS)
-        half = 0.5 * w
-        qrot = jp.concatenate([jp.cos(half)[:, None], axis * jp.sin(half)[:, None]], axis=1)
-        qn = math.quat_mul(qrot, q)
-        nrm = math.safe_norm(qn)
-        qn = jp.where((jp.abs(nrm - 1.0) > 1e-15)[:, None], qn / jp.where(nrm < 1e-15, 1.0, nrm)[:, None], qn)
-        return (jp.where(stop[:, None], q, qn), stop), None
+    def cond(carry):
+        _, done, it = carry
+        return (it < ROT_ITERATIONS) & ~jp.all(done)
 
-    (q, _), _ = jax.lax.scan(step, (q0, jp.zeros(n, bool)), None, length=ROT_ITERATIONS)
+    def body(carry):
+        q, done, it = carry
+        qn, w = _rot_step(F, q)
+        stop = done | (w < eps)
+        return jp.where(stop[:, None], q, qn), stop, it + 1
+
+    q, _, _ = jax.lax.while_loop(cond, body, (q0, jp.zeros(n, bool), jp.zeros((), jp.int32)))
     return q
+
+
+@mat_to_rot.defjvp
+def _mat_to_rot_jvp(primals, tangents):
+    (F,), (dF,) = primals, tangents
+    q = mat_to_rot(F)
+    R = math.quat_to_mat(q)
+    S = jp.einsum("nji,njk->nik", R, F)
+    S = 0.5 * (S + jp.swapaxes(S, -1, -2))
+    A = jp.einsum("nji,njk->nik", R, dF)
+    A = A - jp.swapaxes(A, -1, -2)
+    b = jp.stack([A[:, 2, 1], A[:, 0, 2], A[:, 1, 0]], axis=1)
+    G = jp.trace(S, axis1=1, axis2=2)[:, None, None] * jp.eye(3, dtype=F.dtype) - S
+    det = jp.linalg.det(G)
+    ok = jp.abs(det) > 1e-12 * (1.0 + jp.sum(S * S, axis=(1, 2))) ** 1.5  # a degenerate F (rank < 2): no turn
+    w = jp.linalg.solve(jp.where(ok[:, None, None], G, jp.eye(3, dtype=F.dtype)), b[:, :, None])[:, :, 0]
+    w = jp.where(ok[:, None], w, 0.0)
+    dq = 0.5 * math.quat_mul(q, jp.concatenate([jp.zeros_like(w[:, :1]), w], axis=1))  # dR = R [w]x: body frame
+    return q, dq
 
 
 def mat_to_rot_np(F: np.ndarray) -> np.ndarray:
