@@ -20,6 +20,7 @@ of the last second, `tasks.ACROBOT_HOLD`; "held from": the time from which it he
 python benchmarks/planners.py [--tasks cartpole,acrobot_open,reacher,quadruped_stand,box_push] [--planners ilqr,ps,mppi]
                               [--samples 256] [--repeats 3] [--mpc-steps 300] [--mpc-tasks cartpole,acrobot]
                               [--acrobot-steps 1500] [--acrobot-planners ilqr] [--quick] [--merge FILE ...]
+python benchmarks/planners.py --ab [--samples 256] [--iterations 3] [--repeats 5] [--planners ps|mppi]
 
 Where a sampling iteration's time goes (cartpole, 256 samples x 200 RK4 steps, float64, 2-core CPU at load 6-9,
 variants compiled in one process and timed interleaved, 2026-11-30): the rollout's forward passes. One batched
@@ -56,6 +57,7 @@ jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np  # noqa: E402
 
+from mjx_lite import configure as mjl_configure  # noqa: E402
 from mjx_lite import interop, trajopt  # noqa: E402
 from mjx_lite.trajopt import tasks  # noqa: E402
 
@@ -152,6 +154,51 @@ def run_mpc_acrobot(steps: int, planners=("ilqr",), samples: int = 16, iteration
     return rows
 
 
+def run_ab(samples: int, iterations: int, repeats: int, planner: str = "ps") -> list[tuple]:
+    """A/B rows: one sampling planner (`planner`, the cartpole task's spline and noise) on variants of the cartpole
+    model, compiled in one process and timed interleaved `repeats` times: RK4 with the iterative constraint solver
+    (`Config(direct_solve_rows=0)`), RK4 as loaded (the rail's one limit row solved exactly, `solver.direct`), and
+    an Euler planning copy (`trajopt.planning_model`). ms/iteration: median wall time / iterations (each call
+    runs iterations + 1 batched rollouts); the returned controls' error is on the RK4 model."""
+    task = tasks.cartpole()
+    variants = {"RK4, iterative solver": mjl_configure(task.m, direct_solve_rows=0), "RK4 (exact small solve)": task.m,
+                "Euler planning copy": trajopt.planning_model(task.m, "Euler")}  # fmt: skip
+    fn = trajopt.predictive_sampling if planner == "ps" else trajopt.mppi
+    opts = dict(task.sampler, terminal_cost=task.terminal_cost, ctrl_init=task.ctrl_init)
+    calls, rows = {}, {}
+    for name, m in variants.items():
+        def call(m=m):
+            return fn(m, task.d0, task.cost, task.horizon, samples=samples, rng=jax.random.PRNGKey(0),
+                      iterations=iterations, **opts)  # fmt: skip
+
+        t = time.perf_counter()
+        res = jax.block_until_ready(call())
+        rows[name] = dict(first=time.perf_counter() - t, cost=float(res.cost), err=tasks.final_error(task, res.ctrl),
+                          times=[])  # fmt: skip
+        calls[name] = call
+        print(f"  ab {name}: first call {rows[name]['first']:.1f} s, cost {rows[name]['cost']:.3f}", flush=True)
+    load0 = os.getloadavg()[0]
+    for _ in range(repeats):
+        for name, call in calls.items():
+            t = time.perf_counter()
+            jax.block_until_ready(call())
+            rows[name]["times"].append(time.perf_counter() - t)
+    load1 = os.getloadavg()[0]
+    ref = statistics.median(rows["RK4, iterative solver"]["times"])
+    out = []
+    for name, r in rows.items():
+        med = statistics.median(r["times"])
+        out.append((name, f"{1e3 * med / iterations:.0f} (min {1e3 * min(r['times']) / iterations:.0f})",
+                    f"{ref / med:.2f}", f"{r['cost']:.3f}", f"{r['err']:.2f}", f"{r['first']:.0f}"))  # fmt: skip
+    print(f"\n{LABELS[planner]} ({samples} samples, {iterations} iterations, horizon {task.horizon}), "
+          f"{repeats} interleaved rounds, load average {load0:.1f} -> {load1:.1f}:")  # fmt: skip
+    print("\n".join(table_lines(AB_HEAD, out)))
+    return out
+
+
+AB_HEAD = ("model", "ms/iteration", "speed-up", "cost", "error/tol (on RK4)", "first call s")
+
+
 def report(quick: bool = False) -> str:
     """The docs/benchmarks.md section (benchmarks/report.py)."""
     args = ["--quick"] if quick else []
@@ -233,7 +280,12 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="short horizons and budgets (a smoke test, no targets)")
     p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
                    help="replace these tasks' rows of the planners table in each FILE (e.g. docs/benchmarks.md)")
+    p.add_argument("--ab", action="store_true", help="only the A/B of solver paths and the Euler planning copy "
+                   "(cartpole; --samples, --repeats, --iterations (default 3), --planners: its first sampler)")
     args = p.parse_args(argv)
+    if args.ab:
+        sampler = next((x for x in args.planners.split(",") if x in ("ps", "mppi")), "ps")
+        return run_ab(args.samples, args.iterations or 3, max(args.repeats, 1), sampler), []
     if args.merge and args.quick:
         p.error("--merge records targets: not with --quick")
     makers = tasks.TASKS
