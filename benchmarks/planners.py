@@ -158,8 +158,8 @@ def run_ab(samples: int, iterations: int, repeats: int, planner: str = "ps") -> 
     """A/B rows: one sampling planner (`planner`, the cartpole task's spline and noise) on variants of the cartpole
     model, compiled in one process and timed interleaved `repeats` times: RK4 with the iterative constraint solver
     (`Config(direct_solve_rows=0)`), RK4 as loaded (the rail's one limit row solved exactly, `solver.direct`), and
-    an Euler planning copy (`trajopt.planning_model`). ms/iteration: median wall time / iterations (each call
-    runs iterations + 1 batched rollouts); the returned controls' error is on the RK4 model."""
+    an Euler planning copy (`trajopt.planning_model`). ms/iteration: median wall time / (iterations + 1), the
+    batched rollouts each call runs; the returned controls' error is on the RK4 model."""
     task = tasks.cartpole()
     variants = {"RK4, iterative solver": mjl_configure(task.m, direct_solve_rows=0), "RK4 (exact small solve)": task.m,
                 "Euler planning copy": trajopt.planning_model(task.m, "Euler")}  # fmt: skip
@@ -188,7 +188,8 @@ def run_ab(samples: int, iterations: int, repeats: int, planner: str = "ps") -> 
     out = []
     for name, r in rows.items():
         med = statistics.median(r["times"])
-        out.append((name, f"{1e3 * med / iterations:.0f} (min {1e3 * min(r['times']) / iterations:.0f})",
+        n = iterations + 1
+        out.append((name, f"{1e3 * med / n:.0f} (min {1e3 * min(r['times']) / n:.0f})",
                     f"{ref / med:.2f}", f"{r['cost']:.3f}", f"{r['err']:.2f}", f"{r['first']:.0f}"))  # fmt: skip
     print(f"\n{LABELS[planner]} ({samples} samples, {iterations} iterations, horizon {task.horizon}), "
           f"{repeats} interleaved rounds, load average {load0:.1f} -> {load1:.1f}:")  # fmt: skip
