@@ -30,6 +30,11 @@ same pass on an Euler copy (one forward per step) 105 ms, without the rail's lim
 against 568; the spline product, the jit entry and the host are negligible (one compiled scan per call);
 `Config.solver_batch` "lockstep" 401 vs 391 ms, the time scan unrolled 4x 483 vs 391 ms (and 3x the compile), the
 cost's extra RK4 forward pass is already removed by XLA (skipping it explicitly: 546 vs 554 ms median).
+Since then the rail's single limit row is solved exactly without iterations (`solver.direct`, Newton's optimum to
+round-off): one batched RK4 step 417 kernels and 1 loop (the RK4 scan) instead of 698 and 17, and `--ab` (3
+iterations, 5 interleaved rounds, load 12 -> 11) 1.41x faster per iteration (median 815 vs 1145 ms per batched
+rollout, the same costs to the last digit); the Euler planning copy (`trajopt.planning_model`) 6.3x (182 ms), but
+its plan, replayed on the RK4 model, ends 8.7 tolerances from upright (the RK4 plans: 1.1 after 3 iterations).
 
 The whole section of docs/benchmarks.md (every task, then the closed loop; tens of minutes on an idle 2-core CPU):
 `python benchmarks/report.py --only planners` (rewrites docs/benchmarks/planners.md and reassembles
