@@ -35,6 +35,9 @@ round-off): one batched RK4 step 417 kernels and 1 loop (the RK4 scan) instead o
 iterations, 5 interleaved rounds, load 12 -> 11) 1.41x faster per iteration (median 815 vs 1145 ms per batched
 rollout, the same costs to the last digit); the Euler planning copy (`trajopt.planning_model`) 6.3x (182 ms), but
 its plan, replayed on the RK4 model, ends 8.7 tolerances from upright (the RK4 plans: 1.1 after 3 iterations).
+Closed-loop iLQR on the RK4 model (horizon 100, one iteration per step, 100 steps, two interleaved rounds, load
+8-10): real-time factor 0.085-0.088 against 0.073-0.074 with the iterative solver (the same closed-loop cost),
+compile 173 vs 222 s: still far from 1x (the Euler planning copy is the way there, `test_trajopt`).
 
 The whole section of docs/benchmarks.md (every task, then the closed loop; tens of minutes on an idle 2-core CPU):
 `python benchmarks/report.py --only planners` (rewrites docs/benchmarks/planners.md and reassembles
