@@ -20,6 +20,7 @@ of the last second, `tasks.ACROBOT_HOLD`; "held from": the time from which it he
 python benchmarks/planners.py [--tasks cartpole,acrobot_open,reacher,quadruped_stand,box_push] [--planners ilqr,ps,mppi]
                               [--samples 256] [--repeats 3] [--mpc-steps 300] [--mpc-tasks cartpole,acrobot]
                               [--acrobot-steps 1500] [--acrobot-planners ilqr] [--quick] [--merge FILE ...]
+python benchmarks/planners.py --ab [--samples 256] [--iterations 3] [--repeats 5] [--planners ps|mppi]
 
 Where a sampling iteration's time goes (cartpole, 256 samples x 200 RK4 steps, float64, 2-core CPU at load 6-9,
 variants compiled in one process and timed interleaved, 2026-11-30): the rollout's forward passes. One batched
@@ -29,6 +30,14 @@ same pass on an Euler copy (one forward per step) 105 ms, without the rail's lim
 against 568; the spline product, the jit entry and the host are negligible (one compiled scan per call);
 `Config.solver_batch` "lockstep" 401 vs 391 ms, the time scan unrolled 4x 483 vs 391 ms (and 3x the compile), the
 cost's extra RK4 forward pass is already removed by XLA (skipping it explicitly: 546 vs 554 ms median).
+Since then the rail's single limit row is solved exactly without iterations (`solver.direct`, Newton's optimum to
+round-off): one batched RK4 step 417 kernels and 1 loop (the RK4 scan) instead of 698 and 17, and `--ab` (3
+iterations, 5 interleaved rounds, load 12 -> 11) 1.41x faster per iteration (median 815 vs 1145 ms per batched
+rollout, the same costs to the last digit); the Euler planning copy (`trajopt.planning_model`) 6.3x (182 ms), but
+its plan, replayed on the RK4 model, ends 8.7 tolerances from upright (the RK4 plans: 1.1 after 3 iterations).
+Closed-loop iLQR on the RK4 model (horizon 100, one iteration per step, 100 steps, two interleaved rounds, load
+8-10): real-time factor 0.085-0.088 against 0.073-0.074 with the iterative solver (the same closed-loop cost),
+compile 173 vs 222 s: still far from 1x (the Euler planning copy is the way there, `test_trajopt`).
 
 The whole section of docs/benchmarks.md (every task, then the closed loop; tens of minutes on an idle 2-core CPU):
 `python benchmarks/report.py --only planners` (rewrites docs/benchmarks/planners.md and reassembles
@@ -56,6 +65,7 @@ jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import numpy as np  # noqa: E402
 
+from mjx_lite import configure as mjl_configure  # noqa: E402
 from mjx_lite import interop, trajopt  # noqa: E402
 from mjx_lite.trajopt import tasks  # noqa: E402
 
@@ -152,6 +162,52 @@ def run_mpc_acrobot(steps: int, planners=("ilqr",), samples: int = 16, iteration
     return rows
 
 
+def run_ab(samples: int, iterations: int, repeats: int, planner: str = "ps") -> list[tuple]:
+    """A/B rows: one sampling planner (`planner`, the cartpole task's spline and noise) on variants of the cartpole
+    model, compiled in one process and timed interleaved `repeats` times: RK4 with the iterative constraint solver
+    (`Config(direct_solve_rows=0)`), RK4 as loaded (the rail's one limit row solved exactly, `solver.direct`), and
+    an Euler planning copy (`trajopt.planning_model`). ms/iteration: median wall time / (iterations + 1), the
+    batched rollouts each call runs; the returned controls' error is on the RK4 model."""
+    task = tasks.cartpole()
+    variants = {"RK4, iterative solver": mjl_configure(task.m, direct_solve_rows=0), "RK4 (exact small solve)": task.m,
+                "Euler planning copy": trajopt.planning_model(task.m, "Euler")}  # fmt: skip
+    fn = trajopt.predictive_sampling if planner == "ps" else trajopt.mppi
+    opts = dict(task.sampler, terminal_cost=task.terminal_cost, ctrl_init=task.ctrl_init)
+    calls, rows = {}, {}
+    for name, m in variants.items():
+        def call(m=m):
+            return fn(m, task.d0, task.cost, task.horizon, samples=samples, rng=jax.random.PRNGKey(0),
+                      iterations=iterations, **opts)  # fmt: skip
+
+        t = time.perf_counter()
+        res = jax.block_until_ready(call())
+        rows[name] = dict(first=time.perf_counter() - t, cost=float(res.cost), err=tasks.final_error(task, res.ctrl),
+                          times=[])  # fmt: skip
+        calls[name] = call
+        print(f"  ab {name}: first call {rows[name]['first']:.1f} s, cost {rows[name]['cost']:.3f}", flush=True)
+    load0 = os.getloadavg()[0]
+    for _ in range(repeats):
+        for name, call in calls.items():
+            t = time.perf_counter()
+            jax.block_until_ready(call())
+            rows[name]["times"].append(time.perf_counter() - t)
+    load1 = os.getloadavg()[0]
+    ref = statistics.median(rows["RK4, iterative solver"]["times"])
+    out = []
+    for name, r in rows.items():
+        med = statistics.median(r["times"])
+        n = iterations + 1
+        out.append((name, f"{1e3 * med / n:.0f} (min {1e3 * min(r['times']) / n:.0f})",
+                    f"{ref / med:.2f}", f"{r['cost']:.3f}", f"{r['err']:.2f}", f"{r['first']:.0f}"))  # fmt: skip
+    print(f"\n{LABELS[planner]} ({samples} samples, {iterations} iterations, horizon {task.horizon}), "
+          f"{repeats} interleaved rounds, load average {load0:.1f} -> {load1:.1f}:")  # fmt: skip
+    print("\n".join(table_lines(AB_HEAD, out)))
+    return out
+
+
+AB_HEAD = ("model", "ms/iteration", "speed-up", "cost", "error/tol (on RK4)", "first call s")
+
+
 def report(quick: bool = False) -> str:
     """The docs/benchmarks.md section (benchmarks/report.py)."""
     args = ["--quick"] if quick else []
@@ -233,7 +289,12 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="short horizons and budgets (a smoke test, no targets)")
     p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
                    help="replace these tasks' rows of the planners table in each FILE (e.g. docs/benchmarks.md)")
+    p.add_argument("--ab", action="store_true", help="only the A/B of solver paths and the Euler planning copy "
+                   "(cartpole; --samples, --repeats, --iterations (default 3), --planners: its first sampler)")
     args = p.parse_args(argv)
+    if args.ab:
+        sampler = next((x for x in args.planners.split(",") if x in ("ps", "mppi")), "ps")
+        return run_ab(args.samples, args.iterations or 3, max(args.repeats, 1), sampler), []
     if args.merge and args.quick:
         p.error("--merge records targets: not with --quick")
     makers = tasks.TASKS

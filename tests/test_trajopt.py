@@ -663,6 +663,20 @@ def test_sampling_rollout_model(pendulum):
     assert sampling.rollout_model(explicit) is explicit
 
 
+def test_planning_model():
+    """`trajopt.planning_model`: a copy with only the integrator changed (MuJoCo's names, any case); the model given
+    is untouched; an unknown name is an error naming the choices."""
+    m = tasks.cartpole().m
+    e = trajopt.planning_model(m, "euler")
+    assert e.opt.integrator == mjl.types.IntegratorType.EULER and m.opt.integrator == mjl.types.IntegratorType.RK4
+    same = e.replace(opt=e.opt.replace(integrator=m.opt.integrator))
+    assert jax.tree.structure(same) == jax.tree.structure(m)  # the static fields too
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(same), jax.tree.leaves(m), strict=True))
+    assert trajopt.planning_model(m, "implicitfast").opt.integrator == mjl.types.IntegratorType.IMPLICITFAST
+    with pytest.raises(ValueError, match="Euler, implicitfast, implicit, RK4"):
+        trajopt.planning_model(m, "midpoint")
+
+
 @pytest.mark.slow
 def test_cartpole_closed_loop_on_an_euler_planning_model():
     """MuJoCo MPC plans on a cheaper model than its plant (the cartpole task: Euler at agent_timestep 0.01 s, the
@@ -671,7 +685,7 @@ def test_cartpole_closed_loop_on_an_euler_planning_model():
     (measured: from 2.82 s, 0.54 of the tolerance at the end; 17.6 ms per control step at load 19, 3.1x faster than
     the RK4 planning model's 55 ms, which ended 6.6 tolerances off)."""
     task = tasks.cartpole(50)
-    m_plan = task.m.replace(opt=task.m.opt.replace(integrator=mjl.types.IntegratorType.EULER))
+    m_plan = trajopt.planning_model(task.m, "Euler")
 
     def planner(m, d, u):
         return trajopt.ilqr(m, d, task.cost, 50, iterations=1, ctrl_init=u, terminal_cost=task.terminal_cost)

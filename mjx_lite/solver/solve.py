@@ -31,7 +31,7 @@ from mjx_lite.config import Config, matmul_precision
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import solver_batch as config_solver_batch
 from mjx_lite.pipeline import constraint, inertia, kernels
-from mjx_lite.solver import common, island, noslip, pgs, pgs_order, primal
+from mjx_lite.solver import common, direct, island, noslip, pgs, pgs_order, primal
 from mjx_lite.types import MINVAL, Data, DisableBit, Model, SolverType
 
 
@@ -151,12 +151,18 @@ def solve(m: Model, d: Data) -> Data:
     fused = kernels.primal_fused(m, layout, prob.J_colind is not None)
     fused_pgs = kernels.pgs_fused(m, layout, prob.J_colind is not None)  # PGS as one kernel (kernels/pgs.py)
     warm = not (opt.disableflags & DisableBit.WARMSTART)
+    # a few scalar rows (Config.direct_solve_rows): Newton's and CG's optimum exactly, without iterations
+    # (solver/direct.py; no start, no islands: the whole system's optimum is every island's)
+    exact = (not fused and opt.solver != SolverType.PGS and int(opt.iterations) > 0
+             and direct.applies(layout, m.config.direct_solve_rows))  # fmt: skip
     # the start: qacc_smooth (where Ma = 0), or the warm start when its cost is lower (MuJoCo's rule); the fused
     # kernel chooses it itself from qacc_warmstart (and returns efc_b and efc_state: no XLA before or after it)
     # (two matrix-vector products: one product with the two columns stacked ran slower on XLA:CPU, 4.0 against
     # 2 x 1.3 ms for the humanoid at batch 4096)
     if fused:
         start, jar_smooth = ((d.qacc_warmstart,) if warm else ()), None
+    elif exact:
+        start, jar_smooth = None, common.p_j_mul(prob, prob.qacc_smooth) - prob.aref
     elif opt.solver == SolverType.PGS:
         # PGS starts from the force law at qacc_warmstart (zeroed by the solver when its dual cost is positive) and
         # sweeps its blocks in a shuffle of MuJoCo's efc order (integer keys: no cotangent)
@@ -180,8 +186,9 @@ def solve(m: Model, d: Data) -> Data:
     # steps/s with them)
     per_island = not (opt.disableflags & DisableBit.ISLAND) and not (fused or fused_pgs)
     islands_on, one_island = per_island and m.ntree > 1, per_island and m.ntree == 1
-    if islands_on:
+    if islands_on and (not exact or opt.noslip_iterations > 0):  # the exact solve needs none; noslip may
         isl = island.find(prob, m.dof_treeid, m.ntree)
+    if islands_on and not exact:
         consts.update(dof_island=isl.dof_island, efc_island=isl.efc_island)
 
     implicit = m.config.gradients == "implicit"
@@ -205,6 +212,10 @@ def solve(m: Model, d: Data) -> Data:
                 m, layout, prob, start["qacc_warmstart"], start["block_key"], factors, kw)
             gradient = jp.zeros_like(improvement)
             ends = (efc_b, None)
+        elif exact:
+            jar_s = common.p_j_mul(prob, prob.qacc_smooth) - prob.aref
+            qacc, jar, ev, jtf, niter, improvement, gradient = direct.solve_direct(layout, prob, minv, jar_s)
+            force = ev.force
         elif opt.solver == SolverType.PGS:
             if start["qacc_warmstart"] is None:
                 force0 = jp.zeros_like(prob.D)

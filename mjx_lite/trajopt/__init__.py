@@ -19,7 +19,7 @@ horizon, static options) and can be vmapped over start states: `jax.vmap(lambda 
 
 from mjx_lite.trajopt import costs, splines
 from mjx_lite.trajopt.boxqp import box_qp
-from mjx_lite.trajopt.common import STOP_REASONS, Report, Result, Trajectory, evaluate, rollout
+from mjx_lite.trajopt.common import STOP_REASONS, Report, Result, Trajectory, evaluate, planning_model, rollout
 from mjx_lite.trajopt.ilqr import ilqr, regularization_update
 from mjx_lite.trajopt.mpc import ClosedLoop, MPCResult, closed_loop, mpc
 from mjx_lite.trajopt.mppi import mppi
@@ -27,5 +27,5 @@ from mjx_lite.trajopt.sampling import predictive_sampling
 from mjx_lite.trajopt.shooting import shooting
 
 __all__ = ["ClosedLoop", "MPCResult", "Report", "Result", "STOP_REASONS", "Trajectory", "box_qp", "closed_loop",
-           "costs", "evaluate", "ilqr", "mpc", "mppi", "predictive_sampling", "regularization_update", "rollout",
-           "shooting", "splines"]
+           "costs", "evaluate", "ilqr", "mpc", "mppi", "planning_model", "predictive_sampling",
+           "regularization_update", "rollout", "shooting", "splines"]

@@ -26,7 +26,8 @@ from mjx_lite import derivatives
 from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.types import Data, IntegratorType, Model
 
-__all__ = ["Report", "Result", "STOP_REASONS", "Trajectory", "ctrl_bounds", "evaluate", "rollout", "simulate"]
+__all__ = ["Report", "Result", "STOP_REASONS", "Trajectory", "ctrl_bounds", "evaluate", "planning_model", "rollout",
+           "simulate"]
 
 Cost = Callable[[Data, jax.Array, jax.Array], jax.Array]
 TerminalCost = Callable[[Data], jax.Array]
@@ -180,6 +181,26 @@ def simulate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost | None = None,
     if keep == "data":
         return total, costs, jax.tree.map(lambda a, b: jp.concatenate([a, b[None]], axis=0), outs, df)
     return total, costs, (outs, d_final)
+
+
+def planning_model(m: Model, integrator: str = "Euler") -> Model:
+    """A copy of `m` integrated with `integrator` ("Euler", "implicitfast", "implicit" or "RK4", MuJoCo's names, case
+    insensitive): a cheaper model to plan with, given to a planner explicitly (nothing changes it by default).
+
+    The trade-off: a rollout of an Euler copy of an RK4 model runs one forward pass per step instead of four (the
+    cartpole's sampling pass about 4x faster, benchmarks/planners.py --ab), but it plans a different discrete-time
+    system, so an open-loop plan made on it is not optimal (nor necessarily successful) on the exact model; in
+    closed loop (`trajopt.closed_loop(planning_model(m), d0, ..., plant=m)`) re-planning from the plant's state
+    absorbs the mismatch, as MuJoCo MPC plans on cheaper settings than its plant. Keep the exact model where the
+    plan itself is the product (open-loop trajectories, iLQR's gains).
+    """
+    names = {"euler": IntegratorType.EULER, "rk4": IntegratorType.RK4, "implicit": IntegratorType.IMPLICIT,
+             "implicitfast": IntegratorType.IMPLICITFAST}  # fmt: skip
+    key = integrator.lower() if isinstance(integrator, str) else None
+    if key not in names:
+        raise ValueError(f"trajopt.planning_model: integrator must be one of Euler, implicitfast, implicit, RK4, "
+                         f"not {integrator!r}")  # fmt: skip
+    return m.replace(opt=m.opt.replace(integrator=names[key]))
 
 
 @jax.jit
