@@ -270,35 +270,13 @@ def test_step_gradient_equals_xla():
     tk.assert_grads_equal(grads(mf), grads(m), GRAD_TOL)
 
 
-# ---- a vmapped Model (domain randomisation, system identification) through the fused path
-
-# Model floats drawn per environment: each becomes a per-environment input of the kernels that read it (the launch's
-# custom_vmap rule, kernels/launch.py); the static tables stay shared
-RANDOMIZED = {"geom_friction": (0.5, 1.5), "body_mass": (0.7, 1.4), "body_inertia": (0.8, 1.25),
-              "dof_damping": (0.5, 2.0), "dof_frictionloss": (0.5, 1.5), "geom_solref": (0.8, 1.25),
-              "geom_size": (0.95, 1.05), "jnt_range": (0.9, 1.1), "opt.impratio": (0.8, 1.25),
-              "opt.tolerance": (0.5, 2.0)}  # fmt: skip
-
-
-def randomized(m, n, seed=0, ranges=None):
-    """n Models drawn from `m` (`envs.scale_randomizer` of RANDOMIZED, or `ranges`): every Model leaf gains a leading
-    axis of size n (as `jax.vmap(randomize)` returns them)."""
-    from mjx_lite import envs  # (the envs layer, only here)
-
-    rnd = envs.scale_randomizer(RANDOMIZED if ranges is None else ranges)
-    return jax.jit(jax.vmap(rnd, in_axes=(None, 0)))(m, jax.random.split(jax.random.PRNGKey(seed), n))
+# ---- a vmapped Model (domain randomisation, system identification) through the fused path: tk.randomized's Models
 
 
 def _same_state(mjm, m, n, seed=2):
     """n copies of one state of PGS_XML (raw Data: qpos, qvel), so that the environments differ by their Models only."""
     one = jax.tree.map(lambda x: x[0], _batch(mjm, m, 1, seed=seed))
     return jax.tree.map(lambda x: jp.stack([x] * n), one)
-
-
-def _spread(x) -> float:
-    """The largest difference between environments of a batched field, relative to max(1, max |x|)."""
-    x = np.asarray(x)
-    return float(np.max(np.ptp(x, axis=0))) / max(1.0, float(np.max(np.abs(x))))
 
 
 def _damped(iters=8, noslip=0):
@@ -325,11 +303,11 @@ def test_pgs_kernel_vmapped_models_equal_xla():
     Models only."""
     mjm, m = _damped(iters=40)
     m = mjl.configure(m, kernels="xla")
-    ms = randomized(m, 3)  # (the same draws from the same leaves and keys, whatever the configuration)
+    ms = tk.randomized(m, 3)  # (the same draws from the same leaves and keys, whatever the configuration)
     ds = _same_state(mjm, m, 3)
     want = _solve_models(ms, ms, ds)
-    got = _solve_models(ms, randomized(mjl.configure(m, kernels="fused"), 3), ds)
-    assert _spread(want.qacc) > 1e-2 and _spread(want.efc_force) > 1e-2, "the Models make no difference"
+    got = _solve_models(ms, tk.randomized(mjl.configure(m, kernels="fused"), 3), ds)
+    assert tk.spread(want.qacc) > 1e-2 and tk.spread(want.efc_force) > 1e-2, "the Models make no difference"
     _close(got, want, PGS_TOL, "vmapped Models")
 
 
@@ -364,13 +342,13 @@ def test_step_vmapped_models_equal_xla(noslip):
     implicit damping and the update) under jax.vmap over 3 Models (RANDOMIZED) and 3 environments in one state is
     the XLA step of each Model (float64), with and without noslip."""
     mjm, m = _damped(noslip=noslip)
-    ms, mf = randomized(m, 3, seed=1), randomized(mjl.configure(m, kernels="fused"), 3, seed=1)
+    ms, mf = tk.randomized(m, 3, seed=1), tk.randomized(mjl.configure(m, kernels="fused"), 3, seed=1)
     ds = _same_state(mjm, m, 3)
     names = str(jax.make_jaxpr(jax.vmap(mjl.step))(mf, ds))
     assert all(f"name={k}" in names for k in PGS_STAGES), names.count("pallas_call")
     step = jax.jit(jax.vmap(mjl.step))
     got, want = step(mf, ds), step(ms, ds)
-    assert _spread(want.qacc) > 1e-2
+    assert tk.spread(want.qacc) > 1e-2
     for f in STEP_FIELDS:
         oracle.close(getattr(got, f), getattr(want, f), PGS_TOL, f"{f}, noslip={noslip}")
     np.testing.assert_array_equal(got.efc_state, want.efc_state)
@@ -382,7 +360,7 @@ def test_step_gradient_wrt_vmapped_models_equal_xla():
     """System identification under vmap: jax.grad of a loss of one fused step with respect to Model floats (friction,
     masses, inertias, damping, sizes) and qvel, vmapped over 3 Models x their environments, is the XLA step's."""
     mjm, m = _damped()
-    ms, mf = randomized(m, 3, seed=1), randomized(mjl.configure(m, kernels="fused"), 3, seed=1)
+    ms, mf = tk.randomized(m, 3, seed=1), tk.randomized(mjl.configure(m, kernels="fused"), 3, seed=1)
     ds = _batch(mjm, m, 3, seed=4)
     names = ("geom_friction", "body_mass", "body_inertia", "dof_damping", "geom_size")
 
