@@ -23,6 +23,7 @@ from jax._src.interpreters import partial_eval as pe
 
 import mjx_lite as mjl
 from mjx_lite import config as config_mod
+from mjx_lite import envs
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import integrate, kernels
 from mjx_lite.pipeline.kernels import factor, launch, passive, tree, velocity
@@ -200,6 +201,27 @@ def assert_grads_equal(got, want, tol):
         a, b = np.asarray(a), np.asarray(b)
         assert np.all(np.isfinite(a)) and np.max(np.abs(b)) > 0
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * max(1.0, np.abs(b).max()))
+
+
+# Model floats drawn per environment: each becomes a per-environment input of the kernels that read it (the launch's
+# custom_vmap rule, kernels/launch.py); the static tables stay shared
+RANDOMIZED = {"geom_friction": (0.5, 1.5), "body_mass": (0.7, 1.4), "body_inertia": (0.8, 1.25),
+              "dof_damping": (0.5, 2.0), "dof_frictionloss": (0.5, 1.5), "geom_solref": (0.8, 1.25),
+              "geom_size": (0.95, 1.05), "jnt_range": (0.9, 1.1), "opt.impratio": (0.8, 1.25),
+              "opt.tolerance": (0.5, 2.0)}  # fmt: skip
+
+
+def randomized(m, n, seed=0, ranges=None):
+    """n Models drawn from `m` (`envs.scale_randomizer` of RANDOMIZED, or `ranges`): every Model leaf gains a leading
+    axis of size n (as `jax.vmap(randomize)` returns them)."""
+    rnd = envs.scale_randomizer(RANDOMIZED if ranges is None else ranges)
+    return jax.jit(jax.vmap(rnd, in_axes=(None, 0)))(m, jax.random.split(jax.random.PRNGKey(seed), n))
+
+
+def spread(x) -> float:
+    """The largest difference between the environments (axis 0) of a batched field, relative to max(1, max |x|)."""
+    x = np.asarray(x)
+    return float(np.max(np.ptp(x, axis=0))) / max(1.0, float(np.max(np.abs(x))))
 
 
 def _stages(m, d):

@@ -268,3 +268,106 @@ def test_step_gradient_equals_xla():
     mf = mjl.configure(m, kernels="fused")
     assert "solve_pgs" in str(jax.make_jaxpr(lambda d: mjl.step(mf, d))(jax.tree.map(lambda x: x[0], ds)))
     tk.assert_grads_equal(grads(mf), grads(m), GRAD_TOL)
+
+
+# ---- a vmapped Model (domain randomisation, system identification) through the fused path: tk.randomized's Models
+
+
+def _same_state(mjm, m, n, seed=2):
+    """n copies of one state of PGS_XML (raw Data: qpos, qvel), so that the environments differ by their Models only."""
+    one = jax.tree.map(lambda x: x[0], _batch(mjm, m, 1, seed=seed))
+    return jax.tree.map(lambda x: jp.stack([x] * n), one)
+
+
+def _damped(iters=8, noslip=0):
+    """PGS_XML with joint damping (the velocity pass's passive forces, Euler's implicit damping: solve_shifted)."""
+    xml = _xml("pyramidal", iters=iters).replace('frictionloss="0.3"', 'frictionloss="0.3" damping="0.5"')
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = oracle.model_from_mujoco(mjm)
+    return mjm, m.replace(opt=m.opt.replace(noslip_iterations=noslip))
+
+
+@jax.jit
+@jax.vmap
+def _solve_models(mx, mf, d):
+    """Every stage before the solver on the XLA path (Model mx), then the solver with Model mf (the same leaves,
+    another configuration), per (Model, environment) pair."""
+    return solve(mf, _prepare(mx, d))
+
+
+def test_pgs_kernel_vmapped_models_equal_xla():
+    """A vmapped Model (friction, masses, inertias, damping, friction loss, solref, sizes, ranges, impratio and the
+    tolerance drawn per environment, as domain randomisation does): the PGS kernel's Model-derived inputs (A's M^-1,
+    R, D, the cones' mu and frictions, the per-lane tolerance) are per environment, and its qacc, forces, efc_b,
+    states and solver_niter equal the XLA PGS's of each Model (float64), environments in one state differing by their
+    Models only."""
+    mjm, m = _damped(iters=40)
+    m = mjl.configure(m, kernels="xla")
+    ms = tk.randomized(m, 3)  # (the same draws from the same leaves and keys, whatever the configuration)
+    ds = _same_state(mjm, m, 3)
+    want = _solve_models(ms, ms, ds)
+    got = _solve_models(ms, tk.randomized(mjl.configure(m, kernels="fused"), 3), ds)
+    assert tk.spread(want.qacc) > 1e-2 and tk.spread(want.efc_force) > 1e-2, "the Models make no difference"
+    _close(got, want, PGS_TOL, "vmapped Models")
+
+
+# ---- noslip (solver/noslip.py) after the fused PGS: it reads the kernel's efc_force, efc_b and the factorisation
+
+
+@pytest.mark.parametrize("cone", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
+def test_noslip_after_pgs_kernel_equals_xla(request, cone):
+    """opt.noslip_iterations > 0: the noslip sweeps after the fused PGS give the XLA path's qacc, forces, states and
+    solver_niter (main sweeps plus noslip's), and change the PGS result (friction-loss and contact friction rows)."""
+    m, ds = request.getfixturevalue(cone)
+    mn = m.replace(opt=m.opt.replace(noslip_iterations=4, noslip_tolerance=1e-9))
+    want = _solve(mn, ds)
+    base = _solve(m, ds)  # (compiled by test_pgs_kernel_equals_xla)
+    moved = np.max(np.abs(np.asarray(want.efc_force) - np.asarray(base.efc_force)))
+    assert moved > 1e-6 and np.all(np.asarray(want.solver_niter) > np.asarray(base.solver_niter)), moved
+    _close(_solve(mjl.configure(mn, kernels="fused"), ds), want, PGS_TOL, f"noslip, {cone}")
+
+
+PGS_STAGES = ("tree_pass", "collide_primitive", "constraint_rows", "velocity_pass", "solve_m", "solve_pgs",
+              "solve_shifted", "advance")  # fmt: skip
+
+
+STEP_FIELDS = ("qpos", "qvel", "qacc", "qacc_warmstart", "efc_force", "qfrc_constraint", "qfrc_passive", "qfrc_bias",
+               "xpos", "xquat", "qM", "qLD", "cvel", "efc_J", "efc_aref", "efc_D", "efc_R")  # fmt: skip
+
+
+@pytest.mark.slow  # CI time (the whole step's kernels compile in interpret mode: ~2 + 3 min on the loaded CPU)
+@pytest.mark.parametrize("noslip", [0, 4])
+def test_step_vmapped_models_equal_xla(noslip):
+    """One whole fused step (every stage's kernel: tree, collision, rows, velocity and passive, M^-1, PGS, Euler's
+    implicit damping and the update) under jax.vmap over 3 Models (RANDOMIZED) and 3 environments in one state is
+    the XLA step of each Model (float64), with and without noslip."""
+    mjm, m = _damped(noslip=noslip)
+    ms, mf = tk.randomized(m, 3, seed=1), tk.randomized(mjl.configure(m, kernels="fused"), 3, seed=1)
+    ds = _same_state(mjm, m, 3)
+    names = str(jax.make_jaxpr(jax.vmap(mjl.step))(mf, ds))
+    assert all(f"name={k}" in names for k in PGS_STAGES), names.count("pallas_call")
+    step = jax.jit(jax.vmap(mjl.step))
+    got, want = step(mf, ds), step(ms, ds)
+    assert tk.spread(want.qacc) > 1e-2
+    for f in STEP_FIELDS:
+        oracle.close(getattr(got, f), getattr(want, f), PGS_TOL, f"{f}, noslip={noslip}")
+    np.testing.assert_array_equal(got.efc_state, want.efc_state)
+    np.testing.assert_array_equal(got.solver_niter, want.solver_niter)
+
+
+@pytest.mark.slow  # CI time (~2 + 4 min: the gradient of the whole step in interpret mode)
+def test_step_gradient_wrt_vmapped_models_equal_xla():
+    """System identification under vmap: jax.grad of a loss of one fused step with respect to Model floats (friction,
+    masses, inertias, damping, sizes) and qvel, vmapped over 3 Models x their environments, is the XLA step's."""
+    mjm, m = _damped()
+    ms, mf = tk.randomized(m, 3, seed=1), tk.randomized(mjl.configure(m, kernels="fused"), 3, seed=1)
+    ds = _batch(mjm, m, 3, seed=4)
+    names = ("geom_friction", "body_mass", "body_inertia", "dof_damping", "geom_size")
+
+    def loss(leaves, m, d):
+        d2 = mjl.step(m.replace(**{k: v for k, v in leaves.items() if k != "qvel"}), d.replace(qvel=leaves["qvel"]))
+        return jp.sum(jp.sin(d2.qvel)) + jp.sum(d2.qpos**2)
+
+    grad = jax.jit(jax.vmap(jax.grad(loss)))
+    leaves = dict({k: getattr(ms, k) for k in names}, qvel=ds.qvel)
+    tk.assert_grads_equal(grad(leaves, mf, ds), grad(leaves, ms, ds), GRAD_TOL)

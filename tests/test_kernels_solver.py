@@ -21,7 +21,7 @@ from mjx_lite.pipeline import constraint, kernels
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline.kernels import launch, primal
 from mjx_lite.solver.solve import solve
-from mjx_lite.types import ConstraintState
+from mjx_lite.types import ConstraintState, ConstraintType
 from tests import oracle, test_solver
 from tests import test_constraint_forward as tcf
 from tests import test_kernels as tk
@@ -494,3 +494,62 @@ def test_elliptic_solver_float32(elliptic):
     solver does (test_solver_float32's measure)."""
     m, ds = elliptic
     _check_float32(m, ds)
+
+
+# ---- noslip (solver/noslip.py) after the fused solvers, and a vmapped Model through the whole fused step
+
+
+def _close_noslip(got, want, what, m):
+    """`_close`, efc_state compared on non-elliptic rows only: noslip's QCQP leaves an elliptic force on its cone's
+    boundary, where mu N >= |T| (SATISFIED or CONE) is decided by a rounding (as in tests/test_kernels_pgs.py)."""
+    _close(got.replace(efc_state=want.efc_state), want, SOLVER_TOL, what, m)
+    scalar = np.asarray(want.efc_type) != int(ConstraintType.CONTACT_ELLIPTIC)
+    np.testing.assert_array_equal(np.asarray(got.efc_state)[scalar], np.asarray(want.efc_state)[scalar], what)
+
+
+@pytest.mark.parametrize("solver,model", [("newton", "rows"), pytest.param("cg", "rows", marks=pytest.mark.slow),
+                                          pytest.param("newton", "elliptic", marks=pytest.mark.slow)])  # fmt: skip
+def test_noslip_after_solver_kernel_equals_xla(request, solver, model):
+    """opt.noslip_iterations > 0 after the fused Newton / CG kernel (which returns efc_force, efc_b and the states
+    that noslip reads): qacc, forces, efc_b, states and solver_niter (iterations plus sweeps) are the XLA path's
+    (islands disabled: the kernels solve the whole system), and noslip moved the friction forces."""
+    m, ds = request.getfixturevalue(model)
+    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG,
+              disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)  # fmt: skip
+    mn = _with(m, m.opt.solver, noslip_iterations=4, noslip_tolerance=1e-9)
+    want, base = _solve(mn, ds), _solve(m, ds)
+    moved = np.max(np.abs(np.asarray(want.efc_force) - np.asarray(base.efc_force)))
+    assert moved > 1e-6 and np.all(np.asarray(want.solver_niter) > np.asarray(base.solver_niter)), moved
+    _close_noslip(_solve(mjl.configure(mn, kernels="fused"), ds), want, f"noslip after {solver}, {model}", m)
+
+
+STEP_FIELDS = ("qpos", "qvel", "qacc", "qacc_warmstart", "efc_force", "qfrc_constraint", "qfrc_passive", "qfrc_bias",
+               "xpos", "xquat", "qM", "qLD", "cvel", "efc_J", "efc_aref", "efc_D", "efc_R")  # fmt: skip
+
+
+@pytest.mark.slow  # CI time (~2 + 3 min each: the whole step's kernels compile in interpret mode)
+@pytest.mark.parametrize("solver,tile", [("newton", 2), ("cg", 0)])
+def test_step_vmapped_models_equal_xla(solver, tile):
+    """One whole fused step of ELLIPTIC (joint damping added) under jax.vmap over 3 Models (tk.RANDOMIZED: friction,
+    masses, inertias, damping, friction loss, solref, sizes, ranges, impratio, tolerance) x 3 environments in one
+    state, with noslip: the XLA step of each Model (float64). Newton on the tiled kernels (rows and solver tiles of 2
+    environments: a padded program), CG on the lane kernels."""
+    mjm = mujoco.MjModel.from_xml_string(ELLIPTIC.replace('frictionloss="0.3"', 'frictionloss="0.3" damping="0.4"'))
+    m = oracle.model_from_mujoco(mjm)
+    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG, noslip_iterations=3,
+              disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)  # fmt: skip
+    ms, mf = tk.randomized(m, 3, seed=2), tk.randomized(mjl.configure(m, kernels="fused"), 3, seed=2)
+    one = jax.tree.map(lambda x: x[0], sliding_states(mjm, m, 1, seed=4))
+    ds = jax.tree.map(lambda x: jp.stack([x] * 3), one)
+    how = launch.Launch(interpret=True, dof_tile=tile, rows_tile=tile)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", lambda m: how)
+        names = str(jax.make_jaxpr(jax.vmap(mjl.step))(mf, ds))
+        assert all(f"name={k}" in names for k in ("tree_pass", "collide_primitive", "velocity_pass", "advance")), names
+        assert ("name=solve_newton_tiled" if solver == "newton" else "name=solve_cg") in names
+        got = jax.jit(jax.vmap(mjl.step))(mf, ds)
+    want = jax.jit(jax.vmap(mjl.step))(ms, ds)
+    assert tk.spread(want.qacc) > 1e-2
+    for f in STEP_FIELDS:
+        oracle.close(getattr(got, f), getattr(want, f), SOLVER_TOL, f"{f}, {solver}")
+    np.testing.assert_array_equal(got.solver_niter, want.solver_niter)
