@@ -10,11 +10,13 @@ measured apart, then the run time of the compiled gradient, and whether it is fi
 its own step (its solver loop is a while_loop: reverse mode needs `iterations=1`, as a user would do; its
 gradient is then that of a one-iteration solver). float32, cold compiles (no persistent cache).
 
-`--ab A,B,...`: the ant case only, one process, for each `Config.rk4_loop` value given (interleaved: A, B, A, B
-over `--rounds`): trace+lower and XLA compile in CPU seconds (`time.process_time`: all threads, so a loaded
-machine inflates wall time, not these) and wall seconds, the StableHLO line count, then the compiled gradients'
-run times interleaved (`--reps` calls each, alternating; min and median) and their largest difference; with
-`--batch B` the same for the gradient vmapped over B control sequences; and the StableHLO size of the rollout
+`--ab A,B,...`: the ant case only, one process, for each variant given (interleaved: A, B, A, B over `--rounds`; a
+variant is a `Config.rk4_loop` value ("split"), Config fields `key=value` joined by `+`
+("mass_factorization=dense+rk4_loop=merged"), or "base" (the model's own configuration)): trace+lower and XLA
+compile in CPU seconds (`time.process_time`: all threads, so a loaded machine inflates wall time, not these) and
+wall seconds, the StableHLO line count and the compiled program's fusions, then the compiled gradients' run times
+interleaved (`--reps` calls each, alternating; min and median) and their largest difference; with `--batch B` the
+same for the gradient vmapped over B control sequences; and the StableHLO size of the rollout
 that is not differentiated (the program a plain `jit` of the rollout runs).
 """
 
@@ -106,8 +108,30 @@ def _ops(text: str) -> int:
     return sum(1 for line in text.splitlines() if " = " in line)
 
 
+def _variant(base, v: str):
+    """`base` configured as the --ab variant `v` (see the module docstring)."""
+    if v == "base":
+        return base
+    if "=" not in v:
+        return mjl.configure(base, rk4_loop=v)
+    kw = {}
+    for item in v.split("+"):
+        key, val = item.split("=", 1)
+        kw[key] = int(val) if val.lstrip("-").isdigit() else val
+    return mjl.configure(base, **kw)
+
+
+def _fusions(compiled) -> int:
+    """Fused computations in a compiled program's optimised HLO (XLA:CPU's kernels, roughly)."""
+    try:
+        text = compiled.as_text()
+    except Exception:  # noqa: BLE001 - not every backend gives its HLO
+        return -1
+    return sum(1 for line in text.splitlines() if line.lstrip("%").startswith("fused_computation"))
+
+
 def ab(variants: list[str], steps: int = 50, rounds: int = 1, reps: int = 20, batch: int = 0) -> str:
-    """The ant's `jax.jit(jax.grad(loss))` of a `steps`-step rollout for each rk4_loop in `variants`, interleaved;
+    """The ant's `jax.jit(jax.grad(loss))` of a `steps`-step rollout for each variant (`_variant`), interleaved;
     batch > 0: the run times of that gradient vmapped over `batch` control sequences too."""
     base = mjl.load_mjcf(f"{BENCH_MODELS}/ant.xml")
     d0 = mjl.make_data(base)
@@ -116,7 +140,7 @@ def ab(variants: list[str], steps: int = 50, rounds: int = 1, reps: int = 20, ba
     compiled, batched, rollout_ops = {}, {}, {}
     for r in range(rounds):
         for v in variants:
-            m = mjl.configure(base, rk4_loop=v)
+            m = _variant(base, v)
             loss = _loss_fn(mjl.step, m, d0, steps)
             fn = jax.jit(jax.grad(loss))
             c0, w0 = time.process_time(), time.perf_counter()
@@ -125,7 +149,8 @@ def ab(variants: list[str], steps: int = 50, rounds: int = 1, reps: int = 20, ba
             compiled[v] = lowered.compile()
             c2, w2 = time.process_time(), time.perf_counter()
             lines.append(f"round {r} {v:7s}: StableHLO {_ops(lowered.as_text())} ops; trace+lower {c1 - c0:.1f} CPU-s "
-                         f"({w1 - w0:.1f} wall); XLA compile {c2 - c1:.1f} CPU-s ({w2 - w1:.1f} wall)")  # fmt: skip
+                         f"({w1 - w0:.1f} wall); XLA compile {c2 - c1:.1f} CPU-s ({w2 - w1:.1f} wall); "
+                         f"{_fusions(compiled[v])} fusions")  # fmt: skip
             print(lines[-1], file=sys.stderr, flush=True)
             if r == 0:  # the rollout that is not differentiated: its program, lowered only
                 rollout_ops[v] = _ops(jax.jit(loss).trace(ctrl).lower().as_text())

@@ -480,6 +480,23 @@ def test_transition_collides_only_the_pairs_in_contact():
             assert _normwise(g, f) < 1e-10, f"{mode} {name}: restricted vs full pass {_normwise(g, f):.2e}"
 
 
+def test_transition_auto_mode_is_forward_with_gjk_pairs():
+    """`transition`'s mode "auto" with the structured (Euler) derivative: reverse mode by shape (here nv+na = 36
+    rows against nv + (nv+na+nu)/2 = 54 tangent-equivalents), but forward mode where the pair table has a GJK/EPA
+    collider (the sphere-ellipsoid pairs), whose reverse-mode derivative costs far more to compile and run
+    (dm_control's quadruped, ncon 8: reverse took 601 s to compile against forward's 151 s, load 11, before this
+    rule). With the ellipsoid there, "auto" traces the very program of "forward" (same StableHLO)."""
+    gjk = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(SPHERES))
+    plain = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(SPHERES.replace(
+        'type="ellipsoid" size=".11 .06 .05"', 'type="sphere" size=".06"')))  # fmt: skip
+    assert not derivatives._structured_reverse(gjk, sensors=False)
+    assert derivatives._structured_reverse(plain, sensors=False)
+    d = mjl.make_data(gjk)
+    text = {mode: jax.jit(lambda d, mode=mode: derivatives.transition(gjk, d, sensors=False, mode=mode, ncon=3)[0])
+            .lower(d).as_text() for mode in ("auto", "forward", "reverse")}  # fmt: skip
+    assert text["auto"] == text["forward"] != text["reverse"]
+
+
 def test_transition_arguments_are_validated():
     m = mjl.load_mjcf_string(PUSHER)
     d = mjl.make_data(m)

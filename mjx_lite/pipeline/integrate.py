@@ -357,6 +357,16 @@ def rk4_merged(m: Model, derivatives: bool = False) -> bool:
     return not (m.nhistory or m.nplastic or m.config.exact_reset)
 
 
+def _zeros_with_tangent(x: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Zeros of `shape` (x's trailing shape) whose derivative is a (zero) function of x's: `jp.where(True, 0, x)`.
+
+    For a `lax.scan` carry that starts at zero and takes the state's derivative after the first iteration (RK4's
+    stage rates): a constant would start with a symbolic zero tangent, and `jax.jvp` / `jax.linearize` of the scan
+    would trace and partially evaluate the loop body twice (their fixpoints over which carries have tangents, and
+    which are known, converge one round later). The select is folded away by XLA (no run-time cost)."""
+    return jp.where(True, jp.zeros((), x.dtype), jp.broadcast_to(x, shape))
+
+
 _RK4_A_FULL = ((0.0,) * 4,) + _RK4_A_ROWS  # (4, 4): row 0 (stage 1, the step's own state) all zero
 
 
@@ -371,9 +381,7 @@ def rk4_forward(m: Model, d: Data) -> tuple[Data, jax.Array]:
     h = m.opt.timestep
     rot = _rotation_dofs(m)
     qpos0, qvel0, act0, time0 = d.qpos, d.qvel, d.act, d.time
-    rate = jp.zeros((4,) + qvel0.shape, qvel0.dtype)
-    acc = jp.zeros((4,) + d.qacc.shape, d.qacc.dtype)
-    adot = jp.zeros((4,) + d.act_dot.shape, d.act_dot.dtype)
+    rate, acc, adot = (_zeros_with_tangent(x, (4,) + x.shape) for x in (qvel0, qvel0, act0))
     start = d
 
     def stage(carry, i):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jp
 from jax.custom_derivatives import SymbolicZero
 
 from mjx_lite._eager import jit_when_eager
@@ -100,6 +101,18 @@ def _step_merged(m: Model, d: Data) -> Data:
     return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC)
 
 
+def _zero_tangents(tangents: list, at: set[int]) -> list:
+    """tangents with the symbolic zeros at positions `at` made zero arrays that depend on the first float tangent
+    that is not a symbolic zero (`jp.where(True, 0, sum(t))`: a linear function of it, unknown to JAX's partial
+    evaluation as a real tangent is, which XLA folds to zero); as they are where every tangent is a symbolic zero."""
+    live = next((t for t in tangents if not isinstance(t, SymbolicZero) and jp.issubdtype(t.dtype, jp.inexact)), None)
+    if live is None:
+        return list(tangents)
+    zero = jp.where(True, jp.zeros((), live.dtype), jp.sum(live))
+    return [jp.broadcast_to(zero.astype(t.dtype), t.shape) if k in at and isinstance(t, SymbolicZero) else t
+            for k, t in enumerate(tangents)]  # fmt: skip
+
+
 def _split_value_merged_derivative(m: Model, d: Data) -> Data:
     """`_step_split(m, d)` as the value, `_step_merged`'s derivative (`Config.rk4_loop` "auto"): a step that is
     not differentiated runs the split step (faster to run), while forward and reverse mode go through the merged
@@ -108,7 +121,17 @@ def _split_value_merged_derivative(m: Model, d: Data) -> Data:
 
     A `custom_jvp` whose rule is `jax.jvp` of the merged step over the leaves of (m, d) that carry a tangent (the
     others, symbolic zeros, are closed over: a model that is not differentiated adds nothing to the graph); under
-    `jax.grad` the merged step's linearisation is transposed as usual (its solver's implicit VJP included)."""
+    `jax.grad` the merged step's linearisation is transposed as usual (its solver's implicit VJP included).
+
+    Once any leaf carries a tangent, every float leaf of the Data does in the rule (a zero one: `_zero_tangent`),
+    and the merged step is one jitted function per step call: in a rollout (`lax.scan` over steps from a Data that
+    is not differentiated) JAX's fixpoint over which carries have tangents traces the rule twice, first with the
+    Data's tangents zero, then with all of them; with the same tangent pattern both times the second trace reuses
+    the first's jaxprs (JAX's caches of the jitted function's trace, jvp and partial evaluation) instead of
+    tracing, linearising and partially evaluating the step again. The 50-step ant's gradient: trace 11.3 and 10.6
+    -> 4.6 and 4.6 CPU-s (interleaved, load 13), the same program after XLA (2,020 fusions) and the same gradient
+    bitwise. The cost: a jvp with only some of the Data's leaves differentiated (e.g. ctrl alone) computes the
+    tangents of the others too (zeros; in reverse mode XLA removes that work, in forward mode it runs)."""
     leaves, tree = jax.tree.flatten((m, d))
     config = m.config
     # only traced leaves go through the custom_jvp (a concrete array, e.g. a Model closed over by a jitted function,
@@ -127,14 +150,20 @@ def _split_value_merged_derivative(m: Model, d: Data) -> Data:
     def f(*xs):
         return _step_split(*with_leaves(xs, traced))
 
+    # one jitted function per step call: its trace (and JAX's derivatives of it) cached across the rule's traces
+    merged_jit = jax.jit(lambda *xs: _step_merged(*with_leaves(xs, traced)))
+    n_model = len(jax.tree.leaves(m))  # (m, d)'s leaves: the Model's first
+    data_float = {k for k, i in enumerate(traced) if i >= n_model and jp.issubdtype(leaves[i].dtype, jp.inexact)}
+
     def f_jvp(primals, tangents):
+        tangents = _zero_tangents(tangents, data_float)
         live = [k for k, t in enumerate(tangents) if not isinstance(t, SymbolicZero)]
 
         def merged(*xs):
             args = list(primals)
             for k, x in zip(live, xs):
                 args[k] = x
-            return _step_merged(*with_leaves(args, traced))
+            return merged_jit(*args)
 
         with matmul_precision(config):  # the rule may be traced outside the entry point's context (jit, then grad)
             return jax.jvp(merged, [primals[k] for k in live], [tangents[k] for k in live])
