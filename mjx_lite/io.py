@@ -1,6 +1,7 @@
 """Host-side assembly of `Model` from numpy arrays (`build_model`) and its configuration (`configure`). The top of the
 core: the capacities of the padded contact/constraint arrays come from `pipeline.capacity` (the collision driver
-and the constraint plan size Data; `configure` is re-exported from there), `make_data` from `mjx_lite.data`."""
+and the constraint plan size Data; `configure` is re-exported from there), `make_data`: `mjx_lite.data.make_data`, with
+the trees of sleep policy "init" put to sleep (pipeline/sleep.py `init`)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any
 import jax
 import numpy as np
 
+from mjx_lite import data as _data
 from mjx_lite import types
 from mjx_lite.config import Config
-from mjx_lite.data import float_dtype, make_data
+from mjx_lite.data import float_dtype
+from mjx_lite.pipeline import sleep
+from mjx_lite.pipeline import step as _step
 from mjx_lite.pipeline.capacity import _with_capacities, configure
 from mjx_lite.types import Model, ModelSource, Option, Statistic, Visual
 
@@ -99,8 +103,9 @@ def build_model(
         v = opt[f.name]
         o[f.name] = int(v) if f.name in _OPTION_STATIC else _to_device(v)
     kw["opt"] = Option(**o)
-    kw["stat"] = Statistic(**{k: _to_device(stat[k]) for k in
-                              ("meaninertia", "meanmass", "meansize", "extent", "center")})
+    kw["stat"] = Statistic(
+        **{k: _to_device(stat[k]) for k in ("meaninertia", "meanmass", "meansize", "extent", "center")}
+    )
     kw["vis"] = _visual(vis or {})
     kw["source"] = source
     kw["sensor_plugincfg"] = tuple(arrays.get("sensor_plugincfg", ()))
@@ -145,8 +150,10 @@ def build_model(
     kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64) > 0))
     kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)
     kw["flg_surfacevel"] = bool(np.any(np.asarray(arrays["geom_surfacevel"]) != 0))
-    kw["flg_adhesion"] = bool(np.any(np.asarray(arrays["geom_adhesion"]) != 0)
-                              or np.any(np.asarray(arrays.get("pair_adhesion", np.zeros(0))) != 0))
+    kw["flg_adhesion"] = bool(
+        np.any(np.asarray(arrays["geom_adhesion"]) != 0)
+        or np.any(np.asarray(arrays.get("pair_adhesion", np.zeros(0))) != 0)
+    )
     for name in ("nconmax", "njmax"):  # MuJoCo's <size nconmax njmax> (mjModel.nconmax / njmax); -1: not given
         v = int(sizes.get(name, -1))
         if v < -1:
@@ -172,3 +179,8 @@ def _visual(vis: Mapping[str, Mapping[str, Any]]) -> Visual:
     return Visual(**groups)
 
 
+def make_data(m: Model) -> types.Data:
+    """Data at `qpos0`, zero velocity and controls (mj_makeData + mj_resetData): `mjx_lite.data.make_data`; with
+    the sleep flag and trees of sleep policy "init", those are put to sleep as mj_resetData does (a forward pass,
+    then mj_sleep with those trees ready: `sleep.init`)."""
+    return sleep.init(m, _data.make_data(m), _step.forward)

@@ -44,7 +44,7 @@ from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.document import parse_file, parse_string
 from mjx_lite.mjcf.settings import compiler_settings
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
-from mjx_lite.types import MINVAL, GeomType, SensorType, TrnType
+from mjx_lite.types import MINVAL, EqType, GeomType, IntegratorType, SensorType, TrnType, WrapType
 
 EPS = inr.EPS
 _GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
@@ -80,8 +80,26 @@ SECTIONS = (
     (contact.compile_contact, ("pair_", "exclude_")),
     (skin.compile_skins, ("skin_",)),
 )
-SECTION_SIZES = ("nu", "nactuator", "nout", "nhistory", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata",
-                 "npair", "nexclude", "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert")
+SECTION_SIZES = (
+    "nu",
+    "nactuator",
+    "nout",
+    "nhistory",
+    "na",
+    "ntendon",
+    "nwrap",
+    "neq",
+    "nsensor",
+    "nsensordata",
+    "npair",
+    "nexclude",
+    "nskin",
+    "nskinvert",
+    "nskintexvert",
+    "nskinface",
+    "nskinbone",
+    "nskinbonevert",
+)
 # MuJoCo's default colours: geoms and sites (mjs_defaultGeom/Site), lights (mjs_defaultLight)
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 _LIGHT_DEFAULTS = {"ambient": (0, 0, 0), "diffuse": (0.7, 0.7, 0.7), "specular": (0.3, 0.3, 0.3),
@@ -99,7 +117,7 @@ def option_settings(root: Element) -> dict[str, Any]:
     """mjOption fields from <option> and <option><flag>."""
     opt: dict[str, Any] = {
         "timestep": 0.002, "impratio": 1.0, "tolerance": 1e-8, "ls_tolerance": 0.01, "noslip_tolerance": 1e-6,
-        "ccd_tolerance": 1e-6, "gravity": np.array([0, 0, -9.81]), "wind": np.zeros(3),
+        "ccd_tolerance": 1e-6, "sleep_tolerance": 1e-3, "gravity": np.array([0, 0, -9.81]), "wind": np.zeros(3),
         "magnetic": np.array([0, -0.5, 0]), "density": 0.0, "viscosity": 0.0, "o_margin": 0.0,
         "o_solref": np.array([0.02, 1.0]), "o_solimp": np.array([0.9, 0.95, 0.001, 0.5, 2.0]),
         "o_friction": np.array([1, 1, 0.005, 0.0001, 0.0001]), "integrator": 0, "cone": 0, "jacobian": 2,
@@ -123,8 +141,14 @@ def option_settings(root: Element) -> dict[str, Any]:
                 opt[k] = at.keyword(c, k, _JACOBIANS, "auto")
             elif k == "solver":
                 opt[k] = at.keyword(c, k, _SOLVERS, "Newton")
-            elif k in ("iterations", "ls_iterations", "noslip_iterations", "ccd_iterations", "sdf_initpoints",
-                       "sdf_iterations"):
+            elif k in (
+                "iterations",
+                "ls_iterations",
+                "noslip_iterations",
+                "ccd_iterations",
+                "sdf_initpoints",
+                "sdf_iterations",
+            ):
                 opt[k] = int(v)  # ccd_iterations below the default: `_check_ccd_iterations`
             elif k in opt:
                 opt[k] = float(v)
@@ -194,9 +218,13 @@ def _meshes_needing_hull(root: Element) -> set[str]:
             walk(c)
 
     walk(root)
-    return {at.get(g, "mesh") for g in geoms
-            if at.get(g, "type") in ("mesh", "sdf") and at.get(g, "mesh")
-            and (int(at.get(g, "contype", 1)) or int(at.get(g, "conaffinity", 1)) or at.get(g, "name") in pairs)}
+    return {
+        at.get(g, "mesh")
+        for g in geoms
+        if at.get(g, "type") in ("mesh", "sdf")
+        and at.get(g, "mesh")
+        and (int(at.get(g, "contype", 1)) or int(at.get(g, "conaffinity", 1)) or at.get(g, "name") in pairs)
+    }
 
 
 def _compile_assets(root: Element, ctx: CompileContext) -> None:
@@ -615,8 +643,15 @@ def _site_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     if _has_fromto(el):
         size, pos, quat = _fromto(el, stype, size, pos, "site")
     _check_size(el, stype, size, "site")
-    return dict(type=stype, group=int(at.get(el, "group", 0)), size=size, pos=pos, quat=quat, matid=matid,
-                rgba=at.vec(el, "rgba", 4, _DEFAULT_RGBA))
+    return dict(
+        type=stype,
+        group=int(at.get(el, "group", 0)),
+        size=size,
+        pos=pos,
+        quat=quat,
+        matid=matid,
+        rgba=at.vec(el, "rgba", 4, _DEFAULT_RGBA),
+    )
 
 
 def _sameframe(pos, quat, ipos=None, iquat=None) -> int:
@@ -943,8 +978,9 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
             body_treeid[i] = dof_treeid[A["body_dofadr"][w]]
     A["body_treeid"] = body_treeid
     for i in range(1, nbody):  # a non-default sleep policy only on the first body of a tree
-        if at.get(bodies[i].el, "sleep", "auto") != "auto" and (body_treeid[i] == -1
-                                                                or body_treeid[i] == body_treeid[i - 1]):
+        if at.get(bodies[i].el, "sleep", "auto") != "auto" and (
+            body_treeid[i] == -1 or body_treeid[i] == body_treeid[i - 1]
+        ):
             raise at.error(bodies[i].el, "sleep policy only allowed for movable root bodies", "sleep")
     tree_bodyadr = np.zeros(ntree, np.int32)
     tree_bodynum = np.zeros(ntree, np.int32)
@@ -1145,8 +1181,7 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
     A["light_cutoff"] = np.array([float(at.get(el, "cutoff", 45.0)) for _, el, _ in lights], float).reshape(n)
     A["light_exponent"] = np.array([float(at.get(el, "exponent", 10.0)) for _, el, _ in lights], float).reshape(n)
     A["light_active"] = np.array([bool(at.get(el, "active", True)) for _, el, _ in lights], bool).reshape(n)
-    A["light_castshadow"] = np.array([bool(at.get(el, "castshadow", True)) for _, el, _ in lights],
-                                     bool).reshape(n)
+    A["light_castshadow"] = np.array([bool(at.get(el, "castshadow", True)) for _, el, _ in lights], bool).reshape(n)
     A["light_texid"] = np.array(texid, np.int32).reshape(n)
     for k, default in _LIGHT_SCALARS.items():
         A["light_" + k] = np.array([float(at.get(el, k, default)) for _, el, _ in lights], float).reshape(n)
@@ -1168,33 +1203,107 @@ def _compile_sections(root: Element, ctx: CompileContext) -> None:
         fill_missing(ctx, prefixes, {})
 
 
-def _check_sleep(root: Element, ctx: CompileContext) -> None:
-    """The sleep flag: refused where a tree may fall asleep (sleeping islands: trees whose velocities stay below
-    sleep_tolerance are frozen and skipped until woken, not implemented); accepted where every tree's sleep policy is
-    never (MuJoCo's compiler: sleep="never", or "auto" on a tree an actuator moves through a joint, site or body),
-    where the flag has no effect."""
-    if not ctx.option["enableflags"] & (1 << _ENABLE_BITS.index("sleep")):
-        return
+_POLICY = {"auto": 0, "never": 3, "allowed": 4, "init": 5}  # mjtSleepPolicy of the body attribute
+AUTO, AUTO_NEVER, AUTO_ALLOWED, NEVER, ALLOWED, INIT = range(6)
+
+
+def _wrap_tree(A: dict, j: int) -> int:
+    """Tree of the object of tendon wrap j (a joint's, a site's or a geom's body; -1 for pulleys and static ones)."""
+    t, obj = int(A["wrap_type"][j]), int(A["wrap_objid"][j])
+    body = {WrapType.JOINT: "jnt_bodyid", WrapType.SITE: "site_bodyid", WrapType.SPHERE: "geom_bodyid",
+            WrapType.CYLINDER: "geom_bodyid"}.get(t)  # fmt: skip
+    return -1 if body is None else int(A["body_treeid"][A[body][obj]])
+
+
+def _sleep_policy(root: Element, ctx: CompileContext) -> np.ndarray:
+    """tree_sleep_policy (mjtSleepPolicy) as MuJoCo's compiler sets it: the root body's sleep attribute; "auto"
+    becomes never for a tree an actuator moves (through a joint, site, body or tendon), a tree on a tendon that spans
+    more than two trees or two trees with stiffness, damping or an actuator, and a tree of a flex without edge
+    equality; allowed otherwise. A user's allowed/init on a tree such a tendon connects is an error (as MuJoCo's)."""
     A = ctx.arrays
     roots = [ctx.elements["body"][int(b)] for b in np.asarray(A["tree_bodyadr"])]
-    actuated = set()
-    body_tree, dof_tree = np.asarray(A["body_treeid"]), np.asarray(A["dof_treeid"])
+    policy = np.array([_POLICY[at.get(el, "sleep", "auto")] for el in roots], np.int32).reshape(-1)
+    body_tree = np.asarray(A["body_treeid"])
+
+    def never(t):
+        if t >= 0 and policy[t] == AUTO:
+            policy[t] = AUTO_NEVER
+
+    tadr, tnum = np.asarray(A["tendon_adr"]).reshape(-1), np.asarray(A["tendon_num"]).reshape(-1)
     for ttype, tid in zip(np.asarray(A.get("actuator_trntype", [])), np.asarray(A.get("actuator_trnid", []))):
+        tid = [int(x) for x in np.atleast_1d(tid)] + [-1]
         if ttype in (TrnType.JOINT, TrnType.JOINTINPARENT):
-            actuated.add(int(dof_tree[A["jnt_dofadr"][tid[0]]]))
-        elif ttype in (TrnType.SITE, TrnType.SO3):
-            actuated.add(int(body_tree[A["site_bodyid"][tid[0]]]))
+            never(body_tree[A["jnt_bodyid"][tid[0]]])
+        elif ttype == TrnType.SO3:
+            never(body_tree[A["site_bodyid"][tid[0]] if tid[1] >= 0 else A["jnt_bodyid"][tid[0]]])
+        elif ttype in (TrnType.SITE, TrnType.SLIDERCRANK):
+            never(body_tree[A["site_bodyid"][tid[0]]])
         elif ttype == TrnType.BODY:
-            actuated.add(int(body_tree[tid[0]]))
-    for t, el in enumerate(roots):
-        policy = at.get(el, "sleep", "auto")
-        if policy == "never" or policy == "auto" and t in actuated:
+            never(body_tree[tid[0]])
+        elif ttype == TrnType.TENDON:
+            for j in range(tadr[tid[0]], tadr[tid[0]] + tnum[tid[0]]):
+                never(_wrap_tree(A, j))
+    treenum = np.asarray(A["tendon_treenum"]).reshape(-1)
+    for i in range(len(treenum)):
+        if treenum[i] < 2:
             continue
-        f = [f for c in at.sections(root, "option") for f in c.find("flag") if f.attrs.get("sleep") is not None][-1]
-        why = f"sleep='{policy}'" if policy != "auto" else "no actuator moves it"
-        raise at.unsupported(f, f"sleep='enable' (sleeping islands: trees whose velocities stay below sleep_tolerance "
-                             f"are frozen and skipped until woken) is not supported where a tree may fall asleep (the "
-                             f"tree of body {int(A['tree_bodyadr'][t])}: {why})", "sleep")  # fmt: skip
+        quiet = all(
+            not np.any(np.asarray(A[k]).reshape(len(treenum), -1)[i])
+            for k in ("tendon_stiffness", "tendon_stiffnesspoly", "tendon_damping", "tendon_dampingpoly")
+        )
+        if treenum[i] == 2 and quiet and int(np.asarray(A["tendon_actuatorid"]).reshape(-1)[i]) == -1:
+            continue
+        for t in {_wrap_tree(A, j) for j in range(tadr[i], tadr[i] + tnum[i])} - {-1}:
+            if policy[t] in (ALLOWED, INIT):
+                el = ctx.elements["body"][int(A["tree_bodyadr"][t])]
+                raise at.error(el, f"tree {t} connected to tendon {i} which spans more than 2 trees or has stiffness, "
+                               "damping or an actuator: sleeping not allowed", "sleep")  # fmt: skip
+            never(t)
+    for f in range(int(ctx.sizes.get("nflex", 0) or len(np.asarray(A.get("flex_dim", []))))):
+        if int(np.asarray(A["flex_edgeequality"]).reshape(-1)[f]):
+            continue
+        if int(np.asarray(A["flex_interp"]).reshape(-1)[f]):
+            adr, num, ids = A["flex_nodeadr"], A["flex_nodenum"], A["flex_nodebodyid"]
+        else:
+            adr, num, ids = A["flex_vertadr"], A["flex_vertnum"], A["flex_vertbodyid"]
+        a, n = int(np.asarray(adr).reshape(-1)[f]), int(np.asarray(num).reshape(-1)[f])
+        for b in np.asarray(ids).reshape(-1)[a : a + n]:
+            never(body_tree[int(b)])
+    return np.where(policy == AUTO, AUTO_ALLOWED, policy).astype(np.int32)
+
+
+def _check_sleep(root: Element, ctx: CompileContext) -> None:
+    """tree_sleep_policy, and the sleep flag (sleeping islands, pipeline/sleep.py): where a tree may fall asleep,
+    refused by name for what the sleep stage does not implement (flexes, tendon equalities, limited tendons between
+    two trees, sensors, actuators with activation on a tree that may sleep, the RK4 integrator)."""
+    A = ctx.arrays
+    A["tree_sleep_policy"] = _sleep_policy(root, ctx)
+    if not ctx.option["enableflags"] & (1 << _ENABLE_BITS.index("sleep")):
+        return
+    policy = A["tree_sleep_policy"]
+    sleepy = np.isin(policy, (AUTO_ALLOWED, ALLOWED, INIT))
+    if not np.any(sleepy):
+        return
+    t = int(np.argmax(sleepy))
+    where = f"the tree of body {int(A['tree_bodyadr'][t])} may fall asleep"
+    f = [f for c in at.sections(root, "option") for f in c.find("flag") if f.attrs.get("sleep") is not None][-1]
+
+    def refuse(what: str):
+        raise at.unsupported(f, f"sleep='enable' (sleeping islands) is not supported with {what} ({where})", "sleep")
+
+    if ctx.option["integrator"] == int(IntegratorType.RK4):
+        refuse("the RK4 integrator")
+    if len(np.asarray(A.get("flex_dim", []))):
+        refuse("flexes")
+    if np.any(np.asarray(A.get("eq_type", [])) == EqType.TENDON):
+        refuse("tendon equality constraints")
+    treenum, limited = np.asarray(A["tendon_treenum"]).reshape(-1), np.asarray(A["tendon_limited"]).reshape(-1)
+    if np.any((treenum == 2) & (limited != 0)):
+        refuse("limited tendons between two trees (waking by tendon)")
+    if len(np.asarray(A.get("sensor_type", []))):
+        refuse("sensors (sleeping sensors keep their last values)")
+    if np.any(np.asarray(A.get("actuator_actnum", [])) > 0):
+        refuse("actuators with activation states")
 
 
 def _ccd_pair(t1: int, t2: int) -> bool:
@@ -1470,8 +1579,14 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
 # driver
 
 
-def compile_model(root: Element, *, model_dir: str | None = None, assets: dict | None = None,
-                  config: Config | None = None, source: types.ModelSource | None = None) -> types.Model:
+def compile_model(
+    root: Element,
+    *,
+    model_dir: str | None = None,
+    assets: dict | None = None,
+    config: Config | None = None,
+    source: types.ModelSource | None = None,
+) -> types.Model:
     """Compile a parsed MJCF tree (root <mujoco> Element) into a `Model`.
 
     model_dir: directory of the main model file (mesh/hfield/texture paths are relative to it)
@@ -1592,8 +1707,9 @@ def load_model(path: str | os.PathLike, assets: dict | None = None, config: Conf
     return load_mjcf(path, assets, config)
 
 
-def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: str | None = None,
-                     config: Config | None = None) -> types.Model:
+def load_mjcf_string(
+    xml: str | bytes, assets: dict | None = None, model_dir: str | None = None, config: Config | None = None
+) -> types.Model:
     """Compile MJCF (or URDF) text; `assets` maps file names (meshes, includes, ...) to bytes."""
 
     with np.errstate(all="ignore"):
