@@ -103,9 +103,8 @@ def build_model(
         v = opt[f.name]
         o[f.name] = int(v) if f.name in _OPTION_STATIC else _to_device(v)
     kw["opt"] = Option(**o)
-    kw["stat"] = Statistic(
-        **{k: _to_device(stat[k]) for k in ("meaninertia", "meanmass", "meansize", "extent", "center")}
-    )
+    kw["stat"] = Statistic(**{k: _to_device(stat[k]) for k in
+                              ("meaninertia", "meanmass", "meansize", "extent", "center")})
     kw["vis"] = _visual(vis or {})
     kw["source"] = source
     kw["sensor_plugincfg"] = tuple(arrays.get("sensor_plugincfg", ()))
@@ -150,10 +149,8 @@ def build_model(
     kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64) > 0))
     kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)
     kw["flg_surfacevel"] = bool(np.any(np.asarray(arrays["geom_surfacevel"]) != 0))
-    kw["flg_adhesion"] = bool(
-        np.any(np.asarray(arrays["geom_adhesion"]) != 0)
-        or np.any(np.asarray(arrays.get("pair_adhesion", np.zeros(0))) != 0)
-    )
+    kw["flg_adhesion"] = bool(np.any(np.asarray(arrays["geom_adhesion"]) != 0)
+                              or np.any(np.asarray(arrays.get("pair_adhesion", np.zeros(0))) != 0))
     for name in ("nconmax", "njmax"):  # MuJoCo's <size nconmax njmax> (mjModel.nconmax / njmax); -1: not given
         v = int(sizes.get(name, -1))
         if v < -1:

@@ -80,26 +80,8 @@ SECTIONS = (
     (contact.compile_contact, ("pair_", "exclude_")),
     (skin.compile_skins, ("skin_",)),
 )
-SECTION_SIZES = (
-    "nu",
-    "nactuator",
-    "nout",
-    "nhistory",
-    "na",
-    "ntendon",
-    "nwrap",
-    "neq",
-    "nsensor",
-    "nsensordata",
-    "npair",
-    "nexclude",
-    "nskin",
-    "nskinvert",
-    "nskintexvert",
-    "nskinface",
-    "nskinbone",
-    "nskinbonevert",
-)
+SECTION_SIZES = ("nu", "nactuator", "nout", "nhistory", "na", "ntendon", "nwrap", "neq", "nsensor", "nsensordata",
+                 "npair", "nexclude", "nskin", "nskinvert", "nskintexvert", "nskinface", "nskinbone", "nskinbonevert")
 # MuJoCo's default colours: geoms and sites (mjs_defaultGeom/Site), lights (mjs_defaultLight)
 _DEFAULT_RGBA = (0.5, 0.5, 0.5, 1.0)
 _LIGHT_DEFAULTS = {"ambient": (0, 0, 0), "diffuse": (0.7, 0.7, 0.7), "specular": (0.3, 0.3, 0.3),
@@ -141,14 +123,8 @@ def option_settings(root: Element) -> dict[str, Any]:
                 opt[k] = at.keyword(c, k, _JACOBIANS, "auto")
             elif k == "solver":
                 opt[k] = at.keyword(c, k, _SOLVERS, "Newton")
-            elif k in (
-                "iterations",
-                "ls_iterations",
-                "noslip_iterations",
-                "ccd_iterations",
-                "sdf_initpoints",
-                "sdf_iterations",
-            ):
+            elif k in ("iterations", "ls_iterations", "noslip_iterations", "ccd_iterations", "sdf_initpoints",
+                       "sdf_iterations"):
                 opt[k] = int(v)  # ccd_iterations below the default: `_check_ccd_iterations`
             elif k in opt:
                 opt[k] = float(v)
@@ -218,13 +194,9 @@ def _meshes_needing_hull(root: Element) -> set[str]:
             walk(c)
 
     walk(root)
-    return {
-        at.get(g, "mesh")
-        for g in geoms
-        if at.get(g, "type") in ("mesh", "sdf")
-        and at.get(g, "mesh")
-        and (int(at.get(g, "contype", 1)) or int(at.get(g, "conaffinity", 1)) or at.get(g, "name") in pairs)
-    }
+    return {at.get(g, "mesh") for g in geoms
+            if at.get(g, "type") in ("mesh", "sdf") and at.get(g, "mesh")
+            and (int(at.get(g, "contype", 1)) or int(at.get(g, "conaffinity", 1)) or at.get(g, "name") in pairs)}
 
 
 def _compile_assets(root: Element, ctx: CompileContext) -> None:
@@ -643,15 +615,8 @@ def _site_values(el: Element, ctx: CompileContext) -> dict[str, Any]:
     if _has_fromto(el):
         size, pos, quat = _fromto(el, stype, size, pos, "site")
     _check_size(el, stype, size, "site")
-    return dict(
-        type=stype,
-        group=int(at.get(el, "group", 0)),
-        size=size,
-        pos=pos,
-        quat=quat,
-        matid=matid,
-        rgba=at.vec(el, "rgba", 4, _DEFAULT_RGBA),
-    )
+    return dict(type=stype, group=int(at.get(el, "group", 0)), size=size, pos=pos, quat=quat, matid=matid,
+                rgba=at.vec(el, "rgba", 4, _DEFAULT_RGBA))
 
 
 def _sameframe(pos, quat, ipos=None, iquat=None) -> int:
@@ -978,9 +943,8 @@ def _compile_tree(root: Element, ctx: CompileContext) -> list[_Body]:
             body_treeid[i] = dof_treeid[A["body_dofadr"][w]]
     A["body_treeid"] = body_treeid
     for i in range(1, nbody):  # a non-default sleep policy only on the first body of a tree
-        if at.get(bodies[i].el, "sleep", "auto") != "auto" and (
-            body_treeid[i] == -1 or body_treeid[i] == body_treeid[i - 1]
-        ):
+        if at.get(bodies[i].el, "sleep", "auto") != "auto" and (body_treeid[i] == -1
+                                                                or body_treeid[i] == body_treeid[i - 1]):
             raise at.error(bodies[i].el, "sleep policy only allowed for movable root bodies", "sleep")
     tree_bodyadr = np.zeros(ntree, np.int32)
     tree_bodynum = np.zeros(ntree, np.int32)
@@ -1181,7 +1145,8 @@ def _compile_lights(lights: list, ctx: CompileContext, A: dict) -> None:
     A["light_cutoff"] = np.array([float(at.get(el, "cutoff", 45.0)) for _, el, _ in lights], float).reshape(n)
     A["light_exponent"] = np.array([float(at.get(el, "exponent", 10.0)) for _, el, _ in lights], float).reshape(n)
     A["light_active"] = np.array([bool(at.get(el, "active", True)) for _, el, _ in lights], bool).reshape(n)
-    A["light_castshadow"] = np.array([bool(at.get(el, "castshadow", True)) for _, el, _ in lights], bool).reshape(n)
+    A["light_castshadow"] = np.array([bool(at.get(el, "castshadow", True)) for _, el, _ in lights],
+                                     bool).reshape(n)
     A["light_texid"] = np.array(texid, np.int32).reshape(n)
     for k, default in _LIGHT_SCALARS.items():
         A["light_" + k] = np.array([float(at.get(el, k, default)) for _, el, _ in lights], float).reshape(n)
@@ -1579,14 +1544,8 @@ def _compile_keys(root: Element, ctx: CompileContext) -> None:
 # driver
 
 
-def compile_model(
-    root: Element,
-    *,
-    model_dir: str | None = None,
-    assets: dict | None = None,
-    config: Config | None = None,
-    source: types.ModelSource | None = None,
-) -> types.Model:
+def compile_model(root: Element, *, model_dir: str | None = None, assets: dict | None = None,
+                  config: Config | None = None, source: types.ModelSource | None = None) -> types.Model:
     """Compile a parsed MJCF tree (root <mujoco> Element) into a `Model`.
 
     model_dir: directory of the main model file (mesh/hfield/texture paths are relative to it)
@@ -1707,9 +1666,8 @@ def load_model(path: str | os.PathLike, assets: dict | None = None, config: Conf
     return load_mjcf(path, assets, config)
 
 
-def load_mjcf_string(
-    xml: str | bytes, assets: dict | None = None, model_dir: str | None = None, config: Config | None = None
-) -> types.Model:
+def load_mjcf_string(xml: str | bytes, assets: dict | None = None, model_dir: str | None = None,
+                     config: Config | None = None) -> types.Model:
     """Compile MJCF (or URDF) text; `assets` maps file names (meshes, includes, ...) to bytes."""
 
     with np.errstate(all="ignore"):

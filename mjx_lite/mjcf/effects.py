@@ -95,14 +95,11 @@ _LENGTHRANGE = {k: Compiler("actuator lengthrange computation (mj_setLengthRange
 
 _OPTION = {
     "actuatorgroupdisable": model("opt.disableactuator"),
-    "ccd_iterations": Refused(
-        "below MuJoCo's default of 35 in a model where MuJoCo runs GJK/EPA (convex pairs that"
-        " may collide, height fields, flexes, geom distance and enclosed insidesite sensors),"
-        " which stops after ccd_iterations; mjx_lite's colliders give the converged contact "
-        "at any setting: on curved pairs within 3e-2 of MuJoCo's normal components at 35, up "
-        "to 1.3 apart at 10. Without such pairs it has no effect in MuJoCo and loads",
-        "10",
-    ),
+    "ccd_iterations": Refused("below MuJoCo's default of 35 in a model where MuJoCo runs GJK/EPA (convex pairs that"
+                              " may collide, height fields, flexes, geom distance and enclosed insidesite sensors),"
+                              " which stops after ccd_iterations; mjx_lite's colliders give the converged contact "
+                              "at any setting: on curved pairs within 3e-2 of MuJoCo's normal components at 35, up "
+                              "to 1.3 apart at 10. Without such pairs it has no effect in MuJoCo and loads", "10"),
     "ccd_tolerance": model("opt.ccd_tolerance"),
     "cone": model("opt.cone"),
     "density": model("opt.density"),
@@ -110,11 +107,8 @@ _OPTION = {
     "impratio": model("opt.impratio"),
     "integrator": model("opt.integrator"),
     "iterations": model("opt.iterations"),
-    "jacobian": NoEffect(
-        "dense or sparse storage of MuJoCo's Jacobians: the same results to round-off "
-        "(mjx_lite's layout is Config.efc_jacobian)",
-        probe="sparse",
-    ),
+    "jacobian": NoEffect("dense or sparse storage of MuJoCo's Jacobians: the same results to round-off "
+                         "(mjx_lite's layout is Config.efc_jacobian)", probe="sparse"),
     "ls_iterations": model("opt.ls_iterations"),
     "ls_tolerance": model("opt.ls_tolerance"),
     "magnetic": model("opt.magnetic"),
@@ -136,33 +130,11 @@ _OPTION = {
 
 _FLAG_ON = model("opt.disableflags")
 _FLAG = {
-    **{
-        f: _FLAG_ON
-        for f in (
-            "constraint",
-            "equality",
-            "frictionloss",
-            "limit",
-            "contact",
-            "spring",
-            "damper",
-            "gravity",
-            "clampctrl",
-            "warmstart",
-            "filterparent",
-            "actuation",
-            "refsafe",
-            "sensor",
-            "eulerdamp",
-            "autoreset",
-            "multiccd",
-        )
-    },  # fmt: skip
-    "midphase": NoEffect(
-        "MuJoCo's bounding-volume tree of multi-geom bodies: a conservative filter before the same "
-        "pairwise tests (only exact ties at the margin can differ)",
-        probe="disable",
-    ),
+    **{f: _FLAG_ON for f in ("constraint", "equality", "frictionloss", "limit", "contact", "spring", "damper",
+                             "gravity", "clampctrl", "warmstart", "filterparent", "actuation", "refsafe", "sensor",
+                             "eulerdamp", "autoreset", "multiccd")},  # fmt: skip
+    "midphase": NoEffect("MuJoCo's bounding-volume tree of multi-geom bodies: a conservative filter before the same "
+                         "pairwise tests (only exact ties at the margin can differ)", probe="disable"),
     "island": _FLAG_ON,  # per-island solving (Newton, CG, PGS on the XLA path; see solver/island.py)
     "nativeccd": Refused("disabled (libccd's MPR collision)", "disable"),
     "override": model("opt.enableflags"),
@@ -172,10 +144,8 @@ _FLAG = {
     "sleep": model("opt.enableflags"),  # sleeping islands (pipeline/sleep.py; refusals: compile.py `_check_sleep`)
     "diagexact": model("opt.enableflags"),
     "ipc": NoEffect("requires integrator='discrete', which is refused"),
-    "speculative": Refused(
-        "enabled (speculative contacts; 'a new feature whose behavior may still change' in MuJoCo 4.0's documentation)",
-        "enable",
-    ),
+    "speculative": Refused("enabled (speculative contacts; 'a new feature whose behavior may still change' in MuJoCo "
+                           "4.0's documentation)", "enable"),
 }
 
 _SIZE = {
@@ -185,10 +155,8 @@ _SIZE = {
     "nkey": Compiler("number of keyframes (extra keyframes hold qpos0)"),
     "nstack": NoEffect("MuJoCo's stack size: memory only"),
     "nuserdata": NoEffect("size of mjData.userdata, scratch space for the user"),
-    **{
-        f"nuser_{k}": NoEffect("length of the user data arrays")
-        for k in ("actuator", "body", "cam", "geom", "jnt", "sensor", "site", "tendon")
-    },
+    **{f"nuser_{k}": NoEffect("length of the user data arrays") for k in
+       ("actuator", "body", "cam", "geom", "jnt", "sensor", "site", "tendon")},
 }
 
 _STATISTIC = {
@@ -208,25 +176,12 @@ _BODY = {
     "simple": NoEffect("MuJoCo's shortcut flags for simple bodies (body_simple): the same results"),
     "sleep": model("tree_sleep_policy"),
 }  # fmt: skip
-_FRAME = {
-    "name": NAME,
-    "childclass": CLASS,
-    "pos": Compiler("frame offset of its children"),
-    **{k: Compiler("frame rotation of its children") for k in ORIENT},
-}
-_REPLICATE = {
-    "count": Compiler("number of copies"),
-    "offset": Compiler("offset between copies"),
-    "euler": Compiler("rotation between copies"),
-    "sep": Compiler("name suffix separator"),
-}
-_INERTIAL = {
-    "pos": model("body_ipos"),
-    **{k: model("body_iquat") for k in ORIENT},
-    "mass": model("body_mass"),
-    "diaginertia": model("body_inertia"),
-    "fullinertia": model("body_inertia", "body_iquat"),
-}
+_FRAME = {"name": NAME, "childclass": CLASS, "pos": Compiler("frame offset of its children"), **{
+    k: Compiler("frame rotation of its children") for k in ORIENT}}
+_REPLICATE = {"count": Compiler("number of copies"), "offset": Compiler("offset between copies"),
+              "euler": Compiler("rotation between copies"), "sep": Compiler("name suffix separator")}
+_INERTIAL = {"pos": model("body_ipos"), **{k: model("body_iquat") for k in ORIENT}, "mass": model("body_mass"),
+             "diaginertia": model("body_inertia"), "fullinertia": model("body_inertia", "body_iquat")}
 
 _JOINT = {
     "name": NAME, "class": CLASS, "type": model("jnt_type"), "group": GROUP, "pos": model("jnt_pos"),
@@ -240,11 +195,8 @@ _JOINT = {
     "damping": model("dof_damping", "dof_dampingpoly"), "frictionloss": model("dof_frictionloss"), "user": USER,
     "springyield": model("jnt_springyield", "jnt_plasticadr"),
 }  # fmt: skip
-_FREEJOINT = {
-    "name": NAME,
-    "group": GROUP,
-    "align": Refused("'true' (free joint aligned to the inertia frame)", "true"),
-}
+_FREEJOINT = {"name": NAME, "group": GROUP, "align": Refused("'true' (free joint aligned to the inertia frame)",
+                                                             "true")}
 
 _GEOM = {
     "name": NAME, "class": CLASS, "type": model("geom_type"), "contype": model("geom_contype"),
@@ -277,22 +229,8 @@ _CAMERA = {
     "sensorsize": model("cam_sensorsize", "cam_fovy"),
     "pos": model("cam_pos"), **{k: model("cam_quat") for k in ORIENT}, "user": USER,
 }  # fmt: skip
-_LIGHT_VISUAL = (
-    "directional",
-    "castshadow",
-    "active",
-    "attenuation",
-    "cutoff",
-    "exponent",
-    "ambient",
-    "diffuse",
-    "specular",
-    "bulbradius",
-    "intensity",
-    "range",
-    "softness",
-    "texture",
-)
+_LIGHT_VISUAL = ("directional", "castshadow", "active", "attenuation", "cutoff", "exponent", "ambient", "diffuse",
+                 "specular", "bulbradius", "intensity", "range", "softness", "texture")
 _LIGHT = {"name": NAME, "class": CLASS, "mode": model("light_mode"), "target": model("light_targetbodyid"),
           "type": model("light_type"), "pos": model("light_pos"), "dir": model("light_dir"),
           **{k: NoEffect("lighting: visual only") for k in _LIGHT_VISUAL}}  # fmt: skip
@@ -332,14 +270,8 @@ _EXCLUDE = {"name": NAME, "body1": model("exclude_signature"), "body2": model("e
 
 _EQ = {"name": NAME, "class": CLASS, "active": model("eq_active0"), "solref": model("eq_solref"),
        "solimp": model("eq_solimp")}  # fmt: skip
-_CONNECT = {
-    **_EQ,
-    "body1": model("eq_obj1id"),
-    "body2": model("eq_obj2id"),
-    "anchor": model("eq_data"),
-    "site1": model("eq_obj1id"),
-    "site2": model("eq_obj2id"),
-}
+_CONNECT = {**_EQ, "body1": model("eq_obj1id"), "body2": model("eq_obj2id"), "anchor": model("eq_data"),
+            "site1": model("eq_obj1id"), "site2": model("eq_obj2id")}
 _WELD = {**_CONNECT, "relpose": model("eq_data"), "torquescale": model("eq_data")}
 _EQ_JOINT = {**_EQ, "joint1": model("eq_obj1id"), "joint2": model("eq_obj2id"), "polycoef": model("eq_data")}
 _EQ_TENDON = {**_EQ, "tendon1": model("eq_obj1id"), "tendon2": model("eq_obj2id"), "polycoef": model("eq_data")}
@@ -377,25 +309,8 @@ _ACT = {
     "input": NoEffect("input signature of the control (actuator_ctrlspec): metadata", probe="vel"),
 }  # fmt: skip
 _SHORTCUT = Compiler("gain, bias and dynamics parameters of the shortcut (actuator_gainprm/biasprm/dynprm)")
-_SHORTCUT_ATTRS = (
-    "kp",
-    "kv",
-    "dampratio",
-    "timeconst",
-    "area",
-    "diameter",
-    "bias",
-    "tausmooth",
-    "range",
-    "force",
-    "scale",
-    "lmin",
-    "lmax",
-    "vmax",
-    "fpmax",
-    "fvmax",
-    "gain",
-)
+_SHORTCUT_ATTRS = ("kp", "kv", "dampratio", "timeconst", "area", "diameter", "bias", "tausmooth", "range", "force",
+                   "scale", "lmin", "lmax", "vmax", "fpmax", "fvmax", "gain")
 # pid and dcmotor (MuJoCo 4's control blocks): every parameter is a shortcut, `input` selects the controls they read
 _BLOCK_TAGS = ("pid", "dcmotor")
 _CHART = Compiler("input chart of an orientation servo: expmap (3 controls) or quat (4): actuator_ctrlspec/ctrlnum")
@@ -503,14 +418,8 @@ def _table() -> dict[str, dict]:
                "needstage": model("sensor_needstage"), "dim": model("sensor_dim"),
                "enclosed": model("sensor_intprm", "sensor_datatype")}  # fmt: skip
     objects.update(mesh=_SOBJ, geom=_SREF)  # tactile: the mesh of the taxels, the geom whose frame places them
-    for key in sc.SENSOR_TAGS + (
-        "sensor/user",
-        "sensor/tactile",
-        "sensor/distance",
-        "sensor/normal",
-        "sensor/fromto",
-        "sensor/contact",
-    ):
+    for key in sc.SENSOR_TAGS + ("sensor/user", "sensor/tactile", "sensor/distance", "sensor/normal", "sensor/fromto",
+                                 "sensor/contact"):
         if key not in sc.SCHEMA:
             continue
         t[key] = {a: _SENSOR[a] if a in _SENSOR else objects[a] for a in sc.SCHEMA[key]}
