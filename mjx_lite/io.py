@@ -1,7 +1,6 @@
 """Host-side assembly of `Model` from numpy arrays (`build_model`) and its configuration (`configure`). The top of the
 core: the capacities of the padded contact/constraint arrays come from `pipeline.capacity` (the collision driver
-and the constraint plan size Data; `configure` is re-exported from there), `make_data`: `mjx_lite.data.make_data`, with
-the trees of sleep policy "init" put to sleep (pipeline/sleep.py `init`)."""
+and the constraint plan size Data; `configure` is re-exported from there), `make_data` from `mjx_lite.data`."""
 
 from __future__ import annotations
 
@@ -12,12 +11,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from mjx_lite import data as _data
 from mjx_lite import types
 from mjx_lite.config import Config
-from mjx_lite.data import float_dtype
-from mjx_lite.pipeline import sleep
-from mjx_lite.pipeline import step as _step
+from mjx_lite.data import float_dtype, make_data
 from mjx_lite.pipeline.capacity import _with_capacities, configure
 from mjx_lite.types import Model, ModelSource, Option, Statistic, Visual
 
@@ -176,8 +172,3 @@ def _visual(vis: Mapping[str, Mapping[str, Any]]) -> Visual:
     return Visual(**groups)
 
 
-def make_data(m: Model) -> types.Data:
-    """Data at `qpos0`, zero velocity and controls (mj_makeData + mj_resetData): `mjx_lite.data.make_data`; with
-    the sleep flag and trees of sleep policy "init", those are put to sleep as mj_resetData does (a forward pass,
-    then mj_sleep with those trees ready: `sleep.init`)."""
-    return sleep.init(m, _data.make_data(m), _step.forward)

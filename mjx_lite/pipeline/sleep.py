@@ -421,8 +421,8 @@ def _qpos_width(m: Model) -> np.ndarray:
 def init(m: Model, d: Data, forward) -> Data:
     """mj_resetData's "init" policy: `forward(m, d) -> d` (every tree awake), then the trees marked init are ready and
     mj_sleep puts to sleep those whose islands hold only such trees (the others stay awake, as MuJoCo's warning
-    says). Returns d with the sleep state and the poses of that forward pass (which a later pose check compares);
-    the other derived fields stay d's (MuJoCo clears most of them)."""
+    says: 4.0 no longer refuses them). As MuJoCo's reset, the forward pass's fields are kept except qfrc_smooth and
+    qacc_smooth (zero) and the constraint rows (cleared); the slept trees' qvel and qacc are zero."""
     if not on(m) or not np.any(np.asarray(m.tree_sleep_policy) == INIT):
         return d
     f = forward(m, d)
@@ -430,7 +430,7 @@ def init(m: Model, d: Data, forward) -> Data:
     f = f.replace(tree_asleep=jp.where(init_tree, -1, AWAKE_VALUE).astype(jp.int32))
     ta, go = _ready(m, f)
     dof_go = go[np.asarray(m.dof_treeid)] if m.nv else jp.zeros((0,), bool)
-    poses = ("xpos", "xquat", "xmat", "xipos", "ximat", "xanchor", "xaxis", "geom_xpos", "geom_xmat", "site_xpos",
-             "site_xmat")  # fmt: skip
-    out = d.replace(**{k: getattr(f, k) for k in poses}, qvel=jp.where(dof_go, 0.0, d.qvel))
+    out = f.replace(qvel=jp.where(dof_go, 0.0, f.qvel), qacc=jp.where(dof_go, 0.0, f.qacc),
+                    qfrc_smooth=jp.zeros_like(f.qfrc_smooth), qacc_smooth=jp.zeros_like(f.qacc_smooth),
+                    efc_mask=jp.zeros_like(f.efc_mask), nefc=jp.zeros_like(f.nefc))  # fmt: skip
     return update(m, out, ta)

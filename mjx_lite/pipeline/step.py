@@ -14,6 +14,7 @@ import functools
 import jax
 from jax.custom_derivatives import SymbolicZero
 
+from mjx_lite import data as _data
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import as_data, check_data
@@ -22,7 +23,7 @@ from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
 
-__all__ = ["forward", "inverse", "step", "step1", "step2"]
+__all__ = ["forward", "inverse", "make_data", "step", "step1", "step2"]
 
 
 def check_arguments(name: str, m, d) -> None:
@@ -225,3 +226,10 @@ def inverse(m: Model, d: Data) -> Data:
     check_data(m, d)
     d = fwd.forward_pos_vel(m, d)
     return fwd.run(inv.inverse_acc, m, d, sensors=True)
+
+
+def make_data(m: Model) -> Data:
+    """Data at `qpos0`, zero velocity and controls (mj_makeData + mj_resetData): `mjx_lite.data.make_data`; with the
+    sleep flag and trees of sleep policy "init", those are put to sleep as mj_resetData does (a forward pass, then
+    mj_sleep with those trees ready: `sleep.init`)."""
+    return sleep.init(m, _data.make_data(m), forward)
