@@ -5,7 +5,8 @@ woken (by contact with an awake tree, an equality, a moved pose, an applied forc
 compares every step: the state (qpos, qvel, qacc, qacc_warmstart), the forces that reach a sleeping tree or are
 frozen for it (qfrc_bias, qfrc_smooth, qacc_smooth, qfrc_constraint, qfrc_actuator, actuator_force), the sleep
 state (tree_asleep with its island cycles, tree_awake, body_awake and the counts), and the contacts and constraint
-rows (ncon, nefc; the active contacts' geom pairs, distances and points).
+rows (ncon, nefc; the active contacts' geom pairs, distances and points), and the sensors (a sleeping sensor keeps
+its last value).
 """
 
 import jax
@@ -23,7 +24,7 @@ CONTACT_ATOL = 1e-9  # contact distances and points
 _INT = ("tree_asleep", "tree_awake", "body_awake", "ntree_awake", "nbody_awake", "nv_awake", "ncon", "nefc")
 _FLOAT = {"qpos": STATE_ATOL, "qvel": STATE_ATOL, "qacc": ACC_ATOL, "qacc_warmstart": ACC_ATOL,
           "qfrc_constraint": ACC_ATOL, "qfrc_smooth": ACC_ATOL, "qacc_smooth": ACC_ATOL, "qfrc_bias": ACC_ATOL,
-          "qfrc_actuator": ACC_ATOL, "actuator_force": ACC_ATOL}  # fmt: skip
+          "qfrc_actuator": ACC_ATOL, "actuator_force": ACC_ATOL, "sensordata": ACC_ATOL}  # fmt: skip
 
 # two boxes: a settles on the floor and sleeps, b falls on it (wakes it), both settle and sleep as one island
 TWO = """
@@ -31,9 +32,13 @@ TWO = """
   <option timestep="0.01" tolerance="1e-12" integrator="{integrator}"><flag sleep="enable"/></option>
   <worldbody>
     <geom type="plane" size="2 2 .1"/>
-    <body name="a" pos="0 0 .12"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+    <body name="a" pos="0 0 .12"><freejoint/><geom type="box" size=".1 .1 .1"/><site name="sa" pos="0 0 .1"/></body>
     <body name="b" pos=".03 .02 1.5" euler="0 0 20"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
   </worldbody>
+  <sensor>
+    <framepos objtype="body" objname="a"/><accelerometer site="sa"/><velocimeter site="sa"/><subtreecom body="a"/>
+    <framelinvel objtype="body" objname="b" reftype="body" refname="a"/><clock/>
+  </sensor>
 </mujoco>"""
 
 # a stack of three (one island: its cycle), a lone box, a mocap box swept into the lone box after it sleeps
@@ -223,9 +228,7 @@ def test_pose_and_force_wake(stepper):
 
 REFUSED = {
     "RK4": TWO.replace('integrator="{integrator}"', 'integrator="RK4"'),
-    "sensors": TWO.format(integrator="Euler").replace(
-        "</mujoco>", '<sensor><framepos objtype="body" objname="a"/></sensor></mujoco>'
-    ),
+    "delayed sensors": TWO.format(integrator="Euler").replace("<clock/>", '<clock delay=".02" nsample="3"/>'),
     "activation": POLICY.replace('<motor joint="h"/>', '<position joint="h" kp="1" timeconst=".1"/>'),
 }
 

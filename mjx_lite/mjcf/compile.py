@@ -1265,8 +1265,8 @@ def _check_sleep(root: Element, ctx: CompileContext) -> None:
     treenum, limited = np.asarray(A["tendon_treenum"]).reshape(-1), np.asarray(A["tendon_limited"]).reshape(-1)
     if np.any((treenum == 2) & (limited != 0)):
         refuse("limited tendons between two trees (waking by tendon)")
-    if len(np.asarray(A.get("sensor_type", []))):
-        refuse("sensors (sleeping sensors keep their last values)")
+    if np.any(np.asarray(A.get("sensor_history", np.zeros((0, 2)))).reshape(-1, 2)[:, 0] > 0):
+        refuse("delayed sensors (their history buffers while asleep)")
     if np.any(np.asarray(A.get("actuator_actnum", [])) > 0):
         refuse("actuators with activation states")
 

@@ -52,6 +52,7 @@ from mjx_lite.types import (
     JointType,
     Model,
     ObjType,
+    SensorType,
     TrnType,
     sparse_efc_jacobian,
 )
@@ -239,6 +240,14 @@ def _eq_state(m: Model, d: Data, b: np.ndarray) -> jax.Array:
     return jp.where(jp.asarray(b >= 0), d.body_awake[np.maximum(b, 0)], STATIC)
 
 
+def _eq_sleep_state(m: Model, d: Data) -> jax.Array:
+    """(neq,) mjtSleepState of each equality (mj_equalitySleepState): asleep when neither side is awake (connect,
+    weld, joint); awake otherwise and for the other kinds."""
+    b1, b2, kind = _eq_bodies(m)
+    s1, s2 = _eq_state(m, d, b1), _eq_state(m, d, b2)
+    return jp.where(jp.asarray(kind > 0) & (s1 != AWAKE) & (s2 != AWAKE), ASLEEP, AWAKE).astype(jp.int32)
+
+
 def _wake_equality(m: Model, d: Data) -> jax.Array:
     """tree_asleep after mj_wakeEquality: an active connect/weld/joint equality between an awake body (a tree's or a
     mocap body) and a sleeping tree wakes it; between two sleeping trees of different islands wakes both."""
@@ -287,9 +296,7 @@ def mask_rows(m: Model, d: Data) -> Data:
     if m.njnt:
         drop |= (typ == ConstraintType.LIMIT_JOINT) & asleep_jnt[jp.clip(ids, 0, m.njnt - 1)]
     if m.neq:
-        b1, b2, _ = _eq_bodies(m)
-        s1, s2 = _eq_state(m, d, b1), _eq_state(m, d, b2)
-        eq_asleep = (s1 != AWAKE) & (s2 != AWAKE)
+        eq_asleep = _eq_sleep_state(m, d) == ASLEEP
         drop |= (typ == ConstraintType.EQUALITY) & eq_asleep[jp.clip(ids, 0, m.neq - 1)]
     mask = d.efc_mask & ~drop
     return d.replace(efc_mask=mask, nefc=jp.sum(mask).astype(d.nefc.dtype))
@@ -330,6 +337,63 @@ def _actuator_asleep(m: Model, d: Data) -> jax.Array:
     return jp.all(state == ASLEEP, axis=1)
 
 
+def _tendon_state(m: Model, d: Data) -> jax.Array:
+    """(ntendon,) mjtSleepState of each tendon (mj_tendonSleepState): static on no tree, its tree's on one, awake
+    when either of two is awake, awake on more."""
+    num = np.asarray(m.tendon_treenum)
+    tid = np.maximum(np.asarray(m.tendon_treeid).reshape(-1, 2), 0)
+    if not m.ntendon:
+        return jp.zeros((0,), jp.int32)
+    if not m.ntree:
+        return jp.full((m.ntendon,), STATIC, jp.int32)
+    a1, a2 = d.tree_awake[tid[:, 0]] > 0, d.tree_awake[tid[:, 1]] > 0
+    one = jp.where(a1, AWAKE, ASLEEP)
+    two = jp.where(a1 | a2, AWAKE, ASLEEP)
+    return jp.select([jp.asarray(num == 0), jp.asarray(num == 1), jp.asarray(num == 2)], [STATIC, one, two],
+                     AWAKE).astype(jp.int32)  # fmt: skip
+
+
+def _sensor_asleep(m: Model, d: Data) -> jax.Array:
+    """(nsensordata,) bool: the values of sensors asleep (mj_sensorSleepState), which MuJoCo does not recompute."""
+    from_body = {ObjType.BODY: None, ObjType.XBODY: None, ObjType.JOINT: m.jnt_bodyid, ObjType.DOF: m.dof_bodyid,
+                 ObjType.GEOM: m.geom_bodyid, ObjType.SITE: m.site_bodyid, ObjType.CAMERA: m.cam_bodyid,
+                 ObjType.LIGHT: m.light_bodyid}  # fmt: skip
+    act = jp.where(_actuator_asleep(m, d), ASLEEP, AWAKE) if m.nu else jp.zeros((0,), jp.int32)
+    pool = jp.concatenate([d.body_awake, _tendon_state(m, d), act.astype(jp.int32), _eq_sleep_state(m, d),
+                           jp.array([AWAKE], jp.int32)])  # fmt: skip
+    base = {
+        ObjType.TENDON: m.nbody,
+        ObjType.ACTUATOR: m.nbody + m.ntendon,
+        ObjType.EQUALITY: m.nbody + m.ntendon + m.nu,
+    }
+    awake_at = m.nbody + m.ntendon + m.nu + m.neq
+
+    def index(objtype, objid):
+        t, i = int(objtype), int(objid)
+        if t in from_body:
+            return i if from_body[t] is None else int(np.asarray(from_body[t])[i])
+        if t in base and i >= 0:
+            return base[t] + i
+        return awake_at  # unknown (and types MuJoCo has no sleep state for): awake
+
+    typ, ot, rt = (np.asarray(x) for x in (m.sensor_type, m.sensor_objtype, m.sensor_reftype))
+    oi = np.array([index(t, i) for t, i in zip(ot, np.asarray(m.sensor_objid))], np.int32)
+    ri = np.array([index(t, i) for t, i in zip(rt, np.asarray(m.sensor_refid))], np.int32)
+    so, sr = pool[oi], pool[ri]
+    always = np.isin(typ, (SensorType.USER, SensorType.PLUGIN, SensorType.RANGEFINDER)) | (
+        (typ == SensorType.CONTACT) & ((ot == ObjType.SITE) | (rt == ObjType.SITE))
+    )
+    ou, ru = jp.asarray(ot == ObjType.UNKNOWN), jp.asarray(rt == ObjType.UNKNOWN)
+    asleep = jp.where(ou & ru, False, jp.where(ou, sr == ASLEEP, jp.where(ru, so == ASLEEP,
+                                                                          (so != AWAKE) & (sr != AWAKE))))  # fmt: skip
+    asleep = asleep & ~jp.asarray(always)
+    owner = np.repeat(np.arange(m.nsensor), np.asarray(m.sensor_dim))
+    order = np.concatenate([np.arange(a, a + n) for a, n in zip(np.asarray(m.sensor_adr), np.asarray(m.sensor_dim))])
+    per = np.zeros(m.nsensordata, np.int64)
+    per[order] = owner
+    return asleep[per]
+
+
 def freeze(m: Model, d0: Data, d: Data) -> Data:
     """After the forward pass: the fields MuJoCo skips for sleeping trees keep d0's values (the previous step's):
     the dofs' passive, bias, actuator and smooth forces and qacc_smooth, and the actuators' forces; a sleeping dof's
@@ -343,6 +407,8 @@ def freeze(m: Model, d0: Data, d: Data) -> Data:
     if m.nu:
         act = _actuator_asleep(m, d)
         out["actuator_force"] = jp.where(act, d0.actuator_force, d.actuator_force)
+    if m.nsensordata:
+        out["sensordata"] = jp.where(_sensor_asleep(m, d), d0.sensordata, d.sensordata)
     return d.replace(**out)
 
 
