@@ -148,7 +148,7 @@ def test_policy_compiled_as_mujoco():
         assert float(m.opt.sleep_tolerance) == mjm.opt.sleep_tolerance
 
 
-@pytest.mark.parametrize("integrator", ["Euler", "implicitfast"])
+@pytest.mark.parametrize("integrator", ["Euler", pytest.param("implicitfast", marks=pytest.mark.slow)])
 def test_settle_sleep_wake_by_contact(stepper, integrator):
     """a sleeps, b lands on it and wakes it (b's counter), both sleep together as one island cycle."""
     hist = _run(TWO.format(integrator=integrator), 150, stepper)
@@ -157,6 +157,7 @@ def test_settle_sleep_wake_by_contact(stepper, integrator):
     assert np.array_equal(hist[-1], [1, 0])  # one island: a -> b -> a
 
 
+@pytest.mark.slow
 def test_stack_cycle_and_mocap_wake(stepper):
     """The stack sleeps as one island (cycle in ascending tree order); a mocap body moved into the lone sleeping
     box wakes it."""
@@ -174,6 +175,7 @@ def test_stack_cycle_and_mocap_wake(stepper):
     assert (hist[100:, 1] < 0).any()  # the pusher woke the lone box
 
 
+@pytest.mark.slow
 def test_policies_never_allowed_init(stepper):
     """never: awake throughout; allowed on an actuated arm hanging at rest: sleeps, and stays asleep (its actuator
     force frozen) when the control changes, until a qfrc_applied of -0.0 (bytewise nonzero) wakes it; init: asleep
@@ -194,6 +196,7 @@ def test_policies_never_allowed_init(stepper):
     assert (hist[:10, 2] >= 0).all() and (hist[:, 2] < 0).any()
 
 
+@pytest.mark.slow
 def test_equality_and_pose_wake(stepper):
     """A connect turned on between the swinging pendulum and the sleeping box wakes the box; later a qpos written
     into the sleeping box (a moved pose) and an xfrc_applied wake it."""
@@ -206,6 +209,7 @@ def test_equality_and_pose_wake(stepper):
     assert (hist[30:40, 0] >= 0).all() and (hist[40:, 0] < 0).all()
 
 
+@pytest.mark.slow
 def test_pose_and_force_wake(stepper):
     """A sleeping box woken by a qpos written into it (its pose changes), and by xfrc_applied."""
 
@@ -242,6 +246,7 @@ def test_refused_by_name(case):
     assert err.value.attribute == "sleep"
 
 
+@pytest.mark.slow
 def test_batched_equals_unbatched(stepper):
     """vmap over two environments (one perturbed so that it wakes at another step) equals stepping each alone."""
     m = mjl.load_mjcf_string(TWO.format(integrator="Euler"))
