@@ -89,6 +89,24 @@ EQUALITY = """
 </mujoco>"""
 
 
+# pendulums that come to rest against a tendon limit, with tendon and dof friction loss, and against a joint limit:
+# their limit and friction rows go when they sleep
+LIMITS = """
+<mujoco>
+  <option timestep="0.01" tolerance="1e-12"><flag sleep="enable"/></option>
+  <worldbody>
+    <body pos="0 0 1"><joint name="h" axis="0 1 0" damping=".5"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/></body>
+    <body pos="1 0 1"><joint name="h2" axis="0 1 0" damping=".5" frictionloss=".01"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/></body>
+    <body pos="2 0 1"><joint axis="0 1 0" damping=".5" range="-20 20"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03"/></body>
+  </worldbody>
+  <tendon><fixed range="-.3 .3" limited="true"><joint joint="h" coef="1"/></fixed>
+          <fixed frictionloss=".02"><joint joint="h2" coef="1"/></fixed></tendon>
+</mujoco>"""
+
+
 def _models(xml):
     return mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
 
@@ -230,6 +248,13 @@ def test_pose_and_force_wake(stepper):
     hist = _run(TWO.format(integrator="Euler").replace('pos=".03 .02 1.5"', 'pos="1 0 .12"'), 110, stepper,
                 {30: move, 60: push, 62: release})  # fmt: skip
     assert (hist[28, :] >= 0).all() and (hist[30, 0] < 0) and (hist[60, 0] < 0) and (hist[-1] >= 0).all()
+
+
+@pytest.mark.slow
+def test_limit_and_friction_rows_of_sleeping_trees(stepper):
+    """Trees asleep against a tendon limit, with friction loss, and against a joint limit lose those rows."""
+    hist = _run(LIMITS, 300, stepper)
+    assert (hist[-1] >= 0).all()
 
 
 REFUSED = {

@@ -18,7 +18,7 @@ The stages, in MuJoCo's order:
                     then active equalities (connect, weld, joint) from an awake body to a sleeping tree, or between
                     two sleeping islands, wake them (their contacts come next step, as in MuJoCo);
   `mask_rows`       after make_constraint: no rows for sleeping joints' limits, sleeping dofs' friction loss,
-                    equalities with no awake side;
+                    sleeping tendons' limits and friction loss, equalities with no awake side;
   `freeze`          after the forward pass: a sleeping tree's velocity-stage and force fields keep their last values
                     (MuJoCo skips them); its qacc is its qacc_smooth (it has no constraint rows);
   `fall_asleep`     before integration (mj_sleep at the start of mj_advance): the counters, the islands of this
@@ -283,8 +283,9 @@ def collide(m: Model, d: Data) -> Data:
 
 
 def mask_rows(m: Model, d: Data) -> Data:
-    """After make_constraint: no rows for a sleeping joint's limits, a sleeping dof's friction loss, or an equality
-    whose sides are both asleep or static (mj_makeConstraint's sleep filter); nefc recounted."""
+    """After make_constraint: no rows for a sleeping joint's limits, a sleeping dof's friction loss, a sleeping
+    tendon's limits and friction loss, or an equality whose sides are both asleep or static (mj_makeConstraint's
+    sleep filter); nefc recounted."""
     if not on(m) or d.efc_mask.shape[0] == 0:
         return d
     typ, ids = d.efc_type, d.efc_id
@@ -295,6 +296,10 @@ def mask_rows(m: Model, d: Data) -> Data:
         drop |= (typ == ConstraintType.FRICTION_DOF) & asleep_dof[jp.clip(ids, 0, m.nv - 1)]
     if m.njnt:
         drop |= (typ == ConstraintType.LIMIT_JOINT) & asleep_jnt[jp.clip(ids, 0, m.njnt - 1)]
+    if m.ntendon:
+        ten_asleep = _tendon_state(m, d) == ASLEEP
+        is_ten = (typ == ConstraintType.FRICTION_TENDON) | (typ == ConstraintType.LIMIT_TENDON)
+        drop |= is_ten & ten_asleep[jp.clip(ids, 0, m.ntendon - 1)]
     if m.neq:
         eq_asleep = _eq_sleep_state(m, d) == ASLEEP
         drop |= (typ == ConstraintType.EQUALITY) & eq_asleep[jp.clip(ids, 0, m.neq - 1)]
