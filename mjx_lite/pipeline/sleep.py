@@ -19,13 +19,21 @@ The stages, in MuJoCo's order:
                     two sleeping islands, wake them (their contacts come next step, as in MuJoCo);
   `mask_rows`       after make_constraint: no rows for sleeping joints' limits, sleeping dofs' friction loss,
                     sleeping tendons' limits and friction loss, equalities with no awake side;
-  `freeze`          after the forward pass: a sleeping tree's velocity-stage and force fields keep their last values
-                    (MuJoCo skips them); its qacc is its qacc_smooth (it has no constraint rows);
+  `freeze`          after the forward pass: a sleeping tree's velocity-stage and force fields, its actuators'
+                    forces and its sensors' values keep their last values (MuJoCo skips them); its qacc is its
+                    qacc_smooth (it has no constraint rows);
   `fall_asleep`     before integration (mj_sleep at the start of mj_advance): the counters, the islands of this
-                    step's rows (`solver.island.find`), the trees that fall asleep get qvel = qacc = 0 and the velocity
-                    and acceleration stages are recomputed (`lax.cond`, only at steps where a tree falls asleep);
+                    step's rows (`solver.island.find`), the trees that fall asleep get qvel = qacc = 0 and the rows,
+                    velocity and acceleration stages are recomputed (`lax.cond`: only at steps where a tree falls
+                    asleep; under vmap the cond is a select, so a batched step always pays the recomputation);
   `integrate_mask`  after integration: sleeping trees' qpos and qvel stay as they were.
-All stages are identities (not traced) when the flag is off or no tree may sleep (`on(m)`).
+All stages are identities (not traced) when the flag is off or no tree may sleep (`on(m)`). `init` is mj_resetData's
+"init" policy (called by `pipeline.step.make_data`, which `mjx_lite.make_data` is).
+
+Known differences: a contact table in another order than MuJoCo's may give a woken island a different counter when
+several awake trees with different counters touch it in one step (MuJoCo takes the first contact's); the derived
+fields of a tree initialised asleep are those of the reset's forward pass (MuJoCo's reset keeps the same ones).
+What is not implemented is refused at load time (mjcf/compile.py `_check_sleep`).
 
 Fixed shapes throughout: per-tree arrays, cycle representatives by pointer doubling (log2(ntree) gathers),
 segment reductions over trees. Batched under vmap as every stage. Gradients: the sleep state is integer and
