@@ -107,6 +107,23 @@ LIMITS = """
 </mujoco>"""
 
 
+# two pendulums asleep apart, coupled by a limited tendon between their trees; one pushed swings to the limit and
+# wakes the other
+TENDON = """
+<mujoco>
+  <option timestep="0.01" tolerance="1e-12"><flag sleep="enable"/></option>
+  <worldbody>
+    <body pos="0 0 1"><joint name="h1" axis="0 1 0" damping=".2"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -.3" size=".03"/></body>
+    <body pos="1 0 1"><joint name="h2" axis="0 1 0" damping=".2"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -.3" size=".03"/></body>
+  </worldbody>
+  <tendon>
+    <fixed limited="true" range="-.3 .3"><joint joint="h1" coef="1"/><joint joint="h2" coef="-1"/></fixed>
+  </tendon>
+</mujoco>"""
+
+
 def _models(xml):
     return mujoco.MjModel.from_xml_string(xml), mjl.load_mjcf_string(xml)
 
@@ -255,6 +272,21 @@ def test_limit_and_friction_rows_of_sleeping_trees(stepper):
     """Trees asleep against a tendon limit, with friction loss, and against a joint limit lose those rows."""
     hist = _run(LIMITS, 300, stepper)
     assert (hist[-1] >= 0).all()
+
+
+@pytest.mark.slow
+def test_wake_by_tendon(stepper):
+    """A limited tendon at its limit between an awake and a sleeping tree wakes the sleeping one."""
+
+    def push(k):
+        def act(mjm, mjd, m, d):
+            mjd.xfrc_applied[1, 0] = 80.0 * (k == 30)
+            return d.replace(xfrc_applied=d.xfrc_applied.at[1, 0].set(80.0 * (k == 30)))
+
+        return act
+
+    hist = _run(TENDON, 60, stepper, {30: push(30), 31: push(31)})
+    assert (hist[20:30] >= 0).all() and hist[35, 1] >= 0 and (hist[55] < 0).all()
 
 
 REFUSED = {

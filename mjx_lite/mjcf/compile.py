@@ -1239,8 +1239,8 @@ def _sleep_policy(root: Element, ctx: CompileContext) -> np.ndarray:
 
 def _check_sleep(root: Element, ctx: CompileContext) -> None:
     """tree_sleep_policy, and the sleep flag (sleeping islands, pipeline/sleep.py): where a tree may fall asleep,
-    refused by name for what the sleep stage does not implement (flexes, tendon equalities, limited tendons between
-    two trees, sensors, actuators with activation on a tree that may sleep, the RK4 integrator)."""
+    refused by name for what the sleep stage does not implement (flexes, tendon equalities, delayed sensors,
+    actuators with activation, the RK4 integrator)."""
     A = ctx.arrays
     A["tree_sleep_policy"] = _sleep_policy(root, ctx)
     if not ctx.option["enableflags"] & (1 << _ENABLE_BITS.index("sleep")):
@@ -1262,9 +1262,6 @@ def _check_sleep(root: Element, ctx: CompileContext) -> None:
         refuse("flexes")
     if np.any(np.asarray(A.get("eq_type", [])) == EqType.TENDON):
         refuse("tendon equality constraints")
-    treenum, limited = np.asarray(A["tendon_treenum"]).reshape(-1), np.asarray(A["tendon_limited"]).reshape(-1)
-    if np.any((treenum == 2) & (limited != 0)):
-        refuse("limited tendons between two trees (waking by tendon)")
     if np.any(np.asarray(A.get("sensor_history", np.zeros((0, 2)))).reshape(-1, 2)[:, 0] > 0):
         refuse("delayed sensors (their history buffers while asleep)")
     if np.any(np.asarray(A.get("actuator_actnum", [])) > 0):

@@ -110,6 +110,7 @@ def fwd_position(m: Model, d: Data, collide=None, constrain=None) -> Data:
     if m.nflex:
         d = run(flex.flex, m, d)
     d = run(tendon.tendon, m, d)
+    d = run(sleep.wake_tendon, m, d)
     d = run_unless(done, inertia.crb, m, d)
     d = run_unless(done, inertia.factor_m, m, d)
     if _constraints_on(m):

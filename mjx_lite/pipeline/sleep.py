@@ -11,6 +11,8 @@ as awake) and the counts are derived from it by `update`.
 The stages, in MuJoCo's order:
   `wake`            after kinematics: a sleeping tree whose bodies' poses changed (qpos written by the user), or
                     with nonzero qvel, qfrc_applied or xfrc_applied (bytewise: -0.0 counts), wakes with its island;
+  `wake_tendon`     after the tendon stage: a limited tendon at its limit between an awake and a sleeping tree
+                    wakes the sleeping one (with the awake tree's counter);
   `collide`         after collision: contacts between bodies that are not awake (asleep-asleep, asleep-static) are
                     dropped; a contact between an awake tree (or a mocap body) and a sleeping one wakes that one's
                     island (with the awake tree's counter: they can fall asleep together), then the contacts are
@@ -66,7 +68,7 @@ from mjx_lite.types import (
 )
 
 __all__ = ["AWAKE_VALUE", "collide", "fall_asleep", "freeze", "init", "integrate_mask", "mask_rows", "on", "update",
-           "wake"]  # fmt: skip
+           "wake", "wake_tendon"]  # fmt: skip
 
 AWAKE_VALUE = -(1 + MINAWAKE)  # tree_asleep of a fully awake tree
 STATIC, ASLEEP, AWAKE = -1, 0, 1  # mjtSleepState
@@ -193,23 +195,12 @@ def _filter(m: Model, d: Data, found: jax.Array) -> Data:
     return d.replace(contact=con.replace(active=active), ncon=jp.sum(active).astype(d.ncon.dtype))
 
 
-def _wake_collision(m: Model, d: Data) -> jax.Array:
-    """tree_asleep after mj_wakeCollision over the (filtered) active contacts: the island of a tree asleep in contact
-    with an awake tree takes the awake tree's counter, from the first such contact of the island; each contacted
-    tree also the smallest counter of its own contacts (MuJoCo's loop: a tree woken earlier in it keeps the min);
-    a contact with a mocap body wakes with the fully awake value."""
-    n, ta = m.ntree, d.tree_asleep
-    bid, treeid = jp.asarray(np.asarray(m.geom_bodyid)), jp.asarray(np.asarray(m.body_treeid))
-    g = d.contact.geom
-    b1, b2 = bid[jp.maximum(g[:, 0], 0)], bid[jp.maximum(g[:, 1], 0)]
-    s1, s2 = d.body_awake[b1], d.body_awake[b2]
-    t1, t2 = treeid[b1], treeid[b2]
-    one = (s1 == ASLEEP) & (s2 == AWAKE)  # side 1 sleeps, side 2 awake (a tree or a mocap body)
-    two = (s2 == ASLEEP) & (s1 == AWAKE)
-    valid = d.contact.active & (one | two)
-    sleeper = jp.where(one, t1, t2)
-    other = jp.where(one, t2, t1)
-    value = jp.where(other >= 0, ta[jp.maximum(other, 0)], AWAKE_VALUE)
+def _wake_by(m: Model, ta: jax.Array, valid: jax.Array, sleeper: jax.Array, value: jax.Array) -> jax.Array:
+    """tree_asleep after MuJoCo's loop over items (contacts, tendons) in order, each waking the island of the sleeping
+    tree `sleeper` with `value` (the awake side's counter) where `valid`: an island takes the value of its first item,
+    a tree each item names also the smallest of its items' values (MuJoCo's loop does not update tree_awake, so a tree
+    woken earlier in it takes min(value, its counter))."""
+    n = m.ntree
     sleeper = jp.where(valid, sleeper, 0)
     rep = _cycle_rep(ta)
     big = jp.iinfo(jp.int32).max
@@ -221,6 +212,44 @@ def _wake_collision(m: Model, d: Data) -> jax.Array:
     woken = (ta >= 0) & (first[rep] != big)
     new = jp.where(touched, jp.minimum(island_value[rep], own), island_value[rep])
     return jp.where(woken, new, ta).astype(jp.int32)
+
+
+def wake_tendon(m: Model, d: Data) -> Data:
+    """After the tendon stage (mj_wakeTendon): a limited tendon between two trees, one awake and one asleep, at or
+    past a limit (within its margin) wakes the sleeping tree's island with the awake tree's counter."""
+    if not on(m) or not m.ntendon:
+        return d
+    sel = np.nonzero((np.asarray(m.tendon_treenum) == 2) & (np.asarray(m.tendon_limited) != 0))[0]
+    if not len(sel):
+        return d
+    t1, t2 = (np.asarray(m.tendon_treeid).reshape(-1, 2)[sel, k] for k in (0, 1))
+    length, rng, margin = d.ten_length[sel], m.tendon_range[sel], m.tendon_margin[sel]
+    limit = (length - rng[:, 0] < margin) | (rng[:, 1] - length < margin)
+    a1, a2 = d.tree_awake[t1] > 0, d.tree_awake[t2] > 0
+    valid = limit & (a1 != a2)
+    sleeper = jp.where(a1, jp.asarray(t2), jp.asarray(t1))
+    value = jp.where(a1, d.tree_asleep[t1], d.tree_asleep[t2])
+    return update(m, d, _wake_by(m, d.tree_asleep, valid, sleeper, value))
+
+
+def _wake_collision(m: Model, d: Data) -> jax.Array:
+    """tree_asleep after mj_wakeCollision over the (filtered) active contacts: the island of a tree asleep in contact
+    with an awake tree takes the awake tree's counter, from the first such contact of the island; each contacted
+    tree also the smallest counter of its own contacts (MuJoCo's loop: a tree woken earlier in it keeps the min);
+    a contact with a mocap body wakes with the fully awake value."""
+    ta = d.tree_asleep
+    bid, treeid = jp.asarray(np.asarray(m.geom_bodyid)), jp.asarray(np.asarray(m.body_treeid))
+    g = d.contact.geom
+    b1, b2 = bid[jp.maximum(g[:, 0], 0)], bid[jp.maximum(g[:, 1], 0)]
+    s1, s2 = d.body_awake[b1], d.body_awake[b2]
+    t1, t2 = treeid[b1], treeid[b2]
+    one = (s1 == ASLEEP) & (s2 == AWAKE)  # side 1 sleeps, side 2 awake (a tree or a mocap body)
+    two = (s2 == ASLEEP) & (s1 == AWAKE)
+    valid = d.contact.active & (one | two)
+    sleeper = jp.where(one, t1, t2)
+    other = jp.where(one, t2, t1)
+    value = jp.where(other >= 0, ta[jp.maximum(other, 0)], AWAKE_VALUE)
+    return _wake_by(m, ta, valid, sleeper, value)
 
 
 def _eq_bodies(m: Model) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
