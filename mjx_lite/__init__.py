@@ -6,14 +6,14 @@ from mjx_lite import models
 from mjx_lite._cache import compilation_cache_dir, enable_compilation_cache
 from mjx_lite.collision.driver import active_contacts
 from mjx_lite.config import Config
-from mjx_lite.data import make_data, warnings
+from mjx_lite.data import warnings
 from mjx_lite.io import configure
 from mjx_lite.mjcf.compile import load_mjcf, load_mjcf_string, load_model
 from mjx_lite.mjcf.spec import MJCFError, MJCFNotFoundError, MJCFUnsupportedError, MJCFWarning
 from mjx_lite.pipeline.contact_force import contact_force
 from mjx_lite.pipeline.inertia import full_m
 from mjx_lite.pipeline.ray import ray
-from mjx_lite.pipeline.step import forward, inverse, step, step1, step2
+from mjx_lite.pipeline.step import forward, inverse, make_data, step, step1, step2
 from mjx_lite.types import (
     Builtin,
     ConeType,

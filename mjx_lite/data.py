@@ -98,6 +98,7 @@ def reset_values(m: Model, f) -> tuple[dict, dict]:
     so that a reset builds no array for them)."""
     fields = dict(qpos=_array(m.qpos0, f), history=_init_history(m, f), plastic=_init_plastic(m, f),
                   eq_active=_array(m.eq_active0, bool))  # fmt: skip
+    fields.update(_sleep_values(m))
     if np.any(_quat_ctrl(m)):  # quaternion inputs of orientation servos start at the identity; else zeros
         fields["ctrl"] = _init_ctrl(m, f)
     if m.nmocap:
@@ -107,6 +108,22 @@ def reset_values(m: Model, f) -> tuple[dict, dict]:
             fields[name] = (_array(np.asarray(src)[mocap_body], f) if not _tracing()
                             else jp.asarray(src)[mocap_body].astype(f))  # fmt: skip
     return fields, dict(CONTACT_FILL)
+
+
+MINAWAKE = 10  # mjMINAWAKE: steps below the sleep tolerance before a tree is ready to sleep (pipeline/sleep.py)
+
+
+def _sleep_values(m: Model) -> dict:
+    """mj_resetData's sleep state, every tree awake: tree_asleep -(1 + MINAWAKE), tree_awake 1, body_awake 1 (awake)
+    for the bodies of trees and mocap bodies' trees, -1 (static) for the others; the counts of the awake ones. Trees
+    with the sleep policy "init" are put to sleep by `mjx_lite.io.make_data` (pipeline/sleep.py `init`)."""
+    static = np.asarray(m.body_treeid) < 0
+    mocap = np.asarray(m.body_mocapid)[np.asarray(m.body_rootid)] >= 0
+    body_awake = np.where(static & ~mocap, -1, 1).astype(np.int32)
+    return dict(tree_asleep=_array(np.full(m.ntree, -(1 + MINAWAKE)), np.int32),
+                tree_awake=_array(np.ones(m.ntree), np.int32), body_awake=_array(body_awake, np.int32),
+                ntree_awake=_array(m.ntree, np.int32), nbody_awake=_array(m.nbody, np.int32),
+                nv_awake=_array(m.nv, np.int32))  # fmt: skip
 
 
 def _quat_ctrl(m: Model) -> np.ndarray:

@@ -352,6 +352,7 @@ class Option:
     ls_tolerance: jax.Array = shaped()
     noslip_tolerance: jax.Array = shaped()
     ccd_tolerance: jax.Array = shaped()
+    sleep_tolerance: jax.Array = shaped()  # sleeping islands: velocity tolerance [length/time] (pipeline/sleep.py)
     gravity: jax.Array = shaped(3)
     wind: jax.Array = shaped(3)
     magnetic: jax.Array = shaped(3)
@@ -1075,6 +1076,7 @@ class Model:
     tree_bodynum: np.ndarray = static_field(shape=("ntree",), dtype="int32")
     tree_dofadr: np.ndarray = static_field(shape=("ntree",), dtype="int32")
     tree_dofnum: np.ndarray = static_field(shape=("ntree",), dtype="int32")
+    tree_sleep_policy: np.ndarray = static_field(shape=("ntree",), dtype="int32")  # mjtSleepPolicy (pipeline/sleep.py)
     # wrap
     wrap_objid: np.ndarray = static_field(shape=("nwrap",), dtype="int32")
     wrap_prm: jax.Array = shaped("nwrap")
@@ -1184,6 +1186,15 @@ class Data:
     # when islands are disabled or the fused kernel solved the whole system)
     solver_niter_island: jax.Array = shaped("ntree", dtype="int32")
     solver_improvement: jax.Array = shaped()
+    # sleeping islands (pipeline/sleep.py): tree_asleep < 0 awake (counting up to -1, ready to sleep), >= 0 asleep (the
+    # next tree of its sleeping island's cycle); tree_awake, body_awake (mjtSleepState: -1 static, 0 asleep,
+    # 1 awake) and the counts derive from it
+    tree_asleep: jax.Array = shaped("ntree", dtype="int32")
+    tree_awake: jax.Array = shaped("ntree", dtype="int32")
+    body_awake: jax.Array = shaped("nbody", dtype="int32")
+    ntree_awake: jax.Array = shaped(dtype="int32")
+    nbody_awake: jax.Array = shaped(dtype="int32")
+    nv_awake: jax.Array = shaped(dtype="int32")
     solver_gradient: jax.Array = shaped()
     solver_fwdinv: jax.Array = shaped(2)
     energy: jax.Array = shaped(2)  # potential, kinetic

@@ -1,6 +1,6 @@
-"""The sleep flag: loaded where no tree may fall asleep (every tree's sleep policy is never: sleep="never", or "auto"
-on a tree an actuator moves), where MuJoCo's simulation does not change with it; refused by name where a tree may
-sleep (mjcf/compile.py `_check_sleep`)."""
+"""The sleep flag's compiled policies (tree_sleep_policy as MuJoCo's compiler: sleep="never", or "auto" on a tree an
+actuator moves, never; other trees allowed; "init" kept), and where no tree may fall asleep MuJoCo's simulation does
+not change with the flag and ours matches it. Sleeping trees themselves: tests/test_sleep.py."""
 
 import jax
 import mujoco
@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import mjx_lite as mjl
-from mjx_lite.mjcf.spec import MJCFUnsupportedError
 
 TRAJ_ATOL = 1e-8  # float64, 150 steps with contacts (Newton to tolerance 1e-10)
 _NEVER = (int(mujoco.mjtSleepPolicy.mjSLEEP_AUTO_NEVER), int(mujoco.mjtSleepPolicy.mjSLEEP_NEVER))
@@ -34,28 +33,24 @@ ACCEPTED = {
         ball="", pend="", act='<adhesion body="pend" ctrlrange="0 1"/><adhesion body="ball" ctrlrange="0 1"/>'
     ),  # fmt: skip
 }
-REFUSED = {
+MAY_SLEEP = {
     "free ball": dict(ball="", pend="", act='<motor joint="h2"/>'),
     "allowed": dict(ball='sleep="never"', pend='sleep="allowed"', act='<motor joint="h2"/>'),
     "init": dict(ball='sleep="init"', pend="", act='<motor joint="h2"/>'),
 }
 
 
-@pytest.mark.parametrize("case", sorted(ACCEPTED) + sorted(REFUSED))
+@pytest.mark.parametrize("case", sorted(ACCEPTED) + sorted(MAY_SLEEP))
 def test_policy_as_mujoco(case):
-    """We load the flag exactly where MuJoCo's compiled tree_sleep_policy is never for every tree; the refusal
-    names the flag."""
-    kw = {**ACCEPTED, **REFUSED}[case]
+    """tree_sleep_policy is MuJoCo's compiled one; the flag loads whether or not a tree may sleep."""
+    kw = {**ACCEPTED, **MAY_SLEEP}[case]
     xml = SCENE.format(sleep="enable", **kw)
     mjm = mujoco.MjModel.from_xml_string(xml)
     never = all(int(p) in _NEVER for p in mjm.tree_sleep_policy)
     assert never == (case in ACCEPTED)
-    if never:
-        assert mjl.load_mjcf_string(xml).opt.enableflags & mujoco.mjtEnableBit.mjENBL_SLEEP
-    else:
-        with pytest.raises(MJCFUnsupportedError, match="sleep") as err:
-            mjl.load_mjcf_string(xml)
-        assert err.value.attribute == "sleep"
+    m = mjl.load_mjcf_string(xml)
+    assert m.opt.enableflags & mujoco.mjtEnableBit.mjENBL_SLEEP
+    np.testing.assert_array_equal(np.asarray(m.tree_sleep_policy), mjm.tree_sleep_policy)
 
 
 def test_no_sleeping_tree_steps_as_mujoco():

@@ -44,7 +44,7 @@ from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.document import parse_file, parse_string
 from mjx_lite.mjcf.settings import compiler_settings
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
-from mjx_lite.types import MINVAL, GeomType, SensorType, TrnType
+from mjx_lite.types import MINVAL, EqType, GeomType, IntegratorType, SensorType, TrnType, WrapType
 
 EPS = inr.EPS
 _GEOM_TYPES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
@@ -99,7 +99,7 @@ def option_settings(root: Element) -> dict[str, Any]:
     """mjOption fields from <option> and <option><flag>."""
     opt: dict[str, Any] = {
         "timestep": 0.002, "impratio": 1.0, "tolerance": 1e-8, "ls_tolerance": 0.01, "noslip_tolerance": 1e-6,
-        "ccd_tolerance": 1e-6, "gravity": np.array([0, 0, -9.81]), "wind": np.zeros(3),
+        "ccd_tolerance": 1e-6, "sleep_tolerance": 1e-3, "gravity": np.array([0, 0, -9.81]), "wind": np.zeros(3),
         "magnetic": np.array([0, -0.5, 0]), "density": 0.0, "viscosity": 0.0, "o_margin": 0.0,
         "o_solref": np.array([0.02, 1.0]), "o_solimp": np.array([0.9, 0.95, 0.001, 0.5, 2.0]),
         "o_friction": np.array([1, 1, 0.005, 0.0001, 0.0001]), "integrator": 0, "cone": 0, "jacobian": 2,
@@ -1168,33 +1168,104 @@ def _compile_sections(root: Element, ctx: CompileContext) -> None:
         fill_missing(ctx, prefixes, {})
 
 
-def _check_sleep(root: Element, ctx: CompileContext) -> None:
-    """The sleep flag: refused where a tree may fall asleep (sleeping islands: trees whose velocities stay below
-    sleep_tolerance are frozen and skipped until woken, not implemented); accepted where every tree's sleep policy is
-    never (MuJoCo's compiler: sleep="never", or "auto" on a tree an actuator moves through a joint, site or body),
-    where the flag has no effect."""
-    if not ctx.option["enableflags"] & (1 << _ENABLE_BITS.index("sleep")):
-        return
+_POLICY = {"auto": 0, "never": 3, "allowed": 4, "init": 5}  # mjtSleepPolicy of the body attribute
+AUTO, AUTO_NEVER, AUTO_ALLOWED, NEVER, ALLOWED, INIT = range(6)
+
+
+def _wrap_tree(A: dict, j: int) -> int:
+    """Tree of the object of tendon wrap j (a joint's, a site's or a geom's body; -1 for pulleys and static ones)."""
+    t, obj = int(A["wrap_type"][j]), int(A["wrap_objid"][j])
+    body = {WrapType.JOINT: "jnt_bodyid", WrapType.SITE: "site_bodyid", WrapType.SPHERE: "geom_bodyid",
+            WrapType.CYLINDER: "geom_bodyid"}.get(t)  # fmt: skip
+    return -1 if body is None else int(A["body_treeid"][A[body][obj]])
+
+
+def _sleep_policy(root: Element, ctx: CompileContext) -> np.ndarray:
+    """tree_sleep_policy (mjtSleepPolicy) as MuJoCo's compiler sets it: the root body's sleep attribute; "auto"
+    becomes never for a tree an actuator moves (through a joint, site, body or tendon), a tree on a tendon that spans
+    more than two trees or two trees with stiffness, damping or an actuator, and a tree of a flex without edge
+    equality; allowed otherwise. A user's allowed/init on a tree such a tendon connects is an error (as MuJoCo's)."""
     A = ctx.arrays
     roots = [ctx.elements["body"][int(b)] for b in np.asarray(A["tree_bodyadr"])]
-    actuated = set()
-    body_tree, dof_tree = np.asarray(A["body_treeid"]), np.asarray(A["dof_treeid"])
+    policy = np.array([_POLICY[at.get(el, "sleep", "auto")] for el in roots], np.int32).reshape(-1)
+    body_tree = np.asarray(A["body_treeid"])
+
+    def never(t):
+        if t >= 0 and policy[t] == AUTO:
+            policy[t] = AUTO_NEVER
+
+    tadr, tnum = np.asarray(A["tendon_adr"]).reshape(-1), np.asarray(A["tendon_num"]).reshape(-1)
     for ttype, tid in zip(np.asarray(A.get("actuator_trntype", [])), np.asarray(A.get("actuator_trnid", []))):
+        tid = [int(x) for x in np.atleast_1d(tid)] + [-1]
         if ttype in (TrnType.JOINT, TrnType.JOINTINPARENT):
-            actuated.add(int(dof_tree[A["jnt_dofadr"][tid[0]]]))
-        elif ttype in (TrnType.SITE, TrnType.SO3):
-            actuated.add(int(body_tree[A["site_bodyid"][tid[0]]]))
+            never(body_tree[A["jnt_bodyid"][tid[0]]])
+        elif ttype == TrnType.SO3:
+            never(body_tree[A["site_bodyid"][tid[0]] if tid[1] >= 0 else A["jnt_bodyid"][tid[0]]])
+        elif ttype in (TrnType.SITE, TrnType.SLIDERCRANK):
+            never(body_tree[A["site_bodyid"][tid[0]]])
         elif ttype == TrnType.BODY:
-            actuated.add(int(body_tree[tid[0]]))
-    for t, el in enumerate(roots):
-        policy = at.get(el, "sleep", "auto")
-        if policy == "never" or policy == "auto" and t in actuated:
+            never(body_tree[tid[0]])
+        elif ttype == TrnType.TENDON:
+            for j in range(tadr[tid[0]], tadr[tid[0]] + tnum[tid[0]]):
+                never(_wrap_tree(A, j))
+    treenum = np.asarray(A["tendon_treenum"]).reshape(-1)
+    for i in range(len(treenum)):
+        if treenum[i] < 2:
             continue
-        f = [f for c in at.sections(root, "option") for f in c.find("flag") if f.attrs.get("sleep") is not None][-1]
-        why = f"sleep='{policy}'" if policy != "auto" else "no actuator moves it"
-        raise at.unsupported(f, f"sleep='enable' (sleeping islands: trees whose velocities stay below sleep_tolerance "
-                             f"are frozen and skipped until woken) is not supported where a tree may fall asleep (the "
-                             f"tree of body {int(A['tree_bodyadr'][t])}: {why})", "sleep")  # fmt: skip
+        quiet = all(
+            not np.any(np.asarray(A[k]).reshape(len(treenum), -1)[i])
+            for k in ("tendon_stiffness", "tendon_stiffnesspoly", "tendon_damping", "tendon_dampingpoly")
+        )
+        if treenum[i] == 2 and quiet and int(np.asarray(A["tendon_actuatorid"]).reshape(-1)[i]) == -1:
+            continue
+        for t in {_wrap_tree(A, j) for j in range(tadr[i], tadr[i] + tnum[i])} - {-1}:
+            if policy[t] in (ALLOWED, INIT):
+                el = ctx.elements["body"][int(A["tree_bodyadr"][t])]
+                raise at.error(el, f"tree {t} connected to tendon {i} which spans more than 2 trees or has stiffness, "
+                               "damping or an actuator: sleeping not allowed", "sleep")  # fmt: skip
+            never(t)
+    for f in range(int(ctx.sizes.get("nflex", 0) or len(np.asarray(A.get("flex_dim", []))))):
+        if int(np.asarray(A["flex_edgeequality"]).reshape(-1)[f]):
+            continue
+        if int(np.asarray(A["flex_interp"]).reshape(-1)[f]):
+            adr, num, ids = A["flex_nodeadr"], A["flex_nodenum"], A["flex_nodebodyid"]
+        else:
+            adr, num, ids = A["flex_vertadr"], A["flex_vertnum"], A["flex_vertbodyid"]
+        a, n = int(np.asarray(adr).reshape(-1)[f]), int(np.asarray(num).reshape(-1)[f])
+        for b in np.asarray(ids).reshape(-1)[a : a + n]:
+            never(body_tree[int(b)])
+    return np.where(policy == AUTO, AUTO_ALLOWED, policy).astype(np.int32)
+
+
+def _check_sleep(root: Element, ctx: CompileContext) -> None:
+    """tree_sleep_policy, and the sleep flag (sleeping islands, pipeline/sleep.py): where a tree may fall asleep,
+    refused by name for what the sleep stage does not implement (flexes, tendon equalities, delayed sensors,
+    actuators with activation, the RK4 integrator)."""
+    A = ctx.arrays
+    A["tree_sleep_policy"] = _sleep_policy(root, ctx)
+    if not ctx.option["enableflags"] & (1 << _ENABLE_BITS.index("sleep")):
+        return
+    policy = A["tree_sleep_policy"]
+    sleepy = np.isin(policy, (AUTO_ALLOWED, ALLOWED, INIT))
+    if not np.any(sleepy):
+        return
+    t = int(np.argmax(sleepy))
+    where = f"the tree of body {int(A['tree_bodyadr'][t])} may fall asleep"
+    f = [f for c in at.sections(root, "option") for f in c.find("flag") if f.attrs.get("sleep") is not None][-1]
+
+    def refuse(what: str):
+        raise at.unsupported(f, f"sleep='enable' (sleeping islands) is not supported with {what} ({where})", "sleep")
+
+    if ctx.option["integrator"] == int(IntegratorType.RK4):
+        refuse("the RK4 integrator")
+    if len(np.asarray(A.get("flex_dim", []))):
+        refuse("flexes")
+    if np.any(np.asarray(A.get("eq_type", [])) == EqType.TENDON):
+        refuse("tendon equality constraints")
+    if np.any(np.asarray(A.get("sensor_history", np.zeros((0, 2)))).reshape(-1, 2)[:, 0] > 0):
+        refuse("delayed sensors (their history buffers while asleep)")
+    if np.any(np.asarray(A.get("actuator_actnum", [])) > 0):
+        refuse("actuators with activation states")
 
 
 def _ccd_pair(t1: int, t2: int) -> bool:

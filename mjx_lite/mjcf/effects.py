@@ -120,7 +120,7 @@ _OPTION = {
     "o_solref": model("opt.o_solref"),
     "sdf_initpoints": model("opt.sdf_initpoints"),
     "sdf_iterations": model("opt.sdf_iterations"),
-    "sleep_tolerance": NoEffect("sleeping trees only; the sleep flag is refused where a tree may sleep"),
+    "sleep_tolerance": model("opt.sleep_tolerance"),
     "solver": model("opt.solver"),
     "timestep": model("opt.timestep"),
     "tolerance": model("opt.tolerance"),
@@ -141,9 +141,7 @@ _FLAG = {
     "energy": model("opt.enableflags"),
     "fwdinv": model("opt.enableflags"),
     "invdiscrete": model("opt.enableflags"),
-    "sleep": Refused("enabled in a model where a tree may fall asleep (sleeping islands: tree sleep state in Data, "
-                     "island discovery, waking rules); where every tree's policy is never it has no effect and loads",
-                     "enable"),
+    "sleep": model("opt.enableflags"),  # sleeping islands (pipeline/sleep.py; refusals: compile.py `_check_sleep`)
     "diagexact": model("opt.enableflags"),
     "ipc": NoEffect("requires integrator='discrete', which is refused"),
     "speculative": Refused("enabled (speculative contacts; 'a new feature whose behavior may still change' in MuJoCo "
@@ -176,7 +174,7 @@ _BODY = {
     "mocap": model("body_mocapid"), "gravcomp": model("body_gravcomp"), "user": USER,
     "fuse": Compiler("per-body opt-out of fusestatic (mjcf/fuse.py)"),
     "simple": NoEffect("MuJoCo's shortcut flags for simple bodies (body_simple): the same results"),
-    "sleep": Compiler("sleep policy of a tree: whether the sleep flag is accepted (never) or refused"),
+    "sleep": model("tree_sleep_policy"),
 }  # fmt: skip
 _FRAME = {"name": NAME, "childclass": CLASS, "pos": Compiler("frame offset of its children"), **{
     k: Compiler("frame rotation of its children") for k in ORIENT}}

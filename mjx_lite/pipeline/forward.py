@@ -40,6 +40,7 @@ from mjx_lite.pipeline import (
     passive,
     rne,
     sensor,
+    sleep,
     support,
     tendon,
     transmission,
@@ -48,8 +49,8 @@ from mjx_lite.pipeline import (
 from mjx_lite.solver.solve import solve
 from mjx_lite.types import Data, DisableBit, EnableBit, Model
 
-__all__ = ["energy_pos", "energy_vel", "forward", "forward_skip", "fwd_acceleration", "fwd_actuation",
-           "fwd_constraint", "fwd_position", "fwd_velocity"]  # fmt: skip
+__all__ = ["energy_pos", "energy_vel", "forward", "forward_skip", "forward_vel_acc", "fwd_acceleration",
+           "fwd_actuation", "fwd_constraint", "fwd_position", "fwd_velocity"]  # fmt: skip
 
 
 def _disabled(m: Model, bit: int) -> bool:
@@ -101,22 +102,27 @@ def fwd_position(m: Model, d: Data, collide=None, constrain=None) -> Data:
     computed (kinematics, com_pos and, without tendon armature, crb and factor_m) are skipped below; otherwise it
     does nothing.
     """
+    xpos0, xquat0 = d.xpos, d.xquat  # (the poses a sleeping tree keeps: sleep.wake compares)
     d, done = run(kernels.tree_pass, m, d)
     d = run_unless(done, kinematics.kinematics, m, d)
     d = run_unless(done, kinematics.com_pos, m, d)
+    d = run(sleep.wake, m, d, xpos0, xquat0)  # sleeping islands (identity unless a tree may sleep)
     if m.nflex:
         d = run(flex.flex, m, d)
     d = run(tendon.tendon, m, d)
+    d = run(sleep.wake_tendon, m, d)
     d = run_unless(done, inertia.crb, m, d)
     d = run_unless(done, inertia.factor_m, m, d)
     if _constraints_on(m):
         if not _disabled(m, DisableBit.CONTACT) and driver.contact_capacity(m) > 0:  # (a cap of 0 still counts)
             d = run(kernels.collision if collide is None else collide, m, d)  # driver.collision (fused under kernels)
+        d = run(sleep.collide, m, d)  # sleeping bodies' contacts dropped; contacts and equalities wake islands
         # constraint.make_constraint, or its fused kernel; with Config.contact_buckets the rows of a bucket of the live
         # contacts, scattered to the padded rows (pipeline/buckets.py); `constrain`: the caller's (derivatives)
         if constrain is None:
             constrain = buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint
         d = run(constrain, m, d)
+        d = run(sleep.mask_rows, m, d)
     d = run(transmission.transmission, m, d)
     return d
 
@@ -206,6 +212,19 @@ def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True, collide
     d = _sensor_stage(sensor.sensor_vel, m, d, sensors)
     d = energy_vel(m, d)
     return d
+
+
+def forward_vel_acc(m: Model, d: Data, sensors: bool = True) -> Data:
+    """mj_forwardSkip(m, d, mjSTAGE_POS, not sensors): the velocity and acceleration stages with their sensors (the
+    recomputation after trees fall asleep, `sleep.fall_asleep`). The constraint rows are rebuilt first: here their
+    velocity terms (efc_vel, efc_aref) are computed with the rows (make_constraint), MuJoCo's in the velocity stage."""
+    if _constraints_on(m):
+        d = run(buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint, m, d)
+        d = run(sleep.mask_rows, m, d)
+    d = fwd_velocity(m, d)
+    d = _sensor_stage(sensor.sensor_vel, m, d, sensors)
+    d = energy_vel(m, d)
+    return forward_acc(m, d, sensors)
 
 
 def forward_acc(m: Model, d: Data, sensors: bool | jax.Array = True) -> Data:

@@ -15,15 +15,16 @@ import jax
 import jax.numpy as jp
 from jax.custom_derivatives import SymbolicZero
 
+from mjx_lite import data as _data
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import as_data, check_data
-from mjx_lite.pipeline import actuation, integrate, smoothing
+from mjx_lite.pipeline import actuation, integrate, sleep, smoothing
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
 
-__all__ = ["forward", "inverse", "step", "step1", "step2"]
+__all__ = ["forward", "inverse", "make_data", "step", "step1", "step2"]
 
 
 def check_arguments(name: str, m, d) -> None:
@@ -62,7 +63,7 @@ def _entry_point(fn):
 def forward(m: Model, d: Data) -> Data:
     """Forward dynamics (mj_forward): every derived quantity of the state, qacc and the sensors."""
     check_data(m, d)
-    return fwd.run(fwd.forward, m, d)
+    return sleep.freeze(m, d, fwd.run(fwd.forward, m, d))
 
 
 @_entry_point
@@ -175,13 +176,15 @@ def _split_value_merged_derivative(m: Model, d: Data) -> Data:
 def _step_split(m: Model, d: Data) -> Data:
     """The step after mj_checkPos / mj_checkVel: forward, then the integrator (RK4: its three later stages as one
     loop, a second traced forward pass)."""
+    d_in = d
     with jax.named_scope("forward"):  # fwd.forward in two halves: a bad qacc leaves the first half's fields as they are
-        d_pos_vel = fwd.forward_pos_vel(m, d)
-        d = fwd.forward_acc(m, d_pos_vel)
+        d_pos_vel = sleep.freeze(m, d_in, fwd.forward_pos_vel(m, d))
+        d = sleep.freeze(m, d_in, fwd.forward_acc(m, d_pos_vel))
     exact = m.config.exact_reset
     if exact:
         d = fwd.run(integrate.check_acc, m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
     bad_acc = integrate.bad_acc(m, d)
+    d = _fall_asleep(m, d_in, d)
     if m.opt.integrator == IntegratorType.EULER:
         d2 = fwd.run(integrate.euler, m, d)
     elif m.opt.integrator == IntegratorType.RK4:
@@ -192,11 +195,23 @@ def _step_split(m: Model, d: Data) -> Data:
         d2 = fwd.run(integrate.implicit, m, d)
     else:
         raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
+    d2 = sleep.integrate_mask(m, d, d2)
     if exact:
         return d2
     # the reset state, not stepped (with Config.qacc_reset "state", the position/velocity stages' fields: those of
     # this step's start)
     return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
+
+
+def _fall_asleep(m: Model, d_in: Data, d: Data) -> Data:
+    """Sleeping islands at the start of state advancement (`sleep.fall_asleep`): trees that fall asleep get zero
+    velocities and the velocity and acceleration stages are recomputed (the trees asleep before stay frozen at
+    d_in's values)."""
+
+    def recompute(x: Data) -> Data:
+        return sleep.freeze(m, d_in, fwd.forward_vel_acc(m, x))
+
+    return fwd.run(sleep.fall_asleep, m, d, recompute)
 
 
 @_entry_point
@@ -207,7 +222,7 @@ def step1(m: Model, d: Data) -> Data:
     """
     check_data(m, d)
     d = fwd.run(integrate.check_pos_vel, m, d)
-    return fwd.forward_pos_vel(m, d)
+    return sleep.freeze(m, d, fwd.forward_pos_vel(m, d))
 
 
 @_entry_point
@@ -218,15 +233,17 @@ def step2(m: Model, d: Data) -> Data:
     """
     check_data(m, d)
     d_pos_vel = d
-    d = fwd.forward_acc(m, d, sensors=True)  # with solver_fwdinv when enabled, as mj_step2
+    d = sleep.freeze(m, d_pos_vel, fwd.forward_acc(m, d, sensors=True))  # with solver_fwdinv when enabled, as mj_step2
     exact = m.config.exact_reset
     if exact:
         d = fwd.run(integrate.check_acc, m, d)
     bad_acc = integrate.bad_acc(m, d)
+    d = _fall_asleep(m, d_pos_vel, d)
     if m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
         d2 = fwd.run(integrate.implicit, m, d)
     else:
         d2 = fwd.run(integrate.euler, m, d)
+    d2 = sleep.integrate_mask(m, d, d2)
     if exact:
         return d2
     return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
@@ -238,3 +255,10 @@ def inverse(m: Model, d: Data) -> Data:
     check_data(m, d)
     d = fwd.forward_pos_vel(m, d)
     return fwd.run(inv.inverse_acc, m, d, sensors=True)
+
+
+def make_data(m: Model) -> Data:
+    """Data at `qpos0`, zero velocity and controls (mj_makeData + mj_resetData): `mjx_lite.data.make_data`; with the
+    sleep flag and trees of sleep policy "init", those are put to sleep as mj_resetData does (a forward pass, then
+    mj_sleep with those trees ready: `sleep.init`)."""
+    return sleep.init(m, _data.make_data(m), forward)
