@@ -4,6 +4,7 @@ numpy, parameter files round-trip, the command line; slow: PPO solves cartpole_b
 import jax
 import jax.numpy as jp
 import numpy as np
+import optax
 import pytest
 
 from mjx_lite import envs
@@ -44,6 +45,7 @@ def test_updates_run_and_report(run):
         assert np.isfinite(m["eval/episode_reward"]) and m["eval/episode_length"] > 0
     last = run["calls"][-1][1]
     for k in ("training/loss/total", "training/loss/value", "training/entropy", "training/grad_norm",
+              "training/policy_std", "training/approx_kl", "training/clip_fraction", "training/learning_rate",
               "training/sps", "walltime"):  # fmt: skip
         assert np.isfinite(last[k]), k
     assert len(metrics["history"]) == 2 and metrics["network"].observation_size == 3
@@ -103,6 +105,56 @@ def test_config_errors(slider):
         ppo.train(slider, 10, learning_rat=1e-3)
     with pytest.raises(ValueError, match="positive int"):
         ppo.PPOConfig(unroll_length=0)
+    with pytest.raises(ValueError, match="learning_rate_schedule must be one of"):
+        ppo.PPOConfig(learning_rate_schedule="linear")
+    with pytest.raises(ValueError, match="desired_kl"):
+        ppo.PPOConfig(desired_kl=0.0)
+
+
+def test_adaptive_kl_rule():
+    """_adapt_learning_rate: divided by KL_FACTOR above 2 * desired_kl, multiplied below desired_kl / 2, kept in
+    between; never above learning_rate nor below MIN_LEARNING_RATE_FRACTION of it."""
+    c = ppo.PPOConfig(learning_rate=1e-3, learning_rate_schedule="adaptive_kl", desired_kl=0.02)
+    f, lo = ppo.KL_FACTOR, 1e-3 * ppo.MIN_LEARNING_RATE_FRACTION
+    cases = [(1e-3, 0.05, 1e-3 / f), (1e-3, 0.03, 1e-3), (1e-3, 0.005, 1e-3), (1e-4, 0.005, 1e-4 * f),
+             (1e-4, 0.02, 1e-4), (lo, 1.0, lo), (lo * 1.2, 1.0, lo), (9e-4, 0.0, 1e-3)]  # fmt: skip
+    for lr, kl, expected in cases:
+        out = ppo._adapt_learning_rate(jp.asarray(lr), jp.asarray(kl), c)
+        np.testing.assert_allclose(float(out), expected, rtol=1e-12, err_msg=f"lr {lr} kl {kl}")
+
+
+def test_optimizer_step_is_adams(slider):
+    """The optimiser's direction times -learning_rate (the rate a traced value of the TrainingState) is
+    optax.adam(learning_rate) after clipping, over a few steps of random gradients."""
+    spec = ppo.Trainer(slider, ppo.PPOConfig(**TINY)).spec
+    params = {"a": jp.ones((3, 2)), "b": jp.zeros((4,))}
+    ours, ref = spec.optimizer(), optax.chain(optax.clip_by_global_norm(1.0), optax.adam(TINY["learning_rate"]))
+    s_ours, s_ref = ours.init(params), ref.init(params)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        g = jax.tree.map(lambda x: jp.asarray(rng.normal(size=x.shape) * 3.0), params)
+        u_ours, s_ours = ours.update(g, s_ours, params)
+        u_ref, s_ref = ref.update(g, s_ref, params)
+        for a, b in zip(jax.tree.leaves(u_ours), jax.tree.leaves(u_ref)):
+            np.testing.assert_allclose(-TINY["learning_rate"] * np.asarray(a), np.asarray(b), rtol=1e-12, atol=0)
+
+
+def test_adaptive_kl_lowers_the_rate_of_the_next_update(slider):
+    """Two updates with desired_kl far below any update's KL: each update reports the rate it stepped with, the
+    next one steps with it divided by KL_FACTOR; with the constant schedule the rate stays learning_rate."""
+    rates = {}
+    for schedule in ("constant", "adaptive_kl"):
+        trainer = ppo.Trainer(slider, ppo.PPOConfig(**TINY, learning_rate_schedule=schedule, desired_kl=1e-12))
+        train_env, ts, state, key = trainer.init(0)
+        seen = []
+        for _ in range(2):
+            train_env, ts, state, key, metrics = trainer.update(train_env, ts, state, key)
+            assert float(metrics["approx_kl"]) > 2e-12
+            seen.append(float(metrics["learning_rate"]))
+        rates[schedule] = seen + [float(ts.learning_rate)]
+    lr, f = TINY["learning_rate"], ppo.KL_FACTOR
+    np.testing.assert_allclose(rates["constant"], [lr, lr, lr], rtol=1e-6)
+    np.testing.assert_allclose(rates["adaptive_kl"], [lr, lr / f, lr / f**2], rtol=1e-6)
 
 
 def test_train_episode_length_cuts_the_training_episodes_only(slider):

@@ -20,6 +20,12 @@ drives both (benchmarks/rl_ppo.py runs them side by side). One *update* (a jitte
      with rewards multiplied by `reward_scaling` and GAE(discounting, gae_lambda) advantages recomputed with the
      current value network; a terminated step does not bootstrap, a truncated step (time limit) is left out of
      the advantage (its delta is masked) rather than treated as terminal.
+`learning_rate_schedule` "adaptive_kl" (off in `PPOConfig`, on in the task defaults of `configs`) changes the
+learning rate between updates to keep an update's mean KL from the collecting policy near `desired_kl` (divided by
+1.5 above twice it, multiplied by 1.5 below half of it, never above `learning_rate`): as the policy's Gaussian
+narrows, a step of constant size moves it further in KL and the updates leave the trust region (see
+`_adapt_learning_rate`).
+Brax's ADAPTIVE_KL adapts per minibatch on the Gaussians' analytic KL, between fixed bounds (1e-5, 1e-2).
 `stagger_episodes` (ours, not Brax's; off in `PPOConfig`, on in the task defaults of `configs`) starts each
 environment's first episode at a random step counter, so the batch covers every phase of an episode rather than
 the same few steps of all of them. `train` on a registered task fills the hyper-parameters not given from
