@@ -83,6 +83,7 @@ class PPOConfig:
     gae_lambda: float = 0.95
     clipping_epsilon: float = 0.3
     max_grad_norm: float | None = 1.0
+    clip_per_network: bool = False
     reward_scaling: float = 1.0
     normalize_observations: bool = True
     normalize_advantage: bool = True
@@ -199,12 +200,21 @@ class _Spec:
         """Adam's direction (the gradient clipped to `max_grad_norm` first); the step applies -learning_rate times
         it, the rate being a traced value of the TrainingState (optax.adam(lr) is scale_by_adam then scale(-lr))."""
         opt = optax.scale_by_adam()
-        if self.config.max_grad_norm is not None:
-            opt = optax.chain(optax.clip_by_global_norm(self.config.max_grad_norm), opt)
-        return opt
+        if self.config.max_grad_norm is None:
+            return opt
+        opt = optax.chain(optax.clip_by_global_norm(self.config.max_grad_norm), opt)
+        if not self.config.clip_per_network:
+            return opt
+        # each network's gradient clipped on its own (Adam is per parameter, so only the clipping differs)
+        return optax.multi_transform({"policy": opt, "value": opt}, _network_labels)
 
     def normalized(self, normalizer: dict, obs: jax.Array) -> jax.Array:
         return networks.normalize(normalizer, obs) if self.config.normalize_observations else obs
+
+
+def _network_labels(pv: dict) -> dict:
+    """{"policy": tree of "policy", "value": tree of "value"}: each parameter labelled with its network."""
+    return {name: jax.tree.map(lambda _, name=name: name, tree) for name, tree in pv.items()}
 
 
 def _collect(spec: _Spec, train_env: TrainingEnv, params: dict, state, key: jax.Array):
@@ -302,6 +312,8 @@ def _update(spec: _Spec, train_env: TrainingEnv, ts: TrainingState, state, key: 
         k, k_loss = jax.random.split(k)
         (_, metrics), grads = grad_fn(pv, normalizer, batch, k_loss)
         metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm_policy"] = optax.global_norm(grads["policy"])
+        metrics["grad_norm_value"] = optax.global_norm(grads["value"])
         updates, opt_state = optimizer.update(grads, opt_state, pv)
         updates = jax.tree.map(lambda u: (-lr * u).astype(u.dtype), updates)
         return (opt_state, optax.apply_updates(pv, updates), k), metrics
