@@ -123,20 +123,32 @@ def test_adaptive_kl_rule():
         np.testing.assert_allclose(float(out), expected, rtol=1e-12, err_msg=f"lr {lr} kl {kl}")
 
 
-def test_optimizer_step_is_adams(slider):
+@pytest.mark.parametrize("per_network", [False, True])
+def test_optimizer_step_is_adams(slider, per_network):
     """The optimiser's direction times -learning_rate (the rate a traced value of the TrainingState) is
-    optax.adam(learning_rate) after clipping, over a few steps of random gradients."""
-    spec = ppo.Trainer(slider, ppo.PPOConfig(**TINY)).spec
-    params = {"a": jp.ones((3, 2)), "b": jp.zeros((4,))}
-    ours, ref = spec.optimizer(), optax.chain(optax.clip_by_global_norm(1.0), optax.adam(TINY["learning_rate"]))
+    optax.adam(learning_rate) after clipping the gradient to max_grad_norm, over a few steps of random gradients
+    large enough to be clipped: both networks' gradients together, or (clip_per_network) each on its own."""
+    spec = ppo.Trainer(slider, ppo.PPOConfig(**TINY, clip_per_network=per_network)).spec
+    lr = TINY["learning_rate"]
+    params = {"policy": {"w": jp.ones((3, 2)), "b": jp.zeros((4,))}, "value": {"w": jp.ones((5,))}}
+
+    def reference():  # optax.adam after clip_by_global_norm(1.0), on the whole tree or on each network's
+        one = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(lr))
+        if not per_network:
+            return one
+        return optax.multi_transform({"policy": one, "value": one}, {"policy": {"w": "policy", "b": "policy"},
+                                                                     "value": {"w": "value"}})  # fmt: skip
+
+    ours, ref = spec.optimizer(), reference()
     s_ours, s_ref = ours.init(params), ref.init(params)
     rng = np.random.default_rng(0)
-    for _ in range(3):
-        g = jax.tree.map(lambda x: jp.asarray(rng.normal(size=x.shape) * 3.0), params)
+    for scale in (3.0, 0.1, 30.0):
+        g = jax.tree.map(lambda x, s=scale: jp.asarray(rng.normal(size=x.shape) * s), params)
+        g["value"]["w"] = g["value"]["w"] * 100.0  # the value's gradient dominates the joint norm
         u_ours, s_ours = ours.update(g, s_ours, params)
         u_ref, s_ref = ref.update(g, s_ref, params)
-        for a, b in zip(jax.tree.leaves(u_ours), jax.tree.leaves(u_ref)):
-            np.testing.assert_allclose(-TINY["learning_rate"] * np.asarray(a), np.asarray(b), rtol=1e-12, atol=0)
+        for a, b in zip(jax.tree.leaves(u_ours), jax.tree.leaves(u_ref), strict=True):
+            np.testing.assert_allclose(-lr * np.asarray(a), np.asarray(b), rtol=1e-12, atol=0)
 
 
 def test_adaptive_kl_lowers_the_rate_of_the_next_update(slider):
