@@ -261,7 +261,8 @@ def test_train_takes_the_task_defaults(monkeypatch):
 def test_every_task_has_valid_defaults_at_256_and_2048_environments():
     """configs.defaults(task, num_envs=N) is a valid PPOConfig for every registered task; reacher_easy's are the
     CPU defaults (discount 0.97, what benchmarks/rl_tasks.py measured it with); cartpole_balance's the CPU defaults
-    without observation normalisation (what benchmarks/runs/rl40e measured at 256 and 2048 environments)."""
+    without observation normalisation, with the adaptive learning rate and per-network clipping (what
+    benchmarks/runs/rl40h measured at 256 and 2048 environments)."""
     for task in envs.names():
         for n in (256, 2048):
             cfg = configs.defaults(task, num_envs=n)
@@ -272,7 +273,7 @@ def test_every_task_has_valid_defaults_at_256_and_2048_environments():
     expected = {**configs._CPU, **configs.batching(256)}
     assert reacher == {**expected, "num_timesteps": reacher["num_timesteps"]}  # else the suite's CPU defaults
     cartpole = configs.defaults("cartpole_balance", num_envs=2048)
-    expected = {**configs._CPU, **configs.batching(2048), "normalize_observations": False}
+    expected = {**configs._CPU, **configs.batching(2048), "normalize_observations": False, **configs._STABLE}
     assert cartpole == {**expected, "num_timesteps": cartpole["num_timesteps"]}
 
 
