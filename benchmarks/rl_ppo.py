@@ -214,6 +214,14 @@ def run_brax(task: str, steps: int, num_evals: int, seed: int, env: str, num_env
     cfg.pop("activation", None)  # both default to swish
     cfg.pop("stagger_episodes", None)  # ours only: Brax starts every environment's episodes together
     cfg.pop("train_episode_length", None)  # ours only: Brax's training episodes last episode_length
+    cfg.pop("clip_per_network", None)  # ours only: Brax clips the two networks' gradients together
+    if cfg.pop("learning_rate_schedule", "constant") == "adaptive_kl":
+        # Brax's own ADAPTIVE_KL in the same bounds (it adapts per minibatch on the Gaussians' analytic KL, ours per
+        # update on the mean sampled KL: mjx_lite.rl.ppo._adapt_learning_rate)
+        cfg.update(learning_rate_schedule="ADAPTIVE_KL", learning_rate_schedule_max_lr=cfg["learning_rate"],
+                   learning_rate_schedule_min_lr=cfg["learning_rate"] * ppo.MIN_LEARNING_RATE_FRACTION)  # fmt: skip
+    else:
+        cfg.pop("desired_kl", None)
     if env == "adapter":
         from mjx_lite.envs import brax_adapter
 

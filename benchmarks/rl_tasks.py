@@ -35,6 +35,10 @@ from benchmarks import _args  # noqa: E402 - after ROOT is on sys.path
 # the targets of issue 40 (the other tasks: the return at the budget)
 TARGETS = {"cartpole_balance": 900.0, "reacher_easy": 900.0}
 STEPS, NUM_ENVS, EVALS = 1_000_000, 256, 11
+# recorded with each evaluation (means over the updates since the previous one): what changes before a collapse
+TRAINING_METRICS = ("training/episode_reward", "training/entropy", "training/policy_std", "training/loss/value",
+                    "training/loss/policy", "training/grad_norm", "training/approx_kl", "training/clip_fraction",
+                    "training/learning_rate", "training/grad_norm_policy", "training/grad_norm_value")  # fmt: skip
 
 
 def summary(curve: list[dict], target: float | None) -> dict:
@@ -65,6 +69,9 @@ def train_one(task: str, steps: int, num_envs: int, evals: int, seed: int, overr
     def progress(step, m):
         curve.append({"steps": int(step), "return": round(float(m["eval/episode_reward"]), 2),
                       "wall_s": round(time.perf_counter() - t0, 1)})  # fmt: skip
+        train = {k.removeprefix("training/"): float(f"{m[k]:.4g}") for k in TRAINING_METRICS if k in m}
+        if train:
+            curve[-1]["training"] = train  # means over the updates since the previous evaluation
         print(f"[rl_tasks]   {task} seed {seed}: {curve[-1]}", flush=True)
 
     ppo.train(envs.make(task), steps, num_envs=n, seed=seed, progress_fn=progress, num_evals=evals,

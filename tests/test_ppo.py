@@ -4,6 +4,7 @@ numpy, parameter files round-trip, the command line; slow: PPO solves cartpole_b
 import jax
 import jax.numpy as jp
 import numpy as np
+import optax
 import pytest
 
 from mjx_lite import envs
@@ -44,6 +45,7 @@ def test_updates_run_and_report(run):
         assert np.isfinite(m["eval/episode_reward"]) and m["eval/episode_length"] > 0
     last = run["calls"][-1][1]
     for k in ("training/loss/total", "training/loss/value", "training/entropy", "training/grad_norm",
+              "training/policy_std", "training/approx_kl", "training/clip_fraction", "training/learning_rate",
               "training/sps", "walltime"):  # fmt: skip
         assert np.isfinite(last[k]), k
     assert len(metrics["history"]) == 2 and metrics["network"].observation_size == 3
@@ -103,6 +105,68 @@ def test_config_errors(slider):
         ppo.train(slider, 10, learning_rat=1e-3)
     with pytest.raises(ValueError, match="positive int"):
         ppo.PPOConfig(unroll_length=0)
+    with pytest.raises(ValueError, match="learning_rate_schedule must be one of"):
+        ppo.PPOConfig(learning_rate_schedule="linear")
+    with pytest.raises(ValueError, match="desired_kl"):
+        ppo.PPOConfig(desired_kl=0.0)
+
+
+def test_adaptive_kl_rule():
+    """_adapt_learning_rate: divided by KL_FACTOR above 2 * desired_kl, multiplied below desired_kl / 2, kept in
+    between; never above learning_rate nor below MIN_LEARNING_RATE_FRACTION of it."""
+    c = ppo.PPOConfig(learning_rate=1e-3, learning_rate_schedule="adaptive_kl", desired_kl=0.02)
+    f, lo = ppo.KL_FACTOR, 1e-3 * ppo.MIN_LEARNING_RATE_FRACTION
+    cases = [(1e-3, 0.05, 1e-3 / f), (1e-3, 0.03, 1e-3), (1e-3, 0.005, 1e-3), (1e-4, 0.005, 1e-4 * f),
+             (1e-4, 0.02, 1e-4), (lo, 1.0, lo), (lo * 1.2, 1.0, lo), (9e-4, 0.0, 1e-3)]  # fmt: skip
+    for lr, kl, expected in cases:
+        out = ppo._adapt_learning_rate(jp.asarray(lr), jp.asarray(kl), c)
+        np.testing.assert_allclose(float(out), expected, rtol=1e-12, err_msg=f"lr {lr} kl {kl}")
+
+
+@pytest.mark.parametrize("per_network", [False, True])
+def test_optimizer_step_is_adams(slider, per_network):
+    """The optimiser's direction times -learning_rate (the rate a traced value of the TrainingState) is
+    optax.adam(learning_rate) after clipping the gradient to max_grad_norm, over a few steps of random gradients
+    large enough to be clipped: both networks' gradients together, or (clip_per_network) each on its own."""
+    spec = ppo.Trainer(slider, ppo.PPOConfig(**TINY, clip_per_network=per_network)).spec
+    lr = TINY["learning_rate"]
+    params = {"policy": {"w": jp.ones((3, 2)), "b": jp.zeros((4,))}, "value": {"w": jp.ones((5,))}}
+
+    def reference():  # optax.adam after clip_by_global_norm(1.0), on the whole tree or on each network's
+        one = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(lr))
+        if not per_network:
+            return one
+        return optax.multi_transform({"policy": one, "value": one}, {"policy": {"w": "policy", "b": "policy"},
+                                                                     "value": {"w": "value"}})  # fmt: skip
+
+    ours, ref = spec.optimizer(), reference()
+    s_ours, s_ref = ours.init(params), ref.init(params)
+    rng = np.random.default_rng(0)
+    for scale in (3.0, 0.1, 30.0):
+        g = jax.tree.map(lambda x, s=scale: jp.asarray(rng.normal(size=x.shape) * s), params)
+        g["value"]["w"] = g["value"]["w"] * 100.0  # the value's gradient dominates the joint norm
+        u_ours, s_ours = ours.update(g, s_ours, params)
+        u_ref, s_ref = ref.update(g, s_ref, params)
+        for a, b in zip(jax.tree.leaves(u_ours), jax.tree.leaves(u_ref), strict=True):
+            np.testing.assert_allclose(-lr * np.asarray(a), np.asarray(b), rtol=1e-12, atol=0)
+
+
+def test_adaptive_kl_lowers_the_rate_of_the_next_update(slider):
+    """Two updates with desired_kl far below any update's KL: each update reports the rate it stepped with, the
+    next one steps with it divided by KL_FACTOR; with the constant schedule the rate stays learning_rate."""
+    rates = {}
+    for schedule in ("constant", "adaptive_kl"):
+        trainer = ppo.Trainer(slider, ppo.PPOConfig(**TINY, learning_rate_schedule=schedule, desired_kl=1e-12))
+        train_env, ts, state, key = trainer.init(0)
+        seen = []
+        for _ in range(2):
+            train_env, ts, state, key, metrics = trainer.update(train_env, ts, state, key)
+            assert float(metrics["approx_kl"]) > 2e-12
+            seen.append(float(metrics["learning_rate"]))
+        rates[schedule] = seen + [float(ts.learning_rate)]
+    lr, f = TINY["learning_rate"], ppo.KL_FACTOR
+    np.testing.assert_allclose(rates["constant"], [lr, lr, lr], rtol=1e-6)
+    np.testing.assert_allclose(rates["adaptive_kl"], [lr, lr / f, lr / f**2], rtol=1e-6)
 
 
 def test_train_episode_length_cuts_the_training_episodes_only(slider):
@@ -197,7 +261,8 @@ def test_train_takes_the_task_defaults(monkeypatch):
 def test_every_task_has_valid_defaults_at_256_and_2048_environments():
     """configs.defaults(task, num_envs=N) is a valid PPOConfig for every registered task; reacher_easy's are the
     CPU defaults (discount 0.97, what benchmarks/rl_tasks.py measured it with); cartpole_balance's the CPU defaults
-    without observation normalisation (what benchmarks/runs/rl40e measured at 256 and 2048 environments)."""
+    without observation normalisation, with the adaptive learning rate and per-network clipping (what
+    benchmarks/runs/rl40h measured at 256 and 2048 environments)."""
     for task in envs.names():
         for n in (256, 2048):
             cfg = configs.defaults(task, num_envs=n)
@@ -208,7 +273,7 @@ def test_every_task_has_valid_defaults_at_256_and_2048_environments():
     expected = {**configs._CPU, **configs.batching(256)}
     assert reacher == {**expected, "num_timesteps": reacher["num_timesteps"]}  # else the suite's CPU defaults
     cartpole = configs.defaults("cartpole_balance", num_envs=2048)
-    expected = {**configs._CPU, **configs.batching(2048), "normalize_observations": False}
+    expected = {**configs._CPU, **configs.batching(2048), "normalize_observations": False, **configs._STABLE}
     assert cartpole == {**expected, "num_timesteps": cartpole["num_timesteps"]}
 
 
