@@ -1,0 +1,466 @@
+"""The octree SDF MuJoCo builds for a mesh used by an sdf geom without a plugin (mjCOctree), host side, in numpy.
+
+MuJoCo builds it for every mesh that a `type="sdf"` geom names (mjsMesh.needsdf), down to `octree_maxdepth` (6):
+  1. the root cell is the mesh's bounding box (mesh frame, after the mesh's reorientation) scaled by 1.1 about its
+     centre; a cell is split in 8 (children in slot order x + 2y + 4z) when a mesh triangle overlaps it (Schwarz and
+     Seidel's triangle-box test) and it is above the depth limit; cells are made breadth first, and new cell corners
+     get vertex ids in order of first appearance;
+  2. the tree is balanced (repeatedly, every leaf whose face neighbour is more than one level finer or coarser than
+     it is split) and the corners of a finer leaf that lie on the face or edge of a coarser neighbour are marked
+     hanging (dependent on the neighbour's 2 edge or 4 face corners);
+  3. each corner gets a coefficient, breadth first from the root: the signed distance of the corner to the mesh (the
+     closest triangle found by a traversal of the mesh's bounding volume hierarchy, its sign that of the offset from
+     the closest point along the triangle's normal), or for a hanging corner the average of its dependencies'
+     coefficients at that moment.
+The Model stores per cell (oct_aabb centre and half sizes, oct_child, oct_depth) and the 8 corner coefficients
+(oct_coeff); the run-time field (collision/sdf_octree.py) is the trilinear interpolation in the leaf.
+
+Here the cells live on an integer grid (4 * 2^maxdepth units along each axis, so that cell centres and the points
+just across a face are grid points) and each axis' cell boundaries are computed once by MuJoCo's repeated
+midpoints, so the corner coordinates are MuJoCo's, bit for bit. The neighbour search (MuJoCo climbs to the common
+ancestor and descends toward the cell's centre) is the leaf containing the point a quarter of a finest cell across
+the face at the cell's centre, found by one vectorised descent. The closest-triangle query is a brute force over
+the triangles near each corner (a k-d tree of the vertices bounds the distance), with MuJoCo's point-triangle
+arithmetic; among exactly equal distances the triangle first in the hierarchy's depth-first order wins, as in
+MuJoCo's traversal (`bvh_order` rebuilds that order: median splits along the longest axis of the face boxes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+MAXDEPTH = 6  # mjsMesh.octree_maxdepth's default (not settable from MJCF)
+_EPS = 1e-14  # mjEPS
+
+
+# ---- the mesh's bounding volume hierarchy order (mjCBoundingVolumeHierarchy::MakeBVH) -----------------------
+
+
+def _circumcenters(vert: np.ndarray, face: np.ndarray) -> np.ndarray:
+    """(nface, 3) MuJoCo's face centres (mjCMesh::MakeCenter: circumcentres), the BVH's element positions."""
+    v0, v1, v2 = vert[face[:, 0]], vert[face[:, 1]], vert[face[:, 2]]
+    a, b = v0 - v2, v1 - v2
+    nrm = np.cross(a, b)
+    na = a[:, 0] * a[:, 0] + a[:, 1] * a[:, 1] + a[:, 2] * a[:, 2]
+    nb = b[:, 0] * b[:, 0] + b[:, 1] * b[:, 1] + b[:, 2] * b[:, 2]
+    area = np.sqrt(nrm[:, 0] * nrm[:, 0] + nrm[:, 1] * nrm[:, 1] + nrm[:, 2] * nrm[:, 2])
+    vec = na[:, None] * b - nb[:, None] * a
+    res = np.cross(vec, nrm)
+    with np.errstate(all="ignore"):
+        return res / (2 * area * area)[:, None] + v2
+
+
+def bvh_order(vert: np.ndarray, face: np.ndarray) -> np.ndarray:
+    """(nface,) the faces in the depth-first (left first) leaf order of MuJoCo's mesh BVH: each node's faces are
+    split at n // 2 by their centres along the longest axis of the node's box (by more than mjEPS, x first), ties
+    by face index."""
+    n = len(face)
+    fv = vert[face]  # (n, 3, 3)
+    lo, hi = fv.min(axis=1), fv.max(axis=1)
+    c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    blo, bhi = c - h, c + h
+    lpos = _circumcenters(vert, face)
+    order = np.arange(n)
+    seg = [(0, n)]
+    while seg:
+        starts = np.array([s for s, e in seg if e - s > 1], np.int64)
+        ends = np.array([e for s, e in seg if e - s > 1], np.int64)
+        if not len(starts):
+            break
+        seg_id = np.repeat(np.arange(len(starts)), ends - starts)
+        idx = order[np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)])]
+        mn = np.minimum.reduceat(blo[idx], np.r_[0, np.cumsum(ends - starts)[:-1]], axis=0)
+        mx = np.maximum.reduceat(bhi[idx], np.r_[0, np.cumsum(ends - starts)[:-1]], axis=0)
+        flat = np.abs(mx - mn) < _EPS
+        mn, mx = np.where(flat, mn - _EPS, mn), np.where(flat, mx + _EPS, mx)
+        edge = mx - mn
+        axis = np.where(edge[:, 1] >= edge[:, 0] + _EPS, 1, 0)
+        axis = np.where(edge[:, 2] >= edge[np.arange(len(axis)), axis] + _EPS, 2, axis)
+        key = lpos[idx, axis[seg_id]]
+        perm = np.lexsort((idx, key, seg_id))
+        sorted_idx = idx[perm]
+        pos = 0
+        new = []
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            order[s:e] = sorted_idx[pos : pos + e - s]
+            pos += e - s
+            m = (e - s) // 2
+            new += [(s, s + m), (s + m, e)]
+        seg = new
+    return order
+
+
+# ---- MuJoCo's triangle-box overlap test (boxTriangle) -----------------------------------------------------
+
+
+def _box_triangle(v: np.ndarray, aamm: np.ndarray) -> np.ndarray:
+    """(k,) bool: triangles v (k, 3, 3) overlap boxes aamm (k, 6) (min, max)."""
+    lo, hi = aamm[:, :3], aamm[:, 3:]
+    out = ~np.any(np.all(v < lo[:, None, :], axis=1) | np.all(v > hi[:, None, :], axis=1), axis=1)
+    e = np.stack([v[:, 1] - v[:, 0], v[:, 2] - v[:, 1], v[:, 0] - v[:, 2]], axis=1)  # e[i] = v[i+1] - v[i]
+    n = np.stack([e[:, 0, 1] * e[:, 1, 2] - e[:, 0, 2] * e[:, 1, 1], e[:, 0, 2] * e[:, 1, 0] - e[:, 0, 0] * e[:, 1, 2],
+                  e[:, 0, 0] * e[:, 1, 1] - e[:, 0, 1] * e[:, 1, 0]], axis=1)  # fmt: skip
+    size = hi - lo
+    c = np.where(n > 0, size, 0.0)
+    c1 = c - v[:, 0]
+    c2 = size - c - v[:, 0]
+
+    def dot3(a, b):
+        return a[:, 0] * b[:, 0] + a[:, 1] * b[:, 1] + a[:, 2] * b[:, 2]
+
+    nl = dot3(n, lo)
+    out &= ~((nl + dot3(n, c1)) * (nl + dot3(n, c2)) > 0)
+    for a in range(3):
+        b, cc = (a + 1) % 3, (a + 2) % 3
+        sign = np.where(n[:, a] >= 0, 1.0, -1.0)
+        for i in range(3):
+            ne0, ne1 = -e[:, i, cc] * sign, e[:, i, b] * sign
+            d = -(ne0 * v[:, i, b] + ne1 * v[:, i, cc]) + np.maximum(0.0, size[:, b] * ne0) \
+                + np.maximum(0.0, size[:, cc] * ne1)  # fmt: skip
+            out &= ~(ne0 * lo[:, b] + ne1 * lo[:, cc] + d < 0)
+    return out
+
+
+# ---- point-triangle distance (MuJoCo's pointTriDistSqWithUV) ----------------------------------------------
+
+
+def point_triangle(p: np.ndarray, v0: np.ndarray, v1: np.ndarray, v2: np.ndarray):
+    """Squared distance (k,) of points p (k, 3) to triangles (v0, v1, v2) (k, 3) each, and the barycentric (u, v)
+    (k,) of the closest point, by Voronoi regions in MuJoCo's order and arithmetic."""
+
+    def dot(a, b):
+        return a[:, 0] * b[:, 0] + a[:, 1] * b[:, 1] + a[:, 2] * b[:, 2]
+
+    def sq(a):
+        return a[:, 0] * a[:, 0] + a[:, 1] * a[:, 1] + a[:, 2] * a[:, 2]
+
+    ab, ac, ap = v1 - v0, v2 - v0, p - v0
+    d1, d2 = dot(ab, ap), dot(ac, ap)
+    bp = p - v1
+    d3, d4 = dot(ab, bp), dot(ac, bp)
+    cp = p - v2
+    d5, d6 = dot(ab, cp), dot(ac, cp)
+    vc = d1 * d4 - d3 * d2
+    vb = d5 * d2 - d1 * d6
+    va = d3 * d6 - d5 * d4
+    with np.errstate(all="ignore"):
+        # regions, first match wins: A, B, AB, C, AC, BC, inside
+        rA = (d1 <= 0) & (d2 <= 0)
+        rB = (d3 >= 0) & (d4 <= d3)
+        rAB = (vc <= 0) & (d1 >= 0) & (d3 <= 0)
+        rC = (d6 >= 0) & (d5 <= d6)
+        rAC = (vb <= 0) & (d2 >= 0) & (d6 <= 0)
+        rBC = (va <= 0) & ((d4 - d3) >= 0) & ((d5 - d6) >= 0)
+        uab = d1 / (d1 - d3)
+        vac = d2 / (d2 - d6)
+        wbc = (d4 - d3) / ((d4 - d3) + (d5 - d6))
+        denom = 1.0 / (va + vb + vc)
+        uin, vin = vb * denom, vc * denom
+        dAB = sq(p - (v0 + uab[:, None] * ab))
+        dAC = sq(p - (v0 + vac[:, None] * ac))
+        dBC = sq(p - (v1 + wbc[:, None] * (v2 - v1)))
+        cin = np.stack([v0[:, k] + uin * ab[:, k] + vin * ac[:, k] for k in range(3)], axis=1)
+        din = sq(p - cin)
+    conds = [rA, rB, rAB, rC, rAC, rBC]
+    dist = np.select(conds, [sq(ap), sq(bp), dAB, sq(cp), dAC, dBC], din)
+    u = np.select(conds, [0.0, 1.0, uab, 0.0, 0.0, 1.0 - wbc], uin)
+    v = np.select(conds, [0.0, 0.0, 0.0, 1.0, vac, wbc], vin)
+    return dist, u, v
+
+
+def signed_distance(points: np.ndarray, vert: np.ndarray, face: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """(k,) MuJoCo's signed distance (querySignedDistance) of points (k, 3) to the mesh (vert, face); rank (nface,):
+    each face's position in the BVH's depth-first order (`bvh_order`), which breaks ties between equal distances."""
+    k = len(points)
+    out = np.zeros(k)
+    if k == 0:
+        return out
+    fv = vert[face]
+    cen = fv.mean(axis=1)
+    rad = np.sqrt(((fv - cen[:, None, :]) ** 2).sum(-1)).max(axis=1)
+    r0, _ = cKDTree(vert).query(points)
+    ctree = cKDTree(cen)
+    lists = ctree.query_ball_point(points, r0 * (1 + 1e-9) + rad.max() + 1e-12)
+    qi = np.repeat(np.arange(k), [len(x) for x in lists])
+    fi = np.concatenate([np.asarray(x, np.int64) for x in lists])
+    keep = np.sqrt(((points[qi] - cen[fi]) ** 2).sum(-1)) <= r0[qi] * (1 + 1e-9) + rad[fi] + 1e-12
+    qi, fi = qi[keep], fi[keep]
+    best_d = np.full(k, np.inf)
+    best_f = np.full(k, -1, np.int64)
+    best_u, best_v = np.zeros(k), np.zeros(k)
+    step = 1 << 20
+    for s in range(0, len(qi), step):
+        q, f = qi[s : s + step], fi[s : s + step]
+        d, u, v = point_triangle(points[q], fv[f, 0], fv[f, 1], fv[f, 2])
+        # per query: smallest distance, then smallest rank
+        o = np.lexsort((rank[f], d, q))
+        q, f, d, u, v = q[o], f[o], d[o], u[o], v[o]
+        first = np.r_[True, q[1:] != q[:-1]]
+        q, f, d, u, v = q[first], f[first], d[first], u[first], v[first]
+        better = (d < best_d[q]) | ((d == best_d[q]) & (rank[f] < np.where(best_f[q] >= 0, rank[best_f[q]], 1 << 62)))
+        q, f, d, u, v = q[better], f[better], d[better], u[better], v[better]
+        best_d[q], best_f[q], best_u[q], best_v[q] = d, f, u, v
+    dist = np.sqrt(best_d)
+    v0, v1, v2 = fv[best_f, 0], fv[best_f, 1], fv[best_f, 2]
+    e1, e2 = v1 - v0, v2 - v0
+    normal = np.stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1], e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
+                       e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]], axis=1)  # fmt: skip
+    closest = np.stack([v0[:, j] + best_u * (v1[:, j] - v0[:, j]) + best_v * (v2[:, j] - v0[:, j]) for j in range(3)],
+                       axis=1)  # fmt: skip
+    uu = points - closest
+    dot = uu[:, 0] * normal[:, 0] + uu[:, 1] * normal[:, 1] + uu[:, 2] * normal[:, 2]
+    nlen = np.sqrt(normal[:, 0] * normal[:, 0] + normal[:, 1] * normal[:, 1] + normal[:, 2] * normal[:, 2])
+    sign = np.where(dot > 1e-12 * nlen * dist, 1.0, -1.0)
+    return sign * dist
+
+
+# ---- the octree ------------------------------------------------------------------------------------------
+
+
+class Octree:
+    """One mesh's octree: node arrays (level (n,), imin (n, 3) integer min corner, child (n, 8), vertid (n, 8)),
+    vertex integer positions (nvert, 3), the per-axis coordinate tables and the coefficients."""
+
+    def __init__(self, aamm: np.ndarray, maxdepth: int = MAXDEPTH):
+        self.D = maxdepth
+        self.R = 1 << maxdepth  # finest cells per axis
+        c = (aamm[:3] + aamm[3:]) / 2
+        h = (aamm[3:] - aamm[:3]) / 2
+        lo, hi = c - 1.1 * h, c + 1.1 * h
+        # coordinate of grid line k (0..R) along each axis: MuJoCo's repeated midpoints
+        self.coord = np.zeros((3, self.R + 1))
+        for ax in range(3):
+            line = np.array([lo[ax], hi[ax]])
+            for _ in range(maxdepth):
+                mid = (line[1:] + line[:-1]) / 2
+                new = np.empty(2 * len(line) - 1)
+                new[0::2], new[1::2] = line, mid
+                line = new
+            self.coord[ax] = line
+        self.level = [0]
+        self.imin = [np.zeros(3, np.int64)]
+        self.child = [np.full(8, -1, np.int64)]
+        self.vkey: dict[int, int] = {}
+        self.vpos: list[tuple[int, int, int]] = []
+        self.vertid = [self._corners(np.zeros(3, np.int64), 0)]
+
+    def _corners(self, imin, level) -> np.ndarray:
+        s = 1 << (self.D - level)
+        ids = np.empty(8, np.int64)
+        for i in range(8):
+            p = (int(imin[0]) + (s if i & 1 else 0), int(imin[1]) + (s if i & 2 else 0),
+                 int(imin[2]) + (s if i & 4 else 0))  # fmt: skip
+            key = (p[0] * (self.R + 1) + p[1]) * (self.R + 1) + p[2]
+            vid = self.vkey.get(key)
+            if vid is None:
+                vid = self.vkey[key] = len(self.vpos)
+                self.vpos.append(p)
+            ids[i] = vid
+        return ids
+
+    def subdivide(self, node: int) -> list[int]:
+        lev = self.level[node] + 1
+        s = 1 << (self.D - lev)
+        out = []
+        for i in range(8):
+            imin = self.imin[node] + s * np.array([i & 1, (i >> 1) & 1, (i >> 2) & 1], np.int64)
+            idx = len(self.level)
+            self.level.append(lev)
+            self.imin.append(imin)
+            self.child.append(np.full(8, -1, np.int64))
+            self.vertid.append(self._corners(imin, lev))
+            self.child[node][i] = idx
+            out.append(idx)
+        return out
+
+    def aamm(self, nodes) -> np.ndarray:
+        nodes = np.asarray(nodes, np.int64)
+        lev = np.asarray(self.level)[nodes]
+        imin = np.asarray(self.imin)[nodes]
+        s = (1 << (self.D - lev))[:, None]
+        imax = imin + s
+        return np.concatenate([np.stack([self.coord[a][imin[:, a]] for a in range(3)], 1),
+                               np.stack([self.coord[a][imax[:, a]] for a in range(3)], 1)], axis=1)  # fmt: skip
+
+    def _arrays(self):
+        return np.asarray(self.level), np.asarray(self.imin), np.asarray(self.child)
+
+    def find_leaf(self, q4: np.ndarray) -> np.ndarray:
+        """(k,) the leaf containing the points q4 (k, 3) (in quarter finest-cell units), -1 outside the root; a
+        coordinate on a cell centre goes to the lower child (MuJoCo's neighbour descent)."""
+        level, imin, child = self._arrays()
+        k = len(q4)
+        node = np.zeros(k, np.int64)
+        out = np.all((q4 >= 0) & (q4 <= 4 * self.R), axis=1)
+        for _ in range(self.D + 1):
+            inner = child[node, 0] >= 0
+            s = 1 << (self.D - level[node])  # cell size in finest cells
+            centre = 4 * imin[node] + 2 * s[:, None]
+            bits = (q4 > centre).astype(np.int64)
+            slot = bits[:, 0] + 2 * bits[:, 1] + 4 * bits[:, 2]
+            node = np.where(inner, child[node, slot], node)
+        return np.where(out, node, -1)
+
+    def neighbours(self, leaves: np.ndarray) -> np.ndarray:
+        """(k, 6) FindNeighbor of each leaf in directions 2 * axis + side (side 1: +)."""
+        level, imin, _ = self._arrays()
+        s = 1 << (self.D - level[leaves])
+        centre = 4 * imin[leaves] + 2 * s[:, None]
+        out = np.empty((len(leaves), 6), np.int64)
+        for d in range(6):
+            ax, side = divmod(d, 2)
+            q = centre.copy()
+            q[:, ax] = 4 * (imin[leaves, ax] + s) + 1 if side else 4 * imin[leaves, ax] - 1
+            out[:, d] = self.find_leaf(q)
+        return out
+
+    def leaves(self) -> np.ndarray:
+        return np.flatnonzero(np.asarray(self.child)[:, 0] < 0)
+
+
+def build(vert: np.ndarray, face: np.ndarray, aamm: np.ndarray, maxdepth: int = MAXDEPTH) -> Octree:
+    """The octree of a mesh (vert (n, 3) float64 in the mesh frame, face (m, 3), aamm (6,) its bounding box)."""
+    tree = Octree(aamm, maxdepth)
+    tri = vert[face]
+    # breadth first: the tasks of one level in node order, each with its parent's overlapping triangles
+    tasks = np.array([0], np.int64)
+    pair_task, pair_tri = np.zeros(len(face), np.int64), np.arange(len(face))
+    for lev in range(maxdepth):
+        box = tree.aamm(tasks)
+        hit = _box_triangle(tri[pair_tri], box[pair_task])
+        pair_task, pair_tri = pair_task[hit], pair_tri[hit]
+        split = np.zeros(len(tasks), bool)
+        split[pair_task] = True
+        children = []
+        slot_of = np.full(len(tasks), -1, np.int64)
+        for t in np.flatnonzero(split):
+            slot_of[t] = len(children)
+            children.extend(tree.subdivide(int(tasks[t])))
+        if not children:
+            break
+        base = slot_of[pair_task]
+        pair_task = (base[:, None] + np.arange(8)[None, :]).reshape(-1)
+        pair_tri = np.repeat(pair_tri, 8)
+        tasks = np.asarray(children, np.int64)
+    _balance(tree)
+    return tree
+
+
+def _balance(tree: Octree) -> None:
+    """MuJoCo's BalanceOctree: split leaves until face neighbours differ by at most one level."""
+    while True:
+        level = np.asarray(tree.level)
+        leaves = tree.leaves()
+        nb = tree.neighbours(leaves)
+        lv = level[leaves][:, None]
+        nlv = np.where(nb >= 0, level[np.maximum(nb, 0)], -10)
+        coarse_me = (nb >= 0) & (nlv > lv + 1)
+        coarse_nb = (nb >= 0) & (lv > nlv + 1)
+        todo = []
+        for i in range(len(leaves)):  # (in MuJoCo's order: per leaf, per direction: the leaf, then the neighbour)
+            for d in range(6):
+                if coarse_me[i, d]:
+                    todo.append(int(leaves[i]))
+                if coarse_nb[i, d]:
+                    todo.append(int(nb[i, d]))
+        if not todo:
+            return
+        for node in todo:
+            if tree.child[node][0] < 0:
+                tree.subdivide(node)
+
+
+def _hanging(tree: Octree) -> list[list[int]]:
+    """MuJoCo's MarkHangingNodes: for each vertex, the vertices it is interpolated from (empty if not hanging)."""
+    level, imin, _ = tree._arrays()
+    vertid = np.asarray(tree.vertid)
+    vpos = np.asarray(tree.vpos, np.int64)
+    hang: list[list[int]] = [[] for _ in range(len(vpos))]
+    leaves = tree.leaves()
+    nb = tree.neighbours(leaves)
+    for i, leaf in enumerate(leaves.tolist()):
+        for d in range(6):
+            n = int(nb[i, d])
+            if n < 0 or level[n] >= level[leaf]:
+                continue
+            dim, side = divmod(d, 2)
+            d1, d2 = (dim + 1) % 3, (dim + 2) % 3
+            ns = 1 << (tree.D - level[n])
+            nmin, nmax = imin[n], imin[n] + ns
+            for j in range(4):
+                v_idx = (side << dim) | ((j & 1) << d1) | (((j >> 1) & 1) << d2)
+                hv = int(vertid[leaf, v_idx])
+                if hang[hv]:
+                    continue
+                p = vpos[hv]
+                is_min, is_max = p == nmin, p == nmax
+                on = int(np.sum(is_min | is_max))
+                if on == 2:
+                    d_mid = int(np.flatnonzero(~is_min & ~is_max)[0])
+                    bits = [0, 0, 0]
+                    bits[(d_mid + 1) % 3] = int(is_max[(d_mid + 1) % 3])
+                    bits[(d_mid + 2) % 3] = int(is_max[(d_mid + 2) % 3])
+                    b1 = (bits[2] << 2) | (bits[1] << 1) | bits[0]
+                    bits[d_mid] = 1
+                    b2 = (bits[2] << 2) | (bits[1] << 1) | bits[0]
+                    hang[hv] = [int(vertid[n, b1]), int(vertid[n, b2])]
+                elif on == 1:
+                    d_face = int(np.flatnonzero(is_min | is_max)[0])
+                    deps = []
+                    for jj in range(4):
+                        bits = [0, 0, 0]
+                        bits[d_face] = int(is_max[d_face])
+                        bits[(d_face + 1) % 3] = jj & 1
+                        bits[(d_face + 2) % 3] = (jj >> 1) & 1
+                        deps.append(int(vertid[n, (bits[2] << 2) | (bits[1] << 1) | bits[0]]))
+                    hang[hv] = deps
+    return hang
+
+
+def coefficients(tree: Octree, vert: np.ndarray, face: np.ndarray) -> np.ndarray:
+    """(nnode, 8) MuJoCo's oct_coeff: corner signed distances (ComputeSdfCoeffs, without smoothing)."""
+    hang = _hanging(tree)
+    child = np.asarray(tree.child)
+    vertid = np.asarray(tree.vertid)
+    vpos = np.asarray(tree.vpos, np.int64)
+    # breadth-first node order from the root (children in slot order)
+    order, frontier = [np.array([0])], np.array([0])
+    while True:
+        ch = child[frontier].reshape(-1)
+        ch = ch[ch >= 0]
+        if not len(ch):
+            break
+        order.append(ch)
+        frontier = ch
+    corners = vertid[np.concatenate(order)].reshape(-1)
+    _, first = np.unique(corners, return_index=True)
+    vorder = corners[np.sort(first)]  # vertices in processing order
+    plain = np.array([not hang[v] for v in range(len(vpos))])
+    pts = np.stack([tree.coord[a][vpos[:, a]] for a in range(3)], axis=1)
+    coeff = np.zeros(len(vpos))
+    idx = np.flatnonzero(plain)
+    coeff[idx] = signed_distance(pts[idx], vert, face, np.argsort(bvh_order(vert, face)))
+    done = np.zeros(len(vpos), bool)
+    values = coeff.copy()
+    coeff[:] = 0.0
+    for v in vorder.tolist():
+        if plain[v]:
+            coeff[v] = values[v]
+        else:
+            s = 0.0
+            for dep in hang[v]:
+                s += coeff[dep] if done[dep] else 0.0
+            coeff[v] = s / len(hang[v])
+        done[v] = True
+    return coeff[vertid]
+
+
+def octree_arrays(vert: np.ndarray, face: np.ndarray, aamm: np.ndarray, maxdepth: int = MAXDEPTH) -> dict:
+    """One mesh's oct_aabb (n, 6) (centre, half sizes), oct_child (n, 8), oct_depth (n,), oct_coeff (n, 8)."""
+    tree = build(vert, face, aamm, maxdepth)
+    n = len(tree.level)
+    box = tree.aamm(np.arange(n))
+    aabb = np.concatenate([(box[:, :3] + box[:, 3:]) / 2, (box[:, 3:] - box[:, :3]) / 2], axis=1)
+    return {"oct_aabb": aabb, "oct_child": np.asarray(tree.child, np.int32), "oct_depth": np.asarray(tree.level, np.int32),
+            "oct_coeff": coefficients(tree, vert, face)}  # fmt: skip
