@@ -179,13 +179,34 @@ def signed_distance(points: np.ndarray, vert: np.ndarray, face: np.ndarray, rank
     fv = vert[face]
     cen = fv.mean(axis=1)
     rad = np.sqrt(((fv - cen[:, None, :]) ** 2).sum(-1)).max(axis=1)
-    r0, _ = cKDTree(vert).query(points)
+    # an upper bound of each point's distance: the nearest of its 8 nearest face centres' triangles
     ctree = cKDTree(cen)
-    lists = ctree.query_ball_point(points, r0 * (1 + 1e-9) + rad.max() + 1e-12)
-    qi = np.repeat(np.arange(k), [len(x) for x in lists])
-    fi = np.concatenate([np.asarray(x, np.int64) for x in lists])
-    keep = np.sqrt(((points[qi] - cen[fi]) ** 2).sum(-1)) <= r0[qi] * (1 + 1e-9) + rad[fi] + 1e-12
-    qi, fi = qi[keep], fi[keep]
+    kk = min(8, len(face))
+    _, near = ctree.query(points, k=kk)
+    near = near.reshape(k, kk)
+    d, _, _ = point_triangle(np.repeat(points, kk, axis=0), fv[near.reshape(-1), 0], fv[near.reshape(-1), 1],
+                             fv[near.reshape(-1), 2])  # fmt: skip
+    ub = np.sqrt(d.reshape(k, kk).min(axis=1)) * (1 + 1e-9) + 1e-12
+    # candidates: triangles whose bounding sphere reaches the bound; the large ones (few) against every point
+    tau = 4.0 * np.median(rad)
+    small = np.flatnonzero(rad <= tau)
+    large = np.flatnonzero(rad > tau)
+    stree = cKDTree(cen[small])
+    lists = stree.query_ball_point(points, ub + tau)
+    cnt = np.fromiter((len(x) for x in lists), np.int64, k)
+    qi = np.repeat(np.arange(k), cnt)
+    fi = small[np.fromiter((j for x in lists for j in x), np.int64, int(cnt.sum()))]
+    keep = np.sqrt(((points[qi] - cen[fi]) ** 2).sum(-1)) <= ub[qi] + rad[fi]
+    qs, fs = [qi[keep]], [fi[keep]]
+    if len(large):  # the large triangles' boxes against every point
+        lo, hi = fv[large].min(axis=1), fv[large].max(axis=1)
+        for s in range(0, k, max(1, (1 << 22) // len(large))):
+            p = points[s : s + max(1, (1 << 22) // len(large))]
+            gap = np.maximum(np.maximum(lo[None] - p[:, None], p[:, None] - hi[None]), 0.0)
+            q, f = np.nonzero((gap * gap).sum(-1) <= (ub[s : s + len(p)] ** 2)[:, None])
+            qs.append(s + q)
+            fs.append(large[f])
+    qi, fi = np.concatenate(qs), np.concatenate(fs)
     best_d = np.full(k, np.inf)
     best_f = np.full(k, -1, np.int64)
     best_u, best_v = np.zeros(k), np.zeros(k)
@@ -219,8 +240,8 @@ def signed_distance(points: np.ndarray, vert: np.ndarray, face: np.ndarray, rank
 
 
 class Octree:
-    """One mesh's octree: node arrays (level (n,), imin (n, 3) integer min corner, child (n, 8), vertid (n, 8)),
-    vertex integer positions (nvert, 3), the per-axis coordinate tables and the coefficients."""
+    """One mesh's octree: node arrays (level (n,), imin (n, 3) integer min corner in finest cells, child (n, 8),
+    vertid (n, 8)), vertex integer positions vpos (nvert, 3) and the per-axis coordinate tables coord (3, R + 1)."""
 
     def __init__(self, aamm: np.ndarray, maxdepth: int = MAXDEPTH):
         self.D = maxdepth
@@ -238,85 +259,93 @@ class Octree:
                 new[0::2], new[1::2] = line, mid
                 line = new
             self.coord[ax] = line
-        self.level = [0]
-        self.imin = [np.zeros(3, np.int64)]
-        self.child = [np.full(8, -1, np.int64)]
-        self.vkey: dict[int, int] = {}
-        self.vpos: list[tuple[int, int, int]] = []
-        self.vertid = [self._corners(np.zeros(3, np.int64), 0)]
+        self.level = np.zeros(1, np.int64)
+        self.imin = np.zeros((1, 3), np.int64)
+        self.child = np.full((1, 8), -1, np.int64)
+        self.vkeys = np.zeros(0, np.int64)  # sorted keys of the vertices and their ids
+        self.vids = np.zeros(0, np.int64)
+        self.vpos = np.zeros((0, 3), np.int64)
+        self.vertid = self._corner_ids(self.imin, self.level)
 
-    def _corners(self, imin, level) -> np.ndarray:
-        s = 1 << (self.D - level)
-        ids = np.empty(8, np.int64)
-        for i in range(8):
-            p = (int(imin[0]) + (s if i & 1 else 0), int(imin[1]) + (s if i & 2 else 0),
-                 int(imin[2]) + (s if i & 4 else 0))  # fmt: skip
-            key = (p[0] * (self.R + 1) + p[1]) * (self.R + 1) + p[2]
-            vid = self.vkey.get(key)
-            if vid is None:
-                vid = self.vkey[key] = len(self.vpos)
-                self.vpos.append(p)
-            ids[i] = vid
-        return ids
+    def _corner_ids(self, imin: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """(k, 8) vertex ids of the corners of new cells (new vertices numbered in order of first appearance)."""
+        s = (1 << (self.D - level))[:, None]
+        off = np.array([[i & 1, (i >> 1) & 1, (i >> 2) & 1] for i in range(8)], np.int64)
+        pos = (imin[:, None, :] + s[:, :, None] * off[None]).reshape(-1, 3)
+        r1 = self.R + 1
+        key = (pos[:, 0] * r1 + pos[:, 1]) * r1 + pos[:, 2]
+        at = np.searchsorted(self.vkeys, key)
+        found = (at < len(self.vkeys)) & (self.vkeys[np.minimum(at, len(self.vkeys) - 1)] == key) if len(
+            self.vkeys) else np.zeros(len(key), bool)  # fmt: skip
+        ids = np.empty(len(key), np.int64)
+        ids[found] = self.vids[at[found]]
+        new_keys, first, inv = np.unique(key[~found], return_index=True, return_inverse=True)
+        rank = np.empty(len(first), np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+        nv = len(self.vpos)
+        ids[~found] = nv + rank[inv.reshape(-1)]
+        newpos = np.empty((len(first), 3), np.int64)
+        newpos[rank] = pos[~found][first]
+        self.vpos = np.concatenate([self.vpos, newpos])
+        keys = np.concatenate([self.vkeys, new_keys])
+        vids = np.concatenate([self.vids, nv + rank])
+        o = np.argsort(keys, kind="stable")
+        self.vkeys, self.vids = keys[o], vids[o]
+        return ids.reshape(-1, 8)
 
-    def subdivide(self, node: int) -> list[int]:
-        lev = self.level[node] + 1
+    def subdivide(self, nodes: np.ndarray) -> np.ndarray:
+        """Split the leaves `nodes` (in order): (len(nodes) * 8,) the new cells' ids."""
+        nodes = np.asarray(nodes, np.int64)
+        if not len(nodes):
+            return nodes
+        lev = np.repeat(self.level[nodes] + 1, 8)
         s = 1 << (self.D - lev)
-        out = []
-        for i in range(8):
-            imin = self.imin[node] + s * np.array([i & 1, (i >> 1) & 1, (i >> 2) & 1], np.int64)
-            idx = len(self.level)
-            self.level.append(lev)
-            self.imin.append(imin)
-            self.child.append(np.full(8, -1, np.int64))
-            self.vertid.append(self._corners(imin, lev))
-            self.child[node][i] = idx
-            out.append(idx)
-        return out
+        off = np.tile(np.array([[i & 1, (i >> 1) & 1, (i >> 2) & 1] for i in range(8)], np.int64), (len(nodes), 1))
+        imin = np.repeat(self.imin[nodes], 8, axis=0) + s[:, None] * off
+        first = len(self.level)
+        ids = first + np.arange(8 * len(nodes))
+        self.child[nodes] = ids.reshape(-1, 8)
+        self.level = np.concatenate([self.level, lev])
+        self.imin = np.concatenate([self.imin, imin])
+        self.child = np.concatenate([self.child, np.full((len(ids), 8), -1, np.int64)])
+        self.vertid = np.concatenate([self.vertid, self._corner_ids(imin, lev)])
+        return ids
 
     def aamm(self, nodes) -> np.ndarray:
         nodes = np.asarray(nodes, np.int64)
-        lev = np.asarray(self.level)[nodes]
-        imin = np.asarray(self.imin)[nodes]
-        s = (1 << (self.D - lev))[:, None]
-        imax = imin + s
+        imin = self.imin[nodes]
+        imax = imin + (1 << (self.D - self.level[nodes]))[:, None]
         return np.concatenate([np.stack([self.coord[a][imin[:, a]] for a in range(3)], 1),
                                np.stack([self.coord[a][imax[:, a]] for a in range(3)], 1)], axis=1)  # fmt: skip
-
-    def _arrays(self):
-        return np.asarray(self.level), np.asarray(self.imin), np.asarray(self.child)
 
     def find_leaf(self, q4: np.ndarray) -> np.ndarray:
         """(k,) the leaf containing the points q4 (k, 3) (in quarter finest-cell units), -1 outside the root; a
         coordinate on a cell centre goes to the lower child (MuJoCo's neighbour descent)."""
-        level, imin, child = self._arrays()
-        k = len(q4)
-        node = np.zeros(k, np.int64)
+        node = np.zeros(len(q4), np.int64)
         out = np.all((q4 >= 0) & (q4 <= 4 * self.R), axis=1)
         for _ in range(self.D + 1):
-            inner = child[node, 0] >= 0
-            s = 1 << (self.D - level[node])  # cell size in finest cells
-            centre = 4 * imin[node] + 2 * s[:, None]
+            inner = self.child[node, 0] >= 0
+            s = 1 << (self.D - self.level[node])  # cell size in finest cells
+            centre = 4 * self.imin[node] + 2 * s[:, None]
             bits = (q4 > centre).astype(np.int64)
             slot = bits[:, 0] + 2 * bits[:, 1] + 4 * bits[:, 2]
-            node = np.where(inner, child[node, slot], node)
+            node = np.where(inner, self.child[node, slot], node)
         return np.where(out, node, -1)
 
     def neighbours(self, leaves: np.ndarray) -> np.ndarray:
         """(k, 6) FindNeighbor of each leaf in directions 2 * axis + side (side 1: +)."""
-        level, imin, _ = self._arrays()
-        s = 1 << (self.D - level[leaves])
-        centre = 4 * imin[leaves] + 2 * s[:, None]
+        s = 1 << (self.D - self.level[leaves])
+        centre = 4 * self.imin[leaves] + 2 * s[:, None]
         out = np.empty((len(leaves), 6), np.int64)
         for d in range(6):
             ax, side = divmod(d, 2)
             q = centre.copy()
-            q[:, ax] = 4 * (imin[leaves, ax] + s) + 1 if side else 4 * imin[leaves, ax] - 1
+            q[:, ax] = 4 * (self.imin[leaves, ax] + s) + 1 if side else 4 * self.imin[leaves, ax] - 1
             out[:, d] = self.find_leaf(q)
         return out
 
     def leaves(self) -> np.ndarray:
-        return np.flatnonzero(np.asarray(self.child)[:, 0] < 0)
+        return np.flatnonzero(self.child[:, 0] < 0)
 
 
 def build(vert: np.ndarray, face: np.ndarray, aamm: np.ndarray, maxdepth: int = MAXDEPTH) -> Octree:
@@ -326,23 +355,18 @@ def build(vert: np.ndarray, face: np.ndarray, aamm: np.ndarray, maxdepth: int = 
     # breadth first: the tasks of one level in node order, each with its parent's overlapping triangles
     tasks = np.array([0], np.int64)
     pair_task, pair_tri = np.zeros(len(face), np.int64), np.arange(len(face))
-    for lev in range(maxdepth):
-        box = tree.aamm(tasks)
-        hit = _box_triangle(tri[pair_tri], box[pair_task])
+    for _ in range(maxdepth):
+        hit = _box_triangle(tri[pair_tri], tree.aamm(tasks)[pair_task])
         pair_task, pair_tri = pair_task[hit], pair_tri[hit]
         split = np.zeros(len(tasks), bool)
         split[pair_task] = True
-        children = []
-        slot_of = np.full(len(tasks), -1, np.int64)
-        for t in np.flatnonzero(split):
-            slot_of[t] = len(children)
-            children.extend(tree.subdivide(int(tasks[t])))
-        if not children:
+        if not split.any():
             break
-        base = slot_of[pair_task]
-        pair_task = (base[:, None] + np.arange(8)[None, :]).reshape(-1)
+        slot_of = np.cumsum(split) - 1
+        children = tree.subdivide(tasks[split])
+        pair_task = (8 * slot_of[pair_task][:, None] + np.arange(8)[None, :]).reshape(-1)
         pair_tri = np.repeat(pair_tri, 8)
-        tasks = np.asarray(children, np.int64)
+        tasks = children
     _balance(tree)
     return tree
 
@@ -350,80 +374,71 @@ def build(vert: np.ndarray, face: np.ndarray, aamm: np.ndarray, maxdepth: int = 
 def _balance(tree: Octree) -> None:
     """MuJoCo's BalanceOctree: split leaves until face neighbours differ by at most one level."""
     while True:
-        level = np.asarray(tree.level)
         leaves = tree.leaves()
         nb = tree.neighbours(leaves)
-        lv = level[leaves][:, None]
-        nlv = np.where(nb >= 0, level[np.maximum(nb, 0)], -10)
+        lv = tree.level[leaves][:, None]
+        nlv = np.where(nb >= 0, tree.level[np.maximum(nb, 0)], -10)
         coarse_me = (nb >= 0) & (nlv > lv + 1)
         coarse_nb = (nb >= 0) & (lv > nlv + 1)
-        todo = []
-        for i in range(len(leaves)):  # (in MuJoCo's order: per leaf, per direction: the leaf, then the neighbour)
-            for d in range(6):
-                if coarse_me[i, d]:
-                    todo.append(int(leaves[i]))
-                if coarse_nb[i, d]:
-                    todo.append(int(nb[i, d]))
-        if not todo:
+        # in MuJoCo's order: per leaf, per direction: the leaf, then the neighbour
+        cand = np.stack([np.broadcast_to(leaves[:, None], nb.shape), nb], axis=-1).reshape(-1)
+        todo = cand[np.stack([coarse_me, coarse_nb], axis=-1).reshape(-1)]
+        if not len(todo):
             return
-        for node in todo:
-            if tree.child[node][0] < 0:
-                tree.subdivide(node)
+        _, first = np.unique(todo, return_index=True)
+        todo = todo[np.sort(first)]
+        tree.subdivide(todo[tree.child[todo, 0] < 0])
 
 
 def _hanging(tree: Octree) -> list[list[int]]:
     """MuJoCo's MarkHangingNodes: for each vertex, the vertices it is interpolated from (empty if not hanging)."""
-    level, imin, _ = tree._arrays()
-    vertid = np.asarray(tree.vertid)
-    vpos = np.asarray(tree.vpos, np.int64)
+    level, imin, vertid, vpos = tree.level, tree.imin, tree.vertid, tree.vpos
     hang: list[list[int]] = [[] for _ in range(len(vpos))]
     leaves = tree.leaves()
     nb = tree.neighbours(leaves)
-    for i, leaf in enumerate(leaves.tolist()):
-        for d in range(6):
-            n = int(nb[i, d])
-            if n < 0 or level[n] >= level[leaf]:
+    coarser = (nb >= 0) & (tree.level[np.maximum(nb, 0)] < tree.level[leaves][:, None])
+    for i, d in np.argwhere(coarser).tolist():
+        leaf, n = int(leaves[i]), int(nb[i, d])
+        dim, side = divmod(d, 2)
+        d1, d2 = (dim + 1) % 3, (dim + 2) % 3
+        ns = 1 << (tree.D - int(level[n]))
+        nmin = imin[n].tolist()
+        nmax = [x + ns for x in nmin]
+        for j in range(4):
+            v_idx = (side << dim) | ((j & 1) << d1) | (((j >> 1) & 1) << d2)
+            hv = int(vertid[leaf, v_idx])
+            if hang[hv]:
                 continue
-            dim, side = divmod(d, 2)
-            d1, d2 = (dim + 1) % 3, (dim + 2) % 3
-            ns = 1 << (tree.D - level[n])
-            nmin, nmax = imin[n], imin[n] + ns
-            for j in range(4):
-                v_idx = (side << dim) | ((j & 1) << d1) | (((j >> 1) & 1) << d2)
-                hv = int(vertid[leaf, v_idx])
-                if hang[hv]:
-                    continue
-                p = vpos[hv]
-                is_min, is_max = p == nmin, p == nmax
-                on = int(np.sum(is_min | is_max))
-                if on == 2:
-                    d_mid = int(np.flatnonzero(~is_min & ~is_max)[0])
+            p = vpos[hv].tolist()
+            is_min = [p[a] == nmin[a] for a in range(3)]
+            is_max = [p[a] == nmax[a] for a in range(3)]
+            on = sum(is_min[a] or is_max[a] for a in range(3))
+            if on == 2:
+                d_mid = next(a for a in range(3) if not is_min[a] and not is_max[a])
+                bits = [0, 0, 0]
+                bits[(d_mid + 1) % 3] = int(is_max[(d_mid + 1) % 3])
+                bits[(d_mid + 2) % 3] = int(is_max[(d_mid + 2) % 3])
+                b1 = (bits[2] << 2) | (bits[1] << 1) | bits[0]
+                bits[d_mid] = 1
+                b2 = (bits[2] << 2) | (bits[1] << 1) | bits[0]
+                hang[hv] = [int(vertid[n, b1]), int(vertid[n, b2])]
+            elif on == 1:
+                d_face = next(a for a in range(3) if is_min[a] or is_max[a])
+                deps = []
+                for jj in range(4):
                     bits = [0, 0, 0]
-                    bits[(d_mid + 1) % 3] = int(is_max[(d_mid + 1) % 3])
-                    bits[(d_mid + 2) % 3] = int(is_max[(d_mid + 2) % 3])
-                    b1 = (bits[2] << 2) | (bits[1] << 1) | bits[0]
-                    bits[d_mid] = 1
-                    b2 = (bits[2] << 2) | (bits[1] << 1) | bits[0]
-                    hang[hv] = [int(vertid[n, b1]), int(vertid[n, b2])]
-                elif on == 1:
-                    d_face = int(np.flatnonzero(is_min | is_max)[0])
-                    deps = []
-                    for jj in range(4):
-                        bits = [0, 0, 0]
-                        bits[d_face] = int(is_max[d_face])
-                        bits[(d_face + 1) % 3] = jj & 1
-                        bits[(d_face + 2) % 3] = (jj >> 1) & 1
-                        deps.append(int(vertid[n, (bits[2] << 2) | (bits[1] << 1) | bits[0]]))
-                    hang[hv] = deps
+                    bits[d_face] = int(is_max[d_face])
+                    bits[(d_face + 1) % 3] = jj & 1
+                    bits[(d_face + 2) % 3] = (jj >> 1) & 1
+                    deps.append(int(vertid[n, (bits[2] << 2) | (bits[1] << 1) | bits[0]]))
+                hang[hv] = deps
     return hang
 
 
 def coefficients(tree: Octree, vert: np.ndarray, face: np.ndarray) -> np.ndarray:
     """(nnode, 8) MuJoCo's oct_coeff: corner signed distances (ComputeSdfCoeffs, without smoothing)."""
     hang = _hanging(tree)
-    child = np.asarray(tree.child)
-    vertid = np.asarray(tree.vertid)
-    vpos = np.asarray(tree.vpos, np.int64)
+    child, vertid, vpos = tree.child, tree.vertid, tree.vpos
     # breadth-first node order from the root (children in slot order)
     order, frontier = [np.array([0])], np.array([0])
     while True:
@@ -459,8 +474,7 @@ def coefficients(tree: Octree, vert: np.ndarray, face: np.ndarray) -> np.ndarray
 def octree_arrays(vert: np.ndarray, face: np.ndarray, aamm: np.ndarray, maxdepth: int = MAXDEPTH) -> dict:
     """One mesh's oct_aabb (n, 6) (centre, half sizes), oct_child (n, 8), oct_depth (n,), oct_coeff (n, 8)."""
     tree = build(vert, face, aamm, maxdepth)
-    n = len(tree.level)
-    box = tree.aamm(np.arange(n))
+    box = tree.aamm(np.arange(len(tree.level)))
     aabb = np.concatenate([(box[:, :3] + box[:, 3:]) / 2, (box[:, 3:] - box[:, :3]) / 2], axis=1)
     return {"oct_aabb": aabb, "oct_child": np.asarray(tree.child, np.int32), "oct_depth": np.asarray(tree.level, np.int32),
             "oct_coeff": coefficients(tree, vert, face)}  # fmt: skip
