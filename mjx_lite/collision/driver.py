@@ -1004,7 +1004,7 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
         c = jax.vmap(manifold_fn, in_axes=(info_axes(info1), info_axes(info2), 0, 0, 0, 0))(
             info1, info2, margin, dist0[idx], pos0[idx], nrm0[idx])
     elif g.type2 == _SDF:  # SDF pairs (collision/sdf.py) need the geoms' bounding boxes too
-        c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0, 0))(
+        c = jax.vmap(sdf.bind(g.collider, m), in_axes=(info_axes(info1), info_axes(info2), 0, 0))(
             info1, info2, m.geom_aabb[g1], m.geom_aabb[g2])
     elif g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
         c, hf_over = g.collider(m, info1, info2, margin)

@@ -40,6 +40,7 @@ from mjx_lite.mjcf import (
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
+from mjx_lite.mjcf import sdf_octree
 from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.document import parse_file, parse_string
 from mjx_lite.mjcf.settings import compiler_settings
@@ -199,6 +200,41 @@ def _meshes_needing_hull(root: Element) -> set[str]:
             and (int(at.get(g, "contype", 1)) or int(at.get(g, "conaffinity", 1)) or at.get(g, "name") in pairs)}
 
 
+def _compile_octrees(root: Element, ctx: CompileContext, elements: list, loaded: list) -> None:
+    """mesh_octadr/octnum and oct_*: MuJoCo's octree SDF (sdf_octree.py) of each mesh that a type="sdf" geom names
+    (mjsMesh.needsdf), except an SDF plugin's mesh."""
+    names = set()
+
+    def walk(e: Element) -> None:
+        for c in e.children:
+            if c.tag == "default":
+                continue
+            if c.tag == "geom" and at.get(c, "type") == "sdf" and at.get(c, "mesh"):
+                names.add(at.get(c, "mesh"))
+            walk(c)
+
+    walk(root)
+    adr, num, parts = [], [], []
+    total = 0
+    for el, asset in zip(elements, loaded):
+        if asset.name in names and el.attrs.get("plugin") is None:
+            tab = sdf_octree.octree_arrays(np.asarray(asset.vert, float), np.asarray(asset.face), asset.aamm)
+            n = len(tab["oct_depth"])
+            adr.append(total)
+            num.append(n)
+            total += n
+            parts.append(tab)
+        else:
+            adr.append(-1)
+            num.append(0)
+    A = ctx.arrays
+    A["mesh_octadr"] = np.array(adr, np.int32)
+    A["mesh_octnum"] = np.array(num, np.int32)
+    for k, shape in (("oct_aabb", (0, 6)), ("oct_child", (0, 8)), ("oct_coeff", (0, 8)), ("oct_depth", (0,))):
+        A[k] = np.concatenate([t[k] for t in parts]) if parts else np.zeros(shape, np.int32 if k in (
+            "oct_child", "oct_depth") else float)  # fmt: skip
+
+
 def _compile_assets(root: Element, ctx: CompileContext) -> None:
     """Textures and materials (checked, texture.py), meshes and hfields (mesh.py / hfield.py)."""
     ctx.ids.setdefault("mesh", {})
@@ -229,6 +265,9 @@ def _compile_assets(root: Element, ctx: CompileContext) -> None:
         ctx.arrays.update(arrays)
         ctx.sizes.update(sizes)
         ctx.mesh_assets = loaded
+        _compile_octrees(root, ctx, meshes, loaded)
+    else:
+        _compile_octrees(root, ctx, [], [])
     if hfields:
         hfield.compile_hfields(root, ctx)
 
@@ -460,6 +499,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
                 raise at.error(el, "for mesh geoms, inertia should be specified in the mesh asset", "shellinertia")
             pos, quat = mesh_mod.mesh_geom_frame(pos, quat, mesh)
     _check_size(el, gtype, size, "geom")
+    if gtype == 8 and sdf is None:
+        sdf = _sdf_octree(el, ctx, mesh_id)
     if gtype == 1:
         hs = np.asarray(ctx.arrays["hfield_size"][hfield_id], float)
         size = np.array([hs[0], hs[1], 0.25 * hs[2] + 0.5 * hs[3]])
@@ -559,11 +600,16 @@ def _compile_plugins(root: Element, ctx: CompileContext) -> None:
 
 def _sdf_plugin(el: Element, ctx: CompileContext) -> tuple:
     """(plugin name, attribute values) of an sdf geom's <plugin> (resolved by the reader: mjcf/plugins.py sdf_use)."""
-    sdf = el.attrs.get("plugin")
-    if sdf is None:
-        raise at.unsupported(el, "sdf geoms without a plugin (MuJoCo's octree SDFs of meshes) are not supported",
-                             "type")  # fmt: skip
-    return sdf
+    return el.attrs.get("plugin")
+
+
+def _sdf_octree(el: Element, ctx: CompileContext, mesh_id: int) -> tuple:
+    """geom_sdf of an sdf geom without a plugin: its mesh's octree (collision/sdf.py's OCTREE config)."""
+    A = ctx.arrays
+    adr, num = int(A["mesh_octadr"][mesh_id]), int(A["mesh_octnum"][mesh_id])
+    if adr < 0:  # (SHOULD NOT OCCUR: every mesh an sdf geom names has one, but an SDF plugin's mesh)
+        raise at.unsupported(el, "an sdf geom without a <plugin> on an SDF plugin's mesh is not supported", "mesh")
+    return (sdf_octree.OCTREE, (adr, num, int(A["oct_depth"][adr : adr + num].max())))
 
 
 def _geom_inertia(gtype, size, mass, shell, mesh):

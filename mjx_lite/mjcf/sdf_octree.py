@@ -31,6 +31,8 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 MAXDEPTH = 6  # mjsMesh.octree_maxdepth's default (not settable from MJCF)
+OCTREE = "octree"  # geom_sdf of an sdf geom without a plugin: (OCTREE, (oct address, cell count, depth)), the
+# configuration collision/sdf.py reads (its OCTREE)
 _EPS = 1e-14  # mjEPS
 
 
