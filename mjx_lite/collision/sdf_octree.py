@@ -52,7 +52,6 @@ def _project(p, root):
 def _leaf(p, t: Tables):
     """(leaf index, scaled coordinates (3,)) of the leaf containing p (inside the root)."""
     child = jp.asarray(t.child)
-    leaf = child[:, 0] < 0
 
     def coords(node):
         box = t.aabb[node]
@@ -63,8 +62,9 @@ def _leaf(p, t: Tables):
     for _ in range(t.depth):
         c = coords(node)
         b = (c >= 0.5).astype(jp.int32)
-        nxt = child[node, b[0] + 2 * b[1] + 4 * b[2]]
-        node = jp.where(leaf[node], node, nxt)
+        row = child[node]
+        nxt = row[b[0] + 2 * b[1] + 4 * b[2]].astype(jp.int32)
+        node = jp.where(row[0] < 0, node, nxt)
     return node, coords(node)
 
 

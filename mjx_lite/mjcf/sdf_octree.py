@@ -53,44 +53,211 @@ def _circumcenters(vert: np.ndarray, face: np.ndarray) -> np.ndarray:
         return res / (2 * area * area)[:, None] + v2
 
 
-def bvh_order(vert: np.ndarray, face: np.ndarray) -> np.ndarray:
-    """(nface,) the faces in the depth-first (left first) leaf order of MuJoCo's mesh BVH: each node's faces are
-    split at n // 2 by their centres along the longest axis of the node's box (by more than mjEPS, x first), ties
-    by face index."""
+def mesh_bvh(vert: np.ndarray, face: np.ndarray) -> dict:
+    """MuJoCo's BVH of a mesh's faces (mjCBoundingVolumeHierarchy::MakeBVH), in its layout: nodes in preorder
+    (left subtree first), aabb (nnode, 6) centre and half sizes, child (nnode, 2) (-1: none), nodeid (nnode,) the
+    face of a leaf (-1 inside), and order (nface,) the faces in leaf (left-first depth-first) order. Each node's
+    faces are split at n // 2 by their centres along the longest axis of the node's box (by more than mjEPS, x
+    first), ties by face index; boxes are the union of the faces' boxes, flat ones inflated by mjEPS."""
     n = len(face)
     fv = vert[face]  # (n, 3, 3)
     lo, hi = fv.min(axis=1), fv.max(axis=1)
     c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
     blo, bhi = c - h, c + h
     lpos = _circumcenters(vert, face)
+    nnode = 2 * n - 1
+    aabb = np.zeros((nnode, 6))
+    child = np.full((nnode, 2), -1, np.int32)
+    nodeid = np.full(nnode, -1, np.int32)
     order = np.arange(n)
-    seg = [(0, n)]
+    seg = [(0, n, 0)]  # (start, end, node index)
     while seg:
-        starts = np.array([s for s, e in seg if e - s > 1], np.int64)
-        ends = np.array([e for s, e in seg if e - s > 1], np.int64)
-        if not len(starts):
-            break
-        seg_id = np.repeat(np.arange(len(starts)), ends - starts)
+        starts = np.array([s for s, _, _ in seg], np.int64)
+        ends = np.array([e for _, e, _ in seg], np.int64)
+        nodes = np.array([k for _, _, k in seg], np.int64)
+        cnt = ends - starts
+        offs = np.r_[0, np.cumsum(cnt)[:-1]]
+        seg_id = np.repeat(np.arange(len(seg)), cnt)
         idx = order[np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)])]
-        mn = np.minimum.reduceat(blo[idx], np.r_[0, np.cumsum(ends - starts)[:-1]], axis=0)
-        mx = np.maximum.reduceat(bhi[idx], np.r_[0, np.cumsum(ends - starts)[:-1]], axis=0)
-        flat = np.abs(mx - mn) < _EPS
+        mn = np.minimum.reduceat(blo[idx], offs, axis=0)
+        mx = np.maximum.reduceat(bhi[idx], offs, axis=0)
+        flat = np.abs(mn - mx) < _EPS
         mn, mx = np.where(flat, mn - _EPS, mn), np.where(flat, mx + _EPS, mx)
+        aabb[nodes] = np.concatenate([(mx + mn) / 2, (mx - mn) / 2], axis=1)
+        leaf = cnt == 1
+        nodeid[nodes[leaf]] = idx[offs[leaf]]
         edge = mx - mn
         axis = np.where(edge[:, 1] >= edge[:, 0] + _EPS, 1, 0)
         axis = np.where(edge[:, 2] >= edge[np.arange(len(axis)), axis] + _EPS, 2, axis)
         key = lpos[idx, axis[seg_id]]
         perm = np.lexsort((idx, key, seg_id))
         sorted_idx = idx[perm]
-        pos = 0
         new = []
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            order[s:e] = sorted_idx[pos : pos + e - s]
-            pos += e - s
-            m = (e - s) // 2
-            new += [(s, s + m), (s + m, e)]
+        for i, (s, e, k) in enumerate(seg):
+            order[s:e] = sorted_idx[offs[i] : offs[i] + e - s]
+            if e - s > 1:
+                m = (e - s) // 2
+                left, right = k + 1, k + 1 + (2 * m - 1)
+                child[k] = (left, right)
+                new += [(s, s + m, left), (s + m, e, right)]
         seg = new
-    return order
+    return {"aabb": aabb, "child": child, "nodeid": nodeid, "order": order}
+
+
+def bvh_order(vert: np.ndarray, face: np.ndarray) -> np.ndarray:
+    """(nface,) the faces in the depth-first (left first) leaf order of MuJoCo's mesh BVH (`mesh_bvh`)."""
+    return mesh_bvh(vert, face)["order"]
+
+
+# MuJoCo partitions each BVH node's faces with std::nth_element under a comparator that treats centres within mjEPS
+# as equal (then the face index decides). That comparator is not a strict weak order where centres nearly tie, and
+# which faces go left then depends on the partition algorithm: `exact_bvh` replays the one of GCC's libstdc++
+# (introselect: median-of-3 pivot to the front, unguarded Hoare partition, insertion sort below 4 elements; a heap
+# select past the depth limit), which MuJoCo's Linux builds use, on the faces in MuJoCo's order.
+
+
+def _introselect(a: list, nth: int, less) -> None:
+    """In-place nth_element of list a (libstdc++'s algorithm)."""
+
+    def swap(i, j):
+        a[i], a[j] = a[j], a[i]
+
+    first, last = 0, len(a)
+    if first == last or nth == last:
+        return
+    depth = 2 * (max(1, last - first).bit_length() - 1)
+    while last - first > 3:
+        if depth == 0:
+            _heap_select(a, first, nth + 1, last, less)
+            swap(first, nth)
+            return
+        depth -= 1
+        mid = first + (last - first) // 2
+        x, y, z = first + 1, mid, last - 1
+        if less(a[x], a[y]):
+            if less(a[y], a[z]):
+                swap(first, y)
+            elif less(a[x], a[z]):
+                swap(first, z)
+            else:
+                swap(first, x)
+        elif less(a[x], a[z]):
+            swap(first, x)
+        elif less(a[y], a[z]):
+            swap(first, z)
+        else:
+            swap(first, y)
+        lo, hi, pivot = first + 1, last, first
+        while True:
+            while less(a[lo], a[pivot]):
+                lo += 1
+            hi -= 1
+            while less(a[pivot], a[hi]):
+                hi -= 1
+            if not lo < hi:
+                break
+            swap(lo, hi)
+            lo += 1
+        cut = lo
+        if cut <= nth:
+            first = cut
+        else:
+            last = cut
+    for i in range(first + 1, last):  # insertion sort
+        val = a[i]
+        if less(val, a[first]):
+            a[first + 1 : i + 1] = a[first:i]
+            a[first] = val
+        else:
+            j = i
+            while less(val, a[j - 1]):
+                a[j] = a[j - 1]
+                j -= 1
+            a[j] = val
+
+
+def _heap_select(a: list, first: int, middle: int, last: int, less) -> None:
+    """libstdc++'s __heap_select (make_heap on [first, middle), then pop the larger ones out)."""
+    n = middle - first
+
+    def adjust(hole, length, value):  # __adjust_heap with __push_heap
+        top = hole
+        child = hole
+        while child < (length - 1) // 2:
+            child = 2 * (child + 1)
+            if less(a[first + child], a[first + child - 1]):
+                child -= 1
+            a[first + hole] = a[first + child]
+            hole = child
+        if (length & 1) == 0 and child == (length - 2) // 2:
+            child = 2 * (child + 1)
+            a[first + hole] = a[first + child - 1]
+            hole = child - 1
+        parent = (hole - 1) // 2
+        while hole > top and less(a[first + parent], value):
+            a[first + hole] = a[first + parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        a[first + hole] = value
+
+    if n >= 2:
+        for parent in range((n - 2) // 2, -1, -1):
+            adjust(parent, n, a[first + parent])
+    for i in range(middle, last):
+        if less(a[i], a[first]):
+            value = a[i]
+            a[i] = a[first]
+            adjust(0, n, value)
+
+
+def exact_bvh(vert: np.ndarray, face: np.ndarray) -> dict:
+    """`mesh_bvh` with MuJoCo's partitions replayed (see above): its layout, node for node."""
+    n = len(face)
+    fv = vert[face]
+    lo, hi = fv.min(axis=1), fv.max(axis=1)
+    c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
+    blo, bhi = (c - h).tolist(), (c + h).tolist()
+    lpos = _circumcenters(vert, face).tolist()
+    aabb = np.zeros((max(2 * n - 1, 0), 6))
+    child = np.full((len(aabb), 2), -1, np.int32)
+    nodeid = np.full(len(aabb), -1, np.int32)
+    elems = list(range(n))
+    order = []
+    stack = [(0, n, 0)]
+    while stack:
+        s, e, k = stack.pop()
+        ids = elems[s:e]
+        mn = [min(blo[i][a] for i in ids) for a in range(3)]
+        mx = [max(bhi[i][a] for i in ids) for a in range(3)]
+        for a in range(3):
+            if abs(mn[a] - mx[a]) < _EPS:
+                mn[a] -= _EPS
+                mx[a] += _EPS
+        aabb[k] = [(mx[0] + mn[0]) / 2, (mx[1] + mn[1]) / 2, (mx[2] + mn[2]) / 2,
+                   (mx[0] - mn[0]) / 2, (mx[1] - mn[1]) / 2, (mx[2] - mn[2]) / 2]  # fmt: skip
+        if e - s == 1:
+            nodeid[k] = ids[0]
+            order.append(ids[0])
+            continue
+        edge = [mx[a] - mn[a] for a in range(3)]
+        axis = 0
+        if edge[1] >= edge[0] + _EPS:
+            axis = 1
+        if edge[2] >= edge[axis] + _EPS:
+            axis = 2
+
+        def less(i, j, axis=axis):
+            ki, kj = lpos[i][axis], lpos[j][axis]
+            return ki < kj if abs(ki - kj) > _EPS else i < j
+
+        _introselect(ids, (e - s) // 2, less)
+        elems[s:e] = ids
+        m = (e - s) // 2
+        left, right = k + 1, k + 1 + (2 * m - 1)
+        child[k] = (left, right)
+        stack.append((s + m, e, right))  # (left popped first: preorder)
+        stack.append((s, s + m, left))
+    return {"aabb": aabb, "child": child, "nodeid": nodeid, "order": np.asarray(order, np.int64)}
 
 
 # ---- MuJoCo's triangle-box overlap test (boxTriangle) -----------------------------------------------------
@@ -171,7 +338,7 @@ def point_triangle(p: np.ndarray, v0: np.ndarray, v1: np.ndarray, v2: np.ndarray
     return dist, u, v
 
 
-def signed_distance(points: np.ndarray, vert: np.ndarray, face: np.ndarray, rank: np.ndarray) -> np.ndarray:
+def signed_distance(points: np.ndarray, vert: np.ndarray, face: np.ndarray) -> np.ndarray:
     """(k,) MuJoCo's signed distance (querySignedDistance) of points (k, 3) to the mesh (vert, face); rank (nface,):
     each face's position in the BVH's depth-first order (`bvh_order`), which breaks ties between equal distances."""
     k = len(points)
@@ -209,33 +376,56 @@ def signed_distance(points: np.ndarray, vert: np.ndarray, face: np.ndarray, rank
             qs.append(s + q)
             fs.append(large[f])
     qi, fi = np.concatenate(qs), np.concatenate(fs)
-    best_d = np.full(k, np.inf)
-    best_f = np.full(k, -1, np.int64)
-    best_u, best_v = np.zeros(k), np.zeros(k)
-    step = 1 << 20
-    for s in range(0, len(qi), step):
-        q, f = qi[s : s + step], fi[s : s + step]
-        d, u, v = point_triangle(points[q], fv[f, 0], fv[f, 1], fv[f, 2])
-        # per query: smallest distance, then smallest rank
-        o = np.lexsort((rank[f], d, q))
-        q, f, d, u, v = q[o], f[o], d[o], u[o], v[o]
-        first = np.r_[True, q[1:] != q[:-1]]
-        q, f, d, u, v = q[first], f[first], d[first], u[first], v[first]
-        better = (d < best_d[q]) | ((d == best_d[q]) & (rank[f] < np.where(best_f[q] >= 0, rank[best_f[q]], 1 << 62)))
-        q, f, d, u, v = q[better], f[better], d[better], u[better], v[better]
-        best_d[q], best_f[q], best_u[q], best_v[q] = d, f, u, v
-    dist = np.sqrt(best_d)
-    v0, v1, v2 = fv[best_f, 0], fv[best_f, 1], fv[best_f, 2]
+    d, u, v = point_triangle(points[qi], fv[fi, 0], fv[fi, 1], fv[fi, 2])
+    sign = _sign(points[qi], fv[fi], u, v, np.sqrt(d))
+    o = np.lexsort((d, qi))
+    qi, fi, d, sign = qi[o], fi[o], d[o], sign[o]
+    first = np.flatnonzero(np.r_[True, qi[1:] != qi[:-1]])
+    dmin = d[first][np.searchsorted(qi[first], qi)]
+    # near ties (equal up to round-off) whose signs disagree (the point above an edge or a vertex): `_pseudo_sign`
+    near = d <= dmin * (1 + 1e-9) + 1e-300
+    out = sign[first] * np.sqrt(d[first])
+    disagree = np.zeros(k, bool)
+    np.logical_or.at(disagree, qi[near], sign[near] != sign[first][np.searchsorted(qi[first], qi[near])])
+    for q in np.flatnonzero(disagree).tolist():
+        sel = (qi == q) & near
+        out[q] = _pseudo_sign(points[q], fv[fi[sel]]) * np.sqrt(dmin[sel][0])
+    return out
+
+
+def _sign(p, tri, u, v, dist):
+    """MuJoCo's sign of the distance: + where the offset from the closest point (barycentric u, v) is along the
+    triangle's normal by more than 1e-12 |n| dist."""
+    v0, v1, v2 = tri[:, 0], tri[:, 1], tri[:, 2]
     e1, e2 = v1 - v0, v2 - v0
     normal = np.stack([e1[:, 1] * e2[:, 2] - e1[:, 2] * e2[:, 1], e1[:, 2] * e2[:, 0] - e1[:, 0] * e2[:, 2],
                        e1[:, 0] * e2[:, 1] - e1[:, 1] * e2[:, 0]], axis=1)  # fmt: skip
-    closest = np.stack([v0[:, j] + best_u * (v1[:, j] - v0[:, j]) + best_v * (v2[:, j] - v0[:, j]) for j in range(3)],
-                       axis=1)  # fmt: skip
-    uu = points - closest
+    closest = np.stack([v0[:, j] + u * (v1[:, j] - v0[:, j]) + v * (v2[:, j] - v0[:, j]) for j in range(3)], axis=1)
+    uu = p - closest
     dot = uu[:, 0] * normal[:, 0] + uu[:, 1] * normal[:, 1] + uu[:, 2] * normal[:, 2]
     nlen = np.sqrt(normal[:, 0] * normal[:, 0] + normal[:, 1] * normal[:, 1] + normal[:, 2] * normal[:, 2])
-    sign = np.where(dot > 1e-12 * nlen * dist, 1.0, -1.0)
-    return sign * dist
+    return np.where(dot > 1e-12 * nlen * dist, 1.0, -1.0)
+
+
+def _pseudo_sign(p: np.ndarray, tri: np.ndarray) -> float:
+    """The sign at p (3,) from triangles tri (k, 3, 3) equally close to it (their closest points shared: an edge or
+    a vertex) whose own signs disagree: that of the angle-weighted pseudo-normal (each triangle's unit normal
+    weighted by its angle at the shared vertex, equal weights at an edge). MuJoCo 4.0's corner signs there (measured:
+    a wedge whose 60-degree ridge's closest-face signs split, 1784 corner coefficients that the first face of the
+    BVH's order gets wrong, none with this)."""
+    e1, e2 = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
+    nrm = np.cross(e1, e2)
+    nrm = nrm / np.linalg.norm(nrm, axis=1, keepdims=True)
+    _, u, v = point_triangle(np.repeat(p[None], len(tri), 0), tri[:, 0], tri[:, 1], tri[:, 2])
+    closest = tri[0, 0] + u[0] * (tri[0, 1] - tri[0, 0]) + v[0] * (tri[0, 2] - tri[0, 0])
+    w = np.ones(len(tri))
+    for t in range(len(tri)):
+        bary = (1 - u[t] - v[t], u[t], v[t])
+        for k in range(3):
+            if bary[k] == 1.0:
+                a, b = tri[t, (k + 1) % 3] - tri[t, k], tri[t, (k + 2) % 3] - tri[t, k]
+                w[t] = np.arccos(np.clip(a @ b / np.linalg.norm(a) / np.linalg.norm(b), -1.0, 1.0))
+    return 1.0 if (p - closest) @ (w[:, None] * nrm).sum(0) > 0 else -1.0
 
 
 # ---- the octree ------------------------------------------------------------------------------------------
@@ -457,7 +647,7 @@ def coefficients(tree: Octree, vert: np.ndarray, face: np.ndarray) -> np.ndarray
     pts = np.stack([tree.coord[a][vpos[:, a]] for a in range(3)], axis=1)
     coeff = np.zeros(len(vpos))
     idx = np.flatnonzero(plain)
-    coeff[idx] = signed_distance(pts[idx], vert, face, np.argsort(bvh_order(vert, face)))
+    coeff[idx] = signed_distance(pts[idx], vert, face)
     done = np.zeros(len(vpos), bool)
     values = coeff.copy()
     coeff[:] = 0.0
