@@ -321,11 +321,17 @@ def sdf_collide(
 
 
 def bind(fn, m):
-    """The collider fn (`collider`) with the octree tables of its octree SDFs taken from model m (traced)."""
+    """The collider fn (`collider`, `sdf_mesh_pair.collider`) with the octree tables of its octree SDFs and its mesh's
+    vertices taken from model m (traced)."""
     kw = dict(fn.keywords)
     for k in ("sdf1", "sdf2"):
         if kw.get(k) is not None and kw[k][0] == OCTREE:
             kw[k] = (OCTREE, sdf_octree.tables(m, *kw[k][1]))
+    if "mesh" in kw:  # mesh-SDF pairs (sdf_mesh_pair.py): the mesh's vertices
+        adr, nv = kw.pop("mesh")
+        kw["vert"] = m.mesh_vert[adr : adr + nv]
+        adr, nb = kw.pop("bvh")
+        kw["bvh_aabb"] = m.sdfbvh_aabb[adr : adr + nb]
     return functools.partial(fn.func, *fn.args, **kw)
 
 

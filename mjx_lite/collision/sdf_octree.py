@@ -8,9 +8,10 @@ The octree (mjcf/sdf_octree.py) holds, per cell, its box (oct_aabb: centre, half
     point's coordinate in the cell, scaled to [0, 1], is >= 0.5): a fixed number of steps, the tree's depth;
   - the value is the trilinear interpolation of the leaf's corner coefficients at the scaled coordinates c:
     sum_j w_j coeff_j with w_j = prod_k (c_k if bit k of j else 1 - c_k), summed in corner order as MuJoCo.
-The gradient is MuJoCo 4.0's (measured: its contacts): inside the root the derivative of the interpolation, per
-unit length (the derivative in the scaled coordinates divided by the leaf's size), outside it forward differences of the distance with step
-1e-8 (float64; in float32 the autodiff derivative of the distance, the step being below float32's resolution).
+The gradient is MuJoCo 4.0's (measured: its contacts): inside the root the derivative of the interpolation per
+unit length (in the scaled coordinates, divided by the leaf's size), outside it forward differences of the distance
+with step 1e-8 (float64; in float32 the autodiff derivative of the distance, the step being below float32's
+resolution).
 All of it is a fixed-shape gather program, vmappable and differentiable in p and in the traced coefficients.
 """
 

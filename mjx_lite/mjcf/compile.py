@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from mjx_lite import io, models, types
+from mjx_lite.collision import mesh_bvh
 from mjx_lite.config import Config
 from mjx_lite.mjcf import (
     actuation,
@@ -31,6 +32,7 @@ from mjx_lite.mjcf import (
     hfield,
     plastic,
     plugins,
+    sdf_octree,
     sensor,
     skin,
     tendon,
@@ -40,11 +42,10 @@ from mjx_lite.mjcf import (
 from mjx_lite.mjcf import attrs as at
 from mjx_lite.mjcf import inertia as inr
 from mjx_lite.mjcf import mesh as mesh_mod
-from mjx_lite.mjcf import sdf_octree
 from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.document import parse_file, parse_string
 from mjx_lite.mjcf.settings import compiler_settings
-from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
+from mjx_lite.mjcf.spec import Element, MJCFError
 from mjx_lite.types import MINVAL, GeomType, SensorType, TrnType
 
 EPS = inr.EPS
@@ -214,6 +215,36 @@ def _compile_octrees(root: Element, ctx: CompileContext, elements: list, loaded:
             walk(c)
 
     walk(root)
+    meshgeoms = set()
+
+    def walk_mesh(e: Element) -> None:
+        for c in e.children:
+            if c.tag == "default":
+                continue
+            if c.tag == "geom" and at.get(c, "type") == "mesh" and at.get(c, "mesh"):
+                meshgeoms.add(at.get(c, "mesh"))
+            walk_mesh(c)
+
+    if names:  # (every sdf geom names a mesh)
+        walk_mesh(root)
+    badr, bnum, bparts, btotal = [], [], [], 0
+    for asset in loaded:
+        if asset.name in meshgeoms:
+            b = mesh_bvh.exact_bvh(np.asarray(asset.vert, float), np.asarray(asset.face, np.int64))
+            badr.append(btotal)
+            bnum.append(len(b["nodeid"]))
+            btotal += len(b["nodeid"])
+            bparts.append(b)
+        else:
+            badr.append(-1)
+            bnum.append(0)
+    ctx.arrays["mesh_sdfbvhadr"] = np.array(badr, np.int32)
+    ctx.arrays["mesh_sdfbvhnum"] = np.array(bnum, np.int32)
+    ctx.arrays["sdfbvh_aabb"] = np.concatenate([b["aabb"] for b in bparts]) if bparts else np.zeros((0, 6))
+    ctx.arrays["sdfbvh_child"] = (np.concatenate([b["child"] for b in bparts]) if bparts
+                                  else np.zeros((0, 2), np.int32))  # fmt: skip
+    ctx.arrays["sdfbvh_nodeid"] = (np.concatenate([b["nodeid"] for b in bparts]) if bparts
+                                   else np.zeros(0, np.int32))  # fmt: skip
     adr, num, parts = [], [], []
     total = 0
     for el, asset in zip(elements, loaded):
@@ -1298,24 +1329,6 @@ def _ccd_user(ctx: CompileContext) -> str | None:
     return None
 
 
-def _check_sdf_pairs(ctx: CompileContext) -> None:
-    """Mesh-SDF pairs (MuJoCo's mjc_MeshSDF: mesh faces against the field, farthest-point sampling) are not
-    implemented: refused where a mesh and an sdf geom may collide (collision bits, explicit pairs)."""
-    A = ctx.arrays
-    gtype = np.asarray(A.get("geom_type", np.zeros(0, np.int32)))
-    if not (np.any(gtype == GeomType.SDF) and np.any(gtype == GeomType.MESH)):
-        return
-    pairs = [(int(a), int(b)) for a, b in zip(np.asarray(A.get("pair_geom1", [])), np.asarray(A.get("pair_geom2", [])))]
-    contype, conaff = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
-    gbody = np.asarray(A["geom_bodyid"])
-    for i in np.nonzero(gtype == GeomType.SDF)[0]:
-        for j in np.nonzero(gtype == GeomType.MESH)[0]:
-            bits = (contype[i] & conaff[j]) | (contype[j] & conaff[i])
-            if (bits and gbody[i] != gbody[j]) or (i, j) in pairs or (j, i) in pairs:
-                raise MJCFUnsupportedError(f"mesh-SDF collisions are not supported (geoms {int(j)} and {int(i)} may "
-                                           "collide; MuJoCo's mjc_MeshSDF)", None, None, "geom", "type")  # fmt: skip
-
-
 def _check_ccd_iterations(root: Element, ctx: CompileContext) -> None:
     """ccd_iterations below MuJoCo's default: refused where MuJoCo would run GJK/EPA (`_ccd_user`), whose contacts
     then stop far from the converged ones that mjx_lite's colliders give; accepted where it has no effect."""
@@ -1542,7 +1555,6 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     _compile_sections(root, ctx)
     _compile_plugins(root, ctx)
     _check_ccd_iterations(root, ctx)
-    _check_sdf_pairs(ctx)
     _check_sleep(root, ctx)
     _check_user_sizes(root, ctx)
     _finalize_simple(ctx)
