@@ -445,5 +445,9 @@ def octree_arrays(vert: np.ndarray, face: np.ndarray, aamm: np.ndarray, maxdepth
     tree = build(vert, face, aamm, maxdepth)
     box = tree.aamm(np.arange(len(tree.level)))
     aabb = np.concatenate([(box[:, :3] + box[:, 3:]) / 2, (box[:, 3:] - box[:, :3]) / 2], axis=1)
-    return {"oct_aabb": aabb, "oct_child": np.asarray(tree.child, np.int32),
-            "oct_depth": np.asarray(tree.level, np.int32), "oct_coeff": coefficients(tree, vert, face)}
+    return {
+        "oct_aabb": aabb,
+        "oct_child": np.asarray(tree.child, np.int32),
+        "oct_depth": np.asarray(tree.level, np.int32),
+        "oct_coeff": coefficients(tree, vert, face),
+    }
