@@ -140,22 +140,37 @@ def test_contacts_and_qacc(scene, forward):
 ATOL_GRAD_FD = 1e-6  # grad vs central differences (eps 1e-7) of a sum of contact distances
 
 
-def test_gradient_matches_central_differences(scene):
-    """d(sum of the sphere's contact distances)/d(sphere position) through the octree field: finite and equal to
-    central differences (the field is trilinear per leaf: smooth where no point crosses a leaf face)."""
-    m, _, _, d = scene
+_GRAD = f"""<mujoco><option sdf_iterations="3" sdf_initpoints="6"/>
+  <asset><mesh name="hex" {HEX} scale=".1 .1 .1"/></asset>
+  <worldbody>
+    <body pos="0 0 .2" euler="5 10 15"><geom type="sdf" mesh="hex"/></body>
+    <body pos=".03 .02 .36" euler="10 20 30"><freejoint/><geom type="sphere" size=".06"/></body>
+  </worldbody></mujoco>"""
+
+
+def test_gradient_matches_central_differences():
+    """d(sum of contact distances)/d(sphere position) through the octree field: finite and equal to central
+    differences (the field is trilinear per leaf: smooth where no point crosses a leaf face). One sphere-octree pair:
+    the reverse-mode program of one SDF group is what is compiled."""
+    m = mjl.load_mjcf_string(_GRAD)
+    mjm = mujoco.MjModel.from_xml_string(_GRAD)
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon > 0
+    d = data_from_mujoco(m, mjm, mjd)
     collide = jax.jit(driver.collision)
 
     def f(x):
-        dd = d.replace(geom_xpos=d.geom_xpos.at[2].add(x))
+        dd = d.replace(geom_xpos=d.geom_xpos.at[1].add(x))
         c = collide(m, dd).contact
-        on = c.active & jp.any(c.geom == 2, axis=1)
-        return jp.sum(jp.where(on, c.dist, 0.0))
+        return jp.sum(jp.where(c.active, c.dist, 0.0))
 
     g = np.asarray(jax.grad(f)(jp.zeros(3)))
     eps = 1e-7
     fd = np.array([(f(eps * e) - f(-eps * e)) / (2 * eps) for e in np.eye(3)])
-    assert np.all(np.isfinite(g)) and np.abs(fd).max() > 0.1
+    # the contact distance moves with the sphere (after 3 iterations the descent's point is not the deepest one, so
+    # the derivative is small: seen 0.015)
+    assert np.all(np.isfinite(g)) and np.abs(fd).max() > 1e-3
     np.testing.assert_allclose(g, fd, rtol=0, atol=ATOL_GRAD_FD)
 
 
