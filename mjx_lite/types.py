@@ -958,6 +958,23 @@ class Model:
     mesh_polyvert: np.ndarray = static_field(shape=("npolyvert",), dtype="int32")
     mesh_polyvertadr: np.ndarray = static_field(shape=("npoly",), dtype="int32")
     mesh_polyvertnum: np.ndarray = static_field(shape=("npoly",), dtype="int32")
+    # octree SDFs (mjcf/sdf_octree.py) of the meshes of sdf geoms without a plugin: mesh i's cells are
+    # oct_*[mesh_octadr[i] : + mesh_octnum[i]] (-1 / 0 for other meshes); cell centre and half sizes, children
+    # (-1: a leaf), depth and the signed distances at its 8 corners (trilinear in the leaf)
+    mesh_octadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_octnum: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    oct_aabb: jax.Array = shaped("noct", 6)
+    oct_child: np.ndarray = static_field(shape=("noct", 8), dtype="int32")
+    oct_coeff: jax.Array = shaped("noct", 8)
+    oct_depth: np.ndarray = static_field(shape=("noct",), dtype="int32")
+    # BVHs of the meshes of mesh geoms in a model with sdf geoms (collision/mesh_bvh.py: MuJoCo's, node for node; the
+    # mesh-SDF collider visits their leaves in MuJoCo's order): mesh i's nodes are sdfbvh_*[mesh_sdfbvhadr[i] : +
+    # mesh_sdfbvhnum[i]] (-1 / 0 for other meshes); boxes (centre, half sizes), children (-1: none), leaf faces
+    mesh_sdfbvhadr: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    mesh_sdfbvhnum: np.ndarray = static_field(shape=("nmesh",), dtype="int32")
+    sdfbvh_aabb: jax.Array = shaped("nsdfbvh", 6)
+    sdfbvh_child: np.ndarray = static_field(shape=("nsdfbvh", 2), dtype="int32")
+    sdfbvh_nodeid: np.ndarray = static_field(shape=("nsdfbvh",), dtype="int32")
     mesh_pos: jax.Array = shaped("nmesh", 3)
     mesh_quat: jax.Array = shaped("nmesh", 4)
     mesh_scale: jax.Array = shaped("nmesh", 3)

@@ -135,6 +135,10 @@ def model_from_mujoco(mjm: mujoco.MjModel) -> types.Model:
     # (what io.build_model assumes for a model without them)
     arrays["actuator_pluginprm"] = np.zeros((mjm.nactuator, 5))
     arrays.update(rod_arrays_from_mujoco(mjm))
+    # the mesh BVHs of the mesh-SDF collider are MuJoCo's (mjx_lite compiles them only for meshes of models with
+    # sdf geoms; MuJoCo's arrays also hold the bodies' BVHs, which the addresses skip)
+    arrays.update(mesh_sdfbvhadr=mjm.mesh_bvhadr, mesh_sdfbvhnum=mjm.mesh_bvhnum, sdfbvh_aabb=mjm.bvh_aabb,
+                  sdfbvh_child=mjm.bvh_child, sdfbvh_nodeid=mjm.bvh_nodeid)
     sizes = {k: getattr(mjm, k) for k in types.SIZE_FIELDS}
     opt = {f.name: getattr(mjm.opt, f.name) for f in dataclasses.fields(types.Option)}
     opt["integrator"] = int(mjm.opt.integrator)

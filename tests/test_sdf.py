@@ -265,11 +265,6 @@ def test_refusals():
       <worldbody/></mujoco>"""
     with pytest.raises(MJCFUnsupportedError, match="acme.sdf.widget"):
         mjl.load_mjcf_string(bad)
-    octree = """<mujoco><asset><mesh name="m" vertex="0 0 0 1 0 0 0 1 0 0 0 1"/></asset>
-      <worldbody><body><geom type="sdf" mesh="m"/></body></worldbody></mujoco>"""
-    mujoco.MjModel.from_xml_string(octree)  # MuJoCo builds an octree SDF of the mesh; mjx_lite refuses it
-    with pytest.raises(MJCFUnsupportedError, match="octree"):
-        mjl.load_mjcf_string(octree)
 
 
 _DECL = """<plugin plugin="mujoco.sdf.torus"><instance name="i"/></plugin><plugin plugin="mujoco.pid"/>"""

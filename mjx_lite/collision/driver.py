@@ -63,7 +63,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedral, primitive, sdf
+from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedral, primitive, sdf, sdf_mesh_pair
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
@@ -262,7 +262,10 @@ def _sdf_ids(m: Model) -> np.ndarray:
 
 
 def _sdf_collider(m: Model, t1: int, da: int, db: int) -> tuple[Callable, int]:
+    """The collider of an SDF group: da is geom1's SDF id (`_sdf_ids`), or its mesh for mesh-SDF pairs."""
     cfgs = list(dict.fromkeys(c for c in m.geom_sdf if c is not None))
+    if t1 == _MESH:
+        return sdf_mesh_pair.collider(m, da, cfgs[db])
     return sdf.collider(m, t1, cfgs[da] if da >= 0 else None, cfgs[db])
 
 
@@ -412,8 +415,6 @@ def _buckets(m: Model, gtype: np.ndarray, dataid: np.ndarray, sizes: np.ndarray)
     keep = np.ones(len(a), bool)
     curved = np.zeros(len(a), bool)
     is_sdf = t2 == _SDF
-    if np.any(is_sdf & (t1 == _MESH)):
-        raise NotImplementedError("collision: mesh-SDF pairs are not supported")
     keep &= ~(is_sdf & (t1 == _HFIELD))  # MuJoCo warns and makes no contact
     plane_sdf = is_sdf & (t1 == _PLANE)  # a plane collides with the SDF's mesh (as MuJoCo)
     t2 = np.where(plane_sdf, _MESH, t2)
@@ -431,7 +432,7 @@ def _buckets(m: Model, gtype: np.ndarray, dataid: np.ndarray, sizes: np.ndarray)
             k1[sel] = k2[sel] = GENERAL
     rest &= keep
     sdfs = _sdf_ids(m)
-    da = np.where(sdf_group, sdfs[a], np.where(rest & (k1 == _HFIELD), dataid[a], -1))
+    da = np.where(sdf_group, np.where(t1 == _MESH, dataid[a], sdfs[a]), np.where(rest & (k1 == _HFIELD), dataid[a], -1))
     db = np.where(sdf_group, sdfs[b], np.where(rest & (k2 == _HFIELD), dataid[b], -1))
     s1, s2 = np.where(sdf_group, -1, sizes[a]), np.where(sdf_group, -1, sizes[b])
     keys = np.stack([k1, k2, da, db, p >= 0, curved, s1, s2], axis=1)[keep]
@@ -1004,7 +1005,7 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
         c = jax.vmap(manifold_fn, in_axes=(info_axes(info1), info_axes(info2), 0, 0, 0, 0))(
             info1, info2, margin, dist0[idx], pos0[idx], nrm0[idx])
     elif g.type2 == _SDF:  # SDF pairs (collision/sdf.py) need the geoms' bounding boxes too
-        c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0, 0))(
+        c = jax.vmap(sdf.bind(g.collider, m), in_axes=(info_axes(info1), info_axes(info2), 0, 0))(
             info1, info2, m.geom_aabb[g1], m.geom_aabb[g2])
     elif g.type1 == _HFIELD:  # height fields: vectorised by the collider, which also reports window overflow
         c, hf_over = g.collider(m, info1, info2, margin)

@@ -30,11 +30,12 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.collision import sdf_plugins
+from mjx_lite.collision import sdf_octree, sdf_plugins
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, Vec3
 from mjx_lite.types import MINVAL, GeomType
 
 MAXVAL = 1e10  # mjMAXVAL
+OCTREE = "octree"  # geom_sdf of an sdf geom without a plugin: (OCTREE, (oct address, cell count, depth))
 _C, _RHO, _AMIN = 0.1, 0.5, 1e-4  # MuJoCo's line search: target decrease, step reduction, smallest step
 _NSTEP = 15  # candidate steps 2 * 0.5^k, k = 1..15: MuJoCo's loop stops at the first alpha <= 1e-4 (k = 15)
 _ALPHA = 2.0 * _RHO ** np.arange(1, _NSTEP + 1)
@@ -146,6 +147,8 @@ def geom_distance(gtype: int, sdf, x: Vec3, size: Vec3):
         s = b0 * b0 + b1 * b1
         return jp.minimum(jp.maximum(a0, a1), 0.0) + jp.where(s > 0, jp.sqrt(jp.where(s > 0, s, 1.0)), 0.0)
     if gtype == GeomType.SDF:
+        if sdf[0] == OCTREE:
+            return sdf_octree.distance(x, sdf[1])
         return sdf_plugins.DISTANCE[sdf[0]](x, sdf[1])
     raise NotImplementedError(f"sdf collision: geom type {gtype}")
 
@@ -186,6 +189,8 @@ def geom_gradient(gtype: int, sdf, x: Vec3, size: Vec3):
         out = jp.stack([grada[0] * b0 / bnorm, grada[1] * b0 / bnorm, grada[2] * b1 / bnorm])
         return jp.where(aj < 0, inside, out)
     if gtype == GeomType.SDF:
+        if sdf[0] == OCTREE:
+            return sdf_octree.gradient(x, sdf[1])
         return sdf_plugins.gradient(sdf[0], sdf[1], x)
     raise NotImplementedError(f"sdf collision: geom type {gtype}")
 
@@ -313,6 +318,21 @@ def sdf_collide(
     pos = jp.where(valid[:, None], pos, 0.0)
     normal = jp.where(valid[:, None], normal, jp.array([0.0, 0.0, 1.0], normal.dtype))
     return Contacts(dist, pos, normal, jp.zeros_like(pos))
+
+
+def bind(fn, m):
+    """The collider fn (`collider`, `sdf_mesh_pair.collider`) with the octree tables of its octree SDFs and its mesh's
+    vertices taken from model m (traced)."""
+    kw = dict(fn.keywords)
+    for k in ("sdf1", "sdf2"):
+        if kw.get(k) is not None and kw[k][0] == OCTREE:
+            kw[k] = (OCTREE, sdf_octree.tables(m, *kw[k][1]))
+    if "mesh" in kw:  # mesh-SDF pairs (sdf_mesh_pair.py): the mesh's vertices
+        adr, nv = kw.pop("mesh")
+        kw["vert"] = m.mesh_vert[adr : adr + nv]
+        adr, nb = kw.pop("bvh")
+        kw["bvh_aabb"] = m.sdfbvh_aabb[adr : adr + nb]
+    return functools.partial(fn.func, *fn.args, **kw)
 
 
 def collider(m, type1: int, sdf1, sdf2) -> tuple:

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from mjx_lite import io, models, types
+from mjx_lite.collision import mesh_bvh
 from mjx_lite.config import Config
 from mjx_lite.mjcf import (
     actuation,
@@ -31,6 +32,7 @@ from mjx_lite.mjcf import (
     hfield,
     plastic,
     plugins,
+    sdf_octree,
     sensor,
     skin,
     tendon,
@@ -43,7 +45,7 @@ from mjx_lite.mjcf import mesh as mesh_mod
 from mjx_lite.mjcf.context import CompileContext, fill_missing, names
 from mjx_lite.mjcf.document import parse_file, parse_string
 from mjx_lite.mjcf.settings import compiler_settings
-from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
+from mjx_lite.mjcf.spec import Element, MJCFError
 from mjx_lite.types import MINVAL, EqType, GeomType, IntegratorType, SensorType, TrnType, WrapType
 
 EPS = inr.EPS
@@ -199,6 +201,71 @@ def _meshes_needing_hull(root: Element) -> set[str]:
             and (int(at.get(g, "contype", 1)) or int(at.get(g, "conaffinity", 1)) or at.get(g, "name") in pairs)}
 
 
+def _compile_octrees(root: Element, ctx: CompileContext, elements: list, loaded: list) -> None:
+    """mesh_octadr/octnum and oct_*: MuJoCo's octree SDF (sdf_octree.py) of each mesh that a type="sdf" geom names
+    (mjsMesh.needsdf), except an SDF plugin's mesh."""
+    names = set()
+
+    def walk(e: Element) -> None:
+        for c in e.children:
+            if c.tag == "default":
+                continue
+            if c.tag == "geom" and at.get(c, "type") == "sdf" and at.get(c, "mesh"):
+                names.add(at.get(c, "mesh"))
+            walk(c)
+
+    walk(root)
+    meshgeoms = set()
+
+    def walk_mesh(e: Element) -> None:
+        for c in e.children:
+            if c.tag == "default":
+                continue
+            if c.tag == "geom" and at.get(c, "type") == "mesh" and at.get(c, "mesh"):
+                meshgeoms.add(at.get(c, "mesh"))
+            walk_mesh(c)
+
+    if names:  # (every sdf geom names a mesh)
+        walk_mesh(root)
+    badr, bnum, bparts, btotal = [], [], [], 0
+    for asset in loaded:
+        if asset.name in meshgeoms:
+            b = mesh_bvh.exact_bvh(np.asarray(asset.vert, float), np.asarray(asset.face, np.int64))
+            badr.append(btotal)
+            bnum.append(len(b["nodeid"]))
+            btotal += len(b["nodeid"])
+            bparts.append(b)
+        else:
+            badr.append(-1)
+            bnum.append(0)
+    ctx.arrays["mesh_sdfbvhadr"] = np.array(badr, np.int32)
+    ctx.arrays["mesh_sdfbvhnum"] = np.array(bnum, np.int32)
+    ctx.arrays["sdfbvh_aabb"] = np.concatenate([b["aabb"] for b in bparts]) if bparts else np.zeros((0, 6))
+    ctx.arrays["sdfbvh_child"] = (np.concatenate([b["child"] for b in bparts]) if bparts
+                                  else np.zeros((0, 2), np.int32))  # fmt: skip
+    ctx.arrays["sdfbvh_nodeid"] = (np.concatenate([b["nodeid"] for b in bparts]) if bparts
+                                   else np.zeros(0, np.int32))  # fmt: skip
+    adr, num, parts = [], [], []
+    total = 0
+    for el, asset in zip(elements, loaded):
+        if asset.name in names and el.attrs.get("plugin") is None:
+            tab = sdf_octree.octree_arrays(np.asarray(asset.vert, float), np.asarray(asset.face), asset.aamm)
+            n = len(tab["oct_depth"])
+            adr.append(total)
+            num.append(n)
+            total += n
+            parts.append(tab)
+        else:
+            adr.append(-1)
+            num.append(0)
+    A = ctx.arrays
+    A["mesh_octadr"] = np.array(adr, np.int32)
+    A["mesh_octnum"] = np.array(num, np.int32)
+    for k, shape in (("oct_aabb", (0, 6)), ("oct_child", (0, 8)), ("oct_coeff", (0, 8)), ("oct_depth", (0,))):
+        A[k] = np.concatenate([t[k] for t in parts]) if parts else np.zeros(shape, np.int32 if k in (
+            "oct_child", "oct_depth") else float)  # fmt: skip
+
+
 def _compile_assets(root: Element, ctx: CompileContext) -> None:
     """Textures and materials (checked, texture.py), meshes and hfields (mesh.py / hfield.py)."""
     ctx.ids.setdefault("mesh", {})
@@ -229,6 +296,9 @@ def _compile_assets(root: Element, ctx: CompileContext) -> None:
         ctx.arrays.update(arrays)
         ctx.sizes.update(sizes)
         ctx.mesh_assets = loaded
+        _compile_octrees(root, ctx, meshes, loaded)
+    else:
+        _compile_octrees(root, ctx, [], [])
     if hfields:
         hfield.compile_hfields(root, ctx)
 
@@ -460,6 +530,8 @@ def _geom_values(el: Element, ctx: CompileContext, body: _Body, bid: int, weldid
                 raise at.error(el, "for mesh geoms, inertia should be specified in the mesh asset", "shellinertia")
             pos, quat = mesh_mod.mesh_geom_frame(pos, quat, mesh)
     _check_size(el, gtype, size, "geom")
+    if gtype == 8 and sdf is None:
+        sdf = _sdf_octree(el, ctx, mesh_id)
     if gtype == 1:
         hs = np.asarray(ctx.arrays["hfield_size"][hfield_id], float)
         size = np.array([hs[0], hs[1], 0.25 * hs[2] + 0.5 * hs[3]])
@@ -559,11 +631,16 @@ def _compile_plugins(root: Element, ctx: CompileContext) -> None:
 
 def _sdf_plugin(el: Element, ctx: CompileContext) -> tuple:
     """(plugin name, attribute values) of an sdf geom's <plugin> (resolved by the reader: mjcf/plugins.py sdf_use)."""
-    sdf = el.attrs.get("plugin")
-    if sdf is None:
-        raise at.unsupported(el, "sdf geoms without a plugin (MuJoCo's octree SDFs of meshes) are not supported",
-                             "type")  # fmt: skip
-    return sdf
+    return el.attrs.get("plugin")
+
+
+def _sdf_octree(el: Element, ctx: CompileContext, mesh_id: int) -> tuple:
+    """geom_sdf of an sdf geom without a plugin: its mesh's octree (collision/sdf.py's OCTREE config)."""
+    A = ctx.arrays
+    adr, num = int(A["mesh_octadr"][mesh_id]), int(A["mesh_octnum"][mesh_id])
+    if adr < 0:  # (SHOULD NOT OCCUR: every mesh an sdf geom names has one, but an SDF plugin's mesh)
+        raise at.unsupported(el, "an sdf geom without a <plugin> on an SDF plugin's mesh is not supported", "mesh")
+    return (sdf_octree.OCTREE, (adr, num, int(A["oct_depth"][adr : adr + num].max())))
 
 
 def _geom_inertia(gtype, size, mass, shell, mesh):
@@ -1323,24 +1400,6 @@ def _ccd_user(ctx: CompileContext) -> str | None:
     return None
 
 
-def _check_sdf_pairs(ctx: CompileContext) -> None:
-    """Mesh-SDF pairs (MuJoCo's mjc_MeshSDF: mesh faces against the field, farthest-point sampling) are not
-    implemented: refused where a mesh and an sdf geom may collide (collision bits, explicit pairs)."""
-    A = ctx.arrays
-    gtype = np.asarray(A.get("geom_type", np.zeros(0, np.int32)))
-    if not (np.any(gtype == GeomType.SDF) and np.any(gtype == GeomType.MESH)):
-        return
-    pairs = [(int(a), int(b)) for a, b in zip(np.asarray(A.get("pair_geom1", [])), np.asarray(A.get("pair_geom2", [])))]
-    contype, conaff = np.asarray(A["geom_contype"]), np.asarray(A["geom_conaffinity"])
-    gbody = np.asarray(A["geom_bodyid"])
-    for i in np.nonzero(gtype == GeomType.SDF)[0]:
-        for j in np.nonzero(gtype == GeomType.MESH)[0]:
-            bits = (contype[i] & conaff[j]) | (contype[j] & conaff[i])
-            if (bits and gbody[i] != gbody[j]) or (i, j) in pairs or (j, i) in pairs:
-                raise MJCFUnsupportedError(f"mesh-SDF collisions are not supported (geoms {int(j)} and {int(i)} may "
-                                           "collide; MuJoCo's mjc_MeshSDF)", None, None, "geom", "type")  # fmt: skip
-
-
 def _check_ccd_iterations(root: Element, ctx: CompileContext) -> None:
     """ccd_iterations below MuJoCo's default: refused where MuJoCo would run GJK/EPA (`_ccd_user`), whose contacts
     then stop far from the converged ones that mjx_lite's colliders give; accepted where it has no effect."""
@@ -1567,7 +1626,6 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     _compile_sections(root, ctx)
     _compile_plugins(root, ctx)
     _check_ccd_iterations(root, ctx)
-    _check_sdf_pairs(ctx)
     _check_sleep(root, ctx)
     _check_user_sizes(root, ctx)
     _finalize_simple(ctx)

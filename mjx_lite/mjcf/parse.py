@@ -779,9 +779,6 @@ class _Builder:
                 if plugin is not None:
                     el.attrs["plugin"] = plugin
                     el.attrs["plugin_implicit"] = implicit
-                elif tag == "geom" and el.attrs.get("type") == "sdf":
-                    raise MJCFUnsupportedError("<geom type='sdf'> without a <plugin> (MuJoCo's octree SDF of its mesh) "
-                                               f"is {_NI}", k.file, k.line, "geom", "type")  # fmt: skip
                 out.children.append(el)
 
     def flexcomp(self, raw: _Raw, key: str, out: Element, childclass: str | None, frame):
