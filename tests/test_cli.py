@@ -211,9 +211,10 @@ def test_train(tmp_path):
 
 def test_check_lists_every_unsupported_feature(tmp_path):
     """`check` names every unsupported feature of a model (an element the reader refuses, attributes, a flag), not only
-    the first, and exits 2."""
+    the first, and exits 2 (sleep: refused with RK4)."""
     xml = tmp_path / "many.xml"
-    xml.write_text("""<mujoco><option ccd_iterations="10"><flag sleep="enable" speculative="enable"/></option>
+    xml.write_text("""<mujoco><option ccd_iterations="10" integrator="RK4">
+      <flag sleep="enable" speculative="enable"/></option>
       <worldbody><geom name="floor" type="plane" size="1 1 .1"/>
         <body><freejoint/><geom type="ellipsoid" size=".1 .1 .1"/><site name="s"/></body>
         <body pos="1 0 0"><composite type="grid" count="2 2 1"/></body>

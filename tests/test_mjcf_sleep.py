@@ -77,3 +77,24 @@ def test_no_sleeping_tree_steps_as_mujoco():
         d = stp(m, d)
         np.testing.assert_allclose(np.asarray(d.qpos), trajs[0][k, : m.nq], rtol=0, atol=TRAJ_ATOL,
                                    err_msg=f"step {k}")  # fmt: skip
+
+
+@pytest.mark.parametrize("dim,count,kids", [
+    (2, "3 3 1", '<elasticity young="1e3"/>'),  # no elastic2d: no stiffness -> never
+    (2, "3 3 1", '<elasticity young="1e3" elastic2d="stretch" thickness=".01"/>'),
+    (2, "3 3 1", '<elasticity young="1e3" elastic2d="bend" thickness=".01"/>'),
+    (3, "2 2 2", '<elasticity young="1e3"/>'),
+    (1, "4 1 1", '<elasticity young="1e3"/>'),  # a rod: bending
+    (1, "4 1 1", '<edge stiffness="10"/>'),  # edge stiffness alone -> never
+    (3, "2 2 2", '<elasticity damping=".01"/>'),  # damping alone -> never
+    (2, "3 3 1", '<edge equality="true"/>'),
+])  # fmt: skip
+def test_flex_tree_policies_as_mujoco(dim, count, kids):
+    """The trees of a flex's vertex bodies: never unless the flex has edge equality or elastic forces (a nonzero
+    stiffness or bending block), as MuJoCo 4.0's compiler; beside a plain cloth (never)."""
+    xml = f"""<mujoco><worldbody><flexcomp type="grid" count="{count}" spacing=".1 .1 .1" dim="{dim}" radius=".01"
+      name="c"><contact selfcollide="none" contype="0" conaffinity="0"/>{kids}</flexcomp>
+      <flexcomp type="grid" count="3 3 1" spacing=".1 .1 .1" dim="2" radius=".01" name="d" pos="1 0 0"/>
+      </worldbody></mujoco>"""
+    np.testing.assert_array_equal(np.asarray(mjl.load_mjcf_string(xml).tree_sleep_policy),
+                                  mujoco.MjModel.from_xml_string(xml).tree_sleep_policy)  # fmt: skip

@@ -1257,11 +1257,27 @@ def _wrap_tree(A: dict, j: int) -> int:
     return -1 if body is None else int(A["body_treeid"][A[body][obj]])
 
 
+def _flex_has_elasticity(A: dict, f: int) -> bool:
+    """Whether flex f has elastic passive forces: a nonzero entry in its flex_stiffness or flex_bending block (MuJoCo
+    4.0 leaves the trees of such a flex "auto" (allowed), as those of a flex with edge equality; probed: young alone on
+    a 2-D flex without elastic2d, damping alone or dim-1 edge stiffness alone make them never)."""
+    for adr_key, key in (("flex_stiffnessadr", "flex_stiffness"), ("flex_bendingadr", "flex_bending")):
+        adr, vals = np.asarray(A.get(adr_key, [])).reshape(-1), np.asarray(A.get(key, [])).reshape(-1)
+        if f >= len(adr) or adr[f] < 0:
+            continue
+        later = adr[adr > adr[f]]
+        end = int(later.min()) if len(later) else len(vals)
+        if np.any(vals[int(adr[f]) : end] != 0):
+            return True
+    return False
+
+
 def _sleep_policy(root: Element, ctx: CompileContext) -> np.ndarray:
     """tree_sleep_policy (mjtSleepPolicy) as MuJoCo's compiler sets it: the root body's sleep attribute; "auto"
     becomes never for a tree an actuator moves (through a joint, site, body or tendon), a tree on a tendon that spans
-    more than two trees or two trees with stiffness, damping or an actuator, and a tree of a flex without edge
-    equality; allowed otherwise. A user's allowed/init on a tree such a tendon connects is an error (as MuJoCo's)."""
+    more than two trees or two trees with stiffness, damping or an actuator, and a tree of a flex with neither edge
+    equality nor elasticity (`_flex_has_elasticity`); allowed otherwise. A user's allowed/init on a tree such a
+    tendon connects is an error (as MuJoCo's)."""
     A = ctx.arrays
     roots = [ctx.elements["body"][int(b)] for b in np.asarray(A["tree_bodyadr"])]
     policy = np.array([_POLICY[at.get(el, "sleep", "auto")] for el in roots], np.int32).reshape(-1)
@@ -1302,7 +1318,7 @@ def _sleep_policy(root: Element, ctx: CompileContext) -> np.ndarray:
                                "damping or an actuator: sleeping not allowed", "sleep")  # fmt: skip
             never(t)
     for f in range(int(ctx.sizes.get("nflex", 0) or len(np.asarray(A.get("flex_dim", []))))):
-        if int(np.asarray(A["flex_edgeequality"]).reshape(-1)[f]):
+        if int(np.asarray(A["flex_edgeequality"]).reshape(-1)[f]) or _flex_has_elasticity(A, f):
             continue
         if int(np.asarray(A["flex_interp"]).reshape(-1)[f]):
             adr, num, ids = A["flex_nodeadr"], A["flex_nodenum"], A["flex_nodebodyid"]
