@@ -1318,7 +1318,8 @@ def _sleep_policy(root: Element, ctx: CompileContext) -> np.ndarray:
                                "damping or an actuator: sleeping not allowed", "sleep")  # fmt: skip
             never(t)
     for f in range(int(ctx.sizes.get("nflex", 0) or len(np.asarray(A.get("flex_dim", []))))):
-        if int(np.asarray(A["flex_edgeequality"]).reshape(-1)[f]) or _flex_has_elasticity(A, f):
+        rigid = bool(np.asarray(A.get("flex_rigid", np.zeros(f + 1, bool))).reshape(-1)[f])  # rigid: never (probed)
+        if not rigid and (int(np.asarray(A["flex_edgeequality"]).reshape(-1)[f]) or _flex_has_elasticity(A, f)):
             continue
         if int(np.asarray(A["flex_interp"]).reshape(-1)[f]):
             adr, num, ids = A["flex_nodeadr"], A["flex_nodenum"], A["flex_nodebodyid"]
