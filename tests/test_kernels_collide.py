@@ -190,7 +190,9 @@ def test_collision_equals_xla(small):
     mf = mjl.configure(m, kernels="fused")
     # the traces are jit's cache: the calls below reuse them
     fused, xla = str(_collide.trace(mf, ds).jaxpr), str(_collide.trace(m, ds).jaxpr)
-    assert fused.count("pallas_call") == 1 and "collide_primitive" in fused and "pallas_call" not in xla
+    # the colliders' kernel and the contact parameters' (kernels/contact_params.py)
+    assert fused.count("pallas_call") == 2 and "collide_primitive" in fused and "contact_params" in fused
+    assert "pallas_call" not in xla
     want = _collide(m, ds)
     got = _collide(mf, ds)
     _compare(got, want, COLLIDE_TOL, "PRIMS")
@@ -240,7 +242,7 @@ def test_lowers_to_triton(small, monkeypatch, layout, dtype):
         m, batch = tk._float32(m), tk._float32(batch)
     mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
     text = tk._lower_cuda(jax.vmap(kernels.collision, in_axes=(None, 0)), mf, batch)
-    assert text.count("__gpu$xla.gpu.triton") == 1
+    assert text.count("__gpu$xla.gpu.triton") == 2  # the colliders and the contact parameters
 
 
 DM_HUMANOID = os.path.join(os.path.dirname(dm_control.__file__), "suite", "humanoid.xml")
@@ -384,10 +386,10 @@ def test_hfield_lowers_to_triton(terrain, monkeypatch, layout):
     batch = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * 67)[:200], ds)
     mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
     text = tk._lower_cuda(jax.vmap(kernels.collision, in_axes=(None, 0)), mf, batch)
-    assert text.count("__gpu$xla.gpu.triton") == 1
+    assert text.count("__gpu$xla.gpu.triton") == 2  # the colliders and the contact parameters
     data = np.broadcast_to(np.asarray(m.hfield_data), (200, m.hfield_data.shape[0]))
     run = jax.vmap(lambda data, d: kernels.collision(mf.replace(hfield_data=data), d))
-    assert tk._lower_cuda(run, data, batch).count("__gpu$xla.gpu.triton") == 1
+    assert tk._lower_cuda(run, data, batch).count("__gpu$xla.gpu.triton") == 2
 
 
 @pytest.mark.slow

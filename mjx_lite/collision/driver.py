@@ -586,6 +586,12 @@ def _all_params(m: Model, groups: dict[int, Group]) -> dict[int, tuple]:
     return out
 
 
+def covered_params(m: Model, groups: dict[int, Group]) -> dict[int, tuple]:
+    """{group index: (condim, margin, gap, friction, solref, solreffriction, solimp, adhesion)} of the groups' pairs,
+    as `collision` computes them (the XLA twin of the fused contact parameters, pipeline/kernels/contact_params.py)."""
+    return _all_params(m, groups)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # run time
 
@@ -865,6 +871,30 @@ def _fields(m, g1, g2, k, condim, includemargin, friction, solref, solreffrictio
     )
 
 
+def static_condim(m: Model, g: Group) -> np.ndarray:
+    """(n,) int32 numpy: the condim of a group's pairs (static: the explicit pair's, or mixed by priority)."""
+    return np.asarray(_params(m, g)[0], np.int32)
+
+
+def row_fields(m: Model, g1: np.ndarray, g2: np.ndarray, condim: np.ndarray, dist: jax.Array, pos: jax.Array,
+               frame: jax.Array, active: jax.Array, includemargin: jax.Array, friction: jax.Array, solref: jax.Array,
+               solimp: jax.Array, solreffriction: jax.Array, adhesion: jax.Array | None) -> dict[str, jax.Array]:
+    """Data.contact's fields of rows whose geometry and parameters were computed per row elsewhere (the fused
+    colliders and contact parameters, pipeline/kernels/collide.py and contact_params.py): geom ids g1, g2 and condim
+    (static numpy, (n,)), dist, pos, frame, active and the parameters (n rows each); adhesion None without
+    adhesion (`m.flg_adhesion`). The same fields as `contact_fields`, the adhesive rule applied to the dims."""
+    n = len(g1)
+    dtype = dist.dtype
+    adh = jp.zeros(n, dtype) if adhesion is None else adhesion
+    return dict(dist=dist, pos=pos, frame=frame, includemargin=includemargin, friction=friction, solref=solref,
+                solreffriction=jp.asarray(solreffriction, dtype), solimp=solimp,
+                dim=adhesive_dim(m, jp.asarray(condim, jp.int32), dist, includemargin, adh), adhesion=adh,
+                geom=jp.asarray(np.stack([g1, g2], axis=-1).astype(np.int32)),
+                flex=jp.asarray(np.full((n, 2), -1, np.int32)), vert=jp.asarray(np.full((n, 2), -1, np.int32)),
+                elem=jp.asarray(np.full((n, 2), -1, np.int32)), efc_address=jp.asarray(np.full((n,), -1, np.int32)),
+                active=active)  # fmt: skip
+
+
 @dataclasses.dataclass(frozen=True)
 class _Candidates:
     """A group's pairs that reach its collider (after the broadphase's trim): geom ids g1, g2 (n,), near (n,) (the
@@ -1058,7 +1088,9 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     Under a capacity cap (`capped`) the deepest m.nconmax active rows of all groups are kept and the steps that
     leave some out are counted in d.warning_number (CONTACTFULL, or CNSTRFULL when njmax set the cap).
     computed: {index in pair_table(m).groups: fields} of groups with static slots whose contacts were computed
-    elsewhere (`contact_fields`; the fused colliders, pipeline/kernels/collide.py); the other groups run here.
+    elsewhere (`contact_fields`; the fused colliders, pipeline/kernels/collide.py); the other groups run here. The
+    fields of a run of consecutive groups may come as one entry at the run's first index, the others mapped to None
+    (their rows are in it).
     computed_overflow: () bool, whether those groups overflowed (`static_rows`' flags), counted as the others'."""
     table = pair_table(m)
     nflexcon = flexcol.capacity(m)
@@ -1076,7 +1108,8 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     ran = []
     for i, g in enumerate(table.groups):
         if i not in run:  # static slots: no candidate is left out
-            parts.append(computed[i])
+            if computed[i] is not None:
+                parts.append(computed[i])
             continue
         f, o = _run_group(m, d, g, cands[i], shared.get(i), manifolds.get(i), frames=False)
         ran.append(len(parts))
@@ -1096,7 +1129,7 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
         flex_over, flex_fields = flexcol.contacts(m, d)
         parts.append(flex_fields)
         overflow = overflow | flex_over
-    fields = {k: jp.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
+    fields = parts[0] if len(parts) == 1 else {k: jp.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
     warn = d.warning_number
     if capped(m):
         fields, cap_over = _keep_deepest(fields, m.nconmax)

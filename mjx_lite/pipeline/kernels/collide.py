@@ -48,7 +48,7 @@ import numpy as np
 from mjx_lite.collision import driver, hfield, hull, primitive
 from mjx_lite.collision.types import NOCONTACT
 from mjx_lite.pipeline import support
-from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels import contact_params, launch
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, GeomType, Model
 
@@ -691,12 +691,15 @@ def _twin(m: Model, d: Data) -> callable:
     return xla
 
 
-def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
-    """The covered groups' colliders as a `launch.Kernel` (one environment's shapes) and its inputs."""
+def kernel(m: Model, d: Data, margin: jax.Array | None = None) -> tuple[launch.Kernel, dict]:
+    """The covered groups' colliders as a `launch.Kernel` (one environment's shapes) and its inputs. The pairs'
+    detection margins (an input, (npair,)): `margin` (`collision`: the contact parameters' kernel,
+    kernels/contact_params.py), or None: the XLA driver's (`driver.detection_margin`)."""
     tables, info = _plan(m)
     groups = driver.pair_table(m).groups
-    margin = jp.concatenate([jp.broadcast_to(driver.detection_margin(m, groups[i]), (len(groups[i].geom1),))
-                             for i in covered(m)])  # fmt: skip
+    if margin is None:
+        margin = jp.concatenate([jp.broadcast_to(driver.detection_margin(m, groups[i]), (len(groups[i].geom1),))
+                                 for i in covered(m)])  # fmt: skip
     x = dict(geom_xpos=d.geom_xpos.reshape(-1), geom_xmat=d.geom_xmat.reshape(-1), geom_size=m.geom_size.reshape(-1),
              geom_rbound=m.geom_rbound, margin=margin)  # fmt: skip
     if info["hfield"]:
@@ -710,19 +713,48 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
     return k, x
 
 
+def _runs(idx: tuple) -> list[tuple]:
+    """Runs of consecutive integers in idx (sorted): [(first, ..., last), ...]."""
+    runs = []
+    for i in idx:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1] = runs[-1] + (i,)
+        else:
+            runs.append((i,))
+    return runs
+
+
 def collision(m: Model, d: Data, how: launch.Launch) -> Data:
-    """driver.collision with the covered groups' contacts computed by the kernel (the caller checks `fusable`)."""
-    k, x = kernel(m, d)
+    """driver.collision with the covered groups' contacts computed by the kernels (the caller checks `fusable`): the
+    contact parameters' kernel (Model-only: shared by the environments unless the Model is vmapped) and the
+    colliders' kernel; the rows of consecutive covered groups go to the driver as one block each."""
+    cov = covered(m)
+    params = contact_params.call(m, cov, how)
+    k, x = kernel(m, d, params["margin"])
     dtype = d.geom_xpos.dtype
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
     _, info = _plan(m)
     groups = driver.pair_table(m).groups
     computed = {}
-    for i in covered(m):
-        g = groups[i]
-        r0, _ = info["starts"][i]
-        rows = slice(r0, r0 + g.nrows)
-        pos, frame = out["pos"].reshape(-1, 3)[rows], out["frame"].reshape(-1, 3, 3)[rows]
-        computed[i] = driver.contact_fields(m, g, out["dist"][rows], pos, frame, out["active"][rows] > 0.5)
+    for run in _runs(cov):
+        r0 = info["starts"][run[0]][0]
+        r1 = info["starts"][run[-1]][0] + groups[run[-1]].nrows
+        whole = r0 == 0 and r1 == info["nrows"]
+
+        def rows(v, r0=r0, r1=r1, whole=whole):
+            return v if whole else v[r0:r1]
+
+        g1 = np.concatenate([np.repeat(groups[i].geom1, groups[i].nrows // len(groups[i].geom1)) for i in run])
+        g2 = np.concatenate([np.repeat(groups[i].geom2, groups[i].nrows // len(groups[i].geom1)) for i in run])
+        condim = np.concatenate([np.repeat(driver.static_condim(m, groups[i]), groups[i].nrows // len(groups[i].geom1))
+                                 for i in run])  # fmt: skip
+        fields = {f: rows(params[f]).astype(dtype) for f in ("includemargin", "friction", "solref", "solimp")}
+        fields["solreffriction"] = (rows(params["solreffriction"]).astype(dtype) if "solreffriction" in params
+                                    else np.zeros((r1 - r0, 2), dtype))  # fmt: skip
+        fields["adhesion"] = rows(params["adhesion"]).astype(dtype) if "adhesion" in params else None
+        computed[run[0]] = driver.row_fields(m, g1, g2, condim, rows(out["dist"]), rows(out["pos"].reshape(-1, 3)),
+                                             rows(out["frame"].reshape(-1, 3, 3)), rows(out["active"]) > 0.5,
+                                             **fields)  # fmt: skip
+        computed.update({i: None for i in run[1:]})
     overflow = jp.any(out["overflow"] > 0.5) if info["nover"] else None
     return driver.collision(m, d, computed, overflow)
