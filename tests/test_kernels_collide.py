@@ -24,7 +24,7 @@ from jax._src.interpreters import partial_eval as pe
 import mjx_lite as mjl
 from mjx_lite.collision import driver
 from mjx_lite.pipeline import kernels, kinematics
-from mjx_lite.pipeline.kernels import collide, launch
+from mjx_lite.pipeline.kernels import collide, contact_params, launch
 from tests import oracle
 from tests import test_kernels as tk
 
@@ -37,6 +37,10 @@ F32_TOL = 1e-5
 GRAD_TOL = 1e-10
 # the whole step on either path (the other fused kernels' round-off, through the solver)
 STEP_TOL = 1e-9
+# XLA operations of the fused collision stage of dm_control's cheetah and the MJX humanoid (float32, batch 8,
+# lowered for "cuda"; test_collision_program_size): the two kernels' layout operations, active's compare and ncon's
+# sum. Recorded: cheetah 60 (426 + 1 kernel before the contact parameters' kernel), humanoid 64 (101 + 1)
+FUSED_COLLISION_OPS = 64
 
 PRIMS = """
 <mujoco>
@@ -453,3 +457,148 @@ def test_collision_equals_xla_legged():
     want = _collide(m, ds)
     assert np.all(np.asarray(want.ncon) > 0)
     _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, "legged")
+
+
+# ---- contact parameters (kernels/contact_params.py) --------------------------------------------------------------
+
+# the contact parameters' cases: priorities (geom1's higher, geom2's higher, equal), solmix (a zero one: the other
+# geom's parameters; a mixed one), a direct solref (negative: the smaller of the two where both are not standard),
+# adhesion (geoms and an explicit pair; the adhesive rule's dim 1 in the gap band), condim 1, 3, 4, 6, geom margins
+# and gaps, an explicit pair with its own margin, gap, friction and solreffriction replacing a dynamic pair
+PARAMS = """
+<mujoco>
+  {option}
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1" friction="0.8 0.01 0.002" solmix="2" solref="0.03 1.1"
+          solimp="0.8 0.9 0.002 0.4 3"/>
+    <body pos="0 0 0.09">
+      <freejoint/>
+      <geom type="sphere" size="0.1" priority="1" friction="1.2 0.02 0.001" condim="4" solref="0.01 0.9"
+            solimp="0.85 0.96 0.001 0.5 2" adhesion="0.5" gap="0.02"/>
+    </body>
+    <body pos="0.3 0 0.095">
+      <freejoint/>
+      <geom type="sphere" size="0.1" solmix="0" solref="-1000 -40" condim="6" margin="0.01" gap="0.005"/>
+    </body>
+    <body pos="0.6 0 0.045">
+      <freejoint/><geom name="cap" type="capsule" fromto="-0.1 0 0 0.1 0 0" size="0.05" priority="-1" condim="1"/>
+    </body>
+    <body pos="0.45 0 0.1">
+      <freejoint/><geom type="sphere" size="0.06" solmix="0.5" solref="0.02 1" adhesion="0.2" condim="3"/>
+    </body>
+  </worldbody>
+  <contact>
+    <pair geom1="floor" geom2="cap" margin="0.02" gap="0.01" condim="3" solreffriction="0.05 1.2" adhesion="0.1"
+          friction="0.5 0.5 0.01 0.001 0.001"/>
+  </contact>
+</mujoco>
+"""
+OVERRIDE = ('<option o_margin="0.015" o_solref="0.04 1.3" o_solimp="0.7 0.9 0.003 0.5 2"'
+            ' o_friction="0.7 0.6 0.02 0.003 0.004"><flag override="enable"/></option>')  # fmt: skip
+# Model floats drawn per environment (domain randomisation): the contact parameters' kernel's inputs
+PARAM_RANGES = {"geom_friction": (0.5, 1.5), "geom_solmix": (0.5, 2.0), "geom_solref": (0.8, 1.25),
+                "geom_solimp": (0.95, 1.0), "geom_margin": (0.5, 2.0), "geom_gap": (0.5, 2.0),
+                "geom_adhesion": (0.5, 2.0), "pair_solreffriction": (0.8, 1.25),
+                "pair_friction": (0.8, 1.25)}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def params():
+    """{name: (Model, batch of 3 states after kinematics)} of PARAMS, plain and with the override flag."""
+    out = {}
+    for name, option in (("plain", ""), ("override", OVERRIDE)):
+        mjm = mujoco.MjModel.from_xml_string(PARAMS.format(option=option))
+        out[name] = _setup(mjm, scale=0.01)
+    return out
+
+
+def test_contact_params_selection(params):
+    """Every group of PARAMS is covered (plane-sphere, plane-capsule explicit, sphere-sphere, sphere-capsule), the
+    fused collision launches the colliders' and the parameters' kernels, and the model has what the parameters'
+    cases need: adhesion, an explicit pair, priorities both ways."""
+    m, _ = params["plain"]
+    groups = driver.pair_table(m).groups
+    assert len(collide.covered(m)) == len(groups) and m.flg_adhesion
+    _, info = contact_params.plan(m, collide.covered(m))
+    assert info["dynamic"] and info["explicit"]
+    codes = set(contact_params.plan(m, collide.covered(m))[0]["code"].tolist())
+    assert codes == {0, 1, 2}, codes
+
+
+@pytest.mark.parametrize("name", ["plain", "override"])
+def test_contact_params_equal_xla(params, name):
+    """Every contact field (adhesion and the adhesive dims included), ncon and the warnings of the fused collision
+    equal the XLA collision's (float64). "plain": 3 Models drawn per environment (PARAM_RANGES), each with its
+    state, so the parameters' kernel runs on per-environment inputs; "override": one shared Model, the kernel's one
+    lane (opt.o_margin, o_solref, o_solimp, o_friction replace the pairs')."""
+    m, ds = params[name]
+    if name == "plain":
+        ms = tk.randomized(m, 3, ranges=PARAM_RANGES)
+        col = jax.jit(jax.vmap(kernels.collision))
+        want, got = col(ms, ds), col(jax.vmap(lambda m: mjl.configure(m, kernels="fused"))(ms), ds)
+        assert tk.spread(want.contact.friction) > 0.01 and tk.spread(want.contact.includemargin) > 1e-3
+    else:
+        want, got = _collide(m, ds), _collide(mjl.configure(m, kernels="fused"), ds)
+    _compare(got, want, COLLIDE_TOL, name)
+    tk._assert_close(got.contact, want.contact, ("adhesion",), COLLIDE_TOL, name)
+    act = np.asarray(want.contact.active)
+    assert (act.sum(axis=1) >= 4).all(), act.sum(axis=1)
+    if name == "plain":  # some active adhesive row in the gap band has dim 1
+        c = want.contact
+        band = act & (np.asarray(c.adhesion) != 0) & (np.asarray(c.dist) >= np.asarray(c.includemargin))
+        assert band.any() and (np.asarray(c.dim)[band] == 1).all()
+
+
+def test_contact_params_twin_reads_only_the_kernel_inputs(params):
+    """The parameters' XLA twin (custom_jvp's rule) reads no float Model leaf except through the kernel's inputs."""
+    for name in ("plain", "override"):
+        m, _ = params[name]
+        cov = collide.covered(m)
+        x = jax.eval_shape(lambda m, cov=cov: contact_params.kernel(m, cov)[1], m)
+        jaxpr = jax.make_jaxpr(lambda m, x, cov=cov: contact_params.kernel(m, cov)[0].xla(x))(m, x)
+        leaves = jax.tree.leaves(m)
+        used = pe.dce_jaxpr(jaxpr.jaxpr, [True] * len(jaxpr.out_avals))[1]
+        floats = [i for i, v in enumerate(leaves) if jp.issubdtype(jp.asarray(v).dtype, jp.floating)]
+        assert not any(used[i] for i in floats), (name, [i for i in floats if used[i]])
+        assert all(used[len(leaves) :]), name
+
+
+def _param_loss(m, d, friction, solref, margin, sfr, adhesion):
+    """A nonlinear function of the contacts' parameters and geometry, of Model floats the parameters mix."""
+    m = m.replace(geom_friction=friction, geom_solref=solref, geom_margin=margin, pair_solreffriction=sfr,
+                  geom_adhesion=adhesion)  # fmt: skip
+    c = kernels.collision(m, d).contact
+    w = c.active.astype(c.dist.dtype)
+    fields = ("friction", "solref", "solimp", "solreffriction", "includemargin", "adhesion", "dist")
+    return sum(jp.sum(w[:, None] * jp.sin(getattr(c, f)).reshape(w.shape[0], -1)) for f in fields)
+
+
+def test_contact_params_gradients_equal_xla(params):
+    """jax.grad through the fused contact parameters and colliders (custom_jvp: the XLA twins) with respect to the
+    Model floats that the parameters mix (friction, solref, margin, the pair's solreffriction, adhesion) is the XLA
+    collision's, summed over a batch of states."""
+    m, ds = params["plain"]
+
+    def total(m, *p):
+        return jp.sum(jax.vmap(lambda d: _param_loss(m, d, *p))(ds))
+
+    grad = jax.jit(jax.grad(total, argnums=(1, 2, 3, 4, 5)))
+    p = (m.geom_friction, m.geom_solref, m.geom_margin, m.pair_solreffriction, m.geom_adhesion)
+    tk.assert_grads_equal(grad(mjl.configure(m, kernels="fused"), *p), grad(m, *p), GRAD_TOL)
+
+
+def test_collision_program_size(monkeypatch):
+    """dm_control's cheetah (plane-capsule and capsule-capsule groups: all in the kernels) and the MJX humanoid: the
+    fused collision stage (float32, batch 8, lowered for "cuda") is the colliders' and the parameters' Triton
+    kernels and layout operations, ncon's sum, active's compare and no arithmetic of the parameters (no gather,
+    select or multiply: the mixing is in the kernel); at most FUSED_COLLISION_OPS operations."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+    for path in (os.path.join(os.path.dirname(dm_control.__file__), "suite", "cheetah.xml"), tk.MJX_HUMANOID):
+        m = tk._float32(oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(path)))
+        assert len(collide.covered(m)) == len(driver.pair_table(m).groups)
+        batch = tk._float32(jax.tree.map(lambda x: np.stack([np.asarray(x)] * 8), mjl.make_data(m)))
+        text = tk._lower_cuda(jax.vmap(kernels.collision, in_axes=(None, 0)), mjl.configure(m, kernels="fused"), batch)
+        ops = tk._op_names(text)
+        assert text.count("__gpu$xla.gpu.triton") == 2, path
+        assert set(ops) <= tk.LAYOUT_OPS | {"stablehlo.compare", "stablehlo.reduce"}, sorted(set(ops))
+        assert len(ops) <= FUSED_COLLISION_OPS, (path, len(ops))

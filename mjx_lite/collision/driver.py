@@ -1097,7 +1097,7 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     if not table.groups and not nflexcon:
         return d.replace(ncon=jp.zeros((), jp.int32))
     parts = []
-    overflow = jp.zeros((), bool) if computed_overflow is None else computed_overflow
+    overflow = computed_overflow  # None: nothing can overflow (so far)
     run = {i: g for i, g in enumerate(table.groups) if not (computed and i in computed)}
     params = _all_params(m, run)
     nears = _all_near(m, d, run, params)
@@ -1114,7 +1114,7 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
         f, o = _run_group(m, d, g, cands[i], shared.get(i), manifolds.get(i), frames=False)
         ran.append(len(parts))
         parts.append(f)
-        overflow = overflow | o
+        overflow = o if overflow is None else overflow | o
     # the contact frames of every group's rows in one go (from their normals and tangent hints, (n, 2, 3)): one
     # make_frame per model, not one per group (the Shadow Hand's 22 copies were 220 of its 4386 fused kernels)
     if ran:
@@ -1128,7 +1128,7 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     if nflexcon:
         flex_over, flex_fields = flexcol.contacts(m, d)
         parts.append(flex_fields)
-        overflow = overflow | flex_over
+        overflow = flex_over if overflow is None else overflow | flex_over
     fields = parts[0] if len(parts) == 1 else {k: jp.concatenate([p[k] for p in parts], axis=0) for k in parts[0]}
     warn = d.warning_number
     if capped(m):
@@ -1136,7 +1136,8 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
         warn = warn.at[_cap_warning(m)].add(cap_over.astype(jp.int32))
     contact = types.Contact(**fields)
     ncon = jp.sum(contact.active).astype(jp.int32)
-    warn = warn.at[types.Warning.CONTACTFULL].add(overflow.astype(jp.int32))
+    if overflow is not None:  # (the fused colliders' static slots without a height field: none can overflow)
+        warn = warn.at[types.Warning.CONTACTFULL].add(jp.asarray(overflow).astype(jp.int32))
     return d.replace(contact=contact, ncon=ncon, warning_number=warn)
 
 

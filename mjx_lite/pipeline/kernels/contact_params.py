@@ -73,21 +73,25 @@ def _override(m: Model) -> bool:
 
 
 def _inputs(m: Model, info: dict) -> dict:
-    """The Model floats the kernel reads (flat)."""
+    """The Model floats the kernel reads (flat): under the override flag opt.o_* in place of the pairs' margins,
+    friction, solref and solimp."""
+    override = _override(m)
     x = {}
     if info["dynamic"]:
-        x.update(geom_margin=m.geom_margin, geom_gap=m.geom_gap, geom_solmix=m.geom_solmix,
-                 geom_solref=m.geom_solref.reshape(-1), geom_solimp=m.geom_solimp.reshape(-1),
-                 geom_friction=m.geom_friction.reshape(-1))  # fmt: skip
+        x["geom_gap"] = m.geom_gap
+        if not override:
+            x.update(geom_margin=m.geom_margin, geom_solmix=m.geom_solmix, geom_solref=m.geom_solref.reshape(-1),
+                     geom_solimp=m.geom_solimp.reshape(-1), geom_friction=m.geom_friction.reshape(-1))  # fmt: skip
         if m.flg_adhesion:
             x["geom_adhesion"] = m.geom_adhesion
     if info["explicit"]:
-        x.update(pair_margin=m.pair_margin, pair_gap=m.pair_gap, pair_friction=m.pair_friction.reshape(-1),
-                 pair_solref=m.pair_solref.reshape(-1), pair_solreffriction=m.pair_solreffriction.reshape(-1),
-                 pair_solimp=m.pair_solimp.reshape(-1))  # fmt: skip
+        x.update(pair_gap=m.pair_gap, pair_solreffriction=m.pair_solreffriction.reshape(-1))
+        if not override:
+            x.update(pair_margin=m.pair_margin, pair_friction=m.pair_friction.reshape(-1),
+                     pair_solref=m.pair_solref.reshape(-1), pair_solimp=m.pair_solimp.reshape(-1))  # fmt: skip
         if m.flg_adhesion:
             x["pair_adhesion"] = m.pair_adhesion
-    if _override(m):
+    if override:
         x.update(o_margin=m.opt.o_margin.reshape(1), o_solref=m.opt.o_solref.reshape(-1),
                  o_solimp=m.opt.o_solimp.reshape(-1), o_friction=m.opt.o_friction.reshape(-1))  # fmt: skip
     return x
@@ -122,14 +126,14 @@ def _body(m: Model, info: dict):
             """(margin, gap) of pair p: the two geoms' sums or the explicit pair's, o_margin under the override."""
             g1, g2, pid = tab("g1", p), tab("g2", p), tab("pid", p)
             if info["dynamic"]:
-                dm = lane("geom_margin", g1) + lane("geom_margin", g2)
+                dm = None if override else lane("geom_margin", g1) + lane("geom_margin", g2)
                 dg = lane("geom_gap", g1) + lane("geom_gap", g2)
             if info["explicit"]:
                 k = jp.maximum(pid, 0)
-                em, eg = lane("pair_margin", k), lane("pair_gap", k)
+                em, eg = None if override else lane("pair_margin", k), lane("pair_gap", k)
             if info["dynamic"] and info["explicit"]:
                 ex = flag(pid >= 0)
-                margin, gap = where(ex, em, dm), where(ex, eg, dg)
+                margin, gap = None if override else where(ex, em, dm), where(ex, eg, dg)
             elif info["dynamic"]:
                 margin, gap = dm, dg
             else:
@@ -145,11 +149,15 @@ def _body(m: Model, info: dict):
 
         jax.lax.fori_loop(np.int32(0), np.int32(info["npair"]), pair_margin, np.int32(0))
 
+        def code(p):
+            c = tab("code", p)
+            hi1, hi2 = flag(c == 1), flag(c == 2)
+            return hi1, hi2, ~(hi1 | hi2)
+
         def mixed(p):
-            """The dynamic pair p's (friction (5), solref, solimp, adhesion) as types.mix_params / driver._mix_params."""
-            g1, g2, code = tab("g1", p), tab("g2", p), tab("code", p)
-            hi1, hi2 = flag(code == 1), flag(code == 2)
-            same = ~(hi1 | hi2)
+            """Dynamic pair p: (friction (5), solref, solimp) as types.mix_params / driver._mix_params."""
+            g1, g2 = tab("g1", p), tab("g2", p)
+            hi1, hi2, same = code(p)
             s1, s2 = lane("geom_solmix", g1), lane("geom_solmix", g2)
             big1, big2 = s1 >= MINVAL, s2 >= MINVAL
             both = big1 & big2
@@ -165,43 +173,46 @@ def _body(m: Model, info: dict):
             solimp = tuple(mix * a + (1 - mix) * b for a, b in zip(i1, i2))
             f1, f2 = vec("geom_friction", g1, 3), vec("geom_friction", g2, 3)
             fr = tuple(where(same, jp.maximum(a, b), where(hi1, a, b)) for a, b in zip(f1, f2))
-            adh = None
-            if m.flg_adhesion:
-                a1, a2 = lane("geom_adhesion", g1), lane("geom_adhesion", g2)
-                adh = where(same, a1 + a2, where(hi1, a1, a2))
-            return (fr[0], fr[0], fr[1], fr[2], fr[2]), solref, solimp, adh
+            return (fr[0], fr[0], fr[1], fr[2], fr[2]), solref, solimp
 
-        def explicit(p):
-            k = jp.maximum(tab("pid", p), 0)
-            adh = lane("pair_adhesion", k) if m.flg_adhesion else None
-            return (vec("pair_friction", k, 5), vec("pair_solref", k, 2), vec("pair_solimp", k, 5), adh,
-                    vec("pair_solreffriction", k, 2))  # fmt: skip
+        def adhesion(p):
+            """The pair's adhesion: the explicit pair's, else the two geoms' sum or the higher priority's."""
+            hi1, _, same = code(p)
+            if info["dynamic"]:
+                a1, a2 = lane("geom_adhesion", tab("g1", p)), lane("geom_adhesion", tab("g2", p))
+                dyn = where(same, a1 + a2, where(hi1, a1, a2))
+            if not info["explicit"]:
+                return dyn
+            exp = lane("pair_adhesion", jp.maximum(tab("pid", p), 0))
+            return where(flag(tab("pid", p) >= 0), exp, dyn) if info["dynamic"] else exp
 
         def row(r, c):
             p = tab("row_pair", r)
             margin, _ = margins(p)
-            if info["dynamic"]:
-                fr, solref, solimp, adh = mixed(p)
-            if info["explicit"]:
-                efr, esolref, esolimp, eadh, sfr = explicit(p)
-            if info["dynamic"] and info["explicit"]:
-                ex = flag(tab("pid", p) >= 0)
-                fr, solref, solimp = ((tuple(where(ex, a, b) for a, b in zip(e, d_)))
-                                      for e, d_ in ((efr, fr), (esolref, solref), (esolimp, solimp)))  # fmt: skip
-                adh = where(ex, eadh, adh) if m.flg_adhesion else None
-                sfr = tuple(where(ex, a, 0.0) for a in sfr)
-            elif info["explicit"]:
-                fr, solref, solimp, adh = efr, esolref, esolimp, eadh
+            k = jp.maximum(tab("pid", p), 0)
+            ex = flag(tab("pid", p) >= 0)
             if override:  # adhesion and solreffriction stay the pair's
                 fr, solref, solimp = vec("o_friction", 0, 5), vec("o_solref", 0, 2), vec("o_solimp", 0, 5)
+            else:
+                if info["dynamic"]:
+                    fr, solref, solimp = mixed(p)
+                if info["explicit"]:
+                    efr, esolref = vec("pair_friction", k, 5), vec("pair_solref", k, 2)
+                    esolimp = vec("pair_solimp", k, 5)
+                if info["dynamic"] and info["explicit"]:
+                    fr, solref, solimp = ((tuple(where(ex, a, b) for a, b in zip(e, d_)))
+                                          for e, d_ in ((efr, fr), (esolref, solref), (esolimp, solimp)))  # fmt: skip
+                elif info["explicit"]:
+                    fr, solref, solimp = efr, esolref, esolimp
             io.write("includemargin", r, margin)
             io.write_vec("friction", r, tuple(jp.maximum(f, MINMU) for f in fr))
             io.write_vec("solref", r, solref)
             io.write_vec("solimp", r, solimp)
             if info["explicit"]:
-                io.write_vec("solreffriction", r, sfr)
+                sfr = vec("pair_solreffriction", k, 2)
+                io.write_vec("solreffriction", r, tuple(where(ex, a, 0.0) for a in sfr) if info["dynamic"] else sfr)
             if m.flg_adhesion:
-                io.write("adhesion", r, adh)
+                io.write("adhesion", r, adhesion(p))
             return c
 
         jax.lax.fori_loop(np.int32(0), np.int32(info["nrows"]), row, np.int32(0))
