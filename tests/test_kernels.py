@@ -54,17 +54,21 @@ GRAD_TOL = 1e-10
 # unchanged at 664 (the XLA solver's force law derivative through one custom_jvp instead of ev.force +
 # stop_gradient(force - ev.force), and its loop closure-converted for Config.solver_batch), 3521 saved; after the
 # elliptic-cone kernels (the contacts' solreffriction a kernel input) and the static row slices of the XLA rows and
-# Hessian (constraint._permute, common._row_runs: fewer gathers) fused 669, XLA 4155, 3486 saved.
-FUSED_STEP_SAVED = 3486  # 648 with the tree pass alone fused (kinematics, com_pos, crb); 1282 before the solver's;
+# Hessian (constraint._permute, common._row_runs: fewer gathers) fused 669, XLA 4155, 3486 saved; later fused 675,
+# XLA 4171; with the contact parameters' kernel (kernels/contact_params.py: mj_contactParam's mixing, the detection
+# margins, no per-group slicing of the contacts, no CONTACTFULL count where nothing can overflow) fused 635, XLA 4169.
+FUSED_STEP_SAVED = 3534  # 3496 before the contact parameters' kernel; 648 with the tree pass alone fused
+# (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
 # before the XLA solver's rewrite
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
 # plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne,
 # passive: the joints' springs and dampers), solve_m (qacc_smooth), solve_newton (the constraint solver's start,
-# iterations and rows' states, kernels/primal.py) and advance (Euler's qvel and qpos update); the MJX humanoid
-# disables eulerdamp, so Euler's solve_shifted kernel is not in it
-FUSED_STEP_KERNELS = 7
+# iterations and rows' states, kernels/primal.py), advance (Euler's qvel and qpos update) and contact_params (the
+# contacts' parameters and detection margins, Model-only: one lane); the MJX humanoid disables eulerdamp, so Euler's
+# solve_shifted kernel is not in it
+FUSED_STEP_KERNELS = 8
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",

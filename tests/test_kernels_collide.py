@@ -39,8 +39,8 @@ GRAD_TOL = 1e-10
 STEP_TOL = 1e-9
 # XLA operations of the fused collision stage of dm_control's cheetah and the MJX humanoid (float32, batch 8,
 # lowered for "cuda"; test_collision_program_size): the two kernels' layout operations, active's compare and ncon's
-# sum. Recorded: cheetah 60 (426 + 1 kernel before the contact parameters' kernel), humanoid 64 (101 + 1)
-FUSED_COLLISION_OPS = 64
+# sum. Recorded: cheetah 56 (426 + 1 kernel before the contact parameters' kernel), humanoid 60 (101 + 1)
+FUSED_COLLISION_OPS = 60
 
 PRIMS = """
 <mujoco>
@@ -602,3 +602,20 @@ def test_collision_program_size(monkeypatch):
         assert text.count("__gpu$xla.gpu.triton") == 2, path
         assert set(ops) <= tk.LAYOUT_OPS | {"stablehlo.compare", "stablehlo.reduce"}, sorted(set(ops))
         assert len(ops) <= FUSED_COLLISION_OPS, (path, len(ops))
+
+
+def test_contact_params_step_equals_xla(params):
+    """Two whole fused steps of PARAMS (every kernel of the step: the contacts' parameters and colliders, rows, solver,
+    tree and velocity passes, the update) equal the XLA steps: qpos, qvel, qacc and every contact field."""
+    m, ds = params["plain"]
+
+    def roll(m, d):
+        return jax.lax.scan(lambda d, _: (mjl.step(m, d), None), d, None, length=2)[0]
+
+    roll = jax.jit(jax.vmap(roll, in_axes=(None, 0)))
+    want, got = roll(m, ds), roll(mjl.configure(m, kernels="fused"), ds)
+    assert (np.asarray(want.ncon) >= 4).all()
+    tk._assert_close(got, want, ("qpos", "qvel", "qacc", "efc_force"), STEP_TOL, "PARAMS: 2 steps")
+    tk._assert_close(got.contact, want.contact, FLOAT + ("adhesion",), STEP_TOL, "PARAMS: 2 steps")
+    for f in EXACT:
+        np.testing.assert_array_equal(getattr(got.contact, f), getattr(want.contact, f), err_msg=f)

@@ -15,6 +15,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
   primal_tiled.py  Newton's solver kernel on (environments, rows, dofs) tiles (`Launch.dof_tile`)
   collide.py  the primitive colliders (plane/sphere/capsule pairs, plane-box, sphere-box, capsule-box) and height
               field-sphere of static pair groups as one kernel
+  contact_params.py  those groups' contact parameters (mj_contactParam: detection margins, friction, solref, ...)
+              as one kernel of the Model alone (one lane under the usual vmap)
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of connect/weld/joint/tendon/flex equalities, dof and tendon
               friction, joint, ball and tendon limits and pyramidal or elliptic contacts as one kernel
@@ -82,7 +84,8 @@ def collide_fused(m: Model) -> bool:
 
 
 def collision(m: Model, d: Data) -> Data:
-    """`driver.collision`, the groups `collide_fused` covers computed by one fused kernel (the others: XLA)."""
+    """`driver.collision`, the groups `collide_fused` covers computed by two fused kernels (their contact parameters
+    and their colliders; the others: XLA)."""
     if not collide_fused(m):
         return driver.collision(m, d)
     return _collide.collision(m, d, launch_of(m))

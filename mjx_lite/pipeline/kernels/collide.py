@@ -6,12 +6,13 @@ Outputs (per environment), for every row of the covered groups (`covered`, in th
 rows pair-major as in Data.contact): dist, pos (3), frame (3 x 3, rows normal and two tangents) and active (0/1),
 masked as the collision driver masks them (dist NOCONTACT, pos 0, identity frame on rows that are not contacts); and
 per pair of the height-field groups its window overflow (0/1, counted in CONTACTFULL).
-`collision.driver.contact_fields` adds the pairs' parameters (friction, solref, solimp, condim, geom ids: the same
-for every environment) and `driver.collision` places the groups among the others, which keep their XLA colliders
-in the same program.
+The pairs' parameters (friction, solref, solimp, includemargin, ...: the same for every environment unless the Model
+is vmapped) come from a second kernel, kernels/contact_params.py, the condims and geom ids from the static pair
+table (`driver.row_fields`); `driver.collision` places the groups among the others, which keep their XLA colliders
+in the same program, a run of consecutive covered groups as one block of rows (no per-group slices).
 Inputs: geom_xpos, geom_xmat (per environment); geom_size, geom_rbound and the pairs' detection margins (margin +
-gap, mixed or the explicit pair's, `driver.detection_margin`), and with a height-field group hfield_size and
-hfield_data, shared by the block unless vmapped.
+gap, mixed or the explicit pair's: contact_params' output; `driver.detection_margin` where `kernel` is called
+without them), and with a height-field group hfield_size and hfield_data, shared by the block unless vmapped.
 
 One loop per collider kind (tables: geom1, geom2, output row, margin index, row in the pair), so the kernel's code
 grows with the number of kinds, not of pairs: plane-capsule and capsule-capsule iterate over rows (one sphere test
