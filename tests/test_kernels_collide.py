@@ -619,3 +619,18 @@ def test_contact_params_step_equals_xla(params):
     tk._assert_close(got.contact, want.contact, FLOAT + ("adhesion",), STEP_TOL, "PARAMS: 2 steps")
     for f in EXACT:
         np.testing.assert_array_equal(getattr(got.contact, f), getattr(want.contact, f), err_msg=f)
+
+
+@pytest.mark.parametrize("layout", ["lanes_last", pytest.param("lanes_first", marks=pytest.mark.slow)])
+def test_contact_params_lower_to_triton(params, monkeypatch, layout):
+    """The parameters' kernel lowers to Triton with one lane (a shared Model, the override flag) and with
+    per-environment inputs (200 = 128 + 72 Models drawn per environment: masked lanes). No GPU needed."""
+    monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+    m, ds = params["plain"]
+    batch = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * 67)[:200], ds)
+    ms = tk.randomized(mjl.configure(m, kernels="fused", kernel_layout=layout), 200, ranges=PARAM_RANGES)
+    text = tk._lower_cuda(jax.vmap(kernels.collision), ms, batch)
+    assert text.count("__gpu$xla.gpu.triton") == 2
+    mo, _ = params["override"]
+    mo = mjl.configure(mo, kernels="fused", kernel_layout=layout)
+    assert tk._lower_cuda(jax.vmap(kernels.collision, in_axes=(None, 0)), mo, batch).count("__gpu$xla.gpu.triton") == 2
