@@ -39,6 +39,13 @@ its plan, replayed on the RK4 model, ends 8.7 tolerances from upright (the RK4 p
 Closed-loop iLQR on the RK4 model (horizon 100, one iteration per step, 100 steps, two interleaved rounds, load
 8-10): real-time factor 0.085-0.088 against 0.073-0.074 with the iterative solver (the same closed-loop cost),
 compile 173 vs 222 s: still far from 1x (the Euler planning copy is the way there, `test_trajopt`).
+Measured again 2026-11-30 (load 10-14; CPU seconds beside wall, `ClosedLoop.cpu_time`): a sampling iteration is
+297-370 ms of CPU, all in the rollout's 577 XLA kernels per RK4 step (YNNPACK's 6x6 dots 33 % of kernel time, the
+copies around them 21 %); iLQR on RK4 52-85 ms of CPU per control step (nominal rollout batched over the step sizes
+22-25 ms, Jacobians and backward pass ~30, line search 22-25) against 10 ms for 1x. The `cartpole_copy` rows
+(`run_mpc_copy`: MuJoCo MPC's arrangement, the plan made on an Euler copy every k control steps, the plant RK4):
+horizon 100, k = 4: goal held from 1.98 s, 0.98x real time wall at load 10.4, 3.06x by CPU; k = 2: 0.54x wall,
+1.30x by CPU (docs/benchmarks/planners.md).
 
 The whole section of docs/benchmarks.md (every task, then the closed loop; tens of minutes on an idle 2-core CPU):
 `python benchmarks/report.py --only planners` (rewrites docs/benchmarks/planners.md and reassembles
