@@ -224,15 +224,16 @@ def run_ab(samples: int, iterations: int, repeats: int, planner: str = "ps") -> 
         t = time.perf_counter()
         res = jax.block_until_ready(call())
         rows[name] = dict(first=time.perf_counter() - t, cost=float(res.cost), err=tasks.final_error(task, res.ctrl),
-                          times=[])  # fmt: skip
+                          times=[], cpu=[])  # fmt: skip
         calls[name] = call
         print(f"  ab {name}: first call {rows[name]['first']:.1f} s, cost {rows[name]['cost']:.3f}", flush=True)
     load0 = os.getloadavg()[0]
     for _ in range(repeats):
         for name, call in calls.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             jax.block_until_ready(call())
             rows[name]["times"].append(time.perf_counter() - t)
+            rows[name]["cpu"].append(time.process_time() - c)
     load1 = os.getloadavg()[0]
     ref = statistics.median(rows["RK4, iterative solver"]["times"])
     out = []
@@ -240,14 +241,15 @@ def run_ab(samples: int, iterations: int, repeats: int, planner: str = "ps") -> 
         med = statistics.median(r["times"])
         n = iterations + 1
         out.append((name, f"{1e3 * med / n:.0f} (min {1e3 * min(r['times']) / n:.0f})",
-                    f"{ref / med:.2f}", f"{r['cost']:.3f}", f"{r['err']:.2f}", f"{r['first']:.0f}"))  # fmt: skip
+                    f"{1e3 * statistics.median(r['cpu']) / n:.0f}", f"{ref / med:.2f}", f"{r['cost']:.3f}",
+                    f"{r['err']:.2f}", f"{r['first']:.0f}"))  # fmt: skip
     print(f"\n{LABELS[planner]} ({samples} samples, {iterations} iterations, horizon {task.horizon}), "
           f"{repeats} interleaved rounds, load average {load0:.1f} -> {load1:.1f}:")  # fmt: skip
     print("\n".join(table_lines(AB_HEAD, out)))
     return out
 
 
-AB_HEAD = ("model", "ms/iteration", "speed-up", "cost", "error/tol (on RK4)", "first call s")
+AB_HEAD = ("model", "ms/iteration", "CPU ms/iteration", "speed-up", "cost", "error/tol (on RK4)", "first call s")
 
 
 def report(quick: bool = False) -> str:
