@@ -18,7 +18,8 @@ compilation (not counted); "solved": the task's goal check on the plant's final 
 of the last second, `tasks.ACROBOT_HOLD`; "held from": the time from which it held to the end).
 
 python benchmarks/planners.py [--tasks cartpole,acrobot_open,reacher,quadruped_stand,box_push] [--planners ilqr,ps,mppi]
-                              [--samples 256] [--repeats 3] [--mpc-steps 300] [--mpc-tasks cartpole,acrobot]
+                              [--samples 256] [--repeats 3] [--mpc-steps 300]
+                              [--mpc-tasks cartpole,cartpole_copy,acrobot]
                               [--acrobot-steps 1500] [--acrobot-planners ilqr] [--quick] [--merge FILE ...]
 python benchmarks/planners.py --ab [--samples 256] [--iterations 3] [--repeats 5] [--planners ps|mppi]
 
@@ -38,6 +39,13 @@ its plan, replayed on the RK4 model, ends 8.7 tolerances from upright (the RK4 p
 Closed-loop iLQR on the RK4 model (horizon 100, one iteration per step, 100 steps, two interleaved rounds, load
 8-10): real-time factor 0.085-0.088 against 0.073-0.074 with the iterative solver (the same closed-loop cost),
 compile 173 vs 222 s: still far from 1x (the Euler planning copy is the way there, `test_trajopt`).
+Measured again 2026-11-30 (load 10-14; CPU seconds beside wall, `ClosedLoop.cpu_time`): a sampling iteration is
+297-370 ms of CPU, all in the rollout's 577 XLA kernels per RK4 step (YNNPACK's 6x6 dots 33 % of kernel time, the
+copies around them 21 %); iLQR on RK4 52-85 ms of CPU per control step (nominal rollout batched over the step sizes
+22-25 ms, Jacobians and backward pass ~30, line search 22-25) against 10 ms for 1x. The `cartpole_copy` rows
+(`run_mpc_copy`: MuJoCo MPC's arrangement, the plan made on an Euler copy every k control steps, the plant RK4):
+horizon 100, k = 4: goal held from 1.98 s, 0.98x real time wall at load 10.4, 3.06x by CPU; k = 2: 0.54x wall,
+1.30x by CPU (docs/benchmarks/planners.md).
 
 The whole section of docs/benchmarks.md (every task, then the closed loop; tens of minutes on an idle 2-core CPU):
 `python benchmarks/report.py --only planners` (rewrites docs/benchmarks/planners.md and reassembles
@@ -142,6 +150,40 @@ def run_mpc(steps: int, horizon: int, plants=("mjx_lite", "mujoco")):
     return rows
 
 
+COPY_HORIZON = 100  # 1 s, as the RK4 rows (0.5 s: held only from 2.72 s of 3 s, re-planning every step)
+COPY_REPLAN = (2, 4)  # re-plan every k control steps (one row each; 4 at 0.5 s horizon: not solved)
+
+
+def run_mpc_copy(steps: int, horizon: int = COPY_HORIZON, replan=COPY_REPLAN):
+    """Closed-loop rows: the cartpole swing-up with MuJoCo MPC's arrangement, the plan made on a cheaper model than
+    the plant: one iLQR iteration per re-plan on an Euler copy of the task's model (`trajopt.planning_model`), the
+    plant the task's RK4 model (mjx_lite), re-planned every k control steps (iLQR's feedback gains in between).
+    "real-time factor" also gives the process's CPU seconds (`ClosedLoop.cpu_time`: what the load does not inflate);
+    solved: the task's goal check holds over the last second."""
+    task = tasks.cartpole(horizon)
+    m_plan = trajopt.planning_model(task.m, "Euler")
+
+    def planner(m, d, u):
+        return trajopt.ilqr(m, d, task.cost, horizon, iterations=1, ctrl_init=u, terminal_cost=task.terminal_cost)
+
+    rows = []
+    for k in replan:
+        run = trajopt.closed_loop(m_plan, task.d0, planner, horizon, steps, plant=task.m, cost=task.cost,
+                                  terminal_cost=task.terminal_cost, ctrl_init=task.ctrl_init,
+                                  replan_every=k)  # fmt: skip
+        errors = tasks.state_errors(task, run.result.states.qpos, run.result.states.qvel)
+        err = float(np.max(errors[-101:]))
+        every = "every step" if k == 1 else f"every {k} steps"
+        rows.append((f"cartpole ({steps} steps)", "mjx_lite (RK4)",
+                     f"iLQR on an Euler copy, 1 iteration per re-plan {every}, horizon {horizon}", str(steps),
+                     f"{run.cost:.1f}", f"{err:.2f}", "yes" if err <= 1.0 else "no",
+                     f"{run.realtime_factor:.2f} ({run.wall_time:.1f} s; CPU {run.cpu_time:.1f} s)",
+                     f"{run.compile_time:.0f}"))  # fmt: skip
+        print(f"  mpc Euler copy, re-plan every {k}: rtf {run.realtime_factor:.2f} (CPU {run.cpu_time:.2f} s), "
+              f"error over the last second {err:.2f}", flush=True)
+    return rows
+
+
 ACROBOT_STEPS = 1500  # 15 s: the goal holds from 11.5 s with iLQR (tests/test_trajopt.py)
 
 
@@ -182,15 +224,16 @@ def run_ab(samples: int, iterations: int, repeats: int, planner: str = "ps") -> 
         t = time.perf_counter()
         res = jax.block_until_ready(call())
         rows[name] = dict(first=time.perf_counter() - t, cost=float(res.cost), err=tasks.final_error(task, res.ctrl),
-                          times=[])  # fmt: skip
+                          times=[], cpu=[])  # fmt: skip
         calls[name] = call
         print(f"  ab {name}: first call {rows[name]['first']:.1f} s, cost {rows[name]['cost']:.3f}", flush=True)
     load0 = os.getloadavg()[0]
     for _ in range(repeats):
         for name, call in calls.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             jax.block_until_ready(call())
             rows[name]["times"].append(time.perf_counter() - t)
+            rows[name]["cpu"].append(time.process_time() - c)
     load1 = os.getloadavg()[0]
     ref = statistics.median(rows["RK4, iterative solver"]["times"])
     out = []
@@ -198,14 +241,15 @@ def run_ab(samples: int, iterations: int, repeats: int, planner: str = "ps") -> 
         med = statistics.median(r["times"])
         n = iterations + 1
         out.append((name, f"{1e3 * med / n:.0f} (min {1e3 * min(r['times']) / n:.0f})",
-                    f"{ref / med:.2f}", f"{r['cost']:.3f}", f"{r['err']:.2f}", f"{r['first']:.0f}"))  # fmt: skip
+                    f"{1e3 * statistics.median(r['cpu']) / n:.0f}", f"{ref / med:.2f}", f"{r['cost']:.3f}",
+                    f"{r['err']:.2f}", f"{r['first']:.0f}"))  # fmt: skip
     print(f"\n{LABELS[planner]} ({samples} samples, {iterations} iterations, horizon {task.horizon}), "
           f"{repeats} interleaved rounds, load average {load0:.1f} -> {load1:.1f}:")  # fmt: skip
     print("\n".join(table_lines(AB_HEAD, out)))
     return out
 
 
-AB_HEAD = ("model", "ms/iteration", "speed-up", "cost", "error/tol (on RK4)", "first call s")
+AB_HEAD = ("model", "ms/iteration", "CPU ms/iteration", "speed-up", "cost", "error/tol (on RK4)", "first call s")
 
 
 def report(quick: bool = False) -> str:
@@ -283,7 +327,8 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--iterations", type=int, default=None, help="override the iteration budgets")
     p.add_argument("--mpc-steps", type=int, default=300, help="cartpole closed-loop control steps (0: no MPC table)")
-    p.add_argument("--mpc-tasks", default="cartpole,acrobot", help="the closed-loop rows: cartpole and/or acrobot")
+    p.add_argument("--mpc-tasks", default="cartpole,cartpole_copy,acrobot",
+                   help="the closed-loop rows: cartpole, cartpole_copy (planned on an Euler copy), acrobot")
     p.add_argument("--acrobot-steps", type=int, default=ACROBOT_STEPS, help="acrobot closed-loop steps (0: none)")
     p.add_argument("--acrobot-planners", default="ilqr", help="planners of the acrobot's closed loop")
     p.add_argument("--quick", action="store_true", help="short horizons and budgets (a smoke test, no targets)")
@@ -324,6 +369,8 @@ def main(argv=None):
     if "cartpole" in mpc_tasks:
         steps = 10 if args.quick else args.mpc_steps
         mpc_table = run_mpc(steps, 10 if args.quick else MPC_HORIZON)
+    if "cartpole_copy" in mpc_tasks:
+        mpc_table += run_mpc_copy(10 if args.quick else args.mpc_steps, 10 if args.quick else COPY_HORIZON)
     if "acrobot" in mpc_tasks and args.acrobot_steps:
         names = [x for x in tasks.PLANNERS if x in args.acrobot_planners.split(",")]
         mpc_table += run_mpc_acrobot(10 if args.quick else args.acrobot_steps, names)

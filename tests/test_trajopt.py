@@ -309,7 +309,7 @@ MJ_PLANT_TOL = 1e-8  # MuJoCo C and mjx_lite step the plant; their states agree 
 
 def test_closed_loop_with_mujoco_plant_matches_simulator(closed_loop_runs):
     """MuJoCo C (mj_step on an MjData, states handed over by interop) as the plant: the same closed-loop states,
-    controls and cost as with mjx_lite's step."""
+    controls and cost as with mjx_lite's step; both report the loop's CPU time."""
     _, sim, c = closed_loop_runs
     assert c.plant == "mujoco" and c.result.ctrl.shape == sim.result.ctrl.shape
     for f in ("qpos", "qvel", "time"):
@@ -317,6 +317,7 @@ def test_closed_loop_with_mujoco_plant_matches_simulator(closed_loop_runs):
                                    atol=MJ_PLANT_TOL, err_msg=f)  # fmt: skip
     np.testing.assert_allclose(np.asarray(c.result.ctrl), np.asarray(sim.result.ctrl), atol=MJ_PLANT_TOL)
     np.testing.assert_allclose(c.cost, sim.cost, rtol=MJ_PLANT_TOL)
+    assert sim.cpu_time > 0 and c.cpu_time > 0  # the loop's CPU seconds beside its wall seconds
 
 
 @pytest.mark.slow
@@ -695,3 +696,74 @@ def test_cartpole_closed_loop_on_an_euler_planning_model():
     errors = tasks.state_errors(task, run.result.states.qpos, run.result.states.qvel)
     assert np.all(errors[-11:] <= 1.0), errors[-11:]
     assert errors[0] > 1.0  # it started hanging
+
+
+# the pendulum with a joint limit (one constraint row: forward runs the solver) and RK4 (the cost's own forward pass)
+LIMITED = PENDULUM.replace('damping="0.05"', 'damping="0.05" range="-1 1"').replace("Euler", "RK4")
+
+
+def test_reads_only_state(pendulum):
+    """`common.reads_only_state`: a cost of qpos, qvel, ctrl and time reads only state; one reading a field forward
+    computes (xpos, qacc, sensordata) or the solver's warm start does not."""
+    m, d = pendulum
+    u, t = jp.zeros(1), jp.zeros((), jp.int32)
+    assert trajopt.common.reads_only_state(cost, d, u, t)
+    assert trajopt.common.reads_only_state(terminal, d)
+    assert trajopt.common.reads_only_state(lambda d, u, t: d.time * t + jp.sum(d.mocap_pos), d, u, t)
+    assert not trajopt.common.reads_only_state(lambda d, u, t: cost(d, u, t) + d.xpos[1, 2], d, u, t)
+    assert not trajopt.common.reads_only_state(lambda d: d.qacc[0] + terminal(d), d)
+    assert not trajopt.common.reads_only_state(lambda d: jp.sum(d.qacc_warmstart), d)
+
+
+def _via_forward(d, u, t):
+    return cost(d, u, t) + 0.0 * d.qacc[0]  # reads a field forward computes: the planners run forward as before
+
+
+def test_state_only_cost_rollout_equals_forward_cost():
+    """A cost of the state alone is evaluated without forward passes (`reads_only_state`): the total cost of a
+    rollout (Euler, one joint-limit row) equals that of the same cost made to read a forward field, to round-off."""
+    m = trajopt.planning_model(mjl.load_mjcf_string(LIMITED), "Euler")
+    d = mjl.make_data(m).replace(qpos=jp.asarray([0.3]))
+    u = 2.5 * jp.sin(jp.arange(12.0))[:, None]
+    ev = jax.jit(trajopt.evaluate, static_argnums=(3, 4))
+    np.testing.assert_allclose(ev(m, d, u, cost, terminal), ev(m, d, u, _via_forward, terminal), rtol=1e-13)
+
+
+@pytest.mark.slow
+def test_state_only_cost_skips_forward_with_equal_results():
+    """As above with RK4 (the running cost's own forward pass) and the gradient, and iLQR's plan (its cost
+    expansion without forward, forward-over-reverse): equal to round-off (measured: 156 s, mostly iLQR's two
+    compilations with the limit row)."""
+    m = mjl.load_mjcf_string(LIMITED)
+    d = mjl.make_data(m).replace(qpos=jp.asarray([0.3]))
+    via_forward = _via_forward
+    u = 2.5 * jp.sin(jp.arange(12.0))[:, None]
+    ev = jax.jit(jax.value_and_grad(trajopt.evaluate, argnums=2), static_argnums=(3, 4))
+    (J1, g1), (J2, g2) = ev(m, d, u, cost, terminal), ev(m, d, u, via_forward, terminal)
+    np.testing.assert_allclose(J1, J2, rtol=1e-13)
+    np.testing.assert_allclose(g1, g2, rtol=1e-10, atol=1e-12)
+    e = trajopt.planning_model(m, "Euler")
+    a = trajopt.ilqr(e, d, cost, 12, iterations=2, terminal_cost=terminal, ctrl_init=u)
+    b = trajopt.ilqr(e, d, via_forward, 12, iterations=2, terminal_cost=terminal, ctrl_init=u)
+    np.testing.assert_allclose(a.costs, b.costs, rtol=1e-10)
+    np.testing.assert_allclose(a.ctrl, b.ctrl, rtol=1e-8, atol=1e-10)
+    assert float(a.cost) < float(a.costs[0])
+
+
+@pytest.mark.slow
+def test_cartpole_closed_loop_euler_copy_replanning_every_4_steps():
+    """The closed loop of benchmarks/planners.py's fastest row (`run_mpc_copy`): one iLQR iteration over 1 s on an
+    Euler copy every 4 control steps (iLQR's feedback gains in between), the plant the task's RK4 model: upright and
+    balanced over the whole last second of 3 s (measured: from 1.98 s, at most 0.92 of the tolerance over the last
+    second; 0.98 CPU seconds for the 3 simulated, 3.1x real time by CPU time)."""
+    task = tasks.cartpole(100)
+    m_plan = trajopt.planning_model(task.m, "Euler")
+
+    def planner(m, d, u):
+        return trajopt.ilqr(m, d, task.cost, 100, iterations=1, ctrl_init=u, terminal_cost=task.terminal_cost)
+
+    run = trajopt.closed_loop(m_plan, task.d0, planner, 100, 300, plant=task.m, cost=task.cost,
+                              terminal_cost=task.terminal_cost, ctrl_init=task.ctrl_init, replan_every=4)  # fmt: skip
+    errors = tasks.state_errors(task, run.result.states.qpos, run.result.states.qvel)
+    assert np.all(errors[-101:] <= 1.0), errors[-101:].max()
+    assert run.result.planned_cost.shape == (75,) and run.cpu_time > 0

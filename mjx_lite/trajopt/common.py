@@ -24,7 +24,7 @@ import numpy as np
 
 from mjx_lite import derivatives
 from mjx_lite.pipeline import step as _pipeline
-from mjx_lite.types import Data, IntegratorType, Model
+from mjx_lite.types import STATE_FIELDS, Data, IntegratorType, Model
 
 __all__ = ["Report", "Result", "STOP_REASONS", "Trajectory", "ctrl_bounds", "evaluate", "planning_model", "rollout",
            "simulate"]
@@ -126,11 +126,49 @@ def check_iterations(iterations, name: str = "iterations") -> int:
     return int(iterations)
 
 
-def cost_data(m: Model, d_in: Data, d_next: Data) -> Data:
-    """The Data of the forward pass at the state of `d_in` (see the module docstring) given its step `d_next`."""
+# Data fields forward reads and never writes (types.STATE_FIELDS less the solver's warm start): a cost that reads
+# nothing else has the same value (and derivatives) on the Data before forward as after it
+_FORWARD_INPUTS = frozenset(f for f in STATE_FIELDS if f != "qacc_warmstart")
+
+
+def reads_only_state(fn: Callable, d: Data, *args) -> bool:
+    """Whether fn(d, *args) reads no field of `d` but the state and inputs forward leaves as they are (qpos, qvel,
+    act, ctrl, time, mocap, applied forces, ...; `types.STATE_FIELDS` less qacc_warmstart), from one trace of fn
+    (`jax.make_jaxpr`, at trace time; the arrays of `d` and `args` only give shapes). Conservative: a field read by
+    an operation whose result is then dropped counts as read. The planners then evaluate such a cost on the
+    Data without its forward pass (`cost_data`, iLQR's cost expansion): the same values, one forward pass less
+    per step where XLA does not remove it (derivatives through the solver's custom rule are not removed)."""
+    paths, treedef = jax.tree_util.tree_flatten_with_path(d)
+    leaves = [x for _, x in paths]
+    names = [p[0].name if isinstance(p[0], jax.tree_util.GetAttrKey) else None for p, _ in paths]
+
+    def call(leaves, *args):
+        return fn(jax.tree.unflatten(treedef, leaves), *args)
+
+    shapes = [jax.ShapeDtypeStruct(jp.shape(x), jp.result_type(x)) for x in leaves]
+    arg_shapes = [jax.tree.map(lambda x: jax.ShapeDtypeStruct(jp.shape(x), jp.result_type(x)), a) for a in args]
+    try:
+        jaxpr = jax.make_jaxpr(call)(shapes, *arg_shapes).jaxpr
+    except Exception:  # noqa: BLE001 - e.g. a cost that needs concrete values: evaluate it after forward, as before
+        return False
+    invars = jaxpr.invars[: len(leaves)]
+    used = {id(v) for e in jaxpr.eqns for v in e.invars} | {id(v) for v in jaxpr.outvars}
+    return all(name in _FORWARD_INPUTS for v, name in zip(invars, names, strict=True) if id(v) in used)
+
+
+def cost_data(m: Model, d_in: Data, d_next: Data, state_only: bool = False) -> Data:
+    """The Data of the forward pass at the state of `d_in` (see the module docstring) given its step `d_next`;
+    state_only: the cost reads only fields forward leaves as they are (`reads_only_state`): `d_in` itself."""
+    if state_only:
+        return d_in
     if m.opt.integrator == IntegratorType.RK4:
         return _pipeline.forward(m, d_in)
     return d_next.replace(qpos=d_in.qpos, qvel=d_in.qvel, act=d_in.act, time=d_in.time)
+
+
+def forward_for(m: Model, d: Data, state_only: bool) -> Data:
+    """forward(m, d), or `d` itself where the function it is for reads only state (`reads_only_state`)."""
+    return d if state_only else _pipeline.forward(m, d)
 
 
 def simulate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost | None = None,
@@ -147,6 +185,9 @@ def simulate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost | None = None,
     """
     dtype = d0.qpos.dtype
     steps = jp.arange(ctrl.shape[0])
+    # a cost of the state alone needs no forward pass (the stacked Data of keep="data" always has one)
+    state_only = keep != "data" and cost is not None and reads_only_state(cost, d0, ctrl[0], steps[0])
+    terminal_only = keep != "data" and terminal_cost is not None and reads_only_state(terminal_cost, d0)
 
     def body(d, xs):
         u, t = xs
@@ -154,7 +195,7 @@ def simulate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost | None = None,
         d_next = derivatives.step(m, d_in)
         c = jp.zeros((), dtype)
         if cost is not None or keep == "data":
-            dc = cost_data(m, d_in, d_next)
+            dc = cost_data(m, d_in, d_next, state_only)
             if cost is not None:
                 c = check_scalar(cost(dc, u, t), "cost").astype(dtype)
         if keep == "state":
@@ -168,7 +209,7 @@ def simulate(m: Model, d0: Data, ctrl: jax.Array, cost: Cost | None = None,
     d_last, (costs, outs) = jax.lax.scan(body, d0, (ctrl, steps))
     d_final = d_last.replace(ctrl=ctrl[-1])
     need_final = terminal_cost is not None or keep == "data"
-    df = _pipeline.forward(m, d_final) if need_final else d_final
+    df = forward_for(m, d_final, terminal_only) if need_final else d_final
     total = jp.sum(costs)
     if terminal_cost is not None:
         total = total + check_scalar(terminal_cost(df), "terminal_cost").astype(dtype)

@@ -22,7 +22,6 @@ import numpy as np
 
 from mjx_lite import derivatives, linalg
 from mjx_lite.config import linalg as config_linalg
-from mjx_lite.pipeline import step as _pipeline
 from mjx_lite.trajopt import boxqp, common
 from mjx_lite.types import Data, Model
 
@@ -92,16 +91,17 @@ def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 
                  cost, terminal_cost, iterations, qp_iterations)  # fmt: skip
 
 
-def _grad_hessian(m: Model, f, z):
+def _grad_hessian(m: Model, f, z, state_only: bool = False):
     """(gradient, Hessian) of a scalar function f at z from one trace of f: forward-over-reverse where the model's
-    forward pass supports forward mode, else reverse-over-reverse (the implicit solver gradient is reverse-only)."""
+    forward pass supports forward mode or f runs none (state_only), else reverse-over-reverse (the implicit solver
+    gradient is reverse-only)."""
     g = jax.grad(f)
 
     def twice(z):
         gz = g(z)
         return gz, gz
 
-    forward_ok = m.njmax == 0 or m.config.gradients == "unrolled"  # forward's solver (not step's smoothing) decides
+    forward_ok = state_only or m.njmax == 0 or m.config.gradients == "unrolled"  # forward's solver decides
     H, grad = (jax.jacfwd if forward_ok else jax.jacrev)(twice, has_aux=True)(z)
     return grad, H
 
@@ -144,6 +144,9 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations,
     lo, hi = common.ctrl_bounds(m, dtype)
     steps = jp.arange(T)
     library = config_linalg(m.config) == "library"
+    # costs of the state alone (common.reads_only_state) are evaluated and expanded without a forward pass
+    state_only = common.reads_only_state(cost, d0, u0[0], steps[0])
+    terminal_only = terminal_cost is not None and common.reads_only_state(terminal_cost, d0)
 
     def run(u_nom, traj_nom, k, K, alpha):
         """Forward pass with feedback; (total, u, states (qpos, qvel, act, time, warmstart) with T+1 rows)."""
@@ -154,14 +157,14 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations,
             u = jp.clip(un + alpha * kt + Kt @ dx, lo, hi)
             d_in = d.replace(ctrl=u)
             d_next = derivatives.step(m, d_in)
-            c = common.check_scalar(cost(common.cost_data(m, d_in, d_next), u, t), "cost").astype(dtype)
+            c = common.check_scalar(cost(common.cost_data(m, d_in, d_next, state_only), u, t), "cost").astype(dtype)
             return d_next, (c, u, (d_in.qpos, d_in.qvel, d_in.act, d_in.time, d_in.qacc_warmstart))
 
         qn, vn, an = traj_nom[0][:-1], traj_nom[1][:-1], traj_nom[2][:-1]
         d_last, (cs, u, states) = jax.lax.scan(body, d0, (u_nom, k, K, qn, vn, an, steps))
         total = jp.sum(cs)
         if terminal_cost is not None:
-            df = _pipeline.forward(m, d_last.replace(ctrl=u[-1]))
+            df = common.forward_for(m, d_last.replace(ctrl=u[-1]), terminal_only)
             total = total + common.check_scalar(terminal_cost(df), "terminal_cost").astype(dtype)
         last = (d_last.qpos, d_last.qvel, d_last.act, d_last.time, d_last.qacc_warmstart)
         states = jax.tree.map(lambda a, b: jp.concatenate([a, b[None]]), states, last)
@@ -180,9 +183,9 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations,
 
             def running(z):
                 dd = _perturb(m, d, z[:nx]).replace(ctrl=ut + z[nx:])
-                return cost(_pipeline.forward(m, dd), ut + z[nx:], t).astype(dtype)
+                return cost(common.forward_for(m, dd, state_only), ut + z[nx:], t).astype(dtype)
 
-            g, H = _grad_hessian(m, running, jp.zeros((nx + nu,), dtype))
+            g, H = _grad_hessian(m, running, jp.zeros((nx + nu,), dtype), state_only)
             return A, B, g, H
 
         A, B, g, H = jax.vmap(per_step)(steps, u)
@@ -193,9 +196,9 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations,
             dT = at(T).replace(ctrl=u[-1])
 
             def terminal(dx):
-                return terminal_cost(_pipeline.forward(m, _perturb(m, dT, dx))).astype(dtype)
+                return terminal_cost(common.forward_for(m, _perturb(m, dT, dx), terminal_only)).astype(dtype)
 
-            Vx, Vxx = _grad_hessian(m, terminal, jp.zeros((nx,), dtype))
+            Vx, Vxx = _grad_hessian(m, terminal, jp.zeros((nx,), dtype), terminal_only)
             Vxx = _psd(Vxx, library)
         return A, B, g, H, Vx, Vxx
 

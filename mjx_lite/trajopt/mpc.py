@@ -60,7 +60,9 @@ class ClosedLoop:
     evaluated along the plant's states and the applied controls; None without a cost); sim_time: simulated seconds
     (steps * timestep); wall_time: seconds the loop ran, compilation excluded; compile_time: seconds spent
     compiling (lowering included) before it; realtime_factor: sim_time / wall_time (>= 1: faster than real time);
-    plant: "mjx_lite" or "mujoco".
+    plant: "mjx_lite" or "mujoco"; cpu_time: the process's CPU seconds (all threads) over the same loop, the
+    measure that a machine shared with other work does not inflate (an idle machine's wall time is at least
+    cpu_time / cores).
     """
 
     result: MPCResult
@@ -70,6 +72,7 @@ class ClosedLoop:
     compile_time: float
     realtime_factor: float
     plant: str
+    cpu_time: float = float("nan")
 
 
 def _check(m: Model, d0: Data, horizon, steps, ctrl_init, replan_every):
@@ -217,7 +220,7 @@ def closed_loop(m: Model, d0: Data, planner: Planner, horizon: int, steps: int, 
     steps, u0, k = _check(m, d0, horizon, steps, ctrl_init, replan_every)
     _check_plant(m, plant)
     if _is_mujoco_model(plant):
-        result, wall, comp = _closed_loop_mujoco(m, d0, u0, planner, plant, steps, k, bool(feedback))
+        result, wall, comp, cpu = _closed_loop_mujoco(m, d0, u0, planner, plant, steps, k, bool(feedback))
         cost_model, dt, kind = m, float(plant.opt.timestep), "mujoco"
     else:
         p = m if plant is None else plant
@@ -225,20 +228,20 @@ def closed_loop(m: Model, d0: Data, planner: Planner, horizon: int, steps: int, 
         compiled = _mpc.lower(m, p, d0, u0, planner=planner, steps=steps, replan_every=k,
                               feedback=bool(feedback)).compile()  # fmt: skip
         comp = _time.perf_counter() - t
-        t = _time.perf_counter()
+        t, c = _time.perf_counter(), _time.process_time()
         result = jax.block_until_ready(compiled(m, p, d0, u0))
-        wall = _time.perf_counter() - t
+        wall, cpu = _time.perf_counter() - t, _time.process_time() - c
         cost_model, dt, kind = p, float(p.opt.timestep), "mjx_lite"
     total = None
     if cost is not None:
         total = float(_trajectory_cost(cost_model, d0, result.states, result.ctrl, cost, terminal_cost))
     sim = steps * dt
     return ClosedLoop(result=result, cost=total, sim_time=sim, wall_time=wall, compile_time=comp,
-                      realtime_factor=sim / wall if wall > 0 else float("inf"), plant=kind)  # fmt: skip
+                      realtime_factor=sim / wall if wall > 0 else float("inf"), plant=kind, cpu_time=cpu)  # fmt: skip
 
 
 def _closed_loop_mujoco(m, d0, u0, planner, mjm, steps, k, feedback):
-    """MPC with MuJoCo C stepping the plant; (MPCResult, wall seconds, compile seconds)."""
+    """MPC with MuJoCo C stepping the plant; (MPCResult, wall seconds, compile seconds, CPU seconds)."""
     mj = interop._need_mujoco()
     mjd = interop.to_mujoco(m, d0, mjm, forward=False)
     t = _time.perf_counter()
@@ -249,7 +252,7 @@ def _closed_loop_mujoco(m, d0, u0, planner, mjm, steps, k, feedback):
     dx = np.zeros(2 * nv + na)
     plan = u0
     qpos, qvel, act, tm, ctrl, planned = [], [], [], [], [], []
-    t = _time.perf_counter()
+    t, c = _time.perf_counter(), _time.process_time()
     while len(ctrl) < steps:
         d = interop.from_mujoco(m, mjd, template=d0)
         res = plan_fn(m, d, plan)
@@ -274,7 +277,7 @@ def _closed_loop_mujoco(m, d0, u0, planner, mjm, steps, k, feedback):
             mjd.ctrl[:] = u
             mj.mj_step(mjm, mjd)
         plan = _shift(res.ctrl, k)
-    wall = _time.perf_counter() - t
+    wall, cpu = _time.perf_counter() - t, _time.process_time() - c
     qpos.append(mjd.qpos.copy())
     qvel.append(mjd.qvel.copy())
     act.append(mjd.act.copy())
@@ -284,4 +287,4 @@ def _closed_loop_mujoco(m, d0, u0, planner, mjm, steps, k, feedback):
                              act=jp.asarray(np.stack(act).reshape(len(act), na), dtype),
                              time=jp.asarray(np.asarray(tm), dtype))  # fmt: skip
     result = MPCResult(ctrl=jp.asarray(np.stack(ctrl), dtype), states=traj, planned_cost=jp.stack(planned))
-    return result, wall, comp
+    return result, wall, comp, cpu
