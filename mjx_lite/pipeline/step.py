@@ -184,7 +184,8 @@ def _step_split(m: Model, d: Data) -> Data:
     if exact:
         d = fwd.run(integrate.check_acc, m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
     bad_acc = integrate.bad_acc(m, d)
-    d = _fall_asleep(m, d_in, d)
+    if m.opt.integrator != IntegratorType.RK4:  # (RK4: after its stages, in `integrate.rk4`, as MuJoCo)
+        d = _fall_asleep(m, d_in, d)
     if m.opt.integrator == IntegratorType.EULER:
         d2 = fwd.run(integrate.euler, m, d)
     elif m.opt.integrator == IntegratorType.RK4:
@@ -195,7 +196,8 @@ def _step_split(m: Model, d: Data) -> Data:
         d2 = fwd.run(integrate.implicit, m, d)
     else:
         raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
-    d2 = sleep.integrate_mask(m, d, d2)
+    if m.opt.integrator != IntegratorType.RK4:
+        d2 = sleep.integrate_mask(m, d, d2)
     if exact:
         return d2
     # the reset state, not stepped (with Config.qacc_reset "state", the position/velocity stages' fields: those of
