@@ -158,10 +158,12 @@ def stepper():
     return jax.jit(mjl.step)
 
 
-def _run(xml, n, stepper, actions=None):
-    """Step both for n steps; actions: {step: f(mjm, mjd, m, d) -> d} applied to both before that step. Returns the
-    MuJoCo tree_asleep history (n, ntree)."""
+def _run(xml, n, stepper, actions=None, config=None):
+    """Step both for n steps; actions: {step: f(mjm, mjd, m, d) -> d} applied to both before that step; config:
+    `mjl.configure` keywords. Returns the MuJoCo tree_asleep history (n, ntree)."""
     mjm, m = _models(xml)
+    if config:
+        m = mjl.configure(m, **config)
     mjd = mujoco.MjData(mjm)
     d = mjl.make_data(m)
     np.testing.assert_array_equal(np.asarray(d.tree_asleep), mjd.tree_asleep, err_msg="make_data")
@@ -289,8 +291,47 @@ def test_wake_by_tendon(stepper):
     assert (hist[20:30] >= 0).all() and hist[35, 1] >= 0 and (hist[55] < 0).all()
 
 
+# RK4 (no contacts: cheap to compile): a damped pendulum released at 45 degrees settles under gravity; a damped
+# horizontal slider pushed and left alone settles. A tree that falls asleep keeps the poses of RK4's last stage while
+# its qpos stays at the step's start, so the next step's kinematics sees it moved and wakes it (MuJoCo 4.0, probed):
+# the pendulum sleeps for single steps; the slider, woken with zero velocity and no force, does not move at all over
+# the next stages and then stays asleep, until pushed again
+RK4 = """
+<mujoco>
+  <option timestep="0.01" integrator="RK4"><flag sleep="enable"/></option>
+  <worldbody>
+    <body pos="0 0 1"><joint axis="0 1 0" damping=".3"/><geom type="capsule" fromto="0 0 0 .2 0 -.2" size=".03"/>
+    </body>
+    <body name="s" pos="1 0 1"><joint name="s" type="slide" axis="1 0 0" damping="20"/>
+      <geom type="box" size=".05 .05 .05"/><site name="ss"/></body>
+  </worldbody>
+  <sensor><jointpos joint="s"/><velocimeter site="ss"/><accelerometer site="ss"/></sensor>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("rk4_loop", ["auto", pytest.param("merged", marks=pytest.mark.slow)])
+def test_rk4(stepper, rk4_loop):
+    """RK4 as MuJoCo 4.0: mj_sleep after the four stages (islands of the last stage's rows, the recomputation on
+    its positions), a tree that fell asleep woken by its moved pose at the next step, a tree asleep at rest kept
+    asleep through the stages (their forces frozen); qacc is the b-weighted acceleration, qacc_warmstart the last
+    stage's."""
+
+    def push(f):
+        def act(mjm, mjd, m, d):
+            mjd.xfrc_applied[2, 0] = f
+            return d.replace(xfrc_applied=d.xfrc_applied.at[2, 0].set(f))
+
+        return act
+
+    hist = _run(RK4, 160, stepper, {0: push(3.0), 3: push(0.0), 100: push(-3.0), 102: push(0.0)},
+                config={"rk4_loop": rk4_loop})  # fmt: skip
+    slept = hist[:-1] >= 0
+    assert (slept[:, 0] & (hist[1:, 0] < 0)).any()  # the pendulum slept and was woken at the next step
+    assert (slept[:, 1] & (hist[1:, 1] < 0)).any()  # so did the slider
+    assert (hist[60:100, 1] >= 0).all() and (hist[100:110, 1] < 0).all()  # then it stayed asleep until pushed
+
+
 REFUSED = {
-    "RK4": TWO.replace('integrator="{integrator}"', 'integrator="RK4"'),
     "delayed sensors": TWO.format(integrator="Euler").replace("<clock/>", '<clock delay=".02" nsample="3"/>'),
     "activation": POLICY.replace('<motor joint="h"/>', '<position joint="h" kp="1" timeconst=".1"/>'),
 }

@@ -1350,8 +1350,6 @@ def _check_sleep(root: Element, ctx: CompileContext) -> None:
     def refuse(what: str):
         raise at.unsupported(f, f"sleep='enable' (sleeping islands) is not supported with {what} ({where})", "sleep")
 
-    if ctx.option["integrator"] == int(IntegratorType.RK4) and not os.environ.get("SLEEP38_RK4"):
-        refuse("the RK4 integrator")
     if len(np.asarray(A.get("flex_dim", []))):
         refuse("flexes")
     if np.any(np.asarray(A.get("eq_type", [])) == EqType.TENDON):

@@ -355,9 +355,9 @@ def _rk4_advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, rate: j
     With sleeping islands (`sleep.on`), mj_sleep runs here as in MuJoCo 4.0 (probed): after the four stages, its
     counters and islands from the last stage's rows and the start's velocities; trees that fall asleep get zero
     qvel and qacc, the velocity and acceleration stages (with sensors) are recomputed on the last stage's positions,
-    and neither they nor the trees still asleep are advanced. (A tree asleep at the step's start with a nonzero
-    qacc, e.g. a box resting under gravity, gets a nonzero stage-2 velocity and is woken by the stage's kinematics,
-    as in MuJoCo: under RK4 such trees fall asleep for one step at a time.)"""
+    and neither they nor the trees still asleep are advanced. (A tree that falls asleep so keeps the last stage's
+    poses with the start's qpos: the next step's kinematics sees it moved and wakes it, as MuJoCo's, unless the
+    stages did not move it.)"""
     last = d
     if sleep.on(m):
         d = forward.run(sleep.fall_asleep, m, d, lambda x: sleep.freeze(m, last, forward.forward_vel_acc(m, x)))
