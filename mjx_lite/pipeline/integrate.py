@@ -142,11 +142,20 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
              start: Data | None = None) -> Data:
     """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h; the history
     buffers' samples and the plastic springs' references (`plastic.update`) from `start` (forward at the step's
-    start; default d)."""
+    start; default d). With sleeping islands, mj_sleep after act (`sleep.fall_asleep`: the trees that fall asleep
+    get zero qvel and qacc, the velocity and acceleration stages are recomputed at the new act) and neither they nor
+    the trees asleep before are advanced; `qacc` (computed before, as MuJoCo's integrators do) moves the others."""
     h = m.opt.timestep
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
         act = actuation.advance_act(m, d, next_act(m, d.act, act_dot), act_dot)  # dcmotor slots, servo wraps
+    # the step's controls and sensor values recorded at its start time (mj_advance); delayed sensors afresh
+    # (RK4: delayed sensors sample the step's start state, not the last stage's kinematics: as MuJoCo, probed)
+    buf = history.advance(m, d, sensor.history_raw(m, d if start is None else start))
+    pre = d
+    if sleep.on(m):  # mj_sleep, after the activations advanced (its recomputation sees them)
+        d = forward.run(sleep.fall_asleep, m, d.replace(act=act),
+                        lambda x: sleep.freeze(m, pre, forward.forward_vel_acc(m, x)))
     if qvel is None and kernels.advance_fused(m):  # one fused kernel (kernels/advance.py), integrate_pos its twin
         qpos, new_qvel = kernels.advance(m, d.qpos, d.qvel, qacc, integrate_pos)
         vel = new_qvel
@@ -154,12 +163,10 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
         new_qvel = d.qvel + h * qacc
         vel = new_qvel if qvel is None else qvel
         qpos = integrate_pos(m, d.qpos, vel, h)
-    # the step's controls and sensor values recorded at its start time (mj_advance); delayed sensors afresh
-    # (RK4: delayed sensors sample the step's start state, not the last stage's kinematics: as MuJoCo, probed)
-    buf = history.advance(m, d, sensor.history_raw(m, d if start is None else start))
-    plast = plastic.update(m, d if start is None else start, qpos, h * vel)
-    return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf,
-                     plastic=plast)  # fmt: skip
+    plast = plastic.update(m, pre if start is None else start, qpos, h * vel)
+    out = d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf,
+                    plastic=plast)  # fmt: skip
+    return sleep.integrate_mask(m, d, out)  # (sleeping trees keep qpos and qvel; identity without sleep)
 
 
 # ---- integrators -------------------------------------------------------------------------------------------
@@ -352,20 +359,15 @@ def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
 
 def _rk4_advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, rate: jax.Array, start: Data) -> Data:
     """RK4's mj_advance with the b-weighted rates, `d` the last stage's Data with the step's start state restored.
-    With sleeping islands (`sleep.on`), mj_sleep runs here as in MuJoCo 4.0 (probed): after the four stages, its
-    counters and islands from the last stage's rows and the start's velocities; trees that fall asleep get zero
-    qvel and qacc, the velocity and acceleration stages (with sensors) are recomputed on the last stage's positions,
-    and neither they nor the trees still asleep are advanced. (A tree that falls asleep so keeps the last stage's
-    poses with the start's qpos: the next step's kinematics sees it moved and wakes it, as MuJoCo's, unless the
-    stages did not move it.)"""
-    last = d
-    if sleep.on(m):
-        d = forward.run(sleep.fall_asleep, m, d, lambda x: sleep.freeze(m, last, forward.forward_vel_acc(m, x)))
-        out = sleep.integrate_mask(m, d, _advance(m, d, act_dot, qacc, rate, start=start))
-    else:
-        out = _advance(m, d, act_dot, qacc, rate, start=start)
+    With sleeping islands (`sleep.on`), mj_sleep runs in `_advance` as in MuJoCo 4.0 (probed): after the four
+    stages, its counters and islands from the last stage's rows and the start's velocities; trees that fall asleep
+    get zero qvel and qacc, the velocity and acceleration stages (with sensors) are recomputed on the last stage's
+    positions, and neither they nor the trees still asleep are advanced. (A tree that falls asleep so keeps the
+    last stage's poses with the start's qpos: the next step's kinematics sees it moved and wakes it, as MuJoCo's,
+    unless the stages did not move it.)"""
+    out = _advance(m, d, act_dot, qacc, rate, start=start)
     # MuJoCo 4.0 (probed): qacc is the b-weighted acceleration the step applied, qacc_warmstart the last stage's
-    return out.replace(qacc=qacc, qacc_warmstart=last.qacc)
+    return out.replace(qacc=qacc, qacc_warmstart=d.qacc)
 
 
 def rk4_merged(m: Model, derivatives: bool = False) -> bool:
