@@ -317,7 +317,8 @@ RK4 = """
 </mujoco>"""
 
 
-@pytest.mark.parametrize("rk4_loop", ["auto", pytest.param("merged", marks=pytest.mark.slow)])
+@pytest.mark.slow  # (~40 s to compile; test_activation[RK4], not slow, covers RK4's sleeping in 10 s)
+@pytest.mark.parametrize("rk4_loop", ["auto", "merged"])
 def test_rk4(stepper, rk4_loop):
     """RK4 as MuJoCo 4.0: mj_sleep after the four stages (islands of the last stage's rows, the recomputation on
     its positions), a tree that fell asleep woken by its moved pose at the next step, a tree asleep at rest kept
@@ -356,8 +357,7 @@ ACTIVATION = """
 </mujoco>"""
 
 
-@pytest.mark.parametrize("integrator", ["Euler", pytest.param("implicitfast", marks=pytest.mark.slow),
-                                        pytest.param("RK4", marks=pytest.mark.slow)])  # fmt: skip
+@pytest.mark.parametrize("integrator", ["Euler", "RK4", pytest.param("implicitfast", marks=pytest.mark.slow)])
 def test_activation(stepper, integrator):
     """Actuators with activation on a sleeping tree: mj_sleep after the activations advanced (its recomputation sees
     the new act), act integrated with the frozen act_dot while asleep, forces cleared, sensors frozen."""
@@ -373,6 +373,8 @@ def test_activation(stepper, integrator):
     assert (hist >= 0).any()
     if integrator == "Euler":
         assert (hist[10:, 0] >= 0).all()  # asleep from step 9 on, the new control at 60 included
+    if integrator == "RK4":  # asleep for single steps: woken by the last stage's poses (see test_rk4)
+        assert ((hist[:-1, 0] >= 0) & (hist[1:, 0] < 0)).any()
 
 
 # tendon equalities: MuJoCo 4.0 errs on an active one with the sleep flag (whatever the policies: refused at load);

@@ -64,7 +64,7 @@ _DISABLE_BITS = (
 )  # fmt: skip
 _ENABLE_BITS = ("override", "energy", "fwdinv", "invdiscrete", "sleep", "diagexact", "ipc", "speculative")
 # enable flags whose MuJoCo feature mjx_lite does not implement
-_REFUSED_ENABLE = {  # (sleep: refused by `_check_sleep` where a tree may fall asleep)
+_REFUSED_ENABLE = {  # (sleep: refused by `_check_sleep` with flexes, or an active tendon equality)
     "speculative": "speculative contacts before impact, by conservative advancement; MuJoCo 4.0's documentation calls "
     "them a new feature whose behavior may still change",
 }

@@ -21,21 +21,31 @@ The stages, in MuJoCo's order:
                     two sleeping islands, wake them (their contacts come next step, as in MuJoCo);
   `mask_rows`       after make_constraint: no rows for sleeping joints' limits, sleeping dofs' friction loss,
                     sleeping tendons' limits and friction loss, equalities with no awake side;
-  `freeze`          after the forward pass: a sleeping tree's velocity-stage and force fields, its actuators'
-                    forces and its sensors' values keep their last values (MuJoCo skips them); its qacc is its
-                    qacc_smooth (it has no constraint rows);
-  `fall_asleep`     before integration (mj_sleep at the start of mj_advance): the counters, the islands of this
-                    step's rows (`solver.island.find`), the trees that fall asleep get qvel = qacc = 0 and the rows,
-                    velocity and acceleration stages are recomputed (`lax.cond`: only at steps where a tree falls
-                    asleep; under vmap the cond is a select, so a batched step always pays the recomputation);
-  `integrate_mask`  after integration: sleeping trees' qpos and qvel stay as they were.
+  `freeze`          after the forward pass (and each of RK4's stages): a sleeping tree's velocity-stage and force
+                    fields, its actuators' act_dot and its sensors' values keep their last values (MuJoCo skips
+                    them; delayed and interval sensors still read and sample their history buffers); its qacc is
+                    its qacc_smooth (it has no constraint rows); its qfrc_actuator and its actuators' forces are
+                    zero (MuJoCo 4.0 clears them);
+  `fall_asleep`     in mj_advance (`integrate._advance`), after the activations advanced (a sleeping actuator's act
+                    keeps integrating its frozen act_dot, as MuJoCo's) and after the integrator computed its qacc
+                    (RK4: after its four stages, from the last stage's rows and positions and the step's start
+                    velocities): the counters, the islands of the rows (`solver.island.find`), the trees that fall
+                    asleep get qvel = qacc = 0 and the velocity and acceleration stages are recomputed (`lax.cond`:
+                    only at steps where a tree falls asleep; under vmap the cond is a select, so a batched step
+                    always pays the recomputation);
+  `integrate_mask`  in mj_advance: sleeping trees' qpos and qvel stay as they were.
+RK4 as MuJoCo 4.0: a tree that falls asleep keeps the poses of the last stage while its qpos stays at the step's
+start, so the next step's kinematics sees it moved and wakes it, unless the stages did not move it.
 All stages are identities (not traced) when the flag is off or no tree may sleep (`on(m)`). `init` is mj_resetData's
 "init" policy (called by `pipeline.step.make_data`, which `mjx_lite.make_data` is).
 
 Known differences: a contact table in another order than MuJoCo's may give a woken island a different counter when
 several awake trees with different counters touch it in one step (MuJoCo takes the first contact's); the derived
 fields of a tree initialised asleep are those of the reset's forward pass (MuJoCo's reset keeps the same ones).
-What is not implemented is refused at load time (mjcf/compile.py `_check_sleep`).
+Tendon equalities inactive at load are supported (MuJoCo 4.0 errs on an active one at every forward pass, so a
+model with one is refused at load; one activated later through eq_active is where MuJoCo would stop, and here its
+rows are built as for an awake equality). What is not implemented (flexes) is refused at load time
+(mjcf/compile.py `_check_sleep`).
 
 Fixed shapes throughout: per-tree arrays, cycle representatives by pointer doubling (log2(ntree) gathers),
 segment reductions over trees. Batched under vmap as every stage. Gradients: the sleep state is integer and
