@@ -26,9 +26,12 @@ CONTACT_ATOL = 1e-9  # contact distances and points
 _INT = ("tree_asleep", "tree_awake", "body_awake", "ntree_awake", "nbody_awake", "nv_awake", "ncon", "nefc")
 _FLOAT = {"qpos": STATE_ATOL, "qvel": STATE_ATOL, "qacc": ACC_ATOL, "qacc_warmstart": ACC_ATOL,
           "qfrc_constraint": ACC_ATOL, "qfrc_smooth": ACC_ATOL, "qacc_smooth": ACC_ATOL, "qfrc_bias": ACC_ATOL,
-          "qfrc_actuator": ACC_ATOL, "actuator_force": ACC_ATOL, "sensordata": ACC_ATOL}  # fmt: skip
+          "qfrc_actuator": ACC_ATOL, "actuator_force": ACC_ATOL, "sensordata": ACC_ATOL, "act": STATE_ATOL,
+          "act_dot": ACC_ATOL, "history": ACC_ATOL}  # fmt: skip
 
-# two boxes: a settles on the floor and sleeps, b falls on it (wakes it), both settle and sleep as one island
+# two boxes: a settles on the floor and sleeps, b falls on it (wakes it), both settle and sleep as one island; with
+# sensors on a, some delayed or sampled at an interval (history buffers: MuJoCo 4.0 keeps filling them while a
+# sleeps, and delayed and interval sensors keep reading and sampling them)
 TWO = """
 <mujoco>
   <option timestep="0.01" tolerance="1e-12" integrator="{integrator}"><flag sleep="enable"/></option>
@@ -39,7 +42,12 @@ TWO = """
   </worldbody>
   <sensor>
     <framepos objtype="body" objname="a"/><accelerometer site="sa"/><velocimeter site="sa"/><subtreecom body="a"/>
-    <framelinvel objtype="body" objname="b" reftype="body" refname="a"/><clock/>
+    <framelinvel objtype="body" objname="b" reftype="body" refname="a"/><clock delay=".02" nsample="3"/>
+    <framepos objtype="body" objname="a" delay=".02" nsample="3"/>
+    <framelinvel objtype="body" objname="a" delay=".03" nsample="4"/>
+    <framepos objtype="body" objname="a" nsample="3" interval=".05"/>
+    <framelinvel objtype="body" objname="a" nsample="3" interval=".05"/>
+    <framepos objtype="body" objname="a" nsample="3"/>
   </sensor>
 </mujoco>"""
 
@@ -158,10 +166,12 @@ def stepper():
     return jax.jit(mjl.step)
 
 
-def _run(xml, n, stepper, actions=None):
-    """Step both for n steps; actions: {step: f(mjm, mjd, m, d) -> d} applied to both before that step. Returns the
-    MuJoCo tree_asleep history (n, ntree)."""
+def _run(xml, n, stepper, actions=None, config=None):
+    """Step both for n steps; actions: {step: f(mjm, mjd, m, d) -> d} applied to both before that step; config:
+    `mjl.configure` keywords. Returns the MuJoCo tree_asleep history (n, ntree)."""
     mjm, m = _models(xml)
+    if config:
+        m = mjl.configure(m, **config)
     mjd = mujoco.MjData(mjm)
     d = mjl.make_data(m)
     np.testing.assert_array_equal(np.asarray(d.tree_asleep), mjd.tree_asleep, err_msg="make_data")
@@ -289,17 +299,123 @@ def test_wake_by_tendon(stepper):
     assert (hist[20:30] >= 0).all() and hist[35, 1] >= 0 and (hist[55] < 0).all()
 
 
+# RK4 (no contacts: cheap to compile): a damped pendulum released at 45 degrees settles under gravity; a damped
+# horizontal slider pushed and left alone settles. A tree that falls asleep keeps the poses of RK4's last stage while
+# its qpos stays at the step's start, so the next step's kinematics sees it moved and wakes it (MuJoCo 4.0, probed):
+# the pendulum sleeps for single steps; the slider, woken with zero velocity and no force, does not move at all over
+# the next stages and then stays asleep, until pushed again
+RK4 = """
+<mujoco>
+  <option timestep="0.01" integrator="RK4"><flag sleep="enable"/></option>
+  <worldbody>
+    <body pos="0 0 1"><joint axis="0 1 0" damping=".3"/><geom type="capsule" fromto="0 0 0 .2 0 -.2" size=".03"/>
+    </body>
+    <body name="s" pos="1 0 1"><joint name="s" type="slide" axis="1 0 0" damping="20"/>
+      <geom type="box" size=".05 .05 .05"/><site name="ss"/></body>
+  </worldbody>
+  <sensor><jointpos joint="s"/><velocimeter site="ss"/><accelerometer site="ss"/></sensor>
+</mujoco>"""
+
+
+@pytest.mark.slow  # (~40 s to compile; test_activation[RK4], not slow, covers RK4's sleeping in 10 s)
+@pytest.mark.parametrize("rk4_loop", ["auto", "merged"])
+def test_rk4(stepper, rk4_loop):
+    """RK4 as MuJoCo 4.0: mj_sleep after the four stages (islands of the last stage's rows, the recomputation on
+    its positions), a tree that fell asleep woken by its moved pose at the next step, a tree asleep at rest kept
+    asleep through the stages (their forces frozen); qacc is the b-weighted acceleration, qacc_warmstart the last
+    stage's."""
+
+    def push(f):
+        def act(mjm, mjd, m, d):
+            mjd.xfrc_applied[2, 0] = f
+            return d.replace(xfrc_applied=d.xfrc_applied.at[2, 0].set(f))
+
+        return act
+
+    hist = _run(RK4, 160, stepper, {0: push(3.0), 3: push(0.0), 100: push(-3.0), 102: push(0.0)},
+                config={"rk4_loop": rk4_loop})  # fmt: skip
+    slept = hist[:-1] >= 0
+    assert (slept[:, 0] & (hist[1:, 0] < 0)).any()  # the pendulum slept and was woken at the next step
+    assert (slept[:, 1] & (hist[1:, 1] < 0)).any()  # so did the slider
+    assert (hist[60:100, 1] >= 0).all() and (hist[100:110, 1] < 0).all()  # then it stayed asleep until pushed
+
+
+# activations: an arm allowed to sleep with a position servo with a filter, a filterexact actuator and a motor;
+# it falls asleep while the filters still move (MuJoCo 4.0 freezes their act_dot and keeps integrating act with it,
+# clears the sleeping actuators' forces and qfrc_actuator, and keeps the sensors' last values), a new control does
+# not wake it
+ACTIVATION = """
+<mujoco>
+  <option timestep="0.01" sleep_tolerance=".02" integrator="{integrator}"><flag sleep="enable"/></option>
+  <worldbody>
+    <body name="arm" pos="-1 0 .3" sleep="allowed"><joint name="h" axis="0 1 0" damping=".5"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -.2" size=".04"/></body>
+  </worldbody>
+  <actuator><position name="p" joint="h" kp="1" timeconst=".3"/>
+    <general joint="h" dyntype="filterexact" dynprm=".2" gainprm=".1"/><motor joint="h" gear=".1"/></actuator>
+  <sensor><actuatorfrc actuator="p"/><jointactuatorfrc joint="h"/></sensor>
+</mujoco>"""
+
+
+@pytest.mark.parametrize("integrator", ["Euler", "RK4", pytest.param("implicitfast", marks=pytest.mark.slow)])
+def test_activation(stepper, integrator):
+    """Actuators with activation on a sleeping tree: mj_sleep after the activations advanced (its recomputation sees
+    the new act), act integrated with the frozen act_dot while asleep, forces cleared, sensors frozen."""
+
+    def ctrl(v):
+        def act(mjm, mjd, m, d):
+            mjd.ctrl[:] = v
+            return d.replace(ctrl=d.ctrl.at[:].set(v))
+
+        return act
+
+    hist = _run(ACTIVATION.format(integrator=integrator), 100, stepper, {0: ctrl(0.3), 60: ctrl(-0.2)})
+    assert (hist >= 0).any()
+    if integrator == "Euler":
+        assert (hist[10:, 0] >= 0).all()  # asleep from step 9 on, the new control at 60 included
+    if integrator == "RK4":  # asleep for single steps: woken by the last stage's poses (see test_rk4)
+        assert ((hist[:-1, 0] >= 0) & (hist[1:, 0] < 0)).any()
+
+
+# tendon equalities: MuJoCo 4.0 errs on an active one with the sleep flag (whatever the policies: refused at load);
+# inactive ones (here two swinging pendulums that settle and sleep, each with a tendon) step as MuJoCo
+TENDON_EQ = """
+<mujoco>
+  <option timestep="0.01"><flag sleep="enable"/></option>
+  <worldbody>
+    <body pos="0 0 1" {policy}><joint name="h1" axis="0 1 0" damping=".5"/>
+      <geom type="capsule" fromto="0 0 0 .2 0 -.2" size=".03"/></body>
+    <body pos="1 0 1" {policy}><joint name="h2" axis="0 1 0" damping=".3"/>
+      <geom type="capsule" fromto="0 0 0 -.2 0 -.2" size=".03"/></body>
+  </worldbody>
+  <tendon><fixed name="t1"><joint joint="h1" coef="1"/></fixed><fixed name="t2"><joint joint="h2" coef="1"/></fixed>
+  </tendon>
+  <equality><tendon tendon1="t1" tendon2="t2" active="{active}"/></equality>
+</mujoco>"""
+
+
+def test_inactive_tendon_equality(stepper):
+    """A tendon equality inactive at load: the pendulums settle and sleep as MuJoCo's."""
+    hist = _run(TENDON_EQ.format(policy="", active="false"), 250, stepper)
+    assert (hist[-1] >= 0).all()
+
+
 REFUSED = {
-    "RK4": TWO.replace('integrator="{integrator}"', 'integrator="RK4"'),
-    "delayed sensors": TWO.format(integrator="Euler").replace("<clock/>", '<clock delay=".02" nsample="3"/>'),
-    "activation": POLICY.replace('<motor joint="h"/>', '<position joint="h" kp="1" timeconst=".1"/>'),
+    "active tendon equality": TENDON_EQ.format(policy="", active="true"),
+    "active tendon equality, no tree may sleep": TENDON_EQ.format(policy='sleep="never"', active="true"),
+    "flexes": """<mujoco><option><flag sleep="enable"/></option><worldbody><flexcomp type="grid" count="3 3 1"
+      spacing=".1 .1 .1" dim="2" radius=".01" name="c"><edge equality="true"/></flexcomp></worldbody></mujoco>""",
 }
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_refused_by_name(case):
-    """What the sleep stage does not implement is refused at load time, naming the sleep flag (MuJoCo loads them)."""
-    mujoco.MjModel.from_xml_string(REFUSED[case])
+    """What the sleep stage does not implement (flexes), or MuJoCo 4.0 errs on at the first forward pass (active
+    tendon equalities), is refused at load time naming the sleep flag (MuJoCo loads them)."""
+    mjm = mujoco.MjModel.from_xml_string(REFUSED[case])
+    if "tendon" in case:
+        with pytest.raises(mujoco.FatalError, match="tendon equality does not yet support sleeping"):
+            mujoco.mj_forward(mjm, mujoco.MjData(mjm))
     with pytest.raises(MJCFUnsupportedError, match="sleep") as err:
         mjl.load_mjcf_string(REFUSED[case])
     assert err.value.attribute == "sleep"

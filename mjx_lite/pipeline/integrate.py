@@ -44,7 +44,7 @@ from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import qacc_reset
 from mjx_lite.data import float_dtype, make_data, reset_values
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
-from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels, plastic, sensor
+from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels, plastic, sensor, sleep
 from mjx_lite.types import MINVAL, STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
 
 MAXVAL = 1e10  # mjMAXVAL: |x| above this counts as divergence
@@ -142,11 +142,20 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
              start: Data | None = None) -> Data:
     """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h; the history
     buffers' samples and the plastic springs' references (`plastic.update`) from `start` (forward at the step's
-    start; default d)."""
+    start; default d). With sleeping islands, mj_sleep after act (`sleep.fall_asleep`: the trees that fall asleep
+    get zero qvel and qacc, the velocity and acceleration stages are recomputed at the new act) and neither they nor
+    the trees asleep before are advanced; `qacc` (computed before, as MuJoCo's integrators do) moves the others."""
     h = m.opt.timestep
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
         act = actuation.advance_act(m, d, next_act(m, d.act, act_dot), act_dot)  # dcmotor slots, servo wraps
+    # the step's controls and sensor values recorded at its start time (mj_advance); delayed sensors afresh
+    # (RK4: delayed sensors sample the step's start state, not the last stage's kinematics: as MuJoCo, probed)
+    buf = history.advance(m, d, sensor.history_raw(m, d if start is None else start))
+    pre = d
+    if sleep.on(m):  # mj_sleep, after the activations advanced (its recomputation sees them)
+        d = forward.run(sleep.fall_asleep, m, d.replace(act=act),
+                        lambda x: sleep.freeze(m, pre, forward.forward_vel_acc(m, x)))
     if qvel is None and kernels.advance_fused(m):  # one fused kernel (kernels/advance.py), integrate_pos its twin
         qpos, new_qvel = kernels.advance(m, d.qpos, d.qvel, qacc, integrate_pos)
         vel = new_qvel
@@ -154,12 +163,10 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
         new_qvel = d.qvel + h * qacc
         vel = new_qvel if qvel is None else qvel
         qpos = integrate_pos(m, d.qpos, vel, h)
-    # the step's controls and sensor values recorded at its start time (mj_advance); delayed sensors afresh
-    # (RK4: delayed sensors sample the step's start state, not the last stage's kinematics: as MuJoCo, probed)
-    buf = history.advance(m, d, sensor.history_raw(m, d if start is None else start))
-    plast = plastic.update(m, d if start is None else start, qpos, h * vel)
-    return d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf,
-                     plastic=plast)  # fmt: skip
+    plast = plastic.update(m, pre if start is None else start, qpos, h * vel)
+    out = d.replace(qpos=qpos, qvel=new_qvel, act=act, time=d.time + h, qacc_warmstart=d.qacc, history=buf,
+                    plastic=plast)  # fmt: skip
+    return sleep.integrate_mask(m, d, out)  # (sleeping trees keep qpos and qvel; identity without sleep)
 
 
 # ---- integrators -------------------------------------------------------------------------------------------
@@ -291,7 +298,8 @@ def rk4(m: Model, d: Data) -> Data:
     orientations 4th-order accurate (MuJoCo 4 changelog: "Runge-Kutta-Munthe-Kaas correction").
 
     `d` must hold forward's results for the current state (stage 1). The returned Data holds the last stage's
-    derived quantities, as MuJoCo's does.
+    derived quantities, as MuJoCo's does, except qacc: the b-weighted acceleration (qacc_warmstart is the last
+    stage's), as MuJoCo 4.0's.
     """
     return rk4_stages(m, d, lambda m, di, x: (forward.forward_skip(m, di, sensors=False), None))[0]
 
@@ -336,7 +344,9 @@ def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
         d, rate, acc, adot = carry
         a = jp.asarray(_RK4_A_ROWS, h.dtype)[i]  # (4,): row i, zero from column i + 1 on
         qpos, qvel, act, time, dv = _row_state(m, start, a, jp.asarray(_RK4_C, h.dtype)[i], rate, acc, adot)
+        d_prev = d
         d, y = stage_forward(m, d.replace(qpos=qpos, qvel=qvel, act=act, time=time), x)
+        d = sleep.freeze(m, d_prev, d)  # sleeping trees keep their frozen forces and qacc (identity without sleep)
         k = _stage_rate(rot, h, dv, d.qvel)
         return (d, rate.at[i + 1].set(k), acc.at[i + 1].set(d.qacc), adot.at[i + 1].set(d.act_dot)), y
 
@@ -344,7 +354,20 @@ def rk4_stages(m: Model, d: Data, stage_forward, xs=None):
     (d, rate, acc, adot), ys = jax.lax.scan(stage, (d, rate, acc, adot), (jp.arange(3), xs))
     b = jp.asarray(_RK4_B, h.dtype)
     d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)
-    return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate), start=start), ys
+    return _rk4_advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate), start), ys
+
+
+def _rk4_advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, rate: jax.Array, start: Data) -> Data:
+    """RK4's mj_advance with the b-weighted rates, `d` the last stage's Data with the step's start state restored.
+    With sleeping islands (`sleep.on`), mj_sleep runs in `_advance` as in MuJoCo 4.0 (probed): after the four
+    stages, its counters and islands from the last stage's rows and the start's velocities; trees that fall asleep
+    get zero qvel and qacc, the velocity and acceleration stages (with sensors) are recomputed on the last stage's
+    positions, and neither they nor the trees still asleep are advanced. (A tree that falls asleep so keeps the
+    last stage's poses with the start's qpos: the next step's kinematics sees it moved and wakes it, as MuJoCo's,
+    unless the stages did not move it.)"""
+    out = _advance(m, d, act_dot, qacc, rate, start=start)
+    # MuJoCo 4.0 (probed): qacc is the b-weighted acceleration the step applied, qacc_warmstart the last stage's
+    return out.replace(qacc=qacc, qacc_warmstart=d.qacc)
 
 
 def rk4_merged(m: Model, derivatives: bool = False) -> bool:
@@ -392,14 +415,16 @@ def rk4_forward(m: Model, d: Data) -> tuple[Data, jax.Array]:
         row = _row_state(m, start, a, jp.asarray((0.0,) + _RK4_C, h.dtype)[i], rate, acc, adot)
         qpos, qvel, act, time = (jp.where(first, x0, x) for x0, x in zip((qpos0, qvel0, act0, time0), row[:4]))
         with jax.named_scope("forward"):
+            d_prev = d
             d = forward.forward_skip(m, d.replace(qpos=qpos, qvel=qvel, act=act, time=time), sensors=first)
+            d = sleep.freeze(m, d_prev, d)  # (identity without sleeping islands)
         k = _stage_rate(rot, h, row[4], d.qvel, plain=first)
         return (d, rate.at[i].set(k), acc.at[i].set(d.qacc), adot.at[i].set(d.act_dot)), None
 
     (d, rate, acc, adot), _ = jax.lax.scan(stage, (d, rate, acc, adot), jp.arange(4))
     b = jp.asarray(_RK4_B, h.dtype)
     d = d.replace(qpos=qpos0, qvel=qvel0, act=act0, time=time0)
-    return _advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate)), acc[0]
+    return _rk4_advance(m, d, _combine(b, adot), _combine(b, acc), _combine(b, rate), start), acc[0]
 
 
 def _combine(w: jax.Array, x: jax.Array) -> jax.Array:

@@ -21,21 +21,31 @@ The stages, in MuJoCo's order:
                     two sleeping islands, wake them (their contacts come next step, as in MuJoCo);
   `mask_rows`       after make_constraint: no rows for sleeping joints' limits, sleeping dofs' friction loss,
                     sleeping tendons' limits and friction loss, equalities with no awake side;
-  `freeze`          after the forward pass: a sleeping tree's velocity-stage and force fields, its actuators'
-                    forces and its sensors' values keep their last values (MuJoCo skips them); its qacc is its
-                    qacc_smooth (it has no constraint rows);
-  `fall_asleep`     before integration (mj_sleep at the start of mj_advance): the counters, the islands of this
-                    step's rows (`solver.island.find`), the trees that fall asleep get qvel = qacc = 0 and the rows,
-                    velocity and acceleration stages are recomputed (`lax.cond`: only at steps where a tree falls
-                    asleep; under vmap the cond is a select, so a batched step always pays the recomputation);
-  `integrate_mask`  after integration: sleeping trees' qpos and qvel stay as they were.
+  `freeze`          after the forward pass (and each of RK4's stages): a sleeping tree's velocity-stage and force
+                    fields, its actuators' act_dot and its sensors' values keep their last values (MuJoCo skips
+                    them; delayed and interval sensors still read and sample their history buffers); its qacc is
+                    its qacc_smooth (it has no constraint rows); its qfrc_actuator and its actuators' forces are
+                    zero (MuJoCo 4.0 clears them);
+  `fall_asleep`     in mj_advance (`integrate._advance`), after the activations advanced (a sleeping actuator's act
+                    keeps integrating its frozen act_dot, as MuJoCo's) and after the integrator computed its qacc
+                    (RK4: after its four stages, from the last stage's rows and positions and the step's start
+                    velocities): the counters, the islands of the rows (`solver.island.find`), the trees that fall
+                    asleep get qvel = qacc = 0 and the velocity and acceleration stages are recomputed (`lax.cond`:
+                    only at steps where a tree falls asleep; under vmap the cond is a select, so a batched step
+                    always pays the recomputation);
+  `integrate_mask`  in mj_advance: sleeping trees' qpos and qvel stay as they were.
+RK4 as MuJoCo 4.0: a tree that falls asleep keeps the poses of the last stage while its qpos stays at the step's
+start, so the next step's kinematics sees it moved and wakes it, unless the stages did not move it.
 All stages are identities (not traced) when the flag is off or no tree may sleep (`on(m)`). `init` is mj_resetData's
 "init" policy (called by `pipeline.step.make_data`, which `mjx_lite.make_data` is).
 
 Known differences: a contact table in another order than MuJoCo's may give a woken island a different counter when
 several awake trees with different counters touch it in one step (MuJoCo takes the first contact's); the derived
 fields of a tree initialised asleep are those of the reset's forward pass (MuJoCo's reset keeps the same ones).
-What is not implemented is refused at load time (mjcf/compile.py `_check_sleep`).
+Tendon equalities inactive at load are supported (MuJoCo 4.0 errs on an active one at every forward pass, so a
+model with one is refused at load; one activated later through eq_active is where MuJoCo would stop, and here its
+rows are built as for an awake equality). What is not implemented (flexes) is refused at load time
+(mjcf/compile.py `_check_sleep`).
 
 Fixed shapes throughout: per-tree arrays, cycle representatives by pointer doubling (log2(ntree) gathers),
 segment reductions over trees. Batched under vmap as every stage. Gradients: the sleep state is integer and
@@ -201,6 +211,8 @@ def _wake_by(m: Model, ta: jax.Array, valid: jax.Array, sleeper: jax.Array, valu
     a tree each item names also the smallest of its items' values (MuJoCo's loop does not update tree_awake, so a tree
     woken earlier in it takes min(value, its counter))."""
     n = m.ntree
+    if valid.shape[0] == 0:  # (no contact capacity, no limited tendons)
+        return ta
     sleeper = jp.where(valid, sleeper, 0)
     rep = _cycle_rep(ta)
     big = jp.iinfo(jp.int32).max
@@ -347,7 +359,7 @@ def mask_rows(m: Model, d: Data) -> Data:
 # ---- forward results of sleeping trees --------------------------------------------------------------------------
 
 _DOF_FIELDS = ("qfrc_bias", "qfrc_spring", "qfrc_damper", "qfrc_gravcomp", "qfrc_fluid", "qfrc_passive",
-               "qfrc_actuator", "qfrc_smooth", "qacc_smooth")  # fmt: skip
+               "qfrc_smooth", "qacc_smooth")  # fmt: skip
 
 
 def _actuator_asleep(m: Model, d: Data) -> jax.Array:
@@ -429,26 +441,39 @@ def _sensor_asleep(m: Model, d: Data) -> jax.Array:
     asleep = jp.where(ou & ru, False, jp.where(ou, sr == ASLEEP, jp.where(ru, so == ASLEEP,
                                                                           (so != AWAKE) & (sr != AWAKE))))  # fmt: skip
     asleep = asleep & ~jp.asarray(always)
+    hist = np.asarray(m.sensor_history).reshape(-1, 2)[:, 0] > 0
+    if np.any(hist):  # delayed and interval sensors read or sample their buffers asleep too (MuJoCo 4.0, probed)
+        asleep = asleep & ~(jp.asarray(hist) & ((m.sensor_delay > 0) | (m.sensor_interval[:, 0] > 0)))
+    return asleep[_sensor_of_data(m)]
+
+
+def _sensor_of_data(m: Model) -> np.ndarray:
+    """(nsensordata,) the sensor of each sensordata entry."""
     owner = np.repeat(np.arange(m.nsensor), np.asarray(m.sensor_dim))
     order = np.concatenate([np.arange(a, a + n) for a, n in zip(np.asarray(m.sensor_adr), np.asarray(m.sensor_dim))])
     per = np.zeros(m.nsensordata, np.int64)
     per[order] = owner
-    return asleep[per]
+    return per
 
 
 def freeze(m: Model, d0: Data, d: Data) -> Data:
     """After the forward pass: the fields MuJoCo skips for sleeping trees keep d0's values (the previous step's):
-    the dofs' passive, bias, actuator and smooth forces and qacc_smooth, and the actuators' forces; a sleeping dof's
-    qacc is its qacc_smooth (no constraint rows touch it). Sleeping poses and zero velocities recompute to the values
-    MuJoCo keeps, so the other fields need no freezing."""
+    the dofs' passive, bias and smooth forces and qacc_smooth, the actuators' act_dot (mj_advance still integrates
+    act with it), the sensors' values; a sleeping dof's qacc is its qacc_smooth (no constraint rows touch it); its
+    qfrc_actuator and its actuators' forces are zero (MuJoCo 4.0 clears them: probed). Sleeping poses and zero
+    velocities recompute to the values MuJoCo keeps, so the other fields need no freezing."""
     if not on(m):
         return d
     dof = d.body_awake[np.asarray(m.dof_bodyid)] == ASLEEP
     out = {f: jp.where(dof, getattr(d0, f), getattr(d, f)) for f in _DOF_FIELDS}
     out["qacc"] = jp.where(dof, out["qacc_smooth"], d.qacc)
+    out["qfrc_actuator"] = jp.where(dof, 0.0, d.qfrc_actuator)  # (MuJoCo 4.0 clears them, probed)
     if m.nu:
         act = _actuator_asleep(m, d)
-        out["actuator_force"] = jp.where(act, d0.actuator_force, d.actuator_force)
+        out["actuator_force"] = jp.where(act, 0.0, d.actuator_force)
+        if m.na:  # act_dot: MuJoCo skips sleeping actuators (mj_advance still integrates act with it)
+            owner = np.repeat(np.arange(m.nu), np.maximum(np.asarray(m.actuator_actnum), 0))
+            out["act_dot"] = jp.where(act[owner], d0.act_dot, d.act_dot)
     if m.nsensordata:
         out["sensordata"] = jp.where(_sensor_asleep(m, d), d0.sensordata, d.sensordata)
     return d.replace(**out)

@@ -184,7 +184,6 @@ def _step_split(m: Model, d: Data) -> Data:
     if exact:
         d = fwd.run(integrate.check_acc, m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)
     bad_acc = integrate.bad_acc(m, d)
-    d = _fall_asleep(m, d_in, d)
     if m.opt.integrator == IntegratorType.EULER:
         d2 = fwd.run(integrate.euler, m, d)
     elif m.opt.integrator == IntegratorType.RK4:
@@ -195,23 +194,11 @@ def _step_split(m: Model, d: Data) -> Data:
         d2 = fwd.run(integrate.implicit, m, d)
     else:
         raise ValueError(f"mjx_lite: unknown integrator {m.opt.integrator}")
-    d2 = sleep.integrate_mask(m, d, d2)
     if exact:
         return d2
     # the reset state, not stepped (with Config.qacc_reset "state", the position/velocity stages' fields: those of
     # this step's start)
     return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
-
-
-def _fall_asleep(m: Model, d_in: Data, d: Data) -> Data:
-    """Sleeping islands at the start of state advancement (`sleep.fall_asleep`): trees that fall asleep get zero
-    velocities and the velocity and acceleration stages are recomputed (the trees asleep before stay frozen at
-    d_in's values)."""
-
-    def recompute(x: Data) -> Data:
-        return sleep.freeze(m, d_in, fwd.forward_vel_acc(m, x))
-
-    return fwd.run(sleep.fall_asleep, m, d, recompute)
 
 
 @_entry_point
@@ -238,12 +225,10 @@ def step2(m: Model, d: Data) -> Data:
     if exact:
         d = fwd.run(integrate.check_acc, m, d)
     bad_acc = integrate.bad_acc(m, d)
-    d = _fall_asleep(m, d_pos_vel, d)
     if m.opt.integrator in (IntegratorType.IMPLICIT, IntegratorType.IMPLICITFAST):
         d2 = fwd.run(integrate.implicit, m, d)
     else:
         d2 = fwd.run(integrate.euler, m, d)
-    d2 = sleep.integrate_mask(m, d, d2)
     if exact:
         return d2
     return fwd.run(integrate.reset_where, m, d2, bad_acc, warning=integrate.Warning.BADQACC, keep=d_pos_vel)
