@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from mjx_lite.mjcf import flex_cells as _cells
 from mjx_lite.mjcf import flexcomp_mesh as _mesh
 from mjx_lite.mjcf import flexcomp_shapes as _shapes
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
@@ -471,17 +472,21 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
     if element.shape[1] == 2:
         raise _refuse(raw, "an interpolated flexcomp of dim 1", "dim")
     vert0 = np.where(ext > MINVAL, (point - lo) / np.where(ext > MINVAL, ext, 1.0), 0.5)
-    cell = np.clip(np.floor(vert0 * cellnum).astype(np.int64), 0, np.asarray(cellnum) - 1)
-    filled = np.zeros(cellnum, bool)
-    filled[cell[:, 0], cell[:, 1], cell[:, 2]] = True
-    if not filled.all():
-        raise _refuse(raw, "an interpolated flexcomp with an empty cell (no point in it)", "cellcount")
-    if order > 1 or max(cellnum) > 1:  # (MuJoCo 4.0 integrates the node masses over the elements' volume)
+    cells = None  # trilinear: (cell weights, empty cells) of the cut-cell quadrature (mjcf/flex_cells.py)
+    if order == 1:
+        if element.shape[1] == 3 and not _cells.closed_surface(element):
+            raise _refuse(raw, "a trilinear flexcomp of dim 2 whose triangles do not close a surface (MuJoCo 4.0's "
+                          "volume of an open surface)", "dim")  # fmt: skip
+        cells = _cells.cell_weights(point, element, element.shape[1] - 1, cellnum)
+    else:
+        cell = np.clip(np.floor(vert0 * cellnum).astype(np.int64), 0, np.asarray(cellnum) - 1)
+        filled = np.zeros(cellnum, bool)
+        filled[cell[:, 0], cell[:, 1], cell[:, 2]] = True
         tet = point[element] if element.shape[1] == 4 else None
         vol = 0.0 if tet is None else np.abs(np.linalg.det(tet[:, 1:] - tet[:, :1])).sum() / 6
-        if tet is None or abs(vol - np.prod(ext)) > 1e-9 * np.prod(ext):
-            raise _refuse(raw, "a quadratic or multi-cell interpolated flexcomp whose tetrahedra do not fill their "
-                          "bounding box (MuJoCo 4.0's node masses from its volume quadrature)", "dof")  # fmt: skip
+        if not filled.all() or tet is None or abs(vol - np.prod(ext)) > 1e-9 * np.prod(ext):
+            raise _refuse(raw, "a quadratic interpolated flexcomp whose tetrahedra do not fill their bounding box "
+                          "(MuJoCo 4.0's node masses from its cut-cell quadrature)", "dof")  # fmt: skip
     pinned = np.zeros(max(npnt, nnode), bool)
     for i in pinid:
         if i < 0 or i >= len(pinned):
@@ -506,6 +511,11 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
             for ijk in itertools.product(*[range(r[k], r[k + 3] + 1) for k in range(3)]):
                 pinned[(ijk[0] * ng[1] + ijk[1]) * ng[2] + ijk[2]] = True
     pinned = pinned[:nnode]
+    if cells is not None:  # nodes of empty cells only are pinned (MuJoCo 4.0)
+        node_empty = np.ones(ng, bool)
+        for ci, cj, ck in zip(*np.nonzero(~cells[1].reshape(cellnum))):
+            node_empty[ci : ci + 2, cj : cj + 2, ck : ck + 2] = False
+        pinned |= node_empty.reshape(-1)
     if pinned.all():
         raise _refuse(raw, "an interpolated flexcomp with every node pinned (rigid)", "id")
     weight = np.zeros(nnode)
@@ -518,6 +528,12 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
             ncell = 2 if 0 < g < nk - 1 and g % order == 0 else 1
             wn *= (1.0 if order == 1 else _SIMPSON[g % order != 0]) * ncell
         weight[n] = wn
+    if cells is not None:  # the integral of each node's shape function over the mesh (mjcf/flex_cells.py)
+        weight = np.zeros(ng)
+        cm = _cells.node_masses(*cells).reshape(*cellnum, 2, 2, 2)
+        for a, b, c in itertools.product(range(2), range(2), range(2)):
+            weight[a : a + cellnum[0], b : b + cellnum[1], c : c + cellnum[2]] += cm[..., a, b, c]
+        weight = weight.reshape(-1)
     scale = mass / weight[~pinned].sum()
     nodebody, node = [], np.zeros((nnode, 3))
     for n, (gi, gj, gk) in enumerate(itertools.product(range(ng[0]), range(ng[1]), range(ng[2]))):
@@ -529,4 +545,4 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
         add_body(bname, pos[n], weight[n] * scale, weight[n] * (2.0 * inertiabox * inertiabox) / 3.0 * scale)
         nodebody.append(bname)
     return {"vertbody": [], "vert": point, "centered": not pinned.any(), "point": point, "interp": order,
-            "cellnum": cellnum, "nodebody": nodebody, "node": node, "vert0": vert0}
+            "cellnum": cellnum, "nodebody": nodebody, "node": node, "vert0": vert0, "cells": cells}
