@@ -24,19 +24,21 @@ tests/test_flex_types.py):
 
   - interpolated flexcomps (dof="trilinear" / "quadratic", `_interp`): a grid of node bodies over the points'
     bounding box carries every point (mjx_lite/pipeline/flex_interp.py), cellcount cells per axis, pins on nodes; their
-    <elasticity young poisson damping> is MuJoCo's corotational cell stiffness (mjcf/flex.py).
+    <elasticity young poisson damping> is MuJoCo's corotational cell stiffness (mjcf/flex.py); trilinear cells cut by
+    the mesh (tetrahedra, or a closed surface of dim 2) are integrated over the mesh volume (mjcf/flex_cells.py).
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
 (type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
 "radial" and "2d"; of interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
-or multi-cell ones (and elastic ones) whose tetrahedra do not fill their bounding box (MuJoCo's volume quadrature),
-self- and flex-flex contacts; rods' box sections and clamped ends (both points of an end edge pinned),
-<elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex
-self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
+ones whose tetrahedra do not fill their bounding box (MuJoCo's cut-cell quadrature), trilinear ones of dim 2 whose
+triangles do not close a surface, self- and flex-flex contacts; rods' box sections and clamped ends (both points of
+an end edge pinned), <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in
+mjcf/flex.py, flex self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -77,7 +79,8 @@ def expand(
     """Expand the <flexcomp> `raw` (a parse._Raw) inside body `parent` (Element; worldbody for the world).
 
     written(raw, key) -> typed attributes written on raw (schema key); orient(kind, value, raw) -> unit quaternion;
-    add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints) to `parent`;
+    add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints; dof="2d": x and y
+    only) to `parent`;
     add_twist_body(name, inertia) -> None adds a rod's twist body (mass 1e-9, a hinge joint of the same name) under the
     world, after the world child that holds the flexcomp; read_bytes(file, raw) -> bytes reads a type="mesh" or
     "gmsh" flexcomp's file (flexcomp_mesh.read_file with the compiler's meshdir and the model's files).
@@ -111,8 +114,10 @@ def expand(
     if ftype in ("square", "disc"):
         dim = 2  # (MakeSquare)
     dof = w.get("dof", "full")
-    if dof not in ("full", "trilinear", "quadratic"):
+    if dof not in ("full", "trilinear", "quadratic", "2d"):
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
+    if dof == "2d":  # (MuJoCo 4.0: every vertex body slides along its parent's x and y only)
+        add_body = functools.partial(add_body, axes=("1 0 0", "0 1 0"))
     order = {"trilinear": 1, "quadratic": 2}.get(dof, 0)  # (flex_interp)
     rigid = bool(w.get("rigid", False))
     direct = ftype in ("direct", "mesh", "gmsh")  # (MuJoCo's `direct`: points given, not generated)
@@ -445,10 +450,11 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
     """Nodes of an interpolated flexcomp (order 1 trilinear, 2 quadratic), as MuJoCo 4.0 makes them (probed):
     a grid of cellcount * order + 1 nodes per axis (x slowest, z fastest) spanning the bounding box of the posed
     points (in the parent's frame); unpinned node (i, j, k) becomes body "<name>_<i>_<j>_<k>" at its place with three
-    slide joints, node weight 1 for a single trilinear cell, else the integral of its shape function over the
-    elements, which mjx_lite knows where the tetrahedra fill the box (else refused): the number of cells it belongs
-    to (trilinear) or the sum over its cells of Simpson's weights (1/6, 2/3, 1/6 per axis; quadratic); mass = mass *
-    weight / (sum of the unpinned nodes' weights), inertia that mass times 2 inertiabox^2 / 3 about each axis;
+    slide joints, node weight the integral of its shape function over the mesh volume: trilinear, MuJoCo 4.0's
+    cut-cell lumping (mjcf/flex_cells.py; the nodes of cells without volume pinned); quadratic, only where the
+    tetrahedra fill the box (else refused), the sum over its cells of Simpson's weights (1/6, 2/3, 1/6 per axis);
+    mass = mass * weight / (sum of the unpinned nodes' weights), inertia that mass times 2 inertiabox^2 / 3 about
+    each axis;
     pinned nodes (pin id / range: node ids, grid / gridrange: node coordinates) stay on the parent at their place.
     Every point is a vertex of the flex (on no body: flex_vertbodyid -1), with parametric coordinates
     vert0 = (point - lo) / (hi - lo) in the box (0.5 on a flat axis). Returns the record's vertbody, vert, centered,
