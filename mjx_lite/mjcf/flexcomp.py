@@ -29,7 +29,7 @@ tests/test_flex_types.py):
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
 (type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
-"radial" and "2d"; of interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
+"radial"; of interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
 ones whose tetrahedra do not fill their bounding box (MuJoCo's cut-cell quadrature), trilinear ones of dim 2 whose
 triangles do not close a surface, self- and flex-flex contacts; rods' box sections and clamped ends (both points of
 an end edge pinned), <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in
@@ -57,7 +57,7 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
-                                "dim 1-3, dof='full', 'trilinear' and 'quadratic', edge "
+                                "dim 1-3, dof='full', '2d', 'trilinear' and 'quadratic', edge "
                                 "stiffness/damping/equality='true', <elasticity> (dim 1: circle section rods without "
                                 "contacts), contacts with planes and convex geoms)",
                                 raw.file, raw.line, raw.tag, attr)  # fmt: skip
