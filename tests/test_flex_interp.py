@@ -107,7 +107,7 @@ def _compare(m, mjm, mjd, d):
 
 
 @pytest.mark.parametrize("state", [_fall, _twist])
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k == "cut" else k for k in MODELS])
 def test_forward_matches_mujoco(models, fwd, name, state):
     """Vertex positions, elastic forces, contacts and their rows, qacc: after MuJoCo's fall (vertex-plane and
     element-geom contacts), and at two rotated, deformed states (the corotational elasticity)."""
