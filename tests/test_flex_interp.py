@@ -1,8 +1,10 @@
 """Interpolated flexes (<flexcomp dof="trilinear" | "quadratic">) against MuJoCo 4.0: node bodies and the flex_node*,
 flex_cellnum, flex_vert0, flex_stiffness fields; vertex positions interpolated from the nodes, contacts of vertices
 (planes) and elements (spheres, capsules) on the nodes' bodies, corotational cell elasticity, at states with contacts
-and at rotated, deformed states; a 100-step trajectory, a rollout gradient, MuJoCo's trilinear.xml example; and the
-refusals of what is not implemented (radial / 2d dofs, strain equalities, shells, cut cells, flex-flex contacts)."""
+and at rotated, deformed states; a 100-step trajectory, a rollout gradient, MuJoCo's trilinear.xml example; cut cells
+(meshes that do not fill their cells: tetrahedra and closed surfaces, empty cells, MuJoCo's sphere_trilinear.xml); and
+the refusals of what is not implemented (radial / 2d dofs, strain equalities, shells, open surfaces, quadratic cut
+cells, flex-flex contacts)."""
 
 import os
 import shutil
@@ -37,6 +39,12 @@ MODELS = {
                             '<geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" contype="0" conaffinity="0"/>',
                             flex='count="3 3 3" spacing=".1 .1 .1" pos=".3 0 -.25" mass="1" dof="trilinear"',
                             kids=_ELASTIC + '<pin id="0 1 2 3"/>', end="</body>"),
+    # cut cells (MuJoCo 4.0's integration over the mesh volume, mjcf/flex_cells.py): a rotated grid (its tetrahedra
+    # fill no cell); one turned by 45 degrees on 4 x 4 cells, its corner cells empty (their corner nodes pinned)
+    "cut": _SCENE.format(body=_BALL, flex='count="3 3 3" spacing=".1 .1 .1" pos="0 0 .2" mass="2" dof="trilinear" '
+                         'euler="10 20 30" cellcount="2 1 1"', kids=_ELASTIC, end=""),
+    "empty": _SCENE.format(body=_BALL, flex='count="3 3 3" spacing=".1 .1 .1" pos="0 0 .15" mass="2" '
+                           'dof="trilinear" euler="0 0 45" cellcount="4 4 1"', kids=_ELASTIC, end=""),
 }  # fmt: skip
 FWD_ATOL = 1e-9  # forward quantities at one state, relative to the field's scale (float64, other operation order)
 TRAJ_ATOL = 1e-7  # qpos / flex vertices after 100 steps (round-off grows through contacts and the solver)
@@ -99,7 +107,7 @@ def _compare(m, mjm, mjd, d):
 
 
 @pytest.mark.parametrize("state", [_fall, _twist])
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k == "cut" else k for k in MODELS])
 def test_forward_matches_mujoco(models, fwd, name, state):
     """Vertex positions, elastic forces, contacts and their rows, qacc: after MuJoCo's fall (vertex-plane and
     element-geom contacts), and at two rotated, deformed states (the corotational elasticity)."""
@@ -116,7 +124,7 @@ def test_forward_matches_mujoco(models, fwd, name, state):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["trilinear", "pinned"])
+@pytest.mark.parametrize("name", ["trilinear", "pinned", "cut", "empty"])
 def test_trajectory_matches_mujoco(models, name):
     """100 steps from MuJoCo's fall (contacts on, cells deforming) equal MuJoCo's."""
     m, mjm = models[name]
@@ -137,10 +145,11 @@ def test_trajectory_matches_mujoco(models, name):
 
 
 @pytest.mark.slow
-def test_rollout_gradient(models):
+@pytest.mark.parametrize("name", ["trilinear", "cut"])
+def test_rollout_gradient(models, name):
     """d(mean vertex height after 10 steps from a state with contacts)/d(stiffness scale) is finite, nonzero and
     equals central differences; vmapped rollouts equal unbatched ones."""
-    m, mjm = models["trilinear"]
+    m, mjm = models[name]
     qpos, qvel = _fall(mjm, 0)
     d0 = mjx_lite.make_data(m).replace(qpos=qpos, qvel=qvel)
     oracle.check_rollout_grad(m, d0, lambda m, s: m.replace(flex_stiffness=s * m.flex_stiffness), 1.0, steps=10)
@@ -196,6 +205,86 @@ def test_quadratic_example_compiles_as_mujoco(tmp_path):
 _PLAIN = '<contact selfcollide="none"/>'
 
 
+def _direct(point, elem, dim, cell):
+    return (f'<mujoco><worldbody><flexcomp type="direct" dim="{dim}" radius=".001" name="f" dof="trilinear" mass="1" '
+            f'cellcount="{cell}" point="{" ".join(map(repr, np.ravel(point).tolist()))}" '
+            f'element="{" ".join(map(str, np.ravel(elem)))}"><elasticity young="1e3" poisson="0.2"/>{_PLAIN}'
+            "</flexcomp></worldbody></mujoco>")  # fmt: skip
+
+
+_TET = np.array([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]]) * [1.0, 2.0, 3.0]
+_TET_FACES = [[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]]
+
+
+def _cube_union():
+    """An L-like union of four unit cubes (not star-shaped from its box's center): its points, tetrahedra and outward
+    boundary triangles."""
+    pid, tets = {}, []
+    kuhn = [[0, 1, 3, 7], [0, 1, 5, 7], [0, 2, 3, 7], [0, 2, 6, 7], [0, 4, 5, 7], [0, 4, 6, 7]]
+    for o in ([0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]):
+        corners = [tuple(np.add(o, [i, j, k])) for i in range(2) for j in range(2) for k in range(2)]
+        tets += [[pid.setdefault(corners[v], len(pid)) for v in t] for t in kuhn]
+    point = np.array(list(pid), float)
+    faces: dict = {}
+    for t in tets:
+        if np.linalg.det(point[t[1:]] - point[t[0]]) < 0:
+            t = [t[0], t[2], t[1], t[3]]
+        for f in ([t[0], t[2], t[1]], [t[0], t[1], t[3]], [t[0], t[3], t[2]], [t[1], t[2], t[3]]):
+            faces.setdefault(tuple(sorted(f)), []).append(f)
+    return point, np.array(tets), np.array([f[0] for f in faces.values() if len(f) == 1])
+
+
+@pytest.mark.parametrize("case,cell", [("tet", "1 1 1"), ("tet", "3 2 1"), ("tet surface", "2 2 2"),
+                                       ("union", "2 3 4"), ("union surface", "3 3 3")])  # fmt: skip
+def test_cut_cells_compile_as_mujoco(case, cell):
+    """Trilinear flexes whose mesh does not fill its cells (MuJoCo 4.0's integration of the cell stiffness and the
+    node masses over the mesh volume; empty cells, their nodes pinned): a tetrahedron, a union of cubes, and the
+    closed surfaces (dim 2) of both, on one and several cells."""
+    if case.startswith("tet"):
+        point, elem = _TET, [[0, 1, 2, 3]] if case == "tet" else _TET_FACES
+    else:
+        point, tets, faces = _cube_union()
+        elem = tets if case == "union" else faces
+    xml = _direct(point, elem, 2 if "surface" in case else 3, cell)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    assert oracle.compare_models(mjx_lite.load_mjcf_string(xml), mjm) == []
+
+
+def test_open_surface_refused():
+    """A trilinear flexcomp of dim 2 whose triangles do not close a volume (MuJoCo's bunny.xml): refused by name."""
+    xml = _direct(_TET, _TET_FACES[:3], 2, "1 1 1")
+    mujoco.MjModel.from_xml_string(xml)
+    with pytest.raises(MJCFUnsupportedError, match="do not close a surface"):
+        mjx_lite.load_mjcf_string(xml)
+
+
+@pytest.mark.slow
+def test_sphere_trilinear_example(tmp_path):
+    """MuJoCo's sphere_trilinear.xml (tetrahedral ellipsoids on trilinear cells: cut cells) with one of its two
+    spheres (flex-flex contacts are refused), solved to the optimum: compiled fields, and forward where the sphere
+    first touches the slope."""
+    path = _example(tmp_path, "sphere_trilinear")
+    with open(path) as fh:
+        text = fh.read()
+    a = text.index('<flexcomp type="ellipsoid" count="8 8 8" spacing=".07 .07 .07" pos="-.5 .5 1"')
+    with open(path, "w") as fh:
+        text = text[:a] + text[text.index("</flexcomp>", a) + len("</flexcomp>") :]
+        # (its CG at tolerance 1e-6 stops after 4 iterations, mjx_lite's CG elsewhere; EPA converged: the optimum)
+        fh.write(text.replace('solver="CG" tolerance="1e-6"', 'solver="Newton" tolerance="1e-12" iterations="100" '
+                              'ccd_tolerance="1e-13" ccd_iterations="2000"'))  # fmt: skip
+    mjm, m = mujoco.MjModel.from_xml_path(path), mjx_lite.load_mjcf(path)
+    assert oracle.compare_models(m, mjm) == []
+    mjd = mujoco.MjData(mjm)
+    while not mjd.ncon:  # (the first contacts: later the sphere lies face-down on the slope, where the point of a
+        mujoco.mj_step(mjm, mjd)  # face-on-face contact is the collider's choice)
+    mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon > 0
+    d = jax.jit(mjx_lite.forward)(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos, qvel=mjd.qvel))
+    for f in ("flexvert_xpos", "qfrc_spring", "qfrc_passive", "qacc", "qfrc_constraint"):
+        oracle.close(getattr(d, f), getattr(mjd, f), FWD_ATOL, f)
+
+
 ATOL_HOST = 1e-15  # the same steps in numpy and XLA: round-off only
 ATOL_ROT = 1e-8  # mju_mat2Rot stops at |omega| < 1e-9: the rotation within ~2e-9 of the exact polar rotation
 
@@ -230,14 +319,33 @@ def test_cell_rotation_and_its_derivative_are_the_polar_rotations():
                                rtol=0, atol=ATOL_ROT * 10)  # fmt: skip
 
 
+_CLOTH_2D = """<mujoco><option timestep="0.001" solver="Newton" tolerance="1e-12" iterations="100" jacobian="dense"
+ gravity="0 -9.81 0"/><worldbody><body name="ball" pos="0.05 0.45 0"><freejoint/><geom type="sphere" size=".05"/></body>
+<body name="p" pos="0 0 0" euler="0 0 20"><flexcomp type="grid" dim="2" count="4 4 1" spacing=".1 .1 .1" radius=".01"
+ name="c" dof="2d" mass="1" pos="0 .2 0"><edge equality="true"/><pin id="12 15"/>
+<contact selfcollide="none"/></flexcomp></body></worldbody></mujoco>"""
+
+
+def test_dof_2d_matches_mujoco():
+    """<flexcomp dof="2d">: vertex bodies sliding along their parent's x and y only (a pinned cloth in its plane, a
+    ball in it): compiled fields, and forward after MuJoCo's 300 steps (vertex-sphere contacts, edge equalities)."""
+    mjm, m = mujoco.MjModel.from_xml_string(_CLOTH_2D), mjx_lite.load_mjcf_string(_CLOTH_2D)
+    assert mjm.njnt == 1 + 2 * 14 and oracle.compare_models(m, mjm) == []
+    mjd = mujoco.MjData(mjm)
+    for _ in range(300):
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon > 0
+    d = jax.jit(mjx_lite.forward)(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos, qvel=mjd.qvel))
+    for f in ("flexvert_xpos", "qfrc_passive", "qacc", "qfrc_constraint"):
+        oracle.close(getattr(d, f), getattr(mjd, f), FWD_ATOL, f)
+
+
 @pytest.mark.parametrize("flex,kids,what", [
     ('dof="radial"', _PLAIN, "dof='radial'"),
-    ('dof="2d" dim="2" count="3 3 1"', _PLAIN, "dof='2d'"),
     ('dof="trilinear"', _PLAIN + '<edge equality="strain"/>', "strain constraints"),
     ('dof="trilinear"', _PLAIN + '<elasticity young="1e3" thickness=".01" elastic2d="stretch"/>', "shell mode"),
-    ('dof="trilinear" euler="10 20 30"', _PLAIN + '<elasticity young="1e3"/>', "cut-cell"),
-    ('dof="quadratic" euler="10 20 30"', _PLAIN, "volume quadrature"),
-    ('dof="trilinear" cellcount="2 1 1" euler="10 20 30"', _PLAIN, "volume quadrature"),
+    ('dof="quadratic" euler="10 20 30"', _PLAIN, "cut-cell quadrature"),
     ('dof="trilinear"', "", "self-collisions of an interpolated flex"),
 ])  # fmt: skip
 def test_refusals_name_the_feature(flex, kids, what):

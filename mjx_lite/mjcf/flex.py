@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from mjx_lite import math
+from mjx_lite.mjcf import flex_cells, texture
 from mjx_lite.mjcf import flexcomp as _flexcomp
-from mjx_lite.mjcf import texture
 from mjx_lite.mjcf.context import CompileContext
 from mjx_lite.mjcf.inertia import frame_accum, rot_vec
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
@@ -298,21 +298,15 @@ ROD_STRIDE = 10  # per rod hinge in flex_bending: va, vv, vb, -1, k_bend, 0, 0, 
 
 def _interp_stiffness(r: dict, point: np.ndarray, elem: np.ndarray) -> np.ndarray:
     """flex_stiffness of an interpolated flex with young > 0: per cell (x-major), minus its (3 npc, 3 npc)
-    linear-elastic stiffness (flex_interp.cell_stiffness, in the frame of the flexcomp's parent: the grid's axes), as
-    MuJoCo 4.0 stores it. Only where the tetrahedra fill the bounding box (MuJoCo integrates over cut cells
-    otherwise; refused by name)."""
+    linear-elastic stiffness in the frame of the flexcomp's parent (the grid's axes), as MuJoCo 4.0 stores it:
+    trilinear cells integrated over the mesh volume (mjcf/flex_cells.py: cut cells, empty cells zero); quadratic ones
+    over the whole cell (flex_interp.cell_stiffness; the flexcomp refuses quadratic meshes that do not fill their
+    box)."""
     order, cellnum = int(r["interp"]), np.asarray(r["cellnum"], float)
     vert = np.asarray(r["vert"], float).reshape(-1, 3)
     ext = vert.max(axis=0) - vert.min(axis=0)
-    box = float(np.prod(ext))
-    vol = 0.0
-    if elem.shape[1] == 4:
-        x = point[elem]
-        vol = float(np.abs(np.linalg.det(x[:, 1:] - x[:, :1])).sum() / 6)
-    if not box or abs(vol - box) > 1e-9 * box:
-        raise MJCFUnsupportedError("<elasticity young> of an interpolated flex whose tetrahedra do not fill their "
-                                   "bounding box (MuJoCo 4.0's cut-cell quadrature) is not supported by mjx_lite",
-                                   r["file"], r["line"], "flexcomp", "young")  # fmt: skip
+    if r.get("cells") is not None:
+        return -flex_cells.cell_stiffness(*r["cells"], ext / cellnum, r["young"], r["poisson"]).reshape(-1)
     K = -flex_interp.cell_stiffness(order, ext / cellnum, r["young"], r["poisson"])
     return np.tile(K.reshape(-1), int(np.prod(cellnum)))
 

@@ -24,25 +24,28 @@ tests/test_flex_types.py):
 
   - interpolated flexcomps (dof="trilinear" / "quadratic", `_interp`): a grid of node bodies over the points'
     bounding box carries every point (mjx_lite/pipeline/flex_interp.py), cellcount cells per axis, pins on nodes; their
-    <elasticity young poisson damping> is MuJoCo's corotational cell stiffness (mjcf/flex.py).
+    <elasticity young poisson damping> is MuJoCo's corotational cell stiffness (mjcf/flex.py); trilinear cells cut by
+    the mesh (tetrahedra, or a closed surface of dim 2) are integrated over the mesh volume (mjcf/flex_cells.py).
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
 (type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
-"radial" and "2d"; of interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
-or multi-cell ones (and elastic ones) whose tetrahedra do not fill their bounding box (MuJoCo's volume quadrature),
-self- and flex-flex contacts; rods' box sections and clamped ends (both points of an end edge pinned),
-<elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in mjcf/flex.py, flex
-self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
+"radial"; of interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
+ones whose tetrahedra do not fill their bounding box (MuJoCo's cut-cell quadrature), trilinear ones of dim 2 whose
+triangles do not close a surface, self- and flex-flex contacts; rods' box sections and clamped ends (both points of
+an end edge pinned), <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in
+mjcf/flex.py, flex self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from mjx_lite.mjcf import flex_cells as _cells
 from mjx_lite.mjcf import flexcomp_mesh as _mesh
 from mjx_lite.mjcf import flexcomp_shapes as _shapes
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
@@ -54,7 +57,7 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
-                                "dim 1-3, dof='full', 'trilinear' and 'quadratic', edge "
+                                "dim 1-3, dof='full', '2d', 'trilinear' and 'quadratic', edge "
                                 "stiffness/damping/equality='true', <elasticity> (dim 1: circle section rods without "
                                 "contacts), contacts with planes and convex geoms)",
                                 raw.file, raw.line, raw.tag, attr)  # fmt: skip
@@ -76,7 +79,8 @@ def expand(
     """Expand the <flexcomp> `raw` (a parse._Raw) inside body `parent` (Element; worldbody for the world).
 
     written(raw, key) -> typed attributes written on raw (schema key); orient(kind, value, raw) -> unit quaternion;
-    add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints) to `parent`;
+    add_body(name, pos, mass, inertia) -> None appends a vertex body (with its three slide joints; dof="2d": x and y
+    only) to `parent`;
     add_twist_body(name, inertia) -> None adds a rod's twist body (mass 1e-9, a hinge joint of the same name) under the
     world, after the world child that holds the flexcomp; read_bytes(file, raw) -> bytes reads a type="mesh" or
     "gmsh" flexcomp's file (flexcomp_mesh.read_file with the compiler's meshdir and the model's files).
@@ -110,8 +114,10 @@ def expand(
     if ftype in ("square", "disc"):
         dim = 2  # (MakeSquare)
     dof = w.get("dof", "full")
-    if dof not in ("full", "trilinear", "quadratic"):
+    if dof not in ("full", "trilinear", "quadratic", "2d"):
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
+    if dof == "2d":  # (MuJoCo 4.0: every vertex body slides along its parent's x and y only)
+        add_body = functools.partial(add_body, axes=("1 0 0", "0 1 0"))
     order = {"trilinear": 1, "quadratic": 2}.get(dof, 0)  # (flex_interp)
     rigid = bool(w.get("rigid", False))
     direct = ftype in ("direct", "mesh", "gmsh")  # (MuJoCo's `direct`: points given, not generated)
@@ -444,10 +450,11 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
     """Nodes of an interpolated flexcomp (order 1 trilinear, 2 quadratic), as MuJoCo 4.0 makes them (probed):
     a grid of cellcount * order + 1 nodes per axis (x slowest, z fastest) spanning the bounding box of the posed
     points (in the parent's frame); unpinned node (i, j, k) becomes body "<name>_<i>_<j>_<k>" at its place with three
-    slide joints, node weight 1 for a single trilinear cell, else the integral of its shape function over the
-    elements, which mjx_lite knows where the tetrahedra fill the box (else refused): the number of cells it belongs
-    to (trilinear) or the sum over its cells of Simpson's weights (1/6, 2/3, 1/6 per axis; quadratic); mass = mass *
-    weight / (sum of the unpinned nodes' weights), inertia that mass times 2 inertiabox^2 / 3 about each axis;
+    slide joints, node weight the integral of its shape function over the mesh volume: trilinear, MuJoCo 4.0's
+    cut-cell lumping (mjcf/flex_cells.py; the nodes of cells without volume pinned); quadratic, only where the
+    tetrahedra fill the box (else refused), the sum over its cells of Simpson's weights (1/6, 2/3, 1/6 per axis);
+    mass = mass * weight / (sum of the unpinned nodes' weights), inertia that mass times 2 inertiabox^2 / 3 about
+    each axis;
     pinned nodes (pin id / range: node ids, grid / gridrange: node coordinates) stay on the parent at their place.
     Every point is a vertex of the flex (on no body: flex_vertbodyid -1), with parametric coordinates
     vert0 = (point - lo) / (hi - lo) in the box (0.5 on a flat axis). Returns the record's vertbody, vert, centered,
@@ -471,17 +478,21 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
     if element.shape[1] == 2:
         raise _refuse(raw, "an interpolated flexcomp of dim 1", "dim")
     vert0 = np.where(ext > MINVAL, (point - lo) / np.where(ext > MINVAL, ext, 1.0), 0.5)
-    cell = np.clip(np.floor(vert0 * cellnum).astype(np.int64), 0, np.asarray(cellnum) - 1)
-    filled = np.zeros(cellnum, bool)
-    filled[cell[:, 0], cell[:, 1], cell[:, 2]] = True
-    if not filled.all():
-        raise _refuse(raw, "an interpolated flexcomp with an empty cell (no point in it)", "cellcount")
-    if order > 1 or max(cellnum) > 1:  # (MuJoCo 4.0 integrates the node masses over the elements' volume)
+    cells = None  # trilinear: (cell weights, empty cells) of the cut-cell quadrature (mjcf/flex_cells.py)
+    if order == 1:
+        if element.shape[1] == 3 and not _cells.closed_surface(element):
+            raise _refuse(raw, "a trilinear flexcomp of dim 2 whose triangles do not close a surface (MuJoCo 4.0's "
+                          "volume of an open surface)", "dim")  # fmt: skip
+        cells = _cells.cell_weights(point, element, element.shape[1] - 1, cellnum)
+    else:
+        cell = np.clip(np.floor(vert0 * cellnum).astype(np.int64), 0, np.asarray(cellnum) - 1)
+        filled = np.zeros(cellnum, bool)
+        filled[cell[:, 0], cell[:, 1], cell[:, 2]] = True
         tet = point[element] if element.shape[1] == 4 else None
         vol = 0.0 if tet is None else np.abs(np.linalg.det(tet[:, 1:] - tet[:, :1])).sum() / 6
-        if tet is None or abs(vol - np.prod(ext)) > 1e-9 * np.prod(ext):
-            raise _refuse(raw, "a quadratic or multi-cell interpolated flexcomp whose tetrahedra do not fill their "
-                          "bounding box (MuJoCo 4.0's node masses from its volume quadrature)", "dof")  # fmt: skip
+        if not filled.all() or tet is None or abs(vol - np.prod(ext)) > 1e-9 * np.prod(ext):
+            raise _refuse(raw, "a quadratic interpolated flexcomp whose tetrahedra do not fill their bounding box "
+                          "(MuJoCo 4.0's node masses from its cut-cell quadrature)", "dof")  # fmt: skip
     pinned = np.zeros(max(npnt, nnode), bool)
     for i in pinid:
         if i < 0 or i >= len(pinned):
@@ -506,6 +517,11 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
             for ijk in itertools.product(*[range(r[k], r[k + 3] + 1) for k in range(3)]):
                 pinned[(ijk[0] * ng[1] + ijk[1]) * ng[2] + ijk[2]] = True
     pinned = pinned[:nnode]
+    if cells is not None:  # nodes of empty cells only are pinned (MuJoCo 4.0)
+        node_empty = np.ones(ng, bool)
+        for ci, cj, ck in zip(*np.nonzero(~cells[1].reshape(cellnum))):
+            node_empty[ci : ci + 2, cj : cj + 2, ck : ck + 2] = False
+        pinned |= node_empty.reshape(-1)
     if pinned.all():
         raise _refuse(raw, "an interpolated flexcomp with every node pinned (rigid)", "id")
     weight = np.zeros(nnode)
@@ -518,6 +534,12 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
             ncell = 2 if 0 < g < nk - 1 and g % order == 0 else 1
             wn *= (1.0 if order == 1 else _SIMPSON[g % order != 0]) * ncell
         weight[n] = wn
+    if cells is not None:  # the integral of each node's shape function over the mesh (mjcf/flex_cells.py)
+        weight = np.zeros(ng)
+        cm = _cells.node_masses(*cells).reshape(*cellnum, 2, 2, 2)
+        for a, b, c in itertools.product(range(2), range(2), range(2)):
+            weight[a : a + cellnum[0], b : b + cellnum[1], c : c + cellnum[2]] += cm[..., a, b, c]
+        weight = weight.reshape(-1)
     scale = mass / weight[~pinned].sum()
     nodebody, node = [], np.zeros((nnode, 3))
     for n, (gi, gj, gk) in enumerate(itertools.product(range(ng[0]), range(ng[1]), range(ng[2]))):
@@ -529,4 +551,4 @@ def _interp(raw, w: dict, name: str, pname: str, order: int, point: np.ndarray, 
         add_body(bname, pos[n], weight[n] * scale, weight[n] * (2.0 * inertiabox * inertiabox) / 3.0 * scale)
         nodebody.append(bname)
     return {"vertbody": [], "vert": point, "centered": not pinned.any(), "point": point, "interp": order,
-            "cellnum": cellnum, "nodebody": nodebody, "node": node, "vert0": vert0}
+            "cellnum": cellnum, "nodebody": nodebody, "node": node, "vert0": vert0, "cells": cells}

@@ -788,13 +788,13 @@ class _Builder:
             raise MJCFUnsupportedError(f"<flexcomp> inside a <frame> or <replicate> is {_NI}", raw.file,
                                        raw.line, "flexcomp")  # fmt: skip
 
-        def add_body(name, pos, mass, inertia):
+        def add_body(name, pos, mass, inertia, axes=("1 0 0", "0 1 0", "0 0 1")):
             def txt(v):
                 return " ".join(repr(float(x)) for x in np.atleast_1d(v))
 
             kids = [_Raw("inertial", {"pos": "0 0 0", "mass": txt(mass), "diaginertia": txt([inertia] * 3)}, [],
                          raw.file, raw.line)]  # fmt: skip
-            for axis in ("1 0 0", "0 1 0", "0 0 1"):
+            for axis in axes:
                 kids.append(_Raw("joint", {"type": "slide", "pos": "0 0 0", "axis": axis}, [], raw.file, raw.line))
             braw = _Raw("body", {"name": name, "pos": txt(pos)}, kids, raw.file, raw.line)
             b = self.element(braw, sc.key_of(key, "body"), childclass, None)

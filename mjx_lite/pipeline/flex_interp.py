@@ -315,7 +315,8 @@ def elastic_cells(m: Model) -> list[tuple]:
 
 def elastic_node_forces(m: Model, d: Data, damper: bool) -> jax.Array:
     """(nflexnode, 3) world forces on the nodes of MuJoCo's corotational cell elasticity (mj_flexPassiveInterp):
-    per cell, R the rotation of the deformation gradient at its center (mat_to_rot), k = the cell's flex_stiffness
+    per cell, R the rotation of the deformation gradient (in physical units: gradients over the cell's rest size) at
+    its center (mat_to_rot), k = the cell's flex_stiffness
     block (minus its stiffness matrix); spring: R k (R' x - x0) with x the nodes' positions and x0 flex_node0;
     damper: flex_damping R k R' v with v the nodes' velocities."""
     nx = node_xpos(m, d)
@@ -327,7 +328,11 @@ def elastic_node_forces(m: Model, d: Data, damper: bool) -> jax.Array:
     for order, nodes, kadr, flexes in elastic_cells(m):
         npc = nodes.shape[1]
         x = nx[nodes]  # (C, npc, 3)
-        F = jp.einsum("cnr,nk->crk", x, jp.asarray(_center_gradients(order), x.dtype))
+        n1 = order + 1
+        x0 = m.flex_node0[nodes]  # the cell's rest size along the grid's axes: from node (0, 0, 0) to (order, 0, 0)..
+        size = jp.stack([math.safe_norm(x0[:, k] - x0[:, 0]) for k in (order * n1 * n1, order * n1, order)], axis=1)
+        grad = jp.asarray(_center_gradients(order), x.dtype)[None] / size[:, None, :]  # physical gradients
+        F = jp.einsum("cnr,cnk->crk", x, grad)
         R = math.quat_to_mat(mat_to_rot(F))
         K = m.flex_stiffness[kadr[:, None] + np.arange((3 * npc) ** 2)].reshape(-1, 3 * npc, 3 * npc)
         if damper:
