@@ -104,10 +104,24 @@ def test_config_validation():
     assert buckets.capacities(m) == ()  # default: off
     assert buckets.capacities(mjl.configure(m, contact_buckets=(3, 10, 10, 500))) == (3, 10)  # below nconmax only
     assert buckets.capacities(mjl.configure(m, contact_buckets="auto")) == tuple(
-        c for c in buckets.AUTO_BUCKETS if c < m.nconmax
+        c for c in buckets.AUTO_BUCKETS if c <= buckets.AUTO_MAX_SHARE * m.nconmax
     )
     mb = m.replace(config=m.config.replace(contact_buckets=(4,)))  # not a layout field: Data keeps its shapes
     assert mb.nconmax == m.nconmax and mb.njmax == m.njmax
+
+
+def test_auto_keeps_buckets_that_halve_the_slots():
+    """"auto" drops a capacity above AUTO_MAX_SHARE of the slots (a compiled branch and a gather / scatter per stage
+    for too few rows saved): dm_control's walker (14 slots) runs no bucket, the cheetah (54) only the one of 8."""
+    import dm_control.suite  # noqa: PLC0415 - a test dependency, imported on use
+
+    suite = os.path.dirname(dm_control.suite.__file__)
+    walker = mjl.configure(mjl.load_mjcf(os.path.join(suite, "walker.xml")), contact_buckets="auto")
+    cheetah = mjl.configure(mjl.load_mjcf(os.path.join(suite, "cheetah.xml")), contact_buckets="auto")
+    assert (walker.nconmax, cheetah.nconmax) == (14, 54)
+    assert buckets.capacities(walker) == () and not buckets.enabled(walker)
+    assert buckets.capacities(cheetah) == (8,)
+    assert buckets.capacities(mjl.configure(cheetah, contact_buckets=(8, 32))) == (8, 32)  # explicit: all kept
 
 
 def test_step_equals_full(stepped):

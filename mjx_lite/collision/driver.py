@@ -1056,6 +1056,22 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
     return fields, overflow
 
 
+def slot_geoms(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
+    """Static (geom1, geom2) (nconmax,) of every contact slot, or None where a slot's geoms are traced (a trimmed or
+    compacted group, a capacity cap, flex contacts)."""
+    if flexcol.capacity(m) or capped(m):
+        return None
+    g1, g2 = [], []
+    for g in pair_table(m).groups:
+        if not g.static_slots:
+            return None
+        g1.append(np.repeat(np.asarray(g.geom1), g.ncon))
+        g2.append(np.repeat(np.asarray(g.geom2), g.ncon))
+    if not g1:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(g1).astype(np.int64), np.concatenate(g2).astype(np.int64)
+
+
 def capped(m: Model) -> bool:
     """Static: the model's contact capacity is below its pair table's rows (a `<size nconmax/njmax>` or
     `Config.nconmax/njmax` cap), so `collision` keeps the deepest rows of all groups in `m.nconmax` slots."""

@@ -36,10 +36,14 @@ from mjx_lite.pipeline import capacity, constraint, kernels
 from mjx_lite.solver.solve import solve as _solve
 from mjx_lite.types import ConstraintType, Contact, Data, DisableBit, Model
 
-__all__ = ["AUTO_BUCKETS", "batch_max", "capacities", "enabled", "make_constraint", "need", "solve"]
+__all__ = ["AUTO_BUCKETS", "AUTO_MAX_SHARE", "batch_max", "capacities", "enabled", "make_constraint", "need", "solve"]
 
 # Capacities of `Config(contact_buckets="auto")`: legged models on the ground (a few feet, a few contacts each).
 AUTO_BUCKETS = (8, 32)
+# "auto" keeps a capacity only where it is at most this share of m.nconmax: a bucket costs a compiled branch (its rows
+# and solver: cheetah, batch 64, compile 147 -> 176 s at load 11 with two) and a gather and a scatter of every efc
+# field per stage, which a bucket that does not at least halve the slots does not pay back (walker: 8 of 14 slots)
+AUTO_MAX_SHARE = 0.5
 
 EFC_FIELDS = tuple(f.name for f in dataclasses.fields(Data) if f.name.startswith("efc_"))
 
@@ -61,7 +65,8 @@ def batch_max(x: jax.Array) -> jax.Array:
 
 def capacities(m: Model) -> tuple[int, ...]:
     """Static: the bucket capacities of `m` (ascending, each below m.nconmax; () when buckets are off): those of
-    `m.config.contact_buckets` as `configure(m, nconmax=c)` sizes them (a `<size njmax>` cap can cut one)."""
+    `m.config.contact_buckets` as `configure(m, nconmax=c)` sizes them (a `<size njmax>` cap can cut one); for
+    "auto", only those of at most AUTO_MAX_SHARE * m.nconmax slots."""
     want = m.config.contact_buckets
     if want is None or m.nconmax == 0 or m.njmax == 0 or (m.opt.disableflags & DisableBit.CONSTRAINT):
         return ()
@@ -72,7 +77,8 @@ def capacities(m: Model) -> tuple[int, ...]:
                              "and solver kernels work on the full padded rows): use kernels='xla' or "
                              "contact_buckets=None")  # fmt: skip
         caps = {_bucket_model(m, c).nconmax for c in (AUTO_BUCKETS if want == "auto" else want)}
-        return tuple(sorted(c for c in caps if 0 < c < m.nconmax))
+        top = AUTO_MAX_SHARE * m.nconmax if want == "auto" else m.nconmax - 1
+        return tuple(sorted(c for c in caps if 0 < c <= top))
 
     return static_memo(m, "contact_buckets", build)
 

@@ -683,6 +683,22 @@ def _sparse_rows(rows_of, coef, n):
     return out.reshape(-1, out.shape[-1]), None
 
 
+def _slot_bodies(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
+    """Static (body1, body2) (nconmax,) of every contact slot where its geoms are static (`driver.slot_geoms`) and
+    every side is one geom's body (no flex contacts), else None. A contact's Jacobian then uses constant dof masks
+    and root-com gathers with constant indices instead of gathers by the traced geom ids (XLA:CPU recomputed those
+    gathers for every element of the row assembly's fusion)."""
+
+    def build(m: Model):
+        g = driver.slot_geoms(m)
+        if g is None or flexcol._side_widths(m) != (1, 0):
+            return None
+        gb = np.asarray(m.geom_bodyid, np.int64)
+        return gb[g[0]], gb[g[1]]
+
+    return static_memo(m, "constraint_slot_bodies", build)
+
+
 def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     """One _Rows per static contact dimension present."""
     out = []
@@ -691,6 +707,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     impratio = m.opt.impratio
     cb1, cb2, cw2 = flexcol.contact_body_weights(m, d, con)  # flex element sides: several weighted bodies
     cdw = flexcol.diag_weights(m, con, cw2)
+    static = _slot_bodies(m)  # every slot's two bodies known at trace time: no gathers by traced body ids
     for dim in sorted(set(p.con_dim.tolist())):
         slots = np.nonzero(p.con_dim == dim)[0]
         k = len(slots)
@@ -700,6 +717,8 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
 
         g = at(con.geom)
         b1, b2, w2 = at(cb1), at(cb2), at(cw2)
+        if static is not None:  # (k,) and (k, 1) numpy ids: constant masks and gathers with constant indices
+            b1, b2 = static[0][slots], static[1][slots][:, None]
         pt = at(con.pos)
         frame = at(con.frame)
         if dim <= 3:  # normal and tangents only: the rows see the linear Jacobian alone

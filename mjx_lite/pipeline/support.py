@@ -283,6 +283,8 @@ def _root_com(m: Model, d: Any, body_id) -> jax.Array:
     rootid = np.asarray(m.body_rootid)
     if isinstance(body_id, (int, np.integer)):
         return d.subtree_com[int(rootid[int(body_id)])]
+    if isinstance(body_id, np.ndarray):  # static ids: a gather with constant indices
+        return d.subtree_com[rootid[body_id]]
     return d.subtree_com[jp.asarray(rootid)[body_id]]
 
 
@@ -290,6 +292,8 @@ def _mask(m: Model, body_id, dtype) -> jax.Array:
     mask = tables(m).body_dof_mask
     if isinstance(body_id, (int, np.integer)):
         return jp.asarray(mask[int(body_id)], dtype)
+    if isinstance(body_id, np.ndarray):  # static ids: a constant
+        return jp.asarray(mask[body_id], dtype)
     return jp.asarray(mask, dtype)[body_id]
 
 

@@ -46,7 +46,6 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.collision import driver
-from mjx_lite.collision import flex as flexcol
 from mjx_lite.pipeline import constraint, support, velocity
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import where
@@ -59,20 +58,8 @@ OUTPUTS = ("J", "pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "a
 
 
 def _slot_geoms(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
-    """Static (geom1, geom2) of every contact slot, or None where a slot's geoms are traced (a trimmed or compacted
-    group, a capacity cap, flex contacts)."""
-    if flexcol.capacity(m) or driver.capped(m):
-        return None
-    t = driver.pair_table(m)
-    g1, g2 = [], []
-    for g in t.groups:
-        if not g.static_slots:
-            return None
-        g1.append(np.repeat(np.asarray(g.geom1), g.ncon))
-        g2.append(np.repeat(np.asarray(g.geom2), g.ncon))
-    if not g1:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(g1).astype(np.int64), np.concatenate(g2).astype(np.int64)
+    """Static (geom1, geom2) of every contact slot, or None (`driver.slot_geoms`)."""
+    return driver.slot_geoms(m)
 
 
 def slot_bodies(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
