@@ -259,3 +259,22 @@ def test_more_than_50_vertices_on_a_plane(fwd):
     act = np.asarray(d.contact.active)
     assert sorted(np.asarray(d.contact.vert)[act, 1].tolist()) == sorted(mjd.contact.vert[:, 1].tolist())
     np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, rtol=FWD_RTOL, atol=1e-8)
+
+
+# a flexcomp's edge equality and an <equality> section written before and after the worldbody
+_EQ_ORDER = """<mujoco>{before}<worldbody>
+  <body><joint name="a" type="slide"/><geom size=".1"/></body>
+  <body pos="1 0 0"><joint name="b" type="slide"/><geom size=".1"/></body>
+  <flexcomp name="f" type="grid" count="3 3 1" spacing=".1 .1 .1" dim="2" pos="0 0 1"><edge equality="true"/></flexcomp>
+  </worldbody>{after}</mujoco>"""
+_EQ_SECTION = '<equality><joint joint1="a" joint2="b" solref=".03 1"/></equality>'
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_flexcomp_equalities_follow_the_equality_section(where):
+    """MuJoCo 4.0 appends a flexcomp's edge equality after the <equality> section's constraints wherever the
+    section stands (MuJoCo's gripper_2d.xml: a joint equality, then two flex equalities)."""
+    xml = _EQ_ORDER.format(**{where: _EQ_SECTION, ("after" if where == "before" else "before"): ""})
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    np.testing.assert_array_equal(mjm.eq_type, [mujoco.mjtEq.mjEQ_JOINT, mujoco.mjtEq.mjEQ_FLEX])
+    assert oracle.compare_models(m, mjm) == []

@@ -60,8 +60,8 @@ def body_frames0(ctx: CompileContext) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _flexcomp_equalities(root: Element) -> list[Element]:
-    """The <equality><flex> each <flexcomp><edge equality="true"> adds (unnamed, before the <equality> section's
-    constraints, as MuJoCo's reader makes them while reading the worldbody)."""
+    """The <equality><flex> each <flexcomp><edge equality="true"> adds (unnamed, after the <equality> section's
+    constraints wherever the sections stand in the file: MuJoCo 4.0 appends them when it compiles the flexcomps)."""
     out = []
     for r in flex_records(root):
         if r["equality"] == 1:
@@ -80,7 +80,7 @@ def _distinct(e: Element, i: int, id1: int, id2: int, name: str, attr: str) -> N
 
 def compile_equality(root: Element, ctx: CompileContext) -> None:
     """Equality constraints -> ctx.arrays (eq_*), ctx.sizes['neq']."""
-    eqs = _flexcomp_equalities(root) + section_children(root, "equality")
+    eqs = section_children(root, "equality") + _flexcomp_equalities(root)
     register_all(ctx, "equality", eqs)
     n = len(eqs)
     eq_type = np.zeros(n, np.int32)
