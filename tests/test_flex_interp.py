@@ -171,6 +171,20 @@ def _example(tmp_path, name):
     return str(tmp_path / (name + ".xml"))
 
 
+def _forward_after_mujoco_steps(m, mjm, steps):
+    """MuJoCo's state after `steps` mj_steps (in contact): our forward there, its vertex positions, passive and
+    constraint forces and qacc as MuJoCo's. Returns (mjd, d)."""
+    mjd = mujoco.MjData(mjm)
+    for _ in range(steps):
+        mujoco.mj_step(mjm, mjd)
+    mujoco.mj_forward(mjm, mjd)
+    assert mjd.ncon > 0
+    d = jax.jit(mjx_lite.forward)(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos, qvel=mjd.qvel))
+    for f in ("flexvert_xpos", "qfrc_passive", "qacc", "qfrc_constraint"):
+        oracle.close(getattr(d, f), getattr(mjd, f), FWD_ATOL, f)
+    return mjd, d
+
+
 @pytest.mark.slow
 def test_trilinear_example(tmp_path):
     """MuJoCo's trilinear.xml (an 8x8x8 grid on one trilinear cell, dropped on a mocap capsule): compiled fields, and
@@ -178,14 +192,7 @@ def test_trilinear_example(tmp_path):
     path = _example(tmp_path, "trilinear")
     mjm, m = mujoco.MjModel.from_xml_path(path), mjx_lite.load_mjcf(path)
     assert oracle.compare_models(m, mjm) == []
-    mjd = mujoco.MjData(mjm)
-    for _ in range(420):
-        mujoco.mj_step(mjm, mjd)
-    mujoco.mj_forward(mjm, mjd)
-    assert mjd.ncon > 0
-    d = jax.jit(mjx_lite.forward)(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos, qvel=mjd.qvel))
-    for f in ("flexvert_xpos", "qfrc_passive", "qacc", "qfrc_constraint"):
-        oracle.close(getattr(d, f), getattr(mjd, f), FWD_ATOL, f)
+    mjd, d = _forward_after_mujoco_steps(m, mjm, 420)
     # the flex contacts (mjx_lite also lists the mocap capsule against the plane, two rows without dofs)
     act = np.asarray(d.contact.active) & (np.asarray(d.contact.flex)[:, 1] >= 0)
     ours = np.argsort(np.asarray(d.contact.elem)[act, 1])
@@ -331,14 +338,7 @@ def test_dof_2d_matches_mujoco():
     ball in it): compiled fields, and forward after MuJoCo's 300 steps (vertex-sphere contacts, edge equalities)."""
     mjm, m = mujoco.MjModel.from_xml_string(_CLOTH_2D), mjx_lite.load_mjcf_string(_CLOTH_2D)
     assert mjm.njnt == 1 + 2 * 14 and oracle.compare_models(m, mjm) == []
-    mjd = mujoco.MjData(mjm)
-    for _ in range(300):
-        mujoco.mj_step(mjm, mjd)
-    mujoco.mj_forward(mjm, mjd)
-    assert mjd.ncon > 0
-    d = jax.jit(mjx_lite.forward)(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos, qvel=mjd.qvel))
-    for f in ("flexvert_xpos", "qfrc_passive", "qacc", "qfrc_constraint"):
-        oracle.close(getattr(d, f), getattr(mjd, f), FWD_ATOL, f)
+    _forward_after_mujoco_steps(m, mjm, 300)
 
 
 @pytest.mark.parametrize("flex,kids,what", [
