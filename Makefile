@@ -51,7 +51,7 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed-test gl-deps
 	$(VENV)/bin/ruff check .
-	MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo 'no tests collected'; exit 0; fi; exit $$rc
+	MUJOCO_GL=egl $(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo 'no tests collected'; exit 0; fi; exit $$rc
 
 test-all: $(VENV)/.installed-test
 	$(MAKE) test PYTEST_ARGS="-m ''"
