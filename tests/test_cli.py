@@ -211,15 +211,17 @@ def test_train(tmp_path):
 
 def test_check_lists_every_unsupported_feature(tmp_path):
     """`check` names every unsupported feature of a model (an element the reader refuses, attributes, a flag), not only
-    the first, and exits 2 (sleep: refused with RK4)."""
+    the first, and exits 2 (sleep: refused with a tendon equality active at load, as MuJoCo 4.0 stops there)."""
     xml = tmp_path / "many.xml"
-    xml.write_text("""<mujoco><option ccd_iterations="10" integrator="RK4">
+    xml.write_text("""<mujoco><option ccd_iterations="10">
       <flag sleep="enable" speculative="enable"/></option>
       <worldbody><geom name="floor" type="plane" size="1 1 .1"/>
         <body><freejoint/><geom type="ellipsoid" size=".1 .1 .1"/><site name="s"/></body>
         <body pos="1 0 0"><composite type="grid" count="2 2 1"/></body>
-        <body pos="2 0 0"><joint stiffness="1"/><geom size=".1"/></body>
-      </worldbody></mujoco>""")
+        <body pos="2 0 0"><joint name="j" stiffness="1"/><geom size=".1"/></body>
+      </worldbody>
+      <tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>
+      <equality><tendon tendon1="t"/></equality></mujoco>""")
     p = _cli("check", xml)
     assert p.returncode == cli.EXIT_UNSUPPORTED, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
