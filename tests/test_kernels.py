@@ -59,7 +59,8 @@ GRAD_TOL = 1e-10
 # margins, no per-group slicing of the contacts, no CONTACTFULL count where nothing can overflow) fused 635, XLA 4169;
 # then the XLA path's contact rows from each slot's trace-time bodies (no gathers by traced geom ids) XLA 4110: the
 # reference shrank, the fused count stayed 635.
-FUSED_STEP_SAVED = 3475  # 3534 before the XLA rows' trace-time bodies; 3496 before the contact parameters' kernel; 648 with the tree pass alone fused
+# 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel.
+FUSED_STEP_SAVED = 3475  # 648 with the tree pass alone fused
 # (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
