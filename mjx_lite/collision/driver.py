@@ -1072,6 +1072,15 @@ def slot_geoms(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
     return np.concatenate(g1).astype(np.int64), np.concatenate(g2).astype(np.int64)
 
 
+def slot_bodies(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
+    """Static (body1, body2) (nconmax,) of every contact slot: the bodies of `slot_geoms`, or None."""
+    g = slot_geoms(m)
+    if g is None:
+        return None
+    gb = np.asarray(m.geom_bodyid, np.int64)
+    return gb[g[0]], gb[g[1]]
+
+
 def capped(m: Model) -> bool:
     """Static: the model's contact capacity is below its pair table's rows (a `<size nconmax/njmax>` or
     `Config.nconmax/njmax` cap), so `collision` keeps the deepest rows of all groups in `m.nconmax` slots."""

@@ -684,17 +684,13 @@ def _sparse_rows(rows_of, coef, n):
 
 
 def _slot_bodies(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
-    """Static (body1, body2) (nconmax,) of every contact slot where its geoms are static (`driver.slot_geoms`) and
+    """Static (body1, body2) (nconmax,) of every contact slot where its geoms are static (`driver.slot_bodies`) and
     every side is one geom's body (no flex contacts), else None. A contact's Jacobian then uses constant dof masks
     and root-com gathers with constant indices instead of gathers by the traced geom ids (XLA:CPU recomputed those
     gathers for every element of the row assembly's fusion)."""
 
     def build(m: Model):
-        g = driver.slot_geoms(m)
-        if g is None or flexcol._side_widths(m) != (1, 0):
-            return None
-        gb = np.asarray(m.geom_bodyid, np.int64)
-        return gb[g[0]], gb[g[1]]
+        return driver.slot_bodies(m) if flexcol._side_widths(m) == (1, 0) else None
 
     return static_memo(m, "constraint_slot_bodies", build)
 

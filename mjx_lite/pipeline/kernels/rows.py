@@ -57,18 +57,7 @@ __all__ = ["OUTPUTS", "assemble", "fusable", "kernel", "make_constraint", "slot_
 OUTPUTS = ("J", "pos", "margin", "frictionloss", "diagA", "R", "vel", "aref", "active")
 
 
-def _slot_geoms(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
-    """Static (geom1, geom2) of every contact slot, or None (`driver.slot_geoms`)."""
-    return driver.slot_geoms(m)
-
-
-def slot_bodies(m: Model) -> tuple[np.ndarray, np.ndarray] | None:
-    """Static (body1, body2) of every contact slot (see `_slot_geoms`), or None."""
-    g = _slot_geoms(m)
-    if g is None:
-        return None
-    gb = np.asarray(m.geom_bodyid, np.int64)
-    return gb[g[0]], gb[g[1]]
+slot_bodies = driver.slot_bodies  # static (body1, body2) of every contact slot, or None
 
 
 def fusable(m: Model) -> bool:
@@ -824,7 +813,7 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
                    _j6=(max(info["ncon"], 1) * m.nv * 6,))  # fmt: skip
     if info["connect"] or info["weld"]:  # their rows' Jdot qvel (the scratch exists only where used)
         outputs["_bias"] = (nefc,)
-    geoms = _slot_geoms(m) if info["ncon"] else None
+    geoms = driver.slot_geoms(m) if info["ncon"] else None
     k = launch.Kernel("constraint_rows", {n: tuple(jp.shape(v)) for n, v in x.items()}, outputs, tables,
                       _body(m, info), _twin(m, d, geoms))  # fmt: skip
     return k, x
