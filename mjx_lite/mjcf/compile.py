@@ -204,29 +204,18 @@ def _meshes_needing_hull(root: Element) -> set[str]:
 def _compile_octrees(root: Element, ctx: CompileContext, elements: list, loaded: list) -> None:
     """mesh_octadr/octnum and oct_*: MuJoCo's octree SDF (sdf_octree.py) of each mesh that a type="sdf" geom names
     (mjsMesh.needsdf), except an SDF plugin's mesh."""
-    names = set()
+    found = {"sdf": set(), "mesh": set()}  # the meshes that sdf geoms and mesh geoms name
 
     def walk(e: Element) -> None:
         for c in e.children:
             if c.tag == "default":
                 continue
-            if c.tag == "geom" and at.get(c, "type") == "sdf" and at.get(c, "mesh"):
-                names.add(at.get(c, "mesh"))
+            if c.tag == "geom" and at.get(c, "type") in found and at.get(c, "mesh"):
+                found[at.get(c, "type")].add(at.get(c, "mesh"))
             walk(c)
 
     walk(root)
-    meshgeoms = set()
-
-    def walk_mesh(e: Element) -> None:
-        for c in e.children:
-            if c.tag == "default":
-                continue
-            if c.tag == "geom" and at.get(c, "type") == "mesh" and at.get(c, "mesh"):
-                meshgeoms.add(at.get(c, "mesh"))
-            walk_mesh(c)
-
-    if names:  # (every sdf geom names a mesh)
-        walk_mesh(root)
+    names, meshgeoms = found["sdf"], (found["mesh"] if found["sdf"] else set())  # (every sdf geom names a mesh)
     badr, bnum, bparts, btotal = [], [], [], 0
     for asset in loaded:
         if asset.name in meshgeoms:
