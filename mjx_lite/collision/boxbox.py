@@ -42,7 +42,7 @@ def _clip(verts: Points, valid: Mask, coord: int, sign: float, limit: Scalar) ->
     dp = sign * verts[:, coord] - limit
     dq = dp[nxt]
     emit_p = valid & (dp <= 0)
-    cross = valid & ((dp < 0) != (dq < 0)) & (dp != dq)
+    cross = valid & (((dp < 0) & (dq > 0)) | ((dp > 0) & (dq < 0)))  # strictly crossing, as MuJoCo
     den = jp.where(cross, dp - dq, 1.0)
     t = jp.where(cross, dp / den, 0.0)
     inter = verts + t[:, None] * (q - verts)
