@@ -731,8 +731,9 @@ def test_fused_step_program_size(models, monkeypatch):
         assert set(ops) <= LAYOUT_OPS | set(WARNING_OPS), (layout, sorted(set(ops)))
         assert all(ops.count(o) <= 1 for o in WARNING_OPS), (layout, [ops.count(o) for o in WARNING_OPS])
     step = jax.vmap(mjl.step, in_axes=(None, 0))
-    fused = _lower_cuda(step, mjl.configure(m, kernels="fused"), batch)
-    xla = _lower_cuda(step, mjl.configure(m, kernels="xla"), batch)
+    auto = config_mod.AUTO_OFF_CPU  # the program a GPU runs: "auto" fields resolved as there, not as on this CPU
+    fused = _lower_cuda(step, mjl.configure(m, kernels="fused", **auto), batch)
+    xla = _lower_cuda(step, mjl.configure(m, kernels="xla", **auto), batch)
     n_fused, n_xla = _ops(fused), _ops(xla)
     n_kernels = fused.count("__gpu$xla.gpu.triton")
     print(f"humanoid step, StableHLO operations: fused {n_fused} (+{n_kernels} Triton kernels), XLA {n_xla}")
