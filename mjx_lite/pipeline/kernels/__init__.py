@@ -44,7 +44,7 @@ from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
-__all__ = ["advance", "advance_fused", "collide_fused", "collision", "fused", "launch_of", "make_constraint",
+__all__ = ["acceleration", "advance", "advance_fused", "collide_fused", "collision", "fused", "launch_of", "make_constraint",
            "pgs_fused", "primal_fused", "rows_fused", "solve_m", "solve_pgs", "solve_primal", "solve_shifted",
            "tree_pass", "velocity_pass"]
 
@@ -118,6 +118,15 @@ def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
     if not _solve_fused(m, x):
         return inertia.solve_m(m, d, x)
     return _factor.solve_m(m, d, x, launch_of(m))
+
+
+def acceleration(m: Model, d: Data) -> tuple | None:
+    """fwd_acceleration's (qfrc_smooth, qacc_smooth) as one fused kernel (kernels/factor.py: the forces' sum, the
+    Cartesian wrenches' J'xfrc and M^-1 qfrc_smooth) when `fused(m)` (tree factorisation, dofs); None otherwise (the
+    stage's XLA code runs)."""
+    if not (fused(m) and _factor.fusable(m)):
+        return None
+    return _factor.acceleration(m, d, launch_of(m))
 
 
 def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Array:

@@ -272,6 +272,8 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
     out = {}
     lead = () if nenv is None else (e,)
     for n, shape in kernel.outputs.items():
+        if n.startswith("_"):  # scratch: not returned (no slice of it)
+            continue
         if n in outs:
             out[n] = res[outs.index(n)].reshape(lead + tuple(shape))
         else:
