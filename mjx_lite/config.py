@@ -24,8 +24,8 @@ from collections.abc import Callable
 import jax
 
 __all__ = ["AUTO_OFF_CPU", "CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "KERNELS", "KERNEL_LAYOUTS",
-           "LAYOUT_FIELDS", "LINALGS", "MATMUL_PRECISIONS", "QACC_RESETS", "QUATERNION_OPS", "RK4_LOOPS", "kernels", "linalg", "matmul_precision",
-           "qacc_reset", "quaternion_ops", "SOLVER_BATCHES", "solver_batch"]  # fmt: skip
+           "LAYOUT_FIELDS", "LINALGS", "MATMUL_PRECISIONS", "QACC_RESETS", "QUATERNION_OPS", "RK4_LOOPS", "kernels",
+           "linalg", "matmul_precision", "qacc_reset", "quaternion_ops", "SOLVER_BATCHES", "solver_batch"]  # fmt: skip
 
 GRADIENT_MODES = ("implicit", "unrolled")
 CONTACT_GRADIENTS = ("exact", "smooth")

@@ -3,10 +3,10 @@
 Two uses:
   - `factor_into(io, ...)`: the factorisation as the last part of the tree pass (kernels/tree.py): qM is in the
     kernel's output block, qLD (`inertia._factor_layout`'s elimination order) and qLDiagInv are written beside it.
-  - kernels of their own: `solve_m(m, d, x)` (M^-1 x from d.qLD / d.qLDiagInv), `acceleration(m, d)`
-    (fwd_acceleration whole: qfrc_smooth, the Cartesian wrenches' J'xfrc included, and qacc_smooth = M^-1 qfrc_smooth)
-    and `solve_shifted(m, d, shift, x)` ((M + diag(shift))^-1 x by a fresh factorisation of the
-    shifted qM and a solve, one kernel: Euler's implicit damping).
+  - two kernels of their own: `acceleration(m, d)` (fwd_acceleration whole: qfrc_smooth, the Cartesian wrenches'
+    J'xfrc included, and qacc_smooth = M^-1 qfrc_smooth from d.qLD / d.qLDiagInv) and `solve_shifted(m, d, shift,
+    x)` ((M + diag(shift))^-1 x by a fresh factorisation of the shifted qM and a solve, one kernel: Euler's implicit
+    damping).
 
 The arithmetic is `inertia._factor_tree` / `inertia._solve_tree`'s, dof by dof instead of level by level: dofs are
 eliminated from the last to the first (every descendant of a dof has a larger index, so a dof's row is final when
@@ -23,18 +23,18 @@ from the tree elimination's, so those models keep the XLA factorisation and solv
 
 from __future__ import annotations
 
+import types
+
 import jax
 import jax.numpy as jp
 import numpy as np
-
-import types
 
 from mjx_lite.pipeline import inertia, support
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, Model, qm_shape
 
-__all__ = ["acceleration", "factor_into", "fusable", "plan", "solve_in", "solve_m", "solve_shifted"]
+__all__ = ["acceleration", "factor_into", "fusable", "plan", "solve_in", "solve_shifted"]
 
 
 def fusable(m: Model) -> bool:
@@ -151,30 +151,6 @@ def _copy(io, m: Model, src, dst: str):
         return c
 
     jax.lax.fori_loop(np.int32(0), np.int32(m.nv), put, 0)
-
-
-# ---- M^-1 x from the factor in d -----------------------------------------------------------------------------
-
-
-def _solve_kernel(m: Model) -> launch.Kernel:
-    nv, nm = m.nv, support.tables(m).m_rows.size
-
-    def body(io):
-        _copy(io, m, lambda k: io.read("x", k), "y")
-        solve_in(io, m, "y", lambda p: io.read("qLD", p), lambda k: io.read("qLDiagInv", k))
-
-    def xla(x):
-        return {"y": inertia.solve_factored(m, x["qLD"], x["qLDiagInv"], x["x"])}
-
-    return launch.Kernel("solve_m", {"qLD": (nm,), "qLDiagInv": (nv,), "x": (nv,)}, {"y": (nv,)}, plan(m), body, xla)
-
-
-def solve_m(m: Model, d: Data, x: jax.Array, how: launch.Launch) -> jax.Array:
-    """M^-1 x (x (nv,)) from d.qLD, d.qLDiagInv as one fused kernel (the caller checks `fusable(m)`)."""
-    k = _solve_kernel(m)
-    dtype = x.dtype
-    out = launch.call(k, {"qLD": d.qLD.astype(dtype), "qLDiagInv": d.qLDiagInv.astype(dtype), "x": x}, how)
-    return out["y"]
 
 
 # ---- fwd_acceleration: qfrc_smooth and qacc_smooth in one kernel ---------------------------------------------
