@@ -1,10 +1,17 @@
 """Operations of the step's lowered program, fused and XLA paths, counted as tests/test_kernels.py counts them.
 
-    PYTHONPATH=. python benchmarks/fused_program_size.py [humanoid cheetah barkour legged] [--scopes] [--no-xla]
+    PYTHONPATH=. python benchmarks/fused_program_size.py [humanoid cheetah barkour legged] [--scopes] [--sources]
+        [--no-xla] [--cpu-config]
 
 Each model at a random state, float32, batch 8, lowered for "cuda" on this machine (kernels compiled as on a GPU, no
-GPU needed): StableHLO operations besides constants and returns, and the Triton kernels. --scopes: the fused step's
-operations per stage (the named scope in each operation's location, `as_text(debug_info=True)`).
+GPU needed), with the Config fields that "auto" resolves by backend set as a GPU resolves them
+(`config.AUTO_OFF_CPU`: the program a GPU runs; --cpu-config: as this CPU resolves them): StableHLO operations
+besides constants and returns, and the Triton kernels. An operation inside a private function (`jit`-wrapped jnp
+helpers such as `jp.where`, emitted once per distinct signature) counts once, however often it is called.
+--scopes: the fused step's operations per stage (the named scope in each operation's location,
+`as_text(debug_info=True)`). --sources: per (stage, source line, operation): the innermost frame of this package
+in the operation's location (launch.py's layout code named with the kernel's stage; a private function's
+operations under its first call site), the most common 40, then per group (see `_group`).
 """
 
 import collections
@@ -18,11 +25,13 @@ import mujoco
 import numpy as np
 
 import mjx_lite as mjl
+from mjx_lite import config as _config
 from mjx_lite.pipeline import kernels
 from mjx_lite.pipeline.kernels import launch
 from tests import oracle
 
 OP = re.compile(r"^\s*(?:%\S+ = )?\"?(stablehlo\.[a-z_]+)")
+SKIP = ("stablehlo.constant", "stablehlo.return")
 
 
 def _path(name: str) -> str:
@@ -52,37 +61,122 @@ def _batch(name: str):
 
 def _ops(text: str) -> list:
     ops = re.findall(OP.pattern, text, re.MULTILINE)
-    return [o for o in ops if o not in ("stablehlo.constant", "stablehlo.return")]
+    return [o for o in ops if o not in SKIP]
+
+
+class _Locations:
+    """The `#locN = ...` table of a program printed with debug_info, resolved to (names, frames): the name-stack
+    strings and the "file:line" frames, innermost first."""
+
+    def __init__(self, text: str):
+        self.table = dict(re.findall(r"^#(loc\d*) = (.*)$", text, re.MULTILINE))
+        self.memo = {}
+
+    def of(self, ref: str) -> tuple:
+        if ref not in self.memo:
+            self.memo[ref] = self._parse(self.table.get(ref[1:], "unknown"))
+        return self.memo[ref]
+
+    def _parse(self, s: str) -> tuple:
+        s = s.strip()
+        if s.startswith("loc(") and s.endswith(")"):
+            s = s[4:-1]
+        if re.fullmatch(r"#loc\d*", s):
+            return self.of(s)
+        mm = re.fullmatch(r"callsite\((#loc\d*) at (#loc\d*)\)", s)
+        if mm:
+            a, b = self.of(mm.group(1)), self.of(mm.group(2))
+            return a[0] + b[0], a[1] + b[1]
+        mm = re.fullmatch(r'"([^"]*)"\((.*)\)', s)
+        if mm:
+            inner = self._parse(mm.group(2))
+            return (mm.group(1),) + inner[0], inner[1]
+        mm = re.fullmatch(r'"([^"]*)":(\d+):.*', s)
+        if mm:
+            return (), (mm.group(1).split("mjx_lite/")[-1] + ":" + mm.group(2),)
+        mm = re.fullmatch(r'"([^"]*)"', s)
+        return ((mm.group(1),), ()) if mm else ((), ())
+
+
+def _stage(names: tuple) -> str:
+    scope = next((n for n in names if "/" in n or "jit(" in n), "")
+    parts = [p for p in scope.split("/") if p and not p.startswith(("jit(", "vmap("))][:-1]
+    return "/".join(parts[:2]) or "(no stage)"
+
+
+def _sites(text: str):
+    """(operation, stage, source frames) of each counted operation; a private function's operations take the
+    location of its first call (in the order the program prints them)."""
+    loc = _Locations(text)
+    calls = {}
+    for mm in re.finditer(r"call @([\w.$-]+)\(.*loc\((#loc\d*)\)\s*$", text, re.MULTILINE):
+        calls.setdefault(mm.group(1), mm.group(2))
+    func, out = None, []
+    for line in text.splitlines():
+        fm = re.match(r"\s*func\.func (?:public |private )?@([\w.$-]+)", line)
+        if fm:
+            func = fm.group(1)
+            continue
+        mm = OP.match(line)
+        if not mm or mm.group(1) in SKIP:
+            continue
+        ref = re.search(r"loc\((#loc\d*)\)\s*$", line)
+        names, frames = loc.of(ref.group(1)) if ref else ((), ())
+        if func in calls and not frames:
+            names, frames = loc.of(calls[func])
+            frames = (f"[{func}]",) + frames
+        out.append((mm.group(1)[len("stablehlo.") :], _stage(names), frames))
+    return out
+
+
+def _group(stage: str, src: str) -> str:
+    """A coarse group for a source: the kernels' layout code (launch.py), resets (integrate's selects), the
+    stages' own XLA code."""
+    if "kernels/launch.py" in src:
+        return f"kernel layout ({stage})"
+    if "_select_reset" in src or "integrate.py:46" in src:
+        return "reset selects"
+    return f"XLA code: {stage}"
+
+
+def _sources(text: str, top: int = 40) -> None:
+    rows = collections.Counter()
+    groups = collections.Counter()
+    for op, stage, frames in _sites(text):
+        own = [f for f in frames if f.startswith("[") or ".py:" in f]
+        src = " < ".join(own[:3]) or "(no source)"
+        rows[(stage, src, op)] += 1
+        groups[_group(stage, " ".join(own[:4]))] += 1
+    for (stage, src, op), n in rows.most_common(top):
+        print(f"  {n:5d} {stage:30s} {op:18s} {src}")
+    print("  groups:")
+    for g, n in groups.most_common():
+        print(f"  {n:5d} {g}")
 
 
 def _scopes(text: str) -> collections.Counter:
-    locs = dict(re.findall(r"^#(loc\d+) = (.*)$", text, re.MULTILINE))
-    out = collections.Counter()
-    for line in text.splitlines():
-        mm = OP.match(line)
-        if not mm or mm.group(1) in ("stablehlo.constant", "stablehlo.return"):
-            continue
-        loc = re.search(r"loc\(#(loc\d+)\)\s*$", line)
-        names = re.findall(r'"([^"]*)"', locs.get(loc.group(1), "") if loc else "")
-        scope = next((n for n in names if "/" in n or "jit(" in n), "")
-        parts = [p for p in scope.split("/") if p and not p.startswith(("jit(", "vmap("))][:-1]
-        out["/".join(parts[:2]) or "(no stage)"] += 1
-    return out
+    return collections.Counter(stage for _, stage, _ in _sites(text))
 
 
 def main(argv):
     names = [a for a in argv if not a.startswith("--")] or ["humanoid", "cheetah"]
     kernels.launch_of = lambda m: launch.Launch(layout=m.config.kernel_layout)  # compiled kernels, as on a GPU
     step = jax.vmap(mjl.step, in_axes=(None, 0))
+    auto = {} if "--cpu-config" in argv else _config.AUTO_OFF_CPU
     for name in names:
         m, batch = _batch(name)
         for path in ("fused",) + (() if "--no-xla" in argv else ("xla",)):
-            lowered = jax.jit(step).trace(mjl.configure(m, kernels=path), batch).lower(lowering_platforms=("cuda",))
+            mp = mjl.configure(m, kernels=path, **auto)
+            lowered = jax.jit(step).trace(mp, batch).lower(lowering_platforms=("cuda",))
             text = lowered.as_text()
             print(f"{name} {path}: {len(_ops(text))} operations + {text.count('__gpu$xla.gpu.triton')} Triton kernels")
-            if path == "fused" and "--scopes" in argv:
-                for scope, n in _scopes(lowered.as_text(debug_info=True)).most_common(25):
-                    print(f"  {n:5d} {scope}")
+            if path == "fused" and ("--scopes" in argv or "--sources" in argv):
+                debug = lowered.as_text(debug_info=True)
+                if "--scopes" in argv:
+                    for scope, n in _scopes(debug).most_common(25):
+                        print(f"  {n:5d} {scope}")
+                if "--sources" in argv:
+                    _sources(debug)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ from collections.abc import Callable
 
 import jax
 
-__all__ = ["CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "KERNELS", "KERNEL_LAYOUTS", "LAYOUT_FIELDS", "LINALGS",
-           "MATMUL_PRECISIONS", "QACC_RESETS", "QUATERNION_OPS", "RK4_LOOPS", "kernels", "linalg", "matmul_precision",
-           "qacc_reset", "quaternion_ops", "SOLVER_BATCHES", "solver_batch"]  # fmt: skip
+__all__ = ["AUTO_OFF_CPU", "CONTACT_GRADIENTS", "Config", "GRADIENT_MODES", "KERNELS", "KERNEL_LAYOUTS",
+           "LAYOUT_FIELDS", "LINALGS", "MATMUL_PRECISIONS", "QACC_RESETS", "QUATERNION_OPS", "RK4_LOOPS", "kernels",
+           "linalg", "matmul_precision", "qacc_reset", "quaternion_ops", "SOLVER_BATCHES", "solver_batch"]  # fmt: skip
 
 GRADIENT_MODES = ("implicit", "unrolled")
 CONTACT_GRADIENTS = ("exact", "smooth")
@@ -335,19 +335,24 @@ class Config:
         return tuple(getattr(self, f) for f in LAYOUT_FIELDS)
 
 
+# what the backend-resolved "auto" fields become off the CPU (GPU, TPU): the resolvers below read it, and program
+# counts made on a CPU for a GPU (benchmarks/fused_program_size.py, tests/test_kernels.py) configure it explicitly
+AUTO_OFF_CPU = {"quaternion_ops": "elementwise", "qacc_reset": "state", "linalg": "library", "solver_batch": "lockstep"}
+
+
 def quaternion_ops(config: Config) -> str:
     """"einsum" or "elementwise": `config.quaternion_ops` with "auto" resolved by JAX's default backend (at trace
     time)."""
     if config.quaternion_ops != "auto":
         return config.quaternion_ops
-    return "einsum" if jax.default_backend() == "cpu" else "elementwise"
+    return "einsum" if jax.default_backend() == "cpu" else AUTO_OFF_CPU["quaternion_ops"]
 
 
 def qacc_reset(config: Config) -> str:
     """"all" or "state": `config.qacc_reset` with "auto" resolved by JAX's default backend (at trace time)."""
     if config.qacc_reset != "auto":
         return config.qacc_reset
-    return "all" if jax.default_backend() == "cpu" else "state"
+    return "all" if jax.default_backend() == "cpu" else AUTO_OFF_CPU["qacc_reset"]
 
 
 def kernels(config: Config) -> str:
@@ -364,14 +369,14 @@ def linalg(config: Config) -> str:
     """"own" or "library": `config.linalg` with "auto" resolved by JAX's default backend (at trace time)."""
     if config.linalg != "auto":
         return config.linalg
-    return "own" if jax.default_backend() == "cpu" else "library"
+    return "own" if jax.default_backend() == "cpu" else AUTO_OFF_CPU["linalg"]
 
 
 def solver_batch(config: Config) -> str:
     """"lockstep" or "refill": `config.solver_batch` with "auto" resolved by JAX's default backend (at trace time)."""
     if config.solver_batch != "auto":
         return config.solver_batch
-    return "refill" if jax.default_backend() == "cpu" else "lockstep"
+    return "refill" if jax.default_backend() == "cpu" else AUTO_OFF_CPU["solver_batch"]
 
 
 def matmul_precision(config: Config):

@@ -58,19 +58,24 @@ GRAD_TOL = 1e-10
 # XLA 4171; with the contact parameters' kernel (kernels/contact_params.py: mj_contactParam's mixing, the detection
 # margins, no per-group slicing of the contacts, no CONTACTFULL count where nothing can overflow) fused 635, XLA 4169;
 # then the XLA path's contact rows from each slot's trace-time bodies (no gathers by traced geom ids) XLA 4110: the
-# reference shrank, the fused count stayed 635.
-# 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel.
-FUSED_STEP_SAVED = 3475  # 648 with the tree pass alone fused
+# reference shrank, the fused count stayed 635. From here both paths are lowered as a GPU runs them (the "auto"
+# fields resolved as off the CPU, config.AUTO_OFF_CPU: qacc_reset "state", elementwise quaternions, library linalg,
+# lockstep solver batch; before, this CPU's resolution): fused 532, XLA 5288; then no size-1 environment axis
+# broadcast per batched kernel input (launch._batched) and fwd_acceleration as one kernel (kernels/factor.py, in
+# place of solve_m: the forces' sum and J'xfrc were ~50 XLA operations): fused 428, XLA 5288, 4860 saved.
+# 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel, 3475 with this
+# CPU's resolution of the auto fields.
+FUSED_STEP_SAVED = 4860  # 648 with the tree pass alone fused
 # (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
 # before the XLA solver's rewrite
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
 # plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne,
-# passive: the joints' springs and dampers), solve_m (qacc_smooth), solve_newton (the constraint solver's start,
-# iterations and rows' states, kernels/primal.py), advance (Euler's qvel and qpos update) and contact_params (the
-# contacts' parameters and detection margins, Model-only: one lane); the MJX humanoid disables eulerdamp, so Euler's
-# solve_shifted kernel is not in it
+# passive: the joints' springs and dampers), fwd_acceleration (qfrc_smooth with J'xfrc, qacc_smooth), solve_newton
+# (the constraint solver's start, iterations and rows' states, kernels/primal.py), advance (Euler's qvel and qpos
+# update) and contact_params (the contacts' parameters and detection margins, Model-only: one lane); the MJX
+# humanoid disables eulerdamp, so Euler's solve_shifted kernel is not in it
 FUSED_STEP_KERNELS = 8
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
@@ -84,9 +89,10 @@ TREE_FIELDS = tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS
 FACTOR_FIELDS = ("qLD", "qLDiagInv")
 # with the passive forces (kernels/passive.py: in the velocity pass's kernel on the models here without tendons)
 VELOCITY_FIELDS = velocity.OUTPUTS + passive.OUTPUTS
-SOLVE_FIELDS = ("solve_m", "solve_shifted")
+SOLVE_FIELDS = ("solve_shifted",)
+ACCELERATION_FIELDS = ("qfrc_smooth", "qacc_smooth")
 # everything `_stages` returns
-STAGE_FIELDS = TREE_FIELDS + FACTOR_FIELDS + VELOCITY_FIELDS + SOLVE_FIELDS
+STAGE_FIELDS = TREE_FIELDS + FACTOR_FIELDS + VELOCITY_FIELDS + SOLVE_FIELDS + ACCELERATION_FIELDS
 
 # every joint type, a body with three joints, a mocap body, sites, geoms in every sameframe case MuJoCo produces
 # here, cameras in all five modes, actuators with armature on their joints; polynomial springs (a spring reference
@@ -231,9 +237,16 @@ def spread(x) -> float:
     return float(np.max(np.ptp(x, axis=0))) / max(1.0, float(np.max(np.abs(x))))
 
 
+def _xfrc(xipos, subtree_com):
+    """Cartesian wrenches on every body (nbody, 6) that vary with the state (numpy or jax arrays)."""
+    xp = jp if isinstance(xipos, jax.Array) else np
+    return xp.concatenate([xp.cos(xipos), xp.sin(subtree_com)], axis=-1)
+
+
 def _stages(m, d):
     """Every fused stage once: fwd_position (the tree pass and the factorisation), fwd_velocity (the velocity
-    pass), M^-1 x and (M + diag(shift))^-1 x for a vector x and shift of the state: a dict of their fields.
+    pass), fwd_acceleration (with wrenches on every body and applied forces) and (M + diag(shift))^-1 x for a vector
+    x and shift of the state: a dict of their fields.
     Constraints are disabled: the rows kernel (kernels/rows.py) has its own tests (test_kernels_rows.py) and would
     add its interpret-mode compilation to every test here; the whole fused step (test_step_equals_xla) keeps it."""
     m = m.replace(opt=m.opt.replace(disableflags=m.opt.disableflags | DisableBit.CONSTRAINT))
@@ -241,7 +254,9 @@ def _stages(m, d):
     x = jp.cos(d.qvel) + d.qfrc_bias
     shift = 0.01 + 0.1 * d.qvel**2
     out = {f: getattr(d, f) for f in TREE_FIELDS + FACTOR_FIELDS + VELOCITY_FIELDS + ("warning_number",)}
-    out.update(solve_m=kernels.solve_m(m, d, x), solve_shifted=kernels.solve_shifted(m, d, shift, x))
+    out.update(solve_shifted=kernels.solve_shifted(m, d, shift, x))
+    acc = fwd.fwd_acceleration(m, d.replace(xfrc_applied=_xfrc(d.xipos, d.subtree_com), qfrc_applied=jp.sin(d.qvel)))
+    out.update({f: getattr(acc, f) for f in ACCELERATION_FIELDS})
     return out
 
 
@@ -355,8 +370,8 @@ def test_stage_list_skips_what_the_kernel_computed():
     # the dense Cholesky factorisation (Config.mass_factorization) stays XLA, and so do the solves
     md = mjl.configure(m, kernels="fused", mass_factorization="dense")
     assert _done(md, d) == ("kinematics", "com_pos", "crb")
-    assert "solve_m" not in str(jax.make_jaxpr(lambda d: kernels.solve_m(md, d, d.qvel))(d))
-    assert "solve_m" in str(jax.make_jaxpr(lambda d: kernels.solve_m(mf, d, d.qvel))(d))
+    assert "pallas_call" not in str(jax.make_jaxpr(lambda d: fwd.fwd_acceleration(md, d))(d))
+    assert "name=fwd_acceleration" in str(jax.make_jaxpr(lambda d: fwd.fwd_acceleration(mf, d))(d))
 
 
 # ---- the tree pass: fused == XLA --------------------------------------------------------------------------------
@@ -412,8 +427,8 @@ def test_tendon_armature_leaves_crb_to_xla(models):
 
 
 def test_fused_tree_pass_matches_mujoco(models):
-    """The fused fields against MuJoCo itself (mj_fwdPosition, mj_fwdVelocity, mj_solveM), as the XLA path is
-    tested (qLD's layout is this library's own: the factorisation is checked through the solve)."""
+    """The fused fields against MuJoCo itself (mj_fwdPosition, mj_fwdVelocity, mj_fwdAcceleration), as the XLA path
+    is tested (qLD's layout is this library's own: the factorisation is checked through qacc_smooth's solve)."""
     mjm, m, ds = models("joints")
     mf = mjl.configure(m, kernels="fused")
     got = _position_batched(mf, ds)
@@ -425,10 +440,11 @@ def test_fused_tree_pass_matches_mujoco(models):
         mujoco.mj_fwdVelocity(mjm, mjd)
         want = oracle.data_from_mujoco(m, mjm, mjd)
         _assert_close(_unbatched(got, i), want, TREE_FIELDS + VELOCITY_FIELDS, 1e-9, f"joints env {i} vs MuJoCo")
-        x = np.cos(mjd.qvel) + mjd.qfrc_bias
-        solved = np.zeros(mjm.nv)
-        mujoco.mj_solveM(mjm, mjd, solved[None], x[None])
-        _assert_close({"solve_m": got["solve_m"][i]}, {"solve_m": solved}, ["solve_m"], 1e-9, f"env {i} vs MuJoCo")
+        mjd.xfrc_applied[:], mjd.qfrc_applied[:] = _xfrc(mjd.xipos, mjd.subtree_com), np.sin(mjd.qvel)
+        mjd.qfrc_actuator[:] = ds.qfrc_actuator[i]  # `_stages` runs no actuation
+        mujoco.mj_fwdAcceleration(mjm, mjd)
+        want = oracle.data_from_mujoco(m, mjm, mjd)
+        _assert_close(_unbatched(got, i), want, ACCELERATION_FIELDS, 1e-9, f"joints env {i} vs MuJoCo")
 
 
 @pytest.mark.slow
@@ -573,10 +589,12 @@ def test_twin_reads_only_the_kernel_inputs(models):
     _, m, ds = models("joints")
     d = _unbatched(ds)
     twins = {"velocity": lambda m, d, x: velocity.kernel(m, d)[0].xla(x),
-             "solve_m": lambda m, d, x: factor._solve_kernel(m).xla(x),
-             "solve_shifted": lambda m, d, x: factor._shifted_kernel(m, d).xla(x)}  # fmt: skip
-    inputs = {"velocity": velocity.kernel(m, d)[1], "solve_m": dict(qLD=d.qLD, qLDiagInv=d.qLDiagInv, x=d.qvel),
-              "solve_shifted": dict(qM=d.qM, shift=d.qvel, x=d.qvel)}  # fmt: skip
+             "solve_shifted": lambda m, d, x: factor._shifted_kernel(m, d).xla(x),
+             "acceleration": lambda m, d, x: factor._acceleration_kernel(m).xla(x)}  # fmt: skip
+    acc = ("qfrc_passive", "qfrc_bias", "qfrc_applied", "qfrc_actuator", "xfrc_applied", "xipos", "subtree_com",
+           "cdof", "qLD", "qLDiagInv")  # fmt: skip
+    inputs = {"velocity": velocity.kernel(m, d)[1], "solve_shifted": dict(qM=d.qM, shift=d.qvel, x=d.qvel),
+              "acceleration": {n: getattr(d, n) for n in acc}}  # fmt: skip
     for name, twin in twins.items():
         jaxpr = jax.make_jaxpr(twin)(m, d, inputs[name])
         closed = jax.tree.leaves((m, d))
@@ -698,7 +716,7 @@ def test_lowers_to_triton(models, monkeypatch, dtype):
     for layout in ("lanes_last", "lanes_first"):
         mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
         text = _lower_cuda(jax.vmap(_stages, in_axes=(None, 0)), mf, batch)
-        # tree, velocity, solve_m, solve_shifted (`_stages` disables constraints: the rows kernel's lowering is
+        # tree, velocity, fwd_acceleration, solve_shifted (`_stages` disables constraints: the rows kernel's lowering is
         # test_kernels_rows.py::test_lowers_to_triton, the whole step's test_fused_step_program_size)
         assert text.count("__gpu$xla.gpu.triton") == 4, layout
         text = _lower_cuda(jax.vmap(_advance, in_axes=(None, 0)), mf, batch)
@@ -731,8 +749,9 @@ def test_fused_step_program_size(models, monkeypatch):
         assert set(ops) <= LAYOUT_OPS | set(WARNING_OPS), (layout, sorted(set(ops)))
         assert all(ops.count(o) <= 1 for o in WARNING_OPS), (layout, [ops.count(o) for o in WARNING_OPS])
     step = jax.vmap(mjl.step, in_axes=(None, 0))
-    fused = _lower_cuda(step, mjl.configure(m, kernels="fused"), batch)
-    xla = _lower_cuda(step, mjl.configure(m, kernels="xla"), batch)
+    auto = config_mod.AUTO_OFF_CPU  # the program a GPU runs: "auto" fields resolved as there, not as on this CPU
+    fused = _lower_cuda(step, mjl.configure(m, kernels="fused", **auto), batch)
+    xla = _lower_cuda(step, mjl.configure(m, kernels="xla", **auto), batch)
     n_fused, n_xla = _ops(fused), _ops(xla)
     n_kernels = fused.count("__gpu$xla.gpu.triton")
     print(f"humanoid step, StableHLO operations: fused {n_fused} (+{n_kernels} Triton kernels), XLA {n_xla}")

@@ -327,7 +327,7 @@ def test_noslip_after_pgs_kernel_equals_xla(request, cone):
     _close(_solve(mjl.configure(mn, kernels="fused"), ds), want, PGS_TOL, f"noslip, {cone}")
 
 
-PGS_STAGES = ("tree_pass", "collide_primitive", "constraint_rows", "velocity_pass", "solve_m", "solve_pgs",
+PGS_STAGES = ("tree_pass", "collide_primitive", "constraint_rows", "velocity_pass", "fwd_acceleration", "solve_pgs",
               "solve_shifted", "advance")  # fmt: skip
 
 

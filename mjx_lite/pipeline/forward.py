@@ -148,9 +148,13 @@ def fwd_actuation(m: Model, d: Data) -> Data:
 
 @named
 def fwd_acceleration(m: Model, d: Data) -> Data:
-    """qfrc_smooth = passive - bias + applied + actuator + J'xfrc; qacc_smooth = M^-1 qfrc_smooth."""
+    """qfrc_smooth = passive - bias + applied + actuator + J'xfrc; qacc_smooth = M^-1 qfrc_smooth (one fused kernel
+    on the fused path)."""
+    fused = kernels.acceleration(m, d)
+    if fused is not None:
+        return d.replace(qfrc_smooth=fused[0], qacc_smooth=fused[1])
     qfrc_smooth = d.qfrc_passive - d.qfrc_bias + d.qfrc_applied + d.qfrc_actuator + support.xfrc_accumulate(m, d)
-    qacc_smooth = kernels.solve_m(m, d, qfrc_smooth)  # inertia.solve_m, or its fused kernel
+    qacc_smooth = inertia.solve_m(m, d, qfrc_smooth)
     return d.replace(qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth)
 
 

@@ -9,7 +9,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
               environments, custom_jvp derivatives through the XLA twin
   tree.py     kinematics + com_pos + crb (+ factor.py's factorisation) as one kernel (the position tree pass)
   velocity.py com_vel + rne (+ passive.py: the joints' passive forces) as one kernel
-  factor.py   the L'DL factorisation and the solves M^-1 x, (M + diag(shift))^-1 x
+  factor.py   the L'DL factorisation; fwd_acceleration (qfrc_smooth, J'xfrc, M^-1 qfrc_smooth) as one kernel, and the
+              solve (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
   pgs.py      the constraint solver's PGS sweeps (the dual method) as one kernel
   primal_tiled.py  Newton's solver kernel on (environments, rows, dofs) tiles (`Launch.dof_tile`)
@@ -44,8 +45,8 @@ from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
-__all__ = ["advance", "advance_fused", "collide_fused", "collision", "fused", "launch_of", "make_constraint",
-           "pgs_fused", "primal_fused", "rows_fused", "solve_m", "solve_pgs", "solve_primal", "solve_shifted",
+__all__ = ["acceleration", "advance", "advance_fused", "collide_fused", "collision", "fused", "launch_of",
+           "make_constraint", "pgs_fused", "primal_fused", "rows_fused", "solve_pgs", "solve_primal", "solve_shifted",
            "tree_pass", "velocity_pass"]
 
 
@@ -113,11 +114,13 @@ def _solve_fused(m: Model, x: jax.Array) -> bool:
     return fused(m) and _factor.fusable(m) and x.ndim == 1
 
 
-def solve_m(m: Model, d: Data, x: jax.Array) -> jax.Array:
-    """M^-1 x (`inertia.solve_m`), x (nv,): one fused kernel when `fused(m)` (tree factorisation), else XLA."""
-    if not _solve_fused(m, x):
-        return inertia.solve_m(m, d, x)
-    return _factor.solve_m(m, d, x, launch_of(m))
+def acceleration(m: Model, d: Data) -> tuple | None:
+    """fwd_acceleration's (qfrc_smooth, qacc_smooth) as one fused kernel (kernels/factor.py: the forces' sum, the
+    Cartesian wrenches' J'xfrc and M^-1 qfrc_smooth) when `fused(m)` (tree factorisation, dofs); None otherwise (the
+    stage's XLA code runs)."""
+    if not (fused(m) and _factor.fusable(m)):
+        return None
+    return _factor.acceleration(m, d, launch_of(m))
 
 
 def solve_shifted(m: Model, d: Data, shift: jax.Array, x: jax.Array) -> jax.Array:

@@ -3,9 +3,10 @@
 Two uses:
   - `factor_into(io, ...)`: the factorisation as the last part of the tree pass (kernels/tree.py): qM is in the
     kernel's output block, qLD (`inertia._factor_layout`'s elimination order) and qLDiagInv are written beside it.
-  - two kernels of their own: `solve_m(m, d, x)` (M^-1 x from d.qLD / d.qLDiagInv: fwd_acceleration's
-    qacc_smooth) and `solve_shifted(m, d, shift, x)` ((M + diag(shift))^-1 x by a fresh factorisation of the
-    shifted qM and a solve, one kernel: Euler's implicit damping).
+  - two kernels of their own: `acceleration(m, d)` (fwd_acceleration whole: qfrc_smooth, the Cartesian wrenches'
+    J'xfrc included, and qacc_smooth = M^-1 qfrc_smooth from d.qLD / d.qLDiagInv) and `solve_shifted(m, d, shift,
+    x)` ((M + diag(shift))^-1 x by a fresh factorisation of the shifted qM and a solve, one kernel: Euler's implicit
+    damping).
 
 The arithmetic is `inertia._factor_tree` / `inertia._solve_tree`'s, dof by dof instead of level by level: dofs are
 eliminated from the last to the first (every descendant of a dof has a larger index, so a dof's row is final when
@@ -22,6 +23,8 @@ from the tree elimination's, so those models keep the XLA factorisation and solv
 
 from __future__ import annotations
 
+import types
+
 import jax
 import jax.numpy as jp
 import numpy as np
@@ -31,7 +34,7 @@ from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, Model, qm_shape
 
-__all__ = ["factor_into", "fusable", "plan", "solve_in", "solve_m", "solve_shifted"]
+__all__ = ["acceleration", "factor_into", "fusable", "plan", "solve_in", "solve_shifted"]
 
 
 def fusable(m: Model) -> bool:
@@ -150,28 +153,71 @@ def _copy(io, m: Model, src, dst: str):
     jax.lax.fori_loop(np.int32(0), np.int32(m.nv), put, 0)
 
 
-# ---- M^-1 x from the factor in d -----------------------------------------------------------------------------
+# ---- fwd_acceleration: qfrc_smooth and qacc_smooth in one kernel ---------------------------------------------
+
+_FORCES = ("qfrc_passive", "qfrc_bias", "qfrc_applied", "qfrc_actuator")
 
 
-def _solve_kernel(m: Model) -> launch.Kernel:
-    nv, nm = m.nv, support.tables(m).m_rows.size
+def _acceleration_kernel(m: Model) -> launch.Kernel:
+    """qfrc_smooth = passive - bias + applied + actuator + J'xfrc (support.xfrc_accumulate: each body's wrench about
+    its root's subtree com, summed leaf to root over the body tree, dotted with each dof's cdof), then
+    qacc_smooth = M^-1 qfrc_smooth from d.qLD / d.qLDiagInv."""
+    nv, nb, nm = m.nv, m.nbody, support.tables(m).m_rows.size
+    tables = dict(plan(m), a_root=np.asarray(m.body_rootid, np.int32), a_parent=np.asarray(m.body_parentid, np.int32),
+                  a_dofbody=np.asarray(m.dof_bodyid, np.int32))  # fmt: skip
 
     def body(io):
-        _copy(io, m, lambda k: io.read("x", k), "y")
-        solve_in(io, m, "y", lambda p: io.read("qLD", p), lambda k: io.read("qLDiagInv", k))
+        def wrench(b, c):  # (torque + (xipos - subtree_com[root]) x force, force)
+            r = io.table("a_root", b)
+            o = [io.read("xipos", 3 * b + i) - io.read("subtree_com", 3 * r + i) for i in range(3)]
+            f = [io.read("xfrc_applied", 6 * b + i) for i in range(3)]
+            cross = (o[1] * f[2] - o[2] * f[1], o[2] * f[0] - o[0] * f[2], o[0] * f[1] - o[1] * f[0])
+            for i in range(3):
+                io.write("_w", 6 * b + i, io.read("xfrc_applied", 6 * b + 3 + i) + cross[i])
+                io.write("_w", 6 * b + 3 + i, f[i])
+            return c
+
+        def push(r, c):  # children before parents (a parent's index is below its children's)
+            b = nb - 1 - r
+            p = io.table("a_parent", b)
+            for i in range(6):
+                io.write("_w", 6 * p + i, io.load("_w", 6 * p + i) + io.load("_w", 6 * b + i))
+            return c
+
+        def dof(j, c):
+            b = io.table("a_dofbody", j)
+            x = io.read("qfrc_passive", j) - io.read("qfrc_bias", j) + io.read("qfrc_applied", j)
+            x = x + io.read("qfrc_actuator", j)
+            xfrc = io.read("cdof", 6 * j) * io.load("_w", 6 * b)
+            for i in range(1, 6):
+                xfrc = xfrc + io.read("cdof", 6 * j + i) * io.load("_w", 6 * b + i)
+            io.write("qfrc_smooth", j, x + xfrc)
+            io.write("qacc_smooth", j, x + xfrc)
+            return c
+
+        jax.lax.fori_loop(np.int32(0), np.int32(nb), wrench, 0)
+        jax.lax.fori_loop(np.int32(0), np.int32(nb - 1), push, 0)
+        jax.lax.fori_loop(np.int32(0), np.int32(nv), dof, 0)
+        solve_in(io, m, "qacc_smooth", lambda p: io.read("qLD", p), lambda k: io.read("qLDiagInv", k))
 
     def xla(x):
-        return {"y": inertia.solve_factored(m, x["qLD"], x["qLDiagInv"], x["x"])}
+        bodies = types.SimpleNamespace(**{n: x[n] for n in ("xfrc_applied", "xipos", "subtree_com", "cdof")})
+        f = x["qfrc_passive"] - x["qfrc_bias"] + x["qfrc_applied"] + x["qfrc_actuator"]
+        f = f + support.xfrc_accumulate(m, bodies)
+        return {"qfrc_smooth": f, "qacc_smooth": inertia.solve_factored(m, x["qLD"], x["qLDiagInv"], f)}
 
-    return launch.Kernel("solve_m", {"qLD": (nm,), "qLDiagInv": (nv,), "x": (nv,)}, {"y": (nv,)}, plan(m), body, xla)
+    inputs = dict({n: (nv,) for n in _FORCES}, xfrc_applied=(nb, 6), xipos=(nb, 3), subtree_com=(nb, 3),
+                  cdof=(nv, 6), qLD=(nm,), qLDiagInv=(nv,))  # fmt: skip
+    outputs = {"qfrc_smooth": (nv,), "qacc_smooth": (nv,), "_w": (nb, 6)}
+    return launch.Kernel("fwd_acceleration", inputs, outputs, tables, body, xla)
 
 
-def solve_m(m: Model, d: Data, x: jax.Array, how: launch.Launch) -> jax.Array:
-    """M^-1 x (x (nv,)) from d.qLD, d.qLDiagInv as one fused kernel (the caller checks `fusable(m)`)."""
-    k = _solve_kernel(m)
-    dtype = x.dtype
-    out = launch.call(k, {"qLD": d.qLD.astype(dtype), "qLDiagInv": d.qLDiagInv.astype(dtype), "x": x}, how)
-    return out["y"]
+def acceleration(m: Model, d: Data, how: launch.Launch) -> tuple:
+    """(qfrc_smooth, qacc_smooth) of fwd_acceleration as one fused kernel (the caller checks `fusable(m)`)."""
+    dtype = d.qfrc_bias.dtype
+    names = _FORCES + ("xfrc_applied", "xipos", "subtree_com", "cdof", "qLD", "qLDiagInv")
+    out = launch.call(_acceleration_kernel(m), {n: getattr(d, n).astype(dtype) for n in names}, how)
+    return out["qfrc_smooth"], out["qacc_smooth"]
 
 
 # ---- (M + diag(shift))^-1 x: factorisation and solve in one kernel ------------------------------------------

@@ -140,9 +140,11 @@ def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
             if batched[name] or env[name]:
                 if not batched[name]:
                     v = jp.broadcast_to(v[None], (axis_size,) + v.shape)
-                if not env[name]:
-                    v = jp.broadcast_to(v[:, None], (axis_size, e) + v.shape[1:])
-                x2[name], env2[name] = v.reshape((axis_size * e,) + v.shape[2:]), True
+                if nenv is not None:  # merge into the environment axis (the first vmap's axis is that axis as is)
+                    if not env[name]:
+                        v = jp.broadcast_to(v[:, None], (axis_size, e) + v.shape[1:])
+                    v = v.reshape((axis_size * e,) + v.shape[2:])
+                x2[name], env2[name] = v, True
             else:
                 x2[name], env2[name] = v, False
         out = _batched(kernel, env2, axis_size * e, launch)(x2)
@@ -270,6 +272,8 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
     out = {}
     lead = () if nenv is None else (e,)
     for n, shape in kernel.outputs.items():
+        if n.startswith("_"):  # scratch: not returned (no slice of it)
+            continue
         if n in outs:
             out[n] = res[outs.index(n)].reshape(lead + tuple(shape))
         else:
