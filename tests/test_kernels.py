@@ -279,7 +279,8 @@ def models():
 
 
 def _unbatched(ds, i=0):
-    return jax.tree.map(lambda x: x[i], ds)
+    """Environment i of a batch, as host numpy arrays (CI time: an eager slice compiles a small program per shape)."""
+    return jax.tree.map(lambda x: np.asarray(x)[i], ds)
 
 
 # ---- configuration ----------------------------------------------------------------------------------------------
@@ -431,11 +432,12 @@ def test_fused_tree_pass_matches_mujoco(models):
     is tested (qLD's layout is this library's own: the factorisation is checked through qacc_smooth's solve)."""
     mjm, m, ds = models("joints")
     mf = mjl.configure(m, kernels="fused")
-    got = _position_batched(mf, ds)
+    got = jax.tree.map(np.asarray, _position_batched(mf, ds))
+    state = {f: np.asarray(getattr(ds, f)) for f in ("qpos", "qvel", "mocap_pos", "mocap_quat")}
     for i in range(2):
         mjd = mujoco.MjData(mjm)
-        mjd.qpos[:], mjd.qvel[:] = ds.qpos[i], ds.qvel[i]
-        mjd.mocap_pos[:], mjd.mocap_quat[:] = ds.mocap_pos[i], ds.mocap_quat[i]
+        mjd.qpos[:], mjd.qvel[:] = state["qpos"][i], state["qvel"][i]
+        mjd.mocap_pos[:], mjd.mocap_quat[:] = state["mocap_pos"][i], state["mocap_quat"][i]
         mujoco.mj_fwdPosition(mjm, mjd)
         mujoco.mj_fwdVelocity(mjm, mjd)
         want = oracle.data_from_mujoco(m, mjm, mjd)

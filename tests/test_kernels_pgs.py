@@ -133,7 +133,11 @@ def _names(m, d) -> str:
     return str(jax.make_jaxpr(lambda d: solve(m, d))(d))
 
 
-@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
+# pyramidal slow (CI time, ~20 s: the kernel's compile at the default sweeps): elliptic runs every block kind (the
+# cones' and the scalar rows': friction loss, limits, equalities, condim-1 contacts) with environments stopping at
+# different sweeps; the pyramidal kernel's float64 equality stays in CI through
+# test_pgs_kernel_cold_start_and_fixed_sweeps (and the noslip and gradient tests on the pyramidal fixture)
+@pytest.mark.parametrize("cone", [pytest.param("pyramidal", marks=pytest.mark.slow), "elliptic"])
 def test_pgs_kernel_equals_xla(request, cone):
     """qacc, efc_force, qfrc_constraint, efc_b, efc_state, solver_niter and the last improvement of the fused PGS are
     the XLA PGS's (islands disabled), per environment under vmap, the environments stopping at different sweeps."""
@@ -166,7 +170,11 @@ def test_pgs_kernel_cold_start_and_fixed_sweeps(pyramidal):
     _close(_solve(mjl.configure(m, kernels="fused"), ds), want, PGS_TOL, "cold start")
 
 
-@pytest.mark.parametrize("cone", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
+# slow (CI time, ~23 s: the unbatched kernel compiles once per sweep count): the kernel's iterates are the XLA PGS's
+# (test_pgs_kernel_equals_xla, test_pgs_kernel_cold_start_and_fixed_sweeps) and the XLA PGS's MuJoCo's
+# (tests/test_pgs.py)
+@pytest.mark.slow
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
 def test_pgs_kernel_matches_mujoco(cone):
     """The fused PGS after 1, 3 and 8 sweeps (warm-started from MuJoCo's previous step, island disabled) gives
     MuJoCo's qacc and efc_force."""
@@ -218,7 +226,9 @@ def test_gradients_equal_xla(pyramidal, gradients):
     tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
-@pytest.mark.parametrize("cone", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
+# slow (CI time: the kernel compiles again in float32); the float64 equality is test_pgs_kernel_equals_xla
+@pytest.mark.slow
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
 def test_float32(request, cone):
     """float32: the fused PGS ends as close to the float64 solution as the XLA PGS does (fixed sweeps)."""
     m, ds = request.getfixturevalue(cone)
@@ -287,12 +297,15 @@ def _damped(iters=8, noslip=0):
     return mjm, m.replace(opt=m.opt.replace(noslip_iterations=noslip))
 
 
-@jax.jit
-@jax.vmap
+_prepare_models = jax.jit(jax.vmap(_prepare))
+_solve_prepared = jax.jit(jax.vmap(solve))
+
+
 def _solve_models(mx, mf, d):
     """Every stage before the solver on the XLA path (Model mx), then the solver with Model mf (the same leaves,
-    another configuration), per (Model, environment) pair."""
-    return solve(mf, _prepare(mx, d))
+    another configuration), per (Model, environment) pair (the stages before the solver compiled once per mx: CI
+    time)."""
+    return _solve_prepared(mf, _prepare_models(mx, d))
 
 
 def test_pgs_kernel_vmapped_models_equal_xla():

@@ -295,9 +295,9 @@ def _check_twin_inputs(m, d):
     assert any(used[len(leaves) :])
 
 
-def _check_lowers(m, batch):
-    """The vmapped fused rows of m lower to one Triton kernel for "cuda" in both layouts."""
-    for layout in ("lanes_last", "lanes_first"):
+def _check_lowers(m, batch, layouts=("lanes_last", "lanes_first")):
+    """The vmapped fused rows of m lower to one Triton kernel for "cuda" in each of `layouts`."""
+    for layout in layouts:
         mf = mjl.configure(m, kernels="fused", kernel_layout=layout)
         text = tk._lower_cuda(jax.vmap(kernels.make_constraint, in_axes=(None, 0)), mf, batch)
         assert text.count("__gpu$xla.gpu.triton") == 1, layout
@@ -316,15 +316,21 @@ def test_twin_reads_only_the_kernel_inputs(request, model):
 @pytest.mark.parametrize("rows_tile", [0, 4])
 @pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
 def test_lowers_to_triton(small, monkeypatch, dtype, rows_tile):
-    """The rows kernel (lanes, and on row tiles of 4 environments) lowers to Triton in both layouts at a batch of
-    200 = 128 + 72 (masked lanes; 50 programs of the tiled kernel). No GPU needed."""
+    """The rows kernel (lanes, and on row tiles of 4 environments) lowers to Triton at a batch of 200 = 128 + 72
+    (masked lanes; 50 programs of the tiled kernel). No GPU needed."""
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout,
                                                                       rows_tile=rows_tile))  # fmt: skip
     _, m, ds = small
     batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
     if dtype == "float32":
         m, batch = tk._float32(m), tk._float32(batch)
-    _check_lowers(m, batch)
+    # CI time: the row tiles (kernels/rows_tiled.py) have their own block layout, which kernel_layout does not reach:
+    # lowered once; the lane kernel of ROWS in lanes_first here, in lanes_last (the default) by
+    # tests/test_kernels_precision.py::test_fused_step_has_no_tf32_product (the whole fused step of ROWS lowered to
+    # Triton's IR, 8 environments: masked lanes); float32 (slow) both
+    layouts = ("lanes_first",) if dtype == "float64" else ("lanes_last", "lanes_first")
+    layouts = ("lanes_last",) if rows_tile else layouts
+    _check_lowers(m, batch, layouts)
 
 
 # ---- elliptic contacts ---------------------------------------------------------------------------------------------
@@ -376,15 +382,23 @@ def _randomised(m, n):
                 body_invweight0=scaled(m.body_invweight0), impratio=scaled(m.opt.impratio))  # fmt: skip
 
 
-def _models_rows(m, leaves, ds):
-    """The rows of every Model of `leaves` (a vmap over them) at every state of `ds` (a vmap inside): the
-    collision (XLA) then kernels.make_constraint."""
+def _with_leaves(m, lv):
+    return m.replace(opt=m.opt.replace(impratio=lv["impratio"]), **{k: v for k, v in lv.items() if k != "impratio"})
 
-    def per_model(lv):
-        mm = m.replace(opt=m.opt.replace(impratio=lv["impratio"]), **{k: v for k, v in lv.items() if k != "impratio"})
-        return jax.vmap(lambda d: kernels.make_constraint(mm, _prepare(mm, d)))(ds)
 
-    return jax.jit(jax.vmap(per_model))(leaves)
+# the stages before the rows (XLA, whatever the kernels' configuration) compiled once for both paths (CI time)
+_models_prepared = jax.jit(lambda m, leaves, ds: jax.vmap(lambda lv: jax.vmap(
+    lambda d: _prepare(_with_leaves(m, lv), d))(ds))(leaves))  # fmt: skip
+
+
+def _models_rows(m, leaves, prepared):
+    """The rows of every Model of `leaves` (a vmap over them) at every state of `prepared` (`_models_prepared` of
+    the raw states: a vmap inside): kernels.make_constraint."""
+
+    def per_model(lv, pd):
+        return jax.vmap(lambda d: kernels.make_constraint(_with_leaves(m, lv), d))(pd)
+
+    return jax.jit(jax.vmap(per_model))(leaves, prepared)
 
 
 @pytest.mark.parametrize("model", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
@@ -400,12 +414,13 @@ def test_vmapped_models_tiled_equal_xla(small, model):
         m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
         raw = tks.sliding_states(mjm, m, 3)
     leaves = _randomised(m, 2)
-    want = _models_rows(m, leaves, raw)
+    prepared = _models_prepared(m, leaves, raw)
+    want = _models_rows(m, leaves, prepared)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "launch_of", _tiled(2))
         mf = mjl.configure(m, kernels="fused")
-        assert "constraint_rows_tiled" in str(jax.make_jaxpr(lambda lv: _models_rows(mf, lv, raw))(leaves))
-        got = _models_rows(mf, leaves, raw)
+        assert "constraint_rows_tiled" in str(jax.make_jaxpr(lambda lv: _models_rows(mf, lv, prepared))(leaves))
+        got = _models_rows(mf, leaves, prepared)
     _compare(got, want, ROWS_TOL, f"2 models x 3 environments, {model}")
     live = np.asarray(want.efc_mask).all(axis=0)
     for f in ("efc_R", "efc_aref", "efc_diagA"):  # the randomised leaves reach the rows
@@ -607,8 +622,10 @@ def test_more_kinds_rows_equal_xla(request, model, tile):
     _compare(got, want, ROWS_TOL, f"{model}, tile {tile}")
 
 
-# the lane kernel in float32 in the slow selection (its interpreted compile: 16-28 s per model here, the tiles' 7 s)
-@pytest.mark.parametrize("tile", [pytest.param(0, marks=pytest.mark.slow), 2])
+# slow (CI time: the kernels compile again in float32, 16-28 s per model for the lanes, 7 s for the tiles): the kinds'
+# float64 equality is test_more_kinds_rows_equal_xla (both kernels), float32 rows of ROWS test_rows_float32 (slow)
+@pytest.mark.slow
+@pytest.mark.parametrize("tile", [0, 2])
 @pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
 def test_more_kinds_rows_float32(request, model, tile):
     """float32 (the inputs of `model`'s states cast): the row tiles' (2 environments per program) and the lane
@@ -688,13 +705,15 @@ def test_more_kinds_twin_reads_only_the_kernel_inputs(request, model):
 @pytest.mark.parametrize("rows_tile", [0, 4])
 @pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
 def test_more_kinds_lower_to_triton(request, monkeypatch, model, rows_tile):
-    """The rows kernels with the new kinds lower to Triton (float64, both layouts, a batch of 200: masked lanes);
-    float32 in test_lowers_to_triton's slow selection is the same code."""
+    """The rows kernels with the new kinds lower to Triton (float64, a batch of 200: masked lanes); float32 in
+    test_lowers_to_triton's slow selection is the same code. One layout (CI time): the kinds' code reads and writes
+    through the same lane I/O as ROWS' rows, whose lanes_first lowering is test_lowers_to_triton[float64-0]; the row
+    tiles have no kernel_layout."""
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout,
                                                                       rows_tile=rows_tile))  # fmt: skip
     _, m, ds, _ = request.getfixturevalue(model)
     batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
-    _check_lowers(m, batch)
+    _check_lowers(m, batch, ("lanes_last",))
 
 
 def _randomised_kinds(m, n):
@@ -711,8 +730,10 @@ def _randomised_kinds(m, n):
     return out
 
 
-@pytest.mark.parametrize("model", ["eq_model"] + [pytest.param(k, marks=pytest.mark.slow)
-                                                   for k in ("ten_model", "flex_model")])  # fmt: skip
+# slow (CI time, ~18 s for EQ): vmapped Model leaves as the row tiles' per-environment channels stay in CI through
+# test_vmapped_models_tiled_equal_xla[pyramidal]; the kinds' rows through test_more_kinds_rows_equal_xla
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
 def test_more_kinds_vmapped_models_tiled_equal_xla(request, model):
     """2 Models (vmapped Model leaves: eq_data, solref, invweight0, ranges, margins, edge rest lengths, ...) x 2
     environments on the row tiles (2 environments per program): the rows equal the XLA rows of each Model (float64),

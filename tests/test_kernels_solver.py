@@ -233,7 +233,10 @@ def test_unfused_configurations_stay_xla(rows):
     assert "pallas_call" in _kernel_names(mjl.configure(m, kernels="fused"), mjl.make_data(m))
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
+# slow (CI time, ~11 s wall at load 10: the unbatched kernel's compile): the kernel's iterates are the XLA solver's
+# (test_solver_equals_xla[newton-dense]) and the XLA Newton solver's optimum MuJoCo's (tests/test_solver.py)
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
 def test_newton_kernel_matches_mujoco(seed):
     """The kernel alone (one environment, no vmap: a launch of one lane) on MuJoCo's own constraint problem
     (tests/test_solver.py: pyramidal condim-4 contacts of a box, friction loss, a limit, equalities) reaches
@@ -268,7 +271,9 @@ def _check_float32(m, ds, fields=("qacc", "qfrc_constraint")):
         assert e_fused <= F32_FACTOR * e_xla + F32_EPS_REL, (f, e_fused, e_xla)
 
 
-@pytest.mark.parametrize("solver", ["newton", pytest.param("cg", marks=pytest.mark.slow)])
+# slow (CI time: the kernel compiles again in float32); the float64 equality is test_solver_equals_xla
+@pytest.mark.slow
+@pytest.mark.parametrize("solver", ["newton", "cg"])
 def test_solver_float32(rows, solver):
     """float32: the fused solver ends as close to the float64 solution as the XLA solver does."""
     m, ds = rows
@@ -317,18 +322,23 @@ def _lower_cuda(fn, *args) -> str:
 @pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow), "float64"])
 def test_lowers_to_triton(rows, monkeypatch, dtype):
     """Both solver kernels lower to Triton (while loops over the block's lanes, their reductions, masked lanes at a
-    batch of 200 = 128 + 72), in both layouts. No GPU needed."""
+    batch of 200 = 128 + 72), one in each layout. No GPU needed."""
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
     m, ds = rows
     one = jax.tree.map(lambda x: x[0], ds)
     batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
     if dtype == "float32":
         m, batch = _f32(m), _f32(batch)
-    for solver in (mjl.SolverType.NEWTON, mjl.SolverType.CG):
-        for layout in ("lanes_last", "lanes_first"):
-            mf = mjl.configure(_with(m, solver), kernels="fused", kernel_layout=layout)
-            text = _lower_cuda(jax.vmap(solve, in_axes=(None, 0)), mf, batch)
-            assert text.count("__gpu$xla.gpu.triton") == 1, (solver, layout)
+    # each solver in one layout (CI time; both in float32's slow case): their loads and stores are the same lane I/O;
+    # Newton's lanes_last lowering is also tests/test_kernels_precision.py::test_fused_step_has_no_tf32_product's
+    # (the whole fused step lowered to Triton's IR) and test_kernels.py::test_fused_step_program_size's
+    cases = [(mjl.SolverType.NEWTON, "lanes_first"), (mjl.SolverType.CG, "lanes_last")]
+    if dtype == "float32":
+        cases += [(mjl.SolverType.NEWTON, "lanes_last"), (mjl.SolverType.CG, "lanes_first")]
+    for solver, layout in cases:
+        mf = mjl.configure(_with(m, solver), kernels="fused", kernel_layout=layout)
+        text = _lower_cuda(jax.vmap(solve, in_axes=(None, 0)), mf, batch)
+        assert text.count("__gpu$xla.gpu.triton") == 1, (solver, layout)
 
 
 # ---- the dof-tiled Newton kernel (kernels/primal_tiled.py, Launch.dof_tile) ------------------------------------------
@@ -345,8 +355,11 @@ def _tiled(dof_tile, interpret=True, hessian="auto"):
 
 # "dot": one environment per program, the Hessian as one matrix product (the ROWS model's tiles are 32 x 32); "rank1":
 # two per program over three environments (a padded program), the Hessian as rank-1 updates
+# ("rank1", 2, "dense") slow (CI time): rank-1 updates over 2 environments per program (a padded program) stay in CI
+# through test_elliptic_solver_equals_xla[newton-rank1]
 @pytest.mark.parametrize("hessian,dof_tile,case", [
-    ("dot", 1, "dense"), ("rank1", 2, "dense"), pytest.param("rank1", 1, "sparse", marks=pytest.mark.slow),
+    ("dot", 1, "dense"), pytest.param("rank1", 2, "dense", marks=pytest.mark.slow),
+    pytest.param("rank1", 1, "sparse", marks=pytest.mark.slow),
     pytest.param("dot", 1, "nowarm", marks=pytest.mark.slow),
     pytest.param("dot", 1, "unbatched", marks=pytest.mark.slow)])  # fmt: skip
 def test_tiled_solver_equals_xla(rows, hessian, dof_tile, case):
@@ -406,13 +419,17 @@ def test_tiled_lowers_to_triton(rows, dtype):
     if dtype == "float32":
         m, batch, one = _f32(m), _f32(batch), _f32(one)
     mf = mjl.configure(m, kernels="fused")
-    for dof_tile in (1, 4):
+    batched, unbatched = (jax.vmap(solve, in_axes=(None, 0)), (mf, batch)), (lambda m, d: solve(m, d), (mf, one))
+    # one environment per program (tl.dot) unbatched, four (rank-1 updates) batched: each Hessian and each launch
+    # once (CI time; all four pairings in float32's slow selection)
+    cases = ((1, unbatched), (4, batched)) if dtype == "float64" else ((1, unbatched), (1, batched), (4, unbatched),
+                                                                      (4, batched))  # fmt: skip
+    for dof_tile, (fn, args) in cases:
         with _tiled(dof_tile, interpret=False):
-            for fn, args in ((jax.vmap(solve, in_axes=(None, 0)), (mf, batch)), (lambda m, d: solve(m, d), (mf, one))):
-                text = _lower_cuda(fn, *args)
-                assert text.count("__gpu$xla.gpu.triton") == 1 and "solve_newton_tiled" in text, dof_tile
-                # Python-number selects go through launch.where (tests/test_kernels.py explains why)
-                assert tk._weak_literal_selects(jax.make_jaxpr(fn)(*args).jaxpr) == [], dof_tile
+            text = _lower_cuda(fn, *args)
+            assert text.count("__gpu$xla.gpu.triton") == 1 and "solve_newton_tiled" in text, dof_tile
+            # Python-number selects go through launch.where (tests/test_kernels.py explains why)
+            assert tk._weak_literal_selects(jax.make_jaxpr(fn)(*args).jaxpr) == [], dof_tile
 
 
 # ---- elliptic cones (ELLIPTIC) ---------------------------------------------------------------------------------------

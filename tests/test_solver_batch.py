@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import mjx_lite as mjl
+from mjx_lite.pipeline import forward as fwd
 from mjx_lite.solver import common
 from tests import oracle
 
@@ -35,17 +36,25 @@ def _states(mjm, n, seed=0):
     return np.array(qpos), np.array(qvel), np.array(qacc)
 
 
-def _forward(m, qpos, qvel):
+def _prepare(m, qpos, qvel):
+    """Every stage of the forward pass before the solver, under vmap (Config.solver_batch reaches only the solver)."""
     d = mjl.make_data(m)
-
-    @jax.jit
-    def run(qpos, qvel):
-        return jax.vmap(lambda q, v: mjl.forward(m, d.replace(qpos=q, qvel=v)))(qpos, qvel)
-
-    return run(jp.asarray(qpos), jp.asarray(qvel))
+    return jax.vmap(lambda q, v: fwd.fwd_acceleration(m, fwd.fwd_actuation(m, fwd.forward_pos_vel(
+        m, d.replace(qpos=q, qvel=v)))))(qpos, qvel)  # fmt: skip
 
 
-@pytest.fixture(scope="module", params=["Newton", pytest.param("CG", marks=pytest.mark.slow), "PGS"])
+def _forward(ms, qpos, qvel):
+    """{mode: the vmapped forward pass of ms[mode]} for models that differ only in Config.solver_batch: the stages
+    before the solver compiled once (CI time), the vmapped solve once per mode."""
+    prepared = jax.jit(_prepare)(ms["lockstep"], jp.asarray(qpos), jp.asarray(qvel))
+    return {mode: jax.jit(jax.vmap(fwd.fwd_constraint, in_axes=(None, 0)))(m, prepared) for mode, m in ms.items()}
+
+
+# CG and PGS slow (CI time; PGS ~45-70 s: 1000 sweeps over 64 environments, compiled twice): the refill loop
+# (common._refill_while) is the same code for every solver's body, which Newton's default case exercises (its
+# environments stopping at different iterations); PGS's sweeps under vmap are tests/test_pgs.py's
+@pytest.fixture(scope="module", params=["Newton", pytest.param("CG", marks=pytest.mark.slow),
+                                        pytest.param("PGS", marks=pytest.mark.slow)])
 def solved(request):
     solver = request.param
     # CG here needs hundreds of iterations, and where it stops depends on round-off (the buffer's products round
@@ -57,7 +66,7 @@ def solved(request):
     xml = oracle.SMALL_XML.format(solver=solver, cone="pyramidal", impratio=1.0, tol=tol, iters=iters)
     m = mjl.load_mjcf_string(xml)
     qpos, qvel, qacc_mj = _states(mjm, BATCH)
-    out = {mode: _forward(mjl.configure(m, solver_batch=mode), qpos, qvel) for mode in ("lockstep", "refill")}
+    out = _forward({mode: mjl.configure(m, solver_batch=mode) for mode in ("lockstep", "refill")}, qpos, qvel)
     return solver, out, qacc_mj
 
 
