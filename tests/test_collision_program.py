@@ -161,3 +161,35 @@ def test_program_size_independent_of_pairs():
     pairs, nothing unrolled per pair)."""
     sizes = {k: _ops(_group_program(*_model(k))) for k in (2, 6)}
     assert sizes[2] == sizes[6] <= MAX_COLLISION_OPS, sizes
+
+
+# a free body of each convex type that runs GJK/EPA or a manifold against a mesh: ellipsoid-mesh (the general group),
+# cylinder-mesh and capsule-mesh (each with its multiccd manifold), against two meshes of different sizes (the free
+# bodies do not collide with each other: no curved pairs without a mesh)
+_AGAINST_MESH = """<mujoco><asset><mesh name="cube" vertex="-1 -1 -1 1 -1 -1 1 1 -1 -1 1 -1 -1 -1 1 1 -1 1 1 1 1 -1 1 1"
+  scale=".05 .05 .05"/><mesh name="prism" vertex="0 0 0 1 0 0 0 1 0 0 0 1 1 0 1 0 1 1" scale=".1 .1 .1"/></asset>
+  <default><geom contype="0" conaffinity="1"/></default>
+  <worldbody><geom type="mesh" mesh="cube" contype="1"/><geom type="mesh" mesh="prism" pos=".5 0 0" contype="1"/>
+  <body pos="0 0 .3"><freejoint/><geom type="ellipsoid" size=".05 .06 .07"/></body>
+  <body pos=".6 0 .3"><freejoint/><geom type="cylinder" size=".05 .1"/></body>
+  <body pos="1.2 0 .3"><freejoint/><geom type="capsule" size=".05 .1"/></body>
+  <body pos="1.8 0 .3"><freejoint/><geom type="sphere" size=".05"/></body>
+</worldbody></mujoco>"""
+
+
+def test_mesh_pair_types_share_stages(monkeypatch):
+    """Ellipsoid-mesh (general), cylinder-mesh, capsule-mesh and sphere-mesh groups: one GJK/EPA for the ellipsoid
+    and cylinder pairs against meshes (`driver._MESH_GJK`), one separating-axis stage for the capsule and sphere
+    pairs, and one manifold for the cylinder and capsule pairs: `collide` is traced twice and the manifold once for
+    the model, not once per group."""
+    m = mjl.load_mjcf_string(_AGAINST_MESH)
+    kinds = {driver._distance_kind(g) for g in driver.pair_table(m).groups}
+    assert {driver._MESH_GJK, driver._CAPSULE_MESH} <= kinds, kinds
+    calls, manifolds = [], []
+    monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
+    monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
+    d = mjl.make_data(m)
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (2,) + x.shape), d)
+    jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, db)
+    assert len(calls) == 2
+    assert len(manifolds) == 1

@@ -234,6 +234,20 @@ def cylinder_box_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scal
     return _cylinder_manifold(GeomType.CYLINDER, GeomType.BOX, g1, g2, margin, dist, pos, normal)
 
 
+def capsule_mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3
+                          ) -> Contacts:  # fmt: skip
+    """The manifold stage of `capsule_mesh` from its single contact (`general.capsule_mesh_single`'s dist, pos,
+    normal; see `capsule_cylinder_manifold`)."""
+    return _cylinder_manifold(GeomType.CAPSULE, GeomType.MESH, g1, g2, margin, dist, pos, normal)
+
+
+def cylinder_mesh_manifold(g1: GeomInfo, g2: GeomInfo, margin: Scalar, dist: Scalar, pos: Vec3, normal: Vec3
+                           ) -> Contacts:  # fmt: skip
+    """The manifold stage of `cylinder_mesh` from its GJK/EPA contact (see `capsule_cylinder_manifold`); the driver
+    runs that stage with the general pairs' against meshes (`general.general`) and this one with capsule-mesh's."""
+    return _cylinder_manifold(GeomType.CYLINDER, GeomType.MESH, g1, g2, margin, dist, pos, normal)
+
+
 # collider -> its manifold stage, for the pairs whose GJK/EPA stage is the curved pairs' shared one (the driver's
 # `_shared_distances`: one compiled GJK/EPA for every curved pair type without a mesh); the driver runs these
 # manifolds as one program too (`curved_manifold` on traced types, `_shared_manifolds`)

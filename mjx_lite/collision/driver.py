@@ -644,7 +644,7 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
            cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
-           *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold)  # fmt: skip
+           general.capsule_mesh_single, *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold)  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
@@ -928,71 +928,119 @@ def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None,
     return _Candidates(g1, g2, near, overflow, params)
 
 
+# the kinds of pairs whose distance stage (one contact: GJK/EPA, or a capsule core's separating axes into a hull) is
+# one program per model over every group of the kind, the geom types traced per pair where there are several
+_CURVED, _MESH_GJK, _CAPSULE_MESH = "curved", "mesh", "capsule-mesh"
+# a two-stage pair's manifold stage after its kind's distance stage: the curved pairs' (`cylinder.CURVED_MANIFOLDS`)
+# and the cylinder and capsule pairs against a mesh (their manifolds are also one program, `_shared_manifolds`)
+_MESH_MANIFOLDS = {cylinder.capsule_mesh: cylinder.capsule_mesh_manifold,
+                   cylinder.cylinder_mesh: cylinder.cylinder_mesh_manifold}  # fmt: skip
+_MANIFOLDS = {**cylinder.CURVED_MANIFOLDS, **_MESH_MANIFOLDS}
+
+
+def _distance_kind(g: Group) -> str | None:
+    """The shared distance stage of group g (`_shared_distances`), None where its collider runs alone:
+      * _CURVED: the curved pairs without a mesh (the general ellipsoid pairs, capsule-cylinder, cylinder-cylinder,
+        cylinder-box), GJK/EPA with a refined normal (`general.general_curved`);
+      * _MESH_GJK: the general group of pairs with a mesh (e.g. ellipsoid-mesh) and cylinder-mesh: GJK/EPA, the
+        normal refined where a shape is curved (`general.general`);
+      * _CAPSULE_MESH: capsule-mesh and sphere-mesh, the core segment's separating axes into the hull
+        (`general.capsule_mesh_single`; a sphere is a capsule of half-length 0, its geom_size[1]: its segment a point,
+        no edge axis, the least deep face plane as `general.sphere_mesh`'s).
+    Cylinder and capsule pairs then run their manifold stage (`_MANIFOLDS`, `_shared_manifolds`)."""
+    if g.collider is general.general_curved or g.collider in cylinder.CURVED_MANIFOLDS:
+        return _CURVED
+    if g.collider is cylinder.cylinder_mesh or getattr(g.collider, "func", None) is general.general:
+        return _MESH_GJK
+    if g.collider is cylinder.capsule_mesh or g.collider is general.sphere_mesh:
+        return _CAPSULE_MESH
+    return None
+
+
 def _shared_distance(g: Group) -> bool:
-    """Whether group g's GJK/EPA stage is the shared one of the curved pairs without a mesh (`_shared_distances`)."""
-    return g.collider is general.general_curved or g.collider in cylinder.CURVED_MANIFOLDS
+    """Whether group g's distance stage is a shared one (`_distance_kind`)."""
+    return _distance_kind(g) is not None
 
 
-def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates]
-                      ) -> dict[int, tuple[jax.Array, jax.Array, jax.Array]]:  # fmt: skip
-    """The GJK/EPA stage of the curved pairs without a mesh (`_shared_distance`: the general ellipsoid pairs,
-    capsule-cylinder, cylinder-cylinder, cylinder-box), every group's candidates in one program: their pairs
-    concatenated, the geom types traced per pair (`general.general_curved`: the support maps selected by type), run
-    on the near pairs (`_near_only`). One compiled GJK/EPA per model for these pair types, not one per type pair.
-    Returns {group index: (dist (n,), pos (n, 3), normal (n, 3)) of its candidates}."""
-    if not groups:
-        return {}
-    ids = sorted(groups)
+def _side_types(m: Model, gids: np.ndarray) -> tuple[int, ...]:
+    """The geom types (static, ascending) of the geoms gids (numpy) of one side of a shared program."""
+    return tuple(np.unique(np.asarray(m.geom_type)[gids]).tolist())
+
+
+def _concat_candidates(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates],
+                       ids: list[int], meshes: tuple[bool, bool]) -> tuple:  # fmt: skip
+    """The candidates of the groups ids in one program: (info1, info2 (GENERAL GeomInfo: geom types per pair, mesh
+    tables on a side where `meshes` says so), margin (n,), near (n,), (side 1 types, side 2 types))."""
     g1 = jp.concatenate([cands[i].g1 for i in ids])
     g2 = jp.concatenate([cands[i].g2 for i in ids])
     near = jp.concatenate([cands[i].near for i in ids])
     margin = jp.concatenate([cands[i].params[1] for i in ids])
     gids1 = np.concatenate([groups[i].geom1 for i in ids])
     gids2 = np.concatenate([groups[i].geom2 for i in ids])
-    info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=False)
-    info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
-    n = g1.shape[0]
-    # the support maps branch over the geom types present on each side only
-    gtype = np.asarray(m.geom_type)
-    types = (tuple(np.unique(gtype[gids1]).tolist()), tuple(np.unique(gtype[gids2]).tolist()))
-    fn = functools.partial(general.general_curved, types=types)
-    c = _looped(fn, n, general.GENERAL_NCON)(info1, info2, margin, near)
-    out, at = {}, 0
-    for i in ids:
-        k = cands[i].g1.shape[0]
-        out[i] = (c.dist[at : at + k, 0], c.pos[at : at + k, 0], c.normal[at : at + k, 0])
-        at += k
-    return out
+    info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=meshes[0])
+    info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=meshes[1])
+    return info1, info2, margin, near, (_side_types(m, gids1), _side_types(m, gids2))
 
 
-def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates],
-                      shared: dict[int, tuple]) -> dict[int, Contacts]:  # fmt: skip
-    """The manifold stage of the curved pairs without a mesh that have one (`cylinder.CURVED_MANIFOLDS`:
-    capsule-cylinder, cylinder-cylinder, cylinder-box), every group's candidates in one program (their pairs
-    concatenated, the geom types traced per pair, `cylinder.curved_manifold`) from their shared GJK/EPA stage
-    (`_shared_distances`), run on the near pairs (`_near_only`): one compiled manifold per model for these pair
-    types, not one per type pair. Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
-    ids = sorted(i for i, g in groups.items() if g.collider in cylinder.CURVED_MANIFOLDS)
-    if not ids:
-        return {}
-    g1 = jp.concatenate([cands[i].g1 for i in ids])
-    g2 = jp.concatenate([cands[i].g2 for i in ids])
-    near = jp.concatenate([cands[i].near for i in ids])
-    margin = jp.concatenate([cands[i].params[1] for i in ids])
-    stage = tuple(jp.concatenate([shared[i][k] for i in ids]) for k in range(3))
-    gids1 = np.concatenate([groups[i].geom1 for i in ids])
-    gids2 = np.concatenate([groups[i].geom2 for i in ids])
-    info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=False)
-    info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=False)
-    gtype = np.asarray(m.geom_type)
-    kinds = (tuple(np.unique(gtype[gids1]).tolist()), tuple(np.unique(gtype[gids2]).tolist()))
-    fn = functools.partial(cylinder.curved_manifold, types=kinds)
-    c = _looped(fn, g1.shape[0], cylinder.CYL_NCON)(info1, info2, margin, near, stage)
+def _split(c: Contacts, cands: dict[int, _Candidates], ids: list[int]) -> dict[int, Contacts]:
+    """A shared program's Contacts (n, k) back to its groups ids (in order): {group index: Contacts of its pairs}."""
     out, at = {}, 0
     for i in ids:
         k = cands[i].g1.shape[0]
         out[i] = Contacts(*[x[at : at + k] for x in c])
         at += k
+    return out
+
+
+def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates]
+                      ) -> dict[int, tuple[jax.Array, jax.Array, jax.Array]]:  # fmt: skip
+    """The distance stage of the groups of each kind (`_distance_kind`), every group's candidates of a kind in one
+    program: their pairs concatenated, the geom types traced per pair where a side takes several (the support maps
+    of the types present on that side only), run on the near pairs (`_near_only`). One compiled GJK/EPA per kind
+    and model, not one per type pair or size class: the curved pairs without a mesh (`general.general_curved`),
+    the pairs with a mesh that run GJK/EPA (ellipsoid-mesh, cylinder-mesh, ...: `general.general`, the mesh tables
+    padded to the largest mesh of the kind), the capsule-mesh and sphere-mesh pairs (`general.capsule_mesh_single`).
+    Returns {group index: (dist (n,), pos (n, 3), normal (n, 3)) of its candidates}."""
+    out = {}
+    for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH):
+        ids = sorted(i for i, g in groups.items() if _distance_kind(g) == kind)
+        if not ids:
+            continue
+        meshes = (False, False) if kind == _CURVED else (False, True) if kind == _CAPSULE_MESH else None
+        if meshes is None:  # general pairs: mesh tables on a side that takes a mesh
+            sides = [np.concatenate([groups[i].geom1 for i in ids]), np.concatenate([groups[i].geom2 for i in ids])]
+            meshes = tuple(bool(np.any(np.asarray(m.geom_type)[s] == _MESH)) for s in sides)
+        info1, info2, margin, near, kinds = _concat_candidates(m, d, groups, cands, ids, meshes)
+        if kind == _CURVED:
+            fn = functools.partial(general.general_curved, types=kinds)
+        elif kind == _MESH_GJK:
+            fn = functools.partial(general.general, types=kinds)
+        else:  # static types: a capsule (a sphere: half-length 0) against a mesh
+            fn = general.capsule_mesh_single
+        c = _looped(fn, margin.shape[0], general.GENERAL_NCON)(info1, info2, margin, near)
+        for i, x in _split(c, cands, ids).items():
+            out[i] = (x.dist[:, 0], x.pos[:, 0], x.normal[:, 0])
+    return out
+
+
+def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates],
+                      shared: dict[int, tuple]) -> dict[int, Contacts]:  # fmt: skip
+    """The manifold stage of the cylinder and capsule pairs (`_MANIFOLDS`) from their shared distance stage
+    (`_shared_distances`), in two programs, their pairs concatenated, the geom types traced per pair
+    (`cylinder.curved_manifold`), run on the near pairs (`_near_only`): the curved pairs without a mesh
+    (capsule-cylinder, cylinder-cylinder, cylinder-box: `cylinder.CURVED_MANIFOLDS`) and the capsule and cylinder
+    pairs against a mesh (`_MESH_MANIFOLDS`). One compiled manifold per kind and model, not one per type pair.
+    Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
+    out = {}
+    for table, meshes in ((cylinder.CURVED_MANIFOLDS, (False, False)), (_MESH_MANIFOLDS, (False, True))):
+        ids = sorted(i for i, g in groups.items() if g.collider in table)
+        if not ids:
+            continue
+        info1, info2, margin, near, kinds = _concat_candidates(m, d, groups, cands, ids, meshes)
+        stage = tuple(jp.concatenate([shared[i][k] for i in ids]) for k in range(3))
+        fn = functools.partial(cylinder.curved_manifold, types=kinds)
+        c = _looped(fn, margin.shape[0], cylinder.CYL_NCON)(info1, info2, margin, near, stage)
+        out.update(_split(c, cands, ids))
     return out
 
 
@@ -1009,11 +1057,11 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
     condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion = cand.params
     info1 = _geom_info(m, d, g1, g.type1, g.geom1)
     info2 = _geom_info(m, d, g2, g.type2, g.geom2)
-    if _shared_distance(g):  # the curved pairs' GJK/EPA stage (shared by the groups of a model), then the manifold
+    if _shared_distance(g):  # the kind's distance stage (shared by the groups of a model), then the manifold
         if shared is None:
             shared = _shared_distances(m, d, {0: g}, {0: cand})[0]
         dist0, pos0, nrm0 = shared
-        if g.collider not in cylinder.CURVED_MANIFOLDS:  # general_curved: the GJK/EPA contact itself
+        if g.collider not in _MANIFOLDS:  # general_curved: the GJK/EPA contact itself
             c = general.one_contact_rows(dist0, pos0, nrm0)
         elif manifold is None:
             c = _shared_manifolds(m, d, {0: g}, {0: cand}, {0: shared})[0]
