@@ -158,18 +158,55 @@ def _scopes(text: str) -> collections.Counter:
     return collections.Counter(stage for _, stage, _ in _sites(text))
 
 
-def main(argv):
-    names = [a for a in argv if not a.startswith("--")] or ["humanoid", "cheetah"]
+def _lower(m, batch, path: str, auto: dict):
+    """The vmapped step of `m` on `batch` with `Config.kernels=path`, lowered for "cuda"."""
     kernels.launch_of = lambda m: launch.Launch(layout=m.config.kernel_layout)  # compiled kernels, as on a GPU
     step = jax.vmap(mjl.step, in_axes=(None, 0))
+    mp = mjl.configure(m, kernels=path, **auto)
+    return jax.jit(step).trace(mp, batch).lower(lowering_platforms=("cuda",))
+
+
+def _count(text: str) -> tuple[int, int]:
+    """(StableHLO operations as `_ops` counts them, Triton kernels) of a lowered program's text."""
+    return len(_ops(text)), text.count("__gpu$xla.gpu.triton")
+
+
+def report(quick: bool = False) -> str:
+    """docs/benchmarks.md's section: the operations and kernels of the fused and XLA steps per model."""
+    import datetime  # noqa: PLC0415
+
+    names = ["humanoid"] if quick else ["humanoid", "cheetah", "barkour"]
+    rows = []
+    for name in names:
+        m, batch = _batch(name)
+        cells = []
+        for path in ("fused", "xla"):
+            ops, tri = _count(_lower(m, batch, path, _config.AUTO_OFF_CPU).as_text())
+            cells.append(f"{ops:,} + {tri}")
+        rows.append(f"| {name} (nv {m.nv}) | {cells[0]} | {cells[1]} |")
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M+00:00")
+    return "\n".join([
+        "### Program size of the fused step (issue 37)", "",
+        f"`PYTHONPATH=. python benchmarks/fused_program_size.py {' '.join(names)}` ({when}; lowering only, no GPU "
+        "needed): each model at a random state, float32, batch 8, `jax.jit(jax.vmap(step))` lowered for \"cuda\" "
+        "with the Config fields that \"auto\" resolves by backend set as a GPU resolves them "
+        "(`config.AUTO_OFF_CPU`). StableHLO operations (besides constants and returns; a private function's once) "
+        "+ Triton kernels. A GPU runs XLA's fusions of these operations, not one kernel each; "
+        "tests/test_kernels.py::test_fused_step_program_size keeps the count from growing.", "",
+        "| model | fused path: operations + kernels | XLA path: operations + kernels |",
+        "| --- | --- | --- |", *rows])  # fmt: skip
+
+
+def main(argv):
+    names = [a for a in argv if not a.startswith("--")] or ["humanoid", "cheetah"]
     auto = {} if "--cpu-config" in argv else _config.AUTO_OFF_CPU
     for name in names:
         m, batch = _batch(name)
         for path in ("fused",) + (() if "--no-xla" in argv else ("xla",)):
-            mp = mjl.configure(m, kernels=path, **auto)
-            lowered = jax.jit(step).trace(mp, batch).lower(lowering_platforms=("cuda",))
+            lowered = _lower(m, batch, path, auto)
             text = lowered.as_text()
-            print(f"{name} {path}: {len(_ops(text))} operations + {text.count('__gpu$xla.gpu.triton')} Triton kernels")
+            ops, tri = _count(text)
+            print(f"{name} {path}: {ops} operations + {tri} Triton kernels")
             if path == "fused" and ("--scopes" in argv or "--sources" in argv):
                 debug = lowered.as_text(debug_info=True)
                 if "--scopes" in argv:

@@ -27,7 +27,7 @@ PARTS = os.path.join(DOCS, "benchmarks")
 # in the order they appear on the page; each is benchmarks/<name>.py with report(quick)
 SECTIONS = ["throughput", "stages", "profile_step", "grad_compile", "pile", "memory", "render_throughput", "rl_ppo",
             "rl_tasks", "grad_transition", "grad_swingup", "planners", "grad_sysid", "linalg", "parallel", "menagerie",
-            "flex_steps", "targets", "gpu"]  # fmt: skip
+            "flex_steps", "targets", "fused_program_size", "gpu"]  # fmt: skip
 # "gpu" (docs/benchmarks/gpu.md) is written by hand from `bash benchmarks/gpu.sh` on a GPU machine: report.py keeps it
 
 
