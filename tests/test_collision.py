@@ -1165,7 +1165,11 @@ def test_polytope_distance_grad(t1):
         d = d0.replace(geom_xpos=xpos.at[1].add(theta[:3]), geom_xmat=xmat.at[1].set(expm(skew) @ xmat[1]))
         return driver.collision(m, d).contact.dist[0]
 
-    f, grad = jax.jit(dist), jax.jit(jax.grad(dist))
+    vg = jax.jit(jax.value_and_grad(dist))  # one compiled program for the gradient and the values
+
+    def f(*args):
+        return vg(*args)[0]
+
     for gap in (0.02, -0.01):  # summed margins 0.06: both make a contact
         mjd.qpos[:] = np.r_[0, 0, 0, _random_quat(rng), 0, 0, 0, _random_quat(rng)]
         lo, hi = -0.3, 0.6
@@ -1174,7 +1178,7 @@ def test_polytope_distance_grad(t1):
             lo, hi = (lo, mjd.qpos[9]) if _mj_mindist(mjm, mjd) > gap else (mjd.qpos[9], hi)
         mujoco.mj_kinematics(mjm, mjd)
         xpos, xmat = jp.asarray(mjd.geom_xpos), jp.asarray(mjd.geom_xmat.reshape(-1, 3, 3))
-        g = np.asarray(grad(jp.zeros(6), xpos, xmat))
+        g = np.asarray(vg(jp.zeros(6), xpos, xmat)[1])
         fd = np.array([(f(h * e, xpos, xmat) - f(-h * e, xpos, xmat)) / (2 * h) for e in np.eye(6)])
         np.testing.assert_allclose(float(f(jp.zeros(6), xpos, xmat)), gap, atol=1e-6)
         np.testing.assert_allclose(g, fd, atol=1e-6)

@@ -242,19 +242,23 @@ def test_closed_form_prism_colliders_match_gjk_epa(gtype):
     mat = jax.vmap(mjl.math.quat_to_mat)(jp.asarray([_random_quat(rng) for _ in range(n)]))
     size = jp.array([0.02, 0.04, 0.0])
 
+    def closed(v, p, r):
+        g2 = GeomInfo(p, r, size, None, None)
+        return hfield._sphere_prism(v, g2) if gtype == mujoco.mjtGeom.mjGEOM_SPHERE else hfield._capsule_prism(v, g2)
+
     def both(v, p, r):
         g2 = GeomInfo(p, r, size, None, None)
         g1 = GeomInfo(jp.zeros(3), jp.eye(3), jp.zeros(3), v, None)
-        closed = hfield._sphere_prism(v, g2) if gtype == mujoco.mjtGeom.mjGEOM_SPHERE else hfield._capsule_prism(v, g2)
         budget = mjl.Config().sat_budget  # a prism and a sphere or capsule: no polytope pair, the budget does not apply
-        return closed, general.collide(mujoco.mjtGeom.mjGEOM_MESH, int(gtype), g1, g2, sat_budget=budget)
+        return closed(v, p, r), general.collide(mujoco.mjtGeom.mjGEOM_MESH, int(gtype), g1, g2, sat_budget=budget)
 
     ours, gjk = jax.jit(jax.vmap(both))(verts, pos, mat)
     dist = np.asarray(gjk[0])
     assert np.sum(dist < -0.02) > 100 and np.sum(np.abs(dist) < 0.01) > 100 and np.sum(dist > 0.01) > 100
     for a, b, what in zip(ours, gjk, ("dist", "pos", "normal")):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=CLOSED_FORM_ATOL, err_msg=what)
-    grad = jax.jit(jax.vmap(jax.grad(lambda v, p, r: both(v, p, r)[0][0], argnums=(0, 1))))(verts, pos, mat)
+    # the closed form's gradient alone (through `both` it also traced the JVP of GJK/EPA, then dropped it)
+    grad = jax.jit(jax.vmap(jax.grad(lambda v, p, r: closed(v, p, r)[0], argnums=(0, 1))))(verts, pos, mat)
     assert all(np.all(np.isfinite(np.asarray(g))) for g in grad)
 
 

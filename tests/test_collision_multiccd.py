@@ -496,6 +496,7 @@ def test_cylinder_manifold(cyl_scene, cyl_results, i):
         np.testing.assert_allclose(ours["pos"][c], theirs["pos"][j], atol=atol)
 
 
+@pytest.mark.slow  # CI time (its own capsule-mesh compile): test_cylinder_manifold's mesh_cap cases cover the collider
 def test_capsule_mesh_random():
     """A capsule on a mesh face at random yaw, tilt, overhang and depth (MuJoCo 4's multiccd: the line along its axis
     through its support point clipped by the face, 2 contacts, within 0.0888 rad of lying flat; else one GJK/EPA

@@ -47,26 +47,32 @@ BOWL = """<plugin plugin="mujoco.sdf.bowl"><instance name="bowl">
   </instance></plugin>"""
 
 
-def _scene(iterations: int, initpoints: int) -> str:
+def _scene(iterations: int, initpoints: int, only_touching: bool = True) -> str:
     """A tilted torus touched by a sphere, capsule, ellipsoid, cylinder, a second torus and a large (static) box below
-    it; a sphere in a bowl, on the plane."""
+    it; a sphere in a bowl, on the plane. only_touching: contype/conaffinity bits keep only the pairs that touch (the
+    first torus against the sphere, capsule, ellipsoid, cylinder, box and second torus; the second torus against the
+    sphere; the second sphere against the bowl and the plane): 8 pair groups compile, not the 24 of every type pair."""
+
+    def bits(ct, ca):
+        return f' contype="{ct}" conaffinity="{ca}"' if only_touching else ""
+
     return f"""<mujoco>
   <extension>{TORUS}{BOWL}</extension>
   <asset><mesh name="torus"><plugin instance="torus"/></mesh><mesh name="bowl"><plugin instance="bowl"/></mesh></asset>
   <option sdf_iterations="{iterations}" sdf_initpoints="{initpoints}"/>
   <worldbody>
-    <geom type="plane" size="5 5 .1"/>
-    <body pos="0 0 .09"><geom type="box" size=".8 .8 .1"/></body>
-    <body pos="0 0 .3" euler="10 20 0"><freejoint/><geom type="sdf" mesh="torus"><plugin instance="torus"/></geom>
-    </body>
-    <body pos=".3 .05 .4" euler="0 30 10"><freejoint/><geom type="sphere" size=".1"/></body>
-    <body pos="-.3 .1 .45" euler="20 0 10"><freejoint/><geom type="capsule" size=".06 .1"/></body>
-    <body pos="0 .38 .45" euler="0 10 40"><freejoint/><geom type="ellipsoid" size=".1 .07 .05"/></body>
-    <body pos="0 -.38 .45" euler="30 0 10"><freejoint/><geom type="cylinder" size=".07 .06"/></body>
-    <body pos=".5 0 .7" euler="70 10 0"><freejoint/><geom type="sdf" mesh="torus"><plugin instance="torus"/></geom>
-    </body>
-    <body pos="3 0 1" euler="5 0 0"><geom type="sdf" mesh="bowl"><plugin instance="bowl"/></geom></body>
-    <body pos="3.1 0 .15"><freejoint/><geom type="sphere" size=".15"/></body>
+    <geom type="plane" size="5 5 .1"{bits(8, 0)}/>
+    <body pos="0 0 .09"><geom type="box" size=".8 .8 .1"{bits(0, 1)}/></body>
+    <body pos="0 0 .3" euler="10 20 0"><freejoint/>
+      <geom type="sdf" mesh="torus"{bits(1, 0)}><plugin instance="torus"/></geom></body>
+    <body pos=".3 .05 .4" euler="0 30 10"><freejoint/><geom type="sphere" size=".1"{bits(0, 3)}/></body>
+    <body pos="-.3 .1 .45" euler="20 0 10"><freejoint/><geom type="capsule" size=".06 .1"{bits(0, 1)}/></body>
+    <body pos="0 .38 .45" euler="0 10 40"><freejoint/><geom type="ellipsoid" size=".1 .07 .05"{bits(0, 1)}/></body>
+    <body pos="0 -.38 .45" euler="30 0 10"><freejoint/><geom type="cylinder" size=".07 .06"{bits(0, 1)}/></body>
+    <body pos=".5 0 .7" euler="70 10 0"><freejoint/>
+      <geom type="sdf" mesh="torus"{bits(2, 1)}><plugin instance="torus"/></geom></body>
+    <body pos="3 0 1" euler="5 0 0"><geom type="sdf" mesh="bowl"{bits(4, 0)}><plugin instance="bowl"/></geom></body>
+    <body pos="3.1 0 .15"><freejoint/><geom type="sphere" size=".15"{bits(0, 12)}/></body>
   </worldbody>
 </mujoco>"""
 
@@ -82,6 +88,13 @@ def _both(xml: str):
     mjd = mujoco.MjData(mjm)
     mujoco.mj_forward(mjm, mjd)
     return m, mjm, mjd, data_from_mujoco(m, mjm, mjd)
+
+
+@pytest.fixture(scope="module")
+def scene3():
+    """_both of the default selection's scene (3 iterations, 12 starting points), loaded once (its two plugin meshes
+    are marching-cubes surfaces, built by both loaders) for test_contacts_step_for_step and test_model_fields."""
+    return _both(_scene(3, 12))
 
 
 def _compare_contacts(m, mjd, d):
@@ -108,17 +121,22 @@ def _compare_contacts(m, mjd, d):
     return {k: len(v) for k, v in theirs.items()}
 
 
+# the slow ones in the original scene, every pair a candidate (24 pair groups: ~3x the collision program of the
+# default's, which has the same touching pairs and contacts)
 @pytest.mark.parametrize(
     "iterations", [3, pytest.param(1, marks=pytest.mark.slow), pytest.param(10, marks=pytest.mark.slow)]
 )
-def test_contacts_step_for_step(collide, iterations):
-    m, mjm, mjd, d = _both(_scene(iterations, 12))
+def test_contacts_step_for_step(request, collide, iterations):
+    if iterations == 3:
+        m, mjm, mjd, d = request.getfixturevalue("scene3")
+    else:
+        m, mjm, mjd, d = _both(_scene(iterations, 12, only_touching=False))
     counts = _compare_contacts(m, mjd, collide(m, d))
     gtype = np.asarray(m.geom_type)
     kinds = {(int(gtype[a]), int(gtype[b])) for a, b in counts}
-    if iterations == 10:  # every pair type of the scene touches (the test is not vacuous)
-        assert {(2, 8), (3, 8), (4, 8), (5, 8), (6, 8), (8, 8)} <= kinds, kinds
-        assert (9, 8) in counts  # the sphere in the bowl
+    # every pair type of the scene touches (the test is not vacuous)
+    assert {(2, 8), (3, 8), (4, 8), (5, 8), (6, 8), (8, 8)} <= kinds, kinds
+    assert (9, 8) in counts  # the sphere in the bowl
 
 
 def _volume(vert, face):
@@ -145,8 +163,8 @@ def _assert_same_surface(vert, face, mj_face):
     np.testing.assert_allclose(ours, theirs, rtol=RTOL_FACES)
 
 
-def test_model_fields(collide):
-    m, mjm, _, _ = _both(_scene(10, 12))
+def test_model_fields(scene3):
+    m, mjm, _, _ = scene3
     for f in ("body_ipos", "body_iquat", "geom_aabb", "geom_rbound", "geom_size", "geom_pos", "geom_quat"):
         np.testing.assert_allclose(np.asarray(getattr(m, f)), getattr(mjm, f), atol=ATOL_MODEL, err_msg=f)
     for f in ("body_mass", "body_inertia"):
@@ -159,7 +177,7 @@ def test_model_fields(collide):
         _assert_same_surface(mjm.mesh_vert[va : va + vn], np.asarray(m.mesh_face)[fa : fa + fn],
                              mjm.mesh_face[fa : fa + fn])  # fmt: skip
     np.testing.assert_array_equal(np.asarray(m.geom_dataid), mjm.geom_dataid)
-    assert m.opt.sdf_iterations == 10 and m.opt.sdf_initpoints == 12
+    assert m.opt.sdf_iterations == 3 and m.opt.sdf_initpoints == 12  # not MuJoCo's defaults (10, 40)
 
 
 @pytest.mark.parametrize("name,attr", [
@@ -221,7 +239,7 @@ _GRAD = f"""<mujoco><extension>{TORUS}</extension>
   </worldbody></mujoco>"""
 
 
-def test_gradients_match_central_differences(collide):
+def test_gradients_match_central_differences():
     """d(sum of contact distances)/d(position of the sphere) through the fixed-iteration descent equals central
     differences (bounded loops, guarded divisions: finite). One torus-sphere pair (the scene of
     test_contacts_step_for_step's first pairs): the reverse-mode program of one SDF pair group, not of the whole
@@ -231,12 +249,15 @@ def test_gradients_match_central_differences(collide):
 
     def f(x):
         dd = d.replace(geom_xpos=d.geom_xpos.at[1].add(x))
-        c = collide(m, dd).contact
+        c = driver.collision(m, dd).contact
         return jp.sum(jp.where(c.active, c.dist, 0.0))
 
-    g = np.asarray(jax.grad(f)(jp.zeros(3)))
+    # one compiled program: the values at x +- eps come from value_and_grad's too (a jit(f) beside it compiled the
+    # forward program a second time)
+    vg = jax.jit(jax.value_and_grad(f))
+    g = np.asarray(vg(jp.zeros(3))[1])
     eps = 1e-6
-    fd = np.array([(f(eps * e) - f(-eps * e)) / (2 * eps) for e in np.eye(3)])
+    fd = np.array([(float(vg(eps * e)[0]) - float(vg(-eps * e)[0])) / (2 * eps) for e in np.eye(3)])
     assert np.all(np.isfinite(g)) and np.abs(fd).max() > 0.1  # the contact distances move with the sphere
     np.testing.assert_allclose(g, fd, rtol=0, atol=ATOL_GRAD_FD)
 
@@ -292,8 +313,11 @@ def test_plugin_errors(decl, mesh, geom, match):
 def test_plugin_declared_twice():
     """One plugin declared in two <plugin> elements (MuJoCo's gear.xml does): each instance keeps its own
     configuration (the second declaration's instance was not found: a StopIteration at load)."""
+    # thin tori (radius2 0.02, not the default 0.15): a quarter of the marching-cubes vertices, whose hulls the
+    # loader builds (3.5 vs 13 CPU-s at load)
     decl = "".join(f'<plugin plugin="mujoco.sdf.torus"><instance name="t{i}"><config key="radius1" value="{r}"/>'
-                   "</instance></plugin>" for i, r in ((1, 0.3), (2, 0.4)))  # fmt: skip
+                   '<config key="radius2" value="0.02"/></instance></plugin>'
+                   for i, r in ((1, 0.3), (2, 0.4)))  # fmt: skip
     xml = f"""<mujoco><extension>{decl}</extension>
       <asset><mesh name="t1"><plugin instance="t1"/></mesh><mesh name="t2"><plugin instance="t2"/></mesh></asset>
       <worldbody><body><geom type="sdf" mesh="t1"><plugin instance="t1"/></geom></body>

@@ -44,30 +44,42 @@ WEDGE = ('vertex="-1 -1 -1 1 -1 -1 1 1 -1 -1 1 -1 -1 -1 1 -1 1 1" '
 TORUS = """<plugin plugin="mujoco.sdf.torus"><instance name="torus">
   <config key="radius1" value="0.1"/><config key="radius2" value="0.04"/></instance></plugin>"""
 
-SCENE = f"""<mujoco>
+
+def _scene(only_touching: bool) -> str:
+    """The octree scene. only_touching: contype/conaffinity bits keep only the six pairs that touch (the octree hex
+    against the sphere, capsule, octree wedge, free torus and hex mesh; the wedge mesh against the static torus), so
+    that six SDF pair groups compile, not the 24 groups of every type pair; otherwise every pair is a candidate."""
+
+    def bits(ct, ca):
+        return f' contype="{ct}" conaffinity="{ca}"' if only_touching else ""
+
+    plane = "" if only_touching else '<geom type="plane" size="2 2 .1"/>'
+    return f"""<mujoco>
   <extension>{TORUS}</extension>
   <option sdf_iterations="3" sdf_initpoints="6"/>
   <asset><mesh name="hex" {HEX} scale=".1 .1 .1"/><mesh name="wedge" {WEDGE} scale=".1 .08 .06"/>
     <mesh name="torus"><plugin instance="torus"/></mesh></asset>
   <worldbody>
-    <geom type="plane" size="2 2 .1"/>
-    <body pos="0 0 .2" euler="5 10 15"><geom type="sdf" mesh="hex"/></body>
-    <body pos=".03 .02 .36" euler="10 20 30"><freejoint/><geom type="sphere" size=".06"/></body>
-    <body pos=".14 -.05 .25" euler="40 70 30"><freejoint/><geom type="capsule" size=".03 .05"/></body>
-    <body pos="-.12 .12 .23" euler="20 10 5"><freejoint/><geom type="sdf" mesh="wedge"/></body>
-    <body pos=".15 .15 .2" euler="80 10 5"><freejoint/><geom type="sdf" mesh="torus"><plugin instance="torus"/></geom>
-    </body>
-    <body pos="-.12 -.14 .25" euler="10 20 30"><freejoint/><geom type="mesh" mesh="hex"/></body>
-    <body pos=".6 0 .3"><geom type="sdf" mesh="torus"><plugin instance="torus"/></geom></body>
-    <body pos=".64 .03 .37" euler="10 20 30"><freejoint/><geom type="mesh" mesh="wedge"/></body>
+    {plane}
+    <body pos="0 0 .2" euler="5 10 15"><geom type="sdf" mesh="hex"{bits(1, 0)}/></body>
+    <body pos=".03 .02 .36" euler="10 20 30"><freejoint/><geom type="sphere" size=".06"{bits(0, 1)}/></body>
+    <body pos=".14 -.05 .25" euler="40 70 30"><freejoint/><geom type="capsule" size=".03 .05"{bits(0, 1)}/></body>
+    <body pos="-.12 .12 .23" euler="20 10 5"><freejoint/><geom type="sdf" mesh="wedge"{bits(0, 1)}/></body>
+    <body pos=".15 .15 .2" euler="80 10 5"><freejoint/>
+      <geom type="sdf" mesh="torus"{bits(0, 1)}><plugin instance="torus"/></geom></body>
+    <body pos="-.12 -.14 .25" euler="10 20 30"><freejoint/><geom type="mesh" mesh="hex"{bits(0, 1)}/></body>
+    <body pos=".6 0 .3"><geom type="sdf" mesh="torus"{bits(2, 0)}><plugin instance="torus"/></geom></body>
+    <body pos=".64 .03 .37" euler="10 20 30"><freejoint/><geom type="mesh" mesh="wedge"{bits(0, 2)}/></body>
   </worldbody>
 </mujoco>"""
 
 
-@pytest.fixture(scope="module")
-def scene():
-    m = mjl.load_mjcf_string(SCENE)
-    mjm = mujoco.MjModel.from_xml_string(SCENE)
+SCENE = _scene(True)
+
+
+def _load(xml):
+    m = mjl.load_mjcf_string(xml)
+    mjm = mujoco.MjModel.from_xml_string(xml)
     # the torus plugin's mass and inertia come from our marching-cubes faces (test_sdf.RTOL_FACES): MuJoCo is given
     # ours, so that qacc compares the contacts and the solver, not the triangulation
     mjm.body_mass[:] = np.asarray(m.body_mass)
@@ -76,6 +88,11 @@ def scene():
     mujoco.mj_setConst(mjm, mjd)
     mujoco.mj_forward(mjm, mjd)
     return m, mjm, mjd, data_from_mujoco(m, mjm, mjd)
+
+
+@pytest.fixture(scope="module")
+def scene():
+    return _load(SCENE)
 
 
 @pytest.fixture(scope="module")
@@ -130,10 +147,13 @@ def _compare_contacts(m, mjd, d, atol=ATOL_CONTACT):
     return {k: len(v) for k, v in theirs.items()}
 
 
-def test_contacts_and_qacc(scene, forward):
+# every pair a candidate: 24 pair groups (16 of them SDF) compile, ~4x the default scene's collision program; the
+# default selection's scene has every pair that touches (the same contacts), its others filtered by contype bits
+@pytest.mark.parametrize("only_touching", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_contacts_and_qacc(scene, forward, only_touching):
     """Contacts of the octree SDF against a sphere, a capsule, another octree, a torus plugin and a mesh, and of
     meshes against a plugin SDF, as MuJoCo's; qacc with them."""
-    m, _, mjd, d = scene
+    m, _, mjd, d = scene if only_touching else _load(_scene(False))
     d = forward(m, d)
     counts = _compare_contacts(m, mjd, d)
     gtype = np.asarray(m.geom_type)
@@ -164,16 +184,18 @@ def test_gradient_matches_central_differences():
     mujoco.mj_forward(mjm, mjd)
     assert mjd.ncon > 0
     d = data_from_mujoco(m, mjm, mjd)
-    collide = jax.jit(driver.collision)
 
     def f(x):
         dd = d.replace(geom_xpos=d.geom_xpos.at[1].add(x))
-        c = collide(m, dd).contact
+        c = driver.collision(m, dd).contact
         return jp.sum(jp.where(c.active, c.dist, 0.0))
 
-    g = np.asarray(jax.grad(f)(jp.zeros(3)))
+    # one compiled program: the values at x +- eps come from value_and_grad's too (a jit(f) beside it compiled the
+    # forward program a second time)
+    vg = jax.jit(jax.value_and_grad(f))
+    g = np.asarray(vg(jp.zeros(3))[1])
     eps = 1e-7
-    fd = np.array([(f(eps * e) - f(-eps * e)) / (2 * eps) for e in np.eye(3)])
+    fd = np.array([(float(vg(eps * e)[0]) - float(vg(-eps * e)[0])) / (2 * eps) for e in np.eye(3)])
     # the contact distance moves with the sphere (after 3 iterations the descent's point is not the deepest one, so
     # the derivative is small: seen 0.015)
     assert np.all(np.isfinite(g)) and np.abs(fd).max() > 1e-3
