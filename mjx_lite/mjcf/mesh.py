@@ -400,9 +400,9 @@ MAX_POLYVERT = 150  # mjMAX_POLYVERT: MuJoCo's multiccd reads at most this many 
 _POLY_BIN = 0.01  # MuJoCo bins hull triangle normals (azimuth, polar angle) in steps of 0.01 rad into polygons
 
 
-def _polygon_key(a, b, c):
-    """The bin of a triangle's unit normal, or None for a degenerate triangle (MuJoCo's polygon map key)."""
-    n = np.cross(b - a, c - a)
+def _polygon_key(n):
+    """The bin of a triangle's unit normal, or None for a degenerate triangle (MuJoCo's polygon map key).
+    n: (3,) the triangle's (b - a) x (c - a)."""
     ln = _m.sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2])
     if ln < MINVAL:
         return None
@@ -491,11 +491,18 @@ def hull_polygons(vert: np.ndarray, maxhullvert: int = -1) -> list[np.ndarray]:
     except (QhullError, ValueError):
         return []
     groups: dict = {}
-    for s, eq in zip(np.asarray(hull.simplices).tolist(), hull.equations):
-        a, b, c = vert[s[0]], vert[s[1]], vert[s[2]]
-        if np.dot(np.cross(b - a, c - a), eq[:3]) < 0:  # qhull's orientation flag: swap the first two
-            s = [s[1], s[0], s[2]]
-        key = _polygon_key(vert[s[0]], vert[s[1]], vert[s[2]])
+    # every triangle's cross product at once (np.cross per triangle was most of a large mesh's load time); the
+    # same products, elementwise, as one call per triangle
+    simp = np.asarray(hull.simplices)
+    a, b, c = vert[simp[:, 0]], vert[simp[:, 1]], vert[simp[:, 2]]
+    cr = np.cross(b - a, c - a)
+    eq = np.asarray(hull.equations)[:, :3]
+    flip = (cr[:, 0] * eq[:, 0] + cr[:, 1] * eq[:, 1] + cr[:, 2] * eq[:, 2]) < 0  # qhull's orientation flag
+    cr_flip = np.cross(a - b, c - b)  # the swapped triangle's (first two vertices exchanged)
+    for s, f, n, nf in zip(simp.tolist(), flip.tolist(), cr, cr_flip):
+        if f:  # swap the first two
+            s, n = [s[1], s[0], s[2]], nf
+        key = _polygon_key(n)
         if key is None:
             continue
         if key in groups:
