@@ -633,6 +633,12 @@ def line_search(layout: Layout, p: Problem, search: jax.Array, Ma: jax.Array, ja
     Returns (alpha ((), or (n,) per segment), 0 where the direction is not a descent direction; Js = J search (nefc,);
     Ms = M search (nv,)): the step moves jar by alpha Js and Ma by alpha Ms (per segment: alpha at each row / dof).
     """
+    with jax.named_scope("line_search"):
+        return _line_search(layout, p, search, Ma, jar, iterations, gtol_factor, scale, early_exit, seg, skip)
+
+
+def _line_search(layout, p, search, Ma, jar, iterations, gtol_factor, scale, early_exit, seg, skip):  # noqa: N803
+    """`line_search` inside its named scope (profiles attribute its kernels to "line_search")."""
     dt = search.dtype
     Js = p_j_mul(p, search)
     Ms = mul_m(layout, p, search)

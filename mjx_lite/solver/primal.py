@@ -139,9 +139,11 @@ def solve_newton(layout: Layout, p: Problem, start: tuple, *, iterations: int, l
 
     def newton_step(ev, grad):
         """(search = -H^-1 grad (nv,), decrement 0.5 scale grad' H^-1 grad), H the Hessian at ev."""
-        H = common.full_m(layout, p) + common.constraint_hessian(layout, p, ev)
+        with jax.named_scope("hessian"):
+            H = common.full_m(layout, p) + common.constraint_hessian(layout, p, ev)
         # a pivot below MINVAL is set to MINVAL, as MuJoCo's mju_cholFactor(H, nv, mjMINVAL)
-        search = -linalg.spd_solve(H, grad, library=library, mindiag=MINVAL)
+        with jax.named_scope("cholesky"):
+            search = -linalg.spd_solve(H, grad, library=library, mindiag=MINVAL)
         return search, jp.maximum(0.0, -0.5 * scale * seg.dot_dof(grad, search))
 
     where = {"qacc": "dof", "jar": "efc", "Ma": "dof", "cost": "seg", "grad": "dof", "jtf": "dof", "search": "dof",
