@@ -89,11 +89,29 @@ def constraint_rows(m: types.Model, d: types.Data) -> types.Data:
     d = driver.collision(m, d)
     return constraint.make_constraint(m, d)
 
+
+def host_array(x) -> jax.Array:
+    """A copy of the host array x on the device, compiling nothing: an eager jp.asarray of a host array compiles a
+    `stage` program per shape and dtype (jax 0.10; see mjx_lite.data._full), and may alias host memory that MuJoCo
+    mutates in place later."""
+    return jax.device_put(np.array(x))
+
+
+def cast_floats(tree, dtype):
+    """tree with every floating leaf cast to dtype through the host, compiling nothing (an eager astype compiles a
+    `convert` program per shape: 46 of them, 14 s at load 7, to cast the pendula Model to float32)."""
+
+    def cast(x):
+        return host_array(np.asarray(x, np.dtype(dtype))) if jp.issubdtype(jp.result_type(x), jp.floating) else x
+
+    return jax.tree.map(cast, tree)
+
+
 def posed_data(m: types.Model, xpos, xmat) -> types.Data:
     """A batch of Data whose geoms are placed at xpos (B, ngeom, 3) and xmat (B, ngeom, 3, 3) (sequences of per-pose
     arrays are stacked): the input of the collision tests, which call `driver.collision` on geom poses directly."""
     d0 = make_data(m)
-    xpos, xmat = jp.asarray(np.stack(xpos)), jp.asarray(np.stack(xmat))
+    xpos, xmat = host_array(np.stack(xpos)), host_array(np.stack(xmat))
     return jax.vmap(lambda a, b: d0.replace(geom_xpos=a, geom_xmat=b))(xpos, xmat)
 
 
@@ -416,8 +434,7 @@ def data_from_mujoco(m: types.Model, mjm: mujoco.MjModel, mjd: mujoco.MjData) ->
             val = np.asarray(getattr(mjd, name))
         else:
             continue
-        # copy: jp.asarray may alias host memory, and MuJoCo mutates mjd in place later
-        kw[name] = jp.asarray(np.array(val, dtype=ours.dtype).reshape(ours.shape))
+        kw[name] = host_array(np.array(val, dtype=ours.dtype).reshape(ours.shape))
     return d.replace(**kw)
 
 
@@ -538,9 +555,9 @@ def small_state(mjm, mjd, rng):
 def data_with_state(m, mjm, mjd):
     """make_data(m) with MuJoCo's state and inputs (qpos, qvel, ctrl, act, applied forces) copied from mjd."""
     del mjm
-    return make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), ctrl=jp.asarray(mjd.ctrl),
-                                act=jp.asarray(mjd.act), qfrc_applied=jp.asarray(mjd.qfrc_applied),
-                                xfrc_applied=jp.asarray(mjd.xfrc_applied))  # fmt: skip
+    return make_data(m).replace(qpos=host_array(mjd.qpos), qvel=host_array(mjd.qvel), ctrl=host_array(mjd.ctrl),
+                                act=host_array(mjd.act), qfrc_applied=host_array(mjd.qfrc_applied),
+                                xfrc_applied=host_array(mjd.xfrc_applied))  # fmt: skip
 
 
 
@@ -588,9 +605,6 @@ def grad_and_central_difference(f, x: float, h: float) -> tuple[float, float]:
 def float32_forward(m: types.Model, qpos, qvel) -> types.Data:
     """`forward` of m in float32 (every floating Model and Data leaf cast) at (qpos, qvel), jitted."""
 
-    def f32(x):
-        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
-
-    m32, d32 = jax.tree.map(f32, m), jax.tree.map(f32, make_data(m))
+    m32, d32 = cast_floats(m, jp.float32), cast_floats(make_data(m), jp.float32)
     return jax.jit(_forward)(m32, d32.replace(qpos=np.asarray(qpos, np.float32),
                                               qvel=np.asarray(qvel, np.float32)))  # fmt: skip

@@ -258,10 +258,7 @@ def test_delayed_controls_float32():
         mujoco.mj_step(mjm, mjd)
         ref.append(np.concatenate([mjd.qpos, mjd.qvel, mjd.act]))
 
-    def f32(x):
-        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
-
-    m32, d32 = jax.tree.map(f32, m), jax.tree.map(f32, mjl.make_data(m))
+    m32, d32 = oracle.cast_floats(m, jp.float32), oracle.cast_floats(mjl.make_data(m), jp.float32)
 
     def run(d, ctrls):
         def body(d, u):
@@ -270,6 +267,6 @@ def test_delayed_controls_float32():
 
         return jax.lax.scan(body, d, ctrls)[1]
 
-    ours = jax.jit(run)(d32, jp.asarray(ctrls, jp.float32))
+    ours = jax.jit(run)(d32, np.asarray(ctrls, np.float32))
     assert ours.dtype == jp.float32
     np.testing.assert_allclose(np.asarray(ours), np.asarray(ref), atol=F32_ATOL, rtol=0)

@@ -82,9 +82,9 @@ def _random_state(mjm, seed):
 
 
 def _data(m, mjd):
-    return mjl.make_data(m).replace(
-        qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel), act=jp.asarray(mjd.act), ctrl=jp.asarray(mjd.ctrl),
-        qacc_warmstart=jp.asarray(mjd.qacc_warmstart), time=jp.asarray(mjd.time))  # fmt: skip
+    h = oracle.host_array
+    return mjl.make_data(m).replace(qpos=h(mjd.qpos), qvel=h(mjd.qvel), act=h(mjd.act), ctrl=h(mjd.ctrl),
+                                    qacc_warmstart=h(mjd.qacc_warmstart), time=h(mjd.time))  # fmt: skip
 
 
 def mujoco_transition(mjm, mjd):
@@ -147,8 +147,8 @@ def test_transition_matches_mjd_transition_fd(integrator, batched_transition):
     mjm = mujoco.MjModel.from_xml_string(ZOO.format(integrator=integrator))
     m = oracle.model_from_mujoco(mjm)
     states = [_random_state(mjm, seed) for seed in range(2)]
-    batch = jax.tree.map(lambda *xs: jp.stack(xs), *[_data(m, s) for s in states])
-    got = batched_transition(m, batch)
+    batch = jax.tree.map(lambda *xs: np.stack(xs), *[_data(m, s) for s in states])  # on the host: no eager programs
+    got = [np.asarray(g) for g in batched_transition(m, batch)]
     nx = 2 * mjm.nv + mjm.na
     shapes = [(nx, nx), (nx, mjm.nu), (mjm.nsensordata, nx), (mjm.nsensordata, mjm.nu)]
     assert [tuple(g.shape[1:]) for g in got] == shapes
@@ -168,10 +168,27 @@ def test_step_fd_helper_matches_mjd_transition_fd():
         assert _normwise(a, b) < 1e-9, name
 
 
+# a damped cart-pole with a motor: the eager entry point's test needs no more (ZOO's transition took 4x longer to
+# compile)
+CARTPOLE = """
+<mujoco>
+  <option timestep="0.01"/>
+  <worldbody>
+    <body><joint type="slide" axis="1 0 0" damping=".1"/>
+      <geom type="box" size=".2 .1 .1" mass="1" contype="0" conaffinity="0"/>
+      <body><joint name="hinge" type="hinge" axis="0 1 0" damping=".05"/>
+        <geom type="capsule" fromto="0 0 0 0 0 .6" size=".03" mass=".2" contype="0" conaffinity="0"/></body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hinge" gear="2"/></actuator>
+</mujoco>
+"""
+
+
 def test_eager_transition_runs_jitted_once_per_model():
     """Called on concrete arrays (a notebook's first call), transition runs its jitted form: MuJoCo's Jacobians, and
     a second state reuses the compilation (eagerly, op by op, every call took 3.7 s on the cartpole)."""
-    mjm = mujoco.MjModel.from_xml_string(ZOO.format(integrator="Euler"))
+    mjm = mujoco.MjModel.from_xml_string(CARTPOLE)
     m = oracle.model_from_mujoco(mjm)
     size = derivatives.transition.jitted._cache_size()
     for seed in (0, 1):
@@ -193,8 +210,7 @@ def test_transition_without_sensors_and_float32():
     assert C is None and D is None
     want = mujoco_transition(mjm, _random_state(mjm, 0))
     assert _normwise(A, want[0]) < TRANSITION_RTOL and _normwise(B, want[1]) < TRANSITION_RTOL
-    m32 = jax.tree.map(lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, m)
-    d32 = jax.tree.map(lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, d)
+    m32, d32 = oracle.cast_floats(m, jp.float32), oracle.cast_floats(d, jp.float32)
     A32, B32, _, _ = fn(m32, d32, sensors=False)
     assert A32.dtype == jp.float32 and B32.dtype == jp.float32
     assert np.all(np.isfinite(A32)) and np.all(np.isfinite(B32))
@@ -202,8 +218,21 @@ def test_transition_without_sensors_and_float32():
     assert _normwise(A32, want[0]) < 1e-4 and _normwise(B32, want[1]) < 1e-4
 
 
-@pytest.mark.parametrize("integrator", INTEGRATORS[:3])
-def test_structured_transition_equals_autodiff_through_step(integrator):
+# Euler's reverse mode in the fast suite; forward mode (with sensors the mode "auto" takes on ZOO, checked against
+# MuJoCo by test_transition_matches_mjd_transition_fd[Euler]) and the other integrators are slow: one compiled
+# transition each
+_MODES = ("forward", "reverse")
+_SLOW_STRUCTURED = [("Euler", "forward")] + [(i, x) for i in ("implicitfast", "implicit") for x in _MODES]
+STRUCTURED = [("Euler", "reverse")] + [pytest.param(*c, marks=pytest.mark.slow) for c in _SLOW_STRUCTURED]
+
+
+@pytest.fixture(scope="module")
+def transition_fn():
+    return jax.jit(derivatives.transition, static_argnames=("sensors", "mode", "ncon"))
+
+
+@pytest.mark.parametrize("integrator,mode", STRUCTURED)
+def test_structured_transition_equals_autodiff_through_step(integrator, mode, transition_fn):
     """The structured Jacobian (velocity rows through the dynamics, position rows from the position update; forward
     mode split into position and velocity/control tangents, or reverse mode over the velocity rows) equals plain
     autodiff through `step` (mode "step") to round-off in every block, with free, ball, hinge and slide joints,
@@ -211,11 +240,9 @@ def test_structured_transition_equals_autodiff_through_step(integrator):
     mjm = mujoco.MjModel.from_xml_string(ZOO.format(integrator=integrator))
     m = oracle.model_from_mujoco(mjm)
     d = _data(m, _random_state(mjm, 3))
-    fn = jax.jit(derivatives.transition, static_argnames=("sensors", "mode", "ncon"))
-    want = fn(m, d, mode="step")
-    for mode in ("forward", "reverse"):
-        for name, g, w in zip("ABCD", fn(m, d, mode=mode), want):
-            assert _normwise(g, w) < 1e-10, f"{integrator} {mode}: {name} differs by {_normwise(g, w):.2e}"
+    want = transition_fn(m, d, mode="step")
+    for name, g, w in zip("ABCD", transition_fn(m, d, mode=mode), want):
+        assert _normwise(g, w) < 1e-10, f"{integrator} {mode}: {name} differs by {_normwise(g, w):.2e}"
 
 
 # ---- positions in the tangent space ---------------------------------------------------------------------------
@@ -480,21 +507,33 @@ def test_transition_collides_only_the_pairs_in_contact():
             assert _normwise(g, f) < 1e-10, f"{mode} {name}: restricted vs full pass {_normwise(g, f):.2e}"
 
 
+def _gjk_transition_text(mode: str) -> str:
+    """The StableHLO text of `transition`'s A on SPHERES (a GJK/EPA pair) in `mode`, ncon 3, without sensors
+    (lowered, not compiled: ~8 CPU-s to trace each)."""
+    gjk = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(SPHERES))
+    fn = jax.jit(lambda d: derivatives.transition(gjk, d, sensors=False, mode=mode, ncon=3)[0])
+    return fn.lower(mjl.make_data(gjk)).as_text()
+
+
 def test_transition_auto_mode_is_forward_with_gjk_pairs():
     """`transition`'s mode "auto" with the structured (Euler) derivative: reverse mode by shape (here nv+na = 36
     rows against nv + (nv+na+nu)/2 = 54 tangent-equivalents), but forward mode where the pair table has a GJK/EPA
     collider (the sphere-ellipsoid pairs), whose reverse-mode derivative costs far more to compile and run
     (dm_control's quadruped, ncon 8: reverse took 601 s to compile against forward's 151 s, load 11, before this
-    rule). With the ellipsoid there, "auto" traces the very program of "forward" (same StableHLO)."""
+    rule). With the ellipsoid there, "auto" traces the very program of "forward" (same StableHLO; that it differs
+    from reverse mode's is test_transition_modes_lower_to_other_programs, slow)."""
     gjk = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(SPHERES))
     plain = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(SPHERES.replace(
         'type="ellipsoid" size=".11 .06 .05"', 'type="sphere" size=".06"')))  # fmt: skip
     assert not derivatives._structured_reverse(gjk, sensors=False)
     assert derivatives._structured_reverse(plain, sensors=False)
-    d = mjl.make_data(gjk)
-    text = {mode: jax.jit(lambda d, mode=mode: derivatives.transition(gjk, d, sensors=False, mode=mode, ncon=3)[0])
-            .lower(d).as_text() for mode in ("auto", "forward", "reverse")}  # fmt: skip
-    assert text["auto"] == text["forward"] != text["reverse"]
+    assert _gjk_transition_text("auto") == _gjk_transition_text("forward")
+
+
+@pytest.mark.slow  # a third trace; test_transition_auto_mode_is_forward_with_gjk_pairs covers the mode rule
+def test_transition_modes_lower_to_other_programs():
+    """Forward and reverse mode are other programs (the text comparison above tells modes apart)."""
+    assert _gjk_transition_text("forward") != _gjk_transition_text("reverse")
 
 
 def test_transition_arguments_are_validated():
@@ -533,17 +572,13 @@ NAN_XML = """
 """
 
 
-def _cast(tree, dtype):
-    return jax.tree.map(lambda x: x.astype(dtype) if jp.issubdtype(jp.result_type(x), jp.floating) else x, tree)
-
-
 @pytest.mark.parametrize("dtype", [pytest.param(jp.float64, marks=pytest.mark.slow), jp.float32])
 def test_gradients_nan_free_at_onset_rest_and_limits(dtype):
     """A sphere exactly touching the floor at rest (contact onset, zero velocity, free-joint quaternion at zero
     rotation) and a slide joint exactly at its limit: the gradient of a 3-step rollout with respect to the state,
     the controls, the masses and the friction coefficients is finite (float32 and float64)."""
-    m = _cast(mjl.load_mjcf_string(NAN_XML), dtype)
-    d = _cast(mjl.make_data(m), dtype).replace(qpos=jp.asarray([0, 0, 0.1, 1, 0, 0, 0, 0.2], dtype))
+    m = oracle.cast_floats(mjl.load_mjcf_string(NAN_XML), dtype)
+    d = oracle.cast_floats(mjl.make_data(m), dtype).replace(qpos=np.asarray([0, 0, 0.1, 1, 0, 0, 0, 0.2], dtype))
 
     def loss(mass, friction, qpos, qvel, ctrl):
         mm = m.replace(body_mass=mass, geom_friction=friction)
@@ -555,13 +590,13 @@ def test_gradients_nan_free_at_onset_rest_and_limits(dtype):
         _, out = jax.lax.scan(body, d.replace(qpos=qpos, qvel=qvel), ctrl)
         return jp.sum(out)
 
-    ctrl = jp.ones((3, 1), dtype)
+    ctrl = np.ones((3, 1), dtype)
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3, 4)))(m.body_mass, m.geom_friction, d.qpos, d.qvel, ctrl)
     assert all(x.dtype == dtype for x in grads)
     bad = [name for name, x in zip(("mass", "friction", "qpos", "qvel", "ctrl"), grads)
            if not np.all(np.isfinite(np.asarray(x)))]  # fmt: skip
     assert not bad, f"non-finite gradients: {bad}"
-    assert float(jp.abs(grads[2][2])) > 0  # the contact height matters
+    assert abs(float(np.asarray(grads[2])[2])) > 0  # the contact height matters
 
 
 # ---- contact-aware (smoothed) derivative ----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Oracle tests of the smooth dynamics (kinematics, com_pos, crb/factor/solve, com_vel, subtree_vel, rne, jac)."""
 
+import functools
 import os
 
 import jax
@@ -92,7 +93,7 @@ def mujoco_smooth(mjm: mujoco.MjModel, state: dict) -> dict:
 
 def our_data(m, state: dict):
     d = io.make_data(m)
-    return d.replace(**{k: jp.asarray(v, d.qpos.dtype) for k, v in state.items()})
+    return d.replace(**{k: oracle.host_array(np.asarray(v, d.qpos.dtype)) for k, v in state.items()})
 
 
 def smooth(m, d):
@@ -121,6 +122,19 @@ def assert_close(name, ours, ref, rtol=RTOL, atol=ATOL):
     assert err <= atol + rtol * scale, f"{name}: max error {err:.3e} (scale {scale:.3e})"
 
 
+@functools.partial(jax.jit, static_argnums=4)
+def _products(m, d, x, pts, body: int) -> dict:
+    """The products checked after the smooth pipeline, in one program (run eagerly, op by op, they compiled ~100
+    single-operation programs per model): full M (nv, nv); M^-1 x' (nv, k) and M^-1 x[0]; M x[0] and M x' for x
+    (k, nv); Jacobians and their time derivatives at pts (nbody, 3), point i on body i (traced body ids, batched),
+    (nbody, 3, nv) each; and the Jacobians of pts[body] with the static body id `body`."""
+    bodies = np.arange(m.nbody)
+    return dict(full_m=inertia.full_m(m, d), solve_k=inertia.solve_m(m, d, x.T), solve_1=inertia.solve_m(m, d, x[0]),
+                mul_1=inertia.mul_m(m, d, x[0]), mul_k=inertia.mul_m(m, d, x.T),
+                jac=support.jac_batch(m, d, pts, bodies), jac_dot=support.jac_dot_batch(m, d, pts, bodies),
+                jac_static=support.jac(m, d, pts[body], body))  # fmt: skip
+
+
 def check_against_mujoco(path: str, seed: int = 0, fn=_smooth_jit, config=None):
     mjm = mujoco.MjModel.from_xml_path(path)
     m = oracle.model_from_mujoco(mjm)
@@ -131,39 +145,41 @@ def check_against_mujoco(path: str, seed: int = 0, fn=_smooth_jit, config=None):
     d = fn(m, our_data(m, state))
     for f in POS_FIELDS + VEL_FIELDS + ACC_FIELDS:
         assert_close(f, getattr(d, f), ref[f])
-    assert_close("full_m", inertia.full_m(m, d), ref["full_m"])
     # qpos and mocap_quat are not modified (MuJoCo 4 normalises where used)
     np.testing.assert_array_equal(np.asarray(d.qpos), state["qpos"])
     rng = np.random.default_rng(seed + 1)
-    if mjm.nv:
-        mjd = ref["mjd"]
-        x = rng.normal(size=(3, mjm.nv))
-        y = np.zeros_like(x)
-        mujoco.mj_solveM(mjm, mjd, y, x)
-        assert_close("solve_m (nv, k)", inertia.solve_m(m, d, jp.asarray(x.T)), y.T)
-        assert_close("solve_m (nv,)", inertia.solve_m(m, d, jp.asarray(x[0])), y[0])
-        mx = np.zeros(mjm.nv)
-        mujoco.mj_mulM(mjm, mjd, mx, x[0])
-        assert_close("mul_m", inertia.mul_m(m, d, jp.asarray(x[0])), mx)
-        assert_close("mul_m (nv, k)", inertia.mul_m(m, d, jp.asarray(x.T)), ref["full_m"] @ x.T)
-        # Jacobians at random points of every body, traced (batched) and static body ids
-        pts = rng.normal(size=(mjm.nbody, 3))
-        jp_b, jr_b = support.jac_batch(m, d, jp.asarray(pts), np.arange(mjm.nbody))
-        jdp_b, jdr_b = support.jac_dot_batch(m, d, jp.asarray(pts), np.arange(mjm.nbody))
-        for b in range(mjm.nbody):
-            jacp, jacr = np.zeros((3, mjm.nv)), np.zeros((3, mjm.nv))
-            mujoco.mj_jac(mjm, mjd, jacp, jacr, pts[b], b)
-            assert_close(f"jacp body {b}", jp_b[b], jacp)
-            assert_close(f"jacr body {b}", jr_b[b], jacr)
-            mujoco.mj_jacDot(mjm, mjd, jacp, jacr, pts[b], b)
-            assert_close(f"jacp_dot body {b}", jdp_b[b], jacp)
-            assert_close(f"jacr_dot body {b}", jdr_b[b], jacr)
-        b = mjm.nbody - 1
+    if not mjm.nv:
+        assert_close("full_m", inertia.full_m(m, d), ref["full_m"])
+        return m, d
+    mjd = ref["mjd"]
+    x = rng.normal(size=(3, mjm.nv))
+    pts = rng.normal(size=(mjm.nbody, 3))
+    b = mjm.nbody - 1
+    got = jax.tree.map(np.asarray, _products(m, d, x, pts, b))
+    assert_close("full_m", got["full_m"], ref["full_m"])
+    y = np.zeros_like(x)
+    mujoco.mj_solveM(mjm, mjd, y, x)
+    assert_close("solve_m (nv, k)", got["solve_k"], y.T)
+    assert_close("solve_m (nv,)", got["solve_1"], y[0])
+    mx = np.zeros(mjm.nv)
+    mujoco.mj_mulM(mjm, mjd, mx, x[0])
+    assert_close("mul_m", got["mul_1"], mx)
+    assert_close("mul_m (nv, k)", got["mul_k"], ref["full_m"] @ x.T)
+    # Jacobians at random points of every body, traced (batched) and static body ids
+    (jp_b, jr_b), (jdp_b, jdr_b) = got["jac"], got["jac_dot"]
+    for i in range(mjm.nbody):
         jacp, jacr = np.zeros((3, mjm.nv)), np.zeros((3, mjm.nv))
-        mujoco.mj_jac(mjm, mjd, jacp, jacr, pts[b], b)
-        sp, sr = support.jac(m, d, jp.asarray(pts[b]), b)
-        assert_close("jacp static id", sp, jacp)
-        assert_close("jacr static id", sr, jacr)
+        mujoco.mj_jac(mjm, mjd, jacp, jacr, pts[i], i)
+        assert_close(f"jacp body {i}", jp_b[i], jacp)
+        assert_close(f"jacr body {i}", jr_b[i], jacr)
+        mujoco.mj_jacDot(mjm, mjd, jacp, jacr, pts[i], i)
+        assert_close(f"jacp_dot body {i}", jdp_b[i], jacp)
+        assert_close(f"jacr_dot body {i}", jdr_b[i], jacr)
+    jacp, jacr = np.zeros((3, mjm.nv)), np.zeros((3, mjm.nv))
+    mujoco.mj_jac(mjm, mjd, jacp, jacr, pts[b], b)
+    sp, sr = got["jac_static"]
+    assert_close("jacp static id", sp, jacp)
+    assert_close("jacr static id", sr, jacr)
     return m, d
 
 
@@ -181,7 +197,7 @@ def test_oracle_all_models(path):
 @pytest.mark.parametrize("name", ("pendula.xml",))
 def test_oracle_sparse_layout(name):
     """The tree-sparse qM / qLD path (forced on small models) against MuJoCo."""
-    m, d = check_against_mujoco(_path(name), seed=5, fn=jax.jit(smooth), config=mjl.Config(mass_matrix="sparse"))
+    m, d = check_against_mujoco(_path(name), seed=5, config=mjl.Config(mass_matrix="sparse"))
     assert inertia.is_sparse(m) and d.qM.ndim == 1 and d.qM.shape == (m.nM,)
 
 
@@ -195,7 +211,7 @@ def test_factor_layout_reconstructs_mujoco_m(layout, factorization):
     m = mjl.configure(oracle.model_from_mujoco(mjm), mass_matrix=layout, mass_factorization=factorization)
     state = random_state(mjm, 7)
     ref = mujoco_smooth(mjm, state)
-    d = jax.jit(smooth)(m, our_data(m, state))
+    d = _smooth_jit(m, our_data(m, state))
     t = support.tables(m)
     tree = np.asarray(d.qLD)[inertia._factor_layout(m).pos]  # tree entries at madr addresses
     L = np.eye(m.nv)
@@ -211,7 +227,7 @@ def test_oracle_dense_factorization(layout):
     """Config(mass_factorization="dense"): qLD, qLDiagInv, qacc_smooth and solve_m (mj_solveM) against MuJoCo, from
     either qM layout."""
     cfg = mjl.Config(mass_matrix=layout, mass_factorization="dense")
-    m, d = check_against_mujoco(_path("humanoid/humanoid.xml"), seed=8, fn=jax.jit(smooth), config=cfg)
+    m, d = check_against_mujoco(_path("humanoid/humanoid.xml"), seed=8, config=cfg)
     assert inertia._dense_factorization(m) and inertia.is_sparse(m) == (layout == "sparse")
 
 
@@ -339,15 +355,17 @@ def test_vmap_equals_loop(pendula):
     """A batch of states and of models (domain randomisation of masses) equals one-by-one calls."""
     mjm, m = pendula
     ds = [our_data(m, random_state(mjm, s)) for s in range(3)]
-    batch = jax.tree.map(lambda *x: jp.stack(x), *ds)
-    scales = jp.asarray([0.5, 1.0, 2.0])
-    ms = jax.vmap(lambda s: m.replace(body_mass=m.body_mass * s))(scales)
-    out = jax.jit(jax.vmap(smooth))(ms, batch)
+    # the batches built on the host, the results read there (no eager programs)
+    batch = jax.tree.map(lambda *x: np.stack(x), *ds)
+    scales = np.asarray([0.5, 1.0, 2.0])
+    mass = np.asarray(m.body_mass)
+    ms = jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (3,) + np.shape(x)), m)
+    ms = ms.replace(body_mass=mass[None] * scales[:, None])
+    out = jax.tree.map(np.asarray, jax.jit(jax.vmap(smooth))(ms, batch))
     for i, d in enumerate(ds):
-        one = _outputs(_smooth_jit(m.replace(body_mass=m.body_mass * scales[i]), d))
+        one = _outputs(_smooth_jit(m.replace(body_mass=mass * scales[i]), d))
         for k, v in one.items():
-            np.testing.assert_allclose(np.asarray(getattr(out, k)[i]), np.asarray(v), rtol=1e-12, atol=1e-12,
-                                       err_msg=k)  # fmt: skip
+            np.testing.assert_allclose(getattr(out, k)[i], np.asarray(v), rtol=1e-12, atol=1e-12, err_msg=k)
 
 
 def test_no_retrace_on_float_change(pendula):
@@ -372,20 +390,20 @@ def test_grad(pendula):
                 + jp.sum(d.cam_xmat))  # fmt: skip
 
     vg = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
-    args = [d0.qpos, d0.qvel, m.body_mass]
+    args = [np.asarray(d0.qpos), np.asarray(d0.qvel), np.asarray(m.body_mass)]  # host arithmetic: no eager programs
     _, g = vg(*args)
-    _, g0 = vg(m.qpos0, jp.zeros_like(d0.qvel), m.body_mass)
+    _, g0 = vg(np.asarray(m.qpos0), np.zeros_like(args[1]), args[2])
     for gi in g + g0:
         assert np.all(np.isfinite(np.asarray(gi)))
     rng = np.random.default_rng(0)
     for arg, gi in enumerate(g):
-        v = jp.asarray(rng.normal(size=args[arg].shape))
+        v = rng.normal(size=args[arg].shape)
         eps = 1e-6
         plus, minus = list(args), list(args)
         plus[arg] = args[arg] + eps * v
         minus[arg] = args[arg] - eps * v
-        fd = (vg(*plus)[0] - vg(*minus)[0]) / (2 * eps)
-        an = jp.sum(gi * v)
+        fd = (float(vg(*plus)[0]) - float(vg(*minus)[0])) / (2 * eps)
+        an = np.sum(np.asarray(gi) * v)
         assert abs(float(fd - an)) <= 1e-5 * max(1.0, abs(float(an))), (arg, float(fd), float(an))
 
 
@@ -393,17 +411,21 @@ def test_float32(pendula):
     mjm, m = pendula
     state = random_state(mjm, 8)
     ref = mujoco_smooth(mjm, state)
-    to32 = lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x  # noqa: E731
-    m32 = jax.tree.map(to32, m)
-    d32 = jax.tree.map(to32, our_data(m, state))
-    d = jax.jit(smooth)(m32, d32)
+    m32, d32 = oracle.cast_floats(m, jp.float32), oracle.cast_floats(our_data(m, state), jp.float32)
+    d = _smooth_jit(m32, d32)
     for f in POS_FIELDS + VEL_FIELDS + ACC_FIELDS:
         assert getattr(d, f).dtype == jp.float32, f
         assert_close(f, getattr(d, f), ref[f], rtol=F32_TOL, atol=F32_TOL)
     assert d.qLD.dtype == jp.float32
-    x = inertia.solve_m(m32, d, jp.ones(m.nv, jp.float32))
+
+    @jax.jit
+    def solve_mul(m, d, b):
+        x = inertia.solve_m(m, d, b)
+        return x, inertia.mul_m(m, d, x)
+
+    x, mx = solve_mul(m32, d, np.ones(m.nv, np.float32))
     assert x.dtype == jp.float32
-    assert_close("solve_m f32", inertia.mul_m(m32, d, x), np.ones(m.nv), rtol=F32_TOL, atol=F32_TOL)
+    assert_close("solve_m f32", mx, np.ones(m.nv), rtol=F32_TOL, atol=F32_TOL)
 
 
 # ---- graph size and compile time --------------------------------------------------------------------------

@@ -58,7 +58,7 @@ def _dense(mjm, mjd, which):
 
 def _our_data(m, mjd):
     d = io.make_data(m)
-    kw = {f: jp.asarray(np.array(getattr(mjd, f)).reshape(getattr(d, f).shape)) for f in UPSTREAM}
+    kw = {f: oracle.host_array(np.array(getattr(mjd, f)).reshape(getattr(d, f).shape)) for f in UPSTREAM}
     return d.replace(**kw)
 
 
@@ -432,10 +432,7 @@ def test_float32():
     m = oracle.model_from_mujoco(mjm)
     d = _our_data(m, mjd)
 
-    def f32(x):
-        return x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x
-
-    out = jax.jit(_stages)(jax.tree.map(f32, m), jax.tree.map(f32, d))
+    out = jax.jit(_stages)(oracle.cast_floats(m, jp.float32), oracle.cast_floats(d, jp.float32))
     assert out.ten_length.dtype == jp.float32 and out.qfrc_passive.dtype == jp.float32
     np.testing.assert_allclose(out.ten_length, mjd.ten_length, atol=F32_ATOL)
     np.testing.assert_allclose(out.qfrc_passive, mjd.qfrc_passive, atol=F32_ATOL * 10)

@@ -64,10 +64,10 @@ def _case(name: str, integrator: int | None = None):
 def _state(m, mjm, mjd):
     """Our Data holding only MuJoCo's input state (qpos, qvel, act, ctrl, applied forces, time, mocap)."""
     d = io.make_data(m)
+    h = oracle.host_array
     return d.replace(
-        qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel), act=jp.array(mjd.act), ctrl=jp.array(mjd.ctrl),
-        qfrc_applied=jp.array(mjd.qfrc_applied), xfrc_applied=jp.array(mjd.xfrc_applied), time=jp.array(mjd.time),
-        mocap_pos=jp.array(mjd.mocap_pos), mocap_quat=jp.array(mjd.mocap_quat),
+        qpos=h(mjd.qpos), qvel=h(mjd.qvel), act=h(mjd.act), ctrl=h(mjd.ctrl), qfrc_applied=h(mjd.qfrc_applied),
+        xfrc_applied=h(mjd.xfrc_applied), time=h(mjd.time), mocap_pos=h(mjd.mocap_pos), mocap_quat=h(mjd.mocap_quat),
     )  # fmt: skip
 
 
@@ -78,6 +78,17 @@ def _compare(name, got, want, fields=None):
         a, b = np.asarray(getattr(got, f.name)), np.asarray(getattr(want, f.name))
         scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
         np.testing.assert_allclose(a, b, rtol=FWD_RTOL, atol=FWD_ATOL * scale, err_msg=f"{name}: {f.name}")
+
+
+def _host(tree):
+    """tree with numpy leaves: indexing and arithmetic on them compile nothing (eagerly on jax arrays, every
+    distinct shape compiles a single-operation program)."""
+    return jax.tree.map(np.asarray, tree)
+
+
+def _broadcast(tree, batch):
+    """`batch` copies of every leaf stacked on a new leading axis, built on the host."""
+    return jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (batch,) + np.shape(x)), tree)
 
 
 def _params(names):
@@ -283,9 +294,9 @@ def test_step1_step2_equals_step(small):
 def test_vmap_equals_loop(small):
     mjm, m, d, step = small
     batch = 3
-    qvel = jp.asarray(np.random.default_rng(1).normal(size=(batch, m.nv)))
-    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d).replace(qvel=qvel)
-    out = _VSTEP(m, db)
+    qvel = np.random.default_rng(1).normal(size=(batch, m.nv))
+    db = _broadcast(d, batch).replace(qvel=qvel)
+    out = _host(_VSTEP(m, db))
     for i in range(batch):
         one = step(m, d.replace(qvel=qvel[i]))
         for f in ("qpos", "qvel", "qacc", "sensordata"):
@@ -363,24 +374,32 @@ def _loss_fn(nstep):
 
 def test_grad_matches_finite_differences(small):
     mjm, m, d, _ = small
-    loss = jax.jit(_loss_fn(100))
-    args = (d.qvel, jp.asarray(1.0), m.dof_damping, m, d)
-    g_qvel, g_mass, g_damp = jax.jit(jax.grad(_loss_fn(100), argnums=(0, 1, 2)))(*args)
+    # the central differences from the values of the gradient's own program (one compilation)
+    vg = jax.jit(jax.value_and_grad(_loss_fn(100), argnums=(0, 1, 2)))
+
+    def loss(*args):
+        return float(vg(*args)[0])
+
+    qvel, damping = np.asarray(d.qvel), np.asarray(m.dof_damping)  # host arithmetic below: no eager programs
+    args = (qvel, np.float64(1.0), damping, m, d)
+    g_qvel, g_mass, g_damp = (np.asarray(g) for g in vg(*args)[1])
     for g in (g_qvel, g_mass, g_damp):
         assert np.all(np.isfinite(np.asarray(g)))
     eps = 1e-6
     # qvel: a few directions
     for j in (0, 3, m.nv - 1):
-        e = jp.zeros(m.nv).at[j].set(eps)
-        fd = (loss(d.qvel + e, *args[1:]) - loss(d.qvel - e, *args[1:])) / (2 * eps)
-        np.testing.assert_allclose(float(g_qvel[j]), float(fd), rtol=1e-5, atol=1e-7)
-    fd = (loss(d.qvel, jp.asarray(1.0 + eps), *args[2:]) - loss(d.qvel, jp.asarray(1.0 - eps), *args[2:])) / (2 * eps)
-    np.testing.assert_allclose(float(g_mass), float(fd), rtol=1e-5, atol=1e-7)
-    e = jp.zeros(m.nv).at[0].set(eps)
-    fd = (
-        loss(d.qvel, jp.asarray(1.0), m.dof_damping + e, m, d) - loss(d.qvel, jp.asarray(1.0), m.dof_damping - e, m, d)
-    ) / (2 * eps)
-    np.testing.assert_allclose(float(g_damp[0]), float(fd), rtol=1e-5, atol=1e-7)
+        e = np.zeros(m.nv)
+        e[j] = eps
+        fd = (float(loss(qvel + e, *args[1:])) - float(loss(qvel - e, *args[1:]))) / (2 * eps)
+        np.testing.assert_allclose(float(g_qvel[j]), fd, rtol=1e-5, atol=1e-7)
+    fd = (float(loss(qvel, np.float64(1.0 + eps), *args[2:])) - float(loss(qvel, np.float64(1.0 - eps), *args[2:])))
+    fd /= 2 * eps
+    np.testing.assert_allclose(float(g_mass), fd, rtol=1e-5, atol=1e-7)
+    e = np.zeros(m.nv)
+    e[0] = eps
+    fd = (float(loss(qvel, np.float64(1.0), damping + e, m, d)) - float(loss(qvel, np.float64(1.0), damping - e, m, d)))
+    fd /= 2 * eps
+    np.testing.assert_allclose(float(g_damp[0]), fd, rtol=1e-5, atol=1e-7)
 
 
 def _mujoco_step_from(mjm, d, nstep=1):
@@ -399,18 +418,20 @@ def _assert_stepped_like(got, mjd, err):
 
 
 def _diverging_batch(m, d, batch=3):
-    """`batch` copies of d at time 2; env 1 gets an enormous applied force: its qacc diverges during the step."""
-    db = jax.tree.map(lambda x: jp.broadcast_to(x, (batch,) + x.shape), d)
-    qfrc = jp.zeros((batch, m.nv)).at[1, 0].set(1e13)
-    return db.replace(qfrc_applied=qfrc, time=jp.broadcast_to(d.time + 2.0, (batch,)))
+    """`batch` copies of d at time 2; env 1 gets an enormous applied force: its qacc diverges during the step.
+    (Numpy leaves, built on the host.)"""
+    db = _broadcast(d, batch)
+    qfrc = np.zeros((batch, m.nv))
+    qfrc[1, 0] = 1e13
+    return db.replace(qfrc_applied=qfrc, time=np.full(batch, float(d.time) + 2.0))
 
 
 def test_divergence_resets_only_that_environment(small):
     """Default: a bad qacc resets that environment to its reset state (not stepped), counted; others step on."""
     mjm, m, d, step = small
     db = _diverging_batch(m, d)
-    out = _VSTEP(m, db)
-    single = step(m, d.replace(time=d.time + 2.0))
+    out = _host(_VSTEP(m, db))
+    single = step(m, d.replace(time=np.float64(d.time) + 2.0))
     wn = np.asarray(out.warning_number)
     assert wn[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
     reset = mjx_lite.make_data(m)
@@ -419,12 +440,13 @@ def test_divergence_resets_only_that_environment(small):
     for i in (0, 2):
         np.testing.assert_allclose(np.asarray(out.qpos[i]), np.asarray(single.qpos), rtol=1e-12, atol=1e-12)
         assert float(out.time[i]) == pytest.approx(2.0 + mjm.opt.timestep)
-    one = step(m, jax.tree.map(lambda x: x[1], db))  # unbatched
+    one = step(m, jax.tree.map(lambda x: x[1], db))  # unbatched (numpy leaves)
     assert int(one.warning_number[types.Warning.BADQACC]) == 1
     np.testing.assert_array_equal(np.asarray(one.qpos), np.asarray(reset.qpos))
     # a NaN state is reset before the forward pass
-    bad = db.replace(qfrc_applied=jp.zeros((3, m.nv)), qvel=db.qvel.at[2, 1].set(jp.nan))
-    out = _VSTEP(m, bad)
+    qvel = db.qvel.copy()
+    qvel[2, 1] = np.nan
+    out = _host(_VSTEP(m, db.replace(qfrc_applied=np.zeros((3, m.nv)), qvel=qvel)))
     assert np.asarray(out.warning_number)[:, types.Warning.BADQVEL].tolist() == [0, 0, 1]
     assert np.all(np.isfinite(np.asarray(out.qpos)))
 
@@ -443,8 +465,8 @@ def test_qacc_reset_keeps_the_position_velocity_fields(small, mode):
     Everything is finite. step, and step1 + step2."""
     mjm, m, d, _ = small
     m = mjx_lite.configure(m, qacc_reset=mode)
-    out = _VSTEP(m, _diverging_batch(m, d))
-    reset = mjx_lite.make_data(m)
+    out = _host(_VSTEP(m, _diverging_batch(m, d)))
+    reset = _host(mjx_lite.make_data(m))
     assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
     for f in types.STATE_FIELDS + _AFTER_ACC:
         np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(reset, f)), err_msg=f)
@@ -456,7 +478,8 @@ def test_qacc_reset_keeps_the_position_velocity_fields(small, mode):
     # split step: what step2 keeps is what step1 computed
     one = jax.tree.map(lambda x: x[1], _diverging_batch(m, d))
     d1 = _STEP1(m, one)
-    d2 = _STEP2(m, d1)
+    d2 = _host(_STEP2(m, d1))
+    d1 = _host(d1)
     assert int(d2.warning_number[types.Warning.BADQACC]) == 1
     for f in types.STATE_FIELDS + _AFTER_ACC:
         np.testing.assert_array_equal(np.asarray(getattr(d2, f)), np.asarray(getattr(reset, f)), err_msg=f)
@@ -473,8 +496,8 @@ def test_qacc_reset_other_integrators(integrator):
     implicitfast keeps them as Euler does. Either way every value is finite."""
     xml = SMALL_XML.replace('timestep="0.01"', f'timestep="0.01" integrator="{integrator}"')
     m = mjx_lite.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml)), qacc_reset="state")
-    out = jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, _diverging_batch(m, io.make_data(m)))
-    reset = mjx_lite.make_data(m)
+    out = _host(jax.jit(jax.vmap(mjx_lite.step, in_axes=(None, 0)))(m, _diverging_batch(m, io.make_data(m))))
+    reset = _host(mjx_lite.make_data(m))
     assert np.asarray(out.warning_number)[:, types.Warning.BADQACC].tolist() == [0, 1, 0]
     for f in types.STATE_FIELDS + _AFTER_ACC:
         np.testing.assert_array_equal(np.asarray(getattr(out, f)[1]), np.asarray(getattr(reset, f)), err_msg=f)
@@ -492,7 +515,7 @@ def test_divergence_exact_reset_matches_mujoco(small):
     m = mjx_lite.configure(m, exact_reset=True)
     db = _diverging_batch(m, d)
     vstep = jax.jit(jax.vmap(lambda m, d: mjx_lite.step(m, d), in_axes=(None, 0)))
-    out = vstep(m, db)
+    out = _host(vstep(m, db))
     env1 = jax.tree.map(lambda x: x[1], db)
     one = jax.jit(lambda m, d: mjx_lite.step(m, d))(m, env1)
     split = jax.jit(lambda m, d: mjx_lite.step2(m, mjx_lite.step1(m, d)))(m, env1)

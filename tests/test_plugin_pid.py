@@ -269,8 +269,7 @@ def test_float32(arm):
     mjd.ctrl[:] = [0.3, -0.2, 0.5, 0.1]
     mjd.qvel[:] = [0.5, -0.3, 0.2]
     mujoco.mj_forward(mjm, mjd)
-    f32 = lambda x: x.astype(jp.float32) if isinstance(x, jax.Array) and x.dtype == jp.float64 else x  # noqa: E731
-    d32 = jax.tree.map(f32, mjl.make_data(m).replace(qvel=jp.asarray(mjd.qvel), ctrl=jp.asarray(mjd.ctrl)))
-    d32 = jax.jit(mjl.forward)(jax.tree.map(f32, m), d32)
+    d32 = oracle.cast_floats(mjl.make_data(m).replace(qvel=np.array(mjd.qvel), ctrl=np.array(mjd.ctrl)), jp.float32)
+    d32 = jax.jit(mjl.forward)(oracle.cast_floats(m, jp.float32), d32)
     assert d32.actuator_force.dtype == jp.float32
     np.testing.assert_allclose(np.asarray(d32.actuator_force), mjd.actuator_force, atol=F32_ATOL)

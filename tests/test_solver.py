@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mjx_lite.solver import common, pgs, primal
+from tests import oracle
 
 # The optimum is unique (M > 0, R > 0), so converged solvers agree whatever path they took.
 # Newton solves with Cholesky: agreement to round-off amplified by conditioning (relative to max |value|).
@@ -91,17 +92,18 @@ def mujoco_problem(cone, condim, solver, seed, impratio=1.0, iters=2000):
     layout = common.Layout(kind=kind, cones=tuple(np.array(groups[k]) for k in dims))
     M = np.zeros((nv, nv))
     mujoco.mj_fullM(m, d, M)
+    h = oracle.host_array  # (no eager programs)
     prob = common.Problem(
-        J=jp.asarray(d.efc_J[: nefc * nv].reshape(nefc, nv)),
-        D=jp.asarray(d.efc_D[:nefc]),
-        R=jp.asarray(d.efc_R[:nefc]),
-        aref=jp.asarray(d.efc_aref[:nefc]),
-        frictionloss=jp.asarray(d.efc_frictionloss[:nefc]),
-        mask=jp.ones(nefc, bool),
-        cone_mu=tuple(jp.asarray(np.array(mu_groups[k])) for k in dims),
-        cone_friction=tuple(jp.asarray(np.array(fric_groups[k])) for k in dims),
-        qacc_smooth=jp.asarray(d.qacc_smooth),
-        M=jp.asarray(M),
+        J=h(d.efc_J[: nefc * nv].reshape(nefc, nv)),
+        D=h(d.efc_D[:nefc]),
+        R=h(d.efc_R[:nefc]),
+        aref=h(d.efc_aref[:nefc]),
+        frictionloss=h(d.efc_frictionloss[:nefc]),
+        mask=h(np.ones(nefc, bool)),
+        cone_mu=tuple(h(np.array(mu_groups[k])) for k in dims),
+        cone_friction=tuple(h(np.array(fric_groups[k])) for k in dims),
+        qacc_smooth=h(d.qacc_smooth),
+        M=h(M),
     )
     return m, d, layout, prob
 
