@@ -93,6 +93,12 @@ def saved_json(tmp_path):
 _SPREAD = {"test_notebooks.py", "test_readme.py", "test_cache.py"}
 
 
+# tryfirst: xdist's worker reads the xdist_group marks in its own pytest_collection_modifyitems (appending the group
+# to each node id) and, registered after this conftest, ran first and saw no marks; and pytest 9 ignores the node id
+# xdist 3.8 rewrites (pyproject pins pytest below 9). Either way every file's tests were spread over both workers,
+# each compiling the file's module fixtures (the last full run: every file on both workers; test_cylinder_manifold's
+# session fixture set up on each, 38 and 40 s). Checked: with -n 2 --dist loadgroup a file's tests share a worker.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name not in _SPREAD:
