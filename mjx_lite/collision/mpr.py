@@ -259,17 +259,16 @@ def penetration(sup, c1: Vec3, c2: Vec3, tol: Scalar, max_iterations: int) -> tu
     d = _cross(v0, p1[0])
     on_line = _is_zero(_dot(d, d))
     touch = on_line & _is_origin(p1[0])  # origin on v1: depth 0, no direction (MuJoCo: no contact)
-    segment = on_line & ~touch  # origin on the segment v0-v1
+    segment = ~miss & on_line & ~touch  # origin on the segment v0-v1
     d = _normalize(d)
     p2 = sup(d)
     dot = _dot(p2[0], d)
     miss2 = _is_zero(dot) | (dot < 0)
     d = _normalize(_cross(p1[0] - v0, p2[0] - v0))
     swap = _dot(d, v0) > 0
+    seg_v, seg_a, seg_b = p1  # the support towards the origin (findPenetrSegment's, before any swap)
     p1, p2 = (tuple(jp.where(swap, y, x) for x, y in zip(p1, p2)), tuple(jp.where(swap, x, y) for x, y in zip(p1, p2)))
     d = jp.where(swap, -d, d)
-    seg_v, seg_a, seg_b = p1 if False else (jp.where(swap, p2[0], p1[0]), jp.where(swap, p2[1], p1[1]),
-                                             jp.where(swap, p2[2], p1[2]))
     portal = tuple(jp.stack([x0, x1, x2, zero3]) for x0, x1, x2 in zip((v0, c1, c2), p1, p2))
 
     def discover(carry, _):
@@ -469,37 +468,40 @@ def mpr(g1: GeomInfo, g2: GeomInfo, margin: Scalar, tol: Scalar, *, types: tuple
     t1, t2 = types
     dt = g1.pos.dtype
     tol = jp.asarray(tol, dt)
-    found, dist, pos, normal = _contact(t1, t2, g1, g2, margin, tol, iterations)
-    normal = fix_normal(t1, t2, g1, g2, pos, normal)
     k = ncon(t1, t2, multiccd)
     if k == 1:
+        found, dist, pos, normal = _contact(t1, t2, g1, g2, margin, tol, iterations)
+        normal = fix_normal(t1, t2, g1, g2, pos, normal)
         return Contacts(jp.where(found, dist, NOCONTACT)[None], pos[None], normal[None], jp.zeros((1, 3), dt))
-    frame = make_frame(normal, jp.zeros(3, dt))
-    half = jp.asarray(0.5 * PERTURBATION, dt)
-    axes = jp.stack([frame[1], frame[1], frame[2], frame[2]])
-    sins = jp.stack([-jp.sin(half), jp.sin(half), -jp.sin(half), jp.sin(half)])
-    quats = jp.concatenate([jp.broadcast_to(jp.cos(half), (4, 1)), axes * sins[:, None]], axis=1)
-    rots = jax.vmap(quat_to_mat)(quats)
+    # the first contact and the four perturbed ones in one scan (one traced MPR): trip 0 unperturbed, trips 1-4
+    # rotate geom1 by -+PERTURBATION about the first contact's tangents (frame rows 1, 1, 2, 2), geom2 inversely
+    half = 0.5 * PERTURBATION
+    sign = jp.array([0.0, -1.0, 1.0, -1.0, 1.0], dt)
+    row = jp.array([1, 1, 1, 2, 2])
 
-    def perturbed(rot):
-        q1, q2 = _perturbed(g1, pos, rot), _perturbed(g2, pos, rot.T)
-        f, _, p, n = _contact(t1, t2, q1, q2, margin, tol, iterations)
-        return f, p, fix_normal(t1, t2, g1, g2, p, n)
+    def trip(carry, i):
+        pos0, normal0 = carry
+        axis = make_frame(normal0, jp.zeros(3, dt))[row[i]]
+        quat = jp.concatenate([jp.full((1,), np.cos(half), dt), axis * (np.sin(half) * sign[i])])
+        rot = jp.where(i == 0, jp.eye(3, dtype=dt), quat_to_mat(quat))
+        q1, q2 = _perturbed(g1, pos0, rot), _perturbed(g2, pos0, rot.T)
+        f, dist, p, n = _contact(t1, t2, q1, q2, margin, tol, iterations)
+        n = fix_normal(t1, t2, g1, g2, p, n)
+        first = i == 0
+        return (jp.where(first, p, pos0), jp.where(first, n, normal0)), (f, dist, p, n)
 
-    fs, ps, ns = jax.vmap(perturbed)(rots)
+    zero3 = jp.zeros(3, dt)
+    _, (fs, ds, ps, ns) = jax.lax.scan(trip, (zero3, jp.array([0.0, 0.0, 1.0], dt)), jp.arange(MULTI_NCON))
     tolerance = RELATIVE_TOLERANCE * jp.minimum(_rbound(t1, g1), _rbound(t2, g2))
-    kept_pos = [pos]
-    kept = [found]
-    for i in range(4):  # kept where found and farther than `tolerance` from every contact kept before
-        far = jp.stack([~kk | (jp.sqrt(jp.sum((ps[i] - kp) ** 2)) > tolerance) for kk, kp in zip(kept, kept_pos)])
-        kept.append(found & fs[i] & jp.all(far))
-        kept_pos.append(ps[i])
-    kept = jp.stack(kept)
-    dists = jp.where(kept, dist, NOCONTACT)
-    return Contacts(dists, jp.concatenate([pos[None], ps]), jp.concatenate([normal[None], ns]), jp.zeros((5, 3), dt))
+    kept = [fs[0]]
+    for i in range(1, MULTI_NCON):  # kept where found and farther than `tolerance` from every contact kept before
+        far = jp.stack([~kept[j] | (_dot(ps[i] - ps[j], ps[i] - ps[j]) > tolerance * tolerance) for j in range(i)])
+        kept.append(fs[0] & fs[i] & jp.all(far))
+    dists = jp.where(jp.stack(kept), ds[0], NOCONTACT)  # at the first contact's depth
+    return Contacts(dists, ps, ns, jp.zeros((MULTI_NCON, 3), dt))
 
 
 def collider(type1: int, type2: int, multiccd: bool, iterations: int):
     """(collider, contacts per pair) of a pair routed to MPR; the collider is called (g1, g2, margin, tol)."""
-    return functools.partial(mpr, types=(type1, type2), multiccd=multiccd, iterations=iterations), ncon(
-        type1, type2, multiccd)
+    fn = functools.partial(mpr, types=(type1, type2), multiccd=multiccd, iterations=iterations)
+    return fn, ncon(type1, type2, multiccd)
