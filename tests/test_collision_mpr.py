@@ -41,21 +41,39 @@ def _unit(v):
     return v / np.linalg.norm(v)
 
 
+# MPR's decisions (its stop at ccd_tolerance, ties among support points) are made by comparisons that round-off can
+# flip; where a flip changes MuJoCo's own contacts under a shift of the pose by SHIFT, no implementation with other
+# round-off can be expected to reproduce them: such poses are ill-conditioned and left out (at most MAX_ILL of them)
+SHIFT = 1e-12
+MAX_ILL = 2
+
+
+def _mj_contacts(mjm, mjd, qpos):
+    mjd.qpos[:] = qpos
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_collision(mjm, mjd)
+    c = mjd.contact[: mjd.ncon]
+    return {"dist": np.array(c.dist), "pos": np.array(c.pos).reshape(-1, 3), "frame": np.array(c.frame).reshape(-1, 9)}
+
+
+def _same(a, b) -> bool:
+    return len(a["dist"]) == len(b["dist"]) and all(np.allclose(a[k], b[k], atol=ATOL_MPR, rtol=0) for k in a)
+
+
 def _poses(mjm, n: int, seed: int):
-    """n random overlapping poses (random orientations, centres 0.08-0.2 apart): MuJoCo's geom poses and contacts."""
+    """n random overlapping poses (random orientations, centres 0.08-0.2 apart): MuJoCo's geom poses and contacts,
+    and whether they are well-conditioned (unchanged when body 2 moves by SHIFT along x or y)."""
     mjd = mujoco.MjData(mjm)
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
         q1, q2 = _unit(rng.normal(size=4)), _unit(rng.normal(size=4))
         p2 = _unit(rng.normal(size=3)) * rng.uniform(0.08, 0.2)
-        mjd.qpos[:] = np.r_[0, 0, 0, q1, p2, q2]
-        mujoco.mj_kinematics(mjm, mjd)
-        mujoco.mj_collision(mjm, mjd)
-        c = mjd.contact[: mjd.ncon]
-        ref = {"dist": np.array(c.dist), "pos": np.array(c.pos).reshape(-1, 3),
-               "frame": np.array(c.frame).reshape(-1, 9)}  # fmt: skip
-        out.append((mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3), ref))
+        qpos = np.r_[0, 0, 0, q1, p2, q2]
+        shifted = [_mj_contacts(mjm, mjd, qpos + SHIFT * np.eye(14)[k]) for k in (7, 8)]
+        ref = _mj_contacts(mjm, mjd, qpos)
+        well = all(_same(ref, s) for s in shifted)
+        out.append((mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3), ref, well))
     return out
 
 
@@ -69,7 +87,10 @@ def _check_pair(a: str, b: str, n: int = 8, seed: int = 0, margin: float = 0.0):
     poses = _poses(mjm, n, seed)
     d = _COLLIDE(m, posed_data(m, [p[0] for p in poses], [p[1] for p in poses]))
     counts = []
-    for i, (_, _, ref) in enumerate(poses):
+    assert sum(not p[3] for p in poses) <= MAX_ILL
+    for i, (_, _, ref, well) in enumerate(poses):
+        if not well:
+            continue
         ours = mjl.active_contacts(m, jax.tree_util.tree_map(lambda x, i=i: x[i], d))
         assert len(ours["dist"]) == len(ref["dist"]), (a, b, i, ours["dist"], ref["dist"])
         for key in ("dist", "pos", "frame"):
@@ -94,17 +115,18 @@ def test_tilted_cylinder_on_box_matches_mujoco():
     mjd = mujoco.MjData(mjm)
     q = np.zeros(4)
     mujoco.mju_euler2Quat(q, np.radians([30.0, 20.0, 0.0]), "xyz")
-    mjd.qpos[:] = np.r_[0, 0, 0.25, q, 0, 0, 0, 1, 0, 0, 0]  # cylinder above the box
+    mjd.qpos[:] = np.r_[0, 0, 0.2, q, 0, 0, 0, 1, 0, 0, 0]  # cylinder on the box
     mujoco.mj_kinematics(mjm, mjd)
     mujoco.mj_collision(mjm, mjd)
     m = mjl.load_mjcf_string(xml)
     d = _COLLIDE(m, posed_data(m, [mjd.geom_xpos.copy()], [mjd.geom_xmat.copy().reshape(-1, 3, 3)]))
     ours = mjl.active_contacts(m, jax.tree_util.tree_map(lambda x: x[0], d))
-    assert len(ours["dist"]) == mjd.ncon == 1
-    frame = np.array(mjd.contact.frame[0])
-    assert abs(frame[2]) < np.cos(np.radians(30))  # not the face normal
-    np.testing.assert_allclose(np.asarray(ours["frame"]).reshape(9), frame, atol=ATOL_MPR, rtol=0)
-    np.testing.assert_allclose(np.asarray(ours["pos"]).reshape(3), mjd.contact.pos[0], atol=ATOL_MPR, rtol=0)
+    assert len(ours["dist"]) == mjd.ncon > 1  # the first contact and distinct perturbed ones
+    frame = np.array(mjd.contact.frame[: mjd.ncon])
+    assert np.all(np.abs(frame[:, 2]) < np.cos(np.radians(30)))  # MuJoCo's MPR normals: far from the face normal
+    np.testing.assert_allclose(np.asarray(ours["frame"]).reshape(-1, 9), frame, atol=ATOL_MPR, rtol=0)
+    np.testing.assert_allclose(np.asarray(ours["pos"]), mjd.contact.pos[: mjd.ncon], atol=ATOL_MPR, rtol=0)
+    np.testing.assert_allclose(np.asarray(ours["dist"]), mjd.contact.dist[: mjd.ncon], atol=ATOL_MPR, rtol=0)
     assert max(_check_pair("cylinder", "box", n=10)) > 1  # random poses, some with perturbed contacts
 
 
