@@ -13,6 +13,14 @@ multiccd enabled (and neither geom a sphere or an ellipsoid), looks for up to fo
 two geoms by -+1e-3 rad about the first contact's tangents (MuJoCo's multi-CCD perturbation), keeping those
 farther than 1e-3 x the smaller bounding radius from the contacts kept before, at the first contact's depth.
 
+Meshes enter with all their vertices in MuJoCo's order (`mesh_vert`), whose first maximum is MuJoCo's exhaustive
+search's (meshes of fewer than 10 vertices; larger ones MuJoCo climbs its hull graph, which finds the same point but
+for exact ties). Where MPR's decisions (the stop at ccd_tolerance, ties among support points) are within round-off
+of flipping, MuJoCo's own contact jumps (by ~1e-5 on the depth) under a 1e-11 shift of the pose, and a different
+summation (XLA's vectorised code under vmap) can land on the other side: those contacts are not reproduced. Between
+two polytopes (box-mesh, mesh-mesh) the ties are systematic and the load refuses the pairs (compile.py
+`_check_nativeccd`).
+
 Loops are `lax.scan`s of static length with done masks (portal discovery and refinement: `PORTAL_ITERATIONS`
 trips, which libccd leaves unbounded; the penetration search: libccd's ccd_iterations + 1 expansions); every
 division and normalisation is guarded, so values and derivatives stay finite. Shapes: directions, points (3,);
