@@ -649,7 +649,8 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
            cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
-           general.capsule_mesh_single, *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold, mpr.mpr)  # fmt: skip
+           general.capsule_mesh_single, *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold,
+           mpr.mpr)  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
