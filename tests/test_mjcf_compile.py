@@ -467,11 +467,17 @@ def test_qpos0_state_matches_pipeline():
     np.testing.assert_allclose(st.minv @ st.mfull, np.eye(m.nv), atol=1e-9)
 
 
-def test_libccd_collision_is_refused_at_load_time():
-    """nativeccd="disable" selects libccd's MPR (other contact points, normals and multi-contacts): refused by name,
-    with its line, rather than silently replaced by the native GJK/EPA."""
-    xml = '<mujoco><option>\n<flag nativeccd="disable"/></option><worldbody><geom size=".1"/></worldbody></mujoco>'
-    with pytest.raises(NotImplementedError, match="nativeccd") as e:
-        mjx_lite.load_mjcf_string(xml)
+def test_libccd_collision_refusals_at_load_time():
+    """nativeccd="disable" selects libccd's MPR (collision/mpr.py). The pairs whose MPR contacts mjx_lite does not
+    reproduce (box-mesh, mesh-mesh: round-off breaks MuJoCo's support ties) are refused by name, with the flag's
+    line; a model without them loads."""
+    mesh = '<asset><mesh name="m" vertex="0 0 0 1 0 0 0 1 0 0 0 1"/></asset>'
+    bodies = '<body><freejoint/><geom type="mesh" mesh="m"/></body><body><freejoint/><geom type="{}" {}/></body>'
+    xml = ('<mujoco><option>\n<flag nativeccd="disable"/></option>' + mesh + "<worldbody>" + bodies
+           + "</worldbody></mujoco>")  # fmt: skip
+    with pytest.raises(NotImplementedError, match="nativeccd.*box-mesh and mesh-mesh") as e:
+        mjx_lite.load_mjcf_string(xml.format("mesh", 'mesh="m"'))
     assert "<string>:2" in str(e.value)
-    mjx_lite.load_mjcf_string(xml.replace("disable", "enable"))
+    m = mjx_lite.load_mjcf_string(xml.format("cylinder", 'size=".1 .1"'))
+    assert m.opt.disableflags & mjx_lite.types.DisableBit.NATIVECCD
+    mjx_lite.load_mjcf_string(xml.format("mesh", 'mesh="m"').replace("disable", "enable"))

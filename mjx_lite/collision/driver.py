@@ -63,7 +63,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, polyhedral, primitive, sdf, sdf_mesh_pair
+from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, mpr, polyhedral, primitive, sdf, sdf_mesh_pair
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
@@ -215,7 +215,12 @@ def dynamic_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _collider(m: Model, type1: int, type2: int) -> tuple[Callable, int] | None:
-    """`collider_for`, with multiccd disabled (m.opt): one contact instead of a manifold (`_SINGLE_CONTACT`)."""
+    """`collider_for`, with multiccd disabled (m.opt): one contact instead of a manifold (`_SINGLE_CONTACT`); with
+    nativeccd disabled, MuJoCo's mjc_Convex pairs go to libccd's MPR (`mpr.py`: one contact, or five with multiccd
+    where neither geom is a sphere or an ellipsoid)."""
+    if m.opt.disableflags & DisableBit.NATIVECCD and (type1, type2) in mpr.CONVEX_PAIRS:
+        multiccd = not m.opt.disableflags & DisableBit.MULTICCD
+        return mpr.collider(type1, type2, bool(multiccd), int(m.opt.ccd_iterations))
     fn = collider_for(type1, type2)
     if fn is not None and fn[0] in _MULTICCD and (m.opt.disableflags & DisableBit.MULTICCD):
         return _SINGLE_CONTACT.get(fn[0], (general.general, general.GENERAL_NCON))
@@ -644,7 +649,8 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
            cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
-           general.capsule_mesh_single, *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold)  # fmt: skip
+           general.capsule_mesh_single, *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold,
+           mpr.mpr)  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
@@ -698,6 +704,25 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
         return run(info1, info2, margin, near, tuple(extra))
 
     return call
+
+
+def _is_mpr(g: Group) -> bool:
+    """Whether group g runs libccd's MPR (`mpr.py`: nativeccd disabled)."""
+    return getattr(g.collider, "func", None) is mpr.mpr
+
+
+def _mpr_info(m: Model, gids: jax.Array, gtype: int, group_gids: np.ndarray, info: GeomInfo) -> GeomInfo:
+    """An MPR group's GeomInfo: a mesh's vertices all of them, in MuJoCo's order (`mpr.mesh_vert`), no hull tables."""
+    if gtype != _MESH:
+        return info
+    return GeomInfo(info.pos, info.mat, info.size, vert=mpr.mesh_vert(m, gids, group_gids))
+
+
+def _extra(m: Model, g: Group, margin: jax.Array) -> tuple:
+    """Per-pair arrays (n,) a group's collider takes after the margin: opt.ccd_tolerance for MPR (`mpr.py`)."""
+    if _is_mpr(g):
+        return (jp.broadcast_to(m.opt.ccd_tolerance, margin.shape).astype(margin.dtype),)
+    return ()
 
 
 def _looped(collider: Callable, n: int, k: int) -> Callable:
@@ -816,11 +841,15 @@ def static_rows(m: Model, d: types.Data, g: Group, margin: jax.Array, overflow: 
     g1, g2 = jp.asarray(g.geom1), jp.asarray(g.geom2)
     near, _ = _near(m, d, g, g1, g2, margin)
     info1, info2 = _geom_info(m, d, g1, g.type1, g.geom1), _geom_info(m, d, g2, g.type2, g.geom2)
+    if _is_mpr(g):
+        info1, info2 = _mpr_info(m, g1, g.type1, g.geom1, info1), _mpr_info(m, g2, g.type2, g.geom2, info2)
     if g.type1 == _HFIELD:
         c, over = g.collider(m, info1, info2, margin)
         over = over & near
     else:
-        c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0))(info1, info2, margin)
+        extra = _extra(m, g, margin)
+        c = jax.vmap(g.collider, in_axes=(info_axes(info1), info_axes(info2), 0) + (0,) * len(extra))(
+            info1, info2, margin, *extra)
         over = jp.zeros(len(g.geom1), bool)
     dist, pos, frame, active = _rows(g, c, near, margin, d.geom_xpos.dtype)
     n = g.nrows
@@ -1057,6 +1086,8 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
     condim, margin, includemargin, friction, solref, solreffriction, solimp, adhesion = cand.params
     info1 = _geom_info(m, d, g1, g.type1, g.geom1)
     info2 = _geom_info(m, d, g2, g.type2, g.geom2)
+    if _is_mpr(g):  # MuJoCo's vertex order (ties of the support maps break as its search's)
+        info1, info2 = _mpr_info(m, g1, g.type1, g.geom1, info1), _mpr_info(m, g2, g.type2, g.geom2, info2)
     if _shared_distance(g):  # the kind's distance stage (shared by the groups of a model), then the manifold
         if shared is None:
             shared = _shared_distances(m, d, {0: g}, {0: cand})[0]
@@ -1089,7 +1120,7 @@ def _run_group(m: Model, d: types.Data, g: Group, cand: _Candidates | None = Non
         c, hf_over = g.collider(m, info1, info2, margin)
         overflow = overflow | jp.any(hf_over & near)
     else:  # GJK/EPA colliders (`_LOOPED`) on the near pairs only
-        c = _looped(g.collider, g.npair_narrow, g.ncon_collider)(info1, info2, margin, near)
+        c = _looped(g.collider, g.npair_narrow, g.ncon_collider)(info1, info2, margin, near, _extra(m, g, margin))
     dist, pos, active = _rows_geometry(g, c, near, margin, d.geom_xpos.dtype)
     fields = _fields(m, g1, g2, g.ncon_collider, condim, includemargin, friction, solref, solreffriction, solimp,
                      adhesion, dist, pos, None, active, d.geom_xpos.dtype)  # fmt: skip

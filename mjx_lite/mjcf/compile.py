@@ -143,9 +143,6 @@ def option_settings(root: Element) -> dict[str, Any]:
                 if v is None:
                     continue
                 on = str(v).lower() == "enable"
-                if k == "nativeccd" and not on:  # libccd's MPR path (other contacts and normals): not implemented
-                    msg = "nativeccd='disable' (libccd MPR collision) is not supported"
-                    raise at.unsupported(f, msg, k)
                 if k in _REFUSED_ENABLE and on:
                     raise at.unsupported(f, f"{k}='enable' ({_REFUSED_ENABLE[k]}) is not supported", k)
                 if k in _DISABLE_BITS:
@@ -1370,11 +1367,10 @@ def _ccd_pair(t1: int, t2: int) -> bool:
     return True  # ellipsoid, cylinder, mesh against ellipsoid, cylinder, box, mesh
 
 
-def _ccd_user(ctx: CompileContext) -> str | None:
-    """What in the compiled model would make MuJoCo run GJK/EPA (conservatively: geom pairs by type and collision
-    bits, on two bodies not both welded to the world, whatever their distance and parents; every flex, geom distance
-    and enclosed insidesite sensor), in words; None when nothing would (then opt.ccd_iterations has no effect in
-    MuJoCo)."""
+def _colliding_pair(ctx: CompileContext, pred) -> str | None:
+    """The first geom pair of the compiled model whose types satisfy pred(t1, t2) and that may collide (an explicit
+    <pair>, or geoms whose collision bits match on two bodies not both welded to the world, whatever their distance
+    and parents), in words; None when there is none."""
     A = ctx.arrays
     gtype = np.asarray(A.get("geom_type", np.zeros(0, np.int32)))
     contype = np.asarray(A.get("geom_contype", np.zeros(len(gtype), np.int64)))
@@ -1382,7 +1378,7 @@ def _ccd_user(ctx: CompileContext) -> str | None:
     gbody = np.asarray(A.get("geom_bodyid", np.zeros(len(gtype), np.int32)))
     weld = np.asarray(A.get("body_weldid", np.zeros(len(gtype), np.int32)))[gbody]  # 0: static
     for g1, g2 in zip(np.asarray(A.get("pair_geom1", [])), np.asarray(A.get("pair_geom2", []))):  # explicit pairs
-        if _ccd_pair(gtype[g1], gtype[g2]):
+        if pred(gtype[g1], gtype[g2]):
             return f"the <pair> of geoms {int(g1)} and {int(g2)}"
     ids = np.nonzero((contype != 0) | (conaff != 0))[0]
     for i in ids:
@@ -1390,18 +1386,74 @@ def _ccd_user(ctx: CompileContext) -> str | None:
         ok = ((contype[i] & conaff[others]) | (contype[others] & conaff[i])) != 0
         ok &= (gbody[others] != gbody[i]) & ((weld[others] != 0) | (weld[i] != 0))  # MuJoCo never collides these
         for j in others[ok]:
-            if _ccd_pair(gtype[i], gtype[j]):
+            if pred(gtype[i], gtype[j]):
                 return f"geoms {int(i)} and {int(j)} ({GeomType(int(gtype[i])).name.lower()}-" \
                        f"{GeomType(int(gtype[j])).name.lower()}) may collide"  # fmt: skip
-    if ctx.sizes.get("nflex", 0):
+    return None
+
+
+def _ccd_user(ctx: CompileContext, mpr: bool = False) -> str | None:
+    """What in the compiled model would make MuJoCo run GJK/EPA (conservatively: geom pairs by type and collision
+    bits, `_colliding_pair`; every flex, geom distance and enclosed insidesite sensor), in words; None when nothing
+    would (then opt.ccd_iterations has no effect in MuJoCo). mpr=True (nativeccd disabled): the convex pairs,
+    flexes and geom distances go to libccd's MPR instead, which mjx_lite runs with the same ccd_iterations
+    (collision/mpr.py); only the enclosed insidesite sensors still run GJK."""
+    A = ctx.arrays
+    why = None if mpr else _colliding_pair(ctx, _ccd_pair)
+    if why is not None:
+        return why
+    if not mpr and ctx.sizes.get("nflex", 0):
         return "the model has flexes"
     stype = np.asarray(A.get("sensor_type", np.zeros(0, np.int32)))
     intprm = np.asarray(A.get("sensor_intprm", np.zeros((len(stype), 3), np.int32)))
-    if np.isin(stype, (SensorType.GEOMDIST, SensorType.GEOMNORMAL, SensorType.GEOMFROMTO)).any():
+    if not mpr and np.isin(stype, (SensorType.GEOMDIST, SensorType.GEOMNORMAL, SensorType.GEOMFROMTO)).any():
         return "geom distance sensors"
     if ((stype == SensorType.INSIDESITE) & (intprm[:, 0] != 0)).any():
         return "enclosed insidesite sensors"
     return None
+
+
+def _nativeccd_disabled(ctx: CompileContext) -> bool:
+    return bool(ctx.option["disableflags"] & (1 << _DISABLE_BITS.index("nativeccd")))
+
+
+def _mpr_polytopes(t1: int, t2: int) -> bool:
+    a, b = sorted((int(t1), int(t2)))
+    return b == GeomType.MESH and a in (GeomType.BOX, GeomType.MESH)
+
+
+def _mpr_hfield(t1: int, t2: int) -> bool:
+    a, b = sorted((int(t1), int(t2)))
+    return a == GeomType.HFIELD and b not in (GeomType.PLANE, GeomType.HFIELD, GeomType.SDF)
+
+
+def _check_nativeccd(root: Element, ctx: CompileContext) -> None:
+    """nativeccd disabled: MuJoCo runs libccd's MPR (collision/mpr.py) on its convex pairs. Refused where mjx_lite
+    does not reproduce MuJoCo's MPR contacts: box-mesh and mesh-mesh pairs (two polytopes: MPR's search directions
+    meet face normals, where the support points tie and MuJoCo's choice among them is decided by round-off, measured
+    to change 3-4 of 40 random overlaps by up to 0.4 in the normal), height fields (MPR per prism: not
+    implemented), flexes and geom distance sensors (MPR with the distance as margin: not implemented)."""
+    if not _nativeccd_disabled(ctx):
+        return
+    flags = [f for c in at.sections(root, "option") for f in c.find("flag") if f.attrs.get("nativeccd") is not None]
+    f = flags[-1] if flags else at.sections(root, "option")[-1]
+
+    def refuse(what: str, why: str):
+        raise at.unsupported(f, f"nativeccd='disable' (libccd's MPR collision) is not supported for {what}: {why}",
+                             "nativeccd")  # fmt: skip
+
+    why = _colliding_pair(ctx, _mpr_polytopes)
+    if why is not None:
+        refuse(f"box-mesh and mesh-mesh pairs ({why})", "between two polytopes MPR's support points tie and MuJoCo "
+               "breaks the ties by round-off, so its contacts cannot be reproduced")  # fmt: skip
+    why = _colliding_pair(ctx, _mpr_hfield)
+    if why is not None:
+        refuse(f"height fields ({why})", "MPR against the field's prisms is not implemented")
+    if ctx.sizes.get("nflex", 0):
+        refuse("flexes", "MPR of flex elements is not implemented")
+    stype = np.asarray(ctx.arrays.get("sensor_type", np.zeros(0, np.int32)))
+    if np.isin(stype, (SensorType.GEOMDIST, SensorType.GEOMNORMAL, SensorType.GEOMFROMTO)).any():
+        refuse("geom distance sensors", "MuJoCo then measures distances by MPR, which is not implemented for them")
 
 
 def _check_ccd_iterations(root: Element, ctx: CompileContext) -> None:
@@ -1409,7 +1461,7 @@ def _check_ccd_iterations(root: Element, ctx: CompileContext) -> None:
     then stop far from the converged ones that mjx_lite's colliders give; accepted where it has no effect."""
     if ctx.option["ccd_iterations"] >= _CCD_ITERATIONS:
         return
-    why = _ccd_user(ctx)
+    why = _ccd_user(ctx, mpr=_nativeccd_disabled(ctx))
     if why is None:
         return
     c = [c for c in at.sections(root, "option") if c.attrs.get("ccd_iterations") is not None][-1]
@@ -1629,6 +1681,7 @@ def _compile_model(root: Element, model_dir: str | None, assets: dict | None, co
     flex.compile_flex(root, ctx)
     _compile_sections(root, ctx)
     _compile_plugins(root, ctx)
+    _check_nativeccd(root, ctx)
     _check_ccd_iterations(root, ctx)
     _check_sleep(root, ctx)
     _check_user_sizes(root, ctx)

@@ -99,7 +99,9 @@ _OPTION = {
                               " may collide, height fields, flexes, geom distance and enclosed insidesite sensors),"
                               " which stops after ccd_iterations; mjx_lite's colliders give the converged contact "
                               "at any setting: on curved pairs within 3e-2 of MuJoCo's normal components at 35, up "
-                              "to 1.3 apart at 10. Without such pairs it has no effect in MuJoCo and loads", "10"),
+                              "to 1.3 apart at 10. Without such pairs it has no effect in MuJoCo and loads; with "
+                              "nativeccd disabled it bounds libccd's MPR, which mjx_lite runs with the same bound "
+                              "(collision/mpr.py), so only enclosed insidesite sensors are refused", "10"),
     "ccd_tolerance": model("opt.ccd_tolerance"),
     "cone": model("opt.cone"),
     "density": model("opt.density"),
@@ -136,7 +138,7 @@ _FLAG = {
     "midphase": NoEffect("MuJoCo's bounding-volume tree of multi-geom bodies: a conservative filter before the same "
                          "pairwise tests (only exact ties at the margin can differ)", probe="disable"),
     "island": _FLAG_ON,  # per-island solving (Newton, CG, PGS on the XLA path; see solver/island.py)
-    "nativeccd": Refused("disabled (libccd's MPR collision)", "disable"),
+    "nativeccd": _FLAG_ON,  # disabled: libccd's MPR (collision/mpr.py; refusals: compile.py `_check_nativeccd`)
     "override": model("opt.enableflags"),
     "energy": model("opt.enableflags"),
     "fwdinv": model("opt.enableflags"),
