@@ -155,7 +155,10 @@ def _split_value_merged_derivative(m: Model, d: Data) -> Data:
     # Not with the fused kernels: there, with a traced Model (jax.grad through a jitted function of the Model), the
     # inner jit's program kept a tracer of the enclosing trace as a constant ("No constant handler for type:
     # DynamicJaxprTracer" when lowering; the same step without the inner jit, or with rk4_loop "split" or "merged",
-    # differentiates); the cause inside the kernels' derivative rules is not pinned down. Same values either way.
+    # differentiates). It is the tree pass's kernel (with it alone on XLA the jitted merged step differentiates): its
+    # custom_jvp rule, the XLA twin (kernels/tree._xla), closes over the step's Model and Data, and a rule kept in
+    # the inner jit's cached program is called again in a later trace with the first trace's values; which closed
+    # value leaks is not pinned down. Same values either way.
     merged_fn = lambda *xs: _step_merged(*with_leaves(xs, traced))  # noqa: E731
     merged_jit = merged_fn if kernels.fused(m) else jax.jit(merged_fn)
     n_model = len(jax.tree.leaves(m))  # (m, d)'s leaves: the Model's first
