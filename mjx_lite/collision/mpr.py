@@ -39,10 +39,9 @@ from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.polytope import first_max
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, Scalar, Vec3
 from mjx_lite.math import quat_to_mat
-from mjx_lite.types import GeomType
+from mjx_lite.types import MINVAL, GeomType  # MINVAL: mjMINVAL
 
 G = GeomType
-MINVAL = 1e-15  # mjMINVAL
 PORTAL_ITERATIONS = 64  # trips of portal discovery and of portal refinement (unbounded in libccd; 3-10 in practice)
 MULTI_NCON = 5  # the first contact and four perturbed ones (mj_maxContact with libccd and multiccd)
 PERTURBATION = 1e-3  # rotation (rad) of the multi-CCD perturbations
