@@ -22,6 +22,7 @@ from jax.experimental.pallas import triton as plt
 import mjx_lite as mjl
 from mjx_lite.pipeline import kernels
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.solver.solve import solve
 from tests import oracle
 from tests import test_kernels as tk
 from tests import test_kernels_rows as tkr
@@ -91,10 +92,17 @@ def test_detector_sees_tf32(precision):
         precision == jax.lax.Precision.HIGHEST)  # fmt: skip
 
 
-def _check_step(m, ds, how: launch.Launch, expect: set, min_dots: int):
-    """The fused step of `m` (float32) under `how`: the kernels `expect`, no rounded tt.dot, HIGHEST dot_generals."""
+def _rows_and_solver(m, d):
+    """The constraint rows and the solver: the kernels that a tiled Launch (rows_tile, dof_tile) changes; the step's
+    other kernels are the lane kernels whatever the Launch's tiles."""
+    return solve(m, kernels.make_constraint(m, d))
+
+
+def _check_step(m, ds, how: launch.Launch, expect: set, min_dots: int, fn=mjl.step):
+    """The fused step of `m` (float32; or `fn`) under `how`: the kernels `expect`, no rounded tt.dot, HIGHEST
+    dot_generals."""
     m, ds = tk._float32(m), tk._float32(ds)
-    step = jax.vmap(mjl.step, in_axes=(None, 0))
+    step = jax.vmap(fn, in_axes=(None, 0))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "launch_of", lambda m: how)
         mf = mjl.configure(m, kernels="fused")
@@ -119,13 +127,15 @@ def rows_model():
 _TILED = launch.Launch(dof_tile=1, hessian="dot", rows_tile=1)
 
 
-@pytest.mark.parametrize("how,expect,min_dots", [
-    (launch.Launch(), {"constraint_rows", "solve_newton"}, 0),
-    (_TILED, {"constraint_rows_tiled", "solve_newton_tiled"}, 1)])  # fmt: skip
-def test_fused_step_has_no_tf32_product(rows_model, how, expect, min_dots):
+# the tiled Launch lowers the rows and the solver only (CI time: the whole step lowered again is its lane kernels
+# again, which the lane Launch's whole step checks)
+@pytest.mark.parametrize("how,expect,min_dots,fn", [
+    (launch.Launch(), {"constraint_rows", "solve_newton"}, 0, mjl.step),
+    (_TILED, {"constraint_rows_tiled", "solve_newton_tiled"}, 1, _rows_and_solver)])  # fmt: skip
+def test_fused_step_has_no_tf32_product(rows_model, how, expect, min_dots, fn):
     """Every kernel of the fused step (lane kernels; the tiled rows and solver, whose Hessian is a tt.dot) computes
     its products at IEEE float32 precision."""
-    _check_step(*rows_model, how, expect, min_dots)
+    _check_step(*rows_model, how, expect, min_dots, fn)
 
 
 @pytest.fixture(scope="module")
@@ -137,17 +147,20 @@ def elliptic_model():
     return m, tks.sliding_states(mjm, m, 8)
 
 
+# the rows and the solver only (CI time: the elliptic cones' code is theirs; the step's other kernels are the lane
+# kernels of test_fused_step_has_no_tf32_product's whole step, the same code for every model)
 @pytest.mark.parametrize("how,expect,min_dots", [
     pytest.param(launch.Launch(), {"constraint_rows", "solve_newton"}, 0, marks=pytest.mark.slow),
     (_TILED, {"constraint_rows_tiled", "solve_newton_tiled"}, 1)])  # fmt: skip
 def test_elliptic_step_has_no_tf32_product(elliptic_model, how, expect, min_dots):
     """The elliptic cones' code of the rows and solver kernels (the tiled Hessian's tt.dot and the cones' rank-1
     terms): IEEE float32 products, and no weakly typed literal branch of a select (unbatched launch)."""
-    _check_step(*elliptic_model, how, expect, min_dots)
+    _check_step(*elliptic_model, how, expect, min_dots, _rows_and_solver)
     m, ds = tk._float32(elliptic_model[0]), tk._float32(elliptic_model[1])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "launch_of", lambda m: how)
-        jaxpr = jax.make_jaxpr(mjl.step)(mjl.configure(m, kernels="fused"), jax.tree.map(lambda x: x[0], ds)).jaxpr
+        jaxpr = jax.make_jaxpr(_rows_and_solver)(mjl.configure(m, kernels="fused"),
+                                                 jax.tree.map(lambda x: x[0], ds)).jaxpr  # fmt: skip
     assert "pallas_call" in str(jaxpr) and tk._weak_literal_selects(jaxpr) == []
 
 

@@ -105,8 +105,8 @@ _rows = jax.jit(jax.vmap(kernels.make_constraint, in_axes=(None, 0)))
 _solve = jax.jit(jax.vmap(solve, in_axes=(None, 0)))
 
 
-def _setup(mjm, n=3, seed=0, scale=0.02):
-    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+def _setup(mjm, n=3, seed=0, scale=0.02, **config):
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla", **config)
     return m, _prepared(m, _states(mjm, m, n, seed, scale))
 
 
@@ -282,7 +282,7 @@ def test_gradients_equal_xla(small):
 def _check_twin_inputs(m, d):
     """The XLA twin of the rows kernel at (m, d) reads no float Model or Data leaf except through the kernel's
     inputs (custom_jvp's rule differentiates it with respect to those only)."""
-    k, x = rows.kernel(m, d)
+    x = jax.eval_shape(lambda m, d: rows.kernel(m, d)[1], m, d)  # abstract: no eager op-by-op compiles (CI time)
 
     def twin(m, d, x):
         return rows.kernel(m, d)[0].xla(x)
@@ -552,10 +552,113 @@ FLEX = """
 """
 
 
-def _kinds(xml, n=3, scale=0.3, inactive=()):
-    """(MjModel, Model, batch of n states before the rows, XLA rows): equalities `inactive` ((state, eq id)) off."""
+# EQ, TEN and FLEX in one model (their bodies apart: TEN's at y = 2, FLEX's at y = -2; names prefixed t_ and f_, the
+# FLEX tendon f_fx), so that one compile of each path's rows serves every kind in the default selection (CI time: the
+# three models' compiles were ~2/3 of this file's time); the three models alone stay in the slow tests below. Only
+# EQ's slide + hinge sphere and FLEX's free sphere collide, with the floor (one pair type, a small collision program:
+# the contact rows' kinds are ROWS' and ELLIPTIC's; these contact rows only sit beside the new kinds' rows), and
+# efc_J is the three models' dense one (Config.efc_jacobian: at nv 49 "auto" is sparse, which the kernel leaves to XLA)
+KINDS = """
+<mujoco>
+  <option timestep="0.005"/>
+  <default><geom contype="0" conaffinity="0"/></default>
+  <worldbody>
+    <geom name="floor" type="plane" size="3 3 0.1" conaffinity="1"/>
+    <body name="a" pos="0 0 1">
+      <joint name="a0" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+      <site name="sa" pos="0.3 0 0" euler="10 20 30"/>
+      <body name="b" pos="0.3 0 0">
+        <joint name="b0" type="ball"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+        <site name="sb" pos="0.3 0.01 0" euler="-20 5 40"/>
+      </body>
+    </body>
+    <body name="c" pos="0.6 0.05 1">
+      <freejoint/>
+      <geom type="box" size="0.05 0.05 0.05"/>
+      <site name="sc" pos="0.05 0 0" euler="0 90 0"/>
+    </body>
+    <body name="d" pos="-0.5 0 0.04">
+      <joint type="slide" axis="0 0 1"/>
+      <joint type="hinge" axis="1 0 0"/>
+      <geom type="sphere" size="0.05" contype="1"/>
+    </body>
+    <site name="t_s0" pos="0 2 1.2"/>
+    <body name="t_a" pos="0 2 1">
+      <joint name="t_a0" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+      <site name="t_s1" pos="0.2 0 0.05"/>
+      <body name="t_b" pos="0.3 0 0">
+        <joint name="t_b0" type="ball" range="0 8" margin="0.05"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04"/>
+        <site name="t_s2" pos="0.25 0 0.03"/>
+      </body>
+    </body>
+    <body name="t_c" pos="-0.5 2 1">
+      <joint name="t_c0" type="slide" axis="0 0 1"/>
+      <joint name="t_c1" type="hinge" axis="1 0 0"/>
+      <joint name="t_c2" type="ball" range="0 12" armature="0.01"/>
+      <geom type="sphere" size="0.05"/>
+    </body>
+    <body name="f_a" pos="0 -2 1">
+      <joint name="f_a0" type="hinge" axis="0 1 0" range="-20 20"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.04" contype="0" conaffinity="0"/>
+    </body>
+    <body name="f_ball" pos="0.6 -2 0.04">
+      <freejoint/>
+      <geom type="sphere" size="0.05" contype="1"/>
+    </body>
+    <body name="f_fb" pos="-0.3 -2 0.5">
+      <flexcomp name="f" type="grid" dim="2" count="3 2 1" spacing=".1 .1 .1" mass=".3" radius=".01">
+        <contact contype="0" conaffinity="0"/><edge equality="true"/><pin id="0"/>
+      </flexcomp>
+    </body>
+    <body name="f_gb" pos="0.3 -1.5 0.5">
+      <flexcomp name="g" type="grid" dim="1" count="3 1 1" spacing=".1 .1 .1" mass=".2" radius=".01">
+        <contact contype="0" conaffinity="0"/><pin id="0"/>
+      </flexcomp>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="sp" limited="true" range="0.3 0.6" frictionloss="0.2" margin="0.02">
+      <site site="t_s0"/><site site="t_s1"/><site site="t_s2"/>
+    </spatial>
+    <fixed name="fx" limited="true" range="-0.01 0.01" margin="0.05" solreflimit="0.03 0.9"
+           solimpfriction="0.8 0.9 0.01 0.5 2" frictionloss="0.1">
+      <joint joint="t_a0" coef="1"/><joint joint="t_c1" coef="-0.5"/><joint joint="t_c0" coef="0.3"/>
+    </fixed>
+    <fixed name="f2" limited="true" range="-0.1 0.05" margin="0.01">
+      <joint joint="t_c0" coef="1"/>
+    </fixed>
+    <fixed name="f_fx" limited="true" range="-0.01 0.01" margin="0.05">
+      <joint joint="f_a0" coef="1"/>
+    </fixed>
+  </tendon>
+  <equality>
+    <connect body1="c" body2="b" anchor="0.02 0 0.01"/>
+    <connect site1="sc" site2="sb" solref="0.03 0.8"/>
+    <connect body1="d" anchor="0 0.1 0" solimp="0.8 0.95 0.01 0.4 3"/>
+    <weld body1="d" relpose="0.1 0 0.5 0.9 0.1 0.2 0.3" torquescale="0.5" solref="-100 -10"/>
+    <weld site1="sa" site2="sc" torquescale="2"/>
+    <weld body1="c" body2="a" anchor="0.1 0 0"/>
+    <tendon tendon1="fx" tendon2="sp" polycoef="0.01 0.5 0.2 0.1 0"/>
+    <tendon tendon1="f2" polycoef="0.02 0 0 0 0" solref="0.05 1"/>
+    <flex flex="g" solref="0.03 0.9"/>
+  </equality>
+</mujoco>
+"""
+
+# KINDS' states: each part's qpos spread as its model's alone (EQ 0.3, TEN 0.5, FLEX 0.05: the flexes' vertices
+# within a few cm of their rest lengths), from the first body of each part on
+KINDS_SCALES = (("a", 0.3), ("t_a", 0.5), ("f_a", 0.05))
+
+
+def _kinds(xml, n=3, scale=0.3, inactive=(), **config):
+    """(MjModel, Model, batch of n states before the rows, XLA rows): equalities `inactive` ((state, eq id)) off;
+    `scale` the qpos spread (a float, or one per dof); `config` more of the Model's Config."""
     mjm = mujoco.MjModel.from_xml_string(xml)
-    m, ds = _setup(mjm, n=n, scale=scale)
+    m, ds = _setup(mjm, n=n, scale=scale, **config)
     for i, e in inactive:
         ds = ds.replace(eq_active=ds.eq_active.at[i, e].set(False))
     return mjm, m, ds, _rows(m, ds)
@@ -564,6 +667,51 @@ def _kinds(xml, n=3, scale=0.3, inactive=()):
 def _live_rows(want, p, block, n):
     """(states, rows) liveness of a plan block's n rows."""
     return np.asarray(want.efc_mask)[:, p.adr[block] : p.adr[block] + n]
+
+
+def _kinds_scale(mjm):
+    """(nv,) KINDS' qpos spread per dof (KINDS_SCALES: each part from its first body on)."""
+    scale = np.zeros(mjm.nv)
+    for name, x in KINDS_SCALES:
+        scale[mjm.dof_bodyid >= mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, name)] = x
+    return scale
+
+
+@pytest.fixture(scope="module")
+def kinds_model():
+    """KINDS, float64: 3 states and their XLA rows, with what eq_model, ten_model and flex_model check of theirs:
+    an equality off in some states (a connect and a weld, the explicit flex equality); every connect and weld row
+    live in some state and some off, with a nonzero Jdot qvel bias; live rows of every TEN kind (tendon
+    equalities, tendon friction, ball limits, tendon limits with two-row limits' upper sides); every flex edge row
+    live in some state and some off, stretched or compressed, both flex equalities' rows; contacts."""
+    mjm = mujoco.MjModel.from_xml_string(KINDS)
+    g = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_FLEX, "g")
+    eq_g = int(np.nonzero((mjm.eq_type == mujoco.mjtEq.mjEQ_FLEX) & (mjm.eq_obj1id == g))[0][0])  # explicit
+    mjm, m, ds, want = _kinds(KINDS, scale=_kinds_scale(mjm), inactive=((1, 1), (2, 4), (1, eq_g)),
+                              efc_jacobian="dense")  # fmt: skip
+    p = constraint.plan(m)
+    # EQ's
+    assert len(p.connect) == 3 and len(p.weld) == 3
+    assert _live_rows(want, p, "connect", 9).any(axis=0).all() and _live_rows(want, p, "weld", 18).any(axis=0).all()
+    assert not _live_rows(want, p, "connect", 9).all() and not _live_rows(want, p, "weld", 18).all()
+    assert np.any(np.asarray(m.eq_objtype) == mujoco.mjtObj.mjOBJ_SITE)
+    kb = jax.jit(constraint.efc_kbip)(m, jax.tree.map(lambda x: x[0], ds))  # jitted: eager, ~17 CPU-s of tiny compiles
+    assert np.abs(np.asarray(kb[p.adr["connect"] : p.adr["connect"] + 27, 1])).min() > 0  # the bias enters aref
+    # TEN's (and FLEX's tendon limit)
+    assert len(p.tendon_eq) == 2 and len(p.fric_ten) == 2 and len(p.lim_ball) == 2 and len(p.lim_ten) == 4
+    assert not p.lim_ten_one.all()
+    for block, n in (("tendon_eq", 2), ("fric_ten", 2), ("lim_ball", 2), ("lim_ten", int(np.sum(2 - p.lim_ten_one)))):
+        assert _live_rows(want, p, block, n).any(axis=0).all(), block
+    assert np.abs(np.asarray(ds.ten_length)).min() > 0  # the tendon stage ran
+    # FLEX's
+    assert len(p.flex_eq_edge) == m.nflexedge == 11 and len(set(p.flex_eq_owner.tolist())) == 2
+    live = _live_rows(want, p, "flex_eq", 11)
+    assert live.any(axis=0).all() and not live.all()
+    assert _live_rows(want, p, "contact", 4).any()
+    assert np.abs(np.asarray(ds.flexedge_J)).max() > 0.5
+    flex_pos = np.asarray(want.efc_pos)[:, p.adr["flex_eq"] : p.adr["flex_eq"] + 11]
+    assert np.abs(flex_pos[live]).min() > 0  # stretched or compressed
+    return mjm, m, ds, want
 
 
 @pytest.fixture(scope="module")
@@ -576,7 +724,7 @@ def eq_model():
     assert _live_rows(want, p, "connect", 9).any(axis=0).all() and _live_rows(want, p, "weld", 18).any(axis=0).all()
     assert not _live_rows(want, p, "connect", 9).all() and not _live_rows(want, p, "weld", 18).all()
     assert np.any(np.asarray(m.eq_objtype) == mujoco.mjtObj.mjOBJ_SITE)
-    kb = constraint.efc_kbip(m, jax.tree.map(lambda x: x[0], ds))
+    kb = jax.jit(constraint.efc_kbip)(m, jax.tree.map(lambda x: x[0], ds))  # jitted: eager, ~17 CPU-s of tiny compiles
     assert np.abs(np.asarray(kb[:27, 1])).min() > 0  # damping: the bias enters aref beside B vel
     return mjm, m, ds, want
 
@@ -610,8 +758,11 @@ def flex_model():
     return mjm, m, ds, want
 
 
+# KINDS (EQ, TEN and FLEX in one model) by default; the three models alone in the slow selection (CI time: each model
+# compiles both kernels and both paths' stages again), their rows' kinds covered by KINDS' params
 @pytest.mark.parametrize("tile", [0, 2])
-@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
+@pytest.mark.parametrize("model", ["kinds_model"] + [pytest.param(k, marks=pytest.mark.slow)
+                                                     for k in ("eq_model", "ten_model", "flex_model")])  # fmt: skip
 def test_more_kinds_rows_equal_xla(request, model, tile):
     """Connect and weld rows (EQ), tendon and ball-limit rows (TEN), flex edge equalities (FLEX) in the lane kernel
     and on the row tiles (2 environments per program): every efc_* field, nefc, efc_address and the warnings equal
@@ -645,17 +796,18 @@ def _forward_state(mjm, mjd, rng):
     oracle.random_state(mjm, mjd, rng, qpos_scale=0.3)
 
 
-def test_flex_rows_without_tendon_rows_tiled(flex_model):
+def test_flex_rows_without_tendon_rows_tiled():
     """FLEX without its tendon limit: the edges' rows alone on the tendons' tile (their Jacobian source is
-    flexedge_J alone, ten_J not among the kernel's inputs): the rows equal the XLA rows' (float64). The states are
-    flex_model's (the stages before the rows do not read tendon_limited)."""
+    flexedge_J alone, ten_J not among the kernel's inputs): the rows equal the XLA rows' (float64), at flex_model's
+    states (the explicit flex equality off in one)."""
     mjm = mujoco.MjModel.from_xml_string(FLEX)
     mjm.tendon_limited[:] = 0
-    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
-    ds = flex_model[2]
+    mjm.geom_contype[:] = mjm.geom_conaffinity[:] = 0  # no contacts either (CI time: no collision program)
+    m, ds = _setup(mjm, scale=0.05)
+    ds = ds.replace(eq_active=ds.eq_active.at[1, 0].set(False))
     p = constraint.plan(m)
     assert len(p.lim_ten) == 0 and len(p.flex_eq_edge) == 11 and rows.fusable(m)
-    assert "ten_J" not in rows.kernel(m, jax.tree.map(lambda x: x[0], ds))[1]
+    assert "ten_J" not in jax.eval_shape(lambda d: rows.kernel(m, d)[1], jax.tree.map(lambda x: x[0], ds))
     _compare(_tiled_rows(m, ds, 2), _rows(m, ds), ROWS_TOL, "FLEX without tendon rows, tiled")
 
 
@@ -693,17 +845,19 @@ def test_more_kinds_gradients_equal_xla(request, model):
     tk.assert_grads_equal(got, want, GRAD_TOL)
 
 
-@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
+@pytest.mark.parametrize("model", ["kinds_model"] + [pytest.param(k, marks=pytest.mark.slow)
+                                                     for k in ("eq_model", "ten_model", "flex_model")])  # fmt: skip
 def test_more_kinds_twin_reads_only_the_kernel_inputs(request, model):
     """As test_twin_reads_only_the_kernel_inputs, for the new kinds' inputs (poses, cvel, cdof_dot, ten_J,
     flexedge_J, ...)."""
     _, m, ds, _ = request.getfixturevalue(model)
-    d = rows.prepare(m, jax.tree.map(lambda x: x[0], ds))
+    d = jax.jit(rows.prepare)(m, jax.tree.map(lambda x: x[0], ds))  # jitted: no eager op-by-op compiles (CI time)
     _check_twin_inputs(m, d)
 
 
 @pytest.mark.parametrize("rows_tile", [0, 4])
-@pytest.mark.parametrize("model", ["eq_model", "ten_model", "flex_model"])
+@pytest.mark.parametrize("model", ["kinds_model"] + [pytest.param(k, marks=pytest.mark.slow)
+                                                     for k in ("eq_model", "ten_model", "flex_model")])  # fmt: skip
 def test_more_kinds_lower_to_triton(request, monkeypatch, model, rows_tile):
     """The rows kernels with the new kinds lower to Triton (float64, a batch of 200: masked lanes); float32 in
     test_lowers_to_triton's slow selection is the same code. One layout (CI time): the kinds' code reads and writes
