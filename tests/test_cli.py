@@ -1,6 +1,10 @@
-"""`python -m mjx_lite {run,bench,render,check,train}`: each subcommand in a subprocess on a bundled model (by
-name), `check` of a model with an unsupported feature (exit code 2, clear message), every --help (defaults,
-examples, usage lines), the `mjx_lite` console script, and mistakes that fail early with a message naming them."""
+"""`python -m mjx_lite {run,bench,render,check,train}`: each subcommand on a bundled model (by name), `check` of a
+model with an unsupported feature (exit code 2, clear message), every --help (defaults, examples, usage lines), the
+`mjx_lite` console script, and mistakes that fail early with a message naming them.
+
+`run` starts a real `python -m mjx_lite` (the entry point, `sys.exit(main())`, and the command's float32 default);
+the other commands call the same `main` in this process (`_main`: its exit code, returned or raised, and its output),
+which spares a start of Python, JAX and mjx_lite per command (about 3 CPU-s each on the CI machine)."""
 
 import importlib
 import importlib.util
@@ -9,6 +13,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import types
 
 import numpy as np
 import pytest
@@ -19,6 +24,17 @@ from mjx_lite import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT = 600  # seconds per subprocess: generous, the CI machine is shared by two test workers
+
+
+def _main(capsys, *args):
+    """`python -m mjx_lite ARGS` in this process: its exit code (returned by main or raised, as `sys.exit(main())`
+    turns either into the status) and what it printed."""
+    try:
+        code = cli.main(list(map(str, args)))
+    except SystemExit as e:
+        code = e.code
+    out = capsys.readouterr()
+    return types.SimpleNamespace(returncode=0 if code is None else code, stdout=out.out, stderr=out.err)
 
 
 def _cli(*args, cwd=None):
@@ -98,18 +114,19 @@ def test_run():
     assert "timestep 0.01 s, euler, Newton solver (2 iterations" in p.stdout and "disabled: contact" in p.stdout
 
 
-def test_bench():
-    p = _cli("bench", "pendulum", "--batch", 2, "--steps", 2, "--repeats", 1, "--skip", "mjx", "c")
+def test_bench(capsys):
+    p = _main(capsys, "bench", "pendulum", "--batch", 2, "--steps", 2, "--repeats", 1, "--skip", "mjx", "c")
     assert p.returncode == 0, p.stderr
     assert "mjx_lite" in p.stdout and "steps_per_s" in p.stdout
     assert "the model's own settings (nothing disabled)" in p.stdout
 
 
-def test_render(tmp_path):
+def test_render(tmp_path, capsys, monkeypatch):
     """A video by bundled name from outside the repository, and the frames-vs-steps explanation: 20 steps of
     0.01 s at 25 fps is a frame every 4 steps, 6 frames."""
     out = tmp_path / "rollout.mp4"
-    p = _cli("render", "pendulum", "-o", out, "--steps", 20, "--fps", 25, "--height", 32, "--width", 32, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    p = _main(capsys, "render", "pendulum", "-o", out, "--steps", 20, "--fps", 25, "--height", 32, "--width", 32)
     assert p.returncode == 0, p.stderr
     assert out.exists() and out.stat().st_size > 0
     assert "a frame every 4 steps" in p.stdout and "20 steps -> 6 frames" in p.stdout
@@ -129,30 +146,30 @@ def test_render_png_frame(tmp_path, capsys):
     assert "one frame of the initial state" in stdout and "note: the picture is dark" not in stdout
 
 
-def test_check_agrees_with_mujoco():
-    p = _cli("check", "cartpole")
+def test_check_agrees_with_mujoco(capsys):
+    p = _main(capsys, "check", "cartpole")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "sizes: nq 2, nv 2, nu 1" in p.stdout
     assert "agrees with MuJoCo C" in p.stdout
 
 
-def test_check_unsupported_feature(tmp_path):
+def test_check_unsupported_feature(tmp_path, capsys):
     xml = tmp_path / "composite.xml"
     xml.write_text('<mujoco><worldbody><body><composite type="grid" count="2 2 1"/></body></worldbody></mujoco>')
-    p = _cli("check", xml)
+    p = _main(capsys, "check", xml)
     assert p.returncode == cli.EXIT_UNSUPPORTED
     assert "unsupported feature" in p.stderr and "<composite>" in p.stderr
     assert "Traceback" not in p.stderr
 
 
-def test_check_unknown_model():
-    p = _cli("check", "no_such_model")
+def test_check_unknown_model(capsys):
+    p = _main(capsys, "check", "no_such_model")
     assert p.returncode == cli.EXIT_FAILURE
     assert "no bundled model" in p.stderr
 
 
-def test_train_help_or_unavailable():
-    p = _cli("train", "--help")
+def test_train_help_or_unavailable(capsys):
+    p = _main(capsys, "train", "--help")
     if importlib.util.find_spec("mjx_lite.rl") and importlib.util.find_spec("mjx_lite.rl.train"):
         assert p.returncode == 0, p.stderr
     else:  # the RL subpackage is not part of this checkout: a clear message, no traceback
@@ -209,7 +226,7 @@ def test_train(tmp_path):
     assert "learning curve" in p.stdout and out.exists()
 
 
-def test_check_lists_every_unsupported_feature(tmp_path):
+def test_check_lists_every_unsupported_feature(tmp_path, capsys):
     """`check` names every unsupported feature of a model (an element the reader refuses, attributes, a flag), not only
     the first, and exits 2 (sleep: refused with a tendon equality active at load, as MuJoCo 4.0 stops there)."""
     xml = tmp_path / "many.xml"
@@ -222,7 +239,7 @@ def test_check_lists_every_unsupported_feature(tmp_path):
       </worldbody>
       <tendon><fixed name="t"><joint joint="j" coef="1"/></fixed></tendon>
       <equality><tendon tendon1="t"/></equality></mujoco>""")
-    p = _cli("check", xml)
+    p = _main(capsys, "check", xml)
     assert p.returncode == cli.EXIT_UNSUPPORTED, p.stdout + p.stderr
     assert "Traceback" not in p.stderr
     for feature in ("<composite>", "sleep", "speculative", "ccd_iterations"):  # (adhesion etc.: supported)
@@ -237,7 +254,7 @@ SOLVER_XML = """<mujoco><option solver="PGS" iterations="{iterations}" tolerance
   </worldbody></mujoco>"""
 
 
-def test_check_explains_an_unconverged_solver(tmp_path):
+def test_check_explains_an_unconverged_solver(tmp_path, capsys):
     """A model whose PGS stops at its iteration limit (2) on both sides: `check` prints both sides' iterations, final
     improvement and gradient, per island (MuJoCo 4.0 and ours solve each island on its own, the same iterates:
     the model agrees); run to convergence, no note. (The first differing stage when a solver stops elsewhere:
@@ -245,13 +262,13 @@ def test_check_explains_an_unconverged_solver(tmp_path):
     short, long = tmp_path / "short.xml", tmp_path / "long.xml"
     short.write_text(SOLVER_XML.format(iterations=2, tolerance="1e-8"))
     long.write_text(SOLVER_XML.format(iterations=3000, tolerance="1e-15"))
-    p = _cli("check", short)
+    p = _main(capsys, "check", short)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "stopped at its iteration limit on both sides" in p.stdout, p.stdout
     assert len(re.findall(r"MuJoCo C island \d: 2 iterations, final improvement", p.stdout)) == 2, p.stdout
     assert "mjx_lite: 2 iterations (per island: 2, 2), final improvement" in p.stdout, p.stdout
     assert "agrees with MuJoCo C" in p.stdout
-    p = _cli("check", long)
+    p = _main(capsys, "check", long)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "agrees with MuJoCo C" in p.stdout and "iteration limit" not in p.stdout
 
