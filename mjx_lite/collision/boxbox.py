@@ -121,7 +121,9 @@ def _reduce(xy: jax.Array, depth: Values, valid: Mask) -> tuple[Ids, Mask]:
 
 def _normalize3(v: jax.Array, one: Scalar) -> jax.Array:
     """v / |v| (MuJoCo's mju_normalize3: (1, 0, 0) below MINVAL), NaN-free gradient."""
-    norm = jp.sqrt(_dot3(v, v, one))
+    n2 = _dot3(v, v, one)
+    pos = n2 > 0
+    norm = jp.where(pos, jp.sqrt(jp.where(pos, n2, 1.0)), 0.0)  # the square root's gradient is infinite at 0
     small = norm < MINVAL
     inv = 1 / jp.where(small, 1.0, norm)
     return jp.where(small, jp.array([1.0, 0.0, 0.0], v.dtype), v * inv)
