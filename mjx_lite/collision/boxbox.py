@@ -264,14 +264,14 @@ def box_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
         verts, valid = _clip(verts, valid, coord, sign, lim, o)
     # in the margin band, dropping near-duplicates of accepted vertices (clipping at polygon corners)
     dupe2 = eps["dup"] * ((lx * lx) * o + (ly * ly) * o)
-    acc = []
-    for k in range(_MAXVERT):
-        ok = valid[k] & ~(verts[k, 2] > margin)
-        for q in range(k):
-            dx, dy = verts[q, 0] - verts[k, 0], verts[q, 1] - verts[k, 1]
-            ok = ok & ~(acc[q] & ((dx * dx) * o + (dy * dy) * o < dupe2))
-        acc.append(ok)
-    sel, fok = _first_k(jp.stack(acc), _MAXVERT)
+    dx = verts[:, None, 0] - verts[None, :, 0]  # [q, k]: earlier vertex q minus vertex k
+    dy = verts[:, None, 1] - verts[None, :, 1]
+    near = jp.tril((dx * dx) * o + (dy * dy) * o < dupe2, -1).T  # [q, k], q < k
+    cand = valid & ~(verts[:, 2] > margin)
+    acc = jp.zeros(_MAXVERT, bool)
+    for k in range(_MAXVERT):  # in order: a vertex is a duplicate only of an accepted one
+        acc = acc.at[k].set(cand[k] & ~jp.any(acc & near[:, k]))
+    sel, fok = _first_k(acc, _MAXVERT)
     verts = verts[sel]
     if MAXCON < _MAXVERT:
         idx, fok = _reduce(verts[:, :2], verts[:, 2], fok)
