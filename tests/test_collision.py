@@ -14,8 +14,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver, epa, general, gjk, hull, sat, support  # noqa: E402
+from mjx_lite.collision import boxbox, driver, epa, general, gjk, hull, sat, support  # noqa: E402
 from mjx_lite.collision import types as ctypes  # noqa: E402
+from mjx_lite.collision.frame import make_frame  # noqa: E402
 from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from mjx_lite.types import GeomType  # noqa: E402
 from mjx_lite.types import Warning as W  # noqa: E402, N817
@@ -446,6 +447,119 @@ def test_box_box_face_manifold():
             poses.append((mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
     counts = _match_poses(m, mjm, poses, ATOL_ANALYTIC)
     assert max(counts) >= 4 and counts[12:].count(4) >= 6, counts
+
+
+# box-box follows MuJoCo's arithmetic (its frame, its order of operations, no fused multiply-adds): on touching faces
+# the distance is rounding (1e-17) and its sign decides contact or none, so agreement is to a few ulps
+ATOL_BOX_ROUNDOFF = 1e-15
+_BOX_BOX = jax.jit(jax.vmap(lambda p1, m1, s1, p2, m2, s2, margin: boxbox.box_box(
+    GeomInfo(p1, m1, s1), GeomInfo(p2, m2, s2), margin)))  # fmt: skip
+
+
+def _free_boxes_contacts(s1, s2, qpos, margin):
+    """Two boxes (sizes s1, s2) on free bodies at qpos (14,) with a geom margin each: MuJoCo's (xpos (2, 3), xmat
+    (2, 3, 3), size (2, 3), detection margin, contact dist (n,), pos (n, 3), normal (n, 3))."""
+    mjm = mujoco.MjModel.from_xml_string(f"""<mujoco><worldbody>
+      <body><freejoint/><geom type="box" size="{s1[0]} {s1[1]} {s1[2]}" margin="{margin}"/></body>
+      <body><freejoint/><geom type="box" size="{s2[0]} {s2[1]} {s2[2]}" margin="{margin}"/></body>
+      </worldbody></mujoco>""")
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = qpos
+    mujoco.mj_kinematics(mjm, mjd)
+    mujoco.mj_collision(mjm, mjd)
+    c = mjd.contact[: mjd.ncon]
+    return (mjd.geom_xpos.copy(), mjd.geom_xmat.reshape(-1, 3, 3).copy(), mjm.geom_size.copy(), 2 * margin,
+            c.dist.copy(), c.pos.copy(), c.frame[:, :3].copy())  # fmt: skip
+
+
+def _box_box_vs_mujoco(rows):
+    """rows: `_free_boxes_contacts`; box_box on MuJoCo's poses gives MuJoCo's contacts (count, order, dist, pos,
+    normal). Returns MuJoCo's contact counts."""
+    xpos, xmat, size, margin = (np.stack([r[k] for r in rows]) for k in range(4))
+    out = _BOX_BOX(xpos[:, 0], xmat[:, 0], size[:, 0], xpos[:, 1], xmat[:, 1], size[:, 1], margin)
+    normal = np.asarray(make_frame(out.normal, out.tangent))[..., 0, :]
+    dist, pos = np.asarray(out.dist), np.asarray(out.pos)
+    for k, (*_, mdist, mpos, mnormal) in enumerate(rows):
+        act = dist[k] < ctypes.NOCONTACT / 2
+        assert act.sum() == len(mdist), (k, dist[k][act], mdist)
+        np.testing.assert_allclose(dist[k][act], mdist, atol=ATOL_BOX_ROUNDOFF, rtol=0)
+        np.testing.assert_allclose(pos[k][act], mpos, atol=ATOL_BOX_ROUNDOFF, rtol=0)
+        np.testing.assert_allclose(normal[k][act], mnormal, atol=ATOL_BOX_ROUNDOFF, rtol=0)
+    return [len(r[4]) for r in rows]
+
+
+def _quat(euler):
+    q = np.zeros(4)
+    mujoco.mju_euler2Quat(q, np.asarray(euler, float), "xyz")
+    return q
+
+
+PANDA_PADS = ((72, 81), (73, 80), (70, 79), (71, 78))  # the finger pads (box geoms) of Menagerie's Panda
+
+
+def _panda_pad_rows():
+    """The Panda's finger pads at qpos0 (closed: their faces coincide), as `_free_boxes_contacts` rows, MuJoCo's
+    contacts of each pad pair with its midphase off (its bounding-volume tree culls (70, 79) and (71, 78) by the
+    rounding of their bounding boxes; mjx_lite has no such tree for primitive pairs). [] without Menagerie."""
+    root = os.environ.get("MJX_LITE_MENAGERIE", "")
+    path = os.path.join(root, "franka_emika_panda/scene.xml")
+    if not root or not os.path.exists(path):
+        return []
+    mjm = mujoco.MjModel.from_xml_path(path)
+    mjm.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MIDPHASE
+    mjd = mujoco.MjData(mjm)
+    mujoco.mj_forward(mjm, mjd)
+    rows = []
+    for g in PANDA_PADS:
+        c = [mjd.contact[i] for i in range(mjd.ncon) if tuple(mjd.contact.geom[i]) == g]
+        rows.append((mjd.geom_xpos[list(g)], mjd.geom_xmat[list(g)].reshape(-1, 3, 3), mjm.geom_size[list(g)],
+                     mjm.geom_margin[list(g)].sum(), np.array([x.dist for x in c]), np.array([x.pos for x in c]),
+                     np.array([x.frame[:3] for x in c])))  # fmt: skip
+    return rows
+
+
+def test_box_box_touching():
+    """Boxes touching face to face (issue 43: the Panda's closed finger pads), at distance 0 in exact arithmetic:
+    relative yaws of 0, 45, 90, 180 degrees and random, in-face offsets, boxes of different sizes, the pair upright
+    or in a common random frame, both geom orders; equal pads, one turned 180 degrees about the normal (as the
+    Panda's); with $MJX_LITE_MENAGERIE the Panda's own pads at qpos0. MuJoCo finds 4 or more contacts or none by the
+    sign of its rounding (both occur here); box_box on MuJoCo's poses gives MuJoCo's contacts."""
+    rng = np.random.default_rng(43)
+    sizes = [(0.1, 0.13, 0.16), (0.05, 0.07, 0.1), (0.2, 0.1, 0.05), (0.003, 0.002, 0.0035)]
+    rows = []
+    for k in range(24):
+        s1, s2 = sizes[k % 4], sizes[(k // 4 + k) % 4]
+        yaw1 = (0.0, np.pi / 3, rng.uniform(-np.pi, np.pi))[k % 3]
+        yaw = (0.0, np.pi / 4, np.pi / 2, np.pi, rng.uniform(-np.pi, np.pi))[k % 5]
+        q1, q2 = _quat([0, 0, yaw1]), _quat([0, 0, yaw1 + yaw])
+        p2 = np.r_[rng.uniform(-0.5, 0.5, 2) * min(s1[:2]) * (k % 2), s1[2] + s2[2]]
+        if k >= 12:  # the touching pair in a common random frame
+            r, q = _random_quat(rng), np.zeros(4)
+            mujoco.mju_mulQuat(q, r, q1)
+            q1 = q.copy()
+            mujoco.mju_mulQuat(q, r, q2)
+            q2 = q.copy()
+            mujoco.mju_rotVecQuat(p2, p2.copy(), r)
+        base = rng.uniform(-1, 1, 3)
+        for a, b in (((s1, base, q1), (s2, base + p2, q2)), ((s2, base + p2, q2), (s1, base, q1))):  # both orders
+            rows.append(_free_boxes_contacts(a[0], b[0], np.r_[a[1], a[2], b[1], b[2]], 0.0))
+    # equal pads as the Panda's: 180 degrees about a horizontal axis at 22.5 degrees, the other pad turned 180 degrees
+    # about the world z, its centre 2 half-widths away along the pads' y axis
+    pad = (0.003, 0.002, 0.0035)
+    for k in range(8):
+        qa, qz, qb, y = np.zeros(4), np.zeros(4), np.zeros(4), np.zeros(3)
+        mujoco.mju_axisAngle2Quat(qa, np.array([np.cos(np.pi / 8), np.sin(np.pi / 8), 0]), np.pi)
+        mujoco.mju_axisAngle2Quat(qz, np.array([0.0, 0, 1]), np.pi)
+        mujoco.mju_mulQuat(qb, qz, qa)
+        mujoco.mju_rotVecQuat(y, np.array([0.0, 1, 0]), qa)
+        pa = np.array([0.0933, 0.0025, 0.8281]) + rng.uniform(-0.01, 0.01, 3) * (k % 4 > 0)
+        pb = pa - 2 * pad[1] * y
+        rows.append(_free_boxes_contacts(pad, pad, np.r_[pa, qa, pb, qb] if k % 2 else np.r_[pb, qb, pa, qa], 0.0))
+    panda = _panda_pad_rows()
+    counts = _box_box_vs_mujoco(rows + panda)
+    upright = counts[:24]
+    assert upright.count(0) >= 4 and sum(c >= 4 for c in upright) >= 8, counts
+    assert all(c == 4 for c in counts[len(rows) :]), counts  # the Panda's pads: 4 contacts each
 
 
 def test_pair_filters_and_params():
