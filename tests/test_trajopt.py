@@ -678,6 +678,17 @@ def test_acrobot_pump_against_mujoco():
         np.testing.assert_allclose(task.cost(d, d.ctrl, 0), tasks.ACROBOT_WEIGHTS[2] * 0.5 * 0.3**2, rtol=1e-12)
 
 
+@pytest.mark.slow
+def test_acrobot_open_swing_up_by_ilqr():
+    """The acrobot's swing-up as one 7 s open-loop plan (`tasks.acrobot_open`, from the energy pump) is solved by
+    iLQR within the task's budget (`Task.ilqr_iterations`): the end state meets MuJoCo MPC's goal check."""
+    task = tasks.acrobot_open()
+    res = tasks.plan(task, "ilqr")
+    assert np.asarray(res.costs).shape == (task.ilqr_iterations + 1,)
+    assert float(res.cost) < float(res.costs[0])
+    assert tasks.final_error(task, res.ctrl) <= 1.0
+
+
 def test_sampling_rollout_model(pendulum):
     """The samplers roll out with quaternion_ops "elementwise" where the model leaves it "auto" (their returned
     costs equal a fresh rollout's with the model as given: test_planner_decreases_cost_and_compiles_once), and keep
