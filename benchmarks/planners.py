@@ -6,7 +6,8 @@ control step, 15 s): prints two tables. The acrobot's 2 s task has no open-loop 
 adds them: no plan over its 2 s horizon can reach the top); `acrobot_open` is the swing-up as one 7 s open-loop plan
 from an energy pump's controls (`tasks.acrobot_open`).
 
-Each planner runs once with a fixed iteration budget (iLQR 30, the samplers 50; issue 42's targets), then again for
+Each planner runs once with a fixed iteration budget (iLQR 30, the samplers 50; issue 42's targets; iLQR on
+`acrobot_open` 60, `Task.ilqr_iterations`: a 7 s plan of a chaotic double pendulum, mostly short steps), then again for
 the timing (no compilation): the timed calls of all planners of a task are interleaved `--repeats` times and the
 median is reported as ms per iteration (a loaded machine shows up as a spread between min and median). "solved":
 the end state of the returned controls' rollout meets the task's goal check (`Task.success`: the cartpole's pole
@@ -83,7 +84,7 @@ SAMPLING_ITERATIONS = 50
 
 def make_planner(task: tasks.Task, name: str, samples: int, iterations: int | None):
     """(iterations, planner(key) -> Result) for planner `name` on `task`."""
-    n = iterations or (ILQR_ITERATIONS if name == "ilqr" else SAMPLING_ITERATIONS)
+    n = iterations or (task.ilqr_iterations if name == "ilqr" else SAMPLING_ITERATIONS)
     return n, lambda key: tasks.plan(task, name, n, samples=samples, rng=key)
 
 
@@ -260,7 +261,8 @@ def report(quick: bool = False) -> str:
     load = f"load average {os.getloadavg()[0]:.1f} at the end" if hasattr(os, "getloadavg") else ""
     return "\n".join([
         HEADING, "",
-        f"`{cmd}` (float64; iLQR budget {ILQR_ITERATIONS} iterations, samplers {SAMPLING_ITERATIONS} with 256 "
+        f"`{cmd}` (float64; iLQR budget {ILQR_ITERATIONS} iterations ({tasks.ACROBOT_OPEN_ILQR_ITERATIONS} on "
+        f"acrobot_open, `Task.ilqr_iterations`), samplers {SAMPLING_ITERATIONS} with 256 "
         "samples over cubic spline knots; solved: the end state meets the task's goal check, error/tol <= 1; "
         f"ms/iteration: median of interleaved timed calls, no compilation; {load}).", "",
         *table_lines(HEAD, table), "",

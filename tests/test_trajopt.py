@@ -149,6 +149,33 @@ def test_regularization_schedule():
     assert float(update(mu, delta, False)[0]) == ilqr_mod.MU_MAX
 
 
+def test_ilqr_retries_fold_rejected_iterations(pendulum):
+    """`ilqr(retries=R)`: a rejected line search is repeated within its iteration with mu raised by the schedule, on
+    the same expansion. Overshooting steps only (alpha 2, so that some line searches fail) from a tiny mu: without
+    retries each rejection costs an iteration (a flat cost; here the last four). With retries the iterates are those
+    of retries=0 with the rejections folded into the iterations that accept: the same accepted costs (the same
+    nominals and mu schedule), in fewer iterations, so further within the same budget."""
+    m, d = pendulum
+    iters = 8
+
+    def run(retries):
+        res = trajopt.ilqr(m, d, cost, HORIZON, iterations=iters, terminal_cost=terminal, alphas=(2.0,) * 6,
+                           regularization=1e-8, retries=retries)  # fmt: skip
+        costs, steps = np.asarray(res.costs), np.asarray(res.report.step_sizes)
+        return costs, steps, costs[np.r_[True, np.diff(costs) != 0]]
+
+    c0, s0, accepted0 = run(0)
+    c4, s4, accepted4 = run(4)
+    assert np.sum(s0 == 0) >= 1, "no rejected iteration: the test does not exercise retries"
+    assert np.sum(s4 == 0) < np.sum(s0 == 0)
+    n = min(len(accepted0), len(accepted4))
+    assert len(accepted4) > len(accepted0)
+    np.testing.assert_allclose(accepted4[:n], accepted0[:n], rtol=1e-12)
+    assert c4[-1] <= c0[-1]
+    with pytest.raises(ValueError, match="retries"):
+        trajopt.ilqr(m, d, cost, HORIZON, iterations=iters, retries=-1)
+
+
 @pytest.fixture(scope="module")
 def box_qp_batch():
     return jax.jit(jax.vmap(lambda H, g, lo, hi: boxqp.box_qp(H, g, lo, hi)))
@@ -649,6 +676,17 @@ def test_acrobot_pump_against_mujoco():
         w = tasks.ACROBOT_OPEN_TERMINAL_WEIGHT
         np.testing.assert_allclose(task.terminal_cost(d), w * base.terminal_cost(d), rtol=1e-12)
         np.testing.assert_allclose(task.cost(d, d.ctrl, 0), tasks.ACROBOT_WEIGHTS[2] * 0.5 * 0.3**2, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_acrobot_open_swing_up_by_ilqr():
+    """The acrobot's swing-up as one 7 s open-loop plan (`tasks.acrobot_open`, from the energy pump) is solved by
+    iLQR within the task's budget (`Task.ilqr_iterations`): the end state meets MuJoCo MPC's goal check."""
+    task = tasks.acrobot_open()
+    res = tasks.plan(task, "ilqr")
+    assert np.asarray(res.costs).shape == (task.ilqr_iterations + 1,)
+    assert float(res.cost) < float(res.costs[0])
+    assert tasks.final_error(task, res.ctrl) <= 1.0
 
 
 def test_sampling_rollout_model(pendulum):

@@ -32,6 +32,7 @@ MU_MIN = 1e-8  # regularisation floor (relative to Q_uu's diagonal, see backward
 MU_MAX = 1e8  # a mu this large means no descent direction was found
 MU_FACTOR = 2.0  # Tassa's delta_0: the base factor of the schedule
 DEFAULT_TOLERANCE = 1e-6  # relative cost improvement below which an accepted step ends the iterations
+DEFAULT_RETRIES = 4  # backward pass and line search repeated with a raised mu within an iteration (see `ilqr`)
 
 
 def regularization_update(mu, delta, accepted, *, factor: float = MU_FACTOR, mu_min: float = MU_MIN,
@@ -53,7 +54,7 @@ def regularization_update(mu, delta, accepted, *, factor: float = MU_FACTOR, mu_
 def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 20, *,
          ctrl_init: jax.Array | None = None, terminal_cost: common.TerminalCost | None = None,
          regularization: float = 1e-6, alphas: tuple[float, ...] = DEFAULT_ALPHAS,
-         tolerance: float = DEFAULT_TOLERANCE,
+         tolerance: float = DEFAULT_TOLERANCE, retries: int = DEFAULT_RETRIES,
          qp_iterations: int = boxqp.DEFAULT_ITERATIONS) -> common.Result:  # fmt: skip
     """Minimise J(ctrl) (see `trajopt.common`) with iLQR.
 
@@ -68,13 +69,18 @@ def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 
       alphas: the line-search step sizes tried in parallel each iteration (one batched rollout; only their
         number is static).
       tolerance: stop when an accepted step lowers the cost by less than this fraction of it.
+      retries: when no step size lowers the cost (or the backward pass fails), the backward pass and the line
+        search are repeated within the same iteration with mu raised by the schedule, up to this many times; the
+        expansion (the Jacobians, the costs' derivatives) is reused, so an iteration is one expansion. 0: each
+        rejection ends its iteration (Tassa's loop). A schedule that had lowered mu to its floor otherwise spends
+        several whole iterations climbing back (measured on the acrobot's open-loop swing-up: 7 of 30).
       qp_iterations: projected Newton iterations of the per-step box-QP (static).
 
     Returns:
       `Result`: controls, their rollout, total cost, the cost curve (iterations + 1,; after a stop the cost stays
-      flat), the feedback gains K (T, nu, 2nv+na) and the convergence `Report` (iterations run, reason, final mu,
-      accepted step sizes). jit-compiled once per (model structure, cost, horizon, iterations, len(alphas)); vmap
-      over `d0` works.
+        flat), the feedback gains K (T, nu, 2nv+na) and the convergence `Report` (iterations run, reason, final mu,
+        accepted step sizes, the mu of each iteration's last backward pass). jit-compiled once per (model structure,
+        cost, horizon, iterations, len(alphas)); vmap over `d0` works.
     """
     iterations = common.check_iterations(iterations)
     u0 = common.check_horizon(m, horizon, ctrl_init, d0.qpos.dtype)
@@ -87,8 +93,10 @@ def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 
         raise ValueError(f"ilqr: tolerance must be a non-negative number, not {tolerance!r}")
     qp_iterations = common.check_iterations(qp_iterations, "qp_iterations")
     dtype = u0.dtype
+    if isinstance(retries, bool) or not isinstance(retries, (int, np.integer)) or retries < 0:
+        raise ValueError(f"ilqr: retries must be a non-negative int, not {retries!r}")
     return _ilqr(m, d0, u0, jp.asarray(regularization, dtype), jp.asarray(alphas, dtype), jp.asarray(tolerance, dtype),
-                 cost, terminal_cost, iterations, qp_iterations)  # fmt: skip
+                 jp.asarray(retries, jp.int32), cost, terminal_cost, iterations, qp_iterations)  # fmt: skip
 
 
 def _grad_hessian(m: Model, f, z, state_only: bool = False):
@@ -136,7 +144,7 @@ def _state_diff(m: Model, qpos0, qvel0, act0, d: Data) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("cost", "terminal_cost", "iterations", "qp_iterations"))
-def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations, qp_iterations):
+def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, retries, cost, terminal_cost, iterations, qp_iterations):
     dtype = u0.dtype
     nv, na, nu = m.nv, m.na, m.nu
     nx = 2 * nv + na
@@ -248,8 +256,8 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations,
              jp.broadcast_to(d0.qacc_warmstart, (T + 1, nv)))  # fmt: skip
 
     def search(state, first):
-        """The line search with the step (k, K) of the last backward pass: (state, accepted step size)."""
-        u, traj, J, mu, delta, K_prev, _, k, K, good = state
+        """The line search with the step (k, K) of the last backward pass: (state, (accepted step size, accepted))."""
+        u, traj, J, mu, delta, K_prev, _, k, K, good, expansion = state
         raw, us, trajs = line_search(u, traj, k, K, alpha_arr)
         totals = jp.where(jp.isfinite(raw), raw, jp.inf)
         best = jp.where(first, 0, jp.argmin(totals))
@@ -265,27 +273,50 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, cost, terminal_cost, iterations,
         reason = jp.where(converged, 1, jp.where(stuck, 2, 0)).astype(jp.int32)
         mu, delta = jp.where(first, mu, mu_new), jp.where(first, delta, delta_new)
         step_size = jp.where(accept & ~first, alpha_arr[best], zero)
-        return (u, traj, J_new, mu, delta, K_prev, reason, k, K, good), step_size
+        return (u, traj, J_new, mu, delta, K_prev, reason, k, K, good, expansion), (step_size, accept)
 
     def improve(state):
         """The expansion along the nominal and the backward pass with the current mu: the next step (k, K)."""
-        u, traj, J, mu, delta, K_prev, reason, _, _, _ = state
-        A, B, g, H, Vx, Vxx = expand(u, traj)
-        k, K, good = backward(A, B, g, H, Vx, Vxx, u, mu)
-        return (u, traj, J, mu, delta, K_prev, reason, k, K, good)
+        u, traj, J, mu, delta, K_prev, reason, _, _, _, _ = state
+        expansion = expand(u, traj)
+        k, K, good = backward(*expansion, u, mu)
+        return (u, traj, J, mu, delta, K_prev, reason, k, K, good, expansion)
+
+    def rebackward(state):
+        """The backward pass again with the (raised) current mu on the stored expansion: a new step (k, K)."""
+        u, traj, J, mu, delta, K_prev, reason, _, _, _, expansion = state
+        k, K, good = backward(*expansion, u, mu)
+        return (u, traj, J, mu, delta, K_prev, reason, k, K, good, expansion)
 
     def one_pass(carry, i):
         state, count = carry
         done = state[6] != 0  # an earlier iteration stopped: the rest are skipped
-        mu_used = state[3]
-        state, step_size = jax.lax.cond(done, lambda s: (s, zero), lambda s: search(s, i == 0), state)
-        count = count + jp.where(done | (i == 0), 0, 1)
+        first = i == 0
+
+        def attempt(c):
+            # a line search; after a rejected one (the schedule has raised mu) first a new backward pass
+            state, tries, _, _, _ = c
+            state = jax.lax.cond(tries > 0, rebackward, lambda s: s, state)
+            mu_used = state[3]
+            state, (step_size, accept) = search(state, first)
+            return state, tries + 1, step_size, mu_used, accept
+
+        def again(c):
+            state, tries, _, _, accept = c
+            retry = ~first & ~accept & (state[6] == 0) & (tries <= retries)
+            return ~done & ((tries == 0) | retry)
+
+        state, _, step_size, mu_used, _ = jax.lax.while_loop(
+            again, attempt, (state, jp.zeros((), jp.int32), zero, state[3], jp.zeros((), bool)))
+        count = count + jp.where(done | first, 0, 1)
         state = jax.lax.cond((state[6] == 0) & (i < iterations), improve, lambda s: s, state)
         return (state, count), (state[2], step_size, mu_used)
 
+    no_expansion = (jp.zeros((T, nx, nx), dtype), jp.zeros((T, nx, nu), dtype), jp.zeros((T, nx + nu), dtype),
+                    jp.zeros((T, nx + nu, nx + nu), dtype), jp.zeros((nx,), dtype), jp.zeros((nx, nx), dtype))
     init = (u0, dummy, jp.asarray(jp.inf, dtype), mu0, jp.ones((), dtype), zeros_K, jp.zeros((), jp.int32), zeros_k,
-            zeros_K, jp.ones((), bool))  # fmt: skip
-    ((u, traj, J, mu, _, K, reason, _, _, _), count), (costs, steps_taken, mus) = jax.lax.scan(
+            zeros_K, jp.ones((), bool), no_expansion)  # fmt: skip
+    ((u, traj, J, mu, _, K, reason, _, _, _, _), count), (costs, steps_taken, mus) = jax.lax.scan(
         one_pass, (init, jp.zeros((), jp.int32)), jp.arange(iterations + 1))
     steps_taken, mus = steps_taken[1:], mus[1:]
     qpos, qvel, act, time, _ = traj
