@@ -629,7 +629,8 @@ def test_step_equals_xla(models, name):
 
 @pytest.mark.slow
 def test_step_gradient_equals_xla(models):
-    """jax.grad through a whole step (the solver's implicit gradient included) is the XLA path's."""
+    """jax.grad through a whole RK4 step (the solver's implicit gradient included), with respect to the state and the
+    Model, is the XLA path's."""
     _, m, ds = models("cartpole")
     d = _unbatched(ds)
 
@@ -637,9 +638,32 @@ def test_step_gradient_equals_xla(models):
         d2 = mjl.step(m, d.replace(qvel=qvel))
         return jp.sum(d2.qpos**2) + jp.sum(jp.sin(d2.qvel))
 
-    g = jax.jit(jax.grad(final, argnums=1))
+    # with respect to the Model too (a traced jit argument: RK4's merged step differentiated inside its own jit)
+    g = jax.jit(jax.grad(final, argnums=(0, 1)))
     a, b = g(mjl.configure(m, kernels="fused"), d.qvel), g(mjl.configure(m, kernels="xla"), d.qvel)
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=GRAD_TOL, atol=GRAD_TOL)
+    np.testing.assert_allclose(np.asarray(a[1]), np.asarray(b[1]), rtol=GRAD_TOL, atol=GRAD_TOL)
+    assert_grads_equal([a[0].dof_damping, a[0].body_mass], [b[0].dof_damping, b[0].body_mass], GRAD_TOL)
+
+
+def test_twins_close_over_no_tracer(models, monkeypatch):
+    """No kernel's XLA twin (its custom_jvp rule, traced lazily and possibly in a later trace than the call) reads an
+    array of the traced step it closes over: every tracer it reads is a kernel input. The twins of the kernels of
+    traced (not compiled) fused step of "joints" (every joint type, a mocap body, cameras, plane contacts, Euler,
+    Newton). Before: the tree pass's twin read the empty mocap arrays, the contact parameters' geom_adhesion."""
+    calls = launch.call
+    seen = {}
+
+    def checked(kernel, inputs, how):
+        consts = jax.make_jaxpr(kernel.xla)(inputs).consts
+        seen.setdefault(kernel.name, []).extend(c.aval for c in consts if isinstance(c, jax.core.Tracer))
+        return calls(kernel, inputs, how)
+
+    monkeypatch.setattr(launch, "call", checked)
+    _, m, ds = models("joints")
+    jax.jit(mjl.step).trace(mjl.configure(m, kernels="fused"), _unbatched(ds))
+    assert set(seen) == {"tree_pass", "velocity_pass", "fwd_acceleration", "solve_shifted", "constraint_rows",
+                         "solve_newton", "collide_primitive", "contact_params", "advance"}, sorted(seen)  # fmt: skip
+    assert {n: a for n, a in seen.items() if a} == {}
 
 
 # ---- the integrator's update (kernels/advance.py) ----------------------------------------------------------------

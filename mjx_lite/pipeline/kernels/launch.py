@@ -28,7 +28,12 @@ k, value)` stores a lane vector. The last block is masked when BLOCK does not di
 
 Derivatives. The launch is wrapped in `jax.custom_jvp` whose rule runs `jax.jvp` of the XLA twin: forward and
 reverse mode (reverse by JAX's transposition of that rule) get the XLA stage's derivatives, exactly, whatever
-the primal path. Under differentiation the twin's primal runs too (its residuals feed the tangents).
+the primal path. Under differentiation the twin's primal runs too (its residuals feed the tangents). The rule is
+traced lazily, possibly in a later trace than the one that called the kernel (pipeline/step.py's RK4 step
+differentiates its merged step inside its own jit, whose cached program's rules are traced again): so a twin reads
+only its inputs, never an array of the Model or Data it closes over (their tracers may belong to a finished trace:
+"No constant handler for type: DynamicJaxprTracer" when lowering); fields a kernel leaves out of its inputs (empty,
+or not read) enter its twin as zeros (tests/test_kernels.py::test_twins_close_over_no_tracer).
 
 On a GPU the kernel is lowered by Pallas' Triton backend; elsewhere `interpret=True` runs the same body as XLA
 operations (tests, CPU). Lowering for "cuda" works on a CPU-only machine (no GPU needed to check that a kernel is
@@ -279,7 +284,6 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
         else:
             out[n] = jp.zeros(lead + tuple(shape), dtype)
     return out
-
 
 
 def _index(i):

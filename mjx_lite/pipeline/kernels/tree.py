@@ -451,9 +451,15 @@ def _outputs(m: Model, d: Data, p: dict) -> dict:
 
 
 def _xla(m: Model, d: Data, p: dict, x: dict) -> dict:
-    """The XLA twin: the stages themselves on Model/Data fields replaced by the inputs."""
-    m2 = m.replace(**{n: v for n, v in x.items() if n in MODEL_INPUTS})
-    d2 = d.replace(**{n: v for n, v in x.items() if n in DATA_INPUTS})
+    """The XLA twin: the stages themselves on Model/Data fields replaced by the inputs (those left out of the inputs,
+    empty or unused, by zeros of their shape: the twin, a custom_jvp rule, reads no array of the (m, d) it closes
+    over, whose tracers may belong to a finished trace when the rule is traced, see launch.call)."""
+
+    def fields(obj, names):
+        return {n: x[n] if n in x else jp.zeros(jp.shape(getattr(obj, n)), getattr(obj, n).dtype) for n in names}
+
+    m2 = m.replace(**fields(m, MODEL_INPUTS))
+    d2 = d.replace(**fields(d, DATA_INPUTS))
     d2 = kinematics.com_pos(m2, kinematics.kinematics(m2, d2))
     if p["crb"]:
         d2 = inertia.crb(m2, d2)
