@@ -51,7 +51,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
-__all__ = ["BLOCK", "IO", "NUM_WARPS", "Kernel", "Launch", "call"]
+__all__ = ["BLOCK", "IO", "NUM_WARPS", "Kernel", "Launch", "call", "detach"]
 
 # environments per program on a GPU: one per thread of 4 warps (a tuning knob to measure: a block's registers and
 # the occupancy of an SM trade off with the kernel's size, see kernels/tree.py)
@@ -127,6 +127,14 @@ def call(kernel: Kernel, inputs: dict, launch: Launch) -> dict:
         return fused(x), tout
 
     return fused(inputs)
+
+
+def detach(obj, keep: dict):
+    """obj (a Model or Data) with every traced array leaf replaced by zeros of its shape and dtype, then the fields
+    `keep` (name -> array) set: for an XLA twin that runs a stage on the Model/Data it closes over, so that it reads
+    its inputs (in `keep`) and nothing else of them (see the module docstring's "Derivatives")."""
+    obj = jax.tree.map(lambda v: jp.zeros(jp.shape(v), v.dtype) if isinstance(v, jax.core.Tracer) else v, obj)
+    return obj.replace(**keep)
 
 
 def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
