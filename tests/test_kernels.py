@@ -357,7 +357,7 @@ def test_stage_list_skips_what_the_kernel_computed():
     d = mjl.make_data(m)
     assert _done(mjl.configure(m, kernels="xla"), d) == ()
     mf = mjl.configure(m, kernels="fused")
-    assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m")
+    assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m", "transmission")
     assert _velocity_done(mf, d) == ("com_vel", "passive", "rne")
     # passive forces with terms the kernel does not compute stay XLA (kernels/passive.py): a tendon, gravity
     # compensation, a medium, a plastic spring; and with springs and dampers both disabled (zeros)
@@ -373,7 +373,7 @@ def test_stage_list_skips_what_the_kernel_computed():
     assert _velocity_done(md, mjl.make_data(md)) == ("com_vel", "passive", "rne")
     # the dense Cholesky factorisation (Config.mass_factorization) stays XLA, and so do the solves
     md = mjl.configure(m, kernels="fused", mass_factorization="dense")
-    assert _done(md, d) == ("kinematics", "com_pos", "crb")
+    assert _done(md, d) == ("kinematics", "com_pos", "crb", "transmission")
     assert "pallas_call" not in str(jax.make_jaxpr(lambda d: fwd.fwd_acceleration(md, d))(d))
     assert "name=fwd_acceleration" in str(jax.make_jaxpr(lambda d: fwd.fwd_acceleration(mf, d))(d))
 
