@@ -18,7 +18,7 @@ import pytest
 import mjx_lite as mjl
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
-from mjx_lite.pipeline.kernels import tree
+from mjx_lite.pipeline.kernels import launch, tree
 from mjx_lite.types import Warning
 from tests import oracle
 
@@ -168,3 +168,20 @@ def test_not_fusable_falls_back():
     xml = ball.replace("</actuator>", '<motor joint="h2" gear="1 0 0 0 0 0"/></actuator>')
     m = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(xml))
     assert not tree.transmission_fused(m)
+
+
+def test_twins_close_over_no_tracer(case, monkeypatch):
+    """The tree pass's and the actuation kernel's XLA twins read no traced array of the step they close over (as
+    tests/test_kernels.py::test_twins_close_over_no_tracer for the other kernels): a traced step, not compiled."""
+    _, _, m, batch, _ = case
+    calls, seen = launch.call, {}
+
+    def checked(kernel, inputs, how):
+        consts = jax.make_jaxpr(kernel.xla)(inputs).consts
+        seen.setdefault(kernel.name, []).extend(c.aval for c in consts if isinstance(c, jax.core.Tracer))
+        return calls(kernel, inputs, how)
+
+    monkeypatch.setattr(launch, "call", checked)
+    jax.jit(mjl.step).trace(mjl.configure(m, kernels="fused"), jax.tree.map(lambda x: np.asarray(x)[0], batch))
+    assert {"tree_pass", "actuation"} <= set(seen), sorted(seen)
+    assert {n: a for n, a in seen.items() if a} == {}

@@ -152,8 +152,8 @@ def _split_value_merged_derivative(m: Model, d: Data) -> Data:
         return _step_split(*with_leaves(xs, traced))
 
     # one jitted function per step call: its trace (and JAX's derivatives of it) cached across the rule's traces (with
-    # the fused kernels too: their custom_jvp rules close over no tracer of the trace that called them,
-    # kernels/launch.closure_convert, so the cached program's rules can be traced again in a later trace)
+    # the fused kernels too: their custom_jvp rules, the XLA twins, read only the kernels' inputs, no tracer of the
+    # trace that called them, so the cached program's rules can be traced again in a later trace; kernels/launch.py)
     merged_jit = jax.jit(lambda *xs: _step_merged(*with_leaves(xs, traced)))
     n_model = len(jax.tree.leaves(m))  # (m, d)'s leaves: the Model's first
     data_float = {k for k, i in enumerate(traced) if i >= n_model and jp.issubdtype(leaves[i].dtype, jp.inexact)}
