@@ -62,21 +62,24 @@ GRAD_TOL = 1e-10
 # fields resolved as off the CPU, config.AUTO_OFF_CPU: qacc_reset "state", elementwise quaternions, library linalg,
 # lockstep solver batch; before, this CPU's resolution): fused 532, XLA 5288; then no size-1 environment axis
 # broadcast per batched kernel input (launch._batched) and fwd_acceleration as one kernel (kernels/factor.py, in
-# place of solve_m: the forces' sum and J'xfrc were ~50 XLA operations): fused 428, XLA 5288, 4860 saved.
+# place of solve_m: the forces' sum and J'xfrc were ~50 XLA operations): fused 428, XLA 5288, 4860 saved; with the
+# joint actuators' transmission in the tree pass (kernels/tree.py) fused 391, and the actuation kernel
+# (kernels/actuation.py, one more kernel) fused 370, XLA 5288, 4918 saved.
 # 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel, 3475 with this
 # CPU's resolution of the auto fields.
-FUSED_STEP_SAVED = 4860  # 648 with the tree pass alone fused
+FUSED_STEP_SAVED = 4918  # 648 with the tree pass alone fused
 # (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
-# before the XLA solver's rewrite
-# Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m), collide_primitive (the feet's
-# plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows), velocity_pass (com_vel, rne,
-# passive: the joints' springs and dampers), fwd_acceleration (qfrc_smooth with J'xfrc, qacc_smooth), solve_newton
-# (the constraint solver's start, iterations and rows' states, kernels/primal.py), advance (Euler's qvel and qpos
-# update) and contact_params (the contacts' parameters and detection margins, Model-only: one lane); the MJX
-# humanoid disables eulerdamp, so Euler's solve_shifted kernel is not in it
-FUSED_STEP_KERNELS = 8
+# before the XLA solver's rewrite; 4860 before the transmission and actuation kernels
+# Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m, the motors' transmission),
+# collide_primitive (the feet's plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows),
+# velocity_pass (com_vel, rne, passive: the joints' springs and dampers), fwd_acceleration (qfrc_smooth with J'xfrc,
+# qacc_smooth), solve_newton (the constraint solver's start, iterations and rows' states, kernels/primal.py), advance
+# (Euler's qvel and qpos update), contact_params (the contacts' parameters and detection margins, Model-only: one
+# lane) and actuation (the motors' forces and qfrc_actuator); the MJX humanoid disables eulerdamp, so Euler's
+# solve_shifted kernel is not in it
+FUSED_STEP_KERNELS = 9
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
@@ -354,7 +357,7 @@ def test_stage_list_skips_what_the_kernel_computed():
     d = mjl.make_data(m)
     assert _done(mjl.configure(m, kernels="xla"), d) == ()
     mf = mjl.configure(m, kernels="fused")
-    assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m")
+    assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m", "transmission")
     assert _velocity_done(mf, d) == ("com_vel", "passive", "rne")
     # passive forces with terms the kernel does not compute stay XLA (kernels/passive.py): a tendon, gravity
     # compensation, a medium, a plastic spring; and with springs and dampers both disabled (zeros)
@@ -370,7 +373,7 @@ def test_stage_list_skips_what_the_kernel_computed():
     assert _velocity_done(md, mjl.make_data(md)) == ("com_vel", "passive", "rne")
     # the dense Cholesky factorisation (Config.mass_factorization) stays XLA, and so do the solves
     md = mjl.configure(m, kernels="fused", mass_factorization="dense")
-    assert _done(md, d) == ("kinematics", "com_pos", "crb")
+    assert _done(md, d) == ("kinematics", "com_pos", "crb", "transmission")
     assert "pallas_call" not in str(jax.make_jaxpr(lambda d: fwd.fwd_acceleration(md, d))(d))
     assert "name=fwd_acceleration" in str(jax.make_jaxpr(lambda d: fwd.fwd_acceleration(mf, d))(d))
 
@@ -629,7 +632,8 @@ def test_step_equals_xla(models, name):
 
 @pytest.mark.slow
 def test_step_gradient_equals_xla(models):
-    """jax.grad through a whole step (the solver's implicit gradient included) is the XLA path's."""
+    """jax.grad through a whole RK4 step (the solver's implicit gradient included), with respect to the state and the
+    Model, is the XLA path's."""
     _, m, ds = models("cartpole")
     d = _unbatched(ds)
 
@@ -637,9 +641,32 @@ def test_step_gradient_equals_xla(models):
         d2 = mjl.step(m, d.replace(qvel=qvel))
         return jp.sum(d2.qpos**2) + jp.sum(jp.sin(d2.qvel))
 
-    g = jax.jit(jax.grad(final, argnums=1))
+    # with respect to the Model too (a traced jit argument: RK4's merged step differentiated inside its own jit)
+    g = jax.jit(jax.grad(final, argnums=(0, 1)))
     a, b = g(mjl.configure(m, kernels="fused"), d.qvel), g(mjl.configure(m, kernels="xla"), d.qvel)
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=GRAD_TOL, atol=GRAD_TOL)
+    np.testing.assert_allclose(np.asarray(a[1]), np.asarray(b[1]), rtol=GRAD_TOL, atol=GRAD_TOL)
+    assert_grads_equal([a[0].dof_damping, a[0].body_mass], [b[0].dof_damping, b[0].body_mass], GRAD_TOL)
+
+
+def test_twins_close_over_no_tracer(models, monkeypatch):
+    """No kernel's XLA twin (its custom_jvp rule, traced lazily and possibly in a later trace than the call) reads an
+    array of the traced step it closes over: every tracer it reads is a kernel input. The twins of the kernels of
+    traced (not compiled) fused step of "joints" (every joint type, a mocap body, cameras, plane contacts, Euler,
+    Newton). Before: the tree pass's twin read the empty mocap arrays, the contact parameters' geom_adhesion."""
+    calls = launch.call
+    seen = {}
+
+    def checked(kernel, inputs, how):
+        consts = jax.make_jaxpr(kernel.xla)(inputs).consts
+        seen.setdefault(kernel.name, []).extend(c.aval for c in consts if isinstance(c, jax.core.Tracer))
+        return calls(kernel, inputs, how)
+
+    monkeypatch.setattr(launch, "call", checked)
+    _, m, ds = models("joints")
+    jax.jit(mjl.step).trace(mjl.configure(m, kernels="fused"), _unbatched(ds))
+    assert set(seen) == {"tree_pass", "velocity_pass", "fwd_acceleration", "solve_shifted", "constraint_rows",
+                         "solve_newton", "collide_primitive", "contact_params", "advance"}, sorted(seen)  # fmt: skip
+    assert {n: a for n, a in seen.items() if a} == {}
 
 
 # ---- the integrator's update (kernels/advance.py) ----------------------------------------------------------------

@@ -123,7 +123,7 @@ def fwd_position(m: Model, d: Data, collide=None, constrain=None) -> Data:
             constrain = buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint
         d = run(constrain, m, d)
         d = run(sleep.mask_rows, m, d)
-    d = run(transmission.transmission, m, d)
+    d = run_unless(done, transmission.transmission, m, d)  # (in the tree pass for joint actuators)
     return d
 
 
@@ -142,8 +142,9 @@ def fwd_velocity(m: Model, d: Data) -> Data:
 
 @named
 def fwd_actuation(m: Model, d: Data) -> Data:
-    """Actuator forces and activation derivatives (mj_fwdActuation)."""
-    return actuation.actuation(m, d)
+    """Actuator forces and activation derivatives (mj_fwdActuation); one fused kernel on the fused path for stateless
+    fixed/affine actuators (kernels/actuation.py)."""
+    return kernels.actuation(m, d)
 
 
 @named

@@ -19,7 +19,7 @@ from mjx_lite import data as _data
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import as_data, check_data
-from mjx_lite.pipeline import actuation, integrate, kernels, sleep, smoothing
+from mjx_lite.pipeline import actuation, integrate, sleep, smoothing
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
@@ -151,16 +151,10 @@ def _split_value_merged_derivative(m: Model, d: Data) -> Data:
     def f(*xs):
         return _step_split(*with_leaves(xs, traced))
 
-    # one jitted function per step call: its trace (and JAX's derivatives of it) cached across the rule's traces.
-    # Not with the fused kernels: there, with a traced Model (jax.grad through a jitted function of the Model), the
-    # inner jit's program kept a tracer of the enclosing trace as a constant ("No constant handler for type:
-    # DynamicJaxprTracer" when lowering; the same step without the inner jit, or with rk4_loop "split" or "merged",
-    # differentiates). It is the tree pass's kernel (with it alone on XLA the jitted merged step differentiates): its
-    # custom_jvp rule, the XLA twin (kernels/tree._xla), closes over the step's Model and Data, and a rule kept in
-    # the inner jit's cached program is called again in a later trace with the first trace's values; which closed
-    # value leaks is not pinned down. Same values either way.
-    merged_fn = lambda *xs: _step_merged(*with_leaves(xs, traced))  # noqa: E731
-    merged_jit = merged_fn if kernels.fused(m) else jax.jit(merged_fn)
+    # one jitted function per step call: its trace (and JAX's derivatives of it) cached across the rule's traces (with
+    # the fused kernels too: their custom_jvp rules, the XLA twins, read only the kernels' inputs, no tracer of the
+    # trace that called them, so the cached program's rules can be traced again in a later trace; kernels/launch.py)
+    merged_jit = jax.jit(lambda *xs: _step_merged(*with_leaves(xs, traced)))
     n_model = len(jax.tree.leaves(m))  # (m, d)'s leaves: the Model's first
     data_float = {k for k, i in enumerate(traced) if i >= n_model and jp.issubdtype(leaves[i].dtype, jp.inexact)}
 

@@ -18,6 +18,7 @@ stage list: a fused group runs first and the stages it computed are skipped.
               field-sphere of static pair groups as one kernel
   contact_params.py  those groups' contact parameters (mj_contactParam: detection margins, friction, solref, ...)
               as one kernel of the Model alone (one lane under the usual vmap)
+  actuation.py  the actuators' forces (mj_fwdActuation) of stateless fixed/affine actuators as one kernel
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of connect/weld/joint/tendon/flex equalities, dof and tendon
               friction, joint, ball and tendon limits and pyramidal or elliptic contacts as one kernel
@@ -30,7 +31,9 @@ import jax
 
 from mjx_lite.collision import driver
 from mjx_lite.config import kernels as _kernels
+from mjx_lite.pipeline import actuation as _xla_actuation
 from mjx_lite.pipeline import constraint, inertia
+from mjx_lite.pipeline.kernels import actuation as _actuation
 from mjx_lite.pipeline.kernels import advance as _advance
 from mjx_lite.pipeline.kernels import collide as _collide
 from mjx_lite.pipeline.kernels import factor as _factor
@@ -45,9 +48,9 @@ from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
-__all__ = ["acceleration", "advance", "advance_fused", "collide_fused", "collision", "fused", "launch_of",
-           "make_constraint", "pgs_fused", "primal_fused", "rows_fused", "solve_pgs", "solve_primal", "solve_shifted",
-           "tree_pass", "velocity_pass"]
+__all__ = ["acceleration", "actuation", "actuation_fused", "advance", "advance_fused", "collide_fused", "collision",
+           "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused", "rows_fused", "solve_pgs",
+           "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -108,6 +111,19 @@ def make_constraint(m: Model, d: Data) -> Data:
     if how.rows_tile:
         return _rows_tiled.make_constraint(m, d, how)
     return _rows.make_constraint(m, d, how)
+
+
+def actuation_fused(m: Model) -> bool:
+    """Static: the actuation stage runs as the fused kernel (`fused(m)` and actuators kernels/actuation.py computes:
+    stateless, fixed or affine gain and bias, one control and output each)."""
+    return fused(m) and _actuation.fusable(m)
+
+
+def actuation(m: Model, d: Data) -> Data:
+    """`actuation.actuation` (mj_fwdActuation), as one fused kernel when `actuation_fused(m)`."""
+    if not actuation_fused(m):
+        return _xla_actuation.actuation(m, d)
+    return _actuation.actuation(m, d, launch_of(m))
 
 
 def _solve_fused(m: Model, x: jax.Array) -> bool:

@@ -220,6 +220,12 @@ def _body(m: Model, info: dict):
     return body
 
 
+# the Model's contact parameter fields `driver.covered_params` reads (besides the override's opt.o_*)
+PARAM_FIELDS = ("geom_margin", "geom_gap", "geom_solmix", "geom_solref", "geom_solimp", "geom_friction",
+                "geom_adhesion", "pair_margin", "pair_gap", "pair_friction", "pair_solref", "pair_solreffriction",
+                "pair_solimp", "pair_adhesion")  # fmt: skip
+
+
 def _twin(m: Model, covered: tuple, info: dict):
     """The XLA twin: `driver.covered_params` of the covered groups at the kernel's inputs."""
     groups = driver.pair_table(m).groups
@@ -228,7 +234,10 @@ def _twin(m: Model, covered: tuple, info: dict):
 
     def xla(x):
         rep = {k: (v.reshape(-1, names[k]) if k in names else v) for k, v in x.items() if not k.startswith("o_")}
-        m2 = m.replace(**rep)
+        # the fields the kernel does not read (adhesion without the flag, the mixed ones under the override flag)
+        # as zeros: the twin, a custom_jvp rule, reads no array of the Model it closes over (see launch.call)
+        m2 = m.replace(**{n: rep[n] if n in rep else jp.zeros(jp.shape(getattr(m, n)), getattr(m, n).dtype)
+                          for n in PARAM_FIELDS})  # fmt: skip
         if _override(m):
             m2 = m2.replace(opt=m2.opt.replace(o_margin=x["o_margin"].reshape(()), o_solref=x["o_solref"],
                                                o_solimp=x["o_solimp"], o_friction=x["o_friction"]))  # fmt: skip

@@ -28,7 +28,12 @@ k, value)` stores a lane vector. The last block is masked when BLOCK does not di
 
 Derivatives. The launch is wrapped in `jax.custom_jvp` whose rule runs `jax.jvp` of the XLA twin: forward and
 reverse mode (reverse by JAX's transposition of that rule) get the XLA stage's derivatives, exactly, whatever
-the primal path. Under differentiation the twin's primal runs too (its residuals feed the tangents).
+the primal path. Under differentiation the twin's primal runs too (its residuals feed the tangents). The rule is
+traced lazily, possibly in a later trace than the one that called the kernel (pipeline/step.py's RK4 step
+differentiates its merged step inside its own jit, whose cached program's rules are traced again): so a twin reads
+only its inputs, never an array of the Model or Data it closes over (their tracers may belong to a finished trace:
+"No constant handler for type: DynamicJaxprTracer" when lowering); fields a kernel leaves out of its inputs (empty,
+or not read) enter its twin as zeros (tests/test_kernels.py::test_twins_close_over_no_tracer).
 
 On a GPU the kernel is lowered by Pallas' Triton backend; elsewhere `interpret=True` runs the same body as XLA
 operations (tests, CPU). Lowering for "cuda" works on a CPU-only machine (no GPU needed to check that a kernel is
@@ -46,7 +51,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
-__all__ = ["BLOCK", "IO", "NUM_WARPS", "Kernel", "Launch", "call"]
+__all__ = ["BLOCK", "IO", "NUM_WARPS", "Kernel", "Launch", "call", "detach"]
 
 # environments per program on a GPU: one per thread of 4 warps (a tuning knob to measure: a block's registers and
 # the occupancy of an SM trade off with the kernel's size, see kernels/tree.py)
@@ -122,6 +127,14 @@ def call(kernel: Kernel, inputs: dict, launch: Launch) -> dict:
         return fused(x), tout
 
     return fused(inputs)
+
+
+def detach(obj, keep: dict):
+    """obj (a Model or Data) with every traced array leaf replaced by zeros of its shape and dtype, then the fields
+    `keep` (name -> array) set: for an XLA twin that runs a stage on the Model/Data it closes over, so that it reads
+    its inputs (in `keep`) and nothing else of them (see the module docstring's "Derivatives")."""
+    obj = jax.tree.map(lambda v: jp.zeros(jp.shape(v), v.dtype) if isinstance(v, jax.core.Tracer) else v, obj)
+    return obj.replace(**keep)
 
 
 def _batched(kernel: Kernel, env: dict, nenv: int | None, launch: Launch):
@@ -279,7 +292,6 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
         else:
             out[n] = jp.zeros(lead + tuple(shape), dtype)
     return out
-
 
 
 def _index(i):

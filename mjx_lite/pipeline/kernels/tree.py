@@ -41,12 +41,12 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
-from mjx_lite.pipeline import inertia, kinematics, support
+from mjx_lite.pipeline import inertia, kinematics, support, transmission
 from mjx_lite.pipeline.kernels import factor, launch
 from mjx_lite.pipeline.kernels.launch import where
-from mjx_lite.types import MINVAL, Data, JointType, Model, Warning, qm_shape
+from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, Warning, qm_shape
 
-__all__ = ["MODEL_INPUTS", "crb_fused", "kernel", "tree"]
+__all__ = ["MODEL_INPUTS", "TRANSMISSION_OUTPUTS", "crb_fused", "kernel", "transmission_fused", "tree"]
 
 # Model floats the pass may read (only those a model needs are passed)
 MODEL_INPUTS = ("body_pos", "body_quat", "body_ipos", "body_iquat", "body_mass", "body_inertia", "jnt_axis",
@@ -59,6 +59,20 @@ KINEMATICS_OUTPUTS = ("xpos", "xquat", "xmat", "xipos", "ximat", "xanchor", "xax
 COM_OUTPUTS = ("subtree_com", "cinert", "cdof")
 CRB_OUTPUTS = ("crb", "qM")
 FACTOR_OUTPUTS = ("qLD", "qLDiagInv", "factor_clamped")
+TRANSMISSION_OUTPUTS = ("actuator_length", "actuator_moment")
+
+
+def transmission_fused(m: Model) -> bool:
+    """Static: the pass computes mj_transmission too: every actuator (one output each) drives a slide or hinge
+    joint (joint or jointinparent transmission: length gear[0] qpos, moment gear[0] at the joint's dof), which
+    needs qpos alone. Other transmissions (ball and free joints, tendons, sites, slider-cranks, bodies, so3) stay
+    the XLA stage's."""
+    if not m.nactuator or m.nout != m.nactuator or not m.njnt:
+        return False
+    trntype, trnid = np.asarray(m.actuator_trntype), np.asarray(m.actuator_trnid)
+    if not np.all(np.isin(trntype, (TrnType.JOINT, TrnType.JOINTINPARENT))):
+        return False
+    return bool(np.all(np.isin(np.asarray(m.jnt_type)[trnid[:, 0]], (JointType.SLIDE, JointType.HINGE))))
 
 
 def crb_fused(m: Model) -> bool:
@@ -173,11 +187,15 @@ def _plan(m: Model) -> dict:
         arm_act=sel, arm_addr=t.madr[jdof] if sparse else jdof * (nv + 1),
         arm_out=np.asarray(m.actuator_outadr)[sel],  # the actuator's gear row (its force output)
     )  # fmt: skip
+    trn = transmission_fused(m)
+    if trn:  # each actuator's joint: its qpos and dof addresses
+        jid = np.asarray(m.actuator_trnid)[:, 0]
+        tab.update(trn_qadr=np.asarray(m.jnt_qposadr)[jid], trn_dadr=np.asarray(m.jnt_dofadr)[jid])
     tab = {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
     fac = crb_fused(m) and factor.fusable(m)
     if fac:
         tab.update(factor.plan(m))
-    return dict(tables=tab, sparse=sparse, crb=crb_fused(m), factor=fac)
+    return dict(tables=tab, sparse=sparse, crb=crb_fused(m), factor=fac, trn=trn)
 
 
 def _body(m: Model, p: dict):
@@ -198,6 +216,16 @@ def _body(m: Model, p: dict):
 
         def sel(cond, a, b):
             return tuple(w(cond, x, y) for x, y in zip(a, b))
+
+        if p["trn"]:  # mj_transmission of slide/hinge joint actuators: length gear[0] qpos, moment row gear[0] e_dof
+            _loop(0, m.nactuator * nv, lambda k: io.write("actuator_moment", k, 0.0))
+
+            def trn(a):
+                g = io.read("actuator_gear", 6 * a)
+                io.write("actuator_length", a, io.read("qpos", tab("trn_qadr", a)) * g)
+                io.write("actuator_moment", a * nv + tab("trn_dadr", a), g)
+
+            _loop(0, m.nactuator, trn)
 
         # ---- kinematics: body frames, joint anchors and axes (kinematics._body_frames), parents before children
         put("xpos", 0, _WORLD[0])
@@ -434,9 +462,10 @@ def _inputs(m: Model, d: Data, p: dict) -> dict:
     """The arrays the kernel reads (empty ones and unused Model fields left out)."""
     names = list(MODEL_INPUTS)
     if "arm_act" not in p["tables"]:
-        names = [n for n in names if n not in ("actuator_gear", "actuator_armature")]
+        names = [n for n in names if n not in ("actuator_armature",) + (() if p["trn"] else ("actuator_gear",))]
     if not p["crb"]:
-        names = [n for n in names if n not in ("dof_armature", "actuator_gear", "actuator_armature")]
+        names = [n for n in names if n not in ("dof_armature", "actuator_armature") + (() if p["trn"] else
+                                                                                      ("actuator_gear",))]  # fmt: skip
     x = {n: getattr(m, n) for n in names}
     x.update({n: getattr(d, n) for n in DATA_INPUTS})
     return {n: v for n, v in x.items() if v.size}
@@ -446,17 +475,26 @@ def _outputs(m: Model, d: Data, p: dict) -> dict:
     """Per-environment shapes of the kernel's (non-scratch) outputs: Data's, qM's as the model lays it out."""
     names = KINEMATICS_OUTPUTS + COM_OUTPUTS + (CRB_OUTPUTS if p["crb"] else ()) + (FACTOR_OUTPUTS if p["factor"]
                                                                                    else ())  # fmt: skip
+    names += TRANSMISSION_OUTPUTS if p["trn"] else ()
     special = {"qM": tuple(qm_shape(m)), "factor_clamped": (1,)}
     return {n: special[n] if n in special else tuple(getattr(d, n).shape) for n in names}
 
 
 def _xla(m: Model, d: Data, p: dict, x: dict) -> dict:
-    """The XLA twin: the stages themselves on Model/Data fields replaced by the inputs."""
-    m2 = m.replace(**{n: v for n, v in x.items() if n in MODEL_INPUTS})
-    d2 = d.replace(**{n: v for n, v in x.items() if n in DATA_INPUTS})
+    """The XLA twin: the stages themselves on Model/Data fields replaced by the inputs (those left out of the inputs,
+    empty or unused, by zeros of their shape: the twin, a custom_jvp rule, reads no array of the (m, d) it closes
+    over, whose tracers may belong to a finished trace when the rule is traced, see launch.call)."""
+
+    def fields(obj, names):
+        return {n: x[n] if n in x else jp.zeros(jp.shape(getattr(obj, n)), getattr(obj, n).dtype) for n in names}
+
+    m2 = m.replace(**fields(m, MODEL_INPUTS))
+    d2 = d.replace(**fields(d, DATA_INPUTS))
     d2 = kinematics.com_pos(m2, kinematics.kinematics(m2, d2))
     if p["crb"]:
         d2 = inertia.crb(m2, d2)
+    if p["trn"]:
+        d2 = transmission.transmission(m2, d2)
     out = {n: getattr(d2, n) for n in _outputs(m, d, p) if n not in FACTOR_OUTPUTS}
     if p["factor"]:
         qld, diag, clamped = inertia._factor(m2, d2)
@@ -487,4 +525,5 @@ def tree(m: Model, d: Data, how: launch.Launch) -> tuple[Data, tuple]:
         out["warning_number"] = wn
     out = {n: v.astype(getattr(d, n).dtype) for n, v in out.items()}
     done = ("kinematics", "com_pos") + (("crb",) if p["crb"] else ()) + (("factor_m",) if p["factor"] else ())
+    done += ("transmission",) if p["trn"] else ()
     return d.replace(**out), done
