@@ -64,19 +64,29 @@ def run(task, seed, num_envs, steps, overrides, evals_at=()):
                                                    / max(float(ts.params["normalizer"]["count"]), 1.0))],
         })  # fmt: skip
         r = rows[-1]
-        print(f"  u{i:3d} {r['steps']/1e6:.3f}M vloss {r['loss_value']:9.3f} gnV {r['gn_value']:9.1f} "
-              f"gnP {r['gn_policy']:7.2f} std {r['policy_std']:.3f} lr {r['lr']:.2e} "
-              f"ret {r['train_return'] if r['train_return'] is None else round(r['train_return'], 1)} "
-              f"|xd| {r['max_abs_cart_vel']:.1f} |thd| {r['max_abs_pole_vel']:.1f} "
-              f"V {r['v_mean']:.1f}/{r['v_absmax']:.1f}"
-              + (f" nstd {np.round(r['norm_std'], 4).tolist()}" if config.normalize_observations else ""), flush=True)
+        print(
+            f"  u{i:3d} {r['steps'] / 1e6:.3f}M vloss {r['loss_value']:9.3f} gnV {r['gn_value']:9.1f} "
+            f"gnP {r['gn_policy']:7.2f} std {r['policy_std']:.3f} lr {r['lr']:.2e} "
+            f"ret {r['train_return'] if r['train_return'] is None else round(r['train_return'], 1)} "
+            f"|xd| {r['max_abs_cart_vel']:.1f} |thd| {r['max_abs_pole_vel']:.1f} "
+            f"V {r['v_mean']:.1f}/{r['v_absmax']:.1f}"
+            + (f" nstd {np.round(r['norm_std'], 4).tolist()}" if config.normalize_observations else ""),
+            flush=True,
+        )
         if i in evals_at or i == n_up:
             em = jax.device_get(trainer.evaluate(ts.params, jax.random.fold_in(eval_key, i)))
             evals.append({"steps": i * spu, "return": float(em["eval/episode_reward"])})
             print(f"  eval at {i * spu}: {evals[-1]['return']:.1f}", flush=True)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-    return {"rows": rows, "evals": evals, "cpu_s": cpu, "wall_s": wall, "updates": n_up, "steps_per_update": spu,
-            "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()}}
+    return {
+        "rows": rows,
+        "evals": evals,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "updates": n_up,
+        "steps_per_update": spu,
+        "config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
+    }
 
 
 def main():
