@@ -22,6 +22,7 @@ VARIANTS = {
     "defaults": {},
     "norm": {"normalize_observations": True},
     "rs0.1": {"reward_scaling": 0.1},
+    "lr3e-4": {"learning_rate": 3e-4},
     "norm_joint": {"normalize_observations": True, "clip_per_network": False, "learning_rate_schedule": "constant"},
 }
 
