@@ -32,7 +32,8 @@ MU_MIN = 1e-8  # regularisation floor (relative to Q_uu's diagonal, see backward
 MU_MAX = 1e8  # a mu this large means no descent direction was found
 MU_FACTOR = 2.0  # Tassa's delta_0: the base factor of the schedule
 DEFAULT_TOLERANCE = 1e-6  # relative cost improvement below which an accepted step ends the iterations
-DEFAULT_RETRIES = 4  # backward pass and line search repeated with a raised mu within an iteration (see `ilqr`)
+DEFAULT_RETRIES = 0  # backward pass and line search repeated with a raised mu within an iteration (see `ilqr`); 0 by
+# default: with 4, the slow closed-loop acrobot test (one iteration per control step, tuned on Tassa's loop) failed
 
 
 def regularization_update(mu, delta, accepted, *, factor: float = MU_FACTOR, mu_min: float = MU_MIN,
@@ -71,9 +72,11 @@ def ilqr(m: Model, d0: Data, cost: common.Cost, horizon: int, iterations: int = 
       tolerance: stop when an accepted step lowers the cost by less than this fraction of it.
       retries: when no step size lowers the cost (or the backward pass fails), the backward pass and the line
         search are repeated within the same iteration with mu raised by the schedule, up to this many times; the
-        expansion (the Jacobians, the costs' derivatives) is reused, so an iteration is one expansion. 0: each
-        rejection ends its iteration (Tassa's loop). A schedule that had lowered mu to its floor otherwise spends
-        several whole iterations climbing back (measured on the acrobot's open-loop swing-up: 7 of 30).
+        expansion (the Jacobians, the costs' derivatives) is reused, so an iteration is one expansion. 0 (the
+        default): each rejection ends its iteration (Tassa's loop). A schedule that had lowered mu to its floor
+        otherwise spends several whole iterations climbing back (measured on the acrobot's open-loop swing-up: 7 of
+        30; retries=4 folds 6 of them). In a receding horizon (one iteration per control step) retries change the
+        closed loop and its time per step.
       qp_iterations: projected Newton iterations of the per-step box-QP (static).
 
     Returns:

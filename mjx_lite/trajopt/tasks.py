@@ -245,7 +245,8 @@ def acrobot_open(horizon: int = ACROBOT_OPEN_HORIZON) -> Task:
     and charge the velocity the pump needs. Measured (iLQR, 30 iterations from the pump, error in tolerances at the
     end): 700 steps 0.69 (solved; pump alone 10.7); 800 steps 2.84, with terminal weight 100 9.76, with MuJoCo MPC's
     running residuals 12.1; 600 steps with them 3.69. Measured again 2026-12-01 (the physics of the time): 30
-    iterations 1.67 (1.44 with iLQR's retries, `ilqr(retries=)`), 60 iterations 0.39: the task's iLQR budget is
+    iterations 1.67 (1.44 with iLQR's retries, `ilqr(retries=4)`), 60 iterations 0.41 (0.39 with retries=4): the
+    task's iLQR budget is
     ACROBOT_OPEN_ILQR_ITERATIONS. Most iterations accept steps of 0.01-0.03 (a 7 s plan of a chaotic double
     pendulum: the linearisation holds only near the nominal); MuJoCo MPC's surprise rule for mu changed nothing
     there. See `acrobot` for the 2 s task that MuJoCo MPC plans in a
