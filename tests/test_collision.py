@@ -20,7 +20,7 @@ from mjx_lite.collision.frame import make_frame  # noqa: E402
 from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from mjx_lite.types import GeomType  # noqa: E402
 from mjx_lite.types import Warning as W  # noqa: E402, N817
-from tests.oracle import MJX_TEST_DATA, model_from_mujoco, posed_data  # noqa: E402
+from tests.oracle import MJX_TEST_DATA, host_array, model_from_mujoco  # noqa: E402
 
 ATOL_ANALYTIC = 1e-6  # analytic colliders: same formulas as MuJoCo, float64 round-off
 ATOL_CONVEX = 1e-4  # iterative general convex path (MuJoCo's own GJK/EPA tolerance is 1e-6 + iterations)
@@ -167,12 +167,23 @@ def _match(ours, theirs, atol, check_count=True, check_frame=True, deepest_only=
 _COLLIDE = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
 
 
+def _posed(m, xpos, xmat):
+    """`posed_data` built on the host: Data (B, ...) with numpy leaves, geoms at xpos (B, ngeom, 3) and xmat
+    (B, ngeom, 3, 3); no eager device ops (each would compile a tiny program per shape)."""
+    d0 = jax.device_get(mjl.make_data(m))
+    b = len(xpos)
+    d = jax.tree_util.tree_map(lambda x: np.broadcast_to(x, (b, *np.shape(x))), d0)
+    return d.replace(geom_xpos=np.stack(xpos).astype(np.float64), geom_xmat=np.stack(xmat).astype(np.float64))
+
+
 def _ours_batched(m, poses):
-    return _COLLIDE(m, posed_data(m, [p[1] for p in poses], [p[2] for p in poses]))
+    """`driver.collision` at each pose (one compile per model), its output on the host (numpy leaves)."""
+    return jax.device_get(_COLLIDE(m, _posed(m, [p[1] for p in poses], [p[2] for p in poses])))
 
 
 def _unbatch(d, i):
-    return jax.tree_util.tree_map(lambda x: x[i], d)
+    """Element i of a batched Data, as host numpy arrays (numpy indexing: no eager device ops)."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x)[i], d)
 
 
 def _match_poses(m, mjm, poses, atol) -> list[int]:
@@ -751,27 +762,39 @@ def test_mesh_size_classes():
 
 
 def test_grad_finite_small():
-    """Gradients of a contact distance w.r.t. geom poses (analytic collider; every type: the slow test below)."""
+    """Gradients of a contact distance w.r.t. geom poses (analytic collider; every type: the slow test below). One
+    compile: the collision's vjp, pulled back along two cotangents (vmapped): the loss below and the distance of the
+    first active contact alone."""
     mjm = mujoco.MjModel.from_xml_string(_xml("capsule", "box"))
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(1), 1, (-0.01,))
-    d0 = mjl.make_data(m).replace(geom_xpos=jp.asarray(poses[0][1]), geom_xmat=jp.asarray(poses[0][2]))
+    d0 = mjl.make_data(m).replace(geom_xpos=host_array(poses[0][1]), geom_xmat=host_array(poses[0][2]))
 
-    def loss(xpos, xmat):
-        c = driver.collision(m, d0.replace(geom_xpos=xpos, geom_xmat=xmat)).contact
-        return jp.sum(jp.where(c.active, c.dist, 0.0)) + jp.sum(jp.where(c.active[:, None], c.pos, 0.0))
+    @jax.jit
+    def grads(xpos, xmat):
+        def f(xpos, xmat):
+            c = driver.collision(m, d0.replace(geom_xpos=xpos, geom_xmat=xmat)).contact
+            return (c.dist, c.pos), c
 
-    gp, gm = jax.jit(jax.grad(loss, argnums=(0, 1)))(d0.geom_xpos, d0.geom_xmat)
-    assert np.all(np.isfinite(gp)) and np.all(np.isfinite(gm))
-    assert np.any(gp != 0)
+        (dist, pos), vjp, c = jax.vjp(f, xpos, xmat, has_aux=True)
+        act = c.active.astype(dist.dtype)
+        k = jp.argmax(c.active)
+        # loss = sum(where(active, dist, 0)) + sum(where(active, pos, 0)); and dist[k]
+        cot_dist = jp.stack([act, jp.zeros_like(dist).at[k].set(1.0)])
+        cot_pos = jp.stack([jp.broadcast_to(act[:, None], pos.shape), jp.zeros_like(pos)])
+        gp, gm = jax.vmap(lambda a, b: vjp((a, b)))(cot_dist, cot_pos)
+        return gp, gm, c, k
+
+    gp, gm, c, k = jax.device_get(grads(d0.geom_xpos, d0.geom_xmat))
+    assert np.all(np.isfinite(gp[0])) and np.all(np.isfinite(gm[0]))
+    assert np.any(gp[0] != 0)
     # first order: d dist / d pos(geom2) = normal, d dist / d pos(geom1) = -normal
-    c = driver.collision(m, d0).contact
-    k = int(np.argmax(np.asarray(c.active)))
-    g = np.asarray(c.geom)[k]
-    grad = jax.grad(lambda x: driver.collision(m, d0.replace(geom_xpos=x)).contact.dist[k])(d0.geom_xpos)
-    n = np.asarray(c.frame)[k, 0]
-    np.testing.assert_allclose(np.asarray(grad)[g[1]], n, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(grad)[g[0]], -n, atol=1e-5)
+    assert c.active[k]
+    g = c.geom[k]
+    grad = gp[1]
+    n = c.frame[k, 0]
+    np.testing.assert_allclose(grad[g[1]], n, atol=1e-5)
+    np.testing.assert_allclose(grad[g[0]], -n, atol=1e-5)
 
 
 def _cluster_model():
@@ -1154,8 +1177,7 @@ def test_sat_budget_is_the_models_configuration():
     assert driver.pair_table(m).groups[0].collider.keywords == {"sat_budget": m.config.sat_budget}
     assert driver.pair_table(m_epa).groups[0].collider.keywords == {"sat_budget": 0}
     poses = _poses(mjm, np.random.default_rng(12), 6, TARGETS)
-    d = jax.vmap(lambda a, b: mjl.make_data(m).replace(geom_xpos=a, geom_xmat=b))(
-        jp.asarray(np.stack([p[1] for p in poses])), jp.asarray(np.stack([p[2] for p in poses])))
+    d = _posed(m, [p[1] for p in poses], [p[2] for p in poses])
     fixed, whiles = {}, {}
     for name, model in (("sat", m), ("epa", m_epa)):
         loops = _loop_lengths(_COLLIDE.trace(model, d).jaxpr.jaxpr)
@@ -1180,12 +1202,25 @@ def test_sat_depth_exact():
     rng = np.random.default_rng(5)
     compiled = {}
 
-    def polytope_sat(a, b, t1, t2):  # one compile per type pair (the mesh tables are shared by the vmap)
+    def polytope_sat(g1, g2, t1, t2, r1, p2, r2):
+        """Depth (n,), normal (n, 3) of geoms g1, g2 at n poses and the two sides' vertex/face tables: one compile per
+        type pair, the geom infos built inside it (the mesh tables are shared by the vmap; no eager ops)."""
         if (t1, t2) not in compiled:
-            axes = (ctypes.info_axes(a), ctypes.info_axes(b))
-            compiled[t1, t2] = jax.jit(jax.vmap(lambda a, b: sat.polytope_sat(a, sat.sat_tables(t1, a), b,
-                                                                               sat.sat_tables(t2, b)), axes))
-        return compiled[t1, t2](a, b)
+
+            def run(g1, g2, r1, p2, r2):
+                n = r1.shape[0]
+                a = driver._geom_info(m, d, jp.full(n, g1), t1)._replace(pos=jp.zeros((n, 3)), mat=r1)
+                b = driver._geom_info(m, d, jp.full(n, g2), t2)._replace(pos=p2, mat=r2)
+                axes = (ctypes.info_axes(a), ctypes.info_axes(b))
+                depth, normal, _ = jax.vmap(
+                    lambda a, b: sat.polytope_sat(a, sat.sat_tables(t1, a), b, sat.sat_tables(t2, b)), axes
+                )(a, b)
+                v1, f1, *_ = sat.sat_tables(t1, _first(a))
+                v2, f2, *_ = sat.sat_tables(t2, _first(b))
+                return depth, normal, v1, f1, v2, f2
+
+            compiled[t1, t2] = jax.jit(run)
+        return jax.device_get(compiled[t1, t2](g1, g2, r1, p2, r2))
 
     checked = 0
     for g1, g2 in [(box, meshes[1])] + [(a, b) for a in meshes for b in meshes]:
@@ -1194,11 +1229,7 @@ def test_sat_depth_exact():
         r1 = np.stack([_quat_mat(_random_quat(rng)) for _ in range(n)])
         r2 = np.stack([_quat_mat(_random_quat(rng)) for _ in range(n)])
         p2 = rng.normal(size=(n, 3)) * 0.3 * (mjm.geom_rbound[g1] + mjm.geom_rbound[g2])
-        i1 = driver._geom_info(m, d, jp.full(n, g1), t1)._replace(pos=jp.zeros((n, 3)), mat=jp.asarray(r1))
-        i2 = driver._geom_info(m, d, jp.full(n, g2), t2)._replace(pos=jp.asarray(p2), mat=jp.asarray(r2))
-        depth, normal, _ = polytope_sat(i1, i2, t1, t2)
-        v1, f1, *_ = sat.sat_tables(t1, _first(i1))
-        v2, f2, *_ = sat.sat_tables(t2, _first(i2))
+        depth, normal, v1, f1, v2, f2 = polytope_sat(g1, g2, t1, t2, r1, p2, r2)
         for k in range(n):
             w1 = np.asarray(v1) @ r1[k].T
             w2 = p2[k] + np.asarray(v2) @ r2[k].T
