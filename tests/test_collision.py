@@ -628,11 +628,16 @@ _TIE_SHAPES = {  # geom type, size, orientation and its height above its centre,
 }
 
 
-def _tie_scene(base: str | None, r: float, shapes: tuple[str, ...]) -> str:
-    """Free bodies of `shapes` (radius r) above a plane (base None) or above static `base` geoms, one per body,
-    colliding only with what is under them."""
+def _tie_bodies(shapes: tuple[str, ...], radii: tuple[float, ...]) -> list[tuple[str, float]]:
+    """(shape, radius) of each free body of `_tie_scene`: every shape at each radius, radius-major."""
+    return [(name, r) for r in radii for name in shapes]
+
+
+def _tie_scene(base: str | None, radii: tuple[float, ...], shapes: tuple[str, ...]) -> str:
+    """Free bodies of `shapes` at each radius in `radii` above a plane (base None) or above static `base` geoms of
+    the same radius, one per body, colliding only with what is under them."""
     parts = []
-    for i, name in enumerate(shapes):
+    for i, (name, r) in enumerate(_tie_bodies(shapes, radii)):
         t, size, orient, _ = _TIE_SHAPES[name]
         if base is not None:
             bt, bsize, borient, _ = _TIE_SHAPES[base]
@@ -656,34 +661,36 @@ def test_ties_at_margin(base):
     |d|^2 <= (margin + r1 + r2)^2) and instantiate a row only when dist < includemargin (strict)."""
     shapes = (("sphere", "capsule_up", "capsule_flat", "box", "cylinder", "ellipsoid") if base is None
               else ("sphere", "capsule_up"))
+    # both radii in one scene (their bodies apart): one compiled forward
+    radii = (0.1, 0.3)
+    bodies = _tie_bodies(shapes, radii)
     fwd = jax.jit(mjl.forward)
-    for r in (0.1, 0.3):
-        xml = _tie_scene(base, r, shapes)
-        mjm = mujoco.MjModel.from_xml_string(xml)
-        mjd = mujoco.MjData(mjm)
-        m = mjl.load_mjcf_string(xml)
-        movable = np.asarray(mjm.body_geomadr[1:])  # each body's geom
-        base_top = 0.0 if base is None else r * _TIE_SHAPES[base][3]
-        for margin, gap in ((0.0, 0.0), (0.01, 0.0), (0.003, 0.002)):
-            mjm.geom_margin[movable] = margin
-            mjm.geom_gap[movable] = gap
-            mm = m.replace(geom_margin=jp.asarray(mjm.geom_margin), geom_gap=jp.asarray(mjm.geom_gap))
-            for at in (0.0, margin, margin + gap):
-                qpos = mjm.qpos0.copy()
-                for i, name in enumerate(shapes):
-                    qpos[7 * i + 2] = base_top + r * _TIE_SHAPES[name][3] + at
-                mjd.qpos[:] = qpos
-                mujoco.mj_forward(mjm, mjd)
-                d = fwd(mm, mjl.make_data(mm).replace(qpos=jp.asarray(qpos)))
-                act = np.asarray(d.contact.active)
-                where = f"r={r} margin={margin} gap={gap} at={at}"
-                theirs = sorted(zip(mjd.contact.geom[: mjd.ncon, 1].tolist(), mjd.contact.dist[: mjd.ncon].tolist()))
-                geom, dist = np.asarray(d.contact.geom)[act, 1], np.asarray(d.contact.dist)[act]
-                ours = sorted(zip(geom.tolist(), dist.tolist()))
-                assert [g for g, _ in ours] == [g for g, _ in theirs], where
-                np.testing.assert_allclose([x for _, x in ours], [x for _, x in theirs], atol=1e-15, err_msg=where)
-                assert int(np.sum(d.efc_mask)) == mjd.nefc, where
-                np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, atol=1e-8, err_msg=where)
+    xml = _tie_scene(base, radii, shapes)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    m = mjl.load_mjcf_string(xml)
+    movable = np.asarray(mjm.body_geomadr[1:])  # each body's geom
+    for margin, gap in ((0.0, 0.0), (0.01, 0.0), (0.003, 0.002)):
+        mjm.geom_margin[movable] = margin
+        mjm.geom_gap[movable] = gap
+        mm = m.replace(geom_margin=jp.asarray(mjm.geom_margin), geom_gap=jp.asarray(mjm.geom_gap))
+        for at in (0.0, margin, margin + gap):
+            qpos = mjm.qpos0.copy()
+            for i, (name, r) in enumerate(bodies):
+                base_top = 0.0 if base is None else r * _TIE_SHAPES[base][3]
+                qpos[7 * i + 2] = base_top + r * _TIE_SHAPES[name][3] + at
+            mjd.qpos[:] = qpos
+            mujoco.mj_forward(mjm, mjd)
+            d = fwd(mm, mjl.make_data(mm).replace(qpos=jp.asarray(qpos)))
+            act = np.asarray(d.contact.active)
+            where = f"r={radii} margin={margin} gap={gap} at={at}"
+            theirs = sorted(zip(mjd.contact.geom[: mjd.ncon, 1].tolist(), mjd.contact.dist[: mjd.ncon].tolist()))
+            geom, dist = np.asarray(d.contact.geom)[act, 1], np.asarray(d.contact.dist)[act]
+            ours = sorted(zip(geom.tolist(), dist.tolist()))
+            assert [g for g, _ in ours] == [g for g, _ in theirs], where
+            np.testing.assert_allclose([x for _, x in ours], [x for _, x in theirs], atol=1e-15, err_msg=where)
+            assert int(np.sum(d.efc_mask)) == mjd.nefc, where
+            np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, atol=1e-8, err_msg=where)
 
 
 def test_static_table_no_retrace():
