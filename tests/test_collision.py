@@ -20,7 +20,7 @@ from mjx_lite.collision.frame import make_frame  # noqa: E402
 from mjx_lite.collision.types import GeomInfo  # noqa: E402
 from mjx_lite.types import GeomType  # noqa: E402
 from mjx_lite.types import Warning as W  # noqa: E402, N817
-from tests.oracle import MJX_TEST_DATA, model_from_mujoco, posed_data  # noqa: E402
+from tests.oracle import MJX_TEST_DATA, host_array, model_from_mujoco  # noqa: E402
 
 ATOL_ANALYTIC = 1e-6  # analytic colliders: same formulas as MuJoCo, float64 round-off
 ATOL_CONVEX = 1e-4  # iterative general convex path (MuJoCo's own GJK/EPA tolerance is 1e-6 + iterations)
@@ -167,12 +167,23 @@ def _match(ours, theirs, atol, check_count=True, check_frame=True, deepest_only=
 _COLLIDE = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
 
 
+def _posed(m, xpos, xmat):
+    """`posed_data` built on the host: Data (B, ...) with numpy leaves, geoms at xpos (B, ngeom, 3) and xmat
+    (B, ngeom, 3, 3); no eager device ops (each would compile a tiny program per shape)."""
+    d0 = jax.device_get(mjl.make_data(m))
+    b = len(xpos)
+    d = jax.tree_util.tree_map(lambda x: np.broadcast_to(x, (b, *np.shape(x))), d0)
+    return d.replace(geom_xpos=np.stack(xpos).astype(np.float64), geom_xmat=np.stack(xmat).astype(np.float64))
+
+
 def _ours_batched(m, poses):
-    return _COLLIDE(m, posed_data(m, [p[1] for p in poses], [p[2] for p in poses]))
+    """`driver.collision` at each pose (one compile per model), its output on the host (numpy leaves)."""
+    return jax.device_get(_COLLIDE(m, _posed(m, [p[1] for p in poses], [p[2] for p in poses])))
 
 
 def _unbatch(d, i):
-    return jax.tree_util.tree_map(lambda x: x[i], d)
+    """Element i of a batched Data, as host numpy arrays (numpy indexing: no eager device ops)."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x)[i], d)
 
 
 def _match_poses(m, mjm, poses, atol) -> list[int]:
@@ -617,11 +628,16 @@ _TIE_SHAPES = {  # geom type, size, orientation and its height above its centre,
 }
 
 
-def _tie_scene(base: str | None, r: float, shapes: tuple[str, ...]) -> str:
-    """Free bodies of `shapes` (radius r) above a plane (base None) or above static `base` geoms, one per body,
-    colliding only with what is under them."""
+def _tie_bodies(shapes: tuple[str, ...], radii: tuple[float, ...]) -> list[tuple[str, float]]:
+    """(shape, radius) of each free body of `_tie_scene`: every shape at each radius, radius-major."""
+    return [(name, r) for r in radii for name in shapes]
+
+
+def _tie_scene(base: str | None, radii: tuple[float, ...], shapes: tuple[str, ...]) -> str:
+    """Free bodies of `shapes` at each radius in `radii` above a plane (base None) or above static `base` geoms of
+    the same radius, one per body, colliding only with what is under them."""
     parts = []
-    for i, name in enumerate(shapes):
+    for i, (name, r) in enumerate(_tie_bodies(shapes, radii)):
         t, size, orient, _ = _TIE_SHAPES[name]
         if base is not None:
             bt, bsize, borient, _ = _TIE_SHAPES[base]
@@ -645,34 +661,36 @@ def test_ties_at_margin(base):
     |d|^2 <= (margin + r1 + r2)^2) and instantiate a row only when dist < includemargin (strict)."""
     shapes = (("sphere", "capsule_up", "capsule_flat", "box", "cylinder", "ellipsoid") if base is None
               else ("sphere", "capsule_up"))
+    # both radii in one scene (their bodies apart): one compiled forward
+    radii = (0.1, 0.3)
+    bodies = _tie_bodies(shapes, radii)
     fwd = jax.jit(mjl.forward)
-    for r in (0.1, 0.3):
-        xml = _tie_scene(base, r, shapes)
-        mjm = mujoco.MjModel.from_xml_string(xml)
-        mjd = mujoco.MjData(mjm)
-        m = mjl.load_mjcf_string(xml)
-        movable = np.asarray(mjm.body_geomadr[1:])  # each body's geom
-        base_top = 0.0 if base is None else r * _TIE_SHAPES[base][3]
-        for margin, gap in ((0.0, 0.0), (0.01, 0.0), (0.003, 0.002)):
-            mjm.geom_margin[movable] = margin
-            mjm.geom_gap[movable] = gap
-            mm = m.replace(geom_margin=jp.asarray(mjm.geom_margin), geom_gap=jp.asarray(mjm.geom_gap))
-            for at in (0.0, margin, margin + gap):
-                qpos = mjm.qpos0.copy()
-                for i, name in enumerate(shapes):
-                    qpos[7 * i + 2] = base_top + r * _TIE_SHAPES[name][3] + at
-                mjd.qpos[:] = qpos
-                mujoco.mj_forward(mjm, mjd)
-                d = fwd(mm, mjl.make_data(mm).replace(qpos=jp.asarray(qpos)))
-                act = np.asarray(d.contact.active)
-                where = f"r={r} margin={margin} gap={gap} at={at}"
-                theirs = sorted(zip(mjd.contact.geom[: mjd.ncon, 1].tolist(), mjd.contact.dist[: mjd.ncon].tolist()))
-                geom, dist = np.asarray(d.contact.geom)[act, 1], np.asarray(d.contact.dist)[act]
-                ours = sorted(zip(geom.tolist(), dist.tolist()))
-                assert [g for g, _ in ours] == [g for g, _ in theirs], where
-                np.testing.assert_allclose([x for _, x in ours], [x for _, x in theirs], atol=1e-15, err_msg=where)
-                assert int(np.sum(d.efc_mask)) == mjd.nefc, where
-                np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, atol=1e-8, err_msg=where)
+    xml = _tie_scene(base, radii, shapes)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    m = mjl.load_mjcf_string(xml)
+    movable = np.asarray(mjm.body_geomadr[1:])  # each body's geom
+    for margin, gap in ((0.0, 0.0), (0.01, 0.0), (0.003, 0.002)):
+        mjm.geom_margin[movable] = margin
+        mjm.geom_gap[movable] = gap
+        mm = m.replace(geom_margin=jp.asarray(mjm.geom_margin), geom_gap=jp.asarray(mjm.geom_gap))
+        for at in (0.0, margin, margin + gap):
+            qpos = mjm.qpos0.copy()
+            for i, (name, r) in enumerate(bodies):
+                base_top = 0.0 if base is None else r * _TIE_SHAPES[base][3]
+                qpos[7 * i + 2] = base_top + r * _TIE_SHAPES[name][3] + at
+            mjd.qpos[:] = qpos
+            mujoco.mj_forward(mjm, mjd)
+            d = fwd(mm, mjl.make_data(mm).replace(qpos=jp.asarray(qpos)))
+            act = np.asarray(d.contact.active)
+            where = f"r={radii} margin={margin} gap={gap} at={at}"
+            theirs = sorted(zip(mjd.contact.geom[: mjd.ncon, 1].tolist(), mjd.contact.dist[: mjd.ncon].tolist()))
+            geom, dist = np.asarray(d.contact.geom)[act, 1], np.asarray(d.contact.dist)[act]
+            ours = sorted(zip(geom.tolist(), dist.tolist()))
+            assert [g for g, _ in ours] == [g for g, _ in theirs], where
+            np.testing.assert_allclose([x for _, x in ours], [x for _, x in theirs], atol=1e-15, err_msg=where)
+            assert int(np.sum(d.efc_mask)) == mjd.nefc, where
+            np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, atol=1e-8, err_msg=where)
 
 
 def test_static_table_no_retrace():
@@ -751,27 +769,39 @@ def test_mesh_size_classes():
 
 
 def test_grad_finite_small():
-    """Gradients of a contact distance w.r.t. geom poses (analytic collider; every type: the slow test below)."""
+    """Gradients of a contact distance w.r.t. geom poses (analytic collider; every type: the slow test below). One
+    compile: the collision's vjp, pulled back along two cotangents (vmapped): the loss below and the distance of the
+    first active contact alone."""
     mjm = mujoco.MjModel.from_xml_string(_xml("capsule", "box"))
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(1), 1, (-0.01,))
-    d0 = mjl.make_data(m).replace(geom_xpos=jp.asarray(poses[0][1]), geom_xmat=jp.asarray(poses[0][2]))
+    d0 = mjl.make_data(m).replace(geom_xpos=host_array(poses[0][1]), geom_xmat=host_array(poses[0][2]))
 
-    def loss(xpos, xmat):
-        c = driver.collision(m, d0.replace(geom_xpos=xpos, geom_xmat=xmat)).contact
-        return jp.sum(jp.where(c.active, c.dist, 0.0)) + jp.sum(jp.where(c.active[:, None], c.pos, 0.0))
+    @jax.jit
+    def grads(xpos, xmat):
+        def f(xpos, xmat):
+            c = driver.collision(m, d0.replace(geom_xpos=xpos, geom_xmat=xmat)).contact
+            return (c.dist, c.pos), c
 
-    gp, gm = jax.jit(jax.grad(loss, argnums=(0, 1)))(d0.geom_xpos, d0.geom_xmat)
-    assert np.all(np.isfinite(gp)) and np.all(np.isfinite(gm))
-    assert np.any(gp != 0)
+        (dist, pos), vjp, c = jax.vjp(f, xpos, xmat, has_aux=True)
+        act = c.active.astype(dist.dtype)
+        k = jp.argmax(c.active)
+        # loss = sum(where(active, dist, 0)) + sum(where(active, pos, 0)); and dist[k]
+        cot_dist = jp.stack([act, jp.zeros_like(dist).at[k].set(1.0)])
+        cot_pos = jp.stack([jp.broadcast_to(act[:, None], pos.shape), jp.zeros_like(pos)])
+        gp, gm = jax.vmap(lambda a, b: vjp((a, b)))(cot_dist, cot_pos)
+        return gp, gm, c, k
+
+    gp, gm, c, k = jax.device_get(grads(d0.geom_xpos, d0.geom_xmat))
+    assert np.all(np.isfinite(gp[0])) and np.all(np.isfinite(gm[0]))
+    assert np.any(gp[0] != 0)
     # first order: d dist / d pos(geom2) = normal, d dist / d pos(geom1) = -normal
-    c = driver.collision(m, d0).contact
-    k = int(np.argmax(np.asarray(c.active)))
-    g = np.asarray(c.geom)[k]
-    grad = jax.grad(lambda x: driver.collision(m, d0.replace(geom_xpos=x)).contact.dist[k])(d0.geom_xpos)
-    n = np.asarray(c.frame)[k, 0]
-    np.testing.assert_allclose(np.asarray(grad)[g[1]], n, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(grad)[g[0]], -n, atol=1e-5)
+    assert c.active[k]
+    g = c.geom[k]
+    grad = gp[1]
+    n = c.frame[k, 0]
+    np.testing.assert_allclose(grad[g[1]], n, atol=1e-5)
+    np.testing.assert_allclose(grad[g[0]], -n, atol=1e-5)
 
 
 def _cluster_model():
@@ -1154,8 +1184,7 @@ def test_sat_budget_is_the_models_configuration():
     assert driver.pair_table(m).groups[0].collider.keywords == {"sat_budget": m.config.sat_budget}
     assert driver.pair_table(m_epa).groups[0].collider.keywords == {"sat_budget": 0}
     poses = _poses(mjm, np.random.default_rng(12), 6, TARGETS)
-    d = jax.vmap(lambda a, b: mjl.make_data(m).replace(geom_xpos=a, geom_xmat=b))(
-        jp.asarray(np.stack([p[1] for p in poses])), jp.asarray(np.stack([p[2] for p in poses])))
+    d = _posed(m, [p[1] for p in poses], [p[2] for p in poses])
     fixed, whiles = {}, {}
     for name, model in (("sat", m), ("epa", m_epa)):
         loops = _loop_lengths(_COLLIDE.trace(model, d).jaxpr.jaxpr)
@@ -1180,12 +1209,25 @@ def test_sat_depth_exact():
     rng = np.random.default_rng(5)
     compiled = {}
 
-    def polytope_sat(a, b, t1, t2):  # one compile per type pair (the mesh tables are shared by the vmap)
+    def polytope_sat(g1, g2, t1, t2, r1, p2, r2):
+        """Depth (n,), normal (n, 3) of geoms g1, g2 at n poses and the two sides' vertex/face tables: one compile per
+        type pair, the geom infos built inside it (the mesh tables are shared by the vmap; no eager ops)."""
         if (t1, t2) not in compiled:
-            axes = (ctypes.info_axes(a), ctypes.info_axes(b))
-            compiled[t1, t2] = jax.jit(jax.vmap(lambda a, b: sat.polytope_sat(a, sat.sat_tables(t1, a), b,
-                                                                               sat.sat_tables(t2, b)), axes))
-        return compiled[t1, t2](a, b)
+
+            def run(g1, g2, r1, p2, r2):
+                n = r1.shape[0]
+                a = driver._geom_info(m, d, jp.full(n, g1), t1)._replace(pos=jp.zeros((n, 3)), mat=r1)
+                b = driver._geom_info(m, d, jp.full(n, g2), t2)._replace(pos=p2, mat=r2)
+                axes = (ctypes.info_axes(a), ctypes.info_axes(b))
+                depth, normal, _ = jax.vmap(
+                    lambda a, b: sat.polytope_sat(a, sat.sat_tables(t1, a), b, sat.sat_tables(t2, b)), axes
+                )(a, b)
+                v1, f1, *_ = sat.sat_tables(t1, _first(a))
+                v2, f2, *_ = sat.sat_tables(t2, _first(b))
+                return depth, normal, v1, f1, v2, f2
+
+            compiled[t1, t2] = jax.jit(run)
+        return jax.device_get(compiled[t1, t2](g1, g2, r1, p2, r2))
 
     checked = 0
     for g1, g2 in [(box, meshes[1])] + [(a, b) for a in meshes for b in meshes]:
@@ -1194,11 +1236,7 @@ def test_sat_depth_exact():
         r1 = np.stack([_quat_mat(_random_quat(rng)) for _ in range(n)])
         r2 = np.stack([_quat_mat(_random_quat(rng)) for _ in range(n)])
         p2 = rng.normal(size=(n, 3)) * 0.3 * (mjm.geom_rbound[g1] + mjm.geom_rbound[g2])
-        i1 = driver._geom_info(m, d, jp.full(n, g1), t1)._replace(pos=jp.zeros((n, 3)), mat=jp.asarray(r1))
-        i2 = driver._geom_info(m, d, jp.full(n, g2), t2)._replace(pos=jp.asarray(p2), mat=jp.asarray(r2))
-        depth, normal, _ = polytope_sat(i1, i2, t1, t2)
-        v1, f1, *_ = sat.sat_tables(t1, _first(i1))
-        v2, f2, *_ = sat.sat_tables(t2, _first(i2))
+        depth, normal, v1, f1, v2, f2 = polytope_sat(g1, g2, t1, t2, r1, p2, r2)
         for k in range(n):
             w1 = np.asarray(v1) @ r1[k].T
             w2 = p2[k] + np.asarray(v2) @ r2[k].T
