@@ -28,6 +28,7 @@ import numpy as np
 from mjx_lite.pipeline import actuation as _actuation
 from mjx_lite.pipeline import passive, plugin_pid, support
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import BiasType, Data, DisableBit, DynType, GainType, Model, TrnType, Warning
 
@@ -121,9 +122,6 @@ def _body(m: Model):
     return body
 
 
-def _loop(lo: int, hi: int, fn):
-    if hi > lo:
-        jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))
 
 
 def _twin(m: Model, d: Data):

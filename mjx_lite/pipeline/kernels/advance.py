@@ -21,6 +21,7 @@ import numpy as np
 
 from mjx_lite.pipeline import support
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import JointType, Model
 
@@ -88,9 +89,6 @@ def _body(m: Model, p: dict):
     return body
 
 
-def _loop(lo: int, hi: int, fn):
-    if hi > lo:
-        jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))
 
 
 def advance(m: Model, qpos: jax.Array, qvel: jax.Array, qacc: jax.Array, integrate_pos: Callable,

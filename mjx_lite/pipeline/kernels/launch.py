@@ -51,7 +51,7 @@ import numpy as np
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
-__all__ = ["BLOCK", "IO", "NUM_WARPS", "Kernel", "Launch", "call", "detach"]
+__all__ = ["BLOCK", "IO", "NUM_WARPS", "Kernel", "Launch", "call", "detach", "loop"]
 
 # environments per program on a GPU: one per thread of 4 warps (a tuning knob to measure: a block's registers and
 # the occupancy of an SM trade off with the kernel's size, see kernels/tree.py)
@@ -127,6 +127,12 @@ def call(kernel: Kernel, inputs: dict, launch: Launch) -> dict:
         return fused(x), tout
 
     return fused(inputs)
+
+
+def loop(lo: int, hi: int, fn):
+    """fn(i) for i in range(lo, hi) as one loop in a kernel body (i traced); nothing when the range is empty."""
+    if hi > lo:
+        jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))
 
 
 def detach(obj, keep: dict):

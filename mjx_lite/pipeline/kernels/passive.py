@@ -19,12 +19,12 @@ round-off. Derivatives go through the XLA twin (kernels/launch.py).
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jp
 import numpy as np
 
 from mjx_lite.pipeline import passive
 from mjx_lite.pipeline.kernels import launch
+from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import Data, DisableBit, JointType, Model, TrnType
 
@@ -179,6 +179,3 @@ def body(m: Model, p: dict):
     return run
 
 
-def _loop(lo: int, hi: int, fn):
-    if hi > lo:
-        jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))

@@ -43,6 +43,7 @@ import numpy as np
 
 from mjx_lite.pipeline import inertia, kinematics, support, transmission
 from mjx_lite.pipeline.kernels import factor, launch
+from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, Warning, qm_shape
 
@@ -153,10 +154,6 @@ _EYE = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
 # ---- the kernel body -------------------------------------------------------------------------------------------
 
 
-def _loop(lo: int, hi: int, fn):
-    """fn(i) for i in range(lo, hi) as one loop in the kernel (i traced)."""
-    if hi > lo:
-        jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))
 
 
 def _plan(m: Model) -> dict:

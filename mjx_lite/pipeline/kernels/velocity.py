@@ -29,6 +29,7 @@ import numpy as np
 from mjx_lite.pipeline import rne, support, velocity
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import passive as _passive
+from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import Data, DisableBit, Model
 
@@ -151,9 +152,6 @@ def _body(m: Model, passive_plan: dict | None):
     return body
 
 
-def _loop(lo: int, hi: int, fn):
-    if hi > lo:
-        jax.lax.fori_loop(np.int32(lo), np.int32(hi), lambda i, c: (fn(i), c)[1], np.int32(0))
 
 
 def _xla(m: Model, d: Data, x: dict, with_passive: bool) -> dict:
