@@ -106,8 +106,13 @@ def _compare(m, mjm, mjd, d):
             oracle.close(np.asarray(getattr(d, f))[c], getattr(mjd, f)[r], FWD_ATOL, f)
 
 
+# slow: "trilinear" (one cell) and "cells" (two full cells) run the same trilinear forward as "empty" (trilinear cells,
+# some empty, a ball on them, the plane), the default test of the trilinear path; "cut" likewise
+_FWD_SLOW = ("trilinear", "cells", "cut")
+
+
 @pytest.mark.parametrize("state", [_fall, _twist])
-@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k == "cut" else k for k in MODELS])
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in _FWD_SLOW else k for k in MODELS])
 def test_forward_matches_mujoco(models, fwd, name, state):
     """Vertex positions, elastic forces, contacts and their rows, qacc: after MuJoCo's fall (vertex-plane and
     element-geom contacts), and at two rotated, deformed states (the corotational elasticity)."""
