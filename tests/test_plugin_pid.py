@@ -179,6 +179,7 @@ def test_valid_layouts_load_as_mujoco():
         mujoco.mj_forward(mjm, mjd)
         d = mjl.forward(m, mjl.make_data(m).replace(ctrl=jp.array([0.7])))
         np.testing.assert_allclose(np.asarray(d.actuator_force), mjd.actuator_force, atol=FWD_ATOL, rtol=0)
+        np.testing.assert_allclose(np.asarray(d.act_dot), mjd.act_dot, atol=FWD_ATOL, rtol=0)
 
 
 def test_touch_grid_is_not_an_actuator():
@@ -223,7 +224,10 @@ def _trajectory(m, mjm, steps=100, seed=0):
     return worst, mjd
 
 
-@pytest.mark.parametrize("integrator", INTEGRATORS)
+# slow: "implicit" integrates the plugin's forces and states as "implicitfast" does (default), and RK4 evaluates the
+# same plugin forward at its stages (RK4 itself has its own default tests); Euler and implicitfast stay default
+@pytest.mark.parametrize("integrator", [pytest.param(i, marks=pytest.mark.slow) if i in ("implicit", "RK4") else i
+                                        for i in INTEGRATORS])  # fmt: skip
 def test_trajectory(arm, integrator):
     m, mjm = arm[integrator]
     worst, mjd = _trajectory(m, mjm)
@@ -231,6 +235,10 @@ def test_trajectory(arm, integrator):
     assert np.any(np.abs(mjd.actuator_force[0]) == 5)  # the force clamp was reached (the test exercises it)
 
 
+# slow: MuJoCo's example (P, PD, PID, PID with imax) runs the plugin code of ARM's trajectories (integral, slew, imax,
+# filter and integrator dynamics); its actdim-1 integral layout's forward and act_dot are in
+# test_valid_layouts_load_as_mujoco
+@pytest.mark.slow
 def test_example_trajectory():
     m, mjm = mjl.load_mjcf_string(EXAMPLE), mujoco.MjModel.from_xml_string(EXAMPLE)
     worst, _ = _trajectory(m, mjm)
