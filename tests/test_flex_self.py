@@ -239,6 +239,9 @@ def test_self_contacts_match_mujoco(fwd, selfm):
     _compare_rows(m, mjm, mjd, d, qacc_rtol=EPA_QACC_RTOL)
 
 
+# slow: the flex-flex rows with MuJoCo's points (the same row code for self and pair contacts) stay default in
+# test_flex_pairs_match_mujoco; the self contacts' rows and qacc end to end in test_self_contacts_match_mujoco
+@pytest.mark.slow
 def test_self_rows_and_qacc_match_mujoco(fwd, selfm):
     """With MuJoCo's contact points and frames: efc_J (both elements' vertex bodies, barycentric weights), efc_pos,
     efc_R (diagApprox of both sides), efc_aref and qacc to FWD tolerances."""
