@@ -157,25 +157,30 @@ def test_cutoff_clips(models, forward):
 
 def test_vmap_and_grad(models, forward):
     """vmap over states equals the single runs; the vel user sensor's derivative in qvel equals central
-    differences."""
+    differences. One compiled program: value_and_grad vmapped over the two states and the 2 nv central-difference
+    states; the single runs from the module's jit(forward) (the program of the tests above)."""
     mjm, _, m = models
     states = _states(mjm, 2, seed=3)
     d0 = mjl.make_data(m)
-    ds = jax.tree_util.tree_map(lambda *x: jp.stack(x), *[d0.replace(qpos=jp.asarray(q), qvel=jp.asarray(v))
-                                                         for q, v in states])  # fmt: skip
-    batched = np.asarray(jax.vmap(forward, in_axes=(None, 0))(m, ds).sensordata)
-    for j, (q, v) in enumerate(states):
-        np.testing.assert_allclose(batched[j], _ours_sensordata(m, forward, q, v), rtol=RTOL, atol=ATOL)
     q, v = states[0]
     adr = int(mjm.sensor_adr[3])
-
-    def vel_sensor(qvel):
-        return forward(m, d0.replace(qpos=jp.asarray(q), qvel=qvel)).sensordata[adr]
-
-    g = np.asarray(jax.grad(vel_sensor)(jp.asarray(v)))
     h = 1e-6
-    fd = np.array([(vel_sensor(jp.asarray(v + h * e)) - vel_sensor(jp.asarray(v - h * e))) / (2 * h)
-                   for e in np.eye(mjm.nv)])  # fmt: skip
+    dv = h * np.eye(mjm.nv)
+    qs = np.stack([s[0] for s in states] + [q] * (2 * mjm.nv))
+    vs = np.concatenate([np.stack([s[1] for s in states]), v + dv, v - dv])
+
+    def vel_sensor(qpos, qvel):
+        sensordata = mjl.forward(m, d0.replace(qpos=qpos, qvel=qvel)).sensordata
+        return sensordata[adr], sensordata
+
+    (vals, batched), grads = jax.jit(jax.vmap(jax.value_and_grad(vel_sensor, argnums=1, has_aux=True)))(
+        jp.asarray(qs), jp.asarray(vs)
+    )
+    for j, (qj, vj) in enumerate(states):
+        np.testing.assert_allclose(np.asarray(batched[j]), _ours_sensordata(m, forward, qj, vj), rtol=RTOL, atol=ATOL)
+    g = np.asarray(grads[0])
+    vals = np.asarray(vals)
+    fd = (vals[2 : 2 + mjm.nv] - vals[2 + mjm.nv :]) / (2 * h)
     assert np.all(np.isfinite(g)) and np.any(g != 0)
     np.testing.assert_allclose(g, fd, rtol=FD_RTOL, atol=FD_RTOL)
 
