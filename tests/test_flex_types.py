@@ -123,10 +123,12 @@ def _forward_both(fwd, m, mjm, qpos, qvel, fields):
 
 
 # slow (the same runtime code as a default case; their generated points and fields stay default in
-# test_compiled_model_matches_mujoco): ellipsoid2_on_plane and quat_unnormalised (a dim-2 flex with edge equalities:
-# disc_on_plane), cylinder3 and direct3 (dim-3 elasticity: box3_on_plane; a pinned vertex: circle), disc_bending
-# (2-D stretch and bending: test_deformable_flex_matches_mujoco[cloth]; curved references: box2_bend)
-_FWD_SLOW = ("ellipsoid2_on_plane", "cylinder3", "direct3", "quat_unnormalised", "disc_bending")
+# test_compiled_model_matches_mujoco): disc_on_plane, ellipsoid2_on_plane and quat_unnormalised (a dim-2 flex with
+# edge equalities, on a plane: tests/test_flex.py::test_forward_matches_mujoco[drop], which checks more fields),
+# box3_on_plane, cylinder3 and direct3 (dim-3 elasticity on a plane: test_flex.py's [box]; a pinned vertex: circle),
+# disc_bending (2-D stretch and bending: test_deformable_flex_matches_mujoco[cloth]; curved references: box2_bend)
+_FWD_SLOW = ("disc_on_plane", "box3_on_plane", "ellipsoid2_on_plane", "cylinder3", "direct3", "quat_unnormalised",
+             "disc_bending")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in _FWD_SLOW else k for k in FORWARD])
