@@ -232,7 +232,14 @@ def test_mesh_from_assets_and_model_dir(meshdir, tmp_path):
     assert oracle.compare_models(m, mjm) == []
 
 
-@pytest.mark.parametrize("name", list(FORWARD))
+# slow: a flex read from a file runs the runtime of any flex (its points, elements and fields stay default in
+# test_compiled_model_matches_mujoco); rope and oct_solid_on_plane (dim 3, elasticity, plane contacts) stay default;
+# oct_solid and gmsh41_tets (dim-3 elasticity: oct_solid_on_plane), grid_on_plane (a dim-2 cloth with edge equalities
+# on a plane: tests/test_flex.py::test_forward_matches_mujoco[drop])
+_FWD_SLOW = ("oct_solid", "gmsh41_tets", "grid_on_plane")
+
+
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in _FWD_SLOW else k for k in FORWARD])
 def test_forward_matches_mujoco(meshdir, fwd, name):
     flexcomp, plane = FORWARD[name]
     xml = _scene(meshdir, flexcomp, plane, euler="5 3 0" if plane else "10 20 30")
