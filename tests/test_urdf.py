@@ -205,7 +205,9 @@ def forward():
     return jax.jit(mjx_lite.forward)
 
 
-@pytest.mark.parametrize("name", ["arm_strip", "mobile", "mobile_nofuse"])
+# slow: mobile_nofuse (the same mobile robot unfused: its compile stays default in test_compile_matches_mujoco, its
+# forward is the runtime of [mobile])
+@pytest.mark.parametrize("name", ["arm_strip", "mobile", pytest.param("mobile_nofuse", marks=pytest.mark.slow)])
 def test_forward_matches_mujoco(robot_dir, forward, name):
     m, mjm = _load_both(str(robot_dir / f"{name}.urdf"))
     mjm.opt.tolerance, mjm.opt.iterations = 1e-12, 200
@@ -231,6 +233,9 @@ def _full_m(mjm, mjd):
     return out
 
 
+# slow: the mimic's joint equality row (qfrc_constraint, qacc) is checked against MuJoCo by
+# test_forward_matches_mujoco[arm_strip], its eq_data by test_compile_matches_mujoco and test_arm_contents
+@pytest.mark.slow
 def test_mimic_equality_holds(robot_dir):
     """The mimic joint follows its leader (offset + multiplier * leader) over a short simulation."""
     m, _ = _load_both(str(robot_dir / "arm_strip.urdf"))
