@@ -155,6 +155,7 @@ def test_cases_are_meaningful(case):
 def test_ray_hits_match_mujoco():
     """The touch sensor's ray test == mju_rayGeom (hit or miss) on random rays, every site shape."""
     rng = np.random.default_rng(0)
+    ray_hits = jax.jit(sensor_contact.ray_hits, static_argnums=0)  # (op by op: hundreds of tiny compiles)
     for gtype in (GeomType.SPHERE, GeomType.CAPSULE, GeomType.ELLIPSOID, GeomType.CYLINDER, GeomType.BOX):
         size = rng.uniform(0.1, 0.5, 3)
         quat = rng.normal(size=4)
@@ -165,7 +166,7 @@ def test_ray_hits_match_mujoco():
         vec = rng.normal(size=(400, 3))
         vec /= np.linalg.norm(vec, axis=1, keepdims=True)
         vec[:40] = mat.reshape(3, 3)[:, rng.integers(0, 3, 40)].T  # rays parallel to the shape's axes
-        ours = np.asarray(sensor_contact.ray_hits(int(gtype), jp.asarray(pos), jp.asarray(mat.reshape(3, 3)),
+        ours = np.asarray(ray_hits(int(gtype), jp.asarray(pos), jp.asarray(mat.reshape(3, 3)),
                                                   jp.asarray(size), jp.asarray(pnt), jp.asarray(vec)))  # fmt: skip
         ref = np.array([mujoco.mju_rayGeom(pos, mat, size, p, v, int(gtype)) >= 0 for p, v in zip(pnt, vec)])
         np.testing.assert_array_equal(ours, ref, err_msg=GeomType(gtype).name)
