@@ -86,6 +86,11 @@ def test_caps_from_size_config_and_errors():
     assert (big.nconmax, big.njmax) == (raw.nconmax, raw.njmax) and not driver.capped(big)
     # njmax: contact slots are cut until the rows fit (10 rows each here)
     assert mjl.load_mjcf_string(_xml(njmax=75)).nconmax == 7
+    # the warning an overflow counts: CONTACTFULL where nconmax set the cap, CNSTRFULL where njmax did
+    # (test_small_capacity_overflows_and_flags counts them through the pipeline, the CNSTRFULL case slow)
+    assert driver._cap_warning(m) == types.Warning.CONTACTFULL
+    cut = mjl.load_mjcf_string(_xml(njmax=30))
+    assert cut.nconmax == 3 and driver._cap_warning(cut) == types.Warning.CNSTRFULL
     # the capacity decides Data's shapes: m.replace(config=...) cannot change it
     with pytest.raises(ValueError, match="configure"):
         m.replace(config=m.config.replace(nconmax=4))
@@ -136,7 +141,11 @@ def test_capped_layout_matches_mujoco(cone, nconmax, njmax):
 # too little capacity: flagged per environment, the deepest contacts kept
 
 
-@pytest.mark.parametrize("nconmax,njmax,flag", [(3, -1, "contact"), (-1, 30, "constraint")])
+# the njmax cap's case is slow (CI time: a program of its own that differs from the first one's in the warning index
+# alone); test_caps_from_size_config_and_errors checks that index (driver._cap_warning) by default
+@pytest.mark.parametrize(
+    "nconmax,njmax,flag", [(3, -1, "contact"), pytest.param(-1, 30, "constraint", marks=pytest.mark.slow)]
+)
 def test_small_capacity_overflows_and_flags(nconmax, njmax, flag):
     xml = _xml(nconmax, njmax)
     m = mjl.load_mjcf_string(xml)

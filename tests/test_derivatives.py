@@ -2,6 +2,8 @@
 mj_differentiatePos, NaN-free gradients at contact onset, zero velocity and joint limits (float32 and float64), and
 the contact-aware (randomly smoothed) step derivative."""
 
+import sys
+
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -515,18 +517,53 @@ def _gjk_transition_text(mode: str) -> str:
     return fn.lower(mjl.make_data(gjk)).as_text()
 
 
-def test_transition_auto_mode_is_forward_with_gjk_pairs():
+class _ChosenError(Exception):
+    """Raised by `_chosen_mode`'s stand-ins for jax.jacfwd / jax.jacrev: the mode `_structured_jacobian` took."""
+
+
+def _chosen_mode(monkeypatch, m) -> str:
+    """The autodiff mode ("forward" or "reverse") that `transition(m, d, sensors=False, mode="auto", ncon=3)` takes
+    in `_structured_jacobian`: traced until its first jacfwd / jacrev there (the forward pass only; a full trace of
+    the derivative is ~8 CPU-s more)."""
+
+    def stand_in(name, orig):
+        def fn(*args, **kwargs):
+            if sys._getframe(1).f_code is derivatives._structured_jacobian.__code__:
+                raise _ChosenError(name)
+            return orig(*args, **kwargs)
+
+        return fn
+
+    monkeypatch.setattr(jax, "jacfwd", stand_in("forward", jax.jacfwd))
+    monkeypatch.setattr(jax, "jacrev", stand_in("reverse", jax.jacrev))
+    try:
+        jax.make_jaxpr(lambda d: derivatives.transition(m, d, sensors=False, mode="auto", ncon=3))(mjl.make_data(m))
+    except _ChosenError as e:
+        return e.args[0]
+    finally:
+        monkeypatch.undo()
+    raise AssertionError("_structured_jacobian took neither jacfwd nor jacrev")
+
+
+def test_transition_auto_mode_is_forward_with_gjk_pairs(monkeypatch):
     """`transition`'s mode "auto" with the structured (Euler) derivative: reverse mode by shape (here nv+na = 36
     rows against nv + (nv+na+nu)/2 = 54 tangent-equivalents), but forward mode where the pair table has a GJK/EPA
     collider (the sphere-ellipsoid pairs), whose reverse-mode derivative costs far more to compile and run
     (dm_control's quadruped, ncon 8: reverse took 601 s to compile against forward's 151 s, load 11, before this
-    rule). With the ellipsoid there, "auto" traces the very program of "forward" (same StableHLO; that it differs
-    from reverse mode's is test_transition_modes_lower_to_other_programs, slow)."""
+    rule). The mode `_structured_jacobian` takes is read at its first jacfwd / jacrev (that "auto" then traces the
+    very program of "forward", same StableHLO, is test_transition_auto_mode_traces_the_forward_program, slow)."""
     gjk = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(SPHERES))
     plain = oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(SPHERES.replace(
         'type="ellipsoid" size=".11 .06 .05"', 'type="sphere" size=".06"')))  # fmt: skip
     assert not derivatives._structured_reverse(gjk, sensors=False)
     assert derivatives._structured_reverse(plain, sensors=False)
+    assert _chosen_mode(monkeypatch, gjk) == "forward"
+    assert _chosen_mode(monkeypatch, plain) == "reverse"
+
+
+@pytest.mark.slow  # two full traces (~25 CPU-s); test_transition_auto_mode_is_forward_with_gjk_pairs covers the rule
+def test_transition_auto_mode_traces_the_forward_program():
+    """With the ellipsoid there, "auto" traces the very program of "forward" (same StableHLO)."""
     assert _gjk_transition_text("auto") == _gjk_transition_text("forward")
 
 

@@ -112,7 +112,8 @@ def test_integrate_pos_zero_velocity_gradient():
     m = oracle.model_from_mujoco(mjm)
     qpos = jp.asarray(mjm.qpos0)
     h = 0.1
-    jac = jax.jacfwd(lambda v: integrate.integrate_pos(m, qpos, v, jp.asarray(h)))(jp.zeros(mjm.nv))
+    # one program (eagerly, op by op, every operation compiled a program of its own)
+    jac = jax.jit(jax.jacfwd(lambda v: integrate.integrate_pos(m, qpos, v, jp.asarray(h))))(np.zeros(mjm.nv))
     eps = 1e-6
     fd = np.zeros((mjm.nq, mjm.nv))
     for j in range(mjm.nv):
