@@ -47,11 +47,11 @@ def every_result(every_path):
     return rc.compare(every_path, 48, 64, cameras=[0], kinematics="mujoco")[0]
 
 
-# the dm_control models other than the cartpole draw only geom types that every_geom has (planes, capsules, spheres,
-# cylinders, boxes, ellipsoids) through the same ray casts: slow here (each is one more renderer compile); their
-# cameras stay in test_depth_segmentation_vs_mujoco_all_cameras (slow); dm/cartpole, mjx/humanoid, mjx/convex and
-# every_geom run by default
-ORACLE_SLOW = ("dm/cheetah", "dm/walker", "dm/finger", "dm/reacher")
+# the dm_control models other than the cartpole, and mjx/humanoid (capsules, spheres, a plane), draw only geom types
+# that every_geom has (planes, capsules, spheres, cylinders, boxes, ellipsoids) through the same ray casts: slow here
+# (each is one more renderer compile); their cameras stay in test_depth_segmentation_vs_mujoco_all_cameras (slow);
+# dm/cartpole (a model's own cameras, materials and textures), mjx/convex (convex meshes) and every_geom run by default
+ORACLE_SLOW = ("dm/cheetah", "dm/walker", "dm/finger", "dm/reacher", "mjx/humanoid")
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ORACLE_SLOW else n

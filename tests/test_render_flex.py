@@ -146,8 +146,9 @@ def test_skin_offset_by_the_radius():
     m = mjx_lite.load_mjcf_string(xml)
     d = mjx_lite.forward(m, mjx_lite.make_data(m))
     r = render.Renderer(m, H, W)
-    depth = np.asarray(r.depth(d, "top")).reshape(-1)
-    seg = np.asarray(r.segmentation(d, "top")).reshape(-1, 2)
+    out = r.render(d, "top")  # depth and segmentation from one compiled program
+    depth = np.asarray(out["depth"]).reshape(-1)
+    seg = np.asarray(out["segmentation"]).reshape(-1, 2)
     o, dirs = _rays(r, m, d)
     x = np.asarray(d.flexvert_xpos)
     lo, hi = x[:, :2].min(0) + 0.01, x[:, :2].max(0) - 0.01
@@ -171,14 +172,15 @@ def test_flexgroup_hides_and_shows():
 
 
 def test_batched_equals_unbatched_and_depth_gradient(cloth_and_rope):
-    m, d0, r, _ = cloth_and_rope
+    m, d0, r, out0 = cloth_and_rope
     _, d1 = _state(_scene(CLOTH + ROPE), seed=3)
     batch = jax.tree_util.tree_map(lambda a, b: jp.stack([a, b]), d0, d1)
     seg_b = jax.vmap(lambda d: r.segmentation(d, "top"))(batch)
+    # the unbatched images by the fixture's compiled render program (all three images from the same cast)
     for i, d in enumerate((d0, d1)):
-        np.testing.assert_array_equal(np.asarray(seg_b[i]), np.asarray(r.segmentation(d, "top")))
+        np.testing.assert_array_equal(np.asarray(seg_b[i]), np.asarray(r.render(d, "top")["segmentation"]))
     # depth of a cloth pixel near the image centre against a central difference in the vertex heights
-    seg = np.asarray(r.segmentation(d0, "top"))
+    seg = np.asarray(out0["segmentation"])
     ij = [(i, j) for i in range(H // 2 - 4, H // 2 + 4) for j in range(W // 2 - 4, W // 2 + 4)
           if seg[i, j, 1] == int(ObjType.FLEX) and seg[i, j, 0] == 0]  # fmt: skip
     assert ij
