@@ -64,10 +64,11 @@ GRAD_TOL = 1e-10
 # broadcast per batched kernel input (launch._batched) and fwd_acceleration as one kernel (kernels/factor.py, in
 # place of solve_m: the forces' sum and J'xfrc were ~50 XLA operations): fused 428, XLA 5288, 4860 saved; with the
 # joint actuators' transmission in the tree pass (kernels/tree.py) fused 391, and the actuation kernel
-# (kernels/actuation.py, one more kernel) fused 370, XLA 5288, 4918 saved.
+# (kernels/actuation.py, one more kernel) fused 370, XLA 5288, 4918 saved; with the kernels' shared (Model) inputs
+# unreshaped and the actuation kernel's warning increments (kernels/launch.py, actuation.py) fused 331, 4957 saved.
 # 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel, 3475 with this
 # CPU's resolution of the auto fields.
-FUSED_STEP_SAVED = 4918  # 648 with the tree pass alone fused
+FUSED_STEP_SAVED = 4957  # 648 with the tree pass alone fused
 # (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530

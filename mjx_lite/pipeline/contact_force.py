@@ -17,7 +17,7 @@ from mjx_lite.collision import flex as flexcol
 from mjx_lite.pipeline import constraint, support
 from mjx_lite.types import ConeType, Data, DisableBit, Model
 
-__all__ = ["cfrc_ext_constraint", "contact_force"]
+__all__ = ["cfrc_ext_constraint", "contact_force", "contact_wrenches", "equality_wrenches"]
 
 
 def _constraints_live(m: Model) -> bool:
@@ -72,8 +72,19 @@ def cfrc_ext_constraint(m: Model, d: Data, forces: jax.Array | None = None) -> j
     generalised force is J'f of the equality rows (the force at each body's anchor, and for welds the torque rotated
     out of the error coordinates).
     """
-    dt = d.qpos.dtype
-    out = jp.zeros((m.nbody, 6), dt)
+    out = contact_wrenches(m, d, forces)
+    if not _constraints_live(m):
+        return out
+    p = constraint.plan(m)
+    if len(p.connect) or len(p.weld):
+        out = out + _equality_wrenches(m, d, p)
+    return out
+
+
+def contact_wrenches(m: Model, d: Data, forces: jax.Array | None = None) -> jax.Array:
+    """(nbody, 6) com-based [torque, force] wrenches of the contact forces alone (`cfrc_ext_constraint`'s contact
+    part; forces as there)."""
+    out = jp.zeros((m.nbody, 6), d.qpos.dtype)
     if not _constraints_live(m):
         return out
     p = constraint.plan(m)
@@ -90,9 +101,16 @@ def cfrc_ext_constraint(m: Model, d: Data, forces: jax.Array | None = None) -> j
         bodies = jp.concatenate([b1, b2])
         pts = jp.concatenate([d.contact.pos, d.contact.pos])
         out = out + support.wrench_to_cfrc(m, d, bodies, pts, jp.concatenate([-tf, tf]))
-    if len(p.connect) or len(p.weld):
-        out = out + _equality_wrenches(m, d, p)
     return out
+
+
+def equality_wrenches(m: Model, d: Data) -> jax.Array | None:
+    """(nbody, 6) com-based wrenches of the connect and weld forces (`cfrc_ext_constraint`'s equality part), or None
+    where the model has no such rows."""
+    if not _constraints_live(m):
+        return None
+    p = constraint.plan(m)
+    return _equality_wrenches(m, d, p) if len(p.connect) or len(p.weld) else None
 
 
 def _equality_wrenches(m: Model, d: Data, p) -> jax.Array:

@@ -237,7 +237,7 @@ def forward_acc(m: Model, d: Data, sensors: bool | jax.Array = True) -> Data:
     d = fwd_actuation(m, d)
     d = fwd_acceleration(m, d)
     d = fwd_constraint(m, d)
-    d = _sensor_stage(sensor.sensor_acc, m, d, sensors)
+    d = _sensor_stage(kernels.sensor_acc, m, d, sensors)  # sensor.sensor_acc (fused under kernels)
     if _enabled(m, EnableBit.FWDINV):  # solver_fwdinv (mj_compareFwdInv)
         d = inverse.compare_fwd_inv(m, d)
     return d

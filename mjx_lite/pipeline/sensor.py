@@ -347,9 +347,11 @@ def _group_values(
     raise NotImplementedError(f"mjx_lite: sensor type {SensorType(stype).name} is not supported")
 
 
-def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared | None = None) -> Data:
+def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared | None = None,
+                   done: tuple | None = None) -> Data:  # fmt: skip
     """Compute and write the sensors of one stage, then apply their cutoff (shared: contact quantities already
-    computed for this state, else computed on first use)."""
+    computed for this state, else computed on first use). done: (ids, sensordata indices, values after cutoff) of
+    sensors of the stage computed elsewhere (a fused kernel, kernels/sensor_acc.py), written in the same scatter."""
     if m.nsensor == 0 or m.opt.disableflags & DisableBit.SENSOR:
         return d
     needstage = np.asarray(m.sensor_needstage)
@@ -364,7 +366,12 @@ def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared 
         if t == S.PLUGIN and (not m.sensor_plugincfg or m.sensor_plugincfg[i] is None):
             raise NotImplementedError(f"mjx_lite: sensor {i} (plugin): no built-in plugin configuration (a Model "
                                       "not compiled by mjx_lite's loader)")  # fmt: skip
-    idx, values = _values(m, d, sel, shared)
+    rest = sel if done is None else np.setdiff1d(sel, np.asarray(done[0], int))
+    if rest.size:
+        idx, values = _values(m, d, rest, shared)
+    if done is not None:
+        idx, values = (done[1], done[2]) if not rest.size else \
+            (np.concatenate([done[1], idx]), jp.concatenate([done[2], values]))  # fmt: skip
     d = d.replace(sensordata=d.sensordata.at[idx].set(values))
     return history.read_sensors(m, d, sel)  # delayed sensors (and interval sensors between ticks) from their buffers
 

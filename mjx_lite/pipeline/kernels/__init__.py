@@ -19,6 +19,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
   contact_params.py  those groups' contact parameters (mj_contactParam: detection margins, friction, solref, ...)
               as one kernel of the Model alone (one lane under the usual vmap)
   actuation.py  the actuators' forces (mj_fwdActuation) of stateless fixed/affine actuators as one kernel
+  sensor_acc.py  mj_sensorAcc's mj_rnePostConstraint (cacc, cfrc_int, cfrc_ext with the contact wrenches) and the
+              accelerometer, force, torque and frame acceleration sensors as one kernel
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of connect/weld/joint/tendon/flex equalities, dof and tendon
               friction, joint, ball and tendon limits and pyramidal or elliptic contacts as one kernel
@@ -32,7 +34,7 @@ import jax
 from mjx_lite.collision import driver
 from mjx_lite.config import kernels as _kernels
 from mjx_lite.pipeline import actuation as _xla_actuation
-from mjx_lite.pipeline import constraint, inertia
+from mjx_lite.pipeline import constraint, inertia, sensor
 from mjx_lite.pipeline.kernels import actuation as _actuation
 from mjx_lite.pipeline.kernels import advance as _advance
 from mjx_lite.pipeline.kernels import collide as _collide
@@ -43,14 +45,15 @@ from mjx_lite.pipeline.kernels import primal as _primal
 from mjx_lite.pipeline.kernels import primal_tiled as _primal_tiled
 from mjx_lite.pipeline.kernels import rows as _rows
 from mjx_lite.pipeline.kernels import rows_tiled as _rows_tiled
+from mjx_lite.pipeline.kernels import sensor_acc as _sensor_acc
 from mjx_lite.pipeline.kernels import tree as _tree
 from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model
 
 __all__ = ["acceleration", "actuation", "actuation_fused", "advance", "advance_fused", "collide_fused", "collision",
-           "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused", "rows_fused", "solve_pgs",
-           "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
+           "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused", "rows_fused", "sensor_acc",
+           "sensor_acc_fused", "solve_pgs", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -186,3 +189,18 @@ def solve_pgs(m: Model, layout: _common.Layout, p: _common.Problem, qacc_warmsta
     """PGS's sweeps as one fused kernel (the caller checks `pgs_fused`): (efc_force, qacc, jar, J' force, niter,
     improvement, efc_b), see `kernels.pgs.solve`."""
     return _pgs.solve(m, layout, p, qacc_warmstart, block_key, factors, kw, launch_of(m))
+
+
+def sensor_acc_fused(m: Model) -> bool:
+    """Static: the acceleration sensors' stage runs its mj_rnePostConstraint and its accelerometer, force, torque and
+    frame acceleration sensors as the fused kernel (`fused(m)`, a sensor of the stage needs cacc or cfrc_int, dofs, no
+    flexes, static contact slots: kernels/sensor_acc.py)."""
+    return fused(m) and _sensor_acc.fusable(m)
+
+
+def sensor_acc(m: Model, d: Data) -> Data:
+    """`sensor.sensor_acc` (mj_sensorAcc), as one fused kernel and the uncovered sensors' XLA code when
+    `sensor_acc_fused(m)`."""
+    if not sensor_acc_fused(m):
+        return sensor.sensor_acc(m, d)
+    return _sensor_acc.sensor_acc(m, d, launch_of(m))

@@ -1,7 +1,8 @@
 """The actuators' forces (mj_fwdActuation, actuation.actuation) as one fused kernel, for stateless actuators with
 fixed or affine gains and no or affine biases (motors, position and velocity servos without activation).
 
-Outputs (per environment): actuator_force (nactuator,), qfrc_actuator (nv,) and whether a control was bad (1,).
+Outputs (per environment): actuator_force (nactuator,), qfrc_actuator (nv,) and the increments of warning_number
+(NWARNING,): 1 at BADCTRL where a control was bad, else zeros (added to warning_number by one operation).
 Inputs: ctrl (nu,), actuator_length, actuator_velocity (nactuator,), actuator_moment (nactuator * nv,) (per
 environment) and the Model's actuator_gainprm, actuator_biasprm, actuator_ctrlrange, actuator_forcerange (shared by
 the block unless vmapped).
@@ -30,7 +31,7 @@ from mjx_lite.pipeline import passive, plugin_pid, support
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.pipeline.kernels.launch import where
-from mjx_lite.types import BiasType, Data, DisableBit, DynType, GainType, Model, TrnType, Warning
+from mjx_lite.types import NWARNING, BiasType, Data, DisableBit, DynType, GainType, Model, TrnType, Warning
 
 __all__ = ["actuation", "fusable"]
 
@@ -94,7 +95,8 @@ def _body(m: Model):
             return where(control(a)[1], 1.0, acc, io.dtype)
 
         bad = jax.lax.fori_loop(np.int32(0), np.int32(nu), any_bad, io.lanes(0.0))
-        io.write("bad", 0, bad)
+        for w in range(NWARNING):  # the warnings' increments: BADCTRL's 0 or 1, the others 0
+            io.write("warn", w, bad if w == Warning.BADCTRL else 0.0)
         ok = bad <= 0.0
 
         def force(a):
@@ -132,9 +134,8 @@ def _twin(m: Model, d: Data):
         m2 = launch.detach(m, {n: x[n].reshape(jp.shape(getattr(m, n))) for n in MODEL_INPUTS})
         d2 = launch.detach(d, {n: x[n].reshape(jp.shape(getattr(d, n))) for n in DATA_INPUTS})
         out = _actuation.actuation(m2, d2)
-        bad = out.warning_number[Warning.BADCTRL] > 0
-        return {"actuator_force": out.actuator_force, "qfrc_actuator": out.qfrc_actuator,
-                "bad": bad.astype(out.qfrc_actuator.dtype)[None]}  # fmt: skip
+        warn = (out.warning_number - d2.warning_number).astype(out.qfrc_actuator.dtype)
+        return {"actuator_force": out.actuator_force, "qfrc_actuator": out.qfrc_actuator, "warn": warn}
 
     return xla
 
@@ -143,16 +144,16 @@ def actuation(m: Model, d: Data, how: launch.Launch) -> Data:
     """actuator_force and qfrc_actuator as one fused kernel (the caller checks `fusable`); a bad control counts in
     warning_number[BADCTRL] as the XLA stage counts it."""
     _actuation._check(m)
-    x = {n: getattr(m, n).reshape(-1) for n in MODEL_INPUTS}
+    x = {n: getattr(m, n) for n in MODEL_INPUTS}  # (shared: read in their shape, launch.IO.read)
     x.update({n: getattr(d, n).reshape(-1) for n in DATA_INPUTS})
     tables = support.memo(m, "kernels_actuation_plan", plan)
-    outputs = {"actuator_force": (m.nactuator,), "qfrc_actuator": (m.nv,), "bad": (1,)}
+    outputs = {"actuator_force": (m.nactuator,), "qfrc_actuator": (m.nv,), "warn": (NWARNING,)}
     k = launch.Kernel("actuation", {n: tuple(v.shape) for n, v in x.items()}, outputs, tables, _body(m),
                       _twin(m, d))  # fmt: skip
     dtype = d.qpos.dtype
     out = launch.call(k, {n: v.astype(dtype) for n, v in x.items()}, how)
-    bad = (out["bad"][0] > 0).astype(d.warning_number.dtype)
+    warn = out["warn"].astype(d.warning_number.dtype)  # 0 or 1 at BADCTRL, zeros elsewhere: one add
     return d.replace(actuator_force=out["actuator_force"].astype(d.actuator_force.dtype),
                      qfrc_actuator=out["qfrc_actuator"].astype(d.qfrc_actuator.dtype),
-                     warning_number=d.warning_number.at[Warning.BADCTRL].add(bad))  # fmt: skip
+                     warning_number=d.warning_number + warn)  # fmt: skip
 

@@ -73,22 +73,22 @@ def _override(m: Model) -> bool:
 
 
 def _inputs(m: Model, info: dict) -> dict:
-    """The Model floats the kernel reads (flat): under the override flag opt.o_* in place of the pairs' margins,
-    friction, solref and solimp."""
+    """The Model floats the kernel reads (in their shapes: shared inputs are read by flat index, launch.IO): under
+    the override flag opt.o_* in place of the pairs' margins, friction, solref and solimp."""
     override = _override(m)
     x = {}
     if info["dynamic"]:
         x["geom_gap"] = m.geom_gap
         if not override:
-            x.update(geom_margin=m.geom_margin, geom_solmix=m.geom_solmix, geom_solref=m.geom_solref.reshape(-1),
-                     geom_solimp=m.geom_solimp.reshape(-1), geom_friction=m.geom_friction.reshape(-1))  # fmt: skip
+            x.update(geom_margin=m.geom_margin, geom_solmix=m.geom_solmix, geom_solref=m.geom_solref,
+                     geom_solimp=m.geom_solimp, geom_friction=m.geom_friction)  # fmt: skip
         if m.flg_adhesion:
             x["geom_adhesion"] = m.geom_adhesion
     if info["explicit"]:
-        x.update(pair_gap=m.pair_gap, pair_solreffriction=m.pair_solreffriction.reshape(-1))
+        x.update(pair_gap=m.pair_gap, pair_solreffriction=m.pair_solreffriction)
         if not override:
-            x.update(pair_margin=m.pair_margin, pair_friction=m.pair_friction.reshape(-1),
-                     pair_solref=m.pair_solref.reshape(-1), pair_solimp=m.pair_solimp.reshape(-1))  # fmt: skip
+            x.update(pair_margin=m.pair_margin, pair_friction=m.pair_friction, pair_solref=m.pair_solref,
+                     pair_solimp=m.pair_solimp)  # fmt: skip
         if m.flg_adhesion:
             x["pair_adhesion"] = m.pair_adhesion
     if override:
@@ -220,24 +220,14 @@ def _body(m: Model, info: dict):
     return body
 
 
-# the Model's contact parameter fields `driver.covered_params` reads (besides the override's opt.o_*)
-PARAM_FIELDS = ("geom_margin", "geom_gap", "geom_solmix", "geom_solref", "geom_solimp", "geom_friction",
-                "geom_adhesion", "pair_margin", "pair_gap", "pair_friction", "pair_solref", "pair_solreffriction",
-                "pair_solimp", "pair_adhesion")  # fmt: skip
-
-
 def _twin(m: Model, covered: tuple, info: dict):
     """The XLA twin: `driver.covered_params` of the covered groups at the kernel's inputs."""
     groups = driver.pair_table(m).groups
-    names = {"geom_solref": 2, "geom_solimp": 5, "geom_friction": 3, "pair_friction": 5, "pair_solref": 2,
-             "pair_solreffriction": 2, "pair_solimp": 5}  # fmt: skip
 
     def xla(x):
-        rep = {k: (v.reshape(-1, names[k]) if k in names else v) for k, v in x.items() if not k.startswith("o_")}
-        # the fields the kernel does not read (adhesion without the flag, the mixed ones under the override flag)
-        # as zeros: the twin, a custom_jvp rule, reads no array of the Model it closes over (see launch.call)
-        m2 = m.replace(**{n: rep[n] if n in rep else jp.zeros(jp.shape(getattr(m, n)), getattr(m, n).dtype)
-                          for n in PARAM_FIELDS})  # fmt: skip
+        # every other traced field as zeros (adhesion without the flag, the mixed ones under the override flag): the
+        # twin, a custom_jvp rule, reads no array of the Model it closes over (launch.detach, launch.call)
+        m2 = launch.detach(m, {n: v.reshape(jp.shape(getattr(m, n))) for n, v in x.items() if not n.startswith("o_")})
         if _override(m):
             m2 = m2.replace(opt=m2.opt.replace(o_margin=x["o_margin"].reshape(()), o_solref=x["o_solref"],
                                                o_solimp=x["o_solimp"], o_friction=x["o_friction"]))  # fmt: skip

@@ -229,9 +229,11 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
         return x[n].astype(dtype).reshape(e, -1)
 
     args, specs = [], []
-    for n in shared:  # one flat ref each (read as scalars)
-        args.append(x[n].astype(dtype).reshape(-1))
-        specs.append(pl.BlockSpec((_size(kernel.inputs[n]),), lambda i: (0,)))
+    for n in shared:  # one ref each in the input's own shape (no reshape; read as scalars by flat index)
+        v = x[n].astype(dtype)
+        v = v.reshape(1) if v.ndim == 0 else v
+        args.append(v)
+        specs.append(pl.BlockSpec(v.shape, lambda i, nd=v.ndim: (0,) * nd))
     xoff, off = {}, 0
     for n in per_env:
         xoff[n], off = off, off + _size(kernel.inputs[n])
@@ -305,6 +307,21 @@ def _index(i):
     return i if isinstance(i, (int, np.integer)) else jp.asarray(i).astype(_int())
 
 
+def _unravel(shape: tuple, i):
+    """The index into an array of `shape` of its flat (row-major) element i: i itself for one axis; a tuple of
+    Python ints for a static i, of integer arrays (scalars or lane vectors) for a traced one. Shared inputs keep
+    their shape in the kernel (no reshape outside it) and are read by flat index."""
+    if len(shape) == 1:
+        return i
+    if isinstance(i, (int, np.integer)):
+        return tuple(int(k) for k in np.unravel_index(int(i), shape))
+    out, rest = [], i
+    for k in range(len(shape) - 1, 0, -1):
+        out.append(rest % shape[k])
+        rest = rest // shape[k]
+    return (rest,) + tuple(reversed(out))
+
+
 def _int():
     """JAX's default int type (int64 with jax_enable_x64, else int32): the interpreter's own index type."""
     return jax.dtypes.canonicalize_dtype(jp.int64)
@@ -337,10 +354,16 @@ class IO:
         """Elements n * i .. n * i + n - 1 of input `name` (`read` of each)."""
         if not self._wide or isinstance(i, (int, np.integer)):
             return tuple(self.read(name, n * i + k) for k in range(n))
-        i = n * _index(i)
         if name in self._s:
-            v = self._s[name][pl.ds(i, n)]
+            ref = self._s[name]
+            if ref.ndim == 2 and ref.shape[1] == n:  # row i of a shared (rows, n) input
+                v = ref[pl.ds(_index(i), 1), :][0]
+            elif ref.ndim == 1:
+                v = ref[pl.ds(n * _index(i), n)]
+            else:
+                return tuple(self.read(name, n * i + k) for k in range(n))
             return tuple(v[k] for k in range(n))
+        i = n * _index(i)
         return self._span(self._x[name], self._xoff[name] + i if self._last else i, n)
 
     def load_vec(self, name: str, i, n: int) -> tuple:
@@ -376,7 +399,7 @@ class IO:
         """Element i of input `name`: a lane vector (BLOCK,), or a scalar for an input shared by the block."""
         i = _index(i)
         if name in self._s:
-            return self._s[name][i]
+            return self._s[name][_unravel(self._s[name].shape, i)]
         return self._lanes(self._x[name], self._xoff[name] + i if self._last else i)
 
     def gather(self, name: str, idx):
@@ -386,7 +409,7 @@ class IO:
         size = _size(self._shape(name))
         idx = jp.clip(jp.asarray(idx).astype(jp.int32), 0, size - 1)
         if name in self._s:
-            return self._s[name][idx]
+            return self._s[name][_unravel(self._s[name].shape, idx)]
         lane = jax.lax.broadcasted_iota(jp.int32, (self.block,), 0)
         if self._last:
             return self._x[name][self._xoff[name] + idx, lane]
