@@ -72,7 +72,8 @@ def _tilt_poses(mjm, cases, dz=0.0):
 
 def _ours(m, poses):
     """Our active contacts for every pose, from one batched call of the shared compiled collision."""
-    d = _COLLIDE(m, posed_data(m, [p[0] for p in poses], [p[1] for p in poses]))
+    d = jax.device_get(_COLLIDE(m, posed_data(m, [p[0] for p in poses], [p[1] for p in poses])))
+    # on the host (numpy indexing): eager device ops would compile a tiny program each
     return [mjl.active_contacts(m, jax.tree_util.tree_map(lambda x, i=i: x[i], d)) for i in range(len(poses))]
 
 
