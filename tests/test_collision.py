@@ -176,9 +176,18 @@ def _posed(m, xpos, xmat):
     return d.replace(geom_xpos=np.stack(xpos).astype(np.float64), geom_xmat=np.stack(xmat).astype(np.float64))
 
 
-def _ours_batched(m, poses):
-    """`driver.collision` at each pose (one compile per model), its output on the host (numpy leaves)."""
-    return jax.device_get(_COLLIDE(m, _posed(m, [p[1] for p in poses], [p[2] for p in poses])))
+# the tests of one model (the same scene in test_analytic_pairs and a test of its own: capsule-box, box-box,
+# plane-mesh, capsule-capsule) pad their batches to a multiple of this (repeating the last pose): one compiled program
+SHARED_BATCH = 40
+
+
+def _ours_batched(m, poses, batch=1):
+    """`driver.collision` at each pose (one compile per model and batch size, the poses padded to a multiple of
+    `batch`), its output on the host (numpy leaves, the first len(poses))."""
+    pad = -len(poses) % batch
+    xpos, xmat = [p[1] for p in poses], [p[2] for p in poses]
+    d = jax.device_get(_COLLIDE(m, _posed(m, xpos + xpos[-1:] * pad, xmat + xmat[-1:] * pad)))
+    return jax.tree_util.tree_map(lambda x: x[: len(poses)], d)
 
 
 def _unbatch(d, i):
@@ -188,7 +197,7 @@ def _unbatch(d, i):
 
 def _match_poses(m, mjm, poses, atol) -> list[int]:
     """Our contacts equal MuJoCo's at every pose (full sets); returns MuJoCo's contact count per pose."""
-    d = _ours_batched(m, poses)
+    d = _ours_batched(m, poses, SHARED_BATCH)
     counts = []
     for i, (qpos, _, _) in enumerate(poses):
         theirs = _mj_contacts(mjm, qpos)
@@ -224,7 +233,7 @@ def test_analytic_pairs(pair):
     m = model_from_mujoco(mjm)
     rng = np.random.default_rng(0)
     poses = _poses(mjm, rng, 24, TARGETS)
-    d = _ours_batched(m, poses)
+    d = _ours_batched(m, poses, SHARED_BATCH)
     for i, (qpos, _, _) in enumerate(poses):
         ours = mjl.active_contacts(m, _unbatch(d, i))
         theirs = _mj_contacts(mjm, qpos)
@@ -300,7 +309,7 @@ def test_capsule_capsule_parallel():
         mjd.qpos[:] = np.concatenate([np.zeros(3), q, off, q])
         mujoco.mj_kinematics(mjm, mjd)
         poses.append((mjd.qpos.copy(), mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
-    d = _ours_batched(m, poses)
+    d = _ours_batched(m, poses, SHARED_BATCH)
     for i, (qpos, _, _) in enumerate(poses):
         theirs = _mj_contacts(mjm, qpos)
         counts.append(len(theirs["dist"]))
@@ -386,7 +395,7 @@ def test_plane_mesh_contacts():
         low = (vert @ rot.reshape(3, 3).T)[:, 2].min()
         qposes.append(np.r_[rng.uniform(-0.1, 0.1, 2), -low + rng.uniform(-0.02, 0.009), q])
     poses += _pose_list(mjm, qposes)
-    d = _ours_batched(m, poses)
+    d = _ours_batched(m, poses, SHARED_BATCH)
     mjd = mujoco.MjData(mjm)
     counts, full = [], 0
     for i, (qpos, _, _) in enumerate(poses):
@@ -463,8 +472,16 @@ def test_box_box_face_manifold():
 # box-box follows MuJoCo's arithmetic (its frame, its order of operations, no fused multiply-adds): on touching faces
 # the distance is rounding (1e-17) and its sign decides contact or none, so agreement is to a few ulps
 ATOL_BOX_ROUNDOFF = 1e-15
-_BOX_BOX = jax.jit(jax.vmap(lambda p1, m1, s1, p2, m2, s2, margin: boxbox.box_box(
-    GeomInfo(p1, m1, s1), GeomInfo(p2, m2, s2), margin)))  # fmt: skip
+
+
+def _box_box_normals(p1, m1, s1, p2, m2, s2, margin):
+    """box_box's contacts: dist (n,), pos (n, 3) and the normal of make_frame (n, 3) (in the compiled program: no
+    eager ops on its output)."""
+    out = boxbox.box_box(GeomInfo(p1, m1, s1), GeomInfo(p2, m2, s2), margin)
+    return out.dist, out.pos, make_frame(out.normal, out.tangent)[..., 0, :]
+
+
+_BOX_BOX = jax.jit(jax.vmap(_box_box_normals))
 
 
 def _free_boxes_contacts(s1, s2, qpos, margin):
@@ -487,9 +504,8 @@ def _box_box_vs_mujoco(rows):
     """rows: `_free_boxes_contacts`; box_box on MuJoCo's poses gives MuJoCo's contacts (count, order, dist, pos,
     normal). Returns MuJoCo's contact counts."""
     xpos, xmat, size, margin = (np.stack([r[k] for r in rows]) for k in range(4))
-    out = _BOX_BOX(xpos[:, 0], xmat[:, 0], size[:, 0], xpos[:, 1], xmat[:, 1], size[:, 1], margin)
-    normal = np.asarray(make_frame(out.normal, out.tangent))[..., 0, :]
-    dist, pos = np.asarray(out.dist), np.asarray(out.pos)
+    dist, pos, normal = jax.device_get(_BOX_BOX(xpos[:, 0], xmat[:, 0], size[:, 0], xpos[:, 1], xmat[:, 1],
+                                                size[:, 1], margin))
     for k, (*_, mdist, mpos, mnormal) in enumerate(rows):
         act = dist[k] < ctypes.NOCONTACT / 2
         assert act.sum() == len(mdist), (k, dist[k][act], mdist)
@@ -1142,7 +1158,10 @@ def _brute_depth(w1, w2, tris1, tris2):
 
     def dirs(w, tris):
         e = np.concatenate([w[tris[:, (k + 1) % 3]] - w[tris[:, k]] for k in range(3)])
-        return e[np.linalg.norm(e, axis=1) > 1e-12]
+        e = e[np.linalg.norm(e, axis=1) > 1e-12]
+        # an edge shared by two triangles comes once each way (exactly negated): one sign, each direction once
+        lead = e[np.arange(len(e)), np.argmax(np.abs(e) > 0, axis=1)]
+        return np.unique(np.where(lead[:, None] < 0, -e, e), axis=0)
 
     u = np.cross(dirs(w1, tris1)[:, None], dirs(w2, tris2)[None]).reshape(-1, 3)
     u = u[np.linalg.norm(u, axis=1) > 1e-9]
@@ -1185,13 +1204,14 @@ def test_sat_budget_is_the_models_configuration():
     assert driver.pair_table(m_epa).groups[0].collider.keywords == {"sat_budget": 0}
     poses = _poses(mjm, np.random.default_rng(12), 6, TARGETS)
     d = _posed(m, [p[1] for p in poses], [p[2] for p in poses])
-    fixed, whiles = {}, {}
+    fixed, whiles, traced = {}, {}, {}
     for name, model in (("sat", m), ("epa", m_epa)):
-        loops = _loop_lengths(_COLLIDE.trace(model, d).jaxpr.jaxpr)
+        traced[name] = _COLLIDE.trace(model, d)
+        loops = _loop_lengths(traced[name].jaxpr.jaxpr)
         fixed[name] = sorted(n for p, n in loops if p == "scan" and n in (gjk.GJK_ITERATIONS, epa.EPA_ITERATIONS))
         whiles[name] = sum(p == "while" for p, _ in loops)
     assert fixed == {"sat": [], "epa": []} and whiles["epa"] == whiles["sat"] + 1, (fixed, whiles)
-    out = _COLLIDE(m_epa, d)
+    out = jax.device_get(traced["epa"].lower().compile()(m_epa, d))  # the traced program itself: no second trace
     for i, (qpos, _, _) in enumerate(poses):
         ours = mjl.active_contacts(m_epa, _unbatch(out, i))
         _match(ours, _mj_contacts(mjm, qpos), ATOL_CONVEX, deepest_only=True)
@@ -1266,10 +1286,9 @@ def test_gjk_stops_float32():
     mat = np.stack([_quat_mat(_random_quat(rng)) for _ in range(n)])
 
     def run(t1, dt):
-        size = jp.asarray([0.02, 0.04, 0.0], dt)
-        mesh = GeomInfo(jp.zeros(3, dt), jp.eye(3, dtype=dt), jp.zeros(3, dt), vert=jp.asarray(hull, dt))
-
-        def one(p, r):
+        def one(p, r, hull):
+            size = jp.asarray([0.02, 0.04, 0.0], dt)
+            mesh = GeomInfo(jp.zeros(3, dt), jp.eye(3, dtype=dt), jp.zeros(3, dt), vert=hull)
             g1 = GeomInfo(p, r, size)
 
             def sup(d):
@@ -1286,7 +1305,9 @@ def test_gjk_stops_float32():
             (_, _, v, stop, first), _ = jax.lax.scan(body, c0, jp.arange(gjk.GJK_ITERATIONS))
             return stop, first, jp.linalg.norm(v)
 
-        return [np.asarray(x) for x in jax.jit(jax.vmap(one))(jp.asarray(pos, dt), jp.asarray(mat, dt))]
+        # host casts and the constants built in the program: no eager device ops (each a tiny compile)
+        f = jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
+        return jax.device_get(f(pos.astype(dt), mat.astype(dt), hull.astype(dt)))
 
     for t1 in (GeomType.SPHERE, GeomType.CAPSULE):
         stop, first, dist32 = run(t1, jp.float32)

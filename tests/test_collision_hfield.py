@@ -133,7 +133,7 @@ def setup():
     d0 = mjl.make_data(m)
     d = posed_data(m, [p["xpos"] for p in poses], [p["xmat"] for p in poses])
     collide = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
-    out = collide(m, d)
+    out = jax.device_get(collide(m, d))  # on the host: the tests index it (eager device indexing compiles per shape)
     return mjm, m, d0, poses, out, (collide, d)
 
 
@@ -327,7 +327,7 @@ def test_other_convex_types_match_mujoco():
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(1), 8, TARGETS, MORE_GEOMS)
     d = posed_data(m, [p["xpos"] for p in poses], [p["xmat"] for p in poses])
-    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    out = jax.device_get(jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d))
     # smallest radius of curvature: the ellipsoid's b^2 / a, the cylinder's side radius
     radius = {"ellipsoid": 0.07**2 / 0.12, "cylinder": 0.08, "mesh": None}
     for name in MORE_GEOMS:
@@ -391,7 +391,7 @@ def test_rough_field_contacts_match_mujoco(rough):
     windows = {int(g.type2): (hfield.window_size(m, 0, g.geom1, g.geom2), g.ncon) for g in driver.pair_table(m).groups
                if g.type1 == mujoco.mjtGeom.mjGEOM_HFIELD}  # fmt: skip
     assert windows == {3: ((7, 7), hfield.MAXCONPAIR)}, windows
-    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    out = jax.device_get(jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d))
     for name in ROUGH_GEOMS:
         gid = mjm.geom(name).id
         counts = [_match_pair(out, i, p, gid, ATOL_NORMAL, msg=f"{name} pose {i}") for i, p in enumerate(poses)]
@@ -407,7 +407,7 @@ def test_more_than_50_colliding_prisms_keep_mujocos_first_50():
     m = model_from_mujoco(mjm)
     (p,) = _poses(mjm, np.random.default_rng(5), 1, (-0.06,), {"big": None})
     d = posed_data(m, [p["xpos"]], [p["xmat"]])
-    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    out = jax.device_get(jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d))
     gid = mjm.geom("big").id
     assert _match_pair(out, 0, p, gid, ATOL_NORMAL) == hfield.MAXCONPAIR
     assert int(out.warning_number[0, mjl.types.Warning.CONTACTFULL]) == 1
@@ -427,7 +427,7 @@ def test_curved_geoms_on_rough_field_match_mujoco():
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(4), 4, TARGETS, CURVED_GEOMS)
     d = posed_data(m, [p["xpos"] for p in poses], [p["xmat"] for p in poses])
-    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    out = jax.device_get(jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d))
     for name, r in RADIUS_CURVED.items():
         gid = mjm.geom(name).id
         atol_p = max(ATOL_POS, r * atol_curved(r))
@@ -536,7 +536,7 @@ def test_quadruped_on_random_terrain_matches_mujoco():
         theirs.append((g[g[:, 0] == hf], np.array(c.dist)[g[:, 0] == hf]))
         poses.append((mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3)))
     d = posed_data(m, [p[0] for p in poses], [p[1] for p in poses])
-    out = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d)
+    out = jax.device_get(jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))(m, d))
     np.testing.assert_array_equal(np.asarray(out.warning_number[:, mjl.types.Warning.CONTACTFULL]), 0)
     geoms_hit = set()
     for i, (g, dist) in enumerate(theirs):
@@ -564,12 +564,14 @@ def test_candidate_loop_pools_lanes_as_dense():
     tri = np.array([[0.0, 0.0], [0.1, 0.0], [0.0, 0.1]])
     z = np.concatenate([np.full((envs, pairs, k, 3), -0.1), rng.uniform(0.0, 0.1, (envs, pairs, k, 3))], -1)
     xy = np.broadcast_to(np.concatenate([tri, tri]), (envs, pairs, k, 6, 2))
-    verts = jp.asarray(np.concatenate([xy, z[..., None]], -1))  # (envs, pairs, k, 6, 3): bottom, then top
-    pos = jp.asarray(rng.uniform([-0.05, -0.05, -0.05], [0.15, 0.15, 0.2], (envs, pairs, 3)))
-    mat = jp.broadcast_to(jp.eye(3), (envs, pairs, 3, 3))
+    # inputs on the host (numpy): eager device ops (slices, updates) would compile a tiny program each
+    verts = np.concatenate([xy, z[..., None]], -1)  # (envs, pairs, k, 6, 3): bottom, then top
+    pos = rng.uniform([-0.05, -0.05, -0.05], [0.15, 0.15, 0.2], (envs, pairs, 3))
+    mat = np.broadcast_to(np.eye(3), (envs, pairs, 3, 3))
     size = jp.array([0.03, 0.0, 0.0])
-    cand = jp.asarray(rng.uniform(size=(envs, pairs, k)) < 0.4).at[0].set(False)  # environment 0: no candidate
-    cand = cand.at[1, 2].set(True)  # one lane with every prism a candidate (more than the pooled average)
+    cand = rng.uniform(size=(envs, pairs, k)) < 0.4
+    cand[0] = False  # environment 0: no candidate
+    cand[1, 2] = True  # one lane with every prism a candidate (more than the pooled average)
     prism = hfield._prism_collider(int(mujoco.mjtGeom.mjGEOM_SPHERE), mjl.Config().sat_budget)
     loop, dense = hfield._prisms_runner(prism), hfield._dense_runner(prism)
 
@@ -579,9 +581,10 @@ def test_candidate_loop_pools_lanes_as_dense():
 
         return one
 
-    margin = jp.asarray(0.01)
-    single = [call(f)(verts[1, 2], cand[1, 2], pos[1, 2], mat[1, 2], margin) for f in (loop, dense)]
-    pairs_only = [jax.vmap(call(f), in_axes=(0, 0, 0, 0, None))(verts[1], cand[1], pos[1], mat[1], margin)
+    margin = np.float64(0.01)
+    # each form jitted (run eagerly, its operations compiled one by one: ~190 tiny programs)
+    single = [jax.jit(call(f))(verts[1, 2], cand[1, 2], pos[1, 2], mat[1, 2], margin) for f in (loop, dense)]
+    pairs_only = [jax.jit(jax.vmap(call(f), in_axes=(0, 0, 0, 0, None)))(verts[1], cand[1], pos[1], mat[1], margin)
                   for f in (loop, dense)]  # fmt: skip
     nested = [jax.jit(jax.vmap(jax.vmap(call(f), in_axes=(0, 0, 0, 0, None)), in_axes=(0, 0, 0, 0, None)))(
               verts, cand, pos, mat, margin) for f in (loop, dense)]  # fmt: skip

@@ -41,14 +41,19 @@ def _mj_reference(mjm, mjd):
     return mjd.geom_xpos.copy(), mjd.geom_xmat.copy().reshape(-1, 3, 3), theirs
 
 
-def _poses(mjm, rng, n, tilt, yaws, zrange):
+def _poses(mjm, rng, n, tilt, yaws, zrange, mixed=False):
+    """n random poses of body 2 on body 1 (mixed: in `_MIXED`, of its cube 3 on cube 2 at x = 5, the box and cube 1
+    apart)."""
     mjd = mujoco.MjData(mjm)
     out = []
     for _ in range(n):
         q = np.zeros(4)
         mujoco.mju_euler2Quat(q, np.array([tilt, rng.uniform(-1, 1) * tilt, rng.choice(yaws)]), "xyz")
         z = rng.uniform(*zrange) + 0.1 * abs(np.sin(tilt))
-        mjd.qpos[:] = np.r_[0, 0, 0, 1, 0, 0, 0, rng.uniform(-0.08, 0.08, 2), z, q]
+        xy = rng.uniform(-0.08, 0.08, 2)
+        one = np.r_[1, 0, 0, 0]
+        mjd.qpos[:] = (np.r_[0, 0, 0, one, 0, 0, 1, one, 5, 0, 0, one, 5 + xy[0], xy[1], z, q] if mixed
+                       else np.r_[0, 0, 0, one, xy, z, q])  # fmt: skip
         out.append(_mj_reference(mjm, mjd))
     return out
 
@@ -72,7 +77,8 @@ def _tilt_poses(mjm, cases, dz=0.0):
 
 def _ours(m, poses):
     """Our active contacts for every pose, from one batched call of the shared compiled collision."""
-    d = _COLLIDE(m, posed_data(m, [p[0] for p in poses], [p[1] for p in poses]))
+    d = jax.device_get(_COLLIDE(m, posed_data(m, [p[0] for p in poses], [p[1] for p in poses])))
+    # on the host (numpy indexing): eager device ops would compile a tiny program each
     return [mjl.active_contacts(m, jax.tree_util.tree_map(lambda x, i=i: x[i], d)) for i in range(len(poses))]
 
 
@@ -133,14 +139,17 @@ _KINDS = {
 
 @pytest.fixture(scope="session")  # session: not torn down when a worker runs another module in between
 def mesh_batch():
-    """Every mesh-mesh pose of the non-slow tests, collided in one batched call (one compile)."""
-    mjm, m = _model("mesh")
+    """Every box-mesh and mesh-mesh pose of the non-slow tests, in `_MIXED` (box-mesh and mesh-mesh pairs in one
+    mesh-mesh group), collided in one batched call (one compile): the resting and deepest poses of its cube 3 on cube 2
+    (the box and cube 1 apart), the tilted ones of both pairs (`_mixed_tilt_poses`)."""
+    mjm = mujoco.MjModel.from_xml_string(_MIXED)
+    m = model_from_mujoco(mjm)
     groups = {
         "resting": _poses(mjm, np.random.default_rng(0), 10, 0.0, [0.0, np.pi / 2, np.pi, -np.pi / 2],
-                          (0.185, 0.199)),
-        "deepest": [p for p in _poses(mjm, np.random.default_rng(1), 8, 0.7, [0.3, 1.1, -0.8, 2.5], (0.16, 0.19))
-                    if len(p[2]["dist"])],
-        "tilt": _tilt_poses(mjm, _TILT_CASES),
+                          (0.185, 0.199), mixed=True),
+        "deepest": [p for p in _poses(mjm, np.random.default_rng(1), 8, 0.7, [0.3, 1.1, -0.8, 2.5], (0.16, 0.19),
+                                      mixed=True) if len(p[2]["dist"])],
+        "tilt": _mixed_tilt_poses(mjm),
     }  # fmt: skip
     flat = [p for g in groups.values() for p in g]
     ours = iter(_ours(m, flat))
@@ -187,11 +196,21 @@ def _check_tilt(results, kinds):
     return counts
 
 
+def _pair_rows(res, pair):
+    """(ours, MuJoCo's) contacts of `_MIXED`'s pair 0 (box on cube 1, x = 0) or 1 (cube 3 on cube 2, x = 5)."""
+    rows = []
+    for o, theirs in res:
+        mine = {k: v[(o["pos"][:, 0] > 2.5) == pair] for k, v in o.items() if k in ("dist", "pos", "frame")}
+        want = {k: v[(theirs["pos"][:, 0] > 2.5) == pair] for k, v in theirs.items()}
+        rows.append((mine, want))
+    return rows
+
+
 def test_tilted_mesh_mesh(mesh_batch):
     """Mesh cube on mesh cube tilted 0.5 - 6 degrees about random axes (face-face 4, edge-face 2, single 1), and
     edges resting on the face (2): MuJoCo 4's contact count, depths, points and normals."""
     _, res = mesh_batch
-    counts = _check_tilt(res["tilt"], _KINDS["mesh", 0.0])
+    counts = _check_tilt(_pair_rows(res["tilt"], 1), _KINDS["mesh", 0.0])
     assert {1, 2, 4} <= set(counts)  # every kind of manifold is exercised
 
 
@@ -221,14 +240,8 @@ _MIXED = f"""<mujoco><option gravity="0 0 0"/>
   </worldbody></mujoco>"""
 
 
-def test_box_mesh_joins_mesh_mesh():
-    """Box-mesh pairs beside mesh-mesh pairs run the mesh-mesh collider (one group, one compiled program), the box as
-    its 8-corner hull: the tilted cases of `_TILT_CASES` (box on the cube at x = 0, cube on cube at x = 5) give
-    MuJoCo's contacts for both pairs, as the box collider and the mesh collider do on their own (`_KINDS`)."""
-    mjm = mujoco.MjModel.from_xml_string(_MIXED)
-    m = model_from_mujoco(mjm)
-    (g,) = [g for g in driver.pair_table(m).groups if g.type2 == mujoco.mjtGeom.mjGEOM_MESH]
-    assert g.collider.func is polyhedral.mesh_mesh and 0 in g.geom1.tolist(), g
+def _mixed_tilt_poses(mjm):
+    """The cases of `_TILT_CASES` in `_MIXED`: the box on cube 1 at x = 0, cube 3 on cube 2 at x = 5."""
     mjd = mujoco.MjData(mjm)
     poses = []
     for axis, deg, yaw, z, xy in _TILT_CASES:
@@ -239,14 +252,18 @@ def test_box_mesh_joins_mesh_mesh():
         one = np.r_[1, 0, 0, 0]
         mjd.qpos[:] = np.r_[0, 0, 0, one, xy[0], xy[1], z, q, 5, 0, 0, one, 5 + xy[0], xy[1], z, q]
         poses.append(_mj_reference(mjm, mjd))
-    ours = _ours(m, poses)
+    return poses
+
+
+def test_box_mesh_joins_mesh_mesh(mesh_batch):
+    """Box-mesh pairs beside mesh-mesh pairs run the mesh-mesh collider (one group, one compiled program), the box as
+    its 8-corner hull: the tilted cases of `_TILT_CASES` (box on the cube at x = 0, cube on cube at x = 5) give
+    MuJoCo's contacts for both pairs, as the box collider and the mesh collider do on their own (`_KINDS`)."""
+    m, res = mesh_batch
+    (g,) = [g for g in driver.pair_table(m).groups if g.type2 == mujoco.mjtGeom.mjGEOM_MESH]
+    assert g.collider.func is polyhedral.mesh_mesh and 0 in g.geom1.tolist(), g
     for pair, kinds in ((0, _KINDS["box", 0.0]), (1, _KINDS["mesh", 0.0])):  # the pairs lie at x = 0 and x = 5
-        rows = []
-        for o, (_, _, theirs) in zip(ours, poses):
-            mine = {k: v[(o["pos"][:, 0] > 2.5) == pair] for k, v in o.items() if k in ("dist", "pos", "frame")}
-            want = {k: v[(theirs["pos"][:, 0] > 2.5) == pair] for k, v in theirs.items()}
-            rows.append((mine, want))
-        assert {1, 2, 4} <= set(_check_tilt(rows, kinds)), pair
+        assert {1, 2, 4} <= set(_check_tilt(_pair_rows(res["tilt"], pair), kinds)), pair
 
 
 # ---- random face-face poses of pentagonal prisms: up to 10 clipped points, MuJoCo keeps 4 by polygonQuad --------
@@ -817,7 +834,6 @@ def test_mesh_broadphase_trims_and_flags():
             mine = {k: v[(ours["pos"][:, 0] > 0.5) == pair] for k, v in ours.items() if k in ("dist", "pos", "frame")}
             want = {k: v[(theirs["pos"][:, 0] > 0.5) == pair] for k, v in theirs.items()}
             _match(mine, want, ATOL_CONVEX if len(want["dist"]) == 1 else ATOL_FACE, (i, pair))
-
 
 
 @pytest.mark.slow  # compiles the GJK and separating-axes distances and the manifold (67 s at load 14)

@@ -124,13 +124,32 @@ def _compare(mjm, ours, theirs, what):
     np.testing.assert_allclose(ours[2], theirs[2], rtol=0, atol=RAY_TOL, err_msg=f"{what}: normal")
 
 
-@pytest.mark.parametrize("kind", ["random", "aimed", "inside"])
-def test_ray_matches_mujoco(scene, kind):
+KINDS = ("random", "aimed", "inside")
+
+
+@pytest.fixture(scope="module")
+def cast_kinds(scene):
+    """The rays of every kind of test_ray_matches_mujoco, cast in one call (one compile; the per-ray bodyexclude is
+    static): {kind: (pnt, vec, bodyexclude, our (dist, geomid, normal))}."""
     mjm, mjd, m, d = scene
-    rng = np.random.default_rng(["random", "aimed", "inside"].index(kind))
-    pnt, vec = _rays(mjm, mjd, kind, rng)
-    ex = rng.integers(-1, mjm.nbody, size=len(pnt))
+    rays = {}
+    for kind in KINDS:
+        rng = np.random.default_rng(KINDS.index(kind))
+        pnt, vec = _rays(mjm, mjd, kind, rng)
+        rays[kind] = (pnt, vec, rng.integers(-1, mjm.nbody, size=len(pnt)))
+    pnt, vec, ex = (np.concatenate([r[k] for r in rays.values()]) for k in range(3))
     ours = _cast(m, d, jp.asarray(pnt), jp.asarray(vec), bodyexclude=ex)
+    out, start = {}, 0
+    for kind, (pnt, vec, ex) in rays.items():
+        out[kind] = (pnt, vec, ex, tuple(x[start : start + len(pnt)] for x in ours))
+        start += len(pnt)
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_ray_matches_mujoco(scene, cast_kinds, kind):
+    mjm, mjd, _, _ = scene
+    pnt, vec, ex, ours = cast_kinds[kind]
     _compare(mjm, ours, _mujoco_rays(mjm, mjd, pnt, vec, ex), kind)
     assert 0 < np.sum(ours[0] >= 0) < len(pnt)  # hits and misses
     if kind == "aimed":  # the comparison covers every geom type
@@ -146,11 +165,15 @@ def test_ray_options_match_mujoco(scene):
     rng = np.random.default_rng(7)
     pnt, vec = _rays(mjm, mjd, "aimed", rng, k=800)
     groups = (((1, 0, 1, 0, 1, 0), True), ((0, 1, 0, 1, 0, 1), False), (None, False), ((0,) * 6, True))
-    for group, static in groups:  # the last sees nothing: every ray misses
-        ours = _cast(m, d, jp.asarray(pnt), jp.asarray(vec), bodyexclude=1, geomgroup=group, flg_static=static)
+    # every option set cast in one compiled program
+    cast = jax.jit(lambda d, p, v: [ray.ray(m, d, p, v, bodyexclude=1, geomgroup=group, flg_static=static)
+                                    for group, static in groups])  # fmt: skip
+    every = jax.device_get(cast(d, jp.asarray(pnt), jp.asarray(vec)))
+    for (group, static), ours in zip(groups, every):  # the last sees nothing: every ray misses
         theirs = _mujoco_rays(mjm, mjd, pnt, vec, np.ones(len(pnt), int), group, static)
         _compare(mjm, ours, theirs, f"geomgroup={group} flg_static={static}")
-    dist, gid, nrm = ray.ray(m, d, jp.asarray(pnt[0]), jp.asarray(vec[0]))
+    # shapes only (an eager cast would compile each of its operations)
+    dist, gid, nrm = jax.eval_shape(lambda p, v: ray.ray(m, d, p, v), jp.asarray(pnt[0]), jp.asarray(vec[0]))
     assert dist.shape == gid.shape == () and nrm.shape == (3,)
 
 
@@ -193,17 +216,22 @@ def test_ray_gradients_are_finite_and_match_differences(scene):
     up = np.array([1.0, -1.0, -1.0, -1.0])  # the sphere from below (the box sits above it)
     pnt = np.stack([mjd.geom(n).xpos + np.array([0.013, -0.021, 0.8 * s]) for n, s in zip(targets, -up)])
     vec = np.array([0.05, 0.02, 1.0]) * np.array([1.0, 1.0, 0.0]) + np.array([0.0, 0.0, 1.0]) * up[:, None]
-    f = jax.jit(lambda p: ray.ray(m, d, p, jp.asarray(vec))[0])
-    dist = np.asarray(f(jp.asarray(pnt)))
-    gid = _cast(m, d, jp.asarray(pnt), jp.asarray(vec))[1]
+
+    def cast(p):
+        dist, gid, _ = ray.ray(m, d, p, jp.asarray(vec))
+        return dist, gid
+
+    # one compiled program: the distances, geom ids and the gradient of their sum (the differences below use its
+    # distances too)
+    f = jax.jit(lambda p: (cast(p), jax.grad(lambda p: cast(p)[0].sum())(p)))
+    (dist, gid), grad = jax.device_get(f(jp.asarray(pnt)))
     assert [mjm.geom(int(g)).name for g in gid] == targets  # each ray hits the geom it aims at
-    grad = np.asarray(jax.jacobian(lambda p: f(p).sum())(jp.asarray(pnt)))
     assert np.all(np.isfinite(grad)) and np.all(dist > 0)
     h = 1e-6
     for j in range(3):
         e = np.zeros(3)
         e[j] = h
-        fd = (np.asarray(f(jp.asarray(pnt + e))) - np.asarray(f(jp.asarray(pnt - e)))) / (2 * h)
+        fd = (np.asarray(f(jp.asarray(pnt + e))[0][0]) - np.asarray(f(jp.asarray(pnt - e))[0][0])) / (2 * h)
         np.testing.assert_allclose(grad[:, j], fd, rtol=0, atol=FD_TOL, err_msg=f"axis {j}")
 
 

@@ -45,13 +45,20 @@ TORUS = """<plugin plugin="mujoco.sdf.torus"><instance name="torus">
   <config key="radius1" value="0.1"/><config key="radius2" value="0.04"/></instance></plugin>"""
 
 
-def _scene(only_touching: bool) -> str:
+def _scene(only_touching: bool, full: bool = True) -> str:
     """The octree scene. only_touching: contype/conaffinity bits keep only the six pairs that touch (the octree hex
     against the sphere, capsule, octree wedge, free torus and hex mesh; the wedge mesh against the static torus), so
-    that six SDF pair groups compile, not the 24 groups of every type pair; otherwise every pair is a candidate."""
+    that six SDF pair groups compile, not the 24 groups of every type pair; otherwise every pair is a candidate.
+    full=False (with only_touching) leaves out the capsule and the free torus: four SDF pair groups, one per code path
+    of the octree (an octree as geom2 against a primitive, octree against octree, a mesh against an octree, a mesh
+    against a plugin SDF)."""
 
     def bits(ct, ca):
         return f' contype="{ct}" conaffinity="{ca}"' if only_touching else ""
+
+    capsule = f'<body pos=".14 -.05 .25" euler="40 70 30"><freejoint/><geom type="capsule" size=".03 .05"{bits(0, 1)}/>'
+    torus = f'<body pos=".15 .15 .2" euler="80 10 5"><freejoint/><geom type="sdf" mesh="torus"{bits(0, 1)}>'
+    capsule, torus = (capsule + "</body>", torus + '<plugin instance="torus"/></geom></body>') if full else ("", "")
 
     plane = "" if only_touching else '<geom type="plane" size="2 2 .1"/>'
     return f"""<mujoco>
@@ -63,10 +70,9 @@ def _scene(only_touching: bool) -> str:
     {plane}
     <body pos="0 0 .2" euler="5 10 15"><geom type="sdf" mesh="hex"{bits(1, 0)}/></body>
     <body pos=".03 .02 .36" euler="10 20 30"><freejoint/><geom type="sphere" size=".06"{bits(0, 1)}/></body>
-    <body pos=".14 -.05 .25" euler="40 70 30"><freejoint/><geom type="capsule" size=".03 .05"{bits(0, 1)}/></body>
+    {capsule}
     <body pos="-.12 .12 .23" euler="20 10 5"><freejoint/><geom type="sdf" mesh="wedge"{bits(0, 1)}/></body>
-    <body pos=".15 .15 .2" euler="80 10 5"><freejoint/>
-      <geom type="sdf" mesh="torus"{bits(0, 1)}><plugin instance="torus"/></geom></body>
+    {torus}
     <body pos="-.12 -.14 .25" euler="10 20 30"><freejoint/><geom type="mesh" mesh="hex"{bits(0, 1)}/></body>
     <body pos=".6 0 .3"><geom type="sdf" mesh="torus"{bits(2, 0)}><plugin instance="torus"/></geom></body>
     <body pos=".64 .03 .37" euler="10 20 30"><freejoint/><geom type="mesh" mesh="wedge"{bits(0, 2)}/></body>
@@ -74,7 +80,7 @@ def _scene(only_touching: bool) -> str:
 </mujoco>"""
 
 
-SCENE = _scene(True)
+SCENE = _scene(True, full=False)
 
 
 def _load(xml):
@@ -147,18 +153,27 @@ def _compare_contacts(m, mjd, d, atol=ATOL_CONTACT):
     return {k: len(v) for k, v in theirs.items()}
 
 
-# every pair a candidate: 24 pair groups (16 of them SDF) compile, ~4x the default scene's collision program; the
-# default selection's scene has every pair that touches (the same contacts), its others filtered by contype bits
-@pytest.mark.parametrize("only_touching", [True, pytest.param(False, marks=pytest.mark.slow)])
-def test_contacts_and_qacc(scene, forward, only_touching):
+# The default selection's scene (SCENE) has one SDF pair group per octree code path: the sphere against the octree hex
+# (an octree as geom2 of sdf.py), the octree wedge against it (an octree as geom1 and geom2), the hex mesh against it
+# (sdf_mesh_pair.py on an octree) and the wedge mesh against the torus plugin (sdf_mesh_pair.py on a plugin). The
+# capsule against the octree and the octree against the free torus plugin are the same sdf.py code with the capsule's
+# and the plugin's fields, which tests/test_sdf.py::test_contacts_step_for_step checks against MuJoCo by default
+# (capsule and torus plugin as geom1 and geom2): they run in the slow "touching" scene (six groups, ~1.5x the
+# program). "all": every pair a candidate, 24 pair groups (16 of them SDF), ~4x the default scene's collision program.
+@pytest.mark.parametrize(
+    "variant",
+    ["default", pytest.param("touching", marks=pytest.mark.slow), pytest.param("all", marks=pytest.mark.slow)],
+)
+def test_contacts_and_qacc(scene, forward, variant):
     """Contacts of the octree SDF against a sphere, a capsule, another octree, a torus plugin and a mesh, and of
     meshes against a plugin SDF, as MuJoCo's; qacc with them."""
-    m, _, mjd, d = scene if only_touching else _load(_scene(False))
+    m, _, mjd, d = scene if variant == "default" else _load(_scene(variant == "touching"))
     d = forward(m, d)
     counts = _compare_contacts(m, mjd, d)
     gtype = np.asarray(m.geom_type)
     kinds = {(int(gtype[a]), int(gtype[b])) for a, b in counts}
-    assert {(2, 8), (3, 8), (8, 8), (7, 8)} <= kinds, kinds  # every pair type of the scene touches
+    want = {(2, 8), (8, 8), (7, 8)} | (set() if variant == "default" else {(3, 8)})
+    assert want <= kinds, kinds  # every pair type of the scene touches
     assert sum(v for (a, b), v in counts.items() if gtype[a] == 7) >= 2  # mesh-SDF contacts on both meshes
     np.testing.assert_allclose(np.asarray(d.qacc), mjd.qacc, rtol=0, atol=ATOL_QACC * max(1.0, np.abs(mjd.qacc).max()))
 
