@@ -2,10 +2,13 @@
 (issue 43: the Shadow Hand's step compile is a sum over its heavy groups).
 
     MJX_LITE_COMPILATION_CACHE=0 python benchmarks/collision_groups.py FILE.xml [--batch 4] [--groups 0 21]
-        [--stage] [--step] [--run] [--xla xla_cpu_use_fusion_emitters=false ...]
+        [--programs] [--stage] [--step] [--run] [--xla xla_cpu_use_fusion_emitters=false ...]
 
 Per group: `jax.jit(jax.vmap(f))` of that group's `_run_group` alone at `--batch` (float64), traced, lowered and
 compiled; CPU seconds of the process (getrusage: all threads, so XLA's parallel codegen counts in full).
+--programs: instead of the groups, the programs the collision stage is made of (a group alone misses the stages that
+groups of one kind share, `driver._distance_kind`): each shared distance stage over its groups, that stage with its
+shared manifold, each remaining mesh group (plane-mesh, box-mesh, mesh-mesh), and the other groups together.
 --stage: the whole collision stage; --step: the whole step; --run: steps/s of the compiled step at batch 1 and 64
 (each batch compiled). --xla: XLA compiler options for every compile (`Lowered.compile(compiler_options=...)`, the
 same as `jax.jit(..., compiler_options=...)`; e.g. xla_backend_optimization_level=0).
@@ -65,6 +68,53 @@ def name(g: driver.Group) -> str:
     return f"{t.get(g.type1, 'general')}-{t.get(g.type2, 'general')} ({fn.__name__}, {len(g.geom1)} pairs)"
 
 
+def programs(m) -> dict:
+    """{name: f(m, d)} of the collision stage's programs (`--programs`), each run as `driver.collision` runs it."""
+    groups = driver.pair_table(m).groups
+
+    def prep(m, d, sel):
+        run = {i: groups[i] for i in sel}
+        params = driver._all_params(m, run)
+        nears = driver._all_near(m, d, run, params)
+        return run, {i: driver._candidates(m, d, g, params[i], nears[i]) for i, g in run.items()}
+
+    def shared(sel, manifold):
+        def f(m, d):
+            run, cands = prep(m, d, sel)
+            dist = driver._shared_distances(m, d, run, cands)
+            return driver._shared_manifolds(m, d, run, cands, dist) if manifold else dist
+
+        return f
+
+    def alone(sel):
+        def f(m, d):
+            run, cands = prep(m, d, sel)
+            return [driver._run_group(m, d, g, cands[i], frames=False)[0]["dist"] for i, g in run.items()]
+
+        return f
+
+    kinds: dict = {}
+    for i, g in enumerate(groups):
+        kinds.setdefault(driver._distance_kind(g), []).append(i)
+    out = {}
+    for kind in (driver._CURVED, driver._MESH_GJK, driver._CAPSULE_MESH):
+        if kind in kinds:
+            out[f"{kind} distance ({len(kinds[kind])} groups)"] = shared(kinds[kind], False)
+            man = [i for i in kinds[kind] if groups[i].collider in driver._MANIFOLDS]
+            if man:
+                out[f"{kind} distance + manifold ({len(man)} groups)"] = shared(man, True)
+    mesh_type = int(mjl.types.GeomType.MESH)
+    rest = []
+    for i in kinds.get(None, []):
+        if mesh_type in (groups[i].type1, groups[i].type2):
+            out[f"group {i} {name(groups[i])}"] = alone([i])
+        else:
+            rest.append(i)
+    if rest:
+        out[f"the other {len(rest)} groups"] = alone(rest)
+    return out
+
+
 def steps_per_s(compiled, m, db, seconds: float = 3.0) -> float:
     out = jax.block_until_ready(compiled(m, db))
     n, t0 = 0, time.perf_counter()
@@ -80,6 +130,7 @@ def main() -> None:
     p.add_argument("file")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--groups", nargs="*", type=int, help="group indices (default: all)")
+    p.add_argument("--programs", action="store_true", help="the collision stage's programs instead of the groups")
     p.add_argument("--stage", action="store_true")
     p.add_argument("--step", action="store_true")
     p.add_argument("--run", action="store_true")
@@ -93,12 +144,19 @@ def main() -> None:
     table = driver.pair_table(m)
     print(f"load {os.getloadavg()[0]:.1f}; {len(table.groups)} groups; compiler options {opts}", flush=True)
     total = 0.0
-    for i in a.groups if a.groups is not None else range(len(table.groups)):
+    if a.programs:
+        for label, fn in programs(m).items():
+            tr, co, _ = timed(fn, m, db, opts)
+            total += tr + co
+            print(f"{label:60s} {tr:6.1f} + {co:6.1f} CPU-s (load {os.getloadavg()[0]:.1f})", flush=True)
+        print(f"programs total {total:.1f} CPU-s", flush=True)
+    for i in [] if a.programs else a.groups if a.groups is not None else range(len(table.groups)):
         g = table.groups[i]
         tr, co, _ = timed(lambda m, d, g=g: driver._run_group(m, d, g)[0], m, db, opts)
         total += tr + co
         print(f"group {i:2d} {name(g):60s} {tr:6.1f} + {co:6.1f} CPU-s", flush=True)
-    print(f"groups total {total:.1f} CPU-s", flush=True)
+    if not a.programs:
+        print(f"groups total {total:.1f} CPU-s", flush=True)
     if a.stage:
         tr, co, _ = timed(lambda m, d: driver.collision(m, d).contact, m, db, opts)
         print(f"collision stage {tr:.1f} + {co:.1f} CPU-s", flush=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jp
+import numpy as np
 
 from mjx_lite.collision import polytope
 from mjx_lite.collision.hull import BOX_CORNERS
@@ -346,6 +347,8 @@ def sphere_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
 
 
 _EDGES = [(j, i) for j in range(3) for i in range(8) if not i & (1 << j)]  # (axis, corner) of the 12 edges
+_EDGE_AXIS = np.array([j for j, _ in _EDGES], np.int32)  # (12,)
+_EDGE_CORNER = np.array([i for _, i in _EDGES], np.int32)  # (12,)
 
 
 def _edge_segment(c: Vec3, j: int, s: Vec3, pos: Vec3, half: Vec3, mc: Scalar
@@ -406,11 +409,15 @@ def capsule_box(g1: GeomInfo, g2: GeomInfo, margin: Scalar) -> Contacts:
         best_x = jp.where(better, float(e), best_x)
         cltype = jp.where(better, -2 + e, cltype)
         clface = jp.where(better, face, clface)
-    # the segment against the 12 edges
-    for j, i in _EDGES:
-        c = jp.asarray(BOX_CORNERS[i], dt) * s
-        c = c.at[j].set(0.0)
-        x1, x2, dd, s1, ok = _edge_segment(c, j, s, pos, half, mc)
+    # the segment against the 12 edges: their nearest points in one vectorised call (a traced edge axis), then
+    # MuJoCo's edge-by-edge choice (a later edge wins only by more than MINVAL) on their (12,) results (traced one
+    # by one, the 12 edges made 16.8k fused operations of this collider, now 9.3k; its XLA compile is unchanged)
+    corner = jp.asarray(BOX_CORNERS[_EDGE_CORNER], dt) * s  # (12, 3)
+    corner = jp.where(jp.arange(3) == _EDGE_AXIS[:, None], 0.0, corner)  # the edge's own axis at 0
+    edges = jax.vmap(_edge_segment, in_axes=(0, 0, None, None, None, None))(corner, jp.asarray(_EDGE_AXIS), s, pos,
+                                                                             half, mc)  # fmt: skip
+    for k, (j, i) in enumerate(_EDGES):
+        x1, x2, dd, s1, ok = (x[k] for x in edges)
         better = ok & (dd < best_d - MINVAL)
         best_d = jp.where(better, dd, best_d)
         best_x = jp.where(better, x2, best_x)
