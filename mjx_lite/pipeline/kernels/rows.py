@@ -764,27 +764,29 @@ def _twin(m: Model, d: Data, geoms) -> callable:
     """The XLA twin: constraint.py's rows at the kernel's inputs."""
 
     def xla(x):
-        opt = m.opt.replace(timestep=x["timestep"][0], **({"impratio": x["impratio"][0]} if "impratio" in x else {}))
+        ox = {"timestep": x["timestep"][0], **({"impratio": x["impratio"][0]} if "impratio" in x else {})}
+        opt = launch.detach(m.opt, ox)
         mf = {k: x[k] for k in ("eq_data", "eq_solref", "eq_solimp", "qpos0", "dof_invweight0", "dof_frictionloss",
                                 "dof_solref", "dof_solimp", "jnt_range", "jnt_margin", "jnt_solref", "jnt_solimp",
                                 "body_invweight0", "tendon_invweight0", "tendon_length0", "tendon_frictionloss",
                                 "tendon_solref_fri", "tendon_solimp_fri", "tendon_range", "tendon_margin",
                                 "tendon_solref_lim", "tendon_solimp_lim", "flexedge_length0", "flexedge_invweight0")
               if k in x}  # fmt: skip
-        m2 = m.replace(opt=opt, **mf)
+        m2 = launch.detach(m, dict(mf, opt=opt))
         df = {k: x[k] for k in ("qpos", "qvel", "cdof", "subtree_com", "eq_active", "xpos", "xmat", "xquat", "cvel",
                                 "cdof_dot", "site_xpos", "site_xmat", "ten_J", "ten_length", "flexedge_J",
                                 "flexedge_length") if k in x}  # fmt: skip
         if "eq_active" in df:
             df["eq_active"] = df["eq_active"] > 0.5
-        d2 = d.replace(**df)
+        d2 = launch.detach(d, df)
         if "con_pos" in x:
-            c = d.contact.replace(pos=x["con_pos"], frame=x["con_frame"], dist=x["con_dist"],
+            sfr = {"solreffriction": x["con_solreffriction"]} if "con_solreffriction" in x else {}
+            c = launch.detach(d.contact, dict(pos=x["con_pos"], frame=x["con_frame"], dist=x["con_dist"],
                                   includemargin=x["con_margin"], friction=x["con_friction"], solref=x["con_solref"],
                                   solimp=x["con_solimp"], active=x["con_active"] > 0.5,
-                                  solreffriction=x.get("con_solreffriction", d.contact.solreffriction),
                                   dim=jp.round(x["con_dim"]).astype(jp.int32),
-                                  geom=jp.asarray(np.stack(geoms, axis=1), jp.int32))  # fmt: skip
+                                  geom=jp.asarray(np.stack(geoms, axis=1), jp.int32),
+                                  **sfr))  # fmt: skip
             d2 = d2.replace(contact=c)
         _, r = constraint.assemble(m2, d2, com_vel=False)
         act = r["active"]
