@@ -474,14 +474,16 @@ def test_vmap_over_model_and_environments(models):
     """Nested vmap (masses of 2 models x 3 environments): the rule folds both axes into one environment axis; a
     vmapped Model float becomes a per-environment input."""
     _, m, ds = models("cartpole")
-    masses = jp.stack([m.body_mass, m.body_mass * 1.5])
-
-    def run(m):
-        return jax.jit(jax.vmap(lambda mass: jax.vmap(fwd.fwd_position, in_axes=(None, 0))(m.replace(body_mass=mass),
-                                                                                           ds)))(masses)  # fmt: skip
-
-    _assert_close(run(mjl.configure(m, kernels="fused")), run(mjl.configure(m, kernels="xla")), TREE_FIELDS,
-                  ROUNDOFF, "models x environments")  # fmt: skip
+    masses = np.stack([np.asarray(m.body_mass), np.asarray(m.body_mass) * 1.5])
+    mf = mjl.configure(m, kernels="fused")
+    got = jax.jit(jax.vmap(lambda mass: jax.vmap(fwd.fwd_position, in_axes=(None, 0))(mf.replace(body_mass=mass),
+                                                                                      ds)))(masses)  # fmt: skip
+    # the XLA reference one Model at a time, by test_tree_pass_equals_xla[cartpole-lanes_last]'s compiled program
+    # (CI time: no nested-vmap XLA program of its own)
+    mx = mjl.configure(m, kernels="xla")
+    per_model = [_position_batched(mx.replace(body_mass=mass), ds) for mass in masses]
+    want = {f: np.stack([np.asarray(w[f]) for w in per_model]) for f in TREE_FIELDS}
+    _assert_close(got, want, TREE_FIELDS, ROUNDOFF, "models x environments")
 
 
 def test_batched_equals_unbatched(models):
@@ -771,15 +773,29 @@ def _ops(text: str) -> int:
     return len(_op_names(text))
 
 
-def test_fused_step_program_size(models, monkeypatch):
+@pytest.fixture(scope="module")
+def humanoid_gpu_step(models):
+    """(float32 Model, batch of 8, `jax.jit(vmap(step)).trace` of the fused Model) of the MJX humanoid's step as a GPU
+    runs it: contacts on, the kernels compiled (not interpreted), the "auto" fields resolved as off the CPU
+    (config.AUTO_OFF_CPU). Traced once for test_fused_step_program_size (its lowering) and
+    test_no_weak_literal_selects_in_kernels (its jaxpr) (CI time)."""
+    _, m, ds = models("mjx_humanoid")
+    m = _float32(m)
+    batch = _float32(jax.tree.map(lambda x: jp.concatenate([x, x, x])[:8], ds))
+    step = jax.vmap(mjl.step, in_axes=(None, 0))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+        traced = jax.jit(step).trace(mjl.configure(m, kernels="fused", **config_mod.AUTO_OFF_CPU), batch)
+    return m, batch, traced
+
+
+def test_fused_step_program_size(models, monkeypatch, humanoid_gpu_step):
     """The MJX humanoid's step (float32, batch 8, contacts on) lowered for "cuda": FUSED_STEP_KERNELS Triton kernels
     and the remaining XLA operations, counted before XLA's fusion (fusions are the GPU compiler's, not measurable
     here). The XLA path's count is the reference; the fused count must stay at least FUSED_STEP_SAVED below it;
     the fused tree pass alone lowers to the kernel, layout operations and its warning count."""
     _compiled_kernels(monkeypatch)
-    mjm, m, ds = models("mjx_humanoid")
-    m = _float32(m)
-    batch = _float32(jax.tree.map(lambda x: jp.concatenate([x, x, x])[:8], ds))
+    m, batch, fused_step = humanoid_gpu_step
     tree_pass = jax.vmap(lambda m, d: kernels.tree_pass(m, d)[0], in_axes=(None, 0))
     for layout in ("lanes_last", "lanes_first"):
         ops = _op_names(_lower_cuda(tree_pass, mjl.configure(m, kernels="fused", kernel_layout=layout), batch))
@@ -788,7 +804,7 @@ def test_fused_step_program_size(models, monkeypatch):
         assert all(ops.count(o) <= 1 for o in WARNING_OPS), (layout, [ops.count(o) for o in WARNING_OPS])
     step = jax.vmap(mjl.step, in_axes=(None, 0))
     auto = config_mod.AUTO_OFF_CPU  # the program a GPU runs: "auto" fields resolved as there, not as on this CPU
-    fused = _lower_cuda(step, mjl.configure(m, kernels="fused", **auto), batch)
+    fused = fused_step.lower(lowering_platforms=("cuda",)).as_text()  # (the fixture's trace, with these fields)
     xla = _lower_cuda(step, mjl.configure(m, kernels="xla", **auto), batch)
     n_fused, n_xla = _ops(fused), _ops(xla)
     n_kernels = fused.count("__gpu$xla.gpu.triton")
@@ -822,15 +838,15 @@ def _weak_literal_selects(jaxpr, lits=frozenset(), inside=False) -> list:
     return found
 
 
-def test_no_weak_literal_selects_in_kernels(models, monkeypatch):
+def test_no_weak_literal_selects_in_kernels(models, monkeypatch, humanoid_gpu_step):
     """Kernel code selects between Python numbers through `launch.where`: Pallas' Triton lowering (jax 0.11.2) gives
     a weakly typed literal branch of a 0-d select the predicate's type (i1), which failed the fused path's first GPU
     run ("AssertionError: ('i1', 'f32')") and would truncate an integer branch silently. The check reads the traced
-    kernels (no GPU needed): the humanoid's step with contacts, unbatched and batched."""
+    kernels (no GPU needed): the humanoid's step with contacts, unbatched (this CPU's resolution of the "auto"
+    fields) and batched (the GPU's: `humanoid_gpu_step`'s trace, shared with test_fused_step_program_size; CI time)."""
     _compiled_kernels(monkeypatch)
     _, m, ds = models("mjx_humanoid")
     mf = mjl.configure(_float32(m), kernels="fused")
-    for fn, d in ((mjl.step, _float32(_unbatched(ds))), (jax.vmap(mjl.step, in_axes=(None, 0)), _float32(ds))):
-        jaxpr = jax.make_jaxpr(fn)(mf, d).jaxpr
+    for jaxpr in (jax.make_jaxpr(mjl.step)(mf, _float32(_unbatched(ds))).jaxpr, humanoid_gpu_step[2].jaxpr.jaxpr):
         assert "pallas_call" in str(jaxpr)
         assert _weak_literal_selects(jaxpr) == []

@@ -87,8 +87,9 @@ def _states(mjm, m, n, seed=0, scale=0.02):
     for _ in range(n):
         mjd = mujoco.MjData(mjm)
         oracle.random_state(mjm, mjd, rng, qpos_scale=scale)
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+        ds.append(mjl.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy()))
+    # host numpy (CI time: jp.stack would compile one tiny program per Data leaf)
+    return jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *ds)
 
 
 def _prepare(m, d):
@@ -157,6 +158,12 @@ def small_tiled(small):
     """The row-tiled kernel's rows of `small`'s 3 states, 2 environments per program (the second program padded)."""
     _, m, ds = small
     return _tiled_rows(m, ds, 2)
+
+
+def _first(ds):
+    """The first environment of a batch, host numpy (CI time: slicing jax arrays leaf by leaf compiles one tiny
+    program per leaf)."""
+    return jax.tree.map(lambda x: np.asarray(x)[0], ds)
 
 
 def _compare(got, want, tol, what):
@@ -237,7 +244,7 @@ def test_rows_equal_xla_humanoid():
     mjm = mujoco.MjModel.from_xml_path(tk.MJX_HUMANOID)
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
     ds = _states(mjm, m, 3, scale=0.1)
-    ds = _prepared(m, ds.replace(qpos=ds.qpos.at[:, 2].add(-0.35)))
+    ds = _prepared(m, ds.replace(qpos=ds.qpos - 0.35 * (np.arange(ds.qpos.shape[1]) == 2)))
     assert np.all(np.asarray(ds.contact.active).sum(axis=1) > 0)
     assert rows.fusable(m)
     got, want = _rows(mjl.configure(m, kernels="fused"), ds), _rows(m, ds)
@@ -309,7 +316,7 @@ def test_twin_reads_only_the_kernel_inputs(request, model):
     Data leaf may be read by the twin except through them (elliptic cones: contact.solreffriction too)."""
     fx = request.getfixturevalue(model)
     m, ds = fx[1:] if model == "small" else fx[:2]
-    d = jax.tree.map(lambda x: x[0], ds)
+    d = _first(ds)
     _check_twin_inputs(m, d)
 
 
@@ -321,7 +328,7 @@ def test_lowers_to_triton(small, monkeypatch, dtype, rows_tile):
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout,
                                                                       rows_tile=rows_tile))  # fmt: skip
     _, m, ds = small
-    batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
+    batch = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * 67)[:200], ds)  # host numpy: no eager ops
     if dtype == "float32":
         m, batch = tk._float32(m), tk._float32(batch)
     # CI time: the row tiles (kernels/rows_tiled.py) have their own block layout, which kernel_layout does not reach:
@@ -695,7 +702,7 @@ def kinds_model():
     assert _live_rows(want, p, "connect", 9).any(axis=0).all() and _live_rows(want, p, "weld", 18).any(axis=0).all()
     assert not _live_rows(want, p, "connect", 9).all() and not _live_rows(want, p, "weld", 18).all()
     assert np.any(np.asarray(m.eq_objtype) == mujoco.mjtObj.mjOBJ_SITE)
-    kb = jax.jit(constraint.efc_kbip)(m, jax.tree.map(lambda x: x[0], ds))  # jitted: eager, ~17 CPU-s of tiny compiles
+    kb = jax.jit(constraint.efc_kbip)(m, _first(ds))  # jitted: eager, ~17 CPU-s of tiny compiles
     assert np.abs(np.asarray(kb[p.adr["connect"] : p.adr["connect"] + 27, 1])).min() > 0  # the bias enters aref
     # TEN's (and FLEX's tendon limit)
     assert len(p.tendon_eq) == 2 and len(p.fric_ten) == 2 and len(p.lim_ball) == 2 and len(p.lim_ten) == 4
@@ -724,7 +731,7 @@ def eq_model():
     assert _live_rows(want, p, "connect", 9).any(axis=0).all() and _live_rows(want, p, "weld", 18).any(axis=0).all()
     assert not _live_rows(want, p, "connect", 9).all() and not _live_rows(want, p, "weld", 18).all()
     assert np.any(np.asarray(m.eq_objtype) == mujoco.mjtObj.mjOBJ_SITE)
-    kb = jax.jit(constraint.efc_kbip)(m, jax.tree.map(lambda x: x[0], ds))  # jitted: eager, ~17 CPU-s of tiny compiles
+    kb = jax.jit(constraint.efc_kbip)(m, _first(ds))  # jitted: eager, ~17 CPU-s of tiny compiles
     assert np.abs(np.asarray(kb[:27, 1])).min() > 0  # damping: the bias enters aref beside B vel
     return mjm, m, ds, want
 
@@ -807,7 +814,7 @@ def test_flex_rows_without_tendon_rows_tiled():
     ds = ds.replace(eq_active=ds.eq_active.at[1, 0].set(False))
     p = constraint.plan(m)
     assert len(p.lim_ten) == 0 and len(p.flex_eq_edge) == 11 and rows.fusable(m)
-    assert "ten_J" not in jax.eval_shape(lambda d: rows.kernel(m, d)[1], jax.tree.map(lambda x: x[0], ds))
+    assert "ten_J" not in jax.eval_shape(lambda d: rows.kernel(m, d)[1], _first(ds))
     _compare(_tiled_rows(m, ds, 2), _rows(m, ds), ROWS_TOL, "FLEX without tendon rows, tiled")
 
 
@@ -851,7 +858,7 @@ def test_more_kinds_twin_reads_only_the_kernel_inputs(request, model):
     """As test_twin_reads_only_the_kernel_inputs, for the new kinds' inputs (poses, cvel, cdof_dot, ten_J,
     flexedge_J, ...)."""
     _, m, ds, _ = request.getfixturevalue(model)
-    d = jax.jit(rows.prepare)(m, jax.tree.map(lambda x: x[0], ds))  # jitted: no eager op-by-op compiles (CI time)
+    d = jax.jit(rows.prepare)(m, _first(ds))  # jitted: no eager op-by-op compiles (CI time)
     _check_twin_inputs(m, d)
 
 
@@ -866,7 +873,7 @@ def test_more_kinds_lower_to_triton(request, monkeypatch, model, rows_tile):
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout,
                                                                       rows_tile=rows_tile))  # fmt: skip
     _, m, ds, _ = request.getfixturevalue(model)
-    batch = jax.tree.map(lambda x: jp.concatenate([x] * 67)[:200], ds)
+    batch = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * 67)[:200], ds)  # host numpy: no eager ops
     _check_lowers(m, batch, ("lanes_last",))
 
 

@@ -109,6 +109,16 @@ ELLIPTIC = """
 """
 
 
+# ELLIPTIC with the capsule at condim 4: cones of condim 3 and 4 only, for the default selection (CI time: the
+# solver kernels unroll each cone dimension's law, dim^2 Hessian terms per group, and condim 6's group more than
+# doubled the lane Newton kernel's trace, lowering and compile, 27 -> 14 CPU-s, the tiled one 14 -> 10). condim 4
+# runs every line of the cone law that condim 6 runs (the dim > 3 tangential terms, a second group's offsets); the
+# condim-6 cones stay in the slow selection (test_elliptic_solver_equals_xla[newton-0-elliptic] and the others on
+# the `elliptic` fixture).
+ELLIPTIC_SMALL = ELLIPTIC.replace('condim="6" friction="1.2 0.03 0.002"', 'condim="4" friction="1.2 0.03 0.002"')
+assert ELLIPTIC_SMALL != ELLIPTIC
+
+
 def sliding_state(mjm, mjd, rng):
     """A state of ELLIPTIC: a pose near qpos0 (the bodies touch the floor; MuJoCo's random inputs) and the free
     bodies sliding and spinning (their cones in the middle zone)."""
@@ -162,9 +172,12 @@ def _states(mjm, m, n, seed=0):
 
 @pytest.fixture(scope="module")
 def rows():
-    """(Model, prepared batch of 3 states) of the ROWS model, float64, Newton."""
+    """(Model, prepared batch of 3 states) of the ROWS model, float64, Newton, islands off (the kernels solve the
+    whole system: the XLA reference without its per-island solve, MuJoCo 4.0's default, which stops each island on
+    its own; one XLA solver program for the fixture and the tests)."""
     mjm = mujoco.MjModel.from_xml_string(ROWS)
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)
     ds = _prepared(m, _states(mjm, m, 3))
     assert np.all(np.asarray(ds.efc_mask).sum(axis=1) > 8)  # equality, friction, limit and contact rows live
     # the solver's start: env 1 warm-starts near the solution (its cost is below qacc_smooth's, so the warm start is
@@ -192,6 +205,13 @@ def _kernel_names(m, d) -> str:
     return str(jax.make_jaxpr(lambda d: solve(m, d))(d))
 
 
+def _traced(fn, *args):
+    """(fn(*args), the text of its jaxpr) for a jitted fn: one trace, lowered and compiled once (CI time: a separate
+    make_jaxpr for the kernel's name traced the interpret-mode kernel again, 2-3 CPU-s each)."""
+    traced = fn.trace(*args)
+    return traced.lower().compile()(*args), str(traced.jaxpr)
+
+
 @pytest.mark.parametrize("solver,mass", [("newton", "dense"), ("cg", "dense"),
                                          pytest.param("newton", "sparse", marks=pytest.mark.slow),
                                          pytest.param("cg", "sparse", marks=pytest.mark.slow),
@@ -200,11 +220,8 @@ def test_solver_equals_xla(rows, solver, mass):
     """qacc, forces, efc_b, states, solver_niter and the convergence statistics of the fused solver (its start,
     the warm start where its cost is lower, and the rows' final states included) are the XLA solver's (float64;
     qM dense or tree-sparse; "nowarm": the warmstart flag disabled)."""
-    m, ds = rows
-    # the fused kernels solve the whole system: the XLA reference with islands disabled (its per-island solve,
-    # MuJoCo 4.0's default, stops each island on its own)
-    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG,
-              disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)  # fmt: skip
+    m, ds = rows  # islands disabled: the fused kernels solve the whole system
+    m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG)
     if mass == "nowarm":
         m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.WARMSTART)
     if mass == "sparse":
@@ -212,9 +229,9 @@ def test_solver_equals_xla(rows, solver, mass):
         m = mjl.configure(m, mass_matrix="sparse")
         ds = _prepared(m, _states(mjm, m, 3))
     mf = mjl.configure(m, kernels="fused")
-    one = jax.tree.map(lambda x: x[0], ds)
-    assert f"solve_{solver}" in _kernel_names(mf, one) and "pallas_call" not in _kernel_names(m, one)
-    _close(_solve(mf, ds), _solve(m, ds), SOLVER_TOL, f"{solver} {mass}", m)
+    got, names = _traced(_solve, mf, ds)
+    assert f"name=solve_{solver}" in names and "pallas_call" not in _kernel_names(m, jax.tree.map(lambda x: x[0], ds))
+    _close(got, _solve(m, ds), SOLVER_TOL, f"{solver} {mass}", m)
 
 
 def test_unfused_configurations_stay_xla(rows):
@@ -329,12 +346,14 @@ def test_lowers_to_triton(rows, monkeypatch, dtype):
     batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
     if dtype == "float32":
         m, batch = _f32(m), _f32(batch)
-    # each solver in one layout (CI time; both in float32's slow case): their loads and stores are the same lane I/O;
-    # Newton's lanes_last lowering is also tests/test_kernels_precision.py::test_fused_step_has_no_tf32_product's
-    # (the whole fused step lowered to Triton's IR) and test_kernels.py::test_fused_step_program_size's
-    cases = [(mjl.SolverType.NEWTON, "lanes_first"), (mjl.SolverType.CG, "lanes_last")]
+    # float64: CG in lanes_first only (CI time; both solvers in both layouts in float32's slow case): Newton's kernel
+    # lowers in the default selection through test_kernels_precision.py::test_fused_step_has_no_tf32_product (the
+    # whole fused step lowered to Triton's IR, lanes_last) and test_kernels.py::test_fused_step_program_size; the two
+    # layouts' loads and stores are launch.py's lane I/O, lanes_first's lowered here
+    cases = [(mjl.SolverType.CG, "lanes_first")]
     if dtype == "float32":
-        cases += [(mjl.SolverType.NEWTON, "lanes_last"), (mjl.SolverType.CG, "lanes_first")]
+        cases += [(mjl.SolverType.NEWTON, "lanes_first"), (mjl.SolverType.NEWTON, "lanes_last"),
+                  (mjl.SolverType.CG, "lanes_last")]  # fmt: skip
     for solver, layout in cases:
         mf = mjl.configure(_with(m, solver), kernels="fused", kernel_layout=layout)
         text = _lower_cuda(jax.vmap(solve, in_axes=(None, 0)), mf, batch)
@@ -375,14 +394,14 @@ def test_tiled_solver_equals_xla(rows, hessian, dof_tile, case):
         ds = _prepared(m, _states(mjm, m, 3))
     mf = mjl.configure(m, kernels="fused")
     with _tiled(dof_tile, hessian=hessian):
-        names = _kernel_names(mf, jax.tree.map(lambda x: x[0], ds))
-        assert "solve_newton_tiled" in names and ("dot_general" in names) == (hessian == "dot"), hessian
         if case == "unbatched":
+            names = _kernel_names(mf, jax.tree.map(lambda x: x[0], ds))
             one = jax.jit(lambda m, d: solve(m, d))  # a fresh function: jit's cache keys on it, not the launch
             got = [one(mf, jax.tree.map(lambda x, i=i: x[i], ds)) for i in range(3)]
             got = jax.tree.map(lambda *x: jp.stack(x), *got)
-        else:
-            got = jax.jit(jax.vmap(solve, in_axes=(None, 0)))(mf, ds)
+        else:  # a fresh function: jit's cache keys on it, not the launch
+            got, names = _traced(jax.jit(jax.vmap(solve, in_axes=(None, 0))), mf, ds)
+        assert "name=solve_newton_tiled" in names and ("dot_general" in names) == (hessian == "dot"), hessian
     _close(got, _solve(m, ds), SOLVER_TOL, f"tiled {hessian} {dof_tile} {case}", m)
 
 
@@ -435,16 +454,15 @@ def test_tiled_lowers_to_triton(rows, dtype):
 # ---- elliptic cones (ELLIPTIC) ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def elliptic():
-    """(Model, prepared batch of 3 sliding states) of ELLIPTIC, float64, Newton, islands off (the kernels solve the
-    whole system)."""
-    mjm = mujoco.MjModel.from_xml_string(ELLIPTIC)
+def _elliptic(xml, dims):
+    """(Model, prepared batch of 3 sliding states) of `xml` (ELLIPTIC or ELLIPTIC_SMALL: cones of `dims`), float64,
+    Newton, islands off (the kernels solve the whole system)."""
+    mjm = mujoco.MjModel.from_xml_string(xml)
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
     m = _with(m, m.opt.solver, disableflags=m.opt.disableflags | mjl.DisableBit.ISLAND)
     ds = _prepared(m, sliding_states(mjm, m, 3))
     layout = constraint.plan(m).layout
-    assert [int(np.shape(r)[1]) for r in layout.cones] == [3, 4, 6]
+    assert [int(np.shape(r)[1]) for r in layout.cones] == dims
     # live cones of each dimension, the pair's, and cones in the middle zone (ConstraintState.CONE) at the solution
     sol = _solve(m, ds)
     live, state = np.asarray(sol.efc_mask), np.asarray(sol.efc_state)
@@ -456,25 +474,41 @@ def elliptic():
     return m, ds
 
 
-@pytest.mark.parametrize("solver,tile", [("newton", 0), ("newton", "rank1"),
-                                         pytest.param("cg", 0, marks=pytest.mark.slow),
-                                         pytest.param("newton", "dot", marks=pytest.mark.slow)])  # fmt: skip
-def test_elliptic_solver_equals_xla(elliptic, solver, tile):
-    """Elliptic cones (condim 3, 4, 6; top, middle and bottom zones) in the solver kernels (the lane kernel's Newton
-    and CG; the dof-tiled Newton with rank-1 updates over 2 environments per program, or one tl.dot per environment):
-    qacc, forces, efc_b, states, solver_niter and the statistics are the XLA solver's (float64, vmapped states)."""
-    m, ds = elliptic
+@pytest.fixture(scope="module")
+def elliptic():
+    """`_elliptic` of ELLIPTIC: cones of condim 3, 4 and 6."""
+    return _elliptic(ELLIPTIC, [3, 4, 6])
+
+
+@pytest.fixture(scope="module")
+def elliptic_small():
+    """`_elliptic` of ELLIPTIC_SMALL: cones of condim 3 and 4 (the default selection's)."""
+    return _elliptic(ELLIPTIC_SMALL, [3, 4])
+
+
+# the default selection on ELLIPTIC_SMALL (cones of condim 3 and 4), each kernel once; condim 6 (ELLIPTIC) slow
+@pytest.mark.parametrize("solver,tile,model", [
+    ("newton", 0, "elliptic_small"), ("newton", "rank1", "elliptic_small"),
+    pytest.param("newton", 0, "elliptic", marks=pytest.mark.slow),
+    pytest.param("newton", "rank1", "elliptic", marks=pytest.mark.slow),
+    pytest.param("cg", 0, "elliptic", marks=pytest.mark.slow),
+    pytest.param("newton", "dot", "elliptic", marks=pytest.mark.slow)])  # fmt: skip
+def test_elliptic_solver_equals_xla(request, solver, tile, model):
+    """Elliptic cones (condim 3, 4 and, in the slow selection, 6; top, middle and bottom zones) in the solver kernels
+    (the lane kernel's Newton and CG; the dof-tiled Newton with rank-1 updates over 2 environments per program, or one
+    tl.dot per environment): qacc, forces, efc_b, states, solver_niter and the statistics are the XLA solver's
+    (float64, vmapped states)."""
+    m, ds = request.getfixturevalue(model)
     m = _with(m, mjl.SolverType.NEWTON if solver == "newton" else mjl.SolverType.CG)
     mf = mjl.configure(m, kernels="fused")
-    one = jax.tree.map(lambda x: x[0], ds)
     if tile:
-        with _tiled(2 if tile == "rank1" else 1, hessian=tile):
-            assert "solve_newton_tiled" in _kernel_names(mf, one)
-            got = jax.jit(jax.vmap(solve, in_axes=(None, 0)))(mf, ds)
+        with _tiled(2 if tile == "rank1" else 1, hessian=tile):  # a fresh function: jit's cache keys on it
+            got, names = _traced(jax.jit(jax.vmap(solve, in_axes=(None, 0))), mf, ds)
+        assert "name=solve_newton_tiled" in names
     else:
-        assert f"solve_{solver}" in _kernel_names(mf, one)
-        got = _solve(mf, ds)
-    _close(got, _solve(m, ds), SOLVER_TOL, f"elliptic {solver} {tile}", m)
+        got, names = _traced(_solve, mf, ds)
+        assert f"name=solve_{solver}" in names
+    _close(got, _solve(m, ds), SOLVER_TOL, f"elliptic {solver} {tile} {model}", m)
 
 
 @pytest.mark.slow  # CI time (~2 min: every kernel of the forward compiles in interpret mode)

@@ -38,6 +38,11 @@ def _solve(m, d):
     return solve.solve(m, d)
 
 
+# the forward pass at one sweep, shared by the tests of each cone (CI time: one compile of the stages before the
+# solver per cone); `_solve` then runs the sweep counts compared on its output (iterations reach only the solver)
+_forward = jax.jit(mjl.forward)
+
+
 def _compare(mjm, mjd, f, tol):
     """qacc, efc_force and efc_state (rows matched), solver_niter and the last sweep's improvement against
     MuJoCo's."""
@@ -66,7 +71,7 @@ def test_iterates_match_mujoco(cone, iterations):
     mujoco.mj_step(mjm, mjd)  # a warm start from the previous step
     m = mjl.load_mjcf_string(_small_xml(cone, 1, 1e-8))
     d = oracle.data_with_state(m, mjm, mjd).replace(qacc_warmstart=mjd.qacc_warmstart)
-    f0 = jax.jit(mjl.forward)(m, d)
+    f0 = _forward(m, d)
     for k in iterations:
         mjm.opt.iterations = k
         mujoco.mj_forward(mjm, mjd)
@@ -78,16 +83,16 @@ def test_iterates_match_mujoco(cone, iterations):
 @pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
 def test_niter_matches_mujoco_at_default_tolerance(cone):
     """At MuJoCo's default tolerance (1e-8) our PGS stops after MuJoCo's number of sweeps, at MuJoCo's iterate."""
-    m = mjl.load_mjcf_string(_small_xml(cone, 1000, 1e-8))
+    m1 = mjl.load_mjcf_string(_small_xml(cone, 1, 1e-8))  # test_iterates_match_mujoco's forward pass (its compile)
+    m = m1.replace(opt=m1.opt.replace(iterations=1000))
     mjm = mujoco.MjModel.from_xml_string(_small_xml(cone, 1000, 1e-8))
-    fwd = jax.jit(mjl.forward)
     for seed in range(2):
         mjd = mujoco.MjData(mjm)
         oracle.small_state(mjm, mjd, np.random.default_rng(seed))
         mujoco.mj_forward(mjm, mjd)
         assert 1 < int(mjd.solver_niter[0]) < 1000
-        f = fwd(m, oracle.data_with_state(m, mjm, mjd).replace(qacc_warmstart=mjd.qacc_warmstart))
-        _compare(mjm, mjd, f, ITER_TOL)
+        d = oracle.data_with_state(m, mjm, mjd).replace(qacc_warmstart=mjd.qacc_warmstart)
+        _compare(mjm, mjd, _solve(m, _forward(m1, d)), ITER_TOL)
 
 
 def test_humanoid_50_iterations_matches_mujoco():
@@ -161,8 +166,9 @@ def test_float32_and_vmap():
     oracle.close(np.asarray(q, np.float64), qacc, F32_TOL)
     batch = jax.tree.map(lambda *x: jp.stack(x), *probs)
     bf, bq, bn = jax.jit(jax.vmap(lambda p: run(p, 20)))(batch)
+    run20 = jax.jit(lambda p: run(p, 20))  # one compile for both problems (CI time)
     for i, p in enumerate(probs):
-        f, q, n = jax.jit(lambda p: run(p, 20))(p)
+        f, q, n = run20(p)
         oracle.close(bf[i], f, VMAP_TOL)
         oracle.close(bq[i], q, VMAP_TOL)
         assert int(bn[i]) == int(n)

@@ -193,7 +193,7 @@ def test_hessian_takes_unit_rows_as_a_diagonal():
     import jax  # noqa: PLC0415
 
     import mjx_lite as mjl  # noqa: PLC0415
-    from mjx_lite.pipeline import constraint  # noqa: PLC0415
+    from mjx_lite.pipeline import constraint, forward  # noqa: PLC0415
 
     path = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", "humanoid", "humanoid.xml")
     mjm = mujoco.MjModel.from_xml_path(path)
@@ -203,16 +203,24 @@ def test_hessian_takes_unit_rows_as_a_diagonal():
     mjd.qpos[7::2] = 1.1 * mjm.jnt_range[1::2, 1]  # every other hinge past its upper limit
     m = mjl.load_mjcf(path)
     d = mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), qvel=jp.asarray(mjd.qvel))
-    d = jax.jit(mjl.forward)(m, d)
     layout = constraint.plan(m).layout
     uc = layout.unit_col
     assert np.sum(uc >= 0) > 10 and np.sum(uc < 0) > 10
-    prob = constraint.problem(m, d)
-    assert 0 < int(np.sum(np.asarray(d.efc_mask)[uc >= 0])) < int(np.sum(uc >= 0))  # some limit rows inactive
-    hdiag = jp.asarray(np.random.default_rng(0).uniform(0.5, 2.0, prob.D.shape))
-    ev = common.ConstraintEval(cost=0.0, force=0 * hdiag, hdiag=hdiag, cone_hess=(), state=0 * hdiag)
-    ours = common.constraint_hessian(layout, prob, ev)
-    full = common.constraint_hessian(dataclasses.replace(layout, unit_col=None), prob, ev)
+    hdiag = jp.asarray(np.random.default_rng(0).uniform(0.5, 2.0, d.efc_D.shape))
+
+    @jax.jit
+    def hessians(d, hdiag):
+        # CI time: the position stages (collision and the rows) and both Hessians in one program, not the whole
+        # forward (its solver) and eager op-by-op Hessians
+        d = forward.fwd_position(m, d)
+        prob = constraint.problem(m, d)
+        ev = common.ConstraintEval(cost=0.0, force=0 * hdiag, hdiag=hdiag, cone_hess=(), state=0 * hdiag)
+        ours = common.constraint_hessian(layout, prob, ev)
+        full = common.constraint_hessian(dataclasses.replace(layout, unit_col=None), prob, ev)
+        return d.efc_mask, ours, full
+
+    efc_mask, ours, full = hessians(d, hdiag)
+    assert 0 < int(np.sum(np.asarray(efc_mask)[uc >= 0])) < int(np.sum(uc >= 0))  # some limit rows inactive
     np.testing.assert_allclose(np.asarray(ours), np.asarray(full), rtol=1e-14, atol=1e-12)
 
 

@@ -163,34 +163,47 @@ def test_cartpole_rollout_equals_iterative(cartpole):
 
 
 def _final(m, v):
-    """The cart's and the pole's final positions summed, 40 steps from cart velocity v (the limit is hit)."""
+    """The cart's and the pole's final positions summed, 40 steps from cart velocity v; and the largest constraint
+    force of the rollout (> 0: the limit is hit)."""
     d0 = mjl.make_data(m).replace(qvel=jp.asarray([v, 0.5]), ctrl=jp.asarray([0.8]))
-    q, _ = _rollout(m, d0, 40)
-    return q[-1, 0] + q[-1, 1]
+    q, f = _rollout(m, d0, 40)
+    return q[-1, 0] + q[-1, 1], jp.max(f)
 
 
 @pytest.fixture(scope="module")
 def final_vg():
-    """value and d/dv of `_final`, one jitted function (the configuration is part of its cache key)."""
-    return jax.jit(jax.value_and_grad(_final, argnums=1))
+    """((value, largest force), d/dv) of `_final`, one jitted function (the configuration is part of its cache key)."""
+    return jax.jit(jax.value_and_grad(_final, argnums=1, has_aux=True))
 
 
-def test_gradients(cartpole, final_vg):
+@pytest.fixture(scope="module")
+def cartpole_euler(cartpole):
+    """The cartpole with Euler's integrator: the gradient tests' rollouts (CI time: RK4's four forward passes per
+    step make the differentiated scan four times the program; the direct solve and its implicit gradient are the
+    same code under either integrator, and RK4 on the direct path runs in test_cartpole_rollout_equals_iterative)."""
+    return cartpole.replace(opt=cartpole.opt.replace(integrator=int(mjl.IntegratorType.EULER)))
+
+
+def test_gradients(cartpole_euler, final_vg):
     """d(final cart position)/d(initial cart velocity) through a limit hit: the direct path's implicit gradient
     equals central differences (of the values of the same compiled function); with gradients="unrolled" (through
     the exact solve's formulas) it equals the implicit one."""
+    cartpole = cartpole_euler
     unrolled = mjl.configure(cartpole, gradients="unrolled")
     v, h = np.float64(3.0), 1e-6
-    g = {k: float(final_vg(mm, v)[1]) for k, mm in (("direct", cartpole), ("unrolled", unrolled))}
-    fd = (float(final_vg(cartpole, v + h)[0]) - float(final_vg(cartpole, v - h)[0])) / (2 * h)
+    out = {k: final_vg(mm, v) for k, mm in (("direct", cartpole), ("unrolled", unrolled))}
+    g = {k: float(o[1]) for k, o in out.items()}
+    assert float(out["direct"][0][1]) > 0  # the limit was hit
+    fd = (float(final_vg(cartpole, v + h)[0][0]) - float(final_vg(cartpole, v - h)[0][0])) / (2 * h)
     assert np.isfinite(g["direct"]) and g["direct"] != 0
     np.testing.assert_allclose(g["unrolled"], g["direct"], rtol=GRAD_TOL)
     np.testing.assert_allclose(g["direct"], fd, rtol=FD_RTOL)
 
 
 @pytest.mark.slow  # a third gradient program; test_gradients checks the direct path's gradient by differences
-def test_gradients_equal_iterative(cartpole, final_vg):
+def test_gradients_equal_iterative(cartpole_euler, final_vg):
     """The direct path's implicit gradient equals the iterative path's (both at the optimum)."""
+    cartpole = cartpole_euler
     iterative = mjl.configure(cartpole, direct_solve_rows=0)
     v = np.float64(3.0)
     np.testing.assert_allclose(float(final_vg(cartpole, v)[1]), float(final_vg(iterative, v)[1]), rtol=GRAD_TOL)

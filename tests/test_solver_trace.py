@@ -74,6 +74,7 @@ def _prepare(m, d):
 # the stages before the solver, compiled once for both solvers' models (their solver type, set to one value here,
 # does not reach them: CI time)
 _jprepare = jax.jit(_prepare)
+_jsolve = jax.jit(fwd.fwd_constraint)
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +195,12 @@ def test_cg_takes_zero_iterations_on_the_duality_gap(island, path):
     assert newton.solver_niter[0] == 1  # the gradient test fails at this start
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels=path)
     d = oracle.data_from_mujoco(m, mjm, mjd).replace(qacc_warmstart=jp.asarray(warm))
-    ours = jax.jit(mjl.forward)(m, d)
+    # the stages before the solver on the XLA path with islands on for both params (neither reaches them: one
+    # compile of GAP_XML's colliders; CI time: the fused forward compiled every kernel in interpret mode), then the
+    # forward pass's solve (fwd_constraint) of `path`: the fused CG kernel (whole system) or the XLA CG per island
+    mp = mjl.configure(m, kernels="xla")
+    mp = mp.replace(opt=mp.opt.replace(disableflags=mp.opt.disableflags & ~int(mjl.DisableBit.ISLAND)))
+    ours = _jsolve(m, _jprepare(mp, d))
     if path == "xla":
         np.testing.assert_array_equal(np.asarray(ours.solver_niter_island)[:n], mjd.solver_niter[:n])
     else:
