@@ -29,6 +29,7 @@ from mjx_lite.pipeline import integrate, kernels
 from mjx_lite.pipeline.kernels import factor, launch, passive, tree, velocity
 from mjx_lite.types import DisableBit
 from tests import oracle
+from tests.kernel_checks import twin_tracers
 
 # fused and XLA fields differ by float64 round-off only (different summation orders, the parent composed before
 # the joints): relative to max(1, max |field|)
@@ -656,17 +657,8 @@ def test_twins_close_over_no_tracer(models, monkeypatch):
     array of the traced step it closes over: every tracer it reads is a kernel input. The twins of the kernels of
     traced (not compiled) fused step of "joints" (every joint type, a mocap body, cameras, plane contacts, Euler,
     Newton). Before: the tree pass's twin read the empty mocap arrays, the contact parameters' geom_adhesion."""
-    calls = launch.call
-    seen = {}
-
-    def checked(kernel, inputs, how):
-        consts = jax.make_jaxpr(kernel.xla)(inputs).consts
-        seen.setdefault(kernel.name, []).extend(c.aval for c in consts if isinstance(c, jax.core.Tracer))
-        return calls(kernel, inputs, how)
-
-    monkeypatch.setattr(launch, "call", checked)
     _, m, ds = models("joints")
-    jax.jit(mjl.step).trace(mjl.configure(m, kernels="fused"), _unbatched(ds))
+    seen = twin_tracers(monkeypatch, m, _unbatched(ds))
     assert set(seen) == {"tree_pass", "velocity_pass", "fwd_acceleration", "solve_shifted", "constraint_rows",
                          "solve_newton", "collide_primitive", "contact_params", "advance"}, sorted(seen)  # fmt: skip
     assert {n: a for n, a in seen.items() if a} == {}

@@ -18,9 +18,10 @@ import pytest
 import mjx_lite as mjl
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
-from mjx_lite.pipeline.kernels import launch, tree
+from mjx_lite.pipeline.kernels import tree
 from mjx_lite.types import Warning
 from tests import oracle
+from tests.kernel_checks import rel, twin_tracers
 
 kernel_actuation = sys.modules["mjx_lite.pipeline.kernels.actuation"]  # (kernels.actuation is the stage's function)
 
@@ -113,11 +114,6 @@ def case():
     return mjm, mjds, m, batch, _run(mjl.configure(m, kernels="fused"), batch)
 
 
-def _rel(a, b) -> float:
-    a, b = np.asarray(a), np.asarray(b)
-    return float(np.max(np.abs(a - b), initial=0.0)) / max(1.0, float(np.max(np.abs(b), initial=0.0)))
-
-
 def test_kernels_run(case):
     """The model is one both kernels cover, and the fused path's program has them (not the XLA stages)."""
     _, _, m, batch, _ = case
@@ -137,7 +133,7 @@ def test_values_equal_mujoco(case):
         ref = dict(actuator_length=mjd.actuator_length, actuator_moment=moment, actuator_velocity=mjd.actuator_velocity,
                    actuator_force=mjd.actuator_force, qfrc_actuator=mjd.qfrc_actuator)  # fmt: skip
         for f in FIELDS:
-            assert _rel(got[f][i], ref[f]) <= MUJOCO_TOL, (i, f, _rel(got[f][i], ref[f]))
+            assert rel(got[f][i], ref[f]) <= MUJOCO_TOL, (i, f, rel(got[f][i], ref[f]))
         bad = int(got["warning_number"][i, Warning.BADCTRL])
         assert bad == (i == 2) == mjd.warning[mujoco.mjtWarning.mjWARN_BADCTRL].number, i
 
@@ -149,7 +145,7 @@ def test_values_and_gradients_equal_xla(case):
     _, _, m, batch, got = case
     want = _run(mjl.configure(m, kernels="xla"), batch)
     for f in FIELDS + ("warning_number",):
-        assert _rel(got[f], want[f]) <= ROUNDOFF, (f, _rel(got[f], want[f]))
+        assert rel(got[f], want[f]) <= ROUNDOFF, (f, rel(got[f], want[f]))
     got, want = _run_grads(mjl.configure(m, kernels="fused"), batch), _run_grads(mjl.configure(m, kernels="xla"), batch)
     for n in want:
         a, b = np.asarray(got[n]), np.asarray(want[n])
@@ -174,14 +170,6 @@ def test_twins_close_over_no_tracer(case, monkeypatch):
     """The tree pass's and the actuation kernel's XLA twins read no traced array of the step they close over (as
     tests/test_kernels.py::test_twins_close_over_no_tracer for the other kernels): a traced step, not compiled."""
     _, _, m, batch, _ = case
-    calls, seen = launch.call, {}
-
-    def checked(kernel, inputs, how):
-        consts = jax.make_jaxpr(kernel.xla)(inputs).consts
-        seen.setdefault(kernel.name, []).extend(c.aval for c in consts if isinstance(c, jax.core.Tracer))
-        return calls(kernel, inputs, how)
-
-    monkeypatch.setattr(launch, "call", checked)
-    jax.jit(mjl.step).trace(mjl.configure(m, kernels="fused"), jax.tree.map(lambda x: np.asarray(x)[0], batch))
+    seen = twin_tracers(monkeypatch, m, jax.tree.map(lambda x: np.asarray(x)[0], batch))
     assert {"tree_pass", "actuation"} <= set(seen), sorted(seen)
     assert {n: a for n, a in seen.items() if a} == {}

@@ -20,6 +20,7 @@ from mjx_lite.collision import driver
 from mjx_lite.pipeline import constraint, kernels
 from mjx_lite.pipeline.kernels import launch
 from tests import oracle
+from tests.kernel_checks import rel, twin_tracers
 
 ksensor = sys.modules["mjx_lite.pipeline.kernels.sensor_acc"]  # (kernels.sensor_acc is the stage's function)
 
@@ -159,11 +160,6 @@ def case(request):
     return mjm, mjds, m, batch, _run(mjl.configure(m, kernels="fused"), batch)
 
 
-def _rel(a, b) -> float:
-    a, b = np.asarray(a), np.asarray(b)
-    return float(np.max(np.abs(a - b), initial=0.0)) / max(1.0, float(np.max(np.abs(b), initial=0.0)))
-
-
 def test_values_equal_xla_and_mujoco(case):
     """cacc, cfrc_int, cfrc_ext and sensordata of the fused stage: the XLA stage's to round-off and MuJoCo's; the
     states have contacts of condim 1, 3 and 4 (and the connect's wrench) in cfrc_ext."""
@@ -172,11 +168,11 @@ def test_values_equal_xla_and_mujoco(case):
     assert sum(mjd.ncon for mjd in mjds) >= 3 and {1, 3, 4} <= {int(c.dim) for mjd in mjds for c in mjd.contact}
     want = _run(mjl.configure(m, kernels="xla"), batch)
     for n in FIELDS:
-        assert _rel(got[n], want[n]) <= ROUNDOFF, (n, _rel(got[n], want[n]))
+        assert rel(got[n], want[n]) <= ROUNDOFF, (n, rel(got[n], want[n]))
     for i, mjd in enumerate(mjds):
         ref = dict(cacc=mjd.cacc, cfrc_int=mjd.cfrc_int, cfrc_ext=mjd.cfrc_ext, sensordata=mjd.sensordata)
         for n in FIELDS:
-            assert _rel(got[n][i], ref[n]) <= MUJOCO_TOL, (i, n, _rel(got[n][i], ref[n]))
+            assert rel(got[n][i], ref[n]) <= MUJOCO_TOL, (i, n, rel(got[n][i], ref[n]))
     assert np.any(np.asarray(got["sensordata"]) == 0.5)  # the force sensor's cutoff binds in some state
 
 
@@ -188,7 +184,7 @@ def test_gradients_equal_xla(case):
     a = _run_grads(mjl.configure(m, kernels="fused"), batch)
     b = _run_grads(mjl.configure(m, kernels="xla"), batch)
     for n in a:
-        assert _rel(a[n], b[n]) <= GRAD_TOL, (n, _rel(a[n], b[n]))
+        assert rel(a[n], b[n]) <= GRAD_TOL, (n, rel(a[n], b[n]))
     assert np.any(np.asarray(a["efc_force"])) and np.any(np.asarray(a["frame"]))
 
 
@@ -197,15 +193,7 @@ def test_twin_reads_only_the_kernel_inputs(case, monkeypatch):
     Model or Data field it reads is a kernel input): a traced step, not compiled. Every other kernel of the step too
     (before: the constraint rows' twin read the step's contact.solreffriction, a connect model's contacts)."""
     _, _, m, batch, _ = case
-    calls, seen = launch.call, {}
-
-    def checked(kernel, inputs, how):
-        consts = jax.make_jaxpr(kernel.xla)(inputs).consts
-        seen.setdefault(kernel.name, []).extend(c.aval for c in consts if isinstance(c, jax.core.Tracer))
-        return calls(kernel, inputs, how)
-
-    monkeypatch.setattr(launch, "call", checked)
-    jax.jit(mjl.step).trace(mjl.configure(m, kernels="fused"), jax.tree.map(lambda x: np.asarray(x)[0], batch))
+    seen = twin_tracers(monkeypatch, m, jax.tree.map(lambda x: np.asarray(x)[0], batch))
     assert "sensor_acc" in seen and "constraint_rows" in seen, sorted(seen)
     assert {n: a for n, a in seen.items() if a} == {}
 
