@@ -90,7 +90,9 @@ def saved_json(tmp_path):
 # `--dist loadgroup`), so that its module-scoped fixtures compile once, not once per worker that got some of its
 # tests: on four oracle-heavy files (-n 2, not slow, load 9-15 from other jobs) 217 vs 236 CPU-s and 1000 vs 1281 s
 # wall against `--dist load`. xdist orders groups by their number of tests, so the single tests fill the tail.
-_SPREAD = {"test_notebooks.py", "test_readme.py", "test_cache.py"}
+# (test_readme.py is grouped: its snippets share one runner process, the module fixture `outcomes`; spread, each
+# worker set it up and the README ran twice, 35 and 37 s in a CI run)
+_SPREAD = {"test_notebooks.py", "test_cache.py"}
 
 
 # tryfirst: xdist's worker reads the xdist_group marks in its own pytest_collection_modifyitems (appending the group

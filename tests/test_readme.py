@@ -19,10 +19,6 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 SNIPPETS = re.findall(r"```python\n(.*?)```", open(README).read(), re.S)
-# all snippet tests on one xdist worker (`make test`'s --dist loadgroup): they share the one runner process of the
-# module fixture `outcomes`; conftest spreads this file's tests over the workers (its _SPREAD), and with the
-# snippets on both workers each set up the fixture: the README ran twice (35 and 37 s in the last CI run)
-pytestmark = pytest.mark.xdist_group("test_readme.py")
 
 # (pattern, replacement) applied to every snippet: the README's 1024 and 256 environments, 200-step rollouts and
 # 240 x 320 picture become 8 environments, 20 steps and 24 x 32 pixels (a smoke test: compile quickly, run little)
