@@ -31,6 +31,13 @@ BATCH = 4  # one environment per oracle state
 # finds them, 4 rows each, as ours); their forces are 1e-16 (qacc 1e-14). Measured by benchmarks/menagerie.py --all.
 KNOWN = {(f"franka_emika_panda/{f}.xml", 0): "qpos0: deep self-penetration (EPA's normal), pads culled by rounding"
          for f in ("panda", "scene")}  # fmt: skip
+# The Shadow Hand's random state 3 presses ffdistal (geom 27: its hull vertex 269) onto mfdistal's flat 8-gon (geom
+# 35), an edge-face manifold: two edges at the vertex lie within 5.1 degrees of the face (|e . n| 0.0533 to vertex 291
+# and 0.0433 to vertex 270). MuJoCo takes the first in its polygon order (meshEdgeNormals), which is a libc++
+# unordered_map's iteration order (MakePolygons) that our compiler does not reproduce; ours the most parallel: the
+# second row lies on the other edge, 9.3e-5 deeper (MuJoCo's rows are the same with ccd_iterations 1000, tolerance
+# 1e-12; probed on MuJoCo 4.0, issue 43).
+KNOWN[("shadow_hand/scene_right.xml", 3)] = "edge-face manifold: which of two qualifying edges (MuJoCo's polygon order)"
 needs_menagerie = pytest.mark.skipif(not MENAGERIE, reason="no Menagerie checkout ($MJX_LITE_MENAGERIE)")
 
 
