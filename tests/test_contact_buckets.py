@@ -133,6 +133,20 @@ def _check_states(m, a, state, tol):
     assert not bad, ("efc_state", bad, np.asarray(a.efc_state)[bad], state[bad])
 
 
+def _check_states_mujoco(m, a, md, tol=ROUNDOFF) -> int:
+    """a's contact rows' efc_state against MuJoCo's md (the same step): equal but on ties (`_state_choices`); MuJoCo's
+    contact of each live slot: the same geoms, the nearest point (the box's four corners). Returns a's tie rows."""
+    choices = _state_choices(m, a, tol)
+    live = np.flatnonzero(np.asarray(a.contact.efc_address) >= 0)
+    assert len(live) == md.ncon
+    for s in live:
+        same = [c for c in range(md.ncon) if tuple(md.contact[c].geom) == tuple(a.contact.geom[s])]
+        c = min(same, key=lambda c, s=s: np.linalg.norm(md.contact[c].pos - a.contact.pos[s]))
+        row, theirs = int(a.contact.efc_address[s]), int(md.efc_state[md.contact[c].efc_address])
+        assert choices[row, theirs], (s, int(a.efc_state[row]), theirs)
+    return int(np.sum(choices.sum(axis=1) > 1))
+
+
 def _check_equal(m, a, b, tol=ROUNDOFF):
     """The bucketed step b against the full step a: every field the user reads, live efc rows and contacts."""
     for f in ("qpos", "qvel", "qacc", "qfrc_constraint", "act", "sensordata"):
@@ -309,6 +323,23 @@ def test_settings_step_equals_full(stepped_small):
         _check_equal(m, a, b)
 
 
+def test_settings_states_match_mujoco(stepped_small, request):
+    """The full step's efc_state (contact rows) is MuJoCo's mj_step's on the same states (first and warm-started
+    second step), but on round-off ties of the state rule (`_state_choices`). (RK4 skipped: the step's Data holds its
+    last stage's rows.)"""
+    m, full, _ = stepped_small
+    cone, solver, extra = request.node.callspec.params["stepped_small"]
+    if "RK4" in extra:
+        pytest.skip("RK4: the step's efc rows are its last stage's, MuJoCo's its first")
+    mm = mujoco.MjModel.from_xml_string(_xml(cone, solver, extra, nsphere=4))
+    for k, d in enumerate(_states(m, 2, seed=4)):
+        md = mujoco.MjData(mm)
+        md.qpos[:], md.qvel[:], md.qacc_warmstart[:] = d.qpos, d.qvel, d.qacc_warmstart
+        for j in range(2):
+            mujoco.mj_step(mm, md)
+            _check_states_mujoco(m, jax.device_get(full[2 * k + j]), md)
+
+
 @pytest.mark.slow  # CI time: 38 s on a quiet 2-core CPU (the transition's derivative pass compiles per bucket)
 def test_transition_equals_full():
     """`derivatives.transition` (the step run once, then the linearised step: its rows and solve at the step's
@@ -376,14 +407,5 @@ def test_vmap_pgs_elliptic_noslip_cone_ties():
         md = mujoco.MjData(mm)
         md.qpos[:], md.qvel[:], md.qacc_warmstart[:] = d.qpos, d.qvel, d.qacc_warmstart
         mujoco.mj_step(mm, md)
-        # MuJoCo's contact of each live slot: the same geoms, the nearest point (the box's four corners)
-        choices = _state_choices(m, ai, ROUNDOFF)
-        ties += int(np.sum(choices.sum(axis=1) > 1))
-        live = np.flatnonzero(np.asarray(ai.contact.efc_address) >= 0)
-        assert len(live) == md.ncon
-        for s in live:
-            same = [c for c in range(md.ncon) if tuple(md.contact[c].geom) == tuple(ai.contact.geom[s])]
-            c = min(same, key=lambda c, s=s: np.linalg.norm(md.contact[c].pos - ai.contact.pos[s]))
-            row, theirs = int(ai.contact.efc_address[s]), int(md.efc_state[md.contact[c].efc_address])
-            assert choices[row, theirs], (i, s, int(ai.efc_state[row]), theirs)
+        ties += _check_states_mujoco(m, ai, md)
     assert ties > 0  # the ties this test is about occur
