@@ -13,10 +13,11 @@ def rel(a, b) -> float:
     return float(np.max(np.abs(a - b), initial=0.0)) / max(1.0, float(np.max(np.abs(b), initial=0.0)))
 
 
-def twin_tracers(monkeypatch, m, d) -> dict:
+def twin_tracers(monkeypatch, m, d, fn=None) -> dict:
     """{kernel name: avals of the traced arrays its XLA twin closes over} for every kernel of the fused step of (m, d)
-    (one environment's Data), from a traced step (not compiled). A twin (the kernel's custom_jvp rule, traced lazily,
-    possibly in a later trace than the call) must read only its inputs: every list should be empty."""
+    (one environment's Data), from a traced step (not compiled); of fn(m, d) in place of the step when given (a
+    stage or two: cheaper to trace). A twin (the kernel's custom_jvp rule, traced lazily, possibly in a later trace
+    than the call) must read only its inputs: every list should be empty."""
     calls, seen = launch.call, {}
 
     def checked(kernel, inputs, how):
@@ -25,5 +26,5 @@ def twin_tracers(monkeypatch, m, d) -> dict:
         return calls(kernel, inputs, how)
 
     monkeypatch.setattr(launch, "call", checked)
-    jax.jit(mjl.step).trace(mjl.configure(m, kernels="fused"), d)
+    jax.jit(fn or mjl.step).trace(mjl.configure(m, kernels="fused"), d)
     return seen

@@ -211,10 +211,10 @@ def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True, collide
     """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy (collide,
     constrain: see `fwd_position`)."""
     d = fwd_position(m, d, collide, constrain)
-    d = _sensor_stage(sensor.sensor_pos, m, d, sensors)
+    d = _sensor_stage(kernels.sensor_pos, m, d, sensors)  # sensor.sensor_pos (fused under kernels)
     d = energy_pos(m, d)
     d = fwd_velocity(m, d)
-    d = _sensor_stage(sensor.sensor_vel, m, d, sensors)
+    d = _sensor_stage(kernels.sensor_vel, m, d, sensors)  # sensor.sensor_vel (fused under kernels)
     d = energy_vel(m, d)
     return d
 
@@ -227,7 +227,7 @@ def forward_vel_acc(m: Model, d: Data, sensors: bool = True) -> Data:
         d = run(buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint, m, d)
         d = run(sleep.mask_rows, m, d)
     d = fwd_velocity(m, d)
-    d = _sensor_stage(sensor.sensor_vel, m, d, sensors)
+    d = _sensor_stage(kernels.sensor_vel, m, d, sensors)  # sensor.sensor_vel (fused under kernels)
     d = energy_vel(m, d)
     return forward_acc(m, d, sensors)
 

@@ -351,7 +351,8 @@ def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared 
                    done: tuple | None = None) -> Data:  # fmt: skip
     """Compute and write the sensors of one stage, then apply their cutoff (shared: contact quantities already
     computed for this state, else computed on first use). done: (ids, sensordata indices, values after cutoff) of
-    sensors of the stage computed elsewhere (a fused kernel, kernels/sensor_acc.py), written in the same scatter."""
+    sensors of the stage computed elsewhere (a fused kernel, kernels/sensor_acc.py), written in the same scatter; or
+    (ids, None, None): their values are in d.sensordata already (kernels/sensor_posvel.py)."""
     if m.nsensor == 0 or m.opt.disableflags & DisableBit.SENSOR:
         return d
     needstage = np.asarray(m.sensor_needstage)
@@ -369,10 +370,11 @@ def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared 
     rest = sel if done is None else np.setdiff1d(sel, np.asarray(done[0], int))
     if rest.size:
         idx, values = _values(m, d, rest, shared)
-    if done is not None:
+    if done is not None and done[2] is not None:
         idx, values = (done[1], done[2]) if not rest.size else \
             (np.concatenate([done[1], idx]), jp.concatenate([done[2], values]))  # fmt: skip
-    d = d.replace(sensordata=d.sensordata.at[idx].set(values))
+    if rest.size or (done is not None and done[2] is not None):
+        d = d.replace(sensordata=d.sensordata.at[idx].set(values))
     return history.read_sensors(m, d, sel)  # delayed sensors (and interval sensors between ticks) from their buffers
 
 

@@ -21,6 +21,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
   actuation.py  the actuators' forces (mj_fwdActuation) of stateless fixed/affine actuators as one kernel
   sensor_acc.py  mj_sensorAcc's mj_rnePostConstraint (cacc, cfrc_int, cfrc_ext with the contact wrenches) and the
               accelerometer, force, torque and frame acceleration sensors as one kernel
+  sensor_posvel.py  mj_sensorPos's and mj_sensorVel's joint, tendon, actuator, frame, subtree, velocimeter and gyro
+              sensors (and mj_subtreeVel) as one kernel per stage
   advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
   rows.py     the constraint rows (make_constraint) of connect/weld/joint/tendon/flex equalities, dof and tendon
               friction, joint, ball and tendon limits and pyramidal or elliptic contacts as one kernel
@@ -46,14 +48,17 @@ from mjx_lite.pipeline.kernels import primal_tiled as _primal_tiled
 from mjx_lite.pipeline.kernels import rows as _rows
 from mjx_lite.pipeline.kernels import rows_tiled as _rows_tiled
 from mjx_lite.pipeline.kernels import sensor_acc as _sensor_acc
+from mjx_lite.pipeline.kernels import sensor_posvel as _sensor_posvel
 from mjx_lite.pipeline.kernels import tree as _tree
 from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
-from mjx_lite.types import Data, Model
+from mjx_lite.types import Data, Model, Stage
 
 __all__ = ["acceleration", "actuation", "actuation_fused", "advance", "advance_fused", "collide_fused", "collision",
            "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused", "rows_fused", "sensor_acc",
-           "sensor_acc_fused", "solve_pgs", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
+           "sensor_acc_fused", "sensor_pos",
+           "sensor_posvel_fused", "sensor_vel", "solve_pgs", "solve_primal", "solve_shifted", "tree_pass",
+           "velocity_pass"]
 
 
 def fused(m: Model) -> bool:
@@ -204,3 +209,25 @@ def sensor_acc(m: Model, d: Data) -> Data:
     if not sensor_acc_fused(m):
         return sensor.sensor_acc(m, d)
     return _sensor_acc.sensor_acc(m, d, launch_of(m))
+
+
+def sensor_posvel_fused(m: Model, stage: int) -> bool:
+    """Static: the position (stage POS) or velocity (VEL) sensors' stage runs its covered sensors as the fused kernel
+    (`fused(m)` and a sensor of a type kernels/sensor_posvel.py computes: joint, tendon, actuator, frame, subtree,
+    velocimeter, gyro)."""
+    return fused(m) and _sensor_posvel.fusable(m, stage)
+
+
+def sensor_pos(m: Model, d: Data) -> Data:
+    """`sensor.sensor_pos` (mj_sensorPos), its covered sensors as one fused kernel when `sensor_posvel_fused`."""
+    if not sensor_posvel_fused(m, Stage.POS):
+        return sensor.sensor_pos(m, d)
+    return _sensor_posvel.sensor_stage(m, d, Stage.POS, launch_of(m))
+
+
+def sensor_vel(m: Model, d: Data) -> Data:
+    """`sensor.sensor_vel` (mj_sensorVel, with mj_subtreeVel when a sensor needs it), its covered sensors as one fused
+    kernel when `sensor_posvel_fused`."""
+    if not sensor_posvel_fused(m, Stage.VEL):
+        return sensor.sensor_vel(m, d)
+    return _sensor_posvel.sensor_stage(m, d, Stage.VEL, launch_of(m))
