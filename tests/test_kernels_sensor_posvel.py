@@ -30,9 +30,9 @@ MUJOCO_TOL = 1e-10
 GRAD_TOL = 1e-10
 
 # a free body with a ball-jointed child (a hinge and a slide below it), a tendon over the hinge and slide, actuators
-# on the joints and the tendon; every covered sensor type over every object type and with reference frames, cutoffs
-# (REAL and POSITIVE), and sensors of each stage the kernels leave to XLA (magnetometer, clock, e_kinetic; a user sensor of the velocity stage: zeros without
-# Config.sensor_user, as MuJoCo's without mjcb_sensor)
+# on the joints and the tendon; every covered sensor type over every object type and with reference frames, cutoffs,
+# and sensors of each stage the kernels leave to XLA (magnetometer, clock, e_kinetic; a user sensor of the velocity
+# stage: zeros without Config.sensor_user, as MuJoCo's without mjcb_sensor)
 SENSORS = """
 <mujoco>
   <option magnetic="0 -.5 .2"/>
