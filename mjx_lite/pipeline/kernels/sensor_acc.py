@@ -2,12 +2,13 @@
 cfrc_ext, with the contact forces' wrenches) and the accelerometer, force, torque, frame linear and angular
 acceleration sensors, for a block of environments.
 
-Outputs (per environment): cacc, cfrc_int, cfrc_ext (nbody, 6) and the covered sensors' values after their cutoff
-(in sensor order, each sensor's dim values). Inputs: qvel, qacc (nv,), cdof, cdof_dot (nv, 6), cinert (nbody, 10),
-cvel, xfrc_applied (nbody, 6), subtree_com, xipos (nbody, 3); the contacts' frame, pos, dim (and friction for
-pyramidal cones, adhesion with adhesive contacts), efc_force and efc_mask; the connect and weld wrenches
+Outputs (per environment): cacc, cfrc_int, cfrc_ext (nbody, 6) and sensordata: the covered sensors' values after
+their cutoff, its other elements copied from the input. Inputs: qvel, qacc (nv,), cdof, cdof_dot (nv, 6), cinert
+(nbody, 10), cvel, xfrc_applied (nbody, 6), subtree_com, xipos (nbody, 3); the contacts' frame, pos, dim (and
+friction for pyramidal cones, adhesion with adhesive contacts), efc_force and efc_mask; the connect and weld wrenches
 (`contact_force.equality_wrenches`, XLA) where the model has those rows; the sensors' object frames (site, geom,
-body, camera poses) they read; the Model's opt.gravity and sensor_cutoff (shared by the block unless vmapped).
+body, camera poses) they read and sensordata; the Model's opt.gravity and sensor_cutoff (shared by the block unless
+vmapped).
 
 The body, in order (the formulas are contact_force.py's, rne.rne_postconstraint's and sensor.py's written per lane):
   - the contact wrenches: one loop per contact dimension over its slots (static tables: the slot's first row, its
@@ -22,9 +23,9 @@ The body, in order (the formulas are contact_force.py's, rne.rne_postconstraint'
   - the sensors, one loop per (type, object type) over their members: the object's acceleration (its body's cacc
     and cvel moved to the object's point, with the Coriolis term; rotated into the object's frame for the
     accelerometer), or the body's cfrc_int moved to the site and rotated into it (force, torque); then the cutoff.
-The sensors of other types in the stage stay XLA (`sensor._compute_stage`, reading the kernel's cacc, cfrc_int and
-cfrc_ext) and every value goes into sensordata in one scatter. Derivatives go through the XLA twin (launch.call's
-custom_jvp: the stage's XLA code on the kernel's inputs).
+The sensors of other types in the stage stay XLA (`sensor._compute_stage`, reading the kernel's cacc, cfrc_int,
+cfrc_ext and sensordata). Derivatives go through the XLA twin (launch.call's custom_jvp: the stage's XLA code on the
+kernel's inputs).
 
 Fused when the stage runs mj_rnePostConstraint (a sensor of the stage needs it), the model has dofs and no flexes,
 and the contact slots' bodies are static (no trimmed or compacted pair group, no capacity cap).
@@ -91,22 +92,23 @@ def _plan(m: Model) -> dict:
     ids = _covered(m)
     st, ot, oid = np.asarray(m.sensor_type), np.asarray(m.sensor_objtype), np.asarray(m.sensor_objid)
     dim, adr = np.asarray(m.sensor_dim), np.asarray(m.sensor_adr)
-    off = np.concatenate([[0], np.cumsum(dim[ids])[:-1]]).astype(int) if len(ids) else np.zeros(0, int)
     sgroups = {}
-    for k, i in enumerate(ids):
+    for i in ids:
         objtype = ObjType.SITE if st[i] in (S.ACCELEROMETER, S.FORCE, S.TORQUE) else int(ot[i])
-        sgroups.setdefault((int(st[i]), int(objtype)), []).append((int(i), int(off[k])))
+        sgroups.setdefault((int(st[i]), int(objtype)), []).append((int(i), int(adr[i])))
     sg = []
     for n, ((t, objtype), mem) in enumerate(sgroups.items()):
         i = np.asarray([a for a, _ in mem])
         body = sensor.object_body(m, objtype, oid[i])
         tab.update({f"s{n}_obj": oid[i], f"s{n}_body": body, f"s{n}_root": root[body], f"s{n}_sid": i,
-                    f"s{n}_off": np.asarray([b for _, b in mem]),
+                    f"s{n}_adr": np.asarray([b for _, b in mem]),
                     f"s{n}_dt": np.asarray(m.sensor_datatype)[i]})  # fmt: skip
         sg.append((t, objtype, len(i)))
     idx = np.concatenate([adr[i] + np.arange(dim[i]) for i in ids]) if len(ids) else np.zeros(0, int)
+    keep = np.setdiff1d(np.arange(m.nsensordata), idx) if len(ids) else np.zeros(0, int)
+    tab["keep"] = keep
     tables = {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
-    return dict(tables=tables, cgroups=cgroups, sgroups=sg, ids=ids, idx=idx.astype(np.int64))
+    return dict(tables=tables, cgroups=cgroups, sgroups=sg, ids=ids, keep=len(keep))
 
 
 def _inputs(m: Model, d: Data, plan: dict) -> dict:
@@ -131,7 +133,7 @@ def _inputs(m: Model, d: Data, plan: dict) -> dict:
         if t in (S.ACCELEROMETER, S.FORCE, S.TORQUE):
             x[mat] = getattr(d, mat)
     if len(plan["ids"]):
-        x["sensor_cutoff"] = m.sensor_cutoff
+        x.update(sensor_cutoff=m.sensor_cutoff, sensordata=d.sensordata)
     return {n: jp.reshape(v, (-1,)) for n, v in x.items()}
 
 
@@ -243,7 +245,8 @@ def _body(m: Model, plan: dict):
 
         _loop(0, nbody - 1, push)
 
-        # the sensors
+        # the sensors (into sensordata; its other elements copied)
+        _loop(0, plan["keep"], lambda k: io.write("sensordata", tab("keep", k), read("sensordata", tab("keep", k))))
         for n, (t, objtype, count) in enumerate(plan["sgroups"]):
             pname, mname = _FRAMES[objtype]
 
@@ -270,9 +273,9 @@ def _body(m: Model, plan: dict):
                 real, positive = on & (dt == int(DataType.REAL)), on & (dt == int(DataType.POSITIVE))
                 v = tuple(where(real, jp.minimum(jp.maximum(c, -cut), cut), c, io.dtype) for c in v)
                 v = tuple(where(positive, jp.minimum(cut, c), c, io.dtype) for c in v)
-                base = tab(f"s{n}_off", k)
+                base = tab(f"s{n}_adr", k)
                 for j in range(3):
-                    io.write("values", base + j, v[j])
+                    io.write("sensordata", base + j, v[j])
 
             _loop(0, count, one)
 
@@ -311,7 +314,7 @@ def _twin(m: Model, d: Data, plan: dict):
         res = {"cacc": d2.cacc, "cfrc_int": d2.cfrc_int, "cfrc_ext": d2.cfrc_ext}
         if len(plan["ids"]):
             idx, vals = sensor._values(m2, d2, plan["ids"])
-            res["values"] = jp.zeros(m.nsensordata, vals.dtype).at[idx].set(vals)[plan["idx"]]
+            res["sensordata"] = x["sensordata"].at[idx].set(vals.astype(x["sensordata"].dtype))
         return res
 
     return xla
@@ -319,12 +322,12 @@ def _twin(m: Model, d: Data, plan: dict):
 
 def sensor_acc(m: Model, d: Data, how: launch.Launch) -> Data:
     """mj_sensorAcc with mj_rnePostConstraint and the covered sensors as one fused kernel (the caller checks
-    `fusable`); the stage's other sensors by its XLA code, every value written in one scatter."""
+    `fusable`); the stage's other sensors by its XLA code on the kernel's sensordata."""
     plan = support.memo(m, "kernels_sensor_acc_plan", _plan)
     x = _inputs(m, d, plan)
     outputs = {"cacc": (m.nbody, 6), "cfrc_int": (m.nbody, 6), "cfrc_ext": (m.nbody, 6)}
     if len(plan["ids"]):
-        outputs["values"] = (len(plan["idx"]),)
+        outputs["sensordata"] = (m.nsensordata,)
     if plan["cgroups"]:
         outputs["_con"] = (m.nbody, 6)
     k = launch.Kernel("sensor_acc", {n: tuple(v.shape) for n, v in x.items()}, outputs, plan["tables"],
@@ -334,5 +337,6 @@ def sensor_acc(m: Model, d: Data, how: launch.Launch) -> Data:
     d = d.replace(**{n: out[n].astype(getattr(d, n).dtype) for n in ("cacc", "cfrc_int", "cfrc_ext")})
     done = None
     if len(plan["ids"]):
-        done = (plan["ids"], plan["idx"], out["values"].astype(d.sensordata.dtype))
+        d = d.replace(sensordata=out["sensordata"].astype(d.sensordata.dtype))
+        done = (plan["ids"], None, None)
     return sensor._compute_stage(m, d, Stage.ACC, sensor_contact.Shared(m, d), done)
