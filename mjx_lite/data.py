@@ -17,7 +17,8 @@ from jax._src import core as jax_core  # trace_state_clean: no public equivalent
 
 from mjx_lite.types import NWARNING, Contact, Data, GainType, Model, Warning, field_shape, resolve_shape, shaped_fields
 
-__all__ = ["WARNING_TEXT", "as_data", "check_data", "float_dtype", "make_data", "reset_values", "warnings"]
+__all__ = ["WARNING_TEXT", "as_data", "check_data", "count_warning", "float_dtype", "make_data", "reset_values",
+           "warnings"]
 
 # check_data lists this many wrong fields (a Data of another model has almost every field wrong)
 LISTED = 5
@@ -209,6 +210,15 @@ def _init_history(m: Model, dtype) -> jax.Array:
                 user = jp.where(period > 0, t0, -dt)
             out = out.at[a].set(user).at[a + 1].set(n - 1).at[a + 2 : a + 2 + n].set(times)
     return out
+
+
+def count_warning(counts: jax.Array, warning: int, n) -> jax.Array:
+    """warning_number `counts` (NWARNING,) with n (a () bool or integer) added to the counter of `warning` (static):
+    an elementwise add of n times a one-hot row, not a scatter (`counts.at[warning].add(n)`), which under vmap is a
+    scatter over the environments, a kernel of its own on a GPU; the add fuses with its neighbours."""
+    hot = np.zeros(counts.shape[-1:], np.dtype(counts.dtype))
+    hot[int(warning)] = 1
+    return counts + jp.asarray(hot) * jp.asarray(n).astype(counts.dtype)
 
 
 def warnings(d: Data) -> dict[str, int | np.ndarray]:

@@ -28,6 +28,8 @@ ROUNDOFF = 1e-12
 MUJOCO_TOL = 1e-10
 # derivatives run through the XLA twin on the fused path; they differ by the primal's round-off
 GRAD_TOL = 1e-10
+# whole steps: the solver's iterations amplify round-off (tests/test_kernels.py's STEP_TOL)
+STEP_TOL = 1e-9
 
 # a free body with a ball-jointed child (a hinge and a slide below it), a tendon over the hinge and slide, actuators
 # on the joints and the tendon; every covered sensor type over every object type and with reference frames, cutoffs,
@@ -255,3 +257,18 @@ def test_lowers_to_triton(case, monkeypatch):
     fn = jax.jit(jax.vmap(both, in_axes=(None, 0)))
     text = fn.trace(mjl.configure(f32(m), kernels="fused"), f32(big)).lower(lowering_platforms=("cuda",)).as_text()
     assert text.count("__gpu$xla.gpu.triton") == 2
+
+
+@pytest.mark.slow  # CI time: two whole-step programs
+def test_step_equals_xla(case):
+    """Two whole steps (RK4 off: the default Euler) of the fused path, both sensor kernels in them, equal the XLA
+    path's sensordata and subtree velocities."""
+    _, _, m, batch = case
+
+    def roll(m, d):
+        return jax.lax.scan(lambda d, _: (mjl.step(m, d), None), d, None, length=2)[0]
+
+    roll = jax.jit(jax.vmap(roll, in_axes=(None, 0)))
+    want, got = roll(mjl.configure(m, kernels="xla"), batch), roll(mjl.configure(m, kernels="fused"), batch)
+    for n in ("sensordata", "subtree_linvel", "subtree_angmom", "qpos", "qvel"):
+        assert rel(getattr(got, n), getattr(want, n)) <= STEP_TOL, (n, rel(getattr(got, n), getattr(want, n)))

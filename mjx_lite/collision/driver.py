@@ -68,6 +68,7 @@ from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
 from mjx_lite.collision.types import NOCONTACT, Contacts, GeomInfo, adhesive_dim, info_axes, mix_params
+from mjx_lite.data import count_warning
 from mjx_lite.types import DisableBit, EnableBit, GeomType, Model
 
 GENERAL = -1  # Group.type1/type2 of the group of general convex pairs (types are then per pair)
@@ -1237,11 +1238,11 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     warn = d.warning_number
     if capped(m):
         fields, cap_over = _keep_deepest(fields, m.nconmax)
-        warn = warn.at[_cap_warning(m)].add(cap_over.astype(jp.int32))
+        warn = count_warning(warn, _cap_warning(m), cap_over)
     contact = types.Contact(**fields)
     ncon = jp.sum(contact.active).astype(jp.int32)
     if overflow is not None:  # (the fused colliders' static slots without a height field: none can overflow)
-        warn = warn.at[types.Warning.CONTACTFULL].add(jp.asarray(overflow).astype(jp.int32))
+        warn = count_warning(warn, types.Warning.CONTACTFULL, overflow)
     return d.replace(contact=contact, ncon=ncon, warning_number=warn)
 
 

@@ -20,6 +20,7 @@ import jax.numpy as jp
 import numpy as np
 
 from mjx_lite import math as mjm
+from mjx_lite.data import count_warning
 from mjx_lite.pipeline import history, muscle, plugin_pid
 from mjx_lite.pipeline.passive import gravcomp_dof_mask
 from mjx_lite.types import MINVAL, BiasType, Data, DisableBit, DynType, GainType, Input, JointType, Model, TrnType
@@ -437,7 +438,7 @@ def actuation(m: Model, d: Data) -> Data:
                          qfrc_actuator=z)
 
     u4, x_int, act_dot, bad, ctrl = _controls(m, d)
-    warning_number = d.warning_number.at[Warn.BADCTRL].add(bad.astype(d.warning_number.dtype))
+    warning_number = count_warning(d.warning_number, Warn.BADCTRL, bad)
     dyn = np.asarray(m.actuator_dyntype)
     gt, bt = np.asarray(m.actuator_gaintype), np.asarray(m.actuator_biastype)
     actadr, actnum = np.asarray(m.actuator_actadr), np.asarray(m.actuator_actnum)

@@ -42,6 +42,7 @@ from mjx_lite import math, types
 from mjx_lite._struct import static_memo
 from mjx_lite.collision import driver
 from mjx_lite.collision import flex as flexcol
+from mjx_lite.data import count_warning
 from mjx_lite.pipeline import flex, inertia, support, velocity
 from mjx_lite.solver import common as solver_common
 from mjx_lite.types import (
@@ -1014,7 +1015,7 @@ def fill(m: Model, d: Data, r: dict) -> Data:
         live = contact_live(m, con)
         d = d.replace(contact=con.replace(efc_address=jp.where(live, jp.asarray(p.con_adr, jp.int32), -1)))
     return d.replace(
-        warning_number=d.warning_number.at[Warning.CNSTRFULL].add(r["lim_over"].astype(jp.int32)),
+        warning_number=count_warning(d.warning_number, Warning.CNSTRFULL, r["lim_over"]),
         nefc=jp.sum(active).astype(jp.int32),
         efc_type=jp.asarray(f["type"], jp.int32),
         efc_id=jp.asarray(f["id"], jp.int32),

@@ -24,6 +24,7 @@ import numpy as np
 
 from mjx_lite import linalg, math
 from mjx_lite.config import linalg as config_linalg
+from mjx_lite.data import count_warning
 from mjx_lite.pipeline import support
 from mjx_lite.types import MINVAL, Data, JointType, Model, TrnType, Warning, qm_shape, sparse_mass_matrix
 
@@ -358,7 +359,7 @@ def factor_m(m: Model, d: Data) -> Data:
     if m.nv == 0:
         return d.replace(qLD=jp.zeros((0,), d.qM.dtype), qLDiagInv=jp.zeros((0,), d.qM.dtype))
     qld, diag, clamped = _factor(m, d)
-    wn = d.warning_number.at[Warning.INERTIA].add(clamped.astype(d.warning_number.dtype))
+    wn = count_warning(d.warning_number, Warning.INERTIA, clamped)
     return d.replace(qLD=qld, qLDiagInv=1.0 / diag, warning_number=wn)
 
 

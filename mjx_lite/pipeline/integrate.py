@@ -42,7 +42,7 @@ import numpy as np
 from mjx_lite import linalg
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import qacc_reset
-from mjx_lite.data import float_dtype, make_data, reset_values
+from mjx_lite.data import count_warning, float_dtype, make_data, reset_values
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
 from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels, plastic, sensor, sleep
 from mjx_lite.types import MINVAL, STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
@@ -472,7 +472,7 @@ def reset_where(m: Model, d: Data, bad: jax.Array, warning: int, keep: Data | No
     Jacobians, contacts, the mass matrix. The next step recomputes them from the reset state. This leaves most of
     Data out of the select (about 5% of a batched humanoid step on a GPU); with "all" every field is selected.
     """
-    wn = d.warning_number.at[warning].add(bad.astype(d.warning_number.dtype))
+    wn = count_warning(d.warning_number, warning, bad)
     if qacc_reset(m.config) == "all":
         keep = None
     if not (m.opt.disableflags & DisableBit.AUTORESET):
@@ -485,8 +485,8 @@ def check_pos_vel(m: Model, d: Data) -> Data:
     zero, so BADQVEL is not counted too, as in MuJoCo); a diverged qvel alone resets it too."""
     bad_pos = _is_bad(d.qpos)
     bad_vel = ~bad_pos & _is_bad(d.qvel)
-    wn = d.warning_number.at[Warning.BADQPOS].add(bad_pos.astype(d.warning_number.dtype))
-    wn = wn.at[Warning.BADQVEL].add(bad_vel.astype(d.warning_number.dtype))
+    wn = count_warning(d.warning_number, Warning.BADQPOS, bad_pos)
+    wn = count_warning(wn, Warning.BADQVEL, bad_vel)
     if not (m.opt.disableflags & DisableBit.AUTORESET):
         d = _select_reset(m, d, bad_pos | bad_vel)
     return d.replace(warning_number=wn)
@@ -558,7 +558,7 @@ def check_acc(m: Model, d: Data) -> Data:
     reset state. The warning counters are kept (and incremented) across the reset.
     """
     bad = bad_acc(m, d)
-    wn = d.warning_number.at[Warning.BADQACC].add(bad.astype(d.warning_number.dtype))
+    wn = count_warning(d.warning_number, Warning.BADQACC, bad)
     if not (m.opt.disableflags & DisableBit.AUTORESET):
         r = _reset_forward_where(m, d, bad)
         d = jax.tree.map(lambda a, b: jp.where(bad, a, b), r, d)

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from mjx_lite.data import count_warning
 from mjx_lite.pipeline import inertia, kinematics, support, transmission
 from mjx_lite.pipeline.kernels import factor, launch
 from mjx_lite.pipeline.kernels.launch import loop as _loop
@@ -518,7 +519,7 @@ def tree(m: Model, d: Data, how: launch.Launch) -> tuple[Data, tuple]:
     out = launch.call(k, {n: v.astype(dtype) for n, v in x.items()}, how)
     if p["factor"]:
         clamped = out.pop("factor_clamped")[0] > 0
-        wn = d.warning_number.at[Warning.INERTIA].add(clamped.astype(d.warning_number.dtype))
+        wn = count_warning(d.warning_number, Warning.INERTIA, clamped)
         out["warning_number"] = wn
     out = {n: v.astype(getattr(d, n).dtype) for n, v in out.items()}
     done = ("kinematics", "com_pos") + (("crb",) if p["crb"] else ()) + (("factor_m",) if p["factor"] else ())
