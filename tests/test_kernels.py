@@ -66,14 +66,16 @@ GRAD_TOL = 1e-10
 # place of solve_m: the forces' sum and J'xfrc were ~50 XLA operations): fused 428, XLA 5288, 4860 saved; with the
 # joint actuators' transmission in the tree pass (kernels/tree.py) fused 391, and the actuation kernel
 # (kernels/actuation.py, one more kernel) fused 370, XLA 5288, 4918 saved; with the kernels' shared (Model) inputs
-# unreshaped and the actuation kernel's warning increments (kernels/launch.py, actuation.py) fused 331, 4957 saved.
+# unreshaped and the actuation kernel's warning increments (kernels/launch.py, actuation.py) fused 331, 4957 saved;
+# with warning_number's counters an elementwise add of a one-hot row instead of a scatter (data.count_warning: three
+# more operations per counter on both paths, no scatter) fused 346, XLA 5307, 4961 saved.
 # 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel, 3475 with this
 # CPU's resolution of the auto fields.
-FUSED_STEP_SAVED = 4957  # 648 with the tree pass alone fused
+FUSED_STEP_SAVED = 4961  # 648 with the tree pass alone fused
 # (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
-# before the XLA solver's rewrite; 4860 before the transmission and actuation kernels
+# before the XLA solver's rewrite; 4860 before the transmission and actuation kernels; 4957 before count_warning
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m, the motors' transmission),
 # collide_primitive (the feet's plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows),
 # velocity_pass (com_vel, rne, passive: the joints' springs and dampers), fwd_acceleration (qfrc_smooth with J'xfrc,
@@ -87,8 +89,8 @@ FUSED_STEP_KERNELS = 9
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
               "stablehlo.concatenate", "stablehlo.convert", "stablehlo.custom_call"}  # fmt: skip
 # ... and the INERTIA warning of the fused factorisation: a pivot clamped (compare) counted into warning_number
-# (add, scatter), one each
-WARNING_OPS = ("stablehlo.compare", "stablehlo.add", "stablehlo.scatter")
+# (data.count_warning: multiply, add; no scatter), one each
+WARNING_OPS = ("stablehlo.compare", "stablehlo.multiply", "stablehlo.add")
 
 TREE_FIELDS = tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS
 FACTOR_FIELDS = ("qLD", "qLDiagInv")
