@@ -725,7 +725,7 @@ def test_quadruped_stand_residuals_against_mujoco():
         np.testing.assert_allclose(md.geom_xpos[foot.id, 2], foot.size[0], atol=1e-12)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # 231 s at load 14 (63 s CPU): iLQR on the contact model compiles for minutes
 def test_quadruped_stand_ilqr_lowers_cost():
     """iLQR on the quadruped stand-up (contacts: the torso and feet on the floor) over a short horizon (20 steps,
     0.1 s) for 3 iterations: finite costs, every iteration accepted and lowering the cost, the report's count and
