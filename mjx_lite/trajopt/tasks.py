@@ -14,7 +14,8 @@ same objects on every call, so the planners' compilations are reused.
 - `reacher()`: the bundled 2-link planar reacher brings its fingertip to a target: within REACH_TOL at the end.
 - `quadruped_stand()` (contacts): the bundled quadruped (free torso, 8 torque motors, feet and torso touching the
   floor) lying where it collapsed with its motors off stands up: torso at STAND_HEIGHT within HEIGHT_TOL, its z axis
-  within UPRIGHT_TOL of vertical, at the end.
+  within UPRIGHT_TOL of vertical, at the end. Residuals of MuJoCo MPC's quadruped (height, upright, position,
+  posture, effort) read from the state alone.
 - `box_push()` (contacts): the bundled box_push finger pushes the box to BOX_TARGET (within BOX_TOL at the end).
   The model is configured with the smoothed contact gradients (`Config(contact_gradients="smooth")`) for iLQR's
   Jacobians; the cost also has MuJoCo MPC's "reach" residual (finger to box), which alone gives a gradient before
@@ -340,7 +341,12 @@ def quadruped_stand(horizon: int = 200) -> Task:
     `QUADRUPED_TERMINAL_WEIGHTS`): torso height - STAND_HEIGHT, 1 - torso z axis up, torso xy drift, joint posture
     - STAND_POSTURE, joint velocities, controls. Default 1 s. The costs read the state alone (qpos, qvel, ctrl:
     `common.reads_only_state`), so iLQR expands them without a forward pass (and without differentiating through
-    the contact solver); the goal check reads the forward pass (Data.xpos, Data.xmat)."""
+    the contact solver); the goal check reads the forward pass (Data.xpos, Data.xmat).
+
+    Measured (2026-12-01, float64, iLQR's budget of 30 iterations from zero controls, the 2-core CPU at load 11-14):
+    solved, 0.02 of the tolerance at the end (cost 328.5 -> 25.5; the torso within the goal from 0.2 s on, the joints
+    within 0.011 rad of STAND_POSTURE at the end), 343 ms of CPU per iteration (1.3 s wall under that load); the
+    compilation took about 5 minutes of wall time (benchmarks/planners.py --tasks quadruped_stand)."""
     m = mjx_lite.load_mjcf("quadruped")
     d0 = mjx_lite.make_data(m)
     d0 = d0.replace(qpos=d0.qpos.at[2].set(0.25).at[7:].set(jp.asarray(FOLDED, d0.qpos.dtype)))
