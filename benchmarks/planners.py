@@ -47,6 +47,13 @@ copies around them 21 %); iLQR on RK4 52-85 ms of CPU per control step (nominal 
 (`run_mpc_copy`: MuJoCo MPC's arrangement, the plan made on an Euler copy every k control steps, the plant RK4):
 horizon 100, k = 4: goal held from 1.98 s, 0.98x real time wall at load 10.4, 3.06x by CPU; k = 2: 0.54x wall,
 1.30x by CPU (docs/benchmarks/planners.md).
+The quadruped stand-up (`tasks.quadruped_stand`, contacts; MuJoCo MPC-style residuals with a joint posture, read from
+the state alone), 2026-12-01, load 11-15: `--tasks quadruped_stand --planners ilqr --mpc-steps 0 --repeats 1`:
+solved in the 30-iteration budget (cost 328.5 -> 25.5, 0.02 of the tolerance; the torso within the goal from 0.2 s),
+first call 481 s (compilation), 1130 ms per iteration wall. A/B in one process (`benchmarks/quadruped_state_cost.py`:
+the same residuals read from the forward pass's xpos/xmat, so iLQR expands the cost through forward and the contact
+solver): 308 vs 444 ms of CPU per iteration (min of 2 interleaved calls; wall 766 vs 1486 ms), compilation 37 vs
+155 s of CPU (160 vs 613 s wall; the state variant's from a warm persistent cache), the same final cost (25.4902).
 
 The whole section of docs/benchmarks.md (every task, then the closed loop; tens of minutes on an idle 2-core CPU):
 `python benchmarks/report.py --only planners` (rewrites docs/benchmarks/planners.md and reassembles

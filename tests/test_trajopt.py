@@ -677,6 +677,68 @@ def test_acrobot_pump_against_mujoco():
         np.testing.assert_allclose(task.cost(d, d.ctrl, 0), tasks.ACROBOT_WEIGHTS[2] * 0.5 * 0.3**2, rtol=1e-12)
 
 
+def test_quadruped_stand_residuals_against_mujoco():
+    """tasks.quadruped_stand's residuals read the state alone and equal MuJoCo C's kinematics (float64, 1e-12, random
+    states): torso height (xpos) - STAND_HEIGHT, 1 - the torso's z axis up (xmat), xy drift, joint posture -
+    STAND_POSTURE, joint velocities; the costs are the weighted sums of their norms and read only the state
+    (`common.reads_only_state`: iLQR expands them without a forward pass). STAND_POSTURE puts each foot under its
+    hip, resting on the floor, with the level torso at STAND_HEIGHT."""
+    mj = mujoco.MjModel.from_xml_path(mjl.models.path("quadruped"))
+    md = mujoco.MjData(mj)
+    torso = mj.body("torso").id
+    joints = [mj.joint(f"{leg}_{j}").qposadr[0] for leg in ("fl", "fr", "hl", "hr") for j in ("hip", "knee")]
+    assert joints == list(range(7, 15))  # the order of FOLDED and STAND_POSTURE
+    m = mjl.load_mjcf("quadruped")
+    d = mjl.make_data(m)
+    xy0 = np.asarray([0.1, -0.2])
+    cost, terminal = tasks._quadruped_costs(jp.asarray(xy0))
+    u0 = jp.zeros((m.nu,))
+    assert trajopt.common.reads_only_state(cost, d, u0, 0) and trajopt.common.reads_only_state(terminal, d)
+    rng = np.random.default_rng(3)
+    lo, hi = mj.jnt_range[1:, 0], mj.jnt_range[1:, 1]
+    for k in range(4):
+        quat = rng.normal(size=4)
+        qpos = np.concatenate([rng.normal(0.0, 0.3, 3), quat / np.linalg.norm(quat), rng.uniform(lo, hi)])
+        qvel, u = rng.normal(size=mj.nv), rng.uniform(-1.0, 1.0, mj.nu)
+        md.qpos[:], md.qvel[:] = qpos, qvel
+        mujoco.mj_kinematics(mj, md)
+        r = tasks._quadruped_residuals(jp.asarray(qpos), jp.asarray(qvel), jp.asarray(xy0))
+        expect = dict(height=md.xpos[torso, 2] - tasks.STAND_HEIGHT, upright=1.0 - md.xmat[torso, 8],
+                      position=md.xpos[torso, :2] - xy0, posture=qpos[7:] - np.asarray(tasks.STAND_POSTURE),
+                      velocity=qvel)  # fmt: skip
+        for name, value in expect.items():
+            np.testing.assert_allclose(r[name], value, rtol=1e-12, atol=1e-12, err_msg=name)
+
+        def direct(w, ctrl, expect=expect):
+            sq = {n: 0.5 * np.sum(np.square(v)) for n, v in expect.items()}
+            total = w["upright"] * expect["upright"] + sum(w[n] * sq[n] for n in sq if n != "upright")
+            return total + (w["control"] * 0.5 * np.sum(ctrl**2) if ctrl is not None else 0.0)
+
+        dk = d.replace(qpos=jp.asarray(qpos), qvel=jp.asarray(qvel))
+        np.testing.assert_allclose(cost(dk, jp.asarray(u), k), direct(tasks.QUADRUPED_WEIGHTS, u), rtol=1e-12)
+        np.testing.assert_allclose(terminal(dk), direct(tasks.QUADRUPED_TERMINAL_WEIGHTS, None), rtol=1e-12)
+    md.qpos[:] = np.concatenate([[0.0, 0.0, tasks.STAND_HEIGHT, 1.0, 0.0, 0.0, 0.0], tasks.STAND_POSTURE])
+    mujoco.mj_kinematics(mj, md)
+    for leg in ("fl", "fr", "hl", "hr"):
+        foot, hip = mj.geom(f"{leg}_foot"), mj.body(f"{leg}_thigh").id
+        np.testing.assert_allclose(md.geom_xpos[foot.id, :2], md.xpos[hip, :2], atol=1e-12)
+        np.testing.assert_allclose(md.geom_xpos[foot.id, 2], foot.size[0], atol=1e-12)
+
+
+@pytest.mark.slow  # 231 s at load 14 (63 s CPU): iLQR on the contact model compiles for minutes
+def test_quadruped_stand_ilqr_lowers_cost():
+    """iLQR on the quadruped stand-up (contacts: the torso and feet on the floor) over a short horizon (20 steps,
+    0.1 s) for 3 iterations: finite costs, every iteration accepted and lowering the cost, the report's count and
+    reason consistent (the full 1 s stand-up: benchmarks/planners.py --tasks quadruped_stand)."""
+    task = tasks.quadruped_stand(20)
+    res = tasks.plan(task, "ilqr", 3)
+    costs, rep = np.asarray(res.costs), res.report
+    assert costs.shape == (4,) and np.all(np.isfinite(costs)), costs
+    assert np.all(np.diff(costs) < 0), costs
+    assert int(rep.iterations) == 3 and rep.reason_name() in ("iterations", "converged")
+    assert np.all(np.asarray(rep.step_sizes) > 0), np.asarray(rep.step_sizes)
+
+
 @pytest.mark.slow
 def test_acrobot_open_swing_up_by_ilqr():
     """The acrobot's swing-up as one 7 s open-loop plan (`tasks.acrobot_open`, from the energy pump) is solved by

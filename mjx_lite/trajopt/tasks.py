@@ -14,7 +14,8 @@ same objects on every call, so the planners' compilations are reused.
 - `reacher()`: the bundled 2-link planar reacher brings its fingertip to a target: within REACH_TOL at the end.
 - `quadruped_stand()` (contacts): the bundled quadruped (free torso, 8 torque motors, feet and torso touching the
   floor) lying where it collapsed with its motors off stands up: torso at STAND_HEIGHT within HEIGHT_TOL, its z axis
-  within UPRIGHT_TOL of vertical, at the end.
+  within UPRIGHT_TOL of vertical, at the end. Residuals of MuJoCo MPC's quadruped (height, upright, position,
+  posture, effort) read from the state alone.
 - `box_push()` (contacts): the bundled box_push finger pushes the box to BOX_TARGET (within BOX_TOL at the end).
   The model is configured with the smoothed contact gradients (`Config(contact_gradients="smooth")`) for iLQR's
   Jacobians; the cost also has MuJoCo MPC's "reach" residual (finger to box), which alone gives a gradient before
@@ -289,17 +290,64 @@ UPRIGHT_TOL = 0.05  # 1 - (torso z axis)_z at the end (about 18 degrees of tilt)
 # motors off: it lies on its belly (torso on the floor, 8 contacts, at rest; measured with MuJoCo C)
 FOLDED = (0.0, -2.2, 0.0, -2.2, 0.0, 2.2, 0.0, 2.2)  # hip, knee: front left, front right, hind left, hind right
 SETTLE_STEPS = 400
+# the standing posture (MuJoCo MPC's "home" keyframe of its quadruped): each foot under its hip with the torso at
+# STAND_HEIGHT: thigh and shin (0.2 m each) at +-a from vertical, 0.4 cos(a) + 0.04 (foot radius) = STAND_HEIGHT
+_STAND_A = float(np.arccos((STAND_HEIGHT - 0.04) / 0.4))
+STAND_POSTURE = (_STAND_A, -2 * _STAND_A) * 2 + (-_STAND_A, 2 * _STAND_A) * 2  # the order of FOLDED
+# weights of the stand-up's residuals (MuJoCo MPC's quadruped: Height, Upright, Position, Posture, Effort; plus
+# joint velocities): the running cost's, the terminal cost's
+QUADRUPED_WEIGHTS = dict(height=10.0, upright=2.5, position=1.0, posture=0.1, velocity=1e-3, control=1e-3)
+QUADRUPED_TERMINAL_WEIGHTS = dict(height=1000.0, upright=250.0, position=1.0, posture=10.0, velocity=1.0)
 
 
 def _torso_up(d, torso):
     return d.xmat[torso].reshape(3, 3)[2, 2]
 
 
+def _quadruped_residuals(qpos, qvel, xy0):
+    """MuJoCo MPC-style residuals of the stand-up from the state alone (the torso is the free joint's body: its
+    position is qpos[:3], the z component of its z axis 1 - 2 (qx^2 + qy^2) of its quaternion qpos[3:7]; the same
+    values as Data.xpos and Data.xmat after forward, test_trajopt): {name: residual}."""
+    qx, qy = qpos[4], qpos[5]
+    return dict(height=qpos[2] - STAND_HEIGHT, upright=2.0 * (qx * qx + qy * qy), position=qpos[:2] - xy0,
+                posture=qpos[7:] - jp.asarray(STAND_POSTURE, qpos.dtype), velocity=qvel)  # fmt: skip
+
+
+def _quadruped_cost(residuals, u, weights):
+    # the upright residual 1 - z_z >= 0 enters linearly (as before), the others by the quadratic norm
+    terms = [(weights["upright"], residuals["upright"])]
+    terms += [(weights[k], costs.quadratic(residuals[k])) for k in ("height", "position", "posture", "velocity")]
+    if u is not None:
+        terms.append((weights["control"], costs.quadratic(u)))
+    return costs.weighted(terms)
+
+
+def _quadruped_costs(xy0):
+    """(cost(d, u, t), terminal_cost(d)) of the stand-up, the torso's start xy0 (2,) held by the position residual."""
+
+    def cost(d, u, t):
+        return _quadruped_cost(_quadruped_residuals(d.qpos, d.qvel, xy0), u, QUADRUPED_WEIGHTS)
+
+    def terminal(d):
+        return _quadruped_cost(_quadruped_residuals(d.qpos, d.qvel, xy0), None, QUADRUPED_TERMINAL_WEIGHTS)
+
+    return cost, terminal
+
+
 @functools.lru_cache(maxsize=8)  # one Task (and cost function: one compilation) per horizon
 def quadruped_stand(horizon: int = 200) -> Task:
     """The bundled quadruped (implicitfast, 5 ms, 8 torque motors of gear 12) lying on its belly, legs folded
-    (`FOLDED`, settled), to standing: residuals (MuJoCo MPC's quadruped style) torso height
-    - STAND_HEIGHT, 1 - torso z axis up, torso xy drift, joint velocities, controls. Default 1 s."""
+    (`FOLDED`, settled), to standing. Residuals in MuJoCo MPC's quadruped style (`QUADRUPED_WEIGHTS`, terminal
+    `QUADRUPED_TERMINAL_WEIGHTS`): torso height - STAND_HEIGHT, 1 - torso z axis up, torso xy drift, joint posture
+    - STAND_POSTURE, joint velocities, controls. Default 1 s. The costs read the state alone (qpos, qvel, ctrl:
+    `common.reads_only_state`), so iLQR expands them without a forward pass (and without differentiating through
+    the contact solver); the goal check reads the forward pass (Data.xpos, Data.xmat).
+
+    Measured (2026-12-01, float64, iLQR's budget of 30 iterations from zero controls, the 2-core CPU at load 11-14):
+    solved, 0.02 of the tolerance at the end (cost 328.5 -> 25.5; the torso within the goal from 0.2 s on, the joints
+    within 0.011 rad of STAND_POSTURE at the end), 343 ms of CPU per iteration (1.3 s wall under that load); the
+    compilation took about 5 minutes of wall time (benchmarks/planners.py --tasks quadruped_stand). With 10
+    iterations: solved, 0.07 of the tolerance (cost 328.5 -> 30.7), 370 ms of CPU per iteration."""
     m = mjx_lite.load_mjcf("quadruped")
     d0 = mjx_lite.make_data(m)
     d0 = d0.replace(qpos=d0.qpos.at[2].set(0.25).at[7:].set(jp.asarray(FOLDED, d0.qpos.dtype)))
@@ -308,17 +356,7 @@ def quadruped_stand(horizon: int = 200) -> Task:
     torso = m.names["body"].index("torso")
     xy0 = jp.asarray(np.asarray(d0.qpos[:2]))
 
-    def residual_cost(d, u, w):
-        height = d.xpos[torso, 2] - STAND_HEIGHT
-        return costs.weighted([(w, costs.quadratic(height)), (w / 4, 1.0 - _torso_up(d, torso)),
-                               (1.0, costs.quadratic(d.qpos[:2] - xy0)), (1e-3, costs.quadratic(d.qvel)),
-                               (1e-3, costs.quadratic(u))])  # fmt: skip
-
-    def cost(d, u, t):
-        return residual_cost(d, u, 10.0)
-
-    def terminal(d):
-        return residual_cost(d, jp.zeros((m.nu,), d.qpos.dtype), 1000.0) + 1.0 * costs.quadratic(d.qvel)
+    cost, terminal = _quadruped_costs(xy0)
 
     def error(qpos, qvel, d):
         return max(abs(float(d.xpos[torso, 2]) - STAND_HEIGHT) / HEIGHT_TOL,
