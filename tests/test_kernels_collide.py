@@ -611,16 +611,6 @@ def test_contact_params_gradients_equal_xla(params):
     tk.assert_grads_equal(grad(mjl.configure(m, kernels="fused"), *p), grad(m, *p), GRAD_TOL)
 
 
-def _float32_host(tree):
-    """tk._float32 on the host (numpy leaves; CI time: an eager astype compiles one tiny program per leaf)."""
-
-    def cast(x):
-        x = np.asarray(x)
-        return x.astype(np.float32) if np.issubdtype(x.dtype, np.floating) else x
-
-    return jax.tree.map(cast, tree)
-
-
 def test_collision_program_size(monkeypatch):
     """dm_control's cheetah (plane-capsule and capsule-capsule groups: all in the kernels) and the MJX humanoid: the
     fused collision stage (float32, batch 8, lowered for "cuda") is the colliders' and the parameters' Triton
@@ -628,9 +618,9 @@ def test_collision_program_size(monkeypatch):
     select or multiply: the mixing is in the kernel); at most FUSED_COLLISION_OPS operations."""
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
     for path in (os.path.join(os.path.dirname(dm_control.__file__), "suite", "cheetah.xml"), tk.MJX_HUMANOID):
-        m = _float32_host(oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(path)))
+        m = tk._float32_host(oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(path)))
         assert len(collide.covered(m)) == len(driver.pair_table(m).groups)
-        batch = _float32_host(jax.tree.map(lambda x: np.stack([np.asarray(x)] * 8), mjl.make_data(m)))
+        batch = tk._float32_host(jax.tree.map(lambda x: np.stack([np.asarray(x)] * 8), mjl.make_data(m)))
         text = tk._lower_cuda(jax.vmap(kernels.collision, in_axes=(None, 0)), mjl.configure(m, kernels="fused"), batch)
         ops = tk._op_names(text)
         assert text.count("__gpu$xla.gpu.triton") == 2, path
