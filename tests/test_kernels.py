@@ -183,22 +183,20 @@ def _load(name: str):
 
 
 def _states(mjm, m, n: int, seed: int = 0):
-    """n random states (qpos around qpos0, unit quaternions; moved mocap bodies) stacked into a batched Data."""
+    """n random states (qpos around qpos0, unit quaternions; moved mocap bodies) stacked into a batched Data (host
+    numpy leaves, CI time: an eager stack compiles a small program per leaf shape)."""
     rng = np.random.default_rng(seed)
-    ds = []
+    fields = {f: [] for f in ("qpos", "qvel", "ctrl", "mocap_pos", "mocap_quat")}
     for _ in range(n):
         mjd = mujoco.MjData(mjm)
         oracle.random_state(mjm, mjd, rng)
         mjd.mocap_pos[:] += rng.normal(size=mjd.mocap_pos.shape) * 0.2
         q = rng.normal(size=mjd.mocap_quat.shape)
         mjd.mocap_quat[:] = q / np.linalg.norm(q, axis=-1, keepdims=True)
-        ds.append(
-            mjl.make_data(m).replace(
-                qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel), ctrl=jp.array(mjd.ctrl),
-                mocap_pos=jp.array(mjd.mocap_pos), mocap_quat=jp.array(mjd.mocap_quat),
-            )  # fmt: skip
-        )
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+        for f, v in fields.items():
+            v.append(getattr(mjd, f).copy())
+    ds = jax.tree.map(lambda x: np.stack([np.asarray(x)] * n), mjl.make_data(m))
+    return ds.replace(**{f: np.stack(v) for f, v in fields.items()})
 
 
 def _field(x, f):
@@ -683,7 +681,9 @@ def test_advance_equals_xla(models):
     """qvel + h qacc and mj_integratePos (every joint type; a free joint at rest: omega = 0) fused == XLA, one
     launch for the batch."""
     _, m, ds = models("joints")
-    ds = ds.replace(qvel=ds.qvel.at[0, 3:6].set(0.0))
+    qvel = np.array(ds.qvel)
+    qvel[0, 3:6] = 0.0
+    ds = ds.replace(qvel=qvel)
     assert "advance" in str(jax.make_jaxpr(_advance)(mjl.configure(m, kernels="fused"), _unbatched(ds)))
     want = _advance_batched(mjl.configure(m, kernels="xla"), ds)
     got = _advance_batched(mjl.configure(m, kernels="fused"), ds)
@@ -725,6 +725,16 @@ def _float32(tree_):
     return jax.tree.map(lambda x: x.astype(jp.float32) if jp.issubdtype(x.dtype, jp.floating) else x, tree_)
 
 
+def _float32_host(tree_):
+    """`_float32` on the host (numpy leaves; CI time: an eager astype compiles one tiny program per leaf)."""
+
+    def cast(x):
+        x = np.asarray(x)
+        return x.astype(np.float32) if np.issubdtype(x.dtype, np.floating) else x
+
+    return jax.tree.map(cast, tree_)
+
+
 def _lower_cuda(fn, *args) -> str:
     return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
@@ -736,9 +746,9 @@ def test_lowers_to_triton(models, monkeypatch, dtype):
     block (masked lanes): tensor shapes, indexing and control flow are Triton's. No GPU needed."""
     _compiled_kernels(monkeypatch)
     _, m, ds = models("joints")
-    batch = jax.tree.map(lambda x: jp.concatenate([x] * 70)[:200], ds)  # 200 = 128 + 72
+    batch = jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * 70)[:200], ds)  # 200 = 128 + 72 (on the host)
     if dtype == "float32":
-        m, batch = _float32(m), _float32(batch)
+        m, batch = _float32_host(m), _float32_host(batch)
     # CI time: in float64 lanes_last lowers solve_shifted alone: the tree pass, velocity pass, fwd_acceleration and
     # advance kernels are lowered in lanes_last (the default layout) by test_fused_step_program_size (the humanoid's
     # whole step, 8 environments: masked lanes), which has no solve_shifted (the humanoid disables eulerdamp);
@@ -774,8 +784,8 @@ def humanoid_gpu_step(models):
     (config.AUTO_OFF_CPU). Traced once for test_fused_step_program_size (its lowering) and
     test_no_weak_literal_selects_in_kernels (its jaxpr) (CI time)."""
     _, m, ds = models("mjx_humanoid")
-    m = _float32(m)
-    batch = _float32(jax.tree.map(lambda x: jp.concatenate([x, x, x])[:8], ds))
+    m = _float32_host(m)  # (on the host: no eager programs)
+    batch = _float32_host(jax.tree.map(lambda x: np.concatenate([np.asarray(x)] * 3)[:8], ds))
     step = jax.vmap(mjl.step, in_axes=(None, 0))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
@@ -840,7 +850,7 @@ def test_no_weak_literal_selects_in_kernels(models, monkeypatch, humanoid_gpu_st
     fields) and batched (the GPU's: `humanoid_gpu_step`'s trace, shared with test_fused_step_program_size; CI time)."""
     _compiled_kernels(monkeypatch)
     _, m, ds = models("mjx_humanoid")
-    mf = mjl.configure(_float32(m), kernels="fused")
-    for jaxpr in (jax.make_jaxpr(mjl.step)(mf, _float32(_unbatched(ds))).jaxpr, humanoid_gpu_step[2].jaxpr.jaxpr):
+    mf = mjl.configure(_float32_host(m), kernels="fused")
+    for jaxpr in (jax.make_jaxpr(mjl.step)(mf, _float32_host(_unbatched(ds))).jaxpr, humanoid_gpu_step[2].jaxpr.jaxpr):
         assert "pallas_call" in str(jaxpr)
         assert _weak_literal_selects(jaxpr) == []

@@ -5,8 +5,9 @@ The collision stage runs alone here (`kernels.collision` on Data whose kinematic
 compiles one kernel in Pallas' interpret mode. PRIMS holds every covered primitive kind (plane-sphere, plane-capsule
 (one dynamic and one explicit group with its own margin), plane-box, sphere-sphere (a geom margin and gap),
 sphere-capsule, capsule-capsule (parallel axes in the first state: two contacts), sphere-box (one sphere touching
-the box from outside, one whose centre is inside it), capsule-box) and a kind that keeps its XLA collider in the
-same program (box-box); CAPSULE_BOX the cases of capsule-box, TERRAIN spheres on a height field. The MJX humanoid,
+the box from outside, one whose centre is inside it), capsule-box, with the cases of capsule-box of CAPSULE_BOX's
+capsules on a table) and a kind that keeps its XLA collider in the same program (box-box); TERRAIN spheres on a
+height field. The MJX humanoid,
 dm_control's humanoid, MJX's barkour, the bundled legged model, float32, the gradients and the whole step are in the
 slow selection.
 """
@@ -72,6 +73,7 @@ PRIMS = """
     <body name="box2" pos="0.6 -0.125 0.05">
       <freejoint/><geom type="box" size="0.05 0.05 0.05" contype="2" conaffinity="2"/>
     </body>
+    {capsule_box}
   </worldbody>
   <contact><pair geom1="floor" geom2="cap1" margin="0.02" condim="4"/></contact>
 </mujoco>
@@ -89,23 +91,28 @@ BOXES = """
 
 # capsules on a box (a world geom): lying on its top face over its +x edge, tilted at a corner, across the -x edge
 # beside the +y face (rotated), short and near the middle of the top face: the nearest features are faces, edges and
-# corners, and the second contact row comes from each of MuJoCo's cases in some state. The capsules do not collide
-# with each other (contype 2, conaffinity 1; the table 1, 1): capsule-box is the kernel's only group (CI time: the
-# capsule-capsule group is PRIMS')
-CAPSULE_BOX = """
-<mujoco>
-  <default><geom contype="2" conaffinity="1"/></default>
-  <worldbody>
-    <geom name="table" type="box" size="0.2 0.15 0.1" pos="0 0 0.1" contype="1"/>
-    <body pos="0.15 0 0.228"><freejoint/><geom type="capsule" fromto="-0.1 0 0 0.1 0 0" size="0.03"/></body>
-    <body pos="-0.2 -0.15 0.23" euler="0 30 20"><freejoint/><geom type="capsule" size="0.03 0.06"/></body>
-    <body pos="-0.16 0.18 0.2" euler="0 0 40">
-      <freejoint/><geom type="capsule" fromto="0 -0.08 0 0 0.08 0" size="0.035"/>
+# corners, and the second contact row comes from each of MuJoCo's cases in some state. The capsules collide with the
+# table only (contype 0, conaffinity 8; the table 8, 0), so the scene sits in PRIMS (overlapping its bodies, which it
+# never touches: CI time, one compiled collision for both) and its states are CAPSULE_BOX's own (`_prims_states`)
+CAPSULE_BOX_BODIES = """
+    <geom name="table" type="box" size="0.2 0.15 0.1" pos="0 0 0.1" contype="8" conaffinity="0"/>
+    <body pos="0.15 0 0.228">
+      <freejoint/><geom type="capsule" fromto="-0.1 0 0 0.1 0 0" size="0.03" contype="0" conaffinity="8"/>
     </body>
-    <body pos="0.0 -0.1 0.24" euler="10 0 0"><freejoint/><geom type="capsule" size="0.02 0.05"/></body>
-  </worldbody>
-</mujoco>
+    <body pos="-0.2 -0.15 0.23" euler="0 30 20">
+      <freejoint/><geom type="capsule" size="0.03 0.06" contype="0" conaffinity="8"/>
+    </body>
+    <body pos="-0.16 0.18 0.2" euler="0 0 40">
+      <freejoint/><geom type="capsule" fromto="0 -0.08 0 0 0.08 0" size="0.035" contype="0" conaffinity="8"/>
+    </body>
+    <body pos="0.0 -0.1 0.24" euler="10 0 0">
+      <freejoint/><geom type="capsule" size="0.02 0.05" contype="0" conaffinity="8"/>
+    </body>
 """
+CAPSULE_BOX = f"<mujoco><worldbody>{CAPSULE_BOX_BODIES}</worldbody></mujoco>"
+PRIMS_ONLY = PRIMS.format(capsule_box="")
+PRIMS = PRIMS.format(capsule_box=CAPSULE_BOX_BODIES)
+
 
 # spheres on a 6 x 7 height field (elevations drawn once, fixed): a 2 x 2 cell window per sphere (8 prisms, each its
 # contact slot), one sphere with a geom margin and gap, one near the grid's corner (its window clipped to the grid)
@@ -134,15 +141,20 @@ def _batch(m, qpos):
     return _kinematics(m, ds.replace(qpos=np.asarray(qpos)))
 
 
-def _states(mjm, m, n, seed=0, scale=0.02):
-    """n states around qpos0 (the first at qpos0 itself: the two capsules parallel), kinematics on the XLA path."""
+def _qpos(mjm, n, seed=0, scale=0.02):
+    """(n, nq): n states' qpos around qpos0, the first at qpos0 itself (PRIMS: the two capsules parallel)."""
     rng = np.random.default_rng(seed)
     qpos = []
     for i in range(n):
         mjd = mujoco.MjData(mjm)
         oracle.random_state(mjm, mjd, rng, qpos_scale=scale if i else 0.0)
         qpos.append(mjd.qpos.copy())
-    return _batch(m, np.stack(qpos))
+    return np.stack(qpos)
+
+
+def _states(mjm, m, n, seed=0, scale=0.02):
+    """`_qpos`'s n states, kinematics on the XLA path."""
+    return _batch(m, _qpos(mjm, n, seed, scale))
 
 
 def _first(ds):
@@ -160,8 +172,15 @@ def _setup(mjm, n=3, scale=0.02):
 
 @pytest.fixture(scope="module")
 def small():
-    """(Model, batch of 3 states after kinematics) of PRIMS, float64."""
-    return _setup(mujoco.MjModel.from_xml_string(PRIMS))
+    """(Model, batch of 4 states after kinematics) of PRIMS, float64: its primitives' bodies at the states `_states`
+    draws for them alone (the first at qpos0: the two capsules parallel), the capsules on the table at those it
+    draws for CAPSULE_BOX alone (scale 0.03)."""
+    mjm = mujoco.MjModel.from_xml_string(PRIMS)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="xla")
+    prims = _qpos(mujoco.MjModel.from_xml_string(PRIMS_ONLY), 4)
+    capsules = _qpos(mujoco.MjModel.from_xml_string(CAPSULE_BOX), 4, scale=0.03)
+    assert prims.shape[1] + capsules.shape[1] == mjm.nq  # the capsules' free joints come last
+    return m, _batch(m, np.concatenate([prims, capsules], axis=1))
 
 
 def _compare(got, want, tol, what):
@@ -423,23 +442,25 @@ def test_collision_equals_xla_barkour():
 # ---- capsule-box ------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def capsule_box():
-    """(Model, batch of 4 states after kinematics) of CAPSULE_BOX, float64."""
-    return _setup(mujoco.MjModel.from_xml_string(CAPSULE_BOX), n=4, scale=0.03)
-
-
-def test_capsule_box_equals_xla(capsule_box):
+def test_capsule_box_equals_xla(small):
     """The fused capsule-box contacts (the nearest segment point against faces and edges, the second point of
-    MuJoCo's corner, edge and face cases) equal the XLA collider's, float64: both rows of some pairs in contact,
-    one row of others."""
-    m, ds = capsule_box
-    assert sorted(_kinds(m)) == ["capsule_box"]
-    want = _collide(m, ds)
-    _compare(_collide(mjl.configure(m, kernels="fused"), ds), want, COLLIDE_TOL, "CAPSULE_BOX")
+    MuJoCo's corner, edge and face cases) equal the XLA collider's, float64 (PRIMS' program, compared row by row in
+    test_collision_equals_xla: here its capsule-box rows): both rows of some capsule-table pairs in contact, one row
+    of others."""
+    m, ds = small
+    table = mujoco.mj_name2id(mujoco.MjModel.from_xml_string(PRIMS), mujoco.mjtObj.mjOBJ_GEOM, "table")
     groups = driver.pair_table(m).groups
-    row = sum(g.nrows for g in groups[: [g.collider for g in groups].index(collide.primitive.capsule_box)])
-    act = np.asarray(want.contact.active)[:, row : row + 8].reshape(-1, 4, 2)
+    i = [g.collider for g in groups].index(collide.primitive.capsule_box)
+    g = groups[i]
+    assert i in collide.covered(m) and g.static_slots and g.ncon == 2
+    pairs = np.nonzero((g.geom1 == table) | (g.geom2 == table))[0]
+    assert len(pairs) == 4
+    row = sum(h.nrows for h in groups[:i])
+    rows = (row + 2 * pairs[:, None] + np.arange(2)).ravel()
+    want = _collide(m, ds)
+    got = _collide(mjl.configure(m, kernels="fused"), ds)
+    _compare(got, want, COLLIDE_TOL, "PRIMS")
+    act = np.asarray(want.contact.active)[:, rows].reshape(-1, 4, 2)
     assert act.all(axis=2).sum() >= 4 and (act[..., 0] & ~act[..., 1]).sum() >= 4
 
 
@@ -590,16 +611,6 @@ def test_contact_params_gradients_equal_xla(params):
     tk.assert_grads_equal(grad(mjl.configure(m, kernels="fused"), *p), grad(m, *p), GRAD_TOL)
 
 
-def _float32_host(tree):
-    """tk._float32 on the host (numpy leaves; CI time: an eager astype compiles one tiny program per leaf)."""
-
-    def cast(x):
-        x = np.asarray(x)
-        return x.astype(np.float32) if np.issubdtype(x.dtype, np.floating) else x
-
-    return jax.tree.map(cast, tree)
-
-
 def test_collision_program_size(monkeypatch):
     """dm_control's cheetah (plane-capsule and capsule-capsule groups: all in the kernels) and the MJX humanoid: the
     fused collision stage (float32, batch 8, lowered for "cuda") is the colliders' and the parameters' Triton
@@ -607,9 +618,9 @@ def test_collision_program_size(monkeypatch):
     select or multiply: the mixing is in the kernel); at most FUSED_COLLISION_OPS operations."""
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
     for path in (os.path.join(os.path.dirname(dm_control.__file__), "suite", "cheetah.xml"), tk.MJX_HUMANOID):
-        m = _float32_host(oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(path)))
+        m = tk._float32_host(oracle.model_from_mujoco(mujoco.MjModel.from_xml_path(path)))
         assert len(collide.covered(m)) == len(driver.pair_table(m).groups)
-        batch = _float32_host(jax.tree.map(lambda x: np.stack([np.asarray(x)] * 8), mjl.make_data(m)))
+        batch = tk._float32_host(jax.tree.map(lambda x: np.stack([np.asarray(x)] * 8), mjl.make_data(m)))
         text = tk._lower_cuda(jax.vmap(kernels.collision, in_axes=(None, 0)), mjl.configure(m, kernels="fused"), batch)
         ops = tk._op_names(text)
         assert text.count("__gpu$xla.gpu.triton") == 2, path
