@@ -71,10 +71,9 @@ def pytest_collection_finish(session):
     """Python's cyclic garbage collector, tuned for tracing: after collection the objects alive (modules, MuJoCo
     models, collected items: alive all session) are frozen out of the collector's scans, and the youngest generation
     is collected every 10,000 allocations instead of 700. Tracing and lowering allocate millions of short-lived
-    objects; measured with gc callbacks in one process (-p no:xdist, not slow, load ~13, cache off) on
-    test_integrate, test_sensor and test_adhesion: collector CPU 2.72 -> 0.32 s (1273 -> 72 young collections),
-    4.4 % of the CPU of an 8-file sample before. Explicit `gc.collect()` (the fixture above) still frees everything
-    not frozen."""
+    objects. Measured with gc callbacks in one process (-p no:xdist, not slow, load 10-14, cache off) on 8 test files:
+    the collector's CPU 7.9 -> 1.7 s, of the tests' 181.6 s (their totals moved within the load's noise). Explicit
+    `gc.collect()` (the fixture above) still frees everything not frozen."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 50, 100)
