@@ -67,6 +67,18 @@ def _release_compiled_programs():
     gc.collect()
 
 
+def pytest_collection_finish(session):
+    """Python's cyclic garbage collector, tuned for tracing: after collection the objects alive (modules, MuJoCo
+    models, collected items: alive all session) are frozen out of the collector's scans, and the youngest generation
+    is collected every 10,000 allocations instead of 700. Tracing and lowering allocate millions of short-lived
+    objects. Measured with gc callbacks in one process (-p no:xdist, not slow, load 10-14, cache off) on 8 test files:
+    the collector's CPU 7.9 -> 1.7 s, of the tests' 181.6 s (their totals moved within the load's noise). Explicit
+    `gc.collect()` (the fixture above) still frees everything not frozen."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 100)
+
+
 @pytest.fixture
 def saved_json(tmp_path):
     """save(results) -> paths: each dict of `results` written as a JSON file under tmp_path (the benchmarks' saved
