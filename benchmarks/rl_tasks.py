@@ -38,7 +38,8 @@ STEPS, NUM_ENVS, EVALS = 1_000_000, 256, 11
 # recorded with each evaluation (means over the updates since the previous one): what changes before a collapse
 TRAINING_METRICS = ("training/episode_reward", "training/entropy", "training/policy_std", "training/loss/value",
                     "training/loss/policy", "training/grad_norm", "training/approx_kl", "training/clip_fraction",
-                    "training/learning_rate", "training/grad_norm_policy", "training/grad_norm_value")  # fmt: skip
+                    "training/learning_rate", "training/grad_norm_policy", "training/grad_norm_value",
+                    "training/value_clip_fraction")  # fmt: skip
 
 
 def summary(curve: list[dict], target: float | None) -> dict:

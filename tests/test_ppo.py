@@ -112,6 +112,8 @@ def test_config_errors(slider):
         ppo.PPOConfig(learning_rate_schedule="linear")
     with pytest.raises(ValueError, match="desired_kl"):
         ppo.PPOConfig(desired_kl=0.0)
+    with pytest.raises(ValueError, match="clipping_epsilon_value"):
+        ppo.PPOConfig(clipping_epsilon_value=0.0)
 
 
 def test_adaptive_kl_rule():
@@ -304,6 +306,81 @@ def test_gae_matches_reference_loop():
     vs_ref, adv_ref = _gae_reference(r, v, boot, term, trunc, 0.97, 0.9)
     np.testing.assert_allclose(adv, adv_ref, rtol=REDUCTION_RTOL, atol=1e-12)
     np.testing.assert_allclose(vs, vs_ref, rtol=REDUCTION_RTOL, atol=1e-12)
+
+
+def _mlp_reference(params: dict, x: np.ndarray) -> np.ndarray:
+    """networks.MLP (swish hidden layers, linear output) in numpy from its flax parameters."""
+    n_hidden = sum(k.startswith("hidden_") for k in params)
+    for i in range(n_hidden):
+        h = x @ np.asarray(params[f"hidden_{i}"]["kernel"]) + np.asarray(params[f"hidden_{i}"]["bias"])
+        x = h / (1.0 + np.exp(-h))  # swish
+    return x @ np.asarray(params["out"]["kernel"]) + np.asarray(params["out"]["bias"])
+
+
+def _value_loss_reference(c: ppo.PPOConfig, value_params: dict, normalizer: dict, batch: dict) -> tuple:
+    """(value loss, fraction of values moved further than clipping_epsilon_value from the collected ones) of
+    `rl.ppo._loss` in numpy: normalised inputs, the value MLP, GAE targets (the reference loop), PPO2's clip."""
+    count = float(normalizer["count"])
+    std = np.clip(np.sqrt(np.asarray(normalizer["m2"]) / count), *networks.STD_RANGE)
+    norm = lambda o: (o - np.asarray(normalizer["mean"])) / std  # noqa: E731
+    values = _mlp_reference(value_params, norm(batch["obs"]))[..., 0]
+    bootstrap = _mlp_reference(value_params, norm(batch["next_obs"][:, -1]))[..., 0]
+    trunc = batch["truncation"]
+    targets, _ = _gae_reference(batch["reward"] * c.reward_scaling, values, bootstrap, batch["done"] * (1 - trunc),
+                                trunc, c.discounting, c.gae_lambda)  # fmt: skip
+    err = (targets - values) ** 2
+    if c.clipping_epsilon_value is None:
+        return c.vf_loss_coefficient * 0.5 * err.mean(), None
+    eps, old = c.clipping_epsilon_value, batch["value"]
+    clipped_err = (targets - (old + np.clip(values - old, -eps, eps))) ** 2
+    # the batch exercises both branches of the max, else the comparison would not test the clip
+    assert (clipped_err > err).any() and (clipped_err < err).any()
+    return c.vf_loss_coefficient * 0.5 * np.maximum(err, clipped_err).mean(), np.mean(np.abs(values - old) > eps)
+
+
+@pytest.mark.parametrize("eps", [None, 0.2])
+def test_value_loss_with_and_without_the_value_clip_matches_numpy(slider, eps):
+    """_loss's value term on a random batch of 4 trajectories of 5 steps (terminations, truncations, a normaliser
+    with data, float64 networks) against the numpy reference: plain, and PPO2's clip around stored old values
+    (random offsets of either sign, some beyond eps)."""
+    c = ppo.PPOConfig(**TINY, clipping_epsilon_value=eps, reward_scaling=2.0)
+    spec = ppo.Trainer(slider, c).spec
+    params = jax.tree.map(lambda x: jp.asarray(x, jp.float64), spec.network.init(jax.random.PRNGKey(3)))
+    rng = np.random.default_rng(4)
+    b, t, n_obs = 4, 5, slider.observation_size
+    normalizer = networks.update_normalizer(params["normalizer"], jp.asarray(rng.normal(0.5, 2.0, (50, n_obs))))
+    normalizer = jax.tree.map(lambda x: jp.asarray(x, jp.float64), normalizer)
+    done = (rng.random((b, t)) < 0.2).astype(float)
+    batch = {"obs": rng.normal(size=(b, t, n_obs)), "next_obs": rng.normal(size=(b, t, n_obs)),
+             "raw_action": rng.normal(size=(b, t, 1)), "logp": rng.normal(size=(b, t)),
+             "reward": rng.random((b, t)), "done": done,
+             "truncation": done * (rng.random((b, t)) < 0.5)}  # fmt: skip
+    if eps is not None:
+        values = _mlp_reference(params["value"], np.asarray(networks.normalize(normalizer, batch["obs"])))[..., 0]
+        batch["value"] = values + rng.normal(0.0, 2.0 * eps, (b, t))
+    pv = {"policy": params["policy"], "value": params["value"]}
+    _, metrics = ppo._loss(spec, pv, normalizer, jax.tree.map(jp.asarray, batch), jax.random.PRNGKey(5))
+    expected, fraction = _value_loss_reference(c, params["value"], normalizer, batch)
+    np.testing.assert_allclose(metrics["loss/value"], expected, rtol=REDUCTION_RTOL)
+    if eps is None:
+        assert "value_clip_fraction" not in metrics
+    else:
+        assert 0 < fraction < 1
+        assert round(float(metrics["value_clip_fraction"]) * b * t) == round(fraction * b * t)  # a count of 20
+
+
+@pytest.mark.slow
+def test_value_clip_collects_the_values_and_trains(slider):
+    """With clipping_epsilon_value the rollout stores each step's value under the collecting parameters, and an
+    update runs and reports the clipped fraction. Slow: two compilations of the rollout, ~35 s of CPU."""
+    trainer = ppo.Trainer(slider, ppo.PPOConfig(**TINY, clipping_epsilon_value=0.1))
+    train_env, ts, state, key = trainer.init(0)
+    _, data = jax.jit(lambda e, p, s, k: ppo._collect(trainer.spec, e, p, s, k))(train_env, ts.params, state, key)
+    x = networks.normalize(ts.params["normalizer"], data["obs"])
+    expected = trainer.network.value_net.apply({"params": ts.params["value"]}, x)[..., 0]
+    np.testing.assert_allclose(data["value"], expected, rtol=1e-6)  # float32 networks, same ops, another program
+    *_, metrics = trainer.update(train_env, ts, state, key)
+    assert 0 <= float(metrics["value_clip_fraction"]) <= 1 and np.isfinite(float(metrics["loss/value"]))
 
 
 def test_running_normalizer_matches_numpy():

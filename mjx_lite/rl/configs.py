@@ -138,7 +138,10 @@ DEFAULTS: dict[str, dict] = {
     # constant rate and joint clip: adaptive_kl + clip_per_network lower its finals (module docstring; rl40i)
     # discount 0.97 (the suite's entries have 0.99): 3M steps, seeds 0-2, best return 953/933/769 at 256
     # environments and 975/961/900 at 2048, against 880/944/865 and 969/626/972 at 0.99; seeds 0-4 at 0.97:
-    # median best 933 at 256 (4 of 5 >= 900), 904 at 2048 (3 of 5) (benchmarks/runs/rl40/, issue 40)
+    # median best 933 at 256 (4 of 5 >= 900), 904 at 2048 (3 of 5) (benchmarks/runs/rl40/, issue 40). At today's
+    # code (3M steps, seeds 0-4): 256 environments 5 of 5 reach 900, median final 938 (rl40i, rerun in rl40j);
+    # 2048 environments 3 of 5, median best 908, median final 860 (rl40j: 146 updates, half of 256's; the final
+    # policies fail 11-17% of episodes, and 16 evaluation episodes give the mean a standard error of ~50-90)
     "reacher_easy": {**_CPU, "num_timesteps": 5_000_000},
     "reacher_hard": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},
     "finger_spin": {**_CPU, "num_timesteps": 10_000_000, "discounting": 0.99},

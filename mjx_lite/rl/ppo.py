@@ -20,6 +20,11 @@ drives both (benchmarks/rl_ppo.py runs them side by side). One *update* (a jitte
      with rewards multiplied by `reward_scaling` and GAE(discounting, gae_lambda) advantages recomputed with the
      current value network; a terminated step does not bootstrap, a truncated step (time limit) is left out of
      the advantage (its delta is masked) rather than treated as terminal.
+`clipping_epsilon_value` (None: off, the default, as Brax's): PPO2's value clip. The value each step had when it
+was collected (the value network and normaliser of the collecting update, stored in the batch) bounds the value
+error: the squared error is max((target - v)^2, (target - v_clip)^2) with v_clip = v_old + clip(v - v_old,
+-clipping_epsilon_value, clipping_epsilon_value), in reward-scaled units (Brax's `clipping_epsilon_value`, same
+formula).
 `learning_rate_schedule` "adaptive_kl" (off in `PPOConfig`, on in the task defaults of `configs`) changes the
 learning rate between updates to keep an update's mean KL from the collecting policy near `desired_kl` (divided by
 1.5 above twice it, multiplied by 1.5 below half of it, never above `learning_rate`): as the policy's Gaussian
@@ -82,6 +87,7 @@ class PPOConfig:
     discounting: float = 0.97
     gae_lambda: float = 0.95
     clipping_epsilon: float = 0.3
+    clipping_epsilon_value: float | None = None
     max_grad_norm: float | None = 1.0
     clip_per_network: bool = False
     reward_scaling: float = 1.0
@@ -115,6 +121,8 @@ class PPOConfig:
                              f"{self.gae_lambda}")  # fmt: skip
         if self.learning_rate <= 0 or self.clipping_epsilon <= 0:
             raise ValueError("learning_rate and clipping_epsilon must be > 0")
+        if self.clipping_epsilon_value is not None and not self.clipping_epsilon_value > 0:
+            raise ValueError(f"clipping_epsilon_value must be > 0 or None, not {self.clipping_epsilon_value}")
         if self.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
             raise ValueError(f"learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}, not "
                              f"{self.learning_rate_schedule!r}")  # fmt: skip
@@ -224,7 +232,8 @@ def _collect(spec: _Spec, train_env: TrainingEnv, params: dict, state, key: jax.
     def one_step(carry, _):
         s, k = carry
         k, k_act = jax.random.split(k)
-        out = policy_net.apply({"params": params["policy"]}, spec.normalized(params["normalizer"], s.obs))
+        x = spec.normalized(params["normalizer"], s.obs)
+        out = policy_net.apply({"params": params["policy"]}, x)
         loc, scale = networks.gaussian_params(out)
         u = loc + scale * jax.random.normal(k_act, loc.shape, loc.dtype)
         logp = networks.log_prob(loc, scale, u)
@@ -234,6 +243,8 @@ def _collect(spec: _Spec, train_env: TrainingEnv, params: dict, state, key: jax.
             "truncation": ns.info["truncation"], "next_obs": ns.obs,
             "episode_return": ns.info["episode_metrics"]["return"], "episode_done": ns.info["episode_done"],
         }  # fmt: skip
+        if c.clipping_epsilon_value is not None:  # the value at collection, for the value clip
+            tr["value"] = spec.network.value_net.apply({"params": params["value"]}, x)[..., 0]
         return (ns, k), tr
 
     def one_unroll(carry, _):
@@ -267,10 +278,19 @@ def _loss(spec: _Spec, pv: dict, normalizer: dict, batch: dict, key: jax.Array):
     ratio = jp.exp(log_ratio)
     surrogate = jp.minimum(ratio * adv, jp.clip(ratio, 1 - c.clipping_epsilon, 1 + c.clipping_epsilon) * adv)
     policy_loss = -surrogate.mean()
-    value_loss = c.vf_loss_coefficient * 0.5 * jp.mean((targets - values) ** 2)
+    value_error = (targets - values) ** 2
+    diagnostics = {}
+    if c.clipping_epsilon_value is not None:
+        old = batch["value"]
+        eps = c.clipping_epsilon_value
+        clipped = old + jp.clip(values - old, -eps, eps)
+        value_error = jp.maximum(value_error, (targets - clipped) ** 2)
+        # the fraction of values that moved further than eps from the collected ones
+        diagnostics["value_clip_fraction"] = jax.lax.stop_gradient(jp.mean(jp.abs(values - old) > eps))
+    value_loss = c.vf_loss_coefficient * 0.5 * jp.mean(value_error)
     entropy = networks.entropy(loc, scale, key).mean()
     total = policy_loss + value_loss - c.entropy_cost * entropy
-    diagnostics = {
+    diagnostics |= {
         "policy_std": scale.mean(),  # the Gaussian's scale, mean over actions and samples
         "approx_kl": jax.lax.stop_gradient(jp.mean(ratio - 1.0 - log_ratio)),  # KL(old || new), k3 estimator
         "clip_fraction": jax.lax.stop_gradient(jp.mean(jp.abs(ratio - 1.0) > c.clipping_epsilon)),
