@@ -14,6 +14,9 @@ NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
 # seconds per notebook: the budget is 45 s in small mode on the CI machine; the limit leaves room for the kernel's
 # start and a shared, loaded machine, and still stops a notebook that hangs
 TIMEOUT = 300
+# XLA flags of the notebooks' kernels (and the README runner's, tests/test_readme.py): no backend optimisation,
+# no expensive LLVM passes (jax's `jax_disable_most_optimizations`, as flags that a subprocess inherits)
+FAST_COMPILE = ("--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true")
 
 
 def _id(path):
@@ -37,6 +40,10 @@ def test_notebook_has_no_outputs(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_id)
 def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("MJX_LITE_SMALL", "1")
+    # a smoke test compiles quickly rather than runs fast: XLA's CPU backend without its optimisation passes (the
+    # notebooks' small sizes run in a fraction of their compile time; the values the notebooks print and check,
+    # deformables' gradient against central differences, are float64 either way)
+    monkeypatch.setenv("XLA_FLAGS", " ".join([os.environ.get("XLA_FLAGS", ""), *FAST_COMPILE]).strip())
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("MUJOCO_GL", "egl")
     # the kernel imports this checkout's mjx_lite, and keeps JAX's default float32 (no conftest there)

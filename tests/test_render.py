@@ -5,6 +5,7 @@ The oracle tests render at small resolutions with MuJoCo's poses copied into our
 the slow case renders every camera of every reference model at 64x64 from our own forward kinematics.
 """
 
+import functools
 import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -104,25 +105,31 @@ def test_bvh_equals_all_triangles(every_model):
     m, _ = every_model
     r = render.Renderer(m, 8, 8)
     soups = r.soups
-    vert = bvh.soup_vertices(m, soups)
-    lo, hi = bvh.refit(soups, vert)
+    # jitted (one program per soup, the vertices and boxes from the model inside): no eager operation by operation
+    vert = np.asarray(jax.jit(lambda m: bvh.soup_vertices(m, soups))(m))
     rng = np.random.default_rng(0)
-    tri = vert[jp.asarray(soups.face)]
+
+    @functools.partial(jax.jit, static_argnums=(3,))
+    def walk_and_all(m, o, dirs, s, faces):
+        """(BVH walk, nearest of all the soup's triangles) per ray."""
+        v = bvh.soup_vertices(m, soups)
+        lo, hi = bvh.refit(soups, v)
+        t, f = jax.vmap(lambda o, d: bvh.traverse(soups, lo, hi, v, o, d, int(soups.root[s]), 0.0, 1e9))(o, dirs)
+        tri = v[jp.asarray(soups.face)][faces]
+        tb, _ = shapes.triangle(o[:, None], dirs[:, None], tri[None, :, 0], tri[None, :, 1], tri[None, :, 2])
+        return t, f, jp.where(tb >= 0, tb, jp.inf).min(1)
+
     for s in range(len(soups.root)):
         faces = np.arange(len(soups.face))
         end = soups.vertadr[s + 1] if s + 1 < len(soups.vertadr) else soups.nvert
         own = (soups.face[:, 0] >= soups.vertadr[s]) & (soups.face[:, 0] < end)
         faces = faces[own]
-        vs = np.asarray(vert)[soups.face[faces]].reshape(-1, 3)
+        vs = vert[soups.face[faces]].reshape(-1, 3)
         centre, span = vs.mean(0), np.ptp(vs, 0).max()
         o = centre + span * rng.normal(size=(256, 3))
         target = centre + 0.3 * span * rng.normal(size=(256, 3))
         dirs = target - o
-        t, f = jax.vmap(lambda o, d, s=s: bvh.traverse(soups, lo, hi, vert, o, d, int(soups.root[s]), 0.0, 1e9))(
-            jp.asarray(o), jp.asarray(dirs))
-        tb, _ = shapes.triangle(jp.asarray(o)[:, None], jp.asarray(dirs)[:, None], tri[faces][None, :, 0],
-                                tri[faces][None, :, 1], tri[faces][None, :, 2])
-        tb = jp.where(tb >= 0, tb, jp.inf).min(1)
+        t, f, tb = walk_and_all(m, o, dirs, s, faces)
         hit = np.isfinite(np.asarray(tb))
         assert hit.sum() > 50
         assert np.array_equal(np.asarray(f) >= 0, hit)
@@ -172,8 +179,8 @@ def cartpole():
 
 def test_batched_equals_single_and_jit(cartpole):
     m, d, *_, r = cartpole
-    batch = jax.tree.map(lambda x: jp.stack([x, x]), d)
-    batch = batch.replace(geom_xpos=batch.geom_xpos.at[1].add(0.05))
+    batch = jax.tree.map(lambda x: np.stack([x, x]), d)  # numpy: no eager stacking program per field shape
+    batch.geom_xpos[1] += 0.05
     frames = jax.jit(jax.vmap(lambda d: r.rgb(d, 0)))(batch)
     assert frames.shape == (2, r.height, r.width, 3) and frames.dtype == jp.uint8
     single = r.render(d, "fixed")  # camera 0 by name
@@ -240,7 +247,7 @@ def test_lights_headlight_and_sky_come_from_the_model(cartpole):
         traces.append(1)
         return r.rgb(d, 0, model=model)
 
-    frames = np.asarray(jax.jit(jax.vmap(image))(jax.tree.map(lambda a, b: jp.stack([a, b]), m, dark)))
+    frames = np.asarray(jax.jit(jax.vmap(image))(jax.tree.map(lambda a, b: np.stack([a, b]), m, dark)))
     assert len(traces) == 1
     assert frames[0].mean() > 20 and not frames[1].any()
 

@@ -174,7 +174,7 @@ def test_flexgroup_hides_and_shows():
 def test_batched_equals_unbatched_and_depth_gradient(cloth_and_rope):
     m, d0, r, out0 = cloth_and_rope
     _, d1 = _state(_scene(CLOTH + ROPE), seed=3)
-    batch = jax.tree_util.tree_map(lambda a, b: jp.stack([a, b]), d0, d1)
+    batch = jax.tree_util.tree_map(lambda a, b: np.stack([a, b]), d0, d1)  # numpy: no eager program per field shape
     seg_b = jax.vmap(lambda d: r.segmentation(d, "top"))(batch)
     # the unbatched images by the fixture's compiled render program (all three images from the same cast)
     for i, d in enumerate((d0, d1)):

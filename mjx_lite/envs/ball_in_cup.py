@@ -47,7 +47,7 @@ class BallInCup(suite.SuiteEnv):
         x = jax.random.uniform(k1, (CANDIDATES,), f, -0.2, 0.2)
         z = jax.random.uniform(k2, (CANDIDATES,), f, 0.2, 0.5)
         qpos = jax.vmap(lambda x, z: self.model.qpos0.at[self._bx].set(x).at[self._bz].set(z))(x, z)
-        touching = jax.vmap(lambda q: jp.any(self.init_data(qpos=q).contact.active))(qpos)  # MuJoCo's ncon > 0
+        touching = jax.vmap(lambda q: jp.any(self.position_data(q).contact.active))(qpos)  # MuJoCo's ncon > 0
         pick = jp.where(jp.any(~touching), jp.argmin(touching), CANDIDATES - 1)
         data = self.init_data(qpos=qpos[pick])
         zero = jp.zeros((), f)

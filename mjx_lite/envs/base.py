@@ -43,6 +43,7 @@ import numpy as np
 
 import mjx_lite
 from mjx_lite.envs.randomize import scale_randomizer
+from mjx_lite.pipeline.forward import fwd_position
 from mjx_lite.types import Data, Model, Warning
 
 __all__ = ["DEFAULT_RANDOMIZE", "DIVERGENCE_WARNINGS", "Env", "State", "diverged"]
@@ -236,6 +237,14 @@ class Env(abc.ABC):
             changes["mocap_pos"] = jp.asarray(mocap_pos, f).reshape(m.nmocap, 3)
         d = d.replace(**changes)
         return mjx_lite.forward(m, d)
+
+    def position_data(self, qpos: jax.Array) -> Data:
+        """Data at `qpos` (zero qvel) after the position stage only (mj_fwdPosition: poses, contacts, constraint
+        rows; no velocities, accelerations or constraint solve): what a reset needs to test candidate poses for
+        contacts, traced and compiled at a fraction of `init_data`'s cost."""
+        m = self._model
+        d = mjx_lite.make_data(m)
+        return fwd_position(m, d.replace(qpos=jp.asarray(qpos, d.qpos.dtype).reshape(m.nq)))
 
     def physics_step(self, data: Data, action: jax.Array) -> Data:
         """Set `ctrl` from `action` and run `n_frames` physics steps."""

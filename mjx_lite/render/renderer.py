@@ -177,6 +177,8 @@ class Renderer:
         if isinstance(camera, FreeCamera):
             pos, mat = free_camera_pose(camera)
             return pos, mat, glob.fovy if camera.fovy is None else camera.fovy
+        if isinstance(camera, jax.Array):  # a model camera's index, traced (`_call`)
+            return d.cam_xpos[camera], d.cam_xmat[camera], m.cam_fovy[camera]
         c = self.camera_id(camera)
         if c == -1:
             if glob.orthographic:
@@ -321,11 +323,15 @@ class Renderer:
         return self._call("all", d, camera, model)
 
     def _call(self, what, d, camera, model):
-        """Run through one jitted function per (renderer, output, camera index); a FreeCamera is traced."""
+        """Run through one jitted function per (renderer, output, kind of camera): a FreeCamera and a model camera's
+        index are traced (every model camera shares one program), the model's default free camera (-1) is static."""
         m = self.m if model is None else model
         if isinstance(camera, FreeCamera):
             return _jitted(self, what, None, m, d, camera)
-        return _jitted(self, what, self.camera_id(camera), m, d, None)
+        c = self.camera_id(camera)
+        if c >= 0:
+            return _jitted(self, what, None, m, d, jp.asarray(c, jp.int32))
+        return _jitted(self, what, c, m, d, None)
 
     def _images(self, what, m, d, camera):
         o, dirs, cmat = self.rays(m, d, camera)
