@@ -649,7 +649,8 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
            cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
-           general.capsule_mesh_single, *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold,
+           general.capsule_mesh_single, general.general_mixed, *cylinder.CURVED_MANIFOLDS.values(),
+           cylinder.curved_manifold,
            mpr.mpr)  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
@@ -960,6 +961,12 @@ def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None,
 # the kinds of pairs whose distance stage (one contact: GJK/EPA, or a capsule core's separating axes into a hull) is
 # one program per model over every group of the kind, the geom types traced per pair where there are several
 _CURVED, _MESH_GJK, _CAPSULE_MESH = "curved", "mesh", "capsule-mesh"
+_MIXED = "curved+mesh"  # the curved and mesh kinds in one program (`MERGE_CURVED_MESH`)
+# a model with both curved pairs without a mesh and GJK/EPA pairs with one runs their distance stages as one program
+# (`general.general_mixed`: each pair keeps its kind's EPA iteration count) and their manifold stages as one
+# (`cylinder.curved_manifold` over both tables): one compiled GJK/EPA and one manifold instead of two each (the Shadow
+# Hand: issue 43). False: a program per kind (benchmarks/collision_groups.py compares both in one process).
+MERGE_CURVED_MESH = True
 # a two-stage pair's manifold stage after its kind's distance stage: the curved pairs' (`cylinder.CURVED_MANIFOLDS`)
 # and the cylinder and capsule pairs against a mesh (their manifolds are also one program, `_shared_manifolds`)
 _MESH_MANIFOLDS = {cylinder.capsule_mesh: cylinder.capsule_mesh_manifold,
@@ -1031,8 +1038,12 @@ def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     padded to the largest mesh of the kind), the capsule-mesh and sphere-mesh pairs (`general.capsule_mesh_single`).
     Returns {group index: (dist (n,), pos (n, 3), normal (n, 3)) of its candidates}."""
     out = {}
-    for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH):
-        ids = sorted(i for i, g in groups.items() if _distance_kind(g) == kind)
+    by_kind = {kind: sorted(i for i, g in groups.items() if _distance_kind(g) == kind)
+               for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH)}  # fmt: skip
+    programs = [(kind, by_kind[kind]) for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH)]
+    if MERGE_CURVED_MESH and by_kind[_CURVED] and by_kind[_MESH_GJK]:  # one GJK/EPA for both kinds
+        programs = [(_MIXED, sorted(by_kind[_CURVED] + by_kind[_MESH_GJK])), programs[2]]
+    for kind, ids in programs:
         if not ids:
             continue
         meshes = (False, False) if kind == _CURVED else (False, True) if kind == _CAPSULE_MESH else None
@@ -1040,13 +1051,18 @@ def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: 
             sides = [np.concatenate([groups[i].geom1 for i in ids]), np.concatenate([groups[i].geom2 for i in ids])]
             meshes = tuple(bool(np.any(np.asarray(m.geom_type)[s] == _MESH)) for s in sides)
         info1, info2, margin, near, kinds = _concat_candidates(m, d, groups, cands, ids, meshes)
+        extra = ()
         if kind == _CURVED:
             fn = functools.partial(general.general_curved, types=kinds)
         elif kind == _MESH_GJK:
             fn = functools.partial(general.general, types=kinds)
+        elif kind == _MIXED:  # each pair's EPA iterations: the curved kind's short EPA, the mesh kind's full one
+            fn = functools.partial(general.general_mixed, types=kinds)
+            short = np.concatenate([np.full(cands[i].g1.shape[0], _distance_kind(groups[i]) == _CURVED) for i in ids])
+            extra = (jp.asarray(short),)
         else:  # static types: a capsule (a sphere: half-length 0) against a mesh
             fn = general.capsule_mesh_single
-        c = _looped(fn, margin.shape[0], general.GENERAL_NCON)(info1, info2, margin, near)
+        c = _looped(fn, margin.shape[0], general.GENERAL_NCON)(info1, info2, margin, near, extra)
         for i, x in _split(c, cands, ids).items():
             out[i] = (x.dist[:, 0], x.pos[:, 0], x.normal[:, 0])
     return out
@@ -1061,7 +1077,10 @@ def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     pairs against a mesh (`_MESH_MANIFOLDS`). One compiled manifold per kind and model, not one per type pair.
     Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
     out = {}
-    for table, meshes in ((cylinder.CURVED_MANIFOLDS, (False, False)), (_MESH_MANIFOLDS, (False, True))):
+    programs = [(cylinder.CURVED_MANIFOLDS, (False, False)), (_MESH_MANIFOLDS, (False, True))]
+    if MERGE_CURVED_MESH and all(any(g.collider in t for g in groups.values()) for t, _ in programs):
+        programs = [(_MANIFOLDS, (False, True))]  # one manifold program for both
+    for table, meshes in programs:
         ids = sorted(i for i, g in groups.items() if g.collider in table)
         if not ids:
             continue
