@@ -1358,10 +1358,14 @@ def test_polytope_distance_grad(t1):
         assert np.linalg.norm(g[:3]) > 0.5  # d dist / d pos = the normal
 
 
+# the same arithmetic in a larger polytope, fused differently by XLA (measured: 9 of 24 depths 1 ulp off, 5.6e-17)
+EPA_LIMIT_ATOL = 1e-15
+
+
 def test_epa_limit_equals_shorter_scan():
     """`epa.epa` with a per-pair `limit` (the iterations from it on are no-ops; `general.general_mixed` runs the curved
-    pairs' short EPA and the mesh pairs' full one in one program) gives bitwise the answer of a scan of `limit`
-    iterations, on 24 penetrating ellipsoid-box and cylinder-box poses (float64)."""
+    pairs' short EPA and the mesh pairs' full one in one program) gives the answer of a scan of `limit` iterations
+    to rounding (EPA_LIMIT_ATOL), on 24 penetrating ellipsoid-box and cylinder-box poses (float64)."""
     t1, t2, s1, s2, m1, m2, p2 = _curved_poses([("ellipsoid", "box"), ("cylinder", "box")], 12, 5, (6, 7), (0.02, 0.1))
     args = tuple(jp.asarray(x) for x in (t1, t2, s1, s2, m1, m2, p2))
     tol = jp.asarray(1e-9)
@@ -1381,9 +1385,9 @@ def test_epa_limit_equals_shorter_scan():
             return epa.epa(sup, w, wa, tol, epa.EPA_ITERATIONS, limit)
         return epa.epa(sup, w, wa, tol, epa.EPA_ITERATIONS_CURVED if short else epa.EPA_ITERATIONS)
 
-    for short in (True, False):
-        want = jax.jit(jax.vmap(functools.partial(run, short=short, limited=False)))(*args)
-        got = jax.jit(jax.vmap(functools.partial(run, short=jp.asarray(short), limited=True)))(*args)
-        assert np.all(np.asarray(want[0]) > 0)  # penetrating: EPA's answer
-        for x, y in zip(got, want):
-            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    # the short count (the full one's limit equals the scan's length: every iteration runs)
+    want = jax.jit(jax.vmap(functools.partial(run, short=True, limited=False)))(*args)
+    got = jax.jit(jax.vmap(functools.partial(run, short=jp.asarray(True), limited=True)))(*args)
+    assert np.all(np.asarray(want[0]) > 0)  # penetrating: EPA's answer
+    for x, y in zip(got, want):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=EPA_LIMIT_ATOL)
