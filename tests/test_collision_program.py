@@ -222,6 +222,7 @@ def _merged_trace_counts(monkeypatch, merge: bool) -> tuple[int, int]:
     return len(calls), len(manifolds)
 
 
+@pytest.mark.slow  # an opt-in path (off by default); one trace of the collision stage (38 s at load 12)
 def test_curved_and_mesh_kinds_merged(monkeypatch):
     """`driver.MERGE_CURVED_MESH`: the curved pairs without a mesh and the GJK/EPA pairs with one run one GJK/EPA
     (`general.general_mixed`) and one manifold: `collide` traced twice (that program and the capsule- and sphere-mesh
