@@ -1074,7 +1074,9 @@ def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     of the types present on that side only), run on the near pairs (`_near_only`). One compiled GJK/EPA per kind
     and model, not one per type pair or size class: the curved pairs without a mesh (`general.general_curved`),
     the pairs with a mesh that run GJK/EPA (ellipsoid-mesh, cylinder-mesh, ...: `general.general`, the mesh tables
-    padded to the largest mesh of the kind), the capsule-mesh and sphere-mesh pairs (`general.capsule_mesh_single`).
+    padded to the largest mesh of the kind), the capsule-mesh and sphere-mesh pairs (`general.capsule_mesh_single`);
+    the first two as one (`general.general_mixed`) where `MERGE_CURVED_MESH`. The pairs' mesh rows (hull vertices,
+    triangles, edges) are gathered per chunk of near pairs inside the loop (`_Deferred`), not for every candidate.
     Returns {group index: (dist (n,), pos (n, 3), normal (n, 3)) of its candidates}."""
     out = {}
     by_kind = {kind: sorted(i for i, g in groups.items() if _distance_kind(g) == kind)
@@ -1113,7 +1115,8 @@ def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     (`_shared_distances`), in two programs, their pairs concatenated, the geom types traced per pair
     (`cylinder.curved_manifold`), run on the near pairs (`_near_only`): the curved pairs without a mesh
     (capsule-cylinder, cylinder-cylinder, cylinder-box: `cylinder.CURVED_MANIFOLDS`) and the capsule and cylinder
-    pairs against a mesh (`_MESH_MANIFOLDS`). One compiled manifold per kind and model, not one per type pair.
+    pairs against a mesh (`_MESH_MANIFOLDS`); one program for both where `MERGE_CURVED_MESH`. One compiled manifold
+    per kind and model, not one per type pair; the mesh rows gathered per chunk of near pairs (`_Deferred`).
     Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
     out = {}
     programs = [(cylinder.CURVED_MANIFOLDS, (False, False)), (_MESH_MANIFOLDS, (False, True))]
