@@ -12,7 +12,8 @@ shared manifold, each remaining mesh group (plane-mesh, box-mesh, mesh-mesh), an
 --merge: `driver.MERGE_CURVED_MESH` (one GJK/EPA and one manifold program for the curved and mesh kinds; off by
 default: bitwise the same contacts, less compile, slower steps). --stage: the whole collision stage; --step: the
 whole step; --run: steps/s of the compiled step at batch 1 and 64 (each batch compiled). --xla: XLA compiler
-options for every compile (`Lowered.compile(compiler_options=...)`, the same as `jax.jit(..., compiler_options=...)`; e.g. xla_backend_optimization_level=0).
+options for every compile (`Lowered.compile(compiler_options=...)`, the same as `jax.jit(...,
+compiler_options=...)`; e.g. xla_backend_optimization_level=0).
 Measured (issue 43, Shadow Hand scene_right.xml, float64, whole step, one process, load 6-9 on 2 cores):
 xla_cpu_use_fusion_emitters=false compiled batch 1 in 104.5 instead of 172.2 CPU-s (11.0 vs 11.9 steps/s) and
 batch 64 in 164.3 instead of 198.1 CPU-s, but ran batch 64 at 8.6 instead of 13.1 env-steps/s: no free lever.
