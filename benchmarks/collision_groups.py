@@ -9,9 +9,11 @@ compiled; CPU seconds of the process (getrusage: all threads, so XLA's parallel 
 --programs: instead of the groups, the programs the collision stage is made of (a group alone misses the stages that
 groups of one kind share, `driver._distance_kind`): each shared distance stage over its groups, that stage with its
 shared manifold, each remaining mesh group (plane-mesh, box-mesh, mesh-mesh), and the other groups together.
---stage: the whole collision stage; --step: the whole step; --run: steps/s of the compiled step at batch 1 and 64
-(each batch compiled). --xla: XLA compiler options for every compile (`Lowered.compile(compiler_options=...)`, the
-same as `jax.jit(..., compiler_options=...)`; e.g. xla_backend_optimization_level=0).
+--merge: `driver.MERGE_CURVED_MESH` (one GJK/EPA and one manifold program for the curved and mesh kinds; off by
+default: bitwise the same contacts, less compile, slower steps). --stage: the whole collision stage; --step: the
+whole step; --run: steps/s of the compiled step at batch 1 and 64 (each batch compiled). --xla: XLA compiler
+options for every compile (`Lowered.compile(compiler_options=...)`, the same as `jax.jit(...,
+compiler_options=...)`; e.g. xla_backend_optimization_level=0).
 Measured (issue 43, Shadow Hand scene_right.xml, float64, whole step, one process, load 6-9 on 2 cores):
 xla_cpu_use_fusion_emitters=false compiled batch 1 in 104.5 instead of 172.2 CPU-s (11.0 vs 11.9 steps/s) and
 batch 64 in 164.3 instead of 198.1 CPU-s, but ran batch 64 at 8.6 instead of 13.1 env-steps/s: no free lever.
@@ -97,6 +99,11 @@ def programs(m) -> dict:
     for i, g in enumerate(groups):
         kinds.setdefault(driver._distance_kind(g), []).append(i)
     out = {}
+    if driver.MERGE_CURVED_MESH and driver._CURVED in kinds and driver._MESH_GJK in kinds:  # `--merge`: one program
+        both = sorted(kinds.pop(driver._CURVED) + kinds.pop(driver._MESH_GJK))
+        out[f"curved+mesh distance ({len(both)} groups)"] = shared(both, False)
+        man = [i for i in both + kinds.get(driver._CAPSULE_MESH, []) if groups[i].collider in driver._MANIFOLDS]
+        out[f"curved+mesh distance + manifold ({len(man)} groups)"] = shared(sorted(man), True)
     for kind in (driver._CURVED, driver._MESH_GJK, driver._CAPSULE_MESH):
         if kind in kinds:
             out[f"{kind} distance ({len(kinds[kind])} groups)"] = shared(kinds[kind], False)
@@ -135,7 +142,9 @@ def main() -> None:
     p.add_argument("--step", action="store_true")
     p.add_argument("--run", action="store_true")
     p.add_argument("--xla", nargs="*", default=[], help="XLA compiler options KEY=VALUE")
+    p.add_argument("--merge", action="store_true", help="driver.MERGE_CURVED_MESH: curved and mesh GJK/EPA as one")
     a = p.parse_args()
+    driver.MERGE_CURVED_MESH = a.merge
     opts = dict(_option(x) for x in a.xla) or None
     mjm = mujoco.MjModel.from_xml_path(a.file)
     m = mjl.load_mjcf(a.file)

@@ -202,3 +202,58 @@ def test_mesh_pair_types_share_stages(monkeypatch):
     jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, _batch2(m))
     assert len(calls) == 2
     assert len(manifolds) == 1
+
+
+# _AGAINST_MESH with a fixed cylinder: the free bodies also make curved pairs without a mesh (ellipsoid-cylinder,
+# cylinder-cylinder and capsule-cylinder), so both GJK/EPA kinds (`driver._CURVED`, `driver._MESH_GJK`) are present
+_CURVED_AND_MESH = _AGAINST_MESH.replace(
+    '<body pos="0 0 .3">', '<geom type="cylinder" size=".05 .1" pos="3 0 0" contype="1"/><body pos="0 0 .3">')
+
+
+def _merged_trace_counts(monkeypatch, merge: bool) -> tuple[int, int]:
+    m = mjl.load_mjcf_string(_CURVED_AND_MESH)
+    kinds = {driver._distance_kind(g) for g in driver.pair_table(m).groups}
+    assert {driver._CURVED, driver._MESH_GJK, driver._CAPSULE_MESH} <= kinds, kinds
+    calls, manifolds = [], []
+    monkeypatch.setattr(driver, "MERGE_CURVED_MESH", merge)
+    monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
+    monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
+    jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, _batch2(m))
+    return len(calls), len(manifolds)
+
+
+@pytest.mark.slow  # an opt-in path (off by default); one trace of the collision stage (38 s at load 12)
+def test_curved_and_mesh_kinds_merged(monkeypatch):
+    """`driver.MERGE_CURVED_MESH`: the curved pairs without a mesh and the GJK/EPA pairs with one run one GJK/EPA
+    (`general.general_mixed`) and one manifold: `collide` traced twice (that program and the capsule- and sphere-mesh
+    separating axes), the manifold once."""
+    assert _merged_trace_counts(monkeypatch, True) == (2, 1)
+
+
+def _resting_poses(m) -> np.ndarray:
+    """qpos (3, nq) of _CURVED_AND_MESH: every free body overlapping the cube's top, the prism's, the fixed cylinder's
+    cap by 4 mm (the free bodies do not collide with each other)."""
+    half = [0.07, 0.1, 0.15, 0.05]  # ellipsoid, cylinder, capsule, sphere: half-heights
+    q = np.zeros((3, m.nq))
+    for k, (x, y, top) in enumerate([(0.0, 0.0, 0.05), (0.52, 0.02, 0.1), (3.0, 0.0, 0.1)]):
+        for b, h in enumerate(half):
+            q[k, 7 * b : 7 * b + 7] = [x + 0.003 * b, y, top + h - 0.004, 1, 0, 0, 0]
+    return q
+
+
+@pytest.mark.slow  # two compiles of the collision stage
+def test_curved_and_mesh_merged_equal(monkeypatch):
+    """The merged GJK/EPA and manifold programs (`driver.MERGE_CURVED_MESH`) give bitwise the contacts of a program
+    per kind, at poses where every free body rests on the cube, the prism and the fixed cylinder (float64)."""
+    m = mjl.load_mjcf_string(_CURVED_AND_MESH)
+    qpos = _resting_poses(m)
+    d = mjl.make_data(m)
+    db = jax.tree.map(lambda x: jp.broadcast_to(x, (len(qpos),) + x.shape), d).replace(qpos=jp.asarray(qpos))
+    db = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(m, db)
+    out = {}
+    for merge in (True, False):
+        monkeypatch.setattr(driver, "MERGE_CURVED_MESH", merge)
+        out[merge] = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0)))(m, db)
+    assert int(np.sum(np.asarray(out[True].active))) >= 12
+    for f in ("active", "geom", "dist", "pos", "frame"):
+        np.testing.assert_array_equal(np.asarray(getattr(out[True], f)), np.asarray(getattr(out[False], f)), err_msg=f)

@@ -56,6 +56,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jp
@@ -602,12 +603,33 @@ def covered_params(m: Model, groups: dict[int, Group]) -> dict[int, tuple]:
 # run time
 
 
+class _Deferred(NamedTuple):
+    """A side's per-pair mesh rows not yet gathered (`hull.geom_fields`' deferred=True): the tables (`hull.PER_PAIR`
+    fields, indexed by mesh id) and each pair's mesh id mid (n,); `_near_only` gathers the rows of the pairs it runs
+    at a time (`_resolve`)."""
+
+    tables: dict
+    mid: jax.Array
+
+
+def _resolve(info: GeomInfo, deferred: _Deferred | None, idx: jax.Array | None = None) -> GeomInfo:
+    """info with its deferred per-pair mesh rows gathered: for the pairs idx (k,) of the deferred ids (info: those
+    pairs' already), or for every pair (idx None); info itself where nothing is deferred."""
+    if deferred is None:
+        return info
+    mid = deferred.mid if idx is None else deferred.mid[idx]
+    return info._replace(**{k: t[mid] for k, t in deferred.tables.items()})
+
+
 def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids: np.ndarray | None = None,
-               meshes: bool = True) -> GeomInfo:  # fmt: skip
+               meshes: bool = True, deferred: bool = False
+               ) -> GeomInfo | tuple[GeomInfo, _Deferred | None]:  # fmt: skip
     """The geoms `gids` (n,) of one group as a vectorised GeomInfo; `group_gids` (numpy) are all the geoms this side
     of the group may take (None: any geom). A mesh enters as its convex hull (`hull.group_tables`: hull vertices,
     triangles, polygons, face planes, edges), padded to the largest hull of the meshes this side may take.
-    meshes=False: no mesh tables for GENERAL (the side holds no mesh)."""
+    meshes=False: no mesh tables for GENERAL (the side holds no mesh). deferred=True (a side without boxes): returns
+    (info without its per-pair mesh rows, `_Deferred` of those rows or None), for `_near_only` to gather the rows of
+    the near pairs only."""
     mesh = {}
     boxes = gtype == _MESH and group_gids is not None and np.any(np.asarray(m.geom_type)[group_gids] == GeomType.BOX)
     if boxes:  # a mesh side that also takes boxes (`_boxes_as_meshes`): as the mesh of id nmesh (`hull.BOX_HULL`)
@@ -619,9 +641,15 @@ def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids:
     elif gtype == _MESH or (gtype == GENERAL and m.nmesh and meshes):
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
-        mesh = hull.geom_fields(m, mid, mids)
+        mesh = hull.geom_fields(m, mid, mids, deferred=deferred)
     gt = jp.asarray(m.geom_type)[gids] if gtype == GENERAL else None
-    return GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], gtype=gt, **mesh)
+    tables = mesh.pop("deferred", None)
+    info = GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], gtype=gt, **mesh)
+    if not deferred:
+        return info
+    if boxes:
+        raise ValueError("_geom_info: deferred mesh rows on a side with boxes")
+    return info, None if tables is None else _Deferred(tables, mid)
 
 
 def _box_slack(m: Model, d: types.Data, g1: jax.Array, g2: jax.Array, margin: jax.Array) -> jax.Array:
@@ -650,7 +678,8 @@ def _take_info(info: GeomInfo, idx: jax.Array) -> GeomInfo:
 # broadphase only (`_near_only`)
 _LOOPED = (general.general, general.general_curved, general.general_plain, cylinder.capsule_cylinder,
            cylinder.cylinder_cylinder, cylinder.cylinder_box, cylinder.cylinder_mesh, cylinder.capsule_mesh,
-           general.capsule_mesh_single, *cylinder.CURVED_MANIFOLDS.values(), cylinder.curved_manifold,
+           general.capsule_mesh_single, general.general_mixed, *cylinder.CURVED_MANIFOLDS.values(),
+           cylinder.curved_manifold,
            mpr.mpr)  # fmt: skip
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
@@ -674,7 +703,7 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
         return jax.vmap(collider, in_axes=axes)(info1, info2, margin, *extra)
 
     @jax.custom_jvp
-    def run(info1, info2, margin, near, extra):
+    def run(info1, info2, margin, near, extra, deferred):
         dt = info1.pos.dtype
         init = Contacts(jp.full((n, k), NOCONTACT, dt), jp.zeros((n, k, 3), dt),
                         jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dt), (n, k, 3)), jp.zeros((n, k, 3), dt))
@@ -686,7 +715,8 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
             j, out = carry
             at = j * chunk + slot
             idx = order[jp.minimum(at, n - 1)]
-            c = dense(_take_info(info1, idx), _take_info(info2, idx), margin[idx], tuple(x[idx] for x in extra))
+            c = dense(_resolve(_take_info(info1, idx), deferred[0], idx),
+                      _resolve(_take_info(info2, idx), deferred[1], idx), margin[idx], tuple(x[idx] for x in extra))
             if c.dist.shape[1:] != (k,):
                 raise ValueError(f"collision: {collider} emits {c.dist.shape[1:]} contacts per pair, not ({k},)")
             dst = jp.where(at < count, idx, n)  # beyond the near pairs: dropped
@@ -697,12 +727,16 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
 
     @run.defjvp
     def run_jvp(primals, tangents):
-        info1, info2, margin, _, extra = primals
-        t1, t2, tm, _, te = tangents
-        return jax.jvp(dense, (info1, info2, margin, extra), (t1, t2, tm, te))
+        info1, info2, margin, _, extra, deferred = primals
+        t1, t2, tm, _, te, td = tangents
 
-    def call(info1, info2, margin, near, extra=()):
-        return run(info1, info2, margin, near, tuple(extra))
+        def full(info1, info2, margin, extra, deferred):  # every pair's mesh rows (only under differentiation)
+            return dense(_resolve(info1, deferred[0]), _resolve(info2, deferred[1]), margin, extra)
+
+        return jax.jvp(full, (info1, info2, margin, extra, deferred), (t1, t2, tm, te, td))
+
+    def call(info1, info2, margin, near, extra=(), deferred=(None, None)):
+        return run(info1, info2, margin, near, tuple(extra), tuple(deferred))
 
     return call
 
@@ -731,7 +765,8 @@ def _looped(collider: Callable, n: int, k: int) -> Callable:
     if getattr(collider, "func", collider) in _LOOPED:
         return _near_only(collider, n, k)
 
-    def dense(info1, info2, margin, near, extra=()):
+    def dense(info1, info2, margin, near, extra=(), deferred=(None, None)):
+        info1, info2 = _resolve(info1, deferred[0]), _resolve(info2, deferred[1])
         axes = (info_axes(info1), info_axes(info2), 0) + (0,) * len(extra)
         return jax.vmap(collider, in_axes=axes)(info1, info2, margin, *extra)
 
@@ -961,6 +996,16 @@ def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None,
 # the kinds of pairs whose distance stage (one contact: GJK/EPA, or a capsule core's separating axes into a hull) is
 # one program per model over every group of the kind, the geom types traced per pair where there are several
 _CURVED, _MESH_GJK, _CAPSULE_MESH = "curved", "mesh", "capsule-mesh"
+_MIXED = "curved+mesh"  # the curved and mesh kinds in one program (`MERGE_CURVED_MESH`)
+# True: a model with both curved pairs without a mesh and GJK/EPA pairs with one runs their distance stages as one
+# program (`general.general_mixed`: each pair keeps its kind's EPA iteration count) and their manifold stages as one
+# (`cylinder.curved_manifold` over both tables): one compiled GJK/EPA and one manifold instead of two each, the same
+# contacts bitwise. Measured on the Shadow Hand (issue 43, float64, batch 4, one process): the shared stages trace +
+# compile in 10-13 + 39-43 instead of 17-21 + 53-57 CPU-s, but run 4-8x slower (every curved pair then pays the
+# mesh support maps over the kind's padded 2,324-vertex hulls and the mesh pairs' 40 EPA iterations: under vmap a
+# select runs every type's branch). Off until a mesh support map costs little for the other lanes (MuJoCo's
+# hill-climbing on the hull graph).
+MERGE_CURVED_MESH = False
 # a two-stage pair's manifold stage after its kind's distance stage: the curved pairs' (`cylinder.CURVED_MANIFOLDS`)
 # and the cylinder and capsule pairs against a mesh (their manifolds are also one program, `_shared_manifolds`)
 _MESH_MANIFOLDS = {cylinder.capsule_mesh: cylinder.capsule_mesh_manifold,
@@ -1000,16 +1045,17 @@ def _side_types(m: Model, gids: np.ndarray) -> tuple[int, ...]:
 def _concat_candidates(m: Model, d: types.Data, groups: dict[int, Group], cands: dict[int, _Candidates],
                        ids: list[int], meshes: tuple[bool, bool]) -> tuple:  # fmt: skip
     """The candidates of the groups ids in one program: (info1, info2 (GENERAL GeomInfo: geom types per pair, mesh
-    tables on a side where `meshes` says so), margin (n,), near (n,), (side 1 types, side 2 types))."""
+    tables on a side where `meshes` says so, their per-pair rows deferred), margin (n,), near (n,), (side 1 types,
+    side 2 types), (side 1's, side 2's `_Deferred` or None): `_looped` gathers the rows of the near pairs only)."""
     g1 = jp.concatenate([cands[i].g1 for i in ids])
     g2 = jp.concatenate([cands[i].g2 for i in ids])
     near = jp.concatenate([cands[i].near for i in ids])
     margin = jp.concatenate([cands[i].params[1] for i in ids])
     gids1 = np.concatenate([groups[i].geom1 for i in ids])
     gids2 = np.concatenate([groups[i].geom2 for i in ids])
-    info1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=meshes[0])
-    info2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=meshes[1])
-    return info1, info2, margin, near, (_side_types(m, gids1), _side_types(m, gids2))
+    info1, def1 = _geom_info(m, d, g1, GENERAL, gids1, meshes=meshes[0], deferred=True)
+    info2, def2 = _geom_info(m, d, g2, GENERAL, gids2, meshes=meshes[1], deferred=True)
+    return info1, info2, margin, near, (_side_types(m, gids1), _side_types(m, gids2)), (def1, def2)
 
 
 def _split(c: Contacts, cands: dict[int, _Candidates], ids: list[int]) -> dict[int, Contacts]:
@@ -1029,25 +1075,36 @@ def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     of the types present on that side only), run on the near pairs (`_near_only`). One compiled GJK/EPA per kind
     and model, not one per type pair or size class: the curved pairs without a mesh (`general.general_curved`),
     the pairs with a mesh that run GJK/EPA (ellipsoid-mesh, cylinder-mesh, ...: `general.general`, the mesh tables
-    padded to the largest mesh of the kind), the capsule-mesh and sphere-mesh pairs (`general.capsule_mesh_single`).
+    padded to the largest mesh of the kind), the capsule-mesh and sphere-mesh pairs (`general.capsule_mesh_single`);
+    the first two as one (`general.general_mixed`) where `MERGE_CURVED_MESH`. The pairs' mesh rows (hull vertices,
+    triangles, edges) are gathered per chunk of near pairs inside the loop (`_Deferred`), not for every candidate.
     Returns {group index: (dist (n,), pos (n, 3), normal (n, 3)) of its candidates}."""
     out = {}
-    for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH):
-        ids = sorted(i for i, g in groups.items() if _distance_kind(g) == kind)
+    by_kind = {kind: sorted(i for i, g in groups.items() if _distance_kind(g) == kind)
+               for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH)}  # fmt: skip
+    programs = [(kind, by_kind[kind]) for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH)]
+    if MERGE_CURVED_MESH and by_kind[_CURVED] and by_kind[_MESH_GJK]:  # one GJK/EPA for both kinds
+        programs = [(_MIXED, sorted(by_kind[_CURVED] + by_kind[_MESH_GJK])), programs[2]]
+    for kind, ids in programs:
         if not ids:
             continue
         meshes = (False, False) if kind == _CURVED else (False, True) if kind == _CAPSULE_MESH else None
         if meshes is None:  # general pairs: mesh tables on a side that takes a mesh
             sides = [np.concatenate([groups[i].geom1 for i in ids]), np.concatenate([groups[i].geom2 for i in ids])]
             meshes = tuple(bool(np.any(np.asarray(m.geom_type)[s] == _MESH)) for s in sides)
-        info1, info2, margin, near, kinds = _concat_candidates(m, d, groups, cands, ids, meshes)
+        info1, info2, margin, near, kinds, deferred = _concat_candidates(m, d, groups, cands, ids, meshes)
+        extra = ()
         if kind == _CURVED:
             fn = functools.partial(general.general_curved, types=kinds)
         elif kind == _MESH_GJK:
             fn = functools.partial(general.general, types=kinds)
+        elif kind == _MIXED:  # each pair's EPA iterations: the curved kind's short EPA, the mesh kind's full one
+            fn = functools.partial(general.general_mixed, types=kinds)
+            short = np.concatenate([np.full(cands[i].g1.shape[0], _distance_kind(groups[i]) == _CURVED) for i in ids])
+            extra = (jp.asarray(short),)
         else:  # static types: a capsule (a sphere: half-length 0) against a mesh
             fn = general.capsule_mesh_single
-        c = _looped(fn, margin.shape[0], general.GENERAL_NCON)(info1, info2, margin, near)
+        c = _looped(fn, margin.shape[0], general.GENERAL_NCON)(info1, info2, margin, near, extra, deferred)
         for i, x in _split(c, cands, ids).items():
             out[i] = (x.dist[:, 0], x.pos[:, 0], x.normal[:, 0])
     return out
@@ -1059,17 +1116,21 @@ def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     (`_shared_distances`), in two programs, their pairs concatenated, the geom types traced per pair
     (`cylinder.curved_manifold`), run on the near pairs (`_near_only`): the curved pairs without a mesh
     (capsule-cylinder, cylinder-cylinder, cylinder-box: `cylinder.CURVED_MANIFOLDS`) and the capsule and cylinder
-    pairs against a mesh (`_MESH_MANIFOLDS`). One compiled manifold per kind and model, not one per type pair.
+    pairs against a mesh (`_MESH_MANIFOLDS`); one program for both where `MERGE_CURVED_MESH`. One compiled manifold
+    per kind and model, not one per type pair; the mesh rows gathered per chunk of near pairs (`_Deferred`).
     Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
     out = {}
-    for table, meshes in ((cylinder.CURVED_MANIFOLDS, (False, False)), (_MESH_MANIFOLDS, (False, True))):
+    programs = [(cylinder.CURVED_MANIFOLDS, (False, False)), (_MESH_MANIFOLDS, (False, True))]
+    if MERGE_CURVED_MESH and all(any(g.collider in t for g in groups.values()) for t, _ in programs):
+        programs = [(_MANIFOLDS, (False, True))]  # one manifold program for both
+    for table, meshes in programs:
         ids = sorted(i for i, g in groups.items() if g.collider in table)
         if not ids:
             continue
-        info1, info2, margin, near, kinds = _concat_candidates(m, d, groups, cands, ids, meshes)
+        info1, info2, margin, near, kinds, deferred = _concat_candidates(m, d, groups, cands, ids, meshes)
         stage = tuple(jp.concatenate([shared[i][k] for i in ids]) for k in range(3))
         fn = functools.partial(cylinder.curved_manifold, types=kinds)
-        c = _looped(fn, margin.shape[0], cylinder.CYL_NCON)(info1, info2, margin, near, stage)
+        c = _looped(fn, margin.shape[0], cylinder.CYL_NCON)(info1, info2, margin, near, stage, deferred)
         out.update(_split(c, cands, ids))
     return out
 

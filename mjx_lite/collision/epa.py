@@ -121,15 +121,25 @@ def _no_face(dt) -> tuple:
     return jp.asarray(-jp.inf, dt), zero3, zero3, zero3, jp.zeros(3, jp.int32)
 
 
-def epa(sup: SupportFn, w: Points, wa: Points, tol: Scalar, iterations: int = EPA_ITERATIONS
-        ) -> tuple[Scalar, Vec3, Vec3, Vec3]:
+def epa(sup: SupportFn, w: Points, wa: Points, tol: Scalar, iterations: int = EPA_ITERATIONS,
+        limit: Scalar | None = None) -> tuple[Scalar, Vec3, Vec3, Vec3]:
     """EPA from an enclosing tetrahedron: (depth, normal (3,), witness a (3,), witness b (3,)), a fixed scan of
     `iterations` (converged iterations are no-ops; derivatives go through every iteration).
 
     The nearest face's distance is a lower bound of the depth that must not decrease; an iteration that
-    would decrease it (rounding on sliver faces) ends the expansion and the last sound answer is kept."""
+    would decrease it (rounding on sliver faces) ends the expansion and the last sound answer is kept.
+    limit: () int, traced per pair (at most `iterations`): the iterations from `limit` on are no-ops, so that the
+    answer is that of a scan of `limit` iterations (the polytope's capacity, 4 + `iterations` vertices, only adds
+    unused slots): pairs of different iteration counts share one compiled EPA (`general.general_mixed`)."""
     state = _start(w, wa, jp.zeros_like(w), iterations) + (jp.zeros((), bool), _no_face(w.dtype))
-    state, _ = jax.lax.scan(lambda s, it: (_expand(sup, tol, s, it), None), state, jp.arange(iterations))
+
+    def body(s, it):
+        new = _expand(sup, tol, s, it)
+        if limit is not None:  # beyond the pair's own count: the state is kept as it is (not marked done)
+            new = jax.tree_util.tree_map(lambda x, y: jp.where(it < limit, x, y), new, s)
+        return new, None
+
+    state, _ = jax.lax.scan(body, state, jp.arange(iterations))
     return _final(state, tol)[:4]
 
 

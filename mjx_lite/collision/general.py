@@ -49,7 +49,7 @@ def _apart(g1: GeomInfo, g2: GeomInfo, margin: Scalar | None) -> tuple[Scalar, S
 
 
 def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | None = None, curved: bool | None = None,
-            *, sat_budget: int, skip: Scalar | None = None) -> Distance:
+            *, sat_budget: int, skip: Scalar | None = None, epa_limit: Scalar | None = None) -> Distance:
     """(dist (), pos (3,), normal (3,) from geom1 to geom2) of two convex geoms. Polytope pairs (box, mesh; static
     types) whose separating-axis test costs at most `sat_budget` (`sat_cost`; the model's `m.config.sat_budget`), and
     sphere-mesh and capsule-mesh pairs (the core point or segment, `segment_sat`), take their penetration from
@@ -63,7 +63,9 @@ def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | N
     curved shape (False), or either (None: EPA_ITERATIONS, refined where curved); static types decide it themselves.
     `skip` (() bool, polytope pairs only): the caller's broadphase found the pair out of reach (its bounding boxes
     apart by more than the margin): no GJK/EPA loop runs for it and, without separating axes, dist is NOCONTACT
-    (beyond any margin); None: the bounding spheres about the positions decide (`_apart`)."""
+    (beyond any margin); None: the bounding spheres about the positions decide (`_apart`).
+    `epa_limit` (() int, traced; GJK/EPA pairs only): the pair's own EPA iteration count, at most EPA_ITERATIONS
+    (the scan runs EPA_ITERATIONS, those beyond the limit are no-ops: `epa.epa`'s `limit`); None: as above."""
     dt = g1.pos.dtype
     if isinstance(t1, int) and isinstance(t2, int):
         has_curved = t1 in CURVED or t2 in CURVED
@@ -135,8 +137,8 @@ def collide(t1: GType, t2: GType, g1: GeomInfo, g2: GeomInfo, margin: Scalar | N
         # penetrating: EPA (run on a valid tetrahedron in every case; its result is selected only when inside or
         # near)
         safe_w = jp.where(inside, w, jp.where(near, tet, dummy))
-        iterations = EPA_ITERATIONS_CURVED if curved else EPA_ITERATIONS
-        depth, n_pen, a_pen, b_pen = epa(sup, safe_w, jp.where(inside, wa, teta), epa_tol, iterations)
+        iterations = EPA_ITERATIONS_CURVED if curved and epa_limit is None else EPA_ITERATIONS
+        depth, n_pen, a_pen, b_pen = epa(sup, safe_w, jp.where(inside, wa, teta), epa_tol, iterations, epa_limit)
     inside = inside | (near & (depth > 0))
     dist = jp.where(inside, -depth, vn)
     normal = jp.where(inside, n_pen, n_sep)
@@ -200,6 +202,18 @@ def general_curved(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, types: tuple |
             return one_contact(*collide(t1, t2, g1, g2, sat_budget=0))
         return one_contact(*collide(t1, t2, g1, g2, curved=True, sat_budget=0))
     return general(g1, g2, margin, curved=True)
+
+
+def general_mixed(g1: GeomInfo, g2: GeomInfo, margin: Scalar, short: Scalar, *, types: tuple) -> Contacts:
+    """`general_curved` and `general` in one program (the driver's shared distance stage of the curved pairs
+    without a mesh and the GJK/EPA pairs with one, `driver._shared_distances`): the geom types traced per pair
+    (`support.traced` over types = (geom1's, geom2's) static tuples), the normal refined where a shape is curved,
+    and each pair's own EPA iteration count: short (() bool, per pair) EPA_ITERATIONS_CURVED, the pairs of
+    `general_curved` (curved, no mesh), else EPA_ITERATIONS, those of `general` (the same values as their own
+    programs': `epa.epa`'s `limit`)."""
+    t1, t2 = traced(g1.gtype, types[0]), traced(g2.gtype, types[1])
+    limit = jp.where(short, EPA_ITERATIONS_CURVED, EPA_ITERATIONS)
+    return one_contact(*collide(t1, t2, g1, g2, curved=None, sat_budget=0, epa_limit=limit))
 
 
 def general_plain(g1: GeomInfo, g2: GeomInfo, margin: Scalar, *, types: tuple | None = None) -> Contacts:

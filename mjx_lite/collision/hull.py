@@ -229,15 +229,28 @@ def hull_size(m: Model, i: int) -> int:
     return max(len(h.vert), len(h.face))
 
 
-def geom_fields(m: Model, mid, mids: np.ndarray, box: tuple | None = None) -> dict:
+PER_PAIR = ("vert", "face", "edge", "triplane")  # `geom_fields`' per-pair rows (the others: per mesh, or the row id)
+
+
+def geom_fields(m: Model, mid, mids: np.ndarray, box: tuple | None = None, deferred: bool = False) -> dict:
     """The mesh fields of a vectorised GeomInfo for the geoms of mesh ids `mid` (n,) (numpy or traced) on a collision
     group's side that may take the meshes `mids` (numpy): per-pair rows vert (n, H, 3), face (n, T, 3), edge
     (n, E, 4), triplane (n, T) and mesh (n,) (the mesh's row in the side's tables), and the side's shared tables
     facepoly, facepolynum, faceplane, vertplane, vertedge (`group_tables`). box: (is a box (n,) bool, size (n, 3)) where
     the side also takes boxes, as 8-vertex hulls (`BOX_HULL`, mesh id m.nmesh in `mid`): their vertices are
-    size * BOX_CORNERS (padded by repeating the first), the other tables the box's."""
+    size * BOX_CORNERS (padded by repeating the first), the other tables the box's.
+    deferred=True (no box): the per-pair rows (`PER_PAIR`) are not gathered: they come as the tables they are read
+    from, indexed by mesh id (vert (nmesh, H, 3), face (nmesh, T, 3), edge (nmesh, E, 4), triplane (nmesh, T)), under
+    the key "deferred", for the caller to gather the rows of the few pairs it runs at a time (`driver._near_only`);
+    a large hull's rows copied for every candidate pair were megabytes per environment."""
     t = group_tables(m, mids, box=box is not None)
     shared = dict(facepoly="poly", facepolynum="polynum", faceplane="plane", vertplane="vplane", vertedge="vedge")
+    if deferred:
+        if box is not None:
+            raise ValueError("geom_fields: deferred rows with boxes (their vertices are per pair)")
+        tables = dict(vert=m.mesh_vert[jp.asarray(t["vert"])], face=jp.asarray(t["face"]),
+                      edge=jp.asarray(t["edge"]), triplane=jp.asarray(t["triplane"]))  # fmt: skip
+        return dict(mesh=jp.asarray(t["row"])[mid], deferred=tables, **{k: jp.asarray(t[v]) for k, v in shared.items()})
     vert = m.mesh_vert[jp.asarray(t["vert"])[mid]]
     if box is not None:
         is_box, size = box
