@@ -120,7 +120,13 @@ def _time_rollouts(rollouts: list, repeats: int, budget: float | None = None) ->
     """Best of `repeats` calls of each rollout, the engines taking turns call by call: a slow spell of a shared
     machine then slows one call of every engine rather than all calls of one, so the ratios hold. With a `budget`
     (seconds), a rollout makes no further call once its timed calls have taken that long (at least one call each):
-    a batch whose call takes minutes is measured once instead of `repeats` times."""
+    a batch whose call takes minutes is measured once instead of `repeats` times, and a first call that alone took
+    the budget is that one call (its buffers' first allocation is then a negligible part of it)."""
+    if budget is not None:
+        for r in rollouts:
+            first = r.timings.get("first_call_s")
+            if r.error is None and first is not None and first >= budget:
+                r.best, r.spent, r.calls = first, first, 1
     for _ in range(repeats):
         for r in rollouts:
             if r.error is None and (budget is None or r.calls == 0 or r.spent < budget):
