@@ -62,6 +62,8 @@ def _rate(r: dict, batch: int, steps: int) -> tuple[float | None, str]:
         return None, ""
     if r.get("steps_per_s") and "error" not in r:
         calls = r.get("timed_calls")
+        if calls == 1:
+            return r["steps_per_s"], "one timed call"
         return r["steps_per_s"], (f"best of {calls} calls" if calls is not None and calls < 5 else "")
     if r.get("first_call_s"):
         return batch * steps / r["first_call_s"], "first call only: a lower bound"
