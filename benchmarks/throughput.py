@@ -61,25 +61,49 @@ QUICK = [("mjx humanoid (off)", f"{MJX}/humanoid/humanoid.xml", ["constraint"], 
 RUN_TIMEOUT_S = 240
 
 
-def run(path: str, disable: list[str], batch: int, steps: int, skip: tuple[str, ...] = ()) -> dict:
+def run(path: str, disable: list[str], batch: int, steps: int, skip: tuple[str, ...] = (),
+        timeout: float = RUN_TIMEOUT_S, budget: float | None = None) -> dict:
+    """One `python -m mjx_lite.bench` process (its JSON). `timeout`: seconds for the whole process; `budget`: its
+    `--budget` (seconds of timed calls per engine). A process stopped by the timeout returns what its partial JSON
+    holds (each engine's compile timings and first call, when it got that far) with an "error" naming the stage it
+    had reached, so a row that is slow rather than hung reports the stages it finished."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     cmd = [sys.executable, "-m", "mjx_lite.bench", "--model", path, "--batch", str(batch), "--steps", str(steps),
            "--repeats", "5", "--json", out, "--disable", *disable]  # fmt: skip
+    if budget is not None:
+        cmd += ["--budget", str(budget)]
     if skip:
         cmd += ["--skip", *skip]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
+        part = _partial(out)
         if "mjx" in skip:
-            return {"mjx_lite": {"error": f"no result in {RUN_TIMEOUT_S} s (hung)"}}
-        res = run(path, disable, batch, steps, skip=("mjx", *skip))
-        res["mjx"] = {"error": f"hung (no result in {RUN_TIMEOUT_S} s)"}
+            return {"mjx_lite": _stopped(part.get("mjx_lite"), timeout, part.get("partial"))}
+        res = run(path, disable, batch, steps, skip=("mjx", *skip), timeout=timeout, budget=budget)
+        res["mjx"] = {"error": f"hung (no result in {timeout:.0f} s)"}
         return res
     if proc.returncode != 0:
         return {"error": proc.stderr[-500:]}
     with open(out) as f:
         return json.load(f)
+
+
+def _partial(out: str) -> dict:
+    try:
+        with open(out) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _stopped(r: dict | None, timeout: float, stage: str | None) -> dict:
+    """An engine's partial result, with the error a stopped run gets: which stage it had finished."""
+    if not r:
+        return {"error": f"no result in {timeout:.0f} s (not compiled)"}
+    done = "compiled" if stage == "compiled" or "first_call_s" not in r else "first call done"
+    return {**r, "error": f"stopped at {timeout:.0f} s ({done})"}
 
 
 def _k(x) -> str:

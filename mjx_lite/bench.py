@@ -4,14 +4,15 @@
 
 Reports, for `jit(vmap(scan(step)))` over `batch` environments and `steps` steps: the time to trace (Python,
 building the jaxpr), to lower and to compile (XLA) separately, steps/s (batch * steps / the best wall time of
-`--repeats` warm calls; the JAX engines take turns call by call, so a slow spell of a shared machine slows both),
-and the bytes of one environment's Data. JAX's persistent compilation cache is turned off here (compile
-times are cold) unless `--cache` is given. If the
-`mujoco` package is importable (it is a test dependency, imported lazily here and nowhere in the runtime
-package), the same model and settings are also run with MJX (`mujoco.mjx`) and with MuJoCo C: a
-single-threaded `mj_step` loop, and `mujoco.rollout` over all cores. Absolute numbers depend on the
-machine; compare ratios within one run. Every engine runs the model's own settings unless `--disable` turns
-parts off (the same flags for each).
+`--repeats` warm calls after a first, untimed one; the JAX engines take turns call by call, so a slow spell of a
+shared machine slows both; `--budget S` stops an engine's calls once they have taken S seconds), and the bytes of
+one environment's Data. With `--json`, the file is written after the compiles and after the first calls too, so a
+run stopped by a caller's time limit leaves the stages it finished. JAX's persistent compilation cache is turned
+off here (compile times are cold) unless `--cache` is given. If the `mujoco` package is importable (it is a test
+dependency, imported lazily here and nowhere in the runtime package), the same model and settings are also run
+with MJX (`mujoco.mjx`) and with MuJoCo C: a single-threaded `mj_step` loop, and `mujoco.rollout` over all cores.
+Absolute numbers depend on the machine; compare ratios within one run. Every engine runs the model's own settings
+unless `--disable` turns parts off (the same flags for each).
 """
 
 from __future__ import annotations
@@ -75,41 +76,60 @@ class _Rollout:
             return d
 
         fn = jax.jit(jax.vmap(rollout, in_axes=(None, 0)))
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         traced = fn.trace(m, db)
         t1 = time.perf_counter()
         lowered = traced.lower()
         t2 = time.perf_counter()
         self.compiled = lowered.compile()
-        t3 = time.perf_counter()
+        t3, c3 = time.perf_counter(), time.process_time()
         self.m, self.db, self.steps = m, db, steps
-        self.out = self.compiled(m, db)
-        _block(self.out)
+        self.out = None
         self.best = float("inf")
+        self.spent = 0.0  # wall seconds of the timed calls so far
+        self.calls = 0
         self.error = None
-        self.timings = {"jit_s": t3 - t0, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2}
+        self.timings = {"jit_s": t3 - t0, "trace_s": t1 - t0, "lower_s": t2 - t1, "compile_s": t3 - t2,
+                        "jit_cpu_s": c3 - c0}  # fmt: skip
+
+    def warm(self) -> None:
+        """The first call (not timed for steps/s: it allocates the buffers); its wall and CPU time are kept."""
+        r0, c0 = time.perf_counter(), time.process_time()
+        self.out = self.compiled(self.m, self.db)
+        _block(self.out)
+        self.timings |= {"first_call_s": time.perf_counter() - r0, "first_call_cpu_s": time.process_time() - c0}
 
     def run(self) -> None:
         """One timed call; keeps the best."""
         r0 = time.perf_counter()
         self.out = self.compiled(self.m, self.db)
         _block(self.out)
-        self.best = min(self.best, time.perf_counter() - r0)
+        dt = time.perf_counter() - r0
+        self.best, self.spent, self.calls = min(self.best, dt), self.spent + dt, self.calls + 1
 
     def result(self) -> dict:
         if self.error is not None:
             return {"error": self.error}
         batch = jax.tree.leaves(self.db)[0].shape[0]
         finite = bool(np.all(np.isfinite(np.asarray(self.out.qpos))))
-        return {**self.timings, "run_s": self.best, "steps_per_s": batch * self.steps / self.best, "finite": finite}
+        return {**self.timings, "run_s": self.best, "timed_calls": self.calls,
+                "steps_per_s": batch * self.steps / self.best, "finite": finite}  # fmt: skip
 
 
-def _time_rollouts(rollouts: list, repeats: int) -> None:
+def _time_rollouts(rollouts: list, repeats: int, budget: float | None = None) -> None:
     """Best of `repeats` calls of each rollout, the engines taking turns call by call: a slow spell of a shared
-    machine then slows one call of every engine rather than all calls of one, so the ratios hold."""
+    machine then slows one call of every engine rather than all calls of one, so the ratios hold. With a `budget`
+    (seconds), a rollout makes no further call once its timed calls have taken that long (at least one call each):
+    a batch whose call takes minutes is measured once instead of `repeats` times, and a first call that alone took
+    the budget is that one call (its buffers' first allocation is then a negligible part of it)."""
+    if budget is not None:
+        for r in rollouts:
+            first = r.timings.get("first_call_s")
+            if r.error is None and first is not None and first >= budget:
+                r.best, r.spent, r.calls = first, first, 1
     for _ in range(repeats):
         for r in rollouts:
-            if r.error is None:
+            if r.error is None and (budget is None or r.calls == 0 or r.spent < budget):
                 try:
                     r.run()
                 except Exception as e:  # noqa: BLE001 - report, do not fail the other engine's timing
@@ -182,6 +202,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite bench") 
     p.add_argument("--batch", type=int, default=1024, help="environments stepped in parallel")
     p.add_argument("--steps", type=int, default=100, help="steps per environment (one lax.scan)")
     p.add_argument("--repeats", type=int, default=5, help="timed calls per engine (the best counts)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="stop an engine's timed calls once they have taken this long (at least one call); default: "
+                   "all --repeats calls")  # fmt: skip
     p.add_argument("--disable", nargs="*", default=[], metavar="FLAG",
                    help=f"MuJoCo disable flags for every engine ({', '.join(_FLAGS)}); default: none, the model's "
                    "own settings")  # fmt: skip
@@ -204,9 +227,19 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite bench") 
     print(f"jax {jax.__version__}  backend {jax.default_backend()}  devices {jax.devices()}")
     results: dict = {}
     rollouts: dict = {}
+
+    def partial(stage: str) -> None:
+        """The JSON so far (each engine's compile timings and first call), so that a run stopped by its caller's
+        time limit still says which stage it reached and how long the others took."""
+        if a.json:
+            part = {k: {**r.timings, "stage": stage, **extra} for k, (r, extra) in rollouts.items()}
+            with open(a.json, "w") as f:
+                json.dump({**results, **part, "partial": stage}, f, indent=1)
+
     try:
         rollouts["mjx_lite"] = prepare_mjx_lite(a.model, a.batch, a.steps, disable)
         print(f"settings: {settings(rollouts['mjx_lite'][0].m)}", flush=True)
+        print(f"mjx_lite compiled: {_timings(rollouts['mjx_lite'][0].timings)}", flush=True)
     except Exception as e:  # noqa: BLE001
         results["mjx_lite"] = {"error": f"{type(e).__name__}: {e}"}
     try:
@@ -220,7 +253,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite bench") 
             rollouts["mjx"] = prepare_mjx(a.model, a.batch, a.steps, disable)
         except Exception as e:  # noqa: BLE001
             results["mjx"] = {"error": f"{type(e).__name__}: {e}"}
-    _time_rollouts([r for r, _ in rollouts.values()], a.repeats)
+    partial("compiled")
+    for name, (r, _) in rollouts.items():
+        try:
+            r.warm()
+        except Exception as e:  # noqa: BLE001 - report, do not fail the other engine's timing
+            r.error = f"{type(e).__name__}: {e}"
+        print(f"{name} first call: {_timings(r.timings)}", flush=True)
+        partial("first call")
+    _time_rollouts([r for r, _ in rollouts.values()], a.repeats, a.budget)
     for name, (r, extra) in rollouts.items():
         results[name] = {**r.result(), **extra}
     results = {k: results[k] for k in ("mjx_lite", "mjx") if k in results}
@@ -239,6 +280,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m mjx_lite bench") 
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
     return results
+
+
+def _timings(t: dict) -> str:
+    return "  ".join(f"{k}={v:.3g}" for k, v in t.items())
 
 
 def _fmt(v: Any) -> str:

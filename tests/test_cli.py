@@ -8,6 +8,7 @@ which spares a start of Python, JAX and mjx_lite per command (about 3 CPU-s each
 
 import importlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -114,11 +115,17 @@ def test_run():
     assert "timestep 0.01 s, euler, Newton solver (2 iterations" in p.stdout and "disabled: contact" in p.stdout
 
 
-def test_bench(capsys):
-    p = _main(capsys, "bench", "pendulum", "--batch", 2, "--steps", 2, "--repeats", 1, "--skip", "mjx", "c")
+def test_bench(capsys, tmp_path):
+    """The benchmark's result, with `--budget 0`: one timed call of the 2 asked for (a call of minutes at a large
+    batch is then timed once), the first call and the compile's CPU time reported apart, and the JSON written."""
+    out = tmp_path / "bench.json"
+    p = _main(capsys, "bench", "pendulum", "--batch", 2, "--steps", 2, "--repeats", 2, "--budget", 0,
+              "--skip", "mjx", "c", "--json", out)  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert "mjx_lite" in p.stdout and "steps_per_s" in p.stdout
     assert "the model's own settings (nothing disabled)" in p.stdout
+    res = json.loads(out.read_text())["mjx_lite"]
+    assert res["timed_calls"] == 1 and res["first_call_s"] > 0 and res["jit_cpu_s"] > 0 and res["steps_per_s"] > 0
 
 
 def test_render(tmp_path, capsys, monkeypatch):
