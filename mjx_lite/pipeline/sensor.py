@@ -348,11 +348,10 @@ def _group_values(
 
 
 def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared | None = None,
-                   done: tuple | None = None) -> Data:  # fmt: skip
+                   done: np.ndarray | None = None) -> Data:  # fmt: skip
     """Compute and write the sensors of one stage, then apply their cutoff (shared: contact quantities already
-    computed for this state, else computed on first use). done: (ids, sensordata indices, values after cutoff) of
-    sensors of the stage computed elsewhere (a fused kernel, kernels/sensor_acc.py), written in the same scatter; or
-    (ids, None, None): their values are in d.sensordata already (kernels/sensor_posvel.py)."""
+    computed for this state, else computed on first use). done: ids of the stage's sensors computed elsewhere (a fused
+    kernel, kernels/sensor_posvel.py, kernels/sensor_acc.py) whose values (after cutoff) are in d.sensordata."""
     if m.nsensor == 0 or m.opt.disableflags & DisableBit.SENSOR:
         return d
     needstage = np.asarray(m.sensor_needstage)
@@ -367,13 +366,9 @@ def _compute_stage(m: Model, d: Data, stage: int, shared: sensor_contact.Shared 
         if t == S.PLUGIN and (not m.sensor_plugincfg or m.sensor_plugincfg[i] is None):
             raise NotImplementedError(f"mjx_lite: sensor {i} (plugin): no built-in plugin configuration (a Model "
                                       "not compiled by mjx_lite's loader)")  # fmt: skip
-    rest = sel if done is None else np.setdiff1d(sel, np.asarray(done[0], int))
+    rest = sel if done is None else np.setdiff1d(sel, np.asarray(done, int))
     if rest.size:
         idx, values = _values(m, d, rest, shared)
-    if done is not None and done[2] is not None:
-        idx, values = (done[1], done[2]) if not rest.size else \
-            (np.concatenate([done[1], idx]), jp.concatenate([done[2], values]))  # fmt: skip
-    if rest.size or (done is not None and done[2] is not None):
         d = d.replace(sensordata=d.sensordata.at[idx].set(values))
     return history.read_sensors(m, d, sel)  # delayed sensors (and interval sensors between ticks) from their buffers
 

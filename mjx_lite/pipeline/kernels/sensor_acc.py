@@ -338,5 +338,5 @@ def sensor_acc(m: Model, d: Data, how: launch.Launch) -> Data:
     done = None
     if len(plan["ids"]):
         d = d.replace(sensordata=out["sensordata"].astype(d.sensordata.dtype))
-        done = (plan["ids"], None, None)
+        done = plan["ids"]
     return sensor._compute_stage(m, d, Stage.ACC, sensor_contact.Shared(m, d), done)

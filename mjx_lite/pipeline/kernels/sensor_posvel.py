@@ -383,4 +383,4 @@ def sensor_stage(m: Model, d: Data, stage: int, how: launch.Launch) -> Data:
     dtype = d.qpos.dtype
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
     d = d.replace(**{n: v.astype(getattr(d, n).dtype) for n, v in out.items()})
-    return sensor._compute_stage(m, d, stage, None, (plan["ids"], None, None))
+    return sensor._compute_stage(m, d, stage, None, plan["ids"])
