@@ -9,7 +9,7 @@ compiled; CPU seconds of the process (getrusage: all threads, so XLA's parallel 
 --programs: instead of the groups, the programs the collision stage is made of (a group alone misses the stages that
 groups of one kind share, `driver._distance_kind`): each shared distance stage over its groups, that stage with its
 shared manifold, each remaining mesh group (plane-mesh, box-mesh, mesh-mesh), and the other groups together.
---merge: `driver.MERGE_CURVED_MESH` (one GJK/EPA and one manifold program for the curved and mesh kinds; off by
+--merge: `Config.merge_curved_mesh` (one GJK/EPA and one manifold program for the curved and mesh kinds; off by
 default: bitwise the same contacts, less compile, slower steps). --stage: the whole collision stage; --step: the
 whole step; --run: steps/s of the compiled step at batch 1 and 64 (each batch compiled). --xla: XLA compiler
 options for every compile (`Lowered.compile(compiler_options=...)`, the same as `jax.jit(...,
@@ -99,7 +99,7 @@ def programs(m) -> dict:
     for i, g in enumerate(groups):
         kinds.setdefault(driver._distance_kind(g), []).append(i)
     out = {}
-    if driver.MERGE_CURVED_MESH and driver._CURVED in kinds and driver._MESH_GJK in kinds:  # `--merge`: one program
+    if m.config.merge_curved_mesh and driver._CURVED in kinds and driver._MESH_GJK in kinds:  # `--merge`: one program
         both = sorted(kinds.pop(driver._CURVED) + kinds.pop(driver._MESH_GJK))
         out[f"curved+mesh distance ({len(both)} groups)"] = shared(both, False)
         man = [i for i in both + kinds.get(driver._CAPSULE_MESH, []) if groups[i].collider in driver._MANIFOLDS]
@@ -142,12 +142,11 @@ def main() -> None:
     p.add_argument("--step", action="store_true")
     p.add_argument("--run", action="store_true")
     p.add_argument("--xla", nargs="*", default=[], help="XLA compiler options KEY=VALUE")
-    p.add_argument("--merge", action="store_true", help="driver.MERGE_CURVED_MESH: curved and mesh GJK/EPA as one")
+    p.add_argument("--merge", action="store_true", help="Config.merge_curved_mesh: curved and mesh GJK/EPA as one")
     a = p.parse_args()
-    driver.MERGE_CURVED_MESH = a.merge
     opts = dict(_option(x) for x in a.xla) or None
     mjm = mujoco.MjModel.from_xml_path(a.file)
-    m = mjl.load_mjcf(a.file)
+    m = mjl.configure(mjl.load_mjcf(a.file), merge_curved_mesh=a.merge)
     states = oracle_states(mjm)
     db = batch_of(mjl.make_data(m), states, a.batch)
     table = driver.pair_table(m)

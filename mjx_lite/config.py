@@ -77,6 +77,10 @@ class Config:
         contact manifold (feature search and face clipping, most of the collider's cost) of only the
         `broadphase_mesh_touch` pairs closest within the margin (MuJoCo computes a manifold only for a pair in
         contact); more pairs in contact than that are counted in warning CONTACTFULL.
+      merge_curved_mesh: False (default) or True: the curved pairs without a mesh and the GJK/EPA pairs with one
+        run one distance program and one manifold program instead of two each (the same contacts bitwise): less to
+        compile (the Shadow Hand's shared stages ~20 % less), but under vmap every curved pair pays the mesh support
+        maps (4-8x slower there).
       hfield_prisms: None (default: every prism of the window under the geom, up to MuJoCo's 50, as MuJoCo) or
         the contact slots per (height field, geom) pair: the exact prism collider then runs on at most this many
         prisms, those nearest by a cheap separating-axis lower bound on their distance, and more prisms within the
@@ -219,6 +223,7 @@ class Config:
     broadphase_mesh_min_pairs: int = 6
     broadphase_mesh_fraction: float = 0.25
     broadphase_mesh_touch: int = 4
+    merge_curved_mesh: bool = False
     hfield_prisms: int | None = None
     flex_pairs_per_elem: float = 8.0
     flex_contacts_per_elem: float = 2.0

@@ -1362,7 +1362,7 @@ def test_polytope_distance_grad(t1):
 EPA_LIMIT_ATOL = 1e-15
 
 
-# slow: the per-pair EPA limit serves only `driver.MERGE_CURVED_MESH` (off by default); its merged contacts are checked
+# slow: the per-pair EPA limit serves only `Config.merge_curved_mesh` (off by default); its merged contacts are checked
 # by the slow tests/test_collision_program.py::test_curved_and_mesh_merged_equal
 @pytest.mark.slow
 def test_epa_limit_equals_shorter_scan():

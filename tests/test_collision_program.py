@@ -211,11 +211,10 @@ _CURVED_AND_MESH = _AGAINST_MESH.replace(
 
 
 def _merged_trace_counts(monkeypatch, merge: bool) -> tuple[int, int]:
-    m = mjl.load_mjcf_string(_CURVED_AND_MESH)
+    m = mjl.configure(mjl.load_mjcf_string(_CURVED_AND_MESH), merge_curved_mesh=merge)
     kinds = {driver._distance_kind(g) for g in driver.pair_table(m).groups}
     assert {driver._CURVED, driver._MESH_GJK, driver._CAPSULE_MESH} <= kinds, kinds
     calls, manifolds = [], []
-    monkeypatch.setattr(driver, "MERGE_CURVED_MESH", merge)
     monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
     monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
     jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, _batch2(m))
@@ -224,7 +223,7 @@ def _merged_trace_counts(monkeypatch, merge: bool) -> tuple[int, int]:
 
 @pytest.mark.slow  # an opt-in path (off by default); one trace of the collision stage (38 s at load 12)
 def test_curved_and_mesh_kinds_merged(monkeypatch):
-    """`driver.MERGE_CURVED_MESH`: the curved pairs without a mesh and the GJK/EPA pairs with one run one GJK/EPA
+    """`Config.merge_curved_mesh`: the curved pairs without a mesh and the GJK/EPA pairs with one run one GJK/EPA
     (`general.general_mixed`) and one manifold: `collide` traced twice (that program and the capsule- and sphere-mesh
     separating axes), the manifold once."""
     assert _merged_trace_counts(monkeypatch, True) == (2, 1)
@@ -243,7 +242,7 @@ def _resting_poses(m) -> np.ndarray:
 
 @pytest.mark.slow  # two compiles of the collision stage
 def test_curved_and_mesh_merged_equal(monkeypatch):
-    """The merged GJK/EPA and manifold programs (`driver.MERGE_CURVED_MESH`) give bitwise the contacts of a program
+    """The merged GJK/EPA and manifold programs (`Config.merge_curved_mesh`) give bitwise the contacts of a program
     per kind, at poses where every free body rests on the cube, the prism and the fixed cylinder (float64)."""
     m = mjl.load_mjcf_string(_CURVED_AND_MESH)
     qpos = _resting_poses(m)
@@ -252,8 +251,8 @@ def test_curved_and_mesh_merged_equal(monkeypatch):
     db = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(m, db)
     out = {}
     for merge in (True, False):
-        monkeypatch.setattr(driver, "MERGE_CURVED_MESH", merge)
-        out[merge] = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0)))(m, db)
+        mm = mjl.configure(m, merge_curved_mesh=merge)
+        out[merge] = jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0)))(mm, db)
     assert int(np.sum(np.asarray(out[True].active))) >= 12
     for f in ("active", "geom", "dist", "pos", "frame"):
         np.testing.assert_array_equal(np.asarray(getattr(out[True], f)), np.asarray(getattr(out[False], f)), err_msg=f)

@@ -996,8 +996,9 @@ def _candidates(m: Model, d: types.Data, g: Group, params: tuple | None = None,
 # the kinds of pairs whose distance stage (one contact: GJK/EPA, or a capsule core's separating axes into a hull) is
 # one program per model over every group of the kind, the geom types traced per pair where there are several
 _CURVED, _MESH_GJK, _CAPSULE_MESH = "curved", "mesh", "capsule-mesh"
-_MIXED = "curved+mesh"  # the curved and mesh kinds in one program (`MERGE_CURVED_MESH`)
-# True: a model with both curved pairs without a mesh and GJK/EPA pairs with one runs their distance stages as one
+_MIXED = "curved+mesh"  # the curved and mesh kinds in one program (`Config.merge_curved_mesh`)
+# `Config.merge_curved_mesh` True: a model with both curved pairs without a mesh and GJK/EPA pairs with one runs
+# their distance stages as one
 # program (`general.general_mixed`: each pair keeps its kind's EPA iteration count) and their manifold stages as one
 # (`cylinder.curved_manifold` over both tables): one compiled GJK/EPA and one manifold instead of two each, the same
 # contacts bitwise. Measured on the Shadow Hand (issue 43, float64, batch 4, one process): the shared stages trace +
@@ -1005,7 +1006,6 @@ _MIXED = "curved+mesh"  # the curved and mesh kinds in one program (`MERGE_CURVE
 # mesh support maps over the kind's padded 2,324-vertex hulls and the mesh pairs' 40 EPA iterations: under vmap a
 # select runs every type's branch). Off until a mesh support map costs little for the other lanes (MuJoCo's
 # hill-climbing on the hull graph).
-MERGE_CURVED_MESH = False
 # a two-stage pair's manifold stage after its kind's distance stage: the curved pairs' (`cylinder.CURVED_MANIFOLDS`)
 # and the cylinder and capsule pairs against a mesh (their manifolds are also one program, `_shared_manifolds`)
 _MESH_MANIFOLDS = {cylinder.capsule_mesh: cylinder.capsule_mesh_manifold,
@@ -1076,14 +1076,14 @@ def _shared_distances(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     and model, not one per type pair or size class: the curved pairs without a mesh (`general.general_curved`),
     the pairs with a mesh that run GJK/EPA (ellipsoid-mesh, cylinder-mesh, ...: `general.general`, the mesh tables
     padded to the largest mesh of the kind), the capsule-mesh and sphere-mesh pairs (`general.capsule_mesh_single`);
-    the first two as one (`general.general_mixed`) where `MERGE_CURVED_MESH`. The pairs' mesh rows (hull vertices,
-    triangles, edges) are gathered per chunk of near pairs inside the loop (`_Deferred`), not for every candidate.
+    the first two as one (`general.general_mixed`) where `m.config.merge_curved_mesh`. The pairs' mesh rows (hull
+    vertices, triangles, edges) are gathered per chunk of near pairs inside the loop (`_Deferred`), not per candidate.
     Returns {group index: (dist (n,), pos (n, 3), normal (n, 3)) of its candidates}."""
     out = {}
     by_kind = {kind: sorted(i for i, g in groups.items() if _distance_kind(g) == kind)
                for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH)}  # fmt: skip
     programs = [(kind, by_kind[kind]) for kind in (_CURVED, _MESH_GJK, _CAPSULE_MESH)]
-    if MERGE_CURVED_MESH and by_kind[_CURVED] and by_kind[_MESH_GJK]:  # one GJK/EPA for both kinds
+    if m.config.merge_curved_mesh and by_kind[_CURVED] and by_kind[_MESH_GJK]:  # one GJK/EPA for both kinds
         programs = [(_MIXED, sorted(by_kind[_CURVED] + by_kind[_MESH_GJK])), programs[2]]
     for kind, ids in programs:
         if not ids:
@@ -1116,12 +1116,12 @@ def _shared_manifolds(m: Model, d: types.Data, groups: dict[int, Group], cands: 
     (`_shared_distances`), in two programs, their pairs concatenated, the geom types traced per pair
     (`cylinder.curved_manifold`), run on the near pairs (`_near_only`): the curved pairs without a mesh
     (capsule-cylinder, cylinder-cylinder, cylinder-box: `cylinder.CURVED_MANIFOLDS`) and the capsule and cylinder
-    pairs against a mesh (`_MESH_MANIFOLDS`); one program for both where `MERGE_CURVED_MESH`. One compiled manifold
-    per kind and model, not one per type pair; the mesh rows gathered per chunk of near pairs (`_Deferred`).
+    pairs against a mesh (`_MESH_MANIFOLDS`); one program for both where `m.config.merge_curved_mesh`. One compiled
+    manifold per kind and model, not one per type pair; the mesh rows gathered per chunk of near pairs (`_Deferred`).
     Returns {group index: Contacts (n, CYL_NCON) of its candidates}."""
     out = {}
     programs = [(cylinder.CURVED_MANIFOLDS, (False, False)), (_MESH_MANIFOLDS, (False, True))]
-    if MERGE_CURVED_MESH and all(any(g.collider in t for g in groups.values()) for t, _ in programs):
+    if m.config.merge_curved_mesh and all(any(g.collider in t for g in groups.values()) for t, _ in programs):
         programs = [(_MANIFOLDS, (False, True))]  # one manifold program for both
     for table, meshes in programs:
         ids = sorted(i for i, g in groups.items() if g.collider in table)
