@@ -17,6 +17,7 @@ import pytest
 
 import mjx_lite as mjl
 from mjx_lite.pipeline import forward as fwd
+from mjx_lite.solver import solve
 from tests import oracle
 
 # Newton converges quadratically: both sides are at the optimum to round-off amplified by conditioning
@@ -50,6 +51,7 @@ def _forward_impl(m, d):
 
 
 forward = jax.jit(_forward_impl)
+_solve = jax.jit(solve.solve)
 
 
 def _step_impl(m, d):
@@ -192,19 +194,29 @@ def test_small_model_forward(solver, cone):
     check_forward(mjm, m, oracle.small_state, min_nefc=20)
 
 
-def test_pgs_reports_its_dual_forces():
+@pytest.fixture(scope="module")
+def small_newton():
+    mjm = oracle.small_model("Newton", "pyramidal")
+    m = oracle.model_from_mujoco(mjm)
+    return mjm, m
+
+
+def test_pgs_reports_its_dual_forces(small_newton):
     """PGS's efc_force is its own dual iterate in both gradient modes, as MuJoCo reports it: the implicit mode's
     force law re-evaluated at qacc would carry qacc's residual error times D J (1e-5 relative on this model after
     PGS stops at tolerance 1e-15, where the dual iterate is within 4e-7 of the optimum)."""
+    mjm_newton, m_newton = small_newton
     mjm = oracle.small_model("PGS", "pyramidal")
     m = oracle.model_from_mujoco(mjm)
     m = m.replace(opt=m.opt.replace(iterations=50))  # stopped well before convergence: the two forces differ most
     mjd = mujoco.MjData(mjm)
     oracle.small_state(mjm, mjd, np.random.default_rng(1))
-    d = oracle.data_with_state(m, mjm, mjd)
+    # the constraint rows do not depend on the solver: the Newton model's forward (test_small_model_forward
+    # [Newton-pyramidal]'s compile) builds them, and only the PGS solve compiles, once per mode (CI time)
+    f0 = forward(m_newton, oracle.data_with_state(m_newton, mjm_newton, mjd))
     out = {}
     for mode in ("unrolled", "implicit"):
-        out[mode] = jax.jit(lambda m, d: _forward_impl(m, d))(mjl.configure(m, gradients=mode), d)
+        out[mode] = _solve(mjl.configure(m, gradients=mode), f0)
     du, di = out["unrolled"], out["implicit"]
     assert int(di.solver_niter) == int(du.solver_niter) == 50
     oracle.close(di.efc_force, du.efc_force, ROUNDOFF_TOL, "efc_force")
@@ -213,8 +225,12 @@ def test_pgs_reports_its_dual_forces():
 
 @pytest.mark.parametrize(
     "name",
-    ["humanoid", pytest.param("finger", marks=pytest.mark.slow)]
-    + [pytest.param(n, marks=pytest.mark.slow) for n in ("pendula", "walker", "humanoid_elliptic_cg")],
+    # all slow (CI time): Newton's forward against MuJoCo's stays by default on SMALL_XML (test_small_model_forward
+    # [Newton-pyramidal]) and the humanoid's forward with its contacts in test_pgs's test_humanoid_50_iterations
+    [
+        pytest.param(n, marks=pytest.mark.slow)
+        for n in ("humanoid", "finger", "pendula", "walker", "humanoid_elliptic_cg")
+    ],
 )
 def test_reference_model_forward(name):
     mjm = REFERENCE[name]()
@@ -225,13 +241,6 @@ def test_reference_model_forward(name):
 
 # ---------------------------------------------------------------------------------------------------------
 # inverse dynamics
-
-
-@pytest.fixture(scope="module")
-def small_newton():
-    mjm = oracle.small_model("Newton", "pyramidal")
-    m = oracle.model_from_mujoco(mjm)
-    return mjm, m
 
 
 def test_padded_rows_inert(small_newton):
@@ -302,7 +311,11 @@ def _copy_data(mjm, mjd):
     return out
 
 
-@pytest.mark.parametrize("n_steps", [10, pytest.param(1000, marks=pytest.mark.slow)])
+# both slow (CI time): a contact trajectory against mj_step stays by default in test_box_on_plane_trajectory (and
+# the humanoid's forward with contacts in test_pgs's test_humanoid_50_iterations_matches_mujoco)
+@pytest.mark.parametrize(
+    "n_steps", [pytest.param(10, marks=pytest.mark.slow), pytest.param(1000, marks=pytest.mark.slow)]
+)
 def test_humanoid_falling(n_steps):
     """The humanoid dropped from its initial pose: mj_step for 10 steps; 1000 steps stay finite, above ground."""
     mjm = _humanoid()
