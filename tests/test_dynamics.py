@@ -25,7 +25,8 @@ VEL_FIELDS = ("cvel", "cdof_dot", "subtree_linvel", "subtree_angmom", "qfrc_bias
 ACC_FIELDS = ("cacc", "cfrc_int", "cfrc_ext")
 
 # humanoid; pendula: all joint types (ball, several joints per body), mocap, every camera mode; a dm_control model
-DEFAULT_MODELS = ("humanoid/humanoid.xml", "pendula.xml", "cheetah.xml")
+# (cheetah: slow, CI time; the humanoid and pendula cover its joint types and stages by default)
+DEFAULT_MODELS = ("humanoid/humanoid.xml", "pendula.xml", pytest.param("cheetah.xml", marks=pytest.mark.slow))
 
 
 def _path(name: str) -> str:
@@ -232,22 +233,31 @@ def test_oracle_dense_factorization(layout):
 
 
 def test_dense_factorization_gradient_matches_tree():
-    """Reverse-mode gradients through factor_m and solve_m (M^-1 qfrc_bias) are the same with either
-    factorisation."""
+    """Reverse-mode gradients through factor_m and solve_m (M^-1 qfrc_bias) w.r.t. M and qfrc_bias are the same with
+    either factorisation. The stages before factor_m (which do not depend on it) run once, outside the gradient, in
+    test_oracle_default[pendula.xml]'s compiled pipeline (CI time)."""
     mjm = mujoco.MjModel.from_xml_path(_path("pendula.xml"))
     state = random_state(mjm, 9)
+    m0 = oracle.model_from_mujoco(mjm)
+    d = _smooth_jit(m0, our_data(m0, state))
+    qm, bias = np.asarray(d.qM), np.asarray(d.qfrc_bias)
+    t = support.tables(m0)
+    tree = np.zeros((m0.nv, m0.nv))
+    tree[t.m_rows, t.m_cols] = tree[t.m_cols, t.m_rows] = 1.0
     grads = []
     for fac in ("tree", "dense"):
-        m = mjl.configure(oracle.model_from_mujoco(mjm), mass_factorization=fac)
-        d = our_data(m, state)
+        m = mjl.configure(m0, mass_factorization=fac)
 
-        def loss(qpos, m=m, d=d):
-            dd = smooth(m, d.replace(qpos=qpos))
-            return jp.sum(jp.sin(inertia.solve_m(m, dd, dd.qfrc_bias)))
+        def loss(qm, bias, m=m):
+            if qm.ndim == 2:  # M as the pipeline makes it: symmetric, zero off the dof tree (each factorisation may
+                qm = tree * 0.5 * (qm + qm.T)  # read its own triangle; the dense one reads the structural zeros too)
+            dd = inertia.factor_m(m, d.replace(qM=qm))
+            return jp.sum(jp.sin(inertia.solve_m(m, dd, bias)))
 
-        grads.append(np.asarray(jax.jit(jax.grad(loss))(d.qpos)))
-    assert np.all(np.isfinite(grads[0])) and np.abs(grads[0]).max() > 0.1
-    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-9, atol=1e-12)
+        grads.append([np.asarray(g) for g in jax.jit(jax.grad(loss, argnums=(0, 1)))(qm, bias)])
+    for g_tree, g_dense in zip(*grads):
+        assert np.all(np.isfinite(g_tree)) and np.abs(g_tree).max() > 0.1
+        np.testing.assert_allclose(g_dense, g_tree, rtol=1e-9, atol=1e-12)
 
 
 def test_oracle_level_sweeps(monkeypatch):
@@ -342,6 +352,10 @@ def _outputs(d):
     return {f: getattr(d, f) for f in POS_FIELDS + VEL_FIELDS + ACC_FIELDS + ("qM", "qLD", "qLDiagInv")}
 
 
+# slow (CI time: op by op, ~250 single-operation programs); the public entry points run jitted (test_forward's
+# test_eager_entry_points_run_jitted_and_trace_inline_under_transformations), and every oracle test here runs the
+# stages under jit
+@pytest.mark.slow
 def test_jit_equals_nojit():
     mjm = mujoco.MjModel.from_xml_path(_path("acrobot.xml"))
     m = oracle.model_from_mujoco(mjm)
