@@ -207,7 +207,11 @@ ONE_TREE = """
 """
 
 
-@pytest.mark.parametrize("solver", ["Newton", "CG", "PGS"])
+# CG and PGS: slow (CI time: a solve compile each); the one-tree shortcut (no island search) is the same code for
+# every solver ([Newton] stays by default), and CG's and PGS's per-island solves stay by default in
+# test_islands_converged[pyramidal-CG] and [pyramidal-PGS]
+@pytest.mark.parametrize("solver", ["Newton", pytest.param("CG", marks=pytest.mark.slow),
+                                    pytest.param("PGS", marks=pytest.mark.slow)])
 def test_one_tree_is_one_island(solver):
     """One tree: at most one island, every dof in it; the whole-system solve (no island search) is that island's:
     qacc and MuJoCo's solver_niter[0] (islands on) equal ours and solver_niter_island[0]."""
