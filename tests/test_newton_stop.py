@@ -75,7 +75,11 @@ def _trace_states(mjm):
     return out
 
 
-@pytest.fixture(scope="module", params=["trace", "pyramidal", "elliptic"])
+# "trace": slow (CI time: its own prepare and solve compiles); the stopping rules (decrement, improvement, gradient)
+# are the same code on the contact scenes, which stay by default ("pyramidal" on every path, "elliptic"), and the
+# trace model's Newton iterates and statistics against MuJoCo's stay by default in tests/test_solver_trace.py's
+# test_iterations_match_mujoco[Newton-xla] and [Newton-fused]
+@pytest.fixture(scope="module", params=[pytest.param("trace", marks=pytest.mark.slow), "pyramidal", "elliptic"])
 def case(request):
     """(name, MuJoCo model, our XLA model, our fused model, [(state, prepared Data)], jitted solve)."""
     if request.param == "trace":
