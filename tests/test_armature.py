@@ -78,7 +78,10 @@ BALL_FREE = """<mujoco><option integrator="implicitfast"/><worldbody>
 </mujoco>"""
 
 
-@pytest.mark.parametrize("layout", ["dense", "sparse"])
+# sparse: slow (CI time: a second forward compile); the armature enters the tree-sparse qM layout by default in
+# test_tendon_armature_across_branches_keeps_tree_sparsity[sparse], the actuator armature of ball and free joints
+# in [dense]
+@pytest.mark.parametrize("layout", ["dense", pytest.param("sparse", marks=pytest.mark.slow)])
 def test_actuator_armature_on_ball_and_free_joints(layout):
     mjm = mujoco.MjModel.from_xml_string(BALL_FREE)
     m = mjl.load_mjcf_string(BALL_FREE, config=mjl.Config(mass_matrix=layout))
