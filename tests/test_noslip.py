@@ -86,9 +86,10 @@ _KIND = {int(k): v for k, v in {
 }.items()}
 
 
-# not slow: one case per cone, the iteration bound and the improvement test, the QCQP's closed form (n = 2) and its
-# Cholesky (n = 5); the rest of the matrix is slow
-_SWEEP_DEFAULT = {("pyramidal", 4, 2), ("elliptic", 3, 2), ("elliptic", 6, 50)}
+# not slow: the iteration bound and the improvement test, the QCQP's closed form (n = 2) and its Cholesky (n = 5);
+# the rest of the matrix is slow (pyramidal too, CI time: pyramidal noslip against MuJoCo stays by default end to end
+# in test_islands_sweep_on_their_own[Newton-pyramidal-3] and through its gradient in test_gradients[implicit-pyramidal])
+_SWEEP_DEFAULT = {("elliptic", 3, 2), ("elliptic", 6, 50)}
 _SWEEP_MATRIX = [pytest.param(c, k, s, marks=() if (c, k, s) in _SWEEP_DEFAULT else pytest.mark.slow)
                  for c in ("pyramidal", "elliptic") for k in (3, 4, 6) for s in (2, 50)]  # fmt: skip
 
