@@ -394,6 +394,10 @@ TENDON_EQ = """
 </mujoco>"""
 
 
+# slow (CI time: a step compile of its own); trees settling and sleeping as MuJoCo's stay by default in
+# test_settle_sleep_wake_by_contact[Euler] and test_activation, the refusal of an active tendon equality in
+# test_refused_by_name
+@pytest.mark.slow
 def test_inactive_tendon_equality(stepper):
     """A tendon equality inactive at load: the pendulums settle and sleep as MuJoCo's."""
     hist = _run(TENDON_EQ.format(policy="", active="false"), 250, stepper)
