@@ -179,8 +179,13 @@ def _check_pgs_counts(mjm, m, mjd_ref, d):
 # ---------------------------------------------------------------------------------------------------------
 # forward vs mj_forward
 
-DEFAULT_MATRIX = [("Newton", "pyramidal"), ("PGS", "elliptic")]
-SLOW_MATRIX = [("Newton", "elliptic"), ("CG", "pyramidal"), ("CG", "elliptic"), ("PGS", "pyramidal")]
+# PGS-elliptic slow too (CI time): PGS's iterates and forces on SMALL_XML (elliptic rows end to end) stay by default
+# against MuJoCo's PGS in test_pgs's test_iterates_match_mujoco[elliptic-...], its stopping test in test_pgs's
+# test_niter_matches_mujoco_at_default_tolerance[pyramidal], its per-island sweep counts in test_island_solve's
+# test_islands_converged[pyramidal-PGS]
+DEFAULT_MATRIX = [("Newton", "pyramidal")]
+SLOW_MATRIX = [("PGS", "elliptic"), ("Newton", "elliptic"), ("CG", "pyramidal"), ("CG", "elliptic"),
+               ("PGS", "pyramidal")]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -355,9 +360,10 @@ def _final_loss(m, d0, n):
     return loss
 
 
-# All slow (CI time): a gradient through a contact rollout stays in the default selection in
-# test_grad_matches_finite_differences_soft_contact[True] (against central differences, not only finite), and
-# the implicit gradient through pyramidal friction rows (Newton) in test_implicit_gradient_matches_unrolled[pyramidal].
+# All slow (CI time): gradients through contact rows stay in the default selection against central differences
+# in test_island_solve's test_islands_gradient and test_noslip's test_gradients[implicit-pyramidal] (a whole step),
+# and the implicit gradient through pyramidal friction rows (Newton) in test_implicit_gradient_matches_unrolled
+# [pyramidal].
 GRAD_SLOW = [("Newton", "pyramidal"), ("Newton", "elliptic"), ("CG", "pyramidal"), ("CG", "elliptic"),
              ("PGS", "pyramidal"), ("PGS", "elliptic")]  # fmt: skip
 
@@ -385,7 +391,12 @@ SOFT_XML = """
 """
 
 
-@pytest.mark.parametrize("implicit", [pytest.param(False, marks=pytest.mark.slow), True])
+# both slow (CI time: the differentiated 30-step rollout compiles for 7 s): implicit gradients through contact rows
+# against central differences stay by default in test_island_solve's test_islands_gradient (Newton, per island) and
+# through a whole step with contacts in test_noslip's test_gradients[implicit-pyramidal]; implicit == unrolled with
+# friction rows in test_implicit_gradient_matches_unrolled[pyramidal]
+@pytest.mark.parametrize("implicit", [pytest.param(False, marks=pytest.mark.slow),
+                                      pytest.param(True, marks=pytest.mark.slow)])
 def test_grad_matches_finite_differences_soft_contact(implicit):
     """A sphere bouncing in a soft frictionless contact (active throughout): grad == central differences, both
     through the unrolled solver iterations and with implicit differentiation at the optimum."""
