@@ -82,8 +82,10 @@ SLOW_CONTRACT = ("finger_spin", "finger_turn_easy", "finger_turn_hard", "humanoi
 # variants built by the same class with another value of a parameter that takes the same code path (tracing the same
 # reset, step and observation again): slow; the default selection keeps walker_stand (move_speed 0) and walker_walk
 # (a move speed), reacher_easy (a target size), cartpole_balance (swing_up False, smooth) and
-# cartpole_swingup_sparse (swing_up True, sparse): each branch of those parameters stays traced by default
-SLOW_VARIANT = ("walker_run", "reacher_hard", "cartpole_swingup", "cartpole_balance_sparse")
+# cartpole_swingup_sparse (swing_up True, sparse): each branch of those parameters stays traced by default;
+# acrobot_swingup_sparse traces acrobot_swingup's reset and step (its sparse reward is compared with dm_control's by
+# default: test_envs_suite.py::test_reward_and_observation_equal_dm_control[acrobot_swingup_sparse])
+SLOW_VARIANT = ("walker_run", "reacher_hard", "cartpole_swingup", "cartpole_balance_sparse", "acrobot_swingup_sparse")
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONTRACT + SLOW_VARIANT else n

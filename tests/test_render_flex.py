@@ -2,7 +2,9 @@
 radius) and a soft box (dim 3: its boundary), checked pixel by pixel against ray casts computed here in numpy from
 d.flexvert_xpos and flex_elem (segmentation, depth to 1e-9), the skin's radius offset, colours, flex groups, vmap and
 the gradient of depth with respect to the vertex positions; and against mujoco.Renderer (EGL) with test_render's
-criteria."""
+criteria. The states drawn are MuJoCo's (the poses of its mj_forward that the renderer reads), as test_render's
+kinematics="mujoco": the renderer alone, no compile of our `forward` on these flex models (our flex kinematics are
+compared with MuJoCo's in tests/test_flex*.py; notebooks/deformables.ipynb draws our own rollout's flex states)."""
 
 import os
 
@@ -38,11 +40,28 @@ SOFT = ('<body name="s" pos="0 0 .3"><flexcomp name="soft" type="box" dim="3" co
         f'radius="0" rgba="1 1 0 1">{NOCON}</flexcomp></body>')  # fmt: skip
 
 
+# the fields of Data that the renderer reads (mjx_lite/render): bodies (lights' frames), geoms, cameras, flex vertices
+POSES = ("qpos", "xpos", "xquat", "xmat", "subtree_com", "geom_xpos", "geom_xmat", "cam_xpos", "cam_xmat",
+         "flexvert_xpos")  # fmt: skip
+
+
+def _mujoco_state(xml: str, qpos=None):
+    """(our Model, our Data with the POSES of MuJoCo's mj_forward at qpos (default qpos0), MjModel, MjData)."""
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    mjd = mujoco.MjData(mjm)
+    if qpos is not None:
+        mjd.qpos[:] = qpos
+    mujoco.mj_forward(mjm, mjd)
+    d = mjx_lite.make_data(m)
+    poses = {k: jp.asarray(np.reshape(getattr(mjd, k), np.shape(getattr(d, k))), d.qpos.dtype) for k in POSES}
+    return m, d.replace(**poses), mjm, mjd
+
+
 def _state(xml: str, seed: int, scale: float = 0.02):
-    m = mjx_lite.load_mjcf_string(xml)
+    mjm = mujoco.MjModel.from_xml_string(xml)
     rng = np.random.default_rng(seed)
-    qpos = np.asarray(m.qpos0) + scale * rng.standard_normal(m.nq)
-    return m, mjx_lite.forward(m, mjx_lite.make_data(m).replace(qpos=jp.asarray(qpos)))
+    m, d, _, _ = _mujoco_state(xml, mjm.qpos0 + scale * rng.standard_normal(mjm.nq))
+    return m, d
 
 
 def _rays(r, m, d):
@@ -143,8 +162,7 @@ def test_skin_offset_by_the_radius():
     """A flat cloth of radius rho is seen at its height plus rho (the skin's upper layer), as MuJoCo draws it."""
     rho = 0.01
     xml = _scene(CLOTH.replace('radius="0"', f'radius="{rho}"'))
-    m = mjx_lite.load_mjcf_string(xml)
-    d = mjx_lite.forward(m, mjx_lite.make_data(m))
+    m, d, _, _ = _mujoco_state(xml)
     r = render.Renderer(m, H, W)
     out = r.render(d, "top")  # depth and segmentation from one compiled program
     depth = np.asarray(out["depth"]).reshape(-1)
@@ -163,8 +181,7 @@ def test_skin_offset_by_the_radius():
 
 def test_flexgroup_hides_and_shows():
     xml = _scene(CLOTH.replace('radius="0"', 'radius="0" group="3"'))
-    m = mjx_lite.load_mjcf_string(xml)
-    d = mjx_lite.forward(m, mjx_lite.make_data(m))
+    m, d, _, _ = _mujoco_state(xml)
     hidden = np.asarray(render.Renderer(m, 16, 16).segmentation(d, "top"))
     shown = np.asarray(render.Renderer(m, 16, 16, flexgroup=(1, 1, 1, 1, 0, 0)).segmentation(d, "top"))
     assert np.all(hidden[..., 1] == int(ObjType.GEOM))
@@ -207,11 +224,8 @@ def test_depth_segmentation_vs_mujoco_renderer(name):
     float32 and tessellates the rope's capsules)."""
     flex = {"cloth": CLOTH, "rope": ROPE, "soft": SOFT}[name].replace('radius="0"', 'radius=".005"')
     xml = _scene(flex)
-    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
-    mjd = mujoco.MjData(mjm)
-    mjd.qpos[:] = mjm.qpos0 + 0.02 * np.random.default_rng(0).standard_normal(mjm.nq)
-    mujoco.mj_forward(mjm, mjd)
-    d = mjx_lite.forward(m, mjx_lite.make_data(m).replace(qpos=jp.asarray(mjd.qpos)))
+    qpos0 = mujoco.MjModel.from_xml_string(xml).qpos0
+    m, d, mjm, mjd = _mujoco_state(xml, qpos0 + 0.02 * np.random.default_rng(0).standard_normal(len(qpos0)))
     ours = jax.tree.map(np.asarray, render.Renderer(m, H, W).render(d, "top"))
     theirs = rc.mujoco_images(mjm, mjd, H, W, 0)
     seen = theirs["segmentation"][..., 1] == int(ObjType.FLEX)
