@@ -1189,29 +1189,43 @@ def _loop_lengths(jaxpr) -> list[tuple[str, int | None]]:
     return out
 
 
+def _sat_budget_models():
+    """(mjm, m, m_epa, poses, d) of the box-mesh scene with multiccd on: the default model and `sat_budget=0`."""
+    mjm = mujoco.MjModel.from_xml_string(_xml("box", "mesh", flags=""))  # multiccd on: the box-mesh collider
+    m = model_from_mujoco(mjm)
+    m_epa = mjl.configure(m, sat_budget=0)
+    poses = _poses(mjm, np.random.default_rng(12), 6, TARGETS)
+    d = _posed(m, [p[1] for p in poses], [p[2] for p in poses])
+    return mjm, m, m_epa, poses, d
+
+
 def test_sat_budget_is_the_models_configuration():
     """`m.config.sat_budget` decides per model whether box-mesh pairs (multiccd) find their normal by separating axes
     or by GJK/EPA: the one jitted collision of this module traces, for the default model, separating axes and then
     GJK's early-exit while loop, and for `configure(m, sat_budget=0)` one more while loop, EPA's (both polytope
-    loops run only until they converge: no fixed-length GJK or EPA scan in either); the latter still matches
-    MuJoCo's deepest contact at the GJK/EPA tolerance (the default path is compared with MuJoCo by the multiccd
-    tests). With the old module global (`convex.SAT_BUDGET`) both traces took the separating axes. Only the EPA
-    model is compiled."""
-    mjm = mujoco.MjModel.from_xml_string(_xml("box", "mesh", flags=""))  # multiccd on: the box-mesh collider
-    m = model_from_mujoco(mjm)
-    m_epa = mjl.configure(m, sat_budget=0)
+    loops run only until they converge: no fixed-length GJK or EPA scan in either). With the old module global
+    (`convex.SAT_BUDGET`) both traces took the separating axes. Traced only (no compile): the EPA model's contacts
+    against MuJoCo are test_sat_budget_zero_matches_mujoco's (slow)."""
+    _, m, m_epa, _, d = _sat_budget_models()
     assert driver.pair_table(m).groups[0].collider.keywords == {"sat_budget": m.config.sat_budget}
     assert driver.pair_table(m_epa).groups[0].collider.keywords == {"sat_budget": 0}
-    poses = _poses(mjm, np.random.default_rng(12), 6, TARGETS)
-    d = _posed(m, [p[1] for p in poses], [p[2] for p in poses])
-    fixed, whiles, traced = {}, {}, {}
+    fixed, whiles = {}, {}
     for name, model in (("sat", m), ("epa", m_epa)):
-        traced[name] = _COLLIDE.trace(model, d)
-        loops = _loop_lengths(traced[name].jaxpr.jaxpr)
+        loops = _loop_lengths(_COLLIDE.trace(model, d).jaxpr.jaxpr)
         fixed[name] = sorted(n for p, n in loops if p == "scan" and n in (gjk.GJK_ITERATIONS, epa.EPA_ITERATIONS))
         whiles[name] = sum(p == "while" for p, _ in loops)
     assert fixed == {"sat": [], "epa": []} and whiles["epa"] == whiles["sat"] + 1, (fixed, whiles)
-    out = jax.device_get(traced["epa"].lower().compile()(m_epa, d))  # the traced program itself: no second trace
+
+
+# slow (CI time, ~13 s: the EPA model's box-mesh collision compiles on its own): GJK/EPA on box-mesh pairs stays in
+# the default selection through test_general_convex_pairs[box-mesh] (dist, point and normal against MuJoCo), the
+# multiccd box-mesh path through tests/test_collision_multiccd.py, the sat_budget switch through the test above
+@pytest.mark.slow
+def test_sat_budget_zero_matches_mujoco():
+    """`configure(m, sat_budget=0)` (box-mesh pairs, multiccd on, by GJK/EPA) matches MuJoCo's deepest contact at the
+    GJK/EPA tolerance (the default path is compared with MuJoCo by the multiccd tests)."""
+    mjm, _, m_epa, poses, d = _sat_budget_models()
+    out = jax.device_get(_COLLIDE(m_epa, d))
     for i, (qpos, _, _) in enumerate(poses):
         ours = mjl.active_contacts(m_epa, _unbatch(out, i))
         _match(ours, _mj_contacts(mjm, qpos), ATOL_CONVEX, deepest_only=True)

@@ -349,9 +349,20 @@ def test_face_face_random_polygons():
 
 
 def test_multiccd_disabled_single_contact():
+    """With multiccd disabled a mesh-mesh pair is a general (GJK/EPA) pair with one contact slot (the static table)."""
     mjm = mujoco.MjModel.from_xml_string(_xml("mesh", flags='<flag multiccd="disable"/>'))
     m = model_from_mujoco(mjm)
     assert driver.pair_table(m).groups[0].ncon == general.GENERAL_NCON == 1
+
+
+# slow (CI time: its own compile of the mesh-mesh general collider): the general collider of polytope pairs with
+# multiccd disabled (one contact, against MuJoCo's) stays default through
+# tests/test_collision.py::test_general_convex_pairs[box-mesh] (box-mesh and mesh-mesh are the same general pair then)
+@pytest.mark.slow
+def test_multiccd_disabled_resting_faces_single_contact():
+    """A cube resting on a cube, faces parallel, multiccd disabled: one contact at MuJoCo's distance."""
+    mjm = mujoco.MjModel.from_xml_string(_xml("mesh", flags='<flag multiccd="disable"/>'))
+    m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(2), 4, 0.0, [0.0], (0.185, 0.199))
     d0 = mjl.make_data(m)
     for xpos, xmat, theirs in poses:

@@ -56,6 +56,9 @@ def _states(m: mjl.Model, n: int, seed: int = 0) -> list:
 
 
 STEP = jax.jit(mjl.step)
+# the vmapped step: the bucketed model's (one program per model: test_settings_step_equals_full's fixture and
+# test_vmap_batch_max_and_fallback share the default setting's), compared with the full model's STEP lane by lane
+VSTEP = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
 CAPS = (3, 10)  # 8 live contacts: the bucket of 10; the 3 bucket never holds them; the full step is the fallback
 
 
@@ -66,8 +69,9 @@ def _models(cone: str, solver: str):
 
 @pytest.fixture(  # slow for CI time: elliptic-cg (its fixture and tests: ~40 s of 2-core time; elliptic cones stay in
     # CI through test_settings_step_equals_full[pgs-elliptic-noslip-implicitfast], CG's primal loop is Newton's);
-    # pyramidal-newton (~18 CPU-s): Newton's bucketed step on this model stays in CI through
-    # test_vmap_batch_max_and_fallback (every environment's step compared with the full step, _check_equal)
+    # pyramidal-newton (~18 CPU-s): the bucket's rows and solve (buckets.py runs the model's solver on them, whichever
+    # it is) stay in CI through test_settings_step_equals_full[pgs-elliptic-noslip-implicitfast] and
+    # test_vmap_batch_max_and_fallback (PGS), Newton's solver through the full step's tests (tests/test_forward.py)
     scope="module", params=[pytest.param(("pyramidal", "Newton"), marks=pytest.mark.slow),
                             pytest.param(("elliptic", "CG"), marks=pytest.mark.slow)],
     ids=["pyramidal-newton", "elliptic-cg"],
@@ -75,7 +79,7 @@ def _models(cone: str, solver: str):
 def stepped(request):
     """(m, mb, states, full steps, bucket steps) of one solver and cone, on the four-sphere model of SETTINGS (CI time:
     its steps compile in about half the eight-sphere model's time; the same pair groups, condims and bucket code)."""
-    m, mb = _small(*request.param, "")
+    m, mb = _small(*request.param, "", caps=SMALL_CAPS)
     ds = _states(m, 2)
     return m, mb, ds, [STEP(m, d) for d in ds], [STEP(mb, d) for d in ds]
 
@@ -234,24 +238,28 @@ def pyramidal():
 VMAP_CAPS = (3, 7)  # the four-sphere model (6 live contacts at rest): the bucket of 7; 8 live: the full step
 
 
-def test_vmap_batch_max_and_fallback():
+def _stack(ds):
+    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+
+
+def test_vmap_batch_max_and_fallback(stepped_default):
     """Under vmap the batch's largest need picks the bucket: a batch whose states all fit runs the bucket of 7; a
     batch with one state of 8 live contacts (two more spheres dropped on the plane) runs the full step for all. (The
-    four-sphere model of SETTINGS, Newton: CI time, the vmapped steps compile for it.)"""
-    m = mjl.load_mjcf_string(_xml(nsphere=4))
-    mb = mjl.configure(m, contact_buckets=VMAP_CAPS)
+    four-sphere model of SETTINGS' default setting, PGS, elliptic cones, noslip, implicitfast: CI time, the vmapped
+    bucketed step and the full step are the programs of test_settings_step_equals_full; each environment's full step
+    is the unbatched STEP.)"""
+    m, mb = stepped_default
     assert buckets.capacities(mb) == VMAP_CAPS, (buckets.capacities(mb), m.nconmax)
-    ds = _states(m, 3, seed=1)
+    ds = _states(m, NSTATES, seed=1)
     low = ds[2].qpos.at[7 * 1 + 2].set(0.099)  # sphere 1 down: 7 live
     lower = low.at[7 * 3 + 2].set(0.099)  # and 3: 8 live, above every bucket
-    vstep = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
     for last, want in ((low, 7), (lower, 8)):
-        batch = jax.tree.map(lambda *x: jp.stack(x), *ds[:2], ds[2].replace(qpos=last))
-        a, b = vstep(m, batch), vstep(mb, batch)
-        # the step's contacts are those of its start state (an eager vmap of forward ran op by op: ~40 s)
-        assert int(jp.max(jax.vmap(buckets.need, in_axes=(None, 0))(m, a))) == want
-        for i in range(3):
-            _check_equal(m, jax.tree.map(lambda x, i=i: x[i], a), jax.tree.map(lambda x, i=i: x[i], b))
+        lanes = [*ds[:2], ds[2].replace(qpos=last)]
+        a, b = [STEP(m, d) for d in lanes], VSTEP(mb, _stack(lanes))
+        # the step's contacts are those of its start state
+        assert max(int(buckets.need(m, x)) for x in a) == want
+        for i in range(NSTATES):
+            _check_equal(m, a[i], jax.tree.map(lambda x, i=i: x[i], b))
 
 
 @pytest.mark.slow  # 28 min under a load of 17 on 2 cores (the vmapped gradient of each bucket's branch compiles)
@@ -283,33 +291,49 @@ SETTINGS = {
     "pgs-elliptic-noslip-implicitfast": ("elliptic", "PGS", 'noslip_iterations="4" integrator="implicitfast"'),
     # CI time (2-core CPU, quiet): 15 s and 44 s of setup; noslip stays in CI through pgs-elliptic-noslip-implicitfast
     "newton-pyramidal-noslip": pytest.param(("pyramidal", "Newton", 'noslip_iterations="4"'), marks=pytest.mark.slow),
-    # CI time (~26 CPU-s): implicitfast stays in CI through pgs-elliptic-noslip-implicitfast, CG's primal loop (the
-    # rows and the solve on the bucket) through Newton's in test_vmap_batch_max_and_fallback
+    # CI time (~26 CPU-s): implicitfast stays in CI through pgs-elliptic-noslip-implicitfast, the rows and the solve
+    # on the bucket through it and test_vmap_batch_max_and_fallback (PGS), CG's solver through the full step's tests
     "cg-pyramidal-implicitfast": pytest.param(("pyramidal", "CG", 'integrator="implicitfast"'),
                                               marks=pytest.mark.slow),
     "newton-elliptic-rk4": pytest.param(("elliptic", "Newton", 'integrator="RK4"'), marks=pytest.mark.slow),
 }
-# one bucket (CI time: each bucket compiles its own rows and solve in the step): choosing among several buckets, the
-# largest need of a batch and the fallback are test_vmap_batch_max_and_fallback's (VMAP_CAPS)
+# one bucket for the slow `stepped` fixture (CI time: each bucket compiles its own rows and solve in the step); the
+# settings run the buckets of test_vmap_batch_max_and_fallback (VMAP_CAPS: choosing among several buckets, the largest
+# need of a batch and the fallback are that test's), vmapped: the default setting's programs are that test's
 SMALL_CAPS = (8,)
+NSTATES = 3  # the settings' states, one batch (test_vmap_batch_max_and_fallback's batch size: the same programs)
 
 
-def _small(cone: str, solver: str, extra: str):
+def _small(cone: str, solver: str, extra: str, caps=VMAP_CAPS):
     m = mjl.load_mjcf_string(_xml(cone, solver, extra, nsphere=4))
-    mb = mjl.configure(m, contact_buckets=SMALL_CAPS)
-    assert buckets.capacities(mb) == SMALL_CAPS, (buckets.capacities(mb), m.nconmax)
+    mb = mjl.configure(m, contact_buckets=caps)
+    assert buckets.capacities(mb) == caps, (buckets.capacities(mb), m.nconmax)
     return m, mb
+
+
+@pytest.fixture(scope="module")
+def stepped_default():
+    """(m, mb) of the default setting (pgs-elliptic-noslip-implicitfast), VMAP_CAPS."""
+    return _small(*SETTINGS["pgs-elliptic-noslip-implicitfast"])
 
 
 @pytest.fixture(scope="module", params=list(SETTINGS.values()), ids=list(SETTINGS))
 def stepped_small(request):
-    """(m, full steps, bucket steps) of one setting: two steps from each of two states (the second warm-started)."""
-    m, mb = _small(*request.param)
+    """(m, full steps, bucket steps) of one setting: two steps from each of NSTATES states (the second warm-started),
+    the full ones state by state (STEP), the bucketed ones vmapped over the states (one batch, VSTEP); per state and
+    step, [state 0 step 1, state 0 step 2, state 1 step 1, ...]."""
+    if request.param == SETTINGS["pgs-elliptic-noslip-implicitfast"]:
+        m, mb = request.getfixturevalue("stepped_default")
+    else:
+        m, mb = _small(*request.param)
+    ds = _states(m, NSTATES, seed=4)
+    b = VSTEP(mb, _stack(ds))
+    b2 = VSTEP(mb, b)
     full, bucketed = [], []
-    for d in _states(m, 2, seed=4):
-        a, b = STEP(m, d), STEP(mb, d)
+    for i, d in enumerate(ds):
+        a = STEP(m, d)
         full += [a, STEP(m, a)]
-        bucketed += [b, STEP(mb, b)]
+        bucketed += [jax.tree.map(lambda x, i=i: x[i], x) for x in (b, b2)]
     return m, full, bucketed
 
 
@@ -318,8 +342,8 @@ def test_settings_step_equals_full(stepped_small):
     rows and solve in the bucket): the bucketed step is the full step to round-off."""
     m, full, bucketed = stepped_small
     for a, b in zip(full, bucketed):
-        # the bucket of 8 ran (RK4's Data holds its last stage's contacts: 5 or 6 live)
-        assert 3 < int(buckets.need(m, a)) <= SMALL_CAPS[0]
+        # the bucket of 7 ran, not the bucket of 3 (RK4's Data holds its last stage's contacts: 5 or 6 live)
+        assert VMAP_CAPS[0] < int(buckets.need(m, a)) <= VMAP_CAPS[1]
         _check_equal(m, a, b)
 
 
@@ -332,7 +356,7 @@ def test_settings_states_match_mujoco(stepped_small, request):
     if "RK4" in extra:
         pytest.skip("RK4: the step's efc rows are its last stage's, MuJoCo's its first")
     mm = mujoco.MjModel.from_xml_string(_xml(cone, solver, extra, nsphere=4))
-    for k, d in enumerate(_states(m, 2, seed=4)):
+    for k, d in enumerate(_states(m, NSTATES, seed=4)):
         md = mujoco.MjData(mm)
         md.qpos[:], md.qvel[:], md.qacc_warmstart[:] = d.qpos, d.qvel, d.qacc_warmstart
         for j in range(2):
@@ -344,7 +368,7 @@ def test_settings_states_match_mujoco(stepped_small, request):
 def test_transition_equals_full():
     """`derivatives.transition` (the step run once, then the linearised step: its rows and solve at the step's
     solution) on a bucketed model: the full model's A (B is empty: no actuator)."""
-    m, mb = _small("pyramidal", "Newton", "")
+    m, mb = _small("pyramidal", "Newton", "", caps=SMALL_CAPS)
     d = _states(m, 1, seed=5)[0]
     (a, b, _, _), (ab, bb, _, _) = (mjl.derivatives.transition(mm, d, sensors=False) for mm in (m, mb))
     a, ab = np.asarray(a), np.asarray(ab)

@@ -86,7 +86,13 @@ def test_compiled_model_matches_mujoco(models, name):
     assert oracle.compare_models(m, mjm) == []
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+# slow (CI time): "drop" (the cloth on the plane: vertex-plane contacts beside edge equality rows); the vertex-plane
+# contacts and their rows stay default through "box" (the soft cube on the plane), edge equality rows through "cloth",
+# both kinds of rows together through tests/test_flex_self.py::test_flex_pairs_match_mujoco
+_FWD_SLOW = ("drop",)
+
+
+@pytest.mark.parametrize("name", [pytest.param(k, marks=pytest.mark.slow) if k in _FWD_SLOW else k for k in MODELS])
 def test_forward_matches_mujoco(models, fwd, name):
     m, mjm = models[name]
     for seed in range(2):

@@ -20,6 +20,7 @@ from mjx_lite.collision import flex_flex
 from mjx_lite.mjcf.spec import MJCFUnsupportedError
 from mjx_lite.pipeline import constraint
 from mjx_lite.pipeline import forward as fwd_mod
+from mjx_lite.pipeline import kernels as pipeline_kernels
 from mjx_lite.types import Warning
 from tests import oracle
 
@@ -289,28 +290,48 @@ def test_candidate_pairs_skip_shared_bodies():
         assert list(zip(g.e1.tolist(), g.e2.tolist())) == want
 
 
-def test_flex_pairs_match_mujoco(fwd):
+@jax.jit
+def _forward_or_given(m, d, contact, given):
+    """forward, its collision stage's contacts replaced by `contact` where `given` (a traced bool): one compiled
+    program for forward itself (given False) and forward with MuJoCo's points and frames (`_with_mujoco_contacts`)."""
+
+    def collide(m, dd):
+        dd = pipeline_kernels.collision(m, dd)  # the collision stage forward runs
+        return dd.replace(contact=jax.tree.map(lambda a, b: jp.where(given, a, b), contact, dd.contact))
+
+    return fwd_mod.forward_acc(m, fwd_mod.forward_pos_vel(m, d, collide=collide))
+
+
+def test_flex_pairs_match_mujoco():
     """Two cloths and a rope colliding with each other (flex:flex): cloth-cloth (GJK/EPA), cloth-rope (capsule
     against triangle): MuJoCo's pairs, dist, pos, normals, mixed parameters (priority, solmix, condim, margins and
-    gaps: includemargin = the margin); rows and qacc with MuJoCo's points and frames; qacc end to end."""
+    gaps: includemargin = the margin); rows and qacc with MuJoCo's points and frames; qacc end to end. (CI time: both
+    forwards are one compiled program, `_forward_or_given`.)"""
     m, mjm = _load(PAIRS), mujoco.MjModel.from_xml_string(PAIRS)
     mjd = _mujoco(mjm)
     theirs = _mj_contacts(mjd)
     assert {(k[0], k[2]) for k in theirs} == {(0, 1), (0, 2), (1, 2)}
-    d = fwd(m, mjx_lite.make_data(m))
+    d0 = mjx_lite.make_data(m)
+    d = _forward_or_given(m, d0, d0.contact, False)
     _compare_contacts(_contacts(m, d), theirs)
     _compare_rows(m, mjm, mjd, d, qacc_rtol=EPA_QACC_RTOL)
-    _compare_rows(m, mjm, mjd, _forward_with(m, mjd, _with_mujoco_contacts(m, mjd, d)))
+    given = _with_mujoco_contacts(m, mjd, d)(m, d).contact
+    _compare_rows(m, mjm, mjd, _forward_or_given(m, _state(m, mjd), given, True))
 
 
-def test_overflow_is_flagged(fwd):
+# the position stage (kinematics, flex, collision, rows) without the solver: the overflow test reads contacts only
+_POSITION = jax.jit(fwd_mod.fwd_position)
+
+
+def test_overflow_is_flagged():
     """Fewer pair slots than overlapping element pairs (the crossing rope with flex_pairs_per_elem 0.1: 1 slot pair),
     and fewer contact slots than contacts (the folded cloth with the default flex_contacts_per_elem, 2: 48 slots for
-    MuJoCo's 74 contacts): CONTACTFULL counted, the contacts kept are MuJoCo's (the first in the candidate order)."""
+    MuJoCo's 74 contacts): CONTACTFULL counted, the contacts kept are MuJoCo's (the first in the candidate order).
+    (CI time: the position stage only, `_POSITION`; its contacts are forward's.)"""
     xml = f"<mujoco>{OPTION}<worldbody>{_flexcomp('rope', 1, *_rope(), 0.006, '')}</worldbody></mujoco>"
     m = mjx_lite.configure(mjx_lite.load_mjcf_string(xml), flex_pairs_per_elem=0.1)
     assert [g.k for g in flex_flex.groups(m)] == [1]
-    d = fwd(m, mjx_lite.make_data(m))
+    d = _POSITION(m, mjx_lite.make_data(m))
     assert int(d.warning_number[Warning.CONTACTFULL]) == 1
     ours, theirs = _contacts(m, d), _mj_contacts(_mujoco(mujoco.MjModel.from_xml_string(xml)))
     assert ours and set(ours) <= set(theirs)
@@ -318,7 +339,7 @@ def test_overflow_is_flagged(fwd):
     xml = f"<mujoco>{OPTION}<worldbody>{cloth}</worldbody></mujoco>"
     m = mjx_lite.load_mjcf_string(xml)
     assert [g.ncon for g in flex_flex.groups(m)] == [48]
-    d = fwd(m, mjx_lite.make_data(m))
+    d = _POSITION(m, mjx_lite.make_data(m))
     assert int(d.warning_number[Warning.CONTACTFULL]) == 1 and int(d.ncon) == 48
     ours, theirs = _contacts(m, d), _mj_contacts(_mujoco(mujoco.MjModel.from_xml_string(xml)))
     assert len(theirs) > 48 and set(ours) <= set(theirs)
