@@ -17,8 +17,8 @@ from jax._src import core as jax_core  # trace_state_clean: no public equivalent
 
 from mjx_lite.types import NWARNING, Contact, Data, GainType, Model, Warning, field_shape, resolve_shape, shaped_fields
 
-__all__ = ["WARNING_TEXT", "as_data", "check_data", "count_warning", "count_warnings", "float_dtype", "make_data", "reset_values",
-           "warnings"]  # fmt: skip
+__all__ = ["WARNING_TEXT", "as_data", "check_data", "count_warning", "count_warnings", "float_dtype", "make_data",
+           "reset_values", "warnings"]  # fmt: skip
 
 # check_data lists this many wrong fields (a Data of another model has almost every field wrong)
 LISTED = 5

@@ -449,8 +449,8 @@ def _select_reset(m: Model, d: Data, bad: jax.Array, keep: Data | None = None) -
     field. Only the fields whose reset value is not zero (data.reset_values: qpos0, mocap poses, eq_active0,
     history, plastic) are built as arrays; the others select a constant of the field's shape and dtype (zeros; the
     contacts' ids -1): a splat constant in the program, no operation and no dtype conversion per field (a scalar
-    was broadcast twice under vmap: one operation more per distinct shape). A field of `d` that is `keep`'s own array and not a STATE_FIELD is left as
-    it is (see reset_where)."""
+    was broadcast twice under vmap: one operation more per distinct shape). A field of `d` that is `keep`'s own
+    array and not a STATE_FIELD is left as it is (see reset_where)."""
     fields, contact_fill = reset_values(m, float_dtype())
 
     def select(path, b, k=None):
