@@ -17,8 +17,8 @@ from jax._src import core as jax_core  # trace_state_clean: no public equivalent
 
 from mjx_lite.types import NWARNING, Contact, Data, GainType, Model, Warning, field_shape, resolve_shape, shaped_fields
 
-__all__ = ["WARNING_TEXT", "as_data", "check_data", "count_warning", "float_dtype", "make_data", "reset_values",
-           "warnings"]  # fmt: skip
+__all__ = ["WARNING_TEXT", "as_data", "check_data", "count_warning", "count_warnings", "float_dtype", "make_data",
+           "reset_values", "warnings"]  # fmt: skip
 
 # check_data lists this many wrong fields (a Data of another model has almost every field wrong)
 LISTED = 5
@@ -214,11 +214,22 @@ def _init_history(m: Model, dtype) -> jax.Array:
 
 def count_warning(counts: jax.Array, warning: int, n) -> jax.Array:
     """warning_number `counts` (NWARNING,) with n (a () bool or integer) added to the counter of `warning` (static):
-    an elementwise add of n times a one-hot row, not a scatter (`counts.at[warning].add(n)`), which under vmap is a
-    scatter over the environments, a kernel of its own on a GPU; the add fuses with its neighbours."""
-    hot = np.zeros(counts.shape[-1:], np.dtype(counts.dtype))
-    hot[int(warning)] = 1
-    return counts + jp.asarray(hot) * jp.asarray(n).astype(counts.dtype)
+    n padded with zeros to a one-hot row (`lax.pad`: a reshape, the pad and the add, three operations), not a
+    scatter (`counts.at[warning].add(n)`), which under vmap is a scatter over the environments, a kernel of its own on
+    a GPU; nor a product with a constant one-hot row (its broadcasts: six operations under vmap). The pad and the
+    add are elementwise and fuse with their neighbours."""
+    w, size = int(warning), counts.shape[-1]
+    row = jp.asarray(n).astype(counts.dtype).reshape(1)
+    return counts + jax.lax.pad(row, jp.zeros((), counts.dtype), [(w, size - 1 - w, 0)])
+
+
+def count_warnings(counts: jax.Array, first: int, ns) -> jax.Array:
+    """warning_number `counts` (NWARNING,) with ns[k] (() bools or integers) added to the counter of warning
+    `first + k` (static, consecutive warnings): one padded row and one add for all of them (`count_warning`'s form)."""
+    w, size = int(first), counts.shape[-1]
+    row = jp.concatenate([jp.asarray(n).reshape(1) for n in ns]).astype(counts.dtype)  # (not jp.stack: under vmap
+    # its batching puts the environments first and transposes)
+    return counts + jax.lax.pad(row, jp.zeros((), counts.dtype), [(w, size - len(ns) - w, 0)])
 
 
 def warnings(d: Data) -> dict[str, int | np.ndarray]:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mjx_lite as mjl
-from mjx_lite import io, types
+from mjx_lite import data, io, types
 from mjx_lite.pipeline import integrate
 from tests import oracle
 
@@ -251,6 +251,73 @@ def test_mujoco_bad_threshold():
     """Our divergence rule agrees with mju_isBad on the boundary values."""
     for x in (1e10, 1.0000001e10, -1.0000001e10, np.nan, np.inf, -np.inf, 0.0):
         assert bool(integrate._is_bad(jp.asarray([x]))) == bool(mujoco.mju_isBad(x)), x
+
+
+def test_divergence_flags_and_counts_follow_mju_isbad():
+    """check_pos_vel's one test over [qpos, qvel] and its one padded count, per environment: BADQPOS where a qpos
+    value is bad by mju_isBad, else BADQVEL where a qvel value is (not both: MuJoCo's reset zeroes qvel), the reset
+    where either is; every pair of boundary values (0, +-1e10, just above, +-inf, NaN) in qpos and qvel, counters
+    incremented from nonzero values. bad_acc likewise on qacc."""
+    mjm = MODELS["chain"]
+    m = oracle.model_from_mujoco(mjm)
+    values = [0.0, 1e10, -1e10, 1.0000001e10, -1.0000001e10, np.inf, -np.inf, np.nan]
+    pairs = [(a, b) for a in values for b in values]
+    n, rng = len(pairs), np.random.default_rng(1)
+    ref = jax.tree.map(np.asarray, io.make_data(m))
+    qpos = np.tile(np.asarray(mjm.qpos0), (n, 1)) + 0.01 * rng.normal(size=(n, mjm.nq))
+    qvel = rng.normal(size=(n, mjm.nv))
+    qpos[np.arange(n), rng.integers(0, mjm.nq, n)] = [a for a, _ in pairs]
+    qvel[np.arange(n), rng.integers(0, mjm.nv, n)] = [b for _, b in pairs]
+    wn0 = rng.integers(0, 5, (n, types.NWARNING)).astype(np.int32)
+    d = jax.tree.map(lambda x: np.stack([x] * n), ref).replace(qpos=qpos, qvel=qvel, warning_number=wn0,
+                                                              time=np.full(n, 1.5))  # fmt: skip
+
+    @jax.jit
+    @jax.vmap
+    def check(d):
+        return integrate.check_pos_vel(m, d), integrate.bad_acc(m, d.replace(qacc=d.qpos[: m.nv]))
+
+    out, acc = jax.tree.map(np.asarray, check(d))
+    bad_pos = np.array([any(mujoco.mju_isBad(x) for x in q) for q in qpos])
+    bad_vel = np.array([any(mujoco.mju_isBad(x) for x in v) for v in qvel])
+    want = wn0.copy()
+    want[:, types.Warning.BADQPOS] += bad_pos
+    want[:, types.Warning.BADQVEL] += ~bad_pos & bad_vel
+    np.testing.assert_array_equal(out.warning_number, want)
+    assert bad_pos.any() and (~bad_pos & bad_vel).any() and (~bad_pos & ~bad_vel).any()
+    reset = bad_pos | bad_vel
+    np.testing.assert_array_equal(out.qpos[reset], np.broadcast_to(ref.qpos, (reset.sum(), mjm.nq)))
+    np.testing.assert_array_equal(out.qvel[reset], 0.0)
+    np.testing.assert_array_equal(out.time, np.where(reset, 0.0, 1.5))
+    np.testing.assert_array_equal(out.qpos[~reset], qpos[~reset])
+    np.testing.assert_array_equal(out.qvel[~reset], qvel[~reset])
+    np.testing.assert_array_equal(acc, [any(mujoco.mju_isBad(x) for x in q[: mjm.nv]) for q in qpos])
+
+
+def test_warning_counts_equal_the_scatter():
+    """data.count_warning (a padded one-hot row) and count_warnings (consecutive warnings in one row) add what the
+    scatter `counts.at[w].add(n)` adds, for every warning, bool and integer increments, under vmap."""
+    rng, POS = np.random.default_rng(2), int(types.Warning.BADQPOS)  # BADQPOS, BADQVEL: adjacent
+    counts = rng.integers(0, 9, (5, types.NWARNING)).astype(np.int32)
+    flags, ints = rng.random((types.NWARNING, 5)) < 0.5, rng.integers(0, 4, (types.NWARNING, 5)).astype(np.int32)
+
+    @jax.jit
+    @jax.vmap
+    def counted(c, f, k):
+        one = [data.count_warning(c, w, f[w]) for w in types.Warning] + [data.count_warning(c, w, k[w])
+                                                                          for w in types.Warning]  # fmt: skip
+        many = [data.count_warnings(c, 0, list(k)), data.count_warnings(c, POS, (f[POS], f[POS + 1]))]
+        return one, many
+
+    one, many = jax.tree.map(np.asarray, counted(counts, flags.T, ints.T))
+    for w in types.Warning:
+        np.testing.assert_array_equal(one[w], counts + np.eye(types.NWARNING, dtype=np.int32)[w] * flags[w][:, None])
+        np.testing.assert_array_equal(one[types.NWARNING + w], counts + np.eye(types.NWARNING, dtype=np.int32)[w]
+                                      * ints[w][:, None])  # fmt: skip
+    np.testing.assert_array_equal(many[0], counts + ints.T)
+    pair = counts.copy()
+    pair[:, POS : POS + 2] += flags[POS : POS + 2].T
+    np.testing.assert_array_equal(many[1], pair)
 
 
 def test_autoreset_disabled_only_counts():

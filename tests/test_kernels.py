@@ -68,14 +68,17 @@ GRAD_TOL = 1e-10
 # (kernels/actuation.py, one more kernel) fused 370, XLA 5288, 4918 saved; with the kernels' shared (Model) inputs
 # unreshaped and the actuation kernel's warning increments (kernels/launch.py, actuation.py) fused 331, 4957 saved;
 # with warning_number's counters an elementwise add of a one-hot row instead of a scatter (data.count_warning: three
-# more operations per counter on both paths, no scatter) fused 346, XLA 5307, 4961 saved.
+# more operations per counter on both paths, no scatter) fused 346, XLA 5307, 4961 saved; with the counters' row a
+# padded increment (lax.pad), one divergence test over [qpos, qvel] and the reset's zeros as splat constants
+# (integrate.py; on both paths) fused 315, XLA 5270: 4955 saved (the XLA path has more counters, so it shrank more).
 # 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel, 3475 with this
 # CPU's resolution of the auto fields.
-FUSED_STEP_SAVED = 4961  # 648 with the tree pass alone fused
+FUSED_STEP_SAVED = 4955  # 648 with the tree pass alone fused
 # (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
-# before the XLA solver's rewrite; 4860 before the transmission and actuation kernels; 4957 before count_warning
+# before the XLA solver's rewrite; 4860 before the transmission and actuation kernels; 4957 before count_warning;
+# 4961 before the padded counts
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m, the motors' transmission),
 # collide_primitive (the feet's plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows),
 # velocity_pass (com_vel, rne, passive: the joints' springs and dampers), fwd_acceleration (qfrc_smooth with J'xfrc,
@@ -89,8 +92,8 @@ FUSED_STEP_KERNELS = 9
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
               "stablehlo.concatenate", "stablehlo.convert", "stablehlo.custom_call"}  # fmt: skip
 # ... and the INERTIA warning of the fused factorisation: a pivot clamped (compare) counted into warning_number
-# (data.count_warning: multiply, add; no scatter), one each
-WARNING_OPS = ("stablehlo.compare", "stablehlo.multiply", "stablehlo.add")
+# (data.count_warning: a padded one-hot row and an add; no scatter), one each
+WARNING_OPS = ("stablehlo.compare", "stablehlo.pad", "stablehlo.add")
 
 TREE_FIELDS = tree.KINEMATICS_OUTPUTS + tree.COM_OUTPUTS + tree.CRB_OUTPUTS
 FACTOR_FIELDS = ("qLD", "qLDiagInv")
@@ -619,10 +622,13 @@ def test_twin_reads_only_the_kernel_inputs(models):
                                   pytest.param("humanoid", marks=pytest.mark.slow)])  # fmt: skip
 def test_step_equals_xla(models, name):
     """Three steps (contacts, constraints, the integrator) with every fused kernel equal the XLA path's. Cartpole
-    runs with the Euler integrator (its joint damping: the fused factorisation and solve of M + h B)."""
+    runs with the Euler integrator (its joint damping: the fused factorisation and solve of M + h B). Three more
+    environments diverge in the first step (a NaN qpos, an infinite qvel, a huge applied force: BADQPOS, BADQVEL,
+    BADQACC): both paths count the same warnings (exactly) and reset them to the same state."""
     _, m, ds = models(name)
     if name == "cartpole":
         m = m.replace(opt=m.opt.replace(integrator=int(mjl.IntegratorType.EULER)))
+    ds = _with_diverged(ds)
 
     def roll(m, d):
         return jax.lax.scan(lambda d, _: (mjl.step(m, d), None), d, None, length=3)[0]
@@ -632,6 +638,20 @@ def test_step_equals_xla(models, name):
     fields = [f.name for f in dataclasses.fields(mjl.Data) if isinstance(getattr(want, f.name), jax.Array)
               and jp.issubdtype(getattr(want, f.name).dtype, jp.floating)]  # fmt: skip
     _assert_close(got, want, fields, STEP_TOL, f"{name}: 3 steps")
+    wn = np.asarray(want.warning_number)
+    np.testing.assert_array_equal(np.asarray(got.warning_number), wn)
+    bad = [mjl.Warning.BADQPOS, mjl.Warning.BADQVEL, mjl.Warning.BADQACC]
+    np.testing.assert_array_equal(wn[-3:][:, bad], np.eye(3, dtype=wn.dtype))
+
+
+def _with_diverged(ds):
+    """The batch `ds` (host numpy leaves) and three copies of its first environment that diverge in a step: a NaN in
+    qpos, an infinite qvel, an applied force of 1e30 on every dof (qacc beyond mjMAXVAL)."""
+    extra = jax.tree.map(lambda x: np.stack([np.asarray(x)[0]] * 3), ds)
+    qpos, qvel, qfrc = (np.array(getattr(extra, f)) for f in ("qpos", "qvel", "qfrc_applied"))
+    qpos[0, -1], qvel[1, 0], qfrc[2] = np.nan, np.inf, 1e30
+    extra = extra.replace(qpos=qpos, qvel=qvel, qfrc_applied=qfrc)
+    return jax.tree.map(lambda a, b: np.concatenate([np.asarray(a), b]), ds, extra)
 
 
 @pytest.mark.slow

@@ -42,7 +42,7 @@ import numpy as np
 from mjx_lite import linalg
 from mjx_lite.config import linalg as config_linalg
 from mjx_lite.config import qacc_reset
-from mjx_lite.data import count_warning, float_dtype, make_data, reset_values
+from mjx_lite.data import count_warning, count_warnings, float_dtype, make_data, reset_values
 from mjx_lite.math import quat_mul, quat_normalize, safe_norm
 from mjx_lite.pipeline import actuation, derivative, forward, history, inertia, kernels, plastic, sensor, sleep
 from mjx_lite.types import MINVAL, STATE_FIELDS, Data, DisableBit, DynType, IntegratorType, JointType, Model, Warning
@@ -436,18 +436,21 @@ def _combine(w: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def _is_bad(x: jax.Array) -> jax.Array:
-    """mju_isBad over a vector: any NaN or |x| > 1e10, () bool."""
+    """mju_isBad over a vector: any NaN or |x| > 1e10, () bool. Written as not all(|x| <= 1e10): a comparison with
+    NaN is false, so NaN is bad as in mju_isBad (x != x || |x| > mjMAXVAL), in one compare and one reduction
+    instead of two compares, an or and a reduction."""
     if x.size == 0:
         return jp.zeros((), bool)
-    return jp.any(jp.isnan(x) | (jp.abs(x) > MAXVAL))
+    return ~jp.all(jp.abs(x) <= MAXVAL)
 
 
 def _select_reset(m: Model, d: Data, bad: jax.Array, keep: Data | None = None) -> Data:
     """mj_resetData's state (make_data(m) in d's dtypes, warning counters kept) where `bad`, d elsewhere, field by
     field. Only the fields whose reset value is not zero (data.reset_values: qpos0, mocap poses, eq_active0,
-    history, plastic) are built as arrays; the others select a scalar zero (the contacts' ids -1): no zeros array
-    and no dtype conversion per field. A field of `d` that is `keep`'s own array and not a STATE_FIELD is left as
-    it is (see reset_where)."""
+    history, plastic) are built as arrays; the others select a constant of the field's shape and dtype (zeros; the
+    contacts' ids -1): a splat constant in the program, no operation and no dtype conversion per field (a scalar
+    was broadcast twice under vmap: one operation more per distinct shape). A field of `d` that is `keep`'s own
+    array and not a STATE_FIELD is left as it is (see reset_where)."""
     fields, contact_fill = reset_values(m, float_dtype())
 
     def select(path, b, k=None):
@@ -455,9 +458,9 @@ def _select_reset(m: Model, d: Data, bad: jax.Array, keep: Data | None = None) -
         if (b is k and name not in STATE_FIELDS) or name == "warning_number" or b.size == 0:
             return b
         if name == "contact":
-            a = jp.asarray(contact_fill.get(path[1].name, 0), b.dtype)
+            a = np.full(b.shape, contact_fill.get(path[1].name, 0), b.dtype)
         else:
-            a = jp.asarray(fields[name], b.dtype) if name in fields else jp.zeros((), b.dtype)
+            a = jp.asarray(fields[name], b.dtype) if name in fields else np.zeros(b.shape, b.dtype)
         return jp.where(bad, a, b)
 
     return jax.tree_util.tree_map_with_path(select, d, *(() if keep is None else (keep,)))
@@ -483,12 +486,16 @@ def reset_where(m: Model, d: Data, bad: jax.Array, warning: int, keep: Data | No
 def check_pos_vel(m: Model, d: Data) -> Data:
     """mj_checkPos then mj_checkVel with one reset: a diverged qpos resets the environment (and then its qvel is
     zero, so BADQVEL is not counted too, as in MuJoCo); a diverged qvel alone resets it too."""
-    bad_pos = _is_bad(d.qpos)
-    bad_vel = ~bad_pos & _is_bad(d.qvel)
-    wn = count_warning(d.warning_number, Warning.BADQPOS, bad_pos)
-    wn = count_warning(wn, Warning.BADQVEL, bad_vel)
+    # one elementwise test of mju_isBad over [qpos, qvel] (not |x| <= 1e10: NaN fails it), reduced over qpos and
+    # over both: the environment is reset unless both pass (= bad_pos | bad_vel)
+    ok = jp.abs(jp.concatenate([d.qpos, d.qvel])) <= MAXVAL
+    ok_pos, ok_all = jp.all(ok[: m.nq]), jp.all(ok)
+    bad_pos, bad = ~ok_pos, ~ok_all
+    bad_vel = ok_pos & bad  # (qpos passed: bad is qvel's test)
+    # both counters in one add (BADQPOS and BADQVEL are adjacent: one padded row)
+    wn = count_warnings(d.warning_number, Warning.BADQPOS, (bad_pos, bad_vel))
     if not (m.opt.disableflags & DisableBit.AUTORESET):
-        d = _select_reset(m, d, bad_pos | bad_vel)
+        d = _select_reset(m, d, bad)
     return d.replace(warning_number=wn)
 
 
