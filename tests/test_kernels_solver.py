@@ -136,8 +136,9 @@ def sliding_states(mjm, m, n, seed=0):
     for _ in range(n):
         mjd = mujoco.MjData(mjm)
         sliding_state(mjm, mjd, rng)
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+        ds.append(mjl.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy()))
+    # host numpy (CI time: jp.stack would compile one tiny program per Data leaf)
+    return jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *ds)
 
 
 FIELDS = ("qacc", "efc_force", "qfrc_constraint", "efc_b")
@@ -166,8 +167,9 @@ def _states(mjm, m, n, seed=0):
     for _ in range(n):
         mjd = mujoco.MjData(mjm)
         oracle.random_state(mjm, mjd, rng)
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+        ds.append(mjl.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy()))
+    # host numpy (CI time: jp.stack would compile one tiny program per Data leaf)
+    return jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *ds)
 
 
 @pytest.fixture(scope="module")
@@ -343,7 +345,7 @@ def test_lowers_to_triton(rows, monkeypatch, dtype):
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
     m, ds = rows
     one = jax.tree.map(lambda x: x[0], ds)
-    batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
+    batch = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 200), one)  # host numpy: no eager ops
     if dtype == "float32":
         m, batch = _f32(m), _f32(batch)
     # float64: CG in lanes_first only (CI time; both solvers in both layouts in float32's slow case): Newton's kernel
@@ -434,7 +436,7 @@ def test_tiled_lowers_to_triton(rows, dtype):
     literal branch of a select in the kernel. No GPU needed."""
     m, ds = rows
     one = jax.tree.map(lambda x: x[0], ds)
-    batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
+    batch = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 200), one)  # host numpy: no eager ops
     if dtype == "float32":
         m, batch, one = _f32(m), _f32(batch), _f32(one)
     mf = mjl.configure(m, kernels="fused")
