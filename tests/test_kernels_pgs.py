@@ -204,7 +204,7 @@ def test_dispatch(pyramidal):
     """`fusable` picks the kernel for PGS with the tree factorisation (PGS needs the dense efc_J: the sparse layout is
     a configuration error on both paths); `Config.mass_factorization="dense"` keeps the XLA PGS (traced only)."""
     m, ds = pyramidal
-    one = jax.tree.map(lambda x: x[0], ds)
+    one = jax.tree.map(lambda x: np.asarray(x)[0], ds)
     assert "solve_pgs" in _names(mjl.configure(m, kernels="fused"), one)
     md = mjl.configure(m, kernels="fused", mass_factorization="dense")
     assert "solve_pgs" not in _names(md, mjl.make_data(md))
@@ -287,7 +287,7 @@ def test_step_gradient_equals_xla():
         return jax.jit(jax.vmap(jax.grad(loss, argnums=2), in_axes=(None, 0, 0)))(m, ds, ds.qvel)
 
     mf = mjl.configure(m, kernels="fused")
-    assert "solve_pgs" in str(jax.make_jaxpr(lambda d: mjl.step(mf, d))(jax.tree.map(lambda x: x[0], ds)))
+    assert "solve_pgs" in str(jax.make_jaxpr(lambda d: mjl.step(mf, d))(jax.tree.map(lambda x: np.asarray(x)[0], ds)))
     tk.assert_grads_equal(grads(mf), grads(m), GRAD_TOL)
 
 

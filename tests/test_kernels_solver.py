@@ -232,7 +232,8 @@ def test_solver_equals_xla(rows, solver, mass):
         ds = _prepared(m, _states(mjm, m, 3))
     mf = mjl.configure(m, kernels="fused")
     got, names = _traced(_solve, mf, ds)
-    assert f"name=solve_{solver}" in names and "pallas_call" not in _kernel_names(m, jax.tree.map(lambda x: x[0], ds))
+    one = jax.tree.map(lambda x: np.asarray(x)[0], ds)  # host numpy: no eager slicing programs
+    assert f"name=solve_{solver}" in names and "pallas_call" not in _kernel_names(m, one)
     _close(got, _solve(m, ds), SOLVER_TOL, f"{solver} {mass}", m)
 
 
@@ -344,7 +345,7 @@ def test_lowers_to_triton(rows, monkeypatch, dtype):
     batch of 200 = 128 + 72), one in each layout. No GPU needed."""
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
     m, ds = rows
-    one = jax.tree.map(lambda x: x[0], ds)
+    one = jax.tree.map(lambda x: np.asarray(x)[0], ds)
     batch = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 200), one)  # host numpy: no eager ops
     if dtype == "float32":
         m, batch = _f32(m), _f32(batch)
@@ -397,7 +398,7 @@ def test_tiled_solver_equals_xla(rows, hessian, dof_tile, case):
     mf = mjl.configure(m, kernels="fused")
     with _tiled(dof_tile, hessian=hessian):
         if case == "unbatched":
-            names = _kernel_names(mf, jax.tree.map(lambda x: x[0], ds))
+            names = _kernel_names(mf, jax.tree.map(lambda x: np.asarray(x)[0], ds))
             one = jax.jit(lambda m, d: solve(m, d))  # a fresh function: jit's cache keys on it, not the launch
             got = [one(mf, jax.tree.map(lambda x, i=i: x[i], ds)) for i in range(3)]
             got = jax.tree.map(lambda *x: jp.stack(x), *got)
@@ -412,7 +413,7 @@ def test_tiled_keeps_cg_on_lanes(rows):
     m, ds = rows
     mf = mjl.configure(_with(m, mjl.SolverType.CG), kernels="fused")
     with _tiled(1):
-        names = _kernel_names(mf, jax.tree.map(lambda x: x[0], ds))
+        names = _kernel_names(mf, jax.tree.map(lambda x: np.asarray(x)[0], ds))
     assert "solve_cg" in names and "tiled" not in names
 
 
@@ -435,7 +436,7 @@ def test_tiled_lowers_to_triton(rows, dtype):
     (rank-1 updates; 200 environments: whole programs after padding), batched and unbatched, with no weakly typed
     literal branch of a select in the kernel. No GPU needed."""
     m, ds = rows
-    one = jax.tree.map(lambda x: x[0], ds)
+    one = jax.tree.map(lambda x: np.asarray(x)[0], ds)
     batch = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 200), one)  # host numpy: no eager ops
     if dtype == "float32":
         m, batch, one = _f32(m), _f32(batch), _f32(one)
