@@ -95,7 +95,10 @@ def _params(names):
     return [pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in names]
 
 
-@pytest.mark.parametrize("name", _params(sorted(MODELS)))
+# cheetah slow (CI time): the same comparison of its forward pass with MuJoCo's runs by default on our MJCF
+# compiler's Model (test_forward_via_load_mjcf[cheetah])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n == "sensor" else pytest.mark.slow)
+                                  for n in sorted(MODELS)])  # fmt: skip
 def test_forward_matches_mujoco(name):
     mjm, m, forward = _case(name)
     for seed in range(2):
@@ -106,8 +109,11 @@ def test_forward_matches_mujoco(name):
         _compare(name, d, oracle.data_from_mujoco(m, mjm, mjd))
 
 
+# constraints disabled (CI time: the box-sphere pair's collision and the solver compiled twice; the formulations
+# differ in kinematics only)
 QUAT_XML = """
 <mujoco>
+  <option><flag constraint="disable"/></option>
   <worldbody>
     <body name="mocap" mocap="true" pos="0 0 1" quat="0.9 0.1 0.3 0.2"><site name="m" pos=".1 0 0"/></body>
     <body name="root" pos="0 0 .5"><freejoint/><geom type="box" size=".1 .2 .05" pos=".05 0 0" euler="10 20 30"/>
@@ -214,7 +220,7 @@ def test_trajectory_matches_mujoco(name, integrator):
     mjd.qvel[:] *= 0.3
     mjd.time = 0.0
     d0 = _state(m, mjm, mjd)
-    _, ours = _rollout_fn(nstep)(m, d0)
+    ours = [np.asarray(x) for x in _rollout_fn(nstep)(m, d0)[1]]  # host arrays: no eager slicing programs
     nudged = copy.deepcopy(mjd)
     nudged.qvel[:] = np.nextafter(nudged.qvel, np.inf)
     want, again = _mujoco_rollout(mjm, mjd, nstep), _mujoco_rollout(mjm, nudged, nstep)
@@ -500,7 +506,9 @@ def test_qacc_reset_keeps_the_position_velocity_fields(small, mode):
 
 
 
-@pytest.mark.parametrize("integrator", ["RK4", "implicitfast"])
+# implicitfast slow (CI time): it keeps the position and velocity fields as Euler does
+# (test_qacc_reset_keeps_the_position_velocity_fields[state]); RK4's reset of them stays
+@pytest.mark.parametrize("integrator", ["RK4", pytest.param("implicitfast", marks=pytest.mark.slow)])
 def test_qacc_reset_other_integrators(integrator):
     """The same reset (Config.qacc_reset "state") with the other integrators: RK4's stages rewrite the position and
     velocity fields and the energy (computed by every stage, as mj_forwardSkip), so they are reset there;

@@ -385,12 +385,14 @@ def test_stage_list_skips_what_the_kernel_computed():
 
 # ---- the tree pass: fused == XLA --------------------------------------------------------------------------------
 
-# not slow: cartpole in both layouts and the model with every joint type; the rest (interpret mode compiles slowly)
-# in the slow selection
-CASES = [("cartpole", "lanes_last"), ("cartpole", "lanes_first"), ("joints", "lanes_last")] + [
+# not slow: cartpole in the default layout and the model with every joint type in the other one (each layout's lane
+# I/O and every joint type's code, one fused program each; CI time: cartpole-lanes_first and joints-lanes_last, a
+# second program of the same kernels, are slow); the rest (interpret mode compiles slowly) in the slow selection
+CASES = [("cartpole", "lanes_last"), ("joints", "lanes_first")] + [
     pytest.param(name, layout, marks=pytest.mark.slow)
-    for name, layout in [("joints", "lanes_first"), ("humanoid", "lanes_last"), ("tendon_armature", "lanes_last"),
-                         ("mjx_humanoid", "lanes_last"), ("mjx_humanoid", "lanes_first")]]  # fmt: skip
+    for name, layout in [("cartpole", "lanes_first"), ("joints", "lanes_last"), ("humanoid", "lanes_last"),
+                         ("tendon_armature", "lanes_last"), ("mjx_humanoid", "lanes_last"),
+                         ("mjx_humanoid", "lanes_first")]]  # fmt: skip
 
 
 @pytest.mark.parametrize("name,layout", CASES)
@@ -437,9 +439,10 @@ def test_tendon_armature_leaves_crb_to_xla(models):
 
 def test_fused_tree_pass_matches_mujoco(models):
     """The fused fields against MuJoCo itself (mj_fwdPosition, mj_fwdVelocity, mj_fwdAcceleration), as the XLA path
-    is tested (qLD's layout is this library's own: the factorisation is checked through qacc_smooth's solve)."""
+    is tested (qLD's layout is this library's own: the factorisation is checked through qacc_smooth's solve). In
+    lanes_first: the program of test_tree_pass_equals_xla[joints-lanes_first] (CI time)."""
     mjm, m, ds = models("joints")
-    mf = mjl.configure(m, kernels="fused")
+    mf = mjl.configure(m, kernels="fused", kernel_layout="lanes_first")
     got = jax.tree.map(np.asarray, _position_batched(mf, ds))
     state = {f: np.asarray(getattr(ds, f)) for f in ("qpos", "qvel", "mocap_pos", "mocap_quat")}
     for i in range(2):

@@ -109,8 +109,8 @@ def case():
             mjd.ctrl[2] = np.nan  # a bad control: all taken as zero, BADCTRL counted
         mujoco.mj_forward(mjm, mjd)
         mjds.append(mjd)
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel), ctrl=jp.array(mjd.ctrl)))
-    batch = jax.tree.map(lambda *x: jp.stack(x), *ds)
+        ds.append(mjl.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy(), ctrl=mjd.ctrl.copy()))
+    batch = jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *ds)  # host numpy: no eager jp.stack
     return mjm, mjds, m, batch, _run(mjl.configure(m, kernels="fused"), batch)
 
 

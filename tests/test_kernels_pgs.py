@@ -87,8 +87,9 @@ def _batch(mjm, m, n, seed=0):
     for _ in range(n):
         mjd = mujoco.MjData(mjm)
         _state(mjm, mjd, rng)
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+        ds.append(mjl.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy()))
+    # host numpy (CI time: jp.stack would compile one tiny program per Data leaf)
+    return jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *ds)
 
 
 def _problem(cone):
@@ -136,7 +137,7 @@ def _names(m, d) -> str:
 # pyramidal slow (CI time, ~20 s: the kernel's compile at the default sweeps): elliptic runs every block kind (the
 # cones' and the scalar rows': friction loss, limits, equalities, condim-1 contacts) with environments stopping at
 # different sweeps; the pyramidal kernel's float64 equality stays in CI through
-# test_pgs_kernel_cold_start_and_fixed_sweeps (and the noslip and gradient tests on the pyramidal fixture)
+# test_pgs_kernel_cold_start_and_fixed_sweeps (and, slow, the noslip and gradient tests on the pyramidal fixture)
 @pytest.mark.parametrize("cone", [pytest.param("pyramidal", marks=pytest.mark.slow), "elliptic"])
 def test_pgs_kernel_equals_xla(request, cone):
     """qacc, efc_force, qfrc_constraint, efc_b, efc_state, solver_niter and the last improvement of the fused PGS are
@@ -203,7 +204,7 @@ def test_dispatch(pyramidal):
     """`fusable` picks the kernel for PGS with the tree factorisation (PGS needs the dense efc_J: the sparse layout is
     a configuration error on both paths); `Config.mass_factorization="dense"` keeps the XLA PGS (traced only)."""
     m, ds = pyramidal
-    one = jax.tree.map(lambda x: x[0], ds)
+    one = jax.tree.map(lambda x: np.asarray(x)[0], ds)
     assert "solve_pgs" in _names(mjl.configure(m, kernels="fused"), one)
     md = mjl.configure(m, kernels="fused", mass_factorization="dense")
     assert "solve_pgs" not in _names(md, mjl.make_data(md))
@@ -216,7 +217,12 @@ def _loss(m, d, qvel, aref):
             + jp.sum(d2.efc_force**2) * 1e-4)  # fmt: skip
 
 
-@pytest.mark.parametrize("gradients", ["implicit", pytest.param("unrolled", marks=pytest.mark.slow)])
+# slow (CI time, ~6 s): the implicit rule (solve.py's `_implicit` at the returned qacc, efc_b's `_smooth_jar`) is
+# the same code whichever solver kernel produced the primal: tests/test_kernels_solver.py::
+# test_gradients_equal_xla[implicit] keeps it by default (the Newton kernel), the PGS kernel's values are
+# test_pgs_kernel_equals_xla's; "unrolled" (the kernel's own custom_jvp) slow as before
+@pytest.mark.slow
+@pytest.mark.parametrize("gradients", ["implicit", "unrolled"])
 def test_gradients_equal_xla(pyramidal, gradients):
     """jax.grad through the fused PGS is the XLA PGS's (implicit: the solver's custom_vjp at the returned qacc;
     unrolled: the kernel's custom_jvp runs the XLA sweeps), batched by vmap."""
@@ -281,7 +287,7 @@ def test_step_gradient_equals_xla():
         return jax.jit(jax.vmap(jax.grad(loss, argnums=2), in_axes=(None, 0, 0)))(m, ds, ds.qvel)
 
     mf = mjl.configure(m, kernels="fused")
-    assert "solve_pgs" in str(jax.make_jaxpr(lambda d: mjl.step(mf, d))(jax.tree.map(lambda x: x[0], ds)))
+    assert "solve_pgs" in str(jax.make_jaxpr(lambda d: mjl.step(mf, d))(jax.tree.map(lambda x: np.asarray(x)[0], ds)))
     tk.assert_grads_equal(grads(mf), grads(m), GRAD_TOL)
 
 
@@ -291,7 +297,7 @@ def test_step_gradient_equals_xla():
 def _same_state(mjm, m, n, seed=2):
     """n copies of one state of PGS_XML (raw Data: qpos, qvel), so that the environments differ by their Models only."""
     one = jax.tree.map(lambda x: x[0], _batch(mjm, m, 1, seed=seed))
-    return jax.tree.map(lambda x: jp.stack([x] * n), one)
+    return jax.tree.map(lambda x: np.stack([np.asarray(x)] * n), one)  # host numpy: no eager ops
 
 
 def _damped(iters=8, noslip=0):
@@ -332,7 +338,11 @@ def test_pgs_kernel_vmapped_models_equal_xla():
 # ---- noslip (solver/noslip.py) after the fused PGS: it reads the kernel's efc_force, efc_b and the factorisation
 
 
-@pytest.mark.parametrize("cone", ["pyramidal", pytest.param("elliptic", marks=pytest.mark.slow)])
+# slow (CI time, ~11 s): noslip runs after every solver at one call site (solve.py's `noslip.apply`, reading the
+# kernel's efc_force, efc_b and solver_niter, which test_pgs_kernel_equals_xla checks for the PGS kernel):
+# tests/test_kernels_solver.py::test_noslip_after_solver_kernel_equals_xla[newton-rows] keeps it by default
+@pytest.mark.slow
+@pytest.mark.parametrize("cone", ["pyramidal", "elliptic"])
 def test_noslip_after_pgs_kernel_equals_xla(request, cone):
     """opt.noslip_iterations > 0: the noslip sweeps after the fused PGS give the XLA path's qacc, forces, states and
     solver_niter (main sweeps plus noslip's), and change the PGS result (friction-loss and contact friction rows)."""

@@ -136,8 +136,9 @@ def sliding_states(mjm, m, n, seed=0):
     for _ in range(n):
         mjd = mujoco.MjData(mjm)
         sliding_state(mjm, mjd, rng)
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+        ds.append(mjl.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy()))
+    # host numpy (CI time: jp.stack would compile one tiny program per Data leaf)
+    return jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *ds)
 
 
 FIELDS = ("qacc", "efc_force", "qfrc_constraint", "efc_b")
@@ -166,8 +167,9 @@ def _states(mjm, m, n, seed=0):
     for _ in range(n):
         mjd = mujoco.MjData(mjm)
         oracle.random_state(mjm, mjd, rng)
-        ds.append(mjl.make_data(m).replace(qpos=jp.array(mjd.qpos), qvel=jp.array(mjd.qvel)))
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+        ds.append(mjl.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy()))
+    # host numpy (CI time: jp.stack would compile one tiny program per Data leaf)
+    return jax.tree.map(lambda *x: np.stack([np.asarray(v) for v in x]), *ds)
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +232,8 @@ def test_solver_equals_xla(rows, solver, mass):
         ds = _prepared(m, _states(mjm, m, 3))
     mf = mjl.configure(m, kernels="fused")
     got, names = _traced(_solve, mf, ds)
-    assert f"name=solve_{solver}" in names and "pallas_call" not in _kernel_names(m, jax.tree.map(lambda x: x[0], ds))
+    one = jax.tree.map(lambda x: np.asarray(x)[0], ds)  # host numpy: no eager slicing programs
+    assert f"name=solve_{solver}" in names and "pallas_call" not in _kernel_names(m, one)
     _close(got, _solve(m, ds), SOLVER_TOL, f"{solver} {mass}", m)
 
 
@@ -342,8 +345,8 @@ def test_lowers_to_triton(rows, monkeypatch, dtype):
     batch of 200 = 128 + 72), one in each layout. No GPU needed."""
     monkeypatch.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
     m, ds = rows
-    one = jax.tree.map(lambda x: x[0], ds)
-    batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
+    one = jax.tree.map(lambda x: np.asarray(x)[0], ds)
+    batch = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 200), one)  # host numpy: no eager ops
     if dtype == "float32":
         m, batch = _f32(m), _f32(batch)
     # float64: CG in lanes_first only (CI time; both solvers in both layouts in float32's slow case): Newton's kernel
@@ -395,7 +398,7 @@ def test_tiled_solver_equals_xla(rows, hessian, dof_tile, case):
     mf = mjl.configure(m, kernels="fused")
     with _tiled(dof_tile, hessian=hessian):
         if case == "unbatched":
-            names = _kernel_names(mf, jax.tree.map(lambda x: x[0], ds))
+            names = _kernel_names(mf, jax.tree.map(lambda x: np.asarray(x)[0], ds))
             one = jax.jit(lambda m, d: solve(m, d))  # a fresh function: jit's cache keys on it, not the launch
             got = [one(mf, jax.tree.map(lambda x, i=i: x[i], ds)) for i in range(3)]
             got = jax.tree.map(lambda *x: jp.stack(x), *got)
@@ -410,7 +413,7 @@ def test_tiled_keeps_cg_on_lanes(rows):
     m, ds = rows
     mf = mjl.configure(_with(m, mjl.SolverType.CG), kernels="fused")
     with _tiled(1):
-        names = _kernel_names(mf, jax.tree.map(lambda x: x[0], ds))
+        names = _kernel_names(mf, jax.tree.map(lambda x: np.asarray(x)[0], ds))
     assert "solve_cg" in names and "tiled" not in names
 
 
@@ -433,8 +436,8 @@ def test_tiled_lowers_to_triton(rows, dtype):
     (rank-1 updates; 200 environments: whole programs after padding), batched and unbatched, with no weakly typed
     literal branch of a select in the kernel. No GPU needed."""
     m, ds = rows
-    one = jax.tree.map(lambda x: x[0], ds)
-    batch = jax.tree.map(lambda x: jp.stack([x] * 200), one)
+    one = jax.tree.map(lambda x: np.asarray(x)[0], ds)
+    batch = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 200), one)  # host numpy: no eager ops
     if dtype == "float32":
         m, batch, one = _f32(m), _f32(batch), _f32(one)
     mf = mjl.configure(m, kernels="fused")
