@@ -87,6 +87,9 @@ def test_mixed_condim_rows_match_mujoco(settled):
     np.testing.assert_array_equal(np.asarray(d.efc_id)[adr[live]], np.nonzero(live)[0])
 
 
+# slow (CI budget): the height field's overflow flag stays in test_collision_hfield's
+# test_overflow_flag_when_geom_outgrows_window, capacities below the slot count in test_capacity.py
+@pytest.mark.slow
 def test_capacity_below_slots_keeps_mujoco_results_and_flags_overflow(settled):
     """A contact cap between the active contacts and the slots: MuJoCo's results, nothing flagged; a cap below the
     active contacts: the deepest kept and the step flagged in that environment only (vmapped: one environment in

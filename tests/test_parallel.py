@@ -93,6 +93,9 @@ def test_sharded_rollout_equals_single_device(tmp_path, cache_dir):
           f"bitwise {np.array_equal(r['dr_qpos'][0::2], r['ref_qpos'][0::2])}; timings {facts}")  # fmt: skip
 
 
+# slow (CI budget): sharding stays in test_sharded_rollout_equals_single_device, initialisation in the
+# test_initialize_* tests; this one starts two jax.distributed processes
+@pytest.mark.slow
 def test_two_processes_agree_with_single_process(tmp_path, cache_dir):
     """Two processes with 2 CPU devices each, joined by jax.distributed (gloo): each builds only its own half of the
     global batch; together they run one sharded rollout, gathered in both, equal to the whole batch on one device

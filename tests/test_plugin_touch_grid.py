@@ -236,6 +236,8 @@ def test_defaults_and_truncation_as_mujoco(cfg):
     assert oracle.compare_models(m, mjm) == []
 
 
+# slow (CI budget): the plugin's values stay in the float64 test_forward_at_mujoco_states and test_gradient_and_vmap
+@pytest.mark.slow
 def test_float32(models):
     m, mjm = models["SKID"]
     mjd = next(_states(mjm, 100, 100))

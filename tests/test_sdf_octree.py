@@ -189,6 +189,9 @@ _GRAD = f"""<mujoco><option sdf_iterations="3" sdf_initpoints="6"/>
   </worldbody></mujoco>"""
 
 
+# slow (CI budget): the octree SDF's contacts and qacc stay in the default test_contacts_and_qacc; SDF gradients vs
+# central differences stay by default in test_sdf.py's test_gradients_match_central_differences
+@pytest.mark.slow
 def test_gradient_matches_central_differences():
     """d(sum of contact distances)/d(sphere position) through the octree field: finite and equal to central
     differences (the field is trilinear per leaf: smooth where no point crosses a leaf face). One sphere-octree pair:

@@ -92,6 +92,9 @@ def test_refill_matches_mujoco(solved):
     np.testing.assert_allclose(np.asarray(out["refill"].qacc), qacc_mj, rtol=0, atol=NEWTON_TOL * scale)
 
 
+# slow (CI budget): the refill solve stays in test_refill_equals_lockstep / test_refill_matches_mujoco, the solver's
+# implicit gradient rule in test_solver_direct.py's test_gradients
+@pytest.mark.slow
 def test_refill_gradients_equal_lockstep():
     """The implicit gradient does not go through the loop: under vmap both modes give the same derivatives."""
     mjm = oracle.small_model("Newton", "pyramidal", tol=1e-10, iters=100)
