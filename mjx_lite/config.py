@@ -41,8 +41,8 @@ SOLVER_BATCHES = ("auto", "lockstep", "refill")
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "mesh_class_merge", "broadphase_min_pairs", "broadphase_pairs_per_geom",
                  "broadphase_contacts_per_pair", "broadphase_mesh_min_pairs", "broadphase_mesh_fraction",
-                 "broadphase_mesh_touch", "hfield_prisms", "hfield_occlusion", "flex_pairs_per_elem", "flex_contacts_per_elem", "nconmax",
-                 "njmax")  # fmt: skip
+                 "broadphase_mesh_touch", "hfield_prisms", "hfield_occlusion", "flex_pairs_per_elem",
+                 "flex_contacts_per_elem", "nconmax", "njmax")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -77,9 +77,9 @@ def build_model(
     for name, f in fields.items():
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
-                    "geom_reach0", "hfield_cell0", "flex_reach0", "geom_occluder0", "config", "ngravcomp", "fluid_active",
-                    "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf", "sensor_plugincfg",
-                    *_PLUGIN_FIELDS):  # fmt: skip
+                    "geom_reach0", "hfield_cell0", "flex_reach0", "geom_occluder0", "config", "ngravcomp",
+                    "fluid_active", "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf",
+                    "sensor_plugincfg", *_PLUGIN_FIELDS):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])

@@ -22,9 +22,7 @@ NEWTON_TOL = 1e-7
 GEOM_TOL = 1e-9
 
 # a 5 x 5 field (MuJoCo scales the samples to [0, 1]; size z 0.02: top 0.02 above its frame) at z = -0.03, 1 cm under
-# the floor;
-# a lying capsule and a sphere resting on the floor (closed-form field colliders: cheap to compile); a capsule in the air that collides with the field but not with the floor
-# (contype / conaffinity 2 against the floor's 1): its field pair keeps its slots
+# the floor; a lying capsule and a sphere resting on the floor (closed-form field colliders)
 XML = """<mujoco>
   <option solver="Newton" iterations="100" tolerance="1e-12" ls_iterations="50" jacobian="dense"/>
   <asset><hfield name="terrain" nrow="5" ncol="5" size="1 1 .02 .1"
@@ -34,10 +32,13 @@ XML = """<mujoco>
     <geom name="terrain" type="hfield" hfield="terrain" pos="0 0 -.03" contype="3" conaffinity="3"/>
     <body name="log" pos=".3 .2 .045"><freejoint/><geom name="log" type="capsule" size=".05 .2" euler="0 90 0"/></body>
     <body name="ball" pos="-.3 -.2 .097"><freejoint/><geom name="ball" type="sphere" size=".1"/></body>
-    <body name="rod" pos="0 .5 1"><freejoint/>
-      <geom name="rod" type="capsule" size=".05 .2" euler="0 90 0" contype="2" conaffinity="2"/></body>
   </worldbody>
 </mujoco>"""
+# with a capsule in the air that collides with the field but not with the floor (contype / conaffinity 2 against
+# the floor's 1): its field pair keeps its slots (loaded only: its collider is not compiled by default)
+ROD = '''<body name="rod" pos="0 .5 1"><freejoint/>
+      <geom name="rod" type="capsule" size=".05 .2" euler="0 90 0" contype="2" conaffinity="2"/></body>
+  </worldbody>'''
 
 
 def _mujoco(xml, qpos=None):
@@ -58,8 +59,10 @@ def setup():
     return xml, m, full, fwd
 
 
-def test_snapshot_and_slots(setup):
-    xml, m, full, _ = setup
+def test_snapshot_and_slots():
+    xml = XML.replace("  </worldbody>", ROD)
+    m = mjl.load_mjcf_string(xml)
+    full = mjl.configure(m, hfield_occlusion=False)
     mjm = mujoco.MjModel.from_xml_string(xml)
     terrain, floor = (mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_GEOM, n) for n in ("terrain", "floor"))
     assert int(m.geom_occluder0[terrain]) == floor and np.sum(np.asarray(m.geom_occluder0) >= 0) == 1

@@ -64,7 +64,19 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, mpr, occlusion, polyhedral, primitive, sdf, sdf_mesh_pair
+from mjx_lite.collision import (
+    boxbox,
+    cylinder,
+    general,
+    hfield,
+    hull,
+    mpr,
+    occlusion,
+    polyhedral,
+    primitive,
+    sdf,
+    sdf_mesh_pair,
+)
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
