@@ -41,8 +41,8 @@ SOLVER_BATCHES = ("auto", "lockstep", "refill")
 # fields that decide the static layout of Data (contact/constraint capacities): changing them needs `configure`
 LAYOUT_FIELDS = ("mesh_size_ratio", "mesh_class_merge", "broadphase_min_pairs", "broadphase_pairs_per_geom",
                  "broadphase_contacts_per_pair", "broadphase_mesh_min_pairs", "broadphase_mesh_fraction",
-                 "broadphase_mesh_touch", "hfield_prisms", "flex_pairs_per_elem", "flex_contacts_per_elem", "nconmax",
-                 "njmax")  # fmt: skip
+                 "broadphase_mesh_touch", "hfield_prisms", "hfield_occlusion", "flex_pairs_per_elem",
+                 "flex_contacts_per_elem", "nconmax", "njmax")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +85,11 @@ class Config:
         the contact slots per (height field, geom) pair: the exact prism collider then runs on at most this many
         prisms, those nearest by a cheap separating-axis lower bound on their distance, and more prisms within the
         margin by that bound are counted in warning CONTACTFULL (faster; equal to MuJoCo while none is counted).
+      hfield_occlusion: True (default) or False: a height field of the world body lying wholly below a plane of the
+        world body at load (dm_control's quadruped: its terrain under the floor) gets no contact slots for the geoms
+        that collide with that plane; each step checks whether one of them sinks far enough through the plane to
+        touch the field (current poses and samples) and counts such steps in warning CONTACTFULL
+        (collision/occlusion.py; equal to MuJoCo while none is counted). False: every such pair keeps its slots.
       flex_pairs_per_elem: element pairs collided per step for flex self-collisions and flex-flex contacts, per
         element (the mean of the two flexes' counts): their broadphase keeps the first that many pairs whose element
         boxes overlap, and more are counted in warning CONTACTFULL (collision/flex_flex.py; default 8: MuJoCo's flex
@@ -225,6 +230,7 @@ class Config:
     broadphase_mesh_touch: int = 4
     merge_curved_mesh: bool = False
     hfield_prisms: int | None = None
+    hfield_occlusion: bool = True
     flex_pairs_per_elem: float = 8.0
     flex_contacts_per_elem: float = 2.0
     sat_budget: int = 200_000
@@ -289,6 +295,8 @@ class Config:
             v = getattr(self, name)
             if (name != "hfield_prisms" or v is not None) and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise ValueError(f"Config.{name} must be a positive int, not {v!r}")
+        if not isinstance(self.hfield_occlusion, bool):
+            raise TypeError(f"Config.hfield_occlusion must be a bool, not {self.hfield_occlusion!r}")
         if self.contact_gradients not in CONTACT_GRADIENTS:
             raise ValueError(
                 f"Config.contact_gradients must be one of {CONTACT_GRADIENTS}, not {self.contact_gradients!r}"

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from mjx_lite import types
+from mjx_lite.collision import occlusion
 from mjx_lite.config import Config
 from mjx_lite.data import float_dtype, make_data
 from mjx_lite.pipeline.capacity import _with_capacities, configure
@@ -76,9 +77,9 @@ def build_model(
     for name, f in fields.items():
         if name in ("opt", "stat", "vis", "source", "names", "nconmax", "njmax", "size_nconmax", "size_njmax",
                     "dof_frictional", "tendon_frictional", "tendon_armed", "jnt_limit_onerow", "tendon_limit_onerow",
-                    "geom_reach0", "hfield_cell0", "flex_reach0", "config", "ngravcomp", "fluid_active",
-                    "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf", "sensor_plugincfg",
-                    *_PLUGIN_FIELDS):  # fmt: skip
+                    "geom_reach0", "hfield_cell0", "flex_reach0", "geom_occluder0", "config", "ngravcomp",
+                    "fluid_active", "flg_surfacevel", "flg_adhesion", "actuator_actslot", "geom_sdf",
+                    "sensor_plugincfg", *_PLUGIN_FIELDS):  # fmt: skip
             continue
         if name in types.SIZE_FIELDS:
             kw[name] = int(sizes[name])
@@ -141,6 +142,9 @@ def build_model(
         v = np.array(v, np.float64)
         v.setflags(write=False)
         kw[name] = v
+    occ = occlusion.snapshot(arrays)
+    occ.setflags(write=False)
+    kw["geom_occluder0"] = occ
     # MuJoCo counts the bodies with gravcomp > 0 (negative or NaN values alone leave the model without it)
     kw["ngravcomp"] = int(np.count_nonzero(np.asarray(arrays["body_gravcomp"], np.float64) > 0))
     kw["fluid_active"] = bool(float(opt["density"]) > 0 or float(opt["viscosity"]) > 0)

@@ -643,6 +643,9 @@ class Model:
     hfield_cell0: np.ndarray = static_field(None, shape=("nhfield", 2), dtype="float64")
     # per flex (its longest edge at qpos0, radius + margin + gap): sizes the height-field windows of flex elements
     flex_reach0: np.ndarray = static_field(None, shape=("nflex", 2), dtype="float64")
+    # per geom: for a height field of the world body, the world plane its compile-time solid lies wholly below, else
+    # -1 (collision/occlusion.py: its pairs with the plane's geoms get no contact slots, checked every step)
+    geom_occluder0: np.ndarray = static_field(None, shape=("ngeom",), dtype="int32")
     # trace-time configuration (mjx_lite.config.Config): gradient mode, reset semantics, collision grouping
     config: Config = static_field(Config())
     # options and statistics

@@ -286,6 +286,10 @@ def _ref(name):
 def test_reference_models_load(name):
     m = mjl.load_mjcf(_ref(name))
     assert m.nhfield == 1
+    # the quadruped's terrain lies under its floor (collision/occlusion.py): its pairs get slots only without occlusion
+    occluded = name == "quadruped.xml"
+    assert bool(len(driver.pair_table(m).occluded[0])) == occluded
+    m = mjl.configure(m, hfield_occlusion=False)
     assert any(g.type1 == mujoco.mjtGeom.mjGEOM_HFIELD for g in driver.pair_table(m).groups)
 
 
@@ -296,8 +300,9 @@ LOWER = {"barkour_v0_mjx.xml": 0.0, "quadruped.xml": 0.3}  # root drop: quadrupe
 @pytest.mark.parametrize("name", ["barkour_v0_mjx.xml", "quadruped.xml"])
 def test_reference_models_step(name):
     """One jitted step (constraints on) is finite; its height-field contacts (count and distances per pair) match
-    MuJoCo's mj_step."""
-    m = mjl.load_mjcf(_ref(name))
+    MuJoCo's mj_step. (The quadruped's terrain lies under its floor and its feet are pushed through it: the pairs
+    need their slots, `Config.hfield_occlusion` off.)"""
+    m = mjl.configure(mjl.load_mjcf(_ref(name)), hfield_occlusion=False)
     assert not m.opt.disableflags & (mjl.types.DisableBit.CONTACT | mjl.types.DisableBit.CONSTRAINT)
     mjm = mujoco.MjModel.from_xml_path(_ref(name))
     mjd = mujoco.MjData(mjm)

@@ -384,9 +384,9 @@ def _quadruped_path() -> str:
 
 @pytest.mark.slow  # 370 s under a load of 9 on 2 cores (the quadruped's full and bucketed steps compile)
 def test_quadruped_equals_full():
-    """dm_control's quadruped (height field, four wall planes: 745 slots, 2454 rows) from states of a rollout with
-    random controls (4-8 live contacts, once it has landed: it starts 0.57 m up and has no contact before ~0.2 s): the
-    buckets' step equals the full step."""
+    """dm_control's quadruped (four wall planes, its height field under the floor: 455 slots, 1246 rows) from states
+    of a rollout with random controls (4-8 live contacts, once it has landed: it starts 0.57 m up and has no contact
+    before ~0.2 s): the buckets' step equals the full step."""
     m = mjl.load_mjcf(_quadruped_path())
     mb = mjl.configure(m, contact_buckets="auto")
     rng = np.random.default_rng(1)

@@ -64,7 +64,19 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import boxbox, cylinder, general, hfield, hull, mpr, polyhedral, primitive, sdf, sdf_mesh_pair
+from mjx_lite.collision import (
+    boxbox,
+    cylinder,
+    general,
+    hfield,
+    hull,
+    mpr,
+    occlusion,
+    polyhedral,
+    primitive,
+    sdf,
+    sdf_mesh_pair,
+)
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.support import CURVED
@@ -175,6 +187,9 @@ class Group:
 class PairTable:
     groups: tuple[Group, ...]
     nconmax: int
+    # the candidate pairs of occluded height fields left out of the groups (collision/occlusion.py): the fields'
+    # geom ids and the other geoms' (k,), watched every step (`collision` counts CONTACTFULL if one could touch)
+    occluded: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int32), np.zeros(0, np.int32))
 
 
 def pair_table(m: Model) -> PairTable:
@@ -419,7 +434,7 @@ def _buckets(m: Model, gtype: np.ndarray, dataid: np.ndarray, sizes: np.ndarray)
     swap = gtype[a] > gtype[b]
     a, b = np.where(swap, b, a), np.where(swap, a, b)
     t1, t2 = gtype[a].astype(np.int64), gtype[b].astype(np.int64)
-    keep = np.ones(len(a), bool)
+    keep = ~occlusion.pairs(m, a, b, p)  # occluded height-field pairs: no slots (`occluded_pairs`)
     curved = np.zeros(len(a), bool)
     is_sdf = t2 == _SDF
     keep &= ~(is_sdf & (t1 == _HFIELD))  # MuJoCo warns and makes no contact
@@ -517,7 +532,21 @@ def _build_table(m: Model) -> PairTable:
                 a.setflags(write=False)
             groups.append(Group(t1, t2, da, db, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), lay.ncon,
                                 lay.capacity, gfn, lay.narrow, gncon, lay.touch, gstages))  # fmt: skip
-    return PairTable(tuple(groups), int(sum(g.nrows for g in groups)))
+    return PairTable(tuple(groups), int(sum(g.nrows for g in groups)), occluded_pairs(m))
+
+
+def occluded_pairs(m: Model) -> tuple[np.ndarray, np.ndarray]:
+    """Static (height-field geoms (k,), other geoms (k,)) of the candidate pairs `_buckets` leaves out because the
+    field lies below a plane the other geom collides with (collision/occlusion.py)."""
+    d1, d2 = dynamic_pairs(m)
+    a = np.concatenate([d1, np.asarray(m.pair_geom1)]).astype(np.int64)
+    b = np.concatenate([d2, np.asarray(m.pair_geom2)]).astype(np.int64)
+    p = np.concatenate([np.full(len(d1), -1), np.arange(m.npair)]).astype(np.int64)
+    gtype = np.asarray(m.geom_type)
+    swap = gtype[a] > gtype[b]
+    a, b = np.where(swap, b, a), np.where(swap, a, b)
+    sel = occlusion.pairs(m, a, b, p)
+    return a[sel].astype(np.int32), b[sel].astype(np.int32)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1260,10 +1289,15 @@ def collision(m: Model, d: types.Data, computed: dict | None = None, computed_ov
     computed_overflow: () bool, whether those groups overflowed (`static_rows`' flags), counted as the others'."""
     table = pair_table(m)
     nflexcon = flexcol.capacity(m)
+    occluded = occlusion.overflow(m, d, *table.occluded) if len(table.occluded[0]) else None
     if not table.groups and not nflexcon:
-        return d.replace(ncon=jp.zeros((), jp.int32))
+        warn = d.warning_number if occluded is None else count_warning(d.warning_number, types.Warning.CONTACTFULL,
+                                                                         occluded)  # fmt: skip
+        return d.replace(ncon=jp.zeros((), jp.int32), warning_number=warn)
     parts = []
     overflow = computed_overflow  # None: nothing can overflow (so far)
+    if occluded is not None:
+        overflow = occluded if overflow is None else overflow | occluded
     run = {i: g for i, g in enumerate(table.groups) if not (computed and i in computed)}
     params = _all_params(m, run)
     nears = _all_near(m, d, run, params)

@@ -1,7 +1,7 @@
 """Contact buckets (`Config.contact_buckets`): the constraint rows and the solver on the live contacts only.
 
 The collision driver writes `m.nconmax` padded contact slots, and the constraint rows follow them (`m.njmax` rows),
-though a state has few live contacts (dm_control's quadruped: ~4 of 745 slots, ~20 of 2454 rows). With buckets, the
+though a state has few live contacts (dm_control's quadruped: ~4 of 455 slots, ~20 of 1246 rows). With buckets, the
 two stages that work per row run on a small static capacity instead:
 
     make_constraint: the live contacts (`constraint.contact_live`) are compacted, in slot order, into the first of
