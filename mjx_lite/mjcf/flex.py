@@ -509,6 +509,31 @@ def _check_flex_pairs(recs: list[dict]) -> None:
                                                "set contype/conaffinity that do not match", *where)  # fmt: skip
 
 
+def _check_rod_contacts(ctx: CompileContext, r: dict, hits: np.ndarray, where: tuple) -> None:
+    """Elastic-rod contacts mjx_lite implements (pipeline/rod_contact.py): with planes and the convex geoms, where the
+    rod's vertices move by their own joints under a static parent or are pinned to static bodies. Refused: height
+    fields, and rods whose vertex bodies are carried by a moving body (the lever-arm coupling assumes vertex
+    velocities that do not rotate with a parent)."""
+    A = ctx.arrays
+    gtype = np.asarray(A["geom_type"])
+    for g in hits:
+        if int(gtype[g]) == 1:
+            raise MJCFUnsupportedError(f"contacts of an elastic rod with height fields are not supported by mjx_lite: "
+                                       f"rod '{r['name']}' can collide with geom {int(g)}; set the flexcomp's "
+                                       "<contact contype/conaffinity> to exclude it", *where)  # fmt: skip
+    weld, parent = np.asarray(A["body_weldid"]), np.asarray(A["body_parentid"])
+    bodies = ctx.ids.get("body", {})
+    jb, jt = np.asarray(A["jnt_bodyid"]), np.asarray(A["jnt_type"])
+    for name in r["vertbody"]:
+        b = 0 if name == "world" else bodies[name]
+        slides = len(jb) and np.all(jt[jb == b] == 2)  # (a vertex's own body: slide joints only)
+        if weld[b] != 0 and not (slides and weld[parent[b]] == 0):
+            raise MJCFUnsupportedError(f"contacts of an elastic rod whose vertices are carried by a moving body are not "
+                                       f"supported by mjx_lite: rod '{r['name']}' (vertex body '{name}'); place the rod "
+                                       "under a static body or pin it to static bodies, or set the flexcomp's <contact "
+                                       "contype/conaffinity> to exclude every geom", *where)  # fmt: skip
+
+
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes) and
     the elements of every flex (edges, triangles, tetrahedra) against height fields, spheres, capsules, ellipsoids,
@@ -523,10 +548,7 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
     gtype = np.asarray(A["geom_type"])
     hits = np.nonzero((ct & ga) | (gt & ca))[0]
     if r.get("twist") and len(hits):
-        raise MJCFUnsupportedError(f"contacts of an elastic rod are not supported by mjx_lite (MuJoCo 4.0 couples "
-                                   f"their friction into the rod's twist joints through its cross-section): rod "
-                                   f"'{r['name']}' can collide with geom {int(hits[0])}; set the flexcomp's <contact "
-                                   "contype/conaffinity> to exclude it", *where)  # fmt: skip
+        _check_rod_contacts(ctx, r, hits, where)
     for g in hits:
         t = int(gtype[g])
         if t == 0 or t in _ELEM_GEOMS:
