@@ -725,9 +725,9 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
         else:
             rows_of = _weighted_jacobian(m, d, pt, b1, b2, w2, p.sparse)
         if rods is not None:  # elastic rods: the element's rotation (bending and twist) moves the contact point
-            ba, bb, re, rl, rdof, rmask = (at(x) for x in rods)
-            rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, pt, ba, bb, p.sparse, ncomp=3), re, rl,
-                                           rdof, rmask, p.sparse)  # fmt: skip
+            ba, bb, *rest = (at(x) for x in rods)
+            rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, pt, ba, bb, p.sparse, ncomp=3), *rest,
+                                           p.sparse)  # fmt: skip
             zero3 = jp.zeros_like(frame)
             frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
                                     axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
@@ -880,9 +880,8 @@ def adhesion_force(m: Model, d: Data) -> jax.Array:
     b1, b2, w2 = flexcol.contact_body_weights(m, d, con)
     rows_of = _weighted_jacobian(m, d, con.pos, b1, b2, w2, ncomp=3)
     if rod_contact.has_contacts(m):
-        ba, bb, re, rl, rdof, rmask = rod_contact.terms(m, d, con)
-        rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, con.pos, ba, bb, ncomp=3), re, rl, rdof,
-                                       rmask, False)  # fmt: skip
+        ba, bb, *rest = rod_contact.terms(m, d, con)
+        rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, con.pos, ba, bb, ncomp=3), *rest, False)
     pull = jp.where(con.active, -con.adhesion, 0.0)
     return jp.sum(rows_of(con.frame[:, :1] * pull[:, None, None])[:, 0], axis=0)
 
