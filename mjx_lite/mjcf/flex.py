@@ -528,10 +528,10 @@ def _check_rod_contacts(ctx: CompileContext, r: dict, hits: np.ndarray, where: t
         b = 0 if name == "world" else bodies[name]
         slides = len(jb) and np.all(jt[jb == b] == 2)  # (a vertex's own body: slide joints only)
         if weld[b] != 0 and not (slides and weld[parent[b]] == 0):
-            raise MJCFUnsupportedError(f"contacts of an elastic rod whose vertices are carried by a moving body are not "
-                                       f"supported by mjx_lite: rod '{r['name']}' (vertex body '{name}'); place the rod "
-                                       "under a static body or pin it to static bodies, or set the flexcomp's <contact "
-                                       "contype/conaffinity> to exclude every geom", *where)  # fmt: skip
+            raise MJCFUnsupportedError(f"contacts of an elastic rod whose vertices are carried by a moving body are "
+                                       f"not supported by mjx_lite: rod '{r['name']}' (vertex body '{name}'); place "
+                                       "the rod under a static body or pin it to static bodies, or set the flexcomp's "
+                                       "<contact contype/conaffinity> to exclude every geom", *where)  # fmt: skip
 
 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:

@@ -2,14 +2,14 @@
 
 A rod's contact point sits on its surface, at the lever arm `a` from the element's axis: a = -r n for a vertex
 contact (r the flex radius, n the contact normal), a = pos - p for an element contact (p the axis point nearest to
-the contact point). The element (edge e = x_b - x_a with twist joint angle theta) rotates with its reference frame (u, v, t): t =
-e / |e|, u the time-parallel transport of the stored u_old from the stored tangent t_old (Data.plastic,
-passive_rod.frames) to t, v = t x u, plus the twist: w = 1/2 sum_i r_i x dr_i/dt + dtheta/dt t over the frame's
-rows r_i (= (e x de/dt) / |e|^2 + dtheta/dt t where t_old = t, as at an unset state),
-and MuJoCo 4.0 adds that rotation to the rod side of the contact (probed against mj_forward's efc_J): the point's
-velocity gains w x a, the contact's angular velocity (torsional and rolling rows) is w. A row with linear
-coefficients c and angular coefficients c_w (the contact frame) thus gains w . q with q = a x c + c_w:
-    (W' q) . (v_b - v_a)   and   t . q  dtheta/dt,   W = dw/d(de/dt) (probed: MuJoCo's rows depend on Data.plastic).
+the contact point). The element (edge e = x_b - x_a, twist joint angle theta) rotates with its reference frame
+(u, v, t): t = e / |e|, u the time-parallel transport of the stored u_old from the stored tangent t_old
+(Data.plastic, passive_rod.frames) to t, v = t x u; with the twist, w = 1/2 sum_i r_i x dr_i/dt + dtheta/dt t over
+the frame's rows r_i (= (e x de/dt) / |e|^2 + dtheta/dt t where t_old = t, as at an unset state). MuJoCo 4.0 adds
+that rotation to the rod side of the contact (probed against mj_forward's efc_J, which depends on Data.plastic):
+the point's velocity gains w x a, the contact's angular velocity (torsional and rolling rows) is w. A row with
+linear coefficients c and angular coefficients c_w (the contact frame) thus gains w . q with q = a x c + c_w:
+    (W' q) . (v_b - v_a)   and   (t . q) dtheta/dt,   W = dw / d(de/dt) (3, 3).
 A vertex contact uses the rod element that starts at the vertex (the last element for the chain's last vertex).
 mjcf/flex.py admits rod contacts only where the rod's vertex bodies move by their own slide joints under a static
 parent or are pinned to static bodies, so v_a, v_b are the vertex bodies' linear Jacobians (at any point).
