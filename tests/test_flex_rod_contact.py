@@ -161,7 +161,7 @@ SMALL = """
     <body name="b" pos="0 0 0.1">{joint}
       <flexcomp name="r" type="grid" dim="1" count="3 1 1" spacing="0.1 0.1 0.1" radius="0.01" mass="0.5">
         <elasticity young="1e5"/>
-        <contact {contact}/>
+        <contact {contact}/>{pin}
       </flexcomp>
     </body>
   </worldbody>
@@ -169,13 +169,14 @@ SMALL = """
 """
 
 
-def small(geom="plane", attrs='size="1 1 .1"', joint="", contact='selfcollide="none"'):
-    return SMALL.format(geom=geom, attrs=attrs, joint=joint, contact=contact)
+def small(geom="plane", attrs='size="1 1 .1"', joint="", contact='selfcollide="none"', pin=""):
+    return SMALL.format(geom=geom, attrs=attrs, joint=joint, contact=contact, pin=pin)
 
 
 @pytest.mark.parametrize(("xml", "what"), [
     (small("hfield", 'hfield="h"'), "elastic rod with height fields"),
-    (small(joint='<joint type="hinge"/><geom size=".01" contype="0" conaffinity="0"/>'), "carried by a moving body"),
+    (small(joint='<joint type="hinge"/><geom size=".01" contype="0" conaffinity="0"/>', pin='<pin id="0"/>'),
+     "carried by a moving body"),  # (a rod on a moving body: MuJoCo requires a pin)
     (small(contact=""), "self-collisions of an elastic rod"),
 ])  # fmt: skip
 def test_refused_by_name(xml, what):
@@ -185,5 +186,6 @@ def test_refused_by_name(xml, what):
 
 
 def test_static_parent_loads():
-    """A rod under a static body (its vertices' own slide joints) collides: no refusal."""
+    """A rod under a static body (its vertices' own slide joints), or pinned to it, collides: no refusal."""
     assert mjx_lite.load_mjcf_string(small()).nflex == 1
+    assert mjx_lite.load_mjcf_string(small(pin='<pin id="0"/>')).nflex == 1
