@@ -16,8 +16,10 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
 Flex contacts: flex vertices against planes welded to the world, the elements of every flex against the convex
 geoms and height fields (collision/flex.py), against each other (self-collisions) and against another flex's
-(collision/flex_flex.py) are implemented; flexes that can collide otherwise (SDFs, flex-flex pairs of very large
-flexes or of elastic rods) are refused (`_check_contacts`, `_check_self`, `_check_flex_pairs`).
+(collision/flex_flex.py) are implemented, elastic rods' contacts with planes and convex geoms included
+(pipeline/rod_contact.py); flexes that can collide otherwise (SDFs, flex-flex pairs of very large flexes or of
+elastic rods, rods with height fields or carried by a moving body) are refused (`_check_contacts`,
+`_check_rod_contacts`, `_check_self`, `_check_flex_pairs`).
 """
 
 from __future__ import annotations
