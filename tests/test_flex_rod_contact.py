@@ -125,6 +125,8 @@ def _roll10(m, d):
     return jax.lax.fori_loop(0, 10, lambda i, d: mjx_lite.step(m, d), d)
 
 
+# slow: ~18 s warm / ~60 s cold (a step program); the rows it integrates are test_contacts_rows_and_qacc_match_mujoco's
+@pytest.mark.slow
 def test_trajectory_matches_mujoco(models):
     """100 Euler steps of both rods from a random state (sliding, rolling and twisting on the geoms): qpos, qvel and
     the rods' state in plastic against mj_step."""
@@ -174,7 +176,8 @@ def small(geom="plane", attrs='size="1 1 .1"', joint="", contact='selfcollide="n
 
 
 @pytest.mark.parametrize(("xml", "what"), [
-    (small("hfield", 'hfield="h"'), "elastic rod with height fields"),
+    (small("hfield", 'hfield="h"'), "elastic rod with hfield geoms"),
+    (small("cylinder", 'size=".05 .2"'), "elastic rod with cylinder geoms"),
     (small(joint='<joint type="hinge"/><geom size=".01" contype="0" conaffinity="0"/>', pin='<pin id="0"/>'),
      "carried by a moving body"),  # (a rod on a moving body: MuJoCo requires a pin)
     (small(contact=""), "self-collisions of an elastic rod"),

@@ -16,10 +16,10 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
 Flex contacts: flex vertices against planes welded to the world, the elements of every flex against the convex
 geoms and height fields (collision/flex.py), against each other (self-collisions) and against another flex's
-(collision/flex_flex.py) are implemented, elastic rods' contacts with planes and convex geoms included
+(collision/flex_flex.py) are implemented, elastic rods' contacts with planes, spheres, capsules and boxes included
 (pipeline/rod_contact.py); flexes that can collide otherwise (SDFs, flex-flex pairs of very large flexes or of
-elastic rods, rods with height fields or carried by a moving body) are refused (`_check_contacts`,
-`_check_rod_contacts`, `_check_self`, `_check_flex_pairs`).
+elastic rods, rods with height fields, ellipsoids, cylinders, meshes or carried by a moving body) are refused
+(`_check_contacts`, `_check_rod_contacts`, `_check_self`, `_check_flex_pairs`).
 """
 
 from __future__ import annotations
@@ -433,6 +433,7 @@ def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
 _SELF = {"none": 0, "narrow": 1, "bvh": 2, "sap": 3, "auto": 4}
 _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
 _ELEM_GEOMS = (1, 2, 3, 4, 5, 6, 7)  # hfield, sphere, capsule, ellipsoid, cylinder, box, mesh: collided with elements
+_ROD_GEOMS = (0, 2, 3, 6)  # plane, sphere, capsule, box: elastic-rod contacts (pipeline/rod_contact.py)
 
 
 def _elem_layers(elem: np.ndarray) -> np.ndarray:
@@ -512,17 +513,20 @@ def _check_flex_pairs(recs: list[dict]) -> None:
 
 
 def _check_rod_contacts(ctx: CompileContext, r: dict, hits: np.ndarray, where: tuple) -> None:
-    """Elastic-rod contacts mjx_lite implements (pipeline/rod_contact.py): with planes and the convex geoms, where the
-    rod's vertices move by their own joints under a static parent or are pinned to static bodies. Refused: height
-    fields, and rods whose vertex bodies are carried by a moving body (the lever-arm coupling assumes vertex
+    """Elastic-rod contacts mjx_lite implements (pipeline/rod_contact.py): with planes, spheres, capsules and boxes
+    (checked against MuJoCo 4.0), where the rod's vertices move by their own joints under a static parent or are
+    pinned to static bodies. Refused: the other geom types (height fields; ellipsoids, cylinders and meshes, not
+    checked), and rods whose vertex bodies are carried by a moving body (the lever-arm coupling assumes vertex
     velocities that do not rotate with a parent)."""
     A = ctx.arrays
     gtype = np.asarray(A["geom_type"])
     for g in hits:
-        if int(gtype[g]) == 1:
-            raise MJCFUnsupportedError(f"contacts of an elastic rod with height fields are not supported by mjx_lite: "
-                                       f"rod '{r['name']}' can collide with geom {int(g)}; set the flexcomp's "
-                                       "<contact contype/conaffinity> to exclude it", *where)  # fmt: skip
+        t = int(gtype[g])
+        if t not in _ROD_GEOMS:
+            raise MJCFUnsupportedError(f"contacts of an elastic rod with {_GEOM_NAMES[t]} geoms are not supported by "
+                                       f"mjx_lite (planes, spheres, capsules and boxes are): rod '{r['name']}' can "
+                                       f"collide with geom {int(g)}; set the flexcomp's <contact contype/conaffinity> "
+                                       "to exclude it", *where)  # fmt: skip
     weld, parent = np.asarray(A["body_weldid"]), np.asarray(A["body_parentid"])
     bodies = ctx.ids.get("body", {})
     jb, jt = np.asarray(A["jnt_bodyid"]), np.asarray(A["jnt_type"])
