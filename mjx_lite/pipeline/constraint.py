@@ -724,13 +724,13 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             frame6 = frame  # (k, 3, 3): rows of the contact frame
         else:
             rows_of = _weighted_jacobian(m, d, pt, b1, b2, w2, p.sparse)
+            zero3 = jp.zeros_like(frame)
+            frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
+                                    axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
         if rods is not None:  # elastic rods: the element's rotation (bending and twist) moves the contact point
             ba, bb, *rest = (at(x) for x in rods)
             rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, pt, ba, bb, p.sparse, ncomp=3), *rest,
                                            p.sparse)  # fmt: skip
-            zero3 = jp.zeros_like(frame)
-            frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
-                                    axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
 
         fr = at(con.friction)  # (k, 5)
         cs = _surface_vel(m, d, g, pt, frame) if m.flg_surfacevel else None  # (k, 6) in the contact frame
