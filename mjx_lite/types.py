@@ -1374,9 +1374,24 @@ def efc_row_width(m: Model) -> int:
     def build(m):
         longest = max((len(c) for c in body_chain_dofs(m)), default=0)
         tendon = max((len(t) for t in tendon_dofs(m)), default=0)
-        return max(1, (1 + _flex_elem_width(m)) * longest, 2 * tendon)
+        return max(1, (1 + _flex_elem_width(m)) * longest + _rod_extra(m, longest), 2 * tendon)
 
     return static_memo(m, "types_efc_row_width", build)
+
+
+def _rod_extra(m: Model, longest: int) -> int:
+    """Extra columns of a contact row of an elastic rod that can touch a geom (pipeline/rod_contact.py): its
+    element's two vertex bodies' chains and the edge's twist dof (2 longest + 1), else 0."""
+    if not m.nflex:
+        return 0
+    gct, gca = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
+    tdof = np.asarray(m.flexedge_twistdof)
+    for f in range(m.nflex):
+        adr, num = int(np.asarray(m.flex_edgeadr)[f]), int(np.asarray(m.flex_edgenum)[f])
+        fct, fca = int(np.asarray(m.flex_contype)[f]), int(np.asarray(m.flex_conaffinity)[f])
+        if np.any(tdof[adr : adr + num] >= 0) and np.any((gct & fca) | (fct & gca)):
+            return 2 * longest + 1
+    return 0
 
 
 def _flex_elem_width(m: Model) -> int:

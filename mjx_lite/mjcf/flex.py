@@ -16,8 +16,10 @@ MuJoCo's mjCFlex::Compile and mjCModel do:
 flexedge_invweight0 (mj_setConst) and returns, per body, the longest flex edge at it (setStat's body sizes).
 Flex contacts: flex vertices against planes welded to the world, the elements of every flex against the convex
 geoms and height fields (collision/flex.py), against each other (self-collisions) and against another flex's
-(collision/flex_flex.py) are implemented; flexes that can collide otherwise (SDFs, flex-flex pairs of very large
-flexes or of elastic rods) are refused (`_check_contacts`, `_check_self`, `_check_flex_pairs`).
+(collision/flex_flex.py) are implemented, elastic rods' contacts with planes, spheres, capsules and boxes included
+(pipeline/rod_contact.py); flexes that can collide otherwise (SDFs, flex-flex pairs of very large flexes or of
+elastic rods, rods with height fields, ellipsoids, cylinders, meshes or carried by a moving body) are refused
+(`_check_contacts`, `_check_rod_contacts`, `_check_self`, `_check_flex_pairs`).
 """
 
 from __future__ import annotations
@@ -431,6 +433,7 @@ def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
 _SELF = {"none": 0, "narrow": 1, "bvh": 2, "sap": 3, "auto": 4}
 _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
 _ELEM_GEOMS = (1, 2, 3, 4, 5, 6, 7)  # hfield, sphere, capsule, ellipsoid, cylinder, box, mesh: collided with elements
+_ROD_GEOMS = (0, 2, 3, 6)  # plane, sphere, capsule, box: elastic-rod contacts (pipeline/rod_contact.py)
 
 
 def _elem_layers(elem: np.ndarray) -> np.ndarray:
@@ -509,6 +512,34 @@ def _check_flex_pairs(recs: list[dict]) -> None:
                                                "set contype/conaffinity that do not match", *where)  # fmt: skip
 
 
+def _check_rod_contacts(ctx: CompileContext, r: dict, hits: np.ndarray, where: tuple) -> None:
+    """Elastic-rod contacts mjx_lite implements (pipeline/rod_contact.py): with planes, spheres, capsules and boxes
+    (checked against MuJoCo 4.0), where the rod's vertices move by their own joints under a static parent or are
+    pinned to static bodies. Refused: the other geom types (height fields; ellipsoids, cylinders and meshes, not
+    checked), and rods whose vertex bodies are carried by a moving body (the lever-arm coupling assumes vertex
+    velocities that do not rotate with a parent)."""
+    A = ctx.arrays
+    gtype = np.asarray(A["geom_type"])
+    for g in hits:
+        t = int(gtype[g])
+        if t not in _ROD_GEOMS:
+            raise MJCFUnsupportedError(f"contacts of an elastic rod with {_GEOM_NAMES[t]} geoms are not supported by "
+                                       f"mjx_lite (planes, spheres, capsules and boxes are): rod '{r['name']}' can "
+                                       f"collide with geom {int(g)}; set the flexcomp's <contact contype/conaffinity> "
+                                       "to exclude it", *where)  # fmt: skip
+    weld, parent = np.asarray(A["body_weldid"]), np.asarray(A["body_parentid"])
+    bodies = ctx.ids.get("body", {})
+    jb, jt = np.asarray(A["jnt_bodyid"]), np.asarray(A["jnt_type"])
+    for name in r["vertbody"]:
+        b = 0 if name == "world" else bodies[name]
+        slides = len(jb) and np.all(jt[jb == b] == 2)  # (a vertex's own body: slide joints only)
+        if weld[b] != 0 and not (slides and weld[parent[b]] == 0):
+            raise MJCFUnsupportedError(f"contacts of an elastic rod whose vertices are carried by a moving body are "
+                                       f"not supported by mjx_lite: rod '{r['name']}' (vertex body '{name}'); place "
+                                       "the rod under a static body or pin it to static bodies, or set the flexcomp's "
+                                       "<contact contype/conaffinity> to exclude every geom", *where)  # fmt: skip
+
+
 def _check_contacts(ctx: CompileContext, r: dict) -> None:
     """Flex contacts mjx_lite implements: flex vertices against planes (static bodies only, as MuJoCo's planes) and
     the elements of every flex (edges, triangles, tetrahedra) against height fields, spheres, capsules, ellipsoids,
@@ -523,10 +554,7 @@ def _check_contacts(ctx: CompileContext, r: dict) -> None:
     gtype = np.asarray(A["geom_type"])
     hits = np.nonzero((ct & ga) | (gt & ca))[0]
     if r.get("twist") and len(hits):
-        raise MJCFUnsupportedError(f"contacts of an elastic rod are not supported by mjx_lite (MuJoCo 4.0 couples "
-                                   f"their friction into the rod's twist joints through its cross-section): rod "
-                                   f"'{r['name']}' can collide with geom {int(hits[0])}; set the flexcomp's <contact "
-                                   "contype/conaffinity> to exclude it", *where)  # fmt: skip
+        _check_rod_contacts(ctx, r, hits, where)
     for g in hits:
         t = int(gtype[g])
         if t == 0 or t in _ELEM_GEOMS:

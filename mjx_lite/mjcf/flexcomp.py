@@ -58,8 +58,9 @@ _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
                                 "dim 1-3, dof='full', '2d', 'trilinear' and 'quadratic', edge "
-                                "stiffness/damping/equality='true', <elasticity> (dim 1: circle section rods without "
-                                "contacts), contacts with planes and convex geoms)",
+                                "stiffness/damping/equality='true', <elasticity> (dim 1: circle section rods, their "
+                                "contacts with planes, spheres, capsules and boxes), contacts with planes and convex "
+                                "geoms)",
                                 raw.file, raw.line, raw.tag, attr)  # fmt: skip
 
 

@@ -43,7 +43,7 @@ from mjx_lite._struct import static_memo
 from mjx_lite.collision import driver
 from mjx_lite.collision import flex as flexcol
 from mjx_lite.data import count_warning
-from mjx_lite.pipeline import flex, inertia, support, velocity
+from mjx_lite.pipeline import flex, inertia, rod_contact, support, velocity
 from mjx_lite.solver import common as solver_common
 from mjx_lite.types import (
     MAXIMP,
@@ -705,6 +705,7 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
     cb1, cb2, cw2 = flexcol.contact_body_weights(m, d, con)  # flex element sides: several weighted bodies
     cdw = flexcol.diag_weights(m, con, cw2)
     static = _slot_bodies(m)  # every slot's two bodies known at trace time: no gathers by traced body ids
+    rods = rod_contact.terms(m, d, con) if rod_contact.has_contacts(m) else None
     for dim in sorted(set(p.con_dim.tolist())):
         slots = np.nonzero(p.con_dim == dim)[0]
         k = len(slots)
@@ -726,6 +727,10 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             zero3 = jp.zeros_like(frame)
             frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
                                     axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
+        if rods is not None:  # elastic rods: the element's rotation (bending and twist) moves the contact point
+            ba, bb, *rest = (at(x) for x in rods)
+            rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, pt, ba, bb, p.sparse, ncomp=3), *rest,
+                                           p.sparse)  # fmt: skip
 
         fr = at(con.friction)  # (k, 5)
         cs = _surface_vel(m, d, g, pt, frame) if m.flg_surfacevel else None  # (k, 6) in the contact frame
@@ -874,6 +879,9 @@ def adhesion_force(m: Model, d: Data) -> jax.Array:
     con = d.contact
     b1, b2, w2 = flexcol.contact_body_weights(m, d, con)
     rows_of = _weighted_jacobian(m, d, con.pos, b1, b2, w2, ncomp=3)
+    if rod_contact.has_contacts(m):
+        ba, bb, *rest = rod_contact.terms(m, d, con)
+        rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, con.pos, ba, bb, ncomp=3), *rest, False)
     pull = jp.where(con.active, -con.adhesion, 0.0)
     return jp.sum(rows_of(con.frame[:, :1] * pull[:, None, None])[:, 0], axis=0)
 
@@ -921,7 +929,7 @@ def held_contacts_supported(m: Model) -> bool:
     p = plan(m)
     if not len(p.con_dim) or p.sparse or m.opt.enableflags & EnableBit.DIAGEXACT:
         return False
-    if np.any(np.asarray(m.actuator_trntype) == types.TrnType.BODY):
+    if np.any(np.asarray(m.actuator_trntype) == types.TrnType.BODY) or rod_contact.has_contacts(m):
         return False
     return flexcol.elem_width(m) == 1
 
