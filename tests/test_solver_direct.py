@@ -213,3 +213,43 @@ def test_gradients_unrolled_equals_implicit(cartpole_euler, final_vg):
     assert float(out["direct"][0][1]) > 0  # the limit was hit
     assert np.isfinite(g["direct"]) and g["direct"] != 0
     np.testing.assert_allclose(g["unrolled"], g["direct"], rtol=GRAD_TOL)
+
+
+@pytest.mark.slow  # a third gradient program; test_gradients checks the direct path's gradient by differences
+def test_gradients_equal_iterative(cartpole_euler, final_vg):
+    """The direct path's implicit gradient equals the iterative path's (both at the optimum)."""
+    cartpole = cartpole_euler
+    iterative = mjl.configure(cartpole, direct_solve_rows=0)
+    v = np.float64(3.0)
+    np.testing.assert_allclose(float(final_vg(cartpole, v)[1]), float(final_vg(iterative, v)[1]), rtol=GRAD_TOL)
+
+
+def test_float32():
+    """The friction-loss + limit model in float32: the direct solve agrees with float64 MuJoCo to F32_TOL."""
+    mjm = _mujoco("friction_limit", "Newton")
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        mjd = mujoco.MjData(mjm)
+        _state(mjm, mjd, rng)
+        mujoco.mj_forward(mjm, mjd)
+        d = oracle.float32_forward(oracle.model_from_mujoco(mjm), mjd.qpos, mjd.qvel)
+        assert d.qacc.dtype == jp.float32
+        oracle.close(d.qacc, mjd.qacc, F32_TOL)
+
+
+def test_small_spd_solve():
+    """The unrolled L D L' solve of `solve_direct` against numpy, n = 1..4, a batch of systems."""
+    rng = np.random.default_rng(0)
+    for n in range(1, 5):
+        B = rng.normal(size=(3, n, n))
+        K = B @ np.swapaxes(B, 1, 2) + 0.1 * np.eye(n)
+        r = rng.normal(size=(3, n))
+        x = np.asarray(direct._spd_solve_small(jp.asarray(K), jp.asarray(r)))
+        np.testing.assert_allclose(x, np.linalg.solve(K, r[..., None])[..., 0], rtol=1e-10, atol=1e-12)
+
+
+def test_config_bounds():
+    with pytest.raises(ValueError, match="direct_solve_rows"):
+        mjl.Config(direct_solve_rows=5)
+    with pytest.raises(ValueError, match="direct_solve_rows"):
+        mjl.Config(direct_solve_rows=-1)
