@@ -11,21 +11,30 @@ import pytest
 import mjx_lite
 from mjx_lite.mjcf.spec import MJCFUnsupportedError
 from tests import oracle
-from tests.test_flex_geom import _compare
+from tests.test_flex_geom import CURVED_ROWS_RTOL, GJK_ATOL, GJK_QACC_ATOL, GJK_ROWS_ATOL, _compare, _converged
 
 # Two tiny rods in one model (one compile): "r" (4 edges) draped over a capsule (condim 6), a box (condim 4) and a
 # sphere; "p" (2 edges) resting on the plane (vertex contacts). The rods do not collide with each other (contype 1,
-# conaffinity 2; the geoms contype 2, conaffinity 1).
+# conaffinity 2; the geoms contype 2, conaffinity 1). GJK: a cylinder, a mesh box and an ellipsoid in their places.
+PRIMITIVE = """
+    <geom type="capsule" size="0.03 0.2" pos="0.03 0 0.1" euler="90 0 0" condim="6" friction="0.8 0.02 0.01"/>
+    <geom type="box" size="0.03 0.2 0.02" pos="0.2 0 0.118" euler="0 0 5" condim="4"/>
+    <geom type="sphere" size="0.03" pos="-0.18 0 0.1"/>"""
+GJK = """
+    <geom type="cylinder" size="0.03 0.2" pos="0.03 0 0.1" euler="90 0 0" condim="6" friction="0.8 0.02 0.01"/>
+    <geom type="mesh" mesh="box" pos="0.2 0 0.118" euler="0 0 5" condim="4"/>
+    <geom type="ellipsoid" size="0.03 0.05 0.03" pos="-0.18 0 0.1" euler="0 0 20" condim="6"
+          friction="0.8 0.02 0.01"/>"""
+BOX_MESH = """<asset><mesh name="box" vertex="-.03 -.2 -.02  .03 -.2 -.02  -.03 .2 -.02  .03 .2 -.02  -.03 -.2 .02
+  .03 -.2 .02  -.03 .2 .02  .03 .2 .02"/></asset>"""
 ROD = """
 <mujoco>
   <option timestep="0.001" gravity="0 0 -9.81" cone="{cone}" tolerance="1e-15" iterations="200" ls_iterations="50"
           {jac}/>
+  {asset}
   <default><geom contype="2" conaffinity="1"/></default>
   <worldbody>
-    <geom type="plane" size="2 2 .1"/>
-    <geom type="capsule" size="0.03 0.2" pos="0.03 0 0.1" euler="90 0 0" condim="6" friction="0.8 0.02 0.01"/>
-    <geom type="box" size="0.03 0.2 0.02" pos="0.2 0 0.118" euler="0 0 5" condim="4"/>
-    <geom type="sphere" size="0.03" pos="-0.18 0 0.1"/>
+    <geom type="plane" size="2 2 .1"/>{geoms}
     <flexcomp name="r" type="grid" dim="1" count="5 1 1" spacing="0.1 0.1 0.1" radius="0.01" mass="0.5"
               pos="0.02 0 0.138">
       <elasticity young="1e6" damping="0.01"/>
@@ -42,8 +51,8 @@ ROD = """
 """
 
 
-def rod(cone="elliptic", pin="", jac=""):
-    return ROD.format(cone=cone, pin=pin, jac=jac)
+def rod(cone="elliptic", pin="", jac="", gjk=False):
+    return ROD.format(cone=cone, pin=pin, jac=jac, geoms=GJK if gjk else PRIMITIVE, asset=BOX_MESH if gjk else "")
 
 
 CONTACT_ATOL = 1e-12  # contact dist / pos / frame (float64; the collision formulas of flex elements)
@@ -53,6 +62,9 @@ FWD_RTOL, FWD_ATOL = 1e-9, 1e-9  # efc_J, efc_pos, efc_R, efc_aref at one state
 # (m r^2 / 2 ~ 1e-6) amplifies it in qacc (|qacc| up to ~4e3)
 QACC_ATOL = 1e-5
 TRAJ_ATOL = 1e-10  # qpos / qvel / plastic after 100 steps (measured: 5e-15)
+# GJK geoms (cylinder, mesh, ellipsoid; MuJoCo run to convergence): tests/test_flex_geom.py's GJK tolerances
+GJK_TOLS = {"qacc_atol": GJK_QACC_ATOL, "contact_atol": GJK_ATOL, "fwd_rtol": CURVED_ROWS_RTOL,
+            "fwd_atol": GJK_ROWS_ATOL}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +72,20 @@ def fwd():
     return jax.jit(mjx_lite.forward)
 
 
+class _Models(dict):
+    """(mjx_lite, mujoco) models by cone ("elliptic", "pyramidal") or ("gjk", cone), loaded on first use."""
+
+    def __missing__(self, key):
+        gjk, cone = key if isinstance(key, tuple) else (None, key)
+        xml = rod(cone, gjk=gjk is not None)
+        mjm = mujoco.MjModel.from_xml_string(xml)
+        self[key] = mjx_lite.load_mjcf_string(xml), _converged(mjm) if gjk else mjm
+        return self[key]
+
+
 @pytest.fixture(scope="module")
 def models():
-    out = {}
-    for cone in ("elliptic", "pyramidal"):
-        xml = rod(cone)
-        out[cone] = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
-    return out
+    return _Models()
 
 
 def _state(mjm, seed):
@@ -85,15 +104,19 @@ def test_compiled_model_matches_mujoco(models):
 
 
 # default: MuJoCo's own state after one step from a random state (the rods' reference frames in plastic are set: the
-# rows follow the transported frames, pipeline/rod_contact.py); slow: at rest, and random states with unset frames
+# rows follow the transported frames, pipeline/rod_contact.py); slow: at rest, and random states with unset frames,
+# and the GJK geoms (a second model: another compile)
 @pytest.mark.parametrize(("cone", "seed", "steps"), [
     ("elliptic", 7, 1), pytest.param("elliptic", None, 0, marks=pytest.mark.slow),
     pytest.param("elliptic", 1, 0, marks=pytest.mark.slow), pytest.param("pyramidal", 2, 0, marks=pytest.mark.slow),
+    pytest.param(("gjk", "elliptic"), 7, 1, marks=pytest.mark.slow, id="gjk-elliptic-7-1"),
+    pytest.param(("gjk", "elliptic"), None, 0, marks=pytest.mark.slow, id="gjk-elliptic-None-0"),
+    pytest.param(("gjk", "pyramidal"), 2, 0, marks=pytest.mark.slow, id="gjk-pyramidal-2-0"),
 ])  # fmt: skip
 def test_contacts_rows_and_qacc_match_mujoco(fwd, models, cone, seed, steps):
     """At qpos0 (at rest), at random bent, twisted, moving states and after a step: every contact (vertex-plane,
-    edge-capsule, edge-box, edge-sphere), the rows (the tangent and angular rows couple the twist dofs and the
-    edge's rotation) and qacc."""
+    edge-capsule, edge-box, edge-sphere; or edge-cylinder, edge-mesh, edge-ellipsoid), the rows (the tangent and
+    angular rows couple the twist dofs and the edge's rotation) and qacc."""
     m, mjm = models[cone]
     mjd = mujoco.MjData(mjm)
     if seed is not None:
@@ -104,7 +127,8 @@ def test_contacts_rows_and_qacc_match_mujoco(fwd, models, cone, seed, steps):
     assert (np.abs(mjd.plastic).max() > 0) == (steps > 0)
     assert {int(c.geom[0]) for c in mjd.contact[: mjd.ncon]} == {0, 1, 2, 3}  # every geom touches
     d = fwd(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy(), plastic=mjd.plastic.copy()))
-    _compare(m, mjm, mjd, d, qacc_atol=QACC_ATOL, contact_atol=CONTACT_ATOL, fwd_rtol=FWD_RTOL, fwd_atol=FWD_ATOL)
+    tols = {"qacc_atol": QACC_ATOL, "contact_atol": CONTACT_ATOL, "fwd_rtol": FWD_RTOL, "fwd_atol": FWD_ATOL}
+    _compare(m, mjm, mjd, d, **(GJK_TOLS if isinstance(cone, tuple) else tols))
     twist = [mjm.jnt_dofadr[j] for j in range(mjm.njnt) if "_twist" in mjm.joint(j).name]
     assert np.abs(mjd.efc_J.reshape(mjd.nefc, mjm.nv)[:, twist]).max() > 1e-3  # the twist coupling is exercised
 
@@ -177,7 +201,6 @@ def small(geom="plane", attrs='size="1 1 .1"', joint="", contact='selfcollide="n
 
 @pytest.mark.parametrize(("xml", "what"), [
     (small("hfield", 'hfield="h"'), "elastic rod with hfield geoms"),
-    (small("cylinder", 'size=".05 .2"'), "elastic rod with cylinder geoms"),
     (small(joint='<joint type="hinge"/><geom size=".01" contype="0" conaffinity="0"/>', pin='<pin id="0"/>'),
      "carried by a moving body"),  # (a rod on a moving body: MuJoCo requires a pin)
     (small(contact=""), "self-collisions of an elastic rod"),
@@ -192,3 +215,4 @@ def test_static_parent_loads():
     """A rod under a static body (its vertices' own slide joints), or pinned to it, collides: no refusal."""
     assert mjx_lite.load_mjcf_string(small()).nflex == 1
     assert mjx_lite.load_mjcf_string(small(pin='<pin id="0"/>')).nflex == 1
+    assert mjx_lite.load_mjcf_string(small("cylinder", 'size=".05 .2"')).nflex == 1  # (GJK geoms: checked above)
