@@ -239,7 +239,13 @@ VMAP_CAPS = (3, 7)  # the four-sphere model (6 live contacts at rest): the bucke
 
 
 def _stack(ds):
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+    """The states ds stacked on a new leading axis, on the host (CI time: an eager jp.stack compiled per leaf shape)."""
+    return jax.tree.map(lambda *x: np.stack(x), *jax.device_get(ds))
+
+
+def _lane(b, i: int):
+    """Lane i of the batched Data b, on the host (CI time: eager device indexing compiled per leaf shape)."""
+    return jax.tree.map(lambda x: x[i], jax.device_get(b))
 
 
 def test_vmap_batch_max_and_fallback(stepped_default):
@@ -259,7 +265,7 @@ def test_vmap_batch_max_and_fallback(stepped_default):
         # the step's contacts are those of its start state
         assert max(int(buckets.need(m, x)) for x in a) == want
         for i in range(NSTATES):
-            _check_equal(m, a[i], jax.tree.map(lambda x, i=i: x[i], b))
+            _check_equal(m, a[i], _lane(b, i))
 
 
 @pytest.mark.slow  # 28 min under a load of 17 on 2 cores (the vmapped gradient of each bucket's branch compiles)
@@ -333,7 +339,7 @@ def stepped_small(request):
     for i, d in enumerate(ds):
         a = STEP(m, d)
         full += [a, STEP(m, a)]
-        bucketed += [jax.tree.map(lambda x, i=i: x[i], x) for x in (b, b2)]
+        bucketed += [_lane(x, i) for x in (b, b2)]
     return m, full, bucketed
 
 
