@@ -199,8 +199,7 @@ def test_mesh_pair_types_share_stages(monkeypatch):
     calls, manifolds = [], []
     monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
     monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
-    # traced only (CI time: the counts are the trace's; lowering to HLO adds nothing to them)
-    jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).trace(m, _batch2(m))
+    jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, _batch2(m))
     assert len(calls) == 2
     assert len(manifolds) == 1
 
@@ -218,7 +217,7 @@ def _merged_trace_counts(monkeypatch, merge: bool) -> tuple[int, int]:
     calls, manifolds = [], []
     monkeypatch.setattr(general, "collide", _counting(general.collide, calls))
     monkeypatch.setattr(cylinder, "_cylinder_manifold", _counting(cylinder._cylinder_manifold, manifolds))
-    jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).trace(m, _batch2(m))  # (traced)
+    jax.jit(jax.vmap(lambda m, d: driver.collision(m, d).contact, in_axes=(None, 0))).lower(m, _batch2(m))
     return len(calls), len(manifolds)
 
 
