@@ -68,9 +68,9 @@ def _models(cone: str, solver: str):
 
 
 @pytest.fixture(  # slow for CI time: elliptic-cg (its fixture and tests: ~40 s of 2-core time; elliptic cones stay in
-    # CI through test_settings_step_equals_full[pgs-elliptic-noslip-implicitfast], CG's primal loop is Newton's);
+    # CI through test_settings_step_equals_full[pgs-elliptic], CG's primal loop is Newton's);
     # pyramidal-newton (~18 CPU-s): the bucket's rows and solve (buckets.py runs the model's solver on them, whichever
-    # it is) stay in CI through test_settings_step_equals_full[pgs-elliptic-noslip-implicitfast] and
+    # it is) stay in CI through test_settings_step_equals_full[pgs-elliptic] and
     # test_vmap_batch_max_and_fallback (PGS), Newton's solver through the full step's tests (tests/test_forward.py)
     scope="module", params=[pytest.param(("pyramidal", "Newton"), marks=pytest.mark.slow),
                             pytest.param(("elliptic", "CG"), marks=pytest.mark.slow)],
@@ -239,13 +239,19 @@ VMAP_CAPS = (3, 7)  # the four-sphere model (6 live contacts at rest): the bucke
 
 
 def _stack(ds):
-    return jax.tree.map(lambda *x: jp.stack(x), *ds)
+    """The states ds stacked on a new leading axis, on the host (CI time: an eager jp.stack compiled per leaf shape)."""
+    return jax.tree.map(lambda *x: np.stack(x), *jax.device_get(ds))
+
+
+def _lane(b, i: int):
+    """Lane i of the batched Data b, on the host (CI time: eager device indexing compiled per leaf shape)."""
+    return jax.tree.map(lambda x: x[i], jax.device_get(b))
 
 
 def test_vmap_batch_max_and_fallback(stepped_default):
     """Under vmap the batch's largest need picks the bucket: a batch whose states all fit runs the bucket of 7; a
     batch with one state of 8 live contacts (two more spheres dropped on the plane) runs the full step for all. (The
-    four-sphere model of SETTINGS' default setting, PGS, elliptic cones, noslip, implicitfast: CI time, the vmapped
+    four-sphere model of SETTINGS' default setting, PGS and elliptic cones: CI time, the vmapped
     bucketed step and the full step are the programs of test_settings_step_equals_full; each environment's full step
     is the unbatched STEP.)"""
     m, mb = stepped_default
@@ -259,7 +265,7 @@ def test_vmap_batch_max_and_fallback(stepped_default):
         # the step's contacts are those of its start state
         assert max(int(buckets.need(m, x)) for x in a) == want
         for i in range(NSTATES):
-            _check_equal(m, a[i], jax.tree.map(lambda x, i=i: x[i], b))
+            _check_equal(m, a[i], _lane(b, i))
 
 
 @pytest.mark.slow  # 28 min under a load of 17 on 2 cores (the vmapped gradient of each bucket's branch compiles)
@@ -282,17 +288,23 @@ def test_grad_equals_full(pyramidal):
     np.testing.assert_allclose(gb, ga, rtol=0, atol=ROUNDOFF * max(1.0, float(np.abs(ga).max())))
 
 
+NOSLIP_SETTING = ("elliptic", "PGS", 'noslip_iterations="4" integrator="implicitfast"')
 # The other solvers, noslip and integrators on a smaller model (four spheres: 0 and 2 on the plane, and the box: 6 live
 # contacts; the bucket of 8 runs): (cone, solver, option attributes).
 SETTINGS = {
-    # CI time (~16 s): PGS stays in CI through pgs-elliptic-noslip-implicitfast (the bucket's rows and PGS solve)
+    # CI time (~16 s): PGS stays in CI through pgs-elliptic (the bucket's rows and PGS solve)
     "pgs-pyramidal": pytest.param(("pyramidal", "PGS", ""), marks=pytest.mark.slow),
-    # PGS, elliptic cones, noslip and implicitfast in one setting (CI time: one pair of step compiles)
-    "pgs-elliptic-noslip-implicitfast": ("elliptic", "PGS", 'noslip_iterations="4" integrator="implicitfast"'),
-    # CI time (2-core CPU, quiet): 15 s and 44 s of setup; noslip stays in CI through pgs-elliptic-noslip-implicitfast
+    # the default setting: PGS and elliptic cones (CI time: one pair of step compiles)
+    "pgs-elliptic": ("elliptic", "PGS", ""),
+    # slow (CI time: its vmapped bucketed step and full step compile in 56 CPU-s, pgs-elliptic's in ~44 at load 10):
+    # noslip runs inside the solve stage on whatever rows the bucket gathered (buckets.py calls the model's solver),
+    # so pgs-elliptic covers the bucket's rows, gather and scatter by default, and noslip and implicitfast have their
+    # own default oracles (tests/test_noslip.py, the integrator tests)
+    "pgs-elliptic-noslip-implicitfast": pytest.param(NOSLIP_SETTING, marks=pytest.mark.slow),
+    # CI time (2-core CPU, quiet): 15 s and 44 s of setup
     "newton-pyramidal-noslip": pytest.param(("pyramidal", "Newton", 'noslip_iterations="4"'), marks=pytest.mark.slow),
-    # CI time (~26 CPU-s): implicitfast stays in CI through pgs-elliptic-noslip-implicitfast, the rows and the solve
-    # on the bucket through it and test_vmap_batch_max_and_fallback (PGS), CG's solver through the full step's tests
+    # CI time (~26 CPU-s): the rows and the solve on the bucket stay in CI through pgs-elliptic and
+    # test_vmap_batch_max_and_fallback (PGS), CG's solver through the full step's tests
     "cg-pyramidal-implicitfast": pytest.param(("pyramidal", "CG", 'integrator="implicitfast"'),
                                               marks=pytest.mark.slow),
     "newton-elliptic-rk4": pytest.param(("elliptic", "Newton", 'integrator="RK4"'), marks=pytest.mark.slow),
@@ -313,8 +325,8 @@ def _small(cone: str, solver: str, extra: str, caps=VMAP_CAPS):
 
 @pytest.fixture(scope="module")
 def stepped_default():
-    """(m, mb) of the default setting (pgs-elliptic-noslip-implicitfast), VMAP_CAPS."""
-    return _small(*SETTINGS["pgs-elliptic-noslip-implicitfast"])
+    """(m, mb) of the default setting (pgs-elliptic), VMAP_CAPS."""
+    return _small(*SETTINGS["pgs-elliptic"])
 
 
 @pytest.fixture(scope="module", params=list(SETTINGS.values()), ids=list(SETTINGS))
@@ -322,7 +334,7 @@ def stepped_small(request):
     """(m, full steps, bucket steps) of one setting: two steps from each of NSTATES states (the second warm-started),
     the full ones state by state (STEP), the bucketed ones vmapped over the states (one batch, VSTEP); per state and
     step, [state 0 step 1, state 0 step 2, state 1 step 1, ...]."""
-    if request.param == SETTINGS["pgs-elliptic-noslip-implicitfast"]:
+    if request.param == SETTINGS["pgs-elliptic"]:
         m, mb = request.getfixturevalue("stepped_default")
     else:
         m, mb = _small(*request.param)
@@ -333,7 +345,7 @@ def stepped_small(request):
     for i, d in enumerate(ds):
         a = STEP(m, d)
         full += [a, STEP(m, a)]
-        bucketed += [jax.tree.map(lambda x, i=i: x[i], x) for x in (b, b2)]
+        bucketed += [_lane(x, i) for x in (b, b2)]
     return m, full, bucketed
 
 
@@ -415,14 +427,14 @@ def test_vmap_pgs_elliptic_noslip_cone_ties():
     their cone (noslip's projection), where efc_state (SATISFIED or CONE) is the round-off of mu N - |T| ~ 1e-14:
     the bucketed step's states are the full step's but on such ties (`_check_states`), and so are MuJoCo's mj_step
     states on the same states (it reports CONE on some of the ties where the full step reports SATISFIED)."""
-    m = mjl.load_mjcf_string(_xml(*SETTINGS["pgs-elliptic-noslip-implicitfast"], nsphere=4))
+    m = mjl.load_mjcf_string(_xml(*NOSLIP_SETTING, nsphere=4))
     mb = mjl.configure(m, contact_buckets=VMAP_CAPS)
     ds = _states(m, 3, seed=1)
     ds[2] = ds[2].replace(qpos=ds[2].qpos.at[7 * 1 + 2].set(0.099))  # sphere 1 down: 7 live, the bucket of 7
     vstep = jax.jit(jax.vmap(mjl.step, in_axes=(None, 0)))
     batch = jax.tree.map(lambda *x: jp.stack(x), *ds)
     a, b = jax.device_get((vstep(m, batch), vstep(mb, batch)))
-    mm = mujoco.MjModel.from_xml_string(_xml(*SETTINGS["pgs-elliptic-noslip-implicitfast"], nsphere=4))
+    mm = mujoco.MjModel.from_xml_string(_xml(*NOSLIP_SETTING, nsphere=4))
     ties = 0
     for i, d in enumerate(ds):
         ai, bi = jax.tree.map(lambda x, i=i: x[i], a), jax.tree.map(lambda x, i=i: x[i], b)

@@ -45,6 +45,10 @@ MODELS = {
                          'euler="10 20 30" cellcount="2 1 1"', kids=_ELASTIC, end=""),
     "empty": _SCENE.format(body=_BALL, flex='count="3 3 3" spacing=".1 .1 .1" pos="0 0 .15" mass="2" '
                            'dof="trilinear" euler="0 0 45" cellcount="4 4 1"', kids=_ELASTIC, end=""),
+    # "quadratic" without the ball: its vertices on the plane (the quadratic node weights in the contact rows) and
+    # its elasticity, the default forward test of the quadratic path (CI time: no element-sphere contacts)
+    "quadratic_plane": _SCENE.format(body="", flex='count="3 3 3" spacing=".1 .1 .1" pos="0 0 .15" mass="2" '
+                                     'dof="quadratic"', kids=_ELASTIC, end=""),
 }  # fmt: skip
 FWD_ATOL = 1e-9  # forward quantities at one state, relative to the field's scale (float64, other operation order)
 TRAJ_ATOL = 1e-7  # qpos / flex vertices after 100 steps (round-off grows through contacts and the solver)
@@ -107,8 +111,10 @@ def _compare(m, mjm, mjd, d):
 
 
 # slow: "trilinear" (one cell) and "cells" (two full cells) run the same trilinear forward as "empty" (trilinear cells,
-# some empty, a ball on them, the plane), the default test of the trilinear path; "cut" likewise
-_FWD_SLOW = ("trilinear", "cells", "cut")
+# some empty, a ball on them, the plane), the default test of the trilinear path; "cut" likewise; "quadratic" (CI time:
+# ~16 worker-s, the ball's element contacts): its quadratic interpolation, rows and elasticity stay default through
+# "quadratic_plane", the ball's element contacts on interpolated flexes through "empty"
+_FWD_SLOW = ("trilinear", "cells", "cut", "quadratic")
 
 
 @pytest.mark.parametrize("state", [_fall, _twist])

@@ -158,17 +158,26 @@ def test_trajectory(models, name):
     assert touched > 50  # the grids saw contacts for most of the trajectory
 
 
-def test_gradient_and_vmap(models, fwd):
-    """d(total normal force on the skid's downward grid)/d(skid mass) through the constraint solver vs central
-    differences, and the grid vmapped over masses equal to unbatched calls: one compiled program, the gradient and
-    the values vmapped over (0.8 mass, mass, mass - h, mass + h); the unbatched values from jit(forward) (the
-    program of test_forward_at_mujoco_states[SKID])."""
-    m, mjm = models["SKID"]
+# (model, body, grid sensor, taxels of its first channel). "SKID" slow (CI time: ~17 worker-s, the vmapped reverse
+# pass of its four contact pair groups and five grids): "BOX_UNDER_SITE" (one box on the floor, one grid) checks the
+# same gradient through the solver and the plugin, and vmap, by default
+GRAD_CASES = [pytest.param(("BOX_UNDER_SITE", "box", "touch", 6 * 2), id="BOX_UNDER_SITE"),
+              pytest.param(("SKID", "skid", "g_down", 8 * 6), id="SKID", marks=pytest.mark.slow)]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", GRAD_CASES)
+def test_gradient_and_vmap(models, fwd, case):
+    """d(total normal force on a grid)/d(body mass) through the constraint solver vs central differences, and the
+    grid vmapped over masses equal to unbatched calls: one compiled program, the gradient and the values vmapped over
+    (0.8 mass, mass, mass - h, mass + h); the unbatched values from jit(forward) (the program of
+    test_forward_at_mujoco_states)."""
+    name, body_name, grid, frame = case
+    m, mjm = models[name]
     mjd = next(_states(mjm, 50, 50))
     d0 = oracle.data_from_mujoco(m, mjm, mjd)
-    body = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, "skid")
-    i = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_SENSOR, "g_down")
-    a, frame = int(mjm.sensor_adr[i]), 8 * 6
+    body = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_BODY, body_name)
+    i = mujoco.mj_name2id(mjm, mujoco.mjtObj.mjOBJ_SENSOR, grid)
+    a = int(mjm.sensor_adr[i])
 
     def with_mass(mass):
         return m.replace(body_mass=m.body_mass.at[body].set(mass))

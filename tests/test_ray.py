@@ -77,6 +77,11 @@ SCENE = """
 
 # the end-to-end tests need kinematics only: contacts off keeps their forward programs small
 SCENE_NO_CONTACT = SCENE.replace("<mujoco>", '<mujoco><option><flag contact="disable"/></option>', 1)
+# the default end-to-end model: SCENE_NO_CONTACT without the height fields and the mesh (each rangefinder data mask
+# casts its own rays at every geom: their casts are test_ray_matches_mujoco's; the rangefinders' data fields, cutoffs,
+# site frames and body exclusion are the same code on the plane, the primitives and the hinged box)
+SCENE_RF_SMALL = "\n".join(line for line in SCENE_NO_CONTACT.splitlines()
+                           if not any(f'name="{g}"' in line for g in ("hf", "hf2", "tet")))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -177,10 +182,14 @@ def test_ray_options_match_mujoco(scene):
     assert dist.shape == gid.shape == () and nrm.shape == (3,)
 
 
-def test_rangefinders_match_mujoco_end_to_end():
+# "full" slow (CI time: ~20 worker-s, its six rangefinder groups each cast at both height fields and the mesh): "small"
+# (SCENE_RF_SMALL) compares the same sensor code by default, test_ray_matches_mujoco the height-field and mesh casts
+@pytest.mark.parametrize("xml", [pytest.param(SCENE_RF_SMALL, id="small"),
+                                 pytest.param(SCENE_NO_CONTACT, id="full", marks=pytest.mark.slow)])  # fmt: skip
+def test_rangefinders_match_mujoco_end_to_end(xml):
     """forward's sensordata (every rangefinder data field, cutoffs) == mj_forward's, over random states."""
-    mjm = mujoco.MjModel.from_xml_string(SCENE_NO_CONTACT)
-    m = mjx_lite.load_mjcf_string(SCENE_NO_CONTACT)
+    mjm = mujoco.MjModel.from_xml_string(xml)
+    m = mjx_lite.load_mjcf_string(xml)
     fwd = jax.jit(mjx_lite.forward)
     hits, misses = 0, 0
     for seed in range(4):
