@@ -214,8 +214,9 @@ ISLANDS_XML = """
 <mujoco>
   <option cone="{cone}" solver="{solver}" noslip_iterations="10" gravity="0 -5 -9.81" tolerance="1e-12"
           iterations="200"/>
+  <default><geom contype="2" conaffinity="1"/></default>
   <worldbody>
-    <geom type="plane" size="5 5 .1"/>
+    <geom type="plane" size="5 5 .1" contype="1" conaffinity="2"/>
     <body pos="0 0 .1"><freejoint/>
       <geom type="box" size=".1 .1 .1" condim="{condim}" friction="0.8 0.02 0.001" solref="0.05 1"/></body>
     <body pos="1 0 .1"><freejoint/>
@@ -228,7 +229,9 @@ ISLANDS_XML = """
 </mujoco>
 """
 # Islands on (MuJoCo's default): two boxes and a sphere (landing at step ~30) on the slope, the hinge with friction
-# loss: 2-3 islands whose noslip sweeps stop at different counts (seen: 6 / 3, 6 / 7 / 3 with Newton).
+# loss: 2-3 islands whose noslip sweeps stop at different counts (seen: 6 / 3, 6 / 7 / 3 with Newton). The bodies
+# collide with the floor only (CI time: no box-box or box-sphere colliders; they never meet here, and MuJoCo's
+# trajectory is bitwise the one without the collision bits).
 
 
 @pytest.mark.parametrize("solver,cone,condim", [("Newton", "pyramidal", 3),
