@@ -180,7 +180,8 @@ def _check_pgs_counts(mjm, m, mjd_ref, d):
 # forward vs mj_forward
 
 # PGS-elliptic slow too (CI time): PGS's iterates and forces on SMALL_XML (elliptic rows end to end) stay by default
-# against MuJoCo's PGS in test_pgs's test_iterates_match_mujoco[elliptic-...], its stopping test in test_pgs's
+# against MuJoCo's PGS in test_pgs's test_iterates_match_mujoco[pyramidal-...] and (the elliptic sweeps, on MuJoCo's
+# own problem) test_sweeps_match_mujoco_on_its_problem, its stopping test in test_pgs's
 # test_niter_matches_mujoco_at_default_tolerance[pyramidal], its per-island sweep counts in test_island_solve's
 # test_islands_converged[pyramidal-PGS]
 DEFAULT_MATRIX = [("Newton", "pyramidal")]
@@ -231,7 +232,7 @@ def test_pgs_reports_its_dual_forces(small_newton):
 @pytest.mark.parametrize(
     "name",
     # all slow (CI time): Newton's forward against MuJoCo's stays by default on SMALL_XML (test_small_model_forward
-    # [Newton-pyramidal]) and the humanoid's forward with its contacts in test_pgs's test_humanoid_50_iterations
+    # [Newton-pyramidal]; the humanoid's forward with its contacts: test_pgs's test_humanoid_50_iterations, slow too)
     [
         pytest.param(n, marks=pytest.mark.slow)
         for n in ("humanoid", "finger", "pendula", "walker", "humanoid_elliptic_cg")
@@ -317,7 +318,7 @@ def _copy_data(mjm, mjd):
 
 
 # both slow (CI time): a contact trajectory against mj_step stays by default in test_box_on_plane_trajectory (and
-# the humanoid's forward with contacts in test_pgs's test_humanoid_50_iterations_matches_mujoco)
+# test_small_model_forward[Newton-pyramidal]'s forward with contacts against mj_forward)
 @pytest.mark.parametrize(
     "n_steps", [pytest.param(10, marks=pytest.mark.slow), pytest.param(1000, marks=pytest.mark.slow)]
 )

@@ -29,15 +29,18 @@ GRAD_RTOL = 1e-6  # implicit gradient vs central differences (step FD_EPS, solve
 FD_EPS = 1e-6
 
 # the last body a light sphere (its own island; CI time: an ellipsoid there added convex-collider groups against every
-# geom type, the stages' compile 9.9 -> 5.4 CPU-s)
+# geom type, the stages' compile 9.9 -> 5.4 CPU-s). Collision bits (CI time: fewer pair types to compile): the box and
+# the sphere on it collide with each other and the floor, the capsule and the light sphere with the floor only (they
+# touch nothing else in the tested states: MuJoCo's results are bitwise those without the bits)
 XML = """
 <mujoco>
   <option solver="{solver}" tolerance="1e-8" iterations="{iterations}" jacobian="dense" cone="{cone}"/>
   <worldbody>
-    <geom type="plane" size="9 9 .1"/>
-    <body pos="0 0 .095"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
-    <body pos="0.02 0 .29"><freejoint/><geom type="sphere" size=".1" mass="3"/></body>
-    <body pos="1 0 .09"><freejoint/><geom type="capsule" size=".1 .2" euler="0 90 10"/></body>
+    <geom type="plane" size="9 9 .1" contype="1" conaffinity="2"/>
+    <body pos="0 0 .095"><freejoint/><geom type="box" size=".1 .1 .1" contype="6" conaffinity="5"/></body>
+    <body pos="0.02 0 .29"><freejoint/><geom type="sphere" size=".1" mass="3" contype="6" conaffinity="5"/></body>
+    <body pos="1 0 .09"><freejoint/><geom type="capsule" size=".1 .2" euler="0 90 10" contype="2" conaffinity="1"/>
+    </body>
     <body pos="-1 0 .6">
       <joint type="hinge" axis="0 1 0" range="-30 30" frictionloss=".1"/>
       <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" contype="0" conaffinity="0"/>
@@ -45,7 +48,7 @@ XML = """
         <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" contype="0" conaffinity="0"/></body>
     </body>
     <body pos="-2 -2 2"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/></body>
-    <body pos="3 0 .09"><freejoint/><geom type="sphere" size=".1" mass="0.2"/></body>
+    <body pos="3 0 .09"><freejoint/><geom type="sphere" size=".1" mass="0.2" contype="2" conaffinity="1"/></body>
   </worldbody>
 </mujoco>
 """
@@ -98,7 +101,7 @@ def _case(solver, cone, iterations):
     mjds = _states(mjm)
     ds = [mjl.make_data(m).replace(qpos=jp.asarray(x.qpos), qvel=jp.asarray(x.qvel),
                                    qacc_warmstart=jp.asarray(x.qacc_warmstart)) for x in mjds]  # fmt: skip
-    return mjm, m, mjds, jax.tree.map(lambda *x: jp.stack(x), *ds)
+    return mjm, m, mjds, jax.tree.map(lambda *x: np.stack(x), *ds)
 
 
 def _with_tol(m, tol):
@@ -107,7 +110,7 @@ def _with_tol(m, tol):
 
 def _compare(mjm, m, mjds, batch, tol, what):
     mjm.opt.tolerance = tol
-    out = _jsolve(_with_tol(m, tol), batch)
+    out = jax.tree.map(np.asarray, _jsolve(_with_tol(m, tol), batch))  # read on the host (no eager slices)
     nislands = set()
     for i, mjd in enumerate(mjds):
         mujoco.mj_forward(mjm, mjd)  # (mj_forward leaves qacc_warmstart as set)
@@ -155,7 +158,7 @@ def test_islands_disabled_whole_system():
     mjds = _states(mjm)
     ds = [mjl.make_data(m).replace(qpos=jp.asarray(x.qpos), qvel=jp.asarray(x.qvel),
                                    qacc_warmstart=jp.asarray(x.qacc_warmstart)) for x in mjds]  # fmt: skip
-    out = _jsolve(m, jax.tree.map(lambda *x: jp.stack(x), *ds))
+    out = _jsolve(m, jax.tree.map(lambda *x: np.stack(x), *ds))
     for i, mjd in enumerate(mjds):
         mujoco.mj_forward(mjm, mjd)
         assert mjd.nisland == 0

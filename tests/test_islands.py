@@ -71,7 +71,7 @@ def scene(request):
     m = mjl.configure(oracle.model_from_mujoco(mjm), efc_jacobian=request.param)
     mjds = _states(mjm, 4)
     ds = [mjl.make_data(m).replace(qpos=jp.asarray(x.qpos), qvel=jp.asarray(x.qvel)) for x in mjds]
-    batch = jax.tree.map(lambda *x: jp.stack(x), *ds)
+    batch = jax.tree.map(lambda *x: np.stack(x), *ds)
     made = jax.jit(jax.vmap(lambda d: fwd.forward_pos_vel(m, d)))(batch)
 
     def islands(d):
@@ -87,10 +87,18 @@ def test_islands_match_mujoco(scene):
     """nisland, tree_island, dof_island and each live row's island are MuJoCo's (rows matched by J and pos)."""
     mjm, m, mjds, made, isl = scene
     seen = set()
+
+    def dense_j(d):
+        p = constraint.problem(m, d)
+        return common.j_dense(p.J, p.J_colind, m.nv)
+
+    # every state's dense rows in one program, the states then read on the host (CI time: eagerly, the problem's
+    # operations and each Data leaf's slice compiled a small program each)
+    dense = np.asarray(jax.jit(jax.vmap(dense_j))(made))
+    made, isl = jax.tree.map(np.asarray, (made, isl))
     for i, mjd in enumerate(mjds):
         d = jax.tree.map(lambda x, i=i: x[i], made)
-        p = constraint.problem(m, d)
-        d = d.replace(efc_J=common.j_dense(p.J, p.J_colind, m.nv))  # match_rows compares dense rows
+        d = d.replace(efc_J=dense[i])  # match_rows compares dense rows
         assert int(isl.nisland[i]) == mjd.nisland, (i, int(isl.nisland[i]), mjd.nisland)
         np.testing.assert_array_equal(np.asarray(isl.tree_island[i]), mjd.tree_island, err_msg=f"state {i}")
         np.testing.assert_array_equal(np.asarray(isl.dof_island[i]), mjd.dof_island, err_msg=f"state {i}")

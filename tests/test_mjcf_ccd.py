@@ -44,6 +44,21 @@ def _mujoco_traj(xml: str, n: int) -> np.ndarray:
     return np.array(out)
 
 
+def test_no_gjk_model_loads_as_mujoco():
+    """The cheap default check of the setting (CI time: the stepping test below is slow): ccd_iterations=10 on the
+    model without GJK/EPA pairs loads, and MuJoCo's trajectory there is the one at 35 (the setting has no effect)."""
+    n = 150
+    low, default = _mujoco_traj(PRIMITIVES.format(it=10), n), _mujoco_traj(PRIMITIVES.format(it=35), n)
+    np.testing.assert_array_equal(low, default)
+    assert low[:, -1].max() >= 5  # floor contacts and body-body contacts
+    m = mjl.load_mjcf_string(PRIMITIVES.format(it=10))
+    assert m.opt.ccd_iterations == 10 and m.ngeom == mujoco.MjModel.from_xml_string(PRIMITIVES.format(it=10)).ngeom
+
+
+# slow (CI time, ~9 worker-s: the step's compile of six colliders): the setting's load and MuJoCo's indifference to it
+# stay by default in test_no_gjk_model_loads_as_mujoco; these closed-form colliders' contacts and steps against
+# MuJoCo stay by default in tests/test_collision.py (test_analytic_pairs)
+@pytest.mark.slow
 def test_no_gjk_model_loads_and_steps_as_mujoco():
     """ccd_iterations=10 on a model without GJK/EPA pairs: MuJoCo's trajectory is the one at 35 (no effect), and
     ours matches it step by step, with contacts between the bodies."""

@@ -53,6 +53,11 @@ def test_policy_as_mujoco(case):
     np.testing.assert_array_equal(np.asarray(m.tree_sleep_policy), mjm.tree_sleep_policy)
 
 
+# slow (CI time, ~9 worker-s: the step's compile of this scene's colliders): the sleep-enabled step against MuJoCo
+# (trees that may sleep and trees that may not) stays by default in tests/test_sleep.py (test_activation[Euler],
+# test_settle_sleep_wake_by_contact[Euler]); the policies that keep every tree awake stay by default in
+# test_policy_as_mujoco
+@pytest.mark.slow
 def test_no_sleeping_tree_steps_as_mujoco():
     """With every tree's policy never, MuJoCo's trajectory (controls on, contacts) is the same with and without the
     flag, and ours matches it."""

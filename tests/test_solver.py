@@ -5,6 +5,7 @@ For each model state, MuJoCo (run to convergence: many iterations, tiny toleranc
 problem and must reach the same unique optimum (efc_force, qacc).
 """
 
+import jax
 import jax.numpy as jp
 import mujoco
 import numpy as np
@@ -118,7 +119,8 @@ CASES = [("pyramidal", 1), ("pyramidal", 3), ("pyramidal", 4), ("pyramidal", 6),
 # default run: Newton and CG on the elliptic case (their only default elliptic oracle); the full matrix is marked
 # slow (CI time). Newton-pyramidal stays by default end to end in test_constraint_forward's test_small_model_forward
 # [Newton-pyramidal] (condim 1/3/4/6 against MuJoCo's converged Newton), CG-pyramidal in test_island_solve's
-# test_islands_converged[pyramidal-CG], PGS in test_pgs's test_iterates_match_mujoco (both cones) and
+# test_islands_converged[pyramidal-CG], PGS in test_pgs's test_iterates_match_mujoco[pyramidal], its elliptic sweeps
+# in test_pgs's test_sweeps_match_mujoco_on_its_problem, and
 # test_niter_matches_mujoco_at_default_tolerance[pyramidal] and test_island_solve's test_islands_converged
 # [pyramidal-PGS] (converged, per island)
 DEFAULT = {("Newton", "elliptic", 6), ("CG", "elliptic", 6)}
@@ -136,19 +138,26 @@ def test_solver_matches_mujoco(solver, cone, condim):
         # reference: MuJoCo's Newton run to convergence (the optimum is unique, whichever solver reaches it)
         m, d, layout, prob = mujoco_problem(cone, condim, "Newton", seed, impratio=impratio, iters=200)
         assert d.nefc > 0 and d.ncon > 0
-        minv = lambda x, M=prob.M: jp.linalg.solve(M, x)  # noqa: E731
-        start = common.start_at(layout, prob, prob.qacc_smooth)
-        if solver == "Newton":
-            qacc, _, ev, *_ = primal.solve_newton(layout, prob, start, iterations=100, ls_iterations=50,
-                                                  tolerance=1e-14, ls_tolerance=1e-3)  # fmt: skip
-            force = ev.force
-        elif solver == "CG":
-            qacc, _, ev, *_ = primal.solve_cg(layout, prob, start, iterations=2000, ls_iterations=50, tolerance=1e-16,
-                                              ls_tolerance=1e-3, minv=minv)  # fmt: skip
-            force = ev.force
-        else:
-            force, qacc, *_ = pgs.solve_pgs(layout, prob, jp.zeros(d.nefc), iterations=3000, tolerance=1e-18,
+
+        # one jitted program per solve (CI time: run eagerly, the operations outside the solvers' loops compiled one
+        # program each; Newton-elliptic-6 21 -> 11 CPU-s)
+        @jax.jit
+        def run(prob, layout=layout, nefc=d.nefc):
+            minv = lambda x: jp.linalg.solve(prob.M, x)  # noqa: E731
+            start = common.start_at(layout, prob, prob.qacc_smooth)
+            if solver == "Newton":
+                qacc, _, ev, *_ = primal.solve_newton(layout, prob, start, iterations=100, ls_iterations=50,
+                                                      tolerance=1e-14, ls_tolerance=1e-3)  # fmt: skip
+                return ev.force, qacc
+            if solver == "CG":
+                qacc, _, ev, *_ = primal.solve_cg(layout, prob, start, iterations=2000, ls_iterations=50,
+                                                  tolerance=1e-16, ls_tolerance=1e-3, minv=minv)  # fmt: skip
+                return ev.force, qacc
+            force, qacc, *_ = pgs.solve_pgs(layout, prob, jp.zeros(nefc), iterations=3000, tolerance=1e-18,
                                             minv=minv)  # fmt: skip
+            return force, qacc
+
+        force, qacc = run(prob)
         tol = NEWTON_TOL if solver == "Newton" else FIRST_ORDER_TOL
         _close(np.asarray(force), d.efc_force[: d.nefc], tol)
         _close(np.asarray(qacc), d.qacc, tol)

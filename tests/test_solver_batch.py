@@ -23,12 +23,49 @@ CG_SAME_TOL = 1e-9
 NEWTON_TOL = 1e-6  # vs MuJoCo run to the same tolerance (tests/test_solver.py's Newton tolerance)
 
 
-def _states(mjm, n, seed=0):
+# Newton's default case (CI time: SMALL_XML's four colliders and 38 dofs under vmap took ~15 worker-s): one box on
+# the floor (one collider), a limited hinge chain with friction loss and a joint equality, a connected free sphere
+TINY_XML = """
+<mujoco>
+  <option cone="pyramidal" solver="{solver}" jacobian="dense" iterations="{iters}" ls_iterations="50"
+          tolerance="{tol}"/>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body pos="0 0 .1"><freejoint/><geom type="box" size=".1 .1 .1" condim="3" friction="0.8 0.02 0.001"/></body>
+    <body pos=".5 0 .5">
+      <joint name="h1" type="hinge" axis="0 1 0" range="-10 10" frictionloss="0.3"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
+      <body pos=".3 0 0">
+        <joint name="h2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".05" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+    <body name="b3" pos="-.5 0 .5"><freejoint/><geom type="sphere" size=".1" contype="0" conaffinity="0"/></body>
+  </worldbody>
+  <equality>
+    <connect body1="b3" anchor="0 0 .2"/>
+    <joint joint1="h1" joint2="h2" polycoef="0 .5 0 0 0"/>
+  </equality>
+</mujoco>
+"""
+
+
+def _tiny_state(mjm, mjd, rng):
+    """The box sunk into the floor and tilted, the hinge past its limit, random velocities."""
+    mjd.qpos[:] = mjm.qpos0
+    mjd.qpos[2] = 0.1 - 0.003 - 0.01 * rng.random()
+    q = np.r_[1.0, rng.normal(size=3) * 0.05]
+    mjd.qpos[3:7] = q / np.linalg.norm(q)
+    mjd.qpos[7] = 0.2 + 0.05 * rng.random()
+    mjd.qvel[:] = rng.normal(size=mjm.nv) * 0.5
+
+
+def _states(mjm, n, seed=0, state=oracle.small_state):
     mjd = mujoco.MjData(mjm)
     rng = np.random.default_rng(seed)
     qpos, qvel, qacc = [], [], []
     for _ in range(n):
-        oracle.small_state(mjm, mjd, rng)
+        state(mjm, mjd, rng)
         mujoco.mj_forward(mjm, mjd)
         qpos.append(mjd.qpos.copy())
         qvel.append(mjd.qvel.copy())
@@ -62,10 +99,14 @@ def solved(request):
     # 4 refill trips each
     # 4 refill trips each; PGS reaches 1e-8 in 600-1000 sweeps here (tests/test_pgs.py), 1e-10 not within 100
     iters, tol = {"CG": (20, 1e-10), "PGS": (1000, 1e-8)}.get(solver, (100, 1e-10))
-    mjm = oracle.small_model(solver, "pyramidal", tol=tol, iters=iters)
-    xml = oracle.SMALL_XML.format(solver=solver, cone="pyramidal", impratio=1.0, tol=tol, iters=iters)
+    if solver == "Newton":
+        xml = TINY_XML.format(solver=solver, tol=tol, iters=iters)
+        mjm, state = mujoco.MjModel.from_xml_string(xml), _tiny_state
+    else:
+        mjm, state = oracle.small_model(solver, "pyramidal", tol=tol, iters=iters), oracle.small_state
+        xml = oracle.SMALL_XML.format(solver=solver, cone="pyramidal", impratio=1.0, tol=tol, iters=iters)
     m = mjl.load_mjcf_string(xml)
-    qpos, qvel, qacc_mj = _states(mjm, BATCH)
+    qpos, qvel, qacc_mj = _states(mjm, BATCH, state=state)
     out = _forward({mode: mjl.configure(m, solver_batch=mode) for mode in ("lockstep", "refill")}, qpos, qvel)
     return solver, out, qacc_mj
 

@@ -150,6 +150,10 @@ def _rollout(m, d, n):
     return jax.lax.scan(body, d, None, length=n)[1]
 
 
+# slow (CI time, ~5 worker-s: two compiled rollouts): the direct path's forward is MuJoCo's by default in
+# test_direct_solve_matches_mujoco (each model: slide_limit is the cartpole's rail), the iterative path's in
+# tests/test_constraint_forward.py, so both paths stay tied to the same oracle
+@pytest.mark.slow
 def test_cartpole_rollout_equals_iterative(cartpole_euler):
     """The cartpole driven into its rail limit (Euler, 100 steps): the direct and the iterative path agree. (Euler,
     CI time: RK4's four forward passes per step make each compiled rollout four times the program; the direct solve
@@ -187,6 +191,38 @@ def cartpole_euler(cartpole):
     return cartpole.replace(opt=cartpole.opt.replace(integrator=int(mjl.IntegratorType.EULER)))
 
 
+def test_gradient_of_one_forward_matches_central_differences():
+    """The cheap default oracle of the direct path's implicit gradient: d(w . qacc)/d qvel of one forward pass of
+    the slide_limit model pushed past its limit (the row active: its aref depends on qvel) and of friction_limit
+    (friction loss and a limit) equals central differences of the values of the same compiled function."""
+    for name in ("slide_limit", "friction_limit"):
+        mjm = _mujoco(name, "Newton")
+        m = oracle.model_from_mujoco(mjm)
+        assert direct.applies(constraint.plan(m).layout, m.config.direct_solve_rows)
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[0] = 1.1 * mjm.jnt_range[0, 1]  # past the upper limit
+        mjd.qvel[:] = (0.3, -0.2)
+        d0 = oracle.data_with_state(m, mjm, mjd)
+        w = np.asarray([1.0, 0.7])
+
+        def loss(qvel, m=m, d0=d0, w=w):
+            d = fwd.forward(m, d0.replace(qvel=qvel))
+            return jp.dot(d.qacc, w), jp.max(jp.abs(d.efc_force))
+
+        vg = jax.jit(jax.value_and_grad(loss, has_aux=True))
+        v, h = np.asarray(mjd.qvel), 1e-6
+        (_, fmax), g = vg(v)
+        assert float(fmax) > 0, name  # the limit row pushes
+        e = np.eye(2) * h
+        fd = [(float(vg(v + e[i])[0][0]) - float(vg(v - e[i])[0][0])) / (2 * h) for i in range(2)]
+        assert np.all(np.isfinite(np.asarray(g))) and np.any(np.asarray(g) != 0)
+        np.testing.assert_allclose(np.asarray(g), fd, rtol=FD_RTOL, atol=FD_RTOL, err_msg=name)
+
+
+# slow (CI time, ~8 worker-s: the differentiated 40-step rollout): the direct path's implicit gradient against
+# central differences stays by default in test_gradient_of_one_forward_matches_central_differences (one forward pass
+# of slide_limit, the cartpole's rail, and of friction_limit, with the rows active)
+@pytest.mark.slow
 def test_gradients(cartpole_euler, final_vg):
     """d(final cart position)/d(initial cart velocity) through a limit hit: the direct path's implicit gradient
     equals central differences (of the values of the same compiled function)."""
@@ -200,7 +236,7 @@ def test_gradients(cartpole_euler, final_vg):
 
 
 # slow (CI time: a second compile of the differentiated rollout); the direct path's implicit gradient against
-# central differences stays by default in test_gradients
+# central differences stays by default in test_gradient_of_one_forward_matches_central_differences
 @pytest.mark.slow
 def test_gradients_unrolled_equals_implicit(cartpole_euler, final_vg):
     """With gradients="unrolled" (through the exact solve's formulas) the gradient of test_gradients equals the
@@ -215,7 +251,7 @@ def test_gradients_unrolled_equals_implicit(cartpole_euler, final_vg):
     np.testing.assert_allclose(g["unrolled"], g["direct"], rtol=GRAD_TOL)
 
 
-@pytest.mark.slow  # a third gradient program; test_gradients checks the direct path's gradient by differences
+@pytest.mark.slow  # a third gradient program; test_gradient_of_one_forward_... checks the direct path's by differences
 def test_gradients_equal_iterative(cartpole_euler, final_vg):
     """The direct path's implicit gradient equals the iterative path's (both at the optimum)."""
     cartpole = cartpole_euler

@@ -129,22 +129,31 @@ def test_trace_far_from_meaninertia(cases, solver):
 # Newton's fused kernel slow too (CI time): its iterates and statistics are the XLA Newton's by default in
 # tests/test_kernels_solver.py::test_solver_equals_xla[newton-dense] (["Newton-xla"] compares those with MuJoCo here),
 # and its solver_niter is MuJoCo's by default in tests/test_newton_stop.py::test_niter_matches_mujoco[pyramidal-fused]
+# CG-xla's default case compares the first CG_DEFAULT_K iterations (CI time: each budget k compiles its own solve,
+# ~0.9 worker-s each; with Polak-Ribiere-plus in place of Hager-Zhang the iterates part at iteration 4); all
+# MAX_K["CG"] of them in the slow ["CG-xla-all"]
+CG_DEFAULT_K = 6
+
+
 @pytest.mark.parametrize("solver,path", [("Newton", "xla"), pytest.param("Newton", "fused", marks=pytest.mark.slow),
                                          ("CG", "xla"),
+                                         pytest.param("CG", "xla-all", marks=pytest.mark.slow),
                                          pytest.param("CG", "fused", marks=pytest.mark.slow)])  # fmt: skip
 def test_iterations_match_mujoco(cases, solver, path):
     """With the iteration budget cut to k, the k-th iteration's improvement and gradient and qacc are MuJoCo's
     (`d.solver[k - 1]`) at each tolerance of TOLERANCES (the tolerance also sets the line search's). Islands are
-    disabled: one solve of the whole system, no per-island counts (solver_niter_island all 0)."""
+    disabled: one solve of the whole system, no per-island counts (solver_niter_island all 0). ("xla-all": the XLA
+    path over all MAX_K iterations, "xla" CG over its first CG_DEFAULT_K.)"""
     solver, mjm, m, mf, prepared, jsolve = cases(solver)
-    model = m if path == "xla" else mf
+    model = mf if path == "fused" else m
+    max_k = CG_DEFAULT_K if (solver, path) == ("CG", "xla") else MAX_K[solver]
     for seed, d in prepared:
         for tol in TOLERANCES:
             mjd = _mujoco(mjm, seed, tol)
             n = int(mjd.solver_niter[0])
             assert 0 < n <= mujoco.mjNSOLVER
             ref = max(1.0, mjd.solver[0].improvement)  # the statistics' scale: the first (largest) improvement
-            for k in range(1, min(n, MAX_K[solver]) + 1):
+            for k in range(1, min(n, max_k) + 1):
                 ours = jsolve(_with_tol(model.replace(opt=model.opt.replace(iterations=k)), tol), d)
                 what = f"{solver} {path} seed {seed} tolerance {tol:g} iteration {k}"
                 assert int(ours.solver_niter) == k, what

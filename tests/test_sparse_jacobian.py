@@ -123,7 +123,13 @@ def test_rows_match_dense_and_mujoco(cone, condim):
         np.testing.assert_allclose(np.asarray(ds.efc_aref)[ro], mjd.efc_aref[rm], atol=ROW_ATOL, rtol=1e-7)
 
 
-@pytest.mark.parametrize("solver", ["CG", pytest.param("Newton", marks=pytest.mark.slow)])
+# both slow (CI time: CG ~12 worker-s, two forward compiles of the every-row model): the sparse rows of every kind stay
+# MuJoCo's by default in test_rows_match_dense_and_mujoco[pyramidal-3], the matrix-free CG solve on sparse rows
+# against MuJoCo's converged forward (qacc, qfrc_constraint, efc_force) and inverse dynamics on sparse rows in
+# test_adhesion_reads_sparse_rows, the sparse vs dense layouts through the solve in
+# test_implicit_gradient_matches_finite_differences[CG]
+@pytest.mark.parametrize("solver", [pytest.param("CG", marks=pytest.mark.slow),
+                                    pytest.param("Newton", marks=pytest.mark.slow)])
 def test_forward_matches_dense_and_mujoco(solver):
     """Full forward (solve included) in both layouts, and against MuJoCo's converged Newton."""
     mjm = mujoco.MjModel.from_xml_string(ROWS_XML.format(cone="pyramidal", condim=3, solver=solver))
@@ -150,8 +156,10 @@ def test_forward_matches_dense_and_mujoco(solver):
     oracle.close(di.efc_force, ds.efc_force, LAYOUT_TOL, "inverse efc_force")
 
 
-# adhesion on two free bodies: nv 12 = the sparse row width, so reading sparse values as dense rows would not fail
-ADHESION_XML = """<mujoco><option jacobian="dense"/><worldbody>
+# adhesion on two free bodies: nv 12 = the sparse row width, so reading sparse values as dense rows would not fail;
+# CG run to convergence (the cheap default oracle of the matrix-free CG solve on sparse rows)
+ADHESION_XML = """<mujoco><option jacobian="dense" solver="CG" iterations="4000" tolerance="1e-15"
+ ls_iterations="50"/><worldbody>
   <geom name="floor" type="plane" size="5 5 0.1" margin="0.05" gap="0.03"/>
   <body name="box" pos="0 0 0.1"><freejoint/><geom type="box" size="0.2 0.1 0.1"/></body>
   <body name="ball" pos="1 0 0.1"><freejoint/><geom type="sphere" size="0.1" condim="1"/></body></worldbody>
@@ -160,9 +168,13 @@ ADHESION_XML = """<mujoco><option jacobian="dense"/><worldbody>
 
 
 def test_adhesion_reads_sparse_rows():
-    """Adhesion (body transmission) weighs the contacts' efc rows: efc_J' w in the sparse layout, vs MuJoCo."""
+    """Adhesion (body transmission) weighs the contacts' efc rows: efc_J' w in the sparse layout, vs MuJoCo. The
+    forward pass's CG solve on the sparse rows (matrix-free) against MuJoCo's converged Newton: qacc, qfrc_constraint,
+    efc_force; inverse dynamics on the sparse rows gives back the solver's forces."""
     xml = ADHESION_XML
     mjm = mujoco.MjModel.from_xml_string(xml)
+    mjm.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON  # the reference: MuJoCo's converged Newton
+    mjm.opt.iterations, mjm.opt.tolerance = 200, 1e-12
     mjd = mujoco.MjData(mjm)
     mjd.qpos[:7] = [0, 0, 0.08, 0.99, 0.08, 0.05, 0]
     mjd.qpos[3:7] /= np.linalg.norm(mjd.qpos[3:7])
@@ -170,12 +182,20 @@ def test_adhesion_reads_sparse_rows():
     mjd.ctrl[:] = [0.7, 0.4]
     mujoco.mj_forward(mjm, mjd)
     m = mjl.load_mjcf_string(xml, config=mjl.Config(efc_jacobian="sparse"))
-    assert constraint.plan(m).sparse
+    assert constraint.plan(m).sparse and m.opt.solver == int(mjl.SolverType.CG)
     out = forward(m, mjl.make_data(m).replace(qpos=jp.asarray(mjd.qpos), ctrl=jp.asarray(mjd.ctrl)))
     moment = np.zeros((mjm.nout, mjm.nv))
     mujoco.mju_sparse2dense(moment, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
     np.testing.assert_allclose(np.asarray(out.actuator_moment), moment, atol=ROW_ATOL)
     np.testing.assert_allclose(np.asarray(out.qfrc_actuator), mjd.qfrc_actuator, atol=ROW_ATOL)
+    assert int(out.nefc) == mjd.nefc >= 8
+    oracle.close(out.qacc, mjd.qacc, FIRST_ORDER_TOL, "qacc")
+    oracle.close(out.qfrc_constraint, mjd.qfrc_constraint, FIRST_ORDER_TOL, "qfrc_constraint")
+    rm, ro = oracle.match_rows(mjd, mjm, _dense_view(m, out))
+    oracle.close(np.asarray(out.efc_force)[ro], mjd.efc_force[rm], FIRST_ORDER_TOL, "efc_force")
+    di = jax.jit(inverse.inv_constraint)(m, out)
+    oracle.close(di.qfrc_constraint, out.qfrc_constraint, LAYOUT_TOL, "inverse")
+    oracle.close(di.efc_force, out.efc_force, LAYOUT_TOL, "inverse efc_force")
 
 
 # ---------------------------------------------------------------------------------------------------------
