@@ -91,12 +91,15 @@ def run_unless(done: tuple, fn, m: Model, d: Data) -> Data:
 
 
 @named
-def fwd_position(m: Model, d: Data, collide=None, constrain=None) -> Data:
+def fwd_position(m: Model, d: Data, collide=None, constrain=None, defer_transmission: bool = False) -> Data:
     """Position-dependent computations (mj_fwdPosition).
 
     collide: None (the collision stage), or a stage `collide(m, d) -> d` run in its place (the derivative pass of
     `derivatives.transition` recomputes only the contacts that are active at its linearisation point).
     constrain: likewise for the constraint rows (`constraint.make_constraint_held` in that derivative pass).
+    defer_transmission: the caller runs `fwd_velocity` next (`forward_pos_vel`): with `kernels.transmission_deferred(m)`
+    the velocity pass's kernel computes the transmission (tendon actuators: kernels/transmission.py) and it is
+    skipped here.
 
     With fused kernels (`Config.kernels`) the tree pass runs first as one kernel (`kernels.tree_pass`) and the stages it
     computed (kinematics, com_pos and, without tendon armature, crb and factor_m) are skipped below; otherwise it
@@ -123,6 +126,8 @@ def fwd_position(m: Model, d: Data, collide=None, constrain=None) -> Data:
             constrain = buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint
         d = run(constrain, m, d)
         d = run(sleep.mask_rows, m, d)
+    if defer_transmission and kernels.transmission_deferred(m):
+        done += ("transmission",)  # (computed by the velocity pass's kernel)
     d = run_unless(done, transmission.transmission, m, d)  # (in the tree pass for joint actuators)
     return d
 
@@ -135,11 +140,11 @@ def fwd_velocity(m: Model, d: Data, smooth: bool = False) -> Data:
     (`forward_acc(..., smooth=True)`): with `kernels.smooth_fused(m)` one fused kernel then computes this stage,
     actuation and fwd_acceleration (kernels/smooth.py), and `forward_acc` skips those two."""
     d, done = run(kernels.smooth_pass, m, d) if smooth else (d, ())
+    if not done:  # fused: com_vel, rne, fwd_velocity_extras (passive; the transmission); otherwise nothing
+        d, done = run(kernels.velocity_pass, m, d)
     d = run_unless(done, actuation.fwd_velocity_extras, m, d)
     if m.nflexedge:
         d = run(flex.flex_velocity, m, d)
-    if not done:
-        d, done = run(kernels.velocity_pass, m, d)  # fused: com_vel, rne (and passive); otherwise nothing
     d = run_unless(done, velocity.com_vel, m, d)
     d = run_unless(done, passive.passive, m, d)
     d = run_unless(done, rne.rne, m, d)
@@ -218,7 +223,7 @@ def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True, collide
     """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy (collide,
     constrain: see `fwd_position`; smooth: see `fwd_velocity`, for a caller that runs `forward_acc(..., smooth=True)`
     next on the result)."""
-    d = fwd_position(m, d, collide, constrain)
+    d = fwd_position(m, d, collide, constrain, defer_transmission=True)
     d = _sensor_stage(kernels.sensor_pos, m, d, sensors)  # sensor.sensor_pos (fused under kernels)
     d = energy_pos(m, d)
     d = fwd_velocity(m, d, smooth)

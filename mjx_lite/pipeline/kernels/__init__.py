@@ -8,7 +8,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
   launch.py   the launcher: layouts, the custom_vmap rule that turns the user's vmap into blocks of
               environments, custom_jvp derivatives through the XLA twin
   tree.py     kinematics + com_pos + crb (+ factor.py's factorisation) as one kernel (the position tree pass)
-  velocity.py com_vel + rne (+ passive.py: the joints' passive forces) as one kernel
+  velocity.py com_vel + rne (+ passive.py: the joints' passive forces; transmission.py: fwd_velocity_extras and
+              the transmission of tendon actuators) as one kernel
   smooth.py   the velocity pass, the actuators' velocities, actuation.py and factor.py's fwd_acceleration as one
               kernel (qvel to qacc_smooth), where the step runs the stages back to back
   factor.py   the L'DL factorisation; fwd_acceleration (qfrc_smooth, J'xfrc, M^-1 qfrc_smooth) as one kernel, and the
@@ -52,6 +53,7 @@ from mjx_lite.pipeline.kernels import rows_tiled as _rows_tiled
 from mjx_lite.pipeline.kernels import sensor_acc as _sensor_acc
 from mjx_lite.pipeline.kernels import sensor_posvel as _sensor_posvel
 from mjx_lite.pipeline.kernels import smooth as _smooth
+from mjx_lite.pipeline.kernels import transmission as _transmission
 from mjx_lite.pipeline.kernels import tree as _tree
 from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
@@ -60,7 +62,8 @@ from mjx_lite.types import Data, Model, Stage
 __all__ = ["SMOOTH_ACC_FIELDS", "acceleration", "actuation", "actuation_fused", "advance", "advance_fused",
            "collide_fused", "collision", "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused",
            "rows_fused", "sensor_acc", "sensor_acc_fused", "sensor_pos", "sensor_posvel_fused", "sensor_vel",
-           "smooth_fused", "smooth_pass", "solve_pgs", "solve_primal", "solve_shifted", "tree_pass", "velocity_pass"]
+           "smooth_fused", "smooth_pass", "solve_pgs", "solve_primal", "solve_shifted", "transmission_deferred",
+           "tree_pass", "velocity_pass"]
 
 
 SMOOTH_ACC_FIELDS = _smooth.ACC_FIELDS  # the acceleration stages' fields the smooth pass computes
@@ -91,6 +94,13 @@ def velocity_pass(m: Model, d: Data) -> tuple[Data, tuple]:
     if not (fused(m) and _velocity.fusable(m)):
         return d, ()
     return _velocity.velocity_pass(m, d, launch_of(m))
+
+
+def transmission_deferred(m: Model) -> bool:
+    """Static: the velocity pass's kernel computes mj_transmission (`fused(m)`, tendon actuators beside slide/hinge
+    joint ones, no actuatorpos sensor: kernels/transmission.py), so `forward.forward_pos_vel` skips the position
+    stage's XLA transmission."""
+    return fused(m) and _velocity.fusable(m) and _transmission.fusable(m)
 
 
 def smooth_fused(m: Model) -> bool:

@@ -12,7 +12,7 @@ they read, shared by the block unless vmapped).
 
 The body is the three kernels' bodies run one after the other on one block; a later part reads what an earlier one
 wrote (qfrc_bias, qfrc_passive, actuator_velocity, qfrc_actuator) from the kernel's own output block instead of
-an input (`_Chained`). The formulas are theirs, so the fields equal the XLA stages' to round-off. Derivatives go
+an input (`velocity.Outputs`). The formulas are theirs, so the fields equal the XLA stages' to round-off. Derivatives go
 through the XLA twin: the three kernels' twins chained (the velocity stages, actuator_moment qvel, the actuation
 stage, fwd_acceleration), each reading only its inputs (kernels/launch.py).
 
@@ -25,7 +25,6 @@ user sets ctrl or the applied forces between them) and the derivatives' passes k
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jp
 import numpy as np
 
@@ -34,7 +33,6 @@ from mjx_lite.pipeline.kernels import actuation as _actuation
 from mjx_lite.pipeline.kernels import factor as _factor
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import velocity as _velocity
-from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.types import Data, Model
 
 __all__ = ["ACC_FIELDS", "fusable", "kernel", "smooth_pass"]
@@ -54,24 +52,6 @@ def fusable(m: Model) -> bool:
     return m.nactuator == 0 or _actuation.fusable(m)
 
 
-class _Chained:
-    """A kernel body's view of the block (`launch.IO`) in which the inputs named in `produced` are read from the
-    kernel's own outputs (written by an earlier part of the body): `read` / `read_vec` of those become `load` /
-    `load_vec`; everything else is the IO's."""
-
-    def __init__(self, io, produced: frozenset):
-        self._io, self._produced = io, produced
-
-    def read(self, name: str, i):
-        return self._io.load(name, i) if name in self._produced else self._io.read(name, i)
-
-    def read_vec(self, name: str, i, n: int) -> tuple:
-        return self._io.load_vec(name, i, n) if name in self._produced else self._io.read_vec(name, i, n)
-
-    def __getattr__(self, name):
-        return getattr(self._io, name)
-
-
 def _merge_tables(*parts: dict) -> dict:
     out = {}
     for tab in parts:
@@ -89,45 +69,32 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
     ka, xa = _actuation.kernel(m, d) if m.nactuator else (None, {})
     kc = _factor.acceleration_kernel(m)
     xc = {n: getattr(d, n) for n in _factor.ACCELERATION_INPUTS}
-    nu, nv = m.nactuator, m.nv
-    from_act = frozenset(("actuator_velocity",))
-    from_acc = frozenset(("qfrc_passive", "qfrc_bias") + (("qfrc_actuator",) if nu else ()))
+    nu = m.nactuator
+    vel_out = frozenset(n for n in kv.outputs if not n.startswith("_"))
+    act_out = frozenset(n for n in (ka.outputs if nu else {}) if not n.startswith("_"))
+    from_vel = vel_out & frozenset(ka.inputs if nu else ())  # actuator_velocity
+    from_acc = (vel_out | act_out) & frozenset(kc.inputs)  # qfrc_passive, qfrc_bias, qfrc_actuator
     x = dict(xv)
-    x.update({n: v for n, v in xa.items() if n not in from_act})
+    x.update({n: v for n, v in xa.items() if n not in from_vel})
     x.update({n: v for n, v in xc.items() if n not in from_acc})
     outputs = dict(kv.outputs)
-    if nu:
-        outputs["actuator_velocity"] = (nu,)
-        outputs.update(ka.outputs)
+    outputs.update(ka.outputs if nu else {})
     outputs.update(kc.outputs)
     names = (kv.outputs, ka.outputs if nu else {}, kc.outputs)
-    assert sum(len(o) for o in names) + (1 if nu else 0) == len(outputs), "kernels.smooth: an output name clash"
+    assert sum(len(o) for o in names) == len(outputs), "kernels.smooth: an output name clash"
     tables = _merge_tables(kv.tables, ka.tables if nu else {}, kc.tables)
 
     def body(io):
         kv.body(io)
         if nu:
-
-            def velocity(a):  # actuator_velocity = actuator_moment qvel (fwd_velocity_extras)
-                v = io.read("actuator_moment", a * nv) * io.read("qvel", 0)
-                for_k = jax.lax.fori_loop(
-                    np.int32(1), np.int32(nv),
-                    lambda k, s: s + io.read("actuator_moment", a * nv + k) * io.read("qvel", k), v,
-                )  # fmt: skip
-                io.write("actuator_velocity", a, for_k)
-
-            _loop(0, nu, velocity)
-            ka.body(_Chained(io, from_act))
-        kc.body(_Chained(io, from_acc))
+            ka.body(_velocity.Outputs(io, from_vel))
+        kc.body(_velocity.Outputs(io, from_acc))
 
     def xla(x):
         out = kv.xla({n: x[n] for n in kv.inputs if n in x})
         if nu:
-            vel = x["actuator_moment"].reshape(nu, nv) @ x["qvel"]
-            out["actuator_velocity"] = vel
-            out.update(ka.xla({n: vel if n in from_act else x[n] for n in ka.inputs}))
-        acc = {n: out[n] if n in from_acc else x[n] for n in kc.inputs}
-        out.update(kc.xla(acc))
+            out.update(ka.xla({n: out[n] if n in from_vel else x[n] for n in ka.inputs}))
+        out.update(kc.xla({n: out[n] if n in from_acc else x[n] for n in kc.inputs}))
         return out
 
     inputs = {n: tuple(jp.shape(v)) for n, v in x.items()}
