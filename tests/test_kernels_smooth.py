@@ -1,12 +1,15 @@
 """The fused smooth pass (kernels/smooth.py: the velocity pass with the joints' passive forces, actuator_velocity,
-mj_fwdActuation of stateless fixed/affine actuators and fwd_acceleration in one kernel) against the XLA path and
-MuJoCo, in float64 (Pallas' interpret mode on the CPU).
+mj_fwdActuation of stateless fixed/affine actuators and fwd_acceleration in one kernel) and the velocity pass's
+transmission of tendon actuators (kernels/transmission.py) against the XLA path and MuJoCo, in float64 (Pallas'
+interpret mode on the CPU).
 
 The kernel alone runs on the XLA path's position stages (one jitted function per case, shared by the tests: CI
 time): every output equals the XLA stages' to round-off and MuJoCo's mj_forward to its tolerance; Model floats
 vmapped per environment (domain randomisation) become per-environment inputs; the Triton lowering for "cuda" in
-float32 and float64. The slow selection adds the whole fused step (resets under both `qacc_reset` modes) and the
-gradients.
+float32 and float64. TENDON (fixed and spatial tendon actuators beside joint ones): the velocity pass's lengths,
+moments and velocities equal the XLA stages' and MuJoCo's, `forward_pos_vel` runs no XLA transmission. The slow
+selection adds the whole fused step (resets under both `qacc_reset` modes), the tendon model's fused forward
+against mj_forward, and the gradients.
 """
 
 import jax
@@ -18,7 +21,8 @@ import pytest
 import mjx_lite as mjl
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import kernels
-from mjx_lite.pipeline.kernels import launch, smooth
+from mjx_lite.pipeline import transmission as xla_transmission
+from mjx_lite.pipeline.kernels import launch, smooth, velocity
 from mjx_lite.types import Warning
 from tests import oracle
 from tests.kernel_checks import rel, twin_tracers
@@ -241,6 +245,18 @@ def test_step_equals_xla(case, reset):
             np.testing.assert_array_equal(b, a, err_msg=jax.tree_util.keystr(path))
 
 
+@pytest.mark.slow  # CI time: the fused forward's interpret-mode compilation
+def test_tendon_forward_equals_mujoco(tendon_case):
+    """The tendon model's fused forward pass (transmission in the velocity pass, the actuation kernel beside it)
+    against mj_forward: actuator fields, qfrc_actuator, qacc_smooth and qacc."""
+    mjm, mjds, m, batch, _, _ = tendon_case
+    got = jax.jit(jax.vmap(mjl.forward, in_axes=(None, 0)))(m, batch)
+    for i, mjd in enumerate(mjds):
+        for f in ("actuator_length", "actuator_velocity", "actuator_force", "qfrc_actuator", "qfrc_passive",
+                  "qacc_smooth", "qacc"):  # fmt: skip
+            assert rel(getattr(got, f)[i], getattr(mjd, f)) <= MUJOCO_TOL, (i, f)
+
+
 @pytest.mark.slow  # CI time: the kernel's gradient rule (the XLA twins) on both paths
 def test_gradients_equal_xla(case):
     """Derivatives of the forward pass (the smooth pass inside) with respect to ctrl, qpos, qvel, qfrc_applied and
@@ -263,3 +279,119 @@ def test_gradients_equal_xla(case):
         a, b = np.asarray(got[n]), np.asarray(want[n])
         assert np.all(np.isfinite(a)), n
         np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()), err_msg=n)
+
+
+# ---- tendon actuators: the transmission in the velocity pass's kernel ---------------------------------------------
+
+# a fixed tendon (two hinges) and a spatial one (two sites, damped) with a clamped motor and a position servo, beside a
+# slide motor and a hinge velocity servo: the tree pass cannot compute the transmission (the tendon stage runs after
+# it), the velocity pass does
+TENDON = """
+<mujoco>
+  <worldbody>
+    <site name="anchor" pos="0 0.05 1.2"/>
+    <body pos="0 0 1">
+      <joint name="s" type="slide" axis="1 0 0" damping=".5"/>
+      <geom type="box" size=".1 .1 .1" mass="1" contype="0" conaffinity="0"/>
+      <body pos="0 0 -0.3">
+        <joint name="h1" type="hinge" axis="0 1 0" damping="0.2"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.03" contype="0" conaffinity="0"/>
+        <site name="tip" pos="0 0 -0.3"/>
+        <body pos="0 0 -0.3">
+          <joint name="h2" type="hinge" axis="1 0 0" stiffness="1"/>
+          <geom type="sphere" size="0.05" contype="0" conaffinity="0"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="f"><joint joint="h1" coef="1"/><joint joint="h2" coef="-0.5"/></fixed>
+    <spatial name="sp" damping="0.3"><site site="anchor"/><site site="tip"/></spatial>
+  </tendon>
+  <actuator>
+    <motor tendon="f" gear="2" ctrllimited="true" ctrlrange="-1 1"/>
+    <position tendon="sp" kp="10"/>
+    <motor joint="s" gear="3"/>
+    <velocity joint="h2" kv="1"/>
+  </actuator>
+</mujoco>
+"""
+TENDON_FIELDS = ("actuator_length", "actuator_moment", "actuator_velocity", "ten_velocity", "cvel", "cdof_dot",
+                 "qfrc_bias")  # fmt: skip
+
+
+def _velocity_pass(m, d):
+    """The fused velocity pass on d after the XLA position stages, its transmission's fields zeroed first (the
+    kernel computes them)."""
+    d = d.replace(actuator_length=jp.zeros_like(d.actuator_length), actuator_moment=jp.zeros_like(d.actuator_moment))
+    out = velocity.velocity_pass(m, d, kernels.launch_of(m))[0]
+    return {n: getattr(out, n) for n in TENDON_FIELDS}
+
+
+_run_velocity = jax.jit(jax.vmap(_velocity_pass, in_axes=(None, 0)))
+_run_velocity_xla = jax.jit(jax.vmap(lambda m, d: {n: getattr(fwd.fwd_velocity(m, d), n) for n in TENDON_FIELDS},
+                                     in_axes=(None, 0)))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tendon_case():
+    """MuJoCo's tendon model and states, our Model (fused), the batch after the XLA position stages (transmission
+    included), the fused velocity pass's and the XLA velocity stage's fields."""
+    mjm = mujoco.MjModel.from_xml_string(TENDON)
+    m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="fused")
+    rng = np.random.default_rng(2)
+    mjds, ds = [], []
+    for _ in range(NENV):
+        mjd = mujoco.MjData(mjm)
+        mjd.qpos[:] = rng.normal(size=mjm.nq) * 0.5
+        mjd.qvel[:] = rng.normal(size=mjm.nv)
+        mjd.ctrl[:] = rng.normal(size=mjm.nu) * 2.0
+        mujoco.mj_forward(mjm, mjd)
+        mjds.append(mjd)
+        ds.append(mjl.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy(), ctrl=mjd.ctrl.copy()))
+    batch = _position(mjl.configure(m, kernels="xla"), jax.tree.map(lambda *x: np.stack(x), *ds))
+    return mjm, mjds, m, batch, _run_velocity(m, batch), _run_velocity_xla(mjl.configure(m, kernels="xla"), batch)
+
+
+def test_tendon_transmission_equals_xla_and_mujoco(tendon_case):
+    """The velocity pass's actuator lengths, moments and velocities, tendon velocities, cvel and qfrc_bias equal the
+    XLA stages' (transmission, fwd_velocity) to round-off and MuJoCo's to its tolerance; the model is one whose
+    transmission the velocity pass computes (not the tree pass), the actuation kernel beside it."""
+    mjm, mjds, m, batch, got, want = tendon_case
+    assert kernels.transmission_deferred(m) and kernels.actuation_fused(m) and not kernels.smooth_fused(m)
+    for f in TENDON_FIELDS:
+        assert rel(got[f], want[f]) <= ROUNDOFF, (f, rel(got[f], want[f]))
+    for f in ("actuator_length", "actuator_moment"):  # (the XLA position stage's transmission)
+        assert rel(got[f], getattr(batch, f)) <= ROUNDOFF, f
+    for i, mjd in enumerate(mjds):
+        moment = np.zeros((mjm.nu, mjm.nv))
+        mujoco.mju_sparse2dense(moment, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
+        ref = dict(actuator_length=mjd.actuator_length, actuator_moment=moment, actuator_velocity=mjd.actuator_velocity,
+                   ten_velocity=mjd.ten_velocity, cvel=mjd.cvel, cdof_dot=mjd.cdof_dot,
+                   qfrc_bias=mjd.qfrc_bias)  # fmt: skip
+        for f, r in ref.items():
+            assert rel(got[f][i], r) <= MUJOCO_TOL, (i, f, rel(got[f][i], r))
+
+
+def test_tendon_forward_defers_transmission(tendon_case, monkeypatch):
+    """`forward_pos_vel` of the fused path runs no XLA transmission (the velocity pass's kernel computes it) and the
+    velocity pass's twin reads no traced array it closes over; the XLA path runs the transmission (traced, not
+    compiled)."""
+    _, _, m, batch, _, _ = tendon_case
+    calls = []
+    original = xla_transmission.transmission
+
+    def transmission(m, d):  # (run_unless skips a stage by its name)
+        calls.append(1)
+        return original(m, d)
+
+    monkeypatch.setattr(xla_transmission, "transmission", transmission)
+    d = jax.tree.map(lambda x: np.asarray(x)[0], batch)
+    jax.make_jaxpr(fwd.forward_pos_vel)(m, d)
+    assert not calls
+    seen = twin_tracers(monkeypatch, m, d, fn=lambda m, d: fwd.forward_pos_vel(m, d))
+    assert "velocity_pass" in seen, sorted(seen)
+    assert {n: a for n, a in seen.items() if a} == {}
+    calls.clear()
+    jax.make_jaxpr(fwd.forward_pos_vel)(mjl.configure(m, kernels="xla"), d)
+    assert calls
