@@ -37,8 +37,9 @@ GRAD_TOL = 1e-10
 
 # a slide, two hinges and a ball (springs, dampers, a spring reference), no contacts; every actuator kind the kernel
 # covers: a clamped motor, a force-limited position servo (affine bias), a velocity servo, an affine gain and bias on
-# a jointinparent transmission, a motor with a negative gear, a motor in a disabled group; applied forces and
-# Cartesian wrenches (xfrc) on every body
+# a jointinparent transmission, a motor with a negative gear, a motor in a disabled group, a motor on the ball
+# (jointinparent: the transmission is the smooth pass's, kernels/transmission.py); applied forces and Cartesian
+# wrenches (xfrc) on every body
 SMOOTH = """
 <mujoco>
   <option actuatorgroupdisable="3"/>
@@ -68,23 +69,30 @@ SMOOTH = """
              biasprm="0.1 -1 -0.3"/>
     <motor joint="h2" gear="-1.5"/>
     <motor joint="s" group="3" gear="0.5"/>
+    <motor jointinparent="b" gear="0.3 -0.2 0.5 0 0 0"/>
   </actuator>
 </mujoco>
 """
-FIELDS = ("cvel", "cdof_dot", "qfrc_bias", "qfrc_spring", "qfrc_damper", "qfrc_passive", "actuator_velocity",
-          "actuator_force", "qfrc_actuator", "qfrc_smooth", "qacc_smooth")  # fmt: skip
+FIELDS = ("actuator_length", "actuator_moment", "cvel", "cdof_dot", "qfrc_bias", "qfrc_spring", "qfrc_damper",
+          "qfrc_passive", "actuator_velocity", "actuator_force", "qfrc_actuator", "qfrc_smooth",
+          "qacc_smooth")  # fmt: skip
 # vmapped Model floats (domain randomisation): the kernel's shared inputs become per-environment ones
-RANDOMISED = ("actuator_gainprm", "actuator_biasprm", "actuator_ctrlrange", "actuator_forcerange", "dof_damping",
-              "jnt_stiffness", "qpos_spring")  # fmt: skip
+RANDOMISED = ("actuator_gainprm", "actuator_biasprm", "actuator_ctrlrange", "actuator_forcerange", "actuator_gear",
+              "dof_damping", "jnt_stiffness", "qpos_spring")  # fmt: skip
 NENV = 3
 
 
 def _xla(m, d):
-    """The XLA stages the kernel replaces, on d after the position stages."""
+    """The XLA stages the kernel replaces (the transmission again: the vmapped Models' gears), on d after the position
+    stages."""
+    d = xla_transmission.transmission(m, d)
     return fwd.fwd_acceleration(m, fwd.fwd_actuation(m, fwd.fwd_velocity(m, d)))
 
 
 def _fused(m, d):
+    """The smooth pass on d after the XLA position stages, the transmission's fields zeroed first (the kernel
+    computes them)."""
+    d = d.replace(actuator_length=jp.zeros_like(d.actuator_length), actuator_moment=jp.zeros_like(d.actuator_moment))
     return smooth.smooth_pass(m, d, kernels.launch_of(m))
 
 
@@ -142,7 +150,7 @@ def case():
 def test_fusable(case):
     """The model is one the smooth pass covers (and the separate kernels' conditions agree)."""
     _, _, m, _, _, _ = case
-    assert kernels.smooth_fused(m) and kernels.actuation_fused(m)
+    assert kernels.smooth_fused(m) and kernels.actuation_fused(m) and kernels.transmission_deferred(m)
     assert not kernels.smooth_fused(mjl.configure(m, kernels="xla"))
 
 
@@ -156,10 +164,14 @@ def test_values_equal_xla(case):
 
 
 def test_values_equal_mujoco(case):
-    """Velocities, bias, passive, actuator and smooth forces and qacc_smooth: MuJoCo's mj_forward's."""
+    """Actuator lengths and moments, velocities, bias, passive, actuator and smooth forces and qacc_smooth: MuJoCo's
+    mj_forward's."""
     mjm, mjds, _, _, got, _ = case
     for i, mjd in enumerate(mjds):
-        ref = dict(cvel=mjd.cvel, cdof_dot=mjd.cdof_dot, qfrc_bias=mjd.qfrc_bias, qfrc_spring=mjd.qfrc_spring,
+        moment = np.zeros((mjm.nu, mjm.nv))
+        mujoco.mju_sparse2dense(moment, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
+        ref = dict(actuator_length=mjd.actuator_length, actuator_moment=moment, cvel=mjd.cvel, cdof_dot=mjd.cdof_dot,
+                   qfrc_bias=mjd.qfrc_bias, qfrc_spring=mjd.qfrc_spring,
                    qfrc_damper=mjd.qfrc_damper, qfrc_passive=mjd.qfrc_passive,
                    actuator_velocity=mjd.actuator_velocity, actuator_force=mjd.actuator_force,
                    qfrc_actuator=mjd.qfrc_actuator, qfrc_smooth=mjd.qfrc_smooth,
@@ -265,12 +277,13 @@ def test_gradients_equal_xla(case):
 
     def loss(m, d):
         out = mjl.forward(m, d)
-        return jp.sum(jp.sin(out.qacc_smooth)) + jp.sum(out.actuator_force**2) + jp.sum(out.qfrc_bias**2)
+        return jp.sum(jp.sin(out.qacc_smooth)) + jp.sum(out.actuator_force**2) + jp.sum(out.qfrc_bias**2) + jp.sum(
+            jp.cos(out.actuator_length))
 
     def grads(m, d):
         gm, gd = jax.grad(loss, argnums=(0, 1))(m, d)
         return dict(ctrl=gd.ctrl, qpos=gd.qpos, qvel=gd.qvel, qfrc_applied=gd.qfrc_applied,
-                    **{n: getattr(gm, n) for n in RANDOMISED + ("actuator_gear", "body_mass")})  # fmt: skip
+                    **{n: getattr(gm, n) for n in RANDOMISED + ("body_mass",)})  # fmt: skip
 
     ds = jax.tree.map(lambda x: np.asarray(x)[:2], batch)  # (no NaN control)
     run = jax.jit(jax.vmap(grads, in_axes=(None, 0)))
@@ -284,8 +297,8 @@ def test_gradients_equal_xla(case):
 # ---- tendon actuators: the transmission in the velocity pass's kernel ---------------------------------------------
 
 # a fixed tendon (two hinges) and a spatial one (two sites, damped) with a clamped motor and a position servo, beside a
-# slide motor and a hinge velocity servo: the tree pass cannot compute the transmission (the tendon stage runs after
-# it), the velocity pass does
+# slide motor, a hinge velocity servo and two motors on a free joint (joint and jointinparent): the tree pass cannot
+# compute the transmission (the tendon stage runs after it), the velocity pass does
 TENDON = """
 <mujoco>
   <worldbody>
@@ -303,6 +316,10 @@ TENDON = """
         </body>
       </body>
     </body>
+    <body pos="1 0 1">
+      <joint name="fr" type="free"/>
+      <geom type="box" size=".1 .2 .05" mass="2" contype="0" conaffinity="0"/>
+    </body>
   </worldbody>
   <tendon>
     <fixed name="f"><joint joint="h1" coef="1"/><joint joint="h2" coef="-0.5"/></fixed>
@@ -313,6 +330,8 @@ TENDON = """
     <position tendon="sp" kp="10"/>
     <motor joint="s" gear="3"/>
     <velocity joint="h2" kv="1"/>
+    <motor joint="fr" gear="1 -0.5 0.3 0.2 0.4 -0.6"/>
+    <motor jointinparent="fr" gear="0.5 0.1 0 -0.3 0.2 0.7"/>
   </actuator>
 </mujoco>
 """
@@ -344,6 +363,7 @@ def tendon_case():
     for _ in range(NENV):
         mjd = mujoco.MjData(mjm)
         mjd.qpos[:] = rng.normal(size=mjm.nq) * 0.5
+        mjd.qpos[-4:] /= np.linalg.norm(mjd.qpos[-4:])  # the free joint's quaternion
         mjd.qvel[:] = rng.normal(size=mjm.nv)
         mjd.ctrl[:] = rng.normal(size=mjm.nu) * 2.0
         mujoco.mj_forward(mjm, mjd)

@@ -108,7 +108,7 @@ def smooth_pass(m: Model, d: Data, how: launch.Launch) -> Data:
     dtype = d.qvel.dtype
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
     warn = out.pop("warn", None)
-    out = {n: v.astype(getattr(d, n).dtype) for n, v in out.items()}
+    out = {n: v.reshape(getattr(d, n).shape).astype(getattr(d, n).dtype) for n, v in out.items()}
     zero = jp.zeros_like(d.qfrc_passive)
     d = d.replace(qfrc_gravcomp=zero, qfrc_fluid=zero, qfrc_adhesion=zero, **out)
     if warn is not None:

@@ -1,16 +1,20 @@
-"""mj_transmission of tendon actuators (and of the slide/hinge joint actuators beside them) and fwd_velocity_extras'
-velocities, written per lane: parts of the velocity pass's kernel (kernels/velocity.py).
+"""mj_transmission of joint and tendon actuators and fwd_velocity_extras' velocities, written per lane: parts of the
+velocity pass's kernel (kernels/velocity.py).
 
 Two parts:
   - `extras_body`: ten_velocity = ten_J qvel (ntendon,) and actuator_velocity = actuator_moment qvel (nout,) (zero
     under the actuation disable flag), `actuation.fwd_velocity_extras`: every velocity pass computes them.
-  - `body` (when `fusable(m)`): actuator_length (nactuator,) and actuator_moment (nactuator * nv,): a tendon
-    actuator's length gear[0] ten_length and moment row gear[0] ten_J (its tendon's row), a slide/hinge joint
-    actuator's (joint or jointinparent) gear[0] qpos and gear[0] at its dof. The tree pass computes the
+  - `body` (when `fusable(m)`): actuator_length (nactuator,) and actuator_moment (nactuator * nv,) of joint
+    (slide, hinge, ball, free; joint or jointinparent) and tendon transmissions: a slide/hinge actuator's length
+    gear[0] qpos and moment gear[0] at its dof; a tendon actuator's gear[0] ten_length and gear[0] times its tendon's
+    ten_J row; a ball's gaxis . quat2vel(q) (q the joint's normalised quaternion, gaxis = gear[0:3], rotated by
+    conj(q) for jointinparent) and gaxis at its three dofs; a free joint's length 0 and moment gear[0:3] at its
+    translation dofs and gaxis (of gear[3:6] and the free quaternion) at its rotation dofs. Each kind is one loop over
+    a static table of its actuators (the code does not grow with the model). The tree pass computes the
     transmission when every actuator drives a slide or hinge joint (kernels/tree.py, `tree.transmission_fused`);
-    with tendon actuators the tendon stage (XLA, after the tree pass) must run first, so the velocity pass computes
-    it instead: `forward.forward_pos_vel` skips the position stage's XLA transmission (`fwd_position(...,
-    defer_transmission=True)`). Only where nothing between the two reads the actuators' lengths or moments: no
+    otherwise (a tendon actuator needs the tendon stage, XLA after the tree pass) the velocity pass computes it and
+    `forward.forward_pos_vel` skips the position stage's XLA transmission (`fwd_position(...,
+    defer_transmission=True)`), where nothing between the two reads the actuators' lengths or moments: no
     actuatorpos sensor (sensor_pos reads actuator_length).
 
 Inputs: qvel, qpos, ten_J (ntendon * nv), ten_length (ntendon,) (per environment), actuator_moment when the pass does
@@ -18,8 +22,8 @@ not compute it, and the Model's actuator_gear (shared by the block unless vmappe
 transmission.py's and actuation.py's per lane; values equal the XLA stages' to round-off (the products' summation
 order). Derivatives go through the XLA twin (`xla`: the stages on the inputs).
 
-Not fused here (the XLA transmission runs): ball and free joint, site, slider-crank, body and so3 transmissions,
-several outputs per actuator.
+Not fused here (the XLA transmission runs for the whole model): site, slider-crank, body (adhesion) and so3
+transmissions, several outputs per actuator, a model with an actuatorpos sensor (unless the tree pass computes it).
 """
 
 from __future__ import annotations
@@ -40,17 +44,29 @@ __all__ = ["OUTPUTS", "body", "extras_body", "extras_fusable", "fusable", "plan"
 OUTPUTS = ("actuator_length", "actuator_moment")
 
 
-def fusable(m: Model) -> bool:
-    """Static: the velocity pass computes the transmission (see the module docstring): some actuator drives a tendon,
-    every other a slide or hinge joint, one output each, no actuatorpos sensor."""
-    n = m.nactuator
-    if not (n and m.nv and m.ntendon) or m.nout != n or _tree.transmission_fused(m):
-        return False
+def _kinds(m: Model) -> np.ndarray:
+    """Static (nactuator,) kind of each actuator's transmission: SCALAR (slide/hinge joint), TENDON, BALL, FREE (joint
+    or jointinparent), -1 otherwise."""
     trntype, trnid = np.asarray(m.actuator_trntype), np.asarray(m.actuator_trnid)
     joint = np.isin(trntype, (TrnType.JOINT, TrnType.JOINTINPARENT))
-    if m.njnt and np.any(joint):
-        joint &= np.isin(np.asarray(m.jnt_type)[np.where(joint, trnid[:, 0], 0)], (JointType.SLIDE, JointType.HINGE))
-    if not np.all(joint | (trntype == TrnType.TENDON)):
+    jt = np.asarray(m.jnt_type)[np.where(joint, trnid[:, 0], 0)] if m.njnt else np.full(m.nactuator, -1)
+    kind = np.full(m.nactuator, -1)
+    kind[joint & np.isin(jt, (JointType.SLIDE, JointType.HINGE))] = SCALAR
+    kind[joint & (jt == JointType.BALL)] = BALL
+    kind[joint & (jt == JointType.FREE)] = FREE
+    kind[trntype == TrnType.TENDON] = TENDON
+    return kind
+
+
+SCALAR, TENDON, BALL, FREE = range(4)
+
+
+def fusable(m: Model) -> bool:
+    """Static: the velocity pass computes the transmission (see the module docstring): every actuator drives a joint
+    or a tendon, one output each, the tree pass does not compute it (some tendon, ball or free joint actuator), no
+    actuatorpos sensor."""
+    n = m.nactuator
+    if not (n and m.nv) or m.nout != n or _tree.transmission_fused(m) or np.any(_kinds(m) < 0):
         return False
     return not (m.nsensor and np.any(np.asarray(m.sensor_type) == SensorType.ACTUATORPOS))
 
@@ -61,37 +77,88 @@ def extras_fusable(m: Model) -> bool:
 
 
 def plan(m: Model) -> dict:
-    """Static per-actuator int32 tables: t_ten (1 for a tendon actuator), t_tid (its tendon), t_qadr / t_dadr (a joint
-    actuator's qpos and dof addresses)."""
-    trntype, trnid = np.asarray(m.actuator_trntype), np.asarray(m.actuator_trnid)
-    ten = trntype == TrnType.TENDON
-    jid = np.where(ten, 0, trnid[:, 0])
-    qadr = np.asarray(m.jnt_qposadr)[jid] if m.njnt else np.zeros(m.nactuator, int)
-    dadr = np.asarray(m.jnt_dofadr)[jid] if m.njnt else np.zeros(m.nactuator, int)
-    tab = dict(t_ten=ten, t_tid=np.where(ten, trnid[:, 0], 0), t_qadr=np.where(ten, 0, qadr),
-               t_dadr=np.where(ten, -1, dadr))  # fmt: skip
-    return {n: np.asarray(v, np.int32) for n, v in tab.items()}
+    """Static int32 tables, per kind of transmission (empty ones left out): tr_<kind>_act (the actuators), and for
+    joints tr_<kind>_qadr / tr_<kind>_dadr (qpos and dof addresses; a free joint's quaternion and rotation dofs:
+    +3), tr_<kind>_inp (jointinparent), for tendons tr_ten_id (the tendon)."""
+    kind, trnid = _kinds(m), np.asarray(m.actuator_trnid)
+    inparent = np.asarray(m.actuator_trntype) == TrnType.JOINTINPARENT
+    tab = {}
+    for name, k in (("s", SCALAR), ("b", BALL), ("f", FREE)):
+        act = np.nonzero(kind == k)[0]
+        jid = trnid[act, 0]
+        tab.update({f"tr_{name}_act": act, f"tr_{name}_qadr": np.asarray(m.jnt_qposadr)[jid] if act.size else act,
+                    f"tr_{name}_dadr": np.asarray(m.jnt_dofadr)[jid] if act.size else act,
+                    f"tr_{name}_inp": inparent[act]})  # fmt: skip
+    ten = np.nonzero(kind == TENDON)[0]
+    tab.update(tr_ten_act=ten, tr_ten_id=trnid[ten, 0])
+    return {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
+
+
+def _rotate_conj(v: tuple, q: tuple) -> tuple:
+    """v rotated by conj(q) (math.rotate(v, quat_conj(q))), 3 lane vectors by a unit quaternion of 4."""
+    u = (-q[1], -q[2], -q[3])
+    t = tuple(2.0 * c for c in _cross(u, v))
+    ut = _cross(u, t)
+    return tuple(v[i] + q[0] * t[i] + ut[i] for i in range(3))
+
+
+def _cross(a, b):
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
 def body(m: Model):
-    """The transmission's part of a kernel body: writes outputs actuator_length and actuator_moment."""
-    nv = m.nv
+    """The transmission's part of a kernel body: writes outputs actuator_length and actuator_moment (every row zero,
+    then each kind's loop over its actuators)."""
+    nv, p = m.nv, plan(m)
 
     def run(io):
-        def actuator(a):
-            g = io.read("actuator_gear", 6 * a)
-            ten, t = io.table("t_ten", a) > 0, io.table("t_tid", a)
-            joint_len = io.read("qpos", io.table("t_qadr", a)) * g
-            io.write("actuator_length", a, launch.where(ten, io.read("ten_length", t) * g, joint_len))
-            dof = io.table("t_dadr", a)
+        tab, read, write = io.table, io.read, io.write
+        _loop(0, m.nactuator * nv, lambda i: write("actuator_moment", i, 0.0))
 
-            def entry(k):
-                jrow = launch.where(k == dof, g, 0.0, io.dtype)
-                io.write("actuator_moment", a * nv + k, launch.where(ten, io.read("ten_J", t * nv + k) * g, jrow))
+        def scalar(k):  # length gear[0] qpos, moment gear[0] at the joint's dof
+            a = tab("tr_s_act", k)
+            g = read("actuator_gear", 6 * a)
+            write("actuator_length", a, read("qpos", tab("tr_s_qadr", k)) * g)
+            write("actuator_moment", a * nv + tab("tr_s_dadr", k), g)
 
-            _loop(0, nv, entry)
+        def tendon(k):  # length gear[0] ten_length, moment gear[0] ten_J's row
+            a, t = tab("tr_ten_act", k), tab("tr_ten_id", k)
+            g = read("actuator_gear", 6 * a)
+            write("actuator_length", a, read("ten_length", t) * g)
+            _loop(0, nv, lambda i: write("actuator_moment", a * nv + i, read("ten_J", t * nv + i) * g))
 
-        _loop(0, m.nactuator, actuator)
+        def axis(pre, k, a, off):
+            """(the joint's unit quaternion, gear[off:off+3] in the joint's frame: rotated by conj(q) for
+            jointinparent)."""
+            qa = tab(f"tr_{pre}_qadr", k)
+            q = launch.unit_quat(tuple(read("qpos", qa + off + i) for i in range(4)))
+            g = tuple(read("actuator_gear", 6 * a + off + i) for i in range(3))
+            rot = _rotate_conj(g, q)
+            inp = tab(f"tr_{pre}_inp", k) > 0
+            return q, tuple(launch.where(inp, rot[i], g[i], io.dtype) for i in range(3))
+
+        def ball(k):  # length gaxis . quat2vel(q), moment gaxis at the joint's 3 dofs
+            a, da = tab("tr_b_act", k), tab("tr_b_dadr", k)
+            q, g = axis("b", k, a, 0)
+            s = jp.sqrt(q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+            unit = launch.where(s <= 1e-15, 1.0, s, io.dtype)
+            angle = 2.0 * jp.arctan2(s, q[0])
+            angle = launch.where(angle > jp.pi, angle - 2 * jp.pi, angle)
+            write("actuator_length", a, sum(q[1 + i] / unit * angle * g[i] for i in range(3)))
+            for i in range(3):
+                write("actuator_moment", a * nv + da + i, g[i])
+
+        def free(k):  # length 0, moment gear[0:3] at the translation dofs, the rotated gear[3:6] at the rotation's
+            a, da = tab("tr_f_act", k), tab("tr_f_dadr", k)
+            _, g = axis("f", k, a, 3)
+            write("actuator_length", a, 0.0)
+            for i in range(3):
+                write("actuator_moment", a * nv + da + i, read("actuator_gear", 6 * a + i))
+                write("actuator_moment", a * nv + da + 3 + i, g[i])
+
+        for name, fn in (("tr_s_act", scalar), ("tr_ten_act", tendon), ("tr_b_act", ball), ("tr_f_act", free)):
+            if name in p:
+                _loop(0, p[name].size, fn)
 
     return run
 
@@ -125,7 +192,7 @@ def xla(m: Model, d: Data, x: dict, with_transmission: bool) -> dict:
     nv = m.nv
     if with_transmission:
         m2 = launch.detach(m, {"actuator_gear": x["actuator_gear"].reshape(jp.shape(m.actuator_gear))})
-        keep = {n: x[n].reshape(jp.shape(getattr(d, n))) for n in ("qpos", "ten_length", "ten_J")}
+        keep = {n: x[n].reshape(jp.shape(getattr(d, n))) for n in ("qpos", "ten_length", "ten_J") if n in x}
         d2 = _transmission.transmission(m2, launch.detach(d, keep))
         out.update(actuator_length=d2.actuator_length, actuator_moment=d2.actuator_moment.reshape(-1))
     d3 = launch.detach(d, {"qvel": x["qvel"]})

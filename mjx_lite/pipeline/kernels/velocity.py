@@ -210,9 +210,11 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
         if m.nactuator:
             outputs["actuator_velocity"] = (m.nout,)
         if with_trn:
-            x.update(qpos=d.qpos, ten_length=d.ten_length, actuator_gear=m.actuator_gear)
+            x.update(qpos=d.qpos, actuator_gear=m.actuator_gear)
+            if "tr_ten_act" in _trn.plan(m):
+                x["ten_length"] = d.ten_length
             outputs.update(actuator_length=(m.nactuator,), actuator_moment=(m.nactuator * m.nv,))
-            tables.update(support.memo(m, "kernels_transmission_plan", _trn.plan))
+            tables.update(_trn.plan(m))
         elif m.nactuator:
             x["actuator_moment"] = d.actuator_moment.reshape(-1)
     with_passive = passive_fusable(m)
