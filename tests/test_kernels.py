@@ -329,10 +329,12 @@ def _done(m, d) -> tuple:
 
 
 def _velocity_done(m, d) -> tuple:
-    """The stages `kernels.velocity_pass` computed (traced only)."""
+    """The stages `kernels.velocity_pass` computed (traced only), besides fwd_velocity_extras (computed wherever the
+    model has tendons or actuators, kernels/transmission.py)."""
     done = []
     jax.eval_shape(lambda d: done.append(kernels.velocity_pass(m, d)[1]), d)
-    return done[0]
+    assert (done[0][-1:] == ("fwd_velocity_extras",)) == bool(m.ntendon or m.nactuator), done[0]
+    return tuple(n for n in done[0] if n != "fwd_velocity_extras")
 
 
 PASSIVE_XLA = """

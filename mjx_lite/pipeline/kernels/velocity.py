@@ -240,8 +240,9 @@ def velocity_pass(m: Model, d: Data, how: launch.Launch) -> tuple[Data, tuple]:
     dtype = d.qvel.dtype
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
     out = {n: v.reshape(getattr(d, n).shape).astype(getattr(d, n).dtype) for n, v in out.items()}
-    done = ("com_vel", "rne") + (("fwd_velocity_extras",) if _trn.extras_fusable(m) else ())
+    extras = ("fwd_velocity_extras",) if _trn.extras_fusable(m) else ()
     if not passive_fusable(m):
-        return d.replace(**out), done
+        return d.replace(**out), ("com_vel", "rne") + extras
     zero = jp.zeros_like(d.qfrc_passive)
-    return d.replace(qfrc_gravcomp=zero, qfrc_fluid=zero, qfrc_adhesion=zero, **out), done + ("passive",)
+    d = d.replace(qfrc_gravcomp=zero, qfrc_fluid=zero, qfrc_adhesion=zero, **out)
+    return d, ("com_vel", "passive", "rne") + extras
