@@ -73,13 +73,13 @@ GRAD_TOL = 1e-10
 # (integrate.py; on both paths) fused 315, XLA 5270: 4955 saved (the XLA path has more counters, so it shrank more).
 # 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel, 3475 with this
 # CPU's resolution of the auto fields.
-FUSED_STEP_SAVED = 4964  # 648 with the tree pass alone fused
+FUSED_STEP_SAVED = 4983  # 648 with the tree pass alone fused
 # (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
 # before the XLA solver's rewrite; 4860 before the transmission and actuation kernels; 4957 before count_warning;
 # 4961 before the padded counts; 4955 before the smooth pass (velocity pass, actuation and fwd_acceleration in one
-# kernel)
+# kernel); 4964 before the scratch outputs' slices were dropped
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m, the motors' transmission),
 # collide_primitive (the feet's plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows),
 # smooth_pass (kernels/smooth.py: com_vel, rne, passive (the joints' springs and dampers), actuator_velocity, the
