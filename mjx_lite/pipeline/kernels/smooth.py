@@ -4,17 +4,20 @@ actuator_moment qvel), mj_fwdActuation (kernels/actuation.py) and fwd_accelerati
 with J'xfrc and M^-1 qfrc_smooth) for a block of environments, in that order, in one launch.
 
 Outputs (per environment, Data's fields): the velocity pass's (cvel, cdof_dot, qfrc_bias, qfrc_spring, qfrc_damper,
-qfrc_passive), actuator_velocity (nactuator,), actuation's (actuator_force, qfrc_actuator and the warnings'
-increments) and fwd_acceleration's (qfrc_smooth, qacc_smooth).
+qfrc_passive, actuator_velocity (nactuator,); with ball or free joint actuators the transmission's actuator_length and
+actuator_moment, kernels/transmission.py), actuation's (actuator_force, qfrc_actuator and the warnings' increments)
+and fwd_acceleration's (qfrc_smooth, qacc_smooth).
 Inputs: the union of the three kernels' inputs less what the kernel computes itself (qvel, qpos, cdof, cinert, ctrl,
 actuator_length, actuator_moment, qfrc_applied, xfrc_applied, xipos, subtree_com, qLD, qLDiagInv; the Model floats
 they read, shared by the block unless vmapped).
 
 The body is the three kernels' bodies run one after the other on one block; a later part reads what an earlier one
-wrote (qfrc_bias, qfrc_passive, actuator_velocity, qfrc_actuator) from the kernel's own output block instead of
+wrote (qfrc_bias, qfrc_passive, actuator_velocity (and length and moment), qfrc_actuator) from the kernel's own
+output block instead of
 an input (`velocity.Outputs`). The formulas are theirs, so the fields equal the XLA stages' to round-off. Derivatives go
-through the XLA twin: the three kernels' twins chained (the velocity stages, actuator_moment qvel, the actuation
-stage, fwd_acceleration), each reading only its inputs (kernels/launch.py).
+through the XLA twin: the three kernels' twins chained (the velocity stages with fwd_velocity_extras and the
+transmission where the pass computes it, the actuation stage, fwd_acceleration), each reading only its inputs
+(kernels/launch.py).
 
 Used when the three are fused (`fusable`: dofs, passive forces of the joints only, every actuator one the actuation
 kernel computes or no actuators, the tree factorisation, no sleeping trees) and only where nothing runs between the
