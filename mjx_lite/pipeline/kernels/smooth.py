@@ -13,11 +13,10 @@ they read, shared by the block unless vmapped).
 
 The body is the three kernels' bodies run one after the other on one block; a later part reads what an earlier one
 wrote (qfrc_bias, qfrc_passive, actuator_velocity (and length and moment), qfrc_actuator) from the kernel's own
-output block instead of
-an input (`velocity.Outputs`). The formulas are theirs, so the fields equal the XLA stages' to round-off. Derivatives go
-through the XLA twin: the three kernels' twins chained (the velocity stages with fwd_velocity_extras and the
-transmission where the pass computes it, the actuation stage, fwd_acceleration), each reading only its inputs
-(kernels/launch.py).
+output block instead of an input (`velocity.Outputs`). The formulas are theirs, so the fields equal the XLA stages'
+to round-off. Derivatives go through the XLA twin: the three kernels' twins chained (the velocity stages with
+fwd_velocity_extras and the transmission where the pass computes it, the actuation stage, fwd_acceleration), each
+reading only its inputs (kernels/launch.py).
 
 Used when the three are fused (`fusable`: dofs, passive forces of the joints only, every actuator one the actuation
 kernel computes or no actuators, the tree factorisation, no sleeping trees) and only where nothing runs between the
