@@ -73,20 +73,22 @@ GRAD_TOL = 1e-10
 # (integrate.py; on both paths) fused 315, XLA 5270: 4955 saved (the XLA path has more counters, so it shrank more).
 # 3534 saved before the XLA rows' trace-time bodies, 3496 before the contact parameters' kernel, 3475 with this
 # CPU's resolution of the auto fields.
-FUSED_STEP_SAVED = 4955  # 648 with the tree pass alone fused
+FUSED_STEP_SAVED = 4983  # 648 with the tree pass alone fused
 # (kinematics, com_pos, crb); 1282 before the solver's;
 # 1888 before the rows'; 2516 before the colliders'; 2807 before the passive forces'; 3226 before the update's;
 # 3386 before the reset's select; 3398 before the solver's start and end; 3532 before the adhesion merge; 3530
 # before the XLA solver's rewrite; 4860 before the transmission and actuation kernels; 4957 before count_warning;
-# 4961 before the padded counts
+# 4961 before the padded counts; 4955 before the smooth pass (velocity pass, actuation and fwd_acceleration in one
+# kernel); 4964 before the scratch outputs' slices were dropped
 # Triton kernels of that step: tree_pass (kinematics, com_pos, crb, factor_m, the motors' transmission),
 # collide_primitive (the feet's plane-capsule pairs), constraint_rows (make_constraint's limit and contact rows),
-# velocity_pass (com_vel, rne, passive: the joints' springs and dampers), fwd_acceleration (qfrc_smooth with J'xfrc,
-# qacc_smooth), solve_newton (the constraint solver's start, iterations and rows' states, kernels/primal.py), advance
-# (Euler's qvel and qpos update), contact_params (the contacts' parameters and detection margins, Model-only: one
-# lane) and actuation (the motors' forces and qfrc_actuator); the MJX humanoid disables eulerdamp, so Euler's
-# solve_shifted kernel is not in it
-FUSED_STEP_KERNELS = 9
+# smooth_pass (kernels/smooth.py: com_vel, rne, passive (the joints' springs and dampers), actuator_velocity, the
+# motors' forces and qfrc_actuator, fwd_acceleration's qfrc_smooth with J'xfrc and qacc_smooth; 3 kernels before:
+# velocity_pass, actuation, fwd_acceleration), solve_newton (the constraint solver's start, iterations and rows'
+# states, kernels/primal.py), advance (Euler's qvel and qpos update) and contact_params (the contacts' parameters and
+# detection margins, Model-only: one lane); the MJX humanoid disables eulerdamp, so Euler's solve_shifted kernel is
+# not in it
+FUSED_STEP_KERNELS = 7
 # the tree pass alone, fused, is the kernel and layout operations (free reshapes; slices and transposes of its
 # packed lanes_last output), no arithmetic
 LAYOUT_OPS = {"stablehlo.reshape", "stablehlo.slice", "stablehlo.transpose", "stablehlo.broadcast_in_dim",
@@ -327,10 +329,12 @@ def _done(m, d) -> tuple:
 
 
 def _velocity_done(m, d) -> tuple:
-    """The stages `kernels.velocity_pass` computed (traced only)."""
+    """The stages `kernels.velocity_pass` computed (traced only), besides fwd_velocity_extras (computed wherever the
+    model has tendons or actuators, kernels/transmission.py)."""
     done = []
     jax.eval_shape(lambda d: done.append(kernels.velocity_pass(m, d)[1]), d)
-    return done[0]
+    assert (done[0][-1:] == ("fwd_velocity_extras",)) == bool(m.ntendon or m.nactuator), done[0]
+    return tuple(n for n in done[0] if n != "fwd_velocity_extras")
 
 
 PASSIVE_XLA = """

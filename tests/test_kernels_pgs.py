@@ -355,8 +355,8 @@ def test_noslip_after_pgs_kernel_equals_xla(request, cone):
     _close(_solve(mjl.configure(mn, kernels="fused"), ds), want, PGS_TOL, f"noslip, {cone}")
 
 
-PGS_STAGES = ("tree_pass", "collide_primitive", "constraint_rows", "velocity_pass", "fwd_acceleration", "solve_pgs",
-              "solve_shifted", "advance")  # fmt: skip
+PGS_STAGES = ("tree_pass", "collide_primitive", "constraint_rows", "smooth_pass", "solve_pgs", "solve_shifted",
+              "advance")  # fmt: skip
 
 
 STEP_FIELDS = ("qpos", "qvel", "qacc", "qacc_warmstart", "efc_force", "qfrc_constraint", "qfrc_passive", "qfrc_bias",

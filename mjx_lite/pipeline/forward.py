@@ -91,12 +91,15 @@ def run_unless(done: tuple, fn, m: Model, d: Data) -> Data:
 
 
 @named
-def fwd_position(m: Model, d: Data, collide=None, constrain=None) -> Data:
+def fwd_position(m: Model, d: Data, collide=None, constrain=None, defer_transmission: bool = False) -> Data:
     """Position-dependent computations (mj_fwdPosition).
 
     collide: None (the collision stage), or a stage `collide(m, d) -> d` run in its place (the derivative pass of
     `derivatives.transition` recomputes only the contacts that are active at its linearisation point).
     constrain: likewise for the constraint rows (`constraint.make_constraint_held` in that derivative pass).
+    defer_transmission: the caller runs `fwd_velocity` next (`forward_pos_vel`): with `kernels.transmission_deferred(m)`
+    the velocity pass's kernel computes the transmission (tendon actuators: kernels/transmission.py) and it is
+    skipped here.
 
     With fused kernels (`Config.kernels`) the tree pass runs first as one kernel (`kernels.tree_pass`) and the stages it
     computed (kinematics, com_pos and, without tendon armature, crb and factor_m) are skipped below; otherwise it
@@ -123,17 +126,25 @@ def fwd_position(m: Model, d: Data, collide=None, constrain=None) -> Data:
             constrain = buckets.make_constraint if buckets.enabled(m) else kernels.make_constraint
         d = run(constrain, m, d)
         d = run(sleep.mask_rows, m, d)
+    if defer_transmission and kernels.transmission_deferred(m):
+        done += ("transmission",)  # (computed by the velocity pass's kernel)
     d = run_unless(done, transmission.transmission, m, d)  # (in the tree pass for joint actuators)
     return d
 
 
 @named
-def fwd_velocity(m: Model, d: Data) -> Data:
-    """Velocity-dependent computations (mj_fwdVelocity): ten/actuator velocity, cvel, passive, qfrc_bias."""
-    d = run(actuation.fwd_velocity_extras, m, d)
+def fwd_velocity(m: Model, d: Data, smooth: bool = False) -> Data:
+    """Velocity-dependent computations (mj_fwdVelocity): ten/actuator velocity, cvel, passive, qfrc_bias.
+
+    smooth: the caller runs the acceleration stages next with nothing in between that changes their inputs
+    (`forward_acc(..., smooth=True)`): with `kernels.smooth_fused(m)` one fused kernel then computes this stage,
+    actuation and fwd_acceleration (kernels/smooth.py), and `forward_acc` skips those two."""
+    d, done = run(kernels.smooth_pass, m, d) if smooth else (d, ())
+    if not done:  # fused: com_vel, rne, fwd_velocity_extras (passive; the transmission); otherwise nothing
+        d, done = run(kernels.velocity_pass, m, d)
+    d = run_unless(done, actuation.fwd_velocity_extras, m, d)
     if m.nflexedge:
         d = run(flex.flex_velocity, m, d)
-    d, done = run(kernels.velocity_pass, m, d)  # fused: com_vel, rne (and passive); otherwise nothing
     d = run_unless(done, velocity.com_vel, m, d)
     d = run_unless(done, passive.passive, m, d)
     d = run_unless(done, rne.rne, m, d)
@@ -195,7 +206,7 @@ def forward_skip(m: Model, d: Data, sensors: bool | jax.Array = True) -> Data:
     """mj_forwardSkip(m, d, mjSTAGE_NONE, skipsensor=not sensors). Energy is computed either way (as mj_forwardSkip
     does: RK4's stages leave the last stage's energy in Data). `sensors` may be a traced () bool (not batched:
     the sensor stages run under `lax.cond`; RK4's merged stage loop, `integrate.rk4_forward`)."""
-    return forward_acc(m, forward_pos_vel(m, d, sensors), sensors)
+    return forward_acc(m, forward_pos_vel(m, d, sensors, smooth=True), sensors, smooth=True)
 
 
 def _sensor_stage(fn, m: Model, d: Data, sensors: bool | jax.Array) -> Data:
@@ -207,13 +218,15 @@ def _sensor_stage(fn, m: Model, d: Data, sensors: bool | jax.Array) -> Data:
     return jax.lax.cond(sensors, lambda d: run(fn, m, d), lambda d: d, d)
 
 
-def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True, collide=None, constrain=None) -> Data:
+def forward_pos_vel(m: Model, d: Data, sensors: bool | jax.Array = True, collide=None, constrain=None,
+                    smooth: bool = False) -> Data:  # fmt: skip
     """The first half of `forward_skip`: the position and velocity stages, with their sensors and energy (collide,
-    constrain: see `fwd_position`)."""
-    d = fwd_position(m, d, collide, constrain)
+    constrain: see `fwd_position`; smooth: see `fwd_velocity`, for a caller that runs `forward_acc(..., smooth=True)`
+    next on the result)."""
+    d = fwd_position(m, d, collide, constrain, defer_transmission=True)
     d = _sensor_stage(kernels.sensor_pos, m, d, sensors)  # sensor.sensor_pos (fused under kernels)
     d = energy_pos(m, d)
-    d = fwd_velocity(m, d)
+    d = fwd_velocity(m, d, smooth)
     d = _sensor_stage(kernels.sensor_vel, m, d, sensors)  # sensor.sensor_vel (fused under kernels)
     d = energy_vel(m, d)
     return d
@@ -232,10 +245,13 @@ def forward_vel_acc(m: Model, d: Data, sensors: bool = True) -> Data:
     return forward_acc(m, d, sensors)
 
 
-def forward_acc(m: Model, d: Data, sensors: bool | jax.Array = True) -> Data:
-    """The second half of `forward_skip`: actuation, acceleration, constraints and the acceleration sensors."""
-    d = fwd_actuation(m, d)
-    d = fwd_acceleration(m, d)
+def forward_acc(m: Model, d: Data, sensors: bool | jax.Array = True, smooth: bool = False) -> Data:
+    """The second half of `forward_skip`: actuation, acceleration, constraints and the acceleration sensors (smooth:
+    d comes from `forward_pos_vel(..., smooth=True)`, whose fused kernel computed actuation and fwd_acceleration
+    when `kernels.smooth_fused(m)`)."""
+    if not (smooth and kernels.smooth_fused(m)):
+        d = fwd_actuation(m, d)
+        d = fwd_acceleration(m, d)
     d = fwd_constraint(m, d)
     d = _sensor_stage(kernels.sensor_acc, m, d, sensors)  # sensor.sensor_acc (fused under kernels)
     if _enabled(m, EnableBit.FWDINV):  # solver_fwdinv (mj_compareFwdInv)

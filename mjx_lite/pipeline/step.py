@@ -19,7 +19,7 @@ from mjx_lite import data as _data
 from mjx_lite._eager import jit_when_eager
 from mjx_lite.config import matmul_precision
 from mjx_lite.data import as_data, check_data
-from mjx_lite.pipeline import actuation, integrate, sleep, smoothing
+from mjx_lite.pipeline import actuation, integrate, kernels, sleep, smoothing
 from mjx_lite.pipeline import forward as fwd
 from mjx_lite.pipeline import inverse as inv
 from mjx_lite.types import Data, IntegratorType, Model
@@ -180,8 +180,11 @@ def _step_split(m: Model, d: Data) -> Data:
     loop, a second traced forward pass)."""
     d_in = d
     with jax.named_scope("forward"):  # fwd.forward in two halves: a bad qacc leaves the first half's fields as they are
-        d_pos_vel = sleep.freeze(m, d_in, fwd.forward_pos_vel(m, d))
-        d = sleep.freeze(m, d_in, fwd.forward_acc(m, d_pos_vel))
+        d_pos_vel = sleep.freeze(m, d_in, fwd.forward_pos_vel(m, d, smooth=True))
+        d = sleep.freeze(m, d_in, fwd.forward_acc(m, d_pos_vel, smooth=True))
+        if kernels.smooth_fused(m):  # the fused smooth pass computed the acceleration stages' fields in the first
+            # half: the reset's `keep` (the fields no later stage rewrote) must not hold them, as on the XLA path
+            d_pos_vel = d_pos_vel.replace(**{n: getattr(d_in, n) for n in kernels.SMOOTH_ACC_FIELDS})
     exact = m.config.exact_reset
     if exact:
         d = fwd.run(integrate.check_acc, m, d)  # a bad env is reset, forwarded, then stepped once (as mj_step)

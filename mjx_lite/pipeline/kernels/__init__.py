@@ -8,7 +8,10 @@ stage list: a fused group runs first and the stages it computed are skipped.
   launch.py   the launcher: layouts, the custom_vmap rule that turns the user's vmap into blocks of
               environments, custom_jvp derivatives through the XLA twin
   tree.py     kinematics + com_pos + crb (+ factor.py's factorisation) as one kernel (the position tree pass)
-  velocity.py com_vel + rne (+ passive.py: the joints' passive forces) as one kernel
+  velocity.py com_vel + rne (+ passive.py: the joints' passive forces; transmission.py: fwd_velocity_extras and
+              the transmission of tendon actuators) as one kernel
+  smooth.py   the velocity pass, the actuators' velocities, actuation.py and factor.py's fwd_acceleration as one
+              kernel (qvel to qacc_smooth), where the step runs the stages back to back
   factor.py   the L'DL factorisation; fwd_acceleration (qfrc_smooth, J'xfrc, M^-1 qfrc_smooth) as one kernel, and the
               solve (M + diag(shift))^-1 x
   primal.py   the constraint solver's Newton / CG iterations as one kernel
@@ -49,16 +52,21 @@ from mjx_lite.pipeline.kernels import rows as _rows
 from mjx_lite.pipeline.kernels import rows_tiled as _rows_tiled
 from mjx_lite.pipeline.kernels import sensor_acc as _sensor_acc
 from mjx_lite.pipeline.kernels import sensor_posvel as _sensor_posvel
+from mjx_lite.pipeline.kernels import smooth as _smooth
+from mjx_lite.pipeline.kernels import transmission as _transmission
 from mjx_lite.pipeline.kernels import tree as _tree
 from mjx_lite.pipeline.kernels import velocity as _velocity
 from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model, Stage
 
-__all__ = ["acceleration", "actuation", "actuation_fused", "advance", "advance_fused", "collide_fused", "collision",
-           "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused", "rows_fused", "sensor_acc",
-           "sensor_acc_fused", "sensor_pos",
-           "sensor_posvel_fused", "sensor_vel", "solve_pgs", "solve_primal", "solve_shifted", "tree_pass",
-           "velocity_pass"]
+__all__ = ["SMOOTH_ACC_FIELDS", "acceleration", "actuation", "actuation_fused", "advance", "advance_fused",
+           "collide_fused", "collision", "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused",
+           "rows_fused", "sensor_acc", "sensor_acc_fused", "sensor_pos", "sensor_posvel_fused", "sensor_vel",
+           "smooth_fused", "smooth_pass", "solve_pgs", "solve_primal", "solve_shifted", "transmission_deferred",
+           "tree_pass", "velocity_pass"]
+
+
+SMOOTH_ACC_FIELDS = _smooth.ACC_FIELDS  # the acceleration stages' fields the smooth pass computes
 
 
 def fused(m: Model) -> bool:
@@ -86,6 +94,28 @@ def velocity_pass(m: Model, d: Data) -> tuple[Data, tuple]:
     if not (fused(m) and _velocity.fusable(m)):
         return d, ()
     return _velocity.velocity_pass(m, d, launch_of(m))
+
+
+def transmission_deferred(m: Model) -> bool:
+    """Static: the velocity pass's kernel computes mj_transmission (`fused(m)`, tendon actuators beside slide/hinge
+    joint ones, no actuatorpos sensor: kernels/transmission.py), so `forward.forward_pos_vel` skips the position
+    stage's XLA transmission."""
+    return fused(m) and _velocity.fusable(m) and _transmission.fusable(m)
+
+
+def smooth_fused(m: Model) -> bool:
+    """Static: the velocity pass, the actuators' velocities, actuation and fwd_acceleration run as one fused kernel
+    where the caller runs them back to back (`fused(m)` and kernels/smooth.py's `fusable`)."""
+    return fused(m) and _smooth.fusable(m)
+
+
+def smooth_pass(m: Model, d: Data) -> tuple[Data, tuple]:
+    """The smooth pass (kernels/smooth.py) when `smooth_fused(m)`: (d, names of the stages it computed:
+    fwd_velocity_extras, com_vel, passive, rne, actuation, fwd_acceleration); (d, ()) otherwise."""
+    if not smooth_fused(m):
+        return d, ()
+    d = _smooth.smooth_pass(m, d, launch_of(m))
+    return d, ("fwd_velocity_extras", "com_vel", "passive", "rne", "actuation", "fwd_acceleration")
 
 
 def collide_fused(m: Model) -> bool:

@@ -33,7 +33,7 @@ from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import NWARNING, BiasType, Data, DisableBit, DynType, GainType, Model, TrnType, Warning
 
-__all__ = ["actuation", "fusable"]
+__all__ = ["actuation", "fusable", "kernel"]
 
 MODEL_INPUTS = ("actuator_gainprm", "actuator_biasprm", "actuator_ctrlrange", "actuator_forcerange")
 DATA_INPUTS = ("ctrl", "actuator_length", "actuator_velocity", "actuator_moment")
@@ -140,9 +140,9 @@ def _twin(m: Model, d: Data):
     return xla
 
 
-def actuation(m: Model, d: Data, how: launch.Launch) -> Data:
-    """actuator_force and qfrc_actuator as one fused kernel (the caller checks `fusable`); a bad control counts in
-    warning_number[BADCTRL] as the XLA stage counts it."""
+def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
+    """The stage as a `launch.Kernel` for (m, d) (one environment's shapes) and its inputs (also a part of the smooth
+    pass's kernel, kernels/smooth.py)."""
     _actuation._check(m)
     x = {n: getattr(m, n) for n in MODEL_INPUTS}  # (shared: read in their shape, launch.IO.read)
     x.update({n: getattr(d, n).reshape(-1) for n in DATA_INPUTS})
@@ -150,10 +150,16 @@ def actuation(m: Model, d: Data, how: launch.Launch) -> Data:
     outputs = {"actuator_force": (m.nactuator,), "qfrc_actuator": (m.nv,), "warn": (NWARNING,)}
     k = launch.Kernel("actuation", {n: tuple(v.shape) for n, v in x.items()}, outputs, tables, _body(m),
                       _twin(m, d))  # fmt: skip
+    return k, x
+
+
+def actuation(m: Model, d: Data, how: launch.Launch) -> Data:
+    """actuator_force and qfrc_actuator as one fused kernel (the caller checks `fusable`); a bad control counts in
+    warning_number[BADCTRL] as the XLA stage counts it."""
+    k, x = kernel(m, d)
     dtype = d.qpos.dtype
     out = launch.call(k, {n: v.astype(dtype) for n, v in x.items()}, how)
     warn = out["warn"].astype(d.warning_number.dtype)  # 0 or 1 at BADCTRL, zeros elsewhere: one add
     return d.replace(actuator_force=out["actuator_force"].astype(d.actuator_force.dtype),
                      qfrc_actuator=out["qfrc_actuator"].astype(d.qfrc_actuator.dtype),
                      warning_number=d.warning_number + warn)  # fmt: skip
-

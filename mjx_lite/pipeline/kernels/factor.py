@@ -34,7 +34,8 @@ from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, Model, qm_shape
 
-__all__ = ["acceleration", "factor_into", "fusable", "plan", "solve_in", "solve_shifted"]
+__all__ = ["ACCELERATION_INPUTS", "acceleration", "acceleration_kernel", "factor_into", "fusable", "plan", "solve_in",
+           "solve_shifted"]
 
 
 def fusable(m: Model) -> bool:
@@ -156,9 +157,10 @@ def _copy(io, m: Model, src, dst: str):
 # ---- fwd_acceleration: qfrc_smooth and qacc_smooth in one kernel ---------------------------------------------
 
 _FORCES = ("qfrc_passive", "qfrc_bias", "qfrc_applied", "qfrc_actuator")
+ACCELERATION_INPUTS = _FORCES + ("xfrc_applied", "xipos", "subtree_com", "cdof", "qLD", "qLDiagInv")
 
 
-def _acceleration_kernel(m: Model) -> launch.Kernel:
+def acceleration_kernel(m: Model) -> launch.Kernel:
     """qfrc_smooth = passive - bias + applied + actuator + J'xfrc (support.xfrc_accumulate: each body's wrench about
     its root's subtree com, summed leaf to root over the body tree, dotted with each dof's cdof), then
     qacc_smooth = M^-1 qfrc_smooth from d.qLD / d.qLDiagInv."""
@@ -212,11 +214,14 @@ def _acceleration_kernel(m: Model) -> launch.Kernel:
     return launch.Kernel("fwd_acceleration", inputs, outputs, tables, body, xla)
 
 
+_acceleration_kernel = acceleration_kernel  # (the name tests/test_kernels.py reads)
+
+
 def acceleration(m: Model, d: Data, how: launch.Launch) -> tuple:
     """(qfrc_smooth, qacc_smooth) of fwd_acceleration as one fused kernel (the caller checks `fusable(m)`)."""
     dtype = d.qfrc_bias.dtype
-    names = _FORCES + ("xfrc_applied", "xipos", "subtree_com", "cdof", "qLD", "qLDiagInv")
-    out = launch.call(_acceleration_kernel(m), {n: getattr(d, n).astype(dtype) for n in names}, how)
+    names = ACCELERATION_INPUTS
+    out = launch.call(acceleration_kernel(m), {n: getattr(d, n).astype(dtype) for n in names}, how)
     return out["qfrc_smooth"], out["qacc_smooth"]
 
 

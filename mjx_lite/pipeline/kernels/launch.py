@@ -289,7 +289,8 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
     )(*args)  # fmt: skip
     if lanes_last:
         y = res[0].T  # (E, NY)
-        res = [y[:, yoff[n] : yoff[n] + _size(kernel.outputs[n])] for n in outs]
+        # (scratch outputs are not returned: no slice of them)
+        res = [None if n.startswith("_") else y[:, yoff[n] : yoff[n] + _size(kernel.outputs[n])] for n in outs]
     out = {}
     lead = () if nenv is None else (e,)
     for n, shape in kernel.outputs.items():

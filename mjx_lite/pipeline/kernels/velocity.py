@@ -29,11 +29,12 @@ import numpy as np
 from mjx_lite.pipeline import rne, support, velocity
 from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels import passive as _passive
+from mjx_lite.pipeline.kernels import transmission as _trn
 from mjx_lite.pipeline.kernels.launch import loop as _loop
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import Data, DisableBit, Model
 
-__all__ = ["OUTPUTS", "fusable", "kernel", "passive_fusable", "velocity_pass"]
+__all__ = ["OUTPUTS", "Outputs", "fusable", "kernel", "passive_fusable", "velocity_pass"]
 
 OUTPUTS = ("cvel", "cdof_dot", "qfrc_bias")
 
@@ -87,12 +88,36 @@ def _cross(a, b):
     return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
-def _body(m: Model, passive_plan: dict | None):
+class Outputs:
+    """A kernel body's view of the block (`launch.IO`) in which the inputs named in `produced` are read from the
+    kernel's own outputs (written by an earlier part of the body): `read` / `read_vec` of those become `load` /
+    `load_vec`; everything else is the IO's."""
+
+    def __init__(self, io, produced):
+        self._io, self._produced = io, frozenset(produced)
+
+    def read(self, name: str, i):
+        return self._io.load(name, i) if name in self._produced else self._io.read(name, i)
+
+    def read_vec(self, name: str, i, n: int) -> tuple:
+        return self._io.load_vec(name, i, n) if name in self._produced else self._io.read_vec(name, i, n)
+
+    def __getattr__(self, name):
+        return getattr(self._io, name)
+
+
+def _body(m: Model, passive_plan: dict | None, transmission: bool):
     nbody, nv = m.nbody, m.nv
     gravity = _gravity_on(m)
     passive_body = None if passive_plan is None else _passive.body(m, passive_plan)
+    trn_body = _trn.body(m) if transmission else None
+    extras_body = _trn.extras_body(m) if _trn.extras_fusable(m) else None
 
     def body(io):
+        if trn_body is not None:
+            trn_body(io)
+        if extras_body is not None:
+            extras_body(Outputs(io, _trn.OUTPUTS if transmission else ()))
         tab, out, put = io.table, io.load_vec, io.write_vec
 
         def lanes(v):
@@ -154,14 +179,17 @@ def _body(m: Model, passive_plan: dict | None):
 
 
 
-def _xla(m: Model, d: Data, x: dict, with_passive: bool) -> dict:
-    """The XLA twin: com_vel and rne (and, when `with_passive`, passive.passive) on the inputs."""
+def _xla(m: Model, d: Data, x: dict, with_passive: bool, with_transmission: bool) -> dict:
+    """The XLA twin: com_vel and rne (and, when `with_passive`, passive.passive; the transmission when
+    `with_transmission`, fwd_velocity_extras when the model has tendons or actuators) on the inputs."""
     m2 = m.replace(opt=m.opt.replace(gravity=x["gravity"])) if "gravity" in x else m
     d2 = d.replace(qvel=x["qvel"], cdof=x["cdof"], cinert=x["cinert"])
     d2 = rne.rne(m2, velocity.com_vel(m2, d2))
     out = {n: getattr(d2, n) for n in OUTPUTS}
     if with_passive:
         out.update(_passive.xla(m, d, x))
+    if _trn.extras_fusable(m):
+        out.update(_trn.xla(m, d, x, with_transmission))
     return out
 
 
@@ -174,6 +202,21 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
     outputs = {n: tuple(getattr(d, n).shape) for n in OUTPUTS}
     outputs.update(_cacc=(m.nbody, 6), _cfrc=(m.nbody, 6))
     tables = dict(support.memo(m, "kernels_velocity_plan", _plan))
+    with_trn = _trn.fusable(m)
+    if _trn.extras_fusable(m):  # fwd_velocity_extras (and the transmission: kernels/transmission.py)
+        if m.ntendon:
+            x["ten_J"] = d.ten_J.reshape(-1)
+            outputs["ten_velocity"] = (m.ntendon,)
+        if m.nactuator:
+            outputs["actuator_velocity"] = (m.nout,)
+        if with_trn:
+            x.update(qpos=d.qpos, actuator_gear=m.actuator_gear)
+            if "tr_ten_act" in _trn.plan(m):
+                x["ten_length"] = d.ten_length
+            outputs.update(actuator_length=(m.nactuator,), actuator_moment=(m.nactuator * m.nv,))
+            tables.update(_trn.plan(m))
+        elif m.nactuator:
+            x["actuator_moment"] = d.actuator_moment.reshape(-1)
     with_passive = passive_fusable(m)
     pplan = support.memo(m, "kernels_passive_plan", _passive.plan) if with_passive else None
     if with_passive:
@@ -181,7 +224,7 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
         outputs.update({n: tuple(getattr(d, n).shape) for n in _passive.OUTPUTS})
         tables.update(pplan)
     k = launch.Kernel("velocity_pass", {n: tuple(jp.shape(v)) for n, v in x.items()}, outputs, tables,
-                      _body(m, pplan), lambda x: _xla(m, d, x, with_passive))  # fmt: skip
+                      _body(m, pplan, with_trn), lambda x: _xla(m, d, x, with_passive, with_trn))  # fmt: skip
     return k, x
 
 
@@ -196,8 +239,10 @@ def velocity_pass(m: Model, d: Data, how: launch.Launch) -> tuple[Data, tuple]:
     k, x = kernel(m, d)
     dtype = d.qvel.dtype
     out = launch.call(k, {n: jp.asarray(v).astype(dtype) for n, v in x.items()}, how)
-    out = {n: v.astype(getattr(d, n).dtype) for n, v in out.items()}
+    out = {n: v.reshape(getattr(d, n).shape).astype(getattr(d, n).dtype) for n, v in out.items()}
+    extras = ("fwd_velocity_extras",) if _trn.extras_fusable(m) else ()
     if not passive_fusable(m):
-        return d.replace(**out), ("com_vel", "rne")
+        return d.replace(**out), ("com_vel", "rne") + extras
     zero = jp.zeros_like(d.qfrc_passive)
-    return d.replace(qfrc_gravcomp=zero, qfrc_fluid=zero, qfrc_adhesion=zero, **out), ("com_vel", "passive", "rne")
+    d = d.replace(qfrc_gravcomp=zero, qfrc_fluid=zero, qfrc_adhesion=zero, **out)
+    return d, ("com_vel", "passive", "rne") + extras
