@@ -2,12 +2,19 @@
 
     MJX_LITE_COMPILATION_CACHE=0 B=256 K=5 python benchmarks/capacity_probe.py quadruped:default quadruped:n32
 
-Each argument MODEL:CFG (MODEL a suite name or a path without .xml; CFG `default`, `uncapped` or nN:
-Config(nconmax=N)) is compiled in turn in this process as `jit(scan(vmap(step)))` of K steps at batch B, float32:
+Each argument MODEL:CFG (MODEL a suite name or a path without .xml; CFG `default`, `uncapped`, nN:
+Config(nconmax=N), `auto`: Config(contact_buckets="auto"), `off`: contact_buckets=None, bA-B-...:
+contact_buckets=(A, B, ...)) is compiled in turn in this process as `jit(scan(vmap(step)))` of K steps at batch B,
+float32:
 its trace + compile CPU seconds (time.process_time) and wall seconds, and the process's peak RSS during that compile
 (VmHWM reset first; a later entry's peak includes what the earlier ones hold). Then 4 settling rollouts each, and 3
 rounds of all entries' rollouts interleaved (best of 3): CPU and wall ms per environment-step, the contacts after
 them and the warnings counted. A watchdog stops the process above LIMIT_GB of RSS (default 3).
+
+Where two large entries do not fit in LIMIT_GB together, PROBE_CACHE=/some/dir keeps the compiled programs in JAX's
+persistent cache there: compile each entry in its own process (its compile time as above, on a cold directory), then
+run all of them in one process (loaded from the cache: its compile column is then the load) for the interleaved
+timing.
 """
 import os
 import sys
@@ -20,8 +27,15 @@ import jax.numpy as jp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import mjx_lite  # noqa: E402
+from mjx_lite.pipeline import buckets  # noqa: E402
 
-jax.config.update("jax_enable_compilation_cache", False)
+CACHE = os.environ.get("PROBE_CACHE", "")
+if CACHE:  # compiled programs kept in CACHE: entries compiled one per process, then timed together from it
+    jax.config.update("jax_compilation_cache_dir", CACHE)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+else:
+    jax.config.update("jax_enable_compilation_cache", False)
 SUITE = os.path.join(os.path.dirname(os.path.dirname(jax.__file__)), "dm_control", "suite")
 B = int(os.environ.get("B", "256"))
 K = int(os.environ.get("K", "5"))
@@ -57,6 +71,12 @@ def make(name: str, cfg: str) -> mjx_lite.Model:
         return mjx_lite.configure(m, nconmax=-1)
     if cfg.startswith("n"):
         return mjx_lite.configure(m, nconmax=int(cfg[1:]))
+    if cfg == "auto":
+        return mjx_lite.configure(m, contact_buckets="auto")
+    if cfg == "off":
+        return mjx_lite.configure(m, contact_buckets=None)
+    if cfg.startswith("b"):
+        return mjx_lite.configure(m, contact_buckets=tuple(int(c) for c in cfg[1:].split("-")))
     raise ValueError(cfg)
 
 
@@ -80,7 +100,8 @@ def main():
         c0, t0 = time.process_time(), time.time()
         fn = jax.jit(rollout).lower(m, d0, ctrl).compile()
         cc, ct = time.process_time() - c0, time.time() - t0
-        print(f"{spec}: nconmax {m.nconmax} njmax {m.njmax}: compile {cc:.1f} CPU-s {ct:.1f} s wall, peak RSS "
+        print(f"{spec}: nconmax {m.nconmax} njmax {m.njmax} buckets {buckets.capacities(m)}: compile {cc:.1f} CPU-s "
+              f"{ct:.1f} s wall, peak RSS "
               f"{_status('VmHWM'):.2f} GB (before {base:.2f}) load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
         d = d0
         for _ in range(4):

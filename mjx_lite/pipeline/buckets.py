@@ -36,7 +36,8 @@ from mjx_lite.pipeline import capacity, constraint, kernels
 from mjx_lite.solver.solve import solve as _solve
 from mjx_lite.types import ConstraintType, Contact, Data, DisableBit, Model
 
-__all__ = ["AUTO_BUCKETS", "AUTO_MAX_SHARE", "batch_max", "capacities", "enabled", "make_constraint", "need", "solve"]
+__all__ = ["AUTO_BUCKETS", "AUTO_MAX_SHARE", "LARGE_MAX_TREES", "LARGE_MIN_RATIO", "LARGE_MIN_ROWS", "batch_max",
+           "capacities", "enabled", "large", "make_constraint", "need", "solve"]  # fmt: skip
 
 # Capacities of `Config(contact_buckets="auto")`: legged models on the ground (a few feet, a few contacts each).
 AUTO_BUCKETS = (8, 32)
@@ -44,6 +45,20 @@ AUTO_BUCKETS = (8, 32)
 # and solver: cheetah, batch 64, compile 147 -> 176 s at load 11 with two) and a gather and a scatter of every efc
 # field per stage, which a bucket that does not at least halve the slots does not pay back (walker: 8 of 14 slots)
 AUTO_MAX_SHARE = 0.5
+# "large": "auto"'s capacities, only on models whose padded constraint rows (m.njmax) are many and
+# mostly dead: at least LARGE_MIN_ROWS, and at least LARGE_MIN_RATIO times the rows of the smallest "auto" bucket (the
+# rows of AUTO_BUCKETS[0] contacts of the largest condim; a small model keeps its one padded program, compiled as
+# before). Batch 256, float32, 2-core CPU, load 10-12 (benchmarks/capacity_probe.py, interleaved): dm_control's
+# quadruped (1,246 rows, 12.5x its bucket of 8's 100) 2.60 -> 0.54 CPU-ms per environment-step for a compile of
+# 128-152 -> 168 CPU-s; the humanoid (403 rows, 7.6x) 1.5x faster for a compile of 45 -> 72 CPU-s
+# (docs/benchmarks.md): left padded, as are models below 512 rows, whose compile the buckets' rows and solvers would
+# lengthen by more than they save them. Likely live: a few contacts per kinematic tree (a foot's, a box's corners),
+# so "large" also needs at most LARGE_MAX_TREES trees (AUTO_BUCKETS[-1] / LARGE_MAX_TREES = 8 contacts each in the
+# largest bucket) and no flex: a pile, a crowd or a cloth has as many live contacts as bodies or vertices, above every
+# bucket (the padded fallback would run every step, its compile lengthened for nothing).
+LARGE_MIN_ROWS = 512
+LARGE_MIN_RATIO = 10.0
+LARGE_MAX_TREES = 4
 
 EFC_FIELDS = tuple(f.name for f in dataclasses.fields(Data) if f.name.startswith("efc_"))
 
@@ -66,21 +81,35 @@ def batch_max(x: jax.Array) -> jax.Array:
 def capacities(m: Model) -> tuple[int, ...]:
     """Static: the bucket capacities of `m` (ascending, each below m.nconmax; () when buckets are off): those of
     `m.config.contact_buckets` as `configure(m, nconmax=c)` sizes them (a `<size njmax>` cap can cut one); for
-    "auto", only those of at most AUTO_MAX_SHARE * m.nconmax slots."""
+    "auto", only those of at most AUTO_MAX_SHARE * m.nconmax slots; for "large", "auto"'s where `large(m)`, else
+    none (and none with the fused kernels)."""
     want = m.config.contact_buckets
     if want is None or m.nconmax == 0 or m.njmax == 0 or (m.opt.disableflags & DisableBit.CONSTRAINT):
         return ()
+    if want == "large" and (m.njmax < LARGE_MIN_ROWS or m.ntree > LARGE_MAX_TREES or kernels.fused(m)):
+        return ()  # before any plan is built: small models, many trees
 
     def build(m: Model) -> tuple[int, ...]:
+        if want == "large" and not large(m):
+            return ()
         if kernels.fused(m):
             raise ValueError("Config.contact_buckets is not supported with Config.kernels='fused' (the fused rows "
                              "and solver kernels work on the full padded rows): use kernels='xla' or "
                              "contact_buckets=None")  # fmt: skip
-        caps = {_bucket_model(m, c).nconmax for c in (AUTO_BUCKETS if want == "auto" else want)}
-        top = AUTO_MAX_SHARE * m.nconmax if want == "auto" else m.nconmax - 1
+        caps = {_bucket_model(m, c).nconmax for c in (want if isinstance(want, tuple) else AUTO_BUCKETS)}
+        top = m.nconmax - 1 if isinstance(want, tuple) else AUTO_MAX_SHARE * m.nconmax
         return tuple(sorted(c for c in caps if 0 < c <= top))
 
     return static_memo(m, "contact_buckets", build)
+
+
+def large(m: Model) -> bool:
+    """Static: m's padded constraint rows are many and mostly dead (`contact_buckets="large"`): m.njmax is at least
+    LARGE_MIN_ROWS and LARGE_MIN_RATIO times the rows of a capacity of AUTO_BUCKETS[0] contacts, and m has at most
+    LARGE_MAX_TREES kinematic trees and no flex (its live contacts likely fit the buckets)."""
+    if m.njmax < LARGE_MIN_ROWS or m.nconmax <= AUTO_BUCKETS[0] or m.ntree > LARGE_MAX_TREES or m.nflex > 0:
+        return False
+    return m.njmax >= LARGE_MIN_RATIO * constraint.plan(_bucket_model(m, AUTO_BUCKETS[0])).nefc
 
 
 def enabled(m: Model) -> bool:
