@@ -1,13 +1,15 @@
 """Transition Jacobians per state: `mjx_lite.derivatives.transition` vmapped over a batch of states against MuJoCo
 C's centred `mjd_transitionFD` (eps 1e-6, one thread), float64, CPU, in one process with the runs interleaved.
 
-Models: the bundled humanoid (`mjx_lite/models/humanoid.xml`) and dm_control's quadruped (suite/quadruped.xml, as
-shipped), each at states with contacts (random controls from the initial state, then `--settle` steps). For every
-round, MuJoCo C computes (A, B) for each of the states one after the other, then each mjx_lite mode computes the
-batch; the best round of each is reported as time per state, with the ratio mjx_lite / C (below 1: mjx_lite is
-faster) and the largest normwise disagreement max |A - A_fd| / max |A_fd| (and B) over the states.
+Models: the bundled humanoid (`mjx_lite/models/humanoid.xml`), dm_control's quadruped (suite/quadruped.xml, as
+shipped) and MJX's humanoid test model (`humanoid_mjx`, not in `all`), each at states with contacts (random controls
+from the initial state, then `--settle` steps). For every round, MuJoCo C computes (A, B) for each of the states one
+after the other, then each mjx_lite mode computes the batch; the best round of each is reported as time per state,
+with the ratio mjx_lite / C (below 1: mjx_lite is faster), CPU seconds per state (median over rounds, all threads)
+and the largest normwise disagreement max |A - A_fd| / max |A_fd| (and B) over the states. Compilation is reported
+in wall and CPU seconds with the process's peak RSS.
 
-python benchmarks/transition.py [--model humanoid|quadruped|all] [--batch 64] [--rounds 5]
+python benchmarks/transition.py [--model humanoid|quadruped|humanoid_mjx|all] [--batch 64] [--rounds 5]
                                 [--modes forward,reverse,step,forward:8]
 (a mode "MODE:N" passes ncon=N: the differentiated pass with N contact slots; "MODE:auto" ncon="auto", and
 "MODE:N+M" the ladder ncon=(N, M): the smallest capacity that holds the batch's contacts, else the model's own).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -38,8 +41,23 @@ from tests import oracle  # noqa: E402
 MODELS = {
     "humanoid": os.path.join(os.path.dirname(mjl.__file__), "models", "humanoid.xml"),
     "quadruped": os.path.join(oracle.DM_SUITE, "quadruped.xml"),
+    "humanoid_mjx": os.path.join(oracle.MJX_TEST_DATA, "humanoid", "humanoid.xml"),
 }
-SETTLE = {"humanoid": 300, "quadruped": 100}
+SETTLE = {"humanoid": 300, "quadruped": 100, "humanoid_mjx": 300}
+
+
+def load(name):
+    """The model `name` of MODELS; MJX's humanoid test model (Euler, nv 27, nu 21, 1 solver iteration) with
+    MuJoCo's default solver budget, as in benchmarks/grad_transition.py (the exact derivative is that of the
+    converged solution)."""
+    if name != "humanoid_mjx":
+        return mujoco.MjModel.from_xml_path(MODELS[name])
+    spec = mujoco.MjSpec.from_file(MODELS[name])
+    spec.option.iterations = max(spec.option.iterations, 100)
+    spec.option.ls_iterations = max(spec.option.ls_iterations, 50)
+    return spec.compile()
+
+
 EPS = 1e-6
 
 
@@ -85,7 +103,7 @@ def _err(got, want):
 
 
 def run(name, batch, rounds, modes):
-    mjm = mujoco.MjModel.from_xml_path(MODELS[name])
+    mjm = load(name)
     mjds = states(mjm, batch, SETTLE[name])
     m = oracle.model_from_mujoco(mjm)
     ncon = [s.ncon for s in mjds]
@@ -99,9 +117,10 @@ def run(name, batch, rounds, modes):
         ncon = cap if cap == "auto" else tuple(map(int, cap.split("+"))) if "+" in cap else int(cap) if cap else None
         fn = jax.jit(jax.vmap(lambda d, b=base, c=ncon: derivatives.transition(m, d, sensors=False, mode=b,
                                                                                 ncon=c)[:2]))  # fmt: skip
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = jax.block_until_ready(fn(db))
-        print(f"  compile+first {mode}: {time.perf_counter() - t:.1f} s", flush=True)
+        print(f"  compile+first {mode}: {time.perf_counter() - t:.1f} s wall, {time.process_time() - c:.1f} CPU-s; "
+              f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB", flush=True)
         fns[mode] = (fn, out)
     want = c_transition(mjm, mjds)
     best = {k: np.inf for k in ["C", *modes]}
@@ -139,7 +158,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--modes", default="forward,reverse")
     a = ap.parse_args()
-    names = list(MODELS) if a.model == "all" else a.model.split(",")
+    names = ["humanoid", "quadruped"] if a.model == "all" else a.model.split(",")
     for name in names:
         run(name, a.batch, a.rounds, a.modes.split(","))
 
