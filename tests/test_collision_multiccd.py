@@ -497,6 +497,9 @@ def cyl_results(cyl_scene):
     return list(zip(_ours(m, poses), [p[2] for p in poses], [p[:2] for p in poses]))
 
 
+# slow (CI time: the scene's collision program, five pair-type groups, compiles in ~17 CPU-s, 36 worker-s): the
+# cylinder multi-contact manifold stays in the default selection through test_cylinder_caps_random (vs MuJoCo)
+@pytest.mark.slow
 @pytest.mark.parametrize("i", range(len(_CYL_CASES)))
 def test_cylinder_manifold(cyl_scene, cyl_results, i):
     key, z, eul, kind = _CYL_CASES[i]

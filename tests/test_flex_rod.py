@@ -162,6 +162,9 @@ def test_trajectory_matches_mujoco(name):
 
 # not slow: the stiffness gradient (the rod's bending/twist springs through 20 steps); damping's is slow (the same
 # rollout and reverse pass through the rod's forces, another parameter: CI time)
+# both slow since 2026-12-01 (CI time: 28 worker-s); the rod's forces stay in the default selection through
+# test_passive_forces_match_mujoco and test_trajectory_matches_mujoco
+@pytest.mark.slow
 @pytest.mark.parametrize("param", ["stiffness", pytest.param("damping", marks=pytest.mark.slow)])
 def test_rollout_gradient_matches_central_differences(param):
     """d(mean vertex height after 20 steps)/d(rod stiffness scale or flex_damping): finite, equal to central

@@ -820,6 +820,9 @@ def humanoid_gpu_step(models):
     return m, batch, traced
 
 
+# slow (CI time, 23 worker-s): a size guard, not an oracle; `benchmarks/fused_program_size.py` prints the same counts,
+# and by default test_no_weak_literal_selects_in_kernels reads the same trace's kernels, test_kernels_smooth the step's
+@pytest.mark.slow
 def test_fused_step_program_size(models, monkeypatch, humanoid_gpu_step):
     """The MJX humanoid's step (float32, batch 8, contacts on) lowered for "cuda": FUSED_STEP_KERNELS Triton kernels
     and the remaining XLA operations, counted before XLA's fusion (fusions are the GPU compiler's, not measurable
