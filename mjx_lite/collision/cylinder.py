@@ -96,7 +96,11 @@ def face_of(gtype: int, g: GeomInfo, u: Vec3) -> tuple[Points, Mask, Vec3, Vec3,
         return w, jp.ones(w.shape[0], bool), nrm, w[0], w, ids, jp.asarray(w.shape[0], jp.int32)
     local, tris = local_polyhedron(gtype, g)
     w = g.pos + outer3(local, g.mat)
-    nrm, p0, mask, t = face_toward(w, tris, triangle_normals(local, tris)[0], g.mat, u)
+    if gtype == GeomType.MESH and g.facenormal is not None and g.mesh is not None:
+        nl = g.facenormal[g.mesh]  # the side's table (once per mesh, `refine.mesh_kink_tables`)
+    else:
+        nl = triangle_normals(local, tris)[0]
+    nrm, p0, mask, t = face_toward(w, tris, nl, g.mat, u)
     wc, mc = face_vertices(w, mask, face_rows(gtype, g, w.shape[0]))
     fp, fn = face_polygon(gtype, g, t)
     if fp is None:

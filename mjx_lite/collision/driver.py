@@ -67,6 +67,7 @@ from mjx_lite._struct import static_memo
 from mjx_lite.collision import (
     boxbox,
     cylinder,
+    epa,
     general,
     hfield,
     hull,
@@ -74,6 +75,7 @@ from mjx_lite.collision import (
     occlusion,
     polyhedral,
     primitive,
+    refine,
     sdf,
     sdf_mesh_pair,
 )
@@ -650,6 +652,11 @@ def _resolve(info: GeomInfo, deferred: _Deferred | None, idx: jax.Array | None =
     return info._replace(**{k: t[mid] for k, t in deferred.tables.items()})
 
 
+# the GJK/EPA kinds' mesh sides carry their meshes' kinks (`refine.mesh_kink_tables`: face normals, edges in the
+# geom frame), computed once per mesh and step rather than per near pair and step (False: per pair, as before)
+KINK_TABLES = True
+
+
 def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids: np.ndarray | None = None,
                meshes: bool = True, deferred: bool = False
                ) -> GeomInfo | tuple[GeomInfo, _Deferred | None]:  # fmt: skip
@@ -671,6 +678,11 @@ def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids:
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
         mesh = hull.geom_fields(m, mid, mids, deferred=deferred)
+        if deferred and gtype == GENERAL and KINK_TABLES:  # GJK/EPA kinds: the refinement's kinks once per mesh
+            side = np.unique(mids[(mids >= 0) & (mids < m.nmesh)])
+            t = hull.group_tables(m, mids)
+            mesh.update(refine.mesh_kink_tables(m.mesh_vert[jp.asarray(t["vert"][side])], jp.asarray(t["face"][side]),
+                                                jp.asarray(t["edge"][side])))  # fmt: skip
     gt = jp.asarray(m.geom_type)[gids] if gtype == GENERAL else None
     tables = mesh.pop("deferred", None)
     info = GeomInfo(d.geom_xpos[gids], d.geom_xmat[gids], m.geom_size[gids], gtype=gt, **mesh)
@@ -724,7 +736,7 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
     many trips as the most near pairs of any environment need under `vmap`: none where no pair of the group is near
     (a quadruped's legs and its eyes), one for a ball at its torso, instead of every pair's full GJK/EPA iterations.
     Derivatives (custom_jvp) are those of the collider `vmap`-ed over all n pairs, as before: no derivative passes
-    through the loop."""
+    through the loop, so its EPA stops at its last live iteration (`epa.forward_only`)."""
     chunk = min(n, NEAR_CHUNK)
 
     def dense(info1, info2, margin, extra):
@@ -744,8 +756,9 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
             j, out = carry
             at = j * chunk + slot
             idx = order[jp.minimum(at, n - 1)]
-            c = dense(_resolve(_take_info(info1, idx), deferred[0], idx),
-                      _resolve(_take_info(info2, idx), deferred[1], idx), margin[idx], tuple(x[idx] for x in extra))
+            with epa.forward_only():  # never differentiated (custom_jvp below): EPA may stop early
+                c = dense(_resolve(_take_info(info1, idx), deferred[0], idx),
+                          _resolve(_take_info(info2, idx), deferred[1], idx), margin[idx], tuple(x[idx] for x in extra))
             if c.dist.shape[1:] != (k,):
                 raise ValueError(f"collision: {collider} emits {c.dist.shape[1:]} contacts per pair, not ({k},)")
             dst = jp.where(at < count, idx, n)  # beyond the near pairs: dropped

@@ -10,6 +10,9 @@ Shapes: w, wa (4, 3) tetrahedron (Minkowski difference, geom1's points); normal 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import jax
 import jax.numpy as jp
 
@@ -21,6 +24,22 @@ EPA_ITERATIONS = 40
 # pairs with a curved shape (ellipsoid, cylinder): EPA only brings the normal into reach of `refine_normal`'s Newton
 # steps, which make it exact (EPA's cost grows with the square of its iterations: 16 cost 0.3 of 40's)
 EPA_ITERATIONS_CURVED = 16
+
+# set while the driver traces a forward-only loop body (`driver._near_only`: its derivatives come from a separate
+# dense call): `epa` then stops at the last live iteration (a `lax.while_loop`) instead of scanning them all
+_FORWARD_ONLY = contextvars.ContextVar("epa_forward_only", default=False)
+
+
+@contextlib.contextmanager
+def forward_only():
+    """Trace-time context: `epa` calls traced inside it are never differentiated, so they may stop early (a
+    `lax.while_loop` while some lane under `vmap` is live; the same values as the full scan, whose converged
+    iterations are no-ops)."""
+    token = _FORWARD_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _FORWARD_ONLY.reset(token)
 
 
 def _witness(nrm: Vec3, depth: Scalar, tri: Points, tria: Points) -> tuple[Vec3, Vec3]:
@@ -130,8 +149,22 @@ def epa(sup: SupportFn, w: Points, wa: Points, tol: Scalar, iterations: int = EP
     would decrease it (rounding on sliver faces) ends the expansion and the last sound answer is kept.
     limit: () int, traced per pair (at most `iterations`): the iterations from `limit` on are no-ops, so that the
     answer is that of a scan of `limit` iterations (the polytope's capacity, 4 + `iterations` vertices, only adds
-    unused slots): pairs of different iteration counts share one compiled EPA (`general.general_mixed`)."""
+    unused slots): pairs of different iteration counts share one compiled EPA (`general.general_mixed`).
+    Inside `forward_only` (a loop body that is never differentiated) it is a `lax.while_loop` that stops at the first
+    iteration where the expansion is done or at the limit, with the same values as the scan (whose later iterations
+    are no-ops): under `vmap` it runs while any lane is live, not always `iterations` trips."""
     state = _start(w, wa, jp.zeros_like(w), iterations) + (jp.zeros((), bool), _no_face(w.dtype))
+    if _FORWARD_ONLY.get():  # not differentiated: stop once done or at the pair's own count (same values)
+        stop_at = iterations if limit is None else jp.minimum(limit, iterations)
+
+        def live(c):
+            return ~c[0][5] & (c[1] < stop_at)
+
+        def step(c):
+            return _expand(sup, tol, c[0], c[1]), c[1] + 1
+
+        state, _ = jax.lax.while_loop(live, step, (state, jp.zeros((), jp.int32)))
+        return _final(state, tol)[:4]
 
     def body(s, it):
         new = _expand(sup, tol, s, it)

@@ -16,7 +16,7 @@ import numpy as np
 
 from mjx_lite.collision.polytope import triangle_normals
 from mjx_lite.collision.support import support, support_jacobian
-from mjx_lite.collision.types import GeomInfo, GType, Mask, Points, Scalar, Values, Vec3
+from mjx_lite.collision.types import GeomInfo, GType, Mask, Points, Scalar, Vec3
 from mjx_lite.math import dot3, outer3, safe_norm, safe_normalize
 from mjx_lite.types import GeomType
 
@@ -32,34 +32,61 @@ def small_mesh(gtype: GType, g: GeomInfo) -> bool:
             and g.face.shape[0] + g.edge.shape[0] <= _REFINE_MESH_MAX)  # fmt: skip
 
 
-def _mesh_kinks(gtype: GType, g: GeomInfo) -> tuple[Scalar, Points, Points, Values, Mask] | None:
-    """For a mesh that is not small (`small_mesh`), static or traced type with hull tables: (is a mesh (), world
-    unit face normals (T, 3), and per edge its unit direction and the unit normals fa, fb of its two faces, stacked
-    (3 E, 3), fa . fb (E,) and whether they make a kink (E,) (not a flat face's triangulation diagonal)), from which
-    `refine_normal` picks the kinks near its current normal; None otherwise."""
+def mesh_kink_tables(vert: jax.Array, face: jax.Array, edge: jax.Array) -> dict[str, jax.Array]:
+    """The kinks of meshes' support functions in their geom frames, once per mesh (GeomInfo.facenormal, edgekink):
+    from hull vertices vert (M, H, 3), triangles face (M, T, 3) and edges edge (M, E, 4) (two vertex ids, two
+    triangles), {"facenormal": unit triangle normals (M, T, 3), "edgekink": per edge its unit direction and its two
+    triangles' unit normals (M, E, 3, 3)} (the same operations as `_mesh_kinks`' per pair)."""
+
+    def one(w, tris, edges):
+        fn = triangle_normals(w, tris)[0]
+        e = safe_normalize(w[edges[:, 1]] - w[edges[:, 0]])[0]
+        return fn, jp.stack([e, fn[edges[:, 2]], fn[edges[:, 3]]], axis=1)
+
+    fn, ek = jax.vmap(one)(vert, face, edge)
+    return {"facenormal": fn, "edgekink": ek}
+
+
+def _mesh_kinks(gtype: GType, g: GeomInfo) -> tuple | None:
+    """For a mesh that is not small (`small_mesh`), static or traced type with hull tables: (is a mesh (), unit face
+    normals (T, 3), and per edge its unit direction and the unit normals fa, fb of its two faces, stacked (3 E, 3),
+    fa . fb (E,), whether they make a kink (E,) (not a flat face's triangulation diagonal), and the frame they are
+    in: None for world (computed here per pair from its vertices), the geom's rotation (3, 3) where they are the
+    mesh's rows of the side's tables (GeomInfo.facenormal / edgekink, `mesh_kink_tables`: once per mesh, no per-pair
+    rotation)), from which `refine_normal` picks the kinks near its current normal; None otherwise."""
     if g.face is None or g.edge is None or g.vert is None or small_mesh(gtype, g):
         return None
     if isinstance(gtype, int) and gtype != GeomType.MESH:
         return None
     is_mesh = jp.asarray(True) if isinstance(gtype, int) else gtype == GeomType.MESH
+    if g.facenormal is not None and g.edgekink is not None and g.mesh is not None:
+        # the mesh's own rows of the side's tables (`mesh_kink_tables`), kept in the geom frame: the direction is
+        # rotated into it instead of rotating every normal (`_near_kinks`)
+        fn, ek = g.facenormal[g.mesh], g.edgekink[g.mesh]
+        c12 = dot3(ek[:, 1], ek[:, 2])
+        efab = jp.concatenate([ek[:, 0], ek[:, 1], ek[:, 2]])
+        return is_mesh, fn, efab, c12, 1 - c12 * c12 > 1e-8, g.mat
     w = g.vert  # in the geom frame (model data: once under a vmap over states), rotated at the end
     fn = triangle_normals(w, g.face)[0]
     e = safe_normalize(w[g.edge[:, 1]] - w[g.edge[:, 0]])[0]
     fa, fb = fn[g.edge[:, 2]], fn[g.edge[:, 3]]
     c12 = dot3(fa, fb)
-    return is_mesh, outer3(fn, g.mat), outer3(jp.concatenate([e, fa, fb]), g.mat), c12, 1 - c12 * c12 > 1e-8
+    return is_mesh, outer3(fn, g.mat), outer3(jp.concatenate([e, fa, fb]), g.mat), c12, 1 - c12 * c12 > 1e-8, None
 
 
 _MESH_KINKS = 2  # kink circles per mesh (those of the edges whose Gauss arcs are nearest the normal) per iteration
 
 
-def _near_kinks(kinks: tuple[Scalar, Points, Points, Values, Mask], d: Vec3) -> tuple[Vec3, Scalar, Points, Mask]:
+def _near_kinks(kinks: tuple, d: Vec3) -> tuple[Vec3, Scalar, Points, Mask]:
     """The mesh's kinks nearest the unit direction d along which it supports (`_mesh_kinks`): (the face normal
     nearest d (3,), with whether it is within _REFINE_STEP (); the directions (K, 3) of the _MESH_KINKS edges whose
     Gauss arcs (between their faces' normals fa, fb) pass nearest d, with whether d is within _REFINE_STEP of the
     arc (K,)). d is on an edge's arc where d . e = 0 and d = alpha fa + beta fb with alpha, beta >= 0: as fa and fb
     are normal to e, d . fa - (fa . fb) d . fb >= 0 and the same with fa, fb swapped."""
-    is_mesh, fn, efab, c12, arc = kinks
+    is_mesh, fn, efab, c12, arc, mat = kinks
+    world = d
+    if mat is not None:  # the kinks in the geom frame (`mesh_kink_tables`): d into it, the chosen ones out of it
+        d = mat.T @ d
     f = jp.argmax(dot3(fn, d[None]))
     ne = arc.shape[0]
     across, p1, p2 = jp.split(dot3(efab, d[None]), 3)  # (E,) each
@@ -71,7 +98,10 @@ def _near_kinks(kinks: tuple[Scalar, Points, Points, Values, Mask], d: Vec3) -> 
         score = jp.where(jp.arange(ne) == idx[-1], jp.inf, score)
     idx = jp.stack(idx)
     ok = is_mesh & inside[idx] & (jp.abs(across[idx]) < jp.sin(_REFINE_STEP))
-    return fn[f], is_mesh & (jp.dot(fn[f], d) > jp.cos(_REFINE_STEP)), efab[idx], ok
+    face, edges = fn[f], efab[idx]
+    if mat is not None:
+        face, edges = mat @ face, outer3(edges, mat)
+    return face, is_mesh & (jp.dot(face, world) > jp.cos(_REFINE_STEP)), edges, ok
 
 
 def _frame_kinks(gtype: GType) -> tuple[list[int], list[int]]:

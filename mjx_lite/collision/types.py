@@ -49,6 +49,10 @@ class GeomInfo(NamedTuple):
       at each vertex (other end, the two triangles at the edge); both padded by repeating their first entry
       (`hull.vertex_tables`), or None.
     Use `polytope`'s accessors (`face_polygon`, `FacePlanes`, `vertex_planes`, `vertex_edges`).
+    facenormal: (ntri, 3) unit normals of the hull triangles in the geom frame, and edgekink: (nedge, 3, 3) per hull
+      edge its unit direction and the unit normals of its two triangles (`edge`'s), in the geom frame: the kinks of
+      the mesh's support function (`refine.mesh_kink_tables`), computed once per mesh of a side rather than per pair;
+      or None (computed per pair from `vert`).
     """
 
     pos: jax.Array
@@ -65,9 +69,12 @@ class GeomInfo(NamedTuple):
     vertedge: jax.Array | None = None
     triplane: jax.Array | None = None
     mesh: jax.Array | None = None
+    facenormal: jax.Array | None = None
+    edgekink: jax.Array | None = None
 
 
-TABLES = ("facepoly", "facepolynum", "faceplane", "vertplane", "vertedge")  # GeomInfo's per-mesh tables
+# GeomInfo's per-mesh tables
+TABLES = ("facepoly", "facepolynum", "faceplane", "vertplane", "vertedge", "facenormal", "edgekink")
 
 
 def info_axes(g: GeomInfo) -> GeomInfo:
