@@ -1390,8 +1390,32 @@ def _rod_extra(m: Model, longest: int) -> int:
         adr, num = int(np.asarray(m.flex_edgeadr)[f]), int(np.asarray(m.flex_edgenum)[f])
         fct, fca = int(np.asarray(m.flex_contype)[f]), int(np.asarray(m.flex_conaffinity)[f])
         if np.any(tdof[adr : adr + num] >= 0) and np.any((gct & fca) | (fct & gca)):
-            return 2 * longest + 1
+            return (4 if rods_on_moving_body(m) else 2) * longest + 1
     return 0
+
+
+def rods_on_moving_body(m: Model) -> bool:
+    """Static: some elastic rod's vertices are carried by a moving body (its vertex bodies' parent, or the body its
+    pinned vertices are on, is not welded to the world): its contact rows take that body's rotation off the flex
+    side (pipeline/rod_contact.py), one more chain per row."""
+
+    def build(m):
+        tdof = np.asarray(m.flexedge_twistdof)
+        dofnum, parent, weld = (np.asarray(x) for x in (m.body_dofnum, m.body_parentid, m.body_weldid))
+        jtype, jbody = np.asarray(m.jnt_type), np.asarray(m.jnt_bodyid)
+        vb = np.asarray(m.flex_vertbodyid)
+        for f in range(m.nflex):
+            adr, num = int(np.asarray(m.flex_edgeadr)[f]), int(np.asarray(m.flex_edgenum)[f])
+            if not np.any(tdof[adr : adr + num] >= 0):
+                continue
+            vadr, vnum = int(np.asarray(m.flex_vertadr)[f]), int(np.asarray(m.flex_vertnum)[f])
+            for b in vb[vadr : vadr + vnum]:  # (as mjcf/flex.py: slide-only vertex bodies carried by their parent)
+                carrier = parent[b] if dofnum[b] and np.all(jtype[jbody == b] == 2) else b
+                if weld[carrier] != 0:
+                    return True
+        return False
+
+    return static_memo(m, "types_rods_on_moving_body", build)
 
 
 def _flex_elem_width(m: Model) -> int:

@@ -177,7 +177,6 @@ _GRID = '<flexcomp name="f" count="3 3 1" spacing=".1 .1 .1" {attrs}>{kids}</fle
 
 @pytest.mark.parametrize("attrs,kids,what", [
     ('dim="2"', '<contact contype="0" conaffinity="0"/><edge equality="true"/>', None),
-    ('dof="radial" dim="2"', '', "dof='radial'"),
     ('dim="1"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4"/>', None),  # tests/test_flex_rod.py
     ('dim="1"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" section="box"/>', "section"),
     ('dim="2"', '<contact contype="0" conaffinity="0"/><elasticity young="1e4" thickness=".1" elastic2d="both"/>',

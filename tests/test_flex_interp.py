@@ -3,7 +3,7 @@ flex_cellnum, flex_vert0, flex_stiffness fields; vertex positions interpolated f
 (planes) and elements (spheres, capsules) on the nodes' bodies, corotational cell elasticity, at states with contacts
 and at rotated, deformed states; a 100-step trajectory, a rollout gradient, MuJoCo's trilinear.xml example; cut cells
 (meshes that do not fill their cells: tetrahedra and closed surfaces, empty cells, MuJoCo's sphere_trilinear.xml); and
-the refusals of what is not implemented (radial / 2d dofs, strain equalities, shells, open surfaces, quadratic cut
+the refusals of what is not implemented (strain equalities, shells, open surfaces, quadratic cut
 cells, flex-flex contacts)."""
 
 import os
@@ -359,7 +359,6 @@ def test_dof_2d_matches_mujoco():
 
 
 @pytest.mark.parametrize("flex,kids,what", [
-    ('dof="radial"', _PLAIN, "dof='radial'"),
     ('dof="trilinear"', _PLAIN + '<edge equality="strain"/>', "strain constraints"),
     ('dof="trilinear"', _PLAIN + '<elasticity young="1e3" thickness=".01" elastic2d="stretch"/>', "shell mode"),
     ('dof="quadratic" euler="10 20 30"', _PLAIN, "cut-cell quadrature"),

@@ -203,9 +203,6 @@ def small(geom="plane", attrs='size="1 1 .1"', joint="", contact='selfcollide="n
 
 
 @pytest.mark.parametrize(("xml", "what"), [
-    (small("hfield", 'hfield="h"'), "elastic rod with hfield geoms"),
-    (small(joint='<joint type="hinge"/><geom size=".01" contype="0" conaffinity="0"/>', pin='<pin id="0"/>'),
-     "carried by a moving body"),  # (a rod on a moving body: MuJoCo requires a pin)
     (small(contact=""), "self-collisions of an elastic rod"),
 ])  # fmt: skip
 def test_refused_by_name(xml, what):
@@ -219,3 +216,6 @@ def test_static_parent_loads():
     assert mjx_lite.load_mjcf_string(small()).nflex == 1
     assert mjx_lite.load_mjcf_string(small(pin='<pin id="0"/>')).nflex == 1
     assert mjx_lite.load_mjcf_string(small("cylinder", 'size=".05 .2"')).nflex == 1  # (GJK geoms: checked above)
+    assert mjx_lite.load_mjcf_string(small("hfield", 'hfield="h"')).nflex == 1  # (tests/test_rod_hfield.py)
+    moving = small(joint='<joint type="hinge"/><geom size=".01" contype="0" conaffinity="0"/>', pin='<pin id="0"/>')
+    assert mjx_lite.load_mjcf_string(moving).nflex == 1  # (on a moving body: tests/test_rod_moving.py)

@@ -614,7 +614,7 @@ def test_unknown_element(body, element):
 @pytest.mark.parametrize(
     "body, feature",
     [
-        ("<worldbody>\n<flexcomp name='f' dof='radial'/></worldbody>", "flexcomp dof='radial'"),
+        ("<worldbody>\n<flexcomp name='f'><edge equality='vert'/></flexcomp></worldbody>", "equality='vert'"),
         ("<worldbody>\n<body><composite/></body></worldbody>", "composite"),
         ("<extension>\n<plugin plugin='acme.x'/></extension>", "plugin 'acme.x' is a third-party plugin"),
         ("<extension>\n<plugin plugin='mujoco.elasticity.cable'/></extension>", "'mujoco.elasticity.cable'"),

@@ -433,7 +433,7 @@ def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
 _SELF = {"none": 0, "narrow": 1, "bvh": 2, "sap": 3, "auto": 4}
 _GEOM_NAMES = ("plane", "hfield", "sphere", "capsule", "ellipsoid", "cylinder", "box", "mesh", "sdf")
 _ELEM_GEOMS = (1, 2, 3, 4, 5, 6, 7)  # hfield, sphere, capsule, ellipsoid, cylinder, box, mesh: collided with elements
-_ROD_GEOMS = (0, 2, 3, 4, 5, 6, 7)  # plane and convex geoms: elastic-rod contacts (pipeline/rod_contact.py)
+_ROD_GEOMS = (0, 1, 2, 3, 4, 5, 6, 7)  # planes, height fields, convex geoms: rod contacts (pipeline/rod_contact.py)
 
 
 def _elem_layers(elem: np.ndarray) -> np.ndarray:
@@ -514,30 +514,32 @@ def _check_flex_pairs(recs: list[dict]) -> None:
 
 def _check_rod_contacts(ctx: CompileContext, r: dict, hits: np.ndarray, where: tuple) -> None:
     """Elastic-rod contacts mjx_lite implements (pipeline/rod_contact.py): with planes and the convex geoms
-    (spheres, capsules, ellipsoids, cylinders, boxes, meshes; checked against MuJoCo 4.0), where the rod's vertices
-    move by their own joints under a static parent or are pinned to static bodies. Refused: height fields (not
-    checked), and rods whose vertex bodies are carried by a moving body (the lever-arm coupling assumes vertex
-    velocities that do not rotate with a parent)."""
+    (spheres, capsules, ellipsoids, cylinders, boxes, meshes) and height fields (checked against MuJoCo 4.0:
+    tests/test_flex_rod_contact.py, tests/test_rod_hfield.py), where the rod's vertices move by their own slide
+    joints under one body or are pinned to it, that body static or moving (tests/test_rod_moving.py). Refused
+    (never made by a <flexcomp>): vertices carried by several bodies (their rotations may differ)."""
     A = ctx.arrays
     gtype = np.asarray(A["geom_type"])
     for g in hits:
         t = int(gtype[g])
         if t not in _ROD_GEOMS:
             raise MJCFUnsupportedError(f"contacts of an elastic rod with {_GEOM_NAMES[t]} geoms are not supported by "
-                                       f"mjx_lite (planes and convex geoms are): rod '{r['name']}' can collide with "
-                                       f"geom {int(g)}; set the flexcomp's <contact contype/conaffinity> to exclude "
-                                       "it", *where)  # fmt: skip
-    weld, parent = np.asarray(A["body_weldid"]), np.asarray(A["body_parentid"])
+                                       f"mjx_lite (planes, height fields and convex geoms are): rod '{r['name']}' can "
+                                       f"collide with geom {int(g)}; set the flexcomp's <contact contype/conaffinity> "
+                                       "to exclude it", *where)  # fmt: skip
+    parent = np.asarray(A["body_parentid"])
     bodies = ctx.ids.get("body", {})
     jb, jt = np.asarray(A["jnt_bodyid"]), np.asarray(A["jnt_type"])
+    carriers = set()
     for name in r["vertbody"]:
         b = 0 if name == "world" else bodies[name]
-        slides = len(jb) and np.all(jt[jb == b] == 2)  # (a vertex's own body: slide joints only)
-        if weld[b] != 0 and not (slides and weld[parent[b]] == 0):
-            raise MJCFUnsupportedError(f"contacts of an elastic rod whose vertices are carried by a moving body are "
-                                       f"not supported by mjx_lite: rod '{r['name']}' (vertex body '{name}'); place "
-                                       "the rod under a static body or pin it to static bodies, or set the flexcomp's "
-                                       "<contact contype/conaffinity> to exclude every geom", *where)  # fmt: skip
+        own = jt[jb == b] if len(jb) else jt[:0]
+        # a vertex body of slide joints only: carried by its parent; any other: the body itself (a pinned vertex)
+        carriers.add(int(parent[b]) if len(own) and np.all(own == 2) else b)
+    if len(carriers) > 1:
+        raise MJCFUnsupportedError(f"contacts of an elastic rod whose vertices are carried by more than one body are "
+                                   f"not supported by mjx_lite: rod '{r['name']}'; set the flexcomp's <contact "
+                                   "contype/conaffinity> to exclude every geom", *where)  # fmt: skip
 
 
 def _check_contacts(ctx: CompileContext, r: dict) -> None:

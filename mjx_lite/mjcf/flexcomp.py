@@ -11,7 +11,8 @@ tests/test_flex_types.py):
     body (their offset kept in the flex's vertex array); a direct, mesh or gmsh flexcomp drops the points no element
     uses (renumbering the others, after pinning); every other point i becomes a child body "<name>_<i>" at the point,
     with mass mass / npoint, diagonal inertia mass / npoint * 2 inertiabox^2 / 3 and three slide joints (x, y, z)
-    that take the enclosing default class (childclass) as any joint written there would;
+    that take the enclosing default class (childclass) as any joint written there would; dof="2d": x and y only;
+    dof="radial": point 0 always pinned, and one slide joint along the point's direction from the parent's origin;
   - a flex record (the compiler's `mjcf/flex.py` makes the flex_* arrays and, for <edge equality="true">, the
     edge equality constraint from it);
   - <elasticity young poisson damping thickness elastic2d> of dim 2 and 3 flexes go into the record (mjcf/flex.py
@@ -28,8 +29,8 @@ tests/test_flex_types.py):
     the mesh (tetrahedra, or a closed surface of dim 2) are integrated over the mesh volume (mjcf/flex_cells.py).
 
 Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupportedError naming it: binary GMSH files
-(type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2, dof
-"radial"; of interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
+(type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2; of
+interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
 ones whose tetrahedra do not fill their bounding box (MuJoCo's cut-cell quadrature), trilinear ones of dim 2 whose
 triangles do not close a surface, self- and flex-flex contacts; rods' box sections and clamped ends (both points of
 an end edge pinned), <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in
@@ -51,16 +52,17 @@ from mjx_lite.mjcf import flexcomp_shapes as _shapes
 from mjx_lite.mjcf.spec import Element, MJCFError, MJCFUnsupportedError
 
 MINVAL = 1e-15
+_EPS = 1e-14  # MuJoCo's compiler mjEPS
 _ORIENT = ("quat", "axisangle", "euler", "xyaxes", "zaxis")
 _CHILDREN = ("edge", "elasticity", "contact", "pin", "plugin")
 
 
 def _refuse(raw, what: str, attr: str | None = None) -> MJCFUnsupportedError:
     return MJCFUnsupportedError(f"{what} is not supported by mjx_lite (flexcomp subset: every type (gmsh: ASCII), "
-                                "dim 1-3, dof='full', '2d', 'trilinear' and 'quadratic', edge "
+                                "dim 1-3, dof='full', '2d', 'radial', 'trilinear' and 'quadratic', edge "
                                 "stiffness/damping/equality='true', <elasticity> (dim 1: circle section rods, their "
-                                "contacts with planes, spheres, capsules and boxes), contacts with planes and convex "
-                                "geoms)",
+                                "contacts with planes, height fields and convex geoms), contacts with planes, height "
+                                "fields and convex geoms)",
                                 raw.file, raw.line, raw.tag, attr)  # fmt: skip
 
 
@@ -115,10 +117,12 @@ def expand(
     if ftype in ("square", "disc"):
         dim = 2  # (MakeSquare)
     dof = w.get("dof", "full")
-    if dof not in ("full", "trilinear", "quadratic", "2d"):
+    if dof not in ("full", "trilinear", "quadratic", "2d", "radial"):
         raise _refuse(raw, f"<flexcomp dof='{dof}'>", "dof")
     if dof == "2d":  # (MuJoCo 4.0: every vertex body slides along its parent's x and y only)
         add_body = functools.partial(add_body, axes=("1 0 0", "0 1 0"))
+    if dof == "radial":  # (MuJoCo 4.0: one slide joint along the vertex's direction from the parent's origin)
+        add_body = _radial(add_body)
     order = {"trilinear": 1, "quadratic": 2}.get(dof, 0)  # (flex_interp)
     rigid = bool(w.get("rigid", False))
     direct = ftype in ("direct", "mesh", "gmsh")  # (MuJoCo's `direct`: points given, not generated)
@@ -158,7 +162,7 @@ def expand(
     margin = float(cont.get("margin", 0.0))
 
     # mjCFlexcomp::Make checks, in its order
-    if any(c < 1 for c in count):
+    if any(c < 1 or (dof == "radial" and dim == 3 and c < 2) for c in count):
         raise _err(raw, "Count too small", "count")
     minspace = 2 * radius + margin
     if not direct and any(s < minspace for s in spacing):
@@ -263,6 +267,8 @@ def expand(
             raise _err(raw, "pingridrange out of range")
         for ijk in itertools.product(*[range(r[k], r[k + dim] + 1) for k in range(dim)]):
             pinned[grid_id(ijk)] = True
+    if dof == "radial":
+        pinned[0] = True  # (MuJoCo: a radial flexcomp's first point, its centre, is always on the parent)
     rigid = bool(pinned.all())  # every point pinned: a rigid flex, as rigid='true' (MuJoCo)
     centered = not pinned.any()
     if direct:  # points no element uses are dropped (the others renumbered in order)
@@ -276,6 +282,9 @@ def expand(
     rod = dim == 1 and young > 0 and not rigid  # a discrete elastic rod (mjx_lite/pipeline/passive_rod.py)
     if rod and radius <= 0:
         raise _err(raw, "1D rod elasticity requires a positive radius (circle section)", "radius")
+    if rod and dof != "full":  # (MuJoCo 4.0 makes twist joints for dof="full" only, probed)
+        raise _refuse(raw, f"an elastic dim=1 <flexcomp dof='{dof}'> (young > 0: MuJoCo 4.0 gives it no twist "
+                      "joints, a rod without them, as an elastic 1D <flex>)", "dof")  # fmt: skip
     nedge = npnt - 1
     if rod and nedge >= 2 and ((pinned[0] and pinned[1]) or (nedge >= 3 and pinned[-1] and pinned[-2])):
         raise _refuse(kids.get("pin", [raw])[0], "a clamped end of an elastic rod (both points of its first or last "
@@ -301,6 +310,21 @@ def expand(
                    margin, 0 if rigid else equality, shear, twist, vertbody=vertbody, vert=vert, centered=centered,
                    point=point)
 
+
+
+def _radial(add_body: Callable) -> Callable:
+    """add_body for dof="radial": the vertex body's one slide joint along its position in the parent's frame,
+    scaled as mjuu_normvec (unchanged where its squared length is below mjEPS or its length within mjEPS of 1; the
+    joint's compile then refuses an axis that short)."""
+
+    def add(name, pos, mass, inertia):
+        axis = np.asarray(pos, float).copy()
+        n2 = float(axis @ axis)
+        if n2 >= _EPS and abs(np.sqrt(n2) - 1) > _EPS:
+            axis = axis / np.sqrt(n2)
+        add_body(name, pos, mass, inertia, axes=(" ".join(repr(float(x)) for x in axis),))
+
+    return add
 
 
 def _record(raw, w, name, pname, dim, element, young, poisson, edamp, thickness, elastic2d, radius, edge, cont, margin,

@@ -586,8 +586,9 @@ def _chain_sparse(m: Model) -> bool:
 
 
 def _dense_jacobian_components(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array,
-                               ncomp: int) -> list[jax.Array]:  # fmt: skip
-    """The ncomp rows of body 2's minus body 1's [lin; ang] Jacobian at the points pt (k, 3), each (k, nv).
+                               ncomp: int, pt1: jax.Array | None = None) -> list[jax.Array]:  # fmt: skip
+    """The ncomp rows of body 2's minus body 1's [lin; ang] Jacobian at the points pt (k, 3) (body 1's at pt1 where
+    given), each (k, nv).
 
     Written per component with broadcasts (no einsum cross product and no (k, 3, nv) gather), so that XLA fuses
     them into the rows that use them in the layout those rows want: a (k, nv) array per component.
@@ -596,7 +597,7 @@ def _dense_jacobian_components(m: Model, d: Data, pt: jax.Array, b1: jax.Array, 
     ang = [cdof[None, :, i] for i in range(3)]  # (1, nv) each
     lin = [cdof[None, :, 3 + i] for i in range(3)]
 
-    def comps(b):
+    def comps(b, pt):
         mk = support._mask(m, b, cdof.dtype)  # (k, nv): the dofs that move body b (as support.jac)
         o = pt - support._root_com(m, d, b)  # (k, 3)
         o = [o[:, i, None] for i in range(3)]
@@ -604,12 +605,13 @@ def _dense_jacobian_components(m: Model, d: Data, pt: jax.Array, b1: jax.Array, 
                for i in range(3)]  # fmt: skip
         return out + [ang[i] * mk for i in range(3)] if ncomp == 6 else out
 
-    return [a - b for a, b in zip(comps(b2), comps(b1))]
+    return [a - b for a, b in zip(comps(b2, pt), comps(b1, pt if pt1 is None else pt1))]
 
 
 def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.Array, sparse: bool = False,
-                      ncomp: int = 6):  # fmt: skip
-    """Jacobian difference (body 2 minus body 1) at the contact points pt (k, 3), as [lin; ang] rows.
+                      ncomp: int = 6, pt1: jax.Array | None = None):  # fmt: skip
+    """Jacobian difference (body 2 minus body 1) at the contact points pt (k, 3), as [lin; ang] rows; pt1 (k, 3):
+    body 1's at these points instead (the rod rows' edge velocity, pipeline/rod_contact.py).
 
     ncomp (static): 6, or 3 when the rows have no rotational part (condim <= 3): then only the linear Jacobian is
     formed and coef is (k, r, 3).
@@ -621,19 +623,19 @@ def _contact_jacobian(m: Model, d: Data, pt: jax.Array, b1: jax.Array, b2: jax.A
     body 1's (a dof moving both appears twice; its values add).
     """
     if not sparse and not _chain_sparse(m):
-        jj = _dense_jacobian_components(m, d, pt, b1, b2, ncomp)
+        jj = _dense_jacobian_components(m, d, pt, b1, b2, ncomp, pt1)
         return lambda coef: sum(coef[:, :, c, None] * jj[c][:, None, :] for c in range(ncomp))
     chain = jp.asarray(_body_chain(m))
     cdof = jp.concatenate([d.cdof, jp.zeros((1, 6), d.cdof.dtype)])  # row nv: padding
     rootcom = d.subtree_com[jp.asarray(np.asarray(m.body_rootid), jp.int32)]
 
-    def chain_values(b):  # (k, L, 6): [lin; ang] Jacobian columns of body b at its chain dofs
+    def chain_values(b, pt):  # (k, L, 6): [lin; ang] Jacobian columns of body b at its chain dofs
         c = cdof[chain[b]]
         ang = c[..., :3]
         off = jp.broadcast_to((pt - rootcom[b])[:, None, :], ang.shape)
         return jp.concatenate([c[..., 3:] + math.cross_c(ang, off), ang], axis=-1)
 
-    vals = jp.concatenate([chain_values(b2), -chain_values(b1)], axis=1)[..., :ncomp]  # (k, 2L, ncomp)
+    vals = jp.concatenate([chain_values(b2, pt), -chain_values(b1, pt if pt1 is None else pt1)], axis=1)[..., :ncomp]
     idx = jp.concatenate([chain[b2], chain[b1]], axis=1)  # (k, 2L)
     k = pt.shape[0]
     if sparse:
@@ -728,9 +730,11 @@ def _contact_rows(m: Model, d: Data, p: Plan) -> list[_Rows]:
             frame6 = jp.concatenate([jp.concatenate([frame, zero3], axis=2), jp.concatenate([zero3, frame], axis=2)],
                                     axis=1)  # (k, 6, 6) block-diagonal contact frame  # fmt: skip
         if rods is not None:  # elastic rods: the element's rotation (bending and twist) moves the contact point
-            ba, bb, *rest = (at(x) for x in rods)
-            rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, pt, ba, bb, p.sparse, ncomp=3), *rest,
-                                           p.sparse)  # fmt: skip
+            ba, bb, xa, xb, *rest = (at(x) for x in rods)
+            edge_rows_of = _contact_jacobian(m, d, xb, ba, bb, p.sparse, ncomp=3, pt1=xa)  # v_b - v_a at the vertices
+            carrier_rows_of = (_contact_jacobian(m, d, pt, jp.zeros_like(ba), ba, p.sparse)
+                               if types.rods_on_moving_body(m) else None)  # fmt: skip
+            rows_of = rod_contact.add_rows(m, rows_of, edge_rows_of, *rest, p.sparse, carrier_rows_of)
 
         fr = at(con.friction)  # (k, 5)
         cs = _surface_vel(m, d, g, pt, frame) if m.flg_surfacevel else None  # (k, 6) in the contact frame
@@ -880,8 +884,10 @@ def adhesion_force(m: Model, d: Data) -> jax.Array:
     b1, b2, w2 = flexcol.contact_body_weights(m, d, con)
     rows_of = _weighted_jacobian(m, d, con.pos, b1, b2, w2, ncomp=3)
     if rod_contact.has_contacts(m):
-        ba, bb, *rest = rod_contact.terms(m, d, con)
-        rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, con.pos, ba, bb, ncomp=3), *rest, False)
+        ba, bb, xa, xb, *rest = rod_contact.terms(m, d, con)
+        carrier = _contact_jacobian(m, d, con.pos, jp.zeros_like(ba), ba) if types.rods_on_moving_body(m) else None
+        rows_of = rod_contact.add_rows(m, rows_of, _contact_jacobian(m, d, xb, ba, bb, ncomp=3, pt1=xa), *rest, False,
+                                       carrier)  # fmt: skip
     pull = jp.where(con.active, -con.adhesion, 0.0)
     return jp.sum(rows_of(con.frame[:, :1] * pull[:, None, None])[:, 0], axis=0)
 

@@ -11,8 +11,13 @@ the point's velocity gains w x a, the contact's angular velocity (torsional and 
 linear coefficients c and angular coefficients c_w (the contact frame) thus gains w . q with q = a x c + c_w:
     (W' q) . (v_b - v_a)   and   (t . q) dtheta/dt,   W = dw / d(de/dt) (3, 3).
 A vertex contact uses the rod element that starts at the vertex (the last element for the chain's last vertex).
-mjcf/flex.py admits rod contacts only where the rod's vertex bodies move by their own slide joints under a static
-parent or are pinned to static bodies, so v_a, v_b are the vertex bodies' linear Jacobians (at any point).
+v_a, v_b are the vertex bodies' linear Jacobians at the vertices. mjcf/flex.py admits rod contacts where the rod's
+vertex bodies move by their own slide joints under one body C or are pinned to it (as every <flexcomp> makes them).
+Where C moves (angular velocity w_c), MuJoCo 4.0 (probed: its efc_J to 6e-14, tests/test_rod_moving.py) moves the
+rod's contact point as the axis point plus the rod's rotation, v(p) + w x a, and turns it with w alone; the contact
+Jacobian of the rod side (its vertex bodies at the contact point: v(p) + w_c x a, turning with w_c) thus loses
+w_c . q (`add_rows`' carrier rows). w itself carries w_c's part normal to the edge: the edge's velocity, from the
+vertex Jacobians at the vertices, includes w_c x e.
 """
 
 from __future__ import annotations
@@ -70,8 +75,9 @@ def has_contacts(m: Model) -> bool:
 
 
 def terms(m: Model, d, con) -> tuple[jax.Array, ...]:
-    """Per contact slot (nconmax,): (body of v_a, body of v_b, edge vector e (n, 3), lever arm a (n, 3), twist dof
-    (-1 none), rod mask); rows off rods get bodies 0, zero e and a, mask False."""
+    """Per contact slot (nconmax,): (body of v_a, body of v_b, positions of v_a and v_b (n, 3), edge vector e
+    (n, 3), lever arm a (n, 3), twist dof (-1 none), rod mask, the element's reference tangent and normal (n, 3));
+    rows off rods get bodies 0, zero e and a, mask False."""
     vert_elem, ends, tdof, padr = tables(m)
     dt = d.qpos.dtype
     fl = jp.maximum(con.flex[:, 1], 0)
@@ -108,7 +114,7 @@ def terms(m: Model, d, con) -> tuple[jax.Array, ...]:
     perp = perp / jp.linalg.norm(perp, axis=-1, keepdims=True)
     told = jp.where((isset & rod)[:, None], ref[:, :3], tcur)
     uold = jp.where((isset & rod)[:, None], ref[:, 3:], perp)
-    return ba, bb, e, lever, dof, rod, told, uold
+    return ba, bb, xa, xb, e, lever, dof, rod, told, uold
 
 
 def _frame(e: jax.Array, told: jax.Array, uold: jax.Array) -> jax.Array:
@@ -120,9 +126,12 @@ def _frame(e: jax.Array, told: jax.Array, uold: jax.Array) -> jax.Array:
 
 
 def add_rows(m: Model, rows_of, vertex_rows_of, e: jax.Array, lever: jax.Array, dof: jax.Array, rod: jax.Array,
-             told: jax.Array, uold: jax.Array, sparse: bool):  # fmt: skip
+             told: jax.Array, uold: jax.Array, sparse: bool, carrier_rows_of=None):  # fmt: skip
     """rows_of (see constraint._contact_jacobian) plus the rods' rotation terms of k contacts: e, lever (k, 3), dof,
-    rod (k,) from `terms`; vertex_rows_of: the linear Jacobian difference J(body of v_b) - J(body of v_a) (ncomp 3).
+    rod (k,) from `terms`; vertex_rows_of: the linear Jacobian difference J(body of v_b at v_b) - J(body of v_a at
+    v_a) (ncomp 3); carrier_rows_of (rods on a moving body, else None): the Jacobian of the body of v_a at the
+    contact point (ncomp 6), whose rotation w_c MuJoCo 4.0 leaves out of a rod's side: the point moves with the
+    axis point and the rod's own rotation, v(p) + w x a, and turns with w alone, so the rows lose w_c . q.
     coef (k, r, 3 or 6) -> rows (k, r, nv), or sparse (values, columns) with the extra columns appended."""
 
     def out(coef):
@@ -143,12 +152,17 @@ def add_rows(m: Model, rows_of, vertex_rows_of, e: jax.Array, lever: jax.Array, 
         tw = jp.where((rod & (dof >= 0))[:, None], tw, 0.0)
         base, extra = rows_of(coef), vertex_rows_of(u)
         col = jp.maximum(dof, 0)
+        parts = [base, extra]
+        if carrier_rows_of is not None:
+            qc = jp.where(rod[:, None, None], q, 0.0)
+            carrier = carrier_rows_of(jp.concatenate([jp.zeros_like(qc), qc], axis=-1))
+            parts.append((-carrier[0], carrier[1]) if sparse else -carrier)
         if sparse:
-            vals = jp.concatenate([base[0], extra[0], tw[..., None]], axis=-1)
-            cols = jp.concatenate([base[1], extra[1], jp.broadcast_to(col[:, None, None], tw[..., None].shape)],
+            vals = jp.concatenate([p[0] for p in parts] + [tw[..., None]], axis=-1)
+            cols = jp.concatenate([p[1] for p in parts] + [jp.broadcast_to(col[:, None, None], tw[..., None].shape)],
                                   axis=-1)  # fmt: skip
             return vals, cols
         onehot = jax.nn.one_hot(col, base.shape[-1], dtype=base.dtype)  # (k, nv)
-        return base + extra + tw[..., None] * onehot[:, None, :]
+        return sum(parts) + tw[..., None] * onehot[:, None, :]
 
     return out
