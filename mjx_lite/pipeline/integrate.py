@@ -142,9 +142,11 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
              start: Data | None = None) -> Data:
     """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h; the history
     buffers' samples and the plastic springs' references (`plastic.update`) from `start` (forward at the step's
-    start; default d). With sleeping islands, mj_sleep after act (`sleep.fall_asleep`: the trees that fall asleep
-    get zero qvel and qacc, the velocity and acceleration stages are recomputed at the new act) and neither they nor
-    the trees asleep before are advanced; `qacc` (computed before, as MuJoCo's integrators do) moves the others."""
+    start; default d). With sleeping islands, mj_sleep after act and the history buffers (`sleep.fall_asleep`: the
+    trees that fall asleep get zero qvel and qacc, the velocity and acceleration stages are recomputed at the new
+    act and buffers, so an interval sensor that ticked at this step keeps the sample it just recorded, the
+    velocities before the sleep, as MuJoCo's) and neither they nor the trees asleep before are advanced; `qacc`
+    (computed before, as MuJoCo's integrators do) moves the others."""
     h = m.opt.timestep
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
@@ -153,8 +155,9 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
     # (RK4: delayed sensors sample the step's start state, not the last stage's kinematics: as MuJoCo, probed)
     buf = history.advance(m, d, sensor.history_raw(m, d if start is None else start))
     pre = d
-    if sleep.on(m):  # mj_sleep, after the activations advanced (its recomputation sees them)
-        d = forward.run(sleep.fall_asleep, m, d.replace(act=act),
+    if sleep.on(m):  # mj_sleep, after the activations and the history buffers advanced (its recomputation sees
+        # them: an interval sensor ticked here reads its new sample, a delayed one reads the buffer with it)
+        d = forward.run(sleep.fall_asleep, m, d.replace(act=act, history=buf),
                         lambda x: sleep.freeze(m, pre, forward.forward_vel_acc(m, x)))
     if qvel is None and kernels.advance_fused(m):  # one fused kernel (kernels/advance.py), integrate_pos its twin
         qpos, new_qvel = kernels.advance(m, d.qpos, d.qvel, qacc, integrate_pos)

@@ -527,7 +527,8 @@ def _ready(m: Model, d: Data) -> tuple[jax.Array, jax.Array]:
 def fall_asleep(m: Model, d: Data, recompute) -> Data:
     """mj_sleep at the start of state advancement: count the trees below the tolerance, put ready islands to sleep
     (qvel, qacc = 0), recompute the velocity and acceleration stages when any did (`recompute(d) -> d`:
-    mj_forwardSkip from the velocity stage, the trees still counted awake), then the derived arrays."""
+    mj_forwardSkip from the velocity stage, the trees still counted awake; d.history holds this step's samples
+    already, so interval and delayed sensors read them as MuJoCo's), then the derived arrays."""
     if not on(m):
         return d
     ta, go = _ready(m, d)
