@@ -192,7 +192,7 @@ def report(quick: bool = False) -> str:
         "with the Config fields that \"auto\" resolves by backend set as a GPU resolves them "
         "(`config.AUTO_OFF_CPU`). StableHLO operations (besides constants and returns; a private function's once) "
         "+ Triton kernels. A GPU runs XLA's fusions of these operations, not one kernel each; "
-        "tests/test_kernels.py::test_fused_step_program_size keeps the count from growing.", "",
+        "tests/test_kernels.py::test_fused_step_program_size (slow selection) keeps the count from growing.", "",
         "| model | fused path: operations + kernels | XLA path: operations + kernels |",
         "| --- | --- | --- |", *rows])  # fmt: skip
 
