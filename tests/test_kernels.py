@@ -609,7 +609,7 @@ def test_twin_reads_only_the_kernel_inputs(models):
     d = _unbatched(ds)
     twins = {"velocity": lambda m, d, x: velocity.kernel(m, d)[0].xla(x),
              "solve_shifted": lambda m, d, x: factor._shifted_kernel(m, d).xla(x),
-             "acceleration": lambda m, d, x: factor._acceleration_kernel(m).xla(x)}  # fmt: skip
+             "acceleration": lambda m, d, x: factor.acceleration_kernel(m).xla(x)}  # fmt: skip
     acc = ("qfrc_passive", "qfrc_bias", "qfrc_applied", "qfrc_actuator", "xfrc_applied", "xipos", "subtree_com",
            "cdof", "qLD", "qLDiagInv")  # fmt: skip
     inputs = {"velocity": velocity.kernel(m, d)[1], "solve_shifted": dict(qM=d.qM, shift=d.qvel, x=d.qvel),

@@ -652,11 +652,6 @@ def _resolve(info: GeomInfo, deferred: _Deferred | None, idx: jax.Array | None =
     return info._replace(**{k: t[mid] for k, t in deferred.tables.items()})
 
 
-# the GJK/EPA kinds' mesh sides carry their meshes' kinks (`refine.mesh_kink_tables`: face normals, edges in the
-# geom frame), computed once per mesh and step rather than per near pair and step (False: per pair, as before)
-KINK_TABLES = True
-
-
 def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids: np.ndarray | None = None,
                meshes: bool = True, deferred: bool = False
                ) -> GeomInfo | tuple[GeomInfo, _Deferred | None]:  # fmt: skip
@@ -678,7 +673,7 @@ def _geom_info(m: Model, d: types.Data, gids: jax.Array, gtype: int, group_gids:
         mid = jp.maximum(jp.asarray(m.geom_dataid)[gids], 0)
         mids = np.arange(m.nmesh) if group_gids is None else np.maximum(np.asarray(m.geom_dataid)[group_gids], 0)
         mesh = hull.geom_fields(m, mid, mids, deferred=deferred)
-        if deferred and gtype == GENERAL and KINK_TABLES:  # GJK/EPA kinds: the refinement's kinks once per mesh
+        if deferred and gtype == GENERAL:  # GJK/EPA kinds: the refinement's kinks once per mesh
             side = np.unique(mids[(mids >= 0) & (mids < m.nmesh)])
             t = hull.group_tables(m, mids)
             mesh.update(refine.mesh_kink_tables(m.mesh_vert[jp.asarray(t["vert"][side])], jp.asarray(t["face"][side]),

@@ -214,9 +214,6 @@ def acceleration_kernel(m: Model) -> launch.Kernel:
     return launch.Kernel("fwd_acceleration", inputs, outputs, tables, body, xla)
 
 
-_acceleration_kernel = acceleration_kernel  # (the name tests/test_kernels.py reads)
-
-
 def acceleration(m: Model, d: Data, how: launch.Launch) -> tuple:
     """(qfrc_smooth, qacc_smooth) of fwd_acceleration as one fused kernel (the caller checks `fusable(m)`)."""
     dtype = d.qfrc_bias.dtype

@@ -94,18 +94,6 @@ def plan(m: Model) -> dict:
     return {n: np.asarray(v, np.int32) for n, v in tab.items() if np.asarray(v).size}
 
 
-def _rotate_conj(v: tuple, q: tuple) -> tuple:
-    """v rotated by conj(q) (math.rotate(v, quat_conj(q))), 3 lane vectors by a unit quaternion of 4."""
-    u = (-q[1], -q[2], -q[3])
-    t = tuple(2.0 * c for c in _cross(u, v))
-    ut = _cross(u, t)
-    return tuple(v[i] + q[0] * t[i] + ut[i] for i in range(3))
-
-
-def _cross(a, b):
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-
-
 def body(m: Model):
     """The transmission's part of a kernel body: writes outputs actuator_length and actuator_moment (every row zero,
     then each kind's loop over its actuators)."""
@@ -133,7 +121,7 @@ def body(m: Model):
             qa = tab(f"tr_{pre}_qadr", k)
             q = launch.unit_quat(tuple(read("qpos", qa + off + i) for i in range(4)))
             g = tuple(read("actuator_gear", 6 * a + off + i) for i in range(3))
-            rot = _rotate_conj(g, q)
+            rot = _tree._rotate(g, (q[0], -q[1], -q[2], -q[3]))  # by conj(q)
             inp = tab(f"tr_{pre}_inp", k) > 0
             return q, tuple(launch.where(inp, rot[i], g[i], io.dtype) for i in range(3))
 

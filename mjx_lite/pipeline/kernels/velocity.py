@@ -211,10 +211,11 @@ def kernel(m: Model, d: Data) -> tuple[launch.Kernel, dict]:
             outputs["actuator_velocity"] = (m.nout,)
         if with_trn:
             x.update(qpos=d.qpos, actuator_gear=m.actuator_gear)
-            if "tr_ten_act" in _trn.plan(m):
+            trn_plan = _trn.plan(m)
+            if "tr_ten_act" in trn_plan:
                 x["ten_length"] = d.ten_length
             outputs.update(actuator_length=(m.nactuator,), actuator_moment=(m.nactuator * m.nv,))
-            tables.update(_trn.plan(m))
+            tables.update(trn_plan)
         elif m.nactuator:
             x["actuator_moment"] = d.actuator_moment.reshape(-1)
     with_passive = passive_fusable(m)
