@@ -593,6 +593,17 @@ def check_rollout_grad(m: types.Model, d0: types.Data, with_param, value: float,
     np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(height))(ks)), single, rtol=VMAP_TOL, atol=VMAP_TOL)
 
 
+def check_steps(m: types.Model, mjm: mujoco.MjModel, mjd: mujoco.MjData, d0: types.Data, steps: int,
+                fields: tuple[str, ...], atol: float) -> None:
+    """`steps` steps of ours from d0 (one jitted scan) and of MuJoCo from mjd (advanced in place): each of `fields`
+    equal to atol (rtol 0). The flex trajectory tests' comparison."""
+    d = jax.jit(lambda d: jax.lax.scan(lambda d, _: (_step(m, d), None), d, None, length=steps)[0])(d0)
+    for _ in range(steps):
+        mujoco.mj_step(mjm, mjd)
+    for f in fields:
+        np.testing.assert_allclose(np.asarray(getattr(d, f)), getattr(mjd, f), rtol=0, atol=atol, err_msg=f)
+
+
 def grad_and_central_difference(f, x: float, h: float) -> tuple[float, float]:
     """(df/dx by jax.grad, central difference (f(x + h) - f(x - h)) / 2h) of a scalar f of a scalar, from ONE
     compiled program, jit(value_and_grad(f)): the values at x +- h come from it too (a separate jit(f) would compile
