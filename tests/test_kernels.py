@@ -685,7 +685,8 @@ def test_twins_close_over_no_tracer(models, monkeypatch):
     """No kernel's XLA twin (its custom_jvp rule, traced lazily and possibly in a later trace than the call) reads an
     array of the traced step it closes over: every tracer it reads is a kernel input. The twins of the kernels of
     traced (not compiled) fused step of "joints" (every joint type, a mocap body, cameras, plane contacts, Euler with
-    implicit damping: kernels/advance.py's euler, Newton). Before: the tree pass's twin read the empty mocap arrays, the contact parameters' geom_adhesion."""
+    implicit damping: kernels/advance.py's euler, Newton). Before: the tree pass's twin read the empty mocap arrays,
+    the contact parameters' geom_adhesion."""
     _, m, ds = models("joints")
     seen = twin_tracers(monkeypatch, m, _unbatched(ds))
     assert set(seen) == {"tree_pass", "velocity_pass", "fwd_acceleration", "constraint_rows", "solve_newton",

@@ -6,7 +6,7 @@ The model is tests/test_integrate.py's chain (free, ball, hinge and slide joints
 an actuator's damping on the slide), a batch of MuJoCo states after mj_forward: the kernel's qpos and qvel equal
 the XLA path's to round-off and mj_Euler's to its tolerance; the step runs the kernel in place of solve_shifted and
 advance; it lowers to one Triton kernel for "cuda"; derivatives (w.r.t. the state, the forces, qM and the damping
-floats) are the XLA path's. The slow selection adds float32 and the Triton lowering in float32.
+floats) are the XLA path's (slow selection, with float32).
 """
 
 import jax
@@ -76,7 +76,7 @@ def test_step_runs_the_kernel_and_its_twin_reads_only_inputs(case, monkeypatch):
     assert {n: a for n, a in seen.items() if a} == {}
 
 
-@pytest.mark.parametrize("dtype", [pytest.param(jp.float32, marks=pytest.mark.slow), jp.float64])  # (CI time)
+@pytest.mark.parametrize("dtype", [jp.float32, jp.float64])
 def test_euler_kernel_lowers_to_triton(case, dtype):
     """The kernel lowers to one Triton kernel for "cuda" (compiled as on a GPU), in float32 and float64."""
     _, _, m, batch, _, _ = case
@@ -121,7 +121,10 @@ def test_euler_kernel_gradients_equal_xla(case):
 def test_euler_kernel_float32(case):
     """In float32 the kernel's step equals the XLA path's to float32 round-off."""
     _, _, m, batch, _, _ = case
-    cast = lambda t: jax.tree.map(lambda x: np.asarray(x).astype(np.float32) if np.issubdtype(np.asarray(x).dtype, np.floating) else x, t)  # noqa: E731,E501
+
+    def cast(t):
+        return jax.tree.map(lambda x: x.astype(np.float32) if np.issubdtype(x.dtype, np.floating) else x, t)
+
     m32, b32 = cast(m), cast(batch)
     got, want = _run(m32, b32), _run(mjl.configure(m32, kernels="xla"), b32)
     assert got["qvel"].dtype == jp.float32

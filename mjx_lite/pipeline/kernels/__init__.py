@@ -61,10 +61,10 @@ from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model, Stage
 
 __all__ = ["SMOOTH_ACC_FIELDS", "acceleration", "actuation", "actuation_fused", "advance", "advance_fused",
-           "collide_fused", "collision", "euler_advance", "euler_fused", "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused",
-           "rows_fused", "sensor_acc", "sensor_acc_fused", "sensor_pos", "sensor_posvel_fused", "sensor_vel",
-           "smooth_fused", "smooth_pass", "solve_pgs", "solve_primal", "solve_shifted", "transmission_deferred",
-           "tree_pass", "velocity_pass"]
+           "collide_fused", "collision", "euler_advance", "euler_fused", "fused", "launch_of", "make_constraint",
+           "pgs_fused", "primal_fused", "rows_fused", "sensor_acc", "sensor_acc_fused", "sensor_pos",
+           "sensor_posvel_fused", "sensor_vel", "smooth_fused", "smooth_pass", "solve_pgs", "solve_primal",
+           "solve_shifted", "transmission_deferred", "tree_pass", "velocity_pass"]
 
 
 SMOOTH_ACC_FIELDS = _smooth.ACC_FIELDS  # the acceleration stages' fields the smooth pass computes
