@@ -1,7 +1,7 @@
 """Operations of the step's lowered program, fused and XLA paths, counted as tests/test_kernels.py counts them.
 
-    PYTHONPATH=. python benchmarks/fused_program_size.py [humanoid cheetah barkour legged] [--scopes] [--sources]
-        [--no-xla] [--cpu-config]
+    PYTHONPATH=. python benchmarks/fused_program_size.py [humanoid cheetah barkour point_mass legged] [--scopes]
+        [--sources] [--no-xla] [--cpu-config]
 
 Each model at a random state, float32, batch 8, lowered for "cuda" on this machine (kernels compiled as on a GPU, no
 GPU needed), with the Config fields that "auto" resolves by backend set as a GPU resolves them
@@ -175,7 +175,8 @@ def report(quick: bool = False) -> str:
     """docs/benchmarks.md's section: the operations and kernels of the fused and XLA steps per model."""
     import datetime  # noqa: PLC0415
 
-    names = ["humanoid"] if quick else ["humanoid", "cheetah", "barkour"]
+    # point_mass: a tendon model (two fixed tendons, tendon motors; the tendons' passive forces in the smooth pass)
+    names = ["humanoid"] if quick else ["humanoid", "cheetah", "barkour", "point_mass"]
     rows = []
     for name in names:
         m, batch = _batch(name)

@@ -368,9 +368,11 @@ def test_stage_list_skips_what_the_kernel_computed():
     mf = mjl.configure(m, kernels="fused")
     assert _done(mf, d) == ("kinematics", "com_pos", "crb", "factor_m", "transmission")
     assert _velocity_done(mf, d) == ("com_vel", "passive", "rne")
-    # passive forces with terms the kernel does not compute stay XLA (kernels/passive.py): a tendon, gravity
-    # compensation, a medium, a plastic spring; and with springs and dampers both disabled (zeros)
-    for xml in (PASSIVE_TENDON, PASSIVE_XLA.format(body='gravcomp="0.5"', option="", joint=""),
+    # a tendon's spring is the kernel's (kernels/passive.py); passive forces with terms the kernel does not compute
+    # stay XLA: gravity compensation, a medium, a plastic spring; and with springs and dampers both disabled (zeros)
+    mt = mjl.configure(oracle.model_from_mujoco(mujoco.MjModel.from_xml_string(PASSIVE_TENDON)), kernels="fused")
+    assert _velocity_done(mt, mjl.make_data(mt)) == ("com_vel", "passive", "rne")
+    for xml in (PASSIVE_XLA.format(body='gravcomp="0.5"', option="", joint=""),
                 PASSIVE_XLA.format(body="", option='<option density="1.2"/>', joint=""),
                 PASSIVE_XLA.format(body="", option="", joint='springyield="0.2"'),
                 PASSIVE_XLA.format(body="", joint="",
@@ -682,12 +684,13 @@ def test_step_gradient_equals_xla(models):
 def test_twins_close_over_no_tracer(models, monkeypatch):
     """No kernel's XLA twin (its custom_jvp rule, traced lazily and possibly in a later trace than the call) reads an
     array of the traced step it closes over: every tracer it reads is a kernel input. The twins of the kernels of
-    traced (not compiled) fused step of "joints" (every joint type, a mocap body, cameras, plane contacts, Euler,
-    Newton). Before: the tree pass's twin read the empty mocap arrays, the contact parameters' geom_adhesion."""
+    traced (not compiled) fused step of "joints" (every joint type, a mocap body, cameras, plane contacts, Euler with
+    implicit damping: kernels/advance.py's euler, Newton). Before: the tree pass's twin read the empty mocap arrays,
+    the contact parameters' geom_adhesion."""
     _, m, ds = models("joints")
     seen = twin_tracers(monkeypatch, m, _unbatched(ds))
-    assert set(seen) == {"tree_pass", "velocity_pass", "fwd_acceleration", "solve_shifted", "constraint_rows",
-                         "solve_newton", "collide_primitive", "contact_params", "advance"}, sorted(seen)  # fmt: skip
+    assert set(seen) == {"tree_pass", "velocity_pass", "fwd_acceleration", "constraint_rows", "solve_newton",
+                         "collide_primitive", "contact_params", "euler"}, sorted(seen)  # fmt: skip
     assert {n: a for n, a in seen.items() if a} == {}
 
 

@@ -301,7 +301,7 @@ def _same_state(mjm, m, n, seed=2):
 
 
 def _damped(iters=8, noslip=0):
-    """PGS_XML with joint damping (the velocity pass's passive forces, Euler's implicit damping: solve_shifted)."""
+    """PGS_XML with joint damping (the velocity pass's passive forces, Euler's implicit damping: the euler kernel)."""
     xml = _xml("pyramidal", iters=iters).replace('frictionloss="0.3"', 'frictionloss="0.3" damping="0.5"')
     mjm = mujoco.MjModel.from_xml_string(xml)
     m = oracle.model_from_mujoco(mjm)
@@ -355,8 +355,8 @@ def test_noslip_after_pgs_kernel_equals_xla(request, cone):
     _close(_solve(mjl.configure(mn, kernels="fused"), ds), want, PGS_TOL, f"noslip, {cone}")
 
 
-PGS_STAGES = ("tree_pass", "collide_primitive", "constraint_rows", "smooth_pass", "solve_pgs", "solve_shifted",
-              "advance")  # fmt: skip
+# (euler: the damping's solve and the update, kernels/advance.py)
+PGS_STAGES = ("tree_pass", "collide_primitive", "constraint_rows", "smooth_pass", "solve_pgs", "euler")
 
 
 STEP_FIELDS = ("qpos", "qvel", "qacc", "qacc_warmstart", "efc_force", "qfrc_constraint", "qfrc_passive", "qfrc_bias",

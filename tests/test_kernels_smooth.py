@@ -301,9 +301,11 @@ def test_gradients_equal_xla(case):
 
 # ---- tendon actuators: the transmission in the velocity pass's kernel ---------------------------------------------
 
-# a fixed tendon (two hinges) and a spatial one (two sites, damped) with a clamped motor and a position servo, beside a
-# slide motor, a hinge velocity servo and two motors on a free joint (joint and jointinparent): the tree pass cannot
-# compute the transmission (the tendon stage runs after it), the velocity pass does
+# a fixed tendon (two hinges; a spring with a dead band, damped) and a spatial one (two sites; a spring, damped) with
+# a clamped motor (actuator damping on its tendon) and a position servo, beside a slide motor, a hinge velocity servo
+# and two motors on a free joint (joint and jointinparent): the tree pass cannot compute the transmission (the tendon
+# stage runs after it), the velocity pass does, and the tendons' passive forces (kernels/passive.py); the tendons'
+# polynomial coefficients (no MJCF attribute in MuJoCo 4.0) are set on the compiled model (TENDON_POLY)
 TENDON = """
 <mujoco>
   <worldbody>
@@ -327,11 +329,13 @@ TENDON = """
     </body>
   </worldbody>
   <tendon>
-    <fixed name="f"><joint joint="h1" coef="1"/><joint joint="h2" coef="-0.5"/></fixed>
-    <spatial name="sp" damping="0.3"><site site="anchor"/><site site="tip"/></spatial>
+    <fixed name="f" stiffness="2" springlength="-0.1 0.1" damping="0.4">
+      <joint joint="h1" coef="1"/><joint joint="h2" coef="-0.5"/>
+    </fixed>
+    <spatial name="sp" damping="0.3" stiffness="3" springlength="0.2"><site site="anchor"/><site site="tip"/></spatial>
   </tendon>
   <actuator>
-    <motor tendon="f" gear="2" ctrllimited="true" ctrlrange="-1 1"/>
+    <motor tendon="f" gear="2" ctrllimited="true" ctrlrange="-1 1" damping="0.3"/>
     <position tendon="sp" kp="10"/>
     <motor joint="s" gear="3"/>
     <velocity joint="h2" kv="1"/>
@@ -340,8 +344,10 @@ TENDON = """
   </actuator>
 </mujoco>
 """
+TENDON_POLY = dict(tendon_stiffnesspoly=[[0.5, -0.4], [0.3, 0.2]], tendon_dampingpoly=[[0.2, 0.1], [0.05, 0.3]],
+                   actuator_dampingpoly=[[0.1, 0.2]] + [[0.0, 0.0]] * 5)  # fmt: skip
 TENDON_FIELDS = ("actuator_length", "actuator_moment", "actuator_velocity", "ten_velocity", "cvel", "cdof_dot",
-                 "qfrc_bias")  # fmt: skip
+                 "qfrc_bias", "qfrc_spring", "qfrc_damper", "qfrc_passive")  # fmt: skip
 
 
 def _velocity_pass(m, d):
@@ -362,6 +368,8 @@ def tendon_case():
     """MuJoCo's tendon model and states, our Model (fused), the batch after the XLA position stages (transmission
     included), the fused velocity pass's and the XLA velocity stage's fields."""
     mjm = mujoco.MjModel.from_xml_string(TENDON)
+    for n, v in TENDON_POLY.items():
+        getattr(mjm, n)[:] = v
     m = mjl.configure(oracle.model_from_mujoco(mjm), kernels="fused")
     rng = np.random.default_rng(2)
     mjds, ds = [], []
@@ -379,11 +387,16 @@ def tendon_case():
 
 
 def test_tendon_transmission_equals_xla_and_mujoco(tendon_case):
-    """The velocity pass's actuator lengths, moments and velocities, tendon velocities, cvel and qfrc_bias equal the
+    """The velocity pass's actuator lengths, moments and velocities, tendon velocities, cvel, qfrc_bias and the passive
+    forces (the tendons' springs in and out of their dead bands, dampers, the actuator damping on a tendon) equal the
     XLA stages' (transmission, fwd_velocity) to round-off and MuJoCo's to its tolerance; the model is one whose
-    transmission the velocity pass computes (not the tree pass), the actuation kernel beside it."""
+    transmission the velocity pass computes (not the tree pass), the actuation kernel beside it, and the smooth pass
+    covers it."""
     mjm, mjds, m, batch, got, want = tendon_case
-    assert kernels.transmission_deferred(m) and kernels.actuation_fused(m) and not kernels.smooth_fused(m)
+    assert kernels.transmission_deferred(m) and kernels.actuation_fused(m) and kernels.smooth_fused(m)
+    assert velocity.passive_fusable(m)
+    for f in ("qfrc_spring", "qfrc_damper"):  # (every term contributes)
+        assert np.all(np.any(np.asarray(got[f]) != 0, axis=1)), f
     for f in TENDON_FIELDS:
         assert rel(got[f], want[f]) <= ROUNDOFF, (f, rel(got[f], want[f]))
     for f in ("actuator_length", "actuator_moment"):  # (the XLA position stage's transmission)
@@ -393,7 +406,8 @@ def test_tendon_transmission_equals_xla_and_mujoco(tendon_case):
         mujoco.mju_sparse2dense(moment, mjd.actuator_moment, mjd.moment_rownnz, mjd.moment_rowadr, mjd.moment_colind)
         ref = dict(actuator_length=mjd.actuator_length, actuator_moment=moment, actuator_velocity=mjd.actuator_velocity,
                    ten_velocity=mjd.ten_velocity, cvel=mjd.cvel, cdof_dot=mjd.cdof_dot,
-                   qfrc_bias=mjd.qfrc_bias)  # fmt: skip
+                   qfrc_bias=mjd.qfrc_bias, qfrc_spring=mjd.qfrc_spring, qfrc_damper=mjd.qfrc_damper,
+                   qfrc_passive=mjd.qfrc_passive)  # fmt: skip
         for f, r in ref.items():
             assert rel(got[f][i], r) <= MUJOCO_TOL, (i, f, rel(got[f][i], r))
 
@@ -420,3 +434,64 @@ def test_tendon_forward_defers_transmission(tendon_case, monkeypatch):
     calls.clear()
     jax.make_jaxpr(fwd.forward_pos_vel)(mjl.configure(m, kernels="xla"), d)
     assert calls
+
+
+# ---- tendons' passive forces in the smooth pass (kernels/passive.py) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tendon_smooth(tendon_case):
+    """The smooth pass (fused) and the XLA stages it replaces on the tendon model's batch."""
+    _, _, m, batch, _, _ = tendon_case
+    return _run_fused(m, batch), _run_xla(mjl.configure(m, kernels="xla"), batch)
+
+
+def test_tendon_smooth_pass_equals_xla_and_mujoco(tendon_case, tendon_smooth):
+    """With the tendons' springs and dampers in the kernel, the smooth pass covers the tendon model: every output
+    equals the XLA stages' to round-off, and the passive, actuator and smooth forces and qacc_smooth MuJoCo's."""
+    _, mjds, _, _, _, _ = tendon_case
+    got, want = tendon_smooth
+    for f in FIELDS:
+        assert rel(got[f], want[f]) <= ROUNDOFF, (f, rel(got[f], want[f]))
+    for i, mjd in enumerate(mjds):
+        for f in ("qfrc_passive", "actuator_force", "qfrc_actuator", "qfrc_smooth", "qacc_smooth"):
+            assert rel(got[f][i], getattr(mjd, f)) <= MUJOCO_TOL, (i, f, rel(got[f][i], getattr(mjd, f)))
+
+
+@pytest.mark.parametrize("dtype", [pytest.param(jp.float32, marks=pytest.mark.slow), jp.float64])  # (CI time)
+def test_tendon_smooth_pass_lowers_to_triton(tendon_case, dtype):
+    """The smooth pass with the tendons' passive forces lowers to one Triton kernel for "cuda", float32 and float64."""
+    _, _, m, batch, _, _ = tendon_case
+    cast = lambda t: jax.tree.map(lambda x: x.astype(dtype) if jp.issubdtype(x.dtype, jp.floating) else x, t)  # noqa: E731
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+        mods = triton_modules(jax.vmap(_fused, in_axes=(None, 0)), cast(m), cast(batch))
+    assert set(mods) == {"smooth_pass"}, sorted(mods)
+    assert ("f32" if dtype == jp.float32 else "f64") in mods["smooth_pass"]
+
+
+TENDON_PASSIVE_PARAMS = ("tendon_stiffness", "tendon_stiffnesspoly", "tendon_lengthspring", "tendon_damping",
+                         "tendon_dampingpoly", "actuator_damping", "actuator_dampingpoly", "actuator_gear")  # fmt: skip
+
+
+def test_tendon_passive_gradients_equal_xla(tendon_case):
+    """Reverse mode through the velocity pass with the tendons' passive forces w.r.t. qpos, qvel, ten_length, ten_J
+    and every tendon and actuator float the kernel reads: the XLA path's derivatives (its twin's)."""
+    _, _, m, batch, _, _ = tendon_case
+    d = jax.tree.map(lambda x: np.asarray(x)[0], batch)
+
+    def grads(m, d):
+        def loss(params, qvel, ten_length, ten_J):
+            out = fwd.fwd_velocity(m.replace(**params), d.replace(qvel=qvel, ten_length=ten_length, ten_J=ten_J))
+            return sum(jp.sum(jp.sin(getattr(out, f))) for f in ("qfrc_spring", "qfrc_damper", "qfrc_passive"))
+
+        params = {n: jp.asarray(getattr(m, n)) for n in TENDON_PASSIVE_PARAMS}
+        return jax.grad(loss, argnums=(0, 1, 2, 3))(params, d.qvel, d.ten_length, d.ten_J)
+
+    got = jax.jit(grads)(m, d)
+    want = jax.jit(grads)(mjl.configure(m, kernels="xla"), d)
+    for (path, b), a in zip(jax.tree_util.tree_leaves_with_path(want), jax.tree.leaves(got)):
+        a, b = np.asarray(a), np.asarray(b)
+        assert np.all(np.isfinite(a)) and np.any(b), jax.tree_util.keystr(path)
+        np.testing.assert_allclose(a, b, rtol=GRAD_TOL, atol=GRAD_TOL * max(1.0, np.abs(b).max()),
+                                   err_msg=jax.tree_util.keystr(path))  # fmt: skip

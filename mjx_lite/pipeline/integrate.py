@@ -138,7 +138,7 @@ def next_act(m: Model, act: jax.Array, act_dot: jax.Array) -> jax.Array:
     return new
 
 
-def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.Array | None = None,
+def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array | None, qvel: jax.Array | None = None,
              start: Data | None = None) -> Data:
     """mj_advance: act, then qvel += h qacc, then qpos with `qvel` (or the new d.qvel), time += h; the history
     buffers' samples and the plastic springs' references (`plastic.update`) from `start` (forward at the step's
@@ -146,7 +146,8 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
     trees that fall asleep get zero qvel and qacc, the velocity and acceleration stages are recomputed at the new
     act and buffers, so an interval sensor that ticked at this step keeps the sample it just recorded, the
     velocities before the sleep, as MuJoCo's) and neither they nor the trees asleep before are advanced; `qacc`
-    (computed before, as MuJoCo's integrators do) moves the others."""
+    (computed before, as MuJoCo's integrators do) moves the others. qacc None: Euler's implicit damping, computed by
+    the fused kernel with the update (`kernels.euler_fused`)."""
     h = m.opt.timestep
     act = d.act
     if m.na and not (m.opt.disableflags & DisableBit.ACTUATION):
@@ -159,7 +160,10 @@ def _advance(m: Model, d: Data, act_dot: jax.Array, qacc: jax.Array, qvel: jax.A
         # them: an interval sensor ticked here reads its new sample, a delayed one reads the buffer with it)
         d = forward.run(sleep.fall_asleep, m, d.replace(act=act, history=buf),
                         lambda x: sleep.freeze(m, pre, forward.forward_vel_acc(m, x)))
-    if qvel is None and kernels.advance_fused(m):  # one fused kernel (kernels/advance.py), integrate_pos its twin
+    if qacc is None:  # Euler's damping, solve and update as one fused kernel (kernels/advance.py's euler)
+        qpos, new_qvel = kernels.euler_advance(m, d, integrate_pos)
+        vel = new_qvel
+    elif qvel is None and kernels.advance_fused(m):  # one fused kernel (kernels/advance.py), integrate_pos its twin
         qpos, new_qvel = kernels.advance(m, d.qpos, d.qvel, qacc, integrate_pos)
         vel = new_qvel
     else:
@@ -192,6 +196,8 @@ def euler(m: Model, d: Data) -> Data:
     if not damp:
         return _advance(m, d, d.act_dot, d.qacc)
     # qacc = (M + h B)^-1 qfrc: the diagonal shift keeps qM's tree sparsity (MuJoCo's mj_factorI on qH)
+    if kernels.euler_fused(m):  # the damping, the solve and the update: one fused kernel
+        return _advance(m, d, d.act_dot, None)
     qfrc = d.qfrc_smooth + d.qfrc_constraint
     qacc = kernels.solve_shifted(m, d, m.opt.timestep * derivative.euler_damping(m, d), qfrc)  # or XLA's
     return _advance(m, d, d.act_dot, qacc)

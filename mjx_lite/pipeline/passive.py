@@ -115,14 +115,15 @@ def gravcomp_on(m: Model) -> bool:
     return not (m.opt.disableflags & DisableBit.GRAVITY) and m.nbody >= 2 and m.ngravcomp > 0
 
 
-def joint_terms_only(m: Model) -> bool:
+def joint_terms_only(m: Model, tendons: bool = False) -> bool:
     """Static: `passive` computes only joint springs, dof dampers and the actuator damping of joint transmissions
     for `m` (no tendon, flex, plastic springs, gravity compensation, fluid or adhesion terms; springs and dampers
-    not both disabled)."""
+    not both disabled); with `tendons`, tendon springs and dampers and the actuator damping of tendon transmissions
+    too."""
     flags = m.opt.disableflags
     off = (flags & DisableBit.SPRING) and (flags & DisableBit.DAMPER)
-    return (not off and m.ntendon == 0 and m.nflexedge == 0 and m.nplastic == 0 and not gravcomp_on(m)
-            and not fluid.traced(m) and not constraint.adhesion_on(m))
+    return (not off and (tendons or m.ntendon == 0) and m.nflexedge == 0 and m.nplastic == 0
+            and not gravcomp_on(m) and not fluid.traced(m) and not constraint.adhesion_on(m))  # fmt: skip
 
 
 def gravcomp_force(m: Model, d: Data) -> jax.Array:

@@ -26,7 +26,8 @@ stage list: a fused group runs first and the stages it computed are skipped.
               accelerometer, force, torque and frame acceleration sensors as one kernel
   sensor_posvel.py  mj_sensorPos's and mj_sensorVel's joint, tendon, actuator, frame, subtree, velocimeter and gyro
               sensors (and mj_subtreeVel) as one kernel per stage
-  advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast)
+  advance.py  the integrator's update qvel + h qacc and mj_integratePos (Euler, implicit, implicitfast); Euler with
+              implicit damping whole (the damping, factor.py's shifted factorisation and solve, the update)
   rows.py     the constraint rows (make_constraint) of connect/weld/joint/tendon/flex equalities, dof and tendon
               friction, joint, ball and tendon limits and pyramidal or elliptic contacts as one kernel
   rows_tiled.py  the rows kernel on (environments, rows, dofs) tiles (`Launch.rows_tile`)
@@ -60,10 +61,10 @@ from mjx_lite.solver import common as _common
 from mjx_lite.types import Data, Model, Stage
 
 __all__ = ["SMOOTH_ACC_FIELDS", "acceleration", "actuation", "actuation_fused", "advance", "advance_fused",
-           "collide_fused", "collision", "fused", "launch_of", "make_constraint", "pgs_fused", "primal_fused",
-           "rows_fused", "sensor_acc", "sensor_acc_fused", "sensor_pos", "sensor_posvel_fused", "sensor_vel",
-           "smooth_fused", "smooth_pass", "solve_pgs", "solve_primal", "solve_shifted", "transmission_deferred",
-           "tree_pass", "velocity_pass"]
+           "collide_fused", "collision", "euler_advance", "euler_fused", "fused", "launch_of", "make_constraint",
+           "pgs_fused", "primal_fused", "rows_fused", "sensor_acc", "sensor_acc_fused", "sensor_pos",
+           "sensor_posvel_fused", "sensor_vel", "smooth_fused", "smooth_pass", "solve_pgs", "solve_primal",
+           "solve_shifted", "transmission_deferred", "tree_pass", "velocity_pass"]
 
 
 SMOOTH_ACC_FIELDS = _smooth.ACC_FIELDS  # the acceleration stages' fields the smooth pass computes
@@ -194,6 +195,18 @@ def advance(m: Model, qpos: jax.Array, qvel: jax.Array, qacc: jax.Array, integra
     """(qpos', qvel') of the integrator's update as one fused kernel (the caller checks `advance_fused`; its
     `integrate_pos` is the XLA twin's), see `kernels.advance.advance`."""
     return _advance.advance(m, qpos, qvel, qacc, integrate_pos, launch_of(m))
+
+
+def euler_fused(m: Model) -> bool:
+    """Static: Euler's implicit damping ((M + h B)^-1 (qfrc_smooth + qfrc_constraint)) and the update run as one fused
+    kernel (`fused(m)`, dofs, the tree factorisation, no sleeping trees: kernels/advance.py's `euler`)."""
+    return fused(m) and _advance.euler_fusable(m)
+
+
+def euler_advance(m: Model, d: Data, integrate_pos) -> tuple:
+    """(qpos', qvel') of Euler with implicit damping as one fused kernel (the caller checks `euler_fused` and that the
+    damping is implicit; `integrate_pos` is the XLA twin's), see `kernels.advance.euler`."""
+    return _advance.euler(m, d, integrate_pos, launch_of(m))
 
 
 def primal_fused(m: Model, layout: _common.Layout, sparse_j: bool) -> bool:

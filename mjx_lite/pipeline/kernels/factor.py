@@ -34,8 +34,8 @@ from mjx_lite.pipeline.kernels import launch
 from mjx_lite.pipeline.kernels.launch import where
 from mjx_lite.types import MINVAL, Data, Model, qm_shape
 
-__all__ = ["ACCELERATION_INPUTS", "acceleration", "acceleration_kernel", "factor_into", "fusable", "plan", "solve_in",
-           "solve_shifted"]
+__all__ = ["ACCELERATION_INPUTS", "acceleration", "acceleration_kernel", "factor_into", "fusable", "plan",
+           "shifted_body", "shifted_tables", "solve_in", "solve_shifted"]
 
 
 def fusable(m: Model) -> bool:
@@ -225,30 +225,44 @@ def acceleration(m: Model, d: Data, how: launch.Launch) -> tuple:
 # ---- (M + diag(shift))^-1 x: factorisation and solve in one kernel ------------------------------------------
 
 
+def shifted_tables(m: Model) -> dict:
+    """Static tables of `shifted_body`: `plan(m)`, s_qm (each tree entry's flat index in qM as the model lays it
+    out) and s_madr."""
+    t = support.tables(m)
+    qm_addr = np.arange(t.m_rows.size) if inertia.is_sparse(m) else t.m_rows * m.nv + t.m_cols
+    return dict(plan(m), s_qm=np.asarray(qm_addr, np.int32), s_madr=np.asarray(t.madr, np.int32))
+
+
+def shifted_body(io, m: Model, shift, x, y: str) -> None:
+    """Output `y` (nv,) <- (M + diag(shift))^-1 x in a kernel body: qM (input) into scratch output `_ld` (the tree
+    entries, qLD positions), shift(k) added to each diagonal, factorised in place (1/D into scratch output `_inv`
+    (nv,)), x(k) copied into `y` and solved in place; shift, x: functions k -> the lane vector of dof k (tables:
+    `shifted_tables`)."""
+    nv, nm = m.nv, support.tables(m).m_rows.size
+
+    def entry(e, c):
+        io.write("_ld", io.table("f_entry", e), io.read("qM", io.table("s_qm", e)))
+        return c
+
+    jax.lax.fori_loop(np.int32(0), np.int32(nm), entry, 0)
+
+    def add(k, c):
+        p = io.table("f_diag", k)
+        io.write("_ld", p, io.load("_ld", p) + shift(k))
+        return c
+
+    jax.lax.fori_loop(np.int32(0), np.int32(nv), add, 0)
+    factor_into(io, m, "_ld", "_inv")
+    _copy(io, m, x, y)
+    solve_in(io, m, y, lambda p: io.load("_ld", p), lambda k: io.load("_inv", k))
+
+
 def _shifted_kernel(m: Model, d: Data) -> launch.Kernel:
     nv, nm = m.nv, support.tables(m).m_rows.size
-    t = support.tables(m)
-    sparse = inertia.is_sparse(m)
-    # each tree entry's flat index in qM as the model lays it out, and the tree address of each diagonal
-    qm_addr = np.arange(nm) if sparse else t.m_rows * nv + t.m_cols
-    tables = dict(plan(m), s_qm=np.asarray(qm_addr, np.int32), s_madr=np.asarray(t.madr, np.int32))
+    tables = shifted_tables(m)
 
     def body(io):
-        def entry(e, c):
-            io.write("_ld", io.table("f_entry", e), io.read("qM", io.table("s_qm", e)))
-            return c
-
-        jax.lax.fori_loop(np.int32(0), np.int32(nm), entry, 0)
-
-        def shift(k, c):
-            p = io.table("f_diag", k)
-            io.write("_ld", p, io.load("_ld", p) + io.read("shift", k))
-            return c
-
-        jax.lax.fori_loop(np.int32(0), np.int32(nv), shift, 0)
-        factor_into(io, m, "_ld", "_inv")
-        _copy(io, m, lambda k: io.read("x", k), "y")
-        solve_in(io, m, "y", lambda p: io.load("_ld", p), lambda k: io.load("_inv", k))
+        shifted_body(io, m, lambda k: io.read("shift", k), lambda k: io.read("x", k), "y")
 
     def xla(x):
         return {"y": inertia.solve_shifted(m, d.replace(qM=x["qM"]), x["shift"], x["x"])}

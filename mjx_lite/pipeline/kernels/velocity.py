@@ -15,9 +15,9 @@ the same iteration. A second loop adds each body's force into its parent's from 
 are velocity.com_vel's and rne.rne's written per lane; fields equal the XLA stages' to round-off. Derivatives go
 through the XLA twin (kernels/launch.py).
 
-When `passive_fusable(m)` (kernels/passive.py: the passive forces are the joints' springs and dampers only) the
-kernel computes them after qfrc_bias (outputs qfrc_spring, qfrc_damper, qfrc_passive; inputs qpos and the Model
-floats they read) and the pass replaces the passive stage too.
+When `passive_fusable(m)` (kernels/passive.py: the passive forces are the joints' and tendons' springs and dampers
+only) the kernel computes them after qfrc_bias (outputs qfrc_spring, qfrc_damper, qfrc_passive; inputs qpos, with
+tendons ten_length, and the Model floats they read) and the pass replaces the passive stage too.
 """
 
 from __future__ import annotations
@@ -186,10 +186,10 @@ def _xla(m: Model, d: Data, x: dict, with_passive: bool, with_transmission: bool
     d2 = d.replace(qvel=x["qvel"], cdof=x["cdof"], cinert=x["cinert"])
     d2 = rne.rne(m2, velocity.com_vel(m2, d2))
     out = {n: getattr(d2, n) for n in OUTPUTS}
-    if with_passive:
-        out.update(_passive.xla(m, d, x))
     if _trn.extras_fusable(m):
         out.update(_trn.xla(m, d, x, with_transmission))
+    if with_passive:  # (tendon dampers read the twin's ten_velocity)
+        out.update(_passive.xla(m, d, x, out.get("ten_velocity")))
     return out
 
 
