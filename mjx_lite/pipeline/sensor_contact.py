@@ -327,23 +327,27 @@ def touch(m: Model, d: Data, sites: np.ndarray, shared: Shared | None = None) ->
     con = d.contact
     _, _, b1, b2 = _contact_bodies(m, d)
     fn = shared.forces[:, 0]
-    # one gather per dtype: point, normal and normal force; the two bodies
-    rowf = jp.concatenate([con.pos, con.frame[:, 0], fn[:, None]], axis=1)  # (nconmax, 7)
-    rowb = jp.stack([b1, b2], axis=1)  # (nconmax, 2)
+    # one gather of every row quantity a sensor reads, channels first: point (3), normal (3), the normal force where
+    # the row counts (active, force > 0; else 0, which adds nothing) and the two bodies (exact as floats): one gather
+    # instead of three, along the last axis (under vmap XLA:CPU gathers (channels, rows) data ~2x faster than (rows,
+    # channels) data; values bit-equal to the three gathers')
+    fcount = jp.where(con.active & (fn > 0), fn, 0.0)
+    rowt = jp.concatenate([con.pos.T, con.frame[:, 0].T, fcount[None], jp.stack([b1, b2]).astype(fn.dtype)])  # (9, n)
     idx, valid = _touch_rows(m, sites)
     sbody = np.asarray(m.site_bodyid)[sites]
     parts, order = [], []
     for t, sel in _touch_buckets(m, sites):
         width = max(1, int(valid[sel].sum(1).max()))
         rows, ok, s = idx[sel, :width], valid[sel, :width], sites[sel]  # (j, K), (j, K), (j,)
-        f, b = rowf[rows], rowb[rows]
-        body = jp.asarray(sbody[sel], jp.int32)[:, None]
-        on1, on2 = b[..., 0] == body, b[..., 1] == body
-        use = jp.asarray(ok) & con.active[rows] & (on1 | on2) & (f[..., 6] > 0)
-        ray = jp.where(on2[..., None], -f[..., 3:6], f[..., 3:6])
-        hit = ray_hits(t, d.site_xpos[s][:, None], d.site_xmat[s][:, None], m.site_size[s][:, None], f[..., :3],
-                       ray)  # fmt: skip
-        parts.append(jp.sum(jp.where(use & hit, f[..., 6], 0.0), axis=1))
+        f = rowt[:, rows]  # (9, j, K)
+        body = jp.asarray(sbody[sel], fn.dtype)[:, None]
+        on1, on2 = f[7] == body, f[8] == body
+        use = jp.asarray(ok) & (on1 | on2)
+        normal = jp.stack([f[3], f[4], f[5]], -1)
+        ray = jp.where(on2[..., None], -normal, normal)
+        hit = ray_hits(t, d.site_xpos[s][:, None], d.site_xmat[s][:, None], m.site_size[s][:, None],
+                       jp.stack([f[0], f[1], f[2]], -1), ray)  # fmt: skip
+        parts.append(jp.sum(jp.where(use & hit, f[6], 0.0), axis=1))
         order.append(sel)
     inv = np.argsort(np.concatenate(order))
     return jp.concatenate(parts)[inv].astype(dtype)
