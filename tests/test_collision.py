@@ -165,6 +165,7 @@ def _match(ours, theirs, atol, check_count=True, check_frame=True, deepest_only=
 
 
 _COLLIDE = jax.jit(jax.vmap(driver.collision, in_axes=(None, 0)))
+_COLLIDE_ONE = jax.jit(driver.collision)
 
 
 def _posed(m, xpos, xmat):
@@ -787,8 +788,9 @@ def test_mesh_size_classes():
 def test_grad_finite_small():
     """Gradients of a contact distance w.r.t. geom poses (analytic collider; every type: the slow test below). One
     compile: the collision's vjp, pulled back along two cotangents (vmapped): the loss below and the distance of the
-    first active contact alone."""
-    mjm = mujoco.MjModel.from_xml_string(_xml("capsule", "box"))
+    first active contact alone. (CI time: capsule-capsule, up to two contacts from the segments' closest points; the
+    capsule-box collider's reverse pass compiled in 8.0 CPU-s, this one's in 1.7: its gradient is the slow test's.)"""
+    mjm = mujoco.MjModel.from_xml_string(_xml("capsule", "capsule"))
     m = model_from_mujoco(mjm)
     poses = _poses(mjm, np.random.default_rng(1), 1, (-0.01,))
     d0 = mjl.make_data(m).replace(geom_xpos=host_array(poses[0][1]), geom_xmat=host_array(poses[0][2]))
@@ -1205,13 +1207,15 @@ def test_sat_budget_is_the_models_configuration():
     GJK's early-exit while loop, and for `configure(m, sat_budget=0)` one more while loop, EPA's (both polytope
     loops run only until they converge: no fixed-length GJK or EPA scan in either). With the old module global
     (`convex.SAT_BUDGET`) both traces took the separating axes. Traced only (no compile): the EPA model's contacts
-    against MuJoCo are test_sat_budget_zero_matches_mujoco's (slow)."""
+    against MuJoCo are test_sat_budget_zero_matches_mujoco's (slow). (CI time: one environment's collision traced,
+    not the vmapped one's: the same loops, without the batching pass.)"""
     _, m, m_epa, _, d = _sat_budget_models()
+    d = _unbatch(d, 0)
     assert driver.pair_table(m).groups[0].collider.keywords == {"sat_budget": m.config.sat_budget}
     assert driver.pair_table(m_epa).groups[0].collider.keywords == {"sat_budget": 0}
     fixed, whiles = {}, {}
     for name, model in (("sat", m), ("epa", m_epa)):
-        loops = _loop_lengths(_COLLIDE.trace(model, d).jaxpr.jaxpr)
+        loops = _loop_lengths(_COLLIDE_ONE.trace(model, d).jaxpr.jaxpr)
         fixed[name] = sorted(n for p, n in loops if p == "scan" and n in (gjk.GJK_ITERATIONS, epa.EPA_ITERATIONS))
         whiles[name] = sum(p == "while" for p, _ in loops)
     assert fixed == {"sat": [], "epa": []} and whiles["epa"] == whiles["sat"] + 1, (fixed, whiles)
@@ -1299,11 +1303,16 @@ def test_gjk_stops_float32():
     pos = u / np.linalg.norm(u, axis=1, keepdims=True) * rng.uniform(0.1, 0.16, size=(n, 1))
     mat = np.stack([_quat_mat(_random_quat(rng)) for _ in range(n)])
 
-    def run(t1, dt):
-        def one(p, r, hull):
+    def run(dt):
+        """Both types' poses in one program per dtype (CI time: one trace of the steps, not one per type): the first n
+        lanes the sphere's, the next n the capsule's; the type traced with those two choices (`support.typed`), each
+        lane's support selected from its own type's branch."""
+
+        def one(t, p, r, hull):
             size = jp.asarray([0.02, 0.04, 0.0], dt)
             mesh = GeomInfo(jp.zeros(3, dt), jp.eye(3, dtype=dt), jp.zeros(3, dt), vert=hull)
             g1 = GeomInfo(p, r, size)
+            t1 = support.typed(t, (GeomType.SPHERE, GeomType.CAPSULE))
 
             def sup(d):
                 return support.support(t1, g1, d), support.support(GeomType.MESH, mesh, -d)
@@ -1320,12 +1329,16 @@ def test_gjk_stops_float32():
             return stop, first, jp.linalg.norm(v)
 
         # host casts and the constants built in the program: no eager device ops (each a tiny compile)
-        f = jax.jit(jax.vmap(one, in_axes=(0, 0, None)))
-        return jax.device_get(f(pos.astype(dt), mat.astype(dt), hull.astype(dt)))
+        f = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)))
+        types = np.repeat(np.array([GeomType.SPHERE, GeomType.CAPSULE], np.int32), n)
+        return jax.device_get(f(types, np.tile(pos, (2, 1)).astype(dt), np.tile(mat, (2, 1, 1)).astype(dt),
+                                hull.astype(dt)))  # fmt: skip
 
-    for t1 in (GeomType.SPHERE, GeomType.CAPSULE):
-        stop, first, dist32 = run(t1, jp.float32)
-        _, _, dist64 = run(t1, jp.float64)
+    out32, out64 = run(jp.float32), run(jp.float64)
+    for k, t1 in enumerate((GeomType.SPHERE, GeomType.CAPSULE)):
+        lanes = slice(k * n, (k + 1) * n)
+        stop, first, dist32 = (x[lanes] for x in out32)
+        dist64 = out64[2][lanes]
         assert stop.all() and first.max() < 15, (t1, int((~stop).sum()), first.max())
         np.testing.assert_allclose(dist32, dist64, atol=2e-6)
 

@@ -414,9 +414,10 @@ _CYL_PAIRS = {
 _CYL_KEYS = list(_CYL_PAIRS)
 
 
-def _cyl_scene():
+def _cyl_scene(keys=_CYL_KEYS):
+    """The pairs `keys` of _CYL_PAIRS, pair k (its index in keys) at x = k."""
     bodies = []
-    for k, (g1, g2) in enumerate(_CYL_PAIRS.values()):
+    for k, (g1, g2) in enumerate(_CYL_PAIRS[key] for key in keys):
         bodies.append(f'<body><freejoint/>{g1[:-2]} contype="{1 << k}" conaffinity="0"/></body>')
         bodies.append(f'<body><freejoint/>{g2[:-2]} contype="0" conaffinity="{1 << k}"/></body>')
     return f"""<mujoco><option gravity="0 0 0"/><asset><mesh name="cube" vertex="{CUBE}" scale=".1 .1 .1"/>
@@ -426,7 +427,7 @@ def _cyl_scene():
 def _cyl_rest(mjm):
     """qpos with every pair k apart: geom 2k at (k, 0, 0), geom 2k + 1 one metre above it."""
     qpos = np.zeros(mjm.nq)
-    for k in range(len(_CYL_PAIRS)):
+    for k in range(mjm.nq // 14):
         qpos[14 * k : 14 * k + 14] = np.r_[k, 0, 0, 1, 0, 0, 0, k, 0, 1.0, 1, 0, 0, 0]
     return qpos
 
@@ -479,10 +480,31 @@ def cyl_scene():
     return mjm, model_from_mujoco(mjm)
 
 
+# the cap pairs of test_cylinder_caps_random in a scene of their own (CI time: its collision program has their three
+# pair-type groups, box-, mesh- and cylinder-cylinder, where the whole scene's has five, ~17 CPU-s to compile)
+_CAP_KEYS = ("caps_box", "caps_prism", "caps_cyl")
+
+
+@pytest.fixture(scope="session")
+def cap_scene():
+    """The cap pairs' scene (pair k = _CAP_KEYS[k] at x = k): (MuJoCo model, our Model)."""
+    mjm = mujoco.MjModel.from_xml_string(_cyl_scene(_CAP_KEYS))
+    return mjm, model_from_mujoco(mjm)
+
+
+@pytest.fixture(scope="session")  # session: not torn down when a worker runs another module in between
+def cap_results(cap_scene):
+    """Per random cap pose (_NCAPS), (our contacts, MuJoCo's, (geom_xpos, geom_xmat)) in the cap scene, collided in
+    one batched call (one compile)."""
+    mjm, m = cap_scene
+    poses = _cap_poses(mjm, np.random.default_rng(0), _NCAPS)
+    return list(zip(_ours(m, poses), [p[2] for p in poses], [p[:2] for p in poses]))
+
+
 @pytest.fixture(scope="session")  # session: not torn down when a worker runs another module in between
 def cyl_results(cyl_scene):
-    """Per pose, (our contacts, MuJoCo's, (geom_xpos, geom_xmat)) in the cylinder scene: the _CYL_CASES poses, then
-    _NCAPS random cap poses; all collided in one batched call (one compile)."""
+    """Per _CYL_CASES pose, (our contacts, MuJoCo's, (geom_xpos, geom_xmat)) in the cylinder scene, collided in one
+    batched call (one compile)."""
     mjm, m = cyl_scene
     mjd = mujoco.MjData(mjm)
     poses = []
@@ -493,12 +515,12 @@ def cyl_results(cyl_scene):
         mjd.qpos[:] = _cyl_rest(mjm)
         mjd.qpos[14 * k + 7 : 14 * k + 14] = np.r_[k + 0.01, 0.02, z, q]
         poses.append(_mj_reference(mjm, mjd))
-    poses += _cap_poses(mjm, np.random.default_rng(0), _NCAPS)
     return list(zip(_ours(m, poses), [p[2] for p in poses], [p[:2] for p in poses]))
 
 
 # slow (CI time: the scene's collision program, five pair-type groups, compiles in ~17 CPU-s, 36 worker-s): the
-# cylinder multi-contact manifold stays in the default selection through test_cylinder_caps_random (vs MuJoCo)
+# cylinder multi-contact manifold stays in the default selection through test_cylinder_caps_random (vs MuJoCo, in
+# the cap pairs' scene)
 @pytest.mark.slow
 @pytest.mark.parametrize("i", range(len(_CYL_CASES)))
 def test_cylinder_manifold(cyl_scene, cyl_results, i):
@@ -673,11 +695,11 @@ def test_polygon_quad_local_search():
     np.testing.assert_array_equal(got, np.array(want))
 
 
-_CAP_PAIRS = [_CYL_KEYS.index(k) for k in ("caps_box", "caps_prism", "caps_cyl")]
+_CAP_PAIRS = range(len(_CAP_KEYS))  # the cap pairs in the cap scene
 
 
 def _cap_poses(mjm, rng, n):
-    """Per pose, in the pairs _CAP_PAIRS of the cylinder scene: a cylinder's cap turned down onto a random face of a
+    """Per pose, in the pairs _CAP_PAIRS of the cap scene: a cylinder's cap turned down onto a random face of a
     box, a prism and a cylinder turned up, yawed, tilted up to 4 degrees, offset up to 12 cm (the cap overhangs the
     face's edges), lowered onto the first touch (MuJoCo's) and pressed 0 - 12 mm; the other pairs apart."""
     mjd = mujoco.MjData(mjm)
@@ -795,14 +817,14 @@ def _tie_reachable(mjm, m, pose, k, mine, want):
     return len(poly) > 4 and indices(want["pos"]) in ends and indices(mine["pos"]) in ends
 
 
-def test_cylinder_caps_random(cyl_scene, cyl_results):
+def test_cylinder_caps_random(cap_scene, cap_results):
     """Cylinder caps pressed on box, prism and cylinder faces (cylinder-box, cylinder-mesh, cylinder-cylinder) in
     random poses: MuJoCo's count and normal in every pair, and its contact points exactly, except where polygonQuad's
     local search met an exact area tie on its way (e.g. a regular 16-gon's parallel chords), which MuJoCo's rounding
     decides: there MuJoCo's 4 points and ours must both be quadrilaterals the search ends on for some decision of
     those ties (`_tie_reachable`)."""
-    mjm, m = cyl_scene
-    caps = cyl_results[len(_CYL_CASES) :]
+    mjm, m = cap_scene
+    caps = cap_results
     assert len(caps) == _NCAPS
     kinds = []
     for i, (o, theirs, pose) in enumerate(caps):
