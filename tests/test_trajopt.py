@@ -105,6 +105,11 @@ def test_planner_decreases_cost_and_compiles_once(pendulum, name):
         assert np.all(costs[n + 1 :] == costs[n]), "the cost changed after the planner stopped"
         if rep.reason_name() == "iterations":
             assert n == iters
+        expected, steps = np.asarray(rep.expected_reductions), np.asarray(rep.step_sizes)
+        assert expected.shape == (iters,)
+        assert np.all(expected[steps > 0] > 0) and np.all(expected[steps == 0] == 0)
+        lines = rep.lines(res.costs)
+        assert len(lines) == n + 2 and lines[-1].startswith(f"stopped: {rep.reason_name()}")
     if name == "ps":  # the nominal is the best sample: its cost never rises
         assert np.all(np.diff(costs) <= 1e-12), costs
 
@@ -125,6 +130,23 @@ def test_parallel_line_search_picks_the_lowest_cost(pendulum):
     assert J < J0
     np.testing.assert_allclose(J, min(singles), rtol=1e-12)
     assert alpha == alphas[int(np.argmin(singles))]
+
+
+def test_report_predicted_reduction_is_the_first_order_change(pendulum):
+    """`Report.expected_reductions` is the backward pass's model of the cost change along the feedback rollout:
+    for small step sizes the actual reduction (from the cost curve) approaches it, the discrepancy shrinking in
+    proportion to the step (the quadratic model's error is O(alpha) relative to its O(alpha) value; the first step,
+    from zero controls, clips nothing). Same compilation as the planner test (8 iterations, 6 step sizes)."""
+    m, d = pendulum
+    dev = []
+    for a in (1e-3, 1e-4):
+        res = trajopt.ilqr(m, d, cost, HORIZON, iterations=8, terminal_cost=terminal, alphas=(a,) * 6)
+        actual = float(res.costs[0] - res.costs[1])
+        expected = float(res.report.expected_reductions[0])
+        assert float(res.report.step_sizes[0]) == a and actual > 0
+        dev.append(abs(actual / expected - 1.0))
+    assert dev[1] < 1e-3, dev
+    assert dev[1] < 0.2 * dev[0], dev  # shrinks with the step: the model's first-order term is the exact one
 
 
 def test_regularization_schedule():

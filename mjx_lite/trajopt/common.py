@@ -73,8 +73,11 @@ class Report:
     `STOP_REASONS`: "iterations" (the count ran out), "converged" (an accepted step lowered the cost by less than
     the relative tolerance), "regularization_limit" (no step lowered the cost even at the largest regularisation);
     regularization: () the final regularisation mu; step_sizes: (iterations,) the accepted line-search step size
-    of each iteration (0: rejected or skipped); regularizations: (iterations,) the mu each iteration used.
-    Under vmap every field gains the batch axis. `reason_name()` reads the reason on the host.
+    of each iteration (0: rejected or skipped); regularizations: (iterations,) the mu each iteration used;
+    expected_reductions: (iterations,) the cost reduction the backward pass's quadratic model predicted at the
+    accepted step size alpha (-(alpha dV1 + alpha^2 dV2), Tassa, Erez and Todorov 2012; 0 where rejected or skipped),
+    to compare with the actual reduction costs[i] - costs[i + 1] (`lines`). Under vmap every field gains the batch
+    axis. `reason_name()` reads the reason on the host.
     """
 
     iterations: jax.Array
@@ -82,9 +85,27 @@ class Report:
     regularization: jax.Array
     step_sizes: jax.Array
     regularizations: jax.Array
+    expected_reductions: jax.Array | None = None
 
     def reason_name(self) -> str:
         return STOP_REASONS[int(self.reason)]
+
+    def lines(self, costs) -> list[str]:
+        """The convergence report as text, one line per iteration run (host side; not under vmap): the cost after
+        it, the actual and the predicted (quadratic model) reduction and their ratio, the mu it used and the
+        accepted step size (0: rejected). costs: `Result.costs` (iterations + 1,)."""
+        costs = np.asarray(costs, float)
+        expected = np.asarray(self.expected_reductions, float) if self.expected_reductions is not None else None
+        out = ["iter  cost            actual       expected     ratio   mu         step"]
+        for i in range(int(self.iterations)):
+            actual = costs[i] - costs[i + 1]
+            ex = float(expected[i]) if expected is not None else float("nan")
+            ratio = actual / ex if ex else float("nan")
+            out.append(f"{i + 1:4d}  {costs[i + 1]:<14.6g}  {actual:<11.4g}  {ex:<11.4g}  {ratio:<6.3g}  "
+                       f"{float(self.regularizations[i]):<9.2e}  {float(self.step_sizes[i]):.3g}")  # fmt: skip
+        n, mu = int(self.iterations), float(self.regularization)
+        out.append(f"stopped: {self.reason_name()} after {n} iterations, mu {mu:.2e}")
+        return out
 
 
 def ctrl_bounds(m: Model, dtype) -> tuple[jax.Array, jax.Array]:

@@ -234,14 +234,16 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, retries, cost, terminal_cost, it
             # the feedforward step k: the box-QP on the controls' bounds shifted by the nominal controls
             k, free, cf = boxqp.box_qp(Qr, Qu, lo - ut, hi - ut, iterations=qp_iterations, library=library)
             K = jp.where(free[:, None], -boxqp.spd_solve(cf, jp.where(free[:, None], Qux, 0.0), library), 0.0)
+            # the quadratic model's change of the cost along the step alpha k: alpha dv[0] + alpha^2 dv[1]
+            dv = jp.stack([k @ Qu, 0.5 * k @ Quu @ k])
             Vx = Qx + K.T @ Quu @ k + K.T @ Qu + Qux.T @ k
             Vxx = Qxx + K.T @ Quu @ K + K.T @ Qux + Qux.T @ K
             Vxx = 0.5 * (Vxx + Vxx.T)
-            return (Vx, Vxx), (k, K, ok)
+            return (Vx, Vxx), (k, K, ok, dv)
 
-        _, (k, K, ok) = jax.lax.scan(body, (Vx, Vxx), (A, B, g, H, u), reverse=True)
+        _, (k, K, ok, dv) = jax.lax.scan(body, (Vx, Vxx), (A, B, g, H, u), reverse=True)
         good = jp.all(ok) & jp.all(jp.isfinite(k)) & jp.all(jp.isfinite(K))
-        return jp.where(good, k, 0.0), jp.where(good, K, 0.0), good
+        return jp.where(good, k, 0.0), jp.where(good, K, 0.0), good, jp.sum(dv, axis=0)
 
     zeros_k = jp.zeros((T, nu), dtype)
     zeros_K = jp.zeros((T, nu, nx), dtype)
@@ -259,8 +261,9 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, retries, cost, terminal_cost, it
              jp.broadcast_to(d0.qacc_warmstart, (T + 1, nv)))  # fmt: skip
 
     def search(state, first):
-        """The line search with the step (k, K) of the last backward pass: (state, (accepted step size, accepted))."""
-        u, traj, J, mu, delta, K_prev, _, k, K, good, expansion = state
+        """The line search with the step (k, K) of the last backward pass: (state, (accepted step size, accepted,
+        the reduction the quadratic model predicted for it))."""
+        u, traj, J, mu, delta, K_prev, _, k, K, (good, dv), expansion = state
         raw, us, trajs = line_search(u, traj, k, K, alpha_arr)
         totals = jp.where(jp.isfinite(raw), raw, jp.inf)
         best = jp.where(first, 0, jp.argmin(totals))
@@ -276,20 +279,22 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, retries, cost, terminal_cost, it
         reason = jp.where(converged, 1, jp.where(stuck, 2, 0)).astype(jp.int32)
         mu, delta = jp.where(first, mu, mu_new), jp.where(first, delta, delta_new)
         step_size = jp.where(accept & ~first, alpha_arr[best], zero)
-        return (u, traj, J_new, mu, delta, K_prev, reason, k, K, good, expansion), (step_size, accept)
+        # the reduction the quadratic model predicted at the accepted step size (Tassa's Delta V(alpha))
+        expected = jp.where(accept & ~first, -(step_size * dv[0] + step_size**2 * dv[1]), zero)
+        return (u, traj, J_new, mu, delta, K_prev, reason, k, K, (good, dv), expansion), (step_size, accept, expected)
 
     def improve(state):
         """The expansion along the nominal and the backward pass with the current mu: the next step (k, K)."""
         u, traj, J, mu, delta, K_prev, reason, _, _, _, _ = state
         expansion = expand(u, traj)
-        k, K, good = backward(*expansion, u, mu)
-        return (u, traj, J, mu, delta, K_prev, reason, k, K, good, expansion)
+        k, K, good, dv = backward(*expansion, u, mu)
+        return (u, traj, J, mu, delta, K_prev, reason, k, K, (good, dv), expansion)
 
     def rebackward(state):
         """The backward pass again with the (raised) current mu on the stored expansion: a new step (k, K)."""
         u, traj, J, mu, delta, K_prev, reason, _, _, _, expansion = state
-        k, K, good = backward(*expansion, u, mu)
-        return (u, traj, J, mu, delta, K_prev, reason, k, K, good, expansion)
+        k, K, good, dv = backward(*expansion, u, mu)
+        return (u, traj, J, mu, delta, K_prev, reason, k, K, (good, dv), expansion)
 
     def one_pass(carry, i):
         state, count = carry
@@ -298,32 +303,32 @@ def _ilqr(m, d0, u0, mu0, alpha_arr, tolerance, retries, cost, terminal_cost, it
 
         def attempt(c):
             # a line search; after a rejected one (the schedule has raised mu) first a new backward pass
-            state, tries, _, _, _ = c
+            state, tries, _, _, _, _ = c
             state = jax.lax.cond(tries > 0, rebackward, lambda s: s, state)
             mu_used = state[3]
-            state, (step_size, accept) = search(state, first)
-            return state, tries + 1, step_size, mu_used, accept
+            state, (step_size, accept, expected) = search(state, first)
+            return state, tries + 1, step_size, mu_used, accept, expected
 
         def again(c):
-            state, tries, _, _, accept = c
+            state, tries, _, _, accept, _ = c
             retry = ~first & ~accept & (state[6] == 0) & (tries <= retries)
             return ~done & ((tries == 0) | retry)
 
-        state, _, step_size, mu_used, _ = jax.lax.while_loop(
-            again, attempt, (state, jp.zeros((), jp.int32), zero, state[3], jp.zeros((), bool)))
+        state, _, step_size, mu_used, _, expected = jax.lax.while_loop(
+            again, attempt, (state, jp.zeros((), jp.int32), zero, state[3], jp.zeros((), bool), zero))
         count = count + jp.where(done | first, 0, 1)
         state = jax.lax.cond((state[6] == 0) & (i < iterations), improve, lambda s: s, state)
-        return (state, count), (state[2], step_size, mu_used)
+        return (state, count), (state[2], step_size, mu_used, expected)
 
     no_expansion = (jp.zeros((T, nx, nx), dtype), jp.zeros((T, nx, nu), dtype), jp.zeros((T, nx + nu), dtype),
                     jp.zeros((T, nx + nu, nx + nu), dtype), jp.zeros((nx,), dtype), jp.zeros((nx, nx), dtype))
     init = (u0, dummy, jp.asarray(jp.inf, dtype), mu0, jp.ones((), dtype), zeros_K, jp.zeros((), jp.int32), zeros_k,
-            zeros_K, jp.ones((), bool), no_expansion)  # fmt: skip
-    ((u, traj, J, mu, _, K, reason, _, _, _, _), count), (costs, steps_taken, mus) = jax.lax.scan(
+            zeros_K, (jp.ones((), bool), jp.zeros((2,), dtype)), no_expansion)  # fmt: skip
+    ((u, traj, J, mu, _, K, reason, _, _, _, _), count), (costs, steps_taken, mus, expected) = jax.lax.scan(
         one_pass, (init, jp.zeros((), jp.int32)), jp.arange(iterations + 1))
-    steps_taken, mus = steps_taken[1:], mus[1:]
+    steps_taken, mus, expected = steps_taken[1:], mus[1:], expected[1:]
     qpos, qvel, act, time, _ = traj
     states = common.Trajectory(qpos=qpos, qvel=qvel, act=act, time=time)
     report = common.Report(iterations=count, reason=reason, regularization=mu, step_sizes=steps_taken,
-                           regularizations=mus)  # fmt: skip
+                           regularizations=mus, expected_reductions=expected)  # fmt: skip
     return common.Result(ctrl=u, states=states, cost=J, costs=costs, gains=K, report=report)

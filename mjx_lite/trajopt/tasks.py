@@ -250,8 +250,16 @@ def acrobot_open(horizon: int = ACROBOT_OPEN_HORIZON) -> Task:
     task's iLQR budget is
     ACROBOT_OPEN_ILQR_ITERATIONS. Most iterations accept steps of 0.01-0.03 (a 7 s plan of a chaotic double
     pendulum: the linearisation holds only near the nominal); MuJoCo MPC's surprise rule for mu changed nothing
-    there. See `acrobot` for the 2 s task that MuJoCo MPC plans in a
-    receding horizon."""
+    there. Measured again 2026-12-01 with the predicted reductions (`Report.lines`): the actual reduction is 1.7 to
+    200 times the quadratic model's at the accepted steps (likely causes, not isolated: the pump's controls all sit
+    on their bounds, so the feedback is clipped or absent, and the |H| metric over-states the curvature where the
+    cost is concave: the pendulum test's swing shows ratios 2.4-3.4 at full steps, 1 to 1e-3 at small ones).
+    Not solved robustly, neither at 30 nor at 60 iterations: with the start perturbed by -1e-3, -1e-4, 1e-4, 1e-3,
+    1e-2 rad (and 0), 1/6 starts are solved at 30 iterations, 2/6 at 60 (3/6 with retries=4); tried without a
+    robust gain at 30 iterations: retries, log-spaced step sizes down to 1e-3, a larger mu floor, Tassa's
+    state-deviation (value) regularisation, MuJoCo MPC's mu rule, feedback on clamped controls, unsaturated (tanh)
+    pumps (`benchmarks/acrobot_sensitivity.py`). See `acrobot` for the 2 s task that MuJoCo MPC plans in a receding
+    horizon (solved in closed loop)."""
     m, d0 = _acrobot_start()
     return _acrobot_task("acrobot_open", m, d0, horizon, acrobot_pump(m, d0, horizon), open_loop=True)
 
