@@ -483,6 +483,11 @@ def test_several_blocks(models):
         _assert_close(out, want, TREE_FIELDS, ROUNDOFF, f"blocks of 2, {layout}")
 
 
+# slow (CI time, ~5.5 worker-s: a nested-vmap fused program of its own): launch.py's custom_vmap rule folds a vmap over
+# Models and one over environments into one environment axis, vmapped Model floats becoming per-environment inputs,
+# whatever the kernel: tests/test_kernels_smooth.py::test_vmapped_models_equal_xla keeps the nested vmap (Models x
+# environments, a lane kernel) in CI, test_kernels_rows.py::test_vmapped_models_tiled_equal_xla[pyramidal] the row tiles
+@pytest.mark.slow
 def test_vmap_over_model_and_environments(models):
     """Nested vmap (masses of 2 models x 3 environments): the rule folds both axes into one environment axis; a
     vmapped Model float becomes a per-environment input."""

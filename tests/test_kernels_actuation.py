@@ -35,10 +35,13 @@ GRAD_TOL = 1e-10
 
 # a slide and two hinges; a clamped motor, a force-limited position servo, a velocity servo, a general actuator with
 # affine gain and bias on a jointinparent transmission, an unclamped motor with a negative gear, and a motor in a
-# disabled actuator group (its force 0)
+# disabled actuator group (its force 0); no contacts (the box and the sphere two bodies apart were a sphere-box pair:
+# CI time, the fused program compiled the colliders', contact parameters' and rows' kernels in interpret mode for
+# fields that no contact changes)
 ACTUATORS = """
 <mujoco>
   <option actuatorgroupdisable="3"/>
+  <default><geom contype="0" conaffinity="0"/></default>
   <worldbody>
     <body pos="0 0 1">
       <joint name="s" type="slide" axis="1 0 0"/>
