@@ -1088,9 +1088,6 @@ def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True, held: bool = Fal
     else:
         con_blocks = []
 
-    def cat(name, blocks):
-        return jp.concatenate([jp.asarray(getattr(b, name)) for b in blocks], axis=0)
-
     # contact blocks are grouped by dim; scatter them to their slots' static rows
     rows_order = []
     if con_blocks:
@@ -1105,15 +1102,24 @@ def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True, held: bool = Fal
         if not np.array_equal(perm, np.arange(perm.shape[0])):  # several contact dims: slot order
             inv = np.empty_like(perm)
             inv[perm] = np.arange(perm.shape[0])
+    # each block's rows masked by its own active flags and multiplied by qvel before assembly, so that every
+    # (n, nv) array is written once, in its final row order (one concatenate of static slices of the blocks)
+    Jb, velb = [], []
+    for b in allb:
+        J = b.J
+        if not (isinstance(b.active, np.ndarray) and b.active.all()):
+            J = jp.where(jp.asarray(b.active)[:, None], J, 0.0)
+        Jb.append(J)
+        velb.append(j_mul(J, jp.asarray(b.cols, jp.int32) if p.sparse else None, d.qvel))
     fields = {}
-    for name in ("J", "cols", "pos", "margin", "frictionloss", "diag", "solref", "solimp", "imp_r", "bias",
+    for name in ("cols", "pos", "margin", "frictionloss", "diag", "solref", "solimp", "imp_r", "bias",
                  "active", "type", "id", "k_zero", "r_scale"):  # fmt: skip
-        fields[name] = _permute(cat(name, allb), inv)
+        fields[name] = jp.asarray(_assemble_rows([getattr(b, name) for b in allb], inv))
+    fields["J"] = _assemble_rows(Jb, inv)
     for name, on in (("vel_add", m.flg_surfacevel), ("adh", m.flg_adhesion)):
         if on:
-            x = jp.concatenate([getattr(b, name) if getattr(b, name) is not None
-                                else jp.zeros(b.pos.shape[0], b.pos.dtype) for b in allb])  # fmt: skip
-            fields[name] = _permute(x, inv)
+            fields[name] = _assemble_rows([getattr(b, name) if getattr(b, name) is not None
+                                           else jp.zeros(b.pos.shape[0], b.pos.dtype) for b in allb], inv)  # fmt: skip
     f = fields
     imp, dmax = _impedance(f["solimp"], f["imp_r"])
     solref = f["solref"]
@@ -1137,9 +1143,9 @@ def _assemble(m: Model, d: Data, p: Plan, com_vel: bool = True, held: bool = Fal
         diag = _exact_diag(m, d, p, f, ctype)
     R = jp.maximum((1.0 - imp) / imp * diag, MINVAL)
     active = jp.asarray(f["active"])
-    J = jp.where(active[:, None], f["J"], 0.0)
+    J = f["J"]  # inactive rows already zero (per block above)
     cols = jp.asarray(f["cols"], jp.int32)
-    vel = j_mul(J, cols if p.sparse else None, d.qvel)
+    vel = _assemble_rows(velb, inv)
     if held:  # the contact rows' dJ qvel
         vel = vel + _tangent(contact_products(m, d)[0](jax.lax.stop_gradient(d.qvel)))
     if "vel_add" in f:  # surface velocities of contacting geoms (conveyors)
@@ -1178,6 +1184,31 @@ def _permute(x, inv: np.ndarray | None):
     if len(runs) > MAX_RUNS:
         return x[inv]
     return jp.concatenate([x[a:b] for a, b in runs], axis=0)
+
+
+def _assemble_rows(parts: list, inv: np.ndarray | None):
+    """jp.concatenate(parts)[inv] (see `_permute`) without materialising the concatenation: the contiguous runs of
+    inv are cut at the parts' boundaries and taken as static slices of the parts, concatenated once. parts: arrays
+    with a common trailing shape; host (numpy) parts stay on the host when all are."""
+    if all(isinstance(x, np.ndarray) for x in parts):
+        x = np.concatenate(parts, axis=0)
+        return x if inv is None else x[inv]
+    parts = [jp.asarray(x) for x in parts]
+    if inv is None:
+        return parts[0] if len(parts) == 1 else jp.concatenate(parts, axis=0)
+    runs = _runs(inv)
+    if len(runs) > MAX_RUNS:
+        return jp.concatenate(parts, axis=0)[inv]
+    ends = np.cumsum([x.shape[0] for x in parts])
+    starts = ends - np.array([x.shape[0] for x in parts])
+    pieces = []
+    for a, b in runs:
+        while a < b:
+            i = int(np.searchsorted(ends, a, side="right"))  # the part holding row a
+            stop = min(b, int(ends[i]))
+            pieces.append(parts[i][a - int(starts[i]) : stop - int(starts[i])])
+            a = stop
+    return pieces[0] if len(pieces) == 1 else jp.concatenate(pieces, axis=0)
 
 
 def _exact_diag(m: Model, d: Data, p: Plan, f: dict, ctype: np.ndarray) -> jax.Array:
