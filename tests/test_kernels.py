@@ -391,10 +391,11 @@ def test_stage_list_skips_what_the_kernel_computed():
 
 # ---- the tree pass: fused == XLA --------------------------------------------------------------------------------
 
-# not slow: cartpole in the default layout and the model with every joint type in the other one (each layout's lane
-# I/O and every joint type's code, one fused program each; CI time: cartpole-lanes_first and joints-lanes_last, a
-# second program of the same kernels, are slow); the rest (interpret mode compiles slowly) in the slow selection
-CASES = [("cartpole", "lanes_last"), ("joints", "lanes_first")] + [
+# not slow: cartpole in the default layout and in lanes_mixed (packed inputs, one output buffer per field), the model
+# with every joint type in lanes_first (each layout's lane I/O and every joint type's code, one fused program each;
+# CI time: cartpole-lanes_first and joints-lanes_last, a second program of the same kernels, are slow); the rest
+# (interpret mode compiles slowly) in the slow selection
+CASES = [("cartpole", "lanes_last"), ("cartpole", "lanes_mixed"), ("joints", "lanes_first")] + [
     pytest.param(name, layout, marks=pytest.mark.slow)
     for name, layout in [("cartpole", "lanes_first"), ("joints", "lanes_last"), ("humanoid", "lanes_last"),
                          ("tendon_armature", "lanes_last"), ("mjx_humanoid", "lanes_last"),
@@ -472,7 +473,7 @@ def test_several_blocks(models):
     _, m, ds = models("joints")
     ds = jax.tree.map(lambda x: jp.concatenate([x, x[:2] * 1.0]), ds)  # 5 environments
     k, x = tree.kernel(m, _unbatched(ds))
-    for layout in ("lanes_last", "lanes_first"):
+    for layout in ("lanes_last", "lanes_first", "lanes_mixed"):
 
         def run(qpos, mocap_pos, mocap_quat, layout=layout):
             how = launch.Launch(layout=layout, block=2, interpret=True)
