@@ -1,7 +1,7 @@
 """Operations of the step's lowered program, fused and XLA paths, counted as tests/test_kernels.py counts them.
 
     PYTHONPATH=. python benchmarks/fused_program_size.py [humanoid cheetah barkour point_mass legged] [--scopes]
-        [--sources] [--no-xla] [--cpu-config]
+        [--sources] [--no-xla] [--cpu-config] [--layout=lanes_last|lanes_first|lanes_mixed]
 
 Each model at a random state, float32, batch 8, lowered for "cuda" on this machine (kernels compiled as on a GPU, no
 GPU needed), with the Config fields that "auto" resolves by backend set as a GPU resolves them
@@ -201,6 +201,9 @@ def report(quick: bool = False) -> str:
 def main(argv):
     names = [a for a in argv if not a.startswith("--")] or ["humanoid", "cheetah"]
     auto = {} if "--cpu-config" in argv else _config.AUTO_OFF_CPU
+    for a in argv:
+        if a.startswith("--layout="):  # Config.kernel_layout of the fused path (default: Config's)
+            auto = {**auto, "kernel_layout": a.split("=", 1)[1]}
     for name in names:
         m, batch = _batch(name)
         for path in ("fused",) + (() if "--no-xla" in argv else ("xla",)):

@@ -64,6 +64,8 @@ VARIANTS = {
     "xla": ("auto", []),
     "fused": ("auto", [], {"kernels": "fused"}),
     "fused, lanes_first": ("auto", [], {"kernels": "fused", "kernel_layout": "lanes_first"}),
+    # packed inputs, one output buffer per field in Data's layout (no slices / transposes of packed outputs)
+    "fused, lanes_mixed": ("auto", [], {"kernels": "fused", "kernel_layout": "lanes_mixed"}),
     # the fused path with the constraint solver left to XLA: the solver kernel's share (kernels/primal.py)
     "fused, XLA solver": ("auto", [(kernels, "primal_fused", lambda *a: False)], {"kernels": "fused"}),
     # ... and with the constraint rows left to XLA: the rows kernel's share (kernels/rows.py)

@@ -34,7 +34,7 @@ QUATERNION_OPS = ("auto", "einsum", "elementwise")
 QACC_RESETS = ("auto", "all", "state")
 RK4_LOOPS = ("auto", "split", "merged")
 KERNELS = ("auto", "xla", "fused")
-KERNEL_LAYOUTS = ("lanes_last", "lanes_first")
+KERNEL_LAYOUTS = ("lanes_last", "lanes_first", "lanes_mixed")
 LINALGS = ("auto", "own", "library")
 SOLVER_BATCHES = ("auto", "lockstep", "refill")
 
@@ -179,8 +179,10 @@ class Config:
       kernel_layout: memory layout of a fused kernel's block: "lanes_last" (default: the environment index is the
         fastest-varying one, (values, environments), for coalesced loads and stores; Data's (environments, ...)
         fields are transposed at the kernel's boundary by XLA) or "lanes_first" (the kernel reads and writes Data's
-        own (environments, values) arrays with strided accesses and no transposes). Which is faster on a GPU is
-        to be measured (benchmarks/gpu_bench.py has both).
+        own (environments, values) arrays with strided accesses and no transposes) or "lanes_mixed" (inputs as
+        in "lanes_last", coalesced loads; outputs as in "lanes_first", one buffer per field in Data's layout
+        written with strided stores, so no slice, reshape or transpose of a packed output block runs after the
+        kernel). Which is faster on a GPU is to be measured (benchmarks/gpu_bench.py has the first two).
       linalg: the dense factorisations and solves of the step, the solvers, their gradients, the planners and
         fitting (Newton's and the implicit gradient's Cholesky, the implicit integrators, the dense mass matrix
         factorisation, iLQR, sysid): "own" (`mjx_lite.linalg`: plain array operations, batched by `vmap` like any

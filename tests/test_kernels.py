@@ -391,12 +391,14 @@ def test_stage_list_skips_what_the_kernel_computed():
 
 # ---- the tree pass: fused == XLA --------------------------------------------------------------------------------
 
-# not slow: cartpole in the default layout and the model with every joint type in the other one (each layout's lane
-# I/O and every joint type's code, one fused program each; CI time: cartpole-lanes_first and joints-lanes_last, a
-# second program of the same kernels, are slow); the rest (interpret mode compiles slowly) in the slow selection
+# not slow: cartpole in the default layout and the model with every joint type in lanes_first (each layout's lane
+# I/O and every joint type's code, one fused program each; CI time: cartpole-lanes_first, cartpole-lanes_mixed and
+# joints-lanes_last, a second program of the same kernels, are slow; lanes_mixed's lane I/O is
+# test_layouts_equal_bitwise's); the rest (interpret mode compiles slowly) in the slow selection
 CASES = [("cartpole", "lanes_last"), ("joints", "lanes_first")] + [
     pytest.param(name, layout, marks=pytest.mark.slow)
-    for name, layout in [("cartpole", "lanes_first"), ("joints", "lanes_last"), ("humanoid", "lanes_last"),
+    for name, layout in [("cartpole", "lanes_first"), ("cartpole", "lanes_mixed"), ("joints", "lanes_last"),
+                         ("humanoid", "lanes_last"),
                          ("tendon_armature", "lanes_last"), ("mjx_humanoid", "lanes_last"),
                          ("mjx_humanoid", "lanes_first")]]  # fmt: skip
 
@@ -472,7 +474,7 @@ def test_several_blocks(models):
     _, m, ds = models("joints")
     ds = jax.tree.map(lambda x: jp.concatenate([x, x[:2] * 1.0]), ds)  # 5 environments
     k, x = tree.kernel(m, _unbatched(ds))
-    for layout in ("lanes_last", "lanes_first"):
+    for layout in ("lanes_last", "lanes_first", "lanes_mixed"):
 
         def run(qpos, mocap_pos, mocap_quat, layout=layout):
             how = launch.Launch(layout=layout, block=2, interpret=True)
@@ -481,6 +483,56 @@ def test_several_blocks(models):
         out = jax.jit(jax.vmap(run))(ds.qpos, ds.mocap_pos, ds.mocap_quat)
         want = _position_batched(mjl.configure(m, kernels="xla"), ds)
         _assert_close(out, want, TREE_FIELDS, ROUNDOFF, f"blocks of 2, {layout}")
+
+
+def _toy_kernel() -> launch.Kernel:
+    """A small kernel that uses every lane I/O of launch.IO: read / read_vec of per-environment and shared inputs,
+    write / write_vec / load / load_vec of outputs (one read back), write_at / load_at, a scratch output."""
+
+    def body(io):
+        a = io.read_vec("a", 0, 3)
+        for k in range(3):
+            io.write("y", k, a[k] * io.read("s", 0))
+        io.write_vec("y", 1, tuple(io.load("y", k) + io.read("b", k) for k in range(3)))
+        io.write("_t", 0, io.read("b", 3) - 1.0)
+        b = io.read_vec("b", 0, 2)
+        io.write_vec("z", 0, (b[0], b[1], io.load("_t", 0), 0.0))
+        y = io.load_vec("y", 1, 3)
+        io.write_at("z", jp.full((io.block,), 3, jp.int32), y[0] + io.load_at("z", jp.full((io.block,), 2, jp.int32)))
+
+    def xla(x):
+        y0 = x["a"] * x["s"][0]
+        y1 = y0 + x["b"].reshape(-1)[:3]
+        t = x["b"][1, 1] - 1.0
+        z = jp.stack([x["b"][0, 0], x["b"][0, 1], t, y1[0] + t])
+        return {"y": jp.stack([y0, y1]), "z": z}
+
+    return launch.Kernel("toy", {"a": (3,), "b": (2, 2), "s": (1,)}, {"y": (2, 3), "z": (4,), "_t": (1,)}, {},
+                         body, xla)  # fmt: skip
+
+
+def test_layouts_equal_bitwise():
+    """The three layouts (packed lanes_last, lanes_first, lanes_mixed: packed inputs and one output buffer per
+    field) give the same outputs bit for bit, the XLA twin's, in blocks of two (5 environments, the last block half
+    full); lanes_mixed lowers to one Triton kernel with masked lanes and no slice or transpose of its outputs."""
+    k = _toy_kernel()
+    rng = np.random.default_rng(0)
+    x = {"a": rng.standard_normal((5, 3)), "b": rng.standard_normal((5, 2, 2)), "s": np.array([1.5])}
+    want = jax.vmap(k.xla, in_axes=({"a": 0, "b": 0, "s": None},))(x)
+    outs = {}
+    for layout in config_mod.KERNEL_LAYOUTS:
+        how = launch.Launch(layout=layout, block=2, interpret=True)
+        run = jax.vmap(lambda a, b, how=how: launch.call(k, {"a": a, "b": b, "s": x["s"]}, how))
+        outs[layout] = jax.tree.map(np.asarray, run(x["a"], x["b"]))
+        for n in want:
+            np.testing.assert_array_equal(outs[layout][n], want[n], f"{n} {layout}")
+    for n in want:
+        np.testing.assert_array_equal(outs["lanes_mixed"][n], outs["lanes_last"][n])
+    how = launch.Launch(layout="lanes_mixed", block=2)
+    run = jax.vmap(lambda a, b: launch.call(k, {"a": a, "b": b, "s": x["s"]}, how))
+    ops = _op_names(_lower_cuda(run, x["a"].astype(np.float32), x["b"].astype(np.float32)))
+    assert ops.count("stablehlo.custom_call") == 1
+    assert "stablehlo.slice" not in ops and ops.count("stablehlo.transpose") == 1, ops  # (the inputs' packing)
 
 
 # slow (CI time, ~5.5 worker-s: a nested-vmap fused program of its own): launch.py's custom_vmap rule folds a vmap over
@@ -839,7 +891,7 @@ def test_fused_step_program_size(models, monkeypatch, humanoid_gpu_step):
     _compiled_kernels(monkeypatch)
     m, batch, fused_step = humanoid_gpu_step
     tree_pass = jax.vmap(lambda m, d: kernels.tree_pass(m, d)[0], in_axes=(None, 0))
-    for layout in ("lanes_last", "lanes_first"):
+    for layout in config_mod.KERNEL_LAYOUTS:
         ops = _op_names(_lower_cuda(tree_pass, mjl.configure(m, kernels="fused", kernel_layout=layout), batch))
         assert ops.count("stablehlo.custom_call") == 1, layout
         assert set(ops) <= LAYOUT_OPS | set(WARNING_OPS), (layout, sorted(set(ops)))

@@ -21,6 +21,10 @@ Layout ("lanes" are the environments of a block, BLOCK of them per program, a po
                  the kernel is one contiguous, coalesced access. XLA transposes at the boundary (Data's fields
                  are (E, ...)).
   "lanes_first": the kernel reads and writes Data's own (E, n) arrays with strided accesses; no transposes.
+  "lanes_mixed": inputs packed as in "lanes_last" (coalesced loads), outputs as in "lanes_first": one (E, n)
+                 buffer per output in Data's layout, written with strided stores, so that no slice, reshape or
+                 transpose of a packed output runs in XLA after the kernel (the reshape to the field's shape is
+                 a bitcast).
 Either way the kernel's body sees the same thing: `read(name, k)` returns element k (flat, per environment) of
 input `name` as a lane vector (BLOCK,) or, for a shared input, a scalar; `gather(name, idx)` reads element idx[lane]
 in each lane (idx an int lane vector: a gather, e.g. a height field's cells under each environment's geom); `write(name,
@@ -223,7 +227,8 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
     shared = [n for n in names if not env[n]]
     per_env = [n for n in names if env[n]]
     outs = [n for n in kernel.outputs if _size(kernel.outputs[n])]
-    lanes_last = launch.layout == "lanes_last"
+    lanes_last = launch.layout in ("lanes_last", "lanes_mixed")  # the inputs' layout
+    out_last = launch.layout == "lanes_last"  # the outputs'
 
     def flat(n):  # (E, size) of a per-environment input
         return x[n].astype(dtype).reshape(e, -1)
@@ -249,7 +254,7 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
     for n in outs:
         yoff[n], off = off, off + _size(kernel.outputs[n])
     ny = off
-    if lanes_last:
+    if out_last:
         out_shape = [jax.ShapeDtypeStruct((ny, e), dtype)]
         out_specs = [pl.BlockSpec((ny, block), lambda i: (0, i))]
     else:
@@ -272,7 +277,7 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
         else:
             x_refs, k = dict(zip(per_env, in_refs[k:])), k + len(per_env)
         t_refs = dict(zip(tables, in_refs[k:]))
-        o_refs = {n: out_refs[0] for n in outs} if lanes_last else dict(zip(outs, out_refs))
+        o_refs = {n: out_refs[0] for n in outs} if out_last else dict(zip(outs, out_refs))
         mask = None
         if masked:
             lane = pl.program_id(0) * block + jax.lax.broadcasted_iota(jp.int32, (block,), 0)
@@ -280,14 +285,14 @@ def _launch(kernel: Kernel, env: dict, nenv: int | None, launch: Launch, x: dict
         xsize = {n: _size(kernel.inputs[n]) for n in per_env}
         ysize = {n: _size(kernel.outputs[n]) for n in outs}
         kernel.body(IO(s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, launch.interpret,
-                       xsize, ysize))  # fmt: skip
+                       xsize, ysize, out_last))  # fmt: skip
 
     res = pl.pallas_call(
         body, out_shape=out_shape, grid=(grid,), in_specs=specs, out_specs=out_specs,
         compiler_params=plt.CompilerParams(num_warps=launch.num_warps, num_stages=1),
         interpret=launch.interpret, name=kernel.name,
     )(*args)  # fmt: skip
-    if lanes_last:
+    if out_last:
         y = res[0].T  # (E, NY)
         # (scratch outputs are not returned: no slice of them)
         res = [None if n.startswith("_") else y[:, yoff[n] : yoff[n] + _size(kernel.outputs[n])] for n in outs]
@@ -333,9 +338,11 @@ class IO:
     may be Python ints or traced integers (inside loops)."""
 
     def __init__(self, s_refs, x_refs, t_refs, o_refs, xoff, yoff, lanes_last, mask, block, dtype, interpret,
-                 xsize=None, ysize=None):  # fmt: skip
+                 xsize=None, ysize=None, out_last=None):  # fmt: skip
         self._s, self._x, self._t, self._o = s_refs, x_refs, t_refs, o_refs
         self._xoff, self._yoff, self._last, self._mask = xoff, yoff, lanes_last, mask
+        # lanes_last: the inputs' layout; _olast: the outputs' (they differ in "lanes_mixed")
+        self._olast = lanes_last if out_last is None else out_last
         self.block, self.dtype = block, dtype
         self._xsize = xsize or {}  # per-environment inputs' sizes (`gather`'s clamp)
         self._ysize = ysize or {}  # outputs' sizes (`load_at` / `write_at`'s clamp)
@@ -343,9 +350,10 @@ class IO:
         # needs power-of-two tensor sizes, so there they move lane vector by lane vector
         self._wide = interpret and mask is None
 
-    def _span(self, ref, i, n):
-        """The n lane vectors at flat indices i.. of a block ref, as a tuple (interpret mode: one slice)."""
-        if self._last:
+    def _span(self, ref, i, n, last):
+        """The n lane vectors at flat indices i.. of a block ref (`last`: its layout is (values, lanes)), as a
+        tuple (interpret mode: one slice)."""
+        if last:
             v = ref[pl.ds(i, n), :]
             return tuple(v[k] for k in range(n))
         v = ref[:, pl.ds(i, n)]
@@ -365,14 +373,14 @@ class IO:
                 return tuple(self.read(name, n * i + k) for k in range(n))
             return tuple(v[k] for k in range(n))
         i = n * _index(i)
-        return self._span(self._x[name], self._xoff[name] + i if self._last else i, n)
+        return self._span(self._x[name], self._xoff[name] + i if self._last else i, n, self._last)
 
     def load_vec(self, name: str, i, n: int) -> tuple:
         """Elements n * i .. n * i + n - 1 of output `name` (`load` of each)."""
         if not self._wide:
             return tuple(self.load(name, n * i + k) for k in range(n))
         i = n * _index(i)
-        return self._span(self._o[name], self._yoff[name] + i if self._last else i, n)
+        return self._span(self._o[name], self._yoff[name] + i if self._olast else i, n, self._olast)
 
     def write_vec(self, name: str, i, values) -> None:
         """Store values (n of them) as elements n * i .. n * i + n - 1 of output `name` (`write` of each)."""
@@ -383,16 +391,17 @@ class IO:
             return
         i = n * _index(i)
         ref = self._o[name]
-        if self._last:
+        if self._olast:
             ref[pl.ds(self._yoff[name] + i, n), :] = jp.stack([self.lanes(v) for v in values])
         else:
             ref[:, pl.ds(i, n)] = jp.stack([self.lanes(v) for v in values], axis=1)
 
-    def _lanes(self, ref, i):
-        """The lane vector at flat index i of a block ref (a row of (n, BLOCK) or a column of (BLOCK, n))."""
+    def _lanes(self, ref, i, last):
+        """The lane vector at flat index i of a block ref (`last`: a row of (n, BLOCK), else a column of (BLOCK,
+        n))."""
         if self._mask is None:  # a plain ref read (Pallas' masked load pads the whole block in interpret mode)
-            return ref[pl.ds(i, 1), :][0] if self._last else ref[:, pl.ds(i, 1)][:, 0]
-        if self._last:
+            return ref[pl.ds(i, 1), :][0] if last else ref[:, pl.ds(i, 1)][:, 0]
+        if last:
             return plt.load(ref.at[pl.ds(i, 1), :], mask=self._mask[None, :])[0]
         return plt.load(ref.at[:, pl.ds(i, 1)], mask=self._mask[:, None])[:, 0]
 
@@ -401,7 +410,7 @@ class IO:
         i = _index(i)
         if name in self._s:
             return self._s[name][_unravel(self._s[name].shape, i)]
-        return self._lanes(self._x[name], self._xoff[name] + i if self._last else i)
+        return self._lanes(self._x[name], self._xoff[name] + i if self._last else i, self._last)
 
     def gather(self, name: str, idx):
         """Element idx[lane] of input `name` in each lane: idx an int lane vector (BLOCK,) of flat, per-environment
@@ -429,7 +438,7 @@ class IO:
         """The ref of output `name` and the per-lane index (rows, lanes) of its element idx[lane] (clamped)."""
         idx = jp.clip(jp.asarray(idx).astype(jp.int32), 0, self._ysize[name] - 1)
         lane = jax.lax.broadcasted_iota(jp.int32, (self.block,), 0)
-        if self._last:
+        if self._olast:
             return self._o[name], (self._yoff[name] + idx, lane)
         return self._o[name], (lane, idx)
 
@@ -467,20 +476,20 @@ class IO:
     def load(self, name: str, i):
         """Element i of output `name` as written before by this block (outputs double as the kernel's memory)."""
         i = _index(i)
-        return self._lanes(self._o[name], self._yoff[name] + i if self._last else i)
+        return self._lanes(self._o[name], self._yoff[name] + i if self._olast else i, self._olast)
 
     def write(self, name: str, i, value):
         """Store `value` (lane vector, scalar or Python float) as element i of output `name`."""
         i = _index(i)
         v = self.lanes(value)
         ref = self._o[name]
-        if self._last:
+        if self._olast:
             i = self._yoff[name] + i
-        if self._mask is None and self._last:
+        if self._mask is None and self._olast:
             ref[pl.ds(i, 1), :] = v[None, :]
         elif self._mask is None:
             ref[:, pl.ds(i, 1)] = v[:, None]
-        elif self._last:
+        elif self._olast:
             plt.store(ref.at[pl.ds(i, 1), :], v[None, :], mask=self._mask[None, :])
         else:
             plt.store(ref.at[:, pl.ds(i, 1)], v[:, None], mask=self._mask[:, None])
