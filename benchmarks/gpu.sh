@@ -92,7 +92,7 @@ if [ "${1:-}" = "tiled" ]; then
   shift
   batches=("$@")
   [ ${#batches[@]} -gt 0 ] || batches=(8192 1024)
-  timeout "${AB_BUDGET:-420}" "$PYTHON" -u benchmarks/gpu_ab.py --no-mjx --variants xla fused "fused, tiled rows" \
+  timeout "${AB_BUDGET:-420}" "$PYTHON" -u benchmarks/gpu_ab.py --no-mjx --variants xla fused "fused, lanes_mixed" "fused, tiled rows" \
     "fused, tiled rows x4" "fused, tiled rows x16" "fused, tiled solver" "fused, tiled rows + solver" \
     -- "${batches[@]}" 2>&1 | tee "$OUT/tiled_ab.txt" || true
   exit 0
