@@ -11,12 +11,15 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
-from mjx_lite.collision import driver, epa, refine, support  # noqa: E402
+from mjx_lite.collision import driver, epa, general, refine, support  # noqa: E402
 from mjx_lite.collision.types import GeomInfo, info_axes  # noqa: E402
 from mjx_lite.types import GeomType  # noqa: E402
+from tests import oracle  # noqa: E402
 from tests.oracle import model_from_mujoco  # noqa: E402
 
 ROUNDOFF = 1e-15  # float64 round-off of values of size 0.1 (metres, unit vectors)
+DIST_TOL = 1e-6  # GJK/EPA contact distances against MuJoCo's (both converged to its ccd_tolerance, 1e-6)
+EPA_TOL = 1e-5  # GJK/EPA contact points and normals against MuJoCo's (its EPA stops at ccd_tolerance; measured 1.4e-6)
 
 # a convex mesh that is not small for the refinement (`refine.small_mesh`): a jittered 14-gon prism
 _ANG = 2 * np.pi * np.arange(14) / 14
@@ -106,3 +109,46 @@ def test_epa_forward_only_equals_scan():
     assert np.sum(depth > 1e-3) > n // 2  # most poses overlap deeply
     for x, y in zip(jax.tree_util.tree_leaves(fast), jax.tree_util.tree_leaves(full)):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=ROUNDOFF)
+
+
+def test_near_loop_pools_environments(monkeypatch):
+    """Under `vmap` the near-pair loop runs over every environment's near pairs pooled (`driver._pool`): GJK/EPA is
+    traced once (the loop is not batched) and each environment gets its own contact, MuJoCo's, for the ellipsoid
+    against the mesh in 3 poses (two overlapping, one apart)."""
+    mjm = mujoco.MjModel.from_xml_string(_XML)
+    m = model_from_mujoco(mjm)
+    mjd = mujoco.MjData(mjm)
+    rng = np.random.default_rng(2)
+    xpos, xmat, ref = [], [], []
+    for offset in ([0.0, 0.0, 0.05], [0.09, 0.02, 0.0], [0.5, 0.0, 0.0]):
+        mjd.qpos[:] = 0
+        mjd.qpos[3:7] = rng.normal(size=4)
+        mjd.qpos[3:7] /= np.linalg.norm(mjd.qpos[3:7])
+        mjd.qpos[7:10] = offset
+        mujoco.mj_forward(mjm, mjd)
+        xpos.append(mjd.geom_xpos.copy())
+        xmat.append(mjd.geom_xmat.reshape(-1, 3, 3).copy())
+        ref.append([(c.dist, c.pos.copy(), c.frame[:3].copy()) for c in mjd.contact[: mjd.ncon]])
+    calls = []
+    collide = general.collide
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return collide(*args, **kwargs)
+
+    monkeypatch.setattr(general, "collide", counted)
+
+    def contacts(m, d):
+        c = driver.collision(m, d).contact
+        return c.dist, c.pos, c.frame[..., 0, :], c.active
+
+    dist, pos, normal, active = jax.jit(jax.vmap(contacts, in_axes=(None, 0)))(m, oracle.posed_data(m, xpos, xmat))
+    assert len(calls) == 1
+    assert [len(r) for r in ref] == [1, 1, 0]
+    for i, r in enumerate(ref):
+        rows = np.flatnonzero(np.asarray(active[i]))
+        assert len(rows) == len(r)
+        for j, (rd, rp, rn) in zip(rows, r):
+            np.testing.assert_allclose(np.asarray(dist[i, j]), rd, rtol=0, atol=DIST_TOL)
+            np.testing.assert_allclose(np.asarray(pos[i, j]), rp, rtol=0, atol=EPA_TOL)
+            np.testing.assert_allclose(np.asarray(normal[i, j]), rn, rtol=0, atol=EPA_TOL)
