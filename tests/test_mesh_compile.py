@@ -9,6 +9,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jp  # noqa: E402
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 import mjx_lite as mjl  # noqa: E402
 from mjx_lite.collision import driver, epa, general, refine, support  # noqa: E402
@@ -111,10 +112,9 @@ def test_epa_forward_only_equals_scan():
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=ROUNDOFF)
 
 
-def test_near_loop_pools_environments(monkeypatch):
-    """Under `vmap` the near-pair loop runs over every environment's near pairs pooled (`driver._pool`): GJK/EPA is
-    traced once (the loop is not batched) and each environment gets its own contact, MuJoCo's, for the ellipsoid
-    against the mesh in 3 poses (two overlapping, one apart)."""
+def _posed_batch():
+    """The ellipsoid against the mesh in 3 poses (two overlapping, one apart): (Model, posed Data (3,), MuJoCo's
+    contacts per pose [(dist, pos, normal)])."""
     mjm = mujoco.MjModel.from_xml_string(_XML)
     m = model_from_mujoco(mjm)
     mjd = mujoco.MjData(mjm)
@@ -129,21 +129,48 @@ def test_near_loop_pools_environments(monkeypatch):
         xpos.append(mjd.geom_xpos.copy())
         xmat.append(mjd.geom_xmat.reshape(-1, 3, 3).copy())
         ref.append([(c.dist, c.pos.copy(), c.frame[:3].copy()) for c in mjd.contact[: mjd.ncon]])
-    calls = []
-    collide = general.collide
+    return m, oracle.posed_data(m, xpos, xmat), ref
+
+
+def _contacts(m, d):
+    c = driver.collision(m, d).contact
+    return c.dist, c.pos, c.frame[..., 0, :], c.active
+
+
+def test_near_loop_pools_environments(monkeypatch):
+    """Under `vmap` the near-pair loop runs once over every environment's near pairs pooled (`driver._pool`):
+    NEAR_CHUNK lanes per environment, its arguments unbatched (B * n pairs), and GJK/EPA traced once (lowered only:
+    no compile)."""
+    m, db, _ = _posed_batch()
+    calls, loops = [], []
+    collide, near_loop = general.collide, driver._near_loop
 
     def counted(*args, **kwargs):
         calls.append(1)
         return collide(*args, **kwargs)
 
+    def recorded(collider, k, chunk, dense):
+        loop = near_loop(collider, k, chunk, dense)
+
+        def run(*args):
+            loops.append((chunk, args[3].shape))
+            return loop(*args)
+
+        return run
+
     monkeypatch.setattr(general, "collide", counted)
-
-    def contacts(m, d):
-        c = driver.collision(m, d).contact
-        return c.dist, c.pos, c.frame[..., 0, :], c.active
-
-    dist, pos, normal, active = jax.jit(jax.vmap(contacts, in_axes=(None, 0)))(m, oracle.posed_data(m, xpos, xmat))
+    monkeypatch.setattr(driver, "_near_loop", recorded)
+    jax.jit(jax.vmap(_contacts, in_axes=(None, 0))).lower(m, db)
     assert len(calls) == 1
+    (g,) = [g for g in driver.pair_table(m).groups if driver._distance_kind(g) is not None]
+    assert loops == [(driver.NEAR_CHUNK * 3, (3 * g.npair_narrow,))]
+
+
+@pytest.mark.slow  # a GJK/EPA compile (65 s at load 13 on the 2-core machine)
+def test_near_loop_pooled_contacts_match_mujoco():
+    """The pooled near-pair loop (`driver._pool`) gives each of 3 environments its own contact, MuJoCo's."""
+    m, db, ref = _posed_batch()
+    dist, pos, normal, active = jax.jit(jax.vmap(_contacts, in_axes=(None, 0)))(m, db)
     assert [len(r) for r in ref] == [1, 1, 0]
     for i, r in enumerate(ref):
         rows = np.flatnonzero(np.asarray(active[i]))
