@@ -720,19 +720,118 @@ _LOOPED = (general.general, general.general_curved, general.general_plain, cylin
 NEAR_CHUNK = 4  # pairs per trip of `_near_only`'s loop
 
 
+def _pair_flags(args: tuple) -> tuple:
+    """Which leaves of `_near_loop`'s arguments (info1, info2, margin, near, extra, deferred) have the pair axis
+    (True: (n, ...)) and which are shared by every pair (False: the mesh tables): a tree of the arguments' structure."""
+    info1, info2, margin, near, extra, deferred = args
+
+    def info(g):
+        return GeomInfo(*[None if x is None else a == 0 for x, a in zip(g, info_axes(g))])
+
+    def dfr(x):
+        return None if x is None else _Deferred({key: False for key in x.tables}, True)
+
+    return info(info1), info(info2), True, True, tuple(True for _ in extra), tuple(dfr(x) for x in deferred)
+
+
+def _near_loop(collider: Callable, k: int, chunk: int, dense: Callable) -> Callable:
+    """loop(info1, info2, margin, near, extra, deferred) -> Contacts (n, k, ...): `dense` (the collider vmapped over
+    lanes) on the near pairs, compacted (order kept) and run `chunk` at a time in a `lax.while_loop` of
+    ceil(near pairs / chunk) trips; placeholders on the others."""
+
+    def loop(info1, info2, margin, near, extra, deferred):
+        n = near.shape[0]
+        c = min(n, chunk)
+        dt = info1.pos.dtype
+        init = Contacts(jp.full((n, k), NOCONTACT, dt), jp.zeros((n, k, 3), dt),
+                        jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dt), (n, k, 3)), jp.zeros((n, k, 3), dt))
+        order = jp.argsort(~near, stable=True).astype(jp.int32)  # near pairs first
+        count = jp.sum(near.astype(jp.int32))
+        slot = jp.arange(c, dtype=jp.int32)
+
+        def body(carry):
+            j, out = carry
+            at = j * c + slot
+            idx = order[jp.minimum(at, n - 1)]
+            with epa.forward_only():  # never differentiated (custom_jvp in `_near_only`): EPA may stop early
+                r = dense(_resolve(_take_info(info1, idx), deferred[0], idx),
+                          _resolve(_take_info(info2, idx), deferred[1], idx), margin[idx], tuple(x[idx] for x in extra))
+            if r.dist.shape[1:] != (k,):
+                raise ValueError(f"collision: {collider} emits {r.dist.shape[1:]} contacts per pair, not ({k},)")
+            dst = jp.where(at < count, idx, n)  # beyond the near pairs: dropped
+            return j + 1, Contacts(*[o.at[dst].set(x.astype(o.dtype), mode="drop") for o, x in zip(out, r)])
+
+        trips = (count + c - 1) // c
+        return jax.lax.while_loop(lambda x: x[0] < trips, body, (jp.zeros((), jp.int32), init))[1]
+
+    return loop
+
+
+@jax.custom_batching.custom_vmap
+def _pool(args: tuple) -> tuple[tuple, jax.Array]:
+    """(args, token): `_near_loop`'s arguments as they are and an empty token (0,). Under `vmap` (`_pool_rule`) the
+    environments' pairs pooled: every per-pair leaf (B, n, ...) (or (n, ...), broadcast) reshaped to (B * n, ...), the
+    shared leaves (mesh tables) as they are, all returned unbatched, and the token batched (B, 0). So the loop that
+    reads them is traced once, outside the batching (no batched while loop: no fixpoint over its carry, no per-lane
+    selects in its body and early stop), and `_unpool` finds the batch size from the token. The pooled values are not
+    the vmap of the identity (their shape holds the batch): only the loop and `_unpool` read them."""
+    return args, jp.zeros((0,), jp.int32)
+
+
+@_pool.def_vmap
+def _pool_rule(axis_size: int, in_batched: list, args: tuple) -> tuple:
+    (batched_tree,) = in_batched
+    leaves, tree = jax.tree.flatten(args)
+    batched = jax.tree.leaves(batched_tree)
+    pair = jax.tree.leaves(_pair_flags(args))
+    if len(batched) != len(leaves) or len(pair) != len(leaves):
+        raise ValueError("collision: the near-pair loop's arguments and their flags differ in structure")
+    token = jp.zeros((axis_size, 0), jp.int32)
+    if any(b and not p for b, p in zip(batched, pair)):  # a batched mesh table (a batch of models): not pooled
+        return (args, token), (batched_tree, True)
+    n = args[3].shape[-1]
+    flat = []
+    for x, b, p in zip(leaves, batched, pair):
+        if p:
+            x = x if b else jp.broadcast_to(x, (axis_size,) + x.shape)
+            x = x.reshape((axis_size * n,) + x.shape[2:])
+        flat.append(x)
+    return (jax.tree.unflatten(tree, flat), token), (jax.tree.unflatten(tree, [False] * len(flat)), True)
+
+
+@jax.custom_batching.custom_vmap
+def _unpool(c: Contacts, token: jax.Array) -> Contacts:
+    """The loop's Contacts c as they are; under `vmap` (the token batched by `_pool`) pooled rows (B * n, k, ...)
+    back to (B, n, k, ...) batched."""
+    return c
+
+
+@_unpool.def_vmap
+def _unpool_rule(axis_size: int, in_batched: list, c: Contacts, token: jax.Array) -> tuple:
+    cb = jax.tree.leaves(in_batched[0])
+    if all(cb):  # not pooled (`_pool`'s fallback): the batched loop's rows
+        return c, Contacts(True, True, True, True)
+    if any(cb):
+        raise ValueError("collision: the near-pair loop's rows are partly batched")
+    n = c.dist.shape[0] // axis_size
+    return Contacts(*[x.reshape((axis_size, n) + x.shape[1:]) for x in c]), Contacts(True, True, True, True)
+
+
 def _near_only(collider: Callable, n: int, k: int) -> Callable:
     """run(info1, info2, margin (n,), near (n,) bool, extra=()) -> Contacts (n, k, ...): `collider` (k contacts per
     pair; called as collider(g1, g2, margin, *extra) with `extra` per-pair arrays (n, ...), e.g. a manifold stage's
     distance stage) on the pairs that are near (the broadphase's verdict), placeholders (dist NOCONTACT, +z normals)
-    on the others, which `_rows` masks anyway. The collider is traced once, in the loop's body (the output shapes are
+    on the others, which `_rows` masks anyway. The collider is traced in the loop's body (the output shapes are
     known from k and the geoms' dtype: no separate shape trace, which cost as much trace time as the body's).
 
-    Forward, the near pairs are compacted (order kept) and run `NEAR_CHUNK` at a time in a `lax.while_loop` of as
-    many trips as the most near pairs of any environment need under `vmap`: none where no pair of the group is near
-    (a quadruped's legs and its eyes), one for a ball at its torso, instead of every pair's full GJK/EPA iterations.
+    Forward, the near pairs are compacted (order kept) and run `NEAR_CHUNK` at a time in a `lax.while_loop`
+    (`_near_loop`): none where no pair of the group is near (a quadruped's legs and its eyes), one for a ball at its
+    torso, instead of every pair's full GJK/EPA iterations. Under `vmap` the loop runs over every environment's
+    near pairs pooled (`_pool`, `_unpool`), `NEAR_CHUNK` times the batch per trip (at most the trips of the batch's
+    slowest environment): it is traced once and compiled unbatched (a batched while loop whose body holds EPA's while
+    loop was half of the Shadow Hand's step's trace time, and put per-lane selects in both loops).
     Derivatives (custom_jvp) are those of the collider `vmap`-ed over all n pairs, as before: no derivative passes
     through the loop, so its EPA stops at its last live iteration (`epa.forward_only`)."""
-    chunk = min(n, NEAR_CHUNK)
 
     def dense(info1, info2, margin, extra):
         axes = (info_axes(info1), info_axes(info2), 0) + (0,) * len(extra)
@@ -740,27 +839,9 @@ def _near_only(collider: Callable, n: int, k: int) -> Callable:
 
     @jax.custom_jvp
     def run(info1, info2, margin, near, extra, deferred):
-        dt = info1.pos.dtype
-        init = Contacts(jp.full((n, k), NOCONTACT, dt), jp.zeros((n, k, 3), dt),
-                        jp.broadcast_to(jp.array([0.0, 0.0, 1.0], dt), (n, k, 3)), jp.zeros((n, k, 3), dt))
-        order = jp.argsort(~near, stable=True).astype(jp.int32)  # near pairs first
-        count = jp.sum(near.astype(jp.int32))
-        slot = jp.arange(chunk, dtype=jp.int32)
-
-        def body(carry):
-            j, out = carry
-            at = j * chunk + slot
-            idx = order[jp.minimum(at, n - 1)]
-            with epa.forward_only():  # never differentiated (custom_jvp below): EPA may stop early
-                c = dense(_resolve(_take_info(info1, idx), deferred[0], idx),
-                          _resolve(_take_info(info2, idx), deferred[1], idx), margin[idx], tuple(x[idx] for x in extra))
-            if c.dist.shape[1:] != (k,):
-                raise ValueError(f"collision: {collider} emits {c.dist.shape[1:]} contacts per pair, not ({k},)")
-            dst = jp.where(at < count, idx, n)  # beyond the near pairs: dropped
-            return j + 1, Contacts(*[o.at[dst].set(x.astype(o.dtype), mode="drop") for o, x in zip(out, c)])
-
-        trips = (count + chunk - 1) // chunk
-        return jax.lax.while_loop(lambda c: c[0] < trips, body, (jp.zeros((), jp.int32), init))[1]
+        pooled, token = _pool((info1, info2, margin, near, extra, deferred))
+        lanes = NEAR_CHUNK * max(1, pooled[3].shape[0] // n)  # NEAR_CHUNK per environment of a pooled batch
+        return _unpool(_near_loop(collider, k, lanes, dense)(*pooled), token)
 
     @run.defjvp
     def run_jvp(primals, tangents):
