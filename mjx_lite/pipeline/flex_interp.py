@@ -28,7 +28,7 @@ from mjx_lite.types import Data, Model
 __all__ = ["BODY_WEIGHT_MIN", "basis", "cell_nodes", "has_interp", "interp_vertices", "node_xpos", "vertex_xpos",
            "vertex_weights"]  # fmt: skip
 
-BODY_WEIGHT_MIN = 1e-5  # node weights below this are left out of a contact's bodies (MuJoCo's mj_vertBodyWeight)
+BODY_WEIGHT_MIN = 0.0  # node weights below this are left out of a contact's bodies (MuJoCo's mj_vertBodyWeight)
 
 
 def _phi(s: np.ndarray, i: int, order: int) -> np.ndarray:
