@@ -27,7 +27,8 @@ XML = """<mujoco><option timestep="0.002" ccd_tolerance="1e-13" ccd_iterations="
 TRAJ_ATOL = 1e-6  # flex vertices after 30 steps (MuJoCo's EPA points within ~1e-6 of the converged ones)
 
 
-@pytest.fixture(scope="module", params=["trilinear", "quadratic"])
+# slow: "quadratic" (27 nodes a side, ~17 s wall at load 5); its rows share the code of "trilinear"
+@pytest.fixture(scope="module", params=["trilinear", pytest.param("quadratic", marks=pytest.mark.slow)])
 def scene(request):
     xml = XML.format(dof=request.param)
     return pairs._load(xml), mujoco.MjModel.from_xml_string(xml)

@@ -32,7 +32,9 @@ MuJoCo 4.0's behaviour, probed with the `mujoco` package (tests/test_flex_self.p
     (e1, e2) loop order, the others in their midphase's).
   - Jacobian: each side is its element's vertex bodies weighted by the barycentric coordinates of the element point
     nearest to the contact point (as a geom-element contact's flex side, `flex.contact_body_weights`);
-    diagApprox sums both sides' weighted body_invweight0. No mjMAXCONPAIR selection.
+    diagApprox sums both sides' weighted body_invweight0. No mjMAXCONPAIR selection, but for a pair with an
+    interpolated flex: its sides' cell nodes at the contact's interpolation weights, and at most 50 contacts kept
+    (collision/flex_cap.py).
 
 Here each (f1, f2) pair of flexes (f1 == f2 for self-collisions) is one static group: the table of its candidate
 element pairs (P of them: O(nelem^2), e.g. 39803 for the self-collisions of MuJoCo's 288-triangle flag), then per step
