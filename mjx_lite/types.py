@@ -1442,7 +1442,10 @@ def _flex_elem_width(m: Model) -> int:
     for f1 in range(m.nflex):  # flex-flex contacts (collision/flex_flex.py): an element on both sides
         for f2 in range(f1, m.nflex):
             if (f1 == f2 and _flex_self_collides(m, f1)) or (f1 != f2 and (ct[f1] & ca[f2] or ct[f2] & ca[f1])):
-                out = max(out, 2 * (max(int(m.flex_dim[f1]), int(m.flex_dim[f2])) + 1))
+                side = max(int(m.flex_dim[f1]), int(m.flex_dim[f2])) + 1
+                nodes = max(((abs(int(np.asarray(m.flex_interp)[f])) + 1) ** 3 for f in (f1, f2)
+                             if int(np.asarray(m.flex_interp)[f])), default=0)  # fmt: skip
+                out = max(out, 2 * max(side, nodes))  # (interpolated: the nodes of a cell on each side)
     return out
 
 

@@ -4,7 +4,7 @@ flex_cellnum, flex_vert0, flex_stiffness fields; vertex positions interpolated f
 and at rotated, deformed states; a 100-step trajectory, a rollout gradient, MuJoCo's trilinear.xml example; cut cells
 (meshes that do not fill their cells: tetrahedra and closed surfaces, empty cells, MuJoCo's sphere_trilinear.xml); and
 the refusals of what is not implemented (strain equalities, shells, open surfaces, quadratic cut
-cells, flex-flex contacts)."""
+cells); flex-flex contacts of interpolated flexes in tests/test_flex_interp_pair.py."""
 
 import os
 import shutil
@@ -393,14 +393,4 @@ def test_implicit_elasticity_is_an_error_as_in_mujoco(integrator):
     with pytest.raises(ValueError, match="no longer integrated implicitly"):
         mujoco.MjModel.from_xml_string(xml)
     with pytest.raises(MJCFError, match="no longer integrated implicitly"):
-        mjx_lite.load_mjcf_string(xml)
-
-
-def test_flex_pair_refused():
-    """Two interpolated flexes that can touch: MuJoCo 4.0 keeps at most 50 contacts of the pair (refused)."""
-    one = ('<flexcomp type="grid" count="3 3 3" spacing=".1 .1 .1" dim="3" radius=".01" name="{n}" pos="0 0 {z}" '
-           'dof="trilinear"><contact selfcollide="none"/></flexcomp>')  # fmt: skip
-    xml = f"<mujoco><worldbody>{one.format(n='a', z=1)}{one.format(n='b', z=2)}</worldbody></mujoco>"
-    mujoco.MjModel.from_xml_string(xml)
-    with pytest.raises(MJCFUnsupportedError, match="interpolated flex with another flex"):
         mjx_lite.load_mjcf_string(xml)

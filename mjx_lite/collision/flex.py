@@ -417,13 +417,19 @@ def _elem_vertex_weights(m: Model, d: types.Data, con: types.Contact, side: int,
 
 def diag_weights(m: Model, con: types.Contact, w2: jax.Array) -> jax.Array:
     """(nconmax, W) the weights of `contact_body_weights`'s bodies2 in a contact row's diagApprox: |w2| (a flex-flex
-    row's first side weighs -w there), but the signed node weights of an interpolated flex (MuJoCo sums
-    body_invweight0 times the shape function values, some negative for quadratic flexes)."""
+    row's first side weighs -w there), but the signed node weights of an interpolated flex on either side (MuJoCo sums
+    body_invweight0 times the shape function values, some negative for quadratic flexes; its first side's columns,
+    the last W1, hold them negated)."""
     if not _side_has_interp(m):
         return jp.abs(w2)
-    fl = jp.maximum(con.flex[:, 1], 0)
-    interp = jp.asarray(np.asarray(m.flex_interp) != 0)[fl] & (con.flex[:, 1] >= 0) & (con.geom[:, 1] < 0)
-    return jp.where(interp[:, None], w2, jp.abs(w2))
+    interp = jp.asarray(np.asarray(m.flex_interp) != 0)
+    side1 = interp[jp.maximum(con.flex[:, 1], 0)] & (con.flex[:, 1] >= 0) & (con.geom[:, 1] < 0)
+    wside2, wside1 = _side_widths(m)
+    out = jp.where(side1[:, None], w2[:, :wside2], jp.abs(w2[:, :wside2]))
+    if wside1:  # flex-flex rows: the first element's columns
+        side0 = interp[jp.maximum(con.flex[:, 0], 0)] & (con.flex[:, 0] >= 0) & (con.elem[:, 0] >= 0)
+        out = jp.concatenate([out, jp.where(side0[:, None], -w2[:, wside2:], jp.abs(w2[:, wside2:]))], axis=1)
+    return out
 
 
 def _pad(bodies: jax.Array, wts: jax.Array, w: int) -> tuple[jax.Array, jax.Array]:

@@ -32,7 +32,9 @@ MuJoCo 4.0's behaviour, probed with the `mujoco` package (tests/test_flex_self.p
     (e1, e2) loop order, the others in their midphase's).
   - Jacobian: each side is its element's vertex bodies weighted by the barycentric coordinates of the element point
     nearest to the contact point (as a geom-element contact's flex side, `flex.contact_body_weights`);
-    diagApprox sums both sides' weighted body_invweight0. No mjMAXCONPAIR selection.
+    diagApprox sums both sides' weighted body_invweight0. No mjMAXCONPAIR selection, but for a pair with an
+    interpolated flex: its sides' cell nodes at the contact's interpolation weights, and at most 50 contacts kept
+    (collision/flex_cap.py).
 
 Here each (f1, f2) pair of flexes (f1 == f2 for self-collisions) is one static group: the table of its candidate
 element pairs (P of them: O(nelem^2), e.g. 39803 for the self-collisions of MuJoCo's 288-triangle flag), then per step
@@ -62,7 +64,7 @@ import numpy as np
 
 from mjx_lite import types
 from mjx_lite._struct import static_memo
-from mjx_lite.collision import elem_elem, flex_elem, primitive
+from mjx_lite.collision import elem_elem, flex_cap, flex_elem, primitive
 from mjx_lite.collision.frame import make_frame
 from mjx_lite.collision.types import NOCONTACT, mix_params
 from mjx_lite.types import DisableBit, EnableBit, Model
@@ -73,7 +75,8 @@ __all__ = ["Group", "capacity", "contacts", "groups", "slot_condim"]
 class Group(NamedTuple):
     """The element pairs of flexes f1 <= f2 (f1 == f2: self-collisions): their dims, the candidate pairs e1 (P,),
     e2 (P,) (local element ids; e1 < e2 for self-collisions, in MuJoCo's loop order), the pairs `k` collided per
-    step and the contact slots `ncon`."""
+    step and the contact slots `ncon`; a pair with an interpolated flex keeps at most `cap` of its `ncand` candidate
+    contacts (collision/flex_cap.py; cap 0: no cap, ncand = ncon)."""
 
     f1: int
     f2: int
@@ -83,6 +86,8 @@ class Group(NamedTuple):
     e2: np.ndarray
     k: int
     ncon: int
+    cap: int = 0
+    ncand: int = 0
 
     @property
     def rows(self) -> int:
@@ -162,7 +167,9 @@ def groups(m: Model) -> tuple[Group, ...]:
             dim1, dim2 = int(m.flex_dim[f1]), int(m.flex_dim[f2])
             rows = 2 if dim1 == dim2 == 1 else 1
             ncon = min(k * rows, max(1, math.ceil(m.config.flex_contacts_per_elem * mean)))
-            out.append(Group(f1, f2, dim1, dim2, e1, e2, k, ncon))
+            interp = np.asarray(m.flex_interp)
+            cap = flex_cap.MAXCONPAIR if f1 != f2 and (interp[f1] or interp[f2]) else 0
+            out.append(Group(f1, f2, dim1, dim2, e1, e2, k, min(ncon, cap) if cap else ncon, cap, ncon))
         return tuple(out)
 
     return static_memo(m, "flex_flex_groups", build)
@@ -234,7 +241,7 @@ def _group(m: Model, d: types.Data, g: Group, margin: jax.Array, gap: jax.Array)
     elif max(g.dim1, g.dim2) <= 2:  # edges and triangles: a facet test, then the collider on 2 ncon of the rest
         x1, x2 = xs[0][a], xs[1][b]
         near = live & ~elem_elem.separated(g.dim1, g.dim2, x1, x2, r1 + r2 + mg)
-        keep, live, full = _select(near, min(g.k, 2 * g.ncon))
+        keep, live, full = _select(near, min(g.k, 2 * (g.ncand or g.ncon)))
         dist, pos, nrm = elem_elem.collide(g.dim1, g.dim2, x1[keep], x2[keep], r1, r2)
         act, a, b = live & (dist < mg), a[keep], b[keep]
         overflow = overflow | full
@@ -243,6 +250,12 @@ def _group(m: Model, d: types.Data, g: Group, margin: jax.Array, gap: jax.Array)
         act = live & (dist < mg)
     dist, pos, nrm, act = dist.reshape(-1), pos.reshape(-1, 3), nrm.reshape(-1, 3), act.reshape(-1)
     a, b = jp.repeat(a, g.rows), jp.repeat(b, g.rows)
+    if g.cap:  # an interpolated pair: the first ncand rows in contact are the candidates, `cap` of them kept
+        if g.ncand < act.shape[0]:
+            keep, act, full = _select(act, g.ncand)
+            dist, pos, nrm, a, b = dist[keep], pos[keep], nrm[keep], a[keep], b[keep]
+            overflow = overflow | full
+        act = flex_cap.spread(dist, pos, act, g.cap)
     if g.ncon < act.shape[0]:  # the first g.ncon rows in contact take the slots
         keep, act, full = _select(act, g.ncon)
         dist, pos, nrm, a, b = dist[keep], pos[keep], nrm[keep], a[keep], b[keep]

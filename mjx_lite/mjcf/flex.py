@@ -489,7 +489,8 @@ def _check_self(r: dict, where: tuple) -> None:
 
 def _check_flex_pairs(recs: list[dict]) -> None:
     """Contacts between two flexes whose contype/conaffinity match (collision/flex_flex.py): refused for more than
-    types.FLEX_MAX_ELEM_PAIRS element pairs (the dense candidate table) and for elastic rods (their twist joints)."""
+    types.FLEX_MAX_ELEM_PAIRS element pairs (the dense candidate table) and for elastic rods (their twist joints);
+    interpolated flexes take part (their contacts capped as MuJoCo's, collision/flex_cap.py)."""
     for i, a in enumerate(recs):
         for b in recs[i + 1 :]:
             if not (a["contype"] & b["conaffinity"] or b["contype"] & a["conaffinity"]):
@@ -501,11 +502,6 @@ def _check_flex_pairs(recs: list[dict]) -> None:
                                            f"element pairs, more than {FLEX_MAX_ELEM_PAIRS}) are not supported by "
                                            "mjx_lite; set contype/conaffinity that do not match", *where)  # fmt: skip
             for r in (a, b):
-                if r.get("interp"):  # (MuJoCo 4.0 keeps at most 50 contacts of such a pair: its selection, not ours)
-                    raise MJCFUnsupportedError(f"contacts of an interpolated flex with another flex are not supported "
-                                               f"by mjx_lite: flex '{r['name']}' can collide with flex "
-                                               f"'{(b if r is a else a)['name']}'; set contype/conaffinity that do not "
-                                               "match", *where)  # fmt: skip
                 if r.get("twist"):
                     raise MJCFUnsupportedError(f"contacts of an elastic rod are not supported by mjx_lite: rod "
                                                f"'{r['name']}' can collide with flex '{(b if r is a else a)['name']}'; "

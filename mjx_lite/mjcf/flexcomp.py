@@ -32,7 +32,7 @@ Everything else MuJoCo's flexcomp can do is refused at load with MJCFUnsupported
 (type="gmsh" reads ASCII formats 4.1 and 2.2), box / cylinder / ellipsoid of dim 1 or with a count below 2; of
 interpolated flexcomps: shell mode (elastic2d), strain equalities, dim 1, rigid ones, quadratic
 ones whose tetrahedra do not fill their bounding box (MuJoCo's cut-cell quadrature), trilinear ones of dim 2 whose
-triangles do not close a surface, self- and flex-flex contacts; rods' box sections and clamped ends (both points of
+triangles do not close a surface, self-contacts; rods' box sections and clamped ends (both points of
 an end edge pinned), <elasticity yield> (plasticity), <edge equality="vert"|"strain">, plugins; and, in
 mjcf/flex.py, flex self-collisions, contacts with height fields and SDFs, and contacts of elastic rods.
 """

@@ -28,7 +28,8 @@ from mjx_lite.types import Data, Model
 __all__ = ["BODY_WEIGHT_MIN", "basis", "cell_nodes", "has_interp", "interp_vertices", "node_xpos", "vertex_xpos",
            "vertex_weights"]  # fmt: skip
 
-BODY_WEIGHT_MIN = 1e-5  # node weights below this are left out of a contact's bodies (MuJoCo's mj_vertBodyWeight)
+BODY_WEIGHT_MIN = 0.0  # node weights below this are left out of a contact's bodies: none in MuJoCo 4.0 (probed: it
+# keeps weights of 1e-7 in flex-flex rows, where 3.12's mj_vertBodyWeight dropped those below 1e-5)
 
 
 def _phi(s: np.ndarray, i: int, order: int) -> np.ndarray:
