@@ -17,11 +17,10 @@ import pytest
 
 import mjx_lite as mjl
 from mjx_lite.pipeline import integrate, kernels
-from mjx_lite.pipeline.kernels import launch
 from tests import oracle
 from tests.kernel_checks import rel, twin_tracers
 from tests.test_integrate import MODELS, RTOL, _forwarded
-from tests.test_kernels_precision import triton_modules
+from tests.test_kernels_precision import gpu_triton_modules
 
 # fused and XLA fields differ by float64 round-off only (the factorisation's and solve's summation orders): relative
 # to max(1, max |field|)
@@ -80,10 +79,7 @@ def test_step_runs_the_kernel_and_its_twin_reads_only_inputs(case, monkeypatch):
 def test_euler_kernel_lowers_to_triton(case, dtype):
     """The kernel lowers to one Triton kernel for "cuda" (compiled as on a GPU), in float32 and float64."""
     _, _, m, batch, _, _ = case
-    cast = lambda t: jax.tree.map(lambda x: x.astype(dtype) if jp.issubdtype(x.dtype, jp.floating) else x, t)  # noqa: E731
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
-        mods = triton_modules(jax.vmap(_euler, in_axes=(None, 0)), cast(m), cast(batch))
+    mods = gpu_triton_modules(jax.vmap(_euler, in_axes=(None, 0)), dtype, m, batch)
     assert set(mods) == {"euler"}, sorted(mods)
     assert ("f32" if dtype == jp.float32 else "f64") in mods["euler"]
 

@@ -50,6 +50,15 @@ def triton_modules(fn, *args) -> dict:
     return captured
 
 
+def gpu_triton_modules(fn, dtype, *args) -> dict:
+    """`triton_modules` of `fn` at `args` cast to `dtype` (floating leaves), the kernels compiled as on a GPU (the
+    Model's own kernel_layout, not interpret mode)."""
+    cast = jax.tree.map(lambda x: x.astype(dtype) if jp.issubdtype(x.dtype, jp.floating) else x, args)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
+        return triton_modules(fn, *cast)
+
+
 def rounded_dots(text: str) -> list:
     return _ROUNDED_DOT.findall(text)
 

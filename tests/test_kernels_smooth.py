@@ -26,7 +26,7 @@ from mjx_lite.pipeline.kernels import launch, smooth, velocity
 from mjx_lite.types import Warning
 from tests import oracle
 from tests.kernel_checks import rel, twin_tracers
-from tests.test_kernels_precision import triton_modules
+from tests.test_kernels_precision import gpu_triton_modules, triton_modules
 
 # fused and XLA fields differ by float64 round-off only (summation orders, the solve's): relative to max(1, max |f|)
 ROUNDOFF = 1e-12
@@ -462,10 +462,7 @@ def test_tendon_smooth_pass_equals_xla_and_mujoco(tendon_case, tendon_smooth):
 def test_tendon_smooth_pass_lowers_to_triton(tendon_case, dtype):
     """The smooth pass with the tendons' passive forces lowers to one Triton kernel for "cuda", float32 and float64."""
     _, _, m, batch, _, _ = tendon_case
-    cast = lambda t: jax.tree.map(lambda x: x.astype(dtype) if jp.issubdtype(x.dtype, jp.floating) else x, t)  # noqa: E731
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kernels, "launch_of", lambda m: launch.Launch(layout=m.config.kernel_layout))
-        mods = triton_modules(jax.vmap(_fused, in_axes=(None, 0)), cast(m), cast(batch))
+    mods = gpu_triton_modules(jax.vmap(_fused, in_axes=(None, 0)), dtype, m, batch)
     assert set(mods) == {"smooth_pass"}, sorted(mods)
     assert ("f32" if dtype == jp.float32 else "f64") in mods["smooth_pass"]
 
