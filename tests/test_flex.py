@@ -283,3 +283,43 @@ def test_flexcomp_equalities_follow_the_equality_section(where):
     m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
     np.testing.assert_array_equal(mjm.eq_type, [mujoco.mjtEq.mjEQ_JOINT, mujoco.mjtEq.mjEQ_FLEX])
     assert oracle.compare_models(m, mjm) == []
+
+
+# A plain <flex> over the user's own bodies, whose slide joints are damped (MuJoCo's bag.xml string): allowed, as in
+# MuJoCo 4.0 (which refuses joint damping only on the vertex bodies a flexcomp makes, e.g. from a default class).
+USER_BODIES = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    {bodies}
+  </worldbody>
+  <deformable>
+    <flex name="string" dim="1" radius="0.01" body="a b c" vertex="0 0 0  0 0 0  0 0 0" element="0 1  1 2">
+      <edge stiffness="30" damping="0.05"/>
+      <contact contype="0" conaffinity="0"/>
+    </flex>
+  </deformable>
+</mujoco>
+"""
+_BODY = ('<body name="{n}" pos="{x} 0 1"><joint type="slide" axis="1 0 0" damping="0.2"/>'
+         '<joint type="slide" axis="0 0 1" damping="0.3"/><geom size=".01" mass=".02" contype="0" conaffinity="0"/>'
+         '</body>')  # fmt: skip
+
+
+def test_joint_damping_on_user_flex_bodies_as_in_mujoco():
+    """Damped joints on a plain <flex>'s bodies load and step as MuJoCo's (Euler's implicit damping, edge springs);
+    on a flexcomp's own vertex bodies (default-class damping) both refuse them."""
+    xml = USER_BODIES.format(bodies="".join(_BODY.format(n=n, x=x) for n, x in (("a", 0), ("b", 0.1), ("c", 0.2))))
+    m, mjm = mjx_lite.load_mjcf_string(xml), mujoco.MjModel.from_xml_string(xml)
+    assert np.asarray(m.dof_damping).tolist() == mjm.dof_damping.tolist()
+    mjd = mujoco.MjData(mjm)
+    mjd.qpos[:] = 0.02 * np.arange(mjm.nq)
+    mjd.qvel[:] = 0.3 * np.cos(np.arange(mjm.nv))
+    d0 = mjx_lite.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy())
+    oracle.check_steps(m, mjm, mjd, d0, 20, ("qpos", "qvel", "qfrc_damper"), TRAJ_ATOL)
+    comp = ('<mujoco><default><joint damping="0.3"/></default><worldbody><flexcomp name="g" type="grid" '
+            'count="3 1 1" spacing=".1 .1 .1" dim="1" radius=".01"/></worldbody></mujoco>')  # fmt: skip
+    with pytest.raises(ValueError, match="cannot have joint damping"):
+        mujoco.MjModel.from_xml_string(comp)
+    with pytest.raises(MJCFError, match="cannot have joint damping"):
+        mjx_lite.load_mjcf_string(comp)

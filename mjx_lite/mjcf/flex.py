@@ -86,7 +86,8 @@ def compile_flex(root: Element, ctx: CompileContext) -> None:
             if b != "world" and b not in bodies:
                 raise MJCFError(f"unknown body '{b}' in flex", r["file"], r["line"], "flexcomp")
             ids.append(0 if b == "world" else bodies[b])
-        _check_vertex_bodies(ctx, r, ids)
+        if r["parent"] is not None:  # a flexcomp's vertex bodies (a plain <flex>'s bodies are the user's: no check)
+            _check_vertex_bodies(ctx, r, ids)
         _check_contacts(ctx, r)
         elem = np.array(r["elem"], np.int64).reshape(-1, dim + 1)
         nvert = len(np.asarray(r["vert"]).reshape(-1, 3))
@@ -415,8 +416,9 @@ def _bending(x: np.ndarray, q: np.ndarray, D: float) -> np.ndarray:
 
 
 def _check_vertex_bodies(ctx: CompileContext, r: dict, ids: list[int]) -> None:
-    """MuJoCo: a flex vertex body (one the flexcomp made, not the parent of its pinned points) cannot have joint
-    damping (flex forces come from edges)."""
+    """MuJoCo 4.0: a flexcomp's vertex body (one the flexcomp made, not the parent of its pinned points) cannot have
+    joint damping (e.g. from a default class; flex forces come from edges). The bodies of a plain `<flex body=...>`
+    are the user's own and may (probed: MuJoCo 4.0 loads them)."""
     A = ctx.arrays
     jb = np.asarray(A["jnt_bodyid"])
     damp = np.asarray(A["dof_damping"])
