@@ -553,11 +553,12 @@ def small_state(mjm, mjd, rng):
 
 
 def data_with_state(m, mjm, mjd):
-    """make_data(m) with MuJoCo's state and inputs (qpos, qvel, ctrl, act, applied forces) copied from mjd."""
-    del mjm
-    return make_data(m).replace(qpos=host_array(mjd.qpos), qvel=host_array(mjd.qvel), ctrl=host_array(mjd.ctrl),
-                                act=host_array(mjd.act), qfrc_applied=host_array(mjd.qfrc_applied),
-                                xfrc_applied=host_array(mjd.xfrc_applied))  # fmt: skip
+    """make_data(m) with MuJoCo's state and inputs (qpos, qvel, ctrl, act, applied forces, and plastic where the
+    model has plastic state: an elastic rod's reference frames) copied from mjd."""
+    d = make_data(m).replace(qpos=host_array(mjd.qpos), qvel=host_array(mjd.qvel), ctrl=host_array(mjd.ctrl),
+                             act=host_array(mjd.act), qfrc_applied=host_array(mjd.qfrc_applied),
+                             xfrc_applied=host_array(mjd.xfrc_applied))  # fmt: skip
+    return d.replace(plastic=host_array(mjd.plastic)) if mjm.nplastic else d
 
 
 

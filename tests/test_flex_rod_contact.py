@@ -129,7 +129,7 @@ def test_contacts_rows_and_qacc_match_mujoco(fwd, models, cone, seed, steps):
     mujoco.mj_forward(mjm, mjd)
     assert (np.abs(mjd.plastic).max() > 0) == (steps > 0)
     assert {int(c.geom[0]) for c in mjd.contact[: mjd.ncon]} == {0, 1, 2, 3}  # every geom touches
-    d = fwd(m, mjx_lite.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy(), plastic=mjd.plastic.copy()))
+    d = fwd(m, oracle.data_with_state(m, mjm, mjd))
     tols = {"qacc_atol": QACC_ATOL, "contact_atol": CONTACT_ATOL, "fwd_rtol": FWD_RTOL, "fwd_atol": FWD_ATOL}
     _compare(m, mjm, mjd, d, **(GJK_TOLS if isinstance(cone, tuple) else tols))
     twist = [mjm.jnt_dofadr[j] for j in range(mjm.njnt) if "_twist" in mjm.joint(j).name]

@@ -80,10 +80,6 @@ def _mj_state(mjm, steps, seed=None):
     return mjd
 
 
-def _data(m, mjd):
-    return mjx_lite.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy(), plastic=mjd.plastic.copy())
-
-
 def test_compiled_model_matches_mujoco(models):
     m, mjm = models["elliptic"]
     assert oracle.compare_models(m, mujoco.MjModel.from_xml_string(ROD.format(cone="elliptic"))) == []
@@ -108,7 +104,7 @@ def test_contacts_rows_and_qacc_match_mujoco(fwd, models, cone, steps, seed):
     dist = mjd.contact.dist[: mjd.ncon]
     assert mjd.ncon >= 3 and np.all(mjd.contact.geom[: mjd.ncon, 0] == 0)
     assert np.all(mjd.contact.vert[: mjd.ncon, 1] == -1)  # (element contacts only: no vertex-field contacts)
-    d = fwd(m, _data(m, mjd))
+    d = fwd(m, oracle.data_with_state(m, mjm, mjd))
     _compare(m, mjm, mjd, d, **TOLS)
     if np.any(dist > 0):
         _check_exact_when_apart(m, mjm, mjd, d)
@@ -121,7 +117,7 @@ def test_trajectory_matches_mujoco(models):
     """100 steps from MuJoCo's state at rest on the field (step 300): qpos, qvel and the rod frames in plastic."""
     m, mjm = models["pyramidal"]
     mjd = _mj_state(mjm, 300)
-    oracle.check_steps(m, mjm, mjd, _data(m, mjd), 100, ("qpos", "qvel", "plastic"), TRAJ_ATOL)
+    oracle.check_steps(m, mjm, mjd, oracle.data_with_state(m, mjm, mjd), 100, ("qpos", "qvel", "plastic"), TRAJ_ATOL)
     assert mjd.ncon > 3
 
 
@@ -130,5 +126,5 @@ def test_rollout_gradient_matches_central_differences(models):
     """d(mean vertex height after 20 steps)/d(the field's friction scale) from the first touch: finite, equal to
     central differences, batched equal to unbatched (oracle.check_rollout_grad)."""
     m, mjm = models["pyramidal"]
-    d0 = _data(m, _mj_state(mjm, 150, 1))
+    d0 = oracle.data_with_state(m, mjm, _mj_state(mjm, 150, 1))
     oracle.check_rollout_grad(m, d0, lambda m, k: m.replace(geom_friction=m.geom_friction * k), 1.0)

@@ -82,10 +82,6 @@ def _mj_state(mjm, steps, seed):
     return mjd
 
 
-def _data(m, mjd):
-    return mjx_lite.make_data(m).replace(qpos=mjd.qpos.copy(), qvel=mjd.qvel.copy(), plastic=mjd.plastic.copy())
-
-
 def test_compiled_model_matches_mujoco(models):
     m, mjm = models["elliptic", HINGE, ""]
     assert oracle.compare_models(m, mjm) == []
@@ -106,7 +102,7 @@ def test_contacts_rows_and_qacc_match_mujoco(models, key, steps, seed):
     m, mjm = models[key]
     mjd = _mj_state(mjm, steps, seed)
     assert mjd.ncon >= 1
-    d = jax.jit(mjx_lite.forward)(m, _data(m, mjd))
+    d = jax.jit(mjx_lite.forward)(m, oracle.data_with_state(m, mjm, mjd))
     _compare(m, mjm, mjd, d, QACC_ATOL, CONTACT_ATOL, FWD_RTOL, FWD_ATOL)
 
 
@@ -115,7 +111,7 @@ def test_trajectory_matches_mujoco(models):
     """100 steps of the rod on the swinging arm from a random state: qpos, qvel and the rod frames in plastic."""
     m, mjm = models["pyramidal", HINGE, ""]
     mjd = _mj_state(mjm, 100, 1)
-    oracle.check_steps(m, mjm, mjd, _data(m, mjd), 100, ("qpos", "qvel", "plastic"), TRAJ_ATOL)
+    oracle.check_steps(m, mjm, mjd, oracle.data_with_state(m, mjm, mjd), 100, ("qpos", "qvel", "plastic"), TRAJ_ATOL)
     assert mjd.ncon > 0
 
 
@@ -124,5 +120,5 @@ def test_rollout_gradient_matches_central_differences(models):
     """d(mean vertex height after 20 steps)/d(friction scale of every geom): finite, equal to central differences,
     batched equal to unbatched (oracle.check_rollout_grad)."""
     m, mjm = models["pyramidal", HINGE, ""]
-    d0 = _data(m, _mj_state(mjm, 100, 1))
+    d0 = oracle.data_with_state(m, mjm, _mj_state(mjm, 100, 1))
     oracle.check_rollout_grad(m, d0, lambda m, k: m.replace(geom_friction=m.geom_friction * k), 1.0)
