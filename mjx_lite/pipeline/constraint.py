@@ -988,7 +988,7 @@ def contact_products(m: Model, d: Data):
         for b in blocks:
             vb = _permute(v, b.slots)[:, : b.coef.shape[2]]
             rows.append(jp.where(b.active, jp.einsum("krc,kc->kr", b.coef, vb).reshape(-1), 0.0))
-        out = _permute(jp.concatenate(rows), inv)
+        out = _assemble_rows(rows, inv)
         return jp.concatenate([jp.zeros((pre,), out.dtype), out])
 
     def jtf(f):
@@ -1176,14 +1176,7 @@ def _permute(x, inv: np.ndarray | None):
     static slices when inv is a few contiguous runs (the contact blocks of each condim put back in slot order, the
     slots of one condim): XLA:CPU runs a gather with constant indices element by element, which cost the
     quadruped's step (2454 rows of 28 columns in 46 runs) more than its solver's iterations."""
-    if inv is None:
-        return x
-    if isinstance(x, np.ndarray):
-        return x[inv]
-    runs = _runs(inv)
-    if len(runs) > MAX_RUNS:
-        return x[inv]
-    return jp.concatenate([x[a:b] for a, b in runs], axis=0)
+    return x if inv is None else _assemble_rows([x], inv)
 
 
 def _assemble_rows(parts: list, inv: np.ndarray | None):
